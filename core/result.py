@@ -1,0 +1,169 @@
+"""Solver-neutral outcome of :func:`dnnprov.solve`: status, plan, cost, proven bound."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Status(str, Enum):
+    """How a solve ended.
+
+    ``optimal``: the plan is proven cheapest for the stated model (bound == cost).
+    ``feasible``: the plan meets every constraint; optimality is not claimed.
+    ``infeasible``: proven that no plan meets the constraints.
+    ``limit``: a time or size limit stopped the method; see plan (incumbent) and bound.
+    ``unknown``: the method ended with no plan and no proof (e.g. a heuristic found nothing).
+    ``error``: the method failed; see ``message``.
+    """
+
+    OPTIMAL = "optimal"
+    FEASIBLE = "feasible"
+    INFEASIBLE = "infeasible"
+    LIMIT = "limit"
+    UNKNOWN = "unknown"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class SpotPlan:
+    """Counts per column (type name, or ``name:on-demand``) and the PS count."""
+
+    counts: dict[str, int]
+    ps: int = 1
+
+    @property
+    def workers(self) -> int:
+        """Total number of workers |N|."""
+        return sum(self.counts.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form: ``{"counts": {type: n}, "ps": s}`` (zero counts omitted)."""
+        return {"counts": {k: v for k, v in self.counts.items() if v}, "ps": self.ps}
+
+    def __str__(self) -> str:
+        used = ", ".join(f"{v} x {k}" for k, v in self.counts.items() if v) or "no workers"
+        return f"{used}; {self.ps} PS"
+
+
+@dataclass(frozen=True)
+class ServerlessPlan:
+    """Number of functions, memory per function, local batch (eq. 9) and PS count."""
+
+    functions: int
+    memory_mb: int
+    local_batch: float
+    ps: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form with ``functions``, ``memory_mb``, ``local_batch``, ``ps``."""
+        return {"functions": self.functions, "memory_mb": self.memory_mb,
+                "local_batch": self.local_batch, "ps": self.ps}
+
+    def __str__(self) -> str:
+        return (f"{self.functions} functions x {self.memory_mb} MB (local batch "
+                f"{self.local_batch:g}); {self.ps} PS")
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a solver returns.
+
+    ``bound`` is a proven lower bound on the optimal cost of the stated model (``None``
+    when the method proves nothing); ``gap`` is ``(cost - bound) / cost``.
+    ``details`` holds model quantities of the plan (b_w, R, iterations, ...) and
+    ``stats`` counters of the method (plans evaluated, MILPs solved, ...).
+    """
+
+    status: Status
+    method: str
+    kind: str
+    model: str
+    instance: str
+    plan: SpotPlan | ServerlessPlan | None = None
+    time_s: float | None = None
+    cost: float | None = None
+    bound: float | None = None
+    solve_seconds: float = 0.0
+    message: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", Status(self.status))
+        if self.status is Status.OPTIMAL and (self.plan is None or self.bound is None):
+            raise ValueError("an optimal result needs a plan and a proven bound")
+
+    @property
+    def gap(self) -> float | None:
+        """Relative optimality gap ``(cost - bound) / cost`` where both are known."""
+        if self.cost is None or self.bound is None:
+            return None
+        if self.cost == 0:
+            return 0.0
+        return max(0.0, (self.cost - self.bound) / self.cost)
+
+    def is_feasible(self) -> bool:
+        """Whether a plan meeting every constraint was returned."""
+        return self.plan is not None and self.status in (Status.OPTIMAL, Status.FEASIBLE, Status.LIMIT)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Stable JSON-ready dict (the CLI's ``--json`` output)."""
+        return {
+            "status": self.status.value,
+            "method": self.method,
+            "kind": self.kind,
+            "model": self.model,
+            "instance": self.instance,
+            "plan": None if self.plan is None else self.plan.to_dict(),
+            "time_s": _finite(self.time_s),
+            "cost": _finite(self.cost),
+            "bound": _finite(self.bound),
+            "gap": _finite(self.gap),
+            "solve_seconds": self.solve_seconds,
+            "message": self.message,
+            "details": {k: _finite(v) if isinstance(v, float) else v for k, v in self.details.items()},
+            "stats": dict(self.stats),
+        }
+
+    def to_json(self, **kwargs: Any) -> str:
+        """:meth:`to_dict` as a JSON string."""
+        return json.dumps(self.to_dict(), **kwargs)
+
+    def to_row(self) -> dict[str, Any]:
+        """One flat row (for pandas / CSV): plan as a JSON string."""
+        d = self.to_dict()
+        return {"instance": self.instance, "kind": self.kind, "model": self.model,
+                "method": self.method, "status": d["status"], "cost": d["cost"],
+                "time_s": d["time_s"], "bound": d["bound"], "gap": d["gap"],
+                "solve_seconds": self.solve_seconds,
+                "plan": json.dumps(d["plan"], sort_keys=True) if d["plan"] else "",
+                "message": self.message}
+
+    def summary(self) -> str:
+        """Readable multi-line summary."""
+        lines = [f"{self.instance} [{self.kind}, model {self.model}] by {self.method}: {self.status.value}"]
+        if self.plan is not None:
+            lines.append(f"  plan : {self.plan}")
+        if self.time_s is not None:
+            lines.append(f"  time : {self.time_s:.2f} s")
+        if self.cost is not None:
+            lines.append(f"  cost : ${self.cost:.6f}")
+        if self.bound is not None:
+            lines.append(f"  bound: ${self.bound:.6f} (gap {100 * (self.gap or 0):.4f} %)")
+        lines.append(f"  solve: {self.solve_seconds:.3f} s")
+        if self.message:
+            lines.append(f"  note : {self.message}")
+        return "\n".join(lines)
+
+    __str__ = summary
+
+
+def _finite(value: float | None) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None

@@ -1,0 +1,92 @@
+"""The serverless performance and cost model, vectorized over (n, m, s) (spec/serverless.md).
+
+Time is eq. (1) plus the timeout rule of section 5: a function may run for
+``timeout_s``; the state is checkpointed ``checkpoint_margin_s`` before expiry and a fresh
+set of functions restores it, each restart costing ``checkpoint_overhead_s``.
+
+Cost is eq. (10) with Lambda's real tariff: memory-time ``n * m/1024 GB * T * price_per_gb_s``,
+plus one request per function per launch, plus the PS VMs for the training time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dnnprov.serverless import ServerlessProblem
+
+
+@dataclass(frozen=True)
+class ServerlessEvaluation:
+    """Model outputs for N plans (arrays of length N)."""
+
+    functions: np.ndarray
+    memory_mb: np.ndarray
+    ps: np.ndarray
+    local_batch: np.ndarray
+    iterations: np.ndarray
+    time_s: np.ndarray
+    launches: np.ndarray
+    cost: np.ndarray
+    feasible: np.ndarray
+
+
+class ServerlessModel:
+    """Evaluates (functions, memory, PS count) plans of one :class:`ServerlessProblem`."""
+
+    def __init__(self, problem: ServerlessProblem) -> None:
+        self.problem = problem
+
+    def local_batch(self, functions: np.ndarray) -> np.ndarray:
+        """b_l by eq. (9): the CPU-efficient batch unless the global batch would exceed b_g^max."""
+        w = self.problem.workload
+        n = np.asarray(functions, dtype=float)
+        return np.where(w.local_batch * n <= w.max_global_batch, float(w.local_batch),
+                        w.max_global_batch / n)
+
+    def training_time(self, functions: np.ndarray, memory_mb: np.ndarray,
+                      ps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Eq. (1) without restarts: returns (T, iterations k, t_load, seconds per iteration)."""
+        w, p = self.problem.workload, self.problem.platform
+        n = np.asarray(functions, dtype=float)
+        m = np.asarray(memory_mb, dtype=float)
+        rate = w.rate_alpha * m + w.rate_beta                                        # eq. (6)
+        storage_bw = np.minimum(w.storage_alpha * m + w.storage_beta, p.storage_bandwidth_mb_s)  # eq. (8)
+        ps_bw = np.minimum(p.function_bandwidth_mb_s, ps * p.ps_bandwidth_mb_s / n)  # eq. (7)
+        b_l = self.local_batch(n)                                                   # eq. (9)
+        k = w.samples * w.epochs / (b_l * n)                                        # eq. (2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_load = w.dataset_mb / (n * storage_bw)                                # eq. (3)
+            per_iteration = b_l / rate + 2 * w.model_mb / ps_bw                     # eqs. (4)-(5)
+            valid = (rate > 0) & (storage_bw > 0)
+            time = np.where(valid, t_load + k * per_iteration, np.inf)              # eq. (1)
+        return time, k, t_load, np.where(valid, per_iteration, np.inf)
+
+    def evaluate(self, functions: np.ndarray, memory_mb: np.ndarray,
+                 ps: np.ndarray | int = 1) -> ServerlessEvaluation:
+        """Evaluate arrays of plans (broadcast together)."""
+        prob, p = self.problem, self.problem.platform
+        n, m, s = np.broadcast_arrays(np.asarray(functions, dtype=np.int64),
+                                      np.asarray(memory_mb, dtype=np.int64),
+                                      np.asarray(ps, dtype=np.int64))
+        train, k, t_load, per_iteration = self.training_time(n, m, s)
+        usable = p.timeout_s - p.checkpoint_margin_s
+        with np.errstate(invalid="ignore"):
+            segments = np.maximum(np.ceil(train / usable), 1.0)
+            time = train + (segments - 1) * p.checkpoint_overhead_s
+            cost = (n * m / 1024.0 * time * p.price_per_gb_s
+                    + n * segments * p.price_per_request
+                    + s * p.ps_price_per_h * time / 3600.0)
+        c = prob.constraints
+        low, high = prob.function_range()
+        grid_ok = (m % p.memory_step_mb == 0) & (m >= prob.workload.min_memory_mb) & (m <= p.max_memory_mb) & (m > 0)
+        # A function must finish loading and at least one iteration before its first checkpoint.
+        fits = np.isfinite(train) & (t_load + per_iteration <= usable)
+        feasible = (grid_ok & fits & (n >= low) & (n <= high)
+                    & (s >= c.ps_count[0]) & (s <= c.ps_count[1]) & (time <= prob.time_s * (1 + 1e-12)))
+        if c.budget_usd is not None:
+            feasible &= cost <= c.budget_usd
+        return ServerlessEvaluation(functions=n, memory_mb=m, ps=s, local_batch=self.local_batch(n),
+                                    iterations=k, time_s=time, launches=segments,
+                                    cost=np.where(np.isfinite(time), cost, np.nan), feasible=feasible)

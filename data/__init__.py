@@ -1,0 +1,1 @@
+"""Embedded data written by this project: catalogs, workload profiles, instance sets."""

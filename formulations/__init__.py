@@ -1,0 +1,1 @@
+"""Pyomo formulations of the spot and serverless provisioning problems."""

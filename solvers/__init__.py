@@ -1,0 +1,1 @@
+"""Solvers behind :func:`dnnprov.solve`: paper heuristics, exhaustive search, exact MILP."""

@@ -1,0 +1,98 @@
+"""Exhaustive search: the test oracle. Evaluates every plan, in bounded-memory chunks."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from dnnprov.result import Result, Status
+from dnnprov.serverless import ServerlessProblem
+from dnnprov.serverless_model import ServerlessModel
+from dnnprov.solvers.outcome import serverless_result, spot_result
+from dnnprov.spot import SpotProblem
+from dnnprov.spot_model import SpotModel
+
+DEFAULT_MAX_PLANS = 50_000_000
+CHUNK = 1 << 18
+
+
+def spot_space_size(problem: SpotProblem) -> int:
+    """Number of (count vector, PS count) plans exhaustive search would evaluate."""
+    cols = problem.columns()
+    low, high = problem.constraints.ps_count
+    return math.prod(int(u - l + 1) for l, u in zip(cols.lower, cols.upper)) * (high - low + 1)
+
+
+def decode_counts(index: np.ndarray, lower: np.ndarray, radix: np.ndarray) -> np.ndarray:
+    """Mixed-radix decoding of plan indices into count vectors (first column fastest)."""
+    counts = np.empty((len(index), len(radix)), dtype=np.int64)
+    rest = index.copy()
+    for c, base in enumerate(radix):
+        rest, counts[:, c] = np.divmod(rest, base)
+    return counts + lower
+
+
+def enumerate_spot(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS) -> Result:
+    """The cheapest feasible plan over every count vector in the quota box and PS count.
+
+    Refuses (status ``limit``, no plan) when the space exceeds ``max_plans``. Ties are
+    broken by the lowest plan index, so the answer is deterministic.
+    """
+    started = time.perf_counter()
+    model = SpotModel(problem)
+    size = spot_space_size(problem)
+    if size > max_plans:
+        return spot_result(model, None, 1, status=Status.LIMIT, method="enumerate", started=started,
+                           message=f"search space of {size:,} plans exceeds max_plans={max_plans:,}; "
+                                   "use method 'milp' or raise max_plans",
+                           stats={"space": size})
+    cols = model.columns
+    radix = (cols.upper - cols.lower + 1).astype(np.int64)
+    per_ps = int(np.prod(radix))
+    best_cost, best = math.inf, None
+    for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
+        for start in range(0, per_ps, CHUNK):
+            index = np.arange(start, min(start + CHUNK, per_ps), dtype=np.int64)
+            counts = decode_counts(index, cols.lower, radix)
+            ev = model.evaluate(counts, ps)
+            cost = np.where(ev.feasible, ev.cost, np.inf)
+            i = int(np.argmin(cost))
+            if cost[i] < best_cost:
+                best_cost, best = float(cost[i]), (counts[i], ps)
+    stats = {"plans_evaluated": size}
+    if best is None:
+        return spot_result(model, None, 1, status=Status.INFEASIBLE, method="enumerate", started=started,
+                           bound=math.inf, message="no plan in the search space meets every constraint",
+                           stats=stats)
+    return spot_result(model, best[0], best[1], status=Status.OPTIMAL, method="enumerate",
+                       started=started, stats=stats)
+
+
+def enumerate_serverless(problem: ServerlessProblem, *, max_plans: int = DEFAULT_MAX_PLANS) -> Result:
+    """The cheapest feasible (n, m, s) over the whole grid (local batch by eq. 9)."""
+    started = time.perf_counter()
+    model = ServerlessModel(problem)
+    low, high = problem.function_range()
+    ps_low, ps_high = problem.constraints.ps_count
+    size = (high - low + 1) * len(problem.memory_grid()) * (ps_high - ps_low + 1)
+    if size > max_plans:
+        return serverless_result(model, None, status=Status.LIMIT, method="enumerate", started=started,
+                                 message=f"search space of {size:,} plans exceeds max_plans={max_plans:,}",
+                                 stats={"space": size})
+    n, s = (a.ravel() for a in np.meshgrid(np.arange(low, high + 1), np.arange(ps_low, ps_high + 1)))
+    best_cost, best = math.inf, None
+    for m in problem.memory_grid():  # one memory size at a time keeps memory bounded
+        ev = model.evaluate(n, m, s)
+        cost = np.where(ev.feasible, ev.cost, np.inf)
+        i = int(np.argmin(cost))
+        if cost[i] < best_cost:
+            best_cost, best = float(cost[i]), (n[i], m, s[i])
+    stats = {"plans_evaluated": size}
+    if best is None:
+        return serverless_result(model, None, status=Status.INFEASIBLE, method="enumerate",
+                                 started=started, bound=math.inf,
+                                 message="no plan on the grid meets every constraint", stats=stats)
+    return serverless_result(model, best, status=Status.OPTIMAL, method="enumerate",
+                             started=started, stats=stats)

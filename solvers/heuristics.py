@@ -1,0 +1,170 @@
+"""The published heuristics: spotDNN's Algorithm 1, its authors' code, and λDNN's Algorithm 1."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from dnnprov.result import Result, Status
+from dnnprov.serverless import ServerlessProblem
+from dnnprov.serverless_model import ServerlessModel
+from dnnprov.solvers.outcome import serverless_result, spot_result
+from dnnprov.spot import SpotProblem
+from dnnprov.spot_model import SpotModel
+
+
+def window_counts(items: np.ndarray, n_columns: int, size: int, *, wrap: bool = False) -> np.ndarray:
+    """Count vectors of every window ``items[s : s + size]`` of a list of column indices.
+
+    With ``wrap`` the windows start at every position and wrap around to the list's head
+    (the authors' code); without, they start at ``0 .. len - size`` (the paper).
+    """
+    length = len(items)
+    one_hot = np.zeros((2 * length + 1, n_columns), dtype=np.int64)
+    doubled = np.concatenate([items, items])
+    one_hot[np.arange(1, 2 * length + 1), doubled] = 1
+    prefix = one_hot.cumsum(axis=0)
+    starts = np.arange(length if wrap else length - size + 1)
+    return prefix[starts + size] - prefix[starts]
+
+
+# ---------------------------------------------------------------- spot, the paper
+def spot_bounds(problem: SpotProblem, model: SpotModel, lone_times: np.ndarray) -> tuple[int, int]:
+    """n_lower and n_upper of eqs. (15)-(16), as the paper computes them (heuristic bounds)."""
+    w, slo = problem.workload, problem.slo
+    cols = model.columns
+    if w.alpha_1 > 0 and w.beta_1 < 1:
+        n_upper = math.floor(((1 - w.beta_1) / w.alpha_1) ** 2)                  # eq. (15)
+    else:
+        n_upper = int(cols.upper.sum())
+    b_min = float(cols.batch.min())
+    spread = 1.0 if w.loss_variant == "no-cc" else w.gamma_4
+    j_min = (w.gamma_2 * b_min + w.gamma_3) * math.sqrt(spread) / model.loss_gap - w.gamma_1
+    v_max = float((cols.batch / lone_times).max())
+    n_lower = math.ceil(b_min * j_min / (v_max * slo.time_s)) if j_min > 0 else 1   # eq. (16)
+    return max(n_lower, 1), n_upper
+
+
+def spot_heuristic(problem: SpotProblem) -> Result:
+    """spotDNN Algorithm 1: bounds (15)-(16) and a sliding window over instances sorted
+    by lone-worker iteration time, slowest first; kept instances E are always included."""
+    started = time.perf_counter()
+    model = SpotModel(problem)
+    cols = model.columns
+    lone_times = model.iteration_times(np.array([1]), np.array([1]))[0]  # T^i with B_req
+    available = cols.upper - cols.lower
+    items = np.repeat(np.arange(len(cols)), available)
+    items = items[np.argsort(-lone_times[items], kind="stable")]             # step 5
+    n_lower, n_upper = spot_bounds(problem, model, lone_times)
+    best_cost, best = math.inf, None
+    evaluated = 0
+    for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
+        for size in range(n_lower, min(n_upper, len(items)) + 1):             # step 6
+            plans = window_counts(items, len(cols), size) + cols.lower       # steps 7-8: E + window
+            ev = model.evaluate(plans, ps)                                   # steps 9-12
+            evaluated += len(plans)
+            cost = np.where(ev.feasible, ev.cost, np.inf)
+            i = int(np.argmin(cost))
+            if cost[i] < best_cost:                                          # steps 14-15
+                best_cost, best = float(cost[i]), (plans[i], ps)
+    stats = {"plans_evaluated": evaluated, "n_lower": n_lower, "n_upper": n_upper}
+    if best is None:
+        return spot_result(model, None, 1, status=Status.UNKNOWN, method="heuristic", started=started,
+                           message="the sliding window found no feasible plan (not a proof of infeasibility)",
+                           stats=stats)
+    return spot_result(model, best[0], best[1], status=Status.FEASIBLE, method="heuristic",
+                       started=started, stats=stats)
+
+
+# ---------------------------------------------------------------- spot, the authors' code
+def reference_heuristic(problem: SpotProblem) -> Result:
+    """The search of the authors' reference code (spec section 6), exactly.
+
+    Types sorted by profiled iteration time T0 ascending (stable), each repeated by its
+    quota; windows of size 1 .. len-1 starting anywhere, wrapping to the head; the first
+    plan of strictly smallest cost wins. No bounds. Runs on the problem's model variant.
+    """
+    started = time.perf_counter()
+    model = SpotModel(problem)
+    cols = model.columns
+    w, pf = problem.workload, problem.platform
+    # T0 = T_comp + T_comm at B_req, undoing the (reference) compute-time derivation.
+    pcie = 2 * cols.gpus * w.param_size_mb / pf.pcie_bandwidth_mb_s
+    network = 2 * w.param_size_mb / w.bandwidth_req_mb_s
+    t0 = cols.compute_time + (network - pcie if model.reference else network + pcie)
+    order = np.argsort(t0, kind="stable")
+    items = np.repeat(order, (cols.upper - cols.lower)[order])
+    best_cost, best = math.inf, None
+    evaluated = 0
+    ps = problem.constraints.ps_count[0]
+    for size in range(1, len(items)):
+        plans = window_counts(items, len(cols), size, wrap=True) + cols.lower
+        ev = model.evaluate(plans, ps)
+        evaluated += len(plans)
+        cost = np.where(ev.feasible, ev.cost, np.inf)
+        i = int(np.argmin(cost))  # first occurrence: "strictly smaller cost" keeps the earliest
+        if cost[i] < best_cost:
+            best_cost, best = float(cost[i]), plans[i]
+    stats = {"plans_evaluated": evaluated}
+    if best is None:
+        return spot_result(model, None, ps, status=Status.UNKNOWN, method="reference-heuristic",
+                           started=started, message="no feasible window (the reference code returns all-zero counts)",
+                           stats=stats)
+    return spot_result(model, best, ps, status=Status.FEASIBLE, method="reference-heuristic",
+                       started=started, stats=stats)
+
+
+# ---------------------------------------------------------------- serverless
+def serverless_bounds(problem: ServerlessProblem, memory_mb: int, ps: int) -> tuple[int, int] | None:
+    """n_lower (15) and n_upper (14) for one memory size; ``None`` if (15) has no solution."""
+    w, p = problem.workload, problem.platform
+    rate = w.rate_alpha * memory_mb + w.rate_beta
+    storage_bw = min(w.storage_alpha * memory_mb + w.storage_beta, p.storage_bandwidth_mb_s)
+    if rate <= 0 or storage_bw <= 0:
+        return None
+    n_upper = math.floor(ps * p.ps_bandwidth_mb_s / p.function_bandwidth_mb_s)   # eq. (14)
+    ps_bw = p.function_bandwidth_mb_s
+    work = w.samples * w.epochs
+    lam = ps_bw * (rate * w.dataset_mb + work * storage_bw)
+    kappa = problem.time_s * rate * storage_bw * ps_bw
+    mu = 2 * w.model_mb * work * storage_bw * rate
+    n_lower = math.ceil(lam / kappa + mu / (w.local_batch * kappa))              # eq. (15)
+    if w.local_batch * n_lower > w.max_global_batch:
+        if w.max_global_batch * kappa <= mu:
+            return None
+        n_lower = max(w.max_global_batch // w.local_batch,
+                      math.ceil(w.max_global_batch * lam / (w.max_global_batch * kappa - mu)))
+    return max(n_lower, 1), n_upper
+
+
+def serverless_heuristic(problem: ServerlessProblem) -> Result:
+    """λDNN Algorithm 1: sweep memory sizes; for each, the first n in [n_lower, n_upper]
+    meeting T_o is taken (larger n only costs more under the paper's cost)."""
+    started = time.perf_counter()
+    model = ServerlessModel(problem)
+    best_cost, best = math.inf, None
+    evaluated = 0
+    low, high = problem.function_range()
+    for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
+        for m in problem.memory_grid():
+            bounds = serverless_bounds(problem, m, ps)
+            if bounds is None:
+                continue
+            n_lo, n_hi = max(bounds[0], low), min(bounds[1], high)
+            if n_lo > n_hi:
+                continue
+            n = np.arange(n_lo, n_hi + 1)
+            ev = model.evaluate(n, m, ps)
+            evaluated += len(n)
+            hits = np.flatnonzero(ev.feasible)
+            if hits.size and ev.cost[hits[0]] < best_cost:
+                best_cost, best = float(ev.cost[hits[0]]), (int(n[hits[0]]), m, ps)
+    stats = {"plans_evaluated": evaluated}
+    if best is None:
+        return serverless_result(model, None, status=Status.UNKNOWN, method="heuristic", started=started,
+                                 message="the memory sweep found no feasible plan (not a proof of infeasibility)",
+                                 stats=stats)
+    return serverless_result(model, best, status=Status.FEASIBLE, method="heuristic",
+                             started=started, stats=stats)

@@ -1,0 +1,2 @@
+def solve_spot(problem, time_limit_s, gap): raise NotImplementedError
+def solve_serverless(problem, time_limit_s, gap): raise NotImplementedError

@@ -1,0 +1,59 @@
+"""Turning a plan found by any method into a :class:`~dnnprov.result.Result`."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from dnnprov.result import Result, ServerlessPlan, SpotPlan, Status
+from dnnprov.serverless_model import ServerlessModel
+from dnnprov.spot_model import SpotModel
+
+
+def spot_result(model: SpotModel, counts: np.ndarray | None, ps: int, *, status: Status,
+                method: str, started: float, bound: float | None = None,
+                message: str = "", stats: dict[str, Any] | None = None) -> Result:
+    """Re-evaluate ``counts`` with the model and package it; ``counts=None``: no plan."""
+    problem = model.problem
+    base = dict(method=method, kind="spot", model=problem.model, instance=problem.name,
+                message=message, stats=stats or {})
+    if counts is None:
+        return Result(status=status, bound=bound, solve_seconds=time.perf_counter() - started, **base)
+    counts = np.asarray(counts, dtype=np.int64)
+    ev = model.evaluate(counts[None, :], ps)
+    if not ev.feasible[0]:
+        raise AssertionError(f"{method} returned a plan the model rejects: {counts.tolist()}, ps={ps}")
+    cost = float(ev.cost[0])
+    if status is Status.OPTIMAL and bound is None:
+        bound = cost
+    plan = SpotPlan(counts={label: int(n) for label, n in zip(model.columns.labels, counts)}, ps=int(ps))
+    details = {"workers": int(ev.workers[0]), "batch_wa": float(ev.batch_wa[0]),
+               "cc": float(ev.cc[0]), "iterations": float(ev.iterations[0]),
+               "new_instances": {label: int(n - low) for label, n, low in
+                                 zip(model.columns.labels, counts, model.columns.lower) if n > low}}
+    return Result(status=status, plan=plan, time_s=float(ev.time_s[0]), cost=cost,
+                  bound=bound, solve_seconds=time.perf_counter() - started, details=details, **base)
+
+
+def serverless_result(model: ServerlessModel, plan: tuple[int, int, int] | None, *,
+                      status: Status, method: str, started: float, bound: float | None = None,
+                      message: str = "", stats: dict[str, Any] | None = None) -> Result:
+    """Re-evaluate ``plan = (functions, memory_mb, ps)`` and package it; ``None``: no plan."""
+    problem = model.problem
+    base = dict(method=method, kind="serverless", model="lambda-dnn", instance=problem.name,
+                message=message, stats=stats or {})
+    if plan is None:
+        return Result(status=status, bound=bound, solve_seconds=time.perf_counter() - started, **base)
+    n, m, s = (int(v) for v in plan)
+    ev = model.evaluate(n, m, s)
+    if not ev.feasible:
+        raise AssertionError(f"{method} returned a plan the model rejects: {plan}")
+    cost = float(ev.cost)
+    if status is Status.OPTIMAL and bound is None:
+        bound = cost
+    details = {"iterations": float(ev.iterations), "launches": int(ev.launches)}
+    return Result(status=status, plan=ServerlessPlan(n, m, float(ev.local_batch), s),
+                  time_s=float(ev.time_s), cost=cost, bound=bound,
+                  solve_seconds=time.perf_counter() - started, details=details, **base)
