@@ -16,6 +16,31 @@ from dnnprov.spot import SpotColumns, SpotProblem
 
 
 @dataclass(frozen=True)
+class SideRows:
+    """Extra linear constraints ``low <= counts @ a_n.T + ps * a_s <= high`` on plans.
+
+    These come from constraints users add to the Pyomo model
+    (:func:`dnnprov.formulations.spot.side_rows`); every method enforces them.
+    """
+
+    a_n: np.ndarray
+    a_s: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    names: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.low)
+
+    def satisfied(self, counts: np.ndarray, ps: np.ndarray, tol: float = 1e-9) -> np.ndarray:
+        """Which plans satisfy every row (with an absolute tolerance)."""
+        if not len(self):
+            return np.ones(len(counts), dtype=bool)
+        lhs = counts @ self.a_n.T + np.asarray(ps, dtype=float)[:, None] * self.a_s
+        return ((lhs >= self.low - tol) & (lhs <= self.high + tol)).all(axis=1)
+
+
+@dataclass(frozen=True)
 class SpotEvaluation:
     """Model outputs for N plans (arrays of length N).
 
@@ -36,10 +61,14 @@ class SpotEvaluation:
 
 
 class SpotModel:
-    """Evaluates plans of one :class:`SpotProblem` under its model variant."""
+    """Evaluates plans of one :class:`SpotProblem` under its model variant.
 
-    def __init__(self, problem: SpotProblem) -> None:
+    ``side`` adds user constraints (from the Pyomo model) to the feasibility check.
+    """
+
+    def __init__(self, problem: SpotProblem, side: SideRows | None = None) -> None:
         self.problem = problem
+        self.side = side
         self.columns: SpotColumns = problem.columns()
         self.reference = problem.model == "reference"
         w = problem.workload
@@ -136,4 +165,6 @@ class SpotModel:
         ok &= (ps >= cons.ps_count[0]) & (ps <= cons.ps_count[1])
         for per_column, limit in self.vcpu_rows:
             ok &= counts @ per_column <= limit
+        if self.side is not None:
+            ok &= self.side.satisfied(counts, ps)
         return ok

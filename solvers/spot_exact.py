@@ -1,0 +1,487 @@
+"""Exact spot provisioning: cell decomposition, MILP threshold tests, exact evaluation.
+
+Why it is exact. With the worker count K and PS count s fixed, every column has a constant
+iteration rate r_c = 1/T_c (eqs. 6-9), speed v_c = b_c r_c and price p_c, so the cluster
+aggregates X = sum n r, V = sum n v, P = sum n p are linear in the counts n. The cost
+(eq. 11) is ``(P + c0) (j / X + h) / 3600`` (c0 = PS price, h = takeover overhead) and only
+the iteration count j (eq. 3) is nonlinear, through b_w = V / X and the CC R (eq. 5).
+
+A *cell* fixes (K, s), the fastest used column t (which fixes v_top in eq. 5) and ranges
+[b_lo, b_hi] of b_w and [V_lo, V_hi] of V. Over a cell, with A(b) = gamma_2 b + gamma_3:
+
+* R >= (1 - v_t / V_lo) sqrt(K / (K - 1))                    (Cauchy-Schwarz on eq. 5)
+* j >= j_lb = min A(b) * sqrt((R_lb + gamma_4) K) / (L - gamma_5) - gamma_1
+* cost >= ((P + c0) j_lb / X + (P + c0) h) / 3600 >= (rho_min j_lb + h (P_min + c0)) / 3600
+
+where rho_min = min (P + c0) / X over the cell's box is found exactly by Dinkelbach's method
+with a greedy step (a box with one cardinality row is totally unimodular). That closed-form
+bound orders the cells; a cell whose bound reaches the incumbent U is pruned, and so are all
+cells after it. Otherwise "some plan of the cell costs less than U" implies the linear test
+
+    f(n) = (P + c0) (j_lb + h X_lo) - 3600 U X < 0,
+
+which a MILP over one-hot counts decides (with the deadline (13) as a secant relaxation
+that keeps the exact dependence on b_w, and user side constraints). If min f >= 0 the cell
+is closed. Otherwise its plan is evaluated exactly with :class:`SpotModel` (possibly
+improving U) and cut off by a no-good row; when the cell's j bound is loose for that plan,
+the cell is bisected in b_w or V first. Every plan is finite and evaluated at most once per
+cell, so the method terminates; when no cell is left below U, U is optimal.
+
+Ranges are also tightened before any MILP: a plan cheaper than U needs
+j < J_max = (3600 U - h (P_min + c0)) / rho_min and j <= (T_obj - h) X_max, which bounds
+b_w from below and V from above.
+
+The reference model's rounding (b_w to 0.1, j to an integer, T to 0.01 s, cost to 1e-6 $)
+is covered by widening every bound by the most the rounding can move it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dnnprov.result import Result, Status
+from dnnprov.solvers.heuristics import spot_heuristic
+from dnnprov.solvers.highs_driver import MilpStatus, new_highs, solve_milp
+from dnnprov.solvers.outcome import spot_result
+from dnnprov.spot import SpotProblem
+from dnnprov.spot_model import SideRows, SpotModel
+
+SPLIT_TOLERANCE = 1e-3          # bisect a cell when its j bound is this much below the plan's j
+CLOSE_TOLERANCE = 1e-9          # relative tolerance of the MILP threshold test
+DEADLINE_RELAXATION = 1e-9      # the model accepts T <= T_obj (1 + 1e-12): never cut such plans
+REF_BATCH_ROUNDING = 0.05       # reference model: b_w rounded to 1 decimal
+REF_TIME_ROUNDING = 0.005       # reference model: T rounded to 2 decimals
+REF_COST_ROUNDING = 5e-7        # reference model: cost rounded to 6 decimals
+REF_ITER_ROUNDING = 0.5         # reference model: j rounded to an integer
+
+
+@dataclass
+class ClusterShape:
+    """Per-column rates for one (K, s): what the linear aggregates are built from."""
+
+    rate: np.ndarray      # r_c = 1 / T_c
+    speed: np.ndarray     # v_c = b_c / T_c
+
+
+@dataclass(order=True)
+class Cell:
+    """A region of the plan space; ``bound`` is a lower bound on the cost of its plans."""
+
+    bound: float
+    seq: int
+    workers: int = field(compare=False)
+    ps: int = field(compare=False)
+    top: int | None = field(compare=False)       # fastest used column; None: not yet split by it
+    b_lo: float = field(compare=False)
+    b_hi: float = field(compare=False)
+    v_lo: float = field(compare=False)
+    v_hi: float = field(compare=False)
+    allowed: np.ndarray = field(compare=False, repr=False)
+    x_lo: float = field(compare=False, default=0.0)
+    x_hi: float = field(compare=False, default=0.0)
+    rho_min: float = field(compare=False, default=0.0)
+    j_lb: float = field(compare=False, default=0.0)
+    nogoods: list[tuple[int, ...]] = field(compare=False, default_factory=list)
+
+
+class SpotDecomposition:
+    """State of one exact solve; :meth:`run` returns a :class:`Result`."""
+
+    def __init__(self, problem: SpotProblem, *, side: SideRows | None = None,
+                 time_limit_s: float = 60.0, gap: float = 0.0) -> None:
+        self.problem = problem
+        self.model = SpotModel(problem, side)
+        self.side = side
+        self.cols = self.model.columns
+        self.time_limit_s = time_limit_s
+        self.gap = gap
+        self.reference = problem.model == "reference"
+        self.uses_cc = problem.workload.loss_variant == "cc"
+        w = problem.workload
+        # j >= c * (gamma_2 b + gamma_3') - gamma_1', T >= tau * j / X + a0, cost >= ... + ac
+        if self.reference:
+            self.gamma_3 = w.gamma_3 - abs(w.gamma_2) * REF_BATCH_ROUNDING
+            self.gamma_1 = w.gamma_1 + REF_ITER_ROUNDING
+            self.a0, self.ac = -REF_TIME_ROUNDING, -REF_COST_ROUNDING
+            self.c0_per_ps = 0.0                  # the reference code prices workers only
+        else:
+            self.gamma_3, self.gamma_1 = w.gamma_3, w.gamma_1
+            self.a0, self.ac = problem.slo.takeover_overhead_s, 0.0
+            self.c0_per_ps = problem.platform.ps_price_per_h
+        self.highs = new_highs()
+        self.seq = itertools.count()
+        self.shapes: dict[tuple[int, int], ClusterShape] = {}
+        self.stats = {"cells": 0, "milps": 0, "evaluations": 0, "splits": 0}
+        self.evaluated: dict[tuple[tuple[int, ...], int], float] = {}
+        self.threshold = math.inf
+
+    # ------------------------------------------------------------------ model pieces
+    def shape(self, workers: int, ps: int) -> ClusterShape:
+        """Rates of every column in a cluster of ``workers`` workers and ``ps`` PS nodes."""
+        key = (workers, ps)
+        if key not in self.shapes:
+            times = self.model.iteration_times(np.array([workers]), np.array([ps]))[0]
+            self.shapes[key] = ClusterShape(1.0 / times, self.cols.batch / times)
+        return self.shapes[key]
+
+    def a_min(self, b_lo: float, b_hi: float) -> float:
+        """min A(b) = gamma_2 b + gamma_3' over [b_lo, b_hi] (A is linear)."""
+        g2 = self.problem.workload.gamma_2
+        return min(g2 * b_lo, g2 * b_hi) + self.gamma_3
+
+    def spread_factor(self, cell: Cell) -> float:
+        """c_lb = sqrt((R_lb + gamma_4) K) / (L - gamma_5), or sqrt(K) / (L - gamma_5) without CC."""
+        k = cell.workers
+        if not self.uses_cc:
+            return math.sqrt(k) / self.model.loss_gap
+        return math.sqrt((self.cc_lower(cell) + self.problem.workload.gamma_4) * k) / self.model.loss_gap
+
+    def cc_lower(self, cell: Cell) -> float:
+        """R >= (1 - w_max) sqrt(K / (K - 1)) with w_max <= v_top / V_lo (eq. 5)."""
+        k = cell.workers
+        if k == 1 or cell.v_lo <= 0:
+            return 0.0
+        v = self.shape(cell.workers, cell.ps).speed
+        v_top = v[cell.top] if cell.top is not None else float(v[cell.allowed].max())
+        return max(0.0, 1 - v_top / cell.v_lo) * math.sqrt(k / (k - 1))
+
+    def time_factor(self, cell: Cell) -> float:
+        """tau in T >= tau j / X + a0: 1, or (1 - 0.05 / b_lo) for the reference rounding."""
+        return 1 - REF_BATCH_ROUNDING / cell.b_lo if self.reference else 1.0
+
+    def j_lower(self, cell: Cell) -> float:
+        """Lower bound of j over the cell (0 when the bound is vacuous; 1 for the reference)."""
+        a = self.a_min(cell.b_lo, cell.b_hi)
+        j = self.spread_factor(cell) * a - self.gamma_1 if a > 0 else -math.inf
+        return max(j, 1.0 if self.reference else 0.0)
+
+    # ------------------------------------------------------------------ closed-form bounds
+    def box(self, cell: Cell) -> tuple[np.ndarray, np.ndarray]:
+        """Count bounds of the cell's columns (disallowed columns fixed at 0; n_t >= 1)."""
+        lo = np.where(cell.allowed, self.cols.lower, 0)
+        hi = np.where(cell.allowed, self.cols.upper, 0)
+        if cell.top is not None:
+            lo[cell.top] = max(lo[cell.top], 1)
+        return lo, hi
+
+    @staticmethod
+    def greedy(weight: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: int) -> np.ndarray:
+        """Counts minimizing ``weight @ n`` over lo <= n <= hi, sum n = total (exact: TU)."""
+        n = lo.copy()
+        left = total - int(lo.sum())
+        for c in np.argsort(weight, kind="stable"):
+            if left <= 0:
+                break
+            add = min(left, int(hi[c] - lo[c]))
+            n[c] += add
+            left -= add
+        return n
+
+    def min_ratio(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> float:
+        """min (P + c0) / X over the box by Dinkelbach's method with the greedy step."""
+        r = self.shape(cell.workers, cell.ps).rate
+        p = self.cols.price
+        c0 = cell.ps * self.c0_per_ps
+        n = self.greedy(-r, lo, hi, cell.workers)
+        ratio = (n @ p + c0) / (n @ r)
+        for _ in range(100):
+            n = self.greedy(p - ratio * r, lo, hi, cell.workers)
+            new = (n @ p + c0) / (n @ r)
+            if new >= ratio * (1 - 1e-14):
+                break
+            ratio = new
+        return float(min(ratio, new))
+
+    def finalize(self, cell: Cell) -> Cell | None:
+        """Compute the cell's bounds, tighten its ranges; ``None`` if it holds no useful plan."""
+        cols = self.cols
+        if (cols.lower[~cell.allowed] > 0).any():
+            return None
+        lo, hi = self.box(cell)
+        if (lo > hi).any() or int(lo.sum()) > cell.workers or int(hi.sum()) < cell.workers:
+            return None
+        r = self.shape(cell.workers, cell.ps).rate
+        p = cols.price
+        c0 = cell.ps * self.c0_per_ps
+        cell.x_lo = float(self.greedy(r, lo, hi, cell.workers) @ r)
+        cell.x_hi = float(self.greedy(-r, lo, hi, cell.workers) @ r)
+        cell.rho_min = self.min_ratio(cell, lo, hi)
+        price_bound = float(self.greedy(p if self.a0 >= 0 else -p, lo, hi, cell.workers) @ p) + c0
+        deadline = self.problem.slo.time_s
+        g2 = self.problem.workload.gamma_2
+        for _ in range(3):                               # range tightening, see module doc
+            tau = self.time_factor(cell)
+            j_max = (deadline - self.a0) * cell.x_hi / tau * (1 + DEADLINE_RELAXATION)
+            if math.isfinite(self.threshold):
+                j_max = min(j_max, (3600 * (self.threshold - self.ac) - self.a0 * price_bound)
+                            / (cell.rho_min * tau))
+            c = self.spread_factor(cell)
+            if g2 < 0 and c > 0:                         # A(b) < (j_max + g1) / c  =>  b > b_cut
+                b_cut = (self.gamma_3 - (j_max + self.gamma_1) / c) / -g2
+                cell.b_lo = max(cell.b_lo, b_cut)
+            a_hi = self.a_min(cell.b_lo, cell.b_hi)
+            if self.uses_cc and cell.top is not None and cell.workers > 1 and a_hi > 0:
+                r_max = ((j_max + self.gamma_1) * self.model.loss_gap / a_hi) ** 2 / cell.workers \
+                    - self.problem.workload.gamma_4
+                if r_max < 0:                            # even R = 0 needs more iterations
+                    return None
+                share = r_max * math.sqrt((cell.workers - 1) / cell.workers)
+                if share < 1:                            # R_lb(V) < r_max  =>  V < v_t / (1 - share)
+                    v_t = self.shape(cell.workers, cell.ps).speed[cell.top]
+                    cell.v_hi = min(cell.v_hi, v_t / (1 - share))
+            if cell.b_lo > cell.b_hi or cell.v_lo > cell.v_hi:
+                return None
+        cell.j_lb = self.j_lower(cell)
+        tau = self.time_factor(cell)
+        if cell.j_lb > 0 and cell.x_hi * (deadline - self.a0) * (1 + DEADLINE_RELAXATION) < tau * cell.j_lb:
+            return None                                  # eq. (13) cannot hold
+        cell.bound = (cell.rho_min * tau * cell.j_lb + self.a0 * price_bound) / 3600 + self.ac
+        return cell
+
+    # ------------------------------------------------------------------ cells
+    def new_cell(self, k: int, s: int, top: int | None, *,
+                 b_range: tuple[float, float] | None = None,
+                 v_range: tuple[float, float] | None = None,
+                 nogoods: list[tuple[int, ...]] | None = None) -> Cell | None:
+        """A cell with default ranges from its allowed columns."""
+        shape = self.shape(k, s)
+        allowed = self.cols.upper > 0
+        if top is not None:
+            v = shape.speed
+            allowed &= (v < v[top]) | ((v == v[top]) & (np.arange(len(v)) <= top))
+        if not allowed.any():
+            return None
+        batch, v = self.cols.batch[allowed], shape.speed[allowed]
+        b_lo, b_hi = b_range or (float(batch.min()), float(batch.max()))
+        if v_range is None:
+            # For a group (top None) V_lo is not a bound on V: it serves cc_lower only, since
+            # v_max / (v_max + (K-1) v_min) bounds every plan's largest share. Groups are
+            # split by top column before any MILP uses V rows.
+            v_top = shape.speed[top] if top is not None else float(v.max())
+            v_range = (float(v_top + (k - 1) * v.min()), float(v_top * k))
+        cell = Cell(0.0, next(self.seq), k, s, top, b_lo, b_hi, v_range[0], v_range[1],
+                    allowed, nogoods=list(nogoods or []))
+        return self.finalize(cell)
+
+    def initial_cells(self) -> list[Cell]:
+        """One group per (K, s); with the CC term a group is split by top column when popped."""
+        cols, cons = self.cols, self.problem.constraints
+        k_lo = max(cons.workers[0], int(cols.lower.sum()), 1)
+        k_hi = int(cols.upper.sum()) if cons.workers[1] is None else min(cons.workers[1], int(cols.upper.sum()))
+        cells = []
+        for k in range(k_lo, k_hi + 1):
+            for s in range(cons.ps_count[0], cons.ps_count[1] + 1):
+                cell = self.new_cell(k, s, None)
+                if cell is not None:
+                    cells.append(cell)
+        return cells
+
+    def expand(self, group: Cell) -> list[Cell]:
+        """Split a (K, s) group into one cell per possible top column."""
+        cells = (self.new_cell(group.workers, group.ps, t) for t in range(len(self.cols)))
+        return [c for c in cells if c is not None]
+
+    def needs_expansion(self, cell: Cell) -> bool:
+        """Whether the cell is a (K, s) group still to be split by top column."""
+        return self.uses_cc and cell.top is None
+
+    # ------------------------------------------------------------------ the cell MILP
+    def cell_milp(self, cell: Cell, threshold: float, time_limit_s: float):
+        """Minimize f(n) = (P + c0)(tau j_lb + a0 X_b) - 3600 (U - ac) X over the cell."""
+        cols = self.cols
+        shape = self.shape(cell.workers, cell.ps)
+        lo, hi = self.box(cell)
+        allowed = np.flatnonzero(cell.allowed)
+        tau = self.time_factor(cell)
+        x_b = cell.x_lo if self.a0 >= 0 else cell.x_hi
+        weight = tau * cell.j_lb + self.a0 * x_b
+        c0 = cell.ps * self.c0_per_ps
+        # one binary z[c, k] per allowed column c and count k in [lo_c, hi_c]
+        sizes = (hi[allowed] - lo[allowed] + 1).astype(int)
+        col_of = np.repeat(allowed, sizes)
+        count_of = np.concatenate([np.arange(lo[c], hi[c] + 1) for c in allowed]).astype(float)
+        nvar = len(col_of)
+        cost = count_of * (weight * cols.price[col_of] - 3600 * (threshold - self.ac) * shape.rate[col_of])
+        everything = np.arange(nvar)
+
+        def linear(per_column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return everything, count_of * per_column[col_of]
+
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        rows = [(np.arange(starts[i], starts[i + 1]), np.ones(sizes[i]), 1.0, 1.0) for i in range(len(allowed))]
+        k = float(cell.workers)
+        rows.append((*linear(np.ones(len(cols))), k, k))                              # sum n = K
+        w = self.problem.workload
+        c = self.spread_factor(cell)
+        a_rate = w.gamma_2 * shape.speed + self.gamma_3 * shape.rate                  # A(b_w) X
+        rows.append((*linear(a_rate), 0.0, math.inf))                                 # eq. (3) has a root
+        # eq. (13): tau (c A X - g1 X) <= (T - a0) X^2 <= (T - a0)((X_lo + X_hi) X - X_lo X_hi)
+        slope = (self.problem.slo.time_s - self.a0) * (1 + DEADLINE_RELAXATION)
+        secant = slope * (cell.x_lo + cell.x_hi) * shape.rate
+        rows.append((*linear(tau * (c * a_rate - self.gamma_1 * shape.rate) - secant),
+                     -math.inf, -slope * cell.x_lo * cell.x_hi))
+        rows.append((*linear(shape.speed - cell.b_lo * shape.rate), 0.0, math.inf))  # b_w >= b_lo
+        rows.append((*linear(shape.speed - cell.b_hi * shape.rate), -math.inf, 0.0))  # b_w <= b_hi
+        if self.uses_cc:
+            rows.append((*linear(shape.speed), cell.v_lo, cell.v_hi))                 # V range
+        for per_column, limit in self.model.vcpu_rows:
+            rows.append((*linear(per_column.astype(float)), -math.inf, float(limit)))
+        if self.side is not None:
+            for i in range(len(self.side)):
+                shift = self.side.a_s[i] * cell.ps
+                rows.append((*linear(self.side.a_n[i]), self.side.low[i] - shift, self.side.high[i] - shift))
+        for plan in cell.nogoods:                                                      # cut off evaluated plans
+            idx = starts[:-1] + np.array([plan[c] - lo[c] for c in allowed])
+            rows.append((idx, np.ones(len(idx)), -math.inf, len(idx) - 1.0))
+        solution = solve_milp(self.highs, cost, np.zeros(nvar), np.ones(nvar), rows,
+                              offset=weight * c0, time_limit_s=time_limit_s)
+        counts = None
+        if solution.x is not None:
+            counts = np.zeros(len(cols), dtype=np.int64)
+            np.add.at(counts, col_of, np.rint(solution.x * count_of).astype(np.int64))
+        scale = 3600 * max(threshold, 1e-12) * max(cell.x_hi, 1e-12)
+        return solution, counts, scale
+
+    # ------------------------------------------------------------------ main loop
+    def run(self, incumbent: Result | None = None) -> Result:
+        """Process cells best-bound first until the bound meets the incumbent."""
+        started = time.perf_counter()
+        deadline = started + self.time_limit_s
+        best_cost, best = math.inf, None
+        if incumbent is not None and incumbent.plan is not None:
+            counts = np.array([incumbent.plan.counts[label] for label in self.cols.labels])
+            ev = self.model.evaluate(counts[None, :], incumbent.plan.ps)
+            if ev.feasible[0]:
+                best_cost, best = float(ev.cost[0]), (counts, incumbent.plan.ps)
+        ceiling = self.cost_ceiling()
+        self.threshold = min(best_cost, ceiling) / (1 + self.gap)
+        heap = self.initial_cells()
+        heapq.heapify(heap)
+        self.stats["cells"] = len(heap)
+        limited = False
+        while heap:
+            self.threshold = min(best_cost, ceiling) / (1 + self.gap)
+            cell = heap[0]
+            if cell.bound >= self.threshold:
+                break
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                limited = True
+                break
+            heapq.heappop(heap)
+            if self.needs_expansion(cell):
+                for child in self.expand(cell):
+                    heapq.heappush(heap, child)
+                    self.stats["cells"] += 1
+                continue
+            solution, counts, scale = self.cell_milp(cell, self.threshold, remaining)
+            self.stats["milps"] += 1
+            if solution.status is MilpStatus.INFEASIBLE:
+                continue
+            if solution.status is MilpStatus.LIMIT and counts is None:
+                heapq.heappush(heap, cell)
+                limited = True
+                break
+            if solution.status is MilpStatus.OPTIMAL and solution.objective >= -CLOSE_TOLERANCE * scale:
+                continue                                        # nothing cheaper than U here
+            key = (tuple(int(v) for v in counts), cell.ps)
+            if key not in self.evaluated:
+                ev = self.model.evaluate(counts[None, :], cell.ps)
+                self.stats["evaluations"] += 1
+                cost = float(ev.cost[0]) if ev.feasible[0] else math.inf
+                self.evaluated[key] = cost
+                if cost < best_cost:
+                    best_cost, best = cost, (counts, cell.ps)
+                    self.threshold = min(best_cost, ceiling) / (1 + self.gap)
+            for child in self.refine(cell, counts):
+                heapq.heappush(heap, child)
+        return self.finish(best, best_cost, heap, limited, started)
+
+    def refine(self, cell: Cell, counts: np.ndarray) -> list[Cell]:
+        """Cut the evaluated plan off; bisect the cell first if its bound is loose there."""
+        plan = tuple(int(v) for v in counts)
+        nogoods = cell.nogoods + [plan]
+        shape = self.shape(cell.workers, cell.ps)
+        x = float(counts @ shape.rate)
+        v = float(counts @ shape.speed)
+        w = self.problem.workload
+        a_cell = self.a_min(cell.b_lo, cell.b_hi)
+        a_plan = w.gamma_2 * v / x + self.gamma_3
+        candidates = []
+        if a_cell > 0 and a_plan / a_cell > 1 + SPLIT_TOLERANCE:
+            candidates.append((a_plan / a_cell, "b"))
+        if self.uses_cc and cell.workers > 1:
+            v_top = shape.speed[cell.top]
+            cc = math.sqrt(max(1 - 2 * v_top / v + float(counts @ shape.speed**2) / v**2, 0.0))
+            floor = self.cc_lower(cell) + w.gamma_4
+            ratio = math.sqrt((cc + w.gamma_4) / floor) if floor > 0 else math.inf
+            if ratio > 1 + SPLIT_TOLERANCE:
+                candidates.append((ratio, "v"))
+        if not candidates:
+            cell.nogoods = nogoods
+            return [cell]
+        _, dim = max(candidates)
+        self.stats["splits"] += 1
+        lo, hi = (cell.b_lo, cell.b_hi) if dim == "b" else (cell.v_lo, cell.v_hi)
+        mid = (lo + hi) / 2
+        children = []
+        for part in ((lo, mid), (mid, hi)):
+            child = self.new_cell(cell.workers, cell.ps, cell.top,
+                                  b_range=part if dim == "b" else (cell.b_lo, cell.b_hi),
+                                  v_range=part if dim == "v" else (cell.v_lo, cell.v_hi),
+                                  nogoods=nogoods)
+            if child is not None:
+                children.append(child)
+        return children
+
+    def cost_ceiling(self) -> float:
+        """A cost every feasible plan stays below: the budget, or all quotas for T_obj."""
+        budget = self.problem.constraints.budget_usd
+        most = (float(self.cols.upper @ self.cols.price)
+                + self.problem.constraints.ps_count[1] * self.c0_per_ps) * self.problem.slo.time_s / 3600
+        ceiling = most + REF_COST_ROUNDING if self.reference else most
+        if budget is not None:
+            ceiling = min(ceiling, budget)
+        return ceiling * (1 + 1e-9) + 1e-12
+
+    def finish(self, best, best_cost: float, heap: list[Cell], limited: bool, started: float) -> Result:
+        """Package the outcome with its proven bound."""
+        open_bound = min((c.bound for c in heap), default=math.inf)
+        stats = dict(self.stats)
+        if limited:
+            bound = max(min(open_bound, best_cost), 0.0)
+            if best is None:
+                return spot_result(self.model, None, 1, status=Status.LIMIT, method="milp", started=started,
+                                   bound=bound, message="time limit reached before any feasible plan", stats=stats)
+            return spot_result(self.model, best[0], best[1], status=Status.LIMIT, method="milp",
+                               started=started, bound=bound, message="time limit: incumbent and proven bound",
+                               stats=stats)
+        if best is None:
+            return spot_result(self.model, None, 1, status=Status.INFEASIBLE, method="milp", started=started,
+                               bound=math.inf, message="proven: no plan meets every constraint", stats=stats)
+        if self.gap > 0:
+            bound = min(best_cost / (1 + self.gap), open_bound, best_cost)
+            return spot_result(self.model, best[0], best[1], status=Status.FEASIBLE, method="milp",
+                               started=started, bound=bound, message=f"stopped within relative gap {self.gap:g}",
+                               stats=stats)
+        return spot_result(self.model, best[0], best[1], status=Status.OPTIMAL, method="milp",
+                           started=started, bound=best_cost, stats=stats)
+
+
+def solve_spot_exact(problem: SpotProblem, *, side: SideRows | None = None,
+                     time_limit_s: float = 60.0, gap: float = 0.0) -> Result:
+    """Proven-optimal spot plan (or the proven bound at the time limit).
+
+    The paper heuristic's plan seeds the incumbent (re-checked against every constraint,
+    side rows included); the decomposition then proves or improves it.
+    """
+    started = time.perf_counter()
+    decomposition = SpotDecomposition(problem, side=side, time_limit_s=time_limit_s, gap=gap)
+    result = decomposition.run(spot_heuristic(problem))
+    return Result(**{**result.__dict__, "solve_seconds": time.perf_counter() - started})
