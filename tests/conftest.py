@@ -200,7 +200,7 @@ def spot_space(problem: dnnprov.SpotProblem) -> int:
 
 
 # ---------------------------------------------------------------- fixtures
-@pytest.fixture
+@pytest.fixture(scope="session")
 def make_resnet110():
     """The builder of the reference ResNet-110 spot problem (quotas, SLO, model as arguments)."""
     return resnet110_problem
@@ -224,7 +224,7 @@ def resnet110_paper():
     return resnet110_problem(model="paper", loss=0.8, time_s=4000.0, gamma_4=1.0, ps_price_per_h=0.192)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def make_resnet50():
     """The builder of the ResNet50 serverless problem of Table 3."""
     return resnet50_problem
@@ -236,13 +236,13 @@ def resnet50():
     return resnet50_problem()
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def make_random_spot():
     """The random spot-instance builder ``random_spot_problem(rng, ...)``."""
     return random_spot_problem
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def make_random_serverless():
     """The random serverless-instance builder ``random_serverless_problem(rng, ...)``."""
     return random_serverless_problem
