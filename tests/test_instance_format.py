@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import json
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -304,3 +305,12 @@ def test_meaning_is_checked_after_the_schema(table1: dict[str, Any]) -> None:
     data["slo"]["loss"] = data["workload"]["gamma_5"]
     jsonschema.validate(data, schema("spot"), cls=jsonschema.Draft202012Validator)
     assert refusal(data).field == "slo.loss"
+
+
+def test_documented_examples_are_valid_instances() -> None:
+    """Every JSON example in docs/instance-format.md reads as a problem."""
+    text = (Path(__file__).parents[1] / "docs" / "instance-format.md").read_text()
+    blocks = re.findall(r"```json\n(.*?)```", text, flags=re.S)
+    assert len(blocks) == 4
+    kinds = [type(problem_from_dict(json.loads(block))).__name__ for block in blocks]
+    assert kinds == ["SpotProblem", "SpotProblem", "ServerlessProblem", "ServerlessProblem"]
