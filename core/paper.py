@@ -57,6 +57,7 @@ def _plan(counts: Sequence[int]) -> str:
 
 def _spot(catalog: Catalog, profile: SpotWorkloadProfile, name: str, loss: float, time_s: float,
           quotas: dict[str, int], platform: SpotPlatform, notes: str) -> SpotProblem:
+    """One spot experiment: ``catalog`` x ``profile`` with an SLO, quotas and a PS platform."""
     return build_spot_problem(catalog, profile, SpotSLO(loss=loss, time_s=time_s), quotas=quotas,
                               platform=platform, name=name, notes=notes)
 
@@ -67,6 +68,7 @@ def _spot_instances() -> dict[str, SpotProblem]:
     table3 = load_catalog(embedded_path("catalogs", "aws-table3-2023-01.json"))
 
     def profile(name: str) -> SpotWorkloadProfile:
+        """An embedded spot workload profile by file stem."""
         return load_spot_profile(embedded_path("workloads", "spot", f"{name}.json"))
 
     out: dict[str, SpotProblem] = {}
@@ -153,6 +155,7 @@ def _serverless_instances() -> dict[str, ServerlessProblem]:
     """λDNN's Table 3 (ResNet50) and its 1DCNN and MobileNet experiments."""
 
     def workload(name: str, epochs: float) -> ServerlessWorkload:
+        """An embedded serverless workload, run for ``epochs``."""
         w = load_serverless_workload(embedded_path("workloads", "serverless", f"{name}.json"))
         return dataclasses.replace(w, epochs=epochs)
 
