@@ -15,13 +15,14 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import boto3
+from botocore import xform_name
 from botocore.client import BaseClient
 from botocore.config import Config
 from botocore.exceptions import (BotoCoreError, ClientError, ConnectionError as BotoConnectionError,
-                                 NoCredentialsError, NoRegionError, PartialCredentialsError)
+                                 NoCredentialsError, PartialCredentialsError)
 
 from dnnprov.catalog import Catalog, CatalogEntry
 from dnnprov.catalog_import import (cheapest_zone, dated_catalog_name, iso, parse_price, parse_time,
@@ -77,6 +78,10 @@ class RetryPolicy:
     base_delay_s: float = 0.5
     max_delay_s: float = 8.0
 
+    def __post_init__(self) -> None:
+        if self.attempts < 1 or self.base_delay_s < 0 or self.max_delay_s < 0:
+            raise InvalidInputError("retry", f"needs attempts >= 1 and non-negative delays, got {self!r}")
+
     def delay(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (0-based)."""
         return random.uniform(0, min(self.max_delay_s, self.base_delay_s * 2 ** attempt))
@@ -118,21 +123,22 @@ class AwsClients:
         self.endpoint_url = endpoint_url
         self.retry = retry
         self._clients: dict[str, BaseClient] = dict(clients or {})
-        self._sleep: Callable[[float], None] = time.sleep
+        self._session: boto3.Session | None = None
 
     def client(self, service: str) -> BaseClient:
         """The client of ``service`` (botocore's own retries off: :meth:`call` retries)."""
         if service not in self._clients:
             region = PRICING_REGION if service == "pricing" else self.region
             config = Config(retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=30)
-            self._clients[service] = boto3.Session().client(
+            self._session = self._session or boto3.Session()
+            self._clients[service] = self._session.client(
                 service, region_name=region, endpoint_url=self.endpoint_url, config=config)
         return self._clients[service]
 
     def call(self, service: str, operation: str, **params: Any) -> dict[str, Any]:
         """Call ``operation`` (API name, e.g. ``"DescribeSpotPriceHistory"``) with retries."""
         where = f"aws {service}:{operation}"
-        method = getattr(self.client(service), _snake(operation))
+        method = getattr(self.client(service), xform_name(operation))
         for attempt in range(self.retry.attempts):
             last = attempt == self.retry.attempts - 1
             try:
@@ -140,8 +146,6 @@ class AwsClients:
             except (NoCredentialsError, PartialCredentialsError):
                 raise CloudError("aws credentials", "no usable AWS credentials found; boto3 looks in the "
                                  "environment, ~/.aws/credentials and config, SSO and instance roles") from None
-            except NoRegionError:
-                raise CloudError("region", "no AWS region given or configured") from None
             except ClientError as exc:
                 error = exc.response.get("Error", {})
                 code, message = str(error.get("Code", "")), str(error.get("Message", ""))
@@ -154,14 +158,14 @@ class AwsClients:
                     if last:
                         raise CloudError(where, f"still failing ({code or status}: {message}) after "
                                          f"{self.retry.attempts} attempts with backoff; try again later", code) from None
-                    self._sleep(self.retry.delay(attempt))
+                    time.sleep(self.retry.delay(attempt))
                     continue
                 raise CloudError(where, f"{code}: {message}", code) from None
             except BotoConnectionError as exc:
                 if last:
                     raise CloudError(where, f"cannot reach the endpoint after {self.retry.attempts} "
                                      f"attempts: {exc}") from None
-                self._sleep(self.retry.delay(attempt))
+                time.sleep(self.retry.delay(attempt))
             except BotoCoreError as exc:
                 raise CloudError(where, str(exc)) from None
         raise AssertionError("unreachable: the last attempt returns or raises")
@@ -175,10 +179,6 @@ class AwsClients:
             token = page.get("NextToken")
             if not token:
                 return
-
-
-def _snake(operation: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", operation).lower()
 
 
 # --------------------------------------------------------------------- catalog refresh
@@ -246,6 +246,7 @@ def fetch_catalog_file(region: str, instance_types: Sequence[str] | None = None,
 
 def _instance_facts(clients: AwsClients, names: Sequence[str] | None) -> dict[str, tuple[dict[str, Any], dict[str, str]]]:
     """Hardware facts per type from DescribeInstanceTypes (only types with GPUs when not named)."""
+    batches: list[dict[str, Any]]
     if names:
         batches = [{"InstanceTypes": list(names[i:i + 100])} for i in range(0, len(names), 100)]
     else:
@@ -322,16 +323,24 @@ def _on_demand_price(clients: AwsClients, name: str) -> tuple[float, str] | None
     products = clients.pages("pricing", "GetProducts", "PriceList", ServiceCode="AmazonEC2",
                              FormatVersion="aws_v1",
                              Filters=[{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in filters.items()])
-    for text in products:
-        try:
-            product = json.loads(text) if isinstance(text, str) else text
-            for term in product["terms"]["OnDemand"].values():
-                for dimension in term["priceDimensions"].values():
-                    price = parse_price(f"{name} on-demand", dimension["pricePerUnit"]["USD"])
-                    if price > 0:
-                        return price, f"pricing:GetProducts AmazonEC2 sku {product['product'].get('sku', '?')} ({clients.region}, Linux, shared)"
-        except (ValueError, KeyError, TypeError, AttributeError, InvalidInputError) as exc:
-            raise CloudError("aws pricing:GetProducts", f"malformed price list entry for {name}: {exc}") from None
+    for item in products:
+        found = _price_list_item(name, item)
+        if found is not None:
+            return found[0], f"pricing:GetProducts AmazonEC2 sku {found[1]} ({clients.region}, Linux, shared)"
+    return None
+
+
+def _price_list_item(name: str, item: str | Mapping[str, Any]) -> tuple[float, str] | None:
+    """The first positive on-demand $/h of one PriceList entry (a JSON string) and its SKU."""
+    try:
+        product: Any = json.loads(item) if isinstance(item, str) else item
+        for term in product["terms"]["OnDemand"].values():
+            for dimension in term["priceDimensions"].values():
+                price = parse_price(f"{name} on-demand", dimension["pricePerUnit"]["USD"])
+                if price > 0:
+                    return price, str(product["product"].get("sku", "?"))
+    except (ValueError, KeyError, TypeError, AttributeError, InvalidInputError) as exc:
+        raise CloudError("aws pricing:GetProducts", f"malformed price list entry for {name}: {exc}") from None
     return None
 
 

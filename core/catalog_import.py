@@ -111,7 +111,8 @@ def read_spot_history(path: Path, region: str) -> dict[str, SpotQuote]:
 def _spot_row(where: str, line: str) -> tuple[str, str, str, float, datetime]:
     cols = line.rstrip("\n").split("\t")
     if len(cols) != 5:
-        raise InvalidInputError(where, f"expected 5 tab-separated columns (AZ id, type, product, price, timestamp), got {len(cols)}")
+        raise InvalidInputError(where, "expected 5 tab-separated columns (AZ id, type, product, price, "
+                                       f"timestamp), got {len(cols)}")
     zone, type_name, product, price, stamp = cols
     if not zone or not type_name or not product:
         raise InvalidInputError(where, "empty AZ id, instance type or product description")
@@ -175,7 +176,8 @@ def import_shared_data(region: str = "us-east-1", shared_data: str | Path | None
     """
     folder = Path(shared_data) if shared_data is not None else default_shared_data()
     if folder is None or not folder.is_dir():
-        raise InvalidInputError("shared_data", f"no shared data folder ({folder or '<repo>/../shared/data not found'}); pass its path")
+        raise InvalidInputError("shared_data", f"no shared data folder ({folder or '<repo>/../shared/data not found'}); "
+                                               "pass its path")
     spot = read_spot_history(folder / SPOT_HISTORY_FILE, region)
     offered = _load_json(folder / ON_DEMAND_FILE)
     advisor = _load_json(folder / ADVISOR_FILE)

@@ -71,13 +71,15 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_apply(args: argparse.Namespace) -> int:
     """Issue PLAN's EC2 calls: with --dry-run as DryRun requests, else after a confirmation."""
+    import boto3
+
     from dnnprov.aws import AwsClients, issue_calls
 
     doc = _document(args)
     calls = (ec2_fleet_calls if args.via == "fleet" else run_instances_calls)(doc, _launch(args))
-    region = args.region or doc.region
+    region = args.region or doc.region or boto3.Session().region_name
     if region is None:
-        raise InvalidInputError("region", "the plan names no region (no catalog): pass --region")
+        raise InvalidInputError("region", "the plan names no region (no catalog) and none is configured: pass --region")
     summary = ", ".join(_describe(c) for c in calls)
     if not args.dry_run and not args.yes:
         try:
@@ -180,7 +182,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="RunInstances per type (exact mix, default) or one instant CreateFleet")
     p.add_argument("--dry-run", action="store_true", help="send DryRun=True requests; launch nothing")
     p.add_argument("--yes", action="store_true", help="launch without the confirmation prompt")
-    p.add_argument("--region", help="default: the plan's catalog region")
+    p.add_argument("--region", help="default: the plan's catalog region, else boto3's configured region")
     p.add_argument("--endpoint-url", help="send every AWS call here (testing)")
     p.set_defaults(run=cmd_apply)
 

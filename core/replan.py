@@ -111,7 +111,8 @@ def replanned_problem(problem: SpotProblem, plan: SpotPlan | Mapping[str, int],
                                              f"not more than the takeover overhead {overhead:g} s")
     loss_reached = check.number("loss_reached", loss_reached)
     if loss_reached <= slo.loss:
-        raise InvalidInputError("loss_reached", f"{loss_reached:g} already meets the target loss {slo.loss:g}: nothing to re-plan")
+        raise InvalidInputError("loss_reached", f"{loss_reached:g} already meets the target loss {slo.loss:g}: "
+                                                "nothing to re-plan")
     scale = (loss_reached - slo.loss) / (loss_reached - w.gamma_5)
     workload = replace(w, gamma_1=0.0, gamma_2=w.gamma_2 * scale, gamma_3=w.gamma_3 * scale)
     survivors = {k: n - revoked.get(k, 0) for k, n in counts.items() if n - revoked.get(k, 0) > 0}
@@ -136,7 +137,7 @@ def _remaining_budget(problem: SpotProblem, counts: Mapping[str, int], elapsed_s
     if budget is None:
         return None
     cols = problem.columns()
-    rate = sum(counts.get(label, 0) * price for label, price in zip(cols.labels, cols.price))
+    rate = sum(counts.get(label, 0) * price for label, price in zip(cols.labels, cols.price, strict=True))
     spent = (rate + problem.platform.ps_price_per_h) * elapsed_s / 3600
     if spent >= budget:
         raise InvalidInputError("constraints.budget_usd", f"${spent:.2f} already spent of the ${budget:g} budget")

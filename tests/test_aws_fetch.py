@@ -75,7 +75,8 @@ def stub_rest(stubbed: dict, types: list[str]) -> None:
     quotas = stubbed["service-quotas"][1]
     quotas.add_response("get_service_quota", quota("L-3819A6DF", "All G and VT Spot Instance Requests", 64.0),
                         {"ServiceCode": "ec2", "QuotaCode": "L-3819A6DF"})
-    quotas.add_client_error("get_service_quota", "NoSuchResourceException", "The request failed because the specified service quota does not exist.",
+    quotas.add_client_error("get_service_quota", "NoSuchResourceException",
+                            "The request failed because the specified service quota does not exist.",
                             expected_params={"ServiceCode": "ec2", "QuotaCode": "L-DB2E81BA"})
     quotas.add_response("get_aws_default_service_quota", quota("L-DB2E81BA", "Running On-Demand G and VT instances", 96.0),
                         {"ServiceCode": "ec2", "QuotaCode": "L-DB2E81BA"})
@@ -213,8 +214,10 @@ def test_throttling_is_retried_then_fails_clearly(stubbed: dict, moto_url: str, 
     for _ in range(NO_WAIT.attempts):
         pricing.add_client_error("get_products", "ThrottlingException", "Rate exceeded", http_status_code=400)
     clients = clients_for(stubbed, moto_url, "pricing", "service-quotas", "lambda")
-    with pytest.raises(CloudError, match=r"aws pricing:GetProducts: still failing \(ThrottlingException: Rate exceeded\) after 3 attempts"):
+    with pytest.raises(CloudError) as info:
         fetch_catalog_file("us-east-1", ["g4dn.xlarge"], out=tmp_path / "c.json", clients=clients)
+    assert str(info.value) == ("aws pricing:GetProducts: still failing (ThrottlingException: Rate exceeded) "
+                               "after 3 attempts with backoff; try again later")
     assert list(tmp_path.glob("*.json")) == [] and list(tmp_path.glob(".*")) == []
 
 
@@ -237,6 +240,8 @@ def test_malformed_price_row_fails_clearly(stubbed: dict, tmp_path: Path) -> Non
         {"AvailabilityZoneId": "use1-az1", "InstanceType": "g4dn.4xlarge", "ProductDescription": "Linux/UNIX",
          "SpotPrice": "n/a", "Timestamp": NOW}]})
     clients = clients_for(stubbed, None, "ec2", "pricing", "service-quotas", "lambda")
-    with pytest.raises(CloudError, match=r"malformed price row: row 0 SpotPrice: price 'n/a' is not a number"):
+    with pytest.raises(CloudError) as info:
         fetch_catalog_file("us-east-1", ["g4dn.4xlarge"], out=tmp_path / "c.json", clients=clients)
+    assert str(info.value) == ("aws ec2:DescribeSpotPriceHistory: malformed price row: "
+                               "row 0 SpotPrice: price 'n/a' is not a number")
     assert not (tmp_path / "c.json").exists()

@@ -61,7 +61,8 @@ def test_fleet_request_one_override_per_type(table1: PlanDocument) -> None:
     check_against_model(ps)
     p = fleet.params
     assert p["Type"] == "instant"
-    assert [o["InstanceType"] for o in p["LaunchTemplateConfigs"][0]["Overrides"]] == ["g4dn.4xlarge", "g3.8xlarge", "g3.16xlarge"]
+    overrides = p["LaunchTemplateConfigs"][0]["Overrides"]
+    assert [o["InstanceType"] for o in overrides] == ["g4dn.4xlarge", "g3.8xlarge", "g3.16xlarge"]
     assert p["TargetCapacitySpecification"] == {"TotalTargetCapacity": 10, "SpotTargetCapacity": 10,
                                                 "OnDemandTargetCapacity": 0, "DefaultTargetCapacityType": "spot"}
     with pytest.raises(InvalidInputError, match="launch template"):
@@ -112,7 +113,9 @@ def test_kueue_yaml(table1: PlanDocument) -> None:
     """A ResourceFlavor per type and a ClusterQueue whose quotas are the plan's totals."""
     docs = list(yaml.safe_load_all(export(table1, "kueue")))
     flavors, queue = docs[:-1], docs[-1]
-    assert [f["spec"]["nodeLabels"]["node.kubernetes.io/instance-type"] for f in flavors] == ["g4dn.4xlarge", "g3.8xlarge", "g3.16xlarge"]
+    labels = [f["spec"]["nodeLabels"] for f in flavors]
+    assert [x["node.kubernetes.io/instance-type"] for x in labels] == ["g4dn.4xlarge", "g3.8xlarge", "g3.16xlarge"]
+    assert {x["karpenter.sh/capacity-type"] for x in labels} == {"spot"}
     group = queue["spec"]["resourceGroups"][0]
     assert queue["kind"] == "ClusterQueue" and group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
     quotas = {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]} for f in group["flavors"]}

@@ -52,7 +52,7 @@ def test_loss_model_continues_where_training_stopped(ref_resnet110) -> None:
     problem = ref_resnet110(model="paper")
     counts = np.array([[0, 0, 5, 3, 0]])
     before = SpotModel(problem).evaluate(counts)
-    plan = dict(zip(problem.columns().labels, counts[0].tolist()))
+    plan = dict(zip(problem.columns().labels, counts[0].tolist(), strict=True))
     elapsed = 0.4 * float(before.time_s[0])
     loss = predicted_loss(problem, plan, elapsed)
     takeover = replanned_problem(problem, plan, {}, elapsed, loss, takeover_overhead_s=45.0)
