@@ -135,6 +135,10 @@ def cmd_replan(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
     else:
         print(result.summary())
+        new = result.details.get("new_instances")
+        if new is not None:
+            print(f"  new  : {', '.join(f'{n} x {k}' for k, n in new.items()) or 'none'} "
+                  f"(kept: {', '.join(f'{n} x {k}' for k, n in takeover.constraints.existing.items()) or 'none'})")
     return EXIT_OK if result.plan is not None or result.status is Status.INFEASIBLE else EXIT_NO_PLAN
 
 
