@@ -32,11 +32,39 @@ class ServerlessEvaluation:
     feasible: np.ndarray
 
 
-class ServerlessModel:
-    """Evaluates (functions, memory, PS count) plans of one :class:`ServerlessProblem`."""
+@dataclass(frozen=True)
+class ServerlessSideRows:
+    """Extra linear constraints ``low <= a_n n + a_m m + a_s s <= high`` on plans.
 
-    def __init__(self, problem: ServerlessProblem) -> None:
+    They come from constraints users add to the Pyomo model
+    (:func:`dnnprov.formulations.serverless.side_rows`); every method enforces them.
+    """
+
+    a_n: np.ndarray
+    a_m: np.ndarray
+    a_s: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    names: tuple[str, ...] = ()
+
+    def satisfied(self, n: np.ndarray, m: np.ndarray, s: np.ndarray, tol: float = 1e-9) -> np.ndarray:
+        """Which plans satisfy every row (with an absolute tolerance)."""
+        ok = np.ones(np.shape(n), dtype=bool)
+        for i in range(len(self.low)):
+            lhs = self.a_n[i] * n + self.a_m[i] * m + self.a_s[i] * s
+            ok &= (lhs >= self.low[i] - tol) & (lhs <= self.high[i] + tol)
+        return ok
+
+
+class ServerlessModel:
+    """Evaluates (functions, memory, PS count) plans of one :class:`ServerlessProblem`.
+
+    ``side`` adds user constraints (from the Pyomo model) to the feasibility check.
+    """
+
+    def __init__(self, problem: ServerlessProblem, side: ServerlessSideRows | None = None) -> None:
         self.problem = problem
+        self.side = side
 
     def local_batch(self, functions: np.ndarray) -> np.ndarray:
         """b_l by eq. (9): the CPU-efficient batch unless the global batch would exceed b_g^max."""
@@ -87,6 +115,8 @@ class ServerlessModel:
                     & (s >= c.ps_count[0]) & (s <= c.ps_count[1]) & (time <= prob.time_s * (1 + 1e-12)))
         if c.budget_usd is not None:
             feasible &= cost <= c.budget_usd
+        if self.side is not None:
+            feasible &= self.side.satisfied(n, m, s)
         return ServerlessEvaluation(functions=n, memory_mb=m, ps=s, local_batch=self.local_batch(n),
                                     iterations=k, time_s=time, launches=segments,
                                     cost=np.where(np.isfinite(time), cost, np.nan), feasible=feasible)

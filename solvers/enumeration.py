@@ -9,10 +9,10 @@ import numpy as np
 
 from dnnprov.result import Result, Status
 from dnnprov.serverless import ServerlessProblem
-from dnnprov.serverless_model import ServerlessModel
+from dnnprov.serverless_model import ServerlessModel, ServerlessSideRows
 from dnnprov.solvers.outcome import serverless_result, spot_result
 from dnnprov.spot import SpotProblem
-from dnnprov.spot_model import SpotModel
+from dnnprov.spot_model import SideRows, SpotModel
 
 DEFAULT_MAX_PLANS = 50_000_000
 CHUNK = 1 << 18
@@ -34,14 +34,16 @@ def decode_counts(index: np.ndarray, lower: np.ndarray, radix: np.ndarray) -> np
     return counts + lower
 
 
-def enumerate_spot(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS) -> Result:
+def enumerate_spot(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
+                   side: SideRows | None = None) -> Result:
     """The cheapest feasible plan over every count vector in the quota box and PS count.
 
     Refuses (status ``limit``, no plan) when the space exceeds ``max_plans``. Ties are
-    broken by the lowest plan index, so the answer is deterministic.
+    broken by the lowest plan index, so the answer is deterministic. ``side`` adds user
+    constraints from the Pyomo model.
     """
     started = time.perf_counter()
-    model = SpotModel(problem)
+    model = SpotModel(problem, side)
     size = spot_space_size(problem)
     if size > max_plans:
         return spot_result(model, None, 1, status=Status.LIMIT, method="enumerate", started=started,
@@ -70,10 +72,11 @@ def enumerate_spot(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS) 
                        started=started, stats=stats)
 
 
-def enumerate_serverless(problem: ServerlessProblem, *, max_plans: int = DEFAULT_MAX_PLANS) -> Result:
+def enumerate_serverless(problem: ServerlessProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
+                         side: ServerlessSideRows | None = None) -> Result:
     """The cheapest feasible (n, m, s) over the whole grid (local batch by eq. 9)."""
     started = time.perf_counter()
-    model = ServerlessModel(problem)
+    model = ServerlessModel(problem, side)
     low, high = problem.function_range()
     ps_low, ps_high = problem.constraints.ps_count
     size = (high - low + 1) * len(problem.memory_grid()) * (ps_high - ps_low + 1)

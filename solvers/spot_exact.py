@@ -198,8 +198,45 @@ class SpotDecomposition:
             ratio = new
         return float(min(ratio, new))
 
+    def tighten(self, cell: Cell, price_bound: float) -> bool:
+        """Shrink the b_w and V ranges to where a plan can beat U and meet T_obj (see module doc).
+
+        Returns ``False`` when the cell holds no such plan.
+        """
+        deadline = self.problem.slo.time_s
+        g2 = self.problem.workload.gamma_2
+        for _ in range(3):
+            tau = self.time_factor(cell)
+            j_max = (deadline - self.a0) * cell.x_hi / tau * (1 + DEADLINE_RELAXATION)
+            if math.isfinite(self.threshold):
+                j_max = min(j_max, (3600 * (self.threshold - self.ac) - self.a0 * price_bound)
+                            / (cell.rho_min * tau))
+            c = self.spread_factor(cell)
+            if g2 < 0 and c > 0:                         # A(b) < (j_max + g1) / c  =>  b > b_cut
+                cell.b_lo = max(cell.b_lo, (self.gamma_3 - (j_max + self.gamma_1) / c) / -g2)
+            a_hi = self.a_min(cell.b_lo, cell.b_hi)
+            if self.uses_cc and cell.top is not None and cell.workers > 1 and a_hi > 0:
+                r_max = ((j_max + self.gamma_1) * self.model.loss_gap / a_hi) ** 2 / cell.workers \
+                    - self.problem.workload.gamma_4
+                if r_max < 0:                            # even R = 0 needs more iterations
+                    return False
+                share = r_max * math.sqrt((cell.workers - 1) / cell.workers)
+                if share < 1:                            # R_lb(V) < r_max  =>  V < v_t / (1 - share)
+                    v_t = self.shape(cell.workers, cell.ps).speed[cell.top]
+                    cell.v_hi = min(cell.v_hi, v_t / (1 - share))
+            if cell.b_lo > cell.b_hi or cell.v_lo > cell.v_hi:
+                return False
+        cell.j_lb = self.j_lower(cell)
+        tau = self.time_factor(cell)
+        return not (cell.j_lb > 0 and cell.x_hi * (deadline - self.a0) * (1 + DEADLINE_RELAXATION) < tau * cell.j_lb)
+
     def finalize(self, cell: Cell) -> Cell | None:
-        """Compute the cell's bounds, tighten its ranges; ``None`` if it holds no useful plan."""
+        """Compute the cell's bound and tighten its ranges; ``None`` if it holds no useful plan.
+
+        The min price per iteration rate rho is first bounded by the greedy Dinkelbach over
+        the cell's box; a cell that may still beat U gets the stronger bound of the LP
+        relaxation of all its linear rows (Charnes-Cooper), and is tightened again.
+        """
         cols = self.cols
         if (cols.lower[~cell.allowed] > 0).any():
             return None
@@ -213,36 +250,82 @@ class SpotDecomposition:
         cell.x_hi = float(self.greedy(-r, lo, hi, cell.workers) @ r)
         cell.rho_min = self.min_ratio(cell, lo, hi)
         price_bound = float(self.greedy(p if self.a0 >= 0 else -p, lo, hi, cell.workers) @ p) + c0
-        deadline = self.problem.slo.time_s
-        g2 = self.problem.workload.gamma_2
-        for _ in range(3):                               # range tightening, see module doc
-            tau = self.time_factor(cell)
-            j_max = (deadline - self.a0) * cell.x_hi / tau * (1 + DEADLINE_RELAXATION)
-            if math.isfinite(self.threshold):
-                j_max = min(j_max, (3600 * (self.threshold - self.ac) - self.a0 * price_bound)
-                            / (cell.rho_min * tau))
-            c = self.spread_factor(cell)
-            if g2 < 0 and c > 0:                         # A(b) < (j_max + g1) / c  =>  b > b_cut
-                b_cut = (self.gamma_3 - (j_max + self.gamma_1) / c) / -g2
-                cell.b_lo = max(cell.b_lo, b_cut)
-            a_hi = self.a_min(cell.b_lo, cell.b_hi)
-            if self.uses_cc and cell.top is not None and cell.workers > 1 and a_hi > 0:
-                r_max = ((j_max + self.gamma_1) * self.model.loss_gap / a_hi) ** 2 / cell.workers \
-                    - self.problem.workload.gamma_4
-                if r_max < 0:                            # even R = 0 needs more iterations
+        if not self.tighten(cell, price_bound):
+            return None
+        cell.bound = self.closed_bound(cell, price_bound)
+        if cell.top is not None or not self.uses_cc:
+            if cell.bound < self.threshold:
+                rho = self.lp_ratio(cell, lo, hi)
+                if rho is None:
                     return None
-                share = r_max * math.sqrt((cell.workers - 1) / cell.workers)
-                if share < 1:                            # R_lb(V) < r_max  =>  V < v_t / (1 - share)
-                    v_t = self.shape(cell.workers, cell.ps).speed[cell.top]
-                    cell.v_hi = min(cell.v_hi, v_t / (1 - share))
-            if cell.b_lo > cell.b_hi or cell.v_lo > cell.v_hi:
-                return None
-        cell.j_lb = self.j_lower(cell)
-        tau = self.time_factor(cell)
-        if cell.j_lb > 0 and cell.x_hi * (deadline - self.a0) * (1 + DEADLINE_RELAXATION) < tau * cell.j_lb:
-            return None                                  # eq. (13) cannot hold
-        cell.bound = (cell.rho_min * tau * cell.j_lb + self.a0 * price_bound) / 3600 + self.ac
+                cell.rho_min = max(cell.rho_min, rho)
+                if not self.tighten(cell, price_bound):
+                    return None
+                cell.bound = self.closed_bound(cell, price_bound)
         return cell
+
+    def closed_bound(self, cell: Cell, price_bound: float) -> float:
+        """cost >= (rho_min tau j_lb + a0 (P + c0)) / 3600 + ac over the cell."""
+        return (cell.rho_min * self.time_factor(cell) * cell.j_lb + self.a0 * price_bound) / 3600 + self.ac
+
+    def cell_rows(self, cell: Cell) -> list[tuple[np.ndarray, float, float]]:
+        """The cell's linear rows ``low <= a @ n <= high`` (besides sum n = K and the box)."""
+        shape = self.shape(cell.workers, cell.ps)
+        w = self.problem.workload
+        tau = self.time_factor(cell)
+        slope = (self.problem.slo.time_s - self.a0) * (1 + DEADLINE_RELAXATION)
+        a_rate = w.gamma_2 * shape.speed + self.gamma_3 * shape.rate                 # A(b_w) X
+        c = self.spread_factor(cell)
+        rows = [
+            (a_rate, 0.0, math.inf),                                                 # eq. (3) has a root
+            # eq. (13) with j >= j_lb:  X >= tau j_lb / (T - a0)
+            (shape.rate, tau * cell.j_lb / slope, math.inf),
+            # eq. (13) keeping b_w: tau (c A X - g1 X) <= (T - a0) X^2 <= (T - a0)((X_lo + X_hi) X - X_lo X_hi)
+            (tau * (c * a_rate - self.gamma_1 * shape.rate) - slope * (cell.x_lo + cell.x_hi) * shape.rate,
+             -math.inf, -slope * cell.x_lo * cell.x_hi),
+            (shape.speed - cell.b_lo * shape.rate, 0.0, math.inf),                  # b_w >= b_lo
+            (shape.speed - cell.b_hi * shape.rate, -math.inf, 0.0),                 # b_w <= b_hi
+        ]
+        if self.uses_cc and cell.top is not None:
+            rows.append((shape.speed, cell.v_lo, cell.v_hi))                         # V range
+        for per_column, limit in self.model.vcpu_rows:
+            rows.append((per_column.astype(float), -math.inf, float(limit)))
+        if self.side is not None:
+            for i in range(len(self.side)):
+                shift = self.side.a_s[i] * cell.ps
+                rows.append((self.side.a_n[i], self.side.low[i] - shift, self.side.high[i] - shift))
+        return rows
+
+    def lp_ratio(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> float | None:
+        """min (P + c0) / X over the LP relaxation of the cell (Charnes-Cooper); ``None``: empty.
+
+        Variables y = n / X and t = 1 / X: minimize p y + c0 t with r y = 1, sum y = K t,
+        lo t <= y <= hi t and every cell row scaled by t.
+        """
+        shape = self.shape(cell.workers, cell.ps)
+        allowed = np.flatnonzero(cell.allowed)
+        m = len(allowed)
+        t = m                                           # index of t
+        cost = np.concatenate([self.cols.price[allowed], [cell.ps * self.c0_per_ps]])
+        everything = np.arange(m + 1)
+        rows = [(everything[:m], shape.rate[allowed], 1.0, 1.0),
+                (everything, np.concatenate([np.ones(m), [-float(cell.workers)]]), 0.0, 0.0)]
+        for i, c in enumerate(allowed):
+            rows.append((np.array([i, t]), np.array([1.0, -float(lo[c])]), 0.0, math.inf))
+            rows.append((np.array([i, t]), np.array([1.0, -float(hi[c])]), -math.inf, 0.0))
+        for a, low, high in self.cell_rows(cell):
+            if math.isfinite(low):
+                rows.append((everything, np.concatenate([a[allowed], [-low]]), 0.0, math.inf))
+            if math.isfinite(high):
+                rows.append((everything, np.concatenate([a[allowed], [-high]]), -math.inf, 0.0))
+        solution = solve_milp(self.highs, cost, np.zeros(m + 1), np.full(m + 1, math.inf), rows,
+                              integer=np.zeros(m + 1, dtype=bool))
+        self.stats["lps"] = self.stats.get("lps", 0) + 1
+        if solution.status is MilpStatus.INFEASIBLE:
+            return None
+        if solution.status is not MilpStatus.OPTIMAL:
+            return 0.0
+        return max(solution.objective * (1 - 1e-6), 0.0)   # LP tolerances: keep it a lower bound
 
     # ------------------------------------------------------------------ cells
     def new_cell(self, k: int, s: int, top: int | None, *,
@@ -274,9 +357,13 @@ class SpotDecomposition:
         cols, cons = self.cols, self.problem.constraints
         k_lo = max(cons.workers[0], int(cols.lower.sum()), 1)
         k_hi = int(cols.upper.sum()) if cons.workers[1] is None else min(cons.workers[1], int(cols.upper.sum()))
+        ps_in_side_rows = self.side is not None and bool(np.any(self.side.a_s != 0))
         cells = []
         for k in range(k_lo, k_hi + 1):
             for s in range(cons.ps_count[0], cons.ps_count[1] + 1):
+                if (s > cons.ps_count[0] and not ps_in_side_rows
+                        and np.array_equal(self.shape(k, s).rate, self.shape(k, s - 1).rate)):
+                    continue  # an extra PS that adds no bandwidth only adds cost: dominated
                 cell = self.new_cell(k, s, None)
                 if cell is not None:
                     cells.append(cell)
@@ -308,34 +395,13 @@ class SpotDecomposition:
         count_of = np.concatenate([np.arange(lo[c], hi[c] + 1) for c in allowed]).astype(float)
         nvar = len(col_of)
         cost = count_of * (weight * cols.price[col_of] - 3600 * (threshold - self.ac) * shape.rate[col_of])
-        everything = np.arange(nvar)
-
-        def linear(per_column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            return everything, count_of * per_column[col_of]
-
         starts = np.concatenate([[0], np.cumsum(sizes)])
+        everything = np.arange(nvar)
         rows = [(np.arange(starts[i], starts[i + 1]), np.ones(sizes[i]), 1.0, 1.0) for i in range(len(allowed))]
         k = float(cell.workers)
-        rows.append((*linear(np.ones(len(cols))), k, k))                              # sum n = K
-        w = self.problem.workload
-        c = self.spread_factor(cell)
-        a_rate = w.gamma_2 * shape.speed + self.gamma_3 * shape.rate                  # A(b_w) X
-        rows.append((*linear(a_rate), 0.0, math.inf))                                 # eq. (3) has a root
-        # eq. (13): tau (c A X - g1 X) <= (T - a0) X^2 <= (T - a0)((X_lo + X_hi) X - X_lo X_hi)
-        slope = (self.problem.slo.time_s - self.a0) * (1 + DEADLINE_RELAXATION)
-        secant = slope * (cell.x_lo + cell.x_hi) * shape.rate
-        rows.append((*linear(tau * (c * a_rate - self.gamma_1 * shape.rate) - secant),
-                     -math.inf, -slope * cell.x_lo * cell.x_hi))
-        rows.append((*linear(shape.speed - cell.b_lo * shape.rate), 0.0, math.inf))  # b_w >= b_lo
-        rows.append((*linear(shape.speed - cell.b_hi * shape.rate), -math.inf, 0.0))  # b_w <= b_hi
-        if self.uses_cc:
-            rows.append((*linear(shape.speed), cell.v_lo, cell.v_hi))                 # V range
-        for per_column, limit in self.model.vcpu_rows:
-            rows.append((*linear(per_column.astype(float)), -math.inf, float(limit)))
-        if self.side is not None:
-            for i in range(len(self.side)):
-                shift = self.side.a_s[i] * cell.ps
-                rows.append((*linear(self.side.a_n[i]), self.side.low[i] - shift, self.side.high[i] - shift))
+        rows.append((everything, count_of, k, k))                                      # sum n = K
+        for a, low, high in self.cell_rows(cell):
+            rows.append((everything, count_of * a[col_of], low, high))
         for plan in cell.nogoods:                                                      # cut off evaluated plans
             idx = starts[:-1] + np.array([plan[c] - lo[c] for c in allowed])
             rows.append((idx, np.ones(len(idx)), -math.inf, len(idx) - 1.0))
