@@ -65,6 +65,13 @@ def choice(field: str, value: object, allowed: tuple[str, ...]) -> str:
     return str(value)
 
 
+def text(field: str, value: object, *, allow_empty: bool = False) -> str:
+    """Check that ``value`` is a string (non-empty unless ``allow_empty``)."""
+    if not isinstance(value, str) or (not allow_empty and not value.strip()):
+        raise InvalidInputError(field, f"must be a {'' if allow_empty else 'non-empty '}string, got {value!r}")
+    return value
+
+
 def int_range(field: str, value: object, *, minimum: int) -> tuple[int, int | None]:
     """A ``[low, high]`` pair of integers; ``high`` may be ``None`` (no upper limit)."""
     if not isinstance(value, (list, tuple)) or len(value) != 2:

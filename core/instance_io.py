@@ -7,6 +7,7 @@ raises :class:`InvalidInputError` naming the field. See docs/instance-format.md.
 
 from __future__ import annotations
 
+import difflib
 import json
 from functools import cache
 from importlib import resources
@@ -44,16 +45,29 @@ def problem_from_dict(data: Mapping[str, Any]) -> Problem:
     validator = jsonschema.Draft202012Validator(schema(kind))
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
-        first = errors[0]
-        where = ".".join(str(p) for p in first.absolute_path)
-        raise InvalidInputError(where or "(top level)", _schema_message(first))
+        raise InvalidInputError(*_schema_error(errors[0]))
     return FORMATS[fmt].from_dict(data)
 
 
-def _schema_message(error: jsonschema.ValidationError) -> str:
-    if error.validator == "additionalProperties":
-        return f"{error.message} (units are part of field names; see docs/instance-format.md)"
-    return error.message
+def _schema_error(error: jsonschema.ValidationError) -> tuple[str, str]:
+    """(field, problem) of a schema violation, naming the child field where there is one."""
+    where = ".".join(str(p) for p in error.absolute_path)
+    if error.validator == "required" and isinstance(error.instance, Mapping):
+        missing = [k for k in error.validator_value if k not in error.instance]
+        if missing:
+            return _join(where, missing[0]), "missing required field"
+    if error.validator == "additionalProperties" and isinstance(error.instance, Mapping):
+        known = list(error.schema.get("properties", {}))
+        extra = [k for k in error.instance if k not in known]
+        if extra:
+            close = difflib.get_close_matches(extra[0], known, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            return _join(where, extra[0]), f"unknown field{hint} (units are part of field names; see docs/instance-format.md)"
+    return where or "(top level)", error.message
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
 
 
 def read_instance(path: str | Path) -> Problem:

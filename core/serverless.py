@@ -112,11 +112,17 @@ class ServerlessProblem:
 
     def __post_init__(self) -> None:
         _set(self, "time_s", check.number("slo.time_s", self.time_s, exclusive_minimum=0))
+        check.text("name", self.name)
+        check.text("notes", self.notes, allow_empty=True)
         w, p = self.workload, self.platform
         if w.min_memory_mb > p.max_memory_mb:
             raise InvalidInputError("workload.min_memory_mb", f"{w.min_memory_mb} MB is above platform.max_memory_mb = {p.max_memory_mb}")
         if not self.memory_grid():
             raise InvalidInputError("platform.memory_step_mb", "no memory size on the grid lies between min_memory_mb and max_memory_mb")
+        low, high = self.function_range()
+        if low > high:
+            raise InvalidInputError("constraints.functions", f"the range starts at {low} functions, above "
+                                    f"the limit of {high} (constraints.functions / platform.concurrency_limit)")
 
     def memory_grid(self) -> list[int]:
         """Memory sizes allowed by eq. (12) and the workload's minimum memory."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from dnnprov import _checks as check
 from dnnprov.errors import InvalidInputError
 from dnnprov.result import Result, Status
 from dnnprov.serverless import ServerlessProblem
@@ -39,11 +40,11 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
 
     if method not in METHODS:
         raise InvalidInputError("method", f"must be one of {', '.join(METHODS)}; got {method!r}")
-    if time_limit_s <= 0:
-        raise InvalidInputError("time_limit_s", f"must be > 0, got {time_limit_s!r}")
-    if not 0 <= gap < 1:
-        raise InvalidInputError("gap", f"must be in [0, 1), got {gap!r}")
-    limit = {} if max_plans is None else {"max_plans": max_plans}
+    time_limit_s = check.number("time_limit_s", time_limit_s, exclusive_minimum=0)
+    gap = check.number("gap", gap, minimum=0)
+    if gap >= 1:
+        raise InvalidInputError("gap", f"must be below 1, got {gap!r}")
+    limit = {} if max_plans is None else {"max_plans": check.integer("max_plans", max_plans, minimum=1)}
     runners: dict[str, Callable[[], Result]]
     if isinstance(problem, SpotProblem):
         runners = {

@@ -278,6 +278,8 @@ class SpotProblem:
             raise InvalidInputError(f"instance_types.{dup}", "listed twice")
         _set(self, "instance_types", types)
         _set(self, "model", check.choice("model", self.model, MODELS))
+        check.text("name", self.name)
+        check.text("notes", self.notes, allow_empty=True)
         w, slo = self.workload, self.slo
         if slo.loss <= w.gamma_5:
             raise InvalidInputError("slo.loss", f"{slo.loss:g} is not above workload.gamma_5 = {w.gamma_5:g}, the loss the model converges to; the SLO is unreachable (eq. 3)")

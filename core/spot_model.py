@@ -130,10 +130,11 @@ class SpotModel:
                 batch_wa = np.round(v / x, 1)
                 cc = np.zeros(n_plans)
                 j = np.round(self.iterations_needed(batch_wa, cc, workers))
-                time = np.round(batch_wa * j / v, 2)
-                price = counts @ cols.price
+                core_time = np.round(batch_wa * j / v, 2)
+                time = core_time + self.problem.slo.takeover_overhead_s
+                price = counts @ cols.price + ps * self.problem.platform.ps_price_per_h
                 cost = np.round(price * time / 3600, 6)
-                time_ok = (time > 0) & (time <= self.problem.slo.time_s)
+                time_ok = (core_time > 0) & (time <= self.problem.slo.time_s)
             else:
                 batch_wa = v / x
                 speeds = cols.batch / times                              # v^i per column

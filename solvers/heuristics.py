@@ -31,18 +31,24 @@ def window_counts(items: np.ndarray, n_columns: int, size: int, *, wrap: bool = 
 
 
 # ---------------------------------------------------------------- spot, the paper
-def spot_bounds(problem: SpotProblem, model: SpotModel, lone_times: np.ndarray) -> tuple[int, int]:
-    """n_lower and n_upper of eqs. (15)-(16), as the paper computes them (heuristic bounds)."""
+def spot_bounds(problem: SpotProblem, model: SpotModel, lone_times: np.ndarray,
+                available: np.ndarray) -> tuple[int, int]:
+    """n_lower and n_upper of eqs. (15)-(16), as the paper computes them (heuristic bounds).
+
+    b_min and v_max of eq. (16) range over the available instances (the list I).
+    """
     w, slo = problem.workload, problem.slo
     cols = model.columns
     if w.alpha_1 > 0 and w.beta_1 < 1:
         n_upper = math.floor(((1 - w.beta_1) / w.alpha_1) ** 2)                  # eq. (15)
     else:
         n_upper = int(cols.upper.sum())
-    b_min = float(cols.batch.min())
+    if not available.any():
+        return 1, n_upper
+    b_min = float(cols.batch[available].min())
     spread = 1.0 if w.loss_variant == "no-cc" else w.gamma_4
     j_min = (w.gamma_2 * b_min + w.gamma_3) * math.sqrt(spread) / model.loss_gap - w.gamma_1
-    v_max = float((cols.batch / lone_times).max())
+    v_max = float((cols.batch / lone_times)[available].max())
     n_lower = math.ceil(b_min * j_min / (v_max * slo.time_s)) if j_min > 0 else 1   # eq. (16)
     return max(n_lower, 1), n_upper
 
@@ -57,7 +63,7 @@ def spot_heuristic(problem: SpotProblem) -> Result:
     available = cols.upper - cols.lower
     items = np.repeat(np.arange(len(cols)), available)
     items = items[np.argsort(-lone_times[items], kind="stable")]             # step 5
-    n_lower, n_upper = spot_bounds(problem, model, lone_times)
+    n_lower, n_upper = spot_bounds(problem, model, lone_times, available > 0)
     best_cost, best = math.inf, None
     evaluated = 0
     for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):

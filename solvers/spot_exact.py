@@ -105,15 +105,15 @@ class SpotDecomposition:
         self.uses_cc = problem.workload.loss_variant == "cc"
         w = problem.workload
         # j >= c * (gamma_2 b + gamma_3') - gamma_1', T >= tau * j / X + a0, cost >= ... + ac
+        overhead = problem.slo.takeover_overhead_s
+        self.c0_per_ps = problem.platform.ps_price_per_h
         if self.reference:
             self.gamma_3 = w.gamma_3 - abs(w.gamma_2) * REF_BATCH_ROUNDING
             self.gamma_1 = w.gamma_1 + REF_ITER_ROUNDING
-            self.a0, self.ac = -REF_TIME_ROUNDING, -REF_COST_ROUNDING
-            self.c0_per_ps = 0.0                  # the reference code prices workers only
+            self.a0, self.ac = overhead - REF_TIME_ROUNDING, -REF_COST_ROUNDING
         else:
             self.gamma_3, self.gamma_1 = w.gamma_3, w.gamma_1
-            self.a0, self.ac = problem.slo.takeover_overhead_s, 0.0
-            self.c0_per_ps = problem.platform.ps_price_per_h
+            self.a0, self.ac = overhead, 0.0
         self.highs = new_highs()
         self.seq = itertools.count()
         self.shapes: dict[tuple[int, int], ClusterShape] = {}

@@ -317,9 +317,6 @@ def test_enumerate_reports_infeasible_with_infinite_bound(make_resnet110):
     assert result.to_dict()["bound"] is None
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: enumerate_serverless calls np.argmin on an empty "
-                   "array when constraints.functions' low exceeds platform.concurrency_limit "
-                   "(empty function range): solve() returns status error instead of infeasible")
 def test_enumerate_serverless_with_empty_function_range(make_resnet50):
     """A function range that the concurrency limit empties is refused or proven infeasible."""
     problem = make_resnet50(constraints=dnnprov.ServerlessConstraints(functions=(50, None)))

@@ -148,6 +148,8 @@ def spec_lower_bound(problem: dnnprov.SpotProblem, *, available_only: bool) -> i
     w, slo = problem.workload, problem.slo
     lone = model.iteration_times(np.array([1]), np.array([1]))[0]           # T^i with B_req
     use = (cols.upper > cols.lower) if available_only else np.ones(len(cols), dtype=bool)
+    if not use.any():
+        return 1
     b_min = min(cols.batch[use])
     spread = w.gamma_4 if w.loss_variant == "cc" else 1.0                   # R = 0, |N| = 1
     j_min = (w.gamma_2 * b_min + w.gamma_3) * math.sqrt(spread) / (slo.loss - w.gamma_5) - w.gamma_1
@@ -157,7 +159,7 @@ def spec_lower_bound(problem: dnnprov.SpotProblem, *, available_only: bool) -> i
 
 def plain_algorithm1(problem: dnnprov.SpotProblem):
     """Algorithm 1 from spec section 5 with bounds (15)-(16), as plain loops (eq. 16 over the
-    offered columns, as the code computes it: see test_eq16_bound_uses_available_instances)."""
+    available instances, the list I: see test_eq16_bound_uses_available_instances)."""
     model = SpotModel(problem)
     cols = model.columns
     w = problem.workload
@@ -165,7 +167,7 @@ def plain_algorithm1(problem: dnnprov.SpotProblem):
     items = [c for c in range(len(cols)) for _ in range(int(cols.upper[c] - cols.lower[c]))]
     items.sort(key=lambda c: -lone[c])                                      # slowest first
     n_upper = math.floor(((1 - w.beta_1) / w.alpha_1) ** 2)                 # eq. (15)
-    n_lower = spec_lower_bound(problem, available_only=False)               # eq. (16)
+    n_lower = spec_lower_bound(problem, available_only=True)                # eq. (16)
     best, best_cost = None, math.inf
     for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
         for n in range(n_lower, min(n_upper, len(items)) + 1):
@@ -208,9 +210,6 @@ def test_paper_heuristic_matches_plain_algorithm1_resnet110(make_resnet110, time
         assert dnnprov.solve(problem, "heuristic").stats["n_lower"] == 2
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (spec deviation): spot_bounds takes b_min and v_max of "
-                   "eq. (16) over every offered column, including types with quota 0 or fully taken "
-                   "by kept instances; spec section 4 says over the available instances (the list I)")
 def test_eq16_bound_uses_available_instances(make_resnet110):
     """n_lower ignores a type that cannot be bought (here p2.8xlarge with quota 0)."""
     problem = make_resnet110([2, 5, 5, 8, 0], model="paper", gamma_4=1.0, time_s=3400.0, loss=0.8)

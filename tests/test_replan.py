@@ -71,8 +71,6 @@ def test_avoid_revoked_buys_no_new_instance_of_that_type(ref_resnet110) -> None:
     assert result.status is dnnprov.Status.OPTIMAL and result.plan.counts["g3.8xlarge"] == 0
 
 
-@pytest.mark.xfail(reason="core/spot_model.py: model 'reference' does not add slo.takeover_overhead_s "
-                          "to T (reported); replan's time then omits the overhead", strict=False)
 def test_reference_model_adds_takeover_overhead(ref_resnet110) -> None:
     """SpotSLO says the takeover overhead is added to T; it should be under either model."""
     problem = ref_resnet110()

@@ -240,7 +240,6 @@ def test_errors_are_value_errors(make_resnet110):
         dnnprov.SpotProblem.from_dict(edit(spot_dict(make_resnet110), ("slo", "loss"), 0.1))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: SpotProblem/ServerlessProblem accept a non-string name")
 @pytest.mark.parametrize("kind", ["spot", "serverless"])
 def test_problem_name_must_be_a_string(make_resnet110, make_resnet50, kind):
     """A problem name that is not a string is refused (it becomes Result.instance)."""
@@ -382,8 +381,6 @@ def test_solve_refuses_non_problems():
     check_error(excinfo, "problem", "dict")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: solve() lets NaN / bool time limits and a non-numeric "
-                                       "max_plans through (time_limit_s <= 0 is False for NaN)")
 @pytest.mark.parametrize("kwargs", [{"time_limit_s": NAN}, {"time_limit_s": True},
                                     {"max_plans": "1000"}],
                          ids=["time_limit_nan", "time_limit_bool", "max_plans_str"])
