@@ -151,6 +151,26 @@ class SpotDecomposition:
         v_top = v[cell.top] if cell.top is not None else float(v[cell.allowed].max())
         return max(0.0, 1 - v_top / cell.v_lo) * math.sqrt(k / (k - 1))
 
+    def cc_secant(self, cell: Cell) -> tuple[float, float] | None:
+        """(k0, k1) with sqrt((R + gamma_4) K) / (L - gamma_5) >= k0 + k1 V on the cell.
+
+        R >= s_K (1 - v_t / V) is concave increasing in V and the square root is concave
+        increasing, so their composition lies above its secant over [V_lo, V_hi].
+        ``None`` where it adds nothing (no CC, K = 1, a group, or an empty V range).
+        """
+        k = cell.workers
+        if not self.uses_cc or cell.top is None or k == 1 or cell.v_hi <= cell.v_lo:
+            return None
+        v_t = self.shape(cell.workers, cell.ps).speed[cell.top]
+        s_k = math.sqrt(k / (k - 1))
+        g4 = self.problem.workload.gamma_4
+
+        def c(v: float) -> float:
+            return math.sqrt((max(0.0, 1 - v_t / v) * s_k + g4) * k) / self.model.loss_gap
+
+        k1 = (c(cell.v_hi) - c(cell.v_lo)) / (cell.v_hi - cell.v_lo)
+        return c(cell.v_lo) - k1 * cell.v_lo, k1
+
     def time_factor(self, cell: Cell) -> float:
         """tau in T >= tau j / X + a0: 1, or (1 - 0.05 / b_lo) for the reference rounding."""
         return 1 - REF_BATCH_ROUNDING / cell.b_lo if self.reference else 1.0
@@ -264,6 +284,14 @@ class SpotDecomposition:
                 cell.bound = self.closed_bound(cell, price_bound)
         return cell
 
+    def price_range(self, cell: Cell) -> tuple[float, float]:
+        """Greedy min and max of P + c0 over the cell's box (exact for the box)."""
+        lo, hi = self.box(cell)
+        p = self.cols.price
+        c0 = cell.ps * self.c0_per_ps
+        return (float(self.greedy(p, lo, hi, cell.workers) @ p) + c0,
+                float(self.greedy(-p, lo, hi, cell.workers) @ p) + c0)
+
     def closed_bound(self, cell: Cell, price_bound: float) -> float:
         """cost >= (rho_min tau j_lb + a0 (P + c0)) / 3600 + ac over the cell."""
         return (cell.rho_min * self.time_factor(cell) * cell.j_lb + self.a0 * price_bound) / 3600 + self.ac
@@ -288,6 +316,13 @@ class SpotDecomposition:
         ]
         if self.uses_cc and cell.top is not None:
             rows.append((shape.speed, cell.v_lo, cell.v_hi))                         # V range
+        secant = self.cc_secant(cell)
+        a_min = self.a_min(cell.b_lo, cell.b_hi)
+        if secant is not None and a_min > 0:
+            # eq. (13) keeping R's growth with V: tau ((k0 + k1 V) A_min - g1) <= (T - a0) X
+            k0, k1 = secant
+            rows.append((tau * k1 * a_min * shape.speed - slope * shape.rate,
+                         -math.inf, -tau * (k0 * a_min - self.gamma_1)))
         for per_column, limit in self.model.vcpu_rows:
             rows.append((per_column.astype(float), -math.inf, float(limit)))
         if self.side is not None:
@@ -380,37 +415,67 @@ class SpotDecomposition:
 
     # ------------------------------------------------------------------ the cell MILP
     def cell_milp(self, cell: Cell, threshold: float, time_limit_s: float):
-        """Minimize f(n) = (P + c0)(tau j_lb + a0 X_b) - 3600 (U - ac) X over the cell."""
+        """Minimize f(n) = (P + c0)(tau j_lb + a0 X_b) - 3600 (U - ac) X over the cell.
+
+        Integer counts n_c of the allowed columns; with the CC term, a continuous W adds
+        R's growth with V to j's bound (see :meth:`cc_secant`). Each evaluated plan n* is
+        cut off by ``n_c >= n*_c + 1 for some c`` (with sum n fixed, that is n != n*),
+        one binary per column and cut.
+        """
         cols = self.cols
         shape = self.shape(cell.workers, cell.ps)
         lo, hi = self.box(cell)
         allowed = np.flatnonzero(cell.allowed)
+        m = len(allowed)
         tau = self.time_factor(cell)
         x_b = cell.x_lo if self.a0 >= 0 else cell.x_hi
-        weight = tau * cell.j_lb + self.a0 * x_b
         c0 = cell.ps * self.c0_per_ps
-        # one binary z[c, k] per allowed column c and count k in [lo_c, hi_c]
-        sizes = (hi[allowed] - lo[allowed] + 1).astype(int)
-        col_of = np.repeat(allowed, sizes)
-        count_of = np.concatenate([np.arange(lo[c], hi[c] + 1) for c in allowed]).astype(float)
-        nvar = len(col_of)
-        cost = count_of * (weight * cols.price[col_of] - 3600 * (threshold - self.ac) * shape.rate[col_of])
-        starts = np.concatenate([[0], np.cumsum(sizes)])
-        everything = np.arange(nvar)
-        rows = [(np.arange(starts[i], starts[i + 1]), np.ones(sizes[i]), 1.0, 1.0) for i in range(len(allowed))]
-        k = float(cell.workers)
-        rows.append((everything, count_of, k, k))                                      # sum n = K
-        for a, low, high in self.cell_rows(cell):
-            rows.append((everything, count_of * a[col_of], low, high))
-        for plan in cell.nogoods:                                                      # cut off evaluated plans
-            idx = starts[:-1] + np.array([plan[c] - lo[c] for c in allowed])
-            rows.append((idx, np.ones(len(idx)), -math.inf, len(idx) - 1.0))
-        solution = solve_milp(self.highs, cost, np.zeros(nvar), np.ones(nvar), rows,
-                              offset=weight * c0, time_limit_s=time_limit_s)
+        price, rate, speed = cols.price[allowed], shape.rate[allowed], shape.speed[allowed]
+        gain = 3600 * (threshold - self.ac) * rate
+        counts_idx = np.arange(m)
+        rows = [(counts_idx, np.ones(m), float(cell.workers), float(cell.workers))]     # sum n = K
+        rows += [(counts_idx, a[allowed], low, high) for a, low, high in self.cell_rows(cell)]
+        lower, upper = lo[allowed].astype(float), hi[allowed].astype(float)
+        secant = self.cc_secant(cell)
+        a_min = self.a_min(cell.b_lo, cell.b_hi)
+        if secant is None or a_min <= 0:
+            weight = tau * cell.j_lb + self.a0 * x_b
+            cost, offset = weight * price - gain, weight * c0
+        else:
+            # (P + c0) tau j >= (P + c0) tau (k0 A_min - g1) + tau k1 A_min W with W <= (P + c0) V,
+            # W bounded by McCormick's under-estimators of the product (P + c0) V.
+            k0, k1 = secant
+            base = tau * (k0 * a_min - self.gamma_1) + self.a0 * x_b
+            cost = np.append(base * price - gain, tau * k1 * a_min)
+            offset = base * c0
+            p_lo, p_hi = self.price_range(cell)
+            both = np.arange(m + 1)
+            rows.append((both, np.append(-cell.v_lo * price - p_lo * speed, 1.0),
+                         cell.v_lo * c0 - p_lo * cell.v_lo, math.inf))
+            rows.append((both, np.append(-cell.v_hi * price - p_hi * speed, 1.0),
+                         cell.v_hi * c0 - p_hi * cell.v_hi, math.inf))
+            lower, upper = np.append(lower, -math.inf), np.append(upper, math.inf)
+        nvar = len(cost)
+        integer = np.arange(nvar) < m
+        for plan in cell.nogoods:                                    # n_c >= n*_c + 1 for some c
+            raise_ok = [i for i, c in enumerate(allowed) if plan[c] < hi[c]]
+            first = nvar
+            for j, i in enumerate(raise_ok):
+                c = allowed[i]
+                rows.append((np.array([i, first + j]), np.array([1.0, -(plan[c] + 1 - lo[c])]),
+                             float(lo[c]), math.inf))
+            rows.append((np.arange(first, first + len(raise_ok)), np.ones(len(raise_ok)), 1.0, math.inf))
+            nvar += len(raise_ok)
+        extra = nvar - len(cost)
+        cost = np.append(cost, np.zeros(extra))
+        lower, upper = np.append(lower, np.zeros(extra)), np.append(upper, np.ones(extra))
+        integer = np.append(integer, np.ones(extra, dtype=bool))
+        solution = solve_milp(self.highs, cost, lower, upper, rows, integer=integer,
+                              offset=offset, time_limit_s=time_limit_s)
         counts = None
         if solution.x is not None:
             counts = np.zeros(len(cols), dtype=np.int64)
-            np.add.at(counts, col_of, np.rint(solution.x * count_of).astype(np.int64))
+            counts[allowed] = np.rint(solution.x[:m]).astype(np.int64)
         scale = 3600 * max(threshold, 1e-12) * max(cell.x_hi, 1e-12)
         return solution, counts, scale
 
