@@ -52,6 +52,7 @@ from dnnprov.solvers.outcome import spot_result
 from dnnprov.spot import SpotProblem
 from dnnprov.spot_model import SideRows, SpotModel
 
+COUPLING_INTERVALS = 16        # b_w intervals of the coupled j bound (see j_lower)
 SPLIT_TOLERANCE = 1e-3          # bisect a cell when its j bound is this much below the plan's j
 CLOSE_TOLERANCE = 1e-9          # relative tolerance of the MILP threshold test
 DEADLINE_RELAXATION = 1e-9      # the model accepts T <= T_obj (1 + 1e-12): never cut such plans
@@ -176,10 +177,29 @@ class SpotDecomposition:
         return 1 - REF_BATCH_ROUNDING / cell.b_lo if self.reference else 1.0
 
     def j_lower(self, cell: Cell) -> float:
-        """Lower bound of j over the cell (0 when the bound is vacuous; 1 for the reference)."""
+        """Lower bound of j over the cell (0 when the bound is vacuous; 1 for the reference).
+
+        With the CC term, b_w and R are coupled: V = b_w X >= b_w X_lo, and R's bound grows
+        with V. So j >= min over b of c(max(V_lo, b X_lo)) A(b) - g1, where c(.) is
+        nondecreasing in b; on each of a few intervals [b_i, b_i+1] that is at least
+        c(V(b_i)) min(A(b_i), A(b_i+1)).
+        """
+        floor = 1.0 if self.reference else 0.0
         a = self.a_min(cell.b_lo, cell.b_hi)
-        j = self.spread_factor(cell) * a - self.gamma_1 if a > 0 else -math.inf
-        return max(j, 1.0 if self.reference else 0.0)
+        if not (self.uses_cc and cell.top is not None and cell.workers > 1):
+            j = self.spread_factor(cell) * a - self.gamma_1 if a > 0 else -math.inf
+            return max(j, floor)
+        k = cell.workers
+        g2, g4 = self.problem.workload.gamma_2, self.problem.workload.gamma_4
+        v_t = self.shape(cell.workers, cell.ps).speed[cell.top]
+        b = np.linspace(cell.b_lo, cell.b_hi, COUPLING_INTERVALS + 1)
+        v = np.maximum(cell.v_lo, b[:-1] * cell.x_lo)
+        cc = np.maximum(0.0, 1 - v_t / v) * math.sqrt(k / (k - 1))
+        spread = np.sqrt((cc + g4) * k) / self.model.loss_gap
+        a_lo = np.minimum(g2 * b[:-1], g2 * b[1:]) + self.gamma_3
+        if (a_lo <= 0).any():
+            return floor
+        return max(float((spread * a_lo).min()) - self.gamma_1, floor)
 
     # ------------------------------------------------------------------ closed-form bounds
     def box(self, cell: Cell) -> tuple[np.ndarray, np.ndarray]:
@@ -244,7 +264,10 @@ class SpotDecomposition:
                 if share < 1:                            # R_lb(V) < r_max  =>  V < v_t / (1 - share)
                     v_t = self.shape(cell.workers, cell.ps).speed[cell.top]
                     cell.v_hi = min(cell.v_hi, v_t / (1 - share))
-            if cell.b_lo > cell.b_hi or cell.v_lo > cell.v_hi:
+            # eq. (13): X >= tau j_lb / (T - a0)
+            slope = (deadline - self.a0) * (1 + DEADLINE_RELAXATION)
+            cell.x_lo = max(cell.x_lo, tau * self.j_lower(cell) / slope)
+            if cell.b_lo > cell.b_hi or cell.v_lo > cell.v_hi or cell.x_lo > cell.x_hi:
                 return False
         cell.j_lb = self.j_lower(cell)
         tau = self.time_factor(cell)
@@ -266,8 +289,10 @@ class SpotDecomposition:
         r = self.shape(cell.workers, cell.ps).rate
         p = cols.price
         c0 = cell.ps * self.c0_per_ps
-        cell.x_lo = float(self.greedy(r, lo, hi, cell.workers) @ r)
-        cell.x_hi = float(self.greedy(-r, lo, hi, cell.workers) @ r)
+        cell.x_lo = max(cell.x_lo, float(self.greedy(r, lo, hi, cell.workers) @ r))
+        cell.x_hi = min(cell.x_hi, float(self.greedy(-r, lo, hi, cell.workers) @ r))
+        if cell.x_lo > cell.x_hi:
+            return None
         cell.rho_min = self.min_ratio(cell, lo, hi)
         price_bound = float(self.greedy(p if self.a0 >= 0 else -p, lo, hi, cell.workers) @ p) + c0
         if not self.tighten(cell, price_bound):
@@ -313,6 +338,7 @@ class SpotDecomposition:
              -math.inf, -slope * cell.x_lo * cell.x_hi),
             (shape.speed - cell.b_lo * shape.rate, 0.0, math.inf),                  # b_w >= b_lo
             (shape.speed - cell.b_hi * shape.rate, -math.inf, 0.0),                 # b_w <= b_hi
+            (shape.rate, cell.x_lo, cell.x_hi),                                      # X range
         ]
         if self.uses_cc and cell.top is not None:
             rows.append((shape.speed, cell.v_lo, cell.v_hi))                         # V range
@@ -323,6 +349,15 @@ class SpotDecomposition:
             k0, k1 = secant
             rows.append((tau * k1 * a_min * shape.speed - slope * shape.rate,
                          -math.inf, -tau * (k0 * a_min - self.gamma_1)))
+            # eq. (13) keeping both: tau ((k0 + k1 V)(g2 V + g3 X) - g1 X) <= (T - a0) X^2, with
+            # V^2 and X^2 over-estimated by secants and V X under-estimated by either McCormick plane.
+            g2, g3 = w.gamma_2, self.gamma_3
+            v_lo, v_hi, x_lo, x_hi = cell.v_lo, cell.v_hi, cell.x_lo, cell.x_hi
+            for v_c, x_c in ((v_lo, x_lo), (v_hi, x_hi)):      # V X >= v_c X + x_c V - v_c x_c
+                coef_v = tau * (k0 * g2 + k1 * g2 * (v_lo + v_hi) + k1 * g3 * x_c)
+                coef_x = tau * (k0 * g3 - self.gamma_1 + k1 * g3 * v_c) - slope * (x_lo + x_hi)
+                const = tau * (-k1 * g2 * v_lo * v_hi - k1 * g3 * v_c * x_c) + slope * x_lo * x_hi
+                rows.append((coef_v * shape.speed + coef_x * shape.rate, -math.inf, -const))
         for per_column, limit in self.model.vcpu_rows:
             rows.append((per_column.astype(float), -math.inf, float(limit)))
         if self.side is not None:
@@ -366,8 +401,9 @@ class SpotDecomposition:
     def new_cell(self, k: int, s: int, top: int | None, *,
                  b_range: tuple[float, float] | None = None,
                  v_range: tuple[float, float] | None = None,
+                 x_range: tuple[float, float] = (0.0, math.inf),
                  nogoods: list[tuple[int, ...]] | None = None) -> Cell | None:
-        """A cell with default ranges from its allowed columns."""
+        """A cell with default ranges from its allowed columns (narrowed by the given ones)."""
         shape = self.shape(k, s)
         allowed = self.cols.upper > 0
         if top is not None:
@@ -384,7 +420,7 @@ class SpotDecomposition:
             v_top = shape.speed[top] if top is not None else float(v.max())
             v_range = (float(v_top + (k - 1) * v.min()), float(v_top * k))
         cell = Cell(0.0, next(self.seq), k, s, top, b_lo, b_hi, v_range[0], v_range[1],
-                    allowed, nogoods=list(nogoods or []))
+                    allowed, x_lo=x_range[0], x_hi=x_range[1], nogoods=list(nogoods or []))
         return self.finalize(cell)
 
     def initial_cells(self) -> list[Cell]:
@@ -535,16 +571,20 @@ class SpotDecomposition:
         return self.finish(best, best_cost, heap, limited, started)
 
     def refine(self, cell: Cell, counts: np.ndarray) -> list[Cell]:
-        """Cut the evaluated plan off; bisect the cell first if its bound is loose there."""
+        """Cut the evaluated plan off; bisect the cell first if a relaxation is loose there.
+
+        Looseness for the plan, per dimension: A(b_w) / A_min (b_w range), the CC factor
+        over its bound (V range), and the X^2 secant over X^2 in the deadline row (X range).
+        """
         plan = tuple(int(v) for v in counts)
         nogoods = cell.nogoods + [plan]
         shape = self.shape(cell.workers, cell.ps)
         x = float(counts @ shape.rate)
         v = float(counts @ shape.speed)
         w = self.problem.workload
+        candidates = []
         a_cell = self.a_min(cell.b_lo, cell.b_hi)
         a_plan = w.gamma_2 * v / x + self.gamma_3
-        candidates = []
         if a_cell > 0 and a_plan / a_cell > 1 + SPLIT_TOLERANCE:
             candidates.append((a_plan / a_cell, "b"))
         if self.uses_cc and cell.workers > 1:
@@ -554,19 +594,22 @@ class SpotDecomposition:
             ratio = math.sqrt((cc + w.gamma_4) / floor) if floor > 0 else math.inf
             if ratio > 1 + SPLIT_TOLERANCE:
                 candidates.append((ratio, "v"))
+        secant = (cell.x_lo + cell.x_hi) * x - cell.x_lo * cell.x_hi
+        if secant / x**2 > 1 + SPLIT_TOLERANCE:
+            candidates.append((secant / x**2, "x"))
         if not candidates:
             cell.nogoods = nogoods
             return [cell]
         _, dim = max(candidates)
         self.stats["splits"] += 1
-        lo, hi = (cell.b_lo, cell.b_hi) if dim == "b" else (cell.v_lo, cell.v_hi)
+        ranges = {"b": (cell.b_lo, cell.b_hi), "v": (cell.v_lo, cell.v_hi), "x": (cell.x_lo, cell.x_hi)}
+        lo, hi = ranges[dim]
         mid = (lo + hi) / 2
         children = []
         for part in ((lo, mid), (mid, hi)):
-            child = self.new_cell(cell.workers, cell.ps, cell.top,
-                                  b_range=part if dim == "b" else (cell.b_lo, cell.b_hi),
-                                  v_range=part if dim == "v" else (cell.v_lo, cell.v_hi),
-                                  nogoods=nogoods)
+            parts = {**ranges, dim: part}
+            child = self.new_cell(cell.workers, cell.ps, cell.top, b_range=parts["b"],
+                                  v_range=parts["v"], x_range=parts["x"], nogoods=nogoods)
             if child is not None:
                 children.append(child)
         return children
