@@ -448,9 +448,14 @@ def _serverless_workload(name: str) -> ServerlessWorkload:
 
 
 def _best_epoch_time(problem: ServerlessProblem) -> float:
-    """Fastest predicted time of one epoch over the whole (n, m) grid with the most PS."""
+    """Fastest predicted time of one epoch over the (n, m) grid with the most PS.
+
+    Only function counts up to ``max_global_batch`` count (at least one sample per function:
+    eq. (9) would give a local batch below one sample beyond that).
+    """
     one = problem.replace(workload=replace(problem.workload, epochs=1.0), time_s=1e12)
     low, high = one.function_range()
+    high = max(low, min(high, one.workload.max_global_batch))
     n, m = np.meshgrid(np.arange(low, high + 1), np.array(one.memory_grid()))
     ev = ServerlessModel(one).evaluate(n.ravel(), m.ravel(), one.constraints.ps_count[1])
     return float(np.where(ev.feasible, ev.time_s, np.inf).min())
