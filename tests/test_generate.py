@@ -175,14 +175,25 @@ def test_large_instances_validate_and_are_not_enumerable():
     assert result.status is dnnprov.Status.LIMIT
 
 
-def test_large_deadline_needs_a_cluster():
-    """The plan a large deadline was built from meets it; no lone worker does."""
-    problem = read_instance(BENCHMARKS / "large" / "large-000.json")
+def lone_workers_feasible(problem: SpotProblem) -> bool:
+    """Whether any one-worker plan meets every constraint."""
     model = dnnprov.SpotModel(problem)
     cols = model.columns
-    singles = np.eye(len(cols), dtype=np.int64)[cols.upper > 0]
-    for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
-        assert not model.evaluate(singles, ps).feasible.any()
+    if cols.lower.sum() > 1:
+        return False
+    singles = cols.lower[None, :] if cols.lower.sum() else np.eye(len(cols), dtype=np.int64)[cols.upper > 0]
+    low, high = problem.constraints.ps_count
+    return any(model.evaluate(singles, ps).feasible.any() for ps in range(low, high + 1))
+
+
+def test_deadlines_below_lone_workers_need_a_cluster():
+    """No lone worker meets a large deadline, nor a small one built below the lone workers."""
+    for entry in index_files("large"):
+        assert not lone_workers_feasible(read_instance(BENCHMARKS / "large" / entry["file"])), entry["file"]
+    below = [e for e in index_files("small", "spot") if e["deadline_rule"] == "below-lone-worker"]
+    assert len(below) >= 40
+    for entry in below:
+        assert not lone_workers_feasible(read_instance(BENCHMARKS / "small" / entry["file"])), entry["file"]
 
 
 def test_paper_set_is_the_embedded_instances():
