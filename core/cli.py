@@ -117,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
 #: Functions ``register(subparsers)`` adding further subcommands (batch, catalog, ...).
 EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
 EXTRA_COMMANDS.append(__import__("dnnprov.cli_cloud", fromlist=["register"]).register)
+EXTRA_COMMANDS.append(__import__("dnnprov.cli_batch", fromlist=["register"]).register)
 EXTRA_COMMANDS.append(__import__("dnnprov.cli_generate", fromlist=["register"]).register)
 
 

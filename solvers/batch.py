@@ -1,0 +1,798 @@
+"""Solve many instance files with many methods: a local process pool or a Dask cluster.
+
+:func:`run_batch` expands files and folders into instances, makes one task per
+(instance, method) that applies, runs every task in a supervised child process that is
+killed when it outlives the time limit, and writes one flat row per task to CSV (appended
+and flushed per row) or Parquet (rewritten in chunks). A bad file, a solver error, a
+crashed or killed child each become that row's ``error``; the batch goes on.
+:func:`summarize` turns the rows into one line per method.
+
+Every task runs in a child started with ``subprocess`` (a fresh interpreter talking
+pickles over a socket pair), not a ``multiprocessing`` worker: Dask worker processes are
+daemonic and may not fork ``multiprocessing`` children, and with the same child on both
+backends a timeout or crash gives the same row locally and on Dask.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import queue
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from dnnprov.errors import InvalidInputError
+from dnnprov.instance_io import FORMATS, problem_from_dict, read_instance
+from dnnprov.result import Status
+from dnnprov.serverless import ServerlessProblem
+from dnnprov.solve import METHODS, solve
+from dnnprov.spot import SpotProblem
+
+if TYPE_CHECKING:  # pandas is imported where used: task processes start without it
+    import pandas as pd
+
+Problem = SpotProblem | ServerlessProblem
+
+#: Columns of a result row, in file order.
+ROW_COLUMNS = ("path", "instance", "kind", "model", "method", "status", "cost", "time_s",
+               "bound", "gap", "solve_seconds", "plan", "message", "error")
+NUMERIC_COLUMNS = ("cost", "time_s", "bound", "gap", "solve_seconds")
+TEXT_COLUMNS = tuple(c for c in ROW_COLUMNS if c not in NUMERIC_COLUMNS)
+
+#: Environment variable naming an instance (name, file name or path) whose task makes its
+#: child process exit hard; for testing crash handling. Read when the tasks are made.
+CRASH_ENV = "DNNPROV_TEST_CRASH_ON"
+CRASH_EXIT_CODE = 70
+INSTANCE_SUFFIXES = (".json", ".jsonl")
+
+
+# ------------------------------------------------------------------ tasks and rows
+@dataclass(frozen=True)
+class Task:
+    """One (instance, method) to solve; ``problem`` is ``None`` when the file is bad."""
+
+    path: str
+    method: str
+    instance: str
+    kind: str
+    model: str
+    problem: Problem | None
+    read_error: str
+    time_limit_s: float
+    gap: float
+    max_plans: int | None
+    kill_after_s: float
+    crash_on: str = ""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The resume key ``(path, method)``."""
+        return self.path, self.method
+
+
+@dataclass(frozen=True)
+class Item:
+    """One instance found in the input: its row path, the problem or the read error."""
+
+    path: str
+    problem: Problem | None
+    error: str = ""
+
+
+def applies(problem: Problem | None, method: str) -> bool:
+    """Whether ``method`` applies to ``problem`` (``reference-heuristic``: spot only).
+
+    A file that could not be read gets a row for every requested method.
+    """
+    return not (method == "reference-heuristic" and isinstance(problem, ServerlessProblem))
+
+
+def _kind_model(problem: Problem | None) -> tuple[str, str]:
+    if isinstance(problem, SpotProblem):
+        return "spot", problem.model
+    if isinstance(problem, ServerlessProblem):
+        return "serverless", "lambda-dnn"
+    return "", ""
+
+
+def _row(task: Task, **values: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {c: None for c in ROW_COLUMNS}
+    row.update(path=task.path, instance=task.instance, kind=task.kind, model=task.model,
+               method=task.method, plan="", message="", error="")
+    row.update(values)
+    return row
+
+
+def failure_row(task: Task, error: str, solve_seconds: float | None = None) -> dict[str, Any]:
+    """The row of a task that produced no result: status ``error`` and the reason."""
+    return _row(task, status=Status.ERROR.value, solve_seconds=solve_seconds, error=error)
+
+
+def run_task(task: Task) -> dict[str, Any]:
+    """Solve one task in this process and return its row (never raises)."""
+    if task.problem is None:
+        return failure_row(task, task.read_error)
+    if task.crash_on and task.crash_on in {task.instance, task.path, Path(task.path).name}:
+        os._exit(CRASH_EXIT_CODE)
+    started = time.perf_counter()
+    try:
+        result = solve(task.problem, task.method, time_limit_s=task.time_limit_s, gap=task.gap,
+                       max_plans=task.max_plans)
+    except Exception as exc:  # InvalidInputError or anything solve lets through
+        return failure_row(task, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
+    row = result.to_row()
+    row.pop("instance", None)
+    out = _row(task, **row)
+    if result.status is Status.ERROR:
+        out["error"] = result.message or "solver error"
+    return out
+
+
+# ------------------------------------------------------------------ finding instances
+def find_instance_files(paths: Iterable[str | Path]) -> list[Path]:
+    """Files given, and ``*.json`` / ``*.jsonl`` below folders given, sorted and unique."""
+    files: set[Path] = set()
+    for entry in paths:
+        p = Path(entry)
+        if p.is_dir():
+            files.update(f for f in p.rglob("*") if f.is_file() and f.suffix in INSTANCE_SUFFIXES
+                         and not any(part.startswith(".") for part in f.relative_to(p).parts))
+        elif p.is_file():
+            files.add(p)
+        else:
+            raise InvalidInputError(str(entry), "no such file or folder")
+    return sorted(files, key=lambda f: f.as_posix())
+
+
+def _other_dnnprov_document(path: Path) -> bool:
+    """Whether ``path`` is a dnnprov file that is not an instance (catalog, workload...)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    fmt = data.get("format") if isinstance(data, dict) else None
+    return isinstance(fmt, str) and fmt.startswith("dnnprov/") and fmt not in FORMATS
+
+
+def read_items(files: Sequence[Path]) -> tuple[list[Item], list[Path]]:
+    """Read every file: ``(items, skipped)``, where skipped files are other dnnprov documents.
+
+    A ``.jsonl`` file is read with ``dnnprov.generate.read_instance_lines`` and gives one
+    item per instance, with path ``FILE#N`` (N counts from 1 in the order read).
+    """
+    items: list[Item] = []
+    skipped: list[Path] = []
+    for f in files:
+        label = f.as_posix()
+        if f.suffix == ".jsonl":
+            count = 0
+            try:
+                for count, problem in enumerate(_read_lines(f), start=1):
+                    items.append(Item(f"{label}#{count}", problem))
+            except Exception as exc:  # the reader stops at a bad line: the rest is one failed item
+                items.append(Item(label if count == 0 and _is_read_failure(exc) else f"{label}#{count + 1}",
+                                  None, _error_text(exc)))
+            continue
+        try:
+            items.append(Item(label, read_instance(f)))
+        except Exception as exc:
+            if _other_dnnprov_document(f):
+                skipped.append(f)
+            else:
+                items.append(Item(label, None, _error_text(exc)))
+    return items, skipped
+
+
+def _is_read_failure(exc: Exception) -> bool:
+    """Whether ``exc`` is about the whole file (unreadable, no reader) rather than a line."""
+    return isinstance(exc, InvalidInputError) and ("cannot read" in exc.problem or "read_instance_lines" in exc.problem)
+
+
+def _error_text(exc: Exception) -> str:
+    if isinstance(exc, InvalidInputError):
+        return f"bad instance: {exc}"
+    return f"bad instance: {type(exc).__name__}: {exc}"
+
+
+def _read_lines(path: Path) -> Iterator[Problem]:
+    try:
+        from dnnprov.generate import read_instance_lines
+    except ImportError:
+        raise InvalidInputError(str(path), "reading .jsonl files needs dnnprov.generate.read_instance_lines, "
+                                "which this dnnprov does not have") from None
+    for entry in read_instance_lines(path):
+        if isinstance(entry, tuple) and len(entry) == 2:  # (line number, problem)
+            entry = entry[1]
+        yield problem_from_dict(entry) if isinstance(entry, dict) else entry
+
+
+def split_path(path: str) -> tuple[str, int | None]:
+    """``"trace.jsonl#3"`` -> ``("trace.jsonl", 3)``; a plain path -> ``(path, None)``."""
+    head, sep, tail = path.rpartition("#")
+    if sep and tail.isdigit() and head.endswith(".jsonl"):
+        return head, int(tail)
+    return path, None
+
+
+def load_instance(path: str) -> Problem:
+    """The problem a row's ``path`` refers to (a file, or ``FILE.jsonl#N``)."""
+    found = load_instances([path])[path]
+    if isinstance(found, Exception):
+        raise found
+    return found
+
+
+def load_instances(paths: Iterable[str]) -> dict[str, Problem | Exception]:
+    """The problems of many row paths, reading each file once; failures as exceptions."""
+    wanted: dict[str, dict[int | None, str]] = {}
+    for path in paths:
+        file, index = split_path(path)
+        wanted.setdefault(file, {})[index] = path
+    found: dict[str, Problem | Exception] = {}
+    for file, indexes in wanted.items():
+        if None in indexes:
+            path = indexes.pop(None)
+            try:
+                found[path] = read_instance(file)
+            except Exception as exc:
+                found[path] = exc
+        if not indexes:
+            continue
+        last = max(indexes)
+        try:
+            for i, problem in enumerate(_read_lines(Path(file)), start=1):
+                if i in indexes:
+                    found[indexes.pop(i)] = problem
+                if i >= last:
+                    break
+        except Exception as exc:
+            for path in indexes.values():
+                found[path] = exc
+            continue
+        for i, path in indexes.items():
+            found[path] = InvalidInputError(path, f"{file} has fewer than {i} instances")
+    return found
+
+
+def make_tasks(items: Sequence[Item], methods: Sequence[str], *, time_limit_s: float, gap: float = 0.0,
+               max_plans: int | None = None, kill_after_s: float | None = None) -> list[Task]:
+    """One task per (item, method) that applies, in item order then method order."""
+    kill = kill_after_s if kill_after_s is not None else default_kill_after(time_limit_s)
+    crash_on = os.environ.get(CRASH_ENV, "")
+    tasks = []
+    for item in items:
+        kind, model = _kind_model(item.problem)
+        name = item.problem.name if item.problem is not None else Path(split_path(item.path)[0]).stem
+        tasks.extend(Task(path=item.path, method=m, instance=name, kind=kind, model=model,
+                          problem=item.problem, read_error=item.error, time_limit_s=time_limit_s,
+                          gap=gap, max_plans=max_plans, kill_after_s=kill, crash_on=crash_on)
+                     for m in methods if applies(item.problem, m))
+    return tasks
+
+
+def default_kill_after(time_limit_s: float) -> float:
+    """Seconds after which a task's child is killed: the limit plus max(5 s, 25 %)."""
+    return time_limit_s + max(5.0, 0.25 * time_limit_s)
+
+
+# ------------------------------------------------------------------ supervised child
+_CHILD_CODE = "import sys; from dnnprov.solvers.batch import child_main; child_main(int(sys.argv[1]))"
+
+
+def child_main(fd: int) -> None:
+    """Entry point of a task child: receive tasks on socket ``fd``, send rows back."""
+    conn = Connection(fd)
+    parent = os.getppid()
+
+    def watch_parent() -> None:  # an orphaned child (parent killed) ends itself
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch_parent, daemon=True).start()
+    from dnnprov.solvers import enumeration, heuristics, milp  # noqa: F401  (import before timing)
+
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        conn.send(("done", run_task(task)))
+
+
+class Child:
+    """One task process: a fresh interpreter running :func:`child_main`."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair()
+        env = dict(os.environ, PYTHONHASHSEED="0")
+        self.proc = subprocess.Popen([sys.executable, "-c", _CHILD_CODE, str(theirs.fileno())],
+                                     pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        theirs.close()
+        self.conn = Connection(ours.detach())
+        self.ready = False
+        self.task: Task | None = None
+        self.started = 0.0
+
+    @property
+    def deadline(self) -> float:
+        """When the running task's child is to be killed."""
+        assert self.task is not None
+        return self.started + self.task.kill_after_s
+
+    def send(self, task: Task) -> None:
+        """Start ``task`` in the child."""
+        self.task, self.started = task, time.perf_counter()
+        self.conn.send(task)
+
+    def receive(self) -> dict[str, Any] | None:
+        """Handle one message: ``None`` for ``ready``, the row for ``done``.
+
+        Raises :class:`EOFError` when the child has died.
+        """
+        kind, payload = self.conn.recv()
+        if kind == "ready":
+            self.ready = True
+            return None
+        self.task = None
+        return payload
+
+    def death_row(self) -> dict[str, Any]:
+        """The row of the task running when the child died (waits for its exit code)."""
+        assert self.task is not None
+        code = self.proc.wait()
+        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+        row = failure_row(self.task, f"crash: task process died ({how})", time.perf_counter() - self.started)
+        self.task = None
+        return row
+
+    def timeout_row(self) -> dict[str, Any]:
+        """Kill the child and return the row of its task."""
+        assert self.task is not None
+        task = self.task
+        self.close(kill=True)
+        row = failure_row(task, f"timeout: task process killed after {task.kill_after_s:g} s "
+                                f"(time limit {task.time_limit_s:g} s)", time.perf_counter() - self.started)
+        self.task = None
+        return row
+
+    def run(self, task: Task, start_timeout_s: float = 120.0) -> dict[str, Any]:
+        """Run ``task`` to its end, its deadline, or the child's death (blocking)."""
+        try:
+            while not self.ready:
+                if not self.conn.poll(start_timeout_s):
+                    self.close(kill=True)
+                    return failure_row(task, f"crash: task process did not start within {start_timeout_s:g} s")
+                self.receive()
+            self.send(task)
+            while True:
+                left = self.deadline - time.perf_counter()
+                if left <= 0 or not self.conn.poll(left):
+                    return self.timeout_row()
+                row = self.receive()
+                if row is not None:
+                    return row
+        except (EOFError, OSError):
+            if self.task is None:
+                self.task, self.started = task, time.perf_counter()
+            return self.death_row()
+
+    def alive(self) -> bool:
+        """Whether the child process still runs."""
+        return self.proc.poll() is None
+
+    def close(self, kill: bool = False) -> None:
+        """Stop the child: politely when idle, by SIGKILL when ``kill``."""
+        if kill:
+            self.proc.kill()
+        else:
+            try:
+                self.conn.send(None)
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=None if kill else 5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.conn.close()
+
+
+# ------------------------------------------------------------------ local pool
+def run_local(tasks: Sequence[Task], workers: int, emit: Callable[[dict[str, Any]], None]) -> None:
+    """Run ``tasks`` on ``workers`` supervised children; ``emit`` each row as it ends."""
+    todo = deque(tasks)
+    children = [Child() for _ in range(max(1, min(workers, len(todo))))]
+    startup_failures = 0
+    try:
+        while todo or any(c.task is not None for c in children):
+            for c in children:
+                if c.ready and c.task is None and todo:
+                    c.send(todo.popleft())
+            busy = [c for c in children if c.task is not None]
+            timeout = max(0.0, min(c.deadline for c in busy) - time.perf_counter()) if busy else 1.0
+            by_conn = {c.conn: c for c in children}
+            for conn in wait(list(by_conn), timeout):
+                c = by_conn[conn]
+                try:
+                    row = c.receive()
+                except (EOFError, OSError):
+                    if c.task is not None:
+                        emit(c.death_row())
+                    elif not c.ready:
+                        startup_failures += 1
+                        if startup_failures > 3:
+                            raise RuntimeError("batch task processes exit at start; try "
+                                               f"`{sys.executable} -c 'import dnnprov.solvers.milp'`") from None
+                    c.close(kill=True)
+                    children[children.index(c)] = Child()
+                    continue
+                if row is not None:
+                    emit(row)
+            now = time.perf_counter()
+            for i, c in enumerate(children):
+                if c.task is not None and now >= c.deadline:
+                    emit(c.timeout_row())
+                    children[i] = Child()
+    finally:
+        for c in children:
+            c.close(kill=c.task is not None or not c.ready)
+
+
+# ------------------------------------------------------------------ Dask
+_POOL: "queue.SimpleQueue[Child]" = queue.SimpleQueue()
+
+
+def dask_warmup() -> int:
+    """Start one task child in this Dask worker (run on every worker before a batch)."""
+    _POOL.put(Child())
+    return os.getpid()
+
+
+def dask_task(task: Task) -> dict[str, Any]:
+    """Run one task on a Dask worker in a supervised child (reused across tasks)."""
+    try:
+        child = _POOL.get_nowait()
+    except queue.Empty:
+        child = Child()
+    if not child.alive():
+        child.close(kill=True)
+        child = Child()
+    row = child.run(task)
+    if child.alive() and child.task is None:
+        _POOL.put(child)
+    else:
+        child.close(kill=True)
+    return row
+
+
+def run_dask(tasks: Sequence[Task], address: str, emit: Callable[[dict[str, Any]], None],
+             workers: int | None = None) -> None:
+    """Run ``tasks`` on the Dask cluster at ``address`` (``"local"``: a 2-worker LocalCluster)."""
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise InvalidInputError("--dask", "needs dask.distributed: pip install 'dnnprov[batch]'") from None
+    cluster = None
+    if address == "local":
+        cluster = LocalCluster(n_workers=workers or 2, threads_per_worker=1, processes=True,
+                               host="127.0.0.1", dashboard_address=":0")
+        client = Client(cluster)
+    else:
+        try:
+            client = Client(address, timeout="20s")
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise InvalidInputError("--dask", f"cannot connect to {address}: {exc}") from None
+    try:
+        client.run(dask_warmup)
+        batch = uuid.uuid4().hex[:8]
+        futures = {client.submit(dask_task, t, key=f"dnnprov-batch-{batch}-{i}", pure=False): t
+                   for i, t in enumerate(tasks)}
+        for future in as_completed(futures):
+            try:
+                row = future.result()
+            except Exception as exc:  # KilledWorker, lost worker, ...
+                row = failure_row(futures[future], f"crash: dask task failed ({type(exc).__name__}: {exc})")
+            future.release()
+            emit(row)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+# ------------------------------------------------------------------ result files
+def _cell(value: Any) -> Any:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return value
+
+
+class ResultWriter:
+    """Rows to CSV (appended and flushed per row) or Parquet (rewritten in chunks)."""
+
+    def __init__(self, path: Path, existing: Sequence[dict[str, Any]] = (), *,
+                 chunk_rows: int = 50, chunk_seconds: float = 30.0) -> None:
+        self.path = path
+        self.parquet = path.suffix == ".parquet"
+        self.rows = list(existing)
+        self.chunk_rows, self.chunk_seconds = chunk_rows, chunk_seconds
+        self.unsaved, self.saved_at = 0, time.monotonic()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.rewrite(self.rows)
+        self.handle = None if self.parquet else path.open("a", newline="")
+        self.csv = None if self.handle is None else csv.writer(self.handle)
+
+    def write(self, row: dict[str, Any]) -> None:
+        """Add one row (on disk now for CSV, within a chunk for Parquet)."""
+        self.rows.append(row)
+        if self.csv is not None:
+            self.csv.writerow([_cell(row[c]) for c in ROW_COLUMNS])
+            self.handle.flush()
+            return
+        self.unsaved += 1
+        if self.unsaved >= self.chunk_rows or time.monotonic() - self.saved_at >= self.chunk_seconds:
+            self.rewrite(self.rows)
+
+    def rewrite(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Replace the file by ``rows`` (atomically)."""
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        if self.parquet:
+            rows_frame(rows).to_parquet(tmp, index=False)
+        else:
+            buf = io.StringIO()
+            w = csv.writer(buf)
+            w.writerow(ROW_COLUMNS)
+            w.writerows([_cell(r[c]) for c in ROW_COLUMNS] for r in rows)
+            tmp.write_text(buf.getvalue())
+        os.replace(tmp, self.path)
+        self.unsaved, self.saved_at = 0, time.monotonic()
+
+    def close(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Write the final, sorted rows."""
+        if self.handle is not None:
+            self.handle.close()
+        self.rewrite(rows)
+
+
+def rows_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Rows as a DataFrame with :data:`ROW_COLUMNS`, NaN for missing numbers, '' for text."""
+    import pandas as pd
+
+    df = pd.DataFrame(list(rows), columns=list(ROW_COLUMNS))
+    for c in NUMERIC_COLUMNS:
+        df[c] = pd.to_numeric(df[c], errors="coerce").astype(float)
+    for c in TEXT_COLUMNS:
+        df[c] = df[c].fillna("").astype(str)
+    return df
+
+
+def read_results(path: str | Path) -> pd.DataFrame:
+    """Read a results file written by :func:`run_batch` (``.csv`` or ``.parquet``)."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidInputError(str(path), "no such results file")
+    try:
+        if path.suffix == ".parquet":
+            df = pd.read_parquet(path)
+        else:
+            df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except ImportError:
+        raise InvalidInputError(str(path), "reading Parquet needs pyarrow: pip install 'dnnprov[batch]'") from None
+    except Exception as exc:
+        raise InvalidInputError(str(path), f"not a results file: {exc}") from None
+    missing = [c for c in ("path", "method", "status") if c not in df.columns]
+    if missing:
+        raise InvalidInputError(str(path), f"not a results file: no column {', '.join(missing)}")
+    for c in ROW_COLUMNS:
+        if c not in df.columns:
+            df[c] = None
+    return rows_frame(df[list(ROW_COLUMNS)].to_dict("records"))
+
+
+# ------------------------------------------------------------------ the batch
+def _method_rank(methods: Sequence[str]) -> Callable[[str], tuple[int, str]]:
+    order = list(methods) + [m for m in METHODS if m not in methods]
+    return lambda m: (order.index(m) if m in order else len(order), m)
+
+
+def sort_rows(rows: Sequence[dict[str, Any]], methods: Sequence[str] = METHODS) -> list[dict[str, Any]]:
+    """Rows in a fixed order: by file, then instance number in a ``.jsonl``, then method."""
+    rank = _method_rank(methods)
+
+    def key(row: dict[str, Any]) -> tuple:
+        file, index = split_path(str(row["path"]))
+        return file, -1 if index is None else index, rank(str(row["method"]))
+
+    return sorted(rows, key=key)
+
+
+def run_batch(paths: Iterable[str | Path], methods: Sequence[str] = METHODS, *,
+              time_limit_s: float = 60.0, gap: float = 0.0, max_plans: int | None = None,
+              out: str | Path | None = None, resume: bool = False, workers: int | None = None,
+              dask: str | None = None, kill_after_s: float | None = None,
+              progress: bool | None = None) -> pd.DataFrame:
+    """Solve every instance below ``paths`` with every method in ``methods``.
+
+    Parameters
+    ----------
+    paths
+        Instance files and folders (searched recursively for ``*.json`` and ``*.jsonl``).
+    methods
+        Methods of :func:`dnnprov.solve`; those that do not apply to an instance are
+        skipped (``reference-heuristic`` on serverless problems).
+    time_limit_s, gap, max_plans
+        Passed to :func:`dnnprov.solve` for every task.
+    out
+        Results file, ``.csv`` (one row appended and flushed per task) or ``.parquet``
+        (rewritten every 50 rows or 30 s). Rewritten sorted at the end.
+    resume
+        Keep the rows already in ``out`` and run only the (path, method) pairs missing.
+    workers
+        Task processes of the local pool (default: CPU count); with ``dask="local"`` the
+        number of Dask workers (default 2).
+    dask
+        ``None`` runs locally; ``"local"`` starts a 2-worker ``LocalCluster`` on
+        127.0.0.1; any other value is a scheduler address such as ``tcp://127.0.0.1:8786``.
+    kill_after_s
+        Seconds after which a task's process is killed and the row recorded as a timeout
+        (default ``time_limit_s + max(5, 0.25 * time_limit_s)``).
+    progress
+        Show a progress bar on stderr (default: when stderr is a terminal).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Every row of ``out`` (old and new), columns :data:`ROW_COLUMNS`, sorted by path and
+        method. ``df.attrs`` holds ``ran`` (tasks run now), ``kept`` (rows resumed) and
+        ``skipped_files`` (other dnnprov documents found in the folders).
+    """
+    methods = list(dict.fromkeys(methods))
+    bad = [m for m in methods if m not in METHODS]
+    if not methods or bad:
+        raise InvalidInputError("methods", f"must be among {', '.join(METHODS)}; got {', '.join(bad) or 'none'}")
+    if time_limit_s <= 0 or not math.isfinite(time_limit_s):
+        raise InvalidInputError("time_limit_s", f"must be > 0, got {time_limit_s!r}")
+    if not 0 <= gap < 1:
+        raise InvalidInputError("gap", f"must be in [0, 1), got {gap!r}")
+    if workers is not None and workers < 1:
+        raise InvalidInputError("workers", f"must be >= 1, got {workers!r}")
+    out_path = None if out is None else Path(out)
+    if out_path is not None and out_path.suffix not in (".csv", ".parquet"):
+        raise InvalidInputError(str(out), "results file must end in .csv or .parquet")
+    if out_path is not None and out_path.suffix == ".parquet":
+        _need("pyarrow", "--out *.parquet")
+    if resume and out_path is None:
+        raise InvalidInputError("resume", "needs an output file (--out) to resume from")
+
+    files = find_instance_files(paths)
+    items, skipped = read_items(files)
+    if not items:
+        raise InvalidInputError(", ".join(map(str, paths)) or "paths", "no instance files (*.json, *.jsonl) found")
+    tasks = make_tasks(items, methods, time_limit_s=time_limit_s, gap=gap, max_plans=max_plans,
+                       kill_after_s=kill_after_s)
+
+    existing: list[dict[str, Any]] = []
+    if resume and out_path is not None and out_path.exists():
+        existing = read_results(out_path).to_dict("records")
+    done = {(r["path"], r["method"]) for r in existing}
+    todo = [t for t in tasks if t.key not in done]
+
+    writer = ResultWriter(out_path, existing) if out_path is not None else None
+    rows = list(existing)
+    failed = 0
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(todo), unit="task", desc="batch", file=sys.stderr,
+               disable=(not sys.stderr.isatty()) if progress is None else not progress)
+
+    def emit(row: dict[str, Any]) -> None:
+        nonlocal failed
+        rows.append(row)
+        if writer is not None:
+            writer.write(row)
+        failed += row["status"] == Status.ERROR.value
+        bar.set_postfix_str(f"{failed} failed", refresh=False)
+        bar.update()
+
+    try:
+        if todo and dask:
+            run_dask(todo, dask, emit, workers)
+        elif todo:
+            run_local(todo, workers or os.cpu_count() or 1, emit)
+    finally:
+        bar.close()
+        ordered = sort_rows(rows, methods)
+        if writer is not None:
+            writer.close(ordered)
+    df = rows_frame(ordered)
+    df.attrs.update(ran=len(todo), kept=len(existing), skipped_files=[f.as_posix() for f in skipped])
+    return df
+
+
+def _need(module: str, what: str) -> None:
+    try:
+        __import__(module)
+    except ImportError:
+        raise InvalidInputError(what, f"needs {module}: pip install 'dnnprov[batch]'") from None
+
+
+# ------------------------------------------------------------------ summary
+def best_known(df: pd.DataFrame) -> pd.Series:
+    """Cheapest plan cost per path over all methods (NaN where no method found a plan)."""
+    import pandas as pd
+
+    has_plan = (df["plan"] != "") & df["cost"].notna()
+    return df[has_plan].groupby("path")["cost"].min().reindex(df["path"].unique())
+
+
+def cost_ratios(df: pd.DataFrame) -> pd.Series:
+    """Each row's cost over the best known cost of its path (NaN without a plan)."""
+    import pandas as pd
+
+    best = df["path"].map(best_known(df))
+    has_plan = (df["plan"] != "") & df["cost"].notna()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(best > 0, df["cost"] / best, np.where(df["cost"] == best, 1.0, np.inf))
+    return pd.Series(np.where(has_plan, ratio, np.nan), index=df.index, name="cost_ratio")
+
+
+SUMMARY_COLUMNS = ("instances", "solved", "optimal", "failed", "mean_cost_ratio",
+                   "median_solve_s", "p95_solve_s")
+
+
+def summarize(df: pd.DataFrame) -> pd.DataFrame:
+    """One line per method: instances, solved (a plan), optimal, failed, mean cost ratio
+    to the best known plan of each instance, median and 95th-percentile solve seconds."""
+    import pandas as pd
+
+    ratio = cost_ratios(df)
+    has_plan = (df["plan"] != "") & df["cost"].notna()
+    lines = {}
+    for method in sorted(df["method"].unique(), key=_method_rank(METHODS)):
+        mask = df["method"] == method
+        secs = df.loc[mask, "solve_seconds"].dropna()
+        lines[method] = {
+            "instances": int(mask.sum()),
+            "solved": int((mask & has_plan).sum()),
+            "optimal": int((mask & (df["status"] == Status.OPTIMAL.value)).sum()),
+            "failed": int((mask & (df["status"] == Status.ERROR.value)).sum()),
+            "mean_cost_ratio": float(ratio[mask & has_plan].mean()) if (mask & has_plan).any() else math.nan,
+            "median_solve_s": float(secs.median()) if len(secs) else math.nan,
+            "p95_solve_s": float(secs.quantile(0.95)) if len(secs) else math.nan,
+        }
+    table = pd.DataFrame.from_dict(lines, orient="index", columns=list(SUMMARY_COLUMNS))
+    table.index.name = "method"
+    return table
+
+
+def format_summary(table: pd.DataFrame) -> str:
+    """The summary table as aligned text."""
+    import pandas as pd
+
+    return table.to_string(formatters={
+        "mean_cost_ratio": lambda v: "-" if pd.isna(v) else f"{v:.4f}",
+        "median_solve_s": lambda v: "-" if pd.isna(v) else f"{v:.3f}",
+        "p95_solve_s": lambda v: "-" if pd.isna(v) else f"{v:.3f}",
+    })
