@@ -89,6 +89,7 @@ class Cell:
     rho_min: float = field(compare=False, default=0.0)
     j_lb: float = field(compare=False, default=0.0)
     nogoods: list[tuple[int, ...]] = field(compare=False, default_factory=list)
+    lp_done: bool = field(compare=False, default=False)   # LP bound computed (lazily)
 
 
 class SpotDecomposition:
@@ -298,15 +299,22 @@ class SpotDecomposition:
         if not self.tighten(cell, price_bound):
             return None
         cell.bound = self.closed_bound(cell, price_bound)
-        if cell.top is not None or not self.uses_cc:
-            if cell.bound < self.threshold:
-                rho = self.lp_ratio(cell, lo, hi)
-                if rho is None:
-                    return None
-                cell.rho_min = max(cell.rho_min, rho)
-                if not self.tighten(cell, price_bound):
-                    return None
-                cell.bound = self.closed_bound(cell, price_bound)
+        return cell
+
+    def strengthen(self, cell: Cell) -> Cell | None:
+        """Bound the cell by the LP relaxation of its rows (done once, when first popped)."""
+        lo, hi = self.box(cell)
+        cell.lp_done = True
+        rho = self.lp_ratio(cell, lo, hi)
+        if rho is None:
+            return None
+        cell.rho_min = max(cell.rho_min, rho)
+        p = self.cols.price
+        price_bound = float(self.greedy(p if self.a0 >= 0 else -p, lo, hi, cell.workers) @ p) \
+            + cell.ps * self.c0_per_ps
+        if not self.tighten(cell, price_bound):
+            return None
+        cell.bound = self.closed_bound(cell, price_bound)
         return cell
 
     def price_range(self, cell: Cell) -> tuple[float, float]:
@@ -546,6 +554,11 @@ class SpotDecomposition:
                 for child in self.expand(cell):
                     heapq.heappush(heap, child)
                     self.stats["cells"] += 1
+                continue
+            if not cell.lp_done:
+                cell = self.strengthen(cell)
+                if cell is not None and cell.bound < self.threshold:
+                    heapq.heappush(heap, cell)        # back in line with its stronger bound
                 continue
             solution, counts, scale = self.cell_milp(cell, self.threshold, remaining)
             self.stats["milps"] += 1
