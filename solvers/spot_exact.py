@@ -268,11 +268,28 @@ class SpotDecomposition:
             # eq. (13): X >= tau j_lb / (T - a0)
             slope = (deadline - self.a0) * (1 + DEADLINE_RELAXATION)
             cell.x_lo = max(cell.x_lo, tau * self.j_lower(cell) / slope)
+            self.propagate(cell)
             if cell.b_lo > cell.b_hi or cell.v_lo > cell.v_hi or cell.x_lo > cell.x_hi:
                 return False
         cell.j_lb = self.j_lower(cell)
         tau = self.time_factor(cell)
         return not (cell.j_lb > 0 and cell.x_hi * (deadline - self.a0) * (1 + DEADLINE_RELAXATION) < tau * cell.j_lb)
+
+    @staticmethod
+    def propagate(cell: Cell) -> None:
+        """Interval propagation through V = b_w X on the cell's three ranges.
+
+        A group's V_lo (top column not fixed) is not a bound on V: it only serves the CC
+        bound, where raising it to b_lo X_lo stays valid; nothing else is tightened there.
+        """
+        cell.v_lo = max(cell.v_lo, cell.b_lo * cell.x_lo)
+        if cell.top is None:
+            return
+        cell.v_hi = min(cell.v_hi, cell.b_hi * cell.x_hi)
+        cell.x_lo = max(cell.x_lo, cell.v_lo / cell.b_hi)
+        cell.x_hi = min(cell.x_hi, cell.v_hi / cell.b_lo)
+        cell.b_lo = max(cell.b_lo, cell.v_lo / cell.x_hi)
+        cell.b_hi = min(cell.b_hi, cell.v_hi / cell.x_lo)
 
     def finalize(self, cell: Cell) -> Cell | None:
         """Compute the cell's bound and tighten its ranges; ``None`` if it holds no useful plan.
