@@ -84,7 +84,11 @@ def cheapest_zone(rows: Iterable[tuple[str, float, datetime]]) -> SpotQuote | No
 
 
 def default_shared_data() -> Path | None:
-    """``<repo>/../shared/data`` for the project checkout containing the working directory."""
+    """``<repo>/../shared/data``: beside this package's checkout, else beside the checkout
+    containing the working directory; ``None`` when neither exists."""
+    beside_package = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+    if beside_package.is_dir():
+        return beside_package
     for folder in (Path.cwd(), *Path.cwd().parents):
         candidate = folder.parent / "shared" / "data"
         if (folder / "pyproject.toml").is_file() and candidate.is_dir():
@@ -212,6 +216,11 @@ def _entry(item: Any, region: str, spot: Mapping[str, SpotQuote], advice: Mappin
     if on_demand is None and quote is None and region not in item.get("availability", []):
         return None
     sources = {field: ON_DEMAND_FILE for field in ("gpus", "vcpus", "memory_gb", "gpu_model", "gpu_memory_gb")}
+    if "K80" in str(item.get("gpu")) and isinstance(item.get("vcpu"), int) and item["vcpu"] // 4 > gpus:
+        # The list counts dual-GPU K80 boards on p2.8xlarge / p2.16xlarge; AWS counts GPUs
+        # (1, 8, 16: one per 4 vCPUs), as the spotDNN paper's Table III does.
+        gpus = item["vcpu"] // 4
+        sources["gpus"] = f"{ON_DEMAND_FILE} counts K80 boards; AWS counts one GPU per 4 vCPUs"
     spot_price = None
     if quote is not None:
         spot_price = quote.price_per_h

@@ -703,16 +703,11 @@ def resolve_shared_data(shared_data: str | Path | None = None) -> Path:
             raise InvalidInputError("shared_data", f"{folder} is not a folder; the aws and trace sets "
                                                    "need the real data of ../shared/data (see docs/benchmarks-sets.md)")
         return folder
-    repo = Path(__file__).resolve().parent.parent
-    tried = [repo.parent / "shared" / "data"]
-    for folder in tried:
-        if folder.is_dir():
-            return folder
     found = default_shared_data()
     if found is not None:
         return found
-    raise InvalidInputError("shared_data", f"the real data folder was not found (looked for {tried[0]} "
-                                           "and ../shared/data beside the current checkout); pass "
+    raise InvalidInputError("shared_data", "the real data folder was not found (looked for ../shared/data "
+                                           "beside this checkout and beside the current one); pass "
                                            "--shared-data DIR. The aws-2022, aws-2025 and trace sets are "
                                            "built from it; the other sets are not.")
 

@@ -111,7 +111,9 @@ class ServerlessModel:
         grid_ok = (m % p.memory_step_mb == 0) & (m >= prob.workload.min_memory_mb) & (m <= p.max_memory_mb) & (m > 0)
         # A function must finish loading and at least one iteration before its first checkpoint.
         fits = np.isfinite(train) & (t_load + per_iteration <= usable)
-        feasible = (grid_ok & fits & (n >= low) & (n <= high)
+        # eq. (9) can give b_g^max / n < 1 sample per function: no such plan is trainable
+        whole = self.local_batch(n) >= 1
+        feasible = (grid_ok & fits & whole & (n >= low) & (n <= high)
                     & (s >= c.ps_count[0]) & (s <= c.ps_count[1]) & (time <= prob.time_s * (1 + 1e-12)))
         if c.budget_usd is not None:
             feasible &= cost <= c.budget_usd
