@@ -48,12 +48,9 @@ class ServerlessColumns:
     def pareto(self) -> "ServerlessColumns":
         """Keep plans no other plan beats in both cost and function count (ties: first)."""
         order = np.lexsort((self.cost, self.functions))
-        keep, best = [], math.inf
-        for i in order:
-            if self.cost[i] < best:
-                keep.append(i)
-                best = self.cost[i]
-        idx = np.array(keep, dtype=np.int64)
+        cost = self.cost[order]
+        cheapest_before = np.concatenate([[math.inf], np.minimum.accumulate(cost)[:-1]])
+        idx = order[cost < cheapest_before]
         return ServerlessColumns(self.functions[idx], self.memory_mb[idx], self.ps[idx], self.cost[idx])
 
 
