@@ -26,8 +26,8 @@ of measure zero).
 
 The ``reference`` model (the authors' code, spec section 6) is stated with the same
 equations but *without its rounding* (b_w to 0.1, j to an integer, T to 0.01 s, cost to
-1e-6 $), which is not part of the MINLP; the exact solver accounts for it. It also prices
-the workers only (no PS price) and has no takeover overhead, as the code does.
+1e-6 $), which is not part of the MINLP; the exact solver accounts for it. Like the paper
+model it adds the takeover overhead to T and prices the PS (both zero in the authors' setting).
 
 :func:`side_rows` turns the linear constraints users add on ``m.n`` and ``m.s`` into
 :class:`~dnnprov.spot_model.SideRows`, which every solver method enforces.
@@ -137,10 +137,9 @@ def _build_performance(m: pyo.ConcreteModel, problem: SpotProblem, cols,
     b = m.performance
     sm = SpotModel(problem)
     w, slo = problem.workload, problem.slo
-    reference = problem.model == "reference"
     uses_cc = w.loss_variant == "cc"
-    ps_price = 0.0 if reference else problem.platform.ps_price_per_h
-    overhead = 0.0 if reference else slo.takeover_overhead_s
+    ps_price = problem.platform.ps_price_per_h
+    overhead = slo.takeover_overhead_s
 
     pairs = [(k, s) for k in range(k_lo, k_hi + 1) for s in range(s_lo, s_hi + 1)]
     b.KS = pyo.Set(initialize=pairs, dimen=2, ordered=True, doc="(worker count K, PS count s)")
