@@ -72,6 +72,13 @@ def main() -> None:
     print(f"dask LocalCluster : {da:7.2f} s   (cluster start-up {startup:.2f} s, not included)")
     print(f"ratio dask/local  : {da / lo:7.3f}   (target <= 1.2)")
     print(f"same rows         : {same}")
+    if not same:
+        a, b = local.drop(columns="solve_seconds"), on_dask.drop(columns="solve_seconds")
+        differ = ((a != b) & ~(a.isna() & b.isna())).any(axis=1)
+        cols = ["path", "method", "status", "cost", "error"]
+        print("rows that differ (local, then dask):")
+        print(a.loc[differ, cols].to_string())
+        print(b.loc[differ, cols].to_string())
 
 
 if __name__ == "__main__":

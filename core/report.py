@@ -37,6 +37,8 @@ TIME_FLOOR_S = 1e-3
 #: Relative tolerance for "reached the best known cost".
 COST_RTOL = 1e-6
 MAX_SLO_PANELS = 12
+#: Panels with more distinct SLOs than this average over quantile bins of the SLO.
+MAX_SLO_POINTS = 10
 
 
 def _style(method: str) -> dict[str, Any]:
@@ -112,6 +114,15 @@ def slo_panels(df: pd.DataFrame, info: pd.DataFrame) -> dict[tuple[str, str, str
     return {k: panels[k] for k in order[:MAX_SLO_PANELS]}
 
 
+def binned_slo(slo: pd.Series, bins: int = MAX_SLO_POINTS) -> pd.Series:
+    """``slo`` itself when it has at most ``bins`` values, else each value replaced by the
+    mean SLO of its quantile bin (so that random sets give readable curves)."""
+    if slo.nunique() <= bins:
+        return slo
+    groups = pd.qcut(slo.rank(method="dense"), bins, labels=False, duplicates="drop")
+    return slo.groupby(groups).transform("mean")
+
+
 def plot_slo(df: pd.DataFrame, info: pd.DataFrame, axes: np.ndarray | None = None):
     """Mean cost (top) and training time (bottom) of the plans against the SLO, per method.
 
@@ -142,6 +153,7 @@ def plot_slo(df: pd.DataFrame, info: pd.DataFrame, axes: np.ndarray | None = Non
         top, bottom = axes[2 * (g // ncols), g % ncols], axes[2 * (g // ncols) + 1, g % ncols]
         top.set_visible(True)
         bottom.set_visible(True)
+        sub = sub.assign(slo_s=binned_slo(sub["slo_s"]))
         means = sub.groupby(["method", "slo_s"])[["cost", "time_s"]].mean().reset_index()
         for method in _methods(sub):
             m = means[means["method"] == method].sort_values("slo_s")
@@ -159,6 +171,8 @@ def plot_slo(df: pd.DataFrame, info: pd.DataFrame, axes: np.ndarray | None = Non
             ax.grid(True, alpha=0.3)
             if len(slos) == 1:
                 ax.set_xlim(slos[0] * 0.9, slos[0] * 1.1)
+            elif slos[0] > 0 and slos[-1] / slos[0] > 20:
+                ax.set_xscale("log")
     handles, labels = {}, {}
     for ax in axes.flat:
         for h, label in zip(*ax.get_legend_handles_labels()):
@@ -234,6 +248,8 @@ def plot_cost_ratios(df: pd.DataFrame, ax=None):
         ax.step(xs, frac, where="post", color=style.get("color"), linestyle=style["linestyle"],
                 linewidth=1.8, label=f"{method} (mean {mean:.4f})")
     ax.set_xlim(0.995, right)
+    if right > 2:
+        ax.set_xscale("log")
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("cost / best known cost of the instance")
     ax.set_ylabel("fraction of instances")

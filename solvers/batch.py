@@ -158,18 +158,22 @@ def find_instance_files(paths: Iterable[str | Path]) -> list[Path]:
     return sorted(files, key=lambda f: f.as_posix())
 
 
-def _other_dnnprov_document(path: Path) -> bool:
-    """Whether ``path`` is a dnnprov file that is not an instance (catalog, workload...)."""
+def _other_document(path: Path) -> bool:
+    """Whether ``path`` is JSON that does not claim to be an instance: an object with no
+    ``format`` (a benchmark set's ``index.json``) or another dnnprov format (catalog,
+    workload profile)."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return False
-    fmt = data.get("format") if isinstance(data, dict) else None
-    return isinstance(fmt, str) and fmt.startswith("dnnprov/") and fmt not in FORMATS
+    if not isinstance(data, dict):
+        return False
+    fmt = data.get("format")
+    return fmt is None or (isinstance(fmt, str) and fmt.startswith("dnnprov/") and fmt not in FORMATS)
 
 
 def read_items(files: Sequence[Path]) -> tuple[list[Item], list[Path]]:
-    """Read every file: ``(items, skipped)``, where skipped files are other dnnprov documents.
+    """Read every file: ``(items, skipped)``; skipped files are JSON that is no instance.
 
     A ``.jsonl`` file is read with ``dnnprov.generate.read_instance_lines`` and gives one
     item per instance, with path ``FILE#N`` (N counts from 1 in the order read).
@@ -190,7 +194,7 @@ def read_items(files: Sequence[Path]) -> tuple[list[Item], list[Path]]:
         try:
             items.append(Item(label, read_instance(f)))
         except Exception as exc:
-            if _other_dnnprov_document(f):
+            if _other_document(f):
                 skipped.append(f)
             else:
                 items.append(Item(label, None, _error_text(exc)))
@@ -359,7 +363,11 @@ class Child:
     def death_row(self) -> dict[str, Any]:
         """The row of the task running when the child died (waits for its exit code)."""
         assert self.task is not None
-        code = self.proc.wait()
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # closed its socket but lingers: finish it
+            self.proc.kill()
+            code = self.proc.wait()
         how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
         row = failure_row(self.task, f"crash: task process died ({how})", time.perf_counter() - self.started)
         self.task = None

@@ -37,7 +37,7 @@ def _drop_timing(df: pd.DataFrame) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def instance_dir(tmp_path_factory, make_resnet110, make_resnet50) -> Path:
-    """The paper instances (but the 8 s enumeration), two tiny ones and a workload file."""
+    """The paper instances (but the 8 s enumeration), two tiny ones, a workload and an index file."""
     root = tmp_path_factory.mktemp("instances")
     for src in sorted(EMBEDDED.rglob("*.json")):
         rel = src.relative_to(EMBEDDED)
@@ -47,6 +47,7 @@ def instance_dir(tmp_path_factory, make_resnet110, make_resnet50) -> Path:
     _tiny(make_resnet110, make_resnet50, root / "tiny")
     workload = Path(str(dnnprov.embedded_instance("spot/paper-table1.json"))).parents[2] / "workloads/spot/vgg19.json"
     shutil.copy(workload, root / "tiny" / "vgg19-workload.json")
+    (root / "index.json").write_text(json.dumps({"set": "test", "count": 2}))
     return root
 
 
@@ -79,14 +80,16 @@ def failing_dir(tmp_path, make_resnet110, make_resnet50) -> Path:
 def test_one_row_per_instance_and_method(local_run, instance_dir):
     """Every (instance, applicable method) has exactly one row, in sorted path order."""
     df, _ = local_run
-    files = sorted(p.as_posix() for p in instance_dir.rglob("*.json") if "workload" not in p.name)
+    files = sorted(p.as_posix() for p in instance_dir.rglob("*.json")
+                   if "workload" not in p.name and p.name != "index.json")
     spot = [f for f in files if "serverless" not in f]
     assert len(df) == 4 * len(spot) + 3 * (len(files) - len(spot))
     assert not df.duplicated(["path", "method"]).any()
     assert sorted(df["path"].unique()) == files
     assert list(df["path"]) == sorted(df["path"])
     assert not ((df["kind"] == "serverless") & (df["method"] == "reference-heuristic")).any()
-    assert df.attrs["skipped_files"] == [(instance_dir / "tiny" / "vgg19-workload.json").as_posix()]
+    assert df.attrs["skipped_files"] == [(instance_dir / name).as_posix()
+                                         for name in ("index.json", "tiny/vgg19-workload.json")]
     assert list(df.columns) == list(ROW_COLUMNS)
 
 
