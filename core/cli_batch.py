@@ -60,7 +60,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from dnnprov.solvers.batch import format_summary
 
     out = Path(args.out) if args.out else Path(args.results).with_name(Path(args.results).stem + "-report")
-    summary, files = write_report(args.results, out)
+    summary, files = write_report(args.results, out, roots=args.root)
     print(format_summary(summary))
     print()
     for f in files:
@@ -98,5 +98,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=cmd_report.__doc__)
     p.add_argument("results", help="results file written by `dnnprov batch` (.csv or .parquet)")
     p.add_argument("--out", help="folder for the figures and index.html (default: RESULTS-report/ beside it)")
+    p.add_argument("--root", action="append", default=[], metavar="DIR",
+                   help="folder that relative instance paths in the rows start from (repeatable; "
+                        "then the current folder and the results file's folder are tried)")
     p.set_defaults(run=cmd_report)
 

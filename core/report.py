@@ -265,10 +265,12 @@ FIGURES = (("slo", "Cost and training time versus SLO"),
            ("cost-ratio", "Cost ratio to the best known plan"))
 
 
-def write_report(results: str | Path, out: str | Path) -> tuple[pd.DataFrame, list[Path]]:
+def write_report(results: str | Path, out: str | Path,
+                 roots: Sequence[str | Path] = ()) -> tuple[pd.DataFrame, list[Path]]:
     """Write ``summary.csv``, the figures (PNG and SVG) and ``index.html`` into ``out``.
 
-    Returns the summary table and the files written.
+    Relative instance paths in the rows are looked up below ``roots``, then the current
+    folder, then the results file's folder. Returns the summary table and the files written.
     """
     try:
         import matplotlib  # noqa: F401
@@ -281,7 +283,7 @@ def write_report(results: str | Path, out: str | Path) -> tuple[pd.DataFrame, li
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     summary = summarize(df)
-    info = instance_info(df["path"].tolist(), bases=(Path("."), results.parent))
+    info = instance_info(df["path"].tolist(), bases=(*map(Path, roots), Path("."), results.parent))
     figures = {"slo": plot_slo(df, info), "performance-profile": plot_performance_profile(df),
                "cost-ratio": plot_cost_ratios(df)}
     files = [out / "summary.csv"]

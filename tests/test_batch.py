@@ -272,6 +272,20 @@ def test_report_writes_figures_and_page(local_run, tmp_path, capsys):
     assert pd.read_csv(tmp_path / "rep" / "summary.csv", index_col=0).loc["milp", "optimal"] > 0
 
 
+def test_report_reads_slo_from_instance_files(local_run, instance_dir, tmp_path, monkeypatch):
+    """Relative row paths are found below a given root; SLOs come from the files."""
+    from dnnprov.report import instance_info
+
+    df, _ = local_run
+    relative = df["path"].map(lambda p: Path(p).relative_to(instance_dir).as_posix())
+    monkeypatch.chdir(tmp_path)
+    assert instance_info(relative).slo_s.isna().all()
+    info = instance_info(relative, bases=(tmp_path, instance_dir))
+    assert info["slo_s"].notna().all()
+    assert info.loc["spot/paper-table1.json", "slo_s"] == 2600.0
+    assert info.loc["spot/paper-table1.json", "workload"] == "resnet110"
+
+
 @pytest.mark.parametrize("argv", [
     ["batch", "no/such/folder"],
     ["batch", "{data}", "--methods", "milp,simplex"],
