@@ -1,0 +1,571 @@
+"""Scale ladder (issue 3): exact ``milp`` against ``heuristic`` and ``enumerate`` by size.
+
+    .venv/bin/python benchmarks/scale_ladder.py [--quick] [--seed N] [--per-size N]
+        [--time-limit S] [--sizes NAME ...] [--serverless N] [--jsonl PATH] [--dump DIR]
+
+Rungs (types x quota per type, PS count range):
+
+* ``paper``: the embedded spot instances shipped with dnnprov except the 7 x 10 one
+  (5 types, quotas 0-10, one PS; both paper and reference models);
+* ``5x5-8``: 5 types, quota 5-8 per type, 1-2 PS;
+* ``7x10``: 7 types x quota 10, one PS (19.5 M plans, the largest box the brute-force oracle
+  takes); its first instance is the embedded ``paper-table3-overhead-7x10.json``;
+* ``10x16`` and ``15x24`` (1-2 PS), ``20x32`` and ``30x32`` (1-3 PS; milp also with a
+  0.5 % gap);
+* ``serverless``: random λDNN problems with m_max 10,240 MB, 64 MB steps and a concurrency
+  limit of 1,000 functions.
+
+Random spot instances use the paper's model with the loss variants (cc, gamma_4 = 0.1),
+(cc, gamma_4 = 1.0) and no-cc in turn. Per-type batches come from {256, 512, 1024} x GPUs
+in {1, 2, 4, 8}, prices scale with the GPU count, compute times are 0.2-1.5 s / sqrt(GPUs),
+and contention is mild (alpha_1 = 0.08, beta_1 = -0.2). The objective time is set from the
+predicted times of random "mid-size" plans of the rung (60-300 workers drawn at the top
+rungs, capped at the fastest greedy cluster; optima come out at tens of workers, up to ~100)
+and always below the fastest lone worker, so one worker never suffices. Results and the
+targets are discussed in docs/benchmarks.md.
+
+Each instance has its own generator ``numpy.random.default_rng([seed, rung, index])``:
+``--sizes 30x32 --seed 2024 --index 6 --dump DIR`` re-runs one instance and writes it as a
+dnnprov JSON file (for ``dnnprov solve``). ``enumerate`` runs where the plan space is at most
+20 million plans (the others print "n/a"). Every milp plan is re-evaluated with :class:`dnnprov.SpotModel`; a milp/enumerate
+cost difference, a heuristic plan cheaper than a proven milp optimum, or a milp plan the
+model rejects is listed under "anomalies" (each one is a bug).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+
+import numpy as np
+
+import dnnprov
+from dnnprov.result import Result, Status
+
+ENUMERATE_MAX_PLANS = 20_000_000
+SMALL_K = 3                      # beyond enumerate: all plans of at most 3 workers are checked
+GAP = 0.005
+VARIANTS = (("cc", 0.1), ("cc", 1.0), ("no-cc", 1.0))
+EMBEDDED_7X10 = "spot/paper-table3-overhead-7x10.json"
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One size of the ladder: ``types`` types, quotas in ``quota``, PS count 1..``ps``."""
+
+    name: str
+    types: int
+    quota: tuple[int, int]
+    ps: int
+    workers: tuple[int, int]      # worker counts of the plans the deadline is taken from
+    gap_run: bool = False         # also run milp with gap = 0.5 %
+    quick: bool = True            # part of --quick
+
+
+RUNGS = (
+    Rung("5x5-8", 5, (5, 8), 2, (3, 12)),
+    Rung("7x10", 7, (10, 10), 1, (4, 25)),
+    Rung("10x16", 10, (16, 16), 2, (10, 50)),
+    Rung("15x24", 15, (24, 24), 2, (20, 100)),
+    Rung("20x32", 20, (32, 32), 3, (60, 300), gap_run=True, quick=False),
+    Rung("30x32", 30, (32, 32), 3, (60, 300), gap_run=True, quick=False),
+)
+RUNG_NAMES = ("paper",) + tuple(r.name for r in RUNGS) + ("serverless",)
+
+
+# ---------------------------------------------------------------- instance builders
+def random_spot(rng: np.random.Generator, rung: Rung, variant: tuple[str, float],
+                name: str) -> dnnprov.SpotProblem:
+    """A random spot problem of ``rung``'s size whose optimum needs more than one worker.
+
+    Draws are repeated (up to 20 times) until some sampled cluster beats every lone worker,
+    so that T_obj can be put between them (see :func:`deadline`).
+    """
+    loss_variant, gamma_4 = variant
+    for attempt in range(20):
+        types = []
+        for i in range(rung.types):
+            gpus = int(rng.choice([1, 2, 4, 8]))
+            batch = int(rng.choice([256, 512, 1024]))
+            types.append(dnnprov.InstanceType(
+                name=f"t{i:02d}.{gpus}gpu", gpus=gpus, batch_per_gpu=batch,
+                quota=int(rng.integers(rung.quota[0], rung.quota[1] + 1)),
+                spot_price_per_h=round(gpus * float(rng.uniform(0.2, 0.9)), 4),
+                compute_time_s=round(float(rng.uniform(0.2, 1.5)) / math.sqrt(gpus), 4)))
+        gamma_2, gamma_3 = float(rng.uniform(-0.2, -0.05)), float(rng.uniform(2000, 3000))
+        slo_loss = float(rng.uniform(0.7, 0.95))
+        # gamma_1 below the smallest lone-worker term of eq. (3), so that every plan needs a
+        # positive number of iterations (j <= 0 is outside the model's range: a lone 8-GPU
+        # worker with j < 0 is infeasible, yet adding one slow worker makes it feasible).
+        spread = gamma_4 if loss_variant == "cc" else 1.0
+        largest = max(t.gpus * t.batch_per_gpu for t in types)
+        j_lone = (gamma_2 * largest + gamma_3) * math.sqrt(spread) / (slo_loss - 0.5)
+        workload = dnnprov.SpotWorkload(
+            name="random", param_size_mb=float(rng.uniform(5, 20)),
+            bandwidth_req_mb_s=float(rng.uniform(100, 300)),
+            alpha_1=0.08, beta_1=-0.2, gamma_1=float(rng.uniform(0.2, 0.6)) * j_lone,
+            gamma_2=gamma_2, gamma_3=gamma_3, gamma_4=gamma_4, gamma_5=0.5,
+            loss_variant=loss_variant)
+        platform_ = dnnprov.SpotPlatform(ps_bandwidth_mb_s=float(rng.uniform(800, 1500)),
+                                         ps_price_per_h=float(rng.choice([0.0, 0.192])))
+        constraints = dnnprov.SpotConstraints(ps_count=(1, rung.ps))
+        draft = dnnprov.SpotProblem(instance_types=tuple(types), workload=workload,
+                                    slo=dnnprov.SpotSLO(loss=slo_loss, time_s=1e12),
+                                    platform=platform_, constraints=constraints, model="paper",
+                                    name=name)
+        time_s, beats_lone = deadline(rng, draft, rung)
+        if beats_lone:
+            break
+    return draft.replace(slo=dnnprov.SpotSLO(loss=slo_loss, time_s=time_s),
+                         notes=f"scale ladder rung {rung.name}, {loss_variant}, gamma_4 {gamma_4:g}, "
+                               f"draw {attempt + 1}")
+
+
+def deadline(rng: np.random.Generator, problem: dnnprov.SpotProblem, rung: Rung) -> tuple[float, bool]:
+    """T_obj from mid-size plans, below every lone worker; the flag says whether that worked.
+
+    A size K is drawn from ``rung.workers`` (capped where adding the next-fastest instance
+    stops making the cluster faster: contention makes very large clusters slow). The
+    candidates are 30 random compositions of K workers and the K fastest instances (by
+    lone-worker sample speed), with random PS counts; T_obj is the fastest candidate's time
+    times a random factor in [1, 1.2], capped just below the fastest lone worker, so a
+    cluster of roughly K well-chosen workers is needed. When no candidate beats a lone worker
+    (CC with a small gamma_4 favours K = 1 strongly) the flag is False and the caller draws
+    a new instance.
+    """
+    model = dnnprov.SpotModel(problem)
+    cols = model.columns
+    lone = model.evaluate(np.eye(len(cols), dtype=np.int64), 1)
+    ok = np.isfinite(lone.time_s) & (lone.iterations > 0) & (cols.upper > 0)
+    single = float(lone.time_s[ok].min()) if ok.any() else math.inf
+    pool = np.repeat(np.arange(len(cols)), cols.upper)
+    by_speed = pool[np.argsort(-lone.speed[pool], kind="stable")]
+
+    def times(plans: list[np.ndarray], ps: np.ndarray) -> np.ndarray:
+        ev = model.evaluate(np.array(plans), ps)
+        return np.where(np.isfinite(ev.time_s) & (ev.iterations > 0), ev.time_s, np.inf)
+
+    greedy = [np.bincount(by_speed[:n], minlength=len(cols)) for n in range(1, len(pool) + 1)]
+    curve = times(greedy, np.full(len(greedy), rung.ps))
+    fastest = int(np.argmin(curve)) + 1
+    k = min(int(rng.integers(rung.workers[0], rung.workers[1] + 1)), fastest)
+    plans = [np.bincount(rng.choice(pool, size=k, replace=False), minlength=len(cols)) for _ in range(30)]
+    plans.append(greedy[k - 1])
+    best = float(times(plans, rng.integers(1, rung.ps + 1, size=len(plans))).min())
+    best = min(best, float(curve[k - 1]))
+    if not best < 0.97 * single:
+        return (0.97 * single if math.isfinite(single) else 1e4), False
+    return best * float(rng.uniform(1.0, min(1.2, 0.97 * single / best))), True
+
+
+def random_serverless(rng: np.random.Generator, name: str) -> dnnprov.ServerlessProblem:
+    """A random λDNN problem with m_max = 10,240 MB, 64 MB steps, concurrency 1,000."""
+    local = int(rng.choice([16, 32, 64, 128]))
+    workload = dnnprov.ServerlessWorkload(
+        name="random", dataset_mb=float(rng.uniform(20, 2000)), samples=int(rng.integers(5000, 200001)),
+        epochs=float(rng.choice([1, 2, 3, 5])), model_mb=float(rng.uniform(1, 250)),
+        local_batch=local, max_global_batch=local * int(rng.integers(4, 65)),
+        rate_alpha=float(rng.uniform(0.001, 0.03)), rate_beta=float(rng.uniform(-2, 10)),
+        storage_alpha=float(rng.uniform(0, 0.05)), storage_beta=float(rng.uniform(1, 10)),
+        min_memory_mb=int(rng.integers(128, 3008)))
+    platform_ = dnnprov.ServerlessPlatform(
+        memory_step_mb=64, max_memory_mb=10240, concurrency_limit=1000,
+        ps_bandwidth_mb_s=float(rng.uniform(300, 1500)), ps_price_per_h=float(rng.choice([0.0, 0.096])),
+        timeout_s=900.0)
+    ps_low = int(rng.choice([1, 1, 2]))
+    constraints = dnnprov.ServerlessConstraints(ps_count=(ps_low, int(rng.integers(ps_low, 4))))
+    draft = dnnprov.ServerlessProblem(workload=workload, time_s=1e12, platform=platform_,
+                                      constraints=constraints, name=name)
+    model = dnnprov.ServerlessModel(draft)
+    grid = draft.memory_grid()
+    low, high = draft.function_range()
+    time_s = 600.0
+    for _ in range(40):
+        n = int(rng.integers(low, min(high, 200) + 1))
+        m = grid[int(rng.integers(0, len(grid)))]
+        ev = model.evaluate(n, m, ps_low)
+        if bool(ev.feasible):
+            time_s = float(ev.time_s) * float(rng.uniform(0.6, 1.4))
+            break
+    return draft.replace(time_s=time_s)
+
+
+def embedded_spot(exclude: str = EMBEDDED_7X10) -> list[dnnprov.SpotProblem]:
+    """The embedded spot instances, in file-name order (without ``exclude``)."""
+    folder = Path(str(dnnprov.embedded_instance(exclude))).parent
+    return [dnnprov.read_instance(p) for p in sorted(folder.glob("*.json"))
+            if p.name != Path(exclude).name]
+
+
+def small_k_minimum(problem: dnnprov.SpotProblem, max_workers: int = SMALL_K) -> float | None:
+    """Cheapest feasible plan with at most ``max_workers`` workers, by enumeration.
+
+    A partial oracle for the rungs too large to enumerate: no proven optimum may cost more.
+    """
+    model = dnnprov.SpotModel(problem)
+    cols = model.columns
+    plans = [np.bincount(c, minlength=len(cols)) for k in range(1, max_workers + 1)
+             for c in itertools.combinations_with_replacement(range(len(cols)), k)]
+    counts = np.array(plans)
+    counts = counts[(counts >= cols.lower).all(axis=1) & (counts <= cols.upper).all(axis=1)]
+    best = math.inf
+    low, high = problem.constraints.ps_count
+    for ps in range(low, high + 1):
+        ev = model.evaluate(counts, ps)
+        cost = np.where(ev.feasible, ev.cost, np.inf)
+        best = min(best, float(cost.min()))
+    return best if math.isfinite(best) else None
+
+
+def spot_space(problem: dnnprov.SpotProblem) -> int:
+    """Number of (counts, PS) plans in the quota box."""
+    cols = problem.columns()
+    low, high = problem.constraints.ps_count
+    return math.prod(int(u - l + 1) for l, u in zip(cols.lower, cols.upper)) * (high - low + 1)
+
+
+# ---------------------------------------------------------------- running
+def timed(problem, method: str, **kwargs) -> tuple[Result, float]:
+    started = time.perf_counter()
+    result = dnnprov.solve(problem, method, **kwargs)
+    return result, time.perf_counter() - started
+
+
+def rel_diff(a: float | None, b: float | None) -> float:
+    """|a - b| / max(|b|, tiny); None on both sides (both infeasible) counts as 0."""
+    if a is None and b is None:
+        return 0.0
+    if a is None or b is None:
+        return math.inf
+    return abs(a - b) / max(abs(b), 1e-12)
+
+
+def run_spot(problem: dnnprov.SpotProblem, args, gap_run: bool, tag: str,
+             anomalies: list[str]) -> dict:
+    """All methods on one spot instance; returns a JSON-ready record."""
+    rec: dict = {"rung_instance": tag, "name": problem.name, "space": spot_space(problem),
+                 "model": problem.model, "loss_variant": problem.workload.loss_variant,
+                 "gamma_4": problem.workload.gamma_4, "time_obj_s": problem.slo.time_s}
+    milp, t = timed(problem, "milp", time_limit_s=args.time_limit)
+    rec["milp"] = summary(milp, t)
+    check_plan(problem, milp, tag, "milp", anomalies)
+    if gap_run:
+        milp_gap, t = timed(problem, "milp", time_limit_s=args.time_limit, gap=GAP)
+        rec["milp_gap"] = summary(milp_gap, t)
+        check_plan(problem, milp_gap, tag, "milp gap", anomalies)
+    heur, t = timed(problem, "heuristic")
+    rec["heuristic"] = summary(heur, t)
+    check_plan(problem, heur, tag, "heuristic", anomalies)
+    if rec["space"] <= ENUMERATE_MAX_PLANS:
+        enum, t = timed(problem, "enumerate", max_plans=ENUMERATE_MAX_PLANS)
+        rec["enumerate"] = summary(enum, t)
+        if milp.status in (Status.OPTIMAL, Status.INFEASIBLE) and enum.status in (Status.OPTIMAL, Status.INFEASIBLE):
+            rec["milp_vs_enum"] = rel_diff(milp.cost, enum.cost)
+            if rec["milp_vs_enum"] > 1e-9:
+                anomalies.append(f"{tag}: milp {milp.status.value} {milp.cost} ({milp.plan}) vs enumerate "
+                                 f"{enum.status.value} {enum.cost} ({enum.plan})")
+        elif enum.cost is not None and milp.bound is not None and milp.bound > enum.cost * (1 + 1e-9):
+            anomalies.append(f"{tag}: milp bound {milp.bound} above enumerate's optimum {enum.cost}")
+    else:
+        rec["small_k_min"] = small_k_minimum(problem)
+        if rec["small_k_min"] is not None and milp.status in (Status.OPTIMAL, Status.INFEASIBLE) and (
+                milp.cost is None or milp.cost > rec["small_k_min"] * (1 + 1e-9)):
+            anomalies.append(f"{tag}: milp {milp.status.value} {milp.cost} but a plan of <= {SMALL_K} workers "
+                             f"costs {rec['small_k_min']}")
+        if rec["small_k_min"] is not None and milp.bound is not None and milp.bound > rec["small_k_min"] * (1 + 1e-9):
+            anomalies.append(f"{tag}: milp bound {milp.bound} above a plan of <= {SMALL_K} workers ({rec['small_k_min']})")
+    if gap_run and milp.status is Status.OPTIMAL:
+        if milp_gap.cost is None or milp_gap.cost > milp.cost * (1 + GAP + 1e-9):
+            anomalies.append(f"{tag}: gap run {milp_gap.status.value} {milp_gap.cost} not within "
+                             f"{100 * GAP:g} % of the optimum {milp.cost}")
+        if milp_gap.bound is not None and milp_gap.bound > milp.cost * (1 + 1e-9):
+            anomalies.append(f"{tag}: gap run bound {milp_gap.bound} above the optimum {milp.cost}")
+    best = milp.cost
+    if heur.cost is not None and best is not None:
+        rec["heur_ratio"] = heur.cost / best
+        if milp.status is Status.OPTIMAL and heur.cost < best * (1 - 1e-9):
+            anomalies.append(f"{tag}: heuristic {heur.cost} ({heur.plan}) below milp's proven optimum {best} ({milp.plan})")
+    if milp.bound is not None and heur.cost is not None and heur.cost < milp.bound * (1 - 1e-9):
+        anomalies.append(f"{tag}: heuristic {heur.cost} below milp's proven bound {milp.bound}")
+    return rec
+
+
+def check_plan(problem, result: Result, tag: str, method: str, anomalies: list[str]) -> None:
+    """Re-evaluate a returned spot plan with the model: feasible, and the reported cost."""
+    if result.status is Status.ERROR:
+        anomalies.append(f"{tag}: {method} error: {result.message}")
+        return
+    if result.plan is None:
+        return
+    model = dnnprov.SpotModel(problem)
+    counts = np.array([[result.plan.counts.get(label, 0) for label in model.columns.labels]])
+    ev = model.evaluate(counts, result.plan.ps)
+    if not bool(ev.feasible[0]):
+        anomalies.append(f"{tag}: {method} plan {result.plan} is infeasible by SpotModel")
+    elif rel_diff(result.cost, float(ev.cost[0])) > 1e-9:
+        anomalies.append(f"{tag}: {method} reports cost {result.cost}, SpotModel gives {float(ev.cost[0])}")
+
+
+def summary(result: Result, seconds: float) -> dict:
+    plan = result.plan
+    workers = plan.workers if isinstance(plan, dnnprov.SpotPlan) else getattr(plan, "functions", None)
+    return {"status": result.status.value, "cost": result.cost, "bound": result.bound,
+            "gap": result.gap, "seconds": seconds, "workers": workers,
+            "plan": None if plan is None else plan.to_dict(), "message": result.message}
+
+
+def run_serverless(problem: dnnprov.ServerlessProblem, args, tag: str, anomalies: list[str]) -> dict:
+    rec: dict = {"rung_instance": tag, "name": problem.name, "time_obj_s": problem.time_s}
+    milp, t = timed(problem, "milp", time_limit_s=args.time_limit)
+    rec["milp"] = summary(milp, t)
+    heur, t = timed(problem, "heuristic")
+    rec["heuristic"] = summary(heur, t)
+    enum, t = timed(problem, "enumerate")
+    rec["enumerate"] = summary(enum, t)
+    for method, result in (("milp", milp), ("heuristic", heur)):
+        if result.status is Status.ERROR:
+            anomalies.append(f"{tag}: {method} error: {result.message}")
+    if milp.status in (Status.OPTIMAL, Status.INFEASIBLE):
+        rec["milp_vs_enum"] = rel_diff(milp.cost, enum.cost)
+        if rec["milp_vs_enum"] > 1e-9:
+            anomalies.append(f"{tag}: milp {milp.status.value} {milp.cost} ({milp.plan}) vs enumerate "
+                             f"{enum.status.value} {enum.cost} ({enum.plan})")
+    if heur.cost is not None and milp.cost is not None:
+        rec["heur_ratio"] = heur.cost / milp.cost
+        if milp.status is Status.OPTIMAL and heur.cost < milp.cost * (1 - 1e-9):
+            anomalies.append(f"{tag}: heuristic {heur.cost} below milp's proven optimum {milp.cost}")
+    return rec
+
+
+# ---------------------------------------------------------------- table
+def med(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def fmt(x: float | None, spec: str = ".3f", scale: float = 1.0) -> str:
+    if x is None:
+        return "n/a"
+    if math.isinf(x):
+        return "inf"
+    return format(x * scale, spec)
+
+
+def status_counts(recs: list[dict], key: str) -> str:
+    """optimal / feasible within the gap / limit (+ infeasible, error if any)."""
+    statuses = [r[key]["status"] for r in recs if key in r]
+    text = f"{statuses.count('optimal')}/{statuses.count('feasible')}/{statuses.count('limit')}"
+    extra = [f"{statuses.count(s)} {s}" for s in ("infeasible", "unknown", "error") if statuses.count(s)]
+    return text + (f" ({', '.join(extra)})" if extra else "")
+
+
+SPOT_HEADER = ("| rung | inst | plans (max) | milp opt/gap/lim | milp med s | milp max s | heur med s "
+               "| heur max s | enum med s | heur/milp mean | heur/milp max | max rel diff milp-enum | med K* |")
+
+
+def spot_row(label: str, recs: list[dict], key: str = "milp") -> str:
+    milp_s = [r[key]["seconds"] for r in recs]
+    heur_s = [r["heuristic"]["seconds"] for r in recs]
+    enum_s = [r["enumerate"]["seconds"] for r in recs if "enumerate" in r]
+    ratios = [r["heur_ratio"] for r in recs if "heur_ratio" in r]
+    if key != "milp":   # ratio against the gap run's plan
+        ratios = [r["heuristic"]["cost"] / r[key]["cost"] for r in recs
+                  if r["heuristic"]["cost"] is not None and r[key]["cost"] is not None]
+    diffs = [r["milp_vs_enum"] for r in recs if "milp_vs_enum" in r and key == "milp"]
+    workers = [r[key]["workers"] for r in recs if r[key]["workers"] is not None]
+    no_heur = sum(1 for r in recs if r["heuristic"]["cost"] is None and r[key]["cost"] is not None)
+    ratio_max = fmt(max(ratios), ".4f") if ratios else "n/a"
+    if no_heur:
+        ratio_max += f" ({no_heur} no plan)"
+    space = max(r["space"] for r in recs)
+    return (f"| {label} | {len(recs)} | {space:.2g} | {status_counts(recs, key)} | {fmt(med(milp_s))} "
+            f"| {fmt(max(milp_s))} | {fmt(med(heur_s))} | {fmt(max(heur_s))} | {fmt(med(enum_s))} "
+            f"| {fmt(statistics.fmean(ratios) if ratios else None, '.4f')} | {ratio_max} "
+            f"| {fmt(max(diffs), '.1e') if diffs else 'n/a'} | {fmt(med(workers), 'g')} |")
+
+
+SERVERLESS_HEADER = ("| rung | inst | milp opt/gap/lim | milp med ms | milp max ms | heur med ms "
+                     "| enum med ms | heur/milp mean | heur/milp max | max rel diff milp-enum | med n* |")
+
+
+def serverless_row(recs: list[dict]) -> str:
+    ms = 1000.0
+    milp_s = [r["milp"]["seconds"] for r in recs]
+    ratios = [r["heur_ratio"] for r in recs if "heur_ratio" in r]
+    diffs = [r["milp_vs_enum"] for r in recs if "milp_vs_enum" in r]
+    n = [r["milp"]["workers"] for r in recs if r["milp"]["workers"] is not None]
+    no_heur = sum(1 for r in recs if r["heuristic"]["cost"] is None and r["milp"]["cost"] is not None)
+    ratio_max = fmt(max(ratios), ".4f") if ratios else "n/a"
+    if no_heur:
+        ratio_max += f" ({no_heur} no plan)"
+    return (f"| serverless | {len(recs)} | {status_counts(recs, 'milp')} | {fmt(med(milp_s), '.1f', ms)} "
+            f"| {fmt(max(milp_s), '.1f', ms)} | {fmt(med([r['heuristic']['seconds'] for r in recs]), '.1f', ms)} "
+            f"| {fmt(med([r['enumerate']['seconds'] for r in recs]), '.1f', ms)} "
+            f"| {fmt(statistics.fmean(ratios) if ratios else None, '.4f')} | {ratio_max} "
+            f"| {fmt(max(diffs), '.1e') if diffs else 'n/a'} | {fmt(med(n), 'g')} |")
+
+
+# ---------------------------------------------------------------- main
+def machine() -> str:
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
+    return (f"nproc {cpus}, Python {platform.python_version()}, highspy {version('highspy')}, "
+            f"numpy {np.__version__}, dnnprov {dnnprov.__version__}, {platform.machine()} "
+            f"{platform.system()}; load average at start {load}")
+
+
+def revision() -> str:
+    """The git commit of the tree (and whether it has local changes), if git is at hand."""
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True,
+                                text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (no git)"
+    return (commit or "unknown") + (" with local changes" if dirty else "")
+
+
+def warm_up() -> None:
+    """One tiny solve per method so imports and HiGHS start-up are not timed."""
+    problem = embedded_spot()[0]
+    for method in ("milp", "heuristic", "enumerate"):
+        dnnprov.solve(problem, method)
+    sl = random_serverless(np.random.default_rng(0), "warm-up")
+    for method in ("milp", "heuristic", "enumerate"):
+        dnnprov.solve(sl, method)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="2 instances per rung, up to 15x24 (a smoke run of a few minutes)")
+    parser.add_argument("--seed", type=int, default=2024)
+    parser.add_argument("--per-size", type=int, default=None,
+                        help="random instances per rung (default 12; 2 with --quick)")
+    parser.add_argument("--serverless", type=int, default=None,
+                        help="random serverless instances (default 50; 5 with --quick)")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="milp time limit, s (default 60)")
+    parser.add_argument("--sizes", nargs="+", choices=RUNG_NAMES, default=None,
+                        help="rungs to run (default: all; with --quick all up to 15x24)")
+    parser.add_argument("--index", type=int, nargs="+", default=None,
+                        help="run only these random-instance indices of each rung (to re-run one)")
+    parser.add_argument("--jsonl", type=Path, default=None, help="write one JSON record per instance")
+    parser.add_argument("--dump", type=Path, default=None, help="write the instances as JSON files here")
+    args = parser.parse_args()
+    per_size = args.per_size if args.per_size is not None else (2 if args.quick else 12)
+    n_serverless = args.serverless if args.serverless is not None else (5 if args.quick else 50)
+    if args.sizes is not None:
+        sizes = list(args.sizes)
+    else:
+        sizes = ["paper"] + [r.name for r in RUNGS if r.quick or not args.quick] + ["serverless"]
+
+    started = time.perf_counter()
+    print(f"# dnnprov scale ladder, {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
+    print(f"# machine: {machine()}")
+    print(f"# tree: {revision()}")
+    print(f"# command: {' '.join([Path(sys.executable).name] + sys.argv)}")
+    print(f"# seed {args.seed}, {per_size} random instances per rung, milp time limit "
+          f"{args.time_limit:g} s, enumerate up to {ENUMERATE_MAX_PLANS:,} plans", flush=True)
+    warm_up()
+    out = args.jsonl.open("w") if args.jsonl else None
+    if args.dump:
+        args.dump.mkdir(parents=True, exist_ok=True)
+    anomalies: list[str] = []
+    rows: list[str] = []
+    serverless_line = None
+
+    def record(rec: dict) -> None:
+        if out:
+            out.write(json.dumps(rec) + "\n")
+            out.flush()
+        m = rec["milp"]
+        print(f"  {rec['rung_instance']}: milp {m['status']} {fmt(m['cost'], '.6g')} in {m['seconds']:.3f} s"
+              f" ({'n' if 'space' not in rec else 'K'} {m['workers']}); heuristic {fmt(rec['heuristic']['cost'], '.6g')}"
+              + (f"; gap run {rec['milp_gap']['status']} {rec['milp_gap']['seconds']:.3f} s" if "milp_gap" in rec else "")
+              + (f"; enumerate {fmt(rec['enumerate']['cost'], '.6g')} in {rec['enumerate']['seconds']:.2f} s"
+                 if "enumerate" in rec else ""), flush=True)
+
+    for size in sizes:
+        t_rung = time.perf_counter()
+        print(f"## {size}", flush=True)
+        recs: list[dict] = []
+        if size == "serverless":
+            for i in range(n_serverless):
+                if args.index is not None and i not in args.index:
+                    continue
+                tag = f"serverless[{i}] seed {args.seed}"
+                problem = random_serverless(np.random.default_rng([args.seed, len(RUNGS) + 1, i]),
+                                            f"ladder-serverless-s{args.seed}-{i}")
+                if args.dump:
+                    dnnprov.write_instance(problem, args.dump / f"{problem.name}.json")
+                rec = run_serverless(problem, args, tag, anomalies)
+                recs.append(rec)
+                record(rec)
+            serverless_line = serverless_row(recs) if recs else None
+            print(f"## {size} done in {time.perf_counter() - t_rung:.1f} s", flush=True)
+            continue
+        if size == "paper":
+            # fixed files: skipped when --index picks random instances
+            problems = [] if args.index is not None else [(p.name, p, False) for p in embedded_spot()]
+        else:
+            index = [r.name for r in RUNGS].index(size)
+            rung = RUNGS[index]
+            problems = []
+            if size == "7x10" and args.index is None:
+                problems.append((EMBEDDED_7X10, dnnprov.read_instance(dnnprov.embedded_instance(EMBEDDED_7X10)), False))
+            for i in range(per_size - (1 if size == "7x10" else 0)):
+                if args.index is not None and i not in args.index:
+                    continue
+                rng = np.random.default_rng([args.seed, index + 1, i])
+                name = f"ladder-{size}-s{args.seed}-{i}"
+                problem = random_spot(rng, rung, VARIANTS[i % len(VARIANTS)], name)
+                problems.append((f"{size}[{i}] seed {args.seed}", problem, rung.gap_run))
+        for tag, problem, gap_run in problems:
+            if args.dump:
+                dnnprov.write_instance(problem, args.dump / f"{problem.name}.json")
+            rec = run_spot(problem, args, gap_run, tag, anomalies)
+            recs.append(rec)
+            record(rec)
+        if not recs:
+            continue
+        rows.append(spot_row(size, recs))
+        if any("milp_gap" in r for r in recs):
+            rows.append(spot_row(f"{size} gap 0.5%", [r for r in recs if "milp_gap" in r], "milp_gap"))
+        for row in rows[-(2 if any("milp_gap" in r for r in recs) else 1):]:
+            print(row, flush=True)
+        print(f"## {size} done in {time.perf_counter() - t_rung:.1f} s", flush=True)
+    if out:
+        out.close()
+
+    print()
+    if rows:
+        print(SPOT_HEADER)
+        print("|" + "---|" * SPOT_HEADER.count(" | ") + "---|")
+        for row in rows:
+            print(row)
+    if serverless_line:
+        print()
+        print(SERVERLESS_HEADER)
+        print("|" + "---|" * SERVERLESS_HEADER.count(" | ") + "---|")
+        print(serverless_line)
+    print()
+    print("anomalies: " + ("none" if not anomalies else ""))
+    for a in anomalies:
+        print(f"  - {a}")
+    print(f"total time {time.perf_counter() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
