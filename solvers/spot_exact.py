@@ -7,29 +7,31 @@ aggregates X = sum n r, V = sum n v, P = sum n p are linear in the counts n. The
 the iteration count j (eq. 3) is nonlinear, through b_w = V / X and the CC R (eq. 5).
 
 A *cell* fixes (K, s), the fastest used column t (which fixes v_top in eq. 5) and ranges
-[b_lo, b_hi] of b_w and [V_lo, V_hi] of V. Over a cell, with A(b) = gamma_2 b + gamma_3:
+[b_lo, b_hi] of b_w, [V_lo, V_hi] of V and [X_lo, X_hi] of X. Over a cell, with
+A(b) = gamma_2 b + gamma_3 and c(R) = sqrt((R + gamma_4) K) / (L - gamma_5):
 
-* R >= (1 - v_t / V_lo) sqrt(K / (K - 1))                    (Cauchy-Schwarz on eq. 5)
-* j >= j_lb = min A(b) * sqrt((R_lb + gamma_4) K) / (L - gamma_5) - gamma_1
+* R >= s_K (1 - v_t / V), s_K = sqrt(K / (K - 1))               (Cauchy-Schwarz on eq. 5)
+* j >= j_lb = min over b of c(R_lb(max(V_lo, b X_lo))) A(b) - gamma_1   (V = b_w X couples them)
 * cost >= ((P + c0) j_lb / X + (P + c0) h) / 3600 >= (rho_min j_lb + h (P_min + c0)) / 3600
 
-where rho_min = min (P + c0) / X over the cell's box is found exactly by Dinkelbach's method
-with a greedy step (a box with one cardinality row is totally unimodular). That closed-form
-bound orders the cells; a cell whose bound reaches the incumbent U is pruned, and so are all
-cells after it. Otherwise "some plan of the cell costs less than U" implies the linear test
+where rho_min = min (P + c0) / X, first over the cell's box by Dinkelbach's method with a
+greedy step (a box with one cardinality row is totally unimodular), then, when the cell is
+first popped, over the LP relaxation of all its rows (Charnes-Cooper). That bound orders
+the cells; when the smallest bound reaches the incumbent U, U is optimal. Ranges are
+tightened before any MILP: a plan cheaper than U needs j < (3600 U - h (P_min + c0)) /
+rho_min, a plan meeting T_obj needs X >= j_lb / (T_obj - h) and j <= (T_obj - h) X_hi, and
+V = b_w X propagates between the three ranges.
 
-    f(n) = (P + c0) (j_lb + h X_lo) - 3600 U X < 0,
-
-which a MILP over one-hot counts decides (with the deadline (13) as a secant relaxation
-that keeps the exact dependence on b_w, and user side constraints). If min f >= 0 the cell
-is closed. Otherwise its plan is evaluated exactly with :class:`SpotModel` (possibly
-improving U) and cut off by a no-good row; when the cell's j bound is loose for that plan,
-the cell is bisected in b_w or V first. Every plan is finite and evaluated at most once per
-cell, so the method terminates; when no cell is left below U, U is optimal.
-
-Ranges are also tightened before any MILP: a plan cheaper than U needs
-j < J_max = (3600 U - h (P_min + c0)) / rho_min and j <= (T_obj - h) X_max, which bounds
-b_w from below and V from above.
+A popped cell runs one MILP over integer counts that asks whether a plan may cost less
+than U, i.e. f(n) = (P + c0) (j_lb + h X_lo) - 3600 U X < 0 (with the CC term, R's growth
+with V enters f through a continuous W bounded by McCormick planes), while meeting the
+deadline (13) in relaxed forms that keep b_w, V and X (secants of X^2 and V^2, McCormick
+planes of V X, a secant of c(R_lb(V))) and the side constraints. If min f >= 0 the cell is
+closed. Otherwise the plan is evaluated exactly with :class:`SpotModel` (possibly
+improving U) and cut off by a no-good (n_c >= n*_c + 1 for some c, which with sum n fixed
+means n != n*); when a relaxation was loose for that plan, the cell is bisected in b_w, V
+or X first. Plans are finite and each is evaluated at most once per cell, so the method
+terminates.
 
 The reference model's rounding (b_w to 0.1, j to an integer, T to 0.01 s, cost to 1e-6 $)
 is covered by widening every bound by the most the rounding can move it.
