@@ -119,6 +119,7 @@ EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
 EXTRA_COMMANDS.append(__import__("dnnprov.cli_cloud", fromlist=["register"]).register)
 EXTRA_COMMANDS.append(__import__("dnnprov.cli_batch", fromlist=["register"]).register)
 EXTRA_COMMANDS.append(__import__("dnnprov.cli_generate", fromlist=["register"]).register)
+EXTRA_COMMANDS.append(__import__("dnnprov.cli_joint", fromlist=["register"]).register)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
