@@ -119,13 +119,13 @@ class Result:
             "model": self.model,
             "instance": self.instance,
             "plan": None if self.plan is None else self.plan.to_dict(),
-            "time_s": _finite(self.time_s),
-            "cost": _finite(self.cost),
-            "bound": _finite(self.bound),
-            "gap": _finite(self.gap),
+            "time_s": finite_or_none(self.time_s),
+            "cost": finite_or_none(self.cost),
+            "bound": finite_or_none(self.bound),
+            "gap": finite_or_none(self.gap),
             "solve_seconds": self.solve_seconds,
             "message": self.message,
-            "details": {k: _finite(v) if isinstance(v, float) else v for k, v in self.details.items()},
+            "details": {k: finite_or_none(v) if isinstance(v, float) else v for k, v in self.details.items()},
             "stats": dict(self.stats),
         }
 
@@ -162,7 +162,8 @@ class Result:
     __str__ = summary
 
 
-def _finite(value: float | None) -> float | None:
+def finite_or_none(value: float | None) -> float | None:
+    """``value`` as a float, or ``None`` for None, inf and NaN (JSON has no infinities)."""
     if value is None:
         return None
     value = float(value)

@@ -81,7 +81,7 @@ import scipy.sparse as sp
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.formulations.joint import JobColumns
-from dnnprov.result import Result, Status
+from dnnprov.result import Result, Status, finite_or_none
 from dnnprov.serverless import ServerlessProblem
 from dnnprov.serverless_model import ServerlessModel
 from dnnprov.solvers.enumeration import CHUNK, decode_counts
@@ -189,8 +189,8 @@ class JointResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the CLI's ``--json`` output)."""
-        return {"status": self.status.value, "cost": _finite(self.cost), "bound": _finite(self.bound),
-                "gap": _finite(self.gap), "solve_seconds": self.solve_seconds, "message": self.message,
+        return {"status": self.status.value, "cost": finite_or_none(self.cost), "bound": finite_or_none(self.bound),
+                "gap": finite_or_none(self.gap), "solve_seconds": self.solve_seconds, "message": self.message,
                 "shared": {r: {"limit": self.limits[r], "used": self.usage.get(r)} for r in self.limits},
                 "stats": dict(self.stats), "jobs": [r.to_dict() for r in self.results]}
 
@@ -225,13 +225,6 @@ class JointResult:
         return "\n".join(lines)
 
     __str__ = summary
-
-
-def _finite(value: float | None) -> float | None:
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
 
 
 # ---------------------------------------------------------------------- column generation

@@ -168,7 +168,7 @@ def random_serverless_problem(rng: np.random.Generator, *, max_functions: int = 
         storage_alpha=float(rng.uniform(0, 0.05)), storage_beta=float(rng.uniform(1, 10)),
         min_memory_mb=int(rng.integers(128, max_memory // 2)))
     platform = dnnprov.ServerlessPlatform(
-        memory_step_mb=step, max_memory_mb=max_memory, concurrency_limit=int(rng.integers(10, max_functions + 1)),
+        memory_step_mb=step, max_memory_mb=max_memory, concurrency_limit=int(rng.integers(min(10, max_functions), max_functions + 1)),
         ps_bandwidth_mb_s=float(rng.uniform(300, 1500)), ps_price_per_h=float(rng.choice([0.0, 0.096])),
         timeout_s=float(rng.choice([300.0, 900.0])))
     ps_low = int(rng.choice([1, 1, 2]))
