@@ -90,7 +90,10 @@ def describe(problem: SpotProblem | ServerlessProblem) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(prog="dnnprov", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="dnnprov", description="Provision cloud resources for distributed DNN training: "
+        "spot GPU clusters and serverless functions, with proven-optimal plans.",
+        epilog="Exit codes: 0 success, 1 no plan (unknown, limit, error), 2 bad input.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("solve", help="solve one instance file")
