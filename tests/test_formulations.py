@@ -46,9 +46,8 @@ def counts_of(result: dnnprov.Result, model: pyo.ConcreteModel) -> np.ndarray:
     return np.array([result.plan.counts[c] for c in model.C], dtype=np.int64)
 
 
-def spot_cost(problem: dnnprov.SpotProblem, add=None) -> float:
-    """Proven optimal ``milp`` cost of ``problem`` (inf if infeasible), ``add(m)`` adds rows."""
-    model = create_spot_model(problem)
+def optimal_cost(model, add=None) -> float:
+    """Proven optimal ``milp`` cost of a model (inf if infeasible); ``add(m)`` adds rows first."""
     if add is not None:
         add(model)
     result = solve_model(model, "milp", time_limit_s=60)
@@ -59,17 +58,14 @@ def spot_cost(problem: dnnprov.SpotProblem, add=None) -> float:
     return result.cost
 
 
+def spot_cost(problem: dnnprov.SpotProblem, add=None) -> float:
+    """Proven optimal ``milp`` cost of a spot problem (inf if infeasible)."""
+    return optimal_cost(create_spot_model(problem), add)
+
+
 def serverless_cost(problem: dnnprov.ServerlessProblem, add=None) -> float:
     """Proven optimal ``milp`` cost of a serverless problem (inf if infeasible)."""
-    model = create_serverless_model(problem)
-    if add is not None:
-        add(model)
-    result = solve_model(model, "milp", time_limit_s=60)
-    assert result.status in (Status.OPTIMAL, Status.INFEASIBLE), result.message
-    if result.status is Status.INFEASIBLE:
-        return math.inf
-    assert not violations(model), violations(model)
-    return result.cost
+    return optimal_cost(create_serverless_model(problem), add)
 
 
 def not_below(new: float, old: float) -> bool:
