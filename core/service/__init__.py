@@ -1,0 +1,1 @@
+"""The HTTP service of ``dnnprov serve``."""
