@@ -15,8 +15,9 @@ from pathlib import Path
 from dnnprov.catalog import load_catalog
 from dnnprov.catalog_import import dated_catalog_name, import_shared_data, write_catalog
 from dnnprov.errors import InvalidInputError
-from dnnprov.export import (TARGETS, ApiCall, LaunchOptions, PlanDocument, ec2_fleet_calls, export,
-                            load_plan, plan_document, run_instances_calls)
+from dnnprov.export import (KUEUE_APIS, TARGETS, ApiCall, ExportOptions, FunctionCode, LaunchOptions,
+                            PlanDocument, ec2_fleet_calls, export_files, load_plan, plan_document,
+                            run_instances_calls)
 from dnnprov.instance_io import read_instance
 from dnnprov.replan import DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem
 from dnnprov.result import Status
@@ -57,12 +58,40 @@ def _launch(args: argparse.Namespace) -> LaunchOptions:
                          subnet_id=args.subnet_id, key_name=args.key_name)
 
 
+def _export_options(args: argparse.Namespace) -> ExportOptions:
+    code = None
+    if args.role or args.image_uri or args.s3_bucket or args.s3_key:
+        code = FunctionCode(role=args.role or "", image_uri=args.image_uri, s3_bucket=args.s3_bucket,
+                            s3_key=args.s3_key, runtime=args.runtime, handler=args.handler)
+    return ExportOptions(launch=_launch(args), function_name=args.function_name, code=code,
+                         queue_name=args.queue_name, namespace=args.namespace,
+                         kueue_api=f"kueue.x-k8s.io/{args.kueue_api}")
+
+
 def cmd_export(args: argparse.Namespace) -> int:
-    """Print (or write) PLAN in a deployable form."""
-    text = export(_document(args), args.to, launch=_launch(args), function_name=args.function_name,
-                  queue_name=args.queue_name)
+    """Print (or write) PLAN in a deployable form; ``skypilot`` writes one task file per cluster to --out DIR."""
+    files = export_files(_document(args), args.to, _export_options(args))
+    if args.to == "skypilot":
+        if not args.out:
+            raise InvalidInputError("--out", "the skypilot export is one task file per cluster: "
+                                             "give the folder to write them to (--out DIR)")
+        folder = Path(args.out)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            for name, text in files.items():
+                (folder / name).write_text(text)
+        except OSError as exc:
+            raise InvalidInputError("--out", f"cannot write {folder}: {exc.strerror or exc}") from None
+        (folder / "launch.sh").chmod(0o755)
+        for name in files:
+            print(folder / name)
+        return EXIT_OK
+    (text,) = files.values()
     if args.out:
-        Path(args.out).write_text(text)
+        try:
+            Path(args.out).write_text(text)
+        except OSError as exc:
+            raise InvalidInputError("--out", f"cannot write {args.out}: {exc.strerror or exc}") from None
         print(args.out)
     else:
         sys.stdout.write(text)
@@ -176,8 +205,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     _plan_options(p)
     p.add_argument("--to", choices=TARGETS, required=True)
     p.add_argument("--function-name", help="Lambda function (lambda; default: the instance name)")
-    p.add_argument("--queue-name", help="ClusterQueue name (kueue; default: the instance name)")
-    p.add_argument("--out", help="write here instead of standard output")
+    p.add_argument("--role", help="execution role ARN (lambda): CreateFunction instead of UpdateFunctionConfiguration")
+    p.add_argument("--image-uri", help="container image of the new function (lambda, with --role)")
+    p.add_argument("--s3-bucket", help=".zip package bucket of the new function (lambda, with --role)")
+    p.add_argument("--s3-key", help=".zip package key (lambda, with --s3-bucket)")
+    p.add_argument("--runtime", help="runtime of a .zip function, e.g. python3.12 (lambda)")
+    p.add_argument("--handler", help="handler of a .zip function, e.g. train.handler (lambda)")
+    p.add_argument("--queue-name", help="ClusterQueue and LocalQueue name (kueue; default: the instance name)")
+    p.add_argument("--namespace", default="default", help="namespace of the LocalQueue (kueue)")
+    p.add_argument("--kueue-api", choices=[a.rsplit("/", 1)[1] for a in KUEUE_APIS], default="v1beta2",
+                   help="Kueue API version (default %(default)s, stored from Kueue 0.16; v1beta1 for Kueue before 0.15)")
+    p.add_argument("--out", help="write here instead of standard output (skypilot: a folder, required)")
     p.set_defaults(run=cmd_export)
 
     p = sub.add_parser("apply", help="launch a spot plan on EC2 (--dry-run: DryRun requests only)")

@@ -8,6 +8,8 @@ catalog its prices came from::
 
 A bare result is accepted too. Workers already running (a takeover plan's kept
 instances, ``constraints.existing``) are not launched again, and neither is the PS then.
+:func:`export_files` gives every target as ``{file name: text}`` (SkyPilot: one task file
+per cluster); YAML is written by PyYAML's safe dumper only, so names stay data.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -30,7 +33,8 @@ from dnnprov.spot import ON_DEMAND_SUFFIX, SpotPlatform, SpotProblem
 TARGETS = ("ec2-fleet", "ec2-run-instances", "lambda", "skypilot", "kueue", "json")
 PLAN_FORMAT = "dnnprov/plan"
 CALLS_FORMAT = "dnnprov/aws-calls"
-KUEUE_API = "kueue.x-k8s.io/v1beta1"
+KUEUE_APIS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
+KUEUE_API = KUEUE_APIS[0]  # served from Kueue 0.15, the storage version from 0.16; v1beta1 on request
 FEASIBLE = ("optimal", "feasible", "limit")
 
 
@@ -278,20 +282,60 @@ def ec2_fleet_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
     return [ApiCall("ec2", "CreateFleet", params)] + _ps_calls(doc, options)
 
 
-def lambda_calls(doc: PlanDocument, function_name: str | None = None) -> list[ApiCall]:
-    """Lambda settings of a serverless plan: memory and timeout, reserved concurrency = functions."""
+@dataclass(frozen=True)
+class FunctionCode:
+    """What Lambda CreateFunction needs beyond the plan: the execution role and the code.
+
+    Either ``image_uri`` (a container image) or ``s3_bucket`` + ``s3_key`` with ``runtime``
+    and ``handler`` (a .zip package).
+    """
+
+    role: str
+    image_uri: str | None = None
+    s3_bucket: str | None = None
+    s3_key: str | None = None
+    runtime: str | None = None
+    handler: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.role:
+            raise InvalidInputError("role", "CreateFunction needs the execution role ARN (--role)")
+        if bool(self.image_uri) == bool(self.s3_bucket or self.s3_key):
+            raise InvalidInputError("code", "give either a container image (--image-uri) or a .zip "
+                                            "package (--s3-bucket and --s3-key)")
+        if not self.image_uri and not (self.s3_bucket and self.s3_key and self.runtime and self.handler):
+            raise InvalidInputError("code", "a .zip package needs --s3-bucket, --s3-key, --runtime and --handler")
+
+    def params(self) -> dict[str, Any]:
+        """The CreateFunction parameters for the code."""
+        if self.image_uri:
+            return {"Role": self.role, "PackageType": "Image", "Code": {"ImageUri": self.image_uri}}
+        return {"Role": self.role, "PackageType": "Zip", "Runtime": self.runtime, "Handler": self.handler,
+                "Code": {"S3Bucket": self.s3_bucket, "S3Key": self.s3_key}}
+
+
+def lambda_calls(doc: PlanDocument, function_name: str | None = None,
+                 code: FunctionCode | None = None) -> list[ApiCall]:
+    """Lambda settings of a serverless plan: memory and timeout, reserved concurrency = functions.
+
+    Without ``code`` the function exists and gets UpdateFunctionConfiguration; with it,
+    CreateFunction makes the function with the plan's memory and timeout.
+    """
     if doc.kind != "serverless":
         raise InvalidInputError("result.kind", "the lambda export needs a serverless plan")
     plan = doc.result["plan"]
     platform = doc.problem.platform if isinstance(doc.problem, ServerlessProblem) else ServerlessPlatform()
     name = function_name or doc.name
-    return [
-        ApiCall("lambda", "UpdateFunctionConfiguration", {
-            "FunctionName": name, "MemorySize": int(plan["memory_mb"]),
-            "Timeout": min(900, math.ceil(platform.timeout_s))}),
-        ApiCall("lambda", "PutFunctionConcurrency", {
-            "FunctionName": name, "ReservedConcurrentExecutions": int(plan["functions"])}),
-    ]
+    settings = {"FunctionName": name, "MemorySize": int(plan["memory_mb"]),
+                "Timeout": min(900, math.ceil(platform.timeout_s))}
+    if code is None:
+        configure = ApiCall("lambda", "UpdateFunctionConfiguration", settings)
+    else:
+        configure = ApiCall("lambda", "CreateFunction", {
+            **settings, **code.params(),
+            "Tags": {"dnnprov:plan": doc.name, "dnnprov:role": "worker"}})
+    return [configure, ApiCall("lambda", "PutFunctionConcurrency", {
+        "FunctionName": name, "ReservedConcurrentExecutions": int(plan["functions"])})]
 
 
 def calls_json(doc: PlanDocument, calls: list[ApiCall]) -> str:
@@ -301,98 +345,116 @@ def calls_json(doc: PlanDocument, calls: list[ApiCall]) -> str:
 
 
 # --------------------------------------------------------------------- YAML exports
-def to_yaml(value: Any, indent: int = 0) -> str:
-    """Block YAML for dicts, lists and scalars (strings are JSON-quoted, which YAML reads)."""
-    pad = " " * indent
-    if isinstance(value, Mapping):
-        if not value:
-            return "{}"
-        lines = []
-        for key, item in value.items():
-            head = f"{pad}{_yaml_key(key)}:"
-            if isinstance(item, (Mapping, list)) and item:
-                lines.append(head + "\n" + to_yaml(item, indent + 2))
-            else:
-                lines.append(f"{head} {to_yaml(item)}")
-        return "\n".join(lines)
-    if isinstance(value, list):
-        if not value:
-            return "[]"
-        lines = []
-        for item in value:
-            if isinstance(item, (Mapping, list)) and item:
-                body = to_yaml(item, indent + 2)
-                lines.append(f"{pad}- {body[indent + 2:]}")
-            else:
-                lines.append(f"{pad}- {to_yaml(item)}")
-        return "\n".join(lines)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return json.dumps(str(value))
+def dump_yaml(documents: list[Any], comment: str = "") -> str:
+    """YAML text of ``documents`` (one YAML document each) written by PyYAML's safe dumper.
 
+    Names are data: every string goes through the dumper, which quotes what needs quoting,
+    so no value can start a new document, add a key or end a comment. ``comment`` is a
+    fixed header of ours; each of its lines becomes a ``#`` line.
+    """
+    import yaml
 
-def _yaml_key(key: object) -> str:
-    text = str(key)
-    return text if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_./-]*", text) else json.dumps(text)
+    header = "".join(f"# {line}\n" for line in comment.splitlines())
+    return header + yaml.safe_dump_all(documents, sort_keys=False, default_flow_style=False,
+                                       explicit_start=len(documents) > 1, allow_unicode=False)
 
 
 def _dns_name(text: str) -> str:
-    return re.sub(r"[^a-z0-9.-]+", "-", text.lower()).strip("-.") or "dnnprov"
+    return re.sub(r"[^a-z0-9.-]+", "-", text.lower()).strip("-.")[:63].strip("-.") or "dnnprov"
 
 
-def skypilot_yaml(doc: PlanDocument) -> str:
-    """SkyPilot task YAML: one document per instance type and market (and the PS)."""
+def skypilot_tasks(doc: PlanDocument) -> dict[str, dict[str, Any]]:
+    """SkyPilot tasks of a spot plan, one per cluster: ``{task name: task}``.
+
+    SkyPilot has no heterogeneous cluster in one task, so each (type, market) of the plan
+    and the PS nodes is its own task, launched as its own cluster (``sky launch -c NAME``).
+    """
+    doc.require_spot()
     infra = f"aws/{doc.region}" if doc.region else "aws"
-    tasks = []
     base = _dns_name(doc.name).replace(".", "-")
+    tasks: dict[str, dict[str, Any]] = {}
     for label, count in doc.launch_counts().items():
         type_name, market = split_label(label)
-        tasks.append({"name": f"{base}-{type_name.replace('.', '-')}-{market}", "num_nodes": count,
-                      "resources": {"infra": infra, "instance_type": type_name, "use_spot": market == "spot"},
-                      "envs": {"DNNPROV_PLAN": doc.name, "DNNPROV_ROLE": "worker"}})
+        name = f"{base}-{type_name.replace('.', '-')}-{market}"
+        tasks[name] = {"name": name, "num_nodes": count,
+                       "resources": {"infra": infra, "instance_type": type_name, "use_spot": market == "spot"},
+                       "envs": {"DNNPROV_PLAN": doc.name, "DNNPROV_ROLE": "worker"}}
     if doc.launches_ps():
-        tasks.append({"name": f"{base}-ps", "num_nodes": doc.ps,
-                      "resources": {"infra": infra, "instance_type": doc.ps_type, "use_spot": False},
-                      "envs": {"DNNPROV_PLAN": doc.name, "DNNPROV_ROLE": "ps"}})
-    header = (f"# SkyPilot tasks for plan {doc.name} (dnnprov): one cluster per document.\n"
-              "# Launch each with `sky launch -c NAME` on its own; a multi-document file given to\n"
-              "# `sky jobs launch` is a pipeline, which a parameter-server cluster is not.\n")
-    return header + "\n---\n".join(to_yaml(t) for t in tasks) + "\n"
+        tasks[f"{base}-ps"] = {"name": f"{base}-ps", "num_nodes": doc.ps,
+                               "resources": {"infra": infra, "instance_type": doc.ps_type, "use_spot": False},
+                               "envs": {"DNNPROV_PLAN": doc.name, "DNNPROV_ROLE": "ps"}}
+    return tasks
 
 
-def kueue_yaml(doc: PlanDocument, queue_name: str | None = None) -> str:
-    """Kueue ResourceFlavors (one per type and market) and a ClusterQueue with the plan's quotas.
+def skypilot_files(doc: PlanDocument) -> dict[str, str]:
+    """One SkyPilot task file per cluster (``NAME.yaml``) and ``launch.sh`` launching them all."""
+    files = {f"{name}.yaml": dump_yaml([task], "SkyPilot task of a dnnprov plan: launch with\n"
+                                                f"  sky launch -c {name} {name}.yaml")
+             for name, task in skypilot_tasks(doc).items()}
+    lines = ["#!/bin/sh", "# Launch every cluster of the dnnprov plan (one SkyPilot task file each).",
+             'set -e', 'cd "$(dirname "$0")"']
+    lines += [f"sky launch -y -c {shlex.quote(f.removesuffix('.yaml'))} {shlex.quote(f)}" for f in files]
+    files["launch.sh"] = "\n".join(lines) + "\n"
+    return files
 
-    Quotas cover the whole plan's workers: GPUs always, CPUs and memory when the catalog
-    (or the instance) gives them for every type. The PS is not a Kueue workload here.
+
+def kueue_documents(doc: PlanDocument, queue_name: str | None = None, *, namespace: str = "default",
+                    api_version: str = KUEUE_API) -> list[dict[str, Any]]:
+    """Kueue objects of a spot plan: ResourceFlavors, a ClusterQueue with the plan's quotas, a LocalQueue.
+
+    One ResourceFlavor per (type, market) of the workers and one for the PS nodes
+    (on-demand). The ClusterQueue's quotas are the whole plan's totals: ``pods`` (one pod
+    per node) and ``nvidia.com/gpu`` always, ``cpu`` and ``memory`` when the catalog (or the
+    instance) gives them for every flavor. The LocalQueue in ``namespace`` points at it.
     """
+    api_version = check.choice("kueue_api", api_version, KUEUE_APIS)
     counts = doc.counts()
-    flavors, rows = [], []
+    rows = []
     for label, count in counts.items():
         type_name, market = split_label(label)
-        gpus, vcpus, memory = _hardware(doc, type_name)
-        flavor = _dns_name(f"{type_name}-{market}")
-        flavors.append({"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": flavor},
-                        "spec": {"nodeLabels": {"node.kubernetes.io/instance-type": type_name,
-                                                "karpenter.sh/capacity-type": market}}})
-        rows.append((flavor, count, gpus, vcpus, memory))
-    covered = ["nvidia.com/gpu"]
-    if all(r[3] is not None for r in rows):
-        covered.insert(0, "cpu")
+        rows.append((type_name, market, count, *_hardware(doc, type_name)))
+    ps_gpus, ps_vcpus, ps_memory = _ps_hardware(doc)
+    rows.append((doc.ps_type, "on-demand", doc.ps, ps_gpus, ps_vcpus, ps_memory))
+    covered = ["pods"]
     if all(r[4] is not None for r in rows):
-        covered.insert(len(covered) - 1, "memory")
+        covered.append("cpu")
+    if all(r[5] is not None for r in rows):
+        covered.append("memory")
+    covered.append("nvidia.com/gpu")
+    documents: list[dict[str, Any]] = []
     queue_flavors = []
-    for flavor, count, gpus, vcpus, memory in rows:
-        quota = {"cpu": count * (vcpus or 0), "memory": _quantity(count * (memory or 0.0)), "nvidia.com/gpu": count * gpus}
+    for type_name, market, count, gpus, vcpus, memory in rows:
+        flavor = _dns_name(f"{type_name}-{market}")
+        documents.append({"apiVersion": api_version, "kind": "ResourceFlavor", "metadata": {"name": flavor},
+                          "spec": {"nodeLabels": {"node.kubernetes.io/instance-type": type_name,
+                                                  "karpenter.sh/capacity-type": market}}})
+        quota = {"pods": count, "cpu": count * (vcpus or 0), "memory": _quantity(count * (memory or 0.0)),
+                 "nvidia.com/gpu": count * gpus}
         queue_flavors.append({"name": flavor, "resources": [{"name": r, "nominalQuota": quota[r]} for r in covered]})
-    queue = {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": _dns_name(queue_name or doc.name)},
-             "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": covered, "flavors": queue_flavors}]}}
-    header = f"# Kueue quotas for plan {doc.name} (dnnprov): {sum(counts.values())} workers.\n"
-    return header + "\n---\n".join(to_yaml(d) for d in [*flavors, queue]) + "\n"
+    queue = _dns_name(queue_name or doc.name)
+    documents.append({"apiVersion": api_version, "kind": "ClusterQueue", "metadata": {"name": queue},
+                      "spec": {"namespaceSelector": {},
+                               "resourceGroups": [{"coveredResources": covered, "flavors": queue_flavors}]}})
+    documents.append({"apiVersion": api_version, "kind": "LocalQueue",
+                      "metadata": {"name": queue, "namespace": _dns_name(namespace)},
+                      "spec": {"clusterQueue": queue}})
+    return documents
+
+
+def kueue_yaml(doc: PlanDocument, queue_name: str | None = None, *, namespace: str = "default",
+               api_version: str = KUEUE_API) -> str:
+    """The :func:`kueue_documents` as one YAML stream (``kubectl apply -f`` takes it)."""
+    documents = kueue_documents(doc, queue_name, namespace=namespace, api_version=api_version)
+    return dump_yaml(documents, f"Kueue quotas of a dnnprov plan: {sum(doc.counts().values())} workers "
+                                f"and {doc.ps} PS node(s).")
+
+
+def _ps_hardware(doc: PlanDocument) -> tuple[int, int | None, float | None]:
+    """GPUs, vCPUs and memory of the PS type from the catalog (0 GPUs and unknown otherwise)."""
+    if doc.catalog is not None and any(e.name == doc.ps_type for e in doc.catalog.instance_types):
+        entry = doc.catalog.entry(doc.ps_type)
+        return entry.gpus, entry.vcpus, entry.memory_gb
+    return 0, None, None
 
 
 def _hardware(doc: PlanDocument, type_name: str) -> tuple[int, int | None, float | None]:
@@ -417,9 +479,9 @@ def plan_json(doc: PlanDocument) -> dict[str, Any]:
     """The plan with what to launch, stamped with the catalog snapshot it was priced from."""
     r = doc.result
     out: dict[str, Any] = {
-        "format": "dnnprov/deployment", "version": 1, "instance": doc.name, "kind": doc.kind,
+        "format": "dnnprov/deployment", "version": 2, "instance": doc.name, "kind": doc.kind,
         "status": r.get("status"), "method": r.get("method"), "model": r.get("model"),
-        "plan": r["plan"], "time_s": r.get("time_s"), "cost_usd": r.get("cost"),
+        "plan": r["plan"], "time_s": r.get("time_s"), "cost": r.get("cost"),
         "catalog": None if doc.catalog is None else {
             "name": doc.catalog.name, "region": doc.catalog.region, "snapshot": doc.catalog.snapshot},
     }
@@ -429,19 +491,49 @@ def plan_json(doc: PlanDocument) -> dict[str, Any]:
     return out
 
 
-def export(doc: PlanDocument, target: str, *, launch: LaunchOptions = LaunchOptions(),
-           function_name: str | None = None, queue_name: str | None = None) -> str:
-    """The text of ``doc`` exported to ``target`` (one of :data:`TARGETS`)."""
+@dataclass(frozen=True)
+class ExportOptions:
+    """Options of the exports beyond the plan (each export reads the ones it needs)."""
+
+    launch: LaunchOptions = LaunchOptions()
+    function_name: str | None = None
+    code: FunctionCode | None = None
+    queue_name: str | None = None
+    namespace: str = "default"
+    kueue_api: str = KUEUE_API
+
+
+#: File name of each single-file export.
+FILE_NAMES = {"ec2-fleet": "ec2-fleet.json", "ec2-run-instances": "ec2-run-instances.json",
+              "lambda": "lambda.json", "kueue": "kueue.yaml", "json": "plan.json"}
+
+
+def export_files(doc: PlanDocument, target: str, options: ExportOptions = ExportOptions()) -> dict[str, str]:
+    """The files of ``doc`` exported to ``target`` (one of :data:`TARGETS`): ``{file name: text}``.
+
+    Every target is one file except ``skypilot``: one task file per cluster and ``launch.sh``.
+    """
     target = check.choice("target", target, TARGETS)
-    if target == "ec2-fleet":
-        return calls_json(doc, ec2_fleet_calls(doc, launch))
-    if target == "ec2-run-instances":
-        return calls_json(doc, run_instances_calls(doc, launch))
-    if target == "lambda":
-        return calls_json(doc, lambda_calls(doc, function_name))
     if target == "skypilot":
+        return skypilot_files(doc)
+    if target == "ec2-fleet":
+        text = calls_json(doc, ec2_fleet_calls(doc, options.launch))
+    elif target == "ec2-run-instances":
+        text = calls_json(doc, run_instances_calls(doc, options.launch))
+    elif target == "lambda":
+        text = calls_json(doc, lambda_calls(doc, options.function_name, options.code))
+    elif target == "kueue":
         doc.require_spot()
-        return skypilot_yaml(doc)
-    if target == "kueue":
-        return kueue_yaml(doc, queue_name)
-    return json.dumps(plan_json(doc), indent=2) + "\n"
+        text = kueue_yaml(doc, options.queue_name, namespace=options.namespace, api_version=options.kueue_api)
+    else:
+        text = json.dumps(plan_json(doc), indent=2) + "\n"
+    return {FILE_NAMES[target]: text}
+
+
+def export(doc: PlanDocument, target: str, options: ExportOptions = ExportOptions()) -> str:
+    """The text of ``doc`` exported to a single-file ``target`` (every target but ``skypilot``)."""
+    if target == "skypilot":
+        raise InvalidInputError("target", "the skypilot export is one task file per cluster: "
+                                          "use export_files() (CLI: --out DIR)")
+    (text,) = export_files(doc, target, options).values()
+    return text
