@@ -6,6 +6,7 @@ import difflib
 from dataclasses import fields
 from typing import Any, Iterable, Mapping
 
+from dnnprov._checks import short
 from dnnprov.errors import InvalidInputError
 
 
@@ -33,6 +34,14 @@ def check_keys(field: str, data: Mapping[str, Any], required: Iterable[str],
     for key in required:
         if key not in data:
             raise InvalidInputError(_join(field, key), "missing required field")
+
+
+def check_format(data: Mapping[str, Any], fmt: str, version: int = 1) -> None:
+    """Refuse a dict whose ``format`` is not ``fmt`` or whose ``version`` is not ``version``."""
+    if not isinstance(data.get("format"), str) or data["format"] != fmt:
+        raise InvalidInputError("format", f"must be {fmt!r} here; got {short(data.get('format'))}")
+    if isinstance(data.get("version"), bool) or data.get("version") != version:
+        raise InvalidInputError("version", f"this dnnprov reads version {version}; got {short(data.get('version'))}")
 
 
 def _join(field: str, key: str) -> str:

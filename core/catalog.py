@@ -143,6 +143,7 @@ class SpotWorkloadProfile:
         """The ``dnnprov/spot-workload`` v1 dict."""
         workload = {f.name: getattr(self.workload, f.name) for f in fields(self.workload)}
         workload["estimated"] = list(self.workload.estimated)
+        workload["domain"] = self.workload.domain.to_dict() if self.workload.domain else None
         return {"format": "dnnprov/spot-workload", "version": 1, "model": self.model,
                 "notes": self.notes, "workload": drop_none(workload),
                 "per_type": {k: dict(v) for k, v in self.per_type.items()}}

@@ -1,31 +1,51 @@
 """The ``dnnprov`` command line. ``main()`` parses; each subcommand is a small function.
 
-Exit codes: 0 success, 1 the solve ended without a plan (infeasible, unknown, error),
-2 bad input (unreadable or invalid file, bad option).
+Exit codes: 0 success, 1 the solve ended without a plan (unknown, limit, error), 2 bad
+input (unreadable or invalid file, bad option), 3 an internal error (a bug), 130
+interrupted (Ctrl-C), 141 standard output closed early (``dnnprov show ... | head -1``).
+Errors are one line on standard error; no traceback reaches the user.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import unicodedata
 from typing import Callable, Sequence
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.instance_io import embedded_instance, read_instance
+from dnnprov.instance_io import embedded_instance, read_instance, resolve_instance_path
 from dnnprov.result import Status
 from dnnprov.serverless import ServerlessProblem
 from dnnprov.solve import METHODS, solve
 from dnnprov.spot import SpotProblem
 
-EXIT_OK, EXIT_NO_PLAN, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_NO_PLAN, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
 DEMO_INSTANCE = "spot/paper-table1.json"
+#: Unicode categories never written raw to a terminal: controls (ESC, CR, ...), format
+#: characters (bidirectional overrides), line and paragraph separators, surrogates.
+UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 def _instance_path(value: str) -> str:
     """A file path, or ``embedded:REL`` for a file shipped with dnnprov."""
-    if value.startswith("embedded:"):
-        return str(embedded_instance(value.removeprefix("embedded:")))
-    return value
+    return str(resolve_instance_path(value))
+
+
+def terminal_safe(text: object) -> str:
+    """``text`` with every control, format and separator character escaped (``\x1b``,
+    ``\n``, ``\u202e``), so that data can neither move the cursor, recolour the terminal
+    nor start a new line that looks like dnnprov's own output."""
+    out = []
+    for c in str(text):
+        if unicodedata.category(c) in UNSAFE_CATEGORIES:
+            code = ord(c)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
@@ -56,35 +76,51 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def describe(problem: SpotProblem | ServerlessProblem) -> str:
-    """A few readable lines about a problem."""
+    """A few readable lines about a problem, with the instance file's field names.
+
+    Every string from the file goes through :func:`terminal_safe`.
+    """
+    q = terminal_safe
     if isinstance(problem, SpotProblem):
         w, slo, c = problem.workload, problem.slo, problem.constraints
-        lines = [f"{problem.name}: spot problem, model {problem.model}, workload {w.name} "
-                 f"(loss variant {w.loss_variant})",
-                 f"  SLO: loss {slo.loss:g} within {slo.time_s:g} s"
-                 + (f" (+{slo.takeover_overhead_s:g} s takeover)" if slo.takeover_overhead_s else ""),
-                 f"  PS count {c.ps_count[0]}..{c.ps_count[1]}, markets {', '.join(c.markets)}"]
+        workers = f"{c.workers[0]}..{c.workers[1] if c.workers[1] is not None else 'null'}"
+        lines = [f"{q(problem.name)}: spot problem, model {problem.model}, workload {q(w.name)} "
+                 f"(loss_variant {w.loss_variant})",
+                 f"  slo: loss {slo.loss:g}, time_s {slo.time_s:g}"
+                 + (f", takeover_overhead_s {slo.takeover_overhead_s:g}" if slo.takeover_overhead_s else ""),
+                 f"  constraints: ps_count {c.ps_count[0]}..{c.ps_count[1]}, workers {workers}, "
+                 f"markets {', '.join(c.markets)}",
+                 "  columns (compute_time_s by eq. (6) where the file gives speed_samples_per_s; "
+                 "price_per_h is the column's market price):"]
         cols = problem.columns()
+        width = max(24, *(len(q(label)) for label in cols.labels))
+        lines.append(f"    {'column':<{width}} {'gpus':>4} {'batch_per_gpu':>13} {'compute_time_s':>14} "
+                     f"{'price_per_h':>11} {'quota':>5} {'existing':>8}")
         for i, label in enumerate(cols.labels):
-            lines.append(f"  {label:<24} {cols.gpus[i]} GPU  batch {cols.batch[i]:>6g}  "
-                         f"T_comp {cols.compute_time[i]:.4f} s  ${cols.price[i]:.4f}/h  "
-                         f"quota {cols.upper[i]}" + (f"  kept {cols.lower[i]}" if cols.lower[i] else ""))
+            per_gpu = int(cols.batch[i]) // int(cols.gpus[i])
+            lines.append(f"    {q(label):<{width}} {cols.gpus[i]:>4} {per_gpu:>13} {cols.compute_time[i]:>14.4f} "
+                         f"{cols.price[i]:>11.4f} {cols.upper[i]:>5} {cols.lower[i]:>8}")
         if c.vcpu_quotas:
-            lines.append("  vCPU quotas: " + ", ".join(f"{q.family}/{q.market} <= {q.vcpus}" for q in c.vcpu_quotas))
+            lines.append("  vcpu_quotas: " + ", ".join(f"{q(v.family)}/{v.market} <= {v.vcpus}" for v in c.vcpu_quotas))
         if c.budget_usd is not None:
-            lines.append(f"  budget: ${c.budget_usd:g}")
+            lines.append(f"  budget_usd: {c.budget_usd:g}")
     else:
         w, p = problem.workload, problem.platform
         grid = problem.memory_grid()
-        lines = [f"{problem.name}: serverless problem, workload {w.name} ({w.epochs:g} epochs of {w.samples} samples)",
-                 f"  SLO: {problem.time_s:g} s",
-                 f"  memory {grid[0]}..{grid[-1]} MB in steps of {p.memory_step_mb} MB, "
-                 f"functions {problem.function_range()[0]}..{problem.function_range()[1]}, "
-                 f"timeout {p.timeout_s:g} s",
-                 f"  local batch {w.local_batch}, max global batch {w.max_global_batch}, model {w.model_mb:g} MB, "
-                 f"dataset {w.dataset_mb:g} MB"]
+        low, high = problem.function_range()
+        lines = [f"{q(problem.name)}: serverless problem, workload {q(w.name)} "
+                 f"(epochs {w.epochs:g} of {w.samples} samples)",
+                 f"  slo: time_s {problem.time_s:g}",
+                 f"  memory_mb {grid[0]}..{grid[-1]} in memory_step_mb {p.memory_step_mb} "
+                 f"({len(grid)} sizes), functions {low}..{high}, "
+                 f"ps_count {problem.constraints.ps_count[0]}..{problem.constraints.ps_count[1]}, "
+                 f"timeout_s {p.timeout_s:g}",
+                 f"  local_batch {w.local_batch}, max_global_batch {w.max_global_batch}, "
+                 f"model_mb {w.model_mb:g}, dataset_mb {w.dataset_mb:g}"]
+        if problem.constraints.budget_usd is not None:
+            lines.append(f"  budget_usd: {problem.constraints.budget_usd:g}")
     if problem.notes:
-        lines.append(f"  notes: {problem.notes}")
+        lines.append(f"  notes: {q(problem.notes)}")
     return "\n".join(lines)
 
 
@@ -125,15 +161,50 @@ EXTRA_COMMANDS.append(__import__("dnnprov.cli_generate", fromlist=["register"]).
 EXTRA_COMMANDS.append(__import__("dnnprov.cli_joint", fromlist=["register"]).register)
 
 
+def _error(text: str) -> None:
+    """Write one ``dnnprov: ...`` line to standard error (escaped: a single line)."""
+    try:
+        print(f"dnnprov: {terminal_safe(text)}", file=sys.stderr)
+    except (OSError, ValueError):  # stderr closed too: nothing left to tell
+        pass
+
+
+def _stdout_gone() -> None:
+    """Point standard output at /dev/null, so that the interpreter's last flush is silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (captured output)
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code."""
+    """Run the CLI; returns the exit code.
+
+    Bad input ends with one ``dnnprov: error: FIELD: PROBLEM`` line on standard error and
+    exit code 2; a closed standard output (a pager or ``head`` that quit) with 141;
+    Ctrl-C with 130; an unexpected exception (a bug) with one ``dnnprov: internal
+    error`` line and exit code 3.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.run(args)
+        code = args.run(args)
+        sys.stdout.flush()
+        return code
     except InvalidInputError as exc:
-        print(f"dnnprov: error: {exc}", file=sys.stderr)
+        _error(f"error: {exc}")
         return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        _stdout_gone()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # the last resort: a bug must not print a traceback at the user
+        _error(f"internal error: {type(exc).__name__}: {exc} (a bug in dnnprov; please report it with the input)")
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from dnnprov import _checks as check
 from dnnprov._fields import build as _build, check_keys, drop_none, estimated_fields as _estimated, mapping, set_field as _set
+from dnnprov.domain import ServerlessDomain, as_domain
 from dnnprov.errors import InvalidInputError
 
 
@@ -16,6 +17,8 @@ class ServerlessWorkload:
 
     Training rate ``R = rate_alpha * m + rate_beta`` (eq. 6, samples/s at ``m`` MB);
     storage bandwidth ``min(storage_alpha * m + storage_beta, B_s)`` (eq. 8, MB/s).
+    ``domain`` is where the profile holds (:class:`~dnnprov.domain.ServerlessDomain`);
+    plans outside it are infeasible. ``None``: nothing enforced.
     """
 
     name: str
@@ -31,6 +34,7 @@ class ServerlessWorkload:
     storage_beta: float
     min_memory_mb: int = 128
     estimated: tuple[str, ...] = ()
+    domain: ServerlessDomain | None = None
 
     def __post_init__(self) -> None:
         w = "workload"
@@ -48,6 +52,7 @@ class ServerlessWorkload:
         if self.max_global_batch < self.local_batch:
             raise InvalidInputError(f"{w}.max_global_batch", f"{self.max_global_batch} is below local_batch {self.local_batch}")
         _set(self, "estimated", _estimated(f"{w}.estimated", self.estimated, self))
+        _set(self, "domain", as_domain(ServerlessDomain, self.domain))
 
 
 @dataclass(frozen=True)
@@ -166,6 +171,8 @@ class ServerlessProblem:
         """The instance-file dict; ``from_dict(to_dict())`` gives an equal problem."""
         workload = {f.name: getattr(self.workload, f.name) for f in fields(self.workload)}
         workload["estimated"] = list(self.workload.estimated)
+        workload["domain"] = self.workload.domain.to_dict() if self.workload.domain else None
+        workload = drop_none(workload)
         c = self.constraints
         return {
             "format": "dnnprov/serverless",

@@ -16,6 +16,7 @@ import numpy as np
 
 from dnnprov import _checks as check
 from dnnprov._fields import build as _build, check_keys, drop_none, estimated_fields as _estimated, mapping, set_field as _set
+from dnnprov.domain import SpotDomain, as_domain
 from dnnprov.errors import InvalidInputError
 
 MODELS = ("paper", "reference")
@@ -94,6 +95,8 @@ class SpotWorkload:
     ``loss_variant`` ``"cc"`` is eq. (3) with the convergence coefficient R; ``"no-cc"``
     is the authors' code: ``j = (g2 b_w + g3) sqrt(K) / (L - g5) - g1`` (gamma_4 unused).
     ``estimated`` names the fields that were not published and were estimated.
+    ``domain`` is where the fit holds (:class:`~dnnprov.domain.SpotDomain`); plans outside
+    it are infeasible. ``None``: no domain known, nothing is enforced.
     """
 
     name: str
@@ -110,6 +113,7 @@ class SpotWorkload:
     alpha_2: float | None = None
     beta_2: float | None = None
     estimated: tuple[str, ...] = ()
+    domain: SpotDomain | None = None
 
     def __post_init__(self) -> None:
         w = "workload"
@@ -124,6 +128,7 @@ class SpotWorkload:
         _set(self, "alpha_2", check.optional_number(f"{w}.alpha_2", self.alpha_2))
         _set(self, "beta_2", check.optional_number(f"{w}.beta_2", self.beta_2))
         _set(self, "estimated", _estimated(f"{w}.estimated", self.estimated, self))
+        _set(self, "domain", as_domain(SpotDomain, self.domain))
 
 
 @dataclass(frozen=True)
@@ -408,6 +413,7 @@ class SpotProblem:
             types[t.name] = drop_none(entry)
         workload = {f.name: getattr(self.workload, f.name) for f in fields(self.workload)}
         workload["estimated"] = list(self.workload.estimated)
+        workload["domain"] = self.workload.domain.to_dict() if self.workload.domain else None
         c = self.constraints
         return {
             "format": "dnnprov/spot",

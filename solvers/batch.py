@@ -15,9 +15,6 @@ backends a timeout or crash gives the same row locally and on Dask.
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 import os
 import queue
@@ -31,15 +28,19 @@ from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.instance_io import FORMATS, problem_from_dict, read_instance
 from dnnprov.result import Status
 from dnnprov.serverless import ServerlessProblem
 from dnnprov.solve import METHODS, solve
+from dnnprov.solvers.batch_files import (INSTANCE_SUFFIXES, NUMERIC_COLUMNS, PLAN_COLUMNS, ROW_COLUMNS,
+                                         TEXT_COLUMNS, Item, OutputLock, ResultWriter, find_instance_files,
+                                         instance_identity, load_instance, load_instances, named_files,
+                                         plan_counts, plan_values, read_items, read_results, rows_frame,
+                                         split_path)
 from dnnprov.spot import SpotProblem
 
 if TYPE_CHECKING:  # pandas is imported where used: task processes start without it
@@ -47,17 +48,15 @@ if TYPE_CHECKING:  # pandas is imported where used: task processes start without
 
 Problem = SpotProblem | ServerlessProblem
 
-#: Columns of a result row, in file order.
-ROW_COLUMNS = ("path", "instance", "kind", "model", "method", "status", "cost", "time_s",
-               "bound", "gap", "solve_seconds", "plan", "message", "error")
-NUMERIC_COLUMNS = ("cost", "time_s", "bound", "gap", "solve_seconds")
-TEXT_COLUMNS = tuple(c for c in ROW_COLUMNS if c not in NUMERIC_COLUMNS)
+__all__ = ["INSTANCE_SUFFIXES", "NUMERIC_COLUMNS", "PLAN_COLUMNS", "ROW_COLUMNS", "TEXT_COLUMNS", "Item",
+           "OutputLock", "ResultWriter", "find_instance_files", "format_summary", "instance_identity",
+           "load_instance", "load_instances", "named_files", "plan_counts", "read_items", "read_results",
+           "rows_frame", "run_batch", "split_path", "summarize"]
 
 #: Environment variable naming an instance (name, file name or path) whose task makes its
 #: child process exit hard; for testing crash handling. Read when the tasks are made.
 CRASH_ENV = "DNNPROV_TEST_CRASH_ON"
 CRASH_EXIT_CODE = 70
-INSTANCE_SUFFIXES = (".json", ".jsonl")
 
 
 # ------------------------------------------------------------------ tasks and rows
@@ -80,17 +79,8 @@ class Task:
 
     @property
     def key(self) -> tuple[str, str]:
-        """The resume key ``(path, method)``."""
-        return self.path, self.method
-
-
-@dataclass(frozen=True)
-class Item:
-    """One instance found in the input: its row path, the problem or the read error."""
-
-    path: str
-    problem: Problem | None
-    error: str = ""
+        """The resume key ``(normalised path, method)`` (see :func:`instance_identity`)."""
+        return instance_identity(self.path), self.method
 
 
 def applies(problem: Problem | None, method: str) -> bool:
@@ -136,140 +126,14 @@ def run_task(task: Task) -> dict[str, Any]:
         return failure_row(task, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
     row = result.to_row()
     row.pop("instance", None)
-    out = _row(task, **row)
+    gpus = None
+    if isinstance(task.problem, SpotProblem):
+        cols = task.problem.columns()
+        gpus = dict(zip(cols.labels, (int(g) for g in cols.gpus)))
+    out = _row(task, **row, **plan_values(result.plan, gpus))
     if result.status is Status.ERROR:
         out["error"] = result.message or "solver error"
     return out
-
-
-# ------------------------------------------------------------------ finding instances
-def find_instance_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Files given, and ``*.json`` / ``*.jsonl`` below folders given, sorted and unique."""
-    files: set[Path] = set()
-    for entry in paths:
-        p = Path(entry)
-        if p.is_dir():
-            files.update(f for f in p.rglob("*") if f.is_file() and f.suffix in INSTANCE_SUFFIXES
-                         and not any(part.startswith(".") for part in f.relative_to(p).parts))
-        elif p.is_file():
-            files.add(p)
-        else:
-            raise InvalidInputError(str(entry), "no such file or folder")
-    return sorted(files, key=lambda f: f.as_posix())
-
-
-def _other_document(path: Path) -> bool:
-    """Whether ``path`` is JSON that does not claim to be an instance: an object with no
-    ``format`` (a benchmark set's ``index.json``) or another dnnprov format (catalog,
-    workload profile)."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return False
-    if not isinstance(data, dict):
-        return False
-    fmt = data.get("format")
-    return fmt is None or (isinstance(fmt, str) and fmt.startswith("dnnprov/") and fmt not in FORMATS)
-
-
-def read_items(files: Sequence[Path]) -> tuple[list[Item], list[Path]]:
-    """Read every file: ``(items, skipped)``; skipped files are JSON that is no instance.
-
-    A ``.jsonl`` file is read with ``dnnprov.generate.read_instance_lines`` and gives one
-    item per instance, with path ``FILE#N`` (N counts from 1 in the order read).
-    """
-    items: list[Item] = []
-    skipped: list[Path] = []
-    for f in files:
-        label = f.as_posix()
-        if f.suffix == ".jsonl":
-            count = 0
-            try:
-                for count, problem in enumerate(_read_lines(f), start=1):
-                    items.append(Item(f"{label}#{count}", problem))
-            except Exception as exc:  # the reader stops at a bad line: the rest is one failed item
-                items.append(Item(label if count == 0 and _is_read_failure(exc) else f"{label}#{count + 1}",
-                                  None, _error_text(exc)))
-            continue
-        try:
-            items.append(Item(label, read_instance(f)))
-        except Exception as exc:
-            if _other_document(f):
-                skipped.append(f)
-            else:
-                items.append(Item(label, None, _error_text(exc)))
-    return items, skipped
-
-
-def _is_read_failure(exc: Exception) -> bool:
-    """Whether ``exc`` is about the whole file (unreadable, no reader) rather than a line."""
-    return isinstance(exc, InvalidInputError) and ("cannot read" in exc.problem or "read_instance_lines" in exc.problem)
-
-
-def _error_text(exc: Exception) -> str:
-    if isinstance(exc, InvalidInputError):
-        return f"bad instance: {exc}"
-    return f"bad instance: {type(exc).__name__}: {exc}"
-
-
-def _read_lines(path: Path) -> Iterator[Problem]:
-    try:
-        from dnnprov.generate import read_instance_lines
-    except ImportError:
-        raise InvalidInputError(str(path), "reading .jsonl files needs dnnprov.generate.read_instance_lines, "
-                                "which this dnnprov does not have") from None
-    for entry in read_instance_lines(path):
-        if isinstance(entry, tuple) and len(entry) == 2:  # (line number, problem)
-            entry = entry[1]
-        yield problem_from_dict(entry) if isinstance(entry, dict) else entry
-
-
-def split_path(path: str) -> tuple[str, int | None]:
-    """``"trace.jsonl#3"`` -> ``("trace.jsonl", 3)``; a plain path -> ``(path, None)``."""
-    head, sep, tail = path.rpartition("#")
-    if sep and tail.isdigit() and head.endswith(".jsonl"):
-        return head, int(tail)
-    return path, None
-
-
-def load_instance(path: str) -> Problem:
-    """The problem a row's ``path`` refers to (a file, or ``FILE.jsonl#N``)."""
-    found = load_instances([path])[path]
-    if isinstance(found, Exception):
-        raise found
-    return found
-
-
-def load_instances(paths: Iterable[str]) -> dict[str, Problem | Exception]:
-    """The problems of many row paths, reading each file once; failures as exceptions."""
-    wanted: dict[str, dict[int | None, str]] = {}
-    for path in paths:
-        file, index = split_path(path)
-        wanted.setdefault(file, {})[index] = path
-    found: dict[str, Problem | Exception] = {}
-    for file, indexes in wanted.items():
-        if None in indexes:
-            path = indexes.pop(None)
-            try:
-                found[path] = read_instance(file)
-            except Exception as exc:
-                found[path] = exc
-        if not indexes:
-            continue
-        last = max(indexes)
-        try:
-            for i, problem in enumerate(_read_lines(Path(file)), start=1):
-                if i in indexes:
-                    found[indexes.pop(i)] = problem
-                if i >= last:
-                    break
-        except Exception as exc:
-            for path in indexes.values():
-                found[path] = exc
-            continue
-        for i, path in indexes.items():
-            found[path] = InvalidInputError(path, f"{file} has fewer than {i} instances")
-    return found
 
 
 def make_tasks(items: Sequence[Item], methods: Sequence[str], *, time_limit_s: float, gap: float = 0.0,
@@ -289,8 +153,13 @@ def make_tasks(items: Sequence[Item], methods: Sequence[str], *, time_limit_s: f
 
 
 def default_kill_after(time_limit_s: float) -> float:
-    """Seconds after which a task's child is killed: the limit plus max(5 s, 25 %)."""
-    return time_limit_s + max(5.0, 0.25 * time_limit_s)
+    """Seconds after which a task's child is killed: ``1.1 * limit + 30`` s.
+
+    The solver is to stop itself at its time limit and return its incumbent (status
+    ``limit``); the kill is the last resort for one that does not return, so the grace is
+    generous (a loaded machine, the set-up and the final MILP count against the limit).
+    """
+    return 1.1 * time_limit_s + 30.0
 
 
 # ------------------------------------------------------------------ supervised child
@@ -378,8 +247,9 @@ class Child:
         assert self.task is not None
         task = self.task
         self.close(kill=True)
-        row = failure_row(task, f"timeout: task process killed after {task.kill_after_s:g} s "
-                                f"(time limit {task.time_limit_s:g} s)", time.perf_counter() - self.started)
+        row = failure_row(task, f"timeout: task process killed after {task.kill_after_s:g} s: the solver did not "
+                                f"return within its time limit of {task.time_limit_s:g} s and the grace after it; "
+                                "no result", time.perf_counter() - self.started)
         self.task = None
         return row
 
@@ -528,97 +398,6 @@ def run_dask(tasks: Sequence[Task], address: str, emit: Callable[[dict[str, Any]
             cluster.close()
 
 
-# ------------------------------------------------------------------ result files
-def _cell(value: Any) -> Any:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return value
-
-
-class ResultWriter:
-    """Rows to CSV (appended and flushed per row) or Parquet (rewritten in chunks)."""
-
-    def __init__(self, path: Path, existing: Sequence[dict[str, Any]] = (), *,
-                 chunk_rows: int = 50, chunk_seconds: float = 30.0) -> None:
-        self.path = path
-        self.parquet = path.suffix == ".parquet"
-        self.rows = list(existing)
-        self.chunk_rows, self.chunk_seconds = chunk_rows, chunk_seconds
-        self.unsaved, self.saved_at = 0, time.monotonic()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.rewrite(self.rows)
-        self.handle = None if self.parquet else path.open("a", newline="")
-        self.csv = None if self.handle is None else csv.writer(self.handle)
-
-    def write(self, row: dict[str, Any]) -> None:
-        """Add one row (on disk now for CSV, within a chunk for Parquet)."""
-        self.rows.append(row)
-        if self.csv is not None:
-            self.csv.writerow([_cell(row[c]) for c in ROW_COLUMNS])
-            self.handle.flush()
-            return
-        self.unsaved += 1
-        if self.unsaved >= self.chunk_rows or time.monotonic() - self.saved_at >= self.chunk_seconds:
-            self.rewrite(self.rows)
-
-    def rewrite(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Replace the file by ``rows`` (atomically)."""
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        if self.parquet:
-            rows_frame(rows).to_parquet(tmp, index=False)
-        else:
-            buf = io.StringIO()
-            w = csv.writer(buf)
-            w.writerow(ROW_COLUMNS)
-            w.writerows([_cell(r[c]) for c in ROW_COLUMNS] for r in rows)
-            tmp.write_text(buf.getvalue())
-        os.replace(tmp, self.path)
-        self.unsaved, self.saved_at = 0, time.monotonic()
-
-    def close(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Write the final, sorted rows."""
-        if self.handle is not None:
-            self.handle.close()
-        self.rewrite(rows)
-
-
-def rows_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """Rows as a DataFrame with :data:`ROW_COLUMNS`, NaN for missing numbers, '' for text."""
-    import pandas as pd
-
-    df = pd.DataFrame(list(rows), columns=list(ROW_COLUMNS))
-    for c in NUMERIC_COLUMNS:
-        df[c] = pd.to_numeric(df[c], errors="coerce").astype(float)
-    for c in TEXT_COLUMNS:
-        df[c] = df[c].fillna("").astype(str)
-    return df
-
-
-def read_results(path: str | Path) -> pd.DataFrame:
-    """Read a results file written by :func:`run_batch` (``.csv`` or ``.parquet``)."""
-    import pandas as pd
-
-    path = Path(path)
-    if not path.is_file():
-        raise InvalidInputError(str(path), "no such results file")
-    try:
-        if path.suffix == ".parquet":
-            df = pd.read_parquet(path)
-        else:
-            df = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except ImportError:
-        raise InvalidInputError(str(path), "reading Parquet needs pyarrow: pip install 'dnnprov[batch]'") from None
-    except Exception as exc:
-        raise InvalidInputError(str(path), f"not a results file: {exc}") from None
-    missing = [c for c in ("path", "method", "status") if c not in df.columns]
-    if missing:
-        raise InvalidInputError(str(path), f"not a results file: no column {', '.join(missing)}")
-    for c in ROW_COLUMNS:
-        if c not in df.columns:
-            df[c] = None
-    return rows_frame(df[list(ROW_COLUMNS)].to_dict("records"))
-
-
 # ------------------------------------------------------------------ the batch
 def _method_rank(methods: Sequence[str]) -> Callable[[str], tuple[int, str]]:
     order = list(methods) + [m for m in METHODS if m not in methods]
@@ -654,9 +433,13 @@ def run_batch(paths: Iterable[str | Path], methods: Sequence[str] = METHODS, *,
         Passed to :func:`dnnprov.solve` for every task.
     out
         Results file, ``.csv`` (one row appended and flushed per task) or ``.parquet``
-        (rewritten every 50 rows or 30 s). Rewritten sorted at the end.
+        (rewritten every 50 rows or 30 s). Rewritten sorted at the end. The batch holds an
+        exclusive lock on it (:class:`OutputLock`): a second batch writing the same file
+        is refused with an :class:`InvalidInputError`.
     resume
-        Keep the rows already in ``out`` and run only the (path, method) pairs missing.
+        Keep the rows already in ``out`` and run only the (instance, method) pairs missing;
+        instances are matched by their real absolute path (:func:`instance_identity`), so
+        a folder given relative once and absolute the next time is the same.
     workers
         Task processes of the local pool (default: CPU count); with ``dask="local"`` the
         number of Dask workers (default 2).
@@ -665,7 +448,7 @@ def run_batch(paths: Iterable[str | Path], methods: Sequence[str] = METHODS, *,
         127.0.0.1; any other value is a scheduler address such as ``tcp://127.0.0.1:8786``.
     kill_after_s
         Seconds after which a task's process is killed and the row recorded as a timeout
-        (default ``time_limit_s + max(5, 0.25 * time_limit_s)``).
+        (default ``1.1 * time_limit_s + 30``: the solver is to stop itself at its limit).
     progress
         Show a progress bar on stderr (default: when stderr is a terminal).
 
@@ -694,17 +477,32 @@ def run_batch(paths: Iterable[str | Path], methods: Sequence[str] = METHODS, *,
     if resume and out_path is None:
         raise InvalidInputError("resume", "needs an output file (--out) to resume from")
 
+    paths = list(paths)
     files = find_instance_files(paths)
-    items, skipped = read_items(files)
+    items, skipped = read_items(files, named_files(paths))
     if not items:
         raise InvalidInputError(", ".join(map(str, paths)) or "paths", "no instance files (*.json, *.jsonl) found")
     tasks = make_tasks(items, methods, time_limit_s=time_limit_s, gap=gap, max_plans=max_plans,
                        kill_after_s=kill_after_s)
+    lock = OutputLock(out_path) if out_path is not None else None
+    if lock is not None:
+        lock.acquire()
+    try:
+        return _run_tasks(tasks, methods, out_path, resume, workers, dask, progress, skipped)
+    finally:
+        if lock is not None:
+            lock.release()
 
+
+def _run_tasks(tasks: Sequence[Task], methods: Sequence[str], out_path: Path | None, resume: bool,
+               workers: int | None, dask: str | None, progress: bool | None,
+               skipped: Sequence[Path]) -> pd.DataFrame:
+    """Run the tasks not yet in ``out_path`` (with ``resume``) and write every row."""
     existing: list[dict[str, Any]] = []
     if resume and out_path is not None and out_path.exists():
         existing = read_results(out_path).to_dict("records")
-    done = {(r["path"], r["method"]) for r in existing}
+    bases = [Path.cwd()] + ([out_path.parent] if out_path is not None else [])
+    done = {(instance_identity(r["path"], bases), r["method"]) for r in existing}
     todo = [t for t in tasks if t.key not in done]
 
     writer = ResultWriter(out_path, existing) if out_path is not None else None
