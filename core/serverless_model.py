@@ -10,16 +10,22 @@ plus one request per function per launch, plus the PS VMs for the training time.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from dnnprov.domain import TOLERANCE
 from dnnprov.serverless import ServerlessProblem
 
 
 @dataclass(frozen=True)
 class ServerlessEvaluation:
-    """Model outputs for N plans (arrays of length N)."""
+    """Model outputs for N plans (arrays of length N).
+
+    ``inside_domain`` says which plans lie in the workload's validity domain (all true
+    without one); ``feasible`` includes it.
+    """
 
     functions: np.ndarray
     memory_mb: np.ndarray
@@ -30,6 +36,7 @@ class ServerlessEvaluation:
     launches: np.ndarray
     cost: np.ndarray
     feasible: np.ndarray
+    inside_domain: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -73,16 +80,20 @@ class ServerlessModel:
         return np.where(w.local_batch * n <= w.max_global_batch, float(w.local_batch),
                         w.max_global_batch / n)
 
-    def training_time(self, functions: np.ndarray, memory_mb: np.ndarray,
-                      ps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Eq. (1) without restarts: returns (T, iterations k, t_load, seconds per iteration)."""
+    def training_time(self, functions: np.ndarray, memory_mb: np.ndarray, ps: np.ndarray,
+                      local_batch: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Eq. (1) without restarts: returns (T, iterations k, t_load, seconds per iteration).
+
+        ``local_batch`` replaces eq. (9)'s b_l (a plan that does not follow it, such as the
+        papers' naive and Siren plans); ``None``: eq. (9).
+        """
         w, p = self.problem.workload, self.problem.platform
         n = np.asarray(functions, dtype=float)
         m = np.asarray(memory_mb, dtype=float)
         rate = w.rate_alpha * m + w.rate_beta                                        # eq. (6)
         storage_bw = np.minimum(w.storage_alpha * m + w.storage_beta, p.storage_bandwidth_mb_s)  # eq. (8)
         ps_bw = np.minimum(p.function_bandwidth_mb_s, ps * p.ps_bandwidth_mb_s / n)  # eq. (7)
-        b_l = self.local_batch(n)                                                   # eq. (9)
+        b_l = self.local_batch(n) if local_batch is None else np.full(n.shape, float(local_batch))  # eq. (9)
         k = w.samples * w.epochs / (b_l * n)                                        # eq. (2)
         with np.errstate(divide="ignore", invalid="ignore"):
             t_load = w.dataset_mb / (n * storage_bw)                                # eq. (3)
@@ -91,14 +102,15 @@ class ServerlessModel:
             time = np.where(valid, t_load + k * per_iteration, np.inf)              # eq. (1)
         return time, k, t_load, np.where(valid, per_iteration, np.inf)
 
-    def evaluate(self, functions: np.ndarray, memory_mb: np.ndarray,
-                 ps: np.ndarray | int = 1) -> ServerlessEvaluation:
-        """Evaluate arrays of plans (broadcast together)."""
+    def evaluate(self, functions: np.ndarray, memory_mb: np.ndarray, ps: np.ndarray | int = 1,
+                 local_batch: float | None = None) -> ServerlessEvaluation:
+        """Evaluate arrays of plans (broadcast together); ``local_batch`` overrides eq. (9)."""
         prob, p = self.problem, self.problem.platform
         n, m, s = np.broadcast_arrays(np.asarray(functions, dtype=np.int64),
                                       np.asarray(memory_mb, dtype=np.int64),
                                       np.asarray(ps, dtype=np.int64))
-        train, k, t_load, per_iteration = self.training_time(n, m, s)
+        train, k, t_load, per_iteration = self.training_time(n, m, s, local_batch)
+        b_l = self.local_batch(n) if local_batch is None else np.full(n.shape, float(local_batch))
         usable = p.timeout_s - p.checkpoint_margin_s
         with np.errstate(invalid="ignore"):
             segments = np.maximum(np.ceil(train / usable), 1.0)
@@ -112,13 +124,33 @@ class ServerlessModel:
         # A function must finish loading and at least one iteration before its first checkpoint.
         fits = np.isfinite(train) & (t_load + per_iteration <= usable)
         # eq. (9) can give b_g^max / n < 1 sample per function: no such plan is trainable
-        whole = self.local_batch(n) >= 1
+        whole = b_l >= 1
         feasible = (grid_ok & fits & whole & (n >= low) & (n <= high)
                     & (s >= c.ps_count[0]) & (s <= c.ps_count[1]) & (time <= prob.time_s * (1 + 1e-12)))
         if c.budget_usd is not None:
             feasible &= cost <= c.budget_usd
         if self.side is not None:
             feasible &= self.side.satisfied(n, m, s)
-        return ServerlessEvaluation(functions=n, memory_mb=m, ps=s, local_batch=self.local_batch(n),
+        inside = self.inside_domain(n, m)
+        return ServerlessEvaluation(functions=n, memory_mb=m, ps=s, local_batch=b_l,
                                     iterations=k, time_s=time, launches=segments,
-                                    cost=np.where(np.isfinite(time), cost, np.nan), feasible=feasible)
+                                    cost=np.where(np.isfinite(time), cost, np.nan),
+                                    feasible=feasible & inside, inside_domain=inside)
+
+    def domain_bounds(self) -> tuple[tuple[float, float], tuple[int, int | None]]:
+        """The memory interval (MB) and function-count interval plans may use, after extrapolation.
+
+        Without a domain: ``((0.0, inf), (1, None))``.
+        """
+        domain = self.problem.workload.domain
+        if domain is None:
+            return (0.0, math.inf), (1, None)
+        return domain.memory_bounds(), domain.function_bounds()
+
+    def inside_domain(self, functions: np.ndarray, memory_mb: np.ndarray) -> np.ndarray:
+        """Which (n, m) plans lie inside the workload's validity domain."""
+        (m_low, m_high), (n_low, n_high) = self.domain_bounds()
+        m = np.asarray(memory_mb, dtype=float)
+        n = np.asarray(functions)
+        ok = (m >= m_low * (1 - TOLERANCE)) & (m <= m_high * (1 + TOLERANCE)) & (n >= n_low)
+        return ok & (n <= n_high) if n_high is not None else ok

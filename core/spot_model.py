@@ -8,10 +8,12 @@ plan costs.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from dnnprov.domain import EDGE_SHARE, TOLERANCE
 from dnnprov.spot import SpotColumns, SpotProblem
 
 
@@ -45,7 +47,8 @@ class SpotEvaluation:
     """Model outputs for N plans (arrays of length N).
 
     ``feasible`` checks every constraint: SLOs (12)-(13), quotas (14), kept instances,
-    vCPU-family quotas, worker and PS ranges and the budget.
+    vCPU-family quotas, worker and PS ranges, the budget and the workload's validity
+    domain; ``inside_domain`` is the domain check alone (all true without a domain).
     """
 
     workers: np.ndarray
@@ -58,6 +61,7 @@ class SpotEvaluation:
     time_s: np.ndarray
     cost: np.ndarray
     feasible: np.ndarray
+    inside_domain: np.ndarray
 
 
 class SpotModel:
@@ -146,16 +150,70 @@ class SpotModel:
                 price = counts @ cols.price + ps * self.problem.platform.ps_price_per_h
                 cost = price * time / 3600                                    # eq. (11)
                 time_ok = (j > 0) & (time <= self.problem.slo.time_s * (1 + 1e-12))
-        feasible = time_ok & self.admissible(counts, ps)
+        inside = self.inside_domain(batch_wa, workers)
+        feasible = time_ok & inside & self.admissible(counts, ps)
         budget = self.problem.constraints.budget_usd
         if budget is not None:
             feasible &= cost <= budget
         return SpotEvaluation(workers=workers, ps=ps, iteration_rate=x, speed=v,
                               batch_wa=batch_wa, cc=cc, iterations=j, time_s=time,
-                              cost=np.where(workers > 0, cost, np.nan), feasible=feasible)
+                              cost=np.where(workers > 0, cost, np.nan), feasible=feasible,
+                              inside_domain=inside)
+
+    # ----------------------------------------------------------------- validity domain
+    def domain_bounds(self) -> tuple[tuple[float, float], tuple[int, int | None]]:
+        """The b_w interval and the |N| interval plans may use, after extrapolation.
+
+        Without a domain: ``((0.0, inf), (1, None))``. The worker interval is also part of
+        :meth:`admissible`; the b_w interval is checked by :meth:`evaluate`.
+        """
+        domain = self.problem.workload.domain
+        if domain is None:
+            return (0.0, math.inf), (1, None)
+        return domain.batch_bounds(), domain.worker_bounds()
+
+    def inside_domain(self, batch_wa: np.ndarray, workers: np.ndarray) -> np.ndarray:
+        """Which (b_w, |N|) pairs lie inside the domain (after extrapolation)."""
+        (b_low, b_high), (k_low, k_high) = self.domain_bounds()
+        b = np.asarray(batch_wa, dtype=float)
+        k = np.asarray(workers)
+        ok = (b >= b_low * (1 - TOLERANCE)) & (b <= b_high * (1 + TOLERANCE)) & (k >= k_low)
+        return ok & (k <= k_high) if k_high is not None else ok
+
+    def domain_note(self, batch_wa: float, workers: int, cc: float | None = None) -> str | None:
+        """What a result should say about a plan and the domain; ``None``: well inside.
+
+        A plan is *at the edge* when |N| equals an end of the worker interval or b_w lies
+        within 1 % of an end of the b_w interval; *extrapolated* when it lies beyond the
+        fitted ranges but inside the extrapolation the workload allows; *outside* beyond
+        that. ``cc`` (optional) is compared with the fitted R range.
+        """
+        domain = self.problem.workload.domain
+        if domain is None:
+            return None
+        (b_low, b_high), (k_low, k_high) = self.domain_bounds()
+        where = f"b_w {batch_wa:.6g}, |N| {workers}"
+        fitted = (f"the fit covers b_w {domain.batch_wa[0]:g}-{domain.batch_wa[1]:g} and |N| "
+                  f"{domain.workers[0]}-{domain.workers[1]}")
+        if domain.extrapolation != 1:
+            fitted += f" (x{domain.extrapolation:g} extrapolation allowed: b_w {b_low:.6g}-{b_high:.6g}, |N| {k_low}-{k_high})"
+        if not bool(self.inside_domain(np.array([batch_wa]), np.array([workers]))[0]):
+            return f"outside the validity domain: {where}; {fitted}"
+        notes = []
+        if not (domain.batch_wa[0] * (1 - TOLERANCE) <= batch_wa <= domain.batch_wa[1] * (1 + TOLERANCE)
+                and domain.workers[0] <= workers <= domain.workers[1]):
+            notes.append("extrapolated beyond the fitted ranges")
+        if workers in (k_low, k_high) or batch_wa <= b_low * (1 + EDGE_SHARE) or batch_wa >= b_high * (1 - EDGE_SHARE):
+            notes.append("at the validity domain's edge")
+        if cc is not None and domain.cc is not None and not domain.cc[0] - 1e-9 <= cc <= domain.cc[1] + 1e-9:
+            notes.append(f"R {cc:.3f} outside the fitted R range {domain.cc[0]:g}-{domain.cc[1]:g}")
+        return f"{' and '.join(notes)}: {where}; {fitted}" if notes else None
 
     def admissible(self, counts: np.ndarray, ps: np.ndarray) -> np.ndarray:
-        """Which plans satisfy the linear side constraints (quotas, E, vCPU, ranges)."""
+        """Which plans satisfy the linear side constraints (quotas, E, vCPU, ranges).
+
+        The ranges include the domain's worker interval (:meth:`domain_bounds`).
+        """
         cols, cons = self.columns, self.problem.constraints
         ok = ((counts >= cols.lower) & (counts <= cols.upper)).all(axis=1)
         workers = counts.sum(axis=1)
@@ -163,6 +221,10 @@ class SpotModel:
         ok &= workers >= max(low, 1)
         if high is not None:
             ok &= workers <= high
+        _, (k_low, k_high) = self.domain_bounds()
+        ok &= workers >= k_low
+        if k_high is not None:
+            ok &= workers <= k_high
         ok &= (ps >= cons.ps_count[0]) & (ps <= cons.ps_count[1])
         for per_column, limit in self.vcpu_rows:
             ok &= counts @ per_column <= limit
