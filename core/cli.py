@@ -159,6 +159,7 @@ EXTRA_COMMANDS.append(__import__("dnnprov.cli_cloud", fromlist=["register"]).reg
 EXTRA_COMMANDS.append(__import__("dnnprov.cli_batch", fromlist=["register"]).register)
 EXTRA_COMMANDS.append(__import__("dnnprov.cli_generate", fromlist=["register"]).register)
 EXTRA_COMMANDS.append(__import__("dnnprov.cli_joint", fromlist=["register"]).register)
+EXTRA_COMMANDS.append(__import__("dnnprov.cli_service", fromlist=["register"]).register)
 
 
 def _error(text: str) -> None:
