@@ -52,7 +52,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     """Solve one instance file with one method."""
     problem = read_instance(_instance_path(args.file))
     result = solve(problem, args.method, time_limit_s=args.time_limit, gap=args.gap,
-                   max_plans=args.max_plans)
+                   max_plans=args.max_plans, log=args.log)
     print(result.to_json(indent=2) if args.json else result.summary())
     return EXIT_OK if result.plan is not None or result.status is Status.INFEASIBLE else EXIT_NO_PLAN
 
@@ -136,9 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="instance file (or embedded:spot/paper-table1.json)")
     p.add_argument("--method", choices=METHODS, default="milp")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--time-limit", type=float, default=60.0, help="seconds (milp)")
+    p.add_argument("--time-limit", type=float, default=60.0, help="wall-clock seconds for the whole solve, any method")
     p.add_argument("--gap", type=float, default=0.0, help="relative gap to stop at (milp)")
     p.add_argument("--max-plans", type=int, default=None, help="largest space enumerate accepts")
+    p.add_argument("--log", action="store_true", help="print a solver log (incumbent, bound, gap over time) to stderr")
     p.set_defaults(run=cmd_solve)
 
     p = sub.add_parser("show", help="describe an instance file")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import time
+import contextlib
+import logging
+import math
 from typing import Callable
 
 from dnnprov import _checks as check
 from dnnprov.errors import InvalidInputError
+from dnnprov.progress import Clock, SolverLog, log_to_stderr
 from dnnprov.result import Result, Status
 from dnnprov.serverless import ServerlessProblem
 from dnnprov.spot import SpotProblem
@@ -16,7 +19,7 @@ METHODS = ("milp", "heuristic", "reference-heuristic", "enumerate")
 
 def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
           time_limit_s: float = 60.0, gap: float = 0.0,
-          max_plans: int | None = None) -> Result:
+          max_plans: int | None = None, log: bool | logging.Logger = False) -> Result:
     """Solve a spot or serverless problem.
 
     Parameters
@@ -28,49 +31,61 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
         Algorithm 1), ``"reference-heuristic"`` (spot only: the authors' code) or
         ``"enumerate"`` (exhaustive search, refused beyond ``max_plans``).
     time_limit_s
-        Wall-clock limit of ``milp``; on the limit the result is ``limit`` with the
-        incumbent and the proven bound.
+        Wall-clock limit of every method, counted from this call (set-up and the
+        heuristic seed of ``milp`` included). On the limit the result is ``limit`` with
+        the best plan found and, for ``milp``, a proven bound.
     gap
         Relative gap at which ``milp`` may stop; ``0`` proves optimality (status
         ``optimal``); a positive gap ends with ``feasible`` and the bound.
     max_plans
         Largest search space ``enumerate`` accepts (default 50 million plans).
+    log
+        ``True`` prints a solver log (header, incumbent / bound / gap over time, final
+        status) to stderr; a :class:`logging.Logger` receives it instead (level INFO).
     """
     from dnnprov.solvers import enumeration, heuristics, milp
 
+    clock = Clock(math.inf)
     if method not in METHODS:
         raise InvalidInputError("method", f"must be one of {', '.join(METHODS)}; got {method!r}")
     time_limit_s = check.number("time_limit_s", time_limit_s, exclusive_minimum=0)
+    clock = Clock(time_limit_s, started=clock.started)
     gap = check.number("gap", gap, minimum=0)
     if gap >= 1:
         raise InvalidInputError("gap", f"must be below 1, got {gap!r}")
     limit = {} if max_plans is None else {"max_plans": check.integer("max_plans", max_plans, minimum=1)}
-    runners: dict[str, Callable[[], Result]]
-    if isinstance(problem, SpotProblem):
-        runners = {
-            "milp": lambda: milp.solve_spot(problem, time_limit_s=time_limit_s, gap=gap),
-            "heuristic": lambda: heuristics.spot_heuristic(problem),
-            "reference-heuristic": lambda: heuristics.reference_heuristic(problem),
-            "enumerate": lambda: enumeration.enumerate_spot(problem, **limit),
-        }
-    elif isinstance(problem, ServerlessProblem):
-        runners = {
-            "milp": lambda: milp.solve_serverless(problem, time_limit_s=time_limit_s, gap=gap),
-            "heuristic": lambda: heuristics.serverless_heuristic(problem),
-            "enumerate": lambda: enumeration.enumerate_serverless(problem, **limit),
-        }
-        if method == "reference-heuristic":
-            raise InvalidInputError("method", "reference-heuristic exists for spot problems only")
-    else:
+    if not isinstance(problem, (SpotProblem, ServerlessProblem)):
         raise InvalidInputError("problem", f"expected SpotProblem or ServerlessProblem, got {type(problem).__name__}")
-    started = time.perf_counter()
-    try:
-        return runners[method]()
-    except InvalidInputError:
-        raise
-    except Exception as exc:  # a solver failure is reported, not raised (batches go on)
-        kind = "spot" if isinstance(problem, SpotProblem) else "serverless"
-        model = problem.model if isinstance(problem, SpotProblem) else "lambda-dnn"
-        return Result(status=Status.ERROR, method=method, kind=kind, model=model,
-                      instance=problem.name, solve_seconds=time.perf_counter() - started,
-                      message=f"{type(exc).__name__}: {exc}")
+    if isinstance(problem, ServerlessProblem) and method == "reference-heuristic":
+        raise InvalidInputError("method", "reference-heuristic exists for spot problems only")
+    with contextlib.ExitStack() as stack:
+        logger = log if isinstance(log, logging.Logger) else (
+            stack.enter_context(log_to_stderr()) if log else None)
+        solver_log = SolverLog(clock, logger)
+        runners: dict[str, Callable[[], Result]]
+        if isinstance(problem, SpotProblem):
+            runners = {
+                "milp": lambda: milp.solve_spot(problem, gap=gap, clock=clock, log=solver_log),
+                "heuristic": lambda: heuristics.spot_heuristic(problem, clock=clock),
+                "reference-heuristic": lambda: heuristics.reference_heuristic(problem, clock=clock),
+                "enumerate": lambda: enumeration.enumerate_spot(problem, clock=clock, **limit),
+            }
+        else:
+            runners = {
+                "milp": lambda: milp.solve_serverless(problem, gap=gap, clock=clock, log=solver_log),
+                "heuristic": lambda: heuristics.serverless_heuristic(problem, clock=clock),
+                "enumerate": lambda: enumeration.enumerate_serverless(problem, clock=clock, **limit),
+            }
+        try:
+            result = runners[method]()
+        except InvalidInputError:
+            raise
+        except Exception as exc:  # a solver failure is reported, not raised (batches go on)
+            kind = "spot" if isinstance(problem, SpotProblem) else "serverless"
+            model = problem.model if isinstance(problem, SpotProblem) else "lambda-dnn"
+            result = Result(status=Status.ERROR, method=method, kind=kind, model=model,
+                            instance=problem.name, solve_seconds=clock.elapsed(),
+                            message=f"{type(exc).__name__}: {exc}")
+        if method != "milp":
+            solver_log.final(result.status.value, result.message)
+        return result

@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 
+from dnnprov.progress import Clock
 from dnnprov.result import Result, Status
 from dnnprov.serverless import ServerlessProblem
 from dnnprov.serverless_model import ServerlessModel, ServerlessSideRows
@@ -35,14 +36,15 @@ def decode_counts(index: np.ndarray, lower: np.ndarray, radix: np.ndarray) -> np
 
 
 def enumerate_spot(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
-                   side: SideRows | None = None) -> Result:
+                   side: SideRows | None = None, clock: Clock | None = None) -> Result:
     """The cheapest feasible plan over every count vector in the quota box and PS count.
 
     Refuses (status ``limit``, no plan) when the space exceeds ``max_plans``. Ties are
     broken by the lowest plan index, so the answer is deterministic. ``side`` adds user
-    constraints from the Pyomo model.
+    constraints from the Pyomo model. With a ``clock`` the search stops at its limit
+    (status ``limit`` with the best plan so far, no bound).
     """
-    started = time.perf_counter()
+    started = time.perf_counter() if clock is None else clock.started
     model = SpotModel(problem, side)
     size = spot_space_size(problem)
     if size > max_plans:
@@ -54,12 +56,19 @@ def enumerate_spot(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
     radix = (cols.upper - cols.lower + 1).astype(np.int64)
     per_ps = int(np.prod(radix))
     best_cost, best = math.inf, None
+    evaluated = 0
     for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
         for start in range(0, per_ps, CHUNK):
+            if clock is not None and clock.expired():
+                note = f"time limit of {clock.limit_s:g} s reached after {evaluated:,} of {size:,} plans"
+                return spot_result(model, None if best is None else best[0], 1 if best is None else best[1],
+                                   status=Status.LIMIT, method="enumerate", started=started,
+                                   message=note, stats={"plans_evaluated": evaluated})
             index = np.arange(start, min(start + CHUNK, per_ps), dtype=np.int64)
             counts = decode_counts(index, cols.lower, radix)
             ev = model.evaluate(counts, ps)
             cost = np.where(ev.feasible, ev.cost, np.inf)
+            evaluated += len(index)
             i = int(np.argmin(cost))
             if cost[i] < best_cost:
                 best_cost, best = float(cost[i]), (counts[i], ps)
@@ -73,9 +82,12 @@ def enumerate_spot(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
 
 
 def enumerate_serverless(problem: ServerlessProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
-                         side: ServerlessSideRows | None = None) -> Result:
-    """The cheapest feasible (n, m, s) over the whole grid (local batch by eq. 9)."""
-    started = time.perf_counter()
+                         side: ServerlessSideRows | None = None, clock: Clock | None = None) -> Result:
+    """The cheapest feasible (n, m, s) over the whole grid (local batch by eq. 9).
+
+    With a ``clock`` the search stops at its limit (status ``limit``, best plan so far).
+    """
+    started = time.perf_counter() if clock is None else clock.started
     model = ServerlessModel(problem, side)
     low, high = problem.function_range()
     ps_low, ps_high = problem.constraints.ps_count
@@ -87,6 +99,10 @@ def enumerate_serverless(problem: ServerlessProblem, *, max_plans: int = DEFAULT
     n, s = (a.ravel() for a in np.meshgrid(np.arange(low, high + 1), np.arange(ps_low, ps_high + 1)))
     best_cost, best = math.inf, None
     for m in problem.memory_grid():  # one memory size at a time keeps memory bounded
+        if clock is not None and clock.expired():
+            return serverless_result(model, best, status=Status.LIMIT, method="enumerate", started=started,
+                                     message=f"time limit of {clock.limit_s:g} s reached before the grid ended",
+                                     stats={"space": size})
         ev = model.evaluate(n, m, s)
         cost = np.where(ev.feasible, ev.cost, np.inf)
         i = int(np.argmin(cost))

@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 
+from dnnprov.progress import Clock
 from dnnprov.result import Result, Status
 from dnnprov.serverless import ServerlessProblem
 from dnnprov.serverless_model import ServerlessModel
@@ -15,19 +16,32 @@ from dnnprov.spot import SpotProblem
 from dnnprov.spot_model import SpotModel
 
 
-def window_counts(items: np.ndarray, n_columns: int, size: int, *, wrap: bool = False) -> np.ndarray:
-    """Count vectors of every window ``items[s : s + size]`` of a list of column indices.
-
-    With ``wrap`` the windows start at every position and wrap around to the list's head
-    (the authors' code); without, they start at ``0 .. len - size`` (the paper).
-    """
+def window_prefix(items: np.ndarray, n_columns: int) -> np.ndarray:
+    """Prefix counts of the list ``items`` written twice (windows may wrap around)."""
     length = len(items)
     one_hot = np.zeros((2 * length + 1, n_columns), dtype=np.int64)
     doubled = np.concatenate([items, items])
     one_hot[np.arange(1, 2 * length + 1), doubled] = 1
-    prefix = one_hot.cumsum(axis=0)
+    return one_hot.cumsum(axis=0)
+
+
+def window_counts(items: np.ndarray, n_columns: int, size: int, *, wrap: bool = False,
+                  prefix: np.ndarray | None = None) -> np.ndarray:
+    """Count vectors of every window ``items[s : s + size]`` of a list of column indices.
+
+    With ``wrap`` the windows start at every position and wrap around to the list's head
+    (the authors' code); without, they start at ``0 .. len - size`` (the paper).
+    ``prefix`` (from :func:`window_prefix`) saves recomputing it for every size.
+    """
+    length = len(items)
+    if prefix is None:
+        prefix = window_prefix(items, n_columns)
     starts = np.arange(length if wrap else length - size + 1)
     return prefix[starts + size] - prefix[starts]
+
+
+def _out_of_time(clock: Clock | None) -> bool:
+    return clock is not None and clock.expired()
 
 
 # ---------------------------------------------------------------- spot, the paper
@@ -53,10 +67,13 @@ def spot_bounds(problem: SpotProblem, model: SpotModel, lone_times: np.ndarray,
     return max(n_lower, 1), n_upper
 
 
-def spot_heuristic(problem: SpotProblem) -> Result:
+def spot_heuristic(problem: SpotProblem, *, clock: Clock | None = None) -> Result:
     """spotDNN Algorithm 1: bounds (15)-(16) and a sliding window over instances sorted
-    by lone-worker iteration time, slowest first; kept instances E are always included."""
-    started = time.perf_counter()
+    by lone-worker iteration time, slowest first; kept instances E are always included.
+
+    With a ``clock`` the sweep stops at its limit (status ``limit``, the best plan so far).
+    """
+    started = time.perf_counter() if clock is None else clock.started
     model = SpotModel(problem)
     cols = model.columns
     lone_times = model.iteration_times(np.array([1]), np.array([1]))[0]  # T^i with B_req
@@ -66,16 +83,30 @@ def spot_heuristic(problem: SpotProblem) -> Result:
     n_lower, n_upper = spot_bounds(problem, model, lone_times, available > 0)
     best_cost, best = math.inf, None
     evaluated = 0
+    prefix = window_prefix(items, len(cols))
+    stopped = False
     for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
         for size in range(n_lower, min(n_upper, len(items)) + 1):             # step 6
-            plans = window_counts(items, len(cols), size) + cols.lower       # steps 7-8: E + window
+            if _out_of_time(clock):
+                stopped = True
+                break
+            plans = window_counts(items, len(cols), size, prefix=prefix) + cols.lower  # steps 7-8
             ev = model.evaluate(plans, ps)                                   # steps 9-12
             evaluated += len(plans)
             cost = np.where(ev.feasible, ev.cost, np.inf)
             i = int(np.argmin(cost))
             if cost[i] < best_cost:                                          # steps 14-15
                 best_cost, best = float(cost[i]), (plans[i], ps)
+        if stopped:
+            break
     stats = {"plans_evaluated": evaluated, "n_lower": n_lower, "n_upper": n_upper}
+    if stopped:
+        note = f"time limit of {clock.limit_s:g} s reached before the sliding window ended"
+        if best is None:
+            return spot_result(model, None, 1, status=Status.LIMIT, method="heuristic", started=started,
+                               message=note, stats=stats)
+        return spot_result(model, best[0], best[1], status=Status.LIMIT, method="heuristic",
+                           started=started, message=note, stats=stats)
     if best is None:
         return spot_result(model, None, 1, status=Status.UNKNOWN, method="heuristic", started=started,
                            message="the sliding window found no feasible plan (not a proof of infeasibility)",
@@ -85,14 +116,15 @@ def spot_heuristic(problem: SpotProblem) -> Result:
 
 
 # ---------------------------------------------------------------- spot, the authors' code
-def reference_heuristic(problem: SpotProblem) -> Result:
+def reference_heuristic(problem: SpotProblem, *, clock: Clock | None = None) -> Result:
     """The search of the authors' reference code (spec section 6), exactly.
 
     Types sorted by profiled iteration time T0 ascending (stable), each repeated by its
     quota; windows of size 1 .. len-1 starting anywhere, wrapping to the head; the first
     plan of strictly smallest cost wins. No bounds. Runs on the problem's model variant.
+    With a ``clock`` the sweep stops at its limit (status ``limit``, the best plan so far).
     """
-    started = time.perf_counter()
+    started = time.perf_counter() if clock is None else clock.started
     model = SpotModel(problem)
     cols = model.columns
     w, pf = problem.workload, problem.platform
@@ -105,8 +137,13 @@ def reference_heuristic(problem: SpotProblem) -> Result:
     best_cost, best = math.inf, None
     evaluated = 0
     ps = problem.constraints.ps_count[0]
+    prefix = window_prefix(items, len(cols))
+    stopped = False
     for size in range(1, len(items)):
-        plans = window_counts(items, len(cols), size, wrap=True) + cols.lower
+        if _out_of_time(clock):
+            stopped = True
+            break
+        plans = window_counts(items, len(cols), size, wrap=True, prefix=prefix) + cols.lower
         ev = model.evaluate(plans, ps)
         evaluated += len(plans)
         cost = np.where(ev.feasible, ev.cost, np.inf)
@@ -114,6 +151,10 @@ def reference_heuristic(problem: SpotProblem) -> Result:
         if cost[i] < best_cost:
             best_cost, best = float(cost[i]), plans[i]
     stats = {"plans_evaluated": evaluated}
+    if stopped:
+        note = f"time limit of {clock.limit_s:g} s reached before the window sweep ended"
+        return spot_result(model, best, ps, status=Status.LIMIT, method="reference-heuristic",
+                           started=started, message=note, stats=stats)
     if best is None:
         return spot_result(model, None, ps, status=Status.UNKNOWN, method="reference-heuristic",
                            started=started, message="no feasible window (the reference code returns all-zero counts)",
@@ -145,16 +186,23 @@ def serverless_bounds(problem: ServerlessProblem, memory_mb: int, ps: int) -> tu
     return max(n_lower, 1), n_upper
 
 
-def serverless_heuristic(problem: ServerlessProblem) -> Result:
+def serverless_heuristic(problem: ServerlessProblem, *, clock: Clock | None = None) -> Result:
     """λDNN Algorithm 1: sweep memory sizes; for each, the first n in [n_lower, n_upper]
-    meeting T_o is taken (larger n only costs more under the paper's cost)."""
-    started = time.perf_counter()
+    meeting T_o is taken (larger n only costs more under the paper's cost).
+
+    With a ``clock`` the sweep stops at its limit (status ``limit``, the best plan so far).
+    """
+    started = time.perf_counter() if clock is None else clock.started
     model = ServerlessModel(problem)
     best_cost, best = math.inf, None
     evaluated = 0
     low, high = problem.function_range()
+    stopped = False
     for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
         for m in problem.memory_grid():
+            if _out_of_time(clock):
+                stopped = True
+                break
             bounds = serverless_bounds(problem, m, ps)
             if bounds is None:
                 continue
@@ -167,7 +215,13 @@ def serverless_heuristic(problem: ServerlessProblem) -> Result:
             hits = np.flatnonzero(ev.feasible)
             if hits.size and ev.cost[hits[0]] < best_cost:
                 best_cost, best = float(ev.cost[hits[0]]), (int(n[hits[0]]), m, ps)
+        if stopped:
+            break
     stats = {"plans_evaluated": evaluated}
+    if stopped:
+        return serverless_result(model, best, status=Status.LIMIT, method="heuristic", started=started,
+                                 message=f"time limit of {clock.limit_s:g} s reached before the memory sweep ended",
+                                 stats=stats)
     if best is None:
         return serverless_result(model, None, status=Status.UNKNOWN, method="heuristic", started=started,
                                  message="the memory sweep found no feasible plan (not a proof of infeasibility)",

@@ -18,14 +18,23 @@ import numpy as np
 
 INF = highspy.kHighsInf
 _banner_shown = False
+#: Model statuses taken as they are; anything else is retried once without presolve.
+_TRUSTED = (highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kInfeasible,
+            highspy.HighsModelStatus.kTimeLimit)
 
 
 class MilpStatus(Enum):
-    """Outcome of one MILP, in the terms the exact methods need."""
+    """Outcome of one MILP, in the terms the exact methods need.
+
+    ``LIMIT`` is only the time limit; every other HiGHS outcome (solve error,
+    unbounded, ...) is ``ERROR``, which proves nothing: callers must fall back to a
+    method that does not depend on this MILP.
+    """
 
     OPTIMAL = "optimal"
     INFEASIBLE = "infeasible"
     LIMIT = "limit"
+    ERROR = "error"
 
 
 @dataclass(frozen=True)
@@ -95,10 +104,18 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
     flags = np.ones(n, dtype=bool) if integer is None else np.asarray(integer, dtype=bool)
     lp.integrality_ = [highspy.HighsVarType.kInteger if f else highspy.HighsVarType.kContinuous for f in flags]
     h.clearModel()
-    h.setOptionValue("time_limit", float(time_limit_s))
+    h.setOptionValue("time_limit", max(float(time_limit_s), 1e-3))
+    h.setOptionValue("presolve", "choose")
     h.passModel(lp)
     h.run()
     status = h.getModelStatus()
+    if status not in _TRUSTED:
+        # HiGHS's presolve has been seen to end tiny MILPs in a solve error with a
+        # solution that violates a row; the same model without presolve solves cleanly.
+        h.setOptionValue("presolve", "off")
+        h.clearSolver()
+        h.run()
+        status = h.getModelStatus()
     info = h.getInfo()
     if status == highspy.HighsModelStatus.kOptimal:
         x = np.array(h.getSolution().col_value)
@@ -106,6 +123,8 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
         return MilpSolution(MilpStatus.OPTIMAL, x, info.objective_function_value, bound)
     if status == highspy.HighsModelStatus.kInfeasible:
         return MilpSolution(MilpStatus.INFEASIBLE, None, INF, INF)
+    if status != highspy.HighsModelStatus.kTimeLimit:
+        return MilpSolution(MilpStatus.ERROR, None, INF, -INF)
     has_x = info.primal_solution_status == 2  # kSolutionStatusFeasible
     x = np.array(h.getSolution().col_value) if has_x else None
     return MilpSolution(MilpStatus.LIMIT, x, info.objective_function_value if has_x else INF,

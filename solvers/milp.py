@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dnnprov.progress import Clock, SolverLog
 from dnnprov.result import Result
 from dnnprov.serverless import ServerlessProblem
 from dnnprov.serverless_model import ServerlessSideRows
@@ -12,12 +13,17 @@ from dnnprov.spot_model import SideRows
 
 
 def solve_spot(problem: SpotProblem, *, side: SideRows | None = None,
-               time_limit_s: float = 60.0, gap: float = 0.0) -> Result:
-    """Proven-optimal spot plan by the cell decomposition (:mod:`spot_exact`)."""
-    return solve_spot_exact(problem, side=side, time_limit_s=time_limit_s, gap=gap)
+               time_limit_s: float = 60.0, gap: float = 0.0, clock: Clock | None = None,
+               log: SolverLog | None = None) -> Result:
+    """Proven-optimal spot plan by the cell decomposition (:mod:`spot_exact`).
+
+    ``clock`` (default: ``time_limit_s`` from now) bounds the whole solve.
+    """
+    return solve_spot_exact(problem, side=side, gap=gap, clock=clock or Clock(time_limit_s), log=log)
 
 
 def solve_serverless(problem: ServerlessProblem, *, side: ServerlessSideRows | None = None,
-                     time_limit_s: float = 60.0, gap: float = 0.0) -> Result:
+                     time_limit_s: float = 60.0, gap: float = 0.0, clock: Clock | None = None,
+                     log: SolverLog | None = None) -> Result:
     """Proven-optimal serverless plan by bound-ordered evaluation and a column MILP."""
-    return solve_serverless_exact(problem, side=side, time_limit_s=time_limit_s, gap=gap)
+    return solve_serverless_exact(problem, side=side, gap=gap, clock=clock or Clock(time_limit_s), log=log)

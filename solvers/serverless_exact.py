@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dnnprov.progress import Clock, SolverLog
 from dnnprov.result import Result, Status
 from dnnprov.serverless import ServerlessProblem
 from dnnprov.serverless_model import ServerlessModel, ServerlessSideRows
@@ -68,12 +69,14 @@ def pair_bounds(model: ServerlessModel) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 def feasible_columns(model: ServerlessModel, *, upper: float = math.inf,
-                     deadline: float = math.inf) -> tuple[ServerlessColumns, bool]:
+                     deadline: float = math.inf) -> tuple[ServerlessColumns, float]:
     """Every feasible plan that may cost less than ``upper`` (all of them with ``inf``).
 
     With a finite ``upper`` the pairs are visited in bound order and the search stops as
-    soon as the bound reaches the best cost found. Returns the columns and whether the
-    search finished before ``deadline`` (a ``time.perf_counter()`` value).
+    soon as the bound reaches the best cost found. Returns the columns and the smallest
+    bound LB(m, s) of the pairs not evaluated (``inf`` when the search finished before
+    ``deadline``, a ``time.perf_counter()`` value): every plan not among the columns
+    costs at least the best column or that bound.
     """
     problem = model.problem
     low, high = problem.function_range()
@@ -83,9 +86,9 @@ def feasible_columns(model: ServerlessModel, *, upper: float = math.inf,
     parts: list[tuple[np.ndarray, ...]] = []
     best = upper
     for start in range(0, len(order), PAIRS_PER_BATCH):
-        if time.perf_counter() > deadline:
-            return _concat(parts), False
         batch = order[start:start + PAIRS_PER_BATCH]
+        if time.perf_counter() > deadline:
+            return _concat(parts), float(bound[batch[0]])
         batch = batch[bound[batch] < best]
         if not batch.size:
             break
@@ -98,7 +101,7 @@ def feasible_columns(model: ServerlessModel, *, upper: float = math.inf,
             parts.append((nn[ok], m[ok], s[ok], ev.cost[ok]))
             if math.isfinite(upper):
                 best = min(best, float(ev.cost[ok].min()))
-    return _concat(parts), True
+    return _concat(parts), math.inf
 
 
 def _concat(parts: list[tuple[np.ndarray, ...]]) -> ServerlessColumns:
@@ -120,31 +123,51 @@ def choose_column(columns: ServerlessColumns) -> tuple[int, float]:
 
 
 def solve_serverless_exact(problem: ServerlessProblem, *, side: ServerlessSideRows | None = None,
-                           time_limit_s: float = 60.0, gap: float = 0.0) -> Result:
+                           time_limit_s: float = 60.0, gap: float = 0.0, clock: Clock | None = None,
+                           log: SolverLog | None = None) -> Result:
     """Proven-optimal (functions, memory, PS count) plan.
 
-    ``gap`` is accepted for a uniform interface; this method always proves optimality.
+    ``gap`` is accepted for a uniform interface; this method always proves optimality
+    unless the clock runs out (then ``limit`` with the bound of the pairs not evaluated).
     """
-    started = time.perf_counter()
+    clock = clock or Clock(time_limit_s)
+    log = log or SolverLog(clock)
+    started = clock.started
+    low, high = problem.function_range()
+    log.header(f"dnnprov milp: {problem.name} (serverless)",
+               [f"{len(problem.memory_grid())} memory sizes x functions {low}..{high} x PS "
+                f"{problem.constraints.ps_count[0]}..{problem.constraints.ps_count[1]}, "
+                f"time limit {clock.limit_s:g} s"])
     model = ServerlessModel(problem, side)
     budget = problem.constraints.budget_usd
     upper = budget * (1 + 1e-12) if budget is not None else math.inf
     if not math.isfinite(upper):
         upper = 1e300  # finite: enables bound-ordered pruning from the first plan found
-    columns, finished = feasible_columns(model, upper=upper, deadline=started + time_limit_s)
+    columns, unvisited = feasible_columns(model, upper=upper, deadline=clock.deadline)
+    finished = not math.isfinite(unvisited)
     stats = {"feasible_plans_kept": len(columns)}
     if not len(columns):
         status = Status.INFEASIBLE if finished else Status.LIMIT
-        return serverless_result(model, None, status=status, method="milp", started=started,
-                                 bound=math.inf if finished else None,
-                                 message="proven: no plan meets every constraint" if finished
-                                 else "time limit reached before any feasible plan", stats=stats)
+        result = serverless_result(model, None, status=status, method="milp", started=started,
+                                   bound=math.inf if finished else max(0.0, unvisited),
+                                   message="proven: no plan meets every constraint" if finished
+                                   else f"time limit of {clock.limit_s:g} s reached before any feasible plan",
+                                   stats=stats)
+        log.final(result.status.value, result.message)
+        return result
     front = columns.pareto()
     pick, dual = choose_column(front)
     stats["columns"] = len(front)
     plan = (front.functions[pick], front.memory_mb[pick], front.ps[pick])
+    best = float(front.cost[pick])
+    log.progress(best, best if finished else min(best, unvisited), f"{len(front)} columns", force=True)
     if not finished:
-        return serverless_result(model, plan, status=Status.LIMIT, method="milp", started=started,
-                                 message="time limit: some memory sizes were not evaluated", stats=stats)
-    return serverless_result(model, plan, status=Status.OPTIMAL, method="milp", started=started,
-                             bound=min(dual, float(front.cost[pick])), stats=stats)
+        result = serverless_result(model, plan, status=Status.LIMIT, method="milp", started=started,
+                                   bound=max(0.0, min(best, unvisited)),
+                                   message=f"time limit of {clock.limit_s:g} s: memory sizes with a bound "
+                                           f"from ${unvisited:.6g} up were not evaluated", stats=stats)
+    else:
+        result = serverless_result(model, plan, status=Status.OPTIMAL, method="milp", started=started,
+                                   bound=min(dual, best), stats=stats)
+    log.final(result.status.value, result.message)
+    return result

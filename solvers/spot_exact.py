@@ -35,6 +35,19 @@ terminates.
 
 The reference model's rounding (b_w to 0.1, j to an integer, T to 0.01 s, cost to 1e-6 $)
 is covered by widening every bound by the most the rounding can move it.
+
+What each step must guarantee (the proof obligations, checked by the fuzz harness in
+``dnnprov.fuzz`` against exhaustive search):
+
+* a range of a cell is only narrowed to exclude plans that are outside it or that cannot
+  beat U or meet T_obj; computed ends are widened outward (:mod:`spot_cells`);
+* a cell is closed only by a lower bound >= U, an infeasible LP/MILP relaxation that
+  contains all its plans, a MILP optimum showing f >= 0, or by evaluating all its plans;
+* a HiGHS answer other than optimal / infeasible / time limit proves nothing: the cell is
+  then enumerated (or the solve ends at ``limit`` with the bound it has);
+* worker counts are generated lazily: a *tail* entry bounds every count not generated
+  yet (:meth:`SpotDecomposition.tail_bound`), so the bound reported at a limit is valid;
+* the clock (:class:`dnnprov.progress.Clock`) covers set-up and the heuristic seed.
 """
 
 from __future__ import annotations
@@ -43,14 +56,15 @@ import heapq
 import itertools
 import math
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from dnnprov.progress import Clock, SolverLog
 from dnnprov.result import Result, Status
 from dnnprov.solvers.heuristics import spot_heuristic
 from dnnprov.solvers.highs_driver import MilpStatus, new_highs, solve_milp
 from dnnprov.solvers.outcome import spot_result
+from dnnprov.solvers.spot_cells import Cell, ClusterShape, compositions, count_compositions, down, up
 from dnnprov.spot import SpotProblem
 from dnnprov.spot_model import SideRows, SpotModel
 
@@ -62,49 +76,27 @@ REF_BATCH_ROUNDING = 0.05       # reference model: b_w rounded to 1 decimal
 REF_TIME_ROUNDING = 0.005       # reference model: T rounded to 2 decimals
 REF_COST_ROUNDING = 5e-7        # reference model: cost rounded to 6 decimals
 REF_ITER_ROUNDING = 0.5         # reference model: j rounded to an integer
-
-
-@dataclass
-class ClusterShape:
-    """Per-column rates for one (K, s): what the linear aggregates are built from."""
-
-    rate: np.ndarray      # r_c = 1 / T_c
-    speed: np.ndarray     # v_c = b_c / T_c
-
-
-@dataclass(order=True)
-class Cell:
-    """A region of the plan space; ``bound`` is a lower bound on the cost of its plans."""
-
-    bound: float
-    seq: int
-    workers: int = field(compare=False)
-    ps: int = field(compare=False)
-    top: int | None = field(compare=False)       # fastest used column; None: not yet split by it
-    b_lo: float = field(compare=False)
-    b_hi: float = field(compare=False)
-    v_lo: float = field(compare=False)
-    v_hi: float = field(compare=False)
-    allowed: np.ndarray = field(compare=False, repr=False)
-    x_lo: float = field(compare=False, default=0.0)
-    x_hi: float = field(compare=False, default=0.0)
-    rho_min: float = field(compare=False, default=0.0)
-    j_lb: float = field(compare=False, default=0.0)
-    nogoods: list[tuple[int, ...]] = field(compare=False, default_factory=list)
-    lp_done: bool = field(compare=False, default=False)   # LP bound computed (lazily)
+BOUND_SAFETY = 1e-9             # every cost bound is lowered by this relative margin (float error)
+CELL_ENUMERATION = 4096         # cells with at most this many count vectors are evaluated outright
+FALLBACK_ENUMERATION = 1_000_000  # a cell whose MILP fails is enumerated up to this size
+TAIL_CHUNK = 16                 # worker counts generated per tail expansion
+SEED_SHARE = 0.25               # share of the time limit the heuristic seed may use
 
 
 class SpotDecomposition:
     """State of one exact solve; :meth:`run` returns a :class:`Result`."""
 
     def __init__(self, problem: SpotProblem, *, side: SideRows | None = None,
-                 time_limit_s: float = 60.0, gap: float = 0.0) -> None:
+                 time_limit_s: float = 60.0, gap: float = 0.0, clock: Clock | None = None,
+                 log: SolverLog | None = None, cell_enumeration: int = CELL_ENUMERATION) -> None:
         self.problem = problem
         self.model = SpotModel(problem, side)
         self.side = side
         self.cols = self.model.columns
-        self.time_limit_s = time_limit_s
+        self.clock = clock or Clock(time_limit_s)
+        self.log = log or SolverLog(self.clock)
         self.gap = gap
+        self.cell_enumeration = cell_enumeration
         self.reference = problem.model == "reference"
         self.uses_cc = problem.workload.loss_variant == "cc"
         w = problem.workload
@@ -121,9 +113,12 @@ class SpotDecomposition:
         self.highs = new_highs()
         self.seq = itertools.count()
         self.shapes: dict[tuple[int, int], ClusterShape] = {}
-        self.stats = {"cells": 0, "milps": 0, "evaluations": 0, "splits": 0}
+        self.stats = {"cells": 0, "milps": 0, "evaluations": 0, "splits": 0, "enumerated_cells": 0}
         self.evaluated: dict[tuple[tuple[int, ...], int], float] = {}
         self.threshold = math.inf
+        self.best_cost = math.inf
+        self.best: tuple[np.ndarray, int] | None = None
+        self.failures: list[str] = []          # HiGHS failures that ended the search
 
     # ------------------------------------------------------------------ model pieces
     def shape(self, workers: int, ps: int) -> ClusterShape:
@@ -227,19 +222,28 @@ class SpotDecomposition:
         return n
 
     def min_ratio(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> float:
-        """min (P + c0) / X over the box by Dinkelbach's method with the greedy step."""
+        """A lower bound on min (P + c0) / X over the box: Dinkelbach's method, greedy step.
+
+        Proof: for a ratio lambda of some plan, F(lambda) = min_n (P + c0 - lambda X) over
+        the box is attained by the greedy (one cardinality row and a box are totally
+        unimodular). When the greedy's plan has ratio >= lambda, F(lambda) >= 0, so every
+        plan has ratio >= lambda: lambda is the minimum. Without convergence only
+        min_c p_c / r_c (a ratio of sums is at least the smallest ratio) is claimed.
+        """
         r = self.shape(cell.workers, cell.ps).rate
         p = self.cols.price
         c0 = cell.ps * self.c0_per_ps
+        used = cell.allowed & (hi > 0)
+        safe = float((p[used] / r[used]).min()) if used.any() else 0.0
         n = self.greedy(-r, lo, hi, cell.workers)
         ratio = (n @ p + c0) / (n @ r)
         for _ in range(100):
             n = self.greedy(p - ratio * r, lo, hi, cell.workers)
             new = (n @ p + c0) / (n @ r)
             if new >= ratio * (1 - 1e-14):
-                break
+                return max(safe, down(float(ratio) * (1 - 1e-12)))
             ratio = new
-        return float(min(ratio, new))
+        return safe
 
     def tighten(self, cell: Cell, price_bound: float) -> bool:
         """Shrink the b_w and V ranges to where a plan can beat U and meet T_obj (see module doc).
@@ -250,26 +254,33 @@ class SpotDecomposition:
         g2 = self.problem.workload.gamma_2
         for _ in range(3):
             tau = self.time_factor(cell)
+            # eq. (13): tau j / X + a0 <= T_obj  =>  j <= (T_obj - a0) X_hi / tau
             j_max = (deadline - self.a0) * cell.x_hi / tau * (1 + DEADLINE_RELAXATION)
-            if math.isfinite(self.threshold):
+            if math.isfinite(self.threshold) and cell.rho_min > 0:
+                # cost < U  =>  rho_min tau j + a0 (P + c0) < 3600 (U - ac), with P + c0 on the
+                # side of price_bound that makes a0 (P + c0) smallest (see finalize)
                 j_max = min(j_max, (3600 * (self.threshold - self.ac) - self.a0 * price_bound)
                             / (cell.rho_min * tau))
+            j_max = up(j_max)
             c = self.spread_factor(cell)
             if g2 < 0 and c > 0:                         # A(b) < (j_max + g1) / c  =>  b > b_cut
-                cell.b_lo = max(cell.b_lo, (self.gamma_3 - (j_max + self.gamma_1) / c) / -g2)
+                cell.b_lo = max(cell.b_lo, down((self.gamma_3 - (j_max + self.gamma_1) / c) / -g2))
             a_hi = self.a_min(cell.b_lo, cell.b_hi)
-            if self.uses_cc and cell.top is not None and cell.workers > 1 and a_hi > 0:
-                r_max = ((j_max + self.gamma_1) * self.model.loss_gap / a_hi) ** 2 / cell.workers \
-                    - self.problem.workload.gamma_4
+            if self.uses_cc and cell.top is not None and cell.workers > 1 and a_hi > 0 \
+                    and j_max + self.gamma_1 > 0:
+                # sqrt((R + g4) K) A_min / (L - g5) - g1 <= j <= j_max bounds R from above
+                r_max = up(((j_max + self.gamma_1) * self.model.loss_gap / a_hi) ** 2 / cell.workers
+                           - self.problem.workload.gamma_4)
                 if r_max < 0:                            # even R = 0 needs more iterations
                     return False
                 share = r_max * math.sqrt((cell.workers - 1) / cell.workers)
                 if share < 1:                            # R_lb(V) < r_max  =>  V < v_t / (1 - share)
                     v_t = self.shape(cell.workers, cell.ps).speed[cell.top]
-                    cell.v_hi = min(cell.v_hi, v_t / (1 - share))
+                    cell.v_hi = min(cell.v_hi, up(v_t / (1 - share)))
             # eq. (13): X >= tau j_lb / (T - a0)
             slope = (deadline - self.a0) * (1 + DEADLINE_RELAXATION)
-            cell.x_lo = max(cell.x_lo, tau * self.j_lower(cell) / slope)
+            if slope > 0:
+                cell.x_lo = max(cell.x_lo, down(tau * self.j_lower(cell) / slope))
             self.propagate(cell)
             if cell.b_lo > cell.b_hi or cell.v_lo > cell.v_hi or cell.x_lo > cell.x_hi:
                 return False
@@ -284,14 +295,18 @@ class SpotDecomposition:
         A group's V_lo (top column not fixed) is not a bound on V: it only serves the CC
         bound, where raising it to b_lo X_lo stays valid; nothing else is tightened there.
         """
-        cell.v_lo = max(cell.v_lo, cell.b_lo * cell.x_lo)
+        cell.v_lo = max(cell.v_lo, down(cell.b_lo * cell.x_lo))
         if cell.top is None:
             return
-        cell.v_hi = min(cell.v_hi, cell.b_hi * cell.x_hi)
-        cell.x_lo = max(cell.x_lo, cell.v_lo / cell.b_hi)
-        cell.x_hi = min(cell.x_hi, cell.v_hi / cell.b_lo)
-        cell.b_lo = max(cell.b_lo, cell.v_lo / cell.x_hi)
-        cell.b_hi = min(cell.b_hi, cell.v_hi / cell.x_lo)
+        cell.v_hi = min(cell.v_hi, up(cell.b_hi * cell.x_hi))
+        if cell.b_hi > 0:
+            cell.x_lo = max(cell.x_lo, down(cell.v_lo / cell.b_hi))
+        if cell.b_lo > 0:
+            cell.x_hi = min(cell.x_hi, up(cell.v_hi / cell.b_lo))
+        if cell.x_hi > 0:
+            cell.b_lo = max(cell.b_lo, down(cell.v_lo / cell.x_hi))
+        if cell.x_lo > 0:
+            cell.b_hi = min(cell.b_hi, up(cell.v_hi / cell.x_lo))
 
     def finalize(self, cell: Cell) -> Cell | None:
         """Compute the cell's bound and tighten its ranges; ``None`` if it holds no useful plan.
@@ -309,8 +324,8 @@ class SpotDecomposition:
         r = self.shape(cell.workers, cell.ps).rate
         p = cols.price
         c0 = cell.ps * self.c0_per_ps
-        cell.x_lo = max(cell.x_lo, float(self.greedy(r, lo, hi, cell.workers) @ r))
-        cell.x_hi = min(cell.x_hi, float(self.greedy(-r, lo, hi, cell.workers) @ r))
+        cell.x_lo = max(cell.x_lo, down(float(self.greedy(r, lo, hi, cell.workers) @ r)))
+        cell.x_hi = min(cell.x_hi, up(float(self.greedy(-r, lo, hi, cell.workers) @ r)))
         if cell.x_lo > cell.x_hi:
             return None
         cell.rho_min = self.min_ratio(cell, lo, hi)
@@ -345,8 +360,9 @@ class SpotDecomposition:
                 float(self.greedy(-p, lo, hi, cell.workers) @ p) + c0)
 
     def closed_bound(self, cell: Cell, price_bound: float) -> float:
-        """cost >= (rho_min tau j_lb + a0 (P + c0)) / 3600 + ac over the cell."""
-        return (cell.rho_min * self.time_factor(cell) * cell.j_lb + self.a0 * price_bound) / 3600 + self.ac
+        """cost >= (rho_min tau j_lb + a0 (P + c0)) / 3600 + ac over the cell (never below 0)."""
+        value = (cell.rho_min * self.time_factor(cell) * cell.j_lb + self.a0 * price_bound) / 3600 + self.ac
+        return max(0.0, down(value))
 
     def cell_rows(self, cell: Cell) -> list[tuple[np.ndarray, float, float]]:
         """The cell's linear rows ``low <= a @ n <= high`` (besides sum n = K and the box)."""
@@ -378,9 +394,12 @@ class SpotDecomposition:
                          -math.inf, -tau * (k0 * a_min - self.gamma_1)))
             # eq. (13) keeping both: tau ((k0 + k1 V)(g2 V + g3 X) - g1 X) <= (T - a0) X^2, with
             # V^2 and X^2 over-estimated by secants and V X under-estimated by either McCormick plane.
+            # Valid only where k1 g2 <= 0 (then over-estimating V^2 under-estimates k1 g2 V^2)
+            # and k1 g3 >= 0 (then under-estimating V X under-estimates k1 g3 V X).
             g2, g3 = w.gamma_2, self.gamma_3
             v_lo, v_hi, x_lo, x_hi = cell.v_lo, cell.v_hi, cell.x_lo, cell.x_hi
-            for v_c, x_c in ((v_lo, x_lo), (v_hi, x_hi)):      # V X >= v_c X + x_c V - v_c x_c
+            mccormick = [] if (k1 < 0 or g2 > 0 or g3 < 0) else [(v_lo, x_lo), (v_hi, x_hi)]
+            for v_c, x_c in mccormick:                         # V X >= v_c X + x_c V - v_c x_c
                 coef_v = tau * (k0 * g2 + k1 * g2 * (v_lo + v_hi) + k1 * g3 * x_c)
                 coef_x = tau * (k0 * g3 - self.gamma_1 + k1 * g3 * v_c) - slope * (x_lo + x_hi)
                 const = tau * (-k1 * g2 * v_lo * v_hi - k1 * g3 * v_c * x_c) + slope * x_lo * x_hi
@@ -416,7 +435,8 @@ class SpotDecomposition:
             if math.isfinite(high):
                 rows.append((everything, np.concatenate([a[allowed], [-high]]), -math.inf, 0.0))
         solution = solve_milp(self.highs, cost, np.zeros(m + 1), np.full(m + 1, math.inf), rows,
-                              integer=np.zeros(m + 1, dtype=bool))
+                              integer=np.zeros(m + 1, dtype=bool),
+                              time_limit_s=max(self.clock.remaining(), 1e-3))
         self.stats["lps"] = self.stats.get("lps", 0) + 1
         if solution.status is MilpStatus.INFEASIBLE:
             return None
@@ -439,33 +459,96 @@ class SpotDecomposition:
         if not allowed.any():
             return None
         batch, v = self.cols.batch[allowed], shape.speed[allowed]
-        b_lo, b_hi = b_range or (float(batch.min()), float(batch.max()))
+        b_lo, b_hi = b_range or (down(float(batch.min())), up(float(batch.max())))
         if v_range is None:
             # For a group (top None) V_lo is not a bound on V: it serves cc_lower only, since
             # v_max / (v_max + (K-1) v_min) bounds every plan's largest share. Groups are
             # split by top column before any MILP uses V rows.
             v_top = shape.speed[top] if top is not None else float(v.max())
-            v_range = (float(v_top + (k - 1) * v.min()), float(v_top * k))
+            v_range = (down(float(v_top + (k - 1) * v.min())), up(float(v_top * k)))
         cell = Cell(0.0, next(self.seq), k, s, top, b_lo, b_hi, v_range[0], v_range[1],
                     allowed, x_lo=x_range[0], x_hi=x_range[1], nogoods=list(nogoods or []))
         return self.finalize(cell)
 
-    def initial_cells(self) -> list[Cell]:
-        """One group per (K, s); with the CC term a group is split by top column when popped."""
+    def worker_range(self) -> tuple[int, int]:
+        """The worker counts K any admissible plan can have."""
         cols, cons = self.cols, self.problem.constraints
         k_lo = max(cons.workers[0], int(cols.lower.sum()), 1)
         k_hi = int(cols.upper.sum()) if cons.workers[1] is None else min(cons.workers[1], int(cols.upper.sum()))
+        return k_lo, k_hi
+
+    def groups(self, k: int) -> list[Cell]:
+        """One group per PS count for K workers (split by top column when popped, with CC).
+
+        PS counts past the first one that adds no bandwidth are skipped: once the PS
+        link is not contended (or P = 0) the rates stop changing with s, and an extra
+        PS that adds no bandwidth only adds cost (c0 >= 0), unless side rows use s.
+        """
+        cons = self.problem.constraints
         ps_in_side_rows = self.side is not None and bool(np.any(self.side.a_s != 0))
         cells = []
-        for k in range(k_lo, k_hi + 1):
-            for s in range(cons.ps_count[0], cons.ps_count[1] + 1):
-                if (s > cons.ps_count[0] and not ps_in_side_rows
-                        and np.array_equal(self.shape(k, s).rate, self.shape(k, s - 1).rate)):
-                    continue  # an extra PS that adds no bandwidth only adds cost: dominated
-                cell = self.new_cell(k, s, None)
-                if cell is not None:
-                    cells.append(cell)
+        for s in range(cons.ps_count[0], cons.ps_count[1] + 1):
+            if (s > cons.ps_count[0] and not ps_in_side_rows
+                    and np.array_equal(self.shape(k, s).rate, self.shape(k, s - 1).rate)):
+                break
+            cell = self.new_cell(k, s, None)
+            if cell is not None:
+                cells.append(cell)
+            if self.clock.expired():
+                break
         return cells
+
+    def tail(self, k: int) -> Cell | None:
+        """The stand-in for every worker count from ``k`` up, with :meth:`tail_bound`."""
+        if k > self.worker_range()[1]:
+            return None
+        allowed = self.cols.upper > 0
+        return Cell(self.tail_bound(k), next(self.seq), k, 0, None, 0.0, 0.0, 0.0, 0.0,
+                    allowed, tail=True)
+
+    def tail_bound(self, k0: int) -> float:
+        """A lower bound on the cost of every plan with K >= k0 workers.
+
+        Proof: the rate of a column is at most 1 / (T_comp + PCIe term) (eq. 6-7: the
+        network term is positive), so (P + c0) / X >= min_c p_c (T_comp,c + pcie_c) = rho_1.
+        b_w lies between the smallest and largest batch, so A(b_w) >= A_min; with
+        A_min > 0, j >= sqrt(g K) A_min / (L - g5) - g1 (g = 1 without CC, g = gamma_4
+        <= R + gamma_4 with it), which grows with K. The paper model's time is
+        j / X + overhead >= j / X. The reference model's core time is rounded to 0.01 s
+        and must be >= 0.01 s: T_core >= max(0.01, tau j / X - 0.005) >= (2/3) tau j / X.
+        So cost >= rho_1 f tau j_lb(k0) / 3600 + ac with f = 1 (paper) or 2/3.
+        """
+        w = self.problem.workload
+        cols = self.cols
+        used = cols.upper > 0
+        if not used.any():
+            return math.inf
+        pcie = 0.0 if self.reference else 2 * cols.gpus * w.param_size_mb / self.problem.platform.pcie_bandwidth_mb_s
+        rho_1 = float((cols.price * (cols.compute_time + pcie))[used].min())
+        b_min, b_max = float(cols.batch[used].min()), float(cols.batch[used].max())
+        a_min = self.a_min(b_min, b_max)
+        spread = 1.0 if not self.uses_cc else w.gamma_4
+        if a_min <= 0 or spread <= 0 or rho_1 <= 0:
+            return 0.0
+        j_lb = math.sqrt(spread * k0) * a_min / self.model.loss_gap - self.gamma_1
+        if j_lb <= 0:
+            return 0.0
+        tau = 1 - REF_BATCH_ROUNDING / b_min if self.reference else 1.0
+        factor = 2 / 3 if self.reference else 1.0
+        return max(0.0, down(rho_1 * factor * tau * j_lb / 3600 + self.ac))
+
+    def expand_tail(self, tail: Cell) -> list[Cell]:
+        """Generate the groups of the next few worker counts and the tail after them."""
+        k_hi = self.worker_range()[1]
+        cells: list[Cell] = []
+        k = tail.workers
+        while k <= min(k_hi, tail.workers + TAIL_CHUNK - 1):
+            cells += self.groups(k)
+            k += 1
+            if self.clock.expired():
+                break
+        rest = self.tail(k)
+        return cells + ([rest] if rest is not None else [])
 
     def expand(self, group: Cell) -> list[Cell]:
         """Split a (K, s) group into one cell per possible top column."""
@@ -543,64 +626,106 @@ class SpotDecomposition:
         return solution, counts, scale
 
     # ------------------------------------------------------------------ main loop
+    def consider(self, counts: np.ndarray, ps: int) -> None:
+        """Evaluate one plan exactly (once) and keep it if it is the best so far."""
+        key = (tuple(int(v) for v in counts), ps)
+        if key in self.evaluated:
+            return
+        ev = self.model.evaluate(counts[None, :], ps)
+        self.stats["evaluations"] += 1
+        cost = float(ev.cost[0]) if ev.feasible[0] else math.inf
+        self.evaluated[key] = cost
+        if cost < self.best_cost:
+            self.best_cost, self.best = cost, (counts.copy(), ps)
+
+    def enumerate_cell(self, cell: Cell, limit: int) -> bool:
+        """Evaluate every count vector of the cell's box (a superset of its plans).
+
+        Returns ``False`` (and does nothing) when the box holds more than ``limit``.
+        """
+        lo, hi = self.box(cell)
+        allowed = np.flatnonzero(cell.allowed)
+        if count_compositions(lo[allowed], hi[allowed], cell.workers, limit) > limit:
+            return False
+        sub = compositions(lo[allowed], hi[allowed], cell.workers)
+        self.stats["enumerated_cells"] += 1
+        if not len(sub):
+            return True
+        counts = np.zeros((len(sub), len(self.cols)), dtype=np.int64)
+        counts[:, allowed] = sub
+        ev = self.model.evaluate(counts, cell.ps)
+        self.stats["evaluations"] += len(sub)
+        cost = np.where(ev.feasible, ev.cost, np.inf)
+        i = int(np.argmin(cost))
+        if cost[i] < self.best_cost:
+            self.best_cost, self.best = float(cost[i]), (counts[i].copy(), cell.ps)
+        return True
+
+    def bound_now(self, heap: list[Cell]) -> float:
+        """The proven lower bound at this moment: the smallest open bound, or the incumbent."""
+        return min(heap[0].bound if heap else math.inf, self.best_cost)
+
     def run(self, incumbent: Result | None = None) -> Result:
         """Process cells best-bound first until the bound meets the incumbent."""
-        started = time.perf_counter()
-        deadline = started + self.time_limit_s
-        best_cost, best = math.inf, None
         if incumbent is not None and incumbent.plan is not None:
             counts = np.array([incumbent.plan.counts[label] for label in self.cols.labels])
-            ev = self.model.evaluate(counts[None, :], incumbent.plan.ps)
-            if ev.feasible[0]:
-                best_cost, best = float(ev.cost[0]), (counts, incumbent.plan.ps)
+            self.consider(counts, incumbent.plan.ps)
         ceiling = self.cost_ceiling()
-        self.threshold = min(best_cost, ceiling) / (1 + self.gap)
-        heap = self.initial_cells()
-        heapq.heapify(heap)
-        self.stats["cells"] = len(heap)
+        self.threshold = min(self.best_cost, ceiling) / (1 + self.gap)
+        first = self.tail(self.worker_range()[0])
+        heap = [first] if first is not None else []
         limited = False
         while heap:
-            self.threshold = min(best_cost, ceiling) / (1 + self.gap)
+            self.threshold = min(self.best_cost, ceiling) / (1 + self.gap)
             cell = heap[0]
             if cell.bound >= self.threshold:
                 break
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0:
+            self.log.progress(self.best_cost, self.bound_now(heap),
+                              f"{len(heap)} open, {self.stats['milps']} MILPs")
+            if self.clock.expired():
                 limited = True
                 break
             heapq.heappop(heap)
-            if self.needs_expansion(cell):
-                for child in self.expand(cell):
-                    heapq.heappush(heap, child)
-                    self.stats["cells"] += 1
-                continue
-            if not cell.lp_done:
+            if cell.tail:
+                children = self.expand_tail(cell)
+            elif self.needs_expansion(cell):
+                children = self.expand(cell)
+            elif not cell.lp_done:
                 cell = self.strengthen(cell)
-                if cell is not None and cell.bound < self.threshold:
-                    heapq.heappush(heap, cell)        # back in line with its stronger bound
-                continue
-            solution, counts, scale = self.cell_milp(cell, self.threshold, remaining)
-            self.stats["milps"] += 1
-            if solution.status is MilpStatus.INFEASIBLE:
-                continue
-            if solution.status is MilpStatus.LIMIT and counts is None:
-                heapq.heappush(heap, cell)
-                limited = True
-                break
-            if solution.status is MilpStatus.OPTIMAL and solution.objective >= -CLOSE_TOLERANCE * scale:
-                continue                                        # nothing cheaper than U here
-            key = (tuple(int(v) for v in counts), cell.ps)
-            if key not in self.evaluated:
-                ev = self.model.evaluate(counts[None, :], cell.ps)
-                self.stats["evaluations"] += 1
-                cost = float(ev.cost[0]) if ev.feasible[0] else math.inf
-                self.evaluated[key] = cost
-                if cost < best_cost:
-                    best_cost, best = cost, (counts, cell.ps)
-                    self.threshold = min(best_cost, ceiling) / (1 + self.gap)
-            for child in self.refine(cell, counts):
+                children = [cell] if cell is not None and cell.bound < self.threshold else []
+            else:
+                children = self.process(cell)
+                if children is None:                       # HiGHS gave no usable answer
+                    heapq.heappush(heap, cell)
+                    limited = True
+                    break
+            for child in children:
                 heapq.heappush(heap, child)
-        return self.finish(best, best_cost, heap, limited, started)
+                self.stats["cells"] += 1
+        return self.finish(heap, limited)
+
+    def process(self, cell: Cell) -> list[Cell] | None:
+        """Close the cell, or evaluate the plan its MILP finds and refine; ``None``: no answer."""
+        if self.enumerate_cell(cell, self.cell_enumeration):
+            return []
+        solution, counts, scale = self.cell_milp(cell, self.threshold, max(self.clock.remaining(), 1e-3))
+        self.stats["milps"] += 1
+        if solution.status is MilpStatus.INFEASIBLE:
+            return []
+        if solution.status is MilpStatus.ERROR or (
+                counts is not None and tuple(int(v) for v in counts) in cell.nogoods):
+            # No proof from HiGHS (a solve error, or a cut-off plan returned again):
+            # decide the cell by evaluating all its plans, if there are not too many.
+            if self.enumerate_cell(cell, FALLBACK_ENUMERATION):
+                return []
+            self.failures.append(f"HiGHS could not decide a cell of {cell.workers} workers, {cell.ps} PS")
+            return None
+        if solution.status is MilpStatus.LIMIT and counts is None:
+            return None
+        if solution.status is MilpStatus.OPTIMAL and solution.objective >= -CLOSE_TOLERANCE * scale:
+            return []                                   # nothing cheaper than U here
+        self.consider(counts, cell.ps)
+        return self.refine(cell, counts)
 
     def refine(self, cell: Cell, counts: np.ndarray) -> list[Cell]:
         """Cut the evaluated plan off; bisect the cell first if a relaxation is loose there.
@@ -656,18 +781,22 @@ class SpotDecomposition:
             ceiling = min(ceiling, budget)
         return ceiling * (1 + 1e-9) + 1e-12
 
-    def finish(self, best, best_cost: float, heap: list[Cell], limited: bool, started: float) -> Result:
-        """Package the outcome with its proven bound."""
+    def finish(self, heap: list[Cell], limited: bool) -> Result:
+        """Package the outcome with its proven bound and say why a bound is weak."""
+        best, best_cost = self.best, self.best_cost
         open_bound = min((c.bound for c in heap), default=math.inf)
         stats = dict(self.stats)
+        started = self.clock.started
         if limited:
             bound = max(min(open_bound, best_cost), 0.0)
+            why = self.failures[0] if self.failures else f"time limit of {self.clock.limit_s:g} s reached"
+            message = f"{why}; {self.weak_bound_reason(heap, bound)}"
             if best is None:
                 return spot_result(self.model, None, 1, status=Status.LIMIT, method="milp", started=started,
-                                   bound=bound, message="time limit reached before any feasible plan", stats=stats)
+                                   bound=bound, message=f"{why} before any feasible plan; "
+                                   f"{self.weak_bound_reason(heap, bound)}", stats=stats)
             return spot_result(self.model, best[0], best[1], status=Status.LIMIT, method="milp",
-                               started=started, bound=bound, message="time limit: incumbent and proven bound",
-                               stats=stats)
+                               started=started, bound=bound, message=message, stats=stats)
         if best is None:
             return spot_result(self.model, None, 1, status=Status.INFEASIBLE, method="milp", started=started,
                                bound=math.inf, message="proven: no plan meets every constraint", stats=stats)
@@ -679,15 +808,46 @@ class SpotDecomposition:
         return spot_result(self.model, best[0], best[1], status=Status.OPTIMAL, method="milp",
                            started=started, bound=best_cost, stats=stats)
 
+    def weak_bound_reason(self, heap: list[Cell], bound: float) -> str:
+        """Why the proven bound is where it is (said whenever a solve stops early)."""
+        if not heap:
+            return "no open cells"
+        weakest = min(heap)
+        if weakest.tail:
+            return (f"worker counts from {weakest.workers} up were not reached; their bound "
+                    f"${weakest.bound:.6g} comes from the loss model alone")
+        if bound <= 0 or weakest.j_lb <= (1.0 if self.reference else 0.0):
+            return (f"bound ${bound:.6g}: the loss model lets clusters of {weakest.workers} workers "
+                    "reach the target loss in almost no iterations at their largest batches "
+                    "(eq. 3's numerator nears 0), so only the price of such plans bounds the cost")
+        return (f"the weakest open cell ({weakest.workers} workers, {weakest.ps} PS) has bound "
+                f"${weakest.bound:.6g}; {len(heap)} cells are open")
+
 
 def solve_spot_exact(problem: SpotProblem, *, side: SideRows | None = None,
-                     time_limit_s: float = 60.0, gap: float = 0.0) -> Result:
+                     time_limit_s: float = 60.0, gap: float = 0.0, clock: Clock | None = None,
+                     log: SolverLog | None = None, cell_enumeration: int = CELL_ENUMERATION) -> Result:
     """Proven-optimal spot plan (or the proven bound at the time limit).
 
     The paper heuristic's plan seeds the incumbent (re-checked against every constraint,
-    side rows included); the decomposition then proves or improves it.
+    side rows included); it runs under the same clock. The decomposition then proves or
+    improves it. ``cell_enumeration`` is the largest cell evaluated outright instead of by
+    MILPs (0 forces MILPs everywhere: the tests use it to exercise them).
     """
-    started = time.perf_counter()
-    decomposition = SpotDecomposition(problem, side=side, time_limit_s=time_limit_s, gap=gap)
-    result = decomposition.run(spot_heuristic(problem))
-    return Result(**{**result.__dict__, "solve_seconds": time.perf_counter() - started})
+    clock = clock or Clock(time_limit_s)
+    log = log or SolverLog(clock)
+    decomposition = SpotDecomposition(problem, side=side, gap=gap, clock=clock, log=log,
+                                      cell_enumeration=cell_enumeration)
+    cols = decomposition.cols
+    log.header(f"dnnprov milp: {problem.name} (spot, model {problem.model}, loss {problem.workload.loss_variant})",
+               [f"{len(cols)} columns, quotas sum {int(cols.upper.sum())}, PS {problem.constraints.ps_count[0]}"
+                f"..{problem.constraints.ps_count[1]}, time limit {clock.limit_s:g} s, gap {gap:g}"])
+    # The seed may use a quarter of the budget: on big quota lists the sliding window is
+    # quadratic in the number of instances, and the decomposition needs the rest.
+    seed = spot_heuristic(problem, clock=Clock(clock.limit_s * SEED_SHARE, started=clock.started))
+    if seed.plan is not None:
+        log.progress(seed.cost if seed.cost is not None else math.inf, 0.0, "heuristic seed")
+    result = decomposition.run(seed)
+    result = Result(**{**result.__dict__, "solve_seconds": clock.elapsed()})
+    log.final(result.status.value, result.message)
+    return result

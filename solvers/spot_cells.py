@@ -1,0 +1,105 @@
+"""Cells of the spot decomposition and the safe arithmetic their ranges use.
+
+A cell's ranges are *claims about every plan in it*: a plan is only ever dropped because
+it lies outside a range or because a bound shows it cannot beat the incumbent. Ranges are
+computed in floating point, so each computed end is widened outward by :data:`SAFETY`
+(relative), which dominates the rounding error of the few operations behind it (each
+about 1e-16 relative): a plan sitting exactly on an end (a single-type cell has
+V_lo = V_hi = K v, computed two ways) stays inside. Emptiness tests then compare widened
+ends, so they never discard a plan that rounding put one ulp outside.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+SAFETY = 1e-9
+
+
+def down(x: float) -> float:
+    """``x`` lowered by the safety margin: use for every computed lower end."""
+    return x - SAFETY * abs(x)
+
+
+def up(x: float) -> float:
+    """``x`` raised by the safety margin: use for every computed upper end."""
+    return x + SAFETY * abs(x)
+
+
+@dataclass
+class ClusterShape:
+    """Per-column rates for one (K, s): what the linear aggregates are built from."""
+
+    rate: np.ndarray      # r_c = 1 / T_c
+    speed: np.ndarray     # v_c = b_c / T_c
+
+
+@dataclass(order=True)
+class Cell:
+    """A region of the plan space; ``bound`` is a lower bound on the cost of its plans.
+
+    ``tail`` marks the stand-in for every worker count from ``workers`` up that has not
+    been generated yet; its bound holds for all of them (see ``tail_bound``).
+    """
+
+    bound: float
+    seq: int
+    workers: int = field(compare=False)
+    ps: int = field(compare=False)
+    top: int | None = field(compare=False)       # fastest used column; None: not yet split by it
+    b_lo: float = field(compare=False)
+    b_hi: float = field(compare=False)
+    v_lo: float = field(compare=False)
+    v_hi: float = field(compare=False)
+    allowed: np.ndarray = field(compare=False, repr=False)
+    x_lo: float = field(compare=False, default=0.0)
+    x_hi: float = field(compare=False, default=0.0)
+    rho_min: float = field(compare=False, default=0.0)
+    j_lb: float = field(compare=False, default=0.0)
+    nogoods: list[tuple[int, ...]] = field(compare=False, default_factory=list)
+    lp_done: bool = field(compare=False, default=False)   # LP bound computed (lazily)
+    tail: bool = field(compare=False, default=False)
+
+
+def count_compositions(lo: np.ndarray, hi: np.ndarray, total: int, limit: int) -> int:
+    """How many integer vectors lo <= n <= hi have sum ``total`` (stops counting past ``limit``)."""
+    rest = total - int(lo.sum())
+    if rest < 0 or rest > int((hi - lo).sum()):
+        return 0
+    ways = np.zeros(rest + 1, dtype=np.float64)
+    ways[0] = 1.0
+    for cap in (hi - lo).astype(np.int64):
+        if cap <= 0:
+            continue
+        prefix = np.concatenate([[0.0], np.cumsum(ways)])
+        idx = np.arange(rest + 1)
+        ways = prefix[idx + 1] - prefix[np.maximum(idx - cap, 0)]
+        ways = np.minimum(ways, float(limit) + 1)    # saturate: only "above limit" matters
+    return int(min(ways[rest], limit + 1))
+
+
+def compositions(lo: np.ndarray, hi: np.ndarray, total: int) -> np.ndarray:
+    """Every integer vector lo <= n <= hi with sum ``total``, one per row.
+
+    Each partial vector kept can still be completed (the remaining columns can absorb
+    what is left), so no intermediate array is larger than the answer.
+    """
+    lo = lo.astype(np.int64)
+    caps = (hi - lo).astype(np.int64)
+    rest = total - int(lo.sum())
+    m = len(lo)
+    if rest < 0 or rest > int(caps.sum()):
+        return np.zeros((0, m), dtype=np.int64)
+    suffix = np.concatenate([np.cumsum(caps[::-1])[::-1], [0]])
+    partial = np.zeros((1, 0), dtype=np.int64)
+    sums = np.zeros(1, dtype=np.int64)
+    for j in range(m):
+        xs = np.arange(caps[j] + 1)
+        new = sums[:, None] + xs[None, :]
+        ok = (new <= rest) & (rest - new <= suffix[j + 1])
+        rows, choice = np.nonzero(ok)
+        partial = np.column_stack([partial[rows], xs[choice]])
+        sums = new[rows, choice]
+    return partial + lo
