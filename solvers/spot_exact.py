@@ -59,6 +59,7 @@ import time
 
 import numpy as np
 
+from dnnprov.domain import TOLERANCE as DOMAIN_TOLERANCE
 from dnnprov.progress import Clock, SolverLog
 from dnnprov.result import Result, Status
 from dnnprov.solvers.heuristics import spot_heuristic
@@ -459,7 +460,15 @@ class SpotDecomposition:
         if not allowed.any():
             return None
         batch, v = self.cols.batch[allowed], shape.speed[allowed]
-        b_lo, b_hi = b_range or (down(float(batch.min())), up(float(batch.max())))
+        if b_range is None:
+            # b_w is a weighted mean of the used batches, and the validity domain bounds it
+            # (plans outside it are infeasible; the model's own tolerance is kept)
+            (dom_lo, dom_hi), _ = self.model.domain_bounds()
+            b_range = (down(max(float(batch.min()), dom_lo * (1 - DOMAIN_TOLERANCE))),
+                       up(min(float(batch.max()), dom_hi * (1 + DOMAIN_TOLERANCE))))
+            if b_range[0] > b_range[1]:
+                return None
+        b_lo, b_hi = b_range
         if v_range is None:
             # For a group (top None) V_lo is not a bound on V: it serves cc_lower only, since
             # v_max / (v_max + (K-1) v_min) bounds every plan's largest share. Groups are
@@ -471,10 +480,14 @@ class SpotDecomposition:
         return self.finalize(cell)
 
     def worker_range(self) -> tuple[int, int]:
-        """The worker counts K any admissible plan can have."""
+        """The worker counts K any admissible plan can have (the validity domain's included)."""
         cols, cons = self.cols, self.problem.constraints
-        k_lo = max(cons.workers[0], int(cols.lower.sum()), 1)
-        k_hi = int(cols.upper.sum()) if cons.workers[1] is None else min(cons.workers[1], int(cols.upper.sum()))
+        _, (dom_lo, dom_hi) = self.model.domain_bounds()
+        k_lo = max(cons.workers[0], int(cols.lower.sum()), 1, dom_lo)
+        k_hi = int(cols.upper.sum())
+        for cap in (cons.workers[1], dom_hi):
+            if cap is not None:
+                k_hi = min(k_hi, cap)
         return k_lo, k_hi
 
     def groups(self, k: int) -> list[Cell]:
