@@ -684,12 +684,12 @@ class SpotDecomposition:
             counts = np.array([incumbent.plan.counts[label] for label in self.cols.labels])
             self.consider(counts, incumbent.plan.ps)
         ceiling = self.cost_ceiling()
-        self.threshold = min(self.best_cost, ceiling) / (1 + self.gap)
+        self.threshold = min(self.best_cost / (1 + self.gap), ceiling)   # the gap only discounts a real incumbent
         first = self.tail(self.worker_range()[0])
         heap = [first] if first is not None else []
         limited = False
         while heap:
-            self.threshold = min(self.best_cost, ceiling) / (1 + self.gap)
+            self.threshold = min(self.best_cost / (1 + self.gap), ceiling)   # the gap only discounts a real incumbent
             cell = heap[0]
             if cell.bound >= self.threshold:
                 break
@@ -801,7 +801,9 @@ class SpotDecomposition:
         stats = dict(self.stats)
         started = self.clock.started
         if limited:
-            bound = max(min(open_bound, best_cost), 0.0)
+            # closed cells hold nothing below the threshold they were closed at (the
+            # threshold only falls), open ones nothing below their bounds
+            bound = max(min(open_bound, self.threshold), 0.0)
             why = self.failures[0] if self.failures else f"time limit of {self.clock.limit_s:g} s reached"
             message = f"{why}; {self.weak_bound_reason(heap, bound)}"
             if best is None:

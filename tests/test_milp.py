@@ -138,3 +138,62 @@ def test_milp_is_deterministic(resnet110_paper):
     second = dnnprov.solve(resnet110_paper, "milp")
     assert first.plan == second.plan and first.cost == second.cost
     assert first.stats == second.stats
+
+
+@pytest.mark.parametrize("chunk", range(6))
+def test_cell_milps_alone_equal_enumerate(make_random_spot, chunk):
+    """With outright cell evaluation off, the threshold MILPs decide every cell: still exact.
+
+    (By default cells of at most 4,096 count vectors are evaluated outright; this keeps the
+    MILP path, its no-goods and its bisections under test on the same instances.)
+    """
+    from dnnprov.solvers.spot_exact import solve_spot_exact
+
+    for seed in range(chunk * 20, chunk * 20 + 20):
+        rng = np.random.default_rng(40_000 + seed)
+        problem = make_random_spot(rng, max_quota=int(rng.integers(2, 7)),
+                                   gamma_4=[0.1, 1.0][seed % 2], model=["paper", "reference"][seed // 2 % 2])
+        exact = solve_spot_exact(problem, cell_enumeration=0)
+        oracle = dnnprov.solve(problem, "enumerate")
+        assert exact.status is oracle.status, (seed, exact.message)
+        if oracle.cost is not None:
+            assert_allclose(exact.cost, oracle.cost, rtol=1e-6)
+
+
+def test_gap_never_turns_into_a_false_infeasible(make_random_spot):
+    """A positive gap discounts the incumbent only: with no plan yet, nothing feasible is skipped."""
+    for seed in range(40):
+        problem = make_random_spot(np.random.default_rng(500 + seed), budget=False)
+        oracle = dnnprov.solve(problem, "enumerate")
+        result = dnnprov.solve(problem, "milp", gap=0.5)
+        assert (result.plan is None) == (oracle.plan is None), seed
+        if result.status is Status.INFEASIBLE:
+            assert oracle.status is Status.INFEASIBLE
+
+
+@pytest.mark.parametrize("method", ["heuristic", "reference-heuristic", "enumerate", "milp"])
+def test_every_method_stops_at_its_time_limit(resnet110_table1, method):
+    """A time limit that has passed at once ends every method with ``limit`` (never a proof)."""
+    result = dnnprov.solve(resnet110_table1, method, time_limit_s=1e-9)
+    assert result.status is Status.LIMIT
+    assert result.bound is None or result.bound <= 5.448374 * (1 + 1e-9)
+
+
+def test_solver_log_reports_header_progress_and_status(resnet110_table1, caplog):
+    """solve(log=logger) writes the header, a line for the incumbent, and the final status."""
+    import logging
+
+    logger = logging.getLogger("dnnprov.test-log")
+    with caplog.at_level(logging.INFO, logger="dnnprov.test-log"):
+        result = dnnprov.solve(resnet110_table1, "milp", log=logger)
+    text = caplog.text
+    assert "dnnprov milp:" in text and "incumbent" in text and "bound" in text
+    assert "heuristic seed" in text
+    assert caplog.messages[-1].startswith(f"{result.status.value} after")
+
+
+def test_solver_is_quiet_by_default(resnet110_table1, capsys):
+    """Without log=..., nothing reaches stdout or stderr."""
+    dnnprov.solve(resnet110_table1, "milp")
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ""
