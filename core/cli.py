@@ -161,6 +161,9 @@ EXTRA_COMMANDS.append(__import__("dnnprov.cli_batch", fromlist=["register"]).reg
 EXTRA_COMMANDS.append(__import__("dnnprov.cli_generate", fromlist=["register"]).register)
 EXTRA_COMMANDS.append(__import__("dnnprov.cli_joint", fromlist=["register"]).register)
 EXTRA_COMMANDS.append(__import__("dnnprov.cli_service", fromlist=["register"]).register)
+EXTRA_COMMANDS.append(__import__("dnnprov.cli_sweep", fromlist=["register"]).register)
+EXTRA_COMMANDS.append(__import__("dnnprov.cli_risk", fromlist=["register"]).register)
+EXTRA_COMMANDS.append(__import__("dnnprov.cli_profile", fromlist=["register"]).register)
 
 
 def _error(text: str) -> None:

@@ -22,7 +22,7 @@ from dnnprov.spot import MARKETS, SpotProblem, VcpuQuota
 
 #: The kinds of work, one per endpoint that solves.
 KINDS = ("solve", "solve-many", "replan", "predict", "export", "sweep")
-#: Default ``time_limit_s`` per kind (seconds).
+#: Default ``time_limit_s`` per kind (seconds; at most the server's cap).
 DEFAULT_TIME_LIMIT_S = {"solve": 10.0, "solve-many": 60.0, "replan": 10.0, "predict": 10.0,
                         "export": 10.0, "sweep": 10.0}
 #: Most points a sweep request may ask for.
@@ -75,7 +75,8 @@ def instance(value: object, where: str = "instance") -> Problem:
 
 
 def _time_limit(body: Mapping[str, Any], kind: str, cap_s: float) -> float:
-    limit = check.number("time_limit_s", body.get("time_limit_s", DEFAULT_TIME_LIMIT_S[kind]), exclusive_minimum=0)
+    default = min(DEFAULT_TIME_LIMIT_S[kind], cap_s)
+    limit = check.number("time_limit_s", body.get("time_limit_s", default), exclusive_minimum=0)
     if limit > cap_s:
         raise InvalidInputError("time_limit_s", f"at most {cap_s:g} s on this server, got {limit:g}")
     return limit
