@@ -6,10 +6,18 @@ on n, and ``n k t_comm`` grows with n because B_f^p = min(B_f^max, s B_p / n) on
 (eqs. 1-9, in both local-batch regimes of eq. 9). The memory-time cost is
 ``n m/1024 T p`` with ``T >= T_train``, and requests cost at least ``n p_req``, so
 
-    cost(n, m, s) >= LB(m, s) = m/1024 p n_lo T_train(n_lo, m, s) + n_lo p_req
+    cost(n, m, s) >= LB_n(m, s) = m/1024 p n T_train(n, m, s) + n p_req,
 
-for every n >= n_lo. (m, s) pairs are evaluated exactly over their whole n range, in order
-of LB, until the next LB reaches the best cost U: nothing unevaluated can be cheaper.
+which is itself nondecreasing in n. Two consequences:
+
+* a plan meeting the deadline T_o needs T_train(n) <= T_o; for n >= n_1,
+  n T_o >= n T_train(n) >= n_1 T_train(n_1), so n >= n_1 T_train(n_1) / T_o. Iterating
+  from the smallest allowed n gives the smallest n that can meet T_o (the *start* of the
+  pair), and LB(m, s) = LB_start bounds every feasible plan of the pair;
+* once LB_n reaches the best cost U, no larger n of the pair can beat U.
+
+Pairs are evaluated in order of LB, each from its start up to the n where LB_n reaches U,
+until the next pair's LB reaches U: nothing unevaluated can be cheaper.
 
 The evaluated feasible plans become columns of a choice MILP (one binary per plan, the
 Pareto front in (functions, cost)); HiGHS returns the optimum and its dual bound. The same
@@ -31,7 +39,6 @@ from dnnprov.serverless_model import ServerlessModel, ServerlessSideRows
 from dnnprov.solvers.highs_driver import MilpStatus, new_highs, solve_milp
 from dnnprov.solvers.outcome import serverless_result
 
-PAIRS_PER_BATCH = 8
 
 
 @dataclass(frozen=True)
@@ -55,52 +62,85 @@ class ServerlessColumns:
         return ServerlessColumns(self.functions[idx], self.memory_mb[idx], self.ps[idx], self.cost[idx])
 
 
-def pair_bounds(model: ServerlessModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(memory, PS count, LB) for every (m, s) pair, see the module doc."""
+FIRST_CHUNK = 64        # function counts evaluated at once per pair (doubling)
+START_ITERATIONS = 60   # rounds of the smallest-n fixed point (it converges in a few)
+
+
+def lower_cost(model: ServerlessModel, n: np.ndarray, m: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(LB_n, T_train(n)) of the module doc, for arrays of plans."""
+    p = model.problem.platform
+    train, _, _, _ = model.training_time(n, m, s)
+    bound = m / 1024.0 * p.price_per_gb_s * n * train + n * p.price_per_request
+    return np.where(np.isfinite(bound), bound, np.inf), train
+
+
+def pair_bounds(model: ServerlessModel) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(memory, PS count, first n that can meet T_o, LB) for every (m, s) pair.
+
+    A pair with no n that can meet T_o gets start ``n_hi + 1`` and bound ``inf``.
+    """
     problem = model.problem
-    p = problem.platform
-    n_lo, _ = problem.function_range()
+    n_lo, n_hi = problem.function_range()
     memory = np.array(problem.memory_grid(), dtype=np.int64)
     ps = np.arange(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1)
     mm, ss = (a.ravel() for a in np.meshgrid(memory, ps, indexing="ij"))
-    train, _, _, _ = model.training_time(np.full(mm.shape, n_lo), mm, ss)
-    bound = mm / 1024.0 * p.price_per_gb_s * n_lo * train + n_lo * p.price_per_request
-    return mm, ss, np.where(np.isfinite(bound), bound, np.inf)
+    deadline = problem.time_s * (1 + 1e-12)
+    start = np.full(mm.shape, n_lo, dtype=np.int64)
+    for _ in range(START_ITERATIONS):
+        _, train = lower_cost(model, start, mm, ss)
+        with np.errstate(invalid="ignore", over="ignore"):
+            need = start * train / deadline
+        # ceil of a value lowered by 1e-9: rounding never pushes the start past a feasible n
+        nxt = np.where(np.isfinite(need), np.ceil(need * (1 - 1e-9)), n_hi + 1)
+        nxt = np.clip(np.maximum(nxt, start), n_lo, n_hi + 1).astype(np.int64)
+        if np.array_equal(nxt, start):
+            break
+        start = nxt
+    bound, _ = lower_cost(model, np.minimum(start, n_hi), mm, ss)
+    return mm, ss, start, np.where(start > n_hi, np.inf, bound)
 
 
 def feasible_columns(model: ServerlessModel, *, upper: float = math.inf,
                      deadline: float = math.inf) -> tuple[ServerlessColumns, float]:
     """Every feasible plan that may cost less than ``upper`` (all of them with ``inf``).
 
-    With a finite ``upper`` the pairs are visited in bound order and the search stops as
-    soon as the bound reaches the best cost found. Returns the columns and the smallest
-    bound LB(m, s) of the pairs not evaluated (``inf`` when the search finished before
-    ``deadline``, a ``time.perf_counter()`` value): every plan not among the columns
-    costs at least the best column or that bound.
+    With a finite ``upper`` the pairs are visited in bound order, each from its first
+    n that can meet T_o up to the n whose LB_n reaches the best cost, and the search stops
+    when the next pair's bound reaches it. With ``upper = inf`` every plan is evaluated.
+    Returns the columns and the smallest bound of the pairs not evaluated (``inf`` when
+    the search finished before ``deadline``, a ``time.perf_counter()`` value): every plan
+    not among the columns costs at least the best column or that bound.
     """
     problem = model.problem
     low, high = problem.function_range()
-    n = np.arange(low, high + 1)
-    mm, ss, bound = pair_bounds(model)
+    mm, ss, start, bound = pair_bounds(model)
+    pruning = math.isfinite(upper)
+    if not pruning:
+        start = np.full(start.shape, low, dtype=np.int64)
     order = np.argsort(bound, kind="stable")
     parts: list[tuple[np.ndarray, ...]] = []
     best = upper
-    for start in range(0, len(order), PAIRS_PER_BATCH):
-        batch = order[start:start + PAIRS_PER_BATCH]
+    for i in order:
         if time.perf_counter() > deadline:
-            return _concat(parts), float(bound[batch[0]])
-        batch = batch[bound[batch] < best]
-        if not batch.size:
+            return _concat(parts), float(bound[i])
+        if pruning and bound[i] >= best:
             break
-        nn = np.tile(n, len(batch))
-        m = np.repeat(mm[batch], len(n))
-        s = np.repeat(ss[batch], len(n))
-        ev = model.evaluate(nn, m, s)
-        ok = ev.feasible & (ev.cost < best if math.isfinite(upper) else True)
-        if ok.any():
-            parts.append((nn[ok], m[ok], s[ok], ev.cost[ok]))
-            if math.isfinite(upper):
-                best = min(best, float(ev.cost[ok].min()))
+        if not np.isfinite(bound[i]) and pruning:
+            break
+        n0, size = int(start[i]), FIRST_CHUNK
+        while n0 <= high:
+            n = np.arange(n0, min(high, n0 + size - 1) + 1)
+            ev = model.evaluate(n, mm[i], ss[i])
+            ok = ev.feasible & (ev.cost < best) if pruning else ev.feasible
+            if ok.any():
+                parts.append((n[ok], np.full(int(ok.sum()), mm[i]), np.full(int(ok.sum()), ss[i]), ev.cost[ok]))
+                if pruning:
+                    best = min(best, float(ev.cost[ok].min()))
+            if pruning:
+                last, _ = lower_cost(model, n[-1:], mm[i:i + 1], ss[i:i + 1])
+                if last[0] >= best:
+                    break                      # LB_n only grows with n
+            n0, size = int(n[-1]) + 1, size * 2
     return _concat(parts), math.inf
 
 
