@@ -20,13 +20,18 @@ from typing import Any, Mapping
 from dnnprov import _checks as check
 from dnnprov._fields import build, check_keys, drop_none, mapping, set_field
 from dnnprov.errors import InvalidInputError
+from dnnprov.risk import Interruption, from_advisor_bucket
 from dnnprov.spot import (InstanceType, SpotConstraints, SpotPlatform, SpotProblem, SpotSLO,
                           SpotWorkload, VcpuQuota, default_family)
 
 
 @dataclass(frozen=True)
 class CatalogEntry:
-    """One instance type as the cloud offers it (prices in $/h; ``None``: not offered/known)."""
+    """One instance type as the cloud offers it (prices in $/h; ``None``: not offered/known).
+
+    ``interruption`` is a revocation model of the spot offer (e.g. fitted from a trace);
+    without one, :func:`build_spot_problem` derives it from ``interruption_bucket``.
+    """
 
     name: str
     gpus: int
@@ -39,6 +44,7 @@ class CatalogEntry:
     family: str | None = None
     interruption_bucket: int | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
+    interruption: Interruption | None = None
 
     def __post_init__(self) -> None:
         where = f"instance_types.{self.name}"
@@ -49,6 +55,8 @@ class CatalogEntry:
         set_field(self, "spot_price_per_h", check.optional_number(f"{where}.spot_price_per_h", self.spot_price_per_h, minimum=0))
         set_field(self, "on_demand_price_per_h", check.optional_number(f"{where}.on_demand_price_per_h", self.on_demand_price_per_h, minimum=0))
         set_field(self, "interruption_bucket", check.optional_integer(f"{where}.interruption_bucket", self.interruption_bucket, minimum=0, maximum=4))
+        if self.interruption is not None and not isinstance(self.interruption, Interruption):
+            set_field(self, "interruption", Interruption.from_dict(f"{where}.interruption", self.interruption))
         if not isinstance(self.sources, Mapping):
             raise InvalidInputError(f"{where}.sources", "must map field names to where the number came from")
 
@@ -99,6 +107,8 @@ class Catalog:
         for e in self.instance_types:
             entry = drop_none({f.name: getattr(e, f.name) for f in fields(e) if f.name != "name"})
             entry["sources"] = dict(e.sources)
+            if e.interruption is not None:
+                entry["interruption"] = e.interruption.to_dict()
             types[e.name] = entry
         return drop_none({
             "format": "dnnprov/catalog", "version": 1, "name": self.name, "region": self.region,
@@ -156,7 +166,9 @@ def build_spot_problem(catalog: Catalog, profile: SpotWorkloadProfile, slo: Spot
     """Join catalog prices and hardware with a workload profile into a :class:`SpotProblem`.
 
     ``quotas`` names the offered types (in order) and their per-type spot quota; each must
-    be in the catalog with a spot price and in the profile.
+    be in the catalog with a spot price and in the profile. Each type's interruption model
+    is the entry's ``interruption``, else the one its Spot Advisor bucket gives
+    (:func:`dnnprov.risk.from_advisor_bucket`), else none.
     """
     types = []
     for type_name, quota in quotas.items():
@@ -172,10 +184,21 @@ def build_spot_problem(catalog: Catalog, profile: SpotWorkloadProfile, slo: Spot
             speed_samples_per_s=prof.get("speed_samples_per_s"), compute_time_s=prof.get("compute_time_s"),
             vcpus=entry.vcpus, on_demand_price_per_h=entry.on_demand_price_per_h,
             on_demand_quota=(on_demand_quotas or {}).get(type_name),
-            family=entry.family if entry.family and entry.family != default_family(type_name) else None))
+            family=entry.family if entry.family and entry.family != default_family(type_name) else None,
+            interruption=_interruption(entry, catalog)))
     return SpotProblem(instance_types=tuple(types), workload=profile.workload, slo=slo,
                        platform=platform or SpotPlatform(), constraints=constraints or SpotConstraints(),
                        model=profile.model, name=name, notes=notes)
+
+
+def _interruption(entry: CatalogEntry, catalog: Catalog) -> Interruption | None:
+    """The entry's own interruption model, else its Spot Advisor bucket's, else ``None``."""
+    if entry.interruption is not None:
+        return entry.interruption
+    if entry.interruption_bucket is None:
+        return None
+    where = entry.sources.get("interruption_bucket", f"catalog {catalog.name!r} ({catalog.region}, {catalog.snapshot})")
+    return from_advisor_bucket(entry.interruption_bucket, source=where)
 
 
 def _read_json(path: str | Path) -> Any:

@@ -16,6 +16,10 @@ with ``N = (g2 b_w + g3) sqrt(...)`` of the new cluster. This is eq. (3) again w
 re-planned problem unchanged. Always pass the *original* problem, the plan running now,
 the time elapsed since training started and the loss reached now: that also covers a
 second revocation.
+
+The PS nodes running now are kept (they hold the parameters): the takeover's
+``constraints.ps_count`` starts at the running count, so a takeover needing more PS says
+so in ``details["new_ps"]`` of :func:`replan`'s result, and what was spent counts every PS.
 """
 
 from __future__ import annotations
@@ -73,7 +77,8 @@ def predicted_loss(problem: SpotProblem, plan: SpotPlan | Mapping[str, int], ela
 def replanned_problem(problem: SpotProblem, plan: SpotPlan | Mapping[str, int],
                       revoked: Mapping[str, int], elapsed_s: float, loss_reached: float, *,
                       takeover_overhead_s: float = DEFAULT_TAKEOVER_OVERHEAD_S,
-                      avoid_revoked: bool = False) -> SpotProblem:
+                      avoid_revoked: bool = False, ps: int | None = None,
+                      capacity: Mapping[str, int] | None = None) -> SpotProblem:
     """The takeover problem after ``revoked`` instances of ``plan`` were reclaimed.
 
     Parameters
@@ -92,6 +97,12 @@ def replanned_problem(problem: SpotProblem, plan: SpotPlan | Mapping[str, int],
         Added to the predicted time of the takeover plan (``slo.takeover_overhead_s``).
     avoid_revoked
         Buy no new instance of a revoked type (its spot pool just reclaimed capacity).
+    ps
+        PS nodes running now (default: the plan's ``ps``, else 1); they are kept and
+        count in the money spent.
+    capacity
+        Most spot instances of each type the cloud offers now, survivors included (a
+        type's spot quota becomes ``min(quota, capacity)``); types not named keep theirs.
     """
     if not isinstance(problem, SpotProblem):
         raise InvalidInputError("problem", "re-planning needs a spot problem")
@@ -103,6 +114,7 @@ def replanned_problem(problem: SpotProblem, plan: SpotPlan | Mapping[str, int],
         if n > counts.get(label, 0):
             raise InvalidInputError(f"revoked.{label}", f"{n} revoked but the plan runs {counts.get(label, 0)}")
     elapsed_s = check.number("elapsed_s", elapsed_s, minimum=0)
+    running_ps = running_ps_count(problem, plan, ps)
     overhead = check.number("takeover_overhead_s", takeover_overhead_s, minimum=0)
     slo, w = problem.slo, problem.workload
     remaining = slo.time_s - elapsed_s
@@ -119,8 +131,16 @@ def replanned_problem(problem: SpotProblem, plan: SpotPlan | Mapping[str, int],
     types = problem.instance_types
     if avoid_revoked:
         types = tuple(replace(t, quota=survivors.get(t.name, 0)) if revoked.get(t.name) else t for t in types)
+    if capacity is not None:
+        caps = check_existing("capacity", capacity)
+        for name in caps:
+            if name not in {t.name for t in types}:
+                raise InvalidInputError(f"capacity.{name}", "not an instance type of the problem")
+        types = tuple(replace(t, quota=min(t.quota, max(caps[t.name], survivors.get(t.name, 0))))
+                      if t.name in caps else t for t in types)
     constraints = replace(problem.constraints, existing=survivors,
-                          budget_usd=_remaining_budget(problem, counts, elapsed_s))
+                          ps_count=(running_ps, problem.constraints.ps_count[1]),
+                          budget_usd=_remaining_budget(problem, counts, elapsed_s, running_ps))
     lost = ", ".join(f"{n} x {k}" for k, n in revoked.items() if n) or "nothing"
     notes = (f"Takeover of {problem.name!r} after revoking {lost} at {elapsed_s:g} s (loss reached "
              f"{loss_reached:g}): remaining time {remaining:g} s including a {overhead:g} s takeover "
@@ -131,14 +151,23 @@ def replanned_problem(problem: SpotProblem, plan: SpotPlan | Mapping[str, int],
                            name=f"{problem.name}-takeover", notes=notes)
 
 
-def _remaining_budget(problem: SpotProblem, counts: Mapping[str, int], elapsed_s: float) -> float | None:
-    """The budget minus what the running plan (workers and one PS) has spent so far."""
+def running_ps_count(problem: SpotProblem, plan: SpotPlan | Mapping[str, int], ps: int | None) -> int:
+    """PS nodes running now: ``ps``, else the plan's, else 1; within the problem's PS range."""
+    if ps is None:
+        ps = plan.ps if isinstance(plan, SpotPlan) else 1
+    low, high = problem.constraints.ps_count
+    return check.integer("ps", ps, minimum=low, maximum=high)
+
+
+def _remaining_budget(problem: SpotProblem, counts: Mapping[str, int], elapsed_s: float,
+                      ps: int) -> float | None:
+    """The budget minus what the running plan (its workers and all ``ps`` PS) has spent so far."""
     budget = problem.constraints.budget_usd
     if budget is None:
         return None
     cols = problem.columns()
     rate = sum(counts.get(label, 0) * price for label, price in zip(cols.labels, cols.price, strict=True))
-    spent = (rate + problem.platform.ps_price_per_h) * elapsed_s / 3600
+    spent = (rate + ps * problem.platform.ps_price_per_h) * elapsed_s / 3600
     if spent >= budget:
         raise InvalidInputError("constraints.budget_usd", f"${spent:.2f} already spent of the ${budget:g} budget")
     return budget - spent
@@ -147,14 +176,40 @@ def _remaining_budget(problem: SpotProblem, counts: Mapping[str, int], elapsed_s
 def replan(problem: SpotProblem, plan: SpotPlan | Mapping[str, int], revoked: Mapping[str, int],
            elapsed_s: float, loss_reached: float, *,
            takeover_overhead_s: float = DEFAULT_TAKEOVER_OVERHEAD_S, avoid_revoked: bool = False,
+           ps: int | None = None, capacity: Mapping[str, int] | None = None,
            method: str = "milp", **solve_options: Any) -> Result:
     """Solve the takeover problem (:func:`replanned_problem`); the plan keeps the survivors.
 
-    ``details["new_instances"]`` of the result are the takeover instances to launch.
+    ``details["new_instances"]`` of the result are the takeover workers to launch and
+    ``details["new_ps"]`` the PS nodes to launch beside the running ones.
     """
     takeover = replanned_problem(problem, plan, revoked, elapsed_s, loss_reached,
-                                 takeover_overhead_s=takeover_overhead_s, avoid_revoked=avoid_revoked)
-    return solve(takeover, method, **solve_options)
+                                 takeover_overhead_s=takeover_overhead_s, avoid_revoked=avoid_revoked,
+                                 ps=ps, capacity=capacity)
+    return solve_takeover(takeover, method, **solve_options)
+
+
+def solve_takeover(takeover: SpotProblem, method: str = "milp", **solve_options: Any) -> Result:
+    """Solve a takeover problem and add ``details["new_ps"]``: PS to launch beside the running ones.
+
+    The running PS count is the takeover's lowest allowed PS count (:func:`replanned_problem`).
+    """
+    result = solve(takeover, method, **solve_options)
+    if result.plan is not None:
+        result.details["new_ps"] = max(0, int(result.plan.ps) - takeover.constraints.ps_count[0])
+    return result
+
+
+def takeover_document(result: Result, takeover: SpotProblem, catalog: Any = None) -> dict[str, Any]:
+    """The ``dnnprov/plan`` v1 dict of a takeover, also when the solve found no plan.
+
+    ``catalog`` is a :class:`~dnnprov.catalog.Catalog` or ``None``.
+    """
+    out: dict[str, Any] = {"format": "dnnprov/plan", "version": 1, "result": result.to_dict(),
+                           "instance": takeover.to_dict()}
+    if catalog is not None:
+        out["catalog"] = catalog.to_dict()
+    return out
 
 
 # --------------------------------------------------------------------- interruption notices

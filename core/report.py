@@ -265,12 +265,24 @@ FIGURES = (("slo", "Cost and training time versus SLO"),
            ("cost-ratio", "Cost ratio to the best known plan"))
 
 
+def instance_bases(results: str | Path, roots: Sequence[str | Path] = ()) -> list[Path]:
+    """Folders a row's relative instance path may start from, in the order they are tried.
+
+    ``roots`` first, then the results file's folder and each folder above it (a batch run
+    from a project folder with ``--out sub/results.csv`` wrote paths relative to that
+    project folder), then the current folder.
+    """
+    folder = Path(results).resolve().parent
+    bases = [Path(r).resolve() for r in roots] + [folder, *folder.parents, Path.cwd()]
+    return list(dict.fromkeys(bases))
+
+
 def write_report(results: str | Path, out: str | Path,
                  roots: Sequence[str | Path] = ()) -> tuple[pd.DataFrame, list[Path]]:
     """Write ``summary.csv``, the figures (PNG and SVG) and ``index.html`` into ``out``.
 
-    Relative instance paths in the rows are looked up below ``roots``, then the current
-    folder, then the results file's folder. Returns the summary table and the files written.
+    Relative instance paths in the rows are looked up as :func:`instance_bases` says, so
+    the report finds them from any folder. Returns the summary table and the files written.
     """
     try:
         import matplotlib  # noqa: F401
@@ -283,7 +295,7 @@ def write_report(results: str | Path, out: str | Path,
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     summary = summarize(df)
-    info = instance_info(df["path"].tolist(), bases=(*map(Path, roots), Path("."), results.parent))
+    info = instance_info(df["path"].tolist(), bases=instance_bases(results, roots))
     figures = {"slo": plot_slo(df, info), "performance-profile": plot_performance_profile(df),
                "cost-ratio": plot_cost_ratios(df)}
     files = [out / "summary.csv"]

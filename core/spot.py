@@ -18,6 +18,7 @@ from dnnprov import _checks as check
 from dnnprov._fields import build as _build, check_keys, drop_none, estimated_fields as _estimated, mapping, set_field as _set
 from dnnprov.domain import SpotDomain, as_domain
 from dnnprov.errors import InvalidInputError
+from dnnprov.risk import Interruption
 
 MODELS = ("paper", "reference")
 LOSS_VARIANTS = ("cc", "no-cc")
@@ -43,7 +44,8 @@ class InstanceType:
     The worker batch is ``gpus * batch_per_gpu``; ``batch_per_gpu`` may instead be derived
     from ``gpu_memory_gb`` by eq. (10). The per-iteration compute time is either given
     (``compute_time_s``) or derived from the profiled lone-worker ``speed_samples_per_s``
-    by eq. (6).
+    by eq. (6). ``interruption`` is the offer's revocation model on the spot market
+    (:class:`~dnnprov.risk.Interruption`, with its source); ``None``: not known.
     """
 
     name: str
@@ -58,6 +60,7 @@ class InstanceType:
     on_demand_price_per_h: float | None = None
     on_demand_quota: int | None = None
     family: str | None = None
+    interruption: Interruption | None = None
 
     def __post_init__(self) -> None:
         where = f"instance_types.{self.name}"
@@ -81,6 +84,8 @@ class InstanceType:
             raise InvalidInputError(f"{where}.compute_time_s", "give exactly one of compute_time_s and speed_samples_per_s")
         if self.family is not None and (not isinstance(self.family, str) or not self.family):
             raise InvalidInputError(f"{where}.family", f"must be a non-empty string, got {self.family!r}")
+        if self.interruption is not None and not isinstance(self.interruption, Interruption):
+            _set(self, "interruption", Interruption.from_dict(f"{where}.interruption", self.interruption))
 
     @property
     def quota_family(self) -> str:
@@ -410,6 +415,7 @@ class SpotProblem:
         types = {}
         for t in self.instance_types:
             entry = {f.name: getattr(t, f.name) for f in fields(t) if f.name != "name"}
+            entry["interruption"] = t.interruption.to_dict() if t.interruption else None
             types[t.name] = drop_none(entry)
         workload = {f.name: getattr(self.workload, f.name) for f in fields(self.workload)}
         workload["estimated"] = list(self.workload.estimated)

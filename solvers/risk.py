@@ -1,0 +1,220 @@
+"""Plans of least expected cost under the offers' interruption models (``--risk``), proven optimal.
+
+**Revocation model.** Each spot worker of column m is revoked as a Poisson process of rate
+``lambda_m`` per hour (its type's :class:`~dnnprov.risk.Interruption`; on-demand workers are
+never revoked). A revocation of one worker of m costs ``d_m`` seconds of full-plan time:
+
+    d_m = o * max(0, D(e_m)) + w,   D(e_m) = 1 - sigma_{n - e_m} / sigma_n
+
+where o is the takeover overhead after which the worker is replaced by the same type at
+the same price (the survivors train meanwhile; :mod:`dnnprov.solvers.robust` derives
+``o D``, clamped at 0: a revocation never speeds training up), and ``w`` the work lost
+since the last checkpoint (``lost_work_s``; default 0: under ASP the PS keeps the
+parameters, so a worker's loss loses no finished update). Revocations keep arriving at
+the plan's full rate ``Lambda = sum_m n_m lambda_m`` while delays run (conservative).
+
+**Replacement.** ``replacement="spot"`` replaces a revoked worker at its spot price;
+``"on-demand"`` (the default: fitted regain times of the real traces, 2.7-3.8 h, are
+longer than a training run) replaces it by an on-demand worker of the same type, the
+reserve a plan holds, so each of the ``n_m`` spot slots of m pays
+``p_od,m - p_m`` per hour from its first revocation on: on average
+``n_m (p_od,m - p_m) (E[T] - (1 - exp(-lambda_m E[T])) / lambda_m)`` (evaluated at the
+expected duration; the objective is this stated function). Replacements are then still
+counted as revocable in rho, which only lengthens E[T].
+
+**Expected time and cost.** Every second of progress brings on average
+``rho = sum_m n_m lambda_m d_m / 3600`` seconds of delay, and every delay second again rho
+(a renewal argument), so with ``rho < 1`` the expected time is
+
+    E[T] = T_core / (1 - rho) + o_fixed
+
+(T_core = j / x of eq. 1, o_fixed the instance's own ``slo.takeover_overhead_s``), and the
+expected cost ``E[C] = price_rate * E[T] / 3600 + replacement premium``: the whole plan is
+billed for the whole run (revoked workers are in fact not billed while being replaced).
+
+**Deadline.** ``deadline_probability=None``: ``E[T] <= T_obj``. Else ``q``: the plan must
+meet T_obj with probability at least q, which we guarantee through
+``P(Poisson(Lambda T_obj / 3600) <= k*) >= q`` with ``k* = floor((T_obj - T) / d_max)``
+(T the nominal time, d_max the largest d_m among the plan's spot columns): if at most k*
+revocations happen before T_obj, the delay accrued by T_obj is at most ``k* d_max``, so the
+progress by T_obj is at least that of ``T_obj - k* d_max >= T`` seconds at full speed, and
+training has ended.
+
+**Exact method.** ``rho >= 0`` and a premium ``>= 0`` (on-demand prices at least the spot
+ones, checked) give ``E[C] >= C`` (the nominal cost, eq. 11) and both
+deadline forms imply ``T <= T_obj``, so every admissible plan is nominally feasible. The
+nominally feasible plans of the quota box are scanned in increasing nominal cost, keeping
+the least E[C]; the scan stops at the first plan whose nominal cost is at least the best
+E[C] found (it and every later plan have ``E[C] >= C >=`` that best).
+
+Proven optimal: the expected cost E[C] of this model among the plans meeting the deadline
+form, over the whole quota box.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from scipy.stats import poisson
+
+from dnnprov import _checks as check
+from dnnprov.errors import InvalidInputError
+from dnnprov.result import Result, Status
+from dnnprov.solvers.outcome import spot_result
+from dnnprov.solvers.robust import (DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S, plan_grid, progress_speed,
+                                    require_paper_model, spot_columns)
+from dnnprov.spot import SpotProblem
+from dnnprov.spot_model import SpotModel
+
+
+def column_rates(problem: SpotProblem, model: SpotModel) -> np.ndarray:
+    """Revocations per instance-hour of each column (0 on-demand); spot types need a model."""
+    rates = np.zeros(len(model.columns))
+    types = {t.name: t for t in problem.instance_types}
+    for i in spot_columns(model):
+        t = types[model.columns.type_names[i]]
+        if t.interruption is None:
+            if model.columns.upper[i] == 0:
+                continue
+            raise InvalidInputError(f"instance_types.{t.name}.interruption",
+                                    "missing: --risk needs every offered spot type's interruption model "
+                                    "(from a catalog's Spot Advisor bucket or `dnnprov risk fit`)")
+        rates[i] = t.interruption.rate_per_h
+    return rates
+
+
+def replacement_premium(problem: SpotProblem, model: SpotModel, replacement: str) -> np.ndarray:
+    """$/h more that a replacement of each column costs than the worker it replaces."""
+    premium = np.zeros(len(model.columns))
+    if replacement == "spot":
+        return premium
+    types = {t.name: t for t in problem.instance_types}
+    for i in spot_columns(model):
+        t = types[model.columns.type_names[i]]
+        if model.columns.upper[i] == 0:
+            continue
+        if t.on_demand_price_per_h is None:
+            raise InvalidInputError(f"instance_types.{t.name}.on_demand_price_per_h",
+                                    "missing: on-demand replacement needs it (or use replacement spot)")
+        if t.on_demand_price_per_h < t.spot_price_per_h:
+            raise InvalidInputError(f"instance_types.{t.name}.on_demand_price_per_h",
+                                    "below the spot price: on-demand replacement would not be a premium")
+        premium[i] = t.on_demand_price_per_h - t.spot_price_per_h
+    return premium
+
+
+def expected_outcome(model: SpotModel, rates: np.ndarray, counts: np.ndarray, ps: np.ndarray, *,
+                     overhead_s: float, lost_work_s: float,
+                     premium: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """E[T], E[C], rho, Lambda (per hour) and d_max of each plan (module docstring)."""
+    counts = np.atleast_2d(np.asarray(counts, dtype=np.int64))
+    ps = np.broadcast_to(np.asarray(ps, dtype=np.int64), (len(counts),))
+    ev = model.evaluate(counts, ps)
+    sigma, _ = progress_speed(model, counts, ps)
+    fixed = model.problem.slo.takeover_overhead_s
+    core = ev.time_s - fixed
+    rho = np.zeros(len(counts))
+    d_max = np.zeros(len(counts))
+    for i in spot_columns(model):
+        if rates[i] == 0:
+            continue
+        has = counts[:, i] > 0
+        removed = counts.copy()
+        removed[:, i] -= has
+        rest, _ = progress_speed(model, removed, ps)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            drop = np.where(sigma > 0, 1.0 - rest / sigma, 1.0)
+        d = np.where(has, overhead_s * np.maximum(drop, 0.0) + lost_work_s, 0.0)
+        rho += counts[:, i] * rates[i] * d / 3600
+        d_max = np.maximum(d_max, d)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected_time = np.where(rho < 1, core / (1 - rho) + fixed, np.inf)
+    rate = counts @ model.columns.price + ps * model.problem.platform.ps_price_per_h
+    extra = np.zeros(len(counts))
+    if premium is not None:
+        hours = np.where(np.isfinite(expected_time), expected_time, 0.0) / 3600
+        for i in np.flatnonzero((premium > 0) & (rates > 0)):
+            converted_hours = hours - (1 - np.exp(-rates[i] * hours)) / rates[i]
+            extra += counts[:, i] * premium[i] * converted_hours
+    cost = np.where(np.isfinite(expected_time), rate * expected_time / 3600 + extra, np.inf)
+    return {"time": expected_time, "cost": cost, "rho": rho,
+            "events_per_h": counts @ rates, "d_max": d_max, "nominal_time": ev.time_s}
+
+
+def deadline_probability_bound(outcome: dict[str, np.ndarray], time_obj: float) -> np.ndarray:
+    """The proven lower bound ``P(Poisson(Lambda T_obj) <= k*)`` on meeting T_obj (module docstring)."""
+    slack = time_obj - outcome["nominal_time"]
+    d_max = outcome["d_max"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k_star = np.where(d_max > 0, np.floor(slack / np.where(d_max > 0, d_max, 1.0)), np.inf)
+    mean = outcome["events_per_h"] * time_obj / 3600
+    prob = np.where(np.isinf(k_star), 1.0, poisson.cdf(np.where(np.isinf(k_star), 0, k_star), mean))
+    return np.where(slack >= 0, prob, 0.0)
+
+
+def solve_risk(problem: SpotProblem, *, deadline_probability: float | None = None,
+               overhead_s: float = JOIN_OVERHEAD_S, lost_work_s: float = 0.0,
+               replacement: str = "on-demand", max_plans: int = DEFAULT_MAX_PLANS) -> Result:
+    """The plan of least expected cost under the interruption models (module docstring).
+
+    ``deadline_probability`` ``None`` asks ``E[T] <= T_obj``; a value q in (0, 1) asks that
+    T_obj is met with probability at least q (through the proven Poisson bound).
+    ``replacement`` ``"on-demand"`` or ``"spot"``: the market of replacements.
+    ``result.cost`` and ``time_s`` are the expected cost and time (``bound`` = cost: proven
+    optimal); ``details`` adds ``nominal_cost``, ``nominal_time_s``, ``revocations_expected``
+    and ``deadline_probability_lower_bound``.
+    """
+    started = time.perf_counter()
+    require_paper_model(problem)
+    if deadline_probability is not None:
+        deadline_probability = check.number("deadline_probability", deadline_probability,
+                                            exclusive_minimum=0, maximum=1)
+    overhead_s = check.number("takeover_overhead_s", overhead_s, minimum=0)
+    lost_work_s = check.number("lost_work_s", lost_work_s, minimum=0)
+    replacement = check.choice("replacement", replacement, ("on-demand", "spot"))
+    method = "risk" if deadline_probability is None else f"risk-p{deadline_probability:g}"
+    model = SpotModel(problem)
+    rates = column_rates(problem, model)
+    premium = replacement_premium(problem, model, replacement)
+    grid = plan_grid(problem, max_plans=max_plans)
+    order = grid.by_cost()
+    t_obj = problem.slo.time_s * (1 + 1e-12)
+    best_cost, best, checked = math.inf, None, 0
+    for begin in range(0, len(order), 4096):
+        idx = order[begin:begin + 4096]
+        if grid.cost[idx[0]] >= best_cost:
+            break
+        checked += len(idx)
+        out = expected_outcome(model, rates, grid.counts[idx], grid.ps[idx], overhead_s=overhead_s,
+                               lost_work_s=lost_work_s, premium=premium)
+        if deadline_probability is None:
+            ok = out["time"] <= t_obj
+        else:
+            ok = (deadline_probability_bound(out, problem.slo.time_s) >= deadline_probability) & np.isfinite(out["time"])
+        cost = np.where(ok, out["cost"], np.inf)
+        j = int(np.argmin(cost))
+        if cost[j] < best_cost:
+            best_cost, best = float(cost[j]), int(idx[j])
+    stats = {"plans_checked": checked, "space": len(grid.counts)}
+    if best is None:
+        return spot_result(model, None, 1, status=Status.INFEASIBLE, method=method, started=started,
+                           bound=math.inf, stats=stats,
+                           message="no plan meets the deadline under the interruption model")
+    out = expected_outcome(model, rates, grid.counts[best:best + 1], grid.ps[best:best + 1],
+                           overhead_s=overhead_s, lost_work_s=lost_work_s, premium=premium)
+    result = spot_result(model, grid.counts[best], int(grid.ps[best]), status=Status.FEASIBLE, method=method,
+                         started=started)
+    details = dict(result.details)
+    details.update({
+        "nominal_cost": result.cost, "nominal_time_s": result.time_s,
+        "revocations_expected": float(out["events_per_h"][0] * out["time"][0] / 3600),
+        "deadline_probability_lower_bound": float(deadline_probability_bound(out, problem.slo.time_s)[0]),
+        "takeover_overhead_s": overhead_s, "lost_work_s": lost_work_s, "replacement": replacement,
+    })
+    return Result(status=Status.OPTIMAL, method=method, kind=result.kind, model=result.model,
+                  instance=result.instance, plan=result.plan, time_s=float(out["time"][0]), cost=best_cost,
+                  bound=best_cost, solve_seconds=time.perf_counter() - started,
+                  message="least expected cost under the interruption model (cost and time_s are expected "
+                          "values; details has the nominal ones)", details=details, stats=stats)
