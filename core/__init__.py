@@ -4,6 +4,7 @@ Spot GPU clusters (spotDNN's model) and serverless functions (λDNN's model), so
 the papers' heuristics, exhaustive search, and exact MILP decompositions with HiGHS.
 """
 
+from dnnprov.domain import ServerlessDomain, SpotDomain
 from dnnprov.errors import InvalidInputError
 from dnnprov.instance_io import (dumps_instance, embedded_instance, problem_from_dict,
                                  read_instance, write_instance)
@@ -15,13 +16,14 @@ from dnnprov.solve import METHODS, solve
 from dnnprov.spot import (InstanceType, SpotConstraints, SpotPlatform, SpotProblem, SpotSLO,
                           SpotWorkload, VcpuQuota)
 from dnnprov.spot_model import SpotModel
+from dnnprov.predict import predict
 
 __all__ = [
     "METHODS", "InstanceType", "InvalidInputError", "Result",
-    "ServerlessConstraints", "ServerlessModel", "ServerlessPlan", "ServerlessPlatform",
-    "ServerlessProblem", "ServerlessWorkload", "SpotConstraints", "SpotModel", "SpotPlan",
+    "ServerlessConstraints", "ServerlessDomain", "ServerlessModel", "ServerlessPlan", "ServerlessPlatform",
+    "ServerlessProblem", "ServerlessWorkload", "SpotConstraints", "SpotDomain", "SpotModel", "SpotPlan",
     "SpotPlatform", "SpotProblem", "SpotSLO", "SpotWorkload", "Status", "VcpuQuota",
-    "dumps_instance", "embedded_instance", "problem_from_dict", "read_instance", "solve",
+    "dumps_instance", "embedded_instance", "predict", "problem_from_dict", "read_instance", "solve",
     "write_instance",
 ]
 __version__ = "0.1.0"

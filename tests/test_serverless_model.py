@@ -198,3 +198,26 @@ def test_memory_grid(make_resnet50):
     odd = make_resnet50().replace(workload=dnnprov.ServerlessWorkload(
         **{**make_resnet50().workload.__dict__, "min_memory_mb": 2400}))
     assert odd.memory_grid()[0] == 2432
+
+
+def test_memory_outside_the_domain_is_infeasible(make_resnet50):
+    """A memory domain (with extrapolation) bounds the sizes every method may use."""
+    import dataclasses
+    problem = make_resnet50()
+    domain = dnnprov.ServerlessDomain(memory_mb=(2432, 2816), extrapolation=1.0)
+    limited = problem.replace(workload=dataclasses.replace(problem.workload, domain=domain))
+    e = ServerlessModel(limited).evaluate(np.array([8, 8]), np.array([2816, 3008]))
+    assert_array_equal(e.inside_domain, [True, False])
+    assert not e.feasible[1] and ServerlessModel(problem).evaluate(np.array([8]), np.array([3008])).inside_domain[0]
+    wider = dataclasses.replace(domain, extrapolation=1.1)
+    assert ServerlessModel(limited.replace(workload=dataclasses.replace(problem.workload, domain=wider))).domain_bounds()[0] \
+        == pytest.approx((2432 / 1.1, 2816 * 1.1))
+
+
+def test_local_batch_override_changes_iterations(make_resnet50):
+    """A given local batch replaces eq. (9): half the batch, twice the iterations."""
+    model = ServerlessModel(make_resnet50())
+    default = model.evaluate(np.array([8]), np.array([3008]))
+    half = model.evaluate(np.array([8]), np.array([3008]), local_batch=64)
+    assert half.local_batch[0] == 64 and default.local_batch[0] == 128
+    assert half.iterations[0] == pytest.approx(2 * default.iterations[0])

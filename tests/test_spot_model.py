@@ -409,3 +409,64 @@ def test_more_ps_cost_more_and_relieve_contention(make_resnet110):
     one, two = model.evaluate(plan, 1), model.evaluate(plan, 2)
     assert two.time_s[0] < one.time_s[0]
     assert_allclose(two.cost[0], (6 * 0.3612 + 6 * 0.684 + 2 * 0.5) * two.time_s[0] / 3600, rtol=1e-12)
+
+
+# ---------------------------------------------------------------- validity domain
+def with_domain(problem: dnnprov.SpotProblem, **domain) -> dnnprov.SpotProblem:
+    """``problem`` whose workload carries the validity domain ``domain``."""
+    import dataclasses
+    return problem.replace(workload=dataclasses.replace(problem.workload, domain=dnnprov.SpotDomain(**domain)))
+
+
+def test_plans_outside_the_domain_are_infeasible():
+    """b_w or |N| outside the domain makes a plan infeasible; inside it stays feasible."""
+    problem = with_domain(small_problem(), batch_wa=(100.0, 200.0), workers=(2, 4))
+    e = SpotModel(problem).evaluate(np.array([[1], [2], [4], [5]]))
+    assert_array_equal(e.inside_domain, [False, True, True, False])
+    assert_array_equal(e.feasible, [False, True, True, False])
+    outside_b = with_domain(small_problem(), batch_wa=(200.0, 400.0), workers=(1, 40))
+    assert not SpotModel(outside_b).evaluate(np.array([[3]])).feasible[0]   # b_w 128 < 200
+
+
+def test_extrapolation_widens_both_ranges():
+    """Factor f turns [low, high] into [low / f, high * f] for b_w and |N|."""
+    model = SpotModel(with_domain(small_problem(), batch_wa=(200.0, 400.0), workers=(2, 7), extrapolation=1.6))
+    (b_low, b_high), (k_low, k_high) = model.domain_bounds()
+    assert (b_low, b_high) == pytest.approx((125.0, 640.0))
+    assert (k_low, k_high) == (2, 11)
+    assert_array_equal(model.evaluate(np.array([[1], [3], [11], [12]])).feasible, [False, True, True, False])
+
+
+def test_no_domain_means_no_limit():
+    """Without a domain the bounds are open and every plan is inside."""
+    model = SpotModel(small_problem())
+    assert model.domain_bounds() == ((0.0, math.inf), (1, None))
+    assert model.evaluate(np.array([[40]])).inside_domain[0]
+    assert model.domain_note(128.0, 40) is None
+
+
+def test_domain_note_wording():
+    """Edge, extrapolated and outside plans are named; a plan well inside gets no note."""
+    model = SpotModel(with_domain(small_problem(), batch_wa=(100.0, 200.0), workers=(2, 6), extrapolation=1.5))
+    assert model.domain_note(150.0, 4) is None
+    assert "at the validity domain's edge" in model.domain_note(150.0, 9)
+    assert "extrapolated beyond the fitted ranges" in model.domain_note(150.0, 8)
+    assert model.domain_note(150.0, 10).startswith("outside the validity domain")
+
+
+@pytest.mark.parametrize("field, value", [("batch_wa", (5.0, 1.0)), ("workers", (0, 3)), ("workers", (2, None)),
+                                          ("extrapolation", 0.5), ("cc", (0.2, 1.5))])
+def test_bad_domain_names_the_field(field, value):
+    """Invalid domains are refused with the field named."""
+    domain = {"batch_wa": (1.0, 5.0), "workers": (1, 3), field: value}
+    with pytest.raises(dnnprov.InvalidInputError) as info:
+        dnnprov.SpotDomain(**domain)
+    assert info.value.field.startswith(f"workload.domain.{field}")
+
+
+def test_domain_round_trips_through_the_instance_file(tmp_path):
+    """A problem with a domain writes and reads back equal, and the schema accepts it."""
+    problem = with_domain(small_problem(), batch_wa=(100.0, 200.0), workers=(2, 4), cc=(0.5, 0.8),
+                          extrapolation=1.2, source="test")
+    path = dnnprov.write_instance(problem, tmp_path / "p.json")
+    assert dnnprov.read_instance(path) == problem
