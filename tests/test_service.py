@@ -270,3 +270,17 @@ def test_killed_server_loses_no_accepted_job(tmp_path: Path) -> None:
         assert '"requeued": 2' in log.read_text()
     assert (first["status"], first["attempts"]) == ("done", 2) and first["result"]["status"] == "optimal"
     assert second["status"] == "done" and second["result"]["cost"] == pytest.approx(5.448374)
+
+
+def test_predict_one_plan(api) -> None:
+    """POST /v1/predict predicts the plan a solve returned: its time and cost as the solve says."""
+    pytest.importorskip("dnnprov.predict", reason="the predictor (dnnprov.predict) is not in this tree")
+    client, _ = api
+    solved = client.post("/v1/solve", json={"instance": TABLE1}).json()
+    answer = client.post("/v1/predict", json={"instance": TABLE1, "plan": solved["plan"]})
+    assert answer.status_code == 200
+    got = answer.json()
+    assert got["feasible"] is True and got["cost"] == pytest.approx(solved["cost"])
+    assert got["time_s"] == pytest.approx(solved["time_s"])
+    bad = client.post("/v1/predict", json={"instance": TABLE1, "plan": {"counts": {"p9.huge": 1}}})
+    assert bad.status_code == 422 and bad.json()["error"]["field"]

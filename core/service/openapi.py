@@ -79,8 +79,11 @@ _REQUESTS: dict[str, Any] = {
         "avoid_revoked": {"type": "boolean", "default": False}, "method": _METHOD,
         "time_limit_s": {**_TIME_LIMIT, "default": 10}}},
     "PredictRequest": {"type": "object", "additionalProperties": False, "required": ["instance"], "properties": {
-        "instance": _INSTANCE, "options": {"type": "object", "description": "Keyword arguments of dnnprov.predict.predict."},
-        "time_limit_s": {**_TIME_LIMIT, "default": 10}}},
+        "instance": _INSTANCE,
+        "plan": {"type": "object", "description": "A result's plan ({counts, ps} or {functions, memory_mb, ...})."},
+        "counts": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
+        "ps": {"type": "integer", "minimum": 1}, "functions": {"type": "integer", "minimum": 1},
+        "memory_mb": {"type": "integer", "minimum": 1}, "local_batch": {"type": "number", "exclusiveMinimum": 0}}},
     "ExportRequest": {"type": "object", "additionalProperties": False, "required": ["plan", "target"], "properties": {
         "plan": _ref("PlanDocument"), "target": {"enum": list(TARGETS)}, "instance": _INSTANCE,
         "catalog": _ref("Catalog"),
@@ -148,7 +151,7 @@ def openapi_document(auth: bool) -> dict[str, Any]:
                                        "SolveManyRequest", "")},
         "/v1/replan": {"post": _op("takeover plan after revocations (as `dnnprov replan --json`)", "ReplanRequest",
                                    "PlanDocument")},
-        "/v1/predict": {"post": _op("predicted training time and cost (dnnprov.predict)", "PredictRequest", "")},
+        "/v1/predict": {"post": _op("predicted time and cost of one plan (dnnprov.predict.predict)", "PredictRequest", "")},
         "/v1/export": {"post": _op("a plan in a deployable form (as `dnnprov export`)", "ExportRequest", "ExportAnswer")},
         "/v1/sweep": {"post": _op("proven minimal cost per deadline (as `dnnprov sweep`)", "SweepRequest", "SweepAnswer")},
         "/v1/jobs": {"post": _op("queue a request; answers at once", "JobRequest", "JobAccepted", "202"),

@@ -23,8 +23,7 @@ from dnnprov.spot import MARKETS, SpotProblem, VcpuQuota
 #: The kinds of work, one per endpoint that solves.
 KINDS = ("solve", "solve-many", "replan", "predict", "export", "sweep")
 #: Default ``time_limit_s`` per kind (seconds; at most the server's cap).
-DEFAULT_TIME_LIMIT_S = {"solve": 10.0, "solve-many": 60.0, "replan": 10.0, "predict": 10.0,
-                        "export": 10.0, "sweep": 10.0}
+DEFAULT_TIME_LIMIT_S = {"solve": 10.0, "solve-many": 60.0, "replan": 10.0, "sweep": 10.0}
 #: Most points a sweep request may ask for.
 MAX_SWEEP_POINTS = 200
 
@@ -187,13 +186,16 @@ def _predict(body: object, cap: float) -> Task:
         from dnnprov.predict import predict
     except ImportError:
         raise InvalidInputError("kind", "this dnnprov has no predictor (dnnprov.predict)") from None
-    b = _fields(body, {"instance", "options", "time_limit_s"}, ("instance",))
+    plan_keys = ("counts", "ps", "functions", "memory_mb", "local_batch")
+    b = _fields(body, {"instance", "plan", *plan_keys})
+    if "instance" not in b:
+        raise InvalidInputError("instance", "missing required field")
     problem = instance(b["instance"])
-    options = b.get("options", {})
-    if not isinstance(options, Mapping):
-        raise InvalidInputError("options", "must be a JSON object of predict() keyword arguments")
-    limit = _time_limit(b, "predict", cap)
-    return Task("predict", lambda: predict(problem, **options), limit, kill_after(limit), "predict")
+    plan = b.get("plan", {})
+    if not isinstance(plan, Mapping):
+        raise InvalidInputError("plan", "must be a plan object, e.g. the \"plan\" of a solve result")
+    given = {k: v for k, v in plan.items() if k in plan_keys} | {k: b[k] for k in plan_keys if k in b}
+    return Task("predict", lambda: predict(problem, **given), 0.0, 60.0, "predict")
 
 
 def _export(body: object, cap: float) -> Task:
