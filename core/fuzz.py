@@ -230,6 +230,8 @@ def _spot_reductions(p: SpotProblem) -> Iterator[Callable[[], Problem]]:
             for smaller in sorted({lowest, (q + lowest) // 2, q - 1}):
                 changed = replace(t, **{key: smaller})
                 yield lambda i=i, changed=changed: p.replace(instance_types=types[:i] + (changed,) + types[i + 1:])
+    if p.workload.domain is not None:
+        yield lambda: p.replace(workload=replace(p.workload, domain=None))
     if p.slo.takeover_overhead_s:
         yield lambda: p.replace(slo=replace(p.slo, takeover_overhead_s=0.0))
     if p.platform.ps_price_per_h:
@@ -246,6 +248,8 @@ def _serverless_reductions(p: ServerlessProblem) -> Iterator[Callable[[], Proble
         yield lambda ps=ps: p.replace(constraints=replace(c, ps_count=ps))
     if c.budget_usd is not None:
         yield lambda: p.replace(constraints=replace(c, budget_usd=None))
+    if p.workload.domain is not None:
+        yield lambda: p.replace(workload=replace(p.workload, domain=None))
     grid = p.memory_grid()
     if len(grid) > 1:
         mid = grid[len(grid) // 2]
@@ -259,8 +263,8 @@ def shrink(problem: Problem, still_fails: Callable[[Problem], bool], *,
            max_steps: int = 200) -> Problem:
     """Greedy minimization: apply the first simplification that ``still_fails``, repeat.
 
-    Simplifications drop instance types, markets, vCPU quotas, kept instances, the budget
-    and range limits; lower quotas; narrow PS, function and memory ranges; zero the
+    Simplifications drop instance types, markets, vCPU quotas, kept instances, the budget,
+    the validity domain and range limits; lower quotas; narrow PS, function and memory ranges; zero the
     takeover overhead and PS price. Ends at a problem no single step simplifies further
     (or after ``max_steps`` accepted steps).
     """

@@ -89,7 +89,7 @@ def spot_draft(rng: np.random.Generator, *, n_types: int | None = None, max_quot
     variant = "no-cc" if model == "reference" else (variant or str(rng.choice(["cc", "no-cc"])))
     g4_range = gamma_4 or ((0.05, 0.2), (0.85, 1.15))[int(rng.integers(0, 2))]
     g4 = float(rng.uniform(*g4_range))
-    n_types = int(rng.integers(1, 5)) if n_types is None else n_types
+    n_types = int(rng.integers(1, 6)) if n_types is None else n_types
     profile = PAPER_PROFILES[str(rng.choice(list(PAPER_PROFILES)))] if rng.random() < 1 / 3 else None
     if profile is not None:
         param_mb, b_req, alpha_1, beta_1, gamma_1, gamma_2, gamma_3, gamma_5 = profile["coef"]
@@ -218,6 +218,16 @@ def f_overhead(rng: np.random.Generator, d: SpotDraft) -> None:
     d.platform["ps_price_per_h"] = float(rng.uniform(0.01, 1.0))
 
 
+def f_domain(rng: np.random.Generator, d: SpotDraft) -> None:
+    """A validity domain on the workload: b_w and |N| ranges, sometimes extrapolated."""
+    sizes = sorted(t["gpus"] * t.get("batch_per_gpu", 32) for t in d.types)
+    low = sizes[0] * float(rng.uniform(0.8, 2.0))
+    high = max(low, sizes[-1] * float(rng.uniform(0.4, 1.2)))
+    k_low = int(rng.integers(1, 4))
+    d.workload["domain"] = dict(batch_wa=(low, high), workers=(k_low, k_low + int(rng.integers(0, 10))),
+                                extrapolation=float(rng.choice([1.0, rng.uniform(1.0, 1.5)])))
+
+
 def f_existing(rng: np.random.Generator, d: SpotDraft) -> None:
     """Kept (already running) instances on one or two columns, spot or on-demand."""
     markets = d.constraints.get("markets", ("spot",))
@@ -236,7 +246,7 @@ def f_existing(rng: np.random.Generator, d: SpotDraft) -> None:
 FEATURES: dict[str, Callable[[np.random.Generator, SpotDraft], None]] = {
     "ties": f_ties, "price-decades": f_price_decades, "zero-quota": f_zero_quota, "eq10": f_eq10,
     "on-demand": f_on_demand, "vcpu": f_vcpu, "workers": f_workers, "ps-range": f_ps_range,
-    "overhead": f_overhead, "existing": f_existing,
+    "overhead": f_overhead, "domain": f_domain, "existing": f_existing,
 }
 
 
@@ -332,27 +342,37 @@ def _spot_family(name: str, features: tuple[str, ...] = (), *, slo: str = "slack
     return family
 
 
+def _mixed(rng: np.random.Generator, name: str, features: tuple[int, int], **draft: Any) -> SpotProblem:
+    """Between ``features[0]`` and ``features[1]`` features at once, random SLO/budget modes."""
+    d = spot_draft(rng, j_nonpositive=bool(rng.random() < 0.2), **draft)
+    chosen = set(rng.choice(list(FEATURES), size=int(rng.integers(*features)), replace=False).tolist())
+    for feature_name, feature in FEATURES.items():
+        if feature_name in chosen:
+            feature(rng, d)
+    return finish_spot(rng, d, name, slo=("slack", "exact")[int(rng.integers(0, 2))],
+                       budget=(None, "slack", "exact")[int(rng.integers(0, 3))])
+
+
 def mixed(rng: np.random.Generator) -> SpotProblem:
     """Three to five features at once, a random model and loss variant, random SLO/budget modes."""
-    d = spot_draft(rng, j_nonpositive=bool(rng.random() < 0.2))
-    chosen = set(rng.choice(list(FEATURES), size=int(rng.integers(3, 6)), replace=False).tolist())
-    for name, feature in FEATURES.items():
-        if name in chosen:
-            feature(rng, d)
-    return finish_spot(rng, d, "mixed", slo=("slack", "exact")[int(rng.integers(0, 2))],
-                       budget=(None, "slack", "exact")[int(rng.integers(0, 3))])
+    return _mixed(rng, "mixed", (3, 6))
+
+
+def mid_size(rng: np.random.Generator) -> SpotProblem:
+    """Four to six types with quotas up to 10 (boxes near the plan cap), zero to two features."""
+    return _mixed(rng, "mid-size", (0, 3), n_types=int(rng.integers(4, 7)), max_quota=10)
 
 
 # ------------------------------------------------------------------ serverless
 def serverless_instance(rng: np.random.Generator, name: str, *, timeout: bool = False,
-                        concurrency: bool = False, deadline: str = "slack",
-                        memory: bool = False, budget: str | None = None) -> ServerlessProblem:
+                        concurrency: bool = False, deadline: str = "slack", memory: bool = False,
+                        budget: str | None = None, domain: bool = False) -> ServerlessProblem:
     """A random λDNN instance with at most a few thousand (n, m, s) plans.
 
     ``timeout``: a short function timeout with checkpoint restarts; ``concurrency``: a small
     concurrency limit and a function-count range; ``deadline``: ``"slack"`` or ``"exact"``
     (T_o is a random plan's time); ``memory``: a grid of 1-3 memory sizes; ``budget`` as in
-    :func:`finish_spot`.
+    :func:`finish_spot`; ``domain``: a validity domain (memory and function-count ranges).
     """
     local = int(rng.choice([8, 16, 32, 64, 128]))
     step = int(rng.choice([64, 128, 256]))
@@ -366,7 +386,8 @@ def serverless_instance(rng: np.random.Generator, name: str, *, timeout: bool = 
         local_batch=local, max_global_batch=local * int(rng.integers(1, 33)),
         rate_alpha=float(rng.uniform(0.001, 0.03)), rate_beta=float(rng.uniform(-3, 10)),
         storage_alpha=float(rng.uniform(0, 0.05)), storage_beta=float(rng.uniform(-1, 10)),
-        min_memory_mb=max(min_memory, 1))
+        min_memory_mb=max(min_memory, 1),
+        domain=_serverless_domain(rng, min_memory, max_memory) if domain else None)
     timeout_s = float(rng.uniform(40, 300)) if timeout else float(rng.choice([300.0, 900.0]))
     platform = ServerlessPlatform(
         memory_step_mb=step, max_memory_mb=max_memory,
@@ -398,6 +419,17 @@ def serverless_instance(rng: np.random.Generator, name: str, *, timeout: bool = 
     return problem
 
 
+def _serverless_domain(rng: np.random.Generator, low: int, high: int) -> dict[str, Any]:
+    """Memory range inside [low, high] MB, maybe a function range, maybe extrapolated."""
+    a, b = sorted(rng.uniform(low, high, size=2).tolist())
+    domain: dict[str, Any] = dict(memory_mb=(max(a, 1.0), max(b, 1.0)),
+                                  extrapolation=float(rng.choice([1.0, rng.uniform(1.0, 1.5)])))
+    if rng.random() < 0.5:
+        first = int(rng.integers(1, 6))
+        domain["functions"] = (first, first + int(rng.integers(0, 20)))
+    return domain
+
+
 def _serverless_plan(rng: np.random.Generator, problem: ServerlessProblem, *,
                      feasible_only: bool) -> tuple[float, float] | None:
     """(time, cost) of a random (n, m, s) with a finite time, or ``None``."""
@@ -422,15 +454,15 @@ def _serverless_family(name: str, **options: Any) -> Family:
 
 def serverless_mixed(rng: np.random.Generator) -> ServerlessProblem:
     """Serverless with a random subset of the serverless stresses at once."""
-    flags = rng.random(3) < 0.6
+    flags = rng.random(4) < 0.6
     return serverless_instance(rng, "serverless-mixed", timeout=bool(flags[0]), concurrency=bool(flags[1]),
-                               memory=bool(flags[2]), deadline=("slack", "exact")[int(rng.integers(0, 2))],
+                               memory=bool(flags[2]), domain=bool(flags[3]), deadline=("slack", "exact")[int(rng.integers(0, 2))],
                                budget=(None, "slack", "exact")[int(rng.integers(0, 3))])
 
 
 #: Every family by name.
 FAMILIES: dict[str, Family] = {
-    "single-type": _spot_family("single-type", n_types=1, max_quota=40),
+    "single-type": _spot_family("single-type", n_types=1, max_quota=60),
     "tied-types": _spot_family("tied-types", ("ties",), n_types=1, max_quota=6),
     "price-decades": _spot_family("price-decades", ("price-decades",)),
     "zero-quota": _spot_family("zero-quota", ("zero-quota",)),
@@ -448,11 +480,14 @@ FAMILIES: dict[str, Family] = {
     "paper-no-cc": _spot_family("paper-no-cc", model="paper", variant="no-cc"),
     "overhead-ps-price": _spot_family("overhead-ps-price", ("overhead",)),
     "eq10-batches": _spot_family("eq10-batches", ("eq10",)),
+    "validity-domain": _spot_family("validity-domain", ("domain",)),
     "mixed": mixed,
+    "mid-size": mid_size,
     "serverless-timeout": _serverless_family("serverless-timeout", timeout=True),
     "serverless-concurrency": _serverless_family("serverless-concurrency", concurrency=True),
     "serverless-deadline": _serverless_family("serverless-deadline", deadline="exact"),
     "serverless-memory": _serverless_family("serverless-memory", memory=True),
+    "serverless-domain": _serverless_family("serverless-domain", domain=True),
     "serverless-mixed": serverless_mixed,
 }
 
