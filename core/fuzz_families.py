@@ -395,6 +395,7 @@ def serverless_instance(rng: np.random.Generator, name: str, *, timeout: bool = 
         ps_bandwidth_mb_s=float(rng.uniform(200, 2000)),
         ps_price_per_h=float(rng.choice([0.0, 0.096, _log_uniform(rng, 1e-3, 2.0)])),
         price_per_request=float(rng.choice([0.0, 2e-7, _log_uniform(rng, 1e-7, 1e-3)])),
+        price_per_gb_s=float(rng.choice([0.0000166667, 0.0, _log_uniform(rng, 1e-8, 1e-3)], p=[0.6, 0.1, 0.3])),
         timeout_s=timeout_s, checkpoint_margin_s=timeout_s * float(rng.uniform(0, 0.3)) if timeout else 30.0,
         checkpoint_overhead_s=float(rng.uniform(0, 20)) if timeout else 6.0)
     ps_low = int(rng.integers(1, 3))
