@@ -187,6 +187,7 @@ def worst_case_delay(model: SpotModel, counts: np.ndarray, ps: np.ndarray, k: in
                 for item in left:
                     right.remove(item)
                 value = np.maximum(value, best[left] + best[tuple(right)])
+        value[~valid] = -np.inf  # a plan without these workers cannot lose them in any split
         best[group] = value
         worst = np.maximum(worst, value)
     return worst
