@@ -7,6 +7,7 @@ Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`. Exit codes: 0 when the ba
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,8 +31,8 @@ def _positive(kind: type) -> Callable[[str], Any]:
             number = kind(value)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-        if not number > 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+        if not number > 0 or not math.isfinite(number):
+            raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {value}")
         return number
 
     return parse
@@ -73,19 +74,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("batch", help="solve many instance files with many methods",
                        description=cmd_batch.__doc__)
     p.add_argument("paths", nargs="+", metavar="PATH",
-                   help="instance files or folders (searched recursively for *.json, *.jsonl)")
+                   help="instance files or folders (searched recursively for *.json, *.jsonl); "
+                        "embedded:REL for files or folders shipped with dnnprov")
     p.add_argument("--methods", type=_methods, default=list(METHODS),
                    help=f"comma-separated (default: {','.join(METHODS)}); those that do not "
                         "apply to an instance are skipped")
     p.add_argument("--time-limit", type=_positive(float), default=60.0,
-                   help="seconds per task, passed to the solver and enforced on its process")
+                   help="seconds per task, passed to the solver, which stops itself there and "
+                        "returns its best plan (status limit)")
     p.add_argument("--kill-after", type=_positive(float), default=None,
-                   help="seconds after which a task's process is killed "
-                        "(default: time limit + max(5 s, 25%%))")
+                   help="seconds after which a task's process is killed, the last resort for a "
+                        "solver that does not return (default: 1.1 x time limit + 30 s)")
     p.add_argument("--gap", type=float, default=0.0, help="relative gap at which milp may stop")
     p.add_argument("--max-plans", type=_positive(int), default=None, help="largest space enumerate accepts")
-    p.add_argument("--out", help="results file: .csv (appended per row) or .parquet")
-    p.add_argument("--resume", action="store_true", help="keep rows already in --out and run the rest")
+    p.add_argument("--out", help="results file: .csv (appended per row) or .parquet; locked while the "
+                                 "batch runs (a second batch on the same file is refused)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep rows already in --out and run the rest (instances matched by real path)")
     p.add_argument("--workers", type=_positive(int), default=None,
                    help="task processes (default: CPU count); with --dask local, Dask workers (default 2)")
     p.add_argument("--dask", metavar="ADDRESS|local", default=None,

@@ -123,19 +123,19 @@ def _check_tree(data: Any, where: str) -> None:
     while stack:
         value, path, depth = stack.pop()
         if isinstance(value, (dict, list)) and depth > MAX_DEPTH:
-            raise InvalidInputError(path or where, f"nested more than {MAX_DEPTH} levels deep")
+            raise InvalidInputError(path.split(".")[0] or where, f"nested more than {MAX_DEPTH} levels deep")
         if isinstance(value, _Pairs) and value.duplicate is not None:
             raise InvalidInputError(_join(path, value.duplicate), "key given twice in one object (duplicate keys are refused)")
         if isinstance(value, _LongInteger):
             raise InvalidInputError(path or where, f"integer literal of {value.digits} digits is too large")
         if isinstance(value, str):
             _check_text(path or where, value)
-        if isinstance(value, dict):
-            for key, child in value.items():
+        if isinstance(value, dict):  # children pushed last first: the file order is kept
+            for key in value:
                 _check_text(_join(path, key), key)
-                stack.append((child, _join(path, key), depth + 1))
+            stack.extend((child, _join(path, key), depth + 1) for key, child in reversed(value.items()))
         elif isinstance(value, list):
-            stack.extend((child, f"{path}.{i}" if path else str(i), depth + 1) for i, child in enumerate(value))
+            stack.extend((value[i], f"{path}.{i}" if path else str(i), depth + 1) for i in reversed(range(len(value))))
 
 
 def _check_text(field: str, text: str) -> None:
