@@ -26,18 +26,39 @@ def window_prefix(items: np.ndarray, n_columns: int) -> np.ndarray:
 
 
 def window_counts(items: np.ndarray, n_columns: int, size: int, *, wrap: bool = False,
-                  prefix: np.ndarray | None = None) -> np.ndarray:
+                  prefix: np.ndarray | None = None, distinct: bool = False) -> np.ndarray:
     """Count vectors of every window ``items[s : s + size]`` of a list of column indices.
 
     With ``wrap`` the windows start at every position and wrap around to the list's head
     (the authors' code); without, they start at ``0 .. len - size`` (the paper).
-    ``prefix`` (from :func:`window_prefix`) saves recomputing it for every size.
+    ``prefix`` (from :func:`window_prefix`) saves recomputing it for every size;
+    ``distinct`` keeps only windows that differ from the one before them.
     """
     length = len(items)
     if prefix is None:
         prefix = window_prefix(items, n_columns)
-    starts = np.arange(length if wrap else length - size + 1)
+    if distinct:
+        starts = distinct_window_starts(items, size, wrap=wrap)
+    else:
+        starts = np.arange(max(length if wrap else length - size + 1, 0))
     return prefix[starts + size] - prefix[starts]
+
+
+def distinct_window_starts(items: np.ndarray, size: int, *, wrap: bool = False) -> np.ndarray:
+    """Starts of the windows that differ from the window before them (the first always).
+
+    Window s equals window s - 1 exactly when the item leaving (items[s - 1]) equals the
+    item entering (items[s - 1 + size]); with types repeated by quota most windows repeat.
+    Keeping first occurrences in order keeps "the first plan of least cost" unchanged.
+    """
+    length = len(items)
+    count = length if wrap else length - size + 1
+    if count <= 0:
+        return np.zeros(0, dtype=np.int64)
+    doubled = np.concatenate([items, items])
+    s = np.arange(1, count)
+    changed = doubled[s - 1] != doubled[s - 1 + size]
+    return np.concatenate([[0], s[changed]])
 
 
 def _out_of_time(clock: Clock | None) -> bool:
@@ -90,7 +111,7 @@ def spot_heuristic(problem: SpotProblem, *, clock: Clock | None = None) -> Resul
             if _out_of_time(clock):
                 stopped = True
                 break
-            plans = window_counts(items, len(cols), size, prefix=prefix) + cols.lower  # steps 7-8
+            plans = window_counts(items, len(cols), size, prefix=prefix, distinct=True) + cols.lower  # 7-8
             ev = model.evaluate(plans, ps)                                   # steps 9-12
             evaluated += len(plans)
             cost = np.where(ev.feasible, ev.cost, np.inf)
@@ -143,7 +164,7 @@ def reference_heuristic(problem: SpotProblem, *, clock: Clock | None = None) -> 
         if _out_of_time(clock):
             stopped = True
             break
-        plans = window_counts(items, len(cols), size, wrap=True, prefix=prefix) + cols.lower
+        plans = window_counts(items, len(cols), size, wrap=True, prefix=prefix, distinct=True) + cols.lower
         ev = model.evaluate(plans, ps)
         evaluated += len(plans)
         cost = np.where(ev.feasible, ev.cost, np.inf)

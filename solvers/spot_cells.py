@@ -60,6 +60,7 @@ class Cell:
     j_lb: float = field(compare=False, default=0.0)
     nogoods: list[tuple[int, ...]] = field(compare=False, default_factory=list)
     lp_done: bool = field(compare=False, default=False)   # LP bound computed (lazily)
+    pj_lb: float = field(compare=False, default=0.0)       # lower bound on (P + c0) j / X
     tail: bool = field(compare=False, default=False)
 
 

@@ -81,7 +81,8 @@ BOUND_SAFETY = 1e-9             # every cost bound is lowered by this relative m
 CELL_ENUMERATION = 4096         # cells with at most this many count vectors are evaluated outright
 FALLBACK_ENUMERATION = 1_000_000  # a cell whose MILP fails is enumerated up to this size
 TAIL_CHUNK = 16                 # worker counts generated per tail expansion
-SEED_SHARE = 0.25               # share of the time limit the heuristic seed may use
+SEED_SHARE = 0.25               # share of the time limit the heuristic seed may use ...
+SEED_CAP_S = 0.5                # ... and at most this: past it the cells find incumbents faster
 
 
 class SpotDecomposition:
@@ -349,6 +350,10 @@ class SpotDecomposition:
             + cell.ps * self.c0_per_ps
         if not self.tighten(cell, price_bound):
             return None
+        product = self.lp_product_bound(cell, *self.box(cell))
+        if product is None:
+            return None
+        cell.pj_lb = max(cell.pj_lb, product)
         cell.bound = self.closed_bound(cell, price_bound)
         return cell
 
@@ -361,8 +366,9 @@ class SpotDecomposition:
                 float(self.greedy(-p, lo, hi, cell.workers) @ p) + c0)
 
     def closed_bound(self, cell: Cell, price_bound: float) -> float:
-        """cost >= (rho_min tau j_lb + a0 (P + c0)) / 3600 + ac over the cell (never below 0)."""
-        value = (cell.rho_min * self.time_factor(cell) * cell.j_lb + self.a0 * price_bound) / 3600 + self.ac
+        """cost >= (tau (P + c0) j / X + a0 (P + c0)) / 3600 + ac over the cell (never below 0)."""
+        per_rate = max(cell.rho_min * cell.j_lb, cell.pj_lb)      # both bound (P + c0) j / X
+        value = (per_rate * self.time_factor(cell) + self.a0 * price_bound) / 3600 + self.ac
         return max(0.0, down(value))
 
     def cell_rows(self, cell: Cell) -> list[tuple[np.ndarray, float, float]]:
@@ -413,17 +419,16 @@ class SpotDecomposition:
                 rows.append((self.side.a_n[i], self.side.low[i] - shift, self.side.high[i] - shift))
         return rows
 
-    def lp_ratio(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> float | None:
-        """min (P + c0) / X over the LP relaxation of the cell (Charnes-Cooper); ``None``: empty.
+    def charnes_cooper_rows(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, list]:
+        """The cell's LP relaxation in y = n / X (the allowed columns, first) and t = 1 / X.
 
-        Variables y = n / X and t = 1 / X: minimize p y + c0 t with r y = 1, sum y = K t,
-        lo t <= y <= hi t and every cell row scaled by t.
+        Rows: r y = 1, sum y = K t, lo t <= y <= hi t and every cell row scaled by t;
+        callers may add variables after t.
         """
         shape = self.shape(cell.workers, cell.ps)
         allowed = np.flatnonzero(cell.allowed)
         m = len(allowed)
         t = m                                           # index of t
-        cost = np.concatenate([self.cols.price[allowed], [cell.ps * self.c0_per_ps]])
         everything = np.arange(m + 1)
         rows = [(everything[:m], shape.rate[allowed], 1.0, 1.0),
                 (everything, np.concatenate([np.ones(m), [-float(cell.workers)]]), 0.0, 0.0)]
@@ -435,15 +440,84 @@ class SpotDecomposition:
                 rows.append((everything, np.concatenate([a[allowed], [-low]]), 0.0, math.inf))
             if math.isfinite(high):
                 rows.append((everything, np.concatenate([a[allowed], [-high]]), -math.inf, 0.0))
-        solution = solve_milp(self.highs, cost, np.zeros(m + 1), np.full(m + 1, math.inf), rows,
-                              integer=np.zeros(m + 1, dtype=bool),
+        return allowed, rows
+
+    def solve_lp(self, cost: np.ndarray, lower: np.ndarray, upper: np.ndarray, rows: list) -> float | None:
+        """An LP's optimum lowered by its tolerance; ``None``: infeasible; ``-inf``: no answer."""
+        solution = solve_milp(self.highs, cost, lower, upper, rows,
+                              integer=np.zeros(len(cost), dtype=bool),
                               time_limit_s=max(self.clock.remaining(), 1e-3))
         self.stats["lps"] = self.stats.get("lps", 0) + 1
         if solution.status is MilpStatus.INFEASIBLE:
             return None
         if solution.status is not MilpStatus.OPTIMAL:
-            return 0.0
-        return max(solution.objective * (1 - 1e-6), 0.0)   # LP tolerances: keep it a lower bound
+            return -math.inf
+        value = solution.objective
+        return value - 1e-6 * abs(value) - 1e-12            # LP tolerances: keep it a lower bound
+
+    def lp_ratio(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> float | None:
+        """min (P + c0) / X over the LP relaxation of the cell (Charnes-Cooper); ``None``: empty."""
+        allowed, rows = self.charnes_cooper_rows(cell, lo, hi)
+        m = len(allowed)
+        cost = np.concatenate([self.cols.price[allowed], [cell.ps * self.c0_per_ps]])
+        value = self.solve_lp(cost, np.zeros(m + 1), np.full(m + 1, math.inf), rows)
+        return None if value is None else max(value, 0.0)
+
+    def max_ratio(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> float:
+        """An upper bound on (P + c0) / X over the box: Dinkelbach for the maximum.
+
+        As in :meth:`min_ratio`, with the greedy maximizing P + c0 - lambda X; without
+        convergence, max_c p_c / r_c + c0 / X_lo (a ratio of sums is at most the largest).
+        """
+        r = self.shape(cell.workers, cell.ps).rate
+        p = self.cols.price
+        c0 = cell.ps * self.c0_per_ps
+        used = cell.allowed & (hi > 0)
+        safe = float((p[used] / r[used]).max()) + (c0 / cell.x_lo if cell.x_lo > 0 else math.inf)
+        n = self.greedy(r, lo, hi, cell.workers)
+        ratio = (n @ p + c0) / (n @ r)
+        for _ in range(100):
+            n = self.greedy(ratio * r - p, lo, hi, cell.workers)
+            new = (n @ p + c0) / (n @ r)
+            if new <= ratio * (1 + 1e-14):
+                return min(safe, up(float(ratio) * (1 + 1e-12)))
+            ratio = new
+        return safe
+
+    def lp_product_bound(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> float | None:
+        """A lower bound on (P + c0) j / X over the cell, keeping how rho and b_w move together.
+
+        With rho = (P + c0) / X and b = b_w, j >= c A(b) - g1 (c the cell's CC factor bound,
+        A(b) = g2 b + g3' >= 0 for every plan with a root of eq. 3), so
+        rho j >= (c g3' - g1) rho + c g2 rho b. For g2 <= 0 the product rho b is replaced by
+        its concave McCormick envelope over [rho_lo, rho_hi] x [b_lo, b_hi] (an upper bound
+        on rho b, hence a lower bound on c g2 rho b). In Charnes-Cooper variables rho = p y +
+        c0 t and b = v y are linear, so one LP gives the bound. ``None``: the LP is
+        infeasible (the cell is empty); ``-inf``: no bound (g2 > 0 or no LP answer).
+        """
+        w = self.problem.workload
+        if w.gamma_2 > 0:
+            return -math.inf
+        shape = self.shape(cell.workers, cell.ps)
+        allowed = np.flatnonzero(cell.allowed)
+        m = len(allowed)
+        _, rows = self.charnes_cooper_rows(cell, lo, hi)
+        c = self.spread_factor(cell)
+        rho_lo, rho_hi = cell.rho_min, self.max_ratio(cell, lo, hi)
+        if not math.isfinite(rho_hi):
+            return -math.inf
+        c0 = cell.ps * self.c0_per_ps
+        price, speed = self.cols.price[allowed], shape.speed[allowed]
+        both = np.arange(m + 2)                          # y..., t, w
+        for rho_c, b_c in ((rho_lo, cell.b_hi), (rho_hi, cell.b_lo)):
+            # w <= rho_c b + b_c rho - rho_c b_c
+            rows.append((both, np.concatenate([-rho_c * speed - b_c * price, [-b_c * c0, 1.0]]),
+                         -math.inf, -rho_c * b_c))
+        lin = c * self.gamma_3 - self.gamma_1
+        cost = np.concatenate([lin * price, [lin * c0, c * w.gamma_2]])
+        lower = np.concatenate([np.zeros(m + 1), [-math.inf]])
+        upper = np.full(m + 2, math.inf)
+        return self.solve_lp(cost, lower, upper, rows)
 
     # ------------------------------------------------------------------ cells
     def new_cell(self, k: int, s: int, top: int | None, *,
@@ -857,9 +931,11 @@ def solve_spot_exact(problem: SpotProblem, *, side: SideRows | None = None,
     log.header(f"dnnprov milp: {problem.name} (spot, model {problem.model}, loss {problem.workload.loss_variant})",
                [f"{len(cols)} columns, quotas sum {int(cols.upper.sum())}, PS {problem.constraints.ps_count[0]}"
                 f"..{problem.constraints.ps_count[1]}, time limit {clock.limit_s:g} s, gap {gap:g}"])
-    # The seed may use a quarter of the budget: on big quota lists the sliding window is
-    # quadratic in the number of instances, and the decomposition needs the rest.
-    seed = spot_heuristic(problem, clock=Clock(clock.limit_s * SEED_SHARE, started=clock.started))
+    # The sliding window is quadratic in the number of instances (2.8 s on large-003, whose
+    # proof then takes 2.3 s more); the decomposition finds incumbents itself, so the seed
+    # gets a quarter of the limit, and no more than half a second (measured: docs/benchmarks.md).
+    seed = spot_heuristic(problem, clock=Clock(min(clock.limit_s * SEED_SHARE, SEED_CAP_S),
+                                               started=clock.started))
     if seed.plan is not None:
         log.progress(seed.cost if seed.cost is not None else math.inf, 0.0, "heuristic seed")
     result = decomposition.run(seed)

@@ -373,3 +373,16 @@ def test_heuristic_results_claim_no_optimality(resnet110_paper, resnet50):
         assert result.status is Status.FEASIBLE, method
         assert result.bound is None and result.gap is None
         assert result.method == method
+
+
+@pytest.mark.parametrize("wrap", [False, True])
+def test_distinct_windows_are_the_first_occurrences(wrap):
+    """distinct=True keeps each window that differs from its predecessor, in order."""
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        items = np.sort(rng.integers(0, 4, size=int(rng.integers(1, 15))))
+        for size in range(1, len(items) + 1):
+            every = heuristics.window_counts(items, 4, size, wrap=wrap)
+            kept = heuristics.window_counts(items, 4, size, wrap=wrap, distinct=True)
+            expected = [w for i, w in enumerate(every) if i == 0 or not np.array_equal(w, every[i - 1])]
+            np.testing.assert_array_equal(kept, np.array(expected).reshape(-1, 4))
