@@ -130,13 +130,18 @@ def replanned_problem(problem: SpotProblem, plan: SpotPlan | Mapping[str, int],
     survivors = {k: n - revoked.get(k, 0) for k, n in counts.items() if n - revoked.get(k, 0) > 0}
     types = problem.instance_types
     if avoid_revoked:
-        types = tuple(replace(t, quota=survivors.get(t.name, 0)) if revoked.get(t.name) else t for t in types)
+        types = tuple(replace(t, quota=survivors.get(t.name, 0),
+                              on_demand_quota=t.on_demand_quota if t.on_demand_quota is not None else t.quota)
+                      if revoked.get(t.name) else t for t in types)
     if capacity is not None:
         caps = check_existing("capacity", capacity)
         for name in caps:
             if name not in {t.name for t in types}:
                 raise InvalidInputError(f"capacity.{name}", "not an instance type of the problem")
-        types = tuple(replace(t, quota=min(t.quota, max(caps[t.name], survivors.get(t.name, 0))))
+        # Capacity limits the spot market only: the on-demand quota (which defaults to the
+        # spot quota) keeps its value.
+        types = tuple(replace(t, quota=min(t.quota, max(caps[t.name], survivors.get(t.name, 0))),
+                              on_demand_quota=t.on_demand_quota if t.on_demand_quota is not None else t.quota)
                       if t.name in caps else t for t in types)
     constraints = replace(problem.constraints, existing=survivors,
                           ps_count=(running_ps, problem.constraints.ps_count[1]),

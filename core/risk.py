@@ -107,8 +107,8 @@ class Trace:
 
     @property
     def capacity(self) -> int:
-        """The most instances the trace ever had alive (1 for a 1-node trace)."""
-        return int(self.alive.max())
+        """The most instances the trace ever had alive (1 for a 1-node trace; at least 1)."""
+        return max(1, int(self.alive.max()))
 
     @property
     def duration_s(self) -> float:
@@ -138,8 +138,6 @@ def load_trace(path: str | Path) -> Trace:
     if not isinstance(data, list) or len(data) < 2:
         raise InvalidInputError(f"{name}: data", "must be a list of at least two alive counts")
     alive = np.array([check.integer(f"{name}: data[{i}]", v, minimum=0) for i, v in enumerate(data)], dtype=np.int64)
-    if alive.max() == 0:
-        raise InvalidInputError(f"{name}: data", "no instance is ever alive in this trace")
     return Trace(path=name, gap_s=gap, alive=alive)
 
 

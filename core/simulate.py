@@ -408,6 +408,10 @@ def simulate(problem: SpotProblem, plan: SpotPlan | Mapping[str, int], traces: M
     seed = check.integer("seed", seed, minimum=0)
     if not isinstance(plan, SpotPlan):
         plan = SpotPlan(counts=check_existing("plan.counts", plan), ps=problem.constraints.ps_count[0])
+    names = [t.name for t in problem.instance_types]
+    for name in traces:
+        if name not in names:
+            raise InvalidInputError(f"--trace {name}", f"not an instance type of the problem ({', '.join(names)})")
     labels = set(problem.columns().labels)
     for label, n in plan.counts.items():
         if label not in labels:
