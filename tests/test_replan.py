@@ -186,3 +186,71 @@ def test_watch_interruptions_calls_back_once(metadata_url: str) -> None:
     assert not watcher.is_alive()
     assert notices == [InterruptionNotice("terminate", "2022-05-31T18:20:00Z", "i-0123456789abcdef0", "g3.8xlarge")]
     assert MetadataHandler.tokens_issued >= 2 and MetadataHandler.polls > 3
+
+
+# ------------------------------------------------------------------ PS and capacity (issue 12.5)
+def _low_ps_bandwidth(resnet110_problem_paper, time_s: float, budget: float | None = None) -> dnnprov.SpotProblem:
+    from dataclasses import replace
+    problem = resnet110_problem_paper.replace(
+        slo=dnnprov.SpotSLO(0.8, time_s), constraints=dnnprov.SpotConstraints(ps_count=(1, 3), budget_usd=budget))
+    return problem.replace(platform=replace(problem.platform, ps_bandwidth_mb_s=300.0))
+
+
+def test_money_spent_counts_every_ps(resnet110_paper) -> None:
+    """A 2-PS plan has spent workers + 2 PS: the takeover's budget is lowered by both PS."""
+    problem = _low_ps_bandwidth(resnet110_paper, 3000.0, budget=20.0)
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2, "g3.8xlarge": 5}, ps=2)
+    elapsed = 1200.0
+    loss = predicted_loss(problem, plan, elapsed, ps=2)
+    takeover = replanned_problem(problem, plan, {"g3.8xlarge": 2}, elapsed, loss)
+    workers = 2 * 0.918 + 5 * 0.684
+    assert takeover.constraints.budget_usd == pytest.approx(20.0 - (workers + 2 * 0.192) * elapsed / 3600, rel=1e-12)
+    assert takeover.constraints.ps_count == (2, 3)  # the running PS are kept
+    one_ps = replanned_problem(problem, plan, {"g3.8xlarge": 2}, elapsed, loss, ps=1)
+    assert one_ps.constraints.budget_usd - takeover.constraints.budget_usd == pytest.approx(0.192 * elapsed / 3600)
+
+
+def test_takeover_needing_more_ps_reports_them(resnet110_paper) -> None:
+    """With a 300 MB/s PS, the takeover of a 1-PS run wants 3 PS: details.new_ps says 2 to launch."""
+    problem = _low_ps_bandwidth(resnet110_paper, 3000.0)
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2, "g3.8xlarge": 5, "g3.16xlarge": 2}, ps=1)
+    loss = predicted_loss(problem, plan, 300.0, ps=1)
+    result = replan(problem, plan, {"g3.8xlarge": 5}, 300.0, loss, method="enumerate")
+    assert result.status is dnnprov.Status.OPTIMAL and result.plan.ps == 3
+    assert result.details["new_ps"] == 2
+    kept = replan(problem, dnnprov.SpotPlan(counts=plan.counts, ps=3), {"g3.8xlarge": 5}, 300.0, loss, method="enumerate")
+    assert kept.plan.ps == 3 and kept.details["new_ps"] == 0
+
+
+def test_capacity_caps_the_spot_market_only(resnet110_paper) -> None:
+    """capacity limits spot quotas (not below the survivors); on-demand quotas keep their value."""
+    from dataclasses import replace
+    problem = resnet110_paper.replace(
+        instance_types=tuple(replace(t, on_demand_price_per_h=3 * t.spot_price_per_h) for t in resnet110_paper.instance_types),
+        constraints=dnnprov.SpotConstraints(markets=("spot", "on-demand")))
+    plan = {"p3.2xlarge": 2, "g3.8xlarge": 4}
+    loss = predicted_loss(problem, plan, 600.0)
+    takeover = replanned_problem(problem, plan, {"g3.8xlarge": 1}, 600.0, loss,
+                                 capacity={"g3.8xlarge": 0, "p3.2xlarge": 5})
+    cols = takeover.columns()
+    upper = dict(zip(cols.labels, cols.upper.tolist()))
+    assert upper["g3.8xlarge"] == 3 and upper["p3.2xlarge"] == 2          # survivors kept, quota 2 kept
+    assert upper["g3.8xlarge:on-demand"] == 5 and upper["p3.2xlarge:on-demand"] == 2
+    avoid = replanned_problem(problem, plan, {"g3.8xlarge": 1}, 600.0, loss, avoid_revoked=True).columns()
+    upper = dict(zip(avoid.labels, avoid.upper.tolist()))
+    assert upper["g3.8xlarge"] == 3 and upper["g3.8xlarge:on-demand"] == 5
+    with pytest.raises(InvalidInputError, match="capacity.p9"):
+        replanned_problem(problem, plan, {"g3.8xlarge": 1}, 600.0, loss, capacity={"p9": 1})
+
+
+def test_takeover_document_without_a_plan(ref_resnet110) -> None:
+    """An infeasible takeover still gives the plan document (result, instance), not a bare result."""
+    from dnnprov.replan import solve_takeover, takeover_document
+    problem = ref_resnet110()
+    loss = predicted_loss(problem, TABLE1_PLAN, REVOKED_AT_S)
+    takeover = replanned_problem(problem, TABLE1_PLAN, {"g3.8xlarge": 5}, REVOKED_AT_S, loss, takeover_overhead_s=700.0)
+    result = solve_takeover(takeover, "enumerate")
+    assert result.status is dnnprov.Status.INFEASIBLE
+    doc = takeover_document(result, takeover)
+    assert doc["format"] == "dnnprov/plan" and doc["result"]["status"] == "infeasible"
+    assert doc["instance"]["constraints"]["existing"] == {"g3.16xlarge": 3}
