@@ -57,6 +57,8 @@ __all__ = ["INSTANCE_SUFFIXES", "NUMERIC_COLUMNS", "PLAN_COLUMNS", "ROW_COLUMNS"
 #: child process exit hard; for testing crash handling. Read when the tasks are made.
 CRASH_ENV = "DNNPROV_TEST_CRASH_ON"
 CRASH_EXIT_CODE = 70
+#: Likewise, an instance whose task never returns (its child sleeps): for testing the kill.
+HANG_ENV = "DNNPROV_TEST_HANG_ON"
 
 
 # ------------------------------------------------------------------ tasks and rows
@@ -76,6 +78,7 @@ class Task:
     max_plans: int | None
     kill_after_s: float
     crash_on: str = ""
+    hang_on: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -116,8 +119,11 @@ def run_task(task: Task) -> dict[str, Any]:
     """Solve one task in this process and return its row (never raises)."""
     if task.problem is None:
         return failure_row(task, task.read_error)
-    if task.crash_on and task.crash_on in {task.instance, task.path, Path(task.path).name}:
+    names = {task.instance, task.path, Path(task.path).name}
+    if task.crash_on and task.crash_on in names:
         os._exit(CRASH_EXIT_CODE)
+    if task.hang_on and task.hang_on in names:
+        time.sleep(24 * 3600)
     started = time.perf_counter()
     try:
         result = solve(task.problem, task.method, time_limit_s=task.time_limit_s, gap=task.gap,
@@ -140,14 +146,15 @@ def make_tasks(items: Sequence[Item], methods: Sequence[str], *, time_limit_s: f
                max_plans: int | None = None, kill_after_s: float | None = None) -> list[Task]:
     """One task per (item, method) that applies, in item order then method order."""
     kill = kill_after_s if kill_after_s is not None else default_kill_after(time_limit_s)
-    crash_on = os.environ.get(CRASH_ENV, "")
+    crash_on, hang_on = os.environ.get(CRASH_ENV, ""), os.environ.get(HANG_ENV, "")
     tasks = []
     for item in items:
         kind, model = _kind_model(item.problem)
         name = item.problem.name if item.problem is not None else Path(split_path(item.path)[0]).stem
         tasks.extend(Task(path=item.path, method=m, instance=name, kind=kind, model=model,
                           problem=item.problem, read_error=item.error, time_limit_s=time_limit_s,
-                          gap=gap, max_plans=max_plans, kill_after_s=kill, crash_on=crash_on)
+                          gap=gap, max_plans=max_plans, kill_after_s=kill, crash_on=crash_on,
+                          hang_on=hang_on)
                      for m in methods if applies(item.problem, m))
     return tasks
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
+import signal
+import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -15,8 +19,8 @@ import pytest
 
 import dnnprov
 from dnnprov.cli import main
-from dnnprov.solvers.batch import (CRASH_ENV, ROW_COLUMNS, load_instance, read_results, run_batch,
-                                   summarize)
+from dnnprov.solvers.batch import (CRASH_ENV, HANG_ENV, ROW_COLUMNS, load_instance, plan_counts, read_results,
+                                   run_batch, summarize)
 
 ALL = ["milp", "heuristic", "reference-heuristic", "enumerate"]
 EMBEDDED = Path(str(dnnprov.embedded_instance("spot/paper-table1.json"))).parents[1]
@@ -141,19 +145,28 @@ def test_bad_files_are_failed_rows(failing_dir, tmp_path):
     assert (good["error"] == "").all() and (good["plan"] != "").all()
 
 
-def test_task_over_the_time_limit_is_killed(tmp_path, make_resnet110, make_resnet50):
-    """A task that outlives its kill time is recorded as a timeout and the batch completes."""
+def test_solver_stops_itself_at_the_time_limit(tmp_path, make_resnet110, make_resnet50):
+    """A task longer than its limit ends by itself: status limit with its incumbent, no kill."""
     shutil.copy(EMBEDDED / SLOW_ENUMERATE, tmp_path / "slow.json")
+    df = run_batch([tmp_path / "slow.json"], ["enumerate"], time_limit_s=1, workers=1, progress=False)
+    row = df.iloc[0]
+    assert row["status"] == "limit" and row["error"] == "" and row["plan"] != "" and row["cost"] > 0
+    assert row["solve_seconds"] < 1 + 5
+
+
+def test_task_that_does_not_return_is_killed(tmp_path, make_resnet110, make_resnet50, monkeypatch):
+    """A task whose solver never returns is killed at --kill-after and its row says so;
+    the other tasks complete."""
     _tiny(make_resnet110, make_resnet50, tmp_path)
-    df = run_batch([tmp_path], ["enumerate", "milp"], time_limit_s=2, kill_after_s=3, workers=2,
+    monkeypatch.setenv(HANG_ENV, "tiny-spot.json")
+    df = run_batch([tmp_path], ["heuristic", "milp"], time_limit_s=1, kill_after_s=2, workers=2,
                    progress=False)
     killed = df[df["error"] != ""]
-    assert list(zip(killed["path"].map(lambda p: Path(p).name), killed["method"])) == [("slow.json", "enumerate")]
-    assert killed["error"].iloc[0].startswith("timeout: task process killed after 3 s")
-    assert killed["status"].iloc[0] == "error"
-    assert 3 <= killed["solve_seconds"].iloc[0] < 6
-    assert (df.drop(killed.index)["status"] == "optimal").all()
-    assert len(df) == 6
+    assert list(killed["method"]) == ["heuristic", "milp"] and (killed["instance"] == "tiny-spot").all()
+    assert killed["error"].str.startswith("timeout: task process killed after 2 s: the solver did not return "
+                                          "within its time limit of 1 s").all()
+    assert (killed["status"] == "error").all() and killed["solve_seconds"].between(2, 6).all()
+    assert (df.drop(killed.index)["plan"] != "").all() and len(df) == 4
 
 
 def test_crashed_task_process(tmp_path, make_resnet110, make_resnet50, monkeypatch):
@@ -305,3 +318,107 @@ def test_cli_bad_arguments_exit_2(argv, tmp_path, capsys):
         code = exc.code
     assert code == 2
     assert "error" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ files, lock, resume (issue 14)
+def _batch_cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.Popen:
+    """The real `dnnprov batch` in its own process."""
+    return subprocess.Popen([sys.executable, "-m", "dnnprov", "batch", *args, "--no-progress"], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, **(env or {})))
+
+
+def _data_rows(path: Path) -> int:
+    return max(0, len(path.read_text().splitlines()) - 1) if path.exists() else 0
+
+
+def test_two_batches_on_one_output_one_is_refused(tmp_path, make_resnet110, make_resnet50):
+    """Two real batches started together on the same --out: one runs, the other is refused
+    at once with one line naming the holder; the file holds every row exactly once."""
+    folder = tmp_path / "in"
+    for prefix in "abcd":
+        _tiny(make_resnet110, make_resnet50, folder, prefix)
+    out = tmp_path / "r.csv"
+    args = (str(folder), "--methods", "milp,heuristic,enumerate", "--workers", "1", "--out", str(out))
+    procs = [_batch_cli(*args, cwd=tmp_path) for _ in range(2)]
+    results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
+    assert sorted(code for code, _, _ in results) == [0, 2], results
+    _, _, err = next(r for r in results if r[0] == 2)
+    assert err.count("\n") == 1 and "another dnnprov batch (pid " in err and str(out) in err
+    df = read_results(out)
+    assert len(df) == 4 * 2 * 3 and not df.duplicated(["path", "method"]).any()
+    assert not (tmp_path / ".r.csv.lock").exists()
+
+
+def test_killed_batch_resumes_from_an_absolute_path(tmp_path, make_resnet110, make_resnet50):
+    """A batch killed by SIGKILL keeps its finished rows and its lock dies with it;
+    --resume given the folder as an absolute path runs only the missing tasks."""
+    folder = tmp_path / "in"
+    for prefix in "abc":
+        _tiny(make_resnet110, make_resnet50, folder, prefix)
+    shutil.copy(EMBEDDED / SLOW_ENUMERATE, folder / "z-slow.json")  # enumerate: ~8 s, last in order
+    out = tmp_path / "r.csv"
+    proc = _batch_cli("in", "--methods", "milp,enumerate", "--workers", "1", "--out", "r.csv", cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while _data_rows(out) < 13 and time.monotonic() < deadline:  # all 14 tasks but z-slow's enumerate
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    before = read_results(out)
+    assert len(before) == 13 and set(before["path"].map(lambda p: Path(p).parts[0])) == {"in"}
+    # The resumed run crashes z-slow's tasks on purpose, so that it ends in a second.
+    resumed = _batch_cli(str(folder.resolve()), "--methods", "milp,enumerate", "--workers", "1",
+                         "--out", str(out), "--resume", cwd=tmp_path, env={CRASH_ENV: "z-slow.json"})
+    stdout, stderr = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, stderr
+    assert "14 rows (1 run now, 13 kept)" in stdout
+    after = read_results(out)
+    identity = after["path"].map(lambda p: (tmp_path / p).resolve().as_posix() if not Path(p).is_absolute() else p)
+    assert len(after) == 14 and not pd.concat([identity, after["method"]], axis=1).duplicated().any()
+    new = after[after["path"].map(Path).map(Path.is_absolute)]
+    assert list(zip(new["path"].map(lambda p: Path(p).name), new["method"])) == [("z-slow.json", "enumerate")]
+    assert new["error"].iloc[0].startswith("crash: ")
+
+
+def test_every_named_file_gets_a_row(tmp_path, make_resnet110):
+    """A file named on the command line always gets rows, even without `format`; in a
+    folder, an index-like file is skipped but a broken instance without `format` is not."""
+    folder = tmp_path / "in"
+    dnnprov.write_instance(make_resnet110(time_s=3000.0), folder / "good.json")
+    (folder / "index.json").write_text(json.dumps({"set": "x", "count": 1}))
+    broken = json.loads((folder / "good.json").read_text())
+    del broken["format"]
+    (folder / "no-format.json").write_text(json.dumps(broken))
+    df = run_batch([folder], ["heuristic"], workers=1, progress=False)
+    assert sorted(Path(p).name for p in df["path"]) == ["good.json", "no-format.json"]
+    assert df.attrs["skipped_files"] == [(folder / "index.json").as_posix()]
+    named = run_batch([folder / "index.json", folder / "good.json"], ["heuristic"], workers=1, progress=False)
+    row = named[named["path"].str.endswith("index.json")].iloc[0]
+    assert row["status"] == "error" and row["error"].startswith("bad instance: format: ")
+    assert named.attrs["skipped_files"] == []
+
+
+def test_plan_columns_can_be_filtered(local_run):
+    """workers, gpus, ps and memory_mb repeat the plan as numbers; plan_counts expands it."""
+    df, _ = local_run
+    solved = df[df["plan"] != ""]
+    plans = solved["plan"].map(json.loads)
+    spot = solved["kind"] == "spot"
+    assert (solved.loc[spot, "workers"] == plans[spot].map(lambda p: sum(p["counts"].values()))).all()
+    assert (solved["ps"] == plans.map(lambda p: p["ps"])).all()
+    assert (solved.loc[~spot, "memory_mb"] == plans[~spot].map(lambda p: p["memory_mb"])).all()
+    assert solved.loc[~spot, "gpus"].isna().all() and (solved.loc[spot, "gpus"] >= solved.loc[spot, "workers"]).all()
+    counts = plan_counts(df)
+    assert set(counts.index) == set(solved.index[spot])
+    assert (counts.sum(axis=1) == solved.loc[spot, "workers"].reindex(counts.index)).all()
+    table1 = df[df["path"].str.endswith("paper-table1.json") & (df["method"] == "milp")].index[0]
+    assert counts.loc[table1].to_dict() == {label: {"g4dn.4xlarge": 3, "g3.8xlarge": 5, "g3.16xlarge": 2}.get(label, 0)
+                                            for label in counts.columns}
+
+
+def test_kill_is_a_last_resort():
+    """Without --kill-after the task's process gets the time limit plus a generous grace."""
+    from dnnprov.solvers.batch import default_kill_after
+
+    assert default_kill_after(60) == pytest.approx(96.0)
+    assert default_kill_after(2) == pytest.approx(32.2)
