@@ -1,7 +1,9 @@
 """AWS through boto3: refresh a catalog from the live APIs, and issue EC2 launch calls.
 
 Credentials come from boto3's standard chain only (environment, shared files, SSO,
-instance or container role); no message, log line or file written here contains them.
+instance or container role); no message, log line or file written here contains them:
+every error is redacted by value (each credential the clients hold: access key id, secret
+key, session token, also URL-encoded) and by the shape of an access key id.
 Throttling and transient failures are retried with exponential backoff and jitter; after
 that one :class:`CloudError` says what failed, and no catalog file is written.
 """
@@ -12,10 +14,11 @@ import json
 import random
 import re
 import time
+from urllib.parse import quote
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import boto3
 from botocore import xform_name
@@ -60,14 +63,35 @@ class CloudError(InvalidInputError):
     ``code`` is the AWS error code when there is one (e.g. ``"DryRunOperation"``).
     """
 
-    def __init__(self, field: str, problem: str, code: str | None = None) -> None:
-        super().__init__(field, redact(problem))
+    def __init__(self, field: str, problem: str, code: str | None = None, *,
+                 secrets: Iterable[str] = ()) -> None:
+        super().__init__(field, redact(problem, secrets))
         self.code = code
 
 
-def redact(text: str) -> str:
-    """``text`` with anything shaped like an AWS access key id replaced."""
+#: Shortest credential value redacted by value (shorter ones would garble every message).
+MIN_SECRET_CHARS = 4
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with every value in ``secrets`` (as is and URL-encoded) and anything shaped
+    like an AWS access key id replaced by ``<redacted>``."""
+    forms = {form for secret in secrets if isinstance(secret, str) and len(secret) >= MIN_SECRET_CHARS
+             for form in (secret, quote(secret, safe=""), quote(secret))}
+    for form in sorted(forms, key=len, reverse=True):
+        text = text.replace(form, "<redacted>")
     return _ACCESS_KEY.sub("<redacted>", text)
+
+
+def held_credentials(client: BaseClient) -> set[str]:
+    """The credential values (access key id, secret key, session token) ``client`` signs
+    with, read without refreshing them (no call leaves the machine)."""
+    creds = getattr(getattr(client, "_request_signer", None), "_credentials", None)
+    if creds is None:
+        return set()
+    fields = vars(creds)
+    values = {fields.get(name) or fields.get(f"_{name}") for name in ("access_key", "secret_key", "token")}
+    return {v for v in values if isinstance(v, str) and v}
 
 
 @dataclass(frozen=True)
@@ -135,8 +159,21 @@ class AwsClients:
                 service, region_name=region, endpoint_url=self.endpoint_url, config=config)
         return self._clients[service]
 
+    def secrets(self) -> set[str]:
+        """Every credential value the clients made so far hold (for redaction by value)."""
+        return {v for client in self._clients.values() for v in held_credentials(client)}
+
     def call(self, service: str, operation: str, **params: Any) -> dict[str, Any]:
-        """Call ``operation`` (API name, e.g. ``"DescribeSpotPriceHistory"``) with retries."""
+        """Call ``operation`` (API name, e.g. ``"DescribeSpotPriceHistory"``) with retries.
+
+        Every :class:`CloudError` it raises is redacted by value with :meth:`secrets`.
+        """
+        try:
+            return self._call(service, operation, **params)
+        except CloudError as exc:
+            raise CloudError(exc.field, exc.problem, exc.code, secrets=self.secrets()) from None
+
+    def _call(self, service: str, operation: str, **params: Any) -> dict[str, Any]:
         where = f"aws {service}:{operation}"
         method = getattr(self.client(service), xform_name(operation))
         for attempt in range(self.retry.attempts):
