@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 from dnnprov import _checks as check
-from dnnprov._fields import build as _build, check_keys, drop_none, estimated_fields as _estimated, mapping, set_field as _set
+from dnnprov._fields import build as _build, check_format, check_keys, drop_none, estimated_fields as _estimated, mapping, set_field as _set
 from dnnprov.domain import ServerlessDomain, as_domain
 from dnnprov.errors import InvalidInputError
 
@@ -38,17 +38,16 @@ class ServerlessWorkload:
 
     def __post_init__(self) -> None:
         w = "workload"
-        if not isinstance(self.name, str) or not self.name:
-            raise InvalidInputError(f"{w}.name", "must be a non-empty string")
+        check.name(f"{w}.name", self.name)
         _set(self, "dataset_mb", check.number(f"{w}.dataset_mb", self.dataset_mb, exclusive_minimum=0))
-        _set(self, "samples", check.integer(f"{w}.samples", self.samples, minimum=1))
+        _set(self, "samples", check.count(f"{w}.samples", self.samples, minimum=1, limit=check.MAX_SAMPLES))
         _set(self, "epochs", check.number(f"{w}.epochs", self.epochs, exclusive_minimum=0))
         _set(self, "model_mb", check.number(f"{w}.model_mb", self.model_mb, exclusive_minimum=0))
-        _set(self, "local_batch", check.integer(f"{w}.local_batch", self.local_batch, minimum=1))
-        _set(self, "max_global_batch", check.integer(f"{w}.max_global_batch", self.max_global_batch, minimum=1))
+        _set(self, "local_batch", check.count(f"{w}.local_batch", self.local_batch, minimum=1, limit=check.MAX_BATCH))
+        _set(self, "max_global_batch", check.count(f"{w}.max_global_batch", self.max_global_batch, minimum=1, limit=check.MAX_BATCH))
         for name in ("rate_alpha", "rate_beta", "storage_alpha", "storage_beta"):
             _set(self, name, check.number(f"{w}.{name}", getattr(self, name)))
-        _set(self, "min_memory_mb", check.integer(f"{w}.min_memory_mb", self.min_memory_mb, minimum=1))
+        _set(self, "min_memory_mb", check.count(f"{w}.min_memory_mb", self.min_memory_mb, minimum=1, limit=check.MAX_MEMORY_MB))
         if self.max_global_batch < self.local_batch:
             raise InvalidInputError(f"{w}.max_global_batch", f"{self.max_global_batch} is below local_batch {self.local_batch}")
         _set(self, "estimated", _estimated(f"{w}.estimated", self.estimated, self))
@@ -79,9 +78,10 @@ class ServerlessPlatform:
             _set(self, name, check.number(f"{p}.{name}", getattr(self, name), exclusive_minimum=0))
         for name in ("price_per_gb_s", "price_per_request", "checkpoint_margin_s", "checkpoint_overhead_s", "ps_price_per_h"):
             _set(self, name, check.number(f"{p}.{name}", getattr(self, name), minimum=0))
-        _set(self, "memory_step_mb", check.integer(f"{p}.memory_step_mb", self.memory_step_mb, minimum=1))
-        _set(self, "max_memory_mb", check.integer(f"{p}.max_memory_mb", self.max_memory_mb, minimum=self.memory_step_mb))
-        _set(self, "concurrency_limit", check.integer(f"{p}.concurrency_limit", self.concurrency_limit, minimum=1))
+        _set(self, "memory_step_mb", check.count(f"{p}.memory_step_mb", self.memory_step_mb, minimum=1, limit=check.MAX_MEMORY_MB))
+        _set(self, "max_memory_mb", check.count(f"{p}.max_memory_mb", self.max_memory_mb, minimum=self.memory_step_mb, limit=check.MAX_MEMORY_MB))
+        _set(self, "concurrency_limit", check.count(f"{p}.concurrency_limit", self.concurrency_limit, minimum=1, limit=check.MAX_FUNCTIONS))
+        check.name(f"{p}.ps_type", self.ps_type)
         if self.checkpoint_margin_s >= self.timeout_s:
             raise InvalidInputError(f"{p}.checkpoint_margin_s", f"{self.checkpoint_margin_s:g} s leaves no time within timeout_s = {self.timeout_s:g} s")
 
@@ -96,7 +96,7 @@ class ServerlessConstraints:
 
     def __post_init__(self) -> None:
         c = "constraints"
-        low, high = check.int_range(f"{c}.ps_count", self.ps_count, minimum=1)
+        low, high = check.int_range(f"{c}.ps_count", self.ps_count, minimum=1, limit=check.MAX_PS_COUNT)
         if high is None:
             raise InvalidInputError(f"{c}.ps_count", "needs an upper limit (the PS count is enumerated)")
         _set(self, "ps_count", (low, high))
@@ -117,23 +117,46 @@ class ServerlessProblem:
 
     def __post_init__(self) -> None:
         _set(self, "time_s", check.number("slo.time_s", self.time_s, exclusive_minimum=0))
-        check.text("name", self.name)
+        check.name("name", self.name)
         check.text("notes", self.notes, allow_empty=True)
+        for part, cls in (("workload", ServerlessWorkload), ("platform", ServerlessPlatform),
+                          ("constraints", ServerlessConstraints)):
+            if not isinstance(getattr(self, part), cls):
+                raise InvalidInputError(part, f"must be a {cls.__name__}, got {type(getattr(self, part)).__name__}")
         w, p = self.workload, self.platform
         if w.min_memory_mb > p.max_memory_mb:
             raise InvalidInputError("workload.min_memory_mb", f"{w.min_memory_mb} MB is above platform.max_memory_mb = {p.max_memory_mb}")
-        if not self.memory_grid():
+        sizes = self.memory_sizes()
+        if not sizes:
             raise InvalidInputError("platform.memory_step_mb", "no memory size on the grid lies between min_memory_mb and max_memory_mb")
+        if sizes > check.MAX_MEMORY_POINTS:
+            raise InvalidInputError("platform.memory_step_mb", f"{p.memory_step_mb} MB steps up to {p.max_memory_mb:,} MB "
+                                    f"make {sizes:,} memory sizes, more than the limit of {check.MAX_MEMORY_POINTS:,} "
+                                    "(resource limits: docs/instance-format.md)")
         low, high = self.function_range()
         if low > high:
             raise InvalidInputError("constraints.functions", f"the range starts at {low} functions, above "
                                     f"the limit of {high} (constraints.functions / platform.concurrency_limit)")
+        ps_low, ps_high = self.constraints.ps_count
+        plans = (high - low + 1) * sizes * (ps_high - ps_low + 1)
+        if plans > check.MAX_SERVERLESS_PLANS:
+            raise InvalidInputError("constraints.functions", f"{high - low + 1:,} function counts x {sizes:,} memory sizes x "
+                                    f"{ps_high - ps_low + 1} PS counts make {plans:,} plans, more than the limit of "
+                                    f"{check.MAX_SERVERLESS_PLANS:,} (resource limits: docs/instance-format.md)")
+
+    def _first_memory(self) -> int:
+        step = self.platform.memory_step_mb
+        return max(-(-self.workload.min_memory_mb // step) * step, step)
+
+    def memory_sizes(self) -> int:
+        """How many memory sizes :meth:`memory_grid` holds (without building it)."""
+        step, first = self.platform.memory_step_mb, self._first_memory()
+        return max(0, (self.platform.max_memory_mb - first) // step + 1)
 
     def memory_grid(self) -> list[int]:
         """Memory sizes allowed by eq. (12) and the workload's minimum memory."""
         step = self.platform.memory_step_mb
-        first = -(-self.workload.min_memory_mb // step) * step
-        return list(range(max(first, step), self.platform.max_memory_mb + 1, step))
+        return list(range(self._first_memory(), self.platform.max_memory_mb + 1, step))
 
     def function_range(self) -> tuple[int, int]:
         """Inclusive range of function counts: constraints and the concurrency limit."""
@@ -152,6 +175,7 @@ class ServerlessProblem:
         """Build from the instance-file dict (see docs/instance-format.md)."""
         data = mapping("", data)
         check_keys("", data, ["format", "version", "workload", "slo"], ["name", "notes", "platform", "constraints"])
+        check_format(data, "dnnprov/serverless")
         workload = _build(ServerlessWorkload, "workload", data["workload"],
                           ["name", "dataset_mb", "samples", "epochs", "model_mb", "local_batch",
                            "max_global_batch", "rate_alpha", "rate_beta", "storage_alpha", "storage_beta"])

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from dnnprov import _checks as check
-from dnnprov._fields import build as _build, check_keys, drop_none, estimated_fields as _estimated, mapping, set_field as _set
+from dnnprov._fields import build as _build, check_format, check_keys, drop_none, estimated_fields as _estimated, mapping, set_field as _set
 from dnnprov.domain import SpotDomain, as_domain
 from dnnprov.errors import InvalidInputError
 from dnnprov.risk import Interruption
@@ -63,27 +63,28 @@ class InstanceType:
     interruption: Interruption | None = None
 
     def __post_init__(self) -> None:
-        where = f"instance_types.{self.name}"
         if not isinstance(self.name, str) or not self.name.strip():
-            raise InvalidInputError("instance_types", f"type name must be a non-empty string, got {self.name!r}")
+            raise InvalidInputError("instance_types", f"type name must be a non-empty string, got {check.short(self.name)}")
+        where = f"instance_types.{self.name}"
+        check.name(where, self.name)
         if ON_DEMAND_SUFFIX in self.name:
             raise InvalidInputError(where, f"type names may not contain {ON_DEMAND_SUFFIX!r}")
-        _set(self, "gpus", check.integer(f"{where}.gpus", self.gpus, minimum=1))
+        _set(self, "gpus", check.count(f"{where}.gpus", self.gpus, minimum=1, limit=check.MAX_GPUS))
         _set(self, "spot_price_per_h", check.number(f"{where}.spot_price_per_h", self.spot_price_per_h, minimum=0))
-        _set(self, "quota", check.integer(f"{where}.quota", self.quota, minimum=0))
-        _set(self, "batch_per_gpu", check.optional_integer(f"{where}.batch_per_gpu", self.batch_per_gpu, minimum=1))
+        _set(self, "quota", check.count(f"{where}.quota", self.quota, minimum=0, limit=check.MAX_QUOTA))
+        _set(self, "batch_per_gpu", check.optional_count(f"{where}.batch_per_gpu", self.batch_per_gpu, minimum=1, limit=check.MAX_BATCH))
         _set(self, "gpu_memory_gb", check.optional_number(f"{where}.gpu_memory_gb", self.gpu_memory_gb, exclusive_minimum=0))
         _set(self, "speed_samples_per_s", check.optional_number(f"{where}.speed_samples_per_s", self.speed_samples_per_s, exclusive_minimum=0))
         _set(self, "compute_time_s", check.optional_number(f"{where}.compute_time_s", self.compute_time_s, exclusive_minimum=0))
-        _set(self, "vcpus", check.optional_integer(f"{where}.vcpus", self.vcpus, minimum=1))
+        _set(self, "vcpus", check.optional_count(f"{where}.vcpus", self.vcpus, minimum=1, limit=check.MAX_VCPUS))
         _set(self, "on_demand_price_per_h", check.optional_number(f"{where}.on_demand_price_per_h", self.on_demand_price_per_h, minimum=0))
-        _set(self, "on_demand_quota", check.optional_integer(f"{where}.on_demand_quota", self.on_demand_quota, minimum=0))
+        _set(self, "on_demand_quota", check.optional_count(f"{where}.on_demand_quota", self.on_demand_quota, minimum=0, limit=check.MAX_QUOTA))
         if self.batch_per_gpu is None and self.gpu_memory_gb is None:
             raise InvalidInputError(f"{where}.batch_per_gpu", "missing: give batch_per_gpu, or gpu_memory_gb with workload alpha_2/beta_2 (eq. 10)")
         if (self.speed_samples_per_s is None) == (self.compute_time_s is None):
             raise InvalidInputError(f"{where}.compute_time_s", "give exactly one of compute_time_s and speed_samples_per_s")
-        if self.family is not None and (not isinstance(self.family, str) or not self.family):
-            raise InvalidInputError(f"{where}.family", f"must be a non-empty string, got {self.family!r}")
+        if self.family is not None:
+            check.name(f"{where}.family", self.family)
         if self.interruption is not None and not isinstance(self.interruption, Interruption):
             _set(self, "interruption", Interruption.from_dict(f"{where}.interruption", self.interruption))
 
@@ -122,8 +123,7 @@ class SpotWorkload:
 
     def __post_init__(self) -> None:
         w = "workload"
-        if not isinstance(self.name, str) or not self.name:
-            raise InvalidInputError(f"{w}.name", "must be a non-empty string")
+        check.name(f"{w}.name", self.name)
         _set(self, "param_size_mb", check.number(f"{w}.param_size_mb", self.param_size_mb, exclusive_minimum=0))
         _set(self, "bandwidth_req_mb_s", check.number(f"{w}.bandwidth_req_mb_s", self.bandwidth_req_mb_s, exclusive_minimum=0))
         for name in ("alpha_1", "beta_1", "gamma_1", "gamma_2", "gamma_3", "gamma_5"):
@@ -150,6 +150,7 @@ class SpotPlatform:
         _set(self, "ps_bandwidth_mb_s", check.number(f"{p}.ps_bandwidth_mb_s", self.ps_bandwidth_mb_s, exclusive_minimum=0))
         _set(self, "pcie_bandwidth_mb_s", check.number(f"{p}.pcie_bandwidth_mb_s", self.pcie_bandwidth_mb_s, exclusive_minimum=0))
         _set(self, "ps_price_per_h", check.number(f"{p}.ps_price_per_h", self.ps_price_per_h, minimum=0))
+        check.name(f"{p}.ps_type", self.ps_type)
 
 
 @dataclass(frozen=True)
@@ -177,9 +178,10 @@ class VcpuQuota:
     vcpus: int
 
     def __post_init__(self) -> None:
-        where = f"constraints.vcpu_quotas.{self.family}"
         if not isinstance(self.family, str) or not self.family:
-            raise InvalidInputError("constraints.vcpu_quotas", f"family must be a non-empty string, got {self.family!r}")
+            raise InvalidInputError("constraints.vcpu_quotas", f"family must be a non-empty string, got {check.short(self.family)}")
+        where = f"constraints.vcpu_quotas.{self.family}"
+        check.name(f"{where}.family", self.family)
         _set(self, "market", check.choice(f"{where}.market", self.market, MARKETS))
         _set(self, "vcpus", check.integer(f"{where}.vcpus", self.vcpus, minimum=0))
 
@@ -205,7 +207,7 @@ class SpotConstraints:
         c = "constraints"
         existing = check_existing(f"{c}.existing", self.existing)
         _set(self, "existing", existing)
-        low, high = check.int_range(f"{c}.ps_count", self.ps_count, minimum=1)
+        low, high = check.int_range(f"{c}.ps_count", self.ps_count, minimum=1, limit=check.MAX_PS_COUNT)
         if high is None:
             raise InvalidInputError(f"{c}.ps_count", "needs an upper limit (the PS count is enumerated)")
         _set(self, "ps_count", (low, high))
@@ -213,7 +215,7 @@ class SpotConstraints:
         _set(self, "budget_usd", check.optional_number(f"{c}.budget_usd", self.budget_usd, exclusive_minimum=0))
         markets = tuple(self.markets) if isinstance(self.markets, (list, tuple)) else self.markets
         if not isinstance(markets, tuple) or not markets:
-            raise InvalidInputError(f"{c}.markets", f"must be a non-empty list of {MARKETS}, got {self.markets!r}")
+            raise InvalidInputError(f"{c}.markets", f"must be a non-empty list of {MARKETS}, got {check.short(self.markets)}")
         for i, market in enumerate(markets):
             check.choice(f"{c}.markets[{i}]", market, MARKETS)
         if len(set(markets)) != len(markets):
@@ -230,7 +232,9 @@ def check_existing(where: str, existing: object) -> dict[str, int]:
     """Validate a ``{column label: count}`` mapping of running instances."""
     if not isinstance(existing, Mapping):
         raise InvalidInputError(where, "must map instance types to counts")
-    return {str(k): check.integer(f"{where}.{k}", v, minimum=0) for k, v in existing.items()}
+    for k in existing:
+        check.name(f"{where}.{k}" if isinstance(k, str) else where, k)
+    return {k: check.count(f"{where}.{k}", v, minimum=0, limit=check.MAX_QUOTA) for k, v in existing.items()}
 
 
 @dataclass(frozen=True)
@@ -279,6 +283,9 @@ class SpotProblem:
         types = tuple(self.instance_types)
         if not types:
             raise InvalidInputError("instance_types", "at least one instance type is needed")
+        if len(types) > check.MAX_INSTANCE_TYPES:
+            raise InvalidInputError("instance_types", f"{len(types):,} types are more than the limit of "
+                                    f"{check.MAX_INSTANCE_TYPES} (resource limits: docs/instance-format.md)")
         for t in types:
             if not isinstance(t, InstanceType):
                 raise InvalidInputError("instance_types", f"entries must be InstanceType, got {t!r}")
@@ -288,8 +295,12 @@ class SpotProblem:
             raise InvalidInputError(f"instance_types.{dup}", "listed twice")
         _set(self, "instance_types", types)
         _set(self, "model", check.choice("model", self.model, MODELS))
-        check.text("name", self.name)
+        check.name("name", self.name)
         check.text("notes", self.notes, allow_empty=True)
+        for part, cls in (("workload", SpotWorkload), ("slo", SpotSLO), ("platform", SpotPlatform),
+                          ("constraints", SpotConstraints)):
+            if not isinstance(getattr(self, part), cls):
+                raise InvalidInputError(part, f"must be a {cls.__name__}, got {type(getattr(self, part)).__name__}")
         w, slo = self.workload, self.slo
         if slo.loss <= w.gamma_5:
             raise InvalidInputError("slo.loss", f"{slo.loss:g} is not above workload.gamma_5 = {w.gamma_5:g}, the loss the model converges to; the SLO is unreachable (eq. 3)")
@@ -313,6 +324,13 @@ class SpotProblem:
             if any(t.vcpus is None for t in types if t.quota_family == q.family):
                 raise InvalidInputError(f"constraints.vcpu_quotas.{q.family}", "every instance type of the family needs vcpus")
         cols = self.columns()  # validates derived numbers (batch sizes, compute times)
+        most = int(cols.upper.sum())
+        high = self.constraints.workers[1]
+        if min(most, high if high is not None else most) > check.MAX_WORKERS:
+            raise InvalidInputError("constraints.workers" if high is not None and high < most else "instance_types",
+                                    f"plans of up to {min(most, high or most):,} workers (the quotas summed, capped by "
+                                    f"constraints.workers) are more than the limit of {check.MAX_WORKERS:,} "
+                                    "(resource limits: docs/instance-format.md)")
         over = np.flatnonzero(cols.lower > cols.upper)
         if over.size:
             i = int(over[0])
@@ -326,6 +344,9 @@ class SpotProblem:
         raw = self.workload.alpha_2 * t.gpu_memory_gb + self.workload.beta_2
         if raw < 1:
             raise InvalidInputError(f"instance_types.{t.name}.gpu_memory_gb", f"eq. (10) gives a batch below 1 (alpha_2 * mem + beta_2 = {raw:g})")
+        if not raw < 2 * check.MAX_BATCH:
+            raise InvalidInputError(f"instance_types.{t.name}.gpu_memory_gb", f"eq. (10) gives a batch above the limit of "
+                                    f"{check.MAX_BATCH:,} (alpha_2 * mem + beta_2 = {raw:g})")
         return int(2 ** math.floor(math.log2(raw)))
 
     def compute_time_s(self, t: InstanceType) -> float:
@@ -339,8 +360,15 @@ class SpotProblem:
         # Paper eq. (6)-(7): T0 = T_comm(B_req) + T_comp. The reference code subtracts
         # (network - pcie), a sign slip reproduced on purpose (spec section 6).
         tcomp = t0 - (network + pcie) if self.model == "paper" else t0 - (network - pcie)
+        where = f"instance_types.{t.name}.speed_samples_per_s"
         if tcomp <= 0:
-            raise InvalidInputError(f"instance_types.{t.name}.speed_samples_per_s", f"implies a non-positive compute time ({tcomp:.4g} s): the profiled speed is faster than communication alone allows")
+            raise InvalidInputError(where, f"implies a non-positive compute time ({tcomp:.4g} s): {t.speed_samples_per_s:g} "
+                                    f"samples/s is the lone worker's whole speed, PS traffic included, but moving "
+                                    f"the gradients alone takes {t0 - tcomp:.4g} s of the {t0:.4g} s one "
+                                    f"iteration of {t.gpus * self.batch_per_gpu(t)} samples would take at that "
+                                    "speed (eq. 6; see docs/instance-format.md)")
+        if not math.isfinite(tcomp):
+            raise InvalidInputError(where, f"implies an infinite compute time ({t.speed_samples_per_s:g} samples/s)")
         return tcomp
 
     def columns(self) -> SpotColumns:
@@ -382,7 +410,11 @@ class SpotProblem:
         data = mapping("", data)
         check_keys("", data, ["format", "version", "instance_types", "workload", "slo"],
                    ["name", "notes", "model", "platform", "constraints"])
+        check_format(data, "dnnprov/spot")
         types_data = mapping("instance_types", data["instance_types"])
+        if len(types_data) > check.MAX_INSTANCE_TYPES:
+            raise InvalidInputError("instance_types", f"{len(types_data):,} types are more than the limit of "
+                                    f"{check.MAX_INSTANCE_TYPES} (resource limits: docs/instance-format.md)")
         types = []
         type_keys = [f.name for f in fields(InstanceType) if f.name != "name"]
         for name, entry in types_data.items():
