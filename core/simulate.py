@@ -12,7 +12,9 @@ offset, then trains the plan under the progress model of :mod:`dnnprov.solvers.r
   capacity, the excess is revoked (joining instances first). On-demand instances are
   never revoked. Spot types with no trace have no capacity.
 - **joining**: instances launched after the start (replacements, takeovers, fallbacks)
-  train only after ``join_s`` (the paper's 2.1 min by default) but are billed from launch.
+  train only after ``join_s`` (the paper's 2.1 min by default) but are billed from launch;
+  what a policy launches at time 0, because the plan could not start whole, starts with
+  the rest of the cluster.
 - **billing**: every held instance at its market's price, and the PS nodes, until the
   run ends (training done, or the horizon ``horizon x T_obj``).
 
@@ -169,6 +171,10 @@ class Simulator:
         self._grid: PlanGrid | None = None
         self._max_plans = max_plans
 
+    def delay(self, t: float) -> float:
+        """Seconds before instances launched at ``t`` train: none at the start, else ``join_s``."""
+        return 0.0 if t == 0 else self.join_s
+
     # ------------------------------------------------------------------ model lookups
     def speed(self, per_type: np.ndarray, ps: int) -> float:
         """Progress speed of a cluster given by workers per type (market does not matter)."""
@@ -192,18 +198,19 @@ class Simulator:
 
         ``held``: instances per column now (kept), ``caps``: spot instances per type offered
         now. Same feasible set and cost as :func:`dnnprov.replan.replanned_problem` with
-        these survivors, PS, remaining time, reached loss and capacity (every quota-box
-        plan keeping the survivors and PS, within capacity, meeting the remaining time).
+        these survivors, PS, remaining time, reached loss, capacity and the takeover
+        overhead :meth:`delay` (every quota-box plan keeping the survivors and PS, within
+        capacity, meeting the remaining time).
         """
         g = self.grid()
         remaining = self.problem.slo.time_s - elapsed
-        if remaining <= self.join_s:
+        if remaining <= self.delay(elapsed):
             return None
         upper = np.array(self.model.columns.upper)
         for i, col in enumerate(self.spot_col):
             upper[col] = min(upper[col], max(int(caps[i]), int(held[col])))
         with np.errstate(divide="ignore"):
-            time_left = self.join_s + (self.target - progress) / g.speed
+            time_left = self.delay(elapsed) + (self.target - progress) / g.speed
         ok = ((g.counts >= held).all(axis=1) & (g.counts <= upper).all(axis=1) & (g.ps >= ps)
               & (g.speed > 0) & self._inside & (time_left <= remaining * (1 + 1e-12)))
         budget = self.problem.constraints.budget_usd
@@ -248,11 +255,11 @@ class Simulator:
                     kind, launches, new_ps = action
                     replans += kind == "replan"
                     for market, i, count in launches:
-                        joins.append((t + self.join_s, i, market, count))
+                        joins.append((t + self.delay(t), i, market, count))
                         (spot_join if market == "spot" else od_join)[i] += count
                         od_launched += count if market == "on-demand" else 0
                     if new_ps > ps:
-                        ps_pending.append((t + self.join_s, new_ps))
+                        ps_pending.append((t + self.delay(t), new_ps))
                 pending_event = False
             next_join = min([j[0] for j in joins] + [p[0] for p in ps_pending] + [math.inf])
             next_cap = events[0] if events else math.inf
@@ -358,10 +365,10 @@ class Simulator:
             keep_rate = float(self.spot_price @ spot_run + np.nansum(self.od_price * od_run)
                               + ps * self.problem.platform.ps_price_per_h)
             g = self.grid()
-            takeover_time = self.join_s + (self.target - u) / g.speed[best]
+            takeover_time = self.delay(t) + (self.target - u) / g.speed[best]
             return bool(g.rate[best] * takeover_time < keep_rate * keep_time)
 
-        if policy == "replan" and t < self.problem.slo.time_s - self.join_s:
+        if policy == "replan" and t < self.problem.slo.time_s - self.delay(t):
             counts = np.zeros(len(self.model.columns), dtype=np.int64)
             counts[self.spot_col] = held
             for i, col in enumerate(self.od_col):
@@ -383,7 +390,7 @@ class Simulator:
             still = missing - np.minimum(missing, free)
             cluster = spot_run + od_run + spot_join + od_join + np.minimum(missing, free)
             sigma = self.speed(cluster, ps)
-            late = sigma <= 0 or t + self.join_s + (self.target - u) / sigma > self.problem.slo.time_s
+            late = sigma <= 0 or t + self.delay(t) + (self.target - u) / sigma > self.problem.slo.time_s
             if still.any() and late:
                 for i in np.flatnonzero(still > 0):
                     if math.isnan(self.od_price[i]):
