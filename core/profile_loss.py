@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -103,6 +103,33 @@ class LossFit:
                 "domain": self.domain.to_dict()}
 
 
+def fit_with_errors(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, low: np.ndarray,
+                    high: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The profiler's least squares: (x, standard errors, residuals) of ``min |residual(x)|^2``.
+
+    :func:`scipy.optimize.least_squares` within ``[low, high]`` from ``x0`` (moved just
+    inside the bounds); cov = s^2 (J^T J)^-1 with s^2 = SSR / (points - free coefficients),
+    counting only coefficients not stopped at a bound. A coefficient at a bound, or with
+    no spare points, gets NaN as its standard error.
+    """
+    x0 = np.array(x0, dtype=float)
+    inside = 1e-12 * np.maximum(1.0, np.abs(x0))
+    x0 = np.minimum(np.maximum(x0, np.where(np.isfinite(low), low + inside, x0)), np.where(np.isfinite(high), high - inside, x0))
+    result = least_squares(residual, x0, bounds=(low, high), x_scale="jac", xtol=1e-14, ftol=1e-14,
+                           gtol=1e-14, max_nfev=20000)
+    res = result.fun
+    span = np.maximum(1.0, np.abs(result.x))
+    active = (np.abs(result.x - low) <= 1e-9 * span) | (np.abs(high - result.x) <= 1e-9 * span)
+    stderr = np.full(len(result.x), np.nan)
+    free = ~active
+    dof = len(res) - int(free.sum())
+    if dof > 0 and free.any():
+        jac = result.jac[:, free]
+        cov = float((res ** 2).sum()) / dof * np.linalg.pinv(jac.T @ jac)
+        stderr[free] = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    return result.x, stderr, res
+
+
 def _distinct(values: np.ndarray) -> int:
     return len(np.unique(np.round(np.asarray(values, dtype=float), 9)))
 
@@ -156,23 +183,15 @@ def fit_loss(log: LossLog, variant: str = "cc") -> LossFit:
 
     x0 = np.array([start[p] for p in free])
     low = np.array([g1_floor if p == "gamma_1" else 0.0 if p == "gamma_4" else -np.inf for p in free])
-    bounded = np.isfinite(low)
-    x0[bounded] = np.maximum(x0[bounded], low[bounded] + 1e-12 * np.maximum(1.0, np.abs(low[bounded])))
-    result = least_squares(residual, x0, bounds=(low, np.full(len(free), np.inf)), x_scale="jac",
-                           xtol=1e-14, ftol=1e-14, gtol=1e-14, max_nfev=20000)
-    res = result.fun
-    dof = len(y) - len(free)
-    s2 = float((res ** 2).sum()) / dof
-    jac = result.jac
-    cov = s2 * np.linalg.pinv(jac.T @ jac)
-    stderr = np.sqrt(np.maximum(np.diag(cov), 0.0))
-    values = unpack(result.x)
+    x, stderr, res = fit_with_errors(residual, x0, low, np.full(len(free), np.inf))
+    values = unpack(x)
     estimates = {}
     for p in PARAMS:
         if p in fixed:
             estimates[p] = Estimate(fixed[p][0], None, fixed[p][1])
         else:
-            estimates[p] = Estimate(float(values[p]), float(stderr[free.index(p)]))
+            se = stderr[free.index(p)]
+            estimates[p] = Estimate(float(values[p]), None if math.isnan(se) else float(se))
     runs = tuple(log.runs())
     domain = SpotDomain(batch_wa=(float(b.min()), float(b.max())), workers=(int(k.min()), int(k.max())),
                         cc=(float(cc.min()), float(cc.max())),

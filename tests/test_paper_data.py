@@ -210,7 +210,10 @@ def test_serverless_workload_loads_every_field(name: str) -> None:
     data = json.loads(path.read_text())
     workload = load_serverless_workload(path)
     for key, value in data["workload"].items():
-        assert getattr(workload, key) == (tuple(value) if key == "estimated" else value), key
+        got = getattr(workload, key)
+        if key == "domain":
+            got = got.to_dict()
+        assert got == (tuple(value) if key == "estimated" else value), key
     assert {"samples", "storage_alpha", "storage_beta"} <= set(workload.estimated)
     assert data["notes"]
 
@@ -307,3 +310,62 @@ def test_serverless_instances_are_feasible(relative: str) -> None:
     """Exhaustive search finds a plan for every serverless paper instance."""
     result = dnnprov.solve(read_instance(embedded_instance(relative)), "enumerate")
     assert result.status is dnnprov.Status.OPTIMAL and result.plan is not None
+
+
+# ---------------------------------------------------------------- validity domains and calibration
+TABLE1_PLANS = [[0, 0, 5, 3, 0], [0, 0, 4, 3, 0], [0, 2, 5, 2, 0], [0, 3, 5, 2, 0]]
+TABLE5_RESNET = {"0.9-1900": [[2, 0, 2, 0, 0]], "0.8-2400": [[2, 0, 4, 0, 0], [2, 0, 3, 0, 0]],
+                 "0.7-3700": [[2, 1, 4, 0, 0], [2, 0, 3, 0, 0], [2, 1, 3, 0, 0], [2, 0, 4, 0, 0]]}
+
+
+def test_every_published_plan_lies_inside_its_domain() -> None:
+    """Tables I, V and VI plans (and the authors' code's) are inside the embedded domains."""
+    plans = [("spot/paper-table1.json", p) for p in TABLE1_PLANS]
+    plans += [(f"spot/paper-table5-resnet110-{slo}.json", p) for slo, ps in TABLE5_RESNET.items() for p in ps]
+    plans += [(f"spot/{name}.json", p) for name, p in PUBLISHED_SPOTDNN.items()]
+    for relative, plan in plans:
+        problem = read_instance(embedded_instance(relative))
+        assert problem.workload.domain is not None, relative
+        assert SpotModel(problem).evaluate(np.array([plan])).inside_domain[0], (relative, plan)
+
+
+@pytest.mark.parametrize("relative, functions, memory, local_batch", [
+    ("serverless/paper-table3-resnet50.json", 8, 3008, 64), ("serverless/paper-table3-resnet50.json", 9, 2816, 128),
+    ("serverless/paper-table3-resnet50.json", 8, 2560, None), ("serverless/paper-fig10-1dcnn-90s.json", 10, 1088, None),
+    ("serverless/paper-fig10-1dcnn-90s.json", 10, 3008, None), ("serverless/paper-fig10-mobilenet-1200s.json", 7, 1728, None),
+    ("serverless/paper-fig10-mobilenet-1200s.json", 10, 2752, None)])
+def test_published_serverless_plans_lie_inside_the_domain(relative, functions, memory, local_batch) -> None:
+    """λDNN's published plans use memory sizes the profile covers."""
+    problem = read_instance(embedded_instance(relative))
+    assert dnnprov.ServerlessModel(problem).evaluate(functions, memory, local_batch=local_batch).inside_domain
+
+
+@pytest.mark.parametrize("relative", sorted(SMALL_SPOT) + ["spot/paper-table1.json", "spot/paper-table3-overhead-7x10.json"])
+def test_no_plan_inside_the_domain_trains_in_a_handful_of_iterations(relative: str) -> None:
+    """Inside the domain eq. (3) needs over a hundred iterations: its fewest are at the largest
+    b_w the types reach, the fewest workers and R = 0 (j falls with b_w, rises with |N| and R)."""
+    problem = read_instance(embedded_instance(relative))
+    model = SpotModel(problem)
+    (_, b_high), (k_low, _) = model.domain_bounds()
+    b = min(b_high, float(model.columns.batch.max()))
+    j = model.iterations_needed(np.array([b]), np.array([0.0]), np.array([k_low]))[0]
+    assert np.isnan(j) or j > 100, (relative, b, k_low, j)
+
+
+def test_embedded_calibration_is_reproducible() -> None:
+    """The calibrated numbers in the embedded files are what the calibration computes now."""
+    from dnnprov.profile_calibrate import paper_calibration
+
+    cal = paper_calibration()
+    resnet50 = load_serverless_workload(embedded_path("workloads", "serverless", "resnet50.json"))
+    c = cal["serverless"]["calibration"]
+    assert resnet50.samples == round(c["samples"]["value"])
+    assert (resnet50.storage_alpha, resnet50.storage_beta) == pytest.approx((c["storage_alpha"], c["storage_beta"]), rel=1e-5)
+    for name in SERVERLESS_WORKLOADS:
+        w = load_serverless_workload(embedded_path("workloads", "serverless", f"{name}.json"))
+        assert (w.storage_alpha, w.storage_beta) == (resnet50.storage_alpha, resnet50.storage_beta), name
+    assert [abs(r["error_pct"]) < 10 for r in cal["serverless"]["after"]] == [True] * 3
+    assert all(abs(r["error_pct"]) > 20 for r in cal["serverless"]["before"])
+    paper = load_spot_profile(embedded_path("workloads", "spot", "resnet110-paper.json"))
+    assert paper.workload.gamma_4 == pytest.approx(cal["spot"]["gamma_4"]["value"], abs=5e-5)
+    assert all(abs(r["error_pct"]) < 1 for r in cal["spot"]["after"])
