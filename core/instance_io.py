@@ -169,14 +169,15 @@ def read_json_file(path: str | Path, *, max_bytes: int = MAX_FILE_BYTES) -> Any:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise InvalidInputError(where, f"cannot read file: {exc.strerror or exc}") from None
+    info = os.fstat(fd)
+    problem = ("cannot read file: is a folder" if stat.S_ISDIR(info.st_mode)
+               else "cannot read file: not a regular file (a pipe, socket or device)" if not stat.S_ISREG(info.st_mode)
+               else f"file of {info.st_size:,} bytes is larger than the limit of {max_bytes:,} bytes"
+               if info.st_size > max_bytes else None)
+    if problem is not None:
+        os.close(fd)
+        raise InvalidInputError(where, problem)
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if stat.S_ISDIR(info.st_mode):
-            raise InvalidInputError(where, "cannot read file: is a folder")
-        if not stat.S_ISREG(info.st_mode):
-            raise InvalidInputError(where, "cannot read file: not a regular file (a pipe, socket or device)")
-        if info.st_size > max_bytes:
-            raise InvalidInputError(where, f"file of {info.st_size:,} bytes is larger than the limit of {max_bytes:,} bytes")
         try:
             raw = handle.read(max_bytes + 1)
         except OSError as exc:

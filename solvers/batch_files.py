@@ -61,6 +61,8 @@ def find_instance_files(paths: Iterable[str | Path]) -> list[Path]:
                          and not any(part.startswith(".") for part in f.relative_to(p).parts))
         elif p.is_file():
             files.add(p)
+        elif p.exists():
+            raise InvalidInputError(str(entry), "not a regular file or folder (a pipe, socket or device)")
         else:
             raise InvalidInputError(str(entry), "no such file or folder")
     return sorted(files, key=lambda f: f.as_posix())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import re
 import json
 from dataclasses import MISSING, fields
@@ -315,3 +316,61 @@ def test_documented_examples_are_valid_instances() -> None:
     assert len(blocks) == 4
     kinds = [type(problem_from_dict(json.loads(block))).__name__ for block in blocks]
     assert kinds == ["SpotProblem", "SpotProblem", "ServerlessProblem", "ServerlessProblem"]
+
+
+# ---------------------------------------------------------------- reading hostile files (issue 14)
+def _read_error(path: Path) -> InvalidInputError:
+    with pytest.raises(InvalidInputError) as info:
+        read_instance(path)
+    return info.value
+
+
+def test_utf8_byte_order_mark_is_accepted(tmp_path: Path) -> None:
+    """A UTF-8 file with a byte-order mark reads like one without."""
+    text = embedded_instance("spot/paper-table1.json").read_text()
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert read_instance(path) == read_instance(embedded_instance("spot/paper-table1.json"))
+
+
+@pytest.mark.parametrize(("data", "words"), [
+    (lambda t: t.encode("utf-16"), "looks like UTF-16"),
+    (lambda t: t.encode("utf-16-le"), "looks like UTF-16"),
+    (lambda t: t.replace("spotDNN", "caf\xe9", 1).encode("latin-1"), "byte 0xe9"),
+    (lambda t: b"[" * 5000 + b"]" * 5000, "nested more than 32 levels"),
+    (lambda t: t.replace('"quota": 5', '"quota": ' + "1" * 4400, 1).encode(), "integer literal of 4400 digits"),
+    (lambda t: b" " * (8 * 1024 * 1024 + 1), "larger than the limit"),
+])
+def test_unreadable_files_name_the_file(tmp_path: Path, data, words) -> None:
+    """Other encodings, deep nesting, huge literals and huge files: one error on the file."""
+    path = tmp_path / "bad.json"
+    path.write_bytes(data(embedded_instance("spot/paper-table1.json").read_text()))
+    error = _read_error(path)
+    assert words in error.problem and error.field in (str(path), "(top level)", "", "instance_types.g4dn.4xlarge.quota")
+
+
+def test_repeated_key_is_refused_at_its_place(table1: dict[str, Any], tmp_path: Path) -> None:
+    """A key repeated in one object is refused with its dotted path, never silently dropped."""
+    text = json.dumps(table1, indent=1)
+    at = text.index('"slo": {') + len('"slo": {')
+    path = tmp_path / "dup.json"
+    path.write_text(text[:at] + '"loss": 9, ' + text[at:])
+    error = _read_error(path)
+    assert error.field == "slo.loss" and "given twice" in error.problem
+
+
+def test_fifo_and_folder_are_refused_without_waiting(tmp_path: Path) -> None:
+    """A named pipe (which would block a reader) and a folder are refused at once."""
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    assert "not a regular file" in _read_error(fifo).problem
+    assert "is a folder" in _read_error(tmp_path).problem
+
+
+def test_embedded_names_stay_inside_the_package() -> None:
+    """embedded_instance refuses absolute paths, '..' and names that leave the folder."""
+    for bad in ("/etc/passwd", "../../../../etc/passwd", "spot/../../schema/spot-v1.schema.json", ""):
+        with pytest.raises(InvalidInputError):
+            embedded_instance(bad)
+    assert read_instance("embedded:spot/paper-table1.json").name == "paper-table1"
+    assert embedded_instance("spot").is_dir()

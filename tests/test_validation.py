@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 
 import pytest
@@ -389,3 +390,80 @@ def test_solve_refuses_non_numeric_limits(make_resnet110, kwargs):
     with pytest.raises(InvalidInputError) as excinfo:
         dnnprov.solve(make_resnet110(), "enumerate", **kwargs)
     assert excinfo.value.field in kwargs
+
+
+# ---------------------------------------------------------------- resource limits (issue 8, 14)
+REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def test_every_shipped_and_benchmark_file_is_inside_the_limits():
+    """Every embedded instance and every benchmark file (json and jsonl) loads."""
+    from dnnprov.generate import read_instance_lines
+
+    files = sorted((REPO / "data/instances").rglob("*.json")) + sorted(
+        p for p in (REPO / "data/benchmarks").rglob("*.json") if p.name != "index.json")
+    assert len(files) > 100
+    for path in files:
+        dnnprov.read_instance(path)
+    assert sum(1 for _ in read_instance_lines(REPO / "data/benchmarks/trace/trace-sample.jsonl")) > 0
+
+
+def test_a_large_cluster_is_inside_the_limits(make_resnet110):
+    """100 types with quota 16 (1,600 workers), quotas of 4,096 and 64 PS counts still load."""
+    base = make_resnet110()
+    template = base.instance_types[2]
+    types = tuple(dnnprov.InstanceType(name=f"g{i}.x", gpus=template.gpus, quota=16, spot_price_per_h=0.5 + i / 100,
+                                       speed_samples_per_s=template.speed_samples_per_s,
+                                       batch_per_gpu=template.batch_per_gpu) for i in range(100))
+    problem = base.replace(instance_types=types, constraints=dnnprov.SpotConstraints(ps_count=(1, 64)))
+    assert len(problem.columns()) == 100 and int(problem.columns().upper.sum()) == 1600
+    big = base.replace(instance_types=(dataclasses.replace(template, quota=4096),))
+    assert int(big.columns().upper[0]) == 4096
+
+
+@pytest.mark.parametrize(("change", "field", "words"), [
+    (lambda p: p.replace(instance_types=tuple(dataclasses.replace(p.instance_types[0], name=f"t{i}.x")
+                                              for i in range(257))), "instance_types", ("257 types", "256")),
+    (lambda p: p.replace(instance_types=(dataclasses.replace(p.instance_types[0], quota=10 ** 6),)),
+     "instance_types.p3.2xlarge.quota", ("1000000", "4,096")),
+    (lambda p: p.replace(instance_types=tuple(dataclasses.replace(t, name=f"t{i}.x", quota=4096)
+                                              for i, t in enumerate(p.instance_types * 2))),
+     "instance_types", ("40,960 workers", "16,384")),
+    (lambda p: p.replace(instance_types=tuple(dataclasses.replace(t, name=f"t{i}.x", quota=4096)
+                                              for i, t in enumerate(p.instance_types * 2)),
+                         constraints=dnnprov.SpotConstraints(workers=(1, 20000))),
+     "constraints.workers", ("20,000 workers",)),
+    (lambda p: p.replace(constraints=dnnprov.SpotConstraints(ps_count=(1, 10 ** 6))), "constraints.ps_count[1]", ("64",)),
+    (lambda p: p.replace(instance_types=(dataclasses.replace(p.instance_types[0], gpus=2 ** 63),)),
+     "instance_types.p3.2xlarge.gpus", ("2^53",)),
+    (lambda p: p.replace(name="x\x1b[2Jy"), "name", ("U+001B",)),
+    (lambda p: p.replace(name="x\u202ey"), "name", ("U+202E",)),
+    (lambda p: p.replace(name="n" * 201), "name", ("201 characters",)),
+    (lambda p: p.replace(platform=dnnprov.SpotPlatform(ps_type=123)), "platform.ps_type", ("string",)),
+    (lambda p: p.replace(notes="a\ud800"), "notes", ("surrogate",)),
+])
+def test_spot_limits_are_refused_at_once(make_resnet110, change, field, words):
+    """Sizes that cannot fit, and names that cannot be shown, are refused naming the field."""
+    with pytest.raises(InvalidInputError) as excinfo:
+        change(make_resnet110())
+    check_error(excinfo, field, *words)
+
+
+@pytest.mark.parametrize(("platform", "constraints", "field", "words"), [
+    ({"memory_step_mb": 1, "max_memory_mb": 10 ** 9}, {}, "platform.max_memory_mb", ("1,048,576",)),
+    ({"memory_step_mb": 1, "max_memory_mb": 20000}, {}, "platform.memory_step_mb", ("memory sizes", "16,384")),
+    ({"concurrency_limit": 10 ** 6}, {}, "platform.concurrency_limit", ("100,000",)),
+    ({"memory_step_mb": 1, "max_memory_mb": 10240, "concurrency_limit": 100000}, {"ps_count": (1, 2)},
+     "constraints.functions", ("plans", "100,000,000")),
+    ({}, {"ps_count": (1, 65)}, "constraints.ps_count[1]", ("64",)),
+])
+def test_serverless_limits_are_refused_at_once(make_resnet50, platform, constraints, field, words):
+    """A memory grid of 1e9 sizes and similar are refused before any list is built."""
+    import time
+
+    started = time.perf_counter()
+    with pytest.raises(InvalidInputError) as excinfo:
+        make_resnet50().replace(platform=dnnprov.ServerlessPlatform(**platform),
+                                constraints=dnnprov.ServerlessConstraints(**constraints))
+    check_error(excinfo, field, *words)
+    assert time.perf_counter() - started < 0.5
