@@ -1,7 +1,7 @@
 """Certificate fuzzing (issue 8): ``milp`` against ``enumerate`` on seeded tiny instances.
 
     .venv/bin/python benchmarks/fuzz_certificates.py [--count N] [--families a,b]
-        [--seed S] [--out DIR] [--time-limit S] [--shrink-per-kind K]
+        [--seed S] [--out DIR] [--time-limit S] [--gap G] [--shrink-per-kind K]
 
 Instance ``k`` of the run is family ``F[k % len(F)]`` (``F``: the chosen families, in
 :data:`dnnprov.fuzz.FAMILIES` order) with seed ``S + k // len(F)``, so
@@ -35,6 +35,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1000, help="first seed of every family (default 1000)")
     parser.add_argument("--out", type=Path, help="write shrunk reproducing instances here")
     parser.add_argument("--time-limit", type=float, default=10.0, help="milp time limit per instance, s")
+    parser.add_argument("--gap", type=float, default=0.0,
+                        help="relative gap for milp (default 0: prove optimality); with a gap, 'feasible' "
+                             "plans must be within it")
     parser.add_argument("--shrink-per-kind", type=int, default=3,
                         help="shrink and write at most this many findings per (family, kind)")
     args = parser.parse_args(argv)
@@ -77,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         tick = time.process_time()
         problem = fuzz.instance(family, seed)
         oracle = dnnprov.solve(problem, "enumerate")
-        findings = fuzz.check(problem, time_limit_s=args.time_limit, family=family, seed=seed, oracle=oracle)
+        findings = fuzz.check(problem, time_limit_s=args.time_limit, gap=args.gap, family=family, seed=seed,
+                              oracle=oracle)
         cpu[family] += time.process_time() - tick
         c = counts[family]
         c["instances"] += 1
@@ -89,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f, file=sys.stderr)
             if args.out is not None and shrunk[family, f.kind] < args.shrink_per_kind:
                 shrunk[family, f.kind] += 1
-                small = fuzz.shrink_finding(problem, f, time_limit_s=args.time_limit)
+                small = fuzz.shrink_finding(problem, f, time_limit_s=args.time_limit, gap=args.gap)
                 written.append(fuzz.write_finding(small, f, args.out))
                 print(f"  -> {written[-1]}", file=sys.stderr)
         now = time.perf_counter() - started
@@ -98,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             wrong = sum(c["wrong"] for c in counts.values())
             print(f"{k + 1}/{args.count} instances, {wrong} with wrong certificates, {now:.0f} s", file=sys.stderr)
     print(table(args.names, counts, cpu))
-    print(f"\n{args.count} instances, seed {args.seed}: {sum(cpu.values()):.1f} CPU s generating and "
+    print(f"\n{args.count} instances, seed {args.seed}, gap {args.gap:g}: {sum(cpu.values()):.1f} CPU s generating and "
           f"checking, {time.process_time() - cpu_started:.1f} CPU s in all with shrinking, "
           f"{time.perf_counter() - started:.1f} s wall; {len(written)} instances written")
     return 1 if any(c["wrong"] for c in counts.values()) else 0

@@ -42,6 +42,7 @@ BOUND_RTOL, BOUND_ATOL = 1e-9, 1e-12
 #: Kinds of finding that are wrong answers (a claim the oracle refutes, or a crash).
 WRONG_CERTIFICATES = {
     "false-optimal": "milp proved a plan optimal that costs more than the enumerated optimum",
+    "outside-gap": "milp stopped at a relative gap with a plan further than the gap from the optimum",
     "false-infeasible": "milp proved infeasibility but enumerate found a plan",
     "infeasible-plan": "milp returned a plan the model rejects",
     "wrong-cost": "milp reported a cost other than the model's cost of its plan",
@@ -52,7 +53,7 @@ WRONG_CERTIFICATES = {
 }
 #: Kinds that are reported but are not wrong certificates.
 OTHER_KINDS = {
-    "gave-up": "milp ended without a proof (limit, unknown or feasible) on a tiny instance",
+    "gave-up": "milp ended without a proof (limit, unknown, or feasible at gap 0) on a tiny instance",
     "overran": "milp's wall time exceeded time_limit * 1.1 + 2 s",
     "oracle": "enumerate gave no verdict (instance too large or an error)",
 }
@@ -108,8 +109,8 @@ def evaluate_plan(problem: Problem, plan: SpotPlan | ServerlessPlan) -> tuple[bo
 
 
 def compare(problem: Problem, milp: Result, oracle: Result, *, family: str = "",
-            seed: int | None = None) -> list[Finding]:
-    """Every claim of ``milp`` that the exhaustive result ``oracle`` refutes."""
+            seed: int | None = None, gap: float = 0.0) -> list[Finding]:
+    """Every claim of ``milp`` (run with relative ``gap``) that the exhaustive ``oracle`` refutes."""
     found: list[Finding] = []
 
     def report(kind: str, message: str) -> None:
@@ -138,27 +139,31 @@ def compare(problem: Problem, milp: Result, oracle: Result, *, family: str = "",
     elif (milp.status is not Status.INFEASIBLE and milp.bound is not None and math.isfinite(opt)
           and _above(milp.bound, opt, BOUND_RTOL, BOUND_ATOL)):
         report("bound-above-optimum", f"{said}; {truth}")
+    if (gap > 0 and milp.status is Status.FEASIBLE and milp.cost is not None
+            and _above(milp.cost, opt * (1 + gap), COST_RTOL, COST_ATOL)):
+        report("outside-gap", f"{said} with gap {gap:g}; {truth}")
     if milp.status is Status.INFEASIBLE and math.isfinite(opt):
         report("false-infeasible", f"{said} ({milp.message}); {truth}")
-    if milp.status in (Status.LIMIT, Status.UNKNOWN, Status.FEASIBLE):
+    if milp.status in (Status.LIMIT, Status.UNKNOWN) or (milp.status is Status.FEASIBLE and gap == 0):
         report("gave-up", f"{said} after {milp.solve_seconds:.3f} s ({milp.message}); {truth}")
     return found
 
 
-def check(problem: Problem, *, time_limit_s: float = 10.0, family: str = "",
+def check(problem: Problem, *, time_limit_s: float = 10.0, gap: float = 0.0, family: str = "",
           seed: int | None = None, milp: Result | None = None,
           oracle: Result | None = None) -> list[Finding]:
     """Solve ``problem`` with ``milp`` and ``enumerate`` and report every wrong certificate.
 
-    ``milp`` / ``oracle`` may be given to check a result obtained elsewhere (the tests
-    plant wrong answers this way); otherwise both methods are run here, and milp's wall
-    time is checked against ``time_limit_s * 1.1 + 2``.
+    ``gap`` is passed to milp: with ``gap > 0`` a ``feasible`` result must cost at most
+    ``(1 + gap)`` times the optimum. ``milp`` / ``oracle`` may be given to check a result
+    obtained elsewhere (the tests plant wrong answers this way); otherwise both methods are
+    run here, and milp's wall time is checked against ``time_limit_s * 1.1 + 2``.
     """
     found: list[Finding] = []
     if milp is None:
         started = time.perf_counter()
         try:
-            milp = dnnprov.solve(problem, "milp", time_limit_s=time_limit_s)
+            milp = dnnprov.solve(problem, "milp", time_limit_s=time_limit_s, gap=gap)
         except InvalidInputError as exc:
             return [Finding("error", family or problem.name, seed, f"milp refused a valid instance: {exc}")]
         wall = time.perf_counter() - started
@@ -167,7 +172,7 @@ def check(problem: Problem, *, time_limit_s: float = 10.0, family: str = "",
                                  f"milp took {wall:.2f} s with time_limit_s = {time_limit_s:g}"))
     if oracle is None:
         oracle = dnnprov.solve(problem, "enumerate")
-    return found + compare(problem, milp, oracle, family=family, seed=seed)
+    return found + compare(problem, milp, oracle, family=family, seed=seed, gap=gap)
 
 
 # ------------------------------------------------------------------ shrinking
@@ -281,10 +286,11 @@ def shrink(problem: Problem, still_fails: Callable[[Problem], bool], *,
     return current
 
 
-def shrink_finding(problem: Problem, finding: Finding, *, time_limit_s: float = 10.0) -> Problem:
-    """:func:`shrink` ``problem`` while :func:`check` still reports ``finding.kind``."""
+def shrink_finding(problem: Problem, finding: Finding, *, time_limit_s: float = 10.0,
+                   gap: float = 0.0) -> Problem:
+    """:func:`shrink` ``problem`` while :func:`check` (same limit and gap) still reports ``finding.kind``."""
     def still_fails(candidate: Problem) -> bool:
-        return any(f.kind == finding.kind for f in check(candidate, time_limit_s=time_limit_s))
+        return any(f.kind == finding.kind for f in check(candidate, time_limit_s=time_limit_s, gap=gap))
     return shrink(problem, still_fails)
 
 

@@ -17,6 +17,8 @@ from dnnprov.solvers.enumeration import spot_space_size
 REPRO = Path(__file__).resolve().parents[1].parent / "shared" / "repro"
 #: Seeds per family in CI: 60 x 27 families = 1,620 instances (about 12 s CPU here while milp is right).
 PER_FAMILY = 60
+#: Seeds per family of the gap slice (milp stopped at a 5 % gap).
+GAP_PER_FAMILY = 8
 
 
 def failure_report(family: str, findings: list[fuzz.Finding], problem) -> str:
@@ -41,6 +43,16 @@ def test_family_has_no_finding(family):
             first_problem = problem
         findings += found
     assert not findings, failure_report(family, findings, first_problem)
+
+
+@pytest.mark.parametrize("gap", [0.05])
+def test_gap_runs_stay_within_the_gap(gap):
+    """With a relative gap, milp's plans cost at most (1 + gap) times the optimum, bounds stay below it."""
+    findings = []
+    for family in fuzz.FAMILIES:
+        for seed in range(GAP_PER_FAMILY):
+            findings += fuzz.check(fuzz.instance(family, seed), gap=gap, family=family, seed=seed)
+    assert not findings, "\n".join(map(str, findings[:20]))
 
 
 def test_instances_are_reproducible():
@@ -127,6 +139,14 @@ def test_planted_worse_optimal_is_caught(feasible_spot):
     problem, oracle, worse, cost = feasible_spot
     found = kinds(problem, planted(oracle, plan=worse, cost=cost, bound=cost), oracle)
     assert found == {"false-optimal"}
+
+
+def test_planted_plan_outside_the_gap_is_caught(feasible_spot):
+    """A 'feasible' plan at a gap is wrong when it is further than the gap from the optimum."""
+    problem, oracle, worse, cost = feasible_spot
+    milp = planted(oracle, status=Status.FEASIBLE, plan=worse, cost=cost, bound=oracle.cost * 0.9)
+    assert {f.kind for f in fuzz.check(problem, milp=milp, oracle=oracle, gap=1e-4)} == {"outside-gap"}
+    assert fuzz.check(problem, milp=milp, oracle=oracle, gap=cost / oracle.cost) == []
 
 
 def test_planted_false_infeasible_and_bad_plans_are_caught(feasible_spot):
