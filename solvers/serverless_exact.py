@@ -19,9 +19,9 @@ which is itself nondecreasing in n. Two consequences:
 Pairs are evaluated in order of LB, each from its start up to the n where LB_n reaches U,
 until the next pair's LB reaches U: nothing unevaluated can be cheaper.
 
-The evaluated feasible plans become columns of a choice MILP (one binary per plan, the
-Pareto front in (functions, cost)); HiGHS returns the optimum and its dual bound. The same
-column model, with rows shared by many jobs, is the joint provisioning model.
+The evaluated feasible plans, reduced to the Pareto front in (functions, cost), are the
+columns of the choice model: for one job the cheapest column; for many jobs sharing
+quotas, the column MILP that HiGHS solves (joint provisioning, solvers/joint.py).
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from dnnprov.progress import Clock, SolverLog
 from dnnprov.result import Result, Status
 from dnnprov.serverless import ServerlessProblem
 from dnnprov.serverless_model import ServerlessModel, ServerlessSideRows
-from dnnprov.solvers.highs_driver import MilpStatus, new_highs, solve_milp
 from dnnprov.solvers.outcome import serverless_result
 
 
@@ -151,17 +150,6 @@ def _concat(parts: list[tuple[np.ndarray, ...]]) -> ServerlessColumns:
     return ServerlessColumns(*(np.concatenate([p[i] for p in parts]) for i in range(4)))
 
 
-def choose_column(columns: ServerlessColumns) -> tuple[int, float]:
-    """The column MILP for one job: one binary per plan, pick exactly one, minimize cost."""
-    h = new_highs()
-    k = len(columns)
-    solution = solve_milp(h, columns.cost, np.zeros(k), np.ones(k),
-                          [(np.arange(k), np.ones(k), 1.0, 1.0)])
-    if solution.status is not MilpStatus.OPTIMAL:
-        raise RuntimeError(f"column MILP ended {solution.status.value}")
-    return int(np.argmax(solution.x)), float(solution.dual_bound)
-
-
 def solve_serverless_exact(problem: ServerlessProblem, *, side: ServerlessSideRows | None = None,
                            time_limit_s: float = 60.0, gap: float = 0.0, clock: Clock | None = None,
                            log: SolverLog | None = None) -> Result:
@@ -196,7 +184,9 @@ def solve_serverless_exact(problem: ServerlessProblem, *, side: ServerlessSideRo
         log.final(result.status.value, result.message)
         return result
     front = columns.pareto()
-    pick, dual = choose_column(front)
+    # One job picks the cheapest column (exact, and checkable at a glance); the column
+    # MILP in HiGHS is for many jobs sharing quotas (solvers/joint.py). Ties: fewest functions.
+    pick = int(np.argmin(front.cost))
     stats["columns"] = len(front)
     plan = (front.functions[pick], front.memory_mb[pick], front.ps[pick])
     best = float(front.cost[pick])
@@ -208,6 +198,6 @@ def solve_serverless_exact(problem: ServerlessProblem, *, side: ServerlessSideRo
                                            f"from ${unvisited:.6g} up were not evaluated", stats=stats)
     else:
         result = serverless_result(model, plan, status=Status.OPTIMAL, method="milp", started=started,
-                                   bound=min(dual, best), stats=stats)
+                                   bound=best, stats=stats)
     log.final(result.status.value, result.message)
     return result
