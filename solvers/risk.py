@@ -14,8 +14,8 @@ parameters, so a worker's loss loses no finished update). Revocations keep arriv
 the plan's full rate ``Lambda = sum_m n_m lambda_m`` while delays run (conservative).
 
 **Replacement.** ``replacement="spot"`` replaces a revoked worker at its spot price;
-``"on-demand"`` (the default: fitted regain times of the real traces, 2.7-3.8 h, are
-longer than a training run) replaces it by an on-demand worker of the same type, the
+``"on-demand"`` (the default: the mean regain times fitted from the real AWS traces are
+50 min to 6 h, 2.7-3.8 h for the 16-node V100 pools, longer than most training runs) replaces it by an on-demand worker of the same type, the
 reserve a plan holds, so each of the ``n_m`` spot slots of m pays
 ``p_od,m - p_m`` per hour from its first revocation on: on average
 ``n_m (p_od,m - p_m) (E[T] - (1 - exp(-lambda_m E[T])) / lambda_m)`` (evaluated at the
