@@ -30,7 +30,7 @@ FORMATS = {"dnnprov/spot": SpotProblem, "dnnprov/serverless": ServerlessProblem}
 VERSION = 1
 EMBEDDED_PREFIX = "embedded:"
 
-#: Largest instance file read (bytes); the biggest embedded or benchmark file is ~40 KB.
+#: Largest instance file read (bytes); every embedded or benchmark instance is under 30 KB.
 MAX_FILE_BYTES = 8 * 1024 * 1024
 #: Deepest nesting of JSON objects and arrays (instance files use 4 levels).
 MAX_DEPTH = 32

@@ -30,12 +30,13 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-import numpy as np
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.result import Status
 from dnnprov.serverless import ServerlessProblem
 from dnnprov.solve import METHODS, solve
+from dnnprov.solvers.batch_summary import (SUMMARY_COLUMNS, best_known, cost_ratios, format_summary,
+                                           method_rank, summarize)
 from dnnprov.solvers.batch_files import (INSTANCE_SUFFIXES, NUMERIC_COLUMNS, PLAN_COLUMNS, ROW_COLUMNS,
                                          TEXT_COLUMNS, Item, OutputLock, ResultWriter, find_instance_files,
                                          instance_identity, load_instance, load_instances, named_files,
@@ -51,7 +52,8 @@ Problem = SpotProblem | ServerlessProblem
 __all__ = ["INSTANCE_SUFFIXES", "NUMERIC_COLUMNS", "PLAN_COLUMNS", "ROW_COLUMNS", "TEXT_COLUMNS", "Item",
            "OutputLock", "ResultWriter", "find_instance_files", "format_summary", "instance_identity",
            "load_instance", "load_instances", "named_files", "plan_counts", "read_items", "read_results",
-           "rows_frame", "run_batch", "split_path", "summarize"]
+           "rows_frame", "run_batch", "split_path", "summarize", "SUMMARY_COLUMNS", "best_known", "cost_ratios",
+           "method_rank"]
 
 #: Environment variable naming an instance (name, file name or path) whose task makes its
 #: child process exit hard; for testing crash handling. Read when the tasks are made.
@@ -406,14 +408,9 @@ def run_dask(tasks: Sequence[Task], address: str, emit: Callable[[dict[str, Any]
 
 
 # ------------------------------------------------------------------ the batch
-def _method_rank(methods: Sequence[str]) -> Callable[[str], tuple[int, str]]:
-    order = list(methods) + [m for m in METHODS if m not in methods]
-    return lambda m: (order.index(m) if m in order else len(order), m)
-
-
 def sort_rows(rows: Sequence[dict[str, Any]], methods: Sequence[str] = METHODS) -> list[dict[str, Any]]:
     """Rows in a fixed order: by file, then instance number in a ``.jsonl``, then method."""
-    rank = _method_rank(methods)
+    rank = method_rank(methods)
 
     def key(row: dict[str, Any]) -> tuple:
         file, index = split_path(str(row["path"]))
@@ -549,63 +546,3 @@ def _need(module: str, what: str) -> None:
         __import__(module)
     except ImportError:
         raise InvalidInputError(what, f"needs {module}: pip install 'dnnprov[batch]'") from None
-
-
-# ------------------------------------------------------------------ summary
-def best_known(df: pd.DataFrame) -> pd.Series:
-    """Cheapest plan cost per path over all methods (NaN where no method found a plan)."""
-    import pandas as pd
-
-    has_plan = (df["plan"] != "") & df["cost"].notna()
-    return df[has_plan].groupby("path")["cost"].min().reindex(df["path"].unique())
-
-
-def cost_ratios(df: pd.DataFrame) -> pd.Series:
-    """Each row's cost over the best known cost of its path (NaN without a plan)."""
-    import pandas as pd
-
-    best = df["path"].map(best_known(df))
-    has_plan = (df["plan"] != "") & df["cost"].notna()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(best > 0, df["cost"] / best, np.where(df["cost"] == best, 1.0, np.inf))
-    return pd.Series(np.where(has_plan, ratio, np.nan), index=df.index, name="cost_ratio")
-
-
-SUMMARY_COLUMNS = ("instances", "solved", "optimal", "failed", "mean_cost_ratio",
-                   "median_solve_s", "p95_solve_s")
-
-
-def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    """One line per method: instances, solved (a plan), optimal, failed, mean cost ratio
-    to the best known plan of each instance, median and 95th-percentile solve seconds."""
-    import pandas as pd
-
-    ratio = cost_ratios(df)
-    has_plan = (df["plan"] != "") & df["cost"].notna()
-    lines = {}
-    for method in sorted(df["method"].unique(), key=_method_rank(METHODS)):
-        mask = df["method"] == method
-        secs = df.loc[mask, "solve_seconds"].dropna()
-        lines[method] = {
-            "instances": int(mask.sum()),
-            "solved": int((mask & has_plan).sum()),
-            "optimal": int((mask & (df["status"] == Status.OPTIMAL.value)).sum()),
-            "failed": int((mask & (df["status"] == Status.ERROR.value)).sum()),
-            "mean_cost_ratio": float(ratio[mask & has_plan].mean()) if (mask & has_plan).any() else math.nan,
-            "median_solve_s": float(secs.median()) if len(secs) else math.nan,
-            "p95_solve_s": float(secs.quantile(0.95)) if len(secs) else math.nan,
-        }
-    table = pd.DataFrame.from_dict(lines, orient="index", columns=list(SUMMARY_COLUMNS))
-    table.index.name = "method"
-    return table
-
-
-def format_summary(table: pd.DataFrame) -> str:
-    """The summary table as aligned text."""
-    import pandas as pd
-
-    return table.to_string(formatters={
-        "mean_cost_ratio": lambda v: "-" if pd.isna(v) else f"{v:.4f}",
-        "median_solve_s": lambda v: "-" if pd.isna(v) else f"{v:.3f}",
-        "p95_solve_s": lambda v: "-" if pd.isna(v) else f"{v:.3f}",
-    })

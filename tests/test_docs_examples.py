@@ -19,7 +19,6 @@ import copy
 import doctest
 import io
 import json
-import os
 import re
 import shlex
 import subprocess
