@@ -19,9 +19,9 @@ from dnnprov.export import (KUEUE_APIS, TARGETS, ApiCall, ExportOptions, Functio
                             PlanDocument, ec2_fleet_calls, export_files, load_plan, plan_document,
                             run_instances_calls)
 from dnnprov.instance_io import read_instance
-from dnnprov.replan import DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem
+from dnnprov.replan import DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem, solve_takeover, takeover_document
 from dnnprov.result import Status
-from dnnprov.solve import METHODS, solve
+from dnnprov.solve import METHODS
 from dnnprov.spot import SpotProblem
 
 EXIT_OK, EXIT_NO_PLAN = 0, 1
@@ -157,17 +157,19 @@ def cmd_replan(args: argparse.Namespace) -> int:
     doc.require_spot()
     takeover = replanned_problem(problem, doc.counts(), _revoked(args.revoked), args.elapsed,
                                  args.loss_reached, takeover_overhead_s=args.takeover_overhead,
-                                 avoid_revoked=args.avoid_revoked)
-    result = solve(takeover, args.method, time_limit_s=args.time_limit)
+                                 avoid_revoked=args.avoid_revoked, ps=doc.ps)
+    result = solve_takeover(takeover, args.method, time_limit_s=args.time_limit)
     if args.json:
-        out = plan_document(result, takeover, doc.catalog).to_dict() if result.plan is not None else result.to_dict()
+        out = (plan_document(result, takeover, doc.catalog).to_dict() if result.plan is not None
+               else takeover_document(result, takeover, doc.catalog))
         print(json.dumps(out, indent=2))
     else:
         print(result.summary())
         new = result.details.get("new_instances")
         if new is not None:
             print(f"  new  : {', '.join(f'{n} x {k}' for k, n in new.items()) or 'none'} "
-                  f"(kept: {', '.join(f'{n} x {k}' for k, n in takeover.constraints.existing.items()) or 'none'})")
+                  f"(kept: {', '.join(f'{n} x {k}' for k, n in takeover.constraints.existing.items()) or 'none'}); "
+                  f"new PS: {result.details.get('new_ps', 0)}")
     return EXIT_OK if result.plan is not None or result.status is Status.INFEASIBLE else EXIT_NO_PLAN
 
 

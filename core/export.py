@@ -127,8 +127,15 @@ class PlanDocument:
         return {k: n - kept.get(k, 0) for k, n in self.counts().items() if n - kept.get(k, 0) > 0}
 
     def launches_ps(self) -> bool:
-        """Whether the PS nodes are launched too (not for a takeover of a running cluster)."""
-        return not self.kept()
+        """Whether PS nodes are launched (for a takeover of a running cluster: only new ones)."""
+        return self.ps_to_launch() > 0
+
+    def ps_to_launch(self) -> int:
+        """PS nodes to launch: all, or for a takeover only those it adds (``details.new_ps``)."""
+        if not self.kept():
+            return self.ps
+        new = self.result.get("details", {}).get("new_ps", 0)
+        return new if isinstance(new, int) and not isinstance(new, bool) and new > 0 else 0
 
     def require_spot(self) -> None:
         """Refuse a serverless plan where a spot plan is needed."""
@@ -236,7 +243,7 @@ def _run_instances(doc: PlanDocument, options: LaunchOptions, type_name: str, co
 def _ps_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
     if not doc.launches_ps():
         return []
-    return [_run_instances(doc, options, doc.ps_type, doc.ps, "on-demand", "ps")]
+    return [_run_instances(doc, options, doc.ps_type, doc.ps_to_launch(), "on-demand", "ps")]
 
 
 def run_instances_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
@@ -380,7 +387,7 @@ def skypilot_tasks(doc: PlanDocument) -> dict[str, dict[str, Any]]:
                        "resources": {"infra": infra, "instance_type": type_name, "use_spot": market == "spot"},
                        "envs": {"DNNPROV_PLAN": doc.name, "DNNPROV_ROLE": "worker"}}
     if doc.launches_ps():
-        tasks[f"{base}-ps"] = {"name": f"{base}-ps", "num_nodes": doc.ps,
+        tasks[f"{base}-ps"] = {"name": f"{base}-ps", "num_nodes": doc.ps_to_launch(),
                                "resources": {"infra": infra, "instance_type": doc.ps_type, "use_spot": False},
                                "envs": {"DNNPROV_PLAN": doc.name, "DNNPROV_ROLE": "ps"}}
     return tasks
@@ -487,7 +494,7 @@ def plan_json(doc: PlanDocument) -> dict[str, Any]:
     }
     if doc.kind == "spot":
         out["launch"] = {"workers": doc.launch_counts(), "kept": doc.kept(),
-                         "ps": {"type": doc.ps_type, "count": doc.ps if doc.launches_ps() else 0}}
+                         "ps": {"type": doc.ps_type, "count": doc.ps_to_launch()}}
     return out
 
 

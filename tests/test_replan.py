@@ -254,3 +254,33 @@ def test_takeover_document_without_a_plan(ref_resnet110) -> None:
     doc = takeover_document(result, takeover)
     assert doc["format"] == "dnnprov/plan" and doc["result"]["status"] == "infeasible"
     assert doc["instance"]["constraints"]["existing"] == {"g3.16xlarge": 3}
+
+
+def test_cli_takeover_launches_the_new_ps(resnet110_paper, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`replan --json` of a 1-PS plan whose takeover wants 3 PS: exports launch the 2 new PS only;
+    an infeasible takeover still prints the plan document."""
+    problem = _low_ps_bandwidth(resnet110_paper, 3000.0)
+    instance = tmp_path / "i.json"
+    dnnprov.write_instance(problem, instance)
+    running = {"format": "dnnprov/plan", "version": 1, "instance": problem.to_dict(), "result": {
+        "status": "feasible", "method": "given", "kind": "spot", "model": "paper", "instance": problem.name,
+        "plan": {"counts": {"p3.2xlarge": 2, "g3.8xlarge": 5, "g3.16xlarge": 2}, "ps": 1}}}
+    plan = tmp_path / "running.json"
+    plan.write_text(json.dumps(running))
+    loss = predicted_loss(problem, dnnprov.SpotPlan(running["result"]["plan"]["counts"], 1), 300.0, ps=1)
+    args = ["replan", str(instance), "--plan", str(plan), "--revoked", "g3.8xlarge=5", "--elapsed", "300",
+            "--loss-reached", str(loss), "--method", "enumerate", "--json"]
+    assert main(args) == 0
+    takeover = tmp_path / "takeover.json"
+    takeover.write_text(capsys.readouterr().out)
+    doc = json.loads(takeover.read_text())
+    assert doc["result"]["plan"]["ps"] == 3 and doc["result"]["details"]["new_ps"] == 2
+    assert main(["export", str(takeover), "--to", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["launch"]["ps"]["count"] == 2
+    assert main(["export", str(takeover), "--to", "ec2-run-instances", "--image-id", "ami-1"]) == 0
+    calls = json.loads(capsys.readouterr().out)["calls"]
+    assert [c["params"]["MinCount"] for c in calls if c["params"]["InstanceType"] == "m5.xlarge"] == [2]
+    assert main(args[:-3] + ["--takeover-overhead", "2690", "--method", "enumerate", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["format"] == "dnnprov/plan" and doc["result"]["status"] == "infeasible"
+    assert doc["instance"]["constraints"]["existing"] == {"p3.2xlarge": 2, "g3.16xlarge": 2}
