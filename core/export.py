@@ -7,7 +7,8 @@ catalog its prices came from::
     {"format": "dnnprov/plan", "version": 1, "result": {...}, "instance": {...}, "catalog": {...}}
 
 A bare result is accepted too. Workers already running (a takeover plan's kept
-instances, ``constraints.existing``) are not launched again, and neither is the PS then.
+instances, ``constraints.existing``) are not launched again, nor are the running PS (only
+the new ones a takeover asks for, ``details.new_ps``).
 :func:`export_files` gives every target as ``{file name: text}`` (SkyPilot: one task file
 per cluster); YAML is written by PyYAML's safe dumper only, so names stay data.
 """
