@@ -127,6 +127,12 @@ def name(field: str, value: object) -> str:
     return value
 
 
+def listing(items: list[str], limit: int = 8) -> str:
+    """``items`` joined by commas, cut after ``limit`` with how many were left out."""
+    shown = ", ".join(items[:limit])
+    return shown if len(items) <= limit else f"{shown}, ... ({len(items) - limit} more)"
+
+
 def short(value: object, limit: int = 60) -> str:
     """``repr(value)`` cut to ``limit`` characters, so that an error stays one short line."""
     try:

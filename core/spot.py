@@ -312,7 +312,7 @@ class SpotProblem:
         labels = {column_label(t.name, m) for t in types for m in self.constraints.markets}
         for label, count in self.constraints.existing.items():
             if label not in labels:
-                raise InvalidInputError(f"constraints.existing.{label}", f"unknown instance type (offered: {', '.join(sorted(labels))})")
+                raise InvalidInputError(f"constraints.existing.{label}", f"unknown instance type (offered: {check.listing(sorted(labels))})")
         if "on-demand" in self.constraints.markets:
             for t in types:
                 if t.on_demand_price_per_h is None:
@@ -320,7 +320,7 @@ class SpotProblem:
         families = {t.quota_family for t in types}
         for q in self.constraints.vcpu_quotas:
             if q.family not in families:
-                raise InvalidInputError(f"constraints.vcpu_quotas.{q.family}", f"no instance type in this family (families: {', '.join(sorted(families))})")
+                raise InvalidInputError(f"constraints.vcpu_quotas.{q.family}", f"no instance type in this family (families: {check.listing(sorted(families))})")
             if any(t.vcpus is None for t in types if t.quota_family == q.family):
                 raise InvalidInputError(f"constraints.vcpu_quotas.{q.family}", "every instance type of the family needs vcpus")
         cols = self.columns()  # validates derived numbers (batch sizes, compute times)

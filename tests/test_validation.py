@@ -467,3 +467,13 @@ def test_serverless_limits_are_refused_at_once(make_resnet50, platform, constrai
                                 constraints=dnnprov.ServerlessConstraints(**constraints))
     check_error(excinfo, field, *words)
     assert time.perf_counter() - started < 0.5
+
+
+def test_errors_stay_one_short_line_with_many_types(make_resnet110):
+    """An unknown label among 256 offered types lists a few of them, not all 256."""
+    base = make_resnet110()
+    types = tuple(dataclasses.replace(base.instance_types[0], name=f"t{i:03d}.x") for i in range(256))
+    with pytest.raises(InvalidInputError) as excinfo:
+        base.replace(instance_types=types, constraints=dnnprov.SpotConstraints(existing={"nope": 1}))
+    check_error(excinfo, "constraints.existing.nope", "t000.x", "(248 more)")
+    assert len(str(excinfo.value)) < 200
