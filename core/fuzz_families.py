@@ -77,26 +77,29 @@ PAPER_PROFILES: dict[str, dict[str, Any]] = {
 
 def spot_draft(rng: np.random.Generator, *, n_types: int | None = None, max_quota: int = 6,
                model: str | None = None, variant: str | None = None,
-               gamma_4: tuple[float, float] | None = None, j_nonpositive: bool = False) -> SpotDraft:
+               gamma_4: tuple[float, float] | None = None, j_nonpositive: bool = False,
+               contention: str | None = None) -> SpotDraft:
     """A random draft; options left ``None`` are drawn (``gamma_4``: a range to draw from).
 
     One draft in three uses a paper profile's coefficients (:data:`PAPER_PROFILES`); the
     others draw them, with mostly mild PS contention and a parameter size from 5 to 600 MB.
     ``j_nonpositive`` draws gamma_1 so that clusters below a random size need j <= 0
     normalized iterations (under no-cc), i.e. small clusters cannot meet the loss SLO.
+    ``contention="strong"`` forces strong PS contention (drawn coefficients, a slow PS),
+    so that clusters beyond some size get slower again.
     """
     model = model or str(rng.choice(["paper", "reference"]))
     variant = "no-cc" if model == "reference" else (variant or str(rng.choice(["cc", "no-cc"])))
     g4_range = gamma_4 or ((0.05, 0.2), (0.85, 1.15))[int(rng.integers(0, 2))]
     g4 = float(rng.uniform(*g4_range))
     n_types = int(rng.integers(1, 6)) if n_types is None else n_types
-    profile = PAPER_PROFILES[str(rng.choice(list(PAPER_PROFILES)))] if rng.random() < 1 / 3 else None
+    profile = PAPER_PROFILES[str(rng.choice(list(PAPER_PROFILES)))] if rng.random() < 1 / 3 and contention is None else None
     if profile is not None:
         param_mb, b_req, alpha_1, beta_1, gamma_1, gamma_2, gamma_3, gamma_5 = profile["coef"]
         loss, batches = float(rng.uniform(*profile["loss"])), profile["batches"]
     else:
         param_mb, b_req = _log_uniform(rng, 5, 600), float(rng.uniform(100, 800))
-        strong = rng.random() < 0.2
+        strong = contention == "strong" or rng.random() < 0.2
         alpha_1 = float(rng.uniform(0.2, 1.0) if strong else rng.uniform(0.02, 0.3))
         beta_1 = float(rng.uniform(-2.0, 0.0) if strong else rng.uniform(-0.5, 0.0))
         gamma_2, gamma_5 = float(rng.uniform(-0.9, -0.1)), float(rng.uniform(0.1, 2.0))
@@ -132,7 +135,8 @@ def spot_draft(rng: np.random.Generator, *, n_types: int | None = None, max_quot
     workload = dict(name="fuzz", param_size_mb=param_mb, bandwidth_req_mb_s=b_req,
                     alpha_1=alpha_1, beta_1=beta_1, gamma_1=gamma_1, gamma_2=gamma_2,
                     gamma_3=gamma_3, gamma_4=g4, gamma_5=gamma_5, loss_variant=variant)
-    platform = dict(ps_bandwidth_mb_s=float(rng.uniform(500, 5000)), pcie_bandwidth_mb_s=pcie,
+    ps_bandwidth = float(rng.uniform(200, 1500) if contention == "strong" else rng.uniform(500, 5000))
+    platform = dict(ps_bandwidth_mb_s=ps_bandwidth, pcie_bandwidth_mb_s=pcie,
                     ps_price_per_h=0.0)
     return SpotDraft(types=types, workload=workload, platform=platform,
                      slo=dict(loss=loss, time_s=1e9), model=model)
@@ -159,11 +163,12 @@ def f_price_decades(rng: np.random.Generator, d: SpotDraft) -> None:
 
 
 def f_zero_quota(rng: np.random.Generator, d: SpotDraft) -> None:
-    """Quota 0 on all types but one or two (more types offered)."""
+    """Quota 0 on all types but one or two (more types offered); one time in ten on all."""
     while len(d.types) < 5:
         d.types.append(dict(d.types[-1], name=f"z{len(d.types)}{d.types[-1]['name']}",
                             spot_price_per_h=float(rng.uniform(0.1, 3.0))))
-    keep = set(rng.choice(len(d.types), size=int(rng.integers(1, 3)), replace=False).tolist())
+    kept = 0 if rng.random() < 0.1 else int(rng.integers(1, 3))
+    keep = set(rng.choice(len(d.types), size=kept, replace=False).tolist())
     for i, t in enumerate(d.types):
         t["quota"] = int(rng.integers(1, 8)) if i in keep else 0
 
@@ -175,6 +180,14 @@ def f_eq10(rng: np.random.Generator, d: SpotDraft) -> None:
         if rng.random() < 0.5 and "compute_time_s" in t:
             del t["batch_per_gpu"]
             t["gpu_memory_gb"] = float(rng.choice([8.0, 12.0, 16.0, 24.0]))
+
+
+def f_loss_floor(rng: np.random.Generator, d: SpotDraft) -> None:
+    """The loss SLO just above gamma_5 (eq. 3's denominator near 0: many iterations)."""
+    w = d.workload
+    gap = d.slo["loss"] - w["gamma_5"]
+    d.slo["loss"] = w["gamma_5"] + gap * float(rng.uniform(0.002, 0.05))
+    w["gamma_1"] *= float(rng.uniform(0.0, 1.0))
 
 
 def f_on_demand(rng: np.random.Generator, d: SpotDraft) -> None:
@@ -245,6 +258,7 @@ def f_existing(rng: np.random.Generator, d: SpotDraft) -> None:
 #: Spot features in the order they are applied (types first, then markets, then constraints).
 FEATURES: dict[str, Callable[[np.random.Generator, SpotDraft], None]] = {
     "ties": f_ties, "price-decades": f_price_decades, "zero-quota": f_zero_quota, "eq10": f_eq10,
+    "loss-floor": f_loss_floor,
     "on-demand": f_on_demand, "vcpu": f_vcpu, "workers": f_workers, "ps-range": f_ps_range,
     "overhead": f_overhead, "domain": f_domain, "existing": f_existing,
 }
@@ -482,8 +496,11 @@ FAMILIES: dict[str, Family] = {
     "overhead-ps-price": _spot_family("overhead-ps-price", ("overhead",)),
     "eq10-batches": _spot_family("eq10-batches", ("eq10",)),
     "validity-domain": _spot_family("validity-domain", ("domain",)),
+    "loss-near-floor": _spot_family("loss-near-floor", ("loss-floor",)),
     "mixed": mixed,
     "mid-size": mid_size,
+    "wide-quota": _spot_family("wide-quota", ("ps-range",), n_types=2, max_quota=300),
+    "strong-contention": _spot_family("strong-contention", ("ps-range",), contention="strong", max_quota=12),
     "serverless-timeout": _serverless_family("serverless-timeout", timeout=True),
     "serverless-concurrency": _serverless_family("serverless-concurrency", concurrency=True),
     "serverless-deadline": _serverless_family("serverless-deadline", deadline="exact"),
