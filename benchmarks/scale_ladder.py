@@ -80,6 +80,9 @@ RUNGS = (
     Rung("15x24", 15, (24, 24), 2, (20, 100)),
     Rung("20x32", 20, (32, 32), 3, (60, 300), gap_run=True, quick=False),
     Rung("30x32", 30, (32, 32), 3, (60, 300), gap_run=True, quick=False),
+    # issue 10: more types at a moderate quota (appended: earlier rungs keep their seeds)
+    Rung("40x16", 40, (16, 16), 3, (60, 300), quick=False),
+    Rung("80x16", 80, (16, 16), 3, (60, 300), quick=False),
 )
 RUNG_NAMES = ("paper",) + tuple(r.name for r in RUNGS) + ("serverless",)
 

@@ -70,6 +70,7 @@ from dnnprov.spot import SpotProblem
 from dnnprov.spot_model import SideRows, SpotModel
 
 COUPLING_INTERVALS = 16        # b_w intervals of the coupled j bound (see j_lower)
+COUPLING_GRID = np.linspace(0.0, 1.0, COUPLING_INTERVALS + 1)
 SPLIT_TOLERANCE = 1e-3          # bisect a cell when its j bound is this much below the plan's j
 CLOSE_TOLERANCE = 1e-9          # relative tolerance of the MILP threshold test
 DEADLINE_RELAXATION = 1e-9      # the model accepts T <= T_obj (1 + 1e-12): never cut such plans
@@ -78,7 +79,7 @@ REF_TIME_ROUNDING = 0.005       # reference model: T rounded to 2 decimals
 REF_COST_ROUNDING = 5e-7        # reference model: cost rounded to 6 decimals
 REF_ITER_ROUNDING = 0.5         # reference model: j rounded to an integer
 BOUND_SAFETY = 1e-9             # every cost bound is lowered by this relative margin (float error)
-CELL_ENUMERATION = 4096         # cells with at most this many count vectors are evaluated outright
+CELL_ENUMERATION = 1024         # cells with at most this many count vectors are evaluated outright
 FALLBACK_ENUMERATION = 1_000_000  # a cell whose MILP fails is enumerated up to this size
 NOGOOD_ESCALATION = 24          # ... and so is a cell whose MILPs keep returning plans (one no-good each)
 TAIL_CHUNK = 16                 # worker counts generated per tail expansion
@@ -193,7 +194,8 @@ class SpotDecomposition:
         k = cell.workers
         g2, g4 = self.problem.workload.gamma_2, self.problem.workload.gamma_4
         v_t = self.shape(cell.workers, cell.ps).speed[cell.top]
-        b = np.linspace(cell.b_lo, cell.b_hi, COUPLING_INTERVALS + 1)
+        b = cell.b_lo + (cell.b_hi - cell.b_lo) * COUPLING_GRID
+        b[-1] = cell.b_hi
         v = np.maximum(cell.v_lo, b[:-1] * cell.x_lo)
         cc = np.maximum(0.0, 1 - v_t / v) * math.sqrt(k / (k - 1))
         spread = np.sqrt((cc + g4) * k) / self.model.loss_gap
@@ -256,6 +258,7 @@ class SpotDecomposition:
         deadline = self.problem.slo.time_s
         g2 = self.problem.workload.gamma_2
         for _ in range(3):
+            before = (cell.b_lo, cell.b_hi, cell.v_lo, cell.v_hi, cell.x_lo, cell.x_hi)
             tau = self.time_factor(cell)
             # eq. (13): tau j / X + a0 <= T_obj  =>  j <= (T_obj - a0) X_hi / tau
             j_max = (deadline - self.a0) * cell.x_hi / tau * (1 + DEADLINE_RELAXATION)
@@ -287,6 +290,8 @@ class SpotDecomposition:
             self.propagate(cell)
             if cell.b_lo > cell.b_hi or cell.v_lo > cell.v_hi or cell.x_lo > cell.x_hi:
                 return False
+            if before == (cell.b_lo, cell.b_hi, cell.v_lo, cell.v_hi, cell.x_lo, cell.x_hi):
+                break                                    # a fixed point: more rounds change nothing
         cell.j_lb = self.j_lower(cell)
         tau = self.time_factor(cell)
         return not (cell.j_lb > 0 and cell.x_hi * (deadline - self.a0) * (1 + DEADLINE_RELAXATION) < tau * cell.j_lb)
@@ -749,6 +754,15 @@ class SpotDecomposition:
             self.best_cost, self.best = float(cost[i]), (counts[i].copy(), cell.ps)
         return True
 
+    def small(self, cell: Cell) -> bool:
+        """Whether evaluating the cell outright is cheaper than its LP bound (and MILPs)."""
+        if self.cell_enumeration <= 0:
+            return False
+        lo, hi = self.box(cell)
+        allowed = cell.allowed
+        return count_compositions(lo[allowed], hi[allowed], cell.workers, self.cell_enumeration) \
+            <= self.cell_enumeration
+
     def bound_now(self, heap: list[Cell]) -> float:
         """The proven lower bound at this moment: the smallest open bound, or the incumbent."""
         return min(heap[0].bound if heap else math.inf, self.best_cost)
@@ -776,6 +790,8 @@ class SpotDecomposition:
             heapq.heappop(heap)
             if cell.tail:
                 children = self.expand_tail(cell)
+            elif self.small(cell):
+                children = self.process(cell)           # evaluated outright, group or cell
             elif self.needs_expansion(cell):
                 children = self.expand(cell)
             elif not cell.lp_done:
