@@ -29,6 +29,7 @@ import platform
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,6 @@ def build_problem(traces: dict[str, list], loss: float, time_s: float) -> dnnpro
         constraints=dnnprov.SpotConstraints(markets=("spot", "on-demand"), ps_count=(1, 2)),
         name=f"resnet110-v100-k80-{loss:g}-{time_s:g}",
         notes="ResNet-110 (paper model) on the two spot types with real traces; revocation replay benchmark")
-    from dataclasses import replace
     types = tuple(replace(t, interruption=fit_traces(traces[t.name]).interruption) for t in problem.instance_types)
     return problem.replace(instance_types=types)
 
@@ -104,14 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     results = plans(problem)
     on_demand_cost = results["on-demand"].cost
     sims = Simulator(problem, traces)
-    od_problem = problem
     cells: list[dict[str, Any]] = []
     for name, result in results.items():
         if result.plan is None:
             print(f"{name}: no plan ({result.status.value}: {result.message})")
             continue
         for policy in POLICIES:
-            replay = simulate(od_problem, result.plan, traces, policy=policy, runs=args.runs, seed=args.seed,
+            replay = simulate(problem, result.plan, traces, policy=policy, runs=args.runs, seed=args.seed,
                               simulator=sims)
             s = replay.summary()
             s.update(plan_name=name, plan=str(result.plan), planned_cost=result.details.get("nominal_cost", result.cost),

@@ -169,7 +169,9 @@ class Simulator:
         self.target = progress_target(self.model)
         self._speed: dict[tuple, float] = {}
         self._grid: PlanGrid | None = None
+        self._inside = np.zeros(0, dtype=bool)
         self._max_plans = max_plans
+        self._spent_so_far = 0.0                               # $ of the run being replayed
 
     def delay(self, t: float) -> float:
         """Seconds before instances launched at ``t`` train: none at the start, else ``join_s``."""
