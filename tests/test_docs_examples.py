@@ -91,6 +91,8 @@ RUN: dict[tuple[str, str], str] = {
     ("instance-format.md", "slo.time_ms: unknown field; did you mean 'time_s'? (units are part of field names; see docs/instance-format.md)"): "errors",
     ("instance-format.md", "slo.loss: 0.4 is not above workload.gamma_5 = 0.5, the loss the model converges to; the SLO is unreachable (eq. 3)"): "errors",
     ("joint.md", "import dnnprov"): "python",
+    ("profiler.md", "$ dnnprov predict embedded:spot/paper-table1.json --counts g3.8xlarge=5,g3.16xlarge=3"): "console",
+    ("profiler.md", "from dnnprov import predict, read_instance, embedded_instance"): "python",
 }
 
 #: Blocks no test runs, and why.
@@ -117,6 +119,18 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "synopsis with placeholders; tests/test_replan.py runs the command",
     ("cloud.md", "from dnnprov.replan import watch_interruptions, replan"):
         "polls the EC2 instance metadata service in an endless loop (needs an EC2 host)",
+    ("profiler.md", "run,workers,batch_wa,cc,step,loss"):
+        "a two-line excerpt of the CSV contract; tests/test_profiler.py round-trips and reads such files",
+    ("profiler.md", "dnnprov profile fit-loss FILE... [--variant cc|no-cc] [--batch-size B] [--workers K]"):
+        "synopsis with placeholders; tests/test_profiler.py runs the command",
+    ("profiler.md", "dnnprov profile fit-timing FILE [--param-size-mb S] [--ps-bandwidth-mb-s B]"):
+        "synopsis with placeholders; tests/test_profiler.py runs the command",
+    ("profiler.md", "dnnprov predict INSTANCE --counts TYPE=N,... [--ps S] [--json]                          # spot"):
+        "synopsis with placeholders; tests/test_predict.py runs the command",
+    ("profiler.md", "$ dnnprov profile fit-loss synth.csv"):
+        "its input is written by dnnprov.profiler.synthetic_log; tests/test_profiler.py checks the recovery for 4 seeds",
+    ("profiler.md", "$ dnnprov profile fit-loss ../shared/data/training-logs/whisper-large-v2-ja-trainer_state.json --batch-size 50"):
+        "reads ../shared/data, outside the examples' folder; tests/test_profiler.py fits the same file",
     ("reproduction.md", "python benchmarks/trace_experiment.py --count 100000 --workers 2"):
         "100,000 jobs, minutes of solving; the page holds what it printed",
     ("revocation.md", '"instance_types": {'):

@@ -56,12 +56,19 @@ def test_infeasible_plan_says_why(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_the_domain_removes_handful_of_iteration_plans() -> None:
-    """A cluster whose b_w drives eq. (3)'s numerator to zero lies outside the domain."""
+    """A worker batch that drives eq. (3)'s numerator near zero "trains" in a handful of
+    iterations without a domain; the domain (b_w up to 8192) makes that plan infeasible."""
+    import dataclasses
     problem = load("spot/paper-table3-overhead-7x10.json")
-    out = predict(problem, counts={"p2.8xlarge": 7})
-    assert out["batch_wa"] == 8192 and out["inside_domain"]
-    out = predict(problem, counts={"p2.8xlarge": 8})
+    big = dnnprov.InstanceType(name="big.x", gpus=1, spot_price_per_h=1.0, quota=4, batch_per_gpu=11518,
+                               compute_time_s=4.0)
+    problem = problem.replace(instance_types=problem.instance_types + (big,))
+    unbounded = problem.replace(workload=dataclasses.replace(problem.workload, domain=None))
+    loose = predict(unbounded, counts={"big.x": 2})
+    assert loose["feasible"] and loose["iterations"] < 10
+    out = predict(problem, counts={"big.x": 2})
     assert not out["inside_domain"] and not out["feasible"]
+    assert out["domain"]["batch_wa"] == [1024, 8192] and out["domain"]["workers"] == [2, 9]
 
 
 @pytest.mark.parametrize("functions, memory, local_batch, published", [
