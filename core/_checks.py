@@ -17,6 +17,11 @@ from dnnprov.errors import InvalidInputError
 # ------------------------------------------------------------------ resource limits
 #: Largest integer any field accepts (exactly representable as a float, fits int64).
 MAX_INTEGER = 2 ** 53
+#: Largest magnitude of any number (prices, times, coefficients): products of a few such
+#: numbers stay far from float overflow.
+MAX_MAGNITUDE = 1e15
+#: Smallest value of a quantity that must be positive (sizes, bandwidths, times, speeds).
+MIN_POSITIVE = 1e-9
 #: Instance types in one spot problem (the benchmark sets have up to 41).
 MAX_INSTANCE_TYPES = 256
 #: Instances of one column (``quota``, ``on_demand_quota``, ``existing``).
@@ -56,6 +61,10 @@ def number(field: str, value: object, *, minimum: float | None = None,
         raise InvalidInputError(field, f"must be finite, got {_magnitude(value)}") from None
     if not math.isfinite(result):
         raise InvalidInputError(field, f"must be finite, got {value!r}")
+    if abs(result) > MAX_MAGNITUDE:
+        raise InvalidInputError(field, f"{result:g} is out of range (numbers are at most 1e15 in size)")
+    if exclusive_minimum == 0 and 0 < result < MIN_POSITIVE:
+        raise InvalidInputError(field, f"{result:g} is too small (a positive quantity is at least 1e-09)")
     if minimum is not None and result < minimum:
         raise InvalidInputError(field, f"must be >= {minimum:g}, got {value!r}")
     if exclusive_minimum is not None and result <= exclusive_minimum:

@@ -356,6 +356,8 @@ LIMIT_CHANGES: dict[str, Callable[[dict], None]] = {
     "instance_types.g3.8xlarge.gpus": lambda d: _type(d).update(gpus=65),
     "constraints.ps_count[1]": lambda d: d.setdefault("constraints", {}).update(ps_count=[1, 100]),
     "name: a name of 300": lambda d: d.update(name="x" * 300),
+    "instance_types.g3.8xlarge.spot_price_per_h": lambda d: _type(d).update(spot_price_per_h=1e308),
+    "workload.bandwidth_req_mb_s": lambda d: d["workload"].update(bandwidth_req_mb_s=1e-12),
 }
 SERVERLESS_LIMIT_CHANGES: dict[str, Callable[[dict], None]] = {
     "platform.concurrency_limit": lambda d: d["platform"].update(concurrency_limit=10 ** 6),
@@ -417,7 +419,7 @@ def test_resource_limit_table_is_what_dnnprov_says(tmp_path):
             key = next(k for k in changes if message.startswith(k))
             assert _error_of(*changes[key]) == message
         checked += 1
-    assert checked == len(shown) >= 14
+    assert checked == len(shown) >= 16
 
 
 def test_duplicate_key_message_of_the_page(tmp_path):
