@@ -186,9 +186,9 @@ def _predict_serverless(problem: ServerlessProblem, functions: int, memory_mb: i
         reasons.append(f"cost ${float(e.cost[0]):.6f} exceeds constraints.budget_usd {c.budget_usd:g}")
     inside = bool(e.inside_domain[0])
     (m_low, m_high), (n_low, n_high) = model.domain_bounds()
+    note = model.domain_note(n, m)
     if not inside:
-        reasons.append(f"outside the validity domain: {m} MB, {n} functions; the profile covers "
-                       f"{m_low:g}-{m_high:g} MB" + (f" and {n_low}-{n_high} functions" if n_high else ""))
+        reasons.append(note)
     iteration_comp = b_l / rate if rate > 0 else math.inf
     return {
         "kind": "serverless",
@@ -200,7 +200,7 @@ def _predict_serverless(problem: ServerlessProblem, functions: int, memory_mb: i
         "feasible": bool(e.feasible[0]),
         "reasons": reasons,
         "inside_domain": inside,
-        "domain": {"memory_mb": [m_low, _f(m_high)], "functions": [n_low, n_high]},
+        "domain": {"memory_mb": [m_low, _f(m_high)], "functions": [n_low, n_high], "note": note},
         "local_batch_rule": "eq. (9)" if local_batch is None else "given",
         "global_batch": b_l * n,
         "iterations": _f(k[0]),

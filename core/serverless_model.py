@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dnnprov.domain import TOLERANCE
+from dnnprov.domain import EDGE_SHARE, TOLERANCE
 from dnnprov.serverless import ServerlessProblem
 
 
@@ -146,6 +146,34 @@ class ServerlessModel:
         if domain is None:
             return (0.0, math.inf), (1, None)
         return domain.memory_bounds(), domain.function_bounds()
+
+    def domain_note(self, functions: int, memory_mb: float) -> str | None:
+        """What a result should say about a plan and the domain; ``None``: well inside.
+
+        Same wording as :meth:`dnnprov.SpotModel.domain_note`: *outside*, *extrapolated*
+        (inside only thanks to the extrapolation factor) or *at the edge* (memory within
+        1 % of an end, or the function count at an end of its interval).
+        """
+        domain = self.problem.workload.domain
+        if domain is None:
+            return None
+        (m_low, m_high), (n_low, n_high) = self.domain_bounds()
+        where = f"{memory_mb:g} MB, {functions} functions"
+        fitted = f"the profile covers {domain.memory_mb[0]:g}-{domain.memory_mb[1]:g} MB"
+        if domain.functions is not None:
+            fitted += f" and {domain.functions[0]}-{domain.functions[1]} functions"
+        if domain.extrapolation != 1:
+            fitted += f" (x{domain.extrapolation:g} extrapolation allowed: {m_low:.6g}-{m_high:.6g} MB)"
+        if not bool(self.inside_domain(np.array([functions]), np.array([memory_mb]))[0]):
+            return f"outside the validity domain: {where}; {fitted}"
+        notes = []
+        fits_n = domain.functions is None or domain.functions[0] <= functions <= domain.functions[1]
+        if not (domain.memory_mb[0] * (1 - TOLERANCE) <= memory_mb <= domain.memory_mb[1] * (1 + TOLERANCE) and fits_n):
+            notes.append("extrapolated beyond the fitted ranges")
+        if (memory_mb <= m_low * (1 + EDGE_SHARE) or memory_mb >= m_high * (1 - EDGE_SHARE)
+                or (n_high is not None and functions in (n_low, n_high))):
+            notes.append("at the validity domain's edge")
+        return f"{' and '.join(notes)}: {where}; {fitted}" if notes else None
 
     def inside_domain(self, functions: np.ndarray, memory_mb: np.ndarray) -> np.ndarray:
         """Which (n, m) plans lie inside the workload's validity domain."""

@@ -221,3 +221,15 @@ def test_local_batch_override_changes_iterations(make_resnet50):
     half = model.evaluate(np.array([8]), np.array([3008]), local_batch=64)
     assert half.local_batch[0] == 64 and default.local_batch[0] == 128
     assert half.iterations[0] == pytest.approx(2 * default.iterations[0])
+
+
+def test_serverless_domain_note_wording(make_resnet50):
+    """Edge, extrapolated and outside memory sizes are named; inside plans get no note."""
+    import dataclasses
+    problem = make_resnet50()
+    domain = dnnprov.ServerlessDomain(memory_mb=(2432, 2816), extrapolation=1.1)
+    model = ServerlessModel(problem.replace(workload=dataclasses.replace(problem.workload, domain=domain)))
+    assert model.domain_note(8, 2560) is None
+    assert model.domain_note(8, 3008).startswith("extrapolated beyond the fitted ranges")
+    assert "at the validity domain's edge" in model.domain_note(8, 3072)
+    assert model.domain_note(8, 3200).startswith("outside the validity domain")
