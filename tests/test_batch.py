@@ -339,14 +339,18 @@ def test_two_batches_on_one_output_one_is_refused(tmp_path, make_resnet110, make
     for prefix in "abcd":
         _tiny(make_resnet110, make_resnet50, folder, prefix)
     out = tmp_path / "r.csv"
-    args = (str(folder), "--methods", "milp,heuristic,enumerate", "--workers", "1", "--out", str(out))
-    procs = [_batch_cli(*args, cwd=tmp_path) for _ in range(2)]
+    # a-spot's tasks hang until killed after 2 s, so the first batch surely holds the lock
+    # while the second starts.
+    args = (str(folder), "--methods", "milp,heuristic", "--workers", "2", "--out", str(out),
+            "--time-limit", "1", "--kill-after", "2")
+    procs = [_batch_cli(*args, cwd=tmp_path, env={HANG_ENV: "a-spot"}) for _ in range(2)]
     results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
     assert sorted(code for code, _, _ in results) == [0, 2], results
     _, _, err = next(r for r in results if r[0] == 2)
     assert err.count("\n") == 1 and "another dnnprov batch (pid " in err and str(out) in err
     df = read_results(out)
-    assert len(df) == 4 * 2 * 3 and not df.duplicated(["path", "method"]).any()
+    assert len(df) == 4 * 2 * 2 and not df.duplicated(["path", "method"]).any()
+    assert (df["error"].str.startswith("timeout: ") == (df["instance"] == "a-spot")).all()
     assert not (tmp_path / ".r.csv.lock").exists()
 
 
@@ -354,30 +358,31 @@ def test_killed_batch_resumes_from_an_absolute_path(tmp_path, make_resnet110, ma
     """A batch killed by SIGKILL keeps its finished rows and its lock dies with it;
     --resume given the folder as an absolute path runs only the missing tasks."""
     folder = tmp_path / "in"
-    for prefix in "abc":
+    for prefix in "abcz":
         _tiny(make_resnet110, make_resnet50, folder, prefix)
-    shutil.copy(EMBEDDED / SLOW_ENUMERATE, folder / "z-slow.json")  # enumerate: ~8 s, last in order
     out = tmp_path / "r.csv"
-    proc = _batch_cli("in", "--methods", "milp,enumerate", "--workers", "1", "--out", "r.csv", cwd=tmp_path)
+    # z's tasks (last in order) never return, so the batch is surely running when killed.
+    proc = _batch_cli("in", "--methods", "milp,heuristic", "--workers", "1", "--out", "r.csv", cwd=tmp_path,
+                      env={HANG_ENV: "z-spot"})
     deadline = time.monotonic() + 60
-    while _data_rows(out) < 13 and time.monotonic() < deadline:  # all 14 tasks but z-slow's enumerate
+    while _data_rows(out) < 14 and time.monotonic() < deadline:  # all 16 tasks but z-spot's two
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
     before = read_results(out)
-    assert len(before) == 13 and set(before["path"].map(lambda p: Path(p).parts[0])) == {"in"}
-    # The resumed run crashes z-slow's tasks on purpose, so that it ends in a second.
-    resumed = _batch_cli(str(folder.resolve()), "--methods", "milp,enumerate", "--workers", "1",
-                         "--out", str(out), "--resume", cwd=tmp_path, env={CRASH_ENV: "z-slow.json"})
+    assert len(before) == 14 and set(before["path"].map(lambda p: Path(p).parts[0])) == {"in"}
+    resumed = _batch_cli(str(folder.resolve()), "--methods", "milp,heuristic", "--workers", "1",
+                         "--out", str(out), "--resume", cwd=tmp_path)
     stdout, stderr = resumed.communicate(timeout=120)
     assert resumed.returncode == 0, stderr
-    assert "14 rows (1 run now, 13 kept)" in stdout
+    assert "16 rows (2 run now, 14 kept), 0 failed" in stdout
     after = read_results(out)
     identity = after["path"].map(lambda p: (tmp_path / p).resolve().as_posix() if not Path(p).is_absolute() else p)
-    assert len(after) == 14 and not pd.concat([identity, after["method"]], axis=1).duplicated().any()
+    assert len(after) == 16 and not pd.concat([identity, after["method"]], axis=1).duplicated().any()
     new = after[after["path"].map(Path).map(Path.is_absolute)]
-    assert list(zip(new["path"].map(lambda p: Path(p).name), new["method"])) == [("z-slow.json", "enumerate")]
-    assert new["error"].iloc[0].startswith("crash: ")
+    assert list(zip(new["path"].map(lambda p: Path(p).name), new["method"])) == [("z-spot.json", "milp"),
+                                                                                 ("z-spot.json", "heuristic")]
+    assert (new["plan"] != "").all()
 
 
 def test_every_named_file_gets_a_row(tmp_path, make_resnet110):
