@@ -170,8 +170,8 @@ def plot_sweep(result: Sweep, ax=None):
     frame = result.to_frame()
     changes = frame[frame["changed"] & frame["cost"].notna()]
     if ax is None:
-        fig = Figure(figsize=(9, 5.2 + 0.17 * len(changes)), layout="constrained")
-        ax, notes = fig.subplots(2, 1, height_ratios=[5.2, 0.3 + 0.17 * len(changes)])
+        fig = Figure(figsize=(9, 5.2 + 0.14 * len(changes)), layout="constrained")
+        ax, notes = fig.subplots(2, 1, height_ratios=[5.2, 0.2 + 0.14 * len(changes)])
     else:
         fig, notes = ax.figure, None
     groups = [(None, frame)] if frame["loss"].isna().all() else list(frame.groupby("loss", sort=True))
@@ -194,7 +194,9 @@ def plot_sweep(result: Sweep, ax=None):
             lines.append(f"{name}{label}: {row['plan']}  (from {row['deadline_s']:.0f} s, ${row['cost']:.4f})")
         infeasible = rows[rows["status"] == "infeasible"]
         if len(infeasible):
-            ax.axvspan(infeasible["deadline_s"].min(), infeasible["deadline_s"].max(), color=color, alpha=0.08,
+            later = solved["deadline_s"][solved["deadline_s"] > infeasible["deadline_s"].max()]
+            right = later.min() if len(later) else infeasible["deadline_s"].max()
+            ax.axvspan(infeasible["deadline_s"].min(), right, color=color, alpha=0.08,
                        label=f"no plan meets the deadline{label}")
     ax.set_xlabel("deadline (s)")
     ax.set_ylabel("training cost ($)")
