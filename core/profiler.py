@@ -37,8 +37,8 @@ def read_loss_logs(paths: Sequence[str | Path], *, batch_size: float | None = No
                    worker_batch: int | None = None) -> LossLog:
     """Read loss logs of any supported kind and join them.
 
-    A directory is one run of the spotDNN authors' TF trainer (every non-hidden file in it
-    a worker log); a ``.json`` file a Hugging Face ``trainer_state.json`` (needs
+    A directory is one run of the spotDNN authors' TF trainer (its ``worker*`` files, or
+    every non-hidden file when none is so named, one log per worker); a ``.json`` file a Hugging Face ``trainer_state.json`` (needs
     ``batch_size``; ``workers`` identical workers); anything else the CSV contract.
     """
     if not paths:
@@ -48,6 +48,8 @@ def read_loss_logs(paths: Sequence[str | Path], *, batch_size: float | None = No
         path = Path(raw)
         if path.is_dir():
             files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+            workers = [p for p in files if p.name.startswith("worker")]
+            files = workers or files  # the authors' folders also hold a merge.txt
             logs.append(read_tf_worker_logs(files, run=path.name, worker_batch=worker_batch))
         elif path.suffix == ".json":
             if batch_size is None:

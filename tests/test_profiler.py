@@ -125,6 +125,7 @@ def test_tf_worker_logs_fit_end_to_end(tmp_path: Path) -> None:
                 loss = (TRUE["gamma_2"] * b_w + TRUE["gamma_3"]) * math.sqrt(k) / (j + TRUE["gamma_1"]) + TRUE["gamma_5"]
                 rows.append((step, j * b_w, loss + rng.normal(0, 0.005), t))
             _write_worker_log(run / f"worker_{w}_b{b}_x", rows)
+        (run / "merge.txt").write_text("not a worker log\n")  # the authors' profiler writes one here
     fit = fit_loss(read_loss_logs(sorted(tmp_path.iterdir())), "no-cc")
     for name in ("gamma_1", "gamma_2", "gamma_3", "gamma_5"):
         assert fit.estimates[name].value == pytest.approx(TRUE[name], rel=0.05, abs=0.01), name
