@@ -107,6 +107,10 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "a load benchmark (a server and 200 requests); the page's table holds what it measured",
     ("solvers.md", "dnnprov milp: large-003 (spot, model paper, loss cc)"):
         "the log of a 7 s solve of large-003, whose timings vary from run to run",
+    ("solvers.md", ".venv/bin/python benchmarks/fuzz_certificates.py --count 10000 --out /tmp/fuzz-findings"):
+        "fuzz runs of a minute or more; tests/test_fuzz_certificates.py runs the harness (CI slice)",
+    ("benchmarks.md", ".venv/bin/python benchmarks/fuzz_certificates.py --count 10000 --out /tmp/fuzz-findings"):
+        "the 10,000-instance fuzz run (over a minute); its counts are the page's table",
     ("cloud.md", "dnnprov catalog fetch --region us-east-1 --types g4dn.4xlarge,g5.xlarge,p3.2xlarge"):
         "calls AWS; tests/test_aws_fetch.py runs it against a moto server on 127.0.0.1",
     ("cloud.md", '{"format": "dnnprov/plan", "version": 1, "result": {...}, "instance": {...}, "catalog": {...}}'):
