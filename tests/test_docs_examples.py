@@ -169,7 +169,8 @@ def test_every_block_is_run_or_has_a_reason():
     """Each block of docs/ is run by a test here or named with the reason it is not."""
     keys = [b.key for b in BLOCKS]
     unclassified = [f"{b.page}:{b.line}" for b in BLOCKS if b.key not in RUN and b.key not in NOT_RUN]
-    assert not unclassified, f"blocks neither run nor excused: {unclassified}"
+    assert not unclassified, (f"blocks neither run nor excused: {unclassified}; add each to RUN (run by a test "
+                              "here) or NOT_RUN (with the reason) in tests/test_docs_examples.py")
     stale = [k for k in list(RUN) + list(NOT_RUN) if k not in keys]
     assert not stale, f"no such block any more: {stale}"
     assert not set(RUN) & set(NOT_RUN)
