@@ -233,3 +233,22 @@ def test_serverless_domain_note_wording(make_resnet50):
     assert model.domain_note(8, 3008).startswith("extrapolated beyond the fitted ranges")
     assert "at the validity domain's edge" in model.domain_note(8, 3072)
     assert model.domain_note(8, 3200).startswith("outside the validity domain")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_method_keeps_memory_inside_the_domain(make_random_serverless, seed):
+    """enumerate, milp and the heuristic respect a random memory domain; milp equals enumerate."""
+    import dataclasses
+    rng = np.random.default_rng(200 + seed)
+    problem = make_random_serverless(rng)
+    grid = problem.memory_grid()
+    low = float(rng.choice(grid))
+    domain = dnnprov.ServerlessDomain(memory_mb=(low, float(rng.uniform(low, grid[-1]))))
+    problem = problem.replace(workload=dataclasses.replace(problem.workload, domain=domain))
+    results = {m: dnnprov.solve(problem, m) for m in ("enumerate", "milp", "heuristic")}
+    for method, result in results.items():
+        if result.plan is not None:
+            assert domain.memory_mb[0] <= result.plan.memory_mb <= domain.memory_mb[1], method
+    assert results["milp"].status == results["enumerate"].status
+    if results["enumerate"].cost is not None:
+        assert results["milp"].cost == pytest.approx(results["enumerate"].cost, rel=1e-6)

@@ -470,3 +470,24 @@ def test_domain_round_trips_through_the_instance_file(tmp_path):
                           extrapolation=1.2, source="test")
     path = dnnprov.write_instance(problem, tmp_path / "p.json")
     assert dnnprov.read_instance(path) == problem
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_every_method_keeps_plans_inside_the_domain(make_random_spot, seed):
+    """enumerate, milp and the heuristic respect a random domain; milp equals enumerate."""
+    import dataclasses
+    rng = np.random.default_rng(100 + seed)
+    problem = make_random_spot(rng)
+    batch = problem.columns().batch
+    low = float(rng.uniform(batch.min(), batch.max()))
+    domain = dnnprov.SpotDomain(batch_wa=(low, float(rng.uniform(low, batch.max() * 1.2))), workers=(2, 5))
+    problem = problem.replace(workload=dataclasses.replace(problem.workload, domain=domain))
+    model = SpotModel(problem)
+    results = {m: dnnprov.solve(problem, m) for m in ("enumerate", "milp", "heuristic")}
+    for method, result in results.items():
+        if result.plan is not None:
+            counts = np.array([[result.plan.counts.get(c, 0) for c in model.columns.labels]])
+            assert model.evaluate(counts, result.plan.ps).inside_domain[0], method
+    assert results["milp"].status == results["enumerate"].status
+    if results["enumerate"].cost is not None:
+        assert results["milp"].cost == pytest.approx(results["enumerate"].cost, rel=1e-6)
