@@ -109,6 +109,9 @@ def read_items(files: Sequence[Path], named: Iterable[Path] = ()) -> tuple[list[
             except Exception as exc:  # the reader stops at a bad line: the rest is one failed item
                 items.append(Item(label if count == 0 and _is_read_failure(exc) else f"{label}#{count + 1}",
                                   None, _error_text(exc)))
+            else:
+                if count == 0 and os.path.realpath(f) in named:
+                    items.append(Item(label, None, "bad instance: the file holds no instance (no non-blank line)"))
             continue
         try:
             items.append(Item(label, read_instance(f)))

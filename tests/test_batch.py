@@ -401,6 +401,9 @@ def test_every_named_file_gets_a_row(tmp_path, make_resnet110):
     row = named[named["path"].str.endswith("index.json")].iloc[0]
     assert row["status"] == "error" and row["error"].startswith("bad instance: format: ")
     assert named.attrs["skipped_files"] == []
+    (folder / "empty.jsonl").write_text("\n")
+    empty = run_batch([folder / "empty.jsonl"], ["heuristic"], workers=1, progress=False)
+    assert list(empty["error"]) == ["bad instance: the file holds no instance (no non-blank line)"]
 
 
 def test_plan_columns_can_be_filtered(local_run):
