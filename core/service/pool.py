@@ -112,6 +112,8 @@ class _Slot:
             outcome = self._run(work)
             with self.lock:
                 self.current = None
+                if not self.pool.closing and not self.process.is_alive():
+                    self._start_process()  # now, not when the next request is waiting
             self.pool._done()
             work.future.set_result(outcome)
 
