@@ -1,21 +1,30 @@
 """Revocation replay: plans x policies on the real spot traces (issue 12, docs/revocation.md).
 
-The instance is the paper's ResNet-110 (paper model, embedded Table III prices and the
-embedded workload profile) on the two types that have real traces, p3.2xlarge (1 V100)
-and p2.8xlarge (8 K80), spot and on-demand, 1-2 PS, at the SLO given (default L 0.8,
-T 1800 s). Each spot type's interruption model is fitted from its traces (pooled):
+ResNet-110 (paper model, embedded Table III prices and workload profile), spot and
+on-demand markets, 1-2 PS, at the SLO given. Two instance sets:
 
-- p3.2xlarge: the three 16-node V100 availability traces (aws-08-27-2023, 11-16 days);
-- p2.8xlarge: the two 8-K80 1-node availability traces (aws-10-26-2022, 27 days).
+- ``traced`` (default, SLO 0.8 / 1800 s): the two types the real traces cover, p3.2xlarge
+  (1 V100, quota 8) with the three 16-node V100 availability traces (aws-08-27-2023,
+  11-16 days) and p2.8xlarge (8 K80, quota 4) with the two 8-K80 1-node availability
+  traces (aws-10-26-2022, 27 days);
+- ``table1`` (SLO 0.8 / 2600 s): the paper's Table I types, quota 5 each. No trace covers
+  the T4 and M60 pools, so each of g4dn.4xlarge, g3.8xlarge and g3.16xlarge replays one
+  zone of the 16-node V100 availability traces (us-east-2b, us-west-2a, us-west-2c) as a
+  stand-in, and p2.8xlarge its own 8-K80 traces.
 
-Plans: ``milp`` (plain), ``robust-1`` (``--robust 1``), ``risk`` (``--risk``, on-demand
-replacement, deadline in expectation), ``risk-p0.95`` (the same, deadline met with
-probability >= 0.95), the paper heuristic, and on-demand only (milp over the on-demand
-market). Each is replayed under each policy (none, replan, fallback) with
-the same seeds, ``--runs`` runs per cell, and the table reports deadline attainment, the
-mean and p95 cost relative to the on-demand-only plan's cost, revocations and replans.
+Each spot type's interruption model is fitted from its traces (pooled). Plans: ``milp``
+(plain), ``robust-1`` (``--robust 1``), ``robust-1-unreplaced`` (``--robust 1
+--no-replacement``), ``risk`` (``--risk``, on-demand replacement,
+deadline in expectation), ``risk-p0.95`` (the same, deadline met with probability >=
+0.95), the paper heuristic (planned on the spot market, as the paper does), and on-demand
+only (milp over the on-demand market). Each is replayed under each policy (none, replan,
+fallback) with the same seeds, ``--runs`` runs per cell. Under ``replan`` the heuristic's
+takeovers are solved by the heuristic on the spot market (spotDNN's re-provisioning); the
+other plans use dnnprov's exact takeover, which may buy on-demand workers. The table
+reports deadline attainment, the mean and p95 cost relative to the on-demand-only plan's
+cost, revocations and replans.
 
-    python benchmarks/revocation_replay.py --runs 1000 [--json out.json]
+    python benchmarks/revocation_replay.py --runs 1000 [--set traced|table1] [--json out.json]
 
 Needs ../shared/data (the traces); exits with a message when it is absent.
 """
@@ -42,15 +51,23 @@ from dnnprov.simulate import POLICIES, Simulator, simulate
 from dnnprov.solvers.risk import solve_risk
 from dnnprov.solvers.robust import solve_robust
 
-TRACE_GLOBS = {"p3.2xlarge": "spot-traces/availability/16-node/aws-08-27-2023/*_v100_1.json",
-               "p2.8xlarge": "spot-traces/availability/1-node/aws-10-26-2022/*_k80_8.json"}
-QUOTAS = {"p3.2xlarge": 8, "p2.8xlarge": 4}
+V100_16 = "spot-traces/availability/16-node/aws-08-27-2023/"
+K80_8 = "spot-traces/availability/1-node/aws-10-26-2022/*_k80_8.json"
+SETS: dict[str, dict[str, Any]] = {
+    "traced": {"quotas": {"p3.2xlarge": 8, "p2.8xlarge": 4}, "slo": (0.8, 1800.0),
+               "traces": {"p3.2xlarge": V100_16 + "*_v100_1.json", "p2.8xlarge": K80_8}},
+    "table1": {"quotas": {"g4dn.4xlarge": 5, "g3.8xlarge": 5, "g3.16xlarge": 5, "p2.8xlarge": 5},
+               "slo": (0.8, 2600.0),
+               "traces": {"g4dn.4xlarge": V100_16 + "us-east-2b_v100_1.json",
+                          "g3.8xlarge": V100_16 + "us-west-2a_v100_1.json",
+                          "g3.16xlarge": V100_16 + "us-west-2c_v100_1.json", "p2.8xlarge": K80_8}},
+}
 
 
-def load_traces(shared: Path) -> dict[str, list]:
+def load_traces(shared: Path, patterns: dict[str, str]) -> dict[str, list]:
     """The real traces of each type (sorted file names)."""
     out = {}
-    for name, pattern in TRACE_GLOBS.items():
+    for name, pattern in patterns.items():
         files = sorted(glob.glob(str(shared / pattern)))
         if not files:
             raise InvalidInputError("shared_data", f"no trace matches {pattern} in {shared}")
@@ -58,28 +75,35 @@ def load_traces(shared: Path) -> dict[str, list]:
     return out
 
 
-def build_problem(traces: dict[str, list], loss: float, time_s: float) -> dnnprov.SpotProblem:
-    """The benchmark instance with fitted interruption models."""
+def build_problem(traces: dict[str, list], quotas: dict[str, int], loss: float, time_s: float,
+                  name: str) -> dnnprov.SpotProblem:
+    """The benchmark instance with interruption models fitted from the traces."""
     catalog = load_catalog(embedded_path("catalogs", "aws-table3-2023-01.json"))
     profile = load_spot_profile(embedded_path("workloads", "spot", "resnet110-paper.json"))
     problem = build_spot_problem(
-        catalog, profile, dnnprov.SpotSLO(loss=loss, time_s=time_s), quotas=QUOTAS,
+        catalog, profile, dnnprov.SpotSLO(loss=loss, time_s=time_s), quotas=quotas,
         constraints=dnnprov.SpotConstraints(markets=("spot", "on-demand"), ps_count=(1, 2)),
-        name=f"resnet110-v100-k80-{loss:g}-{time_s:g}",
-        notes="ResNet-110 (paper model) on the two spot types with real traces; revocation replay benchmark")
+        name=f"resnet110-{name}-{loss:g}-{time_s:g}",
+        notes="ResNet-110 (paper model); revocation replay benchmark (benchmarks/revocation_replay.py)")
     types = tuple(replace(t, interruption=fit_traces(traces[t.name]).interruption) for t in problem.instance_types)
     return problem.replace(instance_types=types)
 
 
+def spot_only(problem: dnnprov.SpotProblem) -> dnnprov.SpotProblem:
+    """The same instance on the spot market only (how the paper plans)."""
+    return problem.replace(constraints=replace(problem.constraints, markets=("spot",)))
+
+
 def plans(problem: dnnprov.SpotProblem) -> dict[str, dnnprov.Result]:
-    """The five plans of the table."""
-    od = problem.replace(constraints=dnnprov.SpotConstraints(markets=("on-demand",), ps_count=(1, 2)))
+    """The seven plans of the table."""
+    od = problem.replace(constraints=replace(problem.constraints, markets=("on-demand",)))
     return {
         "milp": dnnprov.solve(problem, "milp"),
         "robust-1": solve_robust(problem, 1),
+        "robust-1-unreplaced": solve_robust(problem, 1, replaced=False),
         "risk": solve_risk(problem),
         "risk-p0.95": solve_risk(problem, deadline_probability=0.95),
-        "heuristic": dnnprov.solve(problem, "heuristic"),
+        "heuristic": dnnprov.solve(spot_only(problem), "heuristic"),
         "on-demand": dnnprov.solve(od, "milp"),
     }
 
@@ -89,29 +113,37 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--loss", type=float, default=0.8)
-    parser.add_argument("--time", type=float, default=1800.0)
+    parser.add_argument("--set", choices=sorted(SETS), default="traced")
+    parser.add_argument("--loss", type=float, help="target loss (default: the set's)")
+    parser.add_argument("--time", type=float, help="T_obj in seconds (default: the set's)")
     parser.add_argument("--shared-data", default=None)
     parser.add_argument("--json", help="write every cell's summary here")
     args = parser.parse_args(argv)
+    chosen = SETS[args.set]
+    loss = args.loss if args.loss is not None else chosen["slo"][0]
+    time_s = args.time if args.time is not None else chosen["slo"][1]
     try:
-        traces = load_traces(resolve_shared_data(args.shared_data))
+        traces = load_traces(resolve_shared_data(args.shared_data), chosen["traces"])
     except InvalidInputError as exc:
         print(f"revocation_replay: {exc}", file=sys.stderr)
         return 2
-    problem = build_problem(traces, args.loss, args.time)
+    problem = build_problem(traces, chosen["quotas"], loss, time_s, args.set)
     started = time.perf_counter()
     results = plans(problem)
     on_demand_cost = results["on-demand"].cost
-    sims = Simulator(problem, traces)
+    sims = {"exact": Simulator(problem, traces),
+            "heuristic": Simulator(spot_only(problem), traces, replan_method="heuristic")}
     cells: list[dict[str, Any]] = []
     for name, result in results.items():
         if result.plan is None:
             print(f"{name}: no plan ({result.status.value}: {result.message})")
             continue
         for policy in POLICIES:
-            replay = simulate(problem, result.plan, traces, policy=policy, runs=args.runs, seed=args.seed,
-                              simulator=sims)
+            # The paper heuristic re-provisions with its own Algorithm 1 on the spot market
+            # (spotDNN); dnnprov's plans with dnnprov's exact takeover.
+            sim = sims["heuristic" if name == "heuristic" else "exact"]
+            replay = simulate(sim.problem, result.plan, traces, policy=policy, runs=args.runs, seed=args.seed,
+                              simulator=sim)
             s = replay.summary()
             s.update(plan_name=name, plan=str(result.plan), planned_cost=result.details.get("nominal_cost", result.cost),
                      cost_mean_rel=s["cost_mean"] / on_demand_cost, cost_p95_rel=s["cost_p95"] / on_demand_cost)
@@ -145,7 +177,7 @@ def verdict(cells: list[dict[str, Any]]) -> str:
     by = {(c["plan_name"], c["policy"]): c for c in cells}
     heuristic = by.get(("heuristic", "replan"))
     fallback = by.get(("milp", "fallback"))
-    ours = [c for c in cells if c["plan_name"] in ("milp", "robust-1", "risk", "risk-p0.95")
+    ours = [c for c in cells if c["plan_name"] in ("milp", "robust-1", "robust-1-unreplaced", "risk", "risk-p0.95")
             and c["met_deadline"] >= 0.95]
     if not ours or heuristic is None or fallback is None:
         return "target: NOT met (no dnnprov option meets the deadline in >= 95 % of replays)"

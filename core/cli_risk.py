@@ -2,11 +2,12 @@
 
     dnnprov risk fit TRACE... [--pool] [--json]
     dnnprov risk attach INSTANCE (--fit TYPE=TRACE | --bucket TYPE=B)... --out FILE
-    dnnprov risk solve INSTANCE (--robust K | --risk) [--deadline-probability Q]
+    dnnprov risk solve INSTANCE (--robust K [--no-replacement] | --risk) [--deadline-probability Q]
                        [--takeover-overhead S] [--lost-work S] [--replacement on-demand|spot]
                        [--max-plans N] [--json]
     dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE... [--policy none|replan|fallback]
-                     [--runs N] [--seed S] [--join S] [--horizon X] [--per-run] [--json]
+                     [--runs N] [--seed S] [--replan-method exact|heuristic] [--join S]
+                     [--horizon X] [--per-run] [--json]
 
 Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`. Exit codes: 0 success, 1 no plan,
 2 bad input (one line naming the field).
@@ -96,10 +97,13 @@ def cmd_risk_solve(args: argparse.Namespace) -> int:
         if args.deadline_probability is not None or args.lost_work or args.replacement != "on-demand":
             raise InvalidInputError("--deadline-probability", "--deadline-probability, --lost-work and "
                                                               "--replacement go with --risk")
-        result = solve_robust(problem, args.robust, overhead_s=args.takeover_overhead, max_plans=args.max_plans)
+        result = solve_robust(problem, args.robust, overhead_s=args.takeover_overhead,
+                              replaced=not args.no_replacement, max_plans=args.max_plans)
     else:
         from dnnprov.solvers.risk import solve_risk
 
+        if args.no_replacement:
+            raise InvalidInputError("--no-replacement", "goes with --robust")
         result = solve_risk(problem, deadline_probability=args.deadline_probability,
                             overhead_s=args.takeover_overhead, lost_work_s=args.lost_work,
                             replacement=args.replacement, max_plans=args.max_plans)
@@ -137,7 +141,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         traces.setdefault(name, []).append(load_trace(path))
     plan = SpotPlan(counts=doc.counts(), ps=doc.ps)
     replay = simulate(problem, plan, traces, policy=args.policy, runs=args.runs, seed=args.seed,
-                      join_s=args.join, horizon=args.horizon,
+                      join_s=args.join, horizon=args.horizon, replan_method=args.replan_method,
                       on_run=progress_bar(args.runs) if args.runs >= 200 else None)
     if args.json:
         print(json.dumps(replay.to_dict(per_run=args.per_run), indent=2))
@@ -157,7 +161,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``risk`` and ``simulate`` subcommands."""
-    from dnnprov.simulate import POLICIES
+    from dnnprov.simulate import POLICIES, REPLAN_METHODS
     from dnnprov.solvers.robust import DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S
 
     p = sub.add_parser("risk", help="interruption models and revocation-aware plans")
@@ -176,6 +180,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = risk_sub.add_parser("solve", help="exact plans that expect revocations (--robust K or --risk)")
     s.add_argument("instance")
     s.add_argument("--robust", type=int, metavar="K", help="meet T_obj even if any K spot workers are revoked")
+    s.add_argument("--no-replacement", action="store_true",
+                   help="with --robust: revoked workers never come back (capacity stays away)")
     s.add_argument("--risk", action="store_true", help="least expected cost under the interruption models")
     s.add_argument("--deadline-probability", type=float, metavar="Q",
                    help="with --risk: meet T_obj with probability >= Q (default: in expectation)")
@@ -197,6 +203,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", choices=POLICIES, default="none")
     p.add_argument("--runs", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--replan-method", choices=REPLAN_METHODS, default="exact",
+                   help="how the replan policy solves takeovers: exact, or spotDNN's heuristic")
     p.add_argument("--join", type=float, default=JOIN_OVERHEAD_S, help="seconds before launched instances train")
     p.add_argument("--horizon", type=float, default=3.0, help="stop runs at this multiple of T_obj")
     p.add_argument("--per-run", action="store_true", help="also print every run")

@@ -26,8 +26,10 @@ Policies:
   reached, takeover overhead = ``join_s``, spot quotas capped at the capacity offered
   now) is solved exactly, by a scan of the precomputed quota box that gives the
   takeover's optimum (the tests check it against ``replan``); its new instances are
-  launched. When no takeover meets the deadline, missing spot workers are relaunched
-  where capacity allows.
+  launched, unless carrying on unchanged is cheaper and meets T_obj. With
+  ``replan_method="heuristic"`` the takeover is solved by spotDNN's Algorithm 1 instead
+  (the paper's re-provisioning). When no takeover meets the deadline, missing spot
+  workers are relaunched where capacity allows.
 - ``fallback``: Can't Be Late's rule, switch to on-demand when the remaining slack
   requires it: missing spot workers are relaunched on spot when capacity returns, and
   at any event where the cluster held now would not end by ``T_obj - join_s``, the
@@ -46,11 +48,13 @@ from dnnprov import _checks as check
 from dnnprov.errors import InvalidInputError
 from dnnprov.result import SpotPlan
 from dnnprov.risk import Trace
-from dnnprov.solvers.robust import JOIN_OVERHEAD_S, PlanGrid, plan_grid, progress_speed, progress_target
+from dnnprov.solvers.robust import (DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S, PlanGrid, plan_grid, progress_speed,
+                                    progress_target)
 from dnnprov.spot import ON_DEMAND_SUFFIX, SpotProblem, check_existing
 from dnnprov.spot_model import SpotModel
 
 POLICIES = ("none", "replan", "fallback")
+REPLAN_METHODS = ("exact", "heuristic")
 
 
 @dataclass(frozen=True)
@@ -142,13 +146,18 @@ class Simulator:
     """Replays traces against plans of one problem (module docstring).
 
     ``traces`` maps an instance type name to one or more traces (a run picks one at random).
+    ``replan_method`` is how the ``replan`` policy solves a takeover: ``"exact"`` (its
+    optimum, :meth:`takeover`) or ``"heuristic"`` (spotDNN's Algorithm 1 on the same
+    takeover problem, as the paper re-provisions).
     """
 
     def __init__(self, problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], *,
-                 join_s: float = JOIN_OVERHEAD_S, horizon: float = 3.0, max_plans: int = 2_000_000) -> None:
+                 join_s: float = JOIN_OVERHEAD_S, horizon: float = 3.0, max_plans: int = DEFAULT_MAX_PLANS,
+                 replan_method: str = "exact") -> None:
         if "spot" not in problem.constraints.markets:
             raise InvalidInputError("constraints.markets", "simulate replays spot capacity: the problem must offer spot")
         self.problem = problem
+        self.replan_method = check.choice("replan_method", replan_method, REPLAN_METHODS)
         self.join_s = check.number("join_s", join_s, minimum=0)
         self.horizon_s = check.number("horizon", horizon, minimum=1) * problem.slo.time_s
         self.model = SpotModel(problem)
@@ -335,6 +344,32 @@ class Simulator:
                 joins.append((j[0], j[1], j[2], j[3] - take))
             count -= take
 
+    def _per_type(self, counts: np.ndarray) -> np.ndarray:
+        """Workers per type (both markets) of per-column counts."""
+        out = np.zeros(len(self.types), dtype=np.int64)
+        for c, name in enumerate(self.model.columns.type_names):
+            out[self.types.index(name)] += counts[c]
+        return out
+
+    def _takeover_plan(self, counts: np.ndarray, ps: int, caps: np.ndarray, t: float,
+                       u: float) -> tuple[np.ndarray, int] | None:
+        """The takeover's counts per column and PS count, by ``replan_method``; ``None``: none."""
+        if self.replan_method == "exact":
+            best = self.takeover(counts, ps, caps, t, u)
+            return None if best is None else (self.grid().counts[best], int(self.grid().ps[best]))
+        from dnnprov.replan import replanned_problem
+        from dnnprov.solve import solve
+
+        labels = self.model.columns.labels
+        running = {label: int(n) for label, n in zip(labels, counts) if n}
+        takeover = replanned_problem(self.problem, running, {}, t, 1.0 / u + self.problem.workload.gamma_5,
+                                     takeover_overhead_s=self.delay(t), ps=ps,
+                                     capacity={name: int(c) for name, c in zip(self.types, caps)})
+        result = solve(takeover, "heuristic")
+        if result.plan is None:
+            return None
+        return np.array([result.plan.counts.get(label, 0) for label in labels]), int(result.plan.ps)
+
     def _columns(self, spot: np.ndarray, od: np.ndarray) -> np.ndarray:
         """Per-column counts of the problem from per-type spot and on-demand counts."""
         counts = np.zeros(len(self.model.columns), dtype=np.int64)
@@ -354,7 +389,7 @@ class Simulator:
         free = np.maximum(caps - held, 0)
         if policy == "none":
             return None
-        def keep_ok(best: int) -> bool:
+        def keep_ok(new: np.ndarray, new_ps: int) -> bool:
             """Whether the takeover beats carrying on as is (no launch, hence no overhead)."""
             if joining:
                 return True
@@ -366,9 +401,9 @@ class Simulator:
                 return True
             keep_rate = float(self.spot_price @ spot_run + np.nansum(self.od_price * od_run)
                               + ps * self.problem.platform.ps_price_per_h)
-            g = self.grid()
-            takeover_time = self.delay(t) + (self.target - u) / g.speed[best]
-            return bool(g.rate[best] * takeover_time < keep_rate * keep_time)
+            rate = float(new @ self.model.columns.price + new_ps * self.problem.platform.ps_price_per_h)
+            takeover_time = self.delay(t) + (self.target - u) / self.speed(self._per_type(new), new_ps)
+            return bool(rate * takeover_time < keep_rate * keep_time)
 
         if policy == "replan" and t < self.problem.slo.time_s - self.delay(t):
             counts = np.zeros(len(self.model.columns), dtype=np.int64)
@@ -376,16 +411,17 @@ class Simulator:
             for i, col in enumerate(self.od_col):
                 if col is not None:
                     counts[col] = od_run[i] + od_join[i]
-            best = self.takeover(counts, ps, caps, t, u)
-            if best is not None and not keep_ok(best):
-                return None
-            if best is not None:
-                new = self.grid().counts[best] - counts
+            chosen = self._takeover_plan(counts, ps, caps, t, u)
+            if chosen is not None:
+                new_counts, new_ps = chosen
+                if not keep_ok(new_counts, new_ps):
+                    return None
+                new = new_counts - counts
                 launches = [("spot" if self.model.columns.markets[c] == "spot" else "on-demand",
                              self.types.index(self.model.columns.type_names[c]), int(new[c]))
                             for c in np.flatnonzero(new > 0)]
-                wanted[:] = self.grid().counts[best][self.spot_col]
-                return "replan", launches, int(self.grid().ps[best])
+                wanted[:] = new_counts[self.spot_col]
+                return "replan", launches, new_ps
         missing = np.maximum(wanted - held, 0)
         launches = [("spot", int(i), int(min(missing[i], free[i]))) for i in np.flatnonzero(np.minimum(missing, free) > 0)]
         if policy == "fallback":
@@ -405,12 +441,13 @@ class Simulator:
 
 def simulate(problem: SpotProblem, plan: SpotPlan | Mapping[str, int], traces: Mapping[str, Sequence[Trace]], *,
              policy: str = "none", runs: int = 1000, seed: int = 0, join_s: float = JOIN_OVERHEAD_S,
-             horizon: float = 3.0, on_run: Callable[[int, int], None] | None = None,
-             simulator: Simulator | None = None) -> Replay:
+             horizon: float = 3.0, replan_method: str = "exact",
+             on_run: Callable[[int, int], None] | None = None, simulator: Simulator | None = None) -> Replay:
     """Replay ``runs`` runs of ``plan`` against ``traces`` under ``policy`` (module docstring).
 
     ``on_run(done, total)`` is called after each run (a progress bar); ``simulator`` reuses
-    one built for the same problem and traces (its model caches).
+    one built for the same problem and traces (its model caches; its ``join_s``, ``horizon``
+    and ``replan_method`` then apply).
     """
     policy = check.choice("policy", policy, POLICIES)
     runs = check.integer("runs", runs, minimum=1, maximum=10_000_000)
@@ -429,7 +466,7 @@ def simulate(problem: SpotProblem, plan: SpotPlan | Mapping[str, int], traces: M
             raise InvalidInputError(f"--trace {label}", "the plan uses this spot type but no trace is given for it")
     if plan.workers == 0:
         raise InvalidInputError("plan.counts", "the plan has no worker")
-    sim = simulator or Simulator(problem, traces, join_s=join_s, horizon=horizon)
+    sim = simulator or Simulator(problem, traces, join_s=join_s, horizon=horizon, replan_method=replan_method)
     rng = np.random.default_rng(seed)
     outcomes = []
     for done in range(1, runs + 1):
@@ -437,6 +474,7 @@ def simulate(problem: SpotProblem, plan: SpotPlan | Mapping[str, int], traces: M
         if on_run is not None:
             on_run(done, runs)
     settings = {"seed": seed, "join_s": sim.join_s, "horizon_s": sim.horizon_s, "plan": plan.to_dict(),
+                "replan_method": sim.replan_method,
                 "traces": {name: [tr.path for tr in items] for name, items in traces.items()},
                 "time_obj_s": problem.slo.time_s}
     return Replay(policy=policy, runs=tuple(outcomes), settings=settings)

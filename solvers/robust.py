@@ -36,6 +36,16 @@ plan is K-robust it is optimal, else it returns the ``milp`` plan of the problem
 ``T_obj - K o``, which is K-robust because ``D(g) <= 1`` (speeds are non-negative) and P
 has at most K events, so ``F_K <= K``: status ``feasible`` with the proven bound C0.
 
+**Without replacement** (``replaced=False``): revoked workers never come back (the real
+traces keep capacity away for hours). Whatever the schedule, at every moment at most K
+workers are out, so the progress speed is at least ``min over R of sigma_{n-R}`` (R a
+multiset of at most K spot workers of n, R empty included); the run therefore ends by
+``T_core / (min_R sigma_{n-R} / sigma_n) + o_fixed``, and revoking the minimising R at
+the start attains it. The worst-case time is that bound (infinite when some R stops
+training). The exact method is the same cost-ordered scan; beyond ``max_plans`` only a
+robust nominal ``milp`` optimum is returned as optimal, else status ``limit`` with the
+nominal bound.
+
 Proven optimal: the nominal cost (eq. 11) among the K-robust plans, under this model.
 """
 
@@ -45,7 +55,7 @@ import itertools
 import math
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -193,18 +203,38 @@ def worst_case_delay(model: SpotModel, counts: np.ndarray, ps: np.ndarray, k: in
     return worst
 
 
+def unreplaced_delay(model: SpotModel, counts: np.ndarray, ps: np.ndarray, k: int) -> np.ndarray:
+    """Worst extra seconds when up to ``k`` spot workers are lost for good (module docstring)."""
+    counts = np.atleast_2d(np.asarray(counts, dtype=np.int64))
+    ps = np.broadcast_to(np.asarray(ps, dtype=np.int64), (len(counts),))
+    sigma, _ = progress_speed(model, counts, ps)
+    core = model.evaluate(counts, ps).time_s - model.problem.slo.takeover_overhead_s
+    slowest = sigma.copy()
+    width = counts.shape[1]
+    for group in _multisets(spot_columns(model), k):
+        removed = np.bincount(np.array(group), minlength=width)
+        valid = (counts >= removed).all(axis=1)
+        if valid.any():
+            rest, _ = progress_speed(model, counts[valid] - removed, ps[valid])
+            slowest[valid] = np.minimum(slowest[valid], rest)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(slowest > 0, core * (sigma / slowest - 1.0), np.inf)
+
+
 def _check_options(k: int, overhead_s: float) -> tuple[int, float]:
     return (check.integer("robust", k, minimum=0, maximum=8),
             check.number("takeover_overhead_s", overhead_s, minimum=0))
 
 
 def solve_robust(problem: SpotProblem, k: int = 1, *, overhead_s: float = JOIN_OVERHEAD_S,
-                 max_plans: int = DEFAULT_MAX_PLANS, time_limit_s: float = 60.0) -> Result:
+                 replaced: bool = True, max_plans: int = DEFAULT_MAX_PLANS,
+                 time_limit_s: float = 60.0) -> Result:
     """The cheapest plan that meets T_obj even if any ``k`` spot workers are revoked (module docstring).
 
     ``overhead_s`` is the time revoked workers take to be replaced (default: the paper's
-    2.1 min join). ``details`` adds ``robust_k``, ``worst_case_time_s`` and
-    ``worst_case_delay_s``; ``time_s`` and ``cost`` are the plan's nominal ones.
+    2.1 min join); with ``replaced=False`` they are never replaced. ``details`` adds
+    ``robust_k``, ``replaced``, ``worst_case_time_s`` and ``worst_case_delay_s``;
+    ``time_s`` and ``cost`` are the plan's nominal ones.
     """
     started = time.perf_counter()
     require_paper_model(problem)
@@ -212,43 +242,56 @@ def solve_robust(problem: SpotProblem, k: int = 1, *, overhead_s: float = JOIN_O
     method = f"robust-{k}"
     model = SpotModel(problem)
     limit = problem.slo.time_s * (1 + 1e-12)
+    if not isinstance(replaced, bool):
+        raise InvalidInputError("replaced", f"must be true or false, got {replaced!r}")
+    if not replaced:
+        method += "-unreplaced"
+
+    def extra(counts: np.ndarray, ps: np.ndarray) -> np.ndarray:
+        if replaced:
+            return overhead_s * worst_case_delay(model, counts, ps, k)
+        return unreplaced_delay(model, counts, ps, k)
+
     if spot_space_size(problem) > max_plans:
-        return _robust_by_milp(problem, model, k, overhead_s, max_plans, time_limit_s, started)
+        return _robust_by_milp(problem, model, k, overhead_s, replaced, extra, max_plans, time_limit_s, started)
     grid = plan_grid(problem, max_plans=max_plans)
     order = grid.by_cost()
     checked = 0
     for begin in range(0, len(order), 4096):
         idx = order[begin:begin + 4096]
         checked += len(idx)
-        delays = worst_case_delay(model, grid.counts[idx], grid.ps[idx], k)
-        ok = np.flatnonzero(grid.time_s[idx] + overhead_s * delays <= limit)
+        delays = extra(grid.counts[idx], grid.ps[idx])
+        ok = np.flatnonzero(grid.time_s[idx] + delays <= limit)
         if ok.size:
             i = int(idx[ok[0]])
             return _robust_result(model, grid.counts[i], int(grid.ps[i]), float(delays[ok[0]]), k, overhead_s,
-                                  Status.OPTIMAL, started, float(grid.cost[i]),
+                                  replaced, Status.OPTIMAL, started, float(grid.cost[i]),
                                   "cheapest robust plan by enumeration in cost order",
                                   {"plans_checked": checked, "space": len(grid.counts)})
+    how = f"{overhead_s:g} s to replace" if replaced else "never replaced"
     return spot_result(model, None, 1, status=Status.INFEASIBLE, method=method, started=started, bound=math.inf,
-                       message=f"no plan meets T_obj when {k} workers are revoked ({overhead_s:g} s to replace)",
+                       message=f"no plan meets T_obj when {k} workers are revoked ({how})",
                        stats={"plans_checked": checked})
 
 
-def _robust_result(model: SpotModel, counts: np.ndarray, ps: int, delay: float, k: int, overhead_s: float,
-                   status: Status, started: float, bound: float, message: str, stats: dict) -> Result:
-    result = spot_result(model, counts, ps, status=status, method=f"robust-{k}", started=started,
+def _robust_result(model: SpotModel, counts: np.ndarray, ps: int, delay_s: float, k: int, overhead_s: float,
+                   replaced: bool, status: Status, started: float, bound: float, message: str,
+                   stats: dict) -> Result:
+    method = f"robust-{k}" if replaced else f"robust-{k}-unreplaced"
+    result = spot_result(model, counts, ps, status=status, method=method, started=started,
                          bound=bound, message=message, stats=stats)
-    result.details.update({"robust_k": k, "takeover_overhead_s": overhead_s,
-                           "worst_case_delay_s": overhead_s * delay,
-                           "worst_case_time_s": float(result.time_s) + overhead_s * delay})
+    result.details.update({"robust_k": k, "replaced": replaced, "takeover_overhead_s": overhead_s,
+                           "worst_case_delay_s": delay_s, "worst_case_time_s": float(result.time_s) + delay_s})
     return result
 
 
-def _robust_by_milp(problem: SpotProblem, model: SpotModel, k: int, overhead_s: float, max_plans: int,
+def _robust_by_milp(problem: SpotProblem, model: SpotModel, k: int, overhead_s: float, replaced: bool,
+                    extra: Callable[[np.ndarray, np.ndarray], np.ndarray], max_plans: int,
                     time_limit_s: float, started: float) -> Result:
     """Beyond ``max_plans``: the nominal milp plan if robust (optimal), else the T_obj - K o plan."""
     from dnnprov.solve import solve
 
-    method = f"robust-{k}"
+    method = f"robust-{k}" if replaced else f"robust-{k}-unreplaced"
     nominal = solve(problem, "milp", time_limit_s=time_limit_s)
     if nominal.status is Status.INFEASIBLE:
         return spot_result(model, None, 1, status=Status.INFEASIBLE, method=method, started=started,
@@ -257,21 +300,21 @@ def _robust_by_milp(problem: SpotProblem, model: SpotModel, k: int, overhead_s: 
         return spot_result(model, None, 1, status=Status.LIMIT, method=method, started=started,
                            message=f"the nominal milp ended {nominal.status.value}: {nominal.message}")
     counts = np.array([nominal.plan.counts.get(label, 0) for label in model.columns.labels])
-    delay = float(worst_case_delay(model, counts, np.array([nominal.plan.ps]), k)[0])
-    if float(nominal.time_s) + overhead_s * delay <= problem.slo.time_s * (1 + 1e-12):
-        return _robust_result(model, counts, nominal.plan.ps, delay, k, overhead_s, Status.OPTIMAL, started,
-                              nominal.cost, "the nominal milp optimum is already robust", {"milp_solves": 1})
+    delay = float(extra(counts[None, :], np.array([nominal.plan.ps]))[0])
+    if float(nominal.time_s) + delay <= problem.slo.time_s * (1 + 1e-12):
+        return _robust_result(model, counts, nominal.plan.ps, delay, k, overhead_s, replaced, Status.OPTIMAL,
+                              started, nominal.cost, "the nominal milp optimum is already robust", {"milp_solves": 1})
     tight = problem.slo.time_s - k * overhead_s
     safe = None
-    if tight > problem.slo.takeover_overhead_s:
+    if replaced and tight > problem.slo.takeover_overhead_s:
         slo = type(problem.slo)(problem.slo.loss, tight, problem.slo.takeover_overhead_s)
         safe = solve(problem.replace(slo=slo), "milp", time_limit_s=time_limit_s)
     if safe is None or safe.plan is None:
         return spot_result(model, None, 1, status=Status.LIMIT, method=method, started=started, bound=nominal.cost,
-                           message=f"quota box beyond max_plans={max_plans:,} and no plan meets T_obj - K o: "
-                                   "nothing proven beyond the bound")
+                           message=f"quota box beyond max_plans={max_plans:,} and the nominal optimum is not "
+                                   "robust: nothing proven beyond the bound")
     counts = np.array([safe.plan.counts.get(label, 0) for label in model.columns.labels])
-    delay = float(worst_case_delay(model, counts, np.array([safe.plan.ps]), k)[0])
-    return _robust_result(model, counts, safe.plan.ps, delay, k, overhead_s, Status.FEASIBLE, started,
+    delay = float(extra(counts[None, :], np.array([safe.plan.ps]))[0])
+    return _robust_result(model, counts, safe.plan.ps, delay, k, overhead_s, replaced, Status.FEASIBLE, started,
                           nominal.cost, f"quota box beyond max_plans={max_plans:,}: the milp plan for T_obj - K o "
                           "(robust since F_K <= K); bound = the nominal optimum", {"milp_solves": 2})

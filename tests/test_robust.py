@@ -82,6 +82,57 @@ def robust_oracle(problem: dnnprov.SpotProblem, k: int) -> float | None:
     return best
 
 
+def finish_unreplaced(model: SpotModel, counts, ps, timed_events) -> float:
+    """Integrate progress when each (time, group) removes its workers for good."""
+    counts = np.asarray(counts)
+    ev = model.evaluate(counts[None, :], ps)
+    fixed = model.problem.slo.takeover_overhead_s
+    work = (float(ev.time_s[0]) - fixed) * speed(model, counts, ps)
+    t, done, cluster = 0.0, 0.0, counts.copy()
+    for at, group in sorted(timed_events, key=lambda e: e[0]):
+        rate = speed(model, cluster, ps)
+        if rate > 0 and done + rate * (at - t) >= work:
+            return t + (work - done) / rate + fixed
+        done, t = done + rate * (at - t), at
+        cluster = cluster - np.bincount(group, minlength=len(counts))
+    rate = speed(model, cluster, ps)
+    return t + (work - done) / rate + fixed if rate > 0 else math.inf
+
+
+def unreplaced_oracle(problem: dnnprov.SpotProblem, k: int) -> float | None:
+    """Cheapest plan meeting T_obj when up to k workers are lost for good, at 0, T/3 or 2T/3."""
+    model = SpotModel(problem)
+    cols = model.columns
+    spot = [i for i, m in enumerate(cols.markets) if m == "spot"]
+    best = None
+    for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
+        for counts in itertools.product(*(range(lo, hi + 1) for lo, hi in zip(cols.lower, cols.upper))):
+            ev = model.evaluate(np.array([counts]), ps)
+            if not ev.feasible[0] or speed(model, counts, ps) == 0:
+                continue
+            moments = (0.0, float(ev.time_s[0]) / 3, 2 * float(ev.time_s[0]) / 3)
+            workers = [i for i in spot for _ in range(counts[i])]
+            worst = max(finish_unreplaced(model, counts, ps, list(zip(times, s)))
+                        for s in schedules(workers, k) for times in itertools.product(moments, repeat=len(s)))
+            if worst <= problem.slo.time_s * (1 + 1e-9) and (best is None or ev.cost[0] < best):
+                best = float(ev.cost[0])
+    return best
+
+
+@pytest.mark.parametrize("seed", [0, 4, 6, 9])
+def test_robust_unreplaced_matches_exhaustive_adversary(seed: int) -> None:
+    """Without replacement, the cheapest K-robust plan matches an adversary revoking at 0, T/3, 2T/3."""
+    problem = paper_problem(seed)
+    for k in (1, 2):
+        result = solve_robust(problem, k, replaced=False)
+        expected = unreplaced_oracle(problem, k)
+        if expected is None:
+            assert result.status is dnnprov.Status.INFEASIBLE
+        else:
+            assert result.status is dnnprov.Status.OPTIMAL and result.details["replaced"] is False
+            assert result.cost == pytest.approx(expected, rel=1e-9)
+
+
 def paper_problem(seed: int) -> dnnprov.SpotProblem:
     rng = np.random.default_rng(seed)
     problem = random_spot_problem(rng, model="paper", n_types=3, max_quota=2, max_ps=2,
