@@ -84,6 +84,10 @@ def test_replays_are_reproducible_and_policies_help(tmp_path: Path) -> None:
     assert runs["replan"]["met_deadline"] > runs["none"]["met_deadline"]
     assert runs["fallback"]["met_deadline"] > runs["none"]["met_deadline"]
     assert runs["replan"]["replans_mean"] > 0 and runs["fallback"]["on_demand_launched_mean"] > 0
+    spot_dnn = simulate(problem, best.plan, traces, policy="replan", runs=60, seed=7, replan_method="heuristic").summary()
+    assert spot_dnn["replans_mean"] > 0 and spot_dnn["met_deadline"] > runs["none"]["met_deadline"] - 0.1
+    with pytest.raises(InvalidInputError, match="replan_method"):
+        Simulator(problem, traces, replan_method="greedy")
 
 
 @pytest.mark.parametrize(("revoked", "elapsed", "caps"), [
