@@ -170,7 +170,8 @@ def _summary(out: dict) -> str:
         lines = [f"{out['instance']} [spot, model {out['model']}]: {used}; {plan['ps']} PS",
                  f"  time : {out['time_s']:.2f} s" if out["time_s"] is not None else "  time : n/a (the loss SLO is unreachable)",
                  f"  cost : ${out['cost']:.6f}" if out["cost"] is not None else "  cost : n/a",
-                 f"  b_w {out['batch_wa']:.6g}, R {out['cc']:.4f}, |N| {out['workers']}, iterations "
+                 f"  b_w {out['batch_wa']:.6g}, R {out['cc']:.4f}{'' if out['cc_in_loss_model'] else ' (not in the no-cc loss)'}, "
+                 f"|N| {out['workers']}, iterations "
                  + (f"{out['iterations']:.1f}" if out["iterations"] is not None else "n/a")
                  + f" to loss {out['loss_objective']:g}",
                  f"  B_wk {out['bandwidth_mb_s']:.2f} MB/s (P = {out['contention_probability']:.3f}, PS {out['ps_bandwidth_mb_s']:g} MB/s)"]

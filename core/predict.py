@@ -78,8 +78,12 @@ def _predict_spot(problem: SpotProblem, counts: Mapping[str, int], ps: int) -> d
     e = model.evaluate(vector[None, :], np.array([ps]))
     w, slo, cons = problem.workload, problem.slo, problem.constraints
     workers = int(e.workers[0])
-    b_w, cc, j = float(e.batch_wa[0]), float(e.cc[0]), float(e.iterations[0])
+    b_w, j = float(e.batch_wa[0]), float(e.iterations[0])
     times = model.iteration_times(np.array([workers]), np.array([ps]))[0]
+    speeds = cols.batch / times                                   # v^i per column
+    v = float((vector * speeds).sum())
+    top = float(speeds[vector > 0].max())
+    cc = math.sqrt(max(1 - 2 * top / v + float((vector * speeds ** 2).sum()) / v ** 2, 0.0))  # eq. (5)
     bandwidth = float(model.worker_bandwidth(np.array([workers]), np.array([ps]))[0])
     p = w.alpha_1 * math.sqrt(workers) + w.beta_1
     p = min(p, 1.0) if model.reference else min(max(p, 0.0), 1.0)
@@ -133,6 +137,7 @@ def _predict_spot(problem: SpotProblem, counts: Mapping[str, int], ps: int) -> d
         "workers": workers,
         "batch_wa": b_w,
         "cc": cc,
+        "cc_in_loss_model": w.loss_variant == "cc",
         "iterations": _f(j),
         "loss_objective": slo.loss,
         "loss_curve": curve,

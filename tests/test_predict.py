@@ -45,7 +45,9 @@ def test_loss_curve_reaches_the_objective_on_the_paper_model() -> None:
     assert curve[-1]["iterations"] == pytest.approx(out["iterations"])
     assert curve[-1]["loss"] == pytest.approx(problem.slo.loss)
     assert all(a["loss"] > b["loss"] for a, b in zip(curve, curve[1:]))
-    assert out["cc"] > 0 and 0 <= out["contention_probability"] <= 1
+    e = dnnprov.SpotModel(problem).evaluate([[2, 0, 0, 3, 0]])
+    assert out["cc"] == pytest.approx(float(e.cc[0])) and out["cc_in_loss_model"]
+    assert 0 <= out["contention_probability"] <= 1
 
 
 def test_infeasible_plan_says_why(capsys: pytest.CaptureFixture[str]) -> None:
