@@ -260,3 +260,20 @@ def test_cli_to_csv_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["profile", "fit-loss", str(tmp_path / "state.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0].startswith("dnnprov: error: --out") and err[1].startswith("dnnprov: error: --batch-size")
+
+
+def test_cli_fit_timing_spot_writes_a_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """fit-timing on a spot CSV: the profile gets B_req, alpha_1/beta_1, compute times, a narrowed |N| range."""
+    _spot_timing_csv(tmp_path / "t.csv")
+    base = embedded_path("workloads", "spot", "inception-v3.json")
+    assert main(["profile", "fit-timing", str(tmp_path / "t.csv"), "--param-size-mb", str(S_PARM), "--json",
+                 "--base", str(base), "--out", str(tmp_path / "p.json")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["alpha_1"]["value"] == pytest.approx(ALPHA_1) and out["domain"]["workers"] == [1, 7]
+    profile = load_spot_profile(tmp_path / "p.json")
+    w = profile.workload
+    assert (w.bandwidth_req_mb_s, w.alpha_1, w.beta_1) == pytest.approx((B_REQ, ALPHA_1, BETA_1))
+    assert profile.per_type["p3.2xlarge"] == {"batch_per_gpu": 128, "compute_time_s": pytest.approx(0.30)}
+    assert w.domain.workers == (2, 7) and "alpha_1" not in w.estimated and "fit-timing" in profile.notes
+    assert main(["profile", "fit-timing", str(tmp_path / "t.csv")]) == 2
+    assert capsys.readouterr().err.startswith("dnnprov: error: --param-size-mb")
