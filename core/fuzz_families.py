@@ -380,19 +380,21 @@ def mid_size(rng: np.random.Generator) -> SpotProblem:
 # ------------------------------------------------------------------ serverless
 def serverless_instance(rng: np.random.Generator, name: str, *, timeout: bool = False,
                         concurrency: bool = False, deadline: str = "slack", memory: bool = False,
-                        budget: str | None = None, domain: bool = False) -> ServerlessProblem:
-    """A random λDNN instance with at most a few thousand (n, m, s) plans.
+                        budget: str | None = None, domain: bool = False,
+                        many: bool = False) -> ServerlessProblem:
+    """A random λDNN instance with at most about ten thousand (n, m, s) plans.
 
     ``timeout``: a short function timeout with checkpoint restarts; ``concurrency``: a small
     concurrency limit and a function-count range; ``deadline``: ``"slack"`` or ``"exact"``
     (T_o is a random plan's time); ``memory``: a grid of 1-3 memory sizes; ``budget`` as in
-    :func:`finish_spot`; ``domain``: a validity domain (memory and function-count ranges).
+    :func:`finish_spot`; ``domain``: a validity domain (memory and function-count ranges);
+    ``many``: a concurrency limit of 100-1,000 functions (with 1-3 memory sizes).
     """
     local = int(rng.choice([8, 16, 32, 64, 128]))
     step = int(rng.choice([64, 128, 256]))
     max_memory = int(rng.integers(4, 41)) * step
     min_memory = int(rng.integers(1, max_memory + 1))
-    if memory:
+    if memory or many:
         min_memory = max_memory - int(rng.integers(0, 3)) * step - int(rng.integers(0, step))
     workload = ServerlessWorkload(
         name="fuzz", dataset_mb=float(rng.uniform(10, 300)), samples=int(rng.integers(2000, 60001)),
@@ -405,7 +407,7 @@ def serverless_instance(rng: np.random.Generator, name: str, *, timeout: bool = 
     timeout_s = float(rng.uniform(40, 300)) if timeout else float(rng.choice([300.0, 900.0]))
     platform = ServerlessPlatform(
         memory_step_mb=step, max_memory_mb=max_memory,
-        concurrency_limit=int(rng.integers(2, 17)) if concurrency else int(rng.integers(10, 61)),
+        concurrency_limit=int(rng.integers(100, 1001) if many else rng.integers(2, 17) if concurrency else rng.integers(10, 61)),
         ps_bandwidth_mb_s=float(rng.uniform(200, 2000)),
         ps_price_per_h=float(rng.choice([0.0, 0.096, _log_uniform(rng, 1e-3, 2.0)])),
         price_per_request=float(rng.choice([0.0, 2e-7, _log_uniform(rng, 1e-7, 1e-3)])),
@@ -500,12 +502,14 @@ FAMILIES: dict[str, Family] = {
     "mixed": mixed,
     "mid-size": mid_size,
     "wide-quota": _spot_family("wide-quota", ("ps-range",), n_types=2, max_quota=300),
+    "single-type-wide": _spot_family("single-type-wide", ("ps-range",), n_types=1, max_quota=3000),
     "strong-contention": _spot_family("strong-contention", ("ps-range",), contention="strong", max_quota=12),
     "serverless-timeout": _serverless_family("serverless-timeout", timeout=True),
     "serverless-concurrency": _serverless_family("serverless-concurrency", concurrency=True),
     "serverless-deadline": _serverless_family("serverless-deadline", deadline="exact"),
     "serverless-memory": _serverless_family("serverless-memory", memory=True),
     "serverless-domain": _serverless_family("serverless-domain", domain=True),
+    "serverless-many": _serverless_family("serverless-many", many=True),
     "serverless-mixed": serverless_mixed,
 }
 
