@@ -36,7 +36,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         loss = "-" if row["loss"] is None else f"{row['loss']:g}"
         plan = row["plan"] if row["changed"] else ""
         print(f"{loss:>6} {row['deadline_s']:>10.0f} {row['status']:<10} {_money(row['cost']):>10} "
-              f"{_money(row['heuristic_cost']):>10}  {plan}")
+              f"{_money(row['heuristic_cost']):>10}  {plan}".rstrip())
     for violation in result.violations:
         print(f"warning: {violation}")
     if args.out:

@@ -93,6 +93,7 @@ RUN: dict[tuple[str, str], str] = {
     ("joint.md", "import dnnprov"): "python",
     ("profiler.md", "$ dnnprov predict embedded:spot/paper-table1.json --counts g3.8xlarge=5,g3.16xlarge=3"): "console",
     ("profiler.md", "from dnnprov import predict, read_instance, embedded_instance"): "python",
+    ("sweep.md", "$ dnnprov sweep embedded:spot/paper-table1.json --deadlines 2300:3600:27 --out sweep"): "console",
 }
 
 #: Blocks no test runs, and why.
@@ -105,6 +106,20 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "the full benchmark (minutes); its numbers are the page's table",
     ("benchmarks.md", ".venv/bin/python benchmarks/service_load.py --workers 1"):
         "a load benchmark (a server and 200 requests); the page's table holds what it measured",
+    ('service.md', ".venv/bin/pip install -e '.[service]'"):
+        'synopsis of the install and the options; tests/test_service.py starts the server',
+    ('service.md', '$ dnnprov serve --port 8642 --db jobs.sqlite --workers 2 --token-file token > /dev/null 2>> serve.log & echo $! > serve.pid; sleep 5'):
+        'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',
+    ('service.md', '$ curl -s -H "$AUTH" localhost:8642/v1/jobs -d \'{"instance": "embedded:spot/paper-table5-resnet110-0.8-2400.json"}\' | tee job.json'):
+        'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',
+    ('service.md', '$ curl -s -H "$AUTH" localhost:8642/v1/replan -d "{\\"instance\\": \\"embedded:spot/paper-table1.json\\", \\"plan\\": $(cat plan.json), \\"revoked\\": {\\"g3.8xlarge\\": 5}, \\"elapsed_s\\": 1788, \\"loss_reached\\": 0.92}" | jq -c \'{format, status: .result.status, plan: .result.plan, cost: .result.cost, new: .result.details.new_instances}\''):
+        'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',
+    ('service.md', '$ curl -s -H "$AUTH" localhost:8642/metrics | grep -E \'^dnnprov_(solves_total|queue_depth|jobs)\''):
+        'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',
+    ('service.md', '$ curl -s -H "$AUTH" localhost:8642/v1/jobs -d \'{"instance": "embedded:spot/paper-table3-overhead-7x10.json", "method": "enumerate", "max_plans": 100000000, "time_limit_s": 60}\' | tee slow.json'):
+        'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',
+    ('sweep.md', 'dnnprov sweep INSTANCE --deadlines START:STOP:N [--losses L1,L2,...] [--time-limit S]'):
+        'synopsis with placeholders; the Table I transcript below runs',
     ("solvers.md", "dnnprov milp: large-003 (spot, model paper, loss cc)"):
         "the log of a 7 s solve of large-003, whose timings vary from run to run",
     ("solvers.md", ".venv/bin/python benchmarks/fuzz_certificates.py --count 10000 --out /tmp/fuzz-findings"):
