@@ -152,8 +152,11 @@ class Result:
             lines.append(f"  time : {self.time_s:.2f} s")
         if self.cost is not None:
             lines.append(f"  cost : ${self.cost:.6f}")
-        if self.bound is not None:
-            lines.append(f"  bound: ${self.bound:.6f} (gap {100 * (self.gap or 0):.4f} %)")
+        if self.status is Status.INFEASIBLE:
+            lines.append("  infeasible: no plan meets every constraint")
+        elif self.bound is not None and math.isfinite(self.bound):
+            gap = "" if self.gap is None else f" (gap {100 * self.gap:.4f} %)"
+            lines.append(f"  bound: ${self.bound:.6f}{gap}")
         lines.append(f"  solve: {self.solve_seconds:.3f} s")
         if self.message:
             lines.append(f"  note : {self.message}")

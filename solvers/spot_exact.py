@@ -83,6 +83,8 @@ CELL_ENUMERATION = 1024         # cells with at most this many count vectors are
 FALLBACK_ENUMERATION = 1_000_000  # a cell whose MILP fails is enumerated up to this size
 NOGOOD_ESCALATION = 24          # ... and so is a cell whose MILPs keep returning plans (one no-good each)
 TAIL_CHUNK = 16                 # worker counts generated per tail expansion
+POLISH_MARGIN = 0.0             # plans (feasible or not) cheaper than the incumbent are polished
+POLISH_ROUNDS = 3
 SEED_SHARE = 0.25               # share of the time limit the heuristic seed may use ...
 SEED_CAP_S = 0.5                # ... and at most this: past it the cells find incumbents faster
 
@@ -123,6 +125,7 @@ class SpotDecomposition:
         self.best_cost = math.inf
         self.best: tuple[np.ndarray, int] | None = None
         self.failures: list[str] = []          # HiGHS failures that ended the search
+        self.box_sizes: dict[tuple, int] = {}
 
     # ------------------------------------------------------------------ model pieces
     def shape(self, workers: int, ps: int) -> ClusterShape:
@@ -448,8 +451,13 @@ class SpotDecomposition:
                 rows.append((everything, np.concatenate([a[allowed], [-high]]), -math.inf, 0.0))
         return allowed, rows
 
-    def solve_lp(self, cost: np.ndarray, lower: np.ndarray, upper: np.ndarray, rows: list) -> float | None:
-        """An LP's optimum lowered by its tolerance; ``None``: infeasible; ``-inf``: no answer."""
+    def solve_lp(self, cost: np.ndarray, lower: np.ndarray, upper: np.ndarray, rows: list,
+                 cell: Cell | None = None) -> float | None:
+        """An LP's optimum lowered by its tolerance; ``None``: infeasible; ``-inf``: no answer.
+
+        With ``cell``, the LP point (y, t) is rounded to a plan of the cell and tried as an
+        incumbent (a heuristic: it proves nothing).
+        """
         solution = solve_milp(self.highs, cost, lower, upper, rows,
                               integer=np.zeros(len(cost), dtype=bool),
                               time_limit_s=max(self.clock.remaining(), 1e-3))
@@ -458,15 +466,38 @@ class SpotDecomposition:
             return None
         if solution.status is not MilpStatus.OPTIMAL:
             return -math.inf
+        if cell is not None and solution.x is not None:
+            self.round_lp_point(cell, solution.x)
         value = solution.objective
         return value - 1e-6 * abs(value) - 1e-12            # LP tolerances: keep it a lower bound
+
+    def round_lp_point(self, cell: Cell, x: np.ndarray) -> None:
+        """Round the Charnes-Cooper point n = y / t to K workers inside the box; try it."""
+        allowed = np.flatnonzero(cell.allowed)
+        t = x[len(allowed)]
+        if not t > 0:
+            return
+        lo, hi = self.box(cell)
+        target = np.clip(x[:len(allowed)] / t, lo[allowed], hi[allowed])
+        counts = np.zeros(len(self.cols), dtype=np.int64)
+        counts[allowed] = np.floor(target + 1e-9).astype(np.int64)
+        left = cell.workers - int(counts.sum())
+        for i in np.argsort(-(target - np.floor(target + 1e-9)), kind="stable"):   # largest remainders
+            if left <= 0:
+                break
+            c = allowed[i]
+            if counts[c] < hi[c]:
+                counts[c] += 1
+                left -= 1
+        if left == 0:
+            self.consider(counts, cell.ps)
 
     def lp_ratio(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> float | None:
         """min (P + c0) / X over the LP relaxation of the cell (Charnes-Cooper); ``None``: empty."""
         allowed, rows = self.charnes_cooper_rows(cell, lo, hi)
         m = len(allowed)
         cost = np.concatenate([self.cols.price[allowed], [cell.ps * self.c0_per_ps]])
-        value = self.solve_lp(cost, np.zeros(m + 1), np.full(m + 1, math.inf), rows)
+        value = self.solve_lp(cost, np.zeros(m + 1), np.full(m + 1, math.inf), rows, cell=cell)
         return None if value is None else max(value, 0.0)
 
     def max_ratio(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> float:
@@ -730,16 +761,47 @@ class SpotDecomposition:
         self.evaluated[key] = cost
         if cost < self.best_cost:
             self.best_cost, self.best = cost, (counts.copy(), ps)
+        if ev.cost[0] < self.best_cost * (1 + POLISH_MARGIN):
+            self.polish(counts, ps)
+
+    def polish(self, counts: np.ndarray, ps: int) -> None:
+        """Local search for incumbents around a promising plan (proves nothing; any plan it
+        keeps is evaluated exactly): best improvement over adding, removing or swapping one
+        worker and changing the PS count by one, for a few rounds."""
+        cols, cons = self.cols, self.problem.constraints
+        m = len(cols)
+        eye = np.eye(m, dtype=np.int64)
+        moves = np.concatenate([eye, -eye, (eye[:, None, :] - eye[None, :, :]).reshape(m * m, m)])
+        moves = moves[np.abs(moves).sum(axis=1) > 0]
+        current, current_ps = counts.copy(), ps
+        for _ in range(POLISH_ROUNDS):
+            plans = current + moves
+            ok = ((plans >= cols.lower) & (plans <= cols.upper)).all(axis=1) & (plans.sum(axis=1) > 0)
+            plans = plans[ok]
+            ps_values = [s for s in (current_ps - 1, current_ps + 1) if cons.ps_count[0] <= s <= cons.ps_count[1]]
+            batches = [(plans, current_ps)] + [(current[None, :], s) for s in ps_values]
+            best = (self.best_cost, None, None)
+            for batch, s in batches:
+                ev = self.model.evaluate(batch, s)
+                self.stats["evaluations"] += len(batch)
+                cost = np.where(ev.feasible, ev.cost, np.inf)
+                i = int(np.argmin(cost))
+                if cost[i] < best[0]:
+                    best = (float(cost[i]), batch[i].copy(), s)
+            if best[1] is None:
+                return
+            self.best_cost, self.best = best[0], (best[1], best[2])
+            current, current_ps = best[1], best[2]
 
     def enumerate_cell(self, cell: Cell, limit: int) -> bool:
         """Evaluate every count vector of the cell's box (a superset of its plans).
 
         Returns ``False`` (and does nothing) when the box holds more than ``limit``.
         """
+        if self.box_size(cell, limit) > limit:
+            return False
         lo, hi = self.box(cell)
         allowed = np.flatnonzero(cell.allowed)
-        if count_compositions(lo[allowed], hi[allowed], cell.workers, limit) > limit:
-            return False
         sub = compositions(lo[allowed], hi[allowed], cell.workers)
         self.stats["enumerated_cells"] += 1
         if not len(sub):
@@ -754,14 +816,18 @@ class SpotDecomposition:
             self.best_cost, self.best = float(cost[i]), (counts[i].copy(), cell.ps)
         return True
 
-    def small(self, cell: Cell) -> bool:
-        """Whether evaluating the cell outright is cheaper than its LP bound (and MILPs)."""
-        if self.cell_enumeration <= 0:
-            return False
+    def box_size(self, cell: Cell, limit: int) -> int:
+        """Count vectors in the cell's box (past ``limit``: ``limit + 1``); cached per box."""
         lo, hi = self.box(cell)
         allowed = cell.allowed
-        return count_compositions(lo[allowed], hi[allowed], cell.workers, self.cell_enumeration) \
-            <= self.cell_enumeration
+        key = (cell.workers, lo[allowed].tobytes(), hi[allowed].tobytes(), limit)
+        if key not in self.box_sizes:
+            self.box_sizes[key] = count_compositions(lo[allowed], hi[allowed], cell.workers, limit)
+        return self.box_sizes[key]
+
+    def small(self, cell: Cell) -> bool:
+        """Whether evaluating the cell outright is cheaper than its LP bound (and MILPs)."""
+        return self.cell_enumeration > 0 and self.box_size(cell, self.cell_enumeration) <= self.cell_enumeration
 
     def bound_now(self, heap: list[Cell]) -> float:
         """The proven lower bound at this moment: the smallest open bound, or the incumbent."""
@@ -878,6 +944,10 @@ class SpotDecomposition:
             child = self.new_cell(cell.workers, cell.ps, cell.top, b_range=parts["b"],
                                   v_range=parts["v"], x_range=parts["x"], nogoods=nogoods)
             if child is not None:
+                # a child holds a subset of the parent's plans: the parent's bounds hold too
+                child.rho_min = max(child.rho_min, cell.rho_min)
+                child.pj_lb = max(child.pj_lb, cell.pj_lb)
+                child.bound = max(child.bound, cell.bound)
                 children.append(child)
         return children
 
