@@ -6,7 +6,8 @@ for ``enumerate`` to evaluate every plan, each claim can be checked. :func:`chec
 one instance both ways and returns a :class:`Finding` per broken claim; :func:`shrink`
 minimizes a failing instance greedily; :func:`write_finding` saves it as an instance
 file that ``dnnprov solve FILE`` reloads. The seeded instance families live in
-:mod:`dnnprov.fuzz_families` (re-exported here as :data:`FAMILIES` and :func:`instance`).
+:mod:`dnnprov.fuzz_families` (:data:`FAMILIES` is re-exported here); :func:`instance`
+builds one of them from its family name and seed.
 
 Tolerances: a cost counts as above the optimum beyond ``1e-6`` relative plus ``1e-9``
 absolute; a bound counts as above the optimum beyond ``1e-9`` relative plus ``1e-12``.
