@@ -279,7 +279,9 @@ def create_app(config: ServiceConfig) -> FastAPI:
             raise ApiError(422, outcome[1], outcome[2])
         if outcome[0] == "killed":
             raise ApiError(504, "time_limit_s", outcome[1])
-        raise ApiError(500 if outcome[0] == "error" else 503, "", outcome[1] if len(outcome) > 1 else outcome[0])
+        if outcome[0] == "error":
+            raise ApiError(500, "", outcome[1])
+        raise ApiError(503, "", "the server is shutting down: retry the request")
 
     def endpoint_of(kind: str) -> Any:
         async def endpoint(request: Request) -> Any:
