@@ -156,13 +156,13 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "a fragment of an instance file showing the interruption field; tests/test_risk.py round-trips it",
     ("revocation.md", "dnnprov risk fit TRACE... [--pool] [--json]        # one model per trace, or pooled"):
         "synopsis with placeholders; the traces live in ../shared/data, tests/test_risk.py runs the commands",
-    ("revocation.md", "dnnprov risk solve INSTANCE --robust K [--takeover-overhead 126] [--max-plans N] [--json]"):
+    ("revocation.md", "dnnprov risk solve INSTANCE --robust K [--no-replacement] [--takeover-overhead 126] [--max-plans N] [--json]"):
         "synopsis with placeholders; tests/test_risk.py and tests/test_robust.py run it",
     ("revocation.md", "dnnprov risk solve INSTANCE --risk [--deadline-probability Q] [--takeover-overhead 126]"):
         "synopsis with placeholders; tests/test_risk.py and tests/test_robust.py run it",
     ("revocation.md", "dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE [--trace TYPE=FILE ...]"):
         "synopsis with placeholders; tests/test_simulate.py runs the command",
-    ("revocation.md", "python benchmarks/revocation_replay.py --runs 1000                       # (0.8, 1800 s)"):
+    ("revocation.md", "python benchmarks/revocation_replay.py --runs 1000                 # set traced, (0.8, 1800 s)"):
         "the replay benchmark (reads ../shared/data); the page's table holds what it printed",
 }
 
