@@ -19,6 +19,7 @@ import dnnprov
 
 httpx = pytest.importorskip("httpx", reason="httpx is in the test extra")
 pytest.importorskip("fastapi", reason="the service extra (fastapi, uvicorn) is in the test extra")
+openapi_spec_validator = pytest.importorskip("openapi_spec_validator", reason="in the test extra")
 
 DNNPROV = str(Path(sys.executable).with_name("dnnprov"))
 TOKEN = "test-token-0123456789abcdef"
@@ -117,6 +118,7 @@ def test_auth_health_openapi_and_metrics(api) -> None:
     assert refused.status_code == 401 and refused.json()["error"]["field"] == "Authorization"
     assert httpx.get(f"{url}/metrics", headers={"Authorization": "Bearer wrong"}).status_code == 401
     spec = client.get("/openapi.json").json()
+    openapi_spec_validator.validate(spec)  # a valid OpenAPI 3.1 document
     schema = json.loads(Path(dnnprov.__file__).parent.joinpath("..", "data", "schema", "spot-v1.schema.json")
                         .resolve().read_text())
     assert spec["components"]["schemas"]["SpotInstance"]["properties"].keys() == schema["properties"].keys()
