@@ -191,7 +191,9 @@ def fit_loss(log: LossLog, variant: str = "cc") -> LossFit:
             estimates[p] = Estimate(fixed[p][0], None, fixed[p][1])
         else:
             se = stderr[free.index(p)]
-            estimates[p] = Estimate(float(values[p]), None if math.isnan(se) else float(se))
+            bound = "gamma_1 > -min(j)" if p == "gamma_1" else "gamma_4 >= 0"
+            estimates[p] = (Estimate(float(values[p]), float(se)) if not math.isnan(se)
+                            else Estimate(float(values[p]), None, f"stopped at its bound {bound}"))
     runs = tuple(log.runs())
     domain = SpotDomain(batch_wa=(float(b.min()), float(b.max())), workers=(int(k.min()), int(k.max())),
                         cc=(float(cc.min()), float(cc.max())),

@@ -62,6 +62,8 @@ def read_loss_logs(paths: Sequence[str | Path], *, batch_size: float | None = No
 
 def format_estimate(name: str, e: Estimate) -> str:
     """``name = value ± stderr`` (or ``fixed at value: reason``)."""
+    if e.fixed.startswith("stopped"):
+        return f"{name} = {e.value:.6g} ({e.fixed}; no standard error)"
     if e.fixed:
         return f"{name} fixed at {e.value:.6g} ({e.fixed})"
     return f"{name} = {e.value:.6g}" + (f" ± {e.stderr:.3g}" if e.stderr is not None else " (no standard error: as many points as coefficients)")
@@ -79,7 +81,7 @@ def with_loss_fit(base: SpotWorkloadProfile, fit: LossFit, source: str,
                   loo: list[dict[str, Any]] | None = None) -> SpotWorkloadProfile:
     """``base`` with gamma_1..gamma_5, the loss variant and the domain of ``fit``."""
     coefficients = fit.coefficients()
-    fitted = [p for p, e in fit.estimates.items() if not e.fixed]
+    fitted = [p for p, e in fit.estimates.items() if not e.fixed or e.fixed.startswith("stopped")]
     line = (f"Loss model fitted by dnnprov profile fit-loss from {source} ({fit.points} steps, runs "
             f"{', '.join(fit.runs)}; variant {fit.variant}): "
             + "; ".join(format_estimate(p, e) for p, e in fit.estimates.items()) + f"; RMSE {fit.rmse:.4g}.")
