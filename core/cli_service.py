@@ -46,7 +46,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         import uvicorn
 
         from dnnprov.service.app import ServiceConfig, create_app
-        from dnnprov.service.store import default_db_path
+        from dnnprov.service.store import JobStore, default_db_path
     except ImportError as exc:
         raise InvalidInputError("serve", f"needs the service extra: pip install 'dnnprov[service]' ({exc})") from None
     for option, value in (("--workers", args.workers), ("--max-pending", args.max_pending),
@@ -58,7 +58,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise InvalidInputError("--port", f"must be within 0..65535, got {args.port}")
     token = _token(args.token_file)
-    config = ServiceConfig(db_path=Path(args.db) if args.db else default_db_path(), workers=args.workers,
+    db_path = Path(args.db) if args.db else default_db_path()
+    JobStore(db_path).close()  # an unusable job store is one error line here, not a failed start
+    config = ServiceConfig(db_path=db_path, workers=args.workers,
                            token=token, max_body_bytes=args.max_body_bytes,
                            max_time_limit_s=args.max_time_limit, max_pending=args.max_pending)
     handler = logging.StreamHandler(sys.stderr)

@@ -285,3 +285,16 @@ def test_predict_one_plan(api) -> None:
     assert got["time_s"] == pytest.approx(solved["time_s"])
     bad = client.post("/v1/predict", json={"instance": TABLE1, "plan": {"counts": {"p9.huge": 1}}})
     assert bad.status_code == 422 and bad.json()["error"]["field"]
+
+
+def test_bad_serve_options_give_one_error_line(tmp_path: Path) -> None:
+    """An unusable job store or token file: exit 2 and one `dnnprov: error:` line naming the option."""
+    (tmp_path / "not.sqlite").write_text("not a database\n")
+    (tmp_path / "short").write_text("abc\n")
+    for options, option in ((["--db", str(tmp_path / "not.sqlite")], "--db"),
+                            (["--db", str(tmp_path / "j.sqlite"), "--token-file", str(tmp_path / "short")], "--token-file"),
+                            (["--db", str(tmp_path / "j.sqlite"), "--workers", "0"], "--workers")):
+        run = subprocess.run([DNNPROV, "serve", "--port", str(free_port()), *options], capture_output=True,
+                             text=True, timeout=60)
+        assert run.returncode == 2 and run.stderr.startswith(f"dnnprov: error: {option}: ")
+        assert len(run.stderr.splitlines()) == 1

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dnnprov.errors import InvalidInputError
+
 #: Job states; the last three are final.
 STATES = ("queued", "running", "done", "failed", "cancelled")
 FINAL = ("done", "failed", "cancelled")
@@ -72,12 +74,16 @@ class JobStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise InvalidInputError("--db", f"cannot use {self.path} as the job store: "
+                                            f"{getattr(exc, 'strerror', None) or exc}") from None
 
     def close(self) -> None:
         """Close the database."""
