@@ -56,7 +56,8 @@ def cmd_fit_loss(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**fit.to_dict(), "leave_one_run_out": loo}, indent=2))
         return EXIT_OK
-    print(f"fit of eq. (3), variant {fit.variant}: {fit.points} steps of {len(fit.runs)} runs, RMSE {fit.rmse:.4g}")
+    print(f"fit of eq. (3), variant {fit.variant}: {fit.points} steps of {len(fit.runs)} runs, RMSE {fit.rmse:.4g} "
+          f"(largest residual {abs(fit.residuals).max():.4g})")
     for name, e in fit.estimates.items():
         print("  " + profiler.format_estimate(name, e))
     d = fit.domain

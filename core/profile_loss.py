@@ -99,7 +99,8 @@ class LossFit:
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the ``profile fit-loss --json`` output)."""
         return {"variant": self.variant, "coefficients": {k: e.to_dict() for k, e in self.estimates.items()},
-                "rmse": self.rmse, "points": self.points, "runs": list(self.runs),
+                "rmse": self.rmse, "max_abs_residual": float(np.abs(self.residuals).max()),
+                "points": self.points, "runs": list(self.runs),
                 "domain": self.domain.to_dict()}
 
 
