@@ -8,7 +8,8 @@ Instance ``k`` of the run is family ``F[k % len(F)]`` (``F``: the chosen familie
 ``dnnprov.fuzz.instance(family, seed)`` rebuilds any one of them. Each is solved with
 ``milp`` and ``enumerate`` and checked by :func:`dnnprov.fuzz.check`. For the first
 ``--shrink-per-kind`` findings of each (family, kind), the instance is shrunk greedily and
-written to ``--out`` (one JSON file each, loadable with ``dnnprov solve FILE``).
+written to ``--out`` (one JSON file each, loadable with ``dnnprov solve FILE``), or printed
+to stderr as instance JSON without ``--out``.
 
 Progress goes to stderr; at the end a Markdown table of counts by family and finding kind,
 with the CPU seconds of generating and checking (shrinking apart), goes to stdout. Exit status 1 if any wrong certificate was found.
@@ -33,13 +34,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--count", type=int, default=10_000, help="instances in all (default 10,000)")
     parser.add_argument("--families", default="", help="comma-separated family names (default: all)")
     parser.add_argument("--seed", type=int, default=1000, help="first seed of every family (default 1000)")
-    parser.add_argument("--out", type=Path, help="write shrunk reproducing instances here")
+    parser.add_argument("--out", type=Path, help="write shrunk reproducing instances here (default: print them)")
     parser.add_argument("--time-limit", type=float, default=10.0, help="milp time limit per instance, s")
     parser.add_argument("--gap", type=float, default=0.0,
                         help="relative gap for milp (default 0: prove optimality); with a gap, 'feasible' "
                              "plans must be within it")
     parser.add_argument("--shrink-per-kind", type=int, default=3,
-                        help="shrink and write at most this many findings per (family, kind)")
+                        help="shrink and write (or print) at most this many findings per (family, kind)")
     args = parser.parse_args(argv)
     names = [f for f in args.families.split(",") if f] or list(fuzz.FAMILIES)
     unknown = [f for f in names if f not in fuzz.FAMILIES]
@@ -91,11 +92,14 @@ def main(argv: list[str] | None = None) -> int:
             c[kind] += 1
         for f in findings:
             print(f, file=sys.stderr)
-            if args.out is not None and shrunk[family, f.kind] < args.shrink_per_kind:
+            if shrunk[family, f.kind] < args.shrink_per_kind:
                 shrunk[family, f.kind] += 1
                 small = fuzz.shrink_finding(problem, f, time_limit_s=args.time_limit, gap=args.gap)
-                written.append(fuzz.write_finding(small, f, args.out))
-                print(f"  -> {written[-1]}", file=sys.stderr)
+                if args.out is None:
+                    print(dnnprov.dumps_instance(fuzz.annotate(small, f)), file=sys.stderr)
+                else:
+                    written.append(fuzz.write_finding(small, f, args.out))
+                    print(f"  -> {written[-1]}", file=sys.stderr)
         now = time.perf_counter() - started
         if now - last >= 5 or k == args.count - 1:
             last = now
