@@ -11,6 +11,7 @@ import argparse
 import ipaddress
 import logging
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -40,6 +41,21 @@ def _loopback(host: str) -> bool:
         return host == "localhost"
 
 
+def _check_bind(host: str, port: int) -> None:
+    """Refuse, as one error line, an address the server could not listen on."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise InvalidInputError("--host", f"cannot resolve {host!r}: {exc.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise InvalidInputError("--port", f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the HTTP service until interrupted."""
     try:
@@ -57,6 +73,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise InvalidInputError("--max-time-limit", f"must be positive, got {args.max_time_limit}")
     if not 0 <= args.port <= 65535:
         raise InvalidInputError("--port", f"must be within 0..65535, got {args.port}")
+    _check_bind(args.host, args.port)
     token = _token(args.token_file)
     db_path = Path(args.db) if args.db else default_db_path()
     JobStore(db_path).close()  # an unusable job store is one error line here, not a failed start

@@ -288,7 +288,7 @@ def test_predict_one_plan(api) -> None:
 
 
 def test_bad_serve_options_give_one_error_line(tmp_path: Path) -> None:
-    """An unusable job store or token file: exit 2 and one `dnnprov: error:` line naming the option."""
+    """An unusable job store, token file or port: exit 2 and one `dnnprov: error:` line naming the option."""
     (tmp_path / "not.sqlite").write_text("not a database\n")
     (tmp_path / "short").write_text("abc\n")
     for options, option in ((["--db", str(tmp_path / "not.sqlite")], "--db"),
@@ -298,3 +298,9 @@ def test_bad_serve_options_give_one_error_line(tmp_path: Path) -> None:
                              text=True, timeout=60)
         assert run.returncode == 2 and run.stderr.startswith(f"dnnprov: error: {option}: ")
         assert len(run.stderr.splitlines()) == 1
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        run = subprocess.run([DNNPROV, "serve", "--port", str(taken.getsockname()[1]), "--db", str(tmp_path / "j.sqlite")],
+                             capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and run.stderr.startswith("dnnprov: error: --port: cannot listen on 127.0.0.1:")
