@@ -16,12 +16,14 @@ the objective time (and budget) are taken from random plans evaluated with
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from importlib import resources
 from typing import Any, Callable
 
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
+from dnnprov.instance_io import embedded_instance, read_instance
 from dnnprov.serverless import (ServerlessConstraints, ServerlessPlatform, ServerlessProblem,
                                 ServerlessWorkload)
 from dnnprov.serverless_model import ServerlessModel
@@ -356,9 +358,13 @@ def _spot_family(name: str, features: tuple[str, ...] = (), *, slo: str = "slack
     return family
 
 
-def _mixed(rng: np.random.Generator, name: str, features: tuple[int, int], **draft: Any) -> SpotProblem:
-    """Between ``features[0]`` and ``features[1]`` features at once, random SLO/budget modes."""
-    d = spot_draft(rng, j_nonpositive=bool(rng.random() < 0.2), **draft)
+def _mixed(rng: np.random.Generator, name: str, features: tuple[int, int], *,
+           base: SpotDraft | None = None, **draft: Any) -> SpotProblem:
+    """Between ``features[0]`` and ``features[1]`` features at once, random SLO/budget modes.
+
+    The features change ``base`` if given, else a random draft with the options ``draft``.
+    """
+    d = base or spot_draft(rng, j_nonpositive=bool(rng.random() < 0.2), **draft)
     chosen = set(rng.choice(list(FEATURES), size=int(rng.integers(*features)), replace=False).tolist())
     for feature_name, feature in FEATURES.items():
         if feature_name in chosen:
@@ -370,6 +376,34 @@ def _mixed(rng: np.random.Generator, name: str, features: tuple[int, int], **dra
 def mixed(rng: np.random.Generator) -> SpotProblem:
     """Three to five features at once, a random model and loss variant, random SLO/budget modes."""
     return _mixed(rng, "mixed", (3, 6))
+
+
+#: The spot instances shipped with dnnprov (the paper's settings), by file name.
+EMBEDDED_SPOT = tuple(sorted(p.name for p in resources.files("dnnprov.data").joinpath("instances", "spot").iterdir()
+                             if p.name.endswith(".json")))
+
+
+def draft_of(problem: SpotProblem) -> SpotDraft:
+    """The draft of an existing problem (field values as they are; kept instances dropped)."""
+    c = problem.constraints
+    return SpotDraft(
+        types=[{f.name: getattr(t, f.name) for f in fields(t) if getattr(t, f.name) is not None}
+               for t in problem.instance_types],
+        workload={f.name: getattr(problem.workload, f.name) for f in fields(problem.workload)},
+        platform={f.name: getattr(problem.platform, f.name) for f in fields(problem.platform)},
+        slo={f.name: getattr(problem.slo, f.name) for f in fields(problem.slo)},
+        constraints=dict(ps_count=c.ps_count, workers=c.workers, markets=c.markets,
+                         vcpu_quotas=[dict(family=q.family, market=q.market, vcpus=q.vcpus) for q in c.vcpu_quotas]),
+        model=problem.model)
+
+
+def embedded(rng: np.random.Generator) -> SpotProblem:
+    """A paper instance shipped with dnnprov, quotas redrawn (0-6), zero to two features."""
+    name = EMBEDDED_SPOT[int(rng.integers(0, len(EMBEDDED_SPOT)))]
+    d = draft_of(read_instance(embedded_instance(f"spot/{name}")))
+    for t in d.types:
+        t["quota"] = int(rng.integers(0, 7))
+    return _mixed(rng, "embedded", (0, 3), base=d)
 
 
 def mid_size(rng: np.random.Generator) -> SpotProblem:
@@ -501,6 +535,7 @@ FAMILIES: dict[str, Family] = {
     "loss-near-floor": _spot_family("loss-near-floor", ("loss-floor",)),
     "mixed": mixed,
     "mid-size": mid_size,
+    "embedded": embedded,
     "wide-quota": _spot_family("wide-quota", ("ps-range",), n_types=2, max_quota=300),
     "single-type-wide": _spot_family("single-type-wide", ("ps-range",), n_types=1, max_quota=3000),
     "strong-contention": _spot_family("strong-contention", ("ps-range",), contention="strong", max_quota=12),
