@@ -1,7 +1,8 @@
 """The ``profile`` and ``predict`` subcommands.
 
     dnnprov profile fit-loss FILE... [--variant cc|no-cc] [--batch-size B] [--workers K]
-                                     [--worker-batch B] [--base PROFILE --out PROFILE] [--json]
+                                     [--worker-batch B] [--base PROFILE --out PROFILE]
+                                     [--extrapolation F] [--json]
     dnnprov profile fit-timing FILE [--param-size-mb S] [--ps-bandwidth-mb-s B] [--pcie-bandwidth-mb-s B]
                                     [--storage-cap-mb-s B] [--base FILE --out FILE] [--json]
     dnnprov profile to-csv FILE... --out CSV [--batch-size B] [--workers K] [--worker-batch B]
@@ -51,7 +52,8 @@ def cmd_fit_loss(args: argparse.Namespace) -> int:
     fit = profiler.fit_loss(log, args.variant)
     loo = profiler.leave_one_run_out(log, args.variant) if len(log.runs()) >= 2 else []
     if args.out is not None:
-        profile = profiler.with_loss_fit(load_spot_profile(args.base), fit, ", ".join(map(str, args.files)), loo)
+        profile = profiler.with_loss_fit(load_spot_profile(args.base), fit, ", ".join(map(str, args.files)), loo,
+                                         extrapolation=args.extrapolation)
         profiler.write_json(profile.to_dict(), args.out)
     if args.json:
         print(json.dumps({**fit.to_dict(), "leave_one_run_out": loo}, indent=2))
@@ -213,6 +215,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--variant", choices=("cc", "no-cc"), default="cc", help="loss model with or without R")
     q.add_argument("--base", default=None, help="spot workload profile to copy the other fields from (with --out)")
     q.add_argument("--out", default=None, help="write the base profile with the fitted loss model and domain")
+    q.add_argument("--extrapolation", type=float, default=1.0,
+                   help="extrapolation factor f >= 1 the written domain allows (default 1: the fitted ranges)")
     q.add_argument("--json", action="store_true", help="print one JSON object")
     q.set_defaults(run=cmd_fit_loss)
 

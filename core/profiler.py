@@ -78,8 +78,11 @@ def _without(estimated: Sequence[str], fitted: Sequence[str]) -> tuple[str, ...]
 
 
 def with_loss_fit(base: SpotWorkloadProfile, fit: LossFit, source: str,
-                  loo: list[dict[str, Any]] | None = None) -> SpotWorkloadProfile:
-    """``base`` with gamma_1..gamma_5, the loss variant and the domain of ``fit``."""
+                  loo: list[dict[str, Any]] | None = None, extrapolation: float = 1.0) -> SpotWorkloadProfile:
+    """``base`` with gamma_1..gamma_5, the loss variant and the domain of ``fit``.
+
+    ``extrapolation`` is the factor the written domain allows (1: the fitted ranges only).
+    """
     coefficients = fit.coefficients()
     fitted = [p for p, e in fit.estimates.items() if not e.fixed or e.fixed.startswith("stopped")]
     line = (f"Loss model fitted by dnnprov profile fit-loss from {source} ({fit.points} steps, runs "
@@ -89,7 +92,8 @@ def with_loss_fit(base: SpotWorkloadProfile, fit: LossFit, source: str,
         errors = [r["iterations_error_pct"] for r in loo if r["iterations_error_pct"] is not None]
         line += (f" Leave-one-run-out: loss error {min(r['loss_error_pct'] for r in loo):.1f}-"
                  f"{max(r['loss_error_pct'] for r in loo):.1f} %" + (f", iterations error {min(errors):.1f}-{max(errors):.1f} %." if errors else "."))
-    workload = dataclasses.replace(base.workload, loss_variant=fit.variant, domain=fit.domain,
+    domain = dataclasses.replace(fit.domain, extrapolation=extrapolation)
+    workload = dataclasses.replace(base.workload, loss_variant=fit.variant, domain=domain,
                                    estimated=_without(base.workload.estimated, fitted + ["loss_variant"]),
                                    **coefficients)
     return dataclasses.replace(base, workload=workload, notes=_notes(base.notes, line))

@@ -231,12 +231,12 @@ def test_cli_fit_loss_writes_a_profile_with_domain(tmp_path: Path, capsys: pytes
     synthetic_log(TRUE, "cc", CLUSTERS, seed=1).write_csv(tmp_path / "log.csv")
     base = embedded_path("workloads", "spot", "vgg19.json")
     assert main(["profile", "fit-loss", str(tmp_path / "log.csv"), "--base", str(base),
-                 "--out", str(tmp_path / "p.json"), "--json"]) == 0
+                 "--out", str(tmp_path / "p.json"), "--json", "--extrapolation", "1.25"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["coefficients"]["gamma_1"]["stderr"] > 0 and len(out["leave_one_run_out"]) == len(CLUSTERS)
     profile = load_spot_profile(tmp_path / "p.json")
     assert profile.workload.gamma_1 == pytest.approx(out["coefficients"]["gamma_1"]["value"])
-    assert profile.workload.domain.workers == (2, 7)
+    assert profile.workload.domain.workers == (2, 7) and profile.workload.domain.extrapolation == 1.25
     assert "gamma_1" not in profile.workload.estimated and "fit-loss" in profile.notes
 
 
