@@ -55,6 +55,16 @@ def test_gap_runs_stay_within_the_gap(gap):
     assert not findings, "\n".join(map(str, findings[:20]))
 
 
+def test_results_at_a_short_time_limit_are_still_true():
+    """Stopped at 20 ms, milp's incumbents are feasible, its bounds below the optimum, its clock kept."""
+    findings = []
+    for family in ("wide-quota", "single-type-wide", "mid-size", "strong-contention"):
+        for seed in range(10):
+            found = fuzz.check(fuzz.instance(family, seed), time_limit_s=0.02, family=family, seed=seed)
+            findings += [f for f in found if f.kind != "gave-up"]
+    assert not findings, "\n".join(map(str, findings[:20]))
+
+
 def test_instances_are_reproducible():
     """The same (family, seed) gives the same instance; another seed gives another."""
     a, b = fuzz.instance("mixed", 7), fuzz.instance("mixed", 7)
