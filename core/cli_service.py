@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import json
 import logging
 import os
 import socket
@@ -32,6 +33,25 @@ def _token(path: str | None) -> str | None:
     if len(token) < 16 or any(c.isspace() for c in token):
         raise InvalidInputError("--token-file", "the token must be one word of at least 16 characters")
     return token
+
+
+class JsonFormatter(logging.Formatter):
+    """uvicorn's own log lines as JSON objects, like the access log's."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """``{"ts", "level", "logger", "message"}`` on one line."""
+        return json.dumps({"ts": round(record.created, 3), "level": record.levelname.lower(),
+                           "logger": record.name, "message": record.getMessage()})
+
+
+#: uvicorn's logging (``log_config``): its lines on standard error as JSON, its access log off.
+UVICORN_LOG_CONFIG = {
+    "version": 1, "disable_existing_loggers": False,
+    "formatters": {"json": {"()": JsonFormatter}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
+    "loggers": {"uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+                "uvicorn.error": {"level": "INFO"}},
+}
 
 
 def _loopback(host: str) -> bool:
@@ -61,7 +81,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from dnnprov.service.app import ServiceConfig, create_app
+        from dnnprov.service.app import ServiceConfig, create_app, log_event
         from dnnprov.service.store import JobStore, default_db_path
     except ImportError as exc:
         raise InvalidInputError("serve", f"needs the service extra: pip install 'dnnprov[service]' ({exc})") from None
@@ -88,10 +108,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         logger.setLevel(logging.WARNING if args.quiet else logging.INFO)
         logger.propagate = False
     if not _loopback(args.host) and token is None:
-        logging.getLogger("dnnprov.service").warning(
-            '{"event": "warning", "message": "listening beyond loopback without --token-file"}')
+        log_event(logging.WARNING, "warning", message="listening beyond loopback without --token-file")
     uvicorn.run(create_app(config), host=args.host, port=args.port, access_log=False,
-                log_level="warning" if args.quiet else "info", timeout_graceful_shutdown=5)
+                log_config=UVICORN_LOG_CONFIG, log_level="warning" if args.quiet else "info",
+                timeout_graceful_shutdown=5)
     return EXIT_OK
 
 

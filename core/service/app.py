@@ -51,6 +51,12 @@ class ServiceConfig:
     max_pending: int = 32
 
 
+def log_event(level: int, event: str, **fields: Any) -> None:
+    """One JSON line on the service log: ``{"ts", "level", "event", ...}``."""
+    LOG.log(level, json.dumps({"ts": round(time.time(), 3), "level": logging.getLevelName(level).lower(),
+                               "event": event, **fields}))
+
+
 class ApiError(Exception):
     """An error answer: HTTP status, the field at fault and what is wrong."""
 
@@ -143,8 +149,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
         pool = WorkerPool(config.workers, max_time_limit_s=config.max_time_limit_s)
         state.update(store=store, pool=pool, metrics=Metrics(pool, store))
         requeued = await run_in_threadpool(_recover)
-        LOG.info(json.dumps({"event": "started", "db": str(config.db_path), "workers": config.workers,
-                             "requeued": requeued}))
+        log_event(logging.INFO, "started", db=str(config.db_path), workers=config.workers, requeued=requeued)
         try:
             yield
         finally:
@@ -239,8 +244,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
-        LOG.error(json.dumps({"event": "internal_error", "path": request.url.path,
-                              "error": f"{type(exc).__name__}: {exc}"}))
+        log_event(logging.ERROR, "internal_error", path=request.url.path, error=f"{type(exc).__name__}: {exc}")
         return error_response(500, "", "internal error (logged by the server)")
 
     # ------------------------------------------------------------------ endpoints
