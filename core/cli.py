@@ -52,7 +52,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
     """Solve one instance file with one method."""
     problem = read_instance(_instance_path(args.file))
     result = solve(problem, args.method, time_limit_s=args.time_limit, gap=args.gap,
-                   max_plans=args.max_plans, log=args.log)
+                   max_plans=args.max_plans, log=args.log, robust=args.robust, risk=args.risk,
+                   deadline_probability=args.deadline_probability,
+                   takeover_overhead_s=args.takeover_overhead, replaced=not args.no_replacement)
     print(result.to_json(indent=2) if args.json else result.summary())
     return EXIT_OK if result.plan is not None or result.status is Status.INFEASIBLE else EXIT_NO_PLAN
 
@@ -140,6 +142,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gap", type=float, default=0.0, help="relative gap to stop at (milp)")
     p.add_argument("--max-plans", type=int, default=None, help="largest space enumerate accepts")
     p.add_argument("--log", action="store_true", help="print a solver log (incumbent, bound, gap over time) to stderr")
+    p.add_argument("--robust", type=int, default=None, metavar="K",
+                   help="spot: meet the deadline even if any K workers are revoked (docs/revocation.md)")
+    p.add_argument("--risk", action="store_true",
+                   help="spot: least expected cost under the instance's interruption models")
+    p.add_argument("--deadline-probability", type=float, default=None, metavar="Q",
+                   help="with --risk: meet the deadline with probability at least Q (default: in expectation)")
+    p.add_argument("--takeover-overhead", type=float, default=None, metavar="S",
+                   help="with --robust/--risk: seconds until a replacement joins (default 126, the paper's 2.1 min)")
+    p.add_argument("--no-replacement", action="store_true", help="with --robust: revoked workers are not replaced")
     p.set_defaults(run=cmd_solve)
 
     p = sub.add_parser("show", help="describe an instance file")

@@ -19,7 +19,10 @@ METHODS = ("milp", "heuristic", "reference-heuristic", "enumerate")
 
 def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
           time_limit_s: float = 60.0, gap: float = 0.0,
-          max_plans: int | None = None, log: bool | logging.Logger = False) -> Result:
+          max_plans: int | None = None, log: bool | logging.Logger = False,
+          robust: int | None = None, risk: bool = False,
+          deadline_probability: float | None = None,
+          takeover_overhead_s: float | None = None, replaced: bool = True) -> Result:
     """Solve a spot or serverless problem.
 
     Parameters
@@ -42,6 +45,14 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
     log
         ``True`` prints a solver log (header, incumbent / bound / gap over time, final
         status) to stderr; a :class:`logging.Logger` receives it instead (level INFO).
+    robust, risk
+        Revocation-aware spot plans (method ``milp`` only, one of the two;
+        docs/revocation.md): ``robust=K`` is the cheapest plan meeting T_obj even if any K
+        of its spot workers are revoked at the worst moment (replaced after
+        ``takeover_overhead_s``, default the paper's 2.1 min, unless ``replaced=False``);
+        ``risk=True`` the plan of least expected cost under the instance's interruption
+        models, with the deadline met in expectation or, with ``deadline_probability``, at
+        that probability. Both are proven by exhaustive search up to ``max_plans``.
     """
     from dnnprov.solvers import enumeration, heuristics, milp
 
@@ -58,6 +69,11 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
         raise InvalidInputError("problem", f"expected SpotProblem or ServerlessProblem, got {type(problem).__name__}")
     if isinstance(problem, ServerlessProblem) and method == "reference-heuristic":
         raise InvalidInputError("method", "reference-heuristic exists for spot problems only")
+    if robust is not None or risk:
+        return _solve_revocation_aware(problem, method, robust=robust, risk=risk,
+                                       deadline_probability=deadline_probability,
+                                       takeover_overhead_s=takeover_overhead_s, replaced=replaced,
+                                       max_plans=max_plans, clock=clock)
     with contextlib.ExitStack() as stack:
         logger = log if isinstance(log, logging.Logger) else (
             stack.enter_context(log_to_stderr()) if log else None)
@@ -89,3 +105,30 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
         if method != "milp":
             solver_log.final(result.status.value, result.message)
         return result
+
+
+def _solve_revocation_aware(problem: SpotProblem | ServerlessProblem, method: str, *, robust: int | None,
+                            risk: bool, deadline_probability: float | None,
+                            takeover_overhead_s: float | None, replaced: bool,
+                            max_plans: int | None, clock: Clock) -> Result:
+    """``solve(..., robust=K)`` or ``solve(..., risk=True)``: checks, then the exact planner."""
+    from dnnprov.solvers.robust import DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S, solve_robust
+    from dnnprov.solvers.risk import solve_risk
+
+    if not isinstance(problem, SpotProblem):
+        raise InvalidInputError("robust" if robust is not None else "risk", "exists for spot problems only")
+    if robust is not None and risk:
+        raise InvalidInputError("robust", "give robust=K or risk=True, not both")
+    if method != "milp":
+        raise InvalidInputError("method", f"robust and risk plans are exact: use method 'milp', not {method!r}")
+    overhead = JOIN_OVERHEAD_S if takeover_overhead_s is None else takeover_overhead_s
+    plans = DEFAULT_MAX_PLANS if max_plans is None else max_plans
+    if robust is not None:
+        if deadline_probability is not None:
+            raise InvalidInputError("deadline_probability", "goes with risk=True")
+        return solve_robust(problem, robust, overhead_s=overhead, replaced=replaced, max_plans=plans,
+                            time_limit_s=max(clock.remaining(), 1e-3))
+    if not replaced:
+        raise InvalidInputError("replaced", "goes with robust=K")
+    return solve_risk(problem, deadline_probability=deadline_probability, overhead_s=overhead,
+                      max_plans=plans)

@@ -279,3 +279,17 @@ def test_risk_with_no_revocations_is_the_nominal_optimum(resnet110_paper) -> Non
     result = solve_risk(problem, replacement="spot")
     assert result.cost == pytest.approx(dnnprov.solve(problem, "enumerate").cost, rel=1e-9)
     assert result.details["revocations_expected"] == 0.0
+
+
+def test_solve_entry_point_reaches_the_revocation_planners(resnet110_paper) -> None:
+    """dnnprov.solve(robust=K / risk=True) gives what the planners give, and refuses misuse."""
+    from dnnprov.solvers.robust import solve_robust
+
+    via_solve = dnnprov.solve(resnet110_paper, robust=1)
+    direct = solve_robust(resnet110_paper, 1)
+    assert via_solve.status is direct.status and via_solve.cost == direct.cost
+    assert via_solve.method == "robust-1"
+    with pytest.raises(dnnprov.InvalidInputError, match="method"):
+        dnnprov.solve(resnet110_paper, "heuristic", robust=1)
+    with pytest.raises(dnnprov.InvalidInputError, match="robust"):
+        dnnprov.solve(resnet110_paper, robust=1, risk=True)
