@@ -116,8 +116,6 @@ NOT_RUN: dict[tuple[str, str], str] = {
         'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',
     ('service.md', '$ curl -s -H "$AUTH" localhost:8642/metrics | grep -E \'^dnnprov_(solves_total|queue_depth|jobs)\''):
         'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',
-    ('service.md', '$ curl -s -H "$AUTH" localhost:8642/v1/jobs -d \'{"instance": "embedded:spot/paper-table3-overhead-7x10.json", "method": "enumerate", "max_plans": 100000000, "time_limit_s": 60}\' | tee slow.json'):
-        'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',
     ('sweep.md', 'dnnprov sweep INSTANCE --deadlines START:STOP:N [--losses L1,L2,...] [--time-limit S]'):
         'synopsis with placeholders; the Table I transcript below runs',
     ("solvers.md", "dnnprov milp: large-003 (spot, model paper, loss cc)"):

@@ -129,8 +129,10 @@ def test_auth_health_openapi_and_metrics(api) -> None:
     metrics = client.get("/metrics").text
     assert 'dnnprov_solves_total{kind="solve",method="milp",status="optimal"}' in metrics
     assert "dnnprov_queue_depth " in metrics and "dnnprov_solve_seconds_bucket" in metrics
-    lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith('{"ts"')]
-    assert {"request_id", "method", "path", "status", "duration_ms"} <= lines[-1].keys()
+    records = [json.loads(line) for line in log.read_text().splitlines()]  # every log line is JSON
+    assert any(r.get("event") == "started" and r["level"] == "info" for r in records)
+    lines = [r for r in records if "request_id" in r]
+    assert {"ts", "method", "path", "route", "status", "duration_ms"} <= lines[-1].keys()
     assert any(line["status"] == 401 and line["path"] == "/v1/solve" for line in lines)
 
 
