@@ -82,7 +82,10 @@ def _time_limit(body: Mapping[str, Any], kind: str, cap_s: float) -> float:
 
 
 def kill_after(time_limit_s: float) -> float:
-    """Seconds after which a task's process is killed: the limit plus max(5 s, 25 %) (as ``batch``)."""
+    """Seconds after which a task's process is killed: the limit plus max(5 s, 25 %).
+
+    The solvers stop themselves at their limit; the kill is for one that does not.
+    """
     return time_limit_s + max(5.0, 0.25 * time_limit_s)
 
 
