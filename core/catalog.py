@@ -11,7 +11,6 @@ See docs/catalog-format.md.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any, Mapping
 from dnnprov import _checks as check
 from dnnprov._fields import build, check_keys, drop_none, mapping, set_field
 from dnnprov.errors import InvalidInputError
+from dnnprov.json_files import read_json_file
 from dnnprov.risk import Interruption, from_advisor_bucket
 from dnnprov.spot import (InstanceType, SpotConstraints, SpotPlatform, SpotProblem, SpotSLO,
                           SpotWorkload, VcpuQuota, default_family)
@@ -202,12 +202,7 @@ def _interruption(entry: CatalogEntry, catalog: Catalog) -> Interruption | None:
 
 
 def _read_json(path: str | Path) -> Any:
-    try:
-        return json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise InvalidInputError(str(path), f"cannot read file: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(str(path), f"not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    return read_json_file(path)
 
 
 def load_catalog(path: str | Path) -> Catalog:

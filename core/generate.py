@@ -32,7 +32,7 @@ import numpy as np
 from dnnprov.catalog import Catalog, embedded_path, load_catalog, load_spot_profile
 from dnnprov.catalog_import import ADVISOR_FILE, BUCKETS, default_shared_data, import_shared_data
 from dnnprov.errors import InvalidInputError
-from dnnprov.instance_io import Problem, dumps_instance, problem_from_dict
+from dnnprov.instance_io import Problem, dumps_instance, parse_json, problem_from_dict
 from dnnprov.paper import load_serverless_workload, paper_instances
 from dnnprov.serverless import (ServerlessConstraints, ServerlessPlatform, ServerlessProblem,
                                 ServerlessWorkload)
@@ -972,10 +972,7 @@ def read_instance_lines(path: str | Path, *, check_schema: bool = True) -> Itera
         for lineno, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InvalidInputError(f"{path}:{lineno}", f"not valid JSON ({exc.msg})") from None
+            data = parse_json(line, f"{path}:{lineno}")
             try:
                 if check_schema:
                     yield problem_from_dict(data)

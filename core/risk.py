@@ -19,7 +19,6 @@ skypilot-org/spot-traces (Can't Be Late, NSDI 2024), as kept in ``../shared/data
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ import numpy as np
 from dnnprov import _checks as check
 from dnnprov._fields import drop_none
 from dnnprov.errors import InvalidInputError
+from dnnprov.json_files import read_json_file
 
 HOURS_PER_MONTH = 730.0
 #: Spot Advisor bucket -> the monthly interruption share we take (the bucket midpoint;
@@ -125,12 +125,7 @@ class Trace:
 def load_trace(path: str | Path) -> Trace:
     """Read a trace file; errors name the file and the field."""
     name = str(path)
-    try:
-        raw = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise InvalidInputError(name, f"cannot read trace: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(name, f"not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    raw = read_json_file(path)
     if not isinstance(raw, Mapping) or not isinstance(raw.get("metadata"), Mapping):
         raise InvalidInputError(f"{name}: metadata", "a trace is {\"metadata\": {\"gap_seconds\": G}, \"data\": [...]}")
     gap = check.number(f"{name}: metadata.gap_seconds", raw["metadata"].get("gap_seconds"), exclusive_minimum=0)
