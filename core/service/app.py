@@ -186,12 +186,15 @@ def create_app(config: ServiceConfig) -> FastAPI:
             if outcome[0] in ("cancelled", "shutdown"):
                 return  # cancelled: already recorded; shutdown: re-queued at the next start
             state["metrics"].record(kind, method, outcome)
-            if outcome[0] == "ok":
-                store.finish(job_id, "done", result=outcome[1])
-            elif outcome[0] == "invalid":
-                store.finish(job_id, "failed", error={"field": outcome[1], "message": outcome[2]})
-            else:
-                store.finish(job_id, "failed", error={"field": "", "message": outcome[1]})
+            try:
+                if outcome[0] == "ok":
+                    store.finish(job_id, "done", result=outcome[1])
+                elif outcome[0] == "invalid":
+                    store.finish(job_id, "failed", error={"field": outcome[1], "message": outcome[2]})
+                else:
+                    store.finish(job_id, "failed", error={"field": "", "message": outcome[1]})
+            except (TypeError, ValueError) as exc:  # an answer JSON cannot hold: the job must still end
+                store.finish(job_id, "failed", error={"field": "", "message": f"the answer could not be stored: {exc}"})
 
         work = Work(kind, body, budget_s, job_id=job_id, before_start=lambda: store.start(job_id))
         state["pool"].submit(work).add_done_callback(done)

@@ -156,7 +156,7 @@ class JobStore:
 
 
 def _dump(value: Any) -> str | None:
-    return None if value is None else json.dumps(value)
+    return None if value is None else json.dumps(value, allow_nan=False)
 
 
 def _load(text: str | None) -> Any:
