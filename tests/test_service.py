@@ -165,6 +165,9 @@ def test_jobs_queue_run_and_cancel(api) -> None:
     job = wait_for(client, accepted.json()["id"], ("done", "failed"))
     assert job["status"] == "done" and job["result"]["cost"] == pytest.approx(5.448374)
     assert client.delete(f"/v1/jobs/{job['id']}").status_code == 409
+    sweep = client.post("/v1/jobs", json={"kind": "sweep", "instance": TABLE1, "deadlines": "2600:3600:3"}).json()["id"]
+    rows = wait_for(client, sweep, ("done", "failed"))["result"]["rows"]
+    assert [r["deadline_s"] for r in rows] == [2600, 3100, 3600] and rows[0]["cost"] == pytest.approx(5.448374)
     slow = client.post("/v1/jobs", json={"instance": slow_instance(10), "method": "enumerate",
                                          "max_plans": 10**9, "time_limit_s": 30}).json()["id"]
     wait_for(client, slow, ("running",))
