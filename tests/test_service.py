@@ -138,6 +138,9 @@ def test_auth_health_openapi_and_metrics(api) -> None:
 
 @pytest.mark.parametrize("content, code, field", [
     (b"{not json", 400, "body"),
+    (b"[" * 5000 + b"]" * 5000, 400, "body"),
+    (b'{"instance": ' + b"[" * 40 + b"]" * 40 + b"}", 422, "instance"),
+    (b'{"instance": "embedded:spot/paper-table1.json", "max_plans": ' + b"9" * 5000 + b"}", 422, "max_plans"),
     (b'{"instance": "embedded:spot/paper-table1.json", "method": "milp", "method": "heuristic"}', 422, "method"),
     (b'{"instance": "embedded:spot/paper-table1.json", "methods": "milp"}', 422, "methods"),
     (b'{"instance": "embedded:../../../../etc/passwd"}', 422, "instance"),

@@ -27,6 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dnnprov.errors import InvalidInputError
+from dnnprov.json_files import parse_json
 from dnnprov.service.openapi import openapi_document
 from dnnprov.service.pool import Outcome, Work, WorkerPool
 from dnnprov.service.store import FINAL, STATES, JobStore
@@ -107,17 +108,10 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise InvalidInputError(key, "given twice in one object")
-        out[key] = value
-    return out
-
-
 async def read_json(request: Request, limit: int) -> Any:
-    """The request body as JSON, refusing more than ``limit`` bytes (413) and bad JSON (400)."""
+    """The request body as JSON, refusing more than ``limit`` bytes (413), text that is not
+    JSON (400) and what :func:`dnnprov.json_files.parse_json` refuses in files: repeated
+    keys, deep nesting, huge integer literals, lone surrogates (422 naming the field)."""
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > limit:
         raise ApiError(413, "body", f"{int(length)} bytes; this server takes at most {limit}")
@@ -128,15 +122,13 @@ async def read_json(request: Request, limit: int) -> Any:
             raise ApiError(413, "body", f"more than {limit} bytes; this server takes at most {limit}")
         chunks.append(chunk)
     try:
-        return json.loads(b"".join(chunks).decode("utf-8"), object_pairs_hook=_no_duplicates)
+        text = b"".join(chunks).decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(400, "body", "not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise ApiError(400, "body", f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
-    except RecursionError:
-        raise ApiError(400, "body", "JSON nested too deeply") from None
-    except InvalidInputError as exc:
-        raise ApiError(422, exc.field, exc.problem) from None
+    try:
+        return parse_json(text, "body")
+    except InvalidInputError as exc:  # "body": the text as a whole; else one field of it
+        raise ApiError(400 if exc.field == "body" else 422, exc.field, exc.problem) from None
 
 
 def create_app(config: ServiceConfig) -> FastAPI:
