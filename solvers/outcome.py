@@ -33,8 +33,18 @@ def spot_result(model: SpotModel, counts: np.ndarray | None, ps: int, *, status:
                "cc": float(ev.cc[0]), "iterations": float(ev.iterations[0]),
                "new_instances": {label: int(n - low) for label, n, low in
                                  zip(model.columns.labels, counts, model.columns.lower) if n > low}}
+    note = model.domain_note(float(ev.batch_wa[0]), int(ev.workers[0]), float(ev.cc[0]))
+    _add_domain_note(base, details, note)
     return Result(status=status, plan=plan, time_s=float(ev.time_s[0]), cost=cost,
                   bound=bound, solve_seconds=time.perf_counter() - started, details=details, **base)
+
+
+def _add_domain_note(base: dict[str, Any], details: dict[str, Any], note: str | None) -> None:
+    """Say in the result where the plan sits in the workload's validity domain (if anywhere notable)."""
+    if note is None:
+        return
+    details["domain"] = note
+    base["message"] = f"{base['message']}; {note}" if base["message"] else note
 
 
 def serverless_result(model: ServerlessModel, plan: tuple[int, int, int] | None, *,
@@ -54,6 +64,7 @@ def serverless_result(model: ServerlessModel, plan: tuple[int, int, int] | None,
     if status is Status.OPTIMAL and bound is None:
         bound = cost
     details = {"iterations": float(ev.iterations), "launches": int(ev.launches)}
+    _add_domain_note(base, details, model.domain_note(n, m))
     return Result(status=status, plan=ServerlessPlan(n, m, float(ev.local_batch), s),
                   time_s=float(ev.time_s), cost=cost, bound=bound,
                   solve_seconds=time.perf_counter() - started, details=details, **base)

@@ -1,0 +1,112 @@
+"""The time-limit contract (issue 8): wall time of ``dnnprov solve --time-limit T`` per method.
+
+    .venv/bin/python benchmarks/time_limits.py [--limits 0.5 2 5] [--million 10]
+
+Runs the real CLI in a subprocess (so start-up, reading and set-up count, as a user sees
+them) on ``large-003``, ``large-011`` and a big instance built from ``large-003`` with
+every quota raised to 64 (3,600+ workers of 76 types), for every method and limit, and
+prints the wall seconds against the contract ``T * 1.1 + 2 s``. Then ``--million N``
+random instances of about a million plans each are solved in-process with the default
+limit (60 s) and must all be proven (optimal or infeasible), with their CPU seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import dnnprov
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "dnnprov"]
+
+
+def big_instance(folder: Path) -> Path:
+    """large-003 with every quota at 64: a quadratic sliding window and a huge plan space."""
+    data = json.loads((ROOT / "data/benchmarks/large/large-003.json").read_text())
+    for entry in data["instance_types"].values():
+        entry["quota"] = 64
+    data["name"] = "large-003-quota-64"
+    path = folder / "large-003-quota-64.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def timed_cli(path: Path, method: str, limit: float) -> tuple[float, str]:
+    started = time.perf_counter()
+    out = subprocess.run(CLI + ["solve", str(path), "--method", method, "--time-limit", str(limit), "--json"],
+                         capture_output=True, text=True, timeout=limit * 3 + 60)
+    wall = time.perf_counter() - started
+    try:
+        status = json.loads(out.stdout)["status"]
+    except (json.JSONDecodeError, KeyError):
+        status = f"exit {out.returncode}: {out.stderr.strip()[:80]}"
+    return wall, status
+
+
+def million_plan_problem(rng: np.random.Generator) -> dnnprov.SpotProblem:
+    """A random paper-model instance with about a million count vectors."""
+    n_types = int(rng.integers(4, 7))
+    quota = max(1, round(1e6 ** (1 / n_types)) - 1)
+    types = tuple(dnnprov.InstanceType(
+        name=f"t{i}", gpus=int(g), batch_per_gpu=int(rng.choice([256, 512, 1024])), quota=quota,
+        spot_price_per_h=round(float(g) * float(rng.uniform(0.2, 0.9)), 4),
+        compute_time_s=round(float(rng.uniform(0.2, 1.5)) / math.sqrt(g), 4))
+        for i, g in enumerate(rng.choice([1, 2, 4, 8], size=n_types)))
+    variant = str(rng.choice(["cc", "no-cc"]))
+    workload = dnnprov.SpotWorkload(
+        name="million", param_size_mb=10.0, bandwidth_req_mb_s=200.0, alpha_1=0.08, beta_1=-0.2,
+        gamma_1=float(rng.uniform(50, 400)), gamma_2=-0.1, gamma_3=2500.0,
+        gamma_4=float(rng.choice([0.1, 1.0])), gamma_5=0.5, loss_variant=variant)
+    draft = dnnprov.SpotProblem(instance_types=types, workload=workload,
+                                slo=dnnprov.SpotSLO(loss=0.8, time_s=1e9), name="million")
+    model = dnnprov.SpotModel(draft)
+    plans = rng.integers(0, quota + 1, size=(64, n_types))
+    ev = model.evaluate(plans, 1)
+    times = ev.time_s[np.isfinite(ev.time_s) & (ev.iterations > 0)]
+    deadline = float(np.quantile(times, 0.2)) if len(times) else 3600.0
+    return draft.replace(slo=dnnprov.SpotSLO(loss=0.8, time_s=deadline))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limits", type=float, nargs="+", default=[0.5, 2.0, 5.0])
+    parser.add_argument("--million", type=int, default=10)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        files = [ROOT / "data/benchmarks/large/large-003.json", ROOT / "data/benchmarks/large/large-011.json",
+                 big_instance(Path(tmp))]
+        print("| instance | method | limit s | wall s | contract s | status |")
+        print("|---|---|---|---|---|---|")
+        worst = 0.0
+        for path in files:
+            for method in ("milp", "heuristic", "enumerate"):
+                for limit in args.limits:
+                    wall, status = timed_cli(path, method, limit)
+                    contract = limit * 1.1 + 2
+                    worst = max(worst, wall / contract)
+                    print(f"| {path.stem} | {method} | {limit:g} | {wall:.2f} | {contract:.2f} | {status} |", flush=True)
+        print(f"\nworst wall / contract: {worst:.2f} (<= 1 keeps the contract)")
+    if args.million:
+        rng = np.random.default_rng(8)
+        proven, cpu = 0, []
+        for _ in range(args.million):
+            problem = million_plan_problem(rng)
+            started = time.process_time()
+            result = dnnprov.solve(problem, "milp")
+            cpu.append(time.process_time() - started)
+            proven += result.status.value in ("optimal", "infeasible")
+        print(f"{proven}/{args.million} instances of ~1e6 plans proven with the default limit; "
+              f"CPU s median {sorted(cpu)[len(cpu) // 2]:.2f}, worst {max(cpu):.2f}")
+
+
+if __name__ == "__main__":
+    main()
