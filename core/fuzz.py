@@ -26,7 +26,7 @@ import numpy as np
 
 import dnnprov
 from dnnprov.errors import InvalidInputError
-from dnnprov.fuzz_families import FAMILIES, MAX_PLANS, Problem, draw
+from dnnprov.fuzz_families import FAMILIES, MAX_PLANS, Problem, draw, plan_cap
 from dnnprov.instance_io import write_instance
 from dnnprov.result import Result, ServerlessPlan, SpotPlan, Status
 from dnnprov.serverless import ServerlessProblem
@@ -35,7 +35,8 @@ from dnnprov.spot import SpotProblem
 from dnnprov.spot_model import SpotModel
 
 __all__ = ["FAMILIES", "MAX_PLANS", "OTHER_KINDS", "WRONG_CERTIFICATES", "Finding", "annotate",
-           "check", "compare", "evaluate_plan", "instance", "shrink", "shrink_finding", "write_finding"]
+           "check", "compare", "evaluate_plan", "instance", "plan_cap", "shrink", "shrink_finding",
+           "write_finding"]
 
 COST_RTOL, COST_ATOL = 1e-6, 1e-9
 BOUND_RTOL, BOUND_ATOL = 1e-9, 1e-12

@@ -2,13 +2,14 @@
 
 Every family is a function ``(rng) -> problem`` registered in :data:`FAMILIES`. The
 instances are small enough that exhaustive search (``enumerate``) is the oracle: at most
-:data:`MAX_PLANS` plans, most of them a few hundred to a few thousand. Each family stresses
-one place where an exact method's reasoning can go wrong (ties, zero prices, deadlines or
-budgets met with equality, ranges, quotas, j <= 0 regions, the reference model's rounding);
-``mixed`` combines several of them per instance.
+:data:`MAX_PLANS` plans, most of them a few dozen to a few thousand (``large-box``: up to
+:data:`LARGE_MAX_PLANS`, see :func:`plan_cap`). Each family stresses one place where an
+exact method's reasoning can go wrong (ties, zero prices, deadlines or budgets met with
+equality, ranges, quotas, j <= 0 regions, the reference model's rounding); ``mixed``
+combines several of them per instance.
 
 A spot instance is built as a :class:`SpotDraft` (keyword arguments of the public
-dataclasses), changed by *features*, then finished: the box is capped at ``MAX_PLANS``, and
+dataclasses), changed by *features*, then finished: the box is capped (quotas lowered), and
 the objective time (and budget) are taken from random plans evaluated with
 :class:`~dnnprov.SpotModel`, either with a random slack or exactly.
 """
@@ -35,6 +36,9 @@ Problem = SpotProblem | ServerlessProblem
 Family = Callable[[np.random.Generator], Problem]
 
 MAX_PLANS = 50_000
+#: The cap of the ``large-box`` family (issue 8: "every instance with at most a million
+#: plans is proven within the default time limit").
+LARGE_MAX_PLANS = 1_000_000
 PLAN_TRIES = 30
 
 
@@ -359,10 +363,11 @@ def _spot_family(name: str, features: tuple[str, ...] = (), *, slo: str = "slack
 
 
 def _mixed(rng: np.random.Generator, name: str, features: tuple[int, int], *,
-           base: SpotDraft | None = None, **draft: Any) -> SpotProblem:
+           base: SpotDraft | None = None, max_plans: int = MAX_PLANS, **draft: Any) -> SpotProblem:
     """Between ``features[0]`` and ``features[1]`` features at once, random SLO/budget modes.
 
-    The features change ``base`` if given, else a random draft with the options ``draft``.
+    The features change ``base`` if given, else a random draft with the options ``draft``;
+    the box is capped at ``max_plans``.
     """
     d = base or spot_draft(rng, j_nonpositive=bool(rng.random() < 0.2), **draft)
     chosen = set(rng.choice(list(FEATURES), size=int(rng.integers(*features)), replace=False).tolist())
@@ -370,7 +375,7 @@ def _mixed(rng: np.random.Generator, name: str, features: tuple[int, int], *,
         if feature_name in chosen:
             feature(rng, d)
     return finish_spot(rng, d, name, slo=("slack", "exact")[int(rng.integers(0, 2))],
-                       budget=(None, "slack", "exact")[int(rng.integers(0, 3))])
+                       budget=(None, "slack", "exact")[int(rng.integers(0, 3))], max_plans=max_plans)
 
 
 def mixed(rng: np.random.Generator) -> SpotProblem:
@@ -404,6 +409,12 @@ def embedded(rng: np.random.Generator) -> SpotProblem:
     for t in d.types:
         t["quota"] = int(rng.integers(0, 7))
     return _mixed(rng, "embedded", (0, 3), base=d)
+
+
+def large_box(rng: np.random.Generator) -> SpotProblem:
+    """Five to eight types with quotas up to 12, boxes up to a million plans, zero to two features."""
+    return _mixed(rng, "large-box", (0, 3), n_types=int(rng.integers(5, 9)), max_quota=12,
+                  max_plans=LARGE_MAX_PLANS)
 
 
 def mid_size(rng: np.random.Generator) -> SpotProblem:
@@ -536,6 +547,7 @@ FAMILIES: dict[str, Family] = {
     "mixed": mixed,
     "mid-size": mid_size,
     "embedded": embedded,
+    "large-box": large_box,
     "wide-quota": _spot_family("wide-quota", ("ps-range",), n_types=2, max_quota=300),
     "single-type-wide": _spot_family("single-type-wide", ("ps-range",), n_types=1, max_quota=3000),
     "strong-contention": _spot_family("strong-contention", ("ps-range",), contention="strong", max_quota=12),
@@ -547,6 +559,11 @@ FAMILIES: dict[str, Family] = {
     "serverless-many": _serverless_family("serverless-many", many=True),
     "serverless-mixed": serverless_mixed,
 }
+
+
+def plan_cap(family: str) -> int:
+    """The most plans an instance of ``family`` has (spot boxes; serverless grids are smaller)."""
+    return LARGE_MAX_PLANS if family == "large-box" else MAX_PLANS
 
 
 def draw(family: str, rng: np.random.Generator, *, attempts: int = 20) -> Problem:
