@@ -82,6 +82,8 @@ BOUND_SAFETY = 1e-9             # every cost bound is lowered by this relative m
 CELL_ENUMERATION = 1024         # cells with at most this many count vectors are evaluated outright
 FALLBACK_ENUMERATION = 1_000_000  # a cell whose MILP fails is enumerated up to this size
 NOGOOD_ESCALATION = 24          # ... and so is a cell whose MILPs keep returning plans (one no-good each)
+V_SPLIT_RATIO = 4.0             # top cells are cut into V ranges of at most this ratio ...
+V_SPLIT_MAX = 8                 # ... in at most this many pieces
 TAIL_CHUNK = 16                 # worker counts generated per tail expansion
 POLISH_MARGIN = 0.0             # plans (feasible or not) cheaper than the incumbent are polished
 POLISH_ROUNDS = 3
@@ -126,6 +128,9 @@ class SpotDecomposition:
         self.best: tuple[np.ndarray, int] | None = None
         self.failures: list[str] = []          # HiGHS failures that ended the search
         self.box_sizes: dict[tuple, int] = {}
+        #: boxes (lo, hi) whose every count vector was evaluated, per (K, s): a cell whose
+        #: box lies inside one holds no plan left to look at
+        self.enumerated_boxes: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray]]] = {}
 
     # ------------------------------------------------------------------ model pieces
     def shape(self, workers: int, ps: int) -> ClusterShape:
@@ -359,6 +364,9 @@ class SpotDecomposition:
             + cell.ps * self.c0_per_ps
         if not self.tighten(cell, price_bound):
             return None
+        cell.bound = self.closed_bound(cell, price_bound)
+        if cell.bound >= self.threshold:
+            return cell                        # closed anyway: the product LP would add nothing
         product = self.lp_product_bound(cell, *self.box(cell))
         if product is None:
             return None
@@ -675,9 +683,30 @@ class SpotDecomposition:
         return cells + ([rest] if rest is not None else [])
 
     def expand(self, group: Cell) -> list[Cell]:
-        """Split a (K, s) group into one cell per possible top column."""
-        cells = (self.new_cell(group.workers, group.ps, t) for t in range(len(self.cols)))
-        return [c for c in cells if c is not None]
+        """Split a (K, s) group into one cell per possible top column, each cut into V ranges.
+
+        R's bound (and with it j's) depends on V through v_top / V, which a wide V range
+        blurs: every top cell is cut at once into ranges of V whose ends differ by at most
+        a factor of V_SPLIT_RATIO (the ranges cover the cell's, so no plan is lost).
+        """
+        cells = []
+        for t in range(len(self.cols)):
+            cell = self.new_cell(group.workers, group.ps, t)
+            if cell is None:
+                continue
+            pieces = max(1, math.ceil(math.log(cell.v_hi / cell.v_lo) / math.log(V_SPLIT_RATIO))) \
+                if cell.v_lo > 0 and V_SPLIT_RATIO > 1 else 1
+            if pieces == 1:
+                cells.append(cell)
+                continue
+            ends = np.geomspace(cell.v_lo, cell.v_hi, min(pieces, V_SPLIT_MAX) + 1)
+            for v_lo, v_hi in zip(ends[:-1], ends[1:]):
+                child = self.new_cell(group.workers, group.ps, t, b_range=(cell.b_lo, cell.b_hi),
+                                      v_range=(down(float(v_lo)), up(float(v_hi))),
+                                      x_range=(cell.x_lo, cell.x_hi))
+                if child is not None:
+                    cells.append(child)
+        return cells
 
     def needs_expansion(self, cell: Cell) -> bool:
         """Whether the cell is a (K, s) group still to be split by top column."""
@@ -798,11 +827,15 @@ class SpotDecomposition:
 
         Returns ``False`` (and does nothing) when the box holds more than ``limit``.
         """
+        lo, hi = self.box(cell)
+        done = self.enumerated_boxes.setdefault((cell.workers, cell.ps), [])
+        if any((lo >= b_lo).all() and (hi <= b_hi).all() for b_lo, b_hi in done):
+            return True                  # every plan of this box was evaluated already
         if self.box_size(cell, limit) > limit:
             return False
-        lo, hi = self.box(cell)
         allowed = np.flatnonzero(cell.allowed)
         sub = compositions(lo[allowed], hi[allowed], cell.workers)
+        done.append((lo, hi))
         self.stats["enumerated_cells"] += 1
         if not len(sub):
             return True
