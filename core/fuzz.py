@@ -40,6 +40,8 @@ __all__ = ["FAMILIES", "MAX_PLANS", "OTHER_KINDS", "WRONG_CERTIFICATES", "Findin
 
 COST_RTOL, COST_ATOL = 1e-6, 1e-9
 BOUND_RTOL, BOUND_ATOL = 1e-9, 1e-12
+#: A gap above this must be explained in the result's message (issue 8, item 5).
+SILENT_GAP = 0.10
 
 #: Kinds of finding that are wrong answers (a claim the oracle refutes, or a crash).
 WRONG_CERTIFICATES = {
@@ -57,6 +59,7 @@ WRONG_CERTIFICATES = {
 OTHER_KINDS = {
     "gave-up": "milp ended without a proof (limit, unknown, or feasible at gap 0) on a tiny instance",
     "overran": "milp's wall time exceeded time_limit * 1.1 + 2 s",
+    "silent-gap": "milp's bound is $0 or missing, or its gap above 10 %, and its message says nothing",
     "oracle": "enumerate gave no verdict (instance too large or an error)",
 }
 
@@ -148,6 +151,9 @@ def compare(problem: Problem, milp: Result, oracle: Result, *, family: str = "",
         report("false-infeasible", f"{said} ({milp.message}); {truth}")
     if milp.status in (Status.LIMIT, Status.UNKNOWN) or (milp.status is Status.FEASIBLE and gap == 0):
         report("gave-up", f"{said} after {milp.solve_seconds:.3f} s ({milp.message}); {truth}")
+    weak = milp.bound is None or milp.bound <= 0 or (milp.gap or 0) > SILENT_GAP
+    if milp.status in (Status.LIMIT, Status.FEASIBLE) and weak and not milp.message.strip():
+        report("silent-gap", f"{said} with an empty message")
     return found
 
 

@@ -156,7 +156,8 @@ def test_planted_worse_optimal_is_caught(feasible_spot):
 def test_planted_plan_outside_the_gap_is_caught(feasible_spot):
     """A 'feasible' plan at a gap is wrong when it is further than the gap from the optimum."""
     problem, oracle, worse, cost = feasible_spot
-    milp = planted(oracle, status=Status.FEASIBLE, plan=worse, cost=cost, bound=oracle.cost * 0.9)
+    milp = planted(oracle, status=Status.FEASIBLE, plan=worse, cost=cost, bound=oracle.cost * 0.9,
+                   message="stopped within the gap")
     assert {f.kind for f in fuzz.check(problem, milp=milp, oracle=oracle, gap=1e-4)} == {"outside-gap"}
     assert fuzz.check(problem, milp=milp, oracle=oracle, gap=cost / oracle.cost) == []
 
@@ -171,7 +172,8 @@ def test_planted_false_infeasible_and_bad_plans_are_caught(feasible_spot):
     assert "infeasible-plan" in kinds(problem, planted(oracle, status=Status.FEASIBLE, plan=too_many, bound=None), oracle)
     assert kinds(problem, planted(oracle, cost=oracle.cost * 0.5, bound=oracle.cost * 0.5), oracle) == {"wrong-cost"}
     assert "error" in kinds(problem, planted(oracle, status=Status.ERROR, plan=None, cost=None, bound=None), oracle)
-    assert kinds(problem, planted(oracle, status=Status.LIMIT, bound=0.0), oracle) == {"gave-up"}
+    assert kinds(problem, planted(oracle, status=Status.LIMIT, bound=0.0, message="bound $0: why"), oracle) == {"gave-up"}
+    assert kinds(problem, planted(oracle, status=Status.LIMIT, bound=0.0), oracle) == {"gave-up", "silent-gap"}
 
 
 def test_plan_on_infeasible_instance_is_caught():
