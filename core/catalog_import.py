@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping
 
 from dnnprov.catalog import Catalog, CatalogEntry
 from dnnprov.errors import InvalidInputError
+from dnnprov.json_files import read_json_file
 
 SPOT_HISTORY_FILE = "aws-spot-price-history-2022-05-31.tsv.gz"
 ON_DEMAND_FILE = "aws-gpu-instances-ondemand-2026-01-21.json"
@@ -156,12 +157,7 @@ def gpu_memory_per_gpu(text: str, gpus: int) -> float | None:
 
 
 def _load_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except OSError as exc:
-        raise InvalidInputError(str(path), f"cannot read file: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(str(path), f"not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    return read_json_file(path)
 
 
 def import_shared_data(region: str = "us-east-1", shared_data: str | Path | None = None, *,

@@ -106,6 +106,15 @@ def describe(problem: SpotProblem | ServerlessProblem) -> str:
             lines.append("  vcpu_quotas: " + ", ".join(f"{q(v.family)}/{v.market} <= {v.vcpus}" for v in c.vcpu_quotas))
         if c.budget_usd is not None:
             lines.append(f"  budget_usd: {c.budget_usd:g}")
+        rates = [f"{q(t.name)} {t.interruption.rate_per_h:.3g}/h" for t in problem.instance_types
+                 if t.interruption is not None]
+        if rates:
+            lines.append("  interruption rate_per_h: " + ", ".join(rates))
+        d = w.domain
+        if d is not None:
+            lines.append(f"  workload.domain: batch_wa {d.batch_wa[0]:g}..{d.batch_wa[1]:g}, workers "
+                         f"{d.workers[0]}..{d.workers[1]}"
+                         + (f", extrapolation {d.extrapolation:g}" if d.extrapolation != 1 else ""))
     else:
         w, p = problem.workload, problem.platform
         grid = problem.memory_grid()
@@ -121,6 +130,11 @@ def describe(problem: SpotProblem | ServerlessProblem) -> str:
                  f"model_mb {w.model_mb:g}, dataset_mb {w.dataset_mb:g}"]
         if problem.constraints.budget_usd is not None:
             lines.append(f"  budget_usd: {problem.constraints.budget_usd:g}")
+        d = w.domain
+        if d is not None:
+            lines.append(f"  workload.domain: memory_mb {d.memory_mb[0]:g}..{d.memory_mb[1]:g}"
+                         + (f", functions {d.functions[0]}..{d.functions[1]}" if d.functions else "")
+                         + (f", extrapolation {d.extrapolation:g}" if d.extrapolation != 1 else ""))
     if problem.notes:
         lines.append(f"  notes: {q(problem.notes)}")
     return "\n".join(lines)

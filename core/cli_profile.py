@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from dnnprov.catalog import load_spot_profile
 from dnnprov.errors import InvalidInputError
+from dnnprov.json_files import read_json_file
 from dnnprov.instance_io import embedded_instance, read_instance
 from dnnprov.paper import load_serverless_workload
 from dnnprov.predict import predict
@@ -37,10 +37,7 @@ def _out_needs_base(args: argparse.Namespace) -> None:
 
 
 def _read_base_notes(path: str) -> str:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InvalidInputError(path, f"cannot read: {exc}") from None
+    data = read_json_file(path)
     return str(data.get("notes", "")) if isinstance(data, dict) else ""
 
 

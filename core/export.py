@@ -26,6 +26,7 @@ from typing import Any, Mapping
 from dnnprov import _checks as check
 from dnnprov.catalog import Catalog
 from dnnprov.errors import InvalidInputError
+from dnnprov.json_files import read_json_file
 from dnnprov.instance_io import problem_from_dict
 from dnnprov.result import Result
 from dnnprov.serverless import ServerlessPlatform, ServerlessProblem
@@ -181,13 +182,7 @@ def plan_document(result: Result, problem: SpotProblem | ServerlessProblem | Non
 
 def load_plan(path: str | Path) -> PlanDocument:
     """Read a plan document (or a bare ``dnnprov solve --json`` result) from a file."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise InvalidInputError(str(path), f"cannot read file: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(str(path), f"not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    return PlanDocument.from_dict(data)
+    return PlanDocument.from_dict(read_json_file(path))
 
 
 # --------------------------------------------------------------------- EC2 and Lambda calls

@@ -16,7 +16,6 @@ j, ``batch_wa`` = b_w of eq. 4, ``cc`` = R of eq. 5, ``workers`` = |N|). Readers
 from __future__ import annotations
 
 import csv
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
+from dnnprov.json_files import parse_json
 
 COLUMNS = ("run", "workers", "batch_wa", "cc", "step", "loss")
 #: Rows skipped at the start and end of a worker log when averaging its s/batch (warm-up
@@ -215,10 +215,7 @@ def read_trainer_state(path: str | Path, *, batch_size: float, workers: int = 1,
         raise InvalidInputError("batch_size", f"must be a number > 0, got {batch_size!r}")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise InvalidInputError("workers", f"must be an integer >= 1, got {workers!r}")
-    try:
-        state = json.loads(_read_text(path))
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(str(path), f"not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    state = parse_json(_read_text(path), str(path))
     history = state.get("log_history") if isinstance(state, dict) else None
     if not isinstance(history, list):
         raise InvalidInputError(f"{path}.log_history", "missing: not a Trainer state file")
