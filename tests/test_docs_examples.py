@@ -106,6 +106,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "the full benchmark (minutes); its numbers are the page's table",
     ("benchmarks.md", ".venv/bin/python benchmarks/scale_ladder.py --time-limit 60     # every rung, 12 instances each, incl. 40x16 and 80x16"):
         "the issue 10 benchmark commands (minutes); the page's tables hold what they printed",
+    ("benchmarks.md", ".venv/bin/python benchmarks/time_limits.py"):
+        "the time-limit benchmark (minutes of real CLI runs); its table follows it on the page",
     ("benchmarks.md", ".venv/bin/python benchmarks/service_load.py --workers 1"):
         "a load benchmark (a server and 200 requests); the page's table holds what it measured",
     ('service.md', ".venv/bin/pip install -e '.[service]'"):
