@@ -69,8 +69,9 @@ def lower_cost(model: ServerlessModel, n: np.ndarray, m: np.ndarray, s: np.ndarr
     """(LB_n, T_train(n)) of the module doc, for arrays of plans."""
     p = model.problem.platform
     train, _, _, _ = model.training_time(n, m, s)
-    bound = m / 1024.0 * p.price_per_gb_s * n * train + n * p.price_per_request
-    return np.where(np.isfinite(bound), bound, np.inf), train
+    with np.errstate(invalid="ignore"):          # a zero price times an invalid pair's inf time
+        bound = m / 1024.0 * p.price_per_gb_s * n * train + n * p.price_per_request
+    return np.where(np.isfinite(train) & np.isfinite(bound), bound, np.inf), train
 
 
 def pair_bounds(model: ServerlessModel) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
