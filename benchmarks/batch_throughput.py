@@ -20,7 +20,7 @@ from pathlib import Path
 
 import dnnprov
 from dnnprov.solve import METHODS
-from dnnprov.solvers.batch import find_instance_files, run_batch
+from dnnprov.batch.runner import find_instance_files, run_batch
 
 
 def copy_instances(paths: list[str], copies: int, into: Path) -> int:

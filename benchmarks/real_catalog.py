@@ -23,7 +23,7 @@ import numpy as np
 
 import dnnprov
 from dnnprov.errors import InvalidInputError
-from dnnprov.generate import (PS_PRICE_PER_H, _target_deadline, aws_types, workload_gpu_profiles)
+from dnnprov.benchsets.generate import (PS_PRICE_PER_H, _target_deadline, aws_types, workload_gpu_profiles)
 from dnnprov.solvers.enumeration import spot_space_size
 
 WORKLOADS = {"resnet110-paper": 0.8, "vgg19": 4.0}

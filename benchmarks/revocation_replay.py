@@ -43,11 +43,11 @@ from pathlib import Path
 from typing import Any
 
 import dnnprov
-from dnnprov.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile
+from dnnprov.io.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile
 from dnnprov.errors import InvalidInputError
-from dnnprov.generate import resolve_shared_data
-from dnnprov.risk import fit_traces, load_trace
-from dnnprov.simulate import POLICIES, Simulator, simulate
+from dnnprov.benchsets.generate import resolve_shared_data
+from dnnprov.problems.interruption import fit_traces, load_trace
+from dnnprov.cloud.simulate import POLICIES, Simulator, simulate
 from dnnprov.solvers.risk import solve_risk
 from dnnprov.solvers.robust import solve_robust
 

@@ -1,7 +1,7 @@
 """λDNN's trace-driven experiment in our terms, and the trace throughput benchmark.
 
 Draws serverless jobs from the Philly trace the way λDNN's simulation did
-(``dnnprov.generate.trace_jobs``: T_o uniform in [600, 1200] s, workloads from Table 5),
+(``dnnprov.benchsets.generate.trace_jobs``: T_o uniform in [600, 1200] s, workloads from Table 5),
 solves each with ``milp`` (proven optimal), ``heuristic`` (λDNN Algorithm 1) and a naive
 rule, and prints: the fraction of jobs whose plan meets T_o, the function memory-time
 (GB-s) and the cost of each method relative to naive, and the wall time and rate of the
@@ -32,7 +32,7 @@ import numpy as np
 
 import dnnprov
 from dnnprov.errors import InvalidInputError
-from dnnprov.generate import trace_jobs
+from dnnprov.benchsets.generate import trace_jobs
 
 
 def naive_plan(problem: dnnprov.ServerlessProblem) -> tuple[int, int]:

@@ -24,7 +24,7 @@ multiple both counts are allowed, and the cheaper one (fewer launches) is what a
 picks. The rest is bilinear and division terms, stated as written.
 
 :func:`side_rows` turns linear user constraints on ``m.n``, ``m.memory_mb`` and ``m.s``
-into :class:`~dnnprov.serverless_model.ServerlessSideRows`.
+into :class:`~dnnprov.models.serverless.ServerlessSideRows`.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ import pyomo.environ as pyo
 from dnnprov.errors import InvalidInputError
 from dnnprov.formulations.spot import (PROBLEM_ATTR, _define, bound_rows, check_builtins,
                                        linear_rows, record_builtins, user_only)
-from dnnprov.serverless import ServerlessProblem
-from dnnprov.serverless_model import ServerlessSideRows
+from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.models.serverless import ServerlessSideRows
 
 
 def problem_of(model: pyo.ConcreteModel) -> ServerlessProblem:

@@ -2,7 +2,7 @@
 
 :func:`create_spot_model` states the problem the way the paper writes it, as a mixed-integer
 nonlinear program (MINLP) that a user can read, extend with linear constraints of their own,
-and hand to :func:`dnnprov.solvers.model_solve.solve_model`:
+and hand to :func:`dnnprov.model_solve.solve_model`:
 
 * ``m.n[c]`` -- integer count of every column ``c`` in ``m.C`` (instance type and market),
   bounded by the kept instances E and the quota Lim (eq. 14);
@@ -30,7 +30,7 @@ equations but *without its rounding* (b_w to 0.1, j to an integer, T to 0.01 s, 
 model it adds the takeover overhead to T and prices the PS (both zero in the authors' setting).
 
 :func:`side_rows` turns the linear constraints users add on ``m.n`` and ``m.s`` into
-:class:`~dnnprov.spot_model.SideRows`, which every solver method enforces.
+:class:`~dnnprov.models.spot.SideRows`, which every solver method enforces.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ from pyomo.repn import generate_standard_repn
 from pyomo.util.calc_var_value import calculate_variable_from_constraint
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.spot import SpotProblem
-from dnnprov.spot_model import SideRows, SpotModel
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.models.spot import SideRows, SpotModel
 
 PROBLEM_ATTR = "_dnnprov_problem"
 

@@ -9,11 +9,11 @@ import numpy as np
 
 from dnnprov.progress import Clock
 from dnnprov.result import Result, Status
-from dnnprov.serverless import ServerlessProblem
-from dnnprov.serverless_model import ServerlessModel
+from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.models.serverless import ServerlessModel
 from dnnprov.solvers.outcome import serverless_result, spot_result
-from dnnprov.spot import SpotProblem
-from dnnprov.spot_model import SpotModel
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.models.spot import SpotModel
 
 
 def window_prefix(items: np.ndarray, n_columns: int) -> np.ndarray:

@@ -1,5 +1,9 @@
 """Joint provisioning of many jobs sharing quotas, solved to proven optimality.
 
+Why this module is long (975 lines): the column generation for both job kinds, the exact
+LP with reduced-cost fixing and the final MILP share one data layout and one proof
+(below); they are split into sections, not modules, so the argument reads in one place.
+
 A scheduler hands over many spot and serverless jobs at once. :func:`solve_many` picks one
 plan per job so that every job meets its own SLOs and constraints, the jobs together stay
 within the shared limits, and the total cost is minimal:
@@ -15,7 +19,7 @@ within the shared limits, and the total cost is minimal:
 The method has three exact steps.
 
 1. Columns (per job, exact). *Spot*: every count vector of the job's quota box and every
-   PS count is evaluated with the vectorized :class:`~dnnprov.spot_model.SpotModel`
+   PS count is evaluated with the vectorized :class:`~dnnprov.models.spot.SpotModel`
    (refused beyond ``max_plans_per_job``, 5 million by default). Per count vector only the
    cheapest PS count is kept (PS nodes are not shared). A plan is then dropped when another
    feasible plan of the same job costs no more and uses no more of every shared resource:
@@ -82,13 +86,13 @@ import scipy.sparse as sp
 from dnnprov.errors import InvalidInputError
 from dnnprov.formulations.joint import JobColumns
 from dnnprov.result import Result, Status, finite_or_none
-from dnnprov.serverless import ServerlessProblem
-from dnnprov.serverless_model import ServerlessModel
+from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.models.serverless import ServerlessModel
 from dnnprov.solvers.enumeration import CHUNK, decode_counts
 from dnnprov.solvers.highs_driver import new_highs
 from dnnprov.solvers.outcome import serverless_result, spot_result
-from dnnprov.spot import SpotProblem, VcpuQuota
-from dnnprov.spot_model import SpotModel
+from dnnprov.problems.spot import SpotProblem, VcpuQuota
+from dnnprov.models.spot import SpotModel
 
 DEFAULT_MAX_PLANS_PER_JOB = 5_000_000
 FIX_MARGIN = 1e-9            # relative margin of the reduced-cost test (float rounding only)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dnnprov.progress import Clock, SolverLog
 from dnnprov.result import Result
-from dnnprov.serverless import ServerlessProblem
-from dnnprov.serverless_model import ServerlessSideRows
+from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.models.serverless import ServerlessSideRows
 from dnnprov.solvers.serverless_exact import solve_serverless_exact
 from dnnprov.solvers.spot_exact import solve_spot_exact
-from dnnprov.spot import SpotProblem
-from dnnprov.spot_model import SideRows
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.models.spot import SideRows
 
 
 def solve_spot(problem: SpotProblem, *, side: SideRows | None = None,

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from dnnprov.result import Result, ServerlessPlan, SpotPlan, Status
-from dnnprov.serverless_model import ServerlessModel
-from dnnprov.spot_model import SpotModel
+from dnnprov.models.serverless import ServerlessModel
+from dnnprov.models.spot import SpotModel
 
 
 def spot_result(model: SpotModel, counts: np.ndarray | None, ps: int, *, status: Status,

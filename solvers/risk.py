@@ -1,7 +1,7 @@
 """Plans of least expected cost under the offers' interruption models (``--risk``), proven optimal.
 
 **Revocation model.** Each spot worker of column m is revoked as a Poisson process of rate
-``lambda_m`` per hour (its type's :class:`~dnnprov.risk.Interruption`; on-demand workers are
+``lambda_m`` per hour (its type's :class:`~dnnprov.problems.interruption.Interruption`; on-demand workers are
 never revoked). A revocation of one worker of m costs ``d_m`` seconds of full-plan time:
 
     d_m = o * max(0, D(e_m)) + w,   D(e_m) = 1 - sigma_{n - e_m} / sigma_n
@@ -59,14 +59,14 @@ import time
 import numpy as np
 from scipy.stats import poisson
 
-from dnnprov import _checks as check
+from dnnprov.problems import _checks as check
 from dnnprov.errors import InvalidInputError
 from dnnprov.result import Result, Status
 from dnnprov.solvers.outcome import spot_result
 from dnnprov.solvers.robust import (DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S, plan_grid, progress_speed,
                                     require_paper_model, spot_columns)
-from dnnprov.spot import SpotProblem
-from dnnprov.spot_model import SpotModel
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.models.spot import SpotModel
 
 
 def column_rates(problem: SpotProblem, model: SpotModel) -> np.ndarray:

@@ -1,12 +1,12 @@
 """Plans that still meet T_obj when K instances are revoked (``--robust K``), proven optimal.
 
-**Progress model** (the one :mod:`dnnprov.replan` uses, see docs/revocation.md). Write
+**Progress model** (the one :mod:`dnnprov.cloud.replan` uses, see docs/revocation.md). Write
 ``u = 1 / (L - g5)`` for the training loss L. On a cluster c, eq. (3) gives
 ``L - g5 = N_c / (j + g1)`` with ``N_c = (g2 b_w + g3) sqrt((R + g4) |c|)``, so u grows at the
 constant *progress speed* ``sigma_c = x_c / N_c`` per second (x_c the iterations per second,
 eq. 2), and training ends when u reaches ``u* = 1 / (L_obj - g5)``. A plan starting from
 scratch begins at ``u0 = g1 / N_c``; then ``(u* - u0) / sigma_c = j / x_c`` is eq. (1)'s time.
-A takeover (:func:`dnnprov.replan.replanned_problem`) continues from the reached u on the
+A takeover (:func:`dnnprov.cloud.replan.replanned_problem`) continues from the reached u on the
 new cluster's speed: the same model, so plans, replans and the simulator agree.
 
 **Revocation model of --robust K.** An adversary revokes at most K spot workers of the plan,
@@ -59,13 +59,13 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from dnnprov import _checks as check
+from dnnprov.problems import _checks as check
 from dnnprov.errors import InvalidInputError
 from dnnprov.result import Result, Status
 from dnnprov.solvers.enumeration import CHUNK, decode_counts, spot_space_size
 from dnnprov.solvers.outcome import spot_result
-from dnnprov.spot import SpotProblem
-from dnnprov.spot_model import SpotModel
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.models.spot import SpotModel
 
 #: The paper's measured join time of takeover instances (2.1 min, spec/spot.md section 5).
 JOIN_OVERHEAD_S = 126.0
@@ -289,10 +289,10 @@ def _robust_by_milp(problem: SpotProblem, model: SpotModel, k: int, overhead_s: 
                     extra: Callable[[np.ndarray, np.ndarray], np.ndarray], max_plans: int,
                     time_limit_s: float, started: float) -> Result:
     """Beyond ``max_plans``: the nominal milp plan if robust (optimal), else the T_obj - K o plan."""
-    from dnnprov.solve import solve
+    from dnnprov.solvers.milp import solve_spot
 
     method = f"robust-{k}" if replaced else f"robust-{k}-unreplaced"
-    nominal = solve(problem, "milp", time_limit_s=time_limit_s)
+    nominal = solve_spot(problem, time_limit_s=time_limit_s)
     if nominal.status is Status.INFEASIBLE:
         return spot_result(model, None, 1, status=Status.INFEASIBLE, method=method, started=started,
                            bound=math.inf, message="no plan is feasible even without revocations")
@@ -308,7 +308,7 @@ def _robust_by_milp(problem: SpotProblem, model: SpotModel, k: int, overhead_s: 
     safe = None
     if replaced and tight > problem.slo.takeover_overhead_s:
         slo = type(problem.slo)(problem.slo.loss, tight, problem.slo.takeover_overhead_s)
-        safe = solve(problem.replace(slo=slo), "milp", time_limit_s=time_limit_s)
+        safe = solve_spot(problem.replace(slo=slo), time_limit_s=time_limit_s)
     if safe is None or safe.plan is None:
         return spot_result(model, None, 1, status=Status.LIMIT, method=method, started=started, bound=nominal.cost,
                            message=f"quota box beyond max_plans={max_plans:,} and the nominal optimum is not "

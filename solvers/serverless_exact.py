@@ -34,8 +34,8 @@ import numpy as np
 
 from dnnprov.progress import Clock, SolverLog
 from dnnprov.result import Result, Status
-from dnnprov.serverless import ServerlessProblem
-from dnnprov.serverless_model import ServerlessModel, ServerlessSideRows
+from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.models.serverless import ServerlessModel, ServerlessSideRows
 from dnnprov.solvers.outcome import serverless_result
 
 

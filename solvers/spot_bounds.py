@@ -16,12 +16,12 @@ import math
 
 import numpy as np
 
-from dnnprov.domain import TOLERANCE as DOMAIN_TOLERANCE
+from dnnprov.problems.domain import TOLERANCE as DOMAIN_TOLERANCE
 from dnnprov.progress import Clock
 from dnnprov.solvers.highs_driver import MilpStatus, new_highs, solve_milp
 from dnnprov.solvers.spot_cells import Cell, ClusterShape, down, up
-from dnnprov.spot import SpotProblem
-from dnnprov.spot_model import SideRows, SpotModel
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.models.spot import SideRows, SpotModel
 
 COUPLING_INTERVALS = 16        # b_w intervals of the coupled j bound (see j_lower)
 COUPLING_GRID = np.linspace(0.0, 1.0, COUPLING_INTERVALS + 1)

@@ -63,8 +63,8 @@ from dnnprov.solvers.highs_driver import MilpStatus, solve_milp
 from dnnprov.solvers.outcome import spot_result
 from dnnprov.solvers.spot_bounds import REF_COST_ROUNDING, CellBounds
 from dnnprov.solvers.spot_cells import Cell, compositions, count_compositions, down, up
-from dnnprov.spot import SpotProblem
-from dnnprov.spot_model import SideRows
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.models.spot import SideRows
 
 SPLIT_TOLERANCE = 1e-3          # bisect a cell when its j bound is this much below the plan's j
 CLOSE_TOLERANCE = 1e-9          # relative tolerance of the MILP threshold test

@@ -71,12 +71,12 @@ BLOCKS = blocks()
 
 #: Blocks run by the tests below: key -> which test.
 RUN: dict[tuple[str, str], str] = {
-    ("batch.md", "from dnnprov.solvers.batch import run_batch, summarize, read_results"): "python",
+    ("batch.md", "from dnnprov.batch.runner import run_batch, summarize, read_results"): "python",
     ("batch.md", "           instances  solved  optimal  failed"): "output",
     ("batch.md", "$ dnnprov batch data/instances --methods milp,heuristic --out results/paper.csv --no-progress"): "console",
     ("batch.md", "$ dnnprov report results/paper.csv --out results/report"): "console",
-    ("benchmarks-sets.md", "from dnnprov.generate import generate, build_set, read_instance_lines"): "python",
-    ("catalog-format.md", "from dnnprov.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile"): "python",
+    ("benchmarks-sets.md", "from dnnprov.benchsets.generate import generate, build_set, read_instance_lines"): "python",
+    ("catalog-format.md", "from dnnprov.io.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile"): "python",
     ("catalog-format.md", "spot [spot, model paper] by milp: optimal"): "output",
     ("catalog-format.md", "{"): "catalog-json",
     ("cli.md", "$ dnnprov solve embedded:spot/paper-table1.json --json"): "console",
@@ -85,7 +85,7 @@ RUN: dict[tuple[str, str], str] = {
     ("cloud.md", "dnnprov catalog import --region us-east-1            # reads <repo>/../shared/data"): "catalog-import",
     ("formulations.md", "import pyomo.environ as pyo"): "python",
     ("formulations.md", "from dnnprov.formulations.serverless import create_serverless_model"): "python",
-    ("formulations.md", "from dnnprov.solvers.model_solve import solve_model_scip"): "python",
+    ("formulations.md", "from dnnprov.model_solve import solve_model_scip"): "python",
     ("instance-format.md", "import dnnprov"): "python",
     ("instance-format.md", "{"): "instance-json",
     ("instance-format.md", "slo.time_ms: unknown field; did you mean 'time_s'? (units are part of field names; see docs/instance-format.md)"): "errors",
@@ -106,6 +106,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "the full benchmark (minutes); its numbers are the page's table",
     ("benchmarks.md", ".venv/bin/python benchmarks/scale_ladder.py --time-limit 60     # every rung, 12 instances each, incl. 40x16 and 80x16"):
         "the issue 10 benchmark commands (minutes); the page's tables hold what they printed",
+    ("architecture.md", "                       cli/        service/                      front ends"):
+        "a drawing of the rooms; tests/test_architecture.py checks the rule it draws",
     ("benchmarks.md", ".venv/bin/python benchmarks/time_limits.py"):
         "the time-limit benchmark (minutes of real CLI runs); its table follows it on the page",
     ("benchmarks.md", ".venv/bin/python benchmarks/service_load.py --workers 1"):
@@ -138,7 +140,7 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "synopsis; launching needs AWS (tests/test_aws_apply.py runs it against moto on 127.0.0.1)",
     ("cloud.md", "dnnprov replan INSTANCE --plan PLAN --revoked g3.8xlarge=5 --elapsed 1788 --loss-reached 0.92 \\"):
         "synopsis with placeholders; tests/test_replan.py runs the command",
-    ("cloud.md", "from dnnprov.replan import watch_interruptions, replan"):
+    ("cloud.md", "from dnnprov.cloud.replan import watch_interruptions, replan"):
         "polls the EC2 instance metadata service in an endless loop (needs an EC2 host)",
     ("profiler.md", "run,workers,batch_wa,cc,step,loss"):
         "a two-line excerpt of the CSV contract; tests/test_profiler.py round-trips and reads such files",
@@ -149,7 +151,7 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("profiler.md", "dnnprov predict INSTANCE --counts TYPE=N,... [--ps S] [--json]                          # spot"):
         "synopsis with placeholders; tests/test_predict.py runs the command",
     ("profiler.md", "$ dnnprov profile fit-loss synth.csv"):
-        "its input is written by dnnprov.profiler.synthetic_log; tests/test_profiler.py checks the recovery for 4 seeds",
+        "its input is written by dnnprov.profiling.profiler.synthetic_log; tests/test_profiler.py checks the recovery for 4 seeds",
     ("profiler.md", "$ dnnprov profile fit-loss ../shared/data/training-logs/whisper-large-v2-ja-trainer_state.json --batch-size 50"):
         "reads ../shared/data, outside the examples' folder; tests/test_profiler.py fits the same file",
     ("reproduction.md", "python benchmarks/trace_experiment.py --count 100000 --workers 2"):
@@ -171,7 +173,7 @@ NOT_RUN: dict[tuple[str, str], str] = {
 #: Examples that fail as the page has them (pages of other parts of the project): each
 #: must still raise; when the page is fixed, the test says so and the entry goes.
 KNOWN_BROKEN: dict[tuple[str, str], str] = {
-    ("formulations.md", "from dnnprov.solvers.model_solve import solve_model_scip"):
+    ("formulations.md", "from dnnprov.model_solve import solve_model_scip"):
         "run after the serverless example, `m` is the serverless model, which SCIP does not state",
 }
 
@@ -320,8 +322,8 @@ def test_shipped_serverless_example_is_the_embedded_file():
 
 def test_catalog_examples_load(tmp_path):
     """The catalog, spot workload and serverless workload files of catalog-format.md load."""
-    from dnnprov.catalog import load_catalog, load_spot_profile
-    from dnnprov.paper import load_serverless_workload
+    from dnnprov.io.catalog import load_catalog, load_spot_profile
+    from dnnprov.io.paper import load_serverless_workload
 
     loaders = {"dnnprov/catalog": load_catalog, "dnnprov/spot-workload": load_spot_profile,
                "dnnprov/serverless-workload": load_serverless_workload}
@@ -346,7 +348,7 @@ def test_catalog_import_example(workdir):
     assert run.returncode == 0, run.stderr
     written = Path(run.stdout.strip())
     assert written.parent == workdir and written.name.startswith("aws-us-east-1")
-    from dnnprov.catalog import load_catalog
+    from dnnprov.io.catalog import load_catalog
     assert load_catalog(written).region == "us-east-1"
 
 

@@ -1,0 +1,1 @@
+"""Running many instances: the supervised batch runner, result summaries, reports, cost-deadline sweeps."""

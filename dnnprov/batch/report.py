@@ -1,0 +1,341 @@
+"""Figures and an HTML page from a batch results file (``dnnprov report``).
+
+Three figures, each as PNG and SVG: cost and training time against the SLO per method
+(one panel per workload, as in spotDNN's Fig. 7 and λDNN's Fig. 11), a Dolan-Moré
+performance profile of solve times, and the distribution of cost ratios to the best known
+plan. The SLO and workload of a row are read from the instance file its ``path`` names.
+Plot functions take an optional ``ax``/``axes`` and return the figure; matplotlib is used
+through :class:`~matplotlib.figure.Figure` only (no pyplot state, no GUI backend).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from dnnprov.errors import InvalidInputError
+from dnnprov.result import Status
+from dnnprov.solve import METHODS
+from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.batch.runner import cost_ratios, load_instances, read_results, split_path, summarize
+from dnnprov.problems.spot import SpotProblem
+
+#: Line style per method, the same in every figure.
+STYLES: dict[str, dict[str, Any]] = {
+    "milp": {"color": "#1f77b4", "marker": "o", "linestyle": "-", "markersize": 9},
+    "enumerate": {"color": "#2ca02c", "marker": "x", "linestyle": "--", "markersize": 10},
+    "heuristic": {"color": "#d62728", "marker": "^", "linestyle": "-.", "markersize": 6},
+    "reference-heuristic": {"color": "#9467bd", "marker": "s", "linestyle": ":", "markersize": 4},
+}
+#: Solve times below this count as this much in the performance profile.
+TIME_FLOOR_S = 1e-3
+#: Relative tolerance for "reached the best known cost".
+COST_RTOL = 1e-6
+MAX_SLO_PANELS = 12
+#: Panels with more distinct SLOs than this average over quantile bins of the SLO.
+MAX_SLO_POINTS = 10
+
+
+def _style(method: str) -> dict[str, Any]:
+    return STYLES.get(method, {"marker": ".", "linestyle": "-"})
+
+
+def _methods(df: pd.DataFrame) -> list[str]:
+    order = list(METHODS)
+    return sorted(df["method"].unique(), key=lambda m: (order.index(m) if m in order else len(order), m))
+
+
+def _figure(**kwargs: Any):
+    from matplotlib.figure import Figure
+
+    return Figure(**kwargs)
+
+
+# ------------------------------------------------------------------ instance data
+def instance_info(paths: Sequence[str], bases: Sequence[Path] = (Path("."),)) -> pd.DataFrame:
+    """Kind, workload, SLO time and loss target of each row path (read from its file).
+
+    A relative path is looked up below each of ``bases`` in turn; paths whose file cannot
+    be read get NaN / empty values and are left out of the SLO figure.
+    """
+    paths = list(dict.fromkeys(paths))
+    problems: dict[str, Any] = {}
+    for base in bases:
+        missing = [p for p in paths if not isinstance(problems.get(p), (SpotProblem, ServerlessProblem))]
+        if not missing:
+            break
+        located = {p if Path(split_path(p)[0]).is_absolute() else (base / p).as_posix(): p for p in missing}
+        for where, problem in load_instances(located).items():
+            problems[located[where]] = problem
+    records = []
+    for path in paths:
+        problem = problems.get(path)
+        record: dict[str, Any] = {"path": path, "kind": "", "workload": "", "model": "",
+                                  "slo_s": math.nan, "slo_loss": math.nan}
+        if isinstance(problem, SpotProblem):
+            record.update(kind="spot", workload=problem.workload.name, model=problem.model,
+                          slo_s=problem.slo.time_s, slo_loss=problem.slo.loss)
+        elif isinstance(problem, ServerlessProblem):
+            record.update(kind="serverless", workload=problem.workload.name, model="lambda-dnn",
+                          slo_s=problem.time_s)
+        records.append(record)
+    columns = ["path", "kind", "workload", "model", "slo_s", "slo_loss"]
+    return pd.DataFrame(records, columns=columns).set_index("path")
+
+
+# ------------------------------------------------------------------ figures
+def slo_panels(df: pd.DataFrame, info: pd.DataFrame) -> dict[tuple[str, str, str], pd.DataFrame]:
+    """Rows of the SLO figure per (kind, workload, model), most SLOs first.
+
+    Only instances where every method of the panel found a plan are kept, so that each
+    point averages the same instances for every method. Panels with one SLO are left out
+    when some panel has several; at most :data:`MAX_SLO_PANELS`.
+    """
+    meta = info.rename(columns={"kind": "panel_kind", "model": "panel_model"})
+    rows = df.join(meta, on="path")
+    rows = rows[rows["slo_s"].notna()]
+    has_plan = (rows["plan"] != "") & rows["cost"].notna()
+    panels = {}
+    for key, sub in rows.groupby(["panel_kind", "workload", "panel_model"], sort=True):
+        methods = sub["method"].unique()
+        solved = sub[has_plan.loc[sub.index]].groupby("path")["method"].nunique()
+        common = solved.index[solved == len(methods)]
+        sub = sub[sub["path"].isin(common) & has_plan.loc[sub.index]]
+        if len(sub):
+            panels[key] = sub
+    order = sorted(panels, key=lambda k: -panels[k]["slo_s"].nunique())
+    if any(panels[k]["slo_s"].nunique() > 1 for k in order):
+        order = [k for k in order if panels[k]["slo_s"].nunique() > 1]
+    return {k: panels[k] for k in order[:MAX_SLO_PANELS]}
+
+
+def binned_slo(slo: pd.Series, bins: int = MAX_SLO_POINTS) -> pd.Series:
+    """``slo`` itself when it has at most ``bins`` values, else each value replaced by the
+    mean SLO of its quantile bin (so that random sets give readable curves)."""
+    if slo.nunique() <= bins:
+        return slo
+    groups = pd.qcut(slo.rank(method="dense"), bins, labels=False, duplicates="drop")
+    return slo.groupby(groups).transform("mean")
+
+
+def plot_slo(df: pd.DataFrame, info: pd.DataFrame, axes: np.ndarray | None = None):
+    """Mean cost (top) and training time (bottom) of the plans against the SLO, per method.
+
+    One column of panels per (kind, workload, model) from :func:`slo_panels`; each point
+    is the mean over the instances with that SLO. The time panels draw the SLO itself as
+    a grey dashed line.
+    """
+    panels = slo_panels(df, info)
+    n = max(1, len(panels))
+    ncols = min(4, n)
+    nrows = math.ceil(n / ncols)
+    if axes is None:
+        fig = _figure(figsize=(4.2 * ncols, 6.4 * nrows), layout="constrained")
+        axes = np.asarray(fig.subplots(2 * nrows, ncols, squeeze=False))
+    else:
+        axes = np.asarray(axes).reshape(2 * nrows, ncols)
+        fig = axes.flat[0].figure
+    for ax in axes.flat:
+        ax.set_visible(False)
+    if not panels:
+        ax = axes[0, 0]
+        ax.set_visible(True)
+        ax.text(0.5, 0.5, "no solved instance with a readable SLO", ha="center", va="center",
+                transform=ax.transAxes)
+        ax.set_axis_off()
+        return fig
+    for g, ((kind, workload, model), sub) in enumerate(panels.items()):
+        top, bottom = axes[2 * (g // ncols), g % ncols], axes[2 * (g // ncols) + 1, g % ncols]
+        top.set_visible(True)
+        bottom.set_visible(True)
+        sub = sub.assign(slo_s=binned_slo(sub["slo_s"]))
+        means = sub.groupby(["method", "slo_s"])[["cost", "time_s"]].mean().reset_index()
+        for method in _methods(sub):
+            m = means[means["method"] == method].sort_values("slo_s")
+            style = _style(method)
+            top.plot(m["slo_s"], m["cost"], label=method, markerfacecolor="none", **style)
+            bottom.plot(m["slo_s"], m["time_s"], label=method, markerfacecolor="none", **style)
+        slos = np.sort(sub["slo_s"].unique())
+        bottom.plot(slos, slos, color="0.6", linestyle=(0, (4, 3)), linewidth=1, label="SLO", zorder=0)
+        what = "spot, " + model + " model" if kind == "spot" else kind
+        top.set_title(f"{workload} ({what}, {sub['path'].nunique()} instances)", fontsize=10)
+        top.set_ylabel("cost ($)")
+        bottom.set_ylabel("training time (s)")
+        bottom.set_xlabel("SLO training time (s)")
+        for ax in (top, bottom):
+            ax.grid(True, alpha=0.3)
+            if len(slos) == 1:
+                ax.set_xlim(slos[0] * 0.9, slos[0] * 1.1)
+            elif slos[0] > 0 and slos[-1] / slos[0] > 20:
+                ax.set_xscale("log")
+    handles, labels = {}, {}
+    for ax in axes.flat:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    labels = [m for m in list(METHODS) + sorted(handles) if m in handles]
+    labels = list(dict.fromkeys(labels + ["SLO"]))
+    fig.legend([handles[k] for k in labels if k in handles], [k for k in labels if k in handles],
+               loc="outside lower center", ncols=len(labels), frameon=False)
+    fig.suptitle("Cost and training time of the plans versus the SLO (mean over instances solved by every method)")
+    return fig
+
+
+def solve_success(df: pd.DataFrame) -> pd.Series:
+    """Rows that solved their instance: proved optimal or infeasible, or reached the
+    best known cost (within :data:`COST_RTOL`)."""
+    ratio = cost_ratios(df)
+    proved = df["status"].isin([Status.OPTIMAL.value, Status.INFEASIBLE.value])
+    return proved | (ratio <= 1 + COST_RTOL)
+
+
+def performance_ratios(df: pd.DataFrame) -> pd.Series:
+    """Dolan-Moré ratios: a row's solve time over the fastest successful time on its path
+    (``inf`` where the row did not succeed, see :func:`solve_success`)."""
+    secs = df["solve_seconds"].fillna(np.inf).clip(lower=TIME_FLOOR_S)
+    times = secs.where(solve_success(df), np.inf)
+    fastest = times.groupby(df["path"]).transform("min")
+    with np.errstate(invalid="ignore"):
+        return (times / fastest).where(np.isfinite(fastest), np.inf)
+
+
+def plot_performance_profile(df: pd.DataFrame, ax=None):
+    """Fraction of each method's instances solved within a factor tau of the fastest."""
+    if ax is None:
+        fig = _figure(figsize=(6.4, 4.4), layout="constrained")
+        ax = fig.subplots()
+    fig = ax.figure
+    ratios = performance_ratios(df)
+    finite = ratios[np.isfinite(ratios)]
+    top = max(2.0, float(finite.max()) * 1.5) if len(finite) else 2.0
+    for method in _methods(df):
+        r = np.sort(ratios[df["method"] == method].to_numpy())
+        taus = np.concatenate([[1.0], r[np.isfinite(r)], [top]])
+        frac = [np.mean(r <= t) for t in taus]
+        style = _style(method)
+        ax.step(taus, frac, where="post", label=method, color=style.get("color"),
+                linestyle=style["linestyle"], linewidth=1.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(1, top)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel(r"$\tau$: solve time / fastest solve time (log$_2$)")
+    ax.set_ylabel(r"fraction of instances solved within $\tau$")
+    ax.set_title("Performance profile (solved: optimal, infeasible, or best known cost)", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="lower right")
+    return fig
+
+
+def plot_cost_ratios(df: pd.DataFrame, ax=None):
+    """Empirical distribution of cost / best known cost per method (no plan counts as inf)."""
+    if ax is None:
+        fig = _figure(figsize=(6.4, 4.4), layout="constrained")
+        ax = fig.subplots()
+    fig = ax.figure
+    ratios = cost_ratios(df).fillna(np.inf)
+    finite = ratios[np.isfinite(ratios)]
+    right = max(1.05, 1 + (float(finite.max()) - 1) * 1.1) if len(finite) else 1.05
+    for method in _methods(df):
+        r = np.sort(ratios[df["method"] == method].to_numpy())
+        xs = np.concatenate([[0.995, 1.0], r[np.isfinite(r)], [right]])
+        frac = [np.mean(r <= x) for x in xs]
+        style = _style(method)
+        mean = r[np.isfinite(r)].mean() if np.isfinite(r).any() else math.nan
+        ax.step(xs, frac, where="post", color=style.get("color"), linestyle=style["linestyle"],
+                linewidth=1.8, label=f"{method} (mean {mean:.4f})")
+    ax.set_xlim(0.995, right)
+    if right > 2:
+        ax.set_xscale("log")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("cost / best known cost of the instance")
+    ax.set_ylabel("fraction of instances")
+    ax.set_title("Cost ratio to the best known plan", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="lower right")
+    return fig
+
+
+# ------------------------------------------------------------------ the report
+FIGURES = (("slo", "Cost and training time versus SLO"),
+           ("performance-profile", "Performance profile of solve times"),
+           ("cost-ratio", "Cost ratio to the best known plan"))
+
+
+def instance_bases(results: str | Path, roots: Sequence[str | Path] = ()) -> list[Path]:
+    """Folders a row's relative instance path may start from, in the order they are tried.
+
+    ``roots`` first, then the results file's folder and each folder above it (a batch run
+    from a project folder with ``--out sub/results.csv`` wrote paths relative to that
+    project folder), then the current folder.
+    """
+    folder = Path(results).resolve().parent
+    bases = [Path(r).resolve() for r in roots] + [folder, *folder.parents, Path.cwd()]
+    return list(dict.fromkeys(bases))
+
+
+def write_report(results: str | Path, out: str | Path,
+                 roots: Sequence[str | Path] = ()) -> tuple[pd.DataFrame, list[Path]]:
+    """Write ``summary.csv``, the figures (PNG and SVG) and ``index.html`` into ``out``.
+
+    Relative instance paths in the rows are looked up as :func:`instance_bases` says, so
+    the report finds them from any folder. Returns the summary table and the files written.
+    """
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise InvalidInputError("report", "needs matplotlib: pip install 'dnnprov[batch]'") from None
+    results = Path(results)
+    df = read_results(results)
+    if df.empty:
+        raise InvalidInputError(str(results), "has no rows")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = summarize(df)
+    info = instance_info(df["path"].tolist(), bases=instance_bases(results, roots))
+    figures = {"slo": plot_slo(df, info), "performance-profile": plot_performance_profile(df),
+               "cost-ratio": plot_cost_ratios(df)}
+    files = [out / "summary.csv"]
+    summary.to_csv(files[0])
+    for name, fig in figures.items():
+        for ext in ("png", "svg"):
+            path = out / f"{name}.{ext}"
+            fig.savefig(path, dpi=150 if ext == "png" else None)
+            files.append(path)
+    files.append(out / "index.html")
+    files[-1].write_text(_index_html(results, df, summary, info))
+    return summary, files
+
+
+def _index_html(results: Path, df: pd.DataFrame, summary: pd.DataFrame, info: pd.DataFrame) -> str:
+    table = summary.to_html(float_format=lambda v: f"{v:.4f}", na_rep="-", border=0, classes="summary")
+    failed = df[df["status"] == Status.ERROR.value][["path", "method", "error"]]
+    unread = int(info["slo_s"].isna().sum())
+    parts = [
+        "<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>dnnprov batch report: {html.escape(results.name)}</title>",
+        "<style>body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
+        "table{border-collapse:collapse}td,th{padding:.25em .8em;text-align:right;border-bottom:1px solid #ddd}"
+        "td:first-child,th:first-child{text-align:left}img{max-width:100%;border:1px solid #eee}"
+        "figure{margin:2em 0}</style></head><body>",
+        f"<h1>Batch report: {html.escape(results.name)}</h1>",
+        f"<p>{len(df)} rows, {df['path'].nunique()} instances, {df['method'].nunique()} methods. "
+        "Cost ratio: cost over the cheapest plan any method found for the instance. "
+        "Solve times in seconds.</p>",
+        table,
+    ]
+    for name, caption in FIGURES:
+        parts.append(f'<figure><a href="{name}.png"><img src="{name}.svg" alt="{html.escape(caption)}"></a>'
+                     f"<figcaption>{html.escape(caption)} (<a href=\"{name}.png\">PNG</a>, "
+                     f"<a href=\"{name}.svg\">SVG</a>)</figcaption></figure>")
+    if unread:
+        parts.append(f"<p>{unread} instance file(s) could not be read again; their rows are not in the "
+                     "SLO figure.</p>")
+    if len(failed):
+        parts.append(f"<h2>Failed rows ({len(failed)})</h2>")
+        parts.append(failed.head(200).to_html(index=False, border=0))
+    parts.append("</body></html>\n")
+    return "\n".join(parts)

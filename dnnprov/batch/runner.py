@@ -1,0 +1,548 @@
+"""Solve many instance files with many methods: a local process pool or a Dask cluster.
+
+:func:`run_batch` expands files and folders into instances, makes one task per
+(instance, method) that applies, runs every task in a supervised child process that is
+killed when it outlives the time limit, and writes one flat row per task to CSV (appended
+and flushed per row) or Parquet (rewritten in chunks). A bad file, a solver error, a
+crashed or killed child each become that row's ``error``; the batch goes on.
+:func:`summarize` turns the rows into one line per method.
+
+Every task runs in a child started with ``subprocess`` (a fresh interpreter talking
+pickles over a socket pair), not a ``multiprocessing`` worker: Dask worker processes are
+daemonic and may not fork ``multiprocessing`` children, and with the same child on both
+backends a timeout or crash gives the same row locally and on Dask.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import queue
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+
+from dnnprov.errors import InvalidInputError
+from dnnprov.result import Status
+from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.solve import METHODS, solve
+from dnnprov.batch.summary import (SUMMARY_COLUMNS, best_known, cost_ratios, format_summary,
+                                           method_rank, summarize)
+from dnnprov.batch.files import (INSTANCE_SUFFIXES, NUMERIC_COLUMNS, PLAN_COLUMNS, ROW_COLUMNS,
+                                         TEXT_COLUMNS, Item, OutputLock, ResultWriter, find_instance_files,
+                                         instance_identity, load_instance, load_instances, named_files,
+                                         plan_counts, plan_values, read_items, read_results, rows_frame,
+                                         split_path)
+from dnnprov.problems.spot import SpotProblem
+
+if TYPE_CHECKING:  # pandas is imported where used: task processes start without it
+    import pandas as pd
+
+Problem = SpotProblem | ServerlessProblem
+
+__all__ = ["INSTANCE_SUFFIXES", "NUMERIC_COLUMNS", "PLAN_COLUMNS", "ROW_COLUMNS", "TEXT_COLUMNS", "Item",
+           "OutputLock", "ResultWriter", "find_instance_files", "format_summary", "instance_identity",
+           "load_instance", "load_instances", "named_files", "plan_counts", "read_items", "read_results",
+           "rows_frame", "run_batch", "split_path", "summarize", "SUMMARY_COLUMNS", "best_known", "cost_ratios",
+           "method_rank"]
+
+#: Environment variable naming an instance (name, file name or path) whose task makes its
+#: child process exit hard; for testing crash handling. Read when the tasks are made.
+CRASH_ENV = "DNNPROV_TEST_CRASH_ON"
+CRASH_EXIT_CODE = 70
+#: Likewise, an instance whose task never returns (its child sleeps): for testing the kill.
+HANG_ENV = "DNNPROV_TEST_HANG_ON"
+
+
+# ------------------------------------------------------------------ tasks and rows
+@dataclass(frozen=True)
+class Task:
+    """One (instance, method) to solve; ``problem`` is ``None`` when the file is bad."""
+
+    path: str
+    method: str
+    instance: str
+    kind: str
+    model: str
+    problem: Problem | None
+    read_error: str
+    time_limit_s: float
+    gap: float
+    max_plans: int | None
+    kill_after_s: float
+    crash_on: str = ""
+    hang_on: str = ""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The resume key ``(normalised path, method)`` (see :func:`instance_identity`)."""
+        return instance_identity(self.path), self.method
+
+
+def applies(problem: Problem | None, method: str) -> bool:
+    """Whether ``method`` applies to ``problem`` (``reference-heuristic``: spot only).
+
+    A file that could not be read gets a row for every requested method.
+    """
+    return not (method == "reference-heuristic" and isinstance(problem, ServerlessProblem))
+
+
+def _kind_model(problem: Problem | None) -> tuple[str, str]:
+    if isinstance(problem, SpotProblem):
+        return "spot", problem.model
+    if isinstance(problem, ServerlessProblem):
+        return "serverless", "lambda-dnn"
+    return "", ""
+
+
+def _row(task: Task, **values: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {c: None for c in ROW_COLUMNS}
+    row.update(path=task.path, instance=task.instance, kind=task.kind, model=task.model,
+               method=task.method, plan="", message="", error="")
+    row.update(values)
+    return row
+
+
+def failure_row(task: Task, error: str, solve_seconds: float | None = None) -> dict[str, Any]:
+    """The row of a task that produced no result: status ``error`` and the reason."""
+    return _row(task, status=Status.ERROR.value, solve_seconds=solve_seconds, error=error)
+
+
+def run_task(task: Task) -> dict[str, Any]:
+    """Solve one task in this process and return its row (never raises)."""
+    if task.problem is None:
+        return failure_row(task, task.read_error)
+    names = {task.instance, task.path, Path(task.path).name}
+    if task.crash_on and task.crash_on in names:
+        os._exit(CRASH_EXIT_CODE)
+    if task.hang_on and task.hang_on in names:
+        time.sleep(24 * 3600)
+    started = time.perf_counter()
+    try:
+        result = solve(task.problem, task.method, time_limit_s=task.time_limit_s, gap=task.gap,
+                       max_plans=task.max_plans)
+    except Exception as exc:  # InvalidInputError or anything solve lets through
+        return failure_row(task, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
+    row = result.to_row()
+    row.pop("instance", None)
+    gpus = None
+    if isinstance(task.problem, SpotProblem):
+        cols = task.problem.columns()
+        gpus = dict(zip(cols.labels, (int(g) for g in cols.gpus)))
+    out = _row(task, **row, **plan_values(result.plan, gpus))
+    if result.status is Status.ERROR:
+        out["error"] = result.message or "solver error"
+    return out
+
+
+def make_tasks(items: Sequence[Item], methods: Sequence[str], *, time_limit_s: float, gap: float = 0.0,
+               max_plans: int | None = None, kill_after_s: float | None = None) -> list[Task]:
+    """One task per (item, method) that applies, in item order then method order."""
+    kill = kill_after_s if kill_after_s is not None else default_kill_after(time_limit_s)
+    crash_on, hang_on = os.environ.get(CRASH_ENV, ""), os.environ.get(HANG_ENV, "")
+    tasks = []
+    for item in items:
+        kind, model = _kind_model(item.problem)
+        name = item.problem.name if item.problem is not None else Path(split_path(item.path)[0]).stem
+        tasks.extend(Task(path=item.path, method=m, instance=name, kind=kind, model=model,
+                          problem=item.problem, read_error=item.error, time_limit_s=time_limit_s,
+                          gap=gap, max_plans=max_plans, kill_after_s=kill, crash_on=crash_on,
+                          hang_on=hang_on)
+                     for m in methods if applies(item.problem, m))
+    return tasks
+
+
+def default_kill_after(time_limit_s: float) -> float:
+    """Seconds after which a task's child is killed: ``1.1 * limit + 30`` s.
+
+    The solver is to stop itself at its time limit and return its incumbent (status
+    ``limit``); the kill is the last resort for one that does not return, so the grace is
+    generous (a loaded machine, the set-up and the final MILP count against the limit).
+    """
+    return 1.1 * time_limit_s + 30.0
+
+
+# ------------------------------------------------------------------ supervised child
+_CHILD_CODE = "import sys; from dnnprov.batch.runner import child_main; child_main(int(sys.argv[1]))"
+
+
+def child_main(fd: int) -> None:
+    """Entry point of a task child: receive tasks on socket ``fd``, send rows back."""
+    conn = Connection(fd)
+    parent = os.getppid()
+
+    def watch_parent() -> None:  # an orphaned child (parent killed) ends itself
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch_parent, daemon=True).start()
+    from dnnprov.solvers import enumeration, heuristics, milp  # noqa: F401  (import before timing)
+
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        conn.send(("done", run_task(task)))
+
+
+class Child:
+    """One task process: a fresh interpreter running :func:`child_main`."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair()
+        env = dict(os.environ, PYTHONHASHSEED="0")
+        self.proc = subprocess.Popen([sys.executable, "-c", _CHILD_CODE, str(theirs.fileno())],
+                                     pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        theirs.close()
+        self.conn = Connection(ours.detach())
+        self.ready = False
+        self.task: Task | None = None
+        self.started = 0.0
+
+    @property
+    def deadline(self) -> float:
+        """When the running task's child is to be killed."""
+        assert self.task is not None
+        return self.started + self.task.kill_after_s
+
+    def send(self, task: Task) -> None:
+        """Start ``task`` in the child."""
+        self.task, self.started = task, time.perf_counter()
+        self.conn.send(task)
+
+    def receive(self) -> dict[str, Any] | None:
+        """Handle one message: ``None`` for ``ready``, the row for ``done``.
+
+        Raises :class:`EOFError` when the child has died.
+        """
+        kind, payload = self.conn.recv()
+        if kind == "ready":
+            self.ready = True
+            return None
+        self.task = None
+        return payload
+
+    def death_row(self) -> dict[str, Any]:
+        """The row of the task running when the child died (waits for its exit code)."""
+        assert self.task is not None
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # closed its socket but lingers: finish it
+            self.proc.kill()
+            code = self.proc.wait()
+        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+        row = failure_row(self.task, f"crash: task process died ({how})", time.perf_counter() - self.started)
+        self.task = None
+        return row
+
+    def timeout_row(self) -> dict[str, Any]:
+        """Kill the child and return the row of its task."""
+        assert self.task is not None
+        task = self.task
+        self.close(kill=True)
+        row = failure_row(task, f"timeout: task process killed after {task.kill_after_s:g} s: the solver did not "
+                                f"return within its time limit of {task.time_limit_s:g} s and the grace after it; "
+                                "no result", time.perf_counter() - self.started)
+        self.task = None
+        return row
+
+    def run(self, task: Task, start_timeout_s: float = 120.0) -> dict[str, Any]:
+        """Run ``task`` to its end, its deadline, or the child's death (blocking)."""
+        try:
+            while not self.ready:
+                if not self.conn.poll(start_timeout_s):
+                    self.close(kill=True)
+                    return failure_row(task, f"crash: task process did not start within {start_timeout_s:g} s")
+                self.receive()
+            self.send(task)
+            while True:
+                left = self.deadline - time.perf_counter()
+                if left <= 0 or not self.conn.poll(left):
+                    return self.timeout_row()
+                row = self.receive()
+                if row is not None:
+                    return row
+        except (EOFError, OSError):
+            if self.task is None:
+                self.task, self.started = task, time.perf_counter()
+            return self.death_row()
+
+    def alive(self) -> bool:
+        """Whether the child process still runs."""
+        return self.proc.poll() is None
+
+    def close(self, kill: bool = False) -> None:
+        """Stop the child: politely when idle, by SIGKILL when ``kill``."""
+        if kill:
+            self.proc.kill()
+        else:
+            try:
+                self.conn.send(None)
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=None if kill else 5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.conn.close()
+
+
+# ------------------------------------------------------------------ local pool
+def run_local(tasks: Sequence[Task], workers: int, emit: Callable[[dict[str, Any]], None]) -> None:
+    """Run ``tasks`` on ``workers`` supervised children; ``emit`` each row as it ends."""
+    todo = deque(tasks)
+    children = [Child() for _ in range(max(1, min(workers, len(todo))))]
+    startup_failures = 0
+    try:
+        while todo or any(c.task is not None for c in children):
+            for c in children:
+                if c.ready and c.task is None and todo:
+                    c.send(todo.popleft())
+            busy = [c for c in children if c.task is not None]
+            timeout = max(0.0, min(c.deadline for c in busy) - time.perf_counter()) if busy else 1.0
+            by_conn = {c.conn: c for c in children}
+            for conn in wait(list(by_conn), timeout):
+                c = by_conn[conn]
+                try:
+                    row = c.receive()
+                except (EOFError, OSError):
+                    if c.task is not None:
+                        emit(c.death_row())
+                    elif not c.ready:
+                        startup_failures += 1
+                        if startup_failures > 3:
+                            raise RuntimeError("batch task processes exit at start; try "
+                                               f"`{sys.executable} -c 'import dnnprov.solvers.milp'`") from None
+                    c.close(kill=True)
+                    children[children.index(c)] = Child()
+                    continue
+                if row is not None:
+                    emit(row)
+            now = time.perf_counter()
+            for i, c in enumerate(children):
+                if c.task is not None and now >= c.deadline:
+                    emit(c.timeout_row())
+                    children[i] = Child()
+    finally:
+        for c in children:
+            c.close(kill=c.task is not None or not c.ready)
+
+
+# ------------------------------------------------------------------ Dask
+_POOL: "queue.SimpleQueue[Child]" = queue.SimpleQueue()
+
+
+def dask_warmup() -> int:
+    """Start one task child in this Dask worker (run on every worker before a batch)."""
+    _POOL.put(Child())
+    return os.getpid()
+
+
+def dask_task(task: Task) -> dict[str, Any]:
+    """Run one task on a Dask worker in a supervised child (reused across tasks)."""
+    try:
+        child = _POOL.get_nowait()
+    except queue.Empty:
+        child = Child()
+    if not child.alive():
+        child.close(kill=True)
+        child = Child()
+    row = child.run(task)
+    if child.alive() and child.task is None:
+        _POOL.put(child)
+    else:
+        child.close(kill=True)
+    return row
+
+
+def run_dask(tasks: Sequence[Task], address: str, emit: Callable[[dict[str, Any]], None],
+             workers: int | None = None) -> None:
+    """Run ``tasks`` on the Dask cluster at ``address`` (``"local"``: a 2-worker LocalCluster)."""
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise InvalidInputError("--dask", "needs dask.distributed: pip install 'dnnprov[batch]'") from None
+    cluster = None
+    if address == "local":
+        cluster = LocalCluster(n_workers=workers or 2, threads_per_worker=1, processes=True,
+                               host="127.0.0.1", dashboard_address=":0")
+        client = Client(cluster)
+    else:
+        try:
+            client = Client(address, timeout="20s")
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise InvalidInputError("--dask", f"cannot connect to {address}: {exc}") from None
+    try:
+        client.run(dask_warmup)
+        batch = uuid.uuid4().hex[:8]
+        futures = {client.submit(dask_task, t, key=f"dnnprov-batch-{batch}-{i}", pure=False): t
+                   for i, t in enumerate(tasks)}
+        for future in as_completed(futures):
+            try:
+                row = future.result()
+            except Exception as exc:  # KilledWorker, lost worker, ...
+                row = failure_row(futures[future], f"crash: dask task failed ({type(exc).__name__}: {exc})")
+            future.release()
+            emit(row)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+# ------------------------------------------------------------------ the batch
+def sort_rows(rows: Sequence[dict[str, Any]], methods: Sequence[str] = METHODS) -> list[dict[str, Any]]:
+    """Rows in a fixed order: by file, then instance number in a ``.jsonl``, then method."""
+    rank = method_rank(methods)
+
+    def key(row: dict[str, Any]) -> tuple:
+        file, index = split_path(str(row["path"]))
+        return file, -1 if index is None else index, rank(str(row["method"]))
+
+    return sorted(rows, key=key)
+
+
+def run_batch(paths: Iterable[str | Path], methods: Sequence[str] = METHODS, *,
+              time_limit_s: float = 60.0, gap: float = 0.0, max_plans: int | None = None,
+              out: str | Path | None = None, resume: bool = False, workers: int | None = None,
+              dask: str | None = None, kill_after_s: float | None = None,
+              progress: bool | None = None) -> pd.DataFrame:
+    """Solve every instance below ``paths`` with every method in ``methods``.
+
+    Parameters
+    ----------
+    paths
+        Instance files and folders (searched recursively for ``*.json`` and ``*.jsonl``).
+    methods
+        Methods of :func:`dnnprov.solve`; those that do not apply to an instance are
+        skipped (``reference-heuristic`` on serverless problems).
+    time_limit_s, gap, max_plans
+        Passed to :func:`dnnprov.solve` for every task.
+    out
+        Results file, ``.csv`` (one row appended and flushed per task) or ``.parquet``
+        (rewritten every 50 rows or 30 s). Rewritten sorted at the end. The batch holds an
+        exclusive lock on it (:class:`OutputLock`): a second batch writing the same file
+        is refused with an :class:`InvalidInputError`.
+    resume
+        Keep the rows already in ``out`` and run only the (instance, method) pairs missing;
+        instances are matched by their real absolute path (:func:`instance_identity`), so
+        a folder given relative once and absolute the next time is the same.
+    workers
+        Task processes of the local pool (default: CPU count); with ``dask="local"`` the
+        number of Dask workers (default 2).
+    dask
+        ``None`` runs locally; ``"local"`` starts a 2-worker ``LocalCluster`` on
+        127.0.0.1; any other value is a scheduler address such as ``tcp://127.0.0.1:8786``.
+    kill_after_s
+        Seconds after which a task's process is killed and the row recorded as a timeout
+        (default ``1.1 * time_limit_s + 30``: the solver is to stop itself at its limit).
+    progress
+        Show a progress bar on stderr (default: when stderr is a terminal).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Every row of ``out`` (old and new), columns :data:`ROW_COLUMNS`, sorted by path and
+        method. ``df.attrs`` holds ``ran`` (tasks run now), ``kept`` (rows resumed) and
+        ``skipped_files`` (other dnnprov documents found in the folders).
+    """
+    methods = list(dict.fromkeys(methods))
+    bad = [m for m in methods if m not in METHODS]
+    if not methods or bad:
+        raise InvalidInputError("methods", f"must be among {', '.join(METHODS)}; got {', '.join(bad) or 'none'}")
+    if time_limit_s <= 0 or not math.isfinite(time_limit_s):
+        raise InvalidInputError("time_limit_s", f"must be > 0, got {time_limit_s!r}")
+    if not 0 <= gap < 1:
+        raise InvalidInputError("gap", f"must be in [0, 1), got {gap!r}")
+    if workers is not None and workers < 1:
+        raise InvalidInputError("workers", f"must be >= 1, got {workers!r}")
+    out_path = None if out is None else Path(out)
+    if out_path is not None and out_path.suffix not in (".csv", ".parquet"):
+        raise InvalidInputError(str(out), "results file must end in .csv or .parquet")
+    if out_path is not None and out_path.suffix == ".parquet":
+        _need("pyarrow", "--out *.parquet")
+    if resume and out_path is None:
+        raise InvalidInputError("resume", "needs an output file (--out) to resume from")
+
+    paths = list(paths)
+    files = find_instance_files(paths)
+    items, skipped = read_items(files, named_files(paths))
+    if not items:
+        raise InvalidInputError(", ".join(map(str, paths)) or "paths", "no instance files (*.json, *.jsonl) found")
+    tasks = make_tasks(items, methods, time_limit_s=time_limit_s, gap=gap, max_plans=max_plans,
+                       kill_after_s=kill_after_s)
+    lock = OutputLock(out_path) if out_path is not None else None
+    if lock is not None:
+        lock.acquire()
+    try:
+        return _run_tasks(tasks, methods, out_path, resume, workers, dask, progress, skipped)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _run_tasks(tasks: Sequence[Task], methods: Sequence[str], out_path: Path | None, resume: bool,
+               workers: int | None, dask: str | None, progress: bool | None,
+               skipped: Sequence[Path]) -> pd.DataFrame:
+    """Run the tasks not yet in ``out_path`` (with ``resume``) and write every row."""
+    existing: list[dict[str, Any]] = []
+    if resume and out_path is not None and out_path.exists():
+        existing = read_results(out_path).to_dict("records")
+    bases = [Path.cwd()] + ([out_path.parent] if out_path is not None else [])
+    done = {(instance_identity(r["path"], bases), r["method"]) for r in existing}
+    todo = [t for t in tasks if t.key not in done]
+
+    writer = ResultWriter(out_path, existing) if out_path is not None else None
+    rows = list(existing)
+    failed = 0
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(todo), unit="task", desc="batch", file=sys.stderr,
+               disable=(not sys.stderr.isatty()) if progress is None else not progress)
+
+    def emit(row: dict[str, Any]) -> None:
+        nonlocal failed
+        rows.append(row)
+        if writer is not None:
+            writer.write(row)
+        failed += row["status"] == Status.ERROR.value
+        bar.set_postfix_str(f"{failed} failed", refresh=False)
+        bar.update()
+
+    try:
+        if todo and dask:
+            run_dask(todo, dask, emit, workers)
+        elif todo:
+            run_local(todo, workers or os.cpu_count() or 1, emit)
+    finally:
+        bar.close()
+        ordered = sort_rows(rows, methods)
+        if writer is not None:
+            writer.close(ordered)
+    df = rows_frame(ordered)
+    df.attrs.update(ran=len(todo), kept=len(existing), skipped_files=[f.as_posix() for f in skipped])
+    return df
+
+
+def _need(module: str, what: str) -> None:
+    try:
+        __import__(module)
+    except ImportError:
+        raise InvalidInputError(what, f"needs {module}: pip install 'dnnprov[batch]'") from None

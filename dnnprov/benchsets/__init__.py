@@ -1,0 +1,1 @@
+"""Seeded benchmark instance sets (dnnprov generate)."""

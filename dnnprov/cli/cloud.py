@@ -1,0 +1,245 @@
+"""Cloud subcommands of the CLI: ``catalog fetch|import``, ``export``, ``apply``, ``replan``.
+
+Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`; errors are
+:class:`~dnnprov.errors.InvalidInputError` (cloud failures: its subclass ``CloudError``),
+which ``dnnprov`` prints as one line with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from dnnprov.io.catalog import load_catalog
+from dnnprov.io.catalog_import import dated_catalog_name, import_shared_data, write_catalog
+from dnnprov.errors import InvalidInputError
+from dnnprov.cloud.export import (KUEUE_APIS, TARGETS, ApiCall, ExportOptions, FunctionCode, LaunchOptions,
+                            PlanDocument, ec2_fleet_calls, export_files, load_plan, plan_document,
+                            run_instances_calls)
+from dnnprov.io.instances import read_instance
+from dnnprov.cloud.replan import DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem, solve_takeover, takeover_document
+from dnnprov.result import Status
+from dnnprov.solve import METHODS
+from dnnprov.problems.spot import SpotProblem
+
+EXIT_OK, EXIT_NO_PLAN = 0, 1
+
+
+def cmd_catalog_fetch(args: argparse.Namespace) -> int:
+    """Read prices, quotas and hardware from AWS and write a dated catalog file."""
+    from dnnprov.cloud.aws import AwsClients, fetch_catalog_file
+
+    types = [t for t in args.types.split(",") if t] if args.types else None
+    print(fetch_catalog_file(args.region, types, out=args.out, window_hours=args.window_hours,
+                             clients=AwsClients(args.region, endpoint_url=args.endpoint_url)))
+    return EXIT_OK
+
+
+def cmd_catalog_import(args: argparse.Namespace) -> int:
+    """Build a catalog from the real data in ../shared/data (offline)."""
+    catalog = import_shared_data(args.region, args.shared_data, estimate_missing_spot=args.estimate_missing_spot)
+    print(write_catalog(catalog, args.out or Path.cwd() / dated_catalog_name(catalog)))
+    return EXIT_OK
+
+
+def _document(args: argparse.Namespace) -> PlanDocument:
+    """The plan document of PLAN, with --instance / --catalog added when given."""
+    doc = load_plan(args.plan)
+    problem = read_instance(args.instance) if args.instance else doc.problem
+    catalog = load_catalog(args.catalog) if args.catalog else doc.catalog
+    return PlanDocument(result=doc.result, problem=problem, catalog=catalog)
+
+
+def _launch(args: argparse.Namespace) -> LaunchOptions:
+    return LaunchOptions(image_id=args.image_id, launch_template=args.launch_template,
+                         launch_template_version=args.launch_template_version,
+                         subnet_id=args.subnet_id, key_name=args.key_name)
+
+
+def _export_options(args: argparse.Namespace) -> ExportOptions:
+    code = None
+    if args.role or args.image_uri or args.s3_bucket or args.s3_key:
+        code = FunctionCode(role=args.role or "", image_uri=args.image_uri, s3_bucket=args.s3_bucket,
+                            s3_key=args.s3_key, runtime=args.runtime, handler=args.handler)
+    return ExportOptions(launch=_launch(args), function_name=args.function_name, code=code,
+                         queue_name=args.queue_name, namespace=args.namespace,
+                         kueue_api=f"kueue.x-k8s.io/{args.kueue_api}")
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Print (or write) PLAN in a deployable form; ``skypilot`` writes one task file per cluster to --out DIR."""
+    files = export_files(_document(args), args.to, _export_options(args))
+    if args.to == "skypilot":
+        if not args.out:
+            raise InvalidInputError("--out", "the skypilot export is one task file per cluster: "
+                                             "give the folder to write them to (--out DIR)")
+        folder = Path(args.out)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            for name, text in files.items():
+                (folder / name).write_text(text)
+        except OSError as exc:
+            raise InvalidInputError("--out", f"cannot write {folder}: {exc.strerror or exc}") from None
+        (folder / "launch.sh").chmod(0o755)
+        for name in files:
+            print(folder / name)
+        return EXIT_OK
+    (text,) = files.values()
+    if args.out:
+        try:
+            Path(args.out).write_text(text)
+        except OSError as exc:
+            raise InvalidInputError("--out", f"cannot write {args.out}: {exc.strerror or exc}") from None
+        print(args.out)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    """Issue PLAN's EC2 calls: with --dry-run as DryRun requests, else after a confirmation."""
+    import boto3
+
+    from dnnprov.cloud.aws import AwsClients, issue_calls
+
+    doc = _document(args)
+    calls = (ec2_fleet_calls if args.via == "fleet" else run_instances_calls)(doc, _launch(args))
+    region = args.region or doc.region or boto3.Session().region_name
+    if region is None:
+        raise InvalidInputError("region", "the plan names no region (no catalog) and none is configured: pass --region")
+    summary = ", ".join(_describe(c) for c in calls)
+    if not args.dry_run and not args.yes:
+        try:
+            answer = input(f"Launch {summary} in {region}? This starts billing. [y/N] ")
+        except EOFError:
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
+            print("aborted: nothing launched")
+            return EXIT_NO_PLAN
+    outcomes = issue_calls(calls, AwsClients(region, endpoint_url=args.endpoint_url), dry_run=args.dry_run)
+    for outcome in outcomes:
+        what = _describe(outcome.call)
+        if outcome.dry_run:
+            print(f"dry run ok: {what} (DryRunOperation)")
+        else:
+            print(f"launched: {what}: {', '.join(outcome.instance_ids) or 'no instance'}"
+                  + (f"; errors: {'; '.join(outcome.errors)}" if outcome.errors else ""))
+    return EXIT_OK
+
+
+def _describe(call: ApiCall) -> str:
+    """``"5 x g3.8xlarge (spot)"`` for RunInstances, ``"fleet of 8 workers"`` for CreateFleet."""
+    p = call.params
+    if call.operation == "CreateFleet":
+        return f"fleet of {p['TargetCapacitySpecification']['TotalTargetCapacity']} workers"
+    market = "spot" if "InstanceMarketOptions" in p else "on-demand"
+    return f"{p['MinCount']} x {p['InstanceType']} ({market})"
+
+
+def _revoked(values: list[str]) -> dict[str, int]:
+    revoked: dict[str, int] = {}
+    for value in values:
+        name, sep, count = value.partition("=")
+        if not sep or not name or not count.isdigit():
+            raise InvalidInputError("--revoked", f"expected TYPE=COUNT, got {value!r}")
+        revoked[name] = revoked.get(name, 0) + int(count)
+    return revoked
+
+
+def cmd_replan(args: argparse.Namespace) -> int:
+    """Re-plan INSTANCE after revocations of PLAN's instances (takeover plan)."""
+    problem = read_instance(args.instance)
+    if not isinstance(problem, SpotProblem):
+        raise InvalidInputError(args.instance, "re-planning needs a spot instance")
+    doc = load_plan(args.plan)
+    doc.require_spot()
+    takeover = replanned_problem(problem, doc.counts(), _revoked(args.revoked), args.elapsed,
+                                 args.loss_reached, takeover_overhead_s=args.takeover_overhead,
+                                 avoid_revoked=args.avoid_revoked, ps=doc.ps)
+    result = solve_takeover(takeover, args.method, time_limit_s=args.time_limit)
+    if args.json:
+        out = (plan_document(result, takeover, doc.catalog).to_dict() if result.plan is not None
+               else takeover_document(result, takeover, doc.catalog))
+        print(json.dumps(out, indent=2))
+    else:
+        print(result.summary())
+        new = result.details.get("new_instances")
+        if new is not None:
+            print(f"  new  : {', '.join(f'{n} x {k}' for k, n in new.items()) or 'none'} "
+                  f"(kept: {', '.join(f'{n} x {k}' for k, n in takeover.constraints.existing.items()) or 'none'}); "
+                  f"new PS: {result.details.get('new_ps', 0)}")
+    return EXIT_OK if result.plan is not None or result.status is Status.INFEASIBLE else EXIT_NO_PLAN
+
+
+def _plan_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("plan", help="plan document, or the JSON of `dnnprov solve --json`")
+    p.add_argument("--instance", help="the instance file the plan solved (adds GPU counts, PS type, kept workers)")
+    p.add_argument("--catalog", help="the catalog file the plan was priced from (adds region, snapshot)")
+    p.add_argument("--image-id", help="AMI for RunInstances")
+    p.add_argument("--launch-template", help="launch template name (CreateFleet needs one)")
+    p.add_argument("--launch-template-version", default="$Default")
+    p.add_argument("--subnet-id")
+    p.add_argument("--key-name")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``catalog``, ``export``, ``apply`` and ``replan`` subcommands."""
+    p = sub.add_parser("catalog", help="build catalog files from AWS or from the shared real data")
+    catalog_sub = p.add_subparsers(dest="catalog_command", required=True)
+    f = catalog_sub.add_parser("fetch", help="read prices, quotas and hardware from AWS (boto3)")
+    f.add_argument("--region", required=True)
+    f.add_argument("--types", help="comma-separated instance types (default: every GPU type)")
+    f.add_argument("--window-hours", type=float, help="highest spot price per AZ over this window (default: latest)")
+    f.add_argument("--endpoint-url", help="send every AWS call here (testing)")
+    f.add_argument("--out", help="catalog file (default: ./aws-REGION-SNAPSHOT.json)")
+    f.set_defaults(run=cmd_catalog_fetch)
+    i = catalog_sub.add_parser("import", help="catalog from ../shared/data (offline, real AWS data)")
+    i.add_argument("--region", default="us-east-1")
+    i.add_argument("--shared-data", help="folder of the shared data (default: <repo>/../shared/data)")
+    i.add_argument("--estimate-missing-spot", action="store_true",
+                   help="spot price = on-demand x (1 - advisor savings) where the history has none")
+    i.add_argument("--out", help="catalog file (default: ./NAME-SNAPSHOT.json)")
+    i.set_defaults(run=cmd_catalog_import)
+
+    p = sub.add_parser("export", help="write a plan as EC2 calls, Lambda settings, SkyPilot, Kueue or JSON")
+    _plan_options(p)
+    p.add_argument("--to", choices=TARGETS, required=True)
+    p.add_argument("--function-name", help="Lambda function (lambda; default: the instance name)")
+    p.add_argument("--role", help="execution role ARN (lambda): CreateFunction instead of UpdateFunctionConfiguration")
+    p.add_argument("--image-uri", help="container image of the new function (lambda, with --role)")
+    p.add_argument("--s3-bucket", help=".zip package bucket of the new function (lambda, with --role)")
+    p.add_argument("--s3-key", help=".zip package key (lambda, with --s3-bucket)")
+    p.add_argument("--runtime", help="runtime of a .zip function, e.g. python3.12 (lambda)")
+    p.add_argument("--handler", help="handler of a .zip function, e.g. train.handler (lambda)")
+    p.add_argument("--queue-name", help="ClusterQueue and LocalQueue name (kueue; default: the instance name)")
+    p.add_argument("--namespace", default="default", help="namespace of the LocalQueue (kueue)")
+    p.add_argument("--kueue-api", choices=[a.rsplit("/", 1)[1] for a in KUEUE_APIS], default="v1beta2",
+                   help="Kueue API version (default %(default)s, stored from Kueue 0.16; v1beta1 for Kueue before 0.15)")
+    p.add_argument("--out", help="write here instead of standard output (skypilot: a folder, required)")
+    p.set_defaults(run=cmd_export)
+
+    p = sub.add_parser("apply", help="launch a spot plan on EC2 (--dry-run: DryRun requests only)")
+    _plan_options(p)
+    p.add_argument("--via", choices=("run-instances", "fleet"), default="run-instances",
+                   help="RunInstances per type (exact mix, default) or one instant CreateFleet")
+    p.add_argument("--dry-run", action="store_true", help="send DryRun=True requests; launch nothing")
+    p.add_argument("--yes", action="store_true", help="launch without the confirmation prompt")
+    p.add_argument("--region", help="default: the plan's catalog region, else boto3's configured region")
+    p.add_argument("--endpoint-url", help="send every AWS call here (testing)")
+    p.set_defaults(run=cmd_apply)
+
+    p = sub.add_parser("replan", help="takeover plan after spot revocations")
+    p.add_argument("instance", help="the original instance file")
+    p.add_argument("--plan", required=True, help="the plan running now (plan document or solve --json)")
+    p.add_argument("--revoked", action="append", required=True, metavar="TYPE=COUNT")
+    p.add_argument("--elapsed", type=float, required=True, help="seconds since training started")
+    p.add_argument("--loss-reached", type=float, required=True, help="training loss reached so far")
+    p.add_argument("--takeover-overhead", type=float, default=DEFAULT_TAKEOVER_OVERHEAD_S,
+                   help="seconds added to the predicted time (default %(default)g)")
+    p.add_argument("--avoid-revoked", action="store_true", help="buy no new instance of a revoked type")
+    p.add_argument("--method", choices=METHODS, default="milp")
+    p.add_argument("--time-limit", type=float, default=60.0)
+    p.add_argument("--json", action="store_true", help="print the takeover plan document")
+    p.set_defaults(run=cmd_replan)

@@ -1,0 +1,93 @@
+"""The ``solve-many`` subcommand: joint provisioning of many jobs sharing quotas.
+
+    dnnprov solve-many FILE... [--shared-quota TYPE=N ...] [--shared-vcpu FAMILY[/MARKET]=N ...]
+                               [--concurrency N] [--time-limit S] [--max-plans-per-job N] [--json]
+
+Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`. Exit codes as for ``solve``: 0 with
+plans (or a proven infeasible set), 1 without, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from dnnprov.errors import InvalidInputError
+from dnnprov.io.instances import embedded_instance, read_instance
+from dnnprov.result import Status
+from dnnprov.problems.spot import MARKETS, VcpuQuota
+
+EXIT_OK, EXIT_NO_PLAN = 0, 1
+
+
+def _pair(option: str, text: str) -> tuple[str, int]:
+    """``NAME=N`` -> ``(NAME, N)`` with N an integer >= 0."""
+    name, sep, value = text.rpartition("=")
+    if not sep or not name:
+        raise InvalidInputError(option, f"expected NAME=N, got {text!r}")
+    try:
+        number = int(value)
+    except ValueError:
+        raise InvalidInputError(f"{option} {name}", f"expected an integer count, got {value!r}") from None
+    if number < 0:
+        raise InvalidInputError(f"{option} {name}", f"must be >= 0, got {number}")
+    return name, number
+
+
+def shared_limits(args: argparse.Namespace):
+    """The :class:`~dnnprov.solvers.joint.SharedLimits` the options describe."""
+    from dnnprov.solvers.joint import SharedLimits
+
+    quotas: dict[str, int] = {}
+    for text in args.shared_quota or []:
+        label, n = _pair("--shared-quota", text)
+        if label in quotas:
+            raise InvalidInputError(f"--shared-quota {label}", "given twice")
+        quotas[label] = n
+    vcpus = []
+    for text in args.shared_vcpu or []:
+        key, n = _pair("--shared-vcpu", text)
+        family, _, market = key.partition("/")
+        market = market or "spot"
+        if market not in MARKETS:
+            raise InvalidInputError(f"--shared-vcpu {key}", f"market must be one of {', '.join(MARKETS)}")
+        vcpus.append(VcpuQuota(family=family, market=market, vcpus=n))
+    if args.concurrency is not None and args.concurrency < 0:
+        raise InvalidInputError("--concurrency", f"must be >= 0, got {args.concurrency}")
+    return SharedLimits(quotas=quotas, vcpu_quotas=tuple(vcpus), concurrency=args.concurrency)
+
+
+def cmd_solve_many(args: argparse.Namespace) -> int:
+    """Read every FILE, solve the jobs jointly under the shared limits, print the plans."""
+    from dnnprov.solvers.joint import solve_many
+
+    paths = [str(embedded_instance(f.removeprefix("embedded:"))) if f.startswith("embedded:") else f
+             for f in args.files]
+    problems = [read_instance(p) for p in paths]
+    limit = {} if args.max_plans_per_job is None else {"max_plans_per_job": args.max_plans_per_job}
+    result = solve_many(problems, shared=shared_limits(args), time_limit_s=args.time_limit, **limit)
+    print(result.to_json(indent=2) if args.json else result.summary())
+    has_plans = all(r.plan is not None for r in result.results)
+    return EXIT_OK if has_plans or result.status is Status.INFEASIBLE else EXIT_NO_PLAN
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``solve-many`` to the ``dnnprov`` subcommands."""
+    p = sub.add_parser(
+        "solve-many", help="provision many jobs jointly under shared quotas (proven optimal total cost)",
+        description="Choose one plan per job minimizing total cost subject to every job's SLOs and "
+                    "the shared limits. Serverless jobs are assumed to run at the same time: their "
+                    "function counts add up against --concurrency.")
+    p.add_argument("files", nargs="+", metavar="FILE", help="instance files (spot or serverless; embedded:REL too)")
+    p.add_argument("--shared-quota", action="append", metavar="TYPE=N",
+                   help="at most N instances of TYPE over all spot jobs (TYPE:on-demand for the "
+                        "on-demand market); repeat for more types")
+    p.add_argument("--shared-vcpu", action="append", metavar="FAMILY[/MARKET]=N",
+                   help="at most N vCPUs of a quota family (e.g. G/spot) over all spot jobs; repeatable")
+    p.add_argument("--concurrency", type=int, default=None, metavar="N",
+                   help="account concurrency: at most N functions over all serverless jobs at once")
+    p.add_argument("--time-limit", type=float, default=300.0, help="seconds for the whole solve")
+    p.add_argument("--max-plans-per-job", type=int, default=None,
+                   help="largest spot quota box (count vectors x PS counts) a job may have "
+                        "(default 5,000,000)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(run=cmd_solve_many)

@@ -1,0 +1,247 @@
+"""The ``profile`` and ``predict`` subcommands.
+
+    dnnprov profile fit-loss FILE... [--variant cc|no-cc] [--batch-size B] [--workers K]
+                                     [--worker-batch B] [--base PROFILE --out PROFILE]
+                                     [--extrapolation F] [--json]
+    dnnprov profile fit-timing FILE [--param-size-mb S] [--ps-bandwidth-mb-s B] [--pcie-bandwidth-mb-s B]
+                                    [--storage-cap-mb-s B] [--base FILE --out FILE] [--json]
+    dnnprov profile to-csv FILE... --out CSV [--batch-size B] [--workers K] [--worker-batch B]
+    dnnprov predict INSTANCE --counts TYPE=N,... [--ps S] [--json]                 (spot)
+    dnnprov predict INSTANCE --functions N --memory-mb M [--ps S] [--local-batch B] [--json]  (serverless)
+
+Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`. Exit codes: 0 success (predict: the
+plan is feasible), 1 predict: the plan is infeasible (the reasons are printed), 2 bad input.
+See docs/profiler.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from dnnprov.io.catalog import load_spot_profile
+from dnnprov.errors import InvalidInputError
+from dnnprov.json_files import read_json_file
+from dnnprov.io.instances import embedded_instance, read_instance
+from dnnprov.io.paper import load_serverless_workload
+from dnnprov.models.predict import predict
+from dnnprov.profiling import profiler
+
+EXIT_OK, EXIT_INFEASIBLE = 0, 1
+
+
+def _out_needs_base(args: argparse.Namespace) -> None:
+    if args.out is not None and args.base is None:
+        raise InvalidInputError("--out", "needs --base: a profile that supplies the fields this fit does not produce "
+                                         "(e.g. embedded data/workloads/spot/resnet110-paper.json)")
+
+
+def _read_base_notes(path: str) -> str:
+    data = read_json_file(path)
+    return str(data.get("notes", "")) if isinstance(data, dict) else ""
+
+
+def cmd_fit_loss(args: argparse.Namespace) -> int:
+    """Fit eq. (3) to loss logs; print the coefficients and errors; optionally write a profile."""
+    _out_needs_base(args)
+    log = profiler.read_loss_logs(args.files, batch_size=args.batch_size, workers=args.workers,
+                                  worker_batch=args.worker_batch)
+    fit = profiler.fit_loss(log, args.variant)
+    loo = profiler.leave_one_run_out(log, args.variant) if len(log.runs()) >= 2 else []
+    if args.out is not None:
+        profile = profiler.with_loss_fit(load_spot_profile(args.base), fit, ", ".join(map(str, args.files)), loo,
+                                         extrapolation=args.extrapolation)
+        profiler.write_json(profile.to_dict(), args.out)
+    if args.json:
+        print(json.dumps({**fit.to_dict(), "leave_one_run_out": loo}, indent=2))
+        return EXIT_OK
+    print(f"fit of eq. (3), variant {fit.variant}: {fit.points} steps of {len(fit.runs)} runs, RMSE {fit.rmse:.4g} "
+          f"(largest residual {abs(fit.residuals).max():.4g})")
+    for name, e in fit.estimates.items():
+        print("  " + profiler.format_estimate(name, e))
+    d = fit.domain
+    print(f"  domain: b_w {d.batch_wa[0]:g}-{d.batch_wa[1]:g}, |N| {d.workers[0]}-{d.workers[1]}, "
+          f"R {d.cc[0]:.3f}-{d.cc[1]:.3f}")
+    for r in loo:
+        it = r["iterations_error_pct"]
+        print(f"  leave out {r['run']}: loss error {r['loss_error_pct']:.2f} %, iterations to loss "
+              f"{r['target_loss']:.4g}: {'n/a' if it is None else f'{it:.2f} %'}")
+    if args.out is not None:
+        print(f"wrote {args.out}")
+    return EXIT_OK
+
+
+def cmd_fit_timing(args: argparse.Namespace) -> int:
+    """Fit the timing coefficients (spot or serverless, by the CSV header)."""
+    _out_needs_base(args)
+    kind = profiler.timing_kind(args.file)
+    if kind == "spot":
+        if args.param_size_mb is None:
+            raise InvalidInputError("--param-size-mb", "needed for a spot timing fit (S_parm, the model's parameter size)")
+        fit = profiler.fit_spot_timing(args.file, param_size_mb=args.param_size_mb,
+                                       ps_bandwidth_mb_s=args.ps_bandwidth_mb_s,
+                                       pcie_bandwidth_mb_s=args.pcie_bandwidth_mb_s)
+        if args.out is not None:
+            profile = profiler.with_spot_timing_fit(load_spot_profile(args.base), fit, args.file)
+            profiler.write_json(profile.to_dict(), args.out)
+    else:
+        fit = profiler.fit_serverless_timing(args.file, storage_cap_mb_s=args.storage_cap_mb_s)
+        if args.out is not None:
+            workload = profiler.with_serverless_timing_fit(load_serverless_workload(args.base), fit)
+            notes = profiler.serverless_timing_notes(_read_base_notes(args.base), fit, args.file)
+            profiler.write_json(profiler.serverless_workload_dict(workload, notes), args.out)
+    if args.json:
+        print(json.dumps(fit.to_dict(), indent=2))
+        return EXIT_OK
+    data = fit.to_dict()
+    print(f"{kind} timing fit of {args.file}: {data['rows']} rows")
+    names = (["bandwidth_req_mb_s", "alpha_1", "beta_1"] if kind == "spot"
+             else ["rate_alpha", "rate_beta", "storage_alpha", "storage_beta"])
+    for name in names:
+        print("  " + profiler.format_estimate(name, getattr(fit, "bandwidth_req" if name == "bandwidth_req_mb_s" else name)))
+    if kind == "spot":
+        for t, e in fit.compute_time.items():
+            print("  " + profiler.format_estimate(f"compute_time_s[{t}]", e))
+        print(f"  domain: |N| {fit.workers[0]}-{fit.workers[1]}")
+        for r in fit.leave_one_out:
+            print(f"  leave out {r['run']} (|N| {r['workers']}): iteration-time error {r['time_error_pct']:.2f} %")
+    else:
+        print(f"  min_memory_mb {fit.min_memory_mb} ({fit.min_memory_note})")
+        print(f"  domain: {fit.memory_mb[0]:g}-{fit.memory_mb[1]:g} MB, {fit.functions[0]}-{fit.functions[1]} functions")
+        for r in fit.leave_one_out:
+            print(f"  leave out {r['run']} ({r['memory_mb']:g} MB): rate error {r['rate_error_pct']:.2f} %, "
+                  f"storage error {r['storage_error_pct']:.2f} %")
+    if args.out is not None:
+        print(f"wrote {args.out}")
+    return EXIT_OK
+
+
+def cmd_to_csv(args: argparse.Namespace) -> int:
+    """Convert loss logs to the CSV contract."""
+    log = profiler.read_loss_logs(args.files, batch_size=args.batch_size, workers=args.workers,
+                                  worker_batch=args.worker_batch)
+    try:
+        log.write_csv(args.out)
+    except OSError as exc:
+        raise InvalidInputError(args.out, f"cannot write file: {exc.strerror or exc}") from None
+    print(f"wrote {len(log)} rows of {len(log.runs())} runs to {args.out}")
+    return EXIT_OK
+
+
+def parse_counts(text: str) -> dict[str, int]:
+    """``TYPE=N,TYPE=N`` -> ``{TYPE: N}``."""
+    counts: dict[str, int] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        label, sep, value = item.rpartition("=")
+        if not sep or not label:
+            raise InvalidInputError("--counts", f"expected TYPE=N, got {item!r}")
+        try:
+            n = int(value)
+        except ValueError:
+            raise InvalidInputError(f"--counts {label}", f"expected an integer count, got {value!r}") from None
+        if n < 0:
+            raise InvalidInputError(f"--counts {label}", f"must be >= 0, got {n}")
+        if label in counts:
+            raise InvalidInputError(f"--counts {label}", "given twice")
+        counts[label] = n
+    return counts
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    """Predict one plan of an instance."""
+    path = args.file
+    problem = read_instance(embedded_instance(path.removeprefix("embedded:")) if path.startswith("embedded:") else path)
+    out = predict(problem, counts=parse_counts(args.counts) if args.counts else None, ps=args.ps,
+                  functions=args.functions, memory_mb=args.memory_mb, local_batch=args.local_batch)
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(_summary(out))
+    return EXIT_OK if out["feasible"] else EXIT_INFEASIBLE
+
+
+def _summary(out: dict) -> str:
+    """Readable lines of a prediction."""
+    plan = out["plan"]
+    if out["kind"] == "spot":
+        used = ", ".join(f"{n} x {label}" for label, n in plan["counts"].items())
+        lines = [f"{out['instance']} [spot, model {out['model']}]: {used}; {plan['ps']} PS",
+                 f"  time : {out['time_s']:.2f} s" if out["time_s"] is not None else "  time : n/a (the loss SLO is unreachable)",
+                 f"  cost : ${out['cost']:.6f}" if out["cost"] is not None else "  cost : n/a",
+                 f"  b_w {out['batch_wa']:.6g}, R {out['cc']:.4f}{'' if out['cc_in_loss_model'] else ' (not in the no-cc loss)'}, "
+                 f"|N| {out['workers']}, iterations "
+                 + (f"{out['iterations']:.1f}" if out["iterations"] is not None else "n/a")
+                 + f" to loss {out['loss_objective']:g}",
+                 f"  B_wk {out['bandwidth_mb_s']:.2f} MB/s (P = {out['contention_probability']:.3f}, PS {out['ps_bandwidth_mb_s']:g} MB/s)"]
+    else:
+        lines = [f"{out['instance']} [serverless]: {plan['functions']} functions x {plan['memory_mb']} MB, local batch "
+                 f"{plan['local_batch']:g} ({out['local_batch_rule']}); {plan['ps']} PS",
+                 f"  time : {out['time_s']:.2f} s ({out['launches']} launches)" if out["time_s"] is not None else "  time : n/a",
+                 f"  cost : ${out['cost']:.6f}" if out["cost"] is not None else "  cost : n/a",
+                 f"  R {out['rate_samples_per_s']:.4g} samples/s, B_f^s {out['storage_bandwidth_mb_s']:.4g} MB/s, "
+                 f"B_f^p {out['ps_bandwidth_mb_s']:.4g} MB/s, {out['iterations']:.1f} iterations"]
+    lines.append(f"  feasible: {'yes' if out['feasible'] else 'no'}; inside the validity domain: "
+                 f"{'yes' if out['inside_domain'] else 'no'}")
+    note = out["domain"].get("note")
+    if note and out["inside_domain"]:
+        lines.append(f"  domain: {note}")
+    lines += [f"  - {r}" for r in out["reasons"]]
+    return "\n".join(lines)
+
+
+def _loss_inputs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="CSV run,workers,batch_wa,cc,step,loss; a trainer_state.json; or a folder of TF worker logs")
+    p.add_argument("--batch-size", type=float, default=None, help="samples per step of a trainer_state.json")
+    p.add_argument("--workers", type=int, default=1, help="identical workers of a trainer_state.json run (default 1)")
+    p.add_argument("--worker-batch", type=int, default=None,
+                   help="batch of every TF worker (default: the _b<batch>_ token of each log's name)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``profile`` and ``predict`` to the ``dnnprov`` parser."""
+    p = sub.add_parser("profile", help="fit workload profiles from measurements (loss logs, timings)",
+                       description="Fit the coefficients of a workload profile from profiling runs, with "
+                                   "standard errors, validity domain and leave-one-run-out error (docs/profiler.md).")
+    psub = p.add_subparsers(dest="profile_command", required=True)
+
+    q = psub.add_parser("fit-loss", help="fit gamma_1..gamma_5 of spotDNN's eq. (3) to loss logs")
+    _loss_inputs(q)
+    q.add_argument("--variant", choices=("cc", "no-cc"), default="cc", help="loss model with or without R")
+    q.add_argument("--base", default=None, help="spot workload profile to copy the other fields from (with --out)")
+    q.add_argument("--out", default=None, help="write the base profile with the fitted loss model and domain")
+    q.add_argument("--extrapolation", type=float, default=1.0,
+                   help="extrapolation factor f >= 1 the written domain allows (default 1: the fitted ranges)")
+    q.add_argument("--json", action="store_true", help="print one JSON object")
+    q.set_defaults(run=cmd_fit_loss)
+
+    q = psub.add_parser("fit-timing", help="fit B_req, T_comp, alpha_1/beta_1 (spot) or the rate/storage lines (serverless)")
+    q.add_argument("file", help="timing CSV (spot: run,type,gpus,workers,ps,batch_per_gpu,iteration_s,comm_s; "
+                                "serverless: run,memory_mb,functions,samples_per_s,storage_mb_s,failed)")
+    q.add_argument("--param-size-mb", type=float, default=None, help="S_parm, MB (spot)")
+    q.add_argument("--ps-bandwidth-mb-s", type=float, default=1200.0, help="B_ps of one PS, MB/s (spot; default 1200)")
+    q.add_argument("--pcie-bandwidth-mb-s", type=float, default=10000.0, help="B_pcie, MB/s (spot; default 10000)")
+    q.add_argument("--storage-cap-mb-s", type=float, default=115.0, help="B_s, MB/s (serverless; default 115)")
+    q.add_argument("--base", default=None, help="profile (spot) or serverless workload file to copy the other fields from")
+    q.add_argument("--out", default=None, help="write the base with the fitted numbers")
+    q.add_argument("--json", action="store_true", help="print one JSON object")
+    q.set_defaults(run=cmd_fit_timing)
+
+    q = psub.add_parser("to-csv", help="convert loss logs to the CSV run,workers,batch_wa,cc,step,loss")
+    _loss_inputs(q)
+    q.add_argument("--out", required=True, help="CSV file to write")
+    q.set_defaults(run=cmd_to_csv)
+
+    p = sub.add_parser("predict", help="predict time, cost and loss curve of one given plan",
+                       description="The papers' performance predictor: time, cost, b_w, R, bandwidths, loss curve, "
+                                   "feasibility and validity domain of one plan. Exit 0 feasible, 1 infeasible, 2 bad input.")
+    p.add_argument("file", help="instance file (or embedded:spot/paper-table1.json)")
+    p.add_argument("--counts", default=None, help="spot: TYPE=N,... (column labels; TYPE:on-demand for on-demand)")
+    p.add_argument("--ps", type=int, default=1, help="PS nodes (default 1)")
+    p.add_argument("--functions", type=int, default=None, help="serverless: number of functions")
+    p.add_argument("--memory-mb", type=int, default=None, help="serverless: memory per function, MB")
+    p.add_argument("--local-batch", type=float, default=None, help="serverless: local batch instead of eq. (9)'s")
+    p.add_argument("--json", action="store_true", help="print one JSON object (time_s and cost as solve --json)")
+    p.set_defaults(run=cmd_predict)

@@ -1,0 +1,212 @@
+"""Revocation subcommands: ``risk fit``, ``risk attach``, ``risk solve`` and ``simulate``.
+
+    dnnprov risk fit TRACE... [--pool] [--json]
+    dnnprov risk attach INSTANCE (--fit TYPE=TRACE | --bucket TYPE=B)... --out FILE
+    dnnprov risk solve INSTANCE (--robust K [--no-replacement] | --risk) [--deadline-probability Q]
+                       [--takeover-overhead S] [--lost-work S] [--replacement on-demand|spot]
+                       [--max-plans N] [--json]
+    dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE... [--policy none|replan|fallback]
+                     [--runs N] [--seed S] [--replan-method exact|heuristic] [--join S]
+                     [--horizon X] [--per-run] [--json]
+
+Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`. Exit codes: 0 success, 1 no plan,
+2 bad input (one line naming the field).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from typing import Callable
+
+from dnnprov.errors import InvalidInputError
+from dnnprov.io.instances import embedded_instance, read_instance, write_instance
+from dnnprov.result import SpotPlan, Status
+from dnnprov.problems.interruption import Trace, fit_trace, fit_traces, from_advisor_bucket, load_trace
+from dnnprov.problems.spot import SpotProblem
+
+EXIT_OK, EXIT_NO_PLAN = 0, 1
+
+
+def _spot_instance(value: str) -> SpotProblem:
+    path = str(embedded_instance(value.removeprefix("embedded:"))) if value.startswith("embedded:") else value
+    problem = read_instance(path)
+    if not isinstance(problem, SpotProblem):
+        raise InvalidInputError(value, "revocation-aware commands need a spot instance")
+    return problem
+
+
+def _pairs(option: str, values: list[str]) -> list[tuple[str, str]]:
+    """``TYPE=VALUE`` options as pairs (the type may contain dots, the value is after the first '=')."""
+    out = []
+    for text in values:
+        name, sep, value = text.partition("=")
+        if not sep or not name or not value:
+            raise InvalidInputError(option, f"expected TYPE=VALUE, got {text!r}")
+        out.append((name, value))
+    return out
+
+
+def cmd_risk_fit(args: argparse.Namespace) -> int:
+    """Fit the rate of loss and mean time to regain of each trace."""
+    traces = [load_trace(path) for path in args.traces]
+    fits = [fit_traces(traces)] if args.pool else [fit_trace(t) for t in traces]
+    if args.json:
+        print(json.dumps([f.to_dict() for f in fits], indent=2))
+        return EXIT_OK
+    for f in fits:
+        i = f.interruption
+        regain = f"{i.mean_regain_s / 60:.1f} min" if i.mean_regain_s is not None else "never within the trace"
+        print(f"{f.trace}: {i.rate_per_h:.4f} revocations per instance-hour ({f.losses} over "
+              f"{f.instance_hours:.1f} h), mean time to regain {regain}")
+    return EXIT_OK
+
+
+def cmd_risk_attach(args: argparse.Namespace) -> int:
+    """Write INSTANCE with interruption models on the named types."""
+    problem = _spot_instance(args.instance)
+    models = {}
+    for name, path in _pairs("--fit", args.fit or []):
+        models[name] = fit_trace(load_trace(path)).interruption
+    for name, bucket in _pairs("--bucket", args.bucket or []):
+        if not bucket.isdigit():
+            raise InvalidInputError(f"--bucket {name}", f"expected a Spot Advisor bucket 0-4, got {bucket!r}")
+        models[name] = from_advisor_bucket(int(bucket), source="given on the command line")
+    if not models:
+        raise InvalidInputError("--fit", "give at least one --fit TYPE=TRACE or --bucket TYPE=B")
+    names = {t.name for t in problem.instance_types}
+    for name in models:
+        if name not in names:
+            raise InvalidInputError(f"instance_types.{name}", f"not an instance type of {problem.name!r}")
+    types = tuple(replace(t, interruption=models.get(t.name, t.interruption)) for t in problem.instance_types)
+    write_instance(problem.replace(instance_types=types), args.out)
+    print(args.out)
+    return EXIT_OK
+
+
+def cmd_risk_solve(args: argparse.Namespace) -> int:
+    """Solve with --robust K or --risk (exact; docs/revocation.md says what is proven)."""
+    problem = _spot_instance(args.instance)
+    if (args.robust is None) == (not args.risk):
+        raise InvalidInputError("--robust", "give exactly one of --robust K and --risk")
+    if args.robust is not None:
+        from dnnprov.solvers.robust import solve_robust
+
+        if args.deadline_probability is not None or args.lost_work or args.replacement != "on-demand":
+            raise InvalidInputError("--deadline-probability", "--deadline-probability, --lost-work and "
+                                                              "--replacement go with --risk")
+        result = solve_robust(problem, args.robust, overhead_s=args.takeover_overhead,
+                              replaced=not args.no_replacement, max_plans=args.max_plans)
+    else:
+        from dnnprov.solvers.risk import solve_risk
+
+        if args.no_replacement:
+            raise InvalidInputError("--no-replacement", "goes with --robust")
+        result = solve_risk(problem, deadline_probability=args.deadline_probability,
+                            overhead_s=args.takeover_overhead, lost_work_s=args.lost_work,
+                            replacement=args.replacement, max_plans=args.max_plans)
+    print(result.to_json(indent=2) if args.json else result.summary())
+    return EXIT_OK if result.plan is not None or result.status is Status.INFEASIBLE else EXIT_NO_PLAN
+
+
+def progress_bar(total: int, stream=sys.stderr) -> Callable[[int, int], None]:
+    """An ``on_run(done, total)`` callback drawing a one-line bar on ``stream`` (TTY only)."""
+    interactive = hasattr(stream, "isatty") and stream.isatty()
+    step = max(1, total // 100)
+
+    def on_run(done: int, total: int) -> None:
+        if not interactive or (done % step and done != total):
+            return
+        filled = 30 * done // total
+        stream.write(f"\rreplay [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}")
+        if done == total:
+            stream.write("\n")
+        stream.flush()
+
+    return on_run
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """Replay real spot traces against a plan under a policy."""
+    from dnnprov.cloud.export import load_plan
+    from dnnprov.cloud.simulate import simulate
+
+    problem = _spot_instance(args.instance)
+    doc = load_plan(args.plan)
+    doc.require_spot()
+    traces: dict[str, list[Trace]] = {}
+    for name, path in _pairs("--trace", args.trace):
+        traces.setdefault(name, []).append(load_trace(path))
+    plan = SpotPlan(counts=doc.counts(), ps=doc.ps)
+    replay = simulate(problem, plan, traces, policy=args.policy, runs=args.runs, seed=args.seed,
+                      join_s=args.join, horizon=args.horizon, replan_method=args.replan_method,
+                      on_run=progress_bar(args.runs) if args.runs >= 200 else None)
+    if args.json:
+        print(json.dumps(replay.to_dict(per_run=args.per_run), indent=2))
+        return EXIT_OK
+    s = replay.summary()
+    print(f"{problem.name}: {plan} under policy {args.policy}, {s['runs']} runs (seed {args.seed})")
+    print(f"  met deadline : {100 * s['met_deadline']:.1f} % (finished at all: {100 * s['finished']:.1f} %)")
+    print(f"  cost         : mean ${s['cost_mean']:.4f}, p95 ${s['cost_p95']:.4f}")
+    print(f"  loss reached : mean {s['loss_mean']:.4g} (target {problem.slo.loss:g})")
+    print(f"  revocations  : {s['revocations_mean']:.2f} per run, replans {s['replans_mean']:.2f}, "
+          f"on-demand launched {s['on_demand_launched_mean']:.2f}")
+    if args.per_run:
+        for i, run in enumerate(replay.runs):
+            print(f"  run {i}: {json.dumps(run.to_dict())}")
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``risk`` and ``simulate`` subcommands."""
+    from dnnprov.cloud.simulate import POLICIES, REPLAN_METHODS
+    from dnnprov.solvers.robust import DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S
+
+    p = sub.add_parser("risk", help="interruption models and revocation-aware plans")
+    risk_sub = p.add_subparsers(dest="risk_command", required=True)
+    f = risk_sub.add_parser("fit", help="rate of loss and mean time to regain of spot traces")
+    f.add_argument("traces", nargs="+", metavar="TRACE", help="availability or preemption trace files")
+    f.add_argument("--pool", action="store_true", help="one model pooled over all the traces (one type, several zones)")
+    f.add_argument("--json", action="store_true", help="print a JSON list")
+    f.set_defaults(run=cmd_risk_fit)
+    a = risk_sub.add_parser("attach", help="write an instance with interruption models on its types")
+    a.add_argument("instance")
+    a.add_argument("--fit", action="append", metavar="TYPE=TRACE", help="fit the type's model from a trace")
+    a.add_argument("--bucket", action="append", metavar="TYPE=B", help="Spot Advisor bucket 0-4 (midpoint mapping)")
+    a.add_argument("--out", required=True, help="instance file to write")
+    a.set_defaults(run=cmd_risk_attach)
+    s = risk_sub.add_parser("solve", help="exact plans that expect revocations (--robust K or --risk)")
+    s.add_argument("instance")
+    s.add_argument("--robust", type=int, metavar="K", help="meet T_obj even if any K spot workers are revoked")
+    s.add_argument("--no-replacement", action="store_true",
+                   help="with --robust: revoked workers never come back (capacity stays away)")
+    s.add_argument("--risk", action="store_true", help="least expected cost under the interruption models")
+    s.add_argument("--deadline-probability", type=float, metavar="Q",
+                   help="with --risk: meet T_obj with probability >= Q (default: in expectation)")
+    s.add_argument("--takeover-overhead", type=float, default=JOIN_OVERHEAD_S,
+                   help="seconds until a revoked worker is replaced (default %(default)g, the paper's join)")
+    s.add_argument("--lost-work", type=float, default=0.0,
+                   help="with --risk: seconds of progress lost per revocation (default 0: ASP keeps it)")
+    s.add_argument("--replacement", choices=("on-demand", "spot"), default="on-demand",
+                   help="with --risk: market of replacements (default %(default)s)")
+    s.add_argument("--max-plans", type=int, default=DEFAULT_MAX_PLANS, help="largest quota box enumerated")
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.set_defaults(run=cmd_risk_solve)
+
+    p = sub.add_parser("simulate", help="replay real spot traces against a plan")
+    p.add_argument("instance", help="the spot instance the plan solves")
+    p.add_argument("--plan", required=True, help="plan document or `dnnprov solve --json` output")
+    p.add_argument("--trace", action="append", required=True, metavar="TYPE=FILE",
+                   help="trace of a spot type (repeat; several for one type: each run picks one)")
+    p.add_argument("--policy", choices=POLICIES, default="none")
+    p.add_argument("--runs", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--replan-method", choices=REPLAN_METHODS, default="exact",
+                   help="how the replan policy solves takeovers: exact, or spotDNN's heuristic")
+    p.add_argument("--join", type=float, default=JOIN_OVERHEAD_S, help="seconds before launched instances train")
+    p.add_argument("--horizon", type=float, default=3.0, help="stop runs at this multiple of T_obj")
+    p.add_argument("--per-run", action="store_true", help="also print every run")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(run=cmd_simulate)

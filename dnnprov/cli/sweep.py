@@ -1,0 +1,61 @@
+"""The ``sweep`` subcommand: proven minimal cost vs deadline (and target loss).
+
+    dnnprov sweep INSTANCE --deadlines 600:3600:24 [--losses 0.7,0.8] [--out DIR] [--time-limit S]
+
+Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`. Exit codes: 0 when every point
+ended (optimal or proven infeasible), 1 when some point did not, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from dnnprov.errors import InvalidInputError
+from dnnprov.io.instances import embedded_instance, read_instance
+
+EXIT_OK, EXIT_NO_PLAN = 0, 1
+
+
+def _money(value: float | None) -> str:
+    return "-" if value is None else f"${value:.4f}"
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """Solve INSTANCE at every deadline (and loss) exactly; print the table, write files with --out."""
+    from dnnprov.batch.sweep import deadline_grid, parse_losses, sweep, write_sweep
+
+    path = str(embedded_instance(args.file.removeprefix("embedded:"))) if args.file.startswith("embedded:") else args.file
+    problem = read_instance(path)
+    deadlines = deadline_grid(args.deadlines)
+    losses = parse_losses(args.losses) if args.losses else None
+    if not args.time_limit > 0:
+        raise InvalidInputError("--time-limit", f"must be positive, got {args.time_limit}")
+    result = sweep(problem, deadlines, losses, time_limit_s=args.time_limit, heuristic=not args.no_heuristic)
+    print(f"{'loss':>6} {'deadline s':>10} {'status':<10} {'milp cost':>10} {'heuristic':>10}  plan (where it changes)")
+    for row in result.rows:
+        loss = "-" if row["loss"] is None else f"{row['loss']:g}"
+        plan = row["plan"] if row["changed"] else ""
+        print(f"{loss:>6} {row['deadline_s']:>10.0f} {row['status']:<10} {_money(row['cost']):>10} "
+              f"{_money(row['heuristic_cost']):>10}  {plan}".rstrip())
+    for violation in result.violations:
+        print(f"warning: {violation}")
+    if args.out:
+        for path in write_sweep(result, args.out):
+            print(path)
+    ended = all(row["status"] in ("optimal", "infeasible") for row in result.rows)
+    return EXIT_OK if ended else EXIT_NO_PLAN
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``sweep`` to the ``dnnprov`` subcommands."""
+    p = sub.add_parser("sweep", help="proven minimal cost vs deadline (and target loss), with the heuristic beside it",
+                       description="Solve INSTANCE exactly (milp) at every deadline and target loss. "
+                                   "--out DIR writes sweep.csv, sweep.parquet and sweep.png/.svg.")
+    p.add_argument("file", metavar="INSTANCE", help="instance file (or embedded:spot/paper-table1.json)")
+    p.add_argument("--deadlines", required=True, metavar="START:STOP:N",
+                   help="N deadlines from START to STOP seconds, both included (e.g. 600:3600:24)")
+    p.add_argument("--losses", metavar="L1,L2,...", help="target losses (spot; default: the instance's own)")
+    p.add_argument("--time-limit", type=float, default=60.0, help="milp seconds per point (default %(default)g)")
+    p.add_argument("--no-heuristic", action="store_true", help="leave out the heuristic's cost")
+    p.add_argument("--out", metavar="DIR", help="write the table and the figures here")
+    p.set_defaults(run=cmd_sweep)

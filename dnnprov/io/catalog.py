@@ -1,0 +1,220 @@
+"""Cloud catalogs and workload profiles: the two inputs a spot problem is assembled from.
+
+A *catalog* (``dnnprov/catalog`` v1) is what a cloud offers in one region at one moment:
+instance types with hardware facts and prices, vCPU-family quotas, the Lambda concurrency
+limit, and where each number came from. A *spot workload profile*
+(``dnnprov/spot-workload`` v1) is one DNN workload's coefficients plus its profiled
+per-type numbers (per-GPU batch, lone-worker speed or compute time).
+:func:`build_spot_problem` joins the two with SLOs into a :class:`SpotProblem`.
+See docs/catalog-format.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+from dnnprov.problems import _checks as check
+from dnnprov.problems._fields import build, check_keys, drop_none, mapping, set_field
+from dnnprov.errors import InvalidInputError
+from dnnprov.json_files import read_json_file
+from dnnprov.problems.interruption import Interruption, from_advisor_bucket
+from dnnprov.problems.spot import (InstanceType, SpotConstraints, SpotPlatform, SpotProblem, SpotSLO,
+                          SpotWorkload, VcpuQuota, default_family)
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """One instance type as the cloud offers it (prices in $/h; ``None``: not offered/known).
+
+    ``interruption`` is a revocation model of the spot offer (e.g. fitted from a trace);
+    without one, :func:`build_spot_problem` derives it from ``interruption_bucket``.
+    """
+
+    name: str
+    gpus: int
+    vcpus: int | None = None
+    memory_gb: float | None = None
+    gpu_model: str | None = None
+    gpu_memory_gb: float | None = None
+    spot_price_per_h: float | None = None
+    on_demand_price_per_h: float | None = None
+    family: str | None = None
+    interruption_bucket: int | None = None
+    sources: Mapping[str, str] = field(default_factory=dict)
+    interruption: Interruption | None = None
+
+    def __post_init__(self) -> None:
+        where = f"instance_types.{self.name}"
+        set_field(self, "gpus", check.integer(f"{where}.gpus", self.gpus, minimum=0))
+        set_field(self, "vcpus", check.optional_integer(f"{where}.vcpus", self.vcpus, minimum=1))
+        set_field(self, "memory_gb", check.optional_number(f"{where}.memory_gb", self.memory_gb, exclusive_minimum=0))
+        set_field(self, "gpu_memory_gb", check.optional_number(f"{where}.gpu_memory_gb", self.gpu_memory_gb, exclusive_minimum=0))
+        set_field(self, "spot_price_per_h", check.optional_number(f"{where}.spot_price_per_h", self.spot_price_per_h, minimum=0))
+        set_field(self, "on_demand_price_per_h", check.optional_number(f"{where}.on_demand_price_per_h", self.on_demand_price_per_h, minimum=0))
+        set_field(self, "interruption_bucket", check.optional_integer(f"{where}.interruption_bucket", self.interruption_bucket, minimum=0, maximum=4))
+        if self.interruption is not None and not isinstance(self.interruption, Interruption):
+            set_field(self, "interruption", Interruption.from_dict(f"{where}.interruption", self.interruption))
+        if not isinstance(self.sources, Mapping):
+            raise InvalidInputError(f"{where}.sources", "must map field names to where the number came from")
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """What one region offers at one moment (``snapshot``: ISO 8601 UTC time)."""
+
+    name: str
+    region: str
+    snapshot: str
+    instance_types: tuple[CatalogEntry, ...]
+    vcpu_quotas: tuple[VcpuQuota, ...] = ()
+    lambda_concurrency: int | None = None
+    notes: str = ""
+
+    def entry(self, name: str) -> CatalogEntry:
+        """The entry of type ``name``."""
+        for e in self.instance_types:
+            if e.name == name:
+                return e
+        raise InvalidInputError(f"instance_types.{name}", f"not in catalog {self.name!r}")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Catalog":
+        """Build from a ``dnnprov/catalog`` v1 dict."""
+        data = mapping("", data)
+        check_keys("", data, ["format", "version", "name", "region", "snapshot", "instance_types"],
+                   ["notes", "vcpu_quotas", "lambda_concurrency"])
+        if data["format"] != "dnnprov/catalog" or data["version"] != 1:
+            raise InvalidInputError("format", f"expected dnnprov/catalog version 1, got {data['format']!r} v{data['version']!r}")
+        entries = []
+        for name, entry in mapping("instance_types", data["instance_types"]).items():
+            entry = mapping(f"instance_types.{name}", entry)
+            check_keys(f"instance_types.{name}", entry, ["gpus"],
+                       [f.name for f in fields(CatalogEntry) if f.name not in ("name", "gpus")])
+            entries.append(CatalogEntry(name=name, **entry))
+        quotas = tuple(build(VcpuQuota, f"vcpu_quotas[{i}]", q, ["family", "market", "vcpus"])
+                       for i, q in enumerate(data.get("vcpu_quotas", [])))
+        return cls(name=data["name"], region=data["region"], snapshot=data["snapshot"],
+                   instance_types=tuple(entries), vcpu_quotas=quotas,
+                   lambda_concurrency=check.optional_integer("lambda_concurrency", data.get("lambda_concurrency"), minimum=0),
+                   notes=data.get("notes", ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``dnnprov/catalog`` v1 dict."""
+        types = {}
+        for e in self.instance_types:
+            entry = drop_none({f.name: getattr(e, f.name) for f in fields(e) if f.name != "name"})
+            entry["sources"] = dict(e.sources)
+            if e.interruption is not None:
+                entry["interruption"] = e.interruption.to_dict()
+            types[e.name] = entry
+        return drop_none({
+            "format": "dnnprov/catalog", "version": 1, "name": self.name, "region": self.region,
+            "snapshot": self.snapshot, "notes": self.notes, "instance_types": types,
+            "vcpu_quotas": [{"family": q.family, "market": q.market, "vcpus": q.vcpus} for q in self.vcpu_quotas],
+            "lambda_concurrency": self.lambda_concurrency,
+        })
+
+
+@dataclass(frozen=True)
+class SpotWorkloadProfile:
+    """A workload's coefficients and its profile on each instance type.
+
+    ``per_type`` maps a type name to ``{"batch_per_gpu": int, "speed_samples_per_s": x}``
+    or ``{"batch_per_gpu": int, "compute_time_s": x}``.
+    """
+
+    workload: SpotWorkload
+    per_type: Mapping[str, Mapping[str, float]]
+    model: str = "paper"
+    notes: str = ""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "SpotWorkloadProfile":
+        """Build from a ``dnnprov/spot-workload`` v1 dict."""
+        data = mapping("", data)
+        check_keys("", data, ["format", "version", "workload", "per_type"], ["model", "notes"])
+        if data["format"] != "dnnprov/spot-workload" or data["version"] != 1:
+            raise InvalidInputError("format", f"expected dnnprov/spot-workload version 1, got {data['format']!r}")
+        workload = build(SpotWorkload, "workload", data["workload"],
+                         ["name", "param_size_mb", "bandwidth_req_mb_s", "alpha_1", "beta_1",
+                          "gamma_1", "gamma_2", "gamma_3", "gamma_4", "gamma_5"])
+        per_type = {}
+        for name, entry in mapping("per_type", data["per_type"]).items():
+            entry = mapping(f"per_type.{name}", entry)
+            check_keys(f"per_type.{name}", entry, [], ["batch_per_gpu", "speed_samples_per_s", "compute_time_s"])
+            per_type[name] = dict(entry)
+        return cls(workload=workload, per_type=per_type, model=data.get("model", "paper"),
+                   notes=data.get("notes", ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``dnnprov/spot-workload`` v1 dict."""
+        workload = {f.name: getattr(self.workload, f.name) for f in fields(self.workload)}
+        workload["estimated"] = list(self.workload.estimated)
+        workload["domain"] = self.workload.domain.to_dict() if self.workload.domain else None
+        return {"format": "dnnprov/spot-workload", "version": 1, "model": self.model,
+                "notes": self.notes, "workload": drop_none(workload),
+                "per_type": {k: dict(v) for k, v in self.per_type.items()}}
+
+
+def build_spot_problem(catalog: Catalog, profile: SpotWorkloadProfile, slo: SpotSLO, *,
+                       quotas: Mapping[str, int], platform: SpotPlatform | None = None,
+                       constraints: SpotConstraints | None = None, name: str = "spot",
+                       notes: str = "", on_demand_quotas: Mapping[str, int] | None = None) -> SpotProblem:
+    """Join catalog prices and hardware with a workload profile into a :class:`SpotProblem`.
+
+    ``quotas`` names the offered types (in order) and their per-type spot quota; each must
+    be in the catalog with a spot price and in the profile. Each type's interruption model
+    is the entry's ``interruption``, else the one its Spot Advisor bucket gives
+    (:func:`dnnprov.problems.interruption.from_advisor_bucket`), else none.
+    """
+    types = []
+    for type_name, quota in quotas.items():
+        entry = catalog.entry(type_name)
+        if type_name not in profile.per_type:
+            raise InvalidInputError(f"per_type.{type_name}", f"workload {profile.workload.name!r} has no profile on this type")
+        if entry.spot_price_per_h is None:
+            raise InvalidInputError(f"instance_types.{type_name}.spot_price_per_h", f"catalog {catalog.name!r} has no spot price")
+        prof = profile.per_type[type_name]
+        types.append(InstanceType(
+            name=type_name, gpus=entry.gpus, spot_price_per_h=entry.spot_price_per_h, quota=quota,
+            batch_per_gpu=prof.get("batch_per_gpu"), gpu_memory_gb=entry.gpu_memory_gb,
+            speed_samples_per_s=prof.get("speed_samples_per_s"), compute_time_s=prof.get("compute_time_s"),
+            vcpus=entry.vcpus, on_demand_price_per_h=entry.on_demand_price_per_h,
+            on_demand_quota=(on_demand_quotas or {}).get(type_name),
+            family=entry.family if entry.family and entry.family != default_family(type_name) else None,
+            interruption=_interruption(entry, catalog)))
+    return SpotProblem(instance_types=tuple(types), workload=profile.workload, slo=slo,
+                       platform=platform or SpotPlatform(), constraints=constraints or SpotConstraints(),
+                       model=profile.model, name=name, notes=notes)
+
+
+def _interruption(entry: CatalogEntry, catalog: Catalog) -> Interruption | None:
+    """The entry's own interruption model, else its Spot Advisor bucket's, else ``None``."""
+    if entry.interruption is not None:
+        return entry.interruption
+    if entry.interruption_bucket is None:
+        return None
+    where = entry.sources.get("interruption_bucket", f"catalog {catalog.name!r} ({catalog.region}, {catalog.snapshot})")
+    return from_advisor_bucket(entry.interruption_bucket, source=where)
+
+
+def _read_json(path: str | Path) -> Any:
+    return read_json_file(path)
+
+
+def load_catalog(path: str | Path) -> Catalog:
+    """Read a catalog file."""
+    return Catalog.from_dict(_read_json(path))
+
+
+def load_spot_profile(path: str | Path) -> SpotWorkloadProfile:
+    """Read a spot workload profile file."""
+    return SpotWorkloadProfile.from_dict(_read_json(path))
+
+
+def embedded_path(*parts: str) -> Path:
+    """Path of a file shipped in ``dnnprov/data`` (e.g. ``"catalogs", "aws-table3-2023-01.json"``)."""
+    return Path(str(resources.files("dnnprov.data").joinpath(*parts)))

@@ -1,0 +1,265 @@
+"""Offline import of real AWS data (``../shared/data``) into a ``dnnprov/catalog`` v1 file.
+
+Three public files are joined per instance type, each number keeping its source:
+
+- the spot-price history (DescribeSpotPriceHistory output as TSV: AZ id, type, product,
+  $/h, timestamp): per availability zone the latest Linux/UNIX price, then the cheapest
+  zone; the zone is recorded in ``sources``;
+- the on-demand GPU instance list (hardware facts and per-region on-demand $/h);
+- the Spot Instance Advisor feed (interruption-frequency bucket 0-4 and savings %).
+
+The files are read where they are; nothing is copied into the repository.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from dnnprov.io.catalog import Catalog, CatalogEntry
+from dnnprov.errors import InvalidInputError
+from dnnprov.json_files import read_json_file
+
+SPOT_HISTORY_FILE = "aws-spot-price-history-2022-05-31.tsv.gz"
+ON_DEMAND_FILE = "aws-gpu-instances-ondemand-2026-01-21.json"
+ADVISOR_FILE = "aws-spot-advisor-2025-06-28.json"
+LINUX = "Linux/UNIX"
+BUCKETS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
+#: Above this, a per-type GPU-memory figure in the on-demand list is the instance total
+#: (no single GPU had more than 300 GB by 2026); below it, the figure is per GPU.
+PER_GPU_MEMORY_LIMIT_GB = 300.0
+_DIRECTIONS = {"east": "e", "west": "w", "central": "c", "north": "n", "south": "s",
+               "northeast": "ne", "northwest": "nw", "southeast": "se", "southwest": "sw"}
+
+
+@dataclass(frozen=True)
+class SpotQuote:
+    """The price a catalog keeps for one type: the cheapest zone's latest price."""
+
+    price_per_h: float
+    zone: str
+    timestamp: datetime
+    zones: int
+
+    def source(self, origin: str) -> str:
+        """Where the price came from, for ``sources``."""
+        return (f"{origin}: {self.zone} at {iso(self.timestamp)} "
+                f"(cheapest of {self.zones} AZ, latest price per AZ)")
+
+
+def iso(moment: datetime) -> str:
+    """ISO 8601 UTC with a ``Z`` suffix, to the second."""
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def quota_family(type_name: str) -> str:
+    """AWS vCPU-quota family: ``g``/``vt`` types share ``G``, ``p`` types ``P``, else the first letter."""
+    return "G" if type_name.startswith("vt") else type_name[:1].upper()
+
+
+def zone_id_prefix(region: str) -> str:
+    """The AZ-id prefix of a region: ``us-east-1`` -> ``use1``, ``ap-northeast-2`` -> ``apne2``."""
+    match = re.fullmatch(r"([a-z]{2})-([a-z]+)-(\d+)", region)
+    if not match or match.group(2) not in _DIRECTIONS:
+        raise InvalidInputError("region", f"{region!r} is not an AWS region name like 'us-east-1'")
+    return f"{match.group(1)}{_DIRECTIONS[match.group(2)]}{match.group(3)}"
+
+
+def cheapest_zone(rows: Iterable[tuple[str, float, datetime]]) -> SpotQuote | None:
+    """From ``(zone, price, time)`` rows of one type: latest price per zone, then the cheapest zone."""
+    latest: dict[str, tuple[datetime, float]] = {}
+    for zone, price, moment in rows:
+        if zone not in latest or moment > latest[zone][0]:
+            latest[zone] = (moment, price)
+    if not latest:
+        return None
+    zone = min(latest, key=lambda z: (latest[z][1], z))
+    return SpotQuote(price_per_h=latest[zone][1], zone=zone, timestamp=latest[zone][0], zones=len(latest))
+
+
+def default_shared_data() -> Path | None:
+    """``<repo>/../shared/data``: beside this package's checkout, else beside the checkout
+    containing the working directory; ``None`` when neither exists."""
+    beside_package = Path(__file__).resolve().parents[3] / "shared" / "data"
+    if beside_package.is_dir():
+        return beside_package
+    for folder in (Path.cwd(), *Path.cwd().parents):
+        candidate = folder.parent / "shared" / "data"
+        if (folder / "pyproject.toml").is_file() and candidate.is_dir():
+            return candidate
+    return None
+
+
+def read_spot_history(path: Path, region: str) -> dict[str, SpotQuote]:
+    """Per type, the cheapest-zone latest Linux/UNIX price of ``region`` (every row is checked)."""
+    prefix = zone_id_prefix(region) + "-az"
+    rows: dict[str, list[tuple[str, float, datetime]]] = {}
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            for lineno, line in enumerate(handle, start=1):
+                zone, type_name, product, price, moment = _spot_row(f"{path.name}:{lineno}", line)
+                if zone.startswith(prefix) and product.startswith(LINUX):
+                    rows.setdefault(type_name, []).append((zone, price, moment))
+    except (OSError, EOFError) as exc:
+        raise InvalidInputError(str(path), f"cannot read spot-price history: {exc}") from None
+    quotes = {name: cheapest_zone(r) for name, r in rows.items()}
+    return {name: q for name, q in quotes.items() if q is not None}
+
+
+def _spot_row(where: str, line: str) -> tuple[str, str, str, float, datetime]:
+    cols = line.rstrip("\n").split("\t")
+    if len(cols) != 5:
+        raise InvalidInputError(where, "expected 5 tab-separated columns (AZ id, type, product, price, "
+                                       f"timestamp), got {len(cols)}")
+    zone, type_name, product, price, stamp = cols
+    if not zone or not type_name or not product:
+        raise InvalidInputError(where, "empty AZ id, instance type or product description")
+    return zone, type_name, product, parse_price(where, price), parse_time(where, stamp)
+
+
+def parse_price(where: str, text: object) -> float:
+    """A non-negative finite $/h price from a string like ``"0.918000"``."""
+    try:
+        value = float(str(text))
+    except ValueError:
+        raise InvalidInputError(where, f"price {text!r} is not a number") from None
+    if not 0 <= value < float("inf"):
+        raise InvalidInputError(where, f"price {text!r} is not a finite non-negative number")
+    return value
+
+
+def parse_time(where: str, text: object) -> datetime:
+    """An aware UTC datetime from ISO 8601 text or a datetime."""
+    if isinstance(text, datetime):
+        moment = text
+    else:
+        try:
+            moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInputError(where, f"timestamp {text!r} is not ISO 8601") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def gpu_memory_per_gpu(text: str, gpus: int) -> float | None:
+    """Per-GPU memory (GB) from the on-demand list's ``gpuMemory`` (``"16 GB HBM2"``, ``"Unknown"``)."""
+    match = re.match(r"\s*([\d.]+)\s*GB", text or "")
+    if not match:
+        return None
+    value = float(match.group(1))
+    return value / gpus if value > PER_GPU_MEMORY_LIMIT_GB else value
+
+
+def _load_json(path: Path) -> Any:
+    return read_json_file(path)
+
+
+def import_shared_data(region: str = "us-east-1", shared_data: str | Path | None = None, *,
+                       estimate_missing_spot: bool = False) -> Catalog:
+    """Build a catalog of the GPU instance types of ``region`` from the shared real data.
+
+    Parameters
+    ----------
+    region
+        AWS region name; spot rows are those whose AZ id belongs to it.
+    shared_data
+        The folder holding the files (default: ``<repo>/../shared/data``).
+    estimate_missing_spot
+        For types with no spot-price row in the history window, estimate the spot price
+        as on-demand x (1 - advisor savings %); the source says it is an estimate.
+    """
+    folder = Path(shared_data) if shared_data is not None else default_shared_data()
+    if folder is None or not folder.is_dir():
+        raise InvalidInputError("shared_data", f"no shared data folder ({folder or '<repo>/../shared/data not found'}); "
+                                               "pass its path")
+    spot = read_spot_history(folder / SPOT_HISTORY_FILE, region)
+    offered = _load_json(folder / ON_DEMAND_FILE)
+    advisor = _load_json(folder / ADVISOR_FILE)
+    if not isinstance(offered, list) or not isinstance(advisor, Mapping):
+        raise InvalidInputError(str(folder), f"{ON_DEMAND_FILE} must be a list and {ADVISOR_FILE} an object")
+    regional_advice = advisor.get("spot_advisor", {}).get(region, {}).get("Linux", {})
+    entries = [entry for item in offered
+               if (entry := _entry(item, region, spot, regional_advice, estimate_missing_spot)) is not None]
+    if not entries:
+        raise InvalidInputError("region", f"no GPU instance type of {region!r} in {ON_DEMAND_FILE}")
+    stamps = [q.timestamp for name, q in spot.items() if any(e.name == name for e in entries)]
+    snapshot = iso(max(stamps)) if stamps else "2022-05-31T23:59:59Z"
+    return Catalog(
+        name=f"aws-{region}-shared-data", region=region, snapshot=snapshot,
+        instance_types=tuple(sorted(entries, key=lambda e: e.name)),
+        notes=(f"Imported offline from {SPOT_HISTORY_FILE} (spot, Linux/UNIX; snapshot = its "
+               f"latest row used), {ON_DEMAND_FILE} (hardware, on-demand) and {ADVISOR_FILE} "
+               "(interruption buckets). The files are of different dates; see each entry's sources. "
+               "GPU memory is per GPU. No quotas or Lambda limit in these files."))
+
+
+def _entry(item: Any, region: str, spot: Mapping[str, SpotQuote], advice: Mapping[str, Any],
+           estimate_missing_spot: bool) -> CatalogEntry | None:
+    """One catalog entry from an on-demand list item, or ``None`` if not a whole-GPU type of ``region``."""
+    if not isinstance(item, Mapping) or item.get("family") != "GPU instance":
+        return None
+    name, gpus = item.get("apiName"), item.get("gpuCount")
+    if not isinstance(name, str) or not isinstance(gpus, int) or gpus < 1:
+        return None  # fractional GPU shares (g6f, gr6f) do not fit the whole-GPU model
+    on_demand = (item.get("pricing") or {}).get(region, {}).get("onDemand")
+    quote = spot.get(name)
+    if on_demand is None and quote is None and region not in item.get("availability", []):
+        return None
+    sources = {field: ON_DEMAND_FILE for field in ("gpus", "vcpus", "memory_gb", "gpu_model", "gpu_memory_gb")}
+    if "K80" in str(item.get("gpu")) and isinstance(item.get("vcpu"), int) and item["vcpu"] // 4 > gpus:
+        # The list counts dual-GPU K80 boards on p2.8xlarge / p2.16xlarge; AWS counts GPUs
+        # (1, 8, 16: one per 4 vCPUs), as the spotDNN paper's Table III does.
+        gpus = item["vcpu"] // 4
+        sources["gpus"] = f"{ON_DEMAND_FILE} counts K80 boards; AWS counts one GPU per 4 vCPUs"
+    spot_price = None
+    if quote is not None:
+        spot_price = quote.price_per_h
+        sources["spot_price_per_h"] = quote.source(SPOT_HISTORY_FILE)
+    if on_demand is not None:
+        sources["on_demand_price_per_h"] = f"{ON_DEMAND_FILE}: {region} onDemand"
+    bucket = None
+    tip = advice.get(name)
+    if isinstance(tip, Mapping) and tip.get("r") in range(len(BUCKETS)):
+        bucket = tip["r"]
+        sources["interruption_bucket"] = (f"{ADVISOR_FILE}: {region} Linux r={bucket} "
+                                          f"({BUCKETS[bucket]} interruptions/month), savings {tip.get('s')}%")
+        if spot_price is None and estimate_missing_spot and on_demand is not None and isinstance(tip.get("s"), (int, float)):
+            spot_price = round(float(on_demand) * (1 - tip["s"] / 100), 6)
+            sources["spot_price_per_h"] = (f"estimated: {ON_DEMAND_FILE} on-demand x (1 - {tip['s']}% "
+                                           f"savings of {ADVISOR_FILE}); no row in {SPOT_HISTORY_FILE}")
+    memory = re.match(r"\s*([\d.]+)", str(item.get("memory", "")))
+    return CatalogEntry(
+        name=name, gpus=gpus, vcpus=item.get("vcpu"), memory_gb=float(memory.group(1)) if memory else None,
+        gpu_model=item.get("gpu"), gpu_memory_gb=gpu_memory_per_gpu(str(item.get("gpuMemory", "")), gpus),
+        spot_price_per_h=spot_price, on_demand_price_per_h=on_demand, family=quota_family(name),
+        interruption_bucket=bucket, sources=sources)
+
+
+def write_catalog(catalog: Catalog, path: str | Path) -> Path:
+    """Write ``catalog`` atomically: a temporary file in the same folder, then a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(catalog.to_dict(), indent=2) + "\n"
+    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def dated_catalog_name(catalog: Catalog) -> str:
+    """File name ``<catalog name>-<snapshot as YYYYMMDDTHHMMSSZ>.json``."""
+    stamp = re.sub(r"[-:]", "", catalog.snapshot)
+    return f"{catalog.name}-{stamp}.json"

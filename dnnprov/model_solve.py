@@ -1,0 +1,179 @@
+"""Solving the Pyomo models users see (:mod:`dnnprov.formulations`), user constraints included.
+
+:func:`solve_model` finds the problem a model was built from, turns the linear constraints
+the user added into side rows, and runs one of dnnprov's methods on the problem with those
+rows; the plan is loaded back into the model's variables. The MINLP statement itself is
+only handed to a general solver by :func:`solve_model_scip`, an independent cross-check
+that certifies nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable
+
+import pyomo.environ as pyo
+
+from dnnprov.errors import InvalidInputError
+from dnnprov.formulations import serverless as serverless_form
+from dnnprov.formulations import spot as spot_form
+from dnnprov.result import Result, Status
+from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.solve import METHODS
+from dnnprov.solvers.outcome import spot_result
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.models.spot import SpotModel
+
+
+def _problem(model: pyo.ConcreteModel) -> SpotProblem | ServerlessProblem:
+    problem = getattr(model, spot_form.PROBLEM_ATTR, None)
+    if not isinstance(problem, (SpotProblem, ServerlessProblem)):
+        raise InvalidInputError("model", "was not built by dnnprov.formulations (create_spot_model "
+                                         "or create_serverless_model)")
+    return problem
+
+
+def solve_model(model: pyo.ConcreteModel, method: str = "milp", *, time_limit_s: float = 60.0,
+                gap: float = 0.0, max_plans: int | None = None) -> Result:
+    """Solve a model built by :func:`~dnnprov.formulations.spot.create_spot_model` or
+    :func:`~dnnprov.formulations.serverless.create_serverless_model`.
+
+    Parameters
+    ----------
+    model
+        The Pyomo model, possibly with linear constraints added on the plan variables
+        (``m.n``, ``m.s``; serverless also ``m.memory_mb``) anywhere outside
+        ``m.performance``.
+    method
+        ``"milp"`` (exact, with a proven bound), ``"enumerate"`` (exhaustive search),
+        ``"heuristic"`` or ``"reference-heuristic"``; the heuristics do not know user
+        constraints and are refused when there are any.
+    time_limit_s, gap, max_plans
+        As in :func:`dnnprov.solve`.
+
+    Returns
+    -------
+    Result
+        The method's result; a plan it returns is also loaded into the model's variables
+        (``m.n``, ``m.s``, ... and every performance variable).
+    """
+    problem = _problem(model)
+    if method not in METHODS:
+        raise InvalidInputError("method", f"must be one of {', '.join(METHODS)}; got {method!r}")
+    if time_limit_s <= 0:
+        raise InvalidInputError("time_limit_s", f"must be > 0, got {time_limit_s!r}")
+    if not 0 <= gap < 1:
+        raise InvalidInputError("gap", f"must be in [0, 1), got {gap!r}")
+    spot = isinstance(problem, SpotProblem)
+    form = spot_form if spot else serverless_form
+    user = form.side_rows(model, builtin=False)       # also validates the model
+    if method in ("heuristic", "reference-heuristic") and user is not None:
+        raise InvalidInputError("method", f"{method} does not know user constraints (here: "
+                                          f"{', '.join(user.names)}); use 'milp' or 'enumerate'")
+    side = form.side_rows(model) if user is not None else None
+    limit = {} if max_plans is None else {"max_plans": max_plans}
+    from dnnprov.solve import solve
+    from dnnprov.solvers.enumeration import enumerate_serverless, enumerate_spot
+    from dnnprov.solvers.serverless_exact import solve_serverless_exact
+    from dnnprov.solvers.spot_exact import solve_spot_exact
+
+    runners: dict[str, Callable[[], Result]]
+    if side is None:
+        runners = {name: (lambda name=name: solve(problem, name, time_limit_s=time_limit_s, gap=gap,
+                                                  max_plans=max_plans)) for name in METHODS}
+    elif spot:
+        runners = {
+            "milp": lambda: solve_spot_exact(problem, side=side, time_limit_s=time_limit_s, gap=gap),
+            "enumerate": lambda: enumerate_spot(problem, side=side, **limit),
+        }
+    else:
+        runners = {
+            "milp": lambda: solve_serverless_exact(problem, side=side, time_limit_s=time_limit_s, gap=gap),
+            "enumerate": lambda: enumerate_serverless(problem, side=side, **limit),
+        }
+    started = time.perf_counter()
+    try:
+        result = runners[method]()
+    except InvalidInputError:
+        raise
+    except Exception as exc:  # reported like dnnprov.solve does
+        return Result(status=Status.ERROR, method=method, kind="spot" if spot else "serverless",
+                      model=problem.model if spot else "lambda-dnn", instance=problem.name,
+                      solve_seconds=time.perf_counter() - started, message=f"{type(exc).__name__}: {exc}")
+    if result.plan is not None:
+        if spot:
+            spot_form.load_plan(model, result.plan.counts, result.plan.ps)
+        else:
+            serverless_form.load_plan(model, result.plan.functions, result.plan.memory_mb, result.plan.ps)
+    return result
+
+
+# ---------------------------------------------------------------------- SCIP cross-check
+def scip_available() -> bool:
+    """Whether PySCIPOpt (the optional ``scip`` extra) is installed and usable."""
+    try:
+        from pyomo.contrib.solver.common.factory import SolverFactory
+        return bool(SolverFactory("scip_direct").available())
+    except Exception:  # noqa: BLE001 - any failure means "not available"
+        return False
+
+
+def solve_model_scip(model: pyo.ConcreteModel, *, time_limit_s: float = 30.0, gap: float = 1e-7,
+                     options: dict | None = None) -> Result:
+    """Solve the spot MINLP statement directly with SCIP (PySCIPOpt) -- a second opinion.
+
+    SCIP gets the model exactly as stated (bilinear terms, divisions, square roots, user
+    constraints included). Its answer is re-evaluated with :class:`~dnnprov.SpotModel`
+    and the user's side rows; the result is never ``optimal`` (SCIP's spatial
+    branch-and-bound has been seen to stop at plans 6-15 % above the optimum with tight
+    feasibility tolerances, see solver-notes), and ``bound`` is SCIP's dual bound only
+    as information in ``stats``. The ``reference`` model's rounding is not in the MINLP,
+    so only ``paper`` models are accepted.
+
+    ``gap`` is SCIP's relative gap limit: with the default 0 SCIP keeps branching on the
+    continuous variables long after its bounds agree to 8 digits. ``options`` are passed
+    to SCIP as parameters (e.g. ``{"numerics/feastol": 1e-8}``). SCIP's log is off by
+    default (``display/verblevel`` 0): Pyomo captures it through a pipe that a thread
+    drains, and PySCIPOpt holds the GIL while solving, so a log longer than the pipe
+    buffer (~64 KB, a solve of some seconds) blocks SCIP for good.
+    """
+    problem = _problem(model)
+    if not isinstance(problem, SpotProblem):
+        raise InvalidInputError("model", "the SCIP cross-check states the spot MINLP only")
+    if problem.model != "paper":
+        raise InvalidInputError("model", "the reference model's rounding is not part of the MINLP; "
+                                         "cross-check 'paper' models only")
+    side = spot_form.side_rows(model)
+    started = time.perf_counter()
+    from pyomo.contrib.solver.common.factory import SolverFactory
+    solver = SolverFactory("scip_direct")
+    if not solver.available():
+        raise InvalidInputError("solver", "PySCIPOpt is not installed (pip install 'dnnprov[scip]')")
+    results = solver.solve(model, time_limit=time_limit_s, rel_gap=gap, load_solutions=False,
+                           raise_exception_on_nonoptimal_result=False,
+                           solver_options={"display/verblevel": 0, **(options or {})})
+    seconds = time.perf_counter() - started
+    stats = {"scip_termination": str(results.termination_condition),
+             "scip_objective": results.incumbent_objective,
+             "scip_bound": results.objective_bound}
+    sm = SpotModel(problem, side)
+    has_solution = results.incumbent_objective is not None and math.isfinite(results.incumbent_objective)
+    if not has_solution:
+        infeasible = "infeasible" in str(results.termination_condition).lower()
+        return Result(status=Status.UNKNOWN, method="scip-minlp", kind="spot", model=problem.model,
+                      instance=problem.name, solve_seconds=seconds, stats=stats,
+                      message="SCIP reports the MINLP infeasible (not a certificate)" if infeasible
+                      else "SCIP found no plan within its limits")
+    results.solution_loader.load_vars()
+    counts, ps = spot_form.plan_of(model)
+    ev = sm.evaluate(counts[None, :], ps)
+    if not ev.feasible[0]:
+        return Result(status=Status.UNKNOWN, method="scip-minlp", kind="spot", model=problem.model,
+                      instance=problem.name, solve_seconds=seconds, stats=stats,
+                      message=f"SCIP's plan {counts.tolist()} (ps={ps}) fails the exact model "
+                              "(tolerances)")
+    spot_form.load_plan(model, counts, ps)
+    return spot_result(sm, counts, ps, status=Status.FEASIBLE, method="scip-minlp", started=started,
+                       message="independent MINLP solve by SCIP; not a certificate", stats=stats)
+

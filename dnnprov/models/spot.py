@@ -1,0 +1,233 @@
+"""The spot performance and cost model, vectorized over many plans (spec/spot.md).
+
+A plan is a count vector ``n`` over :class:`~dnnprov.problems.spot.SpotColumns` plus a PS count
+``s``. :class:`SpotModel` evaluates arrays of plans at once; every solver (heuristics,
+exhaustive search, the exact decomposition) is built on it, so they all agree on what a
+plan costs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from dnnprov.problems.domain import EDGE_SHARE, TOLERANCE
+from dnnprov.problems.spot import SpotColumns, SpotProblem
+
+
+@dataclass(frozen=True)
+class SideRows:
+    """Extra linear constraints ``low <= counts @ a_n.T + ps * a_s <= high`` on plans.
+
+    These come from constraints users add to the Pyomo model
+    (:func:`dnnprov.formulations.spot.side_rows`); every method enforces them.
+    """
+
+    a_n: np.ndarray
+    a_s: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    names: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.low)
+
+    def satisfied(self, counts: np.ndarray, ps: np.ndarray, tol: float = 1e-9) -> np.ndarray:
+        """Which plans satisfy every row (with an absolute tolerance)."""
+        if not len(self):
+            return np.ones(len(counts), dtype=bool)
+        lhs = counts @ self.a_n.T + np.asarray(ps, dtype=float)[:, None] * self.a_s
+        return ((lhs >= self.low - tol) & (lhs <= self.high + tol)).all(axis=1)
+
+
+@dataclass(frozen=True)
+class SpotEvaluation:
+    """Model outputs for N plans (arrays of length N).
+
+    ``feasible`` checks every constraint: SLOs (12)-(13), quotas (14), kept instances,
+    vCPU-family quotas, worker and PS ranges, the budget and the workload's validity
+    domain; ``inside_domain`` is the domain check alone (all true without a domain).
+    """
+
+    workers: np.ndarray
+    ps: np.ndarray
+    iteration_rate: np.ndarray
+    speed: np.ndarray
+    batch_wa: np.ndarray
+    cc: np.ndarray
+    iterations: np.ndarray
+    time_s: np.ndarray
+    cost: np.ndarray
+    feasible: np.ndarray
+    inside_domain: np.ndarray
+
+
+class SpotModel:
+    """Evaluates plans of one :class:`SpotProblem` under its model variant.
+
+    ``side`` adds user constraints (from the Pyomo model) to the feasibility check.
+    """
+
+    def __init__(self, problem: SpotProblem, side: SideRows | None = None) -> None:
+        self.problem = problem
+        self.side = side
+        self.columns: SpotColumns = problem.columns()
+        self.reference = problem.model == "reference"
+        w = problem.workload
+        self.loss_gap = problem.slo.loss - w.gamma_5
+        cols = self.columns
+        #: one row per vCPU-family quota: (vCPUs each column adds to it, the limit)
+        self.vcpu_rows = [
+            (np.array([cols.vcpus[i] if (cols.families[i], cols.markets[i]) == (q.family, q.market)
+                       else 0 for i in range(len(cols))], dtype=np.int64), q.vcpus)
+            for q in problem.constraints.vcpu_quotas
+        ]
+
+    # ----------------------------------------------------------------- eqs (6)-(9)
+    def worker_bandwidth(self, workers: np.ndarray, ps: np.ndarray) -> np.ndarray:
+        """B_wk for clusters of ``workers`` workers and ``ps`` PS nodes, eqs. (8)-(9)."""
+        w, pf = self.problem.workload, self.problem.platform
+        k = np.maximum(np.asarray(workers, dtype=float), 1.0)
+        total_ps = np.asarray(ps, dtype=float) * pf.ps_bandwidth_mb_s
+        p = w.alpha_1 * np.sqrt(k) + w.beta_1
+        # The paper clamps P to [0, 1]; the authors' code only caps it at 1.
+        p = np.minimum(p, 1.0) if self.reference else np.clip(p, 0.0, 1.0)
+        contended = w.bandwidth_req_mb_s * k > total_ps
+        return np.where(contended, p * total_ps / k + (1 - p) * w.bandwidth_req_mb_s,
+                        w.bandwidth_req_mb_s)
+
+    def iteration_times(self, workers: np.ndarray, ps: np.ndarray) -> np.ndarray:
+        """T^i per column for each cluster size, shape ``(len(workers), columns)``, eqs. (6)-(7)."""
+        w, pf = self.problem.workload, self.problem.platform
+        bw = self.worker_bandwidth(workers, ps)[..., None]
+        comm = 2 * w.param_size_mb / bw
+        if not self.reference:  # the authors' code drops the PCIe term
+            comm = comm + 2 * self.columns.gpus * w.param_size_mb / pf.pcie_bandwidth_mb_s
+        return self.columns.compute_time + comm
+
+    def iterations_needed(self, batch_wa: np.ndarray, cc: np.ndarray,
+                          workers: np.ndarray) -> np.ndarray:
+        """Normalized iterations j solving f_loss = L_obj, eq. (3) (or the no-CC variant)."""
+        w = self.problem.workload
+        numerator = w.gamma_2 * batch_wa + w.gamma_3
+        spread = workers if w.loss_variant == "no-cc" else (cc + w.gamma_4) * workers
+        j = numerator * np.sqrt(spread) / self.loss_gap - w.gamma_1
+        # A non-positive numerator means the SLO loss is unreachable (eq. 3 has no root).
+        return np.where(numerator > 0, j, np.nan)
+
+    # ----------------------------------------------------------------- evaluation
+    def evaluate(self, counts: np.ndarray, ps: np.ndarray | int = 1) -> SpotEvaluation:
+        """Evaluate plans ``counts`` (shape ``(N, columns)``) with ``ps`` PS nodes each."""
+        counts = np.atleast_2d(np.asarray(counts, dtype=np.int64))
+        n_plans = counts.shape[0]
+        ps = np.broadcast_to(np.asarray(ps, dtype=np.int64), (n_plans,))
+        cols = self.columns
+        workers = counts.sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            times = self.iteration_times(workers, ps)                   # (N, C)
+            rates = counts / times                                      # n_m / T_m
+            x = rates.sum(axis=1)                                       # 1 / T_exp, eq. (2)
+            v = (rates * cols.batch).sum(axis=1)                        # v, eq. (4)
+            if self.reference:
+                batch_wa = np.round(v / x, 1)
+                cc = np.zeros(n_plans)
+                j = np.round(self.iterations_needed(batch_wa, cc, workers))
+                core_time = np.round(batch_wa * j / v, 2)
+                time = core_time + self.problem.slo.takeover_overhead_s
+                price = counts @ cols.price + ps * self.problem.platform.ps_price_per_h
+                cost = np.round(price * time / 3600, 6)
+                time_ok = (core_time > 0) & (time <= self.problem.slo.time_s)
+            else:
+                batch_wa = v / x
+                speeds = cols.batch / times                              # v^i per column
+                v_top = np.where(counts > 0, speeds, 0.0).max(axis=1)
+                q = (counts * speeds**2).sum(axis=1)
+                cc = np.sqrt(np.maximum(1 - 2 * v_top / v + q / v**2, 0.0))   # eq. (5)
+                j = self.iterations_needed(batch_wa, cc, workers)
+                time = j / x + self.problem.slo.takeover_overhead_s           # eq. (1)
+                price = counts @ cols.price + ps * self.problem.platform.ps_price_per_h
+                cost = price * time / 3600                                    # eq. (11)
+                time_ok = (j > 0) & (time <= self.problem.slo.time_s * (1 + 1e-12))
+        inside = self.inside_domain(batch_wa, workers)
+        feasible = time_ok & inside & self.admissible(counts, ps)
+        budget = self.problem.constraints.budget_usd
+        if budget is not None:
+            feasible &= cost <= budget
+        return SpotEvaluation(workers=workers, ps=ps, iteration_rate=x, speed=v,
+                              batch_wa=batch_wa, cc=cc, iterations=j, time_s=time,
+                              cost=np.where(workers > 0, cost, np.nan), feasible=feasible,
+                              inside_domain=inside)
+
+    # ----------------------------------------------------------------- validity domain
+    def domain_bounds(self) -> tuple[tuple[float, float], tuple[int, int | None]]:
+        """The b_w interval and the |N| interval plans may use, after extrapolation.
+
+        Without a domain: ``((0.0, inf), (1, None))``. The worker interval is also part of
+        :meth:`admissible`; the b_w interval is checked by :meth:`evaluate`.
+        """
+        domain = self.problem.workload.domain
+        if domain is None:
+            return (0.0, math.inf), (1, None)
+        return domain.batch_bounds(), domain.worker_bounds()
+
+    def inside_domain(self, batch_wa: np.ndarray, workers: np.ndarray) -> np.ndarray:
+        """Which (b_w, |N|) pairs lie inside the domain (after extrapolation)."""
+        (b_low, b_high), (k_low, k_high) = self.domain_bounds()
+        b = np.asarray(batch_wa, dtype=float)
+        k = np.asarray(workers)
+        ok = (b >= b_low * (1 - TOLERANCE)) & (b <= b_high * (1 + TOLERANCE)) & (k >= k_low)
+        return ok & (k <= k_high) if k_high is not None else ok
+
+    def domain_note(self, batch_wa: float, workers: int, cc: float | None = None) -> str | None:
+        """What a result should say about a plan and the domain; ``None``: well inside.
+
+        A plan is *at the edge* when |N| equals an end of the worker interval or b_w lies
+        within 1 % of an end of the b_w interval; *extrapolated* when it lies beyond the
+        fitted ranges but inside the extrapolation the workload allows; *outside* beyond
+        that. ``cc`` (optional) is compared with the fitted R range.
+        """
+        domain = self.problem.workload.domain
+        if domain is None:
+            return None
+        (b_low, b_high), (k_low, k_high) = self.domain_bounds()
+        where = f"b_w {batch_wa:.6g}, |N| {workers}"
+        fitted = (f"the fit covers b_w {domain.batch_wa[0]:g}-{domain.batch_wa[1]:g} and |N| "
+                  f"{domain.workers[0]}-{domain.workers[1]}")
+        if domain.extrapolation != 1:
+            fitted += f" (x{domain.extrapolation:g} extrapolation allowed: b_w {b_low:.6g}-{b_high:.6g}, |N| {k_low}-{k_high})"
+        if not bool(self.inside_domain(np.array([batch_wa]), np.array([workers]))[0]):
+            return f"outside the validity domain: {where}; {fitted}"
+        notes = []
+        if not (domain.batch_wa[0] * (1 - TOLERANCE) <= batch_wa <= domain.batch_wa[1] * (1 + TOLERANCE)
+                and domain.workers[0] <= workers <= domain.workers[1]):
+            notes.append("extrapolated beyond the fitted ranges")
+        if workers in (k_low, k_high) or batch_wa <= b_low * (1 + EDGE_SHARE) or batch_wa >= b_high * (1 - EDGE_SHARE):
+            notes.append("at the validity domain's edge")
+        if cc is not None and domain.cc is not None and not domain.cc[0] - 1e-9 <= cc <= domain.cc[1] + 1e-9:
+            notes.append(f"R {cc:.3f} outside the fitted R range {domain.cc[0]:g}-{domain.cc[1]:g}")
+        return f"{' and '.join(notes)}: {where}; {fitted}" if notes else None
+
+    def admissible(self, counts: np.ndarray, ps: np.ndarray) -> np.ndarray:
+        """Which plans satisfy the linear side constraints (quotas, E, vCPU, ranges).
+
+        The ranges include the domain's worker interval (:meth:`domain_bounds`).
+        """
+        cols, cons = self.columns, self.problem.constraints
+        ok = ((counts >= cols.lower) & (counts <= cols.upper)).all(axis=1)
+        workers = counts.sum(axis=1)
+        low, high = cons.workers
+        ok &= workers >= max(low, 1)
+        if high is not None:
+            ok &= workers <= high
+        _, (k_low, k_high) = self.domain_bounds()
+        ok &= workers >= k_low
+        if k_high is not None:
+            ok &= workers <= k_high
+        ok &= (ps >= cons.ps_count[0]) & (ps <= cons.ps_count[1])
+        for per_column, limit in self.vcpu_rows:
+            ok &= counts @ per_column <= limit
+        if self.side is not None:
+            ok &= self.side.satisfied(counts, ps)
+        return ok

@@ -1,0 +1,1 @@
+"""Problem data: the validated spot and serverless problems, validity domains, interruption models."""

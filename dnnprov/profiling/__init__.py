@@ -1,0 +1,1 @@
+"""The parameter profiler: fit workload profiles from training logs and timings, calibrate."""

@@ -1,0 +1,266 @@
+"""Fitting spotDNN's loss model (eq. 3) to loss logs, with standard errors and a domain.
+
+    f_loss(b_w, R, |N|, j) = (gamma_2 b_w + gamma_3) sqrt((R + gamma_4) |N|) / (j + gamma_1) + gamma_5
+
+(``no-cc``: sqrt(|N|) in place of sqrt((R + gamma_4) |N|)). For fixed gamma_1 and gamma_4
+the model is linear in (gamma_2, gamma_3, gamma_5), so :func:`fit_loss` first scans a grid
+of gamma_1 and gamma_4 solving that linear least-squares problem (no starting guess
+needed), then polishes all free coefficients together with
+:func:`scipy.optimize.least_squares`. Standard errors come from the Jacobian at the
+optimum: cov = s^2 (J^T J)^-1 with s^2 = SSR / (points - coefficients).
+
+Coefficients the data cannot determine are fixed and say why: gamma_2 when every run has
+the same b_w, gamma_4 for ``no-cc`` (unused) and when every run has the same R and |N|.
+The fit's validity domain is the range of b_w, |N| and R its runs covered.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from dnnprov.problems.domain import SpotDomain
+from dnnprov.errors import InvalidInputError
+from dnnprov.profiling.readers import LossLog
+from dnnprov.problems.spot import LOSS_VARIANTS
+
+PARAMS = ("gamma_1", "gamma_2", "gamma_3", "gamma_4", "gamma_5")
+#: gamma_4 values scanned before polishing (gamma_4 >= 0).
+GAMMA_4_GRID = (0.0, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
+#: gamma_1 values scanned, as multiples of the step span above the smallest allowed.
+GAMMA_1_GRID = tuple(np.geomspace(1e-4, 10.0, 60))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One fitted coefficient: value and standard error, or the reason it was fixed."""
+
+    value: float
+    stderr: float | None
+    fixed: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        out: dict[str, Any] = {"value": self.value, "stderr": self.stderr}
+        if self.fixed:
+            out["fixed"] = self.fixed
+        return out
+
+
+def spread(variant: str, cc: np.ndarray, workers: np.ndarray, gamma_4: float) -> np.ndarray:
+    """The sqrt(...) factor of eq. (3): sqrt((R + gamma_4) |N|), or sqrt(|N|) for no-cc."""
+    k = np.asarray(workers, dtype=float)
+    return np.sqrt(k) if variant == "no-cc" else np.sqrt((np.asarray(cc, dtype=float) + gamma_4) * k)
+
+
+def loss_curve(coefficients: dict[str, float], variant: str, batch_wa: np.ndarray, cc: np.ndarray,
+               workers: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """Eq. (3): the predicted loss after ``step`` normalized iterations."""
+    g = coefficients
+    s = spread(variant, cc, workers, g["gamma_4"])
+    return (g["gamma_2"] * np.asarray(batch_wa, dtype=float) + g["gamma_3"]) * s / (np.asarray(step, dtype=float) + g["gamma_1"]) + g["gamma_5"]
+
+
+def iterations_to(coefficients: dict[str, float], variant: str, batch_wa: float, cc: float,
+                  workers: int, loss: float) -> float:
+    """Eq. (3) solved for j at ``loss``; NaN when unreachable (loss <= gamma_5 or numerator <= 0)."""
+    g = coefficients
+    numerator = g["gamma_2"] * batch_wa + g["gamma_3"]
+    if loss <= g["gamma_5"] or numerator <= 0:
+        return math.nan
+    return float(numerator * spread(variant, np.array([cc]), np.array([workers]), g["gamma_4"])[0]
+                 / (loss - g["gamma_5"]) - g["gamma_1"])
+
+
+@dataclass(frozen=True)
+class LossFit:
+    """Result of :func:`fit_loss`."""
+
+    variant: str
+    estimates: dict[str, Estimate]
+    rmse: float
+    points: int
+    runs: tuple[str, ...]
+    domain: SpotDomain
+    residuals: np.ndarray
+
+    def coefficients(self) -> dict[str, float]:
+        """gamma_1..gamma_5 by name."""
+        return {k: e.value for k, e in self.estimates.items()}
+
+    def predict(self, log: LossLog) -> np.ndarray:
+        """The fitted loss at every row of ``log``."""
+        return loss_curve(self.coefficients(), self.variant, log.batch_wa, log.cc, log.workers, log.step)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (the ``profile fit-loss --json`` output)."""
+        return {"variant": self.variant, "coefficients": {k: e.to_dict() for k, e in self.estimates.items()},
+                "rmse": self.rmse, "max_abs_residual": float(np.abs(self.residuals).max()),
+                "points": self.points, "runs": list(self.runs),
+                "domain": self.domain.to_dict()}
+
+
+def fit_with_errors(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, low: np.ndarray,
+                    high: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The profiler's least squares: (x, standard errors, residuals) of ``min |residual(x)|^2``.
+
+    :func:`scipy.optimize.least_squares` within ``[low, high]`` from ``x0`` (moved just
+    inside the bounds); cov = s^2 (J^T J)^-1 with s^2 = SSR / (points - free coefficients),
+    counting only coefficients not stopped at a bound. A coefficient at a bound, or with
+    no spare points, gets NaN as its standard error.
+    """
+    x0 = np.array(x0, dtype=float)
+    inside = 1e-12 * np.maximum(1.0, np.abs(x0))
+    x0 = np.minimum(np.maximum(x0, np.where(np.isfinite(low), low + inside, x0)), np.where(np.isfinite(high), high - inside, x0))
+    result = least_squares(residual, x0, bounds=(low, high), x_scale="jac", xtol=1e-14, ftol=1e-14,
+                           gtol=1e-14, max_nfev=20000)
+    res = result.fun
+    span = np.maximum(1.0, np.abs(result.x))
+    active = (np.abs(result.x - low) <= 1e-9 * span) | (np.abs(high - result.x) <= 1e-9 * span)
+    stderr = np.full(len(result.x), np.nan)
+    free = ~active
+    dof = len(res) - int(free.sum())
+    if dof > 0 and free.any():
+        jac = result.jac[:, free]
+        cov = float((res ** 2).sum()) / dof * np.linalg.pinv(jac.T @ jac)
+        stderr[free] = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    return result.x, stderr, res
+
+
+def _distinct(values: np.ndarray) -> int:
+    return len(np.unique(np.round(np.asarray(values, dtype=float), 9)))
+
+
+def fit_loss(log: LossLog, variant: str = "cc") -> LossFit:
+    """Fit gamma_1..gamma_5 of eq. (3) to ``log`` by nonlinear least squares."""
+    if variant not in LOSS_VARIANTS:
+        raise InvalidInputError("variant", f"must be one of {', '.join(LOSS_VARIANTS)}; got {variant!r}")
+    b, cc, k, j, y = log.batch_wa, log.cc, log.workers, log.step, log.loss
+    fixed: dict[str, tuple[float, str]] = {}
+    if _distinct(b) < 2:
+        fixed["gamma_2"] = (0.0, "every run has the same b_w: the batch term cannot be told from gamma_3")
+    if variant == "no-cc":
+        fixed["gamma_4"] = (0.0, "unused by the no-cc variant")
+    elif len({(round(float(r), 9), int(n)) for r, n in zip(cc, k)}) < 2:
+        fixed["gamma_4"] = (1.0, "every run has the same R and |N|: gamma_4 cannot be told from gamma_3 (set to 1)")
+    free = [p for p in PARAMS if p not in fixed]
+    if len(y) <= len(free):
+        raise InvalidInputError("loss log", f"{len(y)} rows cannot determine {len(free)} coefficients")
+    j_low = float(j.min())
+    span = max(float(j.max()) - j_low, 1.0)
+    g1_floor = -j_low + 1e-9 * span
+
+    def design(g1: float, g4: float) -> np.ndarray:
+        s = spread(variant, cc, k, g4) / (j + g1)
+        cols = [b * s] if "gamma_2" in free else []
+        return np.column_stack(cols + [s, np.ones_like(s)])
+
+    best = None
+    g4_grid = GAMMA_4_GRID if "gamma_4" in free else (fixed["gamma_4"][0],)
+    for g4 in g4_grid:
+        for share in GAMMA_1_GRID:
+            g1 = -j_low + share * span
+            a = design(g1, g4)
+            coef, *_ = np.linalg.lstsq(a, y, rcond=None)
+            ssr = float(((a @ coef - y) ** 2).sum())
+            if best is None or ssr < best[0]:
+                best = (ssr, g1, g4, coef)
+    _, g1, g4, coef = best
+    start = {"gamma_1": g1, "gamma_4": g4}
+    names = (["gamma_2"] if "gamma_2" in free else []) + ["gamma_3", "gamma_5"]
+    start.update(zip(names, coef))
+
+    def unpack(x: np.ndarray) -> dict[str, float]:
+        values = {p: v for p, (v, _) in fixed.items()}
+        values.update(zip(free, x))
+        return values
+
+    def residual(x: np.ndarray) -> np.ndarray:
+        return loss_curve(unpack(x), variant, b, cc, k, j) - y
+
+    x0 = np.array([start[p] for p in free])
+    low = np.array([g1_floor if p == "gamma_1" else 0.0 if p == "gamma_4" else -np.inf for p in free])
+    x, stderr, res = fit_with_errors(residual, x0, low, np.full(len(free), np.inf))
+    values = unpack(x)
+    estimates = {}
+    for p in PARAMS:
+        if p in fixed:
+            estimates[p] = Estimate(fixed[p][0], None, fixed[p][1])
+        else:
+            se = stderr[free.index(p)]
+            bound = "gamma_1 > -min(j)" if p == "gamma_1" else "gamma_4 >= 0"
+            estimates[p] = (Estimate(float(values[p]), float(se)) if not math.isnan(se)
+                            else Estimate(float(values[p]), None, f"stopped at its bound {bound}"))
+    runs = tuple(log.runs())
+    domain = SpotDomain(batch_wa=(float(b.min()), float(b.max())), workers=(int(k.min()), int(k.max())),
+                        cc=(float(cc.min()), float(cc.max())),
+                        source=f"dnnprov profile fit-loss: {len(y)} logged steps of {len(runs)} runs "
+                               f"({', '.join(runs[:8])}{', ...' if len(runs) > 8 else ''}), loss variant {variant}")
+    return LossFit(variant=variant, estimates=estimates, rmse=float(math.sqrt((res ** 2).mean())),
+                   points=len(y), runs=runs, domain=domain, residuals=res)
+
+
+def _observed_iterations(step: np.ndarray, loss: np.ndarray, target: float) -> float:
+    """First step at which the run's 3-point moving-average loss is at or below ``target``."""
+    order = np.argsort(step)
+    s, y = step[order], loss[order]
+    smooth = np.convolve(y, np.ones(3) / 3, mode="same") if len(y) >= 3 else y
+    smooth[0], smooth[-1] = y[0], y[-1]
+    hit = np.flatnonzero(smooth <= target)
+    return float(s[hit[0]]) if hit.size else float(s[-1])
+
+
+def leave_one_run_out(log: LossLog, variant: str = "cc") -> list[dict[str, Any]]:
+    """Fit without each run in turn and predict it, as the papers report prediction error.
+
+    Per held-out run: ``loss_error_pct``, the mean |predicted - logged| / logged loss over
+    its steps, and ``iterations_error_pct``, the error of the predicted iterations to
+    reach the run's final loss (mean of its last three logged losses) against the first
+    step where its smoothed loss got there. Needs at least two runs.
+    """
+    runs = log.runs()
+    if len(runs) < 2:
+        raise InvalidInputError("loss log", "leave-one-run-out needs at least two runs")
+    out = []
+    for name in runs:
+        held = log.run == name
+        fit = fit_loss(log.select(~held), variant)
+        test = log.select(held)
+        predicted = fit.predict(test)
+        logged = test.loss
+        with np.errstate(divide="ignore", invalid="ignore"):
+            loss_err = float(np.mean(np.abs(predicted - logged) / np.abs(logged)) * 100)
+        order = np.argsort(test.step)
+        target = float(np.mean(logged[order][-3:]))
+        j_obs = _observed_iterations(test.step, logged, target)
+        j_pred = iterations_to(fit.coefficients(), variant, float(test.batch_wa[0]), float(test.cc[0]),
+                               int(test.workers[0]), target)
+        it_err = abs(j_pred - j_obs) / j_obs * 100 if j_obs > 0 and math.isfinite(j_pred) else math.nan
+        out.append({"run": name, "workers": int(test.workers[0]), "batch_wa": float(test.batch_wa[0]),
+                    "cc": float(test.cc[0]), "loss_error_pct": loss_err, "target_loss": target,
+                    "iterations_logged": j_obs, "iterations_predicted": j_pred if math.isfinite(j_pred) else None,
+                    "iterations_error_pct": it_err if math.isfinite(it_err) else None})
+    return out
+
+
+def synthetic_log(coefficients: dict[str, float], variant: str,
+                  clusters: Sequence[tuple[float, float, int]], *, steps: int = 60,
+                  max_step: float = 20000.0, noise: float = 0.01, seed: int = 0) -> LossLog:
+    """Loss logs generated by eq. (3) with Gaussian noise: one run per ``(b_w, R, |N|)``.
+
+    Each run logs ``steps`` evenly spaced points in [0, ``max_step``]; ``noise`` is the
+    standard deviation added to the loss. For tests and for checking a fit's setup.
+    """
+    rng = np.random.default_rng(seed)
+    rows = []
+    grid = np.linspace(0.0, max_step, steps)
+    for i, (b_w, cc, workers) in enumerate(clusters):
+        clean = loss_curve(coefficients, variant, np.full(steps, b_w), np.full(steps, cc),
+                           np.full(steps, workers), grid)
+        noisy = clean + rng.normal(0.0, noise, steps)
+        rows += [(f"run{i}", int(workers), float(b_w), float(cc), float(s), float(v)) for s, v in zip(grid, noisy)]
+    return LossLog.from_rows(rows)

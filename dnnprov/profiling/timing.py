@@ -1,0 +1,311 @@
+"""Fitting the timing coefficients of both models from profiling runs, with standard errors.
+
+Spot (spotDNN eqs. 6-9), from a CSV with one row per worker of a profiling run,
+``run,type,gpus,workers,ps,batch_per_gpu,iteration_s,comm_s`` (mean seconds per iteration
+and of its communication, as the worker measured them):
+
+- B_req from the lone-worker rows: 2 S_parm / (comm - 2 g S_parm / B_pcie) (eq. 7 at B_req);
+- T_comp per type: iteration - comm (eq. 6, it depends only on the type and batch);
+- alpha_1, beta_1 of eq. (9) from the rows of contended clusters (|N| B_req > s B_ps): each
+  gives B_wk by eq. (7) and P = (B_req - B_wk) / (B_req - s B_ps / |N|) by eq. (8); a
+  linear least-squares line P = alpha_1 sqrt(|N|) + beta_1 through the rows whose P is
+  not clamped at 0 or 1.
+
+S_parm (the model's parameter size) is given, not fitted: timings alone cannot tell bytes
+from bandwidth.
+
+Serverless (λDNN eqs. 6, 8), from a CSV with one row per profiling run at one memory
+size, ``run,memory_mb,functions,samples_per_s,storage_mb_s,failed``: R = alpha_1 m + beta_1
+and B_f^s = alpha_2 m + beta_2 by linear least squares over the runs that did not fail
+(storage rows at the cap B_s left out), and m_min = the smallest memory above every
+failed run.
+
+Every fit returns estimates with standard errors, the validity domain of its data, and a
+leave-one-run-out prediction error.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from dnnprov.errors import InvalidInputError
+from dnnprov.profiling.loss import Estimate
+
+SPOT_COLUMNS = ("run", "type", "gpus", "workers", "ps", "batch_per_gpu", "iteration_s", "comm_s")
+SERVERLESS_COLUMNS = ("run", "memory_mb", "functions", "samples_per_s", "storage_mb_s", "failed")
+#: A measured P this close to 0 or 1 is taken as clamped by eq. (9) and left out of its line.
+CLAMPED = 1e-3
+
+
+def read_timing_csv(path: str | Path, columns: Sequence[str]) -> list[dict[str, str]]:
+    """Rows of a timing CSV whose header is exactly ``columns`` (each row keeps ``_where``)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInputError(str(path), f"cannot read file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InvalidInputError(str(path), "not UTF-8 text") from None
+    reader = csv.reader(text.splitlines())
+    header = [h.strip() for h in next(reader, [])]
+    if header != list(columns):
+        raise InvalidInputError(f"{path}:1", f"header must be {','.join(columns)}; got {','.join(header)!r}")
+    rows = []
+    for number, row in enumerate(reader, start=2):
+        if not row or not "".join(row).strip():
+            continue
+        if len(row) != len(columns):
+            raise InvalidInputError(f"{path}:{number}", f"expected {len(columns)} columns, got {len(row)}")
+        rows.append({"_where": f"{path}:{number}", **{c: v.strip() for c, v in zip(columns, row)}})
+    if not rows:
+        raise InvalidInputError(str(path), "has a header but no rows")
+    return rows
+
+
+def timing_kind(path: str | Path) -> str:
+    """``"spot"`` or ``"serverless"`` from a timing CSV's header."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            header = [h.strip() for h in f.readline().split(",")]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(str(path), f"cannot read file: {exc}") from None
+    if header == list(SPOT_COLUMNS):
+        return "spot"
+    if header == list(SERVERLESS_COLUMNS):
+        return "serverless"
+    raise InvalidInputError(f"{path}:1", f"header must be {','.join(SPOT_COLUMNS)} (spot) or "
+                                         f"{','.join(SERVERLESS_COLUMNS)} (serverless)")
+
+
+def _num(row: dict[str, str], key: str, *, positive: bool = False, minimum: float | None = None,
+         integer: bool = False) -> float:
+    where = f"{row['_where']}.{key}"
+    try:
+        value = float(row[key])
+    except ValueError:
+        raise InvalidInputError(where, f"not a number: {row[key]!r}") from None
+    if not math.isfinite(value) or (positive and value <= 0) or (minimum is not None and value < minimum):
+        raise InvalidInputError(where, f"must be a finite number{' > 0' if positive else ''}, got {row[key]!r}")
+    if integer and value != int(value):
+        raise InvalidInputError(where, f"must be an integer, got {row[key]!r}")
+    return value
+
+
+def linear_fit(x: np.ndarray, y: np.ndarray, where: str) -> tuple[Estimate, Estimate, float]:
+    """Least-squares line y = a x + b: (a, b, RMSE) with standard errors (None with 2 points)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(np.unique(x)) < 2:
+        raise InvalidInputError(where, f"needs at least two distinct x values to fit a line; got {sorted(set(x.tolist()))}")
+    a_mat = np.column_stack([x, np.ones_like(x)])
+    coef, *_ = np.linalg.lstsq(a_mat, y, rcond=None)
+    res = a_mat @ coef - y
+    dof = len(y) - 2
+    if dof > 0:
+        cov = float((res ** 2).sum()) / dof * np.linalg.inv(a_mat.T @ a_mat)
+        se = np.sqrt(np.maximum(np.diag(cov), 0.0))
+        return Estimate(float(coef[0]), float(se[0])), Estimate(float(coef[1]), float(se[1])), float(np.sqrt((res ** 2).mean()))
+    return Estimate(float(coef[0]), None), Estimate(float(coef[1]), None), 0.0
+
+
+def _mean(values: Sequence[float]) -> Estimate:
+    v = np.asarray(values, dtype=float)
+    return Estimate(float(v.mean()), float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else None)
+
+
+@dataclass(frozen=True)
+class SpotTimingFit:
+    """Result of :func:`fit_spot_timing`."""
+
+    param_size_mb: float
+    bandwidth_req: Estimate
+    alpha_1: Estimate
+    beta_1: Estimate
+    compute_time: dict[str, Estimate]
+    batch_per_gpu: dict[str, int]
+    gpus: dict[str, int]
+    workers: tuple[int, int]
+    rows: int
+    contention_rmse: float
+    leave_one_out: list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``profile fit-timing --json``)."""
+        return {"kind": "spot", "param_size_mb": self.param_size_mb,
+                "bandwidth_req_mb_s": self.bandwidth_req.to_dict(), "alpha_1": self.alpha_1.to_dict(),
+                "beta_1": self.beta_1.to_dict(), "contention_rmse": self.contention_rmse,
+                "per_type": {t: {"gpus": self.gpus[t], "batch_per_gpu": self.batch_per_gpu[t], "compute_time_s": e.to_dict()}
+                             for t, e in self.compute_time.items()},
+                "domain": {"workers": list(self.workers)}, "rows": self.rows,
+                "leave_one_run_out": self.leave_one_out}
+
+
+def _contention(rows: list[dict[str, Any]], b_req: float, s_parm: float, b_ps: float,
+                b_pcie: float) -> tuple[np.ndarray, np.ndarray]:
+    """(sqrt(|N|), P) of every contended row, eqs. (7)-(8) solved for P."""
+    x, p = [], []
+    for r in rows:
+        k, s = r["workers"], r["ps"]
+        if k * b_req <= s * b_ps:
+            continue
+        network = r["comm_s"] - 2 * r["gpus"] * s_parm / b_pcie
+        if network <= 0:
+            raise InvalidInputError(f"{r['_where']}.comm_s", "is not above the PCIe part of eq. (7)")
+        b_wk = 2 * s_parm / network
+        prob = (b_req - b_wk) / (b_req - s * b_ps / k)
+        if CLAMPED < prob < 1 - CLAMPED:  # P at 0 or 1 is eq. (9)'s clamp, not its line
+            x.append(math.sqrt(k))
+            p.append(prob)
+    return np.array(x), np.array(p)
+
+
+def fit_spot_timing(path: str | Path, *, param_size_mb: float, ps_bandwidth_mb_s: float = 1200.0,
+                    pcie_bandwidth_mb_s: float = 10000.0) -> SpotTimingFit:
+    """Fit B_req, T_comp per type and alpha_1/beta_1 (eq. 9) from a spot timing CSV."""
+    for name, value in (("param_size_mb", param_size_mb), ("ps_bandwidth_mb_s", ps_bandwidth_mb_s),
+                        ("pcie_bandwidth_mb_s", pcie_bandwidth_mb_s)):
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise InvalidInputError(name, f"must be a number > 0, got {value!r}")
+    rows = []
+    for r in read_timing_csv(path, SPOT_COLUMNS):
+        row = {"_where": r["_where"], "run": r["run"], "type": r["type"],
+               "gpus": int(_num(r, "gpus", positive=True, integer=True)),
+               "workers": int(_num(r, "workers", positive=True, integer=True)),
+               "ps": int(_num(r, "ps", positive=True, integer=True)),
+               "batch_per_gpu": int(_num(r, "batch_per_gpu", positive=True, integer=True)),
+               "iteration_s": _num(r, "iteration_s", positive=True), "comm_s": _num(r, "comm_s", positive=True)}
+        if row["comm_s"] >= row["iteration_s"]:
+            raise InvalidInputError(f"{r['_where']}.comm_s", "must be below iteration_s (eq. 6: T = T_comm + T_comp)")
+        rows.append(row)
+    s, pcie = float(param_size_mb), float(pcie_bandwidth_mb_s)
+    lone = [r for r in rows if r["workers"] == 1]
+    if not lone:
+        raise InvalidInputError(str(path), "no lone-worker rows (workers = 1): B_req cannot be measured")
+    b_req_values = []
+    for r in lone:
+        network = r["comm_s"] - 2 * r["gpus"] * s / pcie
+        if network <= 0:
+            raise InvalidInputError(f"{r['_where']}.comm_s", "is not above the PCIe part of eq. (7)")
+        b_req_values.append(2 * s / network)
+    b_req = _mean(b_req_values)
+    compute, batch, gpus = {}, {}, {}
+    for t in dict.fromkeys(r["type"] for r in rows):
+        mine = [r for r in rows if r["type"] == t]
+        if len({r["batch_per_gpu"] for r in mine}) > 1 or len({r["gpus"] for r in mine}) > 1:
+            raise InvalidInputError(f"{mine[0]['_where']}.type", f"{t} appears with different gpus or batch_per_gpu")
+        compute[t] = _mean([r["iteration_s"] - r["comm_s"] for r in mine])
+        batch[t] = mine[0]["batch_per_gpu"]
+        gpus[t] = mine[0]["gpus"]
+    x, p = _contention(rows, b_req.value, s, ps_bandwidth_mb_s, pcie)
+    if len(np.unique(x)) < 2:
+        raise InvalidInputError(str(path), "needs contended runs (|N| B_req > ps B_ps, P strictly between 0 and 1) "
+                                           "at two or more cluster sizes to fit alpha_1 and beta_1 of eq. (9)")
+    alpha_1, beta_1, rmse = linear_fit(x, p, str(path))
+
+    def predicted_time(r: dict[str, Any], a1: float, b1: float) -> float:
+        k, ps = r["workers"], r["ps"]
+        if k * b_req.value > ps * ps_bandwidth_mb_s:
+            prob = min(max(a1 * math.sqrt(k) + b1, 0.0), 1.0)
+            bw = prob * ps * ps_bandwidth_mb_s / k + (1 - prob) * b_req.value
+        else:
+            bw = b_req.value
+        return compute[r["type"]].value + 2 * s / bw + 2 * r["gpus"] * s / pcie
+
+    loo = []
+    for run in dict.fromkeys(r["run"] for r in rows if r["workers"] > 1):
+        others = [r for r in rows if r["run"] != run]
+        xo, po = _contention(others, b_req.value, s, ps_bandwidth_mb_s, pcie)
+        if len(np.unique(xo)) < 2:
+            continue
+        a1, b1, _ = linear_fit(xo, po, str(path))
+        mine = [r for r in rows if r["run"] == run]
+        errors = [abs(predicted_time(r, a1.value, b1.value) - r["iteration_s"]) / r["iteration_s"] * 100 for r in mine]
+        loo.append({"run": run, "workers": mine[0]["workers"], "time_error_pct": float(np.mean(errors))})
+    sizes = [r["workers"] for r in rows]
+    return SpotTimingFit(param_size_mb=s, bandwidth_req=b_req, alpha_1=alpha_1, beta_1=beta_1,
+                         compute_time=compute, batch_per_gpu=batch, gpus=gpus, workers=(min(sizes), max(sizes)),
+                         rows=len(rows), contention_rmse=rmse, leave_one_out=loo)
+
+
+@dataclass(frozen=True)
+class ServerlessTimingFit:
+    """Result of :func:`fit_serverless_timing`."""
+
+    rate_alpha: Estimate
+    rate_beta: Estimate
+    storage_alpha: Estimate
+    storage_beta: Estimate
+    min_memory_mb: int
+    min_memory_note: str
+    memory_mb: tuple[float, float]
+    functions: tuple[int, int]
+    rows: int
+    leave_one_out: list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``profile fit-timing --json``)."""
+        return {"kind": "serverless", "rate_alpha": self.rate_alpha.to_dict(), "rate_beta": self.rate_beta.to_dict(),
+                "storage_alpha": self.storage_alpha.to_dict(), "storage_beta": self.storage_beta.to_dict(),
+                "min_memory_mb": self.min_memory_mb, "min_memory_note": self.min_memory_note,
+                "domain": {"memory_mb": list(self.memory_mb), "functions": list(self.functions)},
+                "rows": self.rows, "leave_one_run_out": self.leave_one_out}
+
+
+def fit_serverless_timing(path: str | Path, *, storage_cap_mb_s: float = 115.0) -> ServerlessTimingFit:
+    """Fit eq. (6)'s and eq. (8)'s lines and m_min from a serverless timing CSV."""
+    rows = []
+    for r in read_timing_csv(path, SERVERLESS_COLUMNS):
+        failed = r["failed"].lower()
+        if failed not in ("0", "1", "true", "false"):
+            raise InvalidInputError(f"{r['_where']}.failed", f"must be 0 or 1, got {r['failed']!r}")
+        rows.append({"_where": r["_where"], "run": r["run"], "memory_mb": _num(r, "memory_mb", positive=True),
+                     "functions": int(_num(r, "functions", positive=True, integer=True)),
+                     "failed": failed in ("1", "true"),
+                     "samples_per_s": None if failed in ("1", "true") else _num(r, "samples_per_s", positive=True),
+                     "storage_mb_s": None if failed in ("1", "true") else _num(r, "storage_mb_s", positive=True)})
+    ok = [r for r in rows if not r["failed"]]
+    if not ok:
+        raise InvalidInputError(str(path), "every run failed: nothing to fit")
+
+    def lines(use: list[dict[str, Any]]) -> tuple[Estimate, Estimate, Estimate, Estimate]:
+        m = np.array([r["memory_mb"] for r in use])
+        ra, rb, _ = linear_fit(m, np.array([r["samples_per_s"] for r in use]), f"{path}: samples_per_s")
+        below = [r for r in use if r["storage_mb_s"] < storage_cap_mb_s * (1 - 1e-9)]
+        sa, sb, _ = linear_fit(np.array([r["memory_mb"] for r in below]), np.array([r["storage_mb_s"] for r in below]),
+                               f"{path}: storage_mb_s (rows below the cap {storage_cap_mb_s:g} MB/s)")
+        return ra, rb, sa, sb
+
+    ra, rb, sa, sb = lines(ok)
+    failed = [r["memory_mb"] for r in rows if r["failed"]]
+    if failed:
+        above = [r["memory_mb"] for r in ok if r["memory_mb"] > max(failed)]
+        if not above:
+            raise InvalidInputError(str(path), f"no run succeeded above the largest failed memory {max(failed):g} MB")
+        m_min = int(math.ceil(min(above)))
+        note = f"smallest memory that ran above the largest failed one ({max(failed):g} MB)"
+    else:
+        m_min = int(math.ceil(min(r["memory_mb"] for r in ok)))
+        note = "no run failed: the smallest memory tested (m_min may be lower)"
+    loo = []
+    for run in dict.fromkeys(r["run"] for r in ok):
+        others = [r for r in ok if r["run"] != run]
+        try:
+            a, b, c, d = lines(others)
+        except InvalidInputError:
+            continue
+        for r in (r for r in ok if r["run"] == run):
+            m = r["memory_mb"]
+            rate = a.value * m + b.value
+            storage = min(c.value * m + d.value, storage_cap_mb_s)
+            loo.append({"run": run, "memory_mb": m,
+                        "rate_error_pct": abs(rate - r["samples_per_s"]) / r["samples_per_s"] * 100,
+                        "storage_error_pct": abs(storage - r["storage_mb_s"]) / r["storage_mb_s"] * 100})
+    memory = [r["memory_mb"] for r in ok]
+    functions = [r["functions"] for r in ok]
+    return ServerlessTimingFit(rate_alpha=ra, rate_beta=rb, storage_alpha=sa, storage_beta=sb, min_memory_mb=m_min,
+                               min_memory_note=note, memory_mb=(min(memory), max(memory)),
+                               functions=(min(functions), max(functions)), rows=len(rows), leave_one_out=loo)

@@ -1,0 +1,272 @@
+"""The work behind each endpoint: read a request body, then run it (in a worker process).
+
+:func:`prepare` checks a body and returns a :class:`Task`: the server calls it to answer
+bad bodies at once (one :class:`InvalidInputError` naming the field) and to learn the time
+limit; a worker process calls it again and runs ``task.run()``. Every field name matches
+the CLI option it mirrors (``time_limit_s`` for ``--time-limit``, ...).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from dnnprov.problems import _checks as check
+from dnnprov.errors import InvalidInputError
+from dnnprov.io.instances import Problem, problem_from_dict, read_instance
+from dnnprov.solve import METHODS
+from dnnprov.problems.spot import MARKETS, SpotProblem, VcpuQuota
+
+#: The kinds of work, one per endpoint that solves.
+KINDS = ("solve", "solve-many", "replan", "predict", "export", "sweep")
+#: Default ``time_limit_s`` per kind (seconds; at most the server's cap).
+DEFAULT_TIME_LIMIT_S = {"solve": 10.0, "solve-many": 60.0, "replan": 10.0, "sweep": 10.0}
+#: Most points a sweep request may ask for.
+MAX_SWEEP_POINTS = 200
+
+
+@dataclass(frozen=True)
+class Task:
+    """A checked request: ``run()`` does the work and returns the JSON answer.
+
+    ``time_limit_s`` bounds the solver; ``budget_s`` bounds the whole task (a sweep solves
+    many points), after which the worker process is killed.
+    """
+
+    kind: str
+    run: Callable[[], dict[str, Any]]
+    time_limit_s: float
+    budget_s: float
+    method: str
+
+
+def _fields(body: object, allowed: set[str], required: tuple[str, ...] = ()) -> Mapping[str, Any]:
+    if not isinstance(body, Mapping):
+        raise InvalidInputError("body", f"must be a JSON object, got {type(body).__name__}")
+    for key in body:
+        if key not in allowed:
+            raise InvalidInputError(str(key), f"unknown field (expected one of {', '.join(sorted(allowed))})")
+    for key in required:
+        if key not in body:
+            raise InvalidInputError(key, "missing required field")
+    return body
+
+
+def instance(value: object, where: str = "instance") -> Problem:
+    """An instance object, or ``"embedded:REL"`` for a file shipped with dnnprov (inside its folder only)."""
+    if isinstance(value, str):
+        if not value.startswith("embedded:"):
+            raise InvalidInputError(where, "must be an instance object or \"embedded:REL\" (the server reads no other files)")
+        root = Path(str(resources.files("dnnprov.data").joinpath("instances"))).resolve()
+        path = (root / value.removeprefix("embedded:")).resolve()
+        if not path.is_relative_to(root) or not path.is_file():
+            raise InvalidInputError(where, f"no such embedded instance: {check.short(value)}")
+        return read_instance(path)
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(where, f"must be an instance object, got {type(value).__name__}")
+    try:
+        return problem_from_dict(value)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{where}.{exc.field}" if exc.field else where, exc.problem) from None
+
+
+def _time_limit(body: Mapping[str, Any], kind: str, cap_s: float) -> float:
+    default = min(DEFAULT_TIME_LIMIT_S[kind], cap_s)
+    limit = check.number("time_limit_s", body.get("time_limit_s", default), exclusive_minimum=0)
+    if limit > cap_s:
+        raise InvalidInputError("time_limit_s", f"at most {cap_s:g} s on this server, got {limit:g}")
+    return limit
+
+
+def kill_after(time_limit_s: float) -> float:
+    """Seconds after which a task's process is killed: the limit plus max(5 s, 25 %).
+
+    The solvers stop themselves at their limit; the kill is for one that does not.
+    """
+    return time_limit_s + max(5.0, 0.25 * time_limit_s)
+
+
+def _method(body: Mapping[str, Any]) -> str:
+    return check.choice("method", body.get("method", "milp"), METHODS)
+
+
+def prepare(kind: str, body: object, *, max_time_limit_s: float = 300.0) -> Task:
+    """Check ``body`` for endpoint ``kind`` and return the :class:`Task` that answers it."""
+    kind = check.choice("kind", kind, KINDS)
+    return _PREPARE[kind](body, max_time_limit_s)
+
+
+def _solve(body: object, cap: float) -> Task:
+    from dnnprov.solve import solve
+
+    b = _fields(body, {"instance", "method", "time_limit_s", "gap", "max_plans"}, ("instance",))
+    problem = instance(b["instance"])
+    method, limit = _method(b), _time_limit(b, "solve", cap)
+    gap = check.number("gap", b.get("gap", 0.0), minimum=0)
+    max_plans = check.optional_integer("max_plans", b.get("max_plans"), minimum=1)
+    return Task("solve", lambda: solve(problem, method, time_limit_s=limit, gap=gap, max_plans=max_plans).to_dict(),
+                limit, kill_after(limit), method)
+
+
+def _shared(value: object):
+    from dnnprov.solvers.joint import SharedLimits
+
+    s = _fields({} if value is None else value, {"quotas", "vcpu_quotas", "concurrency"})
+    quotas = s.get("quotas", {})
+    if not isinstance(quotas, Mapping):
+        raise InvalidInputError("shared.quotas", "must map instance types to counts")
+    quotas = {str(k): check.integer(f"shared.quotas.{k}", v, minimum=0) for k, v in quotas.items()}
+    rows = s.get("vcpu_quotas", [])
+    if not isinstance(rows, list):
+        raise InvalidInputError("shared.vcpu_quotas", "must be a list of {family, market, vcpus}")
+    vcpus = []
+    for i, row in enumerate(rows):
+        r = _fields(row, {"family", "market", "vcpus"}, ("family", "vcpus"))
+        vcpus.append(VcpuQuota(family=check.text(f"shared.vcpu_quotas.{i}.family", r["family"]),
+                               market=check.choice(f"shared.vcpu_quotas.{i}.market", r.get("market", "spot"), MARKETS),
+                               vcpus=check.integer(f"shared.vcpu_quotas.{i}.vcpus", r["vcpus"], minimum=0)))
+    concurrency = check.optional_integer("shared.concurrency", s.get("concurrency"), minimum=0)
+    return SharedLimits(quotas=quotas, vcpu_quotas=tuple(vcpus), concurrency=concurrency)
+
+
+def _solve_many(body: object, cap: float) -> Task:
+    from dnnprov.solvers.joint import solve_many
+
+    b = _fields(body, {"instances", "shared", "time_limit_s", "max_plans_per_job"}, ("instances",))
+    if not isinstance(b["instances"], list) or not b["instances"]:
+        raise InvalidInputError("instances", "must be a non-empty list of instances")
+    problems = [instance(v, f"instances.{i}") for i, v in enumerate(b["instances"])]
+    shared, limit = _shared(b.get("shared")), _time_limit(b, "solve-many", cap)
+    extra = {}
+    if b.get("max_plans_per_job") is not None:
+        extra["max_plans_per_job"] = check.integer("max_plans_per_job", b["max_plans_per_job"], minimum=1)
+    return Task("solve-many", lambda: solve_many(problems, shared=shared, time_limit_s=limit, **extra).to_dict(),
+                limit, kill_after(limit), "joint")
+
+
+def _counts(value: object, where: str) -> dict[str, int]:
+    if not isinstance(value, Mapping) or not value:
+        raise InvalidInputError(where, "must map instance types to counts, e.g. {\"g3.8xlarge\": 5}")
+    return {str(k): check.integer(f"{where}.{k}", v, minimum=0) for k, v in value.items()}
+
+
+def _replan(body: object, cap: float) -> Task:
+    from dnnprov.cloud.export import PlanDocument, plan_document
+    from dnnprov.cloud.replan import DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem
+    from dnnprov.solve import solve
+
+    b = _fields(body, {"instance", "plan", "revoked", "elapsed_s", "loss_reached", "takeover_overhead_s",
+                       "avoid_revoked", "method", "time_limit_s"},
+                ("instance", "plan", "revoked", "elapsed_s", "loss_reached"))
+    problem = instance(b["instance"])
+    if not isinstance(problem, SpotProblem):
+        raise InvalidInputError("instance", "re-planning needs a spot instance")
+    doc = PlanDocument.from_dict(b["plan"])
+    doc.require_spot()
+    avoid = b.get("avoid_revoked", False)
+    if not isinstance(avoid, bool):
+        raise InvalidInputError("avoid_revoked", "must be true or false")
+    takeover = replanned_problem(
+        problem, doc.counts(), _counts(b["revoked"], "revoked"),
+        check.number("elapsed_s", b["elapsed_s"], minimum=0), check.number("loss_reached", b["loss_reached"]),
+        takeover_overhead_s=check.number("takeover_overhead_s", b.get("takeover_overhead_s", DEFAULT_TAKEOVER_OVERHEAD_S),
+                                         minimum=0),
+        avoid_revoked=avoid)
+    method, limit = _method(b), _time_limit(b, "replan", cap)
+
+    def run() -> dict[str, Any]:
+        result = solve(takeover, method, time_limit_s=limit)
+        return plan_document(result, takeover, doc.catalog).to_dict() if result.plan is not None else result.to_dict()
+
+    return Task("replan", run, limit, kill_after(limit), method)
+
+
+def _predict(body: object, cap: float) -> Task:
+    from dnnprov.models.predict import predict
+
+    plan_keys = ("counts", "ps", "functions", "memory_mb", "local_batch")
+    b = _fields(body, {"instance", "plan", *plan_keys})
+    if "instance" not in b:
+        raise InvalidInputError("instance", "missing required field")
+    problem = instance(b["instance"])
+    plan = b.get("plan", {})
+    if not isinstance(plan, Mapping):
+        raise InvalidInputError("plan", "must be a plan object, e.g. the \"plan\" of a solve result")
+    given = {k: v for k, v in plan.items() if k in plan_keys} | {k: b[k] for k in plan_keys if k in b}
+    return Task("predict", lambda: predict(problem, **given), 0.0, 60.0, "predict")
+
+
+def _export(body: object, cap: float) -> Task:
+    from dnnprov.io.catalog import Catalog
+    from dnnprov.cloud.export import (KUEUE_API, TARGETS, ExportOptions, FunctionCode, LaunchOptions,
+                                PlanDocument, export_files)
+
+    b = _fields(body, {"plan", "target", "instance", "catalog", "options"}, ("plan", "target"))
+    target = check.choice("target", b["target"], TARGETS)
+    doc = PlanDocument.from_dict(b["plan"])
+    if b.get("instance") is not None or b.get("catalog") is not None:
+        catalog = doc.catalog
+        if b.get("catalog") is not None:
+            if not isinstance(b["catalog"], Mapping):
+                raise InvalidInputError("catalog", "must be a catalog object")
+            catalog = Catalog.from_dict(b["catalog"])
+        problem = instance(b["instance"]) if b.get("instance") is not None else doc.problem
+        doc = PlanDocument(result=doc.result, problem=problem, catalog=catalog)
+    launch_keys = {"image_id", "launch_template", "launch_template_version", "subnet_id", "key_name"}
+    code_keys = {"role", "image_uri", "s3_bucket", "s3_key", "runtime", "handler"}
+    o = _fields(b.get("options", {}), launch_keys | code_keys | {"function_name", "queue_name", "namespace", "kueue_api"})
+    for key, value in o.items():
+        check.text(f"options.{key}", value)
+    launch = LaunchOptions(**{k: o[k] for k in launch_keys if k in o})
+    code = FunctionCode(**{"role": "", **{k: o[k] for k in code_keys if k in o}}) if code_keys & set(o) else None
+    options = ExportOptions(launch=launch, function_name=o.get("function_name"), code=code,
+                            queue_name=o.get("queue_name"), namespace=o.get("namespace", "default"),
+                            kueue_api=o.get("kueue_api", KUEUE_API))
+    files = export_files(doc, target, options)  # cheap: checked (and answered) here already
+    return Task("export", lambda: {"target": target, "files": files}, 0.0, 30.0, "export")
+
+
+def _sweep(body: object, cap: float) -> Task:
+    from dnnprov.batch.sweep import deadline_grid, sweep
+
+    b = _fields(body, {"instance", "deadlines", "losses", "time_limit_s", "heuristic"}, ("instance", "deadlines"))
+    problem = instance(b["instance"])
+    deadlines = deadline_grid(b["deadlines"], field="deadlines")
+    losses = None
+    if b.get("losses") is not None:
+        if not isinstance(b["losses"], list) or not b["losses"]:
+            raise InvalidInputError("losses", "must be a non-empty list of target losses")
+        losses = [check.number(f"losses.{i}", v) for i, v in enumerate(b["losses"])]
+    points = len(deadlines) * (len(losses) if losses else 1)
+    if points > MAX_SWEEP_POINTS:
+        raise InvalidInputError("deadlines", f"{points} points; at most {MAX_SWEEP_POINTS} per request")
+    heuristic = b.get("heuristic", True)
+    if not isinstance(heuristic, bool):
+        raise InvalidInputError("heuristic", "must be true or false")
+    limit = _time_limit(b, "sweep", cap)
+    return Task("sweep", lambda: sweep(problem, deadlines, losses, time_limit_s=limit, heuristic=heuristic).to_dict(),
+                limit, points * kill_after(limit), "milp")
+
+
+_PREPARE: dict[str, Callable[[object, float], Task]] = {
+    "solve": _solve, "solve-many": _solve_many, "replan": _replan, "predict": _predict,
+    "export": _export, "sweep": _sweep}
+
+
+def run(kind: str, body: object, max_time_limit_s: float) -> dict[str, Any]:
+    """Prepare and run one request (what a worker process does); finite floats only in the answer."""
+    return _finite(prepare(kind, body, max_time_limit_s=max_time_limit_s).run())
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no inf/NaN: they become null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

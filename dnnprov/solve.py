@@ -1,0 +1,134 @@
+"""The one entry point: ``dnnprov.solve(problem, method=...) -> Result``."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from typing import Callable
+
+from dnnprov.problems import _checks as check
+from dnnprov.errors import InvalidInputError
+from dnnprov.progress import Clock, SolverLog, log_to_stderr
+from dnnprov.result import Result, Status
+from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.problems.spot import SpotProblem
+
+METHODS = ("milp", "heuristic", "reference-heuristic", "enumerate")
+
+
+def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
+          time_limit_s: float = 60.0, gap: float = 0.0,
+          max_plans: int | None = None, log: bool | logging.Logger = False,
+          robust: int | None = None, risk: bool = False,
+          deadline_probability: float | None = None,
+          takeover_overhead_s: float | None = None, replaced: bool = True) -> Result:
+    """Solve a spot or serverless problem.
+
+    Parameters
+    ----------
+    problem
+        A validated :class:`SpotProblem` or :class:`ServerlessProblem`.
+    method
+        ``"milp"`` (exact: HiGHS with a proven bound), ``"heuristic"`` (the paper's
+        Algorithm 1), ``"reference-heuristic"`` (spot only: the authors' code) or
+        ``"enumerate"`` (exhaustive search, refused beyond ``max_plans``).
+    time_limit_s
+        Wall-clock limit of every method, counted from this call (set-up and the
+        heuristic seed of ``milp`` included). On the limit the result is ``limit`` with
+        the best plan found and, for ``milp``, a proven bound.
+    gap
+        Relative gap at which ``milp`` may stop; ``0`` proves optimality (status
+        ``optimal``); a positive gap ends with ``feasible`` and the bound.
+    max_plans
+        Largest search space ``enumerate`` accepts (default 50 million plans).
+    log
+        ``True`` prints a solver log (header, incumbent / bound / gap over time, final
+        status) to stderr; a :class:`logging.Logger` receives it instead (level INFO).
+    robust, risk
+        Revocation-aware spot plans (method ``milp`` only, one of the two;
+        docs/revocation.md): ``robust=K`` is the cheapest plan meeting T_obj even if any K
+        of its spot workers are revoked at the worst moment (replaced after
+        ``takeover_overhead_s``, default the paper's 2.1 min, unless ``replaced=False``);
+        ``risk=True`` the plan of least expected cost under the instance's interruption
+        models, with the deadline met in expectation or, with ``deadline_probability``, at
+        that probability. Both are proven by exhaustive search up to ``max_plans``.
+    """
+    from dnnprov.solvers import enumeration, heuristics, milp
+
+    clock = Clock(math.inf)
+    if method not in METHODS:
+        raise InvalidInputError("method", f"must be one of {', '.join(METHODS)}; got {method!r}")
+    time_limit_s = check.number("time_limit_s", time_limit_s, exclusive_minimum=0)
+    clock = Clock(time_limit_s, started=clock.started)
+    gap = check.number("gap", gap, minimum=0)
+    if gap >= 1:
+        raise InvalidInputError("gap", f"must be below 1, got {gap!r}")
+    limit = {} if max_plans is None else {"max_plans": check.integer("max_plans", max_plans, minimum=1)}
+    if not isinstance(problem, (SpotProblem, ServerlessProblem)):
+        raise InvalidInputError("problem", f"expected SpotProblem or ServerlessProblem, got {type(problem).__name__}")
+    if isinstance(problem, ServerlessProblem) and method == "reference-heuristic":
+        raise InvalidInputError("method", "reference-heuristic exists for spot problems only")
+    if robust is not None or risk:
+        return _solve_revocation_aware(problem, method, robust=robust, risk=risk,
+                                       deadline_probability=deadline_probability,
+                                       takeover_overhead_s=takeover_overhead_s, replaced=replaced,
+                                       max_plans=max_plans, clock=clock)
+    with contextlib.ExitStack() as stack:
+        logger = log if isinstance(log, logging.Logger) else (
+            stack.enter_context(log_to_stderr()) if log else None)
+        solver_log = SolverLog(clock, logger)
+        runners: dict[str, Callable[[], Result]]
+        if isinstance(problem, SpotProblem):
+            runners = {
+                "milp": lambda: milp.solve_spot(problem, gap=gap, clock=clock, log=solver_log),
+                "heuristic": lambda: heuristics.spot_heuristic(problem, clock=clock),
+                "reference-heuristic": lambda: heuristics.reference_heuristic(problem, clock=clock),
+                "enumerate": lambda: enumeration.enumerate_spot(problem, clock=clock, **limit),
+            }
+        else:
+            runners = {
+                "milp": lambda: milp.solve_serverless(problem, gap=gap, clock=clock, log=solver_log),
+                "heuristic": lambda: heuristics.serverless_heuristic(problem, clock=clock),
+                "enumerate": lambda: enumeration.enumerate_serverless(problem, clock=clock, **limit),
+            }
+        try:
+            result = runners[method]()
+        except InvalidInputError:
+            raise
+        except Exception as exc:  # a solver failure is reported, not raised (batches go on)
+            kind = "spot" if isinstance(problem, SpotProblem) else "serverless"
+            model = problem.model if isinstance(problem, SpotProblem) else "lambda-dnn"
+            result = Result(status=Status.ERROR, method=method, kind=kind, model=model,
+                            instance=problem.name, solve_seconds=clock.elapsed(),
+                            message=f"{type(exc).__name__}: {exc}")
+        if method != "milp":
+            solver_log.final(result.status.value, result.message)
+        return result
+
+
+def _solve_revocation_aware(problem: SpotProblem | ServerlessProblem, method: str, *, robust: int | None,
+                            risk: bool, deadline_probability: float | None,
+                            takeover_overhead_s: float | None, replaced: bool,
+                            max_plans: int | None, clock: Clock) -> Result:
+    """``solve(..., robust=K)`` or ``solve(..., risk=True)``: checks, then the exact planner."""
+    from dnnprov.solvers.robust import DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S, solve_robust
+    from dnnprov.solvers.risk import solve_risk
+
+    if not isinstance(problem, SpotProblem):
+        raise InvalidInputError("robust" if robust is not None else "risk", "exists for spot problems only")
+    if robust is not None and risk:
+        raise InvalidInputError("robust", "give robust=K or risk=True, not both")
+    if method != "milp":
+        raise InvalidInputError("method", f"robust and risk plans are exact: use method 'milp', not {method!r}")
+    overhead = JOIN_OVERHEAD_S if takeover_overhead_s is None else takeover_overhead_s
+    plans = DEFAULT_MAX_PLANS if max_plans is None else max_plans
+    if robust is not None:
+        if deadline_probability is not None:
+            raise InvalidInputError("deadline_probability", "goes with risk=True")
+        return solve_robust(problem, robust, overhead_s=overhead, replaced=replaced, max_plans=plans,
+                            time_limit_s=max(clock.remaining(), 1e-3))
+    if not replaced:
+        raise InvalidInputError("replaced", "goes with robust=K")
+    return solve_risk(problem, deadline_probability=deadline_probability, overhead_s=overhead,
+                      max_plans=plans)

@@ -1,0 +1,143 @@
+"""From real data to EC2: shared-data catalog -> milp plan -> EC2 export -> apply on a moto server."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from pathlib import Path
+
+import boto3
+import jsonschema
+import pytest
+
+import dnnprov
+from dnnprov.io.catalog import SpotWorkloadProfile, build_spot_problem, embedded_path, load_catalog
+from dnnprov.io.catalog_import import import_shared_data
+from dnnprov.cli import main
+from dnnprov.cloud.export import LaunchOptions, load_plan, plan_document, run_instances_calls
+
+pytest_plugins = ["conftest_aws"]
+
+AMI = "ami-12c6146b"
+# spec/spot.md section 6: ResNet-110 speeds (samples/s) and per-GPU batches, reference model
+PROFILE = {
+    "format": "dnnprov/spot-workload", "version": 1, "model": "reference",
+    "workload": {"name": "resnet110-cifar100", "param_size_mb": 11.5, "bandwidth_req_mb_s": 142.0,
+                 "alpha_1": 0.8, "beta_1": -1.92, "gamma_1": 876.5, "gamma_2": -0.2, "gamma_3": 2507.6,
+                 "gamma_4": 0.0, "gamma_5": 0.5, "loss_variant": "no-cc"},
+    "per_type": {"p3.2xlarge": {"batch_per_gpu": 1024, "speed_samples_per_s": 1885.0},
+                 "g3.8xlarge": {"batch_per_gpu": 512, "speed_samples_per_s": 1018.0},
+                 "g3.16xlarge": {"batch_per_gpu": 512, "speed_samples_per_s": 1995.0},
+                 "p2.8xlarge": {"batch_per_gpu": 1024, "speed_samples_per_s": 2115.0}},
+}
+
+
+def ec2(url: str):
+    """A plain boto3 EC2 client on the moto server."""
+    return boto3.client("ec2", region_name="us-east-1", endpoint_url=url)
+
+
+@pytest.fixture
+def real_plan(shared_data: Path, tmp_path: Path) -> Path:
+    """Plan file: the shared-data catalog (us-east-1, 2022-05-31 prices) solved by milp."""
+    catalog_path = tmp_path / "catalog.json"
+    assert main(["catalog", "import", "--shared-data", str(shared_data), "--out", str(catalog_path)]) == 0
+    catalog = load_catalog(catalog_path)
+    assert catalog.entry("p3.2xlarge").spot_price_per_h == 0.918
+    problem = build_spot_problem(catalog, SpotWorkloadProfile.from_dict(PROFILE), dnnprov.SpotSLO(loss=0.8, time_s=2400),
+                                 quotas={name: 5 for name in PROFILE["per_type"]}, name="resnet110-us-east-1-2022")
+    result = dnnprov.solve(problem, "milp")
+    assert result.status is dnnprov.Status.OPTIMAL
+    oracle = dnnprov.solve(problem, "enumerate")
+    assert result.cost == pytest.approx(oracle.cost)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan_document(result, problem, catalog).to_dict()))
+    return path
+
+
+def test_real_catalog_to_dry_run_apply(real_plan: Path, moto_url: str, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture) -> None:
+    """Catalog from ../shared/data feeds milp; its EC2 request validates and dry-runs on the server."""
+    calls_path = tmp_path / "calls.json"
+    assert main(["export", str(real_plan), "--to", "ec2-run-instances", "--image-id", AMI, "--out", str(calls_path)]) == 0
+    calls = json.loads(calls_path.read_text())
+    assert calls["region"] == "us-east-1" and calls["calls"][-1]["params"]["InstanceType"] == "m5.xlarge"
+    capsys.readouterr()
+    assert main(["apply", str(real_plan), "--dry-run", "--image-id", AMI, "--endpoint-url", moto_url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(calls["calls"]) and all(line.startswith("dry run ok:") for line in lines)
+    assert ec2(moto_url).describe_instances()["Reservations"] == []  # nothing launched
+
+
+def test_apply_launches_after_yes_only(real_plan: Path, moto_url: str, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture) -> None:
+    """Without --yes the prompt must be answered; with --yes the exact mix is launched."""
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    assert main(["apply", str(real_plan), "--image-id", AMI, "--endpoint-url", moto_url]) == 1
+    assert "aborted: nothing launched" in capsys.readouterr().out
+    assert main(["apply", str(real_plan), "--image-id", AMI, "--endpoint-url", moto_url, "--yes"]) == 0
+    doc = json.loads(real_plan.read_text())
+    launched: dict[str, int] = {}
+    spot: dict[str, bool] = {}
+    for reservation in ec2(moto_url).describe_instances()["Reservations"]:
+        for instance in reservation["Instances"]:
+            launched[instance["InstanceType"]] = launched.get(instance["InstanceType"], 0) + 1
+            spot[instance["InstanceType"]] = instance.get("InstanceLifecycle") == "spot"
+    assert launched == {**doc["result"]["plan"]["counts"], "m5.xlarge": 1}
+    assert spot.pop("m5.xlarge") is False and all(spot.values())
+
+
+def test_fleet_dry_run_and_launch(real_plan: Path, moto_url: str, capsys: pytest.CaptureFixture) -> None:
+    """An instant CreateFleet with the plan's types dry-runs, then launches the target capacity."""
+    ec2(moto_url).create_launch_template(LaunchTemplateName="dnnprov-workers",
+                                         LaunchTemplateData={"ImageId": AMI})
+    args = ["apply", str(real_plan), "--via", "fleet", "--launch-template", "dnnprov-workers", "--endpoint-url", moto_url]
+    assert main(args + ["--dry-run"]) == 0
+    assert capsys.readouterr().out.startswith("dry run ok: fleet of")
+    assert main(args + ["--yes"]) == 0
+    assert "launched: fleet of" in capsys.readouterr().out
+
+
+def test_apply_needs_an_image_or_template(real_plan: Path, moto_url: str, capsys: pytest.CaptureFixture) -> None:
+    """RunInstances without an AMI or launch template: one clear error, nothing sent."""
+    assert main(["apply", str(real_plan), "--dry-run", "--endpoint-url", moto_url]) == 2
+    assert "need an AMI (--image-id) or a launch template" in capsys.readouterr().err
+
+
+def test_shared_data_import_is_sourced(shared_data: Path) -> None:
+    """Every imported number names its source; spot prices name their AZ and time."""
+    catalog = import_shared_data("us-east-1", shared_data)
+    assert catalog.snapshot.startswith("2022-05-31T")
+    jsonschema.validate(catalog.to_dict(), json.loads(embedded_path("schema", "catalog-v1.schema.json").read_text()))
+    p3 = catalog.entry("p3.2xlarge")
+    assert (p3.gpus, p3.vcpus, p3.gpu_memory_gb, p3.on_demand_price_per_h, p3.interruption_bucket) == (1, 8, 16.0, 3.06, 4)
+    assert "use1-az2" in p3.sources["spot_price_per_h"]
+    assert catalog.entry("p4d.24xlarge").gpu_memory_gb == 40.0  # the list's 320 GB is the total of 8
+    for entry in catalog.instance_types:
+        assert set(entry.sources) >= {"gpus"} and (entry.spot_price_per_h is None) == ("spot_price_per_h" not in entry.sources)
+    assert catalog.entry("g4dn.4xlarge").spot_price_per_h is None  # no row in the 5.5 h window
+    estimated = import_shared_data("us-east-1", shared_data, estimate_missing_spot=True).entry("g4dn.4xlarge")
+    assert estimated.spot_price_per_h == pytest.approx(1.204 * 0.32)
+    assert estimated.sources["spot_price_per_h"].startswith("estimated:")
+
+
+def test_malformed_history_row_fails_import(shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A malformed row in the price history: exit 2 naming file and line; no catalog file."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("aws-gpu-instances-ondemand-2026-01-21.json", "aws-spot-advisor-2025-06-28.json"):
+        (data / name).symlink_to(shared_data / name)
+    with gzip.open(data / "aws-spot-price-history-2022-05-31.tsv.gz", "wt") as handle:
+        handle.write("use1-az2\tp3.2xlarge\tLinux/UNIX\t0.918000\t2022-05-31T21:18:00+00:00\n")
+        handle.write("use1-az5\tp3.2xlarge\tLinux/UNIX\tcheap\t2022-05-31T21:18:00+00:00\n")
+    out = tmp_path / "catalog.json"
+    assert main(["catalog", "import", "--shared-data", str(data), "--out", str(out)]) == 2
+    assert "aws-spot-price-history-2022-05-31.tsv.gz:2: price 'cheap' is not a number" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_launch_options_reach_the_request(real_plan: Path) -> None:
+    """Subnet and key pair go into every RunInstances call."""
+    calls = run_instances_calls(load_plan(real_plan), LaunchOptions(image_id=AMI, subnet_id="subnet-1", key_name="k"))
+    assert all(c.params["SubnetId"] == "subnet-1" and c.params["KeyName"] == "k" for c in calls)

@@ -1,0 +1,286 @@
+"""Re-planning after revocations (takeover) and the spot interruption-notice poller."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pytest
+
+import dnnprov
+from dnnprov.cli import main
+from dnnprov.errors import InvalidInputError
+from dnnprov.cloud.replan import (DEFAULT_TAKEOVER_OVERHEAD_S, InterruptionNotice, predicted_loss, replan,
+                            replanned_problem, watch_interruptions)
+from dnnprov.models.spot import SpotModel
+
+pytest_plugins = ["conftest_aws"]
+
+REVOKED_AT_S = 29.8 * 60  # the paper's story: 5 g3.8xlarge revoked after 29.8 minutes
+TABLE1_PLAN = {"g3.8xlarge": 5, "g3.16xlarge": 3}
+
+
+def test_table1_revocation_takeover(ref_resnet110) -> None:
+    """Table I plan loses its 5 g3.8xlarge at 29.8 min: the takeover keeps the 3 g3.16xlarge,
+    meets the remaining SLOs and is the cheapest (milp agrees with exhaustive search)."""
+    problem = ref_resnet110()
+    start = dnnprov.solve(problem, "reference-heuristic")
+    assert start.plan.to_dict()["counts"] == TABLE1_PLAN  # the paper's spotDNN plan
+    loss = predicted_loss(problem, start.plan, REVOKED_AT_S)
+    assert 0.8 < loss < 1.0
+    takeover = replanned_problem(problem, start.plan, {"g3.8xlarge": 5}, REVOKED_AT_S, loss)
+    assert takeover.constraints.existing == {"g3.16xlarge": 3}
+    assert takeover.slo.time_s == pytest.approx(2600 - REVOKED_AT_S)
+    assert takeover.slo.takeover_overhead_s == DEFAULT_TAKEOVER_OVERHEAD_S
+    result = replan(problem, start.plan, {"g3.8xlarge": 5}, REVOKED_AT_S, loss)
+    oracle = dnnprov.solve(takeover, "enumerate")
+    assert result.status is dnnprov.Status.OPTIMAL and result.method == "milp"
+    assert result.plan.counts["g3.16xlarge"] >= 3
+    assert result.details["new_instances"].get("g3.16xlarge", 0) == result.plan.counts["g3.16xlarge"] - 3
+    assert 0 < result.time_s <= takeover.slo.time_s
+    assert result.cost == pytest.approx(oracle.cost, rel=1e-9)
+    assert result.cost < start.cost  # only the remaining third of the run is paid for
+
+
+def test_loss_model_continues_where_training_stopped(ref_resnet110) -> None:
+    """Assumption check: for an unchanged cluster (nothing revoked) the takeover needs exactly the
+    iterations the original run had left (paper model, no rounding)."""
+    problem = ref_resnet110(model="paper")
+    counts = np.array([[0, 0, 5, 3, 0]])
+    before = SpotModel(problem).evaluate(counts)
+    plan = dict(zip(problem.columns().labels, counts[0].tolist(), strict=True))
+    elapsed = 0.4 * float(before.time_s[0])
+    loss = predicted_loss(problem, plan, elapsed)
+    takeover = replanned_problem(problem, plan, {}, elapsed, loss, takeover_overhead_s=45.0)
+    after = SpotModel(takeover).evaluate(counts)
+    done = float(before.iterations[0]) * 0.4
+    assert float(after.iterations[0]) == pytest.approx(float(before.iterations[0]) - done, rel=1e-9)
+    assert float(after.time_s[0]) == pytest.approx(0.6 * float(before.time_s[0]) + 45.0, rel=1e-9)
+
+
+def test_avoid_revoked_buys_no_new_instance_of_that_type(ref_resnet110) -> None:
+    """With avoid_revoked the revoked type's quota drops to its survivors."""
+    problem = ref_resnet110()
+    loss = predicted_loss(problem, TABLE1_PLAN, REVOKED_AT_S)
+    result = replan(problem, TABLE1_PLAN, {"g3.8xlarge": 5}, REVOKED_AT_S, loss, avoid_revoked=True,
+                    takeover_overhead_s=0.0)
+    assert result.status is dnnprov.Status.OPTIMAL and result.plan.counts["g3.8xlarge"] == 0
+
+
+def test_reference_model_adds_takeover_overhead(ref_resnet110) -> None:
+    """SpotSLO says the takeover overhead is added to T; it should be under either model."""
+    problem = ref_resnet110()
+    slower = problem.replace(slo=dnnprov.SpotSLO(loss=0.8, time_s=2600, takeover_overhead_s=30.0))
+    counts = np.array([[0, 0, 5, 3, 0]])
+    assert SpotModel(slower).evaluate(counts).time_s[0] == pytest.approx(SpotModel(problem).evaluate(counts).time_s[0] + 30)
+
+
+@pytest.mark.parametrize(("revoked", "elapsed", "loss", "message"), [
+    ({"g3.8xlarge": 6}, REVOKED_AT_S, 0.9, "6 revoked but the plan runs 5"),
+    ({"g3.8xlarge": 5}, REVOKED_AT_S, 0.8, "already meets the target loss"),
+    ({"g3.8xlarge": 5}, 2590.0, 0.9, "not more than the takeover overhead"),
+    ({"p9.xlarge": 1}, REVOKED_AT_S, 0.9, "not a column"),
+])
+def test_replan_refuses_bad_input(ref_resnet110, revoked, elapsed, loss, message) -> None:
+    """Impossible revocations, a reached target and no time left are refused clearly."""
+    with pytest.raises(InvalidInputError, match=message):
+        replanned_problem(ref_resnet110(), TABLE1_PLAN, revoked, elapsed, loss)
+
+
+def test_cli_replan_then_export_launches_takeover_only(ref_resnet110, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture) -> None:
+    """`dnnprov replan` writes a plan document whose EC2 export launches only the new workers."""
+    problem = ref_resnet110()
+    instance = tmp_path / "table1.json"
+    dnnprov.write_instance(problem, instance)
+    assert main(["solve", str(instance), "--method", "reference-heuristic", "--json"]) == 0
+    plan = tmp_path / "plan.json"
+    plan.write_text(capsys.readouterr().out)
+    loss = predicted_loss(problem, TABLE1_PLAN, REVOKED_AT_S)
+    assert main(["replan", str(instance), "--plan", str(plan), "--revoked", "g3.8xlarge=5",
+                 "--elapsed", str(REVOKED_AT_S), "--loss-reached", str(loss), "--json"]) == 0
+    takeover = tmp_path / "takeover.json"
+    takeover.write_text(capsys.readouterr().out)
+    doc = json.loads(takeover.read_text())
+    assert doc["format"] == "dnnprov/plan" and doc["instance"]["constraints"]["existing"] == {"g3.16xlarge": 3}
+    assert main(["export", str(takeover), "--to", "ec2-run-instances", "--image-id", "ami-1"]) == 0
+    calls = json.loads(capsys.readouterr().out)["calls"]
+    new = doc["result"]["details"]["new_instances"]
+    assert {c["params"]["InstanceType"]: c["params"]["MinCount"] for c in calls} == new
+    assert main(["replan", str(instance), "--plan", str(plan), "--revoked", "g3.8xlarge",
+                 "--elapsed", "1", "--loss-reached", "1"]) == 2
+    assert "expected TYPE=COUNT" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- notices
+class MetadataHandler(BaseHTTPRequestHandler):
+    """A tiny IMDSv2: token by PUT, 401 without a valid token, the notice after a few polls."""
+
+    polls = 0
+    tokens_issued = 0
+
+    def do_PUT(self) -> None:  # noqa: N802 (http.server's naming)
+        """Issue a session token."""
+        if self.path != "/latest/api/token" or "X-aws-ec2-metadata-token-ttl-seconds" not in self.headers:
+            return self._reply(400, "")
+        type(self).tokens_issued += 1
+        self._reply(200, f"token-{self.tokens_issued}")
+
+    def do_GET(self) -> None:  # noqa: N802
+        """Metadata; the first token expires after one use to exercise renewal."""
+        if self.headers.get("X-aws-ec2-metadata-token") != f"token-{self.tokens_issued}" or (
+                self.tokens_issued == 1 and type(self).polls >= 1):
+            return self._reply(401, "")
+        if self.path == "/latest/meta-data/spot/instance-action":
+            type(self).polls += 1
+            if self.polls < 3:
+                return self._reply(404, "")
+            return self._reply(200, json.dumps({"action": "terminate", "time": "2022-05-31T18:20:00Z"}))
+        paths = {"/latest/meta-data/instance-id": "i-0123456789abcdef0",
+                 "/latest/meta-data/instance-type": "g3.8xlarge"}
+        if self.path in paths:
+            return self._reply(200, paths[self.path])
+        self._reply(404, "")
+
+    def _reply(self, status: int, body: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args: object) -> None:
+        """Keep the test output quiet."""
+
+
+@pytest.fixture
+def metadata_url() -> Iterator[str]:
+    """A local metadata server on 127.0.0.1 (free port), in a thread."""
+    MetadataHandler.polls = MetadataHandler.tokens_issued = 0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), MetadataHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_watch_interruptions_calls_back_once(metadata_url: str) -> None:
+    """Polling with IMDSv2 tokens (renewed on 401) reports the notice once, with type and id."""
+    notices: list[InterruptionNotice] = []
+    stop = threading.Event()
+
+    def on_notice(notice: InterruptionNotice) -> None:
+        notices.append(notice)
+        if len(notices) == 1:
+            threading.Timer(0.1, stop.set).start()  # a few more polls must not repeat it
+
+    watcher = threading.Thread(target=watch_interruptions, args=(on_notice,),
+                               kwargs={"metadata_url": metadata_url, "interval_s": 0.01, "stop": stop})
+    watcher.start()
+    watcher.join(timeout=10)
+    stop.set()
+    assert not watcher.is_alive()
+    assert notices == [InterruptionNotice("terminate", "2022-05-31T18:20:00Z", "i-0123456789abcdef0", "g3.8xlarge")]
+    assert MetadataHandler.tokens_issued >= 2 and MetadataHandler.polls > 3
+
+
+# ------------------------------------------------------------------ PS and capacity (issue 12.5)
+def _low_ps_bandwidth(resnet110_problem_paper, time_s: float, budget: float | None = None) -> dnnprov.SpotProblem:
+    from dataclasses import replace
+    problem = resnet110_problem_paper.replace(
+        slo=dnnprov.SpotSLO(0.8, time_s), constraints=dnnprov.SpotConstraints(ps_count=(1, 3), budget_usd=budget))
+    return problem.replace(platform=replace(problem.platform, ps_bandwidth_mb_s=300.0))
+
+
+def test_money_spent_counts_every_ps(resnet110_paper) -> None:
+    """A 2-PS plan has spent workers + 2 PS: the takeover's budget is lowered by both PS."""
+    problem = _low_ps_bandwidth(resnet110_paper, 3000.0, budget=20.0)
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2, "g3.8xlarge": 5}, ps=2)
+    elapsed = 1200.0
+    loss = predicted_loss(problem, plan, elapsed, ps=2)
+    takeover = replanned_problem(problem, plan, {"g3.8xlarge": 2}, elapsed, loss)
+    workers = 2 * 0.918 + 5 * 0.684
+    assert takeover.constraints.budget_usd == pytest.approx(20.0 - (workers + 2 * 0.192) * elapsed / 3600, rel=1e-12)
+    assert takeover.constraints.ps_count == (2, 3)  # the running PS are kept
+    one_ps = replanned_problem(problem, plan, {"g3.8xlarge": 2}, elapsed, loss, ps=1)
+    assert one_ps.constraints.budget_usd - takeover.constraints.budget_usd == pytest.approx(0.192 * elapsed / 3600)
+
+
+def test_takeover_needing_more_ps_reports_them(resnet110_paper) -> None:
+    """With a 300 MB/s PS, the takeover of a 1-PS run wants 3 PS: details.new_ps says 2 to launch."""
+    problem = _low_ps_bandwidth(resnet110_paper, 3000.0)
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2, "g3.8xlarge": 5, "g3.16xlarge": 2}, ps=1)
+    loss = predicted_loss(problem, plan, 300.0, ps=1)
+    result = replan(problem, plan, {"g3.8xlarge": 5}, 300.0, loss, method="enumerate")
+    assert result.status is dnnprov.Status.OPTIMAL and result.plan.ps == 3
+    assert result.details["new_ps"] == 2
+    kept = replan(problem, dnnprov.SpotPlan(counts=plan.counts, ps=3), {"g3.8xlarge": 5}, 300.0, loss, method="enumerate")
+    assert kept.plan.ps == 3 and kept.details["new_ps"] == 0
+
+
+def test_capacity_caps_the_spot_market_only(resnet110_paper) -> None:
+    """capacity limits spot quotas (not below the survivors); on-demand quotas keep their value."""
+    from dataclasses import replace
+    problem = resnet110_paper.replace(
+        instance_types=tuple(replace(t, on_demand_price_per_h=3 * t.spot_price_per_h) for t in resnet110_paper.instance_types),
+        constraints=dnnprov.SpotConstraints(markets=("spot", "on-demand")))
+    plan = {"p3.2xlarge": 2, "g3.8xlarge": 4}
+    loss = predicted_loss(problem, plan, 600.0)
+    takeover = replanned_problem(problem, plan, {"g3.8xlarge": 1}, 600.0, loss,
+                                 capacity={"g3.8xlarge": 0, "p3.2xlarge": 5})
+    cols = takeover.columns()
+    upper = dict(zip(cols.labels, cols.upper.tolist()))
+    assert upper["g3.8xlarge"] == 3 and upper["p3.2xlarge"] == 2          # survivors kept, quota 2 kept
+    assert upper["g3.8xlarge:on-demand"] == 5 and upper["p3.2xlarge:on-demand"] == 2
+    avoid = replanned_problem(problem, plan, {"g3.8xlarge": 1}, 600.0, loss, avoid_revoked=True).columns()
+    upper = dict(zip(avoid.labels, avoid.upper.tolist()))
+    assert upper["g3.8xlarge"] == 3 and upper["g3.8xlarge:on-demand"] == 5
+    with pytest.raises(InvalidInputError, match="capacity.p9"):
+        replanned_problem(problem, plan, {"g3.8xlarge": 1}, 600.0, loss, capacity={"p9": 1})
+
+
+def test_takeover_document_without_a_plan(ref_resnet110) -> None:
+    """An infeasible takeover still gives the plan document (result, instance), not a bare result."""
+    from dnnprov.cloud.replan import solve_takeover, takeover_document
+    problem = ref_resnet110()
+    loss = predicted_loss(problem, TABLE1_PLAN, REVOKED_AT_S)
+    takeover = replanned_problem(problem, TABLE1_PLAN, {"g3.8xlarge": 5}, REVOKED_AT_S, loss, takeover_overhead_s=700.0)
+    result = solve_takeover(takeover, "enumerate")
+    assert result.status is dnnprov.Status.INFEASIBLE
+    doc = takeover_document(result, takeover)
+    assert doc["format"] == "dnnprov/plan" and doc["result"]["status"] == "infeasible"
+    assert doc["instance"]["constraints"]["existing"] == {"g3.16xlarge": 3}
+
+
+def test_cli_takeover_launches_the_new_ps(resnet110_paper, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`replan --json` of a 1-PS plan whose takeover wants 3 PS: exports launch the 2 new PS only;
+    an infeasible takeover still prints the plan document."""
+    problem = _low_ps_bandwidth(resnet110_paper, 3000.0)
+    instance = tmp_path / "i.json"
+    dnnprov.write_instance(problem, instance)
+    running = {"format": "dnnprov/plan", "version": 1, "instance": problem.to_dict(), "result": {
+        "status": "feasible", "method": "given", "kind": "spot", "model": "paper", "instance": problem.name,
+        "plan": {"counts": {"p3.2xlarge": 2, "g3.8xlarge": 5, "g3.16xlarge": 2}, "ps": 1}}}
+    plan = tmp_path / "running.json"
+    plan.write_text(json.dumps(running))
+    loss = predicted_loss(problem, dnnprov.SpotPlan(running["result"]["plan"]["counts"], 1), 300.0, ps=1)
+    args = ["replan", str(instance), "--plan", str(plan), "--revoked", "g3.8xlarge=5", "--elapsed", "300",
+            "--loss-reached", str(loss), "--method", "enumerate", "--json"]
+    assert main(args) == 0
+    takeover = tmp_path / "takeover.json"
+    takeover.write_text(capsys.readouterr().out)
+    doc = json.loads(takeover.read_text())
+    assert doc["result"]["plan"]["ps"] == 3 and doc["result"]["details"]["new_ps"] == 2
+    assert main(["export", str(takeover), "--to", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["launch"]["ps"]["count"] == 2
+    assert main(["export", str(takeover), "--to", "ec2-run-instances", "--image-id", "ami-1"]) == 0
+    calls = json.loads(capsys.readouterr().out)["calls"]
+    assert [c["params"]["MinCount"] for c in calls if c["params"]["InstanceType"] == "m5.xlarge"] == [2]
+    assert main(args[:-3] + ["--takeover-overhead", "2690", "--method", "enumerate", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["format"] == "dnnprov/plan" and doc["result"]["status"] == "infeasible"
+    assert doc["instance"]["constraints"]["existing"] == {"p3.2xlarge": 2, "g3.16xlarge": 2}

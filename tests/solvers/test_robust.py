@@ -1,0 +1,295 @@
+"""--robust K and --risk against exhaustive oracles written independently of the solvers.
+
+The oracles walk every plan of small random quota boxes one by one: for --robust they play
+every adversary schedule (each event's outage integrated explicitly, events back to
+back) and for --risk they evaluate the expected cost and the Poisson deadline bound with
+scalar formulas. The solvers must return the same optimal cost (or infeasibility).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import dnnprov
+from conftest import random_spot_problem
+from dnnprov.errors import InvalidInputError
+from dnnprov.problems.interruption import Interruption
+from dnnprov.solvers.risk import solve_risk
+from dnnprov.solvers.robust import solve_robust, worst_case_delay
+from dnnprov.models.spot import SpotModel
+
+OVERHEAD = 126.0
+
+
+def speed(model: SpotModel, counts, ps) -> float:
+    """Progress speed x / N of one cluster (0 without workers or progress)."""
+    counts = np.asarray(counts, dtype=np.int64)
+    if counts.sum() == 0:
+        return 0.0
+    ev = model.evaluate(counts[None, :], ps)
+    n = (float(ev.iterations[0]) + model.problem.workload.gamma_1) * model.loss_gap
+    sigma = float(ev.iteration_rate[0]) / n
+    return sigma if math.isfinite(sigma) and sigma > 0 else 0.0
+
+
+def finish_time(model: SpotModel, counts, ps, events) -> float:
+    """Integrate progress with each event's group out for OVERHEAD seconds, events back to back."""
+    full = speed(model, counts, ps)
+    ev = model.evaluate(np.asarray(counts)[None, :], ps)
+    fixed = model.problem.slo.takeover_overhead_s
+    work = (float(ev.time_s[0]) - fixed) * full          # progress needed, u* - u0
+    t, done = 0.0, 0.0
+    for group in events:
+        rest = np.asarray(counts) - np.bincount(group, minlength=len(counts))
+        gain = speed(model, rest, ps) * OVERHEAD
+        if done + gain >= work:
+            return t + (work - done) / speed(model, rest, ps) + fixed
+        t, done = t + OVERHEAD, done + gain
+    return t + (work - done) / full + fixed
+
+
+def schedules(workers: list[int], k: int):
+    """Every list of events (non-empty groups of distinct workers), at most k workers in all."""
+    yield []
+    if k == 0:
+        return
+    for size in range(1, min(k, len(workers)) + 1):
+        for picked in itertools.combinations(range(len(workers)), size):
+            rest = [w for i, w in enumerate(workers) if i not in picked]
+            for tail in schedules(rest, k - size):
+                yield [[workers[i] for i in picked]] + tail
+
+
+def robust_oracle(problem: dnnprov.SpotProblem, k: int) -> float | None:
+    model = SpotModel(problem)
+    cols = model.columns
+    spot = [i for i, m in enumerate(cols.markets) if m == "spot"]
+    best = None
+    for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
+        for counts in itertools.product(*(range(lo, hi + 1) for lo, hi in zip(cols.lower, cols.upper))):
+            ev = model.evaluate(np.array([counts]), ps)
+            if not ev.feasible[0] or speed(model, counts, ps) == 0:
+                continue
+            workers = [i for i in spot for _ in range(counts[i])]
+            worst = max(finish_time(model, counts, ps, s) for s in schedules(workers, k))
+            if worst <= problem.slo.time_s * (1 + 1e-9) and (best is None or ev.cost[0] < best):
+                best = float(ev.cost[0])
+    return best
+
+
+def finish_unreplaced(model: SpotModel, counts, ps, timed_events) -> float:
+    """Integrate progress when each (time, group) removes its workers for good."""
+    counts = np.asarray(counts)
+    ev = model.evaluate(counts[None, :], ps)
+    fixed = model.problem.slo.takeover_overhead_s
+    work = (float(ev.time_s[0]) - fixed) * speed(model, counts, ps)
+    t, done, cluster = 0.0, 0.0, counts.copy()
+    for at, group in sorted(timed_events, key=lambda e: e[0]):
+        rate = speed(model, cluster, ps)
+        if rate > 0 and done + rate * (at - t) >= work:
+            return t + (work - done) / rate + fixed
+        done, t = done + rate * (at - t), at
+        cluster = cluster - np.bincount(group, minlength=len(counts))
+    rate = speed(model, cluster, ps)
+    return t + (work - done) / rate + fixed if rate > 0 else math.inf
+
+
+def unreplaced_oracle(problem: dnnprov.SpotProblem, k: int) -> float | None:
+    """Cheapest plan meeting T_obj when up to k workers are lost for good, at 0, T/3 or 2T/3."""
+    model = SpotModel(problem)
+    cols = model.columns
+    spot = [i for i, m in enumerate(cols.markets) if m == "spot"]
+    best = None
+    for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
+        for counts in itertools.product(*(range(lo, hi + 1) for lo, hi in zip(cols.lower, cols.upper))):
+            ev = model.evaluate(np.array([counts]), ps)
+            if not ev.feasible[0] or speed(model, counts, ps) == 0:
+                continue
+            moments = (0.0, float(ev.time_s[0]) / 3, 2 * float(ev.time_s[0]) / 3)
+            workers = [i for i in spot for _ in range(counts[i])]
+            worst = max(finish_unreplaced(model, counts, ps, list(zip(times, s)))
+                        for s in schedules(workers, k) for times in itertools.product(moments, repeat=len(s)))
+            if worst <= problem.slo.time_s * (1 + 1e-9) and (best is None or ev.cost[0] < best):
+                best = float(ev.cost[0])
+    return best
+
+
+@pytest.mark.parametrize("seed", [0, 4, 6, 9])
+def test_robust_unreplaced_matches_exhaustive_adversary(seed: int) -> None:
+    """Without replacement, the cheapest K-robust plan matches an adversary revoking at 0, T/3, 2T/3."""
+    problem = paper_problem(seed)
+    for k in (1, 2):
+        result = solve_robust(problem, k, replaced=False)
+        expected = unreplaced_oracle(problem, k)
+        if expected is None:
+            assert result.status is dnnprov.Status.INFEASIBLE
+        else:
+            assert result.status is dnnprov.Status.OPTIMAL and result.details["replaced"] is False
+            assert result.cost == pytest.approx(expected, rel=1e-9)
+
+
+def paper_problem(seed: int) -> dnnprov.SpotProblem:
+    rng = np.random.default_rng(seed)
+    problem = random_spot_problem(rng, model="paper", n_types=3, max_quota=2, max_ps=2,
+                                  on_demand=bool(seed % 3 == 0), existing=False)
+    # Leave room for K replacements of OVERHEAD s (the oracle plays events from the start).
+    return problem.replace(slo=dnnprov.SpotSLO(problem.slo.loss, max(problem.slo.time_s, 1500.0) * 1.1))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_robust_matches_exhaustive_adversary(seed: int) -> None:
+    """The cheapest K-robust plan costs what the brute-force adversary says (K = 1, 2)."""
+    problem = paper_problem(seed)
+    for k in (1, 2):
+        result = solve_robust(problem, k, overhead_s=OVERHEAD)
+        expected = robust_oracle(problem, k)
+        if expected is None:
+            assert result.status is dnnprov.Status.INFEASIBLE and result.plan is None
+        else:
+            assert result.status is dnnprov.Status.OPTIMAL
+            assert result.cost == pytest.approx(expected, rel=1e-9)
+            assert result.details["worst_case_time_s"] <= problem.slo.time_s * (1 + 1e-9)
+
+
+def test_robust_zero_is_the_nominal_optimum(resnet110_paper) -> None:
+    """K = 0 is the plain problem: the same cost as exhaustive search."""
+    problem = resnet110_paper.replace(slo=dnnprov.SpotSLO(0.8, 3000.0))
+    assert solve_robust(problem, 0).cost == pytest.approx(dnnprov.solve(problem, "enumerate").cost, rel=1e-9)
+
+
+def test_worst_case_delay_is_bounded_by_k(resnet110_paper) -> None:
+    """F_K <= K (each event delays by at most o), and F grows with K."""
+    model = SpotModel(resnet110_paper)
+    counts = np.array([[2, 1, 2, 1, 0]])
+    delays = [float(worst_case_delay(model, counts, np.array([1]), k)[0]) for k in range(4)]
+    assert delays[0] == 0.0
+    assert all(0 <= a <= b <= k for k, (a, b) in enumerate(zip(delays, delays[1:]), start=1))
+
+
+def test_beyond_max_plans_gives_a_robust_plan_with_a_bound(resnet110_paper) -> None:
+    """A quota box beyond max_plans: the milp path returns a K-robust plan and the nominal bound."""
+    problem = resnet110_paper.replace(slo=dnnprov.SpotSLO(0.8, 3000.0))
+    result = solve_robust(problem, 2, max_plans=10)
+    assert result.plan is not None and result.bound is not None and result.bound <= result.cost + 1e-9
+    assert result.details["worst_case_time_s"] <= problem.slo.time_s * (1 + 1e-9)
+    exact = solve_robust(problem, 2)
+    assert exact.cost <= result.cost + 1e-9
+
+
+@pytest.mark.parametrize(("call", "field"), [
+    (lambda p: solve_robust(p, -1), "robust"),
+    (lambda p: solve_robust(p, 1, overhead_s=-5), "takeover_overhead_s"),
+    (lambda p: solve_robust(p.replace(model="reference", workload=replace(p.workload, loss_variant="no-cc")), 1), "model"),
+    (lambda p: solve_risk(p), "interruption"),
+    (lambda p: solve_risk(p, deadline_probability=1.5), "deadline_probability"),
+])
+def test_bad_options_name_the_field(resnet110_paper, call, field: str) -> None:
+    """Bad options are one InvalidInputError naming the field."""
+    with pytest.raises(InvalidInputError) as info:
+        call(resnet110_paper)
+    assert field in info.value.field
+
+
+# ----------------------------------------------------------------------------- --risk
+def poisson_cdf(k: int, mean: float) -> float:
+    """P(Poisson(mean) <= k), term by term."""
+    term = total = math.exp(-mean)
+    for i in range(1, min(k, 10_000) + 1):
+        term *= mean / i
+        total += term
+    return min(total, 1.0)
+
+
+def risk_oracle(problem: dnnprov.SpotProblem, q: float | None, lost: float) -> float | None:
+    """Least expected cost by a per-plan scalar evaluation of the documented model."""
+    model = SpotModel(problem)
+    cols = model.columns
+    types = {t.name: t for t in problem.instance_types}
+    best = None
+    for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
+        for counts in itertools.product(*(range(lo, hi + 1) for lo, hi in zip(cols.lower, cols.upper))):
+            ev = model.evaluate(np.array([counts]), ps)
+            sigma = speed(model, counts, ps)
+            if not ev.feasible[0] or sigma == 0:
+                continue
+            rho, events, d_max, premium = 0.0, 0.0, 0.0, []
+            for i, n in enumerate(counts):
+                if cols.markets[i] != "spot" or n == 0:
+                    continue
+                t = types[cols.type_names[i]]
+                rest = list(counts)
+                rest[i] -= 1
+                d = OVERHEAD * max(0.0, 1 - speed(model, rest, ps) / sigma) + lost
+                rho += n * t.interruption.rate_per_h * d / 3600
+                events += n * t.interruption.rate_per_h
+                d_max = max(d_max, d)
+                premium.append((n, t.interruption.rate_per_h, t.on_demand_price_per_h - t.spot_price_per_h))
+            if rho >= 1:
+                continue
+            fixed = problem.slo.takeover_overhead_s
+            e_time = (float(ev.time_s[0]) - fixed) / (1 - rho) + fixed
+            hours = e_time / 3600
+            rate = float(np.dot(counts, cols.price)) + ps * problem.platform.ps_price_per_h
+            e_cost = rate * hours + sum(n * dp * (hours - (1 - math.exp(-lam * hours)) / lam) for n, lam, dp in premium)
+            if q is None:
+                ok = e_time <= problem.slo.time_s * (1 + 1e-12)
+            else:
+                slack = problem.slo.time_s - float(ev.time_s[0])
+                k_star = math.inf if d_max == 0 else math.floor(slack / d_max)
+                ok = k_star == math.inf or poisson_cdf(int(k_star), events * problem.slo.time_s / 3600) >= q
+            if ok and (best is None or e_cost < best):
+                best = e_cost
+    return best
+
+
+def with_rates(problem: dnnprov.SpotProblem, rng: np.random.Generator) -> dnnprov.SpotProblem:
+    types = tuple(replace(t, interruption=Interruption(float(rng.uniform(0.05, 1.5)), "test draw"),
+                          on_demand_price_per_h=t.on_demand_price_per_h or 3 * t.spot_price_per_h)
+                  for t in problem.instance_types)
+    return problem.replace(instance_types=types)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_risk_matches_scalar_oracle(seed: int) -> None:
+    """Expected-cost optimum (in expectation and at a probability) equals the per-plan oracle."""
+    rng = np.random.default_rng(100 + seed)
+    problem = with_rates(paper_problem(seed), rng)
+    for q, lost in ((None, 0.0), (0.9, 30.0)):
+        result = solve_risk(problem, deadline_probability=q, lost_work_s=lost, overhead_s=OVERHEAD)
+        expected = risk_oracle(problem, q, lost)
+        if expected is None:
+            assert result.status is dnnprov.Status.INFEASIBLE
+        else:
+            assert result.status is dnnprov.Status.OPTIMAL
+            assert result.cost == pytest.approx(expected, rel=1e-9)
+            assert result.cost >= result.details["nominal_cost"] - 1e-12
+            if q is not None:
+                assert result.details["deadline_probability_lower_bound"] >= q
+
+
+def test_risk_with_no_revocations_is_the_nominal_optimum(resnet110_paper) -> None:
+    """With zero interruption rates E[C] = C: the risk plan is the plain optimum."""
+    problem = resnet110_paper.replace(slo=dnnprov.SpotSLO(0.8, 3000.0), instance_types=tuple(
+        replace(t, interruption=Interruption(0.0, "never revoked")) for t in resnet110_paper.instance_types))
+    result = solve_risk(problem, replacement="spot")
+    assert result.cost == pytest.approx(dnnprov.solve(problem, "enumerate").cost, rel=1e-9)
+    assert result.details["revocations_expected"] == 0.0
+
+
+def test_solve_entry_point_reaches_the_revocation_planners(resnet110_paper) -> None:
+    """dnnprov.solve(robust=K / risk=True) gives what the planners give, and refuses misuse."""
+    from dnnprov.solvers.robust import solve_robust
+
+    via_solve = dnnprov.solve(resnet110_paper, robust=1)
+    direct = solve_robust(resnet110_paper, 1)
+    assert via_solve.status is direct.status and via_solve.cost == direct.cost
+    assert via_solve.method == "robust-1"
+    with pytest.raises(dnnprov.InvalidInputError, match="method"):
+        dnnprov.solve(resnet110_paper, "heuristic", robust=1)
+    with pytest.raises(dnnprov.InvalidInputError, match="robust"):
+        dnnprov.solve(resnet110_paper, robust=1, risk=True)
