@@ -260,14 +260,26 @@ class CellBounds:
         if cell.x_lo > 0:
             cell.b_hi = min(cell.b_hi, up(cell.v_hi / cell.x_lo))
 
-    def finalize(self, cell: Cell) -> Cell | None:
+    def finalize(self, cell: Cell, within: Cell | None = None) -> Cell | None:
         """Compute the cell's bound and tighten its ranges; ``None`` if it holds no useful plan.
 
         The min price per iteration rate rho is first bounded by the greedy Dinkelbach over
         the cell's box; a cell that may still beat U gets the stronger bound of the LP
         relaxation of all its linear rows (Charnes-Cooper), and is tightened again.
+        ``within``: a cell with the same box whose plans include this one's (a V range of it,
+        a bisection of it); its X range, rho bound and price bound hold here too, so the
+        greedy steps are not repeated.
         """
         cols = self.cols
+        if within is not None:
+            cell.x_lo, cell.x_hi = max(cell.x_lo, within.x_lo), min(cell.x_hi, within.x_hi)
+            if cell.x_lo > cell.x_hi:
+                return None
+            cell.rho_min, cell.price_bound = within.rho_min, within.price_bound
+            if not self.tighten(cell, cell.price_bound):
+                return None
+            cell.bound = self.closed_bound(cell, cell.price_bound)
+            return cell
         if (cols.lower[~cell.allowed] > 0).any():
             return None
         lo, hi = self.box(cell)
@@ -282,6 +294,7 @@ class CellBounds:
             return None
         cell.rho_min = self.min_ratio(cell, lo, hi)
         price_bound = float(self.greedy(p if self.a0 >= 0 else -p, lo, hi, cell.workers) @ p) + c0
+        cell.price_bound = price_bound
         if not self.tighten(cell, price_bound):
             return None
         cell.bound = self.closed_bound(cell, price_bound)
@@ -505,8 +518,12 @@ class CellBounds:
                  b_range: tuple[float, float] | None = None,
                  v_range: tuple[float, float] | None = None,
                  x_range: tuple[float, float] = (0.0, math.inf),
-                 nogoods: list[tuple[int, ...]] | None = None) -> Cell | None:
-        """A cell with default ranges from its allowed columns (narrowed by the given ones)."""
+                 nogoods: list[tuple[int, ...]] | None = None, within: Cell | None = None) -> Cell | None:
+        """A cell with default ranges from its allowed columns (narrowed by the given ones).
+
+        ``within``: a cell of the same (K, s, top) and box holding all of this one's plans
+        (see :meth:`finalize`).
+        """
         shape = self.shape(k, s)
         allowed = self.cols.upper > 0
         if top is not None:
@@ -532,7 +549,7 @@ class CellBounds:
             v_range = (down(float(v_top + (k - 1) * v.min())), up(float(v_top * k)))
         cell = Cell(0.0, next(self.seq), k, s, top, b_lo, b_hi, v_range[0], v_range[1],
                     allowed, x_lo=x_range[0], x_hi=x_range[1], nogoods=list(nogoods or []))
-        return self.finalize(cell)
+        return self.finalize(cell, within)
 
 
     def tail_bound(self, k0: int) -> float:

@@ -61,6 +61,7 @@ class Cell:
     nogoods: list[tuple[int, ...]] = field(compare=False, default_factory=list)
     lp_done: bool = field(compare=False, default=False)   # LP bound computed (lazily)
     pj_lb: float = field(compare=False, default=0.0)       # lower bound on (P + c0) j / X
+    price_bound: float = field(compare=False, default=0.0)  # P + c0 on the side finalize needs
     tail: bool = field(compare=False, default=False)
 
 

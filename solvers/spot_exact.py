@@ -174,7 +174,7 @@ class SpotDecomposition(CellBounds):
             for v_lo, v_hi in zip(ends[:-1], ends[1:]):
                 child = self.new_cell(group.workers, group.ps, t, b_range=(cell.b_lo, cell.b_hi),
                                       v_range=(down(float(v_lo)), up(float(v_hi))),
-                                      x_range=(cell.x_lo, cell.x_hi))
+                                      x_range=(cell.x_lo, cell.x_hi), within=cell)
                 if child is not None:
                     cells.append(child)
         return cells
@@ -446,7 +446,7 @@ class SpotDecomposition(CellBounds):
         for part in ((lo, mid), (mid, hi)):
             parts = {**ranges, dim: part}
             child = self.new_cell(cell.workers, cell.ps, cell.top, b_range=parts["b"],
-                                  v_range=parts["v"], x_range=parts["x"], nogoods=nogoods)
+                                  v_range=parts["v"], x_range=parts["x"], nogoods=nogoods, within=cell)
             if child is not None:
                 # a child holds a subset of the parent's plans: the parent's bounds hold too
                 child.rho_min = max(child.rho_min, cell.rho_min)
