@@ -172,10 +172,7 @@ NOT_RUN: dict[tuple[str, str], str] = {
 
 #: Examples that fail as the page has them (pages of other parts of the project): each
 #: must still raise; when the page is fixed, the test says so and the entry goes.
-KNOWN_BROKEN: dict[tuple[str, str], str] = {
-    ("formulations.md", "from dnnprov.model_solve import solve_model_scip"):
-        "run after the serverless example, `m` is the serverless model, which SCIP does not state",
-}
+KNOWN_BROKEN: dict[tuple[str, str], str] = {}
 
 #: Placeholders some pages' Python fragments use, defined before they run.
 PRELUDE = {
