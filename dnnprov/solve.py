@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
+import time
 from typing import Callable
 
 from dnnprov.problems import _checks as check
@@ -56,11 +56,11 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
     """
     from dnnprov.solvers import enumeration, heuristics, milp
 
-    clock = Clock(math.inf)
+    started = time.perf_counter()                   # the limit counts from here
     if method not in METHODS:
         raise InvalidInputError("method", f"must be one of {', '.join(METHODS)}; got {method!r}")
     time_limit_s = check.number("time_limit_s", time_limit_s, exclusive_minimum=0)
-    clock = Clock(time_limit_s, started=clock.started)
+    clock = Clock(time_limit_s, started=started)
     gap = check.number("gap", gap, minimum=0)
     if gap >= 1:
         raise InvalidInputError("gap", f"must be below 1, got {gap!r}")

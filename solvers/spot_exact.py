@@ -95,6 +95,7 @@ class SpotDecomposition(CellBounds):
         self.best: tuple[np.ndarray, int] | None = None
         self.failures: list[str] = []          # HiGHS failures that ended the search
         self.box_sizes: dict[tuple, int] = {}
+        self.moves: np.ndarray | None = None        # local-search moves (see polish)
         #: boxes (lo, hi) whose every count vector was evaluated, per (K, s): a cell whose
         #: box lies inside one holds no plan left to look at
         self.enumerated_boxes: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray]]] = {}
@@ -269,10 +270,11 @@ class SpotDecomposition(CellBounds):
         keeps is evaluated exactly): best improvement over adding, removing or swapping one
         worker and changing the PS count by one, for a few rounds."""
         cols, cons = self.cols, self.problem.constraints
-        m = len(cols)
-        eye = np.eye(m, dtype=np.int64)
-        moves = np.concatenate([eye, -eye, (eye[:, None, :] - eye[None, :, :]).reshape(m * m, m)])
-        moves = moves[np.abs(moves).sum(axis=1) > 0]
+        if self.moves is None:                      # the same moves for every plan: built once
+            eye = np.eye(len(cols), dtype=np.int64)
+            moves = np.concatenate([eye, -eye, (eye[:, None, :] - eye[None, :, :]).reshape(-1, len(cols))])
+            self.moves = moves[np.abs(moves).sum(axis=1) > 0]
+        moves = self.moves
         current, current_ps = counts.copy(), ps
         for _ in range(POLISH_ROUNDS):
             plans = current + moves

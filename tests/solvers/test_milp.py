@@ -144,7 +144,7 @@ def test_milp_is_deterministic(resnet110_paper):
 def test_cell_milps_alone_equal_enumerate(make_random_spot, chunk):
     """With outright cell evaluation off, the threshold MILPs decide every cell: still exact.
 
-    (By default cells of at most 4,096 count vectors are evaluated outright; this keeps the
+    (By default cells of at most 1,024 count vectors are evaluated outright; this keeps the
     MILP path, its no-goods and its bisections under test on the same instances.)
     """
     from dnnprov.solvers.spot_exact import solve_spot_exact
