@@ -2,11 +2,11 @@
 
 :class:`CellBounds` builds cells (:mod:`spot_cells`) with their ranges and lower bounds:
 closed forms (Cauchy-Schwarz on R, the b_w-V coupling, Dinkelbach's min (P + c0) / X over
-a box), the LP relaxations of a cell's rows in Charnes-Cooper variables (min price per
-iteration rate, and the McCormick bound on (P + c0) j / X), the rows the cell MILPs and LPs
-share, and the tail bound for worker counts not generated yet. Each bound carries its
-proof next to it; :mod:`spot_exact` holds the search that uses them and the overall
-argument for exactness.
+a box, the vertex bound on price per rate and batch together), the exact range of each
+row over a box, the LP relaxations of a cell's rows (:mod:`spot_lp`), the rows the cell
+MILPs and LPs share, and the tail bound for worker counts not generated yet. Each bound
+carries its proof next to it; :mod:`spot_exact` holds the search that uses them and the
+overall argument for exactness.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import numpy as np
 
 from dnnprov.problems.domain import TOLERANCE as DOMAIN_TOLERANCE
 from dnnprov.progress import Clock
-from dnnprov.solvers.highs_driver import MilpStatus, new_highs, solve_milp
-from dnnprov.solvers.spot_cells import Cell, ClusterShape, down, up
+from dnnprov.solvers.highs_driver import new_highs
+from dnnprov.solvers.spot_cells import BoxStats, Cell, ClusterShape, down, greedy, greedy_many, row_ranges, up
+from dnnprov.solvers.spot_lp import LpBounds
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.models.spot import SideRows, SpotModel
 
@@ -32,7 +33,7 @@ REF_COST_ROUNDING = 5e-7        # reference model: cost rounded to 6 decimals
 REF_ITER_ROUNDING = 0.5         # reference model: j rounded to an integer
 
 
-class CellBounds:
+class CellBounds(LpBounds):
     """Cells and their bounds for one spot problem (the search lives in :class:`SpotDecomposition`).
 
     ``threshold`` is the cost a plan must beat (set by the search); rounded LP points are
@@ -73,9 +74,18 @@ class CellBounds:
         """Rates of every column in a cluster of ``workers`` workers and ``ps`` PS nodes."""
         key = (workers, ps)
         if key not in self.shapes:
-            times = self.model.iteration_times(np.array([workers]), np.array([ps]))[0]
-            self.shapes[key] = ClusterShape(1.0 / times, self.cols.batch / times)
+            self.prefetch_shapes([key])
         return self.shapes[key]
+
+    def prefetch_shapes(self, pairs: list[tuple[int, int]]) -> None:
+        """Compute the shapes of many (K, s) at once (one vectorized model call)."""
+        missing = sorted({pair for pair in pairs if pair not in self.shapes})
+        if not missing:
+            return
+        workers, ps = np.array(missing).T
+        times = self.model.iteration_times(workers, ps)
+        for pair, row in zip(missing, times):
+            self.shapes[pair] = ClusterShape(1.0 / row, self.cols.batch / row)
 
     def a_min(self, b_lo: float, b_hi: float) -> float:
         """min A(b) = gamma_2 b + gamma_3' over [b_lo, b_hi] (A is linear)."""
@@ -157,42 +167,66 @@ class CellBounds:
             lo[cell.top] = max(lo[cell.top], 1)
         return lo, hi
 
-    @staticmethod
-    def greedy(weight: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: int) -> np.ndarray:
-        """Counts minimizing ``weight @ n`` over lo <= n <= hi, sum n = total (exact: TU)."""
-        n = lo.copy()
-        left = total - int(lo.sum())
-        for c in np.argsort(weight, kind="stable"):
-            if left <= 0:
-                break
-            add = min(left, int(hi[c] - lo[c]))
-            n[c] += add
-            left -= add
-        return n
+    def rows_infeasible(self, cell: Cell) -> bool:
+        """Whether one of the cell's rows alone excludes every count vector of its box.
 
-    def min_ratio(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> float:
-        """A lower bound on min (P + c0) / X over the box: Dinkelbach's method, greedy step.
-
-        Proof: for a ratio lambda of some plan, F(lambda) = min_n (P + c0 - lambda X) over
-        the box is attained by the greedy (one cardinality row and a box are totally
-        unimodular). When the greedy's plan has ratio >= lambda, F(lambda) >= 0, so every
-        plan has ratio >= lambda: lambda is the minimum. Without convergence only
-        min_c p_c / r_c (a ratio of sums is at least the smallest ratio) is claimed.
+        Proof: one row ``low <= a @ n <= high`` with the box and sum n = K is totally
+        unimodular, so :meth:`row_ranges` gives the exact range of ``a @ n`` over the box;
+        if it misses [low, high] no plan of the cell satisfies that row (the rows are valid
+        for every plan of the cell, see :meth:`cell_rows`). The ranges are computed in
+        floats: a row is only declared violated beyond 1e-9 of its magnitude (the sums
+        have at most a few hundred terms of relative error 1e-16 each).
         """
-        r = self.shape(cell.workers, cell.ps).rate
+        rows = self.cell_rows(cell)
+        if not rows:
+            return False
+        lo, hi = self.box(cell)
+        allowed = cell.allowed
+        a = np.array([row[0][allowed] for row in rows], dtype=float)
+        low = np.array([row[1] for row in rows], dtype=float)
+        high = np.array([row[2] for row in rows], dtype=float)
+        least, most = row_ranges(a, lo[allowed], hi[allowed], cell.workers)
+        slack = 1e-9 * (np.abs(a) @ hi[allowed].astype(float) + np.abs(np.where(np.isfinite(low), low, 0.0))
+                        + np.abs(np.where(np.isfinite(high), high, 0.0))) + 1e-12
+        return bool(((least > high + slack) | (most < low - slack)).any())
+
+    def box_statistics(self, pairs: list[tuple[int, int]], lo: np.ndarray, hi: np.ndarray) -> list[BoxStats]:
+        """What the greedy steps give for each (K, s) of ``pairs`` over its box (rows of ``lo``, ``hi``, or one for all).
+
+        X and P + c0 are linear, so their extremes over a box are greedy plans (exact). The
+        lower bound on min (P + c0) / X is Dinkelbach's method with a greedy step. Proof:
+        for a ratio lambda of some plan, F(lambda) = min_n (P + c0 - lambda X) over the box
+        is attained by the greedy (one cardinality row and a box are totally unimodular).
+        When the greedy's plan has ratio >= lambda, F(lambda) >= 0, so every plan has ratio
+        >= lambda: lambda is the minimum. A box whose iteration has not converged after 100
+        steps only gets min_c p_c / r_c (a ratio of sums is at least the smallest ratio).
+        All boxes are iterated together.
+        """
+        self.prefetch_shapes(pairs)
+        r = np.array([self.shapes[pair].rate for pair in pairs])
+        k = np.array([[pair[0]] for pair in pairs])
+        c0 = np.array([pair[1] * self.c0_per_ps for pair in pairs])
         p = self.cols.price
-        c0 = cell.ps * self.c0_per_ps
-        used = cell.allowed & (hi > 0)
-        safe = float((p[used] / r[used]).min()) if used.any() else 0.0
-        n = self.greedy(-r, lo, hi, cell.workers)
-        ratio = (n @ p + c0) / (n @ r)
+        slowest = (greedy_many(r, lo, hi, k) * r).sum(axis=1)
+        fastest = greedy_many(-r, lo, hi, k)
+        price = greedy_many(p if self.a0 >= 0 else -p, lo, hi, k) @ p + c0
+        safe = np.where(np.broadcast_to(hi, r.shape) > 0, p / r, np.inf).min(axis=1)
+        safe = np.where(np.isfinite(safe), safe, 0.0)
+        rho = safe.copy()
+        ratio = (fastest @ p + c0) / (fastest * r).sum(axis=1)
+        pending = np.arange(len(pairs))
+        lo, hi = np.broadcast_to(lo, r.shape), np.broadcast_to(hi, r.shape)
         for _ in range(100):
-            n = self.greedy(p - ratio * r, lo, hi, cell.workers)
-            new = (n @ p + c0) / (n @ r)
-            if new >= ratio * (1 - 1e-14):
-                return max(safe, down(float(ratio) * (1 - 1e-12)))
-            ratio = new
-        return safe
+            n = greedy_many(p - ratio[:, None] * r[pending], lo[pending], hi[pending], k[pending])
+            new = (n @ p + c0[pending]) / (n * r[pending]).sum(axis=1)
+            done = new >= ratio * (1 - 1e-14)
+            rho[pending[done]] = np.maximum(safe[pending[done]], down(ratio[done] * (1 - 1e-12)))
+            pending, ratio = pending[~done], new[~done]
+            if not len(pending):
+                break
+        x_hi = (fastest * r).sum(axis=1)
+        return [BoxStats(*values) for values in zip(down(slowest).tolist(), up(x_hi).tolist(),
+                                                    rho.tolist(), price.tolist())]
 
     def tighten(self, cell: Cell, price_bound: float) -> bool:
         """Shrink the b_w and V ranges to where a plan can beat U and meet T_obj (see module doc).
@@ -260,44 +294,32 @@ class CellBounds:
         if cell.x_lo > 0:
             cell.b_hi = min(cell.b_hi, up(cell.v_hi / cell.x_lo))
 
-    def finalize(self, cell: Cell, within: Cell | None = None) -> Cell | None:
+    def finalize(self, cell: Cell, known: BoxStats | None = None) -> Cell | None:
         """Compute the cell's bound and tighten its ranges; ``None`` if it holds no useful plan.
 
         The min price per iteration rate rho is first bounded by the greedy Dinkelbach over
-        the cell's box; a cell that may still beat U gets the stronger bound of the LP
-        relaxation of all its linear rows (Charnes-Cooper), and is tightened again.
-        ``within``: a cell with the same box whose plans include this one's (a V range of it,
-        a bisection of it); its X range, rho bound and price bound hold here too, so the
-        greedy steps are not repeated.
+        the cell's box (:meth:`box_statistics`); a cell that may still beat U gets the
+        stronger bound of the LP relaxation of all its linear rows (Charnes-Cooper) when it
+        is first popped (:meth:`strengthen`). ``known``: the box statistics when they are
+        known already (computed for many tops at once, or those of a cell with the same
+        box holding all of this one's plans, whose tightened X range and rho bound hold
+        here too).
         """
-        cols = self.cols
-        if within is not None:
-            cell.x_lo, cell.x_hi = max(cell.x_lo, within.x_lo), min(cell.x_hi, within.x_hi)
-            if cell.x_lo > cell.x_hi:
+        if known is None:
+            if (self.cols.lower[~cell.allowed] > 0).any():
                 return None
-            cell.rho_min, cell.price_bound = within.rho_min, within.price_bound
-            if not self.tighten(cell, cell.price_bound):
+            lo, hi = self.box(cell)
+            if (lo > hi).any() or int(lo.sum()) > cell.workers or int(hi.sum()) < cell.workers:
                 return None
-            cell.bound = self.closed_bound(cell, cell.price_bound)
-            return cell
-        if (cols.lower[~cell.allowed] > 0).any():
-            return None
-        lo, hi = self.box(cell)
-        if (lo > hi).any() or int(lo.sum()) > cell.workers or int(hi.sum()) < cell.workers:
-            return None
-        r = self.shape(cell.workers, cell.ps).rate
-        p = cols.price
-        c0 = cell.ps * self.c0_per_ps
-        cell.x_lo = max(cell.x_lo, down(float(self.greedy(r, lo, hi, cell.workers) @ r)))
-        cell.x_hi = min(cell.x_hi, up(float(self.greedy(-r, lo, hi, cell.workers) @ r)))
+            known = self.box_statistics([(cell.workers, cell.ps)], lo, hi)[0]
+        cell.x_lo, cell.x_hi = max(cell.x_lo, known.x_lo), min(cell.x_hi, known.x_hi)
         if cell.x_lo > cell.x_hi:
             return None
-        cell.rho_min = self.min_ratio(cell, lo, hi)
-        price_bound = float(self.greedy(p if self.a0 >= 0 else -p, lo, hi, cell.workers) @ p) + c0
-        cell.price_bound = price_bound
-        if not self.tighten(cell, price_bound):
+        cell.rho_min, cell.price_bound = known.rho_min, known.price_bound
+        if not self.tighten(cell, cell.price_bound) or (cell.top is not None and self.rows_infeasible(cell)):
             return None
-        cell.bound = self.closed_bound(cell, price_bound)
+        cell.pj_lb = max(cell.pj_lb, self.vertex_bound(cell))
+        cell.bound = self.closed_bound(cell, cell.price_bound)
         return cell
 
     def strengthen(self, cell: Cell) -> Cell | None:
@@ -309,7 +331,7 @@ class CellBounds:
             return None
         cell.rho_min = max(cell.rho_min, rho)
         p = self.cols.price
-        price_bound = float(self.greedy(p if self.a0 >= 0 else -p, lo, hi, cell.workers) @ p) \
+        price_bound = float(greedy(p if self.a0 >= 0 else -p, lo, hi, cell.workers) @ p) \
             + cell.ps * self.c0_per_ps
         if not self.tighten(cell, price_bound):
             return None
@@ -328,8 +350,58 @@ class CellBounds:
         lo, hi = self.box(cell)
         p = self.cols.price
         c0 = cell.ps * self.c0_per_ps
-        return (float(self.greedy(p, lo, hi, cell.workers) @ p) + c0,
-                float(self.greedy(-p, lo, hi, cell.workers) @ p) + c0)
+        return (float(greedy(p, lo, hi, cell.workers) @ p) + c0,
+                float(greedy(-p, lo, hi, cell.workers) @ p) + c0)
+
+    def vertex_bound(self, cell: Cell) -> float:
+        """A lower bound on (P + c0) j / X over the cell from its columns and b_w range (0: none).
+
+        Proof: with rate shares w_c = n_c r_c / X (w lies in the simplex over the columns
+        the box lets the cell use), (P + c0) / X = sum w_c p_c / r_c + c0 / X >= rho(w) =
+        sum w_c rho_c with rho_c = p_c / r_c + c0 / X_hi, and b_w = V / X = sum w_c b_c, so
+        j >= j(b_w) = c_lb A(b_w) - g1 (A is affine, c_lb the cell's bound on the spread
+        factor). Over the plans with b_w = b, rho(w) >= env(b), the lower convex envelope of
+        the points (b_c, rho_c) (an LP over the simplex with one more row: attained on a
+        pair of columns). So (P + c0) j / X >= min over b in [b_lo, b_hi] of env(b) j(b).
+        With j >= 0 at both ends (j is affine), on each linear piece of env the product of
+        two nonnegative affine functions is smallest at an end of the piece; the ends are
+        b_lo, b_hi and batches b_c where env(b_c) = rho_c. Taking rho_c >= env(b_c) at every
+        column inside the range keeps the minimum: min(env(b_lo) j(b_lo), env(b_hi) j(b_hi),
+        min over b_c in range of rho_c j(b_c)).
+        """
+        _, hi = self.box(cell)
+        used = hi > 0
+        if not used.any() or not cell.x_hi > 0:
+            return 0.0
+        batch = self.cols.batch[used].astype(float)
+        b_lo, b_hi = max(cell.b_lo, float(batch.min())), min(cell.b_hi, float(batch.max()))
+        if b_lo > b_hi:
+            return 0.0
+        rho = self.cols.price[used] / self.shape(cell.workers, cell.ps).rate[used] \
+            + cell.ps * self.c0_per_ps / cell.x_hi
+        c = self.spread_factor(cell)
+        g2 = self.problem.workload.gamma_2
+
+        def j(b: np.ndarray | float) -> np.ndarray | float:
+            return c * (g2 * b + self.gamma_3) - self.gamma_1
+
+        if min(j(b_lo), j(b_hi)) < 0:
+            return 0.0
+
+        def envelope(b: float) -> float:              # min over pairs b_c <= b <= b_d of the chord at b
+            left, right = batch <= b, batch >= b
+            bc, rc = batch[left][:, None], rho[left][:, None]
+            bd, rd = batch[right][None, :], rho[right][None, :]
+            width = bd - bc
+            with np.errstate(invalid="ignore", divide="ignore"):
+                chord = np.where(width > 0, rc + (b - bc) / width * (rd - rc), np.minimum(rc, rd))
+            return float(chord.min())
+
+        inside = (batch >= b_lo) & (batch <= b_hi)
+        values = [envelope(b_lo) * j(b_lo), envelope(b_hi) * j(b_hi)]
+        if inside.any():
+            values.append(float((rho[inside] * j(batch[inside])).min()))
+        return max(0.0, down(min(values) * (1 - 1e-12)))
 
     def closed_bound(self, cell: Cell, price_bound: float) -> float:
         """cost >= (tau (P + c0) j / X + a0 (P + c0)) / 3600 + ac over the cell (never below 0)."""
@@ -385,144 +457,15 @@ class CellBounds:
                 rows.append((self.side.a_n[i], self.side.low[i] - shift, self.side.high[i] - shift))
         return rows
 
-    def charnes_cooper_rows(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, list]:
-        """The cell's LP relaxation in y = n / X (the allowed columns, first) and t = 1 / X.
-
-        Rows: r y = 1, sum y = K t, lo t <= y <= hi t and every cell row scaled by t;
-        callers may add variables after t.
-        """
-        shape = self.shape(cell.workers, cell.ps)
-        allowed = np.flatnonzero(cell.allowed)
-        m = len(allowed)
-        t = m                                           # index of t
-        everything = np.arange(m + 1)
-        rows = [(everything[:m], shape.rate[allowed], 1.0, 1.0),
-                (everything, np.concatenate([np.ones(m), [-float(cell.workers)]]), 0.0, 0.0)]
-        for i, c in enumerate(allowed):
-            rows.append((np.array([i, t]), np.array([1.0, -float(lo[c])]), 0.0, math.inf))
-            rows.append((np.array([i, t]), np.array([1.0, -float(hi[c])]), -math.inf, 0.0))
-        for a, low, high in self.cell_rows(cell):
-            if math.isfinite(low):
-                rows.append((everything, np.concatenate([a[allowed], [-low]]), 0.0, math.inf))
-            if math.isfinite(high):
-                rows.append((everything, np.concatenate([a[allowed], [-high]]), -math.inf, 0.0))
-        return allowed, rows
-
-    def solve_lp(self, cost: np.ndarray, lower: np.ndarray, upper: np.ndarray, rows: list,
-                 cell: Cell | None = None) -> float | None:
-        """An LP's optimum lowered by its tolerance; ``None``: infeasible; ``-inf``: no answer.
-
-        With ``cell``, the LP point (y, t) is rounded to a plan of the cell and tried as an
-        incumbent (a heuristic: it proves nothing).
-        """
-        solution = solve_milp(self.highs, cost, lower, upper, rows,
-                              integer=np.zeros(len(cost), dtype=bool),
-                              time_limit_s=max(self.clock.remaining(), 1e-3))
-        self.stats["lps"] = self.stats.get("lps", 0) + 1
-        if solution.status is MilpStatus.INFEASIBLE:
-            return None
-        if solution.status is not MilpStatus.OPTIMAL:
-            return -math.inf
-        if cell is not None and solution.x is not None:
-            self.round_lp_point(cell, solution.x)
-        value = solution.objective
-        return value - 1e-6 * abs(value) - 1e-12            # LP tolerances: keep it a lower bound
-
-    def round_lp_point(self, cell: Cell, x: np.ndarray) -> None:
-        """Round the Charnes-Cooper point n = y / t to K workers inside the box; try it."""
-        allowed = np.flatnonzero(cell.allowed)
-        t = x[len(allowed)]
-        if not t > 0:
-            return
-        lo, hi = self.box(cell)
-        target = np.clip(x[:len(allowed)] / t, lo[allowed], hi[allowed])
-        counts = np.zeros(len(self.cols), dtype=np.int64)
-        counts[allowed] = np.floor(target + 1e-9).astype(np.int64)
-        left = cell.workers - int(counts.sum())
-        for i in np.argsort(-(target - np.floor(target + 1e-9)), kind="stable"):   # largest remainders
-            if left <= 0:
-                break
-            c = allowed[i]
-            if counts[c] < hi[c]:
-                counts[c] += 1
-                left -= 1
-        if left == 0:
-            self.consider(counts, cell.ps)
-
-    def lp_ratio(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> float | None:
-        """min (P + c0) / X over the LP relaxation of the cell (Charnes-Cooper); ``None``: empty."""
-        allowed, rows = self.charnes_cooper_rows(cell, lo, hi)
-        m = len(allowed)
-        cost = np.concatenate([self.cols.price[allowed], [cell.ps * self.c0_per_ps]])
-        value = self.solve_lp(cost, np.zeros(m + 1), np.full(m + 1, math.inf), rows, cell=cell)
-        return None if value is None else max(value, 0.0)
-
-    def max_ratio(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> float:
-        """An upper bound on (P + c0) / X over the box: Dinkelbach for the maximum.
-
-        As in :meth:`min_ratio`, with the greedy maximizing P + c0 - lambda X; without
-        convergence, max_c p_c / r_c + c0 / X_lo (a ratio of sums is at most the largest).
-        """
-        r = self.shape(cell.workers, cell.ps).rate
-        p = self.cols.price
-        c0 = cell.ps * self.c0_per_ps
-        used = cell.allowed & (hi > 0)
-        safe = float((p[used] / r[used]).max()) + (c0 / cell.x_lo if cell.x_lo > 0 else math.inf)
-        n = self.greedy(r, lo, hi, cell.workers)
-        ratio = (n @ p + c0) / (n @ r)
-        for _ in range(100):
-            n = self.greedy(ratio * r - p, lo, hi, cell.workers)
-            new = (n @ p + c0) / (n @ r)
-            if new <= ratio * (1 + 1e-14):
-                return min(safe, up(float(ratio) * (1 + 1e-12)))
-            ratio = new
-        return safe
-
-    def lp_product_bound(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> float | None:
-        """A lower bound on (P + c0) j / X over the cell, keeping how rho and b_w move together.
-
-        With rho = (P + c0) / X and b = b_w, j >= c A(b) - g1 (c the cell's CC factor bound,
-        A(b) = g2 b + g3' >= 0 for every plan with a root of eq. 3), so
-        rho j >= (c g3' - g1) rho + c g2 rho b. For g2 <= 0 the product rho b is replaced by
-        its concave McCormick envelope over [rho_lo, rho_hi] x [b_lo, b_hi] (an upper bound
-        on rho b, hence a lower bound on c g2 rho b). In Charnes-Cooper variables rho = p y +
-        c0 t and b = v y are linear, so one LP gives the bound. ``None``: the LP is
-        infeasible (the cell is empty); ``-inf``: no bound (g2 > 0 or no LP answer).
-        """
-        w = self.problem.workload
-        if w.gamma_2 > 0:
-            return -math.inf
-        shape = self.shape(cell.workers, cell.ps)
-        allowed = np.flatnonzero(cell.allowed)
-        m = len(allowed)
-        _, rows = self.charnes_cooper_rows(cell, lo, hi)
-        c = self.spread_factor(cell)
-        rho_lo, rho_hi = cell.rho_min, self.max_ratio(cell, lo, hi)
-        if not math.isfinite(rho_hi):
-            return -math.inf
-        c0 = cell.ps * self.c0_per_ps
-        price, speed = self.cols.price[allowed], shape.speed[allowed]
-        both = np.arange(m + 2)                          # y..., t, w
-        for rho_c, b_c in ((rho_lo, cell.b_hi), (rho_hi, cell.b_lo)):
-            # w <= rho_c b + b_c rho - rho_c b_c
-            rows.append((both, np.concatenate([-rho_c * speed - b_c * price, [-b_c * c0, 1.0]]),
-                         -math.inf, -rho_c * b_c))
-        lin = c * self.gamma_3 - self.gamma_1
-        cost = np.concatenate([lin * price, [lin * c0, c * w.gamma_2]])
-        lower = np.concatenate([np.zeros(m + 1), [-math.inf]])
-        upper = np.full(m + 2, math.inf)
-        return self.solve_lp(cost, lower, upper, rows)
-
     # ------------------------------------------------------------------ cells
     def new_cell(self, k: int, s: int, top: int | None, *,
                  b_range: tuple[float, float] | None = None,
                  v_range: tuple[float, float] | None = None,
                  x_range: tuple[float, float] = (0.0, math.inf),
-                 nogoods: list[tuple[int, ...]] | None = None, within: Cell | None = None) -> Cell | None:
+                 nogoods: list[tuple[int, ...]] | None = None, known: BoxStats | None = None) -> Cell | None:
         """A cell with default ranges from its allowed columns (narrowed by the given ones).
 
-        ``within``: a cell of the same (K, s, top) and box holding all of this one's plans
-        (see :meth:`finalize`).
+        ``known``: its box statistics, when known already (see :meth:`finalize`).
         """
         shape = self.shape(k, s)
         allowed = self.cols.upper > 0
@@ -549,7 +492,63 @@ class CellBounds:
             v_range = (down(float(v_top + (k - 1) * v.min())), up(float(v_top * k)))
         cell = Cell(0.0, next(self.seq), k, s, top, b_lo, b_hi, v_range[0], v_range[1],
                     allowed, x_lo=x_range[0], x_hi=x_range[1], nogoods=list(nogoods or []))
-        return self.finalize(cell, within)
+        return self.finalize(cell, known)
+
+    def top_cells(self, k: int, s: int) -> list[Cell]:
+        """The cells of the (K, s) group, one per possible top column t, built together.
+
+        Cell t allows the columns no faster than t (ties by index) and needs n_t >= 1. The
+        box statistics of every top come from one vectorized pass. A top gets no cell when
+        a quick bound already shows its plans cannot beat the threshold or meet T_obj.
+        Proof: with the cell's default ranges (b_w between its columns' batches, inside the
+        domain; V >= v_t + (K - 1) v_min), R >= s_K (1 - v_t / V_lo) (eq. 5), so
+        j >= j_q = c(R_lb) A_min - g1, the bound of :meth:`j_lower` without the b_w-V
+        coupling (never above it). Then cost >= (rho_min tau j_q + a0 P_b) / 3600 + ac as in
+        :meth:`closed_bound`, and T_obj needs (T_obj - a0) X_hi >= tau j_q as in
+        :meth:`tighten`. A cell whose bound reaches the threshold is never processed (the
+        search stops there and the threshold only falls), so not building it loses nothing.
+        """
+        cols, w = self.cols, self.problem.workload
+        v = self.shape(k, s).speed
+        index = np.arange(len(v))
+        allowed = (cols.upper > 0)[None, :] & ((v[None, :] < v[:, None])
+                                               | ((v[None, :] == v[:, None]) & (index[None, :] <= index[:, None])))
+        lo = np.where(allowed, cols.lower, 0)
+        hi = np.where(allowed, cols.upper, 0)
+        lo[index, index] = np.maximum(lo[index, index], 1)
+        (dom_lo, dom_hi), _ = self.model.domain_bounds()
+        with np.errstate(invalid="ignore"):
+            b_lo = down(np.maximum(np.where(allowed, cols.batch, np.inf).min(axis=1), dom_lo * (1 - DOMAIN_TOLERANCE)))
+            b_hi = up(np.minimum(np.where(allowed, cols.batch, -np.inf).max(axis=1), dom_hi * (1 + DOMAIN_TOLERANCE)))
+        ok = (~((cols.lower > 0)[None, :] & ~allowed).any(axis=1) & (lo <= hi).all(axis=1)
+              & (lo.sum(axis=1) <= k) & (hi.sum(axis=1) >= k) & (b_lo <= b_hi))
+        tops = np.flatnonzero(ok)
+        if not len(tops):
+            return []
+        stats = self.box_statistics([(k, s)] * len(tops), lo[tops], hi[tops])
+        b_lo, b_hi, v_t = b_lo[tops], b_hi[tops], v[tops]
+        v_lo = down(v_t + (k - 1) * np.where(allowed[tops], v, np.inf).min(axis=1))
+        x_hi = np.array([st.x_hi for st in stats])
+        rho = np.array([st.rho_min for st in stats])
+        price = np.array([st.price_bound for st in stats])
+        share = np.maximum(0.0, 1 - v_t / v_lo) * math.sqrt(k / (k - 1)) if self.uses_cc and k > 1 else 0.0
+        spread = np.sqrt(((share + w.gamma_4) if self.uses_cc else 1.0) * k) / self.model.loss_gap
+        a = np.minimum(w.gamma_2 * b_lo, w.gamma_2 * b_hi) + self.gamma_3
+        floor = 1.0 if self.reference else 0.0
+        j_q = np.where(a > 0, np.maximum(spread * a - self.gamma_1, floor), floor)
+        tau = 1 - REF_BATCH_ROUNDING / b_lo if self.reference else 1.0
+        bound = np.maximum(0.0, down((rho * j_q * tau + self.a0 * price) / 3600 + self.ac))
+        slope = (self.problem.slo.time_s - self.a0) * (1 + DEADLINE_RELAXATION)
+        keep = (bound < self.threshold) & ~((j_q > 0) & (x_hi * slope < tau * j_q))
+        cells = []
+        for i in np.flatnonzero(keep):
+            t = int(tops[i])
+            cell = Cell(0.0, next(self.seq), k, s, t, float(b_lo[i]), float(b_hi[i]), float(v_lo[i]),
+                        float(up(v[t] * k)), allowed[t], x_lo=0.0, x_hi=math.inf)
+            cell = self.finalize(cell, stats[i])
+            if cell is not None:
+                cells.append(cell)
+        return cells
 
 
     def tail_bound(self, k0: int) -> float:
@@ -562,7 +561,10 @@ class CellBounds:
         <= R + gamma_4 with it), which grows with K. The paper model's time is
         j / X + overhead >= j / X. The reference model's core time is rounded to 0.01 s
         and must be >= 0.01 s: T_core >= max(0.01, tau j / X - 0.005) >= (2/3) tau j / X.
-        So cost >= rho_1 f tau j_lb(k0) / 3600 + ac with f = 1 (paper) or 2/3.
+        So cost >= rho_1 f tau j_lb(k0) / 3600 + ac with f = 1 (paper) or 2/3. Keeping
+        price and batch per column as :meth:`vertex_bound` does (with p_c / r_c >=
+        p_c (T_comp,c + pcie_c) and j >= sum_c w_c j_c(k0), every j_c(k0) >= 0), (P + c0) j / X
+        >= min_c p_c (T_comp,c + pcie_c) j_c(k0) bounds it too; the larger of the two is used.
         """
         w = self.problem.workload
         cols = self.cols
@@ -579,7 +581,12 @@ class CellBounds:
         j_lb = math.sqrt(spread * k0) * a_min / self.model.loss_gap - self.gamma_1
         if j_lb <= 0:
             return 0.0
+        per_rate = rho_1 * j_lb
+        j_c = (math.sqrt(spread * k0) * (w.gamma_2 * cols.batch[used] + self.gamma_3) / self.model.loss_gap
+               - self.gamma_1)
+        if (j_c >= 0).all():
+            per_rate = max(per_rate, float(((cols.price * (cols.compute_time + pcie))[used] * j_c).min()))
         tau = 1 - REF_BATCH_ROUNDING / b_min if self.reference else 1.0
         factor = 2 / 3 if self.reference else 1.0
-        return max(0.0, down(rho_1 * factor * tau * j_lb / 3600 + self.ac))
+        return max(0.0, down(per_rate * (1 - 1e-12) * factor * tau / 3600 + self.ac))
 

@@ -1,4 +1,8 @@
-"""Cells of the spot decomposition and the safe arithmetic their ranges use.
+"""Cells of the spot decomposition, the boxes of counts they stand on, and safe arithmetic.
+
+A box is lo <= n <= hi with sum n = K. One linear objective over it is minimized by a
+greedy (one cardinality row and a box are totally unimodular), for one box or many at
+once; :func:`compositions` lists a small box's count vectors.
 
 A cell's ranges are *claims about every plan in it*: a plan is only ever dropped because
 it lies outside a range or because a bound shows it cannot beat the incumbent. Ranges are
@@ -34,6 +38,21 @@ class ClusterShape:
 
     rate: np.ndarray      # r_c = 1 / T_c
     speed: np.ndarray     # v_c = b_c / T_c
+
+
+@dataclass(frozen=True)
+class BoxStats:
+    """What the greedy steps give for a cell's box (see ``CellBounds.box_statistics``)."""
+
+    x_lo: float            # min X over the box
+    x_hi: float            # max X over the box
+    rho_min: float         # a lower bound on min (P + c0) / X
+    price_bound: float     # min P + c0 (max when the overhead a0 is negative)
+
+    @staticmethod
+    def of(cell: "Cell") -> "BoxStats":
+        """A cell's current (possibly tightened) statistics: they hold for any part of it."""
+        return BoxStats(cell.x_lo, cell.x_hi, cell.rho_min, cell.price_bound)
 
 
 @dataclass(order=True)
@@ -105,3 +124,58 @@ def compositions(lo: np.ndarray, hi: np.ndarray, total: int) -> np.ndarray:
         partial = np.column_stack([partial[rows], xs[choice]])
         sums = new[rows, choice]
     return partial + lo
+
+
+def greedy(weight: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: int) -> np.ndarray:
+    """Counts minimizing ``weight @ n`` over lo <= n <= hi, sum n = total (exact: TU).
+
+    One box at a time, stopping once ``total`` is reached (several times faster than
+    :func:`greedy_many` on a single row, which pays numpy's per-call cost).
+    """
+    n = lo.copy()
+    left = total - int(lo.sum())
+    for c in np.argsort(weight, kind="stable"):
+        if left <= 0:
+            break
+        add = min(left, int(hi[c] - lo[c]))
+        n[c] += add
+        left -= add
+    return n
+
+
+def greedy_many(weight: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: int | np.ndarray) -> np.ndarray:
+    """Row i: counts minimizing ``weight[i] @ n`` over lo[i] <= n <= hi[i], sum n = total.
+
+    ``lo`` and ``hi`` have one row per box (or one row for all); ``weight`` is one row
+    per box or a single vector for all; ``total`` one number, or one per box (a column).
+    Each row is the greedy that fills the columns cheapest first up to their caps until
+    ``total`` is reached, which is exact because one cardinality row and a box are totally
+    unimodular. When lo already sums past ``total`` (an empty box) the row is ``lo``.
+    """
+    boxes = max(len(np.atleast_2d(weight)), len(np.atleast_2d(lo)), len(np.atleast_2d(hi)), np.size(total))
+    lo = np.atleast_2d(lo)
+    caps = np.atleast_2d(hi) - lo
+    if caps.shape[0] != boxes:
+        caps = np.repeat(caps, boxes, axis=0)
+    if weight.ndim == 1:
+        order = np.argsort(weight, kind="stable")
+        caps = caps[:, order]
+    else:
+        rows = np.arange(boxes)[:, None]
+        order = np.argsort(weight, axis=1, kind="stable")
+        caps = caps[rows, order]
+    left = total - lo.sum(axis=1, keepdims=True)
+    add = np.minimum(np.maximum(left - (np.cumsum(caps, axis=1) - caps), 0), caps)
+    counts = np.repeat(lo, boxes, axis=0) if lo.shape[0] != boxes else lo.copy()
+    if weight.ndim == 1:
+        counts[:, order] += add
+    else:
+        counts[rows, order] += add
+    return counts
+
+
+def row_ranges(a: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray]:
+    """Min and max of each row ``a[i] @ n`` over lo <= n <= hi, sum n = total (exact: TU)."""
+    least = (a * greedy_many(a, lo, hi, total)).sum(axis=1)
+    most = (a * greedy_many(-a, lo, hi, total)).sum(axis=1)
+    return least, most

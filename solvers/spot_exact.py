@@ -16,8 +16,9 @@ A(b) = gamma_2 b + gamma_3 and c(R) = sqrt((R + gamma_4) K) / (L - gamma_5):
 
 where rho_min = min (P + c0) / X, first over the cell's box by Dinkelbach's method with a
 greedy step (a box with one cardinality row is totally unimodular), then, when the cell is
-first popped, over the LP relaxation of all its rows (Charnes-Cooper). That bound orders
-the cells; when the smallest bound reaches the incumbent U, U is optimal. Ranges are
+first popped, over the LP relaxation of all its rows (Charnes-Cooper). Price per rate and
+b_w are also bounded together, column by column (``CellBounds.vertex_bound``). That bound
+orders the cells; when the smallest bound reaches the incumbent U, U is optimal. Ranges are
 tightened before any MILP: a plan cheaper than U needs j < (3600 U - h (P_min + c0)) /
 rho_min, a plan meeting T_obj needs X >= j_lb / (T_obj - h) and j <= (T_obj - h) X_hi, and
 V = b_w X propagates between the three ranges.
@@ -53,6 +54,8 @@ from __future__ import annotations
 
 import heapq
 import math
+import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -62,7 +65,7 @@ from dnnprov.solvers.heuristics import spot_heuristic
 from dnnprov.solvers.highs_driver import MilpStatus, solve_milp
 from dnnprov.solvers.outcome import spot_result
 from dnnprov.solvers.spot_bounds import REF_COST_ROUNDING, CellBounds
-from dnnprov.solvers.spot_cells import Cell, compositions, count_compositions, down, up
+from dnnprov.solvers.spot_cells import BoxStats, Cell, compositions, count_compositions, down, up
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.models.spot import SideRows
 
@@ -76,7 +79,8 @@ V_SPLIT_MAX = 8                 # ... in at most this many pieces
 TAIL_CHUNK = 16                 # worker counts generated per tail expansion
 POLISH_MARGIN = 0.0             # plans (feasible or not) cheaper than the incumbent are polished
 POLISH_ROUNDS = 3
-SEED_SHARE = 0.25               # share of the time limit the heuristic seed may use ...
+SEED_AFTER_S = 0.05             # the heuristic seed runs only if the search is still going after this ...
+SEED_SHARE = 0.25               # ... and may use this share of the time limit ...
 SEED_CAP_S = 0.5                # ... and at most this: past it the cells find incumbents faster
 
 
@@ -112,26 +116,34 @@ class SpotDecomposition(CellBounds):
                 k_hi = min(k_hi, cap)
         return k_lo, k_hi
 
-    def groups(self, k: int) -> list[Cell]:
-        """One group per PS count for K workers (split by top column when popped, with CC).
+    def groups(self, workers: range) -> list[Cell]:
+        """One group per (K, PS count) for the given worker counts (split by top column when popped, with CC).
 
         PS counts past the first one that adds no bandwidth are skipped: once the PS
         link is not contended (or P = 0) the rates stop changing with s, and an extra
         PS that adds no bandwidth only adds cost (c0 >= 0), unless side rows use s.
+        Every group's box is the whole box, so their greedy steps are done together.
         """
-        cons = self.problem.constraints
+        cols, cons = self.cols, self.problem.constraints
+        allowed = cols.upper > 0
+        if (cols.lower[~allowed] > 0).any():
+            return []
+        lo, hi = np.where(allowed, cols.lower, 0), np.where(allowed, cols.upper, 0)
         ps_in_side_rows = self.side is not None and bool(np.any(self.side.a_s != 0))
-        cells = []
+        active = [k for k in workers if int(lo.sum()) <= k <= int(hi.sum())]
+        pairs: list[tuple[int, int]] = []
         for s in range(cons.ps_count[0], cons.ps_count[1] + 1):
-            if (s > cons.ps_count[0] and not ps_in_side_rows
-                    and np.array_equal(self.shape(k, s).rate, self.shape(k, s - 1).rate)):
+            self.prefetch_shapes([(k, s) for k in active])
+            if s > cons.ps_count[0] and not ps_in_side_rows:
+                active = [k for k in active if not np.array_equal(self.shape(k, s).rate, self.shape(k, s - 1).rate)]
+            pairs += [(k, s) for k in active]
+            if not active or self.clock.expired():
                 break
-            cell = self.new_cell(k, s, None)
-            if cell is not None:
-                cells.append(cell)
-            if self.clock.expired():
-                break
-        return cells
+        if not pairs:
+            return []
+        stats = self.box_statistics(pairs, lo, hi)
+        cells = [self.new_cell(k, s, None, known=known) for (k, s), known in zip(pairs, stats)]
+        return [cell for cell in cells if cell is not None]
 
     def tail(self, k: int) -> Cell | None:
         """The stand-in for every worker count from ``k`` up, with :meth:`tail_bound`."""
@@ -143,15 +155,9 @@ class SpotDecomposition(CellBounds):
 
     def expand_tail(self, tail: Cell) -> list[Cell]:
         """Generate the groups of the next few worker counts and the tail after them."""
-        k_hi = self.worker_range()[1]
-        cells: list[Cell] = []
-        k = tail.workers
-        while k <= min(k_hi, tail.workers + TAIL_CHUNK - 1):
-            cells += self.groups(k)
-            k += 1
-            if self.clock.expired():
-                break
-        rest = self.tail(k)
+        end = min(self.worker_range()[1], tail.workers + TAIL_CHUNK - 1) + 1
+        cells = self.groups(range(tail.workers, end))
+        rest = self.tail(end)
         return cells + ([rest] if rest is not None else [])
 
     def expand(self, group: Cell) -> list[Cell]:
@@ -162,10 +168,8 @@ class SpotDecomposition(CellBounds):
         a factor of V_SPLIT_RATIO (the ranges cover the cell's, so no plan is lost).
         """
         cells = []
-        for t in range(len(self.cols)):
-            cell = self.new_cell(group.workers, group.ps, t)
-            if cell is None:
-                continue
+        for cell in self.top_cells(group.workers, group.ps):
+            t = cell.top
             pieces = max(1, math.ceil(math.log(cell.v_hi / cell.v_lo) / math.log(V_SPLIT_RATIO))) \
                 if cell.v_lo > 0 and V_SPLIT_RATIO > 1 else 1
             if pieces == 1:
@@ -175,7 +179,7 @@ class SpotDecomposition(CellBounds):
             for v_lo, v_hi in zip(ends[:-1], ends[1:]):
                 child = self.new_cell(group.workers, group.ps, t, b_range=(cell.b_lo, cell.b_hi),
                                       v_range=(down(float(v_lo)), up(float(v_hi))),
-                                      x_range=(cell.x_lo, cell.x_hi), within=cell)
+                                      x_range=(cell.x_lo, cell.x_hi), known=BoxStats.of(cell))
                 if child is not None:
                     cells.append(child)
         return cells
@@ -281,7 +285,7 @@ class SpotDecomposition(CellBounds):
             ok = ((plans >= cols.lower) & (plans <= cols.upper)).all(axis=1) & (plans.sum(axis=1) > 0)
             plans = plans[ok]
             ps_values = [s for s in (current_ps - 1, current_ps + 1) if cons.ps_count[0] <= s <= cons.ps_count[1]]
-            batches = [(plans, current_ps)] + [(current[None, :], s) for s in ps_values]
+            batches = [(plans, current_ps)] * bool(len(plans)) + [(current[None, :], s) for s in ps_values]
             best = (self.best_cost, None, None)
             for batch, s in batches:
                 ev = self.model.evaluate(batch, s)
@@ -339,11 +343,19 @@ class SpotDecomposition(CellBounds):
         """The proven lower bound at this moment: the smallest open bound, or the incumbent."""
         return min(heap[0].bound if heap else math.inf, self.best_cost)
 
-    def run(self, incumbent: Result | None = None) -> Result:
-        """Process cells best-bound first until the bound meets the incumbent."""
-        if incumbent is not None and incumbent.plan is not None:
+    def take(self, incumbent: Result) -> None:
+        """Try another method's plan as the incumbent (evaluated and checked here)."""
+        if incumbent.plan is not None:
             counts = np.array([incumbent.plan.counts[label] for label in self.cols.labels])
             self.consider(counts, incumbent.plan.ps)
+
+    def run(self, seed: Callable[[], Result] | None = None) -> Result:
+        """Process cells best-bound first until the bound meets the incumbent.
+
+        ``seed`` (a heuristic) is called once if the search is still going after
+        SEED_AFTER_S (or a tenth of the time limit), and its plan is taken as an incumbent.
+        """
+        seed_at = self.clock.started + min(SEED_AFTER_S, 0.1 * self.clock.limit_s)
         ceiling = self.cost_ceiling()
         self.threshold = min(self.best_cost / (1 + self.gap), ceiling)   # the gap only discounts a real incumbent
         first = self.tail(self.worker_range()[0])
@@ -359,6 +371,10 @@ class SpotDecomposition(CellBounds):
             if self.clock.expired():
                 limited = True
                 break
+            if seed is not None and time.perf_counter() >= seed_at:
+                self.take(seed())
+                seed = None
+                continue                                # the threshold may have fallen
             heapq.heappop(heap)
             if cell.tail:
                 children = self.expand_tail(cell)
@@ -448,7 +464,8 @@ class SpotDecomposition(CellBounds):
         for part in ((lo, mid), (mid, hi)):
             parts = {**ranges, dim: part}
             child = self.new_cell(cell.workers, cell.ps, cell.top, b_range=parts["b"],
-                                  v_range=parts["v"], x_range=parts["x"], nogoods=nogoods, within=cell)
+                                  v_range=parts["v"], x_range=parts["x"], nogoods=nogoods,
+                                  known=BoxStats.of(cell))
             if child is not None:
                 # a child holds a subset of the parent's plans: the parent's bounds hold too
                 child.rho_min = max(child.rho_min, cell.rho_min)
@@ -517,9 +534,11 @@ def solve_spot_exact(problem: SpotProblem, *, side: SideRows | None = None,
                      log: SolverLog | None = None, cell_enumeration: int = CELL_ENUMERATION) -> Result:
     """Proven-optimal spot plan (or the proven bound at the time limit).
 
-    The paper heuristic's plan seeds the incumbent (re-checked against every constraint,
-    side rows included); it runs under the same clock. The decomposition then proves or
-    improves it. ``cell_enumeration`` is the largest cell evaluated outright instead of by
+    When the search has not ended after SEED_AFTER_S (0.05 s, or a tenth of the limit),
+    the paper heuristic's plan is taken as an incumbent (re-checked against every
+    constraint, side rows included); it runs under the same clock. Searches that end
+    sooner have proven their answer without it (measured: docs/benchmarks.md).
+    ``cell_enumeration`` is the largest cell evaluated outright instead of by
     MILPs (0 forces MILPs everywhere: the tests use it to exercise them).
     """
     clock = clock or Clock(time_limit_s)
@@ -530,13 +549,17 @@ def solve_spot_exact(problem: SpotProblem, *, side: SideRows | None = None,
     log.header(f"dnnprov milp: {problem.name} (spot, model {problem.model}, loss {problem.workload.loss_variant})",
                [f"{len(cols)} columns, quotas sum {int(cols.upper.sum())}, PS {problem.constraints.ps_count[0]}"
                 f"..{problem.constraints.ps_count[1]}, time limit {clock.limit_s:g} s, gap {gap:g}"])
-    # The sliding window is quadratic in the number of instances (2.8 s on large-003, whose
-    # proof then takes 2.3 s more); the decomposition finds incumbents itself, so the seed
-    # gets a quarter of the limit, and no more than half a second (measured: docs/benchmarks.md).
-    seed = spot_heuristic(problem, clock=Clock(min(clock.limit_s * SEED_SHARE, SEED_CAP_S),
-                                               started=clock.started))
-    if seed.plan is not None:
-        log.progress(seed.cost if seed.cost is not None else math.inf, 0.0, "heuristic seed")
+
+    def seed() -> Result:
+        # The sliding window is quadratic in the number of instances (2.8 s on large-003, whose
+        # proof then takes 2.3 s more); the decomposition finds incumbents itself, so the seed
+        # gets a quarter of the limit, and no more than half a second (measured: docs/benchmarks.md).
+        budget = min(clock.limit_s * SEED_SHARE, SEED_CAP_S, clock.remaining())
+        plan = spot_heuristic(problem, clock=Clock(budget))
+        if plan.plan is not None:
+            log.progress(plan.cost if plan.cost is not None else math.inf, 0.0, "heuristic seed")
+        return plan
+
     result = decomposition.run(seed)
     result = Result(**{**result.__dict__, "solve_seconds": clock.elapsed()})
     log.final(result.status.value, result.message)

@@ -188,8 +188,22 @@ def test_solver_log_reports_header_progress_and_status(resnet110_table1, caplog)
         result = dnnprov.solve(resnet110_table1, "milp", log=logger)
     text = caplog.text
     assert "dnnprov milp:" in text and "incumbent" in text and "bound" in text
-    assert "heuristic seed" in text
     assert caplog.messages[-1].startswith(f"{result.status.value} after")
+
+
+def test_heuristic_seed_joins_searches_that_last(resnet110_table1, caplog, monkeypatch):
+    """A search still going after SEED_AFTER_S takes the heuristic's plan; the answer is the same."""
+    import logging
+
+    from dnnprov.solvers import spot_exact
+
+    quick = dnnprov.solve(resnet110_table1, "milp")
+    monkeypatch.setattr(spot_exact, "SEED_AFTER_S", 0.0)
+    logger = logging.getLogger("dnnprov.test-log")
+    with caplog.at_level(logging.INFO, logger="dnnprov.test-log"):
+        seeded = dnnprov.solve(resnet110_table1, "milp", log=logger)
+    assert "heuristic seed" in caplog.text
+    assert seeded.status is quick.status and seeded.cost == pytest.approx(quick.cost, rel=1e-12)
 
 
 def test_solver_is_quiet_by_default(resnet110_table1, capsys):

@@ -1,0 +1,149 @@
+"""The LP relaxations of a spot cell, in Charnes-Cooper variables (mixed into ``CellBounds``).
+
+A cell's plans satisfy linear rows in the counts n (``CellBounds.cell_rows``); dividing by
+X = r n turns min (P + c0) / X into an LP in y = n / X and t = 1 / X. These LPs give the
+min price per rate over a cell's relaxation and the McCormick bound on (P + c0) j / X;
+their points, rounded to plans, are tried as incumbents. Every LP value is lowered by its
+tolerance before it is used as a bound.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dnnprov.solvers.highs_driver import MilpStatus, solve_milp
+from dnnprov.solvers.spot_cells import Cell, greedy, up
+
+
+class LpBounds:
+    """LP bounds of a cell; the host (``CellBounds``) provides the shapes, rows, box and HiGHS object."""
+
+    def charnes_cooper_rows(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, list]:
+        """The cell's LP relaxation in y = n / X (the allowed columns, first) and t = 1 / X.
+
+        Rows: r y = 1, sum y = K t, lo t <= y <= hi t and every cell row scaled by t;
+        callers may add variables after t.
+        """
+        shape = self.shape(cell.workers, cell.ps)
+        allowed = np.flatnonzero(cell.allowed)
+        m = len(allowed)
+        t = m                                           # index of t
+        everything = np.arange(m + 1)
+        rows = [(everything[:m], shape.rate[allowed], 1.0, 1.0),
+                (everything, np.concatenate([np.ones(m), [-float(cell.workers)]]), 0.0, 0.0)]
+        for i, c in enumerate(allowed):
+            rows.append((np.array([i, t]), np.array([1.0, -float(lo[c])]), 0.0, math.inf))
+            rows.append((np.array([i, t]), np.array([1.0, -float(hi[c])]), -math.inf, 0.0))
+        for a, low, high in self.cell_rows(cell):
+            if math.isfinite(low):
+                rows.append((everything, np.concatenate([a[allowed], [-low]]), 0.0, math.inf))
+            if math.isfinite(high):
+                rows.append((everything, np.concatenate([a[allowed], [-high]]), -math.inf, 0.0))
+        return allowed, rows
+
+    def solve_lp(self, cost: np.ndarray, lower: np.ndarray, upper: np.ndarray, rows: list,
+                 cell: Cell | None = None) -> float | None:
+        """An LP's optimum lowered by its tolerance; ``None``: infeasible; ``-inf``: no answer.
+
+        With ``cell``, the LP point (y, t) is rounded to a plan of the cell and tried as an
+        incumbent (a heuristic: it proves nothing).
+        """
+        solution = solve_milp(self.highs, cost, lower, upper, rows,
+                              integer=np.zeros(len(cost), dtype=bool),
+                              time_limit_s=max(self.clock.remaining(), 1e-3))
+        self.stats["lps"] = self.stats.get("lps", 0) + 1
+        if solution.status is MilpStatus.INFEASIBLE:
+            return None
+        if solution.status is not MilpStatus.OPTIMAL:
+            return -math.inf
+        if cell is not None and solution.x is not None:
+            self.round_lp_point(cell, solution.x)
+        value = solution.objective
+        return value - 1e-6 * abs(value) - 1e-12            # LP tolerances: keep it a lower bound
+
+    def round_lp_point(self, cell: Cell, x: np.ndarray) -> None:
+        """Round the Charnes-Cooper point n = y / t to K workers inside the box; try it."""
+        allowed = np.flatnonzero(cell.allowed)
+        t = x[len(allowed)]
+        if not t > 0:
+            return
+        lo, hi = self.box(cell)
+        target = np.clip(x[:len(allowed)] / t, lo[allowed], hi[allowed])
+        counts = np.zeros(len(self.cols), dtype=np.int64)
+        counts[allowed] = np.floor(target + 1e-9).astype(np.int64)
+        left = cell.workers - int(counts.sum())
+        for i in np.argsort(-(target - np.floor(target + 1e-9)), kind="stable"):   # largest remainders
+            if left <= 0:
+                break
+            c = allowed[i]
+            if counts[c] < hi[c]:
+                counts[c] += 1
+                left -= 1
+        if left == 0:
+            self.consider(counts, cell.ps)
+
+    def lp_ratio(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> float | None:
+        """min (P + c0) / X over the LP relaxation of the cell (Charnes-Cooper); ``None``: empty."""
+        allowed, rows = self.charnes_cooper_rows(cell, lo, hi)
+        m = len(allowed)
+        cost = np.concatenate([self.cols.price[allowed], [cell.ps * self.c0_per_ps]])
+        value = self.solve_lp(cost, np.zeros(m + 1), np.full(m + 1, math.inf), rows, cell=cell)
+        return None if value is None else max(value, 0.0)
+
+    def max_ratio(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> float:
+        """An upper bound on (P + c0) / X over the box: Dinkelbach for the maximum.
+
+        As in :meth:`min_ratio`, with the greedy maximizing P + c0 - lambda X; without
+        convergence, max_c p_c / r_c + c0 / X_lo (a ratio of sums is at most the largest).
+        """
+        r = self.shape(cell.workers, cell.ps).rate
+        p = self.cols.price
+        c0 = cell.ps * self.c0_per_ps
+        used = cell.allowed & (hi > 0)
+        safe = float((p[used] / r[used]).max()) + (c0 / cell.x_lo if cell.x_lo > 0 else math.inf)
+        n = greedy(r, lo, hi, cell.workers)
+        ratio = (n @ p + c0) / (n @ r)
+        for _ in range(100):
+            n = greedy(ratio * r - p, lo, hi, cell.workers)
+            new = (n @ p + c0) / (n @ r)
+            if new <= ratio * (1 + 1e-14):
+                return min(safe, up(float(ratio) * (1 + 1e-12)))
+            ratio = new
+        return safe
+
+    def lp_product_bound(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> float | None:
+        """A lower bound on (P + c0) j / X over the cell, keeping how rho and b_w move together.
+
+        With rho = (P + c0) / X and b = b_w, j >= c A(b) - g1 (c the cell's CC factor bound,
+        A(b) = g2 b + g3' >= 0 for every plan with a root of eq. 3), so
+        rho j >= (c g3' - g1) rho + c g2 rho b. For g2 <= 0 the product rho b is replaced by
+        its concave McCormick envelope over [rho_lo, rho_hi] x [b_lo, b_hi] (an upper bound
+        on rho b, hence a lower bound on c g2 rho b). In Charnes-Cooper variables rho = p y +
+        c0 t and b = v y are linear, so one LP gives the bound. ``None``: the LP is
+        infeasible (the cell is empty); ``-inf``: no bound (g2 > 0 or no LP answer).
+        """
+        w = self.problem.workload
+        if w.gamma_2 > 0:
+            return -math.inf
+        shape = self.shape(cell.workers, cell.ps)
+        allowed = np.flatnonzero(cell.allowed)
+        m = len(allowed)
+        _, rows = self.charnes_cooper_rows(cell, lo, hi)
+        c = self.spread_factor(cell)
+        rho_lo, rho_hi = cell.rho_min, self.max_ratio(cell, lo, hi)
+        if not math.isfinite(rho_hi):
+            return -math.inf
+        c0 = cell.ps * self.c0_per_ps
+        price, speed = self.cols.price[allowed], shape.speed[allowed]
+        both = np.arange(m + 2)                          # y..., t, w
+        for rho_c, b_c in ((rho_lo, cell.b_hi), (rho_hi, cell.b_lo)):
+            # w <= rho_c b + b_c rho - rho_c b_c
+            rows.append((both, np.concatenate([-rho_c * speed - b_c * price, [-b_c * c0, 1.0]]),
+                         -math.inf, -rho_c * b_c))
+        lin = c * self.gamma_3 - self.gamma_1
+        cost = np.concatenate([lin * price, [lin * c0, c * w.gamma_2]])
+        lower = np.concatenate([np.zeros(m + 1), [-math.inf]])
+        upper = np.full(m + 2, math.inf)
+        return self.solve_lp(cost, lower, upper, rows)

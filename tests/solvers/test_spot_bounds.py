@@ -1,0 +1,143 @@
+"""The spot decomposition's bounds hold for every plan they claim (against brute force).
+
+Each test draws small random problems, enumerates every count vector of a box, evaluates it
+with :class:`SpotModel` and checks one claim of :mod:`solvers.spot_bounds`: the vectorized
+greedy, the exact row ranges, the vertex bound, the tail bound and the top-cell screen.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dnnprov.solvers.spot_cells import compositions, greedy, greedy_many, row_ranges
+from dnnprov.solvers.spot_exact import SpotDecomposition
+
+SEEDS = range(40)
+
+
+def all_plans(decomposition: SpotDecomposition, k: int) -> np.ndarray:
+    """Every count vector of K workers inside the quotas."""
+    cols = decomposition.cols
+    return compositions(cols.lower, cols.upper, k)
+
+
+def plan_tops(decomposition: SpotDecomposition, plans: np.ndarray, k: int, s: int) -> np.ndarray:
+    """The top column of each plan: its fastest used column, ties to the largest index."""
+    v = decomposition.shape(k, s).speed
+    order = np.lexsort((np.arange(len(v)), v))            # by speed, then index
+    rank = np.empty(len(v), dtype=np.int64)
+    rank[order] = np.arange(len(v))
+    ranked = np.where(plans > 0, rank[None, :], -1)
+    return order[ranked.max(axis=1)]
+
+
+def test_greedy_many_matches_the_greedy_row_by_row():
+    rng = np.random.default_rng(3)
+    for _ in range(500):
+        boxes, m = int(rng.integers(1, 6)), int(rng.integers(1, 9))
+        shared = rng.random() < 0.5
+        weight = rng.integers(-3, 4, m if shared else (boxes, m)).astype(float)
+        lo = rng.integers(0, 3, (boxes, m))
+        hi = lo + rng.integers(0, 4, (boxes, m))
+        total = rng.integers(0, 16, (boxes, 1))
+        got = greedy_many(weight, lo, hi, total)
+        for i in range(boxes):
+            w = weight if shared else weight[i]
+            assert (got[i] == greedy(w, lo[i], hi[i], int(total[i, 0]))).all()
+
+
+def test_row_ranges_are_the_exact_extremes_over_the_box():
+    rng = np.random.default_rng(4)
+    for _ in range(200):
+        m = int(rng.integers(1, 6))
+        lo = rng.integers(0, 2, m)
+        hi = lo + rng.integers(0, 4, m)
+        total = int(rng.integers(int(lo.sum()), int(hi.sum()) + 1))
+        a = rng.normal(size=(3, m))
+        least, most = row_ranges(a, lo, hi, total)
+        values = compositions(lo, hi, total) @ a.T
+        np.testing.assert_allclose(least, values.min(axis=0), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(most, values.max(axis=0), rtol=1e-12, atol=1e-12)
+
+
+def inside(cell, ev, mask) -> np.ndarray:
+    """Which evaluated plans lie inside the cell's b_w, X (and, with a top, V) ranges."""
+    ok = mask & (ev.batch_wa >= cell.b_lo) & (ev.batch_wa <= cell.b_hi)
+    ok &= (ev.iteration_rate >= cell.x_lo) & (ev.iteration_rate <= cell.x_hi)
+    if cell.top is not None:
+        ok &= (ev.speed >= cell.v_lo) & (ev.speed <= cell.v_hi)
+    return ok
+
+
+def test_vertex_bound_is_below_every_plan_of_the_cell(make_random_spot):
+    """(P + c0) j / X >= vertex_bound for every plan in a group's or top cell's ranges."""
+    checked = sum(check_vertex_bound(make_random_spot(np.random.default_rng([11, seed]), max_quota=3))
+                  for seed in SEEDS)
+    assert checked >= 100                       # cells that held plans (the claim was tested)
+
+
+def check_vertex_bound(problem) -> int:
+    d = SpotDecomposition(problem)
+    k_lo, k_hi = d.worker_range()
+    c0 = problem.platform.ps_price_per_h
+    checked = 0
+    for k in range(k_lo, min(k_hi, 7) + 1):
+        plans = all_plans(d, k)
+        for s in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
+            ev = d.model.evaluate(plans, s)
+            per_rate = (plans @ d.cols.price + s * c0) * ev.iterations / ev.iteration_rate
+            valid = np.isfinite(per_rate) & (ev.iterations > 0)          # the model needs j > 0
+            cells = d.groups(range(k, k + 1)) + d.top_cells(k, s)
+            tops = plan_tops(d, plans, k, s)
+            for cell in cells:
+                if cell.ps != s:
+                    continue
+                mine = inside(cell, ev, valid & (tops == cell.top if cell.top is not None else valid))
+                if mine.any():
+                    assert d.vertex_bound(cell) <= per_rate[mine].min() * (1 + 1e-9)
+                    assert cell.bound <= ev.cost[mine & ev.feasible].min(initial=np.inf) * (1 + 1e-9)
+                    checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_tail_bound_is_below_every_larger_plan(make_random_spot, seed):
+    problem = make_random_spot(np.random.default_rng([12, seed]), max_quota=3)
+    d = SpotDecomposition(problem)
+    k_lo, k_hi = d.worker_range()
+    for k0 in range(k_lo, k_hi + 1):
+        bound = d.tail_bound(k0)
+        for k in range(k0, min(k_hi, k0 + 4) + 1):
+            plans = all_plans(d, k)
+            for s in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
+                ev = d.model.evaluate(plans, s)
+                if ev.feasible.any():
+                    assert bound <= ev.cost[ev.feasible].min() * (1 + 1e-9) + 1e-12
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_top_cells_keep_every_plan_that_beats_the_threshold(make_random_spot, seed):
+    """A feasible plan cheaper than the threshold lies in the kept cell of its top, in its ranges."""
+    problem = make_random_spot(np.random.default_rng([13, seed]), max_quota=3,
+                               loss_variant="cc", model="paper")
+    d = SpotDecomposition(problem)
+    k_lo, k_hi = d.worker_range()
+    for k in range(max(k_lo, 2), min(k_hi, 7) + 1):
+        plans = all_plans(d, k)
+        for s in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
+            ev = d.model.evaluate(plans, s)
+            feasible = np.flatnonzero(ev.feasible)
+            if not len(feasible):
+                continue
+            # a threshold between the cheapest and the dearest feasible plan of this (K, s)
+            d.threshold = float(np.median(ev.cost[feasible]))
+            cells = {cell.top: cell for cell in d.top_cells(k, s)}
+            tops = plan_tops(d, plans, k, s)
+            for i in feasible[ev.cost[feasible] < d.threshold]:
+                cell = cells.get(int(tops[i]))
+                assert cell is not None, f"plan {plans[i]} (cost {ev.cost[i]}) lost with its top {tops[i]}"
+                one = np.zeros(len(plans), dtype=bool)
+                one[i] = True
+                assert inside(cell, ev, one)[i], f"plan {plans[i]} outside its cell's ranges"
+                assert cell.bound <= ev.cost[i] * (1 + 1e-9)
