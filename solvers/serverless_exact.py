@@ -16,6 +16,15 @@ which is itself nondecreasing in n. Two consequences:
   pair), and LB(m, s) = LB_start bounds every feasible plan of the pair;
 * once LB_n reaches the best cost U, no larger n of the pair can beat U.
 
+And T_train itself is convex in n: with b_l n = min(b_local n, b_g^max) (eq. 9) and
+1 / B_f^p = max(1 / B_f^max, n / (s B_p)),
+
+    T_train(n) = (d_t / B_f^s + n_t e / R) / n + 2 M n_t e max(1 / B_f^max, n / (s B_p)) / min(b_local n, b_g^max),
+
+a sum of c / n and a maximum of the convex max(1 / (b_local n), 1 / b_g^max) / B_f^max and
+max(1 / b_local, n / b_g^max) / (s B_p). A plan's time is at least T_train, so once
+T_train has started to grow past T_o at some n, no larger n of the pair meets T_o.
+
 Pairs are evaluated in order of LB, each from its start up to the n where LB_n reaches U,
 until the next pair's LB reaches U: nothing unevaluated can be cheaper.
 
@@ -74,10 +83,15 @@ def lower_cost(model: ServerlessModel, n: np.ndarray, m: np.ndarray, s: np.ndarr
     return np.where(np.isfinite(train) & np.isfinite(bound), bound, np.inf), train
 
 
-def pair_bounds(model: ServerlessModel) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(memory, PS count, first n that can meet T_o, LB) for every (m, s) pair.
+def pair_bounds(model: ServerlessModel) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(memory, PS count, first and last n that can meet T_o, LB) for every (m, s) pair.
 
-    A pair with no n that can meet T_o gets start ``n_hi + 1`` and bound ``inf``.
+    The first n is the fixed point of the module doc; the last comes from T_train's
+    convexity: a ternary search finds its minimum over [first, n_hi] and a binary search
+    the last n of the growing side with T_train <= T_o. The searches compare floats: T_o is
+    raised by 1e-9 (far above their rounding), and a wrong step of the ternary search on a
+    nearly flat stretch moves its result by no more than that rounding (convexity). A pair
+    with no n that can meet T_o gets first ``n_hi + 1`` and bound ``inf``.
     """
     problem = model.problem
     n_lo, n_hi = problem.function_range()
@@ -96,8 +110,30 @@ def pair_bounds(model: ServerlessModel) -> tuple[np.ndarray, np.ndarray, np.ndar
         if np.array_equal(nxt, start):
             break
         start = nxt
+
+    def train_at(n: np.ndarray) -> np.ndarray:
+        return lower_cost(model, n, mm, ss)[1]
+
+    reachable = problem.time_s * (1 + 1e-9)
+    lo, hi = np.minimum(start, n_hi), np.full(mm.shape, n_hi, dtype=np.int64)
+    while (hi - lo > 2).any():                     # ternary search for the minimum of T_train
+        third = (hi - lo) // 3
+        left, right = lo + third, hi - third
+        falling = train_at(left) > train_at(right)
+        lo, hi = np.where(falling, left, lo), np.where(falling, hi, right)
+    candidates = np.stack([lo, np.minimum(lo + 1, n_hi), hi])
+    lowest = np.stack([train_at(c) for c in candidates])
+    bottom = candidates[np.argmin(lowest, axis=0), np.arange(len(mm))]
+    meets = lowest.min(axis=0) <= reachable
+    lo, hi = bottom, np.full(mm.shape, n_hi, dtype=np.int64)   # last n with T_train <= T_o
+    while (lo < hi).any():
+        mid = (lo + hi + 1) // 2
+        ok = train_at(mid) <= reachable
+        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid - 1)
+    start = np.where(meets & (start <= n_hi), start, n_hi + 1)
+    end = np.where(start <= n_hi, lo, n_lo - 1)
     bound, _ = lower_cost(model, np.minimum(start, n_hi), mm, ss)
-    return mm, ss, start, np.where(start > n_hi, np.inf, bound)
+    return mm, ss, start, end, np.where(start > n_hi, np.inf, bound)
 
 
 def feasible_columns(model: ServerlessModel, *, upper: float = math.inf,
@@ -106,17 +142,18 @@ def feasible_columns(model: ServerlessModel, *, upper: float = math.inf,
 
     With a finite ``upper`` the pairs are visited in bound order, each from its first
     n that can meet T_o up to the n whose LB_n reaches the best cost, and the search stops
-    when the next pair's bound reaches it. With ``upper = inf`` every plan is evaluated.
+    when the next pair's bound reaches it. With ``upper = inf`` every plan is evaluated. Either
+    way a pair ends at the last n whose T_train can meet T_o (module doc).
     Returns the columns and the smallest bound of the pairs not evaluated (``inf`` when
     the search finished before ``deadline``, a ``time.perf_counter()`` value): every plan
     not among the columns costs at least the best column or that bound.
     """
     problem = model.problem
     low, high = problem.function_range()
-    mm, ss, start, bound = pair_bounds(model)
+    mm, ss, start, end, bound = pair_bounds(model)
     pruning = math.isfinite(upper)
     if not pruning:
-        start = np.full(start.shape, low, dtype=np.int64)
+        start = np.where(end >= start, low, start)
     order = np.argsort(bound, kind="stable")
     parts: list[tuple[np.ndarray, ...]] = []
     best = upper
@@ -128,8 +165,8 @@ def feasible_columns(model: ServerlessModel, *, upper: float = math.inf,
         if not np.isfinite(bound[i]) and pruning:
             break
         n0, size = int(start[i]), FIRST_CHUNK
-        while n0 <= high:
-            n = np.arange(n0, min(high, n0 + size - 1) + 1)
+        while n0 <= end[i]:
+            n = np.arange(n0, min(int(end[i]), n0 + size - 1) + 1)
             ev = model.evaluate(n, mm[i], ss[i])
             ok = ev.feasible & (ev.cost < best) if pruning else ev.feasible
             if ok.any():
