@@ -1,7 +1,8 @@
 """Scale ladder (issue 3): exact ``milp`` against ``heuristic`` and ``enumerate`` by size.
 
     .venv/bin/python benchmarks/scale_ladder.py [--quick] [--seed N] [--per-size N]
-        [--time-limit S] [--sizes NAME ...] [--serverless N] [--jsonl PATH] [--dump DIR]
+        [--time-limit S] [--sizes NAME ...] [--serverless N] [--serverless-10k N]
+        [--index I ...] [--jsonl PATH] [--dump DIR]
 
 Rungs (types x quota per type, PS count range):
 
@@ -11,9 +12,21 @@ Rungs (types x quota per type, PS count range):
 * ``7x10``: 7 types x quota 10, one PS (19.5 M plans, the largest box the brute-force oracle
   takes); its first instance is the embedded ``paper-table3-overhead-7x10.json``;
 * ``10x16`` and ``15x24`` (1-2 PS), ``20x32`` and ``30x32`` (1-3 PS; milp also with a
-  0.5 % gap);
+  0.5 % gap), ``40x16`` and ``80x16`` (1-3 PS);
 * ``serverless``: random λDNN problems with m_max 10,240 MB, 64 MB steps and a concurrency
-  limit of 1,000 functions.
+  limit of 1,000 functions (T_obj from a random plan of at most 200 functions);
+* ``serverless-10k``: the same with a concurrency limit of 10,000, T_obj from a random
+  plan of up to 10,000 functions, global batches of up to 10,000 local batches and model
+  sizes log-uniform in 0.1-250 MB, so that some optima need thousands of functions (the
+  PS link is shared, so only small models gain from that many; 12 instances);
+* ``paper-setting``: ``paper_setting.measure()``, the embedded 7 x 10 instance under 108
+  SLOs in one process, milp's total CPU time against the heuristic's;
+* ``large``: ``large_set.measure()``, milp on every instance of data/benchmarks/large.
+
+With no ``--sizes`` every rung runs; ``--quick`` runs the spot rungs up to 15x24 with 2
+instances each and the serverless rungs with 5 and 2. At the end the run prints a table per
+kind of rung and the "Issue 10 targets" table (large set, 80x16, 40x16, serverless-10k,
+paper setting: measured, target, met or not) for the rungs that ran.
 
 Random spot instances use the paper's model with the loss variants (cc, gamma_4 = 0.1),
 (cc, gamma_4 = 1.0) and no-cc in turn. Per-type batches come from {256, 512, 1024} x GPUs
@@ -27,11 +40,13 @@ targets are discussed in docs/benchmarks.md.
 Each instance has its own generator ``numpy.random.default_rng([seed, rung, index])``:
 ``--sizes 30x32 --seed 2024 --index 6 --dump DIR`` re-runs one instance and writes it as a
 dnnprov JSON file (for ``dnnprov solve``). ``enumerate`` runs where the plan space is at most
-20 million plans (the others print "n/a"). Every milp plan is re-evaluated with :class:`dnnprov.SpotModel`; a milp/enumerate
-cost difference, a heuristic plan cheaper than a proven milp optimum, or a milp plan the
-model rejects is listed under "anomalies" (each one is a bug). Times are process CPU
-seconds (the machine is shared; CPU time is steadier than wall time); the time limit is
-wall clock.
+20 million plans (the others print "n/a"; ``large`` runs milp only). Every milp plan is
+re-evaluated with :class:`dnnprov.SpotModel`; a milp/enumerate cost difference, a heuristic
+plan cheaper than a proven milp optimum (in ``paper-setting``: a proven milp answer costlier
+than the heuristic's plan), or a milp plan the model rejects is listed under "anomalies"
+(each one is a bug). Times are process CPU seconds (the machine is shared; CPU time is
+steadier than wall time); the time limit is wall clock. ``--jsonl`` writes one record per
+instance (``paper-setting``: one for its SLO set), each with its ``rung``.
 """
 
 from __future__ import annotations
@@ -46,6 +61,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -55,11 +71,16 @@ import numpy as np
 import dnnprov
 from dnnprov.result import Result, Status
 
+sys.path.insert(0, str(Path(__file__).parent))   # benchmarks/ is not a package
+import large_set  # noqa: E402
+import paper_setting  # noqa: E402
+
 ENUMERATE_MAX_PLANS = 20_000_000
 SMALL_K = 3                      # beyond enumerate: all plans of at most 3 workers are checked
 GAP = 0.005
 VARIANTS = (("cc", 0.1), ("cc", 1.0), ("no-cc", 1.0))
 EMBEDDED_7X10 = "spot/paper-table3-overhead-7x10.json"
+PROVEN = (Status.OPTIMAL.value, Status.INFEASIBLE.value)     # statuses of a proof, as in the records
 
 
 @dataclass(frozen=True)
@@ -86,7 +107,32 @@ RUNGS = (
     Rung("40x16", 40, (16, 16), 3, (60, 300), quick=False),
     Rung("80x16", 80, (16, 16), 3, (60, 300), quick=False),
 )
-RUNG_NAMES = ("paper",) + tuple(r.name for r in RUNGS) + ("serverless",)
+
+
+@dataclass(frozen=True)
+class ServerlessRung:
+    """A serverless rung: the concurrency limit and how its random problems are drawn."""
+
+    name: str
+    concurrency: int
+    plan_functions: int           # T_obj comes from a random plan of at most this many functions
+    batch_functions: int          # max_global_batch is local_batch x 4..batch_functions
+    small_models: bool            # model size log-uniform in 0.1-250 MB (else uniform in 1-250 MB)
+    stream: int                   # the rung's number in the instance generators' seeds
+    instances: int                # default instance count
+    quick_instances: int          # default instance count with --quick
+
+
+SERVERLESS_RUNGS = (
+    ServerlessRung("serverless", 1000, plan_functions=200, batch_functions=64, small_models=False,
+                   stream=len(RUNGS) + 1, instances=50, quick_instances=5),
+    # issue 10: wide global batches and small models, so that some optima need thousands of functions
+    ServerlessRung("serverless-10k", 10_000, plan_functions=10_000, batch_functions=10_000, small_models=True,
+                   stream=len(RUNGS) + 2, instances=12, quick_instances=2),
+)
+SERVERLESS_BY_NAME = {r.name: r for r in SERVERLESS_RUNGS}
+RUNG_NAMES = (("paper",) + tuple(r.name for r in RUNGS) + tuple(SERVERLESS_BY_NAME)
+              + ("paper-setting", "large"))
 
 
 # ---------------------------------------------------------------- instance builders
@@ -174,18 +220,25 @@ def deadline(rng: np.random.Generator, problem: dnnprov.SpotProblem, rung: Rung)
     return best * float(rng.uniform(1.0, min(1.2, 0.97 * single / best))), True
 
 
-def random_serverless(rng: np.random.Generator, name: str) -> dnnprov.ServerlessProblem:
-    """A random λDNN problem with m_max = 10,240 MB, 64 MB steps, concurrency 1,000."""
+def random_serverless(rng: np.random.Generator, name: str,
+                      rung: ServerlessRung = SERVERLESS_RUNGS[0]) -> dnnprov.ServerlessProblem:
+    """A random λDNN problem of ``rung`` (m_max = 10,240 MB, 64 MB steps).
+
+    T_obj is the time of a random feasible plan of at most ``rung.plan_functions`` functions
+    times a factor in [0.6, 1.4] (600 s when 40 draws find no feasible plan).
+    """
     local = int(rng.choice([16, 32, 64, 128]))
     workload = dnnprov.ServerlessWorkload(
         name="random", dataset_mb=float(rng.uniform(20, 2000)), samples=int(rng.integers(5000, 200001)),
-        epochs=float(rng.choice([1, 2, 3, 5])), model_mb=float(rng.uniform(1, 250)),
-        local_batch=local, max_global_batch=local * int(rng.integers(4, 65)),
+        epochs=float(rng.choice([1, 2, 3, 5])),
+        model_mb=(math.exp(rng.uniform(math.log(0.1), math.log(250))) if rung.small_models
+                  else float(rng.uniform(1, 250))),
+        local_batch=local, max_global_batch=local * int(rng.integers(4, rung.batch_functions + 1)),
         rate_alpha=float(rng.uniform(0.001, 0.03)), rate_beta=float(rng.uniform(-2, 10)),
         storage_alpha=float(rng.uniform(0, 0.05)), storage_beta=float(rng.uniform(1, 10)),
         min_memory_mb=int(rng.integers(128, 3008)))
     platform_ = dnnprov.ServerlessPlatform(
-        memory_step_mb=64, max_memory_mb=10240, concurrency_limit=1000,
+        memory_step_mb=64, max_memory_mb=10240, concurrency_limit=rung.concurrency,
         ps_bandwidth_mb_s=float(rng.uniform(300, 1500)), ps_price_per_h=float(rng.choice([0.0, 0.096])),
         timeout_s=900.0)
     ps_low = int(rng.choice([1, 1, 2]))
@@ -197,7 +250,7 @@ def random_serverless(rng: np.random.Generator, name: str) -> dnnprov.Serverless
     low, high = draft.function_range()
     time_s = 600.0
     for _ in range(40):
-        n = int(rng.integers(low, min(high, 200) + 1))
+        n = int(rng.integers(low, min(high, rung.plan_functions) + 1))
         m = grid[int(rng.integers(0, len(grid)))]
         ev = model.evaluate(n, m, ps_low)
         if bool(ev.feasible):
@@ -332,7 +385,9 @@ def summary(result: Result, seconds: float) -> dict:
 
 
 def run_serverless(problem: dnnprov.ServerlessProblem, args, tag: str, anomalies: list[str]) -> dict:
-    rec: dict = {"rung_instance": tag, "name": problem.name, "time_obj_s": problem.time_s}
+    """milp, heuristic and enumerate on one serverless instance; returns a JSON-ready record."""
+    rec: dict = {"rung_instance": tag, "name": problem.name, "concurrency": problem.platform.concurrency_limit,
+                 "time_obj_s": problem.time_s}
     milp, t = timed(problem, "milp", time_limit_s=args.time_limit)
     rec["milp"] = summary(milp, t)
     heur, t = timed(problem, "heuristic")
@@ -351,6 +406,36 @@ def run_serverless(problem: dnnprov.ServerlessProblem, args, tag: str, anomalies
         rec["heur_ratio"] = heur.cost / milp.cost
         if milp.status is Status.OPTIMAL and heur.cost < milp.cost * (1 - 1e-9):
             anomalies.append(f"{tag}: heuristic {heur.cost} below milp's proven optimum {milp.cost}")
+    return rec
+
+
+def run_large(args, anomalies: list[str]) -> Iterator[dict]:
+    """milp on every instance of data/benchmarks/large (:func:`large_set.measure`), one record each."""
+    for done in large_set.measure(large_set.DEFAULT_FOLDER, args.time_limit, "milp"):
+        tag = done.path.stem
+        check_plan(done.problem, done.result, tag, "milp", anomalies)
+        yield {"rung_instance": tag, "name": done.problem.name, "space": spot_space(done.problem),
+               "milp": summary(done.result, done.cpu_s), "wall_s": done.wall_s,
+               "stats": {key: done.result.stats.get(key) for key in ("cells", "milps")}}
+
+
+def run_paper_setting(anomalies: list[str]) -> dict:
+    """The 108-SLO experiment (:func:`paper_setting.measure`) as one record.
+
+    A proven milp answer costlier than the heuristic's plan (or infeasible next to it) is an
+    anomaly, as is an error of either method.
+    """
+    rec = paper_setting.measure()
+    for slo in rec["slos"]:
+        tag = f"paper-setting loss {slo['loss']:.4f}, T_obj {slo['time_s']:g} s"
+        milp, heur = slo["milp"], slo["heuristic"]
+        for method in paper_setting.METHODS:
+            if slo[method]["status"] == Status.ERROR.value:
+                anomalies.append(f"{tag}: {method} error")
+        if milp["status"] in PROVEN and heur["cost"] is not None and (
+                milp["cost"] is None or milp["cost"] > heur["cost"] * (1 + 1e-9)):
+            anomalies.append(f"{tag}: milp {milp['status']} {milp['cost']} ({milp['plan']}) but the heuristic's "
+                             f"plan {heur['plan']} costs {heur['cost']}")
     return rec
 
 
@@ -404,7 +489,7 @@ SERVERLESS_HEADER = ("| rung | inst | milp opt/gap/lim | milp med ms | milp max 
                      "| enum med ms | heur/milp mean | heur/milp max | max rel diff milp-enum | med n* |")
 
 
-def serverless_row(recs: list[dict]) -> str:
+def serverless_row(label: str, recs: list[dict]) -> str:
     ms = 1000.0
     milp_s = [r["milp"]["seconds"] for r in recs]
     ratios = [r["heur_ratio"] for r in recs if "heur_ratio" in r]
@@ -414,11 +499,90 @@ def serverless_row(recs: list[dict]) -> str:
     ratio_max = fmt(max(ratios), ".4f") if ratios else "n/a"
     if no_heur:
         ratio_max += f" ({no_heur} no plan)"
-    return (f"| serverless | {len(recs)} | {status_counts(recs, 'milp')} | {fmt(med(milp_s), '.1f', ms)} "
+    return (f"| {label} | {len(recs)} | {status_counts(recs, 'milp')} | {fmt(med(milp_s), '.1f', ms)} "
             f"| {fmt(max(milp_s), '.1f', ms)} | {fmt(med([r['heuristic']['seconds'] for r in recs]), '.1f', ms)} "
             f"| {fmt(med([r['enumerate']['seconds'] for r in recs]), '.1f', ms)} "
             f"| {fmt(statistics.fmean(ratios) if ratios else None, '.4f')} | {ratio_max} "
             f"| {fmt(max(diffs), '.1e') if diffs else 'n/a'} | {fmt(med(n), 'g')} |")
+
+
+LARGE_HEADER = "| rung | inst | plans (max) | milp opt/gap/lim | milp med s | milp max s | milp total s | med K* |"
+
+
+def large_row(recs: list[dict]) -> str:
+    milp_s = [r["milp"]["seconds"] for r in recs]
+    workers = [r["milp"]["workers"] for r in recs if r["milp"]["workers"] is not None]
+    return (f"| large | {len(recs)} | {max(r['space'] for r in recs):.2g} | {status_counts(recs, 'milp')} "
+            f"| {fmt(med(milp_s))} | {fmt(max(milp_s))} | {fmt(sum(milp_s))} | {fmt(med(workers), 'g')} |")
+
+
+PAPER_SETTING_HEADER = ("| rung | SLOs | milp proved | milp feasible | milp cheaper | milp total s | milp med ms "
+                        "| heur total s | heur med ms | milp/heur (totals) |")
+
+
+def paper_setting_row(rec: dict) -> str:
+    total, median = rec["total_s"], rec["median_s"]
+    return (f"| paper-setting | {len(rec['slos'])} | {rec['proven']} | {rec['feasible']} | {rec['cheaper']} "
+            f"| {fmt(total['milp'])} | {fmt(median['milp'], '.1f', 1000.0)} | {fmt(total['heuristic'])} "
+            f"| {fmt(median['heuristic'], '.1f', 1000.0)} | {fmt(rec['ratio'], '.2f')} |")
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "not met"
+
+
+@dataclass(frozen=True)
+class TimeTarget:
+    """An issue 10 target on milp's worst CPU time over a rung (and, if ``all_proven``, its proofs)."""
+
+    case: str
+    rung: str
+    worst_s: float
+    all_proven: bool
+    unit: str = "CPU s"
+
+    def row(self, recs: list[dict]) -> str:
+        """| case | measured | target | verdict | for the rung's records."""
+        scale, spec = (1000.0, ".1f") if self.unit == "CPU ms" else (1.0, ".2f")
+        seconds = [r["milp"]["seconds"] for r in recs]
+        proven = sum(r["milp"]["status"] in PROVEN for r in recs)
+        measured = (f"{proven}/{len(recs)} proven, median {fmt(med(seconds), spec, scale)}, "
+                    f"worst {fmt(max(seconds), spec, scale)} {self.unit}")
+        target = ("all proven, " if self.all_proven else "") + f"worst <= {self.worst_s * scale:g} {self.unit}"
+        met = max(seconds) <= self.worst_s and (proven == len(recs) or not self.all_proven)
+        return f"| {self.case} | {measured} | {target} | {verdict(met)} |"
+
+
+TIME_TARGETS = (
+    TimeTarget("large set (30 instances)", "large", 10.0, all_proven=True),
+    TimeTarget("80 types x quota 16", "80x16", 15.0, all_proven=True),
+    TimeTarget("40 types x quota 16", "40x16", 5.0, all_proven=True),
+    TimeTarget("serverless, m_max 10,240 MB, 10,000 functions", "serverless-10k", 0.050, all_proven=False,
+               unit="CPU ms"),
+)
+PAPER_SETTING_RATIO = 3.0        # target: milp's total CPU time at most 3 x the heuristic's
+TARGETS_HEADER = "| case | measured | target | verdict |"
+
+
+def target_rows(by_rung: dict[str, list[dict]], paper: dict | None) -> list[str]:
+    """The issue 10 targets table's rows, for the cases that were run."""
+    rows = [t.row(by_rung[t.rung]) for t in TIME_TARGETS if by_rung.get(t.rung)]
+    if paper is not None:
+        total = paper["total_s"]
+        rows.append(f"| 7 x 10 paper setting, {len(paper['slos'])} SLOs | milp {total['milp']:.3f} CPU s, heuristic "
+                    f"{total['heuristic']:.3f} CPU s: {paper['ratio']:.2f} x; {paper['proven']}/{len(paper['slos'])} "
+                    f"proven | milp total <= {PAPER_SETTING_RATIO:g} x the heuristic's total "
+                    f"| {verdict(paper['ratio'] <= PAPER_SETTING_RATIO)} |")
+    return rows
+
+
+def print_table(header: str, rows: list[str]) -> None:
+    """A markdown table (preceded by a blank line)."""
+    print()
+    print(header)
+    print("|" + "---|" * (header.count(" | ") + 1))
+    for row in rows:
+        print(row)
 
 
 # ---------------------------------------------------------------- main
@@ -453,29 +617,65 @@ def warm_up() -> None:
         dnnprov.solve(sl, method)
 
 
+def spot_problems(size: str, args, per_size: int) -> list[tuple[str, dnnprov.SpotProblem, bool]]:
+    """(tag, problem, gap run?) for each instance of spot rung ``size``, honouring --index."""
+    if size == "paper":
+        # fixed files: skipped when --index picks random instances
+        return [] if args.index is not None else [(p.name, p, False) for p in embedded_spot()]
+    index = [r.name for r in RUNGS].index(size)
+    rung = RUNGS[index]
+    problems = []
+    if size == "7x10" and args.index is None:
+        problems.append((EMBEDDED_7X10, dnnprov.read_instance(dnnprov.embedded_instance(EMBEDDED_7X10)), False))
+    for i in range(per_size - (1 if size == "7x10" else 0)):
+        if args.index is not None and i not in args.index:
+            continue
+        rng = np.random.default_rng([args.seed, index + 1, i])
+        problem = random_spot(rng, rung, VARIANTS[i % len(VARIANTS)], f"ladder-{size}-s{args.seed}-{i}")
+        problems.append((f"{size}[{i}] seed {args.seed}", problem, rung.gap_run))
+    return problems
+
+
+def serverless_problems(rung: ServerlessRung, count: int, args) -> list[tuple[str, dnnprov.ServerlessProblem]]:
+    """(tag, problem) for each random instance of ``rung``, honouring --index."""
+    return [(f"{rung.name}[{i}] seed {args.seed}",
+             random_serverless(np.random.default_rng([args.seed, rung.stream, i]),
+                               f"ladder-{rung.name}-s{args.seed}-{i}", rung))
+            for i in range(count) if args.index is None or i in args.index]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        help="2 instances per rung, up to 15x24 (a smoke run of a few minutes)")
+                        help="2 instances per rung, up to 15x24, and the serverless rungs (a smoke run of a "
+                             "few minutes)")
     parser.add_argument("--seed", type=int, default=2024)
     parser.add_argument("--per-size", type=int, default=None,
                         help="random instances per rung (default 12; 2 with --quick)")
-    parser.add_argument("--serverless", type=int, default=None,
-                        help="random serverless instances (default 50; 5 with --quick)")
+    for rung in SERVERLESS_RUNGS:
+        parser.add_argument(f"--{rung.name}", type=int, default=None,
+                            help=f"random {rung.name} instances (default {rung.instances}; "
+                                 f"{rung.quick_instances} with --quick)")
     parser.add_argument("--time-limit", type=float, default=60.0, help="milp time limit, s (default 60)")
     parser.add_argument("--sizes", nargs="+", choices=RUNG_NAMES, default=None,
-                        help="rungs to run (default: all; with --quick all up to 15x24)")
+                        help="rungs to run (default: all; with --quick all up to 15x24 and the serverless rungs)")
     parser.add_argument("--index", type=int, nargs="+", default=None,
                         help="run only these random-instance indices of each rung (to re-run one)")
-    parser.add_argument("--jsonl", type=Path, default=None, help="write one JSON record per instance")
+    parser.add_argument("--jsonl", type=Path, default=None,
+                        help="write one JSON record per instance (paper-setting: one for its SLO set)")
     parser.add_argument("--dump", type=Path, default=None, help="write the instances as JSON files here")
     args = parser.parse_args()
     per_size = args.per_size if args.per_size is not None else (2 if args.quick else 12)
-    n_serverless = args.serverless if args.serverless is not None else (5 if args.quick else 50)
+    serverless_count = {}
+    for rung in SERVERLESS_RUNGS:
+        chosen = getattr(args, rung.name.replace("-", "_"))
+        serverless_count[rung.name] = chosen if chosen is not None else (
+            rung.quick_instances if args.quick else rung.instances)
     if args.sizes is not None:
         sizes = list(args.sizes)
     else:
-        sizes = ["paper"] + [r.name for r in RUNGS if r.quick or not args.quick] + ["serverless"]
+        sizes = (["paper"] + [r.name for r in RUNGS if r.quick or not args.quick] + list(SERVERLESS_BY_NAME)
+                 + ([] if args.quick else ["paper-setting", "large"]))
 
     started = time.perf_counter()
     print(f"# dnnprov scale ladder, {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
@@ -489,83 +689,80 @@ def main() -> None:
     if args.dump:
         args.dump.mkdir(parents=True, exist_ok=True)
     anomalies: list[str] = []
-    rows: list[str] = []
-    serverless_line = None
+    spot_rows: list[str] = []
+    serverless_rows: list[str] = []
+    by_rung: dict[str, list[dict]] = {}
+    paper: dict | None = None
 
-    def record(rec: dict) -> None:
+    def record(rung: str, rec: dict, line: str | None = None) -> None:
+        """Write ``rec`` (tagged with its rung) to --jsonl and print ``line`` or the instance summary."""
         if out:
-            out.write(json.dumps(rec) + "\n")
+            out.write(json.dumps({"rung": rung, **rec}) + "\n")
             out.flush()
-        m = rec["milp"]
-        print(f"  {rec['rung_instance']}: milp {m['status']} {fmt(m['cost'], '.6g')} in {m['seconds']:.3f} s"
-              f" ({'n' if 'space' not in rec else 'K'} {m['workers']}); heuristic {fmt(rec['heuristic']['cost'], '.6g')}"
-              + (f"; gap run {rec['milp_gap']['status']} {rec['milp_gap']['seconds']:.3f} s" if "milp_gap" in rec else "")
-              + (f"; enumerate {fmt(rec['enumerate']['cost'], '.6g')} in {rec['enumerate']['seconds']:.2f} s"
-                 if "enumerate" in rec else ""), flush=True)
+        if line is None:
+            m = rec["milp"]
+            line = (f"  {rec['rung_instance']}: milp {m['status']} {fmt(m['cost'], '.6g')} in {m['seconds']:.3f} s"
+                    f" ({'n' if 'space' not in rec else 'K'} {m['workers']})"
+                    + (f"; heuristic {fmt(rec['heuristic']['cost'], '.6g')}" if "heuristic" in rec else "")
+                    + (f"; gap run {rec['milp_gap']['status']} {rec['milp_gap']['seconds']:.3f} s"
+                       if "milp_gap" in rec else "")
+                    + (f"; enumerate {fmt(rec['enumerate']['cost'], '.6g')} in {rec['enumerate']['seconds']:.2f} s"
+                       if "enumerate" in rec else ""))
+        print(line, flush=True)
+
+    def dump(problem: dnnprov.SpotProblem | dnnprov.ServerlessProblem) -> None:
+        if args.dump:
+            dnnprov.write_instance(problem, args.dump / f"{problem.name}.json")
 
     for size in sizes:
         t_rung = time.perf_counter()
         print(f"## {size}", flush=True)
         recs: list[dict] = []
-        if size == "serverless":
-            for i in range(n_serverless):
-                if args.index is not None and i not in args.index:
-                    continue
-                tag = f"serverless[{i}] seed {args.seed}"
-                problem = random_serverless(np.random.default_rng([args.seed, len(RUNGS) + 1, i]),
-                                            f"ladder-serverless-s{args.seed}-{i}")
-                if args.dump:
-                    dnnprov.write_instance(problem, args.dump / f"{problem.name}.json")
-                rec = run_serverless(problem, args, tag, anomalies)
-                recs.append(rec)
-                record(rec)
-            serverless_line = serverless_row(recs) if recs else None
-            print(f"## {size} done in {time.perf_counter() - t_rung:.1f} s", flush=True)
-            continue
-        if size == "paper":
-            # fixed files: skipped when --index picks random instances
-            problems = [] if args.index is not None else [(p.name, p, False) for p in embedded_spot()]
+        if size in SERVERLESS_BY_NAME:
+            for tag, problem in serverless_problems(SERVERLESS_BY_NAME[size], serverless_count[size], args):
+                dump(problem)
+                recs.append(run_serverless(problem, args, tag, anomalies))
+                record(size, recs[-1])
+            if recs:
+                serverless_rows.append(serverless_row(size, recs))
+        elif size == "paper-setting":
+            if args.index is None:      # a fixed instance: skipped when --index picks random instances
+                paper = run_paper_setting(anomalies)
+                record(size, paper, paper_setting_row(paper))
+        elif size == "large":
+            if args.index is None:      # fixed files, as above
+                for rec in run_large(args, anomalies):
+                    recs.append(rec)
+                    record(size, rec)
         else:
-            index = [r.name for r in RUNGS].index(size)
-            rung = RUNGS[index]
-            problems = []
-            if size == "7x10" and args.index is None:
-                problems.append((EMBEDDED_7X10, dnnprov.read_instance(dnnprov.embedded_instance(EMBEDDED_7X10)), False))
-            for i in range(per_size - (1 if size == "7x10" else 0)):
-                if args.index is not None and i not in args.index:
-                    continue
-                rng = np.random.default_rng([args.seed, index + 1, i])
-                name = f"ladder-{size}-s{args.seed}-{i}"
-                problem = random_spot(rng, rung, VARIANTS[i % len(VARIANTS)], name)
-                problems.append((f"{size}[{i}] seed {args.seed}", problem, rung.gap_run))
-        for tag, problem, gap_run in problems:
-            if args.dump:
-                dnnprov.write_instance(problem, args.dump / f"{problem.name}.json")
-            rec = run_spot(problem, args, gap_run, tag, anomalies)
-            recs.append(rec)
-            record(rec)
-        if not recs:
-            continue
-        rows.append(spot_row(size, recs))
-        if any("milp_gap" in r for r in recs):
-            rows.append(spot_row(f"{size} gap 0.5%", [r for r in recs if "milp_gap" in r], "milp_gap"))
-        for row in rows[-(2 if any("milp_gap" in r for r in recs) else 1):]:
-            print(row, flush=True)
+            for tag, problem, gap_run in spot_problems(size, args, per_size):
+                dump(problem)
+                recs.append(run_spot(problem, args, gap_run, tag, anomalies))
+                record(size, recs[-1])
+            if recs:
+                new_rows = [spot_row(size, recs)]
+                if any("milp_gap" in r for r in recs):
+                    new_rows.append(spot_row(f"{size} gap 0.5%", [r for r in recs if "milp_gap" in r], "milp_gap"))
+                for row in new_rows:
+                    print(row, flush=True)
+                spot_rows += new_rows
+        by_rung[size] = recs
         print(f"## {size} done in {time.perf_counter() - t_rung:.1f} s", flush=True)
     if out:
         out.close()
 
-    print()
-    if rows:
-        print(SPOT_HEADER)
-        print("|" + "---|" * SPOT_HEADER.count(" | ") + "---|")
-        for row in rows:
-            print(row)
-    if serverless_line:
-        print()
-        print(SERVERLESS_HEADER)
-        print("|" + "---|" * SERVERLESS_HEADER.count(" | ") + "---|")
-        print(serverless_line)
+    if spot_rows:
+        print_table(SPOT_HEADER, spot_rows)
+    if serverless_rows:
+        print_table(SERVERLESS_HEADER, serverless_rows)
+    if by_rung.get("large"):
+        print_table(LARGE_HEADER, [large_row(by_rung["large"])])
+    if paper is not None:
+        print_table(PAPER_SETTING_HEADER, [paper_setting_row(paper)])
+    issue_10 = target_rows(by_rung, paper)
+    if issue_10:
+        print("\nIssue 10 targets")
+        print_table(TARGETS_HEADER, issue_10)
     print()
     print("anomalies: " + ("none" if not anomalies else ""))
     for a in anomalies:
