@@ -79,7 +79,7 @@ V_SPLIT_MAX = 8                 # ... in at most this many pieces
 TAIL_CHUNK = 16                 # worker counts generated per tail expansion
 POLISH_MARGIN = 0.0             # plans (feasible or not) cheaper than the incumbent are polished
 POLISH_ROUNDS = 3
-SEED_AFTER_S = 0.05             # the heuristic seed runs only if the search is still going after this ...
+SEED_AFTER_CELLS = 64           # the heuristic seed runs only if the search is still going after this many cells ...
 SEED_SHARE = 0.25               # ... and may use this share of the time limit ...
 SEED_CAP_S = 0.5                # ... and at most this: past it the cells find incumbents faster
 
@@ -353,9 +353,11 @@ class SpotDecomposition(CellBounds):
         """Process cells best-bound first until the bound meets the incumbent.
 
         ``seed`` (a heuristic) is called once if the search is still going after
-        SEED_AFTER_S (or a tenth of the time limit), and its plan is taken as an incumbent.
+        SEED_AFTER_CELLS cells (or a tenth of the time limit), and its plan is taken as an
+        incumbent. Counting cells keeps the outcome independent of the machine's speed.
         """
-        seed_at = self.clock.started + min(SEED_AFTER_S, 0.1 * self.clock.limit_s)
+        seed_at = self.clock.started + 0.1 * self.clock.limit_s
+        popped = 0
         ceiling = self.cost_ceiling()
         self.threshold = min(self.best_cost / (1 + self.gap), ceiling)   # the gap only discounts a real incumbent
         first = self.tail(self.worker_range()[0])
@@ -371,11 +373,12 @@ class SpotDecomposition(CellBounds):
             if self.clock.expired():
                 limited = True
                 break
-            if seed is not None and time.perf_counter() >= seed_at:
+            if seed is not None and (popped >= SEED_AFTER_CELLS or time.perf_counter() >= seed_at):
                 self.take(seed())
                 seed = None
                 continue                                # the threshold may have fallen
             heapq.heappop(heap)
+            popped += 1
             if cell.tail:
                 children = self.expand_tail(cell)
             elif self.small(cell):
@@ -534,8 +537,8 @@ def solve_spot_exact(problem: SpotProblem, *, side: SideRows | None = None,
                      log: SolverLog | None = None, cell_enumeration: int = CELL_ENUMERATION) -> Result:
     """Proven-optimal spot plan (or the proven bound at the time limit).
 
-    When the search has not ended after SEED_AFTER_S (0.05 s, or a tenth of the limit),
-    the paper heuristic's plan is taken as an incumbent (re-checked against every
+    When the search has not ended after SEED_AFTER_CELLS cells (64, or a tenth of the
+    limit), the paper heuristic's plan is taken as an incumbent (re-checked against every
     constraint, side rows included); it runs under the same clock. Searches that end
     sooner have proven their answer without it (measured: docs/benchmarks.md).
     ``cell_enumeration`` is the largest cell evaluated outright instead of by
