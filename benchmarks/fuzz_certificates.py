@@ -1,12 +1,13 @@
 """Certificate fuzzing (issue 8): ``milp`` against ``enumerate`` on seeded tiny instances.
 
     .venv/bin/python benchmarks/fuzz_certificates.py [--count N] [--families a,b]
-        [--seed S] [--out DIR] [--time-limit S] [--gap G] [--shrink-per-kind K]
+        [--seed S] [--out DIR] [--time-limit S] [--gap G] [--shrink-per-kind K] [--cell-milps]
 
 Instance ``k`` of the run is family ``F[k % len(F)]`` (``F``: the chosen families, in
 :data:`dnnprov.fuzz.FAMILIES` order) with seed ``S + k // len(F)``, so
 ``dnnprov.fuzz.instance(family, seed)`` rebuilds any one of them. Each is solved with
-``milp`` and ``enumerate`` and checked by :func:`dnnprov.fuzz.check`. For the first
+``milp`` and ``enumerate`` and checked by :func:`dnnprov.fuzz.check` (with ``--cell-milps``
+spot cells are decided by their MILPs alone, as the tests' ``cell_enumeration=0``). For the first
 ``--shrink-per-kind`` findings of each (family, kind), the instance is shrunk greedily and
 written to ``--out`` (one JSON file each, loadable with ``dnnprov solve FILE``), or printed
 to stderr as instance JSON without ``--out``.
@@ -26,6 +27,7 @@ from pathlib import Path
 import dnnprov
 from dnnprov import fuzz
 from dnnprov.result import Status
+from dnnprov.solvers.spot_exact import solve_spot_exact
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -39,6 +41,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--gap", type=float, default=0.0,
                         help="relative gap for milp (default 0: prove optimality); with a gap, 'feasible' "
                              "plans must be within it")
+    parser.add_argument("--cell-milps", action="store_true",
+                        help="decide every spot cell by its MILPs (no outright evaluation of small cells), "
+                             "to exercise that path; expect give-ups on degenerate large boxes; shrinking "
+                             "re-solves with the default settings")
     parser.add_argument("--shrink-per-kind", type=int, default=3,
                         help="shrink and write (or print) at most this many findings per (family, kind)")
     args = parser.parse_args(argv)
@@ -81,8 +87,11 @@ def main(argv: list[str] | None = None) -> int:
         tick = time.process_time()
         problem = fuzz.instance(family, seed)
         oracle = dnnprov.solve(problem, "enumerate")
+        milp = None
+        if args.cell_milps and isinstance(problem, dnnprov.SpotProblem):
+            milp = solve_spot_exact(problem, cell_enumeration=0, time_limit_s=args.time_limit, gap=args.gap)
         findings = fuzz.check(problem, time_limit_s=args.time_limit, gap=args.gap, family=family, seed=seed,
-                              oracle=oracle)
+                              milp=milp, oracle=oracle)
         cpu[family] += time.process_time() - tick
         c = counts[family]
         c["instances"] += 1

@@ -104,7 +104,7 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "benchmark runs of 20 s to minutes; the page's tables hold what they printed",
     ("benchmarks.md", ".venv/bin/python benchmarks/scale_ladder.py --jsonl /tmp/ladder_final.jsonl"):
         "the full benchmark (minutes); its numbers are the page's table",
-    ("benchmarks.md", ".venv/bin/python benchmarks/scale_ladder.py --time-limit 60     # every rung, 12 instances each, incl. 40x16 and 80x16"):
+    ("benchmarks.md", ".venv/bin/python benchmarks/scale_ladder.py --time-limit 60 --jsonl /tmp/ladder_issue10.jsonl   # every rung and the targets table, ~5 min"):
         "the issue 10 benchmark commands (minutes); the page's tables hold what they printed",
     ("architecture.md", "                       cli/        service/                      front ends"):
         "a drawing of the rooms; tests/test_architecture.py checks the rule it draws",
@@ -130,6 +130,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "fuzz runs of a minute or more; tests/test_fuzz_certificates.py runs the harness (CI slice)",
     ("benchmarks.md", ".venv/bin/python benchmarks/fuzz_certificates.py --count 10000 --shrink-per-kind 1 --out /tmp/fuzz-findings"):
         "the 10,000-instance fuzz run (over a minute); its counts are the page's table",
+    ("benchmarks.md", ".venv/bin/python benchmarks/fuzz_certificates.py --cell-milps --count 3400 --seed 30000 --time-limit 5 --shrink-per-kind 0"):
+        "a fuzz run of minutes; its outcome follows it on the page",
     ("cloud.md", "dnnprov catalog fetch --region us-east-1 --types g4dn.4xlarge,g5.xlarge,p3.2xlarge"):
         "calls AWS; tests/test_aws_fetch.py runs it against a moto server on 127.0.0.1",
     ("cloud.md", '{"format": "dnnprov/plan", "version": 1, "result": {...}, "instance": {...}, "catalog": {...}}'):
