@@ -79,7 +79,7 @@ V_SPLIT_MAX = 8                 # ... in at most this many pieces
 TAIL_CHUNK = 16                 # worker counts generated per tail expansion
 POLISH_MARGIN = 0.0             # plans (feasible or not) cheaper than the incumbent are polished
 POLISH_ROUNDS = 3
-SEED_AFTER_CELLS = 64           # the heuristic seed runs only if the search is still going after this many cells ...
+SEED_AT = 0.5                   # the heuristic seed runs only if the search is still going at this share of the limit ...
 SEED_SHARE = 0.25               # ... and may use this share of the time limit ...
 SEED_CAP_S = 0.5                # ... and at most this: past it the cells find incumbents faster
 
@@ -352,12 +352,12 @@ class SpotDecomposition(CellBounds):
     def run(self, seed: Callable[[], Result] | None = None) -> Result:
         """Process cells best-bound first until the bound meets the incumbent.
 
-        ``seed`` (a heuristic) is called once if the search is still going after
-        SEED_AFTER_CELLS cells (or a tenth of the time limit), and its plan is taken as an
-        incumbent. Counting cells keeps the outcome independent of the machine's speed.
+        ``seed`` (a heuristic) is called once if the search is still going at SEED_AT of
+        the time limit, and its plan is taken as an incumbent: a search that stops at the
+        limit has then tried the heuristic's plan too, and one that ends sooner (a proof)
+        has not needed it, so its answer does not depend on the machine's speed.
         """
-        seed_at = self.clock.started + 0.1 * self.clock.limit_s
-        popped = 0
+        seed_at = self.clock.started + SEED_AT * self.clock.limit_s
         ceiling = self.cost_ceiling()
         self.threshold = min(self.best_cost / (1 + self.gap), ceiling)   # the gap only discounts a real incumbent
         first = self.tail(self.worker_range()[0])
@@ -373,12 +373,12 @@ class SpotDecomposition(CellBounds):
             if self.clock.expired():
                 limited = True
                 break
-            if seed is not None and (popped >= SEED_AFTER_CELLS or time.perf_counter() >= seed_at):
+            if seed is not None and time.perf_counter() >= seed_at:
                 self.take(seed())
                 seed = None
+                self.log.progress(self.best_cost, self.bound_now(heap), "heuristic seed", force=True)
                 continue                                # the threshold may have fallen
             heapq.heappop(heap)
-            popped += 1
             if cell.tail:
                 children = self.expand_tail(cell)
             elif self.small(cell):
@@ -537,10 +537,10 @@ def solve_spot_exact(problem: SpotProblem, *, side: SideRows | None = None,
                      log: SolverLog | None = None, cell_enumeration: int = CELL_ENUMERATION) -> Result:
     """Proven-optimal spot plan (or the proven bound at the time limit).
 
-    When the search has not ended after SEED_AFTER_CELLS cells (64, or a tenth of the
-    limit), the paper heuristic's plan is taken as an incumbent (re-checked against every
-    constraint, side rows included); it runs under the same clock. Searches that end
-    sooner have proven their answer without it (measured: docs/benchmarks.md).
+    When the search is still going at half the time limit, the paper heuristic's plan is
+    taken as an incumbent (re-checked against every constraint, side rows included); it
+    runs under the same clock. Searches that end sooner have proven their answer without it
+    (measured: docs/benchmarks.md).
     ``cell_enumeration`` is the largest cell evaluated outright instead of by
     MILPs (0 forces MILPs everywhere: the tests use it to exercise them).
     """
@@ -558,10 +558,7 @@ def solve_spot_exact(problem: SpotProblem, *, side: SideRows | None = None,
         # proof then takes 2.3 s more); the decomposition finds incumbents itself, so the seed
         # gets a quarter of the limit, and no more than half a second (measured: docs/benchmarks.md).
         budget = min(clock.limit_s * SEED_SHARE, SEED_CAP_S, clock.remaining())
-        plan = spot_heuristic(problem, clock=Clock(budget))
-        if plan.plan is not None:
-            log.progress(plan.cost if plan.cost is not None else math.inf, 0.0, "heuristic seed")
-        return plan
+        return spot_heuristic(problem, clock=Clock(budget))
 
     result = decomposition.run(seed)
     result = Result(**{**result.__dict__, "solve_seconds": clock.elapsed()})

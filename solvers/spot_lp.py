@@ -24,7 +24,8 @@ class LpBounds:
         """The cell's LP relaxation in y = n / X (the allowed columns, first) and t = 1 / X.
 
         Rows: r y = 1, sum y = K t, lo t <= y <= hi t and every cell row scaled by t;
-        callers may add variables after t.
+        callers may add variables after t. A box row is left out where the rest implies it:
+        y >= 0 t (every variable is nonnegative) and y <= hi t with hi >= K (y <= sum y = K t).
         """
         shape = self.shape(cell.workers, cell.ps)
         allowed = np.flatnonzero(cell.allowed)
@@ -34,8 +35,10 @@ class LpBounds:
         rows = [(everything[:m], shape.rate[allowed], 1.0, 1.0),
                 (everything, np.concatenate([np.ones(m), [-float(cell.workers)]]), 0.0, 0.0)]
         for i, c in enumerate(allowed):
-            rows.append((np.array([i, t]), np.array([1.0, -float(lo[c])]), 0.0, math.inf))
-            rows.append((np.array([i, t]), np.array([1.0, -float(hi[c])]), -math.inf, 0.0))
+            if lo[c] > 0:
+                rows.append((np.array([i, t]), np.array([1.0, -float(lo[c])]), 0.0, math.inf))
+            if hi[c] < cell.workers:
+                rows.append((np.array([i, t]), np.array([1.0, -float(hi[c])]), -math.inf, 0.0))
         for a, low, high in self.cell_rows(cell):
             if math.isfinite(low):
                 rows.append((everything, np.concatenate([a[allowed], [-low]]), 0.0, math.inf))

@@ -125,7 +125,7 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ('sweep.md', 'dnnprov sweep INSTANCE --deadlines START:STOP:N [--losses L1,L2,...] [--time-limit S]'):
         'synopsis with placeholders; the Table I transcript below runs',
     ("solvers.md", "dnnprov milp: large-003 (spot, model paper, loss cc)"):
-        "the log of a 7 s solve of large-003, whose timings vary from run to run",
+        "the log of a 3 s solve of large-003, whose timings vary from run to run",
     ("solvers.md", ".venv/bin/python benchmarks/fuzz_certificates.py --count 10000 --out /tmp/fuzz-findings"):
         "fuzz runs of a minute or more; tests/test_fuzz_certificates.py runs the harness (CI slice)",
     ("benchmarks.md", ".venv/bin/python benchmarks/fuzz_certificates.py --count 10000 --shrink-per-kind 1 --out /tmp/fuzz-findings"):

@@ -192,13 +192,13 @@ def test_solver_log_reports_header_progress_and_status(resnet110_table1, caplog)
 
 
 def test_heuristic_seed_joins_searches_that_last(resnet110_table1, caplog, monkeypatch):
-    """A search still going after SEED_AFTER_CELLS takes the heuristic's plan; the answer is the same."""
+    """A search still going at SEED_AT of the limit takes the heuristic's plan; the answer is the same."""
     import logging
 
     from dnnprov.solvers import spot_exact
 
     quick = dnnprov.solve(resnet110_table1, "milp")
-    monkeypatch.setattr(spot_exact, "SEED_AFTER_CELLS", 0)
+    monkeypatch.setattr(spot_exact, "SEED_AT", 0.0)
     logger = logging.getLogger("dnnprov.test-log")
     with caplog.at_level(logging.INFO, logger="dnnprov.test-log"):
         seeded = dnnprov.solve(resnet110_table1, "milp", log=logger)
