@@ -79,8 +79,8 @@ V_SPLIT_MAX = 8                 # ... in at most this many pieces
 TAIL_CHUNK = 16                 # worker counts generated per tail expansion
 POLISH_MARGIN = 0.0             # plans (feasible or not) cheaper than the incumbent are polished
 POLISH_ROUNDS = 3
-SEED_AT = 0.5                   # the heuristic seed runs only if the search is still going at this share of the limit ...
-SEED_SHARE = 0.25               # ... and may use this share of the time limit ...
+SEED_AT = 0.8                   # the heuristic seed runs only if the search is still going at this share of the limit ...
+SEED_SHARE = 0.1                # ... and may use this share of the time limit ...
 SEED_CAP_S = 0.5                # ... and at most this: past it the cells find incumbents faster
 
 
@@ -537,7 +537,7 @@ def solve_spot_exact(problem: SpotProblem, *, side: SideRows | None = None,
                      log: SolverLog | None = None, cell_enumeration: int = CELL_ENUMERATION) -> Result:
     """Proven-optimal spot plan (or the proven bound at the time limit).
 
-    When the search is still going at half the time limit, the paper heuristic's plan is
+    When the search is still going at 80 % of the time limit, the paper heuristic's plan is
     taken as an incumbent (re-checked against every constraint, side rows included); it
     runs under the same clock. Searches that end sooner have proven their answer without it
     (measured: docs/benchmarks.md).
@@ -556,7 +556,7 @@ def solve_spot_exact(problem: SpotProblem, *, side: SideRows | None = None,
     def seed() -> Result:
         # The sliding window is quadratic in the number of instances (2.8 s on large-003, whose
         # proof then takes 2.3 s more); the decomposition finds incumbents itself, so the seed
-        # gets a quarter of the limit, and no more than half a second (measured: docs/benchmarks.md).
+        # gets a tenth of the limit, and no more than half a second (measured: docs/benchmarks.md).
         budget = min(clock.limit_s * SEED_SHARE, SEED_CAP_S, clock.remaining())
         return spot_heuristic(problem, clock=Clock(budget))
 
