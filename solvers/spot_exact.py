@@ -65,7 +65,7 @@ from dnnprov.solvers.heuristics import spot_heuristic
 from dnnprov.solvers.highs_driver import MilpStatus, solve_milp
 from dnnprov.solvers.outcome import spot_result
 from dnnprov.solvers.spot_bounds import REF_COST_ROUNDING, CellBounds
-from dnnprov.solvers.spot_cells import BoxStats, Cell, compositions, count_compositions, down, up
+from dnnprov.solvers.spot_cells import BoxStats, Cell, compositions, count_compositions, down, greedy_many, up
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.models.spot import SideRows
 
@@ -77,6 +77,7 @@ NOGOOD_ESCALATION = 24          # ... and so is a cell whose MILPs keep returnin
 V_SPLIT_RATIO = 4.0             # top cells are cut into V ranges of at most this ratio ...
 V_SPLIT_MAX = 8                 # ... in at most this many pieces
 TAIL_CHUNK = 16                 # worker counts generated per tail expansion
+FRONTIER_STEPS = np.array([1.0, 1.5, 2.0, 3.0, 5.0, 8.0])   # lambda / rho of the frontier plans tried per (K, s)
 POLISH_MARGIN = 0.0             # plans (feasible or not) cheaper than the incumbent are polished
 POLISH_ROUNDS = 3
 SEED_AT = 0.8                   # the heuristic seed runs only if the search is still going at this share of the limit ...
@@ -142,8 +143,34 @@ class SpotDecomposition(CellBounds):
         if not pairs:
             return []
         stats = self.box_statistics(pairs, lo, hi)
+        self.try_frontier(pairs, lo, hi, np.array([known.rho_min for known in stats]))
         cells = [self.new_cell(k, s, None, known=known) for (k, s), known in zip(pairs, stats)]
         return [cell for cell in cells if cell is not None]
+
+    def try_frontier(self, pairs: list[tuple[int, int]], lo: np.ndarray, hi: np.ndarray, rho: np.ndarray) -> None:
+        """Try plans of the price-speed frontier of each (K, s) as incumbents (proves nothing).
+
+        The greedy for P - lambda X gives, as lambda grows from the smallest price per rate
+        rho, plans ever faster and dearer, the last one the fastest of its K; the cheapest
+        feasible one per PS count is evaluated exactly and polished (:meth:`consider`), so
+        the cost bounds prune from the first worker counts on.
+        """
+        rate = np.array([self.shapes[pair].rate for pair in pairs])            # (pairs, columns)
+        lam = rho[:, None] * FRONTIER_STEPS[None, :]                             # (pairs, steps)
+        weight = np.concatenate([self.cols.price[None, None, :] - lam[:, :, None] * rate[:, None, :],
+                                 -rate[:, None, :]], axis=1)                     # ... and the fastest plan
+        boxes, tries, columns = weight.shape
+        plans = greedy_many(weight.reshape(boxes * tries, columns), lo, hi,
+                            np.repeat(np.array([[k] for k, _ in pairs]), tries, axis=0))
+        ps = np.repeat(np.array([s for _, s in pairs]), tries)
+        for s in np.unique(ps):
+            mine = plans[ps == s]
+            ev = self.model.evaluate(mine, int(s))
+            self.stats["evaluations"] += len(mine)
+            cost = np.where(ev.feasible, ev.cost, np.inf)
+            best = int(np.argmin(cost))
+            if cost[best] < self.best_cost:
+                self.consider(mine[best], int(s))
 
     def tail(self, k: int) -> Cell | None:
         """The stand-in for every worker count from ``k`` up, with :meth:`tail_bound`."""
