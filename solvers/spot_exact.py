@@ -100,7 +100,6 @@ class SpotDecomposition(CellBounds):
         self.best: tuple[np.ndarray, int] | None = None
         self.failures: list[str] = []          # HiGHS failures that ended the search
         self.box_sizes: dict[tuple, int] = {}
-        self.moves: np.ndarray | None = None        # local-search moves (see polish)
         #: boxes (lo, hi) whose every count vector was evaluated, per (K, s): a cell whose
         #: box lies inside one holds no plan left to look at
         self.enumerated_boxes: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray]]] = {}
@@ -300,17 +299,10 @@ class SpotDecomposition(CellBounds):
         """Local search for incumbents around a promising plan (proves nothing; any plan it
         keeps is evaluated exactly): best improvement over adding, removing or swapping one
         worker and changing the PS count by one, for a few rounds."""
-        cols, cons = self.cols, self.problem.constraints
-        if self.moves is None:                      # the same moves for every plan: built once
-            eye = np.eye(len(cols), dtype=np.int64)
-            moves = np.concatenate([eye, -eye, (eye[:, None, :] - eye[None, :, :]).reshape(-1, len(cols))])
-            self.moves = moves[np.abs(moves).sum(axis=1) > 0]
-        moves = self.moves
+        cons = self.problem.constraints
         current, current_ps = counts.copy(), ps
         for _ in range(POLISH_ROUNDS):
-            plans = current + moves
-            ok = ((plans >= cols.lower) & (plans <= cols.upper)).all(axis=1) & (plans.sum(axis=1) > 0)
-            plans = plans[ok]
+            plans = self.neighbours(current)
             ps_values = [s for s in (current_ps - 1, current_ps + 1) if cons.ps_count[0] <= s <= cons.ps_count[1]]
             batches = [(plans, current_ps)] * bool(len(plans)) + [(current[None, :], s) for s in ps_values]
             best = (self.best_cost, None, None)
@@ -325,6 +317,24 @@ class SpotDecomposition(CellBounds):
                 return
             self.best_cost, self.best = best[0], (best[1], best[2])
             current, current_ps = best[1], best[2]
+
+    def neighbours(self, counts: np.ndarray) -> np.ndarray:
+        """The plans one worker away from ``counts`` inside the quotas: one added, one removed,
+        or one moved between two columns (built from the columns that can give or take one,
+        so their number grows with the columns used, not with the square of all columns)."""
+        cols = self.cols
+        gain, lose = np.flatnonzero(counts < cols.upper), np.flatnonzero(counts > cols.lower)
+        take, give = np.meshgrid(lose, gain, indexing="ij")
+        moved = take != give
+        take, give = take[moved], give[moved]
+        plans = np.repeat(counts[None, :], len(gain) + len(lose) + len(take), axis=0)
+        rows = np.arange(len(plans))
+        plans[rows[:len(gain)], gain] += 1
+        plans[rows[len(gain):len(gain) + len(lose)], lose] -= 1
+        swaps = rows[len(gain) + len(lose):]
+        plans[swaps, take] -= 1
+        plans[swaps, give] += 1
+        return plans[plans.sum(axis=1) > 0]
 
     def enumerate_cell(self, cell: Cell, limit: int) -> bool:
         """Evaluate every count vector of the cell's box (a superset of its plans).
