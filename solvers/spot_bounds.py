@@ -37,7 +37,7 @@ class CellBounds(LpBounds):
     """Cells and their bounds for one spot problem (the search lives in :class:`SpotDecomposition`).
 
     ``threshold`` is the cost a plan must beat (set by the search); rounded LP points are
-    handed to :meth:`consider`, which the search defines.
+    handed to :meth:`consider`, which the incumbent search defines (:mod:`spot_incumbents`).
     """
 
     def __init__(self, problem: SpotProblem, side: SideRows | None, clock: Clock) -> None:
@@ -66,7 +66,7 @@ class CellBounds(LpBounds):
         self.threshold = math.inf
 
     def consider(self, counts: np.ndarray, ps: int) -> None:
-        """Try a plan as an incumbent (defined by the search)."""
+        """Try a plan as an incumbent (defined by the incumbent search, :mod:`spot_incumbents`)."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ model pieces

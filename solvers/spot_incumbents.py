@@ -1,0 +1,112 @@
+"""Incumbents for the spot decomposition: plans tried because they may be cheap (mixed into ``SpotDecomposition``).
+
+Nothing here proves anything: a plan found here only becomes the incumbent after
+:meth:`IncumbentSearch.consider` evaluates it exactly with the model, and a cheaper
+incumbent only lets the search close cells sooner. The plans come from the price-speed
+frontier of each (K, s), from another method (the heuristic seed), and from a local search
+around every plan that improves the incumbent; rounded LP points arrive through
+:meth:`consider` too (``spot_lp``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dnnprov.result import Result
+from dnnprov.solvers.spot_cells import greedy_many
+
+FRONTIER_STEPS = np.array([1.0, 1.5, 2.0, 3.0, 5.0, 8.0])   # lambda / rho of the frontier plans tried per (K, s)
+POLISH_MARGIN = 0.0             # plans (feasible or not) cheaper than the incumbent are polished
+POLISH_ROUNDS = 3
+
+
+class IncumbentSearch:
+    """The incumbent and how plans become it; the host provides the model, shapes and stats."""
+
+    def take(self, incumbent: Result) -> None:
+        """Try another method's plan as the incumbent (evaluated and checked here)."""
+        if incumbent.plan is not None:
+            counts = np.array([incumbent.plan.counts[label] for label in self.cols.labels])
+            self.consider(counts, incumbent.plan.ps)
+
+    def consider(self, counts: np.ndarray, ps: int) -> None:
+        """Evaluate one plan exactly (once) and keep it if it is the best so far."""
+        key = (tuple(int(v) for v in counts), ps)
+        if key in self.evaluated:
+            return
+        ev = self.model.evaluate(counts[None, :], ps)
+        self.stats["evaluations"] += 1
+        cost = float(ev.cost[0]) if ev.feasible[0] else math.inf
+        self.evaluated[key] = cost
+        if cost < self.best_cost:
+            self.best_cost, self.best = cost, (counts.copy(), ps)
+        if ev.cost[0] < self.best_cost * (1 + POLISH_MARGIN):
+            self.polish(counts, ps)
+
+    def polish(self, counts: np.ndarray, ps: int) -> None:
+        """Local search for incumbents around a promising plan (proves nothing; any plan it
+        keeps is evaluated exactly): best improvement over adding, removing or swapping one
+        worker and changing the PS count by one, for a few rounds."""
+        cons = self.problem.constraints
+        current, current_ps = counts.copy(), ps
+        for _ in range(POLISH_ROUNDS):
+            plans = self.neighbours(current)
+            ps_values = [s for s in (current_ps - 1, current_ps + 1) if cons.ps_count[0] <= s <= cons.ps_count[1]]
+            batches = [(plans, current_ps)] * bool(len(plans)) + [(current[None, :], s) for s in ps_values]
+            best = (self.best_cost, None, None)
+            for batch, s in batches:
+                ev = self.model.evaluate(batch, s)
+                self.stats["evaluations"] += len(batch)
+                cost = np.where(ev.feasible, ev.cost, np.inf)
+                i = int(np.argmin(cost))
+                if cost[i] < best[0]:
+                    best = (float(cost[i]), batch[i].copy(), s)
+            if best[1] is None:
+                return
+            self.best_cost, self.best = best[0], (best[1], best[2])
+            current, current_ps = best[1], best[2]
+
+    def neighbours(self, counts: np.ndarray) -> np.ndarray:
+        """The plans one worker away from ``counts`` inside the quotas: one added, one removed,
+        or one moved between two columns (built from the columns that can give or take one,
+        so their number grows with the columns used, not with the square of all columns)."""
+        cols = self.cols
+        gain, lose = np.flatnonzero(counts < cols.upper), np.flatnonzero(counts > cols.lower)
+        take, give = np.meshgrid(lose, gain, indexing="ij")
+        moved = take != give
+        take, give = take[moved], give[moved]
+        plans = np.repeat(counts[None, :], len(gain) + len(lose) + len(take), axis=0)
+        rows = np.arange(len(plans))
+        plans[rows[:len(gain)], gain] += 1
+        plans[rows[len(gain):len(gain) + len(lose)], lose] -= 1
+        swaps = rows[len(gain) + len(lose):]
+        plans[swaps, take] -= 1
+        plans[swaps, give] += 1
+        return plans[plans.sum(axis=1) > 0]
+
+    def try_frontier(self, pairs: list[tuple[int, int]], lo: np.ndarray, hi: np.ndarray, rho: np.ndarray) -> None:
+        """Try plans of the price-speed frontier of each (K, s) as incumbents (proves nothing).
+
+        The greedy for P - lambda X gives, as lambda grows from the smallest price per rate
+        rho, plans ever faster and dearer, the last one the fastest of its K; the cheapest
+        feasible one per PS count is evaluated exactly and polished (:meth:`consider`), so
+        the cost bounds prune from the first worker counts on.
+        """
+        rate = np.array([self.shapes[pair].rate for pair in pairs])            # (pairs, columns)
+        lam = rho[:, None] * FRONTIER_STEPS[None, :]                             # (pairs, steps)
+        weight = np.concatenate([self.cols.price[None, None, :] - lam[:, :, None] * rate[:, None, :],
+                                 -rate[:, None, :]], axis=1)                     # ... and the fastest plan
+        boxes, tries, columns = weight.shape
+        plans = greedy_many(weight.reshape(boxes * tries, columns), lo, hi,
+                            np.repeat(np.array([[k] for k, _ in pairs]), tries, axis=0))
+        ps = np.repeat(np.array([s for _, s in pairs]), tries)
+        for s in np.unique(ps):
+            mine = plans[ps == s]
+            ev = self.model.evaluate(mine, int(s))
+            self.stats["evaluations"] += len(mine)
+            cost = np.where(ev.feasible, ev.cost, np.inf)
+            best = int(np.argmin(cost))
+            if cost[best] < self.best_cost:
+                self.consider(mine[best], int(s))
