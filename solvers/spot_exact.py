@@ -420,7 +420,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
                                   known=BoxStats.of(cell))
             if child is not None:
                 # a child holds a subset of the parent's plans: the parent's bounds hold too
-                child.rho_min = max(child.rho_min, cell.rho_min)
+                # (its rho bound came with the box statistics)
                 child.pj_lb = max(child.pj_lb, cell.pj_lb)
                 child.bound = max(child.bound, cell.bound)
                 children.append(child)
@@ -503,9 +503,8 @@ def solve_spot_exact(problem: SpotProblem, *, side: SideRows | None = None,
                 f"..{problem.constraints.ps_count[1]}, time limit {clock.limit_s:g} s, gap {gap:g}"])
 
     def seed() -> Result:
-        # The sliding window is quadratic in the number of instances (2.8 s on large-003, whose
-        # proof then takes 2.3 s more); the decomposition finds incumbents itself, so the seed
-        # gets a tenth of the limit, and no more than half a second (measured: docs/benchmarks.md).
+        # The sliding window is quadratic in the number of instances (2.9 s on large-003): it
+        # gets a tenth of the limit and at most half a second, the rest stays with the search.
         budget = min(clock.limit_s * SEED_SHARE, SEED_CAP_S, clock.remaining())
         return spot_heuristic(problem, clock=Clock(budget))
 
