@@ -88,13 +88,9 @@ def test_takeover_plan_launches_only_new_workers(ref_resnet110, table1: PlanDocu
     assert bare.launch_counts() == doc.launch_counts() and not bare.launches_ps()
 
 
-def test_lambda_configuration_of_serverless_plan() -> None:
+def test_lambda_configuration_of_serverless_plan(make_resnet50) -> None:
     """MemorySize and Timeout, and reserved concurrency = number of functions."""
-    workload = dnnprov.ServerlessWorkload(
-        name="resnet50-cifar10", dataset_mb=148.0, samples=50000, epochs=1, model_mb=98.0,
-        local_batch=128, max_global_batch=1024, rate_alpha=0.003, rate_beta=11.3,
-        storage_alpha=0.0, storage_beta=8.0, min_memory_mb=2432)
-    problem = dnnprov.ServerlessProblem(workload=workload, time_s=600.0, name="resnet50")
+    problem = make_resnet50()
     doc = plan_document(dnnprov.solve(problem, "enumerate"), problem)
     config, concurrency = lambda_calls(doc, "train-resnet50")
     check_against_model(config)
@@ -106,13 +102,9 @@ def test_lambda_configuration_of_serverless_plan() -> None:
         export_files(doc, "skypilot")
 
 
-def test_lambda_create_function() -> None:
+def test_lambda_create_function(make_resnet50) -> None:
     """With a role and code the function is created (CreateFunction), valid for AWS's API model."""
-    workload = dnnprov.ServerlessWorkload(
-        name="resnet50-cifar10", dataset_mb=148.0, samples=50000, epochs=1, model_mb=98.0,
-        local_batch=128, max_global_batch=1024, rate_alpha=0.003, rate_beta=11.3,
-        storage_alpha=0.0, storage_beta=8.0, min_memory_mb=2432)
-    problem = dnnprov.ServerlessProblem(workload=workload, time_s=600.0, name="resnet50")
+    problem = make_resnet50()
     doc = plan_document(dnnprov.solve(problem, "enumerate"), problem)
     role = "arn:aws:iam::123456789012:role/dnnprov-train"
     for code in (FunctionCode(role=role, image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/train:1"),
