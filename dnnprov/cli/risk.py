@@ -134,8 +134,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from dnnprov.cloud.simulate import simulate
 
     problem = _spot_instance(args.instance)
-    doc = load_plan(args.plan)
-    doc.require_spot()
+    doc = load_plan(args.plan, problem=problem)
     traces: dict[str, list[Trace]] = {}
     for name, path in _pairs("--trace", args.trace):
         traces.setdefault(name, []).append(load_trace(path))

@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
+
+from dnnprov.models.spot import SpotModel
 from dnnprov.problems import _checks as check
 from dnnprov.io.catalog import Catalog
 from dnnprov.errors import InvalidInputError
@@ -47,6 +50,53 @@ def split_label(label: str) -> tuple[str, str]:
     return label, "spot"
 
 
+def check_spot_plan(problem: SpotProblem, counts: Mapping[str, int], ps: int, where: str = "plan") -> None:
+    """Refuse a spot plan that ``problem`` does not allow, naming the constraint it breaks.
+
+    The plan's columns must be the instance's, each count within its column's range (the
+    kept instances up to the quota), the worker total and PS count within the instance's
+    ranges, and every vCPU-family quota met: the checks of :meth:`SpotModel.admissible`,
+    one error each, so that no replay or export is computed from a plan the cloud refuses.
+    """
+    cols = problem.columns()
+    index = {label: i for i, label in enumerate(cols.labels)}
+    vector = np.zeros(len(cols.labels), dtype=np.int64)
+    for label, n in counts.items():
+        if label not in index:
+            raise InvalidInputError(f"{where}.counts.{label}", f"not a column of the instance (columns: "
+                                    f"{check.listing(cols.labels)})")
+        vector[index[label]] = n
+    for i, label in enumerate(cols.labels):
+        if vector[i] > cols.upper[i]:
+            raise InvalidInputError(f"{where}.counts.{label}", f"{vector[i]} instances exceed the quota {int(cols.upper[i])}")
+        if vector[i] < cols.lower[i]:
+            raise InvalidInputError(f"{where}.counts.{label}", f"{vector[i]} instances are fewer than the "
+                                    f"{int(cols.lower[i])} running ones the instance keeps (constraints.existing)")
+    low, high = problem.constraints.ps_count
+    if not low <= ps <= high:
+        raise InvalidInputError(f"{where}.ps", f"{ps} PS lie outside the instance's range {low}-{high} (constraints.ps_count)")
+    model = SpotModel(problem)
+    if not bool(model.admissible(vector[None, :], np.array([ps]))[0]):
+        workers = int(vector.sum())
+        raise InvalidInputError(f"{where}.counts", f"the plan ({workers} workers) breaks the instance's worker range, "
+                                "validity domain, vCPU quotas or side constraints (dnnprov show INSTANCE lists them)")
+
+
+def check_serverless_plan(problem: ServerlessProblem, plan: Mapping[str, Any], where: str = "plan") -> None:
+    """Refuse a serverless plan outside ``problem``'s function range, memory grid or PS range."""
+    low, high = problem.function_range()
+    if not low <= plan["functions"] <= high:
+        raise InvalidInputError(f"{where}.functions", f"{plan['functions']} functions lie outside the instance's range {low}-{high}")
+    grid = problem.memory_grid()
+    if plan["memory_mb"] not in grid:
+        raise InvalidInputError(f"{where}.memory_mb", f"{plan['memory_mb']} MB is not on the instance's memory grid "
+                                f"({grid[0] if grid else '-'}-{grid[-1] if grid else '-'} MB in steps of "
+                                f"{problem.platform.memory_step_mb})")
+    ps_low, ps_high = problem.constraints.ps_count
+    if not ps_low <= plan.get("ps", 1) <= ps_high:
+        raise InvalidInputError(f"{where}.ps", f"{plan.get('ps', 1)} PS lie outside the instance's range {ps_low}-{ps_high}")
+
+
 @dataclass(frozen=True)
 class PlanDocument:
     """A solve result with, optionally, the problem it solved and the catalog it priced."""
@@ -61,26 +111,33 @@ class PlanDocument:
         if r.get("status") not in FEASIBLE or not isinstance(r.get("plan"), Mapping):
             raise InvalidInputError("result.plan", f"the solve ended with status {r.get('status')!r} and no "
                                                    "plan: there is nothing to deploy")
+        for key in ("time_s", "cost", "bound", "gap"):
+            if r.get(key) is not None:
+                check.number(f"result.{key}", r[key])             # finite: NaN or inf would reach the exports
         plan = r["plan"]
         if kind == "spot":
             counts = plan.get("counts")
             if not isinstance(counts, Mapping):
                 raise InvalidInputError("result.plan.counts", "must map instance types to counts")
             for label, n in counts.items():
-                check.integer(f"result.plan.counts.{label}", n, minimum=0)
+                check.integer(f"result.plan.counts.{label}", n, minimum=0, maximum=check.MAX_QUOTA)
+            if sum(counts.values()) > check.MAX_WORKERS:
+                raise InvalidInputError("result.plan.counts", f"{sum(counts.values()):,} workers exceed the "
+                                        f"limit of {check.MAX_WORKERS:,} of any spot plan")
         else:
-            for key in ("functions", "memory_mb"):
-                check.integer(f"result.plan.{key}", plan.get(key), minimum=1)
-        check.integer("result.plan.ps", plan.get("ps", 1), minimum=1)
+            check.integer("result.plan.functions", plan.get("functions"), minimum=1, maximum=check.MAX_FUNCTIONS)
+            check.integer("result.plan.memory_mb", plan.get("memory_mb"), minimum=1, maximum=check.MAX_MEMORY_MB)
+            if plan.get("local_batch") is not None:
+                check.number("result.plan.local_batch", plan["local_batch"], exclusive_minimum=0)
+        check.integer("result.plan.ps", plan.get("ps", 1), minimum=1, maximum=check.MAX_PS_COUNT)
         if self.problem is not None:
             expected = SpotProblem if kind == "spot" else ServerlessProblem
             if not isinstance(self.problem, expected):
                 raise InvalidInputError("instance", f"a {kind} result needs a {kind} instance")
             if isinstance(self.problem, SpotProblem):
-                labels = set(self.problem.columns().labels)
-                for label in plan["counts"]:
-                    if label not in labels:
-                        raise InvalidInputError(f"result.plan.counts.{label}", "not a column of the instance")
+                check_spot_plan(self.problem, plan["counts"], plan.get("ps", 1), "result.plan")
+            else:
+                check_serverless_plan(self.problem, plan, "result.plan")
 
     @property
     def kind(self) -> str:
@@ -180,9 +237,14 @@ def plan_document(result: Result, problem: SpotProblem | ServerlessProblem | Non
     return PlanDocument(result=result.to_dict(), problem=problem, catalog=catalog)
 
 
-def load_plan(path: str | Path) -> PlanDocument:
-    """Read a plan document (or a bare ``dnnprov solve --json`` result) from a file."""
-    return PlanDocument.from_dict(read_json_file(path))
+def load_plan(path: str | Path, problem: SpotProblem | ServerlessProblem | None = None) -> PlanDocument:
+    """Read a plan document (or a bare ``dnnprov solve --json`` result) from a file.
+
+    With ``problem`` the plan is checked against it (and carries it) instead of the
+    instance the document may hold: quotas, ranges and the memory grid, one error each.
+    """
+    doc = PlanDocument.from_dict(read_json_file(path))
+    return doc if problem is None else PlanDocument(result=doc.result, problem=problem, catalog=doc.catalog)
 
 
 # --------------------------------------------------------------------- EC2 and Lambda calls

@@ -1,0 +1,90 @@
+"""Plan documents are checked before any export or replay: magnitudes, finiteness, the instance's limits."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import dnnprov
+from conftest import resnet110_problem, resnet50_problem
+from dnnprov.cli import main
+from dnnprov.cloud.export import PlanDocument, load_plan
+from dnnprov.errors import InvalidInputError
+
+REPRO = Path(__file__).resolve().parents[2].parent / "shared" / "repro" / "turn3"
+
+
+def spot_result(counts: dict, ps: int = 1, **extra) -> dict:
+    return {"status": "optimal", "method": "milp", "kind": "spot", "model": "paper", "instance": "t",
+            "plan": {"counts": counts, "ps": ps}, "time_s": 100.0, "cost": 1.0, "bound": 1.0, **extra}
+
+
+@pytest.mark.parametrize(("result", "field"), [
+    (spot_result({"p3.2xlarge": 10 ** 12}), "result.plan.counts.p3.2xlarge"),
+    (spot_result({"p3.2xlarge": 1}, ps=10 ** 9), "result.plan.ps"),
+    (spot_result({"p3.2xlarge": 1}, cost=float("nan")), "result.cost"),
+    (spot_result({"p3.2xlarge": 1}, time_s=float("inf")), "result.time_s"),
+    (spot_result({f"t{i}": 4096 for i in range(5)}), "result.plan.counts"),
+])
+def test_nonsense_plans_are_refused_without_an_instance(result: dict, field: str) -> None:
+    """Counts and PS beyond the format's limits, NaN or inf numbers: one error naming the field."""
+    with pytest.raises(InvalidInputError) as info:
+        PlanDocument.from_dict(result)
+    assert info.value.field == field
+
+
+def test_a_plan_over_the_instance_quota_is_refused() -> None:
+    """50 instances of a type whose quota is 8: refused when the instance is known."""
+    problem = resnet110_problem([8, 0, 4, 0, 0])
+    doc = PlanDocument.from_dict(spot_result({"p3.2xlarge": 50}))
+    with pytest.raises(InvalidInputError, match="exceed the quota 8") as info:
+        PlanDocument(result=doc.result, problem=problem)
+    assert info.value.field == "result.plan.counts.p3.2xlarge"
+
+
+def test_a_plan_with_ps_outside_the_instance_range_is_refused() -> None:
+    """The instance allows 1-2 PS (what replan accepts): a plan with 3 is refused, 2 is fine."""
+    problem = resnet110_problem([2, 0, 4, 0, 0])
+    problem = problem.replace(constraints=dnnprov.SpotConstraints(ps_count=(1, 2)))
+    PlanDocument(result=spot_result({"p3.2xlarge": 2}, ps=2), problem=problem)
+    with pytest.raises(InvalidInputError, match="outside the instance's range 1-2") as info:
+        PlanDocument(result=spot_result({"p3.2xlarge": 2}, ps=3), problem=problem)
+    assert info.value.field == "result.plan.ps"
+
+
+def test_a_serverless_plan_off_the_memory_grid_is_refused() -> None:
+    """Memory that the instance's grid does not hold, or more functions than its limit."""
+    problem = resnet50_problem()
+    grid = problem.memory_grid()
+    good = {"status": "feasible", "method": "heuristic", "kind": "serverless", "model": "paper", "instance": "s",
+            "plan": {"functions": 2, "memory_mb": grid[0], "ps": 1}}
+    PlanDocument(result=good, problem=problem)
+    for plan, field in (({"functions": 2, "memory_mb": grid[-1] + 1, "ps": 1}, "result.plan.memory_mb"),
+                        ({"functions": problem.function_range()[1] + 1, "memory_mb": grid[0], "ps": 1}, "result.plan.functions")):
+        with pytest.raises(InvalidInputError) as info:
+            PlanDocument(result={**good, "plan": plan}, problem=problem)
+        assert info.value.field == field
+
+
+def test_a_solved_plan_passes_its_own_instance(tmp_path: Path) -> None:
+    """What `dnnprov solve --json` prints loads back against the instance it solved."""
+    problem = dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json"))
+    result = dnnprov.solve(problem, "milp")
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(result.to_dict()))
+    assert load_plan(path, problem=problem).counts() == {k: v for k, v in result.plan.counts.items() if v}
+
+
+@pytest.mark.skipif(not REPRO.is_dir(), reason="../shared/repro/turn3 is absent (the defect reproductions)")
+@pytest.mark.parametrize("name", ["plan-counts-1e12.json", "plan-ps-1e9.json", "plan-cost-nan.json"])
+def test_repro_plans_get_one_error_from_simulate_and_export(name: str, capsys: pytest.CaptureFixture) -> None:
+    """The issue's plans (10^12 instances, 10^9 PS, a NaN cost): exit 2 and one error line, no replay."""
+    plan = str(REPRO / name)
+    simulate = ["simulate", str(REPRO / "spot-inception.json"), "--plan", plan,
+                "--trace", f"p3.2xlarge={REPRO / 'trace.json'}", "--runs", "3"]
+    for argv in (simulate, ["export", plan, "--to", "json"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("dnnprov: error: result.")
