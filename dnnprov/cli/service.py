@@ -23,6 +23,7 @@ from typing import Any
 from dnnprov.errors import InvalidInputError
 
 EXIT_OK = 0
+EXIT_INTERRUPTED = 130
 
 
 def read_tokens(path: str | None) -> dict[str, str] | None:
@@ -169,7 +170,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     server = _server_class(uvicorn)(uvicorn.Config(
         create_app(config, owner), host=args.host, port=args.port, access_log=False, log_config=UVICORN_LOG_CONFIG,
         log_level="warning" if args.quiet else "info", timeout_graceful_shutdown=5))
-    server.run()
+    try:
+        server.run()
+    except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it stopped on; the stop is logged already
+        return EXIT_INTERRUPTED
     return EXIT_OK
 
 
