@@ -183,7 +183,13 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return error_response(exc.status_code, "", str(exc.detail), getattr(exc, "headers", None))
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:  # every route of the path, not only the first
+            allowed = {m for route in app.routes if getattr(route, "path_regex", None) is not None
+                       and route.path_regex.match(request.url.path) for m in getattr(route, "methods", None) or ()}
+            headers["Allow"] = ", ".join(sorted(allowed))
+            return error_response(405, "", f"{request.method} is not one of {headers['Allow']} on this path", headers)
+        return error_response(exc.status_code, "", str(exc.detail), headers)
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
