@@ -136,7 +136,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise InvalidInputError("serve", f"needs the service extra: pip install 'dnnprov[service]' ({exc})") from None
     for option, value in (("--workers", args.workers), ("--max-pending", args.max_pending),
-                          ("--max-body-bytes", args.max_body_bytes)):
+                          ("--max-body-bytes", args.max_body_bytes), ("--max-auth-failures", args.max_auth_failures)):
         if value < 1:
             raise InvalidInputError(option, f"must be at least 1, got {value}")
     for option, value in (("--max-time-limit", args.max_time_limit), ("--job-ttl", args.job_ttl)):
@@ -155,7 +155,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _check_bind(args.host, args.port)
     config = ServiceConfig(db_path=db_path, workers=args.workers, tokens=tokens, max_body_bytes=args.max_body_bytes,
                            max_time_limit_s=args.max_time_limit, max_pending=args.max_pending,
-                           drain_timeout_s=args.drain_timeout, job_ttl_s=args.job_ttl, dask_address=args.dask)
+                           drain_timeout_s=args.drain_timeout, job_ttl_s=args.job_ttl, dask_address=args.dask,
+                           max_auth_failures=args.max_auth_failures)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
     for name in ("dnnprov.access", "dnnprov.service"):
@@ -210,5 +211,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--job-ttl", type=float, default=7 * 86400.0,
                    help="seconds an ended job is kept before it is deleted (default 7 days)")
     p.add_argument("--dask", metavar="ADDRESS", help="run solves on this Dask scheduler instead of local worker processes")
+    p.add_argument("--max-auth-failures", type=int, default=10,
+                   help="wrong tokens a client may send per minute before all its requests get 429 (default %(default)d)")
     p.add_argument("--quiet", action="store_true", help="no access log")
     p.set_defaults(run=cmd_serve)

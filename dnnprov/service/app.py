@@ -63,6 +63,7 @@ class ServiceConfig:
     drain_timeout_s: float = 20.0
     job_ttl_s: float = 7 * 86400.0
     dask_address: str | None = None
+    max_auth_failures: int = 10
 
 
 class ApiError(Exception):
@@ -160,6 +161,8 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
     app = FastAPI(title="dnnprov", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
     app.router.redirect_slashes = False  # a redirect would name the client's Host header
     app.add_middleware(ServiceMiddleware, tokens=config.tokens, draining=lambda: state["draining"],
+                       max_auth_failures=config.max_auth_failures,
+                       body_paths=frozenset({"/v1/jobs", *(f"/v1/{kind}" for kind in KINDS)}),
                        on_response=lambda *a: state["metrics"].http(*a) if "metrics" in state else None)
 
     # ------------------------------------------------------------------ errors
@@ -227,7 +230,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
 
     @app.get("/openapi.json")
     async def openapi() -> dict[str, Any]:
-        return openapi_document(auth=config.tokens is not None)
+        return openapi_document(auth=config.tokens is not None, max_time_limit_s=config.max_time_limit_s)
 
     @app.get("/metrics")
     async def metrics() -> Response:
@@ -382,20 +385,34 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
                 return job.to_dict()
             await asyncio.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
-    @app.delete("/v1/jobs/{job_id}", responses={204: {}})
-    async def cancel_or_delete_job(request: Request, job_id: str) -> Any:
+    @app.post("/v1/jobs/{job_id}/cancel")
+    async def cancel_job(request: Request, job_id: str) -> dict[str, Any]:
         _job_id(job_id)
         store: JobStore = state["store"]
         before = await run_in_threadpool(store.cancel, job_id, _tenant(request))
         if before is None:
             raise ApiError(404, "job_id", f"no job {short(job_id, 40)}")
         if before in FINAL:
-            await run_in_threadpool(store.delete, job_id, _tenant(request))
-            return Response(status_code=204)
+            raise ApiError(409, "job_id", f"the job has already ended ({before})")
         state["runner"].cancel(job_id)
         log_event(logging.INFO, "job_cancelled", job_id=job_id, was=before, request_id=request.state.request_id)
         job = await run_in_threadpool(store.get, job_id)
-        return job.to_dict() if job else Response(status_code=204)
+        if job is None:  # deleted meanwhile
+            raise ApiError(404, "job_id", f"no job {short(job_id, 40)}")
+        return job.to_dict()
+
+    @app.delete("/v1/jobs/{job_id}", status_code=204)
+    async def delete_job(request: Request, job_id: str) -> Response:
+        _job_id(job_id)
+        store: JobStore = state["store"]
+        before = await run_in_threadpool(store.cancel, job_id, _tenant(request))
+        if before is None:
+            raise ApiError(404, "job_id", f"no job {short(job_id, 40)}")
+        if before not in FINAL:
+            state["runner"].cancel(job_id)
+        await run_in_threadpool(store.delete, job_id, _tenant(request))
+        log_event(logging.INFO, "job_deleted", job_id=job_id, was=before, request_id=request.state.request_id)
+        return Response(status_code=204)
 
     return app
 

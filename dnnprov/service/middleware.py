@@ -67,12 +67,14 @@ class ServiceMiddleware:
     """Request ids, drain, auth and tenants, content types and the access log around ``app``."""
 
     def __init__(self, app: ASGIApp, *, tokens: dict[str, str] | None, draining: Callable[[], bool],
+                 body_paths: frozenset[str] = frozenset(), max_auth_failures: int = AUTH_FAILURES_ALLOWED,
                  on_response: Callable[[str, str, int, float], None] | None = None) -> None:
         self.app = app
+        self.body_paths = body_paths  # where a POST must send JSON (415 otherwise)
         self.tokens = tokens
         self.draining = draining
         self.on_response = on_response
-        self.throttle = AuthThrottle()
+        self.throttle = AuthThrottle(allowed=max_auth_failures)
 
     async def __call__(self, scope: Scope, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -132,7 +134,7 @@ class ServiceMiddleware:
                 self.throttle.failed(client)
                 return 401, "Authorization", "a valid bearer token is required", [(b"www-authenticate", b"Bearer")]
             state["tenant"] = tenant
-        if scope["method"] in ("POST", "PUT", "PATCH"):
+        if scope["method"] == "POST" and path in self.body_paths:
             media = headers.get("content-type", "").split(";")[0].strip().lower()
             if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):
                 shown = media[:40] or "none"

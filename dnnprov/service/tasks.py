@@ -203,6 +203,13 @@ def _predict(body: object, cap: float) -> Task:
     if not isinstance(plan, Mapping):
         raise InvalidInputError("plan", "must be a plan object, e.g. the \"plan\" of a solve result")
     given = {k: v for k, v in plan.items() if k in plan_keys} | {k: b[k] for k in plan_keys if k in b}
+    for key in ("ps", "functions", "memory_mb"):  # checked now, so that a bad job is refused at once
+        if key in given:
+            check.integer(key, given[key], minimum=1)
+    if "local_batch" in given:
+        check.number("local_batch", given["local_batch"], exclusive_minimum=0)
+    if given.get("counts"):
+        _counts(given["counts"], "counts")
     return Task("predict", lambda: predict(problem, **given), 0.0, 60.0, "predict")
 
 

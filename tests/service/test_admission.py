@@ -51,11 +51,11 @@ def test_fifty_concurrent_requests_admit_exactly_the_limit(full_url: str) -> Non
         queued = [i for i in ids if client.get(f"/v1/jobs/{i}").json()["status"] == "queued"]
         assert len(queued) >= 3  # one worker: at most one runs
         for job_id in queued[:2]:
-            assert client.delete(f"/v1/jobs/{job_id}").json()["status"] == "cancelled"
+            assert client.post(f"/v1/jobs/{job_id}/cancel").json()["status"] == "cancelled"
         again = [client.post("/v1/jobs", json=SLOW) for _ in range(3)]
         assert [a.status_code for a in again] == [202, 202, 429]
         for job_id in set(ids) - set(queued[:2]) | {a.json()["id"] for a in again[:2]}:
-            assert client.delete(f"/v1/jobs/{job_id}").json()["status"] == "cancelled"
+            assert client.post(f"/v1/jobs/{job_id}/cancel").json()["status"] == "cancelled"
         assert client.get("/healthz").json()["queue_depth"] == 0
 
 

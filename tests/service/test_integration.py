@@ -55,6 +55,7 @@ def test_jobs_are_seen_only_by_their_tenant_and_pages_follow_cursors(tenants) ->
                                             "counts": {"g3.8xlarge": n}, "ps": 1}).json()["id"] for n in range(1, 6)]
         assert bob.get(f"/v1/jobs/{ids[0]}").status_code == 404
         assert bob.delete(f"/v1/jobs/{ids[0]}").status_code == 404
+        assert bob.post(f"/v1/jobs/{ids[0]}/cancel").status_code == 404
         assert not {j["id"] for j in bob.get("/v1/jobs").json()["jobs"]} & set(ids)
         seen, cursor = [], None
         while True:

@@ -101,12 +101,13 @@ def test_bad_bodies_get_one_error_naming_the_field(api, content: bytes, code: in
 
 
 def test_jobs_queue_run_and_cancel(api) -> None:
-    """202 at once, then done with the solve result; DELETE cancels a running job, deletes an ended one."""
+    """202 at once, then done with the solve result; /cancel stops a running job (409 once ended); DELETE deletes."""
     client, _ = api
     accepted = client.post("/v1/jobs", json={"instance": TABLE1})
     assert accepted.status_code == 202 and accepted.json()["status"] == "queued"
     job = wait_for(client, accepted.json()["id"], ("done", "failed"))
     assert job["status"] == "done" and job["result"]["cost"] == pytest.approx(5.448374)
+    assert client.post(f"/v1/jobs/{job['id']}/cancel").status_code == 409
     assert client.delete(f"/v1/jobs/{job['id']}").status_code == 204
     assert client.get(f"/v1/jobs/{job['id']}").status_code == 404
     sweep = client.post("/v1/jobs", json={"kind": "sweep", "instance": TABLE1, "deadlines": "2600:3600:3"}).json()["id"]
@@ -115,7 +116,7 @@ def test_jobs_queue_run_and_cancel(api) -> None:
     slow = client.post("/v1/jobs", json={"instance": slow_instance(10), "method": "enumerate",
                                          "max_plans": 10**9, "time_limit_s": 30}).json()["id"]
     wait_for(client, slow, ("running",))
-    cancelled = client.delete(f"/v1/jobs/{slow}")
+    cancelled = client.post(f"/v1/jobs/{slow}/cancel")
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
     time.sleep(0.5)
     assert client.get(f"/v1/jobs/{slow}").json()["status"] == "cancelled"
@@ -172,7 +173,7 @@ def test_full_server_answers_429(api) -> None:
     assert refused.status_code == 429 and "full" in refused.json()["error"]["message"]
     assert client.post("/v1/solve", json={"instance": TABLE1}).status_code == 429
     for job_id in ids:
-        assert client.delete(f"/v1/jobs/{job_id}").json()["status"] == "cancelled"
+        assert client.post(f"/v1/jobs/{job_id}/cancel").json()["status"] == "cancelled"
     deadline = time.monotonic() + 30
     while client.get("/healthz").json()["queue_depth"] and time.monotonic() < deadline:
         time.sleep(0.1)
