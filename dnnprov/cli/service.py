@@ -1,6 +1,6 @@
 """The ``serve`` subcommand: the HTTP service (``dnnprov.service``) on uvicorn.
 
-    dnnprov serve [--host 127.0.0.1] [--port 8642] [--workers N] [--db PATH] [--token-file FILE]
+    dnnprov serve [--host 127.0.0.1] [--port 8642] [--workers N | --dask ADDRESS] [--db PATH] [--token-file FILE]
 
 Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`. See docs/service.md.
 """
@@ -12,27 +12,49 @@ import ipaddress
 import json
 import logging
 import os
+import re
+import signal
 import socket
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 from dnnprov.errors import InvalidInputError
 
 EXIT_OK = 0
+EXIT_INTERRUPTED = 130
 
 
-def _token(path: str | None) -> str | None:
+def read_tokens(path: str | None) -> dict[str, str] | None:
+    """The token file: one token per line, ``TOKEN`` (tenant ``default``) or ``TENANT TOKEN``;
+    blank lines and ``#`` comments are skipped. Returns token -> tenant."""
     if path is None:
         return None
     try:
-        token = Path(path).read_text().strip()
+        text = Path(path).read_text()
     except OSError as exc:
         raise InvalidInputError("--token-file", f"cannot read {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise InvalidInputError("--token-file", f"{path} is not UTF-8 text") from None
-    if len(token) < 16 or any(c.isspace() for c in token):
-        raise InvalidInputError("--token-file", "the token must be one word of at least 16 characters")
-    return token
+    tokens: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        if len(words) > 2:
+            raise InvalidInputError("--token-file", f"line {number}: expected TOKEN or TENANT TOKEN")
+        tenant, token = ("default", words[0]) if len(words) == 1 else words
+        if len(token) < 16:
+            raise InvalidInputError("--token-file", f"line {number}: a token must be one word of at least 16 characters")
+        if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", tenant):
+            raise InvalidInputError("--token-file", f"line {number}: a tenant name is 1-64 letters, digits, '.', '_' or '-'")
+        if token in tokens:
+            raise InvalidInputError("--token-file", f"line {number}: the token is given twice")
+        tokens[token] = tenant
+    if not tokens:
+        raise InvalidInputError("--token-file", "no token in the file: the token must be one word of at least 16 characters")
+    return tokens
 
 
 class JsonFormatter(logging.Formatter):
@@ -40,8 +62,11 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         """``{"ts", "level", "logger", "message"}`` on one line."""
-        return json.dumps({"ts": round(record.created, 3), "level": record.levelname.lower(),
-                           "logger": record.name, "message": record.getMessage()})
+        line = {"ts": round(record.created, 3), "level": record.levelname.lower(), "logger": record.name,
+                "message": record.getMessage()}
+        if record.exc_info and record.exc_info[1] is not None:  # the exception in one line, no traceback
+            line["error"] = f"{type(record.exc_info[1]).__name__}: {record.exc_info[1]}"
+        return json.dumps(line)
 
 
 #: uvicorn's logging (``log_config``): its lines on standard error as JSON, its access log off.
@@ -50,7 +75,8 @@ UVICORN_LOG_CONFIG = {
     "formatters": {"json": {"()": JsonFormatter}},
     "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
     "loggers": {"uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
-                "uvicorn.error": {"level": "INFO"}},
+                "uvicorn.error": {"level": "INFO"},
+                "distributed": {"handlers": ["stderr"], "level": "WARNING", "propagate": False}},
 }
 
 
@@ -76,30 +102,61 @@ def _check_bind(host: str, port: int) -> None:
             raise InvalidInputError("--port", f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
+def _server_class(uvicorn: Any) -> type:
+    class DrainingServer(uvicorn.Server):
+        """uvicorn's server, but SIGTERM first drains the app (``app.state.drain``), then stops."""
+
+        draining = False
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            drain = getattr(getattr(self.config.app, "state", None), "drain", None)
+            if sig != signal.SIGTERM or self.draining or drain is None:
+                super().handle_exit(sig, frame)
+                return
+            self.draining = True
+
+            def drain_then_stop() -> None:
+                try:
+                    drain()
+                finally:
+                    super(DrainingServer, self).handle_exit(sig, frame)
+
+            threading.Thread(target=drain_then_stop, name="dnnprov-drain", daemon=True).start()
+
+    return DrainingServer
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the HTTP service until interrupted."""
     try:
         import uvicorn
 
         from dnnprov.service.app import ServiceConfig, create_app, log_event
-        from dnnprov.service.store import JobStore, default_db_path
+        from dnnprov.service.store import JobStore, StoreOwner, default_db_path
     except ImportError as exc:
         raise InvalidInputError("serve", f"needs the service extra: pip install 'dnnprov[service]' ({exc})") from None
     for option, value in (("--workers", args.workers), ("--max-pending", args.max_pending),
-                          ("--max-body-bytes", args.max_body_bytes)):
+                          ("--max-body-bytes", args.max_body_bytes), ("--max-auth-failures", args.max_auth_failures)):
         if value < 1:
             raise InvalidInputError(option, f"must be at least 1, got {value}")
-    if not args.max_time_limit > 0:
-        raise InvalidInputError("--max-time-limit", f"must be positive, got {args.max_time_limit}")
+    for option, value in (("--max-time-limit", args.max_time_limit), ("--job-ttl", args.job_ttl)):
+        if not value > 0:
+            raise InvalidInputError(option, f"must be positive, got {value}")
+    if not args.drain_timeout >= 0:
+        raise InvalidInputError("--drain-timeout", f"must be at least 0, got {args.drain_timeout}")
     if not 0 <= args.port <= 65535:
         raise InvalidInputError("--port", f"must be within 0..65535, got {args.port}")
-    _check_bind(args.host, args.port)
-    token = _token(args.token_file)
+    tokens = read_tokens(args.token_file)
     db_path = Path(args.db) if args.db else default_db_path()
+    owner = StoreOwner(db_path)  # one server per store: a second one stops here with one error line
     JobStore(db_path).close()  # an unusable job store is one error line here, not a failed start
-    config = ServiceConfig(db_path=db_path, workers=args.workers,
-                           token=token, max_body_bytes=args.max_body_bytes,
-                           max_time_limit_s=args.max_time_limit, max_pending=args.max_pending)
+    if args.dask is not None:
+        _check_dask(args.dask)
+    _check_bind(args.host, args.port)
+    config = ServiceConfig(db_path=db_path, workers=args.workers, tokens=tokens, max_body_bytes=args.max_body_bytes,
+                           max_time_limit_s=args.max_time_limit, max_pending=args.max_pending,
+                           drain_timeout_s=args.drain_timeout, job_ttl_s=args.job_ttl, dask_address=args.dask,
+                           max_auth_failures=args.max_auth_failures)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
     for name in ("dnnprov.access", "dnnprov.service"):
@@ -107,12 +164,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
         logger.addHandler(handler)
         logger.setLevel(logging.WARNING if args.quiet else logging.INFO)
         logger.propagate = False
-    if not _loopback(args.host) and token is None:
+    threading.excepthook = lambda hook: log_event(logging.ERROR, "thread_error", thread=getattr(hook.thread, "name", None),
+                                                  error=f"{hook.exc_type.__name__}: {hook.exc_value}")
+    if not _loopback(args.host) and tokens is None:
         log_event(logging.WARNING, "warning", message="listening beyond loopback without --token-file")
-    uvicorn.run(create_app(config), host=args.host, port=args.port, access_log=False,
-                log_config=UVICORN_LOG_CONFIG, log_level="warning" if args.quiet else "info",
-                timeout_graceful_shutdown=5)
+    server = _server_class(uvicorn)(uvicorn.Config(
+        create_app(config, owner), host=args.host, port=args.port, access_log=False, log_config=UVICORN_LOG_CONFIG,
+        log_level="warning" if args.quiet else "info", timeout_graceful_shutdown=5))
+    try:
+        server.run()
+    except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it stopped on; the stop is logged already
+        return EXIT_INTERRUPTED
     return EXIT_OK
+
+
+def _check_dask(address: str) -> None:
+    """Refuse, as one error line, a Dask scheduler address that is not ``tcp://HOST:PORT`` or ``inproc://``."""
+    if not re.fullmatch(r"(tcp|tls|inproc|ws|wss)://[^\s/]+(:[0-9]{1,5})?", address):
+        raise InvalidInputError("--dask", f"expected a scheduler address such as tcp://127.0.0.1:8786, got {address!r}")
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise InvalidInputError("--dask", "needs the batch extra: pip install 'dnnprov[batch]'") from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -125,11 +198,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=max(1, min(4, os.cpu_count() or 1)),
                    help="worker processes that run solves (default: CPU count, at most 4)")
     p.add_argument("--db", help="SQLite job store (default: $XDG_DATA_HOME/dnnprov/jobs.sqlite)")
-    p.add_argument("--token-file", help="require 'Authorization: Bearer TOKEN' with the token in this file")
+    p.add_argument("--token-file", help="require 'Authorization: Bearer TOKEN': one token per line, "
+                                        "'TOKEN' or 'TENANT TOKEN' (jobs are seen only by their tenant)")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (default 1 MiB)")
     p.add_argument("--max-time-limit", type=float, default=300.0,
                    help="largest time_limit_s a request may ask for (default %(default)g s)")
     p.add_argument("--max-pending", type=int, default=32,
                    help="tasks queued or running before new requests get 429 (default %(default)d)")
+    p.add_argument("--drain-timeout", type=float, default=20.0,
+                   help="on SIGTERM, seconds running work may take to end before it is stopped and re-queued "
+                        "(default %(default)g)")
+    p.add_argument("--job-ttl", type=float, default=7 * 86400.0,
+                   help="seconds an ended job is kept before it is deleted (default 7 days)")
+    p.add_argument("--dask", metavar="ADDRESS", help="run solves on this Dask scheduler instead of local worker processes")
+    p.add_argument("--max-auth-failures", type=int, default=10,
+                   help="wrong tokens a client may send per minute before all its requests get 429 (default %(default)d)")
     p.add_argument("--quiet", action="store_true", help="no access log")
     p.set_defaults(run=cmd_serve)

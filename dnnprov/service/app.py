@@ -1,69 +1,77 @@
 """The ASGI application of ``dnnprov serve`` (FastAPI).
 
-Request bodies are read and checked here (size limit, JSON, then the same checks as the
-CLI: :func:`dnnprov.service.tasks.prepare`), and the work runs in the worker processes of
-:class:`~dnnprov.service.pool.WorkerPool`. Every error answer is
-``{"error": {"field": ..., "message": ...}}``; no answer carries a traceback.
+A request that does work first takes a place among ``max_pending`` (atomically, before
+any ``await``: :meth:`~dnnprov.service.pool.WorkerPool.try_reserve`), else it gets 429 with
+``Retry-After``. Its body is then read, parsed in a thread (never on the event loop) and
+checked as the CLI checks it (:func:`dnnprov.service.tasks.prepare`); the work runs in the
+executor. Every error answer is ``{"error": {"field": ..., "message": ...}}``; no answer
+carries a traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
-import json
 import logging
+import math
+import re
 import time
-import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.json_files import parse_json
+from dnnprov.problems._checks import short
+from dnnprov.service.jobs import JobRunner, log_event
+from dnnprov.service.metrics import Metrics
+from dnnprov.service.middleware import ServiceMiddleware
 from dnnprov.service.openapi import openapi_document
 from dnnprov.service.pool import Outcome, Work, WorkerPool
-from dnnprov.service.store import FINAL, STATES, JobStore
+from dnnprov.service.store import FINAL, STATES, JobStore, StoreBusy, StoreOwner
 from dnnprov.service.tasks import KINDS, prepare
 
-ACCESS_LOG = logging.getLogger("dnnprov.access")
-LOG = logging.getLogger("dnnprov.service")
-#: A job whose server stopped this many times while it ran is failed instead of re-queued.
-MAX_ATTEMPTS = 3
-_OPEN_PATHS = ("/healthz",)
+__all__ = ["ServiceConfig", "create_app", "log_event"]
+#: Bodies parsed at once (each in a thread): more would starve the event loop of the GIL.
+PARSERS = 2
+JOB_KINDS = tuple(k for k in KINDS if k != "export")
+_JOB_ID = re.compile(r"^[0-9a-f]{32}$")
+#: Longest ``?wait=`` of a job lookup (seconds).
+MAX_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
 class ServiceConfig:
-    """Settings of one server (the ``dnnprov serve`` options)."""
+    """Settings of one server (the ``dnnprov serve`` options).
+
+    ``tokens`` maps each bearer token to its tenant (``None``: no token needed, one tenant).
+    """
 
     db_path: Path
     workers: int = 2
-    token: str | None = None
+    tokens: dict[str, str] | None = None
     max_body_bytes: int = 1 << 20
     max_time_limit_s: float = 300.0
     max_pending: int = 32
-
-
-def log_event(level: int, event: str, **fields: Any) -> None:
-    """One JSON line on the service log: ``{"ts", "level", "event", ...}``."""
-    LOG.log(level, json.dumps({"ts": round(time.time(), 3), "level": logging.getLevelName(level).lower(),
-                               "event": event, **fields}))
+    drain_timeout_s: float = 20.0
+    job_ttl_s: float = 7 * 86400.0
+    dask_address: str | None = None
+    max_auth_failures: int = 10
 
 
 class ApiError(Exception):
     """An error answer: HTTP status, the field at fault and what is wrong."""
 
-    def __init__(self, status: int, field: str, message: str) -> None:
+    def __init__(self, status: int, field: str, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
-        self.status, self.field, self.message = status, field, message
+        self.status, self.field, self.message, self.headers = status, field, message, headers
 
 
 def error_response(status: int, field: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -71,216 +79,234 @@ def error_response(status: int, field: str, message: str, headers: dict[str, str
     return JSONResponse({"error": {"field": field, "message": message}}, status_code=status, headers=headers)
 
 
-class Metrics:
-    """Prometheus metrics of one server (own registry: several apps may share a process)."""
-
-    def __init__(self, pool: WorkerPool, store: JobStore) -> None:
-        self.registry = CollectorRegistry()
-        self.store = store
-        self.solves = Counter("dnnprov_solves", "Solver runs by kind, method and outcome status",
-                              ["kind", "method", "status"], registry=self.registry)
-        self.solve_seconds = Histogram("dnnprov_solve_seconds", "Wall time of a solver run in its worker",
-                                       ["kind"], registry=self.registry,
-                                       buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300))
-        self.queue_depth = Gauge("dnnprov_queue_depth", "Work queued or running in the worker pool",
-                                 registry=self.registry)
-        self.queue_depth.set_function(pool.pending)
-        self.jobs = Gauge("dnnprov_jobs", "Stored jobs by state", ["status"], registry=self.registry)
-        self.requests = Counter("dnnprov_http_requests", "HTTP requests by route and status code",
-                                ["method", "route", "code"], registry=self.registry)
-        self.latency = Histogram("dnnprov_http_request_seconds", "HTTP request latency", ["route"],
-                                 registry=self.registry)
-
-    def record(self, kind: str, method: str, outcome: Outcome) -> None:
-        """Count one finished task."""
-        if outcome[0] == "ok":
-            answer = outcome[1]
-            status = answer.get("status") or answer.get("result", {}).get("status") or "ok"
-            self.solve_seconds.labels(kind).observe(outcome[2])
-        else:
-            status = outcome[0]
-        self.solves.labels(kind, method, str(status)).inc()
-
-    def text(self) -> bytes:
-        """The Prometheus text exposition."""
-        for state, n in self.store.counts().items():
-            self.jobs.labels(state).set(n)
-        return generate_latest(self.registry)
-
-
-async def read_json(request: Request, limit: int) -> Any:
-    """The request body as JSON, refusing more than ``limit`` bytes (413), text that is not
-    JSON (400) and what :func:`dnnprov.json_files.parse_json` refuses in files: repeated
-    keys, deep nesting, huge integer literals, lone surrogates (422 naming the field)."""
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > limit:
-        raise ApiError(413, "body", f"{int(length)} bytes; this server takes at most {limit}")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, "body", f"more than {limit} bytes; this server takes at most {limit}")
-        chunks.append(chunk)
+def _parse_body(raw: bytes) -> Any:
     try:
-        text = b"".join(chunks).decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(400, "body", "not UTF-8 text") from None
     try:
         return parse_json(text, "body")
-    except InvalidInputError as exc:  # "body": the text as a whole; else one field of it
-        raise ApiError(400 if exc.field == "body" else 422, exc.field, exc.problem) from None
+    except InvalidInputError as exc:  # "body": the text as a whole, or nested too deep (at any depth); else a field
+        status = 400 if exc.field == "body" or exc.problem.startswith("nested more than") else 422
+        raise ApiError(status, exc.field, exc.problem) from None
 
 
-def create_app(config: ServiceConfig) -> FastAPI:
-    """The application: open the store, start the workers, re-queue unfinished jobs."""
-    state: dict[str, Any] = {}
+def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAPI:
+    """The application: own and open the store, start the executor, re-queue unfinished jobs.
+
+    ``owner``: the store's lock when the caller already holds it (``dnnprov serve``).
+    """
+    state: dict[str, Any] = {"draining": False, "task_s": 1.0}
+    parsers = anyio.CapacityLimiter(PARSERS)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        held = owner or StoreOwner(config.db_path)
         store = JobStore(config.db_path)
-        pool = WorkerPool(config.workers, max_time_limit_s=config.max_time_limit_s)
-        state.update(store=store, pool=pool, metrics=Metrics(pool, store))
-        requeued = await run_in_threadpool(_recover)
-        log_event(logging.INFO, "started", db=str(config.db_path), workers=config.workers, requeued=requeued)
+        if config.dask_address is not None:
+            from dnnprov.service.dask_executor import DaskExecutor
+
+            pool: Any = DaskExecutor(config.dask_address, max_time_limit_s=config.max_time_limit_s,
+                                     max_pending=config.max_pending)
+        else:
+            pool = WorkerPool(config.workers, max_time_limit_s=config.max_time_limit_s, max_pending=config.max_pending)
+        metrics = Metrics(pool, store)
+        runner = JobRunner(store, pool, max_time_limit_s=config.max_time_limit_s, record=metrics.record)
+        state.update(store=store, pool=pool, metrics=metrics, runner=runner)
+        app.state.drain = drain
+        requeued = await run_in_threadpool(runner.recover)
+        purger = asyncio.create_task(_purge_forever(store))
+        log_event(logging.INFO, "started", db=str(config.db_path), workers=pool.workers, requeued=requeued,
+                  executor="dask" if config.dask_address else "processes")
         try:
             yield
         finally:
-            pool.close()
+            purger.cancel()
+            state["draining"] = True
+            await run_in_threadpool(pool.close)
             store.close()
+            if owner is None:
+                held.release()
+            log_event(logging.INFO, "stopped")
+
+    async def _purge_forever(store: JobStore) -> None:
+        while True:
+            try:
+                removed = await run_in_threadpool(store.purge, config.job_ttl_s)
+                if removed:
+                    log_event(logging.INFO, "jobs_purged", count=removed, ttl_s=config.job_ttl_s)
+            except StoreBusy as exc:
+                log_event(logging.WARNING, "store_busy", error=str(exc))
+            await asyncio.sleep(min(60.0, max(1.0, config.job_ttl_s / 10)))
+
+    def drain() -> None:
+        """Stop taking work; let running work end within the drain timeout, then stop and re-queue it.
+
+        Called from a thread when the server gets SIGTERM, before uvicorn stops.
+        """
+        state["draining"] = True
+        pool = state["pool"]
+        log_event(logging.INFO, "draining", running=pool.running(), timeout_s=config.drain_timeout_s)
+        pool.drain()
+        deadline = time.monotonic() + config.drain_timeout_s
+        while pool.running() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if pool.running():
+            pool.stop_running()
+            stop_by = time.monotonic() + 10
+            while pool.running() and time.monotonic() < stop_by:
+                time.sleep(0.05)
+        log_event(logging.INFO, "drained")
 
     app = FastAPI(title="dnnprov", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
-
-    def _recover() -> int:
-        store: JobStore = state["store"]
-        ids = store.recover()
-        for job_id in ids:
-            job = store.get(job_id)
-            assert job is not None
-            if job.attempts >= MAX_ATTEMPTS:
-                store.start(job_id)
-                store.finish(job_id, "failed", error={"field": "", "message": f"the server stopped {job.attempts} "
-                                                      "times while this job ran; not tried again"})
-                continue
-            try:
-                task = prepare(job.kind, job.body, max_time_limit_s=config.max_time_limit_s)
-            except InvalidInputError as exc:
-                store.start(job_id)
-                store.finish(job_id, "failed", error={"field": exc.field, "message": exc.problem})
-                continue
-            _submit_job(job_id, job.kind, job.body, task.budget_s, task.method)
-        return len(ids)
-
-    def _submit_job(job_id: str, kind: str, body: Any, budget_s: float, method: str) -> None:
-        store: JobStore = state["store"]
-
-        def done(future: Any) -> None:
-            outcome = future.result()
-            if outcome[0] in ("cancelled", "shutdown"):
-                return  # cancelled: already recorded; shutdown: re-queued at the next start
-            state["metrics"].record(kind, method, outcome)
-            try:
-                if outcome[0] == "ok":
-                    store.finish(job_id, "done", result=outcome[1])
-                elif outcome[0] == "invalid":
-                    store.finish(job_id, "failed", error={"field": outcome[1], "message": outcome[2]})
-                else:
-                    store.finish(job_id, "failed", error={"field": "", "message": outcome[1]})
-            except (TypeError, ValueError) as exc:  # an answer JSON cannot hold: the job must still end
-                store.finish(job_id, "failed", error={"field": "", "message": f"the answer could not be stored: {exc}"})
-
-        work = Work(kind, body, budget_s, job_id=job_id, before_start=lambda: store.start(job_id))
-        state["pool"].submit(work).add_done_callback(done)
-
-    # ------------------------------------------------------------------ middleware
-    @app.middleware("http")
-    async def access_and_auth(request: Request, call_next: Any) -> Response:
-        started = time.perf_counter()
-        request_id = uuid.uuid4().hex[:16]
-        if config.token is not None and request.url.path not in _OPEN_PATHS and not _authorized(request):
-            response: Response = error_response(401, "Authorization", "a valid bearer token is required",
-                                                {"WWW-Authenticate": "Bearer"})
-        else:
-            response = await call_next(request)
-        elapsed = time.perf_counter() - started
-        route = getattr(request.scope.get("route"), "path", "unmatched")
-        metrics: Metrics | None = state.get("metrics")
-        if metrics is not None:
-            metrics.requests.labels(request.method, route, str(response.status_code)).inc()
-            metrics.latency.labels(route).observe(elapsed)
-        response.headers["X-Request-Id"] = request_id
-        ACCESS_LOG.info(json.dumps({
-            "ts": round(time.time(), 3), "request_id": request_id, "client": request.client.host if request.client else None,
-            "method": request.method, "path": request.url.path, "route": route,
-            "status": response.status_code, "duration_ms": round(elapsed * 1000, 2)}))
-        return response
-
-    def _authorized(request: Request) -> bool:
-        scheme, _, value = request.headers.get("authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), config.token.encode())
+    app.router.redirect_slashes = False  # a redirect would name the client's Host header
+    app.add_middleware(ServiceMiddleware, tokens=config.tokens, draining=lambda: state["draining"],
+                       max_auth_failures=config.max_auth_failures,
+                       body_paths=frozenset({"/v1/jobs", *(f"/v1/{kind}" for kind in KINDS)}),
+                       on_response=lambda *a: state["metrics"].http(*a) if "metrics" in state else None)
 
     # ------------------------------------------------------------------ errors
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return error_response(exc.status, exc.field, exc.message)
+        return error_response(exc.status, exc.field, exc.message, exc.headers)
 
     @app.exception_handler(InvalidInputError)
     async def invalid_input(request: Request, exc: InvalidInputError) -> JSONResponse:
         return error_response(422, exc.field, exc.problem)
 
+    @app.exception_handler(StoreBusy)
+    async def store_busy(request: Request, exc: StoreBusy) -> JSONResponse:
+        return error_response(503, "", "the job store is busy: retry the request", {"Retry-After": "2"})
+
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path"))
+        where = ".".join(str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header"))
         return error_response(422, where, str(first.get("msg", "invalid request")))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return error_response(exc.status_code, "", str(exc.detail))
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:  # every route of the path, not only the first
+            allowed = {m for route in app.routes if getattr(route, "path_regex", None) is not None
+                       and route.path_regex.match(request.url.path) for m in getattr(route, "methods", None) or ()}
+            headers["Allow"] = ", ".join(sorted(allowed))
+            return error_response(405, "", f"{request.method} is not one of {headers['Allow']} on this path", headers)
+        return error_response(exc.status_code, "", str(exc.detail), headers)
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
-        log_event(logging.ERROR, "internal_error", path=request.url.path, error=f"{type(exc).__name__}: {exc}")
+        log_event(logging.ERROR, "internal_error", path=request.url.path[:200], error=f"{type(exc).__name__}: {exc}",
+                  request_id=request.state.request_id)
         return error_response(500, "", "internal error (logged by the server)")
 
-    # ------------------------------------------------------------------ endpoints
-    @app.get("/healthz")
+    # ------------------------------------------------------------------ health
+    def _health() -> dict[str, Any]:
+        pool = state["pool"]
+        return {"workers": pool.workers, "running": pool.running(), "idle": pool.idle(), "queue_depth": pool.pending(),
+                "max_pending": config.max_pending}
+
+    @app.api_route("/healthz", methods=["GET", "HEAD"])
     async def healthz() -> dict[str, Any]:
-        pool: WorkerPool = state["pool"]
-        return {"status": "ok", "workers": pool.workers, "running": pool.running(), "queue_depth": pool.pending()}
+        return {"status": "draining" if state["draining"] else "ok", **_health()}
+
+    @app.api_route("/livez", methods=["GET", "HEAD"])
+    async def livez() -> dict[str, Any]:
+        return {"status": "ok"}
+
+    @app.api_route("/readyz", methods=["GET", "HEAD"])
+    async def readyz() -> JSONResponse:
+        pool, store = state["pool"], state["store"]
+        reasons = []
+        if state["draining"]:
+            reasons.append("draining")
+        if pool.pending() >= config.max_pending:
+            reasons.append("full")
+        if not await run_in_threadpool(store.ping):
+            reasons.append("store unavailable")
+        reasons += [f"worker slot {i} died" for i in pool.dead_slots()]
+        return JSONResponse({"status": "not ready" if reasons else "ready", "reasons": reasons, **_health()},
+                            status_code=503 if reasons else 200)
 
     @app.get("/openapi.json")
     async def openapi() -> dict[str, Any]:
-        return openapi_document(auth=config.token is not None)
+        return openapi_document(auth=config.tokens is not None, max_time_limit_s=config.max_time_limit_s)
 
     @app.get("/metrics")
     async def metrics() -> Response:
         text = await run_in_threadpool(state["metrics"].text)
-        return Response(text, media_type=CONTENT_TYPE_LATEST)
+        return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    def _full() -> None:
-        if state["pool"].pending() >= config.max_pending:
-            raise ApiError(429, "", f"the server is full ({config.max_pending} tasks queued or running): retry later")
+    # ------------------------------------------------------------------ solving
+    def _admit() -> Work:
+        work = Work("", None, 0.0)
+        if not state["pool"].try_reserve(work):
+            wait = max(1, min(60, math.ceil(state["task_s"] * config.max_pending / max(1, state["pool"].workers))))
+            raise ApiError(429, "", f"the server is full ({config.max_pending} tasks admitted): retry later",
+                           {"Retry-After": str(wait)})
+        return work
 
-    async def _body(request: Request) -> Any:
-        return await read_json(request, config.max_body_bytes)
+    async def _checked(kind: str, request: Request) -> tuple[Any, Any]:
+        length = request.headers.get("content-length")
+        limit = config.max_body_bytes
+        if length is not None and length.isdigit() and int(length) > limit:
+            raise ApiError(413, "body", f"{int(length)} bytes; this server takes at most {limit}")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, "body", f"more than {limit} bytes; this server takes at most {limit}")
+            chunks.append(chunk)
+        body = await anyio.to_thread.run_sync(_parse_body, b"".join(chunks), limiter=parsers)
+        if kind == "jobs":
+            if not isinstance(body, dict):
+                raise ApiError(422, "body", f"must be a JSON object, got {type(body).__name__}")
+            kind = body.pop("kind", "solve")
+            if kind not in JOB_KINDS:
+                raise ApiError(422, "kind", f"must be one of {', '.join(JOB_KINDS)}; got {short(kind)}")
+        task = await anyio.to_thread.run_sync(lambda: prepare(kind, body, max_time_limit_s=config.max_time_limit_s),
+                                              limiter=parsers)
+        return body, task
+
+    async def _outcome(work: Work, request: Request) -> Outcome:
+        """The work's outcome; the work is cancelled when the client goes away first."""
+        future = asyncio.wrap_future(state["pool"].submit(work))
+        gone = asyncio.ensure_future(_disconnected(request))
+        try:
+            await asyncio.wait({future, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+        if not future.done():
+            state["pool"].cancel(work)
+            log_event(logging.INFO, "request_abandoned", kind=work.kind, request_id=request.state.request_id)
+            return ("cancelled",)
+        return future.result()
 
     async def run_now(kind: str, request: Request) -> Any:
-        body = await _body(request)
-        _full()
-        task = await run_in_threadpool(prepare, kind, body, max_time_limit_s=config.max_time_limit_s)
-        if kind == "export":
-            return task.run()
-        outcome = await asyncio.wrap_future(state["pool"].submit(Work(kind, body, task.budget_s)))
-        state["metrics"].record(kind, task.method, outcome)
+        work = _admit()
+        try:
+            body, task = await _checked(kind, request)
+            if kind == "export":
+                return task.run()
+            work.kind, work.body, work.budget_s = kind, body, task.budget_s
+            started = time.monotonic()
+            outcome = await _outcome(work, request)
+        finally:
+            state["pool"].release(work)
+        state["task_s"] = 0.8 * state["task_s"] + 0.2 * (time.monotonic() - started)
+        if outcome[0] != "cancelled":
+            state["metrics"].record(kind, task.method, outcome)
         if outcome[0] == "ok":
             return outcome[1]
         if outcome[0] == "invalid":
             raise ApiError(422, outcome[1], outcome[2])
         if outcome[0] == "killed":
             raise ApiError(504, "time_limit_s", outcome[1])
-        if outcome[0] == "error":
+        if outcome[0] in ("error", "crashed"):
             raise ApiError(500, "", outcome[1])
-        raise ApiError(503, "", "the server is shutting down: retry the request")
+        if outcome[0] == "cancelled":
+            return Response(status_code=499)  # nobody is left to read it
+        raise ApiError(503, "", "the server is shutting down: retry the request", {"Retry-After": "5"})
 
     def endpoint_of(kind: str) -> Any:
         async def endpoint(request: Request) -> Any:
@@ -291,48 +317,110 @@ def create_app(config: ServiceConfig) -> FastAPI:
     for kind in KINDS:
         app.add_api_route(f"/v1/{kind}", endpoint_of(kind), methods=["POST"])
 
+    # ------------------------------------------------------------------ jobs
     @app.post("/v1/jobs", status_code=202)
-    async def submit_job(request: Request) -> dict[str, Any]:
-        body = await _body(request)
-        if not isinstance(body, dict):
-            raise ApiError(422, "body", f"must be a JSON object, got {type(body).__name__}")
-        kind = body.pop("kind", "solve")
-        if kind not in KINDS or kind == "export":
-            raise ApiError(422, "kind", f"must be one of {', '.join(k for k in KINDS if k != 'export')}; got {kind!r}")
-        _full()
-        task = await run_in_threadpool(prepare, kind, body, max_time_limit_s=config.max_time_limit_s)
-        job_id = await run_in_threadpool(state["store"].add, kind, body)
-        _submit_job(job_id, kind, body, task.budget_s, task.method)
-        return {"id": job_id, "status": "queued", "url": f"/v1/jobs/{job_id}"}
+    async def submit_job(request: Request) -> JSONResponse:
+        key = request.headers.get("idempotency-key")
+        if key is not None and not 1 <= len(key) <= 200:
+            raise ApiError(422, "Idempotency-Key", "must be 1 to 200 characters")
+        work = _admit()
+        try:
+            body, task = await _checked("jobs", request)
+            job_id, created = await run_in_threadpool(
+                lambda: state["store"].add(task.kind, body, tenant=request.state.tenant, idempotency_key=key,
+                                           request_id=request.state.request_id))
+        except BaseException:
+            state["pool"].release(work)
+            raise
+        if created:
+            state["runner"].submit(job_id, task.kind, body, task.budget_s, task.method, work=work,
+                                   request_id=request.state.request_id)
+            log_event(logging.INFO, "job_queued", job_id=job_id, kind=task.kind, tenant=request.state.tenant,
+                      request_id=request.state.request_id)
+        else:
+            state["pool"].release(work)
+        job = None if created else await run_in_threadpool(state["store"].get, job_id)
+        url = f"/v1/jobs/{job_id}"
+        headers = {"Location": url} | ({} if created else {"Idempotent-Replayed": "true"})
+        return JSONResponse({"id": job_id, "status": job.status if job else "queued", "url": url},
+                            status_code=202, headers=headers)
+
+    def _job_id(job_id: str) -> str:
+        if not _JOB_ID.match(job_id):
+            raise ApiError(404, "job_id", f"no job {short(job_id, 40)}")
+        return job_id
+
+    def _tenant(request: Request) -> str | None:
+        return request.state.tenant if config.tokens is not None else None
 
     @app.get("/v1/jobs")
-    async def list_jobs(status: str | None = None, limit: int = 100) -> dict[str, Any]:
+    async def list_jobs(request: Request, status: str | None = None, limit: int = 100,
+                        cursor: str | None = None) -> dict[str, Any]:
         if status is not None and status not in STATES:
-            raise ApiError(422, "status", f"must be one of {', '.join(STATES)}; got {status!r}")
+            raise ApiError(422, "status", f"must be one of {', '.join(STATES)}; got {short(status)}")
         if not 1 <= limit <= 1000:
             raise ApiError(422, "limit", f"must be within 1..1000, got {limit}")
-        jobs = await run_in_threadpool(state["store"].list, status, limit)
-        return {"jobs": [job.to_dict() for job in jobs]}
+        before = None
+        if cursor is not None:
+            if not cursor.isdigit() or len(cursor) > 18:
+                raise ApiError(422, "cursor", "not a cursor this server gave (use next_cursor of an answer)")
+            before = int(cursor)
+        jobs = await run_in_threadpool(lambda: state["store"].list(status, limit + 1, tenant=_tenant(request),
+                                                                   before_seq=before))
+        more = len(jobs) > limit
+        jobs = jobs[:limit]
+        return {"jobs": [job.to_dict() for job in jobs], "next_cursor": str(jobs[-1].seq) if more else None}
 
     @app.get("/v1/jobs/{job_id}")
-    async def get_job(job_id: str) -> dict[str, Any]:
-        job = await run_in_threadpool(state["store"].get, job_id)
-        if job is None:
-            raise ApiError(404, "job_id", f"no job {job_id!r}")
-        return job.to_dict()
+    async def get_job(request: Request, job_id: str, wait: float = 0.0) -> dict[str, Any]:
+        _job_id(job_id)
+        if not 0 <= wait <= MAX_WAIT_S:
+            raise ApiError(422, "wait", f"must be within 0..{MAX_WAIT_S:g} seconds, got {wait:g}")
+        deadline = time.monotonic() + wait
+        while True:
+            job = await run_in_threadpool(state["store"].get, job_id, _tenant(request))
+            if job is None:
+                raise ApiError(404, "job_id", f"no job {short(job_id, 40)}")
+            if job.status in FINAL or time.monotonic() >= deadline or state["draining"]:
+                return job.to_dict()
+            await asyncio.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
-    @app.delete("/v1/jobs/{job_id}")
-    async def cancel_job(job_id: str) -> dict[str, Any]:
+    @app.post("/v1/jobs/{job_id}/cancel")
+    async def cancel_job(request: Request, job_id: str) -> dict[str, Any]:
+        _job_id(job_id)
         store: JobStore = state["store"]
-        before = await run_in_threadpool(store.cancel, job_id)
+        before = await run_in_threadpool(store.cancel, job_id, _tenant(request))
         if before is None:
-            raise ApiError(404, "job_id", f"no job {job_id!r}")
+            raise ApiError(404, "job_id", f"no job {short(job_id, 40)}")
         if before in FINAL:
             raise ApiError(409, "job_id", f"the job has already ended ({before})")
-        if before == "running":
-            state["pool"].cancel(job_id)
+        state["runner"].cancel(job_id)
+        log_event(logging.INFO, "job_cancelled", job_id=job_id, was=before, request_id=request.state.request_id)
         job = await run_in_threadpool(store.get, job_id)
-        assert job is not None
+        if job is None:  # deleted meanwhile
+            raise ApiError(404, "job_id", f"no job {short(job_id, 40)}")
         return job.to_dict()
 
+    @app.delete("/v1/jobs/{job_id}", status_code=204)
+    async def delete_job(request: Request, job_id: str) -> Response:
+        _job_id(job_id)
+        store: JobStore = state["store"]
+        before = await run_in_threadpool(store.cancel, job_id, _tenant(request))
+        if before is None:
+            raise ApiError(404, "job_id", f"no job {short(job_id, 40)}")
+        if before not in FINAL:
+            state["runner"].cancel(job_id)
+        await run_in_threadpool(store.delete, job_id, _tenant(request))
+        log_event(logging.INFO, "job_deleted", job_id=job_id, was=before, request_id=request.state.request_id)
+        return Response(status_code=204)
+
     return app
+
+
+async def _disconnected(request: Request) -> None:
+    """Return when the client has closed the connection (the body has been read already)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+

@@ -14,7 +14,10 @@ from typing import Any
 
 from dnnprov import __version__
 from dnnprov.cloud.export import TARGETS
+from dnnprov.problems.spot import MARKETS
+from dnnprov.result import Status
 from dnnprov.service.store import STATES
+from dnnprov.service.tasks import MAX_SWEEP_POINTS
 from dnnprov.solve import METHODS
 
 #: Schema files embedded as components: file stem -> component name.
@@ -49,124 +52,271 @@ def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-_INSTANCE = {"description": "An instance object (the file's JSON), or \"embedded:REL\" for a file shipped with dnnprov.",
-             "oneOf": [_ref("SpotInstance"), _ref("ServerlessInstance"),
-                       {"type": "string", "pattern": "^embedded:", "examples": ["embedded:spot/paper-table1.json"]}]}
-_TIME_LIMIT = {"type": "number", "exclusiveMinimum": 0, "description": "Seconds (capped by the server's --max-time-limit)."}
-_METHOD = {"enum": list(METHODS), "default": "milp"}
+def _embedded_names() -> list[str]:
+    """``embedded:REL`` of every instance file shipped with dnnprov."""
+    root = resources.files("dnnprov.data").joinpath("instances")
+    names: list[str] = []
+    for kind in ("spot", "serverless"):
+        folder = root.joinpath(kind)
+        if folder.is_dir():
+            names += sorted(f"embedded:{kind}/{f.name}" for f in folder.iterdir() if f.name.endswith(".json"))
+    return names
 
-_REQUESTS: dict[str, Any] = {
-    "SolveRequest": {"type": "object", "additionalProperties": False, "required": ["instance"], "properties": {
-        "instance": _INSTANCE, "method": _METHOD, "time_limit_s": {**_TIME_LIMIT, "default": 10},
-        "gap": {"type": "number", "minimum": 0, "exclusiveMaximum": 1, "default": 0},
-        "max_plans": {"type": "integer", "minimum": 1}}},
-    "SolveManyRequest": {"type": "object", "additionalProperties": False, "required": ["instances"], "properties": {
-        "instances": {"type": "array", "minItems": 1, "items": _INSTANCE},
-        "shared": {"type": "object", "additionalProperties": False, "properties": {
-            "quotas": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
-            "vcpu_quotas": {"type": "array", "items": {"type": "object", "additionalProperties": False,
-                                                       "required": ["family", "vcpus"], "properties": {
-                "family": {"type": "string"}, "market": {"enum": ["spot", "on-demand"], "default": "spot"},
-                "vcpus": {"type": "integer", "minimum": 0}}}},
-            "concurrency": {"type": "integer", "minimum": 0}}},
-        "time_limit_s": {**_TIME_LIMIT, "default": 60}, "max_plans_per_job": {"type": "integer", "minimum": 1}}},
-    "ReplanRequest": {"type": "object", "additionalProperties": False,
-                      "required": ["instance", "plan", "revoked", "elapsed_s", "loss_reached"], "properties": {
-        "instance": _INSTANCE, "plan": _ref("PlanDocument"),
-        "revoked": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
-        "elapsed_s": {"type": "number", "minimum": 0}, "loss_reached": {"type": "number"},
-        "takeover_overhead_s": {"type": "number", "minimum": 0, "default": 30},
-        "avoid_revoked": {"type": "boolean", "default": False}, "method": _METHOD,
-        "time_limit_s": {**_TIME_LIMIT, "default": 10}}},
-    "PredictRequest": {"type": "object", "additionalProperties": False, "required": ["instance"], "properties": {
-        "instance": _INSTANCE,
-        "plan": {"type": "object", "description": "A result's plan ({counts, ps} or {functions, memory_mb, ...})."},
-        "counts": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
-        "ps": {"type": "integer", "minimum": 1}, "functions": {"type": "integer", "minimum": 1},
-        "memory_mb": {"type": "integer", "minimum": 1}, "local_batch": {"type": "number", "exclusiveMinimum": 0}}},
-    "ExportRequest": {"type": "object", "additionalProperties": False, "required": ["plan", "target"], "properties": {
-        "plan": _ref("PlanDocument"), "target": {"enum": list(TARGETS)}, "instance": _INSTANCE,
-        "catalog": _ref("Catalog"),
-        "options": {"type": "object", "additionalProperties": {"type": "string"}, "description":
-                    "image_id, launch_template, launch_template_version, subnet_id, key_name, function_name, "
-                    "role, image_uri, s3_bucket, s3_key, runtime, handler, queue_name, namespace, kueue_api"}}},
-    "SweepRequest": {"type": "object", "additionalProperties": False, "required": ["instance", "deadlines"], "properties": {
-        "instance": _INSTANCE,
-        "deadlines": {"oneOf": [{"type": "array", "items": {"type": "number", "exclusiveMinimum": 0}, "minItems": 1},
-                                {"type": "string", "pattern": "^[0-9.]+:[0-9.]+:[0-9]+$", "examples": ["600:3600:24"]}]},
-        "losses": {"type": "array", "items": {"type": "number"}, "minItems": 1},
-        "heuristic": {"type": "boolean", "default": True}, "time_limit_s": {**_TIME_LIMIT, "default": 10}}},
+
+def _requests(max_time_limit_s: float) -> dict[str, Any]:
+    """The request bodies, one schema per endpoint, with this server's cap on ``time_limit_s``."""
+    instance = {"description": "An instance object (the file's JSON), or \"embedded:REL\" for a file shipped with dnnprov.",
+                "oneOf": [_ref("SpotInstance"), _ref("ServerlessInstance"), {"enum": _embedded_names()}]}
+    time_limit = {"type": "number", "minimum": 1e-9, "maximum": max_time_limit_s,
+                  "description": "Seconds (at most the server's --max-time-limit)."}
+    method = {"enum": list(METHODS), "default": "milp"}
+    counts = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}
+    return {
+        "SolveRequest": {"type": "object", "additionalProperties": False, "required": ["instance"], "properties": {
+            "instance": instance, "method": method, "time_limit_s": time_limit,
+            "gap": {"type": "number", "minimum": 0, "exclusiveMaximum": 1, "default": 0},
+            "max_plans": {"type": ["integer", "null"], "minimum": 1, "description": "null: no limit"}}},
+        "SolveManyRequest": {"type": "object", "additionalProperties": False, "required": ["instances"], "properties": {
+            "instances": {"type": "array", "minItems": 1, "items": instance},
+            "shared": {"type": "object", "additionalProperties": False, "properties": {
+                "quotas": counts,
+                "vcpu_quotas": {"type": "array", "items": {"type": "object", "additionalProperties": False,
+                                                           "required": ["family", "vcpus"], "properties": {
+                    "family": {"type": "string", "minLength": 1}, "market": {"enum": list(MARKETS), "default": "spot"},
+                    "vcpus": {"type": "integer", "minimum": 0}}}},
+                "concurrency": {"type": ["integer", "null"], "minimum": 0, "description": "null: no limit"}}},
+            "time_limit_s": time_limit,
+            "max_plans_per_job": {"type": ["integer", "null"], "minimum": 1, "description": "null: no limit"}}},
+        "ReplanRequest": {"type": "object", "additionalProperties": False,
+                          "required": ["instance", "plan", "revoked", "elapsed_s", "loss_reached"], "properties": {
+            "instance": instance, "plan": _ref("PlanInput"), "revoked": {**counts, "minProperties": 1},
+            "elapsed_s": {"type": "number", "minimum": 0}, "loss_reached": {"type": "number"},
+            "takeover_overhead_s": {"type": "number", "minimum": 0, "default": 30},
+            "avoid_revoked": {"type": "boolean", "default": False}, "method": method, "time_limit_s": time_limit}},
+        "PredictRequest": {"type": "object", "additionalProperties": False, "required": ["instance"], "properties": {
+            "instance": instance, "plan": _ref("Plan"), "counts": counts,
+            "ps": {"type": "integer", "minimum": 1}, "functions": {"type": "integer", "minimum": 1},
+            "memory_mb": {"type": "integer", "minimum": 1}, "local_batch": {"type": "number", "exclusiveMinimum": 0}}},
+        "ExportRequest": {"type": "object", "additionalProperties": False, "required": ["plan", "target"], "properties": {
+            "plan": _ref("PlanInput"), "target": {"enum": list(TARGETS)}, "instance": instance, "catalog": _ref("Catalog"),
+            "options": {"type": "object", "additionalProperties": False, "properties": {
+                k: {"type": "string", "minLength": 1} for k in _EXPORT_OPTIONS}}}},
+        "SweepRequest": {"type": "object", "additionalProperties": False, "required": ["instance", "deadlines"],
+                         "properties": {
+            "instance": instance,
+            "deadlines": {"oneOf": [{"type": "array", "items": {"type": "number", "exclusiveMinimum": 0}, "minItems": 1,
+                                     "maxItems": MAX_SWEEP_POINTS},
+                                    {"type": "string", "pattern": "^[0-9.]+:[0-9.]+:[0-9]+$", "examples": ["600:3600:24"]}]},
+            "losses": {"type": "array", "items": {"type": "number"}, "minItems": 1},
+            "heuristic": {"type": "boolean", "default": True}, "time_limit_s": time_limit}},
+    }
+
+
+_EXPORT_OPTIONS = ("image_id", "launch_template", "launch_template_version", "subnet_id", "key_name", "function_name",
+                   "role", "image_uri", "s3_bucket", "s3_key", "runtime", "handler", "queue_name", "namespace",
+                   "kueue_api")
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
+#: Kind of job -> (request schema, answer schema).
+_JOB_REQUEST = {"solve": "SolveRequest", "solve-many": "SolveManyRequest", "replan": "ReplanRequest",
+                "predict": "PredictRequest", "sweep": "SweepRequest"}
+_JOB_ANSWER = {"solve": "Result", "solve-many": "SolveManyAnswer", "replan": "ReplanAnswer",
+               "predict": "PredictAnswer", "sweep": "SweepAnswer"}
+
+
+#: The plan of a result (``Result.plan.to_dict()``): the same shape in every answer that has one.
+_PLANS: dict[str, Any] = {
+    "SpotPlan": {"type": "object", "required": ["counts", "ps"], "additionalProperties": False, "properties": {
+        "counts": {"type": "object", "description": "instance type (or `TYPE:on-demand`) -> workers; zeros left out",
+                   "additionalProperties": {"type": "integer", "minimum": 1}, "minProperties": 1},
+        "ps": {"type": "integer", "minimum": 0}}},
+    "ServerlessPlan": {"type": "object", "required": ["functions", "memory_mb", "local_batch", "ps"],
+                       "additionalProperties": False, "properties": {
+        "functions": {"type": "integer", "minimum": 1}, "memory_mb": {"type": "integer", "minimum": 1},
+        "local_batch": {"type": "number"}, "ps": {"type": "integer", "minimum": 0}}},
+    "Plan": {"oneOf": [_ref("SpotPlan"), _ref("ServerlessPlan")]},
 }
 _ANSWERS: dict[str, Any] = {
-    "Result": {"type": "object", "description": "What `dnnprov solve --json` prints.", "required": ["status", "method", "kind"],
-               "properties": {"status": {"enum": ["optimal", "feasible", "limit", "infeasible", "unknown", "error"]},
-                              "method": {"type": "string"}, "kind": {"enum": ["spot", "serverless"]},
-                              "plan": {"type": ["object", "null"]}, "cost": {"type": ["number", "null"]},
-                              "bound": {"type": ["number", "null"]}, "time_s": {"type": ["number", "null"]}}},
-    "PlanDocument": {"type": "object", "description": "A dnnprov/plan v1 document, or a bare Result."},
-    "Error": {"type": "object", "required": ["error"], "properties": {"error": {
-        "type": "object", "required": ["field", "message"],
+    "Result": {"type": "object", "description": "What `dnnprov solve --json` prints (`Result.to_dict()`).",
+               "required": ["status", "method", "kind", "model", "instance", "plan", "time_s", "cost", "bound", "gap",
+                            "solve_seconds", "message", "details", "stats"],
+               "properties": {"status": {"enum": [s.value for s in Status]}, "method": {"type": "string"},
+                              "kind": {"enum": ["spot", "serverless"]}, "model": {"type": "string"},
+                              "instance": {"type": "string"}, "plan": {"oneOf": [_ref("Plan"), {"type": "null"}]},
+                              "time_s": _NUMBER_OR_NULL, "cost": _NUMBER_OR_NULL, "bound": _NUMBER_OR_NULL,
+                              "gap": _NUMBER_OR_NULL, "solve_seconds": {"type": "number"}, "message": {"type": "string"},
+                              "details": {"type": "object"}, "stats": {"type": "object"}}},
+    "PlanDocument": {"type": "object", "description": "A dnnprov/plan v1 document.", "required": ["format", "version", "result"],
+                     "properties": {"format": {"const": "dnnprov/plan"}, "version": {"const": 1},
+                                    "result": _ref("Result"), "instance": {"type": "object"}, "catalog": {"type": "object"}}},
+    "PlanInput": {"description": "A plan to act on: a dnnprov/plan v1 document, or a bare Result.",
+                  "anyOf": [_ref("PlanDocument"), _ref("Result")]},
+    "SolveManyAnswer": {"type": "object", "description": "What `dnnprov solve-many --json` prints.",
+                        "required": ["status", "cost", "bound", "gap", "shared", "jobs"], "properties": {
+        "status": {"enum": [s.value for s in Status]}, "cost": _NUMBER_OR_NULL, "bound": _NUMBER_OR_NULL,
+        "gap": _NUMBER_OR_NULL, "solve_seconds": {"type": "number"}, "message": {"type": "string"},
+        "shared": {"type": "object", "additionalProperties": {"type": "object", "properties": {
+            "limit": {"type": ["integer", "number", "null"]}, "used": {"type": ["integer", "number", "null"]}}}},
+        "stats": {"type": "object"}, "jobs": {"type": "array", "items": _ref("Result")}}},
+    "PredictAnswer": {"type": "object", "required": ["kind", "plan", "time_s", "cost", "feasible"], "properties": {
+        "kind": {"enum": ["spot", "serverless"]}, "model": {"type": "string"}, "instance": {"type": "string"},
+        "plan": _ref("Plan"), "time_s": _NUMBER_OR_NULL, "cost": _NUMBER_OR_NULL, "feasible": {"type": "boolean"},
+        "reasons": {"type": "array", "items": {"type": "string"}}}},
+    "ReplanAnswer": {"description": "The takeover plan as a plan document, or the bare Result when no plan was found.",
+                     "anyOf": [_ref("PlanDocument"), _ref("Result")]},
+    "ExportAnswer": {"type": "object", "required": ["target", "files"], "properties": {
+        "target": {"enum": list(TARGETS)}, "files": {"type": "object", "additionalProperties": {"type": "string"}}}},
+    "SweepAnswer": {"type": "object", "required": ["instance", "kind", "rows", "violations"], "properties": {
+        "instance": {"type": "string"}, "kind": {"enum": ["spot", "serverless"]},
+        "rows": {"type": "array", "items": {"type": "object", "required": ["deadline_s", "status", "cost", "plan_summary"],
+                                            "properties": {"deadline_s": {"type": "number"}, "loss": _NUMBER_OR_NULL,
+                                                           "status": {"enum": [s.value for s in Status]},
+                                                           "cost": _NUMBER_OR_NULL,
+                                                           "plan_summary": {"type": "string",
+                                                                            "description": "the plan in words"}}}},
+        "violations": {"type": "array", "items": {"type": "string"}}}},
+    "Error": {"type": "object", "required": ["error"], "additionalProperties": False, "properties": {"error": {
+        "type": "object", "required": ["field", "message"], "additionalProperties": False,
         "properties": {"field": {"type": "string"}, "message": {"type": "string"}}}}},
-    "JobRequest": {"description": "A request body of one of the solving endpoints, with `kind` naming it "
-                                  "(default `solve`).", "type": "object", "properties": {
-        "kind": {"enum": ["solve", "solve-many", "replan", "predict", "sweep"], "default": "solve"}}},
-    "JobAccepted": {"type": "object", "required": ["id", "status"], "properties": {
-        "id": {"type": "string"}, "status": {"const": "queued"}, "url": {"type": "string"}}},
-    "Job": {"type": "object", "required": ["id", "kind", "status"], "properties": {
-        "id": {"type": "string"}, "kind": {"type": "string"}, "status": {"enum": list(STATES)},
-        "result": {"description": "The endpoint's answer once done"}, "error": {"oneOf": [{"type": "null"}, {
-            "type": "object", "properties": {"field": {"type": "string"}, "message": {"type": "string"}}}]},
-        "attempts": {"type": "integer"}, "created": {"type": "number"},
-        "started": {"type": ["number", "null"]}, "finished": {"type": ["number", "null"]}}},
-    "ExportAnswer": {"type": "object", "properties": {"target": {"type": "string"},
-                                                      "files": {"type": "object", "additionalProperties": {"type": "string"}}}},
-    "SweepAnswer": {"type": "object", "properties": {"rows": {"type": "array", "items": {"type": "object"}}}},
+    "JobAccepted": {"type": "object", "required": ["id", "status", "url"], "properties": {
+        "id": {"type": "string", "pattern": "^[0-9a-f]{32}$"}, "status": {"enum": list(STATES)},
+        "url": {"type": "string"}}},
+    "Job": {"type": "object", "required": ["id", "kind", "status", "result", "error", "attempts", "created", "started",
+                                           "finished"], "properties": {
+        "id": {"type": "string"}, "kind": {"enum": list(_JOB_ANSWER)}, "status": {"enum": list(STATES)},
+        "result": {"description": "The answer of the job's endpoint once done (null before)",
+                   "anyOf": [{"type": "null"}, *(_ref(a) for a in dict.fromkeys(_JOB_ANSWER.values()))]},
+        "error": {"oneOf": [{"type": "null"}, {"type": "object", "required": ["field", "message"], "properties": {
+            "field": {"type": "string"}, "message": {"type": "string"}}}]},
+        "attempts": {"type": "integer", "minimum": 0}, "created": {"type": "number"},
+        "started": _NUMBER_OR_NULL, "finished": _NUMBER_OR_NULL}},
+    "JobList": {"type": "object", "required": ["jobs", "next_cursor"], "properties": {
+        "jobs": {"type": "array", "items": _ref("Job")},
+        "next_cursor": {"type": ["string", "null"], "description": "pass as ?cursor= for the next page; null: last page"}}},
+    "Health": {"type": "object", "required": ["status"], "properties": {
+        "status": {"type": "string"}, "reasons": {"type": "array", "items": {"type": "string"}},
+        "workers": {"type": "integer"}, "running": {"type": "integer"}, "idle": {"type": "integer"},
+        "queue_depth": {"type": "integer"}, "max_pending": {"type": "integer"}}},
 }
-_ERRORS = {code: {"description": text, "content": {"application/json": {"schema": _ref("Error")}}}
-           for code, text in (("400", "the body is not JSON"), ("401", "missing or wrong bearer token"),
-                              ("413", "body too large"), ("422", "a field is invalid (named in the answer)"),
-                              ("429", "the server is full: retry later"), ("504", "the task overran its time budget"))}
+def _job_requests(requests: dict[str, Any]) -> dict[str, Any]:
+    """One schema per job kind: the endpoint's body with ``kind`` (optional for ``solve``)."""
+    out: dict[str, Any] = {}
+    for kind, name in _JOB_REQUEST.items():
+        schema = copy.deepcopy(requests[name])
+        schema["properties"]["kind"] = {"const": kind}
+        if kind != "solve":
+            schema["required"] = ["kind", *schema["required"]]
+        out[f"{name.removesuffix('Request')}Job"] = schema
+    out["JobRequest"] = {"description": "The body of one of the solving endpoints, with `kind` naming it "
+                                        "(default `solve`).",
+                         "oneOf": [_ref(f"{n.removesuffix('Request')}Job") for n in _JOB_REQUEST.values()]}
+    return out
 
 
-def _op(summary: str, request: str | None, answer: str, code: str = "200", **extra: Any) -> dict[str, Any]:
-    op: dict[str, Any] = {"summary": summary, "responses": {
-        code: {"description": "OK" if code == "200" else "Accepted",
-               "content": {"application/json": {"schema": _ref(answer) if answer else {"type": "object"}}}}, **_ERRORS}}
-    if request:
-        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(request)}}}
-    op.update(extra)
-    return op
+_HEADER = {"schema": {"type": "string"}}
+_RETRY = {"Retry-After": {"description": "seconds to wait before trying again", "schema": {"type": "integer"}}}
+_IDS = {"X-Request-Id": {"description": "the caller's request id (1-64 of `A-Za-z0-9._:-`) or a new one", **_HEADER},
+        "traceparent": {"description": "W3C trace context: the caller's trace id, a new span", **_HEADER}}
 
 
-def openapi_document(auth: bool) -> dict[str, Any]:
-    """The OpenAPI 3.1 document (``bearer`` security when the server has a token)."""
-    job_id = [{"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}]
-    paths = {
-        "/healthz": {"get": {"summary": "liveness (no token needed)", "security": [],
-                             "responses": {"200": {"description": "OK"}}}},
-        "/metrics": {"get": {"summary": "Prometheus metrics (text format)", "responses": {"200": {
-            "description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
-        "/v1/solve": {"post": _op("solve one instance (as `dnnprov solve --json`)", "SolveRequest", "Result")},
-        "/v1/solve-many": {"post": _op("joint provisioning under shared limits (as `dnnprov solve-many --json`)",
-                                       "SolveManyRequest", "")},
-        "/v1/replan": {"post": _op("takeover plan after revocations (as `dnnprov replan --json`)", "ReplanRequest",
-                                   "PlanDocument")},
-        "/v1/predict": {"post": _op("predicted time and cost of one plan (dnnprov.models.predict.predict)", "PredictRequest", "")},
-        "/v1/export": {"post": _op("a plan in a deployable form (as `dnnprov export`)", "ExportRequest", "ExportAnswer")},
-        "/v1/sweep": {"post": _op("proven minimal cost per deadline (as `dnnprov sweep`)", "SweepRequest", "SweepAnswer")},
-        "/v1/jobs": {"post": _op("queue a request; answers at once", "JobRequest", "JobAccepted", "202"),
-                     "get": {"summary": "the newest jobs", "parameters": [
-                         {"name": "status", "in": "query", "schema": {"enum": list(STATES)}},
-                         {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}],
-                         "responses": {"200": {"description": "OK"}}}},
-        "/v1/jobs/{job_id}": {
-            "get": {"summary": "a job's state and result", "parameters": job_id, "responses": {
-                "200": {"description": "OK", "content": {"application/json": {"schema": _ref("Job")}}},
-                "404": _ERRORS["422"] | {"description": "no such job"}}},
-            "delete": {"summary": "cancel a queued or running job", "parameters": job_id, "responses": {
-                "200": {"description": "cancelled", "content": {"application/json": {"schema": _ref("Job")}}},
-                "404": {"description": "no such job"}, "409": {"description": "the job has already ended"}}}},
+def _error(text: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"description": text, "headers": {**_IDS, **(headers or {})},
+            "content": {"application/json": {"schema": _ref("Error")}}}
+
+
+def _errors(*codes: str, auth: bool) -> dict[str, Any]:
+    texts = {"400": ("the body is not JSON, not UTF-8, or nested too deep", None),
+             "401": ("missing or wrong bearer token", {"WWW-Authenticate": _HEADER}),
+             "404": ("no such job (of this tenant)", None), "413": ("the body is too large", None),
+             "415": ("the body is not sent as application/json", None),
+             "422": ("a field is invalid (named in the answer), including rules of the problem no JSON Schema states "
+                     "(an SLO the model cannot reach, a plan with a type the instance lacks)", None),
+             "429": ("the server is full, or too many failed token checks: retry after Retry-After", _RETRY),
+             "500": ("internal error (logged by the server)", None),
+             "503": ("the server is shutting down or its job store is busy: retry after Retry-After", _RETRY),
+             "504": ("the task overran its time budget and was stopped", None)}
+    return {code: _error(*texts[code]) for code in codes if code != "401" or auth}
+
+
+def _ok(description: str, schema: str | None, code: str = "200", **extra: Any) -> dict[str, Any]:
+    answer: dict[str, Any] = {"description": description, "headers": dict(_IDS)}
+    if schema is not None:
+        answer["content"] = {"application/json": {"schema": _ref(schema)}}
+    return {code: answer | extra}
+
+
+def _body(schema: str) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": _ref(schema)}}}
+
+
+def openapi_document(auth: bool, max_time_limit_s: float = 300.0) -> dict[str, Any]:
+    """The OpenAPI 3.1 document (``bearer`` security when the server has tokens)."""
+    job_id = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}
+    solving = ("400", "401", "413", "415", "422", "429", "500", "503")
+    health = {"security": [], "responses": {**_ok("the state", "Health"),
+                                            "503": {"description": "not ready (reasons named)", "headers": dict(_IDS),
+                                                    "content": {"application/json": {"schema": _ref("Health")}}}}}
+    paths: dict[str, Any] = {
+        "/healthz": {"get": {"summary": "liveness and counts (no token needed)", "operationId": "healthz", **health},
+                     "head": {"summary": "liveness (no body)", "operationId": "healthzHead", "security": [],
+                              "responses": {"200": {"description": "alive"}}}},
+        "/livez": {"get": {"summary": "the event loop answers", "operationId": "livez", **health},
+                   "head": {"summary": "liveness (no body)", "operationId": "livezHead", "security": [],
+                            "responses": {"200": {"description": "alive"}}}},
+        "/readyz": {"get": {"summary": "ready for work: not draining, not full, store writable, every worker slot alive",
+                            "operationId": "readyz", **health},
+                    "head": {"summary": "readiness (no body)", "operationId": "readyzHead", "security": [],
+                             "responses": {"200": {"description": "ready"}, "503": {"description": "not ready"}}}},
+        "/metrics": {"get": {"summary": "Prometheus metrics (text format)", "operationId": "metrics", "responses": {
+            "200": {"description": "OK", "headers": dict(_IDS),
+                    "content": {"text/plain": {"schema": {"type": "string"}}}}, **_errors("401", "429", auth=auth)}}},
     }
+    for kind, (summary, request, answer) in {
+            "solve": ("solve one instance (as `dnnprov solve --json`)", "SolveRequest", "Result"),
+            "solve-many": ("joint provisioning under shared limits (as `dnnprov solve-many --json`)",
+                           "SolveManyRequest", "SolveManyAnswer"),
+            "replan": ("takeover plan after revocations (as `dnnprov replan --json`)", "ReplanRequest", "ReplanAnswer"),
+            "predict": ("predicted time and cost of one plan", "PredictRequest", "PredictAnswer"),
+            "export": ("a plan in a deployable form (as `dnnprov export`)", "ExportRequest", "ExportAnswer"),
+            "sweep": ("proven minimal cost per deadline (as `dnnprov sweep`)", "SweepRequest", "SweepAnswer")}.items():
+        codes = solving + (("504",) if kind != "export" else ())
+        paths[f"/v1/{kind}"] = {"post": {"summary": summary, "operationId": kind.replace("-", "_"),
+                                         "requestBody": _body(request),
+                                         "responses": {**_ok("the answer", answer), **_errors(*codes, auth=auth)}}}
+    links = {"GetJob": {"operationId": "getJob", "parameters": {"job_id": "$response.body#/id"}},
+             "CancelJob": {"operationId": "cancelJob", "parameters": {"job_id": "$response.body#/id"}},
+             "DeleteJob": {"operationId": "deleteJob", "parameters": {"job_id": "$response.body#/id"}}}
+    accepted = {"Location": {"description": "the job's URL, relative", **_HEADER},
+                "Idempotent-Replayed": {"description": "`true` when the Idempotency-Key named an existing job", **_HEADER}}
+    paths["/v1/jobs"] = {
+        "post": {"summary": "queue a request; answers at once", "operationId": "submitJob",
+                 "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False, "description":
+                                 "the same key and body give the same job; the same key and another body 422",
+                                 "schema": {"type": "string", "minLength": 1, "maxLength": 200}}],
+                 "requestBody": _body("JobRequest"),
+                 "responses": {"202": {"description": "queued", "headers": {**_IDS, **accepted}, "links": links,
+                                       "content": {"application/json": {"schema": _ref("JobAccepted")}}},
+                               **_errors("400", "401", "413", "415", "422", "429", "503", auth=auth)}},
+        "get": {"summary": "this tenant's jobs, newest first, a page at a time", "operationId": "listJobs",
+                "parameters": [{"name": "status", "in": "query", "schema": {"enum": list(STATES)}},
+                               {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1,
+                                                                          "maximum": 1000, "default": 100}},
+                               {"name": "cursor", "in": "query", "schema": {"type": "string", "pattern": "^[0-9]{1,18}$"}}],
+                "responses": {**_ok("a page", "JobList"), **_errors("401", "422", "429", "503", auth=auth)}}}
+    paths["/v1/jobs/{job_id}"] = {
+        "get": {"summary": "a job's state and result; ?wait=S answers when it ends or after S seconds",
+                "operationId": "getJob", "parameters": [job_id, {"name": "wait", "in": "query", "schema": {
+                    "type": "number", "minimum": 0, "maximum": 60, "default": 0}}],
+                "responses": {**_ok("the job", "Job"), **_errors("401", "404", "422", "429", "503", auth=auth)}},
+        "delete": {"summary": "delete a job (a queued or running one is cancelled first)", "operationId": "deleteJob",
+                   "parameters": [job_id], "responses": {"204": {"description": "deleted", "headers": dict(_IDS)},
+                                                         **_errors("401", "404", "429", "503", auth=auth)}}}
+    paths["/v1/jobs/{job_id}/cancel"] = {
+        "post": {"summary": "cancel a queued or running job (its worker is stopped); the job stays, `cancelled`",
+                 "operationId": "cancelJob", "parameters": [job_id],
+                 "responses": {**_ok("the job, cancelled", "Job"),
+                               "409": _error("the job has already ended"),
+                               **_errors("401", "404", "429", "503", auth=auth)}}}
+    requests = _requests(max_time_limit_s)
     doc: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {"title": "dnnprov", "version": __version__,
@@ -174,7 +324,7 @@ def openapi_document(auth: bool) -> dict[str, Any]:
                                 "Errors are {\"error\": {\"field\", \"message\"}}."},
         "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
         "paths": paths,
-        "components": {"schemas": {**_file_schemas(), **copy.deepcopy(_REQUESTS), **_ANSWERS}},
+        "components": {"schemas": {**_file_schemas(), **requests, **_job_requests(requests), **_PLANS, **_ANSWERS}},
     }
     if auth:
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}

@@ -2,16 +2,22 @@
 
 Each of the N slots owns one long-lived worker process (started with ``spawn``: the
 server has threads) and a thread that feeds it one :class:`Work` at a time from a shared
-FIFO queue. A worker that overruns its budget, or whose job is cancelled, is killed and
+FIFO queue. A worker that overruns its budget, or whose work is cancelled, is killed and
 replaced, so a long solve never blocks the server and never outlives its limit. Workers
 die with the server (``PR_SET_PDEATHSIG`` on Linux).
+
+Admission is counted here: :meth:`WorkerPool.try_reserve` takes one of ``max_pending``
+places atomically (no ``await`` between the check and the count), and the place is given
+back once when the work ends or is cancelled (:meth:`WorkerPool.release`). While the pool
+drains (:meth:`WorkerPool.drain`) no queued work is started.
 """
 
 from __future__ import annotations
 
+import collections
 import ctypes
+import logging
 import multiprocessing
-import queue
 import signal
 import sys
 import threading
@@ -21,8 +27,13 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, Callable
 
+LOG = logging.getLogger("dnnprov.service")
+#: Solved once by each new worker process, so that its first request does not pay for the imports.
+WARM_UP_INSTANCE = "embedded:spot/paper-table1.json"
+
 #: What a worker answers: ("ok", answer, seconds) | ("invalid", field, message) | ("error", message)
-#: | ("killed", message) | ("cancelled",) | ("shutdown",) (the server stopped while it ran).
+#: | ("killed", message) (over budget) | ("crashed", message) (the worker process died)
+#: | ("cancelled",) | ("shutdown",) (the server stopped before or while it ran).
 Outcome = tuple
 
 
@@ -37,26 +48,21 @@ def _die_with_parent() -> None:
 def worker_main(conn: Connection) -> None:
     """Loop of a worker process: receive ``(kind, body, cap)``, answer an :data:`Outcome`."""
     _die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the server, which stops us
-    from dnnprov.errors import InvalidInputError
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C and SIGTERM stop the server, which stops us
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     from dnnprov.service import tasks
 
+    tasks.outcome("solve", {"instance": WARM_UP_INSTANCE}, 10.0)  # loads the solver stack before the first request
+    conn.send(("ready",))
     while True:
         try:
             kind, body, cap = conn.recv()
         except (EOFError, OSError):
             return
-        started = time.perf_counter()
-        try:
-            answer: Outcome = ("ok", tasks.run(kind, body, cap), time.perf_counter() - started)
-        except InvalidInputError as exc:
-            answer = ("invalid", exc.field, exc.problem)
-        except Exception as exc:  # reported to the client as one line, never a traceback
-            answer = ("error", f"{type(exc).__name__}: {exc}")
-        conn.send(answer)
+        conn.send(tasks.outcome(kind, body, cap))
 
 
-@dataclass
+@dataclass(eq=False)
 class Work:
     """One request for a worker: ``future`` gets its :data:`Outcome`.
 
@@ -71,6 +77,9 @@ class Work:
     before_start: Callable[[], bool] | None = None
     future: Future = field(default_factory=Future)
     cancelled: bool = False
+    stopping: bool = False  # killed by a drain: the outcome is ("shutdown",)
+    reserved: bool = False
+    pid: int | None = None  # of the worker process running it
 
 
 class _Slot:
@@ -79,6 +88,7 @@ class _Slot:
         self.process: multiprocessing.process.BaseProcess | None = None
         self.conn: Connection | None = None
         self.current: Work | None = None
+        self.warm = False  # the worker process has said it is ready
         self.lock = threading.Lock()
         self._start_process()
         self.thread = threading.Thread(target=self._loop, name=f"dnnprov-slot-{index}", daemon=True)
@@ -91,6 +101,20 @@ class _Slot:
         self.process.start()
         child.close()
         self.conn = parent
+        self.warm = False
+
+    def _await_ready(self) -> None:
+        """Wait for the worker's warm-up, so that work goes to a slot that can start it now."""
+        while not self.warm and not self.pool.closing:
+            try:
+                if self.conn.poll(0.5):
+                    self.warm = self.conn.recv() == ("ready",)
+                elif not self.process.is_alive():
+                    self._start_process()
+            except (EOFError, OSError):
+                self.process.join(5)
+                if not self.pool.closing:
+                    self._start_process()
 
     def kill(self) -> None:
         """Kill the worker process (a new one is started for the next work)."""
@@ -99,22 +123,38 @@ class _Slot:
 
     def _loop(self) -> None:
         while True:
-            work = self.pool._queue.get()
+            self._await_ready()
+            work = self.pool._take()
             if work is None:
                 return
-            if work.before_start is not None and not work.before_start():
-                self.pool._done()
-                continue
-            with self.lock:
-                if self.process is None or not self.process.is_alive():
-                    self._start_process()
-                self.current = work
+            try:
+                self._serve(work)
+            except Exception as exc:  # never lose the slot's thread: the work ends, the slot goes on
+                LOG.error('{"event": "slot_error", "slot": %d, "error": %r}', self.index, f"{type(exc).__name__}: {exc}")
+                self._end(work, ("error", f"internal error of the worker slot: {type(exc).__name__}"))
+                time.sleep(0.5)
+
+    def _serve(self, work: Work) -> None:
+        if work.cancelled or (work.before_start is not None and not work.before_start()):
+            self._end(work, ("cancelled",))
+            return
+        with self.lock:
+            if self.process is None or not self.process.is_alive():
+                self._start_process()
+            self.current = work
+            work.pid = self.process.pid
+        try:
             outcome = self._run(work)
+        finally:
             with self.lock:
                 self.current = None
                 if not self.pool.closing and not self.process.is_alive():
                     self._start_process()  # now, not when the next request is waiting
-            self.pool._done()
+        self._end(work, outcome)
+
+    def _end(self, work: Work, outcome: Outcome) -> None:
+        self.pool.release(work)
+        if not work.future.done():
             work.future.set_result(outcome)
 
     def _run(self, work: Work) -> Outcome:
@@ -125,27 +165,32 @@ class _Slot:
                 return self.conn.recv()
             self.kill()
             self.process.join(5)
-            if self.pool.closing:
+            if work.stopping or self.pool.closing:
                 return ("shutdown",)
+            if work.cancelled:
+                return ("cancelled",)
             return ("killed", f"the task ran longer than its budget of {work.budget_s:g} s and was stopped")
         except (EOFError, OSError, BrokenPipeError):
             self.process.join(5)
+            if work.stopping or self.pool.closing:
+                return ("shutdown",)
             if work.cancelled:
                 return ("cancelled",)
-            if self.pool.closing:
-                return ("shutdown",)
-            return ("error", f"the worker process ended unexpectedly (exit code {self.process.exitcode})")
+            return ("crashed", f"the worker process ended unexpectedly (exit code {self.process.exitcode})")
 
 
 class WorkerPool:
-    """N worker processes fed from one FIFO queue."""
+    """N worker processes fed from one FIFO queue, with at most ``max_pending`` works admitted."""
 
-    def __init__(self, workers: int, *, max_time_limit_s: float = 300.0) -> None:
+    def __init__(self, workers: int, *, max_time_limit_s: float = 300.0, max_pending: int = 1 << 30) -> None:
         self.max_time_limit_s = max_time_limit_s
+        self.max_pending = max_pending
         self.closing = False
-        self._queue: queue.Queue[Work | None] = queue.Queue()
-        self._pending = 0
-        self._pending_lock = threading.Lock()
+        self.draining = False
+        self._queue: collections.deque[Work] = collections.deque()
+        self._ready = threading.Condition()
+        self._reserved = 0
+        self._reserved_lock = threading.Lock()
         self._slots = [_Slot(self, i) for i in range(workers)]
 
     @property
@@ -154,44 +199,115 @@ class WorkerPool:
         return len(self._slots)
 
     def pending(self) -> int:
-        """Work queued or running."""
-        with self._pending_lock:
-            return self._pending
+        """Works admitted: queued, running, or being checked by a request."""
+        with self._reserved_lock:
+            return self._reserved
 
     def running(self) -> int:
         """Work running now."""
         return sum(slot.current is not None for slot in self._slots)
 
+    def idle(self) -> int:
+        """Slots whose worker is ready and has no work."""
+        return sum(slot.warm and slot.current is None for slot in self._slots)
+
+    def dead_slots(self) -> list[int]:
+        """Slots whose feeding thread has died (none should)."""
+        return [slot.index for slot in self._slots if not slot.thread.is_alive()]
+
+    def try_reserve(self, work: Work) -> bool:
+        """Admit ``work`` if fewer than ``max_pending`` are admitted (atomic); ``False``: full."""
+        with self._reserved_lock:
+            if self._reserved >= self.max_pending:
+                return False
+            self._reserved += 1
+            work.reserved = True
+            return True
+
+    def reserve(self, work: Work) -> None:
+        """Admit ``work`` whatever the count (jobs recovered at start, retried jobs)."""
+        with self._reserved_lock:
+            self._reserved += 1
+            work.reserved = True
+
+    def release(self, work: Work) -> None:
+        """Give ``work``'s place back (once; later calls do nothing)."""
+        with self._reserved_lock:
+            if work.reserved:
+                work.reserved = False
+                self._reserved -= 1
+
     def submit(self, work: Work) -> Future:
-        """Queue ``work``; its future gets the outcome."""
-        with self._pending_lock:
-            self._pending += 1
-        self._queue.put(work)
+        """Queue admitted ``work``; its future gets the outcome."""
+        with self._ready:
+            if self.closing or self.draining:
+                self.release(work)
+                work.future.set_result(("shutdown",))
+            else:
+                self._queue.append(work)
+                self._ready.notify()
         return work.future
 
-    def _done(self) -> None:
-        with self._pending_lock:
-            self._pending -= 1
+    def _take(self) -> Work | None:
+        with self._ready:
+            while not self.closing and (self.draining or not self._queue):
+                self._ready.wait()
+            return None if self.closing else self._queue.popleft()
 
-    def cancel(self, job_id: str) -> bool:
-        """Stop the running work of job ``job_id`` (kills its worker); ``False`` if none runs it."""
+    def cancel(self, work: Work) -> None:
+        """Cancel ``work``: its place is given back now; queued it never starts, running its worker is killed."""
+        work.cancelled = True
+        self.release(work)
+        with self._ready:
+            if work in self._queue:
+                self._queue.remove(work)
+                if not work.future.done():
+                    work.future.set_result(("cancelled",))
+                return
         for slot in self._slots:
             with slot.lock:
-                if slot.current is not None and slot.current.job_id == job_id:
-                    slot.current.cancelled = True
+                if slot.current is work:
                     slot.kill()
-                    return True
-        return False
+
+    def drain(self) -> None:
+        """Start no more work: queued works end now as ``("shutdown",)``; running work goes on."""
+        with self._ready:
+            self.draining = True
+            queued = list(self._queue)
+            self._queue.clear()
+        for work in queued:
+            self.release(work)
+            if not work.future.done():
+                work.future.set_result(("shutdown",))
+
+    def running_works(self) -> list[Work]:
+        """The works running now."""
+        return [w for w in (slot.current for slot in self._slots) if w is not None]
+
+    def stop_running(self) -> None:
+        """Kill the running works; their outcome is ``("shutdown",)``."""
+        for slot in self._slots:
+            with slot.lock:
+                if slot.current is not None:
+                    slot.current.stopping = True
+                    slot.kill()
 
     def close(self) -> None:
-        """Stop the slots and their worker processes (running work ends as ``("shutdown",)``)."""
-        self.closing = True
-        for _ in self._slots:
-            self._queue.put(None)
+        """Stop the slots and their workers: running and queued work ends as ``("shutdown",)``."""
+        with self._ready:
+            self.closing = True
+            queued = list(self._queue)
+            self._queue.clear()
+            self._ready.notify_all()
+        for work in queued:
+            self.release(work)
+            if not work.future.done():
+                work.future.set_result(("shutdown",))
         for slot in self._slots:
             slot.kill()
+        for slot in self._slots:
+            slot.thread.join(10)
             if slot.conn is not None:
                 slot.conn.close()
-        for slot in self._slots:
             if slot.process is not None:
                 slot.process.join(5)

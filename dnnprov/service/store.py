@@ -1,12 +1,20 @@
-"""The durable job store of ``dnnprov serve``: one SQLite file.
+"""The durable job store of ``dnnprov serve``: one SQLite file, owned by one server.
 
 A job is written (and committed, ``synchronous=FULL``) before the server answers 202, so
 an accepted job survives a crash. On start, :meth:`JobStore.recover` puts every job that
-was queued or running back in the queue: nothing accepted is lost.
+was queued or running back in the queue: nothing accepted is lost. One server owns a
+store file at a time (:func:`own`: an OS lock on ``PATH.lock`` held for the server's
+life), so no job is run by two servers.
+
+SQLite may be busy (another process holding a write lock): every operation is retried
+with a growing pause for up to ``retry_s`` seconds, then raises :class:`StoreBusy`;
+:attr:`JobStore.healthy` says whether the last operation succeeded.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import sqlite3
@@ -15,20 +23,21 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from dnnprov.errors import InvalidInputError
 
 #: Job states; the last three are final.
 STATES = ("queued", "running", "done", "failed", "cancelled")
 FINAL = ("done", "failed", "cancelled")
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY,
     seq INTEGER NOT NULL,
     kind TEXT NOT NULL,
-    body TEXT NOT NULL,
+    body TEXT,
     status TEXT NOT NULL,
     result TEXT,
     error TEXT,
@@ -39,6 +48,14 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, seq);
 """
+#: Columns added after the first release (old files get them on open).
+_ADDED = {"tenant": "TEXT NOT NULL DEFAULT ''", "idempotency_key": "TEXT", "body_hash": "TEXT",
+          "request_id": "TEXT"}
+_COLUMNS = "id, kind, body, status, result, error, attempts, created, started, finished, tenant, seq"
+
+
+class StoreBusy(Exception):
+    """The store could not be used within the retry window (locked or failing)."""
 
 
 def default_db_path() -> Path:
@@ -47,9 +64,41 @@ def default_db_path() -> Path:
     return Path(base) / "dnnprov" / "jobs.sqlite"
 
 
+class StoreOwner:
+    """The exclusive OS lock (``flock``) on ``DB.lock``: one server per store file."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.path = Path(f"{db_path}.lock")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise InvalidInputError("--db", f"cannot create the lock file {self.path}: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(self._fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(self._fd)
+            raise InvalidInputError("--db", f"{db_path} is in use by another dnnprov serve (pid {holder}); "
+                                            "one server per job store") from None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
+
+    def release(self) -> None:
+        """Give the store up (the OS also does this when the process ends)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def body_hash(kind: str, body: Any) -> str:
+    """SHA-256 of a job's kind and canonical JSON body (what an idempotency key is bound to)."""
+    return hashlib.sha256(json.dumps([kind, body], sort_keys=True).encode()).hexdigest()
+
+
 @dataclass(frozen=True)
 class Job:
-    """One job as stored."""
+    """One job as stored (``body`` is ``None`` once the job has ended)."""
 
     id: str
     kind: str
@@ -61,6 +110,8 @@ class Job:
     created: float
     started: float | None
     finished: float | None
+    tenant: str = ""
+    seq: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The answer of ``GET /v1/jobs/{id}`` (the body is not repeated)."""
@@ -72,15 +123,22 @@ class Job:
 class JobStore:
     """Jobs in SQLite, safe to use from several threads of one process."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, retry_s: float = 5.0) -> None:
         self.path = Path(path)
+        self.retry_s = retry_s
+        self.healthy = True
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=0.2)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
+            have = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
+            for column, kind in _ADDED.items():
+                if column not in have:
+                    self._db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
+            self._db.execute("CREATE INDEX IF NOT EXISTS jobs_idem ON jobs (tenant, idempotency_key)")
         except (OSError, sqlite3.Error) as exc:
             raise InvalidInputError("--db", f"cannot use {self.path} as the job store: "
                                             f"{getattr(exc, 'strerror', None) or exc}") from None
@@ -90,69 +148,152 @@ class JobStore:
         with self._lock:
             self._db.close()
 
-    def add(self, kind: str, body: Any) -> str:
-        """Store a new queued job; returns its id once it is committed."""
-        job_id = uuid.uuid4().hex
-        with self._lock:
-            seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0]
-            self._db.execute("INSERT INTO jobs (id, seq, kind, body, status, created) VALUES (?, ?, ?, ?, 'queued', ?)",
-                             (job_id, seq, kind, json.dumps(body), time.time()))
-        return job_id
+    def _run(self, operation: Callable[[sqlite3.Connection], T], retry_s: float | None = None, *,
+             write: bool = True) -> T:
+        """``operation(db)`` (a write: in one ``IMMEDIATE`` transaction), retried while SQLite is busy."""
+        deadline = time.monotonic() + (self.retry_s if retry_s is None else retry_s)
+        pause = 0.02
+        while True:
+            try:
+                with self._lock:
+                    if not write:
+                        value = operation(self._db)
+                    else:
+                        self._db.execute("BEGIN IMMEDIATE")
+                        try:
+                            value = operation(self._db)
+                        except BaseException:
+                            self._db.execute("ROLLBACK")
+                            raise
+                        self._db.execute("COMMIT")
+                self.healthy = True
+                return value
+            except sqlite3.OperationalError as exc:
+                self.healthy = False
+                if time.monotonic() + pause > deadline:
+                    raise StoreBusy(f"the job store is unavailable: {exc}") from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.5)
 
-    def get(self, job_id: str) -> Job | None:
-        """The job, or ``None``."""
-        with self._lock:
-            row = self._db.execute("SELECT id, kind, body, status, result, error, attempts, created, started, "
-                                   "finished FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        if row is None:
-            return None
-        return Job(row[0], row[1], json.loads(row[2]), row[3], _load(row[4]), _load(row[5]), *row[6:])
+    def ping(self) -> bool:
+        """Whether the store takes a write now (readiness)."""
+        try:
+            self._run(lambda db: db.execute("SELECT 1").fetchone(), retry_s=0.0)
+        except StoreBusy:
+            return False
+        return True
 
-    def start(self, job_id: str) -> bool:
-        """Mark a queued job running; ``False`` when it is no longer queued (cancelled)."""
-        with self._lock:
-            cur = self._db.execute("UPDATE jobs SET status = 'running', started = ?, attempts = attempts + 1 "
-                                   "WHERE id = ? AND status = 'queued'", (time.time(), job_id))
-        return cur.rowcount == 1
+    def add(self, kind: str, body: Any, *, tenant: str = "", idempotency_key: str | None = None,
+            request_id: str | None = None) -> tuple[str, bool]:
+        """Store a new queued job; returns ``(id, created)`` once committed.
 
-    def finish(self, job_id: str, status: str, *, result: Any = None, error: Any = None) -> bool:
-        """Record the end of a running job; ``False`` when it was cancelled meanwhile."""
-        with self._lock:
-            cur = self._db.execute("UPDATE jobs SET status = ?, result = ?, error = ?, finished = ? "
-                                   "WHERE id = ? AND status = 'running'",
-                                   (status, _dump(result), _dump(error), time.time(), job_id))
-        return cur.rowcount == 1
+        With an ``idempotency_key`` already used by ``tenant`` the stored job's id is
+        returned (``created`` false) when its body is the same; another body raises
+        :class:`InvalidInputError` on ``Idempotency-Key``.
+        """
+        digest = body_hash(kind, body)
+        text = json.dumps(body)
 
-    def cancel(self, job_id: str) -> str | None:
+        def insert(db: sqlite3.Connection) -> tuple[str, bool]:
+            if idempotency_key is not None:
+                row = db.execute("SELECT id, body_hash FROM jobs WHERE tenant = ? AND idempotency_key = ?",
+                                 (tenant, idempotency_key)).fetchone()
+                if row is not None:
+                    if row[1] != digest:
+                        raise InvalidInputError("Idempotency-Key", "already used for a job with another body")
+                    return row[0], False
+            job_id = uuid.uuid4().hex
+            seq = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0]
+            db.execute("INSERT INTO jobs (id, seq, kind, body, status, created, tenant, idempotency_key, body_hash, "
+                       "request_id) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
+                       (job_id, seq, kind, text, time.time(), tenant, idempotency_key, digest, request_id))
+            return job_id, True
+
+        return self._run(insert)
+
+    def get(self, job_id: str, tenant: str | None = None) -> Job | None:
+        """The job (of ``tenant``, when given), or ``None``."""
+        query = f"SELECT {_COLUMNS} FROM jobs WHERE id = ?" + (" AND tenant = ?" if tenant is not None else "")
+        args = (job_id,) if tenant is None else (job_id, tenant)
+        row = self._run(lambda db: db.execute(query, args).fetchone(), write=False)
+        return None if row is None else _job(row)
+
+    def start(self, job_id: str, retry_s: float | None = None) -> bool:
+        """Mark a queued job running (one more attempt); ``False`` when it is no longer queued."""
+        return self._run(lambda db: db.execute(
+            "UPDATE jobs SET status = 'running', started = ?, attempts = attempts + 1 "
+            "WHERE id = ? AND status = 'queued'", (time.time(), job_id)).rowcount == 1, retry_s)
+
+    def finish(self, job_id: str, status: str, *, result: Any = None, error: Any = None,
+               retry_s: float | None = None) -> bool:
+        """Record the end of a running job (its body is dropped); ``False`` when it was cancelled meanwhile."""
+        values = (status, _dump(result), _dump(error), time.time(), job_id)
+        return self._run(lambda db: db.execute(
+            "UPDATE jobs SET status = ?, result = ?, error = ?, finished = ?, body = NULL "
+            "WHERE id = ? AND status = 'running'", values).rowcount == 1, retry_s)
+
+    def requeue(self, job_id: str, *, refund: bool, retry_s: float | None = None) -> bool:
+        """Put a running job back in the queue; ``refund``: its attempt is not counted (a graceful stop)."""
+        return self._run(lambda db: db.execute(
+            "UPDATE jobs SET status = 'queued', started = NULL, attempts = attempts - ? "
+            "WHERE id = ? AND status = 'running'", (1 if refund else 0, job_id)).rowcount == 1, retry_s)
+
+    def cancel(self, job_id: str, tenant: str | None = None) -> str | None:
         """Cancel a queued or running job; returns the status it had (``None``: no such job)."""
-        with self._lock:
-            row = self._db.execute("SELECT status FROM jobs WHERE id = ?", (job_id,)).fetchone()
-            if row is None:
+        def cancel(db: sqlite3.Connection) -> str | None:
+            row = db.execute("SELECT status, tenant FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None or (tenant is not None and row[1] != tenant):
                 return None
             if row[0] not in FINAL:
-                self._db.execute("UPDATE jobs SET status = 'cancelled', finished = ? WHERE id = ?",
-                                 (time.time(), job_id))
-        return row[0]
+                db.execute("UPDATE jobs SET status = 'cancelled', finished = ?, body = NULL WHERE id = ?",
+                           (time.time(), job_id))
+            return row[0]
 
-    def recover(self) -> list[str]:
-        """Put jobs left running by a stopped server back in the queue; ids of all queued jobs in order."""
-        with self._lock:
-            self._db.execute("UPDATE jobs SET status = 'queued', started = NULL WHERE status = 'running'")
-            rows = self._db.execute("SELECT id FROM jobs WHERE status = 'queued' ORDER BY seq").fetchall()
-        return [r[0] for r in rows]
+        return self._run(cancel)
+
+    def delete(self, job_id: str, tenant: str | None = None) -> bool:
+        """Delete an ended job; ``False`` when there is no such ended job."""
+        query = "DELETE FROM jobs WHERE id = ? AND status IN ('done', 'failed', 'cancelled')"
+        query += " AND tenant = ?" if tenant is not None else ""
+        args = (job_id,) if tenant is None else (job_id, tenant)
+        return self._run(lambda db: db.execute(query, args).rowcount == 1)
+
+    def purge(self, older_than_s: float) -> int:
+        """Delete jobs that ended more than ``older_than_s`` seconds ago; returns how many."""
+        cutoff = time.time() - older_than_s
+        return self._run(lambda db: db.execute("DELETE FROM jobs WHERE status IN ('done', 'failed', 'cancelled') "
+                                               "AND finished < ?", (cutoff,)).rowcount)
+
+    def recover(self) -> list[Job]:
+        """Put jobs left running by a stopped server back in the queue; all queued jobs in order."""
+        def recover(db: sqlite3.Connection) -> list[Job]:
+            db.execute("UPDATE jobs SET status = 'queued', started = NULL WHERE status = 'running'")
+            return [_job(r) for r in db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE status = 'queued' ORDER BY seq")]
+
+        return self._run(recover)
 
     def counts(self) -> dict[str, int]:
         """Number of jobs per state."""
-        with self._lock:
-            rows = self._db.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall()
+        rows = self._run(lambda db: db.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall(),
+                         write=False)
         return {state: 0 for state in STATES} | dict(rows)
 
-    def list(self, status: str | None = None, limit: int = 100) -> list[Job]:
-        """The newest jobs (optionally of one state), newest first."""
-        query = "SELECT id FROM jobs" + (" WHERE status = ?" if status else "") + " ORDER BY seq DESC LIMIT ?"
-        with self._lock:
-            ids = [r[0] for r in self._db.execute(query, ((status,) if status else ()) + (limit,)).fetchall()]
-        return [job for job in map(self.get, ids) if job is not None]
+    def list(self, status: str | None = None, limit: int = 100, *, tenant: str | None = None,
+             before_seq: int | None = None) -> list[Job]:
+        """The newest jobs (of one state, of one tenant, older than ``before_seq``), newest first."""
+        where, args = [], []
+        for clause, value in (("status = ?", status), ("tenant = ?", tenant), ("seq < ?", before_seq)):
+            if value is not None:
+                where.append(clause)
+                args.append(value)
+        query = (f"SELECT {_COLUMNS} FROM jobs" + (" WHERE " + " AND ".join(where) if where else "")
+                 + " ORDER BY seq DESC LIMIT ?")
+        rows = self._run(lambda db: db.execute(query, (*args, limit)).fetchall(), write=False)
+        return [_job(r) for r in rows]
+
+
+def _job(row: tuple) -> Job:
+    return Job(row[0], row[1], _load(row[2]), row[3], _load(row[4]), _load(row[5]), *row[6:])
 
 
 def _dump(value: Any) -> str | None:

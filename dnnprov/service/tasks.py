@@ -9,6 +9,7 @@ the CLI option it mirrors (``time_limit_s`` for ``--time-limit``, ...).
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -60,9 +61,15 @@ def instance(value: object, where: str = "instance") -> Problem:
     if isinstance(value, str):
         if not value.startswith("embedded:"):
             raise InvalidInputError(where, "must be an instance object or \"embedded:REL\" (the server reads no other files)")
+        if "\x00" in value:
+            raise InvalidInputError(where, "a file name cannot contain a NUL character")
         root = Path(str(resources.files("dnnprov.data").joinpath("instances"))).resolve()
-        path = (root / value.removeprefix("embedded:")).resolve()
-        if not path.is_relative_to(root) or not path.is_file():
+        try:
+            path = (root / value.removeprefix("embedded:")).resolve()
+            found = path.is_relative_to(root) and path.is_file()
+        except (OSError, ValueError):  # a name too long for the OS, ...
+            found = False
+        if not found:
             raise InvalidInputError(where, f"no such embedded instance: {check.short(value)}")
         return read_instance(path)
     if not isinstance(value, Mapping):
@@ -196,6 +203,13 @@ def _predict(body: object, cap: float) -> Task:
     if not isinstance(plan, Mapping):
         raise InvalidInputError("plan", "must be a plan object, e.g. the \"plan\" of a solve result")
     given = {k: v for k, v in plan.items() if k in plan_keys} | {k: b[k] for k in plan_keys if k in b}
+    for key in ("ps", "functions", "memory_mb"):  # checked now, so that a bad job is refused at once
+        if key in given:
+            check.integer(key, given[key], minimum=1)
+    if "local_batch" in given:
+        check.number("local_batch", given["local_batch"], exclusive_minimum=0)
+    if given.get("counts"):
+        _counts(given["counts"], "counts")
     return Task("predict", lambda: predict(problem, **given), 0.0, 60.0, "predict")
 
 
@@ -247,8 +261,17 @@ def _sweep(body: object, cap: float) -> Task:
     if not isinstance(heuristic, bool):
         raise InvalidInputError("heuristic", "must be true or false")
     limit = _time_limit(b, "sweep", cap)
-    return Task("sweep", lambda: sweep(problem, deadlines, losses, time_limit_s=limit, heuristic=heuristic).to_dict(),
+    return Task("sweep", lambda: _sweep_answer(sweep(problem, deadlines, losses, time_limit_s=limit,
+                                                     heuristic=heuristic).to_dict()),
                 limit, points * kill_after(limit), "milp")
+
+
+def _sweep_answer(table: dict[str, Any]) -> dict[str, Any]:
+    """The sweep table with its text plans under ``plan_summary``/``heuristic_plan_summary``:
+    in every answer of the service ``plan`` is a plan object, never text."""
+    renames = {"plan": "plan_summary", "heuristic_plan": "heuristic_plan_summary"}
+    rows = [{renames.get(k, k): v for k, v in row.items()} for row in table["rows"]]
+    return {**table, "rows": rows}
 
 
 _PREPARE: dict[str, Callable[[object, float], Task]] = {
@@ -259,6 +282,18 @@ _PREPARE: dict[str, Callable[[object, float], Task]] = {
 def run(kind: str, body: object, max_time_limit_s: float) -> dict[str, Any]:
     """Prepare and run one request (what a worker process does); finite floats only in the answer."""
     return _finite(prepare(kind, body, max_time_limit_s=max_time_limit_s).run())
+
+
+def outcome(kind: str, body: object, max_time_limit_s: float) -> tuple:
+    """:func:`run` as a worker answers it: ``("ok", answer, seconds)``, ``("invalid", field,
+    message)`` or ``("error", message)`` (one line, never a traceback)."""
+    started = time.perf_counter()
+    try:
+        return ("ok", run(kind, body, max_time_limit_s), time.perf_counter() - started)
+    except InvalidInputError as exc:
+        return ("invalid", exc.field, exc.problem)
+    except Exception as exc:
+        return ("error", f"{type(exc).__name__}: {exc}")
 
 
 def _finite(value: Any) -> Any:
