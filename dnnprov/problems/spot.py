@@ -37,6 +37,53 @@ def default_family(type_name: str) -> str:
     return match.group(0).upper() if match else type_name
 
 
+#: An availability-zone name: AWS (``us-east-1a``, ``us-gov-west-1b``, local zones such as
+#: ``us-west-2-lax-1a``) and GCP (``us-central1-a``): lower-case words and digits joined by
+#: hyphens, a region number, and a zone letter at the end.
+ZONE_PATTERN = re.compile(r"^[a-z]{2,}(-[a-z0-9]+)*-?[0-9]+-?[a-z]$")
+MAX_ZONES = 64
+
+
+@dataclass(frozen=True)
+class SpotPool:
+    """One spot capacity pool of a type: the type offered in one availability zone.
+
+    ``spot_price_per_h`` is the pool's own spot price (``None``: the type's), ``capacity``
+    the most instances the pool can hold at once (``None``: up to the type's quota),
+    ``interruption`` the pool's revocation model (``None``: the type's). The solver prices
+    plans at the type's spot price; the launch policy places the type's instances on pools.
+    """
+
+    zone: str
+    spot_price_per_h: float | None = None
+    capacity: int | None = None
+    interruption: Interruption | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.zone, str) or len(self.zone) > 64 or not ZONE_PATTERN.match(self.zone):
+            raise InvalidInputError("zone", f"must be an availability-zone name such as us-east-1a or us-central1-a, "
+                                            f"got {check.short(self.zone)}")
+        _set(self, "spot_price_per_h", check.optional_number("spot_price_per_h", self.spot_price_per_h, minimum=0))
+        _set(self, "capacity", check.optional_count("capacity", self.capacity, minimum=0, limit=check.MAX_QUOTA))
+        if self.interruption is not None and not isinstance(self.interruption, Interruption):
+            _set(self, "interruption", Interruption.from_dict("interruption", self.interruption))
+
+    @classmethod
+    def from_dict(cls, where: str, data: object) -> "SpotPool":
+        """Build from the instance-file form ``{"zone", "spot_price_per_h", "capacity", "interruption"}``."""
+        data = mapping(where, data)
+        check_keys(where, data, ["zone"], ["spot_price_per_h", "capacity", "interruption"])
+        try:
+            return cls(**dict(data))
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"{where}.{exc.field}", exc.problem) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The instance-file form (``None`` fields omitted)."""
+        return drop_none({"zone": self.zone, "spot_price_per_h": self.spot_price_per_h, "capacity": self.capacity,
+                          "interruption": self.interruption.to_dict() if self.interruption else None})
+
+
 @dataclass(frozen=True)
 class InstanceType:
     """An instance type offered to the provisioner, with this workload's profile on it.
@@ -46,6 +93,8 @@ class InstanceType:
     (``compute_time_s``) or derived from the profiled lone-worker ``speed_samples_per_s``
     by eq. (6). ``interruption`` is the offer's revocation model on the spot market
     (:class:`~dnnprov.problems.interruption.Interruption`, with its source); ``None``: not known.
+    ``zones`` are the type's spot pools (:class:`SpotPool`, one per availability zone; ``()``:
+    one anonymous pool); ``quota`` stays the total over them.
     """
 
     name: str
@@ -61,6 +110,7 @@ class InstanceType:
     on_demand_quota: int | None = None
     family: str | None = None
     interruption: Interruption | None = None
+    zones: tuple[SpotPool, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -87,11 +137,37 @@ class InstanceType:
             check.name(f"{where}.family", self.family)
         if self.interruption is not None and not isinstance(self.interruption, Interruption):
             _set(self, "interruption", Interruption.from_dict(f"{where}.interruption", self.interruption))
+        _set(self, "zones", _check_zones(f"{where}.zones", self.zones))
+
+    @property
+    def pool_names(self) -> tuple[str, ...]:
+        """The zones of the type's pools (empty: one anonymous pool)."""
+        return tuple(p.zone for p in self.zones)
 
     @property
     def quota_family(self) -> str:
         """The vCPU-quota family (explicit, or from the name's first letter)."""
         return self.family or default_family(self.name)
+
+
+def _check_zones(where: str, zones: object) -> tuple[SpotPool, ...]:
+    """A type's pools: a list of :class:`SpotPool` (or their dicts), each zone once."""
+    if not isinstance(zones, (list, tuple)):
+        raise InvalidInputError(where, f"must be a list of pools {{\"zone\": ...}}, got {check.short(zones)}")
+    if len(zones) > MAX_ZONES:
+        raise InvalidInputError(where, f"{len(zones):,} pools are more than the limit of {MAX_ZONES}")
+    pools = []
+    for i, pool in enumerate(zones):
+        if isinstance(pool, SpotPool):
+            pools.append(pool)
+            continue
+        pools.append(SpotPool.from_dict(f"{where}[{i}]", pool))
+    seen: set[str] = set()
+    for i, pool in enumerate(pools):
+        if pool.zone in seen:
+            raise InvalidInputError(f"{where}[{i}].zone", f"{pool.zone} is listed twice")
+        seen.add(pool.zone)
+    return tuple(pools)
 
 
 @dataclass(frozen=True)
@@ -448,6 +524,7 @@ class SpotProblem:
         for t in self.instance_types:
             entry = {f.name: getattr(t, f.name) for f in fields(t) if f.name != "name"}
             entry["interruption"] = t.interruption.to_dict() if t.interruption else None
+            entry["zones"] = [p.to_dict() for p in t.zones] or None
             types[t.name] = drop_none(entry)
         workload = {f.name: getattr(self.workload, f.name) for f in fields(self.workload)}
         workload["estimated"] = list(self.workload.estimated)
