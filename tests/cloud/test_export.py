@@ -60,19 +60,32 @@ def test_run_instances_exact_mix_and_ps(table1: PlanDocument) -> None:
     assert (ps["InstanceType"], ps["MinCount"], "InstanceMarketOptions" in ps) == ("m5.xlarge", 1, False)
 
 
-def test_fleet_request_one_override_per_type(table1: PlanDocument) -> None:
-    """An instant CreateFleet: spot, one override per type, target capacity = workers."""
+def test_fleet_request_weighted_by_gpus_per_market(table1: PlanDocument, mixed_doc: PlanDocument) -> None:
+    """Instant CreateFleets: overrides weighted by GPUs, target = the plan's GPUs, one fleet per market."""
     fleet, ps = ec2_fleet_calls(table1, TEMPLATE)
     check_against_model(fleet)
     check_against_model(ps)
     p = fleet.params
     assert p["Type"] == "instant"
     overrides = p["LaunchTemplateConfigs"][0]["Overrides"]
-    assert [o["InstanceType"] for o in overrides] == ["g4dn.4xlarge", "g3.8xlarge", "g3.16xlarge"]
-    assert p["TargetCapacitySpecification"] == {"TotalTargetCapacity": 10, "SpotTargetCapacity": 10,
+    # spotDNN Table I's plan 3 x g4dn.4xlarge + 5 x g3.8xlarge + 2 x g3.16xlarge: 1, 2 and 4 GPUs each
+    assert {o["InstanceType"]: o["WeightedCapacity"] for o in overrides} == {"g4dn.4xlarge": 1, "g3.8xlarge": 2,
+                                                                            "g3.16xlarge": 4}
+    assert p["TargetCapacitySpecification"] == {"TotalTargetCapacity": 3 + 10 + 8, "SpotTargetCapacity": 21,
                                                 "OnDemandTargetCapacity": 0, "DefaultTargetCapacityType": "spot"}
+    assert ps.params["InstanceType"] == "m5.xlarge"
     with pytest.raises(InvalidInputError, match="launch template"):
         ec2_fleet_calls(table1, AMI)
+    calls = ec2_fleet_calls(mixed_doc, TEMPLATE)
+    for call in calls:
+        check_against_model(call)
+    fleets = {c.params["TargetCapacitySpecification"]["DefaultTargetCapacityType"]: c.params
+              for c in calls if c.operation == "CreateFleet"}
+    counts = mixed_doc.counts()
+    for market, params in fleets.items():
+        types = {o["InstanceType"] for o in params["LaunchTemplateConfigs"][0]["Overrides"]}
+        assert types == {label.split(":")[0] for label in counts if label.endswith(":on-demand") == (market == "on-demand")}
+    assert set(fleets) == {"spot", "on-demand"} and calls[-1].operation == "RunInstances"
 
 
 def test_takeover_plan_launches_only_new_workers(ref_resnet110, table1: PlanDocument) -> None:
