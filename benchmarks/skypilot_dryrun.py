@@ -16,7 +16,8 @@ What it does, with no network but loopback:
   the CUDA 13 image tag SkyPilot 0.14.1 asks for;
 - plans whose types are in the catalog (spotDNN Table I with its types renamed to catalog
   types of the same GPU count) are solved, exported (spot only, mixed markets, managed spot,
-  an instance name SkyPilot's rules refuse as is) and every task file goes through
+  an instance name SkyPilot's rules refuse as is, spot pools in several zones) and every
+  task file goes through
   `sky launch --dryrun -y -c NAME FILE --env DNNPROV_PS_ADDR=10.0.0.1`;
 - a control: a task of g3.8xlarge (spotDNN Table I's type, not in SkyPilot's catalog) must
   be refused by SkyPilot, as dnnprov's own check refuses it.
@@ -61,10 +62,16 @@ def plans() -> dict[str, tuple[object, SkyPilotOptions]]:
             ("spot", "resnet110-spot", ["spot"], sky),
             ("mixed", "resnet110-mixed", ["spot", "on-demand"], sky),
             ("managed", "resnet110-managed", ["spot"], SkyPilotOptions(catalog=CATALOG_EXTRACT, managed_spot=True)),
-            ("odd-name", "2025 ResNet-110 -- run #3", ["spot", "on-demand"], sky)):
+            ("odd-name", "2025 ResNet-110 -- run #3", ["spot", "on-demand"], sky),
+            ("zones", "resnet110-zones", ["spot"], sky)):
         d = read_instance("embedded:spot/paper-table1.json").to_dict()
         d["instance_types"] = {RENAME[k]: {**v, "on_demand_quota": 3} for k, v in d["instance_types"].items()
                                if k in RENAME}
+        if label == "zones":  # pools (issue 18): any_of over two zones, and a split over two that hold 2 and 4
+            d["instance_types"]["g6.xlarge"]["zones"] = [{"zone": "us-east-1b"}, {"zone": "us-east-1d"},
+                                                         {"zone": "us-west-2a"}]
+            d["instance_types"]["g6e.12xlarge"]["zones"] = [{"zone": "us-east-1a", "capacity": 2},
+                                                            {"zone": "us-east-1c", "capacity": 4}]
         d["name"], d["platform"]["ps_type"], d["constraints"]["markets"] = name, "m6i.12xlarge", markets
         problem = problem_from_dict(d)
         result = dnnprov.solve(problem, "milp")

@@ -251,37 +251,6 @@ def test_crafted_name_adds_no_document_or_key(table1: PlanDocument, target: str)
         assert all(set(d["metadata"]["name"]) <= set("abcdefghijklmnopqrstuvwxyz0123456789.-") for d in evil)
 
 
-@pytest.mark.skipif(not os.environ.get("DNNPROV_KUEUE_CRDS"),
-                    reason="set DNNPROV_KUEUE_CRDS to Kueue's config/components/crd/bases folder to check "
-                           "the export against the CRDs' own OpenAPI schemas")
-@pytest.mark.parametrize("api", KUEUE_APIS)
-def test_kueue_export_matches_the_crd_schemas(table1: PlanDocument, api: str) -> None:
-    """Every object validates against the openAPIV3Schema of its kind and version in Kueue's CRDs."""
-    import jsonschema
-
-    schemas = {}
-    for path in Path(os.environ["DNNPROV_KUEUE_CRDS"]).glob("kueue.x-k8s.io_*.yaml"):
-        crd = yaml.safe_load(path.read_text())
-        for version in crd["spec"]["versions"]:
-            schemas[(crd["spec"]["names"]["kind"], version["name"])] = version["schema"]["openAPIV3Schema"]
-    assert schemas, f"no kueue.x-k8s.io_*.yaml in {os.environ['DNNPROV_KUEUE_CRDS']}"
-
-    def int_or_string(schema):  # Kubernetes' x-kubernetes-int-or-string is not JSON Schema
-        if isinstance(schema, dict):
-            if schema.get("x-kubernetes-int-or-string"):
-                schema.pop("type", None)
-            for value in schema.values():
-                int_or_string(value)
-        elif isinstance(schema, list):
-            for value in schema:
-                int_or_string(value)
-
-    for document in yaml.safe_load_all(export(table1, "kueue", ExportOptions(kueue_api=api))):
-        schema = schemas[(document["kind"], api.rsplit("/", 1)[1])]
-        int_or_string(schema)
-        jsonschema.validate(document, schema)
-
-
 def test_json_export_stamped_with_snapshot(table1: PlanDocument) -> None:
     """The JSON plan names the catalog snapshot it was priced from and what to launch."""
     out = json.loads(export(table1, "json"))

@@ -11,6 +11,7 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.problems.serverless import ServerlessPlatform, ServerlessProblem
 from dnnprov.cloud.export.names import (LAMBDA_FUNCTION_NAME, LAMBDA_NAME_MAX, lambda_function_name, require,
                                         tag_value)
+from dnnprov.cloud.export.placement import plan_region, region_pools, split
 from dnnprov.cloud.export.plan import PlanDocument, hardware, split_label
 
 CALLS_FORMAT = "dnnprov/aws-calls"
@@ -47,8 +48,10 @@ def _tags(doc: PlanDocument, role: str) -> list[dict[str, Any]]:
 
 
 def _run_instances(doc: PlanDocument, options: LaunchOptions, type_name: str, count: int,
-                   market: str, role: str) -> ApiCall:
+                   market: str, role: str, zone: str | None = None) -> ApiCall:
     params: dict[str, Any] = {"InstanceType": type_name, "MinCount": count, "MaxCount": count}
+    if zone is not None and not options.subnet_id:
+        params["Placement"] = {"AvailabilityZone": zone}
     if options.launch_template:
         params["LaunchTemplate"] = {"LaunchTemplateName": options.launch_template,
                                     "Version": options.launch_template_version}
@@ -74,11 +77,19 @@ def _ps_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
 
 
 def run_instances_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
-    """One RunInstances per (type, market) with exactly the planned count (MinCount = MaxCount), plus the PS."""
+    """One RunInstances per (type, market) with exactly the planned count (MinCount = MaxCount), plus the PS.
+
+    A spot type with pools (zones) in the plan's region is placed on them (``Placement``):
+    all in the cheapest pool that holds them, else split cheapest first, one call per pool.
+    A ``subnet_id`` fixes the zone itself, so no ``Placement`` goes with it.
+    """
+    region = plan_region(doc)
     calls = []
     for label, count in doc.launch_counts().items():
         type_name, market = split_label(label)
-        calls.append(_run_instances(doc, options, type_name, count, market, "worker"))
+        pools = region_pools(doc, label, region)
+        for zone, n in split(pools, count, label) if pools else [(None, count)]:
+            calls.append(_run_instances(doc, options, type_name, n, market, "worker", zone))
     return calls + _ps_calls(doc, options)
 
 
@@ -95,7 +106,8 @@ def ec2_fleet_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
     """One ``instant`` CreateFleet per market (spot, on-demand) for the workers, then the PS.
 
     Each fleet's overrides are the plan's types of that market, each weighted by its GPUs
-    (``WeightedCapacity``), and its target capacity is the plan's GPUs of that market: EC2
+    (``WeightedCapacity``), one per pool (``AvailabilityZone``) of a spot type with pools in
+    the plan's region, and its target capacity is the plan's GPUs of that market: EC2
     Fleet may choose another mix of the same types, but never fewer GPUs, and never moves
     a type from one market to the other. ``ec2-run-instances`` launches the exact mix.
     """
@@ -104,6 +116,7 @@ def ec2_fleet_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
     launch = doc.launch_counts()
     if not launch:
         raise InvalidInputError("result.plan", "no worker to launch: every planned worker is already running")
+    region = plan_region(doc)
     calls = []
     for market in ("spot", "on-demand"):
         types = {t: n for t, m, n in ((*split_label(label), n) for label, n in launch.items()) if m == market}
@@ -111,8 +124,14 @@ def ec2_fleet_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
             continue
         weights = {t: fleet_gpus(doc, t) for t in types}
         target = sum(weights[t] * n for t, n in types.items())
-        overrides = [{"InstanceType": t, "WeightedCapacity": float(weights[t]),
-                      **({"SubnetId": options.subnet_id} if options.subnet_id else {})} for t in types]
+        overrides = []
+        for t in types:
+            base = {"InstanceType": t, "WeightedCapacity": float(weights[t])}
+            zones = [p.zone for p in region_pools(doc, t, region)] if market == "spot" else []
+            if options.subnet_id:
+                overrides.append({**base, "SubnetId": options.subnet_id})
+            else:
+                overrides += [{**base, "AvailabilityZone": z} for z in zones] or [base]
         params: dict[str, Any] = {
             "Type": "instant",
             "LaunchTemplateConfigs": [{"LaunchTemplateSpecification": {

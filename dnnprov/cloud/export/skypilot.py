@@ -21,6 +21,7 @@ from typing import Any
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems import _checks as check
 from dnnprov.cloud.export.names import UniqueNames, skypilot_name
+from dnnprov.cloud.export.placement import plan_region, region_pools, split
 from dnnprov.cloud.export.plan import PlanDocument, dump_yaml, hardware, split_label
 
 #: Where SkyPilot keeps its AWS catalog (schema v8, SkyPilot 0.10 and later).
@@ -114,7 +115,7 @@ class SkyPilotOptions:
 
 
 def _region(doc: PlanDocument, options: SkyPilotOptions) -> str:
-    region = doc.region or options.region
+    region = plan_region(doc, options.region)
     if not region:
         raise InvalidInputError("region", "the plan names no region (no catalog), so SkyPilot would place each "
                                           "cluster in its own cheapest region, the PS apart from the workers: "
@@ -171,14 +172,33 @@ def skypilot_tasks(doc: PlanDocument, options: SkyPilotOptions = SkyPilotOptions
                        "setup": SETUP, "run": RUN}
     for label, count in launch.items():
         type_name, market = split_label(label)
-        name = names(f"{base}-{type_name}-{market}")
         managed = options.managed_spot and market == "spot"
-        resources = {"infra": f"aws/{region}", "instance_type": type_name, "use_spot": market == "spot",
-                     **({} if managed else {"autostop": autostop})}
-        tasks[name] = {"name": name, "num_nodes": count, "resources": resources,
-                       "envs": {**envs, "DNNPROV_ROLE": "worker", "DNNPROV_PS_ADDR": None},
-                       "setup": SETUP, "run": RUN}
+        for zones, n in _clusters(doc, label, count, region):
+            where = {"infra": f"aws/{region}/{zones[0]}"} if len(zones) == 1 else \
+                {"any_of": [{"infra": f"aws/{region}/{z}"} for z in zones]} if zones else {"infra": f"aws/{region}"}
+            name = names(f"{base}-{type_name}-{market}" + (f"-{zones[0]}" if len(zones) == 1 and n < count else ""))
+            resources = {**where, "instance_type": type_name, "use_spot": market == "spot",
+                         **({} if managed else {"autostop": autostop})}
+            tasks[name] = {"name": name, "num_nodes": n, "resources": resources,
+                           "envs": {**envs, "DNNPROV_ROLE": "worker", "DNNPROV_PS_ADDR": None},
+                           "setup": SETUP, "run": RUN}
     return tasks
+
+
+def _clusters(doc: PlanDocument, label: str, count: int, region: str) -> list[tuple[list[str], int]]:
+    """The clusters of one (type, market): ``(zones it may use, nodes)``.
+
+    A SkyPilot cluster lives in one zone: all pools that can hold every node are its
+    candidates (``any_of``); when none can, the nodes are split over the pools, one
+    cluster each. No pools: one cluster placed by region.
+    """
+    pools = region_pools(doc, label, region)
+    if not pools:
+        return [([], count)]
+    whole = [p.zone for p in pools if p.capacity is None or p.capacity >= count]
+    if whole:
+        return [(whole, count)]
+    return [([zone], n) for zone, n in split(pools, count, label)]
 
 
 def _launch_script(tasks: dict[str, dict[str, Any]], ps: str | None, options: SkyPilotOptions) -> str:
