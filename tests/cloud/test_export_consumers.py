@@ -16,6 +16,7 @@ from pathlib import Path
 
 import botocore.session
 import pytest
+from botocore.validate import validate_parameters
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import dnnprov
@@ -24,7 +25,7 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalog import Catalog, CatalogEntry
 from dnnprov.io.instances import problem_from_dict, read_instance
 from dnnprov.cloud.export import (ExportOptions, FunctionCode, LaunchOptions, PlanDocument, SkyPilotOptions,
-                                  export_files, plan_document)
+                                  ec2_fleet_calls, export_files, plan_document, run_instances_calls)
 
 yaml = pytest.importorskip("yaml")
 regex = pytest.importorskip("regex", reason="the AWS model's \\p{L} patterns need the regex module")
@@ -294,3 +295,71 @@ def test_type_with_slash_writes_nothing(sky_doc: PlanDocument, tmp_path: Path, c
     assert main(["export", str(plan), "--to", "skypilot", "--out", str(out), "--catalog", str(catalog),
                  "--skypilot-catalog", str(SKY_CATALOG)]) == 2
     assert "SkyPilot cannot launch evil/" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.fixture(scope="module")
+def pools_doc() -> PlanDocument:
+    """Spot pools (issue 18): g6.xlarge in two us-east-1 zones and one of us-west-2; g6e.12xlarge in two small ones."""
+    d = launchable(markets=("spot",)).to_dict()
+    d["instance_types"]["g6.xlarge"]["zones"] = [{"zone": "us-east-1b"}, {"zone": "us-east-1d", "spot_price_per_h": 9.0},
+                                                 {"zone": "us-west-2a"}]
+    d["instance_types"]["g6e.12xlarge"]["zones"] = [{"zone": "us-east-1a", "capacity": 2},
+                                                    {"zone": "us-east-1c", "capacity": 4}]
+    problem = problem_from_dict(d)
+    result = dnnprov.solve(problem, "milp")
+    assert result.plan.counts.get("g6e.12xlarge", 0) > 4 and result.plan.counts.get("g6.xlarge", 0) > 0
+    return plan_document(result, problem, CATALOG)
+
+
+def _zone(resources: dict) -> list[str]:
+    candidates = resources.get("any_of", [resources])
+    return [c["infra"] for c in candidates]
+
+
+def test_pools_pin_skypilot_zones(pools_doc: PlanDocument) -> None:
+    """A type whose pools hold it: any_of over them (in-region only); else one cluster per pool, capacities kept."""
+    files = export_files(pools_doc, "skypilot", ExportOptions(skypilot=SKY))
+    tasks = [yaml.safe_load(t) for n, t in files.items() if n.endswith(".yaml")]
+    by_type: dict[str, list[tuple[list[str], int]]] = {}
+    for t in tasks:
+        by_type.setdefault(t["resources"]["instance_type"], []).append((_zone(t["resources"]), t["num_nodes"]))
+    counts = pools_doc.counts()
+    assert by_type["g6.xlarge"] == [(["aws/us-east-1/us-east-1b", "aws/us-east-1/us-east-1d"], counts["g6.xlarge"])]
+    g6e = dict((tuple(z), n) for z, n in by_type["g6e.12xlarge"])
+    assert sum(g6e.values()) == counts["g6e.12xlarge"]
+    assert g6e[("aws/us-east-1/us-east-1a",)] <= 2 and g6e[("aws/us-east-1/us-east-1c",)] <= 4
+    assert by_type["g5.48xlarge"] == [(["aws/us-east-1"], counts["g5.48xlarge"])]
+    assert len({t["name"] for t in tasks}) == len(tasks)
+
+
+def test_pools_place_ec2_calls(pools_doc: PlanDocument) -> None:
+    """RunInstances per pool (Placement), cheapest pool that holds the type first; fleet overrides per AZ."""
+    model = botocore.session.get_session().get_service_model("ec2")
+    calls = run_instances_calls(pools_doc, LaunchOptions(image_id="ami-1"))
+    fleet = ec2_fleet_calls(pools_doc, LaunchOptions(launch_template="dnnprov-workers"))
+    for call in calls + fleet:
+        validate_parameters(call.params, model.operation_model(call.operation).input_shape)
+    placed = [(c.params["InstanceType"], c.params["MinCount"], c.params.get("Placement", {}).get("AvailabilityZone"))
+              for c in calls]
+    counts = pools_doc.counts()
+    assert ("g6.xlarge", counts["g6.xlarge"], "us-east-1b") in placed  # 1d is dearer (9 $/h)
+    g6e = {z: n for t, n, z in placed if t == "g6e.12xlarge"}
+    assert sum(g6e.values()) == counts["g6e.12xlarge"] and set(g6e) == {"us-east-1a", "us-east-1c"}
+    overrides = fleet[0].params["LaunchTemplateConfigs"][0]["Overrides"]
+    assert {(o["InstanceType"], o.get("AvailabilityZone")) for o in overrides} == {
+        ("g6.xlarge", "us-east-1b"), ("g6.xlarge", "us-east-1d"), ("g6e.12xlarge", "us-east-1a"),
+        ("g6e.12xlarge", "us-east-1c"), ("g5.48xlarge", None)}
+    with_subnet = run_instances_calls(pools_doc, LaunchOptions(image_id="ami-1", subnet_id="subnet-1"))
+    assert all("Placement" not in c.params for c in with_subnet)  # a subnet fixes its zone itself
+
+
+def test_pools_across_regions_need_a_region(pools_doc: PlanDocument) -> None:
+    """Without a catalog region, pools of two regions are refused; one region of pools is the plan's region."""
+    bare = PlanDocument(result=pools_doc.result, problem=pools_doc.problem)
+    with pytest.raises(InvalidInputError, match="^region: the plan's spot pools lie in 2 regions"):
+        export_files(bare, "skypilot", ExportOptions(skypilot=SKY))
+    west = PlanDocument(result=pools_doc.result, problem=pools_doc.problem,
+                        catalog=Catalog(name="w", region="us-west-2", snapshot="2026-11-01T00:00:00Z",
+                                        instance_types=CATALOG.instance_types))
+    with pytest.raises(InvalidInputError, match="none of the pools of g6e.12xlarge"):
+        export_files(west, "ec2-run-instances", ExportOptions(launch=LaunchOptions(image_id="ami-1")))
