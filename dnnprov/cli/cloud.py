@@ -16,8 +16,8 @@ from dnnprov.io.catalog import load_catalog
 from dnnprov.io.catalog_import import dated_catalog_name, import_shared_data, write_catalog
 from dnnprov.errors import InvalidInputError
 from dnnprov.cloud.export import (KUEUE_APIS, TARGETS, ApiCall, ExportOptions, FunctionCode, LaunchOptions,
-                            PlanDocument, ec2_fleet_calls, export_files, load_plan, plan_document,
-                            run_instances_calls)
+                                  PlanDocument, SkyPilotOptions, ec2_fleet_calls, export_files, load_plan,
+                                  plan_document, run_instances_calls)
 from dnnprov.io.instances import read_instance
 from dnnprov.cloud.replan import DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem, solve_takeover, takeover_document
 from dnnprov.result import Status
@@ -63,26 +63,32 @@ def _export_options(args: argparse.Namespace) -> ExportOptions:
     if args.role or args.image_uri or args.s3_bucket or args.s3_key:
         code = FunctionCode(role=args.role or "", image_uri=args.image_uri, s3_bucket=args.s3_bucket,
                             s3_key=args.s3_key, runtime=args.runtime, handler=args.handler)
+    skypilot = SkyPilotOptions(catalog=args.skypilot_catalog, check_catalog=not args.no_catalog_check,
+                               region=args.region, managed_spot=args.managed_spot,
+                               autostop_minutes=args.autostop)
     return ExportOptions(launch=_launch(args), function_name=args.function_name, code=code,
                          queue_name=args.queue_name, namespace=args.namespace,
-                         kueue_api=f"kueue.x-k8s.io/{args.kueue_api}")
+                         kueue_api=f"kueue.x-k8s.io/{args.kueue_api}", skypilot=skypilot)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Print (or write) PLAN in a deployable form; ``skypilot`` writes one task file per cluster to --out DIR."""
+    """Print (or write) PLAN in a deployable form; ``skypilot`` writes one task file per cluster to --out DIR.
+
+    Every file is built before the first is written, so a refused plan writes nothing.
+    """
+    if args.to == "skypilot" and not args.out:
+        raise InvalidInputError("--out", "the skypilot export is one task file per cluster: "
+                                         "give the folder to write them to (--out DIR)")
     files = export_files(_document(args), args.to, _export_options(args))
     if args.to == "skypilot":
-        if not args.out:
-            raise InvalidInputError("--out", "the skypilot export is one task file per cluster: "
-                                             "give the folder to write them to (--out DIR)")
         folder = Path(args.out)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             for name, text in files.items():
                 (folder / name).write_text(text)
+            (folder / "launch.sh").chmod(0o755)
         except OSError as exc:
             raise InvalidInputError("--out", f"cannot write {folder}: {exc.strerror or exc}") from None
-        (folder / "launch.sh").chmod(0o755)
         for name in files:
             print(folder / name)
         return EXIT_OK
@@ -217,6 +223,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--namespace", default="default", help="namespace of the LocalQueue (kueue)")
     p.add_argument("--kueue-api", choices=[a.rsplit("/", 1)[1] for a in KUEUE_APIS], default="v1beta2",
                    help="Kueue API version (default %(default)s, stored from Kueue 0.16; v1beta1 for Kueue before 0.15)")
+    p.add_argument("--region", help="region of the SkyPilot tasks when the plan carries no catalog (skypilot)")
+    p.add_argument("--skypilot-catalog", metavar="VMS_CSV",
+                   help="SkyPilot's AWS catalog to check types against (skypilot; default "
+                        "~/.sky/catalogs/v8/aws/vms.csv, SkyPilot's own copy)")
+    p.add_argument("--no-catalog-check", action="store_true",
+                   help="do not check the types against SkyPilot's catalog (skypilot)")
+    p.add_argument("--managed-spot", action="store_true",
+                   help="spot workers as managed jobs, recovered after preemptions (skypilot: sky jobs launch)")
+    p.add_argument("--autostop", type=int, default=10, metavar="MINUTES",
+                   help="tear clusters down after this many idle minutes (skypilot; default %(default)s)")
     p.add_argument("--out", help="write here instead of standard output (skypilot: a folder, required)")
     p.set_defaults(run=cmd_export)
 

@@ -415,12 +415,18 @@ class CallOutcome:
 
 
 def issue_calls(calls: Sequence[ApiCall], clients: AwsClients, *, dry_run: bool) -> list[CallOutcome]:
-    """Issue EC2 calls; with ``dry_run`` each carries ``DryRun=True`` (DryRunOperation = success).
+    """Issue EC2 calls in order; with ``dry_run`` each carries ``DryRun=True`` (DryRunOperation = success).
 
-    A real launch that fails part-way raises :class:`CloudError` naming the instances
-    already launched, so that they can be found and terminated.
+    A real launch stops at the first call that fails, returns errors or launches less than
+    it asked for (a fleet's weighted capacity below its target, fewer instances than
+    ``MinCount``): :class:`CloudError` then names what is short and the instances already
+    launched, so that they can be found and terminated, and no later call (the PS) is sent.
     """
     outcomes: list[CallOutcome] = []
+
+    def launched() -> list[str]:
+        return [i for o in outcomes for i in o.instance_ids]
+
     for call in calls:
         if call.service != "ec2":
             raise InvalidInputError("calls", f"only EC2 calls can be issued, got {call.service}:{call.operation}")
@@ -437,13 +443,33 @@ def issue_calls(calls: Sequence[ApiCall], clients: AwsClients, *, dry_run: bool)
                                  "have launched instances: check the account")
             response = clients.call("ec2", call.operation, **call.params)
         except CloudError as exc:
-            launched = [i for o in outcomes for i in o.instance_ids]
-            if launched:
-                raise CloudError(exc.field, f"{exc.problem}; already launched: {', '.join(launched)}", exc.code) from None
+            if launched():
+                raise CloudError(exc.field, f"{exc.problem}; already launched: {', '.join(launched())}", exc.code) from None
             raise
         ids = tuple(i["InstanceId"] for i in response.get("Instances", []) if "InstanceId" in i)
         ids += tuple(i for group in response.get("Instances", []) for i in group.get("InstanceIds", []))
         errors = tuple(f"{e.get('ErrorCode')}: {e.get('ErrorMessage')}" for e in response.get("Errors", []))
         outcomes.append(CallOutcome(call, dry_run=False, instance_ids=ids, errors=errors))
+        short = _shortfall(call, response)
+        if short or errors:
+            what = "; ".join(filter(None, [short, *errors]))
+            raise CloudError(f"aws ec2:{call.operation}", f"{what}; nothing more was launched (no PS); already "
+                             f"launched: {', '.join(launched()) or 'none'}: terminate them or launch the rest")
     return outcomes
 
+
+def _shortfall(call: ApiCall, response: Mapping[str, Any]) -> str:
+    """What a launch delivered below its request ("" when in full)."""
+    p = call.params
+    if call.operation == "RunInstances":
+        got = len(response.get("Instances", []))
+        return f"{got} of {p['MinCount']} x {p['InstanceType']} launched" if got < p["MinCount"] else ""
+    if call.operation != "CreateFleet":
+        return ""
+    weights = {o["InstanceType"]: o.get("WeightedCapacity", 1.0)
+               for config in p["LaunchTemplateConfigs"] for o in config.get("Overrides", [])}
+    capacity = 0.0
+    for group in response.get("Instances", []):
+        capacity += weights.get(group.get("InstanceType"), 0.0) * len(group.get("InstanceIds", []))
+    target = p["TargetCapacitySpecification"]["TotalTargetCapacity"]
+    return f"the fleet delivered a capacity of {capacity:g} of its target {target} (GPUs)" if capacity < target else ""

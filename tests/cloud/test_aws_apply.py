@@ -141,3 +141,32 @@ def test_launch_options_reach_the_request(real_plan: Path) -> None:
     """Subnet and key pair go into every RunInstances call."""
     calls = run_instances_calls(load_plan(real_plan), LaunchOptions(image_id=AMI, subnet_id="subnet-1", key_name="k"))
     assert all(c.params["SubnetId"] == "subnet-1" and c.params["KeyName"] == "k" for c in calls)
+
+
+def _gpu_catalog() -> dict:
+    """A catalog whose first type has 4 GPUs: moto fills an instant fleet from the first override only."""
+    return {"format": "dnnprov/catalog", "version": 1, "name": "fleet-test", "region": "us-east-1",
+            "snapshot": "2026-11-01T00:00:00Z", "instance_types": {
+                "g4dn.12xlarge": {"gpus": 4, "vcpus": 48, "memory_gb": 192.0},
+                "g4dn.xlarge": {"gpus": 1, "vcpus": 4, "memory_gb": 16.0}}}
+
+
+def test_partial_fleet_exits_nonzero_and_launches_no_ps(moto_url: str, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture) -> None:
+    """A fleet short of its GPU target (4 of 5 GPUs: moto launches 1 x g4dn.12xlarge): exit 2, no PS instance."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"format": "dnnprov/plan", "version": 1, "catalog": _gpu_catalog(), "result": {
+        "status": "optimal", "kind": "spot", "instance": "fleet-test",
+        "plan": {"counts": {"g4dn.12xlarge": 1, "g4dn.xlarge": 1}, "ps": 1}}}))
+    client = ec2(moto_url)
+    client.create_launch_template(LaunchTemplateName="dnnprov-fleet", LaunchTemplateData={"ImageId": AMI})
+    before = {i["InstanceId"] for r in client.describe_instances()["Reservations"] for i in r["Instances"]}
+    code = main(["apply", str(plan), "--via", "fleet", "--launch-template", "dnnprov-fleet", "--yes",
+                 "--endpoint-url", moto_url])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "capacity of 4 of its target 5 (GPUs)" in err and "no PS" in err
+    launched = [i for r in client.describe_instances()["Reservations"] for i in r["Instances"]
+                if i["InstanceId"] not in before]
+    assert [i["InstanceType"] for i in launched] == ["g4dn.12xlarge"]  # the fleet's one instance, no m5.xlarge
+    assert launched[0]["InstanceId"] in err  # named, so that it can be terminated

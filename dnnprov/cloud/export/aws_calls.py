@@ -1,0 +1,219 @@
+"""EC2 launch calls (RunInstances, CreateFleet) and Lambda settings of a plan, as boto3 parameters."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from dnnprov.errors import InvalidInputError
+from dnnprov.problems.serverless import ServerlessPlatform, ServerlessProblem
+from dnnprov.cloud.export.names import (LAMBDA_FUNCTION_NAME, LAMBDA_NAME_MAX, lambda_function_name, require,
+                                        tag_value)
+from dnnprov.cloud.export.placement import plan_region, region_pools, split
+from dnnprov.cloud.export.plan import PlanDocument, hardware, split_label
+
+CALLS_FORMAT = "dnnprov/aws-calls"
+
+
+@dataclass(frozen=True)
+class ApiCall:
+    """One AWS API call: service, operation (API name) and its parameters (boto3 / CLI JSON)."""
+
+    service: str
+    operation: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"service": self.service, "operation": self.operation, "params": self.params}
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """What an EC2 launch needs beyond the plan: an AMI or a launch template, and placement."""
+
+    image_id: str | None = None
+    launch_template: str | None = None
+    launch_template_version: str = "$Default"
+    subnet_id: str | None = None
+    key_name: str | None = None
+
+
+
+def _tags(doc: PlanDocument, role: str) -> list[dict[str, Any]]:
+    return [{"ResourceType": "instance", "Tags": [{"Key": "dnnprov:plan", "Value": tag_value(doc.name)},
+                                                  {"Key": "dnnprov:role", "Value": role}]}]
+
+
+def _run_instances(doc: PlanDocument, options: LaunchOptions, type_name: str, count: int,
+                   market: str, role: str, zone: str | None = None) -> ApiCall:
+    params: dict[str, Any] = {"InstanceType": type_name, "MinCount": count, "MaxCount": count}
+    if zone is not None and not options.subnet_id:
+        params["Placement"] = {"AvailabilityZone": zone}
+    if options.launch_template:
+        params["LaunchTemplate"] = {"LaunchTemplateName": options.launch_template,
+                                    "Version": options.launch_template_version}
+    if options.image_id:
+        params["ImageId"] = options.image_id
+    if not options.image_id and not options.launch_template:
+        raise InvalidInputError("image_id", "EC2 launches need an AMI (--image-id) or a launch template (--launch-template)")
+    if options.subnet_id:
+        params["SubnetId"] = options.subnet_id
+    if options.key_name:
+        params["KeyName"] = options.key_name
+    if market == "spot":
+        params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": {
+            "SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}}
+    params["TagSpecifications"] = _tags(doc, role)
+    return ApiCall("ec2", "RunInstances", params)
+
+
+def _ps_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
+    if not doc.launches_ps():
+        return []
+    return [_run_instances(doc, options, doc.ps_type, doc.ps_to_launch(), "on-demand", "ps")]
+
+
+def run_instances_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
+    """One RunInstances per (type, market) with exactly the planned count (MinCount = MaxCount), plus the PS.
+
+    A spot type with pools (zones) in the plan's region is placed on them (``Placement``):
+    all in the cheapest pool that holds them, else split cheapest first, one call per pool.
+    A ``subnet_id`` fixes the zone itself, so no ``Placement`` goes with it.
+    """
+    region = plan_region(doc)
+    calls = []
+    for label, count in doc.launch_counts().items():
+        type_name, market = split_label(label)
+        pools = region_pools(doc, label, region)
+        for zone, n in split(pools, count, label) if pools else [(None, count)]:
+            calls.append(_run_instances(doc, options, type_name, n, market, "worker", zone))
+    return calls + _ps_calls(doc, options)
+
+
+def fleet_gpus(doc: PlanDocument, type_name: str) -> int:
+    """GPUs of a type (the fleet's weighted capacity); one clear error when neither catalog nor instance has it."""
+    gpus = hardware(doc, type_name)[0]
+    if not gpus:
+        raise InvalidInputError("catalog", f"the ec2-fleet export weighs each type by its GPUs and needs the GPU "
+                                           f"count of {type_name}: wrap the plan with its instance or catalog")
+    return gpus
+
+
+def ec2_fleet_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
+    """One ``instant`` CreateFleet per market (spot, on-demand) for the workers, then the PS.
+
+    Each fleet's overrides are the plan's types of that market, each weighted by its GPUs
+    (``WeightedCapacity``), one per pool (``AvailabilityZone``) of a spot type with pools in
+    the plan's region, and its target capacity is the plan's GPUs of that market: EC2
+    Fleet may choose another mix of the same types, but never fewer GPUs, and never moves
+    a type from one market to the other. ``ec2-run-instances`` launches the exact mix.
+    """
+    if not options.launch_template:
+        raise InvalidInputError("launch_template", "CreateFleet needs a launch template (--launch-template)")
+    launch = doc.launch_counts()
+    if not launch:
+        raise InvalidInputError("result.plan", "no worker to launch: every planned worker is already running")
+    region = plan_region(doc)
+    calls = []
+    for market in ("spot", "on-demand"):
+        types = {t: n for t, m, n in ((*split_label(label), n) for label, n in launch.items()) if m == market}
+        if not types:
+            continue
+        weights = {t: fleet_gpus(doc, t) for t in types}
+        target = sum(weights[t] * n for t, n in types.items())
+        overrides = []
+        for t in types:
+            base = {"InstanceType": t, "WeightedCapacity": float(weights[t])}
+            zones = [p.zone for p in region_pools(doc, t, region)] if market == "spot" else []
+            if options.subnet_id:
+                overrides.append({**base, "SubnetId": options.subnet_id})
+            else:
+                overrides += [{**base, "AvailabilityZone": z} for z in zones] or [base]
+        params: dict[str, Any] = {
+            "Type": "instant",
+            "LaunchTemplateConfigs": [{"LaunchTemplateSpecification": {
+                "LaunchTemplateName": options.launch_template, "Version": options.launch_template_version},
+                "Overrides": overrides}],
+            "TargetCapacitySpecification": {
+                "TotalTargetCapacity": target, "SpotTargetCapacity": target if market == "spot" else 0,
+                "OnDemandTargetCapacity": target if market == "on-demand" else 0,
+                "DefaultTargetCapacityType": market},
+            "TagSpecifications": _tags(doc, "worker"),
+        }
+        if market == "spot":
+            params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
+        else:
+            params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
+        calls.append(ApiCall("ec2", "CreateFleet", params))
+    return calls + _ps_calls(doc, options)
+
+
+@dataclass(frozen=True)
+class FunctionCode:
+    """What Lambda CreateFunction needs beyond the plan: the execution role and the code.
+
+    Either ``image_uri`` (a container image) or ``s3_bucket`` + ``s3_key`` with ``runtime``
+    and ``handler`` (a .zip package).
+    """
+
+    role: str
+    image_uri: str | None = None
+    s3_bucket: str | None = None
+    s3_key: str | None = None
+    runtime: str | None = None
+    handler: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.role:
+            raise InvalidInputError("role", "CreateFunction needs the execution role ARN (--role)")
+        if bool(self.image_uri) == bool(self.s3_bucket or self.s3_key):
+            raise InvalidInputError("code", "give either a container image (--image-uri) or a .zip "
+                                            "package (--s3-bucket and --s3-key)")
+        if not self.image_uri and not (self.s3_bucket and self.s3_key and self.runtime and self.handler):
+            raise InvalidInputError("code", "a .zip package needs --s3-bucket, --s3-key, --runtime and --handler")
+
+    def params(self) -> dict[str, Any]:
+        """The CreateFunction parameters for the code."""
+        if self.image_uri:
+            return {"Role": self.role, "PackageType": "Image", "Code": {"ImageUri": self.image_uri}}
+        return {"Role": self.role, "PackageType": "Zip", "Runtime": self.runtime, "Handler": self.handler,
+                "Code": {"S3Bucket": self.s3_bucket, "S3Key": self.s3_key}}
+
+
+def lambda_calls(doc: PlanDocument, function_name: str | None = None,
+                 code: FunctionCode | None = None) -> list[ApiCall]:
+    """Lambda settings of a serverless plan: memory and timeout, reserved concurrency = functions.
+
+    Without ``code`` the function exists and gets UpdateFunctionConfiguration; with it,
+    CreateFunction makes the function with the plan's memory and timeout. A chosen
+    ``function_name`` must be a valid bare name; the default is made from the instance name.
+    """
+    if doc.kind != "serverless":
+        raise InvalidInputError("result.kind", "the lambda export needs a serverless plan")
+    plan = doc.result["plan"]
+    platform = doc.problem.platform if isinstance(doc.problem, ServerlessProblem) else ServerlessPlatform()
+    if function_name is None:
+        name = lambda_function_name(doc.name)
+    else:
+        name = require("function_name", function_name, LAMBDA_FUNCTION_NAME, LAMBDA_NAME_MAX,
+                       "a Lambda function name has letters, digits, '-' and '_' only")
+    settings = {"FunctionName": name, "MemorySize": int(plan["memory_mb"]),
+                "Timeout": min(900, math.ceil(platform.timeout_s))}
+    if code is None:
+        configure = ApiCall("lambda", "UpdateFunctionConfiguration", settings)
+    else:
+        configure = ApiCall("lambda", "CreateFunction", {
+            **settings, **code.params(),
+            "Tags": {"dnnprov:plan": tag_value(doc.name), "dnnprov:role": "worker"}})
+    return [configure, ApiCall("lambda", "PutFunctionConcurrency", {
+        "FunctionName": name, "ReservedConcurrentExecutions": int(plan["functions"])})]
+
+
+def calls_json(doc: PlanDocument, calls: list[ApiCall]) -> str:
+    """The ``dnnprov/aws-calls`` v1 JSON text of ``calls``."""
+    return json.dumps({"format": CALLS_FORMAT, "version": 1, "plan": doc.name, "region": doc.region,
+                       "calls": [c.to_dict() for c in calls]}, indent=2) + "\n"
+

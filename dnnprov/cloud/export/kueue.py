@@ -1,0 +1,147 @@
+"""Kueue export of a spot plan: flavors, quotas, queues, the PS Service and one Job per flavor.
+
+Objects, in the order ``kubectl apply`` should create them:
+
+- one ResourceFlavor per (type, market) of the workers, most GPUs per node first, then
+  the PS flavor, always its own (``ps-...``, on-demand) even when the PS type is also a
+  worker type. Each flavor's ``nodeLabels`` pin the instance type
+  (``node.kubernetes.io/instance-type``), the market (``karpenter.sh/capacity-type``) and
+  the role (``dnnprov.io/role``: ``worker`` or ``ps``); the PS flavor's nodes carry the
+  taint ``dnnprov.io/role=ps:NoSchedule``, which only the PS pods tolerate;
+- a ClusterQueue covering ``pods``, ``cpu``, ``memory`` and ``nvidia.com/gpu`` for every
+  flavor, with the plan's totals as nominal quotas, and a LocalQueue pointing at it;
+- a headless Service for the PS pods, and one Indexed Job per flavor (the PS Job first)
+  with the queue label, an image placeholder, GPU, CPU and memory requests and a
+  nodeSelector equal to its flavor's labels. Workers find the PS at ``DNNPROV_PS_ADDR``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from dnnprov.errors import InvalidInputError
+from dnnprov.problems import _checks as check
+from dnnprov.cloud.export.names import (DNS_LABEL, DNS_LABEL_MAX, DNS_SUBDOMAIN, LABEL_VALUE, LABEL_VALUE_MAX,
+                                        UniqueNames, k8s_name, label_value, require)
+from dnnprov.cloud.export.plan import PlanDocument, dump_yaml, hardware, split_label
+
+KUEUE_APIS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
+KUEUE_API = KUEUE_APIS[0]  # served from Kueue 0.15, the storage version from 0.16; v1beta1 on request
+IMAGE = "registry.example.com/dnnprov/trainer:replace-me"
+ROLE_LABEL, TYPE_LABEL, MARKET_LABEL = "dnnprov.io/role", "node.kubernetes.io/instance-type", "karpenter.sh/capacity-type"
+PLAN_LABEL, QUEUE_LABEL = "dnnprov.io/plan", "kueue.x-k8s.io/queue-name"
+PS_TAINT = {"key": ROLE_LABEL, "value": "ps", "effect": "NoSchedule"}
+PS_PORT = 2222
+#: Share of a node's vCPUs and memory a pod requests; the rest stays for the kubelet and daemons.
+POD_SHARE = 0.9
+COMMAND = ("echo \"dnnprov placeholder: run your $DNNPROV_ROLE process (index $JOB_COMPLETION_INDEX; "
+           "PS at $DNNPROV_PS_ADDR:$DNNPROV_PS_PORT)\"")
+
+
+def _node_type(field: str, type_name: str) -> str:
+    """The type as the node label value it must equal; a type no node can carry is refused."""
+    if len(type_name) > LABEL_VALUE_MAX or LABEL_VALUE.fullmatch(type_name) is None:
+        raise InvalidInputError(field, f"{type_name!r} cannot be a Kubernetes label value (at most 63 letters, "
+                                       "digits, '-', '_' and '.', alphanumeric at both ends), so no node carries it "
+                                       f"as {TYPE_LABEL}: it is no EC2 instance type")
+    return type_name
+
+
+def _per_pod(gpus: int, vcpus: int | None, memory_gib: float | None) -> tuple[int, int, int]:
+    """GPUs, millicores and MiB a pod requests: its node's GPUs and POD_SHARE of its vCPUs and memory (0: unknown)."""
+    return gpus, math.floor((vcpus or 0) * 1000 * POD_SHARE), math.floor((memory_gib or 0) * 1024 * POD_SHARE)
+
+
+def _quantities(gpus: int, millicores: int, mib: int) -> dict[str, Any]:
+    """Kubernetes quantities of nonzero amounts: ``{"cpu": "14400m", "memory": "58982Mi", "nvidia.com/gpu": 1}``."""
+    out: dict[str, Any] = {"cpu": f"{millicores}m", "memory": f"{mib}Mi", "nvidia.com/gpu": gpus}
+    return {k: v for k, v in out.items() if v not in (0, "0m", "0Mi")}
+
+
+def kueue_documents(doc: PlanDocument, queue_name: str | None = None, *, namespace: str = "default",
+                    api_version: str = KUEUE_API) -> list[dict[str, Any]]:
+    """The Kueue and Kubernetes objects of a spot plan (see the module docstring), in apply order."""
+    doc.require_spot()
+    api_version = check.choice("kueue_api", api_version, KUEUE_APIS)
+    namespace = require("namespace", namespace, DNS_LABEL, DNS_LABEL_MAX,
+                        "a Kubernetes namespace is a DNS-1123 label: lower-case letters, digits and '-', "
+                        "alphanumeric at both ends")
+    if queue_name is not None:
+        require("queue_name", queue_name, DNS_SUBDOMAIN, LABEL_VALUE_MAX,
+                "a queue name is a DNS-1123 subdomain and a label value: lower-case letters, digits, '-' and '.', "
+                "alphanumeric at both ends")
+    names = UniqueNames(k8s_name)
+    queue = queue_name or names(doc.name)
+    base = k8s_name(doc.name, 30)
+    plan = label_value(doc.name) or "dnnprov"
+    service = names(f"{base}-ps")
+    pools = []  # (role, type, market, count, gpus, vcpus, memory)
+    for label, count in doc.counts().items():
+        type_name, market = split_label(label)
+        gpus, vcpus, memory = hardware(doc, type_name)
+        if gpus is None:
+            raise InvalidInputError("catalog", f"the kueue export needs the GPU count of {type_name}: "
+                                               "wrap the plan with its instance or catalog (--instance / --catalog)")
+        pools.append(("worker", _node_type(f"result.plan.counts.{label}", type_name), market, count, gpus, vcpus, memory))
+    pools.sort(key=lambda p: (-p[4], -(p[5] or 0), -(p[6] or 0), p[2] != "spot"))
+    ps_gpus, ps_vcpus, ps_memory = hardware(doc, doc.ps_type)
+    pools.append(("ps", _node_type("instance.platform.ps_type", doc.ps_type), "on-demand", doc.ps,
+                  ps_gpus or 0, ps_vcpus, ps_memory))
+    flavors, queue_flavors, jobs = [], [], []
+    ps_job = names(f"{base}-ps-job")
+    ps_addr = f"{ps_job}-0.{service}.{namespace}.svc"
+    covered = ["pods", "cpu", "memory", "nvidia.com/gpu"]
+    for role, type_name, market, count, gpus, vcpus, memory in pools:
+        flavor = names(f"{role}-{type_name}-{market}")
+        node_labels = {TYPE_LABEL: type_name, MARKET_LABEL: market, ROLE_LABEL: role}
+        spec: dict[str, Any] = {"nodeLabels": node_labels}
+        if role == "ps":
+            spec["nodeTaints"] = [PS_TAINT]
+        flavors.append({"apiVersion": api_version, "kind": "ResourceFlavor", "metadata": {"name": flavor}, "spec": spec})
+        pod_gpus, millicores, mib = _per_pod(gpus, vcpus, memory)
+        requests = _quantities(pod_gpus, millicores, mib)
+        quota = {"pods": count, "cpu": f"{count * millicores}m", "memory": f"{count * mib}Mi",
+                 "nvidia.com/gpu": count * pod_gpus}
+        queue_flavors.append({"name": flavor, "resources": [{"name": r, "nominalQuota": quota[r]} for r in covered]})
+        job = ps_job if role == "ps" else names(f"{base}-{type_name}-{market}")
+        jobs.append(_job(job, namespace, queue, plan, role, count, node_labels, requests, service, ps_addr))
+    jobs.sort(key=lambda j: j["metadata"]["labels"][ROLE_LABEL] != "ps")
+    documents = flavors + [
+        {"apiVersion": api_version, "kind": "ClusterQueue", "metadata": {"name": queue},
+         "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": covered, "flavors": queue_flavors}]}},
+        {"apiVersion": api_version, "kind": "LocalQueue", "metadata": {"name": queue, "namespace": namespace},
+         "spec": {"clusterQueue": queue}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": service, "namespace": namespace},
+         "spec": {"clusterIP": "None", "selector": {PLAN_LABEL: plan, ROLE_LABEL: "ps"},
+                  "ports": [{"name": "ps", "port": PS_PORT}]}}]
+    return documents + jobs
+
+
+def _job(name: str, namespace: str, queue: str, plan: str, role: str, count: int, node_labels: dict[str, str],
+         requests: dict[str, Any], service: str, ps_addr: str) -> dict[str, Any]:
+    """An Indexed Job of ``count`` pods on one flavor, suspended until Kueue admits it."""
+    labels = {PLAN_LABEL: plan, ROLE_LABEL: role}
+    limits = {k: v for k, v in requests.items() if k == "nvidia.com/gpu"}
+    container = {"name": role, "image": IMAGE, "command": ["sh", "-c", COMMAND],
+                 "env": [{"name": "DNNPROV_ROLE", "value": role}, {"name": "DNNPROV_PS_ADDR", "value": ps_addr},
+                         {"name": "DNNPROV_PS_PORT", "value": str(PS_PORT)}],
+                 "resources": {"requests": requests, **({"limits": limits} if limits else {})}}
+    if role == "ps":
+        container["ports"] = [{"name": "ps", "containerPort": PS_PORT}]
+    pod: dict[str, Any] = {"restartPolicy": "Never", "subdomain": service, "nodeSelector": node_labels,
+                           "containers": [container]}
+    if role == "ps":
+        pod["tolerations"] = [{**PS_TAINT, "operator": "Equal"}]
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: queue, **labels}},
+            "spec": {"parallelism": count, "completions": count, "completionMode": "Indexed", "suspend": True,
+                     "backoffLimit": 0, "template": {"metadata": {"labels": labels}, "spec": pod}}}
+
+
+def kueue_yaml(doc: PlanDocument, queue_name: str | None = None, *, namespace: str = "default",
+               api_version: str = KUEUE_API) -> str:
+    """The :func:`kueue_documents` as one YAML stream (``kubectl apply -f`` takes it)."""
+    documents = kueue_documents(doc, queue_name, namespace=namespace, api_version=api_version)
+    return dump_yaml(documents, f"Kueue quotas and Jobs of a dnnprov plan: {sum(doc.counts().values())} workers "
+                                f"and {doc.ps} PS node(s). Replace the image and command placeholders.")

@@ -1,0 +1,91 @@
+"""Where a plan's instances go: one region for the whole plan, and spot pools (zones) per type.
+
+Plans name types, not zones (the instance's ``instance_types.<type>.zones``, issue 18):
+placing a type's spot workers on its pools is the launch's. Every export uses one region
+(the PS and the workers together): the catalog's, else the one given, else the single
+region all the plan's pools lie in. A type's pools outside that region are not used;
+the rest are tried cheapest first (the pool's spot price, else the type's), each holding
+at most its ``capacity``. On-demand workers and the PS are placed by region only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from dnnprov.errors import InvalidInputError
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.cloud.export.plan import PlanDocument, split_label
+
+#: The region of an AWS zone name: ``us-east-1a`` and the local zone ``us-west-2-lax-1a`` -> ``us-east-1``, ``us-west-2``.
+_AWS_REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d+")
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A spot pool a type's workers may be placed in: its zone, capacity (None: any) and $/h."""
+
+    zone: str
+    capacity: int | None
+    price_per_h: float
+
+
+def zone_region(zone: str) -> str:
+    """The AWS region of availability zone ``zone``."""
+    match = _AWS_REGION.match(zone)
+    if match is None or match.end() == len(zone):
+        raise InvalidInputError("zones", f"{zone!r} is not an AWS availability-zone name (such as us-east-1a)")
+    return match.group(0)
+
+
+def _pools(doc: PlanDocument, type_name: str) -> list[Pool]:
+    if not isinstance(doc.problem, SpotProblem):
+        return []
+    for t in doc.problem.instance_types:
+        if t.name == type_name:
+            return [Pool(p.zone, p.capacity, t.spot_price_per_h if p.spot_price_per_h is None else p.spot_price_per_h)
+                    for p in t.zones]
+    return []
+
+
+def plan_region(doc: PlanDocument, given: str | None = None) -> str | None:
+    """The one region of the plan's launches (None: no catalog, none given and no pools)."""
+    if doc.region or given:
+        return doc.region or given
+    regions = {zone_region(p.zone) for label in doc.launch_counts() if split_label(label)[1] == "spot"
+               for p in _pools(doc, split_label(label)[0])}
+    if len(regions) > 1:
+        raise InvalidInputError("region", f"the plan's spot pools lie in {len(regions)} regions "
+                                          f"({', '.join(sorted(regions))}) and the PS and workers belong in one: "
+                                          "wrap the plan with its catalog (--catalog) or pass --region")
+    return next(iter(regions), None)
+
+
+def region_pools(doc: PlanDocument, label: str, region: str | None) -> list[Pool]:
+    """The pools of ``label``'s type in ``region``, cheapest first ([]: placed by region only)."""
+    type_name, market = split_label(label)
+    pools = _pools(doc, type_name) if market == "spot" else []
+    if not pools:
+        return []
+    inside = [p for p in pools if region is None or zone_region(p.zone) == region]
+    if not inside:
+        raise InvalidInputError(f"instance_types.{type_name}.zones", f"none of the pools of {type_name} "
+                                f"({', '.join(p.zone for p in pools)}) lies in the plan's region {region}")
+    return sorted(inside, key=lambda p: (p.price_per_h, p.zone))
+
+
+def split(pools: list[Pool], count: int, label: str) -> list[tuple[str, int]]:
+    """``count`` instances over ``pools``: all in the cheapest pool that holds them, else cheapest first."""
+    whole = [p for p in pools if p.capacity is None or p.capacity >= count]
+    if whole:
+        return [(whole[0].zone, count)]
+    parts, left = [], count
+    for p in pools:
+        take = min(left, p.capacity or 0)
+        if take:
+            parts.append((p.zone, take))
+            left -= take
+    if left:
+        raise InvalidInputError(f"result.plan.counts.{label}", f"{count} instances exceed the capacity "
+                                f"{count - left} of the type's pools in the region")
+    return parts

@@ -1,0 +1,127 @@
+"""The Kueue export against Kueue's own CRDs: OpenAPI schemas and their CEL rules, per release it claims.
+
+The fixture ``kueue-crds-extract.json`` holds the ResourceFlavor, ClusterQueue and
+LocalQueue CRD schemas of Kueue v0.14.8 (v1beta1 only), v0.15.8 and v0.16.9 (both) and
+commit ff69552e79 (see its ``_source``). Each exported object is checked as the API server
+would on create: ``metadata.name`` a DNS-1123 subdomain (cluster-scoped) and namespace a
+DNS-1123 label, the ``openAPIV3Schema`` (jsonschema, with Kubernetes' int-or-string), and
+every ``x-kubernetes-validations`` rule evaluated by a CEL interpreter (cel-python); rules
+on ``oldSelf`` are transition rules, which the API server runs on updates only.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import dnnprov
+from dnnprov.cloud.export import KUEUE_APIS, ExportOptions, export, plan_document
+from dnnprov.io.catalog import Catalog, CatalogEntry
+from dnnprov.io.instances import read_instance
+
+yaml = pytest.importorskip("yaml")
+jsonschema = pytest.importorskip("jsonschema")
+celpy = pytest.importorskip("celpy", reason="cel-python evaluates the CRDs' CEL rules (test extra)")
+
+CRDS = json.loads((Path(__file__).parent / "fixtures" / "kueue-crds-extract.json").read_text())["releases"]
+SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+#: Which releases serve each API version the export offers (docs/cloud.md)
+CLAIMS = {"kueue.x-k8s.io/v1beta1": ["v0.14.8", "v0.15.8", "v0.16.9"],
+          "kueue.x-k8s.io/v1beta2": ["v0.15.8", "v0.16.9", "ff69552e79"]}
+CEL = celpy.Environment()
+
+
+def _structural(schema: Any) -> Any:
+    """The schema as JSON Schema: Kubernetes' ``x-kubernetes-int-or-string`` allows both types."""
+    schema = copy.deepcopy(schema)
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("x-kubernetes-int-or-string"):
+                node.pop("type", None)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(schema)
+    return schema
+
+
+def _cel_failures(schema: dict[str, Any], value: Any, path: str) -> list[str]:
+    """Messages of the CEL rules (``x-kubernetes-validations``) that ``value`` breaks, recursively."""
+    failures = []
+    for rule in schema.get("x-kubernetes-validations", []):
+        if "oldSelf" in rule["rule"]:
+            continue
+        program = CEL.program(CEL.compile(rule["rule"]))
+        result = program.evaluate({"self": celpy.json_to_cel(value)})
+        if not isinstance(result, celpy.celtypes.BoolType) or not bool(result):
+            failures.append(f"{path}: {rule.get('message', rule['rule'])} ({result!r})")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            sub = schema.get("properties", {}).get(key) or schema.get("additionalProperties")
+            if isinstance(sub, dict):
+                failures += _cel_failures(sub, item, f"{path}.{key}")
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            failures += _cel_failures(schema["items"], item, f"{path}[{i}]")
+    return failures
+
+
+def check_against_crds(document: dict[str, Any], release: str) -> None:
+    """Raise unless ``document`` is a valid create of its kind and version in ``release``'s CRDs."""
+    version = document["apiVersion"].rsplit("/", 1)[1]
+    crd = CRDS[release]["kinds"][document["kind"]][version]
+    assert crd["served"], f"{document['kind']} {version} is not served by Kueue {release}"
+    name, namespace = document["metadata"]["name"], document["metadata"].get("namespace")
+    assert len(name) <= 253 and SUBDOMAIN.fullmatch(name), name
+    assert namespace is None or (len(namespace) <= 63 and LABEL.fullmatch(namespace)), namespace
+    jsonschema.validate(document, _structural(crd["schema"]))
+    assert _cel_failures(crd["schema"], document, document["kind"]) == []
+
+
+def _export(doc, api: str, **options: Any) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(export(doc, "kueue", ExportOptions(kueue_api=api, **options)))
+            if d["apiVersion"].startswith("kueue.x-k8s.io/")]
+
+
+@pytest.fixture(scope="module")
+def table1():
+    """spotDNN Table I solved exactly, with the hardware of its types and of the PS."""
+    problem = read_instance("embedded:spot/paper-table1.json")
+    catalog = Catalog(name="c", region="us-east-1", snapshot="2022-05-31T23:52:09Z", instance_types=(
+        CatalogEntry(name="g3.8xlarge", gpus=2, vcpus=32, memory_gb=244.0),
+        CatalogEntry(name="g3.16xlarge", gpus=4, vcpus=64, memory_gb=488.0),
+        CatalogEntry(name="m5.xlarge", gpus=0, vcpus=4, memory_gb=16.0)))
+    return plan_document(dnnprov.solve(problem, "milp"), problem, catalog)
+
+
+@pytest.mark.parametrize("api,release", [(api, r) for api, releases in CLAIMS.items() for r in releases])
+def test_export_is_a_valid_create_for_each_claimed_release(table1, api: str, release: str) -> None:
+    """Every Kueue object of the export passes the CRD schema and CEL rules of each release it claims."""
+    documents = _export(table1, api, namespace="ml")
+    flavors = len(table1.counts()) + 1  # one per (type, market) of the workers, and the PS's own
+    assert [d["kind"] for d in documents] == ["ResourceFlavor"] * flavors + ["ClusterQueue", "LocalQueue"]
+    for document in documents:
+        check_against_crds(document, release)
+
+
+def test_checker_catches_what_kueue_refuses(table1) -> None:
+    """The checker is not vacuous: a flavor missing a covered resource breaks the CEL rule, a bad taint too."""
+    documents = _export(table1, KUEUE_APIS[0])
+    queue = copy.deepcopy(next(d for d in documents if d["kind"] == "ClusterQueue"))
+    queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"].pop()
+    with pytest.raises(AssertionError, match="same number of resources as the coveredResources"):
+        check_against_crds(queue, "v0.16.9")
+    flavor = copy.deepcopy(documents[0])
+    flavor["spec"]["nodeTaints"] = [{"key": "dnnprov.io/role", "value": "ps", "effect": "Sometimes"}]
+    with pytest.raises((AssertionError, jsonschema.ValidationError)):
+        check_against_crds(flavor, "v0.16.9")
