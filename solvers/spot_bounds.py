@@ -128,6 +128,47 @@ class CellBounds(LpBounds):
         k1 = (c(cell.v_hi) - c(cell.v_lo)) / (cell.v_hi - cell.v_lo)
         return c(cell.v_lo) - k1 * cell.v_lo, k1
 
+    def cc_square_secant(self, cell: Cell) -> tuple[float, float] | None:
+        """(q0, q1) with sqrt((R + gamma_4) K) / (L - gamma_5) >= q0 + q1 Q on the cell, Q = sum n v^2.
+
+        Proof: R^2 = 1 - 2 v_t / V + Q / V^2 (eq. 5 with w_i = v_i / V). Cauchy-Schwarz on
+        the K - 1 workers other than one of type t gives Q >= Q_cs(V) = v_t^2 + (V - v_t)^2
+        / (K - 1), and 1 - 2 v_t / V + Q_cs(V) / V^2 = s_K^2 (1 - v_t / V)^2. So with
+        E = Q - Q_cs(V) >= 0 and V <= V_hi, R^2 >= s_K^2 (1 - v_t / V)^2 + E / V_hi^2, and on
+        [V_lo, V_hi] (V >= v_t: n_t >= 1) the first term is at least its value at V_lo and
+        -(V - v_t)^2 / ((K - 1) V_hi^2) at least its value at V_hi, so R^2 >= a + Q / V_hi^2
+        with a constant a. R >= r0 = s_K (1 - v_t / V_lo) holds too (:meth:`cc_lower`). Let
+        Q* solve a + Q* / V_hi^2 = r0^2; every plan has Q <= v_t V <= v_t V_hi = Q_hi (no
+        allowed column is faster than t). The line through (Q*, c(r0)) and
+        (Q_hi, c(sqrt(a + Q_hi / V_hi^2))) is a valid lower bound: for Q <= Q* it is at most
+        c(r0) (its slope is >= 0); on [Q*, Q_hi], c(sqrt(a + Q / V_hi^2)) is concave in Q (c
+        concave increasing, the root of an affine function concave) and lies above its chord.
+        ``None`` where it adds nothing (no CC, K = 1, a group, Q* >= Q_hi).
+        """
+        k = cell.workers
+        if not self.uses_cc or cell.top is None or k == 1 or not cell.v_hi > 0:
+            return None
+        v_t = float(self.shape(cell.workers, cell.ps).speed[cell.top])
+        v_lo, v_hi = max(cell.v_lo, v_t), cell.v_hi
+        if v_lo > v_hi:
+            return None
+        s2 = k / (k - 1)
+        g4 = self.problem.workload.gamma_4
+        inv = 1.0 / (v_hi * v_hi)
+        a = s2 * (1 - v_t / v_lo) ** 2 - ((v_hi - v_t) ** 2 / (k - 1) + v_t * v_t) * inv
+        r0_sq = s2 * (1 - v_t / v_lo) ** 2
+        q_star, q_hi = (r0_sq - a) / inv, v_t * v_hi
+        if not q_star < q_hi:
+            return None
+
+        def c(r: float) -> float:
+            return math.sqrt((r + g4) * k) / self.model.loss_gap
+
+        c_star, c_hi = c(math.sqrt(r0_sq)), c(math.sqrt(max(a + q_hi * inv, r0_sq)))
+        q1 = max(0.0, (c_hi - c_star) / (q_hi - q_star))
+        q0 = c_star - q1 * q_star
+        return q0 - 1e-9 * (abs(q0) + q1 * q_hi), q1
+
     def time_factor(self, cell: Cell) -> float:
         """tau in T >= tau j / X + a0: 1, or (1 - 0.05 / b_lo) for the reference rounding."""
         return 1 - REF_BATCH_ROUNDING / cell.b_lo if self.reference else 1.0
@@ -437,6 +478,12 @@ class CellBounds(LpBounds):
             k0, k1 = secant
             rows.append((tau * k1 * a_min * shape.speed - slope * shape.rate,
                          -math.inf, -tau * (k0 * a_min - self.gamma_1)))
+            square = self.cc_square_secant(cell)
+            if square is not None:
+                # eq. (13) keeping R's growth with Q = sum n v^2: tau ((q0 + q1 Q) A_min - g1) <= (T - a0) X
+                q0, q1 = square
+                rows.append((tau * q1 * a_min * shape.speed ** 2 - slope * shape.rate,
+                             -math.inf, -tau * (q0 * a_min - self.gamma_1)))
             # eq. (13) keeping both: tau ((k0 + k1 V)(g2 V + g3 X) - g1 X) <= (T - a0) X^2, with
             # V^2 and X^2 over-estimated by secants and V X under-estimated by either McCormick plane.
             # Valid only where k1 g2 <= 0 (then over-estimating V^2 under-estimates k1 g2 V^2)
