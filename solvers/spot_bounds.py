@@ -31,6 +31,7 @@ REF_BATCH_ROUNDING = 0.05       # reference model: b_w rounded to 1 decimal
 REF_TIME_ROUNDING = 0.005       # reference model: T rounded to 2 decimals
 REF_COST_ROUNDING = 5e-7        # reference model: cost rounded to 6 decimals
 REF_ITER_ROUNDING = 0.5         # reference model: j rounded to an integer
+FAST_RATIO_GRID = np.geomspace(1.0, 4.0, 24)   # theta / rho_min tried by fast_ratio
 
 
 class CellBounds(LpBounds):
@@ -357,11 +358,18 @@ class CellBounds(LpBounds):
         if cell.x_lo > cell.x_hi:
             return None
         cell.rho_min, cell.price_bound = known.rho_min, known.price_bound
-        if not self.tighten(cell, cell.price_bound) or (cell.top is not None and self.rows_infeasible(cell)):
+        if not self.tighten(cell, cell.price_bound):
+            return None
+        cell.rho_min = max(cell.rho_min, self.fast_ratio(cell))
+        # A cell whose bound reaches the threshold is never processed (the search stops
+        # there and the threshold only falls): the cheap bound is checked before the row
+        # ranges and the vertex bound are paid for.
+        if self.closed_bound(cell, cell.price_bound) >= self.threshold \
+                or (cell.top is not None and self.rows_infeasible(cell)):
             return None
         cell.pj_lb = max(cell.pj_lb, self.vertex_bound(cell))
         cell.bound = self.closed_bound(cell, cell.price_bound)
-        return cell
+        return cell if cell.bound < self.threshold else None
 
     def strengthen(self, cell: Cell) -> Cell | None:
         """Bound the cell by the LP relaxation of its rows (done once, when first popped)."""
@@ -385,6 +393,27 @@ class CellBounds(LpBounds):
         cell.pj_lb = max(cell.pj_lb, product)
         cell.bound = self.closed_bound(cell, price_bound)
         return cell
+
+    def fast_ratio(self, cell: Cell) -> float:
+        """A lower bound on (P + c0) / X over the plans of the cell's box with X >= X_lo (0: none).
+
+        Proof: for any theta, F(theta) = min over the box of P + c0 - theta X is attained by
+        the greedy (one cardinality row and a box are totally unimodular), so every plan has
+        P + c0 >= F(theta) + theta X, i.e. (P + c0) / X >= theta + F(theta) / X, which is at
+        least theta + F / X_hi when F >= 0 and theta + F / X_lo when F < 0 (X_lo <= X <= X_hi).
+        The best theta lies where the greedy's plan reaches X_lo: a grid above rho_min is
+        tried at once, and each value is lowered by 1e-9 of its terms for rounding. The cell's
+        deadline row X >= tau j_lb / (T - a0) makes X_lo large where slow cheap plans miss T_obj.
+        """
+        if not (cell.x_lo > 0 and cell.rho_min > 0 and math.isfinite(cell.x_hi)):
+            return 0.0
+        lo, hi = self.box(cell)
+        rate, price = self.shape(cell.workers, cell.ps).rate, self.cols.price
+        theta = cell.rho_min * FAST_RATIO_GRID
+        plans = greedy_many(price[None, :] - theta[:, None] * rate[None, :], lo, hi, cell.workers)
+        value = plans @ price + cell.ps * self.c0_per_ps - theta * (plans @ rate)
+        ratio = theta + value / np.where(value >= 0, cell.x_hi, cell.x_lo)
+        return max(0.0, float((ratio - 1e-9 * (theta + np.abs(value) / cell.x_lo)).max()))
 
     def price_range(self, cell: Cell) -> tuple[float, float]:
         """Greedy min and max of P + c0 over the cell's box (exact for the box)."""
