@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/scale_ladder.py [--quick] [--seed N] [--per-size N]
         [--time-limit S] [--sizes NAME ...] [--serverless N] [--serverless-10k N]
-        [--index I ...] [--jsonl PATH] [--dump DIR]
+        [--index I ...] [--jsonl PATH] [--dump DIR] [--allow-missed]
 
 Rungs (types x quota per type, PS count range):
 
@@ -13,6 +13,11 @@ Rungs (types x quota per type, PS count range):
   takes); its first instance is the embedded ``paper-table3-overhead-7x10.json``;
 * ``10x16`` and ``15x24`` (1-2 PS), ``20x32`` and ``30x32`` (1-3 PS; milp also with a
   0.5 % gap), ``40x16`` and ``80x16`` (1-3 PS);
+* ``40x16-mix`` and ``80x16-mix`` (issue 19): the same sizes with the types drawn by each
+  generator of :mod:`ladder_generators` in turn (independent, price following or against
+  speed, wide quotas), each with the three loss variants, PS 1..1 to 1..3;
+* ``80x16-tail``: the issue 19 tail instance ``../shared/repro/turn3/scale-80x16-tail.json``
+  (skipped when absent);
 * ``serverless``: random λDNN problems with m_max 10,240 MB, 64 MB steps and a concurrency
   limit of 1,000 functions (T_obj from a random plan of at most 200 functions);
 * ``serverless-10k``: the same with a concurrency limit of 10,000, T_obj from a random
@@ -25,8 +30,10 @@ Rungs (types x quota per type, PS count range):
 
 With no ``--sizes`` every rung runs; ``--quick`` runs the spot rungs up to 15x24 with 2
 instances each and the serverless rungs with 5 and 2. At the end the run prints a table per
-kind of rung and the "Issue 10 targets" table (large set, 80x16, 40x16, serverless-10k,
-paper setting: measured, target, met or not) for the rungs that ran.
+kind of rung and the targets table of issues 10 and 19 (large set, 80x16, 40x16, serverless-10k,
+paper setting, the mixed families and the tail instance: measured, target, met or not) for the
+rungs that ran; the exit status is 1 when a target is missed (unless ``--allow-missed``) or an
+anomaly was found.
 
 Random spot instances use the paper's model with the loss variants (cc, gamma_4 = 0.1),
 (cc, gamma_4 = 1.0) and no-cc in turn. Per-type batches come from {256, 512, 1024} x GPUs
@@ -62,7 +69,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import version
 from pathlib import Path
 
@@ -72,6 +79,7 @@ import dnnprov
 from dnnprov.result import Result, Status
 
 sys.path.insert(0, str(Path(__file__).parent))   # benchmarks/ is not a package
+import ladder_generators  # noqa: E402
 import large_set  # noqa: E402
 import paper_setting  # noqa: E402
 
@@ -94,6 +102,7 @@ class Rung:
     workers: tuple[int, int]      # worker counts of the plans the deadline is taken from
     gap_run: bool = False         # also run milp with gap = 0.5 %
     quick: bool = True            # part of --quick
+    mixed: bool = False           # instances cycle through every generator and loss variant, PS 1..1-3
 
 
 RUNGS = (
@@ -106,7 +115,12 @@ RUNGS = (
     # issue 10: more types at a moderate quota (appended: earlier rungs keep their seeds)
     Rung("40x16", 40, (16, 16), 3, (60, 300), quick=False),
     Rung("80x16", 80, (16, 16), 3, (60, 300), quick=False),
+    # issue 19: the same sizes from every generator of ladder_generators
+    Rung("40x16-mix", 40, (16, 16), 3, (60, 300), quick=False, mixed=True),
+    Rung("80x16-mix", 80, (16, 16), 3, (60, 300), quick=False, mixed=True),
 )
+#: The issue 19 tail instance (80 types x quota 16, cc, PS 1..2), run as rung ``80x16-tail`` when present.
+TAIL_INSTANCE = Path(__file__).resolve().parents[1].parent / "shared" / "repro" / "turn3" / "scale-80x16-tail.json"
 
 
 @dataclass(frozen=True)
@@ -131,29 +145,23 @@ SERVERLESS_RUNGS = (
                    stream=len(RUNGS) + 2, instances=12, quick_instances=2),
 )
 SERVERLESS_BY_NAME = {r.name: r for r in SERVERLESS_RUNGS}
-RUNG_NAMES = (("paper",) + tuple(r.name for r in RUNGS) + tuple(SERVERLESS_BY_NAME)
+RUNG_NAMES = (("paper",) + tuple(r.name for r in RUNGS) + ("80x16-tail",) + tuple(SERVERLESS_BY_NAME)
               + ("paper-setting", "large"))
 
 
 # ---------------------------------------------------------------- instance builders
 def random_spot(rng: np.random.Generator, rung: Rung, variant: tuple[str, float],
-                name: str) -> dnnprov.SpotProblem:
+                name: str, generator: str = "independent") -> dnnprov.SpotProblem:
     """A random spot problem of ``rung``'s size whose optimum needs more than one worker.
+
+    ``generator`` says how the types are drawn (:mod:`ladder_generators`).
 
     Draws are repeated (up to 20 times) until some sampled cluster beats every lone worker,
     so that T_obj can be put between them (see :func:`deadline`).
     """
     loss_variant, gamma_4 = variant
     for attempt in range(20):
-        types = []
-        for i in range(rung.types):
-            gpus = int(rng.choice([1, 2, 4, 8]))
-            batch = int(rng.choice([256, 512, 1024]))
-            types.append(dnnprov.InstanceType(
-                name=f"t{i:02d}.{gpus}gpu", gpus=gpus, batch_per_gpu=batch,
-                quota=int(rng.integers(rung.quota[0], rung.quota[1] + 1)),
-                spot_price_per_h=round(gpus * float(rng.uniform(0.2, 0.9)), 4),
-                compute_time_s=round(float(rng.uniform(0.2, 1.5)) / math.sqrt(gpus), 4)))
+        types = ladder_generators.draw_types(rng, rung.types, rung.quota, generator)
         gamma_2, gamma_3 = float(rng.uniform(-0.2, -0.05)), float(rng.uniform(2000, 3000))
         slo_loss = float(rng.uniform(0.7, 0.95))
         # gamma_1 below the smallest lone-worker term of eq. (3), so that every plan needs a
@@ -180,7 +188,8 @@ def random_spot(rng: np.random.Generator, rung: Rung, variant: tuple[str, float]
             break
     return draft.replace(slo=dnnprov.SpotSLO(loss=slo_loss, time_s=time_s),
                          notes=f"scale ladder rung {rung.name}, {loss_variant}, gamma_4 {gamma_4:g}, "
-                               f"draw {attempt + 1}")
+                               f"draw {attempt + 1}" + ("" if generator == "independent" else
+                                                         f", generator {generator}, PS 1..{rung.ps}"))
 
 
 def deadline(rng: np.random.Generator, problem: dnnprov.SpotProblem, rung: Rung) -> tuple[float, bool]:
@@ -559,6 +568,10 @@ TIME_TARGETS = (
     TimeTarget("40 types x quota 16", "40x16", 5.0, all_proven=True),
     TimeTarget("serverless, m_max 10,240 MB, 10,000 functions", "serverless-10k", 0.050, all_proven=False,
                unit="CPU ms"),
+    # issue 19
+    TimeTarget("40 x 16, every generator", "40x16-mix", 15.0, all_proven=True),
+    TimeTarget("80 x 16, every generator", "80x16-mix", 15.0, all_proven=True),
+    TimeTarget("the 80 x 16 tail instance", "80x16-tail", 10.0, all_proven=True),
 )
 PAPER_SETTING_RATIO = 3.0        # target: milp's total CPU time at most 3 x the heuristic's
 TARGETS_HEADER = "| case | measured | target | verdict |"
@@ -622,6 +635,11 @@ def spot_problems(size: str, args, per_size: int) -> list[tuple[str, dnnprov.Spo
     if size == "paper":
         # fixed files: skipped when --index picks random instances
         return [] if args.index is not None else [(p.name, p, False) for p in embedded_spot()]
+    if size == "80x16-tail":      # a fixed file, as above; skipped with a note when ../shared is absent
+        if args.index is not None or not TAIL_INSTANCE.exists():
+            print(f"  (skipped: {TAIL_INSTANCE} not found)" if args.index is None else "  (skipped: --index)")
+            return []
+        return [(TAIL_INSTANCE.name, dnnprov.read_instance(TAIL_INSTANCE), False)]
     index = [r.name for r in RUNGS].index(size)
     rung = RUNGS[index]
     problems = []
@@ -631,7 +649,14 @@ def spot_problems(size: str, args, per_size: int) -> list[tuple[str, dnnprov.Spo
         if args.index is not None and i not in args.index:
             continue
         rng = np.random.default_rng([args.seed, index + 1, i])
-        problem = random_spot(rng, rung, VARIANTS[i % len(VARIANTS)], f"ladder-{size}-s{args.seed}-{i}")
+        name = f"ladder-{size}-s{args.seed}-{i}"
+        if rung.mixed:            # every (generator, loss variant) pair once in 12 instances; PS 1..1-3
+            generators = ladder_generators.GENERATORS
+            variant = VARIANTS[(i // len(generators)) % len(VARIANTS)]
+            drawn = replace(rung, ps=int(rng.integers(1, rung.ps + 1)))
+            problem = random_spot(rng, drawn, variant, name, generators[i % len(generators)])
+        else:
+            problem = random_spot(rng, rung, VARIANTS[i % len(VARIANTS)], name)
         problems.append((f"{size}[{i}] seed {args.seed}", problem, rung.gap_run))
     return problems
 
@@ -664,6 +689,8 @@ def main() -> None:
     parser.add_argument("--jsonl", type=Path, default=None,
                         help="write one JSON record per instance (paper-setting: one for its SLO set)")
     parser.add_argument("--dump", type=Path, default=None, help="write the instances as JSON files here")
+    parser.add_argument("--allow-missed", action="store_true",
+                        help="exit 0 even when a target of the targets table is missed")
     args = parser.parse_args()
     per_size = args.per_size if args.per_size is not None else (2 if args.quick else 12)
     serverless_count = {}
@@ -674,7 +701,8 @@ def main() -> None:
     if args.sizes is not None:
         sizes = list(args.sizes)
     else:
-        sizes = (["paper"] + [r.name for r in RUNGS if r.quick or not args.quick] + list(SERVERLESS_BY_NAME)
+        sizes = (["paper"] + [r.name for r in RUNGS if r.quick or not args.quick]
+                 + ([] if args.quick else ["80x16-tail"]) + list(SERVERLESS_BY_NAME)
                  + ([] if args.quick else ["paper-setting", "large"]))
 
     started = time.perf_counter()
@@ -759,15 +787,20 @@ def main() -> None:
         print_table(LARGE_HEADER, [large_row(by_rung["large"])])
     if paper is not None:
         print_table(PAPER_SETTING_HEADER, [paper_setting_row(paper)])
-    issue_10 = target_rows(by_rung, paper)
-    if issue_10:
-        print("\nIssue 10 targets")
-        print_table(TARGETS_HEADER, issue_10)
+    targets = target_rows(by_rung, paper)
+    if targets:
+        print("\nTargets (issues 10 and 19)")
+        print_table(TARGETS_HEADER, targets)
     print()
     print("anomalies: " + ("none" if not anomalies else ""))
     for a in anomalies:
         print(f"  - {a}")
     print(f"total time {time.perf_counter() - started:.1f} s")
+    missed = [row for row in targets if row.endswith("| not met |")]
+    if anomalies or (missed and not args.allow_missed):
+        print(f"exit 1: {len(anomalies)} anomalies, {len(missed)} targets missed"
+              + (" (allowed)" if args.allow_missed else ""))
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ REF_BATCH_ROUNDING = 0.05       # reference model: b_w rounded to 1 decimal
 REF_TIME_ROUNDING = 0.005       # reference model: T rounded to 2 decimals
 REF_COST_ROUNDING = 5e-7        # reference model: cost rounded to 6 decimals
 REF_ITER_ROUNDING = 0.5         # reference model: j rounded to an integer
+FAST_RATIO_GRID = np.geomspace(1.0, 4.0, 24)   # theta / rho_min tried by fast_ratio
 
 
 class CellBounds(LpBounds):
@@ -127,6 +128,47 @@ class CellBounds(LpBounds):
 
         k1 = (c(cell.v_hi) - c(cell.v_lo)) / (cell.v_hi - cell.v_lo)
         return c(cell.v_lo) - k1 * cell.v_lo, k1
+
+    def cc_square_secant(self, cell: Cell) -> tuple[float, float] | None:
+        """(q0, q1) with sqrt((R + gamma_4) K) / (L - gamma_5) >= q0 + q1 Q on the cell, Q = sum n v^2.
+
+        Proof: R^2 = 1 - 2 v_t / V + Q / V^2 (eq. 5 with w_i = v_i / V). Cauchy-Schwarz on
+        the K - 1 workers other than one of type t gives Q >= Q_cs(V) = v_t^2 + (V - v_t)^2
+        / (K - 1), and 1 - 2 v_t / V + Q_cs(V) / V^2 = s_K^2 (1 - v_t / V)^2. So with
+        E = Q - Q_cs(V) >= 0 and V <= V_hi, R^2 >= s_K^2 (1 - v_t / V)^2 + E / V_hi^2, and on
+        [V_lo, V_hi] (V >= v_t: n_t >= 1) the first term is at least its value at V_lo and
+        -(V - v_t)^2 / ((K - 1) V_hi^2) at least its value at V_hi, so R^2 >= a + Q / V_hi^2
+        with a constant a. R >= r0 = s_K (1 - v_t / V_lo) holds too (:meth:`cc_lower`). Let
+        Q* solve a + Q* / V_hi^2 = r0^2; every plan has Q <= v_t V <= v_t V_hi = Q_hi (no
+        allowed column is faster than t). The line through (Q*, c(r0)) and
+        (Q_hi, c(sqrt(a + Q_hi / V_hi^2))) is a valid lower bound: for Q <= Q* it is at most
+        c(r0) (its slope is >= 0); on [Q*, Q_hi], c(sqrt(a + Q / V_hi^2)) is concave in Q (c
+        concave increasing, the root of an affine function concave) and lies above its chord.
+        ``None`` where it adds nothing (no CC, K = 1, a group, Q* >= Q_hi).
+        """
+        k = cell.workers
+        if not self.uses_cc or cell.top is None or k == 1 or not cell.v_hi > 0:
+            return None
+        v_t = float(self.shape(cell.workers, cell.ps).speed[cell.top])
+        v_lo, v_hi = max(cell.v_lo, v_t), cell.v_hi
+        if v_lo > v_hi:
+            return None
+        s2 = k / (k - 1)
+        g4 = self.problem.workload.gamma_4
+        inv = 1.0 / (v_hi * v_hi)
+        a = s2 * (1 - v_t / v_lo) ** 2 - ((v_hi - v_t) ** 2 / (k - 1) + v_t * v_t) * inv
+        r0_sq = s2 * (1 - v_t / v_lo) ** 2
+        q_star, q_hi = (r0_sq - a) / inv, v_t * v_hi
+        if not q_star < q_hi:
+            return None
+
+        def c(r: float) -> float:
+            return math.sqrt((r + g4) * k) / self.model.loss_gap
+
+        c_star, c_hi = c(math.sqrt(r0_sq)), c(math.sqrt(max(a + q_hi * inv, r0_sq)))
+        q1 = max(0.0, (c_hi - c_star) / (q_hi - q_star))
+        q0 = c_star - q1 * q_star
+        return q0 - 1e-9 * (abs(q0) + q1 * q_hi), q1
 
     def time_factor(self, cell: Cell) -> float:
         """tau in T >= tau j / X + a0: 1, or (1 - 0.05 / b_lo) for the reference rounding."""
@@ -316,11 +358,18 @@ class CellBounds(LpBounds):
         if cell.x_lo > cell.x_hi:
             return None
         cell.rho_min, cell.price_bound = known.rho_min, known.price_bound
-        if not self.tighten(cell, cell.price_bound) or (cell.top is not None and self.rows_infeasible(cell)):
+        if not self.tighten(cell, cell.price_bound):
+            return None
+        cell.rho_min = max(cell.rho_min, self.fast_ratio(cell))
+        # A cell whose bound reaches the threshold is never processed (the search stops
+        # there and the threshold only falls): the cheap bound is checked before the row
+        # ranges and the vertex bound are paid for.
+        if self.closed_bound(cell, cell.price_bound) >= self.threshold \
+                or (cell.top is not None and self.rows_infeasible(cell)):
             return None
         cell.pj_lb = max(cell.pj_lb, self.vertex_bound(cell))
         cell.bound = self.closed_bound(cell, cell.price_bound)
-        return cell
+        return cell if cell.bound < self.threshold else None
 
     def strengthen(self, cell: Cell) -> Cell | None:
         """Bound the cell by the LP relaxation of its rows (done once, when first popped)."""
@@ -344,6 +393,27 @@ class CellBounds(LpBounds):
         cell.pj_lb = max(cell.pj_lb, product)
         cell.bound = self.closed_bound(cell, price_bound)
         return cell
+
+    def fast_ratio(self, cell: Cell) -> float:
+        """A lower bound on (P + c0) / X over the plans of the cell's box with X >= X_lo (0: none).
+
+        Proof: for any theta, F(theta) = min over the box of P + c0 - theta X is attained by
+        the greedy (one cardinality row and a box are totally unimodular), so every plan has
+        P + c0 >= F(theta) + theta X, i.e. (P + c0) / X >= theta + F(theta) / X, which is at
+        least theta + F / X_hi when F >= 0 and theta + F / X_lo when F < 0 (X_lo <= X <= X_hi).
+        The best theta lies where the greedy's plan reaches X_lo: a grid above rho_min is
+        tried at once, and each value is lowered by 1e-9 of its terms for rounding. The cell's
+        deadline row X >= tau j_lb / (T - a0) makes X_lo large where slow cheap plans miss T_obj.
+        """
+        if not (cell.x_lo > 0 and cell.rho_min > 0 and math.isfinite(cell.x_hi)):
+            return 0.0
+        lo, hi = self.box(cell)
+        rate, price = self.shape(cell.workers, cell.ps).rate, self.cols.price
+        theta = cell.rho_min * FAST_RATIO_GRID
+        plans = greedy_many(price[None, :] - theta[:, None] * rate[None, :], lo, hi, cell.workers)
+        value = plans @ price + cell.ps * self.c0_per_ps - theta * (plans @ rate)
+        ratio = theta + value / np.where(value >= 0, cell.x_hi, cell.x_lo)
+        return max(0.0, float((ratio - 1e-9 * (theta + np.abs(value) / cell.x_lo)).max()))
 
     def price_range(self, cell: Cell) -> tuple[float, float]:
         """Greedy min and max of P + c0 over the cell's box (exact for the box)."""
@@ -437,6 +507,12 @@ class CellBounds(LpBounds):
             k0, k1 = secant
             rows.append((tau * k1 * a_min * shape.speed - slope * shape.rate,
                          -math.inf, -tau * (k0 * a_min - self.gamma_1)))
+            square = self.cc_square_secant(cell)
+            if square is not None:
+                # eq. (13) keeping R's growth with Q = sum n v^2: tau ((q0 + q1 Q) A_min - g1) <= (T - a0) X
+                q0, q1 = square
+                rows.append((tau * q1 * a_min * shape.speed ** 2 - slope * shape.rate,
+                             -math.inf, -tau * (q0 * a_min - self.gamma_1)))
             # eq. (13) keeping both: tau ((k0 + k1 V)(g2 V + g3 X) - g1 X) <= (T - a0) X^2, with
             # V^2 and X^2 over-estimated by secants and V X under-estimated by either McCormick plane.
             # Valid only where k1 g2 <= 0 (then over-estimating V^2 under-estimates k1 g2 V^2)

@@ -70,7 +70,7 @@ from dnnprov.solvers.spot_incumbents import IncumbentSearch
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.models.spot import SideRows
 
-SPLIT_TOLERANCE = 1e-3          # bisect a cell when its j bound is this much below the plan's j
+SPLIT_TOLERANCE = 2e-4          # bisect a cell when its j bound is this much below the plan's j
 CLOSE_TOLERANCE = 1e-9          # relative tolerance of the MILP threshold test
 CELL_ENUMERATION = 1024         # cells with at most this many count vectors are evaluated outright
 FALLBACK_ENUMERATION = 1_000_000  # a cell whose MILP fails is enumerated up to this size
@@ -396,9 +396,14 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             candidates.append((a_plan / a_cell, "b"))
         if self.uses_cc and cell.workers > 1:
             v_top = shape.speed[cell.top]
-            cc = math.sqrt(max(1 - 2 * v_top / v + float(counts @ shape.speed**2) / v**2, 0.0))
-            floor = self.cc_lower(cell) + w.gamma_4
-            ratio = math.sqrt((cc + w.gamma_4) / floor) if floor > 0 else math.inf
+            q = float(counts @ shape.speed**2)
+            cc = math.sqrt(max(1 - 2 * v_top / v + q / v**2, 0.0))
+            bound = math.sqrt((self.cc_lower(cell) + w.gamma_4) * cell.workers) / self.model.loss_gap
+            for secant, value in ((self.cc_secant(cell), v), (self.cc_square_secant(cell), q)):
+                if secant is not None:
+                    bound = max(bound, secant[0] + secant[1] * value)
+            exact = math.sqrt((cc + w.gamma_4) * cell.workers) / self.model.loss_gap
+            ratio = exact / bound if bound > 0 else math.inf
             if ratio > 1 + SPLIT_TOLERANCE:
                 candidates.append((ratio, "v"))
         secant = (cell.x_lo + cell.x_hi) * x - cell.x_lo * cell.x_hi

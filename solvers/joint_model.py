@@ -1,0 +1,239 @@
+"""Steps 2 and 3 of joint provisioning on highspy: the column model, its LP and its MILPs.
+
+:class:`ColumnModel` holds all columns of all jobs in one sparse matrix and solves the LP
+relaxation (by column generation or in full) and the MILPs over column subsets; the bound and
+reduced costs it computes from any duals, and why they are valid, are step 2 of
+:mod:`dnnprov.solvers.joint`, which drives the fixing (step 3).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import highspy
+import numpy as np
+import scipy.sparse as sp
+
+from dnnprov.formulations.joint import JobColumns
+from dnnprov.solvers.highs_driver import new_highs
+
+BIG_M = 1e4                  # cost of one unit of artificial slack in the LP's column generation, x max |cost|
+PRICING_TOLERANCE = 1e-9     # columns enter the restricted LP below -this x max |cost|
+
+
+# ---------------------------------------------------------------------- the column model on highspy
+@dataclass
+class ColumnModel:
+    """All columns of all jobs in one sparse matrix: J convexity rows, then the shared rows."""
+
+    cost: np.ndarray          # (N,)
+    job_of: np.ndarray        # (N,) job index of each column
+    starts: np.ndarray        # (J + 1,) first column of each job (columns are grouped by job)
+    matrix: sp.csc_matrix     # (J + R, N)
+    row_names: list[str]      # the R shared rows
+    limits: np.ndarray        # (R,)
+
+    @property
+    def jobs(self) -> int:
+        return len(self.starts) - 1
+
+    @classmethod
+    def build(cls, columns: Sequence[JobColumns], shared: Mapping[str, float]) -> "ColumnModel":
+        """Stack the jobs' columns; rows no job touches are left out."""
+        sizes = np.array([len(c) for c in columns], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        n, j_count = int(starts[-1]), len(columns)
+        used_rows = [r for r in shared if any(r in c.usage for c in columns)]
+        row_index = {r: j_count + i for i, r in enumerate(used_rows)}
+        job_of = np.repeat(np.arange(j_count), sizes)
+        rows, cols, vals = [job_of], [np.arange(n)], [np.ones(n)]
+        for j, c in enumerate(columns):
+            for r, a in c.usage.items():
+                if r in row_index:
+                    nz = np.flatnonzero(a)
+                    rows.append(np.full(len(nz), row_index[r]))
+                    cols.append(starts[j] + nz)
+                    vals.append(a[nz])
+        matrix = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                               shape=(j_count + len(used_rows), n))
+        cost = np.concatenate([c.cost for c in columns]) if columns else np.zeros(0)
+        return cls(cost, job_of, starts, matrix, used_rows,
+                   np.array([shared[r] for r in used_rows], dtype=float))
+
+    def solve(self, subset: np.ndarray | None = None, *, integer: bool,
+              time_limit_s: float = math.inf, gap: float = 0.0) -> dict[str, Any]:
+        """Solve the LP (``integer=False``) or the MILP over the columns ``subset`` (default: all).
+
+        Returns a dict with ``status`` (a HiGHS model status), ``x`` (full length, zeros
+        outside ``subset``), ``objective`` (recomputed from ``x``), ``dual_bound`` and, for
+        the LP, ``row_dual``. No start solution is passed: with presolve on, HiGHS 1.16
+        returned the start vector while reporting a better objective (seen on a 15-column
+        instance), so the MILP runs cold and its objective is checked against its vector.
+        """
+        idx = np.arange(len(self.cost)) if subset is None else np.asarray(subset, dtype=np.int64)
+        a = self.matrix[:, idx]
+        j_count, r_count = self.jobs, len(self.row_names)
+        h = new_highs()
+        lp = highspy.HighsLp()
+        lp.num_col_ = len(idx)
+        lp.num_row_ = j_count + r_count
+        lp.col_cost_ = self.cost[idx]
+        lp.col_lower_ = np.zeros(len(idx))
+        lp.col_upper_ = np.ones(len(idx)) if integer else np.full(len(idx), highspy.kHighsInf)
+        lp.row_lower_ = np.concatenate([np.ones(j_count), np.full(r_count, -highspy.kHighsInf)])
+        lp.row_upper_ = np.concatenate([np.ones(j_count), self.limits])
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = a.indptr.astype(np.int32)
+        lp.a_matrix_.index_ = a.indices.astype(np.int32)
+        lp.a_matrix_.value_ = a.data.astype(float)
+        if integer:
+            lp.integrality_ = [highspy.HighsVarType.kInteger] * len(idx)
+        h.passModel(lp)
+        if not integer:
+            # Interior point + crossover: dual simplex needed minutes on 10,000 one-of-k
+            # convexity rows with a single shared row; IPM takes seconds and still returns
+            # a basic solution (few fractional jobs) and its duals.
+            h.setOptionValue("solver", "ipm")
+        if math.isfinite(time_limit_s):
+            h.setOptionValue("time_limit", max(float(time_limit_s), 0.01))
+        if gap:
+            h.setOptionValue("mip_rel_gap", float(gap))  # incumbents only; the final MILP keeps 0
+        h.run()
+        status = h.getModelStatus()
+        info = h.getInfo()
+        has_x = info.primal_solution_status == 2  # kSolutionStatusFeasible
+        x = np.zeros(len(self.cost))
+        out: dict[str, Any] = {"status": status, "x": None, "objective": math.inf, "dual_bound": -math.inf}
+        if has_x:
+            x[idx] = np.array(h.getSolution().col_value)
+            out["x"] = x
+            out["objective"] = float(self.cost @ x)
+            reported = float(info.objective_function_value)
+            out["consistent"] = abs(out["objective"] - reported) <= 1e-7 * max(1.0, abs(reported))
+        if integer:
+            infeasible = status == highspy.HighsModelStatus.kInfeasible
+            out["dual_bound"] = math.inf if infeasible else float(info.mip_dual_bound)
+            out["nodes"] = int(info.mip_node_count)
+        elif status == highspy.HighsModelStatus.kOptimal:
+            out["row_dual"] = np.array(h.getSolution().row_dual)
+            out["dual_bound"] = out["objective"]
+        return out
+
+    def solve_lp(self, *, time_limit_s: float = math.inf) -> dict[str, Any]:
+        """The LP relaxation over all columns by column generation (``solve`` with ``integer=False`` on big sets).
+
+        A restricted LP holds each job's cheapest column and one artificial column per
+        shared row (``A_r x - s_r <= b_r``, cost ``BIG_M`` per unit); every round prices all
+        columns at once with numpy, ``d = c - y_job - A^T pi``, and adds each job's most
+        negative one, until none is negative: then the restricted optimum is the full LP's
+        (HiGHS re-solves from the previous basis after ``addCols``). If artificials stay
+        positive (the LP may be infeasible, or ``BIG_M`` too small) or the limit strikes,
+        the result has no ``row_dual`` and the caller solves the full LP instead.
+        One-of-k rows by the thousand made HiGHS's dual simplex slow on the full LP and
+        interior point slow on jobs with a thousand columns each; the restricted LPs are
+        small either way.
+        """
+        started = time.perf_counter()
+        j_count, r_count, n = self.jobs, len(self.row_names), len(self.cost)
+        scale = max(1.0, float(np.abs(self.cost).max()) if n else 1.0)
+        base = highspy.Highs.__mro__[1]  # the pybind class: plain array addRows/addCols
+        h = new_highs()
+        h.setOptionValue("presolve", "off")
+        none_i, none_f = np.empty(0, dtype=np.int32), np.empty(0)
+        base.addRows(h, j_count + r_count, np.concatenate([np.ones(j_count), np.full(r_count, -highspy.kHighsInf)]),
+                     np.concatenate([np.ones(j_count), self.limits]), 0, none_i, none_i, none_f)
+        base.addCols(h, r_count, np.full(r_count, BIG_M * scale), np.zeros(r_count),
+                     np.full(r_count, highspy.kHighsInf),
+                     r_count, np.arange(r_count, dtype=np.int32), (j_count + np.arange(r_count)).astype(np.int32),
+                     -np.ones(r_count))
+        shared_t = self.matrix[j_count:, :].T.tocsr()
+        in_lp = np.zeros(n, dtype=bool)
+        order: list[np.ndarray] = []
+
+        def add(columns: np.ndarray) -> None:
+            a = self.matrix[:, columns]
+            base.addCols(h, len(columns), self.cost[columns], np.zeros(len(columns)),
+                         np.full(len(columns), highspy.kHighsInf), a.nnz, a.indptr[:-1].astype(np.int32),
+                         a.indices.astype(np.int32), a.data.astype(float))
+            in_lp[columns] = True
+            order.append(columns)
+
+        add(self.initial_columns())
+        rounds = 0
+        while True:
+            rounds += 1
+            remaining = time_limit_s - (time.perf_counter() - started)
+            if remaining <= 0:
+                return {"status": highspy.HighsModelStatus.kTimeLimit, "x": None, "rounds": rounds}
+            h.setOptionValue("time_limit", max(remaining, 0.01) if math.isfinite(remaining) else highspy.kHighsInf)
+            h.run()
+            if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+                return {"status": h.getModelStatus(), "x": None, "rounds": rounds}
+            row_dual = np.array(h.getSolution().row_dual)
+            reduced = self.cost - row_dual[:j_count][self.job_of] - shared_t @ row_dual[j_count:]
+            reduced[in_lp] = np.inf
+            best = np.minimum.reduceat(reduced, self.starts[:-1])
+            entering = np.flatnonzero((reduced < -PRICING_TOLERANCE * scale) & (reduced <= best[self.job_of]))
+            if not len(entering):
+                break
+            add(entering)
+        values = np.array(h.getSolution().col_value)
+        if values[:r_count].max(initial=0.0) > 1e-9:
+            return {"status": highspy.HighsModelStatus.kNotset, "x": None, "rounds": rounds}
+        x = np.zeros(n)
+        x[np.concatenate(order)] = values[r_count:]
+        objective = float(self.cost @ x)
+        return {"status": highspy.HighsModelStatus.kOptimal, "x": x, "objective": objective,
+                "dual_bound": objective, "row_dual": row_dual, "rounds": rounds, "lp_columns": int(in_lp.sum())}
+
+    def initial_columns(self) -> np.ndarray:
+        """Each job's cheapest column and, per shared row, its cheapest column using the least of it.
+
+        Starting the column generation from the least-use columns too keeps the first
+        restricted LPs off the artificial slacks (whose huge duals would make every job
+        swap columns round after round).
+        """
+        def cheapest_where(mask: np.ndarray) -> np.ndarray:
+            cost = np.where(mask, self.cost, np.inf)
+            best = np.minimum.reduceat(cost, self.starts[:-1])
+            hit = np.flatnonzero(mask & (cost <= best[self.job_of]))
+            return hit[np.concatenate([[True], self.job_of[hit][1:] != self.job_of[hit][:-1]])]
+
+        picks = [cheapest_where(np.ones(len(self.cost), dtype=bool))]
+        shared = self.matrix[self.jobs:, :].tocsr()
+        for r in range(len(self.row_names)):
+            use = shared.getrow(r).toarray().ravel()
+            least = np.minimum.reduceat(use, self.starts[:-1])
+            picks.append(cheapest_where(use <= least[self.job_of]))
+        return np.unique(np.concatenate(picks))
+
+    def lagrangian(self, row_dual: np.ndarray) -> tuple[float, np.ndarray]:
+        """(L, delta): the bound and per-column reduced costs for shared-row duals pi <= 0.
+
+        Valid for any pi <= 0 (see the module docstring); the duals are clipped to that.
+        """
+        pi = np.minimum(np.asarray(row_dual[self.jobs:], dtype=float), 0.0)
+        shared = self.matrix[self.jobs:, :]
+        reduced = self.cost - shared.T @ pi
+        mins = np.minimum.reduceat(reduced, self.starts[:-1])
+        bound = float(mins.sum() + pi @ self.limits)
+        return bound, reduced - mins[self.job_of]
+
+    def choice(self, x: np.ndarray) -> np.ndarray:
+        """The chosen column of every job from a MILP solution (checked: exactly one each)."""
+        picked = np.flatnonzero(x > 0.5)
+        if len(picked) != self.jobs or not np.array_equal(self.job_of[picked], np.arange(self.jobs)):
+            raise AssertionError("the MILP solution does not pick exactly one column per job")
+        return picked
+
+    def usage(self, picked: np.ndarray) -> np.ndarray:
+        """Total use of every shared row by the chosen columns."""
+        return np.asarray(self.matrix[self.jobs:, picked].sum(axis=1)).ravel()
+
+
+def h_status(status: highspy.HighsModelStatus) -> str:
+    """A HiGHS model status in words."""
+    return str(status).split(".")[-1].removeprefix("k").lower()
