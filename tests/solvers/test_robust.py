@@ -9,6 +9,7 @@ scalar formulas. The solvers must return the same optimal cost (or infeasibility
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -388,3 +389,54 @@ def test_solve_entry_point_reaches_the_revocation_planners(resnet110_paper) -> N
         dnnprov.solve(resnet110_paper, "heuristic", robust=1)
     with pytest.raises(dnnprov.InvalidInputError, match="robust"):
         dnnprov.solve(resnet110_paper, robust=1, risk=True)
+
+
+# ----------------------------------------------------------------------------- options and limits
+@pytest.mark.parametrize(("args", "option"), [
+    (["--deadline-probability", "0.9"], "--deadline-probability"),
+    (["--no-replacement"], "--no-replacement"),
+    (["--takeover-overhead", "60"], "--takeover-overhead"),
+    (["--robust", "1", "--deadline-probability", "0.9"], "--deadline-probability"),
+    (["--risk", "--no-replacement"], "--no-replacement"),
+])
+def test_solve_refuses_revocation_options_without_their_planner(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                                 resnet110_paper, args: list[str], option: str) -> None:
+    """`dnnprov solve` with an option of a planner not asked for: one error line naming it, exit 2."""
+    from dnnprov.cli import main
+
+    instance = tmp_path / "i.json"
+    dnnprov.write_instance(resnet110_paper, instance)
+    assert main(["solve", str(instance), *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dnnprov: error:") and option in err[0]
+
+
+def test_api_refuses_revocation_options_without_their_planner(resnet110_paper) -> None:
+    """dnnprov.solve(deadline_probability=..., replaced=False) without robust/risk is refused, not ignored."""
+    with pytest.raises(InvalidInputError) as info:
+        dnnprov.solve(resnet110_paper, deadline_probability=0.9)
+    assert info.value.field == "deadline_probability"
+    with pytest.raises(InvalidInputError) as info:
+        dnnprov.solve(resnet110_paper, replaced=False)
+    assert info.value.field == "replaced"
+
+
+@pytest.mark.parametrize("planner", [["--robust", "1"], ["--risk"]])
+def test_cli_time_limit_gives_limit_and_bound(tmp_path: Path, capsys: pytest.CaptureFixture, resnet110_paper,
+                                              planner: list[str]) -> None:
+    """`risk solve --time-limit` and `solve --robust/--risk --time-limit`: status limit with a bound
+    no higher than the proven optimum (the solve with the default limit)."""
+    from dnnprov.cli import main
+
+    problem = with_rates(resnet110_paper, np.random.default_rng(7))
+    instance = tmp_path / "i.json"
+    dnnprov.write_instance(problem, instance)
+    assert main(["risk", "solve", str(instance), *planner, "--json"]) == 0
+    optimum = json.loads(capsys.readouterr().out)
+    assert optimum["status"] == "optimal"
+    for command in (["risk", "solve"], ["solve"]):
+        for method in ([], ["--method", "decompose"] if command == ["risk", "solve"] else []):
+            code = main([*command, str(instance), *planner, *method, "--time-limit", "0.000001", "--json"])
+            limited = json.loads(capsys.readouterr().out)
+            assert limited["status"] == "limit" and code == 1 - (limited["plan"] is not None)
+            assert limited["bound"] is not None and limited["bound"] <= optimum["cost"] + 1e-12
