@@ -175,7 +175,7 @@ def paper_problem(seed: int) -> dnnprov.SpotProblem:
     return problem.replace(slo=dnnprov.SpotSLO(problem.slo.loss, max(problem.slo.time_s, 1500.0) * 1.1))
 
 
-@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("seed", range(12))
 def test_robust_matches_exhaustive_adversary(seed: int) -> None:
     """The cheapest K-robust plan costs what the brute-force adversary says (K = 1, 2), by
     enumeration and by the decomposition."""
@@ -192,7 +192,7 @@ def test_robust_matches_exhaustive_adversary(seed: int) -> None:
                 assert result.details["worst_case_time_s"] <= problem.slo.time_s * (1 + 1e-9)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 4, 6, 7, 10])       # boxes with plans of at most 4 workers
+@pytest.mark.parametrize("seed", [1, 4, 6, 10])       # boxes with plans of at most 4 workers
 @pytest.mark.parametrize("overhead", [10.0, OVERHEAD, 3000.0])
 def test_worst_case_matches_adversary_plan_by_plan(seed: int, overhead: float) -> None:
     """Every plan's worst case (K = 1, 2) is never beaten by the adversary and, where the
