@@ -52,7 +52,10 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
         ``takeover_overhead_s``, default the paper's 2.1 min, unless ``replaced=False``);
         ``risk=True`` the plan of least expected cost under the instance's interruption
         models, with the deadline met in expectation or, with ``deadline_probability``, at
-        that probability. Both are proven by exhaustive search up to ``max_plans``.
+        that probability. Both are proven exactly (exhaustive search of small quota boxes,
+        the spot decomposition beyond) and honour ``time_limit_s`` (status ``limit`` with
+        the proven bound). ``deadline_probability``, ``replaced=False`` and
+        ``takeover_overhead_s`` without the planner they belong to are refused.
     """
     from dnnprov.solvers import enumeration, heuristics, milp
 
@@ -69,6 +72,13 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
         raise InvalidInputError("problem", f"expected SpotProblem or ServerlessProblem, got {type(problem).__name__}")
     if isinstance(problem, ServerlessProblem) and method == "reference-heuristic":
         raise InvalidInputError("method", "reference-heuristic exists for spot problems only")
+    if robust is None and not risk:
+        misplaced = [(field, owner) for field, owner, given in (
+            ("deadline_probability", "risk=True", deadline_probability is not None),
+            ("replaced", "robust=K", replaced is not True),
+            ("takeover_overhead_s", "robust=K or risk=True", takeover_overhead_s is not None)) if given]
+        if misplaced:
+            raise InvalidInputError(misplaced[0][0], f"goes with {misplaced[0][1]}")
     if robust is not None or risk:
         return _solve_revocation_aware(problem, method, robust=robust, risk=risk,
                                        deadline_probability=deadline_probability,
@@ -126,9 +136,8 @@ def _solve_revocation_aware(problem: SpotProblem | ServerlessProblem, method: st
     if robust is not None:
         if deadline_probability is not None:
             raise InvalidInputError("deadline_probability", "goes with risk=True")
-        return solve_robust(problem, robust, overhead_s=overhead, replaced=replaced, max_plans=plans,
-                            time_limit_s=max(clock.remaining(), 1e-3))
-    if not replaced:
+        return solve_robust(problem, robust, overhead_s=overhead, replaced=replaced, max_plans=plans, clock=clock)
+    if replaced is not True:
         raise InvalidInputError("replaced", "goes with robust=K")
     return solve_risk(problem, deadline_probability=deadline_probability, overhead_s=overhead,
-                      max_plans=plans)
+                      max_plans=plans, clock=clock)

@@ -40,12 +40,15 @@ revocations happen before T_obj, the delay accrued by T_obj is at most ``k* d_ma
 progress by T_obj is at least that of ``T_obj - k* d_max >= T`` seconds at full speed, and
 training has ended.
 
-**Exact method.** ``rho >= 0`` and a premium ``>= 0`` (on-demand prices at least the spot
+**Exact methods.** ``rho >= 0`` and a premium ``>= 0`` (on-demand prices at least the spot
 ones, checked) give ``E[C] >= C`` (the nominal cost, eq. 11) and both
-deadline forms imply ``T <= T_obj``, so every admissible plan is nominally feasible. The
-nominally feasible plans of the quota box are scanned in increasing nominal cost, keeping
-the least E[C]; the scan stops at the first plan whose nominal cost is at least the best
-E[C] found (it and every later plan have ``E[C] >= C >=`` that best).
+deadline forms imply ``T <= T_obj``, so every admissible plan is nominally feasible.
+``method="enumerate"``: the nominally feasible plans of the quota box are scanned in
+increasing nominal cost, keeping the least E[C]; the scan stops at the first plan whose
+nominal cost is at least the best E[C] found (it and every later plan have
+``E[C] >= C >=`` that best). ``method="decompose"``: the spot decomposition with E[C] and
+the deadline form in its exact evaluation (:mod:`dnnprov.solvers.robust_exact`); its
+bounds on C bound E[C]. ``"auto"`` enumerates small boxes and decomposes the rest.
 
 Proven optimal: the expected cost E[C] of this model among the plans meeting the deadline
 form, over the whole quota box.
@@ -54,17 +57,20 @@ form, over the whole quota box.
 from __future__ import annotations
 
 import math
-import time
+from typing import Callable
 
 import numpy as np
 from scipy.stats import poisson
 
 from dnnprov.problems import _checks as check
 from dnnprov.errors import InvalidInputError
+from dnnprov.progress import Clock
 from dnnprov.result import Result, Status
+from dnnprov.solvers.enumeration import spot_space_size
 from dnnprov.solvers.outcome import spot_result
-from dnnprov.solvers.robust import (DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S, plan_grid, progress_speed,
-                                    require_paper_model, spot_columns)
+from dnnprov.solvers.robust import (AUTO_ENUMERATION, DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S, METHODS,
+                                    TimeLimitReached, plan_grid, progress_speed, require_paper_model,
+                                    spot_columns)
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.models.spot import SpotModel
 
@@ -156,17 +162,20 @@ def deadline_probability_bound(outcome: dict[str, np.ndarray], time_obj: float) 
 
 def solve_risk(problem: SpotProblem, *, deadline_probability: float | None = None,
                overhead_s: float = JOIN_OVERHEAD_S, lost_work_s: float = 0.0,
-               replacement: str = "on-demand", max_plans: int = DEFAULT_MAX_PLANS) -> Result:
+               replacement: str = "on-demand", max_plans: int = DEFAULT_MAX_PLANS,
+               time_limit_s: float = 60.0, method: str = "auto", clock: Clock | None = None) -> Result:
     """The plan of least expected cost under the interruption models (module docstring).
 
     ``deadline_probability`` ``None`` asks ``E[T] <= T_obj``; a value q in (0, 1) asks that
     T_obj is met with probability at least q (through the proven Poisson bound).
-    ``replacement`` ``"on-demand"`` or ``"spot"``: the market of replacements.
-    ``result.cost`` and ``time_s`` are the expected cost and time (``bound`` = cost: proven
-    optimal); ``details`` adds ``nominal_cost``, ``nominal_time_s``, ``revocations_expected``
-    and ``deadline_probability_lower_bound``.
+    ``replacement`` ``"on-demand"`` or ``"spot"``: the market of replacements. ``method``
+    ``"auto"``, ``"enumerate"`` or ``"decompose"`` as for :func:`~dnnprov.solvers.robust.solve_robust`;
+    ``clock`` (else one of ``time_limit_s``) bounds the solve (status ``limit`` with the
+    proven bound). ``result.cost`` and ``time_s`` are the expected cost and time
+    (``bound`` = cost when optimal); ``details`` adds ``nominal_cost``, ``nominal_time_s``,
+    ``revocations_expected`` and ``deadline_probability_lower_bound``.
     """
-    started = time.perf_counter()
+    clock = clock or Clock(check.number("time_limit_s", time_limit_s, exclusive_minimum=0))
     require_paper_model(problem)
     if deadline_probability is not None:
         deadline_probability = check.number("deadline_probability", deadline_probability,
@@ -174,47 +183,98 @@ def solve_risk(problem: SpotProblem, *, deadline_probability: float | None = Non
     overhead_s = check.number("takeover_overhead_s", overhead_s, minimum=0)
     lost_work_s = check.number("lost_work_s", lost_work_s, minimum=0)
     replacement = check.choice("replacement", replacement, ("on-demand", "spot"))
-    method = "risk" if deadline_probability is None else f"risk-p{deadline_probability:g}"
+    method = check.choice("method", method, METHODS)
+    name = "risk" if deadline_probability is None else f"risk-p{deadline_probability:g}"
     model = SpotModel(problem)
     rates = column_rates(problem, model)
     premium = replacement_premium(problem, model, replacement)
-    grid = plan_grid(problem, max_plans=max_plans)
+
+    def outcome(counts: np.ndarray, ps: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        out = expected_outcome(model, rates, counts, ps, overhead_s=overhead_s, lost_work_s=lost_work_s,
+                               premium=premium)
+        if deadline_probability is None:
+            ok = out["time"] <= problem.slo.time_s * (1 + 1e-12)
+        else:
+            ok = (deadline_probability_bound(out, problem.slo.time_s) >= deadline_probability) & np.isfinite(out["time"])
+        return out, ok
+
+    size = spot_space_size(problem)
+    if method == "decompose" or (method == "auto" and size > min(AUTO_ENUMERATION, max_plans)):
+        from dnnprov.solvers.robust_exact import decompose_risk
+
+        def admissible_cost(counts: np.ndarray, ps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            out, ok = outcome(counts, ps)
+            return ok, out["cost"]
+
+        found, stats = decompose_risk(problem, model, admissible_cost, clock)
+        counts = None if found.plan is None else np.array([found.plan.counts.get(label, 0)
+                                                           for label in model.columns.labels])
+        ps = found.plan.ps if found.plan is not None else 1
+        message = {Status.OPTIMAL: "least expected cost, proven by the spot decomposition",
+                   Status.INFEASIBLE: "proven: no plan meets the deadline under the interruption model"}
+        return _risk_result(model, counts, ps, found.status, name, clock, outcome, stats,
+                            bound=found.bound if found.bound is not None else 0.0,
+                            message=message.get(found.status, found.message),
+                            extra={"takeover_overhead_s": overhead_s, "lost_work_s": lost_work_s,
+                                   "replacement": replacement})
+    if size > max_plans:
+        raise InvalidInputError("max_plans", f"the quota box holds {size:,} plans, more than {max_plans:,} "
+                                             "(method decompose has no such limit)")
+    extra = {"takeover_overhead_s": overhead_s, "lost_work_s": lost_work_s, "replacement": replacement}
+    try:
+        grid = plan_grid(problem, max_plans=max_plans, clock=clock)
+    except TimeLimitReached:
+        return _risk_result(model, None, 1, Status.LIMIT, name, clock, outcome, {}, bound=0.0, extra=extra,
+                            message=f"time limit of {clock.limit_s:g} s reached while enumerating the quota box")
     order = grid.by_cost()
-    t_obj = problem.slo.time_s * (1 + 1e-12)
-    best_cost, best, checked = math.inf, None, 0
+    best_cost, best, checked, limited = math.inf, None, 0, False
     for begin in range(0, len(order), 4096):
         idx = order[begin:begin + 4096]
         if grid.cost[idx[0]] >= best_cost:
             break
+        if clock.expired():
+            limited = True
+            break
         checked += len(idx)
-        out = expected_outcome(model, rates, grid.counts[idx], grid.ps[idx], overhead_s=overhead_s,
-                               lost_work_s=lost_work_s, premium=premium)
-        if deadline_probability is None:
-            ok = out["time"] <= t_obj
-        else:
-            ok = (deadline_probability_bound(out, problem.slo.time_s) >= deadline_probability) & np.isfinite(out["time"])
+        out, ok = outcome(grid.counts[idx], grid.ps[idx])
         cost = np.where(ok, out["cost"], np.inf)
         j = int(np.argmin(cost))
         if cost[j] < best_cost:
             best_cost, best = float(cost[j]), int(idx[j])
-    stats = {"plans_checked": checked, "space": len(grid.counts)}
+    stats = {"plans_checked": checked, "space": len(grid.counts), "method": "enumerate"}
+    counts = None if best is None else grid.counts[best]
+    ps = 1 if best is None else int(grid.ps[best])
+    if limited:
+        # every plan not scanned has nominal cost >= the next one's, a bound on its E[C]
+        bound = min(best_cost, float(grid.cost[order[checked]]))
+        return _risk_result(model, counts, ps, Status.LIMIT, name, clock, outcome, stats, bound=bound, extra=extra,
+                            message=f"time limit of {clock.limit_s:g} s reached during the cost-ordered scan")
     if best is None:
-        return spot_result(model, None, 1, status=Status.INFEASIBLE, method=method, started=started,
-                           bound=math.inf, stats=stats,
-                           message="no plan meets the deadline under the interruption model")
-    out = expected_outcome(model, rates, grid.counts[best:best + 1], grid.ps[best:best + 1],
-                           overhead_s=overhead_s, lost_work_s=lost_work_s, premium=premium)
-    result = spot_result(model, grid.counts[best], int(grid.ps[best]), status=Status.FEASIBLE, method=method,
-                         started=started)
-    details = dict(result.details)
+        return _risk_result(model, None, 1, Status.INFEASIBLE, name, clock, outcome, stats, bound=math.inf,
+                            extra=extra, message="no plan meets the deadline under the interruption model")
+    return _risk_result(model, counts, ps, Status.OPTIMAL, name, clock, outcome, stats, bound=best_cost, extra=extra,
+                        message="least expected cost under the interruption model (cost and time_s are expected "
+                                "values; details has the nominal ones)")
+
+
+def _risk_result(model: SpotModel, counts: np.ndarray | None, ps: int, status: Status, method: str, clock: Clock,
+                 outcome: Callable, stats: dict, *, bound: float, message: str, extra: dict) -> Result:
+    """Package a risk plan: cost and time_s are E[C] and E[T], the nominal ones in ``details``."""
+    nominal = spot_result(model, counts, ps, status=status, method=method, started=clock.started,
+                          bound=bound, message=message, stats=stats)
+    if counts is None:
+        nominal.details.update(extra)
+        return nominal
+    out, _ = outcome(np.asarray(counts)[None, :], np.array([ps]))
+    details = dict(nominal.details)
     details.update({
-        "nominal_cost": result.cost, "nominal_time_s": result.time_s,
+        "nominal_cost": nominal.cost, "nominal_time_s": nominal.time_s,
         "revocations_expected": float(out["events_per_h"][0] * out["time"][0] / 3600),
-        "deadline_probability_lower_bound": float(deadline_probability_bound(out, problem.slo.time_s)[0]),
-        "takeover_overhead_s": overhead_s, "lost_work_s": lost_work_s, "replacement": replacement,
+        "deadline_probability_lower_bound": float(deadline_probability_bound(out, model.problem.slo.time_s)[0]),
+        **extra,
     })
-    return Result(status=Status.OPTIMAL, method=method, kind=result.kind, model=result.model,
-                  instance=result.instance, plan=result.plan, time_s=float(out["time"][0]), cost=best_cost,
-                  bound=best_cost, solve_seconds=time.perf_counter() - started,
-                  message="least expected cost under the interruption model (cost and time_s are expected "
-                          "values; details has the nominal ones)", details=details, stats=stats)
+    cost = float(out["cost"][0])
+    return Result(status=status, method=method, kind=nominal.kind, model=nominal.model,
+                  instance=nominal.instance, plan=nominal.plan, time_s=float(out["time"][0]), cost=cost,
+                  bound=cost if status is Status.OPTIMAL else bound, solve_seconds=clock.elapsed(),
+                  message=message, details=details, stats=stats)

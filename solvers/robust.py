@@ -9,42 +9,67 @@ scratch begins at ``u0 = g1 / N_c``; then ``(u* - u0) / sigma_c = j / x_c`` is e
 A takeover (:func:`dnnprov.cloud.replan.replanned_problem`) continues from the reached u on the
 new cluster's speed: the same model, so plans, replans and the simulator agree.
 
-**Revocation model of --robust K.** An adversary revokes at most K spot workers of the plan,
-in events at moments of its choosing; the workers of one event are replaced by the same
-types after the takeover overhead o, the survivors training meanwhile. Events are either
-simultaneous (one event) or their outages do not overlap. The plan is *K-robust* when its
-training still ends by T_obj in every such scenario.
+**Revocation model of --robust K: K revocations, replacements included.** An adversary
+makes at most K revocations, each of one running spot instance, at moments of its
+choosing; one event may revoke a group g of instances at once (|g| revocations, g within
+the plan). Revoked instances are replaced by the same types after the takeover overhead
+o, the survivors training meanwhile, and a replacement may be revoked again (one more
+revocation). The plan is *K-robust* when its training ends by T_obj in every such
+scenario. (Counting distinct workers instead misses the adversary that revokes a worker
+and then its replacement.)
 
-**Worst-case time.** An event revoking the multiset g during [t, t + o] lowers the speed
-from sigma_n to sigma_{n-g} for o seconds: a progress deficit ``o (sigma_n - sigma_{n-g})``
-that the full plan makes up in ``o * D(g)`` seconds, ``D(g) = 1 - sigma_{n-g} / sigma_n``,
-whatever t is (an outage still running at the end only delays less: at time
-``T + o D(g)`` the progress is at least ``u0 + sigma_n (T + o D(g)) - o (sigma_n - sigma_{n-g}) = u*``).
-Non-overlapping events add up, so the worst-case time is ``T(n) + o * F_K(n)`` with
-``F_K(n) = max(0, max over multisets R of at most K spot workers of n, and partitions P of
-R into events, of sum_{g in P} D(g))``. For two events whose outages overlap for b of
-the o seconds the deficit is ``(o - b)(d1 + d2) + b d12``, linear in b, so its maximum is at
-b = 0 (separate) or b = o (simultaneous): partial overlaps of two events are covered.
+**Worst-case time.** Write ``T_c = T(n) - h`` for the training part of eq. (1) (h =
+``slo.takeover_overhead_s``, a fixed add-on), ``delta(S) = sigma_n - sigma_{n-S}`` for the
+multiset S of instances out, and ``D(g) = delta(g) / sigma_n``. Training ends at the first
+tau* with ``sigma_n tau* - Phi(tau*) = sigma_n T_c`` (Phi(tau): progress lost by tau), so
+the delay is ``tau* - T_c = Phi(tau*) / sigma_n``.
 
-**Exact method.** ``F_K >= 0`` (R may be empty), so every K-robust plan is nominally
-feasible and its cost (eq. 11, the objective) is at least its nominal cost.
-:func:`solve_robust` enumerates the nominally feasible plans of the quota box in
-increasing cost and returns the first K-robust one (optimal by the ordering: every
-cheaper plan was checked and is not K-robust). Beyond ``max_plans`` it solves the nominal
-problem with ``milp`` (optimum C0, a lower bound on every K-robust plan's cost); if that
-plan is K-robust it is optimal, else it returns the ``milp`` plan of the problem with
-``T_obj - K o``, which is K-robust because ``D(g) <= 1`` (speeds are non-negative) and P
-has at most K events, so ``F_K <= K``: status ``feasible`` with the proven bound C0.
+*Upper bound o F_K.* ``Phi(tau*) <= integral over all time of delta+(out(tau))``
+(``delta+ = max(delta, 0)``). For fixed groups that integral is linear in the event
+moments t_i on each region where the order of the ends {t_i, t_i + o} is fixed; it is
+translation invariant and bounded, so its maximum is at a vertex of a region, where every
+``t_i - t_j`` is a multiple of o: events are simultaneous (one group, within n since it is
+out at one moment) or disjoint, and the integral is ``o * sum over events of delta+(g)``.
+So the delay is at most ``o F_K(n)``, ``F_K(n) = max(0, max over multisets R of at most K
+spot revocations and partitions P of R into groups g <= n of sum_{g in P} D(g))``. A
+column may appear in R more often than n holds it, in different groups (revoked
+replacements).
+
+*Attained when the run is long.* If ``T_c >= K o``, revoke the groups of the maximising
+partition (each with ``D(g) >= 0``; others only shorten the run and are dropped) back to
+back from t = 0: the speed never exceeds sigma_n, so ``tau* >= T_c >= K o`` and every
+outage ends inside the run: the delay is ``o F_K``.
+
+*Short runs.* A revocation is outstanding only until its replacement joins, so at most K
+instances are out at any moment and the speed is at least ``sigma_min = min over R <= n,
+|R| <= K of sigma_{n-R}``: the delay is also at most ``T_c (sigma_n / sigma_min - 1)``.
+For K = 1 the worst case is exact: an event g at t leaves ``sigma_n (T_c - t)`` progress
+to make; if the outage's speed ``sigma_n (1 - D)`` makes it within o, i.e.
+``T_c - t <= o (1 - D)``, the delay is ``(T_c - t) D / (1 - D)``, else the outage ends
+inside the run and the delay is ``o D``. So the delay is ``min(o D, (T_c - t) D / (1 - D))``,
+largest at t = 0, and the worst case is ``max over single workers g of min(o D(g),
+T_c D(g) / (1 - D(g)))`` (o when D = 1; 0 when D <= 0, by not revoking). For K >= 2 and
+``T_c < K o`` the planner uses ``min(o F_K, T_c (sigma_n / sigma_min - 1))``: a proven
+upper bound, so its plans are K-robust, but not always the exact worst case (which
+orders outages that do not fit); ``details.worst_case_exact`` says which.
 
 **Without replacement** (``replaced=False``): revoked workers never come back (the real
 traces keep capacity away for hours). Whatever the schedule, at every moment at most K
-workers are out, so the progress speed is at least ``min over R of sigma_{n-R}`` (R a
-multiset of at most K spot workers of n, R empty included); the run therefore ends by
-``T_core / (min_R sigma_{n-R} / sigma_n) + o_fixed``, and revoking the minimising R at
-the start attains it. The worst-case time is that bound (infinite when some R stops
-training). The exact method is the same cost-ordered scan; beyond ``max_plans`` only a
-robust nominal ``milp`` optimum is returned as optimal, else status ``limit`` with the
-nominal bound.
+workers are out, so the progress speed is at least ``sigma_min`` as above; the run
+therefore ends by ``T_c sigma_n / sigma_min + h``, and revoking the minimising R at the
+start attains it. The worst-case time is that bound (infinite when some R stops
+training).
+
+**Exact methods.** The delay is >= 0, so every K-robust plan is nominally feasible and its
+cost (eq. 11, the objective) is the nominal one. ``method="enumerate"`` scans the
+nominally feasible plans of the quota box in increasing cost and returns the first
+K-robust one (optimal by the ordering; refused beyond ``max_plans``).
+``method="decompose"`` runs the spot decomposition (:mod:`dnnprov.solvers.spot_exact`)
+with K-robustness added to its exact evaluation (:mod:`dnnprov.solvers.robust_exact`):
+its cell bounds bound the nominal cost of every nominally feasible plan of a cell, hence
+of every K-robust one. ``"auto"`` enumerates boxes of at most ``AUTO_ENUMERATION`` plans
+and decomposes the rest. Both stop at the time limit with status ``limit`` and a proven
+bound.
 
 Proven optimal: the nominal cost (eq. 11) among the K-robust plans, under this model.
 """
@@ -61,6 +86,7 @@ import numpy as np
 
 from dnnprov.problems import _checks as check
 from dnnprov.errors import InvalidInputError
+from dnnprov.progress import Clock
 from dnnprov.result import Result, Status
 from dnnprov.solvers.enumeration import CHUNK, decode_counts, spot_space_size
 from dnnprov.solvers.outcome import spot_result
@@ -70,6 +96,13 @@ from dnnprov.models.spot import SpotModel
 #: The paper's measured join time of takeover instances (2.1 min, spec/spot.md section 5).
 JOIN_OVERHEAD_S = 126.0
 DEFAULT_MAX_PLANS = 5_000_000
+#: ``method="auto"`` enumerates quota boxes up to this many plans and decomposes larger ones.
+AUTO_ENUMERATION = 100_000
+METHODS = ("auto", "enumerate", "decompose")
+
+
+class TimeLimitReached(Exception):
+    """Raised inside an exhaustive scan when its clock runs out (turned into status ``limit``)."""
 
 
 def require_paper_model(problem: SpotProblem) -> None:
@@ -127,8 +160,12 @@ class PlanGrid:
         return idx[np.argsort(self.cost[idx], kind="stable")]
 
 
-def plan_grid(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS) -> PlanGrid:
-    """Evaluate the whole quota box (refused beyond ``max_plans``)."""
+def plan_grid(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
+              clock: Clock | None = None) -> PlanGrid:
+    """Evaluate the whole quota box (refused beyond ``max_plans``).
+
+    With ``clock``, raises :class:`TimeLimitReached` once it has expired (checked per chunk).
+    """
     require_paper_model(problem)
     size = spot_space_size(problem)
     if size > max_plans:
@@ -140,6 +177,8 @@ def plan_grid(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS) -> Pl
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("counts", "ps", "speed", "start", "rate", "time_s", "cost", "feasible")}
     for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
         for begin in range(0, per_ps, CHUNK):
+            if clock is not None and clock.expired():
+                raise TimeLimitReached
             counts = decode_counts(np.arange(begin, min(begin + CHUNK, per_ps), dtype=np.int64), cols.lower, radix)
             ps_arr = np.full(len(counts), ps, dtype=np.int64)
             keep = model.admissible(counts, ps_arr)
@@ -173,31 +212,48 @@ def _multisets(columns: list[int], k: int) -> Iterator[tuple[int, ...]]:
         yield from itertools.combinations_with_replacement(columns, size)
 
 
-def worst_case_delay(model: SpotModel, counts: np.ndarray, ps: np.ndarray, k: int) -> np.ndarray:
-    """``F_K`` of each plan (module docstring): the worst delay in units of the overhead o."""
+def _as_plans(counts: np.ndarray, ps: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
     counts = np.atleast_2d(np.asarray(counts, dtype=np.int64))
-    ps = np.broadcast_to(np.asarray(ps, dtype=np.int64), (len(counts),))
+    return counts, np.broadcast_to(np.asarray(ps, dtype=np.int64), (len(counts),))
+
+
+def event_drops(model: SpotModel, counts: np.ndarray, ps: np.ndarray, k: int) -> dict[tuple[int, ...], np.ndarray]:
+    """``D(g)`` of every multiset g of at most ``k`` spot columns the plans use (module docstring).
+
+    ``-inf`` where a plan holds fewer workers than g (g cannot be out at one moment).
+    """
+    counts, ps = _as_plans(counts, ps)
     sigma, _ = progress_speed(model, counts, ps)
-    best: dict[tuple[int, ...], np.ndarray] = {}
-    worst = np.zeros(len(counts))
-    width = counts.shape[1]
-    for group in _multisets(spot_columns(model), k):
-        removed = np.bincount(np.array(group), minlength=width)
+    used = [i for i in spot_columns(model) if counts[:, i].any()]
+    drops: dict[tuple[int, ...], np.ndarray] = {}
+    for group in _multisets(used, k):
+        removed = np.bincount(np.array(group), minlength=counts.shape[1])
         valid = (counts >= removed).all(axis=1)
         value = np.full(len(counts), -np.inf)
         if valid.any():
             rest, _ = progress_speed(model, counts[valid] - removed, ps[valid])
             with np.errstate(divide="ignore", invalid="ignore"):
                 value[valid] = np.where(sigma[valid] > 0, 1.0 - rest / sigma[valid], 1.0)
-        # Best partition of the multiset: the group as one event, or split in two parts
-        # (each part's best partition is already known: parts are smaller multisets).
+        drops[group] = value
+    return drops
+
+
+def worst_case_delay(model: SpotModel, counts: np.ndarray, ps: np.ndarray, k: int) -> np.ndarray:
+    """``F_K`` of each plan (module docstring): the largest sum of D over the groups of at
+    most ``k`` revocations, replacements included, in units of the overhead o."""
+    counts, ps = _as_plans(counts, ps)
+    drops = event_drops(model, counts, ps, k)
+    best: dict[tuple[int, ...], np.ndarray] = {}
+    worst = np.zeros(len(counts))
+    for group, value in drops.items():          # smaller multisets first
+        # The group as one event (if the plan holds it), or split in two parts revoked at
+        # different moments (each part's best partition is known: parts are smaller).
         for cut in range(1, len(group)):
             for left in set(itertools.combinations(group, cut)):
                 right = list(group)
                 for item in left:
                     right.remove(item)
                 value = np.maximum(value, best[left] + best[tuple(right)])
-        value[~valid] = -np.inf  # a plan without these workers cannot lose them in any split
         best[group] = value
         worst = np.maximum(worst, value)
     return worst
@@ -205,116 +261,135 @@ def worst_case_delay(model: SpotModel, counts: np.ndarray, ps: np.ndarray, k: in
 
 def unreplaced_delay(model: SpotModel, counts: np.ndarray, ps: np.ndarray, k: int) -> np.ndarray:
     """Worst extra seconds when up to ``k`` spot workers are lost for good (module docstring)."""
-    counts = np.atleast_2d(np.asarray(counts, dtype=np.int64))
-    ps = np.broadcast_to(np.asarray(ps, dtype=np.int64), (len(counts),))
+    counts, ps = _as_plans(counts, ps)
     sigma, _ = progress_speed(model, counts, ps)
     core = model.evaluate(counts, ps).time_s - model.problem.slo.takeover_overhead_s
     slowest = sigma.copy()
-    width = counts.shape[1]
-    for group in _multisets(spot_columns(model), k):
-        removed = np.bincount(np.array(group), minlength=width)
-        valid = (counts >= removed).all(axis=1)
-        if valid.any():
-            rest, _ = progress_speed(model, counts[valid] - removed, ps[valid])
-            slowest[valid] = np.minimum(slowest[valid], rest)
+    for group, drop in event_drops(model, counts, ps, k).items():
+        valid = np.isfinite(drop)
+        slowest[valid] = np.minimum(slowest[valid], sigma[valid] * (1.0 - drop[valid]))
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(slowest > 0, core * (sigma / slowest - 1.0), np.inf)
 
 
-def _check_options(k: int, overhead_s: float) -> tuple[int, float]:
+def replaced_delay(model: SpotModel, counts: np.ndarray, ps: np.ndarray, k: int,
+                   overhead_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Worst extra seconds under at most ``k`` revocations with replacement after ``overhead_s``.
+
+    Returns ``(delay_s, exact)``: the worst case where ``exact`` (K <= 1, or runs of at
+    least K o), else the proven upper bound ``min(o F_K, T_c (sigma_n / sigma_min - 1))``
+    (module docstring).
+    """
+    counts, ps = _as_plans(counts, ps)
+    if k == 0 or not len(counts):
+        return np.zeros(len(counts)), np.ones(len(counts), dtype=bool)
+    core = model.evaluate(counts, ps).time_s - model.problem.slo.takeover_overhead_s
+    if k == 1:
+        worst = np.zeros(len(counts))
+        for drop in event_drops(model, counts, ps, 1).values():
+            with np.errstate(divide="ignore", invalid="ignore"):
+                short = np.where(drop < 1, core * drop / (1.0 - drop), np.inf)
+            delay = np.where(drop > 0, np.minimum(overhead_s * drop, short), 0.0)
+            worst = np.maximum(worst, delay)
+        return worst, np.ones(len(counts), dtype=bool)
+    long_run = overhead_s * worst_case_delay(model, counts, ps, k)
+    exact = core >= k * overhead_s
+    if exact.all():
+        return long_run, exact
+    return np.where(exact, long_run, np.minimum(long_run, unreplaced_delay(model, counts, ps, k))), exact
+
+
+def robust_check(model: SpotModel, k: int, overhead_s: float,
+                 replaced: bool) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """``check(counts, ps) -> (delay_s, exact)``: the worst-case delay of each plan under the model chosen."""
+    def check_plans(counts: np.ndarray, ps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if replaced:
+            return replaced_delay(model, counts, ps, k, overhead_s)
+        delay = unreplaced_delay(model, counts, ps, k)
+        return delay, np.ones(len(delay), dtype=bool)
+    return check_plans
+
+
+def _check_options(k: int, overhead_s: float, replaced: bool, method: str) -> tuple[int, float, str]:
+    if not isinstance(replaced, bool):
+        raise InvalidInputError("replaced", f"must be true or false, got {replaced!r}")
     return (check.integer("robust", k, minimum=0, maximum=8),
-            check.number("takeover_overhead_s", overhead_s, minimum=0))
+            check.number("takeover_overhead_s", overhead_s, minimum=0),
+            check.choice("method", method, METHODS))
 
 
 def solve_robust(problem: SpotProblem, k: int = 1, *, overhead_s: float = JOIN_OVERHEAD_S,
                  replaced: bool = True, max_plans: int = DEFAULT_MAX_PLANS,
-                 time_limit_s: float = 60.0) -> Result:
-    """The cheapest plan that meets T_obj even if any ``k`` spot workers are revoked (module docstring).
+                 time_limit_s: float = 60.0, method: str = "auto", clock: Clock | None = None) -> Result:
+    """The cheapest plan that meets T_obj even if ``k`` spot instances are revoked (module docstring).
 
     ``overhead_s`` is the time revoked workers take to be replaced (default: the paper's
-    2.1 min join); with ``replaced=False`` they are never replaced. ``details`` adds
-    ``robust_k``, ``replaced``, ``worst_case_time_s`` and ``worst_case_delay_s``;
-    ``time_s`` and ``cost`` are the plan's nominal ones.
+    2.1 min join); with ``replaced=False`` they are never replaced. ``method``: ``"auto"``,
+    ``"enumerate"`` or ``"decompose"`` (module docstring). ``clock`` (else one of
+    ``time_limit_s``) bounds the solve: at its limit the status is ``limit`` with the
+    proven bound. ``details`` adds ``robust_k``, ``replaced``, ``worst_case_time_s``,
+    ``worst_case_delay_s`` and ``worst_case_exact``; ``time_s`` and ``cost`` are the plan's
+    nominal ones.
     """
-    started = time.perf_counter()
+    clock = clock or Clock(check.number("time_limit_s", time_limit_s, exclusive_minimum=0))
     require_paper_model(problem)
-    k, overhead_s = _check_options(k, overhead_s)
-    method = f"robust-{k}"
+    k, overhead_s, method = _check_options(k, overhead_s, replaced, method)
     model = SpotModel(problem)
-    limit = problem.slo.time_s * (1 + 1e-12)
-    if not isinstance(replaced, bool):
-        raise InvalidInputError("replaced", f"must be true or false, got {replaced!r}")
-    if not replaced:
-        method += "-unreplaced"
+    delays = robust_check(model, k, overhead_s, replaced)
+    size = spot_space_size(problem)
+    if method == "decompose" or (method == "auto" and size > min(AUTO_ENUMERATION, max_plans)):
+        from dnnprov.solvers.robust_exact import decompose_robust
 
-    def extra(counts: np.ndarray, ps: np.ndarray) -> np.ndarray:
-        if replaced:
-            return overhead_s * worst_case_delay(model, counts, ps, k)
-        return unreplaced_delay(model, counts, ps, k)
+        return decompose_robust(problem, model, k, overhead_s, replaced, delays, clock)
+    if size > max_plans:
+        raise InvalidInputError("max_plans", f"the quota box holds {size:,} plans, more than {max_plans:,} "
+                                             "(method decompose has no such limit)")
+    try:
+        return _robust_by_enumeration(problem, model, k, overhead_s, replaced, delays, max_plans, clock)
+    except TimeLimitReached:
+        return robust_result(model, None, 1, k, overhead_s, replaced, Status.LIMIT, clock, bound=0.0,
+                             message=f"time limit of {clock.limit_s:g} s reached while enumerating the quota box")
 
-    if spot_space_size(problem) > max_plans:
-        return _robust_by_milp(problem, model, k, overhead_s, replaced, extra, max_plans, time_limit_s, started)
-    grid = plan_grid(problem, max_plans=max_plans)
+
+def _robust_by_enumeration(problem: SpotProblem, model: SpotModel, k: int, overhead_s: float, replaced: bool,
+                           delays: Callable, max_plans: int, clock: Clock) -> Result:
+    """Scan the nominally feasible plans in increasing cost; the first K-robust one is optimal."""
+    grid = plan_grid(problem, max_plans=max_plans, clock=clock)
     order = grid.by_cost()
+    limit = problem.slo.time_s * (1 + 1e-12)
     checked = 0
     for begin in range(0, len(order), 4096):
         idx = order[begin:begin + 4096]
+        if clock.expired():
+            return robust_result(model, None, 1, k, overhead_s, replaced, Status.LIMIT, clock,
+                                 bound=float(grid.cost[idx[0]]), stats={"plans_checked": checked},
+                                 message=f"time limit of {clock.limit_s:g} s reached: every plan below the "
+                                         "bound was checked and is not robust")
         checked += len(idx)
-        delays = extra(grid.counts[idx], grid.ps[idx])
-        ok = np.flatnonzero(grid.time_s[idx] + delays <= limit)
+        delay, _ = delays(grid.counts[idx], grid.ps[idx])
+        ok = np.flatnonzero(grid.time_s[idx] + delay <= limit)
         if ok.size:
             i = int(idx[ok[0]])
-            return _robust_result(model, grid.counts[i], int(grid.ps[i]), float(delays[ok[0]]), k, overhead_s,
-                                  replaced, Status.OPTIMAL, started, float(grid.cost[i]),
-                                  "cheapest robust plan by enumeration in cost order",
-                                  {"plans_checked": checked, "space": len(grid.counts)})
+            return robust_result(model, grid.counts[i], int(grid.ps[i]), k, overhead_s, replaced, Status.OPTIMAL,
+                                 clock, bound=float(grid.cost[i]),
+                                 message="cheapest robust plan by enumeration in cost order",
+                                 stats={"plans_checked": checked, "space": len(grid.counts)})
     how = f"{overhead_s:g} s to replace" if replaced else "never replaced"
-    return spot_result(model, None, 1, status=Status.INFEASIBLE, method=method, started=started, bound=math.inf,
-                       message=f"no plan meets T_obj when {k} workers are revoked ({how})",
-                       stats={"plans_checked": checked})
+    return robust_result(model, None, 1, k, overhead_s, replaced, Status.INFEASIBLE, clock, bound=math.inf,
+                         message=f"no plan meets T_obj under {k} revocations ({how})",
+                         stats={"plans_checked": checked})
 
 
-def _robust_result(model: SpotModel, counts: np.ndarray, ps: int, delay_s: float, k: int, overhead_s: float,
-                   replaced: bool, status: Status, started: float, bound: float, message: str,
-                   stats: dict) -> Result:
+def robust_result(model: SpotModel, counts: np.ndarray | None, ps: int, k: int, overhead_s: float,
+                  replaced: bool, status: Status, clock: Clock, *, bound: float, message: str,
+                  stats: dict | None = None) -> Result:
+    """Package a robust plan (or none) with its worst case in ``details``."""
     method = f"robust-{k}" if replaced else f"robust-{k}-unreplaced"
-    result = spot_result(model, counts, ps, status=status, method=method, started=started,
+    result = spot_result(model, counts, ps, status=status, method=method, started=clock.started,
                          bound=bound, message=message, stats=stats)
-    result.details.update({"robust_k": k, "replaced": replaced, "takeover_overhead_s": overhead_s,
-                           "worst_case_delay_s": delay_s, "worst_case_time_s": float(result.time_s) + delay_s})
+    result.details.update({"robust_k": k, "replaced": replaced, "takeover_overhead_s": overhead_s})
+    if counts is not None:
+        delay, exact = robust_check(model, k, overhead_s, replaced)(np.asarray(counts)[None, :], np.array([ps]))
+        result.details.update({"worst_case_delay_s": float(delay[0]), "worst_case_exact": bool(exact[0]),
+                               "worst_case_time_s": float(result.time_s) + float(delay[0])})
     return result
-
-
-def _robust_by_milp(problem: SpotProblem, model: SpotModel, k: int, overhead_s: float, replaced: bool,
-                    extra: Callable[[np.ndarray, np.ndarray], np.ndarray], max_plans: int,
-                    time_limit_s: float, started: float) -> Result:
-    """Beyond ``max_plans``: the nominal milp plan if robust (optimal), else the T_obj - K o plan."""
-    from dnnprov.solvers.milp import solve_spot
-
-    method = f"robust-{k}" if replaced else f"robust-{k}-unreplaced"
-    nominal = solve_spot(problem, time_limit_s=time_limit_s)
-    if nominal.status is Status.INFEASIBLE:
-        return spot_result(model, None, 1, status=Status.INFEASIBLE, method=method, started=started,
-                           bound=math.inf, message="no plan is feasible even without revocations")
-    if nominal.status is not Status.OPTIMAL or nominal.plan is None or nominal.cost is None:
-        return spot_result(model, None, 1, status=Status.LIMIT, method=method, started=started,
-                           message=f"the nominal milp ended {nominal.status.value}: {nominal.message}")
-    counts = np.array([nominal.plan.counts.get(label, 0) for label in model.columns.labels])
-    delay = float(extra(counts[None, :], np.array([nominal.plan.ps]))[0])
-    if float(nominal.time_s) + delay <= problem.slo.time_s * (1 + 1e-12):
-        return _robust_result(model, counts, nominal.plan.ps, delay, k, overhead_s, replaced, Status.OPTIMAL,
-                              started, nominal.cost, "the nominal milp optimum is already robust", {"milp_solves": 1})
-    tight = problem.slo.time_s - k * overhead_s
-    safe = None
-    if replaced and tight > problem.slo.takeover_overhead_s:
-        slo = type(problem.slo)(problem.slo.loss, tight, problem.slo.takeover_overhead_s)
-        safe = solve_spot(problem.replace(slo=slo), time_limit_s=time_limit_s)
-    if safe is None or safe.plan is None:
-        return spot_result(model, None, 1, status=Status.LIMIT, method=method, started=started, bound=nominal.cost,
-                           message=f"quota box beyond max_plans={max_plans:,} and the nominal optimum is not "
-                                   "robust: nothing proven beyond the bound")
-    counts = np.array([safe.plan.counts.get(label, 0) for label in model.columns.labels])
-    delay = float(extra(counts[None, :], np.array([safe.plan.ps]))[0])
-    return _robust_result(model, counts, safe.plan.ps, delay, k, overhead_s, replaced, Status.FEASIBLE, started,
-                          nominal.cost, f"quota box beyond max_plans={max_plans:,}: the milp plan for T_obj - K o "
-                          "(robust since F_K <= K); bound = the nominal optimum", {"milp_solves": 2})

@@ -51,6 +51,13 @@ def terminal_safe(text: object) -> str:
 def cmd_solve(args: argparse.Namespace) -> int:
     """Solve one instance file with one method."""
     problem = read_instance(_instance_path(args.file))
+    for option, given, owner in (("--deadline-probability", args.deadline_probability is not None and not args.risk,
+                                  "--risk"),
+                                 ("--no-replacement", args.no_replacement and args.robust is None, "--robust K"),
+                                 ("--takeover-overhead", args.takeover_overhead is not None
+                                  and args.robust is None and not args.risk, "--robust K or --risk")):
+        if given:
+            raise InvalidInputError(option, f"goes with {owner}")
     result = solve(problem, args.method, time_limit_s=args.time_limit, gap=args.gap,
                    max_plans=args.max_plans, log=args.log, robust=args.robust, risk=args.risk,
                    deadline_probability=args.deadline_probability,

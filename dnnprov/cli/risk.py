@@ -4,7 +4,7 @@
     dnnprov risk attach INSTANCE (--fit TYPE=TRACE | --bucket TYPE=B)... --out FILE
     dnnprov risk solve INSTANCE (--robust K [--no-replacement] | --risk) [--deadline-probability Q]
                        [--takeover-overhead S] [--lost-work S] [--replacement on-demand|spot]
-                       [--max-plans N] [--json]
+                       [--method auto|enumerate|decompose] [--max-plans N] [--time-limit S] [--json]
     dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE... [--policy none|replan|fallback]
                      [--runs N] [--seed S] [--replan-method exact|heuristic] [--join S]
                      [--horizon X] [--per-run] [--json]
@@ -98,7 +98,8 @@ def cmd_risk_solve(args: argparse.Namespace) -> int:
             raise InvalidInputError("--deadline-probability", "--deadline-probability, --lost-work and "
                                                               "--replacement go with --risk")
         result = solve_robust(problem, args.robust, overhead_s=args.takeover_overhead,
-                              replaced=not args.no_replacement, max_plans=args.max_plans)
+                              replaced=not args.no_replacement, max_plans=args.max_plans,
+                              time_limit_s=args.time_limit, method=args.method)
     else:
         from dnnprov.solvers.risk import solve_risk
 
@@ -106,7 +107,8 @@ def cmd_risk_solve(args: argparse.Namespace) -> int:
             raise InvalidInputError("--no-replacement", "goes with --robust")
         result = solve_risk(problem, deadline_probability=args.deadline_probability,
                             overhead_s=args.takeover_overhead, lost_work_s=args.lost_work,
-                            replacement=args.replacement, max_plans=args.max_plans)
+                            replacement=args.replacement, max_plans=args.max_plans,
+                            time_limit_s=args.time_limit, method=args.method)
     print(result.to_json(indent=2) if args.json else result.summary())
     return EXIT_OK if result.plan is not None or result.status is Status.INFEASIBLE else EXIT_NO_PLAN
 
@@ -161,7 +163,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``risk`` and ``simulate`` subcommands."""
     from dnnprov.cloud.simulate import POLICIES, REPLAN_METHODS
-    from dnnprov.solvers.robust import DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S
+    from dnnprov.solvers.robust import DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S, METHODS as ROBUST_METHODS
 
     p = sub.add_parser("risk", help="interruption models and revocation-aware plans")
     risk_sub = p.add_subparsers(dest="risk_command", required=True)
@@ -190,7 +192,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --risk: seconds of progress lost per revocation (default 0: ASP keeps it)")
     s.add_argument("--replacement", choices=("on-demand", "spot"), default="on-demand",
                    help="with --risk: market of replacements (default %(default)s)")
+    s.add_argument("--method", choices=ROBUST_METHODS, default="auto",
+                   help="enumerate the quota box, decompose it (spot decomposition), or auto (default)")
     s.add_argument("--max-plans", type=int, default=DEFAULT_MAX_PLANS, help="largest quota box enumerated")
+    s.add_argument("--time-limit", type=float, default=60.0,
+                   help="seconds; at the limit the status is limit with the proven bound (default %(default)g)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(run=cmd_risk_solve)
 

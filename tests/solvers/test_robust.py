@@ -9,8 +9,10 @@ scalar formulas. The solvers must return the same optimal cost (or infeasibility
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,12 +20,22 @@ import pytest
 import dnnprov
 from conftest import random_spot_problem
 from dnnprov.errors import InvalidInputError
+from dnnprov.io.instances import read_instance
 from dnnprov.problems.interruption import Interruption
 from dnnprov.solvers.risk import solve_risk
-from dnnprov.solvers.robust import solve_robust, worst_case_delay
+from dnnprov.solvers.robust import replaced_delay, solve_robust, worst_case_delay
 from dnnprov.models.spot import SpotModel
 
 OVERHEAD = 126.0
+#: The audit's defect reproductions (outside the repository, like ../shared/data).
+REPRO = Path(__file__).resolve().parents[2].parent / "shared" / "repro" / "turn3"
+
+
+@pytest.fixture
+def shared_repro() -> Path:
+    if not (REPRO / "robust-short-job.json").is_file():
+        pytest.skip(f"the audit's reproductions are not at {REPRO}")
+    return REPRO
 
 
 def speed(model: SpotModel, counts, ps) -> float:
@@ -37,24 +49,71 @@ def speed(model: SpotModel, counts, ps) -> float:
     return sigma if math.isfinite(sigma) and sigma > 0 else 0.0
 
 
-def finish_time(model: SpotModel, counts, ps, events) -> float:
-    """Integrate progress with each event's group out for OVERHEAD seconds, events back to back."""
-    full = speed(model, counts, ps)
-    ev = model.evaluate(np.asarray(counts)[None, :], ps)
+def play(model: SpotModel, counts, ps, revocations, overhead: float = OVERHEAD) -> float | None:
+    """Finish time when each ``(moment, column)`` revokes one running instance of that column
+    (an original or a replacement), each replaced ``overhead`` s later; progress integrated
+    piece by piece. ``None`` when a revocation names a column with nothing running then."""
+    counts = np.asarray(counts)
+    ev = model.evaluate(counts[None, :], ps)
     fixed = model.problem.slo.takeover_overhead_s
-    work = (float(ev.time_s[0]) - fixed) * full          # progress needed, u* - u0
+    full = speed(model, counts, ps)
+    work = (float(ev.time_s[0]) - fixed) * full           # progress needed, u* - u0
+    # joins (-1) sort before revocations (+1) at one moment: a replacement may be revoked on arrival
+    changes = sorted([(t, 1, m) for t, m in revocations] + [(t + overhead, -1, m) for t, m in revocations])
+    out = np.zeros_like(counts)
     t, done = 0.0, 0.0
-    for group in events:
-        rest = np.asarray(counts) - np.bincount(group, minlength=len(counts))
-        gain = speed(model, rest, ps) * OVERHEAD
-        if done + gain >= work:
-            return t + (work - done) / speed(model, rest, ps) + fixed
-        t, done = t + OVERHEAD, done + gain
+    for at, step, column in changes:
+        rate = speed(model, counts - out, ps)
+        if rate > 0 and done + rate * (at - t) >= work:
+            return t + (work - done) / rate + fixed
+        done, t = done + rate * (at - t), at
+        out[column] += step
+        if out[column] > counts[column]:
+            return None
     return t + (work - done) / full + fixed
 
 
+def adversary_worst(model: SpotModel, counts, ps, k: int, overhead: float = OVERHEAD) -> float:
+    """Largest finish over every schedule of at most k revocations (replacements included) at
+    moments on a grid of the overhead (0, o/4, o/2, o, 3o/2, 2o) and at T_c / 2."""
+    counts = np.asarray(counts)
+    ev = model.evaluate(counts[None, :], ps)
+    core = float(ev.time_s[0]) - model.problem.slo.takeover_overhead_s
+    spot = [i for i, m in enumerate(model.columns.markets) if m == "spot" and counts[i] > 0]
+    moments = sorted({0.0, overhead / 4, overhead / 2, overhead, 1.5 * overhead, 2 * overhead, core / 2})
+    choices = [(t, m) for t in moments for m in spot]
+    worst = float(ev.time_s[0])
+    for size in range(1, k + 1):
+        for schedule in itertools.combinations_with_replacement(choices, size):
+            finish = play(model, counts, ps, schedule, overhead)
+            if finish is not None:
+                worst = max(worst, finish)
+    return worst
+
+
+def cheapest_surviving(problem: dnnprov.SpotProblem, worst) -> float | None:
+    """Cheapest feasible plan whose worst finish ``worst(model, counts, ps, ev)`` meets T_obj."""
+    model = SpotModel(problem)
+    cols = model.columns
+    best = None
+    for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
+        for counts in itertools.product(*(range(lo, hi + 1) for lo, hi in zip(cols.lower, cols.upper))):
+            ev = model.evaluate(np.array([counts]), ps)
+            if not ev.feasible[0] or speed(model, counts, ps) == 0:
+                continue
+            if worst(model, counts, ps, ev) <= problem.slo.time_s * (1 + 1e-9) and (best is None or ev.cost[0] < best):
+                best = float(ev.cost[0])
+    return best
+
+
+def robust_oracle(problem: dnnprov.SpotProblem, k: int) -> float | None:
+    """Cheapest plan meeting T_obj under every schedule of k revocations (replacements included)."""
+    return cheapest_surviving(problem, lambda model, counts, ps, ev: adversary_worst(model, counts, ps, k))
+
+
 def schedules(workers: list[int], k: int):
-    """Every list of events (non-empty groups of distinct workers), at most k workers in all."""
+    """Every list of events (non-empty groups of distinct workers), at most k workers in all
+    (workers lost for good: each can be lost once)."""
     yield []
     if k == 0:
         return
@@ -63,30 +122,6 @@ def schedules(workers: list[int], k: int):
             rest = [w for i, w in enumerate(workers) if i not in picked]
             for tail in schedules(rest, k - size):
                 yield [[workers[i] for i in picked]] + tail
-
-
-def cheapest_surviving(problem: dnnprov.SpotProblem, k: int, finish) -> float | None:
-    """Cheapest feasible plan whose worst finish over every schedule of up to k revoked
-    spot workers meets T_obj; ``finish(model, counts, ps, ev, schedule)`` times one schedule."""
-    model = SpotModel(problem)
-    cols = model.columns
-    spot = [i for i, m in enumerate(cols.markets) if m == "spot"]
-    best = None
-    for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
-        for counts in itertools.product(*(range(lo, hi + 1) for lo, hi in zip(cols.lower, cols.upper))):
-            ev = model.evaluate(np.array([counts]), ps)
-            if not ev.feasible[0] or speed(model, counts, ps) == 0:
-                continue
-            workers = [i for i in spot for _ in range(counts[i])]
-            worst = max(finish(model, counts, ps, ev, s) for s in schedules(workers, k))
-            if worst <= problem.slo.time_s * (1 + 1e-9) and (best is None or ev.cost[0] < best):
-                best = float(ev.cost[0])
-    return best
-
-
-def robust_oracle(problem: dnnprov.SpotProblem, k: int) -> float | None:
-    """Cheapest plan meeting T_obj whatever k workers are revoked (and replaced)."""
-    return cheapest_surviving(problem, k, lambda model, counts, ps, ev, s: finish_time(model, counts, ps, s))
 
 
 def finish_unreplaced(model: SpotModel, counts, ps, timed_events) -> float:
@@ -108,12 +143,14 @@ def finish_unreplaced(model: SpotModel, counts, ps, timed_events) -> float:
 
 def unreplaced_oracle(problem: dnnprov.SpotProblem, k: int) -> float | None:
     """Cheapest plan meeting T_obj when up to k workers are lost for good, at 0, T/3 or 2T/3."""
-    def worst_timing(model, counts, ps, ev, s) -> float:
+    def worst_timing(model, counts, ps, ev) -> float:
         moments = (0.0, float(ev.time_s[0]) / 3, 2 * float(ev.time_s[0]) / 3)
+        spot = [i for i, m in enumerate(model.columns.markets) if m == "spot"]
+        workers = [i for i in spot for _ in range(counts[i])]
         return max(finish_unreplaced(model, counts, ps, list(zip(times, s)))
-                   for times in itertools.product(moments, repeat=len(s)))
+                   for s in schedules(workers, k) for times in itertools.product(moments, repeat=len(s)))
 
-    return cheapest_surviving(problem, k, worst_timing)
+    return cheapest_surviving(problem, worst_timing)
 
 
 @pytest.mark.parametrize("seed", [0, 4, 6, 9])
@@ -138,19 +175,69 @@ def paper_problem(seed: int) -> dnnprov.SpotProblem:
     return problem.replace(slo=dnnprov.SpotSLO(problem.slo.loss, max(problem.slo.time_s, 1500.0) * 1.1))
 
 
-@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("seed", range(12))
 def test_robust_matches_exhaustive_adversary(seed: int) -> None:
-    """The cheapest K-robust plan costs what the brute-force adversary says (K = 1, 2)."""
+    """The cheapest K-robust plan costs what the brute-force adversary says (K = 1, 2), by
+    enumeration and by the decomposition."""
     problem = paper_problem(seed)
     for k in (1, 2):
-        result = solve_robust(problem, k, overhead_s=OVERHEAD)
         expected = robust_oracle(problem, k)
-        if expected is None:
-            assert result.status is dnnprov.Status.INFEASIBLE and result.plan is None
-        else:
-            assert result.status is dnnprov.Status.OPTIMAL
-            assert result.cost == pytest.approx(expected, rel=1e-9)
-            assert result.details["worst_case_time_s"] <= problem.slo.time_s * (1 + 1e-9)
+        for method in ("enumerate", "decompose"):
+            result = solve_robust(problem, k, overhead_s=OVERHEAD, method=method)
+            if expected is None:
+                assert result.status is dnnprov.Status.INFEASIBLE and result.plan is None
+            else:
+                assert result.status is dnnprov.Status.OPTIMAL
+                assert result.cost == pytest.approx(expected, rel=1e-9)
+                assert result.details["worst_case_time_s"] <= problem.slo.time_s * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("seed", [1, 4, 6, 10])       # boxes with plans of at most 4 workers
+@pytest.mark.parametrize("overhead", [10.0, OVERHEAD, 3000.0])
+def test_worst_case_matches_adversary_plan_by_plan(seed: int, overhead: float) -> None:
+    """Every plan's worst case (K = 1, 2) is never beaten by the adversary and, where the
+    planner says it is exact, the adversary attains it; long and short runs (o up to 3000 s)."""
+    problem = paper_problem(seed)
+    model = SpotModel(problem)
+    cols = model.columns
+    exact_seen = 0
+    for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
+        for counts in itertools.product(*(range(lo, hi + 1) for lo, hi in zip(cols.lower, cols.upper))):
+            if speed(model, counts, ps) == 0 or sum(counts) > 4:
+                continue
+            ev = model.evaluate(np.array([counts]), ps)
+            for k in (1, 2):
+                delay, exact = replaced_delay(model, np.array([counts]), np.array([ps]), k, overhead)
+                planned = float(ev.time_s[0]) + float(delay[0])
+                played = adversary_worst(model, counts, ps, k, overhead)
+                assert played <= planned * (1 + 1e-9) + 1e-9
+                if exact[0]:
+                    exact_seen += 1
+                    assert played == pytest.approx(planned, rel=1e-9, abs=1e-9)
+    assert exact_seen > 0
+
+
+def test_k_counts_revoked_replacements(resnet110_paper) -> None:
+    """K = 2 on a plan with one worker of a type: revoking it and then its replacement
+    delays by 2 o D, more than any two distinct workers can (the adversary plays it)."""
+    model = SpotModel(resnet110_paper)
+    counts = np.array([1, 0, 0, 0, 0])
+    delay, exact = replaced_delay(model, counts[None, :], np.array([1]), 2, OVERHEAD)
+    assert exact[0] and delay[0] == pytest.approx(2 * OVERHEAD)      # a lone worker: D = 1, twice
+    played = play(model, counts, 1, [(0.0, 0), (OVERHEAD, 0)])
+    assert played == pytest.approx(float(model.evaluate(counts[None, :], 1).time_s[0]) + 2 * OVERHEAD)
+
+
+def test_short_job_is_robust(shared_repro) -> None:
+    """The audit's short job (T_obj 7.09 s, o = 126 s): a plan exists, its worst case ~1.28 s."""
+    problem = read_instance(str(shared_repro / "robust-short-job.json"))
+    for method in ("enumerate", "decompose"):
+        result = solve_robust(problem, 1, method=method)
+        assert result.status is dnnprov.Status.OPTIMAL
+        assert result.details["worst_case_time_s"] == pytest.approx(1.282, abs=1e-3)
+        counts = [result.plan.counts[label] for label in SpotModel(problem).columns.labels]
+        played = adversary_worst(SpotModel(problem), counts, result.plan.ps, 1)
+        assert played == pytest.approx(result.details["worst_case_time_s"], rel=1e-9)
 
 
 def test_robust_zero_is_the_nominal_optimum(resnet110_paper) -> None:
@@ -168,14 +255,25 @@ def test_worst_case_delay_is_bounded_by_k(resnet110_paper) -> None:
     assert all(0 <= a <= b <= k for k, (a, b) in enumerate(zip(delays, delays[1:]), start=1))
 
 
-def test_beyond_max_plans_gives_a_robust_plan_with_a_bound(resnet110_paper) -> None:
-    """A quota box beyond max_plans: the milp path returns a K-robust plan and the nominal bound."""
+def test_decomposition_beyond_max_plans_is_proven(resnet110_paper) -> None:
+    """A quota box beyond max_plans: the decomposition still proves the enumerated optimum."""
     problem = resnet110_paper.replace(slo=dnnprov.SpotSLO(0.8, 3000.0))
+    exact = solve_robust(problem, 2, method="enumerate")
     result = solve_robust(problem, 2, max_plans=10)
-    assert result.plan is not None and result.bound is not None and result.bound <= result.cost + 1e-9
-    assert result.details["worst_case_time_s"] <= problem.slo.time_s * (1 + 1e-9)
-    exact = solve_robust(problem, 2)
-    assert exact.cost <= result.cost + 1e-9
+    assert result.status is dnnprov.Status.OPTIMAL and result.stats["method"] == "decompose"
+    assert result.cost == pytest.approx(exact.cost, rel=1e-9)
+    with pytest.raises(InvalidInputError, match="max_plans"):
+        solve_robust(problem, 2, max_plans=10, method="enumerate")
+
+
+def test_time_limit_gives_limit_with_a_bound(resnet110_paper) -> None:
+    """A tiny limit ends with status limit and a bound no higher than the optimum."""
+    problem = resnet110_paper.replace(slo=dnnprov.SpotSLO(0.8, 3000.0))
+    optimum = solve_robust(problem, 1).cost
+    for method in ("enumerate", "decompose"):
+        result = solve_robust(problem, 1, time_limit_s=1e-6, method=method)
+        assert result.status is dnnprov.Status.LIMIT
+        assert result.bound is not None and result.bound <= optimum + 1e-12
 
 
 @pytest.mark.parametrize(("call", "field"), [
@@ -253,11 +351,12 @@ def with_rates(problem: dnnprov.SpotProblem, rng: np.random.Generator) -> dnnpro
 
 @pytest.mark.parametrize("seed", range(10))
 def test_risk_matches_scalar_oracle(seed: int) -> None:
-    """Expected-cost optimum (in expectation and at a probability) equals the per-plan oracle."""
+    """Expected-cost optimum (in expectation and at a probability) equals the per-plan oracle,
+    by enumeration and by the decomposition."""
     rng = np.random.default_rng(100 + seed)
     problem = with_rates(paper_problem(seed), rng)
-    for q, lost in ((None, 0.0), (0.9, 30.0)):
-        result = solve_risk(problem, deadline_probability=q, lost_work_s=lost, overhead_s=OVERHEAD)
+    for (q, lost), method in itertools.product(((None, 0.0), (0.9, 30.0)), ("enumerate", "decompose")):
+        result = solve_risk(problem, deadline_probability=q, lost_work_s=lost, overhead_s=OVERHEAD, method=method)
         expected = risk_oracle(problem, q, lost)
         if expected is None:
             assert result.status is dnnprov.Status.INFEASIBLE
@@ -290,3 +389,54 @@ def test_solve_entry_point_reaches_the_revocation_planners(resnet110_paper) -> N
         dnnprov.solve(resnet110_paper, "heuristic", robust=1)
     with pytest.raises(dnnprov.InvalidInputError, match="robust"):
         dnnprov.solve(resnet110_paper, robust=1, risk=True)
+
+
+# ----------------------------------------------------------------------------- options and limits
+@pytest.mark.parametrize(("args", "option"), [
+    (["--deadline-probability", "0.9"], "--deadline-probability"),
+    (["--no-replacement"], "--no-replacement"),
+    (["--takeover-overhead", "60"], "--takeover-overhead"),
+    (["--robust", "1", "--deadline-probability", "0.9"], "--deadline-probability"),
+    (["--risk", "--no-replacement"], "--no-replacement"),
+])
+def test_solve_refuses_revocation_options_without_their_planner(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                                 resnet110_paper, args: list[str], option: str) -> None:
+    """`dnnprov solve` with an option of a planner not asked for: one error line naming it, exit 2."""
+    from dnnprov.cli import main
+
+    instance = tmp_path / "i.json"
+    dnnprov.write_instance(resnet110_paper, instance)
+    assert main(["solve", str(instance), *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dnnprov: error:") and option in err[0]
+
+
+def test_api_refuses_revocation_options_without_their_planner(resnet110_paper) -> None:
+    """dnnprov.solve(deadline_probability=..., replaced=False) without robust/risk is refused, not ignored."""
+    with pytest.raises(InvalidInputError) as info:
+        dnnprov.solve(resnet110_paper, deadline_probability=0.9)
+    assert info.value.field == "deadline_probability"
+    with pytest.raises(InvalidInputError) as info:
+        dnnprov.solve(resnet110_paper, replaced=False)
+    assert info.value.field == "replaced"
+
+
+@pytest.mark.parametrize("planner", [["--robust", "1"], ["--risk"]])
+def test_cli_time_limit_gives_limit_and_bound(tmp_path: Path, capsys: pytest.CaptureFixture, resnet110_paper,
+                                              planner: list[str]) -> None:
+    """`risk solve --time-limit` and `solve --robust/--risk --time-limit`: status limit with a bound
+    no higher than the proven optimum (the solve with the default limit)."""
+    from dnnprov.cli import main
+
+    problem = with_rates(resnet110_paper, np.random.default_rng(7))
+    instance = tmp_path / "i.json"
+    dnnprov.write_instance(problem, instance)
+    assert main(["risk", "solve", str(instance), *planner, "--json"]) == 0
+    optimum = json.loads(capsys.readouterr().out)
+    assert optimum["status"] == "optimal"
+    for command in (["risk", "solve"], ["solve"]):
+        for method in ([], ["--method", "decompose"] if command == ["risk", "solve"] else []):
+            code = main([*command, str(instance), *planner, *method, "--time-limit", "0.000001", "--json"])
+            limited = json.loads(capsys.readouterr().out)
+            assert limited["status"] == "limit" and code == 1 - (limited["plan"] is not None)
+            assert limited["bound"] is not None and limited["bound"] <= optimum["cost"] + 1e-12
