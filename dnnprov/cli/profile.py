@@ -25,7 +25,6 @@ from dnnprov.json_files import read_json_file
 from dnnprov.io.instances import embedded_instance, read_instance
 from dnnprov.io.paper import load_serverless_workload
 from dnnprov.models.predict import predict
-from dnnprov.profiling import profiler
 
 EXIT_OK, EXIT_INFEASIBLE = 0, 1
 
@@ -43,6 +42,7 @@ def _read_base_notes(path: str) -> str:
 
 def cmd_fit_loss(args: argparse.Namespace) -> int:
     """Fit eq. (3) to loss logs; print the coefficients and errors; optionally write a profile."""
+    from dnnprov.profiling import profiler   # scipy: imported by the commands that fit, not by every start
     _out_needs_base(args)
     log = profiler.read_loss_logs(args.files, batch_size=args.batch_size, workers=args.workers,
                                   worker_batch=args.worker_batch)
@@ -73,6 +73,7 @@ def cmd_fit_loss(args: argparse.Namespace) -> int:
 
 def cmd_fit_timing(args: argparse.Namespace) -> int:
     """Fit the timing coefficients (spot or serverless, by the CSV header)."""
+    from dnnprov.profiling import profiler   # scipy: imported by the commands that fit, not by every start
     _out_needs_base(args)
     kind = profiler.timing_kind(args.file)
     if kind == "spot":
@@ -118,6 +119,7 @@ def cmd_fit_timing(args: argparse.Namespace) -> int:
 
 def cmd_to_csv(args: argparse.Namespace) -> int:
     """Convert loss logs to the CSV contract."""
+    from dnnprov.profiling import profiler   # scipy: imported by the commands that fit, not by every start
     log = profiler.read_loss_logs(args.files, batch_size=args.batch_size, workers=args.workers,
                                   worker_batch=args.worker_batch)
     try:
