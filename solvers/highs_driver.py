@@ -274,7 +274,7 @@ NODE_LIMIT = 2000     # nodes of the verifying branch and bound before it gives 
 
 def verified_milp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale: float,
                         lower: np.ndarray, upper: np.ndarray, rows: SparseRows, integer: np.ndarray,
-                        aim: float, deadline: float) -> float:
+                        aim: float, deadline: float) -> tuple[float, np.ndarray | None]:
     """A lower bound on the MILP, re-derived: a branch and bound over verified LP bounds.
 
     HiGHS holds the MILP's LP relaxation (objective divided by ``scale``). A node (a box)
@@ -284,18 +284,25 @@ def verified_milp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale
     stays in one child). The minimum over closed and open nodes (an open node keeps its
     parent's bound) is a lower bound on every integer point. It gives up after
     :data:`NODE_LIMIT` nodes or at ``deadline`` (a ``time.perf_counter()`` value).
+
+    Returns the bound and, when a node's LP optimum is an integer point below ``aim``
+    (HiGHS's MILP missed it), that point: then ``aim`` cannot be reached and the search stops.
     """
     n = len(cost)
     # bounds the rows imply over the whole box hold in every node (a node's box lies inside)
     implied_lo, implied_hi = implied_box(lower, upper, rows)
     stack: list[tuple[np.ndarray, np.ndarray, float]] = [(lower.copy(), upper.copy(), -math.inf)]
     closed = math.inf
-    nodes = 0
-    while stack:
-        if nodes >= NODE_LIMIT or time.perf_counter() > deadline:
-            return min(closed, min(b for _, _, b in stack))
+
+    def so_far(*more: float) -> float:
+        return min(closed, *more, min((b for _, _, b in stack), default=math.inf))
+
+    for _ in range(NODE_LIMIT):
+        if not stack:
+            return closed, None
+        if time.perf_counter() > deadline:
+            break
         lo, hi, parent = stack.pop()
-        nodes += 1
         h.changeColsBounds(n, np.arange(n, dtype=np.int32), lo, hi)
         h.run()
         bound = max(parent, _lp_bound(h, cost, offset, scale, np.maximum(lo, implied_lo),
@@ -304,22 +311,26 @@ def verified_milp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale
             closed = min(closed, bound)
             continue
         if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            return min(closed, parent, min((b for _, _, b in stack), default=math.inf))
+            return so_far(parent), None
         x = np.asarray(h.getSolution().col_value, dtype=float)
+        fraction = np.where(integer, np.abs(x - np.round(x)), 0.0)
+        if fraction.max(initial=0.0) <= 1e-9:
+            point = np.where(integer, np.round(x), x)
+            if float(cost @ point + offset) < aim:
+                return so_far(bound), point
         free = integer & (hi > lo)
         if not free.any():
-            return min(closed, bound, min((b for _, _, b in stack), default=math.inf))
-        fraction = np.where(free, np.abs(x - np.round(x)), -1.0)
+            return so_far(bound), None
+        fraction = np.where(free, fraction, -1.0)
         j = int(np.argmax(fraction))
         if fraction[j] <= 1e-9:                        # integral: split the widest free range
             j = int(np.argmax(np.where(free, hi - lo, -1.0)))
-        cut = math.floor(min(max(x[j], lo[j]), hi[j] - 1)) if fraction[j] <= 1e-9 else math.floor(x[j])
-        cut = min(max(cut, lo[j]), hi[j] - 1)
+        cut = min(max(math.floor(x[j]), lo[j]), hi[j] - 1)
         left_hi, right_lo = hi.copy(), lo.copy()
         left_hi[j], right_lo[j] = cut, cut + 1
         stack.append((right_lo, hi, bound))
         stack.append((lo, left_hi, bound))
-    return closed
+    return (so_far(), None) if stack else (closed, None)
 
 
 def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_upper: np.ndarray,
@@ -392,7 +403,9 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
     h.changeColsIntegrality(n, np.arange(n, dtype=np.int32),
                             np.array([highspy.HighsVarType.kContinuous] * n))
     deadline = started + max(float(time_limit_s), 1e-3)
-    bound = verified_milp_bound(h, cost, offset, scale, lower, upper, sparse, flags, aim, deadline)
+    bound, better = verified_milp_bound(h, cost, offset, scale, lower, upper, sparse, flags, aim, deadline)
+    if better is not None:                            # HiGHS's answer was not optimal: a point below it
+        return MilpSolution(MilpStatus.OPTIMAL, better, float(cost @ better + offset), bound)
     if x is None:
         return MilpSolution(MilpStatus.INFEASIBLE if bound >= aim else MilpStatus.ERROR, None, INF, bound)
     return MilpSolution(MilpStatus.OPTIMAL, x, objective, min(bound, objective))
