@@ -16,7 +16,34 @@ from dnnprov.problems.spot import SpotProblem
 from dnnprov.models.spot import SideRows, SpotModel
 
 DEFAULT_MAX_PLANS = 50_000_000
-CHUNK = 1 << 18
+CHUNK = 1 << 18             # most plans evaluated at once (bounded memory)
+FIRST_CHUNK = 1 << 10       # plans of the first chunk, before the speed is known
+CHUNK_SECONDS = 0.02        # a chunk is sized to take about this long (the clock is read between chunks)
+
+
+class ChunkSizer:
+    """Chunk sizes that keep each evaluation short, so that a time limit is seen in time.
+
+    Evaluating a plan costs from ~0.25 us (few columns) to tens of us (many columns on a
+    loaded machine): a fixed chunk of 262,144 plans took 3-5 s on 24 columns (issue 19).
+    The first chunk is small; each next one is sized from the measured speed to take
+    about :data:`CHUNK_SECONDS`, and never more than a quarter of the time left.
+    """
+
+    def __init__(self, clock: Clock | None) -> None:
+        self.clock = clock
+        self.size = FIRST_CHUNK if clock is not None else CHUNK
+        self.started = time.perf_counter()
+
+    def next(self, done: int) -> int:
+        """The size of the next chunk, after ``done`` plans of the last one were evaluated."""
+        now = time.perf_counter()
+        if self.clock is not None and done:
+            per_plan = max(now - self.started, 1e-9) / done
+            budget = min(CHUNK_SECONDS, self.clock.remaining() / 4)
+            self.size = int(min(CHUNK, max(64, budget / per_plan)))
+        self.started = now
+        return self.size
 
 
 def spot_space_size(problem: SpotProblem) -> int:
@@ -57,18 +84,22 @@ def enumerate_spot(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
     per_ps = int(np.prod(radix))
     best_cost, best = math.inf, None
     evaluated = 0
+    sizer = ChunkSizer(clock)
     for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
-        for start in range(0, per_ps, CHUNK):
+        start, done = 0, 0
+        while start < per_ps:
+            chunk = sizer.next(done)
             if clock is not None and clock.expired():
                 note = f"time limit of {clock.limit_s:g} s reached after {evaluated:,} of {size:,} plans"
                 return spot_result(model, None if best is None else best[0], 1 if best is None else best[1],
                                    status=Status.LIMIT, method="enumerate", started=started,
                                    message=note, stats={"plans_evaluated": evaluated})
-            index = np.arange(start, min(start + CHUNK, per_ps), dtype=np.int64)
+            index = np.arange(start, min(start + chunk, per_ps), dtype=np.int64)
             counts = decode_counts(index, cols.lower, radix)
             ev = model.evaluate(counts, ps)
             cost = np.where(ev.feasible, ev.cost, np.inf)
             evaluated += len(index)
+            start, done = start + len(index), len(index)
             i = int(np.argmin(cost))
             if cost[i] < best_cost:
                 best_cost, best = float(cost[i]), (counts[i], ps)
@@ -96,18 +127,24 @@ def enumerate_serverless(problem: ServerlessProblem, *, max_plans: int = DEFAULT
         return serverless_result(model, None, status=Status.LIMIT, method="enumerate", started=started,
                                  message=f"search space of {size:,} plans exceeds max_plans={max_plans:,}",
                                  stats={"space": size})
-    n, s = (a.ravel() for a in np.meshgrid(np.arange(low, high + 1), np.arange(ps_low, ps_high + 1)))
+    n_all, s_all = (a.ravel() for a in np.meshgrid(np.arange(low, high + 1), np.arange(ps_low, ps_high + 1)))
     best_cost, best = math.inf, None
+    sizer = ChunkSizer(clock)
     for m in problem.memory_grid():  # one memory size at a time keeps memory bounded
-        if clock is not None and clock.expired():
-            return serverless_result(model, best, status=Status.LIMIT, method="enumerate", started=started,
-                                     message=f"time limit of {clock.limit_s:g} s reached before the grid ended",
-                                     stats={"space": size})
-        ev = model.evaluate(n, m, s)
-        cost = np.where(ev.feasible, ev.cost, np.inf)
-        i = int(np.argmin(cost))
-        if cost[i] < best_cost:
-            best_cost, best = float(cost[i]), (n[i], m, s[i])
+        start, done = 0, 0
+        while start < len(n_all):
+            chunk = sizer.next(done)
+            if clock is not None and clock.expired():
+                return serverless_result(model, best, status=Status.LIMIT, method="enumerate", started=started,
+                                         message=f"time limit of {clock.limit_s:g} s reached before the grid ended",
+                                         stats={"space": size})
+            n, s = n_all[start:start + chunk], s_all[start:start + chunk]
+            ev = model.evaluate(n, m, s)
+            cost = np.where(ev.feasible, ev.cost, np.inf)
+            i = int(np.argmin(cost))
+            if cost[i] < best_cost:
+                best_cost, best = float(cost[i]), (n[i], m, s[i])
+            start, done = start + len(n), len(n)
     stats = {"plans_evaluated": size}
     if best is None:
         return serverless_result(model, None, status=Status.INFEASIBLE, method="enumerate",

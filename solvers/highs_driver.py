@@ -4,14 +4,28 @@ Pyomo is the modelling layer users see; inner loops that solve thousands of tiny
 are several times faster on highspy (spec/solver-notes.md). Every MILP here is solved to
 ``mip_rel_gap = 0`` and the feasibility-jump heuristic is off (it costs ~4 ms per tiny
 MILP with identical answers).
+
+HiGHS's tolerances are absolute and its answers are floating point: at large magnitudes
+(one price of 1e5 $/h next to prices of 1e-5) it has reported ``optimal`` for an LP value
+20 % above the true optimum (issue 19). So no value HiGHS reports is a proof here. The
+``dual_bound`` of a :class:`MilpSolution` is *verified in unscaled terms*:
+
+* an LP's bound is the safe dual bound of Neumaier and Shcherbina (2004),
+  :func:`safe_dual_bound`, computed from HiGHS's row duals with a proven error term;
+* a MILP's bound is re-derived by :func:`verified_milp_bound`: a small branch and bound
+  whose every node bound is such a safe dual bound (HiGHS's own tree is not visible,
+  so its ``mip_dual_bound`` is never used as a proof).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+import time
 from dataclasses import dataclass
 from enum import Enum
+from fractions import Fraction
 
 import highspy
 import numpy as np
@@ -36,7 +50,12 @@ class MilpStatus(Enum):
 
 @dataclass(frozen=True)
 class MilpSolution:
-    """Status, primal values (``None`` without a solution), objective and dual bound."""
+    """HiGHS's status, its point (``None`` without one), the objective there, a verified bound.
+
+    ``dual_bound`` is the only proof: a lower bound on the objective over every point of
+    the model, verified in unscaled terms (module doc); ``-inf`` when nothing could be
+    verified, ``inf`` for a verified infeasible model. ``objective`` is the value at ``x``.
+    """
 
     status: MilpStatus
     x: np.ndarray | None
@@ -75,14 +94,257 @@ def new_highs(*, threads: int = 1) -> highspy.Highs:
     return h
 
 
+# ------------------------------------------------------------------ verified bounds
+UNIT_ROUNDOFF = 2.0 ** -53
+#: Covers underflow: every product of two floats is within 2^-1074 of its rounded value.
+TINY = 1e-300
+
+
+@dataclass(frozen=True)
+class SparseRows:
+    """Rows ``low <= a @ x <= high`` as flat arrays: one entry per nonzero (row, column, value)."""
+
+    row: np.ndarray
+    col: np.ndarray
+    value: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+    @classmethod
+    def of(cls, rows: list[tuple[np.ndarray, np.ndarray, float, float]]) -> "SparseRows":
+        """From the ``(idx, a, low, high)`` rows of :func:`solve_milp`."""
+        sizes = [len(r[0]) for r in rows]
+        return cls(np.repeat(np.arange(len(rows)), sizes).astype(np.int64),
+                   (np.concatenate([r[0] for r in rows]) if rows else np.zeros(0)).astype(np.int64),
+                   (np.concatenate([r[1] for r in rows]) if rows else np.zeros(0)).astype(float),
+                   np.array([r[2] for r in rows], dtype=float), np.array([r[3] for r in rows], dtype=float))
+
+
+def _down(value: float) -> float:
+    return float(np.nextafter(value, -np.inf))
+
+
+#: Columns whose reduced cost is recomputed exactly (fractions) when its float interval
+#: meets an infinite end of the box; past this many the dual gives no bound.
+EXACT_COLUMNS = 8
+
+
+def _exact_term(cost: float, a: np.ndarray, y: np.ndarray, lower: float, upper: float) -> float:
+    """min of r x over [lower, upper] with r = cost - a y computed exactly, rounded down."""
+    r = Fraction(cost) - sum((Fraction(float(v)) * Fraction(float(w)) for v, w in zip(a, y)), Fraction(0))
+    if r == 0:
+        return 0.0
+    end = lower if r > 0 else upper
+    if not math.isfinite(end):
+        return -math.inf
+    exact = r * Fraction(end)
+    value = float(exact)
+    return value if Fraction(value) <= exact else _down(value)
+
+
+def safe_dual_bound(cost: np.ndarray, offset: float, lower: np.ndarray, upper: np.ndarray,
+                    rows: SparseRows, row_dual: np.ndarray) -> float:
+    """A rigorous lower bound on ``cost @ x + offset`` over ``rows`` and the box, from any ``row_dual``.
+
+    Neumaier and Shcherbina (2004). For every y and every x with ``low <= A x <= high``
+    and ``lower <= x <= upper``, exactly (real arithmetic):
+    ``c x = y (A x) + r x`` with ``r = c - A' y``, and
+    ``y_i (A x)_i >= y_i low_i`` (y_i > 0) or ``y_i high_i`` (y_i < 0), and
+    ``r_j x_j >= r_j lower_j`` (r_j > 0) or ``r_j upper_j`` (r_j < 0). So any y gives a bound;
+    a good one (HiGHS's duals) gives a tight one. Floating point enters twice, both covered:
+
+    * r is computed in floats: each r_j is a sum of k_j + 1 products, so its error is at
+      most gamma_{k+1} sum |c_j| + |a_ij y_i| (Higham, Thm 3.1 and Lemma 3.1, any order of
+      summation, FMA included), with gamma_n = n u / (1 - n u) < 2 n u; r_j is then only
+      known to lie in [r_j - delta_j, r_j + delta_j], and ``min_x r x`` is concave in r, so
+      its minimum over that interval is at an end (both are tried);
+    * the final sum of N terms has error at most gamma_N sum |terms|, and each product one
+      rounding more, so the result is lowered by 2 (N + 2) u sum |terms|.
+
+    A dual of the wrong sign on a row side that is infinite is set to 0 first (any y is
+    allowed); an r_j that may be negative on an infinite upper bound (or positive on an
+    infinite lower one) gives ``-inf``: no bound from this dual.
+    """
+    y = np.asarray(row_dual, dtype=float).copy()
+    y[~np.isfinite(y)] = 0.0
+    y[(y > 0) & ~np.isfinite(rows.low)] = 0.0
+    y[(y < 0) & ~np.isfinite(rows.high)] = 0.0
+    n = len(cost)
+    products = rows.value * y[rows.row]
+    aty = np.bincount(rows.col, weights=products, minlength=n)
+    magnitude = np.bincount(rows.col, weights=np.abs(products), minlength=n) + np.abs(cost)
+    terms_per_col = np.bincount(rows.col, minlength=n) + 1
+    reduced = np.asarray(cost, dtype=float) - aty
+    delta = 2.0 * (terms_per_col + 2) * UNIT_ROUNDOFF * magnitude + TINY
+    ends = (np.nextafter(reduced - delta, -np.inf), np.nextafter(reduced + delta, np.inf))
+    with np.errstate(invalid="ignore", over="ignore"):
+        col_terms = np.minimum(*(np.where(r > 0, r * lower, np.where(r < 0, r * upper, 0.0)) for r in ends))
+        row_terms = np.where(y > 0, y * rows.low, np.where(y < 0, y * rows.high, 0.0))
+    unbounded = np.flatnonzero(~np.isfinite(col_terms))
+    if len(unbounded) > EXACT_COLUMNS:
+        return -math.inf
+    for j in unbounded:          # an infinite end: r_j exactly (a basic free column has r_j = 0)
+        col_terms[j] = _exact_term(float(cost[j]), rows.value[rows.col == j], y[rows.row[rows.col == j]],
+                                   float(lower[j]), float(upper[j]))
+    terms = np.concatenate([[float(offset)], row_terms, col_terms])
+    if not np.isfinite(terms).all():
+        return -math.inf
+    total = math.fsum(terms)
+    error = 2.0 * (len(terms) + 2) * UNIT_ROUNDOFF * math.fsum(np.abs(terms)) + TINY
+    return _down(total - error) if math.isfinite(total - error) else -math.inf
+
+
+def implied_box(lower: np.ndarray, upper: np.ndarray, rows: SparseRows,
+                passes: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """The box with its infinite ends replaced by bounds that every point of the rows implies.
+
+    For a row ``low <= sum a_k x_k <= high`` whose other terms have a finite least value
+    m (greatest value M) over the box, ``a_j x_j <= high - m`` and ``a_j x_j >= low - M``;
+    divided by a_j these bound x_j. Every point satisfying the rows and the box satisfies
+    the new box, so a bound over it holds for the model. Computed ends are moved outward
+    by more than their rounding error: (k + 4) 4u relative to the magnitudes summed
+    (k terms, Higham's gamma_k as in :func:`safe_dual_bound`), plus TINY.
+    """
+    lo, hi = np.asarray(lower, dtype=float).copy(), np.asarray(upper, dtype=float).copy()
+    order = np.argsort(rows.row, kind="stable")
+    starts = np.searchsorted(rows.row[order], np.arange(len(rows.low) + 1))
+    for _ in range(passes):
+        changed = False
+        for i in range(len(rows.low)):
+            part = order[starts[i]:starts[i + 1]]
+            cols, a = rows.col[part], rows.value[part]
+            if not len(cols) or (np.isfinite(lo[cols]).all() and np.isfinite(hi[cols]).all()) \
+                    or len(np.unique(cols)) != len(cols):
+                continue
+            with np.errstate(invalid="ignore"):
+                least = np.where(a > 0, a * lo[cols], a * hi[cols])
+                most = np.where(a > 0, a * hi[cols], a * lo[cols])
+            slack = (len(cols) + 4) * 4 * UNIT_ROUNDOFF
+            # (row side, the other terms' extreme values, whether a_k > 0 then bounds x_k above)
+            for side, spans, a_positive_bounds_above in ((rows.high[i], least, True), (rows.low[i], most, False)):
+                finite = np.isfinite(spans)
+                if not math.isfinite(side) or finite.sum() < len(cols) - 1:
+                    continue
+                total = float(np.sum(spans[finite]))
+                size = abs(side) + float(np.sum(np.abs(spans[finite])))
+                upper_side = (a > 0) == a_positive_bounds_above     # the end of x_k this row bounds
+                open_end = np.where(upper_side, ~np.isfinite(hi[cols]), ~np.isfinite(lo[cols])) & (a != 0)
+                for k in np.flatnonzero(open_end & ((~finite) if finite.sum() < len(cols) else True)):
+                    others = total - spans[k] if finite[k] else total
+                    value = (side - others) / a[k]
+                    margin = slack * size / abs(a[k]) + TINY
+                    j = cols[k]
+                    if upper_side[k]:
+                        hi[j], changed = value + margin, True
+                    else:
+                        lo[j], changed = value - margin, True
+        if not changed:
+            break
+    return lo, hi
+
+
+def _farkas_proves_empty(h: highspy.Highs, n: int, lower: np.ndarray, upper: np.ndarray,
+                         rows: SparseRows) -> bool:
+    """Whether HiGHS's dual ray, checked as a safe bound with cost 0, proves the LP empty.
+
+    With c = 0, :func:`safe_dual_bound` bounds 0 from below for every feasible point; a
+    bound above 0 means there is none.
+    """
+    _, has_ray, ray = h.getDualRay()
+    if not has_ray:
+        return False
+    ray = np.asarray(ray, dtype=float)
+    return any(safe_dual_bound(np.zeros(n), 0.0, lower, upper, rows, sign * ray) > 0 for sign in (1.0, -1.0))
+
+
+def _lp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale: float, lower: np.ndarray,
+              upper: np.ndarray, rows: SparseRows) -> float:
+    """The verified bound of the LP HiGHS just solved (``inf``: proven empty; ``-inf``: nothing)."""
+    status = h.getModelStatus()
+    if status == highspy.HighsModelStatus.kOptimal:
+        y = np.asarray(h.getSolution().row_dual, dtype=float) * scale
+        return safe_dual_bound(cost, offset, lower, upper, rows, y)
+    if status == highspy.HighsModelStatus.kInfeasible and _farkas_proves_empty(h, len(cost), lower, upper, rows):
+        return math.inf
+    return -math.inf
+
+
+NODE_LIMIT = 2000     # nodes of the verifying branch and bound before it gives up
+
+
+def verified_milp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale: float,
+                        lower: np.ndarray, upper: np.ndarray, rows: SparseRows, integer: np.ndarray,
+                        aim: float, deadline: float) -> tuple[float, np.ndarray | None]:
+    """A lower bound on the MILP, re-derived: a branch and bound over verified LP bounds.
+
+    HiGHS holds the MILP's LP relaxation (objective divided by ``scale``). A node (a box)
+    is closed when its :func:`safe_dual_bound` (over the box tightened by
+    :func:`implied_box`) reaches ``aim`` or a dual ray proves it empty; otherwise it is
+    split at an integer column, x_j <= floor(v) or x_j >= floor(v) + 1 (every integer point
+    stays in one child). The minimum over closed and open nodes (an open node keeps its
+    parent's bound) is a lower bound on every integer point. It gives up after
+    :data:`NODE_LIMIT` nodes or at ``deadline`` (a ``time.perf_counter()`` value).
+
+    Returns the bound and, when a node's LP optimum is an integer point below ``aim``
+    (HiGHS's MILP missed it), that point: then ``aim`` cannot be reached and the search stops.
+    """
+    n = len(cost)
+    # bounds the rows imply over the whole box hold in every node (a node's box lies inside)
+    implied_lo, implied_hi = implied_box(lower, upper, rows)
+    stack: list[tuple[np.ndarray, np.ndarray, float]] = [(lower.copy(), upper.copy(), -math.inf)]
+    closed = math.inf
+
+    def so_far(*more: float) -> float:
+        return min(closed, *more, min((b for _, _, b in stack), default=math.inf))
+
+    for _ in range(NODE_LIMIT):
+        if not stack:
+            return closed, None
+        if time.perf_counter() > deadline:
+            break
+        lo, hi, parent = stack.pop()
+        h.changeColsBounds(n, np.arange(n, dtype=np.int32), lo, hi)
+        h.run()
+        bound = max(parent, _lp_bound(h, cost, offset, scale, np.maximum(lo, implied_lo),
+                                      np.minimum(hi, implied_hi), rows))
+        if bound >= aim:
+            closed = min(closed, bound)
+            continue
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return so_far(parent), None
+        x = np.asarray(h.getSolution().col_value, dtype=float)
+        fraction = np.where(integer, np.abs(x - np.round(x)), 0.0)
+        if fraction.max(initial=0.0) <= 1e-9:
+            point = np.where(integer, np.round(x), x)
+            if float(cost @ point + offset) < aim:
+                return so_far(bound), point
+        free = integer & (hi > lo)
+        if not free.any():
+            return so_far(bound), None
+        fraction = np.where(free, fraction, -1.0)
+        j = int(np.argmax(fraction))
+        if fraction[j] <= 1e-9:                        # integral: split the widest free range
+            j = int(np.argmax(np.where(free, hi - lo, -1.0)))
+        cut = min(max(math.floor(x[j]), lo[j]), hi[j] - 1)
+        left_hi, right_lo = hi.copy(), lo.copy()
+        left_hi[j], right_lo[j] = cut, cut + 1
+        stack.append((right_lo, hi, bound))
+        stack.append((lo, left_hi, bound))
+    return (so_far(), None) if stack else (closed, None)
+
+
 def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_upper: np.ndarray,
                rows: list[tuple[np.ndarray, np.ndarray, float, float]], *,
                integer: np.ndarray | None = None, offset: float = 0.0,
-               time_limit_s: float = INF, presolve: bool = False) -> MilpSolution:
+               time_limit_s: float = INF, presolve: bool = False,
+               proof_target: float | None = None) -> MilpSolution:
     """Minimize ``cost @ x + offset`` subject to ``low <= a @ x[idx] <= high`` for each row.
 
     ``rows`` holds ``(idx, a, low, high)`` with sparse indices and values; ``integer``
-    flags integer columns (default: all).
+    flags integer columns (default: all). ``status`` is HiGHS's outcome; the returned
+    ``dual_bound`` is verified (module doc) and is the only proof. For a MILP it is re-derived up to ``proof_target`` (default: HiGHS's own
+    claim): callers that only need "no point below t" say so and save nodes. A HiGHS
+    ``infeasible`` that cannot be verified comes back as ``ERROR``.
 
     Presolve is off by default: on the exact methods' tiny, nearly degenerate models
     HiGHS 1.16's presolve has declared a feasible LP infeasible (a cell holding one
@@ -90,24 +352,28 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
     solution that violates a row; without it the same models solve correctly, and the
     large set runs 25 % faster.
     """
+    started = time.perf_counter()
     n = len(cost)
     cost = np.asarray(cost, dtype=float)
+    lower, upper = np.asarray(col_lower, dtype=float), np.asarray(col_upper, dtype=float)
     # HiGHS's tolerances are absolute: with prices of 1e-4 $/h an objective's differences
-    # would sit below them. The objective is solved scaled to a largest coefficient of 1.
+    # would sit below them. The objective is solved scaled to a largest coefficient of 1;
+    # the bounds are verified unscaled, so the scale only affects how tight they are.
     scale = float(np.abs(cost).max()) if n and np.abs(cost).max() > 0 else 1.0
+    sparse = SparseRows.of(rows)
     lp = highspy.HighsLp()
     lp.num_col_ = n
     lp.num_row_ = len(rows)
     lp.offset_ = float(offset) / scale
     lp.col_cost_ = cost / scale
-    lp.col_lower_ = np.asarray(col_lower, dtype=float)
-    lp.col_upper_ = np.asarray(col_upper, dtype=float)
-    lp.row_lower_ = np.array([r[2] for r in rows], dtype=float)
-    lp.row_upper_ = np.array([r[3] for r in rows], dtype=float)
+    lp.col_lower_ = lower
+    lp.col_upper_ = upper
+    lp.row_lower_ = sparse.low
+    lp.row_upper_ = sparse.high
     lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
     lp.a_matrix_.start_ = np.concatenate([[0], np.cumsum([len(r[0]) for r in rows])]).astype(np.int32)
-    lp.a_matrix_.index_ = (np.concatenate([r[0] for r in rows]) if rows else np.zeros(0)).astype(np.int32)
-    lp.a_matrix_.value_ = (np.concatenate([r[1] for r in rows]) if rows else np.zeros(0)).astype(float)
+    lp.a_matrix_.index_ = sparse.col.astype(np.int32)
+    lp.a_matrix_.value_ = sparse.value
     flags = np.ones(n, dtype=bool) if integer is None else np.asarray(integer, dtype=bool)
     lp.integrality_ = [highspy.HighsVarType.kInteger if f else highspy.HighsVarType.kContinuous for f in flags]
     h.clearModel()
@@ -116,16 +382,48 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
     h.passModel(lp)
     h.run()
     status = h.getModelStatus()
+    if not flags.any():
+        return _lp_solution(h, cost, offset, scale, lower, upper, sparse)
     info = h.getInfo()
+    x = None
+    if status == highspy.HighsModelStatus.kOptimal or (
+            status == highspy.HighsModelStatus.kTimeLimit and info.primal_solution_status == 2):
+        x = np.array(h.getSolution().col_value)
+    objective = float(cost @ x + offset) if x is not None else INF
+    if status not in (highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kInfeasible):
+        kind = MilpStatus.LIMIT if status == highspy.HighsModelStatus.kTimeLimit else MilpStatus.ERROR
+        return MilpSolution(kind, x if kind is MilpStatus.LIMIT else None, objective if kind is MilpStatus.LIMIT else INF,
+                            -INF)
+    if x is not None and proof_target is not None and objective < proof_target:
+        return MilpSolution(MilpStatus.OPTIMAL, x, objective, -INF)     # the caller needs no proof
+    claim = objective if x is not None else INF
+    aim = claim if proof_target is None else min(claim, proof_target)
+    if x is not None and proof_target is None:        # HiGHS's claim, less its tolerance
+        aim -= 1e-9 * (abs(claim) + float(np.abs(cost * x).sum()) + abs(offset))
+    h.changeColsIntegrality(n, np.arange(n, dtype=np.int32),
+                            np.array([highspy.HighsVarType.kContinuous] * n))
+    deadline = started + max(float(time_limit_s), 1e-3)
+    bound, better = verified_milp_bound(h, cost, offset, scale, lower, upper, sparse, flags, aim, deadline)
+    if better is not None:                            # HiGHS's answer was not optimal: a point below it
+        return MilpSolution(MilpStatus.OPTIMAL, better, float(cost @ better + offset), bound)
+    if x is None:
+        return MilpSolution(MilpStatus.INFEASIBLE if bound >= aim else MilpStatus.ERROR, None, INF, bound)
+    return MilpSolution(MilpStatus.OPTIMAL, x, objective, min(bound, objective))
+
+
+def _lp_solution(h: highspy.Highs, cost: np.ndarray, offset: float, scale: float, lower: np.ndarray,
+                 upper: np.ndarray, rows: SparseRows) -> MilpSolution:
+    """The outcome of an LP (no integer column) with its verified bound."""
+    status = h.getModelStatus()
+    box_lo, box_hi = implied_box(lower, upper, rows)
     if status == highspy.HighsModelStatus.kOptimal:
         x = np.array(h.getSolution().col_value)
-        bound = info.mip_dual_bound if flags.any() else info.objective_function_value
-        return MilpSolution(MilpStatus.OPTIMAL, x, info.objective_function_value * scale, bound * scale)
+        bound = _lp_bound(h, cost, offset, scale, box_lo, box_hi, rows)
+        return MilpSolution(MilpStatus.OPTIMAL, x, float(cost @ x + offset), bound)
     if status == highspy.HighsModelStatus.kInfeasible:
-        return MilpSolution(MilpStatus.INFEASIBLE, None, INF, INF)
-    if status != highspy.HighsModelStatus.kTimeLimit:
+        if _lp_bound(h, cost, offset, scale, box_lo, box_hi, rows) == math.inf:
+            return MilpSolution(MilpStatus.INFEASIBLE, None, INF, INF)
         return MilpSolution(MilpStatus.ERROR, None, INF, -INF)
-    has_x = info.primal_solution_status == 2  # kSolutionStatusFeasible
-    x = np.array(h.getSolution().col_value) if has_x else None
-    return MilpSolution(MilpStatus.LIMIT, x, info.objective_function_value * scale if has_x else INF,
-                        info.mip_dual_bound * scale)
+    if status == highspy.HighsModelStatus.kTimeLimit:
+        return MilpSolution(MilpStatus.LIMIT, None, INF, -INF)
+    return MilpSolution(MilpStatus.ERROR, None, INF, -INF)

@@ -228,7 +228,9 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
                          cell.v_lo * c0 - p_lo * cell.v_lo, math.inf))
             rows.append((both, np.append(-cell.v_hi * price - p_hi * speed, 1.0),
                          cell.v_hi * c0 - p_hi * cell.v_hi, math.inf))
-            lower, upper = np.append(lower, -math.inf), np.append(upper, math.inf)
+            # W <= (P + c0) V <= p_hi v_hi holds for every plan's point: a finite end the
+            # driver's verified bound needs (W's reduced cost may have either sign)
+            lower, upper = np.append(lower, -math.inf), np.append(upper, p_hi * cell.v_hi * (1 + 1e-9) + 1e-300)
         nvar = len(cost)
         integer = np.arange(nvar) < m
         for plan in cell.nogoods:                                    # n_c >= n*_c + 1 for some c
@@ -244,13 +246,14 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         cost = np.append(cost, np.zeros(extra))
         lower, upper = np.append(lower, np.zeros(extra)), np.append(upper, np.ones(extra))
         integer = np.append(integer, np.ones(extra, dtype=bool))
+        scale = 3600 * max(threshold, 1e-12) * max(cell.x_hi, 1e-12)
         solution = solve_milp(self.highs, cost, lower, upper, rows, integer=integer,
-                              offset=offset, time_limit_s=time_limit_s)
+                              offset=offset, time_limit_s=time_limit_s,
+                              proof_target=-CLOSE_TOLERANCE * scale)
         counts = None
         if solution.x is not None:
             counts = np.zeros(len(cols), dtype=np.int64)
             counts[allowed] = np.rint(solution.x[:m]).astype(np.int64)
-        scale = 3600 * max(threshold, 1e-12) * max(cell.x_hi, 1e-12)
         return solution, counts, scale
 
     # ------------------------------------------------------------------ main loop
@@ -360,8 +363,8 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             return []
         solution, counts, scale = self.cell_milp(cell, self.threshold, max(self.clock.remaining(), 1e-3))
         self.stats["milps"] += 1
-        if solution.status is MilpStatus.INFEASIBLE:
-            return []
+        if solution.dual_bound >= -CLOSE_TOLERANCE * scale:
+            return []              # verified (highs_driver): nothing cheaper than U here, or no plan at all
         if solution.status is MilpStatus.ERROR or (
                 counts is not None and tuple(int(v) for v in counts) in cell.nogoods):
             # No proof from HiGHS (a solve error, or a cut-off plan returned again):
@@ -370,10 +373,10 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
                 return []
             self.failures.append(f"HiGHS could not decide a cell of {cell.workers} workers, {cell.ps} PS")
             return None
-        if solution.status is MilpStatus.LIMIT and counts is None:
+        if counts is None:                          # a time limit without a plan
             return None
-        if solution.status is MilpStatus.OPTIMAL and solution.objective >= -CLOSE_TOLERANCE * scale:
-            return []                                   # nothing cheaper than U here
+        # A plan below the threshold, or one HiGHS calls optimal without a verified bound:
+        # evaluated and cut off either way (the cell is enumerated once no-goods pile up).
         self.consider(counts, cell.ps)
         return self.refine(cell, counts)
 

@@ -3,8 +3,9 @@
 A cell's plans satisfy linear rows in the counts n (``CellBounds.cell_rows``); dividing by
 X = r n turns min (P + c0) / X into an LP in y = n / X and t = 1 / X. These LPs give the
 min price per rate over a cell's relaxation and the McCormick bound on (P + c0) j / X;
-their points, rounded to plans, are tried as incumbents. Every LP value is lowered by its
-tolerance before it is used as a bound.
+their points, rounded to plans, are tried as incumbents. No LP value HiGHS reports is used
+as a bound: the bound is the safe dual bound the driver verifies in unscaled terms
+(:func:`dnnprov.solvers.highs_driver.safe_dual_bound`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,10 @@ class LpBounds:
 
     def solve_lp(self, cost: np.ndarray, lower: np.ndarray, upper: np.ndarray, rows: list,
                  cell: Cell | None = None) -> float | None:
-        """An LP's optimum lowered by its tolerance; ``None``: infeasible; ``-inf``: no answer.
+        """An LP's verified lower bound; ``None``: proven infeasible; ``-inf``: no answer.
+
+        The bound is the driver's safe dual bound (``MilpSolution.dual_bound``), never
+        HiGHS's reported optimum: at large magnitudes that has been above the true one.
 
         With ``cell``, the LP point (y, t) is rounded to a plan of the cell and tried as an
         incumbent (a heuristic: it proves nothing).
@@ -57,14 +61,13 @@ class LpBounds:
                               integer=np.zeros(len(cost), dtype=bool),
                               time_limit_s=max(self.clock.remaining(), 1e-3))
         self.stats["lps"] = self.stats.get("lps", 0) + 1
-        if solution.status is MilpStatus.INFEASIBLE:
+        if solution.status is MilpStatus.INFEASIBLE:        # verified by a Farkas ray
             return None
         if solution.status is not MilpStatus.OPTIMAL:
             return -math.inf
         if cell is not None and solution.x is not None:
             self.round_lp_point(cell, solution.x)
-        value = solution.objective
-        return value - 1e-6 * abs(value) - 1e-12            # LP tolerances: keep it a lower bound
+        return solution.dual_bound        # verified in unscaled terms (highs_driver.safe_dual_bound)
 
     def round_lp_point(self, cell: Cell, x: np.ndarray) -> None:
         """Round the Charnes-Cooper point n = y / t to K workers inside the box; try it."""
@@ -147,6 +150,8 @@ class LpBounds:
                          -math.inf, -rho_c * b_c))
         lin = c * self.gamma_3 - self.gamma_1
         cost = np.concatenate([lin * price, [lin * c0, c * w.gamma_2]])
-        lower = np.concatenate([np.zeros(m + 1), [-math.inf]])
+        # w >= 0: every plan's point has w = rho b >= 0, and the safe dual bound needs a
+        # finite end where w's reduced cost may have either sign
+        lower = np.zeros(m + 2)
         upper = np.full(m + 2, math.inf)
         return self.solve_lp(cost, lower, upper, rows)

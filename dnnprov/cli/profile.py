@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 
 from dnnprov.io.catalog import load_spot_profile
 from dnnprov.errors import InvalidInputError
@@ -25,7 +26,6 @@ from dnnprov.json_files import read_json_file
 from dnnprov.io.instances import embedded_instance, read_instance
 from dnnprov.io.paper import load_serverless_workload
 from dnnprov.models.predict import predict
-from dnnprov.profiling import profiler
 
 EXIT_OK, EXIT_INFEASIBLE = 0, 1
 
@@ -36,6 +36,27 @@ def _out_needs_base(args: argparse.Namespace) -> None:
                                          "(e.g. embedded data/workloads/spot/resnet110-paper.json)")
 
 
+def _non_finite(data: object, path: str = "") -> str | None:
+    """The path of the first NaN or infinite number in a fit's JSON form, or ``None``."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return path or "value"
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        found = _non_finite(value, f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
+
+
+def _require_finite(data: dict, source: str) -> None:
+    """Refuse a fit whose coefficients, errors or leave-one-out figures are not finite
+    (nothing with inf or NaN is printed or written)."""
+    where = _non_finite(data)
+    if where is not None:
+        raise InvalidInputError(source, f"the fit is not finite at {where}: the data do not determine it "
+                                        "(values too large or too few distinct points)")
+
+
 def _read_base_notes(path: str) -> str:
     data = read_json_file(path)
     return str(data.get("notes", "")) if isinstance(data, dict) else ""
@@ -43,11 +64,13 @@ def _read_base_notes(path: str) -> str:
 
 def cmd_fit_loss(args: argparse.Namespace) -> int:
     """Fit eq. (3) to loss logs; print the coefficients and errors; optionally write a profile."""
+    from dnnprov.profiling import profiler   # scipy: imported by the commands that fit, not by every start
     _out_needs_base(args)
     log = profiler.read_loss_logs(args.files, batch_size=args.batch_size, workers=args.workers,
                                   worker_batch=args.worker_batch)
     fit = profiler.fit_loss(log, args.variant)
     loo = profiler.leave_one_run_out(log, args.variant) if len(log.runs()) >= 2 else []
+    _require_finite({**fit.to_dict(), "leave_one_run_out": loo}, ", ".join(map(str, args.files)))
     if args.out is not None:
         profile = profiler.with_loss_fit(load_spot_profile(args.base), fit, ", ".join(map(str, args.files)), loo,
                                          extrapolation=args.extrapolation)
@@ -73,6 +96,7 @@ def cmd_fit_loss(args: argparse.Namespace) -> int:
 
 def cmd_fit_timing(args: argparse.Namespace) -> int:
     """Fit the timing coefficients (spot or serverless, by the CSV header)."""
+    from dnnprov.profiling import profiler   # scipy: imported by the commands that fit, not by every start
     _out_needs_base(args)
     kind = profiler.timing_kind(args.file)
     if kind == "spot":
@@ -81,11 +105,13 @@ def cmd_fit_timing(args: argparse.Namespace) -> int:
         fit = profiler.fit_spot_timing(args.file, param_size_mb=args.param_size_mb,
                                        ps_bandwidth_mb_s=args.ps_bandwidth_mb_s,
                                        pcie_bandwidth_mb_s=args.pcie_bandwidth_mb_s)
+        _require_finite(fit.to_dict(), args.file)
         if args.out is not None:
             profile = profiler.with_spot_timing_fit(load_spot_profile(args.base), fit, args.file)
             profiler.write_json(profile.to_dict(), args.out)
     else:
         fit = profiler.fit_serverless_timing(args.file, storage_cap_mb_s=args.storage_cap_mb_s)
+        _require_finite(fit.to_dict(), args.file)
         if args.out is not None:
             workload = profiler.with_serverless_timing_fit(load_serverless_workload(args.base), fit)
             notes = profiler.serverless_timing_notes(_read_base_notes(args.base), fit, args.file)
@@ -118,6 +144,7 @@ def cmd_fit_timing(args: argparse.Namespace) -> int:
 
 def cmd_to_csv(args: argparse.Namespace) -> int:
     """Convert loss logs to the CSV contract."""
+    from dnnprov.profiling import profiler   # scipy: imported by the commands that fit, not by every start
     log = profiler.read_loss_logs(args.files, batch_size=args.batch_size, workers=args.workers,
                                   worker_batch=args.worker_batch)
     try:

@@ -17,7 +17,7 @@ the objective time (and budget) are taken from random plans evaluated with
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from typing import Any, Callable
 
@@ -168,6 +168,44 @@ def f_price_decades(rng: np.random.Generator, d: SpotDraft) -> None:
     d.platform["ps_price_per_h"] = float(rng.choice([0.0, _log_uniform(rng, 1e-4, 1e1)]))
 
 
+#: The ranges the magnitude features draw from (log-uniform), inside what the instance
+#: format accepts (problems/_checks.py: numbers up to 1e15, positive ones from 1e-9).
+PRICE_RANGE = (1e-9, 1e15)          # $/h, 24 decades (zero prices too)
+COMPUTE_TIME_RANGE = (1e-6, 1e6)    # s per iteration of one worker, 12 decades of speeds
+BANDWIDTH_RANGE = (1e-3, 1e9)       # MB/s: PS, PCIe and the workload's B_req, 12 decades
+PARAM_SIZE_RANGE = (1e-3, 1e6)      # MB
+
+
+def f_price_magnitudes(rng: np.random.Generator, d: SpotDraft) -> None:
+    """Prices over 24 decades (1e-9 to 1e15 $/h, some zero); one time in three a huge price
+    next to tiny ones (the pattern of issue 19's false optimal)."""
+    for t in d.types:
+        t["spot_price_per_h"] = 0.0 if rng.random() < 0.1 else _log_uniform(rng, *PRICE_RANGE)
+    if rng.random() < 1 / 3 and len(d.types) >= 2:
+        d.types[0]["spot_price_per_h"] = _log_uniform(rng, 1e5, PRICE_RANGE[1])
+        for t in d.types[1:]:
+            t["spot_price_per_h"] = _log_uniform(rng, PRICE_RANGE[0], 1e-3)
+    d.platform["ps_price_per_h"] = float(rng.choice([0.0, _log_uniform(rng, *PRICE_RANGE)]))
+
+
+def f_speed_magnitudes(rng: np.random.Generator, d: SpotDraft) -> None:
+    """Per-type compute times over 12 decades (1e-6 to 1e6 s), so per-type rates and speeds
+    span as many; batches from 1 to 4,096 per GPU."""
+    for t in d.types:
+        t.pop("speed_samples_per_s", None)
+        t["compute_time_s"] = _log_uniform(rng, *COMPUTE_TIME_RANGE)
+        if "batch_per_gpu" in t:
+            t["batch_per_gpu"] = int(2 ** rng.integers(0, 13))
+
+
+def f_bandwidth_magnitudes(rng: np.random.Generator, d: SpotDraft) -> None:
+    """PS and PCIe bandwidths, B_req and the parameter size over 9-12 decades."""
+    d.platform["ps_bandwidth_mb_s"] = _log_uniform(rng, *BANDWIDTH_RANGE)
+    d.platform["pcie_bandwidth_mb_s"] = _log_uniform(rng, *BANDWIDTH_RANGE)
+    d.workload["bandwidth_req_mb_s"] = _log_uniform(rng, *BANDWIDTH_RANGE)
+    d.workload["param_size_mb"] = _log_uniform(rng, *PARAM_SIZE_RANGE)
+
+
 def f_zero_quota(rng: np.random.Generator, d: SpotDraft) -> None:
     """Quota 0 on all types but one or two (more types offered); one time in ten on all."""
     while len(d.types) < 5:
@@ -268,6 +306,11 @@ FEATURES: dict[str, Callable[[np.random.Generator, SpotDraft], None]] = {
     "on-demand": f_on_demand, "vcpu": f_vcpu, "workers": f_workers, "ps-range": f_ps_range,
     "overhead": f_overhead, "domain": f_domain, "existing": f_existing,
 }
+#: Features that move numbers across the accepted range (applied before the others).
+MAGNITUDE_FEATURES: dict[str, Callable[[np.random.Generator, SpotDraft], None]] = {
+    "price-magnitudes": f_price_magnitudes, "speed-magnitudes": f_speed_magnitudes,
+    "bandwidth-magnitudes": f_bandwidth_magnitudes,
+}
 
 
 # ------------------------------------------------------------------ finishing spot
@@ -356,7 +399,7 @@ def _spot_family(name: str, features: tuple[str, ...] = (), *, slo: str = "slack
     def family(rng: np.random.Generator) -> SpotProblem:
         d = spot_draft(rng, **draft)
         for feature in features:
-            FEATURES[feature](rng, d)
+            {**MAGNITUDE_FEATURES, **FEATURES}[feature](rng, d)
         return finish_spot(rng, d, name, slo=slo, budget=budget)
     family.__doc__ = f"Spot family {name!r}: features {', '.join(features) or 'none'}, SLO {slo}, budget {budget}."
     return family
@@ -417,6 +460,14 @@ def large_box(rng: np.random.Generator) -> SpotProblem:
                   max_plans=LARGE_MAX_PLANS)
 
 
+def magnitudes_mixed(rng: np.random.Generator) -> SpotProblem:
+    """Prices, speeds and bandwidths over their whole ranges, plus zero to two other features."""
+    d = spot_draft(rng, j_nonpositive=bool(rng.random() < 0.2))
+    for feature in MAGNITUDE_FEATURES.values():
+        feature(rng, d)
+    return _mixed(rng, "magnitudes-mixed", (0, 3), base=d)
+
+
 def mid_size(rng: np.random.Generator) -> SpotProblem:
     """Four to six types with quotas up to 10 (boxes near the plan cap), zero to two features."""
     return _mixed(rng, "mid-size", (0, 3), n_types=int(rng.integers(4, 7)), max_quota=10)
@@ -426,14 +477,15 @@ def mid_size(rng: np.random.Generator) -> SpotProblem:
 def serverless_instance(rng: np.random.Generator, name: str, *, timeout: bool = False,
                         concurrency: bool = False, deadline: str = "slack", memory: bool = False,
                         budget: str | None = None, domain: bool = False,
-                        many: bool = False) -> ServerlessProblem:
+                        many: bool = False, magnitudes: bool = False) -> ServerlessProblem:
     """A random λDNN instance with at most about ten thousand (n, m, s) plans.
 
     ``timeout``: a short function timeout with checkpoint restarts; ``concurrency``: a small
     concurrency limit and a function-count range; ``deadline``: ``"slack"`` or ``"exact"``
     (T_o is a random plan's time); ``memory``: a grid of 1-3 memory sizes; ``budget`` as in
     :func:`finish_spot`; ``domain``: a validity domain (memory and function-count ranges);
-    ``many``: a concurrency limit of 100-1,000 functions (with 1-3 memory sizes).
+    ``many``: a concurrency limit of 100-1,000 functions (with 1-3 memory sizes);
+    ``magnitudes``: prices, bandwidths and rates over many decades (see the spot ranges).
     """
     local = int(rng.choice([8, 16, 32, 64, 128]))
     step = int(rng.choice([64, 128, 256]))
@@ -459,6 +511,13 @@ def serverless_instance(rng: np.random.Generator, name: str, *, timeout: bool = 
         price_per_gb_s=float(rng.choice([0.0000166667, 0.0, _log_uniform(rng, 1e-8, 1e-3)], p=[0.6, 0.1, 0.3])),
         timeout_s=timeout_s, checkpoint_margin_s=timeout_s * float(rng.uniform(0, 0.3)) if timeout else 30.0,
         checkpoint_overhead_s=float(rng.uniform(0, 20)) if timeout else 6.0)
+    if magnitudes:
+        workload = replace(workload, rate_alpha=_log_uniform(rng, 1e-6, 1e3),
+                           model_mb=_log_uniform(rng, *PARAM_SIZE_RANGE), dataset_mb=_log_uniform(rng, 1e-3, 1e9))
+        platform = replace(
+            platform, ps_bandwidth_mb_s=_log_uniform(rng, *BANDWIDTH_RANGE), ps_price_per_h=_log_uniform(rng, *PRICE_RANGE),
+            price_per_request=float(rng.choice([0.0, _log_uniform(rng, 1e-12, 1e3)])),
+            price_per_gb_s=_log_uniform(rng, 1e-12, 1e3))
     ps_low = int(rng.integers(1, 3))
     cons: dict[str, Any] = {"ps_count": (ps_low, ps_low + int(rng.integers(0, 3)))}
     if concurrency or rng.random() < 0.2:
@@ -558,6 +617,12 @@ FAMILIES: dict[str, Family] = {
     "serverless-domain": _serverless_family("serverless-domain", domain=True),
     "serverless-many": _serverless_family("serverless-many", many=True),
     "serverless-mixed": serverless_mixed,
+    "price-magnitudes": _spot_family("price-magnitudes", ("price-magnitudes",)),
+    "speed-magnitudes": _spot_family("speed-magnitudes", ("speed-magnitudes",)),
+    "bandwidth-magnitudes": _spot_family("bandwidth-magnitudes", ("bandwidth-magnitudes",)),
+    "all-magnitudes": _spot_family("all-magnitudes", tuple(MAGNITUDE_FEATURES)),
+    "magnitudes-mixed": magnitudes_mixed,
+    "serverless-magnitudes": _serverless_family("serverless-magnitudes", magnitudes=True),
 }
 
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.json_files import parse_json
+from dnnprov.problems._checks import MAX_BATCH, MAX_MAGNITUDE, MAX_WORKERS
 
 COLUMNS = ("run", "workers", "batch_wa", "cc", "step", "loss")
 #: Rows skipped at the start and end of a worker log when averaging its s/batch (warm-up
@@ -90,26 +91,43 @@ def _read_text(path: str | Path) -> str:
         raise InvalidInputError(str(path), "not UTF-8 text") from None
 
 
-def _finite(where: str, text: str, *, positive: bool = False, minimum: float | None = None) -> float:
+def _finite(where: str, text: str, *, positive: bool = False, minimum: float | None = None,
+            maximum: float = MAX_MAGNITUDE) -> float:
+    """``text`` as a float within the stated bounds and at most 1e15 in size (as instance numbers)."""
     try:
         value = float(text)
     except ValueError:
         raise InvalidInputError(where, f"not a number: {text!r}") from None
     if not math.isfinite(value) or (positive and value <= 0) or (minimum is not None and value < minimum):
-        need = "> 0" if positive else f">= {minimum:g}" if minimum is not None else "finite"
-        raise InvalidInputError(where, f"must be a finite number {need}, got {text!r}")
+        need = " > 0" if positive else f" >= {minimum:g}" if minimum is not None else ""
+        raise InvalidInputError(where, f"must be a finite number{need}, got {text!r}")
+    if abs(value) > maximum:
+        raise InvalidInputError(where, f"{value:g} is out of range (at most {maximum:g})")
     return value
+
+
+def csv_rows(path: str | Path, text: str) -> Iterable[tuple[int, list[str]]]:
+    """(line number, fields) of every CSV row; a malformed row (a field over the csv module's
+    131,072-character limit, say) is one :class:`InvalidInputError` naming its line."""
+    reader = csv.reader(text.splitlines())
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise InvalidInputError(f"{path}:{reader.line_num}", f"not a readable CSV row: {exc}") from None
+        yield reader.line_num, row
 
 
 def read_loss_csv(path: str | Path) -> LossLog:
     """Read the CSV contract ``run,workers,batch_wa,cc,step,loss`` (one header line)."""
-    lines = _read_text(path).splitlines()
-    reader = csv.reader(lines)
-    header = next(reader, None)
+    reader = iter(csv_rows(path, _read_text(path)))
+    header = next(reader, (1, None))[1]
     if header is None or [h.strip() for h in header] != list(COLUMNS):
         raise InvalidInputError(f"{path}:1", f"header must be {','.join(COLUMNS)}; got {','.join(header or [])!r}")
     rows = []
-    for number, row in enumerate(reader, start=2):
+    for number, row in reader:
         if not row or not "".join(row).strip():
             continue
         where = f"{path}:{number}"
@@ -118,7 +136,7 @@ def read_loss_csv(path: str | Path) -> LossLog:
         run = row[0].strip()
         if not run:
             raise InvalidInputError(f"{where}.run", "empty run name")
-        workers = _finite(f"{where}.workers", row[1], positive=True)
+        workers = _finite(f"{where}.workers", row[1], positive=True, maximum=MAX_WORKERS)
         if workers != int(workers):
             raise InvalidInputError(f"{where}.workers", f"must be an integer, got {row[1]!r}")
         cc = _finite(f"{where}.cc", row[3], minimum=0)
@@ -211,10 +229,10 @@ def read_trainer_state(path: str | Path, *, batch_size: float, workers: int = 1,
     synchronously with equal batches, so b_w = ``batch_size`` and R is that of
     ``workers`` identical workers (eq. 5; 0 for one). j = the logged ``step``.
     """
-    if not (isinstance(batch_size, (int, float)) and math.isfinite(batch_size) and batch_size > 0):
-        raise InvalidInputError("batch_size", f"must be a number > 0, got {batch_size!r}")
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise InvalidInputError("workers", f"must be an integer >= 1, got {workers!r}")
+    if not (isinstance(batch_size, (int, float)) and math.isfinite(batch_size) and 0 < batch_size <= MAX_BATCH):
+        raise InvalidInputError("batch_size", f"must be a number > 0 and at most {MAX_BATCH:,}, got {batch_size!r}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        raise InvalidInputError("workers", f"must be an integer from 1 to {MAX_WORKERS:,}, got {workers!r}")
     state = parse_json(_read_text(path), str(path))
     history = state.get("log_history") if isinstance(state, dict) else None
     if not isinstance(history, list):
@@ -225,9 +243,12 @@ def read_trainer_state(path: str | Path, *, batch_size: float, workers: int = 1,
     for i, entry in enumerate(history):
         if isinstance(entry, dict) and "loss" in entry and "step" in entry:
             loss, step = entry["loss"], entry["step"]
-            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (loss, step)):
-                raise InvalidInputError(f"{path}.log_history[{i}]", f"loss and step must be numbers, got {loss!r}, {step!r}")
-            rows.append((name, workers, float(batch_size), cc, float(step), float(loss)))
+            where = f"{path}.log_history[{i}]"
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (loss, step)):
+                raise InvalidInputError(where, f"loss and step must be numbers, got {loss!r}, {step!r}")
+            # the same limits as the CSV reader's: a step is >= 0, numbers at most 1e15 in size
+            rows.append((name, workers, float(batch_size), cc, _finite(f"{where}.step", repr(step), minimum=0),
+                         _finite(f"{where}.loss", repr(loss))))
     if not rows:
         raise InvalidInputError(f"{path}.log_history", "has no entries with both loss and step")
     return LossLog.from_rows(rows)

@@ -26,7 +26,6 @@ leave-one-run-out prediction error.
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
+from dnnprov.problems._checks import (MAX_BATCH, MAX_FUNCTIONS, MAX_GPUS, MAX_MAGNITUDE, MAX_MEMORY_MB, MAX_PS_COUNT,
+                                      MAX_WORKERS)
 from dnnprov.profiling.loss import Estimate
+from dnnprov.profiling.readers import csv_rows
 
 SPOT_COLUMNS = ("run", "type", "gpus", "workers", "ps", "batch_per_gpu", "iteration_s", "comm_s")
 SERVERLESS_COLUMNS = ("run", "memory_mb", "functions", "samples_per_s", "storage_mb_s", "failed")
@@ -51,12 +53,12 @@ def read_timing_csv(path: str | Path, columns: Sequence[str]) -> list[dict[str, 
         raise InvalidInputError(str(path), f"cannot read file: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise InvalidInputError(str(path), "not UTF-8 text") from None
-    reader = csv.reader(text.splitlines())
-    header = [h.strip() for h in next(reader, [])]
+    reader = iter(csv_rows(path, text))
+    header = [h.strip() for h in next(reader, (1, []))[1]]
     if header != list(columns):
         raise InvalidInputError(f"{path}:1", f"header must be {','.join(columns)}; got {','.join(header)!r}")
     rows = []
-    for number, row in enumerate(reader, start=2):
+    for number, row in reader:
         if not row or not "".join(row).strip():
             continue
         if len(row) != len(columns):
@@ -83,7 +85,8 @@ def timing_kind(path: str | Path) -> str:
 
 
 def _num(row: dict[str, str], key: str, *, positive: bool = False, minimum: float | None = None,
-         integer: bool = False) -> float:
+         integer: bool = False, maximum: float = MAX_MAGNITUDE) -> float:
+    """A field as a finite float within the bounds, at most 1e15 in size (``maximum``: lower)."""
     where = f"{row['_where']}.{key}"
     try:
         value = float(row[key])
@@ -91,6 +94,8 @@ def _num(row: dict[str, str], key: str, *, positive: bool = False, minimum: floa
         raise InvalidInputError(where, f"not a number: {row[key]!r}") from None
     if not math.isfinite(value) or (positive and value <= 0) or (minimum is not None and value < minimum):
         raise InvalidInputError(where, f"must be a finite number{' > 0' if positive else ''}, got {row[key]!r}")
+    if abs(value) > maximum:
+        raise InvalidInputError(where, f"{value:g} is out of range (at most {maximum:g})")
     if integer and value != int(value):
         raise InvalidInputError(where, f"must be an integer, got {row[key]!r}")
     return value
@@ -173,10 +178,10 @@ def fit_spot_timing(path: str | Path, *, param_size_mb: float, ps_bandwidth_mb_s
     rows = []
     for r in read_timing_csv(path, SPOT_COLUMNS):
         row = {"_where": r["_where"], "run": r["run"], "type": r["type"],
-               "gpus": int(_num(r, "gpus", positive=True, integer=True)),
-               "workers": int(_num(r, "workers", positive=True, integer=True)),
-               "ps": int(_num(r, "ps", positive=True, integer=True)),
-               "batch_per_gpu": int(_num(r, "batch_per_gpu", positive=True, integer=True)),
+               "gpus": int(_num(r, "gpus", positive=True, integer=True, maximum=MAX_GPUS)),
+               "workers": int(_num(r, "workers", positive=True, integer=True, maximum=MAX_WORKERS)),
+               "ps": int(_num(r, "ps", positive=True, integer=True, maximum=MAX_PS_COUNT)),
+               "batch_per_gpu": int(_num(r, "batch_per_gpu", positive=True, integer=True, maximum=MAX_BATCH)),
                "iteration_s": _num(r, "iteration_s", positive=True), "comm_s": _num(r, "comm_s", positive=True)}
         if row["comm_s"] >= row["iteration_s"]:
             raise InvalidInputError(f"{r['_where']}.comm_s", "must be below iteration_s (eq. 6: T = T_comm + T_comp)")
@@ -262,8 +267,8 @@ def fit_serverless_timing(path: str | Path, *, storage_cap_mb_s: float = 115.0) 
         failed = r["failed"].lower()
         if failed not in ("0", "1", "true", "false"):
             raise InvalidInputError(f"{r['_where']}.failed", f"must be 0 or 1, got {r['failed']!r}")
-        rows.append({"_where": r["_where"], "run": r["run"], "memory_mb": _num(r, "memory_mb", positive=True),
-                     "functions": int(_num(r, "functions", positive=True, integer=True)),
+        rows.append({"_where": r["_where"], "run": r["run"], "memory_mb": _num(r, "memory_mb", positive=True, maximum=MAX_MEMORY_MB),
+                     "functions": int(_num(r, "functions", positive=True, integer=True, maximum=MAX_FUNCTIONS)),
                      "failed": failed in ("1", "true"),
                      "samples_per_s": None if failed in ("1", "true") else _num(r, "samples_per_s", positive=True),
                      "storage_mb_s": None if failed in ("1", "true") else _num(r, "storage_mb_s", positive=True)})

@@ -1,0 +1,86 @@
+"""Bad profiler input (issue 19): one ``dnnprov: error:`` line naming the field, exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dnnprov.cli import main
+
+HEADER = "run,workers,batch_wa,cc,step,loss"
+SPOT_TIMING = "run,type,gpus,workers,ps,batch_per_gpu,iteration_s,comm_s"
+SERVERLESS_TIMING = "run,memory_mb,functions,samples_per_s,storage_mb_s,failed"
+
+
+def loss_rows(*, loss: str = "", workers: str = "4", step: str = "") -> str:
+    """Two runs of ten steps of a falling loss; the fifth row's fields replaced where given."""
+    lines = [HEADER]
+    for run, b in (("a", 256.0), ("b", 512.0)):
+        for k in range(10):
+            lines.append(f"{run},4,{b},0.5,{k * 100.0},{3.0 - 0.2 * k}")
+    cells = lines[5].split(",")
+    cells[1], cells[4], cells[5] = workers or cells[1], step or cells[4], loss or cells[5]
+    lines[5] = ",".join(cells)
+    return "\n".join(lines) + "\n"
+
+
+def one_error(capsys: pytest.CaptureFixture[str], argv: list[str], *needles: str) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dnnprov: error:"), err
+    for needle in needles:
+        assert needle in err[0], err[0]
+
+
+@pytest.mark.parametrize(("change", "needles"), [
+    (dict(loss="1e308"), (":6.loss", "out of range")),
+    (dict(workers="99999999999999999999"), (":6.workers", "out of range")),
+    (dict(step="1e30"), (":6.step", "out of range")),
+    (dict(step="-100"), (":6.step", ">= 0")),
+])
+def test_loss_csv_numbers_out_of_range(tmp_path, capsys, change, needles):
+    path = tmp_path / "loss.csv"
+    path.write_text(loss_rows(**change))
+    one_error(capsys, ["profile", "fit-loss", str(path)], *needles)
+
+
+def test_csv_field_over_the_csv_module_limit(tmp_path, capsys):
+    path = tmp_path / "long.csv"
+    path.write_text(loss_rows() + 'c,4,256.0,0.5,0.0,"' + "9" * 140_000 + '"\n')
+    one_error(capsys, ["profile", "fit-loss", str(path)], "long.csv:22", "field larger than field limit")
+
+
+@pytest.mark.parametrize(("entry", "needles"), [
+    ({"loss": 1e308, "step": 25}, ("log_history[1].loss", "out of range")),
+    ({"loss": 0.5, "step": -25}, ("log_history[1].step", ">= 0")),
+    ({"loss": 0.5, "step": 1e30}, ("log_history[1].step", "out of range")),
+])
+def test_trainer_state_refuses_what_the_csv_reader_refuses(tmp_path, capsys, entry, needles):
+    history = [{"loss": 2.0 - 0.1 * k, "step": 25 * k} for k in range(12)]
+    history[1] = entry
+    path = tmp_path / "trainer_state.json"
+    path.write_text(json.dumps({"log_history": history}))
+    one_error(capsys, ["profile", "fit-loss", str(path), "--batch-size", "128"], *needles)
+
+
+def test_spot_timing_gpus_of_1e308(tmp_path, capsys):
+    path = tmp_path / "t.csv"
+    path.write_text(f"{SPOT_TIMING}\nr0,p3.2xlarge,1,1,1,128,0.49,0.16\nr1,g4dn.4xlarge,1e308,1,1,128,1.26,0.16\n")
+    one_error(capsys, ["profile", "fit-timing", str(path), "--param-size-mb", "100"], ":3.gpus", "out of range")
+
+
+@pytest.mark.parametrize("rate", ["1e308", "1e15"])
+def test_serverless_timing_rate_too_large_gives_no_fit_with_inf(tmp_path, capsys, rate):
+    """1e308 is refused by the reader; 1e15 is read, but its fit is not finite and is refused, not printed."""
+    rows = [f"m{m},{m},8,{rate if m == 2432 else 20 + m / 1000},{1 + m / 1000},0" for m in (2432, 2560, 2816, 3008)]
+    path = tmp_path / "s.csv"
+    path.write_text("\n".join([SERVERLESS_TIMING, "m1536,1536,4,,,1", *rows]) + "\n")
+    if rate == "1e308":
+        one_error(capsys, ["profile", "fit-timing", str(path)], ":3.samples_per_s", "out of range")
+        return
+    code = main(["profile", "fit-timing", str(path)])
+    captured = capsys.readouterr()
+    assert "inf" not in captured.out and "nan" not in captured.out
+    assert code == 0 or (code == 2 and captured.err.startswith("dnnprov: error:"))
