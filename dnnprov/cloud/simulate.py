@@ -71,9 +71,10 @@ class RunOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"met_deadline": self.met_deadline, "finish_s": self.finish_s, "cost": self.cost,
-                "loss": self.loss, "revocations": self.revocations, "replans": self.replans,
-                "on_demand_launched": self.on_demand_launched}
+        return {"met_deadline": bool(self.met_deadline),
+                "finish_s": None if self.finish_s is None else float(self.finish_s), "cost": float(self.cost),
+                "loss": float(self.loss), "revocations": int(self.revocations), "replans": int(self.replans),
+                "on_demand_launched": int(self.on_demand_launched)}
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,20 @@ class Replay:
         if per_run:
             out["per_run"] = [r.to_dict() for r in self.runs]
         return out
+
+
+#: Most trace ticks one run may cover (horizon / gap_seconds): bounds a run's work and memory.
+MAX_RUN_TICKS = 1_000_000
+
+
+def check_run_ticks(trace: Trace, horizon_s: float) -> int:
+    """Ticks of ``trace`` a run of ``horizon_s`` covers; refused beyond :data:`MAX_RUN_TICKS`."""
+    ticks = horizon_s / trace.gap_s
+    if not ticks <= MAX_RUN_TICKS:
+        raise InvalidInputError(f"{trace.path}: metadata.gap_seconds",
+                                f"{trace.gap_s:g} s ticks: a run of {horizon_s:g} s covers {ticks:.3g} ticks, more "
+                                f"than the limit of {MAX_RUN_TICKS:,} (use a coarser trace or a shorter --horizon)")
+    return math.ceil(ticks) + 1
 
 
 class _Capacity:
@@ -168,6 +183,9 @@ class Simulator:
             if not items:
                 raise InvalidInputError(f"--trace {name}", "no trace given")
         self.traces = {self.types.index(k): list(v) for k, v in traces.items()}
+        for items in self.traces.values():
+            for trace in items:
+                check_run_ticks(trace, self.horizon_s)
         labels = self.model.columns.labels
         self.spot_col = [labels.index(n) for n in self.types]
         self.od_col = [labels.index(n + ON_DEMAND_SUFFIX) if n + ON_DEMAND_SUFFIX in labels else None for n in self.types]
