@@ -68,6 +68,12 @@ class View:
     ps: int
     event: bool                         # first tick, a revocation or a capacity change
     time_to_finish: Callable[[np.ndarray], float]    # seconds for workers per type from now
+    running_spot: np.ndarray            # per pool: joined (training) spot instances
+    running_od: np.ndarray              # per type: joined on-demand instances
+    time_after_tick: Callable[[np.ndarray, np.ndarray], float]
+    """``(kept, cluster)``: seconds for ``cluster`` to finish from the progress that the
+    ``kept`` running workers per type are sure to add by the next tick (capacity only
+    changes at ticks, so they cannot be revoked before it)."""
 
     def delay(self) -> float:
         """Seconds before instances launched now train."""
@@ -113,9 +119,14 @@ def per_type(view: View, spot: np.ndarray) -> np.ndarray:
 
 def safety_net(view: View, cluster: np.ndarray | None = None) -> bool:
     """Whether waiting one more tick could leave too little time for ``cluster`` (default: the
-    plan's workers) all on-demand to finish."""
+    plan's workers) all on-demand to finish (no progress assumed meanwhile)."""
     need = view.join_s + view.time_to_finish(view.want if cluster is None else cluster)
     return view.t + view.gap_s + need > view.deadline_s
+
+
+def kept_running(view: View, order: Holdings) -> np.ndarray:
+    """Workers per type already training that ``order`` keeps (sure to train until the next tick)."""
+    return per_type(view, np.minimum(view.running_spot, order.spot)) + np.minimum(view.running_od, order.od)
 
 
 class Policy:
@@ -200,10 +211,10 @@ class ModelPredictive(Policy):
         kind = self.table.type_index
         fastest = np.zeros_like(view.want)
         fastest[kind] = self.table.fastest
-        if self.committed or safety_net(view, fastest):
-            self.committed = True
-            return Holdings(np.zeros_like(view.spot) if view.od.sum() >= fastest.sum() else
-                            np.minimum(view.spot, view.caps), fastest)
+        commit = Holdings(np.zeros_like(view.spot) if view.od.sum() >= fastest.sum() else
+                          np.minimum(view.spot, view.caps), fastest)
+        if self.committed:
+            return commit
         available = int(view.caps[view.pool_type == kind].sum())
         workers = self.table.workers_at(view.t, view.progress, available)
         want_spot = np.zeros_like(view.want)
@@ -211,14 +222,22 @@ class ModelPredictive(Policy):
         spot = fill_spot(view, want_spot, np.ones(len(view.caps), dtype=bool))
         od = np.zeros_like(view.want)
         od[kind] = workers - int(per_type(view, spot)[kind])
-        return Holdings(spot, od)
+        order = Holdings(spot, od)
+        # The safety net: were every spot instance lost at the next tick, all on-demand
+        # launched then must still finish. Until then the kept running workers train.
+        late = view.t + view.gap_s + view.join_s + view.time_after_tick(kept_running(view, order), fastest)
+        if late > view.deadline_s:
+            self.committed = True
+            return commit
+        return order
 
 
 @dataclass
 class TakeoverTable:
     """The exact takeover policy of one instance type under an availability model.
 
-    Backward induction over ticks ``n`` (up to ``T_obj - join_s - gap``, the safety net's margin), progress in
+    Backward induction over ticks ``n`` (up to ``T_obj - join_s``: the last switch to
+    on-demand costs one join), progress in
     :data:`PROGRESS_BUCKETS` buckets (rounded down: progress is never overstated) and the
     pooled spot capacity ``A = min(available, K)``: in each state the cluster size
     ``k = 0..K`` minimizing the tick's cost plus the expected cost-to-go, on spot as far
@@ -245,7 +264,7 @@ class TakeoverTable:
     def __post_init__(self) -> None:
         k_max, b = self.most, PROGRESS_BUCKETS
         trans = capped_transition(self.model, k_max)
-        ticks = max(0, int(math.floor((self.deadline_s - self.join_s - self.gap_s) / self.gap_s)))
+        ticks = max(0, int(math.floor((self.deadline_s - self.join_s) / self.gap_s)))
         value = np.full((b + 1, k_max + 1), INFEASIBLE)      # at the deadline: done, or failed
         value[b, :] = 0.0
         self.actions = np.full((ticks, b + 1, k_max + 1), k_max, dtype=np.int16)

@@ -162,7 +162,10 @@ class PoolReplay:
                         pool_group=pool_group, pool_price=pool_price, spot=spot_held, od=od_held, want=want,
                         od_floor=od_floor, ps=ps,
                         event=tick == 0 or revoked or previous is None or bool((caps != previous).any()),
-                        time_to_finish=lambda w, u=u: self._time_to_finish(w, ps, u))
+                        time_to_finish=lambda w, u=u: self._time_to_finish(w, ps, u),
+                        running_spot=spot_run.copy(), running_od=od_run.copy(),
+                        time_after_tick=lambda kept, w, u=u: self._time_to_finish(
+                            w, ps, u + self.speed(kept, ps) * gap))
             previous = caps
             order = policy.decide(view)
             spot_target = np.minimum(np.maximum(order.spot, 0), caps)

@@ -202,13 +202,28 @@ def test_mpc_table_matches_a_brute_force_on_a_known_future(level: int) -> None:
     """With capacity certain, the table's expected cost is the cheapest cluster sequence
     (enumerated), up to the progress buckets' rounding (which only overstates cost)."""
     gap = 900.0
-    problem = one_type_problem(time_s=4 * gap + 126 + gap, quota=3)     # four ticks before the margin
+    problem = one_type_problem(time_s=4 * gap + 126, quota=3)     # four ticks before the last join
     plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
     replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [level] * 20, gap)]}, zones=True)
     table = replay.takeover_table(plan, flat_model(3, level, gap))
     oracle = brute_force_cost(problem, plan, level, 4, gap, 3)
     assert table.expected_cost >= oracle * (1 - 1e-9)
     assert table.expected_cost <= oracle * (1 + 4 * 3 / PROGRESS_BUCKETS) + 0.01
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_mpc_meets_every_deadline_even_with_a_wrong_model(seed: int) -> None:
+    """mpc planned on a model of steady capacity, replayed on traces that lose whole pools at
+    random: its safety net still meets T_obj in every run (on-demand can always make it)."""
+    rng = np.random.default_rng(seed)
+    problem = one_type_problem(time_s=float(rng.uniform(3500, 8000)), quota=4)
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
+    wild = [trace(f"us-east-1{z}_v100_1.json", (rng.random(200) < 0.5).astype(int) * 4) for z in "ab"]
+    replay = PoolReplay(problem, {"p3.2xlarge": wild}, zones=True)
+    table = replay.takeover_table(plan, flat_model(4, 4))
+    for _ in range(20):
+        run = replay.run(plan, make_policy("mpc", table), replay.draw_pools(rng))
+        assert run.met_deadline
 
 
 # ------------------------------------------------------------------ availability fits
