@@ -64,16 +64,19 @@ class Hindsight:
             raise InvalidInputError("--hindsight", f"the bound enumerates {size:,} clusters, more than {MAX_CLUSTERS:,}")
         workers = np.array(list(itertools.product(*[range(m + 1) for m in most])), dtype=np.int64)
         workers = workers[workers.sum(axis=1) > 0]
-        rows, speeds, ps_list = [], [], []
+        rows, speeds, ps_list, starts = [], [], [], []
         model = replay.model
         for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
             counts = np.zeros((len(workers), len(model.columns)), dtype=np.int64)
             counts[:, replay.spot_col] = workers
-            sigma, _ = progress_speed(model, counts, ps)
+            sigma, start = progress_speed(model, counts, ps)
             keep = sigma > 0
+            starts.append(start[keep])
             rows.append(workers[keep])
             speeds.append(sigma[keep])
             ps_list.append(np.full(int(keep.sum()), ps))
+        #: The latest start on a loss curve of any cluster: a plan starting there needs the least.
+        self.best_start = float(np.max(np.concatenate(starts)))
         self.workers = np.concatenate(rows)
         self.speed = np.concatenate(speeds)
         self.ps_rate = np.concatenate(ps_list) * problem.platform.ps_price_per_h
@@ -104,9 +107,14 @@ class Hindsight:
             rates[n] = rate
         return lengths, rates
 
-    def bound(self, plan: SpotPlan, pools: list[Pool]) -> float:
-        """The best ``LB(lambda)`` found for this run (module docstring); 0 when nothing is needed."""
-        du = self.replay.target - self.replay.start_progress(plan)
+    def bound(self, plan: SpotPlan | None, pools: list[Pool]) -> float:
+        """The best ``LB(lambda)`` found for this run (module docstring); 0 when nothing is needed.
+
+        ``plan`` ``None``: a bound for every plan, not just one (``du`` from the latest start
+        any cluster has on its loss curve, :attr:`best_start`).
+        """
+        start = self.best_start if plan is None else self.replay.start_progress(plan)
+        du = self.replay.target - start
         if du <= 0:
             return 0.0
         lengths, rates = self.slot_rates(pools)

@@ -274,13 +274,14 @@ def replay_pools(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequ
                  zones: bool, runs: int = 1000, seed: int = 0, join_s: float = JOIN_OVERHEAD_S,
                  horizon: float = 3.0, period: tuple[float, float] = (0.0, 1.0),
                  model: AvailabilityModel | None = None, fit_period: tuple[float, float] | None = None,
-                 hindsight: bool = False, time_limit_s: float | None = None,
+                 hindsight: bool = False, hindsight_any_plan: bool = False, time_limit_s: float | None = None,
                  on_run: Callable[[int, int], None] | None = None) -> Replay:
     """Replay ``runs`` runs of ``plan`` on the pools under ``policy`` (module docstring).
 
     ``mpc`` plans on ``model``, or on one fitted on ``fit_period`` of the traces (default:
     the whole traces, which then overlaps the replay windows; settings say which).
-    ``hindsight`` adds each run's lower bound (:mod:`dnnprov.cloud.hindsight`).
+    ``hindsight`` adds each run's lower bound (:mod:`dnnprov.cloud.hindsight`), for this plan
+    or, with ``hindsight_any_plan``, for any plan.
     ``time_limit_s`` (CPU seconds) stops after the run that crosses it; the replay then
     holds the runs done and says so.
     """
@@ -312,7 +313,7 @@ def replay_pools(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequ
         pools = replay.draw_pools(rng)
         outcomes.append(replay.run(plan, make_policy(policy, table), pools))
         if bounds is not None:
-            lower.append(bounds.bound(plan, pools))
+            lower.append(bounds.bound(None if hindsight_any_plan else plan, pools))
         if on_run is not None:
             on_run(done, runs)
         if time_limit_s is not None and time.process_time() - started > time_limit_s and done < runs:

@@ -159,6 +159,9 @@ def test_hindsight_is_the_lp_optimum_and_below_every_policy(seed: int) -> None:
         pools = replay.draw_pools(rng)
         bound = hindsight.bound(plan, pools)
         assert bound == pytest.approx(lp_optimum(hindsight, plan, pools), rel=1e-6)
+        for workers in (1, 3):                                # the bound for any plan is below each plan's
+            other = dnnprov.SpotPlan(counts={"p3.2xlarge": workers}, ps=1)
+            assert hindsight.bound(None, pools) <= hindsight.bound(other, pools) * (1 + 1e-9)
         for policy in POLICIES:
             run = replay.run(plan, make_policy(policy, table), pools)
             if run.met_deadline:
