@@ -17,8 +17,9 @@ fitted on the first half (``--fit``), every replay window starts in the second h
 - ``uniform-progress``: Can't Be Late's rule over the three zones (the baseline);
 - ``failover``, ``mpc``: over the three zones, on the nominal plan;
 - ``mpc+plan``: ``mpc`` on the plan ``dnnprov risk plan`` chooses on the fitted model;
-- the hindsight bound: a proven lower bound of any plan and policy meeting T_obj on those
-  windows (the plan only moves the start on the loss curve; the bound takes the latest).
+- the hindsight bound of each option's plan: a proven lower bound of any policy meeting
+  T_obj with that plan on those windows (the table shows the nominal plan's, and the best
+  option's cost over its own plan's bound).
 
 Costs are relative to the nominal plan run on-demand, and charged: a run that misses
 T_obj costs what it paid plus the whole job on-demand (finishing late is not free). The
@@ -113,12 +114,12 @@ def cell(problem: dnnprov.SpotProblem, traces: list, args: argparse.Namespace) -
             out[name] = {"met": 0.0, "cost": math.inf}
             continue
         r = replay_pools(problem, use, {"p3.2xlarge": traces}, policy=policy,
-                         model=model if policy == "mpc" else None, hindsight=name == "mpc",
-                         hindsight_any_plan=True, **common)
+                         model=model if policy == "mpc" else None, hindsight=policy == "mpc", **common)
         s = r.summary()
         out[name] = {"met": s["met_deadline"], "cost": charged(s, list(r.runs), od_cost) / od_cost}
-        if name == "mpc":
-            out["hindsight"] = (s["hindsight_cost_mean"] or math.inf) / od_cost
+        if policy == "mpc":                          # the bound of the option's own plan
+            out[name]["hindsight"] = (s["hindsight_cost_mean"] or math.inf) / od_cost
+    out["failover"]["hindsight"] = out["mpc"]["hindsight"]                  # the same (nominal) plan
     ok = [n for n in DNNPROV if out[n]["met"] >= 0.99]
     best = min(ok, key=lambda n: out[n]["cost"]) if ok else None
     out["best"] = best
@@ -127,7 +128,7 @@ def cell(problem: dnnprov.SpotProblem, traces: list, args: argparse.Namespace) -
     else:
         b = out[best]["cost"]
         out["targets"] = {"deadlines": True, "vs_fallback": b <= 0.75 * out["fallback-1z"]["cost"],
-                          "vs_hindsight": b <= 1.25 * out["hindsight"],
+                          "vs_hindsight": b <= 1.25 * out[best]["hindsight"],
                           "vs_uniform": b <= out["uniform-progress"]["cost"] * (1 + 1e-9)}
     return out
 
@@ -143,8 +144,8 @@ def figure(results: list[dict[str, Any]], path: Path) -> None:
     for name, marker in zip(OPTIONS, "osD^v"):
         ax.scatter([100 * r[name]["met"] for r in results], [r[name]["cost"] for r in results], label=name,
                    marker=marker, alpha=0.75)
-    ax.scatter([100.0] * len(results), [r["hindsight"] for r in results], label="hindsight bound", marker="_",
-               color="black")
+    ax.scatter([100.0] * len(results), [r["mpc"]["hindsight"] for r in results],
+               label="hindsight bound (nominal plan)", marker="_", color="black")
     ax.set_xlabel("deadlines met, % of held-out windows")
     ax.set_ylabel("mean cost / plan on-demand (missed runs charged)")
     ax.set_title("ResNet-110 on 3 aligned V100 zones, held out (20 cells: 0.5-8 h x 1.05-2x slack)")
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     started = time.process_time()
     print(f"{'J h':>4} {'slack':>5} {'plan':>4} | " + " | ".join(f"{n:>16}" for n in OPTIONS)
-          + f" | {'hindsight':>9} | best, targets")
+          + f" | {'hindsight':>9} | {'best/bound':>10} | best, targets")
     for hours in [float(h) for h in args.hours.split(",")]:
         for slack in [float(s) for s in args.slacks.split(",")]:
             try:
@@ -193,7 +194,9 @@ def main(argv: list[str] | None = None) -> int:
             cells = " | ".join(f"{100 * r[n]['met']:5.1f}% {r[n]['cost']:7.3f}x" for n in OPTIONS)
             missed = [k for k, v in r["targets"].items() if not v]
             print(f"{hours:4g} {slack:5g} {sum(r['plan']['counts'].values()):>4} | {cells} | "
-                  f"{r['hindsight']:8.3f}x | {r['best']}, {'all met' if not missed else 'missed: ' + ', '.join(missed)}",
+                  f"{r['mpc']['hindsight']:8.3f}x | "
+                  f"{(r[r['best']]['cost'] / r[r['best']]['hindsight']) if r['best'] else math.inf:9.3f}x | "
+                  f"{r['best']}, {'all met' if not missed else 'missed: ' + ', '.join(missed)}",
                   flush=True)
     cpu = time.process_time() - started
     met = {k: sum(r["targets"][k] for r in results) for k in ("deadlines", "vs_fallback", "vs_hindsight", "vs_uniform")}
