@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from typing import Callable
@@ -114,6 +115,9 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
                             message=f"{type(exc).__name__}: {exc}")
         if method != "milp":
             solver_log.final(result.status.value, result.message)
+        if isinstance(problem, SpotProblem) and result.plan is not None and problem.plan_zones(result.plan.counts):
+            result = dataclasses.replace(result, details={**result.details,
+                                                          "zones": problem.plan_zones(result.plan.counts)})
         return result
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from dnnprov.io.catalog import load_catalog
@@ -19,7 +20,8 @@ from dnnprov.cloud.export import (KUEUE_APIS, TARGETS, ApiCall, ExportOptions, F
                                   PlanDocument, SkyPilotOptions, ec2_fleet_calls, export_files, load_plan,
                                   plan_document, run_instances_calls)
 from dnnprov.io.instances import read_instance
-from dnnprov.cloud.replan import DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem, solve_takeover, takeover_document
+from dnnprov.cloud.replan import (DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem, solve_takeover, takeover_document,
+                                  zone_capacity, zone_placement)
 from dnnprov.result import Status
 from dnnprov.solve import METHODS
 from dnnprov.problems.spot import SpotProblem
@@ -154,6 +156,18 @@ def _revoked(values: list[str]) -> dict[str, int]:
     return revoked
 
 
+def _zone_capacity(values: list[str]) -> dict[str, dict[str, int]]:
+    """``--capacity TYPE@ZONE=N`` options: free spot instances per type and zone now."""
+    free: dict[str, dict[str, int]] = {}
+    for value in values:
+        where, sep, count = value.partition("=")
+        name, at, zone = where.partition("@")
+        if not sep or not at or not name or not zone or not count.isdigit():
+            raise InvalidInputError("--capacity", f"expected TYPE@ZONE=COUNT, got {value!r}")
+        free.setdefault(name, {})[zone] = int(count)
+    return free
+
+
 def cmd_replan(args: argparse.Namespace) -> int:
     """Re-plan INSTANCE after revocations of PLAN's instances (takeover plan)."""
     problem = read_instance(args.instance)
@@ -161,10 +175,17 @@ def cmd_replan(args: argparse.Namespace) -> int:
         raise InvalidInputError(args.instance, "re-planning needs a spot instance")
     doc = load_plan(args.plan)
     doc.require_spot()
-    takeover = replanned_problem(problem, doc.counts(), _revoked(args.revoked), args.elapsed,
+    revoked = _revoked(args.revoked)
+    free = _zone_capacity(args.capacity or [])
+    survivors = {k: n - revoked.get(k, 0) for k, n in doc.counts().items()}
+    takeover = replanned_problem(problem, doc.counts(), revoked, args.elapsed,
                                  args.loss_reached, takeover_overhead_s=args.takeover_overhead,
-                                 avoid_revoked=args.avoid_revoked, ps=doc.ps)
+                                 avoid_revoked=args.avoid_revoked, ps=doc.ps,
+                                 capacity=zone_capacity(problem, free, survivors) if free else None)
     result = solve_takeover(takeover, args.method, time_limit_s=args.time_limit)
+    if free and result.plan is not None:
+        new = {k: n - survivors.get(k, 0) for k, n in result.plan.counts.items() if n > survivors.get(k, 0)}
+        result = replace(result, details={**result.details, "zones": zone_placement(problem, new, free)})
     if args.json:
         out = (plan_document(result, takeover, doc.catalog).to_dict() if result.plan is not None
                else takeover_document(result, takeover, doc.catalog))
@@ -255,6 +276,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--takeover-overhead", type=float, default=DEFAULT_TAKEOVER_OVERHEAD_S,
                    help="seconds added to the predicted time (default %(default)g)")
     p.add_argument("--avoid-revoked", action="store_true", help="buy no new instance of a revoked type")
+    p.add_argument("--capacity", action="append", metavar="TYPE@ZONE=N",
+                   help="free spot instances in a zone of the type now (repeat); the takeover stays within "
+                        "them and its details say where to launch")
     p.add_argument("--method", choices=METHODS, default="milp")
     p.add_argument("--time-limit", type=float, default=60.0)
     p.add_argument("--json", action="store_true", help="print the takeover plan document")

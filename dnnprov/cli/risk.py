@@ -1,13 +1,17 @@
 """Revocation subcommands: ``risk fit``, ``risk attach``, ``risk solve`` and ``simulate``.
 
     dnnprov risk fit TRACE... [--pool] [--json]
+    dnnprov risk fit TRACE... --zones [--period A:B] [--cap K] [--out MODEL] [--json]
+    dnnprov risk plan INSTANCE --trace TYPE=FILE... [--zones] [--fit-period A:B] [--json]
     dnnprov risk attach INSTANCE (--fit TYPE=TRACE | --bucket TYPE=B)... --out FILE
     dnnprov risk solve INSTANCE (--robust K [--no-replacement] | --risk) [--deadline-probability Q]
                        [--takeover-overhead S] [--lost-work S] [--replacement on-demand|spot]
                        [--method auto|enumerate|decompose] [--max-plans N] [--time-limit S] [--json]
-    dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE... [--policy none|replan|fallback]
+    dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE... [--zones]
+                     [--policy none|replan|fallback|failover|uniform-progress|mpc]
+                     [--period A:B] [--fit-period A:B | --model MODEL] [--hindsight]
                      [--runs N] [--seed S] [--replan-method exact|heuristic] [--join S]
-                     [--horizon X] [--per-run] [--json]
+                     [--horizon X] [--time-limit S] [--per-run] [--json]
 
 Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`. Exit codes: 0 success, 1 no plan,
 2 bad input (one line naming the field).
@@ -50,8 +54,36 @@ def _pairs(option: str, values: list[str]) -> list[tuple[str, str]]:
 
 
 def cmd_risk_fit(args: argparse.Namespace) -> int:
-    """Fit the rate of loss and mean time to regain of each trace."""
+    """Fit the rate of loss and mean time to regain of each trace, or (``--zones``) the
+    availability model of one type's aligned pools."""
     traces = [load_trace(path) for path in args.traces]
+    if args.zones:
+        from dnnprov.cloud.availability import fit_availability, parse_period
+
+        model = fit_availability(traces, 16 if args.cap is None else args.cap,
+                                 parse_period(args.period or "0:1"))
+        text = json.dumps(model.to_dict(), indent=2)
+        if args.out:
+            with open(args.out, "w") as out:
+                out.write(text + "\n")
+        if args.json:
+            print(text)
+            return EXIT_OK
+        print(model.source)
+        print(f"  chance of k instances at launch (k = 0..{model.cap}): "
+              + " ".join(f"{p:.3f}" for p in model.start))
+        for zone, loss, regain in zip(model.zones, model.loss_sizes, model.regain_s):
+            share = "-" if loss["mean_share_lost"] is None else f"{100 * loss['mean_share_lost']:.0f} %"
+            whole = "-" if loss["all_lost"] is None else f"{100 * loss['all_lost']:.0f} %"
+            back = "never" if regain is None else f"{regain / 60:.0f} min"
+            print(f"  {zone}: {loss['events']} loss events, mean share lost {share}, all lost {whole}, "
+                  f"mean regain {back}")
+        for i, zone in enumerate(model.zones):
+            print(f"  correlation {zone}: " + " ".join(f"{c:+.2f}" for c in model.correlation[i]))
+        return EXIT_OK
+    for option in ("out", "cap", "period"):
+        if getattr(args, option) is not None:
+            raise InvalidInputError(f"--{option}", "goes with --zones")
     fits = [fit_traces(traces)] if args.pool else [fit_trace(t) for t in traces]
     if args.json:
         print(json.dumps([f.to_dict() for f in fits], indent=2))
@@ -130,27 +162,61 @@ def progress_bar(total: int, stream=sys.stderr) -> Callable[[int, int], None]:
     return on_run
 
 
+def _traces(values: list[str]) -> dict[str, list[Trace]]:
+    traces: dict[str, list[Trace]] = {}
+    for name, path in _pairs("--trace", values):
+        traces.setdefault(name, []).append(load_trace(path))
+    return traces
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Replay real spot traces against a plan under a policy."""
+    from dnnprov.cloud.availability import AvailabilityModel, parse_period
     from dnnprov.cloud.export import load_plan
-    from dnnprov.cloud.simulate import simulate
+    from dnnprov.cloud.pool_replay import replay_pools
+    from dnnprov.cloud.simulate import POLICIES, simulate
+    from dnnprov.json_files import read_json_file
 
     problem = _spot_instance(args.instance)
     doc = load_plan(args.plan, problem=problem)
-    traces: dict[str, list[Trace]] = {}
-    for name, path in _pairs("--trace", args.trace):
-        traces.setdefault(name, []).append(load_trace(path))
+    traces = _traces(args.trace)
     plan = SpotPlan(counts=doc.counts(), ps=doc.ps)
-    replay = simulate(problem, plan, traces, policy=args.policy, runs=args.runs, seed=args.seed,
-                      join_s=args.join, horizon=args.horizon, replan_method=args.replan_method,
-                      on_run=progress_bar(args.runs) if args.runs >= 200 else None)
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise InvalidInputError("--time-limit", f"must be a positive number of seconds, got {args.time_limit:g}")
+    if args.model and args.fit_period:
+        raise InvalidInputError("--model", "give --model or --fit-period, not both")
+    if (args.model or args.fit_period) and args.policy != "mpc":
+        raise InvalidInputError("--model" if args.model else "--fit-period", "goes with --policy mpc")
+    bar = progress_bar(args.runs) if args.runs >= 200 else None
+    pooled = args.zones or args.hindsight or args.period or args.policy not in POLICIES
+    if pooled:
+        if args.policy == "replan" or args.replan_method != "exact":
+            raise InvalidInputError("--policy", "the replan policy replays without --zones, --period and --hindsight")
+        model = AvailabilityModel.from_dict(read_json_file(args.model)) if args.model else None
+        replay = replay_pools(problem, plan, traces, policy=args.policy, zones=args.zones, runs=args.runs,
+                              seed=args.seed, join_s=args.join, horizon=args.horizon,
+                              period=parse_period(args.period) if args.period else (0.0, 1.0), model=model,
+                              fit_period=parse_period(args.fit_period, "--fit-period") if args.fit_period else None,
+                              hindsight=args.hindsight, time_limit_s=args.time_limit, on_run=bar)
+    else:
+        replay = simulate(problem, plan, traces, policy=args.policy, runs=args.runs, seed=args.seed,
+                          join_s=args.join, horizon=args.horizon, replan_method=args.replan_method,
+                          on_run=bar, time_limit_s=args.time_limit)
     if args.json:
         print(json.dumps(replay.to_dict(per_run=args.per_run), indent=2))
         return EXIT_OK
     s = replay.summary()
-    print(f"{problem.name}: {plan} under policy {args.policy}, {s['runs']} runs (seed {args.seed})")
+    print(f"{problem.name}: {plan} under policy {args.policy}, {s['runs']} runs (seed {args.seed})"
+          + (f", {'zones' if args.zones else 'one zone per run'}" if pooled else ""))
+    if replay.settings.get("stopped_by_time_limit"):
+        print(f"  stopped by --time-limit {args.time_limit:g} s after {s['runs']} of {args.runs} runs")
     print(f"  met deadline : {100 * s['met_deadline']:.1f} % (finished at all: {100 * s['finished']:.1f} %)")
     print(f"  cost         : mean ${s['cost_mean']:.4f}, p95 ${s['cost_p95']:.4f}")
+    if args.hindsight:
+        bound = s["hindsight_cost_mean"]
+        print("  hindsight    : " + (f"mean ${bound:.4f} (a proven lower bound for any policy meeting T_obj)"
+                                    if bound is not None else
+                                    f"{s['hindsight_unreachable_runs']} runs cannot meet T_obj with any policy"))
     print(f"  loss reached : mean {s['loss_mean']:.4g} (target {problem.slo.loss:g})")
     print(f"  revocations  : {s['revocations_mean']:.2f} per run, replans {s['replans_mean']:.2f}, "
           f"on-demand launched {s['on_demand_launched_mean']:.2f}")
@@ -160,8 +226,24 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_risk_plan(args: argparse.Namespace) -> int:
+    """The plan cheapest under a policy on the fitted availability model."""
+    from dnnprov.cloud.availability import parse_period
+    from dnnprov.cloud.plan_choice import choose_plan
+
+    problem = _spot_instance(args.instance)
+    choice = choose_plan(problem, _traces(args.trace), zones=args.zones,
+                         fit_period=parse_period(args.fit_period, "--fit-period"), join_s=args.join)
+    if args.json:
+        print(json.dumps(choice.to_dict(), indent=2))
+        return EXIT_OK
+    print(choice.summary())
+    return EXIT_OK if choice.plan is not None else EXIT_NO_PLAN
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``risk`` and ``simulate`` subcommands."""
+    from dnnprov.cloud.policies import POLICY_NAMES
     from dnnprov.cloud.simulate import POLICIES, REPLAN_METHODS
     from dnnprov.solvers.robust import DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S, METHODS as ROBUST_METHODS
 
@@ -170,8 +252,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     f = risk_sub.add_parser("fit", help="rate of loss and mean time to regain of spot traces")
     f.add_argument("traces", nargs="+", metavar="TRACE", help="availability or preemption trace files")
     f.add_argument("--pool", action="store_true", help="one model pooled over all the traces (one type, several zones)")
-    f.add_argument("--json", action="store_true", help="print a JSON list")
+    f.add_argument("--zones", action="store_true",
+                   help="the traces are one type's pools, aligned in time: fit the availability model")
+    f.add_argument("--period", default=None, metavar="A:B",
+                   help="with --zones: fit on this fraction of the common ticks (default 0:1)")
+    f.add_argument("--cap", type=int, default=None, metavar="K",
+                   help="with --zones: track up to K instances (default 16)")
+    f.add_argument("--out", help="with --zones: also write the model (JSON) to this file")
+    f.add_argument("--json", action="store_true", help="print JSON")
     f.set_defaults(run=cmd_risk_fit)
+    pl = risk_sub.add_parser("plan", help="the plan cheapest under the mpc policy on the fitted availability model")
+    pl.add_argument("instance")
+    pl.add_argument("--trace", action="append", required=True, metavar="TYPE=FILE",
+                    help="trace of a spot type (repeat; with --zones the type's aligned pools)")
+    pl.add_argument("--zones", action="store_true", help="the traces of one type are its simultaneous pools")
+    pl.add_argument("--fit-period", default="0:1", metavar="A:B", help="fit the model on this fraction of the traces")
+    pl.add_argument("--join", type=float, default=JOIN_OVERHEAD_S, help="seconds before launched instances train")
+    pl.add_argument("--json", action="store_true", help="print one JSON object (a plan document)")
+    pl.set_defaults(run=cmd_risk_plan)
     a = risk_sub.add_parser("attach", help="write an instance with interruption models on its types")
     a.add_argument("instance")
     a.add_argument("--fit", action="append", metavar="TYPE=TRACE", help="fit the type's model from a trace")
@@ -205,7 +303,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plan", required=True, help="plan document or `dnnprov solve --json` output")
     p.add_argument("--trace", action="append", required=True, metavar="TYPE=FILE",
                    help="trace of a spot type (repeat; several for one type: each run picks one)")
-    p.add_argument("--policy", choices=POLICIES, default="none")
+    p.add_argument("--policy", choices=sorted(set(POLICIES) | set(POLICY_NAMES)), default="none",
+                   help="launch policy (docs/revocation.md)")
+    p.add_argument("--zones", action="store_true",
+                   help="the traces given for one type are simultaneous pools aligned in time (one offset per run)")
+    p.add_argument("--period", default=None, metavar="A:B",
+                   help="replay windows start in this fraction of the traces (e.g. 0.5:1, held out)")
+    p.add_argument("--fit-period", default=None, metavar="A:B",
+                   help="with --policy mpc: fit its availability model on this fraction (default 0:1)")
+    p.add_argument("--model", default=None, help="with --policy mpc: availability model from risk fit --zones --out")
+    p.add_argument("--hindsight", action="store_true",
+                   help="also a proven lower bound per run on any policy meeting T_obj (hindsight_cost_mean)")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="stop after the run that crosses S CPU seconds (the output says so)")
     p.add_argument("--runs", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--replan-method", choices=REPLAN_METHODS, default="exact",

@@ -156,6 +156,46 @@ def replanned_problem(problem: SpotProblem, plan: SpotPlan | Mapping[str, int],
                            name=f"{problem.name}-takeover", notes=notes)
 
 
+def zone_capacity(problem: SpotProblem, free: Mapping[str, Mapping[str, int]],
+                  survivors: Mapping[str, int]) -> dict[str, int]:
+    """Spot capacity per type from free capacity per zone now: survivors plus the zones' free
+    instances (``free`` maps a type to ``{zone: count}``; each zone must be one of the type's)."""
+    out = {}
+    for name, zones in free.items():
+        t = next((t for t in problem.instance_types if t.name == name), None)
+        if t is None:
+            raise InvalidInputError(f"capacity.{name}", "not an instance type of the problem")
+        for zone, n in zones.items():
+            if zone not in t.pool_names:
+                raise InvalidInputError(f"capacity.{name}@{zone}", f"not a zone of {name} "
+                                        f"({', '.join(t.pool_names) or 'the type lists no zones'})")
+            check.count(f"capacity.{name}@{zone}", n, minimum=0, limit=check.MAX_QUOTA)
+        out[name] = survivors.get(name, 0) + sum(zones.values())
+    return out
+
+
+def zone_placement(problem: SpotProblem, new_spot: Mapping[str, int],
+                   free: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    """Where to launch new spot instances: per type, the zones with free capacity now,
+    cheapest first (the zone's ``spot_price_per_h``, else the type's), within each zone's
+    ``capacity`` field, as the ``failover`` policy places them."""
+    out: dict[str, dict[str, int]] = {}
+    for t in problem.instance_types:
+        left = int(new_spot.get(t.name, 0))
+        if not left or t.name not in free:
+            continue
+        pools = sorted(t.zones, key=lambda z: z.spot_price_per_h if z.spot_price_per_h is not None else t.spot_price_per_h)
+        for pool in pools:
+            room = int(free[t.name].get(pool.zone, 0))
+            if pool.capacity is not None:
+                room = min(room, pool.capacity)
+            take = min(left, room)
+            if take:
+                out.setdefault(t.name, {})[pool.zone] = take
+                left -= take
+    return out
+
+
 def running_ps_count(problem: SpotProblem, plan: SpotPlan | Mapping[str, int], ps: int | None) -> int:
     """PS nodes running now: ``ps``, else the plan's, else 1; within the problem's PS range."""
     if ps is None:

@@ -30,15 +30,20 @@ Policies:
   ``replan_method="heuristic"`` the takeover is solved by spotDNN's Algorithm 1 instead
   (the paper's re-provisioning). When no takeover meets the deadline, missing spot
   workers are relaunched where capacity allows.
-- ``fallback``: Can't Be Late's rule, switch to on-demand when the remaining slack
-  requires it: missing spot workers are relaunched on spot when capacity returns, and
-  at any event where the cluster held now would not end by ``T_obj - join_s``, the
-  missing workers are launched on-demand (same type) and kept to the end.
+- ``fallback``: spotDNN-style event rule (not Can't Be Late's: it decides only at events
+  and never returns to spot): missing spot workers are relaunched on spot when capacity
+  returns, and at any event where the cluster held now would not end by
+  ``T_obj - join_s``, the missing workers are launched on-demand (same type) and kept to
+  the end.
+
+The pool-aware policies (``failover``, ``uniform-progress``, ``mpc``), ``--zones`` and the
+hindsight bound replay tick by tick in :mod:`dnnprov.cloud.pool_replay`.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -71,9 +76,10 @@ class RunOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"met_deadline": self.met_deadline, "finish_s": self.finish_s, "cost": self.cost,
-                "loss": self.loss, "revocations": self.revocations, "replans": self.replans,
-                "on_demand_launched": self.on_demand_launched}
+        return {"met_deadline": bool(self.met_deadline),
+                "finish_s": None if self.finish_s is None else float(self.finish_s), "cost": float(self.cost),
+                "loss": float(self.loss), "revocations": int(self.revocations), "replans": int(self.replans),
+                "on_demand_launched": int(self.on_demand_launched)}
 
 
 @dataclass(frozen=True)
@@ -83,12 +89,19 @@ class Replay:
     policy: str
     runs: tuple[RunOutcome, ...]
     settings: Mapping[str, Any] = field(default_factory=dict)
+    bounds: tuple[float, ...] = ()                 # per run: the hindsight lower bound (if asked)
 
     def summary(self) -> dict[str, Any]:
-        """Aggregate: deadline fraction, cost mean and p95, loss, revocations, replans."""
+        """Aggregate: deadline fraction, cost mean and p95, loss, revocations, replans, and with
+        ``bounds`` the hindsight bound's mean (``None`` when some run cannot meet T_obj at all)."""
         cost = np.array([r.cost for r in self.runs])
         finish = np.array([r.finish_s for r in self.runs if r.finish_s is not None])
-        return {
+        extra = {}
+        if self.bounds:
+            finite = all(math.isfinite(b) for b in self.bounds)
+            extra = {"hindsight_cost_mean": float(np.mean(self.bounds)) if finite else None,
+                     "hindsight_unreachable_runs": sum(not math.isfinite(b) for b in self.bounds)}
+        return {**extra, 
             "runs": len(self.runs), "policy": self.policy,
             "met_deadline": float(np.mean([r.met_deadline for r in self.runs])),
             "finished": len(finish) / len(self.runs),
@@ -106,6 +119,20 @@ class Replay:
         if per_run:
             out["per_run"] = [r.to_dict() for r in self.runs]
         return out
+
+
+#: Most trace ticks one run may cover (horizon / gap_seconds): bounds a run's work and memory.
+MAX_RUN_TICKS = 1_000_000
+
+
+def check_run_ticks(trace: Trace, horizon_s: float) -> int:
+    """Ticks of ``trace`` a run of ``horizon_s`` covers; refused beyond :data:`MAX_RUN_TICKS`."""
+    ticks = horizon_s / trace.gap_s
+    if not ticks <= MAX_RUN_TICKS:
+        raise InvalidInputError(f"{trace.path}: metadata.gap_seconds",
+                                f"{trace.gap_s:g} s ticks: a run of {horizon_s:g} s covers {ticks:.3g} ticks, more "
+                                f"than the limit of {MAX_RUN_TICKS:,} (use a coarser trace or a shorter --horizon)")
+    return math.ceil(ticks) + 1
 
 
 class _Capacity:
@@ -168,6 +195,9 @@ class Simulator:
             if not items:
                 raise InvalidInputError(f"--trace {name}", "no trace given")
         self.traces = {self.types.index(k): list(v) for k, v in traces.items()}
+        for items in self.traces.values():
+            for trace in items:
+                check_run_ticks(trace, self.horizon_s)
         labels = self.model.columns.labels
         self.spot_col = [labels.index(n) for n in self.types]
         self.od_col = [labels.index(n + ON_DEMAND_SUFFIX) if n + ON_DEMAND_SUFFIX in labels else None for n in self.types]
@@ -442,18 +472,42 @@ class Simulator:
 def simulate(problem: SpotProblem, plan: SpotPlan | Mapping[str, int], traces: Mapping[str, Sequence[Trace]], *,
              policy: str = "none", runs: int = 1000, seed: int = 0, join_s: float = JOIN_OVERHEAD_S,
              horizon: float = 3.0, replan_method: str = "exact",
-             on_run: Callable[[int, int], None] | None = None, simulator: Simulator | None = None) -> Replay:
+             on_run: Callable[[int, int], None] | None = None, simulator: Simulator | None = None,
+             time_limit_s: float | None = None) -> Replay:
     """Replay ``runs`` runs of ``plan`` against ``traces`` under ``policy`` (module docstring).
 
     ``on_run(done, total)`` is called after each run (a progress bar); ``simulator`` reuses
     one built for the same problem and traces (its model caches; its ``join_s``, ``horizon``
-    and ``replan_method`` then apply).
+    and ``replan_method`` then apply). ``time_limit_s`` (CPU seconds) stops after the run
+    that crosses it; the replay holds the runs done and its settings say so.
     """
     policy = check.choice("policy", policy, POLICIES)
     runs = check.integer("runs", runs, minimum=1, maximum=10_000_000)
     seed = check.integer("seed", seed, minimum=0)
     if not isinstance(plan, SpotPlan):
         plan = SpotPlan(counts=check_existing("plan.counts", plan), ps=problem.constraints.ps_count[0])
+    check_plan_traces(problem, plan, traces)
+    sim = simulator or Simulator(problem, traces, join_s=join_s, horizon=horizon, replan_method=replan_method)
+    rng = np.random.default_rng(seed)
+    outcomes = []
+    started = time.process_time()
+    stopped = False
+    for done in range(1, runs + 1):
+        outcomes.append(sim.run(plan, policy, rng))
+        if on_run is not None:
+            on_run(done, runs)
+        if time_limit_s is not None and time.process_time() - started > time_limit_s and done < runs:
+            stopped = True
+            break
+    settings = {"seed": seed, "join_s": sim.join_s, "horizon_s": sim.horizon_s, "plan": plan.to_dict(),
+                "replan_method": sim.replan_method,
+                "traces": {name: [tr.path for tr in items] for name, items in traces.items()},
+                "time_obj_s": problem.slo.time_s, "runs_asked": runs, "stopped_by_time_limit": stopped}
+    return Replay(policy=policy, runs=tuple(outcomes), settings=settings)
+
+
+def check_plan_traces(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]]) -> None:
+    """Refuse traces of unknown types, plan columns the problem lacks, spot types without traces."""
     names = [t.name for t in problem.instance_types]
     for name in traces:
         if name not in names:
@@ -466,15 +520,3 @@ def simulate(problem: SpotProblem, plan: SpotPlan | Mapping[str, int], traces: M
             raise InvalidInputError(f"--trace {label}", "the plan uses this spot type but no trace is given for it")
     if plan.workers == 0:
         raise InvalidInputError("plan.counts", "the plan has no worker")
-    sim = simulator or Simulator(problem, traces, join_s=join_s, horizon=horizon, replan_method=replan_method)
-    rng = np.random.default_rng(seed)
-    outcomes = []
-    for done in range(1, runs + 1):
-        outcomes.append(sim.run(plan, policy, rng))
-        if on_run is not None:
-            on_run(done, runs)
-    settings = {"seed": seed, "join_s": sim.join_s, "horizon_s": sim.horizon_s, "plan": plan.to_dict(),
-                "replan_method": sim.replan_method,
-                "traces": {name: [tr.path for tr in items] for name, items in traces.items()},
-                "time_obj_s": problem.slo.time_s}
-    return Replay(policy=policy, runs=tuple(outcomes), settings=settings)

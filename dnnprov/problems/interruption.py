@@ -122,18 +122,43 @@ class Trace:
         return head if head.count("-") >= 2 else None
 
 
+TRACE_FIELDS = ("metadata", "data", "prices")
+METADATA_FIELDS = ("gap_seconds",)
+#: Longest trace read, ticks (a 2-month trace at 1-minute ticks is ~65,000; 10^7 bounds the work).
+MAX_TRACE_TICKS = 10_000_000
+
+
 def load_trace(path: str | Path) -> Trace:
-    """Read a trace file; errors name the file and the field."""
+    """Read a trace file; errors name the file and the field (unknown fields are refused).
+
+    ``prices`` (spot price per tick, in some preemption traces) is checked and not used.
+    """
     name = str(path)
     raw = read_json_file(path)
     if not isinstance(raw, Mapping) or not isinstance(raw.get("metadata"), Mapping):
         raise InvalidInputError(f"{name}: metadata", "a trace is {\"metadata\": {\"gap_seconds\": G}, \"data\": [...]}")
+    for where, keys, known in (("", raw, TRACE_FIELDS), ("metadata.", raw["metadata"], METADATA_FIELDS)):
+        unknown = [k for k in keys if k not in known]
+        if unknown:
+            raise InvalidInputError(f"{name}: {where}{unknown[0]}", f"unknown trace field (known: {', '.join(known)})")
     gap = check.number(f"{name}: metadata.gap_seconds", raw["metadata"].get("gap_seconds"), exclusive_minimum=0)
     data = raw.get("data")
     if not isinstance(data, list) or len(data) < 2:
         raise InvalidInputError(f"{name}: data", "must be a list of at least two alive counts")
-    alive = np.array([check.integer(f"{name}: data[{i}]", v, minimum=0) for i, v in enumerate(data)], dtype=np.int64)
+    if len(data) > MAX_TRACE_TICKS:
+        raise InvalidInputError(f"{name}: data", f"{len(data):,} ticks are more than the limit of {MAX_TRACE_TICKS:,}")
+    alive = _counts(f"{name}: data", data)
+    prices = raw.get("prices")
+    if prices is not None and (not isinstance(prices, list) or len(prices) != len(data)):
+        raise InvalidInputError(f"{name}: prices", "must be a list of one spot price per tick of data")
     return Trace(path=name, gap_s=gap, alive=alive)
+
+
+def _counts(where: str, data: list) -> np.ndarray:
+    """The alive counts as integers >= 0; a bad entry is named by its index (linear time)."""
+    if all(type(v) is int for v in data) and 0 <= min(data) and max(data) <= check.MAX_INTEGER:
+        return np.array(data, dtype=np.int64)
+    return np.array([check.integer(f"{where}[{i}]", v, minimum=0) for i, v in enumerate(data)], dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -153,14 +178,22 @@ class TraceFit:
 
 
 def _regain_times(trace: Trace) -> tuple[np.ndarray, list[float]]:
-    """Per tick the instances lost, and the regain time of every drop that recovers."""
-    alive = trace.alive
-    drops = np.maximum(alive[:-1] - alive[1:], 0)
-    times = []
-    for i in np.flatnonzero(drops):
-        later = np.flatnonzero(alive[i + 1:] >= alive[i])
-        if later.size:
-            times.append((int(later[0]) + 1) * trace.gap_s)
+    """Per tick the instances lost, and the regain time of every drop that recovers.
+
+    The regain of a drop after tick ``i`` is the first later tick whose count is back at
+    ``alive[i]``: the next-greater-or-equal element, found for every tick in one backward
+    pass with a stack (linear time).
+    """
+    alive = trace.alive.tolist()
+    drops = np.maximum(trace.alive[:-1] - trace.alive[1:], 0)
+    back = [-1] * len(alive)                     # first j > i with alive[j] >= alive[i]
+    stack: list[int] = []
+    for i in range(len(alive) - 1, -1, -1):
+        while stack and alive[stack[-1]] < alive[i]:
+            stack.pop()
+        back[i] = stack[-1] if stack else -1
+        stack.append(i)
+    times = [(back[i] - i) * trace.gap_s for i in np.flatnonzero(drops).tolist() if back[i] >= 0]
     return drops, times
 
 

@@ -473,6 +473,11 @@ class SpotProblem:
             families=tuple(t.quota_family for t, _, _, _ in rows),
         )
 
+    def plan_zones(self, counts: Mapping[str, int]) -> dict[str, list[str]]:
+        """The zones offered for each spot type a plan uses (types with pools only)."""
+        used = {label for label, n in counts.items() if n and not label.endswith(ON_DEMAND_SUFFIX)}
+        return {t.name: list(t.pool_names) for t in self.instance_types if t.zones and t.name in used}
+
     def replace(self, **changes: Any) -> "SpotProblem":
         """A copy with some top-level fields changed (validated again)."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}

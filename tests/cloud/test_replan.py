@@ -284,3 +284,42 @@ def test_cli_takeover_launches_the_new_ps(resnet110_paper, tmp_path: Path, capsy
     doc = json.loads(capsys.readouterr().out)
     assert doc["format"] == "dnnprov/plan" and doc["result"]["status"] == "infeasible"
     assert doc["instance"]["constraints"]["existing"] == {"p3.2xlarge": 2, "g3.16xlarge": 2}
+
+
+def test_cli_replan_places_the_takeover_in_zones(ref_resnet110, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture) -> None:
+    """With pools and `--capacity TYPE@ZONE=N`, the takeover stays within the free capacity and
+    its details say where to launch: the cheaper zone first, then the next (issue 18)."""
+    from dataclasses import replace
+
+    from dnnprov.problems.spot import SpotPool
+
+    problem = ref_resnet110()
+    zones = (SpotPool("us-east-1a", spot_price_per_h=0.70), SpotPool("us-east-1b", spot_price_per_h=0.60))
+    problem = problem.replace(instance_types=tuple(replace(t, zones=zones) if t.name == "g3.8xlarge" else t
+                                                   for t in problem.instance_types))
+    instance = tmp_path / "zones.json"
+    dnnprov.write_instance(problem, instance)
+    assert main(["solve", str(instance), "--method", "reference-heuristic", "--json"]) == 0
+    solved = json.loads(capsys.readouterr().out)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(solved))
+    if solved["plan"]["counts"].get("g3.8xlarge"):
+        assert solved["details"]["zones"] == {"g3.8xlarge": ["us-east-1a", "us-east-1b"]}
+    loss = predicted_loss(problem, TABLE1_PLAN, REVOKED_AT_S)
+    args = ["replan", str(instance), "--plan", str(plan), "--revoked", "g3.8xlarge=5",
+            "--elapsed", str(REVOKED_AT_S), "--loss-reached", str(loss), "--method", "enumerate"]
+    assert main(args + ["--capacity", "g3.8xlarge@us-east-1a=1", "--capacity", "g3.8xlarge@us-east-1b=2",
+                        "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)["result"]
+    new = doc["details"]["new_instances"].get("g3.8xlarge", 0)
+    assert 0 < new <= 3                          # the cheap g3.8xlarge come back, as far as the zones allow
+    placed = doc["details"]["zones"].get("g3.8xlarge", {})
+    assert sum(placed.values()) == new and placed.get("us-east-1b", 0) == min(new, 2)
+    oracle = replan(problem, TABLE1_PLAN, {"g3.8xlarge": 5}, REVOKED_AT_S, loss, method="enumerate",
+                    capacity={"g3.8xlarge": 3})
+    assert doc["cost"] == pytest.approx(oracle.cost, rel=1e-9)
+    assert main(args + ["--capacity", "g3.8xlarge@us-west-2a=1"]) == 2
+    assert "not a zone of g3.8xlarge" in capsys.readouterr().err
+    assert main(args + ["--capacity", "g3.8xlarge=1"]) == 2
+    assert "TYPE@ZONE=COUNT" in capsys.readouterr().err

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
+import numpy as np
 import pytest
 
 import dnnprov
@@ -177,3 +178,61 @@ def test_real_traces_fit() -> None:
     pool = fit_traces([load_trace(f) for f in files if "/16-node/" in f])
     assert 0.3 < pool.interruption.rate_per_h < 0.7
     assert pool.interruption.mean_regain_s > 3600  # capacity stays away for hours
+
+
+# ------------------------------------------------------------- issue 18 defects
+@pytest.mark.parametrize(("doc", "field"), [
+    ({"metadata": {"gap_seconds": 60}, "data": [1, 1], "gap_seconds": 30}, "gap_seconds"),
+    ({"metadata": {"gap_seconds": 60, "zone": "us-east-1a"}, "data": [1, 1]}, "metadata.zone"),
+    ({"metadata": {"gap_seconds": 60}, "data": [1, 1], "prices": [0.9]}, "prices"),
+])
+def test_unknown_or_bad_trace_fields_are_refused(tmp_path: Path, doc: dict, field: str) -> None:
+    """A trace field dnnprov does not know is refused, naming it (it was silently ignored)."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InvalidInputError) as err:
+        load_trace(path)
+    assert err.value.field == f"{path}: {field}"
+
+
+def test_trace_prices_are_accepted(tmp_path: Path) -> None:
+    """The real preemption traces carry a price per tick: read, not refused."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"metadata": {"gap_seconds": 60}, "data": [1, 0, 1.0], "prices": [0.9, 0.9, 0.9]}))
+    assert load_trace(path).alive.tolist() == [1, 0, 1]
+
+
+def _regains_by_brute_force(alive: list[int], gap: float) -> list[float]:
+    """The definition, read literally: for each drop the first later tick back at the level before it."""
+    out = []
+    for i in range(len(alive) - 1):
+        if alive[i + 1] < alive[i]:
+            later = [j for j in range(i + 1, len(alive)) if alive[j] >= alive[i]]
+            if later:
+                out.append((later[0] - i) * gap)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_linear_regain_times_match_the_definition(seed: int) -> None:
+    """The one-pass regain times equal the quadratic definition on random multi-node traces."""
+    from dnnprov.problems.interruption import Trace, _regain_times
+
+    rng = np.random.default_rng(seed)
+    alive = rng.integers(0, 5, size=400).tolist()
+    _, times = _regain_times(Trace("r.json", 30.0, np.array(alive)))
+    assert times == _regains_by_brute_force(alive, 30.0)
+
+
+def test_risk_fit_of_a_two_million_tick_trace_is_linear(tmp_path: Path) -> None:
+    """The 2M-tick trace of repro/turn3/make-trace.py: the fit takes CPU seconds, not hours."""
+    import time
+
+    from dnnprov.problems.interruption import Trace
+
+    trace = Trace("long.json", 32.0, np.array([1, 0] * 1_000_000))
+    started = time.process_time()
+    fit = fit_trace(trace)
+    assert fit.losses == 1_000_000 and fit.regains == 999_999
+    assert fit.interruption.mean_regain_s == pytest.approx(64.0)
+    assert time.process_time() - started < 60          # quadratic: ~10^12 steps; linear: ~1 s

@@ -176,3 +176,37 @@ def test_real_traces_replay() -> None:
     assert out["none"]["met_deadline"] < 1.0
     assert out["replan"]["met_deadline"] > out["none"]["met_deadline"]
     assert out["fallback"]["met_deadline"] > out["none"]["met_deadline"]
+
+
+# ------------------------------------------------------------- issue 18 defects
+def _cli_files(tmp_path: Path, capsys: pytest.CaptureFixture) -> tuple[Path, Path]:
+    problem = small_problem(time_s=3600.0, markets=("spot", "on-demand"))
+    instance = tmp_path / "small.json"
+    dnnprov.write_instance(problem, instance)
+    assert main(["solve", str(instance), "--method", "enumerate", "--json"]) == 0
+    plan = tmp_path / "plan.json"
+    plan.write_text(capsys.readouterr().out)
+    return instance, plan
+
+
+def test_per_run_json_with_capacity_changes(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`--per-run --json` on runs that cross capacity changes prints valid JSON (it crashed on a bool)."""
+    instance, plan = _cli_files(tmp_path, capsys)
+    trace = write_trace(tmp_path, "t.json", ([1] * 10 + [0] * 5) * 6)
+    for policy in ("none", "replan", "fallback"):
+        args = ["simulate", str(instance), "--plan", str(plan), "--trace", f"p3.2xlarge={trace}",
+                "--trace", f"g3.8xlarge={trace}", "--runs", "12", "--policy", policy, "--per-run", "--json"]
+        assert main(args) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert len(out["per_run"]) == 12 and any(r["revocations"] for r in out["per_run"])
+        assert all(isinstance(r["met_deadline"], bool) for r in out["per_run"])
+
+
+def test_tiny_gap_is_refused_not_materialized(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A 1e-9 s tick would need 10^13 ticks per run: one error naming gap_seconds, exit 2."""
+    instance, plan = _cli_files(tmp_path, capsys)
+    trace = write_trace(tmp_path, "t.json", [1, 0, 1, 1], gap=1e-9)
+    code = main(["simulate", str(instance), "--plan", str(plan), "--trace", f"p3.2xlarge={trace}",
+                 "--trace", f"g3.8xlarge={trace}", "--runs", "2"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "metadata.gap_seconds" in err and "limit" in err

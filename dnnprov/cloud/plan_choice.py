@@ -1,0 +1,105 @@
+"""Plans and policies chosen together: the plan cheapest under ``mpc`` on the fitted model.
+
+The nominal optimum prices a plan as if its spot instances ran undisturbed. Here every
+single-type plan (type with traces, workers ``W`` within the quota, PS count in range)
+is priced by the expected cost of the ``mpc`` policy's takeover table on the availability
+model fitted from the type's traces (:class:`dnnprov.cloud.policies.TakeoverTable`): the
+table's value at the start, averaged over the model's chance of k instances at launch.
+``W`` fixes the start of the loss curve and the cluster the plan launches; the policy
+then resizes it. The choice is heuristic (the model's expectation, overheads left out),
+so the result says ``feasible``, never ``optimal``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from dnnprov.cloud.availability import fit_availability
+from dnnprov.cloud.pool_replay import PoolReplay
+from dnnprov.errors import InvalidInputError
+from dnnprov.problems.interruption import Trace
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.result import Result, SpotPlan, Status
+from dnnprov.solvers.robust import JOIN_OVERHEAD_S
+
+MAX_CANDIDATES = 512
+
+
+@dataclass(frozen=True)
+class PlanChoice:
+    """The chosen plan and every candidate's expected cost."""
+
+    problem: SpotProblem
+    plan: SpotPlan | None
+    expected_cost: float | None
+    candidates: tuple[dict[str, Any], ...]
+    source: str
+
+    def result(self) -> Result:
+        """A solve-style result (a plan document for ``simulate``, ``export``)."""
+        if self.plan is None:
+            return Result(status=Status.UNKNOWN, method="risk-plan", kind="spot", model=self.problem.model,
+                          instance=self.problem.name, message="no candidate plan meets T_obj under the model")
+        return Result(status=Status.FEASIBLE, method="risk-plan", kind="spot", model=self.problem.model,
+                      instance=self.problem.name, plan=self.plan, cost=self.expected_cost,
+                      message="cheapest expected cost under the mpc policy on the fitted availability model",
+                      details={"policy": "mpc", "model": self.source, "candidates": list(self.candidates)})
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form: the result's."""
+        return self.result().to_dict()
+
+    def summary(self) -> str:
+        """Human-readable lines."""
+        if self.plan is None:
+            return f"{self.problem.name}: no plan meets T_obj under the fitted model"
+        lines = [f"{self.problem.name}: {self.plan} under mpc, expected ${self.expected_cost:.4f} ({self.source})"]
+        ranked = sorted(self.candidates, key=lambda c: c["expected_cost"] if c["expected_cost"] is not None else math.inf)
+        for c in ranked[:5]:
+            cost = "cannot meet T_obj" if c["expected_cost"] is None else f"${c['expected_cost']:.4f}"
+            lines.append(f"  {c['workers']} x {c['type']}, {c['ps']} PS: {cost}")
+        return "\n".join(lines)
+
+
+def choose_plan(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], *, zones: bool,
+                fit_period: tuple[float, float] = (0.0, 1.0), join_s: float = JOIN_OVERHEAD_S) -> PlanChoice:
+    """Price every single-type plan by its expected ``mpc`` cost (module docstring)."""
+    if not traces:
+        raise InvalidInputError("--trace", "give the traces of at least one spot type")
+    replay = PoolReplay(problem, traces, zones=zones, join_s=join_s)
+    low, high = problem.constraints.ps_count
+    count = sum(problem.instance_types[replay.types.index(n)].quota for n in traces) * (high - low + 1)
+    if count > MAX_CANDIDATES:
+        raise InvalidInputError("--trace", f"{count:,} candidate plans are more than the limit of {MAX_CANDIDATES}")
+    best: tuple[float, SpotPlan] | None = None
+    candidates, sources = [], []
+    for name, items in traces.items():
+        quota = problem.instance_types[replay.types.index(name)].quota
+        if quota == 0:
+            continue
+        model = fit_availability(items if zones else items[:1], quota, fit_period)
+        sources.append(model.source)
+        for ps in range(low, high + 1):
+            for workers in range(1, quota + 1):
+                plan = SpotPlan(counts={name: workers}, ps=ps)
+                if replay.speed(_one_type(replay, name, workers), ps) <= 0:
+                    continue
+                cost = replay.takeover_table(plan, model).expected_cost
+                finite = math.isfinite(cost)
+                candidates.append({"type": name, "workers": workers, "ps": ps,
+                                   "expected_cost": cost if finite else None})
+                if finite and (best is None or cost < best[0]):
+                    best = (cost, plan)
+    return PlanChoice(problem=problem, plan=best[1] if best else None, expected_cost=best[0] if best else None,
+                      candidates=tuple(candidates), source="; ".join(sources))
+
+
+def _one_type(replay: PoolReplay, name: str, workers: int) -> np.ndarray:
+    """Workers per type of a plan of ``workers`` instances of ``name``."""
+    out = np.zeros(len(replay.types), dtype=np.int64)
+    out[replay.types.index(name)] = workers
+    return out

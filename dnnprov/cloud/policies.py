@@ -1,0 +1,336 @@
+"""Launch policies over spot pools, shared by ``simulate``, ``replan`` and the service.
+
+A policy is asked at every tick of the traces (and decides only at the ticks its rule says):
+given a :class:`View` of the run now (time, progress, each pool's capacity and holdings), it
+returns how many spot instances to hold in each pool and how many on-demand instances of
+each type (:class:`Holdings`). Plans name types; placing them on pools is the policy's.
+
+- ``none``: the plan's instances at the start where capacity is; nothing after.
+- ``fallback``: spotDNN-style event rule on the type's first zone only: at a revocation or
+  a capacity change, missing spot workers are relaunched there where capacity allows, and
+  if the cluster held then would not end by ``T_obj - join_s`` the still-missing workers
+  go on-demand and stay to the end. It never returns to spot and decides only at events
+  (so it is not Can't Be Late's rule).
+- ``failover``: the same rule, relaunching in any zone with capacity (cheapest first), as
+  SkyPilot's managed spot jobs fail over across zones.
+- ``uniform-progress``: Can't Be Late's rule (Wu et al., NSDI 24) at every tick: spot
+  wherever available; on-demand for the missing workers only while progress is behind the
+  uniform line ``t / (T_obj - join_s - gap)``, with hysteresis (on-demand is kept until
+  progress is ahead by :data:`HYSTERESIS_TICKS` ticks of the line); and a safety net:
+  when waiting one more tick could leave too little time for an all-on-demand cluster
+  to finish, it goes all on-demand and stays.
+- ``mpc``: model-predictive (:class:`ModelPredictive`): the exact optimum, under the
+  fitted availability model, of the on-demand count at each state, with the same
+  safety net.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from dnnprov.cloud.availability import AvailabilityModel
+from dnnprov.errors import InvalidInputError
+
+POLICY_NAMES = ("none", "fallback", "failover", "uniform-progress", "mpc")
+HYSTERESIS_TICKS = 2
+PROGRESS_BUCKETS = 2000
+#: Cost-to-go of a state that cannot finish by the deadline (finite, so that expectations
+#: over zero-chance cells stay numbers; above any real cost).
+INFEASIBLE = 1e15
+
+
+@dataclass
+class View:
+    """The run at one tick, as a policy sees it.
+
+    Pools are indexed ``p``; ``pool_type[p]`` is the type index, ``pool_group[p]`` the
+    zone's position among its type's zones (0: the first, the home zone). ``want`` is the
+    plan's workers per type (both markets), ``od_floor`` its on-demand workers.
+    """
+
+    t: float
+    gap_s: float
+    join_s: float
+    deadline_s: float
+    progress: float                     # fraction of the job done, 0..1
+    caps: np.ndarray
+    pool_type: np.ndarray
+    pool_group: np.ndarray
+    pool_price: np.ndarray
+    spot: np.ndarray                    # held per pool (running + joining)
+    od: np.ndarray                      # held per type
+    want: np.ndarray
+    od_floor: np.ndarray
+    ps: int
+    event: bool                         # first tick, a revocation or a capacity change
+    time_to_finish: Callable[[np.ndarray], float]    # seconds for workers per type from now
+    running_spot: np.ndarray            # per pool: joined (training) spot instances
+    running_od: np.ndarray              # per type: joined on-demand instances
+    time_after_tick: Callable[[np.ndarray, np.ndarray], float]
+    """``(kept, cluster)``: seconds for ``cluster`` to finish from the progress that the
+    ``kept`` running workers per type are sure to add by the next tick (capacity only
+    changes at ticks, so they cannot be revoked before it)."""
+
+    def delay(self) -> float:
+        """Seconds before instances launched now train."""
+        return 0.0 if self.t == 0 else self.join_s
+
+
+@dataclass
+class Holdings:
+    """What a policy wants held: spot per pool, on-demand per type."""
+
+    spot: np.ndarray
+    od: np.ndarray
+
+
+def fill_spot(view: View, want_spot: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """Spot per pool reaching ``want_spot`` per type: keep what is held, then add in allowed
+    pools with free capacity, cheapest first; trim the dearest pools when above."""
+    target = np.minimum(view.spot, view.caps)
+    for i, want in enumerate(want_spot):
+        mine = np.flatnonzero(view.pool_type == i)
+        order = mine[np.argsort(view.pool_price[mine], kind="stable")]
+        have = int(target[mine].sum())
+        for p in order:
+            if have >= want:
+                break
+            if allowed[p]:
+                add = min(int(view.caps[p] - target[p]), int(want) - have)
+                target[p] += add
+                have += add
+        for p in order[::-1]:
+            if have <= want:
+                break
+            cut = min(int(target[p]), have - int(want))
+            target[p] -= cut
+            have -= cut
+    return target
+
+
+def per_type(view: View, spot: np.ndarray) -> np.ndarray:
+    """Spot instances per type from per-pool counts."""
+    return np.bincount(view.pool_type, weights=spot, minlength=len(view.want)).astype(np.int64)
+
+
+def safety_net(view: View, cluster: np.ndarray | None = None) -> bool:
+    """Whether waiting one more tick could leave too little time for ``cluster`` (default: the
+    plan's workers) all on-demand to finish (no progress assumed meanwhile)."""
+    need = view.join_s + view.time_to_finish(view.want if cluster is None else cluster)
+    return view.t + view.gap_s + need > view.deadline_s
+
+
+def kept_running(view: View, order: Holdings) -> np.ndarray:
+    """Workers per type already training that ``order`` keeps (sure to train until the next tick)."""
+    return per_type(view, np.minimum(view.running_spot, order.spot)) + np.minimum(view.running_od, order.od)
+
+
+class Policy:
+    """Base: one instance per run (policies keep per-run state)."""
+
+    name = ""
+
+    def decide(self, view: View) -> Holdings:
+        raise NotImplementedError
+
+
+class NoRelaunch(Policy):
+    """``none``: the plan where capacity is at the start, then nothing."""
+
+    name = "none"
+
+    def decide(self, view: View) -> Holdings:
+        if view.t > 0:
+            return Holdings(np.minimum(view.spot, view.caps), view.od.copy())
+        spot = fill_spot(view, view.want - view.od_floor, view.pool_group == 0)
+        return Holdings(spot, view.od_floor.copy())
+
+
+@dataclass
+class Fallback(Policy):
+    """``fallback`` (home zone only) and ``failover`` (every zone): module docstring."""
+
+    every_zone: bool = False
+    od: np.ndarray | None = None
+
+    @property
+    def name(self) -> str:                               # type: ignore[override]
+        return "failover" if self.every_zone else "fallback"
+
+    def decide(self, view: View) -> Holdings:
+        if self.od is None:
+            self.od = view.od_floor.copy()
+        if not view.event:
+            return Holdings(np.minimum(view.spot, view.caps), self.od.copy())
+        allowed = np.ones(len(view.caps), dtype=bool) if self.every_zone else view.pool_group == 0
+        spot = fill_spot(view, view.want - self.od, allowed)
+        missing = view.want - self.od - per_type(view, spot)
+        if missing.any():
+            cluster = per_type(view, spot) + self.od
+            finish = view.time_to_finish(cluster)
+            if view.t + view.delay() + finish > view.deadline_s:
+                self.od = self.od + missing
+        return Holdings(spot, self.od.copy())
+
+
+@dataclass
+class UniformProgress(Policy):
+    """``uniform-progress``: Can't Be Late's rule (module docstring)."""
+
+    name = "uniform-progress"
+    on_demand: bool = False
+    committed: bool = False
+
+    def decide(self, view: View) -> Holdings:
+        if self.committed or safety_net(view):
+            self.committed = True
+            return Holdings(np.zeros_like(view.spot) if view.od.sum() >= view.want.sum() else
+                            np.minimum(view.spot, view.caps), view.want.copy())
+        spot = fill_spot(view, view.want, np.ones(len(view.caps), dtype=bool))
+        horizon = view.deadline_s - view.join_s - view.gap_s
+        line = view.t / horizon
+        margin = HYSTERESIS_TICKS * view.gap_s / horizon if self.on_demand else 0.0
+        self.on_demand = view.progress < line + margin
+        od = view.want - per_type(view, spot) if self.on_demand else np.zeros_like(view.want)
+        return Holdings(spot, np.maximum(od, 0))
+
+
+@dataclass
+class ModelPredictive(Policy):
+    """``mpc``: reads the optimal cluster from a :class:`TakeoverTable`; safety net."""
+
+    table: "TakeoverTable"
+    name = "mpc"
+    committed: bool = False
+
+    def decide(self, view: View) -> Holdings:
+        kind = self.table.type_index
+        fastest = np.zeros_like(view.want)
+        fastest[kind] = self.table.fastest
+        commit = Holdings(np.zeros_like(view.spot) if view.od.sum() >= fastest.sum() else
+                          np.minimum(view.spot, view.caps), fastest)
+        if self.committed:
+            return commit
+        available = int(view.caps[view.pool_type == kind].sum())
+        workers = self.table.workers_at(view.t, view.progress, available)
+        want_spot = np.zeros_like(view.want)
+        want_spot[kind] = min(workers, available)
+        spot = fill_spot(view, want_spot, np.ones(len(view.caps), dtype=bool))
+        od = np.zeros_like(view.want)
+        od[kind] = workers - int(per_type(view, spot)[kind])
+        order = Holdings(spot, od)
+        # The safety net: were every spot instance lost at the next tick, all on-demand
+        # launched then must still finish. Until then the kept running workers train.
+        late = view.t + view.gap_s + view.join_s + view.time_after_tick(kept_running(view, order), fastest)
+        if late > view.deadline_s:
+            self.committed = True
+            return commit
+        return order
+
+
+@dataclass
+class TakeoverTable:
+    """The exact takeover policy of one instance type under an availability model.
+
+    Backward induction over ticks ``n`` (up to ``T_obj - join_s``: the last switch to
+    on-demand costs one join), progress in
+    :data:`PROGRESS_BUCKETS` buckets (rounded down: progress is never overstated) and the
+    pooled spot capacity ``A = min(available, K)``: in each state the cluster size
+    ``k = 0..K`` minimizing the tick's cost plus the expected cost-to-go, on spot as far
+    as capacity goes (``min(A, k)``, the cheaper market) and on-demand for the rest. A state
+    that cannot finish by the deadline costs :data:`INFEASIBLE`; every capacity change has
+    a positive chance in the fitted model, so the table never bets on capacity staying.
+    The overheads of relaunches are left to the safety net. ``expected_cost`` is the
+    table's value at the start, averaged over the model's chance of k at launch.
+    """
+
+    type_index: int
+    most: int                           # K: the largest cluster (the type's spot quota)
+    gap_s: float
+    deadline_s: float
+    join_s: float
+    progress_per_s: np.ndarray          # per cluster size k = 0..K, fraction of the job per second
+    spot_price: float
+    od_price: float
+    fixed_price: float                  # $/h paid whatever runs (the PS)
+    model: AvailabilityModel
+    actions: np.ndarray = field(init=False)
+    expected_cost: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        k_max, b = self.most, PROGRESS_BUCKETS
+        trans = capped_transition(self.model, k_max)
+        ticks = max(0, int(math.floor((self.deadline_s - self.join_s) / self.gap_s)))
+        value = np.full((b + 1, k_max + 1), INFEASIBLE)      # at the deadline: done, or failed
+        value[b, :] = 0.0
+        self.actions = np.full((ticks, b + 1, k_max + 1), k_max, dtype=np.int16)
+        bucket = np.arange(b + 1)
+        steps = np.floor(self.progress_per_s * self.gap_s * b).astype(np.int64)
+        for n in range(ticks - 1, -1, -1):
+            expected = value @ trans.T                       # (b+1) x A: E[V_{n+1}(b', A') | A]
+            new = np.full_like(value, INFEASIBLE)
+            for a in range(k_max + 1):
+                for k in range(k_max + 1):
+                    spot = min(a, k)
+                    cost = (spot * self.spot_price + (k - spot) * self.od_price + self.fixed_price) * self.gap_s / 3600
+                    cand = cost + expected[np.minimum(bucket + steps[k], b), a]
+                    better = cand < new[:, a]
+                    new[better, a] = cand[better]
+                    self.actions[n, better, a] = k
+            new[b, :] = 0.0
+            value = new
+        start = capped_start(self.model, k_max)
+        first = value[0, :]
+        self.expected_cost = float(start @ first) if (first[start > 0] < INFEASIBLE / 2).all() else math.inf
+
+    @property
+    def fastest(self) -> int:
+        """The cluster size of most progress per second (the safety net's all-on-demand cluster)."""
+        return int(np.argmax(self.progress_per_s))
+
+    def workers_at(self, t: float, progress: float, available: int) -> int:
+        """The optimal cluster size at time ``t``, progress fraction and pooled capacity."""
+        n = int(t // self.gap_s)
+        if n >= len(self.actions):
+            return self.most
+        b = min(PROGRESS_BUCKETS, max(0, int(math.floor(progress * PROGRESS_BUCKETS))))
+        return int(self.actions[n, b, min(available, self.most)])
+
+
+def capped_transition(model: AvailabilityModel, cap: int) -> np.ndarray:
+    """The model's chain on ``min(total, cap)`` (states above ``cap`` merged, weighted by ``start``)."""
+    if model.cap < cap:
+        raise InvalidInputError("--model", f"fitted for up to {model.cap} instances; the plan needs {cap}")
+    m, start = model.matrix, np.asarray(model.start)
+    merge = np.minimum(np.arange(model.cap + 1), cap)
+    out = np.zeros((cap + 1, cap + 1))
+    weight = np.zeros(cap + 1)
+    for i in range(model.cap + 1):
+        w = start[i] + 1e-12
+        out[merge[i]] += w * np.bincount(merge, weights=m[i], minlength=cap + 1)
+        weight[merge[i]] += w
+    return out / weight[:, None]
+
+
+def capped_start(model: AvailabilityModel, cap: int) -> np.ndarray:
+    """The model's chance of k at launch, for ``min(total, cap)``."""
+    return np.bincount(np.minimum(np.arange(model.cap + 1), cap), weights=np.asarray(model.start), minlength=cap + 1)
+
+
+def make_policy(name: str, table: TakeoverTable | None = None) -> Policy:
+    """A fresh policy (per run) by name."""
+    if name == "none":
+        return NoRelaunch()
+    if name in ("fallback", "failover"):
+        return Fallback(every_zone=name == "failover")
+    if name == "uniform-progress":
+        return UniformProgress()
+    if name == "mpc":
+        if table is None:
+            raise InvalidInputError("--policy", "mpc needs an availability model (--model, or traces to fit one)")
+        return ModelPredictive(table)
+    raise InvalidInputError("--policy", f"must be one of {', '.join(POLICY_NAMES)}; got {name!r}")

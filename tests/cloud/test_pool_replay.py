@@ -1,0 +1,340 @@
+"""Spot pools replayed tick by tick: policies, aligned zones, the hindsight bound, the mpc table."""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.optimize import linprog
+
+import dnnprov
+from conftest import resnet110_problem
+from dnnprov.cli import main
+from dnnprov.cloud.availability import AvailabilityModel, fit_availability
+from dnnprov.cloud.hindsight import Hindsight
+from dnnprov.cloud.policies import PROGRESS_BUCKETS, make_policy
+from dnnprov.cloud.pool_replay import PoolReplay, replay_pools
+from dnnprov.errors import InvalidInputError
+from dnnprov.io.catalog_import import default_shared_data
+from dnnprov.problems.interruption import Trace, load_trace
+from dnnprov.solvers.robust import progress_speed, progress_target
+
+OD_PRICE = 3.06
+POLICIES = ("none", "fallback", "failover", "uniform-progress", "mpc")
+
+
+def one_type_problem(time_s: float, quota: int = 4, ps_price: float = 0.192) -> dnnprov.SpotProblem:
+    """ResNet-110 (paper model) on p3.2xlarge only, on-demand at $3.06/h."""
+    problem = resnet110_problem([quota, 0, 0, 0, 0], model="paper", loss=0.8, time_s=time_s, gamma_4=1.0,
+                                ps_price_per_h=ps_price)
+    types = tuple(replace(t, on_demand_price_per_h=OD_PRICE) for t in problem.instance_types if t.name == "p3.2xlarge")
+    return problem.replace(instance_types=types, constraints=dnnprov.SpotConstraints(ps_count=(1, 1)))
+
+
+def trace(name: str, data: list[int], gap: float = 300.0) -> Trace:
+    return Trace(name, gap, np.array(data, dtype=np.int64))
+
+
+def plan_time(problem: dnnprov.SpotProblem, workers: int) -> float:
+    """Nominal training time of ``workers`` x p3.2xlarge from the spot model (the solver's)."""
+    return float(dnnprov.SpotModel(problem).evaluate([[workers]], 1).time_s[0])
+
+
+def flat_model(cap: int, level: int, gap: float = 300.0) -> AvailabilityModel:
+    """A model where the capacity is ``level`` at launch and never changes."""
+    start = [1.0 if k == level else 0.0 for k in range(cap + 1)]
+    return AvailabilityModel(zones=("us-east-1a",), gap_s=gap, cap=cap, start=tuple(start),
+                             transition=tuple(tuple(float(i == j) for j in range(cap + 1)) for i in range(cap + 1)),
+                             loss_sizes=({},), regain_s=(None,), correlation=((1.0,),), period=(0.0, 1.0),
+                             source="test")
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_full_capacity_costs_the_plan(policy: str) -> None:
+    """Capacity always there: the plan runs undisturbed and costs what the solver says."""
+    problem = one_type_problem(time_s=6000.0)
+    best = dnnprov.solve(problem, "enumerate")
+    replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [4] * 40)]}, zones=True)
+    table = replay.takeover_table(best.plan, flat_model(4, 4)) if policy == "mpc" else None
+    pools = replay.draw_pools(np.random.default_rng(0))
+    run = replay.run(best.plan, make_policy(policy, table), pools)
+    assert run.met_deadline and run.revocations == 0
+    if policy != "mpc":             # mpc may pick another cluster: cheaper or equal, never dearer
+        assert run.cost == pytest.approx(best.cost, rel=1e-9)
+        assert run.finish_s == pytest.approx(best.time_s, rel=1e-9)
+    else:
+        assert run.cost <= best.cost * (1 + 1e-9)
+
+
+def test_no_capacity_goes_on_demand_at_the_start() -> None:
+    """No spot ever: fallback pays the plan on-demand from time 0 (no join); uniform-progress
+    idles the first tick (it is not behind the line yet), then goes on-demand and pays the join."""
+    problem = one_type_problem(time_s=5000.0)
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
+    replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [0] * 40)]}, zones=True)
+    pools = replay.draw_pools(np.random.default_rng(0))
+    expected = (2 * OD_PRICE + 0.192) * plan_time(problem, 2) / 3600
+    late = 0.192 * 300 / 3600 + (2 * OD_PRICE + 0.192) * 126 / 3600
+    for policy, cost in (("fallback", expected), ("uniform-progress", expected + late)):
+        run = replay.run(plan, make_policy(policy), pools)
+        assert run.met_deadline and run.on_demand_launched == 2
+        assert run.cost == pytest.approx(cost, rel=1e-9)
+    assert not replay.run(plan, make_policy("none"), pools).met_deadline
+
+
+def test_zones_are_aligned_and_failover_uses_them() -> None:
+    """Two zones that take turns: aligned, one always has the instance. Failover relaunches
+    there and meets the deadline; fallback stays home and goes on-demand."""
+    problem = one_type_problem(time_s=9000.0)
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 1}, ps=1)
+    a = trace("us-east-1a_v100_1.json", [1, 1, 0, 0] * 20)
+    b = trace("us-east-1b_v100_1.json", [0, 0, 1, 1] * 20)
+    replay = PoolReplay(problem, {"p3.2xlarge": [a, b]}, zones=True)
+    rng = np.random.default_rng(4)
+    for _ in range(10):
+        pools = replay.draw_pools(rng)
+        assert len({p.offset for p in pools}) == 1                      # one offset for every zone
+        assert all(p0 + p1 == 1 for p0, p1 in zip(*[[p.at(n) for n in range(30)] for p in pools]))
+        failover = replay.run(plan, make_policy("failover"), pools)
+        assert failover.met_deadline and failover.on_demand_launched == 0
+        assert failover.revocations >= 1
+    unaligned = PoolReplay(problem, {"p3.2xlarge": [a, b]}, zones=False)
+    blocks = unaligned.draw_pools(np.random.default_rng(0))           # one zone per run, in blocks
+    assert len({p.zone for p in blocks}) == 1 and len(blocks) == 4     # quota 4 / capacity 1
+
+
+def test_pool_prices_and_capacities_come_from_the_instance() -> None:
+    """A zone's spot_price_per_h and capacity apply to its pool; the cheaper zone is filled first."""
+    problem = one_type_problem(time_s=6000.0)
+    t = problem.instance_types[0]
+    zones = (dnnprov.problems.spot.SpotPool("us-east-1a", spot_price_per_h=0.5, capacity=1),
+             dnnprov.problems.spot.SpotPool("us-east-1b"))
+    problem = problem.replace(instance_types=(replace(t, zones=zones),))
+    replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [4] * 40),
+                                                 trace("us-east-1b_v100_1.json", [4] * 40)]}, zones=True)
+    pools = replay.draw_pools(np.random.default_rng(0))
+    assert [p.price for p in pools] == [0.5, t.spot_price_per_h] and pools[0].at(0) == 1
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
+    run = replay.run(plan, make_policy("failover"), pools)
+    expected = (0.5 + t.spot_price_per_h + 0.192) * plan_time(problem, 2) / 3600
+    assert run.cost == pytest.approx(expected, rel=1e-9)
+
+
+# ------------------------------------------------------------------ the hindsight bound
+def lp_optimum(hindsight: Hindsight, plan: dnnprov.SpotPlan, pools) -> float:
+    """The LP relaxation solved by scipy's HiGHS: per slot fractions of clusters, progress >= du."""
+    lengths, rates = hindsight.slot_rates(pools)
+    du = hindsight.replay.target - hindsight.replay.start_progress(plan)
+    n, m = rates.shape
+    cost = (rates / 3600 * lengths[:, None]).ravel()
+    progress = -(hindsight.speed[None, :] * lengths[:, None]).ravel()
+    rows = np.zeros((n, n * m))
+    for i in range(n):
+        rows[i, i * m:(i + 1) * m] = 1
+    res = linprog(cost, A_ub=np.vstack([progress[None, :], rows]), b_ub=np.concatenate([[-du], np.ones(n)]),
+                  bounds=(0, None), method="highs")
+    assert res.status == 0
+    return float(res.fun)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_hindsight_is_the_lp_optimum_and_below_every_policy(seed: int) -> None:
+    """On random traces the bound equals the LP relaxation's optimum (scipy HiGHS, to 1e-6)
+    and no policy's cost in any run is below it."""
+    rng = np.random.default_rng(seed)
+    problem = one_type_problem(time_s=float(rng.uniform(4500, 9000)), quota=3)
+    traces = [trace(f"us-east-1{z}_v100_1.json", rng.integers(0, 4, size=60).tolist()) for z in "ab"]
+    replay = PoolReplay(problem, {"p3.2xlarge": traces}, zones=True)
+    hindsight = Hindsight(replay)
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
+    model = fit_availability(traces, 3)
+    table = replay.takeover_table(plan, model)
+    for _ in range(5):
+        pools = replay.draw_pools(rng)
+        bound = hindsight.bound(plan, pools)
+        assert bound == pytest.approx(lp_optimum(hindsight, plan, pools), rel=1e-6)
+        for workers in (1, 3):                                # the bound for any plan is below each plan's
+            other = dnnprov.SpotPlan(counts={"p3.2xlarge": workers}, ps=1)
+            assert hindsight.bound(None, pools) <= hindsight.bound(other, pools) * (1 + 1e-9)
+        for policy in POLICIES:
+            run = replay.run(plan, make_policy(policy, table), pools)
+            if run.met_deadline:
+                assert run.cost >= bound * (1 - 1e-9), policy
+
+
+def test_hindsight_of_an_impossible_run_is_infinite() -> None:
+    """A deadline no cluster can meet: the bound says so (infinite), the summary gives None."""
+    problem = one_type_problem(time_s=600.0, quota=1)
+    replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [1] * 10)]}, zones=True)
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 1}, ps=1)
+    assert Hindsight(replay).bound(plan, replay.draw_pools(np.random.default_rng(0))) == math.inf
+
+
+# ------------------------------------------------------------------ the mpc table
+def brute_force_cost(problem: dnnprov.SpotProblem, plan: dnnprov.SpotPlan, level: int, ticks: int,
+                     gap: float, most: int) -> float:
+    """Constant capacity ``level``: the cheapest sequence of cluster sizes over ``ticks`` ticks
+    reaching the target (exact progress, no buckets), spot first."""
+    model = dnnprov.SpotModel(problem)
+    target = progress_target(model)
+    _, u0 = progress_speed(model, [[plan.workers]], plan.ps)
+    speed = [0.0] + [float(progress_speed(model, [[k]], plan.ps)[0][0]) for k in range(1, most + 1)]
+    price = problem.instance_types[0].spot_price_per_h
+    best = math.inf
+    for seq in itertools.product(range(most + 1), repeat=ticks):
+        u, cost = float(u0[0]), 0.0
+        for k in seq:
+            if u >= target:
+                break
+            spot = min(k, level)
+            cost += (spot * price + (k - spot) * OD_PRICE + 0.192) * gap / 3600
+            u += speed[k] * gap
+        if u >= target * (1 - 1e-12):
+            best = min(best, cost)
+    return best
+
+
+@pytest.mark.parametrize("level", [0, 1, 3])
+def test_mpc_table_matches_a_brute_force_on_a_known_future(level: int) -> None:
+    """With capacity certain, the table's expected cost is the cheapest cluster sequence
+    (enumerated), up to the progress buckets' rounding (which only overstates cost)."""
+    gap = 900.0
+    problem = one_type_problem(time_s=4 * gap + 126, quota=3)     # four ticks before the last join
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
+    replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [level] * 20, gap)]}, zones=True)
+    table = replay.takeover_table(plan, flat_model(3, level, gap))
+    oracle = brute_force_cost(problem, plan, level, 4, gap, 3)
+    assert table.expected_cost >= oracle * (1 - 1e-9)
+    assert table.expected_cost <= oracle * (1 + 4 * 3 / PROGRESS_BUCKETS) + 0.01
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_mpc_meets_every_deadline_even_with_a_wrong_model(seed: int) -> None:
+    """mpc planned on a model of steady capacity, replayed on traces that lose whole pools at
+    random: its safety net still meets T_obj in every run (on-demand can always make it)."""
+    rng = np.random.default_rng(seed)
+    problem = one_type_problem(time_s=float(rng.uniform(3500, 8000)), quota=4)
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
+    wild = [trace(f"us-east-1{z}_v100_1.json", (rng.random(200) < 0.5).astype(int) * 4) for z in "ab"]
+    replay = PoolReplay(problem, {"p3.2xlarge": wild}, zones=True)
+    table = replay.takeover_table(plan, flat_model(4, 4))
+    for _ in range(20):
+        run = replay.run(plan, make_policy("mpc", table), replay.draw_pools(rng))
+        assert run.met_deadline
+
+
+# ------------------------------------------------------------------ availability fits
+def test_availability_fit_counts_aligned_ticks() -> None:
+    """Two anti-correlated zones: the pooled total is always 1 (correlation -1), starts at 1."""
+    a = trace("us-east-1a_v100_1.json", [1, 0, 1, 0, 1, 0, 1, 0])
+    b = trace("us-east-1b_v100_1.json", [0, 1, 0, 1, 0, 1, 0, 1, 1, 1])    # longer: cut to 8 ticks
+    model = fit_availability([a, b], cap=2)
+    assert model.start == (0.0, 1.0, 0.0)
+    assert model.correlation[0][1] == pytest.approx(-1.0)
+    assert model.matrix[1, 1] == pytest.approx((7 + 0.5) / (7 + 1.5))    # 7 observed 1 -> 1 moves, smoothed
+    assert model.loss_sizes[0]["events"] == 4 and model.loss_sizes[0]["all_lost"] == 1.0
+    assert model.regain_s[0] == pytest.approx(600.0)
+    assert AvailabilityModel.from_dict(json.loads(json.dumps(model.to_dict()))) == model
+    held_out = fit_availability([a, b], cap=2, period=(0.5, 1.0))
+    assert "ticks 4-8 of 8" in held_out.source
+    with pytest.raises(InvalidInputError, match="one gap_seconds"):
+        fit_availability([a, trace("c.json", [1, 1], gap=60.0)], cap=2)
+
+
+# ------------------------------------------------------------------ the command line
+def _files(tmp_path: Path, capsys: pytest.CaptureFixture, time_s: float = 7200.0) -> tuple[Path, Path, list[str]]:
+    problem = one_type_problem(time_s=time_s)
+    instance = tmp_path / "one.json"
+    dnnprov.write_instance(problem, instance)
+    assert main(["solve", str(instance), "--method", "enumerate", "--json"]) == 0
+    plan = tmp_path / "plan.json"
+    plan.write_text(capsys.readouterr().out)
+    args = []
+    for zone, data in (("us-east-1a", [2, 2, 0, 1] * 30), ("us-east-1b", [0, 1, 2, 2] * 30)):
+        path = tmp_path / f"{zone}_v100_1.json"
+        path.write_text(json.dumps({"metadata": {"gap_seconds": 300}, "data": data}))
+        args += ["--trace", f"p3.2xlarge={path}"]
+    return instance, plan, args
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_checked_interface(tmp_path: Path, capsys: pytest.CaptureFixture, policy: str) -> None:
+    """`simulate ... --zones --policy P --runs N --seed S --hindsight --json` prints the keys."""
+    instance, plan, traces = _files(tmp_path, capsys)
+    assert main(["simulate", str(instance), "--plan", str(plan), *traces, "--zones", "--policy", policy,
+                 "--runs", "30", "--seed", "2", "--hindsight", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("runs", "met_deadline", "cost_mean", "cost_p95", "hindsight_cost_mean"):
+        assert key in out, key
+    assert out["runs"] == 30 and out["settings"]["zones"] is True
+    if out["met_deadline"] == 1.0:
+        assert out["cost_mean"] >= out["hindsight_cost_mean"]
+
+
+def test_cli_refusals_and_time_limit(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Bad options give one error line naming the option; --time-limit stops and says so."""
+    instance, plan, traces = _files(tmp_path, capsys)
+    base = ["simulate", str(instance), "--plan", str(plan), *traces, "--zones"]
+    for extra, field in ((["--period", "0.7:0.2"], "--period"), (["--model", "m.json"], "--model"),
+                         (["--policy", "replan"], "--policy"), (["--time-limit", "0"], "--time-limit"),
+                         (["--policy", "mpc", "--fit-period", "x"], "--fit-period")):
+        assert main(base + extra) == 2, extra
+        err = capsys.readouterr().err
+        assert err.startswith(f"dnnprov: error: {field}") and err.count("\n") == 1, err
+    assert main(base + ["--policy", "failover", "--runs", "100000", "--time-limit", "0.2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["settings"]["stopped_by_time_limit"] and out["runs"] < 100000
+
+
+def test_risk_fit_zones_and_risk_plan(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`risk fit --zones --out` writes a model simulate --model reads; `risk plan` gives a plan
+    document that simulate accepts."""
+    instance, plan, traces = _files(tmp_path, capsys)
+    files = [t.split("=", 1)[1] for t in traces[1::2]]
+    model = tmp_path / "model.json"
+    assert main(["risk", "fit", "--zones", *files, "--period", "0:0.5", "--cap", "4", "--out", str(model)]) == 0
+    assert "chance of k instances at launch" in capsys.readouterr().out
+    assert main(["simulate", str(instance), "--plan", str(plan), *traces, "--zones", "--policy", "mpc",
+                 "--model", str(model), "--period", "0.5:1", "--runs", "10", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["settings"]["model"]["fit_period"] == [0.0, 0.5]
+    assert main(["risk", "plan", str(instance), *traces, "--zones", "--fit-period", "0:0.5", "--json"]) == 0
+    chosen = tmp_path / "chosen.json"
+    chosen.write_text(capsys.readouterr().out)
+    doc = json.loads(chosen.read_text())
+    assert doc["status"] == "feasible" and len(doc["details"]["candidates"]) == 4
+    assert doc["cost"] == min(c["expected_cost"] for c in doc["details"]["candidates"] if c["expected_cost"])
+    assert main(["simulate", str(instance), "--plan", str(chosen), *traces, "--zones", "--policy", "mpc",
+                 "--runs", "5"]) == 0
+    assert main(["risk", "fit", files[0], "--cap", "3"]) == 2
+    assert "--cap" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ real traces
+SHARED = default_shared_data()
+
+
+@pytest.mark.skipif(SHARED is None or not (SHARED / "spot-traces").is_dir(),
+                    reason="../shared/data/spot-traces is absent (real spot traces)")
+def test_three_real_zones_held_out() -> None:
+    """The three 16-node V100 zones, aligned; fit on the first half, replay on the second: mpc
+    and failover meet every deadline of a 1.5x-slack job and cost less than home-zone fallback."""
+    files = sorted(glob.glob(str(SHARED / "spot-traces/availability/16-node/aws-08-27-2023/*_v100_1.json")))
+    assert len(files) == 3, "the 16-node V100 traces are missing from the shared data"
+    traces = {"p3.2xlarge": [load_trace(f) for f in files]}
+    problem = one_type_problem(time_s=1.0, quota=16)
+    problem = problem.replace(slo=replace(problem.slo, time_s=1.5 * plan_time(problem, 4)))
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 4}, ps=1)
+    out = {p: replay_pools(problem, plan, traces, policy=p, zones=True, runs=150, seed=1, period=(0.5, 1.0),
+                           fit_period=(0.0, 0.5) if p == "mpc" else None, hindsight=p == "mpc").summary()
+           for p in ("fallback", "failover", "mpc")}
+    assert out["mpc"]["met_deadline"] == 1.0 and out["failover"]["met_deadline"] == 1.0
+    assert out["mpc"]["cost_mean"] < out["fallback"]["cost_mean"]
+    assert out["failover"]["cost_mean"] < out["fallback"]["cost_mean"]
+    assert out["mpc"]["hindsight_cost_mean"] <= out["mpc"]["cost_mean"]
