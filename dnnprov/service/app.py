@@ -204,7 +204,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
     def _health() -> dict[str, Any]:
         pool = state["pool"]
         return {"workers": pool.workers, "running": pool.running(), "idle": pool.idle(), "queue_depth": pool.pending(),
-                "max_pending": config.max_pending}
+                "peak_admitted": pool.peak, "max_pending": config.max_pending}
 
     @app.api_route("/healthz", methods=["GET", "HEAD"])
     async def healthz() -> dict[str, Any]:

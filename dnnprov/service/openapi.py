@@ -195,7 +195,7 @@ _ANSWERS: dict[str, Any] = {
     "Health": {"type": "object", "required": ["status"], "properties": {
         "status": {"type": "string"}, "reasons": {"type": "array", "items": {"type": "string"}},
         "workers": {"type": "integer"}, "running": {"type": "integer"}, "idle": {"type": "integer"},
-        "queue_depth": {"type": "integer"}, "max_pending": {"type": "integer"}}},
+        "queue_depth": {"type": "integer"}, "peak_admitted": {"type": "integer"}, "max_pending": {"type": "integer"}}},
 }
 def _job_requests(requests: dict[str, Any]) -> dict[str, Any]:
     """One schema per job kind: the endpoint's body with ``kind`` (optional for ``solve``)."""
