@@ -225,6 +225,8 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         if not await run_in_threadpool(store.ping):
             reasons.append("store unavailable")
         reasons += [f"worker slot {i} died" for i in pool.dead_slots()]
+        if not pool.warm():
+            reasons.append("no worker ready yet")
         return JSONResponse({"status": "not ready" if reasons else "ready", "reasons": reasons, **_health()},
                             status_code=503 if reasons else 200)
 

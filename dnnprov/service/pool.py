@@ -221,6 +221,10 @@ class WorkerPool:
         """Slots whose worker is ready and has no work."""
         return sum(slot.warm and slot.current is None for slot in self._slots)
 
+    def warm(self) -> bool:
+        """Whether at least one worker has finished its warm-up."""
+        return any(slot.warm for slot in self._slots)
+
     def dead_slots(self) -> list[int]:
         """Slots whose feeding thread has died (none should)."""
         return [slot.index for slot in self._slots if not slot.thread.is_alive()]
