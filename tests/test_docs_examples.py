@@ -112,6 +112,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "the time-limit benchmark (minutes of real CLI runs); its table follows it on the page",
     ("benchmarks.md", ".venv/bin/python benchmarks/service_load.py --workers 1"):
         "a load benchmark (a server and 200 requests); the page's table holds what it measured",
+    ("benchmarks.md", ".venv/bin/python benchmarks/service_admission.py"):
+        "the admission benchmark (a server and 200 solves at 50 concurrent, minutes); its table follows it",
     ('service.md', ".venv/bin/pip install -e '.[service]'"):
         'synopsis of the install and the options; tests/test_service.py starts the server',
     ('service.md', '$ dnnprov serve --port 8642 --db jobs.sqlite --workers 2 --token-file token > /dev/null 2>> serve.log & echo $! > serve.pid; until curl -sf localhost:8642/readyz > /dev/null; do sleep 0.5; done'):
