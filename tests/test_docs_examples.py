@@ -112,13 +112,17 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "the time-limit benchmark (minutes of real CLI runs); its table follows it on the page",
     ("benchmarks.md", ".venv/bin/python benchmarks/service_load.py --workers 1"):
         "a load benchmark (a server and 200 requests); the page's table holds what it measured",
+    ("benchmarks.md", ".venv/bin/python benchmarks/service_admission.py"):
+        "the admission benchmark (a server and 200 solves at 50 concurrent, minutes); its table follows it",
     ('service.md', ".venv/bin/pip install -e '.[service]'"):
         'synopsis of the install and the options; tests/test_service.py starts the server',
-    ('service.md', '$ dnnprov serve --port 8642 --db jobs.sqlite --workers 2 --token-file token > /dev/null 2>> serve.log & echo $! > serve.pid; sleep 5'):
+    ('service.md', '$ dnnprov serve --port 8642 --db jobs.sqlite --workers 2 --token-file token > /dev/null 2>> serve.log & echo $! > serve.pid; until curl -sf localhost:8642/readyz > /dev/null; do sleep 0.5; done'):
         'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',
-    ('service.md', '$ curl -s -H "$AUTH" localhost:8642/v1/jobs -d \'{"instance": "embedded:spot/paper-table5-resnet110-0.8-2400.json"}\' | tee job.json'):
+    ('service.md', '$ st --config-file tests/service/schemathesis.toml run http://127.0.0.1:18643/openapi.json --checks all --max-examples 5 --generation-deterministic --request-timeout 30 -H "Authorization: Bearer $(cat token)"'):
+        'a schemathesis run of minutes against a running server; tests/service/test_contract.py runs a bounded one',
+    ('service.md', '$ curl -s -H "$AUTH" localhost:8642/v1/jobs --json \'{"instance": "embedded:spot/paper-table5-resnet110-0.8-2400.json"}\' | tee job.json'):
         'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',
-    ('service.md', '$ curl -s -H "$AUTH" localhost:8642/v1/replan -d "{\\"instance\\": \\"embedded:spot/paper-table1.json\\", \\"plan\\": $(cat plan.json), \\"revoked\\": {\\"g3.8xlarge\\": 5}, \\"elapsed_s\\": 1788, \\"loss_reached\\": 0.92}" | jq -c \'{format, status: .result.status, plan: .result.plan, cost: .result.cost, new: .result.details.new_instances}\''):
+    ('service.md', '$ curl -s -H "$AUTH" localhost:8642/v1/replan --json "{\\"instance\\": \\"embedded:spot/paper-table1.json\\", \\"plan\\": $(cat plan.json), \\"revoked\\": {\\"g3.8xlarge\\": 5}, \\"elapsed_s\\": 1788, \\"loss_reached\\": 0.92}" | jq -c \'{format, status: .result.status, plan: .result.plan, cost: .result.cost, new: .result.details.new_instances}\''):
         'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',
     ('service.md', '$ curl -s -H "$AUTH" localhost:8642/metrics | grep -E \'^dnnprov_(solves_total|queue_depth|jobs)\''):
         'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',

@@ -183,9 +183,13 @@ def _check_dask(address: str) -> None:
     if not re.fullmatch(r"(tcp|tls|inproc|ws|wss)://[^\s/]+(:[0-9]{1,5})?", address):
         raise InvalidInputError("--dask", f"expected a scheduler address such as tcp://127.0.0.1:8786, got {address!r}")
     try:
-        import distributed  # noqa: F401
+        from distributed import Client
     except ImportError:
         raise InvalidInputError("--dask", "needs the batch extra: pip install 'dnnprov[batch]'") from None
+    try:
+        Client(address, timeout=10, set_as_default=False).close()
+    except (OSError, TimeoutError) as exc:
+        raise InvalidInputError("--dask", f"cannot reach the Dask scheduler at {address}: {exc}") from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -204,7 +204,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
     def _health() -> dict[str, Any]:
         pool = state["pool"]
         return {"workers": pool.workers, "running": pool.running(), "idle": pool.idle(), "queue_depth": pool.pending(),
-                "max_pending": config.max_pending}
+                "peak_admitted": pool.peak, "max_pending": config.max_pending}
 
     @app.api_route("/healthz", methods=["GET", "HEAD"])
     async def healthz() -> dict[str, Any]:
@@ -225,6 +225,8 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         if not await run_in_threadpool(store.ping):
             reasons.append("store unavailable")
         reasons += [f"worker slot {i} died" for i in pool.dead_slots()]
+        if not pool.warm():
+            reasons.append("no worker ready yet")
         return JSONResponse({"status": "not ready" if reasons else "ready", "reasons": reasons, **_health()},
                             status_code=503 if reasons else 200)
 

@@ -102,7 +102,7 @@ class JobRunner:
         started = self._store_call(lambda: self.store.start(job_id, retry_s=STORE_RETRY_S),
                                    give_up=lambda: self.executor.draining or self.executor.closing)
         if started:
-            job = self.store.get(job_id)
+            job = self._store_call(lambda: self.store.get(job_id))
             log_event(logging.INFO, "job_started", job_id=job_id, kind=job.kind if job else None,
                       attempt=job.attempts if job else None, request_id=request_id)
         return bool(started)

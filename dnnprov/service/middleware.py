@@ -34,7 +34,7 @@ ASGIApp = Callable[[Scope, Callable, Callable], Awaitable[None]]
 
 def error_body(field: str, message: str) -> bytes:
     """The JSON error answer's body."""
-    return json.dumps({"error": {"field": field, "message": message}}).encode()
+    return json.dumps({"error": {"field": field, "message": message}}, separators=(",", ":")).encode()
 
 
 @dataclass

@@ -78,7 +78,8 @@ def _requests(max_time_limit_s: float) -> dict[str, Any]:
             "max_plans": {"type": ["integer", "null"], "minimum": 1, "description": "null: no limit"}}},
         "SolveManyRequest": {"type": "object", "additionalProperties": False, "required": ["instances"], "properties": {
             "instances": {"type": "array", "minItems": 1, "items": instance},
-            "shared": {"type": "object", "additionalProperties": False, "properties": {
+            "shared": {"type": ["object", "null"], "description": "null: no shared limits",
+                       "additionalProperties": False, "properties": {
                 "quotas": counts,
                 "vcpu_quotas": {"type": "array", "items": {"type": "object", "additionalProperties": False,
                                                            "required": ["family", "vcpus"], "properties": {
@@ -98,7 +99,8 @@ def _requests(max_time_limit_s: float) -> dict[str, Any]:
             "ps": {"type": "integer", "minimum": 1}, "functions": {"type": "integer", "minimum": 1},
             "memory_mb": {"type": "integer", "minimum": 1}, "local_batch": {"type": "number", "exclusiveMinimum": 0}}},
         "ExportRequest": {"type": "object", "additionalProperties": False, "required": ["plan", "target"], "properties": {
-            "plan": _ref("PlanInput"), "target": {"enum": list(TARGETS)}, "instance": instance, "catalog": _ref("Catalog"),
+            "plan": _ref("PlanInput"), "target": {"enum": list(TARGETS)},
+            "instance": {"anyOf": [instance, {"type": "null"}]}, "catalog": {"anyOf": [_ref("Catalog"), {"type": "null"}]},
             "options": {"type": "object", "additionalProperties": False, "properties": {
                 k: {"type": "string", "minLength": 1} for k in _EXPORT_OPTIONS}}}},
         "SweepRequest": {"type": "object", "additionalProperties": False, "required": ["instance", "deadlines"],
@@ -107,7 +109,8 @@ def _requests(max_time_limit_s: float) -> dict[str, Any]:
             "deadlines": {"oneOf": [{"type": "array", "items": {"type": "number", "exclusiveMinimum": 0}, "minItems": 1,
                                      "maxItems": MAX_SWEEP_POINTS},
                                     {"type": "string", "pattern": "^[0-9.]+:[0-9.]+:[0-9]+$", "examples": ["600:3600:24"]}]},
-            "losses": {"type": "array", "items": {"type": "number"}, "minItems": 1},
+            "losses": {"type": ["array", "null"], "items": {"type": "number"}, "minItems": 1,
+                       "description": "null: the instance's own target loss"},
             "heuristic": {"type": "boolean", "default": True}, "time_limit_s": time_limit}},
     }
 
@@ -195,7 +198,7 @@ _ANSWERS: dict[str, Any] = {
     "Health": {"type": "object", "required": ["status"], "properties": {
         "status": {"type": "string"}, "reasons": {"type": "array", "items": {"type": "string"}},
         "workers": {"type": "integer"}, "running": {"type": "integer"}, "idle": {"type": "integer"},
-        "queue_depth": {"type": "integer"}, "max_pending": {"type": "integer"}}},
+        "queue_depth": {"type": "integer"}, "peak_admitted": {"type": "integer"}, "max_pending": {"type": "integer"}}},
 }
 def _job_requests(requests: dict[str, Any]) -> dict[str, Any]:
     """One schema per job kind: the endpoint's body with ``kind`` (optional for ``solve``)."""

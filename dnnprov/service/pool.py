@@ -103,6 +103,13 @@ class _Slot:
         self.conn = parent
         self.warm = False
 
+    def shutdown(self) -> None:
+        """Close the pipe and reap the worker process (the pool is closing)."""
+        if self.conn is not None:
+            self.conn.close()
+        if self.process is not None:
+            self.process.join(5)
+
     def _await_ready(self) -> None:
         """Wait for the worker's warm-up, so that work goes to a slot that can start it now."""
         while not self.warm and not self.pool.closing:
@@ -182,6 +189,8 @@ class _Slot:
 class WorkerPool:
     """N worker processes fed from one FIFO queue, with at most ``max_pending`` works admitted."""
 
+    slot_class: type = _Slot
+
     def __init__(self, workers: int, *, max_time_limit_s: float = 300.0, max_pending: int = 1 << 30) -> None:
         self.max_time_limit_s = max_time_limit_s
         self.max_pending = max_pending
@@ -190,8 +199,9 @@ class WorkerPool:
         self._queue: collections.deque[Work] = collections.deque()
         self._ready = threading.Condition()
         self._reserved = 0
+        self.peak = 0  # the most works admitted at once
         self._reserved_lock = threading.Lock()
-        self._slots = [_Slot(self, i) for i in range(workers)]
+        self._slots = [self.slot_class(self, i) for i in range(workers)]
 
     @property
     def workers(self) -> int:
@@ -211,6 +221,10 @@ class WorkerPool:
         """Slots whose worker is ready and has no work."""
         return sum(slot.warm and slot.current is None for slot in self._slots)
 
+    def warm(self) -> bool:
+        """Whether at least one worker has finished its warm-up."""
+        return any(slot.warm for slot in self._slots)
+
     def dead_slots(self) -> list[int]:
         """Slots whose feeding thread has died (none should)."""
         return [slot.index for slot in self._slots if not slot.thread.is_alive()]
@@ -221,6 +235,7 @@ class WorkerPool:
             if self._reserved >= self.max_pending:
                 return False
             self._reserved += 1
+            self.peak = max(self.peak, self._reserved)
             work.reserved = True
             return True
 
@@ -228,6 +243,7 @@ class WorkerPool:
         """Admit ``work`` whatever the count (jobs recovered at start, retried jobs)."""
         with self._reserved_lock:
             self._reserved += 1
+            self.peak = max(self.peak, self._reserved)
             work.reserved = True
 
     def release(self, work: Work) -> None:
@@ -307,7 +323,4 @@ class WorkerPool:
             slot.kill()
         for slot in self._slots:
             slot.thread.join(10)
-            if slot.conn is not None:
-                slot.conn.close()
-            if slot.process is not None:
-                slot.process.join(5)
+            slot.shutdown()

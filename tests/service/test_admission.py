@@ -14,7 +14,7 @@ import pytest
 httpx = pytest.importorskip("httpx", reason="httpx is in the test extra")
 pytest.importorskip("fastapi", reason="the service extra (fastapi, uvicorn) is in the test extra")
 
-from service_helpers import TABLE1, server, slow_instance, wait_for  # noqa: E402
+from service_helpers import TABLE1, server, slow_instance  # noqa: E402
 
 SLOW = {"instance": slow_instance(10), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 30}
 

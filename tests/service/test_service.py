@@ -6,10 +6,8 @@ import json
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
