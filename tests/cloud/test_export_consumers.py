@@ -363,3 +363,16 @@ def test_pools_across_regions_need_a_region(pools_doc: PlanDocument) -> None:
                                         instance_types=CATALOG.instance_types))
     with pytest.raises(InvalidInputError, match="none of the pools of g6e.12xlarge"):
         export_files(west, "ec2-run-instances", ExportOptions(launch=LaunchOptions(image_id="ami-1")))
+
+
+def test_takeover_launch_script_takes_the_running_ps(sky_doc: PlanDocument) -> None:
+    """A takeover launches no PS: launch.sh needs DNNPROV_PS_ADDR of the running one, and stays shellcheck-clean."""
+    first, n = next(iter(sky_doc.counts().items()))
+    takeover = PlanDocument(result={**sky_doc.result, "details": {"new_instances": {first: n}}}, catalog=CATALOG)
+    files = export_files(takeover, "skypilot", ExportOptions(skypilot=SKY))
+    assert [name for name in files if name.endswith(".yaml")] == [f"{sky_doc.name}-{first.replace('.', '-')}-spot.yaml"]
+    script = files["launch.sh"]
+    assert 'PS_ADDR="${DNNPROV_PS_ADDR:?' in script and "sky status --ip" not in script
+    if shutil.which("shellcheck"):
+        lint = subprocess.run(["shellcheck", "-s", "sh", "-"], input=script, capture_output=True, text=True)
+        assert lint.returncode == 0, lint.stdout

@@ -215,7 +215,7 @@ def _launch_script(tasks: dict[str, dict[str, Any]], ps: str | None, options: Sk
         lines += [f"clusters=\"$clusters {ps}\"", f"sky launch -y -c {ps} {ps}.yaml || exit 1",
                   f"PS_ADDR=$(sky status --ip {ps}) || exit 1",
                   'if [ -z "$PS_ADDR" ]; then echo "dnnprov: no address of the PS cluster" >&2; exit 1; fi']
-    else:
+    elif tasks:
         lines += ['PS_ADDR="${DNNPROV_PS_ADDR:?set DNNPROV_PS_ADDR to the running PS (this plan keeps it)}"']
     for name, task in tasks.items():
         if name == ps:
