@@ -174,15 +174,22 @@ def skypilot_tasks(doc: PlanDocument, options: SkyPilotOptions = SkyPilotOptions
         type_name, market = split_label(label)
         managed = options.managed_spot and market == "spot"
         for zones, n in _clusters(doc, label, count, region):
-            where = {"infra": f"aws/{region}/{zones[0]}"} if len(zones) == 1 else \
-                {"any_of": [{"infra": f"aws/{region}/{z}"} for z in zones]} if zones else {"infra": f"aws/{region}"}
             name = names(f"{base}-{type_name}-{market}" + (f"-{zones[0]}" if len(zones) == 1 and n < count else ""))
-            resources = {**where, "instance_type": type_name, "use_spot": market == "spot",
+            resources = {**_where(region, zones), "instance_type": type_name, "use_spot": market == "spot",
                          **({} if managed else {"autostop": autostop})}
             tasks[name] = {"name": name, "num_nodes": n, "resources": resources,
                            "envs": {**envs, "DNNPROV_ROLE": "worker", "DNNPROV_PS_ADDR": None},
                            "setup": SETUP, "run": RUN}
     return tasks
+
+
+def _where(region: str, zones: list[str]) -> dict[str, Any]:
+    """``infra`` of a cluster: the region, its one zone, or ``any_of`` its candidate zones."""
+    if not zones:
+        return {"infra": f"aws/{region}"}
+    if len(zones) == 1:
+        return {"infra": f"aws/{region}/{zones[0]}"}
+    return {"any_of": [{"infra": f"aws/{region}/{zone}"} for zone in zones]}
 
 
 def _clusters(doc: PlanDocument, label: str, count: int, region: str) -> list[tuple[list[str], int]]:
