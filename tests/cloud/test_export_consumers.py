@@ -210,6 +210,8 @@ def _kueue_names(doc: PlanDocument, worker_type: str) -> list[tuple[str, str, st
     for d in yaml.safe_load_all(text):
         meta = d["metadata"]
         out.append(("name", meta["name"], K8S_1035, 63))
+        if d["kind"] == "Job":  # pod hostnames <job>-<index> stay DNS labels for up to 999,999 pods
+            out.append(("job", f"{meta['name']}-{d['spec']['completions'] - 1}", K8S_1035, 63))
         if "namespace" in meta:
             out.append(("namespace", meta["namespace"], K8S_LABEL, 63))
         for labels in (meta.get("labels", {}), d.get("spec", {}).get("nodeLabels", {}),
