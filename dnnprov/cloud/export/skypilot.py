@@ -139,10 +139,11 @@ def _check_types(doc: PlanDocument, options: SkyPilotOptions, region: str, types
         gpus, vcpus, _ = hardware(doc, type_name)
         near = catalog.nearest(region, gpus, vcpus)
         elsewhere = catalog.regions(type_name)
-        hint = (f"SkyPilot offers it in {', '.join(elsewhere[:5])} only" if elsewhere else
-                "SkyPilot's catalog has no row of it in any region (it lists no retired types, such as g3)")
+        hint = (f"its catalog {catalog.source} offers it in {', '.join(elsewhere[:5])} only" if elsewhere else
+                f"its catalog {catalog.source} has no row of it in any region (SkyPilot lists no retired types, "
+                "such as g3)")
         nearest = ", ".join(f"{r.instance_type} ({r.accelerators} x {r.accelerator}, {r.vcpus:g} vCPUs)" for r in near)
-        raise InvalidInputError(field, f"SkyPilot cannot launch {type_name} in {region}: {hint} ({catalog.source}). "
+        raise InvalidInputError(field, f"SkyPilot cannot launch {type_name} in {region}: {hint}. "
                                 + (f"Nearest types it has there: {nearest}. " if nearest else "")
                                 + f"For an exact plan SkyPilot can launch, re-solve with the quota of {type_name} "
                                 "set to 0 (dnnprov does not swap types silently)")
