@@ -173,11 +173,11 @@ def test_skypilot_one_task_file_per_cluster(table1: PlanDocument) -> None:
                     reason="set DNNPROV_SKYPILOT_PYTHON to a Python with skypilot installed (too many "
                            "dependencies for the test extra) to load the tasks with SkyPilot's own loader")
 def test_skypilot_loader_accepts_the_tasks(table1: PlanDocument, tmp_path: Path) -> None:
-    """sky.Task.from_yaml reads every task file with its instance type, spot flag and node count."""
+    """SkyPilot's task loader reads every task file (the PS address given) with its type, spot flag and nodes."""
     for name, text in export_files(table1, "skypilot", UNCHECKED).items():
         (tmp_path / name).write_text(text)
-    script = ("import sys, sky\nfor f in sys.argv[1:]:\n    t = sky.Task.from_yaml(f)\n"
-              "    t.update_envs({'DNNPROV_PS_ADDR': '10.0.0.1'})\n"
+    script = ("import sys, sky, yaml\nfor f in sys.argv[1:]:\n"
+              "    t = sky.Task.from_yaml_config(yaml.safe_load(open(f)), [('DNNPROV_PS_ADDR', '10.0.0.1')])\n"
               "    (r,) = t.resources\n    print(t.name, t.num_nodes, r.instance_type, r.use_spot)\n")
     files = sorted(str(p) for p in tmp_path.glob("*.yaml"))
     out = subprocess.run([os.environ["DNNPROV_SKYPILOT_PYTHON"], "-c", script, *files], capture_output=True,

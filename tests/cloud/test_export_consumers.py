@@ -89,7 +89,7 @@ def test_table1_g3_types_are_refused_with_the_nearest() -> None:
         export_files(doc, "skypilot", ExportOptions(skypilot=SKY))
     text = str(info.value)
     assert info.value.field == "result.plan.counts.g3.16xlarge" and "cannot launch g3.16xlarge in us-east-1" in text
-    assert "no row of it in any region" in text and "re-solve with the quota of g3.16xlarge set to 0" in text
+    assert f"its catalog {SKY_CATALOG} has no row of it in any region" in text and "re-solve with the quota of g3.16xlarge set to 0" in text
     assert "Nearest types it has there: g6e.12xlarge (4 x L40S, 48 vCPUs)" in text
 
 
@@ -119,7 +119,7 @@ def test_skypilot_without_region_is_refused(sky_doc: PlanDocument) -> None:
         export_files(bare, "skypilot", ExportOptions(skypilot=SKY))
     files = export_files(bare, "skypilot", ExportOptions(skypilot=SkyPilotOptions(catalog=SKY_CATALOG, region="us-east-1")))
     assert all(yaml.safe_load(t)["resources"]["infra"] == "aws/us-east-1" for n, t in files.items() if n.endswith(".yaml"))
-    with pytest.raises(InvalidInputError, match="offers it in us-west-2 only|cannot launch"):
+    with pytest.raises(InvalidInputError, match=r"cannot launch \S+ in us-west-2: its catalog \S+ offers it in us-east-1 only"):
         export_files(bare, "skypilot", ExportOptions(skypilot=SkyPilotOptions(catalog=SKY_CATALOG, region="us-west-2")))
 
 
@@ -210,6 +210,8 @@ def _kueue_names(doc: PlanDocument, worker_type: str) -> list[tuple[str, str, st
     for d in yaml.safe_load_all(text):
         meta = d["metadata"]
         out.append(("name", meta["name"], K8S_1035, 63))
+        if d["kind"] == "Job":  # pod hostnames <job>-<index> stay DNS labels for up to 999,999 pods
+            out.append(("job", f"{meta['name']}-{d['spec']['completions'] - 1}", K8S_1035, 63))
         if "namespace" in meta:
             out.append(("namespace", meta["namespace"], K8S_LABEL, 63))
         for labels in (meta.get("labels", {}), d.get("spec", {}).get("nodeLabels", {}),
@@ -363,3 +365,16 @@ def test_pools_across_regions_need_a_region(pools_doc: PlanDocument) -> None:
                                         instance_types=CATALOG.instance_types))
     with pytest.raises(InvalidInputError, match="none of the pools of g6e.12xlarge"):
         export_files(west, "ec2-run-instances", ExportOptions(launch=LaunchOptions(image_id="ami-1")))
+
+
+def test_takeover_launch_script_takes_the_running_ps(sky_doc: PlanDocument) -> None:
+    """A takeover launches no PS: launch.sh needs DNNPROV_PS_ADDR of the running one, and stays shellcheck-clean."""
+    first, n = next(iter(sky_doc.counts().items()))
+    takeover = PlanDocument(result={**sky_doc.result, "details": {"new_instances": {first: n}}}, catalog=CATALOG)
+    files = export_files(takeover, "skypilot", ExportOptions(skypilot=SKY))
+    assert [name for name in files if name.endswith(".yaml")] == [f"{sky_doc.name}-{first.replace('.', '-')}-spot.yaml"]
+    script = files["launch.sh"]
+    assert 'PS_ADDR="${DNNPROV_PS_ADDR:?' in script and "sky status --ip" not in script
+    if shutil.which("shellcheck"):
+        lint = subprocess.run(["shellcheck", "-s", "sh", "-"], input=script, capture_output=True, text=True)
+        assert lint.returncode == 0, lint.stdout

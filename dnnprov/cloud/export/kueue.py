@@ -33,6 +33,8 @@ ROLE_LABEL, TYPE_LABEL, MARKET_LABEL = "dnnprov.io/role", "node.kubernetes.io/in
 PLAN_LABEL, QUEUE_LABEL = "dnnprov.io/plan", "kueue.x-k8s.io/queue-name"
 PS_TAINT = {"key": ROLE_LABEL, "value": "ps", "effect": "NoSchedule"}
 PS_PORT = 2222
+#: An Indexed Job's pods are named (and their hostnames) ``<job>-<index>``: room for a 6-digit index in 63.
+JOB_NAME_MAX = 56
 #: Share of a node's vCPUs and memory a pod requests; the rest stays for the kubelet and daemons.
 POD_SHARE = 0.9
 COMMAND = ("echo \"dnnprov placeholder: run your $DNNPROV_ROLE process (index $JOB_COMPLETION_INDEX; "
@@ -89,7 +91,8 @@ def kueue_documents(doc: PlanDocument, queue_name: str | None = None, *, namespa
     pools.append(("ps", _node_type("instance.platform.ps_type", doc.ps_type), "on-demand", doc.ps,
                   ps_gpus or 0, ps_vcpus, ps_memory))
     flavors, queue_flavors, jobs = [], [], []
-    ps_job = names(f"{base}-ps-job")
+    job_names = UniqueNames(k8s_name, JOB_NAME_MAX)
+    ps_job = job_names(f"{base}-ps-job")
     ps_addr = f"{ps_job}-0.{service}.{namespace}.svc"
     covered = ["pods", "cpu", "memory", "nvidia.com/gpu"]
     for role, type_name, market, count, gpus, vcpus, memory in pools:
@@ -104,7 +107,7 @@ def kueue_documents(doc: PlanDocument, queue_name: str | None = None, *, namespa
         quota = {"pods": count, "cpu": f"{count * millicores}m", "memory": f"{count * mib}Mi",
                  "nvidia.com/gpu": count * pod_gpus}
         queue_flavors.append({"name": flavor, "resources": [{"name": r, "nominalQuota": quota[r]} for r in covered]})
-        job = ps_job if role == "ps" else names(f"{base}-{type_name}-{market}")
+        job = ps_job if role == "ps" else job_names(f"{base}-{type_name}-{market}")
         jobs.append(_job(job, namespace, queue, plan, role, count, node_labels, requests, service, ps_addr))
     jobs.sort(key=lambda j: j["metadata"]["labels"][ROLE_LABEL] != "ps")
     documents = flavors + [

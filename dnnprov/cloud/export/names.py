@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from typing import Callable
 
 from dnnprov.errors import InvalidInputError
 
@@ -95,7 +96,7 @@ class UniqueNames:
     A key whose made name is already taken by another key gets a hash of the key appended.
     """
 
-    def __init__(self, make=skypilot_name, limit: int = SKYPILOT_NAME_MAX) -> None:
+    def __init__(self, make: Callable[[str, int], str] = skypilot_name, limit: int = SKYPILOT_NAME_MAX) -> None:
         self._make, self._limit = make, limit
         self._by_key: dict[str, str] = {}
         self._taken: set[str] = set()

@@ -139,10 +139,11 @@ def _check_types(doc: PlanDocument, options: SkyPilotOptions, region: str, types
         gpus, vcpus, _ = hardware(doc, type_name)
         near = catalog.nearest(region, gpus, vcpus)
         elsewhere = catalog.regions(type_name)
-        hint = (f"SkyPilot offers it in {', '.join(elsewhere[:5])} only" if elsewhere else
-                "SkyPilot's catalog has no row of it in any region (it lists no retired types, such as g3)")
+        hint = (f"its catalog {catalog.source} offers it in {', '.join(elsewhere[:5])} only" if elsewhere else
+                f"its catalog {catalog.source} has no row of it in any region (SkyPilot lists no retired types, "
+                "such as g3)")
         nearest = ", ".join(f"{r.instance_type} ({r.accelerators} x {r.accelerator}, {r.vcpus:g} vCPUs)" for r in near)
-        raise InvalidInputError(field, f"SkyPilot cannot launch {type_name} in {region}: {hint} ({catalog.source}). "
+        raise InvalidInputError(field, f"SkyPilot cannot launch {type_name} in {region}: {hint}. "
                                 + (f"Nearest types it has there: {nearest}. " if nearest else "")
                                 + f"For an exact plan SkyPilot can launch, re-solve with the quota of {type_name} "
                                 "set to 0 (dnnprov does not swap types silently)")
@@ -174,15 +175,22 @@ def skypilot_tasks(doc: PlanDocument, options: SkyPilotOptions = SkyPilotOptions
         type_name, market = split_label(label)
         managed = options.managed_spot and market == "spot"
         for zones, n in _clusters(doc, label, count, region):
-            where = {"infra": f"aws/{region}/{zones[0]}"} if len(zones) == 1 else \
-                {"any_of": [{"infra": f"aws/{region}/{z}"} for z in zones]} if zones else {"infra": f"aws/{region}"}
             name = names(f"{base}-{type_name}-{market}" + (f"-{zones[0]}" if len(zones) == 1 and n < count else ""))
-            resources = {**where, "instance_type": type_name, "use_spot": market == "spot",
+            resources = {**_where(region, zones), "instance_type": type_name, "use_spot": market == "spot",
                          **({} if managed else {"autostop": autostop})}
             tasks[name] = {"name": name, "num_nodes": n, "resources": resources,
                            "envs": {**envs, "DNNPROV_ROLE": "worker", "DNNPROV_PS_ADDR": None},
                            "setup": SETUP, "run": RUN}
     return tasks
+
+
+def _where(region: str, zones: list[str]) -> dict[str, Any]:
+    """``infra`` of a cluster: the region, its one zone, or ``any_of`` its candidate zones."""
+    if not zones:
+        return {"infra": f"aws/{region}"}
+    if len(zones) == 1:
+        return {"infra": f"aws/{region}/{zones[0]}"}
+    return {"any_of": [{"infra": f"aws/{region}/{zone}"} for zone in zones]}
 
 
 def _clusters(doc: PlanDocument, label: str, count: int, region: str) -> list[tuple[list[str], int]]:
@@ -215,7 +223,7 @@ def _launch_script(tasks: dict[str, dict[str, Any]], ps: str | None, options: Sk
         lines += [f"clusters=\"$clusters {ps}\"", f"sky launch -y -c {ps} {ps}.yaml || exit 1",
                   f"PS_ADDR=$(sky status --ip {ps}) || exit 1",
                   'if [ -z "$PS_ADDR" ]; then echo "dnnprov: no address of the PS cluster" >&2; exit 1; fi']
-    else:
+    elif tasks:
         lines += ['PS_ADDR="${DNNPROV_PS_ADDR:?set DNNPROV_PS_ADDR to the running PS (this plan keeps it)}"']
     for name, task in tasks.items():
         if name == ps:
