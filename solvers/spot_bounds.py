@@ -30,7 +30,7 @@ REF_BATCH_ROUNDING = 0.05       # reference model: b_w rounded to 1 decimal
 REF_TIME_ROUNDING = 0.005       # reference model: T rounded to 2 decimals
 REF_COST_ROUNDING = 5e-7        # reference model: cost rounded to 6 decimals
 REF_ITER_ROUNDING = 0.5         # reference model: j rounded to an integer
-FAST_RATIO_GRID = np.geomspace(1.0, 4.0, 24)   # theta / rho_min tried by fast_ratio
+FAST_RATIO_GRID = np.geomspace(1.0, 4.0, 16)   # theta / rho_min tried by fast_ratio
 
 
 class CellBounds(CcBounds, LpBounds):
@@ -256,10 +256,12 @@ class CellBounds(CcBounds, LpBounds):
         cell.rho_min, cell.price_bound = known.rho_min, known.price_bound
         if not self.tighten(cell, cell.price_bound):
             return None
-        cell.rho_min = max(cell.rho_min, self.fast_ratio(cell))
         # A cell whose bound reaches the threshold is never processed (the search stops
-        # there and the threshold only falls): the cheap bound is checked before the row
-        # ranges and the vertex bound are paid for.
+        # there and the threshold only falls): the cheap bounds are checked before the fast
+        # plans' ratio, the row ranges and the vertex bound are paid for.
+        if self.closed_bound(cell, cell.price_bound) >= self.threshold:
+            return None
+        cell.rho_min = max(cell.rho_min, self.fast_ratio(cell))
         if self.closed_bound(cell, cell.price_bound) >= self.threshold \
                 or (cell.top is not None and self.rows_infeasible(cell)):
             return None
