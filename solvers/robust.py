@@ -68,7 +68,7 @@ K-robust one (optimal by the ordering; refused beyond ``max_plans``).
 with K-robustness added to its exact evaluation (:mod:`dnnprov.solvers.robust_exact`):
 its cell bounds bound the nominal cost of every nominally feasible plan of a cell, hence
 of every K-robust one. ``"auto"`` enumerates boxes of at most ``AUTO_ENUMERATION`` plans
-and decomposes the rest. Both stop at the time limit with status ``limit`` and a proven
+(or ``max_plans``, if smaller) and decomposes the rest. Both stop at the time limit with status ``limit`` and a proven
 bound.
 
 Proven optimal: the nominal cost (eq. 11) among the K-robust plans, under this model.
