@@ -26,6 +26,7 @@ from dnnprov.json_files import read_json_file
 from dnnprov.io.instances import embedded_instance, read_instance
 from dnnprov.io.paper import load_serverless_workload
 from dnnprov.models.predict import predict
+from dnnprov.problems._checks import MAX_QUOTA
 
 EXIT_OK, EXIT_INFEASIBLE = 0, 1
 
@@ -168,8 +169,9 @@ def parse_counts(text: str) -> dict[str, int]:
             n = int(value)
         except ValueError:
             raise InvalidInputError(f"--counts {label}", f"expected an integer count, got {value!r}") from None
-        if n < 0:
-            raise InvalidInputError(f"--counts {label}", f"must be >= 0, got {n}")
+        if not 0 <= n <= MAX_QUOTA:
+            raise InvalidInputError(f"--counts {label}", f"must be from 0 to {MAX_QUOTA:,} (a column's quota limit), "
+                                                         f"got {value.strip()[:30]}")
         if label in counts:
             raise InvalidInputError(f"--counts {label}", "given twice")
         counts[label] = n
