@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 
 from dnnprov.io.catalog import load_spot_profile
 from dnnprov.errors import InvalidInputError
@@ -86,9 +87,12 @@ def cmd_fit_loss(args: argparse.Namespace) -> int:
     d = fit.domain
     print(f"  domain: b_w {d.batch_wa[0]:g}-{d.batch_wa[1]:g}, |N| {d.workers[0]}-{d.workers[1]}, "
           f"R {d.cc[0]:.3f}-{d.cc[1]:.3f}")
+    for warning in fit.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     for r in loo:
         it = r["iterations_error_pct"]
-        print(f"  leave out {r['run']}: loss error {r['loss_error_pct']:.2f} %, iterations to loss "
+        le = r["loss_error_pct"]
+        print(f"  leave out {r['run']}: loss error {'n/a' if le is None else f'{le:.2f} %'}, iterations to loss "
               f"{r['target_loss']:.4g}: {'n/a' if it is None else f'{it:.2f} %'}")
     if args.out is not None:
         print(f"wrote {args.out}")
