@@ -137,6 +137,8 @@ def cmd_fit_timing(args: argparse.Namespace) -> int:
         for r in fit.leave_one_out:
             print(f"  leave out {r['run']} (|N| {r['workers']}): iteration-time error {r['time_error_pct']:.2f} %")
     else:
+        for warning in fit.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
         print(f"  min_memory_mb {fit.min_memory_mb} ({fit.min_memory_note})")
         print(f"  domain: {fit.memory_mb[0]:g}-{fit.memory_mb[1]:g} MB, {fit.functions[0]}-{fit.functions[1]} functions")
         for r in fit.leave_one_out:

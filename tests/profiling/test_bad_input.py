@@ -119,3 +119,15 @@ def test_doubtful_loss_data_fits_with_a_warning(tmp_path, capsys, runs, shift, n
     assert main(["profile", "fit-loss", str(path)]) == 0
     err = capsys.readouterr().err
     assert err.startswith("warning:") and needle in err
+
+
+@pytest.mark.parametrize(("rows", "needle"), [
+    (["a,1024,1,20.0,5.5,0", "b,2048,1,10.0,7.3,0", "c,3008,1,1.0,9.0,0"], "training rate falls"),
+    (["a,1024,1,14.3,5.5,0", "b,2048,1,,,1", "c,3008,1,20.3,9.0,0"], "failed above a memory that ran"),
+])
+def test_doubtful_serverless_timing_fits_with_a_warning(tmp_path, capsys, rows, needle):
+    path = tmp_path / "s.csv"
+    path.write_text("\n".join([SERVERLESS_TIMING, *rows]) + "\n")
+    assert main(["profile", "fit-timing", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("warning:") and needle in err
