@@ -203,41 +203,50 @@ def implied_box(lower: np.ndarray, upper: np.ndarray, rows: SparseRows,
     divided by a_j these bound x_j. Every point satisfying the rows and the box satisfies
     the new box, so a bound over it holds for the model. Computed ends are moved outward
     by more than their rounding error: (k + 4) 4u relative to the magnitudes summed
-    (k terms, Higham's gamma_k as in :func:`safe_dual_bound`), plus TINY.
+    (k terms, Higham's gamma_k as in :func:`safe_dual_bound`), plus TINY. Rows naming a
+    column twice are skipped. All rows are handled at once, ``passes`` times.
     """
     lo, hi = np.asarray(lower, dtype=float).copy(), np.asarray(upper, dtype=float).copy()
-    order = np.argsort(rows.row, kind="stable")
-    starts = np.searchsorted(rows.row[order], np.arange(len(rows.low) + 1))
+    r, c, a = rows.row, rows.col, rows.value
+    m = len(rows.low)
+    if not len(a) or (np.isfinite(lo).all() and np.isfinite(hi).all()):
+        return lo, hi
+    pairs = r * (len(lo) + 1) + c
+    twice = np.zeros(m, dtype=bool)
+    sorted_pairs = np.sort(pairs)
+    twice[(sorted_pairs[1:][sorted_pairs[1:] == sorted_pairs[:-1]]) // (len(lo) + 1)] = True
+    usable = ~twice[r] & (a != 0)
+    length = np.bincount(r, minlength=m)
+    slack = (length + 4) * 4 * UNIT_ROUNDOFF
     for _ in range(passes):
         changed = False
-        for i in range(len(rows.low)):
-            part = order[starts[i]:starts[i + 1]]
-            cols, a = rows.col[part], rows.value[part]
-            if not len(cols) or (np.isfinite(lo[cols]).all() and np.isfinite(hi[cols]).all()) \
-                    or len(np.unique(cols)) != len(cols):
+        with np.errstate(invalid="ignore", over="ignore"):
+            least = np.where(a > 0, a * lo[c], a * hi[c])
+            most = np.where(a > 0, a * hi[c], a * lo[c])
+        # (row side, the terms' extreme values, whether the row bounds x_c above when a > 0)
+        for side, spans, above_if_positive in ((rows.high, least, True), (rows.low, most, False)):
+            finite = np.isfinite(spans)
+            total = np.bincount(r, weights=np.where(finite, spans, 0.0), minlength=m)
+            size = np.abs(side) + np.bincount(r, weights=np.where(finite, np.abs(spans), 0.0), minlength=m)
+            open_terms = np.bincount(r, weights=(~finite).astype(float), minlength=m)
+            others_finite = (open_terms[r] - (~finite)) == 0
+            bounds_above = (a > 0) == above_if_positive
+            end_open = np.where(bounds_above, ~np.isfinite(hi[c]), ~np.isfinite(lo[c]))
+            take = usable & others_finite & end_open & np.isfinite(side[r])
+            if not take.any():
                 continue
-            with np.errstate(invalid="ignore"):
-                least = np.where(a > 0, a * lo[cols], a * hi[cols])
-                most = np.where(a > 0, a * hi[cols], a * lo[cols])
-            slack = (len(cols) + 4) * 4 * UNIT_ROUNDOFF
-            # (row side, the other terms' extreme values, whether a_k > 0 then bounds x_k above)
-            for side, spans, a_positive_bounds_above in ((rows.high[i], least, True), (rows.low[i], most, False)):
-                finite = np.isfinite(spans)
-                if not math.isfinite(side) or finite.sum() < len(cols) - 1:
-                    continue
-                total = float(np.sum(spans[finite]))
-                size = abs(side) + float(np.sum(np.abs(spans[finite])))
-                upper_side = (a > 0) == a_positive_bounds_above     # the end of x_k this row bounds
-                open_end = np.where(upper_side, ~np.isfinite(hi[cols]), ~np.isfinite(lo[cols])) & (a != 0)
-                for k in np.flatnonzero(open_end & ((~finite) if finite.sum() < len(cols) else True)):
-                    others = total - spans[k] if finite[k] else total
-                    value = (side - others) / a[k]
-                    margin = slack * size / abs(a[k]) + TINY
-                    j = cols[k]
-                    if upper_side[k]:
-                        hi[j], changed = value + margin, True
-                    else:
-                        lo[j], changed = value - margin, True
+            e = np.flatnonzero(take)
+            others = total[r[e]] - np.where(finite[e], spans[e], 0.0)
+            value = (side[r[e]] - others) / a[e]
+            margin = slack[r[e]] * size[r[e]] / np.abs(a[e]) + TINY
+            up_e, down_e = e[bounds_above[e]], e[~bounds_above[e]]
+            new_hi, new_lo = hi.copy(), lo.copy()
+            np.minimum.at(new_hi, c[up_e], (value + margin)[bounds_above[e]])
+            np.maximum.at(new_lo, c[down_e], (value - margin)[~bounds_above[e]])
+            finite_now = np.isfinite(new_hi) & ~np.isfinite(hi) | np.isfinite(new_lo) & ~np.isfinite(lo)
+            hi = np.where(np.isfinite(hi), hi, new_hi)
+            lo = np.where(np.isfinite(lo), lo, new_lo)
+            changed = changed or bool(finite_now.any())
         if not changed:
             break
     return lo, hi

@@ -122,7 +122,8 @@ def sweep(problem: SpotProblem | ServerlessProblem, deadlines: Sequence[float],
     losses
         Target losses (spot only; default: the problem's own).
     time_limit_s
-        ``milp`` time limit per point.
+        Time limit per point, for ``milp`` and again for the heuristic: a sweep of N
+        points ends within N x 2 x ``time_limit_s`` (plus each call's return margin).
     heuristic
         Also solve each point with the paper's heuristic (``heuristic_*`` columns).
     """
@@ -144,7 +145,7 @@ def sweep(problem: SpotProblem | ServerlessProblem, deadlines: Sequence[float],
                 "solve_seconds": exact.solve_seconds,
                 "heuristic_status": None, "heuristic_cost": None, "heuristic_plan": None}
             if heuristic:
-                h = solve(point, "heuristic")
+                h = solve(point, "heuristic", time_limit_s=time_limit_s)
                 row.update(heuristic_status=h.status.value, heuristic_cost=_finite(h.cost), heuristic_plan=_plan_text(h))
             if (previous is not None and previous["status"] == "optimal" and row["status"] == "optimal"
                     and row["cost"] > previous["cost"] * (1 + 1e-9) + 1e-9):

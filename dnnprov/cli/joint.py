@@ -10,6 +10,7 @@ plans (or a proven infeasible set), 1 without, 2 for bad input.
 from __future__ import annotations
 
 import argparse
+import math
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import embedded_instance, read_instance
@@ -60,6 +61,8 @@ def cmd_solve_many(args: argparse.Namespace) -> int:
     """Read every FILE, solve the jobs jointly under the shared limits, print the plans."""
     from dnnprov.solvers.joint import solve_many
 
+    if not (math.isfinite(args.time_limit) and args.time_limit > 0):
+        raise InvalidInputError("--time-limit", f"must be a finite number of seconds > 0, got {args.time_limit}")
     paths = [str(embedded_instance(f.removeprefix("embedded:"))) if f.startswith("embedded:") else f
              for f in args.files]
     problems = [read_instance(p) for p in paths]
@@ -85,7 +88,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="at most N vCPUs of a quota family (e.g. G/spot) over all spot jobs; repeatable")
     p.add_argument("--concurrency", type=int, default=None, metavar="N",
                    help="account concurrency: at most N functions over all serverless jobs at once")
-    p.add_argument("--time-limit", type=float, default=300.0, help="seconds for the whole solve")
+    p.add_argument("--time-limit", type=float, default=300.0,
+                   help="wall-clock seconds for the whole solve, reading excluded (default %(default)g)")
     p.add_argument("--max-plans-per-job", type=int, default=None,
                    help="largest spot quota box (count vectors x PS counts) a job may have "
                         "(default 5,000,000)")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 
 from dnnprov.io.catalog import load_spot_profile
 from dnnprov.errors import InvalidInputError
@@ -26,6 +27,7 @@ from dnnprov.json_files import read_json_file
 from dnnprov.io.instances import embedded_instance, read_instance
 from dnnprov.io.paper import load_serverless_workload
 from dnnprov.models.predict import predict
+from dnnprov.problems._checks import MAX_QUOTA
 
 EXIT_OK, EXIT_INFEASIBLE = 0, 1
 
@@ -85,9 +87,12 @@ def cmd_fit_loss(args: argparse.Namespace) -> int:
     d = fit.domain
     print(f"  domain: b_w {d.batch_wa[0]:g}-{d.batch_wa[1]:g}, |N| {d.workers[0]}-{d.workers[1]}, "
           f"R {d.cc[0]:.3f}-{d.cc[1]:.3f}")
+    for warning in fit.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     for r in loo:
         it = r["iterations_error_pct"]
-        print(f"  leave out {r['run']}: loss error {r['loss_error_pct']:.2f} %, iterations to loss "
+        le = r["loss_error_pct"]
+        print(f"  leave out {r['run']}: loss error {'n/a' if le is None else f'{le:.2f} %'}, iterations to loss "
               f"{r['target_loss']:.4g}: {'n/a' if it is None else f'{it:.2f} %'}")
     if args.out is not None:
         print(f"wrote {args.out}")
@@ -132,6 +137,8 @@ def cmd_fit_timing(args: argparse.Namespace) -> int:
         for r in fit.leave_one_out:
             print(f"  leave out {r['run']} (|N| {r['workers']}): iteration-time error {r['time_error_pct']:.2f} %")
     else:
+        for warning in fit.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
         print(f"  min_memory_mb {fit.min_memory_mb} ({fit.min_memory_note})")
         print(f"  domain: {fit.memory_mb[0]:g}-{fit.memory_mb[1]:g} MB, {fit.functions[0]}-{fit.functions[1]} functions")
         for r in fit.leave_one_out:
@@ -168,8 +175,9 @@ def parse_counts(text: str) -> dict[str, int]:
             n = int(value)
         except ValueError:
             raise InvalidInputError(f"--counts {label}", f"expected an integer count, got {value!r}") from None
-        if n < 0:
-            raise InvalidInputError(f"--counts {label}", f"must be >= 0, got {n}")
+        if not 0 <= n <= MAX_QUOTA:
+            raise InvalidInputError(f"--counts {label}", f"must be from 0 to {MAX_QUOTA:,} (a column's quota limit), "
+                                                         f"got {value.strip()[:30]}")
         if label in counts:
             raise InvalidInputError(f"--counts {label}", "given twice")
         counts[label] = n

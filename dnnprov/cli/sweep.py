@@ -9,6 +9,8 @@ ended (optimal or proven infeasible), 1 when some point did not, 2 for bad input
 from __future__ import annotations
 
 import argparse
+import math
+from pathlib import Path
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import embedded_instance, read_instance
@@ -28,8 +30,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     problem = read_instance(path)
     deadlines = deadline_grid(args.deadlines)
     losses = parse_losses(args.losses) if args.losses else None
-    if not args.time_limit > 0:
-        raise InvalidInputError("--time-limit", f"must be positive, got {args.time_limit}")
+    if not (math.isfinite(args.time_limit) and args.time_limit > 0):
+        raise InvalidInputError("--time-limit", f"must be a finite number of seconds > 0, got {args.time_limit}")
+    if args.out:                                 # refused before any point is solved
+        folder = Path(args.out)
+        if folder.exists() and not folder.is_dir():
+            raise InvalidInputError("--out", f"{args.out} is an existing file: give a folder (it gets sweep.csv, ...)")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InvalidInputError("--out", f"cannot create the folder {args.out}: {exc.strerror or exc}") from None
     result = sweep(problem, deadlines, losses, time_limit_s=args.time_limit, heuristic=not args.no_heuristic)
     print(f"{'loss':>6} {'deadline s':>10} {'status':<10} {'milp cost':>10} {'heuristic':>10}  plan (where it changes)")
     for row in result.rows:
@@ -55,7 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--deadlines", required=True, metavar="START:STOP:N",
                    help="N deadlines from START to STOP seconds, both included (e.g. 600:3600:24)")
     p.add_argument("--losses", metavar="L1,L2,...", help="target losses (spot; default: the instance's own)")
-    p.add_argument("--time-limit", type=float, default=60.0, help="milp seconds per point (default %(default)g)")
+    p.add_argument("--time-limit", type=float, default=60.0,
+                   help="seconds per point, for milp and again for the heuristic (default %(default)g)")
     p.add_argument("--no-heuristic", action="store_true", help="leave out the heuristic's cost")
     p.add_argument("--out", metavar="DIR", help="write the table and the figures here")
     p.set_defaults(run=cmd_sweep)

@@ -11,6 +11,8 @@ builds one of them from its family name and seed.
 
 Tolerances: a cost counts as above the optimum beyond ``1e-6`` relative plus ``1e-9``
 absolute; a bound counts as above the optimum beyond ``1e-9`` relative plus ``1e-12``.
+Below an optimum of $1e-3 the absolute parts shrink to the relative ones (issue 19:
+prices of 1e-9 $/h give optima far below 1e-9 $, where a fixed 1e-9 would hide errors).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ __all__ = ["FAMILIES", "MAX_PLANS", "OTHER_KINDS", "WRONG_CERTIFICATES", "Findin
 
 COST_RTOL, COST_ATOL = 1e-6, 1e-9
 BOUND_RTOL, BOUND_ATOL = 1e-9, 1e-12
+#: Below this optimum ($) the absolute tolerances shrink to the relative ones.
+SMALL_COST = 1e-3
 #: A gap above this must be explained in the result's message (issue 8, item 5).
 SILENT_GAP = 0.10
 
@@ -125,6 +129,11 @@ def compare(problem: Problem, milp: Result, oracle: Result, *, family: str = "",
         report("oracle", f"enumerate: {oracle.status.value} ({oracle.message})")
         return found
     opt = oracle.cost if oracle.status is Status.OPTIMAL else math.inf
+    # below $1e-3 the absolute tolerances would hide wrong answers (prices reach 1e-9 $/h):
+    # there they shrink to the relative ones
+    small = math.isfinite(opt) and abs(opt) < SMALL_COST
+    cost_atol = min(COST_ATOL, COST_RTOL * abs(opt)) if small else COST_ATOL
+    bound_atol = min(BOUND_ATOL, BOUND_RTOL * abs(opt)) if small else BOUND_ATOL
     truth = f"enumerate: {oracle.status.value}" + (f" ${opt:.9g} with {oracle.plan}" if math.isfinite(opt) else "")
     said = f"milp: {milp.status.value} cost {milp.cost!r} bound {milp.bound!r} plan {milp.plan}"
     if milp.status is Status.ERROR:
@@ -137,15 +146,15 @@ def compare(problem: Problem, milp: Result, oracle: Result, *, family: str = "",
             report("wrong-cost", f"{said}; the model's cost is {cost!r}")
         if math.isinf(opt):
             report("plan-on-infeasible", f"{said}; {truth}")
-        elif feasible and cost < opt - (opt * COST_RTOL + COST_ATOL):
+        elif feasible and cost < opt - (opt * COST_RTOL + cost_atol):
             report("cheaper-than-oracle", f"{said} is feasible at ${cost:.9g}; {truth}")
-    if milp.status is Status.OPTIMAL and milp.cost is not None and _above(milp.cost, opt, COST_RTOL, COST_ATOL):
+    if milp.status is Status.OPTIMAL and milp.cost is not None and _above(milp.cost, opt, COST_RTOL, cost_atol):
         report("false-optimal", f"{said}; {truth}")
     elif (milp.status is not Status.INFEASIBLE and milp.bound is not None and math.isfinite(opt)
-          and _above(milp.bound, opt, BOUND_RTOL, BOUND_ATOL)):
+          and _above(milp.bound, opt, BOUND_RTOL, bound_atol)):
         report("bound-above-optimum", f"{said}; {truth}")
     if (gap > 0 and milp.status is Status.FEASIBLE and milp.cost is not None
-            and _above(milp.cost, opt * (1 + gap), COST_RTOL, COST_ATOL)):
+            and _above(milp.cost, opt * (1 + gap), COST_RTOL, cost_atol)):
         report("outside-gap", f"{said} with gap {gap:g}; {truth}")
     if milp.status is Status.INFEASIBLE and math.isfinite(opt):
         report("false-infeasible", f"{said} ({milp.message}); {truth}")

@@ -87,6 +87,8 @@ class LossFit:
     runs: tuple[str, ...]
     domain: SpotDomain
     residuals: np.ndarray
+    #: What in the data makes the fit less meaningful (printed as warnings by the CLI).
+    warnings: tuple[str, ...] = ()
 
     def coefficients(self) -> dict[str, float]:
         """gamma_1..gamma_5 by name."""
@@ -101,7 +103,7 @@ class LossFit:
         return {"variant": self.variant, "coefficients": {k: e.to_dict() for k, e in self.estimates.items()},
                 "rmse": self.rmse, "max_abs_residual": float(np.abs(self.residuals).max()),
                 "points": self.points, "runs": list(self.runs),
-                "domain": self.domain.to_dict()}
+                "domain": self.domain.to_dict(), "warnings": list(self.warnings)}
 
 
 def fit_with_errors(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, low: np.ndarray,
@@ -135,10 +137,53 @@ def _distinct(values: np.ndarray) -> int:
     return len(np.unique(np.round(np.asarray(values, dtype=float), 9)))
 
 
+#: A run's loss "falls" when its rank correlation with the step is below this.
+FALLING = -0.5
+
+
+def _rank_correlation(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rank correlation (ties by order); 0 when either side is constant."""
+    rx, ry = np.argsort(np.argsort(x, kind="stable")), np.argsort(np.argsort(y, kind="stable"))
+    if _distinct(x) < 2 or _distinct(y) < 2:
+        return 0.0
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def data_problems(log: LossLog) -> list[str]:
+    """Warnings about loss data eq. (3) fits poorly; raises when it cannot be fitted at all.
+
+    Eq. (3) is a loss that falls with the normalized iterations j toward gamma_5. It cannot
+    be fitted when no run logs two different steps, or when the loss falls in no run
+    (constant, noisy constant or increasing logs): refused with one error. A run whose loss
+    does not fall, and losses below 0, are warnings.
+    """
+    runs = log.runs()
+    stepped = [r for r in runs if _distinct(log.step[log.run == r]) >= 2]
+    if not stepped:
+        raise InvalidInputError("loss log", "no run logs the loss at two different steps: eq. (3) needs how "
+                                            "the loss falls with the steps")
+    falling = {r: _rank_correlation(log.step[log.run == r], log.loss[log.run == r]) < FALLING for r in stepped}
+    if not any(falling.values()):
+        raise InvalidInputError("loss log", "the loss falls with the steps in no run (it is constant, noise or "
+                                            "rising): eq. (3), a falling curve, would fit nothing meaningful")
+    notes = []
+    flat = [r for r, ok in falling.items() if not ok]
+    if flat:
+        notes.append(f"the loss does not fall with the steps in {len(flat)} of {len(stepped)} runs "
+                     f"({', '.join(map(str, flat[:5]))}{', ...' if len(flat) > 5 else ''}): they pull the fit")
+    if (log.loss < 0).any():
+        notes.append(f"{int((log.loss < 0).sum())} losses are below 0: eq. (3)'s floor gamma_5 may be fitted "
+                     "below 0, which no cross-entropy loss reaches")
+    if len(runs) == 1:
+        notes.append("one run: nothing to leave out, so the fit's prediction error is not measured")
+    return notes
+
+
 def fit_loss(log: LossLog, variant: str = "cc") -> LossFit:
     """Fit gamma_1..gamma_5 of eq. (3) to ``log`` by nonlinear least squares."""
     if variant not in LOSS_VARIANTS:
         raise InvalidInputError("variant", f"must be one of {', '.join(LOSS_VARIANTS)}; got {variant!r}")
+    warnings = tuple(data_problems(log))
     b, cc, k, j, y = log.batch_wa, log.cc, log.workers, log.step, log.loss
     fixed: dict[str, tuple[float, str]] = {}
     if _distinct(b) < 2:
@@ -201,7 +246,7 @@ def fit_loss(log: LossLog, variant: str = "cc") -> LossFit:
                         source=f"dnnprov profile fit-loss: {len(y)} logged steps of {len(runs)} runs "
                                f"({', '.join(runs[:8])}{', ...' if len(runs) > 8 else ''}), loss variant {variant}")
     return LossFit(variant=variant, estimates=estimates, rmse=float(math.sqrt((res ** 2).mean())),
-                   points=len(y), runs=runs, domain=domain, residuals=res)
+                   points=len(y), runs=runs, domain=domain, residuals=res, warnings=warnings)
 
 
 def _observed_iterations(step: np.ndarray, loss: np.ndarray, target: float) -> float:
@@ -220,7 +265,9 @@ def leave_one_run_out(log: LossLog, variant: str = "cc") -> list[dict[str, Any]]
     Per held-out run: ``loss_error_pct``, the mean |predicted - logged| / logged loss over
     its steps, and ``iterations_error_pct``, the error of the predicted iterations to
     reach the run's final loss (mean of its last three logged losses) against the first
-    step where its smoothed loss got there. Needs at least two runs.
+    step where its smoothed loss got there (``None`` where undefined, e.g. a logged loss of
+    0). A run whose leaving out leaves data eq. (3) cannot fit is skipped. Needs at least
+    two runs.
     """
     runs = log.runs()
     if len(runs) < 2:
@@ -228,7 +275,10 @@ def leave_one_run_out(log: LossLog, variant: str = "cc") -> list[dict[str, Any]]
     out = []
     for name in runs:
         held = log.run == name
-        fit = fit_loss(log.select(~held), variant)
+        try:
+            fit = fit_loss(log.select(~held), variant)
+        except InvalidInputError:
+            continue           # the other runs alone cannot be fitted (e.g. none of them falls)
         test = log.select(held)
         predicted = fit.predict(test)
         logged = test.loss
@@ -241,7 +291,8 @@ def leave_one_run_out(log: LossLog, variant: str = "cc") -> list[dict[str, Any]]
                                int(test.workers[0]), target)
         it_err = abs(j_pred - j_obs) / j_obs * 100 if j_obs > 0 and math.isfinite(j_pred) else math.nan
         out.append({"run": name, "workers": int(test.workers[0]), "batch_wa": float(test.batch_wa[0]),
-                    "cc": float(test.cc[0]), "loss_error_pct": loss_err, "target_loss": target,
+                    "cc": float(test.cc[0]), "loss_error_pct": loss_err if math.isfinite(loss_err) else None,
+                    "target_loss": target,
                     "iterations_logged": j_obs, "iterations_predicted": j_pred if math.isfinite(j_pred) else None,
                     "iterations_error_pct": it_err if math.isfinite(it_err) else None})
     return out

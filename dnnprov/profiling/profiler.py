@@ -88,10 +88,13 @@ def with_loss_fit(base: SpotWorkloadProfile, fit: LossFit, source: str,
     line = (f"Loss model fitted by dnnprov profile fit-loss from {source} ({fit.points} steps, runs "
             f"{', '.join(fit.runs)}; variant {fit.variant}): "
             + "; ".join(format_estimate(p, e) for p, e in fit.estimates.items()) + f"; RMSE {fit.rmse:.4g}.")
-    if loo:
+    losses = [r["loss_error_pct"] for r in loo if r["loss_error_pct"] is not None]
+    if losses:
         errors = [r["iterations_error_pct"] for r in loo if r["iterations_error_pct"] is not None]
-        line += (f" Leave-one-run-out: loss error {min(r['loss_error_pct'] for r in loo):.1f}-"
-                 f"{max(r['loss_error_pct'] for r in loo):.1f} %" + (f", iterations error {min(errors):.1f}-{max(errors):.1f} %." if errors else "."))
+        line += (f" Leave-one-run-out: loss error {min(losses):.1f}-{max(losses):.1f} %"
+                 + (f", iterations error {min(errors):.1f}-{max(errors):.1f} %." if errors else "."))
+    if fit.warnings:
+        line += " Warnings: " + "; ".join(fit.warnings) + "."
     domain = dataclasses.replace(fit.domain, extrapolation=extrapolation)
     workload = dataclasses.replace(base.workload, loss_variant=fit.variant, domain=domain,
                                    estimated=_without(base.workload.estimated, fitted + ["loss_variant"]),

@@ -250,10 +250,12 @@ class ServerlessTimingFit:
     functions: tuple[int, int]
     rows: int
     leave_one_out: list[dict[str, Any]]
+    #: What in the data makes the fit doubtful (printed as warnings by the CLI).
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``profile fit-timing --json``)."""
-        return {"kind": "serverless", "rate_alpha": self.rate_alpha.to_dict(), "rate_beta": self.rate_beta.to_dict(),
+        return {"kind": "serverless", "warnings": list(self.warnings), "rate_alpha": self.rate_alpha.to_dict(), "rate_beta": self.rate_beta.to_dict(),
                 "storage_alpha": self.storage_alpha.to_dict(), "storage_beta": self.storage_beta.to_dict(),
                 "min_memory_mb": self.min_memory_mb, "min_memory_note": self.min_memory_note,
                 "domain": {"memory_mb": list(self.memory_mb), "functions": list(self.functions)},
@@ -311,6 +313,16 @@ def fit_serverless_timing(path: str | Path, *, storage_cap_mb_s: float = 115.0) 
                         "storage_error_pct": abs(storage - r["storage_mb_s"]) / r["storage_mb_s"] * 100})
     memory = [r["memory_mb"] for r in ok]
     functions = [r["functions"] for r in ok]
+    warnings = []
+    if ra.value <= 0:
+        warnings.append(f"the training rate falls as memory grows (rate_alpha = {ra.value:.4g}): eq. (6)'s line "
+                        "expects more memory (more vCPU) to train faster; check the runs")
+    if failed and min(memory) < max(failed):
+        warnings.append(f"runs failed above a memory that ran (failed at {', '.join(f'{m:g}' for m in sorted(failed))} "
+                        f"MB): m_min is taken above the largest failure, {m_min} MB")
+    if not loo:
+        warnings.append("no run can be left out (too few memory sizes): the fit's prediction error is not measured")
     return ServerlessTimingFit(rate_alpha=ra, rate_beta=rb, storage_alpha=sa, storage_beta=sb, min_memory_mb=m_min,
                                min_memory_note=note, memory_mb=(min(memory), max(memory)),
-                               functions=(min(functions), max(functions)), rows=len(rows), leave_one_out=loo)
+                               functions=(min(functions), max(functions)), rows=len(rows), leave_one_out=loo,
+                               warnings=tuple(warnings))

@@ -47,6 +47,38 @@ def test_family_has_no_finding(family):
     assert not findings, failure_report(family, findings, first_problem)
 
 
+MAGNITUDE_FAMILIES = ["price-magnitudes", "speed-magnitudes", "bandwidth-magnitudes", "all-magnitudes",
+                      "magnitudes-mixed"]
+
+
+@pytest.mark.parametrize("family", MAGNITUDE_FAMILIES)
+def test_magnitude_families_with_cell_milps_give_no_wrong_certificate(family):
+    """Issue 19: at every magnitude, with every spot cell decided by its LPs and MILPs (no
+    outright evaluation), no claim is wrong (give-ups at the short limit are allowed)."""
+    from dnnprov.solvers.spot_exact import solve_spot_exact
+    wrong = []
+    for seed in range(12):
+        problem = fuzz.instance(family, seed)
+        milp = solve_spot_exact(problem, cell_enumeration=0, time_limit_s=5)
+        wrong += [f for f in fuzz.check(problem, time_limit_s=5, family=family, seed=seed, milp=milp)
+                  if f.wrong_certificate]
+    assert not wrong, "\n".join(map(str, wrong))
+
+
+def test_magnitude_families_span_the_accepted_range():
+    """Prices and per-type speeds (samples per second of a lone worker's compute) over at
+    least 12 decades each, across the slice the tests run."""
+    prices, speeds = [], []
+    for family in MAGNITUDE_FAMILIES:
+        for seed in range(60):
+            problem = fuzz.instance(family, seed)
+            prices += [t.spot_price_per_h for t in problem.instance_types if t.spot_price_per_h > 0]
+            speeds += [t.gpus * t.batch_per_gpu / t.compute_time_s for t in problem.instance_types
+                       if t.compute_time_s is not None and t.batch_per_gpu is not None]
+    assert math.log10(max(prices) / min(prices)) >= 12
+    assert math.log10(max(speeds) / min(speeds)) >= 12
+
+
 @pytest.mark.parametrize("gap", [0.05])
 def test_gap_runs_stay_within_the_gap(gap):
     """With a relative gap, milp's plans cost at most (1 + gap) times the optimum, bounds stay below it."""

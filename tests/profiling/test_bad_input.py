@@ -84,3 +84,50 @@ def test_serverless_timing_rate_too_large_gives_no_fit_with_inf(tmp_path, capsys
     captured = capsys.readouterr()
     assert "inf" not in captured.out and "nan" not in captured.out
     assert code == 0 or (code == 2 and captured.err.startswith("dnnprov: error:"))
+
+
+def write_log(path: Path, loss_of_step, runs: int = 3, steps: int = 20) -> Path:
+    """Runs of ``steps`` logged steps with losses ``loss_of_step(run, k)``."""
+    lines = [HEADER]
+    for r in range(runs):
+        for k in range(steps):
+            lines.append(f"r{r},{2 + r},{256.0 * (r + 1)},0.5,{k * 100.0},{loss_of_step(r, k)}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(("name", "loss"), [
+    ("constant", lambda r, k: 2.0),
+    ("noisy-constant", lambda r, k: 2.0 + 0.01 * ((k * 7919 + r * 31) % 13 - 6)),
+    ("increasing", lambda r, k: 1.0 + 0.05 * k),
+])
+def test_loss_that_does_not_fall_is_refused(tmp_path, capsys, name, loss):
+    one_error(capsys, ["profile", "fit-loss", str(write_log(tmp_path / f"{name}.csv", loss))],
+              "loss log", "falls with the steps in no run")
+
+
+def test_every_step_equal_is_refused(tmp_path, capsys):
+    path = tmp_path / "zero.csv"
+    path.write_text(HEADER + "\n" + "\n".join(f"r{r},2,256.0,0.5,0.0,{3.0 - 0.1 * k}" for r in range(3) for k in range(8)) + "\n")
+    one_error(capsys, ["profile", "fit-loss", str(path)], "two different steps")
+
+
+@pytest.mark.parametrize(("runs", "shift", "needle"), [(1, 0.0, "one run"), (3, -3.0, "below 0")])
+def test_doubtful_loss_data_fits_with_a_warning(tmp_path, capsys, runs, shift, needle):
+    path = write_log(tmp_path / "log.csv", lambda r, k: shift + 1.0 + 900.0 * (1 + 0.2 * r) / (k * 100.0 + 300.0),
+                     runs=runs)
+    assert main(["profile", "fit-loss", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("warning:") and needle in err
+
+
+@pytest.mark.parametrize(("rows", "needle"), [
+    (["a,1024,1,20.0,5.5,0", "b,2048,1,10.0,7.3,0", "c,3008,1,1.0,9.0,0"], "training rate falls"),
+    (["a,1024,1,14.3,5.5,0", "b,2048,1,,,1", "c,3008,1,20.3,9.0,0"], "failed above a memory that ran"),
+])
+def test_doubtful_serverless_timing_fits_with_a_warning(tmp_path, capsys, rows, needle):
+    path = tmp_path / "s.csv"
+    path.write_text("\n".join([SERVERLESS_TIMING, *rows]) + "\n")
+    assert main(["profile", "fit-timing", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("warning:") and needle in err

@@ -137,3 +137,32 @@ def test_false_optimal_magnitudes_repro():
         assert result.plan.counts["x5.8x"] == 8
     else:
         assert result.status is Status.LIMIT and result.bound <= 3.825151
+
+
+def test_implied_box_contains_every_point_of_the_rows():
+    """Each variable's LP minimum and maximum (scipy) over random rows and half-infinite boxes lies in the implied box."""
+    rng = np.random.default_rng(1)
+    checked = 0
+    for _ in range(150):
+        n, m = int(rng.integers(2, 6)), int(rng.integers(1, 5))
+        rows = [(rng.choice(n, int(rng.integers(1, n + 1)), replace=False), None,
+                 float(rng.choice([-math.inf, -rng.uniform(0, 5)])), float(rng.choice([math.inf, rng.uniform(0, 5)])))
+                for _ in range(m)]
+        rows = [(idx, rng.normal(size=len(idx)), low, high) for idx, _, low, high in rows]
+        lower = np.where(rng.random(n) < 0.5, -np.inf, 0.0)
+        upper = np.where(rng.random(n) < 0.5, np.inf, rng.uniform(1, 3, n))
+        lo, hi = implied_box(lower, upper, SparseRows.of(rows))
+        a = np.zeros((m, n))
+        for i, (idx, values, _, _) in enumerate(rows):
+            a[i, idx] = values
+        sides = [(a[i], high) for i, (_, _, _, high) in enumerate(rows) if math.isfinite(high)]
+        sides += [(-a[i], -low) for i, (_, _, low, _) in enumerate(rows) if math.isfinite(low)]
+        bounds = [(None if math.isinf(l) else l, None if math.isinf(u) else u) for l, u in zip(lower, upper)]
+        for j in range(n):
+            for sign in (1.0, -1.0):
+                res = linprog(sign * np.eye(n)[j], A_ub=np.array([s[0] for s in sides]) if sides else None,
+                              b_ub=[s[1] for s in sides] if sides else None, bounds=bounds, method="highs")
+                if res.status == 0:
+                    checked += 1
+                    assert lo[j] - 1e-9 <= res.x[j] <= hi[j] + 1e-9
+    assert checked > 300
