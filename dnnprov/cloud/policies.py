@@ -20,15 +20,19 @@ each type (:class:`Holdings`). Plans name types; placing them on pools is the po
   when waiting one more tick could leave too little time for an all-on-demand cluster
   to finish, it goes all on-demand and stays.
 - ``mpc``: model-predictive (:class:`ModelPredictive`): the exact optimum, under the
-  fitted availability model, of the on-demand count at each state, with the same
-  safety net.
+  fitted availability model, of the cluster to hold in each state (spot as far as the
+  pooled capacity goes, on-demand for the rest), with a safety net that counts the
+  progress the kept running workers are sure to make before the next tick.
+
+``replan`` places a takeover's new spot instances by the same rule (:func:`cheapest_first`,
+through :func:`dnnprov.cloud.replan.zone_placement`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -88,6 +92,17 @@ class Holdings:
     od: np.ndarray
 
 
+def cheapest_first(count: int, free: Sequence[int], prices: Sequence[float]) -> list[int]:
+    """Up to ``count`` new instances over pools with ``free`` room, the cheapest pools first
+    (ties: the order given); per pool, how many."""
+    out = [0] * len(free)
+    for p in sorted(range(len(free)), key=lambda p: prices[p]):
+        take = max(0, min(int(free[p]), count))
+        out[p] = take
+        count -= take
+    return out
+
+
 def fill_spot(view: View, want_spot: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     """Spot per pool reaching ``want_spot`` per type: keep what is held, then add in allowed
     pools with free capacity, cheapest first; trim the dearest pools when above."""
@@ -96,13 +111,9 @@ def fill_spot(view: View, want_spot: np.ndarray, allowed: np.ndarray) -> np.ndar
         mine = np.flatnonzero(view.pool_type == i)
         order = mine[np.argsort(view.pool_price[mine], kind="stable")]
         have = int(target[mine].sum())
-        for p in order:
-            if have >= want:
-                break
-            if allowed[p]:
-                add = min(int(view.caps[p] - target[p]), int(want) - have)
-                target[p] += add
-                have += add
+        room = [int(view.caps[p] - target[p]) if allowed[p] else 0 for p in mine]
+        target[mine] += cheapest_first(int(want) - have, room, view.pool_price[mine].tolist())
+        have = int(target[mine].sum())
         for p in order[::-1]:
             if have <= want:
                 break
