@@ -45,6 +45,8 @@ PROGRESS_BUCKETS = 2000
 #: Cost-to-go of a state that cannot finish by the deadline (finite, so that expectations
 #: over zero-chance cells stay numbers; above any real cost).
 INFEASIBLE = 1e15
+#: Most states of one takeover table (ticks x buckets x capacities): bounds its memory and work.
+MAX_TABLE_STATES = 20_000_000
 
 
 @dataclass
@@ -276,6 +278,10 @@ class TakeoverTable:
         k_max, b = self.most, PROGRESS_BUCKETS
         trans = capped_transition(self.model, k_max)
         ticks = max(0, int(math.floor((self.deadline_s - self.join_s) / self.gap_s)))
+        if ticks * (b + 1) * (k_max + 1) > MAX_TABLE_STATES:
+            raise InvalidInputError("--policy", f"mpc's table of {ticks:,} ticks x {b + 1} progress buckets x "
+                                                f"{k_max + 1} capacities is above the limit of {MAX_TABLE_STATES:,} "
+                                                "states (a shorter slo.time_s, a coarser trace or a smaller quota)")
         value = np.full((b + 1, k_max + 1), INFEASIBLE)      # at the deadline: done, or failed
         value[b, :] = 0.0
         self.actions = np.full((ticks, b + 1, k_max + 1), k_max, dtype=np.int16)
