@@ -57,6 +57,8 @@ def cmd_risk_fit(args: argparse.Namespace) -> int:
     """Fit the rate of loss and mean time to regain of each trace, or (``--zones``) the
     availability model of one type's aligned pools."""
     traces = [load_trace(path) for path in args.traces]
+    if args.zones and args.pool:
+        raise InvalidInputError("--pool", "--zones fits the aligned pools' availability model; --pool goes without it")
     if args.zones:
         from dnnprov.cloud.availability import fit_availability, parse_period
 

@@ -20,15 +20,19 @@ each type (:class:`Holdings`). Plans name types; placing them on pools is the po
   when waiting one more tick could leave too little time for an all-on-demand cluster
   to finish, it goes all on-demand and stays.
 - ``mpc``: model-predictive (:class:`ModelPredictive`): the exact optimum, under the
-  fitted availability model, of the on-demand count at each state, with the same
-  safety net.
+  fitted availability model, of the cluster to hold in each state (spot as far as the
+  pooled capacity goes, on-demand for the rest), with a safety net that counts the
+  progress the kept running workers are sure to make before the next tick.
+
+``replan`` places a takeover's new spot instances by the same rule (:func:`cheapest_first`,
+through :func:`dnnprov.cloud.replan.zone_placement`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -41,6 +45,8 @@ PROGRESS_BUCKETS = 2000
 #: Cost-to-go of a state that cannot finish by the deadline (finite, so that expectations
 #: over zero-chance cells stay numbers; above any real cost).
 INFEASIBLE = 1e15
+#: Most states of one takeover table (ticks x buckets x capacities): bounds its memory and work.
+MAX_TABLE_STATES = 20_000_000
 
 
 @dataclass
@@ -88,6 +94,17 @@ class Holdings:
     od: np.ndarray
 
 
+def cheapest_first(count: int, free: Sequence[int], prices: Sequence[float]) -> list[int]:
+    """Up to ``count`` new instances over pools with ``free`` room, the cheapest pools first
+    (ties: the order given); per pool, how many."""
+    out = [0] * len(free)
+    for p in sorted(range(len(free)), key=lambda p: prices[p]):
+        take = max(0, min(int(free[p]), count))
+        out[p] = take
+        count -= take
+    return out
+
+
 def fill_spot(view: View, want_spot: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     """Spot per pool reaching ``want_spot`` per type: keep what is held, then add in allowed
     pools with free capacity, cheapest first; trim the dearest pools when above."""
@@ -96,13 +113,9 @@ def fill_spot(view: View, want_spot: np.ndarray, allowed: np.ndarray) -> np.ndar
         mine = np.flatnonzero(view.pool_type == i)
         order = mine[np.argsort(view.pool_price[mine], kind="stable")]
         have = int(target[mine].sum())
-        for p in order:
-            if have >= want:
-                break
-            if allowed[p]:
-                add = min(int(view.caps[p] - target[p]), int(want) - have)
-                target[p] += add
-                have += add
+        room = [int(view.caps[p] - target[p]) if allowed[p] else 0 for p in mine]
+        target[mine] += cheapest_first(int(want) - have, room, view.pool_price[mine].tolist())
+        have = int(target[mine].sum())
         for p in order[::-1]:
             if have <= want:
                 break
@@ -265,6 +278,10 @@ class TakeoverTable:
         k_max, b = self.most, PROGRESS_BUCKETS
         trans = capped_transition(self.model, k_max)
         ticks = max(0, int(math.floor((self.deadline_s - self.join_s) / self.gap_s)))
+        if ticks * (b + 1) * (k_max + 1) > MAX_TABLE_STATES:
+            raise InvalidInputError("--policy", f"mpc's table of {ticks:,} ticks x {b + 1} progress buckets x "
+                                                f"{k_max + 1} capacities is above the limit of {MAX_TABLE_STATES:,} "
+                                                "states (a shorter slo.time_s, a coarser trace or a smaller quota)")
         value = np.full((b + 1, k_max + 1), INFEASIBLE)      # at the deadline: done, or failed
         value[b, :] = 0.0
         self.actions = np.full((ticks, b + 1, k_max + 1), k_max, dtype=np.int16)

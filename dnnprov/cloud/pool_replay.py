@@ -265,10 +265,6 @@ class PoolReplay:
                              od_price=float(self.od_price[i]),
                              fixed_price=plan.ps * self.problem.platform.ps_price_per_h, model=model)
 
-    def policy(self, name: str, table: TakeoverTable | None) -> Policy:
-        """A fresh policy for one run."""
-        return make_policy(name, table)
-
 
 def replay_pools(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]], *, policy: str,
                  zones: bool, runs: int = 1000, seed: int = 0, join_s: float = JOIN_OVERHEAD_S,

@@ -31,6 +31,7 @@ import urllib.request
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
+from dnnprov.cloud.policies import cheapest_first
 from dnnprov.problems import _checks as check
 from dnnprov.errors import InvalidInputError
 from dnnprov.result import Result, SpotPlan
@@ -181,18 +182,14 @@ def zone_placement(problem: SpotProblem, new_spot: Mapping[str, int],
     ``capacity`` field, as the ``failover`` policy places them."""
     out: dict[str, dict[str, int]] = {}
     for t in problem.instance_types:
-        left = int(new_spot.get(t.name, 0))
-        if not left or t.name not in free:
+        if not new_spot.get(t.name) or t.name not in free:
             continue
-        pools = sorted(t.zones, key=lambda z: z.spot_price_per_h if z.spot_price_per_h is not None else t.spot_price_per_h)
-        for pool in pools:
-            room = int(free[t.name].get(pool.zone, 0))
-            if pool.capacity is not None:
-                room = min(room, pool.capacity)
-            take = min(left, room)
-            if take:
-                out.setdefault(t.name, {})[pool.zone] = take
-                left -= take
+        room = [min(int(free[t.name].get(z.zone, 0)), z.capacity if z.capacity is not None else check.MAX_QUOTA)
+                for z in t.zones]
+        prices = [z.spot_price_per_h if z.spot_price_per_h is not None else t.spot_price_per_h for z in t.zones]
+        placed = {z.zone: n for z, n in zip(t.zones, cheapest_first(int(new_spot[t.name]), room, prices)) if n}
+        if placed:
+            out[t.name] = placed
     return out
 
 

@@ -177,7 +177,7 @@ class TraceFit:
                 "regains": self.regains, "interruption": self.interruption.to_dict()}
 
 
-def _regain_times(trace: Trace) -> tuple[np.ndarray, list[float]]:
+def regain_times(trace: Trace) -> tuple[np.ndarray, list[float]]:
     """Per tick the instances lost, and the regain time of every drop that recovers.
 
     The regain of a drop after tick ``i`` is the first later tick whose count is back at
@@ -214,7 +214,7 @@ def fit_traces(traces: list[Trace]) -> TraceFit:
         raise InvalidInputError("traces", "at least one trace is needed")
     losses, hours, regain = 0, 0.0, []
     for trace in traces:
-        drops, times = _regain_times(trace)
+        drops, times = regain_times(trace)
         losses += int(drops.sum())
         hours += float(trace.alive[:-1].sum()) * trace.gap_s / 3600
         regain += times

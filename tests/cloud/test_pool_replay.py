@@ -338,3 +338,12 @@ def test_three_real_zones_held_out() -> None:
     assert out["mpc"]["cost_mean"] < out["fallback"]["cost_mean"]
     assert out["failover"]["cost_mean"] < out["fallback"]["cost_mean"]
     assert out["mpc"]["hindsight_cost_mean"] <= out["mpc"]["cost_mean"]
+
+
+def test_mpc_table_size_is_bounded() -> None:
+    """A deadline of 10^6 s on 300 s ticks would need a 3,000-tick table: refused, not built."""
+    problem = one_type_problem(time_s=1e6, quota=8)
+    replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [8] * 40)]}, zones=True,
+                        horizon=1.0)
+    with pytest.raises(InvalidInputError, match="above the limit"):
+        replay.takeover_table(dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1), flat_model(8, 8))

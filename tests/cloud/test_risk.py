@@ -216,11 +216,11 @@ def _regains_by_brute_force(alive: list[int], gap: float) -> list[float]:
 @pytest.mark.parametrize("seed", range(5))
 def test_linear_regain_times_match_the_definition(seed: int) -> None:
     """The one-pass regain times equal the quadratic definition on random multi-node traces."""
-    from dnnprov.problems.interruption import Trace, _regain_times
+    from dnnprov.problems.interruption import Trace, regain_times
 
     rng = np.random.default_rng(seed)
     alive = rng.integers(0, 5, size=400).tolist()
-    _, times = _regain_times(Trace("r.json", 30.0, np.array(alive)))
+    _, times = regain_times(Trace("r.json", 30.0, np.array(alive)))
     assert times == _regains_by_brute_force(alive, 30.0)
 
 
