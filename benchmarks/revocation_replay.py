@@ -51,7 +51,7 @@ from dnnprov.io.catalog import build_spot_problem, embedded_path, load_catalog, 
 from dnnprov.errors import InvalidInputError
 from dnnprov.benchsets.generate import resolve_shared_data
 from dnnprov.problems.interruption import fit_traces, load_trace
-from dnnprov.cloud.simulate import POLICIES, Simulator, simulate
+from dnnprov.revocation.simulate import POLICIES, Simulator, simulate
 from dnnprov.solvers.risk import solve_risk
 from dnnprov.solvers.robust import solve_robust
 

@@ -49,9 +49,9 @@ import numpy as np
 
 import dnnprov
 from dnnprov.benchsets.generate import resolve_shared_data
-from dnnprov.cloud.availability import fit_availability
-from dnnprov.cloud.plan_choice import choose_plan
-from dnnprov.cloud.pool_replay import replay_pools
+from dnnprov.revocation.availability import fit_availability
+from dnnprov.revocation.plan_choice import choose_plan
+from dnnprov.revocation.pool_replay import replay_pools
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import load_trace
 
@@ -158,7 +158,7 @@ def figure(results: list[dict[str, Any]], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the sweep, print the table, write the figure and JSON, check the targets."""
-    from dnnprov.cloud.availability import parse_period
+    from dnnprov.revocation.availability import parse_period
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=200)

@@ -1,12 +1,12 @@
 """Plans that still meet T_obj when K instances are revoked (``--robust K``), proven optimal.
 
-**Progress model** (the one :mod:`dnnprov.cloud.replan` uses, see docs/revocation.md). Write
+**Progress model** (the one :mod:`dnnprov.revocation.replan` uses, see docs/revocation.md). Write
 ``u = 1 / (L - g5)`` for the training loss L. On a cluster c, eq. (3) gives
 ``L - g5 = N_c / (j + g1)`` with ``N_c = (g2 b_w + g3) sqrt((R + g4) |c|)``, so u grows at the
 constant *progress speed* ``sigma_c = x_c / N_c`` per second (x_c the iterations per second,
 eq. 2), and training ends when u reaches ``u* = 1 / (L_obj - g5)``. A plan starting from
 scratch begins at ``u0 = g1 / N_c``; then ``(u* - u0) / sigma_c = j / x_c`` is eq. (1)'s time.
-A takeover (:func:`dnnprov.cloud.replan.replanned_problem`) continues from the reached u on the
+A takeover (:func:`dnnprov.revocation.replan.replanned_problem`) continues from the reached u on the
 new cluster's speed: the same model, so plans, replans and the simulator agree.
 
 **Revocation model of --robust K: K revocations, replacements included.** An adversary

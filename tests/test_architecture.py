@@ -13,7 +13,7 @@ SOURCES = {"dnnprov": REPO / "dnnprov", "dnnprov.formulations": REPO / "formulat
            "dnnprov.solvers": REPO / "solvers"}
 BASICS = {"errors", "result", "progress", "json_files"}
 ENTRY = {"solve", "model_solve"}
-TOOLS = {"profiling", "cloud", "benchsets", "batch", "fuzz"}
+TOOLS = {"profiling", "cloud", "revocation", "benchsets", "batch", "fuzz"}
 FRONT = {"cli", "service"}
 BELOW_ENTRY = {"basics", "problems", "models", "io", "formulations", "solvers"}
 #: room -> the rooms it may import (besides itself)
@@ -95,6 +95,9 @@ def test_the_rule_can_fail():
     assert "solvers" not in ALLOWED[room("dnnprov.models.spot")]
     assert room("dnnprov.solvers.spot_exact") == "solvers"
     assert room("dnnprov.cli.batch") == "cli" and room("dnnprov.errors") == "basics"
+    # revocation handling and the cloud side are two tools: neither imports the other
+    assert room("dnnprov.revocation.simulate") == "revocation"
+    assert "revocation" not in ALLOWED["cloud"] and "cloud" not in ALLOWED["revocation"]
 
 
 def test_long_modules_say_why():

@@ -146,7 +146,7 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "synopsis; launching needs AWS (tests/test_aws_apply.py runs it against moto on 127.0.0.1)",
     ("cloud.md", "dnnprov replan INSTANCE --plan PLAN --revoked g3.8xlarge=5 --elapsed 1788 --loss-reached 0.92 \\"):
         "synopsis with placeholders; tests/test_replan.py runs the command",
-    ("cloud.md", "from dnnprov.cloud.replan import watch_interruptions, replan"):
+    ("cloud.md", "from dnnprov.revocation.replan import watch_interruptions, replan"):
         "polls the EC2 instance metadata service in an endless loop (needs an EC2 host)",
     ("profiler.md", "run,workers,batch_wa,cc,step,loss"):
         "a two-line excerpt of the CSV contract; tests/test_profiler.py round-trips and reads such files",

@@ -20,7 +20,7 @@ from dnnprov.cloud.export import (KUEUE_APIS, TARGETS, ApiCall, ExportOptions, F
                                   PlanDocument, SkyPilotOptions, ec2_fleet_calls, export_files, load_plan,
                                   plan_document, run_instances_calls)
 from dnnprov.io.instances import read_instance
-from dnnprov.cloud.replan import (DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem, solve_takeover, takeover_document,
+from dnnprov.revocation.replan import (DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem, solve_takeover, takeover_document,
                                   zone_capacity, zone_placement)
 from dnnprov.result import Status
 from dnnprov.solve import METHODS

@@ -60,7 +60,7 @@ def cmd_risk_fit(args: argparse.Namespace) -> int:
     if args.zones and args.pool:
         raise InvalidInputError("--pool", "--zones fits the aligned pools' availability model; --pool goes without it")
     if args.zones:
-        from dnnprov.cloud.availability import fit_availability, parse_period
+        from dnnprov.revocation.availability import fit_availability, parse_period
 
         model = fit_availability(traces, 16 if args.cap is None else args.cap,
                                  parse_period(args.period or "0:1"))
@@ -173,10 +173,10 @@ def _traces(values: list[str]) -> dict[str, list[Trace]]:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Replay real spot traces against a plan under a policy."""
-    from dnnprov.cloud.availability import AvailabilityModel, parse_period
+    from dnnprov.revocation.availability import AvailabilityModel, parse_period
     from dnnprov.cloud.export import load_plan
-    from dnnprov.cloud.pool_replay import replay_pools
-    from dnnprov.cloud.simulate import POLICIES, simulate
+    from dnnprov.revocation.pool_replay import replay_pools
+    from dnnprov.revocation.simulate import POLICIES, simulate
     from dnnprov.json_files import read_json_file
 
     problem = _spot_instance(args.instance)
@@ -230,8 +230,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_risk_plan(args: argparse.Namespace) -> int:
     """The plan cheapest under a policy on the fitted availability model."""
-    from dnnprov.cloud.availability import parse_period
-    from dnnprov.cloud.plan_choice import choose_plan
+    from dnnprov.revocation.availability import parse_period
+    from dnnprov.revocation.plan_choice import choose_plan
 
     problem = _spot_instance(args.instance)
     choice = choose_plan(problem, _traces(args.trace), zones=args.zones,
@@ -245,8 +245,8 @@ def cmd_risk_plan(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``risk`` and ``simulate`` subcommands."""
-    from dnnprov.cloud.policies import POLICY_NAMES
-    from dnnprov.cloud.simulate import POLICIES, REPLAN_METHODS
+    from dnnprov.revocation.policies import POLICY_NAMES
+    from dnnprov.revocation.simulate import POLICIES, REPLAN_METHODS
     from dnnprov.solvers.robust import DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S, METHODS as ROBUST_METHODS
 
     p = sub.add_parser("risk", help="interruption models and revocation-aware plans")

@@ -1,1 +1,1 @@
-"""The cloud side: AWS through boto3, launchable exports, re-planning after revocations, trace replay."""
+"""The cloud side: AWS through boto3 (catalogs, launches) and launchable exports of plans."""

@@ -162,7 +162,7 @@ def _counts(value: object, where: str) -> dict[str, int]:
 
 def _replan(body: object, cap: float) -> Task:
     from dnnprov.cloud.export import PlanDocument, plan_document
-    from dnnprov.cloud.replan import DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem
+    from dnnprov.revocation.replan import DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem
     from dnnprov.solve import solve
 
     b = _fields(body, {"instance", "plan", "revoked", "elapsed_s", "loss_reached", "takeover_overhead_s",

@@ -18,7 +18,7 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.cloud.export import (KUEUE_APIS, ExportOptions, FunctionCode, LaunchOptions, PlanDocument,
                                   SkyPilotOptions, dump_yaml, ec2_fleet_calls, export, export_files, lambda_calls,
                                   load_plan, plan_document, run_instances_calls)
-from dnnprov.cloud.replan import replanned_problem
+from dnnprov.revocation.replan import replanned_problem
 
 pytest_plugins = ["conftest_aws"]
 yaml = pytest.importorskip("yaml", reason="PyYAML comes with moto[server], a test dependency")

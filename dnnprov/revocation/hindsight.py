@@ -10,7 +10,7 @@ PS. With ``du = u* - u0`` the progress the plan needs, for every ``lambda >= 0``
     LB(lambda) = lambda du + sum_n len_n min(0, min_{w, s} (r_n(w, s) / 3600 - lambda sigma(w, s)))
 
 is no higher than the cost of any policy meeting T_obj with at most ``quota +
-on_demand_quota`` workers of each type (every policy of :mod:`dnnprov.cloud.policies`
+on_demand_quota`` workers of each type (every policy of :mod:`dnnprov.revocation.policies`
 holds at most the plan's workers) and a PS count in ``constraints.ps_count``. When even
 the fastest cluster in every slot cannot reach ``du`` by T_obj, no policy meets it and the
 bound is infinite.
@@ -40,7 +40,7 @@ import math
 
 import numpy as np
 
-from dnnprov.cloud.pool_replay import Pool, PoolReplay
+from dnnprov.revocation.pool_replay import Pool, PoolReplay
 from dnnprov.errors import InvalidInputError
 from dnnprov.result import SpotPlan
 from dnnprov.solvers.robust import progress_speed

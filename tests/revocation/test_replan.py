@@ -14,7 +14,7 @@ import pytest
 import dnnprov
 from dnnprov.cli import main
 from dnnprov.errors import InvalidInputError
-from dnnprov.cloud.replan import (DEFAULT_TAKEOVER_OVERHEAD_S, InterruptionNotice, predicted_loss, replan,
+from dnnprov.revocation.replan import (DEFAULT_TAKEOVER_OVERHEAD_S, InterruptionNotice, predicted_loss, replan,
                             replanned_problem, watch_interruptions)
 from dnnprov.models.spot import SpotModel
 
@@ -245,7 +245,7 @@ def test_capacity_caps_the_spot_market_only(resnet110_paper) -> None:
 
 def test_takeover_document_without_a_plan(ref_resnet110) -> None:
     """An infeasible takeover still gives the plan document (result, instance), not a bare result."""
-    from dnnprov.cloud.replan import solve_takeover, takeover_document
+    from dnnprov.revocation.replan import solve_takeover, takeover_document
     problem = ref_resnet110()
     loss = predicted_loss(problem, TABLE1_PLAN, REVOKED_AT_S)
     takeover = replanned_problem(problem, TABLE1_PLAN, {"g3.8xlarge": 5}, REVOKED_AT_S, loss, takeover_overhead_s=700.0)

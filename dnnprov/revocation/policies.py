@@ -25,7 +25,7 @@ each type (:class:`Holdings`). Plans name types; placing them on pools is the po
   progress the kept running workers are sure to make before the next tick.
 
 ``replan`` places a takeover's new spot instances by the same rule (:func:`cheapest_first`,
-through :func:`dnnprov.cloud.replan.zone_placement`).
+through :func:`dnnprov.revocation.replan.zone_placement`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from dnnprov.cloud.availability import AvailabilityModel
+from dnnprov.revocation.availability import AvailabilityModel
 from dnnprov.errors import InvalidInputError
 
 POLICY_NAMES = ("none", "fallback", "failover", "uniform-progress", "mpc")

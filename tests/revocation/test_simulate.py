@@ -15,9 +15,9 @@ from conftest import resnet110_problem
 from dnnprov.cli import main
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalog_import import default_shared_data
-from dnnprov.cloud.replan import replan
+from dnnprov.revocation.replan import replan
 from dnnprov.problems.interruption import load_trace
-from dnnprov.cloud.simulate import Simulator, simulate
+from dnnprov.revocation.simulate import Simulator, simulate
 from dnnprov.solvers.robust import progress_speed, progress_target
 
 JOIN = 126.0

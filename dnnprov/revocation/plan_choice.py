@@ -3,7 +3,7 @@
 The nominal optimum prices a plan as if its spot instances ran undisturbed. Here every
 single-type plan (type with traces, workers ``W`` within the quota, PS count in range)
 is priced by the expected cost of the ``mpc`` policy's takeover table on the availability
-model fitted from the type's traces (:class:`dnnprov.cloud.policies.TakeoverTable`): the
+model fitted from the type's traces (:class:`dnnprov.revocation.policies.TakeoverTable`): the
 table's value at the start, averaged over the model's chance of k instances at launch.
 ``W`` fixes the start of the loss curve and the cluster the plan launches; the policy
 then resizes it. The choice is heuristic (the model's expectation, overheads left out),
@@ -18,8 +18,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from dnnprov.cloud.availability import fit_availability
-from dnnprov.cloud.pool_replay import PoolReplay
+from dnnprov.revocation.availability import fit_availability
+from dnnprov.revocation.pool_replay import PoolReplay
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import Trace
 from dnnprov.problems.spot import SpotProblem

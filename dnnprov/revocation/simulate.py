@@ -22,7 +22,7 @@ Policies:
 
 - ``none``: revoked workers are gone; nothing is launched after the start.
 - ``replan``: at every revocation and whenever capacity returns, dnnprov's takeover
-  (:func:`dnnprov.cloud.replan.replanned_problem`: survivors and PS kept, remaining time, loss
+  (:func:`dnnprov.revocation.replan.replanned_problem`: survivors and PS kept, remaining time, loss
   reached, takeover overhead = ``join_s``, spot quotas capped at the capacity offered
   now) is solved exactly, by a scan of the precomputed quota box that gives the
   takeover's optimum (the tests check it against ``replan``); its new instances are
@@ -37,7 +37,7 @@ Policies:
   the end.
 
 The pool-aware policies (``failover``, ``uniform-progress``, ``mpc``), ``--zones`` and the
-hindsight bound replay tick by tick in :mod:`dnnprov.cloud.pool_replay`.
+hindsight bound replay tick by tick in :mod:`dnnprov.revocation.pool_replay`.
 """
 
 from __future__ import annotations
@@ -238,7 +238,7 @@ class Simulator:
         """Index in :meth:`grid` of the optimal takeover plan, or ``None`` when none meets T_obj.
 
         ``held``: instances per column now (kept), ``caps``: spot instances per type offered
-        now. Same feasible set and cost as :func:`dnnprov.cloud.replan.replanned_problem` with
+        now. Same feasible set and cost as :func:`dnnprov.revocation.replan.replanned_problem` with
         these survivors, PS, remaining time, reached loss, capacity and the takeover
         overhead :meth:`delay` (every quota-box plan keeping the survivors and PS, within
         capacity, meeting the remaining time).
@@ -387,7 +387,7 @@ class Simulator:
         if self.replan_method == "exact":
             best = self.takeover(counts, ps, caps, t, u)
             return None if best is None else (self.grid().counts[best], int(self.grid().ps[best]))
-        from dnnprov.cloud.replan import replanned_problem
+        from dnnprov.revocation.replan import replanned_problem
         from dnnprov.solve import solve
 
         labels = self.model.columns.labels

@@ -16,10 +16,10 @@ from scipy.optimize import linprog
 import dnnprov
 from conftest import resnet110_problem
 from dnnprov.cli import main
-from dnnprov.cloud.availability import AvailabilityModel, fit_availability
-from dnnprov.cloud.hindsight import Hindsight
-from dnnprov.cloud.policies import PROGRESS_BUCKETS, make_policy
-from dnnprov.cloud.pool_replay import PoolReplay, replay_pools
+from dnnprov.revocation.availability import AvailabilityModel, fit_availability
+from dnnprov.revocation.hindsight import Hindsight
+from dnnprov.revocation.policies import PROGRESS_BUCKETS, make_policy
+from dnnprov.revocation.pool_replay import PoolReplay, replay_pools
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalog_import import default_shared_data
 from dnnprov.problems.interruption import Trace, load_trace

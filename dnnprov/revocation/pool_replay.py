@@ -1,7 +1,7 @@
 """Replaying spot pools tick by tick under a launch policy (``dnnprov simulate --zones``).
 
 A run draws its windows, then walks the traces' ticks. The progress model, billing and
-join delay are those of :mod:`dnnprov.cloud.simulate` (progress grows at the cluster's
+join delay are those of :mod:`dnnprov.revocation.simulate` (progress grows at the cluster's
 speed; launched instances train ``join_s`` after launch but are billed from it, except at
 time 0; on-demand is never revoked; the PS is billed throughout):
 
@@ -12,7 +12,7 @@ time 0; on-demand is never revoked; the PS is billed throughout):
   A pool's price is its zone's ``spot_price_per_h`` in the instance (else the type's), its
   capacity the trace's count, capped by the zone's ``capacity``.
 - **ticks**: capacity changes only at ticks. At each tick the instances above a pool's
-  capacity are revoked (joining ones first), then the policy (:mod:`dnnprov.cloud.policies`)
+  capacity are revoked (joining ones first), then the policy (:mod:`dnnprov.revocation.policies`)
   says what to hold; instances it drops stop being billed, those it adds are launched.
 """
 
@@ -25,9 +25,9 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from dnnprov.cloud.availability import AvailabilityModel, aligned, period_ticks
-from dnnprov.cloud.policies import Policy, TakeoverTable, View, make_policy
-from dnnprov.cloud.simulate import Replay, RunOutcome, check_plan_traces, check_run_ticks
+from dnnprov.revocation.availability import AvailabilityModel, aligned, period_ticks
+from dnnprov.revocation.policies import Policy, TakeoverTable, View, make_policy
+from dnnprov.revocation.simulate import Replay, RunOutcome, check_plan_traces, check_run_ticks
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems import _checks as check
 from dnnprov.models.spot import SpotModel
@@ -276,13 +276,13 @@ def replay_pools(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequ
 
     ``mpc`` plans on ``model``, or on one fitted on ``fit_period`` of the traces (default:
     the whole traces, which then overlaps the replay windows; settings say which).
-    ``hindsight`` adds each run's lower bound (:mod:`dnnprov.cloud.hindsight`), for this plan
+    ``hindsight`` adds each run's lower bound (:mod:`dnnprov.revocation.hindsight`), for this plan
     or, with ``hindsight_any_plan``, for any plan.
     ``time_limit_s`` (CPU seconds) stops after the run that crosses it; the replay then
     holds the runs done and says so.
     """
-    from dnnprov.cloud.availability import fit_availability
-    from dnnprov.cloud.hindsight import Hindsight
+    from dnnprov.revocation.availability import fit_availability
+    from dnnprov.revocation.hindsight import Hindsight
 
     check_plan_traces(problem, plan, traces)
     runs = check.integer("runs", runs, minimum=1, maximum=10_000_000)

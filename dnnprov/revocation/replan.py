@@ -31,7 +31,7 @@ import urllib.request
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
-from dnnprov.cloud.policies import cheapest_first
+from dnnprov.revocation.policies import cheapest_first
 from dnnprov.problems import _checks as check
 from dnnprov.errors import InvalidInputError
 from dnnprov.result import Result, SpotPlan
