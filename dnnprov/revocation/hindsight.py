@@ -52,14 +52,20 @@ SEARCH_STEPS = 80
 class Hindsight:
     """Lower bounds of one problem's runs (module docstring); clusters are enumerated once."""
 
-    def __init__(self, replay: PoolReplay) -> None:
+    def __init__(self, replay: PoolReplay, plan: SpotPlan | None = None) -> None:
         self.replay = replay
         problem = replay.problem
         most = []
         for t in problem.instance_types:
             od = t.on_demand_quota if t.on_demand_quota is not None else t.quota
             most.append(t.quota + (od if t.on_demand_price_per_h is not None else 0))
-        size = int(np.prod([m + 1 for m in most])) * (problem.constraints.ps_count[1] - problem.constraints.ps_count[0] + 1)
+        ps_counts = problem.constraints.ps_count[1] - problem.constraints.ps_count[0] + 1
+        #: ``"quota"``: clusters within the quotas; ``"plan"``: within the plan's workers per type
+        self.scope = "quota"
+        if int(np.prod([m + 1 for m in most])) * ps_counts > MAX_CLUSTERS and plan is not None:
+            most = [int(m) for m in replay.plan_workers(plan)[0]]
+            self.scope = "plan"
+        size = int(np.prod([m + 1 for m in most])) * ps_counts
         if size > MAX_CLUSTERS:
             raise InvalidInputError("--hindsight", f"the bound enumerates {size:,} clusters, more than {MAX_CLUSTERS:,}")
         workers = np.array(list(itertools.product(*[range(m + 1) for m in most])), dtype=np.int64)
@@ -113,6 +119,9 @@ class Hindsight:
         ``plan`` ``None``: a bound for every plan, not just one (``du`` from the latest start
         any cluster has on its loss curve, :attr:`best_start`).
         """
+        if plan is None and self.scope == "plan":
+            raise InvalidInputError("--hindsight", "a bound for every plan needs the quota box, which is too large "
+                                                   f"to enumerate (more than {MAX_CLUSTERS:,} clusters)")
         start = self.best_start if plan is None else self.replay.start_progress(plan)
         du = self.replay.target - start
         if du <= 0:

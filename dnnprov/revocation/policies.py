@@ -114,7 +114,7 @@ def fill_spot(view: View, want_spot: np.ndarray, allowed: np.ndarray) -> np.ndar
         order = mine[np.argsort(view.pool_price[mine], kind="stable")]
         have = int(target[mine].sum())
         room = [int(view.caps[p] - target[p]) if allowed[p] else 0 for p in mine]
-        target[mine] += cheapest_first(int(want) - have, room, view.pool_price[mine].tolist())
+        target[mine] += np.asarray(cheapest_first(int(want) - have, room, view.pool_price[mine].tolist()), dtype=np.int64)
         have = int(target[mine].sum())
         for p in order[::-1]:
             if have <= want:

@@ -300,7 +300,7 @@ def replay_pools(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequ
             model = fit_availability(traces[kind] if zones else traces[kind][:1],
                                      max(problem.instance_types[int(used[0])].quota, int(want[used[0]])), fitted)
         table = replay.takeover_table(plan, model)
-    bounds = Hindsight(replay) if hindsight else None
+    bounds = Hindsight(replay, None if hindsight_any_plan else plan) if hindsight else None
     rng = np.random.default_rng(seed)
     started = time.process_time()
     outcomes, lower = [], []
@@ -319,6 +319,8 @@ def replay_pools(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequ
                 "zones": zones, "period": list(period),
                 "traces": {name: [tr.path for tr in items] for name, items in traces.items()},
                 "time_obj_s": problem.slo.time_s, "runs_asked": runs, "stopped_by_time_limit": stopped}
+    if bounds is not None:
+        settings["hindsight_scope"] = bounds.scope
     if table is not None:
         settings["model"] = {"source": model.source, "fit_period": list(model.period),
                              "expected_cost": table.expected_cost}

@@ -168,6 +168,35 @@ def test_hindsight_is_the_lp_optimum_and_below_every_policy(seed: int) -> None:
                 assert run.cost >= bound * (1 - 1e-9), policy
 
 
+def test_hindsight_of_a_large_quota_box_is_scoped_to_the_plan() -> None:
+    """A quota box too large to enumerate (five types, quota 16: 1.4 million clusters): the bound
+    is taken over the plan's clusters, says so, equals the LP over those clusters, lies below
+    every policy, and refuses a bound for every plan."""
+    rng = np.random.default_rng(7)
+    problem = resnet110_problem([16] * 5, model="paper", loss=0.8, time_s=7000.0, gamma_4=1.0, ps_price_per_h=0.192)
+    problem = problem.replace(instance_types=tuple(replace(t, on_demand_price_per_h=OD_PRICE) if t.name == "p3.2xlarge"
+                                                   else t for t in problem.instance_types),
+                              constraints=dnnprov.SpotConstraints(ps_count=(1, 1)))
+    traces = [trace(f"us-east-1{z}_v100_1.json", rng.integers(0, 4, size=60).tolist()) for z in "ab"]
+    replay = PoolReplay(problem, {"p3.2xlarge": traces}, zones=True)
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
+    with pytest.raises(InvalidInputError, match="clusters"):
+        Hindsight(replay)
+    scoped = Hindsight(replay, plan)
+    assert scoped.scope == "plan" and scoped.workers.sum(axis=1).max() == 2
+    table = replay.takeover_table(plan, fit_availability(traces, 16))
+    for _ in range(4):
+        pools = replay.draw_pools(rng)
+        bound = scoped.bound(plan, pools)
+        assert bound == pytest.approx(lp_optimum(scoped, plan, pools), rel=1e-6)
+        for policy in POLICIES:
+            run = replay.run(plan, make_policy(policy, table), pools)
+            if run.met_deadline:
+                assert run.cost >= bound * (1 - 1e-9), policy
+    with pytest.raises(InvalidInputError, match="every plan"):
+        scoped.bound(None, pools)
+
+
 def test_hindsight_of_an_impossible_run_is_infinite() -> None:
     """A deadline no cluster can meet: the bound says so (infinite), the summary gives None."""
     problem = one_type_problem(time_s=600.0, quota=1)
