@@ -17,17 +17,18 @@ the objective time (and budget) are taken from random plans evaluated with
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from importlib import resources
 from typing import Any, Callable
 
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
+from dnnprov.fuzz.ranges import (BANDWIDTH_RANGE, COMPUTE_TIME_RANGE, PARAM_SIZE_RANGE, PLAN_TRIES, PRICE_RANGE,
+                                 log_uniform)
+from dnnprov.fuzz.serverless_families import serverless_family, serverless_mixed
 from dnnprov.io.instances import embedded_instance, read_instance
-from dnnprov.problems.serverless import (ServerlessConstraints, ServerlessPlatform, ServerlessProblem,
-                                ServerlessWorkload)
-from dnnprov.models.serverless import ServerlessModel
+from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import (InstanceType, SpotConstraints, SpotPlatform, SpotProblem, SpotSLO,
                           SpotWorkload, VcpuQuota, column_label)
 from dnnprov.models.spot import SpotModel
@@ -39,7 +40,6 @@ MAX_PLANS = 50_000
 #: The cap of the ``large-box`` family (issue 8: "every instance with at most a million
 #: plans is proven within the default time limit").
 LARGE_MAX_PLANS = 1_000_000
-PLAN_TRIES = 30
 
 
 # ------------------------------------------------------------------ spot drafts
@@ -64,10 +64,6 @@ class SpotDraft:
             workload=SpotWorkload(**self.workload), slo=SpotSLO(**self.slo),
             platform=SpotPlatform(**self.platform), constraints=SpotConstraints(**cons),
             model=self.model, name=name)
-
-
-def _log_uniform(rng: np.random.Generator, low: float, high: float) -> float:
-    return float(math.exp(rng.uniform(math.log(low), math.log(high))))
 
 
 #: Workload coefficients of the spotDNN paper's profiles (embedded data/workloads/spot,
@@ -104,7 +100,7 @@ def spot_draft(rng: np.random.Generator, *, n_types: int | None = None, max_quot
         param_mb, b_req, alpha_1, beta_1, gamma_1, gamma_2, gamma_3, gamma_5 = profile["coef"]
         loss, batches = float(rng.uniform(*profile["loss"])), profile["batches"]
     else:
-        param_mb, b_req = _log_uniform(rng, 5, 600), float(rng.uniform(100, 800))
+        param_mb, b_req = log_uniform(rng, 5, 600), float(rng.uniform(100, 800))
         strong = contention == "strong" or rng.random() < 0.2
         alpha_1 = float(rng.uniform(0.2, 1.0) if strong else rng.uniform(0.02, 0.3))
         beta_1 = float(rng.uniform(-2.0, 0.0) if strong else rng.uniform(-0.5, 0.0))
@@ -164,28 +160,20 @@ def f_ties(rng: np.random.Generator, d: SpotDraft) -> None:
 def f_price_decades(rng: np.random.Generator, d: SpotDraft) -> None:
     """Prices log-uniform over 1e-4..1e2 $/h, some exactly zero (PS price too)."""
     for t in d.types:
-        t["spot_price_per_h"] = 0.0 if rng.random() < 0.2 else _log_uniform(rng, 1e-4, 1e2)
-    d.platform["ps_price_per_h"] = float(rng.choice([0.0, _log_uniform(rng, 1e-4, 1e1)]))
-
-
-#: The ranges the magnitude features draw from (log-uniform), inside what the instance
-#: format accepts (problems/_checks.py: numbers up to 1e15, positive ones from 1e-9).
-PRICE_RANGE = (1e-9, 1e15)          # $/h, 24 decades (zero prices too)
-COMPUTE_TIME_RANGE = (1e-6, 1e6)    # s per iteration of one worker, 12 decades of speeds
-BANDWIDTH_RANGE = (1e-3, 1e9)       # MB/s: PS, PCIe and the workload's B_req, 12 decades
-PARAM_SIZE_RANGE = (1e-3, 1e6)      # MB
+        t["spot_price_per_h"] = 0.0 if rng.random() < 0.2 else log_uniform(rng, 1e-4, 1e2)
+    d.platform["ps_price_per_h"] = float(rng.choice([0.0, log_uniform(rng, 1e-4, 1e1)]))
 
 
 def f_price_magnitudes(rng: np.random.Generator, d: SpotDraft) -> None:
     """Prices over 24 decades (1e-9 to 1e15 $/h, some zero); one time in three a huge price
     next to tiny ones (the pattern of issue 19's false optimal)."""
     for t in d.types:
-        t["spot_price_per_h"] = 0.0 if rng.random() < 0.1 else _log_uniform(rng, *PRICE_RANGE)
+        t["spot_price_per_h"] = 0.0 if rng.random() < 0.1 else log_uniform(rng, *PRICE_RANGE)
     if rng.random() < 1 / 3 and len(d.types) >= 2:
-        d.types[0]["spot_price_per_h"] = _log_uniform(rng, 1e5, PRICE_RANGE[1])
+        d.types[0]["spot_price_per_h"] = log_uniform(rng, 1e5, PRICE_RANGE[1])
         for t in d.types[1:]:
-            t["spot_price_per_h"] = _log_uniform(rng, PRICE_RANGE[0], 1e-3)
-    d.platform["ps_price_per_h"] = float(rng.choice([0.0, _log_uniform(rng, *PRICE_RANGE)]))
+            t["spot_price_per_h"] = log_uniform(rng, PRICE_RANGE[0], 1e-3)
+    d.platform["ps_price_per_h"] = float(rng.choice([0.0, log_uniform(rng, *PRICE_RANGE)]))
 
 
 def f_speed_magnitudes(rng: np.random.Generator, d: SpotDraft) -> None:
@@ -193,17 +181,17 @@ def f_speed_magnitudes(rng: np.random.Generator, d: SpotDraft) -> None:
     span as many; batches from 1 to 4,096 per GPU."""
     for t in d.types:
         t.pop("speed_samples_per_s", None)
-        t["compute_time_s"] = _log_uniform(rng, *COMPUTE_TIME_RANGE)
+        t["compute_time_s"] = log_uniform(rng, *COMPUTE_TIME_RANGE)
         if "batch_per_gpu" in t:
             t["batch_per_gpu"] = int(2 ** rng.integers(0, 13))
 
 
 def f_bandwidth_magnitudes(rng: np.random.Generator, d: SpotDraft) -> None:
     """PS and PCIe bandwidths, B_req and the parameter size over 9-12 decades."""
-    d.platform["ps_bandwidth_mb_s"] = _log_uniform(rng, *BANDWIDTH_RANGE)
-    d.platform["pcie_bandwidth_mb_s"] = _log_uniform(rng, *BANDWIDTH_RANGE)
-    d.workload["bandwidth_req_mb_s"] = _log_uniform(rng, *BANDWIDTH_RANGE)
-    d.workload["param_size_mb"] = _log_uniform(rng, *PARAM_SIZE_RANGE)
+    d.platform["ps_bandwidth_mb_s"] = log_uniform(rng, *BANDWIDTH_RANGE)
+    d.platform["pcie_bandwidth_mb_s"] = log_uniform(rng, *BANDWIDTH_RANGE)
+    d.workload["bandwidth_req_mb_s"] = log_uniform(rng, *BANDWIDTH_RANGE)
+    d.workload["param_size_mb"] = log_uniform(rng, *PARAM_SIZE_RANGE)
 
 
 def f_zero_quota(rng: np.random.Generator, d: SpotDraft) -> None:
@@ -473,114 +461,6 @@ def mid_size(rng: np.random.Generator) -> SpotProblem:
     return _mixed(rng, "mid-size", (0, 3), n_types=int(rng.integers(4, 7)), max_quota=10)
 
 
-# ------------------------------------------------------------------ serverless
-def serverless_instance(rng: np.random.Generator, name: str, *, timeout: bool = False,
-                        concurrency: bool = False, deadline: str = "slack", memory: bool = False,
-                        budget: str | None = None, domain: bool = False,
-                        many: bool = False, magnitudes: bool = False) -> ServerlessProblem:
-    """A random λDNN instance with at most about ten thousand (n, m, s) plans.
-
-    ``timeout``: a short function timeout with checkpoint restarts; ``concurrency``: a small
-    concurrency limit and a function-count range; ``deadline``: ``"slack"`` or ``"exact"``
-    (T_o is a random plan's time); ``memory``: a grid of 1-3 memory sizes; ``budget`` as in
-    :func:`finish_spot`; ``domain``: a validity domain (memory and function-count ranges);
-    ``many``: a concurrency limit of 100-1,000 functions (with 1-3 memory sizes);
-    ``magnitudes``: prices, bandwidths and rates over many decades (see the spot ranges).
-    """
-    local = int(rng.choice([8, 16, 32, 64, 128]))
-    step = int(rng.choice([64, 128, 256]))
-    max_memory = int(rng.integers(4, 41)) * step
-    min_memory = int(rng.integers(1, max_memory + 1))
-    if memory or many:
-        min_memory = max_memory - int(rng.integers(0, 3)) * step - int(rng.integers(0, step))
-    workload = ServerlessWorkload(
-        name="fuzz", dataset_mb=float(rng.uniform(10, 300)), samples=int(rng.integers(2000, 60001)),
-        epochs=float(rng.choice([0.5, 1, 2, 3])), model_mb=float(rng.uniform(1, 150)),
-        local_batch=local, max_global_batch=local * int(rng.integers(1, 33)),
-        rate_alpha=float(rng.uniform(0.001, 0.03)), rate_beta=float(rng.uniform(-3, 10)),
-        storage_alpha=float(rng.uniform(0, 0.05)), storage_beta=float(rng.uniform(-1, 10)),
-        min_memory_mb=max(min_memory, 1),
-        domain=_serverless_domain(rng, min_memory, max_memory) if domain else None)
-    timeout_s = float(rng.uniform(40, 300)) if timeout else float(rng.choice([300.0, 900.0]))
-    platform = ServerlessPlatform(
-        memory_step_mb=step, max_memory_mb=max_memory,
-        concurrency_limit=int(rng.integers(100, 1001) if many else rng.integers(2, 17) if concurrency else rng.integers(10, 61)),
-        ps_bandwidth_mb_s=float(rng.uniform(200, 2000)),
-        ps_price_per_h=float(rng.choice([0.0, 0.096, _log_uniform(rng, 1e-3, 2.0)])),
-        price_per_request=float(rng.choice([0.0, 2e-7, _log_uniform(rng, 1e-7, 1e-3)])),
-        price_per_gb_s=float(rng.choice([0.0000166667, 0.0, _log_uniform(rng, 1e-8, 1e-3)], p=[0.6, 0.1, 0.3])),
-        timeout_s=timeout_s, checkpoint_margin_s=timeout_s * float(rng.uniform(0, 0.3)) if timeout else 30.0,
-        checkpoint_overhead_s=float(rng.uniform(0, 20)) if timeout else 6.0)
-    if magnitudes:
-        workload = replace(workload, rate_alpha=_log_uniform(rng, 1e-6, 1e3),
-                           model_mb=_log_uniform(rng, *PARAM_SIZE_RANGE), dataset_mb=_log_uniform(rng, 1e-3, 1e9))
-        platform = replace(
-            platform, ps_bandwidth_mb_s=_log_uniform(rng, *BANDWIDTH_RANGE), ps_price_per_h=_log_uniform(rng, *PRICE_RANGE),
-            price_per_request=float(rng.choice([0.0, _log_uniform(rng, 1e-12, 1e3)])),
-            price_per_gb_s=_log_uniform(rng, 1e-12, 1e3))
-    ps_low = int(rng.integers(1, 3))
-    cons: dict[str, Any] = {"ps_count": (ps_low, ps_low + int(rng.integers(0, 3)))}
-    if concurrency or rng.random() < 0.2:
-        low = int(rng.integers(1, 6))
-        cons["functions"] = (low, None if rng.random() < 0.4 else low + int(rng.integers(0, 12)))
-    if cons.get("functions", (1, None))[0] > platform.concurrency_limit:
-        cons["functions"] = (1, cons["functions"][1])
-    draft = ServerlessProblem(workload=workload, time_s=1e9, platform=platform,
-                              constraints=ServerlessConstraints(**cons), name=name)
-    found = _serverless_plan(rng, draft, feasible_only=False)
-    time_s = float(rng.uniform(100, 3000)) if found is None else found[0]
-    if deadline == "slack":
-        time_s *= float(rng.uniform(0.7, 1.5))
-    problem = draft.replace(time_s=time_s)
-    if budget is not None:
-        priced = _serverless_plan(rng, problem, feasible_only=budget == "exact")
-        if priced is not None and priced[1] > 0:
-            cons["budget_usd"] = priced[1] * (1.0 if budget == "exact" else float(rng.uniform(0.8, 1.5)))
-            problem = problem.replace(constraints=ServerlessConstraints(**cons))
-    return problem
-
-
-def _serverless_domain(rng: np.random.Generator, low: int, high: int) -> dict[str, Any]:
-    """Memory range inside [low, high] MB, maybe a function range, maybe extrapolated."""
-    a, b = sorted(rng.uniform(low, high, size=2).tolist())
-    domain: dict[str, Any] = dict(memory_mb=(max(a, 1.0), max(b, 1.0)),
-                                  extrapolation=float(rng.choice([1.0, rng.uniform(1.0, 1.5)])))
-    if rng.random() < 0.5:
-        first = int(rng.integers(1, 6))
-        domain["functions"] = (first, first + int(rng.integers(0, 20)))
-    return domain
-
-
-def _serverless_plan(rng: np.random.Generator, problem: ServerlessProblem, *,
-                     feasible_only: bool) -> tuple[float, float] | None:
-    """(time, cost) of a random (n, m, s) with a finite time, or ``None``."""
-    model = ServerlessModel(problem)
-    grid = problem.memory_grid()
-    low, high = problem.function_range()
-    ps_low, ps_high = problem.constraints.ps_count
-    for _ in range(PLAN_TRIES):
-        n = int(rng.integers(low, high + 1))
-        ev = model.evaluate(n, grid[int(rng.integers(0, len(grid)))], int(rng.integers(ps_low, ps_high + 1)))
-        if np.isfinite(ev.time_s) and ev.time_s > 0 and (ev.feasible or not feasible_only):
-            return float(ev.time_s), float(ev.cost)
-    return None
-
-
-def _serverless_family(name: str, **options: Any) -> Family:
-    def family(rng: np.random.Generator) -> ServerlessProblem:
-        return serverless_instance(rng, name, **options)
-    family.__doc__ = f"Serverless family {name!r}: {options}."
-    return family
-
-
-def serverless_mixed(rng: np.random.Generator) -> ServerlessProblem:
-    """Serverless with a random subset of the serverless stresses at once."""
-    flags = rng.random(4) < 0.6
-    return serverless_instance(rng, "serverless-mixed", timeout=bool(flags[0]), concurrency=bool(flags[1]),
-                               memory=bool(flags[2]), domain=bool(flags[3]), deadline=("slack", "exact")[int(rng.integers(0, 2))],
-                               budget=(None, "slack", "exact")[int(rng.integers(0, 3))])
-
-
 #: Every family by name.
 FAMILIES: dict[str, Family] = {
     "single-type": _spot_family("single-type", n_types=1, max_quota=60),
@@ -610,19 +490,19 @@ FAMILIES: dict[str, Family] = {
     "wide-quota": _spot_family("wide-quota", ("ps-range",), n_types=2, max_quota=300),
     "single-type-wide": _spot_family("single-type-wide", ("ps-range",), n_types=1, max_quota=3000),
     "strong-contention": _spot_family("strong-contention", ("ps-range",), contention="strong", max_quota=12),
-    "serverless-timeout": _serverless_family("serverless-timeout", timeout=True),
-    "serverless-concurrency": _serverless_family("serverless-concurrency", concurrency=True),
-    "serverless-deadline": _serverless_family("serverless-deadline", deadline="exact"),
-    "serverless-memory": _serverless_family("serverless-memory", memory=True),
-    "serverless-domain": _serverless_family("serverless-domain", domain=True),
-    "serverless-many": _serverless_family("serverless-many", many=True),
+    "serverless-timeout": serverless_family("serverless-timeout", timeout=True),
+    "serverless-concurrency": serverless_family("serverless-concurrency", concurrency=True),
+    "serverless-deadline": serverless_family("serverless-deadline", deadline="exact"),
+    "serverless-memory": serverless_family("serverless-memory", memory=True),
+    "serverless-domain": serverless_family("serverless-domain", domain=True),
+    "serverless-many": serverless_family("serverless-many", many=True),
     "serverless-mixed": serverless_mixed,
     "price-magnitudes": _spot_family("price-magnitudes", ("price-magnitudes",)),
     "speed-magnitudes": _spot_family("speed-magnitudes", ("speed-magnitudes",)),
     "bandwidth-magnitudes": _spot_family("bandwidth-magnitudes", ("bandwidth-magnitudes",)),
     "all-magnitudes": _spot_family("all-magnitudes", tuple(MAGNITUDE_FEATURES)),
     "magnitudes-mixed": magnitudes_mixed,
-    "serverless-magnitudes": _serverless_family("serverless-magnitudes", magnitudes=True),
+    "serverless-magnitudes": serverless_family("serverless-magnitudes", magnitudes=True),
 }
 
 

@@ -461,12 +461,12 @@ def test_serverless_limits_are_refused_at_once(make_resnet50, platform, constrai
     """A memory grid of 1e9 sizes and similar are refused before any list is built."""
     import time
 
-    started = time.perf_counter()
+    started = time.process_time()            # CPU, not wall: the test machines are shared
     with pytest.raises(InvalidInputError) as excinfo:
         make_resnet50().replace(platform=dnnprov.ServerlessPlatform(**platform),
                                 constraints=dnnprov.ServerlessConstraints(**constraints))
     check_error(excinfo, field, *words)
-    assert time.perf_counter() - started < 0.5
+    assert time.process_time() - started < 0.5
 
 
 def test_errors_stay_one_short_line_with_many_types(make_resnet110):
