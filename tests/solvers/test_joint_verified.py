@@ -89,8 +89,9 @@ def run(count: int, seed: int) -> dict[str, int]:
 def test_no_wrong_certificate_over_twelve_decades():
     counts = run(150, seed=19)
     assert counts["wrong"] == 0, counts
-    assert counts.get("optimal", 0) >= 100, counts           # the proofs do close, not just `limit`
-    assert counts.get("infeasible", 0) >= 1, counts
+    # the proofs close (no `limit` without a time limit), and both certificates are exercised
+    assert counts.get("optimal", 0) >= 50 and counts.get("infeasible", 0) >= 20, counts
+    assert counts.get("limit", 0) == 0, counts
 
 
 def test_common_large_price_with_tiny_differences():
