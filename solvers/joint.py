@@ -338,22 +338,27 @@ def solve_columns(columns: Sequence[JobColumns], shared: Mapping[str, float], *,
     proven_bound, rounds, infeasible = bound, 0, False
     kept, previous = np.arange(n), None
     milp: MilpSolution | None = None
+    subset_bound = -math.inf                        # B_S of the last MILP, over the set `previous`
     while time.perf_counter() < deadline and not _closes(proven_bound, upper):
-        rounds += 1
         kept = np.flatnonzero(delta <= tau) if math.isfinite(tau) else np.arange(n)
-        if previous is not None and np.array_equal(kept, previous):
-            break                                   # no wider set to try: the proof failed
-        previous = kept
-        milp = model.verified_solve(kept, time_limit_s=deadline - time.perf_counter())
-        if milp.x is not None:
-            x = np.zeros(n)
-            x[model.choice(milp.x)] = 1.0
-            if _feasible(model, x) and _total(model, x) < upper:
-                best, upper = x, _total(model, x)
         outside = _down(bound + tau) if len(kept) < n else math.inf
-        proven_bound = max(proven_bound, min(milp.dual_bound, outside))
-        if milp.status is MilpStatus.INFEASIBLE and len(kept) == n:
-            infeasible = True                       # verified: no joint solution at all
+        if previous is not None and np.array_equal(kept, previous):
+            # the same set with a larger tau: its B_S stands, only L + tau grew
+            proven_bound = max(proven_bound, min(subset_bound, outside))
+            if _closes(proven_bound, upper) or not math.isfinite(tau):
+                break
+            width *= 4
+            tau = threshold(width)
+            if tau <= threshold(width // 4):
+                break                               # tau cannot grow: the proof did not close
+            continue
+        rounds += 1
+        previous = kept
+        milp, best, upper = _verified_subset(model, kept, best, upper, deadline)
+        subset_bound = milp.dual_bound
+        proven_bound = max(proven_bound, min(subset_bound, outside))
+        if milp.status is MilpStatus.INFEASIBLE and len(kept) == n and best is None:
+            infeasible = True                       # verified (no target without an incumbent): no joint solution
             break
         if milp.status in (MilpStatus.LIMIT, MilpStatus.ERROR) and len(kept) == n:
             break
@@ -382,6 +387,34 @@ def solve_columns(columns: Sequence[JobColumns], shared: Mapping[str, float], *,
     return ColumnSolution(Status.LIMIT, picked - model.starts[:-1], total, min(proven_bound, total),
                           "limit: incumbent and verified bound (the proof did not close in time)",
                           usage, stats, kept)
+
+
+PROOF_ATTEMPTS = 3           # verified MILPs per fixing set, each aimed at the incumbent found before
+
+
+def _verified_subset(model: ColumnModel, kept: np.ndarray, best: np.ndarray | None, upper: float,
+                     deadline: float) -> tuple[MilpSolution, np.ndarray | None, float]:
+    """The verified MILP over ``kept``, aimed at proving the incumbent ``upper`` (new incumbent if found).
+
+    The driver proves "no point below the target" with target U (1 - OPTIMAL_TOLERANCE / 2),
+    which :func:`_closes` accepts. When HiGHS or the driver's own branch and bound finds a
+    point below the target (HiGHS's MILP answer is not always its optimum), the incumbent
+    improves and the proof is aimed again at the new one.
+    """
+    milp = None
+    for _ in range(PROOF_ATTEMPTS):
+        target = upper - OPTIMAL_TOLERANCE / 2 * abs(upper) if math.isfinite(upper) else None
+        milp = model.verified_solve(kept, time_limit_s=deadline - time.perf_counter(), proof_target=target)
+        improved = False
+        if milp.x is not None:
+            x = np.zeros(len(model.cost))
+            x[model.choice(milp.x)] = 1.0
+            if _feasible(model, x) and _total(model, x) < upper:
+                best, upper, improved = x, _total(model, x), True
+        if not improved or _closes(milp.dual_bound, upper) or time.perf_counter() >= deadline:
+            break
+    assert milp is not None
+    return milp, best, upper
 
 
 def _closes(bound: float, cost: float) -> bool:

@@ -268,13 +268,14 @@ class ColumnModel:
         return bound, delta
 
     def verified_solve(self, subset: np.ndarray | None = None, *, integer: bool = True,
-                       time_limit_s: float = math.inf) -> MilpSolution:
+                       time_limit_s: float = math.inf, proof_target: float | None = None) -> MilpSolution:
         """The MILP (or LP) over ``subset`` by the HiGHS driver: its ``dual_bound`` is verified.
 
         ``x`` comes back full length (zeros outside ``subset``). An ``INFEASIBLE`` status is
         a proof (a Farkas certificate for the LP, a verified branch and bound for the MILP);
         ``dual_bound`` is a rigorous lower bound on the cost of every point of the model over
-        ``subset`` (0 <= x <= 1, which every plan choice meets).
+        ``subset`` (0 <= x <= 1, which every plan choice meets), re-derived up to
+        ``proof_target`` when given (a point below it comes back unproven, bound ``-inf``).
         """
         idx = np.arange(len(self.cost)) if subset is None else np.asarray(subset, dtype=np.int64)
         a = self.matrix[:, idx].tocsr()
@@ -285,7 +286,8 @@ class ColumnModel:
         h = new_highs()
         limit = time_limit_s if math.isfinite(time_limit_s) else highspy.kHighsInf
         solved = solve_milp(h, self.cost[idx], np.zeros(len(idx)), np.ones(len(idx)), rows,
-                            integer=np.full(len(idx), integer), time_limit_s=max(limit, 0.01))
+                            integer=np.full(len(idx), integer), time_limit_s=max(limit, 0.01),
+                            proof_target=proof_target)
         if solved.x is None:
             return solved
         x = np.zeros(len(self.cost))
