@@ -337,23 +337,22 @@ def solve_columns(columns: Sequence[JobColumns], shared: Mapping[str, float], *,
     tau = threshold(width)
     proven_bound, rounds, infeasible = bound, 0, False
     kept, previous = np.arange(n), None
-    milp: MilpSolution | None = None
     subset_bound = -math.inf                        # B_S of the last MILP, over the set `previous`
+    last_tau = -math.inf
     while time.perf_counter() < deadline and not _closes(proven_bound, upper):
         kept = np.flatnonzero(delta <= tau) if math.isfinite(tau) else np.arange(n)
         outside = _down(bound + tau) if len(kept) < n else math.inf
         if previous is not None and np.array_equal(kept, previous):
             # the same set with a larger tau: its B_S stands, only L + tau grew
             proven_bound = max(proven_bound, min(subset_bound, outside))
-            if _closes(proven_bound, upper) or not math.isfinite(tau):
-                break
+            if tau <= last_tau:
+                break                               # tau cannot grow: the proof did not close
+            last_tau = tau
             width *= 4
             tau = threshold(width)
-            if tau <= threshold(width // 4):
-                break                               # tau cannot grow: the proof did not close
             continue
         rounds += 1
-        previous = kept
+        previous, last_tau = kept, tau
         milp, best, upper = _verified_subset(model, kept, best, upper, deadline)
         subset_bound = milp.dual_bound
         proven_bound = max(proven_bound, min(subset_bound, outside))
