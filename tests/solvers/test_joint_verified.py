@@ -16,8 +16,10 @@ from fractions import Fraction
 import numpy as np
 
 from dnnprov.formulations.joint import JobColumns
-from dnnprov.solvers.joint import solve_columns
+from dnnprov.io.instances import problem_from_dict
+from dnnprov.solvers.joint import solve_columns, solve_many
 from dnnprov.result import Status
+from test_joint import brute_force, check_plans, random_shared, small_spot
 
 TOLERANCE = 1e-8     # the documented relative tolerance of joint `optimal` (docs/joint.md)
 ROWS = ("quota:a", "quota:b")
@@ -106,3 +108,29 @@ def test_common_large_price_with_tiny_differences():
     total = sum(Fraction(float(c.cost[int(k)])) for c, k in zip(columns, solved.picked))
     assert total - optimum <= Fraction(TOLERANCE) * total
     assert Fraction(solved.bound) >= optimum * (1 - Fraction(TOLERANCE))
+
+
+def test_spot_jobs_with_prices_over_twelve_decades(make_random_spot):
+    """solve_many on small spot jobs whose type prices are scaled by 1e-6 .. 1e6 each: equal to the
+    product brute force of test_joint (every plan evaluated by the models)."""
+    rng = np.random.default_rng(191)
+    statuses = []
+    for _ in range(10):
+        problems = []
+        for _ in range(int(rng.integers(2, 4))):
+            data = small_spot(rng, make_random_spot).to_dict()
+            for spec in data["instance_types"].values():
+                spec["spot_price_per_h"] *= 10.0 ** rng.uniform(-6, 6)
+            data["platform"]["ps_price_per_h"] = 10.0 ** rng.uniform(-6, 6)
+            problems.append(problem_from_dict(data))
+        shared = random_shared(rng, problems)
+        expected = brute_force(problems, shared)
+        result = solve_many(problems, shared=shared)
+        statuses.append(result.status)
+        if not np.isfinite(expected):
+            assert result.status is Status.INFEASIBLE
+            continue
+        assert result.status is Status.OPTIMAL
+        assert expected * (1 - 1e-12) <= result.cost <= expected * (1 + TOLERANCE)
+        check_plans(problems, result, shared)
+    assert Status.OPTIMAL in statuses
