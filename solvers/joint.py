@@ -52,21 +52,28 @@ The method has three exact steps.
    So any joint solution that uses column (j, k) costs at least L + delta_jk, with
    delta_jk = c~_jk - min_k' c~_jk' >= 0 (the LP reduced cost). The argument holds for
    any pi <= 0, so L and delta are recomputed here from the duals instead of being
-   trusted from the LP solver's tolerances.
+   trusted from the LP solver's tolerances, in floats with a rigorous error term
+   (:meth:`ColumnModel.lagrangian`: L is a safe dual bound <= the exact L, and every
+   computed delta is <= the exact one), so the fixing below never drops an optimal
+   column, whatever the magnitudes (issue 19).
 
-3. Reduced-cost fixing and exact MILPs. Every optimal solution costs OPT <= U for any
-   incumbent U, so it only uses columns with L + delta_jk <= U: the columns with
-   delta > U - L can be dropped (a 1e-9 relative margin covers float rounding). More
-   generally, with S(tau) = {columns with delta <= tau}: if the MILP over S(tau), solved
-   with ``mip_rel_gap = 0``, has optimum V and V - L <= tau, then V is the joint optimum
-   (an optimal solution's columns have delta <= OPT - L <= V - L <= tau, so it lies in
-   S(tau)). The solver therefore starts with a small tau (about four columns per job,
-   capped at U - L for the LP-rounding incumbent U), and if the test fails or S(tau) is
-   infeasible it widens tau fourfold in columns, never beyond U - L (the classic fixing
-   set, which contains the incumbent and settles it in one more MILP). The result is ``optimal`` with
-   bound = cost; at the time limit it is ``limit`` with the incumbent and a proven bound
-   (L, or the MILP's dual bound once S(tau) provably holds every optimal solution).
-   MILPs are solved cold: see :meth:`ColumnModel.solve` on start solutions.
+3. Reduced-cost fixing and verified MILPs. With S(tau) = {columns with delta <= tau}:
+   a joint solution using a column outside S(tau) costs >= L + delta > L + tau, so
+
+       OPT >= min(B_S, L + tau)
+
+   for B_S a *verified* lower bound on the MILP over S(tau): the HiGHS driver's
+   ``solve_milp`` (HiGHS finds the point; its own branch and bound over safe dual bounds
+   proves it; HiGHS's ``optimal`` and ``mip_dual_bound`` are never a proof). The result
+   is ``optimal`` once the best bound so far (L alone, or a round's) meets the incumbent U
+   within OPTIMAL_TOLERANCE (relative 1e-8, inside the 1e-6 contract of docs/solvers.md).
+   tau starts small (about four columns per job, capped at U - L for the LP-rounding
+   incumbent U) and widens fourfold in columns, never beyond U - L, where L + tau >= U
+   and a verified B_S settles it. If the proof does not close it is ``limit`` with the
+   incumbent and the verified bound. ``infeasible`` needs a verified Farkas certificate
+   of the LP relaxation or a verified branch and bound of the full MILP that closes
+   every node; HiGHS's ``infeasible`` alone gives ``limit``.
+   Incumbent MILPs are solved cold: see :meth:`ColumnModel.solve` on start solutions.
 
 Per-job results: a job whose plan costs what the job alone would cost at best (its
 cheapest feasible plan, known exactly from step 1) is ``optimal``; a job that the shared
@@ -92,12 +99,13 @@ from dnnprov.models.serverless import ServerlessModel
 from dnnprov.solvers.joint_columns import (DEFAULT_MAX_PLANS_PER_JOB, GeneratedColumns, Problem, SharedLimits,
                                            check_shared_names, generate_columns, pareto_grid, serverless_columns,
                                            spot_columns)
+from dnnprov.solvers.highs_driver import TINY, UNIT_ROUNDOFF, MilpSolution, MilpStatus
 from dnnprov.solvers.joint_model import ColumnModel, h_status
 from dnnprov.solvers.outcome import serverless_result, spot_result
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.models.spot import SpotModel
 
-FIX_MARGIN = 1e-9            # relative margin of the reduced-cost test (float rounding only)
+OPTIMAL_TOLERANCE = 1e-8     # relative: a verified bound this close to the cost proves it optimal
 SUPPORT_TOLERANCE = 1e-7     # LP values above this count as the LP's support
 INCUMBENT_WIDTHS = (4, 32)   # smallest-delta columns per job tried by the incumbent MILP
 INCUMBENT_SECONDS = 1.0      # time limit of each incumbent MILP
@@ -286,13 +294,18 @@ def solve_columns(columns: Sequence[JobColumns], shared: Mapping[str, float], *,
         stats["lp_full"] = True
     stats["lp_seconds"] = time.perf_counter() - t0
     if lp["status"] == highspy.HighsModelStatus.kInfeasible:
-        return ColumnSolution(Status.INFEASIBLE, None, None, math.inf,
-                              "proven infeasible: the shared limits cannot be met by all jobs at once "
-                              "(even the LP relaxation is infeasible)", stats=stats)
+        # HiGHS's word is no proof: only a verified Farkas certificate of the full LP is.
+        check = model.verified_solve(integer=False, time_limit_s=deadline - time.perf_counter())
+        if check.status is MilpStatus.INFEASIBLE:
+            return ColumnSolution(Status.INFEASIBLE, None, None, math.inf,
+                                  "proven infeasible: the shared limits cannot be met by all jobs at once "
+                                  "(a verified Farkas certificate of the LP relaxation)", stats=stats)
+        return ColumnSolution(Status.LIMIT, None, None, None,
+                              "HiGHS reported the LP relaxation infeasible but no certificate verified", stats=stats)
     if "row_dual" not in lp:
         return ColumnSolution(Status.LIMIT, None, None, None,
                               f"the LP relaxation ended {h_status(lp['status'])}", stats=stats)
-    bound, delta = model.lagrangian(lp["row_dual"])
+    bound, delta = model.lagrangian(lp["row_dual"])      # verified: bound <= L*, delta <= delta*
     stats["lp_objective"] = lp["objective"]
     stats["lp_bound"] = bound
 
@@ -301,73 +314,131 @@ def solve_columns(columns: Sequence[JobColumns], shared: Mapping[str, float], *,
     stats["incumbent_seconds"] = time.perf_counter() - t0
     stats["incumbent"] = upper if math.isfinite(upper) else None
 
-    # Step 3: exact MILPs on S(tau) = {columns with delta <= tau}. An optimal solution uses
-    # only columns with L + delta <= OPT <= U, so once U - L <= tau the MILP over S(tau) is
-    # the whole problem. tau starts small (about INITIAL_WIDTH columns per job, and never
-    # above U - L) and grows to U - L when needed: at most a few MILPs, the first small.
+    # Step 3: verified MILPs on S(tau) = {columns with delta <= tau}. Every round proves
+    #   OPT >= min(B_S, L + tau)
+    # where B_S is the driver's verified bound over S(tau): a solution within S(tau) costs
+    # >= B_S, and one using a column outside has delta* >= delta > tau, so it costs
+    # >= L* + delta* > L + tau. The best such bound over the rounds is kept; the result is
+    # optimal once it meets the incumbent within OPTIMAL_TOLERANCE. tau starts small (about
+    # INITIAL_WIDTH columns per job, never above U - L) and widens fourfold; at tau >= U - L
+    # the second term is >= U, so a verified B_S settles it.
     t0 = time.perf_counter()
     n = len(model.cost)
-    margin = FIX_MARGIN * max(1.0, abs(bound), abs(upper) if math.isfinite(upper) else 0.0)
+
     def threshold(width: int) -> float:
         """tau giving about ``width`` columns per job, capped at U - L (inf: keep everything)."""
         if not fixing:
             return math.inf
         k = min(n, width * model.jobs)
         tau = float(np.partition(delta, k - 1)[k - 1]) if k < n else math.inf
-        return min(tau, upper - bound) if math.isfinite(upper) else tau
+        return min(tau, _up(upper - bound)) if math.isfinite(upper) else tau
 
     width = INITIAL_WIDTH
     tau = threshold(width)
-    proven, status, dual_bound, rounds = False, None, -math.inf, 0
-    kept = np.arange(n)
-    milp: dict[str, Any] = {}
-    while time.perf_counter() < deadline:
-        rounds += 1
-        kept = np.flatnonzero(delta <= tau + margin) if math.isfinite(tau) else np.arange(n)
-        milp = model.solve(kept, integer=True, time_limit_s=deadline - time.perf_counter())
-        status = milp["status"]
-        if milp["x"] is not None and milp.get("consistent", False) and milp["objective"] < upper:
-            best, upper = milp["x"], milp["objective"]
-        complete = len(kept) == n or (math.isfinite(upper) and upper - bound <= tau)
-        if status == highspy.HighsModelStatus.kOptimal and milp.get("consistent", False):
-            if complete:
-                proven = True                       # S(tau) holds every optimal solution
-                break
-            width *= 4                              # widen; capped at U - L, the classic fixing
-            tau = threshold(width)                  # set, which is proven in one more round
-            continue
-        if status == highspy.HighsModelStatus.kInfeasible:
-            if len(kept) == n:
-                break                               # no joint solution at all
-            width *= 4                              # S(tau) too small to be feasible: widen
+    proven_bound, rounds, infeasible = bound, 0, False
+    kept, previous = np.arange(n), None
+    subset_bound = -math.inf                        # B_S of the last MILP, over the set `previous`
+    last_tau = -math.inf
+    while time.perf_counter() < deadline and not _closes(proven_bound, upper):
+        kept = np.flatnonzero(delta <= tau) if math.isfinite(tau) else np.arange(n)
+        outside = _down(bound + tau) if len(kept) < n else math.inf
+        if previous is not None and np.array_equal(kept, previous):
+            # the same set with a larger tau: its B_S stands, only L + tau grew
+            proven_bound = max(proven_bound, min(subset_bound, outside))
+            if tau <= last_tau:
+                break                               # tau cannot grow: the proof did not close
+            last_tau = tau
+            width *= 4
             tau = threshold(width)
             continue
-        if complete:
-            dual_bound = max(bound, milp["dual_bound"])
-        break                                       # time limit (or a HiGHS failure)
+        rounds += 1
+        previous, last_tau = kept, tau
+        milp, best, upper = _verified_subset(model, kept, best, upper, deadline)
+        subset_bound = milp.dual_bound
+        proven_bound = max(proven_bound, min(subset_bound, outside))
+        if milp.status is MilpStatus.INFEASIBLE and len(kept) == n and best is None:
+            infeasible = True                       # verified (no target without an incumbent): no joint solution
+            break
+        if milp.status in (MilpStatus.LIMIT, MilpStatus.ERROR) and len(kept) == n:
+            break
+        width *= 4
+        tau = threshold(width)
     stats["columns_after_fixing"] = int(len(kept))
-    stats["fixing_rounds"] = rounds
+    stats["fixing_rounds"] = rounds        # 0: the Lagrangian bound alone met the incumbent
     stats["fixing_threshold"] = float(tau) if rounds and math.isfinite(tau) else None
     stats["milp_seconds"] = time.perf_counter() - t0
-    stats["milp_nodes"] = milp.get("nodes")
     if best is None:
-        if status == highspy.HighsModelStatus.kInfeasible and len(kept) == n:
+        if infeasible:
             return ColumnSolution(Status.INFEASIBLE, None, None, math.inf,
-                                  "proven infeasible: the shared limits cannot be met by all jobs at once",
-                                  stats=stats)
-        return ColumnSolution(Status.LIMIT, None, None, bound, "time limit: no joint plan found yet",
+                                  "proven infeasible: the shared limits cannot be met by all jobs at once "
+                                  "(verified branch and bound)", stats=stats)
+        return ColumnSolution(Status.LIMIT, None, None, proven_bound, "time limit: no joint plan found yet",
                               stats=stats)
     picked = model.choice(best)
     used = model.usage(picked)
     if (used > model.limits + 1e-9).any():
         raise AssertionError("the chosen plans exceed a shared limit")
-    total = float(model.cost[picked].sum())
+    total = math.fsum(model.cost[picked])          # correctly rounded; _total(best) >= the exact sum
     usage = {r: float(u) for r, u in zip(model.row_names, used)}
     usage.update({r: 0.0 for r in shared if r not in usage})
-    if proven:
+    if _closes(proven_bound, _total(model, best)):
         return ColumnSolution(Status.OPTIMAL, picked - model.starts[:-1], total, total, "", usage, stats, kept)
-    return ColumnSolution(Status.LIMIT, picked - model.starts[:-1], total, min(max(bound, dual_bound), total),
-                          "time limit: incumbent and proven bound", usage, stats, kept)
+    return ColumnSolution(Status.LIMIT, picked - model.starts[:-1], total, min(proven_bound, total),
+                          "limit: incumbent and verified bound (the proof did not close in time)",
+                          usage, stats, kept)
+
+
+PROOF_ATTEMPTS = 3           # verified MILPs per fixing set, each aimed at the incumbent found before
+
+
+def _verified_subset(model: ColumnModel, kept: np.ndarray, best: np.ndarray | None, upper: float,
+                     deadline: float) -> tuple[MilpSolution, np.ndarray | None, float]:
+    """The verified MILP over ``kept``, aimed at proving the incumbent ``upper`` (new incumbent if found).
+
+    The driver proves "no point below the target" with target U (1 - OPTIMAL_TOLERANCE / 2),
+    which :func:`_closes` accepts. When HiGHS or the driver's own branch and bound finds a
+    point below the target (HiGHS's MILP answer is not always its optimum), the incumbent
+    improves and the proof is aimed again at the new one.
+    """
+    milp = None
+    for _ in range(PROOF_ATTEMPTS):
+        target = upper - OPTIMAL_TOLERANCE / 2 * abs(upper) if math.isfinite(upper) else None
+        milp = model.verified_solve(kept, time_limit_s=deadline - time.perf_counter(), proof_target=target)
+        improved = False
+        if milp.x is not None:
+            x = np.zeros(len(model.cost))
+            x[model.choice(milp.x)] = 1.0
+            if _feasible(model, x) and _total(model, x) < upper:
+                best, upper, improved = x, _total(model, x), True
+        if not improved or _closes(milp.dual_bound, upper) or time.perf_counter() >= deadline:
+            break
+    assert milp is not None
+    return milp, best, upper
+
+
+def _closes(bound: float, cost: float) -> bool:
+    """Whether a verified ``bound`` proves ``cost`` optimal within OPTIMAL_TOLERANCE."""
+    return math.isfinite(cost) and bound >= cost - OPTIMAL_TOLERANCE * abs(cost)
+
+
+def _total(model: ColumnModel, x: np.ndarray) -> float:
+    """The chosen columns' total cost, rounded up (fsum is correctly rounded)."""
+    return _up(math.fsum(model.cost[model.choice(x)]))
+
+
+def _feasible(model: ColumnModel, x: np.ndarray) -> bool:
+    """Whether one column per job meets every shared limit (integer uses: float sums are exact)."""
+    return bool((model.usage(model.choice(x)) <= model.limits).all())
+
+
+def _up(value: float) -> float:
+    """``value`` moved up past one rounding error (it came from one float operation)."""
+    return float(np.nextafter(value + 2 * UNIT_ROUNDOFF * abs(value) + TINY, np.inf))
+
+
+def _down(value: float) -> float:
+    """``value`` moved down past one rounding error (it came from one float operation)."""
+    return float(np.nextafter(value - 2 * UNIT_ROUNDOFF * abs(value) - TINY, -np.inf))
 
 
 def _incumbent(model: ColumnModel, x_lp: np.ndarray, delta: np.ndarray,
@@ -389,7 +460,7 @@ def _incumbent(model: ColumnModel, x_lp: np.ndarray, delta: np.ndarray,
     if not near.any():
         x = np.zeros(n)
         x[model.choice(np.where(x_lp > 0.5, 1.0, 0.0))] = 1.0
-        return x, float(model.cost @ x)     # the LP optimum is integral
+        return (x, _total(model, x)) if _feasible(model, x) else (None, math.inf)   # the LP optimum is integral
     attempts = [np.union1d(support, np.flatnonzero(near & (rank < width))) for width in INCUMBENT_WIDTHS]
     attempts.append(np.union1d(support, np.flatnonzero(near)))
     tried: set[bytes] = set()
@@ -405,7 +476,8 @@ def _incumbent(model: ColumnModel, x_lp: np.ndarray, delta: np.ndarray,
         if result["x"] is not None:
             x = np.zeros(n)
             x[model.choice(result["x"])] = 1.0
-            return x, float(model.cost @ x)
+            if _feasible(model, x):
+                return x, _total(model, x)
     return None, math.inf
 
 

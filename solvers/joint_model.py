@@ -18,7 +18,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from dnnprov.formulations.joint import JobColumns
-from dnnprov.solvers.highs_driver import new_highs
+from dnnprov.solvers.highs_driver import (TINY, UNIT_ROUNDOFF, MilpSolution, SparseRows, new_highs,
+                                          safe_dual_bound, solve_milp)
 
 BIG_M = 1e4                  # cost of one unit of artificial slack in the LP's column generation, x max |cost|
 PRICING_TOLERANCE = 1e-9     # columns enter the restricted LP below -this x max |cost|
@@ -210,17 +211,88 @@ class ColumnModel:
             picks.append(cheapest_where(use <= least[self.job_of]))
         return np.unique(np.concatenate(picks))
 
-    def lagrangian(self, row_dual: np.ndarray) -> tuple[float, np.ndarray]:
-        """(L, delta): the bound and per-column reduced costs for shared-row duals pi <= 0.
+    def sparse_rows(self, subset: np.ndarray | None = None) -> SparseRows:
+        """The rows of the column model over ``subset`` (default: all) for the verified bounds.
 
-        Valid for any pi <= 0 (see the module docstring); the duals are clipped to that.
+        Convexity rows ``sum_k x_jk = 1``, then the shared rows ``A_r x <= b_r``; column
+        indices are positions within ``subset``.
+        """
+        a = (self.matrix if subset is None else self.matrix[:, subset]).tocoo()
+        r_count = len(self.row_names)
+        return SparseRows(a.row.astype(np.int64), a.col.astype(np.int64), a.data.astype(float),
+                          np.concatenate([np.ones(self.jobs), np.full(r_count, -np.inf)]),
+                          np.concatenate([np.ones(self.jobs), self.limits]))
+
+    def lagrangian(self, row_dual: np.ndarray) -> tuple[float, np.ndarray]:
+        """(L, delta): a *verified* Lagrangian bound and lower bounds on the reduced costs.
+
+        For pi <= 0 (the shared-row duals, clipped; any such pi is valid, see step 2 of
+        :mod:`dnnprov.solvers.joint`) the exact values are c~_jk = c_jk - sum_r pi_r a_rjk,
+        L* = sum_j min_k c~_jk + pi . b and delta*_jk = c~_jk - min_k' c~_jk'. In floats:
+
+        * ``L`` is :func:`~dnnprov.solvers.highs_driver.safe_dual_bound` with multipliers
+          y_j = m_j (the float minimum of job j's computed c~) on the convexity rows and pi
+          on the shared rows, over the box 0 <= x <= 1. Its real-arithmetic value is
+          sum_j (m_j + sum_k min(0, c~_jk - m_j)) + pi . b <= sum_j min_k c~_jk + pi . b = L*
+          (for each j: m_j + min(0, min_k c~_jk - m_j) <= min_k c~_jk), and the function
+          rounds that value down rigorously, so L <= L*.
+        * each computed c~_jk (r_jk, a sum of k_jk + 1 products) is within
+          e_jk = 2 (k_jk + 2) u (|c_jk| + sum_r |pi_r a_rjk|) + TINY of the exact one
+          (Higham, Thm 3.1, as in ``safe_dual_bound``). With a = argmin_k (r_jk + e_jk),
+          min_k' c~_jk' <= c~_ja <= r_ja + e_ja, so
+          delta*_jk >= (r_jk - r_ja) - (e_jk + e_ja). The float difference s = fl(r_jk - r_ja)
+          is within 2u|s| of the real one; the margin (e_jk + e_ja)(1 + 4u) + 4u|s| + TINY
+          covers both, and the last subtraction is rounded down by one ulp (a rounding to
+          nearest errs by at most half an ulp). So ``delta <= delta*`` for every column,
+          and a column is dropped by fixing only when even its exact reduced cost is too
+          large: no optimal column is ever lost to rounding.
         """
         pi = np.minimum(np.asarray(row_dual[self.jobs:], dtype=float), 0.0)
-        shared = self.matrix[self.jobs:, :]
+        pi[~np.isfinite(pi)] = 0.0
+        shared = self.matrix[self.jobs:, :].tocsc()
         reduced = self.cost - shared.T @ pi
+        magnitude = np.abs(self.cost) + abs(shared).T @ np.abs(pi)
+        terms = np.diff(shared.indptr) + 1
+        error = 2.0 * (terms + 2) * UNIT_ROUNDOFF * magnitude + TINY
+        high = reduced + error
+        order = np.lexsort((high, self.job_of))                       # by job, then by r + e
+        first = order[self.starts[:-1]]                                # a = argmin_k (r_jk + e_jk)
+        anchor = first[self.job_of]
+        s = reduced - reduced[anchor]
+        margin = (error + error[anchor]) * (1 + 4 * UNIT_ROUNDOFF) + 4 * UNIT_ROUNDOFF * np.abs(s) + TINY
+        delta = np.nextafter(s - margin, -np.inf)
         mins = np.minimum.reduceat(reduced, self.starts[:-1])
-        bound = float(mins.sum() + pi @ self.limits)
-        return bound, reduced - mins[self.job_of]
+        y = np.concatenate([mins, pi])
+        n = len(self.cost)
+        bound = safe_dual_bound(self.cost, 0.0, np.zeros(n), np.ones(n), self.sparse_rows(), y)
+        return bound, delta
+
+    def verified_solve(self, subset: np.ndarray | None = None, *, integer: bool = True,
+                       time_limit_s: float = math.inf, proof_target: float | None = None) -> MilpSolution:
+        """The MILP (or LP) over ``subset`` by the HiGHS driver: its ``dual_bound`` is verified.
+
+        ``x`` comes back full length (zeros outside ``subset``). An ``INFEASIBLE`` status is
+        a proof (a Farkas certificate for the LP, a verified branch and bound for the MILP);
+        ``dual_bound`` is a rigorous lower bound on the cost of every point of the model over
+        ``subset`` (0 <= x <= 1, which every plan choice meets), re-derived up to
+        ``proof_target`` when given (a point below it comes back unproven, bound ``-inf``).
+        """
+        idx = np.arange(len(self.cost)) if subset is None else np.asarray(subset, dtype=np.int64)
+        a = self.matrix[:, idx].tocsr()
+        low = np.concatenate([np.ones(self.jobs), np.full(len(self.row_names), -highspy.kHighsInf)])
+        high = np.concatenate([np.ones(self.jobs), self.limits])
+        rows = [(a.indices[a.indptr[i]:a.indptr[i + 1]].astype(np.int64), a.data[a.indptr[i]:a.indptr[i + 1]],
+                 float(low[i]), float(high[i])) for i in range(a.shape[0])]
+        h = new_highs()
+        limit = time_limit_s if math.isfinite(time_limit_s) else highspy.kHighsInf
+        solved = solve_milp(h, self.cost[idx], np.zeros(len(idx)), np.ones(len(idx)), rows,
+                            integer=np.full(len(idx), integer), time_limit_s=max(limit, 0.01),
+                            proof_target=proof_target)
+        if solved.x is None:
+            return solved
+        x = np.zeros(len(self.cost))
+        x[idx] = solved.x
+        return MilpSolution(solved.status, x, solved.objective, solved.dual_bound)
 
     def choice(self, x: np.ndarray) -> np.ndarray:
         """The chosen column of every job from a MILP solution (checked: exactly one each)."""

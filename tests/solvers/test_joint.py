@@ -287,7 +287,8 @@ def test_fixing_never_removes_the_optimal_column(make_random_spot, make_random_s
         for duals in (lp["row_dual"], by_pricing["row_dual"]):
             bound, delta = model.lagrangian(duals)
             np.testing.assert_allclose(bound, lp["objective"], rtol=1e-6)
-            assert (delta >= 0).all()
+            # delta is a rigorous lower bound of a nonnegative reduced cost: below 0 by rounding only
+            assert (delta >= -1e-12 * np.abs(model.cost).max()).all()
             assert (bound + delta[optimum] <= solved.cost * (1 + REL)).all()
     assert compared >= 5
 

@@ -1,0 +1,36 @@
+"""Joint provisioning's certificates over 12 decades of prices (issue 19), against an exhaustive oracle.
+
+Runs the generator and the oracle of tests/solvers/test_joint_verified.py (the product of every
+job's columns in exact rational arithmetic, no dnnprov joint code) on ``--count`` random sets and
+prints the status counts, the wrong certificates (must be 0) and the CPU seconds::
+
+    .venv/bin/python benchmarks/joint_magnitudes.py --count 2000 --seed 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "solvers"))
+
+from test_joint_verified import run  # noqa: E402  (the oracle lives with its test)
+
+
+def main() -> None:
+    """Parse the arguments, run the sets, print one JSON line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    started = time.process_time()
+    counts = run(args.count, args.seed)
+    counts["cpu_seconds"] = round(time.process_time() - started, 2)  # type: ignore[assignment]
+    print(json.dumps(counts))
+
+
+if __name__ == "__main__":
+    main()
