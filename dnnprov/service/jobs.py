@@ -72,8 +72,8 @@ class JobRunner:
         work.before_start = lambda: self._start(job_id, request_id)
         with self._lock:
             self._works[job_id] = work
-        self.executor.submit(work).add_done_callback(lambda future: self._ended(job_id, kind, method, request_id,
-                                                                                future.result()))
+        self.executor.submit(work).add_done_callback(lambda future: self._ended_logged(job_id, kind, method, request_id,
+                                                                                       future.result()))
 
     def cancel(self, job_id: str) -> None:
         """Stop the work of a job cancelled in the store (queued: never starts; running: killed)."""
@@ -106,6 +106,12 @@ class JobRunner:
             log_event(logging.INFO, "job_started", job_id=job_id, kind=job.kind if job else None,
                       attempt=job.attempts if job else None, request_id=request_id)
         return bool(started)
+
+    def _ended_logged(self, job_id: str, kind: str, method: str, request_id: str | None, outcome: Outcome) -> None:
+        try:
+            self._ended(job_id, kind, method, request_id, outcome)
+        except Exception as exc:  # the store closed under a stopping server, ...: the next start recovers the job
+            log_event(logging.ERROR, "job_end_not_recorded", job_id=job_id, error=f"{type(exc).__name__}: {exc}")
 
     def _ended(self, job_id: str, kind: str, method: str, request_id: str | None, outcome: Outcome) -> None:
         with self._lock:

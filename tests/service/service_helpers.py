@@ -40,15 +40,15 @@ def server(tmp_path: Path, *options: str, db: Path | None = None) -> Iterator[tu
                                  *options], stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # the workers' warm-up, on a loaded machine
         while True:
             try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:  # a worker is warm
                     break
             except httpx.TransportError:
                 pass
             assert proc.poll() is None, f"server exited: {log.read_text()}"
-            assert time.monotonic() < deadline, "server did not start in 60 s"
+            assert time.monotonic() < deadline, "server was not ready in 120 s"
             time.sleep(0.2)
         yield url, proc, log
     finally:

@@ -127,12 +127,15 @@ def test_long_job_ids_are_not_echoed(full_url: str) -> None:
     answer = httpx.get(f"{full_url}/v1/jobs/{'a' * 60_000}", timeout=30)
     assert answer.status_code == 404 and len(answer.content) < 200 and answer.json()["error"]["field"] == "job_id"
     host, port = full_url.removeprefix("http://").split(":")
+    reply = b""
     with socket.create_connection((host, int(port)), timeout=30) as raw:
-        raw.sendall(f"GET /v1/jobs/{'a' * 100_000} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
-        reply = b""
-        while chunk := raw.recv(65536):
-            reply += chunk
-    assert reply.startswith(b"HTTP/1.1 4") and len(reply) < 1000 and b"a" * 100 not in reply
+        try:  # the server may refuse the line and close before it is all sent or read
+            raw.sendall(f"GET /v1/jobs/{'a' * 100_000} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+            while chunk := raw.recv(65536):
+                reply += chunk
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+    assert (reply == b"" or reply.startswith(b"HTTP/1.1 4")) and len(reply) < 1000 and b"a" * 100 not in reply
 
 
 @pytest.mark.parametrize("content_type", ["text/plain", "application/xml", "application/x-www-form-urlencoded", None])
