@@ -136,6 +136,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "the 10,000-instance fuzz run (over a minute); its counts are the page's table",
     ("benchmarks.md", ".venv/bin/python benchmarks/fuzz_certificates.py --cell-milps --count 3400 --seed 30000 --time-limit 5 --shrink-per-kind 0"):
         "a fuzz run of minutes; its outcome follows it on the page",
+    ("benchmarks.md", "F=price-magnitudes,speed-magnitudes,bandwidth-magnitudes,all-magnitudes,magnitudes-mixed,serverless-magnitudes"):
+        "the magnitude fuzz runs (minutes each); tests/fuzz runs a bounded slice of the same families",
     ("cloud.md", "dnnprov catalog fetch --region us-east-1 --types g4dn.4xlarge,g5.xlarge,p3.2xlarge"):
         "calls AWS; tests/test_aws_fetch.py runs it against a moto server on 127.0.0.1",
     ("cloud.md", '{"format": "dnnprov/plan", "version": 1, "result": {...}, "instance": {...}, "catalog": {...}}'):
