@@ -125,20 +125,20 @@ def test_jobs_queue_run_and_cancel(api) -> None:
 
 
 def test_long_solve_blocks_nothing(api) -> None:
-    """While a 3 s solve runs in one worker, health checks and another solve answer at once."""
+    """While an 8 s solve runs in one worker, health checks and another solve are answered
+    before it ends (an order of events, not a wall time: CI machines are loaded)."""
     client, _ = api
     answers: dict[str, httpx.Response] = {}
-    body = {"instance": slow_instance(10), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 3}
+    body = {"instance": slow_instance(10), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 8}
     deadline = time.monotonic() + 60  # a worker killed by an earlier test is warming up again
     while client.get("/healthz").json()["idle"] < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
     thread = threading.Thread(target=lambda: answers.update(long=client.post("/v1/solve", json=body)))
     thread.start()
     time.sleep(0.5)
-    quick = time.monotonic()
     assert client.get("/healthz").json()["running"] == 1
     assert client.post("/v1/solve", json={"instance": TABLE1}).status_code == 200
-    assert time.monotonic() - quick < 2
+    assert "long" not in answers and client.get("/healthz").json()["running"] == 1
     thread.join(60)
     assert answers["long"].status_code == 200 and answers["long"].json()["status"] == "limit"
 
