@@ -9,6 +9,7 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
 import dnnprov
+from conftest import resnet110_problem
 from dnnprov import SpotModel
 
 TYPE_NAMES = ("p3.2xlarge", "g4dn.4xlarge", "g3.8xlarge", "g3.16xlarge", "p2.8xlarge")
@@ -491,3 +492,14 @@ def test_every_method_keeps_plans_inside_the_domain(make_random_spot, seed):
     assert results["milp"].status == results["enumerate"].status
     if results["enumerate"].cost is not None:
         assert results["milp"].cost == pytest.approx(results["enumerate"].cost, rel=1e-6)
+
+
+def test_reference_model_prices_the_ps_as_documented():
+    """docs/instance-format.md: ps_price_per_h is added to the cost in both models (the
+    authors' instances set it to 0); ../shared/repro/turn3/reference-ps-price.json priced it."""
+    free = resnet110_problem([2, 0, 4, 0, 0], model="reference", loss=0.8, time_s=2400.0)
+    priced = resnet110_problem([2, 0, 4, 0, 0], model="reference", loss=0.8, time_s=2400.0, ps_price_per_h=10.0)
+    counts = [[2, 0, 4, 0, 0]]
+    a, b = SpotModel(free).evaluate(counts, 1), SpotModel(priced).evaluate(counts, 1)
+    assert a.time_s[0] == b.time_s[0]
+    assert b.cost[0] - a.cost[0] == pytest.approx(10.0 * a.time_s[0] / 3600, abs=2e-6)
