@@ -274,9 +274,9 @@ def test_enumerate_refuses_huge_spot_space_quickly():
                                     gamma_3=2000.0, gamma_4=1.0, gamma_5=0.5)
     problem = dnnprov.SpotProblem(instance_types=types, workload=workload,
                                   slo=dnnprov.SpotSLO(loss=0.8, time_s=3600.0))
-    started = time.perf_counter()
+    started = time.process_time()                 # CPU seconds: refused without enumerating
     direct = enumeration.enumerate_spot(problem)
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
     assert direct.status is Status.LIMIT
     result = dnnprov.solve(problem, "enumerate")
     assert result.status is Status.LIMIT
@@ -299,9 +299,9 @@ def test_enumerate_limit_is_inclusive(make_resnet110):
 def test_enumerate_refuses_large_serverless_space(make_resnet50):
     """The serverless grid (1000 functions x 10 memory sizes) is refused below its size."""
     problem = make_resnet50()
-    started = time.perf_counter()
+    started = time.process_time()                 # CPU seconds: refused without enumerating
     direct = enumeration.enumerate_serverless(problem, max_plans=9999)
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
     assert direct.status is Status.LIMIT
     refused = dnnprov.solve(problem, "enumerate", max_plans=9999)
     assert refused.status is Status.LIMIT and refused.plan is None
