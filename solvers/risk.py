@@ -34,11 +34,14 @@ billed for the whole run (revoked workers are in fact not billed while being rep
 
 **Deadline.** ``deadline_probability=None``: ``E[T] <= T_obj``. Else ``q``: the plan must
 meet T_obj with probability at least q, which we guarantee through
-``P(Poisson(Lambda T_obj / 3600) <= k*) >= q`` with ``k* = floor((T_obj - T) / d_max)``
-(T the nominal time, d_max the largest d_m among the plan's spot columns): if at most k*
-revocations happen before T_obj, the delay accrued by T_obj is at most ``k* d_max``, so the
-progress by T_obj is at least that of ``T_obj - k* d_max >= T`` seconds at full speed, and
-training has ended.
+``P(Poisson(Lambda T_obj / 3600) <= k*) >= q`` with ``k* = floor((T_obj - T) / d_safe)``,
+``d_safe = o + w`` for a plan with a revocable spot worker (T the nominal time): if at most
+k* revocations happen before T_obj, their outages (each at most o long: the replacement
+joins after o) cover at most ``k* o`` seconds, during which the plan progresses at a speed
+>= 0 and outside which it runs whole at full speed, and each loses at most w seconds of
+work; so the delay accrued by T_obj is at most ``k* d_safe`` and training has ended. (The
+per-revocation delay ``d_m`` of E[T] would not do here: outages may overlap, and two at
+once can stop a 2-worker plan entirely, far more than the sum of their one-at-a-time drops.)
 
 **Exact methods.** ``rho >= 0`` and a premium ``>= 0`` (on-demand prices at least the spot
 ones, checked) give ``E[C] >= C`` (the nominal cost, eq. 11) and both
@@ -114,7 +117,7 @@ def replacement_premium(problem: SpotProblem, model: SpotModel, replacement: str
 def expected_outcome(model: SpotModel, rates: np.ndarray, counts: np.ndarray, ps: np.ndarray, *,
                      overhead_s: float, lost_work_s: float,
                      premium: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """E[T], E[C], rho, Lambda (per hour) and d_max of each plan (module docstring)."""
+    """E[T], E[C], rho, Lambda (per hour) and d_safe of each plan (module docstring)."""
     counts = np.atleast_2d(np.asarray(counts, dtype=np.int64))
     ps = np.broadcast_to(np.asarray(ps, dtype=np.int64), (len(counts),))
     ev = model.evaluate(counts, ps)
@@ -122,7 +125,7 @@ def expected_outcome(model: SpotModel, rates: np.ndarray, counts: np.ndarray, ps
     fixed = model.problem.slo.takeover_overhead_s
     core = ev.time_s - fixed
     rho = np.zeros(len(counts))
-    d_max = np.zeros(len(counts))
+    d_safe = np.zeros(len(counts))
     for i in spot_columns(model):
         if rates[i] == 0:
             continue
@@ -134,7 +137,7 @@ def expected_outcome(model: SpotModel, rates: np.ndarray, counts: np.ndarray, ps
             drop = np.where(sigma > 0, 1.0 - rest / sigma, 1.0)
         d = np.where(has, overhead_s * np.maximum(drop, 0.0) + lost_work_s, 0.0)
         rho += counts[:, i] * rates[i] * d / 3600
-        d_max = np.maximum(d_max, d)
+        d_safe = np.where(has, overhead_s + lost_work_s, d_safe)
     with np.errstate(divide="ignore", invalid="ignore"):
         expected_time = np.where(rho < 1, core / (1 - rho) + fixed, np.inf)
     rate = counts @ model.columns.price + ps * model.problem.platform.ps_price_per_h
@@ -146,15 +149,15 @@ def expected_outcome(model: SpotModel, rates: np.ndarray, counts: np.ndarray, ps
             extra += counts[:, i] * premium[i] * converted_hours
     cost = np.where(np.isfinite(expected_time), rate * expected_time / 3600 + extra, np.inf)
     return {"time": expected_time, "cost": cost, "rho": rho,
-            "events_per_h": counts @ rates, "d_max": d_max, "nominal_time": ev.time_s}
+            "events_per_h": counts @ rates, "d_safe": d_safe, "nominal_time": ev.time_s}
 
 
 def deadline_probability_bound(outcome: dict[str, np.ndarray], time_obj: float) -> np.ndarray:
     """The proven lower bound ``P(Poisson(Lambda T_obj) <= k*)`` on meeting T_obj (module docstring)."""
     slack = time_obj - outcome["nominal_time"]
-    d_max = outcome["d_max"]
+    d_safe = outcome["d_safe"]
     with np.errstate(divide="ignore", invalid="ignore"):
-        k_star = np.where(d_max > 0, np.floor(slack / np.where(d_max > 0, d_max, 1.0)), np.inf)
+        k_star = np.where(d_safe > 0, np.floor(slack / np.where(d_safe > 0, d_safe, 1.0)), np.inf)
     mean = outcome["events_per_h"] * time_obj / 3600
     prob = np.where(np.isinf(k_star), 1.0, poisson.cdf(np.where(np.isinf(k_star), 0, k_star), mean))
     return np.where(slack >= 0, prob, 0.0)

@@ -312,7 +312,7 @@ def risk_oracle(problem: dnnprov.SpotProblem, q: float | None, lost: float) -> f
             sigma = speed(model, counts, ps)
             if not ev.feasible[0] or sigma == 0:
                 continue
-            rho, events, d_max, premium = 0.0, 0.0, 0.0, []
+            rho, events, d_safe, premium = 0.0, 0.0, 0.0, []
             for i, n in enumerate(counts):
                 if cols.markets[i] != "spot" or n == 0:
                     continue
@@ -322,7 +322,7 @@ def risk_oracle(problem: dnnprov.SpotProblem, q: float | None, lost: float) -> f
                 d = OVERHEAD * max(0.0, 1 - speed(model, rest, ps) / sigma) + lost
                 rho += n * t.interruption.rate_per_h * d / 3600
                 events += n * t.interruption.rate_per_h
-                d_max = max(d_max, d)
+                d_safe = OVERHEAD + lost if t.interruption.rate_per_h > 0 else d_safe
                 premium.append((n, t.interruption.rate_per_h, t.on_demand_price_per_h - t.spot_price_per_h))
             if rho >= 1:
                 continue
@@ -335,7 +335,7 @@ def risk_oracle(problem: dnnprov.SpotProblem, q: float | None, lost: float) -> f
                 ok = e_time <= problem.slo.time_s * (1 + 1e-12)
             else:
                 slack = problem.slo.time_s - float(ev.time_s[0])
-                k_star = math.inf if d_max == 0 else math.floor(slack / d_max)
+                k_star = math.inf if d_safe == 0 else math.floor(slack / d_safe)  # outages may overlap
                 ok = k_star == math.inf or poisson_cdf(int(k_star), events * problem.slo.time_s / 3600) >= q
             if ok and (best is None or e_cost < best):
                 best = e_cost
