@@ -27,7 +27,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,36 +36,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from service_load import start_server  # the same start: a free loopback port, ready with its workers warm
+
 ROOT = Path(__file__).resolve().parents[1]
 INSTANCE = ROOT / "data" / "benchmarks" / "large" / "large-001.json"
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(folder: Path, workers: int, max_pending: int) -> tuple[subprocess.Popen, str]:
-    """``dnnprov serve`` on a free loopback port; returns the process and its base URL once ready."""
-    port = free_port()
-    exe = str(Path(sys.executable).with_name("dnnprov"))
-    proc = subprocess.Popen([exe, "serve", "--port", str(port), "--db", str(folder / "jobs.sqlite"),
-                             "--workers", str(workers), "--max-pending", str(max_pending), "--quiet"],
-                            stdout=subprocess.DEVNULL, stderr=open(folder / "serve.log", "w"), start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200 and \
-                    httpx.get(f"{url}/healthz", timeout=1).json()["idle"] == workers:
-                return proc, url
-        except (httpx.TransportError, KeyError):
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise SystemExit(f"server did not start: {(folder / 'serve.log').read_text()}")
 
 
 def cpu_seconds(pid: int) -> float:

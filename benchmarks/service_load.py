@@ -40,20 +40,22 @@ def free_port() -> int:
 
 
 def start_server(folder: Path, workers: int, max_pending: int) -> tuple[subprocess.Popen, str]:
-    """``dnnprov serve`` on a free loopback port; returns the process and its base URL once healthy."""
+    """``dnnprov serve`` on a free loopback port; returns the process and its base URL once ready."""
     port = free_port()
     exe = str(Path(sys.executable).with_name("dnnprov"))
     proc = subprocess.Popen([exe, "serve", "--port", str(port), "--db", str(folder / "jobs.sqlite"),
                              "--workers", str(workers), "--max-pending", str(max_pending), "--quiet"],
-                            stdout=subprocess.DEVNULL, stderr=open(folder / "serve.log", "w"))
+                            stdout=subprocess.DEVNULL, stderr=open(folder / "serve.log", "w"), start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200 and \
+                    httpx.get(f"{url}/healthz", timeout=1).json()["idle"] == workers:
                 return proc, url
-        except httpx.TransportError:
-            time.sleep(0.2)
+        except (httpx.TransportError, KeyError):
+            pass
+        time.sleep(0.2)
     proc.kill()
     raise SystemExit(f"server did not start: {(folder / 'serve.log').read_text()}")
 
