@@ -27,7 +27,7 @@ import numpy as np
 
 from dnnprov.revocation.availability import AvailabilityModel, aligned, period_ticks
 from dnnprov.revocation.policies import Policy, TakeoverTable, View, make_policy
-from dnnprov.revocation.simulate import Replay, RunOutcome, check_plan_traces, check_run_ticks
+from dnnprov.revocation.simulate import ClusterSpeeds, Replay, RunOutcome, check_plan_traces, check_run_ticks
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems import _checks as check
 from dnnprov.models.spot import SpotModel
@@ -80,17 +80,12 @@ class PoolReplay:
         self.od_price = np.array([t.on_demand_price_per_h if t.on_demand_price_per_h is not None else math.nan
                                   for t in problem.instance_types])
         self.target = progress_target(self.model)
-        self._speed: dict[tuple, float] = {}
+        self._speed = ClusterSpeeds(self.model, self.spot_col)
 
     # ------------------------------------------------------------------ model lookups
     def speed(self, per_type: np.ndarray, ps: int) -> float:
         """Progress per second of a cluster of workers per type (market does not matter)."""
-        key = (tuple(int(v) for v in per_type), ps)
-        if key not in self._speed:
-            counts = np.zeros(len(self.model.columns), dtype=np.int64)
-            counts[self.spot_col] = per_type
-            self._speed[key] = float(progress_speed(self.model, counts[None, :], ps)[0][0])
-        return self._speed[key]
+        return self._speed(per_type, ps)
 
     def start_progress(self, plan: SpotPlan) -> float:
         """Progress at time 0: the start of the plan's own loss curve (as ``simulate``)."""

@@ -169,6 +169,23 @@ class _Capacity:
         return out
 
 
+class ClusterSpeeds:
+    """Progress speed of clusters given by workers per type (market does not matter), cached:
+    both replay engines ask for the same few clusters at every event or tick."""
+
+    def __init__(self, model: SpotModel, spot_col: Sequence[int]) -> None:
+        self.model, self.spot_col = model, list(spot_col)
+        self._cache: dict[tuple, float] = {}
+
+    def __call__(self, per_type: np.ndarray, ps: int) -> float:
+        key = (tuple(int(v) for v in per_type), ps)
+        if key not in self._cache:
+            counts = np.zeros(len(self.model.columns), dtype=np.int64)
+            counts[self.spot_col] = per_type
+            self._cache[key] = float(progress_speed(self.model, counts[None, :], ps)[0][0])
+        return self._cache[key]
+
+
 class Simulator:
     """Replays traces against plans of one problem (module docstring).
 
@@ -206,7 +223,7 @@ class Simulator:
                                   for t in problem.instance_types])
         self.quota = [t.quota for t in problem.instance_types]
         self.target = progress_target(self.model)
-        self._speed: dict[tuple, float] = {}
+        self._speed = ClusterSpeeds(self.model, self.spot_col)
         self._grid: PlanGrid | None = None
         self._inside = np.zeros(0, dtype=bool)
         self._max_plans = max_plans
@@ -219,12 +236,7 @@ class Simulator:
     # ------------------------------------------------------------------ model lookups
     def speed(self, per_type: np.ndarray, ps: int) -> float:
         """Progress speed of a cluster given by workers per type (market does not matter)."""
-        key = (tuple(int(v) for v in per_type), ps)
-        if key not in self._speed:
-            counts = np.zeros(len(self.model.columns), dtype=np.int64)
-            counts[self.spot_col] = per_type
-            self._speed[key] = float(progress_speed(self.model, counts[None, :], ps)[0][0])
-        return self._speed[key]
+        return self._speed(per_type, ps)
 
     def grid(self) -> PlanGrid:
         """Every admissible plan of the quota box (built once, for the replan policy)."""
