@@ -199,6 +199,17 @@ def spot_space(problem: dnnprov.SpotProblem) -> int:
     return math.prod(int(u - l + 1) for l, u in zip(cols.lower, cols.upper)) * (high - low + 1)
 
 
+def one_error(capsys: pytest.CaptureFixture[str], argv: list[str], *needles: str) -> None:
+    """``dnnprov argv`` exits 2 with one ``dnnprov: error:`` line holding every needle."""
+    from dnnprov.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dnnprov: error:"), err
+    for needle in needles:
+        assert needle in err[0], err[0]
+
+
 # ---------------------------------------------------------------- fixtures
 @pytest.fixture(scope="session")
 def make_resnet110():

@@ -6,17 +6,10 @@ import time
 
 import pytest
 
-from dnnprov.cli import main
+from conftest import one_error
+
 
 TABLE1 = "embedded:spot/paper-table1.json"
-
-
-def one_error(capsys: pytest.CaptureFixture[str], argv: list[str], *needles: str) -> None:
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("dnnprov: error:"), err
-    for needle in needles:
-        assert needle in err[0], err[0]
 
 
 def test_sweep_out_on_an_existing_file_is_refused_before_solving(tmp_path, capsys):

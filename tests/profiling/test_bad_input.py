@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import one_error
+
 from dnnprov.cli import main
 
 HEADER = "run,workers,batch_wa,cc,step,loss"
@@ -24,14 +26,6 @@ def loss_rows(*, loss: str = "", workers: str = "4", step: str = "") -> str:
     cells[1], cells[4], cells[5] = workers or cells[1], step or cells[4], loss or cells[5]
     lines[5] = ",".join(cells)
     return "\n".join(lines) + "\n"
-
-
-def one_error(capsys: pytest.CaptureFixture[str], argv: list[str], *needles: str) -> None:
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("dnnprov: error:"), err
-    for needle in needles:
-        assert needle in err[0], err[0]
 
 
 @pytest.mark.parametrize(("change", "needles"), [
