@@ -24,6 +24,10 @@ from dnnprov.errors import InvalidInputError
 
 EXIT_OK = 0
 EXIT_INTERRUPTED = 130
+# The largest request head (line plus headers) h11 buffers before parsing. Its default, 16 KiB, applied
+# only when the head arrived in pieces, so a long URL got a 404 or a 400 depending on how the network
+# split it; 80 KiB makes every head under 64 KiB parse, whatever the split.
+MAX_REQUEST_HEAD_BYTES = 80 * 1024
 
 
 def read_tokens(path: str | None) -> dict[str, str] | None:
@@ -170,7 +174,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log_event(logging.WARNING, "warning", message="listening beyond loopback without --token-file")
     server = _server_class(uvicorn)(uvicorn.Config(
         create_app(config, owner), host=args.host, port=args.port, access_log=False, log_config=UVICORN_LOG_CONFIG,
-        log_level="warning" if args.quiet else "info", timeout_graceful_shutdown=5))
+        log_level="warning" if args.quiet else "info", timeout_graceful_shutdown=5,
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES))
     try:
         server.run()
     except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it stopped on; the stop is logged already
