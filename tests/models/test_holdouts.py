@@ -13,6 +13,7 @@ number: it cannot pass silently, and it fails loudly (XPASS) if the model comes 
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -241,3 +242,17 @@ def test_table1_exhaustive_optimum_with_table3_prices() -> None:
     assert [result.plan.counts.get(c, 0) for c in problem.columns().labels] == [0, 3, 5, 2, 0]
     assert result.time_s == pytest.approx(2567.70, abs=1e-9)
     assert result.cost == pytest.approx((3 * 0.36 + 5 * 0.69 + 2 * 1.37) * 2567.70 / 3600, abs=1e-6)
+
+
+# ---------------------------------------------------------------- the reproduction table
+def test_every_row_of_the_reproduction_table_says_fitted_on_or_held_out() -> None:
+    """docs/reproduction.md: each numbered row's basis column is "fitted on" or "held out"
+    (first), so no calibrated agreement reads as a reproduction."""
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "reproduction.md"
+    rows = [line.split(" | ") for line in page.read_text().splitlines() if re.match(r"^\| \d+ \| ", line)]
+    assert len(rows) >= 20
+    for cells in rows:
+        basis = cells[4].replace("**", "")
+        assert re.match(r"(fitted on|held out)\b", basis), cells[0]
