@@ -203,7 +203,8 @@ def test_table5_resnet110_optimum_is_the_exhaustive_plan(model: str, slo: tuple[
 
 
 # ---------------------------------------------------------------- spotDNN Table I: published costs
-TABLE1_COSTS = [({"g3.8xlarge": 5, "g3.16xlarge": 3}, 2549.02, 5.33), ({"g3.8xlarge": 4, "g3.16xlarge": 3}, 2710.85, 5.16),
+TABLE1_COSTS = [({"g3.8xlarge": 5, "g3.16xlarge": 3}, 2549.02, 5.33),
+                ({"g3.8xlarge": 4, "g3.16xlarge": 3}, 2710.85, 5.16),
                 ({"g4dn.4xlarge": 2, "g3.8xlarge": 5, "g3.16xlarge": 2}, 2597.34, 4.97)]
 #: Table III's prices are rounded to cents: 0.005 $/h on each of up to 9 instances is up to
 #: 0.6 % of these plans' 6.87-7.56 $/h.
@@ -220,7 +221,8 @@ def test_table1_costs_are_table3_prices_times_measured_times() -> None:
     assert problem.platform.ps_price_per_h == 0
     for counts, time_s, cost in TABLE1_COSTS:
         assert sum(spot[k] * n for k, n in counts.items()) * time_s / 3600 == pytest.approx(cost, rel=PRICE_ROUNDING)
-    assert (5 * on_demand["g3.8xlarge"] + 3 * on_demand["g3.16xlarge"]) * 2549.02 / 3600 == pytest.approx(17.75, rel=PRICE_ROUNDING)
+    on_demand_cost = (5 * on_demand["g3.8xlarge"] + 3 * on_demand["g3.16xlarge"]) * 2549.02 / 3600
+    assert on_demand_cost == pytest.approx(17.75, rel=PRICE_ROUNDING)
 
 
 def test_table1_predicted_costs_with_table3_prices() -> None:
@@ -246,8 +248,8 @@ def test_table1_exhaustive_optimum_with_table3_prices() -> None:
 
 # ---------------------------------------------------------------- the reproduction table
 def test_every_row_of_the_reproduction_table_says_fitted_on_or_held_out() -> None:
-    """docs/reproduction.md: each numbered row's basis column is "fitted on" or "held out"
-    (first), so no calibrated agreement reads as a reproduction."""
+    """docs/reproduction.md: each numbered row's basis column starts with "fitted on" or "held out"
+    (a row with both names the first), so no calibrated agreement reads as a reproduction."""
     from pathlib import Path
 
     page = Path(__file__).resolve().parents[2] / "docs" / "reproduction.md"
