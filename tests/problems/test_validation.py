@@ -85,7 +85,7 @@ SPOT_CASES = [
     (("workload", "loss_variant"), "with-cc", "workload.loss_variant", "cc", "no-cc"),
     # kept instances
     (("constraints", "existing"), {"t2.micro": 1}, "constraints.existing.t2.micro", "unknown instance type"),
-    (("constraints", "existing"), {f"{P3}:on-demand": 1}, f"constraints.existing.{P3}:on-demand", "unknown instance type"),
+    (("constraints", "existing"), {f"{P3}:on-demand": 1}, f"constraints.existing.{P3}:on-demand", "on-demand is not in constraints.markets"),
     (("constraints", "existing"), {P3: 3}, f"constraints.existing.{P3}", "exceed the quota 2"),
     (("constraints", "existing"), {P3: -1}, f"constraints.existing.{P3}", ">= 0"),
     (("constraints", "existing"), {P3: 1.5}, f"constraints.existing.{P3}", "integer"),
