@@ -200,7 +200,7 @@ def plot_sweep(result: Sweep, ax=None):
     lines, letter = [], 0
     for i, (loss, rows) in enumerate(groups):
         color = f"C{i}"
-        label = "" if loss is None else f" (loss {loss:g})"
+        label = "" if loss is None or len(groups) == 1 else f" (loss {loss:g})"
         solved = rows[rows["cost"].notna()]
         proven = solved[solved["status"] == "optimal"]
         unproven = solved[solved["status"] != "optimal"]
