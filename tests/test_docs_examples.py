@@ -93,7 +93,7 @@ RUN: dict[tuple[str, str], str] = {
     ("joint.md", "import dnnprov"): "python",
     ("profiler.md", "$ dnnprov predict embedded:spot/paper-table1.json --counts g3.8xlarge=5,g3.16xlarge=3"): "console",
     ("profiler.md", "from dnnprov import predict, read_instance, embedded_instance"): "python",
-    ("sweep.md", "$ dnnprov sweep embedded:spot/paper-table1.json --deadlines 2300:3600:27 --out sweep"): "console",
+    ("sweep.md", "$ dnnprov sweep embedded:spot/paper-table1.json --deadlines 2300:3600:27 --out sweep --no-progress"): "console",
 }
 
 #: Blocks no test runs, and why.

@@ -272,8 +272,11 @@ def plot_loss(result: Sweep, ax=None, *, deadlines: int = 4):
         proven = rows["status"] == "optimal"
         ax.plot(rows["loss"][proven], rows["cost"][proven], "o", color=f"C{i}")
         ax.plot(rows["loss"][~proven], rows["cost"][~proven], "o", color=f"C{i}", markerfacecolor="white")
+    drawn = frame[frame["deadline_s"].isin(values[::step]) & frame["cost"].notna()]
+    if (drawn["status"] != "optimal").any():
+        ax.plot([], [], "o", color="0.4", markerfacecolor="white", label="hollow: not proven optimal (time limit)")
     ax.set_xlabel("target loss")
-    ax.set_ylabel("milp's cost ($; filled: proven minimal, hollow: not proven)", fontsize=9)
+    ax.set_ylabel("proven minimal cost ($)" if (drawn["status"] == "optimal").all() else "milp's cost ($)")
     ax.set_title(f"{_shorten(result.instance, 40)}: cost of a lower target loss", fontsize=11)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
