@@ -67,6 +67,8 @@ def test_cli_prints_each_warning_once_on_one_line(tmp_path: Path, capsys: pytest
     assert main(["solve", str(path)]) == 0
     err = capsys.readouterr().err.splitlines()
     assert [line.split(": ")[:3] for line in err] == [["dnnprov", "warning", f] for f in fields]
+    page = (REPO / "docs" / "instance-format.md").read_text().splitlines()
+    assert err[0] in page                              # the line docs/instance-format.md shows
     assert main(["sweep", str(path), "--deadlines", "2600:3000:3", "--no-progress", "--no-heuristic"]) == 0
     assert len(capsys.readouterr().err.splitlines()) == len(fields)
     assert main(["solve", str(path), "--json"]) == 0
