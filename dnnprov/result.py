@@ -76,6 +76,7 @@ class Result:
     when the method proves nothing); ``gap`` is ``(cost - bound) / cost``.
     ``details`` holds model quantities of the plan (b_w, R, iterations, ...) and
     ``stats`` counters of the method (plans evaluated, MILPs solved, ...).
+    ``warnings`` are the problem's plausibility warnings as ``(field, message)`` pairs.
     """
 
     status: Status
@@ -91,6 +92,7 @@ class Result:
     message: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
@@ -127,6 +129,7 @@ class Result:
             "message": self.message,
             "details": {k: finite_or_none(v) if isinstance(v, float) else v for k, v in self.details.items()},
             "stats": dict(self.stats),
+            "warnings": [{"field": f, "message": m} for f, m in self.warnings],
         }
 
     def to_json(self, **kwargs: Any) -> str:

@@ -8,7 +8,7 @@ import logging
 import time
 from typing import Callable
 
-from dnnprov.problems import _checks as check
+from dnnprov.problems import _checks as check, plausibility
 from dnnprov.errors import InvalidInputError
 from dnnprov.progress import Clock, SolverLog, log_to_stderr
 from dnnprov.result import Result, Status
@@ -81,10 +81,10 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
         if misplaced:
             raise InvalidInputError(misplaced[0][0], f"goes with {misplaced[0][1]}")
     if robust is not None or risk:
-        return _solve_revocation_aware(problem, method, robust=robust, risk=risk,
+        return _with_warnings(problem, _solve_revocation_aware(problem, method, robust=robust, risk=risk,
                                        deadline_probability=deadline_probability,
                                        takeover_overhead_s=takeover_overhead_s, replaced=replaced,
-                                       max_plans=max_plans, clock=clock)
+                                       max_plans=max_plans, clock=clock))
     with contextlib.ExitStack() as stack:
         logger = log if isinstance(log, logging.Logger) else (
             stack.enter_context(log_to_stderr()) if log else None)
@@ -118,7 +118,13 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
         if isinstance(problem, SpotProblem) and result.plan is not None and problem.plan_zones(result.plan.counts):
             result = dataclasses.replace(result, details={**result.details,
                                                           "zones": problem.plan_zones(result.plan.counts)})
-        return result
+        return _with_warnings(problem, result)
+
+
+def _with_warnings(problem: SpotProblem | ServerlessProblem, result: Result) -> Result:
+    """``result`` carrying the problem's plausibility warnings (``Result.warnings``)."""
+    found = plausibility.findings(problem)
+    return dataclasses.replace(result, warnings=tuple((w.field, w.problem) for w in found)) if found else result
 
 
 def _solve_revocation_aware(problem: SpotProblem | ServerlessProblem, method: str, *, robust: int | None,

@@ -93,7 +93,7 @@ RUN: dict[tuple[str, str], str] = {
     ("joint.md", "import dnnprov"): "python",
     ("profiler.md", "$ dnnprov predict embedded:spot/paper-table1.json --counts g3.8xlarge=5,g3.16xlarge=3"): "console",
     ("profiler.md", "from dnnprov import predict, read_instance, embedded_instance"): "python",
-    ("sweep.md", "$ dnnprov sweep embedded:spot/paper-table1.json --deadlines 2300:3600:27 --out sweep"): "console",
+    ("sweep.md", "$ dnnprov sweep embedded:spot/paper-table1.json --deadlines 2300:3600:27 --out sweep --no-progress"): "console",
 }
 
 #: Blocks no test runs, and why.
@@ -126,6 +126,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
         'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',
     ('service.md', '$ curl -s -H "$AUTH" localhost:8642/metrics | grep -E \'^dnnprov_(solves_total|queue_depth|jobs)\''):
         'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',
+    ("instance-format.md", "dnnprov: warning: instance_types.p3.2xlarge.spot_price_per_h: 91.8 $/h on 1 GPU is $91.8 per GPU-hour, above the plausible $20 per GPU-hour (real AWS GPU offers: $0.068 spot to $17.80 on demand): a price in cents? (a warning: used as given)"):
+        "a warning line of Table I in cents; tests/problems/test_plausibility.py checks that the CLI prints this line",
     ('sweep.md', 'dnnprov sweep INSTANCE --deadlines START:STOP:N [--losses L1,L2,...] [--time-limit S]'):
         'synopsis with placeholders; the Table I transcript below runs',
     ("solvers.md", "dnnprov milp: large-003 (spot, model paper, loss cc)"):

@@ -15,6 +15,7 @@ import unicodedata
 from typing import Callable, Sequence
 
 from dnnprov.errors import InvalidInputError
+from dnnprov.problems.plausibility import reported as reported_warnings
 from dnnprov.io.instances import embedded_instance, read_instance, resolve_instance_path
 from dnnprov.result import Status
 from dnnprov.problems.serverless import ServerlessProblem
@@ -227,7 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        code = args.run(args)
+        with reported_warnings(lambda text: _error(f"warning: {text}")):   # one line per plausibility warning
+            code = args.run(args)
         sys.stdout.flush()
         return code
     except InvalidInputError as exc:

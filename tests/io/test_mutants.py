@@ -153,11 +153,18 @@ def run_in_process(argv: list[str]) -> tuple[int, str, str, float]:
     return code, out.getvalue(), err.getvalue(), time.process_time() - started
 
 
+def _warnings_only(stderr: str) -> bool:
+    """Whether ``stderr`` holds nothing but one-line ``dnnprov: warning:`` lines (a mutant with
+    an implausible magnitude is warned about, docs/instance-format.md)."""
+    return all(line.startswith("dnnprov: warning: ") and line.isprintable() for line in stderr.splitlines())
+
+
 def check_clean(code: int, stderr: str, path: Path, what: str) -> None:
-    """Exit 0, or exit 2 with one error line that names a field of the file, or the file."""
+    """Exit 0 (with nothing or only plausibility-warning lines on stderr), or exit 2 with one
+    error line that names a field of the file, or the file."""
     assert code in (0, 2), f"{what}: exit {code}: {stderr}"
     if code == 0:
-        assert stderr == "", f"{what}: {stderr}"
+        assert _warnings_only(stderr), f"{what}: {stderr}"
         return
     lines = stderr.splitlines()
     assert len(lines) == 1 and stderr.endswith("\n"), f"{what}: {stderr!r}"
@@ -215,7 +222,7 @@ def test_every_mutant_gives_one_clean_line_or_a_result(mutant_files):
     for i, (what, path) in enumerate(valid):
         method = ["--method", "milp", "--time-limit", "2"] if i < 5 else ["--method", "heuristic"]
         code, out, err, cpu_s = run_in_process(["solve", str(path), *method])
-        assert code in (0, 1) and err == "", f"{what}: exit {code}: {err}"
+        assert code in (0, 1) and _warnings_only(err), f"{what}: exit {code}: {err}"
         assert " by " in out.splitlines()[0], what
         assert cpu_s < SECONDS, f"{what}: solve took {cpu_s:.1f} CPU s"
 
