@@ -183,7 +183,8 @@ class CellBounds(CcBounds, LpBounds):
                 # side of price_bound that makes a0 (P + c0) smallest (see finalize)
                 j_max = min(j_max, (3600 * (self.threshold - self.ac) - self.a0 * price_bound)
                             / (cell.rho_min * tau))
-            j_max = up(j_max)
+            # an enforced loss axis admits no plan needing more than the domain's iteration cap
+            j_max = up(min(j_max, self.model.iteration_cap()))
             c = self.spread_factor(cell)
             if g2 < 0 and c > 0:                         # A(b) < (j_max + g1) / c  =>  b > b_cut
                 cell.b_lo = max(cell.b_lo, down((self.gamma_3 - (j_max + self.gamma_1) / c) / -g2))
@@ -451,7 +452,16 @@ class CellBounds(CcBounds, LpBounds):
         batch, v = self.cols.batch[allowed], shape.speed[allowed]
         if b_range is None:
             # b_w is a weighted mean of the used batches, and the validity domain bounds it
-            # (plans outside it are infeasible; the model's own tolerance is kept)
+            # (plans outside it are infeasible; the model's own tolerance is kept).
+            # Proof that the domain's b_w cap is honoured and no bound assumes more: domain_bounds()
+            # is the interval SpotModel.inside_domain checks (extrapolated, then capped where
+            # eq. 3's numerator keeps its share, problems/domain.py), so every feasible plan's
+            # b_w lies in it and narrowing a cell to it loses no feasible plan. Every other bound
+            # here (tail_bound over all column batches, vertex_bound and a_min over a cell's
+            # range, the LP and MILP rows) is a minimum over a set that contains the feasible
+            # plans; a tighter cap only removes plans, so each stays a valid lower bound. No
+            # incumbent is built at a range's end: incumbents are count vectors evaluated by
+            # SpotModel.evaluate, which applies the same cap (and the enforced loss axis).
             (dom_lo, dom_hi), _ = self.model.domain_bounds()
             b_range = (down(max(float(batch.min()), dom_lo * (1 - DOMAIN_TOLERANCE))),
                        up(min(float(batch.max()), dom_hi * (1 + DOMAIN_TOLERANCE))))

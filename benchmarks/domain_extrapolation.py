@@ -1,0 +1,98 @@
+"""Issue 23's domain target: no extrapolation factor lets milp plan a handful of iterations.
+
+    .venv/bin/python benchmarks/domain_extrapolation.py [--factors 1,1.25,1.5,2,2.5,3]
+        [--time-limit 60] [--max-plans 2000000] [--floor 100] [PATHS...]
+
+For every spot instance of the set (default data/benchmarks/aws-2025) and every factor f,
+the instance's validity domain gets extrapolation f on every axis and is solved by milp
+and, as an independent check of exactness, by enumerate (exhaustive search; refused above
+--max-plans, then reported as not cross-checked). A miss is a milp plan needing fewer
+than --floor iterations, a milp answer that is not a proof (limit, error), or milp and
+enumerate disagreeing (cost beyond 1e-9 relative, or one infeasible and not the other).
+Prints one row per (instance, factor) and a summary; exits 1 on any miss. Times are CPU
+seconds (time.process_time) of this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import sys
+import time
+from pathlib import Path
+
+import dnnprov
+from dnnprov.batch.runner import find_instance_files
+from dnnprov.result import Status
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_SET = REPO / "data" / "benchmarks" / "aws-2025"
+
+
+def timed(problem: dnnprov.SpotProblem, method: str, **options) -> tuple[dnnprov.Result, float]:
+    """The result of one solve and its CPU seconds."""
+    started = time.process_time()
+    result = dnnprov.solve(problem, method, **options)
+    return result, time.process_time() - started
+
+
+def check_variant(problem: dnnprov.SpotProblem, factor: float, args: argparse.Namespace) -> tuple[list[str], str]:
+    """Solve one (instance, factor) variant; returns (misses, the printed row)."""
+    domain = problem.workload.domain.with_extrapolation(factor)
+    variant = problem.replace(workload=dataclasses.replace(problem.workload, domain=domain))
+    milp, milp_s = timed(variant, "milp", time_limit_s=args.time_limit)
+    enum, enum_s = timed(variant, "enumerate", time_limit_s=args.time_limit, max_plans=args.max_plans)
+    misses = []
+    j = milp.details.get("iterations") if milp.plan is not None else None
+    if j is not None and j < args.floor:
+        misses.append(f"milp plan needs {j:.1f} iterations (< {args.floor:g})")
+    if milp.status not in (Status.OPTIMAL, Status.INFEASIBLE):
+        misses.append(f"milp ended {milp.status.value}: {milp.message}")
+    if enum.status in (Status.OPTIMAL, Status.INFEASIBLE):
+        if (milp.status is Status.INFEASIBLE) != (enum.status is Status.INFEASIBLE):
+            misses.append(f"milp {milp.status.value} but enumerate {enum.status.value}")
+        elif milp.plan is not None and not math.isclose(milp.cost, enum.cost, rel_tol=1e-9):
+            misses.append(f"milp ${milp.cost:.6f} but enumerate ${enum.cost:.6f}")
+        checked = "yes"
+    else:
+        checked = f"no ({enum.status.value})"
+    cost = f"${milp.cost:.6f}" if milp.cost is not None else "-"
+    iterations = f"{j:,.0f}" if j is not None else "-"
+    b_w = f"{milp.details['batch_wa']:.0f}" if milp.plan is not None else "-"
+    row = (f"{problem.name:<14} {factor:>5g} {milp.status.value:<10} {cost:>12} {iterations:>9} {b_w:>6} "
+           f"{milp_s:>8.2f} {enum_s:>8.2f}  {checked}")
+    return misses, row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("paths", nargs="*", default=[str(DEFAULT_SET)])
+    parser.add_argument("--factors", default="1,1.25,1.5,2,2.5,3")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="per solve, seconds (default 60)")
+    parser.add_argument("--max-plans", type=int, default=2_000_000, help="largest space enumerate searches")
+    parser.add_argument("--floor", type=float, default=100.0, help="fewest iterations a milp plan may need")
+    args = parser.parse_args()
+    factors = [float(f) for f in args.factors.split(",")]
+    problems = [p for p in (dnnprov.read_instance(f) for f in find_instance_files(args.paths))
+                if isinstance(p, dnnprov.SpotProblem) and p.workload.domain is not None]
+    print(f"{'instance':<14} {'f':>5} {'milp':<10} {'cost':>12} {'j':>9} {'b_w':>6} {'milp_cpu':>8} "
+          f"{'enum_cpu':>8}  cross-checked")
+    misses: list[str] = []
+    checked = total = 0
+    for problem in problems:
+        for factor in factors:
+            found, row = check_variant(problem, factor, args)
+            print(row, flush=True)
+            misses += [f"{problem.name} x{factor:g}: {m}" for m in found]
+            total += 1
+            checked += row.endswith("yes")
+    print(f"\n{total} variants ({len(problems)} instances x {len(factors)} factors), {checked} cross-checked "
+          f"against enumerate, {len(misses)} misses")
+    for miss in misses:
+        print(f"  MISS {miss}")
+    return 1 if misses else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
