@@ -227,9 +227,12 @@ def _build_performance(m: pyo.ConcreteModel, problem: SpotProblem, cols,
     b.j = pyo.Var(bounds=(0.0, j_hi * (1 + 1e-9)), doc="normalized iterations (j > 0 closed to j >= 0)")
 
     def domain_iterations_rule(b):
+        if problem.workload.domain is None:
+            return pyo.Constraint.Skip
         cap = sm.iteration_cap()
-        return b.j <= cap if math.isfinite(cap) else pyo.Constraint.Skip
-    b.domain_iterations = pyo.Constraint(rule=domain_iterations_rule, doc="j within the enforced loss axis")
+        return pyo.inequality(sm.iteration_floor(), b.j, cap if math.isfinite(cap) else None)
+    b.domain_iterations = pyo.Constraint(rule=domain_iterations_rule,
+                                         doc="j within the domain: its floor, and the enforced loss axis")
 
     # the validity domain's b_w interval (extrapolated, eq. 3's numerator cap included)
     (dom_lo, dom_hi), _ = sm.domain_bounds()

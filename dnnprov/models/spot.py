@@ -48,8 +48,8 @@ class SpotEvaluation:
 
     ``feasible`` checks every constraint: SLOs (12)-(13), quotas (14), kept instances,
     vCPU-family quotas, worker and PS ranges, the budget and the workload's validity
-    domain; ``inside_domain`` is the domain check alone (all true without a domain; the
-    loss/iteration axis counts only when the domain enforces it).
+    domain; ``inside_domain`` is the domain check alone (all true without a domain): b_w,
+    |N|, the iteration floor, and the loss/iteration axis when the domain enforces it.
     """
 
     workers: np.ndarray
@@ -151,7 +151,7 @@ class SpotModel:
                 price = counts @ cols.price + ps * self.problem.platform.ps_price_per_h
                 cost = price * time / 3600                                    # eq. (11)
                 time_ok = (j > 0) & (time <= self.problem.slo.time_s * (1 + 1e-12))
-        inside = self.inside_domain(batch_wa, workers) & self.within_logs(j)
+        inside = self.inside_domain(batch_wa, workers) & self.admits_iterations(j)
         feasible = time_ok & inside & self.admissible(counts, ps)
         budget = self.problem.constraints.budget_usd
         if budget is not None:
@@ -197,11 +197,18 @@ class SpotModel:
         limit = domain.iteration_limit() if domain is not None and domain.loss_axis == "enforce" else None
         return math.inf if limit is None else limit * (1 + TOLERANCE)
 
-    def within_logs(self, iterations: np.ndarray) -> np.ndarray:
-        """Which plans the loss/iteration axis admits: all, unless the domain enforces it
-        (then none when :meth:`slo_refused`, and none needing more than :meth:`iteration_cap`)."""
+    def iteration_floor(self) -> float:
+        """The fewest iterations j a plan inside the domain may need (the domain's
+        ``min_iterations``, less the domain's tolerance; 0 without a domain)."""
+        domain = self.problem.workload.domain
+        return 0.0 if domain is None else domain.min_iterations * (1 - TOLERANCE)
+
+    def admits_iterations(self, iterations: np.ndarray) -> np.ndarray:
+        """Which plans the domain admits by their iterations j: at least :meth:`iteration_floor`
+        and, when the loss axis is enforced, at most :meth:`iteration_cap` and none when
+        :meth:`slo_refused`. A NaN j (eq. 3 has no root) is left to the SLO check."""
         j = np.asarray(iterations, dtype=float)
-        return np.full(j.shape, not self.slo_refused()) & ~(j > self.iteration_cap())
+        return np.full(j.shape, not self.slo_refused()) & ~(j > self.iteration_cap()) & ~(j < self.iteration_floor())
 
     def loss_axis_notes(self, iterations: float | None) -> list[str]:
         """What lies beyond the logs: an SLO loss below the logged losses, a plan needing
@@ -267,6 +274,9 @@ class SpotModel:
         beyond_logs = self.loss_axis_notes(iterations)
         if not bool(self.inside_domain(np.array([batch_wa]), np.array([workers]))[0]):
             return f"outside the validity domain: {where}; {fitted}"
+        if iterations is not None and iterations < self.iteration_floor():
+            return (f"outside the validity domain: {iterations:.1f} iterations, below the domain's floor of "
+                    f"{domain.min_iterations:g} (eq. 3 at the very start of its curve); {where}; {fitted}")
         if beyond_logs and domain.loss_axis == "enforce":
             return f"outside the validity domain (loss axis enforced): {'; '.join(beyond_logs)}; {where}; {fitted}"
         notes = []

@@ -31,6 +31,13 @@ EDGE_SHARE = 0.01
 #: Extrapolating b_w may lower eq. (3)'s numerator to this share of its value at the
 #: fitted edge, and no further (:func:`numerator_range`).
 NUMERATOR_SHARE = 0.5
+#: The fewest normalized iterations a plan inside a spot domain may need (eq. 3 solved for
+#: j). Eq. (3) is a hyperbola fitted to loss curves logged over hundreds of steps (the
+#: 3-epoch profiling runs of spotDNN are 150-600 iterations); a plan it says reaches the SLO
+#: in fewer sits at the very start of the curve, where the fit is dominated by its offset
+#: gamma_1 (88-877 for the shipped profiles) and by one-worker clusters (R = 0) no profiling
+#: run logged, so the domain refuses it. ``min_iterations`` sets another floor (0: none).
+MIN_ITERATIONS = 100.0
 #: What the loss/iteration axis does with an SLO or a plan beyond the logs.
 LOSS_AXIS_MODES = ("flag", "enforce")
 
@@ -105,9 +112,10 @@ class SpotDomain:
 
     Extrapolation: ``extrapolation`` (f >= 1) is the factor of every axis;
     ``extrapolation_workers``, ``extrapolation_batch_wa`` and ``extrapolation_iterations``
-    override it per axis. b_w is also capped where eq. (3)'s numerator would fall below
-    :data:`NUMERATOR_SHARE` of its value at the fitted edge (:func:`numerator_range`), so
-    no factor re-admits plans that "train" in a handful of iterations.
+    override it per axis. Whatever the factors, no plan "trains" in a handful of
+    iterations: b_w is capped where eq. (3)'s numerator would fall below
+    :data:`NUMERATOR_SHARE` of its value at the fitted edge (:func:`numerator_range`), and
+    a plan needing fewer than ``min_iterations`` (default :data:`MIN_ITERATIONS`) is outside.
 
     The loss/iteration axis: ``loss`` is the range of logged losses, ``iterations`` the
     range of logged normalized iterations (steps). An SLO loss below ``loss[0]``, or a plan
@@ -127,6 +135,7 @@ class SpotDomain:
     iterations: tuple[float, float] | None = None
     extrapolation_iterations: float | None = None
     loss_axis: str = "flag"
+    min_iterations: float = MIN_ITERATIONS
 
     def __post_init__(self) -> None:
         d = "workload.domain"
@@ -148,6 +157,7 @@ class SpotDomain:
                 raise InvalidInputError(f"{d}.iterations", f"logged steps are >= 0; got {low:g}")
             set_field(self, "iterations", (low, high))
         check.choice(f"{d}.loss_axis", self.loss_axis, LOSS_AXIS_MODES)
+        set_field(self, "min_iterations", check.number(f"{d}.min_iterations", self.min_iterations, minimum=0))
         check.text(f"{d}.source", self.source, allow_empty=True)
 
     @property
@@ -198,14 +208,15 @@ class SpotDomain:
         data = mapping("workload.domain", data)
         check_keys("workload.domain", data, ["batch_wa", "workers"],
                    ["cc", "extrapolation", "source", "extrapolation_workers", "extrapolation_batch_wa",
-                    "loss", "iterations", "extrapolation_iterations", "loss_axis"])
+                    "loss", "iterations", "extrapolation_iterations", "loss_axis", "min_iterations"])
         pairs = {key: tuple(data[key]) if isinstance(data.get(key), list) else data.get(key)
                  for key in ("batch_wa", "workers", "cc", "loss", "iterations")}
         return cls(**pairs, extrapolation=data.get("extrapolation", 1.0), source=data.get("source", ""),
                    extrapolation_workers=data.get("extrapolation_workers"),
                    extrapolation_batch_wa=data.get("extrapolation_batch_wa"),
                    extrapolation_iterations=data.get("extrapolation_iterations"),
-                   loss_axis=data.get("loss_axis", "flag"))
+                   loss_axis=data.get("loss_axis", "flag"),
+                   min_iterations=data.get("min_iterations", MIN_ITERATIONS))
 
     def to_dict(self) -> dict[str, Any]:
         """The ``workload.domain`` object (``from_dict(to_dict())`` gives an equal domain)."""
@@ -217,6 +228,7 @@ class SpotDomain:
                           "loss": pair(self.loss), "iterations": pair(self.iterations),
                           "extrapolation_iterations": self.extrapolation_iterations,
                           "loss_axis": self.loss_axis if self.loss_axis != "flag" else None,
+                          "min_iterations": self.min_iterations if self.min_iterations != MIN_ITERATIONS else None,
                           "source": self.source})
 
 
