@@ -88,10 +88,10 @@ def test_model_uses_the_capped_interval_for_feasibility():
     assert note.startswith("outside the validity domain") and "capped at 1500" in note
 
 
-@pytest.mark.parametrize("number, factor", [(4, 1.5), (4, 3.0), (10, 2.5)])
+@pytest.mark.parametrize("number, factor", [(6, 1.0), (6, 2.0), (6, 3.0), (10, 2.5)])
 def test_milp_plans_need_many_iterations_at_any_factor(number, factor):
-    """aws-2025-004 at x1.5 was planned in 54 iterations (issue 23): with the cap milp's plan
-    needs over a hundred, and it is enumerate's optimum."""
+    """At any factor milp's plan needs at least a hundred iterations, and it is enumerate's
+    optimum (the whole quota box searched)."""
     problem = aws_2025(number)
     problem = with_domain(problem, **{**problem.workload.domain.to_dict(), "extrapolation": factor})
     milp = dnnprov.solve(problem, "milp", time_limit_s=120)
@@ -101,6 +101,19 @@ def test_milp_plans_need_many_iterations_at_any_factor(number, factor):
     if milp.plan is not None:
         assert milp.details["iterations"] >= 100
         assert milp.cost == pytest.approx(exhaustive.cost, rel=1e-9)
+
+
+def test_the_iteration_floor_is_what_keeps_one_worker_plans_out():
+    """aws-2025-006 at x2 admits one-worker clusters (R = 0): without the floor its optimum
+    needs a handful of iterations; with it, over a hundred at a higher (exact) cost."""
+    problem = aws_2025(6)
+    domain = {**problem.workload.domain.to_dict(), "extrapolation": 2.0}
+    floorless = dnnprov.solve(with_domain(problem, **domain, min_iterations=0.0), "milp")
+    floored = dnnprov.solve(with_domain(problem, **domain), "milp")
+    assert floorless.details["iterations"] < 100 and floorless.details["workers"] == 1
+    assert floored.details["iterations"] >= 100 and floored.cost > floorless.cost
+    reasons = dnnprov.predict(with_domain(problem, **domain), counts=floorless.plan.counts)["reasons"]
+    assert any("below the domain's floor of 100" in r for r in reasons)
 
 
 @pytest.mark.parametrize("seed", range(8))
