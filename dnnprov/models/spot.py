@@ -269,8 +269,8 @@ class SpotModel:
                        else f"x{domain.batch_factor:g} b_w, x{domain.workers_factor:g} |N|")
             fitted += f" ({factors} extrapolation allowed: b_w {b_low:.6g}-{b_high:.6g}, |N| {k_low}-{k_high})"
         if b_high < widen(*domain.batch_wa, domain.batch_factor)[1] * (1 - TOLERANCE):
-            fitted += (f"; b_w is capped at {b_high:.6g}, where eq. (3)'s numerator keeps "
-                       f"{NUMERATOR_SHARE:g} of its value at the fitted edge")
+            fitted += (f"; b_w capped at {b_high:.6g}, where eq. (3)'s numerator falls to "
+                       f"{NUMERATOR_SHARE:.0%} of its value at b_w {domain.batch_wa[1]:g}")
         beyond_logs = self.loss_axis_notes(iterations)
         if not bool(self.inside_domain(np.array([batch_wa]), np.array([workers]))[0]):
             return f"outside the validity domain: {where}; {fitted}"
