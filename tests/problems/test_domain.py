@@ -227,3 +227,22 @@ def test_enforced_iteration_cap_keeps_milp_exact(make_random_spot, seed):
     if milp.plan is not None:
         assert milp.cost == pytest.approx(exhaustive.cost, rel=1e-9)
         assert milp.details["iterations"] <= limit * (1 + 1e-9)
+
+
+def test_the_loss_fit_records_the_logged_losses_and_steps():
+    """fit-loss writes the loss/iteration axis: the range of the losses and steps it was given."""
+    from dnnprov.profiling.loss import fit_loss
+    from dnnprov.profiling.readers import LossLog
+
+    truth = dict(gamma_1=300.0, gamma_2=-0.2, gamma_3=2500.0, gamma_4=0.1, gamma_5=0.5)
+    rows = []
+    for run, (k, b, r) in enumerate([(2, 1024.0, 0.71), (4, 2048.0, 0.87), (7, 4096.0, 0.93)]):
+        for step in range(0, 601, 50):
+            loss = (truth["gamma_2"] * b + truth["gamma_3"]) * math.sqrt((r + truth["gamma_4"]) * k) \
+                / (step + truth["gamma_1"]) + truth["gamma_5"]
+            rows.append((f"r{run}", k, b, r, float(step), loss * (1 + 0.001 * ((step // 50) % 3 - 1))))
+    fit = fit_loss(LossLog.from_rows(rows))
+    losses = [row[5] for row in rows]
+    assert fit.domain.loss == (min(losses), max(losses))
+    assert fit.domain.iterations == (0.0, 600.0)
+    assert fit.domain.to_dict()["iterations"] == [0.0, 600.0]
