@@ -42,10 +42,21 @@ def timed(problem: dnnprov.SpotProblem, method: str, **options) -> tuple[dnnprov
     return result, time.process_time() - started
 
 
+def how_many(lower: np.ndarray, upper: np.ndarray, k_low: int, k_high: int) -> int:
+    """How many count vectors have lower <= n <= upper and k_low <= sum n <= k_high (a
+    dynamic program over the columns: ways[s] = vectors so far summing to s)."""
+    ways = [1] + [0] * k_high
+    for low, high in zip(lower.tolist(), upper.tolist()):
+        ways = [sum(ways[s - n] for n in range(low, min(high, s) + 1)) for s in range(k_high + 1)]
+    return sum(ways[k_low:])
+
+
 def count_vectors(lower: np.ndarray, upper: np.ndarray, k_low: int, k_high: int, limit: int) -> np.ndarray | None:
     """Every count vector with lower <= n <= upper and k_low <= sum n <= k_high, built column
     by column (written here, apart from the solvers' own composition code); ``None`` when
-    there would be more than ``limit``."""
+    there are more than ``limit``."""
+    if how_many(lower, upper, k_low, k_high) > limit:
+        return None
     partial = np.zeros((1, 0), dtype=np.int16)
     sums = np.zeros(1, dtype=np.int64)
     for c in range(len(lower)):
@@ -56,10 +67,7 @@ def count_vectors(lower: np.ndarray, upper: np.ndarray, k_low: int, k_high: int,
             grown_parts.append(np.column_stack([partial[keep], np.full(int(keep.sum()), n, dtype=np.int16)]))
             grown_sums.append(sums[keep] + n)
         partial, sums = np.concatenate(grown_parts), np.concatenate(grown_sums)
-        if len(partial) > 4 * limit:
-            return None
-    plans = partial[sums >= k_low]
-    return plans if len(plans) <= limit else None
+    return partial[sums >= k_low]
 
 
 def exhaustive_in_domain(problem: dnnprov.SpotProblem, limit: int) -> tuple[Status, float | None, float]:
@@ -69,9 +77,10 @@ def exhaustive_in_domain(problem: dnnprov.SpotProblem, limit: int) -> tuple[Stat
     model = dnnprov.SpotModel(problem)
     cols = model.columns
     _, (k_low, k_high) = model.domain_bounds()
-    plans = count_vectors(cols.lower, cols.upper, max(k_low, 1), min(k_high, int(cols.upper.sum())), limit)
     low, high = problem.constraints.ps_count
-    if plans is None or len(plans) * (high - low + 1) > limit:
+    plans = count_vectors(cols.lower, cols.upper, max(k_low, 1), min(k_high, int(cols.upper.sum())),
+                          limit // (high - low + 1))
+    if plans is None:
         return Status.LIMIT, None, time.process_time() - started
     best = math.inf
     for ps in range(low, high + 1):
