@@ -220,8 +220,7 @@ class SpotModel:
         loss = self.problem.slo.loss
         if domain.loss_below_logs(loss):
             notes.append(f"target loss {loss:g} below the logged losses ({domain.loss[0]:g}-{domain.loss[1]:g})")
-        limit = domain.iteration_limit()
-        if limit is not None and iterations is not None and iterations > limit * (1 + TOLERANCE):
+        if self._beyond_iteration_limit(iterations):
             most = domain.iterations[1]
             times = f", {iterations / most:.3g}x the most logged ({most:g})" if most > 0 else f" (the logs reach {most:g})"
             notes.append(f"{iterations:,.0f} iterations{times}"
@@ -242,10 +241,14 @@ class SpotModel:
             axes.append("workers")
         if domain.loss_below_logs(self.problem.slo.loss):
             axes.append("loss")
-        limit = domain.iteration_limit()
-        if limit is not None and iterations is not None and iterations > limit * (1 + TOLERANCE):
+        if self._beyond_iteration_limit(iterations):
             axes.append("iterations")
         return axes
+
+    def _beyond_iteration_limit(self, iterations: float | None) -> bool:
+        domain = self.problem.workload.domain
+        limit = domain.iteration_limit() if domain is not None else None
+        return limit is not None and iterations is not None and iterations > limit * (1 + TOLERANCE)
 
     def domain_note(self, batch_wa: float, workers: int, cc: float | None = None,
                     iterations: float | None = None) -> str | None:
