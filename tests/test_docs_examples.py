@@ -82,6 +82,7 @@ RUN: dict[tuple[str, str], str] = {
     ("cli.md", "$ dnnprov solve embedded:spot/paper-table1.json --json"): "console",
     ("cli.md", "$ dnnprov show embedded:spot/paper-table1.json"): "console",
     ("cli.md", "$ dnnprov show embedded:../../etc/passwd"): "console",
+    ("cli.md", "$ dnnprov solve embedded:spot/paper-table6-vgg19-4.6-2700.json --domain-cost"): "console",
     ("cloud.md", "dnnprov catalog import --region us-east-1            # reads <repo>/../shared/data"): "catalog-import",
     ("formulations.md", "import pyomo.environ as pyo"): "python",
     ("formulations.md", "from dnnprov.formulations.serverless import create_serverless_model"): "python",
