@@ -106,6 +106,8 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
     def worker_range(self) -> tuple[int, int]:
         """The worker counts K any admissible plan can have (the validity domain's included)."""
         cols, cons = self.cols, self.problem.constraints
+        if self.model.slo_refused():
+            return 1, 0          # the domain admits no plan for this SLO loss: no K to search
         _, (dom_lo, dom_hi) = self.model.domain_bounds()
         k_lo = max(cons.workers[0], int(cols.lower.sum()), 1, dom_lo)
         k_hi = int(cols.upper.sum())

@@ -82,6 +82,7 @@ RUN: dict[tuple[str, str], str] = {
     ("cli.md", "$ dnnprov solve embedded:spot/paper-table1.json --json"): "console",
     ("cli.md", "$ dnnprov show embedded:spot/paper-table1.json"): "console",
     ("cli.md", "$ dnnprov show embedded:../../etc/passwd"): "console",
+    ("cli.md", "$ dnnprov solve embedded:spot/paper-table6-vgg19-4.6-2700.json --domain-cost"): "console",
     ("cloud.md", "dnnprov catalog import --region us-east-1            # reads <repo>/../shared/data"): "catalog-import",
     ("formulations.md", "import pyomo.environ as pyo"): "python",
     ("formulations.md", "from dnnprov.formulations.serverless import create_serverless_model"): "python",
@@ -108,6 +109,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "the issue 10 benchmark commands (minutes); the page's tables hold what they printed",
     ("architecture.md", "                       cli/        service/                      front ends"):
         "a drawing of the rooms; tests/test_architecture.py checks the rule it draws",
+    ("benchmarks.md", ".venv/bin/python benchmarks/domain_extrapolation.py                      # the target (exit 0: met)"):
+        "the issue 23 domain benchmark (120 milp solves and exhaustive checks, minutes); its table follows it",
     ("benchmarks.md", ".venv/bin/python benchmarks/time_limits.py"):
         "the time-limit benchmark (minutes of real CLI runs); its table follows it on the page",
     ("benchmarks.md", ".venv/bin/python benchmarks/service_load.py --workers 1"):

@@ -14,6 +14,7 @@ import sys
 import unicodedata
 from typing import Callable, Sequence
 
+from dnnprov.cli.domain import add_domain_options, apply_domain_options, solve_with_domain_cost
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.plausibility import reported as reported_warnings
 from dnnprov.io.instances import embedded_instance, read_instance, resolve_instance_path
@@ -51,7 +52,7 @@ def terminal_safe(text: object) -> str:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     """Solve one instance file with one method."""
-    problem = read_instance(_instance_path(args.file))
+    problem = apply_domain_options(read_instance(_instance_path(args.file)), args)
     for option, given, owner in (("--deadline-probability", args.deadline_probability is not None and not args.risk,
                                   "--risk"),
                                  ("--no-replacement", args.no_replacement and args.robust is None, "--robust K"),
@@ -59,7 +60,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
                                   and args.robust is None and not args.risk, "--robust K or --risk")):
         if given:
             raise InvalidInputError(option, f"goes with {owner}")
-    result = solve(problem, args.method, time_limit_s=args.time_limit, gap=args.gap,
+    run = solve_with_domain_cost if args.domain_cost else solve
+    result = run(problem, args.method, time_limit_s=args.time_limit, gap=args.gap,
                    max_plans=args.max_plans, log=args.log, robust=args.robust, risk=args.risk,
                    deadline_probability=args.deadline_probability,
                    takeover_overhead_s=args.takeover_overhead, replaced=not args.no_replacement)
@@ -173,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--takeover-overhead", type=float, default=None, metavar="S",
                    help="with --robust/--risk: seconds until a replacement joins (default 126, the paper's 2.1 min)")
     p.add_argument("--no-replacement", action="store_true", help="with --robust: revoked workers are not replaced")
+    add_domain_options(p, cost=True)
     p.set_defaults(run=cmd_solve)
 
     p = sub.add_parser("show", help="describe an instance file")

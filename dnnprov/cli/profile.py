@@ -21,6 +21,7 @@ import json
 import math
 import sys
 
+from dnnprov.cli.domain import add_domain_options, apply_domain_options
 from dnnprov.io.catalog import load_spot_profile
 from dnnprov.errors import InvalidInputError
 from dnnprov.json_files import read_json_file
@@ -188,6 +189,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     """Predict one plan of an instance."""
     path = args.file
     problem = read_instance(embedded_instance(path.removeprefix("embedded:")) if path.startswith("embedded:") else path)
+    problem = apply_domain_options(problem, args)
     out = predict(problem, counts=parse_counts(args.counts) if args.counts else None, ps=args.ps,
                   functions=args.functions, memory_mb=args.memory_mb, local_batch=args.local_batch)
     if args.json:
@@ -279,4 +281,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--memory-mb", type=int, default=None, help="serverless: memory per function, MB")
     p.add_argument("--local-batch", type=float, default=None, help="serverless: local batch instead of eq. (9)'s")
     p.add_argument("--json", action="store_true", help="print one JSON object (time_s and cost as solve --json)")
+    add_domain_options(p)
     p.set_defaults(run=cmd_predict)

@@ -11,7 +11,8 @@ optimum: cov = s^2 (J^T J)^-1 with s^2 = SSR / (points - coefficients).
 
 Coefficients the data cannot determine are fixed and say why: gamma_2 when every run has
 the same b_w, gamma_4 for ``no-cc`` (unused) and when every run has the same R and |N|.
-The fit's validity domain is the range of b_w, |N| and R its runs covered.
+The fit's validity domain is the range of b_w, |N| and R its runs covered, and the logged
+losses and steps (the loss/iteration axis).
 """
 
 from __future__ import annotations
@@ -243,6 +244,7 @@ def fit_loss(log: LossLog, variant: str = "cc") -> LossFit:
     runs = tuple(log.runs())
     domain = SpotDomain(batch_wa=(float(b.min()), float(b.max())), workers=(int(k.min()), int(k.max())),
                         cc=(float(cc.min()), float(cc.max())),
+                        loss=(float(y.min()), float(y.max())), iterations=(float(j.min()), float(j.max())),
                         source=f"dnnprov profile fit-loss: {len(y)} logged steps of {len(runs)} runs "
                                f"({', '.join(runs[:8])}{', ...' if len(runs) > 8 else ''}), loss variant {variant}")
     return LossFit(variant=variant, estimates=estimates, rmse=float(math.sqrt((res ** 2).mean())),
