@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import inspect
 import os
 import signal
 import sys
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from dnnprov import __version__
 from dnnprov.errors import InvalidInputError
-from dnnprov.progress import INTERRUPTED, stop_on_signals
+from dnnprov.progress import INTERRUPTED, stop_on_signals, stop_requested
 
 if TYPE_CHECKING:
     from dnnprov.problems.serverless import ServerlessProblem
@@ -117,11 +116,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
                                   and args.robust is None and not args.risk, "--robust K or --risk")):
         if given:
             raise InvalidInputError(option, f"goes with {owner}")
-    with stop_on_signals((signal.SIGINT, signal.SIGTERM)):
-        result = solve(problem, args.method, time_limit_s=args.time_limit, gap=args.gap,
-                       max_plans=args.max_plans, log=args.log, robust=args.robust, risk=args.risk,
-                       deadline_probability=args.deadline_probability,
-                       takeover_overhead_s=args.takeover_overhead, replaced=not args.no_replacement)
+    result = solve_interruptibly(lambda: solve(
+        problem, args.method, time_limit_s=args.time_limit, gap=args.gap, max_plans=args.max_plans, log=args.log,
+        robust=args.robust, risk=args.risk, deadline_probability=args.deadline_probability,
+        takeover_overhead_s=args.takeover_overhead, replaced=not args.no_replacement), args.time_limit)
     print(result.to_json(indent=2) if args.json else result.summary())
     return exit_code(result)
 
@@ -264,6 +262,8 @@ def _commands_text() -> str:
 
 def _register_core(sub: argparse._SubParsersAction) -> None:
     """Add ``solve``, ``show`` and ``demo``."""
+    import inspect
+
     from dnnprov.solve import METHODS
 
     p = sub.add_parser("solve", help="solve one instance file", description=inspect.cleandoc(cmd_solve.__doc__ or ""))
@@ -330,6 +330,16 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise UsageError(f"unknown command {command!r}{hint} (dnnprov --help lists them)")
     return build_parser([] if command is None else [command]).parse_args(argv)
+
+
+def solve_interruptibly(run: Callable[[], "Result"], time_limit_s: float) -> "Result":
+    """``run()`` (a solve) with Ctrl-C and SIGTERM stopping it like its time limit; the
+    result of a stopped run is marked interrupted (:func:`dnnprov.solve.marked_interrupted`)."""
+    from dnnprov.solve import marked_interrupted
+
+    with stop_on_signals((signal.SIGINT, signal.SIGTERM)):
+        result = run()
+    return marked_interrupted(result, time_limit_s) if stop_requested() else result
 
 
 def exit_code(result: "Result") -> int:

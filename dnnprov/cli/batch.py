@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from dnnprov.solve import METHODS
 
-EXIT_OK = 0
+from dnnprov.cli import EXIT_OK
 
 
 def _methods(value: str) -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from dnnprov.benchsets.generate import DEFAULT_COUNTS, DEFAULT_SEED, SETS, generate
 
-EXIT_OK = 0
+from dnnprov.cli import EXIT_OK
 
 
 def cmd_generate(args: argparse.Namespace) -> int:

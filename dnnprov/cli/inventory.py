@@ -2,7 +2,7 @@
 
     dnnprov list [instances|catalogs|workloads] [--json]
     dnnprov build --catalog C --profile P --target-loss L --deadline S [--budget B]
-                  [--quota TYPE=N ...] [--default-quota N] [--name NAME] --out FILE|-
+                  [--quota TYPE=N ...] [--default-quota N] [--ps-price-per-h P] [--name NAME] --out FILE|-
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     """Write a spot instance from a catalog (prices, hardware), a workload profile and an SLO."""
     from dnnprov.io.catalog import build_spot_problem, load_catalog, load_spot_profile
     from dnnprov.io.instances import dumps_instance, problem_from_dict
-    from dnnprov.problems.spot import SpotConstraints, SpotSLO
+    from dnnprov.problems.spot import SpotConstraints, SpotPlatform, SpotSLO
 
     catalog = load_catalog(_embedded_or_path(args.catalog, "catalogs"))
     profile = load_spot_profile(_embedded_or_path(args.profile, "workloads"))
@@ -113,6 +113,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     constraints = SpotConstraints(budget_usd=args.budget) if args.budget is not None else None
     problem = build_spot_problem(catalog, profile, SpotSLO(loss=args.target_loss, time_s=args.deadline),
                                  quotas=quotas, constraints=constraints, name=args.name or profile.workload.name,
+                                 platform=SpotPlatform(ps_price_per_h=args.ps_price_per_h, ps_type=args.ps_type),
                                  notes=f"built by dnnprov build from catalog {catalog.name} and workload "
                                        f"{profile.workload.name}")
     text = dumps_instance(problem)
@@ -145,6 +146,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="offer TYPE with spot quota N (repeatable; default: every type of the profile "
                         "the catalog prices, each with --default-quota)")
     p.add_argument("--default-quota", type=int, default=DEFAULT_QUOTA, help="spot quota of each type without --quota")
+    p.add_argument("--ps-type", default="m5.xlarge", help="parameter-server instance type (platform.ps_type)")
+    p.add_argument("--ps-price-per-h", type=float, default=0.0,
+                   help="price of one parameter server in $/h (platform.ps_price_per_h; the papers' m5.xlarge: 0.192)")
     p.add_argument("--name", help="instance name (default: the workload's)")
     p.add_argument("--out", required=True, help="instance file to write, or - for standard output")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
