@@ -1,6 +1,6 @@
 """Cloud subcommands of the CLI: ``catalog fetch|import``, ``export``, ``apply``, ``replan``.
 
-Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`; errors are
+Registered in :data:`dnnprov.cli.COMMAND_GROUPS`; errors are
 :class:`~dnnprov.errors.InvalidInputError` (cloud failures: its subclass ``CloudError``),
 which ``dnnprov`` prints as one line with exit code 2.
 """

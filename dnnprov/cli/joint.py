@@ -3,7 +3,7 @@
     dnnprov solve-many FILE... [--shared-quota TYPE=N ...] [--shared-vcpu FAMILY[/MARKET]=N ...]
                                [--concurrency N] [--time-limit S] [--max-plans-per-job N] [--json]
 
-Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`. Exit codes as for ``solve``: 0 with
+Registered in :data:`dnnprov.cli.COMMAND_GROUPS`. Exit codes as for ``solve``: 0 with
 plans, 1 without (a proven infeasible set included), 2 for bad input, 130 interrupted.
 """
 

@@ -13,7 +13,7 @@
                      [--runs N] [--seed S] [--replan-method exact|heuristic] [--join S]
                      [--horizon X] [--time-limit S] [--per-run] [--json]
 
-Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`. Exit codes: 0 success, 1 no plan,
+Registered in :data:`dnnprov.cli.COMMAND_GROUPS`. Exit codes: 0 success, 1 no plan,
 2 bad input (one line naming the field).
 """
 

@@ -2,7 +2,7 @@
 
     dnnprov serve [--host 127.0.0.1] [--port 8642] [--workers N | --dask ADDRESS] [--db PATH] [--token-file FILE]
 
-Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`. See docs/service.md.
+Registered in :data:`dnnprov.cli.COMMAND_GROUPS`. See docs/service.md.
 """
 
 from __future__ import annotations
