@@ -70,10 +70,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _embedded_or_path(value: str, kind: str) -> Path:
-    """``value`` as a file, or the name of an embedded catalog/workload (``dnnprov list``)."""
+    """``value`` as a file (``-``: standard input), or the name of an embedded catalog or
+    workload profile (``dnnprov list``)."""
+    from dnnprov.json_files import STDIN_PATHS
+
     path = Path(value)
-    if path.exists() or value == "-" or "/" in value.removesuffix(".json") and not (
-            _data_root() / kind / (value.removesuffix(".json") + ".json")).is_file():
+    if value in STDIN_PATHS or path.exists():
         return path
     embedded = _data_root() / kind / (value.removesuffix(".json") + ".json")
     if embedded.is_file():
