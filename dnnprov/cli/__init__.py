@@ -245,7 +245,8 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         """Raise :class:`UsageError` (``main`` prints it as one line) instead of usage + exit."""
-        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+        where = "" if self.prog == "dnnprov" else f"{self.prog}: "
+        raise UsageError(f"{where}{message} (see {self.prog} --help)")
 
 
 def _commands_text() -> str:
