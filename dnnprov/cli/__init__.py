@@ -381,8 +381,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     unexpected exception (a bug) with one ``dnnprov: internal error`` line and exit code 3.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
-    own_sigterm = (threading_is_main() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)
-    if own_sigterm:                  # SIGTERM ends a command as Ctrl-C does: files are closed, rows kept
+    # SIGTERM ends a command as Ctrl-C does (files closed, rows kept); `serve` drains on it itself
+    own_sigterm = (threading_is_main() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+                   and _command_of(argv) != "serve")
+    if own_sigterm:
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
         return _run(argv)
