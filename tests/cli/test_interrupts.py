@@ -135,3 +135,34 @@ def test_batch_interrupt_keeps_finished_rows(tmp_path):
     rows = list(csv.DictReader(out.open()))
     assert 2 <= len(rows) < 30
     assert all(r["status"] in ("optimal", "limit", "infeasible") and r["instance"].startswith("large-") for r in rows)
+
+
+def test_stop_flag_semantics_with_real_signals():
+    """Inside stop_on_signals a SIGINT sets the flag (no exception), a second one raises;
+    a program's own handler is left alone with only_default; handlers come back after."""
+    from dnnprov.progress import Clock, stop_on_signals, stop_requested
+
+    clock = Clock(3600)
+    with stop_on_signals((signal.SIGINT, signal.SIGTERM)):
+        assert not stop_requested() and not clock.expired()
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.01)                               # the handler runs at the next bytecode
+        assert stop_requested() and clock.expired() and clock.remaining() <= 0
+        assert clock.stop_reason() == "interrupted"
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    assert stop_requested()                            # kept after the block, for the caller to ask
+
+    seen = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
+    try:
+        with stop_on_signals(only_default=True):       # the program's handler stays
+            assert not stop_requested()                # cleared on entry
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)
+            assert seen == [signal.SIGINT] and not stop_requested()
+    finally:
+        signal.signal(signal.SIGINT, previous)
