@@ -10,7 +10,7 @@ from typing import Callable
 
 from dnnprov.problems import _checks as check, plausibility
 from dnnprov.errors import InvalidInputError
-from dnnprov.progress import Clock, SolverLog, log_to_stderr
+from dnnprov.progress import INTERRUPTED, Clock, SolverLog, log_to_stderr, stop_on_signals, stop_requested
 from dnnprov.result import Result, Status
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
@@ -57,10 +57,43 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
         the spot decomposition beyond) and honour ``time_limit_s`` (status ``limit`` with
         the proven bound). ``deadline_probability``, ``replaced=False`` and
         ``takeover_overhead_s`` without the planner they belong to are refused.
+
+    Ctrl-C (SIGINT, in the main thread, unless the program handles it itself) stops the
+    method as its time limit would: the result is ``limit`` with the best plan so far and
+    its proven bound, ``details["stopped"] == "interrupted"`` and a message saying so. A
+    second Ctrl-C raises :class:`KeyboardInterrupt`.
     """
+    started = time.perf_counter()                   # the limit counts from here
+    with stop_on_signals(only_default=True):
+        result = _solve(problem, method, started=started, time_limit_s=time_limit_s, gap=gap,
+                        max_plans=max_plans, log=log, robust=robust, risk=risk,
+                        deadline_probability=deadline_probability,
+                        takeover_overhead_s=takeover_overhead_s, replaced=replaced)
+    return marked_interrupted(result, time_limit_s) if stop_requested() else result
+
+
+def marked_interrupted(result: Result, time_limit_s: float) -> Result:
+    """``result`` of a method stopped by a signal: says so (``details["stopped"]``, message).
+
+    A method that finished its proof before it saw the signal keeps its answer unmarked.
+    """
+    if result.status in (Status.OPTIMAL, Status.FEASIBLE, Status.INFEASIBLE):
+        return result
+    message = result.message.replace(f"time limit of {float(time_limit_s):g} s reached", INTERRUPTED)
+    message = message.replace(f"time limit of {float(time_limit_s):g} s", INTERRUPTED)
+    if INTERRUPTED not in message:
+        message = f"{INTERRUPTED}; {message}" if message else INTERRUPTED
+    status = Status.LIMIT if result.status is Status.UNKNOWN else result.status
+    return dataclasses.replace(result, status=status, message=message,
+                               details={**result.details, "stopped": INTERRUPTED})
+
+
+def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: float, time_limit_s: float,
+           gap: float, max_plans: int | None, log: bool | logging.Logger, robust: int | None, risk: bool,
+           deadline_probability: float | None, takeover_overhead_s: float | None, replaced: bool) -> Result:
+    """:func:`solve` without the signal handling."""
     from dnnprov.solvers import enumeration, heuristics, milp
 
-    started = time.perf_counter()                   # the limit counts from here
     if method not in METHODS:
         raise InvalidInputError("method", f"must be one of {', '.join(METHODS)}; got {method!r}")
     time_limit_s = check.number("time_limit_s", time_limit_s, exclusive_minimum=0)

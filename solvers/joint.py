@@ -92,6 +92,7 @@ import highspy
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
+from dnnprov.progress import stop_requested
 from dnnprov.formulations.joint import JobColumns
 from dnnprov.result import Result, Status, finite_or_none
 from dnnprov.problems.serverless import ServerlessProblem
@@ -339,7 +340,7 @@ def solve_columns(columns: Sequence[JobColumns], shared: Mapping[str, float], *,
     kept, previous = np.arange(n), None
     subset_bound = -math.inf                        # B_S of the last MILP, over the set `previous`
     last_tau = -math.inf
-    while time.perf_counter() < deadline and not _closes(proven_bound, upper):
+    while time.perf_counter() < deadline and not stop_requested() and not _closes(proven_bound, upper):
         kept = np.flatnonzero(delta <= tau) if math.isfinite(tau) else np.arange(n)
         outside = _down(bound + tau) if len(kept) < n else math.inf
         if previous is not None and np.array_equal(kept, previous):
@@ -410,7 +411,7 @@ def _verified_subset(model: ColumnModel, kept: np.ndarray, best: np.ndarray | No
             x[model.choice(milp.x)] = 1.0
             if _feasible(model, x) and _total(model, x) < upper:
                 best, upper, improved = x, _total(model, x), True
-        if not improved or _closes(milp.dual_bound, upper) or time.perf_counter() >= deadline:
+        if not improved or _closes(milp.dual_bound, upper) or time.perf_counter() >= deadline or stop_requested():
             break
     assert milp is not None
     return milp, best, upper
@@ -466,7 +467,7 @@ def _incumbent(model: ColumnModel, x_lp: np.ndarray, delta: np.ndarray,
     tried: set[bytes] = set()
     for subset in attempts:
         remaining = deadline - time.perf_counter()
-        if remaining <= 0:
+        if remaining <= 0 or stop_requested():
             break
         if subset.tobytes() in tried:
             continue  # the same columns as an earlier attempt

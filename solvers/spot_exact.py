@@ -456,7 +456,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             # closed cells hold nothing below the threshold they were closed at (the
             # threshold only falls), open ones nothing below their bounds
             bound = max(min(open_bound, self.threshold), 0.0)
-            why = self.failures[0] if self.failures else f"time limit of {self.clock.limit_s:g} s reached"
+            why = self.failures[0] if self.failures else self.clock.stop_reason()
             message = f"{why}; {self.weak_bound_reason(heap, bound)}"
             if best is None:
                 return spot_result(self.model, None, 1, status=Status.LIMIT, method="milp", started=started,

@@ -83,6 +83,7 @@ RUN: dict[tuple[str, str], str] = {
     ("cli.md", "$ dnnprov show embedded:spot/paper-table1.json"): "console",
     ("cli.md", "$ dnnprov show embedded:../../etc/passwd"): "console",
     ("cli.md", "$ dnnprov solve embedded:spot/paper-table6-vgg19-4.6-2700.json --domain-cost"): "console",
+    ("cli.md", "$ dnnprov build --catalog aws-table3-2023-01 --profile spot/resnet110-paper --target-loss 0.8 --deadline 4000 --quota g4dn.4xlarge=10 --quota g3.8xlarge=10 --ps-price-per-h 0.192 --out resnet110-4000.json"): "console",
     ("cloud.md", "dnnprov catalog import --region us-east-1            # reads <repo>/../shared/data"): "catalog-import",
     ("formulations.md", "import pyomo.environ as pyo"): "python",
     ("formulations.md", "from dnnprov.formulations.serverless import create_serverless_model"): "python",

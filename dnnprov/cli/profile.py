@@ -9,7 +9,7 @@
     dnnprov predict INSTANCE --counts TYPE=N,... [--ps S] [--json]                 (spot)
     dnnprov predict INSTANCE --functions N --memory-mb M [--ps S] [--local-batch B] [--json]  (serverless)
 
-Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`. Exit codes: 0 success (predict: the
+Registered in :data:`dnnprov.cli.COMMAND_GROUPS`. Exit codes: 0 success (predict: the
 plan is feasible), 1 predict: the plan is infeasible (the reasons are printed), 2 bad input.
 See docs/profiler.md.
 """

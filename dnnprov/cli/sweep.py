@@ -2,7 +2,7 @@
 
     dnnprov sweep INSTANCE --deadlines 600:3600:24 [--losses 0.7,0.8] [--out DIR] [--time-limit S]
 
-Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`. Exit codes: 0 when every point
+Registered in :data:`dnnprov.cli.COMMAND_GROUPS`. Exit codes: 0 when every point
 ended (optimal or proven infeasible), 1 when some point did not, 2 for bad input.
 """
 
