@@ -25,7 +25,7 @@ def reasons(problem: ServerlessProblem, side: ServerlessSideRows | None, clock: 
     low, high = problem.function_range()
     per_n = len(problem.memory_grid()) * (problem.constraints.ps_count[1] - problem.constraints.ps_count[0] + 1)
     if high * per_n <= max_plans:
-        cap = int(min(check.MAX_FUNCTIONS, max(high, max_plans // per_n, 1)))
+        cap = int(min(check.MAX_FUNCTIONS, max_plans // per_n, max(4 * high, high + 64)))
         return by_enumeration(problem, side, clock, max(cap, high))
     return by_exact_solves(problem, side, clock)
 
@@ -126,14 +126,20 @@ def by_enumeration(problem: ServerlessProblem, side: ServerlessSideRows | None, 
             start, done = start + len(n), len(n)
     if search.contradiction is not None:
         raise AssertionError(f"infeasible was claimed, but plan {search.contradiction} meets every constraint")
-    how = (f"the time limit stopped the evaluation after {search.evaluated:,} of {total:,} plans" if stopped
-           else f"all {total:,} plans evaluated, up to {cap:,} functions")
-    return compose(problem, side, search, cap, how, proven=not stopped)
+    if stopped:
+        how = f"the time limit stopped the evaluation after {search.evaluated:,} of {total:,} plans"
+        return compose(problem, side, search, cap, how, how, proven=False)
+    within = f"proven: all {(high - low + 1) * total // cap:,} plans of the grid evaluated"
+    raised = f"proven: all {total:,} plans up to {cap:,} functions evaluated"
+    return compose(problem, side, search, cap, within, raised, proven=True)
 
 
 def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search: GroupSearch, cap: int,
-            how: str, *, proven: bool) -> list[Reason]:
-    """Turn the search's best plans into reasons (single groups first, then pairs)."""
+            within: str, raised: str, *, proven: bool) -> list[Reason]:
+    """Turn the search's best plans into reasons (single groups first, then pairs).
+
+    ``within`` says how the plans of the function range were covered, ``raised`` how the wider box was.
+    """
     model = ServerlessModel(problem)
     out = []
     low, high = problem.function_range()
@@ -144,6 +150,7 @@ def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search:
             continue
         n, m, s = best.plan
         plan, time_s, cost = _plan(model, n, m, s)
+        how = raised if group == "functions" else within
         if group == "deadline":
             ok = _meets(relax(problem, "deadline", time_s), side, n, m, s)
             out.append(Reason("deadline", "slo.time_s", problem.time_s, time_s, proven and ok,
@@ -188,11 +195,11 @@ def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search:
             plan, _, cost = _plan(model, *best.plan)
             out.append(Reason("combination", f"{g} + {h}", None, None, proven,
                               f"{g} and {h} cannot hold together: neither alone is the cause, but without both "
-                              f"the cheapest plan is {plan} (${cost:.6f}) ({how})", plan=plan.to_dict()))
+                              f"the cheapest plan is {plan} (${cost:.6f}) ({raised})", plan=plan.to_dict()))
     if not out:
         out.append(Reason("unexplained", "", None, None, proven,
                           f"no plan (up to {cap:,} functions) meets the platform's limits (timeout, memory grid, "
-                          f"batch) even without the deadline, budget, domain and user constraints ({how})"))
+                          f"batch) even without the deadline, budget, domain and user constraints ({raised})"))
     return out
 
 

@@ -142,9 +142,12 @@ def by_enumeration(problem: SpotProblem, side: SideRows | None, clock: Clock, li
     if search.contradiction is not None:
         counts, ps = search.contradiction
         raise AssertionError(f"infeasible was claimed, but {_plan(problem, counts, ps)} meets every constraint")
-    how = (f"the time limit stopped the evaluation after {search.evaluated:,} of {total:,} plans" if stopped
-           else f"all {total:,} plans evaluated, quotas raised up to {int(upper.max())}")
-    return compose(problem, side, search, upper, how, proven=not stopped)
+    if stopped:
+        how = f"the time limit stopped the evaluation after {search.evaluated:,} of {total:,} plans"
+        return compose(problem, side, search, upper, how, how, proven=False)
+    within = f"proven: all {spot_space_size(problem):,} plans within the quotas evaluated"
+    raised = f"proven: all {total:,} plans with quotas up to {int(upper.max()):,} evaluated"
+    return compose(problem, side, search, upper, within, raised, proven=True)
 
 
 def _fold(search: GroupSearch, problem: SpotProblem, side: SideRows | None, relaxed: SpotModel,
@@ -197,8 +200,11 @@ def _others(problem: SpotProblem, side: SideRows | None, group: str) -> str:
 
 
 def compose(problem: SpotProblem, side: SideRows | None, search: GroupSearch, upper: np.ndarray,
-            how: str, *, proven: bool) -> list[Reason]:
-    """Turn the search's best plans into reasons (single groups first, then pairs)."""
+            within: str, raised: str, *, proven: bool) -> list[Reason]:
+    """Turn the search's best plans into reasons (single groups first, then pairs).
+
+    ``within`` says how plans within the quotas were covered, ``raised`` how the raised box was.
+    """
     cols = problem.columns()
     out = []
     if int(cols.upper.sum()) == 0:
@@ -207,7 +213,7 @@ def compose(problem: SpotProblem, side: SideRows | None, search: GroupSearch, up
     for group in search.groups:
         best = search.best[group]
         if best.found():
-            out.append(_single(problem, side, group, best, upper, how, proven))
+            out.append(_single(problem, side, group, best, upper, raised if group == "quota" else within, proven))
     if any(r.plan is not None for r in out):
         return out
     for (g, h), best in search.pairs.items():
@@ -216,14 +222,15 @@ def compose(problem: SpotProblem, side: SideRows | None, search: GroupSearch, up
             plan = _plan(problem, counts, ps)
             out.append(Reason("combination", f"{_field(g)} + {_field(h)}", None, None, proven,
                               f"{_field(g)} and {_field(h)} cannot hold together: neither alone is the cause, "
-                              f"but without both the cheapest plan is {plan} (${best.cost:.6f}) ({how})",
+                              f"but without both the cheapest plan is {plan} (${best.cost:.6f}) "
+                              f"({raised if 'quota' in (g, h) else within})",
                               plan=plan.to_dict()))
     if not any(r.plan is not None for r in out):
         reached = search.anything.found()
         out.append(Reason("loss" if not reached else "unexplained", "slo.loss", problem.slo.loss, None, proven,
                           (f"no plan reaches the loss target {problem.slo.loss:g} at any deadline within the "
-                           f"quotas raised up to {int(upper.max())} ({how})") if not reached else
-                          f"no plan is admitted by dropping one or two constraint groups ({how})"))
+                           f"quotas raised up to {int(upper.max()):,} ({raised})") if not reached else
+                          f"no plan is admitted by dropping one or two constraint groups ({raised})"))
     return out
 
 
@@ -364,8 +371,15 @@ def _exact_reason(problem: SpotProblem, side: SideRows | None, group: str, answe
         return Reason("budget", "constraints.budget_usd", problem.constraints.budget_usd, cost, proven,
                       f"constraints.budget_usd: no plan costs at most ${problem.constraints.budget_usd:g}; "
                       f"the cheapest plan meeting every other constraint, {plan}, {text}", plan=plan.to_dict())
-    field = {"domain": "workload.domain", "quota": "instance_types.*.quota", "vcpu_quota": "constraints.vcpu_quotas",
-             "workers": "constraints.workers"}[group]
-    return Reason(group, field, None, None, False,
-                  f"{field}: dropping it (quotas: doubling them) admits {plan} (${cost:.6f}, {time_s:,.2f} s; "
-                  "an exact solve shows this relaxation suffices, not that it is the least)", plan=plan.to_dict())
+    what = {"domain": "dropping the validity domain", "quota": "doubling every quota (plus 4)",
+            "vcpu_quota": "dropping the vCPU quotas", "workers": "dropping constraints.workers"}[group]
+    needed = None
+    if group == "domain":
+        d = problem.workload.domain
+        ev = SpotModel(problem).evaluate(np.array([list(plan.counts.values())]), plan.ps)
+        needed = float(max(extrapolation_needed(ev.batch_wa, *d.batch_wa)[0],
+                           extrapolation_needed(ev.workers, *d.workers)[0])) * (1 + 1e-9)
+        what += f" (an extrapolation factor of at most {needed:.6g}, now {d.extrapolation:g}, is enough)"
+    return Reason(group, _field(group), None, needed, False,
+                  f"{_field(group)}: {what} admits {plan} (${cost:.6f}, {time_s:,.2f} s; an exact solve shows "
+                  "this relaxation suffices, not that it is the least)", plan=plan.to_dict())
