@@ -68,6 +68,11 @@ class ServerlessPlan:
                 f"{self.local_batch:g}); {self.ps} PS")
 
 
+#: The constraint groups a :class:`Reason` may name.
+REASON_KINDS = ("deadline", "budget", "quota", "vcpu_quota", "workers", "functions", "domain", "constraint",
+                "combination", "loss", "revocation", "shared", "unexplained")
+
+
 @dataclass(frozen=True)
 class Reason:
     """Why an instance is infeasible: a constraint that cannot hold, and the relaxation that admits a plan.
@@ -89,6 +94,10 @@ class Reason:
     proven: bool
     text: str
     plan: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in REASON_KINDS:
+            raise ValueError(f"unknown reason kind {self.kind!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form with the stable keys ``kind, field, current, needed, proven, text, plan``."""
