@@ -290,3 +290,16 @@ def test_robust_infeasible_says_it_is_infeasible_without_revocations():
     assert result.status is Status.INFEASIBLE
     assert result.infeasibility[0].kind == "revocation" and "even without revocations" in result.infeasibility[0].text
     assert_allclose(reason(result, "deadline").needed, 2729.044473, rtol=1e-9)
+
+
+def test_solve_many_explains_the_job_that_is_infeasible_alone():
+    from dnnprov.solvers.joint import solve_many
+
+    short = dnnprov.problem_from_dict({**DOCS_EXAMPLE, "name": "short"})
+    fine = dnnprov.problem_from_dict({**DOCS_EXAMPLE, "name": "fine", "slo": {"loss": 0.8, "time_s": 3000}})
+    answer = solve_many([fine, short], time_limit_s=30)
+    assert answer.status is Status.INFEASIBLE
+    job = answer.results[1]
+    assert job.status is Status.INFEASIBLE
+    assert_allclose(reason(job, "deadline").needed, 2729.044473, rtol=1e-9)
+    assert answer.to_dict()["jobs"][1]["infeasibility"][0]["kind"] == "deadline"
