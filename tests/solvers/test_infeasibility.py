@@ -303,3 +303,18 @@ def test_solve_many_explains_the_job_that_is_infeasible_alone():
     assert job.status is Status.INFEASIBLE
     assert_allclose(reason(job, "deadline").needed, 2729.044473, rtol=1e-9)
     assert answer.to_dict()["jobs"][1]["infeasibility"][0]["kind"] == "deadline"
+
+
+def test_the_service_schema_describes_the_reasons():
+    """An infeasible answer validates against the service's OpenAPI `Result` schema, reasons and all."""
+    import jsonschema
+
+    from dnnprov.service.openapi import openapi_document
+
+    document = openapi_document(auth=False)
+    answer = dnnprov.solve(dnnprov.problem_from_dict(DOCS_EXAMPLE)).to_dict()
+    schema = {**document["components"]["schemas"]["Result"], "components": document["components"]}
+    jsonschema.Draft202012Validator(schema).validate(answer)
+    answer["infeasibility"][0]["proven"] = "yes"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(schema).validate(answer)
