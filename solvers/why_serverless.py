@@ -196,8 +196,10 @@ def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search:
             out.append(Reason("combination", f"{g} + {h}", None, None, proven,
                               f"{g} and {h} cannot hold together: neither alone is the cause, but without both "
                               f"the cheapest plan is {plan} (${cost:.6f}) ({raised})", plan=plan.to_dict()))
-    if not out:
-        out.append(Reason("unexplained", "", None, None, proven,
+    if not out and not proven:
+        out.append(Reason("unexplained", "", None, None, False, f"no relaxation was found: {within}"))
+    elif not out:
+        out.append(Reason("unexplained", "", None, None, True,
                           f"no plan (up to {cap:,} functions) meets the platform's limits (timeout, memory grid, "
                           f"batch) even without the deadline, budget, domain and user constraints ({raised})"))
     return out

@@ -225,7 +225,18 @@ def compose(problem: SpotProblem, side: SideRows | None, search: GroupSearch, up
                               f"but without both the cheapest plan is {plan} (${best.cost:.6f}) "
                               f"({raised if 'quota' in (g, h) else within})",
                               plan=plan.to_dict()))
-    if not any(r.plan is not None for r in out):
+    if not any(r.plan is not None for r in out) and not proven:
+        out.append(Reason("unexplained", "", None, None, False, f"no relaxation was found: {within}"))
+    elif not any(r.plan is not None for r in out):
+        w, smallest = problem.workload, float(cols.batch.min())
+        if w.gamma_2 <= 0 and w.gamma_2 * smallest + w.gamma_3 <= 0:
+            # b_w is a weighted mean of worker batches (eq. 4), so b_w >= the smallest one
+            out.append(Reason("loss", "slo.loss", problem.slo.loss, None, True,
+                              f"slo.loss {problem.slo.loss:g}: eq. (3) has no root for any plan: gamma_2 b_w + gamma_3 "
+                              f"= {w.gamma_2:g} b_w + {w.gamma_3:g} <= 0 already at the smallest worker batch "
+                              f"{smallest:g} (b_w, a weighted mean of worker batches, is never smaller); worker "
+                              f"batches below {-w.gamma_3 / w.gamma_2:.6g} would be needed (proven by eq. 3 and 4)"))
+            return out
         reached = search.anything.found()
         out.append(Reason("loss" if not reached else "unexplained", "slo.loss", problem.slo.loss, None, proven,
                           (f"no plan reaches the loss target {problem.slo.loss:g} at any deadline within the "

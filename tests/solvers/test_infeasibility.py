@@ -211,6 +211,17 @@ def test_repro_inception_deadline_matches_brute_force():
     assert deadline.proven and deadline.needed == least
 
 
+def test_unreachable_loss_target():
+    """gamma_3 = 150: eq. (3)'s numerator -0.2 b_w + 150 is negative at every batch of 1024: no deadline helps."""
+    data = {**DOCS_EXAMPLE, "workload": {**DOCS_EXAMPLE["workload"], "gamma_3": 150}}
+    problem = dnnprov.problem_from_dict(data)
+    result = dnnprov.solve(problem)
+    cause = reason(result, "loss")
+    assert cause.proven and "750" in cause.text and len(result.infeasibility) == 1
+    relaxed = with_quotas(no_deadline(problem), 64)
+    assert not any(dnnprov.predict(relaxed, counts={"p3.2xlarge": n})["feasible"] for n in range(1, 65))
+
+
 # ---------------------------------------------------------------- large spaces: exact solves
 def test_large_space_deadline_by_bisection():
     """7 types x quota 10 (19M plans, beyond outright evaluation): the bisected deadline equals brute
