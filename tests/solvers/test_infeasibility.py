@@ -237,6 +237,15 @@ def test_large_space_deadline_by_bisection():
     assert deadline.needed >= least
 
 
+def test_large_serverless_grid_deadline_by_bisection(resnet50):
+    """30,000 functions x 37 memory sizes (1.1M plans, beyond outright evaluation): bisection equals brute force."""
+    wide = resnet50.replace(platform=dataclasses.replace(resnet50.platform, concurrency_limit=30000, memory_step_mb=16),
+                            time_s=30.0)
+    deadline = reason(dnnprov.solve(wide), "deadline")
+    assert deadline.proven and "exact solves" in deadline.text
+    assert_allclose(deadline.needed, serverless_brute_force(wide.replace(time_s=NO_DEADLINE_S), "time_s"), rtol=1e-6)
+
+
 # ---------------------------------------------------------------- serverless
 def test_serverless_deadline_and_budget(resnet50):
     short = resnet50.replace(time_s=30.0)
