@@ -125,29 +125,40 @@ def by_enumeration(problem: SpotProblem, side: SideRows | None, clock: Clock, li
         + (["vcpu_quota"] if cons.vcpu_quotas else []) \
         + (["workers"] if cons.workers != (1, None) else []) + [f"constraint:{n}" for n in names]
     search = GroupSearch(groups)
-    radix = (upper - cols.lower + 1).astype(np.int64)
-    per_ps = int(np.prod(radix))
-    total = per_ps * (cons.ps_count[1] - cons.ps_count[0] + 1)
-    sizer, stopped = ChunkSizer(clock), False
-    for ps in range(cons.ps_count[0], cons.ps_count[1] + 1):
-        start, done = 0, 0
-        while start < per_ps and not stopped:
-            chunk = sizer.next(done)
-            if clock.expired():
-                stopped = True
-                break
-            counts = decode_counts(np.arange(start, min(start + chunk, per_ps), dtype=np.int64), cols.lower, radix)
-            _fold(search, problem, side, relaxed, original, counts, ps, groups)
-            start, done = start + len(counts), len(counts)
+
+    def scan(box: np.ndarray, skip: np.ndarray | None) -> bool:
+        """Fold every plan of the box ``lower..box`` (those inside ``lower..skip`` left out); ``True``: stopped."""
+        radix = (box - cols.lower + 1).astype(np.int64)
+        per_ps = int(np.prod(radix))
+        sizer = ChunkSizer(clock)
+        for ps in range(cons.ps_count[0], cons.ps_count[1] + 1):
+            start, done = 0, 0
+            while start < per_ps:
+                chunk = sizer.next(done)
+                if clock.expired():
+                    return True
+                counts = decode_counts(np.arange(start, min(start + chunk, per_ps), dtype=np.int64), cols.lower, radix)
+                start, done = start + len(counts), len(counts)
+                if skip is not None:
+                    counts = counts[~(counts <= skip).all(axis=1)]
+                if len(counts):
+                    _fold(search, problem, side, relaxed, original, counts, ps, groups)
+        return False
+
+    # the plans of the real quotas first (every group but the quotas is decided there), then the rest
+    size = spot_space_size(problem)
+    stopped_within = scan(cols.upper, None)
+    stopped_raised = stopped_within or ("quota" in groups and scan(upper, cols.upper))
     if search.contradiction is not None:
         counts, ps = search.contradiction
         raise AssertionError(f"infeasible was claimed, but {_plan(problem, counts, ps)} meets every constraint")
-    if stopped:
-        how = f"the time limit stopped the evaluation after {search.evaluated:,} of {total:,} plans"
-        return compose(problem, side, search, upper, how, how, proven=False)
-    within = f"proven: all {spot_space_size(problem):,} plans within the quotas evaluated"
-    raised = f"proven: all {total:,} plans with quotas up to {int(upper.max()):,} evaluated"
-    return compose(problem, side, search, upper, within, raised, proven=True)
+    n_ps = cons.ps_count[1] - cons.ps_count[0] + 1
+    total = math.prod(int(u - l + 1) for l, u in zip(cols.lower, upper)) * n_ps
+    stop = f"the time limit stopped the evaluation after {search.evaluated:,} of "
+    within = f"{stop}{size:,} plans" if stopped_within else f"proven: all {size:,} plans within the quotas evaluated"
+    raised = (f"{stop}{total:,} plans (quotas raised up to {int(upper.max()):,})" if stopped_raised else
+              f"proven: all {total:,} plans with quotas up to {int(upper.max()):,} evaluated")
+    return compose(problem, side, search, upper, within, raised, proven=(not stopped_within, not stopped_raised))
 
 
 def _fold(search: GroupSearch, problem: SpotProblem, side: SideRows | None, relaxed: SpotModel,
@@ -200,11 +211,13 @@ def _others(problem: SpotProblem, side: SideRows | None, group: str) -> str:
 
 
 def compose(problem: SpotProblem, side: SideRows | None, search: GroupSearch, upper: np.ndarray,
-            within: str, raised: str, *, proven: bool) -> list[Reason]:
+            within: str, raised: str, *, proven: tuple[bool, bool]) -> list[Reason]:
     """Turn the search's best plans into reasons (single groups first, then pairs).
 
-    ``within`` says how plans within the quotas were covered, ``raised`` how the raised box was.
+    ``within`` says how plans within the quotas were covered, ``raised`` how the raised box
+    was; ``proven`` says whether each was covered in full.
     """
+    proven_within, proven_raised = proven
     cols = problem.columns()
     out = []
     if int(cols.upper.sum()) == 0:
@@ -213,20 +226,24 @@ def compose(problem: SpotProblem, side: SideRows | None, search: GroupSearch, up
     for group in search.groups:
         best = search.best[group]
         if best.found():
-            out.append(_single(problem, side, group, best, upper, raised if group == "quota" else within, proven))
+            quota = group == "quota"
+            out.append(_single(problem, side, group, best, upper, raised if quota else within,
+                               proven_raised if quota else proven_within))
     if any(r.plan is not None for r in out):
         return out
     for (g, h), best in search.pairs.items():
         if best.found():
             counts, ps = best.plan
             plan = _plan(problem, counts, ps)
-            out.append(Reason("combination", f"{_field(g)} + {_field(h)}", None, None, proven,
+            quota = "quota" in (g, h)
+            out.append(Reason("combination", f"{_field(g)} + {_field(h)}", None, None,
+                              proven_raised if quota else proven_within,
                               f"{_field(g)} and {_field(h)} cannot hold together: neither alone is the cause, "
                               f"but without both the cheapest plan is {plan} (${best.cost:.6f}) "
-                              f"({raised if 'quota' in (g, h) else within})",
+                              f"({raised if quota else within})",
                               plan=plan.to_dict()))
-    if not any(r.plan is not None for r in out) and not proven:
-        out.append(Reason("unexplained", "", None, None, False, f"no relaxation was found: {within}"))
+    if not any(r.plan is not None for r in out) and not proven_raised:
+        out.append(Reason("unexplained", "", None, None, False, f"no relaxation was found: {raised}"))
     elif not any(r.plan is not None for r in out):
         w, smallest = problem.workload, float(cols.batch.min())
         if w.gamma_2 <= 0 and w.gamma_2 * smallest + w.gamma_3 <= 0:
