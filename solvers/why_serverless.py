@@ -86,64 +86,76 @@ def by_enumeration(problem: ServerlessProblem, side: ServerlessSideRows | None, 
         + (["domain"] if w.domain is not None else []) + (["functions"] if cap > high or low > 1 else []) \
         + [f"constraint:{n}" for n in names]
     search = GroupSearch(groups)
-    n_all, s_all = (a.ravel() for a in np.meshgrid(np.arange(1, cap + 1), np.arange(c.ps_count[0], c.ps_count[1] + 1)))
-    total = len(n_all) * len(problem.memory_grid())
-    sizer, stopped = ChunkSizer(clock), False
-    for m in problem.memory_grid():
-        start, done = 0, 0
-        while start < len(n_all) and not stopped:
-            chunk = sizer.next(done)
-            if clock.expired():
-                stopped = True
-                break
-            n, s = n_all[start:start + chunk], s_all[start:start + chunk]
-            ev = relaxed.evaluate(n, m, s)
-            ok = {"deadline": ev.time_s <= problem.time_s * (1 + 1e-12)}
-            measure = {"deadline": ev.time_s}
-            ranges: dict[str, dict[str, np.ndarray]] = {}
-            if "budget" in groups:
-                ok["budget"], measure["budget"] = ev.cost <= c.budget_usd, ev.cost
-            if "domain" in groups:
-                d = w.domain
-                ok["domain"] = original.inside_domain(n, np.full(len(n), m))
-                need = extrapolation_needed(np.full(len(n), float(m)), *d.memory_mb)
-                if d.functions is not None:
-                    need = np.maximum(need, extrapolation_needed(n, *d.functions))
-                measure["domain"] = need
-                ranges["domain"] = {"memory_mb": np.full(len(n), float(m)), "functions": n.astype(float)}
-            if "functions" in groups:
-                distance = outside(n, low, high)
-                ok["functions"], measure["functions"] = distance == 0, distance
-            elif not ((n >= low) & (n <= high)).all():
-                raise AssertionError("the function counts left the range without a functions group")
-            if side is not None:
-                lhs = np.outer(n, side.a_n) + m * side.a_m + np.outer(s, side.a_s)
-                for i, name in enumerate(names):
-                    ok[f"constraint:{name}"] = (lhs[:, i] >= side.low[i] - 1e-9) & (lhs[:, i] <= side.high[i] + 1e-9)
-                    measure[f"constraint:{name}"] = ev.cost
-            search.add(ev.feasible, ok, measure, ev.cost,
-                       lambda i, n=n, s=s, m=m: (int(n[i]), int(m), int(s[i])), ranges)
-            start, done = start + len(n), len(n)
+
+    def scan(first: int, last: int) -> bool:
+        """Fold every plan with ``first..last`` functions; ``True``: the clock stopped it."""
+        n_all, s_all = (a.ravel() for a in np.meshgrid(np.arange(first, last + 1),
+                                                       np.arange(c.ps_count[0], c.ps_count[1] + 1)))
+        sizer = ChunkSizer(clock)
+        for m in problem.memory_grid():
+            start, done = 0, 0
+            while start < len(n_all):
+                chunk = sizer.next(done)
+                if clock.expired():
+                    return True
+                n, s = n_all[start:start + chunk], s_all[start:start + chunk]
+                start, done = start + len(n), len(n)
+                fold(n, m, s)
+        return False
+
+    def fold(n: np.ndarray, m: int, s: np.ndarray) -> None:
+        """Evaluate plans ``(n, m, s)`` (m one memory size) and fold them into ``search``."""
+        ev = relaxed.evaluate(n, m, s)
+        ok = {"deadline": ev.time_s <= problem.time_s * (1 + 1e-12)}
+        measure = {"deadline": ev.time_s}
+        ranges: dict[str, dict[str, np.ndarray]] = {}
+        if "budget" in groups:
+            ok["budget"], measure["budget"] = ev.cost <= c.budget_usd, ev.cost
+        if "domain" in groups:
+            d = w.domain
+            ok["domain"] = original.inside_domain(n, np.full(len(n), m))
+            need = extrapolation_needed(np.full(len(n), float(m)), *d.memory_mb)
+            if d.functions is not None:
+                need = np.maximum(need, extrapolation_needed(n, *d.functions))
+            measure["domain"] = need
+            ranges["domain"] = {"memory_mb": np.full(len(n), float(m)), "functions": n.astype(float)}
+        if "functions" in groups:
+            distance = outside(n, low, high)
+            ok["functions"], measure["functions"] = distance == 0, distance
+        elif not ((n >= low) & (n <= high)).all():
+            raise AssertionError("the function counts left the range without a functions group")
+        if side is not None:
+            lhs = np.outer(n, side.a_n) + m * side.a_m + np.outer(s, side.a_s)
+            for i, name in enumerate(names):
+                ok[f"constraint:{name}"] = (lhs[:, i] >= side.low[i] - 1e-9) & (lhs[:, i] <= side.high[i] + 1e-9)
+                measure[f"constraint:{name}"] = ev.cost
+        search.add(ev.feasible, ok, measure, ev.cost,
+                   lambda i, n=n, s=s, m=m: (int(n[i]), int(m), int(s[i])), ranges)
+
+    per_n = len(problem.memory_grid()) * (c.ps_count[1] - c.ps_count[0] + 1)
+    stopped_within = scan(1, high)
+    stopped_raised = stopped_within or (cap > high and scan(high + 1, cap))
     if search.contradiction is not None:
         raise AssertionError(f"infeasible was claimed, but plan {search.contradiction} meets every constraint")
-    if stopped:
-        how = f"the time limit stopped the evaluation after {search.evaluated:,} of {total:,} plans"
-        return compose(problem, side, search, cap, how, how, proven=False)
-    within = f"proven: all {(high - low + 1) * total // cap:,} plans of the grid evaluated"
-    raised = f"proven: all {total:,} plans up to {cap:,} functions evaluated"
-    return compose(problem, side, search, cap, within, raised, proven=True)
+    stop = f"the time limit stopped the evaluation after {search.evaluated:,} of "
+    within = (f"{stop}{high * per_n:,} plans" if stopped_within
+              else f"proven: all {high * per_n:,} plans up to {high:,} functions evaluated")
+    raised = (f"{stop}{cap * per_n:,} plans" if stopped_raised
+              else f"proven: all {cap * per_n:,} plans up to {cap:,} functions evaluated")
+    return compose(problem, side, search, cap, within, raised, proven=(not stopped_within, not stopped_raised))
 
 
 def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search: GroupSearch, cap: int,
-            within: str, raised: str, *, proven: bool) -> list[Reason]:
+            within: str, raised: str, *, proven: tuple[bool, bool]) -> list[Reason]:
     """Turn the search's best plans into reasons (single groups first, then pairs).
 
-    ``within`` says how the plans of the function range were covered, ``raised`` how the wider box was.
+    ``within`` says how the plans up to the function limit were covered, ``raised`` how the
+    wider box was; ``proven`` says whether each was covered in full.
     """
     model = ServerlessModel(problem)
     out = []
     low, high = problem.function_range()
-    at_most = "" if proven else "at most "
+    proven_within, proven_raised = proven
     for group in search.groups:
         best = search.best[group]
         if not best.found():
@@ -151,6 +163,8 @@ def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search:
         n, m, s = best.plan
         plan, time_s, cost = _plan(model, n, m, s)
         how = raised if group == "functions" else within
+        proven = proven_raised if group == "functions" else proven_within
+        at_most = "" if proven else "at most "
         if group == "deadline":
             ok = _meets(relax(problem, "deadline", time_s), side, n, m, s)
             out.append(Reason("deadline", "slo.time_s", problem.time_s, time_s, proven and ok,
@@ -193,11 +207,11 @@ def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search:
     for (g, h), best in search.pairs.items():
         if best.found():
             plan, _, cost = _plan(model, *best.plan)
-            out.append(Reason("combination", f"{g} + {h}", None, None, proven,
+            out.append(Reason("combination", f"{g} + {h}", None, None, proven_raised,
                               f"{g} and {h} cannot hold together: neither alone is the cause, but without both "
                               f"the cheapest plan is {plan} (${cost:.6f}) ({raised})", plan=plan.to_dict()))
-    if not out and not proven:
-        out.append(Reason("unexplained", "", None, None, False, f"no relaxation was found: {within}"))
+    if not out and not proven_raised:
+        out.append(Reason("unexplained", "", None, None, False, f"no relaxation was found: {raised}"))
     elif not out:
         out.append(Reason("unexplained", "", None, None, True,
                           f"no plan (up to {cap:,} functions) meets the platform's limits (timeout, memory grid, "
