@@ -81,10 +81,11 @@ def explain_revocation_aware(result: Result, problem: SpotProblem, clock: Clock,
         reasons += why_spot.reasons(problem, None, clock, ENUMERATION_PLANS)
     elif nominal.plan is not None:
         cheapest = "cheapest" if nominal.status is Status.OPTIMAL else "a plan"
-        reasons = [Reason("revocation", what, None, None, nominal.status is Status.OPTIMAL,
+        reasons = [Reason("revocation", what, None, None, True,      # shown by the plan
                           f"{what}: no plan meets T_obj under it, though without revocations {cheapest} "
                           f"{nominal.plan} meets every constraint (${nominal.cost:.6f}, {nominal.time_s:,.2f} s); "
-                          "a longer slo.time_s or fewer revocations to survive would be needed",
+                          "so the revocation requirement is the cause (how much longer slo.time_s would have "
+                          "to be under it is not computed)",
                           plan=nominal.plan.to_dict())]
     else:
         reasons = [Reason("unexplained", what, None, None, False,

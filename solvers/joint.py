@@ -166,6 +166,7 @@ class JointResult:
             cost = f"${r.cost:.6f}" if r.cost is not None else "-"
             lines.append(f"  [{i}] {r.instance:<{width}} {r.kind:<10} {r.status.value:<10} {cost:>13}  "
                          f"{r.plan if r.plan is not None else r.message}")
+            lines.extend(f"      - {reason.text}" for reason in r.infeasibility)
         if self.cost is not None:
             lines.append(f"  total cost: ${self.cost:.6f}")
         if self.bound is not None:

@@ -323,6 +323,7 @@ def test_solve_many_explains_the_job_that_is_infeasible_alone():
     assert job.status is Status.INFEASIBLE
     assert_allclose(reason(job, "deadline").needed, 2729.044473, rtol=1e-9)
     assert answer.to_dict()["jobs"][1]["infeasibility"][0]["kind"] == "deadline"
+    assert "4 x p3.2xlarge; 1 PS, needs 2,729.04 s" in answer.summary()
 
 
 def test_the_service_schema_describes_the_reasons():
@@ -338,3 +339,13 @@ def test_the_service_schema_describes_the_reasons():
     answer["infeasibility"][0]["proven"] = "yes"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.Draft202012Validator(schema).validate(answer)
+
+
+def test_robust_infeasible_names_the_revocation_requirement():
+    """Feasible without revocations (docs/instance-format.md: 4 x p3.2xlarge, $3.790340), not under one unreplaced."""
+    problem = dnnprov.problem_from_dict({**DOCS_EXAMPLE, "slo": {"loss": 0.8, "time_s": 2750}})
+    result = dnnprov.solve(problem, robust=1, replaced=False)
+    assert result.status is Status.INFEASIBLE
+    cause = reason(result, "revocation")
+    assert cause.proven and cause.field == "robust=1" and "$3.790340" in cause.text
+    assert cause.plan == {"counts": {"p3.2xlarge": 4}, "ps": 1}
