@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
+from dnnprov.errors import InvalidInputError
 from dnnprov.problems import _checks as check
 from dnnprov.progress import Clock
 from dnnprov.result import Reason, ServerlessPlan, Status
@@ -69,7 +70,13 @@ def _plan(model: ServerlessModel, n: int, m: int, s: int) -> tuple[ServerlessPla
     return ServerlessPlan(int(n), int(m), float(ev.local_batch), int(s)), float(ev.time_s), float(ev.cost)
 
 
-def _meets(problem: ServerlessProblem, side: ServerlessSideRows | None, n: int, m: int, s: int) -> bool:
+def _meets(problem: ServerlessProblem | Callable[[], ServerlessProblem], side: ServerlessSideRows | None,
+           n: int, m: int, s: int) -> bool:
+    """Whether the plan meets every constraint of ``problem`` (or of the problem a function builds)."""
+    try:
+        problem = problem() if callable(problem) else problem
+    except InvalidInputError:
+        return False
     return bool(ServerlessModel(problem, side).evaluate(n, m, s).feasible)
 
 
@@ -166,13 +173,13 @@ def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search:
         proven = proven_raised if group == "functions" else proven_within
         at_most = "" if proven else "at most "
         if group == "deadline":
-            ok = _meets(relax(problem, "deadline", time_s), side, n, m, s)
+            ok = _meets(lambda: relax(problem, "deadline", time_s), side, n, m, s)
             out.append(Reason("deadline", "slo.time_s", problem.time_s, time_s, proven and ok,
                               f"slo.time_s: no plan finishes within {problem.time_s:,g} s; the fastest plan meeting "
                               f"every other constraint, {plan}, needs {at_most}{time_s:,.2f} s ({how})",
                               plan=plan.to_dict()))
         elif group == "budget":
-            ok = _meets(relax(problem, "budget", cost), side, n, m, s)
+            ok = _meets(lambda: relax(problem, "budget", cost), side, n, m, s)
             out.append(Reason("budget", "constraints.budget_usd", problem.constraints.budget_usd, cost, proven and ok,
                               f"constraints.budget_usd: no plan costs at most ${problem.constraints.budget_usd:g}; "
                               f"the cheapest plan meeting every other constraint, {plan}, costs {at_most}${cost:.6f} "
@@ -180,7 +187,7 @@ def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search:
         elif group == "domain":
             f = best.measure * (1 + 1e-9)
             d = problem.workload.domain
-            ok = _meets(relax(problem, "domain", f), side, n, m, s)
+            ok = _meets(lambda: relax(problem, "domain", f), side, n, m, s)
             mem = best.ranges.get("memory_mb", [math.nan] * 2)
             (m_lo, m_hi), _ = model.domain_bounds()
             out.append(Reason("domain", "workload.domain.extrapolation", d.extrapolation, f, proven and ok,
@@ -191,7 +198,7 @@ def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search:
         elif group == "functions":
             needed = [min(low, n), max(high, n)]
             least = proven and best.measure <= cap + 1 - high
-            ok = _meets(relax(problem, "functions", tuple(needed)), side, n, m, s)
+            ok = _meets(lambda: relax(problem, "functions", tuple(needed)), side, n, m, s)
             out.append(Reason("functions", "constraints.functions", [low, high], needed, least and ok,
                               f"constraints.functions / platform.concurrency_limit allow {low}-{high} functions; the "
                               f"nearest plan meeting every other constraint, {plan}, has {n} ({how})",

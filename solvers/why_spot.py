@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
+from dnnprov.errors import InvalidInputError
 from dnnprov.problems import _checks as check
 from dnnprov.progress import Clock
 from dnnprov.result import Reason, SpotPlan, Status
@@ -86,8 +87,16 @@ def _plan(problem: SpotProblem, counts: np.ndarray, ps: int) -> SpotPlan:
     return SpotPlan(counts={k: int(n) for k, n in zip(problem.columns().labels, counts)}, ps=int(ps))
 
 
-def _meets(problem: SpotProblem, side: SideRows | None, counts: np.ndarray, ps: int) -> bool:
-    """Whether the plan meets every constraint of ``problem`` (the check every method uses)."""
+def _meets(problem: SpotProblem | Callable[[], SpotProblem], side: SideRows | None, counts: np.ndarray,
+           ps: int) -> bool:
+    """Whether the plan meets every constraint of ``problem`` (the check every method uses).
+
+    ``problem`` may be a function building the relaxed problem; one the limits refuse admits nothing.
+    """
+    try:
+        problem = problem() if callable(problem) else problem
+    except InvalidInputError:
+        return False
     return bool(SpotModel(problem, side).evaluate(np.asarray(counts)[None, :], ps).feasible[0])
 
 
@@ -279,18 +288,18 @@ def _single(problem: SpotProblem, side: SideRows | None, group: str, best: Any, 
     others = _others(problem, side, group)
     at_most = "" if proven else "at most "
     if group == "deadline":
-        ok = _meets(relax(problem, "deadline", time_s), side, counts, ps)
+        ok = _meets(lambda: relax(problem, "deadline", time_s), side, counts, ps)
         return Reason("deadline", "slo.time_s", problem.slo.time_s, time_s, proven and ok,
                       f"slo.time_s: no plan finishes within {problem.slo.time_s:,g} s; the fastest plan meeting "
                       f"{others}, {plan}, needs {at_most}{time_s:,.2f} s ({how})", plan=plan.to_dict())
     if group == "budget":
-        ok = _meets(relax(problem, "budget", cost), side, counts, ps)
+        ok = _meets(lambda: relax(problem, "budget", cost), side, counts, ps)
         return Reason("budget", "constraints.budget_usd", c.budget_usd, cost, proven and ok,
                       f"constraints.budget_usd: no plan costs at most ${c.budget_usd:g}; the cheapest plan meeting "
                       f"{others}, {plan}, costs {at_most}${cost:.6f} ({how})", plan=plan.to_dict())
     if group == "domain":
         f = best.measure * (1 + 1e-9)
-        ok = _meets(relax(problem, "domain", f), side, counts, ps)
+        ok = _meets(lambda: relax(problem, "domain", f), side, counts, ps)
         b, k = best.ranges.get("batch_wa", [math.nan] * 2), best.ranges.get("workers", [math.nan] * 2)
         (b_lo, b_hi), (k_lo, k_hi) = SpotModel(problem).domain_bounds()
         return Reason("domain", "workload.domain.extrapolation", w.domain.extrapolation, f, proven and ok,
@@ -302,7 +311,7 @@ def _single(problem: SpotProblem, side: SideRows | None, group: str, best: Any, 
         over = {label: int(n) for label, n, u in zip(cols.labels, counts, cols.upper) if n > u}
         # a plan outside the raised box exceeds some quota by more than that column was raised
         least = proven and best.measure <= float(np.min(upper + 1 - cols.upper))
-        ok = _meets(relax(problem, "quota", over), side, counts, ps)
+        ok = _meets(lambda: relax(problem, "quota", over), side, counts, ps)
         needs = ", ".join(f"{n} x {label} but its quota is {int(cols.upper[cols.labels.index(label)])}"
                           for label, n in over.items())
         what = "the fewest extra instances" if least else "a quota raise that suffices"
@@ -314,7 +323,7 @@ def _single(problem: SpotProblem, side: SideRows | None, group: str, best: Any, 
         used = {_family(q): int(counts @ per_column) for q, (per_column, _) in
                 zip(c.vcpu_quotas, SpotModel(problem).vcpu_rows)}
         over = {k: v for k, v in used.items() if v > next(q.vcpus for q in c.vcpu_quotas if _family(q) == k)}
-        ok = _meets(relax(problem, "vcpu_quota", over), side, counts, ps)
+        ok = _meets(lambda: relax(problem, "vcpu_quota", over), side, counts, ps)
         return Reason("vcpu_quota", "constraints.vcpu_quotas",
                       {_family(q): q.vcpus for q in c.vcpu_quotas if _family(q) in over}, over, proven and ok,
                       f"constraints.vcpu_quotas: the plan with the fewest vCPUs over the quotas meeting {others}, "
@@ -324,7 +333,7 @@ def _single(problem: SpotProblem, side: SideRows | None, group: str, best: Any, 
         k = int(counts.sum())
         low, high = c.workers
         needed = [min(low, k), None if high is None else max(high, k)]
-        ok = _meets(relax(problem, "workers", tuple(needed)), side, counts, ps)
+        ok = _meets(lambda: relax(problem, "workers", tuple(needed)), side, counts, ps)
         return Reason("workers", "constraints.workers", list(c.workers), needed, proven and ok,
                       f"constraints.workers {list(c.workers)}: the nearest plan meeting {others}, {plan}, has "
                       f"{k} workers ({how})", plan=plan.to_dict())
@@ -348,8 +357,9 @@ def by_exact_solves(problem: SpotProblem, side: SideRows | None, clock: Clock) -
     out: list[Reason] = []
     todo = len(groups) + len(names)
     for group in groups:
-        variant = relax(problem, group)
-        if group == "quota" and int(variant.columns().upper.sum()) > check.MAX_WORKERS:
+        try:
+            variant = relax(problem, group)
+        except InvalidInputError:              # e.g. doubled quotas beyond the worker limit
             continue
         gap = 0.0 if group == "budget" else FEASIBILITY_GAP
         answer = solve_spot_exact(variant, side=side, gap=gap, clock=share(clock, 1 / max(todo, 1)))
