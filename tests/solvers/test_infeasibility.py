@@ -349,3 +349,19 @@ def test_robust_infeasible_names_the_revocation_requirement():
     cause = reason(result, "revocation")
     assert cause.proven and cause.field == "robust=1" and "$3.790340" in cause.text
     assert cause.plan == {"counts": {"p3.2xlarge": 4}, "ps": 1}
+
+
+def test_vcpu_quota_and_worker_range():
+    """At 3,000 s the docs example needs 4 workers: a 24-vCPU quota (3 x 8) and workers <= 3 each rule it out."""
+    base = {**DOCS_EXAMPLE, "slo": {"loss": 0.8, "time_s": 3000}}
+    base["instance_types"] = {"p3.2xlarge": {**DOCS_EXAMPLE["instance_types"]["p3.2xlarge"], "vcpus": 8}}
+    fewest = min(n for n in range(1, 5) if dnnprov.predict(dnnprov.problem_from_dict(base),
+                                                            counts={"p3.2xlarge": n})["feasible"])
+    assert fewest == 4
+    vcpu = dnnprov.problem_from_dict({**base, "constraints": {"vcpu_quotas": [
+        {"family": "P", "market": "spot", "vcpus": 24}]}})
+    cause = reason(dnnprov.solve(vcpu), "vcpu_quota")
+    assert cause.proven and cause.current == {"P/spot": 24} and cause.needed == {"P/spot": 8 * fewest}
+    workers = dnnprov.problem_from_dict({**base, "constraints": {"workers": [1, 3]}})
+    cause = reason(dnnprov.solve(workers, "enumerate"), "workers")
+    assert cause.proven and cause.current == [1, 3] and cause.needed == [1, fewest]
