@@ -26,7 +26,7 @@ def reasons(problem: ServerlessProblem, side: ServerlessSideRows | None, clock: 
     low, high = problem.function_range()
     per_n = len(problem.memory_grid()) * (problem.constraints.ps_count[1] - problem.constraints.ps_count[0] + 1)
     if high * per_n <= max_plans:
-        cap = int(min(check.MAX_FUNCTIONS, max_plans // per_n, max(4 * high, high + 64)))
+        cap = int(min(check.MAX_FUNCTIONS, max_plans // per_n, 2 * high + 64))
         return by_enumeration(problem, side, clock, max(cap, high))
     return by_exact_solves(problem, side, clock)
 

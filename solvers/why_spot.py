@@ -19,14 +19,14 @@ from dnnprov.solvers.why_search import GroupSearch, bisect_deadline, extrapolati
 
 BIG_TIME_S = 1e12          # "no deadline": far above any plan's time
 FEASIBILITY_GAP = 0.5      # exact solves that only need a plan (and a proof when there is none)
-RAISED_BOX = 200_000       # plans of the raised-quota box beyond the problem's own (or 20 times it)
+RAISED_BOX = 20_000        # plans of the raised-quota box at least (or 4 times the problem's own)
 
 
 def reasons(problem: SpotProblem, side: SideRows | None, clock: Clock, max_plans: int) -> list[Reason]:
     """The reasons ``problem`` (with user rows ``side``) has no plan; see the module doc of infeasibility."""
     size = spot_space_size(problem)
     if size <= max_plans:
-        return by_enumeration(problem, side, clock, min(max_plans, max(20 * size, RAISED_BOX)))
+        return by_enumeration(problem, side, clock, min(max_plans, max(4 * size, RAISED_BOX)))
     return by_exact_solves(problem, side, clock)
 
 
