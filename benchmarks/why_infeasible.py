@@ -1,6 +1,6 @@
 """What "why infeasible" costs (issue 22): CPU seconds of the reasons on infeasible variants of the paper set.
 
-    .venv/bin/python benchmarks/why_infeasible.py [--time-limit 60]
+    .venv/bin/python benchmarks/why_infeasible.py [--time-limit 60] [--fuzz N]
 
 Every spot and serverless instance of ``data/benchmarks/paper`` is made infeasible three
 ways (deadline x 0.5, budget at half the proven optimum, every quota 0; serverless: the
@@ -8,7 +8,10 @@ first two), solved with ``milp``, and its explanation is timed again on its own
 (``time.process_time``, CPU seconds: the machine may be loaded). Prints one row per
 variant: the plan space, how the reasons were shown (``enumeration`` or ``exact solves``),
 their CPU seconds and kinds. Contract: every reason that names a value is proven within
-the time limit; exit 1 otherwise.
+the time limit; exit 1 otherwise. ``--fuzz N`` then solves the first N certificate-fuzz
+instances (:mod:`dnnprov.fuzz`, as ``benchmarks/fuzz_certificates.py`` builds them) with
+``milp`` and ``enumerate``, with the reasons and with ``explain`` replaced by the identity,
+and prints both CPU totals.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ import time
 from pathlib import Path
 
 import dnnprov
-from dnnprov import Status
+import dnnprov.solvers.infeasibility as infeasibility
+from dnnprov import Status, fuzz
 from dnnprov.progress import Clock
 from dnnprov.solvers.enumeration import spot_space_size
-from dnnprov.solvers.infeasibility import ENUMERATION_PLANS, explain
+from dnnprov.solvers.infeasibility import ENUMERATION_PLANS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,9 +52,33 @@ def serverless_space(problem: dnnprov.ServerlessProblem) -> int:
     return (high - low + 1) * len(problem.memory_grid()) * (ps_high - ps_low + 1)
 
 
+def fuzz_cost(count: int) -> None:
+    """CPU seconds of ``milp`` + ``enumerate`` on ``count`` fuzz instances, with and without the reasons."""
+    families = list(fuzz.FAMILIES)
+    problems = [fuzz.instance(families[k % len(families)], 1000 + k // len(families)) for k in range(count)]
+
+    def run() -> tuple[float, int]:
+        started, infeasible = time.process_time(), 0
+        for problem in problems:
+            infeasible += dnnprov.solve(problem, "milp", time_limit_s=10).status is Status.INFEASIBLE
+            dnnprov.solve(problem, "enumerate")
+        return time.process_time() - started, infeasible
+
+    with_reasons, infeasible = run()
+    kept = infeasibility.explain
+    infeasibility.explain = lambda result, problem, **_: result
+    try:
+        without, _ = run()
+    finally:
+        infeasibility.explain = kept
+    print(f"fuzz: {count} instances, {infeasible} infeasible: CPU {with_reasons:.2f} s with the reasons, "
+          f"{without:.2f} s without")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument("--fuzz", type=int, default=0, help="also time N fuzz instances with and without reasons")
     args = parser.parse_args()
     failures = 0
     print(f"{'instance':45} {'variant':17} {'plans':>11} {'how':12} {'cpu_s':>7}  reasons")
@@ -66,7 +94,7 @@ def main() -> int:
                 continue
             bare = dataclasses.replace(result, infeasibility=())
             started = time.process_time()
-            explained = explain(bare, variant, clock=Clock(args.time_limit))
+            explained = infeasibility.explain(bare, variant, clock=Clock(args.time_limit))
             cpu = time.process_time() - started
             spot = isinstance(variant, dnnprov.SpotProblem)
             space = spot_space_size(variant) if spot else serverless_space(variant)
@@ -77,6 +105,8 @@ def main() -> int:
             kinds = ", ".join(f"{r.kind}{'' if r.proven else '?'}" for r in explained.infeasibility)
             print(f"{problem.name:45} {name:17} {space:>11,} {how:12} {cpu:7.3f}  {kinds}")
     print(f"{failures} variants missed the contract (a deadline or budget value not proven)")
+    if args.fuzz:
+        fuzz_cost(args.fuzz)
     return 1 if failures else 0
 
 
