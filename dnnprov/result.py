@@ -70,7 +70,7 @@ class ServerlessPlan:
 
 #: The constraint groups a :class:`Reason` may name.
 REASON_KINDS = ("deadline", "budget", "quota", "vcpu_quota", "workers", "functions", "domain", "constraint",
-                "combination", "loss", "revocation", "shared", "unexplained")
+                "combination", "loss", "revocation", "unexplained")
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class Reason:
 
     ``kind`` names the constraint group (``deadline``, ``budget``, ``quota``, ``vcpu_quota``,
     ``workers``, ``functions``, ``domain``, ``constraint`` for a user's Pyomo constraint,
-    ``combination``, ``loss``, ``revocation``, ``shared``, ``unexplained``), ``field`` the
+    ``combination``, ``loss``, ``revocation``, ``unexplained``), ``field`` the
     instance field or constraint name, ``current`` its value and ``needed`` the value that
     admits ``plan`` (a plan meeting every other constraint). ``proven`` says whether
     ``needed`` is shown to be the least such relaxation (by exhaustive evaluation or exact
