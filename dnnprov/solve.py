@@ -93,6 +93,7 @@ def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: fl
            deadline_probability: float | None, takeover_overhead_s: float | None, replaced: bool) -> Result:
     """:func:`solve` without the signal handling."""
     from dnnprov.solvers import enumeration, heuristics, milp
+    from dnnprov.solvers.infeasibility import explain
 
     if method not in METHODS:
         raise InvalidInputError("method", f"must be one of {', '.join(METHODS)}; got {method!r}")
@@ -138,6 +139,8 @@ def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: fl
             }
         try:
             result = runners[method]()
+            if method in ("milp", "enumerate"):             # proofs of infeasibility get their reasons
+                result = explain(result, problem, clock=clock)
         except InvalidInputError:
             raise
         except Exception as exc:  # a solver failure is reported, not raised (batches go on)
@@ -165,6 +168,7 @@ def _solve_revocation_aware(problem: SpotProblem | ServerlessProblem, method: st
                             takeover_overhead_s: float | None, replaced: bool,
                             max_plans: int | None, clock: Clock) -> Result:
     """``solve(..., robust=K)`` or ``solve(..., risk=True)``: checks, then the exact planner."""
+    from dnnprov.solvers.infeasibility import explain_revocation_aware
     from dnnprov.solvers.robust import DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S, solve_robust
     from dnnprov.solvers.risk import solve_risk
 
@@ -179,8 +183,11 @@ def _solve_revocation_aware(problem: SpotProblem | ServerlessProblem, method: st
     if robust is not None:
         if deadline_probability is not None:
             raise InvalidInputError("deadline_probability", "goes with risk=True")
-        return solve_robust(problem, robust, overhead_s=overhead, replaced=replaced, max_plans=plans, clock=clock)
+        result = solve_robust(problem, robust, overhead_s=overhead, replaced=replaced, max_plans=plans, clock=clock)
+        return explain_revocation_aware(result, problem, clock, f"robust={robust}")
     if replaced is not True:
         raise InvalidInputError("replaced", "goes with robust=K")
-    return solve_risk(problem, deadline_probability=deadline_probability, overhead_s=overhead,
-                      max_plans=plans, clock=clock)
+    result = solve_risk(problem, deadline_probability=deadline_probability, overhead_s=overhead,
+                        max_plans=plans, clock=clock)
+    what = "risk" if deadline_probability is None else f"risk with deadline_probability={deadline_probability:g}"
+    return explain_revocation_aware(result, problem, clock, what)

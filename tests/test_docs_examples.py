@@ -86,6 +86,8 @@ RUN: dict[tuple[str, str], str] = {
     ("cli.md", "$ dnnprov build --catalog aws-table3-2023-01 --profile spot/resnet110-paper --target-loss 0.8 --deadline 4000 --quota g4dn.4xlarge=10 --quota g3.8xlarge=10 --ps-price-per-h 0.192 --out resnet110-4000.json"): "console",
     ("cloud.md", "dnnprov catalog import --region us-east-1            # reads <repo>/../shared/data"): "catalog-import",
     ("formulations.md", "import pyomo.environ as pyo"): "python",
+    ("solvers.md", "import dnnprov"): "python",
+    ("solvers.md", "infeasible"): "output",
     ("formulations.md", "from dnnprov.formulations.serverless import create_serverless_model"): "python",
     ("formulations.md", "from dnnprov.model_solve import solve_model_scip"): "python",
     ("instance-format.md", "import dnnprov"): "python",
@@ -134,6 +136,9 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "a warning line of Table I in cents; tests/problems/test_plausibility.py checks that the CLI prints this line",
     ('sweep.md', 'dnnprov sweep INSTANCE --deadlines START:STOP:N [--losses L1,L2,...] [--time-limit S]'):
         'synopsis with placeholders; the Table I transcript below runs',
+    ("solvers.md", "spot [spot, model paper] by milp: infeasible"):
+        "the text form of the example above (a file it would write first); tests/solvers/test_infeasibility.py "
+        "checks these lines through dnnprov.cli.main",
     ("solvers.md", "dnnprov milp: large-003 (spot, model paper, loss cc)"):
         "the log of a 3 s solve of large-003, whose timings vary from run to run",
     ("solvers.md", ".venv/bin/python benchmarks/fuzz_certificates.py --count 10000 --out /tmp/fuzz-findings"):
