@@ -24,6 +24,13 @@ RAISED_BOX = 20_000        # plans of the raised-quota box at least (or 4 times 
 
 def reasons(problem: SpotProblem, side: SideRows | None, clock: Clock, max_plans: int) -> list[Reason]:
     """The reasons ``problem`` (with user rows ``side``) has no plan; see the module doc of infeasibility."""
+    domain = problem.workload.domain
+    if SpotModel(problem).slo_refused():         # proven at once: the domain admits no plan at all
+        return [Reason("domain", "slo.loss", problem.slo.loss, domain.loss[0], True,
+                       f"the target loss {problem.slo.loss:g} lies below the lowest logged loss "
+                       f"{domain.loss[0]:g} and workload.domain.loss_axis is \"enforce\": the domain admits no "
+                       "plan at this target (a target at or above the logged losses, or loss_axis \"flag\", "
+                       "would; proven: the enforced axis refuses every plan at a target below the logs)")]
     size = spot_space_size(problem)
     if size <= max_plans:
         return by_enumeration(problem, side, clock, min(max_plans, max(4 * size, RAISED_BOX)))
@@ -40,6 +47,9 @@ def relax(problem: SpotProblem, group: str, value: Any = None) -> SpotProblem:
         return problem.replace(constraints=dataclasses.replace(c, budget_usd=value))
     if group == "domain":
         domain = None if value is None or w.domain is None else dataclasses.replace(w.domain, extrapolation=value)
+        return problem.replace(workload=dataclasses.replace(w, domain=domain))
+    if group == "iterations":      # the domain without its iteration floor and enforced loss axis
+        domain = None if w.domain is None else dataclasses.replace(w.domain, min_iterations=0, loss_axis="flag")
         return problem.replace(workload=dataclasses.replace(w, domain=domain))
     if group == "vcpu_quota":
         quotas = () if value is None else tuple(dataclasses.replace(q, vcpus=max(q.vcpus, value.get(_family(q), 0)))
@@ -130,7 +140,7 @@ def by_enumeration(problem: SpotProblem, side: SideRows | None, clock: Clock, li
     original = SpotModel(problem)
     names = row_names(side)
     groups = ["deadline"] + (["budget"] if cons.budget_usd is not None else []) \
-        + (["domain"] if w.domain is not None else []) + (["quota"] if (upper > cols.upper).any() else []) \
+        + (["domain", "iterations"] if w.domain is not None else []) + (["quota"] if (upper > cols.upper).any() else []) \
         + (["vcpu_quota"] if cons.vcpu_quotas else []) \
         + (["workers"] if cons.workers != (1, None) else []) + [f"constraint:{n}" for n in names]
     search = GroupSearch(groups)
@@ -185,6 +195,9 @@ def _fold(search: GroupSearch, problem: SpotProblem, side: SideRows | None, rela
         measure["domain"] = np.maximum(extrapolation_needed(ev.batch_wa, *w.domain.batch_wa),
                                        extrapolation_needed(ev.workers, *w.domain.workers))
         ranges["domain"] = {"batch_wa": ev.batch_wa, "workers": ev.workers.astype(float)}
+    if "iterations" in groups:     # the domain's other half: its iteration floor and enforced cap
+        ok["iterations"], measure["iterations"] = original.admits_iterations(ev.iterations), ev.cost
+        ranges["iterations"] = {"iterations": ev.iterations}
     within = (counts <= cols.upper).all(axis=1)
     if "quota" in groups:
         ok["quota"], measure["quota"] = within, np.maximum(counts - cols.upper, 0).sum(axis=1).astype(float)
@@ -273,7 +286,7 @@ def compose(problem: SpotProblem, side: SideRows | None, search: GroupSearch, up
 
 def _field(group: str) -> str:
     return {"deadline": "slo.time_s", "budget": "constraints.budget_usd", "domain": "workload.domain",
-            "quota": "instance_types.*.quota", "vcpu_quota": "constraints.vcpu_quotas",
+            "iterations": "workload.domain.min_iterations", "quota": "instance_types.*.quota", "vcpu_quota": "constraints.vcpu_quotas",
             "workers": "constraints.workers"}.get(group, group.removeprefix("constraint:"))
 
 
@@ -307,6 +320,17 @@ def _single(problem: SpotProblem, side: SideRows | None, group: str, best: Any, 
                       f"{k_lo}-{k_hi}) meets {others}; the plans that do have b_w {b[0]:.6g}-{b[1]:.6g} and |N| "
                       f"{int(k[0])}-{int(k[1])}; an extrapolation factor of {at_most}{f:.6g} (now "
                       f"{w.domain.extrapolation:g}) admits {plan} ({how})", plan=plan.to_dict())
+    if group == "iterations":
+        ok = _meets(lambda: relax(problem, "iterations"), side, counts, ps)
+        j = float(ev.iterations[0])
+        low, high = best.ranges.get("iterations", [math.nan] * 2)
+        cap = SpotModel(problem).iteration_cap()
+        limits = f"at least {w.domain.min_iterations:g} iterations" + (
+            f" and at most {cap:,.0f} (loss_axis \"enforce\")" if math.isfinite(cap) else "")
+        return Reason("domain", "workload.domain.min_iterations", w.domain.min_iterations, None, proven and ok,
+                      f"workload.domain: the domain admits plans needing {limits}; the plans meeting {others} "
+                      f"need {low:,.0f}-{high:,.0f}, which no extrapolation factor changes; without the iteration "
+                      f"limits the cheapest is {plan} ({j:,.0f} iterations, ${cost:.6f}; {how})", plan=plan.to_dict())
     if group == "quota":
         over = {label: int(n) for label, n, u in zip(cols.labels, counts, cols.upper) if n > u}
         # a plan outside the raised box exceeds some quota by more than that column was raised

@@ -365,3 +365,39 @@ def test_vcpu_quota_and_worker_range():
     workers = dnnprov.problem_from_dict({**base, "constraints": {"workers": [1, 3]}})
     cause = reason(dnnprov.solve(workers, "enumerate"), "workers")
     assert cause.proven and cause.current == [1, 3] and cause.needed == [1, fewest]
+
+
+def test_enforced_loss_axis_is_named_not_an_extrapolation():
+    """A target below the logged losses with loss_axis "enforce": the reason is the loss axis
+    (no factor helps); with the axis only flagging, brute force finds a plan."""
+    table1 = dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json"))
+    w = table1.workload
+    logs = dataclasses.replace(w.domain, loss=(0.9, 4.6), loss_axis="enforce")
+    enforced = table1.replace(workload=dataclasses.replace(w, domain=logs))
+    for method in ("milp", "enumerate"):
+        result = dnnprov.solve(enforced, method)
+        assert result.status is Status.INFEASIBLE
+        (only,) = result.infeasibility
+        assert only.kind == "domain" and only.field == "slo.loss" and only.needed == 0.9 and only.proven
+    flagged = enforced.replace(workload=dataclasses.replace(w, domain=dataclasses.replace(logs, loss_axis="flag")))
+    assert math.isfinite(spot_brute_force(flagged, "cost")[0])
+
+
+def test_an_iteration_floor_no_factor_lifts_is_not_blamed_on_the_ranges():
+    """min_iterations above what any plan needs: every plan is refused whatever the extrapolation
+    factor, so no reason may claim a factor that admits a plan (brute force checks each claim)."""
+    table1 = dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json"))
+    w = table1.workload
+    floor = table1.replace(workload=dataclasses.replace(
+        w, domain=dataclasses.replace(w.domain, min_iterations=10_000_000)))
+    result = dnnprov.solve(floor)
+    assert result.status is Status.INFEASIBLE and result.infeasibility
+    for r in result.infeasibility:
+        if r.kind == "domain" and isinstance(r.needed, (int, float)) and math.isfinite(r.needed):
+            wider = floor.replace(workload=dataclasses.replace(floor.workload, domain=dataclasses.replace(
+                floor.workload.domain, extrapolation=r.needed)))
+            assert math.isfinite(spot_brute_force(wider, "cost")[0]), r.text
+    (named,) = [r for r in result.infeasibility if r.field == "workload.domain.min_iterations"]
+    no_floor = floor.replace(workload=dataclasses.replace(floor.workload, domain=dataclasses.replace(
+        floor.workload.domain, min_iterations=0)))
+    assert named.proven and f"${spot_brute_force(no_floor, 'cost')[0]:.6f}" in named.text
