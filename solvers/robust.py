@@ -91,7 +91,7 @@ from dnnprov.result import Result, Status
 from dnnprov.solvers.enumeration import CHUNK, decode_counts, spot_space_size
 from dnnprov.solvers.outcome import spot_result
 from dnnprov.problems.spot import SpotProblem
-from dnnprov.models.spot import SpotModel
+from dnnprov.models.spot import SpotModel, row_dot
 
 #: The paper's measured join time of takeover instances (2.1 min, spec/spot.md section 5).
 JOIN_OVERHEAD_S = 126.0
@@ -191,7 +191,7 @@ def plan_grid(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
             parts["ps"].append(ps_arr)
             parts["speed"].append(speed)
             parts["start"].append(start)
-            parts["rate"].append(counts @ cols.price + ps_arr * problem.platform.ps_price_per_h)
+            parts["rate"].append(row_dot(counts, cols.price) + ps_arr * problem.platform.ps_price_per_h)
             parts["time_s"].append(ev.time_s)
             parts["cost"].append(ev.cost)
             parts["feasible"].append(ev.feasible & (speed > 0))

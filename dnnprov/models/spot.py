@@ -17,6 +17,16 @@ from dnnprov.problems.domain import EDGE_SHARE, NUMERATOR_SHARE, TOLERANCE, wide
 from dnnprov.problems.spot import SpotColumns, SpotProblem
 
 
+
+def row_dot(counts: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """``counts @ vector`` row by row, summed in the same order whatever the number of rows.
+
+    A BLAS product sums in an order that depends on the batch (one plan alone and the same
+    plan among others could differ in the last bit), and a cost on a budget's edge would
+    then be feasible in one call and not in another; a per-row reduction is batch-independent.
+    """
+    return (np.asarray(counts, dtype=float) * vector).sum(axis=-1)
+
 @dataclass(frozen=True)
 class SideRows:
     """Extra linear constraints ``low <= counts @ a_n.T + ps * a_s <= high`` on plans.
@@ -38,7 +48,8 @@ class SideRows:
         """Which plans satisfy every row (with an absolute tolerance)."""
         if not len(self):
             return np.ones(len(counts), dtype=bool)
-        lhs = counts @ self.a_n.T + np.asarray(ps, dtype=float)[:, None] * self.a_s
+        lhs = (np.asarray(counts, dtype=float)[:, None, :] * self.a_n).sum(axis=-1) \
+            + np.asarray(ps, dtype=float)[:, None] * self.a_s                    # batch-independent, as row_dot
         return ((lhs >= self.low - tol) & (lhs <= self.high + tol)).all(axis=1)
 
 
@@ -137,7 +148,7 @@ class SpotModel:
                 j = np.round(self.iterations_needed(batch_wa, cc, workers))
                 core_time = np.round(batch_wa * j / v, 2)
                 time = core_time + self.problem.slo.takeover_overhead_s
-                price = counts @ cols.price + ps * self.problem.platform.ps_price_per_h
+                price = row_dot(counts, cols.price) + ps * self.problem.platform.ps_price_per_h
                 cost = np.round(price * time / 3600, 6)
                 time_ok = (core_time > 0) & (time <= self.problem.slo.time_s)
             else:
@@ -148,7 +159,7 @@ class SpotModel:
                 cc = np.sqrt(np.maximum(1 - 2 * v_top / v + q / v**2, 0.0))   # eq. (5)
                 j = self.iterations_needed(batch_wa, cc, workers)
                 time = j / x + self.problem.slo.takeover_overhead_s           # eq. (1)
-                price = counts @ cols.price + ps * self.problem.platform.ps_price_per_h
+                price = row_dot(counts, cols.price) + ps * self.problem.platform.ps_price_per_h
                 cost = price * time / 3600                                    # eq. (11)
                 time_ok = (j > 0) & (time <= self.problem.slo.time_s * (1 + 1e-12))
         inside = self.inside_domain(batch_wa, workers) & self.admits_iterations(j)
