@@ -355,7 +355,7 @@ def test_embedded_paths_work_in_every_command(tmp_path):
     """`embedded:REL` is accepted by show, solve, replan, export --instance, batch and solve-many
     (replan may find no plan: exit 1 is an answer; a refused path would be exit 2)."""
     spec = "embedded:spot/paper-table1.json"
-    code, out, _, _ = run_in_process(["solve", spec, "--json"])
+    code, out, _ = run_in_process(["solve", spec, "--json"])
     assert code == 0
     plan = tmp_path / "plan.json"
     plan.write_text(out)
