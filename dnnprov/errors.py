@@ -19,3 +19,7 @@ class InvalidInputError(ValueError):
         self.problem = problem
         super().__init__(f"{field}: {problem}" if field else problem)
 
+
+
+class ProfileWarning(UserWarning):
+    """A profiler fit that was returned but that the data support only weakly (the message says why)."""

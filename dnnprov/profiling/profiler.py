@@ -30,7 +30,7 @@ from dnnprov.problems.serverless import ServerlessWorkload
 __all__ = ["LossLog", "LossFit", "SpotTimingFit", "ServerlessTimingFit", "read_loss_logs", "fit_loss",
            "leave_one_run_out", "synthetic_log", "fit_spot_timing", "fit_serverless_timing", "timing_kind",
            "with_loss_fit", "with_spot_timing_fit", "with_serverless_timing_fit", "serverless_workload_dict",
-           "format_estimate"]
+           "format_estimate", "format_uncertainty"]
 
 
 def read_loss_logs(paths: Sequence[str | Path], *, batch_size: float | None = None, workers: int = 1,
@@ -61,12 +61,26 @@ def read_loss_logs(paths: Sequence[str | Path], *, batch_size: float | None = No
 
 
 def format_estimate(name: str, e: Estimate) -> str:
-    """``name = value ± stderr`` (or ``fixed at value: reason``)."""
+    """``name = value ± stderr [95 % CI low, high]`` (or ``fixed at value: reason``; NaN when undetermined)."""
     if e.fixed.startswith("stopped"):
         return f"{name} = {e.value:.6g} ({e.fixed}; no standard error)"
     if e.fixed:
         return f"{name} fixed at {e.value:.6g} ({e.fixed})"
-    return f"{name} = {e.value:.6g}" + (f" ± {e.stderr:.3g}" if e.stderr is not None else " (no standard error: as many points as coefficients)")
+    if e.undetermined:
+        return f"{name} = {e.value:.6g} ± NaN ({e.undetermined})"
+    if e.stderr is None:
+        return f"{name} = {e.value:.6g} (no standard error: as many points as coefficients)"
+    interval = f" [95 % CI {e.interval[0]:.6g}, {e.interval[1]:.6g}]" if e.interval is not None else ""
+    return f"{name} = {e.value:.6g} ± {e.stderr:.3g}{interval}"
+
+
+def format_uncertainty(u: dict[str, Any]) -> str:
+    """One line: how a loss fit's standard errors were made."""
+    rho = u.get("autocorrelation")
+    return (f"errors: {u['weighting']} weights (loss^{u['weight_power']:.2f}), {u['covariance']} covariance, "
+            + (f"lag-1 autocorrelation {rho:.2f}" if rho is not None else "autocorrelation not measured")
+            + (f" (stderr x{u['stderr_inflation']:.2f})" if u["stderr_inflation"] > 1 else "")
+            + f", {u['dof']:.1f} degrees of freedom")
 
 
 def _notes(old: str, line: str) -> str:
