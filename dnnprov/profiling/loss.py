@@ -346,7 +346,7 @@ def fit_loss(log: LossLog, variant: str = "cc", weighting: str = "auto") -> Loss
                                f"({', '.join(runs[:8])}{', ...' if len(runs) > 8 else ''}), loss variant {variant}; "
                                "b_w is the per-worker average batch of eq. (4), not the cluster's global batch")
     res = loss_curve(values, variant, b, cc, k, j) - y
-    uncertainty = {"weighting": weighting, "weight_power": theta, "covariance": "sandwich (HC1)",
+    uncertainty = {"weighting": weighting, "weight_power": theta, "covariance": "larger of classical and sandwich (HC3)",
                    "autocorrelation": solved.autocorrelation, "stderr_inflation": solved.inflation,
                    "dof": solved.dof, "interval": "95 % Student t"}
     fit = LossFit(variant=variant, estimates=estimates, rmse=float(math.sqrt((res ** 2).mean())),

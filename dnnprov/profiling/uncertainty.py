@@ -7,8 +7,13 @@ coefficient, a standard error that says what the data support:
   coefficient with weight in a direction whose singular value is below
   :data:`RANK_TOLERANCE` times the largest is *undetermined* (the data cannot tell it from
   a combination of the others) and gets NaN, never the tiny figure a pseudo-inverse gives;
-- **covariance**: ``"sandwich"`` (White's HC1, ``(J^T J)^-1 J^T diag(r^2) J (J^T J)^-1 n/(n-p)``),
-  valid whatever the residuals' variance pattern, or ``"classical"`` (``s^2 (J^T J)^-1``);
+- **covariance**: ``"sandwich"`` (HC3, ``(J^T J)^-1 J^T diag(r_i^2 / (1 - h_i)^2) J (J^T J)^-1``
+  with h_i the leverages), valid whatever the residuals' variance pattern and, unlike
+  White's HC0/HC1, not too small where a few points (the first logged steps) carry much
+  leverage; ``"classical"`` (``s^2 (J^T J)^-1``, right when the residual weights are); or
+  ``"larger"`` (the default): each coefficient's larger standard error of the two, so
+  neither a wrong weighting (which the classical one misses) nor the sandwich's own
+  sampling noise at small samples makes an interval too narrow;
 - **serial correlation**: residuals logged one after another (``blocks``, e.g. one run's
   steps in order) are often correlated. The pooled lag-1 autocorrelation rho is measured
   and, when positive, every standard error is multiplied by ``sqrt((1 + rho) / (1 - rho))``
@@ -79,8 +84,8 @@ def lag1_autocorrelation(residuals: np.ndarray, blocks: Sequence[np.ndarray]) ->
     return lagged / total
 
 
-def _covariance(jac: np.ndarray, res: np.ndarray, dof: int, covariance: str) -> tuple[np.ndarray, list[int]]:
-    """(covariance of the columns of ``jac``, indices undetermined by rank) via a scaled SVD."""
+def _variances(jac: np.ndarray, res: np.ndarray, dof: int, covariance: str) -> tuple[np.ndarray, list[int]]:
+    """(variance of each column's coefficient, indices undetermined by rank) via a scaled SVD."""
     norms = np.linalg.norm(jac, axis=0)
     dead = norms <= 0
     scaled = jac / np.where(dead, 1.0, norms)
@@ -89,18 +94,17 @@ def _covariance(jac: np.ndarray, res: np.ndarray, dof: int, covariance: str) -> 
     null = vt[~keep]
     undetermined = [i for i in range(jac.shape[1]) if dead[i] or (null[:, i] ** 2).sum() > 1e-6]
     v, s_keep, u_keep = vt[keep].T, s[keep], u[:, keep]
-    if covariance == "classical":
-        cov = float((res ** 2).sum()) / dof * (v / s_keep ** 2) @ v.T
-    else:
-        a = (v / s_keep) @ u_keep.T                      # (J^T J)^+ J^T in scaled terms
-        cov = (a * res ** 2) @ a.T * len(res) / dof      # HC1
-    scale = np.where(dead, 1.0, norms)
-    return cov / np.outer(scale, scale), undetermined
+    classical = float((res ** 2).sum()) / dof * ((v / s_keep) ** 2).sum(axis=1)
+    a = (v / s_keep) @ u_keep.T                          # (J^T J)^+ J^T in scaled terms
+    leverage = np.minimum((u_keep ** 2).sum(axis=1), 1 - 1e-9)
+    sandwich = ((a * (res / (1 - leverage))) ** 2).sum(axis=1)   # HC3
+    chosen = {"classical": classical, "sandwich": sandwich}.get(covariance, np.maximum(classical, sandwich))
+    return chosen / np.where(dead, 1.0, norms) ** 2, undetermined
 
 
 def fit_least_squares(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, low: np.ndarray,
                       high: np.ndarray, *, blocks: Sequence[np.ndarray] = (),
-                      covariance: str = "sandwich") -> LeastSquaresFit:
+                      covariance: str = "larger") -> LeastSquaresFit:
     """``min |residual(x)|^2`` within ``[low, high]`` from ``x0``, with the errors of the module doc.
 
     ``blocks``: index arrays of residuals in logging order (one per run) for the
@@ -125,9 +129,9 @@ def fit_least_squares(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarr
         inflation = math.sqrt((1 + r) / (1 - r))
         n_eff = len(res) * (1 - r) / (1 + r)
     if dof > 0 and free.size:
-        cov, dead = _covariance(result.jac[:, free], res, dof, covariance)
+        variances, dead = _variances(result.jac[:, free], res, dof, covariance)
         undetermined = [int(free[i]) for i in dead]
-        stderr[free] = np.sqrt(np.maximum(np.diag(cov), 0.0)) * inflation
+        stderr[free] = np.sqrt(np.maximum(variances, 0.0)) * inflation
         stderr[undetermined] = np.nan
     return LeastSquaresFit(x=result.x, stderr=stderr, residuals=res, dof=n_eff - len(free), autocorrelation=rho,
                            inflation=inflation, undetermined=tuple(undetermined),
