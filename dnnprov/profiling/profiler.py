@@ -101,7 +101,9 @@ def with_loss_fit(base: SpotWorkloadProfile, fit: LossFit, source: str,
     fitted = [p for p, e in fit.estimates.items() if not e.fixed or e.fixed.startswith("stopped")]
     line = (f"Loss model fitted by dnnprov profile fit-loss from {source} ({fit.points} steps, runs "
             f"{', '.join(fit.runs)}; variant {fit.variant}): "
-            + "; ".join(format_estimate(p, e) for p, e in fit.estimates.items()) + f"; RMSE {fit.rmse:.4g}.")
+            + "; ".join(format_estimate(p, e) for p, e in fit.estimates.items()) + f"; RMSE {fit.rmse:.4g}; "
+            + format_uncertainty(fit.uncertainty) + ". batch_wa (b_w) is the per-worker average batch of eq. (4), "
+            "not the cluster's global batch.")
     losses = [r["loss_error_pct"] for r in loo if r["loss_error_pct"] is not None]
     if losses:
         errors = [r["iterations_error_pct"] for r in loo if r["iterations_error_pct"] is not None]
@@ -146,6 +148,8 @@ def with_spot_timing_fit(base: SpotWorkloadProfile, fit: SpotTimingFit, source: 
     if fit.leave_one_out:
         errs = [r["time_error_pct"] for r in fit.leave_one_out]
         line += f" Leave-one-run-out iteration-time error {min(errs):.1f}-{max(errs):.1f} %."
+    if fit.warnings:
+        line += " Warnings: " + "; ".join(fit.warnings) + "."
     fitted = ["param_size_mb", "bandwidth_req_mb_s", "alpha_1", "beta_1"]
     workload = dataclasses.replace(base.workload, param_size_mb=fit.param_size_mb, bandwidth_req_mb_s=fit.bandwidth_req.value,
                                    alpha_1=fit.alpha_1.value, beta_1=fit.beta_1.value, domain=domain,
@@ -184,6 +188,8 @@ def serverless_timing_notes(old: str, fit: ServerlessTimingFit, source: str) -> 
     if fit.leave_one_out:
         rate = [r["rate_error_pct"] for r in fit.leave_one_out]
         line += f" Leave-one-run-out rate error {min(rate):.1f}-{max(rate):.1f} %."
+    if fit.warnings:
+        line += " Warnings: " + "; ".join(fit.warnings) + "."
     return _notes(old, line)
 
 

@@ -84,8 +84,10 @@ def lag1_autocorrelation(residuals: np.ndarray, blocks: Sequence[np.ndarray]) ->
     return lagged / total
 
 
-def _variances(jac: np.ndarray, res: np.ndarray, dof: int, covariance: str) -> tuple[np.ndarray, list[int]]:
-    """(variance of each column's coefficient, indices undetermined by rank) via a scaled SVD."""
+def _variances(jac: np.ndarray, res: np.ndarray, covariance: str) -> tuple[np.ndarray, list[int], int]:
+    """(variance of each column's coefficient, indices undetermined, rank) via a scaled SVD.
+
+    The classical s^2 divides by points - rank (the free directions the data determine)."""
     norms = np.linalg.norm(jac, axis=0)
     dead = norms <= 0
     scaled = jac / np.where(dead, 1.0, norms)
@@ -94,12 +96,13 @@ def _variances(jac: np.ndarray, res: np.ndarray, dof: int, covariance: str) -> t
     null = vt[~keep]
     undetermined = [i for i in range(jac.shape[1]) if dead[i] or (null[:, i] ** 2).sum() > 1e-6]
     v, s_keep, u_keep = vt[keep].T, s[keep], u[:, keep]
-    classical = float((res ** 2).sum()) / dof * ((v / s_keep) ** 2).sum(axis=1)
+    rank = int(keep.sum())
+    classical = float((res ** 2).sum()) / max(len(res) - rank, 1) * ((v / s_keep) ** 2).sum(axis=1)
     a = (v / s_keep) @ u_keep.T                          # (J^T J)^+ J^T in scaled terms
     leverage = np.minimum((u_keep ** 2).sum(axis=1), 1 - 1e-9)
     sandwich = ((a * (res / (1 - leverage))) ** 2).sum(axis=1)   # HC3
     chosen = {"classical": classical, "sandwich": sandwich}.get(covariance, np.maximum(classical, sandwich))
-    return chosen / np.where(dead, 1.0, norms) ** 2, undetermined
+    return chosen / np.where(dead, 1.0, norms) ** 2, undetermined, rank
 
 
 def fit_least_squares(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, low: np.ndarray,
@@ -120,7 +123,7 @@ def fit_least_squares(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarr
     active = (np.abs(result.x - low) <= 1e-9 * span) | (np.abs(high - result.x) <= 1e-9 * span)
     stderr = np.full(len(result.x), np.nan)
     free = np.flatnonzero(~active)
-    dof = len(res) - len(free)
+    rank = len(free)
     undetermined: list[int] = []
     rho = lag1_autocorrelation(res, blocks) if blocks else None
     inflation, n_eff = 1.0, float(len(res))
@@ -128,11 +131,11 @@ def fit_least_squares(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarr
         r = min(rho, MAX_AUTOCORRELATION)
         inflation = math.sqrt((1 + r) / (1 - r))
         n_eff = len(res) * (1 - r) / (1 + r)
-    if dof > 0 and free.size:
-        variances, dead = _variances(result.jac[:, free], res, dof, covariance)
+    if len(res) > len(free) and free.size:
+        variances, dead, rank = _variances(result.jac[:, free], res, covariance)
         undetermined = [int(free[i]) for i in dead]
         stderr[free] = np.sqrt(np.maximum(variances, 0.0)) * inflation
         stderr[undetermined] = np.nan
-    return LeastSquaresFit(x=result.x, stderr=stderr, residuals=res, dof=n_eff - len(free), autocorrelation=rho,
+    return LeastSquaresFit(x=result.x, stderr=stderr, residuals=res, dof=n_eff - rank, autocorrelation=rho,
                            inflation=inflation, undetermined=tuple(undetermined),
                            at_bound=tuple(int(i) for i in np.flatnonzero(active)))
