@@ -1,8 +1,8 @@
 """The ``profile`` and ``predict`` subcommands.
 
     dnnprov profile fit-loss FILE... [--variant cc|no-cc] [--batch-size B] [--workers K]
-                                     [--worker-batch B] [--base PROFILE --out PROFILE]
-                                     [--extrapolation F] [--json]
+                                     [--worker-batch B] [--weighting auto|relative|absolute]
+                                     [--base PROFILE --out PROFILE] [--extrapolation F] [--json]
     dnnprov profile fit-timing FILE [--param-size-mb S] [--ps-bandwidth-mb-s B] [--pcie-bandwidth-mb-s B]
                                     [--storage-cap-mb-s B] [--base FILE --out FILE] [--json]
     dnnprov profile to-csv FILE... --out CSV [--batch-size B] [--workers K] [--worker-batch B]
@@ -11,6 +11,8 @@
 
 Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`. Exit codes: 0 success (predict: the
 plan is feasible), 1 predict: the plan is infeasible (the reasons are printed), 2 bad input.
+A fit the data support only weakly still exits 0 and prints each
+:class:`dnnprov.errors.ProfileWarning` as one ``dnnprov: warning: ...`` line on stderr.
 See docs/profiler.md.
 """
 
@@ -245,7 +247,9 @@ def _summary(out: dict) -> str:
 def _loss_inputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", metavar="FILE",
                    help="CSV run,workers,batch_wa,cc,step,loss; a trainer_state.json; or a folder of TF worker logs")
-    p.add_argument("--batch-size", type=float, default=None, help="samples per step of a trainer_state.json")
+    p.add_argument("--batch-size", type=float, default=None,
+                   help="samples per optimizer step of one worker of a trainer_state.json run: b_w, the per-worker "
+                        "batch (eq. 4), not the cluster's global batch")
     p.add_argument("--workers", type=int, default=1, help="identical workers of a trainer_state.json run (default 1)")
     p.add_argument("--worker-batch", type=int, default=None,
                    help="batch of every TF worker (default: the _b<batch>_ token of each log's name)")
