@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import sys
@@ -65,15 +66,17 @@ def _require_finite(data: dict, source: str) -> None:
 
 
 @contextlib.contextmanager
-def _profile_warnings() -> Iterator[None]:
-    """Print every :class:`ProfileWarning` raised inside as one ``dnnprov: warning: ...`` line."""
+def _profile_warnings() -> Iterator[list[str]]:
+    """Print every :class:`ProfileWarning` raised inside as one ``dnnprov: warning: ...`` line;
+    yields the list that receives their messages (filled when the block ends)."""
+    messages: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ProfileWarning)
         try:
-            yield
+            yield messages
         finally:
-            seen = dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, ProfileWarning))
-            for message in seen:
+            messages += dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, ProfileWarning))
+            for message in messages:
                 print(f"dnnprov: warning: {message}", file=sys.stderr)
 
 
@@ -88,9 +91,10 @@ def cmd_fit_loss(args: argparse.Namespace) -> int:
     _out_needs_base(args)
     log = profiler.read_loss_logs(args.files, batch_size=args.batch_size, workers=args.workers,
                                   worker_batch=args.worker_batch)
-    with _profile_warnings():
+    with _profile_warnings() as messages:
         fit = profiler.fit_loss(log, args.variant, args.weighting)
-    loo = profiler.leave_one_run_out(log, args.variant, args.weighting) if len(log.runs()) >= 2 else []
+        loo = profiler.leave_one_run_out(log, args.variant, args.weighting) if len(log.runs()) >= 2 else []
+    fit = dataclasses.replace(fit, warnings=tuple(messages))     # leave-one-run-out's too
     _require_finite({**fit.to_dict(), "leave_one_run_out": loo}, ", ".join(map(str, args.files)))
     if args.out is not None:
         profile = profiler.with_loss_fit(load_spot_profile(args.base), fit, ", ".join(map(str, args.files)), loo,

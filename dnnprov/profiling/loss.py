@@ -295,6 +295,9 @@ def fit_loss(log: LossLog, variant: str = "cc", weighting: str = "auto") -> Loss
         fixed["gamma_4"] = (0.0, "unused by the no-cc variant")
     elif len({(round(float(r), 9), int(n)) for r, n in zip(cc, k)}) < 2:
         fixed["gamma_4"] = (1.0, "every run has the same R and |N|: gamma_4 cannot be told from gamma_3 (set to 1)")
+    elif _distinct(cc) < 2:
+        fixed["gamma_4"] = (1.0, "every run has the same R: sqrt(R + gamma_4) only rescales gamma_2 and gamma_3 "
+                                 "(set to 1)")
     free = [p for p in PARAMS if p not in fixed]
     if len(y) <= len(free):
         raise InvalidInputError("loss log", f"{len(y)} rows cannot determine {len(free)} coefficients")
@@ -374,13 +377,13 @@ def leave_one_run_out(log: LossLog, variant: str = "cc", weighting: str = "auto"
     its steps, and ``iterations_error_pct``, the error of the predicted iterations to
     reach the run's final loss (mean of its last three logged losses) against the first
     step where its smoothed loss got there (``None`` where undefined, e.g. a logged loss of
-    0). A run whose leaving out leaves data eq. (3) cannot fit is skipped. Needs at least
-    two runs.
+    0). A run whose leaving out leaves data eq. (3) cannot fit is skipped, with a
+    :class:`dnnprov.errors.ProfileWarning`. Needs at least two runs.
     """
     runs = log.runs()
     if len(runs) < 2:
         raise InvalidInputError("loss log", "leave-one-run-out needs at least two runs")
-    out = []
+    out, skipped = [], []
     for name in runs:
         held = log.run == name
         try:
@@ -388,7 +391,8 @@ def leave_one_run_out(log: LossLog, variant: str = "cc", weighting: str = "auto"
                 warnings.simplefilter("ignore", ProfileWarning)
                 fit = fit_loss(log.select(~held), variant, weighting)
         except InvalidInputError:
-            continue           # the other runs alone cannot be fitted (e.g. none of them falls)
+            skipped.append(name)   # the other runs alone cannot be fitted (e.g. none of them falls)
+            continue
         test = log.select(held)
         predicted = fit.predict(test)
         logged = test.loss
@@ -405,6 +409,10 @@ def leave_one_run_out(log: LossLog, variant: str = "cc", weighting: str = "auto"
                     "target_loss": target,
                     "iterations_logged": j_obs, "iterations_predicted": j_pred if math.isfinite(j_pred) else None,
                     "iterations_error_pct": it_err if math.isfinite(it_err) else None})
+    if skipped:
+        warnings.warn(f"leave-one-run-out skipped {len(skipped)} of {len(runs)} runs ({', '.join(map(str, skipped[:5]))}"
+                      f"{', ...' if len(skipped) > 5 else ''}): the other runs alone cannot be fitted; the main fit "
+                      "is kept", ProfileWarning, stacklevel=2)
     return out
 
 

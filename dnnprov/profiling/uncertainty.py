@@ -136,6 +136,6 @@ def fit_least_squares(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarr
         undetermined = [int(free[i]) for i in dead]
         stderr[free] = np.sqrt(np.maximum(variances, 0.0)) * inflation
         stderr[undetermined] = np.nan
-    return LeastSquaresFit(x=result.x, stderr=stderr, residuals=res, dof=n_eff - rank, autocorrelation=rho,
+    return LeastSquaresFit(x=result.x, stderr=stderr, residuals=res, dof=max(n_eff - rank, 0.0), autocorrelation=rho,
                            inflation=inflation, undetermined=tuple(undetermined),
                            at_bound=tuple(int(i) for i in np.flatnonzero(active)))
