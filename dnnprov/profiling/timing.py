@@ -106,7 +106,8 @@ def _num(row: dict[str, str], key: str, *, positive: bool = False, minimum: floa
 
 
 def linear_fit(x: np.ndarray, y: np.ndarray, where: str) -> tuple[Estimate, Estimate, float]:
-    """Least-squares line y = a x + b: (a, b, RMSE) with standard errors (None with 2 points)."""
+    """Least-squares line y = a x + b: (a, b, RMSE) with standard errors (None with 2 points)
+    and 95 % t-intervals at points - 2 degrees of freedom."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if len(np.unique(x)) < 2:
         raise InvalidInputError(where, f"needs at least two distinct x values to fit a line; got {sorted(set(x.tolist()))}")
@@ -117,7 +118,8 @@ def linear_fit(x: np.ndarray, y: np.ndarray, where: str) -> tuple[Estimate, Esti
     if dof > 0:
         cov = float((res ** 2).sum()) / dof * np.linalg.inv(a_mat.T @ a_mat)
         se = np.sqrt(np.maximum(np.diag(cov), 0.0))
-        return Estimate(float(coef[0]), float(se[0])), Estimate(float(coef[1]), float(se[1])), float(np.sqrt((res ** 2).mean()))
+        a, b = (Estimate(float(c), float(e), interval=t_interval(float(c), float(e), dof)) for c, e in zip(coef, se))
+        return a, b, float(np.sqrt((res ** 2).mean()))
     return Estimate(float(coef[0]), None), Estimate(float(coef[1]), None), 0.0
 
 
