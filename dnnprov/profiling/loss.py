@@ -6,12 +6,16 @@
 the model is linear in (gamma_2, gamma_3, gamma_5), so :func:`fit_loss` first scans a grid
 of gamma_1 and gamma_4 solving that linear least-squares problem (no starting guess
 needed), then polishes all free coefficients together with
-:func:`scipy.optimize.least_squares`. Standard errors come from the Jacobian at the
-optimum: cov = s^2 (J^T J)^-1 with s^2 = SSR / (points - coefficients).
+:func:`scipy.optimize.least_squares`, reweighted by a power of the fitted loss
+(:data:`WEIGHTINGS`). Standard errors come from
+:func:`dnnprov.profiling.uncertainty.fit_least_squares`: the larger of the classical and
+the HC3 sandwich error, NaN where the Jacobian is rank-deficient, inflated for the
+residuals' lag-1 autocorrelation within runs, with 95 % t-intervals.
 
-Coefficients the data cannot determine are fixed and say why: gamma_2 when every run has
-the same b_w, gamma_4 for ``no-cc`` (unused) and when every run has the same R and |N|.
-The fit's validity domain is the range of b_w, |N| and R its runs covered.
+Coefficients the data cannot determine by design are fixed and say why: gamma_2 when
+every run has the same b_w, gamma_4 for ``no-cc`` (unused) and when every run has the
+same R. The fit's validity domain is the range of b_w, |N| and R its runs covered.
+Doubtful data and fits are warned of (:func:`data_problems`, :func:`fit_problems`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import numpy as np
 from dnnprov.problems.domain import SpotDomain
 from dnnprov.errors import InvalidInputError, ProfileWarning
 from dnnprov.profiling.readers import LossLog
-from dnnprov.profiling.uncertainty import LeastSquaresFit, fit_least_squares, t_interval
+from dnnprov.profiling.uncertainty import fit_least_squares
 from dnnprov.problems.spot import LOSS_VARIANTS
 
 PARAMS = ("gamma_1", "gamma_2", "gamma_3", "gamma_4", "gamma_5")

@@ -76,6 +76,8 @@ def format_estimate(name: str, e: Estimate) -> str:
 
 def format_uncertainty(u: dict[str, Any]) -> str:
     """One line: how a loss fit's standard errors were made."""
+    if not u:
+        return "errors: method not recorded"
     rho = u.get("autocorrelation")
     return (f"errors: {u['weighting']} weights (loss^{u['weight_power']:.2f}), {u['covariance']} covariance, "
             + (f"lag-1 autocorrelation {rho:.2f}" if rho is not None else "autocorrelation not measured")
