@@ -31,7 +31,7 @@ import numpy as np
 from dnnprov.problems.domain import SpotDomain
 from dnnprov.errors import InvalidInputError, ProfileWarning
 from dnnprov.profiling.readers import LossLog
-from dnnprov.profiling.uncertainty import fit_least_squares
+from dnnprov.profiling.uncertainty import MAX_EVALUATIONS, fit_least_squares
 from dnnprov.problems.spot import LOSS_VARIANTS
 
 PARAMS = ("gamma_1", "gamma_2", "gamma_3", "gamma_4", "gamma_5")
@@ -252,6 +252,9 @@ def fit_problems(fit: "LossFit", log: LossLog) -> list[str]:
     coefficients, correlated residuals, negative predicted losses."""
     g = fit.coefficients()
     notes = []
+    if not fit.uncertainty.get("converged", True):
+        notes.append(f"the least-squares solver stopped at its {MAX_EVALUATIONS:,} evaluations before converging: "
+                     "the values are not an optimum and their errors not to be trusted (the data hardly fit eq. (3))")
     lost = [p for p, e in fit.estimates.items() if e.undetermined]
     if lost:
         notes.append(f"{', '.join(lost)} not determined by the data (rank-deficient fit: their effects cannot be "
@@ -327,7 +330,7 @@ def fit_loss(log: LossLog, variant: str = "cc", weighting: str = "auto") -> Loss
     level = np.maximum(np.abs(loss_curve(unpack(solved.x), variant, b, cc, k, j)), floor)
     theta = {"relative": 1.0, "absolute": 0.0}.get(weighting) if weighting != "auto" else \
         _variance_power(level, solved.residuals, floor)
-    for _ in range(REWEIGHT_PASSES if theta > 0 else 0):
+    for _ in range(REWEIGHT_PASSES if theta > 0 and solved.converged else 0):
         scale = level ** theta
         solved = fit_least_squares(residual, solved.x, low, high, blocks=blocks)
         level = np.maximum(np.abs(loss_curve(unpack(solved.x), variant, b, cc, k, j)), floor)
@@ -353,7 +356,7 @@ def fit_loss(log: LossLog, variant: str = "cc", weighting: str = "auto") -> Loss
                                f"({', '.join(runs[:8])}{', ...' if len(runs) > 8 else ''}), loss variant {variant}; "
                                "b_w is the per-worker average batch of eq. (4), not the cluster's global batch")
     res = loss_curve(values, variant, b, cc, k, j) - y
-    uncertainty = {"weighting": weighting, "weight_power": theta, "covariance": "larger of classical and sandwich (HC3)",
+    uncertainty = {"weighting": weighting, "weight_power": theta, "converged": solved.converged, "covariance": "larger of classical and sandwich (HC3)",
                    "autocorrelation": solved.autocorrelation, "stderr_inflation": solved.inflation,
                    "dof": solved.dof, "interval": "95 % Student t"}
     fit = LossFit(variant=variant, estimates=estimates, rmse=float(math.sqrt((res ** 2).mean())),

@@ -40,6 +40,9 @@ RANK_TOLERANCE = 1e-6
 MAX_AUTOCORRELATION = 0.99
 #: Lag pairs needed before the autocorrelation is measured at all.
 MIN_LAG_PAIRS = 8
+#: Residual evaluations one solve may take (well-posed fits need well under a hundred;
+#: this bounds the time on pathological data, which then reports ``converged=False``).
+MAX_EVALUATIONS = 2000
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,8 @@ class LeastSquaresFit:
     undetermined: tuple[int, ...]
     #: Indices of coefficients stopped at a bound.
     at_bound: tuple[int, ...]
+    #: False when the solver stopped at :data:`MAX_EVALUATIONS` before its tolerances.
+    converged: bool = True
 
     def interval(self, i: int, level: float = 0.95) -> tuple[float, float] | None:
         """The ``level`` confidence interval of coefficient ``i`` (t-quantile), or None."""
@@ -117,7 +122,7 @@ def fit_least_squares(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarr
     inside = 1e-12 * np.maximum(1.0, np.abs(x0))
     x0 = np.minimum(np.maximum(x0, np.where(np.isfinite(low), low + inside, x0)), np.where(np.isfinite(high), high - inside, x0))
     result = least_squares(residual, x0, bounds=(low, high), x_scale="jac", jac="3-point", xtol=1e-14, ftol=1e-14,
-                           gtol=1e-14, max_nfev=20000)
+                           gtol=1e-14, max_nfev=MAX_EVALUATIONS)
     res = result.fun
     span = np.maximum(1.0, np.abs(result.x))
     active = (np.abs(result.x - low) <= 1e-9 * span) | (np.abs(high - result.x) <= 1e-9 * span)
@@ -138,4 +143,4 @@ def fit_least_squares(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarr
         stderr[undetermined] = np.nan
     return LeastSquaresFit(x=result.x, stderr=stderr, residuals=res, dof=max(n_eff - rank, 0.0), autocorrelation=rho,
                            inflation=inflation, undetermined=tuple(undetermined),
-                           at_bound=tuple(int(i) for i in np.flatnonzero(active)))
+                           at_bound=tuple(int(i) for i in np.flatnonzero(active)), converged=result.status != 0)
