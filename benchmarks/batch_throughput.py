@@ -6,7 +6,8 @@ The instances (default: the paper instances shipped with dnnprov) are copied K t
 a temporary folder so that the batch is long enough to time. Both runs use two task
 processes; the Dask cluster is started first and its start-up is reported apart, so the
 ratio compares the batches themselves (the issue's target: Dask no slower than 1.2x local).
-Both runs must give the same rows apart from solve_seconds.
+Both runs must give the same rows apart from solve_seconds; it exits 1 when either part of
+the target is missed, unless ``--allow-missed``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,7 +34,7 @@ def copy_instances(paths: list[str], copies: int, into: Path) -> int:
     return len(files) * copies
 
 
-def main() -> None:
+def main() -> int:
     default = Path(str(dnnprov.embedded_instance("spot/paper-table1.json"))).parents[1]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", default=[str(default)])
@@ -40,6 +42,8 @@ def main() -> None:
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--repeat", type=int, default=1, help="runs of each; the median is reported")
+    parser.add_argument("--allow-missed", action="store_true",
+                        help="exit 0 even when the target (ratio <= 1.2, same rows) is missed")
     args = parser.parse_args()
     methods = args.methods.split(",")
 
@@ -79,7 +83,11 @@ def main() -> None:
         print("rows that differ (local, then dask):")
         print(a.loc[differ, cols].to_string())
         print(b.loc[differ, cols].to_string())
+    missed = not same or da / lo > 1.2
+    if missed:
+        print("target MISSED" + (" (allowed)" if args.allow_missed else ""))
+    return 1 if missed and not args.allow_missed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

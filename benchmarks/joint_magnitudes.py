@@ -2,7 +2,7 @@
 
 Runs the generator and the oracle of tests/solvers/test_joint_verified.py (the product of every
 job's columns in exact rational arithmetic, no dnnprov joint code) on ``--count`` random sets and
-prints the status counts, the wrong certificates (must be 0) and the CPU seconds::
+prints the status counts, the wrong certificates (must be 0: exit 1 otherwise) and the CPU seconds::
 
     .venv/bin/python benchmarks/joint_magnitudes.py --count 2000 --seed 1
 """
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "solvers"
 from test_joint_verified import run  # noqa: E402  (the oracle lives with its test)
 
 
-def main() -> None:
+def main() -> int:
     """Parse the arguments, run the sets, print one JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=2000)
@@ -30,7 +30,8 @@ def main() -> None:
     counts = run(args.count, args.seed)
     counts["cpu_seconds"] = round(time.process_time() - started, 2)  # type: ignore[assignment]
     print(json.dumps(counts))
+    return 1 if counts["wrong"] else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,6 +1,6 @@
 """A real catalog (issue 10): every GPU offer of us-east-1 in the 2025 data, two workloads.
 
-    .venv/bin/python benchmarks/real_catalog.py [--shared-data DIR] [--time-limit 60]
+    .venv/bin/python benchmarks/real_catalog.py [--shared-data DIR] [--time-limit 60] [--allow-skip]
 
 Builds, for the ResNet-110 (paper) and VGG-19 profiles, one instance with every NVIDIA GPU
 type of us-east-1 that ``../shared/data`` prices for 2025 (spot = on-demand x (1 - Spot
@@ -9,13 +9,15 @@ Advisor savings), the Spot Advisor interruption bucket kept), both markets as co
 AWS-style vCPU quotas per family and market (spot G 256, P 512; on-demand G 128, P 256).
 The deadline makes a cluster of several workers (up to the profile's |N| range) necessary (``dnnprov generate``'s rule).
 Prints each instance's size and the CPU seconds of ``heuristic`` and ``milp``, and writes
-the instances to ``--dump DIR`` when given. Skips, saying why, without the shared data.
+the instances to ``--dump DIR`` when given. Without the shared data it says why and exits 2
+(0 with ``--allow-skip``); it exits 1 when a ``milp`` solve is not proven optimal.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -63,18 +65,20 @@ def catalog_instance(profile: str, loss: float, shared_data: str | None) -> dnnp
     return draft.replace(slo=dnnprov.SpotSLO(loss=loss, time_s=deadline))
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shared-data", default=None)
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--dump", type=Path, default=None)
+    parser.add_argument("--allow-skip", action="store_true", help="exit 0 when the shared data is absent")
     args = parser.parse_args()
+    proven = True
     for profile, loss in WORKLOADS.items():
         try:
             problem = catalog_instance(profile, loss, args.shared_data)
         except InvalidInputError as exc:
             print(f"skipped: {exc}")
-            return
+            return 0 if args.allow_skip else 2
         if args.dump:
             args.dump.mkdir(parents=True, exist_ok=True)
             dnnprov.write_instance(problem, args.dump / f"{problem.name}.json")
@@ -90,7 +94,9 @@ def main() -> None:
             gap = "" if result.gap is None else f", gap {100 * result.gap:.2f} %"
             print(f"  {method:<9} {result.status.value:<8} cost {result.cost if result.cost is None else round(result.cost, 6)}"
                   f"{gap}, {cpu:.2f} CPU s; {result.plan}")
+            proven &= method != "milp" or result.status.value == "optimal"
+    return 0 if proven else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

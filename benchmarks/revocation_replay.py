@@ -26,7 +26,8 @@ cost, revocations and replans.
 
     python benchmarks/revocation_replay.py --runs 1000 [--set traced|table1] [--json out.json]
 
-Needs ../shared/data (the traces); exits with a message when it is absent.
+Needs ../shared/data (the traces); exits 2 with a message when it is absent (0 with
+``--allow-skip``), and 1 when the target is not met (0 with ``--allow-missed``).
 
 This is issue 12's experiment as it was measured: its target compares unequal things (the
 cheaper baselines miss most deadlines, rates are fitted on the replayed traces). The fair
@@ -122,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time", type=float, help="T_obj in seconds (default: the set's)")
     parser.add_argument("--shared-data", default=None)
     parser.add_argument("--json", help="write every cell's summary here")
+    parser.add_argument("--allow-missed", action="store_true", help="exit 0 even when the target is not met")
+    parser.add_argument("--allow-skip", action="store_true", help="exit 0 when the traces are absent")
     args = parser.parse_args(argv)
     chosen = SETS[args.set]
     loss = args.loss if args.loss is not None else chosen["slo"][0]
@@ -130,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         traces = load_traces(resolve_shared_data(args.shared_data), chosen["traces"])
     except InvalidInputError as exc:
         print(f"revocation_replay: {exc}", file=sys.stderr)
-        return 2
+        return 0 if args.allow_skip else 2
     problem = build_problem(traces, chosen["quotas"], loss, time_s, args.set)
     started = time.perf_counter()
     results = plans(problem)
@@ -169,11 +172,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{c['cost_mean_rel']:.3f} | {c['cost_p95_rel']:.3f} | {c['revocations_mean']:.2f} | "
               f"{c['replans_mean']:.2f} | {c['on_demand_launched_mean']:.2f} |")
     print()
-    print(verdict(cells))
+    outcome = verdict(cells)
+    print(outcome)
     if args.json:
         Path(args.json).write_text(json.dumps({"runs": args.runs, "seed": args.seed, "commit": commit,
                                                "on_demand_cost": on_demand_cost, "cells": cells}, indent=2))
-    return 0
+    return 0 if outcome.startswith("target: met") or args.allow_missed else 1
 
 
 def verdict(cells: list[dict[str, Any]]) -> str:

@@ -2,8 +2,13 @@
 
 Spot GPU clusters (spotDNN's model) and serverless functions (λDNN's model), solved by
 the papers' heuristics, exhaustive search, and exact MILP decompositions with HiGHS.
+
+The public names below are imported on first use (``dnnprov.solve``, ``dnnprov.SpotProblem``,
+...), so that ``import dnnprov`` and ``dnnprov --version`` cost no NumPy, Pyomo or HiGHS.
 """
 
+import sys as _sys
+import types as _types
 from pathlib import Path as _Path
 
 # A source checkout keeps the design's top-level folders formulations/, solvers/ and data/
@@ -14,26 +19,50 @@ _checkout = _Path(__file__).resolve().parent.parent
 if (_checkout / "solvers" / "__init__.py").is_file() and not (_Path(__file__).parent / "solvers").exists():
     __path__.append(str(_checkout))
 
-from dnnprov.problems.domain import ServerlessDomain, SpotDomain
-from dnnprov.errors import InvalidInputError
-from dnnprov.io.instances import (dumps_instance, embedded_instance, problem_from_dict,
-                                 read_instance, write_instance)
-from dnnprov.result import Result, ServerlessPlan, SpotPlan, Status
-from dnnprov.problems.serverless import (ServerlessConstraints, ServerlessPlatform, ServerlessProblem,
-                                ServerlessWorkload)
-from dnnprov.models.serverless import ServerlessModel
-from dnnprov.solve import METHODS, solve
-from dnnprov.problems.spot import (InstanceType, SpotConstraints, SpotPlatform, SpotProblem, SpotSLO,
-                          SpotWorkload, VcpuQuota)
-from dnnprov.models.spot import SpotModel
-from dnnprov.models.predict import predict
-
-__all__ = [
-    "METHODS", "InstanceType", "InvalidInputError", "Result",
-    "ServerlessConstraints", "ServerlessDomain", "ServerlessModel", "ServerlessPlan", "ServerlessPlatform",
-    "ServerlessProblem", "ServerlessWorkload", "SpotConstraints", "SpotDomain", "SpotModel", "SpotPlan",
-    "SpotPlatform", "SpotProblem", "SpotSLO", "SpotWorkload", "Status", "VcpuQuota",
-    "dumps_instance", "embedded_instance", "predict", "problem_from_dict", "read_instance", "solve",
-    "write_instance",
-]
 __version__ = "0.1.0"
+
+#: public name -> the module it comes from
+_EXPORTS = {
+    **dict.fromkeys(("ServerlessDomain", "SpotDomain"), "dnnprov.problems.domain"),
+    "InvalidInputError": "dnnprov.errors",
+    **dict.fromkeys(("dumps_instance", "embedded_instance", "problem_from_dict", "read_instance",
+                     "write_instance"), "dnnprov.io.instances"),
+    **dict.fromkeys(("Result", "ServerlessPlan", "SpotPlan", "Status"), "dnnprov.result"),
+    **dict.fromkeys(("ServerlessConstraints", "ServerlessPlatform", "ServerlessProblem", "ServerlessWorkload"),
+                    "dnnprov.problems.serverless"),
+    "ServerlessModel": "dnnprov.models.serverless",
+    **dict.fromkeys(("METHODS", "solve"), "dnnprov.solve"),
+    **dict.fromkeys(("InstanceType", "SpotConstraints", "SpotPlatform", "SpotProblem", "SpotSLO", "SpotWorkload",
+                     "VcpuQuota"), "dnnprov.problems.spot"),
+    "SpotModel": "dnnprov.models.spot",
+    "predict": "dnnprov.models.predict",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> object:
+    """A public name, imported from its module on first use."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'dnnprov' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+class _Package(_types.ModuleType):
+    """The ``dnnprov`` module: its attribute ``solve`` is the function, also once the
+    submodule ``dnnprov.solve`` has been imported (importing it sets the attribute)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "solve" and isinstance(value, _types.ModuleType):
+            value = value.solve
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package

@@ -5,6 +5,7 @@ goes through :func:`read_json_file` or :func:`parse_json`: only regular files up
 :data:`MAX_FILE_BYTES`, UTF-8 only, no repeated keys, at most :data:`MAX_DEPTH` levels of
 nesting, no integer literal over :data:`MAX_INTEGER_DIGITS` digits, no lone surrogates.
 Each refusal is an :class:`~dnnprov.errors.InvalidInputError` naming the file or field.
+The path ``-`` (or ``/dev/stdin``) reads standard input, with the same checks.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,8 @@ MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_DEPTH = 32
 #: Longest integer literal (digits); every count dnnprov accepts has far fewer.
 MAX_INTEGER_DIGITS = 32
+#: Paths that name standard input.
+STDIN_PATHS = frozenset({"-", "/dev/stdin"})
 
 
 def _join(where: str, key: str) -> str:
@@ -100,6 +104,8 @@ def parse_json(text: str, where: str) -> Any:
 def read_json_file(path: str | Path, *, max_bytes: int = MAX_FILE_BYTES) -> Any:
     """The parsed JSON of a regular UTF-8 file of at most ``max_bytes`` bytes (checked as
     :func:`parse_json` does); anything else is an :class:`InvalidInputError` on the path."""
+    if str(path) in STDIN_PATHS:
+        return parse_json(_decode(_read_stdin(str(path), max_bytes), "standard input"), "standard input")
     path = Path(path)
     where = str(path)
     try:
@@ -123,6 +129,22 @@ def read_json_file(path: str | Path, *, max_bytes: int = MAX_FILE_BYTES) -> Any:
     if len(raw) > max_bytes:
         raise InvalidInputError(where, f"file is larger than the limit of {max_bytes:,} bytes")
     return parse_json(_decode(raw, where), where)
+
+
+def _read_stdin(where: str, max_bytes: int) -> bytes:
+    """At most ``max_bytes`` bytes of standard input (refused when it is a terminal: no waiting)."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise InvalidInputError(where, "cannot read standard input: there is none")
+    try:
+        if stream.isatty():
+            raise InvalidInputError(where, "standard input is a terminal: pipe a file in (dnnprov solve - < FILE)")
+        raw = stream.read(max_bytes + 1)
+    except (OSError, ValueError) as exc:
+        raise InvalidInputError(where, f"cannot read standard input: {exc}") from None
+    if len(raw) > max_bytes:
+        raise InvalidInputError(where, f"standard input is larger than the limit of {max_bytes:,} bytes")
+    return raw
 
 
 def _decode(raw: bytes, where: str) -> str:

@@ -95,6 +95,10 @@ def solve_model(model: pyo.ConcreteModel, method: str = "milp", *, time_limit_s:
     started = time.perf_counter()
     try:
         result = runners[method]()
+        if method in ("milp", "enumerate"):             # the reasons name the user's constraints
+            from dnnprov.progress import Clock
+            from dnnprov.solvers.infeasibility import explain
+            result = explain(result, problem, clock=Clock(time_limit_s, started=started), side=user)
     except InvalidInputError:
         raise
     except Exception as exc:  # reported like dnnprov.solve does

@@ -7,6 +7,12 @@ bound and gap at least once a second and at every new incumbent, then the final 
 through the ``dnnprov.solver`` logger at level INFO. Nothing is printed unless a caller
 asks for it (:func:`log_to_stderr`, ``dnnprov solve --log``); no handler is attached at
 import.
+
+Interrupts: inside :func:`stop_on_signals` a SIGINT (or SIGTERM) does not raise; it sets
+a process-wide stop flag that :meth:`Clock.expired` reports like a passed time limit, so
+every method stops where it checks its limit and returns its best plan and proven bound
+(:func:`dnnprov.solve` then says ``interrupted``). A second signal raises
+:class:`KeyboardInterrupt` as usual, for a search that does not return soon enough.
 """
 
 from __future__ import annotations
@@ -14,12 +20,62 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import signal
 import sys
+import threading
 import time
-from typing import Iterator
+from typing import Iterator, Sequence
 
 LOGGER_NAME = "dnnprov.solver"
 PROGRESS_INTERVAL_S = 1.0
+INTERRUPTED = "interrupted"     # the stop reason a result names (``details["stopped"]``)
+
+_stop = threading.Event()
+
+
+def request_stop() -> None:
+    """Ask every running method to stop at its next limit check (what a signal does)."""
+    _stop.set()
+
+
+def stop_requested() -> bool:
+    """Whether a stop was asked for since the last :func:`stop_on_signals` began."""
+    return _stop.is_set()
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    if _stop.is_set():          # the second signal: the user insists
+        raise KeyboardInterrupt
+    _stop.set()
+
+
+@contextlib.contextmanager
+def stop_on_signals(signals: Sequence[int] = (signal.SIGINT,), *, only_default: bool = False) -> Iterator[None]:
+    """Within the block, ``signals`` set the stop flag instead of raising (module doc).
+
+    The flag is cleared on entry and kept on exit, so the caller can still ask
+    :func:`stop_requested`. Nested blocks and other threads change nothing (Python runs
+    signal handlers in the main thread only). ``only_default`` leaves a signal alone when
+    a program has installed its own handler for it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for sig in signals:
+        current = signal.getsignal(sig)
+        if current is _on_signal or (only_default and current not in (signal.default_int_handler, signal.SIG_DFL)):
+            continue
+        previous[sig] = current
+    if signal.getsignal(signal.SIGINT) is not _on_signal:
+        _stop.clear()
+    try:
+        for sig in previous:
+            signal.signal(sig, _on_signal)
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class Clock:
@@ -35,12 +91,16 @@ class Clock:
         return time.perf_counter() - self.started
 
     def remaining(self) -> float:
-        """Seconds left before the limit (negative once it has passed)."""
-        return self.deadline - time.perf_counter()
+        """Seconds left before the limit (negative once it has passed; 0 once stopped)."""
+        return min(self.deadline - time.perf_counter(), 0.0 if _stop.is_set() else math.inf)
 
     def expired(self) -> bool:
-        """Whether the limit has passed."""
-        return time.perf_counter() >= self.deadline
+        """Whether the limit has passed or a stop was requested (:func:`request_stop`)."""
+        return _stop.is_set() or time.perf_counter() >= self.deadline
+
+    def stop_reason(self) -> str:
+        """Why a method stopped early: ``interrupted`` or the time limit."""
+        return INTERRUPTED if _stop.is_set() else f"time limit of {self.limit_s:g} s reached"
 
 
 def _money(value: float | None) -> str:

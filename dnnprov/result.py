@@ -68,6 +68,55 @@ class ServerlessPlan:
                 f"{self.local_batch:g}); {self.ps} PS")
 
 
+#: The constraint groups a :class:`Reason` may name.
+REASON_KINDS = ("deadline", "budget", "quota", "vcpu_quota", "workers", "functions", "domain", "constraint",
+                "combination", "loss", "revocation", "unexplained")
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why an instance is infeasible: a constraint that cannot hold, and the relaxation that admits a plan.
+
+    ``kind`` names the constraint group (``deadline``, ``budget``, ``quota``, ``vcpu_quota``,
+    ``workers``, ``functions``, ``domain``, ``constraint`` for a user's Pyomo constraint,
+    ``combination``, ``loss``, ``revocation``, ``unexplained``), ``field`` the
+    instance field or constraint name, ``current`` its value and ``needed`` the value that
+    admits ``plan`` (a plan meeting every other constraint). ``proven`` says whether
+    ``needed`` is shown to be the least such relaxation (by exhaustive evaluation or exact
+    solves); ``False``: a plan shows ``needed`` suffices, or the value is a bound, and the
+    ``text`` says which.
+    """
+
+    kind: str
+    field: str
+    current: Any
+    needed: Any
+    proven: bool
+    text: str
+    plan: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in REASON_KINDS:
+            raise ValueError(f"unknown reason kind {self.kind!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form with the stable keys ``kind, field, current, needed, proven, text, plan``."""
+        return {"kind": self.kind, "field": self.field, "current": _json_value(self.current),
+                "needed": _json_value(self.needed), "proven": bool(self.proven), "text": self.text,
+                "plan": self.plan}
+
+
+def _json_value(value: Any) -> Any:
+    """Floats made JSON-safe (``None`` for inf/NaN), also inside dicts and lists."""
+    if isinstance(value, float):
+        return finite_or_none(value)
+    if isinstance(value, dict):
+        return {k: _json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    return value
+
+
 @dataclass(frozen=True)
 class Result:
     """What a solver returns.
@@ -76,6 +125,8 @@ class Result:
     when the method proves nothing); ``gap`` is ``(cost - bound) / cost``.
     ``details`` holds model quantities of the plan (b_w, R, iterations, ...) and
     ``stats`` counters of the method (plans evaluated, MILPs solved, ...).
+    ``warnings`` are the problem's plausibility warnings as ``(field, message)`` pairs.
+    ``infeasibility`` holds, for an ``infeasible`` result, the :class:`Reason` s why.
     """
 
     status: Status
@@ -91,6 +142,8 @@ class Result:
     message: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[tuple[str, str], ...] = ()
+    infeasibility: tuple[Reason, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
@@ -127,6 +180,8 @@ class Result:
             "message": self.message,
             "details": {k: finite_or_none(v) if isinstance(v, float) else v for k, v in self.details.items()},
             "stats": dict(self.stats),
+            "warnings": [{"field": f, "message": m} for f, m in self.warnings],
+            "infeasibility": [reason.to_dict() for reason in self.infeasibility],
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -153,7 +208,10 @@ class Result:
         if self.cost is not None:
             lines.append(f"  cost : ${self.cost:.6f}")
         if self.status is Status.INFEASIBLE:
-            lines.append("  infeasible: no plan meets every constraint")
+            lines.append("  infeasible: no plan meets every constraint"
+                         + (", because:" if self.infeasibility else ""))
+            for reason in self.infeasibility:
+                lines.append(f"    - {reason.text}")
         elif self.bound is not None and math.isfinite(self.bound):
             gap = "" if self.gap is None else f" (gap {100 * self.gap:.4f} %)"
             lines.append(f"  bound: ${self.bound:.6f}{gap}")

@@ -8,9 +8,9 @@ import logging
 import time
 from typing import Callable
 
-from dnnprov.problems import _checks as check
+from dnnprov.problems import _checks as check, plausibility
 from dnnprov.errors import InvalidInputError
-from dnnprov.progress import Clock, SolverLog, log_to_stderr
+from dnnprov.progress import INTERRUPTED, Clock, SolverLog, log_to_stderr, stop_on_signals, stop_requested
 from dnnprov.result import Result, Status
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
@@ -57,10 +57,44 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
         the spot decomposition beyond) and honour ``time_limit_s`` (status ``limit`` with
         the proven bound). ``deadline_probability``, ``replaced=False`` and
         ``takeover_overhead_s`` without the planner they belong to are refused.
-    """
-    from dnnprov.solvers import enumeration, heuristics, milp
 
+    Ctrl-C (SIGINT, in the main thread, unless the program handles it itself) stops the
+    method as its time limit would: the result is ``limit`` with the best plan so far and
+    its proven bound, ``details["stopped"] == "interrupted"`` and a message saying so. A
+    second Ctrl-C raises :class:`KeyboardInterrupt`.
+    """
     started = time.perf_counter()                   # the limit counts from here
+    with stop_on_signals(only_default=True):
+        result = _solve(problem, method, started=started, time_limit_s=time_limit_s, gap=gap,
+                        max_plans=max_plans, log=log, robust=robust, risk=risk,
+                        deadline_probability=deadline_probability,
+                        takeover_overhead_s=takeover_overhead_s, replaced=replaced)
+    return marked_interrupted(result, time_limit_s) if stop_requested() else result
+
+
+def marked_interrupted(result: Result, time_limit_s: float) -> Result:
+    """``result`` of a method stopped by a signal: says so (``details["stopped"]``, message).
+
+    A method that finished its proof before it saw the signal keeps its answer unmarked.
+    """
+    if result.status in (Status.OPTIMAL, Status.FEASIBLE, Status.INFEASIBLE):
+        return result
+    message = result.message.replace(f"time limit of {float(time_limit_s):g} s reached", INTERRUPTED)
+    message = message.replace(f"time limit of {float(time_limit_s):g} s", INTERRUPTED)
+    if INTERRUPTED not in message:
+        message = f"{INTERRUPTED}; {message}" if message else INTERRUPTED
+    status = Status.LIMIT if result.status is Status.UNKNOWN else result.status
+    return dataclasses.replace(result, status=status, message=message,
+                               details={**result.details, "stopped": INTERRUPTED})
+
+
+def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: float, time_limit_s: float,
+           gap: float, max_plans: int | None, log: bool | logging.Logger, robust: int | None, risk: bool,
+           deadline_probability: float | None, takeover_overhead_s: float | None, replaced: bool) -> Result:
+    """:func:`solve` without the signal handling."""
+    from dnnprov.solvers import enumeration, heuristics, milp
+    from dnnprov.solvers.infeasibility import explain
+
     if method not in METHODS:
         raise InvalidInputError("method", f"must be one of {', '.join(METHODS)}; got {method!r}")
     time_limit_s = check.number("time_limit_s", time_limit_s, exclusive_minimum=0)
@@ -81,10 +115,10 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
         if misplaced:
             raise InvalidInputError(misplaced[0][0], f"goes with {misplaced[0][1]}")
     if robust is not None or risk:
-        return _solve_revocation_aware(problem, method, robust=robust, risk=risk,
+        return _with_warnings(problem, _solve_revocation_aware(problem, method, robust=robust, risk=risk,
                                        deadline_probability=deadline_probability,
                                        takeover_overhead_s=takeover_overhead_s, replaced=replaced,
-                                       max_plans=max_plans, clock=clock)
+                                       max_plans=max_plans, clock=clock))
     with contextlib.ExitStack() as stack:
         logger = log if isinstance(log, logging.Logger) else (
             stack.enter_context(log_to_stderr()) if log else None)
@@ -105,6 +139,8 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
             }
         try:
             result = runners[method]()
+            if method in ("milp", "enumerate"):             # proofs of infeasibility get their reasons
+                result = explain(result, problem, clock=clock)
         except InvalidInputError:
             raise
         except Exception as exc:  # a solver failure is reported, not raised (batches go on)
@@ -118,7 +154,13 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
         if isinstance(problem, SpotProblem) and result.plan is not None and problem.plan_zones(result.plan.counts):
             result = dataclasses.replace(result, details={**result.details,
                                                           "zones": problem.plan_zones(result.plan.counts)})
-        return result
+        return _with_warnings(problem, result)
+
+
+def _with_warnings(problem: SpotProblem | ServerlessProblem, result: Result) -> Result:
+    """``result`` carrying the problem's plausibility warnings (``Result.warnings``)."""
+    found = plausibility.findings(problem)
+    return dataclasses.replace(result, warnings=tuple((w.field, w.problem) for w in found)) if found else result
 
 
 def _solve_revocation_aware(problem: SpotProblem | ServerlessProblem, method: str, *, robust: int | None,
@@ -126,6 +168,7 @@ def _solve_revocation_aware(problem: SpotProblem | ServerlessProblem, method: st
                             takeover_overhead_s: float | None, replaced: bool,
                             max_plans: int | None, clock: Clock) -> Result:
     """``solve(..., robust=K)`` or ``solve(..., risk=True)``: checks, then the exact planner."""
+    from dnnprov.solvers.infeasibility import explain_revocation_aware
     from dnnprov.solvers.robust import DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S, solve_robust
     from dnnprov.solvers.risk import solve_risk
 
@@ -140,8 +183,11 @@ def _solve_revocation_aware(problem: SpotProblem | ServerlessProblem, method: st
     if robust is not None:
         if deadline_probability is not None:
             raise InvalidInputError("deadline_probability", "goes with risk=True")
-        return solve_robust(problem, robust, overhead_s=overhead, replaced=replaced, max_plans=plans, clock=clock)
+        result = solve_robust(problem, robust, overhead_s=overhead, replaced=replaced, max_plans=plans, clock=clock)
+        return explain_revocation_aware(result, problem, clock, f"robust={robust}")
     if replaced is not True:
         raise InvalidInputError("replaced", "goes with robust=K")
-    return solve_risk(problem, deadline_probability=deadline_probability, overhead_s=overhead,
-                      max_plans=plans, clock=clock)
+    result = solve_risk(problem, deadline_probability=deadline_probability, overhead_s=overhead,
+                        max_plans=plans, clock=clock)
+    what = "risk" if deadline_probability is None else f"risk with deadline_probability={deadline_probability:g}"
+    return explain_revocation_aware(result, problem, clock, what)

@@ -44,6 +44,7 @@ from pyomo.repn import generate_standard_repn
 from pyomo.util.calc_var_value import calculate_variable_from_constraint
 
 from dnnprov.errors import InvalidInputError
+from dnnprov.problems.domain import TOLERANCE
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.models.spot import SideRows, SpotModel
 
@@ -52,13 +53,17 @@ PROBLEM_ATTR = "_dnnprov_problem"
 
 # ---------------------------------------------------------------------- data helpers
 def _worker_range(problem: SpotProblem) -> tuple[int, int]:
-    """Inclusive range of |N|: the worker constraint, kept instances and quotas."""
+    """Inclusive range of |N|: the worker constraint, kept instances, quotas and the validity
+    domain (empty when the domain's enforced loss axis refuses the SLO loss)."""
     cols, cons = problem.columns(), problem.constraints
-    low = max(cons.workers[0], int(cols.lower.sum()), 1)
+    model = SpotModel(problem)
+    _, (dom_lo, dom_hi) = model.domain_bounds()
+    low = max(cons.workers[0], int(cols.lower.sum()), 1, dom_lo)
     high = int(cols.upper.sum())
-    if cons.workers[1] is not None:
-        high = min(high, cons.workers[1])
-    return low, high
+    for cap in (cons.workers[1], dom_hi):
+        if cap is not None:
+            high = min(high, cap)
+    return (low, low - 1) if model.slo_refused() else (low, high)
 
 
 def problem_of(model: pyo.ConcreteModel) -> SpotProblem:
@@ -220,6 +225,24 @@ def _build_performance(m: pyo.ConcreteModel, problem: SpotProblem, cols,
     spread_hi = ((1.0 + w.gamma_4) if uses_cc else 1.0) * max(k_hi, 1)
     j_hi = max(numerator * math.sqrt(spread_hi) / loss_gap - w.gamma_1, 1.0)
     b.j = pyo.Var(bounds=(0.0, j_hi * (1 + 1e-9)), doc="normalized iterations (j > 0 closed to j >= 0)")
+
+    def domain_iterations_rule(b):
+        if problem.workload.domain is None:
+            return pyo.Constraint.Skip
+        cap = sm.iteration_cap()
+        return pyo.inequality(sm.iteration_floor(), b.j, cap if math.isfinite(cap) else None)
+    b.domain_iterations = pyo.Constraint(rule=domain_iterations_rule,
+                                         doc="j within the domain: its floor, and the enforced loss axis")
+
+    # the validity domain's b_w interval (extrapolated, eq. 3's numerator cap included)
+    (dom_lo, dom_hi), _ = sm.domain_bounds()
+
+    def domain_rule(b):
+        if problem.workload.domain is None:
+            return pyo.Constraint.Skip
+        low, high = _padded(dom_lo * (1 - TOLERANCE), dom_hi * (1 + TOLERANCE))
+        return pyo.inequality(low, b.b_w, high)
+    b.domain_batch = pyo.Constraint(rule=domain_rule, doc="b_w inside the validity domain")
 
     def root_rule(b):
         return w.gamma_2 * b.b_w + w.gamma_3 >= 0

@@ -30,6 +30,8 @@ from fractions import Fraction
 import highspy
 import numpy as np
 
+from dnnprov.progress import stop_requested
+
 INF = highspy.kHighsInf
 _banner_shown = False
 
@@ -309,7 +311,7 @@ def verified_milp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale
     for _ in range(NODE_LIMIT):
         if not stack:
             return closed, None
-        if time.perf_counter() > deadline:
+        if time.perf_counter() > deadline or stop_requested():
             break
         lo, hi, parent = stack.pop()
         h.changeColsBounds(n, np.arange(n, dtype=np.int32), lo, hi)

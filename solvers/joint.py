@@ -92,6 +92,7 @@ import highspy
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
+from dnnprov.progress import Clock, stop_requested
 from dnnprov.formulations.joint import JobColumns
 from dnnprov.result import Result, Status, finite_or_none
 from dnnprov.problems.serverless import ServerlessProblem
@@ -99,6 +100,7 @@ from dnnprov.models.serverless import ServerlessModel
 from dnnprov.solvers.joint_columns import (DEFAULT_MAX_PLANS_PER_JOB, GeneratedColumns, Problem, SharedLimits,
                                            check_shared_names, generate_columns, pareto_grid, serverless_columns,
                                            spot_columns)
+from dnnprov.solvers.infeasibility import explain
 from dnnprov.solvers.highs_driver import TINY, UNIT_ROUNDOFF, MilpSolution, MilpStatus
 from dnnprov.solvers.joint_model import ColumnModel, h_status
 from dnnprov.solvers.outcome import serverless_result, spot_result
@@ -164,6 +166,7 @@ class JointResult:
             cost = f"${r.cost:.6f}" if r.cost is not None else "-"
             lines.append(f"  [{i}] {r.instance:<{width}} {r.kind:<10} {r.status.value:<10} {cost:>13}  "
                          f"{r.plan if r.plan is not None else r.message}")
+            lines.extend(f"      - {reason.text}" for reason in r.infeasibility)
         if self.cost is not None:
             lines.append(f"  total cost: ${self.cost:.6f}")
         if self.bound is not None:
@@ -246,7 +249,7 @@ def solve_many(problems: Sequence[Problem], *, shared: SharedLimits | None = Non
                else "has no plan within the shared limits")
         return _without_plans(problems, generated, Status.INFEASIBLE, started, limits, stats,
                               f"proven infeasible: job {i} ({problems[i].name}) {why}"
-                              + (f" (and {len(empty) - 1} more jobs)" if len(empty) > 1 else ""))
+                              + (f" (and {len(empty) - 1} more jobs)" if len(empty) > 1 else ""), deadline=deadline)
 
     solved = solve_columns([g.columns for g in generated], limits, deadline=deadline, fixing=fixing)
     stats.update(solved.stats)
@@ -339,7 +342,7 @@ def solve_columns(columns: Sequence[JobColumns], shared: Mapping[str, float], *,
     kept, previous = np.arange(n), None
     subset_bound = -math.inf                        # B_S of the last MILP, over the set `previous`
     last_tau = -math.inf
-    while time.perf_counter() < deadline and not _closes(proven_bound, upper):
+    while time.perf_counter() < deadline and not stop_requested() and not _closes(proven_bound, upper):
         kept = np.flatnonzero(delta <= tau) if math.isfinite(tau) else np.arange(n)
         outside = _down(bound + tau) if len(kept) < n else math.inf
         if previous is not None and np.array_equal(kept, previous):
@@ -410,7 +413,7 @@ def _verified_subset(model: ColumnModel, kept: np.ndarray, best: np.ndarray | No
             x[model.choice(milp.x)] = 1.0
             if _feasible(model, x) and _total(model, x) < upper:
                 best, upper, improved = x, _total(model, x), True
-        if not improved or _closes(milp.dual_bound, upper) or time.perf_counter() >= deadline:
+        if not improved or _closes(milp.dual_bound, upper) or time.perf_counter() >= deadline or stop_requested():
             break
     assert milp is not None
     return milp, best, upper
@@ -466,7 +469,7 @@ def _incumbent(model: ColumnModel, x_lp: np.ndarray, delta: np.ndarray,
     tried: set[bytes] = set()
     for subset in attempts:
         remaining = deadline - time.perf_counter()
-        if remaining <= 0:
+        if remaining <= 0 or stop_requested():
             break
         if subset.tobytes() in tried:
             continue  # the same columns as an earlier attempt
@@ -503,8 +506,12 @@ def _job_result(problem: Problem, generated: GeneratedColumns, k: int, started: 
 
 def _without_plans(problems: Sequence[Problem], generated: list[GeneratedColumns] | None, status: Status,
                    started: float, limits: dict[str, float], stats: dict[str, Any], message: str,
-                   bound: float | None = None) -> JointResult:
-    """A joint result with no plans (infeasible or stopped); per-job bounds where known."""
+                   bound: float | None = None, deadline: float | None = None) -> JointResult:
+    """A joint result with no plans (infeasible or stopped); per-job bounds where known.
+
+    A job infeasible on its own gets its reasons (:mod:`infeasibility`) in the time left before ``deadline``.
+    """
+
     results = []
     for i, p in enumerate(problems):
         kind = "spot" if isinstance(p, SpotProblem) else "serverless"
@@ -512,10 +519,12 @@ def _without_plans(problems: Sequence[Problem], generated: list[GeneratedColumns
         alone = generated[i].alone if generated is not None else None
         job_status = Status.INFEASIBLE if alone is not None and not math.isfinite(alone) else (
             Status.LIMIT if status is Status.LIMIT else Status.UNKNOWN)
-        results.append(Result(status=job_status, method="joint", kind=kind, model=model, instance=p.name,
-                              bound=alone, solve_seconds=time.perf_counter() - started,
-                              message="no plan meets this job's own constraints"
-                              if job_status is Status.INFEASIBLE else message))
+        job = Result(status=job_status, method="joint", kind=kind, model=model, instance=p.name,
+                     bound=alone, solve_seconds=time.perf_counter() - started,
+                     message="no plan meets this job's own constraints" if job_status is Status.INFEASIBLE else message)
+        if deadline is not None:
+            job = explain(job, p, clock=Clock(max(deadline - time.perf_counter(), 0.0)))
+        results.append(job)
     stats["total_seconds"] = time.perf_counter() - started
     return JointResult(status, tuple(results), None, math.inf if status is Status.INFEASIBLE else bound,
                        time.perf_counter() - started, message, {}, limits, stats)

@@ -16,6 +16,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
+from dnnprov.progress import stop_requested
 from dnnprov.formulations.joint import JobColumns
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.models.serverless import ServerlessModel
@@ -318,7 +319,7 @@ def generate_columns(problems: Sequence[Problem], shared: SharedLimits, *,
     out: list[GeneratedColumns] = []
     seen: dict[str, GeneratedColumns] = {}
     for i, p in enumerate(problems):
-        if time.perf_counter() > deadline:
+        if time.perf_counter() > deadline or stop_requested():
             return None
         key = _cache_key(p) if cache else None
         if key is not None and key in seen:

@@ -33,8 +33,11 @@ def spot_result(model: SpotModel, counts: np.ndarray | None, ps: int, *, status:
                "cc": float(ev.cc[0]), "iterations": float(ev.iterations[0]),
                "new_instances": {label: int(n - low) for label, n, low in
                                  zip(model.columns.labels, counts, model.columns.lower) if n > low}}
-    note = model.domain_note(float(ev.batch_wa[0]), int(ev.workers[0]), float(ev.cc[0]))
+    note = model.domain_note(float(ev.batch_wa[0]), int(ev.workers[0]), float(ev.cc[0]), float(ev.iterations[0]))
     _add_domain_note(base, details, note)
+    extrapolated = model.extrapolated_axes(float(ev.batch_wa[0]), int(ev.workers[0]), float(ev.iterations[0]))
+    if extrapolated:
+        details["extrapolated"] = extrapolated
     return Result(status=status, plan=plan, time_s=float(ev.time_s[0]), cost=cost,
                   bound=bound, solve_seconds=time.perf_counter() - started, details=details, **base)
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dnnprov.progress import Clock, SolverLog
+from dnnprov.progress import Clock, SolverLog, stop_requested
 from dnnprov.result import Result, Status
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.models.serverless import ServerlessModel, ServerlessSideRows
@@ -158,7 +158,7 @@ def feasible_columns(model: ServerlessModel, *, upper: float = math.inf,
     parts: list[tuple[np.ndarray, ...]] = []
     best = upper
     for i in order:
-        if time.perf_counter() > deadline:
+        if time.perf_counter() > deadline or stop_requested():
             return _concat(parts), float(bound[i])
         if pruning and bound[i] >= best:
             break
@@ -217,7 +217,7 @@ def solve_serverless_exact(problem: ServerlessProblem, *, side: ServerlessSideRo
         result = serverless_result(model, None, status=status, method="milp", started=started,
                                    bound=math.inf if finished else max(0.0, unvisited),
                                    message="proven: no plan meets every constraint" if finished
-                                   else f"time limit of {clock.limit_s:g} s reached before any feasible plan",
+                                   else f"{clock.stop_reason()} before any feasible plan",
                                    stats=stats)
         log.final(result.status.value, result.message)
         return result
@@ -232,7 +232,7 @@ def solve_serverless_exact(problem: ServerlessProblem, *, side: ServerlessSideRo
     if not finished:
         result = serverless_result(model, plan, status=Status.LIMIT, method="milp", started=started,
                                    bound=max(0.0, min(best, unvisited)),
-                                   message=f"time limit of {clock.limit_s:g} s: memory sizes with a bound "
+                                   message=f"{clock.stop_reason()}: memory sizes with a bound "
                                            f"from ${unvisited:.6g} up were not evaluated", stats=stats)
     else:
         result = serverless_result(model, plan, status=Status.OPTIMAL, method="milp", started=started,

@@ -183,7 +183,8 @@ class CellBounds(CcBounds, LpBounds):
                 # side of price_bound that makes a0 (P + c0) smallest (see finalize)
                 j_max = min(j_max, (3600 * (self.threshold - self.ac) - self.a0 * price_bound)
                             / (cell.rho_min * tau))
-            j_max = up(j_max)
+            # an enforced loss axis admits no plan needing more than the domain's iteration cap
+            j_max = up(min(j_max, self.model.iteration_cap()))
             c = self.spread_factor(cell)
             if g2 < 0 and c > 0:                         # A(b) < (j_max + g1) / c  =>  b > b_cut
                 cell.b_lo = max(cell.b_lo, down((self.gamma_3 - (j_max + self.gamma_1) / c) / -g2))
@@ -451,7 +452,16 @@ class CellBounds(CcBounds, LpBounds):
         batch, v = self.cols.batch[allowed], shape.speed[allowed]
         if b_range is None:
             # b_w is a weighted mean of the used batches, and the validity domain bounds it
-            # (plans outside it are infeasible; the model's own tolerance is kept)
+            # (plans outside it are infeasible; the model's own tolerance is kept).
+            # Proof that the domain's b_w cap is honoured and no bound assumes more: domain_bounds()
+            # is the interval SpotModel.inside_domain checks (extrapolated, then capped where
+            # eq. 3's numerator keeps its share, problems/domain.py), so every feasible plan's
+            # b_w lies in it and narrowing a cell to it loses no feasible plan. Every other bound
+            # here (tail_bound over all column batches, vertex_bound and a_min over a cell's
+            # range, the LP and MILP rows) is a minimum over a set that contains the feasible
+            # plans; a tighter cap only removes plans, so each stays a valid lower bound. No
+            # incumbent is built at a range's end: incumbents are count vectors evaluated by
+            # SpotModel.evaluate, which applies the same cap (and the enforced loss axis).
             (dom_lo, dom_hi), _ = self.model.domain_bounds()
             b_range = (down(max(float(batch.min()), dom_lo * (1 - DOMAIN_TOLERANCE))),
                        up(min(float(batch.max()), dom_hi * (1 + DOMAIN_TOLERANCE))))
@@ -508,7 +518,7 @@ class CellBounds(CcBounds, LpBounds):
         share = np.maximum(0.0, 1 - v_t / v_lo) * math.sqrt(k / (k - 1)) if self.uses_cc and k > 1 else 0.0
         spread = np.sqrt(((share + w.gamma_4) if self.uses_cc else 1.0) * k) / self.model.loss_gap
         a = np.minimum(w.gamma_2 * b_lo, w.gamma_2 * b_hi) + self.gamma_3
-        floor = 1.0 if self.reference else 0.0
+        floor = max(1.0 if self.reference else 0.0, self.model.iteration_floor())   # as in j_lower
         j_q = np.where(a > 0, np.maximum(spread * a - self.gamma_1, floor), floor)
         tau = 1 - REF_BATCH_ROUNDING / b_lo if self.reference else 1.0
         bound = np.maximum(0.0, down((rho * j_q * tau + self.a0 * price) / 3600 + self.ac))
@@ -535,7 +545,9 @@ class CellBounds(CcBounds, LpBounds):
         <= R + gamma_4 with it), which grows with K. The paper model's time is
         j / X + overhead >= j / X. The reference model's core time is rounded to 0.01 s
         and must be >= 0.01 s: T_core >= max(0.01, tau j / X - 0.005) >= (2/3) tau j / X.
-        So cost >= rho_1 f tau j_lb(k0) / 3600 + ac with f = 1 (paper) or 2/3. Keeping
+        So cost >= rho_1 f tau j_lb(k0) / 3600 + ac with f = 1 (paper) or 2/3, and j_lb(k0)
+        may be raised to the validity domain's iteration floor, which every feasible plan
+        meets (:meth:`SpotModel.admits_iterations`). Keeping
         price and batch per column as :meth:`vertex_bound` does (with p_c / r_c >=
         p_c (T_comp,c + pcie_c) and j >= sum_c w_c j_c(k0), every j_c(k0) >= 0), (P + c0) j / X
         >= min_c p_c (T_comp,c + pcie_c) j_c(k0) bounds it too; the larger of the two is used.
@@ -550,15 +562,16 @@ class CellBounds(CcBounds, LpBounds):
         b_min, b_max = float(cols.batch[used].min()), float(cols.batch[used].max())
         a_min = self.a_min(b_min, b_max)
         spread = 1.0 if not self.uses_cc else w.gamma_4
-        if a_min <= 0 or spread <= 0 or rho_1 <= 0:
-            return 0.0
-        j_lb = math.sqrt(spread * k0) * a_min / self.model.loss_gap - self.gamma_1
-        if j_lb <= 0:
+        # every feasible plan also needs the domain's iteration floor (SpotModel.admits_iterations)
+        j_lb = self.model.iteration_floor()
+        if a_min > 0 and spread > 0:
+            j_lb = max(j_lb, math.sqrt(spread * k0) * a_min / self.model.loss_gap - self.gamma_1)
+        if j_lb <= 0 or rho_1 <= 0:
             return 0.0
         per_rate = rho_1 * j_lb
         j_c = (math.sqrt(spread * k0) * (w.gamma_2 * cols.batch[used] + self.gamma_3) / self.model.loss_gap
                - self.gamma_1)
-        if (j_c >= 0).all():
+        if a_min > 0 and spread > 0 and (j_c >= 0).all():
             per_rate = max(per_rate, float(((cols.price * (cols.compute_time + pcie))[used] * j_c).min()))
         tau = 1 - REF_BATCH_ROUNDING / b_min if self.reference else 1.0
         factor = 2 / 3 if self.reference else 1.0

@@ -100,14 +100,16 @@ class CcBounds:
         return q0 - 1e-9 * (abs(q0) + q1 * q_hi), q1
 
     def j_lower(self, cell: Cell) -> float:
-        """Lower bound of j over the cell (0 when the bound is vacuous; 1 for the reference).
+        """Lower bound of j over the cell (never below the domain's iteration floor, 0, or 1 for the reference).
 
         With the CC term, b_w and R are coupled: V = b_w X >= b_w X_lo, and R's bound grows
         with V. So j >= min over b of c(max(V_lo, b X_lo)) A(b) - g1, where c(.) is
         nondecreasing in b; on each of a few intervals [b_i, b_i+1] that is at least
         c(V(b_i)) min(A(b_i), A(b_i+1)).
         """
-        floor = 1.0 if self.reference else 0.0
+        # a feasible plan has j > 0 (the reference model: rounded j >= 1) and j at least the
+        # validity domain's iteration floor (SpotModel.admits_iterations)
+        floor = max(1.0 if self.reference else 0.0, self.model.iteration_floor())
         a = self.a_min(cell.b_lo, cell.b_hi)
         if not (self.uses_cc and cell.top is not None and cell.workers > 1):
             j = self.spread_factor(cell) * a - self.gamma_1 if a > 0 else -math.inf

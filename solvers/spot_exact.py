@@ -106,6 +106,8 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
     def worker_range(self) -> tuple[int, int]:
         """The worker counts K any admissible plan can have (the validity domain's included)."""
         cols, cons = self.cols, self.problem.constraints
+        if self.model.slo_refused():
+            return 1, 0          # the domain admits no plan for this SLO loss: no K to search
         _, (dom_lo, dom_hi) = self.model.domain_bounds()
         k_lo = max(cons.workers[0], int(cols.lower.sum()), 1, dom_lo)
         k_hi = int(cols.upper.sum())
@@ -454,7 +456,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             # closed cells hold nothing below the threshold they were closed at (the
             # threshold only falls), open ones nothing below their bounds
             bound = max(min(open_bound, self.threshold), 0.0)
-            why = self.failures[0] if self.failures else f"time limit of {self.clock.limit_s:g} s reached"
+            why = self.failures[0] if self.failures else self.clock.stop_reason()
             message = f"{why}; {self.weak_bound_reason(heap, bound)}"
             if best is None:
                 return spot_result(self.model, None, 1, status=Status.LIMIT, method="milp", started=started,

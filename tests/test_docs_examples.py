@@ -82,8 +82,12 @@ RUN: dict[tuple[str, str], str] = {
     ("cli.md", "$ dnnprov solve embedded:spot/paper-table1.json --json"): "console",
     ("cli.md", "$ dnnprov show embedded:spot/paper-table1.json"): "console",
     ("cli.md", "$ dnnprov show embedded:../../etc/passwd"): "console",
+    ("cli.md", "$ dnnprov solve embedded:spot/paper-table6-vgg19-4.6-2700.json --domain-cost"): "console",
+    ("cli.md", "$ dnnprov build --catalog aws-table3-2023-01 --profile spot/resnet110-paper --target-loss 0.8 --deadline 4000 --quota g4dn.4xlarge=10 --quota g3.8xlarge=10 --ps-price-per-h 0.192 --out resnet110-4000.json"): "console",
     ("cloud.md", "dnnprov catalog import --region us-east-1            # reads <repo>/../shared/data"): "catalog-import",
     ("formulations.md", "import pyomo.environ as pyo"): "python",
+    ("solvers.md", "import dnnprov"): "python",
+    ("solvers.md", "infeasible"): "output",
     ("formulations.md", "from dnnprov.formulations.serverless import create_serverless_model"): "python",
     ("formulations.md", "from dnnprov.model_solve import solve_model_scip"): "python",
     ("instance-format.md", "import dnnprov"): "python",
@@ -93,7 +97,7 @@ RUN: dict[tuple[str, str], str] = {
     ("joint.md", "import dnnprov"): "python",
     ("profiler.md", "$ dnnprov predict embedded:spot/paper-table1.json --counts g3.8xlarge=5,g3.16xlarge=3"): "console",
     ("profiler.md", "from dnnprov import predict, read_instance, embedded_instance"): "python",
-    ("sweep.md", "$ dnnprov sweep embedded:spot/paper-table1.json --deadlines 2300:3600:27 --out sweep"): "console",
+    ("sweep.md", "$ dnnprov sweep embedded:spot/paper-table1.json --deadlines 2300:3600:27 --out sweep --no-progress"): "console",
 }
 
 #: Blocks no test runs, and why.
@@ -108,6 +112,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "the issue 10 benchmark commands (minutes); the page's tables hold what they printed",
     ("architecture.md", "                       cli/        service/                      front ends"):
         "a drawing of the rooms; tests/test_architecture.py checks the rule it draws",
+    ("benchmarks.md", ".venv/bin/python benchmarks/domain_extrapolation.py                      # the target (exit 0: met)"):
+        "the issue 23 domain benchmark (120 milp solves and exhaustive checks, minutes); its table follows it",
     ("benchmarks.md", ".venv/bin/python benchmarks/time_limits.py"):
         "the time-limit benchmark (minutes of real CLI runs); its table follows it on the page",
     ("benchmarks.md", ".venv/bin/python benchmarks/service_load.py --workers 1"):
@@ -126,8 +132,13 @@ NOT_RUN: dict[tuple[str, str], str] = {
         'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',
     ('service.md', '$ curl -s -H "$AUTH" localhost:8642/metrics | grep -E \'^dnnprov_(solves_total|queue_depth|jobs)\''):
         'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',
+    ("instance-format.md", "dnnprov: warning: instance_types.p3.2xlarge.spot_price_per_h: 91.8 $/h on 1 GPU is $91.8 per GPU-hour, above the plausible $20 per GPU-hour (real AWS GPU offers: $0.068 spot to $17.80 on demand): a price in cents? (a warning: used as given)"):
+        "a warning line of Table I in cents; tests/problems/test_plausibility.py checks that the CLI prints this line",
     ('sweep.md', 'dnnprov sweep INSTANCE --deadlines START:STOP:N [--losses L1,L2,...] [--time-limit S]'):
         'synopsis with placeholders; the Table I transcript below runs',
+    ("solvers.md", "spot [spot, model paper] by milp: infeasible"):
+        "the text form of the example above (a file it would write first); tests/solvers/test_infeasibility.py "
+        "checks these lines through dnnprov.cli.main",
     ("solvers.md", "dnnprov milp: large-003 (spot, model paper, loss cc)"):
         "the log of a 3 s solve of large-003, whose timings vary from run to run",
     ("solvers.md", ".venv/bin/python benchmarks/fuzz_certificates.py --count 10000 --out /tmp/fuzz-findings"):

@@ -12,7 +12,7 @@ import dnnprov
 from dnnprov import Result, ServerlessPlan, SpotPlan, Status
 
 STABLE_KEYS = {"status", "method", "kind", "model", "instance", "plan", "time_s", "cost", "bound",
-               "gap", "solve_seconds", "message", "details", "stats"}
+               "gap", "solve_seconds", "message", "details", "stats", "warnings", "infeasibility"}
 
 
 @pytest.fixture

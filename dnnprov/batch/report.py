@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import math
+import textwrap
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -54,6 +55,13 @@ def _figure(**kwargs: Any):
     from matplotlib.figure import Figure
 
     return Figure(**kwargs)
+
+
+def fit_title(text: str, width_in: float, fontsize: float = 10) -> str:
+    """``text`` wrapped onto lines that fit ``width_in`` inches at ``fontsize`` points (an
+    average character is taken as 0.6 em wide, wider than most fonts' average)."""
+    per_line = max(12, int(width_in * 72 / (0.6 * fontsize)))
+    return textwrap.fill(text, per_line, break_long_words=True)
 
 
 # ------------------------------------------------------------------ instance data
@@ -163,7 +171,9 @@ def plot_slo(df: pd.DataFrame, info: pd.DataFrame, axes: np.ndarray | None = Non
         slos = np.sort(sub["slo_s"].unique())
         bottom.plot(slos, slos, color="0.6", linestyle=(0, (4, 3)), linewidth=1, label="SLO", zorder=0)
         what = "spot, " + model + " model" if kind == "spot" else kind
-        top.set_title(f"{workload} ({what}, {sub['path'].nunique()} instances)", fontsize=10)
+        count = sub["path"].nunique()
+        top.set_title(fit_title(f"{workload} ({what}, {count} instance{'s' if count != 1 else ''})", 3.8),
+                      fontsize=10)
         top.set_ylabel("cost ($)")
         bottom.set_ylabel("training time (s)")
         bottom.set_xlabel("SLO training time (s)")
@@ -181,7 +191,8 @@ def plot_slo(df: pd.DataFrame, info: pd.DataFrame, axes: np.ndarray | None = Non
     labels = list(dict.fromkeys(labels + ["SLO"]))
     fig.legend([handles[k] for k in labels if k in handles], [k for k in labels if k in handles],
                loc="outside lower center", ncols=len(labels), frameon=False)
-    fig.suptitle("Cost and training time of the plans versus the SLO (mean over instances solved by every method)")
+    fig.suptitle(fit_title("Cost and training time of the plans versus the SLO (mean over the instances "
+                           "every method solved)", fig.get_figwidth() - 0.2, 12), fontsize=12)
     return fig
 
 
@@ -224,19 +235,34 @@ def plot_performance_profile(df: pd.DataFrame, ax=None):
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel(r"$\tau$: solve time / fastest solve time (log$_2$)")
     ax.set_ylabel(r"fraction of instances solved within $\tau$")
-    ax.set_title("Performance profile (solved: optimal, infeasible, or best known cost)", fontsize=10)
+    ax.set_title(fit_title("Performance profile (solved: optimal, infeasible, or best known cost)",
+                           fig.get_figwidth() - 0.4), fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="lower right")
     return fig
 
 
+def figure_ratios(df: pd.DataFrame) -> pd.Series:
+    """Each row's ratio in the cost-ratio figure: cost over the best known cost of its path;
+    1 for a row without a plan on an instance proven infeasible where no method found a plan
+    (the row agrees: there is none); ``inf`` for every other row without a plan."""
+    has_plan = (df["plan"] != "") & df["cost"].notna()
+    proven_infeasible = (df["status"] == Status.INFEASIBLE.value).groupby(df["path"]).transform("any")
+    no_plan_anywhere = ~has_plan.groupby(df["path"]).transform("any")
+    agrees = proven_infeasible & no_plan_anywhere & (df["status"] != Status.ERROR.value)
+    return cost_ratios(df).where(has_plan, np.where(agrees, 1.0, np.inf))
+
+
 def plot_cost_ratios(df: pd.DataFrame, ax=None):
-    """Empirical distribution of cost / best known cost per method (no plan counts as inf)."""
+    """Empirical distribution of cost / best known cost per method: a proven-infeasible
+    instance without a plan counts as 1 (:func:`figure_ratios`), any other row without a plan
+    as inf; the legend's mean is over the plans."""
     if ax is None:
         fig = _figure(figsize=(6.4, 4.4), layout="constrained")
         ax = fig.subplots()
     fig = ax.figure
-    ratios = cost_ratios(df).fillna(np.inf)
+    ratios = figure_ratios(df)
+    plans = cost_ratios(df)
     finite = ratios[np.isfinite(ratios)]
     right = max(1.05, 1 + (float(finite.max()) - 1) * 1.1) if len(finite) else 1.05
     for method in _methods(df):
@@ -244,14 +270,14 @@ def plot_cost_ratios(df: pd.DataFrame, ax=None):
         xs = np.concatenate([[0.995, 1.0], r[np.isfinite(r)], [right]])
         frac = [np.mean(r <= x) for x in xs]
         style = _style(method)
-        mean = r[np.isfinite(r)].mean() if np.isfinite(r).any() else math.nan
+        own = plans[(df["method"] == method) & plans.notna()]
         ax.step(xs, frac, where="post", color=style.get("color"), linestyle=style["linestyle"],
-                linewidth=1.8, label=f"{method} (mean {mean:.4f})")
+                linewidth=1.8, label=f"{method} (mean {own.mean():.4f} over {len(own)} plans)")
     ax.set_xlim(0.995, right)
     if right > 2:
         ax.set_xscale("log")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("cost / best known cost of the instance")
+    ax.set_xlabel("cost / best known cost of the instance (proven infeasible, no plan: 1)")
     ax.set_ylabel("fraction of instances")
     ax.set_title("Cost ratio to the best known plan", fontsize=10)
     ax.grid(True, alpha=0.3)

@@ -15,6 +15,7 @@ backends a timeout or crash gives the same row locally and on Dask.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import queue
@@ -355,6 +356,19 @@ def dask_warmup() -> int:
     return os.getpid()
 
 
+def dask_release() -> int:
+    """Stop this Dask worker's idle task children (run on every worker before the cluster
+    closes, so that no worker is still waiting on a child when its nanny stops it)."""
+    stopped = 0
+    while True:
+        try:
+            child = _POOL.get_nowait()
+        except queue.Empty:
+            return stopped
+        child.close()
+        stopped += 1
+
+
 def dask_task(task: Task) -> dict[str, Any]:
     """Run one task on a Dask worker in a supervised child (reused across tasks)."""
     try:
@@ -381,8 +395,11 @@ def run_dask(tasks: Sequence[Task], address: str, emit: Callable[[dict[str, Any]
         raise InvalidInputError("--dask", "needs dask.distributed: pip install 'dnnprov[batch]'") from None
     cluster = None
     if address == "local":
+        # silence_logs: the cluster lives as long as the batch, and its teardown chatter
+        # (comm closed, nanny timeouts, with tracebacks under load) is no news to the user;
+        # a task that fails is a row (crash: dask task failed ...), a cluster that fails to start raises.
         cluster = LocalCluster(n_workers=workers or 2, threads_per_worker=1, processes=True,
-                               host="127.0.0.1", dashboard_address=":0")
+                               host="127.0.0.1", dashboard_address=":0", silence_logs=logging.CRITICAL)
         client = Client(cluster)
     else:
         try:
@@ -402,9 +419,26 @@ def run_dask(tasks: Sequence[Task], address: str, emit: Callable[[dict[str, Any]
             future.release()
             emit(row)
     finally:
+        _close_dask(client, cluster)
+
+
+def _close_dask(client: Any, cluster: Any) -> None:
+    """Release the workers' task children, then close the client and the batch's own cluster.
+
+    The rows are all in by now: a cluster that closes badly (a timeout on a loaded
+    machine) is one warning line, not a failed batch.
+    """
+    try:
+        client.run(dask_release)
+    except Exception:  # a worker already gone: its children end themselves (watch_parent)
+        pass
+    try:
         client.close()
         if cluster is not None:
             cluster.close()
+    except Exception as exc:
+        print(f"dnnprov: warning: the local Dask cluster did not close cleanly ({type(exc).__name__}: {exc})",
+              file=sys.stderr)
 
 
 # ------------------------------------------------------------------ the batch

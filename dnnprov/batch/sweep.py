@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from dnnprov.problems import _checks as check
+from dnnprov.problems import _checks as check, plausibility
 from dnnprov.errors import InvalidInputError
 from dnnprov.result import Result
 from dnnprov.problems.serverless import ServerlessProblem
@@ -69,10 +69,12 @@ class Sweep:
     kind: str
     rows: list[dict[str, Any]] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
+    warnings: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form (the service's answer)."""
-        return {"instance": self.instance, "kind": self.kind, "rows": self.rows, "violations": self.violations}
+        """JSON form (the service's answer); ``warnings``: the problem's plausibility warnings."""
+        return {"instance": self.instance, "kind": self.kind, "rows": self.rows, "violations": self.violations,
+                "warnings": self.warnings}
 
     def to_frame(self):
         """The rows as a pandas DataFrame with :data:`COLUMNS`."""
@@ -110,7 +112,8 @@ def point_problem(problem: SpotProblem | ServerlessProblem, deadline_s: float,
 
 def sweep(problem: SpotProblem | ServerlessProblem, deadlines: Sequence[float],
           losses: Sequence[float] | None = None, *, time_limit_s: float = 60.0,
-          heuristic: bool = True) -> Sweep:
+          heuristic: bool = True,
+          progress: Callable[[int, int, dict[str, Any]], None] | None = None) -> Sweep:
     """Solve ``problem`` exactly at every (loss, deadline) point; the heuristic beside it.
 
     Parameters
@@ -126,9 +129,13 @@ def sweep(problem: SpotProblem | ServerlessProblem, deadlines: Sequence[float],
         points ends within N x 2 x ``time_limit_s`` (plus each call's return margin).
     heuristic
         Also solve each point with the paper's heuristic (``heuristic_*`` columns).
+    progress
+        Called after each point with its number (from 1), the number of points and its row.
     """
     kind = "spot" if isinstance(problem, SpotProblem) else "serverless"
-    out = Sweep(instance=problem.name, kind=kind)
+    out = Sweep(instance=problem.name, kind=kind,
+                warnings=[{"field": w.field, "message": w.problem} for w in plausibility.findings(problem)])
+    total = len(deadlines) * len(losses or [None])
     for loss in (losses or [None]):
         previous: dict[str, Any] | None = None
         for deadline in sorted(deadlines):
@@ -153,6 +160,8 @@ def sweep(problem: SpotProblem | ServerlessProblem, deadlines: Sequence[float],
                                       f"{previous['deadline_s']:g} s to {row['cost']:.6f} at {deadline:g} s")
             out.rows.append(row)
             previous = row
+            if progress is not None:
+                progress(len(out.rows), total, row)
     return out
 
 
@@ -160,11 +169,23 @@ def _letter(i: int) -> str:
     return chr(ord("A") + i) if i < 26 else f"{chr(ord('A') + i // 26 - 1)}{chr(ord('A') + i % 26)}"
 
 
-def plot_sweep(result: Sweep, ax=None):
-    """Proven minimal cost vs deadline (one line per loss) with the heuristic's cost beside it.
+def _proof(row: Any) -> str:
+    """How far a point's cost is proven: ``proven`` or its gap to the bound."""
+    if row["status"] == "optimal":
+        return "proven"
+    gap = row["gap"]
+    return f"{row['status']}, not proven: gap {100 * gap:.1f} %" if gap is not None and math.isfinite(gap) \
+        else f"{row['status']}, not proven: no bound"
 
-    Each point where the optimal plan's composition changes gets a letter; the legend below
-    the axes lists the compositions. Returns the figure.
+
+def plot_sweep(result: Sweep, ax=None):
+    """milp's cost vs deadline (one line per loss) with the heuristic's cost beside it.
+
+    Proven optima are filled circles; a point that ended at the time limit is a hollow
+    circle with a bar down to its proven lower bound; proven-infeasible deadlines are
+    shaded; points with no plan and no proof are crosses on the axis. Each point where
+    milp's plan changes gets a letter; the notes below the axes list the plans. Returns
+    the figure.
     """
     from matplotlib.figure import Figure
 
@@ -172,17 +193,26 @@ def plot_sweep(result: Sweep, ax=None):
     changes = frame[frame["changed"] & frame["cost"].notna()]
     if ax is None:
         fig = Figure(figsize=(9, 5.2 + 0.14 * len(changes)), layout="constrained")
-        ax, notes = fig.subplots(2, 1, height_ratios=[5.2, 0.2 + 0.14 * len(changes)])
+        ax, notes = fig.subplots(2, 1, height_ratios=[5.2, 0.3 + 0.14 * len(changes)])
     else:
         fig, notes = ax.figure, None
     groups = [(None, frame)] if frame["loss"].isna().all() else list(frame.groupby("loss", sort=True))
     lines, letter = [], 0
     for i, (loss, rows) in enumerate(groups):
         color = f"C{i}"
-        label = "" if loss is None else f" (loss {loss:g})"
+        label = "" if loss is None or len(groups) == 1 else f" (loss {loss:g})"
         solved = rows[rows["cost"].notna()]
-        ax.plot(solved["deadline_s"], solved["cost"], "o-", color=color, markersize=4,
-                label=f"milp: proven minimal cost{label}")
+        proven = solved[solved["status"] == "optimal"]
+        unproven = solved[solved["status"] != "optimal"]
+        ax.plot(solved["deadline_s"], solved["cost"], "-", color=color, linewidth=1.2, alpha=0.7)
+        if len(proven):
+            ax.plot(proven["deadline_s"], proven["cost"], "o", color=color, markersize=5,
+                    label=f"milp: proven minimal cost{label}")
+        if len(unproven):
+            below = (unproven["cost"] - unproven["bound"]).clip(lower=0).fillna(0)
+            ax.errorbar(unproven["deadline_s"], unproven["cost"], yerr=[below, 0 * below], fmt="o",
+                        color=color, markerfacecolor="white", markersize=6, capsize=3, elinewidth=1,
+                        label=f"milp: best plan at the time limit, not proven (bar: down to the proven bound){label}")
         if rows["heuristic_cost"].notna().any():
             h = rows[rows["heuristic_cost"].notna()]
             ax.plot(h["deadline_s"], h["heuristic_cost"], "^--", color=color, alpha=0.55, markersize=4,
@@ -192,27 +222,40 @@ def plot_sweep(result: Sweep, ax=None):
             letter += 1
             ax.annotate(name, (row["deadline_s"], row["cost"]), textcoords="offset points",
                         xytext=(-10, -13) if j % 2 else (4, 6), fontsize=8, fontweight="bold", color=color)
-            lines.append(f"{name}{label}: {row['plan']}  (from {row['deadline_s']:.0f} s, ${row['cost']:.4f})")
+            lines.append(f"{name}{label}: {row['plan']}  (from {row['deadline_s']:.0f} s, ${row['cost']:.4f}, "
+                         f"{_proof(row)})")
         infeasible = rows[rows["status"] == "infeasible"]
         if len(infeasible):
             later = solved["deadline_s"][solved["deadline_s"] > infeasible["deadline_s"].max()]
             right = later.min() if len(later) else infeasible["deadline_s"].max()
             ax.axvspan(infeasible["deadline_s"].min(), right, color=color, alpha=0.08,
-                       label=f"no plan meets the deadline{label}")
+                       label=f"proven infeasible: no plan meets the deadline{label}")
+        lost = rows[rows["cost"].isna() & (rows["status"] != "infeasible")]
+        if len(lost):
+            ax.plot(lost["deadline_s"], [0.02] * len(lost), "x", color=color, markersize=7,
+                    transform=ax.get_xaxis_transform(), clip_on=False,
+                    label=f"no plan found by the time limit, not proven infeasible{label}")
     ax.set_xlabel("deadline (s)")
     ax.set_ylabel("training cost ($)")
-    ax.set_title(f"{result.instance}: cost of meeting a deadline (letters: the optimal plan changes)")
+    ax.set_title(f"{_shorten(result.instance)}: cost of meeting a deadline", fontsize=11)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
     if notes is not None:
         notes.axis("off")
-        notes.text(0, 1, "\n".join(lines) or "no plan at any point", va="top", ha="left", fontsize=7.5,
-                   family="monospace", transform=notes.transAxes)
+        text = "Letters: where milp's plan changes\n" + "\n".join(lines) if lines else "no plan at any point"
+        notes.text(0, 1, text, va="top", ha="left", fontsize=7.5, family="monospace", transform=notes.transAxes)
     return fig
 
 
+def _shorten(name: str, limit: int = 48) -> str:
+    """``name`` cut to ``limit`` characters, so that a title fits its figure."""
+    return name if len(name) <= limit else name[:limit - 3] + "..."
+
+
 def plot_loss(result: Sweep, ax=None, *, deadlines: int = 4):
-    """Proven minimal cost vs target loss at up to ``deadlines`` deadlines. Returns the figure."""
+    """milp's cost vs target loss at up to ``deadlines`` deadlines (hollow: not proven
+    optimal). Returns the figure."""
     from matplotlib.figure import Figure
 
     if ax is None:
@@ -225,10 +268,16 @@ def plot_loss(result: Sweep, ax=None, *, deadlines: int = 4):
     step = max(1, math.ceil(len(values) / deadlines))
     for i, deadline in enumerate(values[::step]):
         rows = frame[(frame["deadline_s"] == deadline) & frame["cost"].notna()].sort_values("loss")
-        ax.plot(rows["loss"], rows["cost"], "o-", color=f"C{i}", label=f"deadline {deadline:g} s")
+        ax.plot(rows["loss"], rows["cost"], "-", color=f"C{i}", label=f"deadline {deadline:g} s")
+        proven = rows["status"] == "optimal"
+        ax.plot(rows["loss"][proven], rows["cost"][proven], "o", color=f"C{i}")
+        ax.plot(rows["loss"][~proven], rows["cost"][~proven], "o", color=f"C{i}", markerfacecolor="white")
+    drawn = frame[frame["deadline_s"].isin(values[::step]) & frame["cost"].notna()]
+    if (drawn["status"] != "optimal").any():
+        ax.plot([], [], "o", color="0.4", markerfacecolor="white", label="hollow: not proven optimal (time limit)")
     ax.set_xlabel("target loss")
-    ax.set_ylabel("proven minimal cost ($)")
-    ax.set_title(f"{result.instance}: cost of a lower target loss")
+    ax.set_ylabel("proven minimal cost ($)" if (drawn["status"] == "optimal").all() else "milp's cost ($)")
+    ax.set_title(f"{_shorten(result.instance, 40)}: cost of a lower target loss", fontsize=11)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     return fig

@@ -1,36 +1,87 @@
 """The ``dnnprov`` command line. ``main()`` parses; each subcommand is a small function.
 
-Exit codes: 0 success, 1 the solve ended without a plan (unknown, limit, error), 2 bad
-input (unreadable or invalid file, bad option), 3 an internal error (a bug), 130
-interrupted (Ctrl-C), 141 standard output closed early (``dnnprov show ... | head -1``).
-Errors are one line on standard error; no traceback reaches the user.
+Exit codes: :data:`EXIT_CODES`, the one table (``dnnprov --help`` and docs/cli.md show it).
+Errors are one line on standard error; no traceback reaches the user. Only the module of
+the command given is imported (:data:`COMMANDS`), so ``--version`` and ``--help`` start fast.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import signal
 import sys
 import unicodedata
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
+from dnnprov import __version__
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.instances import embedded_instance, read_instance, resolve_instance_path
-from dnnprov.result import Status
-from dnnprov.problems.serverless import ServerlessProblem
-from dnnprov.solve import METHODS, solve
-from dnnprov.problems.spot import SpotProblem
+from dnnprov.progress import INTERRUPTED, stop_on_signals, stop_requested
+
+if TYPE_CHECKING:
+    from dnnprov.problems.serverless import ServerlessProblem
+    from dnnprov.problems.spot import SpotProblem
+    from dnnprov.result import Result
 
 EXIT_OK, EXIT_NO_PLAN, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
+#: The exit codes of every command, one table: code and meaning.
+EXIT_CODES = (
+    (EXIT_OK, "a plan: optimal, feasible, or the best plan found at the time limit (status limit)"),
+    (EXIT_NO_PLAN, "no plan: proven infeasible, or none found (limit without a plan, unknown, error)"),
+    (EXIT_BAD_INPUT, "bad input: an unreadable or invalid file, a bad option"),
+    (EXIT_INTERNAL, "internal error, a bug in dnnprov: please report it with the input"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C, SIGTERM): solve prints its best plan so far and its bound"),
+    (EXIT_BROKEN_PIPE, "standard output closed early (dnnprov show FILE | head -1)"),
+)
 DEMO_INSTANCE = "spot/paper-table1.json"
 #: Unicode categories never written raw to a terminal: controls (ESC, CR, ...), format
 #: characters (bidirectional overrides), line and paragraph separators, surrogates.
 UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
+#: The command groups of ``dnnprov --help``: title -> (command, module, one-line summary).
+COMMAND_GROUPS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "solve": (
+        ("solve", "dnnprov.cli", "solve one instance file"),
+        ("show", "dnnprov.cli", "describe an instance file"),
+        ("demo", "dnnprov.cli", "solve the paper's Table I instance with every method"),
+        ("list", "dnnprov.cli.inventory", "list the embedded instances, catalogs and workload profiles"),
+        ("build", "dnnprov.cli.inventory", "write an instance from a catalog, a workload profile and an SLO"),
+        ("solve-many", "dnnprov.cli.joint", "provision many jobs jointly under shared quotas"),
+        ("sweep", "dnnprov.cli.sweep", "minimal cost vs deadline (and target loss), heuristic beside it"),
+    ),
+    "batch & sets": (
+        ("batch", "dnnprov.cli.batch", "solve many instance files with many methods"),
+        ("report", "dnnprov.cli.batch", "summary table and figures of a batch results file"),
+        ("generate", "dnnprov.cli.generate", "write a seeded benchmark instance set"),
+    ),
+    "cloud": (
+        ("catalog", "dnnprov.cli.cloud", "build catalog files from AWS or from the shared real data"),
+        ("export", "dnnprov.cli.cloud", "write a plan as EC2 calls, Lambda settings, SkyPilot, Kueue or JSON"),
+        ("apply", "dnnprov.cli.cloud", "launch a spot plan on EC2 (--dry-run: DryRun requests only)"),
+    ),
+    "revocation": (
+        ("replan", "dnnprov.cli.cloud", "takeover plan after spot revocations"),
+        ("risk", "dnnprov.cli.risk", "interruption models and revocation-aware plans"),
+        ("simulate", "dnnprov.cli.risk", "replay real spot traces against a plan"),
+    ),
+    "profile": (
+        ("profile", "dnnprov.cli.profile", "fit workload profiles from measurements (loss logs, timings)"),
+        ("predict", "dnnprov.cli.profile", "predict time, cost and loss curve of one given plan"),
+    ),
+    "service": (
+        ("serve", "dnnprov.cli.service", "run the HTTP API (solve, jobs, replan, export, sweep)"),
+    ),
+}
+#: command -> the module whose ``register(subparsers)`` adds it
+COMMANDS = {name: module for group in COMMAND_GROUPS.values() for name, module, _ in group}
+
 
 def _instance_path(value: str) -> str:
-    """A file path, or ``embedded:REL`` for a file shipped with dnnprov."""
+    """A file path, ``embedded:REL`` for a file shipped with dnnprov, or ``-`` for standard input."""
+    from dnnprov.io.instances import resolve_instance_path
+
     return str(resolve_instance_path(value))
 
 
@@ -49,8 +100,16 @@ def terminal_safe(text: object) -> str:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
-    """Solve one instance file with one method."""
-    problem = read_instance(_instance_path(args.file))
+    """Solve one instance file with one method.
+
+    Ctrl-C or SIGTERM stops the solve: its best plan so far and proven bound are printed
+    (status limit, "interrupted") and the exit code is 130.
+    """
+    from dnnprov.cli.domain import apply_domain_options, solve_with_domain_cost
+    from dnnprov.io.instances import read_instance
+    from dnnprov.solve import solve
+
+    problem = apply_domain_options(read_instance(_instance_path(args.file)), args)
     for option, given, owner in (("--deadline-probability", args.deadline_probability is not None and not args.risk,
                                   "--risk"),
                                  ("--no-replacement", args.no_replacement and args.robust is None, "--robust K"),
@@ -58,16 +117,18 @@ def cmd_solve(args: argparse.Namespace) -> int:
                                   and args.robust is None and not args.risk, "--robust K or --risk")):
         if given:
             raise InvalidInputError(option, f"goes with {owner}")
-    result = solve(problem, args.method, time_limit_s=args.time_limit, gap=args.gap,
-                   max_plans=args.max_plans, log=args.log, robust=args.robust, risk=args.risk,
-                   deadline_probability=args.deadline_probability,
-                   takeover_overhead_s=args.takeover_overhead, replaced=not args.no_replacement)
+    result = solve_interruptibly(lambda: (solve_with_domain_cost if args.domain_cost else solve)(
+        problem, args.method, time_limit_s=args.time_limit, gap=args.gap, max_plans=args.max_plans, log=args.log,
+        robust=args.robust, risk=args.risk, deadline_probability=args.deadline_probability,
+        takeover_overhead_s=args.takeover_overhead, replaced=not args.no_replacement), args.time_limit)
     print(result.to_json(indent=2) if args.json else result.summary())
-    return EXIT_OK if result.plan is not None or result.status is Status.INFEASIBLE else EXIT_NO_PLAN
+    return exit_code(result)
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Describe an instance file."""
+    from dnnprov.io.instances import read_instance
+
     problem = read_instance(_instance_path(args.file))
     print(describe(problem))
     return EXIT_OK
@@ -75,6 +136,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Solve the embedded paper Table I instance with every applicable method."""
+    from dnnprov.io.instances import embedded_instance, read_instance
+    from dnnprov.solve import solve
+
     problem = read_instance(embedded_instance(DEMO_INSTANCE))
     print(describe(problem))
     print()
@@ -84,11 +148,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def describe(problem: SpotProblem | ServerlessProblem) -> str:
+def describe(problem: "SpotProblem | ServerlessProblem") -> str:
     """A few readable lines about a problem, with the instance file's field names.
 
     Every string from the file goes through :func:`terminal_safe`.
     """
+    from dnnprov.problems.spot import SpotProblem
+
     q = terminal_safe
     if isinstance(problem, SpotProblem):
         w, slo, c = problem.workload, problem.slo, problem.constraints
@@ -147,21 +213,68 @@ def describe(problem: SpotProblem | ServerlessProblem) -> str:
     return "\n".join(lines)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(
-        prog="dnnprov", description="Provision cloud resources for distributed DNN training: "
-        "spot GPU clusters and serverless functions, with proven-optimal plans.",
-        epilog="Exit codes: 0 success, 1 no plan (unknown, limit, error), 2 bad input.")
-    sub = parser.add_subparsers(dest="command", required=True)
+class UsageError(Exception):
+    """A command line argparse refuses (printed as one ``dnnprov: error:`` line)."""
 
-    p = sub.add_parser("solve", help="solve one instance file")
-    p.add_argument("file", help="instance file (or embedded:spot/paper-table1.json)")
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help with every option's default shown (unless its text already says it)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (not action.option_strings or default in (None, False, argparse.SUPPRESS)
+                or "default" in text or isinstance(action, argparse._VersionAction)):
+            return text
+        shown = ",".join(map(str, default)) if isinstance(default, (list, tuple)) else str(default)
+        return f"{text} (default: {shown.replace('%', '%%')})".strip()
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, and whose help shows defaults."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def add_argument(self, *args: object, **kwargs: object) -> argparse.Action:
+        """As argparse's; an option with a default and no help text gets one naming the default."""
+        if kwargs.get("help") is None and kwargs.get("default") not in (None, False, argparse.SUPPRESS) \
+                and args and str(args[0]).startswith("-"):
+            kwargs["help"] = "(default: %(default)s)"
+        return super().add_argument(*args, **kwargs)  # type: ignore[arg-type]
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """Raise :class:`UsageError` (``main`` prints it as one line) instead of usage + exit."""
+        where = "" if self.prog == "dnnprov" else f"{self.prog}: "
+        raise UsageError(f"{where}{message} (see {self.prog} --help)")
+
+
+def _commands_text() -> str:
+    """The grouped command list and the exit-code table of ``dnnprov --help``."""
+    width = max(len(name) for name in COMMANDS)
+    lines = ["commands (dnnprov COMMAND --help for each):"]
+    for title, group in COMMAND_GROUPS.items():
+        lines.append(f"  {title}:")
+        lines.extend(f"    {name:<{width}}  {summary}" for name, _, summary in group)
+    lines += ["", "exit codes:"]
+    lines.extend(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES)
+    return "\n".join(lines)
+
+
+def _register_core(sub: argparse._SubParsersAction) -> None:
+    """Add ``solve``, ``show`` and ``demo``."""
+    import inspect
+
+    from dnnprov.solve import METHODS
+
+    p = sub.add_parser("solve", help="solve one instance file", description=inspect.cleandoc(cmd_solve.__doc__ or ""))
+    p.add_argument("file", help="instance file, embedded:spot/paper-table1.json, or - for standard input")
     p.add_argument("--method", choices=METHODS, default="milp")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--time-limit", type=float, default=60.0, help="wall-clock seconds for the whole solve, any method")
     p.add_argument("--gap", type=float, default=0.0, help="relative gap to stop at (milp)")
-    p.add_argument("--max-plans", type=int, default=None, help="largest space enumerate accepts")
+    p.add_argument("--max-plans", type=int, default=None, help="largest space enumerate accepts (default 50 million)")
     p.add_argument("--log", action="store_true", help="print a solver log (incumbent, bound, gap over time) to stderr")
     p.add_argument("--robust", type=int, default=None, metavar="K",
                    help="spot: meet the deadline even if any K workers are revoked (docs/revocation.md)")
@@ -172,30 +285,73 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--takeover-overhead", type=float, default=None, metavar="S",
                    help="with --robust/--risk: seconds until a replacement joins (default 126, the paper's 2.1 min)")
     p.add_argument("--no-replacement", action="store_true", help="with --robust: revoked workers are not replaced")
+    from dnnprov.cli.domain import add_domain_options
+
+    add_domain_options(p, cost=True)
     p.set_defaults(run=cmd_solve)
 
-    p = sub.add_parser("show", help="describe an instance file")
-    p.add_argument("file")
+    p = sub.add_parser("show", help="describe an instance file", description=cmd_show.__doc__)
+    p.add_argument("file", help="instance file, embedded:REL, or - for standard input")
     p.set_defaults(run=cmd_show)
 
-    p = sub.add_parser("demo", help="solve the paper's Table I instance with every method")
+    p = sub.add_parser("demo", help="solve the paper's Table I instance with every method",
+                       description=cmd_demo.__doc__)
     p.set_defaults(run=cmd_demo)
 
-    for register in EXTRA_COMMANDS:
-        register(sub)
+
+def build_parser(commands: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser with the subcommands of the modules of ``commands`` (default:
+    every subcommand); :func:`main` builds only what the command line names."""
+    parser = Parser(
+        prog="dnnprov", description="Provision cloud resources for distributed DNN training: "
+        "spot GPU clusters and serverless functions, with proven-optimal plans.",
+        epilog=_commands_text())
+    parser.add_argument("--version", action="version", version=f"dnnprov {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="one of the commands below")
+    modules = dict.fromkeys(COMMANDS[c] for c in (COMMANDS if commands is None else commands))
+    for module in modules:
+        if module == __name__:
+            _register_core(sub)
+        else:
+            __import__(module, fromlist=["register"]).register(sub)
     return parser
 
 
-#: Functions ``register(subparsers)`` adding further subcommands (batch, catalog, ...).
-EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
-EXTRA_COMMANDS.append(__import__("dnnprov.cli.cloud", fromlist=["register"]).register)
-EXTRA_COMMANDS.append(__import__("dnnprov.cli.batch", fromlist=["register"]).register)
-EXTRA_COMMANDS.append(__import__("dnnprov.cli.generate", fromlist=["register"]).register)
-EXTRA_COMMANDS.append(__import__("dnnprov.cli.joint", fromlist=["register"]).register)
-EXTRA_COMMANDS.append(__import__("dnnprov.cli.service", fromlist=["register"]).register)
-EXTRA_COMMANDS.append(__import__("dnnprov.cli.sweep", fromlist=["register"]).register)
-EXTRA_COMMANDS.append(__import__("dnnprov.cli.risk", fromlist=["register"]).register)
-EXTRA_COMMANDS.append(__import__("dnnprov.cli.profile", fromlist=["register"]).register)
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command an argument list names: its first word that is not an option."""
+    for arg in argv:
+        if arg == "--":
+            return None
+        if not arg.startswith("-"):
+            return arg
+    return None
+
+
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse ``argv``, importing only the module of its command."""
+    command = _command_of(argv)
+    if command is not None and command not in COMMANDS:
+        close = difflib.get_close_matches(command, COMMANDS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UsageError(f"unknown command {command!r}{hint} (dnnprov --help lists them)")
+    return build_parser([] if command is None else [command]).parse_args(argv)
+
+
+def solve_interruptibly(run: Callable[[], "Result"], time_limit_s: float) -> "Result":
+    """``run()`` (a solve) with Ctrl-C and SIGTERM stopping it like its time limit; the
+    result of a stopped run is marked interrupted (:func:`dnnprov.solve.marked_interrupted`)."""
+    from dnnprov.solve import marked_interrupted
+
+    with stop_on_signals((signal.SIGINT, signal.SIGTERM)):
+        result = run()
+    return marked_interrupted(result, time_limit_s) if stop_requested() else result
+
+
+def exit_code(result: "Result") -> int:
+    """The exit code of a solve's result (:data:`EXIT_CODES`)."""
+    if result.details.get("stopped") == INTERRUPTED:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if result.is_feasible() else EXIT_NO_PLAN
 
 
 def _error(text: str) -> None:
@@ -216,20 +372,55 @@ def _stdout_gone() -> None:
         pass
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code.
+def _sigterm_as_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
-    Bad input ends with one ``dnnprov: error: FIELD: PROBLEM`` line on standard error and
-    exit code 2; a closed standard output (a pager or ``head`` that quit) with 141;
-    Ctrl-C with 130; an unexpected exception (a bug) with one ``dnnprov: internal
-    error`` line and exit code 3.
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (:data:`EXIT_CODES`).
+
+    Bad input, a bad option included, ends with one ``dnnprov: error: ...`` line on
+    standard error and exit code 2; a closed standard output (a pager or ``head`` that
+    quit) with 141; Ctrl-C or SIGTERM with 130 (``solve`` prints its best plan first); an
+    unexpected exception (a bug) with one ``dnnprov: internal error`` line and exit code 3.
     """
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # SIGTERM ends a command as Ctrl-C does (files closed, rows kept); `serve` drains on it itself
+    own_sigterm = (threading_is_main() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+                   and _command_of(argv) != "serve")
+    if own_sigterm:
+        signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
-        code = args.run(args)
+        return _run(argv)
+    finally:
+        if own_sigterm:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def threading_is_main() -> bool:
+    """Whether this is the main thread (the only one that may set signal handlers)."""
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _run(argv: list[str]) -> int:
+    """Parse and run one command; every outcome becomes an exit code."""
+    try:
+        try:
+            args = _parse(argv)
+        except SystemExit as exc:                 # --help and --version print and exit 0
+            sys.stdout.flush()
+            return exc.code if isinstance(exc.code, int) else EXIT_OK
+        from dnnprov.problems.plausibility import reported as reported_warnings
+
+        with reported_warnings(lambda text: _error(f"warning: {text}")):   # one line per plausibility warning
+            code = args.run(args)
         sys.stdout.flush()
         return code
+    except UsageError as exc:
+        _error(f"error: {exc}")
+        return EXIT_BAD_INPUT
     except InvalidInputError as exc:
         _error(f"error: {exc}")
         return EXIT_BAD_INPUT
@@ -242,7 +433,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # the last resort: a bug must not print a traceback at the user
         _error(f"internal error: {type(exc).__name__}: {exc} (a bug in dnnprov; please report it with the input)")
         return EXIT_INTERNAL
-
 
 if __name__ == "__main__":
     sys.exit(main())

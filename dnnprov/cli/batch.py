@@ -1,19 +1,21 @@
 """Batch subcommands of the CLI: ``batch`` (many instances x methods) and ``report``.
 
-Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`. Exit codes: 0 when the batch ran
-(failed rows included: they are in the results), 2 for bad arguments or input.
+Registered in :data:`dnnprov.cli.COMMAND_GROUPS`. Exit codes: 0 when the batch ran
+(failed rows included: they are in the results), 2 for bad arguments or input, 130
+interrupted (the finished rows are in ``--out``).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
 from dnnprov.solve import METHODS
 
-EXIT_OK = 0
+from dnnprov.cli import EXIT_INTERRUPTED, EXIT_OK
 
 
 def _methods(value: str) -> list[str]:
@@ -42,10 +44,17 @@ def cmd_batch(args: argparse.Namespace) -> int:
     """Solve every instance below PATHS with every method; print the summary per method."""
     from dnnprov.batch.runner import format_summary, run_batch, summarize
 
-    df = run_batch(args.paths, args.methods, time_limit_s=args.time_limit, gap=args.gap,
-                   max_plans=args.max_plans, out=args.out, resume=args.resume,
-                   workers=args.workers, dask=args.dask, kill_after_s=args.kill_after,
-                   progress=False if args.no_progress else None)
+    try:
+        df = run_batch(args.paths, args.methods, time_limit_s=args.time_limit, gap=args.gap,
+                       max_plans=args.max_plans, out=args.out, resume=args.resume,
+                       workers=args.workers, dask=args.dask, kill_after_s=args.kill_after,
+                       progress=False if args.no_progress else None)
+    except KeyboardInterrupt:
+        if args.out:
+            print(f"dnnprov: interrupted: the finished rows are in {args.out} (--resume runs the rest)",
+                  file=sys.stderr)
+            return EXIT_INTERRUPTED
+        raise
     print(format_summary(summarize(df)))
     failed = int((df["status"] == "error").sum())
     where = f" -> {args.out}" if args.out else ""

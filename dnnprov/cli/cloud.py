@@ -1,6 +1,6 @@
 """Cloud subcommands of the CLI: ``catalog fetch|import``, ``export``, ``apply``, ``replan``.
 
-Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`; errors are
+Registered in :data:`dnnprov.cli.COMMAND_GROUPS`; errors are
 :class:`~dnnprov.errors.InvalidInputError` (cloud failures: its subclass ``CloudError``),
 which ``dnnprov`` prints as one line with exit code 2.
 """
@@ -22,11 +22,10 @@ from dnnprov.cloud.export import (KUEUE_APIS, TARGETS, ApiCall, ExportOptions, F
 from dnnprov.io.instances import read_instance
 from dnnprov.revocation.replan import (DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem, solve_takeover, takeover_document,
                                   zone_capacity, zone_placement)
-from dnnprov.result import Status
 from dnnprov.solve import METHODS
 from dnnprov.problems.spot import SpotProblem
 
-EXIT_OK, EXIT_NO_PLAN = 0, 1
+from dnnprov.cli import EXIT_NO_PLAN, EXIT_OK, exit_code, solve_interruptibly
 
 
 def cmd_catalog_fetch(args: argparse.Namespace) -> int:
@@ -182,7 +181,8 @@ def cmd_replan(args: argparse.Namespace) -> int:
                                  args.loss_reached, takeover_overhead_s=args.takeover_overhead,
                                  avoid_revoked=args.avoid_revoked, ps=doc.ps,
                                  capacity=zone_capacity(problem, free, survivors) if free else None)
-    result = solve_takeover(takeover, args.method, time_limit_s=args.time_limit)
+    result = solve_interruptibly(lambda: solve_takeover(takeover, args.method, time_limit_s=args.time_limit),
+                                 args.time_limit)
     if free and result.plan is not None:
         new = {k: n - survivors.get(k, 0) for k, n in result.plan.counts.items() if n > survivors.get(k, 0)}
         result = replace(result, details={**result.details, "zones": zone_placement(problem, new, free)})
@@ -197,7 +197,7 @@ def cmd_replan(args: argparse.Namespace) -> int:
             print(f"  new  : {', '.join(f'{n} x {k}' for k, n in new.items()) or 'none'} "
                   f"(kept: {', '.join(f'{n} x {k}' for k, n in takeover.constraints.existing.items()) or 'none'}); "
                   f"new PS: {result.details.get('new_ps', 0)}")
-    return EXIT_OK if result.plan is not None or result.status is Status.INFEASIBLE else EXIT_NO_PLAN
+    return exit_code(result)
 
 
 def _plan_options(p: argparse.ArgumentParser) -> None:

@@ -1,6 +1,6 @@
 """The ``generate`` subcommand: seeded benchmark instance sets (docs/benchmarks-sets.md).
 
-Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`. Bad input (an unknown set, a
+Registered in :data:`dnnprov.cli.COMMAND_GROUPS`. Bad input (an unknown set, a
 missing ``../shared/data`` for the aws and trace sets) raises
 :class:`~dnnprov.errors.InvalidInputError`, which ``dnnprov`` prints as one line with exit
 code 2.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from dnnprov.benchsets.generate import DEFAULT_COUNTS, DEFAULT_SEED, SETS, generate
 
-EXIT_OK = 0
+from dnnprov.cli import EXIT_OK
 
 
 def cmd_generate(args: argparse.Namespace) -> int:

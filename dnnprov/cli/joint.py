@@ -3,21 +3,23 @@
     dnnprov solve-many FILE... [--shared-quota TYPE=N ...] [--shared-vcpu FAMILY[/MARKET]=N ...]
                                [--concurrency N] [--time-limit S] [--max-plans-per-job N] [--json]
 
-Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`. Exit codes as for ``solve``: 0 with
-plans (or a proven infeasible set), 1 without, 2 for bad input.
+Registered in :data:`dnnprov.cli.COMMAND_GROUPS`. Exit codes as for ``solve``: 0 with
+plans, 1 without (a proven infeasible set included), 2 for bad input, 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import signal
+import sys
 
 from dnnprov.errors import InvalidInputError
+from dnnprov.progress import stop_on_signals, stop_requested
 from dnnprov.io.instances import embedded_instance, read_instance
-from dnnprov.result import Status
 from dnnprov.problems.spot import MARKETS, VcpuQuota
 
-EXIT_OK, EXIT_NO_PLAN = 0, 1
+from dnnprov.cli import EXIT_INTERRUPTED, EXIT_NO_PLAN, EXIT_OK
 
 
 def _pair(option: str, text: str) -> tuple[str, int]:
@@ -67,10 +69,15 @@ def cmd_solve_many(args: argparse.Namespace) -> int:
              for f in args.files]
     problems = [read_instance(p) for p in paths]
     limit = {} if args.max_plans_per_job is None else {"max_plans_per_job": args.max_plans_per_job}
-    result = solve_many(problems, shared=shared_limits(args), time_limit_s=args.time_limit, **limit)
+    shared = shared_limits(args)
+    with stop_on_signals((signal.SIGINT, signal.SIGTERM)):
+        result = solve_many(problems, shared=shared, time_limit_s=args.time_limit, **limit)
     print(result.to_json(indent=2) if args.json else result.summary())
-    has_plans = all(r.plan is not None for r in result.results)
-    return EXIT_OK if has_plans or result.status is Status.INFEASIBLE else EXIT_NO_PLAN
+    if stop_requested():
+        print("dnnprov: interrupted: the plans above are the best found so far", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    has_plans = bool(result.results) and all(r.plan is not None for r in result.results)
+    return EXIT_OK if has_plans else EXIT_NO_PLAN
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -9,7 +9,7 @@
     dnnprov predict INSTANCE --counts TYPE=N,... [--ps S] [--json]                 (spot)
     dnnprov predict INSTANCE --functions N --memory-mb M [--ps S] [--local-batch B] [--json]  (serverless)
 
-Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`. Exit codes: 0 success (predict: the
+Registered in :data:`dnnprov.cli.COMMAND_GROUPS`. Exit codes: 0 success (predict: the
 plan is feasible), 1 predict: the plan is infeasible (the reasons are printed), 2 bad input.
 A fit the data support only weakly still exits 0 and prints each
 :class:`dnnprov.errors.ProfileWarning` as one ``dnnprov: warning: ...`` line on stderr.
@@ -27,6 +27,7 @@ import sys
 import warnings
 from typing import Iterator
 
+from dnnprov.cli.domain import add_domain_options, apply_domain_options
 from dnnprov.io.catalog import load_spot_profile
 from dnnprov.errors import InvalidInputError, ProfileWarning
 from dnnprov.json_files import read_json_file
@@ -210,6 +211,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     """Predict one plan of an instance."""
     path = args.file
     problem = read_instance(embedded_instance(path.removeprefix("embedded:")) if path.startswith("embedded:") else path)
+    problem = apply_domain_options(problem, args)
     out = predict(problem, counts=parse_counts(args.counts) if args.counts else None, ps=args.ps,
                   functions=args.functions, memory_mb=args.memory_mb, local_batch=args.local_batch)
     if args.json:
@@ -306,4 +308,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--memory-mb", type=int, default=None, help="serverless: memory per function, MB")
     p.add_argument("--local-batch", type=float, default=None, help="serverless: local batch instead of eq. (9)'s")
     p.add_argument("--json", action="store_true", help="print one JSON object (time_s and cost as solve --json)")
+    add_domain_options(p)
     p.set_defaults(run=cmd_predict)

@@ -13,7 +13,7 @@
                      [--runs N] [--seed S] [--replan-method exact|heuristic] [--join S]
                      [--horizon X] [--time-limit S] [--per-run] [--json]
 
-Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`. Exit codes: 0 success, 1 no plan,
+Registered in :data:`dnnprov.cli.COMMAND_GROUPS`. Exit codes: 0 success, 1 no plan,
 2 bad input (one line naming the field).
 """
 
@@ -27,11 +27,11 @@ from typing import Callable
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import embedded_instance, read_instance, write_instance
-from dnnprov.result import SpotPlan, Status
+from dnnprov.result import SpotPlan
 from dnnprov.problems.interruption import Trace, fit_trace, fit_traces, from_advisor_bucket, load_trace
 from dnnprov.problems.spot import SpotProblem
 
-EXIT_OK, EXIT_NO_PLAN = 0, 1
+from dnnprov.cli import EXIT_NO_PLAN, EXIT_OK, exit_code, solve_interruptibly
 
 
 def _spot_instance(value: str) -> SpotProblem:
@@ -131,20 +131,20 @@ def cmd_risk_solve(args: argparse.Namespace) -> int:
         if args.deadline_probability is not None or args.lost_work or args.replacement != "on-demand":
             raise InvalidInputError("--deadline-probability", "--deadline-probability, --lost-work and "
                                                               "--replacement go with --risk")
-        result = solve_robust(problem, args.robust, overhead_s=args.takeover_overhead,
-                              replaced=not args.no_replacement, max_plans=args.max_plans,
-                              time_limit_s=args.time_limit, method=args.method)
+        result = solve_interruptibly(lambda: solve_robust(
+            problem, args.robust, overhead_s=args.takeover_overhead, replaced=not args.no_replacement,
+            max_plans=args.max_plans, time_limit_s=args.time_limit, method=args.method), args.time_limit)
     else:
         from dnnprov.solvers.risk import solve_risk
 
         if args.no_replacement:
             raise InvalidInputError("--no-replacement", "goes with --robust")
-        result = solve_risk(problem, deadline_probability=args.deadline_probability,
-                            overhead_s=args.takeover_overhead, lost_work_s=args.lost_work,
-                            replacement=args.replacement, max_plans=args.max_plans,
-                            time_limit_s=args.time_limit, method=args.method)
+        result = solve_interruptibly(lambda: solve_risk(
+            problem, deadline_probability=args.deadline_probability, overhead_s=args.takeover_overhead,
+            lost_work_s=args.lost_work, replacement=args.replacement, max_plans=args.max_plans,
+            time_limit_s=args.time_limit, method=args.method), args.time_limit)
     print(result.to_json(indent=2) if args.json else result.summary())
-    return EXIT_OK if result.plan is not None or result.status is Status.INFEASIBLE else EXIT_NO_PLAN
+    return exit_code(result)
 
 
 def progress_bar(total: int, stream=sys.stderr) -> Callable[[int, int], None]:

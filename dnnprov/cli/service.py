@@ -2,7 +2,7 @@
 
     dnnprov serve [--host 127.0.0.1] [--port 8642] [--workers N | --dask ADDRESS] [--db PATH] [--token-file FILE]
 
-Registered through :data:`dnnprov.cli.EXTRA_COMMANDS`. See docs/service.md.
+Registered in :data:`dnnprov.cli.COMMAND_GROUPS`. See docs/service.md.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from typing import Any
 
 from dnnprov.errors import InvalidInputError
 
-EXIT_OK = 0
-EXIT_INTERRUPTED = 130
+from dnnprov.cli import EXIT_INTERRUPTED, EXIT_OK
 # The largest request head (line plus headers) h11 buffers before parsing. Its default, 16 KiB, applied
 # only when the head arrived in pieces, so a long URL got a 404 or a 400 depending on how the network
 # split it; 80 KiB makes every head under 64 KiB parse, whatever the split.

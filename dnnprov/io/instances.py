@@ -11,7 +11,6 @@ digits. See docs/instance-format.md.
 
 from __future__ import annotations
 
-import difflib
 import json
 from functools import cache
 from importlib import resources
@@ -21,6 +20,7 @@ from typing import Any, Mapping
 import jsonschema
 
 from dnnprov.errors import InvalidInputError
+from dnnprov.problems._fields import unknown_field
 from dnnprov.json_files import MAX_DEPTH, MAX_FILE_BYTES, MAX_INTEGER_DIGITS, parse_json, read_json_file
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
@@ -78,9 +78,7 @@ def _schema_error(error: jsonschema.ValidationError) -> tuple[str, str]:
         known = list(error.schema.get("properties", {}))
         extra = [k for k in error.instance if k not in known]
         if extra:
-            close = difflib.get_close_matches(extra[0], known, n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            return _join(where, extra[0]), f"unknown field{hint} (units are part of field names; see docs/instance-format.md)"
+            return _join(where, extra[0]), unknown_field(where, extra[0], known, see="docs/instance-format.md")
     message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
     return where or "(top level)", message
 

@@ -111,7 +111,7 @@ def _predict_spot(problem: SpotProblem, counts: Mapping[str, int], ps: int) -> d
         reasons.append(f"cost ${float(e.cost[0]):.6f} exceeds constraints.budget_usd {cons.budget_usd:g}")
     inside = bool(e.inside_domain[0])
     if not inside:
-        reasons.append(model.domain_note(b_w, workers))
+        reasons.append(model.domain_note(b_w, workers, iterations=_f(j)))
     (b_low, b_high), (k_low, k_high) = model.domain_bounds()
 
     numerator = w.gamma_2 * b_w + w.gamma_3
@@ -133,7 +133,8 @@ def _predict_spot(problem: SpotProblem, counts: Mapping[str, int], ps: int) -> d
         "reasons": reasons,
         "inside_domain": inside,
         "domain": {"batch_wa": [b_low, _f(b_high)], "workers": [k_low, k_high],
-                   "note": model.domain_note(b_w, workers, cc)},
+                   "note": model.domain_note(b_w, workers, cc, _f(j)),
+                   "extrapolated": model.extrapolated_axes(b_w, workers, _f(j))},
         "workers": workers,
         "batch_wa": b_w,
         "cc": cc,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dnnprov.problems.domain import EDGE_SHARE, TOLERANCE
+from dnnprov.problems.domain import EDGE_SHARE, NUMERATOR_SHARE, TOLERANCE, widen
 from dnnprov.problems.spot import SpotColumns, SpotProblem
 
 
@@ -48,7 +48,8 @@ class SpotEvaluation:
 
     ``feasible`` checks every constraint: SLOs (12)-(13), quotas (14), kept instances,
     vCPU-family quotas, worker and PS ranges, the budget and the workload's validity
-    domain; ``inside_domain`` is the domain check alone (all true without a domain).
+    domain; ``inside_domain`` is the domain check alone (all true without a domain): b_w,
+    |N|, the iteration floor, and the loss/iteration axis when the domain enforces it.
     """
 
     workers: np.ndarray
@@ -150,7 +151,7 @@ class SpotModel:
                 price = counts @ cols.price + ps * self.problem.platform.ps_price_per_h
                 cost = price * time / 3600                                    # eq. (11)
                 time_ok = (j > 0) & (time <= self.problem.slo.time_s * (1 + 1e-12))
-        inside = self.inside_domain(batch_wa, workers)
+        inside = self.inside_domain(batch_wa, workers) & self.admits_iterations(j)
         feasible = time_ok & inside & self.admissible(counts, ps)
         budget = self.problem.constraints.budget_usd
         if budget is not None:
@@ -164,13 +165,16 @@ class SpotModel:
     def domain_bounds(self) -> tuple[tuple[float, float], tuple[int, int | None]]:
         """The b_w interval and the |N| interval plans may use, after extrapolation.
 
-        Without a domain: ``((0.0, inf), (1, None))``. The worker interval is also part of
+        The b_w interval is capped where eq. (3)'s numerator keeps half its value at the
+        fitted edge (:func:`dnnprov.problems.domain.numerator_range`). Without a domain:
+        ``((0.0, inf), (1, None))``. The worker interval is also part of
         :meth:`admissible`; the b_w interval is checked by :meth:`evaluate`.
         """
         domain = self.problem.workload.domain
         if domain is None:
             return (0.0, math.inf), (1, None)
-        return domain.batch_bounds(), domain.worker_bounds()
+        w = self.problem.workload
+        return domain.batch_bounds(w.gamma_2, w.gamma_3), domain.worker_bounds()
 
     def inside_domain(self, batch_wa: np.ndarray, workers: np.ndarray) -> np.ndarray:
         """Which (b_w, |N|) pairs lie inside the domain (after extrapolation)."""
@@ -180,13 +184,81 @@ class SpotModel:
         ok = (b >= b_low * (1 - TOLERANCE)) & (b <= b_high * (1 + TOLERANCE)) & (k >= k_low)
         return ok & (k <= k_high) if k_high is not None else ok
 
-    def domain_note(self, batch_wa: float, workers: int, cc: float | None = None) -> str | None:
+    def slo_refused(self) -> bool:
+        """Whether the domain enforces its loss axis and the SLO loss lies below the logged
+        losses: then no plan is admissible."""
+        domain = self.problem.workload.domain
+        return domain is not None and domain.loss_axis == "enforce" and domain.loss_below_logs(self.problem.slo.loss)
+
+    def iteration_cap(self) -> float:
+        """The most iterations j an admissible plan may need: the domain's iteration limit
+        when it enforces its loss axis (with the domain's tolerance), else infinity."""
+        domain = self.problem.workload.domain
+        limit = domain.iteration_limit() if domain is not None and domain.loss_axis == "enforce" else None
+        return math.inf if limit is None else limit * (1 + TOLERANCE)
+
+    def iteration_floor(self) -> float:
+        """The fewest iterations j a plan inside the domain may need (the domain's
+        ``min_iterations``, less the domain's tolerance; 0 without a domain)."""
+        domain = self.problem.workload.domain
+        return 0.0 if domain is None else domain.min_iterations * (1 - TOLERANCE)
+
+    def admits_iterations(self, iterations: np.ndarray) -> np.ndarray:
+        """Which plans the domain admits by their iterations j: at least :meth:`iteration_floor`
+        and, when the loss axis is enforced, at most :meth:`iteration_cap` and none when
+        :meth:`slo_refused`. A NaN j (eq. 3 has no root) is left to the SLO check."""
+        j = np.asarray(iterations, dtype=float)
+        return np.full(j.shape, not self.slo_refused()) & ~(j > self.iteration_cap()) & ~(j < self.iteration_floor())
+
+    def loss_axis_notes(self, iterations: float | None) -> list[str]:
+        """What lies beyond the logs: an SLO loss below the logged losses, a plan needing
+        more than the iteration limit (empty without logged ranges)."""
+        domain = self.problem.workload.domain
+        if domain is None:
+            return []
+        notes = []
+        loss = self.problem.slo.loss
+        if domain.loss_below_logs(loss):
+            notes.append(f"target loss {loss:g} below the logged losses ({domain.loss[0]:g}-{domain.loss[1]:g})")
+        if self._beyond_iteration_limit(iterations):
+            most = domain.iterations[1]
+            times = f", {iterations / most:.3g}x the most logged ({most:g})" if most > 0 else f" (the logs reach {most:g})"
+            notes.append(f"{iterations:,.0f} iterations{times}"
+                         + (f"; the domain allows x{domain.iterations_factor:g}" if domain.iterations_factor != 1 else ""))
+        return notes
+
+    def extrapolated_axes(self, batch_wa: float, workers: int, iterations: float | None = None) -> list[str]:
+        """The axes on which a plan lies beyond the data: ``batch_wa`` and ``workers`` beyond
+        the fitted ranges, ``loss`` (the SLO below the logged losses), ``iterations`` (beyond
+        the iteration limit)."""
+        domain = self.problem.workload.domain
+        if domain is None:
+            return []
+        axes = []
+        if not domain.batch_wa[0] * (1 - TOLERANCE) <= batch_wa <= domain.batch_wa[1] * (1 + TOLERANCE):
+            axes.append("batch_wa")
+        if not domain.workers[0] <= workers <= domain.workers[1]:
+            axes.append("workers")
+        if domain.loss_below_logs(self.problem.slo.loss):
+            axes.append("loss")
+        if self._beyond_iteration_limit(iterations):
+            axes.append("iterations")
+        return axes
+
+    def _beyond_iteration_limit(self, iterations: float | None) -> bool:
+        domain = self.problem.workload.domain
+        limit = domain.iteration_limit() if domain is not None else None
+        return limit is not None and iterations is not None and iterations > limit * (1 + TOLERANCE)
+
+    def domain_note(self, batch_wa: float, workers: int, cc: float | None = None,
+                    iterations: float | None = None) -> str | None:
         """What a result should say about a plan and the domain; ``None``: well inside.
 
         A plan is *at the edge* when |N| equals an end of the worker interval or b_w lies
-        within 1 % of an end of the b_w interval; *extrapolated* when it lies beyond the
-        fitted ranges but inside the extrapolation the workload allows; *outside* beyond
-        that. ``cc`` (optional) is compared with the fitted R range.
+        within 1 % of an end of the b_w interval (the capped one); *extrapolated* when it
+        lies beyond the fitted ranges but inside the extrapolation the workload allows, or
+        beyond the logged losses or steps (``iterations``, optional, is the plan's j);
+        *outside* beyond that. ``cc`` (optional) is compared with the fitted R range.
         """
         domain = self.problem.workload.domain
         if domain is None:
@@ -195,14 +267,27 @@ class SpotModel:
         where = f"b_w {batch_wa:.6g}, |N| {workers}"
         fitted = (f"the fit covers b_w {domain.batch_wa[0]:g}-{domain.batch_wa[1]:g} and |N| "
                   f"{domain.workers[0]}-{domain.workers[1]}")
-        if domain.extrapolation != 1:
-            fitted += f" (x{domain.extrapolation:g} extrapolation allowed: b_w {b_low:.6g}-{b_high:.6g}, |N| {k_low}-{k_high})"
+        if domain.extrapolates():
+            factors = (f"x{domain.batch_factor:g}" if domain.batch_factor == domain.workers_factor
+                       else f"x{domain.batch_factor:g} b_w, x{domain.workers_factor:g} |N|")
+            fitted += f" ({factors} extrapolation allowed: b_w {b_low:.6g}-{b_high:.6g}, |N| {k_low}-{k_high})"
+        if b_high < widen(*domain.batch_wa, domain.batch_factor)[1] * (1 - TOLERANCE):
+            fitted += (f"; b_w capped at {b_high:.6g}, where eq. (3)'s numerator falls to "
+                       f"{NUMERATOR_SHARE:.0%} of its value at b_w {domain.batch_wa[1]:g}")
+        beyond_logs = self.loss_axis_notes(iterations)
         if not bool(self.inside_domain(np.array([batch_wa]), np.array([workers]))[0]):
             return f"outside the validity domain: {where}; {fitted}"
+        if iterations is not None and iterations < self.iteration_floor():
+            return (f"outside the validity domain: {iterations:.1f} iterations, below the domain's floor of "
+                    f"{domain.min_iterations:g} (eq. 3 at the very start of its curve); {where}; {fitted}")
+        if beyond_logs and domain.loss_axis == "enforce":
+            return f"outside the validity domain (loss axis enforced): {'; '.join(beyond_logs)}; {where}; {fitted}"
         notes = []
         if not (domain.batch_wa[0] * (1 - TOLERANCE) <= batch_wa <= domain.batch_wa[1] * (1 + TOLERANCE)
                 and domain.workers[0] <= workers <= domain.workers[1]):
             notes.append("extrapolated beyond the fitted ranges")
+        if beyond_logs:
+            notes.append(f"extrapolated beyond the logs ({'; '.join(beyond_logs)})")
         if workers in (k_low, k_high) or batch_wa <= b_low * (1 + EDGE_SHARE) or batch_wa >= b_high * (1 - EDGE_SHARE):
             notes.append("at the validity domain's edge")
         if cc is not None and domain.cc is not None and not domain.cc[0] - 1e-9 <= cc <= domain.cc[1] + 1e-9:

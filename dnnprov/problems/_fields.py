@@ -28,12 +28,45 @@ def check_keys(field: str, data: Mapping[str, Any], required: Iterable[str],
     known = required + list(optional)
     for key in data:
         if key not in known:
-            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}? (units are part of field names)" if close else ""
-            raise InvalidInputError(_join(field, key), f"unknown field{hint}")
+            raise InvalidInputError(_join(field, key), unknown_field(field, key, known))
     for key in required:
         if key not in data:
             raise InvalidInputError(_join(field, key), "missing required field")
+
+
+#: Words of a key that name another field's word: ``slo.deadline_s`` is ``slo.time_s``.
+SYNONYMS = {"deadline": "time", "duration": "time", "quotas": "quota", "gpu": "gpus",
+            "market": "markets", "budget": "budget_usd"}
+_TYPE_QUOTAS = ("per-type quotas are instance_types.NAME.quota (on demand: instance_types.NAME.on_demand_quota); "
+                "vCPU quotas per family are constraints.vcpu_quotas")
+#: Keys written where another field belongs: (parent field, key) -> (a key the parent must
+#: know for the hint to apply, where the field is).
+MISPLACED = {
+    ("constraints", "quotas"): ("vcpu_quotas", _TYPE_QUOTAS),
+    ("constraints", "quota"): ("vcpu_quotas", _TYPE_QUOTAS),
+    ("", "quotas"): ("instance_types", _TYPE_QUOTAS),
+    ("", "quota"): ("instance_types", _TYPE_QUOTAS),
+    ("", "deadline_s"): ("slo", "the deadline is slo.time_s"),
+    ("", "time_s"): ("slo", "the deadline is slo.time_s"),
+}
+
+
+def unknown_field(field: str, key: object, known: Iterable[str], *, see: str = "") -> str:
+    """The problem text of an unknown ``key`` of ``field``: where it belongs, or the closest
+    known key (words such as deadline for time translated first); ``see`` names a page."""
+    known = list(known)
+    suffix = f"; see {see}" if see else ""
+    if not isinstance(key, str):
+        return "unknown field"
+    needs, where = MISPLACED.get((field, key), ("", ""))
+    if needs in known:
+        return f"unknown field; {where}" + (f" (see {see})" if see else "")
+    translated = "_".join(SYNONYMS.get(word, word) for word in key.split("_"))
+    close = (difflib.get_close_matches(translated, known, n=1, cutoff=0.6)
+             or difflib.get_close_matches(key, known, n=1, cutoff=0.6))
+    if close:
+        return f"unknown field; did you mean {close[0]!r}? (units are part of field names{suffix})"
+    return f"unknown field (units are part of field names{suffix})" if see else "unknown field"
 
 
 def check_format(data: Mapping[str, Any], fmt: str, version: int = 1) -> None:

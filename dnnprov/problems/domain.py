@@ -7,11 +7,15 @@ numerator of eq. 3 to zero: a plan "trained" in one iteration). λDNN's rate lin
 is profiled at a few memory sizes. A domain records those ranges; the models
 (:class:`dnnprov.SpotModel`, :class:`dnnprov.ServerlessModel`) mark plans outside it as
 infeasible, so every solver keeps plans inside. ``extrapolation`` (a factor f >= 1, stated
-by the user) widens every range to [low / f, high * f].
+by the user) widens every range to [low / f, high * f]; a spot domain may state the factor
+of |N| and b_w apart, and caps b_w where eq. (3)'s numerator would fall below half its
+value at the fitted edge (:func:`numerator_range`), whatever the factor. A spot domain may
+also record the logged losses and steps: SLOs and plans beyond them are flagged.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -24,6 +28,18 @@ from dnnprov.errors import InvalidInputError
 TOLERANCE = 1e-9
 #: A plan whose b_w lies within this share of a bound is reported "at the edge".
 EDGE_SHARE = 0.01
+#: Extrapolating b_w may lower eq. (3)'s numerator to this share of its value at the
+#: fitted edge, and no further (:func:`numerator_range`).
+NUMERATOR_SHARE = 0.5
+#: The fewest normalized iterations a plan inside a spot domain may need (eq. 3 solved for
+#: j). Eq. (3) is a hyperbola fitted to loss curves logged over hundreds of steps (the
+#: 3-epoch profiling runs of spotDNN are 150-600 iterations); a plan it says reaches the SLO
+#: in fewer sits at the very start of the curve, where the fit is dominated by its offset
+#: gamma_1 (88-877 for the shipped profiles) and by one-worker clusters (R = 0) no profiling
+#: run logged, so the domain refuses it. ``min_iterations`` sets another floor (0: none).
+MIN_ITERATIONS = 100.0
+#: What the loss/iteration axis does with an SLO or a plan beyond the logs.
+LOSS_AXIS_MODES = ("flag", "enforce")
 
 
 def _number_range(where: str, value: object, *, minimum: float) -> tuple[float, float]:
@@ -55,14 +71,57 @@ def widen_int(low: int, high: int, factor: float) -> tuple[int, int]:
     return max(1, math.ceil(lo - TOLERANCE)), math.floor(hi + TOLERANCE)
 
 
+def numerator_range(batch_wa: tuple[float, float], gamma_2: float, gamma_3: float,
+                    share: float = NUMERATOR_SHARE) -> tuple[float, float]:
+    """The b_w interval where eq. (3)'s numerator keeps ``share`` of its value at the fitted edge.
+
+    Derivation. Solved for j, eq. (3) reads j + gamma_1 = A(b_w) c(R, |N|) / (L_obj - gamma_5)
+    with A(b) = gamma_2 b + gamma_3 (c: the square-root factor). For one cluster shape (R, |N|)
+    and one SLO, moving b_w from the end b_e of the fitted range [b_low, b_high] to b scales
+    j + gamma_1 by A(b) / A(b_e): where A reaches 0 (b_0 = -gamma_3 / gamma_2) a plan
+    "trains" in -gamma_1 iterations, however far the data stopped. Let b_e be the fitted end
+    where A is smaller (b_high for gamma_2 < 0) and A_e = A(b_e) > 0. A is affine, so
+
+        A(b) >= share A_e  <=>  gamma_2 (b - b_e) >= -(1 - share) A_e
+                           <=>  b <= b_e + (1 - share) (b_0 - b_e)     (gamma_2 < 0),
+
+    (b >= ... for gamma_2 > 0): extrapolating b_w may at most divide j + gamma_1 by
+    1 / share (2 with the default one half) against the same cluster at the fitted edge.
+    For every shipped profile b_0 = 1.53 b_high, so b_w stops at 1.265 b_high whatever the
+    factor. Returns ``(-inf, inf)`` when gamma_2 = 0 (A does not move), and ``batch_wa``
+    itself when A_e <= 0 (the fit's own range reaches the root: no b_w extrapolation).
+    """
+    low, high = batch_wa
+    edge = min(gamma_2 * low + gamma_3, gamma_2 * high + gamma_3)
+    if gamma_2 == 0:
+        return -math.inf, math.inf
+    if edge <= 0:
+        return low, high
+    bound = (share * edge - gamma_3) / gamma_2
+    return (-math.inf, bound) if gamma_2 < 0 else (bound, math.inf)
+
+
 @dataclass(frozen=True)
 class SpotDomain:
-    """Where a spot workload's fit holds: b_w and |N| ranges (R reported, not enforced).
+    """Where a spot workload's fit holds: b_w and |N| ranges, and the logged loss and steps.
 
     ``batch_wa`` is the range of WA batch sizes (samples, eq. 4) the loss fit saw,
     ``workers`` the range of cluster sizes |N| the loss and contention fits saw, ``cc`` the
     range of convergence coefficients R (eq. 5; informative: :func:`dnnprov.predict`
     reports it, the solvers do not enforce it). ``source`` says where the ranges come from.
+
+    Extrapolation: ``extrapolation`` (f >= 1) is the factor of every axis;
+    ``extrapolation_workers``, ``extrapolation_batch_wa`` and ``extrapolation_iterations``
+    override it per axis. Whatever the factors, no plan "trains" in a handful of
+    iterations: b_w is capped where eq. (3)'s numerator would fall below
+    :data:`NUMERATOR_SHARE` of its value at the fitted edge (:func:`numerator_range`), and
+    a plan needing fewer than ``min_iterations`` (default :data:`MIN_ITERATIONS`) is outside.
+
+    The loss/iteration axis: ``loss`` is the range of logged losses, ``iterations`` the
+    range of logged normalized iterations (steps). An SLO loss below ``loss[0]``, or a plan
+    needing more than ``iterations[1]`` times the iteration factor, is *extrapolated*:
+    flagged in results and predictions (``loss_axis`` ``"flag"``, the default) or
+    infeasible (``"enforce"``).
     """
 
     batch_wa: tuple[float, float]
@@ -70,6 +129,13 @@ class SpotDomain:
     cc: tuple[float, float] | None = None
     extrapolation: float = 1.0
     source: str = ""
+    extrapolation_workers: float | None = None
+    extrapolation_batch_wa: float | None = None
+    loss: tuple[float, float] | None = None
+    iterations: tuple[float, float] | None = None
+    extrapolation_iterations: float | None = None
+    loss_axis: str = "flag"
+    min_iterations: float = MIN_ITERATIONS
 
     def __post_init__(self) -> None:
         d = "workload.domain"
@@ -81,31 +147,89 @@ class SpotDomain:
                 raise InvalidInputError(f"{d}.cc", f"R lies in [0, 1); got [{low:g}, {high:g}]")
             set_field(self, "cc", (low, high))
         set_field(self, "extrapolation", check.number(f"{d}.extrapolation", self.extrapolation, minimum=1))
+        for name in ("extrapolation_workers", "extrapolation_batch_wa", "extrapolation_iterations"):
+            set_field(self, name, check.optional_number(f"{d}.{name}", getattr(self, name), minimum=1))
+        if self.loss is not None:
+            set_field(self, "loss", _number_range(f"{d}.loss", self.loss, minimum=-math.inf))
+        if self.iterations is not None:
+            low, high = _number_range(f"{d}.iterations", self.iterations, minimum=-math.inf)
+            if low < 0:
+                raise InvalidInputError(f"{d}.iterations", f"logged steps are >= 0; got {low:g}")
+            set_field(self, "iterations", (low, high))
+        check.choice(f"{d}.loss_axis", self.loss_axis, LOSS_AXIS_MODES)
+        set_field(self, "min_iterations", check.number(f"{d}.min_iterations", self.min_iterations, minimum=0))
         check.text(f"{d}.source", self.source, allow_empty=True)
 
-    def batch_bounds(self) -> tuple[float, float]:
-        """The b_w interval plans may use (after extrapolation)."""
-        return widen(*self.batch_wa, self.extrapolation)
+    @property
+    def workers_factor(self) -> float:
+        """The extrapolation factor of |N|."""
+        return self.extrapolation if self.extrapolation_workers is None else self.extrapolation_workers
+
+    @property
+    def batch_factor(self) -> float:
+        """The extrapolation factor of b_w (before the numerator cap)."""
+        return self.extrapolation if self.extrapolation_batch_wa is None else self.extrapolation_batch_wa
+
+    @property
+    def iterations_factor(self) -> float:
+        """The factor beyond the most logged iterations at which a plan is extrapolated."""
+        return self.extrapolation if self.extrapolation_iterations is None else self.extrapolation_iterations
+
+    def extrapolates(self) -> bool:
+        """Whether any axis allows extrapolation (a factor above 1)."""
+        return max(self.workers_factor, self.batch_factor) > 1
+
+    def with_extrapolation(self, factor: float) -> "SpotDomain":
+        """This domain with ``factor`` on every axis (the per-axis factors dropped)."""
+        return dataclasses.replace(self, extrapolation=factor, extrapolation_workers=None,
+                                   extrapolation_batch_wa=None, extrapolation_iterations=None)
+
+    def batch_bounds(self, gamma_2: float, gamma_3: float) -> tuple[float, float]:
+        """The b_w interval plans may use: widened by the b_w factor, capped by :func:`numerator_range`."""
+        low, high = widen(*self.batch_wa, self.batch_factor)
+        cap_low, cap_high = numerator_range(self.batch_wa, gamma_2, gamma_3)
+        return max(low, cap_low), min(high, cap_high)
 
     def worker_bounds(self) -> tuple[int, int]:
         """The |N| interval plans may use (after extrapolation), integers."""
-        return widen_int(*self.workers, self.extrapolation)
+        return widen_int(*self.workers, self.workers_factor)
+
+    def loss_below_logs(self, loss: float) -> bool:
+        """Whether an SLO loss lies below every logged loss (``False`` without a logged range)."""
+        return self.loss is not None and loss < self.loss[0]
+
+    def iteration_limit(self) -> float | None:
+        """The iterations beyond which a plan is extrapolated; ``None``: no logged steps."""
+        return None if self.iterations is None else self.iterations[1] * self.iterations_factor
 
     @classmethod
     def from_dict(cls, data: object) -> "SpotDomain":
         """Build from the ``workload.domain`` object of a file."""
         data = mapping("workload.domain", data)
-        check_keys("workload.domain", data, ["batch_wa", "workers"], ["cc", "extrapolation", "source"])
-        return cls(batch_wa=tuple(data["batch_wa"]) if isinstance(data["batch_wa"], list) else data["batch_wa"],
-                   workers=tuple(data["workers"]) if isinstance(data["workers"], list) else data["workers"],
-                   cc=tuple(data["cc"]) if isinstance(data.get("cc"), list) else data.get("cc"),
-                   extrapolation=data.get("extrapolation", 1.0), source=data.get("source", ""))
+        check_keys("workload.domain", data, ["batch_wa", "workers"],
+                   ["cc", "extrapolation", "source", "extrapolation_workers", "extrapolation_batch_wa",
+                    "loss", "iterations", "extrapolation_iterations", "loss_axis", "min_iterations"])
+        pairs = {key: tuple(data[key]) if isinstance(data.get(key), list) else data.get(key)
+                 for key in ("batch_wa", "workers", "cc", "loss", "iterations")}
+        return cls(**pairs, extrapolation=data.get("extrapolation", 1.0), source=data.get("source", ""),
+                   extrapolation_workers=data.get("extrapolation_workers"),
+                   extrapolation_batch_wa=data.get("extrapolation_batch_wa"),
+                   extrapolation_iterations=data.get("extrapolation_iterations"),
+                   loss_axis=data.get("loss_axis", "flag"),
+                   min_iterations=data.get("min_iterations", MIN_ITERATIONS))
 
     def to_dict(self) -> dict[str, Any]:
         """The ``workload.domain`` object (``from_dict(to_dict())`` gives an equal domain)."""
+        pair = lambda value: list(value) if value is not None else None
         return drop_none({"batch_wa": list(self.batch_wa), "workers": list(self.workers),
-                          "cc": list(self.cc) if self.cc is not None else None,
-                          "extrapolation": self.extrapolation, "source": self.source})
+                          "cc": pair(self.cc), "extrapolation": self.extrapolation,
+                          "extrapolation_workers": self.extrapolation_workers,
+                          "extrapolation_batch_wa": self.extrapolation_batch_wa,
+                          "loss": pair(self.loss), "iterations": pair(self.iterations),
+                          "extrapolation_iterations": self.extrapolation_iterations,
+                          "loss_axis": self.loss_axis if self.loss_axis != "flag" else None,
+                          "min_iterations": self.min_iterations if self.min_iterations != MIN_ITERATIONS else None,
+                          "source": self.source})
 
 
 @dataclass(frozen=True)
@@ -128,6 +252,10 @@ class ServerlessDomain:
             set_field(self, "functions", _int_pair(f"{d}.functions", self.functions))
         set_field(self, "extrapolation", check.number(f"{d}.extrapolation", self.extrapolation, minimum=1))
         check.text(f"{d}.source", self.source, allow_empty=True)
+
+    def with_extrapolation(self, factor: float) -> "ServerlessDomain":
+        """This domain with extrapolation factor ``factor``."""
+        return dataclasses.replace(self, extrapolation=factor)
 
     def memory_bounds(self) -> tuple[float, float]:
         """The memory interval plans may use (after extrapolation), MB."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-from dnnprov.problems import _checks as check
+from dnnprov.problems import _checks as check, plausibility
 from dnnprov.problems._fields import build as _build, check_format, check_keys, drop_none, estimated_fields as _estimated, mapping, set_field as _set
 from dnnprov.problems.domain import ServerlessDomain, as_domain
 from dnnprov.errors import InvalidInputError
@@ -143,6 +143,7 @@ class ServerlessProblem:
             raise InvalidInputError("constraints.functions", f"{high - low + 1:,} function counts x {sizes:,} memory sizes x "
                                     f"{ps_high - ps_low + 1} PS counts make {plans:,} plans, more than the limit of "
                                     f"{check.MAX_SERVERLESS_PLANS:,} (resource limits: docs/instance-format.md)")
+        plausibility.warn(plausibility.serverless_findings(self))
 
     def _first_memory(self) -> int:
         step = self.platform.memory_step_mb

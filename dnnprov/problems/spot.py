@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from dnnprov.problems import _checks as check
+from dnnprov.problems import _checks as check, plausibility
 from dnnprov.problems._fields import build as _build, check_format, check_keys, drop_none, estimated_fields as _estimated, mapping, set_field as _set
 from dnnprov.problems.domain import SpotDomain, as_domain
 from dnnprov.errors import InvalidInputError
@@ -386,9 +386,9 @@ class SpotProblem:
         if needs_eq10 and (w.alpha_2 is None or w.beta_2 is None):
             raise InvalidInputError("workload.alpha_2", f"needed by eq. (10) for {needs_eq10[0]} (no batch_per_gpu given)")
         labels = {column_label(t.name, m) for t in types for m in self.constraints.markets}
-        for label, count in self.constraints.existing.items():
+        for label in self.constraints.existing:
             if label not in labels:
-                raise InvalidInputError(f"constraints.existing.{label}", f"unknown instance type (offered: {check.listing(sorted(labels))})")
+                raise InvalidInputError(f"constraints.existing.{label}", self._not_a_column(label, labels))
         if "on-demand" in self.constraints.markets:
             for t in types:
                 if t.on_demand_price_per_h is None:
@@ -411,6 +411,20 @@ class SpotProblem:
         if over.size:
             i = int(over[0])
             raise InvalidInputError(f"constraints.existing.{cols.labels[i]}", f"{int(cols.lower[i])} running instances exceed the quota {int(cols.upper[i])}")
+        plausibility.warn(plausibility.spot_findings(self))
+
+    def _not_a_column(self, label: str, labels: set[str]) -> str:
+        """Why running instances of ``label`` cannot be kept: its market is not enabled, or
+        no such type is offered."""
+        market = "on-demand" if label.endswith(ON_DEMAND_SUFFIX) else "spot"
+        name = label.removesuffix(ON_DEMAND_SUFFIX)
+        offered = next((t for t in self.instance_types if t.name == name), None)
+        if offered is not None:
+            price = (f" and instance_types.{name}.on_demand_price_per_h"
+                     if market == "on-demand" and offered.on_demand_price_per_h is None else "")
+            return (f"{market} is not in constraints.markets ({', '.join(self.constraints.markets)}): add "
+                    f"\"{market}\" there{price} to keep running {market} instances of {name}")
+        return f"unknown instance type (offered: {check.listing(sorted(labels))})"
 
     # ------------------------------------------------------------------ derived data
     def batch_per_gpu(self, t: InstanceType) -> int:

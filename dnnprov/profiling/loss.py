@@ -14,7 +14,8 @@ residuals' lag-1 autocorrelation within runs, with 95 % t-intervals.
 
 Coefficients the data cannot determine by design are fixed and say why: gamma_2 when
 every run has the same b_w, gamma_4 for ``no-cc`` (unused) and when every run has the
-same R. The fit's validity domain is the range of b_w, |N| and R its runs covered.
+same R. The fit's validity domain is the range of b_w, |N| and R its runs covered, and the
+logged losses and steps (the loss/iteration axis).
 Doubtful data and fits are warned of (:func:`data_problems`, :func:`fit_problems`).
 """
 
@@ -352,6 +353,7 @@ def fit_loss(log: LossLog, variant: str = "cc", weighting: str = "auto") -> Loss
     runs = tuple(log.runs())
     domain = SpotDomain(batch_wa=(float(b.min()), float(b.max())), workers=(int(k.min()), int(k.max())),
                         cc=(float(cc.min()), float(cc.max())),
+                        loss=(float(y.min()), float(y.max())), iterations=(float(j.min()), float(j.max())),
                         source=f"dnnprov profile fit-loss: {len(y)} logged steps of {len(runs)} runs "
                                f"({', '.join(runs[:8])}{', ...' if len(runs) > 8 else ''}), loss variant {variant}; "
                                "b_w is the per-worker average batch of eq. (4), not the cluster's global batch")

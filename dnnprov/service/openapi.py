@@ -15,7 +15,7 @@ from typing import Any
 from dnnprov import __version__
 from dnnprov.cloud.export import TARGETS
 from dnnprov.problems.spot import MARKETS
-from dnnprov.result import Status
+from dnnprov.result import REASON_KINDS, Status
 from dnnprov.service.store import STATES
 from dnnprov.service.tasks import MAX_SWEEP_POINTS
 from dnnprov.solve import METHODS
@@ -147,7 +147,20 @@ _ANSWERS: dict[str, Any] = {
                               "instance": {"type": "string"}, "plan": {"oneOf": [_ref("Plan"), {"type": "null"}]},
                               "time_s": _NUMBER_OR_NULL, "cost": _NUMBER_OR_NULL, "bound": _NUMBER_OR_NULL,
                               "gap": _NUMBER_OR_NULL, "solve_seconds": {"type": "number"}, "message": {"type": "string"},
-                              "details": {"type": "object"}, "stats": {"type": "object"}}},
+                              "details": {"type": "object"}, "stats": {"type": "object"},
+                              "infeasibility": {"type": "array", "items": _ref("Reason"),
+                                                "description": "Why an infeasible answer has no plan (empty otherwise)."},
+                              "warnings": {"type": "array", "description": "Plausibility warnings of the input "
+                                           "(docs/instance-format.md).", "items": {
+                                  "type": "object", "required": ["field", "message"], "additionalProperties": False,
+                                  "properties": {"field": {"type": "string"}, "message": {"type": "string"}}}}}},
+    "Reason": {"type": "object", "description": "One cause of infeasibility and the relaxation that admits a plan "
+                                                "(`dnnprov.result.Reason`; docs/solvers.md).",
+               "required": ["kind", "field", "current", "needed", "proven", "text", "plan"],
+               "properties": {"kind": {"enum": list(REASON_KINDS)},
+                              "field": {"type": "string"}, "current": {}, "needed": {},
+                              "proven": {"type": "boolean"}, "text": {"type": "string"},
+                              "plan": {"oneOf": [_ref("Plan"), {"type": "null"}]}}},
     "PlanDocument": {"type": "object", "description": "A dnnprov/plan v1 document.", "required": ["format", "version", "result"],
                      "properties": {"format": {"const": "dnnprov/plan"}, "version": {"const": 1},
                                     "result": _ref("Result"), "instance": {"type": "object"}, "catalog": {"type": "object"}}},

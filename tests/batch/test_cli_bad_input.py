@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from conftest import one_error
@@ -15,9 +13,8 @@ TABLE1 = "embedded:spot/paper-table1.json"
 def test_sweep_out_on_an_existing_file_is_refused_before_solving(tmp_path, capsys):
     target = tmp_path / "taken.txt"
     target.write_text("keep me")
-    started = time.process_time()
     one_error(capsys, ["sweep", TABLE1, "--deadlines", "600:3600:40", "--out", str(target)], "--out", "existing file")
-    assert time.process_time() - started < 5            # 40 milp points were not solved first
+    # one_error allows one stderr line only: a solved point would have printed its progress line
     assert target.read_text() == "keep me"
 
 

@@ -14,6 +14,10 @@ from dnnprov import Status, fuzz
 from dnnprov.result import Result, SpotPlan
 from dnnprov.solvers.enumeration import spot_space_size
 
+#: The families span magnitudes no real offer has on purpose (docs/instance-format.md,
+#: "Plausibility warnings"): their warnings are expected, not news.
+pytestmark = pytest.mark.filterwarnings("ignore::dnnprov.errors.PlausibilityWarning")
+
 REPRO = Path(__file__).resolve().parents[3] / "shared" / "repro"
 #: Seeds per family in CI: 60 x 33 families + 10 of large-box (boxes up to a million plans,
 #: 0.2 s each) = 1,990 instances (about 22 s CPU here while milp is right).

@@ -17,7 +17,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ BASES = sorted(EMBEDDED.rglob("*.json")) + [REPO / "data/benchmarks/small/server
                                               REPO / "data/benchmarks/large/large-000.json"]
 TOP_LEVEL = {"format", "version", "name", "notes", "model", "instance_types", "workload", "platform",
              "slo", "constraints", "(top level)"}
-SECONDS = 20.0
+HANG_GUARD_S = 300.0   # a subprocess that has not answered by then hangs: not a timing target
 MUTANTS = 400
 
 HOSTILE: list[Any] = [None, True, False, -1, 0, 1.5, -0.0, 1e308, -1e308, 2 ** 63, 2 ** 64 + 7, 10 ** 6,
@@ -142,22 +141,29 @@ def mutants(seed: int = 14, count: int = MUTANTS) -> list[tuple[str, bytes]]:
 
 
 # ------------------------------------------------------------------ running the CLI
-def run_in_process(argv: list[str]) -> tuple[int, str, str, float]:
-    """``dnnprov.cli.main(argv)`` with captured output: (code, stdout, stderr, CPU seconds).
+def run_in_process(argv: list[str]) -> tuple[int, str, str]:
+    """``dnnprov.cli.main(argv)`` with captured output: (code, stdout, stderr).
 
-    CPU seconds, not wall: the machines that run the tests are shared and loaded."""
+    No timings are asserted here (the machines that run the tests are shared and loaded):
+    how fast bad input is refused is measured by benchmarks/cli_startup.py."""
     out, err = io.StringIO(), io.StringIO()
-    started = time.process_time()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv)
-    return code, out.getvalue(), err.getvalue(), time.process_time() - started
+    return code, out.getvalue(), err.getvalue()
+
+
+def _warnings_only(stderr: str) -> bool:
+    """Whether ``stderr`` holds nothing but one-line ``dnnprov: warning:`` lines (a mutant with
+    an implausible magnitude is warned about, docs/instance-format.md)."""
+    return all(line.startswith("dnnprov: warning: ") and line.isprintable() for line in stderr.splitlines())
 
 
 def check_clean(code: int, stderr: str, path: Path, what: str) -> None:
-    """Exit 0, or exit 2 with one error line that names a field of the file, or the file."""
+    """Exit 0 (with nothing or only plausibility-warning lines on stderr), or exit 2 with one
+    error line that names a field of the file, or the file."""
     assert code in (0, 2), f"{what}: exit {code}: {stderr}"
     if code == 0:
-        assert stderr == "", f"{what}: {stderr}"
+        assert _warnings_only(stderr), f"{what}: {stderr}"
         return
     lines = stderr.splitlines()
     assert len(lines) == 1 and stderr.endswith("\n"), f"{what}: {stderr!r}"
@@ -202,22 +208,20 @@ def test_there_are_enough_mutants_of_every_kind(mutant_files):
 
 def test_every_mutant_gives_one_clean_line_or_a_result(mutant_files):
     """`dnnprov show` on every mutant: exit 2 with one line naming the field, or exit 0;
-    the valid ones are solved by the heuristic (a few by milp) within 20 s."""
+    the valid ones are solved by the heuristic (a few by milp, 2 s limit)."""
     valid = []
     for what, path in mutant_files:
-        code, out, err, cpu_s = run_in_process(["show", str(path)])
+        code, out, err = run_in_process(["show", str(path)])
         check_clean(code, err, path, what)
-        assert cpu_s < SECONDS, f"{what}: show took {cpu_s:.1f} CPU s"
         if code == 0:
             assert out.strip(), what
             valid.append((what, path))
     assert valid
     for i, (what, path) in enumerate(valid):
         method = ["--method", "milp", "--time-limit", "2"] if i < 5 else ["--method", "heuristic"]
-        code, out, err, cpu_s = run_in_process(["solve", str(path), *method])
-        assert code in (0, 1) and err == "", f"{what}: exit {code}: {err}"
+        code, out, err = run_in_process(["solve", str(path), *method])
+        assert code in (0, 1) and _warnings_only(err), f"{what}: exit {code}: {err}"
         assert " by " in out.splitlines()[0], what
-        assert cpu_s < SECONDS, f"{what}: solve took {cpu_s:.1f} CPU s"
 
 
 @pytest.mark.parametrize(("what", "change", "field"), [
@@ -236,15 +240,14 @@ def test_every_mutant_gives_one_clean_line_or_a_result(mutant_files):
         {"g\x1b[2J": d["instance_types"].pop("g3.8xlarge")}), "instance_types.g\\x1b[2J"),
 ])
 def test_issue_inputs_are_refused_at_once(what, change, field, tmp_path):
-    """The inputs of issue 14 and issue 8: one line naming the field, in well under a second."""
+    """The inputs of issue 14 and issue 8: one line naming the field."""
     doc = json.loads((EMBEDDED / "spot/paper-table1.json").read_text())
     change(doc)
     path = tmp_path / "bad.json"
     path.write_bytes(json.dumps(doc).encode("utf-8", "surrogatepass"))
-    code, _, err, cpu_s = run_in_process(["show", str(path)])
+    code, _, err = run_in_process(["show", str(path)])
     check_clean(code, err, path, what)
     assert code == 2 and err.startswith(f"dnnprov: error: {field}: "), err
-    assert cpu_s < 1.0
 
 
 @pytest.mark.parametrize("kind", ["spot", "serverless"])
@@ -273,7 +276,7 @@ def test_duplicate_keys_are_refused_naming_the_key(tmp_path):
     for field, content in cases.items():
         path = tmp_path / "dup.json"
         path.write_text(content)
-        code, _, err, _ = run_in_process(["show", str(path)])
+        code, _, err = run_in_process(["show", str(path)])
         assert code == 2 and field in err and "key given twice" in err, err
 
 
@@ -310,7 +313,7 @@ def test_real_cli_on_hostile_files(tmp_path):
     files = _hostile_files(tmp_path)
     procs = {name: (_cli("show", str(path)), path, expect) for name, (path, expect) in files.items()}
     for name, (proc, path, expect) in procs.items():
-        out, err = proc.communicate(timeout=SECONDS)
+        out, err = proc.communicate(timeout=HANG_GUARD_S)
         assert proc.returncode == 2 and out == "", (name, err)
         assert err.count("\n") == 1 and expect in err and "Traceback" not in err, (name, err)
 
@@ -323,7 +326,7 @@ def test_show_escapes_control_characters_on_the_terminal(tmp_path):
     path = tmp_path / "ansi.json"
     path.write_text(json.dumps(doc))
     proc = _cli("show", str(path))
-    out, err = proc.communicate(timeout=SECONDS)
+    out, err = proc.communicate(timeout=HANG_GUARD_S)
     assert proc.returncode == 0 and err == ""
     assert "\x1b" not in out and "\u202e" not in out
     assert not any(line.startswith("dnnprov: error") for line in out.splitlines())
@@ -334,7 +337,7 @@ def test_closed_stdout_exits_quietly():
     """Standard output closed before dnnprov writes: exit 141, nothing on standard error."""
     proc = _cli("show", "embedded:spot/paper-table1.json")
     proc.stdout.close()  # the reader is gone before dnnprov has imported numpy
-    _, err = proc.communicate(timeout=SECONDS)
+    _, err = proc.communicate(timeout=HANG_GUARD_S)
     assert proc.returncode == 141 and err == "", err
 
 
@@ -344,7 +347,7 @@ def test_embedded_paths_stay_inside_the_shipped_instances(spec):
     """`embedded:` cannot reach files outside the shipped instances, in every command."""
     for argv in (["show", spec], ["solve", spec], ["batch", spec, "--no-progress"],
                  ["replan", spec, "--plan", "x.json", "--revoked", "a=1", "--elapsed", "1", "--loss-reached", "1"]):
-        code, out, err, _ = run_in_process(argv)
+        code, out, err = run_in_process(argv)
         assert code == 2 and out == "" and err.startswith(f"dnnprov: error: {spec}: "), (argv, err)
 
 
@@ -365,5 +368,5 @@ def test_embedded_paths_work_in_every_command(tmp_path):
         ["batch", "embedded:serverless", "--methods", "heuristic", "--workers", "1", "--no-progress"],
     ]
     for argv in checks:
-        code, out, err, _ = run_in_process(argv)
+        code, out, err = run_in_process(argv)
         assert code in (0, 1) and out.strip() and err == "", (argv, err)

@@ -75,8 +75,10 @@ def test_the_domain_removes_handful_of_iteration_plans() -> None:
 
 @pytest.mark.parametrize("functions, memory, local_batch, published", [
     (8, 3008, 64, 703.95), (9, 2816, 128, 528.96), (8, 2560, None, 573.34)])
-def test_calibrated_table3_plans_within_ten_percent(functions, memory, local_batch, published) -> None:
-    """λDNN Table 3: naive, Siren and λDNN plans within 10 % of their published times."""
+def test_table3_fit_residuals_within_ten_percent(functions, memory, local_batch, published) -> None:
+    """FIT RESIDUAL, not validation: n_t and the storage line were fitted to these three λDNN
+    Table 3 times (dnnprov.profiling.calibrate), so this checks the fit and the local-batch
+    rule, not the model. Held-out comparisons: tests/models/test_holdouts.py."""
     out = predict(load(TABLE3), functions=functions, memory_mb=memory, local_batch=local_batch)
     assert out["time_s"] == pytest.approx(published, rel=0.10)
     assert out["local_batch_rule"] == ("eq. (9)" if local_batch is None else "given")

@@ -85,7 +85,7 @@ SPOT_CASES = [
     (("workload", "loss_variant"), "with-cc", "workload.loss_variant", "cc", "no-cc"),
     # kept instances
     (("constraints", "existing"), {"t2.micro": 1}, "constraints.existing.t2.micro", "unknown instance type"),
-    (("constraints", "existing"), {f"{P3}:on-demand": 1}, f"constraints.existing.{P3}:on-demand", "unknown instance type"),
+    (("constraints", "existing"), {f"{P3}:on-demand": 1}, f"constraints.existing.{P3}:on-demand", "on-demand is not in constraints.markets"),
     (("constraints", "existing"), {P3: 3}, f"constraints.existing.{P3}", "exceed the quota 2"),
     (("constraints", "existing"), {P3: -1}, f"constraints.existing.{P3}", ">= 0"),
     (("constraints", "existing"), {P3: 1.5}, f"constraints.existing.{P3}", "integer"),
@@ -477,3 +477,62 @@ def test_errors_stay_one_short_line_with_many_types(make_resnet110):
         base.replace(instance_types=types, constraints=dnnprov.SpotConstraints(existing={"nope": 1}))
     check_error(excinfo, "constraints.existing.nope", "t000.x", "(248 more)")
     assert len(str(excinfo.value)) < 200
+
+
+# ---------------------------------------------------------------- hints (issue 22 item 8)
+HINTS = [
+    # (edit of the spot dict, field, words the one line must hold, words it must not)
+    (lambda d: d["constraints"].update(quotas={P3: 2}), "constraints.quotas",
+     ("instance_types.NAME.quota", "constraints.vcpu_quotas"), ("did you mean",)),
+    (lambda d: d["slo"].update(deadline_s=d["slo"].pop("time_s")), "slo.deadline_s",
+     ("did you mean 'time_s'?",), ()),
+    (lambda d: d["slo"].update(deadline_h=d["slo"].pop("time_s")), "slo.deadline_h",
+     ("did you mean 'time_s'?", "units are part of field names"), ()),
+    (lambda d: d.update(deadline_s=2400), "deadline_s", ("the deadline is slo.time_s",), ()),
+    (lambda d: d["constraints"].update(existing={f"{G38}:on-demand": 2}), f"constraints.existing.{G38}:on-demand",
+     ("on-demand is not in constraints.markets (spot)", 'add "on-demand" there'), ("unknown instance type",)),
+    (lambda d: d["constraints"].update(existing={"g9.huge": 1}), "constraints.existing.g9.huge",
+     ("unknown instance type",), ()),
+]
+
+
+@pytest.mark.parametrize("change, field, words, absent", HINTS, ids=[h[1] for h in HINTS])
+def test_hints_name_the_field_and_the_right_place(make_resnet110, tmp_path, capsys, change, field, words,
+                                                  absent) -> None:
+    """Each slip is one line naming the field and where the value belongs, from Python
+    (``from_dict``) and from a file (the schema's check comes first there)."""
+    import json
+
+    from conftest import one_error
+
+    data = spot_dict(make_resnet110)
+    change(data)
+    with pytest.raises(InvalidInputError) as excinfo:
+        dnnprov.SpotProblem.from_dict(data)
+    check_error(excinfo, field, *words)
+    path = tmp_path / "slip.json"
+    path.write_text(json.dumps(data))
+    one_error(capsys, ["solve", str(path)], f"dnnprov: error: {field}: ", *words)
+    for word in absent:
+        assert word not in str(excinfo.value)
+
+
+def test_serverless_deadline_hint(make_resnet50, tmp_path, capsys) -> None:
+    """A serverless ``slo.deadline_s`` suggests ``time_s`` too; ``constraints.quotas`` of a
+    serverless problem gets no per-type-quota hint (it has no instance types)."""
+    import json
+
+    from conftest import one_error
+
+    data = make_resnet50().to_dict()
+    renamed = edit(data, ("slo", "time_s"), rename="deadline_s")
+    with pytest.raises(InvalidInputError) as excinfo:
+        dnnprov.ServerlessProblem.from_dict(renamed)
+    check_error(excinfo, "slo.deadline_s", "did you mean 'time_s'?")
+    quotas = edit(data, ("constraints", "quotas"), {})
+    with pytest.raises(InvalidInputError) as excinfo:
+        dnnprov.ServerlessProblem.from_dict(quotas)
+    assert "instance_types" not in str(excinfo.value)
+    path = tmp_path / "slip.json"
+    path.write_text(json.dumps(renamed))
+    one_error(capsys, ["solve", str(path)], "slo.deadline_s: unknown field; did you mean 'time_s'?")

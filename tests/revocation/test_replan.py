@@ -280,7 +280,7 @@ def test_cli_takeover_launches_the_new_ps(resnet110_paper, tmp_path: Path, capsy
     assert main(["export", str(takeover), "--to", "ec2-run-instances", "--image-id", "ami-1"]) == 0
     calls = json.loads(capsys.readouterr().out)["calls"]
     assert [c["params"]["MinCount"] for c in calls if c["params"]["InstanceType"] == "m5.xlarge"] == [2]
-    assert main(args[:-3] + ["--takeover-overhead", "2690", "--method", "enumerate", "--json"]) == 0
+    assert main(args[:-3] + ["--takeover-overhead", "2690", "--method", "enumerate", "--json"]) == 1  # no plan
     doc = json.loads(capsys.readouterr().out)
     assert doc["format"] == "dnnprov/plan" and doc["result"]["status"] == "infeasible"
     assert doc["instance"]["constraints"]["existing"] == {"p3.2xlarge": 2, "g3.16xlarge": 2}
