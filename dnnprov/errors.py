@@ -41,3 +41,7 @@ class PlausibilityWarning(UserWarning):
 
     def __reduce__(self) -> tuple:
         return type(self), (self.field, self.problem)
+
+
+class ProfileWarning(UserWarning):
+    """A profiler fit that was returned but that the data support only weakly (the message says why)."""

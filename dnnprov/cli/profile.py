@@ -1,8 +1,8 @@
 """The ``profile`` and ``predict`` subcommands.
 
     dnnprov profile fit-loss FILE... [--variant cc|no-cc] [--batch-size B] [--workers K]
-                                     [--worker-batch B] [--base PROFILE --out PROFILE]
-                                     [--extrapolation F] [--json]
+                                     [--worker-batch B] [--weighting auto|relative|absolute]
+                                     [--base PROFILE --out PROFILE] [--extrapolation F] [--json]
     dnnprov profile fit-timing FILE [--param-size-mb S] [--ps-bandwidth-mb-s B] [--pcie-bandwidth-mb-s B]
                                     [--storage-cap-mb-s B] [--base FILE --out FILE] [--json]
     dnnprov profile to-csv FILE... --out CSV [--batch-size B] [--workers K] [--worker-batch B]
@@ -11,19 +11,25 @@
 
 Registered in :data:`dnnprov.cli.COMMAND_GROUPS`. Exit codes: 0 success (predict: the
 plan is feasible), 1 predict: the plan is infeasible (the reasons are printed), 2 bad input.
+A fit the data support only weakly still exits 0 and prints each
+:class:`dnnprov.errors.ProfileWarning` as one ``dnnprov: warning: ...`` line on stderr.
 See docs/profiler.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import math
 import sys
+import warnings
+from typing import Iterator
 
 from dnnprov.cli.domain import add_domain_options, apply_domain_options
 from dnnprov.io.catalog import load_spot_profile
-from dnnprov.errors import InvalidInputError
+from dnnprov.errors import InvalidInputError, ProfileWarning
 from dnnprov.json_files import read_json_file
 from dnnprov.io.instances import embedded_instance, read_instance
 from dnnprov.io.paper import load_serverless_workload
@@ -60,6 +66,21 @@ def _require_finite(data: dict, source: str) -> None:
                                         "(values too large or too few distinct points)")
 
 
+@contextlib.contextmanager
+def _profile_warnings() -> Iterator[list[str]]:
+    """Print every :class:`ProfileWarning` raised inside as one ``dnnprov: warning: ...`` line;
+    yields the list that receives their messages (filled when the block ends)."""
+    messages: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ProfileWarning)
+        try:
+            yield messages
+        finally:
+            messages += dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, ProfileWarning))
+            for message in messages:
+                print(f"dnnprov: warning: {message}", file=sys.stderr)
+
+
 def _read_base_notes(path: str) -> str:
     data = read_json_file(path)
     return str(data.get("notes", "")) if isinstance(data, dict) else ""
@@ -71,8 +92,10 @@ def cmd_fit_loss(args: argparse.Namespace) -> int:
     _out_needs_base(args)
     log = profiler.read_loss_logs(args.files, batch_size=args.batch_size, workers=args.workers,
                                   worker_batch=args.worker_batch)
-    fit = profiler.fit_loss(log, args.variant)
-    loo = profiler.leave_one_run_out(log, args.variant) if len(log.runs()) >= 2 else []
+    with _profile_warnings() as messages:
+        fit = profiler.fit_loss(log, args.variant, args.weighting)
+        loo = profiler.leave_one_run_out(log, args.variant, args.weighting) if len(log.runs()) >= 2 else []
+    fit = dataclasses.replace(fit, warnings=tuple(messages))     # leave-one-run-out's too
     _require_finite({**fit.to_dict(), "leave_one_run_out": loo}, ", ".join(map(str, args.files)))
     if args.out is not None:
         profile = profiler.with_loss_fit(load_spot_profile(args.base), fit, ", ".join(map(str, args.files)), loo,
@@ -85,11 +108,10 @@ def cmd_fit_loss(args: argparse.Namespace) -> int:
           f"(largest residual {abs(fit.residuals).max():.4g})")
     for name, e in fit.estimates.items():
         print("  " + profiler.format_estimate(name, e))
+    print("  " + profiler.format_uncertainty(fit.uncertainty))
     d = fit.domain
-    print(f"  domain: b_w {d.batch_wa[0]:g}-{d.batch_wa[1]:g}, |N| {d.workers[0]}-{d.workers[1]}, "
-          f"R {d.cc[0]:.3f}-{d.cc[1]:.3f}")
-    for warning in fit.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+    print(f"  domain: b_w (per-worker average batch, eq. 4) {d.batch_wa[0]:g}-{d.batch_wa[1]:g}, "
+          f"|N| {d.workers[0]}-{d.workers[1]}, R {d.cc[0]:.3f}-{d.cc[1]:.3f}")
     for r in loo:
         it = r["iterations_error_pct"]
         le = r["loss_error_pct"]
@@ -108,15 +130,17 @@ def cmd_fit_timing(args: argparse.Namespace) -> int:
     if kind == "spot":
         if args.param_size_mb is None:
             raise InvalidInputError("--param-size-mb", "needed for a spot timing fit (S_parm, the model's parameter size)")
-        fit = profiler.fit_spot_timing(args.file, param_size_mb=args.param_size_mb,
-                                       ps_bandwidth_mb_s=args.ps_bandwidth_mb_s,
-                                       pcie_bandwidth_mb_s=args.pcie_bandwidth_mb_s)
+        with _profile_warnings():
+            fit = profiler.fit_spot_timing(args.file, param_size_mb=args.param_size_mb,
+                                           ps_bandwidth_mb_s=args.ps_bandwidth_mb_s,
+                                           pcie_bandwidth_mb_s=args.pcie_bandwidth_mb_s)
         _require_finite(fit.to_dict(), args.file)
         if args.out is not None:
             profile = profiler.with_spot_timing_fit(load_spot_profile(args.base), fit, args.file)
             profiler.write_json(profile.to_dict(), args.out)
     else:
-        fit = profiler.fit_serverless_timing(args.file, storage_cap_mb_s=args.storage_cap_mb_s)
+        with _profile_warnings():
+            fit = profiler.fit_serverless_timing(args.file, storage_cap_mb_s=args.storage_cap_mb_s)
         _require_finite(fit.to_dict(), args.file)
         if args.out is not None:
             workload = profiler.with_serverless_timing_fit(load_serverless_workload(args.base), fit)
@@ -138,8 +162,6 @@ def cmd_fit_timing(args: argparse.Namespace) -> int:
         for r in fit.leave_one_out:
             print(f"  leave out {r['run']} (|N| {r['workers']}): iteration-time error {r['time_error_pct']:.2f} %")
     else:
-        for warning in fit.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
         print(f"  min_memory_mb {fit.min_memory_mb} ({fit.min_memory_note})")
         print(f"  domain: {fit.memory_mb[0]:g}-{fit.memory_mb[1]:g} MB, {fit.functions[0]}-{fit.functions[1]} functions")
         for r in fit.leave_one_out:
@@ -231,7 +253,9 @@ def _summary(out: dict) -> str:
 def _loss_inputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", metavar="FILE",
                    help="CSV run,workers,batch_wa,cc,step,loss; a trainer_state.json; or a folder of TF worker logs")
-    p.add_argument("--batch-size", type=float, default=None, help="samples per step of a trainer_state.json")
+    p.add_argument("--batch-size", type=float, default=None,
+                   help="samples per optimizer step of one worker of a trainer_state.json run: b_w, the per-worker "
+                        "batch (eq. 4), not the cluster's global batch")
     p.add_argument("--workers", type=int, default=1, help="identical workers of a trainer_state.json run (default 1)")
     p.add_argument("--worker-batch", type=int, default=None,
                    help="batch of every TF worker (default: the _b<batch>_ token of each log's name)")
@@ -247,6 +271,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     q = psub.add_parser("fit-loss", help="fit gamma_1..gamma_5 of spotDNN's eq. (3) to loss logs")
     _loss_inputs(q)
     q.add_argument("--variant", choices=("cc", "no-cc"), default="cc", help="loss model with or without R")
+    q.add_argument("--weighting", choices=("auto", "relative", "absolute"), default="auto",
+                   help="residual weights: fitted loss^theta, theta estimated (auto), 1 (relative) or 0 (absolute); "
+                        "default auto")
     q.add_argument("--base", default=None, help="spot workload profile to copy the other fields from (with --out)")
     q.add_argument("--out", default=None, help="write the base profile with the fitted loss model and domain")
     q.add_argument("--extrapolation", type=float, default=1.0,

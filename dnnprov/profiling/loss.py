@@ -6,27 +6,33 @@
 the model is linear in (gamma_2, gamma_3, gamma_5), so :func:`fit_loss` first scans a grid
 of gamma_1 and gamma_4 solving that linear least-squares problem (no starting guess
 needed), then polishes all free coefficients together with
-:func:`scipy.optimize.least_squares`. Standard errors come from the Jacobian at the
-optimum: cov = s^2 (J^T J)^-1 with s^2 = SSR / (points - coefficients).
+:func:`scipy.optimize.least_squares`, reweighted by a power of the fitted loss
+(:data:`WEIGHTINGS`). Standard errors come from
+:func:`dnnprov.profiling.uncertainty.fit_least_squares`: the larger of the classical and
+the HC3 sandwich error, NaN where the Jacobian is rank-deficient, inflated for the
+residuals' lag-1 autocorrelation within runs, with 95 % t-intervals.
 
-Coefficients the data cannot determine are fixed and say why: gamma_2 when every run has
-the same b_w, gamma_4 for ``no-cc`` (unused) and when every run has the same R and |N|.
-The fit's validity domain is the range of b_w, |N| and R its runs covered, and the logged
-losses and steps (the loss/iteration axis).
+Coefficients the data cannot determine by design are fixed and say why: gamma_2 when
+every run has the same b_w, gamma_4 for ``no-cc`` (unused) and when every run has the
+same R. The fit's validity domain is the range of b_w, |N| and R its runs covered, and the
+logged losses and steps (the loss/iteration axis).
+Doubtful data and fits are warned of (:func:`data_problems`, :func:`fit_problems`).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from dnnprov.problems.domain import SpotDomain
-from dnnprov.errors import InvalidInputError
+from dnnprov.errors import InvalidInputError, ProfileWarning
 from dnnprov.profiling.readers import LossLog
+from dnnprov.profiling.uncertainty import MAX_EVALUATIONS, fit_least_squares
 from dnnprov.problems.spot import LOSS_VARIANTS
 
 PARAMS = ("gamma_1", "gamma_2", "gamma_3", "gamma_4", "gamma_5")
@@ -38,15 +44,26 @@ GAMMA_1_GRID = tuple(np.geomspace(1e-4, 10.0, 60))
 
 @dataclass(frozen=True)
 class Estimate:
-    """One fitted coefficient: value and standard error, or the reason it was fixed."""
+    """One fitted coefficient: value and standard error, or the reason it was fixed.
+
+    ``stderr`` is NaN (JSON: null with ``undetermined``) when the data cannot determine
+    the value; ``interval`` is its 95 % confidence interval (Student's t) when known.
+    """
 
     value: float
     stderr: float | None
     fixed: str = ""
+    interval: tuple[float, float] | None = None
+    undetermined: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        out: dict[str, Any] = {"value": self.value, "stderr": self.stderr}
+        """JSON form (no NaN: an undetermined error is null and says why)."""
+        finite = self.stderr is not None and math.isfinite(self.stderr)
+        out: dict[str, Any] = {"value": self.value, "stderr": self.stderr if finite else None}
+        if self.interval is not None:
+            out["interval_95"] = list(self.interval)
+        if self.undetermined:
+            out["undetermined"] = self.undetermined
         if self.fixed:
             out["fixed"] = self.fixed
         return out
@@ -90,6 +107,9 @@ class LossFit:
     residuals: np.ndarray
     #: What in the data makes the fit less meaningful (printed as warnings by the CLI).
     warnings: tuple[str, ...] = ()
+    #: How the standard errors were made: residual weighting, covariance, lag-1
+    #: autocorrelation, stderr inflation, degrees of freedom (see :data:`WEIGHTINGS`).
+    uncertainty: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def coefficients(self) -> dict[str, float]:
         """gamma_1..gamma_5 by name."""
@@ -104,34 +124,21 @@ class LossFit:
         return {"variant": self.variant, "coefficients": {k: e.to_dict() for k, e in self.estimates.items()},
                 "rmse": self.rmse, "max_abs_residual": float(np.abs(self.residuals).max()),
                 "points": self.points, "runs": list(self.runs),
-                "domain": self.domain.to_dict(), "warnings": list(self.warnings)}
+                "domain": self.domain.to_dict(), "uncertainty": dict(self.uncertainty),
+                "warnings": list(self.warnings)}
 
 
 def fit_with_errors(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, low: np.ndarray,
                     high: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The profiler's least squares: (x, standard errors, residuals) of ``min |residual(x)|^2``.
 
-    :func:`scipy.optimize.least_squares` within ``[low, high]`` from ``x0`` (moved just
-    inside the bounds); cov = s^2 (J^T J)^-1 with s^2 = SSR / (points - free coefficients),
-    counting only coefficients not stopped at a bound. A coefficient at a bound, or with
-    no spare points, gets NaN as its standard error.
+    :func:`dnnprov.profiling.uncertainty.fit_least_squares` with the classical covariance
+    cov = s^2 (J^T J)^-1, s^2 = SSR / (points - free coefficients). A coefficient at a
+    bound, one the data cannot determine (rank-deficient Jacobian), or without spare
+    points gets NaN as its standard error.
     """
-    x0 = np.array(x0, dtype=float)
-    inside = 1e-12 * np.maximum(1.0, np.abs(x0))
-    x0 = np.minimum(np.maximum(x0, np.where(np.isfinite(low), low + inside, x0)), np.where(np.isfinite(high), high - inside, x0))
-    result = least_squares(residual, x0, bounds=(low, high), x_scale="jac", xtol=1e-14, ftol=1e-14,
-                           gtol=1e-14, max_nfev=20000)
-    res = result.fun
-    span = np.maximum(1.0, np.abs(result.x))
-    active = (np.abs(result.x - low) <= 1e-9 * span) | (np.abs(high - result.x) <= 1e-9 * span)
-    stderr = np.full(len(result.x), np.nan)
-    free = ~active
-    dof = len(res) - int(free.sum())
-    if dof > 0 and free.any():
-        jac = result.jac[:, free]
-        cov = float((res ** 2).sum()) / dof * np.linalg.pinv(jac.T @ jac)
-        stderr[free] = np.sqrt(np.maximum(np.diag(cov), 0.0))
-    return result.x, stderr, res
+    fit = fit_least_squares(residual, x0, low, high, covariance="classical")
+    return fit.x, fit.stderr, fit.residuals
 
 
 def _distinct(values: np.ndarray) -> int:
@@ -180,25 +187,26 @@ def data_problems(log: LossLog) -> list[str]:
     return notes
 
 
-def fit_loss(log: LossLog, variant: str = "cc") -> LossFit:
-    """Fit gamma_1..gamma_5 of eq. (3) to ``log`` by nonlinear least squares."""
-    if variant not in LOSS_VARIANTS:
-        raise InvalidInputError("variant", f"must be one of {', '.join(LOSS_VARIANTS)}; got {variant!r}")
-    warnings = tuple(data_problems(log))
-    b, cc, k, j, y = log.batch_wa, log.cc, log.workers, log.step, log.loss
-    fixed: dict[str, tuple[float, str]] = {}
-    if _distinct(b) < 2:
-        fixed["gamma_2"] = (0.0, "every run has the same b_w: the batch term cannot be told from gamma_3")
-    if variant == "no-cc":
-        fixed["gamma_4"] = (0.0, "unused by the no-cc variant")
-    elif len({(round(float(r), 9), int(n)) for r, n in zip(cc, k)}) < 2:
-        fixed["gamma_4"] = (1.0, "every run has the same R and |N|: gamma_4 cannot be told from gamma_3 (set to 1)")
-    free = [p for p in PARAMS if p not in fixed]
-    if len(y) <= len(free):
-        raise InvalidInputError("loss log", f"{len(y)} rows cannot determine {len(free)} coefficients")
+#: Residual weightings of :func:`fit_loss`: each residual is divided by the fitted loss to
+#: the power theta (the loss floored at :data:`WEIGHT_FLOOR` x the largest |loss|).
+#: ``auto`` estimates theta in [0, 1] from the unweighted fit (the slope of log |residual|
+#: on log |fitted loss|: a power-of-the-mean variance model); ``relative`` is theta = 1,
+#: for noise proportional to the loss; ``absolute`` is theta = 0, ordinary least squares.
+WEIGHTINGS = ("auto", "relative", "absolute")
+WEIGHT_FLOOR = 0.01
+#: Reweighting passes of the relative fit (weights from the previous pass's fitted curve).
+REWEIGHT_PASSES = 3
+#: A lag-1 residual autocorrelation above this (and above 2 / sqrt(points)) is warned of.
+AUTOCORRELATION_WARNING = 0.2
+#: Negative predicted losses within this multiple of the last logged step are warned of.
+NEGATIVE_LOSS_HORIZON = 10.0
+
+
+def _design_start(variant: str, free: list[str], fixed: dict[str, tuple[float, str]], b: np.ndarray,
+                  cc: np.ndarray, k: np.ndarray, j: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """A starting point: the best (gamma_1, gamma_4) grid point, solved linearly for the rest."""
     j_low = float(j.min())
     span = max(float(j.max()) - j_low, 1.0)
-    g1_floor = -j_low + 1e-9 * span
 
     def design(g1: float, g4: float) -> np.ndarray:
         s = spread(variant, cc, k, g4) / (j + g1)
@@ -219,36 +227,146 @@ def fit_loss(log: LossLog, variant: str = "cc") -> LossFit:
     start = {"gamma_1": g1, "gamma_4": g4}
     names = (["gamma_2"] if "gamma_2" in free else []) + ["gamma_3", "gamma_5"]
     start.update(zip(names, coef))
+    return start
+
+
+def _run_blocks(log: LossLog) -> list[np.ndarray]:
+    """Row indices of each run in step order (the residuals' logging order)."""
+    out = []
+    for r in log.runs():
+        rows = np.flatnonzero(log.run == r)
+        out.append(rows[np.argsort(log.step[rows], kind="stable")])
+    return out
+
+
+def _variance_power(level: np.ndarray, residuals: np.ndarray, floor: float) -> float:
+    """theta in [0, 1] of var(residual) ~ level^(2 theta): the slope of log |e| on log level."""
+    use = (level > floor) & (residuals != 0)
+    if use.sum() < 10 or np.ptp(np.log(level[use])) < 1e-6:
+        return 0.0
+    slope = np.polyfit(np.log(level[use]), np.log(np.abs(residuals[use])), 1)[0]
+    return float(min(max(slope, 0.0), 1.0))
+
+
+def fit_problems(fit: "LossFit", log: LossLog) -> list[str]:
+    """Warnings about a fitted eq. (3): signs the papers' fits never have, undetermined
+    coefficients, correlated residuals, negative predicted losses."""
+    g = fit.coefficients()
+    notes = []
+    if not fit.uncertainty.get("converged", True):
+        notes.append(f"the least-squares solver stopped at its {MAX_EVALUATIONS:,} evaluations before converging: "
+                     "the values are not an optimum and their errors not to be trusted (the data hardly fit eq. (3))")
+    lost = [p for p, e in fit.estimates.items() if e.undetermined]
+    if lost:
+        notes.append(f"{', '.join(lost)} not determined by the data (rank-deficient fit: their effects cannot be "
+                     "told apart from the other coefficients'); standard error NaN")
+    if not fit.estimates["gamma_2"].fixed and g["gamma_2"] >= 0:
+        notes.append(f"gamma_2 = {g['gamma_2']:.4g} >= 0: a larger per-worker batch b_w does not cut the iterations "
+                     "(spotDNN's fits have gamma_2 < 0); the batch term may be fitting noise")
+    if g["gamma_5"] < 0:
+        notes.append(f"gamma_5 = {g['gamma_5']:.4g} < 0: eq. (3)'s floor is below zero, which no cross-entropy "
+                     "loss reaches")
+    rho = fit.uncertainty.get("autocorrelation")
+    if rho is not None and rho > max(AUTOCORRELATION_WARNING, 2 / math.sqrt(fit.points)):
+        notes.append(f"the residuals are serially correlated (lag-1 autocorrelation {rho:.2f}): eq. (3) misses "
+                     f"part of the curve's shape; standard errors are inflated x{fit.uncertainty['stderr_inflation']:.2f} "
+                     "(effective sample size)")
+    last = float(log.step.max())
+    for b_w, cc, k in dict.fromkeys(zip(log.batch_wa.tolist(), log.cc.tolist(), log.workers.tolist())):
+        zero = iterations_to(g, fit.variant, b_w, cc, k, 0.0) if g["gamma_5"] < 0 else math.nan
+        if math.isfinite(zero) and zero <= NEGATIVE_LOSS_HORIZON * last:
+            where = "inside the logged steps" if zero <= last else f"within {NEGATIVE_LOSS_HORIZON:g} x the last logged step"
+            notes.append(f"the fitted model predicts negative losses from step {max(zero, 0.0):,.0f} ({where}, which end "
+                         f"at {last:,.0f}; b_w {b_w:g}, |N| {k}): its iterations to a low loss are not to be trusted")
+            break
+    return notes
+
+
+def fit_loss(log: LossLog, variant: str = "cc", weighting: str = "auto") -> LossFit:
+    """Fit gamma_1..gamma_5 of eq. (3) to ``log`` by (weighted) nonlinear least squares.
+
+    ``weighting`` is one of :data:`WEIGHTINGS`. Standard errors: sandwich covariance,
+    inflated for the residuals' lag-1 autocorrelation within runs, with 95 % t-intervals
+    (:mod:`dnnprov.profiling.uncertainty`). Every warning is also issued as a
+    :class:`dnnprov.errors.ProfileWarning`.
+    """
+    if variant not in LOSS_VARIANTS:
+        raise InvalidInputError("variant", f"must be one of {', '.join(LOSS_VARIANTS)}; got {variant!r}")
+    if weighting not in WEIGHTINGS:
+        raise InvalidInputError("weighting", f"must be one of {', '.join(WEIGHTINGS)}; got {weighting!r}")
+    notes = data_problems(log)
+    b, cc, k, j, y = log.batch_wa, log.cc, log.workers, log.step, log.loss
+    fixed: dict[str, tuple[float, str]] = {}
+    if _distinct(b) < 2:
+        fixed["gamma_2"] = (0.0, "every run has the same b_w: the batch term cannot be told from gamma_3")
+    if variant == "no-cc":
+        fixed["gamma_4"] = (0.0, "unused by the no-cc variant")
+    elif len({(round(float(r), 9), int(n)) for r, n in zip(cc, k)}) < 2:
+        fixed["gamma_4"] = (1.0, "every run has the same R and |N|: gamma_4 cannot be told from gamma_3 (set to 1)")
+    elif _distinct(cc) < 2:
+        fixed["gamma_4"] = (1.0, "every run has the same R: sqrt(R + gamma_4) only rescales gamma_2 and gamma_3 "
+                                 "(set to 1)")
+    free = [p for p in PARAMS if p not in fixed]
+    if len(y) <= len(free):
+        raise InvalidInputError("loss log", f"{len(y)} rows cannot determine {len(free)} coefficients")
+    start = _design_start(variant, free, fixed, b, cc, k, j, y)
 
     def unpack(x: np.ndarray) -> dict[str, float]:
         values = {p: v for p, (v, _) in fixed.items()}
         values.update(zip(free, x))
         return values
 
-    def residual(x: np.ndarray) -> np.ndarray:
-        return loss_curve(unpack(x), variant, b, cc, k, j) - y
+    floor = WEIGHT_FLOOR * max(float(np.abs(y).max()), 1e-300)
+    scale = np.ones_like(y)
 
-    x0 = np.array([start[p] for p in free])
-    low = np.array([g1_floor if p == "gamma_1" else 0.0 if p == "gamma_4" else -np.inf for p in free])
-    x, stderr, res = fit_with_errors(residual, x0, low, np.full(len(free), np.inf))
-    values = unpack(x)
+    def residual(x: np.ndarray) -> np.ndarray:
+        return (loss_curve(unpack(x), variant, b, cc, k, j) - y) / scale
+
+    x = np.array([start[p] for p in free])
+    low = np.array([-float(j.min()) + 1e-9 * max(float(j.max() - j.min()), 1.0) if p == "gamma_1"
+                    else 0.0 if p == "gamma_4" else -np.inf for p in free])
+    high = np.full(len(free), np.inf)
+    blocks = _run_blocks(log)
+    solved = fit_least_squares(residual, x, low, high, blocks=blocks)
+    level = np.maximum(np.abs(loss_curve(unpack(solved.x), variant, b, cc, k, j)), floor)
+    theta = {"relative": 1.0, "absolute": 0.0}.get(weighting) if weighting != "auto" else \
+        _variance_power(level, solved.residuals, floor)
+    for _ in range(REWEIGHT_PASSES if theta > 0 and solved.converged else 0):
+        scale = level ** theta
+        solved = fit_least_squares(residual, solved.x, low, high, blocks=blocks)
+        level = np.maximum(np.abs(loss_curve(unpack(solved.x), variant, b, cc, k, j)), floor)
+    values = unpack(solved.x)
     estimates = {}
     for p in PARAMS:
         if p in fixed:
             estimates[p] = Estimate(fixed[p][0], None, fixed[p][1])
-        else:
-            se = stderr[free.index(p)]
+            continue
+        i = free.index(p)
+        if i in solved.at_bound:
             bound = "gamma_1 > -min(j)" if p == "gamma_1" else "gamma_4 >= 0"
-            estimates[p] = (Estimate(float(values[p]), float(se)) if not math.isnan(se)
-                            else Estimate(float(values[p]), None, f"stopped at its bound {bound}"))
+            estimates[p] = Estimate(float(values[p]), None, f"stopped at its bound {bound}")
+        elif i in solved.undetermined:
+            estimates[p] = Estimate(float(values[p]), math.nan,
+                                    undetermined="rank-deficient: the data cannot tell it from the other coefficients")
+        else:
+            estimates[p] = Estimate(float(values[p]), float(solved.stderr[i]), interval=solved.interval(i))
     runs = tuple(log.runs())
     domain = SpotDomain(batch_wa=(float(b.min()), float(b.max())), workers=(int(k.min()), int(k.max())),
                         cc=(float(cc.min()), float(cc.max())),
                         loss=(float(y.min()), float(y.max())), iterations=(float(j.min()), float(j.max())),
                         source=f"dnnprov profile fit-loss: {len(y)} logged steps of {len(runs)} runs "
-                               f"({', '.join(runs[:8])}{', ...' if len(runs) > 8 else ''}), loss variant {variant}")
-    return LossFit(variant=variant, estimates=estimates, rmse=float(math.sqrt((res ** 2).mean())),
-                   points=len(y), runs=runs, domain=domain, residuals=res, warnings=warnings)
+                               f"({', '.join(runs[:8])}{', ...' if len(runs) > 8 else ''}), loss variant {variant}; "
+                               "b_w is the per-worker average batch of eq. (4), not the cluster's global batch")
+    res = loss_curve(values, variant, b, cc, k, j) - y
+    uncertainty = {"weighting": weighting, "weight_power": theta, "converged": solved.converged, "covariance": "larger of classical and sandwich (HC3)",
+                   "autocorrelation": solved.autocorrelation, "stderr_inflation": solved.inflation,
+                   "dof": solved.dof, "interval": "95 % Student t"}
+    fit = LossFit(variant=variant, estimates=estimates, rmse=float(math.sqrt((res ** 2).mean())),
+                  points=len(y), runs=runs, domain=domain, residuals=res, uncertainty=uncertainty)
+    notes += fit_problems(fit, log)
+    for note in notes:
+        warnings.warn(note, ProfileWarning, stacklevel=2)
+    return dataclasses.replace(fit, warnings=tuple(notes))
 
 
 def _observed_iterations(step: np.ndarray, loss: np.ndarray, target: float) -> float:
@@ -261,26 +379,29 @@ def _observed_iterations(step: np.ndarray, loss: np.ndarray, target: float) -> f
     return float(s[hit[0]]) if hit.size else float(s[-1])
 
 
-def leave_one_run_out(log: LossLog, variant: str = "cc") -> list[dict[str, Any]]:
+def leave_one_run_out(log: LossLog, variant: str = "cc", weighting: str = "auto") -> list[dict[str, Any]]:
     """Fit without each run in turn and predict it, as the papers report prediction error.
 
     Per held-out run: ``loss_error_pct``, the mean |predicted - logged| / logged loss over
     its steps, and ``iterations_error_pct``, the error of the predicted iterations to
     reach the run's final loss (mean of its last three logged losses) against the first
     step where its smoothed loss got there (``None`` where undefined, e.g. a logged loss of
-    0). A run whose leaving out leaves data eq. (3) cannot fit is skipped. Needs at least
-    two runs.
+    0). A run whose leaving out leaves data eq. (3) cannot fit is skipped, with a
+    :class:`dnnprov.errors.ProfileWarning`. Needs at least two runs.
     """
     runs = log.runs()
     if len(runs) < 2:
         raise InvalidInputError("loss log", "leave-one-run-out needs at least two runs")
-    out = []
+    out, skipped = [], []
     for name in runs:
         held = log.run == name
         try:
-            fit = fit_loss(log.select(~held), variant)
+            with warnings.catch_warnings():      # the sub-fits' warnings are not the main fit's
+                warnings.simplefilter("ignore", ProfileWarning)
+                fit = fit_loss(log.select(~held), variant, weighting)
         except InvalidInputError:
-            continue           # the other runs alone cannot be fitted (e.g. none of them falls)
+            skipped.append(name)   # the other runs alone cannot be fitted (e.g. none of them falls)
+            continue
         test = log.select(held)
         predicted = fit.predict(test)
         logged = test.loss
@@ -297,16 +418,22 @@ def leave_one_run_out(log: LossLog, variant: str = "cc") -> list[dict[str, Any]]
                     "target_loss": target,
                     "iterations_logged": j_obs, "iterations_predicted": j_pred if math.isfinite(j_pred) else None,
                     "iterations_error_pct": it_err if math.isfinite(it_err) else None})
+    if skipped:
+        warnings.warn(f"leave-one-run-out skipped {len(skipped)} of {len(runs)} runs ({', '.join(map(str, skipped[:5]))}"
+                      f"{', ...' if len(skipped) > 5 else ''}): the other runs alone cannot be fitted; the main fit "
+                      "is kept", ProfileWarning, stacklevel=2)
     return out
 
 
 def synthetic_log(coefficients: dict[str, float], variant: str,
                   clusters: Sequence[tuple[float, float, int]], *, steps: int = 60,
-                  max_step: float = 20000.0, noise: float = 0.01, seed: int = 0) -> LossLog:
+                  max_step: float = 20000.0, noise: float = 0.01, seed: int = 0,
+                  relative: bool = False) -> LossLog:
     """Loss logs generated by eq. (3) with Gaussian noise: one run per ``(b_w, R, |N|)``.
 
     Each run logs ``steps`` evenly spaced points in [0, ``max_step``]; ``noise`` is the
-    standard deviation added to the loss. For tests and for checking a fit's setup.
+    standard deviation added to the loss (``relative``: as a fraction of the loss). For
+    tests, benchmarks and for checking a fit's setup.
     """
     rng = np.random.default_rng(seed)
     rows = []
@@ -314,6 +441,6 @@ def synthetic_log(coefficients: dict[str, float], variant: str,
     for i, (b_w, cc, workers) in enumerate(clusters):
         clean = loss_curve(coefficients, variant, np.full(steps, b_w), np.full(steps, cc),
                            np.full(steps, workers), grid)
-        noisy = clean + rng.normal(0.0, noise, steps)
+        noisy = clean + rng.normal(0.0, noise, steps) * (clean if relative else 1.0)
         rows += [(f"run{i}", int(workers), float(b_w), float(cc), float(s), float(v)) for s, v in zip(grid, noisy)]
     return LossLog.from_rows(rows)

@@ -30,7 +30,7 @@ from dnnprov.problems.serverless import ServerlessWorkload
 __all__ = ["LossLog", "LossFit", "SpotTimingFit", "ServerlessTimingFit", "read_loss_logs", "fit_loss",
            "leave_one_run_out", "synthetic_log", "fit_spot_timing", "fit_serverless_timing", "timing_kind",
            "with_loss_fit", "with_spot_timing_fit", "with_serverless_timing_fit", "serverless_workload_dict",
-           "format_estimate"]
+           "format_estimate", "format_uncertainty"]
 
 
 def read_loss_logs(paths: Sequence[str | Path], *, batch_size: float | None = None, workers: int = 1,
@@ -61,12 +61,28 @@ def read_loss_logs(paths: Sequence[str | Path], *, batch_size: float | None = No
 
 
 def format_estimate(name: str, e: Estimate) -> str:
-    """``name = value ± stderr`` (or ``fixed at value: reason``)."""
+    """``name = value ± stderr [95 % CI low, high]`` (or ``fixed at value: reason``; NaN when undetermined)."""
     if e.fixed.startswith("stopped"):
         return f"{name} = {e.value:.6g} ({e.fixed}; no standard error)"
     if e.fixed:
         return f"{name} fixed at {e.value:.6g} ({e.fixed})"
-    return f"{name} = {e.value:.6g}" + (f" ± {e.stderr:.3g}" if e.stderr is not None else " (no standard error: as many points as coefficients)")
+    if e.undetermined:
+        return f"{name} = {e.value:.6g} ± NaN ({e.undetermined})"
+    if e.stderr is None:
+        return f"{name} = {e.value:.6g} (no standard error: as many points as coefficients)"
+    interval = f" [95 % CI {e.interval[0]:.6g}, {e.interval[1]:.6g}]" if e.interval is not None else ""
+    return f"{name} = {e.value:.6g} ± {e.stderr:.3g}{interval}"
+
+
+def format_uncertainty(u: dict[str, Any]) -> str:
+    """One line: how a loss fit's standard errors were made."""
+    if not u:
+        return "errors: method not recorded"
+    rho = u.get("autocorrelation")
+    return (f"errors: {u['weighting']} weights (loss^{u['weight_power']:.2f}), {u['covariance']} covariance, "
+            + (f"lag-1 autocorrelation {rho:.2f}" if rho is not None else "autocorrelation not measured")
+            + (f" (stderr x{u['stderr_inflation']:.2f})" if u["stderr_inflation"] > 1 else "")
+            + f", {u['dof']:.1f} degrees of freedom")
 
 
 def _notes(old: str, line: str) -> str:
@@ -87,7 +103,9 @@ def with_loss_fit(base: SpotWorkloadProfile, fit: LossFit, source: str,
     fitted = [p for p, e in fit.estimates.items() if not e.fixed or e.fixed.startswith("stopped")]
     line = (f"Loss model fitted by dnnprov profile fit-loss from {source} ({fit.points} steps, runs "
             f"{', '.join(fit.runs)}; variant {fit.variant}): "
-            + "; ".join(format_estimate(p, e) for p, e in fit.estimates.items()) + f"; RMSE {fit.rmse:.4g}.")
+            + "; ".join(format_estimate(p, e) for p, e in fit.estimates.items()) + f"; RMSE {fit.rmse:.4g}; "
+            + format_uncertainty(fit.uncertainty) + ". batch_wa (b_w) is the per-worker average batch of eq. (4), "
+            "not the cluster's global batch.")
     losses = [r["loss_error_pct"] for r in loo if r["loss_error_pct"] is not None]
     if losses:
         errors = [r["iterations_error_pct"] for r in loo if r["iterations_error_pct"] is not None]
@@ -132,6 +150,8 @@ def with_spot_timing_fit(base: SpotWorkloadProfile, fit: SpotTimingFit, source: 
     if fit.leave_one_out:
         errs = [r["time_error_pct"] for r in fit.leave_one_out]
         line += f" Leave-one-run-out iteration-time error {min(errs):.1f}-{max(errs):.1f} %."
+    if fit.warnings:
+        line += " Warnings: " + "; ".join(fit.warnings) + "."
     fitted = ["param_size_mb", "bandwidth_req_mb_s", "alpha_1", "beta_1"]
     workload = dataclasses.replace(base.workload, param_size_mb=fit.param_size_mb, bandwidth_req_mb_s=fit.bandwidth_req.value,
                                    alpha_1=fit.alpha_1.value, beta_1=fit.beta_1.value, domain=domain,
@@ -170,6 +190,8 @@ def serverless_timing_notes(old: str, fit: ServerlessTimingFit, source: str) -> 
     if fit.leave_one_out:
         rate = [r["rate_error_pct"] for r in fit.leave_one_out]
         line += f" Leave-one-run-out rate error {min(rate):.1f}-{max(rate):.1f} %."
+    if fit.warnings:
+        line += " Warnings: " + "; ".join(fit.warnings) + "."
     return _notes(old, line)
 
 

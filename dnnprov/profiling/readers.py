@@ -224,9 +224,10 @@ def read_trainer_state(path: str | Path, *, batch_size: float, workers: int = 1,
                        run: str | None = None) -> LossLog:
     """A Hugging Face Trainer ``trainer_state.json``: its ``log_history`` training losses.
 
-    ``batch_size`` is the samples of one optimizer step (per-device batch x devices x
-    gradient accumulation; the file does not record it). The workers train
-    synchronously with equal batches, so b_w = ``batch_size`` and R is that of
+    ``batch_size`` is the samples of one optimizer step of one worker (per-device batch x
+    that worker's devices x gradient accumulation; the file does not record it): b_w,
+    the per-worker batch of eq. (4), not the global batch of all ``workers``. The workers
+    train synchronously with equal batches, so b_w = ``batch_size`` and R is that of
     ``workers`` identical workers (eq. 5; 0 for one). j = the logged ``step``.
     """
     if not (isinstance(batch_size, (int, float)) and math.isfinite(batch_size) and 0 < batch_size <= MAX_BATCH):

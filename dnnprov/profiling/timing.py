@@ -27,22 +27,26 @@ leave-one-run-out prediction error.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from dnnprov.errors import InvalidInputError
+from dnnprov.errors import InvalidInputError, ProfileWarning
 from dnnprov.problems._checks import (MAX_BATCH, MAX_FUNCTIONS, MAX_GPUS, MAX_MAGNITUDE, MAX_MEMORY_MB, MAX_PS_COUNT,
                                       MAX_WORKERS)
 from dnnprov.profiling.loss import Estimate
 from dnnprov.profiling.readers import csv_rows
+from dnnprov.profiling.uncertainty import t_interval
 
 SPOT_COLUMNS = ("run", "type", "gpus", "workers", "ps", "batch_per_gpu", "iteration_s", "comm_s")
 SERVERLESS_COLUMNS = ("run", "memory_mb", "functions", "samples_per_s", "storage_mb_s", "failed")
 #: A measured P this close to 0 or 1 is taken as clamped by eq. (9) and left out of its line.
 CLAMPED = 1e-3
+#: Lone-worker B_req values further apart than this (relative to their mean) may be warned of.
+B_REQ_SPREAD = 0.05
 
 
 def read_timing_csv(path: str | Path, columns: Sequence[str]) -> list[dict[str, str]]:
@@ -102,7 +106,8 @@ def _num(row: dict[str, str], key: str, *, positive: bool = False, minimum: floa
 
 
 def linear_fit(x: np.ndarray, y: np.ndarray, where: str) -> tuple[Estimate, Estimate, float]:
-    """Least-squares line y = a x + b: (a, b, RMSE) with standard errors (None with 2 points)."""
+    """Least-squares line y = a x + b: (a, b, RMSE) with standard errors (None with 2 points)
+    and 95 % t-intervals at points - 2 degrees of freedom."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if len(np.unique(x)) < 2:
         raise InvalidInputError(where, f"needs at least two distinct x values to fit a line; got {sorted(set(x.tolist()))}")
@@ -113,7 +118,8 @@ def linear_fit(x: np.ndarray, y: np.ndarray, where: str) -> tuple[Estimate, Esti
     if dof > 0:
         cov = float((res ** 2).sum()) / dof * np.linalg.inv(a_mat.T @ a_mat)
         se = np.sqrt(np.maximum(np.diag(cov), 0.0))
-        return Estimate(float(coef[0]), float(se[0])), Estimate(float(coef[1]), float(se[1])), float(np.sqrt((res ** 2).mean()))
+        a, b = (Estimate(float(c), float(e), interval=t_interval(float(c), float(e), dof)) for c, e in zip(coef, se))
+        return a, b, float(np.sqrt((res ** 2).mean()))
     return Estimate(float(coef[0]), None), Estimate(float(coef[1]), None), 0.0
 
 
@@ -137,10 +143,12 @@ class SpotTimingFit:
     rows: int
     contention_rmse: float
     leave_one_out: list[dict[str, Any]]
+    #: What in the data makes the fit doubtful (printed as warnings by the CLI).
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``profile fit-timing --json``)."""
-        return {"kind": "spot", "param_size_mb": self.param_size_mb,
+        return {"kind": "spot", "warnings": list(self.warnings), "param_size_mb": self.param_size_mb,
                 "bandwidth_req_mb_s": self.bandwidth_req.to_dict(), "alpha_1": self.alpha_1.to_dict(),
                 "beta_1": self.beta_1.to_dict(), "contention_rmse": self.contention_rmse,
                 "per_type": {t: {"gpus": self.gpus[t], "batch_per_gpu": self.batch_per_gpu[t], "compute_time_s": e.to_dict()}
@@ -149,28 +157,126 @@ class SpotTimingFit:
                 "leave_one_run_out": self.leave_one_out}
 
 
-def _contention(rows: list[dict[str, Any]], b_req: float, s_parm: float, b_ps: float,
-                b_pcie: float) -> tuple[np.ndarray, np.ndarray]:
-    """(sqrt(|N|), P) of every contended row, eqs. (7)-(8) solved for P."""
-    x, p = [], []
+@dataclass(frozen=True)
+class Contention:
+    """The contended rows on eq. (9)'s line: sqrt(|N|), measured P, dP/dB_req, and P's noise scale."""
+
+    x: np.ndarray
+    p: np.ndarray
+    dp_dbreq: np.ndarray
+    #: Each P's standard deviation per unit of relative noise in comm_s (the WLS weights' inverse).
+    p_noise: np.ndarray
+    #: Contended runs whose mean P is clamped at 0 or 1 (left out), and all contended runs.
+    clamped_runs: tuple[str, ...]
+    contended_runs: tuple[str, ...]
+
+
+def _network_s(r: dict[str, Any], s_parm: float, b_pcie: float) -> float:
+    """The network part of a row's comm_s (eq. 7 without the PCIe term); refuses <= 0."""
+    network = r["comm_s"] - 2 * r["gpus"] * s_parm / b_pcie
+    if network <= 0:
+        raise InvalidInputError(f"{r['_where']}.comm_s", "is not above the PCIe part of eq. (7)")
+    return network
+
+
+def _contention(rows: list[dict[str, Any]], b_req: float, s_parm: float, b_ps: float, b_pcie: float) -> Contention:
+    """Eqs. (7)-(8) solved for P on every contended row of a cluster (|N| >= 2), runs whose
+    mean P is clamped left out."""
+    by_run: dict[str, list[tuple[float, float, float, float]]] = {}
     for r in rows:
         k, s = r["workers"], r["ps"]
-        if k * b_req <= s * b_ps:
+        if k == 1 or k * b_req <= s * b_ps:    # lone workers measure B_req itself
             continue
-        network = r["comm_s"] - 2 * r["gpus"] * s_parm / b_pcie
-        if network <= 0:
-            raise InvalidInputError(f"{r['_where']}.comm_s", "is not above the PCIe part of eq. (7)")
-        b_wk = 2 * s_parm / network
-        prob = (b_req - b_wk) / (b_req - s * b_ps / k)
-        if CLAMPED < prob < 1 - CLAMPED:  # P at 0 or 1 is eq. (9)'s clamp, not its line
-            x.append(math.sqrt(k))
-            p.append(prob)
-    return np.array(x), np.array(p)
+        network = _network_s(r, s_parm, b_pcie)
+        b_wk, shared = 2 * s_parm / network, s * b_ps / k
+        prob = (b_req - b_wk) / (b_req - shared)
+        noise = b_wk * r["comm_s"] / network / (b_req - shared)   # dP per unit relative error of comm_s
+        by_run.setdefault(r["run"], []).append((math.sqrt(k), prob, (b_wk - shared) / (b_req - shared) ** 2, noise))
+    kept = [v for run, v in by_run.items() if CLAMPED < np.mean([e[1] for e in v]) < 1 - CLAMPED]
+    clamped = tuple(run for run, v in by_run.items() if not CLAMPED < np.mean([e[1] for e in v]) < 1 - CLAMPED)
+    cols = np.array([e for v in kept for e in v], dtype=float).reshape(-1, 4)
+    return Contention(x=cols[:, 0], p=cols[:, 1], dp_dbreq=cols[:, 2], p_noise=cols[:, 3], clamped_runs=clamped,
+                      contended_runs=tuple(by_run))
+
+
+def _contention_line(c: Contention, b_req: Estimate, b_req_dof: float) -> tuple[Estimate, Estimate, float]:
+    """P = alpha_1 sqrt(|N|) + beta_1 by weighted least squares, B_req's error propagated.
+
+    Weights 1 / (P's noise scale) make relative timing noise homoscedastic; cov = s^2
+    (X^T W X)^-1 + var(B_req) g g^T with g = d(alpha_1, beta_1)/dB_req (the delta method:
+    every P shares the one B_req). Intervals: t at the smaller of the line's and B_req's
+    degrees of freedom.
+    """
+    w = 1.0 / np.maximum(c.p_noise, 1e-12)
+    xw = np.column_stack([c.x, np.ones_like(c.x)]) * w[:, None]
+    coef, *_ = np.linalg.lstsq(xw, c.p * w, rcond=None)
+    res = np.column_stack([c.x, np.ones_like(c.x)]) @ coef - c.p
+    rmse = float(np.sqrt((res ** 2).mean()))
+    dof = len(c.p) - 2
+    if dof <= 0:
+        return Estimate(float(coef[0]), None), Estimate(float(coef[1]), None), 0.0
+    inverse = np.linalg.inv(xw.T @ xw)
+    cov = float(((res * w) ** 2).sum()) / dof * inverse
+    g = inverse @ xw.T @ (c.dp_dbreq * w)
+    if b_req.stderr is not None and math.isfinite(b_req.stderr):
+        cov = cov + b_req.stderr ** 2 * np.outer(g, g)
+    se = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    t_dof = min(dof, b_req_dof)
+    return (Estimate(float(coef[0]), float(se[0]), interval=t_interval(float(coef[0]), float(se[0]), t_dof)),
+            Estimate(float(coef[1]), float(se[1]), interval=t_interval(float(coef[1]), float(se[1]), t_dof)), rmse)
+
+
+def _relative_noise(rows: list[dict[str, Any]]) -> tuple[float, int] | None:
+    """Pooled relative standard deviation of comm_s among rows measuring the same thing
+    (one run's workers of one type), with its degrees of freedom; None without replicates."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        groups.setdefault((r["run"], r["type"]), []).append(math.log(r["comm_s"]))
+    dof = sum(len(v) - 1 for v in groups.values())
+    if dof <= 0:
+        return None
+    squares = sum(float(((np.array(v) - np.mean(v)) ** 2).sum()) for v in groups.values())
+    return math.sqrt(squares / dof), dof
+
+
+def _bandwidth_req(lone: list[dict[str, Any]], rows: list[dict[str, Any]], s_parm: float,
+                   b_pcie: float) -> tuple[Estimate, float, list[str]]:
+    """B_req = 2 S_parm / network time, the mean over the lone-worker rows, its dof, warnings.
+
+    Its standard error is the larger of the lone rows' own spread (sd / sqrt(n)) and the
+    error the pooled replicate noise of comm_s gives them (:func:`_relative_noise`): two
+    lone rows that agree by chance do not make B_req exact. Lone rows further apart than
+    :data:`B_REQ_SPREAD` and than that noise explains (spread-based error over 3 x the
+    noise-based one) are warned of.
+    """
+    values, scale = [], []
+    for r in lone:
+        network = _network_s(r, s_parm, b_pcie)
+        values.append(2 * s_parm / network)
+        scale.append(values[-1] * r["comm_s"] / network)      # dB_req per unit relative error of comm_s
+    v, n = np.array(values), len(values)
+    candidates = [(float(v.std(ddof=1) / math.sqrt(n)), n - 1)] if n > 1 else []
+    pooled = _relative_noise(rows)
+    if pooled is not None:
+        candidates.append((pooled[0] * float(np.sqrt((np.array(scale) ** 2).sum())) / n, pooled[1]))
+    notes = []
+    spread = (v.max() - v.min()) / v.mean()
+    if n > 1 and spread > B_REQ_SPREAD and (pooled is None or candidates[0][0] > 3 * candidates[-1][0]):
+        notes.append(f"the lone-worker rows disagree on B_req ({v.min():.4g}-{v.max():.4g} MB/s, {spread:.0%} apart, "
+                     "more than their timing noise explains): eq. (7) with one S_parm and B_pcie does not fit them "
+                     "all; every contention probability rests on their mean")
+    if not candidates:
+        return Estimate(float(v.mean()), None), 0.0, notes
+    se, dof = max(candidates)
+    return Estimate(float(v.mean()), se, interval=t_interval(float(v.mean()), se, dof)), float(dof), notes
 
 
 def fit_spot_timing(path: str | Path, *, param_size_mb: float, ps_bandwidth_mb_s: float = 1200.0,
                     pcie_bandwidth_mb_s: float = 10000.0) -> SpotTimingFit:
-    """Fit B_req, T_comp per type and alpha_1/beta_1 (eq. 9) from a spot timing CSV."""
+    """Fit B_req, T_comp per type and alpha_1/beta_1 (eq. 9) from a spot timing CSV.
+
+    Every warning is also issued as a :class:`dnnprov.errors.ProfileWarning`.
+    """
     for name, value in (("param_size_mb", param_size_mb), ("ps_bandwidth_mb_s", ps_bandwidth_mb_s),
                         ("pcie_bandwidth_mb_s", pcie_bandwidth_mb_s)):
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
@@ -190,13 +296,9 @@ def fit_spot_timing(path: str | Path, *, param_size_mb: float, ps_bandwidth_mb_s
     lone = [r for r in rows if r["workers"] == 1]
     if not lone:
         raise InvalidInputError(str(path), "no lone-worker rows (workers = 1): B_req cannot be measured")
-    b_req_values = []
-    for r in lone:
-        network = r["comm_s"] - 2 * r["gpus"] * s / pcie
-        if network <= 0:
-            raise InvalidInputError(f"{r['_where']}.comm_s", "is not above the PCIe part of eq. (7)")
-        b_req_values.append(2 * s / network)
-    b_req = _mean(b_req_values)
+    b_req, b_req_dof, notes = _bandwidth_req(lone, rows, s, pcie)
+    for message in notes:                      # issued now: they may explain an error below
+        warnings.warn(message, ProfileWarning, stacklevel=2)
     compute, batch, gpus = {}, {}, {}
     for t in dict.fromkeys(r["type"] for r in rows):
         mine = [r for r in rows if r["type"] == t]
@@ -205,11 +307,13 @@ def fit_spot_timing(path: str | Path, *, param_size_mb: float, ps_bandwidth_mb_s
         compute[t] = _mean([r["iteration_s"] - r["comm_s"] for r in mine])
         batch[t] = mine[0]["batch_per_gpu"]
         gpus[t] = mine[0]["gpus"]
-    x, p = _contention(rows, b_req.value, s, ps_bandwidth_mb_s, pcie)
-    if len(np.unique(x)) < 2:
+    contention = _contention(rows, b_req.value, s, ps_bandwidth_mb_s, pcie)
+    if len(np.unique(contention.x)) < 2:
+        clamped = (f"; {len(contention.clamped_runs)} of the {len(contention.contended_runs)} contended runs have P "
+                   f"clamped at 0 or 1 ({', '.join(contention.clamped_runs[:5])})" if contention.clamped_runs else "")
         raise InvalidInputError(str(path), "needs contended runs (|N| B_req > ps B_ps, P strictly between 0 and 1) "
-                                           "at two or more cluster sizes to fit alpha_1 and beta_1 of eq. (9)")
-    alpha_1, beta_1, rmse = linear_fit(x, p, str(path))
+                                           f"at two or more cluster sizes to fit alpha_1 and beta_1 of eq. (9){clamped}")
+    alpha_1, beta_1, rmse = _contention_line(contention, b_req, b_req_dof)
 
     def predicted_time(r: dict[str, Any], a1: float, b1: float) -> float:
         k, ps = r["workers"], r["ps"]
@@ -222,18 +326,37 @@ def fit_spot_timing(path: str | Path, *, param_size_mb: float, ps_bandwidth_mb_s
 
     loo = []
     for run in dict.fromkeys(r["run"] for r in rows if r["workers"] > 1):
-        others = [r for r in rows if r["run"] != run]
-        xo, po = _contention(others, b_req.value, s, ps_bandwidth_mb_s, pcie)
-        if len(np.unique(xo)) < 2:
+        others = _contention([r for r in rows if r["run"] != run], b_req.value, s, ps_bandwidth_mb_s, pcie)
+        if len(np.unique(others.x)) < 2:
             continue
-        a1, b1, _ = linear_fit(xo, po, str(path))
+        a1, b1, _ = _contention_line(others, b_req, b_req_dof)
         mine = [r for r in rows if r["run"] == run]
         errors = [abs(predicted_time(r, a1.value, b1.value) - r["iteration_s"]) / r["iteration_s"] * 100 for r in mine]
         loo.append({"run": run, "workers": mine[0]["workers"], "time_error_pct": float(np.mean(errors))})
+    later = _spot_timing_problems(contention, alpha_1, loo)
+    for message in later:
+        warnings.warn(message, ProfileWarning, stacklevel=2)
+    notes += later
     sizes = [r["workers"] for r in rows]
     return SpotTimingFit(param_size_mb=s, bandwidth_req=b_req, alpha_1=alpha_1, beta_1=beta_1,
                          compute_time=compute, batch_per_gpu=batch, gpus=gpus, workers=(min(sizes), max(sizes)),
-                         rows=len(rows), contention_rmse=rmse, leave_one_out=loo)
+                         rows=len(rows), contention_rmse=rmse, leave_one_out=loo, warnings=tuple(notes))
+
+
+def _spot_timing_problems(contention: Contention, alpha_1: Estimate, loo: list[dict[str, Any]]) -> list[str]:
+    """Warnings about a spot timing fit: clamped runs, a contention falling with |N|, no hold-out."""
+    notes = []
+    if contention.clamped_runs:
+        notes.append(f"{len(contention.clamped_runs)} of the {len(contention.contended_runs)} contended runs have P "
+                     f"clamped at 0 or 1 ({', '.join(contention.clamped_runs[:5])}): eq. (9)'s line goes through "
+                     "the others only")
+    if alpha_1.value < 0:
+        notes.append(f"alpha_1 = {alpha_1.value:.4g} < 0: eq. (9)'s contention probability falls as the cluster "
+                     "grows, the opposite of spotDNN's measurements; check B_req, S_parm and the PS bandwidth")
+    if not loo:
+        notes.append("no cluster run can be left out (too few contended sizes): the fit's prediction error is not "
+                     "measured")
+    return notes
 
 
 @dataclass(frozen=True)
@@ -313,16 +436,49 @@ def fit_serverless_timing(path: str | Path, *, storage_cap_mb_s: float = 115.0) 
                         "storage_error_pct": abs(storage - r["storage_mb_s"]) / r["storage_mb_s"] * 100})
     memory = [r["memory_mb"] for r in ok]
     functions = [r["functions"] for r in ok]
-    warnings = []
+    notes = []
     if ra.value <= 0:
-        warnings.append(f"the training rate falls as memory grows (rate_alpha = {ra.value:.4g}): eq. (6)'s line "
+        notes.append(f"the training rate falls as memory grows (rate_alpha = {ra.value:.4g}): eq. (6)'s line "
                         "expects more memory (more vCPU) to train faster; check the runs")
     if failed and min(memory) < max(failed):
-        warnings.append(f"runs failed above a memory that ran (failed at {', '.join(f'{m:g}' for m in sorted(failed))} "
+        notes.append(f"runs failed above a memory that ran (failed at {', '.join(f'{m:g}' for m in sorted(failed))} "
                         f"MB): m_min is taken above the largest failure, {m_min} MB")
     if not loo:
-        warnings.append("no run can be left out (too few memory sizes): the fit's prediction error is not measured")
+        notes.append("no run can be left out (too few memory sizes): the fit's prediction error is not measured")
+    for message in notes:
+        warnings.warn(message, ProfileWarning, stacklevel=2)
     return ServerlessTimingFit(rate_alpha=ra, rate_beta=rb, storage_alpha=sa, storage_beta=sb, min_memory_mb=m_min,
                                min_memory_note=note, memory_mb=(min(memory), max(memory)),
                                functions=(min(functions), max(functions)), rows=len(rows), leave_one_out=loo,
-                               warnings=tuple(warnings))
+                               warnings=tuple(notes))
+
+
+def synthetic_spot_timing(path: str | Path, *, param_size_mb: float, bandwidth_req_mb_s: float, alpha_1: float,
+                          beta_1: float, types: dict[str, tuple[int, int, float]], sizes: Sequence[int],
+                          lone_repeats: int = 1, ps_bandwidth_mb_s: float = 1200.0,
+                          pcie_bandwidth_mb_s: float = 10000.0, noise: float = 0.0, seed: int = 0) -> None:
+    """Write a spot timing CSV generated by eqs. (6)-(9), for tests and benchmarks.
+
+    ``types`` maps a type to ``(gpus, batch_per_gpu, compute_s)``; ``lone_repeats`` lone-worker
+    rows per type, then one run per entry of ``sizes`` whose workers cycle through the
+    types; one PS. ``noise``: relative standard deviation of every measured time (the
+    compute and the communication part independently).
+    """
+    rng = np.random.default_rng(seed)
+    s, b_ps, pcie = param_size_mb, ps_bandwidth_mb_s, pcie_bandwidth_mb_s
+    lines = [",".join(SPOT_COLUMNS)]
+    names = list(types)
+    runs = [(f"lone-{t}-{i}", 1, [t]) for i in range(lone_repeats) for t in names]
+    runs += [(f"k{k}-{i}", k, [names[(w + i) % len(names)] for w in range(k)]) for i, k in enumerate(sizes)]
+    for run, k, members in runs:
+        if k * bandwidth_req_mb_s > b_ps:
+            p = min(max(alpha_1 * math.sqrt(k) + beta_1, 0.0), 1.0)
+            b_wk = p * b_ps / k + (1 - p) * bandwidth_req_mb_s
+        else:
+            b_wk = bandwidth_req_mb_s
+        for t in members:
+            gpus, batch, compute = types[t]
+            comm = (2 * s / b_wk + 2 * gpus * s / pcie) * (1 + rng.normal(0.0, noise))
+            iteration = compute * (1 + rng.normal(0.0, noise)) + comm
+            lines.append(f"{run},{t},{gpus},{k},1,{batch},{iteration!r},{comm!r}")
+    Path(path).write_text("\n".join(lines) + "\n")

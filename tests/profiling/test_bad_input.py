@@ -112,7 +112,7 @@ def test_doubtful_loss_data_fits_with_a_warning(tmp_path, capsys, runs, shift, n
                      runs=runs)
     assert main(["profile", "fit-loss", str(path)]) == 0
     err = capsys.readouterr().err
-    assert err.startswith("warning:") and needle in err
+    assert err.startswith("dnnprov: warning:") and needle in err
 
 
 @pytest.mark.parametrize(("rows", "needle"), [
@@ -124,4 +124,4 @@ def test_doubtful_serverless_timing_fits_with_a_warning(tmp_path, capsys, rows, 
     path.write_text("\n".join([SERVERLESS_TIMING, *rows]) + "\n")
     assert main(["profile", "fit-timing", str(path)]) == 0
     err = capsys.readouterr().err
-    assert err.startswith("warning:") and needle in err
+    assert err.startswith("dnnprov: warning:") and needle in err

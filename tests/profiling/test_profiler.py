@@ -11,7 +11,7 @@ import pytest
 
 from dnnprov.io.catalog import embedded_path, load_spot_profile
 from dnnprov.cli import main
-from dnnprov.errors import InvalidInputError
+from dnnprov.errors import InvalidInputError, ProfileWarning
 from dnnprov.io.paper import load_serverless_workload
 from dnnprov.profiling.readers import LossLog, cluster_stats, read_loss_csv, read_tf_worker_logs, read_trainer_state
 from dnnprov.profiling.profiler import (fit_loss, fit_serverless_timing, fit_spot_timing, leave_one_run_out, read_loss_logs,
@@ -57,7 +57,8 @@ def test_leave_one_run_out_errors_are_small_on_model_data() -> None:
 
 def test_one_configuration_fixes_what_it_cannot_identify() -> None:
     """One b_w and one cluster: gamma_2 and gamma_4 are fixed, with the reason."""
-    fit = fit_loss(synthetic_log(TRUE, "cc", [(1024, 0.71, 2)], seed=0), "cc")
+    with pytest.warns(ProfileWarning, match="one run"):
+        fit = fit_loss(synthetic_log(TRUE, "cc", [(1024, 0.71, 2)], seed=0), "cc")
     assert fit.estimates["gamma_2"].fixed and fit.estimates["gamma_4"].fixed
     assert fit.estimates["gamma_1"].value == pytest.approx(876.5, rel=0.1)
 
@@ -137,7 +138,8 @@ def test_real_trainer_state_fits_with_a_reported_error() -> None:
     """The real Whisper trainer_state.json: 200 training-loss rows fit with a small RMSE."""
     log = read_trainer_state(TRAINER_STATE, batch_size=50)
     assert len(log) == 200 and log.step[0] == 25 and log.step[-1] == 5000
-    fit = fit_loss(log, "cc")
+    with pytest.warns(ProfileWarning):     # one run, gamma_5 < 0, ... (tests/profiling/test_uncertainty.py)
+        fit = fit_loss(log, "cc")
     assert fit.estimates["gamma_2"].fixed and fit.estimates["gamma_4"].fixed
     assert 0 < fit.rmse < 0.02
     assert fit.domain.batch_wa == (50, 50) and fit.domain.workers == (1, 1)
@@ -191,6 +193,7 @@ def test_spot_timing_fit_recovers_eqs_6_to_9(tmp_path: Path) -> None:
     assert all(r["time_error_pct"] < 1e-6 for r in fit.leave_one_out)
 
 
+@pytest.mark.filterwarnings("ignore::dnnprov.errors.ProfileWarning")   # this seed's two lone rows are 5 % apart
 def test_spot_timing_fit_with_noise_reports_errors(tmp_path: Path) -> None:
     """With 1 % jitter the estimates stay close and carry standard errors."""
     _spot_timing_csv(tmp_path / "t.csv", noise=0.01, seed=3)
