@@ -233,15 +233,10 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             lower, upper = np.append(lower, -math.inf), np.append(upper, p_hi * cell.v_hi * (1 + 1e-9) + 1e-300)
         nvar = len(cost)
         integer = np.arange(nvar) < m
-        for plan in cell.nogoods:                                    # n_c >= n*_c + 1 for some c
-            raise_ok = [i for i, c in enumerate(allowed) if plan[c] < hi[c]]
-            first = nvar
-            for j, i in enumerate(raise_ok):
-                c = allowed[i]
-                rows.append((np.array([i, first + j]), np.array([1.0, -(plan[c] + 1 - lo[c])]),
-                             float(lo[c]), math.inf))
-            rows.append((np.arange(first, first + len(raise_ok)), np.ones(len(raise_ok)), 1.0, math.inf))
-            nvar += len(raise_ok)
+        for plan in cell.nogoods:                     # n != n*: one row and a few binaries each
+            cut, binaries = self.nogood_rows(plan, allowed, lo, hi, nvar)
+            rows += cut
+            nvar += binaries
         extra = nvar - len(cost)
         cost = np.append(cost, np.zeros(extra))
         lower, upper = np.append(lower, np.zeros(extra)), np.append(upper, np.ones(extra))
@@ -255,6 +250,29 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             counts = np.zeros(len(cols), dtype=np.int64)
             counts[allowed] = np.rint(solution.x[:m]).astype(np.int64)
         return solution, counts, scale
+
+    @staticmethod
+    def nogood_rows(plan: tuple[int, ...], allowed: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                    first: int) -> tuple[list[tuple[np.ndarray, np.ndarray, float, float]], int]:
+        """The rows cutting ``plan`` off, and how many binaries they add.
+
+        The cut is sum_{c: n*_c = lo_c} (n_c - lo_c) + sum_{interior c} z_c >= 1 over the
+        counts (the first ``len(allowed)`` variables) and one binary z_c (numbered from
+        ``first``) per column with lo_c < n*_c < hi_c, tied by n_c >= lo_c + (n*_c + 1 - lo_c) z_c.
+        Proof: with sum n = K fixed, n != n* iff n_c >= n*_c + 1 for some c, which cannot be
+        a column at its quota. If that c has n*_c = lo_c, its term is >= 1; if it is interior,
+        z_c = 1 is allowed; either way the cut holds. For n = n*, every term at lo is 0 and
+        every z_c must be 0: cut off. The LP relaxation is that of one binary per raisable
+        column (b_c <= (n_c - lo_c) / (n*_c + 1 - lo_c), i.e. n_c - lo_c at lo), with binaries
+        only for the few interior columns instead of all of them.
+        """
+        at_lo = [i for i, c in enumerate(allowed) if plan[c] == lo[c] < hi[c]]
+        interior = [i for i, c in enumerate(allowed) if lo[c] < plan[c] < hi[c]]
+        links = [(np.array([i, first + j]), np.array([1.0, -float(plan[allowed[i]] + 1 - lo[allowed[i]])]),
+                  float(lo[allowed[i]]), math.inf) for j, i in enumerate(interior)]
+        idx = np.concatenate([np.array(at_lo, dtype=np.int64), first + np.arange(len(interior))])
+        low = 1.0 + float(sum(lo[allowed[i]] for i in at_lo))
+        return links + [(idx, np.ones(len(idx)), low, math.inf)], len(interior)
 
     # ------------------------------------------------------------------ main loop
     def enumerate_cell(self, cell: Cell, limit: int) -> bool:
