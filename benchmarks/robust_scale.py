@@ -39,6 +39,7 @@ import dnnprov
 from dnnprov import fuzz
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import read_instance
+from dnnprov.problems._checks import MAX_MAGNITUDE
 from dnnprov.problems.interruption import from_advisor_bucket
 from dnnprov.result import Result, Status
 from dnnprov.solvers.risk import solve_risk
@@ -49,7 +50,11 @@ TARGET_CPU_S = 60.0
 
 
 def with_rates(problem: dnnprov.SpotProblem, seed: int, buckets: dict[str, int] | None = None) -> dnnprov.SpotProblem:
-    """Interruption models per type (given buckets, else drawn 0-4), on-demand price 3 x spot if missing."""
+    """Interruption models per type (given buckets, else drawn 0-4), on-demand price 3 x spot if missing.
+
+    The 3 x spot price is capped at the format's largest number (the magnitude fuzz families
+    draw spot prices up to 1e15 $/h).
+    """
     rng = np.random.default_rng(seed)
     types = []
     for t in problem.instance_types:
@@ -57,7 +62,7 @@ def with_rates(problem: dnnprov.SpotProblem, seed: int, buckets: dict[str, int] 
         od = t.on_demand_price_per_h
         types.append(replace(t, interruption=from_advisor_bucket(bucket, source="benchmarks/robust_scale.py"),
                              on_demand_price_per_h=od if od is not None and od >= t.spot_price_per_h
-                             else 3 * t.spot_price_per_h))
+                             else min(3 * t.spot_price_per_h, MAX_MAGNITUDE)))
     return problem.replace(instance_types=tuple(types))
 
 
