@@ -348,11 +348,13 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
                rows: list[tuple[np.ndarray, np.ndarray, float, float]], *,
                integer: np.ndarray | None = None, offset: float = 0.0,
                time_limit_s: float = INF, presolve: bool = False,
-               proof_target: float | None = None) -> MilpSolution:
+               proof_target: float | None = None, first_below_target: bool = False) -> MilpSolution:
     """Minimize ``cost @ x + offset`` subject to ``low <= a @ x[idx] <= high`` for each row.
 
     ``rows`` holds ``(idx, a, low, high)`` with sparse indices and values; ``integer``
-    flags integer columns (default: all). ``status`` is HiGHS's outcome; the returned
+    flags integer columns (default: all). With ``first_below_target`` the MILP stops at the
+    first point below ``proof_target`` HiGHS finds (not its optimum: callers that only test
+    whether such a point exists). ``status`` is HiGHS's outcome; the returned
     ``dual_bound`` is verified (module doc) and is the only proof. For a MILP it is re-derived up to ``proof_target`` (default: HiGHS's own
     claim): callers that only need "no point below t" say so and save nodes. A HiGHS
     ``infeasible`` that cannot be verified comes back as ``ERROR``.
@@ -390,6 +392,9 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
     h.clearModel()
     h.setOptionValue("time_limit", max(float(time_limit_s), 1e-3))
     h.setOptionValue("presolve", "on" if presolve else "off")
+    # with first_below_target, HiGHS stops at the first point below proof_target (kObjectiveTarget)
+    stop_early = first_below_target and proof_target is not None and bool(flags.any())
+    h.setOptionValue("objective_target", proof_target / scale if stop_early else -INF)
     h.passModel(lp)
     h.run()
     status = h.getModelStatus()
@@ -397,10 +402,12 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
         return _lp_solution(h, cost, offset, scale, lower, upper, sparse)
     info = h.getInfo()
     x = None
-    if status == highspy.HighsModelStatus.kOptimal or (
+    if status in (highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kObjectiveTarget) or (
             status == highspy.HighsModelStatus.kTimeLimit and info.primal_solution_status == 2):
         x = np.array(h.getSolution().col_value)
     objective = float(cost @ x + offset) if x is not None else INF
+    if status == highspy.HighsModelStatus.kObjectiveTarget and x is not None:
+        return MilpSolution(MilpStatus.OPTIMAL, x, objective, -INF)     # a point, and no proof needed
     if status not in (highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kInfeasible):
         kind = MilpStatus.LIMIT if status == highspy.HighsModelStatus.kTimeLimit else MilpStatus.ERROR
         return MilpSolution(kind, x if kind is MilpStatus.LIMIT else None, objective if kind is MilpStatus.LIMIT else INF,

@@ -399,6 +399,8 @@ class CellBounds(CcBounds, LpBounds):
         ]
         if self.uses_cc and cell.top is not None:
             rows.append((shape.speed, cell.v_lo, cell.v_hi))                         # V range
+            if cell.q_lo > 0 or math.isfinite(cell.q_hi):
+                rows.append((shape.speed ** 2, cell.q_lo, cell.q_hi))                # Q range
         secant = self.cc_secant(cell)
         a_min = self.a_min(cell.b_lo, cell.b_hi)
         if secant is not None and a_min > 0:
@@ -437,6 +439,7 @@ class CellBounds(CcBounds, LpBounds):
                  b_range: tuple[float, float] | None = None,
                  v_range: tuple[float, float] | None = None,
                  x_range: tuple[float, float] = (0.0, math.inf),
+                 q_range: tuple[float, float] = (0.0, math.inf),
                  nogoods: list[tuple[int, ...]] | None = None, known: BoxStats | None = None) -> Cell | None:
         """A cell with default ranges from its allowed columns (narrowed by the given ones).
 
@@ -475,7 +478,8 @@ class CellBounds(CcBounds, LpBounds):
             v_top = shape.speed[top] if top is not None else float(v.max())
             v_range = (down(float(v_top + (k - 1) * v.min())), up(float(v_top * k)))
         cell = Cell(0.0, next(self.seq), k, s, top, b_lo, b_hi, v_range[0], v_range[1],
-                    allowed, x_lo=x_range[0], x_hi=x_range[1], nogoods=list(nogoods or []))
+                    allowed, x_lo=x_range[0], x_hi=x_range[1], nogoods=list(nogoods or []),
+                    q_lo=q_range[0], q_hi=q_range[1])
         return self.finalize(cell, known)
 
     def top_cells(self, k: int, s: int) -> list[Cell]:

@@ -10,6 +10,7 @@ the shapes, the workload and ``a_min``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -58,22 +59,21 @@ class CcBounds:
         k1 = (c(cell.v_hi) - c(cell.v_lo)) / (cell.v_hi - cell.v_lo)
         return c(cell.v_lo) - k1 * cell.v_lo, k1
 
-    def cc_square_secant(self, cell: Cell) -> tuple[float, float] | None:
-        """(q0, q1) with sqrt((R + gamma_4) K) / (L - gamma_5) >= q0 + q1 Q on the cell, Q = sum n v^2.
+    def cc_square_curve(self, cell: Cell) -> tuple[Callable[[float], float], float, float] | None:
+        """(f, Q_a, Q_b): sqrt((R + gamma_4) K) / (L - gamma_5) >= f(Q) on the cell, f concave on [Q_a, Q_b].
 
-        Proof: R^2 = 1 - 2 v_t / V + Q / V^2 (eq. 5 with w_i = v_i / V). Cauchy-Schwarz on
-        the K - 1 workers other than one of type t gives Q >= Q_cs(V) = v_t^2 + (V - v_t)^2
-        / (K - 1), and 1 - 2 v_t / V + Q_cs(V) / V^2 = s_K^2 (1 - v_t / V)^2. So with
-        E = Q - Q_cs(V) >= 0 and V <= V_hi, R^2 >= s_K^2 (1 - v_t / V)^2 + E / V_hi^2, and on
-        [V_lo, V_hi] (V >= v_t: n_t >= 1) the first term is at least its value at V_lo and
-        -(V - v_t)^2 / ((K - 1) V_hi^2) at least its value at V_hi, so R^2 >= a + Q / V_hi^2
-        with a constant a. R >= r0 = s_K (1 - v_t / V_lo) holds too (:meth:`cc_lower`). Let
-        Q* solve a + Q* / V_hi^2 = r0^2; every plan has Q <= v_t V <= v_t V_hi = Q_hi (no
-        allowed column is faster than t). The line through (Q*, c(r0)) and
-        (Q_hi, c(sqrt(a + Q_hi / V_hi^2))) is a valid lower bound: for Q <= Q* it is at most
-        c(r0) (its slope is >= 0); on [Q*, Q_hi], c(sqrt(a + Q / V_hi^2)) is concave in Q (c
-        concave increasing, the root of an affine function concave) and lies above its chord.
-        ``None`` where it adds nothing (no CC, K = 1, a group, Q* >= Q_hi).
+        Proof: R^2 = g(V) = 1 - 2 v_t / V + Q / V^2 (eq. 5 with w_i = v_i / V). Every plan
+        has Q <= v_t V (no allowed column is faster than t), and g'(V) = 2 (v_t V - Q) / V^3
+        >= 0 for V >= Q / v_t, so with V >= V_lo, R^2 >= h(Q) = g(max(V_lo, Q / v_t)), i.e.
+        h(Q) = 1 - 2 v_t / V_lo + Q / V_lo^2 for Q <= v_t V_lo and 1 - v_t^2 / Q beyond: linear,
+        then concave, with the same slope 1 / V_lo^2 where they meet, so h is concave and
+        nondecreasing. R >= r0 = s_K (1 - v_t / V_lo) holds too (:meth:`cc_lower`), so
+        f(Q) = c(sqrt(max(h(Q), r0^2))) bounds the CC factor (c(r) = sqrt((r + gamma_4) K) /
+        (L - gamma_5)); f is nondecreasing, constant c(r0) up to Q* (where h(Q*) = r0^2) and
+        concave beyond it (c concave increasing, the root of a nonnegative concave function
+        concave). Every plan has Q <= v_t V <= v_t V_hi and Q inside the cell's [q_lo, q_hi]:
+        Q_a = max(Q*, q_lo), Q_b = min(v_t V_hi, q_hi). (h is exact at V = V_lo: narrow V
+        ranges make it tight.) ``None`` where it adds nothing (no CC, K = 1, a group, Q_a >= Q_b).
         """
         k = cell.workers
         if not self.uses_cc or cell.top is None or k == 1 or not cell.v_hi > 0:
@@ -82,22 +82,41 @@ class CcBounds:
         v_lo, v_hi = max(cell.v_lo, v_t), cell.v_hi
         if v_lo > v_hi:
             return None
-        s2 = k / (k - 1)
         g4 = self.problem.workload.gamma_4
-        inv = 1.0 / (v_hi * v_hi)
-        a = s2 * (1 - v_t / v_lo) ** 2 - ((v_hi - v_t) ** 2 / (k - 1) + v_t * v_t) * inv
-        r0_sq = s2 * (1 - v_t / v_lo) ** 2
-        q_star, q_hi = (r0_sq - a) / inv, v_t * v_hi
-        if not q_star < q_hi:
+        r0_sq = k / (k - 1) * (1 - v_t / v_lo) ** 2
+        base, knee = 1 - 2 * v_t / v_lo, v_t * v_lo            # h = base + Q / v_lo^2 up to the knee
+
+        def h(q: float) -> float:
+            return base + q / (v_lo * v_lo) if q <= knee else 1 - v_t * v_t / q
+
+        # h(Q*) = r0^2, on the linear piece if it reaches r0^2 there (h is increasing)
+        q_star = (r0_sq - base) * v_lo * v_lo if h(knee) >= r0_sq else v_t * v_t / max(1 - r0_sq, 1e-300)
+        q_a, q_b = max(q_star, cell.q_lo), min(v_t * v_hi, cell.q_hi)
+        if not q_a < q_b:
             return None
+        gap = self.model.loss_gap
 
-        def c(r: float) -> float:
-            return math.sqrt((r + g4) * k) / self.model.loss_gap
+        def f(q: float) -> float:
+            return math.sqrt((math.sqrt(max(h(q), r0_sq)) + g4) * k) / gap
 
-        c_star, c_hi = c(math.sqrt(r0_sq)), c(math.sqrt(max(a + q_hi * inv, r0_sq)))
-        q1 = max(0.0, (c_hi - c_star) / (q_hi - q_star))
-        q0 = c_star - q1 * q_star
-        return q0 - 1e-9 * (abs(q0) + q1 * q_hi), q1
+        return f, q_a, q_b
+
+    def cc_square_secant(self, cell: Cell) -> tuple[float, float] | None:
+        """(q0, q1) with sqrt((R + gamma_4) K) / (L - gamma_5) >= q0 + q1 Q on the cell, Q = sum n v^2.
+
+        The chord of :meth:`cc_square_curve`'s f over [Q_a, Q_b]: for Q in [Q_a, Q_b] f is
+        concave there and lies above its chord; a plan with Q < Q_a (only when Q_a = Q*) has
+        f(Q) = c(r0) = f(Q_a) >= the chord's value at Q, since its slope is >= 0 (f
+        nondecreasing). Lowered by 1e-9 of its terms for rounding.
+        """
+        curve = self.cc_square_curve(cell)
+        if curve is None:
+            return None
+        f, q_a, q_b = curve
+        c_a, c_b = f(q_a), f(q_b)
+        q1 = max(0.0, (c_b - c_a) / (q_b - q_a))
+        q0 = c_a - q1 * q_a
+        return q0 - 1e-9 * (abs(q0) + q1 * q_b), q1
 
     def j_lower(self, cell: Cell) -> float:
         """Lower bound of j over the cell (never below the domain's iteration floor, 0, or 1 for the reference).

@@ -15,6 +15,7 @@ ends, so they never discard a plan that rounding put one ulp outside.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -82,6 +83,8 @@ class Cell:
     pj_lb: float = field(compare=False, default=0.0)       # lower bound on (P + c0) j / X
     price_bound: float = field(compare=False, default=0.0)  # P + c0 on the side finalize needs
     tail: bool = field(compare=False, default=False)
+    q_lo: float = field(compare=False, default=0.0)         # range of Q = sum n v^2 (CC cells with a top);
+    q_hi: float = field(compare=False, default=math.inf)    # the defaults claim nothing
 
 
 def count_compositions(lo: np.ndarray, hi: np.ndarray, total: int, limit: int) -> int:

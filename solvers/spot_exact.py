@@ -235,15 +235,10 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             lower, upper = np.append(lower, -math.inf), np.append(upper, p_hi * cell.v_hi * (1 + 1e-9) + 1e-300)
         nvar = len(cost)
         integer = np.arange(nvar) < m
-        for plan in cell.nogoods:                                    # n_c >= n*_c + 1 for some c
-            raise_ok = [i for i, c in enumerate(allowed) if plan[c] < hi[c]]
-            first = nvar
-            for j, i in enumerate(raise_ok):
-                c = allowed[i]
-                rows.append((np.array([i, first + j]), np.array([1.0, -(plan[c] + 1 - lo[c])]),
-                             float(lo[c]), math.inf))
-            rows.append((np.arange(first, first + len(raise_ok)), np.ones(len(raise_ok)), 1.0, math.inf))
-            nvar += len(raise_ok)
+        for plan in cell.nogoods:                     # n != n*: one row and a few binaries each
+            cut, binaries = self.nogood_rows(plan, allowed, lo, hi, nvar)
+            rows += cut
+            nvar += binaries
         extra = nvar - len(cost)
         cost = np.append(cost, np.zeros(extra))
         lower, upper = np.append(lower, np.zeros(extra)), np.append(upper, np.ones(extra))
@@ -251,12 +246,35 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         scale = 3600 * max(threshold, 1e-12) * max(cell.x_hi, 1e-12)
         solution = solve_milp(self.highs, cost, lower, upper, rows, integer=integer,
                               offset=offset, time_limit_s=time_limit_s,
-                              proof_target=-CLOSE_TOLERANCE * scale)
+                              proof_target=-CLOSE_TOLERANCE * scale, first_below_target=True)
         counts = None
         if solution.x is not None:
             counts = np.zeros(len(cols), dtype=np.int64)
             counts[allowed] = np.rint(solution.x[:m]).astype(np.int64)
         return solution, counts, scale
+
+    @staticmethod
+    def nogood_rows(plan: tuple[int, ...], allowed: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                    first: int) -> tuple[list[tuple[np.ndarray, np.ndarray, float, float]], int]:
+        """The rows cutting ``plan`` off, and how many binaries they add.
+
+        The cut is sum_{c: n*_c = lo_c} (n_c - lo_c) + sum_{interior c} z_c >= 1 over the
+        counts (the first ``len(allowed)`` variables) and one binary z_c (numbered from
+        ``first``) per column with lo_c < n*_c < hi_c, tied by n_c >= lo_c + (n*_c + 1 - lo_c) z_c.
+        Proof: with sum n = K fixed, n != n* iff n_c >= n*_c + 1 for some c, which cannot be
+        a column at its quota. If that c has n*_c = lo_c, its term is >= 1; if it is interior,
+        z_c = 1 is allowed; either way the cut holds. For n = n*, every term at lo is 0 and
+        every z_c must be 0: cut off. The LP relaxation is that of one binary per raisable
+        column (b_c <= (n_c - lo_c) / (n*_c + 1 - lo_c), i.e. n_c - lo_c at lo), with binaries
+        only for the few interior columns instead of all of them.
+        """
+        at_lo = [i for i, c in enumerate(allowed) if plan[c] == lo[c] < hi[c]]
+        interior = [i for i, c in enumerate(allowed) if lo[c] < plan[c] < hi[c]]
+        links = [(np.array([i, first + j]), np.array([1.0, -float(plan[allowed[i]] + 1 - lo[allowed[i]])]),
+                  float(lo[allowed[i]]), math.inf) for j, i in enumerate(interior)]
+        idx = np.concatenate([np.array(at_lo, dtype=np.int64), first + np.arange(len(interior))])
+        low = 1.0 + float(sum(lo[allowed[i]] for i in at_lo))
+        return links + [(idx, np.ones(len(idx)), low, math.inf)], len(interior)
 
     # ------------------------------------------------------------------ main loop
     def enumerate_cell(self, cell: Cell, limit: int) -> bool:
@@ -386,7 +404,10 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         """Cut the evaluated plan off; bisect the cell first if a relaxation is loose there.
 
         Looseness for the plan, per dimension: A(b_w) / A_min (b_w range), the CC factor
-        over its bound (V range), and the X^2 secant over X^2 in the deadline row (X range).
+        over its best bound with Q's chord replaced by the curve it approximates (V range),
+        that bound over the one with the chord (Q range), and the X^2 secant over X^2 in the
+        deadline row (X range). A child's ranges cover the part of the parent's range on its
+        side of the cut (both include the cut), so no plan is lost.
         """
         plan = tuple(int(v) for v in counts)
         nogoods = cell.nogoods + [plan]
@@ -399,18 +420,29 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         a_plan = w.gamma_2 * v / x + self.gamma_3
         if a_cell > 0 and a_plan / a_cell > 1 + SPLIT_TOLERANCE:
             candidates.append((a_plan / a_cell, "b"))
+        elif a_cell <= 0 < a_plan:
+            # eq. (3)'s numerator reaches 0 inside the b_w range, so j's bound is 0 there and no
+            # other split helps: only b_w ranges below its root get a bound above 0
+            candidates.append((math.inf, "b"))
         if self.uses_cc and cell.workers > 1:
             v_top = shape.speed[cell.top]
             q = float(counts @ shape.speed**2)
             cc = math.sqrt(max(1 - 2 * v_top / v + q / v**2, 0.0))
             bound = math.sqrt((self.cc_lower(cell) + w.gamma_4) * cell.workers) / self.model.loss_gap
-            for secant, value in ((self.cc_secant(cell), v), (self.cc_square_secant(cell), q)):
-                if secant is not None:
-                    bound = max(bound, secant[0] + secant[1] * value)
+            secant = self.cc_secant(cell)
+            if secant is not None:
+                bound = max(bound, secant[0] + secant[1] * v)
+            # the Q chord's share of the looseness (a narrower Q range tightens it), and the rest
+            ideal, curve, square, q_mid = bound, self.cc_square_curve(cell), self.cc_square_secant(cell), None
+            if curve is not None and square is not None:
+                ideal = max(bound, curve[0](q))
+                bound = max(bound, square[0] + square[1] * q)
+                q_mid = (curve[1] + curve[2]) / 2
             exact = math.sqrt((cc + w.gamma_4) * cell.workers) / self.model.loss_gap
-            ratio = exact / bound if bound > 0 else math.inf
-            if ratio > 1 + SPLIT_TOLERANCE:
-                candidates.append((ratio, "v"))
+            for dim, looseness in (("v", exact / ideal if ideal > 0 else math.inf),
+                                   ("q", ideal / bound if bound > 0 else 1.0)):
+                if looseness > 1 + SPLIT_TOLERANCE:
+                    candidates.append((looseness, dim))
         secant = (cell.x_lo + cell.x_hi) * x - cell.x_lo * cell.x_hi
         if secant / x**2 > 1 + SPLIT_TOLERANCE:
             candidates.append((secant / x**2, "x"))
@@ -419,15 +451,19 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             return [cell]
         _, dim = max(candidates)
         self.stats["splits"] += 1
-        ranges = {"b": (cell.b_lo, cell.b_hi), "v": (cell.v_lo, cell.v_hi), "x": (cell.x_lo, cell.x_hi)}
+        ranges = {"b": (cell.b_lo, cell.b_hi), "v": (cell.v_lo, cell.v_hi), "x": (cell.x_lo, cell.x_hi),
+                  "q": (cell.q_lo, cell.q_hi)}
         lo, hi = ranges[dim]
         mid = (lo + hi) / 2
+        halves = ((lo, mid), (mid, hi))
+        if dim == "q":                 # the middle of the chord's range; Q's rows are exact, so widened
+            halves = ((lo, up(q_mid)), (down(q_mid), hi))
         children = []
-        for part in ((lo, mid), (mid, hi)):
+        for part in halves:
             parts = {**ranges, dim: part}
             child = self.new_cell(cell.workers, cell.ps, cell.top, b_range=parts["b"],
-                                  v_range=parts["v"], x_range=parts["x"], nogoods=nogoods,
-                                  known=BoxStats.of(cell))
+                                  v_range=parts["v"], x_range=parts["x"], q_range=parts["q"],
+                                  nogoods=nogoods, known=BoxStats.of(cell))
             if child is not None:
                 # a child holds a subset of the parent's plans: the parent's bounds hold too
                 # (its rho bound came with the box statistics)

@@ -2,7 +2,8 @@
 
 Each test draws small random problems, enumerates every count vector of a box, evaluates it
 with :class:`SpotModel` and checks one claim of :mod:`solvers.spot_bounds`: the vectorized
-greedy, the exact row ranges, the vertex bound, the tail bound and the top-cell screen.
+greedy, the exact row ranges, the vertex bound, the tail bound, the top-cell screen, the
+Q bound and the cell MILPs' no-goods.
 """
 
 from __future__ import annotations
@@ -145,9 +146,10 @@ def test_top_cells_keep_every_plan_that_beats_the_threshold(make_random_spot, se
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_cc_square_secant_is_below_every_plan_of_the_cell(make_random_spot, seed):
-    """sqrt((R + gamma_4) K) / (L - gamma_5) >= q0 + q1 Q for every plan in a top cell's V range.
+    """sqrt((R + gamma_4) K) / (L - gamma_5) >= q0 + q1 Q for every plan in a top cell's V and Q ranges.
 
-    Top cells are cut into narrow V ranges too, where the bound is tightest; the test also
+    Top cells are cut into narrow V ranges too, where the bound is tightest, and each of those
+    into two Q ranges at the middle of its chord (as ``refine`` cuts them); the test also
     requires the bound to come within 10 % of some plan's exact value (measured: within 2.4 %
     at seed 0), so a vacuous bound does not pass unnoticed.
     """
@@ -167,15 +169,22 @@ def test_cc_square_secant_is_below_every_plan_of_the_cell(make_random_spot, seed
             for cell in d.top_cells(k, s):
                 ends = np.geomspace(cell.v_lo, cell.v_hi, 5)
                 for v_lo, v_hi in [(cell.v_lo, cell.v_hi)] + list(zip(ends[:-1], ends[1:])):
-                    cell.v_lo, cell.v_hi = float(v_lo), float(v_hi)
-                    mine = (tops == cell.top) & (ev.speed >= cell.v_lo) & (ev.speed <= cell.v_hi)
-                    secant = d.cc_square_secant(cell)
-                    if secant is None or not mine.any():
-                        continue
-                    bound = secant[0] + secant[1] * q[mine]
-                    assert (bound <= exact[mine] * (1 + 1e-12)).all()
-                    checked += 1
-                    close = max(close, float((bound / exact[mine]).max()))
+                    cell.v_lo, cell.v_hi, cell.q_lo, cell.q_hi = float(v_lo), float(v_hi), 0.0, np.inf
+                    curve = d.cc_square_curve(cell)
+                    q_ranges = [(0.0, np.inf)]
+                    if curve is not None:
+                        mid = (curve[1] + curve[2]) / 2
+                        q_ranges += [(0.0, mid), (mid, np.inf)]
+                    for cell.q_lo, cell.q_hi in q_ranges:
+                        mine = ((tops == cell.top) & (ev.speed >= cell.v_lo) & (ev.speed <= cell.v_hi)
+                                & (q >= cell.q_lo) & (q <= cell.q_hi))
+                        secant = d.cc_square_secant(cell)
+                        if secant is None or not mine.any():
+                            continue
+                        bound = secant[0] + secant[1] * q[mine]
+                        assert (bound <= exact[mine] * (1 + 1e-12)).all()
+                        checked += 1
+                        close = max(close, float((bound / exact[mine]).max()))
     assert checked == 0 or close > 0.9        # not vacuous: near some plan's exact value
 
 
@@ -205,3 +214,31 @@ def test_fast_ratio_is_below_every_fast_enough_plan(make_random_spot):
                         checked += 1
                         gained += bound > ratio.min() * (1 + 1e-6)
     assert checked >= 100 and gained >= checked // 8          # measured: 300 of 1,284
+
+
+def test_nogood_rows_cut_off_exactly_the_plan():
+    """The no-good of plan n* admits every other count vector of the box and not n* itself.
+
+    For each vector n (sum K, inside the box) the rows are checked with the binaries chosen as
+    freely as their link rows allow (z_c = 1 exactly where n_c >= lo_c + n*_c + 1 - lo_c).
+    """
+    rng = np.random.default_rng(7)
+    checked = 0
+    for _ in range(60):
+        m = int(rng.integers(2, 6))
+        lo = rng.integers(0, 2, m)
+        hi = lo + rng.integers(0, 4, m)
+        k = int(rng.integers(lo.sum(), hi.sum() + 1))
+        plans = compositions(lo, hi, k)
+        allowed = np.arange(m)
+        for star in plans[rng.permutation(len(plans))[:5]]:
+            rows, binaries = SpotDecomposition.nogood_rows(tuple(int(v) for v in star), allowed, lo, hi, m)
+            for n in plans:
+                z = np.zeros(binaries)
+                x = np.concatenate([n, z]).astype(float)
+                for idx, a, low, _ in rows[:-1]:            # links: z_c = 1 where the row allows it
+                    x[idx[1]] = 1.0 if n[idx[0]] >= low - a[1] else 0.0
+                ok = all(low <= float(a @ x[idx]) <= high for idx, a, low, high in rows)
+                assert ok == (not np.array_equal(n, star)), (lo, hi, star, n)
+                checked += 1
+    assert checked > 500
