@@ -94,7 +94,7 @@ import numpy as np
 from dnnprov.errors import InvalidInputError
 from dnnprov.progress import Clock, stop_requested
 from dnnprov.formulations.joint import JobColumns
-from dnnprov.result import Result, Status, finite_or_none
+from dnnprov.result import Reason, Result, Status, finite_or_none
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.models.serverless import ServerlessModel
 from dnnprov.solvers.joint_columns import (DEFAULT_MAX_PLANS_PER_JOB, GeneratedColumns, Problem, SharedLimits,
@@ -127,7 +127,9 @@ class JointResult:
     ``status`` is ``optimal`` (total cost proven minimal: ``bound == cost``), ``limit``
     (time limit: incumbent and proven bound, or no plan), or ``infeasible`` (proven: some
     job has no feasible plan, or the shared limits cannot all be met at once).
-    ``usage`` and ``limits`` give each shared row's total use and its limit.
+    ``usage`` and ``limits`` give each shared row's total use and its limit;
+    ``infeasibility`` says which shared limits cannot hold when jobs with plans of their own
+    have no joint plan (:mod:`dnnprov.solvers.joint_why`).
     """
 
     status: Status
@@ -139,6 +141,7 @@ class JointResult:
     usage: dict[str, float] = field(default_factory=dict)
     limits: dict[str, float] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
+    infeasibility: tuple[Reason, ...] = ()
 
     @property
     def gap(self) -> float | None:
@@ -152,7 +155,8 @@ class JointResult:
         return {"status": self.status.value, "cost": finite_or_none(self.cost), "bound": finite_or_none(self.bound),
                 "gap": finite_or_none(self.gap), "solve_seconds": self.solve_seconds, "message": self.message,
                 "shared": {r: {"limit": self.limits[r], "used": self.usage.get(r)} for r in self.limits},
-                "stats": dict(self.stats), "jobs": [r.to_dict() for r in self.results]}
+                "stats": dict(self.stats), "jobs": [r.to_dict() for r in self.results],
+                "infeasibility": [reason.to_dict() for reason in self.infeasibility]}
 
     def to_json(self, **kwargs: Any) -> str:
         """:meth:`to_dict` as a JSON string."""
@@ -167,6 +171,7 @@ class JointResult:
             lines.append(f"  [{i}] {r.instance:<{width}} {r.kind:<10} {r.status.value:<10} {cost:>13}  "
                          f"{r.plan if r.plan is not None else r.message}")
             lines.extend(f"      - {reason.text}" for reason in r.infeasibility)
+        lines.extend(f"  why: {reason.text}" for reason in self.infeasibility)
         if self.cost is not None:
             lines.append(f"  total cost: ${self.cost:.6f}")
         if self.bound is not None:
@@ -191,7 +196,7 @@ class JointResult:
 # ---------------------------------------------------------------------- the solve
 def solve_many(problems: Sequence[Problem], *, shared: SharedLimits | None = None,
                time_limit_s: float = 300.0, max_plans_per_job: int = DEFAULT_MAX_PLANS_PER_JOB,
-               fixing: bool = True, cache: bool = True) -> JointResult:
+               fixing: bool = True, cache: bool = True, explain: bool = True) -> JointResult:
     """One plan per job, minimizing total cost under every job's SLOs and the shared limits.
 
     Parameters
@@ -211,6 +216,9 @@ def solve_many(problems: Sequence[Problem], *, shared: SharedLimits | None = Non
         cross-checks).
     cache
         Share column generation between jobs equal up to name and notes.
+    explain
+        A proven-infeasible answer says why (``infeasibility``, :mod:`joint_why`), in the
+        time left; off, it does not (the relaxed solves of the explanation turn it off).
     """
     started = time.perf_counter()
     deadline = started + time_limit_s
@@ -247,15 +255,19 @@ def solve_many(problems: Sequence[Problem], *, shared: SharedLimits | None = Non
         i = empty[0]
         why = ("has no plan meeting its own constraints" if not math.isfinite(generated[i].alone)
                else "has no plan within the shared limits")
+        shared_cause = all(math.isfinite(generated[j].alone) for j in empty)
         return _without_plans(problems, generated, Status.INFEASIBLE, started, limits, stats,
                               f"proven infeasible: job {i} ({problems[i].name}) {why}"
-                              + (f" (and {len(empty) - 1} more jobs)" if len(empty) > 1 else ""), deadline=deadline)
+                              + (f" (and {len(empty) - 1} more jobs)" if len(empty) > 1 else ""), deadline=deadline,
+                              reasons=_shared_reasons(problems, shared, deadline, explain and shared_cause))
 
     solved = solve_columns([g.columns for g in generated], limits, deadline=deadline, fixing=fixing)
     stats.update(solved.stats)
     if solved.picked is None:
         return _without_plans(problems, generated, solved.status, started, limits, stats, solved.message,
-                              bound=solved.bound)
+                              bound=solved.bound,
+                              reasons=_shared_reasons(problems, shared, deadline,
+                                                      explain and solved.status is Status.INFEASIBLE))
     results = tuple(_job_result(p, g, int(k), started) for p, g, k in zip(problems, generated, solved.picked))
     stats["total_seconds"] = time.perf_counter() - started
     return JointResult(solved.status, results, solved.cost, solved.bound, time.perf_counter() - started,
@@ -504,12 +516,24 @@ def _job_result(problem: Problem, generated: GeneratedColumns, k: int, started: 
                              method="joint", started=started, bound=bound, message=message, stats=stats)
 
 
+def _shared_reasons(problems: Sequence[Problem], shared: SharedLimits, deadline: float,
+                    wanted: bool) -> tuple[Reason, ...]:
+    """The shared limits that cannot hold (:mod:`joint_why`), when ``wanted``."""
+    if not wanted:
+        return ()
+    from dnnprov.solvers.joint_why import shared_limit_reasons
+
+    return shared_limit_reasons(problems, shared, deadline, solve_many)
+
+
 def _without_plans(problems: Sequence[Problem], generated: list[GeneratedColumns] | None, status: Status,
                    started: float, limits: dict[str, float], stats: dict[str, Any], message: str,
-                   bound: float | None = None, deadline: float | None = None) -> JointResult:
+                   bound: float | None = None, deadline: float | None = None,
+                   reasons: tuple[Reason, ...] = ()) -> JointResult:
     """A joint result with no plans (infeasible or stopped); per-job bounds where known.
 
-    A job infeasible on its own gets its reasons (:mod:`infeasibility`) in the time left before ``deadline``.
+    A job infeasible on its own gets its reasons (:mod:`infeasibility`) in the time left before
+    ``deadline``; ``reasons`` are the joint ones (the shared limits that cannot hold).
     """
 
     results = []
@@ -527,7 +551,7 @@ def _without_plans(problems: Sequence[Problem], generated: list[GeneratedColumns
         results.append(job)
     stats["total_seconds"] = time.perf_counter() - started
     return JointResult(status, tuple(results), None, math.inf if status is Status.INFEASIBLE else bound,
-                       time.perf_counter() - started, message, {}, limits, stats)
+                       time.perf_counter() - started, message, {}, limits, stats, infeasibility=reasons)
 
 
 __all__ = ["DEFAULT_MAX_PLANS_PER_JOB", "ColumnModel", "ColumnSolution", "GeneratedColumns", "JointResult",

@@ -172,7 +172,10 @@ _ANSWERS: dict[str, Any] = {
         "gap": _NUMBER_OR_NULL, "solve_seconds": {"type": "number"}, "message": {"type": "string"},
         "shared": {"type": "object", "additionalProperties": {"type": "object", "properties": {
             "limit": {"type": ["integer", "number", "null"]}, "used": {"type": ["integer", "number", "null"]}}}},
-        "stats": {"type": "object"}, "jobs": {"type": "array", "items": _ref("Result")}}},
+        "stats": {"type": "object"}, "jobs": {"type": "array", "items": _ref("Result")},
+        "infeasibility": {"type": "array", "items": _ref("Reason"),
+                          "description": "Which shared limits cannot hold when jobs with plans of their own "
+                                         "have no joint plan (empty otherwise)."}}},
     "PredictAnswer": {"type": "object", "required": ["kind", "plan", "time_s", "cost", "feasible"], "properties": {
         "kind": {"enum": ["spot", "serverless"]}, "model": {"type": "string"}, "instance": {"type": "string"},
         "plan": _ref("Plan"), "time_s": _NUMBER_OR_NULL, "cost": _NUMBER_OR_NULL, "feasible": {"type": "boolean"},

@@ -483,3 +483,47 @@ def test_full_lp_path_agrees(monkeypatch, make_random_spot, make_random_serverle
     assert by_pricing.status is full.status is dnnprov.Status.OPTIMAL
     np.testing.assert_allclose(by_pricing.cost, full.cost, rtol=REL)
     np.testing.assert_allclose(by_pricing.stats["lp_bound"], full.stats["lp_bound"], rtol=1e-7)
+
+
+def test_shared_limits_that_cannot_hold_are_named(make_random_spot, make_random_serverless):
+    """Jobs feasible alone but not together: a reason per shared row whose removal admits a joint
+    plan (the product brute force decides each), and "combination" exactly when no single row does."""
+    from dnnprov.solvers.joint_why import row_field, without_row
+
+    rng = np.random.default_rng(97)
+    explained = 0
+    for _ in range(60):
+        problems = [small_spot(rng, make_random_spot) for _ in range(int(rng.integers(2, 4)))]
+        if rng.random() < 0.4:
+            problems.append(small_serverless(rng, make_random_serverless))
+        shared = random_shared(rng, problems)
+        shared = SharedLimits(quotas={k: max(v // 2, 0) for k, v in shared.quotas.items()},
+                              vcpu_quotas=shared.vcpu_quotas,
+                              concurrency=None if shared.concurrency is None else shared.concurrency // 3)
+        if not shared.rows() or math.isfinite(brute_force(problems, shared)):
+            continue
+        result = solve_many(problems, shared=shared)
+        assert result.status is dnnprov.Status.INFEASIBLE and result.infeasibility
+        causes = {row_field(row) for row in shared.rows() if math.isfinite(brute_force(problems, without_row(shared, row)))}
+        named = {r.field for r in result.infeasibility if r.kind in ("quota", "vcpu_quota")}
+        assert named == causes
+        for r in result.infeasibility:
+            if r.kind in ("quota", "vcpu_quota"):
+                assert r.needed > r.current and not r.proven
+        kinds = {r.kind for r in result.infeasibility}
+        assert ("combination" in kinds) == (not causes and len(shared.rows()) > 1)
+        explained += 1
+    assert explained >= 10
+
+
+def test_shared_limit_reasons_reach_the_json():
+    """solve-many --json carries the joint reasons; the relaxed solves leave them off."""
+    from conftest import resnet110_problem
+
+    two = [resnet110_problem(), resnet110_problem(loss=0.9, time_s=1900)]
+    limits = SharedLimits(quotas={name: 1 for name in two[0].columns().labels})
+    result = solve_many(two, shared=limits)
+    data = json.loads(result.to_json())
+    assert data["status"] == "infeasible" and data["infeasibility"]
+    assert all(set(r) == {"kind", "field", "current", "needed", "proven", "text", "plan"} for r in data["infeasibility"])
+    assert solve_many(two, shared=limits, explain=False).infeasibility == ()

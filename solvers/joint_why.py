@@ -1,0 +1,98 @@
+"""Why jobs that each have a plan have no joint plan: the shared limit that cannot hold.
+
+:func:`dnnprov.solvers.joint.solve_many` proves a joint instance infeasible (a verified
+Farkas certificate or a verified branch and bound). When every job has a plan on its own,
+the cause is the shared limits; :func:`shared_limit_reasons` drops one shared row at a time
+and solves again. A row whose removal admits a joint plan is a cause: the instance is
+proven infeasible with it and the plan shows that without it there is one. The usage that
+plan makes of the row is what sufficed, not shown to be the least (``proven`` is ``False``
+for ``needed``: a cheaper or leaner joint plan may need less). When no single row is the
+cause and every relaxed solve proved infeasibility, the rows hold only together.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+
+from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.result import Reason, Result, ServerlessPlan, SpotPlan, Status
+from dnnprov.solvers.joint_columns import CONCURRENCY_ROW, Problem, SharedLimits, spot_usage_rows
+
+
+def without_row(shared: SharedLimits, row: str) -> SharedLimits:
+    """``shared`` with the one row ``row`` (a :meth:`SharedLimits.rows` name) dropped."""
+    if row == CONCURRENCY_ROW:
+        return dataclasses.replace(shared, concurrency=None)
+    if row.startswith("quota:"):
+        label = row.removeprefix("quota:")
+        return dataclasses.replace(shared, quotas={k: v for k, v in shared.quotas.items() if k != label})
+    return dataclasses.replace(shared, vcpu_quotas=tuple(q for q in shared.vcpu_quotas
+                                                         if f"vcpu:{q.family}/{q.market}" != row))
+
+
+def row_field(row: str) -> str:
+    """The input field of a shared row (``shared.quotas.g3.8xlarge``, ``shared.concurrency``)."""
+    if row == CONCURRENCY_ROW:
+        return "shared.concurrency"
+    if row.startswith("quota:"):
+        return f"shared.quotas.{row.removeprefix('quota:')}"
+    return f"shared.vcpu_quotas.{row.removeprefix('vcpu:')}"
+
+
+def row_usage(problems: Sequence[Problem], results: Sequence[Result], shared: SharedLimits, row: str) -> float:
+    """How much of shared row ``row`` the jobs' plans use together."""
+    total = 0.0
+    for i, (problem, result) in enumerate(zip(problems, results)):
+        plan = result.plan
+        if isinstance(problem, ServerlessProblem) and isinstance(plan, ServerlessPlan):
+            total += plan.functions if row == CONCURRENCY_ROW else 0
+        elif isinstance(problem, SpotProblem) and isinstance(plan, SpotPlan):
+            names, a = spot_usage_rows(problem, shared, f"problems[{i}]")
+            if row in names:
+                counts = np.array([plan.counts.get(label, 0) for label in problem.columns().labels], dtype=float)
+                total += float(a[names.index(row)] @ counts)
+    return total
+
+
+def shared_limit_reasons(problems: Sequence[Problem], shared: SharedLimits, deadline: float,
+                         solve: Callable[..., object]) -> tuple[Reason, ...]:
+    """Reasons a proven-infeasible joint instance (every job feasible alone) has no joint plan.
+
+    ``solve`` is :func:`solve_many` (called with ``explain=False``); ``deadline`` a
+    ``time.perf_counter()`` value shared by the relaxed solves.
+    """
+    rows = shared.rows()
+    reasons: list[Reason] = []
+    every_relaxation_proven = True
+    for k, (row, limit) in enumerate(rows.items()):
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            every_relaxation_proven = False
+            break
+        relaxed = solve(problems, shared=without_row(shared, row), time_limit_s=left / (len(rows) - k),
+                        explain=False)
+        if relaxed.status is Status.INFEASIBLE:
+            continue
+        if relaxed.cost is None:                         # stopped without a joint plan: nothing shown
+            every_relaxation_proven = False
+            continue
+        used = row_usage(problems, relaxed.results, shared, row)
+        cheapest = "proven cheapest" if relaxed.status is Status.OPTIMAL else "cheapest found"
+        reasons.append(Reason(
+            "vcpu_quota" if row.startswith("vcpu:") else "quota", row_field(row), limit, used, False,
+            f"{row_field(row)}: the jobs cannot share {limit:g}; without this limit the {cheapest} joint plan "
+            f"(total ${relaxed.cost:.6f}) uses {used:g} of it, which suffices (proven infeasible with the "
+            f"limit; {used:g} is not shown to be the least)"))
+    if reasons:
+        return tuple(reasons)
+    if every_relaxation_proven and len(rows) > 1:
+        return (Reason("combination", "shared", None, None, True,
+                       f"no single shared limit is the cause: dropping any one of the {len(rows)} still leaves no "
+                       "joint plan (each proven infeasible); they cannot hold together"),)
+    return (Reason("unexplained", "shared", None, None, False,
+                   "the time limit ended the search for the shared limit that cannot hold"),)
