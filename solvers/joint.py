@@ -174,7 +174,7 @@ class JointResult:
         lines.extend(f"  why: {reason.text}" for reason in self.infeasibility)
         if self.cost is not None:
             lines.append(f"  total cost: ${self.cost:.6f}")
-        if self.bound is not None:
+        if self.bound is not None and math.isfinite(self.bound):
             lines.append(f"  bound     : ${self.bound:.6f} (gap {100 * (self.gap or 0):.4f} %)")
         for r, limit in self.limits.items():
             used = self.usage.get(r)
