@@ -5,9 +5,11 @@ single-type plan (type with traces, workers ``W`` within the quota, PS count in 
 is priced by the expected cost of the ``mpc`` policy's takeover table on the availability
 model fitted from the type's traces (:class:`dnnprov.revocation.policies.TakeoverTable`): the
 table's value at the start, averaged over the model's chance of k instances at launch.
-``W`` fixes the start of the loss curve and the cluster the plan launches; the policy
-then resizes it. The choice is heuristic (the model's expectation, overheads left out),
-so the result says ``feasible``, never ``optimal``.
+``W`` is the most workers the policy may hold (it resizes within ``0..W``), and a run of
+the plan starts where the W-worker loss curve starts (docs/revocation.md, the progress
+model): more workers give the policy more room but more normalized iterations to train.
+The choice is heuristic (the model's expectation, overheads left out), so the result says
+``feasible``, never ``optimal``.
 """
 
 from __future__ import annotations
