@@ -79,10 +79,11 @@ class View:
     time_to_finish: Callable[[np.ndarray], float]    # seconds for workers per type from now
     running_spot: np.ndarray            # per pool: joined (training) spot instances
     running_od: np.ndarray              # per type: joined on-demand instances
-    time_after_tick: Callable[[np.ndarray, np.ndarray], float]
-    """``(kept, cluster)``: seconds for ``cluster`` to finish from the progress that the
-    ``kept`` running workers per type are sure to add by the next tick (capacity only
-    changes at ticks, so they cannot be revoked before it)."""
+    time_after_tick: Callable[[np.ndarray, np.ndarray, np.ndarray], float]
+    """``(kept, launched, cluster)``: seconds for ``cluster`` to finish from the progress that
+    the ``kept`` running workers per type, joined by the ``launched`` ones after
+    :meth:`delay`, are sure to add by the next tick (capacity only changes at ticks, so none
+    of them can be revoked before it)."""
 
     def delay(self) -> float:
         """Seconds before instances launched now train."""
@@ -143,6 +144,12 @@ def safety_net(view: View, cluster: np.ndarray | None = None) -> bool:
 def kept_running(view: View, order: Holdings) -> np.ndarray:
     """Workers per type already training that ``order`` keeps (sure to train until the next tick)."""
     return per_type(view, np.minimum(view.running_spot, order.spot)) + np.minimum(view.running_od, order.od)
+
+
+def launched_now(view: View, order: Holdings) -> np.ndarray:
+    """Workers per type that ``order`` launches now (they train from :meth:`View.delay` on)."""
+    spot = np.maximum(np.minimum(order.spot, view.caps) - view.spot, 0)
+    return per_type(view, spot) + np.maximum(order.od - view.od, 0)
 
 
 class Policy:
@@ -240,8 +247,10 @@ class ModelPredictive(Policy):
         od[kinds] = cluster - per_type(view, spot)[kinds]
         order = Holdings(spot, od)
         # The safety net: were every spot instance lost at the next tick, all on-demand
-        # launched then must still finish. Until then the kept running workers train.
-        late = view.t + view.gap_s + view.join_s + view.time_after_tick(kept_running(view, order), fastest)
+        # launched then must still finish. Until then the kept running workers train, and
+        # the ones launched now once they have joined.
+        late = view.t + view.gap_s + view.join_s + view.time_after_tick(
+            kept_running(view, order), launched_now(view, order), fastest)
         if late > view.deadline_s:
             self.committed = True
             return commit
@@ -285,8 +294,9 @@ class TakeoverTable:
         self.clusters = np.array(list(itertools.product(*[range(w + 1) for w in self.most])), dtype=np.int64)
         size = len(self.clusters)                       # capacity states = clusters (same ranges)
         ticks = max(0, int(math.floor((self.deadline_s - self.join_s) / self.gap_s)))
-        if ticks * (b + 1) * size > MAX_TABLE_STATES or size > MAX_CLUSTERS:
-            raise InvalidInputError("--policy", f"mpc's table of {ticks:,} ticks x {b + 1} progress buckets x "
+        lengths = [self.gap_s] * ticks
+        if len(lengths) * (b + 1) * size > MAX_TABLE_STATES or size > MAX_CLUSTERS:
+            raise InvalidInputError("--policy", f"mpc's table of {len(lengths):,} ticks x {b + 1} progress buckets x "
                                                 f"{size:,} capacities is above the limit of {MAX_TABLE_STATES:,} "
                                                 f"states or {MAX_CLUSTERS:,} capacities (a shorter slo.time_s, a "
                                                 "coarser trace or a smaller plan)")
@@ -297,13 +307,13 @@ class TakeoverTable:
             start = np.kron(start, capped_start(model, w))
         value = np.full((b + 1, size), INFEASIBLE)      # at the deadline: done, or failed
         value[b, :] = 0.0
-        self.actions = np.full((ticks, b + 1, size), size - 1, dtype=np.int16)     # no way: the whole plan
+        self.actions = np.full((len(lengths), b + 1, size), size - 1, dtype=np.int16)   # no way: the whole plan
         bucket = np.arange(b + 1)
-        steps = np.floor(self.progress_per_s * self.gap_s * b).astype(np.int64)
         spot = np.minimum(self.clusters[None, :, :], self.clusters[:, None, :])    # [capacity, cluster, type]
-        cost = ((spot @ self.spot_price + (self.clusters[None, :, :] - spot) @ self.od_price)
-                + self.fixed_price) * self.gap_s / 3600                             # [capacity, cluster]
-        for n in range(ticks - 1, -1, -1):
+        per_h = (spot @ self.spot_price + (self.clusters[None, :, :] - spot) @ self.od_price) + self.fixed_price
+        for n in range(len(lengths) - 1, -1, -1):
+            steps = np.floor(self.progress_per_s * lengths[n] * b).astype(np.int64)
+            cost = per_h * lengths[n] / 3600                                        # [capacity, cluster]
             expected = value @ trans.T                  # (b+1) x A: E[V_{n+1}(b', A') | A]
             new = np.full_like(value, INFEASIBLE)
             for k in range(size):

@@ -14,6 +14,9 @@ time 0; on-demand is never revoked; the PS is billed throughout):
 - **ticks**: capacity changes only at ticks. At each tick the instances above a pool's
   capacity are revoked (joining ones first), then the policy (:mod:`dnnprov.revocation.policies`)
   says what to hold; instances it drops stop being billed, those it adds are launched.
+  At most the plan's workers of a type train (the progress model's runs hold within the
+  plan): on-demand instances joining to replace spot ones take over from them, the spot
+  ones being billed until the policy drops them.
 """
 
 from __future__ import annotations
@@ -159,8 +162,8 @@ class PoolReplay:
                         event=tick == 0 or revoked or previous is None or bool((caps != previous).any()),
                         time_to_finish=lambda w, u=u: self._time_to_finish(w, ps, u),
                         running_spot=spot_run.copy(), running_od=od_run.copy(),
-                        time_after_tick=lambda kept, w, u=u: self._time_to_finish(
-                            w, ps, u + self.speed(kept, ps) * gap))
+                        time_after_tick=lambda kept, launched, w, u=u, t=t: self._time_to_finish(
+                            w, ps, u + self._sure_progress(kept, launched, ps, 0.0 if t == 0 else self.join_s)))
             previous = caps
             order = policy.decide(view)
             spot_target = np.minimum(np.maximum(order.spot, 0), caps)
@@ -187,7 +190,8 @@ class PoolReplay:
                     joins.remove(j)
                     (spot_run if j[1] == "spot" else od_run)[j[2]] += j[3]
                 nxt = min([j[0] for j in joins if j[0] > t] + [end])
-                productive = np.bincount(pool_type, weights=spot_run, minlength=n_types).astype(np.int64) + od_run
+                productive = np.minimum(np.bincount(pool_type, weights=spot_run, minlength=n_types).astype(np.int64)
+                                        + od_run, want)
                 sigma = self.speed(productive, ps)
                 spot_billed = spot_run + self._joining(joins, "spot", n_pools)
                 od_billed = od_run + self._joining(joins, "od", n_types)
@@ -205,6 +209,11 @@ class PoolReplay:
         loss = 1.0 / u + self.problem.workload.gamma_5 if u > 0 else math.inf
         return RunOutcome(met_deadline=met, finish_s=finish, cost=cost, loss=loss, revocations=revocations,
                           replans=0, on_demand_launched=od_launched)
+
+    def _sure_progress(self, kept: np.ndarray, launched: np.ndarray, ps: int, delay: float) -> float:
+        """Progress by the next tick of ``kept`` workers, joined by ``launched`` after ``delay``."""
+        first = min(delay, self.gap_s)
+        return self.speed(kept, ps) * first + self.speed(kept + launched, ps) * (self.gap_s - first)
 
     def _time_to_finish(self, workers: np.ndarray, ps: int, u: float) -> float:
         sigma = self.speed(workers, ps)

@@ -131,9 +131,13 @@ def lp_optimum(hindsight: Hindsight, plan: dnnprov.SpotPlan, pools) -> float:
     """The LP relaxation solved by scipy's HiGHS: per slot fractions of clusters, progress >= du."""
     lengths, rates = hindsight.slot_rates(pools)
     du = hindsight.replay.target - hindsight.replay.start_progress(plan)
+    most = [plan.counts.get(t.name, 0) + plan.counts.get(t.name + ":on-demand", 0)
+            for t in hindsight.replay.problem.instance_types]
+    within = (hindsight.workers <= np.array(most)[None, :]).all(axis=1)   # the plan's sub-clusters
+    rates, speed = rates[:, within], hindsight.speed[within]
     n, m = rates.shape
     cost = (rates / 3600 * lengths[:, None]).ravel()
-    progress = -(hindsight.speed[None, :] * lengths[:, None]).ravel()
+    progress = -(speed[None, :] * lengths[:, None]).ravel()
     rows = np.zeros((n, n * m))
     for i in range(n):
         rows[i, i * m:(i + 1) * m] = 1
