@@ -33,7 +33,8 @@ using ``x >= 0``, ``sum_w x_n <= len_n`` and ``lambda >= 0``. Join delays, revoc
 losses and the time after T_obj are dropped, which only lowers the bound. ``LB`` is the
 Lagrangian dual of the LP relaxation over slots (per slot a convex combination of
 clusters, total progress >= du); it is concave in ``lambda`` and maximized here by a
-golden-section search; any ``lambda`` tried gives a valid bound.
+golden-section search (over a range doubled until LB falls); any ``lambda`` tried gives a
+valid bound.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from dnnprov.solvers.robust import progress_speed
 
 MAX_CLUSTERS = 200_000
 SEARCH_STEPS = 80
+MAX_DOUBLINGS = 60
 
 
 class Hindsight:
@@ -148,8 +150,14 @@ class Hindsight:
             inner = np.min(per_s - lam * speed[None, :], axis=1)
             return float(lam * du + lengths @ np.minimum(0.0, inner))
 
-        # lambda* lies below the dearest $ per unit of progress: beyond it LB only falls.
-        high = float(np.max(np.where(usable, per_s, 0) / speed[None, :])) * 2 + 1e-12
+        # LB is concave: once LB(2h) <= LB(h), its maximum lies below 2h. The dearest $ per unit
+        # of progress is a first guess; the marginal price of going faster can be higher.
+        high = float(np.max(np.where(usable, per_s, 0) / speed[None, :])) + 1e-12
+        for _ in range(MAX_DOUBLINGS):
+            if lb(2 * high) <= lb(high):
+                break
+            high *= 2
+        high *= 2
         low, best = 0.0, 0.0
         a, b = low, high
         phi = (math.sqrt(5) - 1) / 2

@@ -380,3 +380,20 @@ def test_mpc_table_size_is_bounded() -> None:
                         horizon=1.0)
     with pytest.raises(InvalidInputError, match="above the limit"):
         replay.takeover_table(dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1), flat_model(8, 8))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_hindsight_finds_the_lp_optimum_when_going_faster_is_dear(seed: int) -> None:
+    """A deadline 5 % above the plan's time: the LP must buy the last few % of speed at a
+    marginal price far above any cluster's average $ per progress; the dual search still
+    reaches the LP's optimum (it used to stop at twice the dearest average)."""
+    rng = np.random.default_rng(seed)
+    problem = one_type_problem(time_s=1.0, quota=4)
+    problem = problem.replace(slo=replace(problem.slo, time_s=1.05 * plan_time(problem, 4)))
+    traces = [trace(f"us-east-1{z}_v100_1.json", rng.integers(0, 3, size=40).tolist()) for z in "ab"]
+    replay = PoolReplay(problem, {"p3.2xlarge": traces}, zones=True)
+    hindsight = Hindsight(replay)
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 4}, ps=1)
+    for _ in range(3):
+        pools = replay.draw_pools(rng)
+        assert hindsight.bound(plan, pools) == pytest.approx(lp_optimum(hindsight, plan, pools), rel=1e-6)
