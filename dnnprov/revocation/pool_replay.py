@@ -14,9 +14,9 @@ time 0; on-demand is never revoked; the PS is billed throughout):
 - **ticks**: capacity changes only at ticks. At each tick the instances above a pool's
   capacity are revoked (joining ones first), then the policy (:mod:`dnnprov.revocation.policies`)
   says what to hold; instances it drops stop being billed, those it adds are launched.
-  At most the plan's workers of a type train (the progress model's runs hold within the
-  plan): on-demand instances joining to replace spot ones take over from them, the spot
-  ones being billed until the policy drops them.
+  At most the plan's workers of a type run (the progress model's runs hold within the
+  plan): on-demand instances joining to replace spot ones (a safety net going on-demand)
+  take over from them, and the replaced spot instances stop then (dearest pools first).
 """
 
 from __future__ import annotations
@@ -189,9 +189,9 @@ class PoolReplay:
                 for j in [j for j in joins if j[0] <= t]:
                     joins.remove(j)
                     (spot_run if j[1] == "spot" else od_run)[j[2]] += j[3]
+                self._release_replaced(spot_run, od_run, want, pool_type, pool_price)
                 nxt = min([j[0] for j in joins if j[0] > t] + [end])
-                productive = np.minimum(np.bincount(pool_type, weights=spot_run, minlength=n_types).astype(np.int64)
-                                        + od_run, want)
+                productive = np.bincount(pool_type, weights=spot_run, minlength=n_types).astype(np.int64) + od_run
                 sigma = self.speed(productive, ps)
                 spot_billed = spot_run + self._joining(joins, "spot", n_pools)
                 od_billed = od_run + self._joining(joins, "od", n_types)
@@ -209,6 +209,21 @@ class PoolReplay:
         loss = 1.0 / u + self.problem.workload.gamma_5 if u > 0 else math.inf
         return RunOutcome(met_deadline=met, finish_s=finish, cost=cost, loss=loss, revocations=revocations,
                           replans=0, on_demand_launched=od_launched)
+
+    @staticmethod
+    def _release_replaced(spot_run: np.ndarray, od_run: np.ndarray, want: np.ndarray, pool_type: np.ndarray,
+                          pool_price: np.ndarray) -> None:
+        """Stop the running spot instances (dearest pools first) that joined on-demand ones
+        replace: at most the plan's workers of a type run."""
+        for i in range(len(want)):
+            mine = np.flatnonzero(pool_type == i)
+            excess = int(spot_run[mine].sum() + od_run[i] - want[i])
+            for p in mine[np.argsort(-pool_price[mine], kind="stable")]:
+                if excess <= 0:
+                    break
+                cut = min(excess, int(spot_run[p]))
+                spot_run[p] -= cut
+                excess -= cut
 
     def _sure_progress(self, kept: np.ndarray, launched: np.ndarray, ps: int, delay: float) -> float:
         """Progress by the next tick of ``kept`` workers, joined by ``launched`` after ``delay``."""

@@ -68,7 +68,8 @@ def integrate(problem: dnnprov.SpotProblem, plan_workers: int, holdings: list[tu
     largest sub-cluster); on every stretch with k workers the loss L reached carries over
     and k's curve continues from it, ``j = N_k / (L - g5) - g1`` plus ``x_k`` iterations a
     second (eq. 2). Launches after time 0 train after the join but are billed from it; a
-    drop removes joining instances first."""
+    drop removes joining instances first; running spot workers beyond the plan stop when
+    on-demand ones join to replace them."""
     w, target = problem.workload, problem.slo.loss
     rate = [0.0] + [float(dnnprov.SpotModel(problem).evaluate([[k]], 1).iteration_rate[0])
                     for k in range(1, plan_workers + 1)]
@@ -94,10 +95,11 @@ def integrate(problem: dnnprov.SpotProblem, plan_workers: int, holdings: list[tu
             for j in [j for j in joining if j[0] <= t]:
                 running[j[1]] += j[2]
                 joining.remove(j)
+            running["spot"] -= max(0, running["spot"] + running["od"] - plan_workers)   # replaced: they stop
             nxt = min([j[0] for j in joining if j[0] > t] + [end])
             billed = {m: running[m] + sum(j[2] for j in joining if j[1] == m) for m in running}
             per_s = (billed["spot"] * spot_price + billed["od"] * OD_PRICE + PS_PRICE) / 3600
-            k = min(running["spot"] + running["od"], plan_workers)     # at most the plan trains
+            k = running["spot"] + running["od"]
             if k:
                 big_n = curve_numerator(problem, k)
                 j_now = big_n / (loss - w.gamma_5) - w.gamma_1
