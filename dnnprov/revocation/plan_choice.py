@@ -1,8 +1,8 @@
 """Plans and policies chosen together: the plan cheapest under ``mpc`` on the fit period.
 
 The nominal optimum prices a plan as if its spot instances ran undisturbed. Here every
-single-type plan (type with traces, workers ``W`` within the quota, PS count in range)
-is priced by replaying the ``mpc`` policy, planned on the availability model fitted on
+single-type plan (type with traces, workers ``W`` within the quota, PS count in range,
+inside the loss model's validity domain, as the solver requires) is priced by replaying the ``mpc`` policy, planned on the availability model fitted on
 ``fit_period``, over windows drawn in that same period (:func:`replay_pools`): the mean
 cost of its runs, with the joins, revocations and safety net the table leaves out. A
 candidate counts only when at least :data:`MIN_MET` of those runs meet T_obj; the
@@ -94,8 +94,9 @@ def choose_plan(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], *, 
         for ps in range(low, high + 1):
             for workers in range(1, quota + 1):
                 plan = SpotPlan(counts={name: workers}, ps=ps)
-                if replay.speed(_one_type(replay, name, workers), ps) <= 0:
-                    continue
+                cluster = _one_type(replay, name, workers)
+                if replay.speed(cluster, ps) <= 0 or not replay.inside_domain(cluster, ps):
+                    continue                             # no progress, or outside the loss model's domain
                 summary = replay_pools(problem, plan, {name: items}, policy="mpc", zones=zones, runs=runs, seed=seed,
                                        join_s=join_s, period=fit_period, model=model).summary()
                 ok = summary["met_deadline"] >= MIN_MET

@@ -96,6 +96,12 @@ class PoolReplay:
         (:meth:`dnnprov.revocation.simulate.ClusterSpeeds.run_start`, as ``simulate``)."""
         return self._speed.run_start(self.plan_workers(plan)[0], plan.ps)
 
+    def inside_domain(self, per_type: np.ndarray, ps: int) -> bool:
+        """Whether a cluster lies in the loss model's validity domain (the clusters the solver plans)."""
+        counts = np.zeros((1, len(self.model.columns)), dtype=np.int64)
+        counts[0, self.spot_col] = per_type
+        return bool(self.model.evaluate(counts, ps).inside_domain[0])
+
     def plan_workers(self, plan: SpotPlan) -> tuple[np.ndarray, np.ndarray]:
         """The plan's workers per type (both markets) and its on-demand workers per type."""
         spot = np.array([plan.counts.get(n, 0) for n in self.types], dtype=np.int64)
@@ -260,7 +266,8 @@ class PoolReplay:
                        model: AvailabilityModel | Mapping[str, AvailabilityModel]) -> TakeoverTable:
         """The exact model-predictive table of ``plan`` under ``model`` (one type's, or one per
         type of the plan by name): clusters of up to the plan's workers of each of its types
-        (the clusters its run's start covers), with the plan's PS."""
+        (the clusters its run's start covers), with the plan's PS; clusters outside the loss
+        model's validity domain make no progress in it (mpc does not choose them)."""
         want, _ = self.plan_workers(plan)
         used = [int(i) for i in np.flatnonzero(want)]
         if not isinstance(model, AvailabilityModel):
@@ -287,7 +294,9 @@ class PoolReplay:
         for c, cluster in enumerate(clusters):
             workers = np.zeros(len(self.types), dtype=np.int64)
             workers[used] = cluster
-            per_cluster[c] = self.speed(workers, plan.ps) / (self.target - u0) if cluster.any() else 0.0
+            # mpc plans with the clusters the loss model is valid for (as the solver does)
+            valid = cluster.any() and self.inside_domain(workers, plan.ps)
+            per_cluster[c] = self.speed(workers, plan.ps) / (self.target - u0) if valid else 0.0
         spot_price = []
         for i in used:
             t = self.problem.instance_types[i]
