@@ -266,8 +266,7 @@ class PoolReplay:
                        model: AvailabilityModel | Mapping[str, AvailabilityModel]) -> TakeoverTable:
         """The exact model-predictive table of ``plan`` under ``model`` (one type's, or one per
         type of the plan by name): clusters of up to the plan's workers of each of its types
-        (the clusters its run's start covers), with the plan's PS; clusters outside the loss
-        model's validity domain make no progress in it (mpc does not choose them)."""
+        (the clusters its run's start covers), with the plan's PS."""
         want, _ = self.plan_workers(plan)
         used = [int(i) for i in np.flatnonzero(want)]
         if not isinstance(model, AvailabilityModel):
@@ -294,9 +293,7 @@ class PoolReplay:
         for c, cluster in enumerate(clusters):
             workers = np.zeros(len(self.types), dtype=np.int64)
             workers[used] = cluster
-            # mpc plans with the clusters the loss model is valid for (as the solver does)
-            valid = cluster.any() and self.inside_domain(workers, plan.ps)
-            per_cluster[c] = self.speed(workers, plan.ps) / (self.target - u0) if valid else 0.0
+            per_cluster[c] = self.speed(workers, plan.ps) / (self.target - u0) if cluster.any() else 0.0
         spot_price = []
         for i in used:
             t = self.problem.instance_types[i]

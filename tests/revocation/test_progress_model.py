@@ -299,8 +299,8 @@ class TypesSeen(Policy):
 
 def test_risk_plan_and_mpc_stay_inside_the_loss_models_domain() -> None:
     """The embedded ResNet-110 profile was fitted on 2-7 workers (x1.5 extrapolation): a lone
-    worker lies outside it, so the solver never plans one; neither does `risk plan`, and mpc's
-    table gives such a cluster no progress (it never chooses it)."""
+    worker lies outside it, so the solver never plans one; neither does `risk plan` (a run may
+    still train with one when capacity leaves it one: the replays evaluate what runs)."""
     table1 = dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json"))
     p3 = replace(next(t for t in table1.instance_types if t.name == "p3.2xlarge"), quota=4,
                  on_demand_price_per_h=OD_PRICE)
@@ -311,6 +311,3 @@ def test_risk_plan_and_mpc_stay_inside_the_loss_models_domain() -> None:
     traces = {"p3.2xlarge": [trace("us-east-1a_v100_1.json", ([4] * 30 + [1] * 10) * 5)]}
     choice = choose_plan(problem, traces, zones=True)
     assert choice.plan is not None and min(c["workers"] for c in choice.candidates) == 2
-    table = PoolReplay(problem, traces, zones=True).takeover_table(choice.plan, flat_model(4, 1))
-    one = [i for i, c in enumerate(table.clusters) if c.sum() == 1]
-    assert all(table.progress_per_s[i] == 0.0 for i in one)
