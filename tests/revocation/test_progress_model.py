@@ -311,3 +311,19 @@ def test_risk_plan_and_mpc_stay_inside_the_loss_models_domain() -> None:
     traces = {"p3.2xlarge": [trace("us-east-1a_v100_1.json", ([4] * 30 + [1] * 10) * 5)]}
     choice = choose_plan(problem, traces, zones=True)
     assert choice.plan is not None and min(c["workers"] for c in choice.candidates) == 2
+
+
+def test_mpc_of_two_types_through_replay_pools_and_its_refusals() -> None:
+    """replay_pools fits each type of the plan for mpc (every deadline met, never below the
+    bound); one model file cannot cover two types (a clear error naming --model)."""
+    from dnnprov.errors import InvalidInputError
+    from dnnprov.revocation.pool_replay import replay_pools
+
+    problem = two_type_problem(time_s=6000.0)
+    traces = {"p3.2xlarge": [trace("us-east-1a_v100_1.json", ([2] * 6 + [0] * 4) * 10, 600.0)],
+              "p3.16xlarge": [trace("us-east-1a_v100_8.json", ([0] * 5 + [1] * 5) * 10, 600.0)]}
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2, "p3.16xlarge": 1}, ps=1)
+    out = replay_pools(problem, plan, traces, policy="mpc", zones=True, runs=20, seed=1, hindsight=True).summary()
+    assert out["met_deadline"] == 1.0 and out["cost_mean"] >= out["hindsight_cost_mean"]
+    with pytest.raises(InvalidInputError, match="--model"):
+        replay_pools(problem, plan, traces, policy="mpc", zones=True, runs=1, model=flat_model(2, 2, 600.0))
