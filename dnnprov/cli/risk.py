@@ -229,7 +229,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_risk_plan(args: argparse.Namespace) -> int:
-    """The plan cheapest under a policy on the fitted availability model."""
+    """The plan cheapest under the mpc policy replayed on the fit period."""
     from dnnprov.revocation.availability import parse_period
     from dnnprov.revocation.plan_choice import choose_plan
 
@@ -263,7 +263,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--out", help="with --zones: also write the model (JSON) to this file")
     f.add_argument("--json", action="store_true", help="print JSON")
     f.set_defaults(run=cmd_risk_fit)
-    pl = risk_sub.add_parser("plan", help="the plan cheapest under the mpc policy on the fitted availability model")
+    pl = risk_sub.add_parser("plan", help="the plan cheapest under the mpc policy replayed on the fit period")
     pl.add_argument("instance")
     pl.add_argument("--trace", action="append", required=True, metavar="TYPE=FILE",
                     help="trace of a spot type (repeat; with --zones the type's aligned pools)")

@@ -9,9 +9,12 @@ PS. With ``du = u* - u0`` the progress the plan needs, for every ``lambda >= 0``
 
     LB(lambda) = lambda du + sum_n len_n min(0, min_{w, s} (r_n(w, s) / 3600 - lambda sigma(w, s)))
 
-is no higher than the cost of any policy meeting T_obj with at most ``quota +
-on_demand_quota`` workers of each type (every policy of :mod:`dnnprov.revocation.policies`
-holds at most the plan's workers) and a PS count in ``constraints.ps_count``. When even
+(``w`` over the plan's sub-clusters) is no higher than the cost of any policy that runs the
+plan (holds at most its workers of each type, as every policy of
+:mod:`dnnprov.revocation.policies` does and the progress model requires: the run's start
+``u0`` holds for those clusters only) with a PS count in ``constraints.ps_count``. For
+every plan at once (``plan=None``), ``w`` ranges over the clusters of at most ``quota +
+on_demand_quota`` workers of each type and ``u0`` is the latest start any has. When even
 the fastest cluster in every slot cannot reach ``du`` by T_obj, no policy meets it and the
 bound is infinite.
 
@@ -30,7 +33,8 @@ using ``x >= 0``, ``sum_w x_n <= len_n`` and ``lambda >= 0``. Join delays, revoc
 losses and the time after T_obj are dropped, which only lowers the bound. ``LB`` is the
 Lagrangian dual of the LP relaxation over slots (per slot a convex combination of
 clusters, total progress >= du); it is concave in ``lambda`` and maximized here by a
-golden-section search; any ``lambda`` tried gives a valid bound.
+golden-section search (over a range doubled until LB falls); any ``lambda`` tried gives a
+valid bound.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from dnnprov.solvers.robust import progress_speed
 
 MAX_CLUSTERS = 200_000
 SEARCH_STEPS = 80
+MAX_DOUBLINGS = 60
 
 
 class Hindsight:
@@ -113,6 +118,13 @@ class Hindsight:
             rates[n] = rate
         return lengths, rates
 
+    def within(self, plan: SpotPlan | None) -> np.ndarray:
+        """Which enumerated clusters a run of ``plan`` may hold: its sub-clusters (every one for
+        ``None``, a bound for every plan)."""
+        if plan is None:
+            return np.ones(len(self.workers), dtype=bool)
+        return (self.workers <= self.replay.plan_workers(plan)[0][None, :]).all(axis=1)
+
     def bound(self, plan: SpotPlan | None, pools: list[Pool]) -> float:
         """The best ``LB(lambda)`` found for this run (module docstring); 0 when nothing is needed.
 
@@ -126,18 +138,26 @@ class Hindsight:
         du = self.replay.target - start
         if du <= 0:
             return 0.0
+        within = self.within(plan)
         lengths, rates = self.slot_rates(pools)
-        per_s = rates / 3600
+        per_s = rates[:, within] / 3600
+        speed = self.speed[within]
         usable = np.isfinite(per_s)
-        if float(lengths @ np.max(np.where(usable, self.speed[None, :], 0.0), axis=1)) < du:
+        if float(lengths @ np.max(np.where(usable, speed[None, :], 0.0), axis=1)) < du:
             return math.inf                              # no policy can meet T_obj on this run
 
         def lb(lam: float) -> float:
-            inner = np.min(per_s - lam * self.speed[None, :], axis=1)
+            inner = np.min(per_s - lam * speed[None, :], axis=1)
             return float(lam * du + lengths @ np.minimum(0.0, inner))
 
-        # lambda* lies below the dearest $ per unit of progress: beyond it LB only falls.
-        high = float(np.max(np.where(usable, per_s, 0) / self.speed[None, :])) * 2 + 1e-12
+        # LB is concave: once LB(2h) <= LB(h), its maximum lies below 2h. The dearest $ per unit
+        # of progress is a first guess; the marginal price of going faster can be higher.
+        high = float(np.max(np.where(usable, per_s, 0) / speed[None, :])) + 1e-12
+        for _ in range(MAX_DOUBLINGS):
+            if lb(2 * high) <= lb(high):
+                break
+            high *= 2
+        high *= 2
         low, best = 0.0, 0.0
         a, b = low, high
         phi = (math.sqrt(5) - 1) / 2

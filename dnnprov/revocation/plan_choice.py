@@ -1,13 +1,17 @@
-"""Plans and policies chosen together: the plan cheapest under ``mpc`` on the fitted model.
+"""Plans and policies chosen together: the plan cheapest under ``mpc`` on the fit period.
 
 The nominal optimum prices a plan as if its spot instances ran undisturbed. Here every
-single-type plan (type with traces, workers ``W`` within the quota, PS count in range)
-is priced by the expected cost of the ``mpc`` policy's takeover table on the availability
-model fitted from the type's traces (:class:`dnnprov.revocation.policies.TakeoverTable`): the
-table's value at the start, averaged over the model's chance of k instances at launch.
-``W`` fixes the start of the loss curve and the cluster the plan launches; the policy
-then resizes it. The choice is heuristic (the model's expectation, overheads left out),
-so the result says ``feasible``, never ``optimal``.
+single-type plan (type with traces, workers ``W`` within the quota, PS count in range,
+inside the loss model's validity domain, as the solver requires) is priced by replaying the ``mpc`` policy, planned on the availability model fitted on
+``fit_period``, over windows drawn in that same period (:func:`replay_pools`): the mean
+cost of its runs, with the joins, revocations and safety net the table leaves out. A
+candidate counts only when at least :data:`MIN_MET` of those runs meet T_obj; the
+cheapest counts (ties: the smaller plan). The choice is judged elsewhere, on another
+period. ``W`` is the most workers the policy may hold (it resizes within ``0..W``), and a
+run of the plan starts where the W-worker loss curve starts (docs/revocation.md, the
+progress model): more workers give the policy more room but more normalized iterations
+to train. The choice is an estimate on the fit period, so the result says ``feasible``,
+never ``optimal``.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from dnnprov.revocation.availability import fit_availability
-from dnnprov.revocation.pool_replay import PoolReplay
+from dnnprov.revocation.pool_replay import PoolReplay, replay_pools
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import Trace
 from dnnprov.problems.spot import SpotProblem
@@ -27,6 +31,9 @@ from dnnprov.result import Result, SpotPlan, Status
 from dnnprov.solvers.robust import JOIN_OVERHEAD_S
 
 MAX_CANDIDATES = 512
+#: Share of the fit period's runs a candidate must finish by T_obj.
+MIN_MET = 0.99
+DEFAULT_RUNS = 100
 
 
 @dataclass(frozen=True)
@@ -46,7 +53,7 @@ class PlanChoice:
                           instance=self.problem.name, message="no candidate plan meets T_obj under the model")
         return Result(status=Status.FEASIBLE, method="risk-plan", kind="spot", model=self.problem.model,
                       instance=self.problem.name, plan=self.plan, cost=self.expected_cost,
-                      message="cheapest expected cost under the mpc policy on the fitted availability model",
+                      message="cheapest mean cost under the mpc policy replayed on the fit period",
                       details={"policy": "mpc", "model": self.source, "candidates": list(self.candidates)})
 
     def to_dict(self) -> dict[str, Any]:
@@ -66,8 +73,9 @@ class PlanChoice:
 
 
 def choose_plan(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], *, zones: bool,
-                fit_period: tuple[float, float] = (0.0, 1.0), join_s: float = JOIN_OVERHEAD_S) -> PlanChoice:
-    """Price every single-type plan by its expected ``mpc`` cost (module docstring)."""
+                fit_period: tuple[float, float] = (0.0, 1.0), join_s: float = JOIN_OVERHEAD_S,
+                runs: int = DEFAULT_RUNS, seed: int = 0) -> PlanChoice:
+    """Price every single-type plan by ``mpc`` replayed on the fit period (module docstring)."""
     if not traces:
         raise InvalidInputError("--trace", "give the traces of at least one spot type")
     replay = PoolReplay(problem, traces, zones=zones, join_s=join_s)
@@ -86,13 +94,16 @@ def choose_plan(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], *, 
         for ps in range(low, high + 1):
             for workers in range(1, quota + 1):
                 plan = SpotPlan(counts={name: workers}, ps=ps)
-                if replay.speed(_one_type(replay, name, workers), ps) <= 0:
-                    continue
-                cost = replay.takeover_table(plan, model).expected_cost
-                finite = math.isfinite(cost)
-                candidates.append({"type": name, "workers": workers, "ps": ps,
-                                   "expected_cost": cost if finite else None})
-                if finite and (best is None or cost < best[0]):
+                cluster = _one_type(replay, name, workers)
+                if replay.speed(cluster, ps) <= 0 or not replay.inside_domain(cluster, ps):
+                    continue                             # no progress, or outside the loss model's domain
+                summary = replay_pools(problem, plan, {name: items}, policy="mpc", zones=zones, runs=runs, seed=seed,
+                                       join_s=join_s, period=fit_period, model=model).summary()
+                ok = summary["met_deadline"] >= MIN_MET
+                cost = float(summary["cost_mean"])
+                candidates.append({"type": name, "workers": workers, "ps": ps, "met_deadline": summary["met_deadline"],
+                                   "expected_cost": cost if ok else None})
+                if ok and (best is None or cost < best[0]):
                     best = (cost, plan)
     return PlanChoice(problem=problem, plan=best[1] if best else None, expected_cost=best[0] if best else None,
                       candidates=tuple(candidates), source="; ".join(sources))

@@ -30,6 +30,7 @@ through :func:`dnnprov.revocation.replan.zone_placement`).
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -47,6 +48,8 @@ PROGRESS_BUCKETS = 2000
 INFEASIBLE = 1e15
 #: Most states of one takeover table (ticks x buckets x capacities): bounds its memory and work.
 MAX_TABLE_STATES = 20_000_000
+#: Most clusters (and joint capacity states) of one takeover table: its transition is their square.
+MAX_CLUSTERS = 2_000
 
 
 @dataclass
@@ -76,10 +79,11 @@ class View:
     time_to_finish: Callable[[np.ndarray], float]    # seconds for workers per type from now
     running_spot: np.ndarray            # per pool: joined (training) spot instances
     running_od: np.ndarray              # per type: joined on-demand instances
-    time_after_tick: Callable[[np.ndarray, np.ndarray], float]
-    """``(kept, cluster)``: seconds for ``cluster`` to finish from the progress that the
-    ``kept`` running workers per type are sure to add by the next tick (capacity only
-    changes at ticks, so they cannot be revoked before it)."""
+    time_after_tick: Callable[[np.ndarray, np.ndarray, np.ndarray], float]
+    """``(kept, launched, cluster)``: seconds for ``cluster`` to finish from the progress that
+    the ``kept`` running workers per type, joined by the ``launched`` ones after
+    :meth:`delay`, are sure to add by the next tick (capacity only changes at ticks, so none
+    of them can be revoked before it)."""
 
     def delay(self) -> float:
         """Seconds before instances launched now train."""
@@ -140,6 +144,12 @@ def safety_net(view: View, cluster: np.ndarray | None = None) -> bool:
 def kept_running(view: View, order: Holdings) -> np.ndarray:
     """Workers per type already training that ``order`` keeps (sure to train until the next tick)."""
     return per_type(view, np.minimum(view.running_spot, order.spot)) + np.minimum(view.running_od, order.od)
+
+
+def launched_now(view: View, order: Holdings) -> np.ndarray:
+    """Workers per type that ``order`` launches now (they train from :meth:`View.delay` on)."""
+    spot = np.maximum(np.minimum(order.spot, view.caps) - view.spot, 0)
+    return per_type(view, spot) + np.maximum(order.od - view.od, 0)
 
 
 class Policy:
@@ -221,24 +231,26 @@ class ModelPredictive(Policy):
     committed: bool = False
 
     def decide(self, view: View) -> Holdings:
-        kind = self.table.type_index
+        kinds = list(self.table.types)
         fastest = np.zeros_like(view.want)
-        fastest[kind] = self.table.fastest
+        fastest[kinds] = self.table.fastest
         commit = Holdings(np.zeros_like(view.spot) if view.od.sum() >= fastest.sum() else
                           np.minimum(view.spot, view.caps), fastest)
         if self.committed:
             return commit
-        available = int(view.caps[view.pool_type == kind].sum())
-        workers = self.table.workers_at(view.t, view.progress, available)
+        available = [int(view.caps[view.pool_type == i].sum()) for i in kinds]
+        cluster = self.table.cluster_at(view.t, view.progress, available)
         want_spot = np.zeros_like(view.want)
-        want_spot[kind] = min(workers, available)
+        want_spot[kinds] = np.minimum(cluster, available)
         spot = fill_spot(view, want_spot, np.ones(len(view.caps), dtype=bool))
         od = np.zeros_like(view.want)
-        od[kind] = workers - int(per_type(view, spot)[kind])
+        od[kinds] = cluster - per_type(view, spot)[kinds]
         order = Holdings(spot, od)
         # The safety net: were every spot instance lost at the next tick, all on-demand
-        # launched then must still finish. Until then the kept running workers train.
-        late = view.t + view.gap_s + view.join_s + view.time_after_tick(kept_running(view, order), fastest)
+        # launched then must still finish. Until then the kept running workers train, and
+        # the ones launched now once they have joined.
+        late = view.t + view.gap_s + view.join_s + view.time_after_tick(
+            kept_running(view, order), launched_now(view, order), fastest)
         if late > view.deadline_s:
             self.committed = True
             return commit
@@ -247,75 +259,89 @@ class ModelPredictive(Policy):
 
 @dataclass
 class TakeoverTable:
-    """The exact takeover policy of one instance type under an availability model.
+    """The exact takeover policy of a plan's instance types under availability models.
 
-    Backward induction over ticks ``n`` (up to ``T_obj - join_s``: the last switch to
-    on-demand costs one join), progress in
-    :data:`PROGRESS_BUCKETS` buckets (rounded down: progress is never overstated) and the
-    pooled spot capacity ``A = min(available, K)``: in each state the cluster size
-    ``k = 0..K`` minimizing the tick's cost plus the expected cost-to-go, on spot as far
-    as capacity goes (``min(A, k)``, the cheaper market) and on-demand for the rest. A state
-    that cannot finish by the deadline costs :data:`INFEASIBLE`; every capacity change has
-    a positive chance in the fitted model, so the table never bets on capacity staying.
-    The overheads of relaunches are left to the safety net. ``expected_cost`` is the
-    table's value at the start, averaged over the model's chance of k at launch.
+    A cluster is a vector of workers per type of the plan, ``w_m = 0..W_m`` (``W_m``: the
+    plan's workers of type m). Backward induction over ticks ``n`` (up to ``T_obj - join_s``:
+    the last switch to on-demand costs one join), progress in :data:`PROGRESS_BUCKETS` buckets
+    (rounded down: progress is never overstated) and the pooled spot capacity of each type
+    ``A_m = min(available_m, W_m)``: in each state the cluster minimizing the tick's cost plus
+    the expected cost-to-go, each type on spot as far as its capacity goes (``min(A_m, w_m)``,
+    the cheaper market) and on-demand for the rest. Types change capacity independently,
+    each by its own fitted chain (one type: exactly its model). A state that cannot finish
+    by the deadline costs :data:`INFEASIBLE`; every capacity change has a positive chance in
+    the fitted model, so the table never bets on capacity staying. The overheads of
+    relaunches are left to the safety net. ``expected_cost`` is the table's value at the
+    start, averaged over the models' chance of k at launch.
     """
 
-    type_index: int
-    most: int                           # K: the largest cluster (the type's spot quota)
+    types: tuple[int, ...]              # the plan's type indices
+    most: tuple[int, ...]               # W_m per type
     gap_s: float
     deadline_s: float
     join_s: float
-    progress_per_s: np.ndarray          # per cluster size k = 0..K, fraction of the job per second
-    spot_price: float
-    od_price: float
+    progress_per_s: np.ndarray          # per cluster (index into :attr:`clusters`), fraction of the job per second
+    spot_price: np.ndarray              # $/h per type
+    od_price: np.ndarray                # $/h per type
     fixed_price: float                  # $/h paid whatever runs (the PS)
-    model: AvailabilityModel
+    models: tuple[AvailabilityModel, ...]
+    clusters: np.ndarray = field(init=False)
     actions: np.ndarray = field(init=False)
     expected_cost: float = field(init=False)
 
     def __post_init__(self) -> None:
-        k_max, b = self.most, PROGRESS_BUCKETS
-        trans = capped_transition(self.model, k_max)
+        b = PROGRESS_BUCKETS
+        self.clusters = np.array(list(itertools.product(*[range(w + 1) for w in self.most])), dtype=np.int64)
+        size = len(self.clusters)                       # capacity states = clusters (same ranges)
         ticks = max(0, int(math.floor((self.deadline_s - self.join_s) / self.gap_s)))
-        if ticks * (b + 1) * (k_max + 1) > MAX_TABLE_STATES:
-            raise InvalidInputError("--policy", f"mpc's table of {ticks:,} ticks x {b + 1} progress buckets x "
-                                                f"{k_max + 1} capacities is above the limit of {MAX_TABLE_STATES:,} "
-                                                "states (a shorter slo.time_s, a coarser trace or a smaller quota)")
-        value = np.full((b + 1, k_max + 1), INFEASIBLE)      # at the deadline: done, or failed
+        lengths = [self.gap_s] * ticks
+        if len(lengths) * (b + 1) * size > MAX_TABLE_STATES or size > MAX_CLUSTERS:
+            raise InvalidInputError("--policy", f"mpc's table of {len(lengths):,} ticks x {b + 1} progress buckets x "
+                                                f"{size:,} capacities is above the limit of {MAX_TABLE_STATES:,} "
+                                                f"states or {MAX_CLUSTERS:,} capacities (a shorter slo.time_s, a "
+                                                "coarser trace or a smaller plan)")
+        trans = np.ones((1, 1))
+        start = np.ones(1)
+        for model, w in zip(self.models, self.most):
+            trans = np.kron(trans, capped_transition(model, w))
+            start = np.kron(start, capped_start(model, w))
+        value = np.full((b + 1, size), INFEASIBLE)      # at the deadline: done, or failed
         value[b, :] = 0.0
-        self.actions = np.full((ticks, b + 1, k_max + 1), k_max, dtype=np.int16)
+        self.actions = np.full((len(lengths), b + 1, size), size - 1, dtype=np.int16)   # no way: the whole plan
         bucket = np.arange(b + 1)
-        steps = np.floor(self.progress_per_s * self.gap_s * b).astype(np.int64)
-        for n in range(ticks - 1, -1, -1):
-            expected = value @ trans.T                       # (b+1) x A: E[V_{n+1}(b', A') | A]
+        spot = np.minimum(self.clusters[None, :, :], self.clusters[:, None, :])    # [capacity, cluster, type]
+        per_h = (spot @ self.spot_price + (self.clusters[None, :, :] - spot) @ self.od_price) + self.fixed_price
+        for n in range(len(lengths) - 1, -1, -1):
+            steps = np.floor(self.progress_per_s * lengths[n] * b).astype(np.int64)
+            cost = per_h * lengths[n] / 3600                                        # [capacity, cluster]
+            expected = value @ trans.T                  # (b+1) x A: E[V_{n+1}(b', A') | A]
             new = np.full_like(value, INFEASIBLE)
-            for a in range(k_max + 1):
-                for k in range(k_max + 1):
-                    spot = min(a, k)
-                    cost = (spot * self.spot_price + (k - spot) * self.od_price + self.fixed_price) * self.gap_s / 3600
-                    cand = cost + expected[np.minimum(bucket + steps[k], b), a]
-                    better = cand < new[:, a]
-                    new[better, a] = cand[better]
-                    self.actions[n, better, a] = k
+            for k in range(size):
+                cand = cost[None, :, k] + expected[np.minimum(bucket + steps[k], b), :]
+                better = cand < new
+                new[better] = cand[better]
+                self.actions[n][better] = k
             new[b, :] = 0.0
             value = new
-        start = capped_start(self.model, k_max)
         first = value[0, :]
         self.expected_cost = float(start @ first) if (first[start > 0] < INFEASIBLE / 2).all() else math.inf
 
     @property
-    def fastest(self) -> int:
-        """The cluster size of most progress per second (the safety net's all-on-demand cluster)."""
-        return int(np.argmax(self.progress_per_s))
+    def fastest(self) -> np.ndarray:
+        """The cluster of most progress per second (the safety net's all-on-demand cluster)."""
+        return self.clusters[int(np.argmax(self.progress_per_s))]
 
-    def workers_at(self, t: float, progress: float, available: int) -> int:
-        """The optimal cluster size at time ``t``, progress fraction and pooled capacity."""
+    def cluster_at(self, t: float, progress: float, available: Sequence[int]) -> np.ndarray:
+        """The optimal cluster (workers per plan type) at time ``t``, progress fraction and
+        pooled capacity per type."""
         n = int(t // self.gap_s)
         if n >= len(self.actions):
-            return self.most
+            return self.clusters[-1]
         b = min(PROGRESS_BUCKETS, max(0, int(math.floor(progress * PROGRESS_BUCKETS))))
-        return int(self.actions[n, b, min(available, self.most)])
+        state = 0
+        for a, w in zip(available, self.most):
+            state = state * (w + 1) + min(int(a), w)
+        return self.clusters[int(self.actions[n, b, state])]
 
 
 def capped_transition(model: AvailabilityModel, cap: int) -> np.ndarray:

@@ -14,10 +14,14 @@ time 0; on-demand is never revoked; the PS is billed throughout):
 - **ticks**: capacity changes only at ticks. At each tick the instances above a pool's
   capacity are revoked (joining ones first), then the policy (:mod:`dnnprov.revocation.policies`)
   says what to hold; instances it drops stop being billed, those it adds are launched.
+  At most the plan's workers of a type run (the progress model's runs hold within the
+  plan): on-demand instances joining to replace spot ones (a safety net going on-demand)
+  take over from them, and the replaced spot instances stop then (dearest pools first).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass
@@ -34,7 +38,7 @@ from dnnprov.models.spot import SpotModel
 from dnnprov.problems.interruption import Trace
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
 from dnnprov.result import SpotPlan
-from dnnprov.solvers.robust import JOIN_OVERHEAD_S, progress_speed, progress_target
+from dnnprov.solvers.robust import JOIN_OVERHEAD_S, progress_target
 
 
 @dataclass(frozen=True)
@@ -88,10 +92,15 @@ class PoolReplay:
         return self._speed(per_type, ps)
 
     def start_progress(self, plan: SpotPlan) -> float:
-        """Progress at time 0: the start of the plan's own loss curve (as ``simulate``)."""
-        counts = np.array([[plan.counts.get(label, 0) for label in self.model.columns.labels]])
-        sigma, start = progress_speed(self.model, counts, plan.ps)
-        return float(start[0]) if sigma[0] > 0 else 0.0
+        """Progress at time 0 of every run of ``plan``, whatever the policy launches first
+        (:meth:`dnnprov.revocation.simulate.ClusterSpeeds.run_start`, as ``simulate``)."""
+        return self._speed.run_start(self.plan_workers(plan)[0], plan.ps)
+
+    def inside_domain(self, per_type: np.ndarray, ps: int) -> bool:
+        """Whether a cluster lies in the loss model's validity domain (the clusters the solver plans)."""
+        counts = np.zeros((1, len(self.model.columns)), dtype=np.int64)
+        counts[0, self.spot_col] = per_type
+        return bool(self.model.evaluate(counts, ps).inside_domain[0])
 
     def plan_workers(self, plan: SpotPlan) -> tuple[np.ndarray, np.ndarray]:
         """The plan's workers per type (both markets) and its on-demand workers per type."""
@@ -159,8 +168,8 @@ class PoolReplay:
                         event=tick == 0 or revoked or previous is None or bool((caps != previous).any()),
                         time_to_finish=lambda w, u=u: self._time_to_finish(w, ps, u),
                         running_spot=spot_run.copy(), running_od=od_run.copy(),
-                        time_after_tick=lambda kept, w, u=u: self._time_to_finish(
-                            w, ps, u + self.speed(kept, ps) * gap))
+                        time_after_tick=lambda kept, launched, w, u=u, t=t: self._time_to_finish(
+                            w, ps, u + self._sure_progress(kept, launched, ps, 0.0 if t == 0 else self.join_s)))
             previous = caps
             order = policy.decide(view)
             spot_target = np.minimum(np.maximum(order.spot, 0), caps)
@@ -186,6 +195,7 @@ class PoolReplay:
                 for j in [j for j in joins if j[0] <= t]:
                     joins.remove(j)
                     (spot_run if j[1] == "spot" else od_run)[j[2]] += j[3]
+                self._release_replaced(spot_run, od_run, want, pool_type, pool_price)
                 nxt = min([j[0] for j in joins if j[0] > t] + [end])
                 productive = np.bincount(pool_type, weights=spot_run, minlength=n_types).astype(np.int64) + od_run
                 sigma = self.speed(productive, ps)
@@ -205,6 +215,26 @@ class PoolReplay:
         loss = 1.0 / u + self.problem.workload.gamma_5 if u > 0 else math.inf
         return RunOutcome(met_deadline=met, finish_s=finish, cost=cost, loss=loss, revocations=revocations,
                           replans=0, on_demand_launched=od_launched)
+
+    @staticmethod
+    def _release_replaced(spot_run: np.ndarray, od_run: np.ndarray, want: np.ndarray, pool_type: np.ndarray,
+                          pool_price: np.ndarray) -> None:
+        """Stop the running spot instances (dearest pools first) that joined on-demand ones
+        replace: at most the plan's workers of a type run."""
+        for i in range(len(want)):
+            mine = np.flatnonzero(pool_type == i)
+            excess = int(spot_run[mine].sum() + od_run[i] - want[i])
+            for p in mine[np.argsort(-pool_price[mine], kind="stable")]:
+                if excess <= 0:
+                    break
+                cut = min(excess, int(spot_run[p]))
+                spot_run[p] -= cut
+                excess -= cut
+
+    def _sure_progress(self, kept: np.ndarray, launched: np.ndarray, ps: int, delay: float) -> float:
+        """Progress by the next tick of ``kept`` workers, joined by ``launched`` after ``delay``."""
+        first = min(delay, self.gap_s)
+        return self.speed(kept, ps) * first + self.speed(kept + launched, ps) * (self.gap_s - first)
 
     def _time_to_finish(self, workers: np.ndarray, ps: int, u: float) -> float:
         sigma = self.speed(workers, ps)
@@ -232,33 +262,47 @@ class PoolReplay:
         running[index] -= min(count, int(running[index]))
 
     # ------------------------------------------------------------------ the mpc table
-    def takeover_table(self, plan: SpotPlan, model: AvailabilityModel) -> TakeoverTable:
-        """The exact model-predictive table of a single-type plan under ``model``: clusters
-        of up to the type's quota, with the plan's PS."""
+    def takeover_table(self, plan: SpotPlan,
+                       model: AvailabilityModel | Mapping[str, AvailabilityModel]) -> TakeoverTable:
+        """The exact model-predictive table of ``plan`` under ``model`` (one type's, or one per
+        type of the plan by name): clusters of up to the plan's workers of each of its types
+        (the clusters its run's start covers), with the plan's PS."""
         want, _ = self.plan_workers(plan)
-        used = np.flatnonzero(want)
-        if len(used) != 1:
-            raise InvalidInputError("--policy", f"mpc plans one instance type: the plan uses {len(used)} types")
-        i = int(used[0])
-        t = self.problem.instance_types[i]
-        if abs(model.gap_s - self.gap_s) > 1e-9:
-            raise InvalidInputError("--model", f"fitted on {model.gap_s:g} s ticks; the traces have {self.gap_s:g} s")
-        if math.isnan(self.od_price[i]):
-            raise InvalidInputError(f"instance_types.{t.name}.on_demand_price_per_h",
-                                    "missing: the mpc policy launches on-demand instances")
-        most = max(t.quota, int(want[i]))
+        used = [int(i) for i in np.flatnonzero(want)]
+        if not isinstance(model, AvailabilityModel):
+            models = []
+            for i in used:
+                if self.types[i] not in model:
+                    raise InvalidInputError("--model", f"no availability model of {self.types[i]}, a type of the plan")
+                models.append(model[self.types[i]])
+        elif len(used) == 1:
+            models = [model]
+        else:
+            raise InvalidInputError("--model", f"one availability model covers one type; the plan uses {len(used)}: "
+                                               "fit each type's on --fit-period instead")
+        for i, m in zip(used, models):
+            if abs(m.gap_s - self.gap_s) > 1e-9:
+                raise InvalidInputError("--model", f"fitted on {m.gap_s:g} s ticks; the traces have {self.gap_s:g} s")
+            if math.isnan(self.od_price[i]):
+                raise InvalidInputError(f"instance_types.{self.types[i]}.on_demand_price_per_h",
+                                        "missing: the mpc policy launches on-demand instances")
+        most = tuple(int(want[i]) for i in used)
         u0 = self.start_progress(plan)
-        per_k = np.zeros(most + 1)
-        for k in range(1, most + 1):
+        clusters = np.array(list(itertools.product(*[range(w + 1) for w in most])), dtype=np.int64)
+        per_cluster = np.zeros(len(clusters))
+        for c, cluster in enumerate(clusters):
             workers = np.zeros(len(self.types), dtype=np.int64)
-            workers[i] = k
-            per_k[k] = self.speed(workers, plan.ps) / (self.target - u0)
-        prices = [z.spot_price_per_h for z in t.zones if z.spot_price_per_h is not None]
-        spot_price = float(np.mean(prices)) if prices else t.spot_price_per_h
-        return TakeoverTable(type_index=i, most=most, gap_s=self.gap_s, deadline_s=self.problem.slo.time_s,
-                             join_s=self.join_s, progress_per_s=per_k, spot_price=spot_price,
-                             od_price=float(self.od_price[i]),
-                             fixed_price=plan.ps * self.problem.platform.ps_price_per_h, model=model)
+            workers[used] = cluster
+            per_cluster[c] = self.speed(workers, plan.ps) / (self.target - u0) if cluster.any() else 0.0
+        spot_price = []
+        for i in used:
+            t = self.problem.instance_types[i]
+            prices = [z.spot_price_per_h for z in t.zones if z.spot_price_per_h is not None]
+            spot_price.append(float(np.mean(prices)) if prices else t.spot_price_per_h)
+        return TakeoverTable(types=tuple(used), most=most, gap_s=self.gap_s, deadline_s=self.problem.slo.time_s,
+                             join_s=self.join_s, progress_per_s=per_cluster, spot_price=np.array(spot_price),
+                             od_price=self.od_price[used], fixed_price=plan.ps * self.problem.platform.ps_price_per_h,
+                             models=tuple(models))
 
 
 def replay_pools(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]], *, policy: str,
@@ -286,14 +330,15 @@ def replay_pools(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequ
     table, fitted = None, None
     if policy == "mpc":
         want, _ = replay.plan_workers(plan)
-        used = [i for i in np.flatnonzero(want)]
-        if len(used) != 1:
-            raise InvalidInputError("--policy", f"mpc plans one instance type: the plan uses {len(used)} types")
-        kind = replay.types[int(used[0])]
         if model is None:
             fitted = fit_period or (0.0, 1.0)
-            model = fit_availability(traces[kind] if zones else traces[kind][:1],
-                                     max(problem.instance_types[int(used[0])].quota, int(want[used[0]])), fitted)
+            model = {}
+            for i in np.flatnonzero(want):
+                kind = replay.types[int(i)]
+                if kind not in traces:
+                    raise InvalidInputError(f"--trace {kind}", "mpc fits every type of the plan: give this type's traces")
+                model[kind] = fit_availability(traces[kind] if zones else traces[kind][:1],
+                                               max(problem.instance_types[int(i)].quota, int(want[i])), fitted)
         table = replay.takeover_table(plan, model)
     bounds = Hindsight(replay, None if hindsight_any_plan else plan) if hindsight else None
     rng = np.random.default_rng(seed)
@@ -317,6 +362,6 @@ def replay_pools(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequ
     if bounds is not None:
         settings["hindsight_scope"] = bounds.scope
     if table is not None:
-        settings["model"] = {"source": model.source, "fit_period": list(model.period),
-                             "expected_cost": table.expected_cost}
+        settings["model"] = {"source": "; ".join(m.source for m in table.models),
+                             "fit_period": list(table.models[0].period), "expected_cost": table.expected_cost}
     return Replay(policy=policy, runs=tuple(outcomes), settings=settings, bounds=tuple(lower))

@@ -42,6 +42,7 @@ hindsight bound replay tick by tick in :mod:`dnnprov.revocation.pool_replay`.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass, field
@@ -169,6 +170,10 @@ class _Capacity:
         return out
 
 
+#: Most sub-clusters of a plan whose loss curves :meth:`ClusterSpeeds.run_start` compares.
+MAX_SUBCLUSTERS = 200_000
+
+
 class ClusterSpeeds:
     """Progress speed of clusters given by workers per type (market does not matter), cached:
     both replay engines ask for the same few clusters at every event or tick."""
@@ -176,6 +181,29 @@ class ClusterSpeeds:
     def __init__(self, model: SpotModel, spot_col: Sequence[int]) -> None:
         self.model, self.spot_col = model, list(spot_col)
         self._cache: dict[tuple, float] = {}
+
+    def run_start(self, per_type: np.ndarray, ps: int) -> float:
+        """Progress ``u0`` at time 0 of a run of the plan with ``per_type`` workers.
+
+        One start for the whole run, whatever cluster trains first: the earliest start any
+        sub-cluster of the plan has on its own loss curve, ``min_c g1 / N_c`` (docs/revocation.md,
+        the progress model). For one type that is the plan's own start (``N_c`` grows with
+        the workers); mixes are checked over every sub-cluster up to
+        :data:`MAX_SUBCLUSTERS`, beyond which the plan's own start is used.
+        """
+        per_type = np.asarray(per_type, dtype=np.int64)
+        whole = np.zeros((1, len(self.model.columns)), dtype=np.int64)
+        whole[0, self.spot_col] = per_type
+        sigma, start = progress_speed(self.model, whole, ps)
+        if not sigma[0] > 0:
+            return 0.0
+        if int(np.prod(per_type + 1)) > MAX_SUBCLUSTERS:
+            return float(start[0])
+        subs = np.array(list(itertools.product(*[range(int(n) + 1) for n in per_type])), dtype=np.int64)
+        counts = np.zeros((len(subs), len(self.model.columns)), dtype=np.int64)
+        counts[:, self.spot_col] = subs
+        sigma, start = progress_speed(self.model, counts, ps)
+        return float(np.min(start[sigma > 0]))
 
     def __call__(self, per_type: np.ndarray, ps: int) -> float:
         key = (tuple(int(v) for v in per_type), ps)
@@ -290,8 +318,7 @@ class Simulator:
         joins: list[tuple[float, int, str, int]] = []        # (ready time, type, market, count)
         ps, ps_pending = plan.ps, []                           # pending: (ready time, new PS count)
         wanted = spot_plan.copy()                              # spot workers the policy wants held
-        start_speed, start = progress_speed(self.model, self._columns(spot_plan, od_plan)[None, :], plan.ps)
-        u = float(start[0]) if start_speed[0] > 0 else 0.0
+        u = self._speed.run_start(spot_plan + od_plan, plan.ps)
         t, cost, revocations, replans, od_launched = 0.0, 0.0, 0, 0, 0
         self._spent_so_far = 0.0
         if policy == "none":

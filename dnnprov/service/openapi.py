@@ -93,7 +93,13 @@ def _requests(max_time_limit_s: float) -> dict[str, Any]:
             "instance": instance, "plan": _ref("PlanInput"), "revoked": {**counts, "minProperties": 1},
             "elapsed_s": {"type": "number", "minimum": 0}, "loss_reached": {"type": "number"},
             "takeover_overhead_s": {"type": "number", "minimum": 0, "default": 30},
-            "avoid_revoked": {"type": "boolean", "default": False}, "method": method, "time_limit_s": time_limit}},
+            "avoid_revoked": {"type": "boolean", "default": False},
+            "capacity": {"type": ["object", "null"], "description": "free spot instances now per type and zone "
+                         "(zones of the type's `zones`), as `dnnprov replan --capacity TYPE@ZONE=N`: caps the "
+                         "takeover's spot quotas and adds `details.zones` (where to launch)",
+                         "additionalProperties": {"type": "object", "additionalProperties": {"type": "integer",
+                                                                                              "minimum": 0}}},
+            "method": method, "time_limit_s": time_limit}},
         "PredictRequest": {"type": "object", "additionalProperties": False, "required": ["instance"], "properties": {
             "instance": instance, "plan": _ref("Plan"), "counts": counts,
             "ps": {"type": "integer", "minimum": 1}, "functions": {"type": "integer", "minimum": 1},

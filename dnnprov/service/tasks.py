@@ -160,13 +160,24 @@ def _counts(value: object, where: str) -> dict[str, int]:
     return {str(k): check.integer(f"{where}.{k}", v, minimum=0) for k, v in value.items()}
 
 
+def _zone_counts(value: object) -> dict[str, dict[str, int]]:
+    """``capacity``: free spot instances per type and zone now, ``{type: {zone: count}}``."""
+    if not isinstance(value, Mapping) or not all(isinstance(z, Mapping) for z in value.values()):
+        raise InvalidInputError("capacity", "must map instance types to {zone: free count}, e.g. "
+                                            "{\"g3.8xlarge\": {\"us-east-1a\": 2}}")
+    return {str(k): {str(z): check.integer(f"capacity.{k}@{z}", n, minimum=0) for z, n in zones.items()}
+            for k, zones in value.items()}
+
+
 def _replan(body: object, cap: float) -> Task:
+    from dataclasses import replace
+
     from dnnprov.cloud.export import PlanDocument, plan_document
-    from dnnprov.revocation.replan import DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem
+    from dnnprov.revocation.replan import DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem, zone_capacity, zone_placement
     from dnnprov.solve import solve
 
     b = _fields(body, {"instance", "plan", "revoked", "elapsed_s", "loss_reached", "takeover_overhead_s",
-                       "avoid_revoked", "method", "time_limit_s"},
+                       "avoid_revoked", "capacity", "method", "time_limit_s"},
                 ("instance", "plan", "revoked", "elapsed_s", "loss_reached"))
     problem = instance(b["instance"])
     if not isinstance(problem, SpotProblem):
@@ -176,17 +187,25 @@ def _replan(body: object, cap: float) -> Task:
     avoid = b.get("avoid_revoked", False)
     if not isinstance(avoid, bool):
         raise InvalidInputError("avoid_revoked", "must be true or false")
+    revoked = _counts(b["revoked"], "revoked")
+    free = _zone_counts(b["capacity"]) if b.get("capacity") is not None else {}
+    survivors = {k: n - revoked.get(k, 0) for k, n in doc.counts().items()}
     takeover = replanned_problem(
-        problem, doc.counts(), _counts(b["revoked"], "revoked"),
+        problem, doc.counts(), revoked,
         check.number("elapsed_s", b["elapsed_s"], minimum=0), check.number("loss_reached", b["loss_reached"]),
         takeover_overhead_s=check.number("takeover_overhead_s", b.get("takeover_overhead_s", DEFAULT_TAKEOVER_OVERHEAD_S),
                                          minimum=0),
-        avoid_revoked=avoid)
+        avoid_revoked=avoid, capacity=zone_capacity(problem, free, survivors) if free else None)
     method, limit = _method(b), _time_limit(b, "replan", cap)
 
     def run() -> dict[str, Any]:
         result = solve(takeover, method, time_limit_s=limit)
-        return plan_document(result, takeover, doc.catalog).to_dict() if result.plan is not None else result.to_dict()
+        if result.plan is None:
+            return result.to_dict()
+        if free:              # where to launch the new spot instances, as `dnnprov replan --capacity` says
+            new = {k: n - survivors.get(k, 0) for k, n in result.plan.counts.items() if n > survivors.get(k, 0)}
+            result = replace(result, details={**result.details, "zones": zone_placement(problem, new, free)})
+        return plan_document(result, takeover, doc.catalog).to_dict()
 
     return Task("replan", run, limit, kill_after(limit), method)
 

@@ -131,9 +131,13 @@ def lp_optimum(hindsight: Hindsight, plan: dnnprov.SpotPlan, pools) -> float:
     """The LP relaxation solved by scipy's HiGHS: per slot fractions of clusters, progress >= du."""
     lengths, rates = hindsight.slot_rates(pools)
     du = hindsight.replay.target - hindsight.replay.start_progress(plan)
+    most = [plan.counts.get(t.name, 0) + plan.counts.get(t.name + ":on-demand", 0)
+            for t in hindsight.replay.problem.instance_types]
+    within = (hindsight.workers <= np.array(most)[None, :]).all(axis=1)   # the plan's sub-clusters
+    rates, speed = rates[:, within], hindsight.speed[within]
     n, m = rates.shape
     cost = (rates / 3600 * lengths[:, None]).ravel()
-    progress = -(hindsight.speed[None, :] * lengths[:, None]).ravel()
+    progress = -(speed[None, :] * lengths[:, None]).ravel()
     rows = np.zeros((n, n * m))
     for i in range(n):
         rows[i, i * m:(i + 1) * m] = 1
@@ -238,7 +242,7 @@ def test_mpc_table_matches_a_brute_force_on_a_known_future(level: int) -> None:
     plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
     replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [level] * 20, gap)]}, zones=True)
     table = replay.takeover_table(plan, flat_model(3, level, gap))
-    oracle = brute_force_cost(problem, plan, level, 4, gap, 3)
+    oracle = brute_force_cost(problem, plan, level, 4, gap, plan.workers)    # mpc holds at most the plan
     assert table.expected_cost >= oracle * (1 - 1e-9)
     assert table.expected_cost <= oracle * (1 + 4 * 3 / PROGRESS_BUCKETS) + 0.01
 
@@ -376,3 +380,20 @@ def test_mpc_table_size_is_bounded() -> None:
                         horizon=1.0)
     with pytest.raises(InvalidInputError, match="above the limit"):
         replay.takeover_table(dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1), flat_model(8, 8))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_hindsight_finds_the_lp_optimum_when_going_faster_is_dear(seed: int) -> None:
+    """A deadline 5 % above the plan's time: the LP must buy the last few % of speed at a
+    marginal price far above any cluster's average $ per progress; the dual search still
+    reaches the LP's optimum (it used to stop at twice the dearest average)."""
+    rng = np.random.default_rng(seed)
+    problem = one_type_problem(time_s=1.0, quota=4)
+    problem = problem.replace(slo=replace(problem.slo, time_s=1.05 * plan_time(problem, 4)))
+    traces = [trace(f"us-east-1{z}_v100_1.json", rng.integers(0, 3, size=40).tolist()) for z in "ab"]
+    replay = PoolReplay(problem, {"p3.2xlarge": traces}, zones=True)
+    hindsight = Hindsight(replay)
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 4}, ps=1)
+    for _ in range(3):
+        pools = replay.draw_pools(rng)
+        assert hindsight.bound(plan, pools) == pytest.approx(lp_optimum(hindsight, plan, pools), rel=1e-6)

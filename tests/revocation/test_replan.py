@@ -289,7 +289,8 @@ def test_cli_takeover_launches_the_new_ps(resnet110_paper, tmp_path: Path, capsy
 def test_cli_replan_places_the_takeover_in_zones(ref_resnet110, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture) -> None:
     """With pools and `--capacity TYPE@ZONE=N`, the takeover stays within the free capacity and
-    its details say where to launch: the cheaper zone first, then the next (issue 18)."""
+    its details say where to launch: the cheaper zone first, then the next (issue 18). The
+    service's replan job takes the same zone capacity and answers the same."""
     from dataclasses import replace
 
     from dnnprov.problems.spot import SpotPool
@@ -319,6 +320,18 @@ def test_cli_replan_places_the_takeover_in_zones(ref_resnet110, tmp_path: Path,
     oracle = replan(problem, TABLE1_PLAN, {"g3.8xlarge": 5}, REVOKED_AT_S, loss, method="enumerate",
                     capacity={"g3.8xlarge": 3})
     assert doc["cost"] == pytest.approx(oracle.cost, rel=1e-9)
+    from dnnprov.service.tasks import run as service_run
+
+    body = {"instance": json.loads(instance.read_text()), "plan": solved, "revoked": {"g3.8xlarge": 5},
+            "elapsed_s": REVOKED_AT_S, "loss_reached": loss, "method": "enumerate",
+            "capacity": {"g3.8xlarge": {"us-east-1a": 1, "us-east-1b": 2}}}
+    served = service_run("replan", body, 60.0)["result"]                # POST /v1/replan's answer
+    assert served["cost"] == pytest.approx(oracle.cost, rel=1e-9)
+    assert served["details"]["zones"] == doc["details"]["zones"]
+    with pytest.raises(InvalidInputError, match="not a zone of g3.8xlarge"):
+        service_run("replan", {**body, "capacity": {"g3.8xlarge": {"us-west-2a": 1}}}, 60.0)
+    with pytest.raises(InvalidInputError, match="capacity"):
+        service_run("replan", {**body, "capacity": {"g3.8xlarge": 1}}, 60.0)
     assert main(args + ["--capacity", "g3.8xlarge@us-west-2a=1"]) == 2
     assert "not a zone of g3.8xlarge" in capsys.readouterr().err
     assert main(args + ["--capacity", "g3.8xlarge=1"]) == 2
