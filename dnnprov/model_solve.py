@@ -56,7 +56,9 @@ def solve_model(model: pyo.ConcreteModel, method: str = "milp", *, time_limit_s:
     -------
     Result
         The method's result; a plan it returns is also loaded into the model's variables
-        (``m.n``, ``m.s``, ... and every performance variable).
+        (``m.n``, ``m.s``, ... and every performance variable). Ctrl-C stops it as in
+        :func:`dnnprov.solve`: ``limit`` with the best plan so far, ``details["stopped"]``
+        ``== "interrupted"``.
     """
     problem = _problem(model)
     if method not in METHODS:
@@ -73,7 +75,8 @@ def solve_model(model: pyo.ConcreteModel, method: str = "milp", *, time_limit_s:
                                           f"{', '.join(user.names)}); use 'milp' or 'enumerate'")
     side = form.side_rows(model) if user is not None else None
     limit = {} if max_plans is None else {"max_plans": max_plans}
-    from dnnprov.solve import solve
+    from dnnprov.progress import stop_on_signals, stop_requested
+    from dnnprov.solve import marked_interrupted, solve
     from dnnprov.solvers.enumeration import enumerate_serverless, enumerate_spot
     from dnnprov.solvers.serverless_exact import solve_serverless_exact
     from dnnprov.solvers.spot_exact import solve_spot_exact
@@ -94,7 +97,10 @@ def solve_model(model: pyo.ConcreteModel, method: str = "milp", *, time_limit_s:
         }
     started = time.perf_counter()
     try:
-        result = runners[method]()
+        with stop_on_signals(only_default=True):
+            result = runners[method]()
+        if stop_requested():
+            result = marked_interrupted(result, time_limit_s)
         if method in ("milp", "enumerate"):             # the reasons name the user's constraints
             from dnnprov.progress import Clock
             from dnnprov.solvers.infeasibility import explain

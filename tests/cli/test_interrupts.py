@@ -166,3 +166,30 @@ def test_stop_flag_semantics_with_real_signals():
             assert seen == [signal.SIGINT] and not stop_requested()
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_python_solve_model_with_a_user_constraint_keeps_the_incumbent_on_ctrl_c():
+    """solve_model (a Pyomo model with the user's own constraint) on Ctrl-C returns its best plan
+    so far, marked interrupted, instead of raising; the plan meets the user's constraint."""
+    import threading
+
+    import pyomo.environ as pyo
+
+    from dnnprov.formulations.spot import create_spot_model
+    from dnnprov.model_solve import solve_model
+
+    m = create_spot_model(dnnprov.read_instance(LARGE))
+    m.at_most_400 = pyo.Constraint(expr=m.workers <= 400)
+    timer = threading.Timer(4 * WARM_S, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        result = solve_model(m, "milp", time_limit_s=300)
+    finally:
+        timer.cancel()
+    assert result.status is dnnprov.Status.LIMIT and result.details["stopped"] == "interrupted"
+    assert "interrupted" in result.message
+    if result.plan is not None:                  # an incumbent was found before the signal
+        assert result.bound is None or result.bound <= result.cost
+        assert result.plan.workers <= 400
+        _assert_plan_meets_the_constraints(result.plan.counts, result.plan.ps, result.cost)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
