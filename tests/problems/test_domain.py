@@ -40,6 +40,16 @@ def aws_2025(number: int) -> dnnprov.SpotProblem:
     return dnnprov.read_instance(embedded_path("benchmarks", "aws-2025", f"aws-2025-{number:03d}.json"))
 
 
+def milp_matching_enumerate(problem: dnnprov.SpotProblem, time_limit_s: float = 60) -> dnnprov.Result:
+    """milp's result, after checking it against exhaustive search: same status, same cost."""
+    milp = dnnprov.solve(problem, "milp", time_limit_s=time_limit_s)
+    exhaustive = dnnprov.solve(problem, "enumerate", time_limit_s=time_limit_s)
+    assert milp.status is exhaustive.status
+    if milp.plan is not None:
+        assert milp.cost == pytest.approx(exhaustive.cost, rel=1e-9)
+    return milp
+
+
 # ---------------------------------------------------------------- the numerator cap
 @pytest.mark.parametrize("name", SHIPPED)
 def test_cap_keeps_half_the_numerator_of_the_fitted_edge(name):
@@ -94,13 +104,10 @@ def test_milp_plans_need_many_iterations_at_any_factor(number, factor):
     optimum (the whole quota box searched)."""
     problem = aws_2025(number)
     problem = with_domain(problem, **{**problem.workload.domain.to_dict(), "extrapolation": factor})
-    milp = dnnprov.solve(problem, "milp", time_limit_s=120)
-    exhaustive = dnnprov.solve(problem, "enumerate", time_limit_s=120)
+    milp = milp_matching_enumerate(problem, time_limit_s=120)
     assert milp.status in (Status.OPTIMAL, Status.INFEASIBLE)
-    assert exhaustive.status is milp.status
     if milp.plan is not None:
         assert milp.details["iterations"] >= 100
-        assert milp.cost == pytest.approx(exhaustive.cost, rel=1e-9)
 
 
 def test_the_iteration_floor_is_what_keeps_one_worker_plans_out():
@@ -129,11 +136,8 @@ def test_milp_equals_enumerate_where_the_cap_binds(make_random_spot, seed):
     cap = dnnprov.SpotModel(problem).domain_bounds()[0][1]
     assert cap == pytest.approx(min(3 * edge, edge + (root - edge) / 2))
     assert spot_space(problem) <= 2_000_000
-    milp = dnnprov.solve(problem, "milp", time_limit_s=60)
-    exhaustive = dnnprov.solve(problem, "enumerate", time_limit_s=60)
-    assert milp.status is exhaustive.status
+    milp = milp_matching_enumerate(problem)
     if milp.plan is not None:
-        assert milp.cost == pytest.approx(exhaustive.cost, rel=1e-9)
         assert milp.details["batch_wa"] <= cap * (1 + 1e-9)
 
 
@@ -221,11 +225,8 @@ def test_enforced_iteration_cap_keeps_milp_exact(make_random_spot, seed):
     limit = float(np.nanmedian(j)) if np.isfinite(j).any() else 1000.0
     problem = with_domain(problem, batch_wa=(1.0, 1e5), workers=(1, 40), iterations=(0.0, limit),
                           loss_axis="enforce")
-    milp = dnnprov.solve(problem, "milp", time_limit_s=60)
-    exhaustive = dnnprov.solve(problem, "enumerate", time_limit_s=60)
-    assert milp.status is exhaustive.status
+    milp = milp_matching_enumerate(problem)
     if milp.plan is not None:
-        assert milp.cost == pytest.approx(exhaustive.cost, rel=1e-9)
         assert milp.details["iterations"] <= limit * (1 + 1e-9)
 
 
