@@ -103,6 +103,7 @@ from dnnprov.solvers.joint_columns import (DEFAULT_MAX_PLANS_PER_JOB, GeneratedC
 from dnnprov.solvers.infeasibility import explain
 from dnnprov.solvers.highs_driver import TINY, UNIT_ROUNDOFF, MilpSolution, MilpStatus
 from dnnprov.solvers.joint_model import ColumnModel, h_status
+from dnnprov.solvers.joint_why import shared_limit_reasons
 from dnnprov.solvers.outcome import serverless_result, spot_result
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.models.spot import SpotModel
@@ -519,11 +520,7 @@ def _job_result(problem: Problem, generated: GeneratedColumns, k: int, started: 
 def _shared_reasons(problems: Sequence[Problem], shared: SharedLimits, deadline: float,
                     wanted: bool) -> tuple[Reason, ...]:
     """The shared limits that cannot hold (:mod:`joint_why`), when ``wanted``."""
-    if not wanted:
-        return ()
-    from dnnprov.solvers.joint_why import shared_limit_reasons
-
-    return shared_limit_reasons(problems, shared, deadline, solve_many)
+    return shared_limit_reasons(problems, shared, deadline, solve_many) if wanted else ()
 
 
 def _without_plans(problems: Sequence[Problem], generated: list[GeneratedColumns] | None, status: Status,
