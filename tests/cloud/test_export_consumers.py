@@ -378,3 +378,60 @@ def test_takeover_launch_script_takes_the_running_ps(sky_doc: PlanDocument) -> N
     if shutil.which("shellcheck"):
         lint = subprocess.run(["shellcheck", "-s", "sh", "-"], input=script, capture_output=True, text=True)
         assert lint.returncode == 0, lint.stdout
+
+
+def _kueue(doc: PlanDocument, **options) -> list[dict]:
+    return list(yaml.safe_load_all(export_files(doc, "kueue", ExportOptions(**options))["kueue.yaml"]))
+
+
+def test_pools_give_kueue_a_flavor_per_zone(pools_doc: PlanDocument) -> None:
+    """A type with pools: a flavor per (type, zone) it is placed on, zone-labelled, within each pool's capacity;
+    the ClusterQueue lists flavors most GPUs first and a type's pools cheapest first; Jobs pinned to type and zone."""
+    documents = _kueue(pools_doc)
+    flavors = [d for d in documents if d["kind"] == "ResourceFlavor"]
+    (queue,) = [d for d in documents if d["kind"] == "ClusterQueue"]
+    jobs = [d for d in documents if d["kind"] == "Job"]
+    zone_of = {"us-east-1a": 2, "us-east-1c": 4}  # g6e.12xlarge's pools and capacities (pools_doc)
+    placed: dict[tuple[str, str | None], int] = {}
+    for flavor, listed in zip(flavors, queue["spec"]["resourceGroups"][0]["flavors"]):
+        assert listed["name"] == flavor["metadata"]["name"]  # the queue lists the flavors in their order
+        labels = flavor["spec"]["nodeLabels"]
+        pods = next(r["nominalQuota"] for r in listed["resources"] if r["name"] == "pods")
+        if labels["dnnprov.io/role"] == "worker":
+            placed[(labels["node.kubernetes.io/instance-type"], labels.get("topology.kubernetes.io/zone"))] = pods
+    counts = pools_doc.counts()
+    g6e = {zone: n for (t, zone), n in placed.items() if t == "g6e.12xlarge"}
+    # 2 in the pool of capacity 2 (listed first: same price, us-east-1a < us-east-1c), the rest in the other
+    assert list(g6e) == ["us-east-1a", "us-east-1c"] and g6e == {"us-east-1a": 2, "us-east-1c": counts["g6e.12xlarge"] - 2}
+    assert all(n <= zone_of[z] for z, n in g6e.items())
+    assert placed[("g6.xlarge", "us-east-1b")] == counts["g6.xlarge"]  # us-east-1d is dearer, us-west-2a elsewhere
+    assert placed[("g5.48xlarge", None)] == counts["g5.48xlarge"]       # no pools: placed by region
+    gpus = {"g5.48xlarge": 8, "g6e.12xlarge": 4, "g5.2xlarge": 1, "g6.xlarge": 1}
+    order = [t for t, _ in placed]
+    assert [gpus[t] for t in order] == sorted((gpus[t] for t in order), reverse=True)
+    assert flavors[-1]["spec"]["nodeLabels"]["dnnprov.io/role"] == "ps" and \
+        "topology.kubernetes.io/zone" not in flavors[-1]["spec"]["nodeLabels"]
+    by_flavor = {f["spec"]["nodeLabels"]["topology.kubernetes.io/zone"]: f for f in flavors
+                 if "topology.kubernetes.io/zone" in f["spec"]["nodeLabels"]}
+    pinned = {job["spec"]["template"]["spec"]["nodeSelector"].get("topology.kubernetes.io/zone"): job for job in jobs}
+    for zone, flavor in by_flavor.items():
+        assert pinned[zone]["spec"]["template"]["spec"]["nodeSelector"] == flavor["spec"]["nodeLabels"]
+    assert sum(j["spec"]["parallelism"] for j in jobs if j["metadata"]["labels"]["dnnprov.io/role"] == "worker") \
+        == sum(counts.values())
+    *workers, _ = run_instances_calls(pools_doc, LaunchOptions(image_id="ami-1"))  # the PS's call is last
+    assert placed == {(c.params["InstanceType"], c.params.get("Placement", {}).get("AvailabilityZone")):
+                      c.params["MinCount"] for c in workers}  # the same placement as the EC2 export's
+
+
+def test_kueue_refuses_a_zone_no_node_can_carry() -> None:
+    """A zone name of 64 characters (the instance format's limit) is no label value: one error naming the pools."""
+    d = launchable(markets=("spot",)).to_dict()
+    zone = "us-east-1-" + "a" * 51 + "-1a"
+    assert len(zone) == 64
+    d["instance_types"]["g6.xlarge"]["zones"] = [{"zone": zone}]
+    d["instance_types"] = {"g6.xlarge": d["instance_types"]["g6.xlarge"]}
+    problem = problem_from_dict(d)
+    doc = PlanDocument(result={"status": "feasible", "kind": "spot", "instance": "z",
+                               "plan": {"counts": {"g6.xlarge": 2}, "ps": 1}}, problem=problem, catalog=CATALOG)
+    with pytest.raises(InvalidInputError, match="^instance_types.g6.xlarge.zones: .* cannot be a Kubernetes label"):
+        _kueue(doc)

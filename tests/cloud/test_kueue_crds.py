@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 import dnnprov
-from dnnprov.cloud.export import KUEUE_APIS, ExportOptions, export, plan_document
+from dnnprov.cloud.export import KUEUE_APIS, ExportOptions, PlanDocument, export, plan_document
+from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalog import Catalog, CatalogEntry
-from dnnprov.io.instances import read_instance
+from dnnprov.io.instances import problem_from_dict, read_instance
 
 yaml = pytest.importorskip("yaml")
 jsonschema = pytest.importorskip("jsonschema")
@@ -125,3 +126,48 @@ def test_checker_catches_what_kueue_refuses(table1) -> None:
     flavor["spec"]["nodeTaints"] = [{"key": "dnnprov.io/role", "value": "ps", "effect": "Sometimes"}]
     with pytest.raises((AssertionError, jsonschema.ValidationError)):
         check_against_crds(flavor, "v0.16.9")
+
+
+@pytest.fixture(scope="module")
+def table1_pools(table1):
+    """Table I with g3.8xlarge in two us-east-1 pools of 3 (its 5 spot workers must be split) and g3.16xlarge in one."""
+    d = table1.problem.to_dict()
+    d["instance_types"]["g3.8xlarge"]["zones"] = [{"zone": "us-east-1a", "capacity": 3},
+                                                  {"zone": "us-east-1b", "capacity": 3, "spot_price_per_h": 0.5}]
+    d["instance_types"]["g3.16xlarge"]["zones"] = [{"zone": "us-east-1f"}]
+    problem = problem_from_dict(d)
+    return plan_document(dnnprov.solve(problem, "milp"), problem, table1.catalog)
+
+
+@pytest.mark.parametrize("api,release", [(api, r) for api, releases in CLAIMS.items() for r in releases])
+def test_pool_export_is_a_valid_create_for_each_claimed_release(table1_pools, api: str, release: str) -> None:
+    """Per-zone flavors (nodeLabels with the zone) and their quotas pass every claimed release's schema and CEL rules."""
+    documents = _export(table1_pools, api)
+    counts = table1_pools.counts()
+    assert counts["g3.8xlarge"] == 5 and counts["g3.16xlarge"] == 2  # the pools change no solve
+    zones = [d["spec"]["nodeLabels"].get("topology.kubernetes.io/zone") for d in documents if d["kind"] == "ResourceFlavor"]
+    # g3.16xlarge (4 GPUs) in its pool, g3.8xlarge cheapest pool first (1b at $0.5/h holds 3), g4dn.4xlarge, the PS
+    assert zones == ["us-east-1f", "us-east-1b", "us-east-1a", None, None]
+    for document in documents:
+        check_against_crds(document, release)
+
+
+def _many_types(n: int):
+    catalog = Catalog(name="c", region="us-east-1", snapshot="2026-11-01T00:00:00Z", instance_types=tuple(
+        CatalogEntry(name=f"g{i}.xlarge", gpus=1, vcpus=4, memory_gb=16.0) for i in range(n)))
+    return PlanDocument(result={"status": "feasible", "kind": "spot", "instance": "many", "plan": {
+        "counts": {f"g{i}.xlarge": 1 for i in range(n)}, "ps": 1}}, catalog=catalog)
+
+
+def test_more_flavors_than_a_resource_group_holds_are_refused() -> None:
+    """63 worker flavors and the PS's fill Kueue's 64; one more is refused by dnnprov, as by the CRD itself."""
+    documents = _export(_many_types(63), KUEUE_APIS[0])
+    for document in documents:
+        check_against_crds(document, "v0.16.9")
+    with pytest.raises(InvalidInputError, match="^result.plan.counts: the plan needs 65 flavors"):
+        _export(_many_types(64), KUEUE_APIS[0])
+    queue = copy.deepcopy(next(d for d in documents if d["kind"] == "ClusterQueue"))
+    group = queue["spec"]["resourceGroups"][0]
+    group["flavors"].append({**group["flavors"][0], "name": "one-more"})
+    with pytest.raises(jsonschema.ValidationError, match="is too long"):
+        check_against_crds(queue, "v0.16.9")

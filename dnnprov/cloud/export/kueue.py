@@ -2,14 +2,20 @@
 
 Objects, in the order ``kubectl apply`` should create them:
 
-- one ResourceFlavor per (type, market) of the workers, most GPUs per node first, then
-  the PS flavor, always its own (``ps-...``, on-demand) even when the PS type is also a
-  worker type. Each flavor's ``nodeLabels`` pin the instance type
-  (``node.kubernetes.io/instance-type``), the market (``karpenter.sh/capacity-type``) and
-  the role (``dnnprov.io/role``: ``worker`` or ``ps``); the PS flavor's nodes carry the
-  taint ``dnnprov.io/role=ps:NoSchedule``, which only the PS pods tolerate;
-- a ClusterQueue covering ``pods``, ``cpu``, ``memory`` and ``nvidia.com/gpu`` for every
-  flavor, with the plan's totals as nominal quotas, and a LocalQueue pointing at it;
+- one ResourceFlavor per (type, market) of the workers, and for a spot type with pools
+  (``instance_types.<type>.zones``) one per (type, zone) the plan places it on, as the EC2
+  export does (all in the cheapest pool that holds them, else cheapest first within each
+  pool's capacity). Flavors are ordered most specific first: most GPUs per node first, a
+  type's zone flavors in placement order, then the PS flavor, always its own (``ps-...``,
+  on-demand) even when the PS type is also a worker type. Each flavor's ``nodeLabels`` pin
+  the instance type (``node.kubernetes.io/instance-type``), the market
+  (``karpenter.sh/capacity-type``), the role (``dnnprov.io/role``: ``worker`` or ``ps``)
+  and, for a pool, the zone (``topology.kubernetes.io/zone``); the PS flavor's nodes carry
+  the taint ``dnnprov.io/role=ps:NoSchedule``, which only the PS pods tolerate;
+- a ClusterQueue with one resource group covering ``pods``, ``cpu``, ``memory`` and
+  ``nvidia.com/gpu`` whose flavors are listed in that order (Kueue tries a group's flavors
+  in list order: a pod selecting only a type fills its pools in placement order), each
+  with the pods placed on it as nominal quotas; and a LocalQueue pointing at it;
 - a headless Service for the PS pods, and one Indexed Job per flavor (the PS Job first)
   with the queue label, an image placeholder, GPU, CPU and memory requests and a
   nodeSelector equal to its flavor's labels. Workers find the PS at ``DNNPROV_PS_ADDR``.
@@ -18,19 +24,23 @@ Objects, in the order ``kubectl apply`` should create them:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems import _checks as check
 from dnnprov.cloud.export.names import (DNS_LABEL, DNS_LABEL_MAX, DNS_SUBDOMAIN, LABEL_VALUE, LABEL_VALUE_MAX,
                                         UniqueNames, k8s_name, label_value, require)
+from dnnprov.cloud.export.placement import plan_region, region_pools, split
 from dnnprov.cloud.export.plan import PlanDocument, dump_yaml, hardware, split_label
 
 KUEUE_APIS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
 KUEUE_API = KUEUE_APIS[0]  # served from Kueue 0.15, the storage version from 0.16; v1beta1 on request
 IMAGE = "registry.example.com/dnnprov/trainer:replace-me"
 ROLE_LABEL, TYPE_LABEL, MARKET_LABEL = "dnnprov.io/role", "node.kubernetes.io/instance-type", "karpenter.sh/capacity-type"
-PLAN_LABEL, QUEUE_LABEL = "dnnprov.io/plan", "kueue.x-k8s.io/queue-name"
+PLAN_LABEL, QUEUE_LABEL, ZONE_LABEL = "dnnprov.io/plan", "kueue.x-k8s.io/queue-name", "topology.kubernetes.io/zone"
+#: Most flavors a ClusterQueue resource group lists (the CRDs' ``maxItems``, Kueue 0.14 to head).
+MAX_FLAVORS = 64
 PS_TAINT = {"key": ROLE_LABEL, "value": "ps", "effect": "NoSchedule"}
 PS_PORT = 2222
 #: An Indexed Job's pods are named (and their hostnames) ``<job>-<index>``: room for a 6-digit index in 63.
@@ -41,13 +51,57 @@ COMMAND = ("echo \"dnnprov placeholder: run your $DNNPROV_ROLE process (index $J
            "PS at $DNNPROV_PS_ADDR:$DNNPROV_PS_PORT)\"")
 
 
-def _node_type(field: str, type_name: str) -> str:
-    """The type as the node label value it must equal; a type no node can carry is refused."""
-    if len(type_name) > LABEL_VALUE_MAX or LABEL_VALUE.fullmatch(type_name) is None:
-        raise InvalidInputError(field, f"{type_name!r} cannot be a Kubernetes label value (at most 63 letters, "
+def _node_label(field: str, value: str, label: str, what: str) -> str:
+    """``value`` as the node label ``label`` must carry it; a value no node can carry is refused."""
+    if len(value) > LABEL_VALUE_MAX or LABEL_VALUE.fullmatch(value) is None:
+        raise InvalidInputError(field, f"{value!r} cannot be a Kubernetes label value (at most 63 letters, "
                                        "digits, '-', '_' and '.', alphanumeric at both ends), so no node carries it "
-                                       f"as {TYPE_LABEL}: it is no EC2 instance type")
-    return type_name
+                                       f"as {label}: {what}")
+    return value
+
+
+@dataclass(frozen=True)
+class _Flavor:
+    """The pods of one ResourceFlavor: role, type, market, zone (None: the region) and each pod's hardware."""
+
+    role: str
+    type_name: str
+    market: str
+    zone: str | None
+    pods: int
+    gpus: int
+    vcpus: int | None
+    memory_gib: float | None
+
+    def node_labels(self) -> dict[str, str]:
+        """The labels its nodes carry (and its pods select)."""
+        labels = {TYPE_LABEL: self.type_name, MARKET_LABEL: self.market, ROLE_LABEL: self.role}
+        return labels | ({ZONE_LABEL: self.zone} if self.zone else {})
+
+    def key(self) -> str:
+        """What its flavor and Job names are made from."""
+        return f"{self.role}-{self.type_name}-{self.market}" + (f"-{self.zone}" if self.zone else "")
+
+
+def _worker_flavors(doc: PlanDocument) -> list[_Flavor]:
+    """The workers' flavors, most specific first: most GPUs (then vCPUs, memory) per node, spot before
+    on-demand, a type's pools in placement order (the EC2 export's: ``placement.split``)."""
+    region = plan_region(doc)
+    flavors = []
+    for label, count in doc.counts().items():
+        type_name, market = split_label(label)
+        field = f"result.plan.counts.{label}"
+        gpus, vcpus, memory = hardware(doc, type_name)
+        if gpus is None:
+            raise InvalidInputError("catalog", f"the kueue export needs the GPU count of {type_name}: "
+                                               "wrap the plan with its instance or catalog (--instance / --catalog)")
+        _node_label(field, type_name, TYPE_LABEL, "it is no EC2 instance type")
+        pools = region_pools(doc, label, region)
+        for zone, pods in split(pools, count, label) if pools else [(None, count)]:
+            if zone is not None:
+                _node_label(f"instance_types.{type_name}.zones", zone, ZONE_LABEL, "it is no availability zone")
+            flavors.append(_Flavor("worker", type_name, market, zone, pods, gpus, vcpus, memory))
+    return sorted(flavors, key=lambda f: (-f.gpus, -(f.vcpus or 0), -(f.memory_gib or 0), f.market != "spot"))
 
 
 def _per_pod(gpus: int, vcpus: int | None, memory_gib: float | None) -> tuple[int, int, int]:
@@ -78,37 +132,32 @@ def kueue_documents(doc: PlanDocument, queue_name: str | None = None, *, namespa
     base = k8s_name(doc.name, 30)
     plan = label_value(doc.name) or "dnnprov"
     service = names(f"{base}-ps")
-    pools = []  # (role, type, market, count, gpus, vcpus, memory)
-    for label, count in doc.counts().items():
-        type_name, market = split_label(label)
-        gpus, vcpus, memory = hardware(doc, type_name)
-        if gpus is None:
-            raise InvalidInputError("catalog", f"the kueue export needs the GPU count of {type_name}: "
-                                               "wrap the plan with its instance or catalog (--instance / --catalog)")
-        pools.append(("worker", _node_type(f"result.plan.counts.{label}", type_name), market, count, gpus, vcpus, memory))
-    pools.sort(key=lambda p: (-p[4], -(p[5] or 0), -(p[6] or 0), p[2] != "spot"))
+    workers = _worker_flavors(doc)
     ps_gpus, ps_vcpus, ps_memory = hardware(doc, doc.ps_type)
-    pools.append(("ps", _node_type("instance.platform.ps_type", doc.ps_type), "on-demand", doc.ps,
-                  ps_gpus or 0, ps_vcpus, ps_memory))
+    ps_type = _node_label("instance.platform.ps_type", doc.ps_type, TYPE_LABEL, "it is no EC2 instance type")
+    pods = [*workers, _Flavor("ps", ps_type, "on-demand", None, doc.ps, ps_gpus or 0, ps_vcpus, ps_memory)]
+    if len(pods) > MAX_FLAVORS:
+        raise InvalidInputError("result.plan.counts", f"the plan needs {len(pods)} flavors (one per type, market and "
+                                f"pool, and the PS's) and a Kueue resource group lists at most {MAX_FLAVORS}")
     flavors, queue_flavors, jobs = [], [], []
     job_names = UniqueNames(k8s_name, JOB_NAME_MAX)
     ps_job = job_names(f"{base}-ps-job")
     ps_addr = f"{ps_job}-0.{service}.{namespace}.svc"
     covered = ["pods", "cpu", "memory", "nvidia.com/gpu"]
-    for role, type_name, market, count, gpus, vcpus, memory in pools:
-        flavor = names(f"{role}-{type_name}-{market}")
-        node_labels = {TYPE_LABEL: type_name, MARKET_LABEL: market, ROLE_LABEL: role}
+    for f in pods:
+        flavor = names(f.key())
+        node_labels = f.node_labels()
         spec: dict[str, Any] = {"nodeLabels": node_labels}
-        if role == "ps":
+        if f.role == "ps":
             spec["nodeTaints"] = [PS_TAINT]
         flavors.append({"apiVersion": api_version, "kind": "ResourceFlavor", "metadata": {"name": flavor}, "spec": spec})
-        pod_gpus, millicores, mib = _per_pod(gpus, vcpus, memory)
+        pod_gpus, millicores, mib = _per_pod(f.gpus, f.vcpus, f.memory_gib)
         requests = _quantities(pod_gpus, millicores, mib)
-        quota = {"pods": count, "cpu": f"{count * millicores}m", "memory": f"{count * mib}Mi",
-                 "nvidia.com/gpu": count * pod_gpus}
+        quota = {"pods": f.pods, "cpu": f"{f.pods * millicores}m", "memory": f"{f.pods * mib}Mi",
+                 "nvidia.com/gpu": f.pods * pod_gpus}
         queue_flavors.append({"name": flavor, "resources": [{"name": r, "nominalQuota": quota[r]} for r in covered]})
-        job = ps_job if role == "ps" else job_names(f"{base}-{type_name}-{market}")
-        jobs.append(_job(job, namespace, queue, plan, role, count, node_labels, requests, service, ps_addr))
+        job = ps_job if f.role == "ps" else job_names(f"{base}-{f.key().removeprefix('worker-')}")
+        jobs.append(_job(job, namespace, queue, plan, f.role, f.pods, node_labels, requests, service, ps_addr))
     jobs.sort(key=lambda j: j["metadata"]["labels"][ROLE_LABEL] != "ps")
     documents = flavors + [
         {"apiVersion": api_version, "kind": "ClusterQueue", "metadata": {"name": queue},
