@@ -435,3 +435,33 @@ def test_kueue_refuses_a_zone_no_node_can_carry() -> None:
                                "plan": {"counts": {"g6.xlarge": 2}, "ps": 1}}, problem=problem, catalog=CATALOG)
     with pytest.raises(InvalidInputError, match="^instance_types.g6.xlarge.zones: .* cannot be a Kubernetes label"):
         _kueue(doc)
+
+
+zone_text = st.from_regex(r"us-east-1-[a-z0-9]{1,48}-1[a-z]", fullmatch=True)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instance=names_text, zones=st.lists(zone_text, min_size=1, max_size=4, unique=True),
+       capacity=st.integers(min_value=1, max_value=4))
+def test_every_kueue_name_of_a_pool_plan_is_valid(pools_doc: PlanDocument, instance: str, zones: list[str],
+                                                  capacity: int) -> None:
+    """Random instance names and long zone names (the instance format's): every name and label by Kubernetes'
+    rules, flavors distinct, each zone flavor within its pool; or, past the pools' capacity, one refusal."""
+    d = pools_doc.problem.to_dict()
+    d["instance_types"]["g6e.12xlarge"]["zones"] = [{"zone": z, "capacity": capacity} for z in zones]
+    problem = problem_from_dict(d)
+    counts = pools_doc.counts()
+    doc = PlanDocument(result={**pools_doc.result, "instance": instance}, problem=problem, catalog=CATALOG)
+    if counts["g6e.12xlarge"] > capacity * len(zones):
+        with pytest.raises(InvalidInputError, match="^result.plan.counts.g6e.12xlarge: .* exceed the capacity"):
+            _kueue(doc)
+        return
+    for kind, name, pattern, limit in _kueue_names(doc, "g6e.12xlarge"):
+        assert full(pattern, name, limit), (kind, name)
+    flavors = [f for f in _kueue(doc) if f["kind"] == "ResourceFlavor"]
+    assert len({f["metadata"]["name"] for f in flavors}) == len(flavors)
+    (queue,) = [d for d in _kueue(doc) if d["kind"] == "ClusterQueue"]
+    for listed in queue["spec"]["resourceGroups"][0]["flavors"]:
+        flavor = next(f for f in flavors if f["metadata"]["name"] == listed["name"])
+        if flavor["spec"]["nodeLabels"].get("topology.kubernetes.io/zone") in zones:
+            assert 1 <= {r["name"]: r["nominalQuota"] for r in listed["resources"]}["pods"] <= capacity
