@@ -17,7 +17,7 @@ from dnnprov.cloud.export import TARGETS
 from dnnprov.problems.spot import MARKETS
 from dnnprov.result import REASON_KINDS, Status
 from dnnprov.service.store import STATES
-from dnnprov.service.tasks import MAX_SWEEP_POINTS
+from dnnprov.service.tasks import EXPORT_TEXT_OPTIONS, MAX_SWEEP_POINTS
 from dnnprov.solve import METHODS
 
 #: Schema files embedded as components: file stem -> component name.
@@ -107,8 +107,10 @@ def _requests(max_time_limit_s: float) -> dict[str, Any]:
         "ExportRequest": {"type": "object", "additionalProperties": False, "required": ["plan", "target"], "properties": {
             "plan": _ref("PlanInput"), "target": {"enum": list(TARGETS)},
             "instance": {"anyOf": [instance, {"type": "null"}]}, "catalog": {"anyOf": [_ref("Catalog"), {"type": "null"}]},
-            "options": {"type": "object", "additionalProperties": False, "properties": {
-                k: {"type": "string", "minLength": 1} for k in _EXPORT_OPTIONS}}}},
+            "options": {"type": "object", "additionalProperties": False, "description": "the options of "
+                        "`dnnprov export` (`--image-id` is `image_id`, ...); each is read by the targets it applies to",
+                        "properties": {**{k: {"type": "string", "minLength": 1} for k in EXPORT_TEXT_OPTIONS},
+                                       **_SKYPILOT_OPTIONS}}}},
         "SweepRequest": {"type": "object", "additionalProperties": False, "required": ["instance", "deadlines"],
                          "properties": {
             "instance": instance,
@@ -121,9 +123,20 @@ def _requests(max_time_limit_s: float) -> dict[str, Any]:
     }
 
 
-_EXPORT_OPTIONS = ("image_id", "launch_template", "launch_template_version", "subnet_id", "key_name", "function_name",
-                   "role", "image_uri", "s3_bucket", "s3_key", "runtime", "handler", "queue_name", "namespace",
-                   "kueue_api")
+#: The SkyPilot export's options beyond plain strings (``dnnprov export --to skypilot``).
+_SKYPILOT_OPTIONS: dict[str, Any] = {
+    "region": {"type": "string", "pattern": "^[a-z]{2}(-[a-z]+)+-[0-9]+$",
+               "description": "AWS region of the tasks when the plan carries no catalog (`--region`)"},
+    "skypilot_catalog": {"type": "string", "minLength": 1,
+                         "description": "the text of SkyPilot's AWS catalog (a `vms.csv`) to check the types against "
+                                        "(`--skypilot-catalog`; the server reads no file the caller names). Default: "
+                                        "the server's ~/.sky/catalogs/v8/aws/vms.csv"},
+    "no_catalog_check": {"type": "boolean", "default": False,
+                         "description": "do not check the types against SkyPilot's catalog (`--no-catalog-check`)"},
+    "managed_spot": {"type": "boolean", "default": False,
+                     "description": "spot workers as managed jobs, `sky jobs launch` (`--managed-spot`)"},
+    "autostop": {"type": "integer", "minimum": 1, "maximum": 10080, "default": 10,
+                 "description": "idle minutes before a cluster is torn down (`--autostop`)"}}
 _NUMBER_OR_NULL = {"type": ["number", "null"]}
 #: Kind of job -> (request schema, answer schema).
 _JOB_REQUEST = {"solve": "SolveRequest", "solve-many": "SolveManyRequest", "replan": "ReplanRequest",

@@ -232,10 +232,17 @@ def _predict(body: object, cap: float) -> Task:
     return Task("predict", lambda: predict(problem, **given), 0.0, 60.0, "predict")
 
 
+#: ``options`` of an export request that are strings, and the SkyPilot ones of other types (as the CLI's options).
+EXPORT_TEXT_OPTIONS = ("image_id", "launch_template", "launch_template_version", "subnet_id", "key_name",
+                       "function_name", "role", "image_uri", "s3_bucket", "s3_key", "runtime", "handler", "queue_name",
+                       "namespace", "kueue_api", "region", "skypilot_catalog")
+EXPORT_FLAG_OPTIONS = ("no_catalog_check", "managed_spot")
+
+
 def _export(body: object, cap: float) -> Task:
     from dnnprov.io.catalog import Catalog
     from dnnprov.cloud.export import (KUEUE_API, TARGETS, ExportOptions, FunctionCode, LaunchOptions,
-                                PlanDocument, export_files)
+                                      PlanDocument, export_files)
 
     b = _fields(body, {"plan", "target", "instance", "catalog", "options"}, ("plan", "target"))
     target = check.choice("target", b["target"], TARGETS)
@@ -250,16 +257,38 @@ def _export(body: object, cap: float) -> Task:
         doc = PlanDocument(result=doc.result, problem=problem, catalog=catalog)
     launch_keys = {"image_id", "launch_template", "launch_template_version", "subnet_id", "key_name"}
     code_keys = {"role", "image_uri", "s3_bucket", "s3_key", "runtime", "handler"}
-    o = _fields(b.get("options", {}), launch_keys | code_keys | {"function_name", "queue_name", "namespace", "kueue_api"})
+    o = _fields(b.get("options", {}), {*EXPORT_TEXT_OPTIONS, *EXPORT_FLAG_OPTIONS, "autostop"})
     for key, value in o.items():
-        check.text(f"options.{key}", value)
+        if key in EXPORT_FLAG_OPTIONS:
+            if not isinstance(value, bool):
+                raise InvalidInputError(f"options.{key}", f"must be true or false, got {check.short(value)}")
+        elif key != "autostop":
+            check.text(f"options.{key}", value)
     launch = LaunchOptions(**{k: o[k] for k in launch_keys if k in o})
     code = FunctionCode(**{"role": "", **{k: o[k] for k in code_keys if k in o}}) if code_keys & set(o) else None
     options = ExportOptions(launch=launch, function_name=o.get("function_name"), code=code,
                             queue_name=o.get("queue_name"), namespace=o.get("namespace", "default"),
-                            kueue_api=o.get("kueue_api", KUEUE_API))
+                            kueue_api=o.get("kueue_api", KUEUE_API), skypilot=_skypilot_options(o))
     files = export_files(doc, target, options)  # cheap: checked (and answered) here already
     return Task("export", lambda: {"target": target, "files": files}, 0.0, 30.0, "export")
+
+
+def _skypilot_options(o: Mapping[str, Any]):
+    """The SkyPilot options of an export request, as ``dnnprov export --to skypilot`` takes them.
+
+    ``skypilot_catalog`` is the text of a ``vms.csv`` (the server reads no files the caller names);
+    without it the server's own SkyPilot catalog is used, as the CLI does.
+    """
+    from dnnprov.cloud.export import SkyPilotCatalog, SkyPilotOptions
+
+    try:
+        catalog = SkyPilotCatalog.parse(o["skypilot_catalog"], "options.skypilot_catalog") \
+            if "skypilot_catalog" in o else None
+        return SkyPilotOptions(catalog=catalog, check_catalog=not o.get("no_catalog_check", False),
+                               region=o.get("region"), managed_spot=o.get("managed_spot", False),
+                               autostop_minutes=o.get("autostop", 10))
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"options.{exc.field}", exc.problem) from None
 
 
 def _sweep(body: object, cap: float) -> Task:

@@ -123,6 +123,24 @@ def test_skypilot_without_region_is_refused(sky_doc: PlanDocument) -> None:
         export_files(bare, "skypilot", ExportOptions(skypilot=SkyPilotOptions(catalog=SKY_CATALOG, region="us-west-2")))
 
 
+def test_bad_region_and_catalog_are_one_error(sky_doc: PlanDocument, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture) -> None:
+    """--region that is no AWS region, a catalog row with a field over csv's limit or an infinite count: exit 2."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(PlanDocument(result=sky_doc.result, problem=sky_doc.problem).to_dict()))
+    long_field = tmp_path / "long.csv"
+    long_field.write_text("InstanceType,Region\n" + "g" * 200_000 + ",us-east-1\n")
+    infinite = tmp_path / "inf.csv"
+    infinite.write_text("InstanceType,AcceleratorCount,Region\ng5.2xlarge,inf,us-east-1\n")
+    for flags, field in ((["--region", "us-east-1; rm -rf /"], "region"), (["--region", "us-east-١"], "region"),
+                         (["--region", "us-east-1", "--skypilot-catalog", str(long_field)], "skypilot_catalog"),
+                         (["--region", "us-east-1", "--skypilot-catalog", str(infinite)], "skypilot_catalog")):
+        out = tmp_path / "sky"
+        assert main(["export", str(plan), "--to", "skypilot", "--out", str(out), *flags]) == 2, flags
+        assert capsys.readouterr().err.startswith(f"dnnprov: error: {field}: "), flags
+        assert not out.exists()
+
+
 def test_managed_spot_workers_run_as_jobs(sky_doc: PlanDocument) -> None:
     """--managed-spot: spot workers through `sky jobs launch` (recovered after preemption), cancelled on failure."""
     files = export_files(sky_doc, "skypilot", ExportOptions(skypilot=SkyPilotOptions(catalog=SKY_CATALOG,

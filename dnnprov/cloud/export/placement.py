@@ -18,7 +18,7 @@ from dnnprov.problems.spot import SpotProblem
 from dnnprov.cloud.export.plan import PlanDocument, split_label
 
 #: The region of an AWS zone name: ``us-east-1a`` and the local zone ``us-west-2-lax-1a`` -> ``us-east-1``, ``us-west-2``.
-_AWS_REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d+")
+_AWS_REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,13 @@ class Pool:
     zone: str
     capacity: int | None
     price_per_h: float
+
+
+def check_region(field: str, region: object) -> str:
+    """``region`` if it is an AWS region name (``us-east-1``, ``us-gov-west-1``), else one error naming ``field``."""
+    if not isinstance(region, str) or _AWS_REGION.fullmatch(region) is None:
+        raise InvalidInputError(field, f"{region!r} is not an AWS region name (such as us-east-1)")
+    return region
 
 
 def zone_region(zone: str) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems import _checks as check
 from dnnprov.cloud.export.names import UniqueNames, skypilot_name
-from dnnprov.cloud.export.placement import plan_region, region_pools, split
+from dnnprov.cloud.export.placement import check_region, plan_region, region_pools, split
 from dnnprov.cloud.export.plan import PlanDocument, dump_yaml, hardware, split_label
 
 #: Where SkyPilot keeps its AWS catalog (schema v8, SkyPilot 0.10 and later).
@@ -57,23 +57,30 @@ class SkyPilotCatalog:
         """Read a ``vms.csv`` (SkyPilot's own file or an extract with its header; ``#`` lines skipped)."""
         path = Path(path).expanduser()
         try:
-            lines = [line for line in path.read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
-        except OSError as exc:
-            raise InvalidInputError("skypilot_catalog", f"cannot read {path}: {exc.strerror or exc}") from None
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidInputError("skypilot_catalog", f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        return cls.parse(text, str(path))
+
+    @classmethod
+    def parse(cls, text: str, source: str) -> "SkyPilotCatalog":
+        """The catalog of a ``vms.csv`` text; ``source`` names it in messages."""
+        lines = [line for line in text.splitlines() if not line.startswith("#")]
         rows = []
-        for i, row in enumerate(csv.DictReader(lines), start=2):
-            try:
+        try:
+            for row in csv.DictReader(lines):
                 rows.append(CatalogRow(
                     instance_type=row["InstanceType"], accelerator=row.get("AcceleratorName") or "",
                     accelerators=int(float(row.get("AcceleratorCount") or 0)), vcpus=float(row.get("vCPUs") or 0),
                     memory_gib=float(row.get("MemoryGiB") or 0),
                     price=float(row["Price"]) if row.get("Price") else None,
                     region=row["Region"], zone=row.get("AvailabilityZone") or ""))
-            except (KeyError, TypeError, ValueError) as exc:
-                raise InvalidInputError("skypilot_catalog", f"{path}: row {i} is not a SkyPilot vms.csv row ({exc})") from None
+        except (KeyError, TypeError, ValueError, OverflowError, csv.Error) as exc:
+            raise InvalidInputError("skypilot_catalog", f"{source}: row {len(rows) + 2} is not a SkyPilot vms.csv "
+                                                        f"row ({type(exc).__name__}: {exc})") from None
         if not rows:
-            raise InvalidInputError("skypilot_catalog", f"{path} has no rows of SkyPilot's vms.csv")
-        return cls(rows, str(path))
+            raise InvalidInputError("skypilot_catalog", f"{source} has no rows of SkyPilot's vms.csv")
+        return cls(rows, source)
 
     def offers(self, instance_type: str, region: str) -> bool:
         """Whether SkyPilot knows ``instance_type`` in ``region``."""
@@ -97,14 +104,15 @@ class SkyPilotCatalog:
 class SkyPilotOptions:
     """Options of the SkyPilot export.
 
-    ``catalog``: SkyPilot's AWS ``vms.csv`` to check types against (default: SkyPilot's own
-    copy, ``~/.sky/catalogs/v8/aws/vms.csv``); ``check_catalog=False`` skips the check.
-    ``region`` is used when the plan carries no catalog region. ``managed_spot``: spot
+    ``catalog``: SkyPilot's AWS ``vms.csv`` to check types against, a path or a read
+    :class:`SkyPilotCatalog` (default: SkyPilot's own copy, ``~/.sky/catalogs/v8/aws/vms.csv``);
+    ``check_catalog=False`` skips the check. ``region`` (an AWS region name) is used when the
+    plan carries no catalog region. ``managed_spot``: spot
     workers as managed jobs (``sky jobs launch``, recovered after preemptions).
     ``autostop_minutes``: idle minutes before a cluster is torn down.
     """
 
-    catalog: str | Path | None = None
+    catalog: str | Path | SkyPilotCatalog | None = None
     check_catalog: bool = True
     region: str | None = None
     managed_spot: bool = False
@@ -112,6 +120,8 @@ class SkyPilotOptions:
 
     def __post_init__(self) -> None:
         check.integer("autostop", self.autostop_minutes, minimum=1, maximum=10_080)
+        if self.region is not None:
+            check_region("region", self.region)
 
 
 def _region(doc: PlanDocument, options: SkyPilotOptions) -> str:
@@ -127,12 +137,15 @@ def _check_types(doc: PlanDocument, options: SkyPilotOptions, region: str, types
     """Refuse the first type SkyPilot's catalog does not offer in ``region``, with the nearest it does."""
     if not options.check_catalog:
         return
-    path = Path(options.catalog or DEFAULT_CATALOG).expanduser()
-    if options.catalog is None and not path.exists():
-        raise InvalidInputError("skypilot_catalog", f"no SkyPilot AWS catalog at {path} to check the plan's types "
-                                "against: run `sky show-gpus --infra aws` once (SkyPilot downloads it), pass "
-                                "--skypilot-catalog FILE, or --no-catalog-check to skip the check")
-    catalog = SkyPilotCatalog.read(path)
+    if isinstance(options.catalog, SkyPilotCatalog):
+        catalog = options.catalog
+    else:
+        path = Path(options.catalog or DEFAULT_CATALOG).expanduser()
+        if options.catalog is None and not path.exists():
+            raise InvalidInputError("skypilot_catalog", f"no SkyPilot AWS catalog at {path} to check the plan's "
+                                    "types against: run `sky show-gpus --infra aws` once (SkyPilot downloads it), "
+                                    "pass --skypilot-catalog FILE, or --no-catalog-check to skip the check")
+        catalog = SkyPilotCatalog.read(path)
     for field, type_name in types:
         if catalog.offers(type_name, region):
             continue
