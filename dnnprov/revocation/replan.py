@@ -36,7 +36,7 @@ from dnnprov.problems import _checks as check
 from dnnprov.errors import InvalidInputError
 from dnnprov.result import Result, SpotPlan
 from dnnprov.solve import solve
-from dnnprov.problems.spot import SpotProblem, check_existing
+from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem, check_existing
 from dnnprov.models.spot import SpotModel
 
 #: Seconds added to the predicted time after a takeover. The survivors keep training
@@ -52,7 +52,10 @@ def _counts(problem: SpotProblem, plan: SpotPlan | Mapping[str, int], where: str
     labels = problem.columns().labels
     for label in counts:
         if label not in labels:
-            raise InvalidInputError(f"{where}.{label}", f"not a column of problem {problem.name!r}")
+            offered = any(t.name == label.removesuffix(ON_DEMAND_SUFFIX) for t in problem.instance_types)
+            # an offered type's label is missing only when its market is disabled: say so (issue 21)
+            raise InvalidInputError(f"{where}.{label}", problem._not_a_column(label, set(labels)) if offered
+                                    else f"not a column of problem {problem.name!r}")
     return counts
 
 

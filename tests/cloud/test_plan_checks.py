@@ -88,3 +88,25 @@ def test_repro_plans_get_one_error_from_simulate_and_export(name: str, capsys: p
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("dnnprov: error: result.")
+
+
+def test_a_plan_on_a_disabled_market_says_so(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """An on-demand column of a spot-only instance: `replan` and `export` name the disabled market, not
+    'not a column'; a type the instance does not offer stays an unknown column."""
+    problem = dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json"))
+    assert problem.constraints.markets == ("spot",)
+    instance = tmp_path / "table1.json"
+    dnnprov.write_instance(problem, instance)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(spot_result({"g3.8xlarge:on-demand": 2, "g3.16xlarge": 3})))
+    assert main(["replan", str(instance), "--plan", str(plan), "--revoked", "g3.16xlarge=1",
+                 "--elapsed", "600", "--loss-reached", "0.9"]) == 2
+    assert capsys.readouterr().err == ("dnnprov: error: plan.counts.g3.8xlarge:on-demand: on-demand is not in "
+                                       "constraints.markets (spot): add \"on-demand\" there to keep running "
+                                       "on-demand instances of g3.8xlarge\n")
+    assert main(["export", str(plan), "--to", "json", "--instance", str(instance)]) == 2
+    assert capsys.readouterr().err.startswith("dnnprov: error: result.plan.counts.g3.8xlarge:on-demand: on-demand "
+                                              "is not in constraints.markets (spot)")
+    plan.write_text(json.dumps(spot_result({"p9.xlarge": 2, "g3.16xlarge": 3})))
+    assert main(["export", str(plan), "--to", "json", "--instance", str(instance)]) == 2
+    assert capsys.readouterr().err.startswith("dnnprov: error: result.plan.counts.p9.xlarge: unknown instance type")
