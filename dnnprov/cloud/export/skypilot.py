@@ -107,9 +107,9 @@ class SkyPilotOptions:
     ``catalog``: SkyPilot's AWS ``vms.csv`` to check types against, a path or a read
     :class:`SkyPilotCatalog` (default: SkyPilot's own copy, ``~/.sky/catalogs/v8/aws/vms.csv``);
     ``check_catalog=False`` skips the check. ``region`` (an AWS region name) is used when the
-    plan carries no catalog region. ``managed_spot``: spot
-    workers as managed jobs (``sky jobs launch``, recovered after preemptions).
-    ``autostop_minutes``: idle minutes before a cluster is torn down.
+    plan carries no catalog region. ``managed_spot``: spot workers as managed jobs (``sky jobs
+    launch``, recovered after preemptions). ``autostop_minutes``: idle minutes before a
+    cluster is torn down.
     """
 
     catalog: str | Path | SkyPilotCatalog | None = None
