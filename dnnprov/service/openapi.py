@@ -109,8 +109,8 @@ def _requests(max_time_limit_s: float) -> dict[str, Any]:
             "instance": {"anyOf": [instance, {"type": "null"}]}, "catalog": {"anyOf": [_ref("Catalog"), {"type": "null"}]},
             "options": {"type": "object", "additionalProperties": False, "description": "the options of "
                         "`dnnprov export` (`--image-id` is `image_id`, ...); each is read by the targets it applies to",
-                        "properties": {**{k: {"type": "string", "minLength": 1} for k in EXPORT_TEXT_OPTIONS},
-                                       **_SKYPILOT_OPTIONS}}}},
+                        "properties": {**{k: {"type": "string", "minLength": 1} for k in EXPORT_TEXT_OPTIONS
+                                          if k not in _SKYPILOT_OPTIONS}, **_SKYPILOT_OPTIONS}}}},
         "SweepRequest": {"type": "object", "additionalProperties": False, "required": ["instance", "deadlines"],
                          "properties": {
             "instance": instance,
