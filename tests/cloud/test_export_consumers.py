@@ -376,8 +376,11 @@ def test_pools_place_ec2_calls(pools_doc: PlanDocument) -> None:
 def test_pools_across_regions_need_a_region(pools_doc: PlanDocument) -> None:
     """Without a catalog region, pools of two regions are refused; one region of pools is the plan's region."""
     bare = PlanDocument(result=pools_doc.result, problem=pools_doc.problem)
-    with pytest.raises(InvalidInputError, match="^region: the plan's spot pools lie in 2 regions"):
+    with pytest.raises(InvalidInputError, match="^region: the plan's spot pools lie in 2 regions.* or pass --region$"):
         export_files(bare, "skypilot", ExportOptions(skypilot=SKY))
+    for target in ("kueue", "ec2-run-instances"):  # exports without a region option: the catalog gives it
+        with pytest.raises(InvalidInputError, match=r"^region: the plan's spot pools lie in 2 regions.*\(--catalog\)$"):
+            export_files(bare, target, ExportOptions(launch=LaunchOptions(image_id="ami-1")))
     west = PlanDocument(result=pools_doc.result, problem=pools_doc.problem,
                         catalog=Catalog(name="w", region="us-west-2", snapshot="2026-11-01T00:00:00Z",
                                         instance_types=CATALOG.instance_types))

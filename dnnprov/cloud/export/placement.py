@@ -55,8 +55,12 @@ def _pools(doc: PlanDocument, type_name: str) -> list[Pool]:
     return []
 
 
-def plan_region(doc: PlanDocument, given: str | None = None) -> str | None:
-    """The one region of the plan's launches (None: no catalog, none given and no pools)."""
+def plan_region(doc: PlanDocument, given: str | None = None, region_option: str | None = None) -> str | None:
+    """The one region of the plan's launches (None: no catalog, none given and no pools).
+
+    ``region_option``: the option that gives ``given`` (named in the refusal of pools in
+    several regions); None for an export that takes its region from the catalog only.
+    """
     if doc.region or given:
         return doc.region or given
     regions = {zone_region(p.zone) for label in doc.launch_counts() if split_label(label)[1] == "spot"
@@ -64,7 +68,8 @@ def plan_region(doc: PlanDocument, given: str | None = None) -> str | None:
     if len(regions) > 1:
         raise InvalidInputError("region", f"the plan's spot pools lie in {len(regions)} regions "
                                           f"({', '.join(sorted(regions))}) and the PS and workers belong in one: "
-                                          "wrap the plan with its catalog (--catalog) or pass --region")
+                                          "wrap the plan with its catalog (--catalog)"
+                                          + (f" or pass {region_option}" if region_option else ""))
     return next(iter(regions), None)
 
 

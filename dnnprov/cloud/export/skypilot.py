@@ -125,7 +125,7 @@ class SkyPilotOptions:
 
 
 def _region(doc: PlanDocument, options: SkyPilotOptions) -> str:
-    region = plan_region(doc, options.region)
+    region = plan_region(doc, options.region, "--region")
     if not region:
         raise InvalidInputError("region", "the plan names no region (no catalog), so SkyPilot would place each "
                                           "cluster in its own cheapest region, the PS apart from the workers: "
