@@ -4,10 +4,11 @@
 Farkas certificate or a verified branch and bound). When every job has a plan on its own,
 the cause is the shared limits; :func:`shared_limit_reasons` drops one shared row at a time
 and solves again. A row whose removal admits a joint plan is a cause: the instance is
-proven infeasible with it and the plan shows that without it there is one. The usage that
-plan makes of the row is what sufficed, not shown to be the least (``proven`` is ``False``
-for ``needed``: a cheaper or leaner joint plan may need less). When no single row is the
-cause and every relaxed solve proved infeasibility, the rows hold only together.
+proven infeasible with it and the plan shows that without it there is one. ``needed`` is
+then the least limit of that row admitting a joint plan, found by bisection between the
+proven-infeasible limit and the plan's usage (:func:`least_limit`); ``proven`` says whether
+the bisection closed within the time limit. When no single row is the cause and every
+relaxed solve proved infeasibility, the rows hold only together.
 """
 
 from __future__ import annotations
@@ -33,6 +34,44 @@ def without_row(shared: SharedLimits, row: str) -> SharedLimits:
         return dataclasses.replace(shared, quotas={k: v for k, v in shared.quotas.items() if k != label})
     return dataclasses.replace(shared, vcpu_quotas=tuple(q for q in shared.vcpu_quotas
                                                          if f"vcpu:{q.family}/{q.market}" != row))
+
+
+def with_row_limit(shared: SharedLimits, row: str, limit: int) -> SharedLimits:
+    """``shared`` with the limit of row ``row`` set to ``limit``."""
+    if row == CONCURRENCY_ROW:
+        return dataclasses.replace(shared, concurrency=limit)
+    if row.startswith("quota:"):
+        return dataclasses.replace(shared, quotas={**shared.quotas, row.removeprefix("quota:"): limit})
+    return dataclasses.replace(shared, vcpu_quotas=tuple(
+        dataclasses.replace(q, vcpus=limit) if f"vcpu:{q.family}/{q.market}" == row else q
+        for q in shared.vcpu_quotas))
+
+
+def least_limit(problems: Sequence[Problem], shared: SharedLimits, row: str, infeasible_at: int,
+                feasible_at: int, deadline: float, solve: Callable[..., object]) -> tuple[int, bool]:
+    """The least limit of ``row`` that admits a joint plan, by bisection between two proofs.
+
+    Every usage is an integer (instances, vCPUs, functions), the instance is proven
+    infeasible with the limit ``infeasible_at`` and has a plan using ``feasible_at``, and
+    raising a limit never removes a plan, so the least feasible limit lies in
+    ``(infeasible_at, feasible_at]``. Each probe either proves infeasibility (the least is
+    above it) or finds a plan (the least is at most its usage). Returns ``(limit, proven)``:
+    ``proven`` is ``False`` when the time ran out first (``limit`` then suffices).
+    """
+    low, high = infeasible_at, feasible_at
+    while high - low > 1:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return high, False
+        mid = (low + high) // 2
+        probe = solve(problems, shared=with_row_limit(shared, row, mid), time_limit_s=left, explain=False)
+        if probe.status is Status.INFEASIBLE:
+            low = mid
+        elif probe.cost is not None:
+            high = min(mid, round(row_usage(problems, probe.results, shared, row)))
+        else:
+            return high, False
+    return high, True
 
 
 def row_field(row: str) -> str:
@@ -81,13 +120,14 @@ def shared_limit_reasons(problems: Sequence[Problem], shared: SharedLimits, dead
         if relaxed.cost is None:                         # stopped without a joint plan: nothing shown
             every_relaxation_proven = False
             continue
-        used = row_usage(problems, relaxed.results, shared, row)
-        cheapest = "proven cheapest" if relaxed.status is Status.OPTIMAL else "cheapest found"
+        used = round(row_usage(problems, relaxed.results, shared, row))
+        needed, least = least_limit(problems, shared, row, int(limit), used, deadline, solve)
+        shown = ("no smaller limit admits a joint plan (proven)" if least else
+                 f"the time limit ended the search for a smaller one")
         reasons.append(Reason(
-            "vcpu_quota" if row.startswith("vcpu:") else "quota", row_field(row), limit, used, False,
-            f"{row_field(row)}: the jobs cannot share {limit:g}; without this limit the {cheapest} joint plan "
-            f"(total ${relaxed.cost:.6f}) uses {used:g} of it, which suffices (proven infeasible with the "
-            f"limit; {used:g} is not shown to be the least)"))
+            "vcpu_quota" if row.startswith("vcpu:") else "quota", row_field(row), limit, needed, least,
+            f"{row_field(row)}: the jobs cannot share {limit:g}; they need {needed:g} ({shown}; proven "
+            f"infeasible with the limit)"))
     if reasons:
         return tuple(reasons)
     if every_relaxation_proven and len(rows) > 1:

@@ -21,7 +21,7 @@ from dnnprov.progress import INTERRUPTED, stop_on_signals, stop_requested
 
 if TYPE_CHECKING:
     from dnnprov.problems.serverless import ServerlessProblem
-    from dnnprov.problems.spot import SpotProblem
+    from dnnprov.problems.spot import SpotProblem, SpotWorkload
     from dnnprov.result import Result
 
 EXIT_OK, EXIT_NO_PLAN, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -148,6 +148,27 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _spot_domain_lines(workload: "SpotWorkload") -> list[str]:
+    """The fitted ranges of a spot workload's domain, then what plans may use (what the solvers enforce)."""
+    d = workload.domain
+    lines = [f"  workload.domain: batch_wa {d.batch_wa[0]:g}..{d.batch_wa[1]:g}, workers "
+             f"{d.workers[0]}..{d.workers[1]}"
+             + (f", extrapolation {d.extrapolation:g}" if d.extrapolation != 1 else "")]
+    (b_low, b_high), (k_low, k_high) = d.batch_bounds(workload.gamma_2, workload.gamma_3), d.worker_bounds()
+    lines.append(f"    plans may use: batch_wa {b_low:g}..{b_high:g} (factor {d.batch_factor:g}, then eq. (3)'s "
+                 f"numerator cap), workers {k_low}..{k_high} (factor {d.workers_factor:g}), "
+                 f">= {d.min_iterations:g} iterations")
+    if d.loss is not None or d.iterations is not None:
+        logged = []
+        if d.loss is not None:
+            logged.append(f"loss {d.loss[0]:g}..{d.loss[1]:g}")
+        if d.iterations is not None:
+            logged.append(f"iterations {d.iterations[0]:g}..{d.iterations[1]:g} "
+                          f"(beyond {d.iteration_limit():g}: extrapolated)")
+        lines.append(f"    logged: {', '.join(logged)}; loss_axis {d.loss_axis}")
+    return lines
+
+
 def describe(problem: "SpotProblem | ServerlessProblem") -> str:
     """A few readable lines about a problem, with the instance file's field names.
 
@@ -183,11 +204,8 @@ def describe(problem: "SpotProblem | ServerlessProblem") -> str:
                  if t.interruption is not None]
         if rates:
             lines.append("  interruption rate_per_h: " + ", ".join(rates))
-        d = w.domain
-        if d is not None:
-            lines.append(f"  workload.domain: batch_wa {d.batch_wa[0]:g}..{d.batch_wa[1]:g}, workers "
-                         f"{d.workers[0]}..{d.workers[1]}"
-                         + (f", extrapolation {d.extrapolation:g}" if d.extrapolation != 1 else ""))
+        if w.domain is not None:
+            lines.extend(_spot_domain_lines(w))
     else:
         w, p = problem.workload, problem.platform
         grid = problem.memory_grid()

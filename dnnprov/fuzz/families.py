@@ -273,6 +273,28 @@ def f_domain(rng: np.random.Generator, d: SpotDraft) -> None:
                                 extrapolation=float(rng.choice([1.0, rng.uniform(1.0, 1.5)])))
 
 
+def f_domain_axes(rng: np.random.Generator, d: SpotDraft) -> None:
+    """A validity domain with the axes of issue 23: per-axis factors, an iteration floor, logged loss and steps.
+
+    The floor and the logged step range are drawn around the iterations a lone worker needs
+    (eq. 3 at the mean batch, no cc), so the floor and an enforced loss axis sometimes bind.
+    """
+    f_domain(rng, d)
+    dom, w = d.workload["domain"], d.workload
+    sizes = [t["gpus"] * t.get("batch_per_gpu", 32) for t in d.types]
+    numerator = max(w["gamma_2"] * float(np.mean(sizes)) + w["gamma_3"], 1.0)
+    lone = max(numerator / max(d.slo["loss"] - w["gamma_5"], 1e-9) - w["gamma_1"], 1.0)
+    for axis in ("extrapolation_workers", "extrapolation_batch_wa"):
+        if rng.random() < 0.5:
+            dom[axis] = float(rng.uniform(1.0, 2.5))
+    dom["min_iterations"] = float(rng.choice([0.0, 100.0, lone * float(rng.uniform(0.05, 1.5))]))
+    if rng.random() < 0.6:
+        dom["loss"] = (d.slo["loss"] * float(rng.uniform(0.7, 1.2)), d.slo["loss"] * float(rng.uniform(1.5, 4.0)))
+        dom["iterations"] = (0.0, lone * float(rng.uniform(0.1, 3.0)))
+        dom["extrapolation_iterations"] = float(rng.choice([1.0, rng.uniform(1.0, 2.0)]))
+        dom["loss_axis"] = str(rng.choice(["flag", "enforce"]))
+
+
 def f_existing(rng: np.random.Generator, d: SpotDraft) -> None:
     """Kept (already running) instances on one or two columns, spot or on-demand."""
     markets = d.constraints.get("markets", ("spot",))
@@ -294,6 +316,8 @@ FEATURES: dict[str, Callable[[np.random.Generator, SpotDraft], None]] = {
     "on-demand": f_on_demand, "vcpu": f_vcpu, "workers": f_workers, "ps-range": f_ps_range,
     "overhead": f_overhead, "domain": f_domain, "existing": f_existing,
 }
+#: Features only their own families draw (kept out of FEATURES so that ``mixed`` draws stay as they were).
+DOMAIN_FEATURES: dict[str, Callable[[np.random.Generator, SpotDraft], None]] = {"domain-axes": f_domain_axes}
 #: Features that move numbers across the accepted range (applied before the others).
 MAGNITUDE_FEATURES: dict[str, Callable[[np.random.Generator, SpotDraft], None]] = {
     "price-magnitudes": f_price_magnitudes, "speed-magnitudes": f_speed_magnitudes,
@@ -387,7 +411,7 @@ def _spot_family(name: str, features: tuple[str, ...] = (), *, slo: str = "slack
     def family(rng: np.random.Generator) -> SpotProblem:
         d = spot_draft(rng, **draft)
         for feature in features:
-            {**MAGNITUDE_FEATURES, **FEATURES}[feature](rng, d)
+            {**MAGNITUDE_FEATURES, **FEATURES, **DOMAIN_FEATURES}[feature](rng, d)
         return finish_spot(rng, d, name, slo=slo, budget=budget)
     family.__doc__ = f"Spot family {name!r}: features {', '.join(features) or 'none'}, SLO {slo}, budget {budget}."
     return family
@@ -482,6 +506,7 @@ FAMILIES: dict[str, Family] = {
     "overhead-ps-price": _spot_family("overhead-ps-price", ("overhead",)),
     "eq10-batches": _spot_family("eq10-batches", ("eq10",)),
     "validity-domain": _spot_family("validity-domain", ("domain",)),
+    "validity-domain-axes": _spot_family("validity-domain-axes", ("domain-axes",)),
     "loss-near-floor": _spot_family("loss-near-floor", ("loss-floor",)),
     "mixed": mixed,
     "mid-size": mid_size,

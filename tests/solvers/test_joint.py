@@ -487,8 +487,9 @@ def test_full_lp_path_agrees(monkeypatch, make_random_spot, make_random_serverle
 
 def test_shared_limits_that_cannot_hold_are_named(make_random_spot, make_random_serverless):
     """Jobs feasible alone but not together: a reason per shared row whose removal admits a joint
-    plan (the product brute force decides each), and "combination" exactly when no single row does."""
-    from dnnprov.solvers.joint_why import row_field, without_row
+    plan (the product brute force decides each), its ``needed`` the least limit of that row the
+    brute force finds feasible (proven), and "combination" exactly when no single row does."""
+    from dnnprov.solvers.joint_why import row_field, with_row_limit, without_row
 
     rng = np.random.default_rng(97)
     explained = 0
@@ -507,9 +508,13 @@ def test_shared_limits_that_cannot_hold_are_named(make_random_spot, make_random_
         causes = {row_field(row) for row in shared.rows() if math.isfinite(brute_force(problems, without_row(shared, row)))}
         named = {r.field for r in result.infeasibility if r.kind in ("quota", "vcpu_quota")}
         assert named == causes
+        rows_by_field = {row_field(row): row for row in shared.rows()}
         for r in result.infeasibility:
             if r.kind in ("quota", "vcpu_quota"):
-                assert r.needed > r.current and not r.proven
+                row = rows_by_field[r.field]
+                least = next(limit for limit in range(int(r.current) + 1, 10**6)
+                             if math.isfinite(brute_force(problems, with_row_limit(shared, row, limit))))
+                assert r.needed == least and r.proven, (r, least)
         kinds = {r.kind for r in result.infeasibility}
         assert ("combination" in kinds) == (not causes and len(shared.rows()) > 1)
         explained += 1
