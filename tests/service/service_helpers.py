@@ -107,6 +107,16 @@ def worker_pids(server_pid: int) -> list[int]:
     return found
 
 
+def startup_error(run: subprocess.CompletedProcess) -> dict:
+    """The one JSON line of a refused `dnnprov serve` start (exit 2): ``{"field", "message", ...}``."""
+    assert run.returncode == 2, (run.returncode, run.stderr)
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1, run.stderr
+    line = json.loads(lines[0])
+    assert (line["level"], line["event"]) == ("error", "startup_failed") and line.keys() >= {"ts", "field", "message"}
+    return line
+
+
 def log_events(log: Path, event: str) -> list[dict]:
     """The JSON lines of a server log with ``"event": event``."""
     return [r for r in map(json.loads, log.read_text().splitlines()) if r.get("event") == event]
