@@ -177,6 +177,10 @@ def _serve(args: argparse.Namespace) -> int:
                            max_time_limit_s=args.max_time_limit, max_pending=args.max_pending,
                            drain_timeout_s=args.drain_timeout, job_ttl_s=args.job_ttl, dask_address=args.dask,
                            max_auth_failures=args.max_auth_failures)
+    # A worker process killed (kill -9, a budget overrun, a cancel) leaves the semaphores its
+    # libraries made (scipy's); multiprocessing's resource tracker removes them and would say so
+    # in a plain-text warning on our standard error, which stays JSON.
+    sys.warnoptions.append("ignore:resource_tracker:UserWarning")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
     for name in ("dnnprov.access", "dnnprov.service"):
