@@ -102,7 +102,7 @@ def worker_pids(server_pid: int) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == server_pid and "multiprocessing" in cmdline and "resource_tracker" not in cmdline:
+        if ppid == server_pid and "multiprocessing" in cmdline and "resource_tracker import main" not in cmdline:
             found.append(int(entry.name))
     return found
 
