@@ -78,8 +78,8 @@ def small_body(tmp: Path, **extra: object) -> dict:
     """A simulate body on the fixture's instance, plan and two synthetic zones."""
     instance = json.loads(next(tmp.glob("resnet110-paper-4.json")).read_text())
     plan = json.loads(next(tmp.glob("resnet110-paper-4-plan.json")).read_text())
-    return {"instance": instance, "plan": plan, "traces": inline(sorted(str(p) for p in tmp.glob("us-east-1*_v100_1.json"))),
-            "zones": True, **extra}
+    traces = inline(sorted(str(p) for p in tmp.glob("us-east-1*_v100_1.json")))
+    return {"instance": instance, "plan": plan, "traces": traces, "zones": True, **extra}
 
 
 @pytest.mark.skipif(len(V100_ZONES) != 3, reason="../shared/data/spot-traces (the three 16-node V100 zones) is absent")
