@@ -6,6 +6,7 @@ back, the exclusive lock on it, and the normalised identity of a row's instance 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import errno
 import fcntl
@@ -14,11 +15,12 @@ import json
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
-from dnnprov.errors import InvalidInputError
+from dnnprov.errors import InvalidInputError, PlausibilityWarning
 from dnnprov.io.instances import FORMATS, problem_from_dict, read_instance, read_json_file, resolve_instance_path
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
@@ -89,6 +91,23 @@ def _other_document(path: Path) -> bool:
     return isinstance(fmt, str) and fmt.startswith("dnnprov/") and fmt not in FORMATS
 
 
+@contextlib.contextmanager
+def warnings_naming(label: str) -> Iterator[None]:
+    """Within the block, plausibility warnings name the file they came from (``FILE: FIELD``):
+    a batch reads many files, and the CLI shows each distinct warning once."""
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield
+    finally:                          # also when the file then fails: what it warned is shown
+        for w in caught:
+            if isinstance(w.message, PlausibilityWarning):
+                warnings.warn(PlausibilityWarning(f"{label}: {w.message.field}", w.message.problem), stacklevel=3)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
 def read_items(files: Sequence[Path], named: Iterable[Path] = ()) -> tuple[list[Item], list[Path]]:
     """Read every file: ``(items, skipped)``; skipped files are JSON found in a folder
     that is no instance. Every file in ``named`` (given by the user) gets an item.
@@ -104,8 +123,9 @@ def read_items(files: Sequence[Path], named: Iterable[Path] = ()) -> tuple[list[
         if f.suffix == ".jsonl":
             count = 0
             try:
-                for count, problem in enumerate(_read_lines(f), start=1):
-                    items.append(Item(f"{label}#{count}", problem))
+                with warnings_naming(label):
+                    for count, problem in enumerate(_read_lines(f), start=1):
+                        items.append(Item(f"{label}#{count}", problem))
             except Exception as exc:  # the reader stops at a bad line: the rest is one failed item
                 items.append(Item(label if count == 0 and _is_read_failure(exc) else f"{label}#{count + 1}",
                                   None, _error_text(exc)))
@@ -114,7 +134,8 @@ def read_items(files: Sequence[Path], named: Iterable[Path] = ()) -> tuple[list[
                     items.append(Item(label, None, "bad instance: the file holds no instance (no non-blank line)"))
             continue
         try:
-            items.append(Item(label, read_instance(f)))
+            with warnings_naming(label):
+                items.append(Item(label, read_instance(f)))
         except Exception as exc:
             if os.path.realpath(f) not in named and _other_document(f):
                 skipped.append(f)
@@ -178,7 +199,8 @@ def load_instances(paths: Iterable[str]) -> dict[str, Problem | Exception]:
         if None in indexes:
             path = indexes.pop(None)
             try:
-                found[path] = read_instance(file)
+                with warnings_naming(file):
+                    found[path] = read_instance(file)
             except Exception as exc:
                 found[path] = exc
         if not indexes:

@@ -17,12 +17,13 @@ import signal
 import socket
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from dnnprov.errors import InvalidInputError
 
-from dnnprov.cli import EXIT_INTERRUPTED, EXIT_OK
+from dnnprov.cli import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK
 # The largest request head (line plus headers) h11 buffers before parsing. Its default, 16 KiB, applied
 # only when the head arrived in pieces, so a long URL got a 404 or a 400 depending on how the network
 # split it; 80 KiB makes every head under 64 KiB parse, whatever the split.
@@ -129,8 +130,24 @@ def _server_class(uvicorn: Any) -> type:
     return DrainingServer
 
 
+def startup_error(exc: InvalidInputError) -> None:
+    """A refused start as one JSON line on standard error, like every other line of the service:
+    ``{"ts", "level": "error", "event": "startup_failed", "field", "message"}``."""
+    sys.stderr.write(json.dumps({"ts": round(time.time(), 3), "level": "error", "event": "startup_failed",
+                                 "field": exc.field, "message": exc.problem}) + "\n")
+    sys.stderr.flush()
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Run the HTTP service until interrupted."""
+    """Run the HTTP service until interrupted; a refused start is one JSON line and exit 2."""
+    try:
+        return _serve(args)
+    except InvalidInputError as exc:
+        startup_error(exc)
+        return EXIT_BAD_INPUT
+
+
+def _serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
@@ -160,6 +177,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
                            max_time_limit_s=args.max_time_limit, max_pending=args.max_pending,
                            drain_timeout_s=args.drain_timeout, job_ttl_s=args.job_ttl, dask_address=args.dask,
                            max_auth_failures=args.max_auth_failures)
+    # A worker process killed (kill -9, a budget overrun, a cancel) leaves the semaphores its
+    # libraries made (scipy's); multiprocessing's resource tracker removes them and would say so
+    # in a plain-text warning on our standard error, which stays JSON.
+    sys.warnoptions.append("ignore:resource_tracker:UserWarning")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
     for name in ("dnnprov.access", "dnnprov.service"):

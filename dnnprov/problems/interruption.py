@@ -133,25 +133,31 @@ def load_trace(path: str | Path) -> Trace:
 
     ``prices`` (spot price per tick, in some preemption traces) is checked and not used.
     """
-    name = str(path)
-    raw = read_json_file(path)
+    return trace_from_dict(read_json_file(path), str(path))
+
+
+def trace_from_dict(raw: object, path: str, field: str | None = None) -> Trace:
+    """A trace from its parsed JSON (as :func:`load_trace` reads it); ``path`` names it (its
+    zone is in the name, as in a file name), ``field`` prefixes the error fields (default
+    ``"PATH: "``)."""
+    name = f"{path}: " if field is None else field
     if not isinstance(raw, Mapping) or not isinstance(raw.get("metadata"), Mapping):
-        raise InvalidInputError(f"{name}: metadata", "a trace is {\"metadata\": {\"gap_seconds\": G}, \"data\": [...]}")
+        raise InvalidInputError(f"{name}metadata", "a trace is {\"metadata\": {\"gap_seconds\": G}, \"data\": [...]}")
     for where, keys, known in (("", raw, TRACE_FIELDS), ("metadata.", raw["metadata"], METADATA_FIELDS)):
         unknown = [k for k in keys if k not in known]
         if unknown:
-            raise InvalidInputError(f"{name}: {where}{unknown[0]}", f"unknown trace field (known: {', '.join(known)})")
-    gap = check.number(f"{name}: metadata.gap_seconds", raw["metadata"].get("gap_seconds"), exclusive_minimum=0)
+            raise InvalidInputError(f"{name}{where}{unknown[0]}", f"unknown trace field (known: {', '.join(known)})")
+    gap = check.number(f"{name}metadata.gap_seconds", raw["metadata"].get("gap_seconds"), exclusive_minimum=0)
     data = raw.get("data")
     if not isinstance(data, list) or len(data) < 2:
-        raise InvalidInputError(f"{name}: data", "must be a list of at least two alive counts")
+        raise InvalidInputError(f"{name}data", "must be a list of at least two alive counts")
     if len(data) > MAX_TRACE_TICKS:
-        raise InvalidInputError(f"{name}: data", f"{len(data):,} ticks are more than the limit of {MAX_TRACE_TICKS:,}")
-    alive = _counts(f"{name}: data", data)
+        raise InvalidInputError(f"{name}data", f"{len(data):,} ticks are more than the limit of {MAX_TRACE_TICKS:,}")
+    alive = _counts(f"{name}data", data)
     prices = raw.get("prices")
     if prices is not None and (not isinstance(prices, list) or len(prices) != len(data)):
-        raise InvalidInputError(f"{name}: prices", "must be a list of one spot price per tick of data")
-    return Trace(path=name, gap_s=gap, alive=alive)
+        raise InvalidInputError(f"{name}prices", "must be a list of one spot price per tick of data")
+    return Trace(path=path, gap_s=gap, alive=alive)
 
 
 def _counts(where: str, data: list) -> np.ndarray:

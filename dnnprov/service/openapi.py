@@ -17,6 +17,8 @@ from dnnprov.cloud.export import TARGETS
 from dnnprov.problems.spot import MARKETS
 from dnnprov.result import REASON_KINDS, Status
 from dnnprov.service.store import STATES
+from dnnprov.problems.interruption import MAX_TRACE_TICKS
+from dnnprov.service.replay_tasks import MAX_TRACE_NAME
 from dnnprov.service.tasks import EXPORT_TEXT_OPTIONS, MAX_SWEEP_POINTS
 from dnnprov.solve import METHODS
 
@@ -120,6 +122,56 @@ def _requests(max_time_limit_s: float) -> dict[str, Any]:
             "losses": {"type": ["array", "null"], "items": {"type": "number"}, "minItems": 1,
                        "description": "null: the instance's own target loss"},
             "heuristic": {"type": "boolean", "default": True}, "time_limit_s": time_limit}},
+        **_replay_requests(instance, time_limit),
+    }
+
+
+def _replay_requests(instance: dict[str, Any], time_limit: dict[str, Any]) -> dict[str, Any]:
+    """The bodies of ``simulate`` and ``choose-plan`` (dnnprov/service/replay_tasks.py)."""
+    from dnnprov.revocation.policies import POLICY_NAMES
+    from dnnprov.revocation.simulate import POLICIES, REPLAN_METHODS
+
+    trace = {"type": "object", "description": "A trace file's JSON (docs/revocation.md): alive instances per tick.",
+             "additionalProperties": False, "required": ["metadata", "data"], "properties": {
+                 "metadata": {"type": "object", "additionalProperties": False, "required": ["gap_seconds"],
+                              "properties": {"gap_seconds": {"type": "number", "exclusiveMinimum": 0}}},
+                 "data": {"type": "array", "minItems": 2, "maxItems": MAX_TRACE_TICKS,
+                          "items": {"type": "integer", "minimum": 0}},
+                 "prices": {"type": "array", "items": {"type": "number"},
+                            "description": "spot price per tick (checked, not used)"}}}
+    traces = {"type": "array", "minItems": 1, "description": "one per `--trace TYPE=FILE`, in order",
+              "items": {"type": "object", "additionalProperties": False, "required": ["type", "trace"], "properties": {
+                  "type": {"type": "string", "minLength": 1, "description": "the spot instance type"},
+                  "name": {"type": "string", "minLength": 1, "maxLength": MAX_TRACE_NAME,
+                           "description": "the trace's file name: its zone is read from it as from a file name "
+                                          "(`us-west-2a_v100_1.json`: zone `us-west-2a`); default `traces.I`"},
+                  "trace": trace}}}
+    period = {"type": "string", "pattern": "^[0-9.]+:[0-9.]+$", "examples": ["0.5:1"],
+              "description": "A:B, fractions 0 <= A < B <= 1 of the traces' common ticks"}
+    flag = {"type": "boolean", "default": False}
+    join = {"type": "number", "minimum": 0, "default": 126, "description": "seconds before launched instances train"}
+    return {
+        "SimulateRequest": {"type": "object", "additionalProperties": False, "required": ["instance", "plan", "traces"],
+                            "description": "`dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE... --json`; "
+                                           "time_limit_s is CPU seconds, as --time-limit", "properties": {
+            "instance": instance, "plan": _ref("PlanInput"), "traces": traces,
+            "zones": {**flag, "description": "the traces of one type are simultaneous pools, aligned in time"},
+            "policy": {"enum": sorted(set(POLICIES) | set(POLICY_NAMES)), "default": "none"},
+            "period": period, "fit_period": {**period, "description": "with policy mpc: fit its model on this A:B"},
+            "model": {"type": ["object", "null"], "description": "with policy mpc: a dnnprov/availability model "
+                                                                 "(`dnnprov risk fit --zones --json`)"},
+            "hindsight": flag, "runs": {"type": "integer", "minimum": 1, "maximum": 10_000_000, "default": 1000},
+            "seed": {"type": "integer", "minimum": 0, "default": 0},
+            "replan_method": {"enum": list(REPLAN_METHODS), "default": "exact"},
+            "join_s": join, "horizon": {"type": "number", "minimum": 1, "default": 3},
+            "per_run": flag, "time_limit_s": time_limit}},
+        "ChoosePlanRequest": {"type": "object", "additionalProperties": False, "required": ["instance", "traces"],
+                              "description": "`dnnprov risk plan INSTANCE --trace TYPE=FILE... --json`; the task is "
+                                             "stopped (504) at its budget, time_limit_s plus max(5 s, 25 %)",
+                              "properties": {
+            "instance": instance, "traces": traces,
+            "zones": {**flag, "description": "the traces of one type are simultaneous pools, aligned in time"},
+            "fit_period": {**period, "default": "0:1"}, "join_s": join, "time_limit_s": time_limit}},
     }
 
 
@@ -140,9 +192,11 @@ _SKYPILOT_OPTIONS: dict[str, Any] = {
 _NUMBER_OR_NULL = {"type": ["number", "null"]}
 #: Kind of job -> (request schema, answer schema).
 _JOB_REQUEST = {"solve": "SolveRequest", "solve-many": "SolveManyRequest", "replan": "ReplanRequest",
-                "predict": "PredictRequest", "sweep": "SweepRequest"}
+                "predict": "PredictRequest", "sweep": "SweepRequest", "simulate": "SimulateRequest",
+                "choose-plan": "ChoosePlanRequest"}
 _JOB_ANSWER = {"solve": "Result", "solve-many": "SolveManyAnswer", "replan": "ReplanAnswer",
-               "predict": "PredictAnswer", "sweep": "SweepAnswer"}
+               "predict": "PredictAnswer", "sweep": "SweepAnswer", "simulate": "SimulateAnswer",
+               "choose-plan": "Result"}
 
 
 #: The plan of a result (``Result.plan.to_dict()``): the same shape in every answer that has one.
@@ -212,6 +266,19 @@ _ANSWERS: dict[str, Any] = {
                                                            "plan_summary": {"type": "string",
                                                                             "description": "the plan in words"}}}},
         "violations": {"type": "array", "items": {"type": "string"}}}},
+    "SimulateAnswer": {"type": "object", "description": "What `dnnprov simulate --json` prints.",
+                       "required": ["runs", "policy", "met_deadline", "finished", "cost_mean", "cost_p95", "loss_mean",
+                                    "revocations_mean", "replans_mean", "on_demand_launched_mean", "settings"],
+                       "properties": {
+        "runs": {"type": "integer", "minimum": 1}, "policy": {"type": "string"},
+        "met_deadline": {"type": "number"}, "finished": {"type": "number"}, "cost_mean": _NUMBER_OR_NULL,
+        "cost_p95": _NUMBER_OR_NULL, "finish_s_mean": _NUMBER_OR_NULL, "loss_mean": _NUMBER_OR_NULL,
+        "revocations_mean": {"type": "number"}, "replans_mean": {"type": "number"},
+        "on_demand_launched_mean": {"type": "number"},
+        "hindsight_cost_mean": {**_NUMBER_OR_NULL, "description": "with hindsight: the mean of each run's proven "
+                                "lower bound (null when some run cannot meet T_obj at all)"},
+        "hindsight_unreachable_runs": {"type": "integer", "minimum": 0},
+        "settings": {"type": "object"}, "per_run": {"type": "array", "items": {"type": "object"}}}},
     "Error": {"type": "object", "required": ["error"], "additionalProperties": False, "properties": {"error": {
         "type": "object", "required": ["field", "message"], "additionalProperties": False,
         "properties": {"field": {"type": "string"}, "message": {"type": "string"}}}}},
@@ -315,7 +382,11 @@ def openapi_document(auth: bool, max_time_limit_s: float = 300.0) -> dict[str, A
             "replan": ("takeover plan after revocations (as `dnnprov replan --json`)", "ReplanRequest", "ReplanAnswer"),
             "predict": ("predicted time and cost of one plan", "PredictRequest", "PredictAnswer"),
             "export": ("a plan in a deployable form (as `dnnprov export`)", "ExportRequest", "ExportAnswer"),
-            "sweep": ("proven minimal cost per deadline (as `dnnprov sweep`)", "SweepRequest", "SweepAnswer")}.items():
+            "sweep": ("proven minimal cost per deadline (as `dnnprov sweep`)", "SweepRequest", "SweepAnswer"),
+            "simulate": ("replay spot traces against a plan under a policy (as `dnnprov simulate --json`)",
+                         "SimulateRequest", "SimulateAnswer"),
+            "choose-plan": ("the plan cheapest under mpc on a fitted availability model (as `dnnprov risk plan "
+                            "--json`)", "ChoosePlanRequest", "Result")}.items():
         codes = solving + (("504",) if kind != "export" else ())
         paths[f"/v1/{kind}"] = {"post": {"summary": summary, "operationId": kind.replace("-", "_"),
                                          "requestBody": _body(request),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import importlib
 import logging
 import multiprocessing
 import signal
@@ -30,6 +31,11 @@ from typing import Any, Callable
 LOG = logging.getLogger("dnnprov.service")
 #: Solved once by each new worker process, so that its first request does not pay for the imports.
 WARM_UP_INSTANCE = "embedded:spot/paper-table1.json"
+#: Imported by each new worker process after its warm-up solve, for the same reason: the
+#: modules the other kinds load on first use (the joint solver's alone took 6 s of wall time
+#: on a loaded machine, more than a 1 s request's budget).
+WARM_UP_MODULES = ("dnnprov.solvers.joint", "dnnprov.batch.sweep", "dnnprov.models.predict",
+                   "dnnprov.revocation.pool_replay", "dnnprov.revocation.plan_choice", "dnnprov.revocation.hindsight")
 
 #: What a worker answers: ("ok", answer, seconds) | ("invalid", field, message) | ("error", message)
 #: | ("killed", message) (over budget) | ("crashed", message) (the worker process died)
@@ -53,6 +59,8 @@ def worker_main(conn: Connection) -> None:
     from dnnprov.service import tasks
 
     tasks.outcome("solve", {"instance": WARM_UP_INSTANCE}, 10.0)  # loads the solver stack before the first request
+    for module in WARM_UP_MODULES:
+        importlib.import_module(module)
     conn.send(("ready",))
     while True:
         try:

@@ -22,9 +22,10 @@ from dnnprov.solve import METHODS
 from dnnprov.problems.spot import MARKETS, SpotProblem, VcpuQuota
 
 #: The kinds of work, one per endpoint that solves.
-KINDS = ("solve", "solve-many", "replan", "predict", "export", "sweep")
+KINDS = ("solve", "solve-many", "replan", "predict", "export", "sweep", "simulate", "choose-plan")
 #: Default ``time_limit_s`` per kind (seconds; at most the server's cap).
-DEFAULT_TIME_LIMIT_S = {"solve": 10.0, "solve-many": 60.0, "replan": 10.0, "sweep": 10.0}
+DEFAULT_TIME_LIMIT_S = {"solve": 10.0, "solve-many": 60.0, "replan": 10.0, "sweep": 10.0, "simulate": 60.0,
+                        "choose-plan": 60.0}
 #: Most points a sweep request may ask for.
 MAX_SWEEP_POINTS = 200
 
@@ -173,8 +174,8 @@ def _replan(body: object, cap: float) -> Task:
     from dataclasses import replace
 
     from dnnprov.cloud.export import PlanDocument, plan_document
-    from dnnprov.revocation.replan import DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem, zone_capacity, zone_placement
-    from dnnprov.solve import solve
+    from dnnprov.revocation.replan import (DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem, solve_takeover,
+                                           takeover_document, zone_capacity, zone_placement)
 
     b = _fields(body, {"instance", "plan", "revoked", "elapsed_s", "loss_reached", "takeover_overhead_s",
                        "avoid_revoked", "capacity", "method", "time_limit_s"},
@@ -195,13 +196,13 @@ def _replan(body: object, cap: float) -> Task:
         check.number("elapsed_s", b["elapsed_s"], minimum=0), check.number("loss_reached", b["loss_reached"]),
         takeover_overhead_s=check.number("takeover_overhead_s", b.get("takeover_overhead_s", DEFAULT_TAKEOVER_OVERHEAD_S),
                                          minimum=0),
-        avoid_revoked=avoid, capacity=zone_capacity(problem, free, survivors) if free else None)
+        avoid_revoked=avoid, ps=doc.ps, capacity=zone_capacity(problem, free, survivors) if free else None)
     method, limit = _method(b), _time_limit(b, "replan", cap)
 
-    def run() -> dict[str, Any]:
-        result = solve(takeover, method, time_limit_s=limit)
+    def run() -> dict[str, Any]:          # as `dnnprov replan --json`
+        result = solve_takeover(takeover, method, time_limit_s=limit)
         if result.plan is None:
-            return result.to_dict()
+            return takeover_document(result, takeover, doc.catalog)
         if free:              # where to launch the new spot instances, as `dnnprov replan --capacity` says
             new = {k: n - survivors.get(k, 0) for k, n in result.plan.counts.items() if n > survivors.get(k, 0)}
             result = replace(result, details={**result.details, "zones": zone_placement(problem, new, free)})
@@ -322,9 +323,21 @@ def _sweep_answer(table: dict[str, Any]) -> dict[str, Any]:
     return {**table, "rows": rows}
 
 
+def _simulate(body: object, cap: float) -> Task:
+    from dnnprov.service.replay_tasks import simulate_task
+
+    return simulate_task(body, cap)
+
+
+def _choose_plan(body: object, cap: float) -> Task:
+    from dnnprov.service.replay_tasks import choose_plan_task
+
+    return choose_plan_task(body, cap)
+
+
 _PREPARE: dict[str, Callable[[object, float], Task]] = {
     "solve": _solve, "solve-many": _solve_many, "replan": _replan, "predict": _predict,
-    "export": _export, "sweep": _sweep}
+    "export": _export, "sweep": _sweep, "simulate": _simulate, "choose-plan": _choose_plan}
 
 
 def run(kind: str, body: object, max_time_limit_s: float) -> dict[str, Any]:

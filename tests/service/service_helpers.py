@@ -102,9 +102,19 @@ def worker_pids(server_pid: int) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == server_pid and "multiprocessing" in cmdline and "resource_tracker" not in cmdline:
+        if ppid == server_pid and "multiprocessing" in cmdline and "resource_tracker import main" not in cmdline:
             found.append(int(entry.name))
     return found
+
+
+def startup_error(run: subprocess.CompletedProcess) -> dict:
+    """The one JSON line of a refused `dnnprov serve` start (exit 2): ``{"field", "message", ...}``."""
+    assert run.returncode == 2, (run.returncode, run.stderr)
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1, run.stderr
+    line = json.loads(lines[0])
+    assert (line["level"], line["event"]) == ("error", "startup_failed") and line.keys() >= {"ts", "field", "message"}
+    return line
 
 
 def log_events(log: Path, event: str) -> list[dict]:

@@ -1,9 +1,11 @@
 """`dnnprov serve --dask ADDRESS`: solves on a Dask cluster (a `distributed.LocalCluster` on loopback,
-threads in this process) with the lifecycle of local workers: answers, jobs, cancel, drain."""
+threads in this process) with the lifecycle of local workers: answers, jobs, cancel, drain; and on a
+cluster of worker processes, one killed with SIGKILL while it runs a job."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 from pathlib import Path
@@ -15,7 +17,8 @@ httpx = pytest.importorskip("httpx", reason="httpx is in the test extra")
 pytest.importorskip("fastapi", reason="the service extra (fastapi, uvicorn) is in the test extra")
 distributed = pytest.importorskip("distributed", reason="dask[distributed] is in the batch extra")
 
-from service_helpers import DNNPROV, TABLE1, free_port, log_events, server, slow_instance, wait_for  # noqa: E402
+from service_helpers import (DNNPROV, TABLE1, free_port, log_events, server, slow_instance, startup_error,  # noqa: E402
+                             wait_for)
 
 SLOW = {"instance": slow_instance(10), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 20}
 
@@ -69,8 +72,33 @@ def test_dask_drain_requeues_without_counting(tmp_path: Path, cluster: str) -> N
 
 
 def test_unreachable_dask_scheduler_is_one_error_line(tmp_path: Path) -> None:
-    """--dask to an address nobody listens on: exit 2, one line naming --dask."""
+    """--dask to an address nobody listens on: exit 2, one JSON line naming --dask."""
     run = subprocess.run([DNNPROV, "serve", "--port", str(free_port()), "--db", str(tmp_path / "j.sqlite"),
                           "--dask", f"tcp://127.0.0.1:{free_port()}"], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 2 and run.stderr.startswith("dnnprov: error: --dask: cannot reach")
-    assert len(run.stderr.splitlines()) == 1
+    error = startup_error(run)
+    assert error["field"] == "--dask" and error["message"].startswith("cannot reach")
+
+
+def test_killed_dask_worker_process_job_is_retried(tmp_path: Path) -> None:
+    """A LocalCluster of one worker *process* (its nanny restarts it) whose scheduler allows no
+    failure: SIGKILL of that process while it runs a job gives `KilledWorker`, the job is retried
+    (`job_retried`) on the restarted worker and finishes on attempt 2."""
+    import dask
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        local = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, protocol="tcp",
+                                         host="127.0.0.1", dashboard_address=None)
+    with local, distributed.Client(local.scheduler_address, set_as_default=False) as watcher:
+        with server(tmp_path, "--dask", local.scheduler_address) as (url, _, log):
+            with httpx.Client(base_url=url, timeout=60) as client:
+                # a budget of 75 s: the retry runs on a new worker process that imports the solver first
+                job = client.post("/v1/jobs", json={**SLOW, "instance": slow_instance(7),
+                                                    "time_limit_s": 60}).json()["id"]
+                wait_for(client, job, ("running",), timeout=120)
+                (pid,) = watcher.run(os.getpid).values()
+                os.kill(pid, signal.SIGKILL)
+                final = wait_for(client, job, ("done", "failed"), timeout=180)
+    retried = [e for e in log_events(log, "job_retried") if e["job_id"] == job]
+    assert (final["status"], final["attempts"]) == ("done", 2), (final["error"], retried)
+    assert [e["attempt"] for e in retried] == [1] and "Dask workers" in retried[0]["reason"]
+    assert final["result"]["status"] in ("optimal", "limit")

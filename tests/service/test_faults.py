@@ -20,8 +20,8 @@ import pytest
 httpx = pytest.importorskip("httpx", reason="httpx is in the test extra")
 pytest.importorskip("fastapi", reason="the service extra (fastapi, uvicorn) is in the test extra")
 
-from service_helpers import (DNNPROV, TABLE1, free_port, log_events, server, slow_instance, wait_for,  # noqa: E402
-                             worker_pids)
+from service_helpers import (DNNPROV, TABLE1, free_port, log_events, server, slow_instance,  # noqa: E402
+                             startup_error, wait_for, worker_pids)
 
 #: A solve of ~8 s (enumerate on the 7 x 10 instance, quotas 10) that stops at its own limit.
 SLOW = {"instance": slow_instance(10), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 30}
@@ -149,8 +149,9 @@ def test_second_server_on_one_store_refuses_to_start(tmp_path: Path) -> None:
         run = subprocess.run([DNNPROV, "serve", "--port", str(free_port()), "--db", str(db)],
                              capture_output=True, text=True, timeout=60)
         assert httpx.get(f"{url}/readyz").status_code == 200
-    assert run.returncode == 2 and len(run.stderr.splitlines()) == 1
-    assert run.stderr.startswith(f"dnnprov: error: --db: {db} is in use by another dnnprov serve (pid {proc.pid})")
+    error = startup_error(run)
+    assert error["field"] == "--db"
+    assert error["message"].startswith(f"{db} is in use by another dnnprov serve (pid {proc.pid})")
     with server(tmp_path, "--workers", "1", db=db) as (url, _, _):  # free again once the first has stopped
         assert httpx.get(f"{url}/readyz").status_code == 200
 

@@ -19,7 +19,7 @@ httpx = pytest.importorskip("httpx", reason="httpx is in the test extra")
 pytest.importorskip("fastapi", reason="the service extra (fastapi, uvicorn) is in the test extra")
 openapi_spec_validator = pytest.importorskip("openapi_spec_validator", reason="in the test extra")
 
-from service_helpers import AUTH, DNNPROV, TABLE1, TOKEN, free_port, server, slow_instance, wait_for
+from service_helpers import AUTH, DNNPROV, TABLE1, TOKEN, free_port, server, slow_instance, startup_error, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -238,7 +238,7 @@ def test_predict_one_plan(api) -> None:
 
 
 def test_bad_serve_options_give_one_error_line(tmp_path: Path) -> None:
-    """An unusable job store, token file or port: exit 2 and one `dnnprov: error:` line naming the option."""
+    """An unusable job store, token file or port: exit 2 and one JSON line naming the option (all-JSON stderr)."""
     (tmp_path / "not.sqlite").write_text("not a database\n")
     (tmp_path / "short").write_text("abc\n")
     for options, option in ((["--db", str(tmp_path / "not.sqlite")], "--db"),
@@ -246,11 +246,11 @@ def test_bad_serve_options_give_one_error_line(tmp_path: Path) -> None:
                             (["--db", str(tmp_path / "j.sqlite"), "--workers", "0"], "--workers")):
         run = subprocess.run([DNNPROV, "serve", "--port", str(free_port()), *options], capture_output=True,
                              text=True, timeout=60)
-        assert run.returncode == 2 and run.stderr.startswith(f"dnnprov: error: {option}: ")
-        assert len(run.stderr.splitlines()) == 1
+        assert startup_error(run)["field"] == option
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         run = subprocess.run([DNNPROV, "serve", "--port", str(taken.getsockname()[1]), "--db", str(tmp_path / "j.sqlite")],
                              capture_output=True, text=True, timeout=60)
-    assert run.returncode == 2 and run.stderr.startswith("dnnprov: error: --port: cannot listen on 127.0.0.1:")
+    error = startup_error(run)
+    assert error["field"] == "--port" and error["message"].startswith("cannot listen on 127.0.0.1:")
