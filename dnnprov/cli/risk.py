@@ -24,7 +24,7 @@ import json
 import sys
 import time
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, TextIO
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import embedded_instance, read_instance, write_instance
@@ -177,8 +177,10 @@ def cmd_risk_solve(args: argparse.Namespace) -> int:
     return exit_code(result)
 
 
-def progress_bar(total: int, stream=sys.stderr) -> Callable[[int, int], None]:
-    """An ``on_run(done, total)`` callback drawing a one-line bar on ``stream`` (TTY only)."""
+def progress_bar(total: int, stream: TextIO | None = None) -> Callable[[int, int], None]:
+    """An ``on_run(done, total)`` callback drawing a one-line bar on ``stream`` (standard
+    error as it is when called; a terminal only)."""
+    stream = stream if stream is not None else sys.stderr
     interactive = hasattr(stream, "isatty") and stream.isatty()
     step = max(1, total // 100)
 

@@ -97,8 +97,9 @@ def choose_plan(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], *, 
                 runs: int = DEFAULT_RUNS, seed: int = 0, time_limit_s: float | None = None) -> PlanChoice:
     """Price every single-type plan by ``mpc`` replayed on the fit period (module docstring).
 
-    ``time_limit_s`` (wall-clock seconds from this call): no candidate is started after it;
-    the choice then holds the cheapest of those priced and counts the rest (``unpriced``).
+    ``time_limit_s`` (wall-clock seconds from this call): a candidate whose replay the limit
+    cuts short is left out, and none is started after it; the choice then holds the
+    cheapest of those priced and counts the rest (``unpriced``).
     """
     started = time.perf_counter()
     if not traces:
@@ -119,14 +120,19 @@ def choose_plan(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], *, 
                 cluster = _one_type(replay, name, workers)
                 if replay.speed(cluster, ps) <= 0 or not replay.inside_domain(cluster, ps):
                     continue                             # no progress, or outside the loss model's domain
-                if time_limit_s is not None and time.perf_counter() - started > time_limit_s:
+                left = None if time_limit_s is None else time_limit_s - (time.perf_counter() - started)
+                if left is not None and left <= 0:
                     unpriced += 1
                     continue
                 if model is None:
                     model = fit_availability(items if zones else items[:1], quota, fit_period)
                     sources.append(model.source)
-                summary = replay_pools(problem, plan, {name: items}, policy="mpc", zones=zones, runs=runs, seed=seed,
-                                       join_s=join_s, period=fit_period, model=model).summary()
+                priced = replay_pools(problem, plan, {name: items}, policy="mpc", zones=zones, runs=runs, seed=seed,
+                                      join_s=join_s, period=fit_period, model=model, time_limit_s=left)
+                if priced.settings["stopped_by_time_limit"]:
+                    unpriced += 1                        # priced on fewer runs than the others: left out
+                    continue
+                summary = priced.summary()
                 ok = summary["met_deadline"] >= MIN_MET
                 cost = float(summary["cost_mean"])
                 candidates.append({"type": name, "workers": workers, "ps": ps, "met_deadline": summary["met_deadline"],
