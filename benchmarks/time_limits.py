@@ -9,8 +9,8 @@ the wall seconds, the CPU seconds of the child, the command's documented contrac
 status (the JSON status, the runs done, or the exit code).
 
 - ``solve`` (contract ``T * 1.1 + 2 s``, the whole solve): every method on ``large-003``,
-  ``large-011``, ``large-003`` with every quota at 64, 24 of its types at quota 1 (16.8
-  million plans: ``enumerate`` evaluates its slowest plans there), the repro files
+  ``large-011``, ``large-003`` with every quota at 64, 24 of its types at quota 1 and one PS
+  (16.8 million plans: ``enumerate`` evaluates its slowest plans there), the repro files
   ``enumerate-time-limit.json`` and ``scale-80x16-tail.json`` (``enumerate`` also at 0.05 s).
 - ``sweep`` (T per point, for milp and again for the heuristic: ``2 N T * 1.1 + 2``),
   ``solve-many`` (T for the whole solve after the files are read: ``T * 1.1 + 2``) on 100
@@ -21,11 +21,16 @@ status (the JSON status, the runs done, or the exit code).
   and without ``--zones`` and ``--hindsight``), ``risk plan`` (``T * 1.1 + 2``: no candidate
   is priced after T) and ``risk fit`` over three 2,000,000-tick traces (checked between
   files: ``T * 1.1 + 2`` plus the wall of one file alone, measured first).
+- the service: ``POST /v1/solve`` of ``dnnprov serve`` (``T * 1.1 + 2`` per request, the
+  server already up) on the quota-64 instance (milp) and the 24 x 1 one (enumerate).
 - ``--million N``: random instances of about a million plans each, solved in-process with
   the default limit (60 s), must all be proven (optimal or infeasible).
 
-A figure misses when its wall exceeds its contract; ``overrun`` marks a miss whose CPU
-seconds alone exceed the contract (load cannot explain it). Exits 1 on a miss (or an
+The answer adds the command's own ``solve_seconds`` where its JSON has them (its clock,
+after start-up and reading). A figure misses when its wall exceeds its contract;
+``overrun`` marks a miss whose CPU seconds alone exceed the contract (load cannot explain
+it). The children load dnnprov from bytecode compiled once into a temporary cache (as an
+installed package does), also where PYTHONDONTWRITEBYTECODE is set. Exits 1 on a miss (or an
 unproven million-plan instance) unless ``--allow-missed``. The machine's load average is
 printed: under load start-up alone can take seconds (``dnnprov --help`` is timed first).
 Needs ../shared (the repro files, the real spot traces); the rows that need it are left
@@ -43,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
@@ -59,6 +65,11 @@ LARGE = ROOT / "data/benchmarks/large"
 REPRO = SHARED / "repro/turn3"
 TRACES = SHARED / "data/spot-traces/availability/16-node/aws-08-27-2023"
 CLI = [sys.executable, "-m", "dnnprov"]
+#: The children's environment: dnnprov's modules load from bytecode compiled once into a
+#: cache outside the repository, as in an installed package (PYTHONDONTWRITEBYTECODE
+#: would recompile every module in every run: seconds of start-up under load).
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+PACKAGES = ("dnnprov", "solvers", "formulations")
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
@@ -68,11 +79,13 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_cli(argv: list[str], timeout: float, cwd: Path | None = None) -> tuple[float, float, str]:
-    """Wall and CPU seconds of one CLI run and what it answered (JSON status and runs, or the exit code)."""
+def run_cli(argv: list[str], timeout: float, cwd: Path | None = None,
+            describe: Callable[[str], str] | None = None) -> tuple[float, float, str]:
+    """Wall and CPU seconds of one CLI run and what it answered (JSON status and runs,
+    ``describe(stdout)``, or the exit code)."""
     cpu, started = children_cpu(), time.perf_counter()
     try:
-        out = subprocess.run(CLI + argv, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+        out = subprocess.run(CLI + argv, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=CHILD_ENV)
     except subprocess.TimeoutExpired:
         return time.perf_counter() - started, children_cpu() - cpu, f"no answer in {timeout:g} s (killed)"
     wall, cpu = time.perf_counter() - started, children_cpu() - cpu
@@ -80,8 +93,10 @@ def run_cli(argv: list[str], timeout: float, cwd: Path | None = None) -> tuple[f
         doc = json.loads(out.stdout)
     except json.JSONDecodeError:
         doc = None
-    if isinstance(doc, dict) and "status" in doc:
-        answer = doc["status"]
+    if describe is not None and out.returncode <= 1:
+        answer = describe(out.stdout)
+    elif isinstance(doc, dict) and "status" in doc:
+        answer = doc["status"] + (f", solve {doc['solve_seconds']:.2f} s" if doc.get("solve_seconds") else "")
     elif isinstance(doc, dict) and "runs" in doc:
         answer = f"{doc['runs']} of {doc['settings']['runs_asked']} runs"
     else:
@@ -111,10 +126,12 @@ def quota_64(data: dict[str, Any]) -> None:
 
 
 def wide_24x1(data: dict[str, Any]) -> None:
-    """24 types at quota 1: 2^24 plans of 24 columns, the slowest for enumerate."""
+    """24 types at quota 1, spot only, one PS: 2^24 plans of 24 columns, within enumerate's default
+    50 million and the slowest plans for it."""
     names = list(data["instance_types"])[:24]
     data["instance_types"] = {name: {**data["instance_types"][name], "quota": 1} for name in names}
     data.get("constraints", {}).pop("existing", None)
+    data.setdefault("constraints", {}).update(ps_count=[1, 1], markets=["spot"])
 
 
 def solve_files(folder: Path) -> list[Path]:
@@ -172,9 +189,41 @@ def replan_input(folder: Path, instance: Path) -> list[str]:
     result = dnnprov.solve(problem, "milp", time_limit_s=10)
     plan = folder / f"{instance.stem}-plan.json"
     plan.write_text(result.to_json())
-    revoked = next(k for k in result.plan.counts if not k.endswith(":on-demand"))
+    revoked = next(k for k, n in result.plan.counts.items() if n and not k.endswith(":on-demand"))
     return ["replan", str(instance), "--plan", str(plan), "--revoked", f"{revoked}=1",
             "--elapsed", f"{0.3 * problem.slo.time_s:.0f}", "--loss-reached", "1.0"]
+
+
+def sweep_statuses(stdout: str) -> str:
+    """How many points of a sweep's table ended with each status."""
+    statuses = Counter(line.split()[2] for line in stdout.splitlines()[1:] if len(line.split()) > 2)
+    return ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
+
+
+def batch_statuses(results: Path, limit_of: Callable[[], float]) -> Callable[[str], str]:
+    """The statuses of a batch's rows and its slowest task against the per-task contract."""
+    def describe(stdout: str) -> str:
+        import pandas as pd
+
+        rows = pd.read_csv(results)
+        statuses = Counter(rows["status"])
+        slowest = float(rows["solve_seconds"].max())
+        return (", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
+                + f"; slowest task {slowest:.2f} s (per-task contract {limit_of() * 1.1:.2f})")
+    return describe
+
+
+def replan_answer(stdout: str) -> str:
+    """The status of ``replan --json`` (a plan document) and its solve seconds."""
+    result = json.loads(stdout)["result"]
+    return f"{result['status']}, solve {result['solve_seconds']:.2f} s"
+
+
+def risk_plan_answer(stdout: str) -> str:
+    """The status of ``risk plan --json`` and how many candidates it priced."""
+    doc = json.loads(stdout)
+    return (f"{doc['status']}, {len(doc['details']['candidates'])} candidates priced, "
+            f"{doc['details']['unpriced_candidates']} not")
 
 
 # ------------------------------------------------------------------ rows
@@ -195,25 +244,31 @@ def solve_rows(files: list[Path], limits: list[float]) -> list[Row]:
     return rows
 
 
-def command_cases(folder: Path) -> list[tuple[str, list[str], Callable[[float], float], str]]:
-    """(name, argv without --time-limit, contract of T, what the limit covers) of every command."""
+Case = tuple[str, list[str], Callable[[float], float], str, Callable[[str], str] | None]
+
+
+def command_cases(folder: Path, current_limit: Callable[[], float]) -> list[Case]:
+    """(name, argv without --time-limit, contract of T, what the limit covers, how to read
+    its text output) of every command."""
     big = large_variant(folder, "large-003-quota-64", quota_64)
     points, batch_tasks, workers = 4, 30, 2
     cases = [
         (f"sweep large-003-quota-64, {points} points", ["sweep", str(big), "--deadlines", f"60000:80000:{points}",
                                                         "--no-progress"],
-         lambda t: 2 * points * t * 1.1 + 2, "T per point, milp and again the heuristic"),
-        ("solve-many 100 jobs, binding shared quotas", ["solve-many", *joint_jobs(folder)],
-         lambda t: t * 1.1 + 2, "T for the whole joint solve, after the files are read"),
+         lambda t: 2 * points * t * 1.1 + 2, "T per point, milp and again the heuristic", sweep_statuses),
+        ("solve-many 100 jobs, binding shared quotas", ["solve-many", *joint_jobs(folder), "--json"],
+         lambda t: t * 1.1 + 2, "T for the whole joint solve, after the files are read", None),
         (f"batch {batch_tasks} large x milp, {workers} workers",
          ["batch", str(LARGE), "--methods", "milp", "--workers", str(workers), "--no-progress",
           "--out", str(folder / "batch.csv")],
-         lambda t: math.ceil(batch_tasks / workers) * t * 1.1 + 2, "T per task"),
-        ("replan large-003-quota-64", replan_input(folder, big), lambda t: t * 1.1 + 2, "T for the takeover solve"),
+         lambda t: math.ceil(batch_tasks / workers) * t * 1.1 + 2, "T per task",
+         batch_statuses(folder / "batch.csv", current_limit)),
+        ("replan large-003-quota-64", replan_input(folder, big) + ["--json"], lambda t: t * 1.1 + 2,
+         "T for the takeover solve", replan_answer),
         ("risk solve large-003 --robust 1", ["risk", "solve", str(LARGE / "large-003.json"), "--robust", "1",
-                                             "--json"], lambda t: t * 1.1 + 2, "T for the whole solve"),
+                                             "--json"], lambda t: t * 1.1 + 2, "T for the whole solve", None),
         ("risk solve large-003 --risk", ["risk", "solve", str(risk_instance(folder)), "--risk", "--json"],
-         lambda t: t * 1.1 + 2, "T for the whole solve"),
+         lambda t: t * 1.1 + 2, "T for the whole solve", None),
     ]
     if TRACES.is_dir():
         traces = sorted(str(p) for p in TRACES.glob("*_v100_1.json"))
@@ -225,38 +280,75 @@ def command_cases(folder: Path) -> list[tuple[str, list[str], Callable[[float], 
                       ["--zones", "--policy", "mpc"], ["--zones", "--policy", "failover", "--hindsight"],
                       ["--zones", "--policy", "mpc", "--hindsight"]):
             cases.append((f"simulate 100,000 runs {' '.join(extra)}", simulate + extra, lambda t: t * 1.1 + 2,
-                          "T for the replay, set-up included (stops after the run that crosses it)"))
+                          "T for the replay, set-up included (stops after the run that crosses it)", None))
         cases.append(("risk plan quota 16 --zones", ["risk", "plan", str(many), *option, "--zones", "--json"],
-                      lambda t: t * 1.1 + 2, "T for the whole choice (no candidate priced after it)"))
+                      lambda t: t * 1.1 + 2, "T for the whole choice (no candidate priced after it)",
+                      risk_plan_answer))
     if (REPRO / "make-trace.py").is_file():
         files = []
         for i in range(3):
             files.append(str(folder / f"trace-2m-{i}.json"))
             subprocess.run([sys.executable, str(REPRO / "make-trace.py"), "2000000", files[-1]], check=True)
         one, _, _ = run_cli(["risk", "fit", files[0]], 600)
-        cases.append((f"risk fit 3 x 2M-tick traces (one alone: {one:.1f} s)", ["risk", "fit", *files],
-                      lambda t, one=one: t * 1.1 + 2 + one, "T, checked between trace files"))
+        cases.append((f"risk fit 3 x 2M-tick traces (one alone: {one:.1f} s)", ["risk", "fit", *files, "--json"],
+                      lambda t, one=one: t * 1.1 + 2 + one, "T, checked between trace files",
+                      lambda out: f"{len(json.loads(out))} of 3 traces fitted"))
     return cases
 
 
 def command_rows(folder: Path, limits: list[float]) -> list[Row]:
     """Every command of :func:`command_cases` at every limit."""
     rows = []
-    cases = command_cases(folder)
-    for name, argv, contract_of, covers in cases:
+    current = [limits[0]]
+    cases = command_cases(folder, lambda: current[0])
+    for name, argv, contract_of, covers, describe in cases:
         print(f"| {name}: the limit is {covers} | | | | | |", flush=True)
         for limit in limits:
-            contract = contract_of(limit)
-            wall, cpu, answer = run_cli(argv + ["--time-limit", str(limit)], contract * 3 + 60, cwd=folder)
+            current[0], contract = limit, contract_of(limit)
+            wall, cpu, answer = run_cli(argv + ["--time-limit", str(limit)], contract * 3 + 60, cwd=folder,
+                                        describe=describe)
             rows.append((name, limit, wall, cpu, contract, answer))
             print(table_line(rows[-1]), flush=True)
     return rows
 
 
+def service_rows(folder: Path, limits: list[float]) -> list[Row]:
+    """``POST /v1/solve`` of the real ``dnnprov serve`` (one worker, loopback; a warm-up solve
+    first): the request's wall time against ``T * 1.1 + 2`` (the server is up; no start-up)."""
+    import httpx
+    from service_load import start_server
+
+    bodies = [(f"POST /v1/solve {path.stem} {method}", json.loads(path.read_text()), method)
+              for path, method in ((large_variant(folder, "large-003-quota-64", quota_64), "milp"),
+                                   (large_variant(folder, "large-003-24x1", wide_24x1), "enumerate"))]
+    proc, url = start_server(folder, workers=1, max_pending=4)
+    rows = []
+    try:
+        httpx.post(f"{url}/v1/solve", json={"instance": "embedded:spot/paper-table1.json"}, timeout=120)
+        for name, instance, method in bodies:
+            for limit in limits:
+                contract = limit * 1.1 + 2
+                started = time.perf_counter()
+                answer = httpx.post(f"{url}/v1/solve", json={"instance": instance, "method": method,
+                                                             "time_limit_s": limit}, timeout=contract * 3 + 60)
+                wall = time.perf_counter() - started
+                doc = answer.json()
+                text = (f"{doc['status']}, solve {doc['solve_seconds']:.2f} s" if answer.status_code == 200
+                        else f"HTTP {answer.status_code}: {str(doc)[:80]}")
+                rows.append((name, limit, wall, math.nan, contract, text))
+                print(table_line(rows[-1]), flush=True)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    return rows
+
+
 def table_line(row: Row) -> str:
     name, limit, wall, cpu, contract, answer = row
-    verdict = "" if wall <= contract else " **overrun**" if cpu > contract else " (missed, load)"
-    return f"| {name} | {limit:g} | {wall:.2f}{verdict} | {cpu:.2f} | {contract:.2f} | {answer} |"
+    verdict = ("" if wall <= contract else " (missed)" if math.isnan(cpu)
+               else " **overrun**" if cpu > contract else " (missed, load)")
+    cpu_text = "-" if math.isnan(cpu) else f"{cpu:.2f}"
+    return f"| {name} | {limit:g} | {wall:.2f}{verdict} | {cpu_text} | {contract:.2f} | {answer} |"
 
 
 # ------------------------------------------------------------------ million-plan instances
@@ -303,27 +395,33 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limits", type=float, nargs="+", default=[0.5, 2.0, 5.0])
     parser.add_argument("--million", type=int, default=10)
-    parser.add_argument("--sections", nargs="+", choices=("solve", "commands", "million"),
-                        default=["solve", "commands", "million"])
+    parser.add_argument("--sections", nargs="+", choices=("solve", "commands", "service", "million"),
+                        default=["solve", "commands", "service", "million"])
     parser.add_argument("--allow-missed", action="store_true", help="exit 0 even when the contract is missed")
     args = parser.parse_args()
     if not REPRO.is_dir() or not TRACES.is_dir():
         print(f"note: {SHARED} lacks the repro files or the spot traces: their rows are left out")
     print(f"load average at the start: {', '.join(f'{v:.1f}' for v in os.getloadavg())} on {os.cpu_count()} cores")
-    wall, cpu, _ = run_cli(["--help"], 120)
-    print(f"CLI start-up alone (dnnprov --help): {wall:.2f} s wall, {cpu:.2f} CPU s (part of every figure)\n")
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
+        CHILD_ENV["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
+        subprocess.run([sys.executable, "-m", "compileall", "-q", *(str(ROOT / d) for d in PACKAGES)],
+                       env=CHILD_ENV, check=True)
+        wall, cpu, _ = run_cli(["--help"], 120)
+        print(f"CLI start-up alone (dnnprov --help): {wall:.2f} s wall, {cpu:.2f} CPU s (part of every figure)\n")
         print("| command | limit s | wall s | CPU s | contract s | answer |")
         print("|---|---|---|---|---|---|")
         if "solve" in args.sections:
             rows += solve_rows(solve_files(Path(tmp)), args.limits)
         if "commands" in args.sections:
             rows += command_rows(Path(tmp), args.limits)
+        if "service" in args.sections:
+            rows += service_rows(Path(tmp), args.limits)
     missed = [r for r in rows if r[2] > r[4]]
     if rows:
         print(f"\nworst wall / contract: {max(r[2] / r[4] for r in rows):.2f}; "
-              f"worst CPU / contract: {max(r[3] / r[4] for r in rows):.2f} (<= 1 keeps the contract); "
+              f"worst CPU / contract: {max((r[3] / r[4] for r in rows if not math.isnan(r[3])), default=0):.2f} "
+              "(<= 1 keeps the contract); "
               f"{len(missed)} of {len(rows)} missed")
     print(f"load average at the end: {', '.join(f'{v:.1f}' for v in os.getloadavg())}")
     unproven = "million" in args.sections and args.million and not million_figures(args.million)

@@ -1,8 +1,8 @@
 """Revocation subcommands: ``risk fit``, ``risk attach``, ``risk solve`` and ``simulate``.
 
-    dnnprov risk fit TRACE... [--pool] [--json]
-    dnnprov risk fit TRACE... --zones [--period A:B] [--cap K] [--out MODEL] [--json]
-    dnnprov risk plan INSTANCE --trace TYPE=FILE... [--zones] [--fit-period A:B] [--json]
+    dnnprov risk fit TRACE... [--pool] [--time-limit S] [--json]
+    dnnprov risk fit TRACE... --zones [--period A:B] [--cap K] [--out MODEL] [--time-limit S] [--json]
+    dnnprov risk plan INSTANCE --trace TYPE=FILE... [--zones] [--fit-period A:B] [--time-limit S] [--json]
     dnnprov risk attach INSTANCE (--fit TYPE=TRACE | --bucket TYPE=B)... --out FILE
     dnnprov risk solve INSTANCE (--robust K [--no-replacement] | --risk) [--deadline-probability Q]
                        [--takeover-overhead S] [--lost-work S] [--replacement on-demand|spot]
