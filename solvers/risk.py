@@ -63,7 +63,6 @@ import math
 from typing import Callable
 
 import numpy as np
-from scipy.stats import poisson
 
 from dnnprov.problems import _checks as check
 from dnnprov.errors import InvalidInputError
@@ -154,6 +153,8 @@ def expected_outcome(model: SpotModel, rates: np.ndarray, counts: np.ndarray, ps
 
 def deadline_probability_bound(outcome: dict[str, np.ndarray], time_obj: float) -> np.ndarray:
     """The proven lower bound ``P(Poisson(Lambda T_obj) <= k*)`` on meeting T_obj (module docstring)."""
+    from scipy.stats import poisson  # here: scipy.stats takes a second to import, only this needs it
+
     slack = time_obj - outcome["nominal_time"]
     d_safe = outcome["d_safe"]
     with np.errstate(divide="ignore", invalid="ignore"):
