@@ -1,7 +1,7 @@
 """The time-limit contract (issues 8, 19): wall time of every command that takes a limit.
 
     .venv/bin/python benchmarks/time_limits.py [--limits 0.5 2 5] [--million 10]
-                                               [--sections solve commands million] [--allow-missed]
+                                               [--sections solve commands service million] [--allow-missed]
 
 Runs the real CLI in a subprocess (start-up, reading and set-up count, as a user sees them)
 on inputs where the limit binds (the work would take far longer than the limit), and prints

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -224,3 +226,18 @@ def test_sweep_and_solve_many_at_a_tiny_limit_say_limit(capsys):
     lines = capsys.readouterr().out.splitlines()[1:]
     assert code in (0, 1) and len(lines) >= 2
     assert all(line.split()[2] in ("limit", "optimal", "infeasible") for line in lines[:2]), lines
+
+
+# ------------------------------------------------------------------ start-up
+@pytest.mark.parametrize("modules", [
+    ["dnnprov.cli.joint", "dnnprov.solvers.joint"],          # solve-many
+    ["dnnprov.cli.risk", "dnnprov.solvers.risk", "dnnprov.solvers.robust"],   # risk solve --risk / --robust
+], ids=["solve-many", "risk solve"])
+def test_commands_start_without_pyomo_and_scipy_stats(modules):
+    """Start-up counts against a command's limit as its user sees it: solve-many and risk
+    solve load neither Pyomo nor scipy.stats (about 1.5 CPU-s together; importing Pyomo made
+    scipy's import pull in scipy.stats), which only Pyomo models and the Poisson bound use."""
+    code = ("import sys; " + "; ".join(f"import {m}" for m in modules)
+            + "; print(sorted(m for m in ('pyomo', 'scipy.stats') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
