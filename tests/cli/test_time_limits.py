@@ -15,6 +15,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import dnnprov
@@ -235,9 +236,25 @@ def test_sweep_and_solve_many_at_a_tiny_limit_say_limit(capsys):
 ], ids=["solve-many", "risk solve"])
 def test_commands_start_without_pyomo_and_scipy_stats(modules):
     """Start-up counts against a command's limit as its user sees it: solve-many and risk
-    solve load neither Pyomo nor scipy.stats (about 1.5 CPU-s together; importing Pyomo made
-    scipy's import pull in scipy.stats), which only Pyomo models and the Poisson bound use."""
+    solve load neither Pyomo nor scipy.stats (about 1.5 CPU-s each; importing Pyomo made
+    scipy's import pull in scipy.stats), not even in the solve (the Poisson bound of
+    --deadline-probability is scipy.special's)."""
+    bound = ("; import numpy as np; from dnnprov.solvers.risk import deadline_probability_bound as b; "
+             "b({'nominal_time': np.array([1.0]), 'd_safe': np.array([1.0]), 'events_per_h': np.array([1.0])}, 10.0)")
     code = ("import sys; " + "; ".join(f"import {m}" for m in modules)
+            + (bound if "dnnprov.solvers.risk" in modules else "")
             + "; print(sorted(m for m in ('pyomo', 'scipy.stats') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("k, mean", [(0, 0.0), (0, 2.5), (3, 2.5), (7, 0.3), (40, 35.0)])
+def test_the_deadline_probability_bound_is_the_poisson_cdf(k, mean):
+    """The bound P(Poisson(Lambda T_obj) <= k*) against the CDF summed term by term."""
+    from dnnprov.solvers.risk import deadline_probability_bound
+
+    time_obj, d_safe = 3600.0, 100.0
+    outcome = {"nominal_time": np.array([time_obj - k * d_safe - 50.0]), "d_safe": np.array([d_safe]),
+               "events_per_h": np.array([mean])}
+    expected = sum(math.exp(-mean) * mean**i / math.factorial(i) for i in range(k + 1))
+    assert deadline_probability_bound(outcome, time_obj)[0] == pytest.approx(expected, rel=1e-12)
