@@ -29,8 +29,8 @@ status (the JSON status, the runs done, or the exit code).
 The answer adds the command's own ``solve_seconds`` where its JSON has them (its clock,
 after start-up and reading). A figure misses when its wall exceeds its contract;
 ``overrun`` marks a miss whose CPU seconds alone exceed the contract (load cannot explain
-it). The children load dnnprov from bytecode compiled once into a temporary cache (as an
-installed package does), also where PYTHONDONTWRITEBYTECODE is set. Exits 1 on a miss (or an
+it). The children load dnnprov from bytecode compiled once into its __pycache__ folders
+(as an installed package does), also where PYTHONDONTWRITEBYTECODE is set. Exits 1 on a miss (or an
 unproven million-plan instance) unless ``--allow-missed``. The machine's load average is
 printed: under load start-up alone can take seconds (``dnnprov --help`` is timed first).
 Needs ../shared (the repro files, the real spot traces); the rows that need it are left
@@ -65,10 +65,11 @@ LARGE = ROOT / "data/benchmarks/large"
 REPRO = SHARED / "repro/turn3"
 TRACES = SHARED / "data/spot-traces/availability/16-node/aws-08-27-2023"
 CLI = [sys.executable, "-m", "dnnprov"]
-#: The children's environment: dnnprov's modules load from bytecode compiled once into a
-#: cache outside the repository, as in an installed package (PYTHONDONTWRITEBYTECODE
-#: would recompile every module in every run: seconds of start-up under load).
-CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+#: The children's environment: modules load from bytecode, dnnprov's compiled once into its
+#: (git-ignored) __pycache__ folders, as in an installed package; PYTHONDONTWRITEBYTECODE
+#: would recompile dnnprov in every run (seconds of start-up under load), and a
+#: PYTHONPYCACHEPREFIX would recompile the third-party packages in the first run.
+CHILD_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
 PACKAGES = ("dnnprov", "solvers", "formulations")
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -404,7 +405,6 @@ def main() -> int:
     print(f"load average at the start: {', '.join(f'{v:.1f}' for v in os.getloadavg())} on {os.cpu_count()} cores")
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
-        CHILD_ENV["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
         subprocess.run([sys.executable, "-m", "compileall", "-q", *(str(ROOT / d) for d in PACKAGES)],
                        env=CHILD_ENV, check=True)
         wall, cpu, _ = run_cli(["--help"], 120)
