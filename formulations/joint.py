@@ -26,10 +26,12 @@ adds the reduced-cost fixing that keeps it small.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
-import pyomo.environ as pyo
+
+if TYPE_CHECKING:  # Pyomo is imported where the model is built: solve_many starts without it
+    import pyomo.environ as pyo
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,8 @@ def create_joint_model(columns: Sequence[JobColumns], shared: Mapping[str, float
         Sets ``J`` (jobs), ``JK`` (job, column) pairs and ``R`` (shared rows); binary
         ``x[j, k]``; constraints ``one_plan[j]`` and ``supply[r]``; objective ``total_cost``.
     """
+    import pyomo.environ as pyo
+
     m = pyo.ConcreteModel(name="joint-provisioning")
     m.J = pyo.RangeSet(0, len(columns) - 1) if columns else pyo.Set(initialize=[])
     m.JK = pyo.Set(dimen=2, ordered=True,

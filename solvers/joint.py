@@ -92,6 +92,7 @@ import highspy
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
+from dnnprov.problems._checks import number as checked_number
 from dnnprov.progress import Clock, stop_requested
 from dnnprov.formulations.joint import JobColumns
 from dnnprov.result import Reason, Result, Status, finite_or_none
@@ -222,7 +223,6 @@ def solve_many(problems: Sequence[Problem], *, shared: SharedLimits | None = Non
         time left; off, it does not (the relaxed solves of the explanation turn it off).
     """
     started = time.perf_counter()
-    deadline = started + time_limit_s
     shared = shared if shared is not None else SharedLimits()
     problems = list(problems)
     if not problems:
@@ -233,8 +233,8 @@ def solve_many(problems: Sequence[Problem], *, shared: SharedLimits | None = Non
                                     f"expected SpotProblem or ServerlessProblem, got {type(p).__name__}")
     if not isinstance(shared, SharedLimits):
         raise InvalidInputError("shared", f"expected SharedLimits, got {type(shared).__name__}")
-    if time_limit_s <= 0:
-        raise InvalidInputError("time_limit_s", f"must be > 0, got {time_limit_s!r}")
+    time_limit_s = checked_number("time_limit_s", time_limit_s, exclusive_minimum=0)
+    deadline = started + time_limit_s
     check_shared_names(problems, shared)
     limits = shared.rows()
     stats: dict[str, Any] = {"jobs": len(problems),

@@ -63,7 +63,7 @@ import math
 from typing import Callable
 
 import numpy as np
-from scipy.stats import poisson
+from scipy.special import pdtr  # P(Poisson(mean) <= k); scipy.stats would add a second of start-up
 
 from dnnprov.problems import _checks as check
 from dnnprov.errors import InvalidInputError
@@ -159,7 +159,7 @@ def deadline_probability_bound(outcome: dict[str, np.ndarray], time_obj: float) 
     with np.errstate(divide="ignore", invalid="ignore"):
         k_star = np.where(d_safe > 0, np.floor(slack / np.where(d_safe > 0, d_safe, 1.0)), np.inf)
     mean = outcome["events_per_h"] * time_obj / 3600
-    prob = np.where(np.isinf(k_star), 1.0, poisson.cdf(np.where(np.isinf(k_star), 0, k_star), mean))
+    prob = np.where(np.isinf(k_star), 1.0, pdtr(np.where(np.isinf(k_star), 0, k_star), mean))
     return np.where(slack >= 0, prob, 0.0)
 
 

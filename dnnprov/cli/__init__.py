@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import math
 import os
 import signal
 import sys
@@ -78,6 +79,12 @@ COMMAND_GROUPS: dict[str, tuple[tuple[str, str, str], ...]] = {
 COMMANDS = {name: module for group in COMMAND_GROUPS.values() for name, module, _ in group}
 
 
+def check_time_limit(seconds: float | None, option: str = "--time-limit") -> None:
+    """Refuse a time limit that is not a finite number of seconds above 0 (``None``: no limit)."""
+    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+        raise InvalidInputError(option, f"must be a finite number of seconds > 0, got {seconds:g}")
+
+
 def _instance_path(value: str) -> str:
     """A file path, ``embedded:REL`` for a file shipped with dnnprov, or ``-`` for standard input."""
     from dnnprov.io.instances import resolve_instance_path
@@ -109,6 +116,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from dnnprov.io.instances import read_instance
     from dnnprov.solve import solve
 
+    check_time_limit(args.time_limit)
     problem = apply_domain_options(read_instance(_instance_path(args.file)), args)
     for option, given, owner in (("--deadline-probability", args.deadline_probability is not None and not args.risk,
                                   "--risk"),

@@ -25,7 +25,7 @@ from dnnprov.revocation.replan import (DEFAULT_TAKEOVER_OVERHEAD_S, replanned_pr
 from dnnprov.solve import METHODS
 from dnnprov.problems.spot import SpotProblem
 
-from dnnprov.cli import EXIT_NO_PLAN, EXIT_OK, exit_code, solve_interruptibly
+from dnnprov.cli import EXIT_NO_PLAN, EXIT_OK, check_time_limit, exit_code, solve_interruptibly
 
 
 def cmd_catalog_fetch(args: argparse.Namespace) -> int:
@@ -169,6 +169,7 @@ def _zone_capacity(values: list[str]) -> dict[str, dict[str, int]]:
 
 def cmd_replan(args: argparse.Namespace) -> int:
     """Re-plan INSTANCE after revocations of PLAN's instances (takeover plan)."""
+    check_time_limit(args.time_limit)
     problem = read_instance(args.instance)
     if not isinstance(problem, SpotProblem):
         raise InvalidInputError(args.instance, "re-planning needs a spot instance")

@@ -10,7 +10,6 @@ plans, 1 without (a proven infeasible set included), 2 for bad input, 130 interr
 from __future__ import annotations
 
 import argparse
-import math
 import signal
 import sys
 
@@ -19,7 +18,7 @@ from dnnprov.progress import stop_on_signals, stop_requested
 from dnnprov.io.instances import embedded_instance, read_instance
 from dnnprov.problems.spot import MARKETS, VcpuQuota
 
-from dnnprov.cli import EXIT_INTERRUPTED, EXIT_NO_PLAN, EXIT_OK
+from dnnprov.cli import EXIT_INTERRUPTED, EXIT_NO_PLAN, EXIT_OK, check_time_limit
 
 
 def _pair(option: str, text: str) -> tuple[str, int]:
@@ -63,8 +62,7 @@ def cmd_solve_many(args: argparse.Namespace) -> int:
     """Read every FILE, solve the jobs jointly under the shared limits, print the plans."""
     from dnnprov.solvers.joint import solve_many
 
-    if not (math.isfinite(args.time_limit) and args.time_limit > 0):
-        raise InvalidInputError("--time-limit", f"must be a finite number of seconds > 0, got {args.time_limit}")
+    check_time_limit(args.time_limit)
     paths = [str(embedded_instance(f.removeprefix("embedded:"))) if f.startswith("embedded:") else f
              for f in args.files]
     problems = [read_instance(p) for p in paths]

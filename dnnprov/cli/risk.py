@@ -1,8 +1,8 @@
 """Revocation subcommands: ``risk fit``, ``risk attach``, ``risk solve`` and ``simulate``.
 
-    dnnprov risk fit TRACE... [--pool] [--json]
-    dnnprov risk fit TRACE... --zones [--period A:B] [--cap K] [--out MODEL] [--json]
-    dnnprov risk plan INSTANCE --trace TYPE=FILE... [--zones] [--fit-period A:B] [--json]
+    dnnprov risk fit TRACE... [--pool] [--time-limit S] [--json]
+    dnnprov risk fit TRACE... --zones [--period A:B] [--cap K] [--out MODEL] [--time-limit S] [--json]
+    dnnprov risk plan INSTANCE --trace TYPE=FILE... [--zones] [--fit-period A:B] [--time-limit S] [--json]
     dnnprov risk attach INSTANCE (--fit TYPE=TRACE | --bucket TYPE=B)... --out FILE
     dnnprov risk solve INSTANCE (--robust K [--no-replacement] | --risk) [--deadline-probability Q]
                        [--takeover-overhead S] [--lost-work S] [--replacement on-demand|spot]
@@ -22,8 +22,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, TextIO
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import embedded_instance, read_instance, write_instance
@@ -31,7 +32,7 @@ from dnnprov.result import SpotPlan
 from dnnprov.problems.interruption import Trace, fit_trace, fit_traces, from_advisor_bucket, load_trace
 from dnnprov.problems.spot import SpotProblem
 
-from dnnprov.cli import EXIT_NO_PLAN, EXIT_OK, exit_code, solve_interruptibly
+from dnnprov.cli import EXIT_NO_PLAN, EXIT_OK, check_time_limit, exit_code, solve_interruptibly
 
 
 def _spot_instance(value: str) -> SpotProblem:
@@ -53,12 +54,38 @@ def _pairs(option: str, values: list[str]) -> list[tuple[str, str]]:
     return out
 
 
+def _time_limit_note(done: int, paths: list[str], time_limit_s: float, what: str) -> str:
+    """The line saying which traces the time limit left out."""
+    left = paths[done:]
+    return (f"dnnprov: time limit of {time_limit_s:g} s reached after {done} of {len(paths)} traces: {what} "
+            f"(not read: {', '.join(left[:3])}{', ...' if len(left) > 3 else ''})")
+
+
 def cmd_risk_fit(args: argparse.Namespace) -> int:
     """Fit the rate of loss and mean time to regain of each trace, or (``--zones``) the
-    availability model of one type's aligned pools."""
-    traces = [load_trace(path) for path in args.traces]
+    availability model of one type's aligned pools.
+
+    ``--time-limit`` is checked between trace files: at the limit the fits done are printed,
+    the traces left are named on standard error and the exit code is 1 (``--pool`` and
+    ``--zones`` need every trace: no model then)."""
+    check_time_limit(args.time_limit)
     if args.zones and args.pool:
         raise InvalidInputError("--pool", "--zones fits the aligned pools' availability model; --pool goes without it")
+    if not args.zones:
+        for option in ("out", "cap", "period"):
+            if getattr(args, option) is not None:
+                raise InvalidInputError(f"--{option}", "goes with --zones")
+    started = time.perf_counter()
+    traces, fits = [], []
+    for path in args.traces:                     # at least one file, then within the limit
+        if traces and time.perf_counter() - started > args.time_limit:
+            break
+        traces.append(load_trace(path))
+        if not (args.zones or args.pool):
+            fits.append(fit_trace(traces[-1]))
+    if len(traces) < len(args.traces) and (args.zones or args.pool):
+        print(_time_limit_note(len(traces), args.traces, args.time_limit, "no model fitted"), file=sys.stderr)
+        return EXIT_NO_PLAN
     if args.zones:
         from dnnprov.revocation.availability import fit_availability, parse_period
 
@@ -83,19 +110,21 @@ def cmd_risk_fit(args: argparse.Namespace) -> int:
         for i, zone in enumerate(model.zones):
             print(f"  correlation {zone}: " + " ".join(f"{c:+.2f}" for c in model.correlation[i]))
         return EXIT_OK
-    for option in ("out", "cap", "period"):
-        if getattr(args, option) is not None:
-            raise InvalidInputError(f"--{option}", "goes with --zones")
-    fits = [fit_traces(traces)] if args.pool else [fit_trace(t) for t in traces]
+    if args.pool:
+        fits = [fit_traces(traces)]
+    stopped = len(traces) < len(args.traces)
+    if stopped:
+        print(_time_limit_note(len(fits), args.traces, args.time_limit, "the fits above are those done"),
+              file=sys.stderr)
     if args.json:
         print(json.dumps([f.to_dict() for f in fits], indent=2))
-        return EXIT_OK
+        return EXIT_NO_PLAN if stopped else EXIT_OK
     for f in fits:
         i = f.interruption
         regain = f"{i.mean_regain_s / 60:.1f} min" if i.mean_regain_s is not None else "never within the trace"
         print(f"{f.trace}: {i.rate_per_h:.4f} revocations per instance-hour ({f.losses} over "
               f"{f.instance_hours:.1f} h), mean time to regain {regain}")
-    return EXIT_OK
+    return EXIT_NO_PLAN if stopped else EXIT_OK
 
 
 def cmd_risk_attach(args: argparse.Namespace) -> int:
@@ -122,6 +151,7 @@ def cmd_risk_attach(args: argparse.Namespace) -> int:
 
 def cmd_risk_solve(args: argparse.Namespace) -> int:
     """Solve with --robust K or --risk (exact; docs/revocation.md says what is proven)."""
+    check_time_limit(args.time_limit)
     problem = _spot_instance(args.instance)
     if (args.robust is None) == (not args.risk):
         raise InvalidInputError("--robust", "give exactly one of --robust K and --risk")
@@ -147,8 +177,10 @@ def cmd_risk_solve(args: argparse.Namespace) -> int:
     return exit_code(result)
 
 
-def progress_bar(total: int, stream=sys.stderr) -> Callable[[int, int], None]:
-    """An ``on_run(done, total)`` callback drawing a one-line bar on ``stream`` (TTY only)."""
+def progress_bar(total: int, stream: TextIO | None = None) -> Callable[[int, int], None]:
+    """An ``on_run(done, total)`` callback drawing a one-line bar on ``stream`` (standard
+    error as it is when called; a terminal only)."""
+    stream = stream if stream is not None else sys.stderr
     interactive = hasattr(stream, "isatty") and stream.isatty()
     step = max(1, total // 100)
 
@@ -179,12 +211,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from dnnprov.revocation.simulate import POLICIES, simulate
     from dnnprov.json_files import read_json_file
 
+    check_time_limit(args.time_limit)
     problem = _spot_instance(args.instance)
     doc = load_plan(args.plan, problem=problem)
     traces = _traces(args.trace)
     plan = SpotPlan(counts=doc.counts(), ps=doc.ps)
-    if args.time_limit is not None and not args.time_limit > 0:
-        raise InvalidInputError("--time-limit", f"must be a positive number of seconds, got {args.time_limit:g}")
     if args.model and args.fit_period:
         raise InvalidInputError("--model", "give --model or --fit-period, not both")
     if (args.model or args.fit_period) and args.policy != "mpc":
@@ -233,14 +264,13 @@ def cmd_risk_plan(args: argparse.Namespace) -> int:
     from dnnprov.revocation.availability import parse_period
     from dnnprov.revocation.plan_choice import choose_plan
 
+    check_time_limit(args.time_limit)
     problem = _spot_instance(args.instance)
     choice = choose_plan(problem, _traces(args.trace), zones=args.zones,
-                         fit_period=parse_period(args.fit_period, "--fit-period"), join_s=args.join)
-    if args.json:
-        print(json.dumps(choice.to_dict(), indent=2))
-        return EXIT_OK
-    print(choice.summary())
-    return EXIT_OK if choice.plan is not None else EXIT_NO_PLAN
+                         fit_period=parse_period(args.fit_period, "--fit-period"), join_s=args.join,
+                         time_limit_s=args.time_limit)
+    print(json.dumps(choice.to_dict(), indent=2) if args.json else choice.summary())
+    return exit_code(choice.result())
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -261,6 +291,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--cap", type=int, default=None, metavar="K",
                    help="with --zones: track up to K instances (default 16)")
     f.add_argument("--out", help="with --zones: also write the model (JSON) to this file")
+    f.add_argument("--time-limit", type=float, default=60.0, metavar="S",
+                   help="wall-clock seconds, checked between trace files: the traces left are named, "
+                        "exit 1 (default %(default)g)")
     f.add_argument("--json", action="store_true", help="print JSON")
     f.set_defaults(run=cmd_risk_fit)
     pl = risk_sub.add_parser("plan", help="the plan cheapest under the mpc policy replayed on the fit period")
@@ -270,6 +303,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     pl.add_argument("--zones", action="store_true", help="the traces of one type are its simultaneous pools")
     pl.add_argument("--fit-period", default="0:1", metavar="A:B", help="fit the model on this fraction of the traces")
     pl.add_argument("--join", type=float, default=JOIN_OVERHEAD_S, help="seconds before launched instances train")
+    pl.add_argument("--time-limit", type=float, default=60.0, metavar="S",
+                    help="wall-clock seconds: no candidate is priced after it; status limit, the cheapest "
+                         "of those priced (default %(default)g)")
     pl.add_argument("--json", action="store_true", help="print one JSON object (a plan document)")
     pl.set_defaults(run=cmd_risk_plan)
     a = risk_sub.add_parser("attach", help="write an instance with interruption models on its types")
@@ -317,7 +353,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hindsight", action="store_true",
                    help="also a proven lower bound per run on any policy meeting T_obj (hindsight_cost_mean)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
-                   help="stop after the run that crosses S CPU seconds (the output says so)")
+                   help="stop after the run that crosses S wall-clock seconds (the output says how many ran)")
     p.add_argument("--runs", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--replan-method", choices=REPLAN_METHODS, default="exact",

@@ -9,7 +9,6 @@ ended (optimal or proven infeasible), 1 when some point did not, 2 for bad input
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import time
@@ -19,7 +18,8 @@ from typing import Any
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import embedded_instance, read_instance
 
-EXIT_OK, EXIT_NO_PLAN = 0, 1
+from dnnprov.cli import EXIT_NO_PLAN, EXIT_OK, check_time_limit
+
 #: The files ``--out`` gets (sweep-loss.* with several target losses).
 OUTPUT_NAMES = ("sweep.csv", "sweep.parquet", "sweep.png", "sweep.svg", "sweep-loss.png", "sweep-loss.svg")
 
@@ -71,8 +71,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     problem = read_instance(path)
     deadlines = deadline_grid(args.deadlines)
     losses = parse_losses(args.losses) if args.losses else None
-    if not (math.isfinite(args.time_limit) and args.time_limit > 0):
-        raise InvalidInputError("--time-limit", f"must be a finite number of seconds > 0, got {args.time_limit}")
+    check_time_limit(args.time_limit)
     if args.out:                                 # refused before any point is solved
         _check_out(args.out)
     started = time.monotonic()

@@ -17,6 +17,7 @@ never ``optimal``.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -45,16 +46,33 @@ class PlanChoice:
     expected_cost: float | None
     candidates: tuple[dict[str, Any], ...]
     source: str
+    #: Candidates left unpriced because the time limit came first (0: every one priced).
+    unpriced: int = 0
+    time_limit_s: float | None = None
+
+    def stopped(self) -> str:
+        """What the time limit left out ("" when every candidate was priced)."""
+        if not self.unpriced:
+            return ""
+        return (f"time limit of {self.time_limit_s:g} s reached: {len(self.candidates)} candidates priced, "
+                f"{self.unpriced} not priced")
 
     def result(self) -> Result:
-        """A solve-style result (a plan document for ``simulate``, ``export``)."""
+        """A solve-style result (a plan document for ``simulate``, ``export``); status
+        ``limit`` when the time limit left candidates unpriced."""
+        stopped = self.stopped()
+        status = Status.LIMIT if stopped else Status.FEASIBLE if self.plan is not None else Status.UNKNOWN
+        details = {"policy": "mpc", "model": self.source, "candidates": list(self.candidates),
+                   "unpriced_candidates": self.unpriced}
         if self.plan is None:
-            return Result(status=Status.UNKNOWN, method="risk-plan", kind="spot", model=self.problem.model,
-                          instance=self.problem.name, message="no candidate plan meets T_obj under the model")
-        return Result(status=Status.FEASIBLE, method="risk-plan", kind="spot", model=self.problem.model,
+            message = "; ".join(filter(None, ["no candidate plan priced meets T_obj under the model", stopped]))
+            return Result(status=status, method="risk-plan", kind="spot", model=self.problem.model,
+                          instance=self.problem.name, message=message, details=details)
+        message = "; ".join(filter(None, ["cheapest mean cost under the mpc policy replayed on the fit period",
+                                          stopped]))
+        return Result(status=status, method="risk-plan", kind="spot", model=self.problem.model,
                       instance=self.problem.name, plan=self.plan, cost=self.expected_cost,
-                      message="cheapest mean cost under the mpc policy replayed on the fit period",
-                      details={"policy": "mpc", "model": self.source, "candidates": list(self.candidates)})
+                      message=message, details=details)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: the result's."""
@@ -62,9 +80,11 @@ class PlanChoice:
 
     def summary(self) -> str:
         """Human-readable lines."""
+        stopped = [f"  {self.stopped()} (the cheapest of those priced is shown)"] if self.unpriced else []
         if self.plan is None:
-            return f"{self.problem.name}: no plan meets T_obj under the fitted model"
-        lines = [f"{self.problem.name}: {self.plan} under mpc, expected ${self.expected_cost:.4f} ({self.source})"]
+            return "\n".join([f"{self.problem.name}: no plan priced meets T_obj under the fitted model", *stopped])
+        lines = [f"{self.problem.name}: {self.plan} under mpc, expected ${self.expected_cost:.4f} ({self.source})",
+                 *stopped]
         ranked = sorted(self.candidates, key=lambda c: c["expected_cost"] if c["expected_cost"] is not None else math.inf)
         for c in ranked[:5]:
             cost = "cannot meet T_obj" if c["expected_cost"] is None else f"${c['expected_cost']:.4f}"
@@ -74,8 +94,14 @@ class PlanChoice:
 
 def choose_plan(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], *, zones: bool,
                 fit_period: tuple[float, float] = (0.0, 1.0), join_s: float = JOIN_OVERHEAD_S,
-                runs: int = DEFAULT_RUNS, seed: int = 0) -> PlanChoice:
-    """Price every single-type plan by ``mpc`` replayed on the fit period (module docstring)."""
+                runs: int = DEFAULT_RUNS, seed: int = 0, time_limit_s: float | None = None) -> PlanChoice:
+    """Price every single-type plan by ``mpc`` replayed on the fit period (module docstring).
+
+    ``time_limit_s`` (wall-clock seconds from this call): a candidate whose replay the limit
+    cuts short is left out, and none is started after it; the choice then holds the
+    cheapest of those priced and counts the rest (``unpriced``).
+    """
+    started = time.perf_counter()
     if not traces:
         raise InvalidInputError("--trace", "give the traces of at least one spot type")
     replay = PoolReplay(problem, traces, zones=zones, join_s=join_s)
@@ -84,21 +110,29 @@ def choose_plan(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], *, 
     if count > MAX_CANDIDATES:
         raise InvalidInputError("--trace", f"{count:,} candidate plans are more than the limit of {MAX_CANDIDATES}")
     best: tuple[float, SpotPlan] | None = None
-    candidates, sources = [], []
+    candidates, sources, unpriced = [], [], 0
     for name, items in traces.items():
         quota = problem.instance_types[replay.types.index(name)].quota
-        if quota == 0:
-            continue
-        model = fit_availability(items if zones else items[:1], quota, fit_period)
-        sources.append(model.source)
+        model = None
         for ps in range(low, high + 1):
             for workers in range(1, quota + 1):
                 plan = SpotPlan(counts={name: workers}, ps=ps)
                 cluster = _one_type(replay, name, workers)
                 if replay.speed(cluster, ps) <= 0 or not replay.inside_domain(cluster, ps):
                     continue                             # no progress, or outside the loss model's domain
-                summary = replay_pools(problem, plan, {name: items}, policy="mpc", zones=zones, runs=runs, seed=seed,
-                                       join_s=join_s, period=fit_period, model=model).summary()
+                left = None if time_limit_s is None else time_limit_s - (time.perf_counter() - started)
+                if left is not None and left <= 0:
+                    unpriced += 1
+                    continue
+                if model is None:
+                    model = fit_availability(items if zones else items[:1], quota, fit_period)
+                    sources.append(model.source)
+                priced = replay_pools(problem, plan, {name: items}, policy="mpc", zones=zones, runs=runs, seed=seed,
+                                      join_s=join_s, period=fit_period, model=model, time_limit_s=left)
+                if priced.settings["stopped_by_time_limit"]:
+                    unpriced += 1                        # priced on fewer runs than the others: left out
+                    continue
+                summary = priced.summary()
                 ok = summary["met_deadline"] >= MIN_MET
                 cost = float(summary["cost_mean"])
                 candidates.append({"type": name, "workers": workers, "ps": ps, "met_deadline": summary["met_deadline"],
@@ -106,7 +140,8 @@ def choose_plan(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], *, 
                 if ok and (best is None or cost < best[0]):
                     best = (cost, plan)
     return PlanChoice(problem=problem, plan=best[1] if best else None, expected_cost=best[0] if best else None,
-                      candidates=tuple(candidates), source="; ".join(sources))
+                      candidates=tuple(candidates), source="; ".join(sources), unpriced=unpriced,
+                      time_limit_s=time_limit_s)
 
 
 def _one_type(replay: PoolReplay, name: str, workers: int) -> np.ndarray:

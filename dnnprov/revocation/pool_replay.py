@@ -317,12 +317,13 @@ def replay_pools(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequ
     the whole traces, which then overlaps the replay windows; settings say which).
     ``hindsight`` adds each run's lower bound (:mod:`dnnprov.revocation.hindsight`), for this plan
     or, with ``hindsight_any_plan``, for any plan.
-    ``time_limit_s`` (CPU seconds) stops after the run that crosses it; the replay then
-    holds the runs done and says so.
+    ``time_limit_s`` (wall-clock seconds from this call, set-up included) stops after the
+    run that crosses it (at least one run); the replay then holds the runs done and says so.
     """
     from dnnprov.revocation.availability import fit_availability
     from dnnprov.revocation.hindsight import Hindsight
 
+    started = time.perf_counter()
     check_plan_traces(problem, plan, traces)
     runs = check.integer("runs", runs, minimum=1, maximum=10_000_000)
     seed = check.integer("seed", seed, minimum=0)
@@ -342,7 +343,6 @@ def replay_pools(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequ
         table = replay.takeover_table(plan, model)
     bounds = Hindsight(replay, None if hindsight_any_plan else plan) if hindsight else None
     rng = np.random.default_rng(seed)
-    started = time.process_time()
     outcomes, lower = [], []
     stopped = False
     for done in range(1, runs + 1):
@@ -352,7 +352,7 @@ def replay_pools(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequ
             lower.append(bounds.bound(None if hindsight_any_plan else plan, pools))
         if on_run is not None:
             on_run(done, runs)
-        if time_limit_s is not None and time.process_time() - started > time_limit_s and done < runs:
+        if time_limit_s is not None and time.perf_counter() - started > time_limit_s and done < runs:
             stopped = True
             break
     settings = {"seed": seed, "join_s": join_s, "horizon_s": replay.horizon_s, "plan": plan.to_dict(),
