@@ -153,7 +153,7 @@ def _replay_requests(instance: dict[str, Any], time_limit: dict[str, Any]) -> di
     return {
         "SimulateRequest": {"type": "object", "additionalProperties": False, "required": ["instance", "plan", "traces"],
                             "description": "`dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE... --json`; "
-                                           "time_limit_s is CPU seconds, as --time-limit", "properties": {
+                                           "time_limit_s is wall-clock seconds from the start, set-up included, as --time-limit", "properties": {
             "instance": instance, "plan": _ref("PlanInput"), "traces": traces,
             "zones": {**flag, "description": "the traces of one type are simultaneous pools, aligned in time"},
             "policy": {"enum": sorted(set(POLICIES) | set(POLICY_NAMES)), "default": "none"},

@@ -159,8 +159,9 @@ def simulate_task(body: object, cap: float) -> Task:
 def choose_plan_task(body: object, cap: float) -> Task:
     """``dnnprov risk plan INSTANCE --trace TYPE=FILE... [--zones] [--fit-period A:B] --json`` as a task.
 
-    :func:`dnnprov.revocation.plan_choice.choose_plan` has no time limit of its own: the
-    task's budget (``time_limit_s`` plus max(5 s, 25 %)) stops it, and the answer is 504.
+    ``time_limit_s`` is :func:`dnnprov.revocation.plan_choice.choose_plan`'s (wall-clock
+    seconds, as ``--time-limit``): no candidate is priced after it and the answer says how
+    many were left; the task's budget (``time_limit_s`` plus max(5 s, 25 %)) is the backstop (504).
     """
     from dnnprov.revocation.plan_choice import choose_plan
     from dnnprov.revocation.pool_replay import PoolReplay
@@ -175,4 +176,5 @@ def choose_plan_task(body: object, cap: float) -> Task:
     limit = _time_limit(b, "choose-plan", cap)
     _fields_named(names, lambda: PoolReplay(problem, traces, zones=zones, join_s=join_s, period=fit_period))
     return Task("choose-plan", lambda: _fields_named(names, lambda: choose_plan(
-        problem, traces, zones=zones, fit_period=fit_period, join_s=join_s).to_dict()), limit, kill_after(limit), "mpc")
+        problem, traces, zones=zones, fit_period=fit_period, join_s=join_s, time_limit_s=limit).to_dict()),
+        limit, kill_after(limit), "mpc")
