@@ -36,7 +36,7 @@ from dnnprov.problems.spot import SpotProblem
 from dnnprov.progress import Clock, SolverLog
 from dnnprov.result import Result, Status
 from dnnprov.solvers.spot_cells import Cell, row_ranges
-from dnnprov.solvers.spot_exact import SpotDecomposition
+from dnnprov.solvers.spot_exact import CELL_ENUMERATION, SpotDecomposition
 
 #: ``judge(counts, ps, nominal) -> (admissible, objective)`` for plans that may become the incumbent.
 Judge = Callable[[np.ndarray, np.ndarray, SpotEvaluation], tuple[np.ndarray, np.ndarray]]
@@ -76,6 +76,12 @@ class JudgedModel:
         return dataclasses.replace(ev, feasible=feasible, cost=cost)
 
 
+#: sqrt(1e-14): how far the model's R = sqrt(1 - 2 v_top / V + Q / V^2) may be from the
+#: exact one (three terms of magnitude <= 2, a few roundings of 1.1e-16 each: an error below
+#: 1e-15, ten times less than 1e-14; sqrt(a + e) - sqrt(a) <= sqrt(e))
+ROOT_SLACK = 1e-7
+
+
 class RevocationDecomposition(SpotDecomposition):
     """The spot decomposition whose cells know what revoking their top worker costs.
 
@@ -91,8 +97,9 @@ class RevocationDecomposition(SpotDecomposition):
     (eq. 5's w_1), which is what makes D large.
     """
 
-    def __init__(self, problem: SpotProblem, *, clock: Clock, log: SolverLog, outage_s: float = 0.0) -> None:
-        super().__init__(problem, clock=clock, log=log)
+    def __init__(self, problem: SpotProblem, *, clock: Clock, log: SolverLog, outage_s: float = 0.0,
+                 cell_enumeration: int = CELL_ENUMERATION) -> None:
+        super().__init__(problem, clock=clock, log=log, cell_enumeration=cell_enumeration)
         self.outage_s = outage_s
         self.revocable = np.array([market == "spot" for market in self.cols.markets])
 
@@ -160,7 +167,9 @@ class RevocationDecomposition(SpotDecomposition):
 
 
 def drop_bound(search: RevocationDecomposition, cell: Cell) -> float:
-    """A lower bound on D_t = 1 - sigma(n - e_t) / sigma(n) over the cell's plans (t its top); 0: none.
+    """A lower bound on max(D_t, 0), D_t = 1 - sigma(n - e_t) / sigma(n), over the cell's plans (t its top).
+
+    0 claims nothing (the criterion asks for nothing beyond eq. 13 where D_t <= 0).
 
     sigma = X / (A(b_w) sqrt((R + g4) K)) (docs/revocation.md; without CC no R), so for the
     cluster n' = n - e_t (K - 1 workers, same PS):
@@ -184,14 +193,18 @@ def drop_bound(search: RevocationDecomposition, cell: Cell) -> float:
       speed of n''s top: u = v_t when n_t >= 2 may hold, else the fastest other column of the
       box (the part of a pinned next column t2: u = v_t2, exact). Then
       ``(R + g4)/(R' + g4) - 1 <= (S - S'+)/((sqrt S + sqrt S'+)(sqrt S'+ + g4))`` (S'+ = max(S', 0)),
-      ``S - S' = g(V) + Q (1/V^2 - 1/V'^2) + v_t^2/V'^2``, ``g(V) = -2 v_t/V + 2u/(V - v_t)``: g
-      has at most one critical point on V > v_t and it is a minimum (g' < 0 near v_t), so
-      its maximum over [V_lo, V_hi] is at an end; the Q term has a negative coefficient
-      rising with V (Q >= max(Q_lo, v_t^2)); the last term falls with V. The numerator's
+      ``S - S' = g(V) + Q/V^2 - Q'/V'^2``, ``g(V) = -2 v_t/V + 2u/(V - v_t)``: g has at most one
+      critical point on V > v_t and it is a minimum (g' < 0 near v_t), so its maximum over
+      [V_lo, V_hi] is at an end. The Q part is linear in Q with slope 1/V^2 - 1/V'^2 < 0, so
+      Q = Q_lo (>= v_t^2) maximizes it; then either write it ``Q_lo (1/V^2 - 1/V'^2) +
+      v_t^2/V'^2`` (a coefficient rising with V, a term falling with it) or bound
+      ``Q_lo/V^2`` and ``-(Q_lo - v_t^2)/V'^2`` apart (falling, rising); both hold. The numerator's
       maximum over the rectangle divides the largest denominator when it is <= 0 (R, R' <=
       sqrt(1 - w_1), w_1 >= 1/K), else the smallest.
 
-    The result is lowered by 1e-9 (the few floating operations err by ~1e-15 relative).
+    The result is lowered by 1e-9 (the few floating operations err by ~1e-15 relative), and
+    the R factor allows for the model's own rounding of R and R' (a square root near 0
+    turns an error of 1e-16 in S into 1e-8: :data:`ROOT_SLACK`).
     """
     k, t = cell.workers, cell.top
     if t is None or k < 2 or not search.revocable[t]:
@@ -223,7 +236,11 @@ def drop_bound(search: RevocationDecomposition, cell: Cell) -> float:
         if lo[t] <= 1 and len(others):
             u = max(u, float(speed[others].max()))
         g = max(-2 * v_t / v + 2 * u / (v - v_t) for v in (v_lo, v_hi))
-        numerator = g + q_lo * (1 / v_hi ** 2 - 1 / (v_hi - v_t) ** 2) + v_t ** 2 / (v_lo - v_t) ** 2
+        # the Q part, Q/V^2 - Q'/V'^2, falls with Q (so Q = Q_lo); two bounds over V, the first
+        # tight when V >> v_t, the second free of the cancellation of large terms when v_t dominates V
+        q_part = min(q_lo * (1 / v_hi ** 2 - 1 / (v_hi - v_t) ** 2) + v_t ** 2 / (v_lo - v_t) ** 2,
+                     q_lo / v_lo ** 2 - (q_lo - v_t ** 2) / (v_hi - v_t) ** 2)
+        numerator = g + q_part
         g4 = w.gamma_4
         if numerator <= 0:
             s_hi = min(1 - max(v_t / v_hi, 1 / k), 1 - 2 * v_t / v_hi + q_hi / v_lo ** 2)
@@ -234,18 +251,24 @@ def drop_bound(search: RevocationDecomposition, cell: Cell) -> float:
             s_lo = max(0.0, 1 - 2 * v_t / v_lo + q_lo / v_hi ** 2)
             s2_lo = max(0.0, 1 - 2 * u / (v_lo - v_t) + (q_lo - v_t ** 2) / (v_hi - v_t) ** 2)
             denominator = (math.sqrt(s_lo) + math.sqrt(s2_lo)) * (math.sqrt(s2_lo) + g4)
-        if not denominator > 0:
+        # R and R' as the model computes them: sqrt of S and S' with an absolute error of at most
+        # ~1e-15 each, so R is at most sqrt(S) + ROOT_SLACK and R' at least sqrt(S'+) - ROOT_SLACK
+        if not (denominator > 0 and g4 > 2 * ROOT_SLACK):
             return 0.0
-        ratio *= math.sqrt(max(1 + numerator / denominator, 0.0))
+        slack = (1 + ROOT_SLACK / g4) / (1 - ROOT_SLACK / g4)
+        ratio *= math.sqrt(max(1 + numerator / denominator, 0.0) * slack)
     return max(0.0, 1 - ratio - 1e-9)
 
 
-def decompose(problem: SpotProblem, judge: Judge, clock: Clock, outage_s: float = 0.0) -> tuple[Result, dict]:
+def decompose(problem: SpotProblem, judge: Judge, clock: Clock, outage_s: float = 0.0,
+              cell_enumeration: int = CELL_ENUMERATION) -> tuple[Result, dict]:
     """Run the spot decomposition with ``judge`` in its exact evaluation; the result and stats.
 
-    ``outage_s``: the O of :class:`RevocationDecomposition` (0: the plain decomposition).
+    ``outage_s``: the O of :class:`RevocationDecomposition` (0: the plain decomposition);
+    ``cell_enumeration``: as for :class:`SpotDecomposition` (0: every cell by MILPs, for tests).
     """
-    search = RevocationDecomposition(problem, clock=clock, log=SolverLog(clock), outage_s=outage_s)
+    search = RevocationDecomposition(problem, clock=clock, log=SolverLog(clock), outage_s=outage_s,
+                                     cell_enumeration=cell_enumeration)
     judged = JudgedModel(search.model, judge, lambda: search.best_cost)
     search.model = judged
     result = search.run(None)
