@@ -35,7 +35,7 @@ from dnnprov.models.spot import SpotEvaluation, SpotModel
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.progress import Clock, SolverLog
 from dnnprov.result import Result, Status
-from dnnprov.solvers.spot_cells import Cell, row_ranges
+from dnnprov.solvers.spot_cells import Cell, down, row_ranges, up
 from dnnprov.solvers.spot_exact import CELL_ENUMERATION, SpotDecomposition
 
 #: ``judge(counts, ps, nominal) -> (admissible, objective)`` for plans that may become the incumbent.
@@ -55,6 +55,8 @@ class JudgedModel:
         self.judge = judge
         self.ceiling = ceiling
         self.judged = 0
+        #: plans (counts, PS) the criterion refused although nominally feasible and cheap enough
+        self.refused: set[tuple[tuple[int, ...], int]] = set()
 
     def __getattr__(self, name: str):
         return getattr(self.base, name)
@@ -73,6 +75,7 @@ class JudgedModel:
         feasible, cost = ev.feasible.copy(), ev.cost.astype(float).copy()
         feasible[live] = admissible
         cost[live] = objective
+        self.refused.update((tuple(int(v) for v in counts[i]), int(ps[i])) for i in live[~admissible])
         return dataclasses.replace(ev, feasible=feasible, cost=cost)
 
 
@@ -91,10 +94,10 @@ class RevocationDecomposition(SpotDecomposition):
     of the cell's top column t takes away (:func:`drop_bound` proves a lower bound on it over
     the cell): the cell's deadline rows (:meth:`deadline`) use that. Why ``--robust K``
     needs it, with O = min(K o, T_obj - h) (with replacement after o) or O = T_obj - h
-    (without): see :func:`robust_outage`. Top cells of spot columns are split once more when
-    popped (:meth:`split_by_top_count`): n_t >= 2, or n_t = 1 with each possible next
-    column t2, since removing the only top worker makes the next column the cluster's top
-    (eq. 5's w_1), which is what makes D large.
+    (without): see :func:`robust_outage`. A top cell of a spot column whose MILP returns a
+    plan the criterion refuses is split once more (:meth:`split_by_top_count`): n_t >= 2,
+    or n_t = 1 with each possible next column t2, since removing the only top worker makes
+    the next column the cluster's top (eq. 5's w_1), which is what makes D large.
     """
 
     def __init__(self, problem: SpotProblem, *, clock: Clock, log: SolverLog, outage_s: float = 0.0,
@@ -120,19 +123,28 @@ class RevocationDecomposition(SpotDecomposition):
                    self.problem.slo.takeover_overhead_s + 1e-9 * nominal)
 
     def splits(self, cell: Cell) -> bool:
-        """Whether a top cell of a revocable column is still to be split by its top count."""
+        """Whether a top cell of a revocable column is still to be split by its top count
+        (only where :func:`drop_bound` can use the parts: rates equal at K and K - 1)."""
         return (self.outage_s > 0 and cell.top is not None and not cell.pinned and cell.workers >= 2
-                and bool(self.revocable[cell.top]) and not cell.tail)
+                and bool(self.revocable[cell.top]) and not cell.tail and self.same_rates(cell))
 
-    def needs_expansion(self, cell: Cell) -> bool:
-        """Groups are split by top column, and top cells by top count (:meth:`split_by_top_count`)."""
-        return super().needs_expansion(cell) or self.splits(cell)
+    def same_rates(self, cell: Cell) -> bool:
+        """Whether every column's rate is the same with K and K - 1 workers (the PS link uncontended)."""
+        return np.array_equal(self.shape(cell.workers, cell.ps).rate, self.shape(cell.workers - 1, cell.ps).rate)
 
-    def expand(self, cell: Cell) -> list[Cell]:
-        """Split a group by top column, or a top cell by its top count."""
-        if cell.top is None:
-            return super().expand(cell)
-        return self.split_by_top_count(cell)
+    def refine(self, cell: Cell, counts: np.ndarray) -> list[Cell]:
+        """Cut the MILP's plan off; a top cell whose plan the criterion refused is split by top count.
+
+        Splitting only there (lazily) keeps the cells of instances whose nominal optimum is
+        robust as many as the plain decomposition has; the split cell's parts carry its
+        no-goods and the new one.
+        """
+        refused = isinstance(self.model, JudgedModel) and \
+            (tuple(int(v) for v in counts), int(cell.ps)) in self.model.refused
+        if refused and self.splits(cell):
+            cell.nogoods = cell.nogoods + [tuple(int(v) for v in counts)]
+            return self.split_by_top_count(cell)
+        return super().refine(cell, counts)
 
     def split_by_top_count(self, cell: Cell) -> list[Cell]:
         """The parts n_t >= 2, and n_t = 1 with next column t2 (one part per t2), of a top cell.
@@ -148,8 +160,7 @@ class RevocationDecomposition(SpotDecomposition):
         t = cell.top
         speed = self.shape(cell.workers, cell.ps).speed
         index = np.arange(len(speed))
-        ranges = dict(b_range=(cell.b_lo, cell.b_hi), v_range=(cell.v_lo, cell.v_hi),
-                      x_range=(cell.x_lo, cell.x_hi), q_range=(cell.q_lo, cell.q_hi), nogoods=cell.nogoods)
+        shape = self.shape(cell.workers, cell.ps)
         parts = []
         if hi[t] >= 2:
             parts.append(((t, 2, int(hi[t])),))
@@ -160,7 +171,16 @@ class RevocationDecomposition(SpotDecomposition):
                 parts.append(((t, 1, 1), (t2, 1, int(hi[t2])), *((c, 0, 0) for c in faster)))
         children = []
         for pinned in parts:
-            child = self.new_cell(cell.workers, cell.ps, t, pinned=pinned, **ranges)
+            part = dataclasses.replace(cell, pinned=pinned)
+            lo, hi = self.box(part)
+            if (lo > hi).any() or int(lo.sum()) > cell.workers or int(hi.sum()) < cell.workers:
+                continue
+            # V and Q over the part's box (exact for the box: row_ranges), within the cell's ranges
+            least, most = row_ranges(np.array([shape.speed, shape.speed ** 2]), lo, hi, cell.workers)
+            child = self.new_cell(cell.workers, cell.ps, t, pinned=pinned, nogoods=cell.nogoods,
+                                  b_range=(cell.b_lo, cell.b_hi), x_range=(cell.x_lo, cell.x_hi),
+                                  v_range=(max(cell.v_lo, down(float(least[0]))), min(cell.v_hi, up(float(most[0])))),
+                                  q_range=(max(cell.q_lo, down(float(least[1]))), min(cell.q_hi, up(float(most[1])))))
             if child is not None:
                 children.append(child)
         return children
@@ -181,7 +201,7 @@ def drop_bound(search: RevocationDecomposition, cell: Cell) -> float:
     few-per-cent drop). Only where the column rates do not change between K and K - 1
     workers (the PS link uncontended at both: then X' = X - r_t, V' = V - v_t,
     Q' = Q - v_t^2 exactly); elsewhere 0 is returned (always valid). The ranges used are the
-    cell's claims (b, X, V, Q) intersected with the exact ranges of X, V and Q over its box.
+    cell's claims (b, X, V, Q; a part of a split gets V and Q over its pinned box).
 
     * ``X'/X = 1 - r_t / X <= 1 - r_t / X_hi``.
     * ``b' = (V - v_t) / (X - r_t) = b + r_t (b - b_t) / (X - r_t)``, so
@@ -209,16 +229,14 @@ def drop_bound(search: RevocationDecomposition, cell: Cell) -> float:
     k, t = cell.workers, cell.top
     if t is None or k < 2 or not search.revocable[t]:
         return 0.0
-    here = search.shape(k, cell.ps)
-    if not np.array_equal(here.rate, search.shape(k - 1, cell.ps).rate):
+    if not search.same_rates(cell):
         return 0.0
+    here = search.shape(k, cell.ps)
     lo, hi = search.box(cell)
     rate, speed = here.rate, here.speed
     r_t, v_t, b_t = float(rate[t]), float(speed[t]), float(search.cols.batch[t])
-    least, most = row_ranges(np.array([rate, speed, speed ** 2]), lo, hi, k)
-    x_lo, x_hi = max(cell.x_lo, float(least[0])), min(cell.x_hi, float(most[0]))
-    v_lo, v_hi = max(cell.v_lo, float(least[1])), min(cell.v_hi, float(most[1]))
-    q_lo, q_hi = max(cell.q_lo, float(least[2]), v_t ** 2), min(cell.q_hi, float(most[2]))
+    x_lo, x_hi, v_lo, v_hi = cell.x_lo, cell.x_hi, cell.v_lo, cell.v_hi
+    q_lo, q_hi = max(cell.q_lo, v_t ** 2), cell.q_hi
     if not (r_t < x_lo <= x_hi < math.inf and v_t < v_lo <= v_hi < math.inf):
         return 0.0
     w = search.problem.workload
