@@ -88,9 +88,7 @@ class CellBounds(CcBounds, LpBounds):
             self.shapes[pair] = ClusterShape(1.0 / row, self.cols.batch / row)
 
     def deadline(self, cell: Cell) -> float:
-        """The T_obj the cell's plans must meet; a subclass may lower it for a cell (a
-        stricter criterion than eq. 13, such as :mod:`robust_exact`'s) when every plan it
-        still wants from the cell provably meets the lower value."""
+        """The T_obj of the cell's rows; :mod:`robust_exact` lowers it where its criterion proves more."""
         return self.problem.slo.time_s
 
     def a_min(self, b_lo: float, b_hi: float) -> float:
