@@ -200,7 +200,7 @@ def test_decomposition_with_cell_milps_matches_enumeration(seed: int) -> None:
             delay, _ = delays(counts, ps)
             return nominal.time_s + delay <= limit, nominal.cost
 
-        result, _ = decompose(problem, judge, Clock(60.0), robust_outage(problem, k, JOIN_OVERHEAD_S, replaced),
+        result, _ = decompose(problem, judge, Clock(600.0), robust_outage(problem, k, JOIN_OVERHEAD_S, replaced),
                               cell_enumeration=0)
         assert result.status is expected.status
         if expected.status is dnnprov.Status.OPTIMAL:
