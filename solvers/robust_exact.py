@@ -154,13 +154,13 @@ class RevocationDecomposition(SpotDecomposition):
         t2, its fastest other used column (ties: the highest index, as for tops), is unique,
         and the part of t2 pins n_t to 1, n_t2 >= 1 and every other column faster than t2
         (or as fast with a higher index) to 0, all of which the plan meets. Each part keeps
-        the cell's ranges and no-goods (claims about every plan of the cell, so of a part).
+        the cell's ranges, bounds and no-goods (claims about every plan of the cell, so of a
+        part), its V and Q ranges narrowed to their exact ranges over the part's box.
         """
         lo, hi = self.box(cell)
         t = cell.top
-        speed = self.shape(cell.workers, cell.ps).speed
-        index = np.arange(len(speed))
         shape = self.shape(cell.workers, cell.ps)
+        speed = shape.speed
         parts = []
         if hi[t] >= 2:
             parts.append(((t, 2, int(hi[t])),))
@@ -182,6 +182,9 @@ class RevocationDecomposition(SpotDecomposition):
                                   v_range=(max(cell.v_lo, down(float(least[0]))), min(cell.v_hi, up(float(most[0])))),
                                   q_range=(max(cell.q_lo, down(float(least[1]))), min(cell.q_hi, up(float(most[1])))))
             if child is not None:
+                # a part holds a subset of the cell's plans: the cell's bounds hold too
+                child.pj_lb = max(child.pj_lb, cell.pj_lb)
+                child.bound = max(child.bound, cell.bound)
                 children.append(child)
         return children
 
