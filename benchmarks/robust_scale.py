@@ -1,7 +1,8 @@
 """Robust and risk plans at scale (issue 19): ``--robust 1`` and ``--risk`` proven beyond enumeration.
 
     .venv/bin/python benchmarks/robust_scale.py [--fuzz N] [--sets large,catalog,fuzz]
-        [--modes robust-1,robust-2,risk,risk-p0.9] [--time-limit 300] [--shared-data DIR] [--allow-skip]
+        [--modes robust-1,robust-2,risk,risk-p0.9] [--planners robust-1,robust-2,robust-1-unreplaced,risk]
+        [--instances large-007,...] [--time-limit 300] [--shared-data DIR] [--allow-skip]
 
 Three parts, each printed as a Markdown table with CPU seconds (``time.process_time``):
 
@@ -13,7 +14,8 @@ Three parts, each printed as a Markdown table with CPU seconds (``time.process_t
   every other instance; ``--modes`` picks some of them). Interruption rates are drawn per type (Spot Advisor buckets
   0-4, midpoint rates); types without an on-demand price get 3 x spot. A *disagreement*
   is a different status or an optimal cost that differs by more than 1e-9 relative.
-* ``large``: the 30 instances of data/benchmarks/large, ``--robust 1`` and ``--risk``
+* ``large``: the 30 instances of data/benchmarks/large (or ``--instances``), ``--planners``
+  (default ``--robust 1`` and ``--risk``; also ``--robust 2`` and ``--robust 1 --no-replacement``)
   (rates as above, seeded by the instance name), solved by the default method (``auto``,
   which decomposes boxes this large).
 * ``catalog``: benchmarks/real_catalog.py's us-east-1 2025 catalog (84 columns, spot and
@@ -152,22 +154,32 @@ def report(title: str, rows: list[tuple[str, str, Result, float]]) -> bool:
     return ok
 
 
+#: planners of the large and catalog parts (``--planners``)
+PLANNERS = ("robust-1", "robust-2", "robust-1-unreplaced", "risk")
+
+
 def solve_both(problem: dnnprov.SpotProblem, rated: dnnprov.SpotProblem, time_limit: float,
-               name: str) -> list[tuple[str, str, Result, float]]:
+               name: str, planners: tuple[str, ...] = ("robust-1", "risk")) -> list[tuple[str, str, Result, float]]:
+    every = {"robust-1": lambda: solve_robust(problem, 1, time_limit_s=time_limit),
+             "robust-2": lambda: solve_robust(problem, 2, time_limit_s=time_limit),
+             "robust-1-unreplaced": lambda: solve_robust(problem, 1, replaced=False, time_limit_s=time_limit),
+             "risk": lambda: solve_risk(rated, time_limit_s=time_limit)}
     rows = []
-    for planner, solve in (("robust-1", lambda: solve_robust(problem, 1, time_limit_s=time_limit)),
-                           ("risk", lambda: solve_risk(rated, time_limit_s=time_limit))):
-        result, cpu = timed(solve)
+    for planner in planners:
+        result, cpu = timed(every[planner])
         rows.append((name, planner, result, cpu))
         print(f"{name} {planner}: {result.status.value} {result.cost} in {cpu:.2f} CPU-s", file=sys.stderr, flush=True)
     return rows
 
 
-def run_large(time_limit: float) -> bool:
+def run_large(time_limit: float, planners: tuple[str, ...], only: str | None = None) -> bool:
     rows = []
     for path in sorted((ROOT / "data" / "benchmarks" / "large").glob("large-*.json")):
+        if only is not None and path.stem not in only.split(","):
+            continue
         problem = read_instance(str(path))
-        rows += solve_both(problem, with_rates(problem, zlib.crc32(problem.name.encode())), time_limit, problem.name)
+        rows += solve_both(problem, with_rates(problem, zlib.crc32(problem.name.encode())), time_limit, problem.name,
+                           planners)
     return report("Large set (data/benchmarks/large, 30 instances)", rows)
 
 
@@ -175,7 +187,7 @@ def run_large(time_limit: float) -> bool:
 SKIPPED: list[str] = []
 
 
-def run_catalog(time_limit: float, shared_data: str | None) -> bool:
+def run_catalog(time_limit: float, shared_data: str | None, planners: tuple[str, ...]) -> bool:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from real_catalog import WORKLOADS, catalog_instance
     from dnnprov.benchsets.generate import aws_types
@@ -193,7 +205,7 @@ def run_catalog(time_limit: float, shared_data: str | None) -> bool:
         missing = sorted(t.name for t in problem.instance_types if t.name not in known)
         rated = with_rates(problem, 0, {**{name: 2 for name in missing}, **known})
         name = f"{problem.name} ({len(problem.columns())} columns{'; bucket 2 for ' + ', '.join(missing) if missing else ''})"
-        rows += solve_both(problem, rated, time_limit, name)
+        rows += solve_both(problem, rated, time_limit, name, planners)
     return report("Real catalog (benchmarks/real_catalog.py, us-east-1 2025)", rows)
 
 
@@ -203,6 +215,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sets", default="large,catalog,fuzz", help="parts to run (default all)")
     parser.add_argument("--modes", default=",".join(FUZZ_MODES),
                         help="planners of the fuzz part, comma-separated (default all)")
+    parser.add_argument("--planners", default="robust-1,risk",
+                        help=f"planners of the large and catalog parts, comma-separated, among {', '.join(PLANNERS)} "
+                             "(default robust-1,risk)")
+    parser.add_argument("--instances", default=None, help="large-set instances to run, comma-separated (default all)")
     parser.add_argument("--time-limit", type=float, default=300.0,
                         help="wall-clock limit per solve, s (default 300: the target is 60 CPU-s, and "
                              "a loaded machine gives a solve a fraction of a core)")
@@ -213,12 +229,15 @@ def main(argv: list[str] | None = None) -> int:
     modes = tuple(m for m in args.modes.split(",") if m)
     if not modes or set(modes) - set(FUZZ_MODES):
         parser.error(f"--modes: choose among {', '.join(FUZZ_MODES)}")
+    planners = tuple(p for p in args.planners.split(",") if p)
+    if not planners or set(planners) - set(PLANNERS):
+        parser.error(f"--planners: choose among {', '.join(PLANNERS)}")
     print("CPU seconds by time.process_time; the machine was shared (engineers working in parallel on 2 cores).")
     ok = True
     if "large" in parts:
-        ok &= run_large(args.time_limit)
+        ok &= run_large(args.time_limit, planners, args.instances)
     if "catalog" in parts:
-        ok &= run_catalog(args.time_limit, args.shared_data)
+        ok &= run_catalog(args.time_limit, args.shared_data, planners)
     if "fuzz" in parts:
         ok &= run_fuzz(args.fuzz, args.time_limit, modes)
     print(f"\n{'all targets met' if ok else 'MISSED a target'}"

@@ -87,6 +87,10 @@ class CellBounds(CcBounds, LpBounds):
         for pair, row in zip(missing, times):
             self.shapes[pair] = ClusterShape(1.0 / row, self.cols.batch / row)
 
+    def deadline(self, cell: Cell) -> float:
+        """The T_obj of the cell's rows; :mod:`robust_exact` lowers it where its criterion proves more."""
+        return self.problem.slo.time_s
+
     def a_min(self, b_lo: float, b_hi: float) -> float:
         """min A(b) = gamma_2 b + gamma_3' over [b_lo, b_hi] (A is linear)."""
         g2 = self.problem.workload.gamma_2
@@ -103,6 +107,8 @@ class CellBounds(CcBounds, LpBounds):
         hi = np.where(cell.allowed, self.cols.upper, 0)
         if cell.top is not None:
             lo[cell.top] = max(lo[cell.top], 1)
+        for column, low, high in cell.pinned:
+            lo[column], hi[column] = max(lo[column], low), min(hi[column], high)
         return lo, hi
 
     def rows_infeasible(self, cell: Cell) -> bool:
@@ -171,9 +177,9 @@ class CellBounds(CcBounds, LpBounds):
 
         Returns ``False`` when the cell holds no such plan.
         """
-        deadline = self.problem.slo.time_s
         g2 = self.problem.workload.gamma_2
         for _ in range(3):
+            deadline = self.deadline(cell)
             before = (cell.b_lo, cell.b_hi, cell.v_lo, cell.v_hi, cell.x_lo, cell.x_hi)
             tau = self.time_factor(cell)
             # eq. (13): tau j / X + a0 <= T_obj  =>  j <= (T_obj - a0) X_hi / tau
@@ -211,6 +217,7 @@ class CellBounds(CcBounds, LpBounds):
                 break                                    # a fixed point: more rounds change nothing
         cell.j_lb = self.j_lower(cell)
         tau = self.time_factor(cell)
+        deadline = self.deadline(cell)
         return not (cell.j_lb > 0 and cell.x_hi * (deadline - self.a0) * (1 + DEADLINE_RELAXATION) < tau * cell.j_lb)
 
     @staticmethod
@@ -383,7 +390,7 @@ class CellBounds(CcBounds, LpBounds):
         shape = self.shape(cell.workers, cell.ps)
         w = self.problem.workload
         tau = self.time_factor(cell)
-        slope = (self.problem.slo.time_s - self.a0) * (1 + DEADLINE_RELAXATION)
+        slope = (self.deadline(cell) - self.a0) * (1 + DEADLINE_RELAXATION)
         a_rate = w.gamma_2 * shape.speed + self.gamma_3 * shape.rate                 # A(b_w) X
         c = self.spread_factor(cell)
         rows = [
@@ -440,10 +447,12 @@ class CellBounds(CcBounds, LpBounds):
                  v_range: tuple[float, float] | None = None,
                  x_range: tuple[float, float] = (0.0, math.inf),
                  q_range: tuple[float, float] = (0.0, math.inf),
-                 nogoods: list[tuple[int, ...]] | None = None, known: BoxStats | None = None) -> Cell | None:
+                 nogoods: list[tuple[int, ...]] | None = None, known: BoxStats | None = None,
+                 pinned: tuple[tuple[int, int, int], ...] = ()) -> Cell | None:
         """A cell with default ranges from its allowed columns (narrowed by the given ones).
 
-        ``known``: its box statistics, when known already (see :meth:`finalize`).
+        ``known``: its box statistics, when known already (see :meth:`finalize`); ``pinned``:
+        count bounds of the cell (:attr:`Cell.pinned`).
         """
         shape = self.shape(k, s)
         allowed = self.cols.upper > 0
@@ -479,7 +488,7 @@ class CellBounds(CcBounds, LpBounds):
             v_range = (down(float(v_top + (k - 1) * v.min())), up(float(v_top * k)))
         cell = Cell(0.0, next(self.seq), k, s, top, b_lo, b_hi, v_range[0], v_range[1],
                     allowed, x_lo=x_range[0], x_hi=x_range[1], nogoods=list(nogoods or []),
-                    q_lo=q_range[0], q_hi=q_range[1])
+                    q_lo=q_range[0], q_hi=q_range[1], pinned=pinned)
         return self.finalize(cell, known)
 
     def top_cells(self, k: int, s: int) -> list[Cell]:

@@ -85,6 +85,9 @@ class Cell:
     tail: bool = field(compare=False, default=False)
     q_lo: float = field(compare=False, default=0.0)         # range of Q = sum n v^2 (CC cells with a top);
     q_hi: float = field(compare=False, default=math.inf)    # the defaults claim nothing
+    #: (column, lo, hi): count bounds narrower than the quotas, kept by every part of the cell
+    #: (the revocation-aware search pins the top column's count and the next column this way)
+    pinned: tuple[tuple[int, int, int], ...] = field(compare=False, default=())
 
 
 def count_compositions(lo: np.ndarray, hi: np.ndarray, total: int, limit: int) -> int:

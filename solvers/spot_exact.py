@@ -180,7 +180,8 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             for v_lo, v_hi in zip(ends[:-1], ends[1:]):
                 child = self.new_cell(group.workers, group.ps, t, b_range=(cell.b_lo, cell.b_hi),
                                       v_range=(down(float(v_lo)), up(float(v_hi))),
-                                      x_range=(cell.x_lo, cell.x_hi), known=BoxStats.of(cell))
+                                      x_range=(cell.x_lo, cell.x_hi), known=BoxStats.of(cell),
+                                      pinned=cell.pinned)
                 if child is not None:
                     cells.append(child)
         return cells
@@ -463,7 +464,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             parts = {**ranges, dim: part}
             child = self.new_cell(cell.workers, cell.ps, cell.top, b_range=parts["b"],
                                   v_range=parts["v"], x_range=parts["x"], q_range=parts["q"],
-                                  nogoods=nogoods, known=BoxStats.of(cell))
+                                  nogoods=nogoods, known=BoxStats.of(cell), pinned=cell.pinned)
             if child is not None:
                 # a child holds a subset of the parent's plans: the parent's bounds hold too
                 # (its rho bound came with the box statistics)
