@@ -23,7 +23,7 @@ import argparse
 import json
 import sys
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, TextIO
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import embedded_instance, read_instance, write_instance
@@ -147,9 +147,11 @@ def cmd_risk_solve(args: argparse.Namespace) -> int:
     return exit_code(result)
 
 
-def progress_bar(total: int, stream=sys.stderr) -> Callable[[int, int], None]:
-    """An ``on_run(done, total)`` callback drawing a one-line bar on ``stream`` (TTY only)."""
-    interactive = hasattr(stream, "isatty") and stream.isatty()
+def progress_bar(total: int, stream: TextIO | None = None) -> Callable[[int, int], None]:
+    """An ``on_run(done, total)`` callback drawing a one-line bar on ``stream`` (default: the
+    standard error of the moment, not of import time; TTY only)."""
+    stream = sys.stderr if stream is None else stream
+    interactive = hasattr(stream, "isatty") and not stream.closed and stream.isatty()
     step = max(1, total // 100)
 
     def on_run(done: int, total: int) -> None:

@@ -95,8 +95,8 @@ def choose_plan(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], *, 
             for workers in range(1, quota + 1):
                 plan = SpotPlan(counts={name: workers}, ps=ps)
                 cluster = _one_type(replay, name, workers)
-                if replay.speed(cluster, ps) <= 0 or not replay.inside_domain(cluster, ps):
-                    continue                             # no progress, or outside the loss model's domain
+                if replay.speed(cluster, ps) <= 0:
+                    continue                             # no progress (e.g. outside the loss model's domain)
                 summary = replay_pools(problem, plan, {name: items}, policy="mpc", zones=zones, runs=runs, seed=seed,
                                        join_s=join_s, period=fit_period, model=model).summary()
                 ok = summary["met_deadline"] >= MIN_MET

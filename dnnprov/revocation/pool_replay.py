@@ -31,7 +31,8 @@ import numpy as np
 
 from dnnprov.revocation.availability import AvailabilityModel, aligned, period_ticks
 from dnnprov.revocation.policies import Policy, TakeoverTable, View, make_policy
-from dnnprov.revocation.simulate import ClusterSpeeds, Replay, RunOutcome, check_plan_traces, check_run_ticks
+from dnnprov.revocation.simulate import (ClusterSpeeds, Replay, RunOutcome, check_plan_trains, check_plan_traces,
+                                        check_run_ticks)
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems import _checks as check
 from dnnprov.models.spot import SpotModel
@@ -95,12 +96,6 @@ class PoolReplay:
         """Progress at time 0 of every run of ``plan``, whatever the policy launches first
         (:meth:`dnnprov.revocation.simulate.ClusterSpeeds.run_start`, as ``simulate``)."""
         return self._speed.run_start(self.plan_workers(plan)[0], plan.ps)
-
-    def inside_domain(self, per_type: np.ndarray, ps: int) -> bool:
-        """Whether a cluster lies in the loss model's validity domain (the clusters the solver plans)."""
-        counts = np.zeros((1, len(self.model.columns)), dtype=np.int64)
-        counts[0, self.spot_col] = per_type
-        return bool(self.model.evaluate(counts, ps).inside_domain[0])
 
     def plan_workers(self, plan: SpotPlan) -> tuple[np.ndarray, np.ndarray]:
         """The plan's workers per type (both markets) and its on-demand workers per type."""
@@ -327,6 +322,7 @@ def replay_pools(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequ
     runs = check.integer("runs", runs, minimum=1, maximum=10_000_000)
     seed = check.integer("seed", seed, minimum=0)
     replay = PoolReplay(problem, traces, zones=zones, join_s=join_s, horizon=horizon, period=period)
+    check_plan_trains(replay.speed(replay.plan_workers(plan)[0], plan.ps))
     table, fitted = None, None
     if policy == "mpc":
         want, _ = replay.plan_workers(plan)
