@@ -30,7 +30,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from dnnprov.revocation.availability import AvailabilityModel, aligned, period_ticks
-from dnnprov.revocation.policies import Policy, TakeoverTable, View, make_policy
+from dnnprov.revocation.policies import Policy, RunningTable, TakeoverTable, View, make_policy
 from dnnprov.revocation.simulate import (ClusterSpeeds, Replay, RunOutcome, check_plan_trains, check_plan_traces,
                                         check_run_ticks)
 from dnnprov.errors import InvalidInputError
@@ -257,11 +257,13 @@ class PoolReplay:
         running[index] -= min(count, int(running[index]))
 
     # ------------------------------------------------------------------ the mpc table
-    def takeover_table(self, plan: SpotPlan,
-                       model: AvailabilityModel | Mapping[str, AvailabilityModel]) -> TakeoverTable:
+    def takeover_table(self, plan: SpotPlan, model: AvailabilityModel | Mapping[str, AvailabilityModel], *,
+                       price_joins: bool = True) -> TakeoverTable | RunningTable:
         """The exact model-predictive table of ``plan`` under ``model`` (one type's, or one per
         type of the plan by name): clusters of up to the plan's workers of each of its types
-        (the clusters its run's start covers), with the plan's PS."""
+        (the clusters its run's start covers), with the plan's PS. A one-type plan gets a
+        :class:`RunningTable` (it tracks the holdings and prices joins) when that fits its size
+        limit and ``price_joins``; otherwise (several types) a :class:`TakeoverTable`."""
         want, _ = self.plan_workers(plan)
         used = [int(i) for i in np.flatnonzero(want)]
         if not isinstance(model, AvailabilityModel):
@@ -294,10 +296,13 @@ class PoolReplay:
             t = self.problem.instance_types[i]
             prices = [z.spot_price_per_h for z in t.zones if z.spot_price_per_h is not None]
             spot_price.append(float(np.mean(prices)) if prices else t.spot_price_per_h)
-        return TakeoverTable(types=tuple(used), most=most, gap_s=self.gap_s, deadline_s=self.problem.slo.time_s,
-                             join_s=self.join_s, progress_per_s=per_cluster, spot_price=np.array(spot_price),
-                             od_price=self.od_price[used], fixed_price=plan.ps * self.problem.platform.ps_price_per_h,
-                             models=tuple(models))
+        args = dict(types=tuple(used), most=most, gap_s=self.gap_s, deadline_s=self.problem.slo.time_s,
+                    join_s=self.join_s, progress_per_s=per_cluster, spot_price=np.array(spot_price),
+                    od_price=self.od_price[used], fixed_price=plan.ps * self.problem.platform.ps_price_per_h,
+                    models=tuple(models))
+        if price_joins and len(used) == 1 and RunningTable.fits(most[0], self.problem.slo.time_s, self.gap_s):
+            return RunningTable(**args)
+        return TakeoverTable(**args)
 
 
 def replay_pools(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]], *, policy: str,

@@ -213,9 +213,10 @@ def brute_force_two_types(problem: dnnprov.SpotProblem, plan: dnnprov.SpotPlan, 
         for c in seq:
             if u >= target:
                 break
+            billed = gap if speed[c] <= 0 else min(gap, (target - u) / speed[c])     # billed until it ends
             cost += (sum(min(k, a) * s + (k - min(k, a)) * o for k, a, s, o in zip(c, levels, spot, od))
-                     + PS_PRICE) * gap / 3600
-            u += speed[c] * gap
+                     + PS_PRICE) * billed / 3600
+            u += speed[c] * billed
         if u >= target * (1 - 1e-12):
             best = min(best, cost)
     return best
