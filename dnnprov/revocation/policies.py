@@ -49,7 +49,7 @@ INFEASIBLE = 1e15
 #: Most states of one takeover table (ticks x buckets x capacities): bounds its memory and work.
 MAX_TABLE_STATES = 20_000_000
 #: Most states of one :class:`RunningTable`; a one-type plan beyond it gets a :class:`TakeoverTable`.
-MAX_RUNNING_STATES = 8_000_000
+MAX_RUNNING_STATES = 3_000_000
 #: Most clusters (and joint capacity states) of one takeover table: its transition is their square.
 MAX_CLUSTERS = 2_000
 
