@@ -20,9 +20,11 @@ each type (:class:`Holdings`). Plans name types; placing them on pools is the po
   when waiting one more tick could leave too little time for an all-on-demand cluster
   to finish, it goes all on-demand and stays.
 - ``mpc``: model-predictive (:class:`ModelPredictive`): the exact optimum, under the
-  fitted availability model, of the cluster to hold in each state (spot as far as the
-  pooled capacity goes, on-demand for the rest), with a safety net that counts the
-  progress the kept running workers are sure to make before the next tick.
+  fitted availability model, of what to hold in each state: for a one-type plan the spot
+  and on-demand instances given those held now, joins priced (:class:`RunningTable`);
+  otherwise the cluster, spot as far as the pooled capacity goes, on-demand for the rest
+  (:class:`TakeoverTable`); with a safety net that counts the progress the kept running
+  workers are sure to make before the next tick.
 
 ``replan`` places a takeover's new spot instances by the same rule (:func:`cheapest_first`,
 through :func:`dnnprov.revocation.replan.zone_placement`).
