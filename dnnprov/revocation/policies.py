@@ -50,6 +50,8 @@ PROGRESS_BUCKETS = 2000
 INFEASIBLE = 1e15
 #: Most states of one takeover table (ticks x buckets x capacities): bounds its memory and work.
 MAX_TABLE_STATES = 20_000_000
+#: A :class:`RunningTable` action: commit to the fastest cluster on-demand (the safety net).
+COMMIT = -1
 #: Most states of one :class:`RunningTable`; a one-type plan beyond it gets a :class:`TakeoverTable`.
 MAX_RUNNING_STATES = 3_000_000
 #: Most clusters (and joint capacity states) of one takeover table: its transition is their square.
@@ -247,8 +249,11 @@ class ModelPredictive(Policy):
         want_spot = np.zeros_like(view.want)
         if isinstance(self.table, RunningTable):
             held = int(view.spot[view.pool_type == kinds[0]].sum()), int(view.od[kinds[0]])
-            spot_n, od_n = self.table.holding_at(view.t, view.progress, available[0], *held)
-            cluster, want_spot[kinds] = np.array([spot_n + od_n]), spot_n
+            holding = self.table.holding_at(view.t, view.progress, available[0], *held)
+            if holding is None:
+                self.committed = True
+                return commit
+            cluster, want_spot[kinds] = np.array([sum(holding)]), holding[0]
         else:
             cluster = self.table.cluster_at(view.t, view.progress, available)
             want_spot[kinds] = np.minimum(cluster, available)
@@ -292,7 +297,7 @@ class RunningTable:
     fixed_price: float
     models: tuple[AvailabilityModel, ...]
     holdings: np.ndarray = field(init=False)        # [pair] -> (spot, on-demand)
-    actions: np.ndarray = field(init=False)         # [tick, bucket, capacity, pair] -> pair
+    actions: np.ndarray = field(init=False)         # [tick, bucket, capacity, pair] -> pair, or COMMIT
     expected_cost: float = field(init=False)
 
     @staticmethod
@@ -326,6 +331,7 @@ class RunningTable:
         sigma, bucket = self.progress_per_s, np.arange(b + 1)
         left = (b - bucket)[:, None] / b                                           # fraction of the job left
         fastest = float(sigma.max())
+        commit_rate = int(np.argmax(sigma)) * float(self.od_price[0]) + self.fixed_price
         value = np.full((b + 1, most + 1, pairs), INFEASIBLE)                      # at T_obj: done, or failed
         value[b] = 0.0
         self.actions = np.zeros((len(lengths), b + 1, most + 1, pairs), dtype=np.int16)
@@ -334,9 +340,14 @@ class RunningTable:
             delay = 0.0 if n == 0 else min(self.join_s, length)
             expected = np.stack([value[:, caps, after[a]] @ trans.T for a in range(pairs)], axis=1)  # [b', a, A]
             # the safety net's condition: from the next tick, the fastest cluster on-demand
-            # (one join) still finishes by T_obj, else the state counts as failed
+            # (one join) still finishes by T_obj; an action that breaks it is overruled by the
+            # net, which commits now: that cluster on-demand to the end (its cost, estimated
+            # without the progress of the instances kept while it joins)
             end = min(self.deadline_s, (n + 1) * self.gap_s)
             rescue = (bucket == b) | (end + self.join_s + (1 - bucket / b) / fastest <= self.deadline_s * (1 + 1e-12))
+            commit_s = delay + (1 - bucket / b) / fastest
+            commit = np.where(n * self.gap_s + commit_s <= self.deadline_s * (1 + 1e-12),
+                              commit_rate * commit_s / 3600, INFEASIBLE)
             new = np.full_like(value, INFEASIBLE)
             for q in range(pairs):
                 kept = sigma[np.minimum(spot[q], spot) + np.minimum(od[q], od)]  # per action
@@ -350,8 +361,10 @@ class RunningTable:
                 cand = np.where(rescue[reached][:, :, None], cand, INFEASIBLE)
                 cand = np.where(allowed.T[None, :, :], cand, np.inf)
                 best = np.argmin(cand, axis=1)
-                new[:, :, q] = np.take_along_axis(cand, best[:, None, :], axis=1)[:, 0, :]
-                self.actions[n, :, :, q] = best
+                chosen = np.take_along_axis(cand, best[:, None, :], axis=1)[:, 0, :]
+                net = commit[:, None] < chosen
+                new[:, :, q] = np.where(net, commit[:, None], chosen)
+                self.actions[n, :, :, q] = np.where(net, COMMIT, best)
             new[b] = 0.0
             value = np.where(allowed[None, :, :], np.minimum(new, INFEASIBLE), INFEASIBLE)
         first = value[0, caps, index[(0, 0)]]
@@ -363,18 +376,21 @@ class RunningTable:
         """The cluster of most progress per second (the safety net's all-on-demand cluster)."""
         return np.array([int(np.argmax(self.progress_per_s))])
 
-    def holding_at(self, t: float, progress: float, available: int, spot: int, od: int) -> tuple[int, int]:
+    def holding_at(self, t: float, progress: float, available: int, spot: int, od: int) -> tuple[int, int] | None:
         """The optimal (spot, on-demand) to hold at time ``t``, progress fraction, pooled capacity
-        and holdings now."""
+        and holdings now; ``None``: commit to the fastest cluster on-demand (the safety net)."""
         n, most = int(t // self.gap_s), self.most[0]
         if n >= len(self.actions):
-            return 0, most
+            return None
         cap = min(int(available), most)
         spot = min(int(spot), cap)
         od = min(int(od), most - spot)
         b = min(PROGRESS_BUCKETS, max(0, int(math.floor(progress * PROGRESS_BUCKETS))))
         pair = int(np.flatnonzero((self.holdings[:, 0] == spot) & (self.holdings[:, 1] == od))[0])
-        spot_n, od_n = self.holdings[int(self.actions[n, b, cap, pair])]
+        action = int(self.actions[n, b, cap, pair])
+        if action == COMMIT:
+            return None
+        spot_n, od_n = self.holdings[action]
         return int(spot_n), int(od_n)
 
 
