@@ -52,8 +52,9 @@ INFEASIBLE = 1e15
 MAX_TABLE_STATES = 20_000_000
 #: A :class:`RunningTable` action: commit to the fastest cluster on-demand (the safety net).
 COMMIT = -1
-#: Most states of one :class:`RunningTable`; a one-type plan beyond it gets a :class:`TakeoverTable`.
-MAX_RUNNING_STATES = 3_000_000
+#: Most state-actions of one :class:`RunningTable` (a few CPU seconds); a one-type plan beyond
+#: it gets a :class:`TakeoverTable`.
+MAX_RUNNING_WORK = 150_000_000
 #: Most clusters (and joint capacity states) of one takeover table: its transition is their square.
 MAX_CLUSTERS = 2_000
 
@@ -301,15 +302,19 @@ class RunningTable:
     expected_cost: float = field(init=False)
 
     @staticmethod
-    def states(most: int, deadline_s: float, gap_s: float) -> int:
-        """States of the table of a plan of ``most`` workers (ticks x buckets x capacities x holdings)."""
+    def size(most: int, deadline_s: float, gap_s: float) -> tuple[int, int]:
+        """States (ticks x buckets x capacities x holdings) and work (states x actions) of the
+        table of a plan of ``most`` workers."""
         ticks = math.ceil(deadline_s / gap_s - 1e-9)
-        return ticks * (PROGRESS_BUCKETS + 1) * (most + 1) * (most + 1) * (most + 2) // 2
+        holdings = (most + 1) * (most + 2) // 2
+        states = ticks * (PROGRESS_BUCKETS + 1) * (most + 1) * holdings
+        return states, states * holdings
 
     @classmethod
     def fits(cls, most: int, deadline_s: float, gap_s: float) -> bool:
-        """Whether the table stays within :data:`MAX_RUNNING_STATES`."""
-        return cls.states(most, deadline_s, gap_s) <= MAX_RUNNING_STATES
+        """Whether the table stays within :data:`MAX_TABLE_STATES` and :data:`MAX_RUNNING_WORK`."""
+        states, work = cls.size(most, deadline_s, gap_s)
+        return states <= MAX_TABLE_STATES and work <= MAX_RUNNING_WORK
 
     def __post_init__(self) -> None:
         b, most = PROGRESS_BUCKETS, self.most[0]
@@ -320,7 +325,7 @@ class RunningTable:
         if not self.fits(most, self.deadline_s, self.gap_s):
             raise InvalidInputError("--policy", f"mpc's table of {len(lengths):,} ticks x {b + 1} progress buckets x "
                                                 f"{(most + 1) * pairs:,} capacities and holdings is above the limit "
-                                                f"of {MAX_RUNNING_STATES:,} states")
+                                                f"of {MAX_TABLE_STATES:,} states or {MAX_RUNNING_WORK:,} state-actions")
         caps = np.arange(most + 1)
         spot, od = self.holdings[:, 0], self.holdings[:, 1]
         index = {(int(x), int(y)): i for i, (x, y) in enumerate(self.holdings)}
