@@ -456,3 +456,20 @@ def test_hindsight_finds_the_lp_optimum_when_going_faster_is_dear(seed: int) -> 
     for _ in range(3):
         pools = replay.draw_pools(rng)
         assert hindsight.bound(plan, pools) == pytest.approx(lp_optimum(hindsight, plan, pools), rel=1e-6)
+
+
+@pytest.mark.parametrize("slack", [1.1, 1.3, 2.0])
+def test_mpc_on_certain_capacity_launches_no_on_demand(slack: float) -> None:
+    """Capacity always there and known, slack for a join: mpc never needs on-demand, and its safety net does not
+    fire in the tick where the run ends (it used to commit the plan on-demand then, billed for
+    nothing); it costs at most the plan on spot."""
+    gap = 300.0
+    probe = one_type_problem(time_s=1e6, quota=4)
+    problem = one_type_problem(time_s=slack * plan_time(probe, 3), quota=4)
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 3}, ps=1)
+    replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [4] * 400, gap)]}, zones=True)
+    table = replay.takeover_table(plan, flat_model(4, 4, gap))
+    run = replay.run(plan, make_policy("mpc", table), replay.draw_pools(np.random.default_rng(0)))
+    spot_cost = (3 * problem.instance_types[0].spot_price_per_h + 0.192) * plan_time(problem, 3) / 3600
+    assert run.met_deadline and run.on_demand_launched == 0
+    assert run.cost <= spot_cost * (1 + 1e-9)
