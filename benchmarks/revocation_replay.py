@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"revocation_replay: {exc}", file=sys.stderr)
         return 0 if args.allow_skip else 2
     problem = build_problem(traces, chosen["quotas"], loss, time_s, args.set)
-    started = time.perf_counter()
+    started = time.process_time()
     results = plans(problem)
     on_demand_cost = results["on-demand"].cost
     sims = {"exact": Simulator(problem, traces),
@@ -155,12 +155,12 @@ def main(argv: list[str] | None = None) -> int:
             s.update(plan_name=name, plan=str(result.plan), planned_cost=result.details.get("nominal_cost", result.cost),
                      cost_mean_rel=s["cost_mean"] / on_demand_cost, cost_p95_rel=s["cost_p95"] / on_demand_cost)
             cells.append(s)
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=Path(__file__).resolve().parent).stdout.strip()
     print(f"instance {problem.name}; {args.runs} runs per cell, seed {args.seed}; on-demand plan "
           f"{results['on-demand'].plan} at ${on_demand_cost:.4f}; commit {commit}; "
-          f"{elapsed:.1f} s on {platform.processor() or platform.machine()}")
+          f"{elapsed:.1f} CPU-s on {platform.processor() or platform.machine()} (shared)")
     for t in problem.instance_types:
         print(f"  {t.name}: {t.interruption.rate_per_h:.4f} revocations/instance-hour, mean regain "
               f"{(t.interruption.mean_regain_s or 0) / 60:.0f} min ({len(traces[t.name])} traces)")

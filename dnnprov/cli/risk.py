@@ -178,10 +178,10 @@ def cmd_risk_solve(args: argparse.Namespace) -> int:
 
 
 def progress_bar(total: int, stream: TextIO | None = None) -> Callable[[int, int], None]:
-    """An ``on_run(done, total)`` callback drawing a one-line bar on ``stream`` (standard
-    error as it is when called; a terminal only)."""
-    stream = stream if stream is not None else sys.stderr
-    interactive = hasattr(stream, "isatty") and stream.isatty()
+    """An ``on_run(done, total)`` callback drawing a one-line bar on ``stream`` (default: the
+    standard error of the moment, not of import time; TTY only)."""
+    stream = sys.stderr if stream is None else stream
+    interactive = hasattr(stream, "isatty") and not stream.closed and stream.isatty()
     step = max(1, total // 100)
 
     def on_run(done: int, total: int) -> None:

@@ -47,7 +47,7 @@ import numpy as np
 from dnnprov.revocation.pool_replay import Pool, PoolReplay
 from dnnprov.errors import InvalidInputError
 from dnnprov.result import SpotPlan
-from dnnprov.solvers.robust import progress_speed
+from dnnprov.revocation.simulate import domain_speed
 
 MAX_CLUSTERS = 200_000
 SEARCH_STEPS = 80
@@ -80,7 +80,7 @@ class Hindsight:
         for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
             counts = np.zeros((len(workers), len(model.columns)), dtype=np.int64)
             counts[:, replay.spot_col] = workers
-            sigma, start = progress_speed(model, counts, ps)
+            sigma, start = domain_speed(model, counts, ps)
             keep = sigma > 0
             starts.append(start[keep])
             rows.append(workers[keep])

@@ -118,8 +118,8 @@ def choose_plan(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], *, 
             for workers in range(1, quota + 1):
                 plan = SpotPlan(counts={name: workers}, ps=ps)
                 cluster = _one_type(replay, name, workers)
-                if replay.speed(cluster, ps) <= 0 or not replay.inside_domain(cluster, ps):
-                    continue                             # no progress, or outside the loss model's domain
+                if replay.speed(cluster, ps) <= 0:
+                    continue                             # no progress (e.g. outside the loss model's domain)
                 left = None if time_limit_s is None else time_limit_s - (time.perf_counter() - started)
                 if left is not None and left <= 0:
                     unpriced += 1

@@ -20,9 +20,11 @@ each type (:class:`Holdings`). Plans name types; placing them on pools is the po
   when waiting one more tick could leave too little time for an all-on-demand cluster
   to finish, it goes all on-demand and stays.
 - ``mpc``: model-predictive (:class:`ModelPredictive`): the exact optimum, under the
-  fitted availability model, of the cluster to hold in each state (spot as far as the
-  pooled capacity goes, on-demand for the rest), with a safety net that counts the
-  progress the kept running workers are sure to make before the next tick.
+  fitted availability model, of what to hold in each state: for a one-type plan the spot
+  and on-demand instances given those held now, joins priced (:class:`RunningTable`);
+  otherwise the cluster, spot as far as the pooled capacity goes, on-demand for the rest
+  (:class:`TakeoverTable`); with a safety net that counts the progress the kept running
+  workers are sure to make before the next tick.
 
 ``replan`` places a takeover's new spot instances by the same rule (:func:`cheapest_first`,
 through :func:`dnnprov.revocation.replan.zone_placement`).
@@ -48,6 +50,11 @@ PROGRESS_BUCKETS = 2000
 INFEASIBLE = 1e15
 #: Most states of one takeover table (ticks x buckets x capacities): bounds its memory and work.
 MAX_TABLE_STATES = 20_000_000
+#: A :class:`RunningTable` action: commit to the fastest cluster on-demand (the safety net).
+COMMIT = -1
+#: Most state-actions of one :class:`RunningTable` (a few CPU seconds); a one-type plan beyond
+#: it gets a :class:`TakeoverTable`.
+MAX_RUNNING_WORK = 150_000_000
 #: Most clusters (and joint capacity states) of one takeover table: its transition is their square.
 MAX_CLUSTERS = 2_000
 
@@ -224,9 +231,10 @@ class UniformProgress(Policy):
 
 @dataclass
 class ModelPredictive(Policy):
-    """``mpc``: reads the optimal cluster from a :class:`TakeoverTable`; safety net."""
+    """``mpc``: reads what to hold from its table (:class:`RunningTable` or
+    :class:`TakeoverTable`); safety net."""
 
-    table: "TakeoverTable"
+    table: "TakeoverTable | RunningTable"
     name = "mpc"
     committed: bool = False
 
@@ -239,22 +247,156 @@ class ModelPredictive(Policy):
         if self.committed:
             return commit
         available = [int(view.caps[view.pool_type == i].sum()) for i in kinds]
-        cluster = self.table.cluster_at(view.t, view.progress, available)
         want_spot = np.zeros_like(view.want)
-        want_spot[kinds] = np.minimum(cluster, available)
+        if isinstance(self.table, RunningTable):
+            held = int(view.spot[view.pool_type == kinds[0]].sum()), int(view.od[kinds[0]])
+            holding = self.table.holding_at(view.t, view.progress, available[0], *held)
+            if holding is None:
+                self.committed = True
+                return commit
+            cluster, want_spot[kinds] = np.array([sum(holding)]), holding[0]
+        else:
+            cluster = self.table.cluster_at(view.t, view.progress, available)
+            want_spot[kinds] = np.minimum(cluster, available)
         spot = fill_spot(view, want_spot, np.ones(len(view.caps), dtype=bool))
         od = np.zeros_like(view.want)
         od[kinds] = cluster - per_type(view, spot)[kinds]
         order = Holdings(spot, od)
         # The safety net: were every spot instance lost at the next tick, all on-demand
         # launched then must still finish. Until then the kept running workers train, and
-        # the ones launched now once they have joined.
-        late = view.t + view.gap_s + view.join_s + view.time_after_tick(
-            kept_running(view, order), launched_now(view, order), fastest)
-        if late > view.deadline_s:
+        # the ones launched now once they have joined (a run they finish needs no net).
+        after = view.time_after_tick(kept_running(view, order), launched_now(view, order), fastest)
+        if after > 0 and view.t + view.gap_s + view.join_s + after > view.deadline_s:
             self.committed = True
             return commit
         return order
+
+
+@dataclass
+class RunningTable:
+    """The exact takeover policy of a one-type plan that tracks what the run holds (prices joins).
+
+    The state at tick ``n`` is the progress bucket, the pooled spot capacity ``A = min(available,
+    W)`` and the instances held after the tick's revocations, ``s`` spot (``s <= A``) and ``o``
+    on-demand (``s + o <= W``). An action holds ``(s', o')`` (``s' <= A``, ``s' + o' <= W``) for
+    the tick: the ``min(s, s') + min(o, o')`` kept train at once, the launched ones after
+    ``join_s`` (at time 0 at once), every held instance is billed for the tick (or until the
+    target is reached within it), and at the next tick capacity ``A'`` revokes the spot above
+    it, ``(min(s', A'), o')``. Ticks run up to ``T_obj`` (the last one partial): joins are priced,
+    so no join is reserved. Otherwise as :class:`TakeoverTable` (buckets rounded down, the fitted
+    chain, :data:`INFEASIBLE` for states that cannot finish, safety net in :class:`ModelPredictive`).
+    """
+
+    types: tuple[int, ...]              # the plan's one type index
+    most: tuple[int, ...]               # (W,)
+    gap_s: float
+    deadline_s: float
+    join_s: float
+    progress_per_s: np.ndarray          # per cluster size 0..W, fraction of the job per second
+    spot_price: np.ndarray              # $/h, one entry
+    od_price: np.ndarray                # $/h, one entry
+    fixed_price: float
+    models: tuple[AvailabilityModel, ...]
+    holdings: np.ndarray = field(init=False)        # [pair] -> (spot, on-demand)
+    actions: np.ndarray = field(init=False)         # [tick, bucket, capacity, pair] -> pair, or COMMIT
+    expected_cost: float = field(init=False)
+
+    @staticmethod
+    def size(most: int, deadline_s: float, gap_s: float) -> tuple[int, int]:
+        """States (ticks x buckets x capacities x holdings) and work (states x actions) of the
+        table of a plan of ``most`` workers."""
+        ticks = math.ceil(deadline_s / gap_s - 1e-9)
+        holdings = (most + 1) * (most + 2) // 2
+        states = ticks * (PROGRESS_BUCKETS + 1) * (most + 1) * holdings
+        return states, states * holdings
+
+    @classmethod
+    def fits(cls, most: int, deadline_s: float, gap_s: float) -> bool:
+        """Whether the table stays within :data:`MAX_TABLE_STATES` and :data:`MAX_RUNNING_WORK`."""
+        states, work = cls.size(most, deadline_s, gap_s)
+        return states <= MAX_TABLE_STATES and work <= MAX_RUNNING_WORK
+
+    def __post_init__(self) -> None:
+        b, most = PROGRESS_BUCKETS, self.most[0]
+        self.holdings = np.array([(s, o) for s in range(most + 1) for o in range(most + 1 - s)], dtype=np.int64)
+        pairs = len(self.holdings)
+        whole, rest = divmod(self.deadline_s, self.gap_s)
+        lengths = [self.gap_s] * int(whole) + ([rest] if rest > 1e-9 * self.gap_s else [])
+        if not self.fits(most, self.deadline_s, self.gap_s):
+            raise InvalidInputError("--policy", f"mpc's table of {len(lengths):,} ticks x {b + 1} progress buckets x "
+                                                f"{(most + 1) * pairs:,} capacities and holdings is above the limit "
+                                                f"of {MAX_TABLE_STATES:,} states or {MAX_RUNNING_WORK:,} state-actions")
+        caps = np.arange(most + 1)
+        spot, od = self.holdings[:, 0], self.holdings[:, 1]
+        index = {(int(x), int(y)): i for i, (x, y) in enumerate(self.holdings)}
+        after = np.array([[index[(min(int(x), a), int(y))] for a in caps] for x, y in self.holdings])   # [pair, A']
+        allowed = spot[None, :] <= caps[:, None]                                  # [A, pair]
+        trans = capped_transition(self.models[0], most)
+        rate = spot * float(self.spot_price[0]) + od * float(self.od_price[0]) + self.fixed_price
+        sigma, bucket = self.progress_per_s, np.arange(b + 1)
+        left = (b - bucket)[:, None] / b                                           # fraction of the job left
+        fastest = float(sigma.max())
+        commit_rate = int(np.argmax(sigma)) * float(self.od_price[0]) + self.fixed_price
+        value = np.full((b + 1, most + 1, pairs), INFEASIBLE)                      # at T_obj: done, or failed
+        value[b] = 0.0
+        self.actions = np.zeros((len(lengths), b + 1, most + 1, pairs), dtype=np.int16)
+        for n in range(len(lengths) - 1, -1, -1):
+            length = lengths[n]
+            delay = 0.0 if n == 0 else min(self.join_s, length)
+            expected = np.stack([value[:, caps, after[a]] @ trans.T for a in range(pairs)], axis=1)  # [b', a, A]
+            # the safety net's condition: from the next tick, the fastest cluster on-demand
+            # (one join) still finishes by T_obj; an action that breaks it is overruled by the
+            # net, which commits now: that cluster on-demand to the end (its cost, estimated
+            # without the progress of the instances kept while it joins)
+            end = min(self.deadline_s, (n + 1) * self.gap_s)
+            rescue = (bucket == b) | (end + self.join_s + (1 - bucket / b) / fastest <= self.deadline_s * (1 + 1e-12))
+            commit_s = delay + (1 - bucket / b) / fastest
+            commit = np.where(n * self.gap_s + commit_s <= self.deadline_s * (1 + 1e-12),
+                              commit_rate * commit_s / 3600, INFEASIBLE)
+            new = np.full_like(value, INFEASIBLE)
+            for q in range(pairs):
+                kept = sigma[np.minimum(spot[q], spot) + np.minimum(od[q], od)]  # per action
+                full = sigma[spot + od]
+                steps = np.floor((kept * delay + full * (length - delay)) * b).astype(np.int64)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    ends = np.where(kept * delay >= left, left / kept, delay + (left - kept * delay) / full)
+                billed = np.minimum(length, np.nan_to_num(ends, nan=length, posinf=length))       # [b, a]
+                reached = np.minimum(bucket[:, None] + steps, b)                                  # [b, a]
+                cand = (billed * rate / 3600)[:, :, None] + expected[reached, np.arange(pairs)[None, :]]   # [b, a, A]
+                cand = np.where(rescue[reached][:, :, None], cand, INFEASIBLE)
+                cand = np.where(allowed.T[None, :, :], cand, np.inf)
+                best = np.argmin(cand, axis=1)
+                chosen = np.take_along_axis(cand, best[:, None, :], axis=1)[:, 0, :]
+                net = commit[:, None] < chosen
+                new[:, :, q] = np.where(net, commit[:, None], chosen)
+                self.actions[n, :, :, q] = np.where(net, COMMIT, best)
+            new[b] = 0.0
+            value = np.where(allowed[None, :, :], np.minimum(new, INFEASIBLE), INFEASIBLE)
+        first = value[0, caps, index[(0, 0)]]
+        start = capped_start(self.models[0], most)
+        self.expected_cost = float(start @ first) if (first[start > 0] < INFEASIBLE / 2).all() else math.inf
+
+    @property
+    def fastest(self) -> np.ndarray:
+        """The cluster of most progress per second (the safety net's all-on-demand cluster)."""
+        return np.array([int(np.argmax(self.progress_per_s))])
+
+    def holding_at(self, t: float, progress: float, available: int, spot: int, od: int) -> tuple[int, int] | None:
+        """The optimal (spot, on-demand) to hold at time ``t``, progress fraction, pooled capacity
+        and holdings now; ``None``: commit to the fastest cluster on-demand (the safety net)."""
+        n, most = int(t // self.gap_s), self.most[0]
+        if n >= len(self.actions):
+            return None
+        cap = min(int(available), most)
+        spot = min(int(spot), cap)
+        od = min(int(od), most - spot)
+        b = min(PROGRESS_BUCKETS, max(0, int(math.floor(progress * PROGRESS_BUCKETS))))
+        pair = int(np.flatnonzero((self.holdings[:, 0] == spot) & (self.holdings[:, 1] == od))[0])
+        action = int(self.actions[n, b, cap, pair])
+        if action == COMMIT:
+            return None
+        spot_n, od_n = self.holdings[action]
+        return int(spot_n), int(od_n)
 
 
 @dataclass
@@ -267,7 +409,8 @@ class TakeoverTable:
     (rounded down: progress is never overstated) and the pooled spot capacity of each type
     ``A_m = min(available_m, W_m)``: in each state the cluster minimizing the tick's cost plus
     the expected cost-to-go, each type on spot as far as its capacity goes (``min(A_m, w_m)``,
-    the cheaper market) and on-demand for the rest. Types change capacity independently,
+    the cheaper market) and on-demand for the rest, billed for the tick (or until the
+    cluster reaches the target within it). Types change capacity independently,
     each by its own fitted chain (one type: exactly its model). A state that cannot finish
     by the deadline costs :data:`INFEASIBLE`; every capacity change has a positive chance in
     the fitted model, so the table never bets on capacity staying. The overheads of
@@ -313,11 +456,13 @@ class TakeoverTable:
         per_h = (spot @ self.spot_price + (self.clusters[None, :, :] - spot) @ self.od_price) + self.fixed_price
         for n in range(len(lengths) - 1, -1, -1):
             steps = np.floor(self.progress_per_s * lengths[n] * b).astype(np.int64)
-            cost = per_h * lengths[n] / 3600                                        # [capacity, cluster]
+            # a cluster that reaches the target within the tick is billed until it does
+            with np.errstate(divide="ignore", invalid="ignore"):
+                billed = np.minimum(lengths[n], (b - bucket)[:, None] / (self.progress_per_s[None, :] * b))
             expected = value @ trans.T                  # (b+1) x A: E[V_{n+1}(b', A') | A]
             new = np.full_like(value, INFEASIBLE)
             for k in range(size):
-                cand = cost[None, :, k] + expected[np.minimum(bucket + steps[k], b), :]
+                cand = billed[:, k, None] * per_h[None, :, k] / 3600 + expected[np.minimum(bucket + steps[k], b), :]
                 better = cand < new
                 new[better] = cand[better]
                 self.actions[n][better] = k

@@ -30,8 +30,9 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from dnnprov.revocation.availability import AvailabilityModel, aligned, period_ticks
-from dnnprov.revocation.policies import Policy, TakeoverTable, View, make_policy
-from dnnprov.revocation.simulate import ClusterSpeeds, Replay, RunOutcome, check_plan_traces, check_run_ticks
+from dnnprov.revocation.policies import Policy, RunningTable, TakeoverTable, View, make_policy
+from dnnprov.revocation.simulate import (ClusterSpeeds, Replay, RunOutcome, check_plan_trains, check_plan_traces,
+                                        check_run_ticks)
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems import _checks as check
 from dnnprov.models.spot import SpotModel
@@ -95,12 +96,6 @@ class PoolReplay:
         """Progress at time 0 of every run of ``plan``, whatever the policy launches first
         (:meth:`dnnprov.revocation.simulate.ClusterSpeeds.run_start`, as ``simulate``)."""
         return self._speed.run_start(self.plan_workers(plan)[0], plan.ps)
-
-    def inside_domain(self, per_type: np.ndarray, ps: int) -> bool:
-        """Whether a cluster lies in the loss model's validity domain (the clusters the solver plans)."""
-        counts = np.zeros((1, len(self.model.columns)), dtype=np.int64)
-        counts[0, self.spot_col] = per_type
-        return bool(self.model.evaluate(counts, ps).inside_domain[0])
 
     def plan_workers(self, plan: SpotPlan) -> tuple[np.ndarray, np.ndarray]:
         """The plan's workers per type (both markets) and its on-demand workers per type."""
@@ -262,11 +257,13 @@ class PoolReplay:
         running[index] -= min(count, int(running[index]))
 
     # ------------------------------------------------------------------ the mpc table
-    def takeover_table(self, plan: SpotPlan,
-                       model: AvailabilityModel | Mapping[str, AvailabilityModel]) -> TakeoverTable:
+    def takeover_table(self, plan: SpotPlan, model: AvailabilityModel | Mapping[str, AvailabilityModel], *,
+                       price_joins: bool = True) -> TakeoverTable | RunningTable:
         """The exact model-predictive table of ``plan`` under ``model`` (one type's, or one per
         type of the plan by name): clusters of up to the plan's workers of each of its types
-        (the clusters its run's start covers), with the plan's PS."""
+        (the clusters its run's start covers), with the plan's PS. A one-type plan gets a
+        :class:`RunningTable` (it tracks the holdings and prices joins) when that fits its size
+        limit and ``price_joins``; otherwise (several types) a :class:`TakeoverTable`."""
         want, _ = self.plan_workers(plan)
         used = [int(i) for i in np.flatnonzero(want)]
         if not isinstance(model, AvailabilityModel):
@@ -299,10 +296,13 @@ class PoolReplay:
             t = self.problem.instance_types[i]
             prices = [z.spot_price_per_h for z in t.zones if z.spot_price_per_h is not None]
             spot_price.append(float(np.mean(prices)) if prices else t.spot_price_per_h)
-        return TakeoverTable(types=tuple(used), most=most, gap_s=self.gap_s, deadline_s=self.problem.slo.time_s,
-                             join_s=self.join_s, progress_per_s=per_cluster, spot_price=np.array(spot_price),
-                             od_price=self.od_price[used], fixed_price=plan.ps * self.problem.platform.ps_price_per_h,
-                             models=tuple(models))
+        args = dict(types=tuple(used), most=most, gap_s=self.gap_s, deadline_s=self.problem.slo.time_s,
+                    join_s=self.join_s, progress_per_s=per_cluster, spot_price=np.array(spot_price),
+                    od_price=self.od_price[used], fixed_price=plan.ps * self.problem.platform.ps_price_per_h,
+                    models=tuple(models))
+        if price_joins and len(used) == 1 and RunningTable.fits(most[0], self.problem.slo.time_s, self.gap_s):
+            return RunningTable(**args)
+        return TakeoverTable(**args)
 
 
 def replay_pools(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]], *, policy: str,
@@ -328,6 +328,7 @@ def replay_pools(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequ
     runs = check.integer("runs", runs, minimum=1, maximum=10_000_000)
     seed = check.integer("seed", seed, minimum=0)
     replay = PoolReplay(problem, traces, zones=zones, join_s=join_s, horizon=horizon, period=period)
+    check_plan_trains(replay.speed(replay.plan_workers(plan)[0], plan.ps))
     table, fitted = None, None
     if policy == "mpc":
         want, _ = replay.plan_workers(plan)

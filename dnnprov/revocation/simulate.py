@@ -174,6 +174,16 @@ class _Capacity:
 MAX_SUBCLUSTERS = 200_000
 
 
+def domain_speed(model: SpotModel, counts: np.ndarray, ps: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+    """``(sigma, u0)`` of clusters ``counts`` as the replays run them: a cluster outside the
+    loss model's validity domain does not train (speed 0, no start), as the solver plans none
+    there (docs/revocation.md, the progress model)."""
+    counts = np.atleast_2d(np.asarray(counts, dtype=np.int64))
+    sigma, start = progress_speed(model, counts, ps)
+    inside = model.evaluate(counts, ps).inside_domain
+    return np.where(inside, sigma, 0.0), np.where(inside, start, np.inf)
+
+
 class ClusterSpeeds:
     """Progress speed of clusters given by workers per type (market does not matter), cached:
     both replay engines ask for the same few clusters at every event or tick."""
@@ -194,7 +204,7 @@ class ClusterSpeeds:
         per_type = np.asarray(per_type, dtype=np.int64)
         whole = np.zeros((1, len(self.model.columns)), dtype=np.int64)
         whole[0, self.spot_col] = per_type
-        sigma, start = progress_speed(self.model, whole, ps)
+        sigma, start = domain_speed(self.model, whole, ps)
         if not sigma[0] > 0:
             return 0.0
         if int(np.prod(per_type + 1)) > MAX_SUBCLUSTERS:
@@ -202,7 +212,7 @@ class ClusterSpeeds:
         subs = np.array(list(itertools.product(*[range(int(n) + 1) for n in per_type])), dtype=np.int64)
         counts = np.zeros((len(subs), len(self.model.columns)), dtype=np.int64)
         counts[:, self.spot_col] = subs
-        sigma, start = progress_speed(self.model, counts, ps)
+        sigma, start = domain_speed(self.model, counts, ps)
         return float(np.min(start[sigma > 0]))
 
     def __call__(self, per_type: np.ndarray, ps: int) -> float:
@@ -210,7 +220,7 @@ class ClusterSpeeds:
         if key not in self._cache:
             counts = np.zeros(len(self.model.columns), dtype=np.int64)
             counts[self.spot_col] = per_type
-            self._cache[key] = float(progress_speed(self.model, counts[None, :], ps)[0][0])
+            self._cache[key] = float(domain_speed(self.model, counts[None, :], ps)[0][0])
         return self._cache[key]
 
 
@@ -529,6 +539,8 @@ def simulate(problem: SpotProblem, plan: SpotPlan | Mapping[str, int], traces: M
         plan = SpotPlan(counts=check_existing("plan.counts", plan), ps=problem.constraints.ps_count[0])
     check_plan_traces(problem, plan, traces)
     sim = simulator or Simulator(problem, traces, join_s=join_s, horizon=horizon, replan_method=replan_method)
+    workers = np.array([plan.counts.get(n, 0) + plan.counts.get(n + ON_DEMAND_SUFFIX, 0) for n in sim.types])
+    check_plan_trains(sim.speed(workers, plan.ps))
     rng = np.random.default_rng(seed)
     outcomes = []
     stopped = False
@@ -544,6 +556,14 @@ def simulate(problem: SpotProblem, plan: SpotPlan | Mapping[str, int], traces: M
                 "traces": {name: [tr.path for tr in items] for name, items in traces.items()},
                 "time_obj_s": problem.slo.time_s, "runs_asked": runs, "stopped_by_time_limit": stopped}
     return Replay(policy=policy, runs=tuple(outcomes), settings=settings)
+
+
+def check_plan_trains(speed: float) -> None:
+    """Refuse a plan whose cluster does not train (``speed``: its progress speed), e.g. one
+    outside the loss model's validity domain, where the solver plans none."""
+    if not speed > 0:
+        raise InvalidInputError("plan.counts", "the plan's cluster does not train under the loss model (outside "
+                                               "its validity domain, or its loss curve never reaches slo.loss)")
 
 
 def check_plan_traces(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]]) -> None:

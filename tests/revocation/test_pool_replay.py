@@ -18,7 +18,7 @@ from conftest import resnet110_problem
 from dnnprov.cli import main
 from dnnprov.revocation.availability import AvailabilityModel, fit_availability
 from dnnprov.revocation.hindsight import Hindsight
-from dnnprov.revocation.policies import PROGRESS_BUCKETS, make_policy
+from dnnprov.revocation.policies import PROGRESS_BUCKETS, RunningTable, TakeoverTable, make_policy
 from dnnprov.revocation.pool_replay import PoolReplay, replay_pools
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalog_import import default_shared_data
@@ -226,9 +226,50 @@ def brute_force_cost(problem: dnnprov.SpotProblem, plan: dnnprov.SpotPlan, level
             if u >= target:
                 break
             spot = min(k, level)
-            cost += (spot * price + (k - spot) * OD_PRICE + 0.192) * gap / 3600
-            u += speed[k] * gap
+            billed = gap if speed[k] <= 0 else min(gap, (target - u) / speed[k])     # billed until it ends
+            cost += (spot * price + (k - spot) * OD_PRICE + 0.192) * billed / 3600
+            u += speed[k] * billed
         if u >= target * (1 - 1e-12):
+            best = min(best, cost)
+    return best
+
+
+def brute_force_running(problem: dnnprov.SpotProblem, plan: dnnprov.SpotPlan, level: int, gap: float) -> float:
+    """Constant capacity ``level``: the cheapest sequence of holdings (spot, on-demand) per tick
+    up to T_obj (the last tick partial), with joins (what a tick launches after time 0 trains
+    ``JOIN`` s later), billed until the target, and the safety net's condition (after every
+    tick, the plan on-demand launched then still finishes by T_obj); exact progress."""
+    model = dnnprov.SpotModel(problem)
+    target = progress_target(model)
+    _, u0 = progress_speed(model, [[plan.workers]], plan.ps)
+    most = plan.workers
+    speed = [0.0] + [float(progress_speed(model, [[k]], plan.ps)[0][0]) for k in range(1, most + 1)]
+    price, deadline = problem.instance_types[0].spot_price_per_h, problem.slo.time_s
+    lengths = [gap] * int(deadline // gap) + ([deadline % gap] if deadline % gap > 1e-9 else [])
+    holdings = [(s, o) for s in range(min(level, most) + 1) for o in range(most + 1 - s)]
+    best = math.inf
+    for seq in itertools.product(holdings, repeat=len(lengths)):
+        u, cost, held, ok = float(u0[0]), 0.0, (0, 0), True
+        for n, ((s, o), length) in enumerate(zip(seq, lengths)):
+            if u >= target:
+                break
+            delay = 0.0 if n == 0 else min(126.0, length)
+            kept, full = speed[min(held[0], s) + min(held[1], o)], speed[s + o]
+            rate = (s * price + o * OD_PRICE + 0.192) / 3600
+            if kept * delay >= target - u:
+                step = (target - u) / kept
+            elif full > 0 and kept * delay + full * (length - delay) >= target - u:
+                step = delay + (target - u - kept * delay) / full
+            else:
+                step = length
+            u += kept * min(step, delay) + full * max(0.0, step - delay)
+            cost += rate * step
+            held = (s, o)
+            end = n * gap + step
+            if u < target * (1 - 1e-12) and end + 126.0 + (target - u) / speed[most] > deadline:
+                ok = False
+                break
+        if ok and u >= target * (1 - 1e-12):
             best = min(best, cost)
     return best
 
@@ -241,10 +282,28 @@ def test_mpc_table_matches_a_brute_force_on_a_known_future(level: int) -> None:
     problem = one_type_problem(time_s=4 * gap + 126, quota=3)     # four ticks before the last join
     plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
     replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [level] * 20, gap)]}, zones=True)
-    table = replay.takeover_table(plan, flat_model(3, level, gap))
+    table = replay.takeover_table(plan, flat_model(3, level, gap), price_joins=False)
+    assert isinstance(table, TakeoverTable)
     oracle = brute_force_cost(problem, plan, level, 4, gap, plan.workers)    # mpc holds at most the plan
     assert table.expected_cost >= oracle * (1 - 1e-9)
     assert table.expected_cost <= oracle * (1 + 4 * 3 / PROGRESS_BUCKETS) + 0.01
+
+
+@pytest.mark.parametrize("level", [0, 1, 2])
+def test_running_table_matches_a_brute_force_with_joins(level: int) -> None:
+    """The table of a one-type plan prices joins: with capacity certain, its expected cost is
+    the cheapest sequence of holdings with joins, billing until the target and the safety
+    net's condition (enumerated), up to the buckets' rounding (which only adds)."""
+    gap = 900.0
+    problem = one_type_problem(time_s=4 * gap + 500, quota=3)
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
+    replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [level] * 20, gap)]}, zones=True)
+    table = replay.takeover_table(plan, flat_model(3, level, gap))
+    assert isinstance(table, RunningTable)
+    oracle = brute_force_running(problem, plan, level, gap)
+    assert math.isfinite(oracle)
+    assert table.expected_cost >= oracle * (1 - 1e-9)
+    assert table.expected_cost <= oracle * (1 + 5 * 3 / PROGRESS_BUCKETS) + 0.01
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -397,3 +456,20 @@ def test_hindsight_finds_the_lp_optimum_when_going_faster_is_dear(seed: int) -> 
     for _ in range(3):
         pools = replay.draw_pools(rng)
         assert hindsight.bound(plan, pools) == pytest.approx(lp_optimum(hindsight, plan, pools), rel=1e-6)
+
+
+@pytest.mark.parametrize("slack", [1.1, 1.3, 2.0])
+def test_mpc_on_certain_capacity_launches_no_on_demand(slack: float) -> None:
+    """Capacity always there and known, slack for a join: mpc never needs on-demand, and its safety net does not
+    fire in the tick where the run ends (it used to commit the plan on-demand then, billed for
+    nothing); it costs at most the plan on spot."""
+    gap = 300.0
+    probe = one_type_problem(time_s=1e6, quota=4)
+    problem = one_type_problem(time_s=slack * plan_time(probe, 3), quota=4)
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 3}, ps=1)
+    replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [4] * 400, gap)]}, zones=True)
+    table = replay.takeover_table(plan, flat_model(4, 4, gap))
+    run = replay.run(plan, make_policy("mpc", table), replay.draw_pools(np.random.default_rng(0)))
+    spot_cost = (3 * problem.instance_types[0].spot_price_per_h + 0.192) * plan_time(problem, 3) / 3600
+    assert run.met_deadline and run.on_demand_launched == 0
+    assert run.cost <= spot_cost * (1 + 1e-9)

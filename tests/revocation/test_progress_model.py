@@ -213,9 +213,10 @@ def brute_force_two_types(problem: dnnprov.SpotProblem, plan: dnnprov.SpotPlan, 
         for c in seq:
             if u >= target:
                 break
+            billed = gap if speed[c] <= 0 else min(gap, (target - u) / speed[c])     # billed until it ends
             cost += (sum(min(k, a) * s + (k - min(k, a)) * o for k, a, s, o in zip(c, levels, spot, od))
-                     + PS_PRICE) * gap / 3600
-            u += speed[c] * gap
+                     + PS_PRICE) * billed / 3600
+            u += speed[c] * billed
         if u >= target * (1 - 1e-12):
             best = min(best, cost)
     return best
@@ -297,16 +298,60 @@ class TypesSeen(Policy):
 
 
 
+def embedded_p3_problem(quota: int = 4, time_s: float = 20000.0) -> dnnprov.SpotProblem:
+    """The embedded ResNet-110 profile (validity domain 2-7 workers, x1.5) on p3.2xlarge only."""
+    table1 = dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json"))
+    p3 = replace(next(t for t in table1.instance_types if t.name == "p3.2xlarge"), quota=quota,
+                 on_demand_price_per_h=OD_PRICE)
+    return table1.replace(instance_types=(p3,), model="paper", constraints=dnnprov.SpotConstraints(ps_count=(1, 1)),
+                          workload=replace(table1.workload, loss_variant="cc", gamma_4=1.0, estimated=("gamma_4",)),
+                          slo=dnnprov.SpotSLO(loss=0.8, time_s=time_s))
+
+
+def test_a_cluster_outside_the_domain_does_not_train() -> None:
+    """A lone worker lies outside the embedded profile's 2-7 worker domain: no replay lets it
+    train. Fallback, left with one of two workers at 900 s, brings the cluster back into the
+    domain on-demand and ends one join later than the undisturbed plan; `none`, left with one
+    for good, never ends (both engines); the hindsight bound of a 2-worker plan on full
+    capacity is then the plan itself on spot, not a cheaper stretch of one worker; a 1-worker
+    plan is refused, naming plan.counts."""
+    from dnnprov.errors import InvalidInputError
+    from dnnprov.revocation.pool_replay import replay_pools
+    from dnnprov.revocation.simulate import simulate
+
+    problem = embedded_p3_problem(quota=2)
+    model = dnnprov.SpotModel(problem)
+    assert not model.evaluate([[1]], 1).inside_domain[0] and model.evaluate([[2]], 1).inside_domain[0]
+    t1, t2 = plan_time(problem, 1), plan_time(problem, 2)
+    assert 900 < t2 and t1 < 3 * problem.slo.time_s          # one worker would finish, were it let train
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
+    price, ps_rate = problem.instance_types[0].spot_price_per_h, problem.platform.ps_price_per_h
+    replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [2] * 3 + [1] * 200)]}, zones=True)
+    pools = [replace(p, offset=0) for p in replay.draw_pools(np.random.default_rng(0))]
+    run = replay.run(plan, make_policy("fallback"), pools)
+    finish = t2 + JOIN                                        # no progress while the on-demand worker joins
+    assert run.met_deadline and run.on_demand_launched == 1
+    assert run.finish_s == pytest.approx(finish, rel=1e-9)
+    expected = (2 * price * 900 + (price + OD_PRICE) * (finish - 900) + ps_rate * finish) / 3600
+    assert run.cost == pytest.approx(expected, rel=1e-9)
+    lonely = {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [2] + [1] * 299)]}     # one block of 2 (quota 2)
+    for engine in ("pool", "event"):
+        if engine == "pool":
+            out = replay_pools(problem, plan, lonely, policy="none", zones=True, runs=3).summary()
+        else:
+            out = simulate(problem, plan, lonely, policy="none", runs=3).summary()
+        assert out["finished"] == 0.0, engine
+    full = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [2] * 300)]}, zones=True)
+    bound = Hindsight(full, plan).bound(plan, full.draw_pools(np.random.default_rng(0)))
+    assert bound == pytest.approx((2 * price + ps_rate) * t2 / 3600, rel=1e-6)
+    with pytest.raises(InvalidInputError, match="plan.counts"):
+        replay_pools(problem, dnnprov.SpotPlan(counts={"p3.2xlarge": 1}, ps=1), lonely, policy="none", zones=True)
+
+
 def test_risk_plan_and_mpc_stay_inside_the_loss_models_domain() -> None:
     """The embedded ResNet-110 profile was fitted on 2-7 workers (x1.5 extrapolation): a lone
-    worker lies outside it, so the solver never plans one; neither does `risk plan` (a run may
-    still train with one when capacity leaves it one: the replays evaluate what runs)."""
-    table1 = dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json"))
-    p3 = replace(next(t for t in table1.instance_types if t.name == "p3.2xlarge"), quota=4,
-                 on_demand_price_per_h=OD_PRICE)
-    problem = table1.replace(instance_types=(p3,), model="paper", constraints=dnnprov.SpotConstraints(ps_count=(1, 1)),
-                             workload=replace(table1.workload, loss_variant="cc", gamma_4=1.0, estimated=("gamma_4",)),
-                             slo=dnnprov.SpotSLO(loss=0.8, time_s=20000.0))
+    worker lies outside it, so the solver never plans one; neither does `risk plan`."""
+    problem = embedded_p3_problem()
     assert not dnnprov.SpotModel(problem).evaluate([[1]], 1).inside_domain[0]
     traces = {"p3.2xlarge": [trace("us-east-1a_v100_1.json", ([4] * 30 + [1] * 10) * 5)]}
     choice = choose_plan(problem, traces, zones=True)
