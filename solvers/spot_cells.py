@@ -80,11 +80,13 @@ class Cell:
     j_lb: float = field(compare=False, default=0.0)
     nogoods: list[tuple[int, ...]] = field(compare=False, default_factory=list)
     lp_done: bool = field(compare=False, default=False)   # LP bound computed (lazily)
+    complete: bool = field(compare=False, default=True)   # False: CellBounds.complete still to run
     pj_lb: float = field(compare=False, default=0.0)       # lower bound on (P + c0) j / X
     price_bound: float = field(compare=False, default=0.0)  # P + c0 on the side finalize needs
     tail: bool = field(compare=False, default=False)
     q_lo: float = field(compare=False, default=0.0)         # range of Q = sum n v^2 (CC cells with a top);
     q_hi: float = field(compare=False, default=math.inf)    # the defaults claim nothing
+    v_pieces: int = field(compare=False, default=1)         # V ranges to cut it into when popped (1: none)
 
 
 def count_compositions(lo: np.ndarray, hi: np.ndarray, total: int, limit: int) -> int:

@@ -162,28 +162,37 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         return cells + ([rest] if rest is not None else [])
 
     def expand(self, group: Cell) -> list[Cell]:
-        """Split a (K, s) group into one cell per possible top column, each cut into V ranges.
+        """Split a (K, s) group into one cell per possible top column (cut into V ranges when popped).
 
         R's bound (and with it j's) depends on V through v_top / V, which a wide V range
-        blurs: every top cell is cut at once into ranges of V whose ends differ by at most
-        a factor of V_SPLIT_RATIO (the ranges cover the cell's, so no plan is lost).
+        blurs: a top cell is marked to be cut into ranges of V whose ends differ by at most
+        a factor of V_SPLIT_RATIO, which :meth:`split_v` does when it is popped. Its own
+        bound holds for every piece (they hold subsets of its plans), so a top cell whose
+        bound reaches the threshold is never cut, and the pieces' bounds are not paid for.
         """
-        cells = []
-        for cell in self.top_cells(group.workers, group.ps):
-            t = cell.top
-            pieces = max(1, math.ceil(math.log(cell.v_hi / cell.v_lo) / math.log(V_SPLIT_RATIO))) \
-                if cell.v_lo > 0 and V_SPLIT_RATIO > 1 else 1
-            if pieces == 1:
-                cells.append(cell)
-                continue
-            ends = np.geomspace(cell.v_lo, cell.v_hi, min(pieces, V_SPLIT_MAX) + 1)
-            for v_lo, v_hi in zip(ends[:-1], ends[1:]):
-                child = self.new_cell(group.workers, group.ps, t, b_range=(cell.b_lo, cell.b_hi),
-                                      v_range=(down(float(v_lo)), up(float(v_hi))),
-                                      x_range=(cell.x_lo, cell.x_hi), known=BoxStats.of(cell))
-                if child is not None:
-                    cells.append(child)
+        cells = self.top_cells(group.workers, group.ps)
+        for cell in cells:
+            if cell.v_lo > 0 and V_SPLIT_RATIO > 1:
+                pieces = math.ceil(math.log(cell.v_hi / cell.v_lo) / math.log(V_SPLIT_RATIO))
+                cell.v_pieces = max(1, min(pieces, V_SPLIT_MAX))
         return cells
+
+    def split_v(self, cell: Cell) -> list[Cell]:
+        """Cut a top cell into its V ranges (geometric; they cover its range, so no plan is lost).
+
+        Each piece holds a subset of the cell's plans, so the cell's bounds hold for it too.
+        """
+        ends = np.geomspace(cell.v_lo, cell.v_hi, cell.v_pieces + 1)
+        children = []
+        for v_lo, v_hi in zip(ends[:-1], ends[1:]):
+            child = self.new_cell(cell.workers, cell.ps, cell.top, b_range=(cell.b_lo, cell.b_hi),
+                                  v_range=(down(float(v_lo)), up(float(v_hi))),
+                                  x_range=(cell.x_lo, cell.x_hi), known=BoxStats.of(cell))
+            if child is not None:
+                child.pj_lb = max(child.pj_lb, cell.pj_lb)
+                child.bound = max(child.bound, cell.bound)
+                children.append(child)
+        return children
 
     def needs_expansion(self, cell: Cell) -> bool:
         """Whether the cell is a (K, s) group still to be split by top column."""
@@ -353,10 +362,15 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             heapq.heappop(heap)
             if cell.tail:
                 children = self.expand_tail(cell)
+            elif not cell.complete:
+                cell = self.complete(cell)
+                children = [cell] if cell is not None else []
             elif self.small(cell):
                 children = self.process(cell)           # evaluated outright, group or cell
             elif self.needs_expansion(cell):
                 children = self.expand(cell)
+            elif cell.v_pieces > 1:
+                children = self.split_v(cell)
             elif not cell.lp_done:
                 cell = self.strengthen(cell)
                 children = [cell] if cell is not None and cell.bound < self.threshold else []
