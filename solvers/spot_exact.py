@@ -483,31 +483,8 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
                 # (its rho bound came with the box statistics)
                 child.pj_lb = max(child.pj_lb, cell.pj_lb)
                 child.bound = max(child.bound, cell.bound)
-                child.nogoods = self.nogoods_inside(child)
                 children.append(child)
         return children
-
-    def nogoods_inside(self, cell: Cell) -> list[tuple[int, ...]]:
-        """The cell's no-goods whose plans lie in (or within 1e-6 of) its b_w, X, V and Q ranges.
-
-        A no-good only removes its plan from a MILP, and a plan outside one of the ranges is
-        already outside the MILP's range rows, so dropping its no-good loses nothing and never
-        adds a proof: the MILPs stay as small as the plans that can come back. (Were one to
-        come back, it would be cut off again, as the search does with any returned plan.)
-        """
-        if not cell.nogoods:
-            return []
-        shape = self.shape(cell.workers, cell.ps)
-        plans = np.array(cell.nogoods, dtype=float)
-        x, v, q = plans @ shape.rate, plans @ shape.speed, plans @ shape.speed ** 2
-        near = 1e-6
-        keep = np.ones(len(plans), dtype=bool)
-        ranges = [(v / x, cell.b_lo, cell.b_hi), (x, cell.x_lo, cell.x_hi)]
-        if cell.top is not None:          # V and Q are rows of top cells only (a group's V_lo is no bound)
-            ranges += [(v, cell.v_lo, cell.v_hi), (q, cell.q_lo, cell.q_hi)]
-        for value, low, high in ranges:
-            keep &= (value >= low - near * abs(low)) & (value <= high + near * abs(high))
-        return [plan for plan, kept in zip(cell.nogoods, keep) if kept]
 
     def cost_ceiling(self) -> float:
         """A cost every feasible plan stays below: the budget, or all quotas for T_obj."""
