@@ -79,6 +79,7 @@ class Cell:
     rho_min: float = field(compare=False, default=0.0)
     j_lb: float = field(compare=False, default=0.0)
     nogoods: list[tuple[int, ...]] = field(compare=False, default_factory=list)
+    returned: int = field(compare=False, default=0)         # plans its MILPs (and its ancestors') returned
     lp_done: bool = field(compare=False, default=False)   # LP bound computed (lazily)
     complete: bool = field(compare=False, default=True)   # False: CellBounds.complete still to run
     pj_lb: float = field(compare=False, default=0.0)       # lower bound on (P + c0) j / X

@@ -101,6 +101,9 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         #: boxes (lo, hi) whose every count vector was evaluated, per (K, s): a cell whose
         #: box lies inside one holds no plan left to look at
         self.enumerated_boxes: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray]]] = {}
+        #: plans a cell MILP returned more than once (HiGHS's tolerances let them through the
+        #: range rows): their no-goods are kept in every child (see nogoods_inside)
+        self.returned_again: set[tuple[int, ...]] = set()
 
     # ------------------------------------------------------------------ generating cells
     def worker_range(self) -> tuple[int, int]:
@@ -191,8 +194,32 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             if child is not None:
                 child.pj_lb = max(child.pj_lb, cell.pj_lb)
                 child.bound = max(child.bound, cell.bound)
+                child.nogoods = self.nogoods_inside(child)
+                child.returned = cell.returned + 1
                 children.append(child)
         return children
+
+    def nogoods_inside(self, cell: Cell) -> list[tuple[int, ...]]:
+        """The cell's no-goods whose plans lie in (or within 1e-6 of) its b_w, X, V and Q ranges.
+
+        A no-good only removes its plan from a MILP, and a plan outside one of the ranges is
+        outside the MILP's range rows, so dropping its no-good never adds a proof and keeps
+        the MILPs small. HiGHS's absolute tolerances can still let such a plan through (seen
+        at costs of 1e-4 $); one that comes back is cut off again like any returned plan, and
+        from then on kept in every cell (``returned_again``), so no plan loops.
+        """
+        if not cell.nogoods:
+            return []
+        shape = self.shape(cell.workers, cell.ps)
+        plans = np.array(cell.nogoods, dtype=float)
+        x, v = plans @ shape.rate, plans @ shape.speed
+        ranges = [(v / x, cell.b_lo, cell.b_hi), (x, cell.x_lo, cell.x_hi)]
+        if cell.top is not None:          # V and Q are rows of top cells only (a group's V_lo is no bound)
+            ranges += [(v, cell.v_lo, cell.v_hi), (plans @ shape.speed ** 2, cell.q_lo, cell.q_hi)]
+        keep = np.ones(len(plans), dtype=bool)
+        for value, low, high in ranges:
+            keep &= (value >= low - 1e-6 * abs(low)) & (value <= high + 1e-6 * abs(high))
+        return [plan for plan, kept in zip(cell.nogoods, keep) if kept or plan in self.returned_again]
 
     def needs_expansion(self, cell: Cell) -> bool:
         """Whether the cell is a (K, s) group still to be split by top column."""
@@ -390,8 +417,8 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         # Evaluate the cell outright when it is small, and allow bigger cells the more plans
         # its MILPs have already returned (each one a no-good): where the relaxations are
         # loose, evaluating a few thousand plans (about 1 ms each thousand) beats more MILPs.
-        limit = min(FALLBACK_ENUMERATION, self.cell_enumeration << min(len(cell.nogoods), 30))
-        if len(cell.nogoods) >= NOGOOD_ESCALATION:
+        limit = min(FALLBACK_ENUMERATION, self.cell_enumeration << min(cell.returned, 30))
+        if cell.returned >= NOGOOD_ESCALATION:
             limit = FALLBACK_ENUMERATION
         if self.enumerate_cell(cell, limit):
             return []
@@ -411,6 +438,8 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             return None
         # A plan below the threshold, or one HiGHS calls optimal without a verified bound:
         # evaluated and cut off either way (the cell is enumerated once no-goods pile up).
+        if (tuple(int(v) for v in counts), cell.ps) in self.evaluated:
+            self.returned_again.add(tuple(int(v) for v in counts))
         self.consider(counts, cell.ps)
         return self.refine(cell, counts)
 
@@ -462,6 +491,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             candidates.append((secant / x**2, "x"))
         if not candidates:
             cell.nogoods = nogoods
+            cell.returned += 1
             return [cell]
         _, dim = max(candidates)
         self.stats["splits"] += 1
@@ -483,8 +513,32 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
                 # (its rho bound came with the box statistics)
                 child.pj_lb = max(child.pj_lb, cell.pj_lb)
                 child.bound = max(child.bound, cell.bound)
+                child.nogoods = self.nogoods_inside(child)
+                child.returned = cell.returned + 1
                 children.append(child)
         return children
+
+    def nogoods_inside(self, cell: Cell) -> list[tuple[int, ...]]:
+        """The cell's no-goods whose plans lie in (or within 1e-6 of) its b_w, X, V and Q ranges.
+
+        A no-good only removes its plan from a MILP, and a plan outside one of the ranges is
+        outside the MILP's range rows, so dropping its no-good never adds a proof and keeps
+        the MILPs small. HiGHS's absolute tolerances can still let such a plan through (seen
+        at costs of 1e-4 $); one that comes back is cut off again like any returned plan, and
+        from then on kept in every cell (``returned_again``), so no plan loops.
+        """
+        if not cell.nogoods:
+            return []
+        shape = self.shape(cell.workers, cell.ps)
+        plans = np.array(cell.nogoods, dtype=float)
+        x, v = plans @ shape.rate, plans @ shape.speed
+        ranges = [(v / x, cell.b_lo, cell.b_hi), (x, cell.x_lo, cell.x_hi)]
+        if cell.top is not None:          # V and Q are rows of top cells only (a group's V_lo is no bound)
+            ranges += [(v, cell.v_lo, cell.v_hi), (plans @ shape.speed ** 2, cell.q_lo, cell.q_hi)]
+        keep = np.ones(len(plans), dtype=bool)
+        for value, low, high in ranges:
+            keep &= (value >= low - 1e-6 * abs(low)) & (value <= high + 1e-6 * abs(high))
+        return [plan for plan, kept in zip(cell.nogoods, keep) if kept or plan in self.returned_again]
 
     def cost_ceiling(self) -> float:
         """A cost every feasible plan stays below: the budget, or all quotas for T_obj."""

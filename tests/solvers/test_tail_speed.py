@@ -137,3 +137,28 @@ def test_bounds_added_when_popped_stay_below_every_plan(make_random_spot):
             checked += 1
             raised += done.bound > before * (1 + 1e-6)
     assert checked >= 100 and raised >= 10
+
+
+def test_children_keep_the_nogoods_of_every_plan_in_their_ranges(make_random_spot):
+    """``nogoods_inside`` drops only plans outside a cell's b_w, X, V or Q range (whose range rows
+    already exclude them), unless such a plan came back once; it does drop some (not vacuous)."""
+    kept_all, dropped = 0, 0
+    for seed in SEEDS:
+        for d, cell, plans, ev, mine in cells_with_plans(make_random_spot, seed):
+            box_lo, box_hi = d.box(cell)
+            everything = compositions(box_lo, box_hi, cell.workers)
+            cell.nogoods = [tuple(int(v) for v in p) for p in everything]
+            v_mid = (cell.v_lo + cell.v_hi) / 2
+            cell.v_lo = v_mid                                  # half of the V range: some plans leave
+            shape = d.shape(cell.workers, cell.ps)
+            x, v = everything @ shape.rate, everything @ shape.speed
+            q = everything @ shape.speed ** 2
+            inside = ((v / x >= cell.b_lo) & (v / x <= cell.b_hi) & (x >= cell.x_lo) & (x <= cell.x_hi)
+                      & (v >= cell.v_lo) & (v <= cell.v_hi) & (q >= cell.q_lo) & (q <= cell.q_hi))
+            back = cell.nogoods[int(np.argmin(v))]            # the slowest plan came back once
+            d.returned_again.add(back)
+            kept = set(d.nogoods_inside(cell))
+            assert {p for p, i in zip(cell.nogoods, inside) if i} <= kept and back in kept
+            kept_all += 1
+            dropped += len(kept) < len(cell.nogoods)
+    assert kept_all >= 100 and dropped >= kept_all // 4
