@@ -367,13 +367,16 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
                rows: list[tuple[np.ndarray, np.ndarray, float, float]], *,
                integer: np.ndarray | None = None, offset: float = 0.0,
                time_limit_s: float = INF, presolve: bool = False,
-               proof_target: float | None = None, first_below_target: bool = False) -> MilpSolution:
+               proof_target: float | None = None, first_below_target: bool = False,
+               search_first: bool = True) -> MilpSolution:
     """Minimize ``cost @ x + offset`` subject to ``low <= a @ x[idx] <= high`` for each row.
 
     ``rows`` holds ``(idx, a, low, high)`` with sparse indices and values; ``integer``
     flags integer columns (default: all). With ``first_below_target`` the MILP stops at the
     first point below ``proof_target`` HiGHS finds (not its optimum: callers that only test
-    whether such a point exists). ``status`` is HiGHS's outcome; the returned
+    whether such a point exists), and ``search_first`` asks the verifying branch and bound
+    first (:func:`_threshold_first`; faster where no point is likely, slower at finding one).
+    ``status`` is HiGHS's outcome; the returned
     ``dual_bound`` is verified (module doc) and is the only proof. For a MILP it is re-derived up to ``proof_target`` (default: HiGHS's own
     claim): callers that only need "no point below t" say so and save nodes. A HiGHS
     ``infeasible`` that cannot be verified comes back as ``ERROR``.
@@ -414,7 +417,7 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
     # with first_below_target, HiGHS stops at the first point below proof_target (kObjectiveTarget)
     stop_early = first_below_target and proof_target is not None and bool(flags.any())
     h.setOptionValue("objective_target", -INF)
-    if stop_early:
+    if stop_early and search_first:
         h.passModel(lp)                               # the relaxation first (no integrality yet)
         deadline = started + max(float(time_limit_s), 1e-3)
         decided = _threshold_first(h, cost, offset, scale, lower, upper, sparse, flags, proof_target, deadline)
@@ -424,6 +427,7 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
         h.setOptionValue("time_limit", max(deadline - time.perf_counter(), 1e-3))
         h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), np.array(integrality))
     else:
+        h.setOptionValue("objective_target", proof_target / scale if stop_early else -INF)
         lp.integrality_ = integrality
         h.passModel(lp)
     h.run()

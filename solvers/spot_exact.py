@@ -74,6 +74,7 @@ SPLIT_TOLERANCE = 2e-4          # bisect a cell when its j bound is this much be
 CLOSE_TOLERANCE = 1e-9          # relative tolerance of the MILP threshold test
 CELL_ENUMERATION = 1024         # cells with at most this many count vectors are evaluated outright
 FALLBACK_ENUMERATION = 1_000_000  # a cell whose MILP fails is enumerated up to this size
+SEARCH_FIRST_AFTER = 3          # cells whose lineage returned this many plans ask the driver's own search first
 NOGOOD_ESCALATION = 24          # ... and so is a cell whose MILPs keep returning plans (one no-good each)
 V_SPLIT_RATIO = 4.0             # top cells are cut into V ranges of at most this ratio ...
 V_SPLIT_MAX = 8                 # ... in at most this many pieces
@@ -282,7 +283,8 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         scale = 3600 * max(threshold, 1e-12) * max(cell.x_hi, 1e-12)
         solution = solve_milp(self.highs, cost, lower, upper, rows, integer=integer,
                               offset=offset, time_limit_s=time_limit_s,
-                              proof_target=-CLOSE_TOLERANCE * scale, first_below_target=True)
+                              proof_target=-CLOSE_TOLERANCE * scale, first_below_target=True,
+                              search_first=cell.returned >= SEARCH_FIRST_AFTER)
         counts = None
         if solution.x is not None:
             counts = np.zeros(len(cols), dtype=np.int64)

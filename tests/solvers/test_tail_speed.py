@@ -35,13 +35,15 @@ def small_integer_program(rng: np.random.Generator, n: int = 4):
     return cost, rows, points[meets] @ cost
 
 
-@pytest.mark.parametrize("first_nodes", [highs_driver.FIRST_NODES, 0])
-def test_threshold_milps_answer_like_brute_force(monkeypatch, first_nodes):
+@pytest.mark.parametrize(("first_nodes", "search_first"), [(highs_driver.FIRST_NODES, True), (0, True),
+                                                          (highs_driver.FIRST_NODES, False)])
+def test_threshold_milps_answer_like_brute_force(monkeypatch, first_nodes, search_first):
     """"Is there a point below t?": a point returned is one (integer, within the rows, below t), a
     verified bound never exceeds the least point's value, and either the point or the proof comes
     (t never equal to a point's value: a tie cannot be proven in floating point).
 
-    ``first_nodes = 0`` sends every question to HiGHS's MILP (the fallback path).
+    ``first_nodes = 0`` sends every question on to HiGHS's MILP (the fallback path), and
+    ``search_first = False`` asks HiGHS's MILP first.
     """
     monkeypatch.setattr(highs_driver, "FIRST_NODES", first_nodes)
     rng = np.random.default_rng(19)
@@ -55,7 +57,7 @@ def test_threshold_milps_answer_like_brute_force(monkeypatch, first_nodes):
         middle = [float(distinct[len(distinct) // 2 - 1:len(distinct) // 2 + 1].mean())] * (len(distinct) > 1)
         for target in [best - 1e-3 * spread, best + 1e-3 * spread] + middle:       # between two values
             got = solve_milp(h, cost, np.zeros(4), np.full(4, 3.0), rows, proof_target=target,
-                             first_below_target=True)
+                             first_below_target=True, search_first=search_first)
             assert got.dual_bound <= best + 1e-12 * spread
             if got.x is not None and got.objective < target:
                 x = got.x
