@@ -65,7 +65,8 @@ from dnnprov.solvers.heuristics import spot_heuristic
 from dnnprov.solvers.highs_driver import MilpStatus, solve_milp
 from dnnprov.solvers.outcome import spot_result
 from dnnprov.solvers.spot_bounds import REF_COST_ROUNDING, CellBounds
-from dnnprov.solvers.spot_cells import BoxStats, Cell, compositions, count_compositions, down, up
+from dnnprov.solvers.spot_cells import (BoxStats, Cell, compositions, count_compositions, down, nogood_rows,
+                                         nogoods_inside, up)
 from dnnprov.solvers.spot_incumbents import IncumbentSearch
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.models.spot import SideRows
@@ -195,32 +196,8 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             if child is not None:
                 child.pj_lb = max(child.pj_lb, cell.pj_lb)
                 child.bound = max(child.bound, cell.bound)
-                child.nogoods = self.nogoods_inside(child)
-                child.returned = cell.returned + 1
                 children.append(child)
         return children
-
-    def nogoods_inside(self, cell: Cell) -> list[tuple[int, ...]]:
-        """The cell's no-goods whose plans lie in (or within 1e-6 of) its b_w, X, V and Q ranges.
-
-        A no-good only removes its plan from a MILP, and a plan outside one of the ranges is
-        outside the MILP's range rows, so dropping its no-good never adds a proof and keeps
-        the MILPs small. HiGHS's absolute tolerances can still let such a plan through (seen
-        at costs of 1e-4 $); one that comes back is cut off again like any returned plan, and
-        from then on kept in every cell (``returned_again``), so no plan loops.
-        """
-        if not cell.nogoods:
-            return []
-        shape = self.shape(cell.workers, cell.ps)
-        plans = np.array(cell.nogoods, dtype=float)
-        x, v = plans @ shape.rate, plans @ shape.speed
-        ranges = [(v / x, cell.b_lo, cell.b_hi), (x, cell.x_lo, cell.x_hi)]
-        if cell.top is not None:          # V and Q are rows of top cells only (a group's V_lo is no bound)
-            ranges += [(v, cell.v_lo, cell.v_hi), (plans @ shape.speed ** 2, cell.q_lo, cell.q_hi)]
-        keep = np.ones(len(plans), dtype=bool)
-        for value, low, high in ranges:
-            keep &= (value >= low - 1e-6 * abs(low)) & (value <= high + 1e-6 * abs(high))
-        return [plan for plan, kept in zip(cell.nogoods, keep) if kept or plan in self.returned_again]
 
     def needs_expansion(self, cell: Cell) -> bool:
         """Whether the cell is a (K, s) group still to be split by top column."""
@@ -273,7 +250,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         nvar = len(cost)
         integer = np.arange(nvar) < m
         for plan in cell.nogoods:                     # n != n*: one row and a few binaries each
-            cut, binaries = self.nogood_rows(plan, allowed, lo, hi, nvar)
+            cut, binaries = nogood_rows(plan, allowed, lo, hi, nvar)
             rows += cut
             nvar += binaries
         extra = nvar - len(cost)
@@ -290,29 +267,6 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             counts = np.zeros(len(cols), dtype=np.int64)
             counts[allowed] = np.rint(solution.x[:m]).astype(np.int64)
         return solution, counts, scale
-
-    @staticmethod
-    def nogood_rows(plan: tuple[int, ...], allowed: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                    first: int) -> tuple[list[tuple[np.ndarray, np.ndarray, float, float]], int]:
-        """The rows cutting ``plan`` off, and how many binaries they add.
-
-        The cut is sum_{c: n*_c = lo_c} (n_c - lo_c) + sum_{interior c} z_c >= 1 over the
-        counts (the first ``len(allowed)`` variables) and one binary z_c (numbered from
-        ``first``) per column with lo_c < n*_c < hi_c, tied by n_c >= lo_c + (n*_c + 1 - lo_c) z_c.
-        Proof: with sum n = K fixed, n != n* iff n_c >= n*_c + 1 for some c, which cannot be
-        a column at its quota. If that c has n*_c = lo_c, its term is >= 1; if it is interior,
-        z_c = 1 is allowed; either way the cut holds. For n = n*, every term at lo is 0 and
-        every z_c must be 0: cut off. The LP relaxation is that of one binary per raisable
-        column (b_c <= (n_c - lo_c) / (n*_c + 1 - lo_c), i.e. n_c - lo_c at lo), with binaries
-        only for the few interior columns instead of all of them.
-        """
-        at_lo = [i for i, c in enumerate(allowed) if plan[c] == lo[c] < hi[c]]
-        interior = [i for i, c in enumerate(allowed) if lo[c] < plan[c] < hi[c]]
-        links = [(np.array([i, first + j]), np.array([1.0, -float(plan[allowed[i]] + 1 - lo[allowed[i]])]),
-                  float(lo[allowed[i]]), math.inf) for j, i in enumerate(interior)]
-        idx = np.concatenate([np.array(at_lo, dtype=np.int64), first + np.arange(len(interior))])
-        low = 1.0 + float(sum(lo[allowed[i]] for i in at_lo))
-        return links + [(idx, np.ones(len(idx)), low, math.inf)], len(interior)
 
     # ------------------------------------------------------------------ main loop
     def enumerate_cell(self, cell: Cell, limit: int) -> bool:
@@ -515,32 +469,10 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
                 # (its rho bound came with the box statistics)
                 child.pj_lb = max(child.pj_lb, cell.pj_lb)
                 child.bound = max(child.bound, cell.bound)
-                child.nogoods = self.nogoods_inside(child)
+                child.nogoods = nogoods_inside(child, self.shape(cell.workers, cell.ps), self.returned_again)
                 child.returned = cell.returned + 1
                 children.append(child)
         return children
-
-    def nogoods_inside(self, cell: Cell) -> list[tuple[int, ...]]:
-        """The cell's no-goods whose plans lie in (or within 1e-6 of) its b_w, X, V and Q ranges.
-
-        A no-good only removes its plan from a MILP, and a plan outside one of the ranges is
-        outside the MILP's range rows, so dropping its no-good never adds a proof and keeps
-        the MILPs small. HiGHS's absolute tolerances can still let such a plan through (seen
-        at costs of 1e-4 $); one that comes back is cut off again like any returned plan, and
-        from then on kept in every cell (``returned_again``), so no plan loops.
-        """
-        if not cell.nogoods:
-            return []
-        shape = self.shape(cell.workers, cell.ps)
-        plans = np.array(cell.nogoods, dtype=float)
-        x, v = plans @ shape.rate, plans @ shape.speed
-        ranges = [(v / x, cell.b_lo, cell.b_hi), (x, cell.x_lo, cell.x_hi)]
-        if cell.top is not None:          # V and Q are rows of top cells only (a group's V_lo is no bound)
-            ranges += [(v, cell.v_lo, cell.v_hi), (plans @ shape.speed ** 2, cell.q_lo, cell.q_hi)]
-        keep = np.ones(len(plans), dtype=bool)
-        for value, low, high in ranges:
-            keep &= (value >= low - 1e-6 * abs(low)) & (value <= high + 1e-6 * abs(high))
-        return [plan for plan, kept in zip(cell.nogoods, keep) if kept or plan in self.returned_again]
 
     def cost_ceiling(self) -> float:
         """A cost every feasible plan stays below: the budget, or all quotas for T_obj."""

@@ -17,7 +17,7 @@ import pytest
 
 from dnnprov.solvers import highs_driver
 from dnnprov.solvers.highs_driver import new_highs, solve_milp
-from dnnprov.solvers.spot_cells import compositions
+from dnnprov.solvers.spot_cells import compositions, nogoods_inside
 from dnnprov.solvers.spot_exact import SpotDecomposition
 
 SEEDS = range(30)
@@ -159,7 +159,7 @@ def test_children_keep_the_nogoods_of_every_plan_in_their_ranges(make_random_spo
                       & (v >= cell.v_lo) & (v <= cell.v_hi) & (q >= cell.q_lo) & (q <= cell.q_hi))
             back = cell.nogoods[int(np.argmin(v))]            # the slowest plan came back once
             d.returned_again.add(back)
-            kept = set(d.nogoods_inside(cell))
+            kept = set(nogoods_inside(cell, d.shape(cell.workers, cell.ps), d.returned_again))
             assert {p for p, i in zip(cell.nogoods, inside) if i} <= kept and back in kept
             kept_all += 1
             dropped += len(kept) < len(cell.nogoods)
