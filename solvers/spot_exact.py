@@ -103,8 +103,9 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         #: boxes (lo, hi) whose every count vector was evaluated, per (K, s): a cell whose
         #: box lies inside one holds no plan left to look at
         self.enumerated_boxes: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray]]] = {}
-        #: plans a cell MILP returned more than once (HiGHS's tolerances let them through the
-        #: range rows): their no-goods are kept in every child (see nogoods_inside)
+        #: plans a cell MILP returned that had been evaluated already (a cut-off plan that
+        #: HiGHS's tolerances let back through the range rows, or one found by other means):
+        #: their no-goods are kept in every child (see nogoods_inside)
         self.returned_again: set[tuple[int, ...]] = set()
 
     # ------------------------------------------------------------------ generating cells
