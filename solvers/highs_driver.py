@@ -280,12 +280,27 @@ def _lp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale: float, l
     return -math.inf
 
 
+def _clearly_below(h: highspy.Highs, scale: float, aim: float) -> bool:
+    """Whether HiGHS's optimal LP value lies so far below ``aim`` that no bound can close the node.
+
+    Only a shortcut: the safe dual bound is at most the LP's true optimum, which HiGHS's value
+    approximates; skipping it where that value is below ``aim`` by 1e-6 of their magnitudes
+    (the node is then split, its parent's bound kept) costs at most a split, never a proof.
+    """
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return False
+    value = h.getInfo().objective_function_value * scale
+    return value < aim - 1e-6 * (abs(value) + abs(aim))
+
+
 NODE_LIMIT = 2000     # nodes of the verifying branch and bound before it gives up
+FIRST_NODES = 300     # nodes it may take to decide a threshold MILP before HiGHS's MILP runs
 
 
 def verified_milp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale: float,
                         lower: np.ndarray, upper: np.ndarray, rows: SparseRows, integer: np.ndarray,
-                        aim: float, deadline: float) -> tuple[float, np.ndarray | None]:
+                        aim: float, deadline: float,
+                        node_limit: int = NODE_LIMIT) -> tuple[float, np.ndarray | None]:
     """A lower bound on the MILP, re-derived: a branch and bound over verified LP bounds.
 
     HiGHS holds the MILP's LP relaxation (objective divided by ``scale``). A node (a box)
@@ -294,7 +309,7 @@ def verified_milp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale
     split at an integer column, x_j <= floor(v) or x_j >= floor(v) + 1 (every integer point
     stays in one child). The minimum over closed and open nodes (an open node keeps its
     parent's bound) is a lower bound on every integer point. It gives up after
-    :data:`NODE_LIMIT` nodes or at ``deadline`` (a ``time.perf_counter()`` value).
+    ``node_limit`` nodes or at ``deadline`` (a ``time.perf_counter()`` value).
 
     Returns the bound and, when a node's LP optimum is an integer point below ``aim``
     (HiGHS's MILP missed it), that point: then ``aim`` cannot be reached and the search stops.
@@ -308,7 +323,7 @@ def verified_milp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale
     def so_far(*more: float) -> float:
         return min(closed, *more, min((b for _, _, b in stack), default=math.inf))
 
-    for _ in range(NODE_LIMIT):
+    for _ in range(node_limit):
         if not stack:
             return closed, None
         if time.perf_counter() > deadline or stop_requested():
@@ -316,8 +331,10 @@ def verified_milp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale
         lo, hi, parent = stack.pop()
         h.changeColsBounds(n, np.arange(n, dtype=np.int32), lo, hi)
         h.run()
-        bound = max(parent, _lp_bound(h, cost, offset, scale, np.maximum(lo, implied_lo),
-                                      np.minimum(hi, implied_hi), rows))
+        bound = parent
+        if not _clearly_below(h, scale, aim):
+            bound = max(parent, _lp_bound(h, cost, offset, scale, np.maximum(lo, implied_lo),
+                                          np.minimum(hi, implied_hi), rows))
         if bound >= aim:
             closed = min(closed, bound)
             continue
@@ -339,8 +356,10 @@ def verified_milp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale
         cut = min(max(math.floor(x[j]), lo[j]), hi[j] - 1)
         left_hi, right_lo = hi.copy(), lo.copy()
         left_hi[j], right_lo[j] = cut, cut + 1
-        stack.append((right_lo, hi, bound))
-        stack.append((lo, left_hi, bound))
+        children = [(right_lo, hi, bound), (lo, left_hi, bound)]
+        if x[j] - cut > 0.5:                           # dive first towards the nearer integer
+            children.reverse()
+        stack.extend(children)
     return (so_far(), None) if stack else (closed, None)
 
 
@@ -348,13 +367,16 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
                rows: list[tuple[np.ndarray, np.ndarray, float, float]], *,
                integer: np.ndarray | None = None, offset: float = 0.0,
                time_limit_s: float = INF, presolve: bool = False,
-               proof_target: float | None = None, first_below_target: bool = False) -> MilpSolution:
+               proof_target: float | None = None, first_below_target: bool = False,
+               search_first: bool = True) -> MilpSolution:
     """Minimize ``cost @ x + offset`` subject to ``low <= a @ x[idx] <= high`` for each row.
 
     ``rows`` holds ``(idx, a, low, high)`` with sparse indices and values; ``integer``
     flags integer columns (default: all). With ``first_below_target`` the MILP stops at the
     first point below ``proof_target`` HiGHS finds (not its optimum: callers that only test
-    whether such a point exists). ``status`` is HiGHS's outcome; the returned
+    whether such a point exists), and ``search_first`` asks the verifying branch and bound
+    first (:func:`_threshold_first`; faster where no point is likely, slower at finding one).
+    ``status`` is HiGHS's outcome; the returned
     ``dual_bound`` is verified (module doc) and is the only proof. For a MILP it is re-derived up to ``proof_target`` (default: HiGHS's own
     claim): callers that only need "no point below t" say so and save nodes. A HiGHS
     ``infeasible`` that cannot be verified comes back as ``ERROR``.
@@ -388,14 +410,26 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
     lp.a_matrix_.index_ = sparse.col.astype(np.int32)
     lp.a_matrix_.value_ = sparse.value
     flags = np.ones(n, dtype=bool) if integer is None else np.asarray(integer, dtype=bool)
-    lp.integrality_ = [highspy.HighsVarType.kInteger if f else highspy.HighsVarType.kContinuous for f in flags]
+    integrality = [highspy.HighsVarType.kInteger if f else highspy.HighsVarType.kContinuous for f in flags]
     h.clearModel()
     h.setOptionValue("time_limit", max(float(time_limit_s), 1e-3))
     h.setOptionValue("presolve", "on" if presolve else "off")
     # with first_below_target, HiGHS stops at the first point below proof_target (kObjectiveTarget)
     stop_early = first_below_target and proof_target is not None and bool(flags.any())
-    h.setOptionValue("objective_target", proof_target / scale if stop_early else -INF)
-    h.passModel(lp)
+    h.setOptionValue("objective_target", -INF)
+    if stop_early and search_first:
+        h.passModel(lp)                               # the relaxation first (no integrality yet)
+        deadline = started + max(float(time_limit_s), 1e-3)
+        decided = _threshold_first(h, cost, offset, scale, lower, upper, sparse, flags, proof_target, deadline)
+        if decided is not None:
+            return decided
+        h.setOptionValue("objective_target", proof_target / scale)
+        h.setOptionValue("time_limit", max(deadline - time.perf_counter(), 1e-3))
+        h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), np.array(integrality))
+    else:
+        h.setOptionValue("objective_target", proof_target / scale if stop_early else -INF)
+        lp.integrality_ = integrality
+        h.passModel(lp)
     h.run()
     status = h.getModelStatus()
     if not flags.any():
@@ -427,6 +461,41 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
     if x is None:
         return MilpSolution(MilpStatus.INFEASIBLE if bound >= aim else MilpStatus.ERROR, None, INF, bound)
     return MilpSolution(MilpStatus.OPTIMAL, x, objective, min(bound, objective))
+
+
+def _threshold_first(h: highspy.Highs, cost: np.ndarray, offset: float, scale: float,
+                     lower: np.ndarray, upper: np.ndarray, rows: SparseRows, integer: np.ndarray,
+                     target: float, deadline: float) -> MilpSolution | None:
+    """Decide "is there a point below ``target``?" by the verifying branch and bound alone.
+
+    Most threshold MILPs are decided in a few dozen nodes of :func:`verified_milp_bound`,
+    which the HiGHS MILP route runs anyway after HiGHS's own search: a verified bound at
+    ``target`` or above closes the question (no point below it; status ``INFEASIBLE`` in the
+    sense of the objective target); an integer LP optimum below it is returned as the point
+    (status ``OPTIMAL``, no bound needed), once it meets every row and bound within 1e-9 of
+    their magnitudes after rounding its integer columns. ``None`` (more than
+    :data:`FIRST_NODES` nodes, or a point that fails that check): undecided, HiGHS's MILP
+    takes over (``h`` holds the relaxation, its box restored, its integrality still to be set).
+    """
+    n = len(cost)
+    bound, point = verified_milp_bound(h, cost, offset, scale, lower, upper, rows, integer, target, deadline,
+                                       node_limit=FIRST_NODES)
+    if bound >= target:
+        return MilpSolution(MilpStatus.INFEASIBLE, None, INF, bound)
+    if point is not None and _meets_rows(point, lower, upper, rows):
+        return MilpSolution(MilpStatus.OPTIMAL, point, float(cost @ point + offset), -INF)
+    h.changeColsBounds(n, np.arange(n, dtype=np.int32), lower, upper)
+    return None
+
+
+def _meets_rows(x: np.ndarray, lower: np.ndarray, upper: np.ndarray, rows: SparseRows) -> bool:
+    """Whether ``x`` meets its box and every row within 1e-9 of the terms' magnitudes."""
+    activity = np.bincount(rows.row, weights=rows.value * x[rows.col], minlength=len(rows.low))
+    size = np.bincount(rows.row, weights=np.abs(rows.value * x[rows.col]), minlength=len(rows.low))
+    slack = 1e-9 * (size + np.abs(np.where(np.isfinite(rows.low), rows.low, 0.0))
+                    + np.abs(np.where(np.isfinite(rows.high), rows.high, 0.0))) + 1e-12
+    return bool((x >= lower - 1e-9 * np.abs(lower) - 1e-12).all() and (x <= upper + 1e-9 * np.abs(upper) + 1e-12).all()
+                and (activity >= rows.low - slack).all() and (activity <= rows.high + slack).all())
 
 
 def _lp_solution(h: highspy.Highs, cost: np.ndarray, offset: float, scale: float, lower: np.ndarray,

@@ -265,16 +265,27 @@ class CellBounds(CcBounds, LpBounds):
         if not self.tighten(cell, cell.price_bound):
             return None
         # A cell whose bound reaches the threshold is never processed (the search stops
-        # there and the threshold only falls): the cheap bounds are checked before the fast
-        # plans' ratio, the row ranges and the vertex bound are paid for.
-        if self.closed_bound(cell, cell.price_bound) >= self.threshold:
-            return None
+        # there and the threshold only falls): the fast plans' ratio, the row ranges and the
+        # vertex bound are paid for only when it is popped (complete), so never for the many
+        # cells whose cheap bound the threshold overtakes first.
+        cell.bound = self.closed_bound(cell, cell.price_bound)
+        cell.complete = False
+        return cell if cell.bound < self.threshold else None
+
+    def complete(self, cell: Cell) -> Cell | None:
+        """Add the bounds :meth:`finalize` left for later; ``None`` if they close the cell.
+
+        The fast plans' ratio (:meth:`fast_ratio`) and the vertex bound hold for every plan
+        of the cell, and a row outside its exact range over the box leaves none
+        (:meth:`rows_infeasible`); the bound only rises (the old one holds too).
+        """
+        cell.complete = True
         cell.rho_min = max(cell.rho_min, self.fast_ratio(cell))
         if self.closed_bound(cell, cell.price_bound) >= self.threshold \
                 or (cell.top is not None and self.rows_infeasible(cell)):
             return None
         cell.pj_lb = max(cell.pj_lb, self.vertex_bound(cell))
-        cell.bound = self.closed_bound(cell, cell.price_bound)
+        cell.bound = max(cell.bound, self.closed_bound(cell, cell.price_bound))
         return cell if cell.bound < self.threshold else None
 
     def strengthen(self, cell: Cell) -> Cell | None:

@@ -2,7 +2,8 @@
 
 A box is lo <= n <= hi with sum n = K. One linear objective over it is minimized by a
 greedy (one cardinality row and a box are totally unimodular), for one box or many at
-once; :func:`compositions` lists a small box's count vectors.
+once; :func:`compositions` lists a small box's count vectors; :func:`nogood_rows` cuts one
+count vector off a cell MILP and :func:`nogoods_inside` keeps the cuts a cell still needs.
 
 A cell's ranges are *claims about every plan in it*: a plan is only ever dropped because
 it lies outside a range or because a bound shows it cannot beat the incumbent. Ranges are
@@ -79,7 +80,9 @@ class Cell:
     rho_min: float = field(compare=False, default=0.0)
     j_lb: float = field(compare=False, default=0.0)
     nogoods: list[tuple[int, ...]] = field(compare=False, default_factory=list)
+    returned: int = field(compare=False, default=0)         # plans its MILPs (and its ancestors') returned
     lp_done: bool = field(compare=False, default=False)   # LP bound computed (lazily)
+    complete: bool = field(compare=False, default=True)   # False: CellBounds.complete still to run
     pj_lb: float = field(compare=False, default=0.0)       # lower bound on (P + c0) j / X
     price_bound: float = field(compare=False, default=0.0)  # P + c0 on the side finalize needs
     tail: bool = field(compare=False, default=False)
@@ -88,6 +91,7 @@ class Cell:
     #: (column, lo, hi): count bounds narrower than the quotas, kept by every part of the cell
     #: (the revocation-aware search pins the top column's count and the next column this way)
     pinned: tuple[tuple[int, int, int], ...] = field(compare=False, default=())
+    v_pieces: int = field(compare=False, default=1)         # V ranges to cut it into when popped (1: none)
 
 
 def count_compositions(lo: np.ndarray, hi: np.ndarray, total: int, limit: int) -> int:
@@ -185,3 +189,48 @@ def row_ranges(a: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: int) -> tup
     least = (a * greedy_many(a, lo, hi, total)).sum(axis=1)
     most = (a * greedy_many(-a, lo, hi, total)).sum(axis=1)
     return least, most
+
+
+def nogood_rows(plan: tuple[int, ...], allowed: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                first: int) -> tuple[list[tuple[np.ndarray, np.ndarray, float, float]], int]:
+    """The rows cutting ``plan`` off, and how many binaries they add.
+
+    The cut is sum_{c: n*_c = lo_c} (n_c - lo_c) + sum_{interior c} z_c >= 1 over the
+    counts (the first ``len(allowed)`` variables) and one binary z_c (numbered from
+    ``first``) per column with lo_c < n*_c < hi_c, tied by n_c >= lo_c + (n*_c + 1 - lo_c) z_c.
+    Proof: with sum n = K fixed, n != n* iff n_c >= n*_c + 1 for some c, which cannot be
+    a column at its quota. If that c has n*_c = lo_c, its term is >= 1; if it is interior,
+    z_c = 1 is allowed; either way the cut holds. For n = n*, every term at lo is 0 and
+    every z_c must be 0: cut off. The LP relaxation is that of one binary per raisable
+    column (b_c <= (n_c - lo_c) / (n*_c + 1 - lo_c), i.e. n_c - lo_c at lo), with binaries
+    only for the few interior columns instead of all of them.
+    """
+    at_lo = [i for i, c in enumerate(allowed) if plan[c] == lo[c] < hi[c]]
+    interior = [i for i, c in enumerate(allowed) if lo[c] < plan[c] < hi[c]]
+    links = [(np.array([i, first + j]), np.array([1.0, -float(plan[allowed[i]] + 1 - lo[allowed[i]])]),
+              float(lo[allowed[i]]), math.inf) for j, i in enumerate(interior)]
+    idx = np.concatenate([np.array(at_lo, dtype=np.int64), first + np.arange(len(interior))])
+    low = 1.0 + float(sum(lo[allowed[i]] for i in at_lo))
+    return links + [(idx, np.ones(len(idx)), low, math.inf)], len(interior)
+
+
+def nogoods_inside(cell: Cell, shape: ClusterShape, returned_again: set[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """The cell's no-goods whose plans lie in (or within 1e-6 of) its b_w, X, V and Q ranges.
+
+    A no-good only removes its plan from a MILP, and a plan outside one of the ranges is
+    outside the MILP's range rows, so dropping its no-good never adds a proof and keeps the
+    MILPs small. HiGHS's absolute tolerances can still let such a plan through (seen at costs
+    of 1e-4 $); one that comes back is cut off again like any returned plan, and from then on
+    kept in every cell (the search's ``returned_again``), so no plan loops.
+    """
+    if not cell.nogoods:
+        return []
+    plans = np.array(cell.nogoods, dtype=float)
+    x, v = plans @ shape.rate, plans @ shape.speed
+    ranges = [(v / x, cell.b_lo, cell.b_hi), (x, cell.x_lo, cell.x_hi)]
+    if cell.top is not None:          # V and Q are rows of top cells only (a group's V_lo is no bound)
+        ranges += [(v, cell.v_lo, cell.v_hi), (plans @ shape.speed ** 2, cell.q_lo, cell.q_hi)]
+    keep = np.ones(len(plans), dtype=bool)
+    for value, low, high in ranges:
+        keep &= (value >= low - 1e-6 * abs(low)) & (value <= high + 1e-6 * abs(high))
+    return [plan for plan, kept in zip(cell.nogoods, keep) if kept or plan in returned_again]

@@ -65,7 +65,8 @@ from dnnprov.solvers.heuristics import spot_heuristic
 from dnnprov.solvers.highs_driver import MilpStatus, solve_milp
 from dnnprov.solvers.outcome import spot_result
 from dnnprov.solvers.spot_bounds import REF_COST_ROUNDING, CellBounds
-from dnnprov.solvers.spot_cells import BoxStats, Cell, compositions, count_compositions, down, up
+from dnnprov.solvers.spot_cells import (BoxStats, Cell, compositions, count_compositions, down, nogood_rows,
+                                         nogoods_inside, up)
 from dnnprov.solvers.spot_incumbents import IncumbentSearch
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.models.spot import SideRows
@@ -74,6 +75,7 @@ SPLIT_TOLERANCE = 2e-4          # bisect a cell when its j bound is this much be
 CLOSE_TOLERANCE = 1e-9          # relative tolerance of the MILP threshold test
 CELL_ENUMERATION = 1024         # cells with at most this many count vectors are evaluated outright
 FALLBACK_ENUMERATION = 1_000_000  # a cell whose MILP fails is enumerated up to this size
+SEARCH_FIRST_AFTER = 3          # cells whose lineage returned this many plans ask the driver's own search first
 NOGOOD_ESCALATION = 24          # ... and so is a cell whose MILPs keep returning plans (one no-good each)
 V_SPLIT_RATIO = 4.0             # top cells are cut into V ranges of at most this ratio ...
 V_SPLIT_MAX = 8                 # ... in at most this many pieces
@@ -101,6 +103,10 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         #: boxes (lo, hi) whose every count vector was evaluated, per (K, s): a cell whose
         #: box lies inside one holds no plan left to look at
         self.enumerated_boxes: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray]]] = {}
+        #: plans a cell MILP returned that had been evaluated already (a cut-off plan that
+        #: HiGHS's tolerances let back through the range rows, or one found by other means):
+        #: their no-goods are kept in every child (see nogoods_inside)
+        self.returned_again: set[tuple[int, ...]] = set()
 
     # ------------------------------------------------------------------ generating cells
     def worker_range(self) -> tuple[int, int]:
@@ -162,29 +168,37 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         return cells + ([rest] if rest is not None else [])
 
     def expand(self, group: Cell) -> list[Cell]:
-        """Split a (K, s) group into one cell per possible top column, each cut into V ranges.
+        """Split a (K, s) group into one cell per possible top column (cut into V ranges when popped).
 
         R's bound (and with it j's) depends on V through v_top / V, which a wide V range
-        blurs: every top cell is cut at once into ranges of V whose ends differ by at most
-        a factor of V_SPLIT_RATIO (the ranges cover the cell's, so no plan is lost).
+        blurs: a top cell is marked to be cut into ranges of V whose ends differ by at most
+        a factor of V_SPLIT_RATIO, which :meth:`split_v` does when it is popped. Its own
+        bound holds for every piece (they hold subsets of its plans), so a top cell whose
+        bound reaches the threshold is never cut, and the pieces' bounds are not paid for.
         """
-        cells = []
-        for cell in self.top_cells(group.workers, group.ps):
-            t = cell.top
-            pieces = max(1, math.ceil(math.log(cell.v_hi / cell.v_lo) / math.log(V_SPLIT_RATIO))) \
-                if cell.v_lo > 0 and V_SPLIT_RATIO > 1 else 1
-            if pieces == 1:
-                cells.append(cell)
-                continue
-            ends = np.geomspace(cell.v_lo, cell.v_hi, min(pieces, V_SPLIT_MAX) + 1)
-            for v_lo, v_hi in zip(ends[:-1], ends[1:]):
-                child = self.new_cell(group.workers, group.ps, t, b_range=(cell.b_lo, cell.b_hi),
-                                      v_range=(down(float(v_lo)), up(float(v_hi))),
-                                      x_range=(cell.x_lo, cell.x_hi), known=BoxStats.of(cell),
-                                      pinned=cell.pinned)
-                if child is not None:
-                    cells.append(child)
+        cells = self.top_cells(group.workers, group.ps)
+        for cell in cells:
+            if cell.v_lo > 0 and V_SPLIT_RATIO > 1:
+                pieces = math.ceil(math.log(cell.v_hi / cell.v_lo) / math.log(V_SPLIT_RATIO))
+                cell.v_pieces = max(1, min(pieces, V_SPLIT_MAX))
         return cells
+
+    def split_v(self, cell: Cell) -> list[Cell]:
+        """Cut a top cell into its V ranges (geometric; they cover its range, so no plan is lost).
+
+        Each piece holds a subset of the cell's plans, so the cell's bounds hold for it too.
+        """
+        ends = np.geomspace(cell.v_lo, cell.v_hi, cell.v_pieces + 1)
+        children = []
+        for v_lo, v_hi in zip(ends[:-1], ends[1:]):
+            child = self.new_cell(cell.workers, cell.ps, cell.top, b_range=(cell.b_lo, cell.b_hi),
+                                  v_range=(down(float(v_lo)), up(float(v_hi))),
+                                  x_range=(cell.x_lo, cell.x_hi), known=BoxStats.of(cell), pinned=cell.pinned)
+            if child is not None:
+                child.pj_lb = max(child.pj_lb, cell.pj_lb)
+                child.bound = max(child.bound, cell.bound)
+                children.append(child)
+        return children
 
     def needs_expansion(self, cell: Cell) -> bool:
         """Whether the cell is a (K, s) group still to be split by top column."""
@@ -237,7 +251,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         nvar = len(cost)
         integer = np.arange(nvar) < m
         for plan in cell.nogoods:                     # n != n*: one row and a few binaries each
-            cut, binaries = self.nogood_rows(plan, allowed, lo, hi, nvar)
+            cut, binaries = nogood_rows(plan, allowed, lo, hi, nvar)
             rows += cut
             nvar += binaries
         extra = nvar - len(cost)
@@ -247,35 +261,13 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         scale = 3600 * max(threshold, 1e-12) * max(cell.x_hi, 1e-12)
         solution = solve_milp(self.highs, cost, lower, upper, rows, integer=integer,
                               offset=offset, time_limit_s=time_limit_s,
-                              proof_target=-CLOSE_TOLERANCE * scale, first_below_target=True)
+                              proof_target=-CLOSE_TOLERANCE * scale, first_below_target=True,
+                              search_first=cell.returned >= SEARCH_FIRST_AFTER)
         counts = None
         if solution.x is not None:
             counts = np.zeros(len(cols), dtype=np.int64)
             counts[allowed] = np.rint(solution.x[:m]).astype(np.int64)
         return solution, counts, scale
-
-    @staticmethod
-    def nogood_rows(plan: tuple[int, ...], allowed: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                    first: int) -> tuple[list[tuple[np.ndarray, np.ndarray, float, float]], int]:
-        """The rows cutting ``plan`` off, and how many binaries they add.
-
-        The cut is sum_{c: n*_c = lo_c} (n_c - lo_c) + sum_{interior c} z_c >= 1 over the
-        counts (the first ``len(allowed)`` variables) and one binary z_c (numbered from
-        ``first``) per column with lo_c < n*_c < hi_c, tied by n_c >= lo_c + (n*_c + 1 - lo_c) z_c.
-        Proof: with sum n = K fixed, n != n* iff n_c >= n*_c + 1 for some c, which cannot be
-        a column at its quota. If that c has n*_c = lo_c, its term is >= 1; if it is interior,
-        z_c = 1 is allowed; either way the cut holds. For n = n*, every term at lo is 0 and
-        every z_c must be 0: cut off. The LP relaxation is that of one binary per raisable
-        column (b_c <= (n_c - lo_c) / (n*_c + 1 - lo_c), i.e. n_c - lo_c at lo), with binaries
-        only for the few interior columns instead of all of them.
-        """
-        at_lo = [i for i, c in enumerate(allowed) if plan[c] == lo[c] < hi[c]]
-        interior = [i for i, c in enumerate(allowed) if lo[c] < plan[c] < hi[c]]
-        links = [(np.array([i, first + j]), np.array([1.0, -float(plan[allowed[i]] + 1 - lo[allowed[i]])]),
-                  float(lo[allowed[i]]), math.inf) for j, i in enumerate(interior)]
-        idx = np.concatenate([np.array(at_lo, dtype=np.int64), first + np.arange(len(interior))])
-        low = 1.0 + float(sum(lo[allowed[i]] for i in at_lo))
-        return links + [(idx, np.ones(len(idx)), low, math.inf)], len(interior)
 
     # ------------------------------------------------------------------ main loop
     def enumerate_cell(self, cell: Cell, limit: int) -> bool:
@@ -354,10 +346,15 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             heapq.heappop(heap)
             if cell.tail:
                 children = self.expand_tail(cell)
+            elif not cell.complete:
+                cell = self.complete(cell)
+                children = [cell] if cell is not None else []
             elif self.small(cell):
                 children = self.process(cell)           # evaluated outright, group or cell
             elif self.needs_expansion(cell):
                 children = self.expand(cell)
+            elif cell.v_pieces > 1:
+                children = self.split_v(cell)
             elif not cell.lp_done:
                 cell = self.strengthen(cell)
                 children = [cell] if cell is not None and cell.bound < self.threshold else []
@@ -377,8 +374,8 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         # Evaluate the cell outright when it is small, and allow bigger cells the more plans
         # its MILPs have already returned (each one a no-good): where the relaxations are
         # loose, evaluating a few thousand plans (about 1 ms each thousand) beats more MILPs.
-        limit = min(FALLBACK_ENUMERATION, self.cell_enumeration << min(len(cell.nogoods), 30))
-        if len(cell.nogoods) >= NOGOOD_ESCALATION:
+        limit = min(FALLBACK_ENUMERATION, self.cell_enumeration << min(cell.returned, 30))
+        if cell.returned >= NOGOOD_ESCALATION:
             limit = FALLBACK_ENUMERATION
         if self.enumerate_cell(cell, limit):
             return []
@@ -398,6 +395,8 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             return None
         # A plan below the threshold, or one HiGHS calls optimal without a verified bound:
         # evaluated and cut off either way (the cell is enumerated once no-goods pile up).
+        if (tuple(int(v) for v in counts), cell.ps) in self.evaluated:
+            self.returned_again.add(tuple(int(v) for v in counts))
         self.consider(counts, cell.ps)
         return self.refine(cell, counts)
 
@@ -449,6 +448,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             candidates.append((secant / x**2, "x"))
         if not candidates:
             cell.nogoods = nogoods
+            cell.returned += 1
             return [cell]
         _, dim = max(candidates)
         self.stats["splits"] += 1
@@ -470,6 +470,8 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
                 # (its rho bound came with the box statistics)
                 child.pj_lb = max(child.pj_lb, cell.pj_lb)
                 child.bound = max(child.bound, cell.bound)
+                child.nogoods = nogoods_inside(child, self.shape(cell.workers, cell.ps), self.returned_again)
+                child.returned = cell.returned + 1
                 children.append(child)
         return children
 

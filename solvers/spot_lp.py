@@ -47,6 +47,23 @@ class LpBounds:
                 rows.append((everything, np.concatenate([a[allowed], [-high]]), -math.inf, 0.0))
         return allowed, rows
 
+    def charnes_cooper_box(self, cell: Cell) -> tuple[np.ndarray, np.ndarray]:
+        """Finite ends for (y, t) that every point of the Charnes-Cooper rows meets.
+
+        Proof: y >= 0 and r y = 1 with every r_c > 0 give r_c y_c <= 1, so y_c <= 1 / r_c, and
+        sum y <= sum (r_c / r_min) y_c = 1 / r_min with sum y = K t, so t <= 1 / (K r_min). The
+        rows imply these ends, so the LP is unchanged; they save the driver's bound
+        propagation (its safe dual bound needs finite ends where a reduced cost may have
+        either sign). The divisions are rounded up by 1e-9 relative (:func:`up`), far above
+        their rounding error. A column of rate 0 (none in a valid problem) keeps an infinite end.
+        """
+        rate = self.shape(cell.workers, cell.ps).rate[cell.allowed]
+        positive = rate > 0
+        with np.errstate(divide="ignore"):
+            y_hi = np.where(positive, up(1.0 / np.where(positive, rate, 1.0)), math.inf)
+        t_hi = up(1.0 / (cell.workers * float(rate.min()))) if positive.all() else math.inf
+        return np.zeros(len(rate) + 1), np.append(y_hi, t_hi)
+
     def solve_lp(self, cost: np.ndarray, lower: np.ndarray, upper: np.ndarray, rows: list,
                  cell: Cell | None = None) -> float | None:
         """An LP's verified lower bound; ``None``: proven infeasible; ``-inf``: no answer.
@@ -93,9 +110,8 @@ class LpBounds:
     def lp_ratio(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> float | None:
         """min (P + c0) / X over the LP relaxation of the cell (Charnes-Cooper); ``None``: empty."""
         allowed, rows = self.charnes_cooper_rows(cell, lo, hi)
-        m = len(allowed)
         cost = np.concatenate([self.cols.price[allowed], [cell.ps * self.c0_per_ps]])
-        value = self.solve_lp(cost, np.zeros(m + 1), np.full(m + 1, math.inf), rows, cell=cell)
+        value = self.solve_lp(cost, *self.charnes_cooper_box(cell), rows, cell=cell)
         return None if value is None else max(value, 0.0)
 
     def max_ratio(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> float:
@@ -150,8 +166,9 @@ class LpBounds:
                          -math.inf, -rho_c * b_c))
         lin = c * self.gamma_3 - self.gamma_1
         cost = np.concatenate([lin * price, [lin * c0, c * w.gamma_2]])
-        # w >= 0: every plan's point has w = rho b >= 0, and the safe dual bound needs a
-        # finite end where w's reduced cost may have either sign
-        lower = np.zeros(m + 2)
-        upper = np.full(m + 2, math.inf)
+        # 0 <= w <= rho_hi b_hi: every plan's point has w = rho b with rho <= rho_hi and b <= b_hi
+        # (so the LP still holds every plan), and the safe dual bound needs finite ends where
+        # w's reduced cost may have either sign; y and t as in charnes_cooper_box
+        lower, upper = self.charnes_cooper_box(cell)
+        lower, upper = np.append(lower, 0.0), np.append(upper, up(rho_hi * max(cell.b_hi, 0.0)) + 1e-300)
         return self.solve_lp(cost, lower, upper, rows)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dnnprov.solvers.spot_cells import compositions, greedy, greedy_many, row_ranges
+from dnnprov.solvers.spot_cells import compositions, greedy, greedy_many, nogood_rows, row_ranges
 from dnnprov.solvers.spot_exact import SpotDecomposition
 
 SEEDS = range(40)
@@ -232,7 +232,7 @@ def test_nogood_rows_cut_off_exactly_the_plan():
         plans = compositions(lo, hi, k)
         allowed = np.arange(m)
         for star in plans[rng.permutation(len(plans))[:5]]:
-            rows, binaries = SpotDecomposition.nogood_rows(tuple(int(v) for v in star), allowed, lo, hi, m)
+            rows, binaries = nogood_rows(tuple(int(v) for v in star), allowed, lo, hi, m)
             for n in plans:
                 z = np.zeros(binaries)
                 x = np.concatenate([n, z]).astype(float)
