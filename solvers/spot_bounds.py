@@ -1,12 +1,12 @@
 """The bounding half of the spot decomposition: what a cell's plans can cost at least.
 
 :class:`CellBounds` builds cells (:mod:`spot_cells`) with their ranges and lower bounds:
-closed forms (the bounds on R and j of :mod:`spot_cc`, Dinkelbach's min (P + c0) / X over
-a box and over its fast plans, the vertex bound on price per rate and batch together), the exact range of each
-row over a box, the LP relaxations of a cell's rows (:mod:`spot_lp`), the rows the cell
-MILPs and LPs share, and the tail bound for worker counts not generated yet. Each bound
-carries its proof next to it; :mod:`spot_exact` holds the search that uses them and the
-overall argument for exactness.
+closed forms (the bounds on R and j of :mod:`spot_cc`, Dinkelbach's min (P + c0) / X over a
+box and over its fast plans, the vertex bound on price per rate and batch together), each
+row's exact range over a box, the LP relaxations of a cell's rows (:mod:`spot_lp`), the rows
+the cell MILPs and LPs share, and the tail bound for worker counts not generated yet. Each
+bound carries its proof next to it; :mod:`spot_exact` holds the search and the argument for
+exactness.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import numpy as np
 from dnnprov.problems.domain import TOLERANCE as DOMAIN_TOLERANCE
 from dnnprov.progress import Clock
 from dnnprov.solvers.highs_driver import new_highs
-from dnnprov.solvers.spot_cells import BoxStats, Cell, ClusterShape, down, greedy, greedy_many, row_ranges, up
+from dnnprov.solvers.spot_cells import (BoxStats, Cell, ClusterShape, down, greedy, greedy_many, propagate_v,
+                                       row_ranges, up)
 from dnnprov.solvers.spot_cc import CcBounds
 from dnnprov.solvers.spot_lp import LpBounds
 from dnnprov.problems.spot import SpotProblem
@@ -210,7 +211,7 @@ class CellBounds(CcBounds, LpBounds):
             slope = (deadline - self.a0) * (1 + DEADLINE_RELAXATION)
             if slope > 0:
                 cell.x_lo = max(cell.x_lo, down(tau * self.j_lower(cell) / slope))
-            self.propagate(cell)
+            propagate_v(cell)
             if cell.b_lo > cell.b_hi or cell.v_lo > cell.v_hi or cell.x_lo > cell.x_hi:
                 return False
             if before == (cell.b_lo, cell.b_hi, cell.v_lo, cell.v_hi, cell.x_lo, cell.x_hi):
@@ -219,26 +220,6 @@ class CellBounds(CcBounds, LpBounds):
         tau = self.time_factor(cell)
         deadline = self.deadline(cell)
         return not (cell.j_lb > 0 and cell.x_hi * (deadline - self.a0) * (1 + DEADLINE_RELAXATION) < tau * cell.j_lb)
-
-    @staticmethod
-    def propagate(cell: Cell) -> None:
-        """Interval propagation through V = b_w X on the cell's three ranges.
-
-        A group's V_lo (top column not fixed) is not a bound on V: it only serves the CC
-        bound, where raising it to b_lo X_lo stays valid; nothing else is tightened there.
-        """
-        cell.v_lo = max(cell.v_lo, down(cell.b_lo * cell.x_lo))
-        if cell.top is None:
-            return
-        cell.v_hi = min(cell.v_hi, up(cell.b_hi * cell.x_hi))
-        if cell.b_hi > 0:
-            cell.x_lo = max(cell.x_lo, down(cell.v_lo / cell.b_hi))
-        if cell.b_lo > 0:
-            cell.x_hi = min(cell.x_hi, up(cell.v_hi / cell.b_lo))
-        if cell.x_hi > 0:
-            cell.b_lo = max(cell.b_lo, down(cell.v_lo / cell.x_hi))
-        if cell.x_lo > 0:
-            cell.b_hi = min(cell.b_hi, up(cell.v_hi / cell.x_lo))
 
     def finalize(self, cell: Cell, known: BoxStats | None = None) -> Cell | None:
         """Compute the cell's bound and tighten its ranges; ``None`` if it holds no useful plan.
@@ -558,7 +539,6 @@ class CellBounds(CcBounds, LpBounds):
                 cells.append(cell)
         return cells
 
-
     def tail_bound(self, k0: int) -> float:
         """A lower bound on the cost of every plan with K >= k0 workers.
 
@@ -570,11 +550,11 @@ class CellBounds(CcBounds, LpBounds):
         j / X + overhead >= j / X. The reference model's core time is rounded to 0.01 s
         and must be >= 0.01 s: T_core >= max(0.01, tau j / X - 0.005) >= (2/3) tau j / X.
         So cost >= rho_1 f tau j_lb(k0) / 3600 + ac with f = 1 (paper) or 2/3, and j_lb(k0)
-        may be raised to the validity domain's iteration floor, which every feasible plan
-        meets (:meth:`SpotModel.admits_iterations`). Keeping
-        price and batch per column as :meth:`vertex_bound` does (with p_c / r_c >=
-        p_c (T_comp,c + pcie_c) and j >= sum_c w_c j_c(k0), every j_c(k0) >= 0), (P + c0) j / X
-        >= min_c p_c (T_comp,c + pcie_c) j_c(k0) bounds it too; the larger of the two is used.
+        may be raised to the validity domain's iteration floor, which every feasible plan meets
+        (:meth:`SpotModel.admits_iterations`). Keeping price and batch per column as
+        :meth:`vertex_bound` does (p_c / r_c >= p_c (T_comp,c + pcie_c), j >= sum_c w_c j_c(k0),
+        every j_c(k0) >= 0), min_c p_c (T_comp,c + pcie_c) j_c(k0) bounds (P + c0) j / X too;
+        the larger of the two is used.
         """
         w = self.problem.workload
         cols = self.cols

@@ -94,6 +94,26 @@ class Cell:
     v_pieces: int = field(compare=False, default=1)         # V ranges to cut it into when popped (1: none)
 
 
+def propagate_v(cell: Cell) -> None:
+    """Interval propagation through V = b_w X on the cell's three ranges.
+
+    A group's V_lo (top column not fixed) is not a bound on V: it only serves the CC
+    bound, where raising it to b_lo X_lo stays valid; nothing else is tightened there.
+    """
+    cell.v_lo = max(cell.v_lo, down(cell.b_lo * cell.x_lo))
+    if cell.top is None:
+        return
+    cell.v_hi = min(cell.v_hi, up(cell.b_hi * cell.x_hi))
+    if cell.b_hi > 0:
+        cell.x_lo = max(cell.x_lo, down(cell.v_lo / cell.b_hi))
+    if cell.b_lo > 0:
+        cell.x_hi = min(cell.x_hi, up(cell.v_hi / cell.b_lo))
+    if cell.x_hi > 0:
+        cell.b_lo = max(cell.b_lo, down(cell.v_lo / cell.x_hi))
+    if cell.x_lo > 0:
+        cell.b_hi = min(cell.b_hi, up(cell.v_hi / cell.x_lo))
+
+
 def count_compositions(lo: np.ndarray, hi: np.ndarray, total: int, limit: int) -> int:
     """How many integer vectors lo <= n <= hi have sum ``total`` (stops counting past ``limit``)."""
     rest = total - int(lo.sum())
