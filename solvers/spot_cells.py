@@ -128,6 +128,10 @@ def count_compositions(lo: np.ndarray, hi: np.ndarray, total: int, limit: int) -
         idx = np.arange(rest + 1)
         ways = prefix[idx + 1] - prefix[np.maximum(idx - cap, 0)]
         ways = np.minimum(ways, float(limit) + 1)    # saturate: only "above limit" matters
+        if ways[rest] > limit:
+            # Adding a column never lowers a count (x = 0 keeps every old vector), so the
+            # final count is past ``limit`` too: the answer is already known.
+            return limit + 1
     return int(min(ways[rest], limit + 1))
 
 
