@@ -388,7 +388,7 @@ class SpotProblem:
         labels = {column_label(t.name, m) for t in types for m in self.constraints.markets}
         for label in self.constraints.existing:
             if label not in labels:
-                raise InvalidInputError(f"constraints.existing.{label}", self._not_a_column(label, labels))
+                raise InvalidInputError(f"constraints.existing.{label}", self.why_not_a_column(label, labels))
         if "on-demand" in self.constraints.markets:
             for t in types:
                 if t.on_demand_price_per_h is None:
@@ -413,9 +413,9 @@ class SpotProblem:
             raise InvalidInputError(f"constraints.existing.{cols.labels[i]}", f"{int(cols.lower[i])} running instances exceed the quota {int(cols.upper[i])}")
         plausibility.warn(plausibility.spot_findings(self))
 
-    def _not_a_column(self, label: str, labels: set[str]) -> str:
-        """Why running instances of ``label`` cannot be kept: its market is not enabled, or
-        no such type is offered."""
+    def why_not_a_column(self, label: str, labels: set[str]) -> str:
+        """Why ``label`` is not a column (of a plan, or of kept instances): its market is not
+        enabled, or no such type is offered."""
         market = "on-demand" if label.endswith(ON_DEMAND_SUFFIX) else "spot"
         name = label.removesuffix(ON_DEMAND_SUFFIX)
         offered = next((t for t in self.instance_types if t.name == name), None)

@@ -52,10 +52,8 @@ def _counts(problem: SpotProblem, plan: SpotPlan | Mapping[str, int], where: str
     labels = problem.columns().labels
     for label in counts:
         if label not in labels:
-            offered = any(t.name == label.removesuffix(ON_DEMAND_SUFFIX) for t in problem.instance_types)
             # an offered type's label is missing only when its market is disabled: say so (issue 21)
-            raise InvalidInputError(f"{where}.{label}", problem._not_a_column(label, set(labels)) if offered
-                                    else f"not a column of problem {problem.name!r}")
+            raise InvalidInputError(f"{where}.{label}", problem.why_not_a_column(label, set(labels)))
     return counts
 
 

@@ -575,7 +575,7 @@ def check_plan_traces(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str,
     labels = set(problem.columns().labels)
     for label, n in plan.counts.items():
         if label not in labels:
-            raise InvalidInputError(f"plan.counts.{label}", f"not a column of problem {problem.name!r}")
+            raise InvalidInputError(f"plan.counts.{label}", problem.why_not_a_column(label, labels))
         if n and not label.endswith(ON_DEMAND_SUFFIX) and label not in traces:
             raise InvalidInputError(f"--trace {label}", "the plan uses this spot type but no trace is given for it")
     if plan.workers == 0:

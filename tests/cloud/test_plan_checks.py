@@ -12,6 +12,7 @@ from conftest import resnet110_problem, resnet50_problem
 from dnnprov.cli import main
 from dnnprov.cloud.export import PlanDocument, load_plan
 from dnnprov.errors import InvalidInputError
+from dnnprov.revocation.simulate import check_plan_traces
 
 REPRO = Path(__file__).resolve().parents[2].parent / "shared" / "repro" / "turn3"
 
@@ -91,7 +92,7 @@ def test_repro_plans_get_one_error_from_simulate_and_export(name: str, capsys: p
 
 
 def test_a_plan_on_a_disabled_market_says_so(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    """An on-demand column of a spot-only instance: `replan` and `export` name the disabled market, not
+    """An on-demand column of a spot-only instance: `replan`, `simulate` and `export` name the disabled market, not
     'not a column'; a type the instance does not offer stays an unknown column."""
     problem = dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json"))
     assert problem.constraints.markets == ("spot",)
@@ -107,6 +108,14 @@ def test_a_plan_on_a_disabled_market_says_so(tmp_path: Path, capsys: pytest.Capt
     assert main(["export", str(plan), "--to", "json", "--instance", str(instance)]) == 2
     assert capsys.readouterr().err.startswith("dnnprov: error: result.plan.counts.g3.8xlarge:on-demand: on-demand "
                                               "is not in constraints.markets (spot)")
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"metadata": {"gap_seconds": 60}, "data": [5] * 100}))
+    assert main(["simulate", str(instance), "--plan", str(plan), "--trace", f"g3.16xlarge={trace}", "--runs", "2"]) == 2
+    assert capsys.readouterr().err.startswith("dnnprov: error: result.plan.counts.g3.8xlarge:on-demand: on-demand "
+                                              "is not in constraints.markets (spot)")
+    problem_plan = dnnprov.SpotPlan(counts={"g3.8xlarge:on-demand": 2, "g3.16xlarge": 3}, ps=1)
+    with pytest.raises(InvalidInputError, match="on-demand is not in constraints.markets"):
+        check_plan_traces(problem, problem_plan, {"g3.16xlarge": []})     # the library path says so too
     plan.write_text(json.dumps(spot_result({"p9.xlarge": 2, "g3.16xlarge": 3})))
     assert main(["export", str(plan), "--to", "json", "--instance", str(instance)]) == 2
     assert capsys.readouterr().err.startswith("dnnprov: error: result.plan.counts.p9.xlarge: unknown instance type")

@@ -83,7 +83,7 @@ def test_reference_model_adds_takeover_overhead(ref_resnet110) -> None:
     ({"g3.8xlarge": 6}, REVOKED_AT_S, 0.9, "6 revoked but the plan runs 5"),
     ({"g3.8xlarge": 5}, REVOKED_AT_S, 0.8, "already meets the target loss"),
     ({"g3.8xlarge": 5}, 2590.0, 0.9, "not more than the takeover overhead"),
-    ({"p9.xlarge": 1}, REVOKED_AT_S, 0.9, "not a column"),
+    ({"p9.xlarge": 1}, REVOKED_AT_S, 0.9, "unknown instance type"),
 ])
 def test_replan_refuses_bad_input(ref_resnet110, revoked, elapsed, loss, message) -> None:
     """Impossible revocations, a reached target and no time left are refused clearly."""

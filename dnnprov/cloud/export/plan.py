@@ -52,7 +52,7 @@ def check_spot_plan(problem: SpotProblem, counts: Mapping[str, int], ps: int, wh
     vector = np.zeros(len(cols.labels), dtype=np.int64)
     for label, n in counts.items():
         if label not in index:
-            raise InvalidInputError(f"{where}.counts.{label}", problem._not_a_column(label, set(cols.labels)))
+            raise InvalidInputError(f"{where}.counts.{label}", problem.why_not_a_column(label, set(cols.labels)))
         vector[index[label]] = n
     for i, label in enumerate(cols.labels):
         if vector[i] > cols.upper[i]:
