@@ -208,7 +208,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from dnnprov.revocation.availability import AvailabilityModel, parse_period
     from dnnprov.cloud.export import load_plan
     from dnnprov.revocation.pool_replay import replay_pools
-    from dnnprov.revocation.simulate import POLICIES, simulate
+    from dnnprov.revocation.simulate import pooled_replay, simulate
     from dnnprov.json_files import read_json_file
 
     check_time_limit(args.time_limit)
@@ -216,15 +216,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     doc = load_plan(args.plan, problem=problem)
     traces = _traces(args.trace)
     plan = SpotPlan(counts=doc.counts(), ps=doc.ps)
-    if args.model and args.fit_period:
-        raise InvalidInputError("--model", "give --model or --fit-period, not both")
-    if (args.model or args.fit_period) and args.policy != "mpc":
-        raise InvalidInputError("--model" if args.model else "--fit-period", "goes with --policy mpc")
+    pooled = pooled_replay(args.policy, zones=args.zones, hindsight=args.hindsight, period=bool(args.period),
+                           model=bool(args.model), fit_period=bool(args.fit_period), replan_method=args.replan_method,
+                           option=lambda name: "--" + name.replace("_", "-"))
     bar = progress_bar(args.runs) if args.runs >= 200 else None
-    pooled = args.zones or args.hindsight or args.period or args.policy not in POLICIES
     if pooled:
-        if args.policy == "replan" or args.replan_method != "exact":
-            raise InvalidInputError("--policy", "the replan policy replays without --zones, --period and --hindsight")
         model = AvailabilityModel.from_dict(read_json_file(args.model)) if args.model else None
         replay = replay_pools(problem, plan, traces, policy=args.policy, zones=args.zones, runs=args.runs,
                               seed=args.seed, join_s=args.join, horizon=args.horizon,

@@ -566,6 +566,21 @@ def check_plan_trains(speed: float) -> None:
                                                "its validity domain, or its loss curve never reaches slo.loss)")
 
 
+def pooled_replay(policy: str, *, zones: bool, hindsight: bool, period: bool, model: bool, fit_period: bool,
+                  replan_method: str, option: Callable[[str], str] = lambda name: name) -> bool:
+    """Whether a replay needs the pool engine (zones, hindsight, a period or a pool policy), after
+    refusing options that do not go together; errors name ``option(name)`` (``--model``, ``model``)."""
+    if model and fit_period:
+        raise InvalidInputError(option("model"), f"give {option('model')} or {option('fit_period')}, not both")
+    if (model or fit_period) and policy != "mpc":
+        raise InvalidInputError(option("model" if model else "fit_period"), f"goes with {option('policy')} mpc")
+    pooled = zones or hindsight or period or policy not in POLICIES
+    if pooled and (policy == "replan" or replan_method != "exact"):
+        raise InvalidInputError(option("policy"), f"the replan policy replays without {option('zones')}, "
+                                f"{option('period')} and {option('hindsight')}")
+    return pooled
+
+
 def check_plan_traces(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]]) -> None:
     """Refuse traces of unknown types, plan columns the problem lacks, spot types without traces."""
     names = [t.name for t in problem.instance_types]

@@ -101,7 +101,8 @@ def simulate_task(body: object, cap: float) -> Task:
     from dnnprov.revocation.availability import AvailabilityModel
     from dnnprov.revocation.policies import POLICY_NAMES
     from dnnprov.revocation.pool_replay import PoolReplay, replay_pools
-    from dnnprov.revocation.simulate import POLICIES, REPLAN_METHODS, Simulator, check_plan_traces, simulate
+    from dnnprov.revocation.simulate import (POLICIES, REPLAN_METHODS, Simulator, check_plan_traces,
+                                             pooled_replay, simulate)
     from dnnprov.solvers.robust import JOIN_OVERHEAD_S
 
     b = _fields(body, {"instance", "plan", "traces", "zones", "policy", "period", "fit_period", "model", "hindsight",
@@ -124,16 +125,9 @@ def simulate_task(body: object, cap: float) -> Task:
     join_s = check.number("join_s", b.get("join_s", JOIN_OVERHEAD_S), minimum=0)
     horizon = check.number("horizon", b.get("horizon", 3.0), minimum=1)
     limit = _time_limit(b, "simulate", cap)
-    model = None
-    if b.get("model") is not None:
-        model = AvailabilityModel.from_dict(b["model"])
-        if fit_period is not None:
-            raise InvalidInputError("model", "give model or fit_period, not both")
-    if (model is not None or fit_period is not None) and policy != "mpc":
-        raise InvalidInputError("model" if model is not None else "fit_period", "goes with policy mpc")
-    pooled = zones or hindsight or period is not None or policy not in POLICIES
-    if pooled and (policy == "replan" or replan_method != "exact"):
-        raise InvalidInputError("policy", "the replan policy replays without zones, period and hindsight")
+    model = AvailabilityModel.from_dict(b["model"]) if b.get("model") is not None else None
+    pooled = pooled_replay(policy, zones=zones, hindsight=hindsight, period=period is not None,
+                           model=model is not None, fit_period=fit_period is not None, replan_method=replan_method)
 
     def check_now() -> None:                      # what the replay would refuse, before the job is queued
         check_plan_traces(problem, plan, traces)
