@@ -113,13 +113,27 @@ class SparseRows:
     high: np.ndarray
 
     @classmethod
-    def of(cls, rows: list[tuple[np.ndarray, np.ndarray, float, float]]) -> "SparseRows":
-        """From the ``(idx, a, low, high)`` rows of :func:`solve_milp`."""
+    def of(cls, rows: "list[tuple[np.ndarray, np.ndarray, float, float]] | SparseRows") -> "SparseRows":
+        """From the ``(idx, a, low, high)`` rows of :func:`solve_milp` (a ``SparseRows`` is returned as it is)."""
+        if isinstance(rows, SparseRows):
+            return rows
         sizes = [len(r[0]) for r in rows]
         return cls(np.repeat(np.arange(len(rows)), sizes).astype(np.int64),
                    (np.concatenate([r[0] for r in rows]) if rows else np.zeros(0)).astype(np.int64),
                    (np.concatenate([r[1] for r in rows]) if rows else np.zeros(0)).astype(float),
                    np.array([r[2] for r in rows], dtype=float), np.array([r[3] for r in rows], dtype=float))
+
+    @classmethod
+    def stack(cls, parts: "list[SparseRows]") -> "SparseRows":
+        """The rows of ``parts`` one after the other (row numbers shifted)."""
+        shift = np.cumsum([0] + [len(part.low) for part in parts[:-1]])
+        return cls(np.concatenate([part.row + offset for part, offset in zip(parts, shift)]),
+                   np.concatenate([part.col for part in parts]), np.concatenate([part.value for part in parts]),
+                   np.concatenate([part.low for part in parts]), np.concatenate([part.high for part in parts]))
+
+    def starts(self) -> np.ndarray:
+        """Row-wise (CSR) starts of the entries: the rows' entries are stored row after row."""
+        return np.concatenate([[0], np.cumsum(np.bincount(self.row, minlength=len(self.low)))]).astype(np.int32)
 
 
 def _down(value: float) -> float:
@@ -364,14 +378,15 @@ def verified_milp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale
 
 
 def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_upper: np.ndarray,
-               rows: list[tuple[np.ndarray, np.ndarray, float, float]], *,
+               rows: list[tuple[np.ndarray, np.ndarray, float, float]] | SparseRows, *,
                integer: np.ndarray | None = None, offset: float = 0.0,
                time_limit_s: float = INF, presolve: bool = False,
                proof_target: float | None = None, first_below_target: bool = False,
                search_first: bool = True) -> MilpSolution:
     """Minimize ``cost @ x + offset`` subject to ``low <= a @ x[idx] <= high`` for each row.
 
-    ``rows`` holds ``(idx, a, low, high)`` with sparse indices and values; ``integer``
+    ``rows`` holds ``(idx, a, low, high)`` with sparse indices and values (or is a
+    :class:`SparseRows`, entries stored row after row); ``integer``
     flags integer columns (default: all). With ``first_below_target`` the MILP stops at the
     first point below ``proof_target`` HiGHS finds (not its optimum: callers that only test
     whether such a point exists), and ``search_first`` asks the verifying branch and bound
@@ -398,7 +413,7 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
     sparse = SparseRows.of(rows)
     lp = highspy.HighsLp()
     lp.num_col_ = n
-    lp.num_row_ = len(rows)
+    lp.num_row_ = len(sparse.low)
     lp.offset_ = float(offset) / scale
     lp.col_cost_ = cost / scale
     lp.col_lower_ = lower
@@ -406,7 +421,7 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
     lp.row_lower_ = sparse.low
     lp.row_upper_ = sparse.high
     lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-    lp.a_matrix_.start_ = np.concatenate([[0], np.cumsum([len(r[0]) for r in rows])]).astype(np.int32)
+    lp.a_matrix_.start_ = sparse.starts()
     lp.a_matrix_.index_ = sparse.col.astype(np.int32)
     lp.a_matrix_.value_ = sparse.value
     flags = np.ones(n, dtype=bool) if integer is None else np.asarray(integer, dtype=bool)

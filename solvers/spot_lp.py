@@ -14,38 +14,55 @@ import math
 
 import numpy as np
 
-from dnnprov.solvers.highs_driver import MilpStatus, solve_milp
+from dnnprov.solvers.highs_driver import MilpStatus, SparseRows, solve_milp
 from dnnprov.solvers.spot_cells import Cell, greedy, up
 
 
 class LpBounds:
     """LP bounds of a cell; the host (``CellBounds``) provides the shapes, rows, box and HiGHS object."""
 
-    def charnes_cooper_rows(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, list]:
+    def charnes_cooper_rows(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, SparseRows]:
         """The cell's LP relaxation in y = n / X (the allowed columns, first) and t = 1 / X.
 
         Rows: r y = 1, sum y = K t, lo t <= y <= hi t and every cell row scaled by t;
         callers may add variables after t. A box row is left out where the rest implies it:
         y >= 0 t (every variable is nonnegative) and y <= hi t with hi >= K (y <= sum y = K t).
+        Built as arrays (row after row: the two rows of each column, then each cell row's
+        finite sides), since a cell LP is built for every cell that reaches the LP stage.
         """
         shape = self.shape(cell.workers, cell.ps)
         allowed = np.flatnonzero(cell.allowed)
-        m = len(allowed)
-        t = m                                           # index of t
-        everything = np.arange(m + 1)
-        rows = [(everything[:m], shape.rate[allowed], 1.0, 1.0),
-                (everything, np.concatenate([np.ones(m), [-float(cell.workers)]]), 0.0, 0.0)]
-        for i, c in enumerate(allowed):
-            if lo[c] > 0:
-                rows.append((np.array([i, t]), np.array([1.0, -float(lo[c])]), 0.0, math.inf))
-            if hi[c] < cell.workers:
-                rows.append((np.array([i, t]), np.array([1.0, -float(hi[c])]), -math.inf, 0.0))
-        for a, low, high in self.cell_rows(cell):
-            if math.isfinite(low):
-                rows.append((everything, np.concatenate([a[allowed], [-low]]), 0.0, math.inf))
-            if math.isfinite(high):
-                rows.append((everything, np.concatenate([a[allowed], [-high]]), -math.inf, 0.0))
-        return allowed, rows
+        m, k = len(allowed), float(cell.workers)
+        head = SparseRows(np.repeat([0, 1], [m, m + 1]), np.concatenate([np.arange(m), np.arange(m + 1)]),
+                          np.concatenate([shape.rate[allowed], np.ones(m), [-k]]),
+                          np.array([1.0, 0.0]), np.array([1.0, 0.0]))
+        # lo_c t <= y_c (where lo_c > 0) and y_c <= hi_c t (where hi_c < K), column by column
+        ends = np.stack([lo[allowed], hi[allowed]], axis=1).astype(float).ravel()
+        box = np.stack([lo[allowed] > 0, hi[allowed] < cell.workers], axis=1).ravel()
+        lower_side = np.tile([True, False], m)[box]
+        columns = np.repeat(np.arange(m), 2)[box]
+        boxes = self._pair_rows(columns, m, ends[box], lower_side)
+        rows = self.cell_rows(cell)
+        if not rows:
+            return allowed, SparseRows.stack([head, boxes])
+        a = np.array([row[0][allowed] for row in rows], dtype=float)
+        sides = np.array([[row[1], row[2]] for row in rows], dtype=float)
+        finite = np.isfinite(sides).ravel()
+        which = np.repeat(np.arange(len(rows)), 2)[finite]
+        count = len(which)
+        scaled = SparseRows(np.repeat(np.arange(count), m + 1), np.tile(np.arange(m + 1), count),
+                            np.concatenate([a[which], -sides.ravel()[finite][:, None]], axis=1).ravel(),
+                            np.where(np.tile([True, False], len(rows))[finite], 0.0, -math.inf),
+                            np.where(np.tile([True, False], len(rows))[finite], math.inf, 0.0))
+        return allowed, SparseRows.stack([head, boxes, scaled])
+
+    @staticmethod
+    def _pair_rows(columns: np.ndarray, t: int, ends: np.ndarray, lower_side: np.ndarray) -> SparseRows:
+        """Rows y_c - e t >= 0 (``lower_side``) or <= 0, one per entry of ``columns``, t the index of t."""
+        count = len(columns)
+        return SparseRows(np.repeat(np.arange(count), 2), np.stack([columns, np.full(count, t)], axis=1).ravel(),
+                          np.stack([np.ones(count), -ends], axis=1).ravel(),
+                          np.where(lower_side, 0.0, -math.inf), np.where(lower_side, math.inf, 0.0))
 
     def charnes_cooper_box(self, cell: Cell) -> tuple[np.ndarray, np.ndarray]:
         """Finite ends for (y, t) that every point of the Charnes-Cooper rows meets.
@@ -64,7 +81,7 @@ class LpBounds:
         t_hi = up(1.0 / (cell.workers * float(rate.min()))) if positive.all() else math.inf
         return np.zeros(len(rate) + 1), np.append(y_hi, t_hi)
 
-    def solve_lp(self, cost: np.ndarray, lower: np.ndarray, upper: np.ndarray, rows: list,
+    def solve_lp(self, cost: np.ndarray, lower: np.ndarray, upper: np.ndarray, rows: list | SparseRows,
                  cell: Cell | None = None) -> float | None:
         """An LP's verified lower bound; ``None``: proven infeasible; ``-inf``: no answer.
 
@@ -160,10 +177,9 @@ class LpBounds:
         c0 = cell.ps * self.c0_per_ps
         price, speed = self.cols.price[allowed], shape.speed[allowed]
         both = np.arange(m + 2)                          # y..., t, w
-        for rho_c, b_c in ((rho_lo, cell.b_hi), (rho_hi, cell.b_lo)):
-            # w <= rho_c b + b_c rho - rho_c b_c
-            rows.append((both, np.concatenate([-rho_c * speed - b_c * price, [-b_c * c0, 1.0]]),
-                         -math.inf, -rho_c * b_c))
+        envelope = [(both, np.concatenate([-rho_c * speed - b_c * price, [-b_c * c0, 1.0]]), -math.inf, -rho_c * b_c)
+                    for rho_c, b_c in ((rho_lo, cell.b_hi), (rho_hi, cell.b_lo))]   # w <= rho_c b + b_c rho - rho_c b_c
+        rows = SparseRows.stack([rows, SparseRows.of(envelope)])
         lin = c * self.gamma_3 - self.gamma_1
         cost = np.concatenate([lin * price, [lin * c0, c * w.gamma_2]])
         # 0 <= w <= rho_hi b_hi: every plan's point has w = rho b with rho <= rho_hi and b <= b_hi
