@@ -179,6 +179,7 @@ class CellBounds(CcBounds, LpBounds):
         Returns ``False`` when the cell holds no such plan.
         """
         g2 = self.problem.workload.gamma_2
+        j_fixed = None          # j_lower at a fixed point of the ranges (it depends on nothing else)
         for _ in range(3):
             deadline = self.deadline(cell)
             before = (cell.b_lo, cell.b_hi, cell.v_lo, cell.v_hi, cell.x_lo, cell.x_hi)
@@ -209,14 +210,16 @@ class CellBounds(CcBounds, LpBounds):
                     cell.v_hi = min(cell.v_hi, up(v_t / (1 - share)))
             # eq. (13): X >= tau j_lb / (T - a0)
             slope = (deadline - self.a0) * (1 + DEADLINE_RELAXATION)
-            if slope > 0:
-                cell.x_lo = max(cell.x_lo, down(tau * self.j_lower(cell) / slope))
+            j_round = self.j_lower(cell) if slope > 0 else None
+            if j_round is not None:
+                cell.x_lo = max(cell.x_lo, down(tau * j_round / slope))
             propagate_v(cell)
             if cell.b_lo > cell.b_hi or cell.v_lo > cell.v_hi or cell.x_lo > cell.x_hi:
                 return False
             if before == (cell.b_lo, cell.b_hi, cell.v_lo, cell.v_hi, cell.x_lo, cell.x_hi):
+                j_fixed = j_round        # no range moved this round: j_round saw the final ranges
                 break                                    # a fixed point: more rounds change nothing
-        cell.j_lb = self.j_lower(cell)
+        cell.j_lb = self.j_lower(cell) if j_fixed is None else j_fixed
         tau = self.time_factor(cell)
         deadline = self.deadline(cell)
         return not (cell.j_lb > 0 and cell.x_hi * (deadline - self.a0) * (1 + DEADLINE_RELAXATION) < tau * cell.j_lb)

@@ -17,7 +17,7 @@ import numpy as np
 from dnnprov.solvers.spot_cells import Cell
 
 COUPLING_INTERVALS = 16        # b_w intervals of the coupled j bound (see j_lower)
-COUPLING_GRID = np.linspace(0.0, 1.0, COUPLING_INTERVALS + 1)
+COUPLING_GRID = np.linspace(0.0, 1.0, COUPLING_INTERVALS + 1).tolist()
 
 
 class CcBounds:
@@ -133,15 +133,27 @@ class CcBounds:
         if not (self.uses_cc and cell.top is not None and cell.workers > 1):
             j = self.spread_factor(cell) * a - self.gamma_1 if a > 0 else -math.inf
             return max(j, floor)
-        k = cell.workers
-        g2, g4 = self.problem.workload.gamma_2, self.problem.workload.gamma_4
-        v_t = self.shape(cell.workers, cell.ps).speed[cell.top]
-        b = cell.b_lo + (cell.b_hi - cell.b_lo) * COUPLING_GRID
-        b[-1] = cell.b_hi
-        v = np.maximum(cell.v_lo, b[:-1] * cell.x_lo)
-        cc = np.maximum(0.0, 1 - v_t / v) * math.sqrt(k / (k - 1))
-        spread = np.sqrt((cc + g4) * k) / self.model.loss_gap
-        a_lo = np.minimum(g2 * b[:-1], g2 * b[1:]) + self.gamma_3
-        if (a_lo <= 0).any():
+        if a <= 0:              # min over the grid of min(A(b_i), A(b_i+1)) is a: A is affine
             return floor
-        return max(float((spread * a_lo).min()) - self.gamma_1, floor)
+        k = cell.workers
+        g2, g3, g4 = self.problem.workload.gamma_2, self.gamma_3, self.problem.workload.gamma_4
+        v_t = float(self.shape(cell.workers, cell.ps).speed[cell.top])
+        s_k, gap = math.sqrt(k / (k - 1)), self.model.loss_gap
+        b_lo, width, v_lo, x_lo = cell.b_lo, cell.b_hi - cell.b_lo, cell.v_lo, cell.x_lo
+        ends = [b_lo + width * g for g in COUPLING_GRID[:-1]] + [cell.b_hi]
+        # Interval i's term is c(V(b_i)) min(A(b_i), A(b_i+1)) with c(V(b)) nondecreasing in b.
+        # Where A is nondecreasing (g2 >= 0) both factors are, so interval 0's term is the
+        # least; otherwise the intervals with V(b_i) = V_lo share c(V_lo) and the last of
+        # them has the least A. Rounding is monotone, so the skipped terms are not smaller
+        # in floating point either.
+        first = 0
+        if g2 < 0:
+            while first + 1 < COUPLING_INTERVALS and ends[first + 1] * x_lo <= v_lo:
+                first += 1
+        least = math.inf
+        for i in range(first, 1 if g2 >= 0 else COUPLING_INTERVALS):
+            b, b_next = ends[i], ends[i + 1]
+            v = max(v_lo, b * x_lo)
+            cc = max(0.0, 1 - v_t / v) * s_k if v > 0 else 0.0
+            least = min(least, math.sqrt((cc + g4) * k) / gap * (min(g2 * b, g2 * b_next) + g3))
+        return max(least - self.gamma_1, floor)

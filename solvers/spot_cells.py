@@ -186,25 +186,34 @@ def greedy_many(weight: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: int |
     ``total`` is reached, which is exact because one cardinality row and a box are totally
     unimodular. When lo already sums past ``total`` (an empty box) the row is ``lo``.
     """
-    boxes = max(len(np.atleast_2d(weight)), len(np.atleast_2d(lo)), len(np.atleast_2d(hi)), np.size(total))
-    lo = np.atleast_2d(lo)
-    caps = np.atleast_2d(hi) - lo
-    if caps.shape[0] != boxes:
-        caps = np.repeat(caps, boxes, axis=0)
+    lo2 = lo if lo.ndim == 2 else lo[None, :]
+    hi2 = hi if hi.ndim == 2 else hi[None, :]
+    m = lo2.shape[1]
+    boxes = max(weight.shape[0] if weight.ndim == 2 else 1, lo2.shape[0], hi2.shape[0], np.size(total))
+    caps = hi2 - lo2
+    # caps in each row's greedy order; ``flat`` indexes the flattened (boxes, m) arrays
+    # (one-dimensional gathers and scatters: several times cheaper than 2-d fancy indexing)
+    flat = None
     if weight.ndim == 1:
         order = np.argsort(weight, kind="stable")
         caps = caps[:, order]
+        if caps.shape[0] != boxes:
+            caps = np.repeat(caps, boxes, axis=0)
     else:
-        rows = np.arange(boxes)[:, None]
         order = np.argsort(weight, axis=1, kind="stable")
-        caps = caps[rows, order]
-    left = total - lo.sum(axis=1, keepdims=True)
-    add = np.minimum(np.maximum(left - (np.cumsum(caps, axis=1) - caps), 0), caps)
-    counts = np.repeat(lo, boxes, axis=0) if lo.shape[0] != boxes else lo.copy()
-    if weight.ndim == 1:
-        counts[:, order] += add
+        flat = order + (np.arange(boxes) * m)[:, None]
+        caps = caps[0][order] if caps.shape[0] != boxes else caps.ravel()[flat]
+    left = np.asarray(total).reshape(-1, 1) - lo2.sum(axis=1, keepdims=True)
+    before = np.cumsum(caps, axis=1)
+    before -= caps                                    # what the cheaper columns can take
+    add = np.minimum(np.maximum(left - before, 0), caps)
+    counts = np.empty((boxes, m) if flat is None else boxes * m, dtype=add.dtype)
+    if flat is None:
+        counts[:, order] = add
     else:
-        counts[rows, order] += add
+        counts[flat.ravel()] = add.ravel()
+        counts = counts.reshape(boxes, m)
+    counts += lo2
     return counts
 
 
