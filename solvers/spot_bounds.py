@@ -127,9 +127,8 @@ class CellBounds(CcBounds, LpBounds):
             return False
         lo, hi = self.box(cell)
         allowed = cell.allowed
-        a = np.array([row[0][allowed] for row in rows], dtype=float)
-        low = np.array([row[1] for row in rows], dtype=float)
-        high = np.array([row[2] for row in rows], dtype=float)
+        a = np.array([row[0] for row in rows], dtype=float)[:, allowed]
+        low, high = np.array([row[1:] for row in rows], dtype=float).T
         least, most = row_ranges(a, lo[allowed], hi[allowed], cell.workers)
         slack = 1e-9 * (np.abs(a) @ hi[allowed].astype(float) + np.abs(np.where(np.isfinite(low), low, 0.0))
                         + np.abs(np.where(np.isfinite(high), high, 0.0))) + 1e-12

@@ -218,9 +218,26 @@ def greedy_many(weight: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: int |
 
 
 def row_ranges(a: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray]:
-    """Min and max of each row ``a[i] @ n`` over lo <= n <= hi, sum n = total (exact: TU)."""
-    least = (a * greedy_many(a, lo, hi, total)).sum(axis=1)
-    most = (a * greedy_many(-a, lo, hi, total)).sum(axis=1)
+    """Min and max of each row ``a[i] @ n`` over lo <= n <= hi, sum n = total (exact: TU).
+
+    Both greedy fills run on one sort of each row (the maximum fills it from the other end:
+    among equal coefficients the order changes no value); the sums are taken in the sorted
+    order, so they may differ from ``a @ n`` in the last bits (callers widen the ends).
+    """
+    a = np.atleast_2d(np.asarray(a, dtype=float))
+    order = np.argsort(a, axis=1, kind="stable")
+    caps = (hi - lo)[order]
+    values = np.take_along_axis(a, order, axis=1)
+    left = total - int(lo.sum())
+    base = (a * lo).sum(axis=1)
+
+    def fill(caps: np.ndarray) -> np.ndarray:       # what the greedy adds, column by column in order
+        before = np.cumsum(caps, axis=1)
+        before -= caps
+        return np.minimum(np.maximum(left - before, 0), caps)
+
+    least = base + (values * fill(caps)).sum(axis=1)
+    most = base + (values[:, ::-1] * fill(caps[:, ::-1])).sum(axis=1)
     return least, most
 
 
