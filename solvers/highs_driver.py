@@ -382,7 +382,7 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
                integer: np.ndarray | None = None, offset: float = 0.0,
                time_limit_s: float = INF, presolve: bool = False,
                proof_target: float | None = None, first_below_target: bool = False,
-               search_first: bool = True) -> MilpSolution:
+               search_first: bool = True, bases: dict | None = None) -> MilpSolution:
     """Minimize ``cost @ x + offset`` subject to ``low <= a @ x[idx] <= high`` for each row.
 
     ``rows`` holds ``(idx, a, low, high)`` with sparse indices and values (or is a
@@ -391,6 +391,9 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
     first point below ``proof_target`` HiGHS finds (not its optimum: callers that only test
     whether such a point exists), and ``search_first`` asks the verifying branch and bound
     first (:func:`_threshold_first`; faster where no point is likely, slower at finding one).
+    ``bases`` (LPs only): optimal bases by model shape (columns, rows); an LP of a shape solved
+    before starts from that basis, and its own optimal basis is kept (the exact methods' cell
+    LPs of one cell's relatives share their shape: a fifth of the simplex iterations).
     ``status`` is HiGHS's outcome; the returned
     ``dual_bound`` is verified (module doc) and is the only proof. For a MILP it is re-derived up to ``proof_target`` (default: HiGHS's own
     claim): callers that only need "no point below t" say so and save nodes. A HiGHS
@@ -439,9 +442,14 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
     else:
         h.setOptionValue("objective_target", proof_target / scale if stop_early else -INF)
         pass_model(integrality)
+    shape = (n, len(sparse.low))
+    if bases is not None and shape in bases and not flags.any():
+        h.setBasis(bases[shape])           # a warm start only: the bound is verified all the same
     h.run()
     status = h.getModelStatus()
     if not flags.any():
+        if bases is not None and status == highspy.HighsModelStatus.kOptimal:
+            bases[shape] = h.getBasis()
         return _lp_solution(h, cost, offset, scale, lower, upper, sparse)
     info = h.getInfo()
     x = None

@@ -61,6 +61,7 @@ class CellBounds(CcBounds, LpBounds):
             self.gamma_3, self.gamma_1 = w.gamma_3, w.gamma_1
             self.a0, self.ac = overhead, 0.0
         self.highs = new_highs()
+        self.lp_bases: dict = {}          # warm starts of the cell LPs (solve_milp's ``bases``)
         self.seq = itertools.count()
         self.shapes: dict[tuple[int, int], ClusterShape] = {}
         self.stats = {"cells": 0, "milps": 0, "evaluations": 0, "splits": 0, "enumerated_cells": 0}

@@ -33,36 +33,37 @@ class LpBounds:
         shape = self.shape(cell.workers, cell.ps)
         allowed = np.flatnonzero(cell.allowed)
         m, k = len(allowed), float(cell.workers)
-        head = SparseRows(np.repeat([0, 1], [m, m + 1]), np.concatenate([np.arange(m), np.arange(m + 1)]),
-                          np.concatenate([shape.rate[allowed], np.ones(m), [-k]]),
-                          np.array([1.0, 0.0]), np.array([1.0, 0.0]))
         # lo_c t <= y_c (where lo_c > 0) and y_c <= hi_c t (where hi_c < K), column by column
-        ends = np.stack([lo[allowed], hi[allowed]], axis=1).astype(float).ravel()
-        box = np.stack([lo[allowed] > 0, hi[allowed] < cell.workers], axis=1).ravel()
-        lower_side = np.tile([True, False], m)[box]
-        columns = np.repeat(np.arange(m), 2)[box]
-        boxes = self._pair_rows(columns, m, ends[box], lower_side)
+        ends = np.empty((m, 2))
+        ends[:, 0], ends[:, 1] = lo[allowed], hi[allowed]
+        box = np.empty((m, 2), dtype=bool)
+        box[:, 0], box[:, 1] = ends[:, 0] > 0, ends[:, 1] < k
+        box = box.ravel()
+        pair = np.arange(2 * m)
+        box_col, box_lower, box_end = pair[box] // 2, pair[box] % 2 == 0, ends.ravel()[box]
+        n_box = len(box_col)
         rows = self.cell_rows(cell)
-        if not rows:
-            return allowed, SparseRows.stack([head, boxes])
-        a = np.array([row[0][allowed] for row in rows], dtype=float)
-        sides = np.array([[row[1], row[2]] for row in rows], dtype=float)
+        a = np.array([row[0] for row in rows], dtype=float).reshape(len(rows), -1)[:, allowed]
+        sides = np.array([row[1:] for row in rows], dtype=float).reshape(len(rows), 2)
         finite = np.isfinite(sides).ravel()
-        which = np.repeat(np.arange(len(rows)), 2)[finite]
-        count = len(which)
-        scaled = SparseRows(np.repeat(np.arange(count), m + 1), np.tile(np.arange(m + 1), count),
-                            np.concatenate([a[which], -sides.ravel()[finite][:, None]], axis=1).ravel(),
-                            np.where(np.tile([True, False], len(rows))[finite], 0.0, -math.inf),
-                            np.where(np.tile([True, False], len(rows))[finite], math.inf, 0.0))
-        return allowed, SparseRows.stack([head, boxes, scaled])
-
-    @staticmethod
-    def _pair_rows(columns: np.ndarray, t: int, ends: np.ndarray, lower_side: np.ndarray) -> SparseRows:
-        """Rows y_c - e t >= 0 (``lower_side``) or <= 0, one per entry of ``columns``, t the index of t."""
-        count = len(columns)
-        return SparseRows(np.repeat(np.arange(count), 2), np.stack([columns, np.full(count, t)], axis=1).ravel(),
-                          np.stack([np.ones(count), -ends], axis=1).ravel(),
-                          np.where(lower_side, 0.0, -math.inf), np.where(lower_side, math.inf, 0.0))
+        which = np.flatnonzero(finite)
+        n_scaled = len(which)
+        scaled = np.empty((n_scaled, m + 1))
+        scaled[:, :m], scaled[:, m] = a[which // 2], -sides.ravel()[which]
+        scaled_lower = which % 2 == 0
+        box_pair = np.empty((n_box, 2))
+        box_pair[:, 0], box_pair[:, 1] = 1.0, -box_end
+        box_cols = np.empty((n_box, 2), dtype=np.int64)
+        box_cols[:, 0], box_cols[:, 1] = box_col, m
+        everything = np.arange(m + 1)
+        lengths = np.concatenate([[m, m + 1], np.full(n_box, 2), np.full(n_scaled, m + 1)])
+        return allowed, SparseRows(
+            np.repeat(np.arange(len(lengths)), lengths),
+            np.concatenate([everything[:m], everything, box_cols.ravel(),
+                            np.broadcast_to(everything, (n_scaled, m + 1)).ravel()]),
+            np.concatenate([shape.rate[allowed], np.ones(m), [-k], box_pair.ravel(), scaled.ravel()]),
+            np.concatenate([[1.0, 0.0], np.where(box_lower, 0.0, -math.inf), np.where(scaled_lower, 0.0, -math.inf)]),
+            np.concatenate([[1.0, 0.0], np.where(box_lower, math.inf, 0.0), np.where(scaled_lower, math.inf, 0.0)]))
 
     def charnes_cooper_box(self, cell: Cell) -> tuple[np.ndarray, np.ndarray]:
         """Finite ends for (y, t) that every point of the Charnes-Cooper rows meets.
@@ -93,7 +94,7 @@ class LpBounds:
         """
         solution = solve_milp(self.highs, cost, lower, upper, rows,
                               integer=np.zeros(len(cost), dtype=bool),
-                              time_limit_s=max(self.clock.remaining(), 1e-3))
+                              time_limit_s=max(self.clock.remaining(), 1e-3), bases=self.lp_bases)
         self.stats["lps"] = self.stats.get("lps", 0) + 1
         if solution.status is MilpStatus.INFEASIBLE:        # verified by a Farkas ray
             return None
