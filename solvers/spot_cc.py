@@ -12,12 +12,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-import numpy as np
 
 from dnnprov.solvers.spot_cells import Cell
 
-COUPLING_INTERVALS = 16        # b_w intervals of the coupled j bound (see j_lower)
-COUPLING_GRID = np.linspace(0.0, 1.0, COUPLING_INTERVALS + 1).tolist()
 
 
 class CcBounds:
@@ -121,10 +118,23 @@ class CcBounds:
     def j_lower(self, cell: Cell) -> float:
         """Lower bound of j over the cell (never below the domain's iteration floor, 0, or 1 for the reference).
 
-        With the CC term, b_w and R are coupled: V = b_w X >= b_w X_lo, and R's bound grows
-        with V. So j >= min over b of c(max(V_lo, b X_lo)) A(b) - g1, where c(.) is
-        nondecreasing in b; on each of a few intervals [b_i, b_i+1] that is at least
-        c(V(b_i)) min(A(b_i), A(b_i+1)).
+        With the CC term, b_w and R are coupled: a plan with b_w = b has V = b X >= b X_lo and
+        V >= V_lo, and R's bound s_K max(0, 1 - v_t / V) grows with V, so
+        j >= min over b in [b_lo, b_hi] of f(b) - g1 with f(b) = c(max(V_lo, b X_lo)) A(b)
+        (c the CC factor, nondecreasing in V; A(b) = g2 b + g3' >= A_min > 0 on the range).
+        That minimum is found exactly:
+
+        * g2 >= 0: both factors are nonnegative and nondecreasing in b: f(b_lo).
+        * g2 < 0: below the knee b* = max(V_lo, v_t) / X_lo, V(b) = max(V_lo, b X_lo) stays
+          where R's bound is constant (V = V_lo, or V <= v_t where it is 0), so f >= c(V_lo)
+          A(b*) there (A decreases). Above it, c(b X_lo) is concave and nondecreasing in b
+          (1 - v_t / (b X_lo) is concave increasing, and the root of a nonnegative concave
+          function is concave) and A is affine, nonnegative and decreasing, so
+          f'' = c'' A + 2 c' A' <= 0: f is concave and its minimum over [max(b*, b_lo), b_hi]
+          lies at an end.
+
+        The float evaluation at those points is lowered by 1e-12 relative, far above its
+        rounding error (a few operations of 1e-16 each).
         """
         # a feasible plan has j > 0 (the reference model: rounded j >= 1) and j at least the
         # validity domain's iteration floor (SpotModel.admits_iterations)
@@ -133,35 +143,29 @@ class CcBounds:
         if not (self.uses_cc and cell.top is not None and cell.workers > 1):
             j = self.spread_factor(cell) * a - self.gamma_1 if a > 0 else -math.inf
             return max(j, floor)
-        if a <= 0:              # min over the grid of min(A(b_i), A(b_i+1)) is a: A is affine
+        if a <= 0:
             return floor
         k = cell.workers
         g2, g3, g4 = self.problem.workload.gamma_2, self.gamma_3, self.problem.workload.gamma_4
         v_t = float(self.shape(cell.workers, cell.ps).speed[cell.top])
         s_k, gap = math.sqrt(k / (k - 1)), self.model.loss_gap
-        b_lo, width, v_lo, x_lo = cell.b_lo, cell.b_hi - cell.b_lo, cell.v_lo, cell.x_lo
-        ends = [b_lo + width * g for g in COUPLING_GRID[:-1]]
-        ends.append(cell.b_hi)
-        # Interval i's term is c(V(b_i)) min(A(b_i), A(b_i+1)) with c(V(b)) nondecreasing in b.
-        # Where A is nondecreasing (g2 >= 0) both factors are, so interval 0's term is the
-        # least; otherwise the intervals with V(b_i) = V_lo share c(V_lo) and the last of
-        # them has the least A. Rounding is monotone, so the skipped terms are not smaller
-        # in floating point either. Scalar code with inline comparisons: this runs ~40,000
-        # times on an 80-column instance, where numpy's per-call cost dominates.
-        first = 0
-        if g2 < 0:
-            while first + 1 < COUPLING_INTERVALS and ends[first + 1] * x_lo <= v_lo:
-                first += 1
-        least, sqrt = math.inf, math.sqrt
-        for i in range(first, 1 if g2 >= 0 else COUPLING_INTERVALS):
-            b = ends[i]
-            v = b * x_lo
-            if v < v_lo:
-                v = v_lo
+        b_lo, b_hi, v_lo, x_lo = cell.b_lo, cell.b_hi, cell.v_lo, cell.x_lo
+
+        def spread(v: float) -> float:              # c(V) with R >= s_K max(0, 1 - v_t / V)
             share = 1 - v_t / v if v > 0 else 0.0
-            cc = share * s_k if share > 0 else 0.0
-            a_here, a_next = g2 * b, g2 * ends[i + 1]
-            term = sqrt((cc + g4) * k) / gap * ((a_next if a_next < a_here else a_here) + g3)
-            if term < least:
-                least = term
-        return max(least - self.gamma_1, floor)
+            return math.sqrt(((share * s_k if share > 0 else 0.0) + g4) * k) / gap
+
+        def f(b: float) -> float:
+            return spread(max(v_lo, b * x_lo)) * (g2 * b + g3)
+
+        if g2 >= 0:
+            least = f(b_lo)
+        else:
+            knee = max(v_lo, v_t) / x_lo if x_lo > 0 else math.inf
+            if knee <= b_lo:
+                least = min(f(b_lo), f(b_hi))
+            elif knee >= b_hi:
+                least = spread(v_lo) * (g2 * b_hi + g3)
+            else:
+                least = min(spread(v_lo) * (g2 * knee + g3), f(b_hi))
+        return max(least * (1 - 1e-12) - self.gamma_1, floor)

@@ -3,10 +3,12 @@
 Each test draws small random problems, enumerates every count vector of a box, evaluates it
 with :class:`SpotModel` and checks one claim of :mod:`solvers.spot_bounds`: the vectorized
 greedy, the exact row ranges, the vertex bound, the tail bound, the top-cell screen, the
-Q bound and the cell MILPs' no-goods.
+Q bound, the coupled j bound and the cell MILPs' no-goods.
 """
 
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 import pytest
@@ -186,6 +188,61 @@ def test_cc_square_secant_is_below_every_plan_of_the_cell(make_random_spot, seed
                         checked += 1
                         close = max(close, float((bound / exact[mine]).max()))
     assert checked == 0 or close > 0.9        # not vacuous: near some plan's exact value
+
+
+def test_j_lower_is_below_every_plan_and_the_exact_minimum_of_its_relaxation(make_random_spot):
+    """j >= j_lower for every plan (j > 0) in a top cell's b_w, V and X ranges, and j_lower + g1 is the
+    minimum over b of c(max(V_lo, b X_lo)) A(b): a dense grid (with the knee b* added) is never
+    below it by more than rounding and comes within 1e-6 of it, so the bound is the relaxation's
+    exact minimum, not a weaker one (the former 16-interval bound fails that). Cells are shrunk
+    at random (X_lo and V_lo raised, b_w ranges cut) as tighten and refine shrink them, so the
+    knee b* = max(V_lo, v_t) / X_lo falls below, inside and above their b_w ranges.
+    """
+    checked, knees = 0, set()
+    for seed in SEEDS:
+        checked += check_j_lower(make_random_spot(np.random.default_rng([16, seed]), max_quota=3, loss_variant="cc",
+                                                  model="paper"), np.random.default_rng([17, seed]), knees)
+    assert checked >= 500
+    assert knees == {"below", "above", "inside"}          # every branch of the minimum was taken
+
+
+def check_j_lower(problem, rng, knees: set) -> int:
+    d = SpotDecomposition(problem)
+    w = problem.workload
+    k_lo, k_hi = d.worker_range()
+    checked = 0
+    for k in range(max(k_lo, 2), min(k_hi, 7) + 1):
+        plans = all_plans(d, k)
+        for s in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
+            ev = d.model.evaluate(plans, s)
+            tops = plan_tops(d, plans, k, s)
+            v = d.shape(k, s).speed
+            for cell in d.top_cells(k, s):
+                for _ in range(4):
+                    part = copy.copy(cell)
+                    cut = np.sort(rng.uniform(part.b_lo, part.b_hi, 2))
+                    part.b_lo, part.b_hi = (float(cut[0]), float(cut[1])) if rng.random() < 0.5 else (part.b_lo, part.b_hi)
+                    mine = (tops == part.top) & (ev.batch_wa >= part.b_lo) & (ev.batch_wa <= part.b_hi)
+                    if mine.any():               # X_lo and V_lo raised to some plans' values
+                        part.x_lo = max(part.x_lo, float(rng.choice(ev.iteration_rate[mine])) * rng.uniform(0.5, 1.0))
+                        part.v_lo = max(part.v_lo, float(rng.choice(ev.speed[mine])) * rng.uniform(0.5, 1.0))
+                    mine &= (ev.iteration_rate >= part.x_lo) & (ev.speed >= part.v_lo) & (ev.iterations > 0)
+                    bound = d.j_lower(part)
+                    if mine.any():
+                        assert (ev.iterations[mine] >= bound - 1e-9 * np.abs(ev.iterations[mine])).all()
+                        checked += 1
+                    if d.a_min(part.b_lo, part.b_hi) <= 0 or bound <= d.model.iteration_floor():
+                        continue
+                    knee = max(part.v_lo, v[part.top]) / part.x_lo if part.x_lo > 0 else np.inf
+                    b = np.linspace(part.b_lo, part.b_hi, 4001)
+                    b = np.sort(np.append(b, knee)) if part.b_lo < knee < part.b_hi else b
+                    big_v = np.maximum(part.v_lo, b * part.x_lo)
+                    r = np.maximum(0.0, 1 - v[part.top] / big_v) * np.sqrt(k / (k - 1))
+                    grid = np.sqrt((r + w.gamma_4) * k) / d.model.loss_gap * (w.gamma_2 * b + d.gamma_3) - d.gamma_1
+                    assert grid.min() >= bound - 1e-9 * abs(bound)
+                    assert grid.min() <= bound + 1e-6 * abs(bound) + 1e-9
+                    knees.add("below" if knee <= part.b_lo else "above" if knee >= part.b_hi else "inside")
+    return checked
 
 
 def test_fast_ratio_is_below_every_fast_enough_plan(make_random_spot):
