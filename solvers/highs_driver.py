@@ -290,9 +290,8 @@ def implied_box(lower: np.ndarray, upper: np.ndarray, rows: SparseRows,
     return lo, hi
 
 
-def _farkas_proves_empty(h: highspy.Highs, n: int, lower: np.ndarray, upper: np.ndarray,
-                         rows: SparseRows) -> bool:
-    """Whether HiGHS's dual ray, checked as a safe bound with cost 0, proves the LP empty.
+def _farkas_proves_empty(h: highspy.Highs, empty: DualBounds, lower: np.ndarray, upper: np.ndarray) -> bool:
+    """Whether HiGHS's dual ray, checked as a safe bound with cost 0 (``empty``), proves the LP empty.
 
     With c = 0, :func:`safe_dual_bound` bounds 0 from below for every feasible point; a
     bound above 0 means there is none.
@@ -301,32 +300,7 @@ def _farkas_proves_empty(h: highspy.Highs, n: int, lower: np.ndarray, upper: np.
     if not has_ray:
         return False
     ray = np.asarray(ray, dtype=float)
-    return any(safe_dual_bound(np.zeros(n), 0.0, lower, upper, rows, sign * ray) > 0 for sign in (1.0, -1.0))
-
-
-def _lp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale: float, lower: np.ndarray,
-              upper: np.ndarray, rows: SparseRows) -> float:
-    """The verified bound of the LP HiGHS just solved (``inf``: proven empty; ``-inf``: nothing)."""
-    status = h.getModelStatus()
-    if status == highspy.HighsModelStatus.kOptimal:
-        y = np.asarray(h.getSolution().row_dual, dtype=float) * scale
-        return safe_dual_bound(cost, offset, lower, upper, rows, y)
-    if status == highspy.HighsModelStatus.kInfeasible and _farkas_proves_empty(h, len(cost), lower, upper, rows):
-        return math.inf
-    return -math.inf
-
-
-def _clearly_below(h: highspy.Highs, scale: float, aim: float) -> bool:
-    """Whether HiGHS's optimal LP value lies so far below ``aim`` that no bound can close the node.
-
-    Only a shortcut: the safe dual bound is at most the LP's true optimum, which HiGHS's value
-    approximates; skipping it where that value is below ``aim`` by 1e-6 of their magnitudes
-    (the node is then split, its parent's bound kept) costs at most a split, never a proof.
-    """
-    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        return False
-    value = h.getObjectiveValue() * scale
-    return value < aim - 1e-6 * (abs(value) + abs(aim))
+    return any(empty.terms(lower, upper, sign * ray)[0] > 0 for sign in (1.0, -1.0))
 
 
 def reduced_cost_box(lower: np.ndarray, upper: np.ndarray, box_lo: np.ndarray, box_hi: np.ndarray,
@@ -397,7 +371,7 @@ def verified_milp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale
     cutoff = aim if cutoff is None else max(cutoff, aim)
     # bounds the rows imply over the whole box hold in every node (a node's box lies inside)
     implied_lo, implied_hi = implied_box(lower, upper, rows)
-    duals = DualBounds(cost, offset, rows)
+    duals, empty = DualBounds(cost, offset, rows), DualBounds(np.zeros(n), 0.0, rows)
     stack: list[tuple[np.ndarray, np.ndarray, float]] = [(lower.copy(), upper.copy(), -math.inf)]
     closed = math.inf
     held: tuple[np.ndarray, np.ndarray] | None = None      # the box HiGHS holds
@@ -418,15 +392,12 @@ def verified_milp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale
         status = h.getModelStatus()
         box_lo, box_hi = np.maximum(lo, implied_lo), np.minimum(hi, implied_hi)
         if status != highspy.HighsModelStatus.kOptimal:
-            if status == highspy.HighsModelStatus.kInfeasible and _farkas_proves_empty(h, n, box_lo, box_hi, rows):
+            if status == highspy.HighsModelStatus.kInfeasible and _farkas_proves_empty(h, empty, box_lo, box_hi):
                 continue                                # no point: closed at bound inf
             return BranchAndBound(so_far(parent), None, node + 1)
         solution = h.getSolution()
-        bound = parent
-        value, r_low, r_high = -math.inf, None, None
-        if tighten or not _clearly_below(h, scale, aim):
-            value, r_low, r_high = duals.terms(box_lo, box_hi, np.asarray(solution.row_dual, dtype=float) * scale)
-            bound = max(parent, value)
+        value, r_low, r_high = duals.terms(box_lo, box_hi, np.asarray(solution.row_dual, dtype=float) * scale)
+        bound = max(parent, value)
         if bound >= aim:
             closed = min(closed, bound)
             continue
@@ -436,7 +407,7 @@ def verified_milp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale
             point = np.where(integer, np.round(x), x)
             if float(cost @ point + offset) < aim:
                 return BranchAndBound(so_far(bound), point, node + 1)
-        if tighten and r_low is not None and value > -math.inf:
+        if tighten and value > -math.inf:
             lo, hi = reduced_cost_box(lo, hi, box_lo, box_hi, r_low, r_high, value, cutoff, integer)
             if not (np.array_equal(lo, held[0]) and np.array_equal(hi, held[1])):
                 closed = min(closed, cutoff)            # points at cutoff or above left the box
@@ -444,7 +415,7 @@ def verified_milp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale
                     continue
         free = integer & (hi > lo)
         if not free.any():
-            if lo is not held[0] or hi is not held[1]:  # tightened to a point: solve it there
+            if (integer & (held[1] > held[0])).any():   # the tightening fixed the last ones: solve there
                 stack.append((lo, hi, bound))
                 continue
             return BranchAndBound(so_far(bound), None, node + 1)
@@ -607,15 +578,17 @@ def _meets_rows(x: np.ndarray, lower: np.ndarray, upper: np.ndarray, rows: Spars
 
 def _lp_solution(h: highspy.Highs, cost: np.ndarray, offset: float, scale: float, lower: np.ndarray,
                  upper: np.ndarray, rows: SparseRows) -> MilpSolution:
-    """The outcome of an LP (no integer column) with its verified bound."""
+    """The outcome of an LP (no integer column) with its verified bound (``inf``: proven empty)."""
     status = h.getModelStatus()
     box_lo, box_hi = implied_box(lower, upper, rows)
     if status == highspy.HighsModelStatus.kOptimal:
-        x = np.array(h.getSolution().col_value)
-        bound = _lp_bound(h, cost, offset, scale, box_lo, box_hi, rows)
-        return MilpSolution(MilpStatus.OPTIMAL, x, float(cost @ x + offset), bound)
+        solution = h.getSolution()
+        x = np.array(solution.col_value)
+        y = np.asarray(solution.row_dual, dtype=float) * scale
+        return MilpSolution(MilpStatus.OPTIMAL, x, float(cost @ x + offset),
+                            safe_dual_bound(cost, offset, box_lo, box_hi, rows, y))
     if status == highspy.HighsModelStatus.kInfeasible:
-        if _lp_bound(h, cost, offset, scale, box_lo, box_hi, rows) == math.inf:
+        if _farkas_proves_empty(h, DualBounds(np.zeros(len(cost)), 0.0, rows), box_lo, box_hi):
             return MilpSolution(MilpStatus.INFEASIBLE, None, INF, INF)
         return MilpSolution(MilpStatus.ERROR, None, INF, -INF)
     if status == highspy.HighsModelStatus.kTimeLimit:
