@@ -168,6 +168,7 @@ class DualBounds:
         # each r_j = c_j - sum_i a_ij y_i is a sum of k_j + 1 products (k_j entries in column j)
         self.error_factor = 2.0 * (np.bincount(rows.col, minlength=len(self.cost)) + 3) * UNIT_ROUNDOFF
         self.abs_cost = np.abs(self.cost)
+        self.low_open, self.high_open = ~np.isfinite(rows.low), ~np.isfinite(rows.high)
 
     def terms(self, lower: np.ndarray, upper: np.ndarray,
               row_dual: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
@@ -177,10 +178,8 @@ class DualBounds:
         duals of infinite row sides set to 0) lies in the interval, column by column.
         """
         rows, n = self.rows, len(self.cost)
-        y = np.asarray(row_dual, dtype=float).copy()
-        y[~np.isfinite(y)] = 0.0
-        y[(y > 0) & ~np.isfinite(rows.low)] = 0.0
-        y[(y < 0) & ~np.isfinite(rows.high)] = 0.0
+        y = np.asarray(row_dual, dtype=float)
+        y = np.where(np.isfinite(y) & ~((y > 0) & self.low_open) & ~((y < 0) & self.high_open), y, 0.0)
         products = rows.value * y[rows.row]
         aty = np.bincount(rows.col, weights=products, minlength=n)
         magnitude = np.bincount(rows.col, weights=np.abs(products), minlength=n) + self.abs_cost
@@ -188,8 +187,9 @@ class DualBounds:
         delta = self.error_factor * magnitude + TINY
         r_low, r_high = np.nextafter(reduced - delta, -np.inf), np.nextafter(reduced + delta, np.inf)
         with np.errstate(invalid="ignore", over="ignore"):
-            col_terms = np.minimum(*(np.where(r > 0, r * lower, np.where(r < 0, r * upper, 0.0))
-                                     for r in (r_low, r_high)))
+            # min of r x over r in [r_low, r_high], x in [lower, upper]: a bilinear form's least
+            # value is at a corner (fmin skips the nan of 0 * inf: r = 0 there adds nothing)
+            col_terms = np.fmin(np.fmin(r_low * lower, r_low * upper), np.fmin(r_high * lower, r_high * upper))
             row_terms = np.where(y > 0, y * rows.low, np.where(y < 0, y * rows.high, 0.0))
         unbounded = np.flatnonzero(~np.isfinite(col_terms))
         if len(unbounded) > EXACT_COLUMNS:
@@ -200,8 +200,8 @@ class DualBounds:
         terms = np.concatenate([[self.offset], row_terms, col_terms])
         if not np.isfinite(terms).all():
             return -math.inf, r_low, r_high
-        total = math.fsum(terms)
-        error = 2.0 * (len(terms) + 2) * UNIT_ROUNDOFF * math.fsum(np.abs(terms)) + TINY
+        total = math.fsum(terms.tolist())
+        error = 2.0 * (len(terms) + 2) * UNIT_ROUNDOFF * float(np.abs(terms).sum()) + TINY
         return (_down(total - error) if math.isfinite(total - error) else -math.inf), r_low, r_high
 
 
@@ -222,7 +222,8 @@ def safe_dual_bound(cost: np.ndarray, offset: float, lower: np.ndarray, upper: n
       known to lie in [r_j - delta_j, r_j + delta_j], and ``min_x r x`` is concave in r, so
       its minimum over that interval is at an end (both are tried);
     * the final sum of N terms has error at most gamma_N sum |terms|, and each product one
-      rounding more, so the result is lowered by 2 (N + 2) u sum |terms|.
+      rounding more, so the result is lowered by 2 (N + 2) u sum |terms| (that sum itself
+      computed in floats, within gamma_N of its value: the factor 2 covers it).
 
     A dual of the wrong sign on a row side that is infinite is set to 0 first (any y is
     allowed); an r_j that may be negative on an infinite upper bound (or positive on an
