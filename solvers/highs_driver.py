@@ -250,6 +250,10 @@ def implied_box(lower: np.ndarray, upper: np.ndarray, rows: SparseRows,
     m = len(rows.low)
     if not len(a) or (np.isfinite(lo).all() and np.isfinite(hi).all()):
         return lo, hi
+    # only rows naming a column with an infinite end can give one (whole rows kept)
+    touching = np.zeros(m, dtype=bool)
+    touching[r[~(np.isfinite(lo) & np.isfinite(hi))[c]]] = True
+    r, c, a = r[touching[r]], c[touching[r]], a[touching[r]]
     pairs = r * (len(lo) + 1) + c
     twice = np.zeros(m, dtype=bool)
     sorted_pairs = np.sort(pairs)
