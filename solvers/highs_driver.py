@@ -250,8 +250,7 @@ def implied_box(lower: np.ndarray, upper: np.ndarray, rows: SparseRows,
     m = len(rows.low)
     if not len(a) or (np.isfinite(lo).all() and np.isfinite(hi).all()):
         return lo, hi
-    # only rows naming a column with an infinite end can give one (whole rows kept)
-    touching = np.zeros(m, dtype=bool)
+    touching = np.zeros(m, dtype=bool)      # only rows naming a column with an infinite end give one
     touching[r[~(np.isfinite(lo) & np.isfinite(hi))[c]]] = True
     r, c, a = r[touching[r]], c[touching[r]], a[touching[r]]
     pairs = r * (len(lo) + 1) + c
@@ -424,8 +423,8 @@ def verified_milp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale
                 stack.append((lo, hi, bound))
                 continue
             return BranchAndBound(so_far(bound), None, node + 1)
-        # split where rounding to the nearest integer moves the cost most, |c_j| dist(x_j, Z)
-        # (measured: 40 % fewer nodes than the most fractional column on 80x16-mix[7], the tail)
+        # split where rounding to the nearest integer moves the cost most: |c_j| dist(x_j, Z)
+        # (40 % fewer nodes than the most fractional column, docs/benchmarks.md, issue 19 session 4)
         fractional = free & (fraction > 1e-9)
         if fractional.any():
             j = int(np.argmax(np.where(fractional, fraction * np.abs(cost), -1.0)))
