@@ -474,40 +474,30 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
     # the bounds are verified unscaled, so the scale only affects how tight they are.
     scale = float(np.abs(cost).max()) if n and np.abs(cost).max() > 0 else 1.0
     sparse = SparseRows.of(rows)
-    lp = highspy.HighsLp()
-    lp.num_col_ = n
-    lp.num_row_ = len(sparse.low)
-    lp.offset_ = float(offset) / scale
-    lp.col_cost_ = cost / scale
-    lp.col_lower_ = lower
-    lp.col_upper_ = upper
-    lp.row_lower_ = sparse.low
-    lp.row_upper_ = sparse.high
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-    lp.a_matrix_.start_ = sparse.starts()
-    lp.a_matrix_.index_ = sparse.col.astype(np.int32)
-    lp.a_matrix_.value_ = sparse.value
     flags = np.ones(n, dtype=bool) if integer is None else np.asarray(integer, dtype=bool)
-    integrality = [highspy.HighsVarType.kInteger if f else highspy.HighsVarType.kContinuous for f in flags]
     h.clearModel()
     h.setOptionValue("time_limit", max(float(time_limit_s), 1e-3))
     h.setOptionValue("presolve", "on" if presolve else "off")
     # with first_below_target, HiGHS stops at the first point below proof_target (kObjectiveTarget)
     stop_early = first_below_target and proof_target is not None and bool(flags.any())
+    relaxation_first = stop_early and search_first
     h.setOptionValue("objective_target", -INF)
-    if stop_early and search_first:
-        h.passModel(lp)                               # the relaxation first (no integrality yet)
+    # the arrays passed as they are (a HighsLp's fields are copied element by element: ~4x slower)
+    h.passModel(n, len(sparse.low), len(sparse.value), int(highspy.MatrixFormat.kRowwise),
+                int(highspy.ObjSense.kMinimize), float(offset) / scale, cost / scale, lower, upper,
+                sparse.low, sparse.high, sparse.starts(), sparse.col.astype(np.int32), sparse.value,
+                np.zeros(n, dtype=np.int32) if relaxation_first else flags.astype(np.int32))
+    if relaxation_first:                              # the relaxation first (no integrality yet)
         deadline = started + max(float(time_limit_s), 1e-3)
         decided = _threshold_first(h, cost, offset, scale, lower, upper, sparse, flags, proof_target, deadline)
         if decided is not None:
             return decided
         h.setOptionValue("objective_target", proof_target / scale)
         h.setOptionValue("time_limit", max(deadline - time.perf_counter(), 1e-3))
-        h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), np.array(integrality))
-    else:
-        h.setOptionValue("objective_target", proof_target / scale if stop_early else -INF)
-        lp.integrality_ = integrality
-        h.passModel(lp)
+        h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), np.array(
+            [highspy.HighsVarType.kInteger if f else highspy.HighsVarType.kContinuous for f in flags]))
+    elif stop_early:
+        h.setOptionValue("objective_target", proof_target / scale)
     h.run()
     status = h.getModelStatus()
     if not flags.any():
