@@ -62,6 +62,7 @@ class CellBounds(CcBounds, LpBounds):
             self.a0, self.ac = overhead, 0.0
         self.highs = new_highs()
         self.lp_bases: dict = {}          # warm starts of the cell LPs (solve_milp's ``bases``)
+        self.fast_values: dict = {}       # F(theta) of fast_ratio by box and rho_min
         self.seq = itertools.count()
         self.shapes: dict[tuple[int, int], ClusterShape] = {}
         self.stats = {"cells": 0, "milps": 0, "evaluations": 0, "splits": 0, "enumerated_cells": 0}
@@ -308,11 +309,16 @@ class CellBounds(CcBounds, LpBounds):
         """
         if not (cell.x_lo > 0 and cell.rho_min > 0 and math.isfinite(cell.x_hi)):
             return 0.0
-        lo, hi = self.box(cell)
-        rate, price = self.shape(cell.workers, cell.ps).rate, self.cols.price
         theta = cell.rho_min * FAST_RATIO_GRID
-        plans = greedy_many(price[None, :] - theta[:, None] * rate[None, :], lo, hi, cell.workers)
-        value = plans @ price + cell.ps * self.c0_per_ps - theta * (plans @ rate)
+        # F(theta) depends on the box and rho_min only, which the V pieces and halves of a cell
+        # share (their X ranges differ): computed once per (K, s, top, pins, rho_min)
+        key = (cell.workers, cell.ps, cell.top, cell.pinned, cell.rho_min)
+        value = self.fast_values.get(key)
+        if value is None:
+            lo, hi = self.box(cell)
+            rate, price = self.shape(cell.workers, cell.ps).rate, self.cols.price
+            plans = greedy_many(price[None, :] - theta[:, None] * rate[None, :], lo, hi, cell.workers)
+            value = self.fast_values[key] = plans @ price + cell.ps * self.c0_per_ps - theta * (plans @ rate)
         ratio = theta + value / np.where(value >= 0, cell.x_hi, cell.x_lo)
         return max(0.0, float((ratio - 1e-9 * (theta + np.abs(value) / cell.x_lo)).max()))
 
