@@ -20,20 +20,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-#: Run in the child: import dnnprov from the tree argv[1] (as tail_ab.py does), then act on argv[2:].
-CHILD = r"""
-import importlib.abc, importlib.util, pickle, sys, time
-from pathlib import Path
-root = Path(sys.argv[1]).resolve()
-rooms = {"dnnprov": root / "dnnprov", "dnnprov.solvers": root / "solvers",
-         "dnnprov.formulations": root / "formulations", "dnnprov.data": root / "data"}
-class Tree(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name in rooms:
-            return importlib.util.spec_from_file_location(name, rooms[name] / "__init__.py",
-                                                          submodule_search_locations=[str(rooms[name])])
-        return None
-sys.meta_path = [Tree()] + [f for f in sys.meta_path if "editable" not in repr(f).lower()]
+sys.path.insert(0, str(Path(__file__).parent))   # benchmarks/ is not a package
+from tail_ab import TREE_IMPORT  # noqa: E402
+
+#: Run in the child: import dnnprov from the tree argv[1] (tail_ab.TREE_IMPORT), then act on argv[2:].
+CHILD = TREE_IMPORT + r"""
+import pickle, time
 import highspy, numpy as np
 import dnnprov
 from dnnprov.solvers import highs_driver as hd

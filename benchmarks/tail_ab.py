@@ -24,10 +24,10 @@ import sys
 import time
 from pathlib import Path
 
-#: Run in the child: import dnnprov from the tree given as argv[1] (its rooms mapped as the
-#: editable install maps them), solve argv[2] with the limit argv[3], print one line.
-CHILD = r"""
-import importlib.abc, importlib.util, sys, time
+#: Child preamble: import dnnprov from the source tree given as argv[1] (its rooms mapped as
+#: the editable install maps them); shared with bnb_nodes.py.
+TREE_IMPORT = r"""
+import importlib.abc, importlib.util, sys
 from pathlib import Path
 root = Path(sys.argv[1]).resolve()
 rooms = {"dnnprov": root / "dnnprov", "dnnprov.solvers": root / "solvers",
@@ -39,6 +39,11 @@ class Tree(importlib.abc.MetaPathFinder):
                                                           submodule_search_locations=[str(rooms[name])])
         return None
 sys.meta_path = [Tree()] + [f for f in sys.meta_path if "editable" not in repr(f).lower()]
+"""
+
+#: Run in the child: solve argv[2] with the limit argv[3] on the tree argv[1], print one line.
+CHILD = TREE_IMPORT + r"""
+import time
 import dnnprov
 problem = dnnprov.read_instance(sys.argv[2])
 started = time.process_time()
