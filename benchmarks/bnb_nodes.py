@@ -15,13 +15,12 @@ as ``solve_milp`` sets it up); one line per tree: calls, nodes, CPU s, outcomes.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))   # benchmarks/ is not a package
-from tail_ab import TREE_IMPORT  # noqa: E402
+from tail_ab import TREE_IMPORT, run_child  # noqa: E402
 
 #: Run in the child: import dnnprov from the tree argv[1] (tail_ab.TREE_IMPORT), then act on argv[2:].
 CHILD = TREE_IMPORT + r"""
@@ -80,11 +79,7 @@ print(f"{result.status.value} {result.cost} cpu {total:.2f} lps {result.stats.ge
 
 def child(tree: str, mode: str, path: str, record: str) -> str:
     """Run CHILD on ``tree``; its output line (or the error)."""
-    done = subprocess.run([sys.executable, "-c", CHILD, tree, mode, path, record],
-                          capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        return f"error (exit {done.returncode}): {done.stderr.strip().splitlines()[-1:]}"
-    return done.stdout.strip()
+    return run_child(CHILD, tree, mode, path, record)
 
 
 def main() -> None:

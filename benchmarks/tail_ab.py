@@ -65,13 +65,17 @@ def use(variant: str) -> None:
     spot_exact.SPLIT_TOLERANCE = 1e-3 if base else use.new["split"]
 
 
-def solve_in_tree(tree: Path, path: str, time_limit_s: float) -> str:
-    """One solve on the code of ``tree`` in a fresh interpreter; its summary line."""
-    done = subprocess.run([sys.executable, "-c", CHILD, str(tree), path, str(time_limit_s)],
-                          capture_output=True, text=True, check=False)
+def run_child(script: str, *args: str) -> str:
+    """Run ``script`` (a TREE_IMPORT child) in a fresh interpreter; its output line (or the error)."""
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         return f"error (exit {done.returncode}): {done.stderr.strip().splitlines()[-1:]}"
     return done.stdout.strip()
+
+
+def solve_in_tree(tree: Path, path: str, time_limit_s: float) -> str:
+    """One solve on the code of ``tree`` in a fresh interpreter; its summary line."""
+    return run_child(CHILD, str(tree), path, str(time_limit_s))
 
 
 def main() -> None:
