@@ -30,8 +30,6 @@ from __future__ import annotations
 import dataclasses
 import time
 
-import numpy as np
-
 from dnnprov.progress import Clock
 from dnnprov.result import Reason, Result, Status
 from dnnprov.problems.serverless import ServerlessProblem

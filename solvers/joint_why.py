@@ -123,7 +123,7 @@ def shared_limit_reasons(problems: Sequence[Problem], shared: SharedLimits, dead
         used = round(row_usage(problems, relaxed.results, shared, row))
         needed, least = least_limit(problems, shared, row, int(limit), used, deadline, solve)
         shown = ("no smaller limit admits a joint plan (proven)" if least else
-                 f"the time limit ended the search for a smaller one")
+                 "the time limit ended the search for a smaller one")
         reasons.append(Reason(
             "vcpu_quota" if row.startswith("vcpu:") else "quota", row_field(row), limit, needed, least,
             f"{row_field(row)}: the jobs cannot share {limit:g}; they need {needed:g} ({shown}; proven "
