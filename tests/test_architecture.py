@@ -15,6 +15,8 @@ BASICS = {"errors", "result", "progress", "json_files"}
 ENTRY = {"solve", "model_solve"}
 TOOLS = {"profiling", "cloud", "revocation", "benchsets", "batch", "fuzz"}
 FRONT = {"cli", "service"}
+#: the control loop drives clouds (cloud/) with launch policies (revocation/): above both tools
+CONTROL = {"control"}
 BELOW_ENTRY = {"basics", "problems", "models", "io", "formulations", "solvers"}
 #: room -> the rooms it may import (besides itself)
 ALLOWED = {
@@ -27,7 +29,8 @@ ALLOWED = {
     "entry": BELOW_ENTRY,
     "package": BELOW_ENTRY | {"entry"},
     **{tool: BELOW_ENTRY | {"entry", "package"} for tool in TOOLS},
-    **{front: BELOW_ENTRY | {"entry", "package"} | TOOLS | FRONT for front in FRONT},
+    "control": BELOW_ENTRY | {"entry", "package", "cloud", "revocation"},
+    **{front: BELOW_ENTRY | {"entry", "package"} | TOOLS | CONTROL | FRONT for front in FRONT},
 }
 ALLOWED["batch"] = ALLOWED["batch"] | {"benchsets"}          # .jsonl sets are read through it
 

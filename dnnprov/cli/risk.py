@@ -216,6 +216,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     doc = load_plan(args.plan, problem=problem)
     traces = _traces(args.trace)
     plan = SpotPlan(counts=doc.counts(), ps=doc.ps)
+    if args.engine == "loop":
+        return _simulate_loop(args, problem, plan, traces)
     pooled = pooled_replay(args.policy, zones=args.zones, hindsight=args.hindsight, period=bool(args.period),
                            model=bool(args.model), fit_period=bool(args.fit_period), replan_method=args.replan_method,
                            option=lambda name: "--" + name.replace("_", "-"))
@@ -252,6 +254,48 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.per_run:
         for i, run in enumerate(replay.runs):
             print(f"  run {i}: {json.dumps(run.to_dict())}")
+    return EXIT_OK
+
+
+def _simulate_loop(args: argparse.Namespace, problem: SpotProblem, plan: SpotPlan,
+                   traces: dict[str, list[Trace]]) -> int:
+    """``simulate --engine loop``: the control loop on the trace cloud (docs/control.md)."""
+    from dnnprov.control.loop import RunSettings
+    from dnnprov.control.replay import loop_policy_factory, run_many, summarize
+    from dnnprov.json_files import read_json_file
+    from dnnprov.revocation.availability import AvailabilityModel, parse_period
+    from dnnprov.revocation.simulate import check_plan_traces
+
+    for option, given in (("--hindsight", args.hindsight), ("--replan-method", args.replan_method != "exact")):
+        if given:
+            raise InvalidInputError(option, "goes with --engine tick (the loop engine does not take it yet)")
+    if not args.zones:
+        raise InvalidInputError("--engine", "the loop runs aligned pools: give --zones (the traces of a type are "
+                                            "its zones, read from one offset)")
+    check_plan_traces(problem, plan, traces)
+    settings = RunSettings(poll_s=args.poll, join_s=args.join, horizon=args.horizon)
+    model = AvailabilityModel.from_dict(read_json_file(args.model)) if args.model else None
+    factory = loop_policy_factory(problem, plan, traces, args.policy, join_s=args.join, horizon=args.horizon,
+                                  model=model, fit_period=parse_period(args.fit_period, "--fit-period")
+                                  if args.fit_period else None)
+    period = parse_period(args.period) if args.period else (0.0, 1.0)
+    runs = run_many(problem, plan, traces, factory, runs=args.runs, seed=args.seed, settings=settings, period=period,
+                    on_run=progress_bar(args.runs) if args.runs >= 200 else None)
+    out = summarize(args.policy, runs, {"seed": args.seed, "period": list(period), **settings.to_dict(),
+                                        "plan": plan.to_dict(), "time_obj_s": problem.slo.time_s,
+                                        "traces": {k: [t.path for t in v] for k, v in traces.items()}}, args.per_run)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return EXIT_OK
+    print(f"{problem.name}: {plan} under policy {args.policy}, {out['runs']} runs on the loop (seed {args.seed})")
+    print(f"  met deadline : {100 * out['met_deadline']:.1f} % (finished at all: {100 * out['finished']:.1f} %)")
+    print(f"  cost         : mean ${out['cost_mean']:.4f}, p95 ${out['cost_p95']:.4f}")
+    print(f"  revocations  : {out['revocations_mean']:.2f} per run, launches {out['launches_mean']:.2f}, "
+          f"refusals {out['refusals_mean']:.2f}, on-demand {out['on_demand_launched_mean']:.2f}")
+    if args.per_run:
+        for k, run in enumerate(runs):
+            print(f"  run {k}: offset {run.offset}, {run.outcome.state}, ${run.outcome.cost:.4f}, "
+                  f"{len(run.events)} events")
     return EXIT_OK
 
 
@@ -356,6 +400,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how the replan policy solves takeovers: exact, or spotDNN's heuristic")
     p.add_argument("--join", type=float, default=JOIN_OVERHEAD_S, help="seconds before launched instances train")
     p.add_argument("--horizon", type=float, default=3.0, help="stop runs at this multiple of T_obj")
-    p.add_argument("--per-run", action="store_true", help="also print every run")
+    p.add_argument("--per-run", action="store_true", help="also print every run (with --engine loop: its offset "
+                                                          "and event timeline)")
+    p.add_argument("--engine", choices=("tick", "loop"), default="tick",
+                   help="tick: the replay engines of docs/revocation.md; loop: the control loop of `dnnprov run` "
+                        "on the trace cloud (docs/control.md)")
+    p.add_argument("--poll", type=float, default=15.0, help="with --engine loop: seconds between polls")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(run=cmd_simulate)

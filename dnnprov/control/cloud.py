@@ -18,6 +18,8 @@ THROTTLE_ERRORS = ("RequestLimitExceeded", "Throttling", "ThrottlingException", 
                    "InternalError", "Unavailable")
 ROLES = ("worker", "ps")
 MARKETS = ("spot", "on-demand")
+#: The port a PS listens on; a PS's address (handed to every worker) is ``host:PS_PORT``.
+PS_PORT = 2222
 
 
 @dataclass

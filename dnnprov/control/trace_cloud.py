@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from dnnprov.control.capacity import CapacityBook, CapacityEvent
-from dnnprov.control.cloud import Instance, LaunchOutcome, LaunchRequest
+from dnnprov.control.cloud import PS_PORT, Instance, LaunchOutcome, LaunchRequest
 from dnnprov.errors import InvalidInputError
 
 
@@ -59,7 +59,8 @@ class TraceCloud:
             instance_id = f"i-{len(self._instances) + 1:017x}"
             made.append(Instance(instance_id=instance_id, type_name=request.type_name, zone=request.zone,
                                  market=request.market, role=request.role, launched_s=self.now(),
-                                 step=request.step, ps_address=request.ps_address))
+                                 step=request.step,
+                                 ps_address=f"{instance_id}:{PS_PORT}" if request.role == "ps" else request.ps_address))
             self._instances[instance_id] = made[-1]
         if request.market == "spot":
             self.book.add(pool, [i.instance_id for i in made])

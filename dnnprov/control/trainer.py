@@ -166,15 +166,20 @@ class ProgressModel:
 
 
 class ModelTrainer:
-    """The stand-in trainer of one run: eq. (3) progress under the instances it is shown."""
+    """The stand-in trainer of one run: eq. (3) progress under the instances it is shown; its PS
+    is the first live PS it sees (its address is the one workers must be handed)."""
 
-    def __init__(self, model: ProgressModel, run_id: str, ps_address: str | None) -> None:
-        self.model, self.run_id, self.ps_address = model, run_id, ps_address
+    def __init__(self, model: ProgressModel, run_id: str) -> None:
+        self.model, self.run_id = model, run_id
+        self.ps_address: str | None = None
         self.time_s, self.u = 0.0, model.start
         self.finished_s: float | None = None
 
     def observe(self, instances: Sequence[Instance], now: float) -> Report:
         """Train until ``now`` with ``instances`` (their launches, joins and ends) and report."""
+        if self.ps_address is None:
+            ps = [i for i in instances if i.role == "ps" and i.ended_s is None]
+            self.ps_address = ps[0].ps_address if ps else None
         if self.finished_s is None and now > self.time_s:
             self.u, self.finished_s = self.model.advance(instances, self.ps_address, self.time_s, self.u, now)
         self.time_s = max(self.time_s, now)

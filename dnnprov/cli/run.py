@@ -1,0 +1,227 @@
+"""``dnnprov run``: launch a spot plan and keep it training to its target loss (docs/control.md).
+
+    dnnprov run INSTANCE --plan PLAN --policy P [--endpoint-url URL] [--region R] [--state DIR] [--json]
+    dnnprov run status RUN [--state DIR] [--json]
+    dnnprov run cancel RUN [--state DIR]
+    dnnprov run resume RUN [--state DIR] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from dnnprov.cli.risk import _spot_instance
+from dnnprov.errors import InvalidInputError
+
+VERBS = ("status", "cancel", "resume")
+EXIT_OK, EXIT_MISSED = 0, 1
+
+
+def _record(args: argparse.Namespace) -> Any:
+    from dnnprov.control.record import RunRecord
+
+    return RunRecord(args.state)
+
+
+def _controller(record: Any, run_id: str, spec: dict[str, Any]) -> tuple[Any, Any]:
+    """The controller and cloud of a recorded run (fresh or resumed)."""
+    from dnnprov.control.cloud import Instance
+    from dnnprov.control.ec2 import Ec2Cloud, TwinClock
+    from dnnprov.control.loop import Controller, PoolInfo, RunSettings
+    from dnnprov.control.trainer import ModelTrainer, ProgressModel, read_report
+    from dnnprov.result import SpotPlan
+    from dnnprov.revocation.policies import make_policy
+
+    problem = _spot_instance(spec["instance"])
+    plan = SpotPlan(counts={k: int(v) for k, v in spec["plan"]["counts"].items()}, ps=int(spec["plan"]["ps"]))
+    settings = RunSettings(**spec["settings"])
+    known = [Instance.from_dict(i) for s in record.steps(run_id) if s["result"]
+             for i in s["result"].get("instances", [])]
+    clock = TwinClock(spec["endpoint_url"]) if spec.get("twin") else None
+    cloud = Ec2Cloud(spec["region"], start_epoch=spec["start_epoch"], endpoint_url=spec.get("endpoint_url"),
+                     clock=clock, image_id=spec["image_id"], known=known)
+    pools = [PoolInfo(t.name, z.zone, z.spot_price_per_h if z.spot_price_per_h is not None else t.spot_price_per_h)
+             for t in problem.instance_types for z in t.zones] or \
+            [PoolInfo(t.name, None, t.spot_price_per_h) for t in problem.instance_types]
+    if spec["progress"] == "model":
+        model = ProgressModel(problem, plan, settings.join_s)
+
+        def trainer(instances: list[Instance], now: float) -> Any:
+            return ModelTrainer(model, run_id).observe(instances, now)
+    else:
+        def trainer(instances: list[Instance], now: float) -> Any:
+            return read_report(spec["progress"])
+    controller = Controller(problem, plan, make_policy(spec["policy"]), cloud, run_id=run_id, pools=pools,
+                            trainer=trainer, settings=settings, record=record)
+    return controller, cloud
+
+
+def _drive(record: Any, run_id: str, controller: Any, max_polls: int | None) -> Any:
+    """Poll until the run ends (or ``max_polls``), honouring a cancel written to the record."""
+    polls = 0
+    while True:
+        if record.get(run_id)["state"] == "cancelling":
+            controller.cancel()
+        outcome = controller.poll()
+        if outcome is not None:
+            record.set_state(run_id, outcome.state, outcome.to_dict())
+            return outcome
+        polls += 1
+        if max_polls is not None and polls >= max_polls:
+            return None
+        controller.cloud.sleep(controller.settings.poll_s)
+
+
+def _print_outcome(run_id: str, outcome: Any, as_json: bool) -> int:
+    if outcome is None:
+        print(json.dumps({"run": run_id, "state": "running"}) if as_json else f"{run_id}: still running")
+        return EXIT_OK
+    if as_json:
+        print(json.dumps({"run": run_id, **outcome.to_dict()}, indent=2))
+    else:
+        finish = "not reached" if outcome.finish_s is None else f"{outcome.finish_s:.0f} s"
+        print(f"{run_id}: {outcome.state}: target loss at {finish}, cost ${outcome.cost:.4f}, "
+              f"{outcome.revocations} revocations, {outcome.launches} instances launched")
+    return EXIT_OK if outcome.state == "met" else EXIT_MISSED
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    """Create a run in the record and drive it."""
+    from dnnprov.cloud.aws import check_region
+    from dnnprov.cloud.export import load_plan
+    from dnnprov.control.ec2 import PLACEHOLDER_IMAGE, TwinClock, is_twin
+    from dnnprov.control.loop import RunSettings
+    from dnnprov.revocation.policies import POLICY_NAMES
+
+    if args.plan is None:
+        raise InvalidInputError("--plan", "required to start a run")
+    if args.policy not in POLICY_NAMES:
+        raise InvalidInputError("--policy", f"must be one of {', '.join(POLICY_NAMES)}; got {args.policy!r}")
+    problem = _spot_instance(args.target)
+    doc = load_plan(args.plan, problem=problem)
+    settings = RunSettings(poll_s=args.poll, join_s=args.join, horizon=args.horizon)
+    twin = is_twin(args.endpoint_url)
+    if not twin and args.progress == "model" and not args.endpoint_url:
+        raise InvalidInputError("--progress", "the stand-in trainer (model) runs only against a test endpoint "
+                                              "(--endpoint-url): on AWS give the trainer's report file or URL")
+    clock_now = TwinClock(args.endpoint_url).now() if twin else time.time()
+    spec = {"instance": args.target, "plan": {"counts": doc.counts(), "ps": doc.ps}, "policy": args.policy,
+            "region": check_region(args.region), "endpoint_url": args.endpoint_url, "twin": twin,
+            "image_id": args.image_id or PLACEHOLDER_IMAGE, "progress": args.progress,
+            "settings": settings.to_dict(), "start_epoch": clock_now}
+    record = _record(args)
+    run_id = record.create(spec, args.run_id)
+    record.lock(run_id)
+    controller, _ = _controller(record, run_id, spec)
+    print(json.dumps({"run": run_id, "state": "running"}) if args.json else f"run {run_id} started", file=sys.stderr)
+    return _print_outcome(run_id, _drive(record, run_id, controller, args.max_polls), args.json)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """Take a run over again after its controller stopped (adopt, re-send, go on)."""
+    record = _record(args)
+    row = record.get(args.run_id)
+    if row["state"] not in ("running", "cancelling"):
+        return _status(record, args.run_id, args.json)
+    record.lock(args.run_id)
+    controller, _ = _controller(record, args.run_id, row["spec"])
+    controller.resume(record.steps(args.run_id), list(record.events(args.run_id)))
+    return _print_outcome(args.run_id, _drive(record, args.run_id, controller, args.max_polls), args.json)
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    """Ask the run's controller to tear down; with none alive, tear down here."""
+    record = _record(args)
+    row = record.get(args.run_id)
+    if row["state"] not in ("running", "cancelling"):
+        print(f"{args.run_id}: already ended ({row['state']})")
+        return EXIT_OK
+    record.set_state(args.run_id, "cancelling")
+    try:
+        record.lock(args.run_id)
+    except InvalidInputError:
+        print(f"{args.run_id}: cancel requested; its controller tears it down at its next poll")
+        return EXIT_OK
+    controller, _ = _controller(record, args.run_id, row["spec"])
+    controller.resume(record.steps(args.run_id), list(record.events(args.run_id)))
+    controller.cancel()
+    outcome = _drive(record, args.run_id, controller, 1)
+    print(f"{args.run_id}: cancelled, {0 if outcome is None else outcome.cost:.4f} $ spent")
+    return EXIT_OK
+
+
+def _status(record: Any, run_id: str, as_json: bool) -> int:
+    row = record.get(run_id)
+    instances: dict[str, dict[str, Any]] = {}
+    for step in record.steps(run_id):
+        for i in (step["result"] or {}).get("instances", []):
+            instances[i["instance_id"]] = i
+    events = list(record.events(run_id))
+    ended = {e.get("instance") for e in events if e["kind"] == "reclaim"}
+    held: dict[str, int] = {}
+    terminated = set()
+    for step in record.steps(run_id):
+        if step["kind"] == "terminate" and step["status"] == "done":
+            terminated.update(step["payload"]["instances"])
+    for i in instances.values():
+        if i["instance_id"] in ended or i["instance_id"] in terminated:
+            continue
+        pool = f"{i['type']}@{i['zone'] if i['market'] == 'spot' else 'on-demand'}"
+        key = f"{i['role']} {pool} {i['market']}"
+        held[key] = held.get(key, 0) + 1
+    status = {"run": run_id, "state": row["state"], "held": held, "outcome": row["outcome"],
+              "policy": row["spec"]["policy"], "events": events}
+    progress = [e for e in events if e["kind"] == "end"]
+    status["progress"] = ({"loss": progress[-1]["loss"], "finish_s": progress[-1]["finish_s"]} if progress else None)
+    status["cost_so_far"] = row["outcome"]["cost"] if row["outcome"] else None
+    if as_json:
+        print(json.dumps(status, indent=2))
+    else:
+        print(f"{run_id}: {row['state']} ({row['spec']['policy']}), held {held or 'nothing'}, "
+              f"{len(events)} events")
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Dispatch ``run INSTANCE`` / ``run status|cancel|resume RUN``."""
+    if args.target in VERBS:
+        if args.run_id is None:
+            raise InvalidInputError("RUN", f"`dnnprov run {args.target}` needs a run id")
+        if args.target == "status":
+            return _status(_record(args), args.run_id, args.json)
+        return cmd_cancel(args) if args.target == "cancel" else cmd_resume(args)
+    if args.run_id is not None and args.run_id_option is None:
+        raise InvalidInputError(args.run_id, "unexpected argument (did you mean --run-id?)")
+    args.run_id = args.run_id_option
+    return cmd_start(args)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``run``."""
+    from dnnprov.solvers.robust import JOIN_OVERHEAD_S
+
+    p = sub.add_parser("run", help="launch a spot plan and keep it training to its target loss",
+                       description="dnnprov run INSTANCE --plan PLAN --policy P, or run status|cancel|resume RUN")
+    p.add_argument("target", metavar="INSTANCE|status|cancel|resume", help="the spot instance, or a verb")
+    p.add_argument("run_id", nargs="?", default=None, metavar="RUN", help="the run (with a verb)")
+    p.add_argument("--plan", help="plan document or `dnnprov solve --json` output")
+    p.add_argument("--policy", default="failover", help="launch policy: none, fallback, failover, uniform-progress")
+    p.add_argument("--endpoint-url", default=None, help="EC2 endpoint (a local test server or the twin)")
+    p.add_argument("--region", default="us-east-1")
+    p.add_argument("--state", default=".dnnprov-runs", help="folder of the run record (default %(default)s)")
+    p.add_argument("--progress", default="model",
+                   help="where the trainer reports progress: a file, an http(s) URL, or `model` (the stand-in "
+                        "trainer of the tests, only with --endpoint-url)")
+    p.add_argument("--image-id", default=None, help="AMI of the instances (required on AWS)")
+    p.add_argument("--run-id", dest="run_id_option", default=None, help="name the run (default: a fresh id)")
+    p.add_argument("--poll", type=float, default=15.0, help="seconds between polls (default %(default)g)")
+    p.add_argument("--join", type=float, default=JOIN_OVERHEAD_S, help="seconds before a launched worker trains")
+    p.add_argument("--horizon", type=float, default=1.0,
+                   help="give up at this multiple of the deadline (default %(default)g: at the deadline)")
+    p.add_argument("--max-polls", type=int, default=None, help="stop controlling after N polls (the run goes on)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(run=cmd_run)

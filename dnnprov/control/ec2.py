@@ -1,0 +1,193 @@
+"""EC2 through boto3 as the control loop's cloud (AWS, or any endpoint such as the twin).
+
+- **launch**: ``RunInstances`` with ``MaxCount`` the count (``MinCount`` 1 on spot: as many as
+  capacity allows; the count on-demand), the request's
+  ClientToken (EC2 answers a repeated token with the instances of the first call), spot
+  through ``InstanceMarketOptions``, the zone as placement, and tags ``dnnprov:run``,
+  ``dnnprov:step``, ``dnnprov:role``, ``dnnprov:ps`` (the PS address handed to workers; also
+  in the user data). Capacity and throttling errors come back as refusals (no retry here:
+  the loop backs off per pool); other errors raise.
+- **observe**: ``DescribeInstances`` by the run's tag, and ``DescribeSpotInstanceRequests``
+  for notices (status ``marked-for-termination`` and its update time). Instances EC2 has
+  forgotten are kept from the run record, so the run's history stays whole.
+- **clock**: the machine's (:class:`dnnprov.control.cloud.WallClock`) or the twin's
+  (:class:`TwinClock`, read from the endpoint's ``/_twin/clock``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import urllib.request
+from datetime import datetime
+from typing import Any, Sequence
+
+from dnnprov.cloud.aws import AwsClients, CloudError, RetryPolicy
+from dnnprov.control.capacity import NOTICE_S
+from dnnprov.control.cloud import (CAPACITY_ERRORS, PS_PORT, THROTTLE_ERRORS, Clock, Instance, LaunchOutcome,
+                                   LaunchRequest, WallClock)
+from dnnprov.errors import InvalidInputError
+
+TAG_RUN, TAG_STEP, TAG_ROLE, TAG_PS = "dnnprov:run", "dnnprov:step", "dnnprov:role", "dnnprov:ps"
+#: The image launched when none is given: a placeholder the twin and moto accept; real AWS
+#: needs ``--image-id``.
+PLACEHOLDER_IMAGE = "ami-12c6146b"
+
+
+class TwinClock:
+    """The EC2 twin's clock (docs/control.md): its time, and waits in it."""
+
+    def __init__(self, endpoint_url: str) -> None:
+        self.url = endpoint_url.rstrip("/")
+        self.mode, self.speed = "accelerated", 1.0
+        state = self._get()
+        self.mode, self.speed = str(state.get("mode")), float(state.get("speed") or 1.0)
+
+    def _get(self) -> dict[str, Any]:
+        try:
+            with urllib.request.urlopen(f"{self.url}/_twin/clock", timeout=10) as answer:
+                return dict(json.loads(answer.read()))
+        except (OSError, ValueError) as exc:
+            raise InvalidInputError("--endpoint-url", f"{self.url} is not an EC2 twin ({exc})") from None
+
+    def now(self) -> float:
+        return datetime.fromisoformat(str(self._get()["now"]).replace("Z", "+00:00")).timestamp()
+
+    def sleep(self, seconds: float) -> None:
+        if self.mode == "stepped":
+            body = json.dumps({"seconds": seconds}).encode()
+            request = urllib.request.Request(f"{self.url}/_twin/advance", data=body, method="POST",
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=30):
+                return
+        time.sleep(max(0.0, seconds) / self.speed)
+
+
+def is_twin(endpoint_url: str | None) -> bool:
+    """Whether the endpoint is an EC2 twin (it answers ``/_twin/clock``)."""
+    if not endpoint_url:
+        return False
+    try:
+        TwinClock(endpoint_url)
+    except InvalidInputError:
+        return False
+    return True
+
+
+class Ec2Cloud:
+    """One run's instances on EC2 (module docstring); ``start_epoch`` is the run's start on ``clock``."""
+
+    def __init__(self, region: str, *, start_epoch: float, endpoint_url: str | None = None,
+                 clock: Clock | None = None, image_id: str = PLACEHOLDER_IMAGE,
+                 known: Sequence[Instance] = ()) -> None:
+        self.aws = AwsClients(region, endpoint_url=endpoint_url, retry=RetryPolicy(attempts=1))
+        self.reader = AwsClients(region, endpoint_url=endpoint_url)
+        self.clock = clock or WallClock()
+        self.start_epoch, self.image_id = start_epoch, image_id
+        self.known: dict[str, Instance] = {i.instance_id: i for i in known}
+        self.ended_by_us: dict[str, float] = {}
+
+    def now(self) -> float:
+        return self.clock.now() - self.start_epoch
+
+    def sleep(self, seconds: float) -> None:
+        self.clock.sleep(seconds)
+
+    def launch(self, request: LaunchRequest) -> LaunchOutcome:
+        tags = [{"Key": TAG_RUN, "Value": request.run_id}, {"Key": TAG_STEP, "Value": str(request.step)},
+                {"Key": TAG_ROLE, "Value": request.role}]
+        if request.ps_address:
+            tags.append({"Key": TAG_PS, "Value": request.ps_address})
+        params: dict[str, Any] = {
+            "ImageId": self.image_id, "InstanceType": request.type_name,
+            "MinCount": 1 if request.market == "spot" else request.count, "MaxCount": request.count,
+            "ClientToken": request.token, "TagSpecifications": [{"ResourceType": "instance", "Tags": tags}],
+            "UserData": base64.b64encode(json.dumps({"run": request.run_id, "role": request.role,
+                                                     "ps": request.ps_address}).encode()).decode()}
+        if request.zone:
+            params["Placement"] = {"AvailabilityZone": request.zone}
+        if request.market == "spot":
+            params["InstanceMarketOptions"] = {"MarketType": "spot",
+                                               "SpotOptions": {"SpotInstanceType": "one-time",
+                                                               "InstanceInterruptionBehavior": "terminate"}}
+        now = self.now()
+        try:
+            answer = self.aws.call("ec2", "RunInstances", **params)
+        except CloudError as exc:
+            if exc.code in CAPACITY_ERRORS or exc.code in THROTTLE_ERRORS:
+                return LaunchOutcome(error_code=exc.code, message=exc.problem)
+            raise
+        made = []
+        for raw in answer.get("Instances", []):
+            instance_id = raw["InstanceId"]
+            if instance_id in self.known:
+                made.append(self.known[instance_id])
+                continue
+            address = f"{raw.get('PrivateIpAddress') or instance_id}:{PS_PORT}" if request.role == "ps" else None
+            made.append(Instance(instance_id=instance_id, type_name=request.type_name,
+                                 zone=raw.get("Placement", {}).get("AvailabilityZone") or request.zone,
+                                 market=request.market, role=request.role, launched_s=now, step=request.step,
+                                 ps_address=address or request.ps_address))
+            self.known[instance_id] = made[-1]
+        return LaunchOutcome(instances=made)
+
+    def terminate(self, instance_ids: Sequence[str]) -> None:
+        ids = [i for i in instance_ids if i]
+        if not ids:
+            return
+        now = self.now()
+        self.reader.call("ec2", "TerminateInstances", InstanceIds=ids)
+        for i in ids:
+            self.ended_by_us.setdefault(i, now)
+
+    def instances(self, run_id: str) -> list[Instance]:
+        now = self.now()
+        seen = {}
+        for reservation in self.reader.pages("ec2", "DescribeInstances", "Reservations",
+                                             Filters=[{"Name": f"tag:{TAG_RUN}", "Values": [run_id]}]):
+            for raw in reservation.get("Instances", []):
+                seen[raw["InstanceId"]] = raw
+        notices = self._notices(list(seen))
+        for instance_id, raw in seen.items():
+            instance = self.known.get(instance_id) or self._adopt(raw)
+            self.known[instance_id] = instance
+            notice = notices.get(instance_id)
+            if notice is not None and instance.notice_s is None:
+                instance.notice_s = notice
+            state = raw.get("State", {}).get("Name")
+            if state in ("shutting-down", "terminated", "stopped", "stopping") and instance.ended_s is None:
+                reclaimed = instance.notice_s + NOTICE_S if instance.notice_s is not None else None
+                instance.ended_s = self.ended_by_us.get(instance_id, reclaimed if reclaimed is not None else now)
+        return list(self.known.values())
+
+    def _adopt(self, raw: dict[str, Any]) -> Instance:
+        """An instance of the run this process did not launch (a restart): from its tags."""
+        tags = {t["Key"]: t["Value"] for t in raw.get("Tags", [])}
+        role = tags.get(TAG_ROLE, "worker")
+        launched = raw.get("LaunchTime")
+        launched_s = launched.timestamp() - self.start_epoch if isinstance(launched, datetime) else self.now()
+        address = f"{raw.get('PrivateIpAddress') or raw['InstanceId']}:{PS_PORT}" if role == "ps" else tags.get(TAG_PS)
+        return Instance(instance_id=raw["InstanceId"], type_name=raw["InstanceType"],
+                        zone=raw.get("Placement", {}).get("AvailabilityZone"),
+                        market="spot" if raw.get("InstanceLifecycle") == "spot" else "on-demand", role=role,
+                        launched_s=max(0.0, launched_s), step=int(tags.get(TAG_STEP, "0") or 0), ps_address=address)
+
+    def _notices(self, instance_ids: list[str]) -> dict[str, float]:
+        """Notice times of spot instances (``marked-for-termination`` or already reclaimed)."""
+        if not instance_ids:
+            return {}
+        try:
+            answer = self.reader.call("ec2", "DescribeSpotInstanceRequests",
+                                      Filters=[{"Name": "instance-id", "Values": instance_ids}])
+        except CloudError:
+            return {}
+        out = {}
+        for request in answer.get("SpotInstanceRequests", []):
+            status = request.get("Status", {})
+            code, when = status.get("Code", ""), status.get("UpdateTime")
+            if code == "marked-for-termination" and isinstance(when, datetime):
+                out[request.get("InstanceId", "")] = when.timestamp() - self.start_epoch
+            elif code.startswith("instance-terminated-by") and isinstance(when, datetime):
+                out.setdefault(request.get("InstanceId", ""), when.timestamp() - self.start_epoch - NOTICE_S)
+        return out

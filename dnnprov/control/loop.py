@@ -1,0 +1,452 @@
+"""The control loop: observe, ask the policy, act; the same loop for replays and for EC2.
+
+Every ``poll_s`` seconds of cloud time (15 s by default, spotDNN's detector period) the
+controller:
+
+1. **observes** what a live controller can: the run's instances and their state (launched,
+   notified, gone), the trainer's latest progress report, the clock, and what its own
+   launches got. Spot capacity is not observable: a pool is taken as full after it refused
+   (or partly granted) a launch, until a back-off of ``retry_s`` doubling up to
+   ``retry_max_s`` runs out; otherwise it is taken to have room;
+2. **asks the policy** (:mod:`dnnprov.revocation.policies`, the same objects for both clouds)
+   what to hold: spot per pool, on-demand per type. A notified instance counts as lost (it
+   will be reclaimed), so the policy replaces it during the two-minute notice;
+3. **acts**: launches (the PS first, then workers handed its address) and terminations, each
+   written to the run record before it is sent (:mod:`dnnprov.control.record`), launches
+   idempotent by a ClientToken of the run and the step. A refused launch marks its pool full
+   and the policy is asked again at once (up to ``rounds`` times), so failover costs no poll.
+   At most the plan's workers of a type train: joined on-demand instances take over from
+   spot ones (dearest pools first), as in the replays.
+
+The run ends when the trainer reports the target loss (``met`` if by the deadline), at the
+horizon (``horizon x T_obj``, missed), when even the plan's whole cluster could no longer
+finish by the horizon (given up), or at a cancel; then every instance of the run is
+terminated. Instances are billed from launch until gone, at their pool's spot price or the
+type's on-demand price, the PS at the platform's PS price.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from dnnprov.control.cloud import PS_PORT, Cloud, Instance, LaunchOutcome, LaunchRequest
+from dnnprov.control.trainer import ProgressModel, Report
+from dnnprov.errors import InvalidInputError
+from dnnprov.problems import _checks as check
+from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
+from dnnprov.result import SpotPlan
+from dnnprov.revocation.policies import Holdings, Policy, View
+
+#: spotDNN's detector polls every 15 s.
+POLL_S = 15.0
+RETRY_S = 15.0
+RETRY_MAX_S = 240.0
+ROUNDS = 4
+
+
+@dataclass(frozen=True)
+class PoolInfo:
+    """A spot pool the run may use: type, zone (``None``: the cloud picks) and price."""
+
+    type_name: str
+    zone: str | None
+    price_per_h: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.type_name}@{self.zone}"
+
+
+@dataclass
+class RunSettings:
+    """The loop's knobs (module docstring)."""
+
+    poll_s: float = POLL_S
+    join_s: float = 126.0
+    horizon: float = 1.0
+    retry_s: float = RETRY_S
+    retry_max_s: float = RETRY_MAX_S
+    rounds: int = ROUNDS
+
+    def __post_init__(self) -> None:
+        self.poll_s = check.number("poll_s", self.poll_s, exclusive_minimum=0)
+        self.join_s = check.number("join_s", self.join_s, minimum=0)
+        self.horizon = check.number("horizon", self.horizon, minimum=1)
+        self.retry_s = check.number("retry_s", self.retry_s, exclusive_minimum=0)
+        self.retry_max_s = check.number("retry_max_s", self.retry_max_s, minimum=self.retry_s)
+        self.rounds = check.integer("rounds", self.rounds, minimum=1, maximum=100)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"poll_s": self.poll_s, "join_s": self.join_s, "horizon": self.horizon, "retry_s": self.retry_s,
+                "retry_max_s": self.retry_max_s, "rounds": self.rounds}
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something the controller saw or did, at cloud time ``time_s``."""
+
+    time_s: float
+    kind: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"time_s": self.time_s, "kind": self.kind, **self.detail}
+
+
+@dataclass
+class Outcome:
+    """How a run ended."""
+
+    state: str                       # "met", "missed", "gave-up", "cancelled"
+    finish_s: float | None
+    end_s: float
+    cost: float
+    loss: float
+    revocations: int
+    launches: int
+    refusals: int
+    on_demand_launched: int
+
+    @property
+    def met_deadline(self) -> bool:
+        return self.state == "met"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"state": self.state, "met_deadline": self.met_deadline, "finish_s": self.finish_s,
+                "end_s": self.end_s, "cost": self.cost, "loss": self.loss, "revocations": self.revocations,
+                "launches": self.launches, "refusals": self.refusals, "on_demand_launched": self.on_demand_launched}
+
+
+class Controller:
+    """Runs ``plan`` of ``problem`` on ``cloud`` under ``policy`` (module docstring).
+
+    ``trainer(instances, now)`` returns the trainer's latest :class:`Report` (``None`` while
+    there is none). ``record``, when given, is told every step before it is taken and every
+    event after (:class:`dnnprov.control.record.RunRecord`); a controller built on a record
+    that already holds steps resumes: it adopts the instances the cloud reports for the run
+    and re-sends unfinished launches with their tokens (the cloud returns the same instances).
+    """
+
+    def __init__(self, problem: SpotProblem, plan: SpotPlan, policy: Policy, cloud: Cloud, *, run_id: str,
+                 pools: Sequence[PoolInfo], trainer: Callable[[list[Instance], float], Report | None],
+                 settings: RunSettings | None = None, record: Any = None) -> None:
+        self.problem, self.plan, self.policy, self.cloud = problem, plan, policy, cloud
+        self.run_id, self.trainer, self.record = run_id, trainer, record
+        self.settings = settings or RunSettings()
+        self.types = [t.name for t in problem.instance_types]
+        self.pools = list(pools)
+        known = {p.type_name for p in self.pools}
+        for label, n in plan.counts.items():
+            name = label.removesuffix(ON_DEMAND_SUFFIX)
+            if n and not label.endswith(ON_DEMAND_SUFFIX) and name not in known:
+                raise InvalidInputError(f"plan.counts.{label}", "the plan uses this spot type but no pool offers it")
+        self.pool_type = np.array([self.types.index(p.type_name) for p in self.pools], dtype=np.int64)
+        seen: dict[str, int] = {}
+        groups = []
+        for p in self.pools:
+            groups.append(seen.get(p.type_name, 0))
+            seen[p.type_name] = groups[-1] + 1
+        self.pool_group = np.array(groups, dtype=np.int64)
+        self.pool_price = np.array([p.price_per_h for p in self.pools])
+        self.od_price = np.array([t.on_demand_price_per_h if t.on_demand_price_per_h is not None else math.nan
+                                  for t in problem.instance_types])
+        self.model = ProgressModel(problem, plan, self.settings.join_s)
+        self.want = self.model.want
+        self.od_floor = np.array([plan.counts.get(n + ON_DEMAND_SUFFIX, 0) for n in self.types], dtype=np.int64)
+        self.deadline_s = problem.slo.time_s
+        self.horizon_s = self.settings.horizon * problem.slo.time_s
+        self.events: list[Event] = []
+        self.step = 0
+        self.full_until = np.full(len(self.pools), -math.inf)   # pool taken as full until then
+        self.backoff = np.full(len(self.pools), self.settings.retry_s)
+        self.outcome: Outcome | None = None
+        self._seen_notice: set[str] = set()
+        self._seen_end: set[str] = set()
+        self._last_report: Report | None = None
+        self._cancelled = False
+        self.ps_address: str | None = None
+        self.counters = {"revocations": 0, "launches": 0, "refusals": 0, "on_demand_launched": 0}
+
+    # ------------------------------------------------------------------ observing
+    def note(self, kind: str, **detail: Any) -> None:
+        """Record an event (and journal it)."""
+        event = Event(self.cloud.now(), kind, detail)
+        self.events.append(event)
+        if self.record is not None:
+            self.record.event(self.run_id, event)
+
+    def observe(self) -> tuple[list[Instance], float, Report | None]:
+        """The run's instances, the time, the trainer's report; notes new notices and ends."""
+        now = self.cloud.now()
+        instances = self.cloud.instances(self.run_id)
+        for i in instances:
+            if i.notice_s is not None and i.instance_id not in self._seen_notice:
+                self._seen_notice.add(i.instance_id)
+                self.counters["revocations"] += 1
+                self.events.append(Event(i.notice_s, "notice", {"instance": i.instance_id, "pool": i.pool}))
+            if i.ended_s is not None and i.instance_id not in self._seen_end:
+                self._seen_end.add(i.instance_id)
+                if i.notice_s is not None:
+                    self.events.append(Event(i.ended_s, "reclaim", {"instance": i.instance_id, "pool": i.pool}))
+        if self.ps_address is None:
+            ps = [i for i in instances if i.role == "ps" and i.ended_s is None]
+            self.ps_address = ps[0].ps_address if ps else None
+        report = self.trainer(instances, now)
+        if report is not None:
+            self._last_report = report
+        return instances, now, report
+
+    def cost(self, instances: Sequence[Instance], now: float) -> float:
+        """Dollars so far: every instance from launch until gone (or now)."""
+        pools = {p.name: p.price_per_h for p in self.pools}
+        total = 0.0
+        for i in instances:
+            end = now if i.ended_s is None else min(i.ended_s, now)
+            if i.role == "ps":
+                price = self.problem.platform.ps_price_per_h
+            elif i.market == "spot":
+                price = pools.get(i.pool, self.problem.instance_types[self.types.index(i.type_name)].spot_price_per_h)
+            else:
+                price = float(self.od_price[self.types.index(i.type_name)])
+            total += price * max(0.0, end - i.launched_s) / 3600
+        return total
+
+    # ------------------------------------------------------------------ the view
+    def view(self, instances: Sequence[Instance], now: float, event: bool) -> View:
+        """What the policy sees: holdings, estimated capacity, progress (module docstring)."""
+        n_pools, n_types = len(self.pools), len(self.types)
+        spot = np.zeros(n_pools, dtype=np.int64)
+        running_spot = np.zeros(n_pools, dtype=np.int64)
+        od = np.zeros(n_types, dtype=np.int64)
+        running_od = np.zeros(n_types, dtype=np.int64)
+        index = {p.name: k for k, p in enumerate(self.pools)}
+        for i in instances:
+            if i.role != "worker" or i.ended_s is not None or i.notice_s is not None:
+                continue
+            joined = self.model.joined_s(i) <= now
+            if i.market == "spot" and i.pool in index:
+                spot[index[i.pool]] += 1
+                running_spot[index[i.pool]] += joined
+            elif i.market == "on-demand":
+                od[self.types.index(i.type_name)] += 1
+                running_od[self.types.index(i.type_name)] += joined
+        room = np.array([int(self.want[t]) for t in self.pool_type], dtype=np.int64)
+        caps = spot + np.where(self.full_until > now, 0, room)
+        u = self._progress()
+        ps = self.plan.ps
+        span = self.model.target - self.model.start
+        delay = 0.0 if now == 0 else self.settings.join_s
+
+        def time_to_finish(workers: np.ndarray, u: float = u) -> float:
+            sigma = self.model.speed(np.asarray(workers), ps)
+            return (self.model.target - u) / sigma if sigma > 0 else math.inf
+
+        def time_after_tick(kept: np.ndarray, launched: np.ndarray, workers: np.ndarray) -> float:
+            first = min(delay, self.settings.poll_s)
+            sure = (self.model.speed(kept, ps) * first
+                    + self.model.speed(kept + launched, ps) * (self.settings.poll_s - first))
+            return time_to_finish(workers, u + sure)
+
+        return View(t=now, gap_s=self.settings.poll_s, join_s=self.settings.join_s, deadline_s=self.deadline_s,
+                    progress=(u - self.model.start) / span if span > 0 else 1.0, caps=caps,
+                    pool_type=self.pool_type, pool_group=self.pool_group, pool_price=self.pool_price, spot=spot,
+                    od=od, want=self.want, od_floor=self.od_floor, ps=ps, event=event,
+                    time_to_finish=time_to_finish, running_spot=running_spot, running_od=running_od,
+                    time_after_tick=time_after_tick)
+
+    def _progress(self) -> float:
+        if self._last_report is None:
+            return self.model.start
+        return min(self.model.progress_of(self._last_report.loss), self.model.target)
+
+    # ------------------------------------------------------------------ acting
+    def _launch(self, role: str, type_name: str, zone: str | None, market: str, count: int) -> LaunchOutcome:
+        self.step += 1
+        request = LaunchRequest(run_id=self.run_id, step=self.step, role=role, type_name=type_name, zone=zone,
+                                market=market, count=count, token=f"{self.run_id}-{self.step}",
+                                ps_address=self.ps_address if role == "worker" else None)
+        if self.record is not None:
+            self.record.intend(self.run_id, self.step, "launch", request.to_dict())
+        outcome = self.cloud.launch(request)
+        if self.record is not None:
+            self.record.done(self.run_id, self.step, {"instances": [i.to_dict() for i in outcome.instances],
+                                                      "error_code": outcome.error_code})
+        pool = f"{type_name}@{zone if market == 'spot' else 'on-demand'}"
+        if outcome.instances:
+            self.counters["launches"] += len(outcome.instances)
+            if market == "on-demand" and role == "worker":
+                self.counters["on_demand_launched"] += len(outcome.instances)
+            self.note("launch", pool=pool, role=role, asked=count, got=len(outcome.instances), step=self.step)
+        if outcome.error_code is not None:
+            self.counters["refusals"] += 1
+            self.note("refused", pool=pool, role=role, asked=count, code=outcome.error_code, step=self.step)
+        return outcome
+
+    def _terminate(self, instances: Sequence[Instance], why: str) -> None:
+        if not instances:
+            return
+        ids = [i.instance_id for i in instances]
+        self.step += 1
+        if self.record is not None:
+            self.record.intend(self.run_id, self.step, "terminate", {"instances": ids, "why": why})
+        self.cloud.terminate(ids)
+        if self.record is not None:
+            self.record.done(self.run_id, self.step, {})
+        for i in instances:
+            self._seen_end.add(i.instance_id)
+        self.note("terminate", instances=len(ids), why=why, step=self.step)
+
+    def _ensure_ps(self, instances: Sequence[Instance]) -> None:
+        live = [i for i in instances if i.role == "ps" and i.ended_s is None]
+        if len(live) < self.plan.ps:
+            out = self._launch("ps", self.problem.platform.ps_type, None, "on-demand", self.plan.ps - len(live))
+            live.extend(out.instances)
+        if live and self.ps_address is None:
+            self.ps_address = live[0].ps_address or f"{live[0].instance_id}:{PS_PORT}"
+
+    def _apply(self, order: Holdings, view: View, instances: Sequence[Instance], now: float) -> bool:
+        """Launch and terminate towards ``order``; whether some launch was refused."""
+        refused = False
+        live = [i for i in instances if i.role == "worker" and i.ended_s is None and i.notice_s is None]
+        for p, pool in enumerate(self.pools):
+            change = int(max(order.spot[p], 0) - view.spot[p])
+            mine = [i for i in live if i.market == "spot" and i.pool == pool.name]
+            if change > 0:
+                outcome = self._launch("worker", pool.type_name, pool.zone, "spot", change)
+                if outcome.refused_for_capacity or len(outcome.instances) < change:
+                    refused = True
+                    self.full_until[p] = now + self.backoff[p]
+                    self.backoff[p] = min(self.backoff[p] * 2, self.settings.retry_max_s)
+                elif outcome.instances:
+                    self.backoff[p] = self.settings.retry_s
+            elif change < 0:
+                self._terminate(self._newest(mine, -change), "policy")
+        for t, name in enumerate(self.types):
+            change = int(order.od[t] - view.od[t])
+            mine = [i for i in live if i.market == "on-demand" and i.type_name == name]
+            if change > 0:
+                if math.isnan(self.od_price[t]):
+                    raise InvalidInputError(f"instance_types.{name}.on_demand_price_per_h",
+                                            f"missing: the {self.policy.name} policy launches on-demand instances")
+                self._launch("worker", name, None, "on-demand", change)
+            elif change < 0:
+                self._terminate(self._newest(mine, -change), "policy")
+        return refused
+
+    @staticmethod
+    def _newest(instances: Sequence[Instance], count: int) -> list[Instance]:
+        return sorted(instances, key=lambda i: (i.launched_s, i.instance_id), reverse=True)[:count]
+
+    def _release_replaced(self, instances: Sequence[Instance], now: float) -> None:
+        """Stop joined spot workers beyond the plan's count of a type (dearest pools first)."""
+        prices = {p.name: p.price_per_h for p in self.pools}
+        for t, name in enumerate(self.types):
+            joined = [i for i in instances if i.role == "worker" and i.type_name == name and i.ended_s is None
+                      and i.notice_s is None and self.model.joined_s(i) <= now]
+            excess = len(joined) - int(self.want[t])
+            spot = [i for i in joined if i.market == "spot"]
+            if excess > 0 and spot:
+                spot.sort(key=lambda i: (-prices.get(i.pool, 0.0), -i.launched_s, i.instance_id))
+                self._terminate(spot[:excess], "replaced")
+
+    # ------------------------------------------------------------------ the loop
+    def resume(self, steps: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]]) -> None:
+        """Go on from a record (a restarted controller): continue its step numbers and counters,
+        and re-send the steps written but not marked done (launches keep their tokens, so the
+        cloud returns what it launched; terminations are repeated)."""
+        self.step = max((int(s["step"]) for s in steps), default=0)
+        for e in events:
+            self.events.append(Event(float(e["time_s"]), str(e["kind"]),
+                                     {k: v for k, v in e.items() if k not in ("time_s", "kind")}))
+            if e["kind"] == "notice":
+                self._seen_notice.add(str(e.get("instance")))
+                self.counters["revocations"] += 1
+            elif e["kind"] == "reclaim":
+                self._seen_end.add(str(e.get("instance")))
+            elif e["kind"] == "launch":
+                self.counters["launches"] += int(e.get("got", 0))
+                if e.get("pool", "").endswith("@on-demand") and e.get("role") == "worker":
+                    self.counters["on_demand_launched"] += int(e.get("got", 0))
+            elif e["kind"] == "refused":
+                self.counters["refusals"] += 1
+        if events:
+            self._last_poll = max(float(e["time_s"]) for e in events)
+        for s in steps:
+            if s["status"] != "intent":
+                continue
+            if s["kind"] == "launch":
+                outcome = self.cloud.launch(LaunchRequest.from_dict(s["payload"]))
+                result = {"instances": [i.to_dict() for i in outcome.instances], "error_code": outcome.error_code}
+            else:
+                self.cloud.terminate(s["payload"]["instances"])
+                result = {}
+            if self.record is not None:
+                self.record.done(self.run_id, int(s["step"]), result)
+            self.events.append(Event(self.cloud.now(), "resent", {"step": int(s["step"]), "kind": s["kind"]}))
+
+    def cancel(self) -> None:
+        """End the run at the next poll (teardown)."""
+        self._cancelled = True
+
+    def poll(self) -> Outcome | None:
+        """One round of the loop; the outcome once the run has ended."""
+        instances, now, report = self.observe()
+        first = self.step == 0
+        state = None
+        if report is not None and report.finished_s is not None:
+            state = "met" if report.finished_s <= self.deadline_s * (1 + 1e-12) else "missed"
+        elif self._cancelled:
+            state = "cancelled"
+        elif now >= self.horizon_s - 1e-9:
+            state = "missed"
+        elif not first and now + self.view(instances, now, False).time_to_finish(self.want) > self.horizon_s:
+            state = "gave-up"
+        if state is not None:
+            return self._end(state, instances, now, report)
+        if first:
+            self._ensure_ps(instances)
+            instances = self.cloud.instances(self.run_id)
+        expired = (self.full_until > now - self.settings.poll_s) & (self.full_until <= now)
+        event = first or self._new_events_since_last_poll(now) or bool(expired.any())
+        for _ in range(self.settings.rounds):
+            view = self.view(instances, now, event)
+            order = self.policy.decide(view)
+            refused = self._apply(order, view, instances, now)
+            instances = self.cloud.instances(self.run_id)
+            if not refused:
+                break
+            event = True
+        self._release_replaced(instances, now)
+        self._last_poll = now
+        return None
+
+    def _new_events_since_last_poll(self, now: float) -> bool:
+        last = getattr(self, "_last_poll", -math.inf)
+        return any(e.kind in ("notice", "reclaim") and e.time_s > last - 1e-9 for e in self.events)
+
+    def _end(self, state: str, instances: Sequence[Instance], now: float, report: Report | None) -> Outcome:
+        self._terminate([i for i in instances if i.ended_s is None], "teardown")
+        instances = self.cloud.instances(self.run_id)
+        finish = None if report is None else report.finished_s
+        loss = self.model.loss(self._progress())
+        self.outcome = Outcome(state=state, finish_s=finish, end_s=now, cost=self.cost(instances, now), loss=loss,
+                               revocations=self.counters["revocations"], launches=self.counters["launches"],
+                               refusals=self.counters["refusals"],
+                               on_demand_launched=self.counters["on_demand_launched"])
+        self.note("end", **self.outcome.to_dict())
+        return self.outcome
+
+    def run(self, max_polls: int | None = None) -> Outcome:
+        """Poll until the run ends (``max_polls``: a bound for callers that must stop)."""
+        limit = max_polls if max_polls is not None else int(self.horizon_s / self.settings.poll_s) + 10
+        for _ in range(limit):
+            outcome = self.poll()
+            if outcome is not None:
+                return outcome
+            self.cloud.sleep(self.settings.poll_s)
+        instances, now, report = self.observe()
+        return self._end("missed", instances, now, report)

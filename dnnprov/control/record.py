@@ -1,0 +1,139 @@
+"""The durable record of runs (SQLite): what a restarted controller needs to go on.
+
+One database file holds every run of a state folder. A run's row keeps its inputs (the
+instance, the plan, the policy, the settings, the cloud's endpoint and region) and its
+state; its steps are written **before** they are sent (``intent``) and marked ``done`` with
+their outcome after, so a controller killed between the two re-sends the step with the same
+ClientToken (the cloud answers with the instances it already launched) instead of launching
+again. Events are appended as they happen. One controller at a time owns a run: an OS lock
+on ``RUN.lock`` in the state folder, released by the OS when its process dies.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+import time
+import uuid
+from contextlib import closing
+from pathlib import Path
+from typing import Any, Iterator
+
+from dnnprov.control.loop import Event
+from dnnprov.errors import InvalidInputError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, created REAL, updated REAL, state TEXT, spec TEXT,
+                                 outcome TEXT);
+CREATE TABLE IF NOT EXISTS steps (run_id TEXT, step INTEGER, kind TEXT, payload TEXT, status TEXT, result TEXT,
+                                  PRIMARY KEY (run_id, step));
+CREATE TABLE IF NOT EXISTS events (run_id TEXT, seq INTEGER PRIMARY KEY AUTOINCREMENT, time_s REAL, kind TEXT,
+                                   detail TEXT);
+"""
+STATES = ("running", "met", "missed", "gave-up", "cancelled", "cancelling", "failed")
+
+
+class RunRecord:
+    """Runs in ``folder/runs.db`` (module docstring)."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InvalidInputError("--state", f"{folder}: {exc.strerror}") from None
+        self.path = self.folder / "runs.db"
+        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(SCHEMA)
+        self._locks: dict[str, int] = {}
+
+    def close(self) -> None:
+        for fd in self._locks.values():
+            os.close(fd)
+        self._locks.clear()
+        self._db.close()
+
+    # ------------------------------------------------------------------ runs
+    def create(self, spec: dict[str, Any], run_id: str | None = None) -> str:
+        """A new run with its inputs; its id (``run-`` and 12 hex digits unless given)."""
+        run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
+        now = time.time()
+        try:
+            self._db.execute("INSERT INTO runs VALUES (?, ?, ?, 'running', ?, NULL)",
+                             (run_id, now, now, json.dumps(spec)))
+        except sqlite3.IntegrityError:
+            raise InvalidInputError("--run-id", f"a run {run_id!r} exists already in {self.folder}") from None
+        return run_id
+
+    def get(self, run_id: str) -> dict[str, Any]:
+        """The run's row: id, state, spec, outcome, created, updated."""
+        row = self._db.execute("SELECT id, created, updated, state, spec, outcome FROM runs WHERE id = ?",
+                               (run_id,)).fetchone()
+        if row is None:
+            raise InvalidInputError("RUN", f"no run {run_id!r} in {self.folder}")
+        return {"id": row[0], "created": row[1], "updated": row[2], "state": row[3], "spec": json.loads(row[4]),
+                "outcome": None if row[5] is None else json.loads(row[5])}
+
+    def runs(self) -> list[str]:
+        """Every run id, oldest first."""
+        return [r[0] for r in self._db.execute("SELECT id FROM runs ORDER BY created")]
+
+    def set_state(self, run_id: str, state: str, outcome: dict[str, Any] | None = None) -> None:
+        """Move the run to ``state`` (and keep its outcome)."""
+        if state not in STATES:
+            raise ValueError(state)
+        self._db.execute("UPDATE runs SET state = ?, updated = ?, outcome = COALESCE(?, outcome) WHERE id = ?",
+                         (state, time.time(), None if outcome is None else json.dumps(outcome), run_id))
+
+    # ------------------------------------------------------------------ steps and events
+    def intend(self, run_id: str, step: int, kind: str, payload: dict[str, Any]) -> None:
+        """Write a step before it is sent."""
+        self._db.execute("INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, 'intent', NULL)",
+                         (run_id, step, kind, json.dumps(payload)))
+
+    def done(self, run_id: str, step: int, result: dict[str, Any]) -> None:
+        """Mark a step sent, with what it got."""
+        self._db.execute("UPDATE steps SET status = 'done', result = ? WHERE run_id = ? AND step = ?",
+                         (json.dumps(result), run_id, step))
+
+    def steps(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's steps in order."""
+        return [{"step": r[0], "kind": r[1], "payload": json.loads(r[2]), "status": r[3],
+                 "result": None if r[4] is None else json.loads(r[4])}
+                for r in self._db.execute("SELECT step, kind, payload, status, result FROM steps WHERE run_id = ? "
+                                          "ORDER BY step", (run_id,))]
+
+    def event(self, run_id: str, event: Event) -> None:
+        """Append an event."""
+        self._db.execute("INSERT INTO events (run_id, time_s, kind, detail) VALUES (?, ?, ?, ?)",
+                         (run_id, event.time_s, event.kind, json.dumps(event.detail)))
+
+    def events(self, run_id: str) -> Iterator[dict[str, Any]]:
+        """The run's events in order."""
+        for time_s, kind, detail in self._db.execute("SELECT time_s, kind, detail FROM events WHERE run_id = ? "
+                                                     "ORDER BY seq", (run_id,)):
+            yield {"time_s": time_s, "kind": kind, **json.loads(detail)}
+
+    # ------------------------------------------------------------------ ownership
+    def lock(self, run_id: str) -> None:
+        """Own the run (one controller at a time); refused while another process owns it."""
+        path = self.folder / f"{run_id}.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            owner = path.read_text().strip() or "another process"
+            raise InvalidInputError("RUN", f"run {run_id} is being controlled by {owner}") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()}".encode())
+        self._locks[run_id] = fd
+
+
+def open_record(folder: str | Path) -> closing[RunRecord]:
+    """A record to use in a ``with`` block."""
+    return closing(RunRecord(folder))
