@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 import time
+from contextlib import closing
 from typing import Any
 
 from dnnprov.cli.risk import _spot_instance
@@ -113,45 +114,46 @@ def cmd_start(args: argparse.Namespace) -> int:
             "region": check_region(args.region), "endpoint_url": args.endpoint_url, "twin": twin,
             "image_id": args.image_id or PLACEHOLDER_IMAGE, "progress": args.progress,
             "settings": settings.to_dict(), "start_epoch": clock_now}
-    record = _record(args)
-    run_id = record.create(spec, args.run_id)
-    record.lock(run_id)
-    controller, _ = _controller(record, run_id, spec)
-    print(json.dumps({"run": run_id, "state": "running"}) if args.json else f"run {run_id} started", file=sys.stderr)
-    return _print_outcome(run_id, _drive(record, run_id, controller, args.max_polls), args.json)
+    with closing(_record(args)) as record:
+        run_id = record.create(spec, args.run_id)
+        record.lock(run_id)
+        controller, _ = _controller(record, run_id, spec)
+        print(json.dumps({"run": run_id, "state": "running"}) if args.json else f"run {run_id} started",
+              file=sys.stderr)
+        return _print_outcome(run_id, _drive(record, run_id, controller, args.max_polls), args.json)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """Take a run over again after its controller stopped (adopt, re-send, go on)."""
-    record = _record(args)
-    row = record.get(args.run_id)
-    if row["state"] not in ("running", "cancelling"):
-        return _status(record, args.run_id, args.json)
-    record.lock(args.run_id)
-    controller, _ = _controller(record, args.run_id, row["spec"])
-    controller.resume(record.steps(args.run_id), list(record.events(args.run_id)))
-    return _print_outcome(args.run_id, _drive(record, args.run_id, controller, args.max_polls), args.json)
+    with closing(_record(args)) as record:
+        row = record.get(args.run_id)
+        if row["state"] not in ("running", "cancelling"):
+            return _status(record, args.run_id, args.json)
+        record.lock(args.run_id)
+        controller, _ = _controller(record, args.run_id, row["spec"])
+        controller.resume(record.steps(args.run_id), list(record.events(args.run_id)))
+        return _print_outcome(args.run_id, _drive(record, args.run_id, controller, args.max_polls), args.json)
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     """Ask the run's controller to tear down; with none alive, tear down here."""
-    record = _record(args)
-    row = record.get(args.run_id)
-    if row["state"] not in ("running", "cancelling"):
-        print(f"{args.run_id}: already ended ({row['state']})")
+    with closing(_record(args)) as record:
+        row = record.get(args.run_id)
+        if row["state"] not in ("running", "cancelling"):
+            print(f"{args.run_id}: already ended ({row['state']})")
+            return EXIT_OK
+        record.set_state(args.run_id, "cancelling")
+        try:
+            record.lock(args.run_id)
+        except InvalidInputError:
+            print(f"{args.run_id}: cancel requested; its controller tears it down at its next poll")
+            return EXIT_OK
+        controller, _ = _controller(record, args.run_id, row["spec"])
+        controller.resume(record.steps(args.run_id), list(record.events(args.run_id)))
+        controller.cancel()
+        outcome = _drive(record, args.run_id, controller, 1)
+        print(f"{args.run_id}: cancelled, {0 if outcome is None else outcome.cost:.4f} $ spent")
         return EXIT_OK
-    record.set_state(args.run_id, "cancelling")
-    try:
-        record.lock(args.run_id)
-    except InvalidInputError:
-        print(f"{args.run_id}: cancel requested; its controller tears it down at its next poll")
-        return EXIT_OK
-    controller, _ = _controller(record, args.run_id, row["spec"])
-    controller.resume(record.steps(args.run_id), list(record.events(args.run_id)))
-    controller.cancel()
-    outcome = _drive(record, args.run_id, controller, 1)
-    print(f"{args.run_id}: cancelled, {0 if outcome is None else outcome.cost:.4f} $ spent")
-    return EXIT_OK
 
 
 def _status(record: Any, run_id: str, as_json: bool) -> int:
@@ -192,7 +194,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.run_id is None:
             raise InvalidInputError("RUN", f"`dnnprov run {args.target}` needs a run id")
         if args.target == "status":
-            return _status(_record(args), args.run_id, args.json)
+            with closing(_record(args)) as record:
+                return _status(record, args.run_id, args.json)
         return cmd_cancel(args) if args.target == "cancel" else cmd_resume(args)
     if args.run_id is not None and args.run_id_option is None:
         raise InvalidInputError(args.run_id, "unexpected argument (did you mean --run-id?)")
