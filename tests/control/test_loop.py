@@ -178,3 +178,39 @@ def test_run_once_keeps_its_offset_and_events() -> None:
     assert data["offset"] == 2 and data["state"] == "met"
     assert data["events"][0]["kind"] == "launch" and data["events"][0]["role"] == "ps"
     assert math.isclose(data["events"][-1]["time_s"], run.outcome.end_s)
+
+
+def test_progress_reports_by_file_and_http(tmp_path) -> None:
+    """The protocol's two transports give the report back; a bad one is one clear error."""
+    import http.server
+    import threading
+
+    from dnnprov.control.trainer import Report, read_report, write_report
+
+    path = tmp_path / "progress.json"
+    assert read_report(str(path)) is None
+    report = Report(run="r", time_s=812.4, loss=1.93, step=1200)
+    write_report(path, report)
+    assert read_report(str(path)) == report
+    body = path.read_bytes()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200 if self.path == "/progress" else 404)
+            self.end_headers()
+            self.wfile.write(body if self.path == "/progress" else b"")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        assert read_report(url + "/progress") == report
+        assert read_report(url + "/none") is None
+    finally:
+        server.shutdown()
+    path.write_text('{"time_s": "soon", "loss": 1}')
+    with pytest.raises(InvalidInputError, match="time_s and loss"):
+        read_report(str(path))
