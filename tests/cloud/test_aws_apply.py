@@ -170,3 +170,46 @@ def test_partial_fleet_exits_nonzero_and_launches_no_ps(moto_url: str, tmp_path:
                 if i["InstanceId"] not in before]
     assert [i["InstanceType"] for i in launched] == ["g4dn.12xlarge"]  # the fleet's one instance, no m5.xlarge
     assert launched[0]["InstanceId"] in err  # named, so that it can be terminated
+
+
+def test_takeover_keeping_no_worker_launches_no_second_ps(ref_resnet110, moto_url: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture) -> None:
+    """Every worker revoked: `replan` keeps the running PS (new PS 0), so neither the EC2 export nor
+    `apply --dry-run` launches a PS (issue 28: both launched one m5.xlarge beside the running one)."""
+    from dnnprov.revocation.replan import predicted_loss
+
+    problem = ref_resnet110()
+    instance = tmp_path / "table1.json"
+    dnnprov.write_instance(problem, instance)
+    running = {"g3.8xlarge": 5, "g3.16xlarge": 3}
+    plan = tmp_path / "running.json"
+    plan.write_text(json.dumps({"status": "feasible", "kind": "spot", "instance": problem.name,
+                                "plan": {"counts": running, "ps": 1}}))
+    loss = predicted_loss(problem, running, 600.0)
+    assert main(["replan", str(instance), "--plan", str(plan), "--revoked", "g3.8xlarge=5", "--revoked",
+                 "g3.16xlarge=3", "--elapsed", "600", "--loss-reached", str(loss), "--json"]) == 0
+    takeover = tmp_path / "takeover.json"
+    takeover.write_text(capsys.readouterr().out)
+    doc = json.loads(takeover.read_text())
+    assert doc["instance"]["constraints"]["existing"] == {} and doc["result"]["details"]["new_ps"] == 0
+    assert main(["export", str(takeover), "--to", "ec2-run-instances", "--image-id", AMI]) == 0
+    calls = json.loads(capsys.readouterr().out)["calls"]
+    assert {c["params"]["InstanceType"]: c["params"]["MinCount"] for c in calls} == doc["result"]["plan"]["counts"]
+    assert main(["export", str(takeover), "--to", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["launch"]["ps"]["count"] == 0
+    assert main(["apply", str(takeover), "--dry-run", "--image-id", AMI, "--region", "us-east-1",
+                 "--endpoint-url", moto_url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len([line for line in lines if line.startswith("dry run ok:")]) == len(calls)
+    assert not any("m5.xlarge" in line for line in lines)
+
+
+def test_a_takeover_asking_for_more_ps_than_it_runs_is_refused() -> None:
+    """``details.new_ps`` above the plan's PS count is no takeover dnnprov made: one error naming it."""
+    from dnnprov.cloud.export import PlanDocument
+    from dnnprov.errors import InvalidInputError
+
+    result = {"status": "optimal", "kind": "spot", "plan": {"counts": {"p3.2xlarge": 1}, "ps": 1},
+              "details": {"new_ps": 2}}
+    with pytest.raises(InvalidInputError, match="^result.details.new_ps: must be <= 1"):
+        PlanDocument.from_dict(result)
