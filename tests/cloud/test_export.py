@@ -310,3 +310,12 @@ def test_yaml_dumper_round_trip() -> None:
              "h.i/j": [[1, 2], {"k": 2.5}], "l": "---\nkind: Secret"}, {"m": "é"}]
     text = dump_yaml(data, "two lines\nof comment")
     assert text.startswith("# two lines\n# of comment\n") and list(yaml.safe_load_all(text)) == data
+
+
+def test_skypilot_ps_task_declares_its_port(table1: PlanDocument) -> None:
+    """The PS task opens the port its workers are told (``DNNPROV_PS_PORT``); workers open none (issue 28)."""
+    tasks = [yaml.safe_load(text) for name, text in export_files(table1, "skypilot", UNCHECKED).items()
+             if name.endswith(".yaml")]
+    ps = [t for t in tasks if t["envs"]["DNNPROV_ROLE"] == "ps"]
+    assert len(ps) == 1 and ps[0]["resources"]["ports"] == int(ps[0]["envs"]["DNNPROV_PS_PORT"]) == 2222
+    assert all("ports" not in t["resources"] for t in tasks if t["envs"]["DNNPROV_ROLE"] == "worker")
