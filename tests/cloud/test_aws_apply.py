@@ -213,3 +213,45 @@ def test_a_takeover_asking_for_more_ps_than_it_runs_is_refused() -> None:
               "details": {"new_ps": 2}}
     with pytest.raises(InvalidInputError, match="^result.details.new_ps: must be <= 1"):
         PlanDocument.from_dict(result)
+
+
+def _instances(url: str, run: str | None = None) -> list[dict]:
+    filters = [{"Name": "tag:dnnprov:run", "Values": [run]}] if run else []
+    return [i for r in ec2(url).describe_instances(Filters=filters)["Reservations"] for i in r["Instances"]]
+
+
+def test_each_apply_is_its_own_run(real_plan: Path, moto_url: str, capsys: pytest.CaptureFixture) -> None:
+    """Two applies of one plan: each instance carries its launch call's ClientToken and its run's
+    ``dnnprov:run`` tag, a fresh run per apply, or the one given with --run-id (issue 28)."""
+    args = ["apply", str(real_plan), "--image-id", AMI, "--endpoint-url", moto_url, "--yes"]
+    assert main(args) == 0
+    first = capsys.readouterr().out.splitlines()[-1].split()[1].rstrip(":")
+    assert main(args + ["--run-id", "team-a.run-7"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("run team-a.run-7: every instance is tagged")
+    mine, theirs, every = _instances(moto_url, first), _instances(moto_url, "team-a.run-7"), _instances(moto_url)
+    assert mine and theirs and len(mine) + len(theirs) == len(every)
+    assert len(mine) == len(theirs) == sum(json.loads(real_plan.read_text())["result"]["plan"]["counts"].values()) + 1
+    tokens = {i["ClientToken"] for i in mine}, {i["ClientToken"] for i in theirs}
+    assert all(t.startswith("dnnprov-") for t in tokens[0] | tokens[1]) and not tokens[0] & tokens[1]
+    # one token per launch call: the calls of the run (one per type, and the PS)
+    assert len(tokens[0]) == len({i["InstanceType"] for i in mine})
+
+
+def test_launch_calls_without_a_client_token_are_refused(real_plan: Path, moto_url: str) -> None:
+    """issue_calls sends no launch without a ClientToken (a retried launch could launch twice)."""
+    from dnnprov.cloud.aws import AwsClients, issue_calls
+    from dnnprov.errors import InvalidInputError
+
+    calls = run_instances_calls(load_plan(real_plan), LaunchOptions(image_id=AMI))
+    with pytest.raises(InvalidInputError, match="^calls: RunInstances carries no ClientToken"):
+        issue_calls(calls, AwsClients("us-east-1", endpoint_url=moto_url), dry_run=False)
+    assert _instances(moto_url) == []
+
+
+def test_bad_run_id_is_one_error_line(real_plan: Path, moto_url: str, capsys: pytest.CaptureFixture) -> None:
+    """A run id that cannot be a tag value and label value: exit 2 naming it, nothing sent."""
+    assert main(["apply", str(real_plan), "--image-id", AMI, "--endpoint-url", moto_url, "--yes",
+                 "--run-id", "-bad id"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "run_id: '-bad id' is not a valid name here" in err
+    assert _instances(moto_url) == []
