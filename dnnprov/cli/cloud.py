@@ -19,6 +19,7 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.cloud.export import (KUEUE_APIS, TARGETS, ApiCall, ExportOptions, FunctionCode, LaunchOptions,
                                   PlanDocument, SkyPilotOptions, ec2_fleet_calls, export_files, load_plan,
                                   plan_document, run_instances_calls)
+from dnnprov.cloud.export.aws_calls import new_run_id
 from dnnprov.io.instances import read_instance
 from dnnprov.revocation.replan import (DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem, solve_takeover, takeover_document,
                                   zone_capacity, zone_placement)
@@ -53,10 +54,10 @@ def _document(args: argparse.Namespace) -> PlanDocument:
     return PlanDocument(result=doc.result, problem=problem, catalog=catalog)
 
 
-def _launch(args: argparse.Namespace) -> LaunchOptions:
+def _launch(args: argparse.Namespace, run_id: str | None = None) -> LaunchOptions:
     return LaunchOptions(image_id=args.image_id, launch_template=args.launch_template,
                          launch_template_version=args.launch_template_version,
-                         subnet_id=args.subnet_id, key_name=args.key_name)
+                         subnet_id=args.subnet_id, key_name=args.key_name, run_id=run_id or args.run_id)
 
 
 def _export_options(args: argparse.Namespace) -> ExportOptions:
@@ -109,23 +110,31 @@ def cmd_apply(args: argparse.Namespace) -> int:
     """Issue PLAN's EC2 calls: with --dry-run as DryRun requests, else after a confirmation."""
     import boto3
 
-    from dnnprov.cloud.aws import AwsClients, issue_calls
+    from dnnprov.cloud.aws import AwsClients, CloudError, issue_calls
 
     doc = _document(args)
-    calls = (ec2_fleet_calls if args.via == "fleet" else run_instances_calls)(doc, _launch(args))
+    launch = _launch(args, args.run_id or new_run_id())
+    calls = (ec2_fleet_calls if args.via == "fleet" else run_instances_calls)(doc, launch)
     region = args.region or doc.region or boto3.Session().region_name
     if region is None:
         raise InvalidInputError("region", "the plan names no region (no catalog) and none is configured: pass --region")
     summary = ", ".join(_describe(c) for c in calls)
+    run = launch.run_id
     if not args.dry_run and not args.yes:
         try:
-            answer = input(f"Launch {summary} in {region}? This starts billing. [y/N] ")
+            answer = input(f"Launch {summary} in {region} as run {run}? This starts billing. [y/N] ")
         except EOFError:
             answer = ""
         if answer.strip().lower() not in ("y", "yes"):
             print("aborted: nothing launched")
             return EXIT_NO_PLAN
-    outcomes = issue_calls(calls, AwsClients(region, endpoint_url=args.endpoint_url), dry_run=args.dry_run)
+    try:
+        outcomes = issue_calls(calls, AwsClients(region, endpoint_url=args.endpoint_url), dry_run=args.dry_run)
+    except CloudError as exc:
+        if args.dry_run:
+            raise
+        raise CloudError(exc.field, f"{exc.problem} (run {run}: its instances are tagged dnnprov:run={run})",
+                         exc.code) from None
     for outcome in outcomes:
         what = _describe(outcome.call)
         if outcome.dry_run:
@@ -133,6 +142,9 @@ def cmd_apply(args: argparse.Namespace) -> int:
         else:
             print(f"launched: {what}: {', '.join(outcome.instance_ids) or 'no instance'}"
                   + (f"; errors: {'; '.join(outcome.errors)}" if outcome.errors else ""))
+    if not args.dry_run:
+        print(f"run {run}: every instance is tagged dnnprov:run={run}; `apply --run-id {run}` sends the same "
+              "launch calls again, which launch nothing new")
     return EXIT_OK
 
 
@@ -210,6 +222,8 @@ def _plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--launch-template-version", default="$Default")
     p.add_argument("--subnet-id")
     p.add_argument("--key-name")
+    p.add_argument("--run-id", help="name of this deployment: the dnnprov:run tag of every instance and the seed of "
+                                    "each launch's ClientToken (apply: a fresh one by default; export: none)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -32,6 +32,7 @@ from dnnprov.io.catalog_import import (cheapest_zone, dated_catalog_name, iso, p
                                     quota_family, write_catalog)
 from dnnprov.errors import InvalidInputError
 from dnnprov.cloud.export import ApiCall
+from dnnprov.cloud.export.aws_calls import LAUNCH_OPERATIONS
 from dnnprov.problems.spot import VcpuQuota
 
 #: vCPU quota codes of Service Quotas (service ``ec2``) per (family, market).
@@ -417,6 +418,11 @@ class CallOutcome:
 def issue_calls(calls: Sequence[ApiCall], clients: AwsClients, *, dry_run: bool) -> list[CallOutcome]:
     """Issue EC2 calls in order; with ``dry_run`` each carries ``DryRun=True`` (DryRunOperation = success).
 
+    Every launch call (RunInstances, CreateFleet) must carry a ClientToken (the calls of
+    :class:`LaunchOptions` with a ``run_id``), so that a call retried after a lost answer, or
+    sent again by a resumed run, launches nothing twice; one without is refused before any
+    call is sent.
+
     A real launch stops at the first call that fails, returns errors or launches less than
     it asked for (a fleet's weighted capacity below its target, fewer instances than
     ``MinCount``): :class:`CloudError` then names what is short and the instances already
@@ -430,6 +436,10 @@ def issue_calls(calls: Sequence[ApiCall], clients: AwsClients, *, dry_run: bool)
     for call in calls:
         if call.service != "ec2":
             raise InvalidInputError("calls", f"only EC2 calls can be issued, got {call.service}:{call.operation}")
+        if call.operation in LAUNCH_OPERATIONS and not call.params.get("ClientToken"):
+            raise InvalidInputError("calls", f"{call.operation} carries no ClientToken: build the calls with a run id "
+                                             "(LaunchOptions.run_id) so that a retried launch is idempotent")
+    for call in calls:
         try:
             if dry_run:
                 try:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dnnprov.errors import InvalidInputError
 from dnnprov.problems.domain import EDGE_SHARE, NUMERATOR_SHARE, TOLERANCE, widen
 from dnnprov.problems.spot import SpotColumns, SpotProblem
 
@@ -131,11 +132,22 @@ class SpotModel:
 
     # ----------------------------------------------------------------- evaluation
     def evaluate(self, counts: np.ndarray, ps: np.ndarray | int = 1) -> SpotEvaluation:
-        """Evaluate plans ``counts`` (shape ``(N, columns)``) with ``ps`` PS nodes each."""
+        """Evaluate plans ``counts`` (shape ``(N, columns)``) with ``ps`` PS nodes each.
+
+        A counts array of another width than the problem's columns (or more than two axes)
+        is refused: its rows would be read against the wrong columns.
+        """
         counts = np.atleast_2d(np.asarray(counts, dtype=np.int64))
-        n_plans = counts.shape[0]
-        ps = np.broadcast_to(np.asarray(ps, dtype=np.int64), (n_plans,))
         cols = self.columns
+        if counts.ndim != 2 or counts.shape[1] != len(cols):
+            raise InvalidInputError("counts", f"an array of shape {counts.shape} is not plans of the problem's "
+                                              f"{len(cols)} columns ({', '.join(cols.labels)}): give shape (N, {len(cols)})")
+        n_plans = counts.shape[0]
+        try:
+            ps = np.broadcast_to(np.asarray(ps, dtype=np.int64), (n_plans,))
+        except ValueError:
+            raise InvalidInputError("ps", f"needs one PS count, or one per plan ({n_plans}); got shape "
+                                          f"{np.shape(ps)}") from None
         workers = counts.sum(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
             times = self.iteration_times(workers, ps)                   # (N, C)

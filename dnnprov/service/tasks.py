@@ -235,7 +235,7 @@ def _predict(body: object, cap: float) -> Task:
 
 #: ``options`` of an export request that are strings, and the SkyPilot ones of other types (as the CLI's options).
 EXPORT_TEXT_OPTIONS = ("image_id", "launch_template", "launch_template_version", "subnet_id", "key_name",
-                       "function_name", "role", "image_uri", "s3_bucket", "s3_key", "runtime", "handler", "queue_name",
+                       "run_id", "function_name", "role", "image_uri", "s3_bucket", "s3_key", "runtime", "handler", "queue_name",
                        "namespace", "kueue_api", "region", "skypilot_catalog")
 EXPORT_FLAG_OPTIONS = ("no_catalog_check", "managed_spot")
 
@@ -256,7 +256,7 @@ def _export(body: object, cap: float) -> Task:
             catalog = Catalog.from_dict(b["catalog"])
         problem = instance(b["instance"]) if b.get("instance") is not None else doc.problem
         doc = PlanDocument(result=doc.result, problem=problem, catalog=catalog)
-    launch_keys = {"image_id", "launch_template", "launch_template_version", "subnet_id", "key_name"}
+    launch_keys = {"image_id", "launch_template", "launch_template_version", "subnet_id", "key_name", "run_id"}
     code_keys = {"role", "image_uri", "s3_bucket", "s3_key", "runtime", "handler"}
     o = _fields(b.get("options", {}), {*EXPORT_TEXT_OPTIONS, *EXPORT_FLAG_OPTIONS, "autostop"})
     for key, value in o.items():
@@ -265,7 +265,10 @@ def _export(body: object, cap: float) -> Task:
                 raise InvalidInputError(f"options.{key}", f"must be true or false, got {check.short(value)}")
         elif key != "autostop":
             check.text(f"options.{key}", value)
-    launch = LaunchOptions(**{k: o[k] for k in launch_keys if k in o})
+    try:
+        launch = LaunchOptions(**{k: o[k] for k in launch_keys if k in o})
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"options.{exc.field}", exc.problem) from None
     code = FunctionCode(**{"role": "", **{k: o[k] for k in code_keys if k in o}}) if code_keys & set(o) else None
     options = ExportOptions(launch=launch, function_name=o.get("function_name"), code=code,
                             queue_name=o.get("queue_name"), namespace=o.get("namespace", "default"),

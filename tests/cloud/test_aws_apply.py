@@ -170,3 +170,88 @@ def test_partial_fleet_exits_nonzero_and_launches_no_ps(moto_url: str, tmp_path:
                 if i["InstanceId"] not in before]
     assert [i["InstanceType"] for i in launched] == ["g4dn.12xlarge"]  # the fleet's one instance, no m5.xlarge
     assert launched[0]["InstanceId"] in err  # named, so that it can be terminated
+
+
+def test_takeover_keeping_no_worker_launches_no_second_ps(ref_resnet110, moto_url: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture) -> None:
+    """Every worker revoked: `replan` keeps the running PS (new PS 0), so neither the EC2 export nor
+    `apply --dry-run` launches a PS (issue 28: both launched one m5.xlarge beside the running one)."""
+    from dnnprov.revocation.replan import predicted_loss
+
+    problem = ref_resnet110()
+    instance = tmp_path / "table1.json"
+    dnnprov.write_instance(problem, instance)
+    running = {"g3.8xlarge": 5, "g3.16xlarge": 3}
+    plan = tmp_path / "running.json"
+    plan.write_text(json.dumps({"status": "feasible", "kind": "spot", "instance": problem.name,
+                                "plan": {"counts": running, "ps": 1}}))
+    loss = predicted_loss(problem, running, 600.0)
+    assert main(["replan", str(instance), "--plan", str(plan), "--revoked", "g3.8xlarge=5", "--revoked",
+                 "g3.16xlarge=3", "--elapsed", "600", "--loss-reached", str(loss), "--json"]) == 0
+    takeover = tmp_path / "takeover.json"
+    takeover.write_text(capsys.readouterr().out)
+    doc = json.loads(takeover.read_text())
+    assert doc["instance"]["constraints"]["existing"] == {} and doc["result"]["details"]["new_ps"] == 0
+    assert main(["export", str(takeover), "--to", "ec2-run-instances", "--image-id", AMI]) == 0
+    calls = json.loads(capsys.readouterr().out)["calls"]
+    assert {c["params"]["InstanceType"]: c["params"]["MinCount"] for c in calls} == doc["result"]["plan"]["counts"]
+    assert main(["export", str(takeover), "--to", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["launch"]["ps"]["count"] == 0
+    assert main(["apply", str(takeover), "--dry-run", "--image-id", AMI, "--region", "us-east-1",
+                 "--endpoint-url", moto_url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len([line for line in lines if line.startswith("dry run ok:")]) == len(calls)
+    assert not any("m5.xlarge" in line for line in lines)
+
+
+def test_a_takeover_asking_for_more_ps_than_it_runs_is_refused() -> None:
+    """``details.new_ps`` above the plan's PS count is no takeover dnnprov made: one error naming it."""
+    from dnnprov.cloud.export import PlanDocument
+    from dnnprov.errors import InvalidInputError
+
+    result = {"status": "optimal", "kind": "spot", "plan": {"counts": {"p3.2xlarge": 1}, "ps": 1},
+              "details": {"new_ps": 2}}
+    with pytest.raises(InvalidInputError, match="^result.details.new_ps: must be <= 1"):
+        PlanDocument.from_dict(result)
+
+
+def _instances(url: str, run: str | None = None) -> list[dict]:
+    filters = [{"Name": "tag:dnnprov:run", "Values": [run]}] if run else []
+    return [i for r in ec2(url).describe_instances(Filters=filters)["Reservations"] for i in r["Instances"]]
+
+
+def test_each_apply_is_its_own_run(real_plan: Path, moto_url: str, capsys: pytest.CaptureFixture) -> None:
+    """Two applies of one plan: each instance carries its launch call's ClientToken and its run's
+    ``dnnprov:run`` tag, a fresh run per apply, or the one given with --run-id (issue 28)."""
+    args = ["apply", str(real_plan), "--image-id", AMI, "--endpoint-url", moto_url, "--yes"]
+    assert main(args) == 0
+    first = capsys.readouterr().out.splitlines()[-1].split()[1].rstrip(":")
+    assert main(args + ["--run-id", "team-a.run-7"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("run team-a.run-7: every instance is tagged")
+    mine, theirs, every = _instances(moto_url, first), _instances(moto_url, "team-a.run-7"), _instances(moto_url)
+    assert mine and theirs and len(mine) + len(theirs) == len(every)
+    assert len(mine) == len(theirs) == sum(json.loads(real_plan.read_text())["result"]["plan"]["counts"].values()) + 1
+    tokens = {i["ClientToken"] for i in mine}, {i["ClientToken"] for i in theirs}
+    assert all(t.startswith("dnnprov-") for t in tokens[0] | tokens[1]) and not tokens[0] & tokens[1]
+    # one token per launch call: the calls of the run (one per type, and the PS)
+    assert len(tokens[0]) == len({i["InstanceType"] for i in mine})
+
+
+def test_launch_calls_without_a_client_token_are_refused(real_plan: Path, moto_url: str) -> None:
+    """issue_calls sends no launch without a ClientToken (a retried launch could launch twice)."""
+    from dnnprov.cloud.aws import AwsClients, issue_calls
+    from dnnprov.errors import InvalidInputError
+
+    calls = run_instances_calls(load_plan(real_plan), LaunchOptions(image_id=AMI))
+    with pytest.raises(InvalidInputError, match="^calls: RunInstances carries no ClientToken"):
+        issue_calls(calls, AwsClients("us-east-1", endpoint_url=moto_url), dry_run=False)
+    assert _instances(moto_url) == []
+
+
+def test_bad_run_id_is_one_error_line(real_plan: Path, moto_url: str, capsys: pytest.CaptureFixture) -> None:
+    """A run id that cannot be a tag value and label value: exit 2 naming it, nothing sent."""
+    assert main(["apply", str(real_plan), "--image-id", AMI, "--endpoint-url", moto_url, "--yes",
+                 "--run-id", "-bad id"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "run_id: '-bad id' is not a valid name here" in err
+    assert _instances(moto_url) == []

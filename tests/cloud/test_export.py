@@ -310,3 +310,34 @@ def test_yaml_dumper_round_trip() -> None:
              "h.i/j": [[1, 2], {"k": 2.5}], "l": "---\nkind: Secret"}, {"m": "é"}]
     text = dump_yaml(data, "two lines\nof comment")
     assert text.startswith("# two lines\n# of comment\n") and list(yaml.safe_load_all(text)) == data
+
+
+def test_skypilot_ps_task_declares_its_port(table1: PlanDocument) -> None:
+    """The PS task opens the port its workers are told (``DNNPROV_PS_PORT``); workers open none (issue 28)."""
+    tasks = [yaml.safe_load(text) for name, text in export_files(table1, "skypilot", UNCHECKED).items()
+             if name.endswith(".yaml")]
+    ps = [t for t in tasks if t["envs"]["DNNPROV_ROLE"] == "ps"]
+    assert len(ps) == 1 and ps[0]["resources"]["ports"] == int(ps[0]["envs"]["DNNPROV_PS_PORT"]) == 2222
+    assert all("ports" not in t["resources"] for t in tasks if t["envs"]["DNNPROV_ROLE"] == "worker")
+
+
+def test_launch_calls_carry_run_tag_and_client_token(table1: PlanDocument) -> None:
+    """With a run id every launch call has a ClientToken made of the run and the call (the same again
+    for the same run, another for another run or call) and tags its instances ``dnnprov:run``."""
+    from dataclasses import replace
+
+    run = replace(AMI, run_id="20260121T101500Z-3f9c2a1b")
+    fleet = replace(TEMPLATE, run_id=run.run_id)
+    for build, options in ((run_instances_calls, run), (ec2_fleet_calls, fleet)):
+        calls = build(table1, options)
+        tokens = [c.params["ClientToken"] for c in calls]
+        for call in calls:
+            check_against_model(call)
+            assert {"Key": "dnnprov:run", "Value": run.run_id} in call.params["TagSpecifications"][0]["Tags"]
+        assert len(set(tokens)) == len(calls) and all(len(t) <= 64 and t.isascii() for t in tokens)
+        assert [c.params["ClientToken"] for c in build(table1, options)] == tokens
+        other = [c.params["ClientToken"] for c in build(table1, replace(options, run_id="another-run"))]
+        assert not set(other) & set(tokens)
+        assert all("ClientToken" not in c.params for c in build(table1, replace(options, run_id=None)))
+    with pytest.raises(InvalidInputError, match="^run_id: 'my run' is not a valid name here"):
+        LaunchOptions(image_id="ami-1", run_id="my run")

@@ -7,6 +7,11 @@ would on create: ``metadata.name`` a DNS-1123 subdomain (cluster-scoped) and nam
 DNS-1123 label, the ``openAPIV3Schema`` (jsonschema, with Kubernetes' int-or-string), and
 every ``x-kubernetes-validations`` rule evaluated by a CEL interpreter (cel-python); rules
 on ``oldSelf`` are transition rules, which the API server runs on updates only.
+
+The export's Jobs (``batch/v1``, no CRD) are checked by the rules the API server applies to a
+Job's counts and pod failure policy, written out from Kubernetes' ``validateJobSpec`` and
+``validatePodFailurePolicy`` (pkg/apis/batch/validation/validation.go), and must survive a
+spot preemption: a pod with ``DisruptionTarget`` is ignored, not counted as a failure.
 """
 
 from __future__ import annotations
@@ -94,6 +99,53 @@ def _export(doc, api: str, **options: Any) -> list[dict[str, Any]]:
             if d["apiVersion"].startswith("kueue.x-k8s.io/")]
 
 
+#: Kubernetes' limits and values of a pod failure policy (pkg/apis/batch/validation/validation.go).
+MAX_RULES, MAX_PATTERNS = 20, 20
+ACTIONS, CONDITION_STATUS = {"Count", "FailIndex", "FailJob", "Ignore"}, {"True", "False", "Unknown"}
+QUALIFIED_NAME = re.compile(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                            r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+
+
+def job_failures(job: dict[str, Any]) -> list[str]:
+    """What the API server refuses in a Job's counts and pod failure policy (empty: valid)."""
+    spec, failures = job["spec"], []
+    for key in ("parallelism", "completions", "backoffLimit"):
+        if not isinstance(spec.get(key, 0), int) or spec.get(key, 0) < 0:
+            failures.append(f"spec.{key}: must be a non-negative integer")
+    policy = spec.get("podFailurePolicy")
+    if policy is None:
+        return failures
+    if spec["template"]["spec"].get("restartPolicy") != "Never":
+        failures.append('spec.template.spec.restartPolicy: only "Never" is supported when podFailurePolicy is specified')
+    rules = policy.get("rules", [])
+    if len(rules) > MAX_RULES:
+        failures.append("spec.podFailurePolicy.rules: too many")
+    for i, rule in enumerate(rules):
+        where = f"spec.podFailurePolicy.rules[{i}]"
+        if rule.get("action") not in ACTIONS or (rule.get("action") == "FailIndex" and "backoffLimitPerIndex" not in spec):
+            failures.append(f"{where}.action: {rule.get('action')!r} is not supported here")
+        if ("onExitCodes" in rule) == bool(rule.get("onPodConditions")):
+            failures.append(f"{where}: specify exactly one of onExitCodes and onPodConditions")
+        patterns = rule.get("onPodConditions", [])
+        if len(patterns) > MAX_PATTERNS:
+            failures.append(f"{where}.onPodConditions: too many")
+        for j, pattern in enumerate(patterns):
+            if not QUALIFIED_NAME.fullmatch(str(pattern.get("type", ""))):
+                failures.append(f"{where}.onPodConditions[{j}].type: not a qualified name")
+            if pattern.get("status") not in CONDITION_STATUS:
+                failures.append(f"{where}.onPodConditions[{j}].status: must be one of {sorted(CONDITION_STATUS)}")
+    return failures
+
+
+def survives_preemption(job: dict[str, Any]) -> bool:
+    """Whether the Job's first matching rule for a pod disrupted by a spot reclaim is Ignore
+    (rules are tried in order; a disrupted pod carries ``DisruptionTarget=True``)."""
+    for rule in job["spec"].get("podFailurePolicy", {}).get("rules", []):
+        if {"type": "DisruptionTarget", "status": "True"} in rule.get("onPodConditions", []):
+            return rule["action"] == "Ignore"
+    return False
+
+
 @pytest.fixture(scope="module")
 def table1():
     """spotDNN Table I solved exactly, with the hardware of its types and of the PS."""
@@ -171,3 +223,37 @@ def test_more_flavors_than_a_resource_group_holds_are_refused() -> None:
     group["flavors"].append({**group["flavors"][0], "name": "one-more"})
     with pytest.raises(jsonschema.ValidationError, match="is too long"):
         check_against_crds(queue, "v0.16.9")
+
+
+@pytest.mark.parametrize("api", KUEUE_APIS)
+@pytest.mark.parametrize("fixture", ["table1", "table1_pools"])
+def test_jobs_survive_spot_preemption(fixture: str, api: str, request: pytest.FixtureRequest) -> None:
+    """Every Job is valid for the API server and ignores disruptions, with a few retries for real failures
+    (issue 28: ``backoffLimit: 0`` and no pod failure policy let one spot preemption fail a Job for good)."""
+    documents = list(yaml.safe_load_all(export(request.getfixturevalue(fixture), "kueue", ExportOptions(kueue_api=api))))
+    jobs = [d for d in documents if d["kind"] == "Job"]
+    assert len(jobs) == sum(d["kind"] == "ResourceFlavor" for d in documents)
+    for job in jobs:
+        assert job_failures(job) == [] and survives_preemption(job)
+        assert job["spec"]["backoffLimit"] >= 1
+    for document in documents:
+        if document["apiVersion"].startswith("kueue.x-k8s.io/"):
+            check_against_crds(document, "v0.16.9")
+
+
+def test_job_checker_catches_what_kubernetes_refuses(table1) -> None:
+    """The Job checker is not vacuous: a restart policy a failure policy refuses, an unknown action,
+    a rule with no condition, a bad status; and a policy that counts disruptions does not survive them."""
+    (job, *_) = [d for d in yaml.safe_load_all(export(table1, "kueue")) if d["kind"] == "Job"]
+    broken = copy.deepcopy(job)
+    broken["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"
+    rule = broken["spec"]["podFailurePolicy"]["rules"][0]
+    rule["action"] = "Retry"
+    rule["onPodConditions"][0]["status"] = "Yes"
+    broken["spec"]["podFailurePolicy"]["rules"].append({"action": "FailJob"})
+    assert len(job_failures(broken)) == 4
+    counted = copy.deepcopy(job)
+    counted["spec"]["podFailurePolicy"]["rules"][0]["action"] = "Count"
+    assert job_failures(counted) == [] and not survives_preemption(counted)
+    del counted["spec"]["podFailurePolicy"]
+    assert not survives_preemption(counted)

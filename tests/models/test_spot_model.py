@@ -503,3 +503,19 @@ def test_reference_model_prices_the_ps_as_documented():
     a, b = SpotModel(free).evaluate(counts, 1), SpotModel(priced).evaluate(counts, 1)
     assert a.time_s[0] == b.time_s[0]
     assert b.cost[0] - a.cost[0] == pytest.approx(10.0 * a.time_s[0] / 3600, abs=2e-6)
+
+
+@pytest.mark.parametrize("counts", [[[3]], [3], [[1, 2, 3]], np.zeros((2, 2, 2), dtype=np.int64)])
+def test_counts_of_another_width_are_refused(counts) -> None:
+    """A row narrower or wider than the columns (issue 28: ``[[3]]`` on two columns gave 1,726 s)."""
+    from dataclasses import replace
+
+    one = small_problem()
+    two = one.replace(instance_types=(one.instance_types[0], replace(one.instance_types[0], name="x2.large")))
+    model = SpotModel(two)
+    assert len(model.columns) == 2
+    with pytest.raises(dnnprov.InvalidInputError, match=r"^counts: an array of shape .* \(N, 2\)"):
+        model.evaluate(counts)
+    with pytest.raises(dnnprov.InvalidInputError, match="^ps: "):
+        model.evaluate([[1, 0], [0, 1]], [1, 1, 1])
+    assert model.evaluate([[3, 0]]).time_s[0] == pytest.approx(SpotModel(one).evaluate([[3]]).time_s[0])

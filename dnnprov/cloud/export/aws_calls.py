@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
-from dataclasses import dataclass, field
+import secrets
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.serverless import ServerlessPlatform, ServerlessProblem
-from dnnprov.cloud.export.names import (LAMBDA_FUNCTION_NAME, LAMBDA_NAME_MAX, lambda_function_name, require,
-                                        tag_value)
+from dnnprov.cloud.export.names import (LAMBDA_FUNCTION_NAME, LAMBDA_NAME_MAX, RUN_ID, RUN_ID_MAX,
+                                        lambda_function_name, require, tag_value)
 from dnnprov.cloud.export.placement import plan_region, region_pools, split
 from dnnprov.cloud.export.plan import PlanDocument, hardware, split_label
 
@@ -30,21 +33,62 @@ class ApiCall:
         return {"service": self.service, "operation": self.operation, "params": self.params}
 
 
+#: The EC2 calls that launch instances: each carries a ClientToken when the launch has a run id.
+LAUNCH_OPERATIONS = ("RunInstances", "CreateFleet")
+
+
+def new_run_id() -> str:
+    """A fresh run id: the UTC time and 8 random hex digits, e.g. ``20260121T101500Z-3f9c2a1b``."""
+    return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(4)}"
+
+
 @dataclass(frozen=True)
 class LaunchOptions:
-    """What an EC2 launch needs beyond the plan: an AMI or a launch template, and placement."""
+    """What an EC2 launch needs beyond the plan: an AMI or a launch template, and placement.
+
+    ``run_id`` names one deployment: every instance is tagged ``dnnprov:run`` with it and every
+    launch call carries a ClientToken derived from it and the call, so that the same call of
+    the same run, sent again, launches nothing new (EC2's idempotency). ``dnnprov apply`` makes
+    a fresh one unless given ``--run-id``; without one an export carries neither.
+    """
 
     image_id: str | None = None
     launch_template: str | None = None
     launch_template_version: str = "$Default"
     subnet_id: str | None = None
     key_name: str | None = None
+    run_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.run_id is not None:
+            require("run_id", self.run_id, RUN_ID, RUN_ID_MAX,
+                    "a run id has letters, digits, '-', '_' and '.', alphanumeric at both ends")
 
 
+def _tags(doc: PlanDocument, role: str, run_id: str | None) -> list[dict[str, Any]]:
+    tags = [{"Key": "dnnprov:plan", "Value": tag_value(doc.name)}, {"Key": "dnnprov:role", "Value": role}]
+    if run_id is not None:
+        tags.append({"Key": "dnnprov:run", "Value": run_id})
+    return [{"ResourceType": "instance", "Tags": tags}]
 
-def _tags(doc: PlanDocument, role: str) -> list[dict[str, Any]]:
-    return [{"ResourceType": "instance", "Tags": [{"Key": "dnnprov:plan", "Value": tag_value(doc.name)},
-                                                  {"Key": "dnnprov:role", "Value": role}]}]
+
+def client_token(run_id: str, index: int, call: ApiCall) -> str:
+    """The ClientToken of launch call number ``index`` of run ``run_id`` (64 ASCII characters at most).
+
+    A hash of the run id, the call's position and its parameters: the same call of the same
+    run always gets the same token (a retry is idempotent), another run or call another one.
+    """
+    params = {k: v for k, v in call.params.items() if k != "ClientToken"}
+    text = json.dumps([run_id, index, call.operation, params], sort_keys=True, default=str)
+    return f"dnnprov-{hashlib.sha256(text.encode()).hexdigest()[:48]}"
+
+
+def with_client_tokens(calls: list[ApiCall], run_id: str | None) -> list[ApiCall]:
+    """``calls`` with a ClientToken on every launch call (none without a run id)."""
+    if run_id is None:
+        return calls
+    return [replace(c, params={**c.params, "ClientToken": client_token(run_id, i, c)})
+            if c.operation in LAUNCH_OPERATIONS else c for i, c in enumerate(calls)]
 
 
 def _run_instances(doc: PlanDocument, options: LaunchOptions, type_name: str, count: int,
@@ -66,7 +110,7 @@ def _run_instances(doc: PlanDocument, options: LaunchOptions, type_name: str, co
     if market == "spot":
         params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": {
             "SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}}
-    params["TagSpecifications"] = _tags(doc, role)
+    params["TagSpecifications"] = _tags(doc, role, options.run_id)
     return ApiCall("ec2", "RunInstances", params)
 
 
@@ -90,7 +134,7 @@ def run_instances_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCa
         pools = region_pools(doc, label, region)
         for zone, n in split(pools, count, label) if pools else [(None, count)]:
             calls.append(_run_instances(doc, options, type_name, n, market, "worker", zone))
-    return calls + _ps_calls(doc, options)
+    return with_client_tokens(calls + _ps_calls(doc, options), options.run_id)
 
 
 def fleet_gpus(doc: PlanDocument, type_name: str) -> int:
@@ -141,14 +185,14 @@ def ec2_fleet_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
                 "TotalTargetCapacity": target, "SpotTargetCapacity": target if market == "spot" else 0,
                 "OnDemandTargetCapacity": target if market == "on-demand" else 0,
                 "DefaultTargetCapacityType": market},
-            "TagSpecifications": _tags(doc, "worker"),
+            "TagSpecifications": _tags(doc, "worker", options.run_id),
         }
         if market == "spot":
             params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
         else:
             params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
         calls.append(ApiCall("ec2", "CreateFleet", params))
-    return calls + _ps_calls(doc, options)
+    return with_client_tokens(calls + _ps_calls(doc, options), options.run_id)
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,14 @@ Objects, in the order ``kubectl apply`` should create them:
 - a headless Service for the PS pods, and one Indexed Job per flavor (the PS Job first)
   with the queue label, an image placeholder, GPU, CPU and memory requests and a
   nodeSelector equal to its flavor's labels. Workers find the PS at ``DNNPROV_PS_ADDR``.
+  A pod lost to a disruption (its spot node reclaimed: condition ``DisruptionTarget``) is
+  replaced and not counted (``podFailurePolicy``); other pod failures are retried up to
+  :data:`BACKOFF_LIMIT` times before the Job fails.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +51,12 @@ PS_PORT = 2222
 JOB_NAME_MAX = 56
 #: Share of a node's vCPUs and memory a pod requests; the rest stays for the kubelet and daemons.
 POD_SHARE = 0.9
+#: Pod failures (not disruptions) a Job retries before it fails: a crashing trainer fails fast.
+BACKOFF_LIMIT = 3
+#: A pod that fails because its node went away (a spot reclaim, a drain, an eviction, preemption:
+#: Kubernetes marks it ``DisruptionTarget``) is replaced without counting against ``backoffLimit``.
+POD_FAILURE_POLICY = {"rules": [{"action": "Ignore",
+                                 "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
 COMMAND = ("echo \"dnnprov placeholder: run your $DNNPROV_ROLE process (index $JOB_COMPLETION_INDEX; "
            "PS at $DNNPROV_PS_ADDR:$DNNPROV_PS_PORT)\"")
 
@@ -188,7 +198,8 @@ def _job(name: str, namespace: str, queue: str, plan: str, role: str, count: int
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: queue, **labels}},
             "spec": {"parallelism": count, "completions": count, "completionMode": "Indexed", "suspend": True,
-                     "backoffLimit": 0, "template": {"metadata": {"labels": labels}, "spec": pod}}}
+                     "backoffLimit": BACKOFF_LIMIT, "podFailurePolicy": copy.deepcopy(POD_FAILURE_POLICY),
+                     "template": {"metadata": {"labels": labels}, "spec": pod}}}
 
 
 def kueue_yaml(doc: PlanDocument, queue_name: str | None = None, *, namespace: str = "default",

@@ -33,7 +33,9 @@ DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 LAMBDA_FUNCTION_NAME = re.compile(r"[a-zA-Z0-9_-]+")
-DNS_LABEL_MAX, LABEL_VALUE_MAX, LAMBDA_NAME_MAX, TAG_VALUE_MAX = 63, 63, 64, 256
+#: A run id (``dnnprov:run`` tag, part of each launch's ClientToken): a valid tag value and label value.
+RUN_ID = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+DNS_LABEL_MAX, LABEL_VALUE_MAX, LAMBDA_NAME_MAX, TAG_VALUE_MAX, RUN_ID_MAX = 63, 63, 64, 256, 63
 #: SkyPilot cluster names: the DNS label length keeps them valid on every cloud's resources.
 SKYPILOT_NAME_MAX = 63
 _TAG_PUNCTUATION = set("_.:/=+-@")
@@ -114,7 +116,7 @@ class UniqueNames:
 def require(field: str, value: str, pattern: re.Pattern[str], limit: int, rule: str) -> str:
     """``value`` if it fully matches ``pattern`` within ``limit`` characters, else one clear error.
 
-    Names a user chose (``--namespace``, ``--queue-name``, ``--function-name``) are refused,
+    Names a user chose (``--namespace``, ``--queue-name``, ``--function-name``, ``--run-id``) are refused,
     never rewritten: a rewritten name would point at an object the user did not mean.
     """
     if not isinstance(value, str) or len(value) > limit or pattern.fullmatch(value) is None:

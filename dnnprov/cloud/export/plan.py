@@ -7,8 +7,9 @@ catalog its prices came from::
     {"format": "dnnprov/plan", "version": 1, "result": {...}, "instance": {...}, "catalog": {...}}
 
 A bare result is accepted too. Workers already running (a takeover plan's kept
-instances, ``constraints.existing``) are not launched again, nor are the running PS (only
-the new ones a takeover asks for, ``details.new_ps``).
+instances, ``constraints.existing``) are not launched again, nor are the running PS: a
+takeover (its result carries ``details.new_ps``) launches only the new PS it asks for, also
+when it keeps no worker.
 """
 
 from __future__ import annotations
@@ -117,7 +118,10 @@ class PlanDocument:
             check.integer("result.plan.memory_mb", plan.get("memory_mb"), minimum=1, maximum=check.MAX_MEMORY_MB)
             if plan.get("local_batch") is not None:
                 check.number("result.plan.local_batch", plan["local_batch"], exclusive_minimum=0)
-        check.integer("result.plan.ps", plan.get("ps", 1), minimum=1, maximum=check.MAX_PS_COUNT)
+        ps = check.integer("result.plan.ps", plan.get("ps", 1), minimum=1, maximum=check.MAX_PS_COUNT)
+        details = r.get("details")
+        if isinstance(details, Mapping) and "new_ps" in details:     # a takeover's PS to launch
+            check.integer("result.details.new_ps", details["new_ps"], minimum=0, maximum=ps)
         if self.problem is not None:
             expected = SpotProblem if kind == "spot" else ServerlessProblem
             if not isinstance(self.problem, expected):
@@ -178,11 +182,16 @@ class PlanDocument:
         return self.ps_to_launch() > 0
 
     def ps_to_launch(self) -> int:
-        """PS nodes to launch: all, or for a takeover only those it adds (``details.new_ps``)."""
-        if not self.kept():
-            return self.ps
-        new = self.result.get("details", {}).get("new_ps", 0)
-        return new if isinstance(new, int) and not isinstance(new, bool) and new > 0 else 0
+        """PS nodes to launch: all of a new cluster's, none of a cluster that keeps workers, and
+        for a takeover (``dnnprov replan``, whose result says ``details.new_ps``) only those it adds.
+
+        A takeover keeps the running PS even when it keeps no worker (every one revoked): its
+        ``details.new_ps`` decides, not the kept workers.
+        """
+        details = self.result.get("details")
+        if isinstance(details, Mapping) and "new_ps" in details:
+            return int(details["new_ps"])
+        return 0 if self.kept() else self.ps
 
     def require_spot(self) -> None:
         """Refuse a serverless plan where a spot plan is needed."""

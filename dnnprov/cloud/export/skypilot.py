@@ -2,7 +2,8 @@
 
 SkyPilot has no heterogeneous cluster in one task, so each (type, market) of the plan and
 the PS nodes is its own task, launched as its own cluster: the PS first, then the
-workers, each with the PS address (``DNNPROV_PS_ADDR``, from ``sky status --ip``). Every
+workers, each with the PS address (``DNNPROV_PS_ADDR``, from ``sky status --ip``); the PS
+task opens its port (``resources.ports``, :data:`PS_PORT`) to the workers' clusters. Every
 task is pinned to the plan's region (and zone, when the plan names one), every type is
 checked against SkyPilot's own AWS catalog (``catalogs/v8/aws/vms.csv`` of
 skypilot-org/skypilot-catalog, which SkyPilot keeps in ``~/.sky/catalogs/v8/aws``), and
@@ -26,6 +27,7 @@ from dnnprov.cloud.export.plan import PlanDocument, dump_yaml, hardware, split_l
 
 #: Where SkyPilot keeps its AWS catalog (schema v8, SkyPilot 0.10 and later).
 DEFAULT_CATALOG = Path("~/.sky/catalogs/v8/aws/vms.csv")
+#: The PS's port: ``DNNPROV_PS_PORT`` of every task, and the port the PS task opens (``resources.ports``).
 PS_PORT = 2222
 SETUP = 'echo "dnnprov placeholder: install the training environment of $DNNPROV_ROLE nodes here"'
 RUN = ('echo "dnnprov placeholder: start the $DNNPROV_ROLE process of node $SKYPILOT_NODE_RANK here '
@@ -181,7 +183,7 @@ def skypilot_tasks(doc: PlanDocument, options: SkyPilotOptions = SkyPilotOptions
         name = names(f"{base}-ps")
         tasks[name] = {"name": name, "num_nodes": doc.ps_to_launch(),
                        "resources": {"infra": f"aws/{region}", "instance_type": doc.ps_type, "use_spot": False,
-                                     "autostop": autostop},
+                                     "ports": PS_PORT, "autostop": autostop},
                        "envs": {**envs, "DNNPROV_ROLE": "ps", "DNNPROV_PS_ADDR": "localhost"},
                        "setup": SETUP, "run": RUN}
     for label, count in launch.items():
