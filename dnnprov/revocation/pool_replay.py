@@ -69,6 +69,8 @@ class PoolReplay:
                  period: tuple[float, float] = (0.0, 1.0)) -> None:
         if problem.model != "paper":
             raise InvalidInputError("model", "replays need the paper model (progress linear in time)")
+        join_s = check.number("join_s", join_s, minimum=0)
+        horizon = check.number("horizon", horizon, minimum=1)
         self.problem, self.zones, self.join_s, self.period = problem, zones, join_s, period
         self.horizon_s = horizon * problem.slo.time_s
         self.model = SpotModel(problem)
