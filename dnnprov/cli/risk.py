@@ -353,7 +353,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--zones", action="store_true",
                    help="the traces given for one type are simultaneous pools aligned in time (one offset per run)")
     p.add_argument("--period", default=None, metavar="A:B",
-                   help="replay windows start in this fraction of the traces (e.g. 0.5:1, held out)")
+                   help="replay windows lie within this fraction of the traces (e.g. 0.5:1, held out)")
     p.add_argument("--fit-period", default=None, metavar="A:B",
                    help="with --policy mpc: fit its availability model on this fraction (default 0:1)")
     p.add_argument("--model", default=None, help="with --policy mpc: availability model from risk fit --zones --out")
