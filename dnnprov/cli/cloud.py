@@ -54,10 +54,11 @@ def _document(args: argparse.Namespace) -> PlanDocument:
     return PlanDocument(result=doc.result, problem=problem, catalog=catalog)
 
 
-def _launch(args: argparse.Namespace, run_id: str | None = None) -> LaunchOptions:
+def _launch(args: argparse.Namespace, default_run_id: str | None = None) -> LaunchOptions:
+    """The launch options; the run id is ``--run-id``, else ``default_run_id``."""
     return LaunchOptions(image_id=args.image_id, launch_template=args.launch_template,
                          launch_template_version=args.launch_template_version,
-                         subnet_id=args.subnet_id, key_name=args.key_name, run_id=run_id or args.run_id)
+                         subnet_id=args.subnet_id, key_name=args.key_name, run_id=args.run_id or default_run_id)
 
 
 def _export_options(args: argparse.Namespace) -> ExportOptions:
@@ -113,7 +114,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     from dnnprov.cloud.aws import AwsClients, CloudError, issue_calls
 
     doc = _document(args)
-    launch = _launch(args, args.run_id or new_run_id())
+    launch = _launch(args, new_run_id())
     calls = (ec2_fleet_calls if args.via == "fleet" else run_instances_calls)(doc, launch)
     region = args.region or doc.region or boto3.Session().region_name
     if region is None:

@@ -410,7 +410,7 @@ def watch_interruptions(on_notice: Callable[[InterruptionNotice], None], *,
             if max_failures is not None and failures >= max_failures:
                 raise InvalidInputError("metadata", f"{metadata_url} failed {failures} times in a row, the "
                                                     f"last: {exc}") from None
-            delay = min(interval_s, retry_s * 2 ** (failures - 1))
+            delay = min(interval_s, retry_s * 2.0 ** min(failures - 1, 60))     # no overflow on a long outage
             stop.wait(random.uniform(delay / 2, delay))
             continue
         failures = 0
