@@ -153,7 +153,7 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "calls AWS; tests/test_aws_fetch.py runs it against a moto server on 127.0.0.1",
     ("cloud.md", '{"format": "dnnprov/plan", "version": 1, "result": {...}, "instance": {...}, "catalog": {...}}'):
         "a schematic of the plan document, not a file",
-    ("cloud.md", "dnnprov export PLAN --to ec2-run-instances --image-id ami-... [--subnet-id S] [--key-name K]"):
+    ("cloud.md", "dnnprov export PLAN --to ec2-run-instances --image-id ami-... [--subnet-id S] [--key-name K] [--run-id R]"):
         "synopsis with placeholders; tests/test_export.py runs every target",
     ("cloud.md", "dnnprov apply PLAN --dry-run --image-id ami-...            # DryRun=True requests only"):
         "synopsis; launching needs AWS (tests/test_aws_apply.py runs it against moto on 127.0.0.1)",

@@ -54,10 +54,11 @@ def _document(args: argparse.Namespace) -> PlanDocument:
     return PlanDocument(result=doc.result, problem=problem, catalog=catalog)
 
 
-def _launch(args: argparse.Namespace, run_id: str | None = None) -> LaunchOptions:
+def _launch(args: argparse.Namespace, default_run_id: str | None = None) -> LaunchOptions:
+    """The launch options; the run id is ``--run-id``, else ``default_run_id``."""
     return LaunchOptions(image_id=args.image_id, launch_template=args.launch_template,
                          launch_template_version=args.launch_template_version,
-                         subnet_id=args.subnet_id, key_name=args.key_name, run_id=run_id or args.run_id)
+                         subnet_id=args.subnet_id, key_name=args.key_name, run_id=args.run_id or default_run_id)
 
 
 def _export_options(args: argparse.Namespace) -> ExportOptions:
@@ -113,11 +114,16 @@ def cmd_apply(args: argparse.Namespace) -> int:
     from dnnprov.cloud.aws import AwsClients, CloudError, issue_calls
 
     doc = _document(args)
-    launch = _launch(args, args.run_id or new_run_id())
+    launch = _launch(args, new_run_id())
     calls = (ec2_fleet_calls if args.via == "fleet" else run_instances_calls)(doc, launch)
     region = args.region or doc.region or boto3.Session().region_name
     if region is None:
         raise InvalidInputError("region", "the plan names no region (no catalog) and none is configured: pass --region")
+    fleet = args.via == "fleet" and not args.dry_run
+    if fleet and not isinstance(doc.problem, SpotProblem):
+        raise InvalidInputError("--instance", "an instant fleet chooses its own mix: apply --via fleet checks it "
+                                              "against the plan's instance (quotas, deadline, budget), so give it "
+                                              "(--instance FILE, or a plan document that holds it)")
     summary = ", ".join(_describe(c) for c in calls)
     run = launch.run_id
     if not args.dry_run and not args.yes:
@@ -129,7 +135,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
             print("aborted: nothing launched")
             return EXIT_NO_PLAN
     try:
-        outcomes = issue_calls(calls, AwsClients(region, endpoint_url=args.endpoint_url), dry_run=args.dry_run)
+        outcomes = issue_calls(calls, AwsClients(region, endpoint_url=args.endpoint_url), dry_run=args.dry_run,
+                               check_delivery=doc.check_delivery if fleet else None)
     except CloudError as exc:
         if args.dry_run:
             raise
@@ -140,7 +147,9 @@ def cmd_apply(args: argparse.Namespace) -> int:
         if outcome.dry_run:
             print(f"dry run ok: {what} (DryRunOperation)")
         else:
-            print(f"launched: {what}: {', '.join(outcome.instance_ids) or 'no instance'}"
+            got = (f" delivered {', '.join(f'{n} x {t}' for t, n in outcome.types)} "
+                   f"({sum(n for _, n in outcome.types)} workers)" if outcome.call.operation == "CreateFleet" else "")
+            print(f"launched: {what}{got}: {', '.join(outcome.instance_ids) or 'no instance'}"
                   + (f"; errors: {'; '.join(outcome.errors)}" if outcome.errors else ""))
     if not args.dry_run:
         print(f"run {run}: every instance is tagged dnnprov:run={run}; `apply --run-id {run}` sends the same "
@@ -149,10 +158,14 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def _describe(call: ApiCall) -> str:
-    """``"5 x g3.8xlarge (spot)"`` for RunInstances, ``"fleet of 8 workers"`` for CreateFleet."""
+    """``"5 x g3.8xlarge (spot)"`` for RunInstances; for CreateFleet its target, which is GPUs:
+    ``"spot fleet of 21 GPUs of g3.16xlarge, g3.8xlarge"``."""
     p = call.params
     if call.operation == "CreateFleet":
-        return f"fleet of {p['TargetCapacitySpecification']['TotalTargetCapacity']} workers"
+        types = dict.fromkeys(o["InstanceType"] for c in p["LaunchTemplateConfigs"] for o in c["Overrides"])
+        target = p["TargetCapacitySpecification"]
+        return (f"{target['DefaultTargetCapacityType']} fleet of {target['TotalTargetCapacity']} GPUs of "
+                f"{', '.join(types)}")
     market = "spot" if "InstanceMarketOptions" in p else "on-demand"
     return f"{p['MinCount']} x {p['InstanceType']} ({market})"
 

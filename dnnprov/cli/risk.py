@@ -203,6 +203,15 @@ def _traces(values: list[str]) -> dict[str, list[Trace]]:
     return traces
 
 
+def _check_replay_options(args: argparse.Namespace) -> None:
+    """``--join`` (finite, >= 0) and, where the command has it, ``--horizon`` (finite, >= 1), named as options."""
+    from dnnprov.problems import _checks as check
+
+    check.number("--join", args.join, minimum=0)
+    if hasattr(args, "horizon"):
+        check.number("--horizon", args.horizon, minimum=1)
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Replay real spot traces against a plan under a policy."""
     from dnnprov.revocation.availability import AvailabilityModel, parse_period
@@ -212,6 +221,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from dnnprov.json_files import read_json_file
 
     check_time_limit(args.time_limit)
+    _check_replay_options(args)
     problem = _spot_instance(args.instance)
     doc = load_plan(args.plan, problem=problem)
     traces = _traces(args.trace)
@@ -305,6 +315,7 @@ def cmd_risk_plan(args: argparse.Namespace) -> int:
     from dnnprov.revocation.plan_choice import choose_plan
 
     check_time_limit(args.time_limit)
+    _check_replay_options(args)
     problem = _spot_instance(args.instance)
     choice = choose_plan(problem, _traces(args.trace), zones=args.zones,
                          fit_period=parse_period(args.fit_period, "--fit-period"), join_s=args.join,
@@ -386,7 +397,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--zones", action="store_true",
                    help="the traces given for one type are simultaneous pools aligned in time (one offset per run)")
     p.add_argument("--period", default=None, metavar="A:B",
-                   help="replay windows start in this fraction of the traces (e.g. 0.5:1, held out)")
+                   help="replay windows lie within this fraction of the traces (e.g. 0.5:1, held out)")
     p.add_argument("--fit-period", default=None, metavar="A:B",
                    help="with --policy mpc: fit its availability model on this fraction (default 0:1)")
     p.add_argument("--model", default=None, help="with --policy mpc: availability model from risk fit --zones --out")

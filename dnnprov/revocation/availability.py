@@ -68,6 +68,25 @@ def period_ticks(length: int, period: tuple[float, float]) -> tuple[int, int]:
     return first, end
 
 
+def window_starts(trace: Trace, horizon_s: float, first: int = 0, end: int | None = None,
+                  period: tuple[float, float] | None = None) -> tuple[int, int]:
+    """The ticks a run's window may start at, ``range(low, high)``: its ``ceil(horizon / gap)``
+    ticks lie within ticks ``first..end`` of ``trace`` (default: all of it), so that a window
+    never runs past the trace's end or out of its period (a replay never loops a trace).
+
+    A trace (or period) shorter than one window is refused, naming the trace and the lengths.
+    """
+    end = len(trace.alive) if end is None else end
+    window = math.ceil(horizon_s / trace.gap_s)
+    if end - first < window:
+        where = f" in the period {period[0]:g}:{period[1]:g} (ticks {first}-{end})" if period else ""
+        raise InvalidInputError(trace.path, f"{end - first:,} ticks of {trace.gap_s:g} s ({(end - first) * trace.gap_s:,.0f} s)"
+                                f"{where} do not cover a run of {horizon_s:,.0f} s (--horizon x T_obj: {window:,} ticks) "
+                                "from any start; a replay does not loop a trace: give a longer trace"
+                                f"{' or period' if period else ''}, or a shorter --horizon")
+    return first, end - window + 1
+
+
 @dataclass(frozen=True)
 class AvailabilityModel:
     """A fitted availability model of one type's pools (module docstring)."""
@@ -148,7 +167,13 @@ def fit_availability(traces: Sequence[Trace], cap: int, period: tuple[float, flo
     """Fit the model of one type's aligned pools on ``period`` (module docstring)."""
     cap = check.count("--cap", cap, minimum=1, limit=MAX_CAP)
     length, gap = aligned(traces)
-    first, end = period_ticks(length, period)
+    try:
+        first, end = period_ticks(length, period)
+    except InvalidInputError as exc:
+        held = int(math.floor(period[1] * length)) - int(math.floor(period[0] * length))
+        raise InvalidInputError(exc.field, f"{period[0]:g}:{period[1]:g} holds {held} of the {length:,} common ticks "
+                                           f"({gap:g} s each) of {', '.join(t.path for t in traces)}: a fit needs at "
+                                           "least 2 (one transition)") from None
     alive = np.stack([t.alive[first:end] for t in traces])            # pools x ticks
     total = np.minimum(alive.sum(axis=0), cap)
     start = np.bincount(total, minlength=cap + 1) / len(total)

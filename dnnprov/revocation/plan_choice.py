@@ -104,7 +104,7 @@ def choose_plan(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], *, 
     started = time.perf_counter()
     if not traces:
         raise InvalidInputError("--trace", "give the traces of at least one spot type")
-    replay = PoolReplay(problem, traces, zones=zones, join_s=join_s)
+    replay = PoolReplay(problem, traces, zones=zones, join_s=join_s, period=fit_period)   # windows fit the period
     low, high = problem.constraints.ps_count
     count = sum(problem.instance_types[replay.types.index(n)].quota for n in traces) * (high - low + 1)
     if count > MAX_CANDIDATES:

@@ -6,7 +6,9 @@ speed; launched instances train ``join_s`` after launch but are billed from it, 
 time 0; on-demand is never revoked; the PS is billed throughout):
 
 - **pools**: with ``zones=True`` the traces of one type are its pools, aligned in time:
-  one offset per run for all of them, drawn in the replay period. Otherwise each run picks
+  one offset per run for all of them, drawn so that the run's window (horizon / gap ticks)
+  lies in the replay period (never past the traces' end, never looped: a period or trace
+  shorter than a window is refused). Otherwise each run picks
   one trace per type and, as ``simulate`` does, splits the type's quota into blocks of the
   trace's capacity, each at its own offset (each block is an anonymous pool of that zone).
   A pool's price is its zone's ``spot_price_per_h`` in the instance (else the type's), its
@@ -29,7 +31,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from dnnprov.revocation.availability import AvailabilityModel, aligned, period_ticks
+from dnnprov.revocation.availability import AvailabilityModel, aligned, period_ticks, window_starts
 from dnnprov.revocation.policies import Policy, RunningTable, TakeoverTable, View, make_policy
 from dnnprov.revocation.simulate import (ClusterSpeeds, Replay, RunOutcome, check_plan_trains, check_plan_traces,
                                         check_run_ticks)
@@ -51,13 +53,12 @@ class Pool:
     zone: str | None
     trace: Trace
     offset: int
-    length: int
     price: float
     capacity: int | None
 
     def at(self, tick: int) -> int:
-        """Spot instances the pool offers at ``tick`` of the run."""
-        alive = int(self.trace.alive[(self.offset + tick) % self.length])
+        """Spot instances the pool offers at ``tick`` of the run (its window lies within the trace)."""
+        alive = int(self.trace.alive[self.offset + tick])
         return alive if self.capacity is None else min(alive, self.capacity)
 
 
@@ -69,6 +70,8 @@ class PoolReplay:
                  period: tuple[float, float] = (0.0, 1.0)) -> None:
         if problem.model != "paper":
             raise InvalidInputError("model", "replays need the paper model (progress linear in time)")
+        join_s = check.number("join_s", join_s, minimum=0)
+        horizon = check.number("horizon", horizon, minimum=1)
         self.problem, self.zones, self.join_s, self.period = problem, zones, join_s, period
         self.horizon_s = horizon * problem.slo.time_s
         self.model = SpotModel(problem)
@@ -81,6 +84,9 @@ class PoolReplay:
         for trace in every:
             check_run_ticks(trace, self.horizon_s)
         self.traces = {self.types.index(k): list(v) for k, v in traces.items()}
+        for items in self.traces.values():
+            for trace in [min(items, key=lambda t: len(t.alive))] if zones else items:
+                self.window_starts(trace, aligned(items)[0] if zones else len(trace.alive))
         self.spot_col = [self.model.columns.labels.index(n) for n in self.types]
         self.od_price = np.array([t.on_demand_price_per_h if t.on_demand_price_per_h is not None else math.nan
                                   for t in problem.instance_types])
@@ -104,6 +110,13 @@ class PoolReplay:
         return spot + od, od
 
     # ------------------------------------------------------------------ windows
+    def window_starts(self, trace: Trace, length: int) -> tuple[int, int]:
+        """The ticks a run's window may start at in the replay period of traces of ``length``
+        common ticks: the whole window lies in the period, so it never runs past the traces'
+        end nor into another period (a fit period before a held-out one)."""
+        first, end = period_ticks(length, self.period)
+        return window_starts(trace, self.horizon_s, first, end, self.period)
+
     def draw_pools(self, rng: np.random.Generator) -> list[Pool]:
         """The pools of one run (module docstring)."""
         pools = []
@@ -112,19 +125,18 @@ class PoolReplay:
             base = self.problem.instance_types[i].spot_price_per_h
             if self.zones:
                 length, _ = aligned(items)
-                first, end = period_ticks(length, self.period)
-                offset = int(rng.integers(first, end))
+                offset = int(rng.integers(*self.window_starts(items[0], length)))
                 for g, trace in enumerate(items):
                     zone = offered.get(trace.zone or "")
                     price = zone.spot_price_per_h if zone and zone.spot_price_per_h is not None else base
-                    pools.append(Pool(i, g, trace.zone, trace, offset, length, price, zone.capacity if zone else None))
+                    pools.append(Pool(i, g, trace.zone, trace, offset, price, zone.capacity if zone else None))
                 continue
             trace = items[int(rng.integers(len(items)))]
             zone = offered.get(trace.zone or "")
             price = zone.spot_price_per_h if zone and zone.spot_price_per_h is not None else base
-            first, end = period_ticks(len(trace.alive), self.period)
+            starts = self.window_starts(trace, len(trace.alive))
             for _ in range(max(1, math.ceil(self.problem.instance_types[i].quota / trace.capacity))):
-                pools.append(Pool(i, 0, trace.zone, trace, int(rng.integers(first, end)), len(trace.alive), price,
+                pools.append(Pool(i, 0, trace.zone, trace, int(rng.integers(*starts)), price,
                                   zone.capacity if zone else None))
         return pools
 
@@ -339,8 +351,11 @@ def replay_pools(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequ
                 kind = replay.types[int(i)]
                 if kind not in traces:
                     raise InvalidInputError(f"--trace {kind}", "mpc fits every type of the plan: give this type's traces")
-                model[kind] = fit_availability(traces[kind] if zones else traces[kind][:1],
-                                               max(problem.instance_types[int(i)].quota, int(want[i])), fitted)
+                used = traces[kind] if zones else traces[kind][:1]
+                length = aligned(used)[0]          # a model of runs is fitted on at least one run's ticks
+                window_starts(min(used, key=lambda t: len(t.alive)), replay.horizon_s, *period_ticks(length, fitted),
+                              fitted)
+                model[kind] = fit_availability(used, max(problem.instance_types[int(i)].quota, int(want[i])), fitted)
         table = replay.takeover_table(plan, model)
     bounds = Hindsight(replay, None if hindsight_any_plan else plan) if hindsight else None
     rng = np.random.default_rng(seed)

@@ -24,16 +24,22 @@ so in ``details["new_ps"]`` of :func:`replan`'s result, and what was spent count
 
 from __future__ import annotations
 
+import http.client
 import json
+import os
+import random
+import tempfile
 import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from dnnprov.revocation.policies import cheapest_first
 from dnnprov.problems import _checks as check
 from dnnprov.errors import InvalidInputError
+from dnnprov.json_files import read_json_file
 from dnnprov.result import Result, SpotPlan
 from dnnprov.solve import solve
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem, check_existing
@@ -256,6 +262,11 @@ def takeover_document(result: Result, takeover: SpotProblem, catalog: Any = None
 
 
 # --------------------------------------------------------------------- interruption notices
+#: HTTP answers of the metadata service worth retrying (it restarts, or throttles a busy instance).
+TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
+NOTICES_FORMAT = "dnnprov/notices"
+
+
 @dataclass(frozen=True)
 class InterruptionNotice:
     """An EC2 spot interruption notice (``action``: terminate, stop or hibernate)."""
@@ -297,30 +308,113 @@ class _Metadata:
                 self.token = None  # expired token: fetch a new one once
         raise InvalidInputError("metadata", "the instance metadata service refused two fresh tokens")
 
+    def notice(self) -> InterruptionNotice | None:
+        """The spot interruption notice now, with the instance's id and type, or ``None``."""
+        text = self.get("spot/instance-action")
+        if text is None:
+            return None
+        try:
+            body = json.loads(text)
+            action, time = str(body["action"]), str(body["time"])
+        except (ValueError, KeyError, TypeError):
+            raise InvalidInputError("spot/instance-action", f"unexpected notice {text[:200]!r}") from None
+        return InterruptionNotice(action=action, time=time, instance_id=self.get("instance-id"),
+                                  instance_type=self.get("instance-type"))
+
+
+def _transient(exc: BaseException) -> bool:
+    """Whether a metadata read failed for a reason that may pass: a 5xx or 429 answer, a refused,
+    reset or dropped connection, a timeout."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return exc.code in TRANSIENT_STATUS or exc.code >= 500
+    return isinstance(exc, (OSError, http.client.HTTPException))
+
+
+class NoticeLog:
+    """The notices already reported, kept in a JSON file across restarts of the watcher.
+
+    A notice is known by its action and time (AWS gives a reclaim one notice; its time is
+    when the action happens). The file is rewritten whole (a temporary file renamed over it)
+    after each notice is reported, so a crash leaves the old or the new list, never half.
+    """
+
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = None if path is None else Path(path)
+        self.reported: list[dict[str, Any]] = []
+        if self.path is not None and self.path.exists():
+            data = read_json_file(self.path)
+            if not isinstance(data, Mapping) or data.get("format") != NOTICES_FORMAT or data.get("version") != 1 \
+                    or not isinstance(data.get("reported"), list) \
+                    or not all(isinstance(n, Mapping) and isinstance(n.get("action"), str)
+                               and isinstance(n.get("time"), str) for n in data["reported"]):
+                raise InvalidInputError(str(self.path), f"not a {NOTICES_FORMAT} v1 file of reported notices "
+                                                        "(remove it to report every notice again)")
+            self.reported = [dict(n) for n in data["reported"]]
+
+    def __contains__(self, notice: InterruptionNotice) -> bool:
+        return any((n["action"], n["time"]) == (notice.action, notice.time) for n in self.reported)
+
+    def add(self, notice: InterruptionNotice) -> None:
+        """Remember ``notice`` (in the file too, when there is one)."""
+        self.reported.append({"action": notice.action, "time": notice.time, "instance_id": notice.instance_id})
+        if self.path is None:
+            return
+        text = json.dumps({"format": NOTICES_FORMAT, "version": 1, "reported": self.reported}, indent=2) + "\n"
+        try:
+            with tempfile.NamedTemporaryFile("w", dir=self.path.parent, prefix=f".{self.path.name}.",
+                                             delete=False) as handle:
+                handle.write(text)
+            os.replace(handle.name, self.path)
+        except OSError as exc:
+            raise InvalidInputError(str(self.path), f"cannot write the reported notices: {exc.strerror or exc}") from None
+
 
 def watch_interruptions(on_notice: Callable[[InterruptionNotice], None], *,
                         metadata_url: str = METADATA_URL, interval_s: float = POLL_INTERVAL_S,
-                        stop: threading.Event | None = None, timeout_s: float = 2.0) -> None:
+                        stop: threading.Event | None = None, timeout_s: float = 2.0,
+                        state_file: str | Path | None = None, retry_s: float = 1.0,
+                        max_failures: int | None = None) -> None:
     """Poll the spot interruption notice every ``interval_s`` and call ``on_notice`` once per notice.
 
     Reads ``/latest/meta-data/spot/instance-action`` (404 until AWS schedules the
-    interruption, ~2 minutes ahead) with an IMDSv2 token. Runs until ``stop`` is set;
-    metadata-service errors propagate. ``on_notice`` typically calls :func:`replan`.
+    interruption, ~2 minutes ahead) with an IMDSv2 token. Runs until ``stop`` is set.
+    ``on_notice`` typically calls :func:`replan`.
+
+    Transient failures (a 5xx or 429 answer, a refused, reset or dropped connection, a
+    timeout) are retried with exponential backoff and jitter: ``retry_s`` after the first,
+    doubling, never longer than ``interval_s``; ``max_failures`` consecutive ones (default:
+    no limit, a watcher keeps trying) end it with :class:`InvalidInputError`. Other answers
+    (403, a malformed notice) end it at once.
+
+    With ``state_file`` the notices reported are kept in that file (:class:`NoticeLog`), so a
+    restarted watcher does not report one again. A notice counts as reported once
+    ``on_notice`` returns: a crash inside the callback reports it again after the restart.
     """
     stop = stop or threading.Event()
+    check.number("interval_s", interval_s, exclusive_minimum=0)
+    check.number("retry_s", retry_s, exclusive_minimum=0)
+    if max_failures is not None:
+        check.integer("max_failures", max_failures, minimum=1)
     metadata = _Metadata(metadata_url, timeout_s)
-    seen: set[tuple[str, str]] = set()
+    log = NoticeLog(state_file)
+    failures = 0
     while not stop.is_set():
-        text = metadata.get("spot/instance-action")
-        if text is not None:
-            try:
-                body = json.loads(text)
-                key = (str(body["action"]), str(body["time"]))
-            except (ValueError, KeyError, TypeError):
-                raise InvalidInputError("spot/instance-action", f"unexpected notice {text[:200]!r}") from None
-            if key not in seen:
-                seen.add(key)
-                on_notice(InterruptionNotice(action=key[0], time=key[1],
-                                             instance_id=metadata.get("instance-id"),
-                                             instance_type=metadata.get("instance-type")))
+        try:
+            notice = metadata.notice()
+        except Exception as exc:  # noqa: BLE001 (every failure is sorted: transient, or ends the watch)
+            if isinstance(exc, InvalidInputError):
+                raise
+            if not _transient(exc):
+                raise InvalidInputError("metadata", f"reading {metadata_url} failed: {exc}") from None
+            failures += 1
+            if max_failures is not None and failures >= max_failures:
+                raise InvalidInputError("metadata", f"{metadata_url} failed {failures} times in a row, the "
+                                                    f"last: {exc}") from None
+            delay = min(interval_s, retry_s * 2.0 ** min(failures - 1, 60))     # no overflow on a long outage
+            stop.wait(random.uniform(delay / 2, delay))
+            continue
+        failures = 0
+        if notice is not None and notice not in log:
+            on_notice(notice)
+            log.add(notice)
         stop.wait(interval_s)

@@ -1,7 +1,8 @@
 """Replaying real spot availability traces against a plan (``dnnprov simulate``, docs/revocation.md).
 
 Each run draws, for every spot type the run may use, one of its traces and a random start
-offset, then trains the plan under the progress model of :mod:`dnnprov.solvers.robust`
+offset (so that the run's window, horizon / gap ticks, lies within the trace: a trace shorter
+than a run is refused, never looped), then trains the plan under the progress model of :mod:`dnnprov.solvers.robust`
 (progress ``u = 1 / (L - g5)`` grows at the cluster's speed; training ends at
 ``u* = 1 / (L_obj - g5)``), event by event:
 
@@ -52,6 +53,7 @@ import numpy as np
 
 from dnnprov.problems import _checks as check
 from dnnprov.errors import InvalidInputError
+from dnnprov.revocation.availability import window_starts
 from dnnprov.result import SpotPlan
 from dnnprov.problems.interruption import Trace
 from dnnprov.solvers.robust import (DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S, PlanGrid, plan_grid, progress_speed,
@@ -152,10 +154,9 @@ class _Capacity:
             blocks = max(1, math.ceil(quotas[i] / trace.capacity))
             mine = []
             for _ in range(blocks):
-                offset = int(rng.integers(len(trace.alive)))
+                offset = int(rng.integers(*window_starts(trace, horizon_s)))
                 mine.append((trace, offset))
-                ticks = math.ceil(horizon_s / trace.gap_s) + 1
-                seq = trace.alive[(offset + np.arange(ticks)) % len(trace.alive)]
+                seq = trace.alive[offset:offset + math.ceil(horizon_s / trace.gap_s) + 1]
                 changed = np.flatnonzero(seq[1:] != seq[:-1]) + 1
                 change_times.update((changed * trace.gap_s).tolist())
             self.blocks.append(mine)
@@ -166,7 +167,7 @@ class _Capacity:
         out = np.zeros(self.types, dtype=np.int64)
         for i, blocks in enumerate(self.blocks):
             for trace, offset in blocks:
-                out[i] += trace.alive[(offset + int(t // trace.gap_s)) % len(trace.alive)]
+                out[i] += trace.alive[offset + int(t // trace.gap_s)]
         return out
 
 
@@ -253,6 +254,7 @@ class Simulator:
         for items in self.traces.values():
             for trace in items:
                 check_run_ticks(trace, self.horizon_s)
+                window_starts(trace, self.horizon_s)
         labels = self.model.columns.labels
         self.spot_col = [labels.index(n) for n in self.types]
         self.od_col = [labels.index(n + ON_DEMAND_SUFFIX) if n + ON_DEMAND_SUFFIX in labels else None for n in self.types]

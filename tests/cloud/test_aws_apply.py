@@ -94,9 +94,9 @@ def test_fleet_dry_run_and_launch(real_plan: Path, moto_url: str, capsys: pytest
                                          LaunchTemplateData={"ImageId": AMI})
     args = ["apply", str(real_plan), "--via", "fleet", "--launch-template", "dnnprov-workers", "--endpoint-url", moto_url]
     assert main(args + ["--dry-run"]) == 0
-    assert capsys.readouterr().out.startswith("dry run ok: fleet of")
+    assert capsys.readouterr().out.startswith("dry run ok: spot fleet of 3 GPUs of p3.2xlarge")
     assert main(args + ["--yes"]) == 0
-    assert "launched: fleet of" in capsys.readouterr().out
+    assert "launched: spot fleet of 3 GPUs of p3.2xlarge delivered 3 x p3.2xlarge (3 workers): i-" in capsys.readouterr().out
 
 
 def test_apply_needs_an_image_or_template(real_plan: Path, moto_url: str, capsys: pytest.CaptureFixture) -> None:
@@ -151,13 +151,32 @@ def _gpu_catalog() -> dict:
                 "g4dn.xlarge": {"gpus": 1, "vcpus": 4, "memory_gb": 16.0}}}
 
 
+def _fleet_problem(time_s: float = 4500.0, budget: float | None = None) -> dnnprov.SpotProblem:
+    """ResNet-110 (paper model) on the catalog's two types: 1 x g4dn.12xlarge + 4 x g4dn.xlarge takes
+    3,835 s for $2.56; 2 x g4dn.12xlarge (what moto delivers for their 8 GPUs) 5,442 s for $4.84."""
+    from conftest_aws import RESNET110_WORKLOAD
+
+    types = (dnnprov.InstanceType(name="g4dn.12xlarge", gpus=4, vcpus=48, quota=4, spot_price_per_h=1.6,
+                                  speed_samples_per_s=1400.0, batch_per_gpu=512),
+             dnnprov.InstanceType(name="g4dn.xlarge", gpus=1, vcpus=4, quota=8, spot_price_per_h=0.2,
+                                  speed_samples_per_s=750.0, batch_per_gpu=1024))
+    return dnnprov.SpotProblem(instance_types=types, workload=dnnprov.SpotWorkload(**dict(RESNET110_WORKLOAD, loss_variant="cc")),
+                               slo=dnnprov.SpotSLO(loss=0.8, time_s=time_s), model="paper", name="fleet-test",
+                               constraints=dnnprov.SpotConstraints(budget_usd=budget))
+
+
+def _fleet_plan(path: Path, counts: dict[str, int], problem: dnnprov.SpotProblem) -> Path:
+    path.write_text(json.dumps({"format": "dnnprov/plan", "version": 1, "catalog": _gpu_catalog(),
+                                "instance": problem.to_dict(), "result": {
+                                    "status": "feasible", "kind": "spot", "instance": problem.name,
+                                    "plan": {"counts": counts, "ps": 1}}}))
+    return path
+
+
 def test_partial_fleet_exits_nonzero_and_launches_no_ps(moto_url: str, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture) -> None:
     """A fleet short of its GPU target (4 of 5 GPUs: moto launches 1 x g4dn.12xlarge): exit 2, no PS instance."""
-    plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"format": "dnnprov/plan", "version": 1, "catalog": _gpu_catalog(), "result": {
-        "status": "optimal", "kind": "spot", "instance": "fleet-test",
-        "plan": {"counts": {"g4dn.12xlarge": 1, "g4dn.xlarge": 1}, "ps": 1}}}))
+    plan = _fleet_plan(tmp_path / "plan.json", {"g4dn.12xlarge": 1, "g4dn.xlarge": 1}, _fleet_problem())
     client = ec2(moto_url)
     client.create_launch_template(LaunchTemplateName="dnnprov-fleet", LaunchTemplateData={"ImageId": AMI})
     before = {i["InstanceId"] for r in client.describe_instances()["Reservations"] for i in r["Instances"]}
@@ -255,3 +274,57 @@ def test_bad_run_id_is_one_error_line(real_plan: Path, moto_url: str, capsys: py
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "run_id: '-bad id' is not a valid name here" in err
     assert _instances(moto_url) == []
+
+
+def _fleet_apply(plan: Path, url: str, *extra: str) -> list[str]:
+    """The `apply --via fleet --yes` arguments, with the launch template made on the server."""
+    if not ec2(url).describe_launch_templates()["LaunchTemplates"]:
+        ec2(url).create_launch_template(LaunchTemplateName="dnnprov-fleet", LaunchTemplateData={"ImageId": AMI})
+    return ["apply", str(plan), "--via", "fleet", "--launch-template", "dnnprov-fleet", "--region", "us-east-1",
+            "--endpoint-url", url, "--yes", *extra]
+
+
+@pytest.mark.parametrize(("case", "message"), [
+    ("quota", "delivered.counts.p3.2xlarge: 6 instances exceed the quota 2: EC2 Fleet delivered 6 x p3.2xlarge, not the plan"),
+    ("deadline", "delivered.time_s: the spot model predicts 5,442 s for this cluster, beyond the deadline of 4,500 s"),
+    ("budget", "delivered.cost: the spot model predicts $4.84 for this cluster, over the budget of $3.00"),
+])
+def test_fleet_delivery_is_checked_against_the_plan(case: str, message: str, ref_resnet110, moto_url: str,
+                                                    tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """moto fills an instant fleet with its first override only, as EC2 may: 6 x p3.2xlarge for a plan of
+    2 x p3.2xlarge + 1 x g3.16xlarge (quota 2), or 2 x g4dn.12xlarge for 1 x g4dn.12xlarge + 4 x g4dn.xlarge
+    (legal, but late or dear). One error line naming the field; what was launched is terminated, no PS."""
+    if case == "quota":
+        problem, counts = ref_resnet110((2, 5, 5, 5, 5)), {"p3.2xlarge": 2, "g3.16xlarge": 1}
+    else:
+        problem = _fleet_problem() if case == "deadline" else _fleet_problem(6000.0, budget=3.0)
+        counts = {"g4dn.12xlarge": 1, "g4dn.xlarge": 4}
+    plan = _fleet_plan(tmp_path / "plan.json", counts, problem)
+    assert main(_fleet_apply(plan, moto_url)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "nothing more was launched (no PS)" in err
+    launched = _instances(moto_url)
+    assert launched and "m5.xlarge" not in {i["InstanceType"] for i in launched}
+    assert all(i["State"]["Name"] in ("shutting-down", "terminated") and i["InstanceId"] in err for i in launched)
+    assert f"terminated the {len(launched)} instances launched" in err
+
+
+def test_fleet_delivery_reports_workers(moto_url: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A delivery the plan allows is kept: its line says the fleet's target in GPUs and the workers delivered."""
+    plan = _fleet_plan(tmp_path / "plan.json", {"g4dn.12xlarge": 1, "g4dn.xlarge": 4}, _fleet_problem(6000.0))
+    assert main(_fleet_apply(plan, moto_url)) == 0
+    out = capsys.readouterr().out
+    assert "launched: spot fleet of 8 GPUs of g4dn.12xlarge, g4dn.xlarge delivered 2 x g4dn.12xlarge (2 workers)" in out
+    assert sorted(i["InstanceType"] for i in _instances(moto_url)) == ["g4dn.12xlarge"] * 2 + ["m5.xlarge"]
+
+
+def test_fleet_launch_needs_the_instance(moto_url: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Without the instance nothing can check what the fleet delivers: refused before any call (a dry run is not)."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"format": "dnnprov/plan", "version": 1, "catalog": _gpu_catalog(), "result": {
+        "status": "optimal", "kind": "spot", "instance": "fleet-test",
+        "plan": {"counts": {"g4dn.12xlarge": 1, "g4dn.xlarge": 1}, "ps": 1}}}))
+    assert main(_fleet_apply(plan, moto_url)) == 2
+    assert capsys.readouterr().err.startswith("dnnprov: error: --instance: an instant fleet chooses its own mix")
+    assert _instances(moto_url) == []
+    assert main(_fleet_apply(plan, moto_url, "--dry-run")) == 0

@@ -60,7 +60,7 @@ def test_full_capacity_costs_the_plan(policy: str) -> None:
     """Capacity always there: the plan runs undisturbed and costs what the solver says."""
     problem = one_type_problem(time_s=6000.0)
     best = dnnprov.solve(problem, "enumerate")
-    replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [4] * 40)]}, zones=True)
+    replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [4] * 60)]}, zones=True)
     table = replay.takeover_table(best.plan, flat_model(4, 4)) if policy == "mpc" else None
     pools = replay.draw_pools(np.random.default_rng(0))
     run = replay.run(best.plan, make_policy(policy, table), pools)
@@ -77,7 +77,7 @@ def test_no_capacity_goes_on_demand_at_the_start() -> None:
     idles the first tick (it is not behind the line yet), then goes on-demand and pays the join."""
     problem = one_type_problem(time_s=5000.0)
     plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
-    replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [0] * 40)]}, zones=True)
+    replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [0] * 50)]}, zones=True)
     pools = replay.draw_pools(np.random.default_rng(0))
     expected = (2 * OD_PRICE + 0.192) * plan_time(problem, 2) / 3600
     late = 0.192 * 300 / 3600 + (2 * OD_PRICE + 0.192) * 126 / 3600
@@ -93,8 +93,8 @@ def test_zones_are_aligned_and_failover_uses_them() -> None:
     there and meets the deadline; fallback stays home and goes on-demand."""
     problem = one_type_problem(time_s=9000.0)
     plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 1}, ps=1)
-    a = trace("us-east-1a_v100_1.json", [1, 1, 0, 0] * 20)
-    b = trace("us-east-1b_v100_1.json", [0, 0, 1, 1] * 20)
+    a = trace("us-east-1a_v100_1.json", [1, 1, 0, 0] * 40)           # a run covers 90 ticks
+    b = trace("us-east-1b_v100_1.json", [0, 0, 1, 1] * 40)
     replay = PoolReplay(problem, {"p3.2xlarge": [a, b]}, zones=True)
     rng = np.random.default_rng(4)
     for _ in range(10):
@@ -116,8 +116,8 @@ def test_pool_prices_and_capacities_come_from_the_instance() -> None:
     zones = (dnnprov.problems.spot.SpotPool("us-east-1a", spot_price_per_h=0.5, capacity=1),
              dnnprov.problems.spot.SpotPool("us-east-1b"))
     problem = problem.replace(instance_types=(replace(t, zones=zones),))
-    replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [4] * 40),
-                                                 trace("us-east-1b_v100_1.json", [4] * 40)]}, zones=True)
+    replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [4] * 60),
+                                                 trace("us-east-1b_v100_1.json", [4] * 60)]}, zones=True)
     pools = replay.draw_pools(np.random.default_rng(0))
     assert [p.price for p in pools] == [0.5, t.spot_price_per_h] and pools[0].at(0) == 1
     plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
@@ -153,7 +153,7 @@ def test_hindsight_is_the_lp_optimum_and_below_every_policy(seed: int) -> None:
     and no policy's cost in any run is below it."""
     rng = np.random.default_rng(seed)
     problem = one_type_problem(time_s=float(rng.uniform(4500, 9000)), quota=3)
-    traces = [trace(f"us-east-1{z}_v100_1.json", rng.integers(0, 4, size=60).tolist()) for z in "ab"]
+    traces = [trace(f"us-east-1{z}_v100_1.json", rng.integers(0, 4, size=120).tolist()) for z in "ab"]
     replay = PoolReplay(problem, {"p3.2xlarge": traces}, zones=True)
     hindsight = Hindsight(replay)
     plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
@@ -181,7 +181,7 @@ def test_hindsight_of_a_large_quota_box_is_scoped_to_the_plan() -> None:
     problem = problem.replace(instance_types=tuple(replace(t, on_demand_price_per_h=OD_PRICE) if t.name == "p3.2xlarge"
                                                    else t for t in problem.instance_types),
                               constraints=dnnprov.SpotConstraints(ps_count=(1, 1)))
-    traces = [trace(f"us-east-1{z}_v100_1.json", rng.integers(0, 4, size=60).tolist()) for z in "ab"]
+    traces = [trace(f"us-east-1{z}_v100_1.json", rng.integers(0, 4, size=120).tolist()) for z in "ab"]
     replay = PoolReplay(problem, {"p3.2xlarge": traces}, zones=True)
     plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
     with pytest.raises(InvalidInputError, match="clusters"):
@@ -348,7 +348,7 @@ def _files(tmp_path: Path, capsys: pytest.CaptureFixture, time_s: float = 7200.0
     plan = tmp_path / "plan.json"
     plan.write_text(capsys.readouterr().out)
     args = []
-    for zone, data in (("us-east-1a", [2, 2, 0, 1] * 30), ("us-east-1b", [0, 1, 2, 2] * 30)):
+    for zone, data in (("us-east-1a", [2, 2, 0, 1] * 40), ("us-east-1b", [0, 1, 2, 2] * 40)):
         path = tmp_path / f"{zone}_v100_1.json"
         path.write_text(json.dumps({"metadata": {"gap_seconds": 300}, "data": data}))
         args += ["--trace", f"p3.2xlarge={path}"]
@@ -435,7 +435,7 @@ def test_three_real_zones_held_out() -> None:
 def test_mpc_table_size_is_bounded() -> None:
     """A deadline of 10^6 s on 300 s ticks would need a 3,000-tick table: refused, not built."""
     problem = one_type_problem(time_s=1e6, quota=8)
-    replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [8] * 40)]}, zones=True,
+    replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [8] * 3334)]}, zones=True,
                         horizon=1.0)
     with pytest.raises(InvalidInputError, match="above the limit"):
         replay.takeover_table(dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1), flat_model(8, 8))
@@ -473,3 +473,53 @@ def test_mpc_on_certain_capacity_launches_no_on_demand(slack: float) -> None:
     spot_cost = (3 * problem.instance_types[0].spot_price_per_h + 0.192) * plan_time(problem, 3) / 3600
     assert run.met_deadline and run.on_demand_launched == 0
     assert run.cost <= spot_cost * (1 + 1e-9)
+
+
+# ------------------------------------------------------------------ windows within the period (issue 28)
+@pytest.mark.parametrize("period", [(0.5, 1.0), (0.0, 0.5)])
+def test_windows_stay_in_their_period(period: tuple[float, float]) -> None:
+    """Capacity only in one half: windows drawn in that half never reach the other (old: held-out
+    windows near the trace's end wrapped into the fit period, up to 11.8 % of 8 h runs before T_obj)."""
+    problem = one_type_problem(time_s=6000.0)                 # a run covers 3 x 6000 s = 60 ticks
+    best = dnnprov.solve(problem, "enumerate")
+    full, empty = [4] * 64, [0] * 64
+    data = empty + full if period == (0.5, 1.0) else full + empty
+    replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", data)]}, zones=True, period=period)
+    rng = np.random.default_rng(1)
+    for _ in range(60):
+        pools = replay.draw_pools(rng)
+        start, end = (64, 128) if period == (0.5, 1.0) else (0, 64)
+        assert all(start <= p.offset and p.offset + 60 <= end for p in pools)
+        run = replay.run(best.plan, make_policy("none"), pools)
+        assert run.met_deadline and run.revocations == 0
+
+
+def test_periods_shorter_than_a_run_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A replay period, or an mpc fit period, shorter than a run: one error naming the trace and the
+    lengths (PoolReplay, simulate --period, simulate --policy mpc --fit-period, risk plan --fit-period)."""
+    problem = one_type_problem(time_s=6000.0)
+    with pytest.raises(InvalidInputError) as info:
+        PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [4] * 100)]}, zones=True,
+                   period=(0.5, 1.0))
+    assert info.value.field == "us-east-1a_v100_1.json"
+    assert info.value.problem.startswith("50 ticks of 300 s (15,000 s) in the period 0.5:1 (ticks 50-100) do not "
+                                         "cover a run of 18,000 s (--horizon x T_obj: 60 ticks)")
+    instance, plan, traces = _files(tmp_path, capsys)            # 160 ticks; a run covers 72
+    base = ["simulate", str(instance), "--plan", str(plan), *traces, "--zones", "--runs", "2"]
+    for extra in (["--period", "0.6:1"], ["--policy", "mpc", "--fit-period", "0:0.4"]):
+        assert main(base + extra) == 2, extra
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "_v100_1.json: 64 ticks of 300 s" in err and "72 ticks" in err, err
+    assert main(["risk", "plan", str(instance), *traces, "--zones", "--fit-period", "0:0.4"]) == 2
+    assert "64 ticks of 300 s (19,200 s) in the period 0:0.4" in capsys.readouterr().err
+    assert main(base + ["--policy", "mpc", "--fit-period", "0:0.5"]) == 0      # 80 ticks hold a run
+
+
+def test_risk_fit_refuses_a_period_too_short_to_fit(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`risk fit --zones` on a period of one tick fits no transition: one error naming the traces and lengths."""
+    _, _, traces = _files(tmp_path, capsys)
+    files = [t.split("=", 1)[1] for t in traces[1::2]]
+    assert main(["risk", "fit", "--zones", *files, "--period", "0:0.01"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--period: 0:0.01 holds 1 of the 160 common ticks (300 s each) of" in err
+    assert all(Path(f).name in err for f in files) and "a fit needs at least 2 (one transition)" in err

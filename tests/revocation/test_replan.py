@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -336,3 +337,175 @@ def test_cli_replan_places_the_takeover_in_zones(ref_resnet110, tmp_path: Path,
     assert "not a zone of g3.8xlarge" in capsys.readouterr().err
     assert main(args + ["--capacity", "g3.8xlarge=1"]) == 2
     assert "TYPE@ZONE=COUNT" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ a flaky metadata service (issue 28)
+class FlakyMetadata(BaseHTTPRequestHandler):
+    """IMDSv2 that fails as a real one can: each request takes the next fault of ``faults`` (503, 500,
+    ``drop``: the connection closed unanswered, ``slow``: no answer within the client's timeout), then
+    answers; the notice appears after ``quiet`` polls of spot/instance-action."""
+
+    faults: list[str] = []
+    failed: list[str] = []
+    quiet = 2
+    polls = 0
+    notice = {"action": "terminate", "time": "2026-12-01T10:00:00Z"}
+
+    def _fault(self) -> bool:
+        if not type(self).faults:
+            return False
+        fault = type(self).faults.pop(0)
+        type(self).failed.append(f"{self.command} {self.path}: {fault}")
+        if fault in ("drop", "slow"):
+            threading.Event().wait(0.5 if fault == "slow" else 0.0)    # past the client's 0.2 s timeout
+            self.close_connection = True
+            self.connection.close()
+        else:
+            self._reply(int(fault), "")
+        return True
+
+    def do_PUT(self) -> None:  # noqa: N802
+        """A session token, unless a fault comes first."""
+        if not self._fault():
+            self._reply(200, "token")
+
+    def do_GET(self) -> None:  # noqa: N802
+        """The notice (after a few quiet polls), the instance's id and type, unless a fault comes first."""
+        if self._fault():
+            return
+        if self.headers.get("X-aws-ec2-metadata-token") != "token":
+            return self._reply(401, "")
+        if self.path == "/latest/meta-data/spot/instance-action":
+            type(self).polls += 1
+            if self.polls <= self.quiet:
+                return self._reply(404, "")
+            return self._reply(200, json.dumps(self.notice))
+        paths = {"/latest/meta-data/instance-id": "i-0fedcba987654321", "/latest/meta-data/instance-type": "p3.2xlarge"}
+        self._reply(200, paths[self.path]) if self.path in paths else self._reply(404, "")
+
+    _reply = MetadataHandler._reply
+    log_message = MetadataHandler.log_message
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _serve(port: int) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", port), FlakyMetadata)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _watch(url: str, notices: list, stop: threading.Event, **options) -> tuple[threading.Thread, list]:
+    """The watcher in a thread; what it raised lands in the returned list."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            watch_interruptions(notices.append, metadata_url=url, interval_s=0.02, stop=stop, timeout_s=0.2,
+                                retry_s=0.01, **options)
+        except BaseException as exc:  # noqa: BLE001 (handed to the test)
+            raised.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, raised
+
+
+def _until(condition, seconds: float = 10.0) -> None:
+    deadline = threading.Event()
+    for _ in range(int(seconds / 0.02)):
+        if condition():
+            return
+        deadline.wait(0.02)
+    raise AssertionError("timed out")
+
+
+@pytest.fixture
+def flaky() -> Iterator[None]:
+    FlakyMetadata.faults, FlakyMetadata.failed, FlakyMetadata.polls, FlakyMetadata.quiet = [], [], 0, 2
+    FlakyMetadata.notice = {"action": "terminate", "time": "2026-12-01T10:00:00Z"}
+    yield
+
+
+def test_watcher_retries_transient_failures(flaky) -> None:
+    """Refused connections (the service not up yet), 503 and 500 answers, a dropped connection and a
+    timeout: the watcher backs off and keeps polling, and reports the notice once (issue 28: it died
+    on the first 500/503 or unreachable endpoint)."""
+    port = _free_port()
+    notices: list[InterruptionNotice] = []
+    stop = threading.Event()
+    FlakyMetadata.faults = ["503", "500", "drop", "slow", "503", "502"]
+    thread, raised = _watch(f"http://127.0.0.1:{port}", notices, stop)
+    threading.Event().wait(0.3)                     # connection refused meanwhile
+    assert thread.is_alive() and not raised
+    server = _serve(port)
+    try:
+        _until(lambda: notices)
+        threading.Event().wait(0.2)                 # more polls of the same notice
+        stop.set()
+        thread.join(5)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not raised and not thread.is_alive()
+    assert notices == [InterruptionNotice("terminate", "2026-12-01T10:00:00Z", "i-0fedcba987654321", "p3.2xlarge")]
+    assert [f.rsplit(": ", 1)[1] for f in FlakyMetadata.failed] == ["503", "500", "drop", "slow", "503", "502"]
+    assert FlakyMetadata.polls > FlakyMetadata.quiet + 1
+
+
+def test_watcher_remembers_reported_notices_across_restarts(flaky, tmp_path: Path) -> None:
+    """With a state file a restarted watcher does not report a notice again; a new notice it does."""
+    server = _serve(0)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    state = tmp_path / "notices.json"
+    try:
+        for expected in (1, 0):                      # the first watcher reports it, the restarted one not
+            notices: list[InterruptionNotice] = []
+            stop = threading.Event()
+            FlakyMetadata.polls = 0
+            thread, raised = _watch(url, notices, stop, state_file=state)
+            _until(lambda: FlakyMetadata.polls > FlakyMetadata.quiet + 3)
+            stop.set()
+            thread.join(5)
+            assert not raised and len(notices) == expected
+        saved = json.loads(state.read_text())
+        assert saved["reported"] == [{"action": "terminate", "time": "2026-12-01T10:00:00Z",
+                                      "instance_id": "i-0fedcba987654321"}]
+        FlakyMetadata.notice = {"action": "stop", "time": "2026-12-01T11:00:00Z"}
+        notices, stop = [], threading.Event()
+        thread, raised = _watch(url, notices, stop, state_file=state)
+        _until(lambda: notices)
+        stop.set()
+        thread.join(5)
+        assert [n.action for n in notices] == ["stop"] and len(json.loads(state.read_text())["reported"]) == 2
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_watcher_gives_up_when_told_and_on_a_refusal(flaky, tmp_path: Path) -> None:
+    """max_failures transient failures in a row end the watch with one error; a 403 at once; so does a
+    state file that is not one."""
+    server = _serve(0)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        for faults, options, message in ((["503"] * 4, {"max_failures": 3}, "failed 3 times in a row, the last: HTTP Error 503"),
+                                         (["403"], {}, "reading .* failed: HTTP Error 403")):
+            FlakyMetadata.faults = faults
+            thread, raised = _watch(url, [], threading.Event(), **options)
+            thread.join(5)
+            assert len(raised) == 1 and isinstance(raised[0], InvalidInputError)
+            assert raised[0].field == "metadata" and re.search(message, raised[0].problem)
+    finally:
+        server.shutdown()
+        server.server_close()
+    bad = tmp_path / "notices.json"
+    bad.write_text('{"format": "something else"}')
+    with pytest.raises(InvalidInputError, match="not a dnnprov/notices v1 file"):
+        watch_interruptions(print, metadata_url=url, state_file=bad)

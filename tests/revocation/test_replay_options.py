@@ -3,9 +3,18 @@
 
 from __future__ import annotations
 
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
+import dnnprov
+from conftest import resnet110_problem
+from dnnprov.cli import main
 from dnnprov.errors import InvalidInputError
+from dnnprov.problems.interruption import load_trace
 from dnnprov.revocation.simulate import pooled_replay
 
 CLI = lambda name: "--" + name.replace("_", "-")          # noqa: E731
@@ -35,3 +44,53 @@ def test_options_that_do_not_go_together_are_refused_naming_the_field(policy, ch
     with pytest.raises(InvalidInputError) as cli:
         pooled_replay(policy, **{**PLAIN, **changes}, option=CLI)
     assert cli.value.field == CLI(field) and "--" in cli.value.problem
+
+
+# ------------------------------------------------------------------ join and horizon (issue 28)
+def _one_type(tmp_path: Path) -> tuple[dnnprov.SpotProblem, Path, Path, list[str], dict]:
+    """ResNet-110 (paper model) on p3.2xlarge, its plan, and one long 300 s trace (files and loaded)."""
+    problem = resnet110_problem([4, 0, 0, 0, 0], model="paper", loss=0.8, time_s=7200.0, gamma_4=1.0)
+    types = tuple(replace(t, on_demand_price_per_h=3.06) for t in problem.instance_types if t.name == "p3.2xlarge")
+    problem = problem.replace(instance_types=types, constraints=dnnprov.SpotConstraints(ps_count=(1, 1)))
+    instance, plan, path = tmp_path / "one.json", tmp_path / "plan.json", tmp_path / "us-east-1a_v100_1.json"
+    dnnprov.write_instance(problem, instance)
+    plan.write_text(dnnprov.solve(problem, "enumerate").to_json())
+    path.write_text(json.dumps({"metadata": {"gap_seconds": 300}, "data": [4, 3, 4, 2] * 100}))
+    return problem, instance, plan, ["--trace", f"p3.2xlarge={path}"], {"p3.2xlarge": [load_trace(path)]}
+
+
+@pytest.mark.parametrize(("option", "value"), [("--join", "nan"), ("--join", "-1000"), ("--join", "inf"),
+                                               ("--horizon", "0"), ("--horizon", "nan"), ("--horizon", "0.5")])
+def test_cli_refuses_bad_join_and_horizon(option: str, value: str, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture) -> None:
+    """simulate (every engine) and risk plan: one error line naming the option, exit 2 (issue 28: NaN
+    gave an IndexError, exit 3; --horizon 0 made every run free, exit 0; --join -1000 was taken)."""
+    _, instance, plan, traces, _ = _one_type(tmp_path)
+    commands = [["simulate", str(instance), "--plan", str(plan), *traces, "--runs", "3", "--policy", policy]
+                for policy in ("none", "fallback", "mpc", "failover")]
+    if option == "--join":
+        commands.append(["risk", "plan", str(instance), *traces])
+    for command in commands:
+        assert main([*command, option, value]) == 2, command
+        err = capsys.readouterr().err
+        assert err.startswith(f"dnnprov: error: {option}: must be") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize(("options", "field"), [({"join_s": math.nan}, "join_s"), ({"join_s": -1000.0}, "join_s"),
+                                                ({"horizon": 0.0}, "horizon"), ({"horizon": math.inf}, "horizon")])
+def test_python_api_refuses_bad_join_and_horizon(options: dict, field: str, tmp_path: Path) -> None:
+    """simulate, replay_pools and choose_plan refuse them naming the field, before any run."""
+    from dnnprov.revocation.plan_choice import choose_plan
+    from dnnprov.revocation.pool_replay import replay_pools
+    from dnnprov.revocation.simulate import simulate
+
+    problem, _, _, _, traces = _one_type(tmp_path)
+    plan = dnnprov.solve(problem, "enumerate").plan
+    calls = [lambda: simulate(problem, plan, traces, runs=2, **options),
+             lambda: replay_pools(problem, plan, traces, policy="mpc", zones=False, runs=2, **options)]
+    if field == "join_s":
+        calls.append(lambda: choose_plan(problem, traces, zones=False, runs=2, **options))
+    for call in calls:
+        with pytest.raises(InvalidInputError) as info:
+            call()
+        assert info.value.field == field

@@ -46,7 +46,7 @@ def test_no_revocation_costs_exactly_the_plan(tmp_path: Path) -> None:
     """Capacity always there: every policy meets T_obj at exactly the plan's time and cost."""
     problem = small_problem()
     best = dnnprov.solve(problem, "enumerate")
-    traces = traces_of(tmp_path, [1] * 50)
+    traces = traces_of(tmp_path, [1] * 165)            # a run covers 3 x 3300 s = 165 ticks
     for policy in ("none", "replan", "fallback"):
         s = simulate(problem, best.plan, traces, policy=policy, runs=20, seed=3).summary()
         assert s["met_deadline"] == 1.0 and s["revocations_mean"] == 0 and s["replans_mean"] == 0
@@ -59,7 +59,7 @@ def test_no_capacity_means_no_training_without_a_fallback(tmp_path: Path) -> Non
     """Spot never available: policy none trains nothing; fallback goes on-demand and pays for it."""
     problem = small_problem(time_s=3600.0)
     best = dnnprov.solve(small_problem(time_s=3300.0), "enumerate")
-    traces = traces_of(tmp_path, [0] * 50)
+    traces = traces_of(tmp_path, [0] * 180)
     none = simulate(problem, best.plan, traces, policy="none", runs=5).summary()
     assert none["met_deadline"] == 0.0 and none["finished"] == 0.0 and none["cost_mean"] == 0.0
     fallback = simulate(problem, best.plan, traces, policy="fallback", runs=5).summary()
@@ -74,7 +74,7 @@ def test_replays_are_reproducible_and_policies_help(tmp_path: Path) -> None:
     """Capacity lost a third of the time: revocations happen, replan and fallback meet T_obj more often."""
     problem = small_problem(time_s=3600.0, markets=("spot", "on-demand"))
     best = dnnprov.solve(problem, "enumerate")
-    traces = traces_of(tmp_path, ([1] * 20 + [0] * 10) * 4)
+    traces = traces_of(tmp_path, ([1] * 20 + [0] * 10) * 8)
     sim = Simulator(problem, traces)
     runs = {p: simulate(problem, best.plan, traces, policy=p, runs=150, seed=7, simulator=sim).summary()
             for p in ("none", "replan", "fallback")}
@@ -100,7 +100,7 @@ def test_replan_policy_solves_the_takeover_exactly(tmp_path: Path, revoked, elap
     problem = small_problem(time_s=3600.0, markets=("spot", "on-demand"))
     start = dnnprov.solve(problem, "enumerate")
     start = replace(start, plan=dnnprov.SpotPlan(counts={"p3.2xlarge": 2, "g3.8xlarge": 3}, ps=1))
-    sim = Simulator(problem, traces_of(tmp_path, [1] * 10))
+    sim = Simulator(problem, traces_of(tmp_path, [1] * 180))
     model = sim.model
     counts = np.array([[start.plan.counts.get(label, 0) for label in model.columns.labels]])
     sigma, u0 = progress_speed(model, counts, start.plan.ps)
@@ -128,7 +128,7 @@ def test_cli_simulate_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> Non
     assert main(["solve", str(instance), "--method", "enumerate", "--json"]) == 0
     plan = tmp_path / "plan.json"
     plan.write_text(capsys.readouterr().out)
-    trace = write_trace(tmp_path, "t.json", [1] * 30 + [0] * 5)
+    trace = write_trace(tmp_path, "t.json", ([1] * 30 + [0] * 5) * 6)
     args = ["simulate", str(instance), "--plan", str(plan), "--trace", f"p3.2xlarge={trace}",
             "--trace", f"g3.8xlarge={trace}", "--runs", "25", "--seed", "1", "--policy", "replan"]
     assert main(args + ["--json"]) == 0
@@ -192,7 +192,7 @@ def _cli_files(tmp_path: Path, capsys: pytest.CaptureFixture) -> tuple[Path, Pat
 def test_per_run_json_with_capacity_changes(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """`--per-run --json` on runs that cross capacity changes prints valid JSON (it crashed on a bool)."""
     instance, plan = _cli_files(tmp_path, capsys)
-    trace = write_trace(tmp_path, "t.json", ([1] * 10 + [0] * 5) * 6)
+    trace = write_trace(tmp_path, "t.json", ([1] * 10 + [0] * 5) * 14)
     for policy in ("none", "replan", "fallback"):
         args = ["simulate", str(instance), "--plan", str(plan), "--trace", f"p3.2xlarge={trace}",
                 "--trace", f"g3.8xlarge={trace}", "--runs", "12", "--policy", policy, "--per-run", "--json"]
@@ -210,3 +210,41 @@ def test_tiny_gap_is_refused_not_materialized(tmp_path: Path, capsys: pytest.Cap
                  "--trace", f"g3.8xlarge={trace}", "--runs", "2"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "metadata.gap_seconds" in err and "limit" in err
+
+
+# ------------------------------------------------------------- windows within the trace (issue 28)
+def test_a_trace_shorter_than_a_run_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A run of 3 x 3300 s covers 165 ticks of 60 s: a 100-tick trace is refused, naming it and both
+    lengths (it used to be replayed in a loop without a word); the CLI says so in one line, exit 2."""
+    problem = small_problem()
+    best = dnnprov.solve(problem, "enumerate")
+    traces = traces_of(tmp_path, [1] * 100)
+    with pytest.raises(InvalidInputError) as info:
+        simulate(problem, best.plan, traces, runs=1)
+    assert info.value.field.endswith(".json")
+    assert "100 ticks of 60 s (6,000 s) do not cover a run of 9,900 s" in info.value.problem
+    assert "165 ticks" in info.value.problem
+    assert simulate(problem, best.plan, traces, runs=1, horizon=1.5).runs     # 83 ticks: covered
+    instance, plan = _cli_files(tmp_path, capsys)
+    short = write_trace(tmp_path, "short.json", [1] * 100)
+    assert main(["simulate", str(instance), "--plan", str(plan), "--trace", f"p3.2xlarge={short}",
+                 "--trace", f"g3.8xlarge={short}", "--runs", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "short.json: 100 ticks of 60 s" in err and "180 ticks" in err
+
+
+def test_windows_never_run_past_the_trace_end(tmp_path: Path) -> None:
+    """A trace exactly one run long whose last 5 ticks have no capacity: every window is the whole
+    trace, so no run meets the outage before it ends (old: random offsets wrapped into it)."""
+    from dnnprov.revocation.simulate import _Capacity
+
+    problem = small_problem()
+    best = dnnprov.solve(problem, "enumerate")
+    traces = traces_of(tmp_path, [1] * 160 + [0] * 5)
+    s = simulate(problem, best.plan, traces, policy="none", runs=40, seed=5).summary()
+    assert s["revocations_mean"] == 0 and s["met_deadline"] == 1.0
+    longer = load_trace(write_trace(tmp_path, "longer.json", [1] * 400))
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        capacity = _Capacity({0: longer}, [8], 9900.0, rng)
+        assert all(offset + 165 <= 400 for _, offset in capacity.blocks[0])

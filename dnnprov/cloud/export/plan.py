@@ -193,6 +193,46 @@ class PlanDocument:
             return int(details["new_ps"])
         return 0 if self.kept() else self.ps
 
+    def check_delivery(self, delivered: Mapping[str, int], complete: bool = True) -> None:
+        """Refuse a cluster EC2 delivered (an instant fleet chooses its own mix) that the plan's
+        problem does not allow: one error naming the field (``delivered.counts.<label>``,
+        ``delivered.time_s``, ``delivered.cost``).
+
+        ``delivered`` are the workers launched per column label; with the kept workers they
+        make the cluster. Each type's quota is checked on every delivery; once ``complete``
+        (every fleet has answered) the whole cluster is checked as a plan of the problem
+        (:func:`check_spot_plan`: quotas, vCPU families, worker range) and by the spot model:
+        inside its validity domain, its predicted time within the deadline (``slo.time_s``) and
+        its cost within the budget (``constraints.budget_usd``), if any.
+        """
+        problem = self.problem
+        if not isinstance(problem, SpotProblem):
+            raise InvalidInputError("instance", "checking what a fleet delivered needs the plan's spot instance")
+        cluster = dict(self.kept())
+        for label, n in delivered.items():
+            cluster[label] = cluster.get(label, 0) + int(n)
+        cols = problem.columns()
+        for label, n in cluster.items():
+            if label in cols.labels and n > cols.upper[cols.labels.index(label)]:
+                raise InvalidInputError(f"delivered.counts.{label}", f"{n} instances exceed the quota "
+                                        f"{int(cols.upper[cols.labels.index(label)])}")
+        if not complete:
+            return
+        check_spot_plan(problem, cluster, self.ps, "delivered")
+        model = SpotModel(problem)
+        ev = model.evaluate([[cluster.get(label, 0) for label in cols.labels]], self.ps)
+        time_s, cost = float(ev.time_s[0]), float(ev.cost[0])
+        if not bool(ev.inside_domain[0]):
+            raise InvalidInputError("delivered.counts", "the cluster lies outside the loss model's validity domain: "
+                                                        "no training time can be predicted for it")
+        if not time_s <= problem.slo.time_s * (1 + 1e-12):
+            raise InvalidInputError("delivered.time_s", f"the spot model predicts {time_s:,.0f} s for this cluster, "
+                                                        f"beyond the deadline of {problem.slo.time_s:,.0f} s (slo.time_s)")
+        budget = problem.constraints.budget_usd
+        if budget is not None and cost > budget:
+            raise InvalidInputError("delivered.cost", f"the spot model predicts ${cost:,.2f} for this cluster, over "
+                                                      f"the budget of ${budget:,.2f} (constraints.budget_usd)")
+
     def require_spot(self) -> None:
         """Refuse a serverless plan where a spot plan is needed."""
         if self.kind != "spot":
