@@ -76,7 +76,10 @@ def cmd_twin(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         previous[sig] = signal.signal(sig, lambda signum, frame: stop.set())
     try:
-        twin.start()
+        try:
+            twin.start()
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"--{exc.field}" if exc.field == "port" else exc.field, exc.problem) from None
         print(json.dumps(twin.describe()), flush=True)
         while not stop.wait(0.5):       # until a signal; the twin's threads do the work
             pass

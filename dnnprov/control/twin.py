@@ -171,6 +171,10 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     twin: "Twin"
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-answer: logged, not printed as a traceback."""
+        LOG.debug("twin: connection from %s failed", client_address, exc_info=True)
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -427,7 +431,9 @@ class Twin:
                 region, service = ec2.credential_scope(head)
                 if service in (None, "ec2") and action in ("RunInstances", "TerminateInstances",
                                                            "DescribeSpotInstanceRequests"):
-                    return getattr(self, f"_{action}")(path, headers, params, region or self.region)
+                    form = [(k, v) for k, v in headers if k.lower() != "content-type"]
+                    form.append(("Content-Type", "application/x-www-form-urlencoded; charset=utf-8"))
+                    return getattr(self, f"_{action}")(split.path or "/", form, params, region or self.region)
                 if service in (None, "ec2") and _spot_elsewhere(action, params):
                     return ec2.error("UnsupportedOperation", f"the EC2 twin models spot capacity for RunInstances "
                                      f"only; a spot {action} would bypass the traces' capacity")

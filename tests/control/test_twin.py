@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -407,8 +408,20 @@ def test_cli_prints_its_line_serves_and_stops_on_sigterm(tmp_path, aws_env):
     (["--offset", "0", "--port", "70000"], "--port"),
 ])
 def test_cli_bad_options_are_one_line_and_exit_2(tmp_path, options, field):
+    """Each bad option is one error line naming it, exit 2, nothing on standard output."""
     trace = _write_trace(tmp_path / "us-west-2a_v100_1.json", [2, 2, 0, 0])
     run = subprocess.run([sys.executable, "-m", "dnnprov", "twin", "--trace", f"{P3}={trace}", *options],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.count("\n") == 1 and run.stderr.startswith("dnnprov: error: ") and field in run.stderr
+
+
+def test_cli_port_in_use_is_one_line(tmp_path):
+    trace = _write_trace(tmp_path / "us-west-2a_v100_1.json", [2, 2])
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        run = subprocess.run([sys.executable, "-m", "dnnprov", "twin", "--trace", f"{P3}={trace}", "--offset", "0",
+                              "--port", str(taken.getsockname()[1])], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith("dnnprov: error: --port: cannot listen on 127.0.0.1:")
