@@ -1,7 +1,7 @@
 """The ``twin`` subcommand: the EC2 twin (:mod:`dnnprov.control.twin`) until SIGTERM or Ctrl-C.
 
     dnnprov twin --trace TYPE=FILE [--trace ...] --offset TICKS [--speed X | --stepped]
-                 [--port P] [--region R] [--horizon-s S] [--base ISO]
+                 [--port P] [--region R] [--horizon-s S] [--base ISO] [--notice-status CODE]
 
 Registered in :data:`dnnprov.cli.COMMAND_GROUPS`. See docs/control.md ("The EC2 twin").
 """
@@ -20,6 +20,9 @@ from dnnprov.cli import EXIT_OK
 from dnnprov.errors import InvalidInputError
 
 DEFAULT_BASE_TEXT = "2023-08-27T00:00:00Z"
+#: The choices of --notice-status (dnnprov.control.twin.NOTICE_STATUSES; not imported here, so that
+#: the parser is built without the twin's imports)
+NOTICE_STATUSES = ("marked-for-termination", "instance-terminated-no-capacity")
 
 
 def _trace_pairs(values: list[str]) -> list[tuple[str, str]]:
@@ -69,8 +72,9 @@ def cmd_twin(args: argparse.Namespace) -> int:
     except InvalidInputError as exc:
         raise InvalidInputError("--region", exc.problem) from None
     pools = trace_pools(_trace_pairs(args.trace), args.offset, args.horizon_s)
-    twin = Twin(pools, port=args.port, region=args.region, base=_base(args.base),
-                mode="stepped" if args.stepped else "accelerated", speed=1.0 if args.speed is None else args.speed)
+    twin = Twin(pools, port=args.port, region=args.region, base=_base(args.base), notice_status=args.notice_status,
+                mode="stepped" if args.stepped else "accelerated",
+                speed=1.0 if args.speed is None else args.speed)
     stop = threading.Event()
     previous: dict[int, Any] = {}
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -103,9 +107,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="accelerated clock: X twin seconds per wall second (default 1)")
     mode.add_argument("--stepped", action="store_true", help="the clock moves only by POST /_twin/advance")
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: a free one)")
-    p.add_argument("--region", default="us-east-1", help="the region of requests that carry no SigV4 credential scope (default us-east-1)")
+    p.add_argument("--region", default="us-east-1",
+                   help="the region of requests that carry no SigV4 credential scope (default us-east-1)")
     p.add_argument("--horizon-s", type=float, default=0.0, metavar="S",
                    help="refuse an offset whose window of S seconds runs past a trace's end (default 0)")
     p.add_argument("--base", default=DEFAULT_BASE_TEXT, metavar="ISO",
                    help=f"the UTC instant of twin time 0 (default {DEFAULT_BASE_TEXT})")
+    p.add_argument("--notice-status", choices=NOTICE_STATUSES, default=NOTICE_STATUSES[0],
+                   help="the spot request's status from a notice until the reclaim: marked-for-termination "
+                        "(active), or instance-terminated-no-capacity (closed) as EC2's user guide documents for "
+                        "instances that terminate on interruption (default marked-for-termination)")
     p.set_defaults(run=cmd_twin)

@@ -13,7 +13,8 @@
   (moto would launch ``MinCount``).
 - **TerminateInstances**: forwarded; the instances leave their pools.
 - **DescribeSpotInstanceRequests**: answered by the twin, one request per spot instance it
-  launched (moto keeps none for RunInstances spot launches).
+  launched (moto keeps none for RunInstances spot launches), its status following the
+  notice and the reclaim (``notice_status``).
 - **RequestSpotInstances**, **RequestSpotFleet** and a spot **CreateFleet**: refused
   (``UnsupportedOperation``): moto would grant them beyond the traces' capacity.
 - ``/_twin/...``: the twin's own clock and state (:data:`PREFIX`).
@@ -51,6 +52,8 @@ from dnnprov.problems.interruption import Trace, load_trace
 #: The instant twin time 0 stands for (the 2023-08-27 traces' era), unless given.
 DEFAULT_BASE = datetime(2023, 8, 27, tzinfo=timezone.utc)
 MODES = ("accelerated", "stepped")
+#: The spot request status a notice sets (:class:`Twin`'s ``notice_status``).
+NOTICE_STATUSES = (ec2.MARKED, ec2.RECLAIMED)
 PREFIX = "/_twin/"
 TICK_S = 0.05                     # wall seconds between clock checks of an accelerated twin
 UPSTREAM_TIMEOUT_S = 30.0
@@ -96,39 +99,6 @@ def trace_pools(traces: Sequence[tuple[str, str | Path | Trace]], offset: int, h
     return pools
 
 
-@dataclass(frozen=True)
-class TwinInstance:
-    """What the twin knows of one instance launched through it (times are twin seconds)."""
-
-    instance_id: str
-    type_name: str
-    zone: str | None
-    market: str                        # "spot" | "on-demand"
-    tags: Mapping[str, str]
-    launched_s: float
-    notice_s: float | None = None
-    ended_s: float | None = None
-    ended_by: str | None = None        # "user" | "no-capacity"
-    pool: str | None = None            # type@zone of a spot instance
-    region: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (``GET /_twin/instances``)."""
-        return {"instance_id": self.instance_id, "type": self.type_name, "zone": self.zone, "market": self.market,
-                "tags": dict(self.tags), "launched_s": self.launched_s, "notice_s": self.notice_s,
-                "ended_s": self.ended_s, "ended_by": self.ended_by, "pool": self.pool, "region": self.region}
-
-
-@dataclass
-class _Record:
-    instance: TwinInstance
-    request_tags: dict[str, str]
-    auth: dict[str, str]               # the launch's credential headers, reused to terminate it upstream
-    spot_price: str
-    state: str = "active"
-    status: str = ec2.FULFILLED
-    status_s: float = 0.0
-
 
 class TwinClock:
     """Twin seconds since the start: ``speed`` x wall seconds (accelerated) plus every advance."""
@@ -165,6 +135,40 @@ class TwinClock:
         """``{"t", "now", "mode", "speed"}`` at ``t`` (default: now)."""
         t = self.now() if t is None else t
         return {"t": t, "now": ec2.iso(self.base, t), "mode": self.mode, "speed": self.speed}
+
+
+@dataclass(frozen=True)
+class TwinInstance:
+    """What the twin knows of one instance launched through it (times are twin seconds)."""
+
+    instance_id: str
+    type_name: str
+    zone: str | None
+    market: str                        # "spot" | "on-demand"
+    tags: Mapping[str, str]
+    launched_s: float
+    notice_s: float | None = None
+    ended_s: float | None = None
+    ended_by: str | None = None        # "user" | "no-capacity"
+    pool: str | None = None            # type@zone of a spot instance
+    region: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``GET /_twin/instances``)."""
+        return {"instance_id": self.instance_id, "type": self.type_name, "zone": self.zone, "market": self.market,
+                "tags": dict(self.tags), "launched_s": self.launched_s, "notice_s": self.notice_s,
+                "ended_s": self.ended_s, "ended_by": self.ended_by, "pool": self.pool, "region": self.region}
+
+
+@dataclass
+class _Record:
+    instance: TwinInstance
+    request_tags: dict[str, str]
+    auth: dict[str, str]               # the launch's credential headers, reused to terminate it upstream
+    spot_price: str
+    state: str = "active"
+    status: str = ec2.FULFILLED
+    status_s: float = 0.0
 
 
 class _Server(ThreadingHTTPServer):
@@ -234,11 +238,17 @@ class Twin:
         The region of requests that carry no SigV4 credential scope.
     notice_s
         Seconds from a notice to its reclaim (EC2's 120).
+    notice_status
+        The spot request's status from the notice: ``marked-for-termination`` (state active,
+        then ``instance-terminated-no-capacity``, closed, at the reclaim), or
+        ``instance-terminated-no-capacity`` (closed) at once, as EC2's user guide documents
+        for instances that terminate on interruption ("Spot request status").
     """
 
     def __init__(self, pools: Sequence[PoolSpec] = (), *, upstream: str | None = None, port: int = 0,
                  mode: str = "accelerated", speed: float = 1.0, base: datetime = DEFAULT_BASE,
-                 region: str = "us-east-1", notice_s: float = NOTICE_S) -> None:
+                 region: str = "us-east-1", notice_s: float = NOTICE_S,
+                 notice_status: str = ec2.MARKED) -> None:
         self.pools = list(pools)
         self.book = CapacityBook(self.pools, notice_s=notice_s) if self.pools else None
         self.clock = TwinClock(mode, speed, base)
@@ -249,7 +259,9 @@ class Twin:
             if parts.scheme != "http" or parts.hostname not in LOOPBACK or parts.port is None:
                 raise InvalidInputError("upstream", f"must be http://127.0.0.1:PORT (a moto server on loopback), "
                                                     f"got {upstream!r}")
-        self.upstream, self.port, self.region = upstream, port, region
+        if notice_status not in NOTICE_STATUSES:
+            raise InvalidInputError("notice_status", f"one of {', '.join(NOTICE_STATUSES)}, got {notice_status!r}")
+        self.upstream, self.port, self.region, self.notice_status = upstream, port, region, notice_status
         #: twin seconds past which the traces say nothing: spot launches are refused from then on
         self.end_s = min(((len(p.trace.alive) - p.offset) * p.trace.gap_s for p in self.pools), default=math.inf)
         self._lock = threading.RLock()
@@ -392,10 +404,12 @@ class Twin:
             self._events.append(event)
             if event.kind == "notice":
                 record.instance = replace(record.instance, notice_s=event.time_s)
-                record.status, record.status_s = ec2.MARKED, event.time_s
+                record.status, record.status_s = self.notice_status, event.time_s
+                record.state = "active" if self.notice_status == ec2.MARKED else "closed"
             elif record.instance.ended_s is None:
                 record.instance = replace(record.instance, ended_s=event.time_s, ended_by="no-capacity")
-                record.state, record.status, record.status_s = "closed", ec2.RECLAIMED, event.time_s
+                if record.status != ec2.RECLAIMED:
+                    record.state, record.status, record.status_s = "closed", ec2.RECLAIMED, event.time_s
                 self._terminate_upstream(record)
         return events
 
@@ -568,12 +582,14 @@ class Twin:
                                       region: str) -> Answer:
         if (ec2.first(params, "DryRun") or "").lower() == "true":
             return ec2.error("DryRunOperation", "Request would have succeeded, but DryRun flag is set.", 412)
-        base = self.clock.base
-        requests = [ec2.SpotRequest(request_id=f"sir-{r.instance.instance_id.removeprefix('i-')}",
-                                    instance_id=r.instance.instance_id, type_name=r.instance.type_name,
-                                    zone=r.instance.zone, state=r.state, status_code=r.status,
-                                    update_time=ec2.iso(base, r.status_s), create_time=ec2.iso(base, r.instance.launched_s),
-                                    spot_price=r.spot_price, tags=r.request_tags)
-                    for r in self._records.values() if r.instance.market == "spot" and r.instance.region == region]
+        requests = [self._spot_request(r) for r in self._records.values()
+                    if r.instance.market == "spot" and r.instance.region == region]
         chosen = ec2.select_spot_requests(requests, params)
         return chosen if isinstance(chosen, tuple) else ec2.spot_requests_answer(chosen)
+
+    def _spot_request(self, record: _Record) -> ec2.SpotRequest:
+        i, base = record.instance, self.clock.base
+        return ec2.SpotRequest(request_id=f"sir-{i.instance_id.removeprefix('i-')}", instance_id=i.instance_id,
+                               type_name=i.type_name, zone=i.zone, state=record.state, status_code=record.status,
+                               update_time=ec2.iso(base, record.status_s), create_time=ec2.iso(base, i.launched_s),
+                               spot_price=record.spot_price, tags=record.request_tags)

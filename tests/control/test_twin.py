@@ -29,7 +29,8 @@ from botocore.exceptions import ClientError
 from dnnprov.control.capacity import CapacityBook, PoolSpec
 from dnnprov.control.cloud import LaunchRequest
 from dnnprov.control.trace_cloud import TraceCloud
-from dnnprov.control.twin import DEFAULT_BASE, Twin, trace_pools
+from dnnprov.cli import twin as cli_twin
+from dnnprov.control.twin import DEFAULT_BASE, NOTICE_STATUSES, Twin, trace_pools
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import Trace
 
@@ -187,6 +188,25 @@ def test_capacity_drop_notice_then_reclaim_120_s_later(make_twin):
     assert {i["instance_id"]: i["reclaim_s"] for i in state["instances"]} == {old: None, new: 420.0}
 
 
+def test_notice_status_as_ec2_documents_it_for_terminating_instances(make_twin):
+    """EC2's user guide ("Spot request status", Fulfilled-terminal): an instance that terminates
+    on interruption gets instance-terminated-no-capacity (closed) at once, not
+    marked-for-termination, and stays running for the two minutes."""
+    twin = make_twin(trace_pools([(P3, hand_trace("us-west-2a", [1, 0, 0]))], offset=0),
+                     notice_status="instance-terminated-no-capacity")
+    ec2 = ec2_client(twin.url)
+    (only,) = spot(ec2, 1, 1)
+    twin.advance(300)
+    (request,) = ec2.describe_spot_instance_requests()["SpotInstanceRequests"]
+    assert (request["State"], request["Status"]["Code"], request["Status"]["UpdateTime"]) == \
+        ("closed", "instance-terminated-no-capacity", at(300))
+    assert states(ec2, [only]) == {only: "running"}
+    twin.advance(120)
+    (request,) = ec2.describe_spot_instance_requests()["SpotInstanceRequests"]
+    assert request["Status"]["UpdateTime"] == at(300) and states(ec2, [only]) == {only: "terminated"}
+    assert cli_twin.NOTICE_STATUSES == NOTICE_STATUSES
+
+
 def test_a_user_termination_frees_capacity_and_closes_the_request(make_twin):
     twin = make_twin(trace_pools([(P3, hand_trace("us-west-2a", [1, 1]))], offset=0))
     ec2 = ec2_client(twin.url)
@@ -227,18 +247,19 @@ def test_on_demand_is_never_refused(make_twin):
 
 
 def test_accelerated_clock_reclaims_without_any_request(make_twin, moto_url):
-    """At 2,000 twin seconds per wall second the drop at 300 s and its reclaim at 420 s come
-    within a fraction of a wall second; the clock thread terminates the instance in moto."""
-    twin = make_twin(trace_pools([(P3, hand_trace("us-west-2a", [1, 0, 0, 0, 0, 0, 0, 0]))], offset=0),
+    """At 2,000 twin seconds per wall second the drop at 6,000 s (3 wall seconds after the
+    start, room for a slow launch) and its reclaim at 6,120 s come with no request to the
+    twin: its clock thread terminates the instance in moto."""
+    twin = make_twin(trace_pools([(P3, hand_trace("us-west-2a", [1] * 20 + [0] * 20))], offset=0),
                      mode="accelerated", speed=2000.0)
     (only,) = spot(ec2_client(twin.url), 1, 1)
     moto = ec2_client(moto_url)                         # asked directly: no request reaches the twin
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 30
     while states(moto, [only])[only] != "terminated" and time.monotonic() < deadline:
         time.sleep(0.05)
     assert states(moto, [only])[only] == "terminated"
     (instance,) = twin.instances()
-    assert (instance.notice_s, instance.ended_s) == (300.0, 420.0)
+    assert (instance.notice_s, instance.ended_s) == (6000.0, 6120.0)
     assert json.loads(urllib.request.urlopen(f"{twin.url}/_twin/clock", timeout=5).read())["mode"] == "accelerated"
 
 
