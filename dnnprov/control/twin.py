@@ -374,6 +374,8 @@ class Twin:
                     form = [(k, v) for k, v in headers if k.lower() != "content-type"]
                     form.append(("Content-Type", "application/x-www-form-urlencoded; charset=utf-8"))
                     return getattr(self, f"_{action}")(split.path or "/", form, params, region or self.region)
+                if service in (None, "ec2") and action == "DescribeInstances":
+                    return self._with_twin_times(self._forward(method, path, headers, body))
                 if service in (None, "ec2") and _spot_elsewhere(action, params):
                     return ec2.error("UnsupportedOperation", f"the EC2 twin models spot capacity for RunInstances "
                                      f"only; a spot {action} would bypass the traces' capacity")
@@ -484,9 +486,20 @@ class Twin:
                                     launched_s=self._t, pool=pool.name if pool else None, region=region)
             self._records[instance_id] = _Record(instance, dict(tags.get("spot-instances-request", {})), auth,
                                                  price, status_s=self._t)
+        answer = self._with_twin_times(answer)
         if token:
             self._tokens[(region, token)] = (fingerprint, answer)
         return answer
+
+    def _with_twin_times(self, answer: Answer) -> Answer:
+        """moto's instance answer with the twin's launch times and reclaims (its own are wall time)."""
+        if answer[0] != 200:
+            return answer
+        base = self.clock.base
+        times = {i: (ec2.iso(base, r.instance.launched_s),
+                     None if r.instance.ended_s is None else ec2.iso(base, r.instance.ended_s),
+                     r.instance.ended_by == "no-capacity") for i, r in self._records.items()}
+        return answer[0], answer[1], ec2.with_twin_times(answer[2], times)
 
     def _TerminateInstances(self, path: str, headers: list[tuple[str, str]], params: ec2.Params,
                             region: str) -> Answer:

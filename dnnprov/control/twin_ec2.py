@@ -138,6 +138,36 @@ def launched(body: bytes) -> list[tuple[str, str | None]]:
     return out
 
 
+def with_twin_times(body: bytes, times: Mapping[str, tuple[str, str | None, bool]]) -> bytes:
+    """A RunInstances or DescribeInstances answer with the twin's times: for each instance of
+    ``times`` (id -> launch time, end time or None, reclaimed), ``launchTime``, and for an ended
+    one the state reason (``Server.SpotInstanceTermination`` when reclaimed) and its time."""
+    root = ET.fromstring(body)
+    changed = False
+    for item in root.iterfind(".//{*}instancesSet/{*}item"):
+        known = times.get(item.findtext("{*}instanceId") or "")
+        if known is None:
+            continue
+        launched, ended, reclaimed = known
+        for child in item:
+            name = child.tag.rsplit("}", 1)[-1]
+            if name == "launchTime":
+                child.text, changed = launched, True
+            elif name == "reason" and ended is not None:
+                stamp = ended.replace("T", " ").split(".")[0]
+                child.text = f"{'Service' if reclaimed else 'User'} initiated ({stamp} GMT)"
+            elif name == "stateReason" and ended is not None and reclaimed:
+                for part in child:
+                    part.text = {"code": "Server.SpotInstanceTermination",
+                                 "message": "Server.SpotInstanceTermination: Spot instance termination"
+                                 }.get(part.tag.rsplit("}", 1)[-1], part.text)
+    if not changed:
+        return body
+    if root.tag.startswith("{"):
+        ET.register_namespace("", root.tag[1:].split("}", 1)[0])
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+
+
 @dataclass(frozen=True)
 class SpotRequest:
     """One spot instance request as DescribeSpotInstanceRequests shows it."""

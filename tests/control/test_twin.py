@@ -172,6 +172,10 @@ def test_capacity_drop_notice_then_reclaim_120_s_later(make_twin):
     assert states(ec2, [old, new]) == {old: "running", new: "running"}
     twin.advance(0.5)
     assert states(ec2, [old, new]) == {old: "running", new: "terminated"}
+    described = {i["InstanceId"]: i for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]}
+    assert (described[old]["LaunchTime"], described[new]["LaunchTime"]) == (at(0), at(10))   # twin time
+    assert described[new]["StateReason"]["Code"] == "Server.SpotInstanceTermination"
+    assert described[new]["StateTransitionReason"] == "Service initiated (2023-08-27 00:07:00 GMT)"
     (closed,) = ec2.describe_spot_instance_requests(
         Filters=[{"Name": "instance-id", "Values": [new]}])["SpotInstanceRequests"]
     assert closed["State"] == "closed" and closed["Status"]["Code"] == "instance-terminated-no-capacity"
@@ -217,6 +221,8 @@ def test_a_user_termination_frees_capacity_and_closes_the_request(make_twin):
     codes = {r["InstanceId"]: (r["State"], r["Status"]["Code"], r["Status"]["UpdateTime"])
              for r in ec2.describe_spot_instance_requests()["SpotInstanceRequests"]}
     assert codes == {first: ("closed", "instance-terminated-by-user", at(30)), second: ("active", "fulfilled", at(30))}
+    (gone,) = ec2.describe_instances(InstanceIds=[first])["Reservations"][0]["Instances"]
+    assert gone["StateReason"]["Code"] == "Client.UserInitiatedShutdown" and gone["LaunchTime"] == at(0)
     assert [(i.ended_s, i.ended_by) for i in twin.instances()] == [(30.0, "user"), (None, None)]
 
 
@@ -242,6 +248,7 @@ def test_on_demand_is_never_refused(make_twin):
         answer = ec2.run_instances(ImageId=AMI, InstanceType=P3, MinCount=1, MaxCount=4,
                                    Placement={"AvailabilityZone": "us-west-2a"})
         assert len(answer["Instances"]) == 4        # EC2 launches MaxCount when it can (moto: MinCount)
+        assert {i["LaunchTime"] for i in answer["Instances"]} == {at(0)}
     assert [i.market for i in twin.instances()] == ["on-demand"] * 12
     assert ec2.describe_spot_instance_requests()["SpotInstanceRequests"] == []
 
