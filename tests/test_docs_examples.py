@@ -85,6 +85,8 @@ RUN: dict[tuple[str, str], str] = {
     ("cli.md", "$ dnnprov solve embedded:spot/paper-table6-vgg19-4.6-2700.json --domain-cost"): "console",
     ("cli.md", "$ dnnprov build --catalog aws-table3-2023-01 --profile spot/resnet110-paper --target-loss 0.8 --deadline 4000 --quota g4dn.4xlarge=10 --quota g3.8xlarge=10 --ps-price-per-h 0.192 --out resnet110-4000.json"): "console",
     ("cloud.md", "dnnprov catalog import --region us-east-1            # reads <repo>/../shared/data"): "catalog-import",
+    ("control.md", "import boto3"): "python",
+    ("control.md", "3 of 5 granted"): "output",
     ("formulations.md", "import pyomo.environ as pyo"): "python",
     ("solvers.md", "import dnnprov"): "python",
     ("solvers.md", "infeasible"): "output",
@@ -193,6 +195,12 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "synopsis with placeholders; tests/control/test_run_cli.py runs it with --per-run --json",
     ("revocation.md", "python benchmarks/revocation_replay.py --runs 1000                 # set traced, (0.8, 1800 s)"):
         "the replay benchmark (reads ../shared/data); the page's table holds what it printed",
+    ("control.md", "dnnprov twin --trace TYPE=FILE [--trace TYPE=FILE ...] --offset TICKS [--speed X | --stepped]"):
+        "synopsis with placeholders; tests/control/test_twin.py runs the command",
+    ("control.md", "T=../shared/data/spot-traces/availability/16-node/aws-08-27-2023"):
+        "a server that runs until stopped; tests/control/test_twin.py starts the command and stops it",
+    ("control.md", '{"url": "http://127.0.0.1:41731", "clock": {"t": 0.0, "now": "2023-08-27T00:00:00.000Z", "mode": "stepped", "speed": 1.0}, "pools": [{"name": "p3.2xlarge@us-west-2a", "type": "p3.2xlarge", "zone": "us-west-2a", "trace": "...", "offset": 100, "price_per_h": 0.0, "capacity": 0, "live": 0, "notified": 0}, ...]}'):
+        "the ready line's shape (its port varies); tests/control/test_twin.py checks its fields",
 }
 
 #: Examples that fail as the page has them (pages of other parts of the project): each

@@ -61,6 +61,7 @@ COMMAND_GROUPS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("catalog", "dnnprov.cli.cloud", "build catalog files from AWS or from the shared real data"),
         ("export", "dnnprov.cli.cloud", "write a plan as EC2 calls, Lambda settings, SkyPilot, Kueue or JSON"),
         ("apply", "dnnprov.cli.cloud", "launch a spot plan on EC2 (--dry-run: DryRun requests only)"),
+        ("twin", "dnnprov.cli.twin", "run the EC2 twin: moto behind a capacity proxy that follows spot traces"),
     ),
     "revocation": (
         ("replan", "dnnprov.cli.cloud", "takeover plan after spot revocations"),
