@@ -31,7 +31,7 @@ def _record(args: argparse.Namespace) -> Any:
 def _controller(record: Any, run_id: str, spec: dict[str, Any]) -> tuple[Any, Any]:
     """The controller and cloud of a recorded run (fresh or resumed)."""
     from dnnprov.control.cloud import Instance
-    from dnnprov.control.ec2 import Ec2Cloud, TwinClock
+    from dnnprov.control.ec2 import Ec2Cloud, RemoteTwinClock
     from dnnprov.control.loop import Controller, PoolInfo, RunSettings
     from dnnprov.control.trainer import ModelTrainer, ProgressModel, read_report
     from dnnprov.result import SpotPlan
@@ -42,7 +42,7 @@ def _controller(record: Any, run_id: str, spec: dict[str, Any]) -> tuple[Any, An
     settings = RunSettings(**spec["settings"])
     known = [Instance.from_dict(i) for s in record.steps(run_id) if s["result"]
              for i in s["result"].get("instances", [])]
-    clock = TwinClock(spec["endpoint_url"]) if spec.get("twin") else None
+    clock = RemoteTwinClock(spec["endpoint_url"]) if spec.get("twin") else None
     cloud = Ec2Cloud(spec["region"], start_epoch=spec["start_epoch"], endpoint_url=spec.get("endpoint_url"),
                      clock=clock, image_id=spec["image_id"], known=known)
     pools = [PoolInfo(t.name, z.zone, z.spot_price_per_h if z.spot_price_per_h is not None else t.spot_price_per_h)
@@ -94,7 +94,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     """Create a run in the record and drive it."""
     from dnnprov.cloud.aws import check_region
     from dnnprov.cloud.export import load_plan
-    from dnnprov.control.ec2 import PLACEHOLDER_IMAGE, TwinClock, is_twin
+    from dnnprov.control.ec2 import PLACEHOLDER_IMAGE, RemoteTwinClock, is_twin
     from dnnprov.control.loop import RunSettings
     from dnnprov.revocation.policies import POLICY_NAMES
 
@@ -109,7 +109,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     if not twin and args.progress == "model" and not args.endpoint_url:
         raise InvalidInputError("--progress", "the stand-in trainer (model) runs only against a test endpoint "
                                               "(--endpoint-url): on AWS give the trainer's report file or URL")
-    clock_now = TwinClock(args.endpoint_url).now() if twin else time.time()
+    clock_now = RemoteTwinClock(args.endpoint_url).now() if twin else time.time()
     spec = {"instance": args.target, "plan": {"counts": doc.counts(), "ps": doc.ps}, "policy": args.policy,
             "region": check_region(args.region), "endpoint_url": args.endpoint_url, "twin": twin,
             "image_id": args.image_id or PLACEHOLDER_IMAGE, "progress": args.progress,

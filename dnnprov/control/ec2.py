@@ -11,7 +11,7 @@
   for notices (status ``marked-for-termination`` and its update time). Instances EC2 has
   forgotten are kept from the run record, so the run's history stays whole.
 - **clock**: the machine's (:class:`dnnprov.control.cloud.WallClock`) or the twin's
-  (:class:`TwinClock`, read from the endpoint's ``/_twin/clock``).
+  (:class:`RemoteTwinClock`, read from the endpoint's ``/_twin/clock``).
 """
 
 from __future__ import annotations
@@ -29,14 +29,17 @@ from dnnprov.control.cloud import (CAPACITY_ERRORS, PS_PORT, THROTTLE_ERRORS, Cl
                                    LaunchRequest, WallClock)
 from dnnprov.errors import InvalidInputError
 
+#: Spot request status codes that mean "interrupted, reclaimed two minutes after this update".
+INTERRUPTION_CODES = ("marked-for-termination", "marked-for-stop", "marked-for-hibernation",
+                      "instance-terminated-no-capacity", "instance-terminated-capacity-oversubscribed")
 TAG_RUN, TAG_STEP, TAG_ROLE, TAG_PS = "dnnprov:run", "dnnprov:step", "dnnprov:role", "dnnprov:ps"
 #: The image launched when none is given: a placeholder the twin and moto accept; real AWS
 #: needs ``--image-id``.
 PLACEHOLDER_IMAGE = "ami-12c6146b"
 
 
-class TwinClock:
-    """The EC2 twin's clock (docs/control.md): its time, and waits in it."""
+class RemoteTwinClock:
+    """The EC2 twin's clock as a client reads it (docs/control.md): its time, and waits in it."""
 
     def __init__(self, endpoint_url: str) -> None:
         self.url = endpoint_url.rstrip("/")
@@ -69,7 +72,7 @@ def is_twin(endpoint_url: str | None) -> bool:
     if not endpoint_url:
         return False
     try:
-        TwinClock(endpoint_url)
+        RemoteTwinClock(endpoint_url)
     except InvalidInputError:
         return False
     return True
@@ -174,7 +177,10 @@ class Ec2Cloud:
                         launched_s=max(0.0, launched_s), step=int(tags.get(TAG_STEP, "0") or 0), ps_address=address)
 
     def _notices(self, instance_ids: list[str]) -> dict[str, float]:
-        """Notice times of spot instances (``marked-for-termination`` or already reclaimed)."""
+        """Notice times of spot instances: the update time of an interruption status, either
+        ``marked-for-termination`` or EC2's documented ``instance-terminated-no-capacity``
+        (given at the notice, the instance still running for two minutes). Terminations
+        by the user (``instance-terminated-by-user``) are no notice."""
         if not instance_ids:
             return {}
         try:
@@ -186,8 +192,6 @@ class Ec2Cloud:
         for request in answer.get("SpotInstanceRequests", []):
             status = request.get("Status", {})
             code, when = status.get("Code", ""), status.get("UpdateTime")
-            if code == "marked-for-termination" and isinstance(when, datetime):
-                out[request.get("InstanceId", "")] = when.timestamp() - self.start_epoch
-            elif code.startswith("instance-terminated-by") and isinstance(when, datetime):
-                out.setdefault(request.get("InstanceId", ""), when.timestamp() - self.start_epoch - NOTICE_S)
+            if code in INTERRUPTION_CODES and isinstance(when, datetime):
+                out.setdefault(request.get("InstanceId", ""), when.timestamp() - self.start_epoch)
         return out

@@ -54,24 +54,22 @@ def trace_pools(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], off
 
 def window_starts(traces: Mapping[str, Sequence[Trace]], span_s: float,
                   period: tuple[float, float] = (0.0, 1.0)) -> tuple[int, int]:
-    """First and last-plus-one offsets (ticks) whose window of ``span_s`` fits every trace,
-    starting in ``period`` (fractions of the shortest trace)."""
+    """First and last-plus-one offsets (ticks) whose window of ``span_s`` seconds (plus the tick
+    the clock may reach at its end) lies inside ``period`` of every trace (fractions of their
+    common length): the replays' containment rule
+    (:func:`dnnprov.revocation.availability.window_starts`), never past a trace's end and never
+    from one period into the other."""
+    from dnnprov.revocation.availability import aligned
+    from dnnprov.revocation.availability import window_starts as contained
+
     every = [t for items in traces.values() for t in items]
-    if not every:
-        raise InvalidInputError("--trace", "no trace given")
-    gaps = {t.gap_s for t in every}
-    if len(gaps) != 1:
-        raise InvalidInputError("--trace", "pools are aligned tick by tick: their traces need one gap_seconds")
-    gap = gaps.pop()
-    length = min(len(t.alive) for t in every)
-    need = math.ceil(span_s / gap) + 1
-    first, last = int(period[0] * length), min(int(period[1] * length), length - need + 1)
-    if last <= first:
-        shortest = min(every, key=lambda t: len(t.alive))
-        raise InvalidInputError(f"--trace {shortest.path}",
-                                f"{length} ticks of {gap:g} s: a run of {span_s:g} s needs {need} ticks from a "
-                                f"start in the period {period[0]:g}:{period[1]:g}")
-    return first, last
+    length, gap = aligned(every)
+    first, end = int(period[0] * length), int(period[1] * length)
+    low, high = first, end
+    for trace in every:
+        a, b = contained(trace, span_s + gap, first, end, period if period != (0.0, 1.0) else None)
+        low, high = max(low, a), min(high, b)
+    return low, high
 
 
 def run_once(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]], policy: Policy,
