@@ -33,7 +33,7 @@ def _controller(record: Any, run_id: str, spec: dict[str, Any]) -> tuple[Any, An
     from dnnprov.control.cloud import Instance
     from dnnprov.control.ec2 import Ec2Cloud, RemoteTwinClock
     from dnnprov.control.loop import Controller, PoolInfo, RunSettings
-    from dnnprov.control.trainer import ModelTrainer, ProgressModel, read_report
+    from dnnprov.control.trainer import ProgressModel, read_report, stand_in
     from dnnprov.result import SpotPlan
     from dnnprov.revocation.policies import make_policy
 
@@ -49,10 +49,7 @@ def _controller(record: Any, run_id: str, spec: dict[str, Any]) -> tuple[Any, An
              for t in problem.instance_types for z in t.zones] or \
             [PoolInfo(t.name, None, t.spot_price_per_h) for t in problem.instance_types]
     if spec["progress"] == "model":
-        model = ProgressModel(problem, plan, settings.join_s)
-
-        def trainer(instances: list[Instance], now: float) -> Any:
-            return ModelTrainer(model, run_id).observe(instances, now)
+        trainer = stand_in(ProgressModel(problem, plan, settings.join_s), run_id)
     else:
         def trainer(instances: list[Instance], now: float) -> Any:
             return read_report(spec["progress"])

@@ -92,7 +92,13 @@ class Ec2Cloud:
         self.ended_by_us: dict[str, float] = {}
 
     def now(self) -> float:
-        return self.clock.now() - self.start_epoch
+        return self.since_start(self.clock.now())
+
+    def since_start(self, epoch: float) -> float:
+        """Seconds since the run's start of an epoch time, to the microsecond (clocks and EC2's
+        timestamps carry no more; without the rounding, 1800 s since the start would read
+        1799.9999998 from epochs of 1.7e9 and a poll would miss what happened at it)."""
+        return round(epoch - self.start_epoch, 6)
 
     def sleep(self, seconds: float) -> None:
         self.clock.sleep(seconds)
@@ -169,7 +175,7 @@ class Ec2Cloud:
         tags = {t["Key"]: t["Value"] for t in raw.get("Tags", [])}
         role = tags.get(TAG_ROLE, "worker")
         launched = raw.get("LaunchTime")
-        launched_s = launched.timestamp() - self.start_epoch if isinstance(launched, datetime) else self.now()
+        launched_s = self.since_start(launched.timestamp()) if isinstance(launched, datetime) else self.now()
         address = f"{raw.get('PrivateIpAddress') or raw['InstanceId']}:{PS_PORT}" if role == "ps" else tags.get(TAG_PS)
         return Instance(instance_id=raw["InstanceId"], type_name=raw["InstanceType"],
                         zone=raw.get("Placement", {}).get("AvailabilityZone"),
@@ -193,5 +199,5 @@ class Ec2Cloud:
             status = request.get("Status", {})
             code, when = status.get("Code", ""), status.get("UpdateTime")
             if code in INTERRUPTION_CODES and isinstance(when, datetime):
-                out.setdefault(request.get("InstanceId", ""), when.timestamp() - self.start_epoch)
+                out.setdefault(request.get("InstanceId", ""), self.since_start(when.timestamp()))
         return out

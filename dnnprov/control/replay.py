@@ -19,7 +19,7 @@ import numpy as np
 from dnnprov.control.capacity import CapacityBook, PoolSpec
 from dnnprov.control.loop import Controller, Event, Outcome, PoolInfo, RunSettings
 from dnnprov.control.trace_cloud import TraceCloud
-from dnnprov.control.trainer import ModelTrainer, ProgressModel
+from dnnprov.control.trainer import ProgressModel, stand_in
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import Trace
 from dnnprov.problems.spot import SpotProblem
@@ -77,10 +77,10 @@ def run_once(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequence
     """One run of the loop on the trace cloud from ``offset``."""
     pools = trace_pools(problem, traces, offset)
     cloud = TraceCloud(CapacityBook(pools))
-    trainer = ModelTrainer(ProgressModel(problem, plan, settings.join_s), run_id)
     controller = Controller(problem, plan, policy, cloud, run_id=run_id,
                             pools=[PoolInfo(p.type_name, p.zone, p.price_per_h) for p in pools],
-                            trainer=trainer.observe, settings=settings)
+                            trainer=stand_in(ProgressModel(problem, plan, settings.join_s), run_id),
+                            settings=settings)
     outcome = controller.run()
     return LoopRun(offset=offset, outcome=outcome, events=tuple(sorted(controller.events, key=lambda e: e.time_s)))
 

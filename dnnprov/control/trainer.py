@@ -26,7 +26,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -101,6 +101,11 @@ def read_report(source: str, timeout_s: float = 5.0) -> Report | None:
     return Report.from_dict(data, f"--progress {source}")
 
 
+#: Progress within this relative distance of the target counts as reached (the float sums of
+#: two equal histories may differ in their last bits).
+TARGET_TOLERANCE = 1e-12
+
+
 class ProgressModel:
     """Progress of a plan's run under the spot model (the replays' progress model)."""
 
@@ -158,8 +163,8 @@ class ProgressModel:
         for nxt in [*cuts, t1]:
             per_type, ps = self.members(instances, ps_address, t)
             sigma = self.speed(per_type, ps)
-            if sigma > 0 and u + sigma * (nxt - t) >= self.target:
-                return self.target, t + (self.target - u) / sigma
+            if sigma > 0 and u + sigma * (nxt - t) >= self.target * (1 - TARGET_TOLERANCE):
+                return self.target, min(nxt, t + (self.target - u) / sigma)
             u += sigma * (nxt - t)
             t = nxt
         return u, None
@@ -167,7 +172,9 @@ class ProgressModel:
 
 class ModelTrainer:
     """The stand-in trainer of one run: eq. (3) progress under the instances it is shown; its PS
-    is the first live PS it sees (its address is the one workers must be handed)."""
+    is the first live PS it sees (its address is the one workers must be handed). Callers that
+    want one answer per history (both clouds, restarts) use a fresh trainer per report
+    (:func:`stand_in`): it integrates the whole history from the start."""
 
     def __init__(self, model: ProgressModel, run_id: str) -> None:
         self.model, self.run_id = model, run_id
@@ -184,3 +191,10 @@ class ModelTrainer:
             self.u, self.finished_s = self.model.advance(instances, self.ps_address, self.time_s, self.u, now)
         self.time_s = max(self.time_s, now)
         return Report(run=self.run_id, time_s=self.time_s, loss=self.model.loss(self.u), finished_s=self.finished_s)
+
+
+def stand_in(model: ProgressModel, run_id: str) -> Callable[[Sequence[Instance], float], Report]:
+    """The stand-in trainer as the loop calls it: each report integrated from the run's start
+    over the whole instance history, so the same history gives the same report whatever the
+    cloud, the polls before it, or a controller's restart."""
+    return lambda instances, now: ModelTrainer(model, run_id).observe(instances, now)

@@ -1,0 +1,53 @@
+"""The loop through boto3 against the EC2 twin tells the same story as the loop on the trace
+cloud: same launches, refusals, notices, reclaims and terminations at the same times, the
+same outcome and the same bill."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from control.test_loop import PLAN, problem
+from dnnprov.control.loop import RunSettings
+from dnnprov.control.replay import run_once
+from dnnprov.control.twin_replay import run_on_twin, story
+from dnnprov.problems.interruption import Trace, load_trace
+from dnnprov.revocation.policies import make_policy
+
+pytest_plugins = ["conftest_aws"]
+REAL = Path(__file__).resolve().parents[2].parent / "shared/data/spot-traces/availability/16-node/aws-08-27-2023"
+
+
+def hand(zone: str, alive: list[int]) -> Trace:
+    return Trace(f"{zone}_v100_1.json", 300.0, np.array(alive, dtype=np.int64))
+
+
+def both(traces: dict[str, list[Trace]], policy: str, offset: int, moto_url: str) -> tuple:
+    settings = RunSettings(horizon=1.0)
+    replay = run_once(problem(), PLAN, traces, make_policy(policy), offset, settings)
+    twin = run_on_twin(problem(), PLAN, traces, lambda: make_policy(policy), offset, settings,
+                       upstream=moto_url, region="us-west-2")
+    return replay, twin
+
+
+@pytest.mark.parametrize("policy", ["none", "failover", "uniform-progress"])
+def test_twin_and_replay_agree_on_a_hand_made_window(policy: str, moto_url: str) -> None:
+    traces = {"p3.2xlarge": [hand("us-west-2a", [2, 2, 1, 0, 0, 2] + [2] * 20),
+                             hand("us-west-2c", [0, 1, 1, 3, 0, 0] + [4] * 20)]}
+    replay, twin = both(traces, policy, 0, moto_url)
+    assert story(twin) == story(replay)
+    assert twin.outcome.state == replay.outcome.state
+    assert twin.outcome.revocations == replay.outcome.revocations > 0
+    assert twin.outcome.cost == pytest.approx(replay.outcome.cost, rel=1e-6)
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason="../shared/data/spot-traces is absent (the real 16-node traces)")
+def test_twin_and_replay_agree_on_a_real_window(moto_url: str) -> None:
+    traces = {"p3.2xlarge": [load_trace(REAL / f"{zone}_v100_1.json") for zone in ("us-west-2a", "us-west-2c")]}
+    replay, twin = both(traces, "failover", 1073, moto_url)       # a window with notices and refusals
+    assert replay.outcome.revocations == 2 and replay.outcome.refusals == 3
+    assert story(twin) == story(replay)
+    assert twin.outcome.state == replay.outcome.state == "met"
+    assert twin.outcome.cost == pytest.approx(replay.outcome.cost, rel=1e-6)
