@@ -114,7 +114,10 @@ def cmd_start(args: argparse.Namespace) -> int:
     with closing(_record(args)) as record:
         run_id = record.create(spec, args.run_id)
         record.lock(run_id)
-        controller, _ = _controller(record, run_id, spec)
+        controller, cloud = _controller(record, run_id, spec)
+        cloud.instances(run_id)                    # clients made and endpoint reached before the clock starts
+        spec["start_epoch"] = cloud.start_epoch = cloud.clock.now()
+        record.set_spec(run_id, spec)
         print(json.dumps({"run": run_id, "state": "running"}) if args.json else f"run {run_id} started",
               file=sys.stderr)
         return _print_outcome(run_id, _drive(record, run_id, controller, args.max_polls), args.json)

@@ -82,6 +82,10 @@ class RunRecord:
         """Every run id, oldest first."""
         return [r[0] for r in self._db.execute("SELECT id FROM runs ORDER BY created")]
 
+    def set_spec(self, run_id: str, spec: dict[str, Any]) -> None:
+        """Replace the run's inputs (before its first step)."""
+        self._db.execute("UPDATE runs SET spec = ?, updated = ? WHERE id = ?", (json.dumps(spec), time.time(), run_id))
+
     def set_state(self, run_id: str, state: str, outcome: dict[str, Any] | None = None) -> None:
         """Move the run to ``state`` (and keep its outcome)."""
         if state not in STATES:
