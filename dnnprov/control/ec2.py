@@ -157,7 +157,7 @@ class Ec2Cloud:
                                              Filters=[{"Name": f"tag:{TAG_RUN}", "Values": [run_id]}]):
             for raw in reservation.get("Instances", []):
                 seen[raw["InstanceId"]] = raw
-        notices = self._notices(list(seen))
+        notices = self._notices([i for i, raw in seen.items() if raw.get("InstanceLifecycle") == "spot"])
         for instance_id, raw in seen.items():
             instance = self.known.get(instance_id) or self._adopt(raw)
             self.known[instance_id] = instance

@@ -415,8 +415,10 @@ class Controller:
         for _ in range(self.settings.rounds):
             view = self.view(instances, now, event)
             order = self.policy.decide(view)
+            steps = self.step
             refused = self._apply(order, view, instances, now)
-            instances = self.cloud.instances(self.run_id)
+            if self.step != steps:                       # something was sent: look again
+                instances = self.cloud.instances(self.run_id)
             if not refused:
                 break
             event = True
