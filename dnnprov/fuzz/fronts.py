@@ -190,8 +190,8 @@ def check_instance(problem: Problem, rng: np.random.Generator, *, family: str = 
             budget = float(costs[int(rng.integers(0, len(costs)))]) * float(rng.choice([1.0, rng.uniform(0.7, 1.3)]))
         else:
             budget = float(rng.uniform(1, 100))
-        if budget > 0 and math.isfinite(budget):
-            timed = _with_budget(problem, budget)
+        if budget > 0 and math.isfinite(budget):        # within the instance format's range
+            timed = _with_budget(problem, min(max(budget, 1e-9), 1e15))
     out["time"] = (check_objective(timed, Objective("time"), **common)
                    if timed.constraints.budget_usd is not None else [])
     if len(front) >= 2 and rng.random() < 0.7:    # the slope between two front points: a tie in value

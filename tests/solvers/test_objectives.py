@@ -128,22 +128,48 @@ def test_zero_prices_give_one_point():
     assert len(truth) == 1 and [(p.time_s, p.cost) for p in front.points] == truth and front.points[0].proven
 
 
-def test_a_stopped_front_claims_only_true_points():
-    """Stopped by its time limit, the front is incomplete and every point marked proven is on the true front."""
-    problem = fuzz.instance("mid-size", 3)
-    front = dnnprov.pareto(problem, time_limit_s=0.05)
-    truth = brute_front(*feasible_plans(at_deadline(problem, NO_DEADLINE_S)))
-    assert not front.complete and front.status is Status.LIMIT and "time limit" in front.message
-    assert all((p.time_s, p.cost) in truth for p in front.points if p.proven)
+def stopping_after(calls: int):
+    """The exact black box, whose solves after the first ``calls`` meet an expired clock (a
+    deterministic stand-in for a time limit reached in the middle of a walk)."""
+    from dnnprov.progress import Clock
+    from dnnprov.solve import _quiet_exact
+
+    made = []
+
+    def exact(problem, clock):
+        made.append(problem)
+        return _quiet_exact(problem)(problem, clock if len(made) <= calls else Clock(1e-9))
+    return exact
 
 
-def test_a_stopped_objective_keeps_a_true_bound(table1):
-    """At a tiny limit the time objective ends at limit with a bound no plan beats."""
-    problem = with_budget(fuzz.instance("mid-size", 3), 1e9)
-    result = dnnprov.solve(problem, objective="time", time_limit_s=0.02)
-    truth = dnnprov.solve(problem, "enumerate", objective="time")
-    assert result.status in (Status.LIMIT, Status.OPTIMAL)
-    assert result.bound is not None and result.bound <= truth.time_s
+@pytest.mark.parametrize("calls", [0, 1, 3, 6])
+def test_a_stopped_front_claims_only_true_points(table1, calls):
+    """Stopped after a few solves, the walk is incomplete and every point it marks proven is on the front."""
+    from dnnprov.progress import Clock
+    from dnnprov.solvers.front import walk_front
+
+    points, complete, solves, message = walk_front(table1, stopping_after(calls), 0.0, NO_DEADLINE_S, Clock(60))
+    truth = brute_front(*feasible_plans(at_deadline(table1, NO_DEADLINE_S)))
+    assert not complete and solves == calls + 1 and "time limit" in message
+    assert sum(p.proven for p in points) == max(calls - 1, 0)
+    assert all((p.time_s, p.cost) in truth for p in points if p.proven)
+    assert dnnprov.pareto(table1, time_limit_s=1e-9).status is Status.LIMIT
+
+
+@pytest.mark.parametrize("calls", [0, 1, 2, 4])
+def test_a_stopped_objective_keeps_a_true_bound(table1, calls):
+    """Stopped after a few solves, least time and weighted end at limit with bounds no plan beats."""
+    from dnnprov.progress import Clock, SolverLog
+    from dnnprov.solvers.objectives import least_time, least_weighted
+
+    problem = with_budget(table1, 6.0)
+    result = least_time(problem, stopping_after(calls), Clock(60), SolverLog(Clock(60)))
+    assert result.status is Status.LIMIT and result.bound <= 2514.09
+    assert result.plan is None or result.cost <= 6.0
+    weighted = Objective("weighted", 0.002)
+    result = least_weighted(table1, stopping_after(calls), weighted, Clock(60), SolverLog(Clock(60)))
+    best = dnnprov.solve(table1, "enumerate", objective=weighted).value
+    assert result.status is Status.LIMIT and result.bound <= best
 
 
 # ------------------------------------------------------------------ the checker can fail
