@@ -217,7 +217,7 @@ def walk_front(problem: Problem, exact: Exact, low: float, high: float, clock: C
         if result.status is Status.OPTIMAL and result.time_s is not None and result.time_s < low:
             complete = True                        # the rest of the front lies below the range
             break
-        if result.plan is not None:
+        if result.plan is not None and result.time_s is not None and result.time_s >= low:
             points.append(_Pending(result, result.status is Status.OPTIMAL))
         if result.status is not Status.OPTIMAL:
             message = f"the walk stopped at a deadline of {step.deadline_s:,.6g} s: {result.message}"
