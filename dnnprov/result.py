@@ -86,6 +86,12 @@ class Objective:
     kind: str = "cost"
     weight: float = 0.0
 
+    def __post_init__(self) -> None:
+        if self.kind not in ("cost", "time", "weighted"):
+            raise InvalidInputError("objective", f"must be one of {', '.join(OBJECTIVES)}; got {str(self.kind)[:40]!r}")
+        if not (isinstance(self.weight, (int, float)) and 0 <= self.weight <= 1e15):
+            raise InvalidInputError("objective", f"the weight W must be a number from 0 to 1e15 $/s, got {self.weight!r}")
+
     @classmethod
     def parse(cls, text: object) -> "Objective":
         """``"cost"``, ``"time"`` or ``"weighted:W"`` (W a finite number >= 0, in $/s)."""
