@@ -139,10 +139,10 @@ def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: fl
         solver_log = SolverLog(clock, logger)
         runners: dict[str, Callable[[], Result]]
         if objective.kind != "cost":
-            exact = _quiet_exact(problem)
             runners = {
-                "milp": lambda: (objectives.least_time(problem, exact, clock, solver_log) if objective.kind == "time"
-                                 else objectives.least_weighted(problem, exact, objective, clock, solver_log)),
+                "milp": lambda: (objectives.least_time(problem, exact_min_cost, clock, solver_log)
+                                 if objective.kind == "time" else
+                                 objectives.least_weighted(problem, exact_min_cost, objective, clock, solver_log)),
                 "enumerate": lambda: (enumeration.enumerate_spot if isinstance(problem, SpotProblem) else
                                       enumeration.enumerate_serverless)(problem, clock=clock, objective=objective,
                                                                         **limit),
@@ -198,17 +198,15 @@ def _checked_objective(objective: str | Objective, problem: SpotProblem | Server
     return parsed
 
 
-def _quiet_exact(problem: SpotProblem | ServerlessProblem) -> "Callable[[SpotProblem | ServerlessProblem, Clock], Result]":
-    """The exact min-cost method as a black box (its own solver log silent), for objectives and fronts."""
+def exact_min_cost(problem: SpotProblem | ServerlessProblem, clock: Clock) -> Result:
+    """The exact min-cost method (``milp``, its solver log silent): the black box of objectives and fronts."""
     from dnnprov.solvers import milp
 
-    def exact(step: SpotProblem | ServerlessProblem, clock: Clock) -> Result:
-        quiet = SolverLog(clock)
-        quiet.enabled = False
-        if isinstance(step, SpotProblem):
-            return milp.solve_spot(step, clock=clock, log=quiet)
-        return milp.solve_serverless(step, clock=clock, log=quiet)
-    return exact
+    quiet = SolverLog(clock)
+    quiet.enabled = False
+    if isinstance(problem, SpotProblem):
+        return milp.solve_spot(problem, clock=clock, log=quiet)
+    return milp.solve_serverless(problem, clock=clock, log=quiet)
 
 
 def pareto(problem: SpotProblem | ServerlessProblem, deadlines: tuple[float | None, float | None] = (0.0, None), *,
@@ -252,7 +250,7 @@ def _pareto(problem: SpotProblem | ServerlessProblem, deadlines: tuple[float | N
         what = f"the takeover overhead {floor:g} s" if floor > low else f"A = {low:g} s"
         raise InvalidInputError("deadlines", f"the upper deadline B = {high:g} s must lie above {what}")
     if method == "milp":
-        points, complete, work, message = walk_front(problem, _quiet_exact(problem), low, high, clock)
+        points, complete, work, message = walk_front(problem, exact_min_cost, low, high, clock)
         stats = {"exact_solves": work}
     else:
         points, complete, work, message = enumerate_front(problem, low, high, clock, plans)
