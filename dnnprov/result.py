@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from dnnprov.errors import InvalidInputError
+
 
 class Status(str, Enum):
     """How a solve ended.
@@ -68,6 +70,63 @@ class ServerlessPlan:
                 f"{self.local_batch:g}); {self.ps} PS")
 
 
+#: The objectives :func:`dnnprov.solve` accepts (``weighted`` as ``weighted:W``, W in $/s).
+OBJECTIVES = ("cost", "time", "weighted:W")
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What a solve minimizes (docs/solvers.md, "Objectives").
+
+    ``cost``: least cost under the deadline (the default). ``time``: least training time
+    within the budget, ties broken by least cost (lexicographic (time, cost)).
+    ``weighted``: least ``cost + weight * time`` (``weight`` in $/s).
+    """
+
+    kind: str = "cost"
+    weight: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("cost", "time", "weighted"):
+            raise InvalidInputError("objective", f"must be one of {', '.join(OBJECTIVES)}; got {str(self.kind)[:40]!r}")
+        if not (isinstance(self.weight, (int, float)) and 0 <= self.weight <= 1e15):
+            raise InvalidInputError("objective", f"the weight W must be a number from 0 to 1e15 $/s, got {self.weight!r}")
+
+    @classmethod
+    def parse(cls, text: object) -> "Objective":
+        """``"cost"``, ``"time"`` or ``"weighted:W"`` (W a finite number >= 0, in $/s)."""
+        if isinstance(text, Objective):
+            return text
+        if text in ("cost", "time"):
+            return cls(str(text))
+        if isinstance(text, str) and text.startswith("weighted:"):
+            try:
+                weight = float(text.removeprefix("weighted:"))
+            except ValueError:
+                weight = math.nan
+            if math.isfinite(weight) and 0 <= weight <= 1e15:
+                return cls("weighted", weight)
+            raise InvalidInputError("objective", f"weighted:W needs a weight W in $/s, a finite number "
+                                                 f"from 0 to 1e15, got {text[:40]!r}")
+        raise InvalidInputError("objective", f"must be one of {', '.join(OBJECTIVES)}; got {str(text)[:40]!r}")
+
+    @property
+    def unit(self) -> str:
+        """The unit of the objective's value, bound and gap: ``s`` for time, else ``$``."""
+        return "s" if self.kind == "time" else "$"
+
+    def value(self, time_s: float | None, cost: float | None) -> float | None:
+        """The objective's value of a plan with this time and cost (``None`` where one it needs is missing)."""
+        if self.kind == "cost":
+            return cost
+        if self.kind == "time":
+            return time_s
+        return None if time_s is None or cost is None else cost + self.weight * time_s
+
+    def __str__(self) -> str:
+        return f"weighted:{self.weight!r}" if self.kind == "weighted" else self.kind
+
+
 #: The constraint groups a :class:`Reason` may name.
 REASON_KINDS = ("deadline", "budget", "quota", "vcpu_quota", "workers", "functions", "domain", "constraint",
                 "combination", "loss", "revocation", "unexplained")
@@ -121,8 +180,9 @@ def _json_value(value: Any) -> Any:
 class Result:
     """What a solver returns.
 
-    ``bound`` is a proven lower bound on the optimal cost of the stated model (``None``
-    when the method proves nothing); ``gap`` is ``(cost - bound) / cost``.
+    ``bound`` is a proven lower bound on the optimal value of ``objective`` (the cost, by
+    default; seconds for ``time``) in the stated model (``None`` when the method proves
+    nothing); ``gap`` is ``(value - bound) / value``, with :attr:`value` the plan's objective value.
     ``details`` holds model quantities of the plan (b_w, R, iterations, ...) and
     ``stats`` counters of the method (plans evaluated, MILPs solved, ...).
     ``warnings`` are the problem's plausibility warnings as ``(field, message)`` pairs.
@@ -144,20 +204,28 @@ class Result:
     stats: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[tuple[str, str], ...] = ()
     infeasibility: tuple[Reason, ...] = ()
+    objective: Objective = Objective()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
+        object.__setattr__(self, "objective", Objective.parse(self.objective))
         if self.status is Status.OPTIMAL and (self.plan is None or self.bound is None):
             raise ValueError("an optimal result needs a plan and a proven bound")
 
     @property
+    def value(self) -> float | None:
+        """The plan's objective value: its cost, its time (``time``) or cost + W time (``weighted``)."""
+        return self.objective.value(self.time_s, self.cost)
+
+    @property
     def gap(self) -> float | None:
-        """Relative optimality gap ``(cost - bound) / cost`` where both are known."""
-        if self.cost is None or self.bound is None:
+        """Relative optimality gap ``(value - bound) / value`` where both are known."""
+        value = self.value
+        if value is None or self.bound is None:
             return None
-        if self.cost == 0:
+        if value == 0:
             return 0.0
-        return max(0.0, (self.cost - self.bound) / self.cost)
+        return max(0.0, (value - self.bound) / value)
 
     def is_feasible(self) -> bool:
         """Whether a plan meeting every constraint was returned."""
@@ -182,6 +250,8 @@ class Result:
             "stats": dict(self.stats),
             "warnings": [{"field": f, "message": m} for f, m in self.warnings],
             "infeasibility": [reason.to_dict() for reason in self.infeasibility],
+            "objective": str(self.objective),
+            "objective_value": finite_or_none(self.value),
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -200,7 +270,8 @@ class Result:
 
     def summary(self) -> str:
         """Readable multi-line summary."""
-        lines = [f"{self.instance} [{self.kind}, model {self.model}] by {self.method}: {self.status.value}"]
+        goal = "" if self.objective.kind == "cost" else f", objective {self.objective}"
+        lines = [f"{self.instance} [{self.kind}, model {self.model}] by {self.method}{goal}: {self.status.value}"]
         if self.plan is not None:
             lines.append(f"  plan : {self.plan}")
         if self.time_s is not None:
@@ -214,13 +285,22 @@ class Result:
                 lines.append(f"    - {reason.text}")
         elif self.bound is not None and math.isfinite(self.bound):
             gap = "" if self.gap is None else f" (gap {100 * self.gap:.4f} %)"
-            lines.append(f"  bound: ${self.bound:.6f}{gap}")
+            if self.objective.kind == "cost":
+                lines.append(f"  bound: ${self.bound:.6f}{gap}")
+            else:
+                value = "" if self.value is None else f"{_in_unit(self.value, self.objective)}, "
+                lines.append(f"  objective: {self.objective}: {value}bound {_in_unit(self.bound, self.objective)}{gap}")
         lines.append(f"  solve: {self.solve_seconds:.3f} s")
         if self.message:
             lines.append(f"  note : {self.message}")
         return "\n".join(lines)
 
     __str__ = summary
+
+
+def _in_unit(value: float, objective: Objective) -> str:
+    """A value of ``objective`` written with its unit."""
+    return f"{value:.2f} s" if objective.unit == "s" else f"${value:.6f}"
 
 
 def finite_or_none(value: float | None) -> float | None:

@@ -6,16 +6,21 @@ import contextlib
 import dataclasses
 import logging
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from dnnprov.problems import _checks as check, plausibility
 from dnnprov.errors import InvalidInputError
 from dnnprov.progress import INTERRUPTED, Clock, SolverLog, log_to_stderr, stop_on_signals, stop_requested
-from dnnprov.result import Result, Status
+from dnnprov.result import Objective, Result, Status
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
 
+if TYPE_CHECKING:
+    from dnnprov.solvers.front import Front
+
 METHODS = ("milp", "heuristic", "reference-heuristic", "enumerate")
+#: The methods that prove their answers, the only ones for objectives other than cost and for fronts.
+EXACT_METHODS = ("milp", "enumerate")
 
 
 def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
@@ -23,7 +28,8 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
           max_plans: int | None = None, log: bool | logging.Logger = False,
           robust: int | None = None, risk: bool = False,
           deadline_probability: float | None = None,
-          takeover_overhead_s: float | None = None, replaced: bool = True) -> Result:
+          takeover_overhead_s: float | None = None, replaced: bool = True,
+          objective: str | Objective = "cost") -> Result:
     """Solve a spot or serverless problem.
 
     Parameters
@@ -57,6 +63,12 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
         the spot decomposition beyond) and honour ``time_limit_s`` (status ``limit`` with
         the proven bound). ``deadline_probability``, ``replaced=False`` and
         ``takeover_overhead_s`` without the planner they belong to are refused.
+    objective
+        ``"cost"`` (least cost under the deadline), ``"time"`` (least training time within
+        ``constraints.budget_usd``, which it needs, and the deadline; ties by least cost) or
+        ``"weighted:W"`` (least cost + W time, W in $/s). Other than cost: methods ``milp``
+        and ``enumerate`` only, ``gap`` 0; ``bound`` and ``gap`` are in the objective's unit
+        (docs/solvers.md, "Objectives").
 
     Ctrl-C (SIGINT, in the main thread, unless the program handles it itself) stops the
     method as its time limit would: the result is ``limit`` with the best plan so far and
@@ -68,7 +80,7 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
         result = _solve(problem, method, started=started, time_limit_s=time_limit_s, gap=gap,
                         max_plans=max_plans, log=log, robust=robust, risk=risk,
                         deadline_probability=deadline_probability,
-                        takeover_overhead_s=takeover_overhead_s, replaced=replaced)
+                        takeover_overhead_s=takeover_overhead_s, replaced=replaced, objective=objective)
     return marked_interrupted(result, time_limit_s) if stop_requested() else result
 
 
@@ -90,9 +102,10 @@ def marked_interrupted(result: Result, time_limit_s: float) -> Result:
 
 def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: float, time_limit_s: float,
            gap: float, max_plans: int | None, log: bool | logging.Logger, robust: int | None, risk: bool,
-           deadline_probability: float | None, takeover_overhead_s: float | None, replaced: bool) -> Result:
+           deadline_probability: float | None, takeover_overhead_s: float | None, replaced: bool,
+           objective: str | Objective) -> Result:
     """:func:`solve` without the signal handling."""
-    from dnnprov.solvers import enumeration, heuristics, milp
+    from dnnprov.solvers import enumeration, heuristics, milp, objectives
     from dnnprov.solvers.infeasibility import explain
 
     if method not in METHODS:
@@ -107,6 +120,7 @@ def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: fl
         raise InvalidInputError("problem", f"expected SpotProblem or ServerlessProblem, got {type(problem).__name__}")
     if isinstance(problem, ServerlessProblem) and method == "reference-heuristic":
         raise InvalidInputError("method", "reference-heuristic exists for spot problems only")
+    objective = _checked_objective(objective, problem, method, gap=gap, robust=robust, risk=risk)
     if robust is None and not risk:
         misplaced = [(field, owner) for field, owner, given in (
             ("deadline_probability", "risk=True", deadline_probability is not None),
@@ -124,7 +138,16 @@ def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: fl
             stack.enter_context(log_to_stderr()) if log else None)
         solver_log = SolverLog(clock, logger)
         runners: dict[str, Callable[[], Result]]
-        if isinstance(problem, SpotProblem):
+        if objective.kind != "cost":
+            runners = {
+                "milp": lambda: (objectives.least_time(problem, exact_min_cost, clock, solver_log)
+                                 if objective.kind == "time" else
+                                 objectives.least_weighted(problem, exact_min_cost, objective, clock, solver_log)),
+                "enumerate": lambda: (enumeration.enumerate_spot if isinstance(problem, SpotProblem) else
+                                      enumeration.enumerate_serverless)(problem, clock=clock, objective=objective,
+                                                                        **limit),
+            }
+        elif isinstance(problem, SpotProblem):
             runners = {
                 "milp": lambda: milp.solve_spot(problem, gap=gap, clock=clock, log=solver_log),
                 "heuristic": lambda: heuristics.spot_heuristic(problem, clock=clock),
@@ -148,13 +171,97 @@ def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: fl
             model = problem.model if isinstance(problem, SpotProblem) else "lambda-dnn"
             result = Result(status=Status.ERROR, method=method, kind=kind, model=model,
                             instance=problem.name, solve_seconds=clock.elapsed(),
-                            message=f"{type(exc).__name__}: {exc}")
-        if method != "milp":
+                            message=f"{type(exc).__name__}: {exc}", objective=objective)
+        if method != "milp" or objective.kind != "cost":
             solver_log.final(result.status.value, result.message)
         if isinstance(problem, SpotProblem) and result.plan is not None and problem.plan_zones(result.plan.counts):
             result = dataclasses.replace(result, details={**result.details,
                                                           "zones": problem.plan_zones(result.plan.counts)})
         return _with_warnings(problem, result)
+
+
+def _checked_objective(objective: str | Objective, problem: SpotProblem | ServerlessProblem, method: str, *,
+                       gap: float, robust: int | None, risk: bool) -> Objective:
+    """The parsed objective, refused with one error where it does not apply."""
+    parsed = Objective.parse(objective)
+    if parsed.kind == "cost":
+        return parsed
+    if robust is not None or risk:
+        raise InvalidInputError("objective", f"robust and risk plans minimize cost; {parsed} is for plain solves")
+    if method not in EXACT_METHODS:
+        raise InvalidInputError("objective", f"{parsed} is solved by method 'milp' or 'enumerate', not {method!r}")
+    if gap:
+        raise InvalidInputError("gap", f"objective {parsed} is proven exactly: give gap 0")
+    if parsed.kind == "time" and problem.constraints.budget_usd is None:
+        raise InvalidInputError("constraints.budget_usd", "objective 'time' needs a budget: set "
+                                "constraints.budget_usd in the instance (or dnnprov solve --budget B)")
+    return parsed
+
+
+def exact_min_cost(problem: SpotProblem | ServerlessProblem, clock: Clock) -> Result:
+    """The exact min-cost method (``milp``, its solver log silent): the black box of objectives and fronts."""
+    from dnnprov.solvers import milp
+
+    quiet = SolverLog(clock)
+    quiet.enabled = False
+    if isinstance(problem, SpotProblem):
+        return milp.solve_spot(problem, clock=clock, log=quiet)
+    return milp.solve_serverless(problem, clock=clock, log=quiet)
+
+
+def pareto(problem: SpotProblem | ServerlessProblem, deadlines: tuple[float | None, float | None] = (0.0, None), *,
+           method: str = "milp", time_limit_s: float = 60.0, max_plans: int | None = None) -> "Front":
+    """Every nondominated (time, cost) plan with its time between two deadlines.
+
+    ``deadlines = (A, B)``: the front of the plans meeting every constraint of ``problem``
+    (its budget included) with its deadline replaced by B (``None``: no upper deadline,
+    :data:`dnnprov.solvers.front.NO_DEADLINE_S`), keeping the points of time >= A
+    (``None``: 0). ``method``: ``"milp"`` walks the front by exact solves (epsilon-constraint
+    steps, docs/solvers.md, "Pareto fronts"); ``"enumerate"`` evaluates every plan (up to
+    ``max_plans``, default 50 million). ``time_limit_s`` bounds the whole front; a front
+    stopped by it (or by Ctrl-C) has ``complete == False`` and status ``limit``.
+    Returns a :class:`dnnprov.solvers.front.Front`: points fastest first, each with its plan,
+    time, cost and ``proven`` (the exact method showed no plan dominates it).
+    """
+    started = time.perf_counter()
+    with stop_on_signals(only_default=True):
+        return _pareto(problem, deadlines, method=method, started=started, time_limit_s=time_limit_s,
+                       max_plans=max_plans)
+
+
+def _pareto(problem: SpotProblem | ServerlessProblem, deadlines: tuple[float | None, float | None], *,
+            method: str, started: float, time_limit_s: float, max_plans: int | None) -> "Front":
+    """:func:`pareto` without the signal handling."""
+    from dnnprov.solvers.enumeration import DEFAULT_MAX_PLANS
+    from dnnprov.solvers.front import NO_DEADLINE_S, Front, deadline_floor, enumerate_front, walk_front
+
+    if not isinstance(problem, (SpotProblem, ServerlessProblem)):
+        raise InvalidInputError("problem", f"expected SpotProblem or ServerlessProblem, got {type(problem).__name__}")
+    if method not in EXACT_METHODS:
+        raise InvalidInputError("method", f"fronts are proven by method 'milp' or 'enumerate', not {method!r}")
+    clock = Clock(check.number("time_limit_s", time_limit_s, exclusive_minimum=0), started=started)
+    plans = DEFAULT_MAX_PLANS if max_plans is None else check.integer("max_plans", max_plans, minimum=1)
+    if not isinstance(deadlines, (tuple, list)) or len(deadlines) != 2:
+        raise InvalidInputError("deadlines", f"must be a pair (A, B) of seconds, got {str(deadlines)[:40]}")
+    low = 0.0 if deadlines[0] is None else check.number("deadlines", deadlines[0], minimum=0)
+    high = NO_DEADLINE_S if deadlines[1] is None else check.number("deadlines", deadlines[1], exclusive_minimum=0)
+    floor = deadline_floor(problem)
+    if high <= max(low, floor):
+        what = f"the takeover overhead {floor:g} s" if floor > low else f"A = {low:g} s"
+        raise InvalidInputError("deadlines", f"the upper deadline B = {high:g} s must lie above {what}")
+    if method == "milp":
+        points, complete, work, message = walk_front(problem, exact_min_cost, low, high, clock)
+        stats = {"exact_solves": work}
+    else:
+        points, complete, work, message = enumerate_front(problem, low, high, clock, plans)
+        stats = {"plans_evaluated": work}
+    kind = "spot" if isinstance(problem, SpotProblem) else "serverless"
+    found = plausibility.findings(problem)
+    return Front(instance=problem.name, kind=kind, model=problem.model if isinstance(problem, SpotProblem)
+                 else "lambda-dnn", method=method, deadlines=(low, high), budget_usd=problem.constraints.budget_usd,
+                 points=tuple(points), complete=complete, stats=stats, solve_seconds=clock.elapsed(),
+                 time_limit_s=float(time_limit_s), message=message,
+                 warnings=tuple((w.field, w.problem) for w in found))
 
 
 def _with_warnings(problem: SpotProblem | ServerlessProblem, result: Result) -> Result:

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 
 import numpy as np
 
 from dnnprov.progress import Clock
-from dnnprov.result import Result, Status
+from dnnprov.result import Objective, Result, Status
 from dnnprov.problems.serverless import ServerlessProblem
-from dnnprov.models.serverless import ServerlessModel, ServerlessSideRows
+from dnnprov.models.serverless import ServerlessEvaluation, ServerlessModel, ServerlessSideRows
 from dnnprov.solvers.outcome import serverless_result, spot_result
 from dnnprov.problems.spot import SpotProblem
-from dnnprov.models.spot import SideRows, SpotModel
+from dnnprov.models.spot import SideRows, SpotEvaluation, SpotModel
 
 DEFAULT_MAX_PLANS = 50_000_000
 CHUNK = 1 << 18             # most plans evaluated at once (bounded memory)
@@ -62,9 +63,79 @@ def decode_counts(index: np.ndarray, lower: np.ndarray, radix: np.ndarray) -> np
     return counts + lower
 
 
+def spot_chunks(problem: SpotProblem, model: SpotModel,
+                clock: Clock | None) -> Iterator[tuple[np.ndarray, int, SpotEvaluation]]:
+    """Every plan of the quota box, as ``(counts, ps, evaluation)`` chunks (PS count outermost).
+
+    Stops early, without a word, when ``clock`` expires: callers count the plans they saw.
+    """
+    cols = model.columns
+    radix = (cols.upper - cols.lower + 1).astype(np.int64)
+    per_ps = int(np.prod(radix))
+    sizer = ChunkSizer(clock)
+    for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
+        start, done = 0, 0
+        while start < per_ps:
+            chunk = sizer.next(done)
+            if clock is not None and clock.expired():
+                return
+            index = np.arange(start, min(start + chunk, per_ps), dtype=np.int64)
+            counts = decode_counts(index, cols.lower, radix)
+            yield counts, ps, model.evaluate(counts, ps)
+            start, done = start + len(index), len(index)
+
+
+def serverless_chunks(problem: ServerlessProblem, model: ServerlessModel, clock: Clock | None
+                      ) -> Iterator[tuple[np.ndarray, int, np.ndarray, ServerlessEvaluation]]:
+    """Every (n, m, s) of the grid, as ``(functions, memory_mb, ps, evaluation)`` chunks (memory outermost).
+
+    Stops early, without a word, when ``clock`` expires.
+    """
+    low, high = problem.function_range()
+    ps_low, ps_high = problem.constraints.ps_count
+    n_all, s_all = (a.ravel() for a in np.meshgrid(np.arange(low, high + 1), np.arange(ps_low, ps_high + 1)))
+    sizer = ChunkSizer(clock)
+    for m in problem.memory_grid():  # one memory size at a time keeps memory bounded
+        start, done = 0, 0
+        while start < len(n_all):
+            chunk = sizer.next(done)
+            if clock is not None and clock.expired():
+                return
+            n, s = n_all[start:start + chunk], s_all[start:start + chunk]
+            yield n, m, s, model.evaluate(n, m, s)
+            start, done = start + len(n), len(n)
+
+
+def serverless_space_size(problem: ServerlessProblem) -> int:
+    """Number of (n, m, s) plans exhaustive search would evaluate."""
+    low, high = problem.function_range()
+    ps_low, ps_high = problem.constraints.ps_count
+    return (high - low + 1) * len(problem.memory_grid()) * (ps_high - ps_low + 1)
+
+
+def ranked(objective: Objective, feasible: np.ndarray, time_s: np.ndarray, cost: np.ndarray
+           ) -> tuple[int, tuple[float, float]]:
+    """The index of the best feasible plan of a chunk for ``objective`` and its key (``(inf, inf)``: none).
+
+    Keys compare as tuples: ``cost``: (cost, 0); ``time``: (time, cost), the lexicographic
+    objective; ``weighted``: (cost + W time, 0). Ties go to the lowest index.
+    """
+    with np.errstate(invalid="ignore", over="ignore"):
+        primary = np.where(feasible, objective.value(time_s, cost), np.inf)
+    if objective.kind == "time":
+        i = int(np.lexsort((np.where(feasible, cost, np.inf), primary))[0])
+        key = (float(primary[i]), float(cost[i]))
+    else:
+        i = int(np.argmin(primary))
+        key = (float(primary[i]), 0.0)
+    return i, key if feasible[i] else (math.inf, math.inf)
+
+
 def enumerate_spot(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
-                   side: SideRows | None = None, clock: Clock | None = None) -> Result:
-    """The cheapest feasible plan over every count vector in the quota box and PS count.
+                   side: SideRows | None = None, clock: Clock | None = None,
+                   objective: Objective = Objective()) -> Result:
+    """The best feasible plan for ``objective`` (default: the cheapest) over every count vector
+    in the quota box and PS count.
 
     Refuses (status ``limit``, no plan) when the space exceeds ``max_plans``. Ties are
     broken by the lowest plan index, so the answer is deterministic. ``side`` adds user
@@ -78,77 +149,59 @@ def enumerate_spot(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
         return spot_result(model, None, 1, status=Status.LIMIT, method="enumerate", started=started,
                            message=f"search space of {size:,} plans exceeds max_plans={max_plans:,}; "
                                    "use method 'milp' or raise max_plans",
-                           stats={"space": size})
-    cols = model.columns
-    radix = (cols.upper - cols.lower + 1).astype(np.int64)
-    per_ps = int(np.prod(radix))
-    best_cost, best = math.inf, None
+                           stats={"space": size}, objective=objective)
+    best_key, best = (math.inf, math.inf), None
     evaluated = 0
-    sizer = ChunkSizer(clock)
-    for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
-        start, done = 0, 0
-        while start < per_ps:
-            chunk = sizer.next(done)
-            if clock is not None and clock.expired():
-                note = f"time limit of {clock.limit_s:g} s reached after {evaluated:,} of {size:,} plans"
-                return spot_result(model, None if best is None else best[0], 1 if best is None else best[1],
-                                   status=Status.LIMIT, method="enumerate", started=started,
-                                   message=note, stats={"plans_evaluated": evaluated})
-            index = np.arange(start, min(start + chunk, per_ps), dtype=np.int64)
-            counts = decode_counts(index, cols.lower, radix)
-            ev = model.evaluate(counts, ps)
-            cost = np.where(ev.feasible, ev.cost, np.inf)
-            evaluated += len(index)
-            start, done = start + len(index), len(index)
-            i = int(np.argmin(cost))
-            if cost[i] < best_cost:
-                best_cost, best = float(cost[i]), (counts[i], ps)
+    for counts, ps, ev in spot_chunks(problem, model, clock):
+        evaluated += len(counts)
+        i, key = ranked(objective, ev.feasible, ev.time_s, ev.cost)
+        if key < best_key:
+            best_key, best = key, (counts[i], ps)
+    if evaluated < size:
+        note = f"time limit of {clock.limit_s:g} s reached after {evaluated:,} of {size:,} plans"
+        return spot_result(model, None if best is None else best[0], 1 if best is None else best[1],
+                           status=Status.LIMIT, method="enumerate", started=started,
+                           message=note, stats={"plans_evaluated": evaluated}, objective=objective)
     stats = {"plans_evaluated": size}
     if best is None:
         return spot_result(model, None, 1, status=Status.INFEASIBLE, method="enumerate", started=started,
                            bound=math.inf, message="no plan in the search space meets every constraint",
-                           stats=stats)
+                           stats=stats, objective=objective)
     return spot_result(model, best[0], best[1], status=Status.OPTIMAL, method="enumerate",
-                       started=started, stats=stats)
+                       started=started, stats=stats, objective=objective)
 
 
 def enumerate_serverless(problem: ServerlessProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
-                         side: ServerlessSideRows | None = None, clock: Clock | None = None) -> Result:
-    """The cheapest feasible (n, m, s) over the whole grid (local batch by eq. 9).
+                         side: ServerlessSideRows | None = None, clock: Clock | None = None,
+                         objective: Objective = Objective()) -> Result:
+    """The best feasible (n, m, s) for ``objective`` (default: the cheapest) over the whole grid
+    (local batch by eq. 9).
 
     With a ``clock`` the search stops at its limit (status ``limit``, best plan so far).
     """
     started = time.perf_counter() if clock is None else clock.started
     model = ServerlessModel(problem, side)
-    low, high = problem.function_range()
-    ps_low, ps_high = problem.constraints.ps_count
-    size = (high - low + 1) * len(problem.memory_grid()) * (ps_high - ps_low + 1)
+    size = serverless_space_size(problem)
     if size > max_plans:
         return serverless_result(model, None, status=Status.LIMIT, method="enumerate", started=started,
                                  message=f"search space of {size:,} plans exceeds max_plans={max_plans:,}",
-                                 stats={"space": size})
-    n_all, s_all = (a.ravel() for a in np.meshgrid(np.arange(low, high + 1), np.arange(ps_low, ps_high + 1)))
-    best_cost, best = math.inf, None
-    sizer = ChunkSizer(clock)
-    for m in problem.memory_grid():  # one memory size at a time keeps memory bounded
-        start, done = 0, 0
-        while start < len(n_all):
-            chunk = sizer.next(done)
-            if clock is not None and clock.expired():
-                return serverless_result(model, best, status=Status.LIMIT, method="enumerate", started=started,
-                                         message=f"time limit of {clock.limit_s:g} s reached before the grid ended",
-                                         stats={"space": size})
-            n, s = n_all[start:start + chunk], s_all[start:start + chunk]
-            ev = model.evaluate(n, m, s)
-            cost = np.where(ev.feasible, ev.cost, np.inf)
-            i = int(np.argmin(cost))
-            if cost[i] < best_cost:
-                best_cost, best = float(cost[i]), (n[i], m, s[i])
-            start, done = start + len(n), len(n)
+                                 stats={"space": size}, objective=objective)
+    best_key, best = (math.inf, math.inf), None
+    evaluated = 0
+    for n, m, s, ev in serverless_chunks(problem, model, clock):
+        evaluated += len(n)
+        i, key = ranked(objective, ev.feasible, ev.time_s, ev.cost)
+        if key < best_key:
+            best_key, best = key, (n[i], m, s[i])
+    if evaluated < size:
+        return serverless_result(model, best, status=Status.LIMIT, method="enumerate", started=started,
+                                 message=f"time limit of {clock.limit_s:g} s reached before the grid ended",
+                                 stats={"space": size}, objective=objective)
     stats = {"plans_evaluated": size}
     if best is None:
         return serverless_result(model, None, status=Status.INFEASIBLE, method="enumerate",
                                  started=started, bound=math.inf,
-                                 message="no plan on the grid meets every constraint", stats=stats)
+                                 message="no plan on the grid meets every constraint", stats=stats,
+                                 objective=objective)
     return serverless_result(model, best, status=Status.OPTIMAL, method="enumerate",
-                             started=started, stats=stats)
+                             started=started, stats=stats, objective=objective)

@@ -7,18 +7,22 @@ from typing import Any
 
 import numpy as np
 
-from dnnprov.result import Result, ServerlessPlan, SpotPlan, Status
+from dnnprov.result import Objective, Result, ServerlessPlan, SpotPlan, Status
 from dnnprov.models.serverless import ServerlessModel
 from dnnprov.models.spot import SpotModel
 
 
 def spot_result(model: SpotModel, counts: np.ndarray | None, ps: int, *, status: Status,
                 method: str, started: float, bound: float | None = None,
-                message: str = "", stats: dict[str, Any] | None = None) -> Result:
-    """Re-evaluate ``counts`` with the model and package it; ``counts=None``: no plan."""
+                message: str = "", stats: dict[str, Any] | None = None,
+                objective: Objective = Objective()) -> Result:
+    """Re-evaluate ``counts`` with the model and package it; ``counts=None``: no plan.
+
+    An ``optimal`` result without a ``bound`` gets the plan's ``objective`` value as its bound.
+    """
     problem = model.problem
     base = dict(method=method, kind="spot", model=problem.model, instance=problem.name,
-                message=message, stats=stats or {})
+                message=message, stats=stats or {}, objective=objective)
     if counts is None:
         return Result(status=status, bound=bound, solve_seconds=time.perf_counter() - started, **base)
     counts = np.asarray(counts, dtype=np.int64)
@@ -27,7 +31,7 @@ def spot_result(model: SpotModel, counts: np.ndarray | None, ps: int, *, status:
         raise AssertionError(f"{method} returned a plan the model rejects: {counts.tolist()}, ps={ps}")
     cost = float(ev.cost[0])
     if status is Status.OPTIMAL and bound is None:
-        bound = cost
+        bound = objective.value(float(ev.time_s[0]), cost)
     plan = SpotPlan(counts={label: int(n) for label, n in zip(model.columns.labels, counts)}, ps=int(ps))
     details = {"workers": int(ev.workers[0]), "batch_wa": float(ev.batch_wa[0]),
                "cc": float(ev.cc[0]), "iterations": float(ev.iterations[0]),
@@ -52,11 +56,15 @@ def _add_domain_note(base: dict[str, Any], details: dict[str, Any], note: str | 
 
 def serverless_result(model: ServerlessModel, plan: tuple[int, int, int] | None, *,
                       status: Status, method: str, started: float, bound: float | None = None,
-                      message: str = "", stats: dict[str, Any] | None = None) -> Result:
-    """Re-evaluate ``plan = (functions, memory_mb, ps)`` and package it; ``None``: no plan."""
+                      message: str = "", stats: dict[str, Any] | None = None,
+                      objective: Objective = Objective()) -> Result:
+    """Re-evaluate ``plan = (functions, memory_mb, ps)`` and package it; ``None``: no plan.
+
+    An ``optimal`` result without a ``bound`` gets the plan's ``objective`` value as its bound.
+    """
     problem = model.problem
     base = dict(method=method, kind="serverless", model="lambda-dnn", instance=problem.name,
-                message=message, stats=stats or {})
+                message=message, stats=stats or {}, objective=objective)
     if plan is None:
         return Result(status=status, bound=bound, solve_seconds=time.perf_counter() - started, **base)
     n, m, s = (int(v) for v in plan)
@@ -65,7 +73,7 @@ def serverless_result(model: ServerlessModel, plan: tuple[int, int, int] | None,
         raise AssertionError(f"{method} returned a plan the model rejects: {plan}")
     cost = float(ev.cost)
     if status is Status.OPTIMAL and bound is None:
-        bound = cost
+        bound = objective.value(float(ev.time_s), cost)
     details = {"iterations": float(ev.iterations), "launches": int(ev.launches)}
     _add_domain_note(base, details, model.domain_note(n, m))
     return Result(status=status, plan=ServerlessPlan(n, m, float(ev.local_batch), s),

@@ -12,7 +12,8 @@ import dnnprov
 from dnnprov import Result, ServerlessPlan, SpotPlan, Status
 
 STABLE_KEYS = {"status", "method", "kind", "model", "instance", "plan", "time_s", "cost", "bound",
-               "gap", "solve_seconds", "message", "details", "stats", "warnings", "infeasibility"}
+               "gap", "solve_seconds", "message", "details", "stats", "warnings", "infeasibility", "objective",
+               "objective_value"}
 
 
 @pytest.fixture

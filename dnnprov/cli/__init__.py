@@ -50,7 +50,8 @@ COMMAND_GROUPS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("list", "dnnprov.cli.inventory", "list the embedded instances, catalogs and workload profiles"),
         ("build", "dnnprov.cli.inventory", "write an instance from a catalog, a workload profile and an SLO"),
         ("solve-many", "dnnprov.cli.joint", "provision many jobs jointly under shared quotas"),
-        ("sweep", "dnnprov.cli.sweep", "minimal cost vs deadline (and target loss), heuristic beside it"),
+        ("sweep", "dnnprov.cli.sweep", "minimal cost at a grid of deadlines (and target losses); not a front"),
+        ("pareto", "dnnprov.cli.objectives", "the exact (time, cost) front: every nondominated plan"),
     ),
     "batch & sets": (
         ("batch", "dnnprov.cli.batch", "solve many instance files with many methods"),
@@ -115,22 +116,25 @@ def cmd_solve(args: argparse.Namespace) -> int:
     (status limit, "interrupted") and the exit code is 130.
     """
     from dnnprov.cli.domain import apply_domain_options, solve_with_domain_cost
+    from dnnprov.cli.objectives import apply_budget
     from dnnprov.io.instances import read_instance
     from dnnprov.solve import solve
 
     check_time_limit(args.time_limit)
-    problem = apply_domain_options(read_instance(_instance_path(args.file)), args)
+    problem = apply_budget(apply_domain_options(read_instance(_instance_path(args.file)), args), args.budget)
     for option, given, owner in (("--deadline-probability", args.deadline_probability is not None and not args.risk,
                                   "--risk"),
                                  ("--no-replacement", args.no_replacement and args.robust is None, "--robust K"),
                                  ("--takeover-overhead", args.takeover_overhead is not None
-                                  and args.robust is None and not args.risk, "--robust K or --risk")):
+                                  and args.robust is None and not args.risk, "--robust K or --risk"),
+                                 ("--domain-cost", args.domain_cost and args.objective != "cost", "--objective cost")):
         if given:
             raise InvalidInputError(option, f"goes with {owner}")
     result = solve_interruptibly(lambda: (solve_with_domain_cost if args.domain_cost else solve)(
         problem, args.method, time_limit_s=args.time_limit, gap=args.gap, max_plans=args.max_plans, log=args.log,
         robust=args.robust, risk=args.risk, deadline_probability=args.deadline_probability,
-        takeover_overhead_s=args.takeover_overhead, replaced=not args.no_replacement), args.time_limit)
+        takeover_overhead_s=args.takeover_overhead, replaced=not args.no_replacement, objective=args.objective),
+        args.time_limit)
     print(result.to_json(indent=2) if args.json else result.summary())
     return exit_code(result)
 
@@ -314,8 +318,10 @@ def _register_core(sub: argparse._SubParsersAction) -> None:
                    help="with --robust/--risk: seconds until a replacement joins (default 126, the paper's 2.1 min)")
     p.add_argument("--no-replacement", action="store_true", help="with --robust: revoked workers are not replaced")
     from dnnprov.cli.domain import add_domain_options
+    from dnnprov.cli.objectives import add_objective_options
 
     add_domain_options(p, cost=True)
+    add_objective_options(p)
     p.set_defaults(run=cmd_solve)
 
     p = sub.add_parser("show", help="describe an instance file", description=cmd_show.__doc__)

@@ -1,4 +1,5 @@
-"""The ``sweep`` subcommand: proven minimal cost vs deadline (and target loss).
+"""The ``sweep`` subcommand: proven minimal cost at a grid of deadlines (and target losses); not a front
+(``dnnprov pareto``, :mod:`dnnprov.cli.objectives`, gives every nondominated plan).
 
     dnnprov sweep INSTANCE --deadlines 600:3600:24 [--losses 0.7,0.8] [--out DIR] [--time-limit S]
 
@@ -103,8 +104,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``sweep`` to the ``dnnprov`` subcommands."""
-    p = sub.add_parser("sweep", help="proven minimal cost vs deadline (and target loss), with the heuristic beside it",
-                       description="Solve INSTANCE exactly (milp) at every deadline and target loss. "
+    p = sub.add_parser("sweep", help="proven minimal cost at a grid of deadlines (and target losses), not a front",
+                       description="Solve INSTANCE exactly (milp) at every deadline and target loss of a grid. "
+                                   "A grid, not a front: plans whose times fall between grid deadlines are not "
+                                   "shown; 'dnnprov pareto' gives every nondominated (time, cost) plan. "
                                    "--out DIR writes sweep.csv, sweep.parquet and sweep.png/.svg.")
     p.add_argument("file", metavar="INSTANCE", help="instance file (or embedded:spot/paper-table1.json)")
     p.add_argument("--deadlines", required=True, metavar="START:STOP:N",
