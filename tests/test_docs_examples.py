@@ -198,6 +198,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "synopsis with placeholders; tests/control/test_run_cli.py runs run, status and cancel against moto",
     ("control.md", '{"run": "RUN", "time_s": 812.4, "loss": 1.93, "step": 1200, "finished_s": null}'):
         "the protocol's report shape; tests/control/test_loop.py reads reports of the stand-in trainer",
+    ("control.md", "python benchmarks/twin_agreement.py [--windows 20] [--seed 0] [--policies none,fallback,failover,uniform-progress,mpc]"):
+        "the agreement benchmark (reads ../shared/data, minutes of CPU); docs/benchmarks.md holds what it printed",
     ("control.md", "dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE... --zones --engine loop --policy P"):
         "synopsis with placeholders; tests/control/test_run_cli.py runs it with --per-run --json",
     ("revocation.md", "python benchmarks/revocation_replay.py --runs 1000                 # set traced, (0.8, 1800 s)"):
