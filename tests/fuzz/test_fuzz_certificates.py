@@ -23,6 +23,8 @@ REPRO = Path(__file__).resolve().parents[3] / "shared" / "repro"
 #: 0.2 s each) = 1,990 instances (about 22 s CPU here while milp is right).
 PER_FAMILY = 60
 SEEDS = {"large-box": 10}
+#: Wall seconds of the second try of an instance that gave up at the default 10 s.
+GAVE_UP_RECHECK_S = 120.0
 #: Seeds per family of the gap slice (milp stopped at a 5 % gap; 2 of the families in SEEDS).
 GAP_PER_FAMILY = 8
 
@@ -45,6 +47,12 @@ def test_family_has_no_finding(family):
         if isinstance(problem, dnnprov.SpotProblem):
             assert spot_space_size(problem) <= fuzz.plan_cap(family), (family, seed)
         found = fuzz.check(problem, family=family, seed=seed)
+        if any(f.kind == "gave-up" for f in found):
+            # a give-up at the 10 s wall limit may be the machine's load (issue 29: no work limit
+            # yet): only one that recurs with twelve times the time counts; wrong answers count at once
+            found = [f for f in found if f.kind != "gave-up"] + [
+                f for f in fuzz.check(problem, family=family, seed=seed, time_limit_s=GAVE_UP_RECHECK_S)
+                if f.kind == "gave-up"]
         if found and first_problem is None:
             first_problem = problem
         findings += found
