@@ -24,6 +24,8 @@ from dnnprov.result import Status
 from dnnprov.solve import METHODS
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.batch.runner import cost_ratios, load_instances, read_results, split_path, summarize
+from dnnprov.batch.tables import (DEFAULT_GAP_TOL, DEFAULT_SHIFT_S, PaperTables, Settings, captions, latex,
+                                  markdown, paper_tables, proven, time_column, time_label)
 from dnnprov.problems.spot import SpotProblem
 
 #: Line style per method, the same in every figure.
@@ -66,7 +68,8 @@ def fit_title(text: str, width_in: float, fontsize: float = 10) -> str:
 
 # ------------------------------------------------------------------ instance data
 def instance_info(paths: Sequence[str], bases: Sequence[Path] = (Path("."),)) -> pd.DataFrame:
-    """Kind, workload, SLO time and loss target of each row path (read from its file).
+    """Kind, workload, SLO time and loss target of each row path (read from its file), its
+    size (spot: instance-type columns, types x markets; serverless: none).
 
     A relative path is looked up below each of ``bases`` in turn; paths whose file cannot
     be read get NaN / empty values and are left out of the SLO figure.
@@ -84,15 +87,16 @@ def instance_info(paths: Sequence[str], bases: Sequence[Path] = (Path("."),)) ->
     for path in paths:
         problem = problems.get(path)
         record: dict[str, Any] = {"path": path, "kind": "", "workload": "", "model": "",
-                                  "slo_s": math.nan, "slo_loss": math.nan}
+                                  "slo_s": math.nan, "slo_loss": math.nan, "size": math.nan}
         if isinstance(problem, SpotProblem):
             record.update(kind="spot", workload=problem.workload.name, model=problem.model,
-                          slo_s=problem.slo.time_s, slo_loss=problem.slo.loss)
+                          slo_s=problem.slo.time_s, slo_loss=problem.slo.loss,
+                          size=len(problem.instance_types) * len(problem.constraints.markets))
         elif isinstance(problem, ServerlessProblem):
             record.update(kind="serverless", workload=problem.workload.name, model="lambda-dnn",
                           slo_s=problem.time_s)
         records.append(record)
-    columns = ["path", "kind", "workload", "model", "slo_s", "slo_loss"]
+    columns = ["path", "kind", "workload", "model", "slo_s", "slo_loss", "size"]
     return pd.DataFrame(records, columns=columns).set_index("path")
 
 
@@ -196,31 +200,35 @@ def plot_slo(df: pd.DataFrame, info: pd.DataFrame, axes: np.ndarray | None = Non
     return fig
 
 
-def solve_success(df: pd.DataFrame) -> pd.Series:
-    """Rows that solved their instance: proved optimal or infeasible, or reached the
-    best known cost (within :data:`COST_RTOL`)."""
+def solve_success(df: pd.DataFrame, gap_tol: float = DEFAULT_GAP_TOL) -> pd.Series:
+    """Rows that solved their instance: proven (optimal, infeasible, or a ``limit`` row whose
+    gap is at most ``gap_tol``), or reached the best known cost (within :data:`COST_RTOL`)
+    without being stopped by the limit."""
     ratio = cost_ratios(df)
-    proved = df["status"].isin([Status.OPTIMAL.value, Status.INFEASIBLE.value])
-    return proved | (ratio <= 1 + COST_RTOL)
+    reached = (ratio <= 1 + COST_RTOL) & (df["status"] != Status.LIMIT.value)
+    return proven(df, gap_tol) | reached
 
 
-def performance_ratios(df: pd.DataFrame) -> pd.Series:
-    """Dolan-Moré ratios: a row's solve time over the fastest successful time on its path
+def performance_ratios(df: pd.DataFrame, gap_tol: float = DEFAULT_GAP_TOL) -> pd.Series:
+    """Dolan-Moré ratios: a row's time (CPU time when the rows have it, else wall time,
+    :func:`~dnnprov.batch.tables.time_column`) over the fastest successful time on its path
     (``inf`` where the row did not succeed, see :func:`solve_success`)."""
-    secs = df["solve_seconds"].fillna(np.inf).clip(lower=TIME_FLOOR_S)
-    times = secs.where(solve_success(df), np.inf)
+    secs = df[time_column(df)].astype(float).fillna(np.inf).clip(lower=TIME_FLOOR_S)
+    times = secs.where(solve_success(df, gap_tol), np.inf)
     fastest = times.groupby(df["path"]).transform("min")
     with np.errstate(invalid="ignore"):
         return (times / fastest).where(np.isfinite(fastest), np.inf)
 
 
-def plot_performance_profile(df: pd.DataFrame, ax=None):
-    """Fraction of each method's instances solved within a factor tau of the fastest."""
+def plot_performance_profile(df: pd.DataFrame, ax=None, gap_tol: float = DEFAULT_GAP_TOL):
+    """Fraction of each method's instances solved within a factor tau of the fastest, over
+    CPU time (wall time when the rows have no CPU time; the axis says which)."""
     if ax is None:
         fig = _figure(figsize=(6.4, 4.4), layout="constrained")
         ax = fig.subplots()
     fig = ax.figure
-    ratios = performance_ratios(df)
+    ratios = performance_ratios(df, gap_tol)
+    what = time_label(Settings(time_column=time_column(df)))
     finite = ratios[np.isfinite(ratios)]
     top = max(2.0, float(finite.max()) * 1.5) if len(finite) else 2.0
     for method in _methods(df):
@@ -233,9 +241,10 @@ def plot_performance_profile(df: pd.DataFrame, ax=None):
     ax.set_xscale("log", base=2)
     ax.set_xlim(1, top)
     ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel(r"$\tau$: solve time / fastest solve time (log$_2$)")
+    ax.set_xlabel(fit_title(rf"$\tau$: {what} / fastest (log$_2$)", fig.get_figwidth() - 0.4))
     ax.set_ylabel(r"fraction of instances solved within $\tau$")
-    ax.set_title(fit_title("Performance profile (solved: optimal, infeasible, or best known cost)",
+    ax.set_title(fit_title("Performance profile (solved: proven, or the best known cost without hitting "
+                           "the limit)",
                            fig.get_figwidth() - 0.4), fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="lower right")
@@ -303,12 +312,16 @@ def instance_bases(results: str | Path, roots: Sequence[str | Path] = ()) -> lis
     return list(dict.fromkeys(bases))
 
 
-def write_report(results: str | Path, out: str | Path,
-                 roots: Sequence[str | Path] = ()) -> tuple[pd.DataFrame, list[Path]]:
-    """Write ``summary.csv``, the figures (PNG and SVG) and ``index.html`` into ``out``.
+def write_report(results: str | Path, out: str | Path, roots: Sequence[str | Path] = (), *,
+                 shift_s: float = DEFAULT_SHIFT_S, gap_tol: float = DEFAULT_GAP_TOL) -> tuple[pd.DataFrame, list[Path]]:
+    """Write the tables (``summary.md``, ``summary.tex``, ``summary.csv``), the figures (PNG
+    and SVG) and ``index.html`` into ``out``.
 
-    Relative instance paths in the rows are looked up as :func:`instance_bases` says, so
-    the report finds them from any folder. Returns the summary table and the files written.
+    The tables are :func:`~dnnprov.batch.tables.paper_tables` with the shifted geometric
+    mean's shift ``shift_s`` (seconds) and the gap tolerance ``gap_tol`` of a proven
+    ``limit`` row. Relative instance paths in the rows are looked up as
+    :func:`instance_bases` says, so the report finds them from any folder. Returns the
+    per-method summary (:func:`~dnnprov.batch.summary.summarize`) and the files written.
     """
     try:
         import matplotlib  # noqa: F401
@@ -318,26 +331,31 @@ def write_report(results: str | Path, out: str | Path,
     df = read_results(results)
     if df.empty:
         raise InvalidInputError(str(results), "has no rows")
+    info = instance_info(df["path"].tolist(), bases=instance_bases(results, roots))
+    tables = paper_tables(df, info["size"], shift_s=shift_s, gap_tol=gap_tol)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    summary = summarize(df)
-    info = instance_info(df["path"].tolist(), bases=instance_bases(results, roots))
-    figures = {"slo": plot_slo(df, info), "performance-profile": plot_performance_profile(df),
+    summary = summarize(df, gap_tol=gap_tol)
+    figures = {"slo": plot_slo(df, info), "performance-profile": plot_performance_profile(df, gap_tol=gap_tol),
                "cost-ratio": plot_cost_ratios(df)}
-    files = [out / "summary.csv"]
-    summary.to_csv(files[0])
+    files = [out / "summary.md", out / "summary.tex", out / "summary.csv"]
+    files[0].write_text(markdown(tables, f"Batch summary: {results.name}"))
+    files[1].write_text(latex(tables))
+    tables.long().to_csv(files[2], index=False)
     for name, fig in figures.items():
         for ext in ("png", "svg"):
             path = out / f"{name}.{ext}"
             fig.savefig(path, dpi=150 if ext == "png" else None)
             files.append(path)
     files.append(out / "index.html")
-    files[-1].write_text(_index_html(results, df, summary, info))
+    files[-1].write_text(_index_html(results, df, summary, info, tables))
     return summary, files
 
 
-def _index_html(results: Path, df: pd.DataFrame, summary: pd.DataFrame, info: pd.DataFrame) -> str:
+def _index_html(results: Path, df: pd.DataFrame, summary: pd.DataFrame, info: pd.DataFrame,
+                tables: PaperTables) -> str:
     table = summary.to_html(float_format=lambda v: f"{v:.4f}", na_rep="-", border=0, classes="summary")
+    per_method = tables.times[("method",)].to_html(float_format=lambda v: f"{v:.3f}", na_rep="-", border=0)
     failed = df[df["status"] == Status.ERROR.value][["path", "method", "error"]]
     unread = int(info["slo_s"].isna().sum())
     parts = [
@@ -352,6 +370,10 @@ def _index_html(results: Path, df: pd.DataFrame, summary: pd.DataFrame, info: pd
         "Cost ratio: cost over the cheapest plan any method found for the instance. "
         "Solve times in seconds.</p>",
         table,
+        f"<p>{html.escape(captions(tables)['method'])} Per family and size: "
+        '<a href="summary.md">summary.md</a>, <a href="summary.tex">summary.tex</a> (LaTeX, booktabs), '
+        '<a href="summary.csv">summary.csv</a>.</p>',
+        per_method,
     ]
     for name, caption in FIGURES:
         parts.append(f'<figure><a href="{name}.png"><img src="{name}.svg" alt="{html.escape(caption)}"></a>'

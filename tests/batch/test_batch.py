@@ -283,7 +283,9 @@ def test_report_writes_figures_and_page(local_run, tmp_path, capsys):
         assert "<svg" in (tmp_path / "rep" / f"{name}.svg").read_text()[:2000]
     page = (tmp_path / "rep" / "index.html").read_text()
     assert 'src="slo.svg"' in page and "mean_cost_ratio" in page
-    assert pd.read_csv(tmp_path / "rep" / "summary.csv", index_col=0).loc["milp", "optimal"] > 0
+    long = pd.read_csv(tmp_path / "rep" / "summary.csv")
+    assert long.set_index(["level", "method"]).loc[("method", "milp"), "solved"] > 0
+    assert "sgm time (s, shift 1 s)" in (tmp_path / "rep" / "summary.md").read_text()
 
 
 def test_report_reads_slo_from_instance_files(local_run, instance_dir, tmp_path, monkeypatch):

@@ -16,6 +16,7 @@ from dnnprov.batch.files import ROW_COLUMNS, read_results
 from dnnprov.batch.summary import summarize
 from dnnprov.batch.tables import (family_of, latex, markdown, paper_tables, proven, shifted_geometric_mean,
                                   size_class)
+from dnnprov.cli import main
 from dnnprov.errors import InvalidInputError
 
 PLAN = '{"counts": {"a": 1}, "ps": 1}'
@@ -141,3 +142,28 @@ def test_latex_is_well_formed(df: pd.DataFrame) -> None:
         for line in f.split("\\midrule")[1].split("\\bottomrule")[0].strip().splitlines():
             assert line.endswith("\\\\") and len(re.split(r"(?<!\\)&", line)) == len(spec)
     assert "small\\_\\&\\_\\%/spot" in tex and "$\\leq$" in tex
+
+
+def test_cli_writes_summary_md(tmp_path: Path, capsys) -> None:
+    """`dnnprov report RESULTS --out DIR` writes summary.md (sgm column), .tex and .csv."""
+    pytest.importorskip("matplotlib")
+    results = write_rows(tmp_path / "r.csv")
+    assert main(["report", str(results), "--out", str(tmp_path / "rep"), "--shift", "1"]) == 0
+    md = (tmp_path / "rep" / "summary.md").read_text()
+    assert "sgm time (s, shift 1 s)" in md
+    assert "\\begin{tabular}" in (tmp_path / "rep" / "summary.tex").read_text()
+    long = pd.read_csv(tmp_path / "rep" / "summary.csv")
+    line = long[(long["level"] == "method") & (long["method"] == "milp")].iloc[0]
+    assert line["solved"] == 3 and line["no_plan"] == 1
+    assert line["sgm_time_s"] == pytest.approx((2 * 11 * 101 * 4 * 63) ** (1 / 5) - 1, rel=1e-9)
+
+
+@pytest.mark.parametrize("args, field", [(["--shift", "-1"], "shift"), (["--gap-tol", "1.5"], "gap_tol"),
+                                         (["--shift", "nan"], "shift")])
+def test_bad_settings_are_one_line(tmp_path: Path, capsys, args, field) -> None:
+    results = write_rows(tmp_path / "r.csv")
+    assert main(["report", str(results), "--out", str(tmp_path / "rep"), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"dnnprov: error: {field}: ")
+    with pytest.raises(InvalidInputError, match=field):
+        paper_tables(read_results(results), **{"shift_s" if field == "shift" else "gap_tol": float(args[1])})
