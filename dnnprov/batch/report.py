@@ -10,6 +10,8 @@ through :class:`~matplotlib.figure.Figure` only (no pyplot state, no GUI backend
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import html
 import math
 import textwrap
@@ -40,8 +42,6 @@ TIME_FLOOR_S = 1e-3
 #: Relative tolerance for "reached the best known cost".
 COST_RTOL = 1e-6
 MAX_SLO_PANELS = 12
-#: Panels with more distinct SLOs than this average over quantile bins of the SLO.
-MAX_SLO_POINTS = 10
 
 
 def _style(method: str) -> dict[str, Any]:
@@ -67,9 +67,20 @@ def fit_title(text: str, width_in: float, fontsize: float = 10) -> str:
 
 
 # ------------------------------------------------------------------ instance data
+def series_key(problem: SpotProblem | ServerlessProblem) -> str:
+    """What an instance is apart from its SLO training time (and name, notes): instances with
+    the same key form one series, whose points the SLO figure may join with a line."""
+    skip = {"name", "notes", "slo", "time_s"}
+    parts = [(f.name, getattr(problem, f.name)) for f in dataclasses.fields(problem) if f.name not in skip]
+    if isinstance(problem, SpotProblem):
+        parts.append(("slo", (problem.slo.loss, problem.slo.takeover_overhead_s)))
+    return hashlib.sha1(repr((type(problem).__name__, parts)).encode()).hexdigest()[:16]
+
+
 def instance_info(paths: Sequence[str], bases: Sequence[Path] = (Path("."),)) -> pd.DataFrame:
     """Kind, workload, SLO time and loss target of each row path (read from its file), its
-    size (spot: instance-type columns, types x markets; serverless: none).
+    size (spot: instance-type columns, types x markets; serverless: none) and its
+    :func:`series_key`.
 
     A relative path is looked up below each of ``bases`` in turn; paths whose file cannot
     be read get NaN / empty values and are left out of the SLO figure.
@@ -87,16 +98,16 @@ def instance_info(paths: Sequence[str], bases: Sequence[Path] = (Path("."),)) ->
     for path in paths:
         problem = problems.get(path)
         record: dict[str, Any] = {"path": path, "kind": "", "workload": "", "model": "",
-                                  "slo_s": math.nan, "slo_loss": math.nan, "size": math.nan}
+                                  "slo_s": math.nan, "slo_loss": math.nan, "size": math.nan, "series": ""}
         if isinstance(problem, SpotProblem):
             record.update(kind="spot", workload=problem.workload.name, model=problem.model,
-                          slo_s=problem.slo.time_s, slo_loss=problem.slo.loss,
+                          slo_s=problem.slo.time_s, slo_loss=problem.slo.loss, series=series_key(problem),
                           size=len(problem.instance_types) * len(problem.constraints.markets))
         elif isinstance(problem, ServerlessProblem):
             record.update(kind="serverless", workload=problem.workload.name, model="lambda-dnn",
-                          slo_s=problem.time_s)
+                          slo_s=problem.time_s, series=series_key(problem))
         records.append(record)
-    columns = ["path", "kind", "workload", "model", "slo_s", "slo_loss", "size"]
+    columns = ["path", "kind", "workload", "model", "slo_s", "slo_loss", "size", "series"]
     return pd.DataFrame(records, columns=columns).set_index("path")
 
 
@@ -126,21 +137,13 @@ def slo_panels(df: pd.DataFrame, info: pd.DataFrame) -> dict[tuple[str, str, str
     return {k: panels[k] for k in order[:MAX_SLO_PANELS]}
 
 
-def binned_slo(slo: pd.Series, bins: int = MAX_SLO_POINTS) -> pd.Series:
-    """``slo`` itself when it has at most ``bins`` values, else each value replaced by the
-    mean SLO of its quantile bin (so that random sets give readable curves)."""
-    if slo.nunique() <= bins:
-        return slo
-    groups = pd.qcut(slo.rank(method="dense"), bins, labels=False, duplicates="drop")
-    return slo.groupby(groups).transform("mean")
-
-
 def plot_slo(df: pd.DataFrame, info: pd.DataFrame, axes: np.ndarray | None = None):
-    """Mean cost (top) and training time (bottom) of the plans against the SLO, per method.
+    """Cost (top) and training time (bottom) of the plans against the SLO, per method.
 
-    One column of panels per (kind, workload, model) from :func:`slo_panels`; each point
-    is the mean over the instances with that SLO. The time panels draw the SLO itself as
-    a grey dashed line.
+    One column of panels per (kind, workload, model) from :func:`slo_panels`. Each instance
+    is a point; a line joins only the instances of one series (the same instance apart from
+    its SLO training time, :func:`series_key`), never unrelated instances. The time panels
+    draw the SLO itself as a grey dashed line.
     """
     panels = slo_panels(df, info)
     n = max(1, len(panels))
@@ -165,13 +168,7 @@ def plot_slo(df: pd.DataFrame, info: pd.DataFrame, axes: np.ndarray | None = Non
         top, bottom = axes[2 * (g // ncols), g % ncols], axes[2 * (g // ncols) + 1, g % ncols]
         top.set_visible(True)
         bottom.set_visible(True)
-        sub = sub.assign(slo_s=binned_slo(sub["slo_s"]))
-        means = sub.groupby(["method", "slo_s"])[["cost", "time_s"]].mean().reset_index()
-        for method in _methods(sub):
-            m = means[means["method"] == method].sort_values("slo_s")
-            style = _style(method)
-            top.plot(m["slo_s"], m["cost"], label=method, markerfacecolor="none", **style)
-            bottom.plot(m["slo_s"], m["time_s"], label=method, markerfacecolor="none", **style)
+        _plot_series(top, bottom, sub)
         slos = np.sort(sub["slo_s"].unique())
         bottom.plot(slos, slos, color="0.6", linestyle=(0, (4, 3)), linewidth=1, label="SLO", zorder=0)
         what = "spot, " + model + " model" if kind == "spot" else kind
@@ -187,7 +184,7 @@ def plot_slo(df: pd.DataFrame, info: pd.DataFrame, axes: np.ndarray | None = Non
                 ax.set_xlim(slos[0] * 0.9, slos[0] * 1.1)
             elif slos[0] > 0 and slos[-1] / slos[0] > 20:
                 ax.set_xscale("log")
-    handles, labels = {}, {}
+    handles = {}
     for ax in axes.flat:
         for h, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, h)
@@ -195,9 +192,25 @@ def plot_slo(df: pd.DataFrame, info: pd.DataFrame, axes: np.ndarray | None = Non
     labels = list(dict.fromkeys(labels + ["SLO"]))
     fig.legend([handles[k] for k in labels if k in handles], [k for k in labels if k in handles],
                loc="outside lower center", ncols=len(labels), frameon=False)
-    fig.suptitle(fit_title("Cost and training time of the plans versus the SLO (mean over the instances "
-                           "every method solved)", fig.get_figwidth() - 0.2, 12), fontsize=12)
+    fig.suptitle(fit_title("Cost and training time of the plans versus the SLO (instances every method solved; "
+                           "lines join only instances that differ in nothing but the SLO)",
+                           fig.get_figwidth() - 0.2, 12), fontsize=12)
     return fig
+
+
+def _plot_series(top, bottom, sub: pd.DataFrame) -> None:
+    """Each method's points of one panel: a line per series with several SLOs, markers alone
+    for the others (one legend entry per method)."""
+    for method in _methods(sub):
+        style = _style(method)
+        rows = sub[sub["method"] == method]
+        label = method
+        for _, series in rows.groupby("series", sort=True):
+            m = series.groupby("slo_s")[["cost", "time_s"]].mean().reset_index().sort_values("slo_s")
+            line = style if len(m) > 1 else {**style, "linestyle": "none"}
+            top.plot(m["slo_s"], m["cost"], label=label, markerfacecolor="none", **line)
+            bottom.plot(m["slo_s"], m["time_s"], label=label, markerfacecolor="none", **line)
+            label = "_nolegend_"
 
 
 def solve_success(df: pd.DataFrame, gap_tol: float = DEFAULT_GAP_TOL) -> pd.Series:

@@ -167,3 +167,27 @@ def test_bad_settings_are_one_line(tmp_path: Path, capsys, args, field) -> None:
     assert len(err.splitlines()) == 1 and err.startswith(f"dnnprov: error: {field}: ")
     with pytest.raises(InvalidInputError, match=field):
         paper_tables(read_results(results), **{"shift_s" if field == "shift" else "gap_tol": float(args[1])})
+
+
+def test_slo_figure_joins_only_one_instances_series() -> None:
+    """Two instances that differ only in the SLO share a line; an unrelated instance of the same
+    workload is a lone marker, never joined to them."""
+    pytest.importorskip("matplotlib")
+    import dataclasses
+    import dnnprov
+    from dnnprov.batch.report import plot_slo, series_key
+
+    table1 = dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json"))
+    later = dataclasses.replace(table1, name="later", slo=dataclasses.replace(table1.slo, time_s=3000.0))
+    other_loss = dataclasses.replace(table1, slo=dataclasses.replace(table1.slo, loss=table1.slo.loss + 0.1))
+    assert series_key(table1) == series_key(later) != series_key(other_loss)
+    info = pd.DataFrame({"path": ["a.json", "b.json", "c.json"], "kind": "spot", "workload": "w", "model": "paper",
+                         "slo_s": [2600.0, 3000.0, 2800.0], "slo_loss": 0.8, "size": 4.0,
+                         "series": ["s1", "s1", "s2"]}).set_index("path")
+    rows = pd.DataFrame({"path": ["a.json", "b.json", "c.json"], "method": "milp", "status": "optimal",
+                         "cost": [6.0, 5.0, 9.0], "time_s": [2500.0, 2900.0, 2700.0], "plan": PLAN})
+    fig = plot_slo(rows, info)
+    top = fig.axes[0]
+    lines = sorted(([float(x) for x in ln.get_xdata()], ln.get_linestyle()) for ln in top.get_lines())
+    assert lines == [([2600.0, 3000.0], "-"), ([2800.0], "None")]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["milp", "SLO"]
