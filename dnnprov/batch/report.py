@@ -27,7 +27,8 @@ from dnnprov.solve import METHODS
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.batch.runner import cost_ratios, load_instances, read_results, split_path, summarize
 from dnnprov.batch.tables import (DEFAULT_GAP_TOL, DEFAULT_SHIFT_S, PaperTables, Settings, captions, latex,
-                                  markdown, paper_tables, proven, time_column, time_label)
+                                  markdown, paper_tables, proven, row_times, time_column, time_label,
+                                  wall_fallbacks)
 from dnnprov.problems.spot import SpotProblem
 
 #: Line style per method, the same in every figure.
@@ -224,9 +225,9 @@ def solve_success(df: pd.DataFrame, gap_tol: float = DEFAULT_GAP_TOL) -> pd.Seri
 
 def performance_ratios(df: pd.DataFrame, gap_tol: float = DEFAULT_GAP_TOL) -> pd.Series:
     """Dolan-Moré ratios: a row's time (CPU time when the rows have it, else wall time,
-    :func:`~dnnprov.batch.tables.time_column`) over the fastest successful time on its path
+    :func:`~dnnprov.batch.tables.row_times`) over the fastest successful time on its path
     (``inf`` where the row did not succeed, see :func:`solve_success`)."""
-    secs = df[time_column(df)].astype(float).fillna(np.inf).clip(lower=TIME_FLOOR_S)
+    secs = row_times(df).fillna(np.inf).clip(lower=TIME_FLOOR_S)
     times = secs.where(solve_success(df, gap_tol), np.inf)
     fastest = times.groupby(df["path"]).transform("min")
     with np.errstate(invalid="ignore"):
@@ -241,7 +242,8 @@ def plot_performance_profile(df: pd.DataFrame, ax=None, gap_tol: float = DEFAULT
         ax = fig.subplots()
     fig = ax.figure
     ratios = performance_ratios(df, gap_tol)
-    what = time_label(Settings(time_column=time_column(df)))
+    column = time_column(df)
+    what = time_label(Settings(time_column=column, wall_rows=wall_fallbacks(df, column)))
     finite = ratios[np.isfinite(ratios)]
     top = max(2.0, float(finite.max()) * 1.5) if len(finite) else 2.0
     for method in _methods(df):

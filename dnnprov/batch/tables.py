@@ -42,6 +42,7 @@ class Settings:
     shift_s: float = DEFAULT_SHIFT_S
     gap_tol: float = DEFAULT_GAP_TOL
     time_column: str = "solve_seconds"
+    wall_rows: int = 0
 
     @property
     def cpu(self) -> bool:
@@ -58,10 +59,28 @@ def check_settings(shift_s: float, gap_tol: float) -> None:
 
 
 def time_column(df: pd.DataFrame) -> str:
-    """``cpu_seconds`` when the rows have CPU times, else ``solve_seconds`` (wall time)."""
-    if "cpu_seconds" in df.columns and df["cpu_seconds"].notna().any():
-        return "cpu_seconds"
-    return "solve_seconds"
+    """``cpu_seconds`` when every row that ran to its end (status not ``error``) has a CPU
+    time, else ``solve_seconds`` (wall time: older results, or rows resumed from them)."""
+    if "cpu_seconds" not in df.columns:
+        return "solve_seconds"
+    cpu = df["cpu_seconds"].astype(float)
+    ran = df["status"] != Status.ERROR.value
+    return "cpu_seconds" if cpu.notna().any() and cpu[ran].notna().all() else "solve_seconds"
+
+
+def row_times(df: pd.DataFrame, column: str | None = None) -> pd.Series:
+    """Each row's time in ``column`` (default :func:`time_column`); with CPU times, a row
+    without one (a task killed or crashed) counts at its wall time (:func:`wall_fallbacks`)."""
+    column = column or time_column(df)
+    wall = df["solve_seconds"].astype(float)
+    return df["cpu_seconds"].astype(float).fillna(wall) if column == "cpu_seconds" else wall
+
+
+def wall_fallbacks(df: pd.DataFrame, column: str | None = None) -> int:
+    """Rows that :func:`row_times` times by the wall clock although the times are CPU times."""
+    if (column or time_column(df)) != "cpu_seconds":
+        return 0
+    return int((df["cpu_seconds"].isna() & df["solve_seconds"].notna()).sum())
 
 
 def shifted_geometric_mean(values: Sequence[float] | np.ndarray, shift_s: float = DEFAULT_SHIFT_S) -> float:
@@ -169,7 +188,7 @@ def time_table(df: pd.DataFrame, level: Sequence[str], settings: Settings) -> pd
     plans = has_plan(df)
     hits = limit_hits(df, settings.gap_tol)
     failed = (df["status"] == Status.ERROR.value) & ~hits
-    times = df[settings.time_column].astype(float)
+    times = row_times(df, settings.time_column)
     lines = {}
     for key, idx in _groups(df, level):
         lines[key] = {"instances": len(idx), "solved": int(solved[idx].sum()),
@@ -246,7 +265,8 @@ def paper_tables(df: pd.DataFrame, sizes: pd.Series | None = None, *, shift_s: f
     check_settings(shift_s, gap_tol)
     if df.empty:
         raise InvalidInputError("results", "has no rows")
-    settings = Settings(float(shift_s), float(gap_tol), time_column(df))
+    column = time_column(df)
+    settings = Settings(float(shift_s), float(gap_tol), column, wall_fallbacks(df, column))
     rows = with_groups(df, sizes)
     times = {level: time_table(rows, level, settings) for level in LEVELS}
     return PaperTables(settings, times, gap_table(rows, ("method",), settings))
@@ -263,7 +283,10 @@ def _pct(value: float) -> str:
 
 def time_label(settings: Settings) -> str:
     """What the times are: CPU seconds, or wall seconds when the results have no CPU time."""
-    return "CPU time" if settings.cpu else "wall time (the results have no CPU time)"
+    if not settings.cpu:
+        return "wall time (the results have no CPU time)"
+    n = settings.wall_rows
+    return "CPU time" + (f" (wall time for {n} killed or crashed task{'s' if n != 1 else ''})" if n else "")
 
 
 def captions(tables: PaperTables) -> dict[str, str]:

@@ -36,7 +36,7 @@ def _tiny(make_resnet110, make_resnet50, folder: Path, prefix: str = "tiny") -> 
 
 
 def _drop_timing(df: pd.DataFrame) -> pd.DataFrame:
-    return df.drop(columns="solve_seconds").reset_index(drop=True)
+    return df.drop(columns=["solve_seconds", "cpu_seconds"]).reset_index(drop=True)
 
 
 @pytest.fixture(scope="module")
@@ -168,6 +168,7 @@ def test_task_that_does_not_return_is_killed(tmp_path, make_resnet110, make_resn
                                           "within its time limit of 1 s").all()
     assert (killed["status"] == "error").all() and killed["solve_seconds"].between(2, 6).all()
     assert (df.drop(killed.index)["plan"] != "").all() and len(df) == 4
+    assert killed["cpu_seconds"].isna().all() and (df.drop(killed.index)["cpu_seconds"] >= 0).all()
 
 
 def test_crashed_task_process(tmp_path, make_resnet110, make_resnet50, monkeypatch):
@@ -244,7 +245,7 @@ def test_jsonl_instances(tmp_path, make_resnet110, make_resnet50, monkeypatch):
 
 # ------------------------------------------------------------------ Dask
 def test_dask_run_equals_local_run(local_run, instance_dir, dask_address, tmp_path):
-    """The same batch on a Dask cluster gives the same rows apart from solve_seconds."""
+    """The same batch on a Dask cluster gives the same rows apart from the times."""
     df, _ = local_run
     on_dask = run_batch([instance_dir], ALL, time_limit_s=30, out=tmp_path / "dask.csv",
                         dask=dask_address, progress=False)

@@ -92,6 +92,19 @@ def test_per_method_numbers(df: pd.DataFrame) -> None:
     assert (h["unsolved"], h["no_bound"], h["no_plan"]) == (2, 1, 1) and math.isnan(h["mean_gap"])
 
 
+def test_cpu_times_when_the_rows_have_them(df: pd.DataFrame) -> None:
+    """With cpu_seconds the tables use CPU time; a killed task (no CPU time) counts at its wall
+    time and the caption says so; one finished row without CPU time means wall time for all."""
+    cpu = df.assign(cpu_seconds=[0.5, 5.0, 50.0, 2.0, None, 0.25, 0.25])
+    tables = paper_tables(cpu, shift_s=1.0)
+    assert tables.settings.cpu and tables.settings.wall_rows == 1
+    milp = tables.times[("method",)].loc["milp"].iloc[0]
+    assert milp["sgm_time_s"] == pytest.approx((1.5 * 6 * 51 * 3 * 63) ** (1 / 5) - 1, rel=1e-12)
+    assert "CPU time (wall time for 1 killed or crashed task)" in markdown(tables, "t")
+    partial = cpu.assign(cpu_seconds=[0.5, 5.0, 50.0, None, None, 0.25, 0.25])
+    assert not paper_tables(partial).settings.cpu
+
+
 def test_family_and_size_rows(df: pd.DataFrame) -> None:
     """Families from the instance folders (with the kind), sizes from a size per path."""
     sizes = pd.Series({"sets/small/spot-000.json": 3, "sets/small/spot-001.json": 4,
