@@ -126,6 +126,14 @@ def test_family_and_size_rows(df: pd.DataFrame) -> None:
     assert family_of("data/instances/spot/paper-table1.json", "spot") == "spot"
 
 
+def test_own_family_and_size_columns_are_kept(df: pd.DataFrame) -> None:
+    """A frame with its own family and size labels is grouped by them."""
+    labelled = df.assign(family=["a", "a", "b", "b", "b", "a", "a"], size=["x", "x", "x", "y", "y", "x", "x"])
+    tables = paper_tables(labelled)
+    assert list(tables.times[("method", "family")].index) == [("milp", "a"), ("milp", "b"), ("heuristic", "a")]
+    assert tables.times[("method", "family", "size")].loc[("milp", "b", "y"), "instances"] == 2
+
+
 def test_markdown_states_the_shift_and_has_the_sgm_column(df: pd.DataFrame) -> None:
     text = markdown(paper_tables(df, shift_s=10.0), "t")
     assert "| method | instances | solved | plans | limit | failed | sgm time (s, shift 10 s) |" in text
