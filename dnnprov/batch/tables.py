@@ -37,7 +37,8 @@ GAP_COLUMNS = ("unsolved", "mean_gap", "max_gap", "no_bound", "no_plan")
 
 @dataclass(frozen=True)
 class Settings:
-    """How the tables are computed: the sgm shift (s), the gap tolerance, the time column."""
+    """How the tables are computed: the sgm shift (s), the gap tolerance, the time column,
+    and how many rows a CPU-time table times by the wall clock (:func:`wall_fallbacks`)."""
 
     shift_s: float = DEFAULT_SHIFT_S
     gap_tol: float = DEFAULT_GAP_TOL
@@ -382,6 +383,6 @@ def latex(tables: PaperTables) -> str:
     """``summary.tex``: one ``table`` float per table (needs ``\\usepackage{booktabs}``)."""
     parts = ["% dnnprov report: needs \\usepackage{booktabs}", ""]
     for i, (_, caption, table) in enumerate(_sections(tables)):
-        label = "tab:dnnprov-" + ("gaps" if i == len(tables.times) else "+".join(table.index.names).replace("+", "-"))
+        label = "tab:dnnprov-" + ("gaps" if i == len(tables.times) else "-".join(table.index.names))
         parts += [latex_table(table, tables.settings, caption, label), ""]
     return "\n".join(parts)
