@@ -75,6 +75,8 @@ RUN: dict[tuple[str, str], str] = {
     ("batch.md", "           instances  solved  optimal  failed"): "output",
     ("batch.md", "$ dnnprov batch data/instances --methods milp,heuristic --out results/paper.csv --no-progress"): "console",
     ("batch.md", "$ dnnprov report results/paper.csv --out results/report"): "console",
+    ("batch.md", "from dnnprov.batch.report import write_report"): "python",
+    ("batch.md", "## Per method and family"): "output",
     ("benchmarks-sets.md", "from dnnprov.benchsets.generate import generate, build_set, read_instance_lines"): "python",
     ("catalog-format.md", "from dnnprov.io.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile"): "python",
     ("catalog-format.md", "spot [spot, model paper] by milp: optimal"): "output",

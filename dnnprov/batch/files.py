@@ -35,10 +35,10 @@ INSTANCE_SUFFIXES = (".json", ".jsonl")
 #: functions), ``gpus`` (spot), ``ps`` and ``memory_mb`` (serverless) repeat parts of the
 #: JSON ``plan`` as numbers, so that rows can be filtered on them.
 ROW_COLUMNS = ("path", "instance", "kind", "model", "method", "status", "cost", "time_s",
-               "bound", "gap", "solve_seconds", "plan", "workers", "gpus", "ps", "memory_mb",
+               "bound", "gap", "solve_seconds", "cpu_seconds", "plan", "workers", "gpus", "ps", "memory_mb",
                "message", "error")
 PLAN_COLUMNS = ("workers", "gpus", "ps", "memory_mb")
-NUMERIC_COLUMNS = ("cost", "time_s", "bound", "gap", "solve_seconds") + PLAN_COLUMNS
+NUMERIC_COLUMNS = ("cost", "time_s", "bound", "gap", "solve_seconds", "cpu_seconds") + PLAN_COLUMNS
 TEXT_COLUMNS = tuple(c for c in ROW_COLUMNS if c not in NUMERIC_COLUMNS)
 
 

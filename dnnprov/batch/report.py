@@ -10,6 +10,8 @@ through :class:`~matplotlib.figure.Figure` only (no pyplot state, no GUI backend
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import html
 import math
 import textwrap
@@ -24,6 +26,9 @@ from dnnprov.result import Status
 from dnnprov.solve import METHODS
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.batch.runner import cost_ratios, load_instances, read_results, split_path, summarize
+from dnnprov.batch.tables import (DEFAULT_GAP_TOL, DEFAULT_SHIFT_S, PaperTables, Settings, captions, latex,
+                                  markdown, paper_tables, proven, row_times, time_column, time_label,
+                                  wall_fallbacks)
 from dnnprov.problems.spot import SpotProblem
 
 #: Line style per method, the same in every figure.
@@ -38,8 +43,6 @@ TIME_FLOOR_S = 1e-3
 #: Relative tolerance for "reached the best known cost".
 COST_RTOL = 1e-6
 MAX_SLO_PANELS = 12
-#: Panels with more distinct SLOs than this average over quantile bins of the SLO.
-MAX_SLO_POINTS = 10
 
 
 def _style(method: str) -> dict[str, Any]:
@@ -65,8 +68,20 @@ def fit_title(text: str, width_in: float, fontsize: float = 10) -> str:
 
 
 # ------------------------------------------------------------------ instance data
+def series_key(problem: SpotProblem | ServerlessProblem) -> str:
+    """What an instance is apart from its SLO training time (and name, notes): instances with
+    the same key form one series, whose points the SLO figure may join with a line."""
+    skip = {"name", "notes", "slo", "time_s"}
+    parts = [(f.name, getattr(problem, f.name)) for f in dataclasses.fields(problem) if f.name not in skip]
+    if isinstance(problem, SpotProblem):
+        parts.append(("slo", (problem.slo.loss, problem.slo.takeover_overhead_s)))
+    return hashlib.sha1(repr((type(problem).__name__, parts)).encode()).hexdigest()[:16]
+
+
 def instance_info(paths: Sequence[str], bases: Sequence[Path] = (Path("."),)) -> pd.DataFrame:
-    """Kind, workload, SLO time and loss target of each row path (read from its file).
+    """Kind, workload, SLO time and loss target of each row path (read from its file), its
+    size (spot: instance-type columns, types x markets; serverless: none) and its
+    :func:`series_key`.
 
     A relative path is looked up below each of ``bases`` in turn; paths whose file cannot
     be read get NaN / empty values and are left out of the SLO figure.
@@ -84,15 +99,16 @@ def instance_info(paths: Sequence[str], bases: Sequence[Path] = (Path("."),)) ->
     for path in paths:
         problem = problems.get(path)
         record: dict[str, Any] = {"path": path, "kind": "", "workload": "", "model": "",
-                                  "slo_s": math.nan, "slo_loss": math.nan}
+                                  "slo_s": math.nan, "slo_loss": math.nan, "size": math.nan, "series": ""}
         if isinstance(problem, SpotProblem):
             record.update(kind="spot", workload=problem.workload.name, model=problem.model,
-                          slo_s=problem.slo.time_s, slo_loss=problem.slo.loss)
+                          slo_s=problem.slo.time_s, slo_loss=problem.slo.loss, series=series_key(problem),
+                          size=len(problem.instance_types) * len(problem.constraints.markets))
         elif isinstance(problem, ServerlessProblem):
             record.update(kind="serverless", workload=problem.workload.name, model="lambda-dnn",
-                          slo_s=problem.time_s)
+                          slo_s=problem.time_s, series=series_key(problem))
         records.append(record)
-    columns = ["path", "kind", "workload", "model", "slo_s", "slo_loss"]
+    columns = ["path", "kind", "workload", "model", "slo_s", "slo_loss", "size", "series"]
     return pd.DataFrame(records, columns=columns).set_index("path")
 
 
@@ -122,21 +138,13 @@ def slo_panels(df: pd.DataFrame, info: pd.DataFrame) -> dict[tuple[str, str, str
     return {k: panels[k] for k in order[:MAX_SLO_PANELS]}
 
 
-def binned_slo(slo: pd.Series, bins: int = MAX_SLO_POINTS) -> pd.Series:
-    """``slo`` itself when it has at most ``bins`` values, else each value replaced by the
-    mean SLO of its quantile bin (so that random sets give readable curves)."""
-    if slo.nunique() <= bins:
-        return slo
-    groups = pd.qcut(slo.rank(method="dense"), bins, labels=False, duplicates="drop")
-    return slo.groupby(groups).transform("mean")
-
-
 def plot_slo(df: pd.DataFrame, info: pd.DataFrame, axes: np.ndarray | None = None):
-    """Mean cost (top) and training time (bottom) of the plans against the SLO, per method.
+    """Cost (top) and training time (bottom) of the plans against the SLO, per method.
 
-    One column of panels per (kind, workload, model) from :func:`slo_panels`; each point
-    is the mean over the instances with that SLO. The time panels draw the SLO itself as
-    a grey dashed line.
+    One column of panels per (kind, workload, model) from :func:`slo_panels`. Each instance
+    is a point; a line joins only the instances of one series (the same instance apart from
+    its SLO training time, :func:`series_key`), never unrelated instances. The time panels
+    draw the SLO itself as a grey dashed line.
     """
     panels = slo_panels(df, info)
     n = max(1, len(panels))
@@ -161,13 +169,7 @@ def plot_slo(df: pd.DataFrame, info: pd.DataFrame, axes: np.ndarray | None = Non
         top, bottom = axes[2 * (g // ncols), g % ncols], axes[2 * (g // ncols) + 1, g % ncols]
         top.set_visible(True)
         bottom.set_visible(True)
-        sub = sub.assign(slo_s=binned_slo(sub["slo_s"]))
-        means = sub.groupby(["method", "slo_s"])[["cost", "time_s"]].mean().reset_index()
-        for method in _methods(sub):
-            m = means[means["method"] == method].sort_values("slo_s")
-            style = _style(method)
-            top.plot(m["slo_s"], m["cost"], label=method, markerfacecolor="none", **style)
-            bottom.plot(m["slo_s"], m["time_s"], label=method, markerfacecolor="none", **style)
+        _plot_series(top, bottom, sub)
         slos = np.sort(sub["slo_s"].unique())
         bottom.plot(slos, slos, color="0.6", linestyle=(0, (4, 3)), linewidth=1, label="SLO", zorder=0)
         what = "spot, " + model + " model" if kind == "spot" else kind
@@ -183,7 +185,7 @@ def plot_slo(df: pd.DataFrame, info: pd.DataFrame, axes: np.ndarray | None = Non
                 ax.set_xlim(slos[0] * 0.9, slos[0] * 1.1)
             elif slos[0] > 0 and slos[-1] / slos[0] > 20:
                 ax.set_xscale("log")
-    handles, labels = {}, {}
+    handles = {}
     for ax in axes.flat:
         for h, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, h)
@@ -191,36 +193,57 @@ def plot_slo(df: pd.DataFrame, info: pd.DataFrame, axes: np.ndarray | None = Non
     labels = list(dict.fromkeys(labels + ["SLO"]))
     fig.legend([handles[k] for k in labels if k in handles], [k for k in labels if k in handles],
                loc="outside lower center", ncols=len(labels), frameon=False)
-    fig.suptitle(fit_title("Cost and training time of the plans versus the SLO (mean over the instances "
-                           "every method solved)", fig.get_figwidth() - 0.2, 12), fontsize=12)
+    fig.suptitle(fit_title("Cost and training time of the plans versus the SLO (instances every method solved; "
+                           "lines join only instances that differ in nothing but the SLO)",
+                           fig.get_figwidth() - 0.2, 12), fontsize=12)
     return fig
 
 
-def solve_success(df: pd.DataFrame) -> pd.Series:
-    """Rows that solved their instance: proved optimal or infeasible, or reached the
-    best known cost (within :data:`COST_RTOL`)."""
+def _plot_series(top, bottom, sub: pd.DataFrame) -> None:
+    """Each method's points of one panel: a line per series with several SLOs, markers alone
+    for the others (one legend entry per method)."""
+    for method in _methods(sub):
+        style = _style(method)
+        rows = sub[sub["method"] == method]
+        label = method
+        for _, series in rows.groupby("series", sort=True):
+            m = series.groupby("slo_s")[["cost", "time_s"]].mean().reset_index().sort_values("slo_s")
+            line = style if len(m) > 1 else {**style, "linestyle": "none"}
+            top.plot(m["slo_s"], m["cost"], label=label, markerfacecolor="none", **line)
+            bottom.plot(m["slo_s"], m["time_s"], label=label, markerfacecolor="none", **line)
+            label = "_nolegend_"
+
+
+def solve_success(df: pd.DataFrame, gap_tol: float = DEFAULT_GAP_TOL) -> pd.Series:
+    """Rows that solved their instance: proven (optimal, infeasible, or a ``limit`` row whose
+    gap is at most ``gap_tol``), or reached the best known cost (within :data:`COST_RTOL`)
+    without being stopped by the limit."""
     ratio = cost_ratios(df)
-    proved = df["status"].isin([Status.OPTIMAL.value, Status.INFEASIBLE.value])
-    return proved | (ratio <= 1 + COST_RTOL)
+    reached = (ratio <= 1 + COST_RTOL) & (df["status"] != Status.LIMIT.value)
+    return proven(df, gap_tol) | reached
 
 
-def performance_ratios(df: pd.DataFrame) -> pd.Series:
-    """Dolan-Moré ratios: a row's solve time over the fastest successful time on its path
+def performance_ratios(df: pd.DataFrame, gap_tol: float = DEFAULT_GAP_TOL) -> pd.Series:
+    """Dolan-Moré ratios: a row's time (CPU time when the rows have it, else wall time,
+    :func:`~dnnprov.batch.tables.row_times`) over the fastest successful time on its path
     (``inf`` where the row did not succeed, see :func:`solve_success`)."""
-    secs = df["solve_seconds"].fillna(np.inf).clip(lower=TIME_FLOOR_S)
-    times = secs.where(solve_success(df), np.inf)
+    secs = row_times(df).fillna(np.inf).clip(lower=TIME_FLOOR_S)
+    times = secs.where(solve_success(df, gap_tol), np.inf)
     fastest = times.groupby(df["path"]).transform("min")
     with np.errstate(invalid="ignore"):
         return (times / fastest).where(np.isfinite(fastest), np.inf)
 
 
-def plot_performance_profile(df: pd.DataFrame, ax=None):
-    """Fraction of each method's instances solved within a factor tau of the fastest."""
+def plot_performance_profile(df: pd.DataFrame, ax=None, gap_tol: float = DEFAULT_GAP_TOL):
+    """Fraction of each method's instances solved within a factor tau of the fastest, over
+    CPU time (wall time when the rows have no CPU time; the axis says which)."""
     if ax is None:
         fig = _figure(figsize=(6.4, 4.4), layout="constrained")
         ax = fig.subplots()
     fig = ax.figure
-    ratios = performance_ratios(df)
+    ratios = performance_ratios(df, gap_tol)
+    column = time_column(df)
+    what = time_label(Settings(time_column=column, wall_rows=wall_fallbacks(df, column)))
     finite = ratios[np.isfinite(ratios)]
     top = max(2.0, float(finite.max()) * 1.5) if len(finite) else 2.0
     for method in _methods(df):
@@ -233,9 +256,10 @@ def plot_performance_profile(df: pd.DataFrame, ax=None):
     ax.set_xscale("log", base=2)
     ax.set_xlim(1, top)
     ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel(r"$\tau$: solve time / fastest solve time (log$_2$)")
+    ax.set_xlabel(fit_title(rf"$\tau$: {what} / fastest (log$_2$)", fig.get_figwidth() - 0.4))
     ax.set_ylabel(r"fraction of instances solved within $\tau$")
-    ax.set_title(fit_title("Performance profile (solved: optimal, infeasible, or best known cost)",
+    ax.set_title(fit_title("Performance profile (solved: proven, or the best known cost without hitting "
+                           "the limit)",
                            fig.get_figwidth() - 0.4), fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="lower right")
@@ -303,12 +327,16 @@ def instance_bases(results: str | Path, roots: Sequence[str | Path] = ()) -> lis
     return list(dict.fromkeys(bases))
 
 
-def write_report(results: str | Path, out: str | Path,
-                 roots: Sequence[str | Path] = ()) -> tuple[pd.DataFrame, list[Path]]:
-    """Write ``summary.csv``, the figures (PNG and SVG) and ``index.html`` into ``out``.
+def write_report(results: str | Path, out: str | Path, roots: Sequence[str | Path] = (), *,
+                 shift_s: float = DEFAULT_SHIFT_S, gap_tol: float = DEFAULT_GAP_TOL) -> tuple[pd.DataFrame, list[Path]]:
+    """Write the tables (``summary.md``, ``summary.tex``, ``summary.csv``), the figures (PNG
+    and SVG) and ``index.html`` into ``out``.
 
-    Relative instance paths in the rows are looked up as :func:`instance_bases` says, so
-    the report finds them from any folder. Returns the summary table and the files written.
+    The tables are :func:`~dnnprov.batch.tables.paper_tables` with the shifted geometric
+    mean's shift ``shift_s`` (seconds) and the gap tolerance ``gap_tol`` of a proven
+    ``limit`` row. Relative instance paths in the rows are looked up as
+    :func:`instance_bases` says, so the report finds them from any folder. Returns the
+    per-method summary (:func:`~dnnprov.batch.summary.summarize`) and the files written.
     """
     try:
         import matplotlib  # noqa: F401
@@ -318,26 +346,31 @@ def write_report(results: str | Path, out: str | Path,
     df = read_results(results)
     if df.empty:
         raise InvalidInputError(str(results), "has no rows")
+    info = instance_info(df["path"].tolist(), bases=instance_bases(results, roots))
+    tables = paper_tables(df, info["size"], shift_s=shift_s, gap_tol=gap_tol)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    summary = summarize(df)
-    info = instance_info(df["path"].tolist(), bases=instance_bases(results, roots))
-    figures = {"slo": plot_slo(df, info), "performance-profile": plot_performance_profile(df),
+    summary = summarize(df, gap_tol=gap_tol)
+    figures = {"slo": plot_slo(df, info), "performance-profile": plot_performance_profile(df, gap_tol=gap_tol),
                "cost-ratio": plot_cost_ratios(df)}
-    files = [out / "summary.csv"]
-    summary.to_csv(files[0])
+    files = [out / "summary.md", out / "summary.tex", out / "summary.csv"]
+    files[0].write_text(markdown(tables, f"Batch summary: {results.name}"))
+    files[1].write_text(latex(tables))
+    tables.long().to_csv(files[2], index=False)
     for name, fig in figures.items():
         for ext in ("png", "svg"):
             path = out / f"{name}.{ext}"
             fig.savefig(path, dpi=150 if ext == "png" else None)
             files.append(path)
     files.append(out / "index.html")
-    files[-1].write_text(_index_html(results, df, summary, info))
+    files[-1].write_text(_index_html(results, df, summary, info, tables))
     return summary, files
 
 
-def _index_html(results: Path, df: pd.DataFrame, summary: pd.DataFrame, info: pd.DataFrame) -> str:
+def _index_html(results: Path, df: pd.DataFrame, summary: pd.DataFrame, info: pd.DataFrame,
+                tables: PaperTables) -> str:
     table = summary.to_html(float_format=lambda v: f"{v:.4f}", na_rep="-", border=0, classes="summary")
+    per_method = tables.times[("method",)].to_html(float_format=lambda v: f"{v:.3f}", na_rep="-", border=0)
     failed = df[df["status"] == Status.ERROR.value][["path", "method", "error"]]
     unread = int(info["slo_s"].isna().sum())
     parts = [
@@ -352,6 +385,10 @@ def _index_html(results: Path, df: pd.DataFrame, summary: pd.DataFrame, info: pd
         "Cost ratio: cost over the cheapest plan any method found for the instance. "
         "Solve times in seconds.</p>",
         table,
+        f"<p>{html.escape(captions(tables)['method'])} Per family and size: "
+        '<a href="summary.md">summary.md</a>, <a href="summary.tex">summary.tex</a> (LaTeX, booktabs), '
+        '<a href="summary.csv">summary.csv</a>.</p>',
+        per_method,
     ]
     for name, caption in FIGURES:
         parts.append(f'<figure><a href="{name}.png"><img src="{name}.svg" alt="{html.escape(caption)}"></a>'

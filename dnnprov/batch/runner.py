@@ -127,19 +127,22 @@ def run_task(task: Task) -> dict[str, Any]:
         os._exit(CRASH_EXIT_CODE)
     if task.hang_on and task.hang_on in names:
         time.sleep(24 * 3600)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     try:
         result = solve(task.problem, task.method, time_limit_s=task.time_limit_s, gap=task.gap,
                        max_plans=task.max_plans)
     except Exception as exc:  # InvalidInputError or anything solve lets through
-        return failure_row(task, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
+        row = failure_row(task, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
+        row["cpu_seconds"] = time.process_time() - cpu
+        return row
+    cpu = time.process_time() - cpu
     row = result.to_row()
     row.pop("instance", None)
     gpus = None
     if isinstance(task.problem, SpotProblem):
         cols = task.problem.columns()
         gpus = dict(zip(cols.labels, (int(g) for g in cols.gpus)))
-    out = _row(task, **row, **plan_values(result.plan, gpus))
+    out = _row(task, **row, cpu_seconds=cpu, **plan_values(result.plan, gpus))
     if result.status is Status.ERROR:
         out["error"] = result.message or "solver error"
     return out

@@ -46,20 +46,28 @@ SUMMARY_COLUMNS = ("instances", "solved", "optimal", "failed", "mean_cost_ratio"
                    "median_solve_s", "p95_solve_s")
 
 
-def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    """One line per method: instances, solved (a plan), optimal, failed, mean cost ratio
-    to the best known plan of each instance, median and 95th-percentile solve seconds."""
+def summarize(df: pd.DataFrame, gap_tol: float = 1e-6) -> pd.DataFrame:
+    """One line per method: instances, solved, optimal, failed, mean cost ratio to the best
+    known plan of each instance, median and 95th-percentile solve seconds.
+
+    Solved: a plan from a method that ended on its own (not ``limit``), or proven: status
+    ``optimal`` or ``infeasible``, or ``limit`` with a plan whose relative gap is at most
+    ``gap_tol``. A ``limit`` row whose bound does not prove its plan is not solved.
+    """
     import pandas as pd
 
     ratio = cost_ratios(df)
     has_plan = (df["plan"] != "") & df["cost"].notna()
+    limit = df["status"] == Status.LIMIT.value
+    closed = limit & has_plan & (df["gap"].astype(float) <= gap_tol)
+    solved = (has_plan & ~limit) | closed | df["status"].isin([Status.OPTIMAL.value, Status.INFEASIBLE.value])
     lines = {}
     for method in sorted(df["method"].unique(), key=method_rank(METHODS)):
         mask = df["method"] == method
         secs = df.loc[mask, "solve_seconds"].dropna()
         lines[method] = {
             "instances": int(mask.sum()),
-            "solved": int((mask & has_plan).sum()),
+            "solved": int((mask & solved).sum()),
             "optimal": int((mask & (df["status"] == Status.OPTIMAL.value)).sum()),
             "failed": int((mask & (df["status"] == Status.ERROR.value)).sum()),
             "mean_cost_ratio": float(ratio[mask & has_plan].mean()) if (mask & has_plan).any() else math.nan,

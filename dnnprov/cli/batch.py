@@ -64,13 +64,21 @@ def cmd_batch(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _number(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+
+
 def cmd_report(args: argparse.Namespace) -> int:
-    """Summary table and figures (PNG, SVG) of a results file, with an index.html."""
+    """Tables (summary.md, summary.tex, summary.csv), figures (PNG, SVG) and an index.html
+    of a results file."""
     from dnnprov.batch.report import write_report
     from dnnprov.batch.runner import format_summary
 
     out = Path(args.out) if args.out else Path(args.results).with_name(Path(args.results).stem + "-report")
-    summary, files = write_report(args.results, out, roots=args.root)
+    summary, files = write_report(args.results, out, roots=args.root, shift_s=args.shift, gap_tol=args.gap_tol)
     print(format_summary(summary))
     print()
     for f in files:
@@ -115,5 +123,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--root", action="append", default=[], metavar="DIR",
                    help="folder that relative instance paths in the rows start from (repeatable; "
                         "then the current folder and the results file's folder are tried)")
+    p.add_argument("--shift", type=_number, default=1.0, metavar="S",
+                   help="shift of the shifted geometric mean of times, seconds (default 1)")
+    p.add_argument("--gap-tol", type=_number, default=1e-6, metavar="G",
+                   help="relative gap at or below which a limit row counts as solved (default 1e-6)")
     p.set_defaults(run=cmd_report)
 

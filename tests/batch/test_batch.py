@@ -36,7 +36,7 @@ def _tiny(make_resnet110, make_resnet50, folder: Path, prefix: str = "tiny") -> 
 
 
 def _drop_timing(df: pd.DataFrame) -> pd.DataFrame:
-    return df.drop(columns="solve_seconds").reset_index(drop=True)
+    return df.drop(columns=["solve_seconds", "cpu_seconds"]).reset_index(drop=True)
 
 
 @pytest.fixture(scope="module")
@@ -168,6 +168,7 @@ def test_task_that_does_not_return_is_killed(tmp_path, make_resnet110, make_resn
                                           "within its time limit of 1 s").all()
     assert (killed["status"] == "error").all() and killed["solve_seconds"].between(2, 6).all()
     assert (df.drop(killed.index)["plan"] != "").all() and len(df) == 4
+    assert killed["cpu_seconds"].isna().all() and (df.drop(killed.index)["cpu_seconds"] >= 0).all()
 
 
 def test_crashed_task_process(tmp_path, make_resnet110, make_resnet50, monkeypatch):
@@ -244,7 +245,7 @@ def test_jsonl_instances(tmp_path, make_resnet110, make_resnet50, monkeypatch):
 
 # ------------------------------------------------------------------ Dask
 def test_dask_run_equals_local_run(local_run, instance_dir, dask_address, tmp_path):
-    """The same batch on a Dask cluster gives the same rows apart from solve_seconds."""
+    """The same batch on a Dask cluster gives the same rows apart from the times."""
     df, _ = local_run
     on_dask = run_batch([instance_dir], ALL, time_limit_s=30, out=tmp_path / "dask.csv",
                         dask=dask_address, progress=False)
@@ -283,7 +284,9 @@ def test_report_writes_figures_and_page(local_run, tmp_path, capsys):
         assert "<svg" in (tmp_path / "rep" / f"{name}.svg").read_text()[:2000]
     page = (tmp_path / "rep" / "index.html").read_text()
     assert 'src="slo.svg"' in page and "mean_cost_ratio" in page
-    assert pd.read_csv(tmp_path / "rep" / "summary.csv", index_col=0).loc["milp", "optimal"] > 0
+    long = pd.read_csv(tmp_path / "rep" / "summary.csv")
+    assert long.set_index(["level", "method"]).loc[("method", "milp"), "solved"] > 0
+    assert "sgm time (s, shift 1 s)" in (tmp_path / "rep" / "summary.md").read_text()
 
 
 def test_report_reads_slo_from_instance_files(local_run, instance_dir, tmp_path, monkeypatch):
