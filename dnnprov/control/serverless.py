@@ -62,6 +62,7 @@ class ServerlessOutcome:
     cost: float
     predicted_time_s: float
     predicted_launches: int
+    loss: float = 1.0               # the last report's loss (the share of the work left)
     errors: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,7 +70,7 @@ class ServerlessOutcome:
         return {"kind": "serverless", "state": self.state, "finish_s": self.finish_s, "time_s": self.time_s,
                 "segments": self.segments, "restarts": self.restarts, "invocations": self.invocations,
                 "cost": self.cost, "predicted_time_s": self.predicted_time_s,
-                "predicted_launches": self.predicted_launches, "errors": self.errors}
+                "predicted_launches": self.predicted_launches, "loss": self.loss, "errors": self.errors}
 
 
 def check_plan(problem: ServerlessProblem, plan: ServerlessPlan) -> None:
@@ -201,8 +202,17 @@ class ServerlessRun:
             raise CloudError(f"aws lambda:{operation}", str(exc)) from None
 
     # ------------------------------------------------------------------ the run
-    def drive(self, max_segments: int | None = None) -> ServerlessOutcome:
-        """Run (or go on with) the run until the target, the horizon, a failure or a cancel."""
+    def cancel(self) -> ServerlessOutcome:
+        """Tear the run down now (no controller of it is alive)."""
+        predicted_time, predicted_launches, _ = prediction(self.problem, self.plan)
+        return self._finish("cancelled", [], predicted_time, predicted_launches)
+
+    def drive(self, max_segments: int | None = None, stop_after: int | None = None) -> ServerlessOutcome:
+        """Run (or go on with) the run until the target, the horizon, a failure or a cancel.
+
+        ``max_segments`` bounds the segment attempts (then the run gives up); ``stop_after``
+        stops controlling after that many attempts, the run left ``running`` for a resume.
+        """
         p, plan = self.problem.platform, self.plan
         predicted_time, predicted_launches, _ = prediction(self.problem, plan)
         done = {s["kind"]: s for s in self.record.steps(self.run_id) if s["status"] == "done"}
@@ -220,20 +230,23 @@ class ServerlessRun:
             if "configure" not in done:
                 self._step("configure", {"memory_mb": plan.memory_mb, "timeout_s": int(p.timeout_s),
                                          "functions": plan.functions}, self._configure)
-            state = self._segments(max_segments if max_segments is not None else 4 * predicted_launches + 8, errors)
+            limit = max_segments if max_segments is not None else 4 * predicted_launches + 8
+            state = self._segments(limit, errors, stop_after)
         except CloudError as exc:
             errors.append(str(exc))
             state = "failed"
+        if state == "running":
+            return self._outcome(state, errors, predicted_time, predicted_launches)
         return self._finish(state, errors, predicted_time, predicted_launches)
 
     def _ps_address(self) -> str | None:
         ps = [i for i in self.ec2.known.values() if i.role == "ps" and i.ended_s is None]
         return ps[0].ps_address if ps else None
 
-    def _segments(self, limit: int, errors: list[str]) -> str:
-        plan, p = self.plan, self.problem.platform
+    def _segments(self, limit: int, errors: list[str], stop_after: int | None) -> str:
+        plan = self.plan
         horizon = float(self.spec.get("horizon", 1.0)) * self.problem.time_s
-        for _ in range(limit):
+        for attempt in range(limit + 1):
             if self.record.get(self.run_id)["state"] == "cancelling":
                 return "cancelled"
             invokes = [s for s in self.record.steps(self.run_id) if s["kind"] == "invoke" and s["status"] == "done"]
@@ -241,6 +254,10 @@ class ServerlessRun:
             if good and good[-1]["result"]["report"]["finished_s"] is not None:
                 finish = float(good[-1]["result"]["report"]["finished_s"])
                 return "met" if finish <= self.problem.time_s * (1 + 1e-12) else "missed"
+            if attempt == limit:
+                break
+            if stop_after is not None and attempt >= stop_after:
+                return "running"
             failed_in_row = len(invokes) - (invokes.index(good[-1]) + 1 if good else 0)
             if failed_in_row >= ATTEMPTS:
                 errors.extend(invokes[-1]["result"].get("errors", []))
@@ -265,6 +282,16 @@ class ServerlessRun:
         return "gave-up"
 
     def _finish(self, state: str, errors: list[str], predicted_time: float, predicted_launches: int) -> ServerlessOutcome:
+        if not any(s["kind"] == "teardown" and s["status"] == "done" for s in self.record.steps(self.run_id)):
+            self._step("teardown", {"state": state}, self._teardown)
+            outcome = self._outcome(state, errors, predicted_time, predicted_launches)
+            self._event(outcome.time_s, "end", state=state, finish_s=outcome.finish_s, loss=outcome.loss)
+        outcome = self._outcome(state, errors, predicted_time, predicted_launches)
+        self.record.set_state(self.run_id, state, outcome.to_dict())
+        return outcome
+
+    def _outcome(self, state: str, errors: list[str], predicted_time: float, predicted_launches: int) -> ServerlessOutcome:
+        """The run's outcome so far, from its record."""
         p, plan = self.problem.platform, self.plan
         invokes = [s for s in self.record.steps(self.run_id) if s["kind"] == "invoke" and s["status"] == "done"]
         good = [s["result"] for s in invokes if "checkpoint" in s["result"]]
@@ -274,15 +301,10 @@ class ServerlessRun:
         invocations = sum(int(s["result"].get("invocations", 0)) for s in invokes)
         cost = (plan.memory_mb / 1024.0 * billed * p.price_per_gb_s + invocations * p.price_per_request
                 + plan.ps * p.ps_price_per_h * time_s / 3600.0)
-        if not any(s["kind"] == "teardown" and s["status"] == "done" for s in self.record.steps(self.run_id)):
-            self._step("teardown", {"state": state}, self._teardown)
-            self._event(time_s, "end", state=state, finish_s=finish, loss=good[-1]["report"]["loss"] if good else 1.0)
-        outcome = ServerlessOutcome(state=state, finish_s=finish, time_s=time_s, segments=len(good),
-                                    restarts=max(0, len(good) - 1), invocations=invocations, cost=cost,
-                                    predicted_time_s=predicted_time, predicted_launches=predicted_launches,
-                                    errors=errors)
-        self.record.set_state(self.run_id, state, outcome.to_dict())
-        return outcome
+        return ServerlessOutcome(state=state, finish_s=finish, time_s=time_s, segments=len(good),
+                                 restarts=max(0, len(good) - 1), invocations=invocations, cost=cost,
+                                 predicted_time_s=predicted_time, predicted_launches=predicted_launches,
+                                 loss=good[-1]["report"]["loss"] if good else 1.0, errors=errors)
 
     def _teardown(self, payload: dict[str, Any]) -> dict[str, Any]:
         ids = [i.instance_id for i in self.ec2.instances(self.run_id) if i.ended_s is None]
@@ -313,7 +335,8 @@ def start_spec(problem: ServerlessProblem, plan: ServerlessPlan, *, lambda_endpo
 def run_serverless(problem: ServerlessProblem, plan: ServerlessPlan, *, lambda_endpoint_url: str | None = None,
                    endpoint_url: str | None = None, region: str = "us-east-1", state: str = ".dnnprov-runs",
                    run_id: str | None = None, function: str = DEFAULT_FUNCTION, image_id: str | None = None,
-                   horizon: float = 1.0, max_segments: int | None = None) -> tuple[str, ServerlessOutcome]:
+                   horizon: float = 1.0, max_segments: int | None = None,
+                   stop_after: int | None = None) -> tuple[str, ServerlessOutcome]:
     """Launch a λDNN plan and keep it training to its target (module docstring): (run id, outcome)."""
     spec = start_spec(problem, plan, lambda_endpoint_url=lambda_endpoint_url, endpoint_url=endpoint_url,
                       region=region, function=function, image_id=image_id, horizon=horizon)
@@ -324,7 +347,7 @@ def run_serverless(problem: ServerlessProblem, plan: ServerlessPlan, *, lambda_e
         clock = RemoteTwinClock(lambda_endpoint_url) if spec["twin"] and lambda_endpoint_url else None
         spec["start_epoch"] = clock.now() if clock else time.time()
         record.set_spec(run_id, spec)
-        return run_id, ServerlessRun(record, run_id).drive(max_segments)
+        return run_id, ServerlessRun(record, run_id).drive(max_segments, stop_after)
     finally:
         record.close()
 
