@@ -105,8 +105,6 @@ def cmd_start_serverless(args: argparse.Namespace, problem: Any) -> int:
     from dnnprov.control.serverless import DEFAULT_FUNCTION, run_serverless
     from dnnprov.result import ServerlessPlan
 
-    if args.plan is None:
-        raise InvalidInputError("--plan", "required to start a run")
     if args.progress != "model":
         raise InvalidInputError("--progress", "a serverless run reads progress from its functions' answers")
     doc = load_plan(args.plan, problem=problem)
@@ -131,21 +129,20 @@ def cmd_start(args: argparse.Namespace) -> int:
     from dnnprov.cloud.export import load_plan
     from dnnprov.control.ec2 import PLACEHOLDER_IMAGE, RemoteTwinClock, is_twin
     from dnnprov.control.loop import RunSettings
-    from dnnprov.revocation.policies import POLICY_NAMES
-
     from dnnprov.io.instances import embedded_instance, read_instance
     from dnnprov.problems.serverless import ServerlessProblem
+    from dnnprov.revocation.policies import POLICY_NAMES
 
+    if args.plan is None:
+        raise InvalidInputError("--plan", "required to start a run")
+    if args.policy not in POLICY_NAMES:
+        raise InvalidInputError("--policy", f"must be one of {', '.join(POLICY_NAMES)}; got {args.policy!r}")
     path = str(embedded_instance(args.target.removeprefix("embedded:"))) if args.target.startswith("embedded:") else args.target
     problem = read_instance(path)
     if isinstance(problem, ServerlessProblem):
         return cmd_start_serverless(args, problem)
     if args.lambda_endpoint_url is not None or args.function is not None:
         raise InvalidInputError("--lambda-endpoint-url", "--lambda-endpoint-url and --function are for serverless instances")
-    if args.plan is None:
-        raise InvalidInputError("--plan", "required to start a run")
-    if args.policy not in POLICY_NAMES:
-        raise InvalidInputError("--policy", f"must be one of {', '.join(POLICY_NAMES)}; got {args.policy!r}")
     problem = _spot_instance(args.target)
     doc = load_plan(args.plan, problem=problem)
     settings = RunSettings(poll_s=args.poll, join_s=args.join, horizon=args.horizon)

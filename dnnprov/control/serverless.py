@@ -44,8 +44,6 @@ from dnnprov.result import ServerlessPlan
 
 #: Attempts of one segment (a failed invocation is retried from the same checkpoint).
 ATTEMPTS = 3
-#: At most this many invocations in flight from one controller.
-MAX_PARALLEL = 64
 DEFAULT_FUNCTION = "dnnprov-worker"
 
 
@@ -119,7 +117,7 @@ class ServerlessRun:
                             clock=clock, image_id=spec["image_id"], known=known)
         timeout = self.problem.platform.timeout_s
         config = Config(retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=timeout + 60,
-                        max_pool_connections=min(self.plan.functions, MAX_PARALLEL))
+                        max_pool_connections=self.plan.functions)
         self.aws_lambda = boto3.Session().client("lambda", region_name=spec["region"],
                                                  endpoint_url=spec.get("lambda_endpoint_url"), config=config)
 
@@ -179,7 +177,7 @@ class ServerlessRun:
                         if "timed out" in str(data.get("errorMessage", "")) else 0.0}
             return data
 
-        with ThreadPoolExecutor(max_workers=min(n, MAX_PARALLEL)) as pool:
+        with ThreadPoolExecutor(max_workers=n) as pool:      # all at once: synchronous training needs every worker
             answers = list(pool.map(one, range(n)))
         errors = sorted({a["error"] for a in answers if "error" in a})
         billed = sum(float(a.get("billed_s") or 0.0) for a in answers)

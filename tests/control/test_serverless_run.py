@@ -155,3 +155,15 @@ def test_a_missing_function_fails_clearly_and_tears_down(moto_server: str, twin:
     assert outcome.state == "failed" and outcome.segments == 0
     assert len(outcome.errors) == 1 and "Function not found: no-such-worker" in outcome.errors[0]
     assert left_over(moto_server, run_id) == []
+
+
+def test_the_docs_example_prints_what_the_page_shows(aws_env: None, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "control.md").read_text()
+    section = page[page.index("## Serverless runs"):]
+    example = section[section.index("```python\n") + 10:]
+    example, rest = example[:example.index("```\n")], example[example.index("```\n") + 4:]
+    shown = rest[rest.index("```text\n") + 8:]
+    shown = shown[:shown.index("```\n")]
+    exec(compile(example.replace('"/tmp/serverless-runs"', repr(str(tmp_path / "runs"))), "control.md", "exec"), {})
+    assert capsys.readouterr().out == shown
