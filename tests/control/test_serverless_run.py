@@ -167,3 +167,21 @@ def test_the_docs_example_prints_what_the_page_shows(aws_env: None, tmp_path: Pa
     shown = shown[:shown.index("```\n")]
     exec(compile(example.replace('"/tmp/serverless-runs"', repr(str(tmp_path / "runs"))), "control.md", "exec"), {})
     assert capsys.readouterr().out == shown
+
+
+def test_stop_status_and_cancel(moto_server: str, twin: LambdaTwin, tmp_path: Path,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    state = str(tmp_path / "runs")
+    run_id, outcome = run_serverless(problem(), PLAN, lambda_endpoint_url=twin.url, endpoint_url=moto_server,
+                                     region=REGION, state=state, run_id="sl-cancel", stop_after=1)
+    assert outcome.state == "running" and outcome.segments == 1 and len(left_over(moto_server, run_id)) == 1
+    assert main(["run", "status", run_id, "--state", state, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["state"] == "running" and status["kind"] == "serverless" and status["plan"]["functions"] == 8
+    assert main(["run", "cancel", run_id, "--state", state]) == 0
+    assert "cancelled" in capsys.readouterr().out
+    assert left_over(moto_server, run_id) == []
+    client = boto3.client("lambda", region_name=REGION, endpoint_url=twin.url)
+    assert "ReservedConcurrentExecutions" not in client.get_function_concurrency(FunctionName="dnnprov-worker")
+    assert main(["run", "status", run_id, "--state", state, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["state"] == "cancelled"
