@@ -96,6 +96,8 @@ def worker(problem: ServerlessProblem, memory_mb: int, timeout_s: float, payload
         raise ValueError(f"{memory_mb} MB trains nothing (the rate or storage bandwidth is not positive)")
     restore = p.checkpoint_overhead_s if segment > 0 else 0.0
     trains = max(0.0, min(timeout_s - p.checkpoint_margin_s, total - trained))
+    if trains <= 0 < total - trained:                   # no time to train and checkpoint: it runs to the timeout
+        return float("inf"), {}
     trained += trains
     finished = trained >= total * (1 - DONE_TOLERANCE)
     now = t0 + restore + trains

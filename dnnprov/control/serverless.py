@@ -171,10 +171,19 @@ class ServerlessRun:
                                       Payload=json.dumps(body).encode())
             except CloudError as exc:
                 return {"error": exc.problem}
-            data = json.loads(answer["Payload"].read() or b"{}")
+            try:
+                data = json.loads(answer["Payload"].read() or b"{}")
+            except ValueError:
+                data = None
+            if not isinstance(data, dict):
+                return {"error": f"worker {worker} answered no JSON object"}
             if answer.get("FunctionError"):
-                return {"error": str(data.get("errorMessage", data)), "billed_s": self.problem.platform.timeout_s
-                        if "timed out" in str(data.get("errorMessage", "")) else 0.0}
+                message = str(data.get("errorMessage", data))
+                return {"error": message, "billed_s": self.problem.platform.timeout_s if "timed out" in message else 0.0}
+            if not isinstance(data.get("checkpoint"), dict) or "trained_s" not in data["checkpoint"] \
+                    or any(k not in data for k in ("time_s", "loss", "finished_s")):
+                return {"error": f"worker {worker} answered no report with a checkpoint (docs/control.md)",
+                        "billed_s": data.get("billed_s")}
             return data
 
         with ThreadPoolExecutor(max_workers=n) as pool:      # all at once: synchronous training needs every worker

@@ -185,3 +185,24 @@ def test_stop_status_and_cancel(moto_server: str, twin: LambdaTwin, tmp_path: Pa
     assert "ReservedConcurrentExecutions" not in client.get_function_concurrency(FunctionName="dnnprov-worker")
     assert main(["run", "status", run_id, "--state", state, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["state"] == "cancelled"
+
+
+def test_the_twin_answers_as_lambda(twin: LambdaTwin) -> None:
+    client = boto3.client("lambda", region_name=REGION, endpoint_url=twin.url)
+    body = {"run": "r", "functions": 8, "batch": 128, "ps": 1, "ps_address": "10.0.0.1:2222", "segment": 0}
+    assert client.update_function_configuration(FunctionName="dnnprov-worker", MemorySize=2432, Timeout=300)["Timeout"] == 300
+    first = client.invoke(FunctionName="dnnprov-worker", Payload=json.dumps({**body, "token": "t1"}).encode())
+    again = client.invoke(FunctionName="dnnprov-worker", Payload=json.dumps({**body, "token": "t1"}).encode())
+    report = json.loads(first["Payload"].read())
+    assert "FunctionError" not in first and json.loads(again["Payload"].read()) == report
+    assert report["time_s"] == report["billed_s"] == 270.0 and report["finished_s"] is None
+    assert twin.state()["executions"] == {"t1": 1}
+    no_ps = client.invoke(FunctionName="dnnprov-worker", Payload=json.dumps({**body, "ps_address": None}).encode())
+    assert no_ps["FunctionError"] == "Unhandled" and "PS address" in json.loads(no_ps["Payload"].read())["errorMessage"]
+    client.update_function_configuration(FunctionName="dnnprov-worker", Timeout=20)   # no time before the 30 s margin
+    late = client.invoke(FunctionName="dnnprov-worker", Payload=json.dumps({**body, "segment": 1}).encode())
+    assert json.loads(late["Payload"].read())["errorMessage"] == "Task timed out after 20.00 seconds"
+    with pytest.raises(client.exceptions.ResourceNotFoundException):
+        client.invoke(FunctionName="nothing-here", Payload=b"{}")
+    with pytest.raises(client.exceptions.InvalidParameterValueException):
+        client.update_function_configuration(FunctionName="dnnprov-worker", Timeout=901)
