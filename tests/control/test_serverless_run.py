@@ -206,3 +206,13 @@ def test_the_twin_answers_as_lambda(twin: LambdaTwin) -> None:
         client.invoke(FunctionName="nothing-here", Payload=b"{}")
     with pytest.raises(client.exceptions.InvalidParameterValueException):
         client.update_function_configuration(FunctionName="dnnprov-worker", Timeout=901)
+
+
+def test_a_plan_that_cannot_make_its_deadline_gives_up_at_the_horizon(moto_server: str, twin: LambdaTwin,
+                                                                      tmp_path: Path) -> None:
+    tight = problem().replace(time_s=500.0)               # the plan needs 609 s
+    run_id, outcome = run_serverless(tight, PLAN, lambda_endpoint_url=twin.url, endpoint_url=moto_server,
+                                     region=REGION, state=str(tmp_path / "runs"))
+    assert outcome.state == "gave-up" and outcome.finish_s is None
+    assert outcome.segments == 2 and outcome.time_s == pytest.approx(546.0)   # 270 + 6 + 270: past 500 s
+    assert left_over(moto_server, run_id) == []
