@@ -68,7 +68,7 @@ COMMAND_GROUPS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("replan", "dnnprov.cli.cloud", "takeover plan after spot revocations"),
         ("risk", "dnnprov.cli.risk", "interruption models and revocation-aware plans"),
         ("simulate", "dnnprov.cli.risk", "replay real spot traces against a plan"),
-        ("run", "dnnprov.cli.run", "launch a spot plan and keep it training to its target loss"),
+        ("run", "dnnprov.cli.run", "launch a spot or serverless plan and keep it training to its target loss"),
     ),
     "profile": (
         ("profile", "dnnprov.cli.profile", "fit workload profiles from measurements (loss logs, timings)"),
