@@ -210,6 +210,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "the ready line's shape (its port varies); tests/control/test_twin.py checks its fields",
     ("control.md", "dnnprov run SERVERLESS-INSTANCE --plan PLAN [--lambda-endpoint-url URL] [--endpoint-url URL] [--region R]"):
         "synopsis with placeholders; tests/control/test_serverless_run.py runs run and resume on the twins",
+    ("control.md", "dnnprov lambda-twin INSTANCE [--speed X] [--port P] [--region R] [--function NAME]"):
+        "synopsis with placeholders; tests/control/test_serverless_run.py starts the command and runs against it",
     ("control.md", "import dataclasses"):
         "needs AWS credentials in the environment (any); tests/control/test_serverless_run.py runs it with "
         "fake ones and checks that it prints the text after it",

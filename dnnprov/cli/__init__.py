@@ -63,6 +63,7 @@ COMMAND_GROUPS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("export", "dnnprov.cli.cloud", "write a plan as EC2 calls, Lambda settings, SkyPilot, Kueue or JSON"),
         ("apply", "dnnprov.cli.cloud", "launch a spot plan on EC2 (--dry-run: DryRun requests only)"),
         ("twin", "dnnprov.cli.twin", "run the EC2 twin: moto behind a capacity proxy that follows spot traces"),
+        ("lambda-twin", "dnnprov.cli.lambda_twin", "run the Lambda twin: a local Lambda API whose functions are λDNN stand-ins"),
     ),
     "revocation": (
         ("replan", "dnnprov.cli.cloud", "takeover plan after spot revocations"),

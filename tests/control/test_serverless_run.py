@@ -216,3 +216,30 @@ def test_a_plan_that_cannot_make_its_deadline_gives_up_at_the_horizon(moto_serve
     assert outcome.state == "gave-up" and outcome.finish_s is None
     assert outcome.segments == 2 and outcome.time_s == pytest.approx(546.0)   # 270 + 6 + 270: past 500 s
     assert left_over(moto_server, run_id) == []
+
+
+def test_the_lambda_twin_command_serves_a_cli_run(moto_server: str, aws_env: None, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    instance, plan = tmp_path / "resnet50.json", tmp_path / "plan.json"
+    write_instance(problem(), instance)
+    plan.write_text(json.dumps(dnnprov.solve(problem(), "milp").to_dict()))
+    server = subprocess.Popen([sys.executable, "-m", "dnnprov", "lambda-twin", str(instance), "--speed", "2000",
+                               "--function", "dnnprov-worker"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=dict(os.environ))
+    try:
+        assert server.stdout is not None
+        ready = json.loads(server.stdout.readline())
+        assert ready["url"].startswith("http://127.0.0.1:") and ready["functions"] == ["dnnprov-worker"]
+        code = main(["run", str(instance), "--plan", str(plan), "--lambda-endpoint-url", ready["url"],
+                     "--endpoint-url", moto_server, "--state", str(tmp_path / "runs"), "--run-id", "sl-cli", "--json"])
+        outcome = json.loads(capsys.readouterr().out)
+        assert code == 0 and outcome["state"] == "met" and outcome["restarts"] == 2
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(timeout=30)
+    bad = subprocess.run([sys.executable, "-m", "dnnprov", "lambda-twin", "embedded:spot/paper-table1.json"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "serverless" in bad.stderr
