@@ -212,6 +212,15 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "a server that runs until stopped; tests/control/test_twin.py starts the command and stops it",
     ("control.md", '{"url": "http://127.0.0.1:41731", "clock": {"t": 0.0, "now": "2023-08-27T00:00:00.000Z", "mode": "stepped", "speed": 1.0}, "pools": [{"name": "p3.2xlarge@us-west-2a", "type": "p3.2xlarge", "zone": "us-west-2a", "trace": "...", "offset": 100, "price_per_h": 0.0, "capacity": 0, "live": 0, "notified": 0}, ...]}'):
         "the ready line's shape (its port varies); tests/control/test_twin.py checks its fields",
+    ("control.md", "dnnprov run SERVERLESS-INSTANCE --plan PLAN [--lambda-endpoint-url URL] [--endpoint-url URL] [--region R]"):
+        "synopsis with placeholders; tests/control/test_serverless_run.py runs run and resume on the twins",
+    ("control.md", "dnnprov lambda-twin INSTANCE [--speed X] [--port P] [--region R] [--function NAME]"):
+        "synopsis with placeholders; tests/control/test_serverless_run.py starts the command and runs against it",
+    ("control.md", "import dataclasses"):
+        "needs AWS credentials in the environment (any); tests/control/test_serverless_run.py runs it with "
+        "fake ones and checks that it prints the text after it",
+    ("control.md", "met 2 609.35 0.209214"):
+        "what the serverless example prints; tests/control/test_serverless_run.py checks it",
 }
 
 #: Examples that fail as the page has them (pages of other parts of the project): each

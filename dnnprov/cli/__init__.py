@@ -63,12 +63,13 @@ COMMAND_GROUPS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("export", "dnnprov.cli.cloud", "write a plan as EC2 calls, Lambda settings, SkyPilot, Kueue or JSON"),
         ("apply", "dnnprov.cli.cloud", "launch a spot plan on EC2 (--dry-run: DryRun requests only)"),
         ("twin", "dnnprov.cli.twin", "run the EC2 twin: moto behind a capacity proxy that follows spot traces"),
+        ("lambda-twin", "dnnprov.cli.lambda_twin", "run the Lambda twin: a local Lambda API whose functions are λDNN stand-ins"),
     ),
     "revocation": (
         ("replan", "dnnprov.cli.cloud", "takeover plan after spot revocations"),
         ("risk", "dnnprov.cli.risk", "interruption models and revocation-aware plans"),
         ("simulate", "dnnprov.cli.risk", "replay real spot traces against a plan"),
-        ("run", "dnnprov.cli.run", "launch a spot plan and keep it training to its target loss"),
+        ("run", "dnnprov.cli.run", "launch a spot or serverless plan and keep it training to its target loss"),
     ),
     "profile": (
         ("profile", "dnnprov.cli.profile", "fit workload profiles from measurements (loss logs, timings)"),

@@ -1,6 +1,7 @@
-"""``dnnprov run``: launch a spot plan and keep it training to its target loss (docs/control.md).
+"""``dnnprov run``: launch a plan and keep it training to its target loss (docs/control.md).
 
     dnnprov run INSTANCE --plan PLAN --policy P [--endpoint-url URL] [--region R] [--state DIR] [--json]
+    dnnprov run SERVERLESS-INSTANCE --plan PLAN [--lambda-endpoint-url URL] [--endpoint-url URL] [--function F]
     dnnprov run status RUN [--state DIR] [--json]
     dnnprov run cancel RUN [--state DIR]
     dnnprov run resume RUN [--state DIR] [--json]
@@ -87,18 +88,61 @@ def _print_outcome(run_id: str, outcome: Any, as_json: bool) -> int:
     return EXIT_OK if outcome.state == "met" else EXIT_MISSED
 
 
+def _serverless_outcome(run_id: str, outcome: Any, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps({"run": run_id, **outcome.to_dict()}, indent=2))
+    else:
+        finish = "not reached" if outcome.finish_s is None else f"{outcome.finish_s:.0f} s"
+        print(f"{run_id}: {outcome.state}: target at {finish}, {outcome.restarts} restarts, "
+              f"{outcome.invocations} invocations, cost ${outcome.cost:.4f}"
+              + "".join(f"\n  error: {e}" for e in outcome.errors))
+    return EXIT_OK if outcome.state == "met" else EXIT_MISSED
+
+
+def cmd_start_serverless(args: argparse.Namespace, problem: Any) -> int:
+    """Create a serverless run and drive it (dnnprov/control/serverless.py)."""
+    from dnnprov.cloud.export import load_plan
+    from dnnprov.control.serverless import DEFAULT_FUNCTION, run_serverless
+    from dnnprov.result import ServerlessPlan
+
+    if args.progress != "model":
+        raise InvalidInputError("--progress", "a serverless run reads progress from its functions' answers")
+    doc = load_plan(args.plan, problem=problem)
+    plan = doc.result["plan"]
+    local_batch = plan.get("local_batch")
+    if local_batch is None:
+        from dnnprov.models.serverless import ServerlessModel
+        local_batch = float(ServerlessModel(problem).local_batch([plan["functions"]])[0])
+    run_id, outcome = run_serverless(problem, ServerlessPlan(functions=int(plan["functions"]),
+                                                             memory_mb=int(plan["memory_mb"]),
+                                                             local_batch=float(local_batch), ps=int(plan.get("ps", 1))),
+                                     lambda_endpoint_url=args.lambda_endpoint_url, endpoint_url=args.endpoint_url,
+                                     region=args.region, state=args.state, run_id=args.run_id,
+                                     function=args.function or DEFAULT_FUNCTION, image_id=args.image_id, horizon=args.horizon,
+                                     stop_after=args.max_polls)
+    return _serverless_outcome(run_id, outcome, args.json)
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     """Create a run in the record and drive it."""
     from dnnprov.cloud.aws import check_region
     from dnnprov.cloud.export import load_plan
     from dnnprov.control.ec2 import PLACEHOLDER_IMAGE, RemoteTwinClock, is_twin
     from dnnprov.control.loop import RunSettings
+    from dnnprov.io.instances import embedded_instance, read_instance
+    from dnnprov.problems.serverless import ServerlessProblem
     from dnnprov.revocation.policies import POLICY_NAMES
 
     if args.plan is None:
         raise InvalidInputError("--plan", "required to start a run")
     if args.policy not in POLICY_NAMES:
         raise InvalidInputError("--policy", f"must be one of {', '.join(POLICY_NAMES)}; got {args.policy!r}")
+    path = str(embedded_instance(args.target.removeprefix("embedded:"))) if args.target.startswith("embedded:") else args.target
+    problem = read_instance(path)
+    if isinstance(problem, ServerlessProblem):
+        return cmd_start_serverless(args, problem)
+    if args.lambda_endpoint_url is not None or args.function is not None:
+        raise InvalidInputError("--lambda-endpoint-url", "--lambda-endpoint-url and --function are for serverless instances")
     problem = _spot_instance(args.target)
     doc = load_plan(args.plan, problem=problem)
     settings = RunSettings(poll_s=args.poll, join_s=args.join, horizon=args.horizon)
@@ -129,6 +173,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
         row = record.get(args.run_id)
         if row["state"] not in ("running", "cancelling"):
             return _status(record, args.run_id, args.json)
+        if row["spec"].get("kind") == "serverless":
+            from dnnprov.control.serverless import ServerlessRun
+
+            record.lock(args.run_id)
+            return _serverless_outcome(args.run_id, ServerlessRun(record, args.run_id).drive(stop_after=args.max_polls), args.json)
         record.lock(args.run_id)
         controller, _ = _controller(record, args.run_id, row["spec"])
         controller.resume(record.steps(args.run_id), list(record.events(args.run_id)))
@@ -147,6 +196,12 @@ def cmd_cancel(args: argparse.Namespace) -> int:
             record.lock(args.run_id)
         except InvalidInputError:
             print(f"{args.run_id}: cancel requested; its controller tears it down at its next poll")
+            return EXIT_OK
+        if row["spec"].get("kind") == "serverless":
+            from dnnprov.control.serverless import ServerlessRun
+
+            outcome = ServerlessRun(record, args.run_id).cancel()
+            print(f"{args.run_id}: cancelled, {outcome.cost:.4f} $ spent")
             return EXIT_OK
         controller, _ = _controller(record, args.run_id, row["spec"])
         controller.resume(record.steps(args.run_id), list(record.events(args.run_id)))
@@ -176,14 +231,17 @@ def _status(record: Any, run_id: str, as_json: bool) -> int:
         key = f"{i['role']} {pool} {i['market']}"
         held[key] = held.get(key, 0) + 1
     status = {"run": run_id, "state": row["state"], "held": held, "outcome": row["outcome"],
-              "policy": row["spec"]["policy"], "events": events}
+              "policy": row["spec"].get("policy"), "events": events}
     progress = [e for e in events if e["kind"] == "end"]
     status["progress"] = ({"loss": progress[-1]["loss"], "finish_s": progress[-1]["finish_s"]} if progress else None)
     status["cost_so_far"] = row["outcome"]["cost"] if row["outcome"] else None
+    if row["spec"].get("kind") == "serverless":
+        status["kind"] = "serverless"
+        status["plan"] = row["spec"]["plan"]
     if as_json:
         print(json.dumps(status, indent=2))
     else:
-        print(f"{run_id}: {row['state']} ({row['spec']['policy']}), held {held or 'nothing'}, "
+        print(f"{run_id}: {row['state']} ({row['spec'].get('policy', 'serverless')}), held {held or 'nothing'}, "
               f"{len(events)} events")
     return EXIT_OK
 
@@ -207,13 +265,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add ``run``."""
     from dnnprov.solvers.robust import JOIN_OVERHEAD_S
 
-    p = sub.add_parser("run", help="launch a spot plan and keep it training to its target loss",
+    p = sub.add_parser("run", help="launch a spot or serverless plan and keep it training to its target loss",
                        description="dnnprov run INSTANCE --plan PLAN --policy P, or run status|cancel|resume RUN")
     p.add_argument("target", metavar="INSTANCE|status|cancel|resume", help="the spot instance, or a verb")
     p.add_argument("run_id", nargs="?", default=None, metavar="RUN", help="the run (with a verb)")
     p.add_argument("--plan", help="plan document or `dnnprov solve --json` output")
     p.add_argument("--policy", default="failover", help="launch policy: none, fallback, failover, uniform-progress")
     p.add_argument("--endpoint-url", default=None, help="EC2 endpoint (a local test server or the twin)")
+    p.add_argument("--lambda-endpoint-url", default=None,
+                   help="Lambda endpoint of a serverless run (e.g. the Lambda twin, dnnprov.control.lambda_twin)")
+    p.add_argument("--function", default=None,
+                   help="the deployed worker function of a serverless run (default dnnprov-worker)")
     p.add_argument("--region", default="us-east-1")
     p.add_argument("--state", default=".dnnprov-runs", help="folder of the run record (default %(default)s)")
     p.add_argument("--progress", default="model",
@@ -225,6 +287,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--join", type=float, default=JOIN_OVERHEAD_S, help="seconds before a launched worker trains")
     p.add_argument("--horizon", type=float, default=1.0,
                    help="give up at this multiple of the deadline (default %(default)g: at the deadline)")
-    p.add_argument("--max-polls", type=int, default=None, help="stop controlling after N polls (the run goes on)")
+    p.add_argument("--max-polls", type=int, default=None,
+                   help="stop controlling after N polls (the run goes on); serverless: after N segment attempts")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(run=cmd_run)

@@ -6,5 +6,7 @@ one cloud interface (:mod:`dnnprov.control.cloud`) with two implementations: the
 runs) and EC2 through boto3 (:mod:`dnnprov.control.ec2`, what ``dnnprov run`` drives, also
 against the twin of :mod:`dnnprov.control.twin`). Runs are kept in a durable record
 (:mod:`dnnprov.control.record`); trainers report progress by the protocol of
-:mod:`dnnprov.control.trainer`.
+:mod:`dnnprov.control.trainer`. λDNN plans run through :mod:`dnnprov.control.serverless`
+(the PS on EC2, the functions on Lambda, restarts at the timeout), tested against the
+Lambda test double of :mod:`dnnprov.control.lambda_twin`.
 """
