@@ -173,8 +173,12 @@ class Controller:
 
     # ------------------------------------------------------------------ observing
     def note(self, kind: str, **detail: Any) -> None:
-        """Record an event (and journal it)."""
-        event = Event(self.cloud.now(), kind, detail)
+        """Record an event now (and journal it)."""
+        self._journal(Event(self.cloud.now(), kind, detail))
+
+    def _journal(self, event: Event) -> None:
+        """Record an event (and journal it: a restarted controller reads the notices and reclaims
+        it saw, and when, from the record)."""
         self.events.append(event)
         if self.record is not None:
             self.record.event(self.run_id, event)
@@ -187,11 +191,11 @@ class Controller:
             if i.notice_s is not None and i.instance_id not in self._seen_notice:
                 self._seen_notice.add(i.instance_id)
                 self.counters["revocations"] += 1
-                self.events.append(Event(i.notice_s, "notice", {"instance": i.instance_id, "pool": i.pool}))
+                self._journal(Event(i.notice_s, "notice", {"instance": i.instance_id, "pool": i.pool}))
             if i.ended_s is not None and i.instance_id not in self._seen_end:
                 self._seen_end.add(i.instance_id)
                 if i.notice_s is not None:
-                    self.events.append(Event(i.ended_s, "reclaim", {"instance": i.instance_id, "pool": i.pool}))
+                    self._journal(Event(i.ended_s, "reclaim", {"instance": i.instance_id, "pool": i.pool}))
         if self.ps_address is None:
             ps = [i for i in instances if i.role == "ps" and i.ended_s is None]
             self.ps_address = ps[0].ps_address if ps else None
@@ -292,7 +296,8 @@ class Controller:
         ids = [i.instance_id for i in instances]
         self.step += 1
         if self.record is not None:
-            self.record.intend(self.run_id, self.step, "terminate", {"instances": ids, "why": why})
+            self.record.intend(self.run_id, self.step, "terminate",
+                               {"instances": ids, "why": why, "time_s": self.cloud.now()})
         self.cloud.terminate(ids)
         if self.record is not None:
             self.record.done(self.run_id, self.step, {})
@@ -373,6 +378,9 @@ class Controller:
                     self.counters["on_demand_launched"] += int(e.get("got", 0))
             elif e["kind"] == "refused":
                 self.counters["refusals"] += 1
+        for s in steps:
+            if s["kind"] == "terminate" and s["status"] == "done":
+                self._seen_end.update(str(i) for i in s["payload"].get("instances", []))
         if events:
             self._last_poll = max(float(e["time_s"]) for e in events)
         for s in steps:

@@ -5,8 +5,10 @@ instance, the plan, the policy, the settings, the cloud's endpoint and region) a
 state; its steps are written **before** they are sent (``intent``) and marked ``done`` with
 their outcome after, so a controller killed between the two re-sends the step with the same
 ClientToken (the cloud answers with the instances it already launched) instead of launching
-again. Events are appended as they happen. One controller at a time owns a run: an OS lock
-on ``RUN.lock`` in the state folder, released by the OS when its process dies.
+again. Events are appended as they happen (the notices and reclaims the controller saw
+among them, so a restarted one knows when each instance ended, :meth:`RunRecord.instances`).
+One controller at a time owns a run: an OS lock on
+``RUN.lock`` in the state folder, released by the OS when its process dies.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, Iterator
 
+from dnnprov.control.cloud import Instance
 from dnnprov.control.loop import Event
 from dnnprov.errors import InvalidInputError
 
@@ -121,6 +124,37 @@ class RunRecord:
         for time_s, kind, detail in self._db.execute("SELECT time_s, kind, detail FROM events WHERE run_id = ? "
                                                      "ORDER BY seq", (run_id,)):
             yield {"time_s": time_s, "kind": kind, **json.loads(detail)}
+
+    def instances(self, run_id: str) -> list[Instance]:
+        """The instances the run's launch steps got, with what the record knows of their ends:
+        the notices and reclaims the controller saw, and its own terminations (the time in the
+        step, else its ``terminate`` event's)."""
+        known: dict[str, Instance] = {}
+        steps = self.steps(run_id)
+        for step in steps:
+            if step["kind"] == "launch" and step["result"]:
+                for data in step["result"].get("instances", []):
+                    known.setdefault(data["instance_id"], Instance.from_dict(data))
+        events = list(self.events(run_id))
+        terminated_at = {int(e["step"]): float(e["time_s"]) for e in events
+                         if e["kind"] == "terminate" and "step" in e}
+        for e in events:
+            instance = known.get(str(e.get("instance")))
+            if instance is None:
+                continue
+            if e["kind"] == "notice" and instance.notice_s is None:
+                instance.notice_s = float(e["time_s"])
+            elif e["kind"] == "reclaim" and instance.ended_s is None:
+                instance.ended_s = float(e["time_s"])
+        for step in steps:
+            if step["kind"] != "terminate" or step["status"] != "done":
+                continue
+            when = step["payload"].get("time_s", terminated_at.get(int(step["step"])))
+            for instance_id in step["payload"].get("instances", []):
+                instance = known.get(instance_id)
+                if instance is not None and instance.ended_s is None and when is not None:
+                    instance.ended_s = float(when)
+        return list(known.values())
 
     # ------------------------------------------------------------------ ownership
     def lock(self, run_id: str) -> None:
