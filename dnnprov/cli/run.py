@@ -130,7 +130,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
             return _status(record, args.run_id, args.json)
         record.lock(args.run_id)
         controller, _ = _controller(record, args.run_id, row["spec"])
-        controller.resume(record.steps(args.run_id), list(record.events(args.run_id)))
+        controller.resume(record.steps(args.run_id), list(record.events(args.run_id)), record.memory(args.run_id))
         return _print_outcome(args.run_id, _drive(record, args.run_id, controller, args.max_polls), args.json)
 
 
@@ -148,7 +148,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
             print(f"{args.run_id}: cancel requested; its controller tears it down at its next poll")
             return EXIT_OK
         controller, _ = _controller(record, args.run_id, row["spec"])
-        controller.resume(record.steps(args.run_id), list(record.events(args.run_id)))
+        controller.resume(record.steps(args.run_id), list(record.events(args.run_id)), record.memory(args.run_id))
         controller.cancel()
         outcome = _drive(record, args.run_id, controller, 1)
         print(f"{args.run_id}: cancelled, {0 if outcome is None else outcome.cost:.4f} $ spent")

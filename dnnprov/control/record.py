@@ -7,7 +7,9 @@ their outcome after, so a controller killed between the two re-sends the step wi
 ClientToken (the cloud answers with the instances it already launched) instead of launching
 again. Events are appended as they happen (the notices and reclaims the controller saw
 among them, so a restarted one knows when each instance ended, :meth:`RunRecord.instances`).
-One controller at a time owns a run: an OS lock on
+The controller's own memory (its policy's state, the pools it takes as full and their
+back-offs) is kept as one JSON object per run, rewritten when it changes
+(:meth:`RunRecord.remember`). One controller at a time owns a run: an OS lock on
 ``RUN.lock`` in the state folder, released by the OS when its process dies.
 """
 
@@ -34,6 +36,7 @@ CREATE TABLE IF NOT EXISTS steps (run_id TEXT, step INTEGER, kind TEXT, payload 
                                   PRIMARY KEY (run_id, step));
 CREATE TABLE IF NOT EXISTS events (run_id TEXT, seq INTEGER PRIMARY KEY AUTOINCREMENT, time_s REAL, kind TEXT,
                                    detail TEXT);
+CREATE TABLE IF NOT EXISTS memory (run_id TEXT PRIMARY KEY, state TEXT);
 """
 STATES = ("running", "met", "missed", "gave-up", "cancelled", "cancelling", "failed")
 
@@ -124,6 +127,15 @@ class RunRecord:
         for time_s, kind, detail in self._db.execute("SELECT time_s, kind, detail FROM events WHERE run_id = ? "
                                                      "ORDER BY seq", (run_id,)):
             yield {"time_s": time_s, "kind": kind, **json.loads(detail)}
+
+    def remember(self, run_id: str, state: dict[str, Any]) -> None:
+        """Keep the controller's memory (replacing what was kept)."""
+        self._db.execute("INSERT OR REPLACE INTO memory VALUES (?, ?)", (run_id, json.dumps(state)))
+
+    def memory(self, run_id: str) -> dict[str, Any] | None:
+        """The controller's memory last kept (``None``: none was)."""
+        row = self._db.execute("SELECT state FROM memory WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
 
     def instances(self, run_id: str) -> list[Instance]:
         """The instances the run's launch steps got, with what the record knows of their ends:

@@ -142,6 +142,35 @@ def finished(capsys: pytest.CaptureFixture[str], twin: Twin, state: Path, run_id
     return dict(out)
 
 
+@pytest.mark.parametrize("policy, stops", [
+    ("failover", (22,)),              # on-demand since 300 s (fallback's commitment), a notice pending
+    ("uniform-progress", (24, 53)),   # both pools refused and backing off, behind the uniform line; then
+                                      # on-demand held with hysteresis and a spot worker in zone c
+])
+def test_stopped_and_resumed_at_once_tells_the_same_story(policy: str, stops: tuple[int, ...],
+                                                          files: tuple[Path, Path], twins: Any, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The controller stops after each of ``stops`` polls and another takes over at the same
+    twin time: it must remember the policy's state (on-demand commitment, hysteresis) and the
+    pools' back-offs, and date every instance's end as the first one did."""
+    twin, state = twins(), tmp_path / "whole"
+    code, out = start(capsys, files, twin, state, "whole", policy)
+    whole = finished(capsys, twin, state, "whole", code, out)
+    twin, state = twins(), tmp_path / "stopped"
+    code, out = start(capsys, files, twin, state, "r", policy, "--max-polls", str(stops[0]))
+    for polls in [b - a for a, b in zip(stops, stops[1:])]:
+        assert code == 0 and out["state"] == "running"
+        code, out = cli(capsys, "run", "resume", "r", "--state", str(state), "--json", "--max-polls", str(polls))
+    assert code == 0 and out["state"] == "running"
+    code, out = cli(capsys, "run", "resume", "r", "--state", str(state), "--json")
+    resumed = finished(capsys, twin, state, "r", code, out)
+    assert story(state, "r") == story(tmp_path / "whole", "whole")
+    assert resumed["state"] == whole["state"] and resumed["finish_s"] == pytest.approx(whole["finish_s"])
+    assert resumed["cost"] == pytest.approx(whole["cost"], rel=1e-9)
+    assert (resumed["revocations"], resumed["launches"], resumed["refusals"]) == \
+        (whole["revocations"], whole["launches"], whole["refusals"])
+
+
 def test_capacity_events_while_no_controller_runs(files: tuple[Path, Path], twins: Any, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """A notice (300 s) and its reclaim (420 s) happen while no controller runs: the one that
