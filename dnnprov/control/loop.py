@@ -390,11 +390,13 @@ class Controller:
     # ------------------------------------------------------------------ the loop
     def resume(self, steps: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]],
                memory: dict[str, Any] | None = None) -> None:
-        """Go on from a record (a restarted controller): restore the controller's ``memory``
-        (:meth:`memory`), continue its step numbers and counters, re-send the steps written but
-        not marked done (launches keep their tokens, so the cloud returns what it launched;
-        terminations are repeated), and take the next poll as an event (what happened while no
-        controller ran is looked at once)."""
+        """Go on from a record (a restarted controller): adopt the run's instances the cloud
+        reports (so a re-sent launch finds them with their launch times), restore the
+        controller's ``memory`` (:meth:`memory`), continue its step numbers, re-send the steps
+        written but not marked done (launches keep their tokens, so the cloud returns what it
+        launched; terminations are repeated), note the launches whose outcome the journal
+        lacks, and take the next poll as an event (what happened while no controller ran is
+        looked at once)."""
         self.step = max((int(s["step"]) for s in steps), default=0)
         for e in events:
             self.events.append(Event(float(e["time_s"]), str(e["kind"]),
@@ -404,12 +406,6 @@ class Controller:
                 self.counters["revocations"] += 1
             elif e["kind"] == "reclaim":
                 self._seen_end.add(str(e.get("instance")))
-            elif e["kind"] == "launch":
-                self.counters["launches"] += int(e.get("got", 0))
-                if e.get("pool", "").endswith("@on-demand") and e.get("role") == "worker":
-                    self.counters["on_demand_launched"] += int(e.get("got", 0))
-            elif e["kind"] == "refused":
-                self.counters["refusals"] += 1
         for s in steps:
             if s["kind"] == "terminate" and s["status"] == "done":
                 self._seen_end.update(str(i) for i in s["payload"].get("instances", []))
@@ -417,19 +413,45 @@ class Controller:
             self._last_poll = max(float(e["time_s"]) for e in events)
         if memory:
             self._restore(memory)
+        self.cloud.instances(self.run_id)
+        noted = {int(e["step"]) for e in events if e["kind"] in ("launch", "refused") and "step" in e}
         for s in steps:
-            if s["status"] != "intent":
+            result = s.get("result")
+            if s["status"] == "intent":
+                if s["kind"] == "launch":
+                    outcome = self.cloud.launch(LaunchRequest.from_dict(s["payload"]))
+                    result = {"instances": [i.to_dict() for i in outcome.instances], "error_code": outcome.error_code}
+                else:
+                    self.cloud.terminate(s["payload"]["instances"])
+                    self._seen_end.update(str(i) for i in s["payload"]["instances"])
+                    result = {}
+                if self.record is not None:
+                    self.record.done(self.run_id, int(s["step"]), result)
+                self.events.append(Event(self.cloud.now(), "resent", {"step": int(s["step"]), "kind": s["kind"]}))
+            if s["kind"] != "launch" or not result:
                 continue
-            if s["kind"] == "launch":
-                outcome = self.cloud.launch(LaunchRequest.from_dict(s["payload"]))
-                result = {"instances": [i.to_dict() for i in outcome.instances], "error_code": outcome.error_code}
-            else:
-                self.cloud.terminate(s["payload"]["instances"])
-                result = {}
-            if self.record is not None:
-                self.record.done(self.run_id, int(s["step"]), result)
-            self.events.append(Event(self.cloud.now(), "resent", {"step": int(s["step"]), "kind": s["kind"]}))
+            payload, got = s["payload"], result.get("instances", [])
+            self.counters["launches"] += len(got)
+            if payload["market"] == "on-demand" and payload["role"] == "worker":
+                self.counters["on_demand_launched"] += len(got)
+            if result.get("error_code") is not None:
+                self.counters["refusals"] += 1
+            if int(s["step"]) not in noted:
+                self._note_launch(payload, got, result.get("error_code"), int(s["step"]))
+        self.note("resumed", step=self.step)
         self._resumed = True
+
+    def _note_launch(self, payload: dict[str, Any], got: Sequence[dict[str, Any]], error_code: str | None,
+                     step: int) -> None:
+        """The launch (or refusal) event of a step whose outcome the journal lacks, at its launch time."""
+        pool = f"{payload['type']}@{payload['zone'] if payload['market'] == 'spot' else 'on-demand'}"
+        when = min((float(i["launched_s"]) for i in got), default=self.cloud.now())
+        if got:
+            self._journal(Event(when, "launch", {"pool": pool, "role": payload["role"], "asked": payload["count"],
+                                                 "got": len(got), "step": step}))
+        if error_code is not None:
+            self._journal(Event(when, "refused", {"pool": pool, "role": payload["role"], "asked": payload["count"],
+                                                  "code": error_code, "step": step}))
 
     def cancel(self) -> None:
         """End the run at the next poll (teardown)."""

@@ -192,3 +192,32 @@ def test_capacity_events_while_no_controller_runs(files: tuple[Path, Path], twin
     assert status["held"].get("worker p3.2xlarge@us-west-2a spot") == 1
     code, out = cli(capsys, "run", "resume", "r", "--state", str(state), "--json")
     finished(capsys, twin, state, "r", code, out)
+
+
+def test_a_launch_sent_but_not_recorded_is_adopted_with_its_launch_time(files: tuple[Path, Path], twins: Any,
+                                                                       tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """The worst moment: a launch written and sent, its outcome never recorded, and 200 s pass.
+    The controller that takes over re-sends it with its token: the twin answers with the same
+    instance, which keeps its launch time (135 s, not 335 s) in the record and the bill."""
+    twin, state = twins(), tmp_path / "sent"
+    assert start(capsys, files, twin, state, "r", "failover", "--max-polls", "10")[0] == 0       # to 135 s
+    record = RunRecord(state)
+    spec, step = record.get("r")["spec"], max(s["step"] for s in record.steps("r")) + 1
+    ps = next(i for s in record.steps("r") for i in (s["result"] or {}).get("instances", []) if i["role"] == "ps")
+    request = LaunchRequest("r", step, "worker", "p3.2xlarge", None, "on-demand", 1, f"r-{step}",
+                            ps_address=ps["ps_address"])
+    record.intend("r", step, "launch", request.to_dict())
+    clock = RemoteTwinClock(twin.url)
+    sent = Ec2Cloud(REGION, start_epoch=spec["start_epoch"], endpoint_url=twin.url, clock=clock).launch(request)
+    record.close()
+    assert len(sent.instances) == 1 and sent.instances[0].launched_s == 135.0
+    twin.advance(200.0)
+    code, out = cli(capsys, "run", "resume", "r", "--state", str(state), "--json")
+    finished(capsys, twin, state, "r", code, out)
+    record = RunRecord(state)
+    again = next(s for s in record.steps("r") if s["step"] == step)
+    assert again["status"] == "done" and [i["instance_id"] for i in again["result"]["instances"]] == \
+        [sent.instances[0].instance_id]
+    assert again["result"]["instances"][0]["launched_s"] == 135.0
+    record.close()
