@@ -427,7 +427,7 @@ class Controller:
                     result = {}
                 if self.record is not None:
                     self.record.done(self.run_id, int(s["step"]), result)
-                self.events.append(Event(self.cloud.now(), "resent", {"step": int(s["step"]), "kind": s["kind"]}))
+                self.note("resent", step=int(s["step"]), what=s["kind"])
             if s["kind"] != "launch" or not result:
                 continue
             payload, got = s["payload"], result.get("instances", [])

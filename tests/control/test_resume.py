@@ -220,4 +220,6 @@ def test_a_launch_sent_but_not_recorded_is_adopted_with_its_launch_time(files: t
     assert again["status"] == "done" and [i["instance_id"] for i in again["result"]["instances"]] == \
         [sent.instances[0].instance_id]
     assert again["result"]["instances"][0]["launched_s"] == 135.0
+    events = [(e["kind"], e["time_s"]) for e in record.events("r") if e.get("step") == step]
+    assert [e for e in events if e[0] != "resumed"] == [("resent", 335.0), ("launch", 135.0)]
     record.close()
