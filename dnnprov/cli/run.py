@@ -41,8 +41,7 @@ def _controller(record: Any, run_id: str, spec: dict[str, Any]) -> tuple[Any, An
     problem = _spot_instance(spec["instance"])
     plan = SpotPlan(counts={k: int(v) for k, v in spec["plan"]["counts"].items()}, ps=int(spec["plan"]["ps"]))
     settings = RunSettings(**spec["settings"])
-    known = [Instance.from_dict(i) for s in record.steps(run_id) if s["result"]
-             for i in s["result"].get("instances", [])]
+    known = record.instances(run_id)
     clock = RemoteTwinClock(spec["endpoint_url"]) if spec.get("twin") else None
     cloud = Ec2Cloud(spec["region"], start_epoch=spec["start_epoch"], endpoint_url=spec.get("endpoint_url"),
                      clock=clock, image_id=spec["image_id"], known=known)
@@ -180,7 +179,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
             return _serverless_outcome(args.run_id, ServerlessRun(record, args.run_id).drive(stop_after=args.max_polls), args.json)
         record.lock(args.run_id)
         controller, _ = _controller(record, args.run_id, row["spec"])
-        controller.resume(record.steps(args.run_id), list(record.events(args.run_id)))
+        controller.resume(record.steps(args.run_id), list(record.events(args.run_id)), record.memory(args.run_id))
         return _print_outcome(args.run_id, _drive(record, args.run_id, controller, args.max_polls), args.json)
 
 
@@ -204,7 +203,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
             print(f"{args.run_id}: cancelled, {outcome.cost:.4f} $ spent")
             return EXIT_OK
         controller, _ = _controller(record, args.run_id, row["spec"])
-        controller.resume(record.steps(args.run_id), list(record.events(args.run_id)))
+        controller.resume(record.steps(args.run_id), list(record.events(args.run_id)), record.memory(args.run_id))
         controller.cancel()
         outcome = _drive(record, args.run_id, controller, 1)
         print(f"{args.run_id}: cancelled, {0 if outcome is None else outcome.cost:.4f} $ spent")
@@ -213,22 +212,12 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def _status(record: Any, run_id: str, as_json: bool) -> int:
     row = record.get(run_id)
-    instances: dict[str, dict[str, Any]] = {}
-    for step in record.steps(run_id):
-        for i in (step["result"] or {}).get("instances", []):
-            instances[i["instance_id"]] = i
     events = list(record.events(run_id))
-    ended = {e.get("instance") for e in events if e["kind"] == "reclaim"}
     held: dict[str, int] = {}
-    terminated = set()
-    for step in record.steps(run_id):
-        if step["kind"] == "terminate" and step["status"] == "done":
-            terminated.update(step["payload"]["instances"])
-    for i in instances.values():
-        if i["instance_id"] in ended or i["instance_id"] in terminated:
+    for i in record.instances(run_id):
+        if i.ended_s is not None:
             continue
-        pool = f"{i['type']}@{i['zone'] if i['market'] == 'spot' else 'on-demand'}"
-        key = f"{i['role']} {pool} {i['market']}"
+        key = f"{i.role} {i.pool} {i.market}"
         held[key] = held.get(key, 0) + 1
     status = {"run": run_id, "state": row["state"], "held": held, "outcome": row["outcome"],
               "policy": row["spec"].get("policy"), "events": events}

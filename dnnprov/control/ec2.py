@@ -9,7 +9,9 @@
   the loop backs off per pool); other errors raise.
 - **observe**: ``DescribeInstances`` by the run's tag, and ``DescribeSpotInstanceRequests``
   for notices (status ``marked-for-termination`` and its update time). Instances EC2 has
-  forgotten are kept from the run record, so the run's history stays whole.
+  forgotten are kept from the run record, so the run's history stays whole. An instance that
+  ended while no controller watched (a restart) is dated by EC2's ``StateTransitionReason``
+  (who ended it and when, to the second); a reclaim's notice came two minutes before it.
 - **clock**: the machine's (:class:`dnnprov.control.cloud.WallClock`) or the twin's
   (:class:`RemoteTwinClock`, read from the endpoint's ``/_twin/clock``).
 """
@@ -18,9 +20,10 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import time
 import urllib.request
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from dnnprov.cloud.aws import AwsClients, CloudError, RetryPolicy
@@ -36,6 +39,8 @@ TAG_RUN, TAG_STEP, TAG_ROLE, TAG_PS = "dnnprov:run", "dnnprov:step", "dnnprov:ro
 #: The image launched when none is given: a placeholder the twin and moto accept; real AWS
 #: needs ``--image-id``.
 PLACEHOLDER_IMAGE = "ami-12c6146b"
+#: EC2's ``StateTransitionReason`` of an ended instance: who ended it, and when (UTC, to the second).
+TRANSITION = re.compile(r"\b(User|Service) initiated \((\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) GMT\)")
 
 
 class RemoteTwinClock:
@@ -161,14 +166,37 @@ class Ec2Cloud:
         for instance_id, raw in seen.items():
             instance = self.known.get(instance_id) or self._adopt(raw)
             self.known[instance_id] = instance
+            gone = raw.get("State", {}).get("Name") in ("shutting-down", "terminated", "stopped", "stopping")
+            by, when = self._transition(raw) if gone and instance.ended_s is None else (None, None)
             notice = notices.get(instance_id)
             if notice is not None and instance.notice_s is None:
+                if by == "Service" and when is not None:
+                    notice = min(notice, when - NOTICE_S)   # seen first after its reclaim (a restart)
                 instance.notice_s = notice
-            state = raw.get("State", {}).get("Name")
-            if state in ("shutting-down", "terminated", "stopped", "stopping") and instance.ended_s is None:
-                reclaimed = instance.notice_s + NOTICE_S if instance.notice_s is not None else None
-                instance.ended_s = self.ended_by_us.get(instance_id, reclaimed if reclaimed is not None else now)
+            if gone and instance.ended_s is None:
+                instance.ended_s = self._ended(instance, by, when, now)
         return list(self.known.values())
+
+    def _ended(self, instance: Instance, by: str | None, when: float | None, now: float) -> float:
+        """When a gone instance ended: our termination's time, unless EC2 says it was gone well
+        before our call (a termination re-sent by a restarted controller); a reclaim's two
+        minutes after its notice; else EC2's own time of the change; else now."""
+        ours = self.ended_by_us.get(instance.instance_id)
+        if ours is not None and (when is None or when >= ours - 1.0):
+            return ours
+        if instance.notice_s is not None and by != "User":
+            return instance.notice_s + NOTICE_S
+        return when if when is not None else now
+
+    def _transition(self, raw: dict[str, Any]) -> tuple[str | None, float | None]:
+        """Who ended an instance and when, from EC2's ``StateTransitionReason``
+        (``User initiated (2023-08-27 00:25:00 GMT)``, ``Service initiated (...)``): what a
+        controller restarted after the end has to go by (the time is to the second)."""
+        found = TRANSITION.search(raw.get("StateTransitionReason") or "")
+        if found is None:
+            return None, None
+        moment = datetime.strptime(found.group(2), "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc)
+        return found.group(1), self.since_start(moment.timestamp())
 
     def _adopt(self, raw: dict[str, Any]) -> Instance:
         """An instance of the run this process did not launch (a restart): from its tags."""

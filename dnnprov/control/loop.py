@@ -126,9 +126,11 @@ class Controller:
 
     ``trainer(instances, now)`` returns the trainer's latest :class:`Report` (``None`` while
     there is none). ``record``, when given, is told every step before it is taken and every
-    event after (:class:`dnnprov.control.record.RunRecord`); a controller built on a record
-    that already holds steps resumes: it adopts the instances the cloud reports for the run
-    and re-sends unfinished launches with their tokens (the cloud returns the same instances).
+    event after (:class:`dnnprov.control.record.RunRecord`), and keeps its memory (the
+    policy's state, the pools taken as full) there when it changes; a controller built on a
+    record that already holds steps resumes (:meth:`resume`): it restores that memory, adopts
+    the instances the cloud reports for the run and re-sends unfinished launches with their
+    tokens (the cloud returns the same instances).
     """
 
     def __init__(self, problem: SpotProblem, plan: SpotPlan, policy: Policy, cloud: Cloud, *, run_id: str,
@@ -170,14 +172,45 @@ class Controller:
         self._cancelled = False
         self.ps_address: str | None = None
         self.counters = {"revocations": 0, "launches": 0, "refusals": 0, "on_demand_launched": 0}
+        self._memory: dict[str, Any] | None = None
+        self._resumed = False
 
     # ------------------------------------------------------------------ observing
     def note(self, kind: str, **detail: Any) -> None:
-        """Record an event (and journal it)."""
-        event = Event(self.cloud.now(), kind, detail)
+        """Record an event now (and journal it)."""
+        self._journal(Event(self.cloud.now(), kind, detail))
+
+    def _journal(self, event: Event) -> None:
+        """Record an event (and journal it: a restarted controller reads the notices and reclaims
+        it saw, and when, from the record)."""
         self.events.append(event)
         if self.record is not None:
             self.record.event(self.run_id, event)
+
+    def memory(self) -> dict[str, Any]:
+        """What the controller knows beyond the cloud and the record's steps: its policy's state
+        (:func:`policy_state`) and the pools it takes as full, with their back-offs."""
+        return {"policy": policy_state(self.policy),
+                "full_until": [None if math.isinf(t) else float(t) for t in self.full_until],
+                "backoff": [float(b) for b in self.backoff]}
+
+    def _remember(self) -> None:
+        """Keep :meth:`memory` in the record when it changed (before the actions it leads to)."""
+        if self.record is None or not hasattr(self.record, "remember"):
+            return
+        memory = self.memory()
+        if memory != self._memory:
+            self.record.remember(self.run_id, memory)
+            self._memory = memory
+
+    def _restore(self, memory: dict[str, Any]) -> None:
+        restore_policy_state(self.policy, memory.get("policy", {}))
+        full = memory.get("full_until") or []
+        backoff = memory.get("backoff") or []
+        if len(full) == len(self.pools) and len(backoff) == len(self.pools):
+            self.full_until = np.array([-math.inf if t is None else float(t) for t in full])
+            self.backoff = np.array([float(b) for b in backoff])
+        self._memory = self.memory()
 
     def observe(self) -> tuple[list[Instance], float, Report | None]:
         """The run's instances, the time, the trainer's report; notes new notices and ends."""
@@ -187,11 +220,11 @@ class Controller:
             if i.notice_s is not None and i.instance_id not in self._seen_notice:
                 self._seen_notice.add(i.instance_id)
                 self.counters["revocations"] += 1
-                self.events.append(Event(i.notice_s, "notice", {"instance": i.instance_id, "pool": i.pool}))
+                self._journal(Event(i.notice_s, "notice", {"instance": i.instance_id, "pool": i.pool}))
             if i.ended_s is not None and i.instance_id not in self._seen_end:
                 self._seen_end.add(i.instance_id)
                 if i.notice_s is not None:
-                    self.events.append(Event(i.ended_s, "reclaim", {"instance": i.instance_id, "pool": i.pool}))
+                    self._journal(Event(i.ended_s, "reclaim", {"instance": i.instance_id, "pool": i.pool}))
         if self.ps_address is None:
             ps = [i for i in instances if i.role == "ps" and i.ended_s is None]
             self.ps_address = ps[0].ps_address if ps else None
@@ -292,7 +325,8 @@ class Controller:
         ids = [i.instance_id for i in instances]
         self.step += 1
         if self.record is not None:
-            self.record.intend(self.run_id, self.step, "terminate", {"instances": ids, "why": why})
+            self.record.intend(self.run_id, self.step, "terminate",
+                               {"instances": ids, "why": why, "time_s": self.cloud.now()})
         self.cloud.terminate(ids)
         if self.record is not None:
             self.record.done(self.run_id, self.step, {})
@@ -354,10 +388,15 @@ class Controller:
                 self._terminate(spot[:excess], "replaced")
 
     # ------------------------------------------------------------------ the loop
-    def resume(self, steps: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]]) -> None:
-        """Go on from a record (a restarted controller): continue its step numbers and counters,
-        and re-send the steps written but not marked done (launches keep their tokens, so the
-        cloud returns what it launched; terminations are repeated)."""
+    def resume(self, steps: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]],
+               memory: dict[str, Any] | None = None) -> None:
+        """Go on from a record (a restarted controller): adopt the run's instances the cloud
+        reports (so a re-sent launch finds them with their launch times), restore the
+        controller's ``memory`` (:meth:`memory`), continue its step numbers, re-send the steps
+        written but not marked done (launches keep their tokens, so the cloud returns what it
+        launched; terminations are repeated), note the launches whose outcome the journal
+        lacks, and take the next poll as an event (what happened while no controller ran is
+        looked at once)."""
         self.step = max((int(s["step"]) for s in steps), default=0)
         for e in events:
             self.events.append(Event(float(e["time_s"]), str(e["kind"]),
@@ -367,26 +406,52 @@ class Controller:
                 self.counters["revocations"] += 1
             elif e["kind"] == "reclaim":
                 self._seen_end.add(str(e.get("instance")))
-            elif e["kind"] == "launch":
-                self.counters["launches"] += int(e.get("got", 0))
-                if e.get("pool", "").endswith("@on-demand") and e.get("role") == "worker":
-                    self.counters["on_demand_launched"] += int(e.get("got", 0))
-            elif e["kind"] == "refused":
-                self.counters["refusals"] += 1
+        for s in steps:
+            if s["kind"] == "terminate" and s["status"] == "done":
+                self._seen_end.update(str(i) for i in s["payload"].get("instances", []))
         if events:
             self._last_poll = max(float(e["time_s"]) for e in events)
+        if memory:
+            self._restore(memory)
+        self.cloud.instances(self.run_id)
+        noted = {int(e["step"]) for e in events if e["kind"] in ("launch", "refused") and "step" in e}
         for s in steps:
-            if s["status"] != "intent":
+            result = s.get("result")
+            if s["status"] == "intent":
+                if s["kind"] == "launch":
+                    outcome = self.cloud.launch(LaunchRequest.from_dict(s["payload"]))
+                    result = {"instances": [i.to_dict() for i in outcome.instances], "error_code": outcome.error_code}
+                else:
+                    self.cloud.terminate(s["payload"]["instances"])
+                    self._seen_end.update(str(i) for i in s["payload"]["instances"])
+                    result = {}
+                if self.record is not None:
+                    self.record.done(self.run_id, int(s["step"]), result)
+                self.note("resent", step=int(s["step"]), what=s["kind"])
+            if s["kind"] != "launch" or not result:
                 continue
-            if s["kind"] == "launch":
-                outcome = self.cloud.launch(LaunchRequest.from_dict(s["payload"]))
-                result = {"instances": [i.to_dict() for i in outcome.instances], "error_code": outcome.error_code}
-            else:
-                self.cloud.terminate(s["payload"]["instances"])
-                result = {}
-            if self.record is not None:
-                self.record.done(self.run_id, int(s["step"]), result)
-            self.events.append(Event(self.cloud.now(), "resent", {"step": int(s["step"]), "kind": s["kind"]}))
+            payload, got = s["payload"], result.get("instances", [])
+            self.counters["launches"] += len(got)
+            if payload["market"] == "on-demand" and payload["role"] == "worker":
+                self.counters["on_demand_launched"] += len(got)
+            if result.get("error_code") is not None:
+                self.counters["refusals"] += 1
+            if int(s["step"]) not in noted:
+                self._note_launch(payload, got, result.get("error_code"), int(s["step"]))
+        self.note("resumed", step=self.step)
+        self._resumed = True
+
+    def _note_launch(self, payload: dict[str, Any], got: Sequence[dict[str, Any]], error_code: str | None,
+                     step: int) -> None:
+        """The launch (or refusal) event of a step whose outcome the journal lacks, at its launch time."""
+        pool = f"{payload['type']}@{payload['zone'] if payload['market'] == 'spot' else 'on-demand'}"
+        when = min((float(i["launched_s"]) for i in got), default=self.cloud.now())
+        if got:
+            self._journal(Event(when, "launch", {"pool": pool, "role": payload["role"], "asked": payload["count"],
+                                                 "got": len(got), "step": step}))
+        if error_code is not None:
+            self._journal(Event(when, "refused", {"pool": pool, "role": payload["role"], "asked": payload["count"],
+                                                  "code": error_code, "step": step}))
 
     def cancel(self) -> None:
         """End the run at the next poll (teardown)."""
@@ -411,11 +476,13 @@ class Controller:
             self._ensure_ps(instances)
             instances = self.cloud.instances(self.run_id)
         expired = (self.full_until > now - self.settings.poll_s) & (self.full_until <= now)
-        event = first or self._new_events_since_last_poll(now) or bool(expired.any())
+        event = first or self._resumed or self._new_events_since_last_poll(now) or bool(expired.any())
+        self._resumed = False
         for _ in range(self.settings.rounds):
             view = self.view(instances, now, event)
             order = self.policy.decide(view)
             steps = self.step
+            self._remember()
             refused = self._apply(order, view, instances, now)
             if self.step != steps:                       # something was sent: look again
                 instances = self.cloud.instances(self.run_id)
@@ -424,6 +491,7 @@ class Controller:
             event = True
         self._release_replaced(instances, now)
         self._last_poll = now
+        self._remember()
         return None
 
     def _new_events_since_last_poll(self, now: float) -> bool:
@@ -452,3 +520,23 @@ class Controller:
             self.cloud.sleep(self.settings.poll_s)
         instances, now, report = self.observe()
         return self._end("missed", instances, now, report)
+
+
+def policy_state(policy: Policy) -> dict[str, Any]:
+    """A policy's own state as JSON: its plain attributes (flags, numbers, names, arrays such as
+    ``fallback``'s on-demand commitment); tables and other objects are left out (rebuilt with
+    the policy)."""
+    out: dict[str, Any] = {}
+    for key, value in vars(policy).items():
+        if isinstance(value, np.ndarray):
+            out[key] = {"array": value.tolist()}
+        elif value is None or isinstance(value, (bool, int, float, str)):
+            out[key] = value
+    return out
+
+
+def restore_policy_state(policy: Policy, state: dict[str, Any]) -> None:
+    """Put back what :func:`policy_state` kept (keys the policy does not have are ignored)."""
+    for key, value in state.items():
+        if key in vars(policy):
+            setattr(policy, key, np.asarray(value["array"]) if isinstance(value, dict) else value)

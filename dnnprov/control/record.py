@@ -5,8 +5,12 @@ instance, the plan, the policy, the settings, the cloud's endpoint and region) a
 state; its steps are written **before** they are sent (``intent``) and marked ``done`` with
 their outcome after, so a controller killed between the two re-sends the step with the same
 ClientToken (the cloud answers with the instances it already launched) instead of launching
-again. Events are appended as they happen. One controller at a time owns a run: an OS lock
-on ``RUN.lock`` in the state folder, released by the OS when its process dies.
+again. Events are appended as they happen (the notices and reclaims the controller saw
+among them, so a restarted one knows when each instance ended, :meth:`RunRecord.instances`).
+The controller's own memory (its policy's state, the pools it takes as full and their
+back-offs) is kept as one JSON object per run, rewritten when it changes
+(:meth:`RunRecord.remember`). One controller at a time owns a run: an OS lock on
+``RUN.lock`` in the state folder, released by the OS when its process dies.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, Iterator
 
+from dnnprov.control.cloud import Instance
 from dnnprov.control.loop import Event
 from dnnprov.errors import InvalidInputError
 
@@ -31,6 +36,7 @@ CREATE TABLE IF NOT EXISTS steps (run_id TEXT, step INTEGER, kind TEXT, payload 
                                   PRIMARY KEY (run_id, step));
 CREATE TABLE IF NOT EXISTS events (run_id TEXT, seq INTEGER PRIMARY KEY AUTOINCREMENT, time_s REAL, kind TEXT,
                                    detail TEXT);
+CREATE TABLE IF NOT EXISTS memory (run_id TEXT PRIMARY KEY, state TEXT);
 """
 STATES = ("running", "met", "missed", "gave-up", "cancelled", "cancelling", "failed")
 
@@ -121,6 +127,46 @@ class RunRecord:
         for time_s, kind, detail in self._db.execute("SELECT time_s, kind, detail FROM events WHERE run_id = ? "
                                                      "ORDER BY seq", (run_id,)):
             yield {"time_s": time_s, "kind": kind, **json.loads(detail)}
+
+    def remember(self, run_id: str, state: dict[str, Any]) -> None:
+        """Keep the controller's memory (replacing what was kept)."""
+        self._db.execute("INSERT OR REPLACE INTO memory VALUES (?, ?)", (run_id, json.dumps(state)))
+
+    def memory(self, run_id: str) -> dict[str, Any] | None:
+        """The controller's memory last kept (``None``: none was)."""
+        row = self._db.execute("SELECT state FROM memory WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def instances(self, run_id: str) -> list[Instance]:
+        """The instances the run's launch steps got, with what the record knows of their ends:
+        the notices and reclaims the controller saw, and its own terminations (the time in the
+        step, else its ``terminate`` event's)."""
+        known: dict[str, Instance] = {}
+        steps = self.steps(run_id)
+        for step in steps:
+            if step["kind"] == "launch" and step["result"]:
+                for data in step["result"].get("instances", []):
+                    known.setdefault(data["instance_id"], Instance.from_dict(data))
+        events = list(self.events(run_id))
+        terminated_at = {int(e["step"]): float(e["time_s"]) for e in events
+                         if e["kind"] == "terminate" and "step" in e}
+        for e in events:
+            instance = known.get(str(e.get("instance")))
+            if instance is None:
+                continue
+            if e["kind"] == "notice" and instance.notice_s is None:
+                instance.notice_s = float(e["time_s"])
+            elif e["kind"] == "reclaim" and instance.ended_s is None:
+                instance.ended_s = float(e["time_s"])
+        for step in steps:
+            if step["kind"] != "terminate" or step["status"] != "done":
+                continue
+            when = step["payload"].get("time_s", terminated_at.get(int(step["step"])))
+            for instance_id in step["payload"].get("instances", []):
+                instance = known.get(instance_id)
+                if instance is not None and instance.ended_s is None and when is not None:
+                    instance.ended_s = float(when)
+        return list(known.values())
 
     # ------------------------------------------------------------------ ownership
     def lock(self, run_id: str) -> None:

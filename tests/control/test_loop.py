@@ -162,6 +162,20 @@ def test_restarted_controller_launches_nothing_twice(tmp_path) -> None:
     record.close()
 
 
+def test_record_dates_every_instance(tmp_path) -> None:
+    """The record alone says when each instance launched, got its notice and ended (reclaimed or
+    terminated by the controller): what a restarted controller and `run status` go by."""
+    record = RunRecord(tmp_path)
+    record.create({}, "r")
+    controller, cloud = loop(problem(), {"us-west-2a": [2, 1] + [1] * 20, "us-west-2c": [0] + [4] * 20},
+                             record=record)
+    assert controller.run().state == "met"
+    truth = {i.instance_id: (i.launched_s, i.notice_s, i.ended_s) for i in cloud.instances("r")}
+    assert {i.instance_id: (i.launched_s, i.notice_s, i.ended_s) for i in record.instances("r")} == truth
+    assert sum(n is not None for _, n, _ in truth.values()) == 1 and all(e is not None for *_, e in truth.values())
+    record.close()
+
+
 def test_window_starts_never_run_past_the_trace() -> None:
     traces = {"p3.2xlarge": [trace("a", [1] * 10)]}
     first, last = window_starts(traces, 5 * GAP)
