@@ -22,7 +22,8 @@ from typing import Any, Callable, Iterator
 import boto3
 import pytest
 
-from control.test_resume import POOLS, PROBLEM, REGION, TRACES, files, launched_once, story, twin_bill  # noqa: F401
+from control.test_resume import (POOLS, PROBLEM, REGION, TRACES, files, launched_once, reset_moto,  # noqa: F401
+                                 story, twin_bill)
 from dnnprov.control.loop import RunSettings
 from dnnprov.control.replay import run_once
 from dnnprov.control.twin import Twin
@@ -38,6 +39,7 @@ WAIT_S = 300.0                       # generous bound of every wait (a loaded ma
 def twin(moto_url: str) -> Iterator[Twin]:
     with Twin(POOLS, upstream=moto_url, mode="stepped", region=REGION) as started:
         yield started
+    reset_moto(moto_url)
 
 
 def controller(*argv: str, log: Path) -> subprocess.Popen:

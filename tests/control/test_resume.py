@@ -10,6 +10,7 @@ the controller keeps is the one the twin's instance lifetimes say, every step la
 from __future__ import annotations
 
 import json
+import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -67,6 +68,12 @@ def twins(moto_url: str) -> Iterator[Any]:
     yield make
     for twin in made:
         twin.stop()
+    reset_moto(moto_url)
+
+
+def reset_moto(url: str) -> None:
+    """Leave moto empty: its state is the process's, shared with any in-process moto after this test."""
+    urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=30).close()
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
