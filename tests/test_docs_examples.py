@@ -116,6 +116,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "a drawing of the rooms; tests/test_architecture.py checks the rule it draws",
     ("benchmarks.md", ".venv/bin/python benchmarks/domain_extrapolation.py                      # the target (exit 0: met)"):
         "the issue 23 domain benchmark (120 milp solves and exhaustive checks, minutes); its table follows it",
+    ("benchmarks.md", ".venv/bin/python benchmarks/kill_controller.py --runs 20 --kills 5 --seed 28 --speed 20 --policy failover --json /tmp/kill.json"):
+        "the issue 28 kill -9 benchmark (40 twins, 140 controller processes, ~37 min); its table follows it",
     ("benchmarks.md", ".venv/bin/python benchmarks/time_limits.py"):
         "the time-limit benchmark (minutes of real CLI runs); its table follows it on the page",
     ("benchmarks.md", ".venv/bin/python benchmarks/service_load.py --workers 1"):
