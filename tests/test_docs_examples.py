@@ -125,6 +125,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "the issue 29 benchmarks (minutes to half an hour); the tables after them hold what they printed",
     ("benchmarks.md", "Table I whole front: 37 points (37 proven), 38 exact solves, equal to brute force; CPU s over 5 runs: min 0.213, median 0.220, max 0.285 (target: at most 1)"):
         "the first line the issue 29 benchmark printed; tests/solvers/test_objectives.py checks the front itself",
+    ("benchmarks.md", ".venv/bin/python benchmarks/kill_controller.py --runs 20 --kills 5 --seed 28 --speed 20 --policy failover --json /tmp/kill.json"):
+        "the issue 28 kill -9 benchmark (40 twins, 140 controller processes, ~37 min); its table follows it",
     ("benchmarks.md", ".venv/bin/python benchmarks/time_limits.py"):
         "the time-limit benchmark (minutes of real CLI runs); its table follows it on the page",
     ("benchmarks.md", ".venv/bin/python benchmarks/service_load.py --workers 1"):
