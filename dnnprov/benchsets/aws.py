@@ -52,7 +52,7 @@ def aws_types(year: int, shared_data: str | Path | None = None) -> list[AwsType]
     count GPUs as vCPUs / 4 (the list counts K80 boards: p2.8xlarge 4, AWS says 8).
     """
     folder = resolve_shared_data(shared_data)
-    catalog = import_shared_data(REGION, folder)
+    catalog = import_shared_data(REGION, folder, snapshot="2022", mix_dates=True)   # the sets' data since v1
     advice: Mapping[str, Any] = {}
     if year == 2025:
         advisor = json.loads((folder / ADVISOR_FILE).read_text())

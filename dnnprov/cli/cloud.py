@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from dnnprov.io.catalog import load_catalog
-from dnnprov.io.catalog_import import dated_catalog_name, import_shared_data, write_catalog
+from dnnprov.io.catalog_import import SNAPSHOTS, dated_catalog_name, import_shared_data, write_catalog
 from dnnprov.errors import InvalidInputError
 from dnnprov.cloud.export import (KUEUE_APIS, TARGETS, ApiCall, ExportOptions, FunctionCode, LaunchOptions,
                                   PlanDocument, SkyPilotOptions, ec2_fleet_calls, export_files, load_plan,
@@ -41,7 +41,8 @@ def cmd_catalog_fetch(args: argparse.Namespace) -> int:
 
 def cmd_catalog_import(args: argparse.Namespace) -> int:
     """Build a catalog from the real data in ../shared/data (offline)."""
-    catalog = import_shared_data(args.region, args.shared_data, estimate_missing_spot=args.estimate_missing_spot)
+    catalog = import_shared_data(args.region, args.shared_data, snapshot=args.snapshot, mix_dates=args.mix_dates,
+                                 estimate_missing_spot=args.estimate_missing_spot)
     print(write_catalog(catalog, args.out or Path.cwd() / dated_catalog_name(catalog)))
     return EXIT_OK
 
@@ -253,8 +254,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     i = catalog_sub.add_parser("import", help="catalog from ../shared/data (offline, real AWS data)")
     i.add_argument("--region", default="us-east-1")
     i.add_argument("--shared-data", help="folder of the shared data (default: <repo>/../shared/data)")
+    i.add_argument("--snapshot", choices=SNAPSHOTS, default="2025",
+                   help="the moment of every price: 2025 (spot = 2026 on-demand x (1 - 2025 advisor savings), "
+                        "default) or 2022 (the 2022-05-31 spot history, 2021 advisor buckets, no on-demand)")
+    i.add_argument("--mix-dates", action="store_true",
+                   help="with --snapshot 2022: add the 2026 on-demand prices and 2025 buckets (dates mixed)")
     i.add_argument("--estimate-missing-spot", action="store_true",
-                   help="spot price = on-demand x (1 - advisor savings) where the history has none")
+                   help="with --snapshot 2022 --mix-dates: spot = on-demand x (1 - advisor savings) where the "
+                        "history has none")
     i.add_argument("--out", help="catalog file (default: ./NAME-SNAPSHOT.json)")
     i.set_defaults(run=cmd_catalog_import)
 

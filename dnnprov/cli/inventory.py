@@ -2,7 +2,8 @@
 
     dnnprov list [instances|catalogs|workloads] [--json]
     dnnprov build --catalog C --profile P --target-loss L --deadline S [--budget B]
-                  [--quota TYPE=N ...] [--default-quota N] [--ps-price-per-h P] [--name NAME] --out FILE|-
+                  [--quota TYPE=N ...] [--default-quota N] [--ps-price-per-h P] [--name NAME]
+                  [--estimate-unprofiled [--estimate-at point|fast|slow]] --out FILE|-
 """
 
 from __future__ import annotations
@@ -11,13 +12,19 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dnnprov.cli import EXIT_OK, terminal_safe
 from dnnprov.errors import InvalidInputError
 
+if TYPE_CHECKING:
+    from dnnprov.io.catalog import Catalog, SpotWorkloadProfile
+
 KINDS = ("instances", "catalogs", "workloads")
 DEFAULT_QUOTA = 10
+#: The parameter server's price when the catalog has none: one on-demand m5.xlarge in
+#: us-east-1 (AWS list price, the papers' PS and the benchmark sets').
+PS_TYPE, PS_LIST_PRICE_PER_H = "m5.xlarge", 0.192
 
 
 def _data_root() -> Path:
@@ -84,6 +91,35 @@ def _embedded_or_path(value: str, kind: str) -> Path:
                             f"no file {value!r} and no embedded {kind[:-1]} of that name (dnnprov list {kind})")
 
 
+def load_catalog_arg(value: str) -> "Catalog":
+    """A catalog from a file or an embedded catalog's name."""
+    from dnnprov.io.catalog import load_catalog
+
+    return load_catalog(_embedded_or_path(value, "catalogs"))
+
+
+def load_profile_arg(value: str) -> "SpotWorkloadProfile":
+    """A spot workload profile from a file or an embedded profile's name (``spot/resnet110-paper``)."""
+    from dnnprov.io.catalog import load_spot_profile
+
+    return load_spot_profile(_embedded_or_path(value, "workloads"))
+
+
+def ps_price(catalog: "Catalog", ps_type: str, given: float | None) -> tuple[float, str]:
+    """The PS price in $/h and where it came from: ``--ps-price-per-h``, else the catalog's
+    on-demand price of ``ps_type``, else the m5.xlarge list price; another type without a price is an error."""
+    if given is not None:
+        return given, "--ps-price-per-h"
+    if any(e.name == ps_type for e in catalog.instance_types):
+        price = catalog.entry(ps_type).on_demand_price_per_h
+        if price is not None:
+            return price, f"on-demand {ps_type} of catalog {catalog.name}"
+    if ps_type == PS_TYPE:
+        return PS_LIST_PRICE_PER_H, f"{PS_TYPE} on-demand list price, us-east-1 (dnnprov default)"
+    raise InvalidInputError("--ps-price-per-h", f"catalog {catalog.name!r} has no on-demand price of PS type "
+                                                f"{ps_type!r}: give the PS price")
+
+
 def _quota(text: str) -> tuple[str, int]:
     name, sep, value = text.rpartition("=")
     try:
@@ -97,27 +133,40 @@ def _quota(text: str) -> tuple[str, int]:
 
 def cmd_build(args: argparse.Namespace) -> int:
     """Write a spot instance from a catalog (prices, hardware), a workload profile and an SLO."""
-    from dnnprov.io.catalog import build_spot_problem, load_catalog, load_spot_profile
+    from dnnprov.io.catalog import build_spot_problem
     from dnnprov.io.instances import dumps_instance, problem_from_dict
     from dnnprov.problems.spot import SpotConstraints, SpotPlatform, SpotSLO
 
-    catalog = load_catalog(_embedded_or_path(args.catalog, "catalogs"))
-    profile = load_spot_profile(_embedded_or_path(args.profile, "workloads"))
+    catalog = load_catalog_arg(args.catalog)
+    profile = load_profile_arg(args.profile)
     quotas = dict(_quota(q) for q in args.quota or [])
+    if args.estimate_unprofiled:
+        from dnnprov.profiling.estimate import estimate_types, with_estimates
+
+        wanted = ([n for n in quotas if n not in profile.per_type] if quotas else
+                  [n for n in estimate_types(profile, catalog) if catalog.entry(n).spot_price_per_h is not None])
+        profile = with_estimates(profile, catalog, end=args.estimate_at, types=wanted)
     if not quotas:
         quotas = {e.name: args.default_quota for e in catalog.instance_types
                   if e.name in profile.per_type and e.spot_price_per_h is not None}
         if not quotas:
             raise InvalidInputError("--profile", f"no type of workload {profile.workload.name!r} has a spot price "
-                                                 f"in catalog {catalog.name!r}")
+                                                 f"in catalog {catalog.name!r}"
+                                    + ("" if args.estimate_unprofiled else " (--estimate-unprofiled estimates the "
+                                                                           "types it does not measure)"))
     if args.out != "-" and Path(args.out).exists() and not args.force:
         raise InvalidInputError("--out", f"{args.out} exists (--force overwrites it)")
+    estimated = [n for n in quotas if (profile.per_type.get(n) or {}).get("estimate") is not None]
+    price, price_source = ps_price(catalog, args.ps_type, args.ps_price_per_h)
     constraints = SpotConstraints(budget_usd=args.budget) if args.budget is not None else None
+    notes = (f"built by dnnprov build from catalog {catalog.name} ({catalog.snapshot}) and workload "
+             f"{profile.workload.name}; PS {args.ps_type} at ${price:g}/h ({price_source})")
+    if estimated:
+        notes += (f". ESTIMATED compute times (not measured; instance_types.T.estimate says how): "
+                  f"{', '.join(estimated)}")
     problem = build_spot_problem(catalog, profile, SpotSLO(loss=args.target_loss, time_s=args.deadline),
                                  quotas=quotas, constraints=constraints, name=args.name or profile.workload.name,
-                                 platform=SpotPlatform(ps_price_per_h=args.ps_price_per_h, ps_type=args.ps_type),
-                                 notes=f"built by dnnprov build from catalog {catalog.name} and workload "
-                                       f"{profile.workload.name}")
+                                 platform=SpotPlatform(ps_price_per_h=price, ps_type=args.ps_type), notes=notes)
     text = dumps_instance(problem)
     problem_from_dict(json.loads(text))            # what is written reads back (schema and checks)
     if args.out == "-":
@@ -125,7 +174,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     else:
         Path(args.out).write_text(text)
         print(f"{args.out}: {len(quotas)} types, loss {args.target_loss:g}, deadline {args.deadline:g} s"
-              + (f", budget ${args.budget:g}" if args.budget is not None else ""))
+              + (f", budget ${args.budget:g}" if args.budget is not None else "")
+              + f", PS ${price:g}/h ({price_source})"
+              + (f", {len(estimated)} ESTIMATED ({', '.join(estimated)})" if estimated else ""))
     return EXIT_OK
 
 
@@ -149,8 +200,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "the catalog prices, each with --default-quota)")
     p.add_argument("--default-quota", type=int, default=DEFAULT_QUOTA, help="spot quota of each type without --quota")
     p.add_argument("--ps-type", default="m5.xlarge", help="parameter-server instance type (platform.ps_type)")
-    p.add_argument("--ps-price-per-h", type=float, default=0.0,
-                   help="price of one parameter server in $/h (platform.ps_price_per_h; the papers' m5.xlarge: 0.192)")
+    p.add_argument("--ps-price-per-h", type=float, default=None,
+                   help="price of one parameter server in $/h (platform.ps_price_per_h; default: the catalog's "
+                        "on-demand price of --ps-type, else m5.xlarge's list price 0.192)")
+    p.add_argument("--estimate-unprofiled", action="store_true",
+                   help="offer the catalog's types the profile does not measure too, with ESTIMATED compute times "
+                        "(dnnprov profile estimate; marked in the instance and in every result)")
+    p.add_argument("--estimate-at", choices=("point", "fast", "slow"), default="point",
+                   help="with --estimate-unprofiled: the estimate's point or an end of its interval")
     p.add_argument("--name", help="instance name (default: the workload's)")
     p.add_argument("--out", required=True, help="instance file to write, or - for standard output")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")

@@ -6,6 +6,8 @@
     dnnprov profile fit-timing FILE [--param-size-mb S] [--ps-bandwidth-mb-s B] [--pcie-bandwidth-mb-s B]
                                     [--storage-cap-mb-s B] [--base FILE --out FILE] [--json]
     dnnprov profile to-csv FILE... --out CSV [--batch-size B] [--workers K] [--worker-batch B]
+    dnnprov profile estimate --catalog C --profile P --out FILE [--types T,...] [--estimate-at point|fast|slow] [--json]
+    dnnprov profile plan --catalog C --profile P [--types T,...] [--iterations N] [--overhead-s S] [--json]
     dnnprov predict INSTANCE --counts TYPE=N,... [--ps S] [--json]                 (spot)
     dnnprov predict INSTANCE --functions N --memory-mb M [--ps S] [--local-batch B] [--json]  (serverless)
 
@@ -185,6 +187,54 @@ def cmd_to_csv(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _types(text: str | None) -> list[str] | None:
+    return [t.strip() for t in text.split(",") if t.strip()] if text else None
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    """Write the profile with ESTIMATED entries for the catalog's types it does not measure."""
+    from dnnprov.cli.inventory import load_catalog_arg, load_profile_arg
+    from dnnprov.profiling import estimate, profiler
+
+    catalog, profile = load_catalog_arg(args.catalog), load_profile_arg(args.profile)
+    found = estimate.estimate_types(profile, catalog, _types(args.types))
+    out = estimate.with_estimates(profile, catalog, end=args.estimate_at, types=list(found))
+    profiler.write_json(out.to_dict(), args.out)
+    if args.json:
+        print(json.dumps({"out": args.out, "estimated": [e.to_dict() for e in found.values()]}, indent=2))
+        return EXIT_OK
+    for e in found.values():
+        print(f"{e.type_name:<16} {e.gpu:<10} ESTIMATED {e.at(args.estimate_at):.4g} s per iteration "
+              f"[{e.interval[0]:.4g}, {e.interval[1]:.4g}] from {e.reference.name} ({e.reference.gpu})")
+    print(f"wrote {args.out}: {len(found)} estimated types (each entry's \"estimate\" says how)")
+    return EXIT_OK
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Which short runs would measure the types the profile only estimates, and what they cost."""
+    from dnnprov.cli.inventory import load_catalog_arg, load_profile_arg
+    from dnnprov.profiling import estimate
+
+    catalog, profile = load_catalog_arg(args.catalog), load_profile_arg(args.profile)
+    runs = estimate.profiling_plan(profile, catalog, types=_types(args.types), iterations=args.iterations,
+                                   overhead_s=args.overhead_s)
+    minutes, cost = estimate.plan_total(runs)
+    if args.json:
+        print(json.dumps({"workload": profile.workload.name, "catalog": catalog.name, "snapshot": catalog.snapshot,
+                          "overhead_s": args.overhead_s, "runs": [r.to_dict() for r in runs],
+                          "total_minutes": round(minutes, 2), "total_cost": round(cost, 4)}, indent=2))
+        return EXIT_OK
+    print(f"profiling plan of {profile.workload.name} on {len(runs)} types of {catalog.name} ({catalog.snapshot}): "
+          f"one lone worker per type, {args.iterations} iterations at its per-GPU batch, "
+          f"{args.overhead_s:g} s launch overhead each (an assumption), timed at the estimate's slow end")
+    for r in runs:
+        price = "unpriced" if r.cost is None else f"${r.cost:.4f} at ${r.price_per_h:g}/h"
+        print(f"  {r.type_name:<16} batch {r.gpus} x {r.batch_per_gpu}, {r.iterations} iterations, "
+              f"{r.expected_s / 60:.1f} min, {price}")
+    print(f"total: {minutes:.1f} min, ${cost:.4f}; then dnnprov profile fit-timing on the measured times")
+    return EXIT_OK
+
+
 def parse_counts(text: str) -> dict[str, int]:
     """``TYPE=N,TYPE=N`` -> ``{TYPE: N}``."""
     counts: dict[str, int] = {}
@@ -261,6 +311,13 @@ def _loss_inputs(p: argparse.ArgumentParser) -> None:
                    help="batch of every TF worker (default: the _b<batch>_ token of each log's name)")
 
 
+def _catalog_and_profile(q: argparse.ArgumentParser) -> None:
+    q.add_argument("--catalog", required=True, help="catalog file, or an embedded catalog's name (dnnprov list)")
+    q.add_argument("--profile", required=True, help="spot workload profile file, or an embedded one's name")
+    q.add_argument("--types", default=None, help="comma-separated types (default: every catalog type with a known "
+                                                  "GPU the profile does not measure)")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``profile`` and ``predict`` to the ``dnnprov`` parser."""
     p = sub.add_parser("profile", help="fit workload profiles from measurements (loss logs, timings)",
@@ -297,6 +354,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     _loss_inputs(q)
     q.add_argument("--out", required=True, help="CSV file to write")
     q.set_defaults(run=cmd_to_csv)
+
+    q = psub.add_parser("estimate", help="write a profile with ESTIMATED speeds for types it does not measure",
+                        description=cmd_estimate.__doc__)
+    _catalog_and_profile(q)
+    q.add_argument("--estimate-at", choices=("point", "fast", "slow"), default="point",
+                   help="the compute time written: the bandwidth-ratio point or an end of the interval")
+    q.add_argument("--out", required=True, help="profile file to write")
+    q.add_argument("--json", action="store_true", help="print one JSON object")
+    q.set_defaults(run=cmd_estimate)
+
+    q = psub.add_parser("plan", help="the short runs that would measure the estimated types, with minutes and cost",
+                        description=cmd_plan.__doc__)
+    _catalog_and_profile(q)
+    q.add_argument("--iterations", type=int, default=30, help="iterations per type (default 30, as spotDNN profiles)")
+    q.add_argument("--overhead-s", type=float, default=300.0,
+                   help="seconds per run before the first iteration: launch, image, data (default 300, an assumption)")
+    q.add_argument("--json", action="store_true", help="print one JSON object")
+    q.set_defaults(run=cmd_plan)
 
     p = sub.add_parser("predict", help="predict time, cost and loss curve of one given plan",
                        description="The papers' performance predictor: time, cost, b_w, R, bandwidths, loss curve, "

@@ -123,11 +123,13 @@ class SpotWorkloadProfile:
     """A workload's coefficients and its profile on each instance type.
 
     ``per_type`` maps a type name to ``{"batch_per_gpu": int, "speed_samples_per_s": x}``
-    or ``{"batch_per_gpu": int, "compute_time_s": x}``.
+    or ``{"batch_per_gpu": int, "compute_time_s": x}``; an estimated entry
+    (:mod:`dnnprov.profiling.estimate`) adds ``"estimate"`` (its source, text) and
+    ``"compute_time_s_interval"`` ([fast, slow] ends).
     """
 
     workload: SpotWorkload
-    per_type: Mapping[str, Mapping[str, float]]
+    per_type: Mapping[str, Mapping[str, Any]]
     model: str = "paper"
     notes: str = ""
 
@@ -144,7 +146,15 @@ class SpotWorkloadProfile:
         per_type = {}
         for name, entry in mapping("per_type", data["per_type"]).items():
             entry = mapping(f"per_type.{name}", entry)
-            check_keys(f"per_type.{name}", entry, [], ["batch_per_gpu", "speed_samples_per_s", "compute_time_s"])
+            check_keys(f"per_type.{name}", entry, [], ["batch_per_gpu", "speed_samples_per_s", "compute_time_s",
+                                                       "estimate", "compute_time_s_interval"])
+            if "estimate" in entry:
+                check.text(f"per_type.{name}.estimate", entry["estimate"])
+            interval = entry.get("compute_time_s_interval")
+            if interval is not None and (not isinstance(interval, list) or len(interval) != 2):
+                raise InvalidInputError(f"per_type.{name}.compute_time_s_interval", "must be [fast, slow] seconds")
+            for i, end in enumerate(interval or []):
+                check.number(f"per_type.{name}.compute_time_s_interval[{i}]", end, exclusive_minimum=0)
             per_type[name] = dict(entry)
         return cls(workload=workload, per_type=per_type, model=data.get("model", "paper"),
                    notes=data.get("notes", ""))
@@ -183,7 +193,7 @@ def build_spot_problem(catalog: Catalog, profile: SpotWorkloadProfile, slo: Spot
             batch_per_gpu=prof.get("batch_per_gpu"), gpu_memory_gb=entry.gpu_memory_gb,
             speed_samples_per_s=prof.get("speed_samples_per_s"), compute_time_s=prof.get("compute_time_s"),
             vcpus=entry.vcpus, on_demand_price_per_h=entry.on_demand_price_per_h,
-            on_demand_quota=(on_demand_quotas or {}).get(type_name),
+            on_demand_quota=(on_demand_quotas or {}).get(type_name), estimate=prof.get("estimate"),
             family=entry.family if entry.family and entry.family != default_family(type_name) else None,
             interruption=_interruption(entry, catalog)))
     return SpotProblem(instance_types=tuple(types), workload=profile.workload, slo=slo,

@@ -1,14 +1,20 @@
 """Offline import of real AWS data (``../shared/data``) into a ``dnnprov/catalog`` v1 file.
 
-Three public files are joined per instance type, each number keeping its source:
+The public files, each of one date:
 
-- the spot-price history (DescribeSpotPriceHistory output as TSV: AZ id, type, product,
-  $/h, timestamp): per availability zone the latest Linux/UNIX price, then the cheapest
-  zone; the zone is recorded in ``sources``;
-- the on-demand GPU instance list (hardware facts and per-region on-demand $/h);
-- the Spot Instance Advisor feed (interruption-frequency bucket 0-4 and savings %).
+- the spot-price history of 2022-05-31 (DescribeSpotPriceHistory output as TSV: AZ id,
+  type, product, $/h, timestamp): per availability zone the latest Linux/UNIX price, then
+  the cheapest zone; the zone is recorded in ``sources``;
+- the on-demand GPU instance list of 2026-01-21 (hardware facts and per-region on-demand $/h);
+- the Spot Instance Advisor feeds of 2021-02-10 and 2025-06-28 (interruption-frequency
+  bucket 0-4 and savings % over on-demand).
 
-The files are read where they are; nothing is copied into the repository.
+A catalog describes one moment (:data:`SNAPSHOTS`): ``2025`` prices spot as the 2025
+advisor's savings over the 2026 on-demand list (the nearest pair of the data), ``2022``
+keeps the 2022 history's spot prices with the 2021 advisor's buckets and no on-demand
+price (none of 2022 is in the data); ``mix_dates=True`` adds the 2026 on-demand prices and
+2025 buckets to ``2022``, the import before issue 31. Every price's source names its file
+and date. The files are read where they are; nothing is copied into the repository.
 """
 
 from __future__ import annotations
@@ -30,6 +36,11 @@ from dnnprov.json_files import read_json_file
 SPOT_HISTORY_FILE = "aws-spot-price-history-2022-05-31.tsv.gz"
 ON_DEMAND_FILE = "aws-gpu-instances-ondemand-2026-01-21.json"
 ADVISOR_FILE = "aws-spot-advisor-2025-06-28.json"
+ADVISOR_2021_FILE = "aws-spot-advisor-2021-02-10.json"
+#: The moments a catalog can describe, with the date each file is of.
+SNAPSHOTS = ("2025", "2022")
+FILE_DATES = {SPOT_HISTORY_FILE: "2022-05-31", ON_DEMAND_FILE: "2026-01-21", ADVISOR_FILE: "2025-06-28",
+              ADVISOR_2021_FILE: "2021-02-10"}
 LINUX = "Linux/UNIX"
 BUCKETS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
 #: Above this, a per-type GPU-memory figure in the on-demand list is the instance total
@@ -161,8 +172,9 @@ def _load_json(path: Path) -> Any:
 
 
 def import_shared_data(region: str = "us-east-1", shared_data: str | Path | None = None, *,
+                       snapshot: str = "2025", mix_dates: bool = False,
                        estimate_missing_spot: bool = False) -> Catalog:
-    """Build a catalog of the GPU instance types of ``region`` from the shared real data.
+    """Build a catalog of the GPU instance types of ``region`` at one moment of the shared real data.
 
     Parameters
     ----------
@@ -170,75 +182,131 @@ def import_shared_data(region: str = "us-east-1", shared_data: str | Path | None
         AWS region name; spot rows are those whose AZ id belongs to it.
     shared_data
         The folder holding the files (default: ``<repo>/../shared/data``).
+    snapshot
+        ``"2025"``: spot = 2026 on-demand x (1 - savings %) of the 2025-06-28 advisor, its
+        buckets; ``"2022"``: the 2022-05-31 history's spot prices, the 2021-02-10 advisor's
+        buckets, no on-demand price.
+    mix_dates
+        ``snapshot="2022"`` only: add the 2026 on-demand prices and the 2025 buckets (files
+        of three dates in one catalog, each source naming its date).
     estimate_missing_spot
-        For types with no spot-price row in the history window, estimate the spot price
-        as on-demand x (1 - advisor savings %); the source says it is an estimate.
+        ``2022`` with ``mix_dates``: for types without a spot row in the history window,
+        spot = 2026 on-demand x (1 - 2025 savings %), marked ``estimated:``.
     """
+    if snapshot not in SNAPSHOTS:
+        raise InvalidInputError("snapshot", f"must be one of {', '.join(SNAPSHOTS)}, got {str(snapshot)[:40]!r}")
+    if mix_dates and snapshot != "2022":
+        raise InvalidInputError("mix_dates", "only the 2022 snapshot can take prices of other dates; "
+                                             "the 2025 one is of one source pair already")
+    if estimate_missing_spot and not (snapshot == "2022" and mix_dates):
+        raise InvalidInputError("estimate_missing_spot", "needs the 2022 snapshot with mix_dates (it prices a "
+                                                         "2022 gap with 2026 on-demand and 2025 savings)")
     folder = Path(shared_data) if shared_data is not None else default_shared_data()
     if folder is None or not folder.is_dir():
         raise InvalidInputError("shared_data", f"no shared data folder ({folder or '<repo>/../shared/data not found'}); "
                                                "pass its path")
-    spot = read_spot_history(folder / SPOT_HISTORY_FILE, region)
     offered = _load_json(folder / ON_DEMAND_FILE)
-    advisor = _load_json(folder / ADVISOR_FILE)
+    advisor_file = ADVISOR_2021_FILE if snapshot == "2022" and not mix_dates else ADVISOR_FILE
+    advisor = _load_json(folder / advisor_file)
     if not isinstance(offered, list) or not isinstance(advisor, Mapping):
-        raise InvalidInputError(str(folder), f"{ON_DEMAND_FILE} must be a list and {ADVISOR_FILE} an object")
-    regional_advice = advisor.get("spot_advisor", {}).get(region, {}).get("Linux", {})
-    entries = [entry for item in offered
-               if (entry := _entry(item, region, spot, regional_advice, estimate_missing_spot)) is not None]
+        raise InvalidInputError(str(folder), f"{ON_DEMAND_FILE} must be a list and {advisor_file} an object")
+    advice = advisor.get("spot_advisor", {}).get(region, {}).get("Linux", {})
+    spot = read_spot_history(folder / SPOT_HISTORY_FILE, region) if snapshot == "2022" else {}
+    how = _Import(region, snapshot, mix_dates, estimate_missing_spot, spot, advice, advisor_file)
+    entries = [entry for item in offered if (entry := how.entry(item)) is not None]
     if not entries:
         raise InvalidInputError("region", f"no GPU instance type of {region!r} in {ON_DEMAND_FILE}")
-    stamps = [q.timestamp for name, q in spot.items() if any(e.name == name for e in entries)]
-    snapshot = iso(max(stamps)) if stamps else "2022-05-31T23:59:59Z"
+    if snapshot == "2022":
+        stamps = [q.timestamp for name, q in spot.items() if any(e.name == name for e in entries)]
+        moment = iso(max(stamps)) if stamps else "2022-05-31T23:59:59Z"
+        notes = (f"Snapshot 2022: spot prices of {SPOT_HISTORY_FILE} (Linux/UNIX; snapshot = its latest row used), "
+                 + (f"on-demand prices of {ON_DEMAND_FILE} (2026-01-21) and interruption buckets of {ADVISOR_FILE} "
+                    "(2025-06-28): MIXED DATES, asked for with mix_dates" if mix_dates else
+                    f"interruption buckets of {ADVISOR_2021_FILE} (2021-02-10); no on-demand prices (the data "
+                    "hold none of 2022)"))
+    else:
+        moment = "2025-06-28T00:00:00Z"
+        notes = (f"Snapshot 2025: spot = on-demand of {ON_DEMAND_FILE} (2026-01-21) x (1 - savings %) of "
+                 f"{ADVISOR_FILE} (2025-06-28), the advisor's interruption buckets; types without advice have "
+                 "no spot price")
     return Catalog(
-        name=f"aws-{region}-shared-data", region=region, snapshot=snapshot,
-        instance_types=tuple(sorted(entries, key=lambda e: e.name)),
-        notes=(f"Imported offline from {SPOT_HISTORY_FILE} (spot, Linux/UNIX; snapshot = its "
-               f"latest row used), {ON_DEMAND_FILE} (hardware, on-demand) and {ADVISOR_FILE} "
-               "(interruption buckets). The files are of different dates; see each entry's sources. "
-               "GPU memory is per GPU. No quotas or Lambda limit in these files."))
+        name=f"aws-{region}-shared-data-{snapshot}" + ("-mixed" if mix_dates else ""), region=region,
+        snapshot=moment, instance_types=tuple(sorted(entries, key=lambda e: e.name)),
+        notes=notes + ". Hardware facts of the on-demand list; GPU memory is per GPU; every price's source names "
+                      "its file and date. No quotas or Lambda limit in these files.")
 
 
-def _entry(item: Any, region: str, spot: Mapping[str, SpotQuote], advice: Mapping[str, Any],
-           estimate_missing_spot: bool) -> CatalogEntry | None:
-    """One catalog entry from an on-demand list item, or ``None`` if not a whole-GPU type of ``region``."""
-    if not isinstance(item, Mapping) or item.get("family") != "GPU instance":
+@dataclass(frozen=True)
+class _Import:
+    """How one import prices an on-demand list item (see :func:`import_shared_data`)."""
+
+    region: str
+    snapshot: str
+    mix_dates: bool
+    estimate_missing_spot: bool
+    spot: Mapping[str, SpotQuote]
+    advice: Mapping[str, Any]
+    advisor_file: str
+
+    def entry(self, item: Any) -> CatalogEntry | None:
+        """One catalog entry from an on-demand list item, or ``None`` if not a whole-GPU type of the region."""
+        if not isinstance(item, Mapping) or item.get("family") != "GPU instance":
+            return None
+        name, gpus = item.get("apiName"), item.get("gpuCount")
+        if not isinstance(name, str) or not isinstance(gpus, int) or gpus < 1:
+            return None  # fractional GPU shares (g6f, gr6f) do not fit the whole-GPU model
+        on_demand = (item.get("pricing") or {}).get(self.region, {}).get("onDemand")
+        quote = self.spot.get(name)
+        if on_demand is None and quote is None and self.region not in item.get("availability", []):
+            return None
+        sources = {field: ON_DEMAND_FILE for field in ("gpus", "vcpus", "memory_gb", "gpu_model", "gpu_memory_gb")}
+        if "K80" in str(item.get("gpu")) and isinstance(item.get("vcpu"), int) and item["vcpu"] // 4 > gpus:
+            # The list counts dual-GPU K80 boards on p2.8xlarge / p2.16xlarge; AWS counts GPUs
+            # (1, 8, 16: one per 4 vCPUs), as the spotDNN paper's Table III does.
+            gpus = item["vcpu"] // 4
+            sources["gpus"] = f"{ON_DEMAND_FILE} counts K80 boards; AWS counts one GPU per 4 vCPUs"
+        tip = self.advice.get(name)
+        tip = tip if isinstance(tip, Mapping) else {}
+        savings = tip.get("s") if isinstance(tip.get("s"), (int, float)) else None
+        on_demand_kept = on_demand if self.snapshot == "2025" or self.mix_dates else None
+        if on_demand_kept is not None:
+            sources["on_demand_price_per_h"] = f"{ON_DEMAND_FILE}: {self.region} onDemand (dated 2026-01-21)"
+        spot_price = self._spot_price(name, quote, on_demand, savings, sources)
+        bucket = None
+        if tip.get("r") in range(len(BUCKETS)):
+            bucket = tip["r"]
+            sources["interruption_bucket"] = (f"{self.advisor_file}: {self.region} Linux r={bucket} "
+                                              f"({BUCKETS[bucket]} interruptions/month), savings {savings}% "
+                                              f"(dated {FILE_DATES[self.advisor_file]})")
+        memory = re.match(r"\s*([\d.]+)", str(item.get("memory", "")))
+        return CatalogEntry(
+            name=name, gpus=gpus, vcpus=item.get("vcpu"), memory_gb=float(memory.group(1)) if memory else None,
+            gpu_model=item.get("gpu"), gpu_memory_gb=gpu_memory_per_gpu(str(item.get("gpuMemory", "")), gpus),
+            spot_price_per_h=spot_price, on_demand_price_per_h=on_demand_kept, family=quota_family(name),
+            interruption_bucket=bucket, sources=sources)
+
+    def _spot_price(self, name: str, quote: SpotQuote | None, on_demand: float | None, savings: float | None,
+                    sources: dict[str, str]) -> float | None:
+        """The spot price of the snapshot (``sources`` gains where it came from), or ``None``."""
+        if self.snapshot == "2025":
+            if on_demand is None or savings is None:
+                return None
+            sources["spot_price_per_h"] = (f"{ON_DEMAND_FILE} on-demand (dated 2026-01-21) x (1 - {savings}% "
+                                           f"savings of {ADVISOR_FILE}, dated 2025-06-28)")
+            return round(float(on_demand) * (1 - savings / 100), 6)
+        if quote is not None:
+            text = quote.source(SPOT_HISTORY_FILE) + " (dated 2022-05-31)"
+            if on_demand is not None and quote.price_per_h >= float(on_demand):
+                text += (f"; equal to the on-demand price: in this window the spot price of {name} stood at "
+                         "AWS's cap, the on-demand price, in the only zones that listed it")
+            sources["spot_price_per_h"] = text
+            return quote.price_per_h
+        if self.estimate_missing_spot and on_demand is not None and savings is not None:
+            sources["spot_price_per_h"] = (f"estimated: {ON_DEMAND_FILE} on-demand (dated 2026-01-21) x (1 - "
+                                           f"{savings}% savings of {ADVISOR_FILE}, dated 2025-06-28); no row in "
+                                           f"{SPOT_HISTORY_FILE}")
+            return round(float(on_demand) * (1 - savings / 100), 6)
         return None
-    name, gpus = item.get("apiName"), item.get("gpuCount")
-    if not isinstance(name, str) or not isinstance(gpus, int) or gpus < 1:
-        return None  # fractional GPU shares (g6f, gr6f) do not fit the whole-GPU model
-    on_demand = (item.get("pricing") or {}).get(region, {}).get("onDemand")
-    quote = spot.get(name)
-    if on_demand is None and quote is None and region not in item.get("availability", []):
-        return None
-    sources = {field: ON_DEMAND_FILE for field in ("gpus", "vcpus", "memory_gb", "gpu_model", "gpu_memory_gb")}
-    if "K80" in str(item.get("gpu")) and isinstance(item.get("vcpu"), int) and item["vcpu"] // 4 > gpus:
-        # The list counts dual-GPU K80 boards on p2.8xlarge / p2.16xlarge; AWS counts GPUs
-        # (1, 8, 16: one per 4 vCPUs), as the spotDNN paper's Table III does.
-        gpus = item["vcpu"] // 4
-        sources["gpus"] = f"{ON_DEMAND_FILE} counts K80 boards; AWS counts one GPU per 4 vCPUs"
-    spot_price = None
-    if quote is not None:
-        spot_price = quote.price_per_h
-        sources["spot_price_per_h"] = quote.source(SPOT_HISTORY_FILE)
-    if on_demand is not None:
-        sources["on_demand_price_per_h"] = f"{ON_DEMAND_FILE}: {region} onDemand"
-    bucket = None
-    tip = advice.get(name)
-    if isinstance(tip, Mapping) and tip.get("r") in range(len(BUCKETS)):
-        bucket = tip["r"]
-        sources["interruption_bucket"] = (f"{ADVISOR_FILE}: {region} Linux r={bucket} "
-                                          f"({BUCKETS[bucket]} interruptions/month), savings {tip.get('s')}%")
-        if spot_price is None and estimate_missing_spot and on_demand is not None and isinstance(tip.get("s"), (int, float)):
-            spot_price = round(float(on_demand) * (1 - tip["s"] / 100), 6)
-            sources["spot_price_per_h"] = (f"estimated: {ON_DEMAND_FILE} on-demand x (1 - {tip['s']}% "
-                                           f"savings of {ADVISOR_FILE}); no row in {SPOT_HISTORY_FILE}")
-    memory = re.match(r"\s*([\d.]+)", str(item.get("memory", "")))
-    return CatalogEntry(
-        name=name, gpus=gpus, vcpus=item.get("vcpu"), memory_gb=float(memory.group(1)) if memory else None,
-        gpu_model=item.get("gpu"), gpu_memory_gb=gpu_memory_per_gpu(str(item.get("gpuMemory", "")), gpus),
-        spot_price_per_h=spot_price, on_demand_price_per_h=on_demand, family=quota_family(name),
-        interruption_bucket=bucket, sources=sources)
 
 
 def write_catalog(catalog: Catalog, path: str | Path) -> Path:

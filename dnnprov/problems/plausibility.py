@@ -106,6 +106,12 @@ def spot_findings(problem: SpotProblem) -> list[PlausibilityWarning]:
             found.append(judge(f"{where}.compute_time_s", t.compute_time_s, COMPUTE_TIME_S))
         if t.gpu_memory_gb is not None:
             found.append(judge(f"{where}.gpu_memory_gb", t.gpu_memory_gb, GPU_MEMORY_GB))
+    estimated = [t.name for t in problem.instance_types if t.estimate is not None]
+    if estimated:
+        found.append(PlausibilityWarning("instance_types", f"ESTIMATED, not measured compute times of {len(estimated)} "
+                                         f"type{'s' if len(estimated) > 1 else ''}: {', '.join(estimated)} "
+                                         "(instance_types.T.estimate says how; dnnprov profile plan lists the runs "
+                                         "that would measure them)"))
     w, p = problem.workload, problem.platform
     found += [judge("workload.param_size_mb", w.param_size_mb, MODEL_MB),
               judge("workload.bandwidth_req_mb_s", w.bandwidth_req_mb_s, BANDWIDTH_MB_S),

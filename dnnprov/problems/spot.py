@@ -94,7 +94,9 @@ class InstanceType:
     by eq. (6). ``interruption`` is the offer's revocation model on the spot market
     (:class:`~dnnprov.problems.interruption.Interruption`, with its source); ``None``: not known.
     ``zones`` are the type's spot pools (:class:`SpotPool`, one per availability zone; ``()``:
-    one anonymous pool); ``quota`` stays the total over them.
+    one anonymous pool); ``quota`` stays the total over them. ``estimate`` says where an
+    estimated (not measured) compute time or speed came from (``None``: measured); results
+    list such types as warnings (docs/profiler.md, "Types without a measured profile").
     """
 
     name: str
@@ -111,6 +113,7 @@ class InstanceType:
     family: str | None = None
     interruption: Interruption | None = None
     zones: tuple[SpotPool, ...] = ()
+    estimate: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -138,6 +141,10 @@ class InstanceType:
         if self.interruption is not None and not isinstance(self.interruption, Interruption):
             _set(self, "interruption", Interruption.from_dict(f"{where}.interruption", self.interruption))
         _set(self, "zones", _check_zones(f"{where}.zones", self.zones))
+        if self.estimate is not None:
+            check.text(f"{where}.estimate", self.estimate)
+            if len(self.estimate) > 2000:
+                raise InvalidInputError(f"{where}.estimate", f"{len(self.estimate):,} characters; at most 2,000")
 
     @property
     def pool_names(self) -> tuple[str, ...]:
