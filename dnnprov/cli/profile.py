@@ -30,7 +30,6 @@ import warnings
 from typing import Iterator
 
 from dnnprov.cli.domain import add_domain_options, apply_domain_options
-from dnnprov.io.catalog import load_spot_profile
 from dnnprov.errors import InvalidInputError, ProfileWarning
 from dnnprov.json_files import read_json_file
 from dnnprov.io.instances import embedded_instance, read_instance
@@ -44,7 +43,7 @@ EXIT_OK, EXIT_INFEASIBLE = 0, 1
 def _out_needs_base(args: argparse.Namespace) -> None:
     if args.out is not None and args.base is None:
         raise InvalidInputError("--out", "needs --base: a profile that supplies the fields this fit does not produce "
-                                         "(e.g. embedded data/workloads/spot/resnet110-paper.json)")
+                                         "(a file or an embedded profile's name, e.g. spot/resnet110-paper)")
 
 
 def _non_finite(data: object, path: str = "") -> str | None:
@@ -100,8 +99,15 @@ def cmd_fit_loss(args: argparse.Namespace) -> int:
     fit = dataclasses.replace(fit, warnings=tuple(messages))     # leave-one-run-out's too
     _require_finite({**fit.to_dict(), "leave_one_run_out": loo}, ", ".join(map(str, args.files)))
     if args.out is not None:
-        profile = profiler.with_loss_fit(load_spot_profile(args.base), fit, ", ".join(map(str, args.files)), loo,
+        from dnnprov.cli.inventory import load_profile_arg
+        from dnnprov.profiling.identity import logged_workload, with_identity
+
+        profile = profiler.with_loss_fit(load_profile_arg(args.base), fit, ", ".join(map(str, args.files)), loo,
                                          extrapolation=args.extrapolation)
+        with _profile_warnings():
+            profile = with_identity(profile, logged_workload(args.files), name=args.name,
+                                    param_size_mb=args.param_size_mb, keep_base_timings=args.keep_base_timings,
+                                    measured_on=args.measured_on)
         profiler.write_json(profile.to_dict(), args.out)
     if args.json:
         print(json.dumps({**fit.to_dict(), "leave_one_run_out": loo}, indent=2))
@@ -138,7 +144,9 @@ def cmd_fit_timing(args: argparse.Namespace) -> int:
                                            pcie_bandwidth_mb_s=args.pcie_bandwidth_mb_s)
         _require_finite(fit.to_dict(), args.file)
         if args.out is not None:
-            profile = profiler.with_spot_timing_fit(load_spot_profile(args.base), fit, args.file)
+            from dnnprov.cli.inventory import load_profile_arg
+
+            profile = profiler.with_spot_timing_fit(load_profile_arg(args.base), fit, args.file)
             profiler.write_json(profile.to_dict(), args.out)
     else:
         with _profile_warnings():
@@ -331,8 +339,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--weighting", choices=("auto", "relative", "absolute"), default="auto",
                    help="residual weights: fitted loss^theta, theta estimated (auto), 1 (relative) or 0 (absolute); "
                         "default auto")
-    q.add_argument("--base", default=None, help="spot workload profile to copy the other fields from (with --out)")
+    q.add_argument("--base", default=None, help="spot workload profile to copy the other fields from (with --out): "
+                                                "a file or an embedded profile's name (spot/resnet110-paper)")
     q.add_argument("--out", default=None, help="write the base profile with the fitted loss model and domain")
+    q.add_argument("--name", default=None, help="the logged workload's name, when it is not --base's (then "
+                                                "--param-size-mb is needed and --base's per-type timings are dropped)")
+    q.add_argument("--param-size-mb", type=float, default=None, help="S_parm of the --name workload, MB")
+    q.add_argument("--keep-base-timings", action="store_true",
+                   help="with --name: keep --base's per-type timings, each marked as an estimate")
+    q.add_argument("--measured-on", default=None, metavar="TYPE",
+                   help="the one-GPU type a Trainer state's run used: its train_samples_per_second gives that "
+                        "type's compute time per iteration at the logged batch")
     q.add_argument("--extrapolation", type=float, default=1.0,
                    help="extrapolation factor f >= 1 the written domain allows (default 1: the fitted ranges)")
     q.add_argument("--json", action="store_true", help="print one JSON object")
