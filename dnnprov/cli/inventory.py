@@ -4,6 +4,8 @@
     dnnprov build --catalog C --profile P --target-loss L --deadline S [--budget B]
                   [--quota TYPE=N ...] [--default-quota N] [--ps-price-per-h P] [--name NAME]
                   [--estimate-unprofiled [--estimate-at point|fast|slow]] --out FILE|-
+    dnnprov build --catalog C --profile serverless/W --deadline S [--architecture x86_64|arm64]
+                  [--speed-factor F --speed-factor-source TEXT] --out FILE|-        (a serverless workload)
 """
 
 from __future__ import annotations
@@ -134,10 +136,13 @@ def _quota(text: str) -> tuple[str, int]:
 def cmd_build(args: argparse.Namespace) -> int:
     """Write a spot instance from a catalog (prices, hardware), a workload profile and an SLO."""
     from dnnprov.io.catalog import build_spot_problem
-    from dnnprov.io.instances import dumps_instance, problem_from_dict
     from dnnprov.problems.spot import SpotConstraints, SpotPlatform, SpotSLO
 
     catalog = load_catalog_arg(args.catalog)
+    if _is_serverless(args.profile):
+        return _build_serverless(args, catalog)
+    if args.target_loss is None:
+        raise InvalidInputError("--target-loss", "needed for a spot workload (slo.loss)")
     profile = load_profile_arg(args.profile)
     quotas = dict(_quota(q) for q in args.quota or [])
     if args.estimate_unprofiled:
@@ -167,17 +172,62 @@ def cmd_build(args: argparse.Namespace) -> int:
     problem = build_spot_problem(catalog, profile, SpotSLO(loss=args.target_loss, time_s=args.deadline),
                                  quotas=quotas, constraints=constraints, name=args.name or profile.workload.name,
                                  platform=SpotPlatform(ps_price_per_h=price, ps_type=args.ps_type), notes=notes)
+    _write(args, problem, f"{len(quotas)} types, loss {args.target_loss:g}, deadline {args.deadline:g} s"
+           + (f", budget ${args.budget:g}" if args.budget is not None else "")
+           + f", PS ${price:g}/h ({price_source})"
+           + (f", {len(estimated)} ESTIMATED ({', '.join(estimated)})" if estimated else ""))
+    return EXIT_OK
+
+
+def _is_serverless(value: str) -> bool:
+    """Whether ``--profile`` names a serverless workload file (format ``dnnprov/serverless-workload``)."""
+    from dnnprov.io.paper import SERVERLESS_WORKLOAD_FORMAT
+    from dnnprov.json_files import STDIN_PATHS, read_json_file
+
+    if value in STDIN_PATHS:
+        return False
+    data = read_json_file(_embedded_or_path(value, "workloads"))
+    return isinstance(data, dict) and data.get("format") == SERVERLESS_WORKLOAD_FORMAT
+
+
+def _build_serverless(args: argparse.Namespace, catalog: "Catalog") -> int:
+    """``build`` for a serverless workload: the catalog's function offer of ``--architecture``."""
+    from dnnprov.io.catalog import build_serverless_problem
+    from dnnprov.io.paper import load_serverless_workload
+    from dnnprov.problems.serverless import ServerlessConstraints
+
+    for option, given in (("--target-loss", args.target_loss), ("--quota", args.quota),
+                          ("--estimate-unprofiled", args.estimate_unprofiled or None)):
+        if given is not None:
+            raise InvalidInputError(option, "applies to spot workloads; a serverless SLO is the deadline alone")
+    if args.out != "-" and Path(args.out).exists() and not args.force:
+        raise InvalidInputError("--out", f"{args.out} exists (--force overwrites it)")
+    workload = load_serverless_workload(_embedded_or_path(args.profile, "workloads"))
+    offer = catalog.function(args.architecture)
+    constraints = ServerlessConstraints(budget_usd=args.budget) if args.budget is not None else None
+    problem = build_serverless_problem(
+        catalog, workload, args.deadline, architecture=args.architecture, speed_factor=args.speed_factor,
+        speed_source=args.speed_factor_source, ps_price_per_h=args.ps_price_per_h, name=args.name,
+        constraints=constraints,
+        notes=f"built by dnnprov build from catalog {catalog.name} ({catalog.snapshot}), function offer "
+              f"{args.architecture} (${offer.price_per_gb_s:g}/GB-s; {offer.sources.get('price_per_gb_s', '')}), "
+              f"workload {workload.name}.")
+    _write(args, problem, f"{args.architecture} functions {offer.min_memory_mb}-{offer.max_memory_mb} MB "
+                          f"(step {offer.memory_step_mb}), ${offer.price_per_gb_s:g}/GB-s, deadline {args.deadline:g} s")
+    return EXIT_OK
+
+
+def _write(args: argparse.Namespace, problem: Any, summary: str) -> None:
+    """Write ``problem`` to ``--out`` (``-``: standard output) after reading it back through the checks."""
+    from dnnprov.io.instances import dumps_instance, problem_from_dict
+
     text = dumps_instance(problem)
     problem_from_dict(json.loads(text))            # what is written reads back (schema and checks)
     if args.out == "-":
         sys.stdout.write(text)
     else:
         Path(args.out).write_text(text)
-        print(f"{args.out}: {len(quotas)} types, loss {args.target_loss:g}, deadline {args.deadline:g} s"
-              + (f", budget ${args.budget:g}" if args.budget is not None else "")
-              + f", PS ${price:g}/h ({price_source})"
-              + (f", {len(estimated)} ESTIMATED ({', '.join(estimated)})" if estimated else ""))
-    return EXIT_OK
+        print(f"{args.out}: {summary}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -191,8 +241,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("build", help="write an instance from a catalog, a workload profile and an SLO",
                        description=cmd_build.__doc__)
     p.add_argument("--catalog", required=True, help="catalog file, or an embedded catalog's name (dnnprov list)")
-    p.add_argument("--profile", required=True, help="spot workload profile file, or an embedded one's name")
-    p.add_argument("--target-loss", type=float, required=True, help="objective training loss (slo.loss)")
+    p.add_argument("--profile", required=True, help="spot workload profile or serverless workload: a file, or an "
+                                                    "embedded one's name (spot/resnet110-paper, serverless/resnet50)")
+    p.add_argument("--target-loss", type=float, default=None, help="objective training loss (slo.loss; spot)")
     p.add_argument("--deadline", type=float, required=True, help="objective training time in seconds (slo.time_s)")
     p.add_argument("--budget", type=float, default=None, help="largest cost in $ (constraints.budget_usd)")
     p.add_argument("--quota", action="append", metavar="TYPE=N",
@@ -208,6 +259,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(dnnprov profile estimate; marked in the instance and in every result)")
     p.add_argument("--estimate-at", choices=("point", "fast", "slow"), default="point",
                    help="with --estimate-unprofiled: the estimate's point or an end of its interval")
+    p.add_argument("--architecture", choices=("x86_64", "arm64"), default="x86_64",
+                   help="serverless: the function architecture of the catalog's offers (default x86_64)")
+    p.add_argument("--speed-factor", type=float, default=None,
+                   help="serverless: the workload's speed on --architecture relative to x86_64 (a measured ratio; "
+                        "arm64 has none in the data)")
+    p.add_argument("--speed-factor-source", default=None, help="serverless: where --speed-factor comes from")
     p.add_argument("--name", help="instance name (default: the workload's)")
     p.add_argument("--out", required=True, help="instance file to write, or - for standard output")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")

@@ -1,8 +1,9 @@
 """Cloud catalogs and workload profiles: the two inputs a spot problem is assembled from.
 
 A *catalog* (``dnnprov/catalog`` v1) is what a cloud offers in one region at one moment:
-instance types with hardware facts and prices, vCPU-family quotas, the Lambda concurrency
-limit, and where each number came from. A *spot workload profile*
+instance types with hardware facts and prices, vCPU-family quotas, function offers
+(:class:`FunctionOffer`: AWS Lambda per architecture), the Lambda concurrency limit, and
+where each number came from. A *spot workload profile*
 (``dnnprov/spot-workload`` v1) is one DNN workload's coefficients plus its profiled
 per-type numbers (per-GPU batch, lone-worker speed or compute time).
 :func:`build_spot_problem` joins the two with SLOs into a :class:`SpotProblem`.
@@ -11,7 +12,7 @@ See docs/catalog-format.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
@@ -21,6 +22,8 @@ from dnnprov.problems._fields import build, check_keys, drop_none, mapping, set_
 from dnnprov.errors import InvalidInputError
 from dnnprov.json_files import read_json_file
 from dnnprov.problems.interruption import Interruption, from_advisor_bucket
+from dnnprov.problems.serverless import (ServerlessConstraints, ServerlessPlatform, ServerlessProblem,
+                                         ServerlessWorkload)
 from dnnprov.problems.spot import (InstanceType, SpotConstraints, SpotPlatform, SpotProblem, SpotSLO,
                           SpotWorkload, VcpuQuota, default_family)
 
@@ -61,6 +64,61 @@ class CatalogEntry:
             raise InvalidInputError(f"{where}.sources", "must map field names to where the number came from")
 
 
+#: Function architectures a catalog can offer.
+ARCHITECTURES = ("x86_64", "arm64")
+
+
+@dataclass(frozen=True)
+class FunctionOffer:
+    """One function architecture as the cloud offers it (AWS Lambda): prices, memory sizes,
+    the timeout, ephemeral storage, and its training speed relative to x86_64.
+
+    ``speed_factor`` multiplies a workload's x86_64 training rate (eq. 6) on this
+    architecture; ``None``: not measured (a plan on it then needs a stated factor).
+    vCPUs grow in proportion to memory (``mb_per_vcpu``, AWS: 1,769 MB per vCPU).
+    """
+
+    architecture: str
+    price_per_gb_s: float
+    price_per_request: float
+    min_memory_mb: int = 128
+    max_memory_mb: int = 10_240
+    memory_step_mb: int = 1
+    timeout_s: float = 900.0
+    ephemeral_storage_mb: tuple[int, int] = (512, 10_240)
+    mb_per_vcpu: float = 1769.0
+    speed_factor: float | None = None
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        where = f"functions.{self.architecture}"
+        check.choice("functions", self.architecture, ARCHITECTURES)
+        for name in ("price_per_gb_s", "price_per_request"):
+            set_field(self, name, check.number(f"{where}.{name}", getattr(self, name), minimum=0))
+        for name in ("min_memory_mb", "max_memory_mb", "memory_step_mb"):
+            set_field(self, name, check.integer(f"{where}.{name}", getattr(self, name), minimum=1))
+        if self.max_memory_mb < self.min_memory_mb:
+            raise InvalidInputError(f"{where}.max_memory_mb", f"below min_memory_mb {self.min_memory_mb}")
+        set_field(self, "timeout_s", check.number(f"{where}.timeout_s", self.timeout_s, exclusive_minimum=0))
+        set_field(self, "mb_per_vcpu", check.number(f"{where}.mb_per_vcpu", self.mb_per_vcpu, exclusive_minimum=0))
+        storage = self.ephemeral_storage_mb
+        if not isinstance(storage, (list, tuple)) or len(storage) != 2:
+            raise InvalidInputError(f"{where}.ephemeral_storage_mb", "must be [low, high] MB")
+        set_field(self, "ephemeral_storage_mb", tuple(check.integer(f"{where}.ephemeral_storage_mb[{i}]", v, minimum=1)
+                                                      for i, v in enumerate(storage)))
+        set_field(self, "speed_factor", check.optional_number(f"{where}.speed_factor", self.speed_factor,
+                                                              exclusive_minimum=0))
+        if not isinstance(self.sources, Mapping):
+            raise InvalidInputError(f"{where}.sources", "must map field names to where the number came from")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The catalog-file form (keyed by architecture, so without it)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "architecture"}
+        out["ephemeral_storage_mb"] = list(self.ephemeral_storage_mb)
+        out["sources"] = dict(self.sources)
+        return drop_none(out)
+
+
 @dataclass(frozen=True)
 class Catalog:
     """What one region offers at one moment (``snapshot``: ISO 8601 UTC time)."""
@@ -72,6 +130,16 @@ class Catalog:
     vcpu_quotas: tuple[VcpuQuota, ...] = ()
     lambda_concurrency: int | None = None
     notes: str = ""
+    functions: tuple[FunctionOffer, ...] = ()
+
+    def function(self, architecture: str) -> FunctionOffer:
+        """The function offer of ``architecture``."""
+        for f in self.functions:
+            if f.architecture == architecture:
+                return f
+        raise InvalidInputError(f"functions.{architecture}", f"catalog {self.name!r} has no function offer of "
+                                                             "this architecture (dnnprov catalog import adds AWS "
+                                                             "Lambda's)")
 
     def entry(self, name: str) -> CatalogEntry:
         """The entry of type ``name``."""
@@ -85,7 +153,7 @@ class Catalog:
         """Build from a ``dnnprov/catalog`` v1 dict."""
         data = mapping("", data)
         check_keys("", data, ["format", "version", "name", "region", "snapshot", "instance_types"],
-                   ["notes", "vcpu_quotas", "lambda_concurrency"])
+                   ["notes", "vcpu_quotas", "lambda_concurrency", "functions"])
         if data["format"] != "dnnprov/catalog" or data["version"] != 1:
             raise InvalidInputError("format", f"expected dnnprov/catalog version 1, got {data['format']!r} v{data['version']!r}")
         entries = []
@@ -96,8 +164,15 @@ class Catalog:
             entries.append(CatalogEntry(name=name, **entry))
         quotas = tuple(build(VcpuQuota, f"vcpu_quotas[{i}]", q, ["family", "market", "vcpus"])
                        for i, q in enumerate(data.get("vcpu_quotas", [])))
+        offers = []
+        for arch, offer in mapping("functions", data.get("functions", {})).items():
+            offer = mapping(f"functions.{arch}", offer)
+            check_keys(f"functions.{arch}", offer, ["price_per_gb_s", "price_per_request"],
+                       [f.name for f in fields(FunctionOffer) if f.name not in ("architecture", "price_per_gb_s",
+                                                                               "price_per_request")])
+            offers.append(FunctionOffer(architecture=arch, **offer))
         return cls(name=data["name"], region=data["region"], snapshot=data["snapshot"],
-                   instance_types=tuple(entries), vcpu_quotas=quotas,
+                   instance_types=tuple(entries), vcpu_quotas=quotas, functions=tuple(offers),
                    lambda_concurrency=check.optional_integer("lambda_concurrency", data.get("lambda_concurrency"), minimum=0),
                    notes=data.get("notes", ""))
 
@@ -115,6 +190,7 @@ class Catalog:
             "snapshot": self.snapshot, "notes": self.notes, "instance_types": types,
             "vcpu_quotas": [{"family": q.family, "market": q.market, "vcpus": q.vcpus} for q in self.vcpu_quotas],
             "lambda_concurrency": self.lambda_concurrency,
+            "functions": {f.architecture: f.to_dict() for f in self.functions} or None,
         })
 
 
@@ -228,3 +304,43 @@ def load_spot_profile(path: str | Path) -> SpotWorkloadProfile:
 def embedded_path(*parts: str) -> Path:
     """Path of a file shipped in ``dnnprov/data`` (e.g. ``"catalogs", "aws-table3-2023-01.json"``)."""
     return Path(str(resources.files("dnnprov.data").joinpath(*parts)))
+
+
+def build_serverless_problem(catalog: Catalog, workload: ServerlessWorkload, time_s: float, *,
+                             architecture: str = "x86_64", speed_factor: float | None = None,
+                             speed_source: str | None = None, ps_price_per_h: float | None = None,
+                             name: str | None = None, notes: str = "",
+                             constraints: ServerlessConstraints | None = None) -> ServerlessProblem:
+    """Join a catalog's function offer with a serverless workload and a deadline.
+
+    The platform takes the offer's prices, memory grid (``memory_step_mb`` up to
+    ``max_memory_mb``) and timeout, and the catalog's Lambda concurrency limit when it has
+    one. On an architecture whose ``speed_factor`` the catalog does not know (arm64), a
+    ``speed_factor`` with its ``speed_source`` is needed: it scales the workload's rate line
+    (eq. 6), which is then marked estimated; nothing assumes arm64 runs as fast as x86_64.
+    """
+    offer = catalog.function(architecture)
+    factor, source = offer.speed_factor, offer.sources.get("speed_factor", f"catalog {catalog.name}")
+    if speed_factor is not None:
+        factor = check.number("--speed-factor", speed_factor, exclusive_minimum=0)
+        if not speed_source or not str(speed_source).strip():
+            raise InvalidInputError("--speed-factor-source", "say where the speed factor comes from (a measurement)")
+        source = str(speed_source)
+    if factor is None:
+        raise InvalidInputError("--speed-factor", f"catalog {catalog.name!r} has no measured {architecture} speed "
+                                                  f"relative to x86_64 ({source}); give --speed-factor F with "
+                                                  "--speed-factor-source, or use x86_64")
+    if factor != 1.0:
+        workload = replace(workload, rate_alpha=workload.rate_alpha * factor, rate_beta=workload.rate_beta * factor,
+                           estimated=tuple(dict.fromkeys([*workload.estimated, "rate_alpha", "rate_beta"])))
+        notes = (f"{notes} Rate line x {factor:g} on {architecture} (ESTIMATED from {source})").strip()
+    defaults = ServerlessPlatform()
+    platform = ServerlessPlatform(
+        memory_step_mb=offer.memory_step_mb, max_memory_mb=offer.max_memory_mb, price_per_gb_s=offer.price_per_gb_s,
+        price_per_request=offer.price_per_request, timeout_s=offer.timeout_s,
+        concurrency_limit=catalog.lambda_concurrency or defaults.concurrency_limit,
+        ps_price_per_h=defaults.ps_price_per_h if ps_price_per_h is None else ps_price_per_h)
+    workload = replace(workload, min_memory_mb=max(workload.min_memory_mb, offer.min_memory_mb))
+    return ServerlessProblem(workload=workload, time_s=time_s, platform=platform,
+                             constraints=constraints or ServerlessConstraints(), name=name or workload.name,
+                             notes=notes)

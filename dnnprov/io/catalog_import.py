@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from dnnprov.io.catalog import Catalog, CatalogEntry
+from dnnprov.io.catalog import Catalog, CatalogEntry, FunctionOffer
 from dnnprov.errors import InvalidInputError
 from dnnprov.json_files import read_json_file
 
@@ -37,6 +37,9 @@ SPOT_HISTORY_FILE = "aws-spot-price-history-2022-05-31.tsv.gz"
 ON_DEMAND_FILE = "aws-gpu-instances-ondemand-2026-01-21.json"
 ADVISOR_FILE = "aws-spot-advisor-2025-06-28.json"
 ADVISOR_2021_FILE = "aws-spot-advisor-2021-02-10.json"
+LAMBDA_FILE = "aws-lambda-duration-prices.json"
+#: AWS Lambda's request price ($0.20 per million, us-east-1 list price quoted in MANIFEST.md).
+LAMBDA_REQUEST_PRICE = 2e-7
 #: The moments a catalog can describe, with the date each file is of.
 SNAPSHOTS = ("2025", "2022")
 FILE_DATES = {SPOT_HISTORY_FILE: "2022-05-31", ON_DEMAND_FILE: "2026-01-21", ADVISOR_FILE: "2025-06-28",
@@ -229,9 +232,12 @@ def import_shared_data(region: str = "us-east-1", shared_data: str | Path | None
         notes = (f"Snapshot 2025: spot = on-demand of {ON_DEMAND_FILE} (2026-01-21) x (1 - savings %) of "
                  f"{ADVISOR_FILE} (2025-06-28), the advisor's interruption buckets; types without advice have "
                  "no spot price")
+    functions = lambda_offers(region, folder) if (folder / LAMBDA_FILE).is_file() and snapshot == "2025" else ()
+    if functions:
+        notes += f". Function offers (AWS Lambda x86_64, arm64) of {LAMBDA_FILE} (undated; its sources say where)"
     return Catalog(
         name=f"aws-{region}-shared-data-{snapshot}" + ("-mixed" if mix_dates else ""), region=region,
-        snapshot=moment, instance_types=tuple(sorted(entries, key=lambda e: e.name)),
+        snapshot=moment, instance_types=tuple(sorted(entries, key=lambda e: e.name)), functions=functions,
         notes=notes + ". Hardware facts of the on-demand list; GPU memory is per GPU; every price's source names "
                       "its file and date. No quotas or Lambda limit in these files.")
 
@@ -307,6 +313,42 @@ class _Import:
                                            f"{SPOT_HISTORY_FILE}")
             return round(float(on_demand) * (1 - savings / 100), 6)
         return None
+
+
+def lambda_offers(region: str, shared_data: str | Path) -> tuple[FunctionOffer, ...]:
+    """AWS Lambda's x86_64 and arm64 offers in ``region`` from the duration-price file.
+
+    The file gives $ per ms at 128 MB by architecture and region (``default``: every other
+    region); $ per GB-s = that x 1000 x 1024 / 128. Memory 128-10,240 MB in 1 MB steps,
+    vCPUs in proportion to memory (1,769 MB per vCPU), ephemeral storage 512-10,240 MB and
+    the 900 s timeout are AWS Lambda's documented limits. No speed factor: arm64's speed
+    relative to x86_64 is not in the data and depends on the workload.
+    """
+    path = Path(shared_data) / LAMBDA_FILE
+    data = _load_json(path)
+    base = data.get("baseCosts") if isinstance(data, Mapping) else None
+    if not isinstance(base, Mapping):
+        raise InvalidInputError(str(path), "missing baseCosts: not the Lambda duration-price file")
+    limits = "AWS Lambda documented limits (memory 128-10,240 MB in 1 MB steps, 1,769 MB per vCPU, " \
+             "ephemeral storage 512-10,240 MB, timeout 900 s)"
+    offers = []
+    for arch in ("x86_64", "arm64"):
+        prices = base.get(arch)
+        if not isinstance(prices, Mapping):
+            continue
+        key = region if region in prices else "default"
+        per_ms = parse_price(f"{path.name}:baseCosts.{arch}.{key}", prices.get(key))
+        offers.append(FunctionOffer(
+            architecture=arch, price_per_gb_s=float(f"{per_ms * 1000 * 1024 / 128:.6g}"),
+            price_per_request=LAMBDA_REQUEST_PRICE,
+            sources={"price_per_gb_s": f"{LAMBDA_FILE}: baseCosts.{arch}.{key} = {per_ms:g} $/ms at 128 MB "
+                                       "(x 8000 = $/GB-s; the file's figures are rounded to 2 digits)",
+                     "price_per_request": "AWS Lambda list price $0.20 per million requests (MANIFEST.md)",
+                     "limits": limits,
+                     "speed_factor": "not in the data: arm64's training speed relative to x86_64 is unmeasured"
+                                     if arch == "arm64" else "x86_64 is the reference (the profiles' rate lines)"},
+            speed_factor=1.0 if arch == "x86_64" else None))
+    return tuple(offers)
 
 
 def write_catalog(catalog: Catalog, path: str | Path) -> Path:
