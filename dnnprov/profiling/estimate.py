@@ -230,3 +230,42 @@ def plan_total(runs: list[ProfilingRun]) -> tuple[float, float]:
     """Total minutes and total cost of the runs (priced ones)."""
     return (sum(r.expected_s for r in runs) / 60,
             math.fsum(r.cost for r in runs if r.cost is not None))
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """A measured type estimated as if it were not: the estimate's error against the measurement."""
+
+    type_name: str
+    gpu: str
+    reference: str
+    measured_s_per_sample: float
+    estimated_s_per_sample: float
+    interval: tuple[float, float]
+
+    @property
+    def error_pct(self) -> float:
+        """(estimated - measured) / measured, in %."""
+        return 100 * (self.estimated_s_per_sample - self.measured_s_per_sample) / self.measured_s_per_sample
+
+    @property
+    def inside(self) -> bool:
+        """Whether the measurement lies in the estimate's interval."""
+        return self.interval[0] <= self.measured_s_per_sample <= self.interval[1]
+
+
+def held_out(profile: SpotWorkloadProfile, catalog: Catalog) -> list[HeldOut]:
+    """Each measured type of another GPU than the reference (:data:`REFERENCE_ORDER`'s first
+    present), estimated from the reference alone and compared with its measurement (per sample)."""
+    measured = measured_types(profile, catalog)
+    out = []
+    for m in measured:
+        others = [o for o in measured if o.gpu != m.gpu]
+        if not others:
+            continue
+        ref = _reference(m.gpu, others)
+        est = _estimate(m.name, m.gpu, ref)
+        per = ref.batch_per_gpu
+        out.append(HeldOut(m.name, m.gpu, ref.name, m.seconds_per_sample, est.compute_time_s / per,
+                           (est.interval[0] / per, est.interval[1] / per)))
+    return out

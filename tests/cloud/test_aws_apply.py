@@ -42,7 +42,8 @@ def ec2(url: str):
 def real_plan(shared_data: Path, tmp_path: Path) -> Path:
     """Plan file: the shared-data catalog (us-east-1, 2022-05-31 prices) solved by milp."""
     catalog_path = tmp_path / "catalog.json"
-    assert main(["catalog", "import", "--shared-data", str(shared_data), "--out", str(catalog_path)]) == 0
+    assert main(["catalog", "import", "--snapshot", "2022", "--shared-data", str(shared_data),
+                 "--out", str(catalog_path)]) == 0
     catalog = load_catalog(catalog_path)
     assert catalog.entry("p3.2xlarge").spot_price_per_h == 0.918
     problem = build_spot_problem(catalog, SpotWorkloadProfile.from_dict(PROFILE), dnnprov.SpotSLO(loss=0.8, time_s=2400),
@@ -107,7 +108,7 @@ def test_apply_needs_an_image_or_template(real_plan: Path, moto_url: str, capsys
 
 def test_shared_data_import_is_sourced(shared_data: Path) -> None:
     """Every imported number names its source; spot prices name their AZ and time."""
-    catalog = import_shared_data("us-east-1", shared_data)
+    catalog = import_shared_data("us-east-1", shared_data, snapshot="2022", mix_dates=True)
     assert catalog.snapshot.startswith("2022-05-31T")
     jsonschema.validate(catalog.to_dict(), json.loads(embedded_path("schema", "catalog-v1.schema.json").read_text()))
     p3 = catalog.entry("p3.2xlarge")
@@ -117,7 +118,8 @@ def test_shared_data_import_is_sourced(shared_data: Path) -> None:
     for entry in catalog.instance_types:
         assert set(entry.sources) >= {"gpus"} and (entry.spot_price_per_h is None) == ("spot_price_per_h" not in entry.sources)
     assert catalog.entry("g4dn.4xlarge").spot_price_per_h is None  # no row in the 5.5 h window
-    estimated = import_shared_data("us-east-1", shared_data, estimate_missing_spot=True).entry("g4dn.4xlarge")
+    estimated = import_shared_data("us-east-1", shared_data, snapshot="2022", mix_dates=True,
+                                   estimate_missing_spot=True).entry("g4dn.4xlarge")
     assert estimated.spot_price_per_h == pytest.approx(1.204 * 0.32)
     assert estimated.sources["spot_price_per_h"].startswith("estimated:")
 
@@ -132,7 +134,7 @@ def test_malformed_history_row_fails_import(shared_data: Path, tmp_path: Path, c
         handle.write("use1-az2\tp3.2xlarge\tLinux/UNIX\t0.918000\t2022-05-31T21:18:00+00:00\n")
         handle.write("use1-az5\tp3.2xlarge\tLinux/UNIX\tcheap\t2022-05-31T21:18:00+00:00\n")
     out = tmp_path / "catalog.json"
-    assert main(["catalog", "import", "--shared-data", str(data), "--out", str(out)]) == 2
+    assert main(["catalog", "import", "--snapshot", "2022", "--mix-dates", "--shared-data", str(data), "--out", str(out)]) == 2
     assert "aws-spot-price-history-2022-05-31.tsv.gz:2: price 'cheap' is not a number" in capsys.readouterr().err
     assert not out.exists()
 
