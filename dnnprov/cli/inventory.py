@@ -175,7 +175,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     _write(args, problem, f"{len(quotas)} types, loss {args.target_loss:g}, deadline {args.deadline:g} s"
            + (f", budget ${args.budget:g}" if args.budget is not None else "")
            + f", PS ${price:g}/h ({price_source})"
-           + (f", {len(estimated)} ESTIMATED ({', '.join(estimated)})" if estimated else ""))
+           + (f", {len(estimated)} ESTIMATED (instance_types.T.estimate)" if estimated else ""))
     return EXIT_OK
 
 

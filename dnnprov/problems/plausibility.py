@@ -108,8 +108,9 @@ def spot_findings(problem: SpotProblem) -> list[PlausibilityWarning]:
             found.append(judge(f"{where}.gpu_memory_gb", t.gpu_memory_gb, GPU_MEMORY_GB))
     estimated = [t.name for t in problem.instance_types if t.estimate is not None]
     if estimated:
+        shown = ", ".join(estimated[:8]) + (f" and {len(estimated) - 8} more" if len(estimated) > 8 else "")
         found.append(PlausibilityWarning("instance_types", f"ESTIMATED, not measured compute times of {len(estimated)} "
-                                         f"type{'s' if len(estimated) > 1 else ''}: {', '.join(estimated)} "
+                                         f"type{'s' if len(estimated) > 1 else ''}: {shown} "
                                          "(instance_types.T.estimate says how; dnnprov profile plan lists the runs "
                                          "that would measure them)"))
     w, p = problem.workload, problem.platform
