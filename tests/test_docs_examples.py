@@ -21,6 +21,7 @@ import io
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -104,6 +105,7 @@ RUN: dict[tuple[str, str], str] = {
     ("joint.md", "import dnnprov"): "python",
     ("profiler.md", "$ dnnprov predict embedded:spot/paper-table1.json --counts g3.8xlarge=5,g3.16xlarge=3"): "console",
     ("profiler.md", "$ dnnprov catalog import --out today.json"): "console",
+    ('service.md', '$ curl -s -H "$AUTH" localhost:8642/v1/replan --json "{\\"instance\\": \\"embedded:spot/paper-table1.json\\", \\"plan\\": $(cat plan.json), \\"revoked\\": {\\"g3.8xlarge\\": 5}, \\"elapsed_s\\": 1788, \\"loss_reached\\": 0.92}" | jq -c \'{format, status: .result.status, plan: .result.plan, cost: .result.cost, new: .result.details.new_instances}\''): "service-session",
     ("profiler.md", "from dnnprov import predict, read_instance, embedded_instance"): "python",
     ("sweep.md", "$ dnnprov sweep embedded:spot/paper-table1.json --deadlines 2300:3600:27 --out sweep --no-progress"): "console",
 }
@@ -141,8 +143,6 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ('service.md', '$ st --config-file tests/service/schemathesis.toml run http://127.0.0.1:18643/openapi.json --checks all --max-examples 5 --generation-deterministic --request-timeout 30 -H "Authorization: Bearer $(cat token)"'):
         'a schemathesis run of minutes against a running server; tests/service/test_contract.py runs a bounded one',
     ('service.md', '$ curl -s -H "$AUTH" localhost:8642/v1/jobs --json \'{"instance": "embedded:spot/paper-table5-resnet110-0.8-2400.json"}\' | tee job.json'):
-        'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',
-    ('service.md', '$ curl -s -H "$AUTH" localhost:8642/v1/replan --json "{\\"instance\\": \\"embedded:spot/paper-table1.json\\", \\"plan\\": $(cat plan.json), \\"revoked\\": {\\"g3.8xlarge\\": 5}, \\"elapsed_s\\": 1788, \\"loss_reached\\": 0.92}" | jq -c \'{format, status: .result.status, plan: .result.plan, cost: .result.cost, new: .result.details.new_instances}\''):
         'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',
     ('service.md', '$ curl -s -H "$AUTH" localhost:8642/metrics | grep -E \'^dnnprov_(solves_total|queue_depth|jobs)\''):
         'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',
@@ -309,6 +309,83 @@ def test_console_transcripts(page, workdir):
             assert _matches(want, got), f"{page}:{block.line}: {command}\n--- page:\n{want}--- got:\n{got}"
     if skipped:
         pytest.skip(f"real data folder {SHARED_DATA} is absent: {', '.join(skipped)} not run")
+
+
+# ------------------------------------------------------------------ service sessions
+_MARK = "__dnnprov_docs_mark__"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _shell_session(commands: list[str], folder: Path, port: int) -> list[str]:
+    """Run ``commands`` in one bash (variables carry over, as in a terminal) in ``folder``,
+    with port 8642 replaced by ``port``, ``dnnprov`` on PATH and ``$AUTH`` set; the output
+    of each command (stdout and stderr)."""
+    import os
+
+    script = ["exec 2>&1", 'AUTH="Authorization: Bearer $(cat token)"']
+    for command in commands:
+        script += [command.replace("8642", str(port)), f"printf '\\n{_MARK}\\n'"]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    try:
+        run = subprocess.run(["bash", "-c", "\n".join(script)], capture_output=True, text=True, timeout=600,
+                             cwd=folder, env=env)
+    finally:
+        pid = folder / "serve.pid"
+        if pid.is_file():
+            subprocess.run(["kill", pid.read_text().strip()], capture_output=True)
+    outputs = run.stdout.split(f"\n{_MARK}\n")
+    return outputs[:len(commands)]
+
+
+def _service_session(block: Block, folder: Path, setup: list[str]) -> None:
+    """Run a service.md session block after ``setup`` commands, each command printing what the page shows."""
+    if shutil.which("curl") is None or shutil.which("jq") is None:
+        pytest.skip("the service sessions need curl and jq")
+    pytest.importorskip("fastapi", reason="the service needs the service extra")
+    (folder / "token").write_text("docs-example-token\n")
+    pairs = _transcript(block)
+    outputs = _shell_session(setup + [command for command, _ in pairs], folder, _free_port())
+    assert len(outputs) == len(setup) + len(pairs), outputs[-1:]
+    for (command, want), got in zip(pairs, outputs[len(setup):]):
+        assert _matches(want, got), f"{block.page}:{block.line}: {command}\n--- page:\n{want}--- got:\n{got}"
+
+
+def _page_command(page: str, start: str) -> str:
+    """The command of ``page`` that starts with ``start`` (setup taken from the page, so it stays in step)."""
+    for block in BLOCKS:
+        if block.page == page and block.lang == "console":
+            for command, _ in _transcript(block):
+                if command.startswith(start):
+                    return command
+    raise AssertionError(f"{page}: no command starting {start!r}")
+
+
+def test_service_export_session(workdir):
+    """service.md's re-planning, prediction, joint solve, export and sweep session, against a
+    real server started as the page starts it, with the plan of its first solve."""
+    serve = _page_command("service.md", "dnnprov serve --port 8642")
+    solve = ('curl -s -H "$AUTH" localhost:8642/v1/solve --json \'{"instance": "embedded:spot/paper-table1.json", '
+             '"method": "milp", "time_limit_s": 10}\' > plan.json')
+    for block in _of("service-session", "service.md"):
+        if "plan.json" in block.body and "simulate" not in block.body:
+            _service_session(block, workdir, [serve, solve])
+            return
+    raise AssertionError("no export session block in service.md")
+
+
+def test_service_replay_session(workdir):
+    """service.md's replays (simulate, choose-plan): the numbers shown are what the server answers."""
+    if not (SHARED_DATA / "MANIFEST.md").is_file():
+        pytest.skip(f"real data folder {SHARED_DATA} is absent")
+    block = next(b for b in _of("service-session", "service.md") if "/v1/simulate" in b.body)
+    _service_session(block, workdir, [])
 
 
 # ------------------------------------------------------------------ Python blocks
