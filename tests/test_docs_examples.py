@@ -105,6 +105,7 @@ RUN: dict[tuple[str, str], str] = {
     ("joint.md", "import dnnprov"): "python",
     ("profiler.md", "$ dnnprov predict embedded:spot/paper-table1.json --counts g3.8xlarge=5,g3.16xlarge=3"): "console",
     ("profiler.md", "$ dnnprov catalog import --out today.json"): "console",
+    ('service.md', '$ jq \'.model = "paper" | .name = "resnet110-p3" | .workload.loss_variant = "cc" | .workload.gamma_4 = 1 | .slo.time_s = 4000 | .platform.ps_price_per_h = 0.192 | .instance_types |= {"p3.2xlarge": (.["p3.2xlarge"] | .quota = 8)}\' data/instances/spot/paper-table5-resnet110-0.8-2400.json > p3.json'): "service-session",
     ('service.md', '$ curl -s -H "$AUTH" localhost:8642/v1/replan --json "{\\"instance\\": \\"embedded:spot/paper-table1.json\\", \\"plan\\": $(cat plan.json), \\"revoked\\": {\\"g3.8xlarge\\": 5}, \\"elapsed_s\\": 1788, \\"loss_reached\\": 0.92}" | jq -c \'{format, status: .result.status, plan: .result.plan, cost: .result.cost, new: .result.details.new_instances}\''): "service-session",
     ("profiler.md", "from dnnprov import predict, read_instance, embedded_instance"): "python",
     ("sweep.md", "$ dnnprov sweep embedded:spot/paper-table1.json --deadlines 2300:3600:27 --out sweep --no-progress"): "console",
@@ -344,8 +345,9 @@ def _shell_session(commands: list[str], folder: Path, port: int) -> list[str]:
     return outputs[:len(commands)]
 
 
-def _service_session(block: Block, folder: Path, setup: list[str]) -> None:
-    """Run a service.md session block after ``setup`` commands, each command printing what the page shows."""
+def _service_session(block: Block, folder: Path, setup: list[str]) -> list[str]:
+    """Run a service.md session block after ``setup`` commands, each command printing what the
+    page shows; the block's outputs."""
     if shutil.which("curl") is None or shutil.which("jq") is None:
         pytest.skip("the service sessions need curl and jq")
     pytest.importorskip("fastapi", reason="the service needs the service extra")
@@ -355,6 +357,7 @@ def _service_session(block: Block, folder: Path, setup: list[str]) -> None:
     assert len(outputs) == len(setup) + len(pairs), outputs[-1:]
     for (command, want), got in zip(pairs, outputs[len(setup):]):
         assert _matches(want, got), f"{block.page}:{block.line}: {command}\n--- page:\n{want}--- got:\n{got}"
+    return outputs[len(setup):]
 
 
 def _page_command(page: str, start: str) -> str:
@@ -385,7 +388,14 @@ def test_service_replay_session(workdir):
     if not (SHARED_DATA / "MANIFEST.md").is_file():
         pytest.skip(f"real data folder {SHARED_DATA} is absent")
     block = next(b for b in _of("service-session", "service.md") if "/v1/simulate" in b.body)
-    _service_session(block, workdir, [])
+    answers = {command: out for (command, _), out in zip(_transcript(block), _service_session(block, workdir, []))}
+    simulated = json.loads(next(out for c, out in answers.items() if "/v1/simulate --json @simulate.json" in c))
+    chosen = json.loads(next(out for c, out in answers.items() if "?wait=60" in c))
+    stated = re.search(r"\(\$([\d.]+), against a hindsight bound of \$([\d.]+)\); the plan chosen with the\s+"
+                       r"policy on the fitted model holds (\d+)(?: as well)? and is expected at \$([\d.]+)", block.after)
+    assert stated, "the figures after the replay session"
+    assert stated.groups() == (f"{simulated['cost_mean']:.2f}", f"{simulated['hindsight_cost_mean']:.2f}",
+                               str(sum(chosen["plan"]["counts"].values())), f"{chosen['cost']:.2f}")
 
 
 # ------------------------------------------------------------------ Python blocks
