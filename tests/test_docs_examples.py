@@ -105,6 +105,9 @@ RUN: dict[tuple[str, str], str] = {
     ("joint.md", "import dnnprov"): "python",
     ("profiler.md", "$ dnnprov predict embedded:spot/paper-table1.json --counts g3.8xlarge=5,g3.16xlarge=3"): "console",
     ("profiler.md", "$ dnnprov catalog import --out today.json"): "console",
+    ('service.md', '$ dnnprov serve --port 8642 --db jobs.sqlite --workers 2 --token-file token > /dev/null 2>> serve.log & echo $! > serve.pid; until curl -sf localhost:8642/readyz > /dev/null; do sleep 0.5; done'): "service-session",
+    ('service.md', '$ curl -s -H "$AUTH" localhost:8642/v1/jobs --json \'{"instance": "embedded:spot/paper-table5-resnet110-0.8-2400.json"}\' | tee job.json'): "service-session",
+    ('service.md', '$ curl -s -H "$AUTH" localhost:8642/metrics | grep -E \'^dnnprov_(solves_total|queue_depth|jobs)\''): "service-session",
     ('service.md', '$ jq \'.model = "paper" | .name = "resnet110-p3" | .workload.loss_variant = "cc" | .workload.gamma_4 = 1 | .slo.time_s = 4000 | .platform.ps_price_per_h = 0.192 | .instance_types |= {"p3.2xlarge": (.["p3.2xlarge"] | .quota = 8)}\' data/instances/spot/paper-table5-resnet110-0.8-2400.json > p3.json'): "service-session",
     ('service.md', '$ curl -s -H "$AUTH" localhost:8642/v1/replan --json "{\\"instance\\": \\"embedded:spot/paper-table1.json\\", \\"plan\\": $(cat plan.json), \\"revoked\\": {\\"g3.8xlarge\\": 5}, \\"elapsed_s\\": 1788, \\"loss_reached\\": 0.92}" | jq -c \'{format, status: .result.status, plan: .result.plan, cost: .result.cost, new: .result.details.new_instances}\''): "service-session",
     ("profiler.md", "from dnnprov import predict, read_instance, embedded_instance"): "python",
@@ -139,14 +142,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "the admission benchmark (a server and 200 solves at 50 concurrent, minutes); its table follows it",
     ('service.md', ".venv/bin/pip install -e '.[service]'"):
         'synopsis of the install and the options; tests/test_service.py starts the server',
-    ('service.md', '$ dnnprov serve --port 8642 --db jobs.sqlite --workers 2 --token-file token > /dev/null 2>> serve.log & echo $! > serve.pid; until curl -sf localhost:8642/readyz > /dev/null; do sleep 0.5; done'):
-        'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',
     ('service.md', '$ st --config-file tests/service/schemathesis.toml run http://127.0.0.1:18643/openapi.json --checks all --max-examples 5 --generation-deterministic --request-timeout 30 -H "Authorization: Bearer $(cat token)"'):
         'a schemathesis run of minutes against a running server; tests/service/test_contract.py runs a bounded one',
-    ('service.md', '$ curl -s -H "$AUTH" localhost:8642/v1/jobs --json \'{"instance": "embedded:spot/paper-table5-resnet110-0.8-2400.json"}\' | tee job.json'):
-        'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',
-    ('service.md', '$ curl -s -H "$AUTH" localhost:8642/metrics | grep -E \'^dnnprov_(solves_total|queue_depth|jobs)\''):
-        'a curl session against a running server, pasted as it ran; tests/test_service.py runs each endpoint over HTTP',
     ("instance-format.md", "dnnprov: warning: instance_types.p3.2xlarge.spot_price_per_h: 91.8 $/h on 1 GPU is $91.8 per GPU-hour, above the plausible $20 per GPU-hour (real AWS GPU offers: $0.068 spot to $17.80 on demand): a price in cents? (a warning: used as given)"):
         "a warning line of Table I in cents; tests/problems/test_plausibility.py checks that the CLI prints this line",
     ('sweep.md', 'dnnprov sweep INSTANCE --deadlines START:STOP:N [--losses L1,L2,...] [--time-limit S]'):
@@ -286,6 +283,8 @@ def _transcript(block: Block) -> list[tuple[str, str]]:
     for line in block.body.splitlines():
         if line.startswith("$ "):
             pairs.append((line[2:], ""))
+        elif pairs and not pairs[-1][1] and pairs[-1][0].endswith("\\"):
+            pairs[-1] = (pairs[-1][0][:-1] + " " + line.strip(), "")     # a command continued on the next line
         else:
             command, out = pairs[-1]
             pairs[-1] = (command, out + line + "\n")
@@ -341,54 +340,46 @@ def _shell_session(commands: list[str], folder: Path, port: int) -> list[str]:
         pid = folder / "serve.pid"
         if pid.is_file():
             subprocess.run(["kill", pid.read_text().strip()], capture_output=True)
-    outputs = run.stdout.split(f"\n{_MARK}\n")
+    outputs = run.stdout.replace(str(port), "8642").split(f"\n{_MARK}\n")
     return outputs[:len(commands)]
 
 
-def _service_session(block: Block, folder: Path, setup: list[str]) -> list[str]:
-    """Run a service.md session block after ``setup`` commands, each command printing what the
-    page shows; the block's outputs."""
+def _service_session(blocks: list[Block], folder: Path) -> list[str]:
+    """Run service.md session blocks in one shell, each command printing what the page shows;
+    the outputs, in order."""
     if shutil.which("curl") is None or shutil.which("jq") is None:
         pytest.skip("the service sessions need curl and jq")
     pytest.importorskip("fastapi", reason="the service needs the service extra")
     (folder / "token").write_text("docs-example-token\n")
-    pairs = _transcript(block)
-    outputs = _shell_session(setup + [command for command, _ in pairs], folder, _free_port())
-    assert len(outputs) == len(setup) + len(pairs), outputs[-1:]
-    for (command, want), got in zip(pairs, outputs[len(setup):]):
+    pairs = [(block, command, want) for block in blocks for command, want in _transcript(block)]
+    outputs = _shell_session([command for _, command, _ in pairs], folder, _free_port())
+    assert len(outputs) == len(pairs), outputs[-1:]
+    for (block, command, want), got in zip(pairs, outputs):
         assert _matches(want, got), f"{block.page}:{block.line}: {command}\n--- page:\n{want}--- got:\n{got}"
-    return outputs[len(setup):]
+    return outputs
 
 
-def _page_command(page: str, start: str) -> str:
-    """The command of ``page`` that starts with ``start`` (setup taken from the page, so it stays in step)."""
-    for block in BLOCKS:
-        if block.page == page and block.lang == "console":
-            for command, _ in _transcript(block):
-                if command.startswith(start):
-                    return command
-    raise AssertionError(f"{page}: no command starting {start!r}")
+def test_service_main_session(workdir):
+    """service.md's first session (health, token, solves, bad bodies, jobs, re-planning, prediction,
+    joint solve, exports, sweep, metrics, the API description) against a real server started as the
+    page starts it, in one shell."""
+    blocks = [b for b in _of("service-session", "service.md") if "v1/simulate --json" not in b.body
+              and "kill -9" not in b.body]
+    assert len(blocks) == 4, [b.line for b in blocks]
+    _service_session(blocks, workdir)
 
 
-def test_service_export_session(workdir):
-    """service.md's re-planning, prediction, joint solve, export and sweep session, against a
-    real server started as the page starts it, with the plan of its first solve."""
-    serve = _page_command("service.md", "dnnprov serve --port 8642")
-    solve = ('curl -s -H "$AUTH" localhost:8642/v1/solve --json \'{"instance": "embedded:spot/paper-table1.json", '
-             '"method": "milp", "time_limit_s": 10}\' > plan.json')
-    for block in _of("service-session", "service.md"):
-        if "plan.json" in block.body and "simulate" not in block.body:
-            _service_session(block, workdir, [serve, solve])
-            return
-    raise AssertionError("no export session block in service.md")
+def test_service_kill_session(workdir):
+    """service.md's second session: a server killed while a job runs re-queues it on restart."""
+    _service_session([b for b in _of("service-session", "service.md") if "kill -9" in b.body], workdir)
 
 
 def test_service_replay_session(workdir):
     """service.md's replays (simulate, choose-plan): the numbers shown are what the server answers."""
     if not (SHARED_DATA / "MANIFEST.md").is_file():
         pytest.skip(f"real data folder {SHARED_DATA} is absent")
-    block = next(b for b in _of("service-session", "service.md") if "/v1/simulate" in b.body)
-    answers = {command: out for (command, _), out in zip(_transcript(block), _service_session(block, workdir, []))}
+    block = next(b for b in _of("service-session", "service.md") if "v1/simulate --json" in b.body)
+    answers = {command: out for (command, _), out in zip(_transcript(block), _service_session([block], workdir))}
     simulated = json.loads(next(out for c, out in answers.items() if "/v1/simulate --json @simulate.json" in c))
     chosen = json.loads(next(out for c, out in answers.items() if "?wait=60" in c))
     stated = re.search(r"\(\$([\d.]+), against a hindsight bound of \$([\d.]+)\); the plan chosen with the\s+"
