@@ -340,7 +340,8 @@ def _shell_session(commands: list[str], folder: Path, port: int) -> list[str]:
         pid = folder / "serve.pid"
         if pid.is_file():
             subprocess.run(["kill", pid.read_text().strip()], capture_output=True)
-    outputs = run.stdout.replace(str(port), "8642").split(f"\n{_MARK}\n")
+    text = re.sub(r"(?m)^bash: line \d+: +\d+ Killed .*\n", "", run.stdout)   # bash's notice of a killed job
+    outputs = text.replace(str(port), "8642").split(f"\n{_MARK}\n")
     return outputs[:len(commands)]
 
 
