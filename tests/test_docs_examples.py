@@ -24,14 +24,16 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 import dnnprov
 from dnnprov.errors import InvalidInputError
+from dnnprov.io.instances import problem_from_dict
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
@@ -60,7 +62,7 @@ def blocks() -> list[Block]:
     found = []
     for page in sorted(DOCS.glob("*.md")):
         text = page.read_text()
-        matches = list(re.finditer(r"^( *)```(\w*)\n(.*?)^\1```", text, re.S | re.M))
+        matches = list(re.finditer(r"^( *)```(\w*)\n(.*?)^\1```", text, re.DOTALL | re.MULTILINE))
         for i, m in enumerate(matches):
             end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
             body = "".join(line[len(m.group(1)):] + "\n" for line in m.group(3).splitlines())
@@ -303,7 +305,7 @@ def test_console_transcripts(page, workdir):
         for command, want in _transcript(block):
             argv = shlex.split(command)
             assert argv[0] == "dnnprov"
-            run = subprocess.run([sys.executable, "-m", "dnnprov", *argv[1:]], capture_output=True,
+            run = subprocess.run([sys.executable, "-m", "dnnprov", *argv[1:]], check=False, capture_output=True,
                                  text=True, timeout=120, cwd=workdir)
             got = run.stdout + run.stderr
             assert _matches(want, got), f"{page}:{block.line}: {command}\n--- page:\n{want}--- got:\n{got}"
@@ -334,12 +336,12 @@ def _shell_session(commands: list[str], folder: Path, port: int) -> list[str]:
         script += [command.replace("8642", str(port)), f"printf '\\n{_MARK}\\n'"]
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     try:
-        run = subprocess.run(["bash", "-c", "\n".join(script)], capture_output=True, text=True, timeout=600,
+        run = subprocess.run(["bash", "-c", "\n".join(script)], check=False, capture_output=True, text=True, timeout=600,
                              cwd=folder, env=env)
     finally:
         pid = folder / "serve.pid"
         if pid.is_file():
-            subprocess.run(["kill", pid.read_text().strip()], capture_output=True)
+            subprocess.run(["kill", pid.read_text().strip()], check=False, capture_output=True)
     text = re.sub(r"(?m)^bash: line \d+: +\d+ Killed .*\n", "", run.stdout)   # bash's notice of a killed job
     outputs = text.replace(str(port), "8642").split(f"\n{_MARK}\n")
     return outputs[:len(commands)]
@@ -422,7 +424,7 @@ def test_python_examples(page, workdir):
         out = io.StringIO()
         code = compile(body, f"{page}:{block.line}", "exec")
         if block.key in KNOWN_BROKEN:
-            with pytest.raises(Exception), contextlib.redirect_stdout(out):
+            with pytest.raises(Exception), contextlib.redirect_stdout(out):  # noqa: B017 (any failure of a broken page)
                 exec(code, namespace)  # noqa: S102
             continue
         with contextlib.redirect_stdout(out):
@@ -489,7 +491,7 @@ def test_catalog_import_example(workdir):
         pytest.skip(f"real data folder {SHARED_DATA} is absent")
     block = _of("catalog-import")[0]
     argv = shlex.split(block.body.splitlines()[0].split("#")[0])
-    run = subprocess.run([sys.executable, "-m", "dnnprov", *argv[1:]], capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-m", "dnnprov", *argv[1:]], check=False, capture_output=True, text=True,
                          timeout=120, cwd=workdir)
     assert run.returncode == 0, run.stderr
     written = Path(run.stdout.strip())
@@ -542,7 +544,7 @@ def _error_of(base: Path, change: Callable[[dict], None]) -> str:
     data = json.loads(base.read_text())
     change(data)
     with pytest.raises(InvalidInputError) as info:
-        dnnprov.problem_from_dict(data)
+        problem_from_dict(data)
     return str(info.value)
 
 
@@ -559,7 +561,7 @@ def test_resource_limit_table_is_what_dnnprov_says(tmp_path):
     """Every error in the resource-limit table is the message of exceeding that limit."""
     text = (DOCS / "instance-format.md").read_text()
     section = text.split("## Resource limits", 1)[1].split("\n## ", 1)[0]
-    shown = re.findall(r"^\|[^|]+\|[^|]+\| `([^`]+)` \|$", section, re.M)
+    shown = re.findall(r"^\|[^|]+\|[^|]+\| `([^`]+)` \|$", section, re.MULTILINE)
     serverless = REPO / "data/instances/serverless/paper-table3-resnet50.json"
     checked = 0
     for message in shown:

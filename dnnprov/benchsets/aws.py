@@ -8,20 +8,41 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from dnnprov.io.catalog_import import ADVISOR_FILE, BUCKETS, import_shared_data
-from dnnprov.problems.spot import InstanceType, SpotConstraints, SpotPlatform, SpotProblem, SpotSLO, VcpuQuota
-from dnnprov.errors import InvalidInputError
-from dnnprov.benchsets.common import (AWS_WORKLOADS, DEFAULT_SEED, Entry, GENERATOR_VERSION,
-                                      GPU_MEMORY_BANDWIDTH_GB_S, GpuProfile, PROFILED_GPUS, PS_PRICE_PER_H,
-                                      REGION, _STREAM, _random_deadline, _rng, _sig, gpu_model_key,
-                                      resolve_shared_data, workload_gpu_profiles)
-from dnnprov.benchsets.small import _space
+from dnnprov.benchsets.common import (
+    _STREAM,
+    AWS_WORKLOADS,
+    DEFAULT_SEED,
+    GENERATOR_VERSION,
+    GPU_MEMORY_BANDWIDTH_GB_S,
+    PROFILED_GPUS,
+    PS_PRICE_PER_H,
+    REGION,
+    Entry,
+    GpuProfile,
+    _random_deadline,
+    _rng,
+    _sig,
+    gpu_model_key,
+    resolve_shared_data,
+    workload_gpu_profiles,
+)
 from dnnprov.benchsets.large import _target_deadline
-
+from dnnprov.benchsets.small import _space
+from dnnprov.errors import InvalidInputError
+from dnnprov.io.catalog_import import ADVISOR_FILE, BUCKETS, import_shared_data
+from dnnprov.problems.spot import (
+    InstanceType,
+    SpotConstraints,
+    SpotPlatform,
+    SpotProblem,
+    SpotSLO,
+    VcpuQuota,
+)
 
 # ---------------------------------------------------------------------------- aws sets
 

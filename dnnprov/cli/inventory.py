@@ -45,7 +45,7 @@ def inventory() -> dict[str, list[dict[str, Any]]]:
         for path in sorted((root / kind).rglob("*.json")):
             data = read_json_file(path)
             relative = path.relative_to(root / kind).as_posix()
-            entry = {"name": relative.removesuffix(".json"), "path": str(path)}
+            entry: dict[str, Any] = {"name": relative.removesuffix(".json"), "path": str(path)}
             if kind == "instances":
                 entry.update(kind=relative.split("/")[0], use=f"embedded:{relative}",
                              notes=str(data.get("notes", ""))[:100])
@@ -93,21 +93,21 @@ def _embedded_or_path(value: str, kind: str) -> Path:
                             f"no file {value!r} and no embedded {kind[:-1]} of that name (dnnprov list {kind})")
 
 
-def load_catalog_arg(value: str) -> "Catalog":
+def load_catalog_arg(value: str) -> Catalog:
     """A catalog from a file or an embedded catalog's name."""
     from dnnprov.io.catalog import load_catalog
 
     return load_catalog(_embedded_or_path(value, "catalogs"))
 
 
-def load_profile_arg(value: str) -> "SpotWorkloadProfile":
+def load_profile_arg(value: str) -> SpotWorkloadProfile:
     """A spot workload profile from a file or an embedded profile's name (``spot/resnet110-paper``)."""
     from dnnprov.io.catalog import load_spot_profile
 
     return load_spot_profile(_embedded_or_path(value, "workloads"))
 
 
-def ps_price(catalog: "Catalog", ps_type: str, given: float | None) -> tuple[float, str]:
+def ps_price(catalog: Catalog, ps_type: str, given: float | None) -> tuple[float, str]:
     """The PS price in $/h and where it came from: ``--ps-price-per-h``, else the catalog's
     on-demand price of ``ps_type``, else the m5.xlarge list price; another type without a price is an error."""
     if given is not None:
@@ -190,7 +190,7 @@ def _is_serverless(value: str) -> bool:
     return isinstance(data, dict) and data.get("format") == SERVERLESS_WORKLOAD_FORMAT
 
 
-def _build_serverless(args: argparse.Namespace, catalog: "Catalog") -> int:
+def _build_serverless(args: argparse.Namespace, catalog: Catalog) -> int:
     """``build`` for a serverless workload: the catalog's function offer of ``--architecture``."""
     from dnnprov.io.catalog import build_serverless_problem
     from dnnprov.io.paper import load_serverless_workload

@@ -27,13 +27,13 @@ import json
 import math
 import sys
 import warnings
-from typing import Iterator
+from collections.abc import Iterator
 
 from dnnprov.cli.domain import add_domain_options, apply_domain_options
 from dnnprov.errors import InvalidInputError, ProfileWarning
-from dnnprov.json_files import read_json_file
 from dnnprov.io.instances import embedded_instance, read_instance
 from dnnprov.io.paper import load_serverless_workload
+from dnnprov.json_files import read_json_file
 from dnnprov.models.predict import predict
 from dnnprov.problems._checks import MAX_QUOTA
 
@@ -89,7 +89,9 @@ def _read_base_notes(path: str) -> str:
 
 def cmd_fit_loss(args: argparse.Namespace) -> int:
     """Fit eq. (3) to loss logs; print the coefficients and errors; optionally write a profile."""
-    from dnnprov.profiling import profiler   # scipy: imported by the commands that fit, not by every start
+    from dnnprov.profiling import (
+        profiler,  # scipy: imported by the commands that fit, not by every start
+    )
     _out_needs_base(args)
     log = profiler.read_loss_logs(args.files, batch_size=args.batch_size, workers=args.workers,
                                   worker_batch=args.worker_batch)
@@ -118,6 +120,7 @@ def cmd_fit_loss(args: argparse.Namespace) -> int:
         print("  " + profiler.format_estimate(name, e))
     print("  " + profiler.format_uncertainty(fit.uncertainty))
     d = fit.domain
+    assert d.cc is not None   # a loss fit's domain always has its R range
     print(f"  domain: b_w (per-worker average batch, eq. 4) {d.batch_wa[0]:g}-{d.batch_wa[1]:g}, "
           f"|N| {d.workers[0]}-{d.workers[1]}, R {d.cc[0]:.3f}-{d.cc[1]:.3f}")
     for r in loo:
@@ -132,59 +135,76 @@ def cmd_fit_loss(args: argparse.Namespace) -> int:
 
 def cmd_fit_timing(args: argparse.Namespace) -> int:
     """Fit the timing coefficients (spot or serverless, by the CSV header)."""
-    from dnnprov.profiling import profiler   # scipy: imported by the commands that fit, not by every start
-    _out_needs_base(args)
-    kind = profiler.timing_kind(args.file)
-    if kind == "spot":
-        if args.param_size_mb is None:
-            raise InvalidInputError("--param-size-mb", "needed for a spot timing fit (S_parm, the model's parameter size)")
-        with _profile_warnings():
-            fit = profiler.fit_spot_timing(args.file, param_size_mb=args.param_size_mb,
-                                           ps_bandwidth_mb_s=args.ps_bandwidth_mb_s,
-                                           pcie_bandwidth_mb_s=args.pcie_bandwidth_mb_s)
-        _require_finite(fit.to_dict(), args.file)
-        if args.out is not None:
-            from dnnprov.cli.inventory import load_profile_arg
+    from dnnprov.profiling import (
+        profiler,  # scipy: imported by the commands that fit, not by every start
+    )
 
-            profile = profiler.with_spot_timing_fit(load_profile_arg(args.base), fit, args.file)
-            profiler.write_json(profile.to_dict(), args.out)
+    _out_needs_base(args)
+    if profiler.timing_kind(args.file) == "spot":
+        _fit_spot_timing(args)
     else:
-        with _profile_warnings():
-            fit = profiler.fit_serverless_timing(args.file, storage_cap_mb_s=args.storage_cap_mb_s)
-        _require_finite(fit.to_dict(), args.file)
-        if args.out is not None:
-            workload = profiler.with_serverless_timing_fit(load_serverless_workload(args.base), fit)
-            notes = profiler.serverless_timing_notes(_read_base_notes(args.base), fit, args.file)
-            profiler.write_json(profiler.serverless_workload_dict(workload, notes), args.out)
-    if args.json:
-        print(json.dumps(fit.to_dict(), indent=2))
-        return EXIT_OK
-    data = fit.to_dict()
-    print(f"{kind} timing fit of {args.file}: {data['rows']} rows")
-    names = (["bandwidth_req_mb_s", "alpha_1", "beta_1"] if kind == "spot"
-             else ["rate_alpha", "rate_beta", "storage_alpha", "storage_beta"])
-    for name in names:
-        print("  " + profiler.format_estimate(name, getattr(fit, "bandwidth_req" if name == "bandwidth_req_mb_s" else name)))
-    if kind == "spot":
-        for t, e in fit.compute_time.items():
-            print("  " + profiler.format_estimate(f"compute_time_s[{t}]", e))
-        print(f"  domain: |N| {fit.workers[0]}-{fit.workers[1]}")
-        for r in fit.leave_one_out:
-            print(f"  leave out {r['run']} (|N| {r['workers']}): iteration-time error {r['time_error_pct']:.2f} %")
-    else:
-        print(f"  min_memory_mb {fit.min_memory_mb} ({fit.min_memory_note})")
-        print(f"  domain: {fit.memory_mb[0]:g}-{fit.memory_mb[1]:g} MB, {fit.functions[0]}-{fit.functions[1]} functions")
-        for r in fit.leave_one_out:
-            print(f"  leave out {r['run']} ({r['memory_mb']:g} MB): rate error {r['rate_error_pct']:.2f} %, "
-                  f"storage error {r['storage_error_pct']:.2f} %")
-    if args.out is not None:
+        _fit_serverless_timing(args)
+    if args.out is not None and not args.json:
         print(f"wrote {args.out}")
     return EXIT_OK
 
 
+def _fit_spot_timing(args: argparse.Namespace) -> None:
+    from dnnprov.cli.inventory import load_profile_arg
+    from dnnprov.profiling import profiler
+
+    if args.param_size_mb is None:
+        raise InvalidInputError("--param-size-mb", "needed for a spot timing fit (S_parm, the model's parameter size)")
+    with _profile_warnings():
+        fit = profiler.fit_spot_timing(args.file, param_size_mb=args.param_size_mb,
+                                       ps_bandwidth_mb_s=args.ps_bandwidth_mb_s,
+                                       pcie_bandwidth_mb_s=args.pcie_bandwidth_mb_s)
+    _require_finite(fit.to_dict(), args.file)
+    if args.out is not None:
+        profile = profiler.with_spot_timing_fit(load_profile_arg(args.base), fit, args.file)
+        profiler.write_json(profile.to_dict(), args.out)
+    if args.json:
+        print(json.dumps(fit.to_dict(), indent=2))
+        return
+    print(f"spot timing fit of {args.file}: {fit.to_dict()['rows']} rows")
+    for name, e in (("bandwidth_req_mb_s", fit.bandwidth_req), ("alpha_1", fit.alpha_1), ("beta_1", fit.beta_1)):
+        print("  " + profiler.format_estimate(name, e))
+    for t, e in fit.compute_time.items():
+        print("  " + profiler.format_estimate(f"compute_time_s[{t}]", e))
+    print(f"  domain: |N| {fit.workers[0]}-{fit.workers[1]}")
+    for r in fit.leave_one_out:
+        print(f"  leave out {r['run']} (|N| {r['workers']}): iteration-time error {r['time_error_pct']:.2f} %")
+
+
+def _fit_serverless_timing(args: argparse.Namespace) -> None:
+    from dnnprov.profiling import profiler
+
+    with _profile_warnings():
+        fit = profiler.fit_serverless_timing(args.file, storage_cap_mb_s=args.storage_cap_mb_s)
+    _require_finite(fit.to_dict(), args.file)
+    if args.out is not None:
+        workload = profiler.with_serverless_timing_fit(load_serverless_workload(args.base), fit)
+        notes = profiler.serverless_timing_notes(_read_base_notes(args.base), fit, args.file)
+        profiler.write_json(profiler.serverless_workload_dict(workload, notes), args.out)
+    if args.json:
+        print(json.dumps(fit.to_dict(), indent=2))
+        return
+    print(f"serverless timing fit of {args.file}: {fit.to_dict()['rows']} rows")
+    for name, e in (("rate_alpha", fit.rate_alpha), ("rate_beta", fit.rate_beta),
+                    ("storage_alpha", fit.storage_alpha), ("storage_beta", fit.storage_beta)):
+        print("  " + profiler.format_estimate(name, e))
+    print(f"  min_memory_mb {fit.min_memory_mb} ({fit.min_memory_note})")
+    print(f"  domain: {fit.memory_mb[0]:g}-{fit.memory_mb[1]:g} MB, {fit.functions[0]}-{fit.functions[1]} functions")
+    for r in fit.leave_one_out:
+        print(f"  leave out {r['run']} ({r['memory_mb']:g} MB): rate error {r['rate_error_pct']:.2f} %, "
+              f"storage error {r['storage_error_pct']:.2f} %")
+
+
 def cmd_to_csv(args: argparse.Namespace) -> int:
     """Convert loss logs to the CSV contract."""
-    from dnnprov.profiling import profiler   # scipy: imported by the commands that fit, not by every start
+    from dnnprov.profiling import (
+        profiler,  # scipy: imported by the commands that fit, not by every start
+    )
     log = profiler.read_loss_logs(args.files, batch_size=args.batch_size, workers=args.workers,
                                   worker_batch=args.worker_batch)
     try:
@@ -293,12 +313,12 @@ def _summary(out: dict) -> str:
                  + f" to loss {out['loss_objective']:g}",
                  f"  B_wk {out['bandwidth_mb_s']:.2f} MB/s (P = {out['contention_probability']:.3f}, PS {out['ps_bandwidth_mb_s']:g} MB/s)"]
     else:
-        lines = [f"{out['instance']} [serverless]: {plan['functions']} functions x {plan['memory_mb']} MB, local batch "
-                 f"{plan['local_batch']:g} ({out['local_batch_rule']}); {plan['ps']} PS",
+        lines = [(f"{out['instance']} [serverless]: {plan['functions']} functions x {plan['memory_mb']} MB, local batch "
+                  f"{plan['local_batch']:g} ({out['local_batch_rule']}); {plan['ps']} PS"),
                  f"  time : {out['time_s']:.2f} s ({out['launches']} launches)" if out["time_s"] is not None else "  time : n/a",
                  f"  cost : ${out['cost']:.6f}" if out["cost"] is not None else "  cost : n/a",
-                 f"  R {out['rate_samples_per_s']:.4g} samples/s, B_f^s {out['storage_bandwidth_mb_s']:.4g} MB/s, "
-                 f"B_f^p {out['ps_bandwidth_mb_s']:.4g} MB/s, {out['iterations']:.1f} iterations"]
+                 (f"  R {out['rate_samples_per_s']:.4g} samples/s, B_f^s {out['storage_bandwidth_mb_s']:.4g} MB/s, "
+                  f"B_f^p {out['ps_bandwidth_mb_s']:.4g} MB/s, {out['iterations']:.1f} iterations")]
     lines.append(f"  feasible: {'yes' if out['feasible'] else 'no'}; inside the validity domain: "
                  f"{'yes' if out['inside_domain'] else 'no'}")
     note = out["domain"].get("note")

@@ -12,20 +12,33 @@ See docs/catalog-format.md.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from dnnprov.problems import _checks as check
-from dnnprov.problems._fields import build, check_keys, drop_none, mapping, set_field
 from dnnprov.errors import InvalidInputError
 from dnnprov.json_files import read_json_file
+from dnnprov.problems import _checks as check
+from dnnprov.problems._fields import build, check_keys, drop_none, mapping, set_field
 from dnnprov.problems.interruption import Interruption, from_advisor_bucket
-from dnnprov.problems.serverless import (ServerlessConstraints, ServerlessPlatform, ServerlessProblem,
-                                         ServerlessWorkload)
-from dnnprov.problems.spot import (InstanceType, SpotConstraints, SpotPlatform, SpotProblem, SpotSLO,
-                          SpotWorkload, VcpuQuota, default_family)
+from dnnprov.problems.serverless import (
+    ServerlessConstraints,
+    ServerlessPlatform,
+    ServerlessProblem,
+    ServerlessWorkload,
+)
+from dnnprov.problems.spot import (
+    InstanceType,
+    SpotConstraints,
+    SpotPlatform,
+    SpotProblem,
+    SpotSLO,
+    SpotWorkload,
+    VcpuQuota,
+    default_family,
+)
 
 
 @dataclass(frozen=True)
@@ -149,7 +162,7 @@ class Catalog:
         raise InvalidInputError(f"instance_types.{name}", f"not in catalog {self.name!r}")
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Catalog":
+    def from_dict(cls, data: Mapping[str, Any]) -> Catalog:
         """Build from a ``dnnprov/catalog`` v1 dict."""
         data = mapping("", data)
         check_keys("", data, ["format", "version", "name", "region", "snapshot", "instance_types"],
@@ -210,7 +223,7 @@ class SpotWorkloadProfile:
     notes: str = ""
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "SpotWorkloadProfile":
+    def from_dict(cls, data: Mapping[str, Any]) -> SpotWorkloadProfile:
         """Build from a ``dnnprov/spot-workload`` v1 dict."""
         data = mapping("", data)
         check_keys("", data, ["format", "version", "workload", "per_type"], ["model", "notes"])

@@ -24,13 +24,14 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from dnnprov.io.catalog import Catalog, CatalogEntry, FunctionOffer
 from dnnprov.errors import InvalidInputError
+from dnnprov.io.catalog import Catalog, CatalogEntry, FunctionOffer
 from dnnprov.json_files import read_json_file
 
 SPOT_HISTORY_FILE = "aws-spot-price-history-2022-05-31.tsv.gz"
@@ -70,7 +71,7 @@ class SpotQuote:
 
 def iso(moment: datetime) -> str:
     """ISO 8601 UTC with a ``Z`` suffix, to the second."""
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def quota_family(type_name: str) -> str:
@@ -155,10 +156,10 @@ def parse_time(where: str, text: object) -> datetime:
         moment = text
     else:
         try:
-            moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+            moment = datetime.fromisoformat(str(text))   # Python 3.11 reads a "Z" suffix
         except ValueError:
             raise InvalidInputError(where, f"timestamp {text!r} is not ISO 8601") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def gpu_memory_per_gpu(text: str, gpus: int) -> float | None:

@@ -17,11 +17,18 @@ per type, the papers' 30 profiled iterations at the per-GPU batch, their expecte
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import Catalog, CatalogEntry, SpotWorkloadProfile, embedded_path, load_catalog
+from dnnprov.io.catalog import (
+    Catalog,
+    CatalogEntry,
+    SpotWorkloadProfile,
+    embedded_path,
+    load_catalog,
+)
 from dnnprov.io.catalog_gpus import GPUS, gpu_key
 from dnnprov.problems.spot import InstanceType, SpotPlatform, SpotProblem, SpotSLO
 

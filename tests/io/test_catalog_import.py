@@ -7,12 +7,18 @@ from pathlib import Path
 
 import pytest
 
-import dnnprov
 from dnnprov.cli import main
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import Catalog, build_serverless_problem, embedded_path, load_catalog
+from dnnprov.io.catalog import (
+    Catalog,
+    build_serverless_problem,
+    embedded_path,
+    load_catalog,
+)
 from dnnprov.io.catalog_import import import_shared_data
 from dnnprov.io.paper import load_serverless_workload
+from dnnprov.result import Status
+from dnnprov.solve import solve
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "data"
@@ -34,6 +40,7 @@ def test_2025_snapshot_prices_spot_from_the_advisor() -> None:
                 assert "dated 20" in entry.sources[key], (entry.name, key)
     assert "2022" not in json.dumps({e.name: dict(e.sources) for e in catalog.instance_types})
     p2 = catalog.entry("p2.16xlarge")
+    assert p2.spot_price_per_h is not None and p2.on_demand_price_per_h is not None
     assert p2.spot_price_per_h < p2.on_demand_price_per_h
 
 
@@ -84,7 +91,7 @@ def test_serverless_build_uses_the_offer_and_refuses_unmeasured_arm64() -> None:
                                    speed_source="our measurement")
     assert arm.workload.rate_alpha == pytest.approx(0.8 * RESNET50.rate_alpha) and "rate_alpha" in arm.workload.estimated
     assert "ESTIMATED from our measurement" in arm.notes
-    assert dnnprov.solve(problem).status is dnnprov.Status.OPTIMAL
+    assert solve(problem).status is Status.OPTIMAL
 
 
 @needs_data

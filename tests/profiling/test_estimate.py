@@ -7,14 +7,32 @@ from pathlib import Path
 
 import pytest
 
-import dnnprov
 from dnnprov.benchsets.common import GPU_MEMORY_BANDWIDTH_GB_S, workload_gpu_profiles
 from dnnprov.cli import main
-from dnnprov.errors import InvalidInputError, ProfileWarning
-from dnnprov.io.catalog import Catalog, CatalogEntry, embedded_path, load_catalog, load_spot_profile
+from dnnprov.errors import InvalidInputError, PlausibilityWarning, ProfileWarning
+from dnnprov.io.catalog import (
+    Catalog,
+    CatalogEntry,
+    embedded_path,
+    load_catalog,
+    load_spot_profile,
+)
 from dnnprov.io.catalog_gpus import GPUS, gpu_key
-from dnnprov.profiling.estimate import (estimate_types, held_out, plan_total, profiling_plan, with_estimates)
-from dnnprov.profiling.identity import Logged, logged_workload, same_workload, with_identity
+from dnnprov.io.instances import read_instance
+from dnnprov.profiling.estimate import (
+    estimate_types,
+    held_out,
+    plan_total,
+    profiling_plan,
+    with_estimates,
+)
+from dnnprov.profiling.identity import (
+    Logged,
+    logged_workload,
+    same_workload,
+    with_identity,
+)
+from dnnprov.solve import solve
 
 REPO = Path(__file__).resolve().parents[2]
 WHISPER = REPO.parent / "shared" / "data" / "training-logs" / "whisper-large-v2-ja-trainer_state.json"
@@ -67,8 +85,8 @@ def test_estimated_types_are_marked_in_instance_and_result(tmp_path: Path) -> No
     marked = {n for n, t in data["instance_types"].items() if "estimate" in t}
     assert marked == {"g5.xlarge", "p4d.24xlarge"}   # Table III's other types are measured
     assert "ESTIMATED" in data["notes"] and data["platform"]["ps_price_per_h"] == 0.192
-    with pytest.warns(dnnprov.errors.PlausibilityWarning, match="ESTIMATED, not measured compute times of 2 types"):
-        result = dnnprov.solve(dnnprov.read_instance(out))
+    with pytest.warns(PlausibilityWarning, match="ESTIMATED, not measured compute times of 2 types"):
+        result = solve(read_instance(out))
     assert any("ESTIMATED" in w["message"] for w in result.to_dict()["warnings"])
 
 
@@ -89,6 +107,7 @@ def test_profiling_plan_prices_each_run() -> None:
     seconds = 300 + 30 * (est.interval[1] + 2 * w.param_size_mb / w.bandwidth_req_mb_s + 2 * w.param_size_mb / 10000)
     assert (g5.type_name, g5.iterations, g5.batch_per_gpu) == ("g5.xlarge", 30, 1024)
     assert g5.expected_s == pytest.approx(seconds) and g5.cost == pytest.approx(0.4 * seconds / 3600)
+    assert g5.cost is not None and runs[1].cost is not None
     assert plan_total(runs)[1] == pytest.approx(g5.cost + runs[1].cost)
     with pytest.raises(InvalidInputError, match="--iterations"):
         profiling_plan(PROFILE, _catalog(), iterations=0)
