@@ -48,7 +48,7 @@ def inventory() -> dict[str, list[dict[str, Any]]]:
             entry: dict[str, Any] = {"name": relative.removesuffix(".json"), "path": str(path)}
             if kind == "instances":
                 entry.update(kind=relative.split("/")[0], use=f"embedded:{relative}",
-                             notes=str(data.get("notes", ""))[:100])
+                             notes=_first_words(str(data.get("notes", "")), 100))
             elif kind == "catalogs":
                 entry.update(region=data.get("region"), snapshot=data.get("snapshot"),
                              types=len(data.get("instance_types", {})), use=str(path))
@@ -57,6 +57,14 @@ def inventory() -> dict[str, list[dict[str, Any]]]:
                              workload=(data.get("workload") or {}).get("name", data.get("name")))
             found[kind].append(entry)
     return found
+
+
+def _first_words(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a word boundary, ``...`` marking the cut."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 4].rsplit(" ", 1)[0].rstrip(" ,;:")
+    return f"{cut} ..."
 
 
 def cmd_list(args: argparse.Namespace) -> int:

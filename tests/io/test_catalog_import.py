@@ -126,3 +126,13 @@ def test_build_serverless_options_are_checked(tmp_path: Path, capsys: pytest.Cap
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("dnnprov: error: --target-loss: applies to spot workloads")
     assert err[1].startswith("dnnprov: error: functions.x86_64: catalog 'aws-table3-2023-01' has no function offer")
+
+
+def test_list_cuts_descriptions_at_a_word(capsys: pytest.CaptureFixture[str]) -> None:
+    """dnnprov list: a long description ends at a whole word with ' ...', at most 100 characters."""
+    assert main(["list", "instances", "--json"]) == 0
+    notes = [e["notes"] for e in json.loads(capsys.readouterr().out)["instances"]]
+    long = [n for n in notes if n.endswith(" ...")]
+    assert long and all(len(n) <= 100 for n in notes)
+    full = {json.loads(p.read_text()).get("notes", "") for p in (REPO / "data" / "instances").rglob("*.json")}
+    assert all(any(f.startswith(n.removesuffix(" ...")) for f in full) for n in long)
