@@ -17,18 +17,23 @@ import json
 import multiprocessing
 import os
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.training.job import Job, WorkerType
+from dnnprov.training.job import Job, WorkerType, initial_params
 from dnnprov.training.ps import PsSettings, ps_main
 from dnnprov.training.worker import WorkerSettings, worker_main
 
 #: Wall seconds a PS may take to start and say its port.
-START_TIMEOUT_S = 120.0
+START_TIMEOUT_S = 300.0
+
+
+def _noop() -> None:
+    """A process that does nothing (starts the fork server)."""
 
 
 class Launcher:
@@ -36,10 +41,12 @@ class Launcher:
 
     def __init__(self) -> None:
         self.ctx = multiprocessing.get_context("forkserver")
-        self.ctx.set_forkserver_preload(["dnnprov.training.worker"])
+        self.ctx.set_forkserver_preload(["torch", "dnnprov.training.worker"])
 
     def start_ps(self, job: Job, settings: PsSettings) -> tuple[BaseProcess, str]:
-        """A PS process and its address ``127.0.0.1:PORT``."""
+        """A PS process and its address ``127.0.0.1:PORT`` (the warm start is computed here, once per job)."""
+        if settings.initial is None:
+            settings = replace(settings, initial=initial_params(job))
         mine, theirs = self.ctx.Pipe(duplex=False)
         process = self.ctx.Process(target=ps_main, args=(job, settings, theirs), daemon=True)
         process.start()
@@ -62,6 +69,14 @@ class Launcher:
         process = self.ctx.Process(target=worker_main, args=(job, settings), daemon=True)
         process.start()
         return process
+
+    def warm(self, job: Job) -> None:
+        """Start the fork server (its torch import) and compute the job's warm start now, so
+        that later launches take milliseconds of CPU, not seconds."""
+        initial_params(job)
+        process = self.ctx.Process(target=_noop, daemon=True)
+        process.start()
+        process.join(START_TIMEOUT_S)
 
     @staticmethod
     def kill(process: BaseProcess) -> None:

@@ -10,6 +10,7 @@ has passed (docs/training.md); its gradients, their staleness and the loss are r
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -50,6 +51,7 @@ class Job:
     hidden: int = 32
     label_noise: float = 0.05       # share of labels drawn at random: the loss has a floor
     lr: float = 0.05                # SGD step applied by the PS to every pushed gradient
+    warmup_steps: int = 100         # sequential SGD steps (batch 32) the PS starts from: a warm start
     eval_samples: int = 512         # the fixed training subset the PS evaluates the loss on
     eval_every: int = 4             # PS updates between two evaluations
     smooth: int = 5                 # evaluations averaged into the reported loss
@@ -59,6 +61,8 @@ class Job:
     ps_bandwidth_mb_s: float = 0.0  # the PS's link, shared by all workers (0: unlimited)
 
     def __post_init__(self) -> None:
+        if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            raise InvalidInputError("job.warmup_steps", f"an integer >= 0, got {self.warmup_steps!r}")
         for name in ("samples", "features", "classes", "hidden", "eval_samples", "eval_every", "smooth"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -100,6 +104,28 @@ def make_model(job: Job) -> Any:
     torch.manual_seed(job.seed)
     return torch.nn.Sequential(torch.nn.Linear(job.features, job.hidden), torch.nn.ReLU(),
                                torch.nn.Linear(job.hidden, job.classes))
+
+
+@functools.lru_cache(maxsize=8)
+def initial_params(job: Job) -> np.ndarray:
+    """The parameters training starts from: the seeded initialization after ``warmup_steps``
+    sequential SGD steps of batch 32 (a warm start, like fine-tuning: the asynchronous phase
+    then follows the hyperbolic tail eq. (3) models, not the plateau of a cold start). Computed
+    once per job and process (the launcher hands it to the PS); do not modify the array."""
+    import torch
+
+    model = make_model(job)
+    x, y = dataset(job)
+    xs, ys = torch.from_numpy(x), torch.from_numpy(y)
+    rng = np.random.default_rng(job.seed + 2)
+    for _ in range(job.warmup_steps):
+        pick = torch.from_numpy(rng.integers(0, len(y), size=32))
+        model.zero_grad()
+        torch.nn.functional.cross_entropy(model(xs[pick]), ys[pick]).backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= job.lr * p.grad
+    return get_flat(model)
 
 
 def get_flat(model: Any) -> np.ndarray:

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from dnnprov.control.trainer import Report, write_report
-from dnnprov.training.job import Job, dataset, get_flat, make_model, set_flat
+from dnnprov.training.job import Job, dataset, initial_params, make_model, set_flat
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ class PsSettings:
     stop_loss: float | None = None   # stop training at this loss (profiling runs)
     max_steps: int | None = None     # stop training after this many updates
     max_wall_s: float = 3600.0       # a safety net: give up after this many wall seconds
+    initial: np.ndarray | None = None  # the parameters to start from (default: the job's warm start)
 
 
 def connect(address: str, authkey: bytes, timeout_s: float = 30.0) -> Connection:
@@ -80,7 +81,7 @@ class ParameterServer:
         torch.set_num_threads(1)
         self.job, self.settings = job, settings
         self.model = make_model(job)
-        self.params = get_flat(self.model)
+        self.params = (initial_params(job) if settings.initial is None else settings.initial).copy()
         x, y = dataset(job)
         pick = np.random.default_rng(job.seed + 1).choice(len(y), size=min(job.eval_samples, len(y)), replace=False)
         self.x_eval, self.y_eval = torch.from_numpy(x[pick]), torch.from_numpy(y[pick])

@@ -26,7 +26,15 @@ from pathlib import Path
 
 import numpy as np
 
-from dnnprov.training.job import Job, WorkerType, dataset, grad_flat, log_time, make_model, set_flat
+from dnnprov.training.job import (
+    Job,
+    WorkerType,
+    dataset,
+    grad_flat,
+    log_time,
+    make_model,
+    set_flat,
+)
 from dnnprov.training.ps import connect
 
 #: Iterations left out at the start of a worker's timing means (connection, first batches).
