@@ -155,6 +155,15 @@ def grad_flat(model: Any) -> np.ndarray:
     return torch.cat([p.grad.reshape(-1) for p in model.parameters()]).numpy().copy()
 
 
+def job_time(epoch: Any, speed: float) -> float:
+    """Job seconds since ``epoch``: a wall time (``time.time()``), or a shared
+    ``multiprocessing.Value("d")`` holding one (NaN: the run's clock has not started; 0)."""
+    import time
+
+    start = float(getattr(epoch, "value", epoch))
+    return 0.0 if math.isnan(start) else max(0.0, (time.time() - start) * speed)
+
+
 def log_time(job_s: float) -> str:
     """A job time as the date-time a worker log line starts with."""
     from datetime import datetime, timedelta

@@ -42,7 +42,7 @@ from dnnprov.problems.interruption import Trace, load_trace
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import SpotPlan
 from dnnprov.training.cluster import Launcher
-from dnnprov.training.job import Job, WorkerType
+from dnnprov.training.job import Job, WorkerType, job_time
 from dnnprov.training.ps import PsSettings
 from dnnprov.training.worker import WorkerSettings
 
@@ -146,7 +146,9 @@ class LocalCloud:
         self.launcher = launcher or Launcher()
         self.launcher.warm(job)                  # before the clock starts: launches then take milliseconds
         self.key = os.urandom(16)
-        self.epoch = time.time()
+        # The clock reads 0 until the first sleep (the loop's first poll acts "at the start", as on
+        # the trace cloud); the processes read the epoch from shared memory.
+        self.epoch = self.launcher.ctx.Value("d", math.nan, lock=False)
         self._instances: dict[str, Instance] = {}
         self._processes: dict[str, BaseProcess] = {}
         self._by_token: dict[str, LaunchOutcome] = {}
@@ -158,9 +160,11 @@ class LocalCloud:
 
     # ---------------------------------------------------------------- clock
     def now(self) -> float:
-        return (time.time() - self.epoch) * self.job.speed
+        return job_time(self.epoch, self.job.speed)
 
     def sleep(self, seconds: float) -> None:
+        if math.isnan(self.epoch.value):
+            self.epoch.value = time.time()
         time.sleep(max(0.0, seconds) / self.job.speed)
 
     def _tick(self) -> None:

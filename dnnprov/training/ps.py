@@ -34,7 +34,14 @@ from typing import Any
 import numpy as np
 
 from dnnprov.control.trainer import Report, write_report
-from dnnprov.training.job import Job, dataset, initial_params, make_model, set_flat
+from dnnprov.training.job import (
+    Job,
+    dataset,
+    initial_params,
+    job_time,
+    make_model,
+    set_flat,
+)
 
 
 @dataclass(frozen=True)
@@ -42,7 +49,7 @@ class PsSettings:
     """One PS's run: its id, clock epoch (wall time of job time 0), where it reports, when it stops."""
 
     run_id: str
-    epoch: float
+    epoch: Any                       # a wall time, or a shared Value holding one (job.job_time)
     authkey: bytes
     report: str | None = None        # progress report file
     summary: str | None = None       # final summary file (written when it stops)
@@ -96,7 +103,7 @@ class ParameterServer:
 
     def now(self) -> float:
         """Job seconds since the run's epoch."""
-        return (time.time() - self.settings.epoch) * self.job.speed
+        return job_time(self.settings.epoch, self.job.speed)
 
     def _evaluate(self) -> float:
         import torch

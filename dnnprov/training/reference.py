@@ -35,6 +35,12 @@ TARGET_LOSS = 0.42
 PROFILE_LOSS = 0.39
 
 
+#: S_parm of the instance when the job emulates no transfer size: the model uses only the
+#: communication time 2 S_parm / B_req (B_req is fitted from it), and the MLP's real 5.5 kB
+#: would give a B_req of a few kB/s, which the instance checks flag as implausible.
+NOMINAL_PARAM_MB = 1.0
+
+
 def kinds(counts: dict[str, int]) -> list[WorkerType]:
     """The worker list of a cluster ``{type: count}`` of reference types."""
     return [REFERENCE_TYPES[name] for name, n in counts.items() for _ in range(n)]
@@ -43,12 +49,6 @@ def kinds(counts: dict[str, int]) -> list[WorkerType]:
 def cluster_name(counts: dict[str, int]) -> str:
     """``2xp3.2xlarge+1xp2.xlarge``: a cluster's name and log folder."""
     return "+".join(f"{n}x{name}" for name, n in counts.items() if n)
-
-
-def param_size_mb(job: Job) -> float:
-    """S_parm: the MLP's parameters in MB (float32)."""
-    params = job.features * job.hidden + job.hidden + job.hidden * job.classes + job.classes
-    return params * 4 / 1e6
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def profile(clusters: Sequence[dict[str, int]], job: Job, folder: str | Path, *,
 def instance_dict(prof: Profile, job: Job, *, target_loss: float = TARGET_LOSS, deadline_s: float = 3000.0,
                   quota: int = 7, on_demand: bool = False, extrapolation: float = 1.5) -> dict[str, Any]:
     """A spot instance (docs/instance-format.md) of the reference types with the profiled workload."""
-    s_parm = param_size_mb(job)
+    s_parm = NOMINAL_PARAM_MB if job.param_size_mb == 0 else job.param_size_mb
     fit = prof.loss_fit
     coeffs = {k: v["value"] for k, v in fit["coefficients"].items()}
     domain = {"batch_wa": fit["domain"]["batch_wa"], "workers": fit["domain"]["workers"],

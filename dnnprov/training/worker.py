@@ -14,15 +14,18 @@ Each iteration, in job seconds (:mod:`dnnprov.training.job`):
 It logs one line per iteration in the spotDNN authors' TF format, which ``dnnprov profile``
 reads from a folder: ``datetime, global step, global images, loss, examples/s, s/batch``
 (the datetime in job time from :data:`dnnprov.training.job.LOG_BASE`). When the PS says stop,
-it writes its mean iteration and communication times (``timing_<index>.json``) and exits.
+it writes its mean iteration and communication times (``timing_<index>.json``) and exits;
+when the PS is gone (killed at a run's teardown) it exits too.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +34,7 @@ from dnnprov.training.job import (
     WorkerType,
     dataset,
     grad_flat,
+    job_time,
     log_time,
     make_model,
     set_flat,
@@ -49,7 +53,7 @@ class WorkerSettings:
     authkey: bytes
     index: int
     kind: WorkerType
-    epoch: float
+    epoch: Any                   # a wall time, or a shared Value holding one (job.job_time)
     log_dir: str | None = None
     delay_s: float = 0.0         # job seconds before it starts training (a launched instance's boot)
 
@@ -68,7 +72,7 @@ def worker_main(job: Job, settings: WorkerSettings) -> None:
     time.sleep(settings.delay_s / speed)
     x, y = dataset(job)
     xs, ys = torch.from_numpy(x), torch.from_numpy(y)
-    rng = np.random.default_rng([job.seed, settings.index, int(settings.epoch * 1000) % (2 ** 31)])
+    rng = np.random.default_rng([job.seed, settings.index, os.getpid()])
     model = make_model(job)
     link_s = job.transfer_s(job.bandwidth_req_mb_s) / speed
     log = None
@@ -89,8 +93,11 @@ def worker_main(job: Job, settings: WorkerSettings) -> None:
             if wait > 0:
                 time.sleep(wait)
             sent = time.perf_counter()
-            conn.send(("push", grad, kind.batch))
-            answer = conn.recv()
+            try:
+                conn.send(("push", grad, kind.batch))
+                answer = conn.recv()
+            except (EOFError, OSError):                  # the PS is gone (the run's teardown): stop
+                break
             wait = link_s - (time.perf_counter() - sent)
             if wait > 0:
                 time.sleep(wait)
@@ -99,7 +106,7 @@ def worker_main(job: Job, settings: WorkerSettings) -> None:
             iteration_s.append(took)
             comm_s.append((done - sent) * speed)
             if log is not None and answer[0] == "go":
-                now = (time.time() - settings.epoch) * speed
+                now = job_time(settings.epoch, speed)
                 log.write(f"{log_time(now)}\t{answer[2]}\t{answer[3]}\t{answer[4]:.6f}\t"
                           f"{kind.batch / took:.3f}\t{took:.6f}\n")
     if log is not None:

@@ -136,7 +136,7 @@ def test_dnnprov_run_cloud_local(tmp_path):
     done = subprocess.run([sys.executable, "-m", "dnnprov", "run", str(tmp_path / "instance.json"), "--plan",
                            str(tmp_path / "plan.json"), "--policy", "none", "--cloud", f"local:{tmp_path / 'local.json'}",
                            "--json"], check=False, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
     out = json.loads(done.stdout)
     assert out["state"] == "met" and out["finish_s"] > 0 and out["launches"] == 3
     assert sorted(p.name for p in (tmp_path / "work").glob("worker*")) == ["worker1_b32_p3.2xlarge.log",
