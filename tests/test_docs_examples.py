@@ -223,6 +223,16 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "fake ones and checks that it prints the text after it",
     ("control.md", "met 2 609.35 0.209214"):
         "what the serverless example prints; tests/control/test_serverless_run.py checks it",
+    ("training.md", "from dnnprov.training.cluster import run_cluster"):
+        "a real training run (a minute of wall time); tests/training/test_trainer.py runs run_cluster",
+    ("training.md", "$ dnnprov profile fit-loss runs/2v100+1k80 runs/4v100 runs/3v100+4k80 --json"):
+        "needs the logs of three training runs; tests/training/test_trainer.py reads a run's logs with the profiler",
+    ("training.md", "dnnprov run INSTANCE --plan PLAN --policy P --cloud local[:CONFIG.json] [--poll S] [--join S] [--horizon H] [--json]"):
+        "synopsis with placeholders; tests/training/test_trainer.py runs `dnnprov run --cloud local:CONFIG`",
+    ("training.md", '{"speed": 100, "offset": 40, "workdir": "runs/local",'):
+        "a local-cloud config naming trace files beside it; tests/training/test_trainer.py runs a config",
+    ("training.md", "python benchmarks/real_training.py [--out DIR] [--quick] [--json FILE]"):
+        "the issue 34 benchmark (real training runs, about 20 min on a loaded box); docs/benchmarks.md has its figures",
 }
 
 #: Examples that fail as the page has them (pages of other parts of the project): each
