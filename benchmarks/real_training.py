@@ -10,9 +10,15 @@ target, the measured and predicted time and the relative error; then the median 
 error against the targets (median <= 15 %, worst <= 35 %).
 
     python benchmarks/real_training.py [--out DIR] [--quick] [--json FILE]
+    python benchmarks/real_training.py --revocation --profile-json FILE [--out DIR]
 
 ``--quick`` runs one profiling cluster fewer and two held-out clusters (a smoke test).
-Exits 1 when the targets are missed, 2 when torch is absent.
+``--revocation`` runs the plan 4 x p3.2xlarge on the local cloud under ``failover`` through
+the real 2023-08-27 V100 traces (us-west-2a, us-west-2c, us-east-2b from tick 15: the home
+zone's capacity falls to 0 at 600 s) and prints its time and cost beside the loop's replay of
+the same window with the model's stand-in trainer (``simulate --engine loop``; target: within
+20 %), using the profile a previous ``--json`` wrote. Exits 1 when the targets are missed,
+2 when torch (or, for ``--revocation``, ../shared/data) is absent.
 """
 
 from __future__ import annotations
@@ -31,6 +37,51 @@ from typing import Any
 PROFILE = [{"p3.2xlarge": 2}, {"p2.xlarge": 4}, {"p3.2xlarge": 3, "p2.xlarge": 4}, {"p3.2xlarge": 2, "p2.xlarge": 2}]
 HELD_OUT = [{"p3.2xlarge": 4}, {"p3.2xlarge": 1, "p2.xlarge": 2}, {"p3.2xlarge": 2, "p2.xlarge": 3}]
 MEDIAN_TARGET, WORST_TARGET = 0.15, 0.35
+TRACES = Path(__file__).resolve().parents[2] / "shared/data/spot-traces/availability/16-node/aws-08-27-2023"
+ZONES = ("us-west-2a", "us-west-2c", "us-east-2b")
+REVOCATION_OFFSET, REVOCATION_TARGET = 15, 0.20
+
+
+def revocation_run(profile_json: str, out: Path) -> int:
+    """The plan 4 x p3.2xlarge through a real trace window: the local cloud against the replay."""
+    from dnnprov.control.loop import RunSettings
+    from dnnprov.control.replay import run_once
+    from dnnprov.io.instances import problem_from_dict
+    from dnnprov.problems.interruption import load_trace
+    from dnnprov.problems.spot import SpotProblem
+    from dnnprov.result import SpotPlan
+    from dnnprov.revocation.policies import make_policy
+    from dnnprov.training import reference as ref
+    from dnnprov.training.job import Job
+    from dnnprov.training.local_cloud import LocalConfig, run_local
+
+    if not TRACES.is_dir():
+        print(f"skipped: {TRACES} is absent (the real traces)", file=sys.stderr)
+        return 2
+    data = json.loads(Path(profile_json).read_text())
+    job = Job()
+    prof = ref.Profile(data["fits"]["cc"], data["compute_s"], data["comm_s"], ())
+    problem = problem_from_dict(ref.instance_dict(prof, job, extrapolation=2.0))
+    assert isinstance(problem, SpotProblem)
+    plan = SpotPlan(counts={"p3.2xlarge": 4}, ps=1)
+    traces = {"p3.2xlarge": [load_trace(TRACES / f"{z}_v100_1.json") for z in ZONES]}
+    settings = RunSettings()
+    replay = run_once(problem, plan, traces, make_policy("failover"), REVOCATION_OFFSET, settings).outcome
+    config = LocalConfig(job=job, types=dict(ref.REFERENCE_TYPES), traces=traces, offset=REVOCATION_OFFSET,
+                         workdir=str(out / "revocation-run"))
+    _, real, details = run_local(problem, plan, make_policy("failover"), settings, config)
+    print(f"plan 4 x p3.2xlarge, failover, traces from tick {REVOCATION_OFFSET} ({', '.join(ZONES)})")
+    for name, o in (("local cloud (real training)", real), ("replay (model stand-in)", replay)):
+        print(f"  {name:<28} {o.state:<8} finish {o.finish_s or math.nan:8.0f} s, cost ${o.cost:.4f}, "
+              f"{o.revocations} revocations, {o.launches} launches")
+    if real.finish_s is None or replay.finish_s is None:
+        return 1
+    error = (replay.finish_s - real.finish_s) / real.finish_s
+    print(f"  replay's time vs the real run's: {100 * error:+.1f} % (target within {100 * REVOCATION_TARGET:.0f} %); "
+          f"cost {100 * (replay.cost - real.cost) / real.cost:+.1f} %; CPU {cpu_s():.1f} s")
+    kinds = sorted({e["kind"] for e in details["events"]})
+    print(f"  events of the real run: {', '.join(kinds)}")
+    return 0 if abs(error) <= REVOCATION_TARGET else 1
 
 
 def cpu_s() -> float:
@@ -44,12 +95,18 @@ def main() -> int:
     parser.add_argument("--out", default=None, help="folder of the runs' logs (default: a temporary folder)")
     parser.add_argument("--quick", action="store_true", help="fewer clusters (a smoke test)")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
+    parser.add_argument("--revocation", action="store_true", help="the run through a real trace window instead")
+    parser.add_argument("--profile-json", default=None, help="with --revocation: a previous run's --json file")
     args = parser.parse_args()
     try:
         import torch  # noqa: F401
     except ImportError:
         print("torch is absent: pip install -e '.[train]'", file=sys.stderr)
         return 2
+    if args.revocation:
+        if args.profile_json is None:
+            parser.error("--revocation needs --profile-json (a previous run's --json)")
+        return revocation_run(args.profile_json, Path(args.out or tempfile.mkdtemp(prefix="dnnprov-real-training-")))
     from dnnprov.io.instances import problem_from_dict
     from dnnprov.profiling.loss import fit_loss
     from dnnprov.profiling.profiler import read_loss_logs
