@@ -9,8 +9,8 @@ real. Printed per held-out cluster: b_w and R (eqs. 4-5), |N|, the measured samp
 target, the measured and predicted time and the relative error; then the median and worst
 error against the targets (median <= 15 %, worst <= 35 %).
 
-    python benchmarks/real_training.py [--out DIR] [--quick] [--json FILE]
-    python benchmarks/real_training.py --revocation --profile-json FILE [--out DIR]
+    python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--json FILE]
+    python benchmarks/real_training.py --revocation --profile-json FILE [--speed X] [--out DIR]
 
 ``--quick`` runs one profiling cluster fewer and two held-out clusters (a smoke test).
 ``--revocation`` runs the plan 4 x p3.2xlarge on the local cloud under ``failover`` through
@@ -42,7 +42,7 @@ ZONES = ("us-west-2a", "us-west-2c", "us-east-2b")
 REVOCATION_OFFSET, REVOCATION_TARGET = 15, 0.20
 
 
-def revocation_run(profile_json: str, out: Path) -> int:
+def revocation_run(profile_json: str, speed: float, out: Path) -> int:
     """The plan 4 x p3.2xlarge through a real trace window: the local cloud against the replay."""
     from dnnprov.control.loop import RunSettings
     from dnnprov.control.replay import run_once
@@ -59,7 +59,7 @@ def revocation_run(profile_json: str, out: Path) -> int:
         print(f"skipped: {TRACES} is absent (the real traces)", file=sys.stderr)
         return 2
     data = json.loads(Path(profile_json).read_text())
-    job = Job()
+    job = Job(speed=speed)
     prof = ref.Profile(data["fits"]["cc"], data["compute_s"], data["comm_s"], ())
     problem = problem_from_dict(ref.instance_dict(prof, job, extrapolation=2.0))
     assert isinstance(problem, SpotProblem)
@@ -95,6 +95,9 @@ def main() -> int:
     parser.add_argument("--out", default=None, help="folder of the runs' logs (default: a temporary folder)")
     parser.add_argument("--quick", action="store_true", help="fewer clusters (a smoke test)")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
+    parser.add_argument("--speed", type=float, default=100.0,
+                        help="job seconds per wall second (default 100; lower: the real CPU and loopback time, "
+                             "multiplied by it, weigh less)")
     parser.add_argument("--revocation", action="store_true", help="the run through a real trace window instead")
     parser.add_argument("--profile-json", default=None, help="with --revocation: a previous run's --json file")
     args = parser.parse_args()
@@ -106,7 +109,7 @@ def main() -> int:
     if args.revocation:
         if args.profile_json is None:
             parser.error("--revocation needs --profile-json (a previous run's --json)")
-        return revocation_run(args.profile_json, Path(args.out or tempfile.mkdtemp(prefix="dnnprov-real-training-")))
+        return revocation_run(args.profile_json, args.speed, Path(args.out or tempfile.mkdtemp(prefix="dnnprov-real-training-")))
     from dnnprov.io.instances import problem_from_dict
     from dnnprov.profiling.loss import fit_loss
     from dnnprov.profiling.profiler import read_loss_logs
@@ -116,7 +119,7 @@ def main() -> int:
     from dnnprov.training.job import Job
 
     out = Path(args.out or tempfile.mkdtemp(prefix="dnnprov-real-training-"))
-    job, launcher = Job(), Launcher()
+    job, launcher = Job(speed=args.speed), Launcher()
     profile_set = PROFILE[:3] if args.quick else PROFILE
     held_out = HELD_OUT[:2] if args.quick else HELD_OUT
     started = time.time()
