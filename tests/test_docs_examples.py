@@ -231,8 +231,12 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "synopsis with placeholders; tests/training/test_trainer.py runs `dnnprov run --cloud local:CONFIG`",
     ("training.md", '{"speed": 100, "offset": 40, "workdir": "runs/local",'):
         "a local-cloud config naming trace files beside it; tests/training/test_trainer.py runs a config",
-    ("training.md", "python benchmarks/real_training.py [--out DIR] [--quick] [--json FILE]"):
-        "the issue 34 benchmark (real training runs, about 20 min on a loaded box); docs/benchmarks.md has its figures",
+    ("training.md", "python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--json FILE]"):
+        "the issue 34 benchmark (real training runs, minutes); docs/benchmarks.md has its figures",
+    ("benchmarks.md", "$ python benchmarks/real_training.py --out /tmp/rt1 --json /tmp/rt1.json      # speed 100; 197 s wall, 10.2 CPU s"):
+        "the issue 34 benchmark's output (real training runs, minutes, machine-dependent figures)",
+    ("benchmarks.md", "$ python benchmarks/real_training.py --revocation --profile-json /tmp/rt1.json --out /tmp/rv1   # 49 s wall, 5.3 CPU s"):
+        "the issue 34 revocation run's output (real training, a minute, machine-dependent figures)",
 }
 
 #: Examples that fail as the page has them (pages of other parts of the project): each
