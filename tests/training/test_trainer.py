@@ -153,3 +153,25 @@ def test_a_bad_cloud_option_is_one_error(tmp_path, value, message):
                            str(tmp_path / "plan.json"), "--cloud", value.format(dir=tmp_path)],
                           check=False, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_profiled_instance_predicts_the_reference_clusters():
+    """instance_dict makes a valid spot instance of the reference types: the model's time of a
+    cluster is eq. (3)'s iterations over its rate, with the profiled T_comp + communication."""
+    problem = problem_from_dict(instance())
+    fast = ref.predicted_time_s(problem, {"p3.2xlarge": 2})
+    mixed = ref.predicted_time_s(problem, {"p3.2xlarge": 2, "p2.xlarge": 2})
+    assert 0 < mixed < fast < float("inf")                       # more workers, faster
+    types = {t.name: t for t in problem.instance_types}
+    assert types["p3.2xlarge"].compute_time_s == 3.5 and types["p2.xlarge"].batch_per_gpu == 16
+
+
+def test_a_config_reads_traces_beside_it_and_a_short_trace_is_refused(tmp_path):
+    (tmp_path / "us-west-2a_v100_1.json").write_text(json.dumps({"metadata": {"gap_seconds": 300}, "data": [2, 2, 1]}))
+    (tmp_path / "local.json").write_text(json.dumps({"speed": 50, "offset": 1,
+                                                     "traces": {"p3.2xlarge": ["us-west-2a_v100_1.json"]}}))
+    config = LocalConfig.read(str(tmp_path / "local.json"))
+    assert config.job.speed == 50 and config.traces["p3.2xlarge"][0].zone == "us-west-2a"
+    problem = problem_from_dict(instance(deadline=3000.0))
+    with pytest.raises(InvalidInputError, match="end before the run's horizon"):
+        run_local(problem, SpotPlan(counts={"p3.2xlarge": 1}, ps=1), make_policy("none"), RunSettings(), config)
