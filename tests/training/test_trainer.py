@@ -175,3 +175,13 @@ def test_a_config_reads_traces_beside_it_and_a_short_trace_is_refused(tmp_path):
     problem = problem_from_dict(instance(deadline=3000.0))
     with pytest.raises(InvalidInputError, match="end before the run's horizon"):
         run_local(problem, SpotPlan(counts={"p3.2xlarge": 1}, ps=1), make_policy("none"), RunSettings(), config)
+
+
+def test_an_emulated_ps_link_is_shared(tmp_path, launcher):
+    """With S_parm 10 MB and a 20 MB/s PS link, each push and pull holds the link 1 s: two
+    workers' communication takes at least that, and they queue for it."""
+    job = Job(speed=100.0, param_size_mb=10.0, ps_bandwidth_mb_s=20.0)
+    run = run_cluster([FAST, FAST], job, tmp_path / "run", target_loss=0.0, max_steps=40, launcher=launcher)
+    assert run.steps >= 40 and run.finished_s is None           # stopped by the step budget, target not reached
+    comm = [t["comm_s"] for t in run.timings]
+    assert len(comm) == 2 and min(comm) >= 1.0
