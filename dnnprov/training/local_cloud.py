@@ -5,7 +5,7 @@ job for real under the control loop (docs/training.md):
 
 - **launch** a PS: start the PS process (its address ``127.0.0.1:PORT`` is what the loop hands
   the workers); a worker: start a worker process of the type's batch and emulated GPU time,
-  connected to the PS address it was handed (a worker launched after the first poll first
+  connected to the PS address it was handed (a worker launched after the start first
   waits ``join_s``, a launched instance's boot and join). On-demand launches always succeed;
   spot launches follow :class:`dnnprov.control.capacity.CapacityBook`, the rule of the trace
   cloud and the EC2 twin, over the pools of the given traces (or of constant capacity);
@@ -136,13 +136,13 @@ class LocalCloud:
     leaving it kills every process of the run."""
 
     def __init__(self, book: CapacityBook, job: Job, kinds: Mapping[str, WorkerType], workdir: str | Path, *,
-                 run_id: str, join_s: float, start_grace_s: float, target_loss: float | None,
+                 run_id: str, join_s: float, target_loss: float | None,
                  launcher: Launcher | None = None) -> None:
         self.book, self.job, self.kinds = book, job, dict(kinds)
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.report = str(self.workdir / "progress.json")
-        self.run_id, self.join_s, self.start_grace_s, self.target_loss = run_id, join_s, start_grace_s, target_loss
+        self.run_id, self.join_s, self.target_loss = run_id, join_s, target_loss
         self.launcher = launcher or Launcher()
         self.launcher.warm(job)                  # before the clock starts: launches then take milliseconds
         self.key = os.urandom(16)
@@ -227,7 +227,7 @@ class LocalCloud:
         else:
             if address is None:
                 raise InvalidInputError("ps_address", "a worker needs the PS address")
-            delay = 0.0 if now < self.start_grace_s else self.join_s
+            delay = 0.0 if now == 0 else self.join_s        # the loop's rule (ProgressModel.joined_s)
             process = self.launcher.start_worker(self.job, WorkerSettings(
                 ps_address=address, authkey=self.key, index=len(self._instances), kind=self.kinds[request.type_name],
                 epoch=self.epoch, log_dir=str(self.workdir), delay_s=delay))
@@ -282,7 +282,7 @@ def run_local(problem: SpotProblem, plan: SpotPlan, policy: Any, settings: RunSe
         raise InvalidInputError(str(workdir), "the local cloud's work folder must be empty or new")
     kinds = worker_types(problem, config.types)
     with LocalCloud(CapacityBook(pools), config.job, kinds, workdir, run_id=run_id, join_s=settings.join_s,
-                    start_grace_s=settings.poll_s, target_loss=problem.slo.loss, launcher=launcher) as cloud:
+                    target_loss=problem.slo.loss, launcher=launcher) as cloud:
         controller = Controller(problem, plan, policy, cloud, run_id=run_id,
                                 pools=[PoolInfo(p.type_name, p.zone, p.price_per_h) for p in pools],
                                 trainer=lambda instances, now: read_report(cloud.report), settings=settings)

@@ -82,7 +82,7 @@ def test_the_local_cloud_revokes_by_killing_the_process(tmp_path, launcher):
     process is killed at 1,320 s, while the other keeps training with the PS."""
     trace = Trace("us-west-2a_test_1.json", 300.0, np.array([2] * 4 + [1] * 200))
     book = CapacityBook([PoolSpec("p3.2xlarge", "us-west-2a", trace, 0, 0.9)])
-    with LocalCloud(book, JOB, {"p3.2xlarge": FAST}, tmp_path, run_id="t", join_s=0.0, start_grace_s=1e9,
+    with LocalCloud(book, JOB, {"p3.2xlarge": FAST}, tmp_path, run_id="t", join_s=0.0,
                     target_loss=None, launcher=launcher) as cloud:
         ps = cloud.launch(LaunchRequest("t", 0, "ps", "m5.xlarge", None, "on-demand", 1, "t-0")).instances[0]
         got = cloud.launch(LaunchRequest("t", 1, "worker", "p3.2xlarge", "us-west-2a", "spot", 3, "t-1",
