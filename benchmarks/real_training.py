@@ -14,8 +14,8 @@ error against the targets (median <= 15 %, worst <= 35 %).
 
 ``--quick`` runs one profiling cluster fewer and two held-out clusters (a smoke test).
 ``--revocation`` runs the plan 4 x p3.2xlarge on the local cloud under ``failover`` through
-the real 2023-08-27 V100 traces (us-west-2a, us-west-2c, us-east-2b from tick 15: the home
-zone's capacity falls to 0 at 600 s) and prints its time and cost beside the loop's replay of
+the real 2023-08-27 V100 traces (us-west-2a, us-west-2c, us-east-2b from tick 16: the home
+zone's capacity falls to 0 at 300 s) and prints its time and cost beside the loop's replay of
 the same window with the model's stand-in trainer (``simulate --engine loop``; target: within
 20 %), using the profile a previous ``--json`` wrote. Exits 1 when the targets are missed,
 2 when torch (or, for ``--revocation``, ../shared/data) is absent.
@@ -39,7 +39,7 @@ HELD_OUT = [{"p3.2xlarge": 4}, {"p3.2xlarge": 1, "p2.xlarge": 2}, {"p3.2xlarge":
 MEDIAN_TARGET, WORST_TARGET = 0.15, 0.35
 TRACES = Path(__file__).resolve().parents[2] / "shared/data/spot-traces/availability/16-node/aws-08-27-2023"
 ZONES = ("us-west-2a", "us-west-2c", "us-east-2b")
-REVOCATION_OFFSET, REVOCATION_TARGET = 15, 0.20
+REVOCATION_OFFSET, REVOCATION_TARGET = 16, 0.20
 
 
 def revocation_run(profile_json: str, speed: float, out: Path) -> int:
