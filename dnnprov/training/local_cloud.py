@@ -48,7 +48,7 @@ from dnnprov.training.worker import WorkerSettings
 
 #: Tick of the constant-capacity traces used for types given no trace.
 CONSTANT_GAP_S = 3600.0
-CONFIG_FIELDS = ("speed", "job", "types", "traces", "offset", "workdir", "keep_logs")
+CONFIG_FIELDS = ("speed", "job", "types", "traces", "offset", "workdir")
 
 
 @dataclass
@@ -71,21 +71,26 @@ class LocalConfig:
         unknown = sorted(set(data) - set(CONFIG_FIELDS))
         if unknown:
             raise InvalidInputError(f"{path}: {unknown[0]}", f"unknown field (fields: {', '.join(CONFIG_FIELDS)})")
-        job_fields = dict(data.get("job", {}))
-        if "speed" in data:
-            job_fields["speed"] = data["speed"]
         try:
+            job_fields = dict(data.get("job", {}))
+            if "speed" in data:
+                job_fields["speed"] = data["speed"]
             job = Job(**job_fields)
             types = {name: WorkerType(name, int(v["batch"]), float(v["compute_s"]))
                      for name, v in dict(data.get("types", {})).items()}
         except (TypeError, KeyError, ValueError) as exc:
             raise InvalidInputError(f"{path}: job/types", f"bad value ({exc})") from None
-        traces = {name: [load_trace(Path(path).parent / f) for f in files]
-                  for name, files in dict(data.get("traces", {})).items()}
+        traces_given = data.get("traces", {})
+        if not isinstance(traces_given, dict) or not all(isinstance(v, list) for v in traces_given.values()):
+            raise InvalidInputError(f"{path}: traces", "an object {TYPE: [trace file, ...]}")
+        traces = {name: [load_trace(Path(path).parent / f) for f in files] for name, files in traces_given.items()}
         offset = data.get("offset", 0)
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise InvalidInputError(f"{path}: offset", f"a whole number of ticks >= 0, got {offset!r}")
-        return cls(job=job, types=types, traces=traces, offset=offset, workdir=data.get("workdir"))
+        workdir = data.get("workdir")
+        if workdir is not None and (not isinstance(workdir, str) or not workdir):
+            raise InvalidInputError(f"{path}: workdir", f"a folder path, got {workdir!r}")
+        return cls(job=job, types=types, traces=traces, offset=offset, workdir=workdir)
 
 
 def worker_types(problem: SpotProblem, given: Mapping[str, WorkerType]) -> dict[str, WorkerType]:
