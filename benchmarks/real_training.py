@@ -11,13 +11,17 @@ error against the targets (median <= 15 %, worst <= 35 %).
 
     python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--json FILE]
     python benchmarks/real_training.py --revocation --profile-json FILE [--speed X] [--out DIR]
+    python benchmarks/real_training.py --plans DEADLINE_S --profile-json FILE [--speed X] [--out DIR]
 
 ``--quick`` runs one profiling cluster fewer and two held-out clusters (a smoke test).
 ``--revocation`` runs the plan 4 x p3.2xlarge on the local cloud under ``failover`` through
 the real 2023-08-27 V100 traces (us-west-2a, us-west-2c, us-east-2b from tick 16: the home
 zone's capacity falls to 0 at 300 s) and prints its time and cost beside the loop's replay of
 the same window with the model's stand-in trainer (``simulate --engine loop``; target: within
-20 %), using the profile a previous ``--json`` wrote. Exits 1 when the targets are missed,
+20 %), using the profile a previous ``--json`` wrote. ``--plans D`` solves the profiled instance
+for deadline D with ``milp`` and runs its plan and the fewest-worker homogeneous plans the model
+says meet D (all p3.2xlarge, all p2.xlarge) for real: measured time and cost (the price model:
+hourly prices x the time to the target; exit 1 when the milp plan is not the cheapest). Exits 1 when the targets are missed,
 2 when torch (or, for ``--revocation``, ../shared/data) is absent.
 """
 
@@ -90,6 +94,50 @@ def cpu_s() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def plans_run(profile_json: str, speed: float, deadline_s: float, out: Path) -> int:
+    """The milp plan for a deadline against the homogeneous plans a user would try, run for real."""
+    from dnnprov.io.instances import problem_from_dict
+    from dnnprov.problems.spot import SpotProblem
+    from dnnprov.result import SpotPlan
+    from dnnprov.solve import solve
+    from dnnprov.training import reference as ref
+    from dnnprov.training.cluster import Launcher, run_cluster
+    from dnnprov.training.job import Job
+
+    data = json.loads(Path(profile_json).read_text())
+    job, launcher = Job(speed=speed), Launcher()
+    prof = ref.Profile(data["fits"]["cc"], data["compute_s"], data["comm_s"], ())
+    problem = problem_from_dict(ref.instance_dict(prof, job, deadline_s=deadline_s, extrapolation=2.0))
+    assert isinstance(problem, SpotProblem)
+    result = solve(problem, "milp")
+    if not isinstance(result.plan, SpotPlan):
+        print(f"milp: {result.status}: no plan meets {deadline_s:g} s")
+        return 1
+    plans = {"milp": {k: int(v) for k, v in result.plan.counts.items() if v}}
+    for name in ref.REFERENCE_TYPES:                 # the fewest workers of one type the model says meet it
+        for n in range(1, 8):
+            if ref.predicted_time_s(problem, {name: n}) <= deadline_s:
+                plans[f"all {name}"] = {name: n}
+                break
+    ps_price = problem.platform.ps_price_per_h
+    prices = {t.name: t.spot_price_per_h for t in problem.instance_types}
+    print(f"deadline {deadline_s:g} s, target loss {ref.TARGET_LOSS}; milp {result.status}")
+    print(f"{'plan':<18} {'cluster':<26} {'T pred':>7} {'C pred':>8} {'T meas':>7} {'C meas':>8} met")
+    measured = {}
+    for label, counts in plans.items():
+        run = run_cluster(ref.kinds(counts), job, out / "plans" / label.replace(" ", "-"), target_loss=ref.TARGET_LOSS,
+                          max_steps=5000, launcher=launcher)
+        hourly = sum(prices[k] * n for k, n in counts.items()) + ps_price
+        t_pred = ref.predicted_time_s(problem, counts)
+        t = run.time_to_target_s or math.inf
+        measured[label] = hourly * t / 3600
+        print(f"{label:<18} {ref.cluster_name(counts):<26} {t_pred:>7.0f} {hourly * t_pred / 3600:>8.4f} {t:>7.0f} "
+              f"{measured[label]:>8.4f} {'yes' if t <= deadline_s else 'no'}")
+    cheapest = min(measured, key=lambda k: measured[k])
+    print(f"cheapest in the real runs: {cheapest}; CPU {cpu_s():.1f} s")
+    return 0 if measured["milp"] <= min(measured.values()) * (1 + 1e-9) else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="folder of the runs' logs (default: a temporary folder)")
@@ -99,13 +147,20 @@ def main() -> int:
                         help="job seconds per wall second (default 100; lower: the real CPU and loopback time, "
                              "multiplied by it, weigh less)")
     parser.add_argument("--revocation", action="store_true", help="the run through a real trace window instead")
-    parser.add_argument("--profile-json", default=None, help="with --revocation: a previous run's --json file")
+    parser.add_argument("--plans", type=float, default=None, metavar="DEADLINE_S",
+                        help="the milp plan for this deadline against homogeneous plans, run for real")
+    parser.add_argument("--profile-json", default=None, help="with --revocation/--plans: a previous run's --json file")
     args = parser.parse_args()
     try:
         import torch  # noqa: F401
     except ImportError:
         print("torch is absent: pip install -e '.[train]'", file=sys.stderr)
         return 2
+    if args.plans is not None:
+        if args.profile_json is None:
+            parser.error("--plans needs --profile-json (a previous run's --json)")
+        return plans_run(args.profile_json, args.speed, args.plans,
+                         Path(args.out or tempfile.mkdtemp(prefix="dnnprov-real-training-")))
     if args.revocation:
         if args.profile_json is None:
             parser.error("--revocation needs --profile-json (a previous run's --json)")
