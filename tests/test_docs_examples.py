@@ -235,6 +235,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "the issue 34 benchmark (real training runs, minutes); docs/benchmarks.md has its figures",
     ("benchmarks.md", "$ python benchmarks/real_training.py --out /tmp/rt1 --json /tmp/rt1.json      # speed 100; 197 s wall, 10.2 CPU s"):
         "the issue 34 benchmark's output (real training runs, minutes, machine-dependent figures)",
+    ("benchmarks.md", "$ python benchmarks/real_training.py --plans 750 --speed 20 --profile-json /tmp/rt20.json --out /tmp/pl20b   # 67 s wall, 4.0 CPU s"):
+        "the issue 34 plans comparison's output (real training runs, a minute, machine-dependent figures)",
     ("benchmarks.md", "$ python benchmarks/real_training.py --out /tmp/rt20 --speed 20 --json /tmp/rt20.json   # 507 s wall, 9.3 CPU s"):
         "the issue 34 benchmark's output at speed 20 (real training runs, minutes, machine-dependent figures)",
     ("benchmarks.md", "$ python benchmarks/real_training.py --revocation --speed 20 --profile-json /tmp/rt20.json --out /tmp/rv20b   # 62 s wall, 4.4 CPU s"):
