@@ -17,6 +17,8 @@ TOOLS = {"profiling", "cloud", "revocation", "benchsets", "batch", "fuzz"}
 FRONT = {"cli", "service"}
 #: the control loop drives clouds (cloud/) with launch policies (revocation/): above both tools
 CONTROL = {"control"}
+#: the reference trainer and its local cloud (dnnprov run --cloud local): on top of the control loop
+TRAINING = {"training"}
 BELOW_ENTRY = {"basics", "problems", "models", "io", "formulations", "solvers"}
 #: room -> the rooms it may import (besides itself)
 ALLOWED = {
@@ -30,7 +32,8 @@ ALLOWED = {
     "package": BELOW_ENTRY | {"entry"},
     **{tool: BELOW_ENTRY | {"entry", "package"} for tool in TOOLS},
     "control": BELOW_ENTRY | {"entry", "package", "cloud", "revocation"},
-    **{front: BELOW_ENTRY | {"entry", "package"} | TOOLS | CONTROL | FRONT for front in FRONT},
+    "training": BELOW_ENTRY | {"entry", "package"} | TOOLS | CONTROL,
+    **{front: BELOW_ENTRY | {"entry", "package"} | TOOLS | CONTROL | TRAINING | FRONT for front in FRONT},
 }
 ALLOWED["batch"] = ALLOWED["batch"] | {"benchsets"}          # .jsonl sets are read through it
 

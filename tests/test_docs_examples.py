@@ -226,6 +226,24 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "fake ones and checks that it prints the text after it",
     ("control.md", "met 2 609.35 0.209214"):
         "what the serverless example prints; tests/control/test_serverless_run.py checks it",
+    ("training.md", "from dnnprov.training.cluster import run_cluster"):
+        "a real training run (a minute of wall time); tests/training/test_trainer.py runs run_cluster",
+    ("training.md", "$ dnnprov profile fit-loss runs/2v100+1k80 runs/4v100 runs/3v100+4k80 --json"):
+        "needs the logs of three training runs; tests/training/test_trainer.py reads a run's logs with the profiler",
+    ("training.md", "dnnprov run INSTANCE --plan PLAN --policy P --cloud local[:CONFIG.json] [--poll S] [--join S] [--horizon H] [--json]"):
+        "synopsis with placeholders; tests/training/test_trainer.py runs `dnnprov run --cloud local:CONFIG`",
+    ("training.md", '{"speed": 100, "offset": 40, "workdir": "runs/local",'):
+        "a local-cloud config naming trace files beside it; tests/training/test_trainer.py runs a config",
+    ("training.md", "python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--json FILE]"):
+        "the issue 34 benchmark (real training runs, minutes); docs/benchmarks.md has its figures",
+    ("benchmarks.md", "$ python benchmarks/real_training.py --out /tmp/rt1 --json /tmp/rt1.json      # speed 100; 197 s wall, 10.2 CPU s"):
+        "the issue 34 benchmark's output (real training runs, minutes, machine-dependent figures)",
+    ("benchmarks.md", "$ python benchmarks/real_training.py --plans 750 --speed 20 --profile-json /tmp/rt20.json --out /tmp/pl20b   # 67 s wall, 4.0 CPU s"):
+        "the issue 34 plans comparison's output (real training runs, a minute, machine-dependent figures)",
+    ("benchmarks.md", "$ python benchmarks/real_training.py --out /tmp/rt20 --speed 20 --json /tmp/rt20.json   # 507 s wall, 9.3 CPU s"):
+        "the issue 34 benchmark's output at speed 20 (real training runs, minutes, machine-dependent figures)",
+    ("benchmarks.md", "$ python benchmarks/real_training.py --revocation --speed 20 --profile-json /tmp/rt20.json --out /tmp/rv20b   # 62 s wall, 4.4 CPU s"):
+        "the issue 34 revocation run's output (real training, a minute, machine-dependent figures)",
 }
 
 #: Examples that fail as the page has them (pages of other parts of the project): each

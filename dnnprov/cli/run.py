@@ -145,6 +145,12 @@ def cmd_start(args: argparse.Namespace) -> int:
     problem = _spot_instance(args.target)
     doc = load_plan(args.plan, problem=problem)
     settings = RunSettings(poll_s=args.poll, join_s=args.join, horizon=args.horizon)
+    if args.cloud != "ec2":                        # the reference trainer on local processes (docs/training.md)
+        from dnnprov.result import SpotPlan
+        from dnnprov.training.local_cloud import cli_run
+
+        return _print_outcome(*cli_run(problem, SpotPlan(counts=doc.counts(), ps=doc.ps), args.policy, settings,
+                                       args.cloud, run_id=args.run_id, max_polls=args.max_polls), args.json)
     twin = is_twin(args.endpoint_url)
     if not twin and args.progress == "model" and not args.endpoint_url:
         raise InvalidInputError("--progress", "the stand-in trainer (model) runs only against a test endpoint "
@@ -278,5 +284,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="give up at this multiple of the deadline (default %(default)g: at the deadline)")
     p.add_argument("--max-polls", type=int, default=None,
                    help="stop controlling after N polls (the run goes on); serverless: after N segment attempts")
+    p.add_argument("--cloud", default="ec2", metavar="ec2|local|local:CONFIG",
+                   help="ec2 (default), or local: the reference trainer's processes as instances (docs/training.md)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(run=cmd_run)
