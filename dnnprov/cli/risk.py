@@ -229,6 +229,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     doc = load_plan(args.plan, problem=problem)
     traces = _traces(args.trace)
     plan = SpotPlan(counts=doc.counts(), ps=doc.ps)
+    if args.model and args.policy != "mpc":
+        raise InvalidInputError("--model", "goes with --policy mpc")
     model = AvailabilityModel.from_dict(read_json_file(args.model)) if args.model else None
     sim = Simulation(problem, plan, traces, policy=args.policy, runs=args.runs, seed=args.seed, join_s=args.join,
                      horizon=args.horizon, poll_s=args.poll,

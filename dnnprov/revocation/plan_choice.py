@@ -29,7 +29,7 @@ from dnnprov.result import Result, SpotPlan, Status
 MAX_CANDIDATES = 512
 #: Share of the fit period's runs a candidate must finish by T_obj.
 MIN_MET = 0.99
-DEFAULT_RUNS = 100
+DEFAULT_RUNS = 40
 
 
 @dataclass(frozen=True)
