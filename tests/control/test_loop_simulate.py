@@ -167,7 +167,7 @@ def test_held_capacity_counts_the_instances_under_notice() -> None:
     none; a drop and a rise within the notice add up (the notified ones and the new launches)."""
     p = problem()
     bound = Hindsight(p, SpotPlan(counts={"p3.2xlarge": 2}, ps=1))
-    lengths, held = bound.slots([BoundPool("p3.2xlarge", 0.918, np.array([3, 0, 0, 3, 1, 3] * 2))], 60.0)
+    lengths, held = bound.slots([BoundPool("p3.2xlarge", 0.918, np.array([3, 0, 0, 3, 1, 3] * 10))], 60.0)
     times = np.concatenate([[0.0], np.cumsum(lengths)])
     at = {round(float(t)): int(h) for t, h in zip(times[:-1], held[0])}
     # ticks of 60 s: 3 | 0 (3 notified at 60, held until 180) | 0 | 3 | 1 (2 notified at 240) | 3 (+ those 2)
