@@ -86,7 +86,7 @@ class TracePools:
         common ticks: the whole window lies in the period, so it never runs past the traces'
         end nor into another period (a fit period before a held-out one)."""
         first, end = period_ticks(length, self.period)
-        return window_starts(trace, self.horizon_s, first, end, self.period)
+        return window_starts(trace, self.horizon_s, first, end, self.period if self.period != (0.0, 1.0) else None)
 
     def fitted_models(self, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]],
                       fit_period: tuple[float, float]) -> dict[str, AvailabilityModel]:
