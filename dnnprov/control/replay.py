@@ -112,15 +112,16 @@ def run_many(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequence
     started = time.perf_counter()
     span = settings.horizon * problem.slo.time_s + settings.poll_s
     first, last = window_starts(traces, span, period)
-    if offsets is None:
-        offsets = draw_offsets(traces, span, runs, seed, period)
+    rng = np.random.default_rng(seed)                 # drawn run by run (as draw_offsets does): a long replay
+    total = runs if offsets is None else len(offsets)  # cut by its time limit draws no more than it runs
     out = []
-    for k, offset in enumerate(offsets):
+    for k in range(total):
+        offset = int(rng.integers(first, last)) if offsets is None else offsets[k]
         if not first <= offset < last:
             raise InvalidInputError("offset", f"{offset} is outside the window starts {first}..{last - 1}")
         out.append(run_once(problem, plan, traces, make_policy(), offset, settings))
         if on_run is not None:
-            on_run(k + 1, len(offsets))
+            on_run(k + 1, total)
         if time_limit_s is not None and time.perf_counter() - started > time_limit_s:
             break
     return out
