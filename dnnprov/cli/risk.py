@@ -23,16 +23,28 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable, TextIO
+from typing import TextIO
 
+from dnnprov.cli import (
+    EXIT_NO_PLAN,
+    EXIT_OK,
+    check_time_limit,
+    exit_code,
+    solve_interruptibly,
+)
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import embedded_instance, read_instance, write_instance
-from dnnprov.result import SpotPlan
-from dnnprov.problems.interruption import Trace, fit_trace, fit_traces, from_advisor_bucket, load_trace
+from dnnprov.problems.interruption import (
+    Trace,
+    fit_trace,
+    fit_traces,
+    from_advisor_bucket,
+    load_trace,
+)
 from dnnprov.problems.spot import SpotProblem
-
-from dnnprov.cli import EXIT_NO_PLAN, EXIT_OK, check_time_limit, exit_code, solve_interruptibly
+from dnnprov.result import SpotPlan
 
 
 def _spot_instance(value: str) -> SpotProblem:
@@ -76,7 +88,8 @@ def cmd_risk_fit(args: argparse.Namespace) -> int:
             if getattr(args, option) is not None:
                 raise InvalidInputError(f"--{option}", "goes with --zones")
     started = time.perf_counter()
-    traces, fits = [], []
+    traces: list[Trace] = []
+    fits: list = []
     for path in args.traces:                     # at least one file, then within the limit
         if traces and time.perf_counter() - started > args.time_limit:
             break
@@ -120,10 +133,10 @@ def cmd_risk_fit(args: argparse.Namespace) -> int:
         print(json.dumps([f.to_dict() for f in fits], indent=2))
         return EXIT_NO_PLAN if stopped else EXIT_OK
     for f in fits:
-        i = f.interruption
-        regain = f"{i.mean_regain_s / 60:.1f} min" if i.mean_regain_s is not None else "never within the trace"
-        print(f"{f.trace}: {i.rate_per_h:.4f} revocations per instance-hour ({f.losses} over "
-              f"{f.instance_hours:.1f} h), mean time to regain {regain}")
+        rate = f.interruption
+        regained = f"{rate.mean_regain_s / 60:.1f} min" if rate.mean_regain_s is not None else "never within the trace"
+        print(f"{f.trace}: {rate.rate_per_h:.4f} revocations per instance-hour ({f.losses} over "
+              f"{f.instance_hours:.1f} h), mean time to regain {regained}")
     return EXIT_NO_PLAN if stopped else EXIT_OK
 
 
@@ -264,8 +277,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_risk_plan(args: argparse.Namespace) -> int:
     """The plan cheapest under the mpc policy replayed on the fit period."""
-    from dnnprov.revocation.availability import parse_period
     from dnnprov.control.plan_choice import choose_plan
+    from dnnprov.revocation.availability import parse_period
 
     check_time_limit(args.time_limit)
     _check_replay_options(args)
@@ -280,7 +293,8 @@ def cmd_risk_plan(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``risk`` and ``simulate`` subcommands."""
     from dnnprov.revocation.simulate import POLICIES, REPLAN_METHODS
-    from dnnprov.solvers.robust import DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S, METHODS as ROBUST_METHODS
+    from dnnprov.solvers.robust import DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S
+    from dnnprov.solvers.robust import METHODS as ROBUST_METHODS
 
     p = sub.add_parser("risk", help="interruption models and revocation-aware plans")
     risk_sub = p.add_subparsers(dest="risk_command", required=True)

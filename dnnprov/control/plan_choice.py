@@ -9,7 +9,8 @@ runs; it counts only when at least :data:`MIN_MET` of them meet T_obj.
 from __future__ import annotations
 
 import time
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from functools import partial
 
 import numpy as np
 
@@ -20,7 +21,12 @@ from dnnprov.problems.interruption import Trace
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import SpotPlan
 from dnnprov.revocation.availability import fit_availability
-from dnnprov.revocation.plan_choice import DEFAULT_RUNS, MAX_CANDIDATES, MIN_MET, PlanChoice
+from dnnprov.revocation.plan_choice import (
+    DEFAULT_RUNS,
+    MAX_CANDIDATES,
+    MIN_MET,
+    PlanChoice,
+)
 from dnnprov.revocation.policies import make_policy
 from dnnprov.revocation.pool_replay import TracePools
 from dnnprov.solvers.robust import JOIN_OVERHEAD_S
@@ -42,7 +48,8 @@ def choose_plan(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], *, 
         raise InvalidInputError("--trace", "give the traces of at least one spot type")
     replay = TracePools(problem, traces, join_s=join_s, period=fit_period)   # windows fit the period
     settings = RunSettings(join_s=join_s, horizon=3.0)
-    low, high = problem.constraints.ps_count
+    low, most = problem.constraints.ps_count
+    high = low if most is None else most
     count = sum(problem.instance_types[replay.types.index(n)].quota for n in traces) * (high - low + 1)
     if count > MAX_CANDIDATES:
         raise InvalidInputError("--trace", f"{count:,} candidate plans are more than the limit of {MAX_CANDIDATES}")
@@ -65,8 +72,8 @@ def choose_plan(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], *, 
                     model = fit_availability(items, quota, fit_period)
                     sources.append(model.source)
                 table = replay.takeover_table(plan, model)
-                done = run_many(problem, plan, {name: items}, lambda: make_policy("mpc", table), runs=runs, seed=seed,
-                                settings=settings, period=fit_period, time_limit_s=left)
+                done = run_many(problem, plan, {name: items}, partial(make_policy, "mpc", table), runs=runs,
+                                seed=seed, settings=settings, period=fit_period, time_limit_s=left)
                 if len(done) < runs:
                     unpriced += 1                        # priced on fewer runs than the others: left out
                     continue
@@ -82,7 +89,7 @@ def choose_plan(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], *, 
                       time_limit_s=time_limit_s)
 
 
-def _one_type(replay: PoolReplay, name: str, workers: int) -> np.ndarray:
+def _one_type(replay: TracePools, name: str, workers: int) -> np.ndarray:
     """Workers per type of a plan of ``workers`` instances of ``name``."""
     out = np.zeros(len(replay.types), dtype=np.int64)
     out[replay.types.index(name)] = workers

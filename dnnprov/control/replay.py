@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -213,7 +214,12 @@ class Simulation:
                  hindsight: bool = False, replan_method: str = "exact", time_limit_s: float | None = None) -> None:
         from dnnprov.problems import _checks as check
         from dnnprov.revocation.pool_replay import TracePools
-        from dnnprov.revocation.simulate import POLICIES, REPLAN_METHODS, check_plan_trains, check_plan_traces
+        from dnnprov.revocation.simulate import (
+            POLICIES,
+            REPLAN_METHODS,
+            check_plan_traces,
+            check_plan_trains,
+        )
 
         self.policy = check.choice("--policy", policy, POLICIES)
         self.runs = check.integer("--runs", runs, minimum=1, maximum=10_000_000)

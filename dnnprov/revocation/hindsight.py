@@ -59,8 +59,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -140,7 +140,7 @@ class Hindsight:
                 raise InvalidInputError("--hindsight", f"pool {p} has {len(cap)} ticks of capacity, the window {ticks}")
             drop = np.maximum(cap[:-1] - cap[1:], 0)          # drop[k - 1]: notified at boundary k
             for n, t in enumerate(times[:-1]):
-                k = int(math.floor(t / gap_s + 1e-9))
+                k = math.floor(t / gap_s + 1e-9)
                 recent = [j for j in range(1, k + 1) if t - self.notice_s < j * gap_s <= t + 1e-9]
                 held[p, n] = int(cap[k]) + int(sum(int(drop[j - 1]) for j in recent))
         return lengths, held

@@ -39,13 +39,13 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 
-from dnnprov.revocation.availability import AvailabilityModel
 from dnnprov.errors import InvalidInputError
+from dnnprov.revocation.availability import AvailabilityModel
 
 POLICY_NAMES = ("none", "replan", "fallback", "failover", "uniform-progress", "mpc")
 HYSTERESIS_TICKS = 2
@@ -239,7 +239,7 @@ class ModelPredictive(Policy):
     """``mpc``: reads what to hold from its table (:class:`RunningTable` or
     :class:`TakeoverTable`); safety net."""
 
-    table: "TakeoverTable | RunningTable"
+    table: TakeoverTable | RunningTable
     name = "mpc"
     committed: bool = False
 
@@ -334,7 +334,7 @@ class RunningTable:
         caps = np.arange(most + 1)
         spot, od = self.holdings[:, 0], self.holdings[:, 1]
         index = {(int(x), int(y)): i for i, (x, y) in enumerate(self.holdings)}
-        after = np.array([[index[(min(int(x), a), int(y))] for a in caps] for x, y in self.holdings])   # [pair, A']
+        after = np.array([[index[(min(int(x), int(a)), int(y))] for a in caps] for x, y in self.holdings])   # [pair, A']
         allowed = spot[None, :] <= caps[:, None]                                  # [A, pair]
         trans = capped_transition(self.models[0], most)
         rate = spot * float(self.spot_price[0]) + od * float(self.od_price[0]) + self.fixed_price
@@ -395,7 +395,7 @@ class RunningTable:
         cap = min(int(available), most)
         spot = min(int(spot), cap)
         od = min(int(od), most - spot)
-        b = min(PROGRESS_BUCKETS, max(0, int(math.floor(progress * PROGRESS_BUCKETS))))
+        b = min(PROGRESS_BUCKETS, max(0, math.floor(progress * PROGRESS_BUCKETS)))
         pair = int(np.flatnonzero((self.holdings[:, 0] == spot) & (self.holdings[:, 1] == od))[0])
         action = int(self.actions[n, b, cap, pair])
         if action == COMMIT:
@@ -441,7 +441,7 @@ class TakeoverTable:
         b = PROGRESS_BUCKETS
         self.clusters = np.array(list(itertools.product(*[range(w + 1) for w in self.most])), dtype=np.int64)
         size = len(self.clusters)                       # capacity states = clusters (same ranges)
-        ticks = max(0, int(math.floor((self.deadline_s - self.join_s) / self.gap_s)))
+        ticks = max(0, math.floor((self.deadline_s - self.join_s) / self.gap_s))
         lengths = [self.gap_s] * ticks
         if len(lengths) * (b + 1) * size > MAX_TABLE_STATES or size > MAX_CLUSTERS:
             raise InvalidInputError("--policy", f"mpc's table of {len(lengths):,} ticks x {b + 1} progress buckets x "
@@ -487,7 +487,7 @@ class TakeoverTable:
         n = int(t // self.gap_s)
         if n >= len(self.actions):
             return self.clusters[-1]
-        b = min(PROGRESS_BUCKETS, max(0, int(math.floor(progress * PROGRESS_BUCKETS))))
+        b = min(PROGRESS_BUCKETS, max(0, math.floor(progress * PROGRESS_BUCKETS)))
         state = 0
         for a, w in zip(available, self.most):
             state = state * (w + 1) + min(int(a), w)
@@ -514,7 +514,7 @@ def capped_start(model: AvailabilityModel, cap: int) -> np.ndarray:
     return np.bincount(np.minimum(np.arange(model.cap + 1), cap), weights=np.asarray(model.start), minlength=cap + 1)
 
 
-def make_policy(name: str, table: "TakeoverTable | RunningTable | None" = None, *, problem: object = None,
+def make_policy(name: str, table: TakeoverTable | RunningTable | None = None, *, problem: object = None,
                 plan: object = None, replan_method: str = "exact") -> Policy:
     """A fresh policy (per run) by name; ``replan`` needs the ``problem`` and ``plan`` (its
     takeovers are solved on them), ``mpc`` its ``table``."""

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -27,8 +28,13 @@ from dnnprov.problems import _checks as check
 from dnnprov.problems.interruption import Trace
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
 from dnnprov.result import SpotPlan
-from dnnprov.revocation.availability import (AvailabilityModel, aligned, fit_availability, period_ticks,
-                                             window_starts)
+from dnnprov.revocation.availability import (
+    AvailabilityModel,
+    aligned,
+    fit_availability,
+    period_ticks,
+    window_starts,
+)
 from dnnprov.revocation.policies import RunningTable, TakeoverTable
 from dnnprov.revocation.simulate import ClusterSpeeds, check_run_ticks
 from dnnprov.solvers.robust import JOIN_OVERHEAD_S, progress_target
@@ -146,10 +152,10 @@ class TracePools:
             t = self.problem.instance_types[i]
             prices = [z.spot_price_per_h for z in t.zones if z.spot_price_per_h is not None]
             spot_price.append(float(np.mean(prices)) if prices else t.spot_price_per_h)
-        args = dict(types=tuple(used), most=most, gap_s=self.gap_s, deadline_s=self.problem.slo.time_s,
-                    join_s=self.join_s, progress_per_s=per_cluster, spot_price=np.array(spot_price),
-                    od_price=self.od_price[used], fixed_price=plan.ps * self.problem.platform.ps_price_per_h,
-                    models=tuple(models))
+        args: dict[str, Any] = {"types": tuple(used), "most": most, "gap_s": self.gap_s, "deadline_s": self.problem.slo.time_s,
+                    "join_s": self.join_s, "progress_per_s": per_cluster, "spot_price": np.array(spot_price),
+                    "od_price": self.od_price[used], "fixed_price": plan.ps * self.problem.platform.ps_price_per_h,
+                    "models": tuple(models)}
         if price_joins and len(used) == 1 and RunningTable.fits(most[0], self.problem.slo.time_s, self.gap_s):
             return RunningTable(**args)
         return TakeoverTable(**args)

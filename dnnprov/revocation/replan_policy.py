@@ -99,7 +99,7 @@ class Replan(Policy):
             result = solve(takeover, SOLVE_METHOD[self.method])
         except InvalidInputError:
             return None
-        if result.plan is None:
+        if not isinstance(result.plan, SpotPlan):
             return None
         counts = result.plan.counts
         od = np.minimum(np.array([counts.get(n + ON_DEMAND_SUFFIX, 0) for n in self.types], dtype=np.int64),

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from control.test_loop import problem
 
 import dnnprov
 from dnnprov.cli import main
@@ -20,7 +21,6 @@ from dnnprov.problems.interruption import Trace, load_trace
 from dnnprov.result import SpotPlan
 from dnnprov.revocation.hindsight import BoundPool, Hindsight
 from dnnprov.revocation.policies import POLICY_NAMES
-from control.test_loop import problem
 
 REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "spot-traces" / "availability"
 V100 = REAL / "16-node" / "aws-08-27-2023"

@@ -12,21 +12,33 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import resnet110_problem
+from dnnprov.solvers.robust import progress_speed, progress_target
 from scipy.optimize import linprog
 
 import dnnprov
-from conftest import resnet110_problem
 from dnnprov.cli import main
 from dnnprov.control.loop import RunSettings
-from dnnprov.control.replay import Simulation, draw_offsets, run_many, run_once, trace_pools, window_starts
-from dnnprov.revocation.availability import AvailabilityModel, fit_availability
-from dnnprov.revocation.hindsight import BoundPool, Hindsight
-from dnnprov.revocation.policies import PROGRESS_BUCKETS, RunningTable, TakeoverTable, make_policy
-from dnnprov.revocation.pool_replay import TracePools
+from dnnprov.control.replay import (
+    Simulation,
+    draw_offsets,
+    run_many,
+    run_once,
+    trace_pools,
+    window_starts,
+)
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalog_import import default_shared_data
 from dnnprov.problems.interruption import Trace, load_trace
-from dnnprov.solvers.robust import progress_speed, progress_target
+from dnnprov.revocation.availability import AvailabilityModel, fit_availability
+from dnnprov.revocation.hindsight import BoundPool, Hindsight
+from dnnprov.revocation.policies import (
+    PROGRESS_BUCKETS,
+    RunningTable,
+    TakeoverTable,
+    make_policy,
+)
+from dnnprov.revocation.pool_replay import TracePools
 
 OD_PRICE = 3.06
 POLICIES = ("none", "replan", "fallback", "failover", "uniform-progress", "mpc")

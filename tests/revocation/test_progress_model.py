@@ -10,18 +10,24 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
+from conftest import resnet110_problem
+from test_pool_replay import OD_PRICE, flat_model, one_type_problem, plan_time, trace
 
 import dnnprov
-from conftest import resnet110_problem
-from dnnprov.io.catalog_import import default_shared_data
-from dnnprov.problems.interruption import load_trace
-from dnnprov.revocation.availability import fit_availability
 from dnnprov.control.loop import RunSettings
 from dnnprov.control.plan_choice import choose_plan
 from dnnprov.control.replay import Simulation, draw_offsets, run_once, window_bounds
-from dnnprov.revocation.policies import PROGRESS_BUCKETS, Holdings, Policy, View, make_policy
+from dnnprov.io.catalog_import import default_shared_data
+from dnnprov.problems.interruption import load_trace
+from dnnprov.revocation.availability import fit_availability
+from dnnprov.revocation.policies import (
+    PROGRESS_BUCKETS,
+    Holdings,
+    Policy,
+    View,
+    make_policy,
+)
 from dnnprov.revocation.pool_replay import TracePools
-from test_pool_replay import OD_PRICE, flat_model, one_type_problem, plan_time, trace
 
 JOIN = 126.0
 PS_PRICE = 0.192
@@ -158,7 +164,7 @@ def test_mpc_chooses_among_types_on_real_traces() -> None:
     offsets = draw_offsets(traces, 3 * problem.slo.time_s + settings.poll_s, 12, 3, (0.5, 1.0))
     bounds = window_bounds(problem, plan, traces, offsets)
     for offset, bound in zip(offsets, bounds):
-        for name in costs:
+        for name, spent in costs.items():
             policy = make_policy(name, table)
             if name == "mpc":
                 policy = TypesSeen(policy, types_held)
@@ -166,7 +172,7 @@ def test_mpc_chooses_among_types_on_real_traces() -> None:
             if name == "mpc":
                 assert run.met_deadline, offset
                 assert run.cost >= bound
-            costs[name].append(run.cost)
+            spent.append(run.cost)
     assert types_held == {0, 1}
     assert np.mean(costs["mpc"]) < np.mean(costs["failover"])
 

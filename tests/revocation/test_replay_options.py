@@ -9,13 +9,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import resnet110_problem
 
 import dnnprov
-from conftest import resnet110_problem
 from dnnprov.cli import main
+from dnnprov.control.replay import Simulation
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import load_trace
-from dnnprov.control.replay import Simulation
+
 
 @pytest.mark.parametrize(("policy", "changes", "field", "text"), [
     ("mpc", {"model": "m", "fit_period": (0.0, 0.5)}, "--model", "give --model or --fit-period, not both"),

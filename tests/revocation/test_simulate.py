@@ -8,13 +8,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import resnet110_problem
 
 import dnnprov
-from conftest import resnet110_problem
 from dnnprov.cli import main
+from dnnprov.control.replay import Simulation, draw_offsets
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalog_import import default_shared_data
-from dnnprov.control.replay import Simulation, draw_offsets
 from dnnprov.problems.interruption import load_trace
 
 JOIN = 126.0
