@@ -36,6 +36,9 @@ reports its held-out targets beside the best option's (the exit code stays the b
 
 Needs ../shared/data (the traces); exits 2 with a message when it is absent (0 with
 ``--allow-skip``).
+
+Since issue 28 every option runs on the control loop on the trace cloud (``dnnprov simulate``'s
+one engine); the figures in docs/revocation.md were measured with the removed tick engine.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -55,8 +59,8 @@ import numpy as np
 import dnnprov
 from dnnprov.benchsets.generate import resolve_shared_data
 from dnnprov.revocation.availability import fit_availability
-from dnnprov.revocation.plan_choice import choose_plan
-from dnnprov.revocation.pool_replay import replay_pools
+from dnnprov.control.plan_choice import choose_plan
+from dnnprov.control.replay import Simulation
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import load_trace
 
@@ -94,6 +98,25 @@ def job(problem: dnnprov.SpotProblem, hours: float, slack: float) -> dnnprov.Spo
 def charged(summary: dict[str, Any], runs: list, penalty: float) -> float:
     """Mean cost with each missed run charged the whole job on-demand."""
     return float(np.mean([r.cost + (0.0 if r.met_deadline else penalty) for r in runs]))
+
+
+class Replayed:
+    """The runs of one :class:`dnnprov.control.replay.Simulation` (the loop on the trace cloud) as
+    this benchmark reads them: ``summary()`` and ``runs`` with ``cost`` and ``met_deadline``."""
+
+    def __init__(self, out: dict[str, Any]) -> None:
+        self.out = out
+        self.runs = [SimpleNamespace(cost=r["cost"], met_deadline=r["met_deadline"]) for r in out["per_run"]]
+
+    def summary(self) -> dict[str, Any]:
+        return self.out
+
+
+def replay_pools(problem: dnnprov.SpotProblem, plan: dnnprov.SpotPlan, traces: dict, *, policy: str,
+                 zones: bool = True, model: Any = None, hindsight: bool = False, **options: Any) -> Replayed:
+    """``simulate`` on the loop (every trace of a type is one of its aligned pools: ``zones``)."""
+    return Replayed(Simulation(problem, plan, traces, policy=policy, model=model, hindsight=hindsight,
+                               **options).to_dict(per_run=True))
 
 
 def cell(problem: dnnprov.SpotProblem, traces: list, args: argparse.Namespace) -> dict[str, Any]:

@@ -5,7 +5,7 @@ V100 traces of 2023-08-27, the 1-node V100 traces of 2023-02-15 and of 2022-10-2
 drawn in the held-out second half of each set (mpc fits its availability model on the first
 half), and every policy, each window is run twice: through boto3 against a stepped EC2 twin
 over moto (:func:`dnnprov.control.twin_replay.run_on_twin`, what ``dnnprov run`` does) and on
-the trace cloud (:func:`dnnprov.control.replay.run_once`, what ``simulate --engine loop``
+the trace cloud (:func:`dnnprov.control.replay.run_once`, what ``simulate``
 does). The contract: the same deadline outcome on every window, cost within 2 %, and the
 same launches, refusals, notices, reclaims and terminations at the same times.
 

@@ -200,15 +200,15 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("revocation.md", "dnnprov risk solve INSTANCE --risk [--deadline-probability Q] [--takeover-overhead 126]"):
         "synopsis with placeholders; tests/test_risk.py and tests/test_robust.py run it",
     ("revocation.md", "dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE [--trace TYPE=FILE ...]"):
-        "synopsis with placeholders; tests/test_simulate.py runs the command",
+        "synopsis with placeholders; tests/revocation/test_simulate.py runs the command",
     ("control.md", "dnnprov run INSTANCE --plan PLAN --policy P [--endpoint-url URL] [--region R] [--state DIR] [--json]"):
         "synopsis with placeholders; tests/control/test_run_cli.py runs run, status and cancel against moto",
     ("control.md", '{"run": "RUN", "time_s": 812.4, "loss": 1.93, "step": 1200, "finished_s": null}'):
         "the protocol's report shape; tests/control/test_loop.py reads reports of the stand-in trainer",
     ("control.md", "python benchmarks/twin_agreement.py [--windows 20] [--seed 0] [--policies none,fallback,failover,uniform-progress,mpc]"):
         "the agreement benchmark (reads ../shared/data, minutes of CPU); docs/benchmarks.md holds what it printed",
-    ("control.md", "dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE... --zones --engine loop --policy P"):
-        "synopsis with placeholders; tests/control/test_run_cli.py runs it with --per-run --json",
+    ("control.md", "dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE... --policy P"):
+        "synopsis with placeholders; tests/control/test_loop_simulate.py runs it with --per-run --json",
     ("revocation.md", "python benchmarks/revocation_replay.py --runs 1000                 # set traced, (0.8, 1800 s)"):
         "the replay benchmark (reads ../shared/data); the page's table holds what it printed",
     ("control.md", "dnnprov twin --trace TYPE=FILE [--trace TYPE=FILE ...] --offset TICKS [--speed X | --stepped]"):

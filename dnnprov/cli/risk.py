@@ -7,11 +7,11 @@
     dnnprov risk solve INSTANCE (--robust K [--no-replacement] | --risk) [--deadline-probability Q]
                        [--takeover-overhead S] [--lost-work S] [--replacement on-demand|spot]
                        [--method auto|enumerate|decompose] [--max-plans N] [--time-limit S] [--json]
-    dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE... [--zones]
+    dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE...
                      [--policy none|replan|fallback|failover|uniform-progress|mpc]
                      [--period A:B] [--fit-period A:B | --model MODEL] [--hindsight]
                      [--runs N] [--seed S] [--replan-method exact|heuristic] [--join S]
-                     [--horizon X] [--time-limit S] [--per-run] [--json]
+                     [--horizon X] [--poll S] [--time-limit S] [--per-run] [--json]
 
 Registered in :data:`dnnprov.cli.COMMAND_GROUPS`. Exit codes: 0 success, 1 no plan,
 2 bad input (one line naming the field).
@@ -23,16 +23,28 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable, TextIO
+from typing import TextIO
 
+from dnnprov.cli import (
+    EXIT_NO_PLAN,
+    EXIT_OK,
+    check_time_limit,
+    exit_code,
+    solve_interruptibly,
+)
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import embedded_instance, read_instance, write_instance
-from dnnprov.result import SpotPlan
-from dnnprov.problems.interruption import Trace, fit_trace, fit_traces, from_advisor_bucket, load_trace
+from dnnprov.problems.interruption import (
+    Trace,
+    fit_trace,
+    fit_traces,
+    from_advisor_bucket,
+    load_trace,
+)
 from dnnprov.problems.spot import SpotProblem
-
-from dnnprov.cli import EXIT_NO_PLAN, EXIT_OK, check_time_limit, exit_code, solve_interruptibly
+from dnnprov.result import SpotPlan
 
 
 def _spot_instance(value: str) -> SpotProblem:
@@ -76,7 +88,8 @@ def cmd_risk_fit(args: argparse.Namespace) -> int:
             if getattr(args, option) is not None:
                 raise InvalidInputError(f"--{option}", "goes with --zones")
     started = time.perf_counter()
-    traces, fits = [], []
+    traces: list[Trace] = []
+    fits: list = []
     for path in args.traces:                     # at least one file, then within the limit
         if traces and time.perf_counter() - started > args.time_limit:
             break
@@ -120,10 +133,10 @@ def cmd_risk_fit(args: argparse.Namespace) -> int:
         print(json.dumps([f.to_dict() for f in fits], indent=2))
         return EXIT_NO_PLAN if stopped else EXIT_OK
     for f in fits:
-        i = f.interruption
-        regain = f"{i.mean_regain_s / 60:.1f} min" if i.mean_regain_s is not None else "never within the trace"
-        print(f"{f.trace}: {i.rate_per_h:.4f} revocations per instance-hour ({f.losses} over "
-              f"{f.instance_hours:.1f} h), mean time to regain {regain}")
+        rate = f.interruption
+        regained = f"{rate.mean_regain_s / 60:.1f} min" if rate.mean_regain_s is not None else "never within the trace"
+        print(f"{f.trace}: {rate.rate_per_h:.4f} revocations per instance-hour ({f.losses} over "
+              f"{f.instance_hours:.1f} h), mean time to regain {regained}")
     return EXIT_NO_PLAN if stopped else EXIT_OK
 
 
@@ -213,106 +226,59 @@ def _check_replay_options(args: argparse.Namespace) -> None:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    """Replay real spot traces against a plan under a policy."""
-    from dnnprov.revocation.availability import AvailabilityModel, parse_period
+    """Run the control loop on real spot traces against a plan under a policy (docs/revocation.md)."""
     from dnnprov.cloud.export import load_plan
-    from dnnprov.revocation.pool_replay import replay_pools
-    from dnnprov.revocation.simulate import pooled_replay, simulate
+    from dnnprov.control.replay import Simulation
     from dnnprov.json_files import read_json_file
+    from dnnprov.revocation.availability import AvailabilityModel, parse_period
 
+    if args.engine is not None:
+        raise InvalidInputError("--engine", "is gone: simulate has one engine, the control loop of `dnnprov run` on "
+                                            "the trace cloud (the tick and event engines were removed, issue 28); "
+                                            "drop the option")
     check_time_limit(args.time_limit)
     _check_replay_options(args)
     problem = _spot_instance(args.instance)
     doc = load_plan(args.plan, problem=problem)
     traces = _traces(args.trace)
     plan = SpotPlan(counts=doc.counts(), ps=doc.ps)
-    if args.engine == "loop":
-        return _simulate_loop(args, problem, plan, traces)
-    pooled = pooled_replay(args.policy, zones=args.zones, hindsight=args.hindsight, period=bool(args.period),
-                           model=bool(args.model), fit_period=bool(args.fit_period), replan_method=args.replan_method,
-                           option=lambda name: "--" + name.replace("_", "-"))
-    bar = progress_bar(args.runs) if args.runs >= 200 else None
-    if pooled:
-        model = AvailabilityModel.from_dict(read_json_file(args.model)) if args.model else None
-        replay = replay_pools(problem, plan, traces, policy=args.policy, zones=args.zones, runs=args.runs,
-                              seed=args.seed, join_s=args.join, horizon=args.horizon,
-                              period=parse_period(args.period) if args.period else (0.0, 1.0), model=model,
-                              fit_period=parse_period(args.fit_period, "--fit-period") if args.fit_period else None,
-                              hindsight=args.hindsight, time_limit_s=args.time_limit, on_run=bar)
-    else:
-        replay = simulate(problem, plan, traces, policy=args.policy, runs=args.runs, seed=args.seed,
-                          join_s=args.join, horizon=args.horizon, replan_method=args.replan_method,
-                          on_run=bar, time_limit_s=args.time_limit)
-    if args.json:
-        print(json.dumps(replay.to_dict(per_run=args.per_run), indent=2))
-        return EXIT_OK
-    s = replay.summary()
-    print(f"{problem.name}: {plan} under policy {args.policy}, {s['runs']} runs (seed {args.seed})"
-          + (f", {'zones' if args.zones else 'one zone per run'}" if pooled else ""))
-    if replay.settings.get("stopped_by_time_limit"):
-        print(f"  stopped by --time-limit {args.time_limit:g} s after {s['runs']} of {args.runs} runs")
-    print(f"  met deadline : {100 * s['met_deadline']:.1f} % (finished at all: {100 * s['finished']:.1f} %)")
-    print(f"  cost         : mean ${s['cost_mean']:.4f}, p95 ${s['cost_p95']:.4f}")
-    if args.hindsight:
-        bound = s["hindsight_cost_mean"]
-        print("  hindsight    : " + (f"mean ${bound:.4f} (a proven lower bound for any policy meeting T_obj)"
-                                    if bound is not None else
-                                    f"{s['hindsight_unreachable_runs']} runs cannot meet T_obj with any policy"))
-    print(f"  loss reached : mean {s['loss_mean']:.4g} (target {problem.slo.loss:g})")
-    print(f"  revocations  : {s['revocations_mean']:.2f} per run, replans {s['replans_mean']:.2f}, "
-          f"on-demand launched {s['on_demand_launched_mean']:.2f}")
-    if args.per_run:
-        for i, run in enumerate(replay.runs):
-            print(f"  run {i}: {json.dumps(run.to_dict())}")
-    return EXIT_OK
-
-
-def _simulate_loop(args: argparse.Namespace, problem: SpotProblem, plan: SpotPlan,
-                   traces: dict[str, list[Trace]]) -> int:
-    """``simulate --engine loop``: the control loop on the trace cloud (docs/control.md)."""
-    from dnnprov.control.loop import RunSettings
-    from dnnprov.control.replay import loop_policy_factory, run_many, summarize
-    from dnnprov.json_files import read_json_file
-    from dnnprov.revocation.availability import AvailabilityModel, parse_period
-    from dnnprov.revocation.simulate import check_plan_traces
-
-    for option, given in (("--hindsight", args.hindsight), ("--replan-method", args.replan_method != "exact")):
-        if given:
-            raise InvalidInputError(option, "goes with --engine tick (the loop engine does not take it yet)")
-    if not args.zones:
-        raise InvalidInputError("--engine", "the loop runs aligned pools: give --zones (the traces of a type are "
-                                            "its zones, read from one offset)")
-    check_plan_traces(problem, plan, traces)
-    settings = RunSettings(poll_s=args.poll, join_s=args.join, horizon=args.horizon)
+    if args.model and args.policy != "mpc":
+        raise InvalidInputError("--model", "goes with --policy mpc")
     model = AvailabilityModel.from_dict(read_json_file(args.model)) if args.model else None
-    factory = loop_policy_factory(problem, plan, traces, args.policy, join_s=args.join, horizon=args.horizon,
-                                  model=model, fit_period=parse_period(args.fit_period, "--fit-period")
-                                  if args.fit_period else None)
-    period = parse_period(args.period) if args.period else (0.0, 1.0)
-    runs = run_many(problem, plan, traces, factory, runs=args.runs, seed=args.seed, settings=settings, period=period,
-                    on_run=progress_bar(args.runs) if args.runs >= 200 else None)
-    out = summarize(args.policy, runs, {"seed": args.seed, "period": list(period), **settings.to_dict(),
-                                        "plan": plan.to_dict(), "time_obj_s": problem.slo.time_s,
-                                        "traces": {k: [t.path for t in v] for k, v in traces.items()}}, args.per_run)
+    sim = Simulation(problem, plan, traces, policy=args.policy, runs=args.runs, seed=args.seed, join_s=args.join,
+                     horizon=args.horizon, poll_s=args.poll,
+                     period=parse_period(args.period) if args.period else None,
+                     fit_period=parse_period(args.fit_period, "--fit-period") if args.fit_period else None,
+                     model=model, hindsight=args.hindsight, replan_method=args.replan_method,
+                     time_limit_s=args.time_limit)
+    out = sim.to_dict(per_run=args.per_run, on_run=progress_bar(args.runs) if args.runs >= 200 else None)
     if args.json:
         print(json.dumps(out, indent=2))
         return EXIT_OK
     print(f"{problem.name}: {plan} under policy {args.policy}, {out['runs']} runs on the loop (seed {args.seed})")
+    if out["settings"]["stopped_by_time_limit"]:
+        print(f"  stopped by --time-limit {args.time_limit:g} s after {out['runs']} of {args.runs} runs")
     print(f"  met deadline : {100 * out['met_deadline']:.1f} % (finished at all: {100 * out['finished']:.1f} %)")
-    print(f"  cost         : mean ${out['cost_mean']:.4f}, p95 ${out['cost_p95']:.4f}")
+    print(f"  cost         : mean ${out['cost_mean']:.4f}, p50 ${out['cost_p50']:.4f}, p95 ${out['cost_p95']:.4f}")
+    if args.hindsight:
+        bound = out["hindsight_cost_mean"]
+        print("  hindsight    : " + (f"mean ${bound:.4f} (a proven lower bound for any policy meeting T_obj)"
+                                    if bound is not None else
+                                    f"{out['hindsight_unreachable_runs']} runs cannot meet T_obj with any policy"))
+    print(f"  loss reached : mean {out['loss_mean']:.4g} (target {problem.slo.loss:g})")
     print(f"  revocations  : {out['revocations_mean']:.2f} per run, launches {out['launches_mean']:.2f}, "
-          f"refusals {out['refusals_mean']:.2f}, on-demand {out['on_demand_launched_mean']:.2f}")
+          f"refusals {out['refusals_mean']:.2f}, replans {out['replans_mean']:.2f}, "
+          f"on-demand {out['on_demand_launched_mean']:.2f}")
     if args.per_run:
-        for k, run in enumerate(runs):
-            print(f"  run {k}: offset {run.offset}, {run.outcome.state}, ${run.outcome.cost:.4f}, "
-                  f"{len(run.events)} events")
+        for k, run in enumerate(out["per_run"]):
+            print(f"  run {k}: offset {run['offset']}, {run['state']}, ${run['cost']:.4f}, {len(run['events'])} events")
     return EXIT_OK
 
 
 def cmd_risk_plan(args: argparse.Namespace) -> int:
     """The plan cheapest under the mpc policy replayed on the fit period."""
+    from dnnprov.control.plan_choice import choose_plan
     from dnnprov.revocation.availability import parse_period
-    from dnnprov.revocation.plan_choice import choose_plan
 
     check_time_limit(args.time_limit)
     _check_replay_options(args)
@@ -326,9 +292,9 @@ def cmd_risk_plan(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``risk`` and ``simulate`` subcommands."""
-    from dnnprov.revocation.policies import POLICY_NAMES
     from dnnprov.revocation.simulate import POLICIES, REPLAN_METHODS
-    from dnnprov.solvers.robust import DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S, METHODS as ROBUST_METHODS
+    from dnnprov.solvers.robust import DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S
+    from dnnprov.solvers.robust import METHODS as ROBUST_METHODS
 
     p = sub.add_parser("risk", help="interruption models and revocation-aware plans")
     risk_sub = p.add_subparsers(dest="risk_command", required=True)
@@ -387,35 +353,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(run=cmd_risk_solve)
 
-    p = sub.add_parser("simulate", help="replay real spot traces against a plan")
+    p = sub.add_parser("simulate", help="run the control loop on real spot traces against a plan")
     p.add_argument("instance", help="the spot instance the plan solves")
     p.add_argument("--plan", required=True, help="plan document or `dnnprov solve --json` output")
     p.add_argument("--trace", action="append", required=True, metavar="TYPE=FILE",
-                   help="trace of a spot type (repeat; several for one type: each run picks one)")
-    p.add_argument("--policy", choices=sorted(set(POLICIES) | set(POLICY_NAMES)), default="none",
-                   help="launch policy (docs/revocation.md)")
+                   help="trace of a spot type (repeat; the traces of one type are its pools, aligned in time)")
+    p.add_argument("--policy", choices=POLICIES, default="none", help="launch policy (docs/revocation.md)")
     p.add_argument("--zones", action="store_true",
-                   help="the traces given for one type are simultaneous pools aligned in time (one offset per run)")
+                   help="kept for old scripts: the traces of one type are always its aligned pools")
     p.add_argument("--period", default=None, metavar="A:B",
-                   help="replay windows lie within this fraction of the traces (e.g. 0.5:1, held out)")
+                   help="run windows lie within this fraction of the traces (e.g. 0.5:1, held out)")
     p.add_argument("--fit-period", default=None, metavar="A:B",
                    help="with --policy mpc: fit its availability model on this fraction (default 0:1)")
     p.add_argument("--model", default=None, help="with --policy mpc: availability model from risk fit --zones --out")
     p.add_argument("--hindsight", action="store_true",
-                   help="also a proven lower bound per run on any policy meeting T_obj (hindsight_cost_mean)")
+                   help="also each window's proven lower bound on any policy meeting T_obj (hindsight_cost_mean)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="stop after the run that crosses S wall-clock seconds (the output says how many ran)")
     p.add_argument("--runs", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--replan-method", choices=REPLAN_METHODS, default="exact",
-                   help="how the replan policy solves takeovers: exact, or spotDNN's heuristic")
+                   help="with --policy replan: solve takeovers exactly, or by spotDNN's heuristic")
     p.add_argument("--join", type=float, default=JOIN_OVERHEAD_S, help="seconds before launched instances train")
     p.add_argument("--horizon", type=float, default=3.0, help="stop runs at this multiple of T_obj")
-    p.add_argument("--per-run", action="store_true", help="also print every run (with --engine loop: its offset "
-                                                          "and event timeline)")
-    p.add_argument("--engine", choices=("tick", "loop"), default="tick",
-                   help="tick: the replay engines of docs/revocation.md; loop: the control loop of `dnnprov run` "
-                        "on the trace cloud (docs/control.md)")
-    p.add_argument("--poll", type=float, default=15.0, help="with --engine loop: seconds between polls")
+    p.add_argument("--poll", type=float, default=15.0, help="seconds between the controller's polls")
+    p.add_argument("--per-run", action="store_true", help="also print every run: its offset and event timeline")
+    p.add_argument("--engine", default=None, help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(run=cmd_simulate)

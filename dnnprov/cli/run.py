@@ -53,7 +53,7 @@ def _controller(record: Any, run_id: str, spec: dict[str, Any]) -> tuple[Any, An
     else:
         def trainer(instances: list[Instance], now: float) -> Any:
             return read_report(spec["progress"])
-    controller = Controller(problem, plan, make_policy(spec["policy"]), cloud, run_id=run_id, pools=pools,
+    controller = Controller(problem, plan, make_policy(spec["policy"], problem=problem, plan=plan), cloud, run_id=run_id, pools=pools,
                             trainer=trainer, settings=settings, record=record)
     return controller, cloud
 
@@ -265,7 +265,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("target", metavar="INSTANCE|status|cancel|resume", help="the spot instance, or a verb")
     p.add_argument("run_id", nargs="?", default=None, metavar="RUN", help="the run (with a verb)")
     p.add_argument("--plan", help="plan document or `dnnprov solve --json` output")
-    p.add_argument("--policy", default="failover", help="launch policy: none, fallback, failover, uniform-progress")
+    p.add_argument("--policy", default="failover", help="launch policy: none, replan, fallback, failover, uniform-progress")
     p.add_argument("--endpoint-url", default=None, help="EC2 endpoint (a local test server or the twin)")
     p.add_argument("--lambda-endpoint-url", default=None,
                    help="Lambda endpoint of a serverless run (e.g. the Lambda twin, dnnprov.control.lambda_twin)")

@@ -143,7 +143,9 @@ class ProgressModel:
         return instance.launched_s + (0.0 if instance.launched_s == 0 else self.join_s)
 
     def members(self, instances: Sequence[Instance], ps_address: str | None, t: float) -> tuple[np.ndarray, int]:
-        """Workers per type training at ``t`` (joined, not gone, handed ``ps_address``) and live PS."""
+        """Workers per type training at ``t`` (joined, not gone, handed ``ps_address``; at most the
+        plan's workers of a type: the extra ones the controller stops at its next poll do not
+        count) and live PS."""
         per_type = np.zeros(len(self.types), dtype=np.int64)
         ps = 0
         for i in instances:
@@ -151,7 +153,7 @@ class ProgressModel:
                 ps += i.alive_at(t)
             elif i.alive_at(t) and self.joined_s(i) <= t and i.ps_address == ps_address and i.type_name in self.types:
                 per_type[self.types.index(i.type_name)] += 1
-        return per_type, ps
+        return np.minimum(per_type, self.want), ps
 
     def advance(self, instances: Sequence[Instance], ps_address: str | None, t0: float, u0: float,
                 t1: float) -> tuple[float, float | None]:

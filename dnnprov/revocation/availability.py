@@ -24,8 +24,9 @@ What it holds, all measured on the fit period:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +63,7 @@ def aligned(traces: Sequence[Trace], where: str = "--trace") -> tuple[int, float
 
 def period_ticks(length: int, period: tuple[float, float]) -> tuple[int, int]:
     """First and past-the-end tick of ``period`` in traces of ``length`` common ticks."""
-    first, end = int(math.floor(period[0] * length)), int(math.floor(period[1] * length))
+    first, end = math.floor(period[0] * length), math.floor(period[1] * length)
     if end - first < 2:
         raise InvalidInputError("--period", f"{period[0]:g}:{period[1]:g} holds {end - first} ticks of {length}: too few")
     return first, end
@@ -128,7 +129,7 @@ class AvailabilityModel:
                 "source": self.source}
 
     @classmethod
-    def from_dict(cls, data: object) -> "AvailabilityModel":
+    def from_dict(cls, data: object) -> AvailabilityModel:
         """Read the JSON form back (checked)."""
         if not isinstance(data, Mapping) or data.get("format") != "dnnprov/availability":
             raise InvalidInputError("model.format", "expected a dnnprov/availability model (dnnprov risk fit --zones --json)")
@@ -170,7 +171,7 @@ def fit_availability(traces: Sequence[Trace], cap: int, period: tuple[float, flo
     try:
         first, end = period_ticks(length, period)
     except InvalidInputError as exc:
-        held = int(math.floor(period[1] * length)) - int(math.floor(period[0] * length))
+        held = math.floor(period[1] * length) - math.floor(period[0] * length)
         raise InvalidInputError(exc.field, f"{period[0]:g}:{period[1]:g} holds {held} of the {length:,} common ticks "
                                            f"({gap:g} s each) of {', '.join(t.path for t in traces)}: a fit needs at "
                                            "least 2 (one transition)") from None

@@ -1,11 +1,16 @@
-"""Launch policies over spot pools, shared by ``simulate``, ``replan`` and the service.
+"""Launch policies over spot pools: the objects the control loop asks, for ``dnnprov run``
+(EC2) and ``dnnprov simulate`` (the trace cloud) alike.
 
-A policy is asked at every tick of the traces (and decides only at the ticks its rule says):
-given a :class:`View` of the run now (time, progress, each pool's capacity and holdings), it
-returns how many spot instances to hold in each pool and how many on-demand instances of
-each type (:class:`Holdings`). Plans name types; placing them on pools is the policy's.
+A policy is asked at every poll of the controller (:mod:`dnnprov.control.loop`; it decides
+only at the polls its rule says): given a :class:`View` of the run now (time, progress, the
+holdings of each pool, the capacity the controller takes each pool to have), it returns how
+many spot instances to hold in each pool and how many on-demand instances of each type
+(:class:`Holdings`). Plans name types; placing them on pools is the policy's. A policy sees
+only what a live controller observes: capacity is an estimate (the instances held plus room,
+unless the pool refused a launch lately), never the trace.
 
 - ``none``: the plan's instances at the start where capacity is; nothing after.
+- ``replan``: dnnprov's takeover solved at every event (:mod:`dnnprov.revocation.replan_policy`).
 - ``fallback``: spotDNN-style event rule on the type's first zone only: at a revocation or
   a capacity change, missing spot workers are relaunched there where capacity allows, and
   if the cluster held then would not end by ``T_obj - join_s`` the still-missing workers
@@ -34,15 +39,15 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 
-from dnnprov.revocation.availability import AvailabilityModel
 from dnnprov.errors import InvalidInputError
+from dnnprov.revocation.availability import AvailabilityModel
 
-POLICY_NAMES = ("none", "fallback", "failover", "uniform-progress", "mpc")
+POLICY_NAMES = ("none", "replan", "fallback", "failover", "uniform-progress", "mpc")
 HYSTERESIS_TICKS = 2
 PROGRESS_BUCKETS = 2000
 #: Cost-to-go of a state that cannot finish by the deadline (finite, so that expectations
@@ -234,7 +239,7 @@ class ModelPredictive(Policy):
     """``mpc``: reads what to hold from its table (:class:`RunningTable` or
     :class:`TakeoverTable`); safety net."""
 
-    table: "TakeoverTable | RunningTable"
+    table: TakeoverTable | RunningTable
     name = "mpc"
     committed: bool = False
 
@@ -329,7 +334,7 @@ class RunningTable:
         caps = np.arange(most + 1)
         spot, od = self.holdings[:, 0], self.holdings[:, 1]
         index = {(int(x), int(y)): i for i, (x, y) in enumerate(self.holdings)}
-        after = np.array([[index[(min(int(x), a), int(y))] for a in caps] for x, y in self.holdings])   # [pair, A']
+        after = np.array([[index[(min(int(x), int(a)), int(y))] for a in caps] for x, y in self.holdings])   # [pair, A']
         allowed = spot[None, :] <= caps[:, None]                                  # [A, pair]
         trans = capped_transition(self.models[0], most)
         rate = spot * float(self.spot_price[0]) + od * float(self.od_price[0]) + self.fixed_price
@@ -390,7 +395,7 @@ class RunningTable:
         cap = min(int(available), most)
         spot = min(int(spot), cap)
         od = min(int(od), most - spot)
-        b = min(PROGRESS_BUCKETS, max(0, int(math.floor(progress * PROGRESS_BUCKETS))))
+        b = min(PROGRESS_BUCKETS, max(0, math.floor(progress * PROGRESS_BUCKETS)))
         pair = int(np.flatnonzero((self.holdings[:, 0] == spot) & (self.holdings[:, 1] == od))[0])
         action = int(self.actions[n, b, cap, pair])
         if action == COMMIT:
@@ -436,7 +441,7 @@ class TakeoverTable:
         b = PROGRESS_BUCKETS
         self.clusters = np.array(list(itertools.product(*[range(w + 1) for w in self.most])), dtype=np.int64)
         size = len(self.clusters)                       # capacity states = clusters (same ranges)
-        ticks = max(0, int(math.floor((self.deadline_s - self.join_s) / self.gap_s)))
+        ticks = max(0, math.floor((self.deadline_s - self.join_s) / self.gap_s))
         lengths = [self.gap_s] * ticks
         if len(lengths) * (b + 1) * size > MAX_TABLE_STATES or size > MAX_CLUSTERS:
             raise InvalidInputError("--policy", f"mpc's table of {len(lengths):,} ticks x {b + 1} progress buckets x "
@@ -482,7 +487,7 @@ class TakeoverTable:
         n = int(t // self.gap_s)
         if n >= len(self.actions):
             return self.clusters[-1]
-        b = min(PROGRESS_BUCKETS, max(0, int(math.floor(progress * PROGRESS_BUCKETS))))
+        b = min(PROGRESS_BUCKETS, max(0, math.floor(progress * PROGRESS_BUCKETS)))
         state = 0
         for a, w in zip(available, self.most):
             state = state * (w + 1) + min(int(a), w)
@@ -509,10 +514,20 @@ def capped_start(model: AvailabilityModel, cap: int) -> np.ndarray:
     return np.bincount(np.minimum(np.arange(model.cap + 1), cap), weights=np.asarray(model.start), minlength=cap + 1)
 
 
-def make_policy(name: str, table: TakeoverTable | None = None) -> Policy:
-    """A fresh policy (per run) by name."""
+def make_policy(name: str, table: TakeoverTable | RunningTable | None = None, *, problem: object = None,
+                plan: object = None, replan_method: str = "exact") -> Policy:
+    """A fresh policy (per run) by name; ``replan`` needs the ``problem`` and ``plan`` (its
+    takeovers are solved on them), ``mpc`` its ``table``."""
     if name == "none":
         return NoRelaunch()
+    if name == "replan":
+        from dnnprov.problems.spot import SpotProblem
+        from dnnprov.result import SpotPlan
+        from dnnprov.revocation.replan_policy import Replan
+
+        if not isinstance(problem, SpotProblem) or not isinstance(plan, SpotPlan):
+            raise InvalidInputError("--policy", "replan solves takeovers of the run's problem and plan: give both")
+        return Replan(problem, plan, replan_method)
     if name in ("fallback", "failover"):
         return Fallback(every_zone=name == "failover")
     if name == "uniform-progress":

@@ -32,18 +32,21 @@ import tempfile
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from dnnprov.revocation.policies import cheapest_first
-from dnnprov.problems import _checks as check
+import numpy as np
+
 from dnnprov.errors import InvalidInputError
 from dnnprov.json_files import read_json_file
-from dnnprov.result import Result, SpotPlan
-from dnnprov.solve import solve
-from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem, check_existing
 from dnnprov.models.spot import SpotModel
+from dnnprov.problems import _checks as check
+from dnnprov.problems.spot import SpotProblem, check_existing
+from dnnprov.result import Result, SpotPlan
+from dnnprov.revocation.policies import cheapest_first
+from dnnprov.solve import solve
 
 #: Seconds added to the predicted time after a takeover. The survivors keep training
 #: while new instances join (~2.1 min in the paper); the measured degradation lasted
@@ -73,7 +76,7 @@ def predicted_loss(problem: SpotProblem, plan: SpotPlan | Mapping[str, int], ela
     """
     counts = _counts(problem, plan)
     model = SpotModel(problem)
-    ev = model.evaluate([[counts.get(label, 0) for label in model.columns.labels]], ps)
+    ev = model.evaluate(np.array([[counts.get(label, 0) for label in model.columns.labels]]), ps)
     j, total = float(ev.iterations[0]), float(ev.time_s[0]) - problem.slo.takeover_overhead_s
     if not j > 0 or not total > 0:
         raise InvalidInputError("plan", "the model predicts no training progress for this plan")
@@ -401,7 +404,7 @@ def watch_interruptions(on_notice: Callable[[InterruptionNotice], None], *,
     while not stop.is_set():
         try:
             notice = metadata.notice()
-        except Exception as exc:  # noqa: BLE001 (every failure is sorted: transient, or ends the watch)
+        except Exception as exc:
             if isinstance(exc, InvalidInputError):
                 raise
             if not _transient(exc):

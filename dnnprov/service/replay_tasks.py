@@ -23,7 +23,8 @@ from dnnprov.service.tasks import Task, _fields, _time_limit, instance, kill_aft
 MAX_TRACE_NAME = 200
 #: CLI options the revocation code names in its errors -> the body field they stand for.
 _OPTION_FIELDS = {"--trace": "traces", "--period": "period", "--fit-period": "fit_period", "--model": "model",
-                  "--policy": "policy", "--hindsight": "hindsight", "--time-limit": "time_limit_s"}
+                  "--policy": "policy", "--hindsight": "hindsight", "--time-limit": "time_limit_s",
+                  "--replan-method": "replan_method", "--join": "join_s", "--horizon": "horizon"}
 #: Fields of the problem the revocation code names without the ``instance.`` of the body.
 _PROBLEM_FIELDS = ("model", "constraints", "instance_types", "slo", "workload", "platform")
 
@@ -99,10 +100,9 @@ def simulate_task(body: object, cap: float) -> Task:
     from dnnprov.cloud.export import PlanDocument
     from dnnprov.result import SpotPlan
     from dnnprov.revocation.availability import AvailabilityModel
+    from dnnprov.control.replay import Simulation
     from dnnprov.revocation.policies import POLICY_NAMES
-    from dnnprov.revocation.pool_replay import PoolReplay, replay_pools
-    from dnnprov.revocation.simulate import (POLICIES, REPLAN_METHODS, Simulator, check_plan_traces,
-                                             pooled_replay, simulate)
+    from dnnprov.revocation.simulate import POLICIES, REPLAN_METHODS
     from dnnprov.solvers.robust import JOIN_OVERHEAD_S
 
     b = _fields(body, {"instance", "plan", "traces", "zones", "policy", "period", "fit_period", "model", "hindsight",
@@ -126,28 +126,11 @@ def simulate_task(body: object, cap: float) -> Task:
     horizon = check.number("horizon", b.get("horizon", 3.0), minimum=1)
     limit = _time_limit(b, "simulate", cap)
     model = AvailabilityModel.from_dict(b["model"]) if b.get("model") is not None else None
-    pooled = pooled_replay(policy, zones=zones, hindsight=hindsight, period=period is not None,
-                           model=model is not None, fit_period=fit_period is not None, replan_method=replan_method)
-
-    def check_now() -> None:                      # what the replay would refuse, before the job is queued
-        check_plan_traces(problem, plan, traces)
-        if pooled:
-            PoolReplay(problem, traces, zones=zones, join_s=join_s, horizon=horizon, period=period or (0.0, 1.0))
-        else:
-            Simulator(problem, traces, join_s=join_s, horizon=horizon, replan_method=replan_method)
-
-    def replay() -> dict[str, Any]:
-        if pooled:
-            out = replay_pools(problem, plan, traces, policy=policy, zones=zones, runs=runs, seed=seed, join_s=join_s,
-                               horizon=horizon, period=period or (0.0, 1.0), model=model, fit_period=fit_period,
-                               hindsight=hindsight, time_limit_s=limit)
-        else:
-            out = simulate(problem, plan, traces, policy=policy, runs=runs, seed=seed, join_s=join_s, horizon=horizon,
-                           replan_method=replan_method, time_limit_s=limit)
-        return out.to_dict(per_run=per_run)
-
-    _fields_named(names, check_now)
-    return Task("simulate", lambda: _fields_named(names, replay), limit, kill_after(limit), policy)
+    sim = _fields_named(names, lambda: Simulation(   # what the replay would refuse, before the job is queued
+        problem, plan, traces, policy=policy, runs=runs, seed=seed, join_s=join_s, horizon=horizon, period=period,
+        fit_period=fit_period, model=model, hindsight=hindsight, replan_method=replan_method, time_limit_s=limit))
+    return Task("simulate", lambda: _fields_named(names, lambda: sim.to_dict(per_run=per_run)), limit,
+                kill_after(limit), policy)
 
 
 def choose_plan_task(body: object, cap: float) -> Task:
@@ -157,8 +140,8 @@ def choose_plan_task(body: object, cap: float) -> Task:
     seconds, as ``--time-limit``): no candidate is priced after it and the answer says how
     many were left; the task's budget (``time_limit_s`` plus max(5 s, 25 %)) is the backstop (504).
     """
-    from dnnprov.revocation.plan_choice import choose_plan
-    from dnnprov.revocation.pool_replay import PoolReplay
+    from dnnprov.control.plan_choice import choose_plan
+    from dnnprov.revocation.pool_replay import TracePools
     from dnnprov.solvers.robust import JOIN_OVERHEAD_S
 
     b = _fields(body, {"instance", "traces", "zones", "fit_period", "join_s", "time_limit_s"}, ("instance", "traces"))
@@ -168,7 +151,7 @@ def choose_plan_task(body: object, cap: float) -> Task:
     fit_period = _period(b, "fit_period") or (0.0, 1.0)
     join_s = check.number("join_s", b.get("join_s", JOIN_OVERHEAD_S), minimum=0)
     limit = _time_limit(b, "choose-plan", cap)
-    _fields_named(names, lambda: PoolReplay(problem, traces, zones=zones, join_s=join_s, period=fit_period))
+    _fields_named(names, lambda: TracePools(problem, traces, join_s=join_s, period=fit_period))
     return Task("choose-plan", lambda: _fields_named(names, lambda: choose_plan(
         problem, traces, zones=zones, fit_period=fit_period, join_s=join_s, time_limit_s=limit).to_dict()),
         limit, kill_after(limit), "mpc")

@@ -23,9 +23,8 @@ from conftest import one_error, resnet110_problem
 from dnnprov.cli import main
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import load_trace
-from dnnprov.revocation.plan_choice import choose_plan
-from dnnprov.revocation.pool_replay import replay_pools
-from dnnprov.revocation.simulate import simulate
+from dnnprov.control.plan_choice import choose_plan
+from dnnprov.control.replay import Simulation
 from dnnprov.solvers.joint import solve_many
 
 TABLE1 = "embedded:spot/paper-table1.json"
@@ -105,22 +104,17 @@ def _sleeping(pause_s: float):
     return on_run
 
 
-@pytest.mark.parametrize("engine", ["simulate", "replay_pools"])
-def test_a_replay_limit_is_wall_clock(files, engine):
+@pytest.mark.parametrize("policy", ["fallback", "failover"])
+def test_a_replay_limit_is_wall_clock(files, policy):
     """Each run is followed by 0.05 s of sleep; at a 0.2 s limit the replay stops after at most
     5 runs of 40 (after the run that crosses it) and says so. The limit used to count CPU
     seconds only, and these 40 runs take far less CPU than 0.2 s: all 40 ran."""
     problem = files["problem"]
     plan = files["result"].plan
     pools = {"p3.2xlarge": [load_trace(p) for p in files["traces"]]}
-    if engine == "simulate":
-        replay = simulate(problem, plan, pools, policy="fallback", runs=40, time_limit_s=0.2, on_run=_sleeping(0.05))
-    else:
-        replay = replay_pools(problem, plan, pools, policy="failover", zones=True, runs=40, time_limit_s=0.2,
-                              on_run=_sleeping(0.05))
-    assert 1 <= len(replay.runs) <= 5
-    assert replay.settings["stopped_by_time_limit"] is True and replay.settings["runs_asked"] == 40
-    assert replay.summary()["runs"] == len(replay.runs)
+    out = Simulation(problem, plan, pools, policy=policy, runs=40, time_limit_s=0.2).to_dict(on_run=_sleeping(0.05))
+    assert 1 <= out["runs"] <= 5
+    assert out["settings"]["stopped_by_time_limit"] is True and out["settings"]["runs_asked"] == 40
 
 
 def test_simulate_cli_says_how_many_runs_were_done(files, capsys):

@@ -1,4 +1,4 @@
-"""``dnnprov run`` against moto's EC2 on loopback, and ``simulate --engine loop --per-run``."""
+"""``dnnprov run`` against moto's EC2 on loopback (``simulate``'s loop: tests/control/test_loop_simulate.py)."""
 
 from __future__ import annotations
 
@@ -69,22 +69,3 @@ def test_run_bad_input_is_one_line(argv: list[str], field: str, tmp_path: Path,
     assert main([*argv, "--state", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and field in err[0]
-
-
-def test_simulate_loop_per_run_has_offsets_and_events(files: tuple[Path, Path], tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    instance, plan = files
-    traces = []
-    for zone, alive in (("us-west-2a", [2, 2, 0, 0] * 30), ("us-west-2c", [4] * 120)):
-        path = tmp_path / f"{zone}_v100_1.json"
-        path.write_text(json.dumps({"metadata": {"gap_seconds": 300}, "data": alive}))
-        traces += ["--trace", f"p3.2xlarge={path}"]
-    assert main(["simulate", str(instance), "--plan", str(plan), *traces, "--zones", "--engine", "loop",
-                 "--policy", "failover", "--runs", "5", "--seed", "3", "--per-run", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
-    assert out["engine"] == "loop" and len(out["per_run"]) == 5
-    for run in out["per_run"]:
-        assert isinstance(run["offset"], int) and run["events"][0]["kind"] == "launch"
-        assert run["met_deadline"] == (run["state"] == "met")
-    assert main(["simulate", str(instance), "--plan", str(plan), *traces, "--engine", "loop", "--runs", "2"]) == 2
-    assert "--zones" in capsys.readouterr().err

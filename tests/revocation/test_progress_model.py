@@ -1,161 +1,57 @@
-"""The progress model of the replays against a direct integration of eq. (3), and what it
-forbids: a run gains nothing from where it starts or which cluster it launches first."""
+"""The progress model of the replays (the loop's stand-in trainer) and what it forbids: a run
+gains nothing from where it starts or which cluster it launches first; mpc over several types."""
 
 from __future__ import annotations
 
 import glob
 import itertools
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
+from conftest import resnet110_problem
+from test_pool_replay import OD_PRICE, flat_model, one_type_problem, plan_time, trace
 
 import dnnprov
-from conftest import resnet110_problem
+from dnnprov.control.loop import RunSettings
+from dnnprov.control.plan_choice import choose_plan
+from dnnprov.control.replay import Simulation, draw_offsets, run_once, window_bounds
 from dnnprov.io.catalog_import import default_shared_data
 from dnnprov.problems.interruption import load_trace
 from dnnprov.revocation.availability import fit_availability
-from dnnprov.revocation.hindsight import Hindsight
-from dnnprov.revocation.plan_choice import choose_plan
-from dnnprov.revocation.policies import PROGRESS_BUCKETS, Holdings, Policy, View, make_policy
-from dnnprov.revocation.pool_replay import PoolReplay
-from test_pool_replay import OD_PRICE, flat_model, one_type_problem, plan_time, trace
+from dnnprov.revocation.policies import (
+    PROGRESS_BUCKETS,
+    Holdings,
+    Policy,
+    View,
+    make_policy,
+)
+from dnnprov.revocation.pool_replay import TracePools
 
 JOIN = 126.0
 PS_PRICE = 0.192
 
 
-@dataclass
-class Scripted(Policy):
-    """Holds ``schedule[n]`` spot workers (pool 0) and on-demand workers at tick n."""
-
-    schedule: list[tuple[int, int]]
-    name = "scripted"
-
-    def decide(self, view: View) -> Holdings:
-        spot, od = self.schedule[min(int(round(view.t / view.gap_s)), len(self.schedule) - 1)]
-        return Holdings(np.array([spot] + [0] * (len(view.caps) - 1)), np.array([od]))
-
-
-@dataclass
-class Recording(Policy):
-    """Asks ``inner`` and records (tick, spot held, on-demand held) of each answer."""
-
-    inner: Policy
-    seen: list[tuple[int, int, int]] = field(default_factory=list)
-    name = "recording"
-
-    def decide(self, view: View) -> Holdings:
-        order = self.inner.decide(view)
-        self.seen.append((int(round(view.t / view.gap_s)), int(np.minimum(order.spot, view.caps).sum()),
-                          int(order.od.sum())))
-        return order
-
-
-def curve_numerator(problem: dnnprov.SpotProblem, k: int) -> float:
-    """``N_k = (g2 b + g3) sqrt((R_k + g4) k)`` of k identical workers (eqs. 3-5: b_w = b,
-    R_k = sqrt(1 - 1/k))."""
-    w = problem.workload
-    b = problem.instance_types[0].batch_per_gpu * problem.instance_types[0].gpus
-    return (w.gamma_2 * b + w.gamma_3) * math.sqrt((math.sqrt(1 - 1 / k) + w.gamma_4) * k)
-
-
-def integrate(problem: dnnprov.SpotProblem, plan_workers: int, holdings: list[tuple[int, int]],
-              gap: float, spot_price: float) -> tuple[float, float]:
-    """Finish time and cost of holding ``holdings[n]`` = (spot, on-demand) at tick n, by eq. (3)
-    directly: training starts at j = 0 of the plan's curve (N of ``plan_workers``, the
-    largest sub-cluster); on every stretch with k workers the loss L reached carries over
-    and k's curve continues from it, ``j = N_k / (L - g5) - g1`` plus ``x_k`` iterations a
-    second (eq. 2). Launches after time 0 train after the join but are billed from it; a
-    drop removes joining instances first; running spot workers beyond the plan stop when
-    on-demand ones join to replace them."""
-    w, target = problem.workload, problem.slo.loss
-    rate = [0.0] + [float(dnnprov.SpotModel(problem).evaluate([[k]], 1).iteration_rate[0])
-                    for k in range(1, plan_workers + 1)]
-    loss = curve_numerator(problem, plan_workers) / w.gamma_1 + w.gamma_5
-    running = {"spot": 0, "od": 0}
-    joining: list[list] = []                         # [ready, market, count]
-    t, cost = 0.0, 0.0
-    for n in itertools.count():
-        want = dict(zip(("spot", "od"), holdings[min(n, len(holdings) - 1)]))
-        for market in ("spot", "od"):
-            held = running[market] + sum(j[2] for j in joining if j[1] == market)
-            if want[market] > held:
-                joining.append([t + (JOIN if t > 0 else 0.0), market, want[market] - held])
-            drop = max(held - want[market], 0)
-            for j in sorted([j for j in joining if j[1] == market], key=lambda j: -j[0]):
-                take = min(drop, j[2])
-                j[2] -= take
-                drop -= take
-            running[market] -= drop
-            joining = [j for j in joining if j[2] > 0]
-        end = (n + 1) * gap
-        while t < end:
-            for j in [j for j in joining if j[0] <= t]:
-                running[j[1]] += j[2]
-                joining.remove(j)
-            running["spot"] -= max(0, running["spot"] + running["od"] - plan_workers)   # replaced: they stop
-            nxt = min([j[0] for j in joining if j[0] > t] + [end])
-            billed = {m: running[m] + sum(j[2] for j in joining if j[1] == m) for m in running}
-            per_s = (billed["spot"] * spot_price + billed["od"] * OD_PRICE + PS_PRICE) / 3600
-            k = running["spot"] + running["od"]
-            if k:
-                big_n = curve_numerator(problem, k)
-                j_now = big_n / (loss - w.gamma_5) - w.gamma_1
-                j_end = big_n / (target - w.gamma_5) - w.gamma_1
-                if j_now + rate[k] * (nxt - t) >= j_end:
-                    finish = t + (j_end - j_now) / rate[k]
-                    return finish, cost + per_s * (finish - t)
-                loss = big_n / (j_now + rate[k] * (nxt - t) + w.gamma_1) + w.gamma_5
-            cost += per_s * (nxt - t)
-            t = nxt
-        if n > 10_000:
-            raise AssertionError("the schedule never finishes")
-    raise AssertionError("unreachable")
-
-
-def full_capacity(problem: dnnprov.SpotProblem, level: int, gap: float = 300.0) -> PoolReplay:
-    return PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [level] * 200, gap)]}, zones=True)
-
-
-@pytest.mark.parametrize("schedule", [
-    [(1, 0), (4, 0)],                                # start small, grow: the old free lunch
-    [(4, 0), (4, 0), (2, 0), (2, 1), (0, 3)],        # shrink, mix markets, all on-demand
-    [(2, 0), (3, 0), (1, 0), (4, 0)],
-])
-def test_replay_equals_a_direct_integration_of_eq3(schedule: list[tuple[int, int]]) -> None:
-    """Scripted clusters on steady capacity: finish time and cost of the tick replay equal
-    eq. (3) integrated stretch by stretch from the loss reached (independent code)."""
-    problem = one_type_problem(time_s=20000.0, quota=4)
-    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 4}, ps=1)
-    replay = full_capacity(problem, 4)
-    run = replay.run(plan, Scripted(schedule), replay.draw_pools(np.random.default_rng(0)))
-    finish, cost = integrate(problem, 4, schedule, 300.0, problem.instance_types[0].spot_price_per_h)
-    assert run.finish_s == pytest.approx(finish, rel=1e-9)
-    assert run.cost == pytest.approx(cost, rel=1e-9)
-    assert run.loss == pytest.approx(problem.slo.loss, rel=1e-9)
+def full_capacity(level: int, gap: float = 300.0) -> dict[str, list]:
+    return {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [level] * 200, gap)]}
 
 
 @pytest.mark.parametrize("time_s", [5000.0, 3300.0])      # 3300 s: too short for one worker
-@pytest.mark.parametrize("workers", [1, 2, 3, 4])
+@pytest.mark.parametrize("workers", [1, 2, 4])
 @pytest.mark.parametrize("policy", ["none", "fallback", "failover", "uniform-progress", "mpc"])
 def test_no_run_buys_progress_with_its_plan_or_start(workers: int, policy: str, time_s: float) -> None:
-    """Whatever the plan's size and the policy: the run equals the direct integration of
-    what it held (at most the plan's workers training), and it never reaches L_obj before
-    the fastest cluster it trained with could from scratch (eq. 1). The old model
-    started a 1-worker plan on the 1-worker curve and let mpc run 4 workers from there."""
+    """Whatever the plan's size and the policy, on the loop: a run never reaches L_obj before
+    the plan's cluster could from scratch (eq. 1; the stand-in trainer counts at most the plan's
+    workers). The old model started a 1-worker plan on the 1-worker curve and let mpc run 4
+    workers from there."""
     problem = one_type_problem(time_s=time_s, quota=4)
     plan = dnnprov.SpotPlan(counts={"p3.2xlarge": workers}, ps=1)
-    replay = full_capacity(problem, 4)
-    table = replay.takeover_table(plan, flat_model(4, 4)) if policy == "mpc" else None
-    recorder = Recording(make_policy(policy, table))
-    run = replay.run(plan, recorder, replay.draw_pools(np.random.default_rng(0)))
-    held = [(s, o) for _, s, o in recorder.seen]
-    finish, cost = integrate(problem, workers, held, 300.0, problem.instance_types[0].spot_price_per_h)
-    assert run.finish_s == pytest.approx(finish, rel=1e-9) and run.cost == pytest.approx(cost, rel=1e-9)
-    fastest = min(max(s + o for s, o in held), workers)
-    assert run.finish_s >= plan_time(problem, fastest) * (1 - 1e-12)
+    traces = full_capacity(4)
+    table = TracePools(problem, traces).takeover_table(plan, flat_model(4, 4)) if policy == "mpc" else None
+    run = run_once(problem, plan, traces, make_policy(policy, table), 0, RunSettings(horizon=3.0)).outcome
+    assert run.finish_s is not None
+    assert run.finish_s >= min(plan_time(problem, k) for k in range(1, workers + 1)) * (1 - 1e-12)
 
 
 def test_risk_plan_buys_no_head_start() -> None:
@@ -167,7 +63,7 @@ def test_risk_plan_buys_no_head_start() -> None:
     assert plan_time(problem, 1) > problem.slo.time_s
     traces = {"p3.2xlarge": [trace("us-east-1a_v100_1.json", ([6] * 20 + [2] * 5) * 8),
                              trace("us-east-1b_v100_1.json", ([3] * 7 + [0] * 9) * 12)]}
-    choice = choose_plan(problem, traces, zones=True)
+    choice = choose_plan(problem, traces, zones=True, runs=12)
     assert choice.plan is not None
     chosen = choice.plan.workers
     assert plan_time(problem, chosen) <= problem.slo.time_s
@@ -231,7 +127,7 @@ def test_mpc_table_of_two_types_matches_a_brute_force(levels: tuple[int, int]) -
     plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2, "p3.16xlarge": 1}, ps=1)
     traces = {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [levels[0]] * 20, gap)],
               "p3.16xlarge": [trace("us-east-1a_v100_8.json", [levels[1]] * 20, gap)]}
-    replay = PoolReplay(problem, traces, zones=True)
+    replay = TracePools(problem, traces)
     table = replay.takeover_table(plan, {"p3.2xlarge": flat_model(2, levels[0], gap),
                                          "p3.16xlarge": flat_model(1, levels[1], gap)})
     oracle = brute_force_two_types(problem, plan, levels, 4, gap)
@@ -247,7 +143,7 @@ SHARED = default_shared_data()
                     reason="../shared/data/spot-traces is absent (real spot traces)")
 def test_mpc_chooses_among_types_on_real_traces() -> None:
     """Real aligned traces of two types (aws-10-26-2022: 1-V100 and 8-V100 instances, zones
-    us-west-2a and us-west-2b), fit on the first half, replay on the second: mpc over both of
+    us-west-2a and us-west-2b), fit on the first half, run the loop on the second: mpc over both of
     the plan's types meets every deadline, holds each type at some point, costs at least
     the hindsight bound in every run, and less than failover on the same windows."""
     folder = SHARED / "spot-traces/availability/1-node/aws-10-26-2022"
@@ -258,26 +154,25 @@ def test_mpc_chooses_among_types_on_real_traces() -> None:
     problem = two_type_problem(time_s=1.0)
     one = float(dnnprov.SpotModel(problem).evaluate([[1, 0]], 1).time_s[0])
     problem = problem.replace(slo=replace(problem.slo, time_s=1.2 * one))     # one p3.2xlarge: 1.2x slack
-    replay = PoolReplay(problem, traces, zones=True, period=(0.5, 1.0))
+    replay = TracePools(problem, traces, period=(0.5, 1.0))
     models = {name: fit_availability(items, 2, (0.0, 0.5)) for name, items in traces.items()}
     table = replay.takeover_table(plan, models)
     assert table.types == (0, 1) and table.most == (2, 1)
-    bounds = Hindsight(replay, plan)
-    rng = np.random.default_rng(3)
-    costs = {"mpc": [], "failover": []}
-    types_held = set()
-    for _ in range(40):
-        pools = replay.draw_pools(rng)
-        bound = bounds.bound(plan, pools)
-        for name in costs:
+    settings = RunSettings(horizon=3.0)
+    costs: dict[str, list[float]] = {"mpc": [], "failover": []}
+    types_held: set[int] = set()
+    offsets = draw_offsets(traces, 3 * problem.slo.time_s + settings.poll_s, 12, 3, (0.5, 1.0))
+    bounds = window_bounds(problem, plan, traces, offsets)
+    for offset, bound in zip(offsets, bounds):
+        for name, spent in costs.items():
             policy = make_policy(name, table)
             if name == "mpc":
                 policy = TypesSeen(policy, types_held)
-            run = replay.run(plan, policy, pools)
+            run = run_once(problem, plan, traces, policy, offset, settings).outcome
             if name == "mpc":
-                assert run.met_deadline
-                assert run.cost >= bound * (1 - 1e-9)
-            costs[name].append(run.cost)
+                assert run.met_deadline, offset
+                assert run.cost >= bound
+            spent.append(run.cost)
     assert types_held == {0, 1}
     assert np.mean(costs["mpc"]) < np.mean(costs["failover"])
 
@@ -311,13 +206,11 @@ def embedded_p3_problem(quota: int = 4, time_s: float = 20000.0) -> dnnprov.Spot
 def test_a_cluster_outside_the_domain_does_not_train() -> None:
     """A lone worker lies outside the embedded profile's 2-7 worker domain: no replay lets it
     train. Fallback, left with one of two workers at 900 s, brings the cluster back into the
-    domain on-demand and ends one join later than the undisturbed plan; `none`, left with one
-    for good, never ends (both engines); the hindsight bound of a 2-worker plan on full
+    domain on-demand (it ends no sooner than a join, less the notice, after the undisturbed plan);
+    `none`, left with one for good, never ends; the hindsight bound of a 2-worker plan on full
     capacity is then the plan itself on spot, not a cheaper stretch of one worker; a 1-worker
     plan is refused, naming plan.counts."""
     from dnnprov.errors import InvalidInputError
-    from dnnprov.revocation.pool_replay import replay_pools
-    from dnnprov.revocation.simulate import simulate
 
     problem = embedded_p3_problem(quota=2)
     model = dnnprov.SpotModel(problem)
@@ -326,26 +219,18 @@ def test_a_cluster_outside_the_domain_does_not_train() -> None:
     assert 900 < t2 and t1 < 3 * problem.slo.time_s          # one worker would finish, were it let train
     plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
     price, ps_rate = problem.instance_types[0].spot_price_per_h, problem.platform.ps_price_per_h
-    replay = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [2] * 3 + [1] * 200)]}, zones=True)
-    pools = [replace(p, offset=0) for p in replay.draw_pools(np.random.default_rng(0))]
-    run = replay.run(plan, make_policy("fallback"), pools)
-    finish = t2 + JOIN                                        # no progress while the on-demand worker joins
+    dropping = {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [2] * 3 + [1] * 200)]}
+    run = run_once(problem, plan, dropping, make_policy("fallback"), 0, RunSettings(horizon=3.0)).outcome
     assert run.met_deadline and run.on_demand_launched == 1
-    assert run.finish_s == pytest.approx(finish, rel=1e-9)
-    expected = (2 * price * 900 + (price + OD_PRICE) * (finish - 900) + ps_rate * finish) / 3600
-    assert run.cost == pytest.approx(expected, rel=1e-9)
-    lonely = {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [2] + [1] * 299)]}     # one block of 2 (quota 2)
-    for engine in ("pool", "event"):
-        if engine == "pool":
-            out = replay_pools(problem, plan, lonely, policy="none", zones=True, runs=3).summary()
-        else:
-            out = simulate(problem, plan, lonely, policy="none", runs=3).summary()
-        assert out["finished"] == 0.0, engine
-    full = PoolReplay(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [2] * 300)]}, zones=True)
-    bound = Hindsight(full, plan).bound(plan, full.draw_pools(np.random.default_rng(0)))
+    assert run.finish_s is not None and run.finish_s >= t2 + JOIN - 120       # the notice's 120 s still train
+    lonely = {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [2] + [1] * 299)]}
+    out = Simulation(problem, plan, lonely, policy="none", runs=3).to_dict()
+    assert out["finished"] == 0.0
+    full = {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [2] * 300)]}
+    bound = window_bounds(problem, plan, full, [0])[0]
     assert bound == pytest.approx((2 * price + ps_rate) * t2 / 3600, rel=1e-6)
     with pytest.raises(InvalidInputError, match="plan.counts"):
-        replay_pools(problem, dnnprov.SpotPlan(counts={"p3.2xlarge": 1}, ps=1), lonely, policy="none", zones=True)
+        Simulation(problem, dnnprov.SpotPlan(counts={"p3.2xlarge": 1}, ps=1), lonely, policy="none")
 
 
 def test_risk_plan_and_mpc_stay_inside_the_loss_models_domain() -> None:
@@ -353,22 +238,22 @@ def test_risk_plan_and_mpc_stay_inside_the_loss_models_domain() -> None:
     worker lies outside it, so the solver never plans one; neither does `risk plan`."""
     problem = embedded_p3_problem()
     assert not dnnprov.SpotModel(problem).evaluate([[1]], 1).inside_domain[0]
-    traces = {"p3.2xlarge": [trace("us-east-1a_v100_1.json", ([4] * 30 + [1] * 10) * 5)]}
-    choice = choose_plan(problem, traces, zones=True)
+    traces = {"p3.2xlarge": [trace("us-east-1a_v100_1.json", ([4] * 30 + [1] * 10) * 6)]}
+    choice = choose_plan(problem, traces, zones=True, runs=5)
     assert choice.plan is not None and min(c["workers"] for c in choice.candidates) == 2
 
 
-def test_mpc_of_two_types_through_replay_pools_and_its_refusals() -> None:
-    """replay_pools fits each type of the plan for mpc (every deadline met, never below the
+def test_mpc_of_two_types_on_the_loop_and_its_refusals() -> None:
+    """simulate fits each type of the plan for mpc (every deadline met, never below the
     bound); one model file cannot cover two types (a clear error naming --model)."""
     from dnnprov.errors import InvalidInputError
-    from dnnprov.revocation.pool_replay import replay_pools
 
     problem = two_type_problem(time_s=6000.0)
     traces = {"p3.2xlarge": [trace("us-east-1a_v100_1.json", ([2] * 6 + [0] * 4) * 10, 600.0)],
               "p3.16xlarge": [trace("us-east-1a_v100_8.json", ([0] * 5 + [1] * 5) * 10, 600.0)]}
     plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2, "p3.16xlarge": 1}, ps=1)
-    out = replay_pools(problem, plan, traces, policy="mpc", zones=True, runs=20, seed=1, hindsight=True).summary()
-    assert out["met_deadline"] == 1.0 and out["cost_mean"] >= out["hindsight_cost_mean"]
+    out = Simulation(problem, plan, traces, policy="mpc", runs=8, seed=1, hindsight=True).to_dict(per_run=True)
+    assert out["met_deadline"] == 1.0
+    assert all(r["cost"] >= r["hindsight_cost"] for r in out["per_run"])
     with pytest.raises(InvalidInputError, match="--model"):
-        replay_pools(problem, plan, traces, policy="mpc", zones=True, runs=1, model=flat_model(2, 2, 600.0))
+        Simulation(problem, plan, traces, policy="mpc", runs=1, model=flat_model(2, 2, 600.0)).to_dict()

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -15,9 +16,15 @@ import pytest
 import dnnprov
 from dnnprov.cli import main
 from dnnprov.errors import InvalidInputError
-from dnnprov.revocation.replan import (DEFAULT_TAKEOVER_OVERHEAD_S, InterruptionNotice, predicted_loss, replan,
-                            replanned_problem, watch_interruptions)
 from dnnprov.models.spot import SpotModel
+from dnnprov.revocation.replan import (
+    DEFAULT_TAKEOVER_OVERHEAD_S,
+    InterruptionNotice,
+    predicted_loss,
+    replan,
+    replanned_problem,
+    watch_interruptions,
+)
 
 pytest_plugins = ["conftest_aws"]
 
@@ -124,14 +131,14 @@ class MetadataHandler(BaseHTTPRequestHandler):
     polls = 0
     tokens_issued = 0
 
-    def do_PUT(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_PUT(self) -> None:
         """Issue a session token."""
         if self.path != "/latest/api/token" or "X-aws-ec2-metadata-token-ttl-seconds" not in self.headers:
             return self._reply(400, "")
         type(self).tokens_issued += 1
         self._reply(200, f"token-{self.tokens_issued}")
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         """Metadata; the first token expires after one use to exercise renewal."""
         if self.headers.get("X-aws-ec2-metadata-token") != f"token-{self.tokens_issued}" or (
                 self.tokens_issued == 1 and type(self).polls >= 1):
@@ -345,11 +352,11 @@ class FlakyMetadata(BaseHTTPRequestHandler):
     ``drop``: the connection closed unanswered, ``slow``: no answer within the client's timeout), then
     answers; the notice appears after ``quiet`` polls of spot/instance-action."""
 
-    faults: list[str] = []
-    failed: list[str] = []
+    faults: ClassVar[list[str]] = []
+    failed: ClassVar[list[str]] = []
     quiet = 2
     polls = 0
-    notice = {"action": "terminate", "time": "2026-12-01T10:00:00Z"}
+    notice: ClassVar[dict[str, str]] = {"action": "terminate", "time": "2026-12-01T10:00:00Z"}
 
     def _fault(self) -> bool:
         if not type(self).faults:
@@ -364,12 +371,12 @@ class FlakyMetadata(BaseHTTPRequestHandler):
             self._reply(int(fault), "")
         return True
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         """A session token, unless a fault comes first."""
         if not self._fault():
             self._reply(200, "token")
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         """The notice (after a few quiet polls), the instance's id and type, unless a fault comes first."""
         if self._fault():
             return

@@ -1,5 +1,5 @@
-"""Which replay engine `simulate` uses, and the option pairs it refuses (CLI and service share
-:func:`pooled_replay`; each face names its own fields)."""
+"""The option pairs `simulate` refuses, and bad --join and --horizon (issue 28), on the CLI and
+in the Python API."""
 
 from __future__ import annotations
 
@@ -9,41 +9,31 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import resnet110_problem
 
 import dnnprov
-from conftest import resnet110_problem
 from dnnprov.cli import main
+from dnnprov.control.replay import Simulation
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import load_trace
-from dnnprov.revocation.simulate import pooled_replay
-
-CLI = lambda name: "--" + name.replace("_", "-")          # noqa: E731
-PLAIN = dict(zones=False, hindsight=False, period=False, model=False, fit_period=False, replan_method="exact")
-
-
-@pytest.mark.parametrize(("policy", "changes", "pooled"), [
-    ("none", {}, False), ("fallback", {}, False), ("replan", {}, False), ("replan", {"replan_method": "heuristic"}, False),
-    ("none", {"zones": True}, True), ("fallback", {"hindsight": True}, True), ("none", {"period": True}, True),
-    ("mpc", {}, True), ("uniform-progress", {}, True), ("mpc", {"model": True}, True), ("mpc", {"fit_period": True}, True),
-])
-def test_the_engine_follows_the_options(policy, changes, pooled):
-    assert pooled_replay(policy, **{**PLAIN, **changes}) is pooled
 
 
 @pytest.mark.parametrize(("policy", "changes", "field", "text"), [
-    ("mpc", {"model": True, "fit_period": True}, "model", "give model or fit_period, not both"),
-    ("failover", {"model": True}, "model", "goes with policy mpc"),
-    ("none", {"fit_period": True}, "fit_period", "goes with policy mpc"),
-    ("replan", {"zones": True}, "policy", "replays without zones, period and hindsight"),
-    ("mpc", {"replan_method": "heuristic"}, "policy", "replays without"),
+    ("mpc", {"model": "m", "fit_period": (0.0, 0.5)}, "--model", "give --model or --fit-period, not both"),
+    ("failover", {"model": "m"}, "--model", "goes with --policy mpc"),
+    ("none", {"fit_period": (0.0, 0.5)}, "--fit-period", "goes with --policy mpc"),
+    ("mpc", {"replan_method": "heuristic"}, "--replan-method", "goes with --policy replan"),
+    ("sideways", {}, "--policy", "must be one of"),
 ])
-def test_options_that_do_not_go_together_are_refused_naming_the_field(policy, changes, field, text):
-    with pytest.raises(InvalidInputError) as plain:
-        pooled_replay(policy, **{**PLAIN, **changes})
-    assert plain.value.field == field and text in plain.value.problem
-    with pytest.raises(InvalidInputError) as cli:
-        pooled_replay(policy, **{**PLAIN, **changes}, option=CLI)
-    assert cli.value.field == CLI(field) and "--" in cli.value.problem
+def test_options_that_do_not_go_together_are_refused_naming_the_field(policy, changes, field, text,
+                                                                      tmp_path: Path) -> None:
+    """The one engine's option rules (the CLI and the service build the same Simulation; the
+    service names its body's fields, tests/service/test_simulate_jobs.py)."""
+    problem, _, _, _, traces = _one_type(tmp_path)
+    plan = dnnprov.solve(problem, "enumerate").plan
+    with pytest.raises(InvalidInputError) as info:
+        Simulation(problem, plan, traces, policy=policy, runs=1, **changes)
+    assert info.value.field == field and text in info.value.problem
 
 
 # ------------------------------------------------------------------ join and horizon (issue 28)
@@ -63,7 +53,7 @@ def _one_type(tmp_path: Path) -> tuple[dnnprov.SpotProblem, Path, Path, list[str
                                                ("--horizon", "0"), ("--horizon", "nan"), ("--horizon", "0.5")])
 def test_cli_refuses_bad_join_and_horizon(option: str, value: str, tmp_path: Path,
                                           capsys: pytest.CaptureFixture) -> None:
-    """simulate (every engine) and risk plan: one error line naming the option, exit 2 (issue 28: NaN
+    """simulate (every policy) and risk plan: one error line naming the option, exit 2 (issue 28: NaN
     gave an IndexError, exit 3; --horizon 0 made every run free, exit 0; --join -1000 was taken)."""
     _, instance, plan, traces, _ = _one_type(tmp_path)
     commands = [["simulate", str(instance), "--plan", str(plan), *traces, "--runs", "3", "--policy", policy]
@@ -76,21 +66,19 @@ def test_cli_refuses_bad_join_and_horizon(option: str, value: str, tmp_path: Pat
         assert err.startswith(f"dnnprov: error: {option}: must be") and err.count("\n") == 1, err
 
 
-@pytest.mark.parametrize(("options", "field"), [({"join_s": math.nan}, "join_s"), ({"join_s": -1000.0}, "join_s"),
-                                                ({"horizon": 0.0}, "horizon"), ({"horizon": math.inf}, "horizon")])
+@pytest.mark.parametrize(("options", "field"), [({"join_s": math.nan}, "--join"), ({"join_s": -1000.0}, "--join"),
+                                                ({"horizon": 0.0}, "--horizon"), ({"horizon": math.inf}, "--horizon")])
 def test_python_api_refuses_bad_join_and_horizon(options: dict, field: str, tmp_path: Path) -> None:
-    """simulate, replay_pools and choose_plan refuse them naming the field, before any run."""
-    from dnnprov.revocation.plan_choice import choose_plan
-    from dnnprov.revocation.pool_replay import replay_pools
-    from dnnprov.revocation.simulate import simulate
+    """Simulation (every policy) and choose_plan refuse them naming the field, before any run."""
+    from dnnprov.control.plan_choice import choose_plan
 
     problem, _, _, _, traces = _one_type(tmp_path)
     plan = dnnprov.solve(problem, "enumerate").plan
-    calls = [lambda: simulate(problem, plan, traces, runs=2, **options),
-             lambda: replay_pools(problem, plan, traces, policy="mpc", zones=False, runs=2, **options)]
-    if field == "join_s":
+    calls = [lambda: Simulation(problem, plan, traces, runs=2, **options),
+             lambda: Simulation(problem, plan, traces, policy="mpc", runs=2, **options)]
+    if field == "--join":
         calls.append(lambda: choose_plan(problem, traces, zones=False, runs=2, **options))
     for call in calls:
         with pytest.raises(InvalidInputError) as info:
             call()
-        assert info.value.field == field
+        assert info.value.field in (field, field.removeprefix("--").replace("join", "join_s"))

@@ -13,11 +13,25 @@ import numpy as np
 import pytest
 
 import dnnprov
-from dnnprov.io.catalog import Catalog, CatalogEntry, build_spot_problem, embedded_path, load_spot_profile
-from dnnprov.io.catalog_import import default_shared_data
 from dnnprov.cli import main
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems.interruption import BUCKET_SHARE, HOURS_PER_MONTH, Interruption, fit_trace, fit_traces, from_advisor_bucket, load_trace
+from dnnprov.io.catalog import (
+    Catalog,
+    CatalogEntry,
+    build_spot_problem,
+    embedded_path,
+    load_spot_profile,
+)
+from dnnprov.io.catalog_import import default_shared_data
+from dnnprov.problems.interruption import (
+    BUCKET_SHARE,
+    HOURS_PER_MONTH,
+    Interruption,
+    fit_trace,
+    fit_traces,
+    from_advisor_bucket,
+    load_trace,
+)
 
 
 def write_trace(folder: Path, name: str, data: list, gap: object = 60) -> Path:

@@ -86,12 +86,13 @@ def small_body(tmp: Path, **extra: object) -> dict:
 @pytest.mark.parametrize("policy", ["uniform-progress", "mpc"])
 def test_simulate_answers_what_the_cli_prints_on_real_traces(api, policy: str) -> None:
     """The three real 16-node V100 zones, aligned: the service's simulate (sync and as a job) gives
-    the object `dnnprov simulate ... --zones --policy P --runs 30 --seed 3 --hindsight --json` prints."""
+    the object `dnnprov simulate ... --zones --policy P --runs 10 --seed 3 --hindsight --json` prints."""
     client, tmp = api
     instance, plan = files_of(tmp, one_type_problem(quota=16))
-    options = ["--zones", "--policy", policy, "--runs", "30", "--seed", "3", "--hindsight", "--json"]
+    options = ["--zones", "--policy", policy, "--runs", "10", "--seed", "3", "--hindsight", "--json"]
     body = {"instance": json.loads(instance.read_text()), "plan": json.loads(plan.read_text()),
-            "traces": inline(V100_ZONES), "zones": True, "policy": policy, "runs": 30, "seed": 3, "hindsight": True}
+            "traces": inline(V100_ZONES), "zones": True, "policy": policy, "runs": 10, "seed": 3, "hindsight": True,
+            "time_limit_s": 120}
     if policy == "mpc":  # fit on the first half, replay on the held-out second half
         options += ["--fit-period", "0:0.5", "--period", "0.5:1"]
         body |= {"fit_period": "0:0.5", "period": "0.5:1"}
@@ -104,8 +105,8 @@ def test_simulate_answers_what_the_cli_prints_on_real_traces(api, policy: str) -
     done = wait_for(client, job.json()["id"], ("done", "failed", "cancelled"), timeout=120)
     assert done["status"] == "done" and done["kind"] == "simulate", done
     assert sync.json() == cli and done["result"] == cli
-    assert cli["runs"] == 30 and cli["settings"]["zones"] is True and cli["hindsight_unreachable_runs"] == 0
-    assert cli["cost_mean"] >= cli["hindsight_cost_mean"] > 0
+    assert cli["runs"] == 10 and cli["settings"]["hindsight_scope"] == "plan" and cli["hindsight_unreachable_runs"] == 0
+    assert cli["hindsight_cost_mean"] > 0
 
 
 @pytest.mark.skipif(len(V100_ZONES) != 3, reason="../shared/data/spot-traces (the three 16-node V100 zones) is absent")
@@ -113,13 +114,14 @@ def test_choose_plan_answers_what_risk_plan_prints(api) -> None:
     """`choose-plan` as a job gives the object `dnnprov risk plan ... --zones --fit-period 0:0.5 --json` prints,
     a plan whose mean cost is the least of the candidates that meet the deadlines."""
     client, tmp = api
-    problem = one_type_problem(quota=6)
+    problem = one_type_problem(quota=3)              # 3 candidates, each priced by 40 runs of the loop
     instance = tmp / "choose.json"
     dnnprov.write_instance(problem, instance)
     cli = cli_json("risk", "plan", str(instance), *[a for p in V100_ZONES for a in ("--trace", f"p3.2xlarge={p}")],
-                   "--zones", "--fit-period", "0:0.5", "--json", paths=V100_ZONES)
+                   "--zones", "--fit-period", "0:0.5", "--time-limit", "120", "--json", paths=V100_ZONES)
     job = client.post("/v1/jobs", json={"kind": "choose-plan", "instance": json.loads(instance.read_text()),
-                                        "traces": inline(V100_ZONES), "zones": True, "fit_period": "0:0.5"})
+                                        "traces": inline(V100_ZONES), "zones": True, "fit_period": "0:0.5",
+                                        "time_limit_s": 120})
     assert job.status_code == 202, job.text
     done = wait_for(client, job.json()["id"], ("done", "failed", "cancelled"), timeout=240)
     assert done["status"] == "done", done
@@ -128,11 +130,11 @@ def test_choose_plan_answers_what_risk_plan_prints(api) -> None:
         out.pop("solve_seconds")
     assert got == cli and got["status"] == "feasible"
     met = [c["expected_cost"] for c in got["details"]["candidates"] if c["expected_cost"] is not None]
-    assert len(got["details"]["candidates"]) == 6 and got["cost"] == min(met)
+    assert len(got["details"]["candidates"]) == 3 and got["cost"] == min(met)
 
 
 def test_simulate_stops_at_its_time_limit_and_a_running_job_cancels(api) -> None:
-    """time_limit_s (CPU seconds, as --time-limit) ends a long replay with the runs done; a
+    """time_limit_s (wall-clock seconds, as --time-limit) ends a long replay with the runs done; a
     running simulate job is cancelled (its worker stopped) and the next replay still answers."""
     client, tmp = api
     short = client.post("/v1/simulate", json=small_body(tmp, policy="failover", runs=10**6, time_limit_s=0.3))
@@ -163,7 +165,7 @@ BAD_SIMULATE = [
     ({"period": "0.7:0.2"}, "period"),
     ({"period": [0, 1]}, "period"),
     ({"policy": "bogus"}, "policy"),
-    ({"policy": "replan"}, "policy"),
+    ({"policy": "mpc", "replan_method": "heuristic"}, "replan_method"),
     ({"model": {"format": "dnnprov/availability"}}, "model.cap"),
     ({"policy": "none", "fit_period": "0:0.5"}, "fit_period"),
     ({"runs": 0}, "runs"),

@@ -1,0 +1,108 @@
+"""The ``replan`` launch policy: dnnprov's takeover solved at every event the controller sees.
+
+At every event of the run (the first poll, a notice or reclaim, a refused launch, a back-off
+that ran out) the policy solves the takeover problem of
+:func:`dnnprov.revocation.replan.replanned_problem`: the workers held now kept (a notified
+one counts as lost), the remaining time, the loss reached, the join as the takeover
+overhead, the plan's PS count, and each type's spot quota capped at the capacity the
+controller takes its pools to have (held plus room where no launch was refused lately). The
+takeover is solved exactly (``method="exact"``: dnnprov's ``milp``) or by spotDNN's
+Algorithm 1 (``"heuristic"``), within the plan's workers of each type (the loop trains at
+most those). Its spot workers are placed cheapest pool first; its on-demand workers are held
+until the next takeover. When no takeover meets T_obj (or none can be solved any more: too
+little time left), the missing spot workers are relaunched where capacity allows.
+
+It decides only on what a live controller observes (:class:`dnnprov.revocation.policies.View`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from dnnprov.errors import InvalidInputError
+from dnnprov.models.spot import SpotModel
+from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
+from dnnprov.result import SpotPlan
+from dnnprov.revocation.policies import Holdings, Policy, View, fill_spot, per_type
+
+#: ``--replan-method`` -> the method of :func:`dnnprov.solve`.
+SOLVE_METHOD = {"exact": "milp", "heuristic": "heuristic"}
+
+
+@dataclass
+class Replan(Policy):
+    """``replan`` (module docstring); one object per run."""
+
+    problem: SpotProblem
+    plan: SpotPlan
+    method: str = "exact"
+    name = "replan"
+    spot_want: np.ndarray | None = None              # spot workers per type of the last takeover
+    od: np.ndarray | None = None                     # on-demand workers per type of the last takeover
+    takeovers: int = 0
+    _base: SpotProblem | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.method not in SOLVE_METHOD:
+            raise InvalidInputError("--replan-method", f"must be one of {', '.join(SOLVE_METHOD)}; got {self.method!r}")
+        from dnnprov.revocation.simulate import ClusterSpeeds
+        from dnnprov.solvers.robust import progress_target
+
+        self.types = [t.name for t in self.problem.instance_types]
+        od_plan = [self.plan.counts.get(n + ON_DEMAND_SUFFIX, 0) for n in self.types]
+        self.want = np.array([self.plan.counts.get(n, 0) + o for n, o in zip(self.types, od_plan)], dtype=np.int64)
+        model = SpotModel(self.problem)
+        labels = model.columns.labels
+        self.target = progress_target(model)
+        self.start = ClusterSpeeds(model, [labels.index(n) for n in self.types]).run_start(self.want, self.plan.ps)
+        # the takeover stays within the plan's workers per type and keeps the plan's PS count
+        kinds = tuple(replace(t, quota=min(t.quota, int(w)),
+                              on_demand_quota=min(t.on_demand_quota if t.on_demand_quota is not None else t.quota,
+                                                  int(w)))
+                      for t, w in zip(self.problem.instance_types, self.want))
+        self._base = self.problem.replace(instance_types=kinds, constraints=replace(
+            self.problem.constraints, ps_count=(self.plan.ps, self.plan.ps)))
+
+    def decide(self, view: View) -> Holdings:
+        if self.spot_want is None or self.od is None:
+            self.od = view.od_floor.copy()
+            self.spot_want = view.want - self.od
+        if view.event:
+            chosen = self._takeover(view)
+            if chosen is not None:
+                self.spot_want, self.od = chosen
+                self.takeovers += 1
+        assert self.spot_want is not None and self.od is not None
+        spot = fill_spot(view, self.spot_want, np.ones(len(view.caps), dtype=bool))
+        return Holdings(spot, self.od.copy())
+
+    def _takeover(self, view: View) -> tuple[np.ndarray, np.ndarray] | None:
+        """Spot and on-demand workers per type of the takeover's optimum, ``None`` when none meets T_obj."""
+        from dnnprov.revocation.replan import replanned_problem
+        from dnnprov.solve import solve
+
+        assert self._base is not None
+        if view.progress >= 1 or view.t + view.delay() >= view.deadline_s:
+            return None
+        u = self.start + view.progress * (self.target - self.start)
+        loss = 1.0 / u + self.problem.workload.gamma_5
+        spot_held = np.minimum(per_type(view, np.minimum(view.spot, view.caps)), self.want)
+        od_held = np.minimum(view.od, self.want - spot_held)
+        running = {n: int(s) for n, s in zip(self.types, spot_held) if s}
+        running.update({n + ON_DEMAND_SUFFIX: int(o) for n, o in zip(self.types, od_held) if o})
+        capacity = {n: int(c) for n, c in zip(self.types, per_type(view, view.caps))}
+        try:
+            takeover = replanned_problem(self._base, running, {}, view.t, loss, takeover_overhead_s=view.delay(),
+                                         ps=self.plan.ps, capacity=capacity)
+            result = solve(takeover, SOLVE_METHOD[self.method])
+        except InvalidInputError:
+            return None
+        if not isinstance(result.plan, SpotPlan):
+            return None
+        counts = result.plan.counts
+        od = np.minimum(np.array([counts.get(n + ON_DEMAND_SUFFIX, 0) for n in self.types], dtype=np.int64),
+                        self.want)
+        spot = np.minimum(np.array([counts.get(n, 0) for n in self.types], dtype=np.int64), self.want - od)
+        return spot, od
