@@ -250,7 +250,7 @@ class Controller:
         return total
 
     # ------------------------------------------------------------------ the view
-    def view(self, instances: Sequence[Instance], now: float, event: bool) -> View:
+    def view(self, instances: Sequence[Instance], now: float, event: bool, first: bool = False) -> View:
         """What the policy sees: holdings, estimated capacity, progress (module docstring)."""
         n_pools, n_types = len(self.pools), len(self.types)
         spot = np.zeros(n_pools, dtype=np.int64)
@@ -273,7 +273,7 @@ class Controller:
         u = self._progress()
         ps = self.plan.ps
         span = self.model.target - self.model.start
-        delay = 0.0 if now == 0 else self.settings.join_s
+        delay = 0.0 if first else self.settings.join_s
 
         def time_to_finish(workers: np.ndarray, u: float = u) -> float:
             sigma = self.model.speed(np.asarray(workers), ps)
@@ -290,7 +290,7 @@ class Controller:
                     pool_type=self.pool_type, pool_group=self.pool_group, pool_price=self.pool_price, spot=spot,
                     od=od, want=self.want, od_floor=self.od_floor, ps=ps, event=event,
                     time_to_finish=time_to_finish, running_spot=running_spot, running_od=running_od,
-                    time_after_tick=time_after_tick)
+                    time_after_tick=time_after_tick, first=first)
 
     def _progress(self) -> float:
         if self._last_report is None:
@@ -480,7 +480,7 @@ class Controller:
         event = first or self._resumed or self._new_events_since_last_poll(now) or bool(expired.any())
         self._resumed = False
         for _ in range(self.settings.rounds):
-            view = self.view(instances, now, event)
+            view = self.view(instances, now, event, first=first)
             order = self.policy.decide(view)
             steps = self.step
             self._remember()

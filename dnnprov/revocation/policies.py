@@ -96,10 +96,13 @@ class View:
     the ``kept`` running workers per type, joined by the ``launched`` ones after
     :meth:`delay`, are sure to add by the next tick (capacity only changes at ticks, so none
     of them can be revoked before it)."""
+    first: bool = False
+    """The run's first decision (nothing launched yet). A live controller's first poll comes a
+    moment after the run's start (EC2's wall clock), so ``t == 0`` cannot say it."""
 
     def delay(self) -> float:
-        """Seconds before instances launched now train."""
-        return 0.0 if self.t == 0 else self.join_s
+        """Seconds before instances launched now train (the plan's launch is the run's start)."""
+        return 0.0 if self.first else self.join_s
 
 
 @dataclass
@@ -179,7 +182,7 @@ class NoRelaunch(Policy):
     name = "none"
 
     def decide(self, view: View) -> Holdings:
-        if view.t > 0:
+        if not view.first:
             return Holdings(np.minimum(view.spot, view.caps), view.od.copy())
         spot = fill_spot(view, view.want - view.od_floor, view.pool_group == 0)
         return Holdings(spot, view.od_floor.copy())

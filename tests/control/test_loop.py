@@ -228,3 +228,14 @@ def test_progress_reports_by_file_and_http(tmp_path) -> None:
     path.write_text('{"time_s": "soon", "loss": 1}')
     with pytest.raises(InvalidInputError, match="time_s and loss"):
         read_report(str(path))
+
+
+def test_none_policy_launches_the_plan_when_the_first_poll_comes_late() -> None:
+    """On EC2 the controller's first poll comes a moment after the run's start (wall clock):
+    `none` must still launch the plan then (it used to read `t == 0` as "the start")."""
+    controller, cloud = loop(problem(), {"us-west-2a": [4] * 21, "us-west-2c": [4] * 21}, policy="none")
+    cloud.sleep(0.004)
+    outcome = controller.run()
+    workers = [i for i in cloud.instances("r") if i.role == "worker"]
+    assert len(workers) == PLAN.counts["p3.2xlarge"]
+    assert outcome.state == "met"
