@@ -69,11 +69,12 @@ def solve_model(model: pyo.ConcreteModel, method: str = "milp", *, time_limit_s:
         raise InvalidInputError("gap", f"must be in [0, 1), got {gap!r}")
     spot = isinstance(problem, SpotProblem)
     form = spot_form if spot else serverless_form
-    user = form.side_rows(model, builtin=False)       # also validates the model
+    from dnnprov.solvers.side_vars import attach
+    user = attach(form.side_rows(model, builtin=False))       # also validates the model
     if method in ("heuristic", "reference-heuristic") and user is not None:
         raise InvalidInputError("method", f"{method} does not know user constraints (here: "
                                           f"{', '.join(user.names)}); use 'milp' or 'enumerate'")
-    side = form.side_rows(model) if user is not None else None
+    side = attach(form.side_rows(model)) if user is not None else None
     limit = {} if max_plans is None else {"max_plans": max_plans}
     from dnnprov.progress import stop_on_signals, stop_requested
     from dnnprov.solve import marked_interrupted, solve

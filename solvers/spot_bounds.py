@@ -437,7 +437,11 @@ class CellBounds(CcBounds, LpBounds):
         for per_column, limit in self.model.vcpu_rows:
             rows.append((per_column.astype(float), -math.inf, float(limit)))
         if self.side is not None:
-            for i in range(len(self.side)):
+            # Rows that use the indicators used[c] or the user's own variables are not rows in
+            # the counts alone: they are left out here (the LP bounds then hold over a superset
+            # of the cell's plans, so they stay valid) and enter the cell MILP with their
+            # variables (SpotDecomposition.side_columns).
+            for i in np.flatnonzero(self.side.count_only()):
                 shift = self.side.a_s[i] * cell.ps
                 rows.append((self.side.a_n[i], self.side.low[i] - shift, self.side.high[i] - shift))
         return rows

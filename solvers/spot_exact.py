@@ -64,6 +64,7 @@ from dnnprov.result import Result, Status
 from dnnprov.solvers.heuristics import spot_heuristic
 from dnnprov.solvers.highs_driver import MilpStatus, solve_milp
 from dnnprov.solvers.outcome import spot_result
+from dnnprov.solvers.side_vars import attach
 from dnnprov.solvers.spot_bounds import REF_COST_ROUNDING, CellBounds
 from dnnprov.solvers.spot_cells import (BoxStats, Cell, compositions, count_compositions, down, nogood_rows,
                                          nogoods_inside, up)
@@ -248,8 +249,15 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             # W <= (P + c0) V <= p_hi v_hi holds for every plan's point: a finite end the
             # driver's verified bound needs (W's reduced cost may have either sign)
             lower, upper = np.append(lower, -math.inf), np.append(upper, p_hi * cell.v_hi * (1 + 1e-9) + 1e-300)
+        integer = np.arange(len(cost)) < m
+        extra_side = self.side_columns(cell, allowed, lo, hi, len(cost))
+        if extra_side is not None:
+            side_rows, side_lower, side_upper, side_integer = extra_side
+            rows += side_rows
+            cost = np.append(cost, np.zeros(len(side_lower)))
+            lower, upper = np.append(lower, side_lower), np.append(upper, side_upper)
+            integer = np.append(integer, side_integer)
         nvar = len(cost)
-        integer = np.arange(nvar) < m
         for plan in cell.nogoods:                     # n != n*: one row and a few binaries each
             cut, binaries = nogood_rows(plan, allowed, lo, hi, nvar)
             rows += cut
@@ -268,6 +276,51 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             counts = np.zeros(len(cols), dtype=np.int64)
             counts[allowed] = np.rint(solution.x[:m]).astype(np.int64)
         return solution, counts, scale
+
+    def side_columns(self, cell: Cell, allowed: np.ndarray, lo: np.ndarray, hi: np.ndarray, first: int):
+        """The side rows that use ``used[c]`` or own variables, with those variables as MILP columns.
+
+        Columns from ``first``: one binary u_c per allowed column, then the own variables y
+        (their boxes and integrality). Rows: u_c <= n_c and n_c <= hi_c u_c, then every such
+        side row over (n, u, y) with s fixed to the cell's. ``None`` when no row needs them.
+
+        Proof that the cell MILP keeps every plan of the cell that meets the side rows: for
+        integer n_c in [lo_c, hi_c] (the cell's box), u_c <= n_c forces u_c = 0 when n_c = 0,
+        and n_c <= hi_c u_c forces u_c = 1 when n_c >= 1, so u is exactly the model's
+        used[c] = [n_c >= 1] (a column outside ``allowed`` has n_c = 0, hence used[c] = 0
+        and no term); y ranges over its whole declared box. A plan meets the side rows
+        exactly when some y does, and then (n, used(n), y) is a point of the MILP with the
+        same objective (u and y cost nothing). So min f over the MILP is at most f at every
+        such plan, and a verified min f >= 0 still closes the cell. A point HiGHS returns is
+        only a candidate: its counts are evaluated with the side rows by SpotModel.
+        """
+        side = self.side
+        if side is None:
+            return None
+        mixed = np.flatnonzero(~side.count_only())
+        if not len(mixed):
+            return None
+        m = len(allowed)
+        own = side.own
+        n_own = 0 if own is None else len(own)
+        used_idx = first + np.arange(m)
+        own_idx = first + m + np.arange(n_own)
+        rows = []
+        for j in range(m):
+            rows.append((np.array([first + j, j]), np.array([1.0, -1.0]), -math.inf, 0.0))        # u <= n
+            rows.append((np.array([j, first + j]), np.array([1.0, -float(hi[allowed[j]])]), -math.inf, 0.0))
+        a_u = side.a_u if side.a_u is not None else np.zeros_like(side.a_n)
+        for i in mixed:
+            coefs = np.concatenate([side.a_n[i][allowed], a_u[i][allowed],
+                                    own.a[i] if own is not None else np.zeros(0)])
+            idx = np.concatenate([np.arange(m), used_idx, own_idx])
+            keep = coefs != 0
+            shift = side.a_s[i] * cell.ps
+            rows.append((idx[keep], coefs[keep], float(side.low[i] - shift), float(side.high[i] - shift)))
+        lower = np.concatenate([np.zeros(m), own.low if own is not None else np.zeros(0)])
+        upper = np.concatenate([np.ones(m), own.high if own is not None else np.zeros(0)])
+        integer = np.concatenate([np.ones(m, dtype=bool), own.integer if own is not None else np.zeros(0, dtype=bool)])
+        return rows, lower.astype(float), upper.astype(float), integer
 
     # ------------------------------------------------------------------ main loop
     def enumerate_cell(self, cell: Cell, limit: int) -> bool:
@@ -544,7 +597,7 @@ def solve_spot_exact(problem: SpotProblem, *, side: SideRows | None = None,
     """
     clock = clock or Clock(time_limit_s)
     log = log or SolverLog(clock)
-    decomposition = SpotDecomposition(problem, side=side, gap=gap, clock=clock, log=log,
+    decomposition = SpotDecomposition(problem, side=attach(side), gap=gap, clock=clock, log=log,
                                       cell_enumeration=cell_enumeration)
     cols = decomposition.cols
     log.header(f"dnnprov milp: {problem.name} (spot, model {problem.model}, loss {problem.workload.loss_variant})",

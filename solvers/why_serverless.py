@@ -58,11 +58,7 @@ def row_names(side: ServerlessSideRows | None) -> list[str]:
 
 def without_row(side: ServerlessSideRows | None, i: int) -> ServerlessSideRows | None:
     """``side`` without its row ``i`` (``None`` when none is left)."""
-    if side is None or len(side.low) <= 1:
-        return None
-    keep = [k for k in range(len(side.low)) if k != i]
-    names = tuple(side.names[k] for k in keep) if side.names else ()
-    return ServerlessSideRows(side.a_n[keep], side.a_m[keep], side.a_s[keep], side.low[keep], side.high[keep], names)
+    return None if side is None else side.without(i)
 
 
 def _plan(model: ServerlessModel, n: int, m: int, s: int) -> tuple[ServerlessPlan, float, float]:
@@ -132,9 +128,9 @@ def by_enumeration(problem: ServerlessProblem, side: ServerlessSideRows | None, 
         elif not ((n >= low) & (n <= high)).all():
             raise AssertionError("the function counts left the range without a functions group")
         if side is not None:
-            lhs = np.outer(n, side.a_n) + m * side.a_m + np.outer(s, side.a_s)
+            meets = side.row_ok(n, np.full(len(n), m), s)      # the rows of own variables share one answer
             for i, name in enumerate(names):
-                ok[f"constraint:{name}"] = (lhs[:, i] >= side.low[i] - 1e-9) & (lhs[:, i] <= side.high[i] + 1e-9)
+                ok[f"constraint:{name}"] = meets[:, i]
                 measure[f"constraint:{name}"] = ev.cost
         search.add(ev.feasible, ok, measure, ev.cost,
                    lambda i, n=n, s=s, m=m: (int(n[i]), int(m), int(s[i])), ranges)

@@ -79,11 +79,7 @@ def _family(q: Any) -> str:
 
 def without_row(side: SideRows | None, i: int) -> SideRows | None:
     """``side`` without its row ``i`` (``None`` when none is left)."""
-    if side is None or len(side) <= 1:
-        return None
-    keep = [k for k in range(len(side)) if k != i]
-    names = tuple(side.names[k] for k in keep) if side.names else ()
-    return SideRows(side.a_n[keep], side.a_s[keep], side.low[keep], side.high[keep], names)
+    return None if side is None else side.without(i)
 
 
 def row_names(side: SideRows | None) -> list[str]:
@@ -210,10 +206,10 @@ def _fold(search: GroupSearch, problem: SpotProblem, side: SideRows | None, rela
         distance = outside(ev.workers, cons.workers[0], cons.workers[1])
         ok["workers"], measure["workers"] = distance == 0, distance
     if side is not None:
-        lhs = counts @ side.a_n.T + float(ps) * side.a_s
+        meets = side.row_ok(counts, ps)          # the rows of own variables share one answer
         for i, name in enumerate(row_names(side)):
             g = f"constraint:{name}"
-            ok[g] = (lhs[:, i] >= side.low[i] - 1e-9) & (lhs[:, i] <= side.high[i] + 1e-9)
+            ok[g] = meets[:, i]
             measure[g] = ev.cost
     search.add(ev.feasible, ok, measure, ev.cost, lambda i: (counts[i].copy(), int(ps)), ranges)
 
