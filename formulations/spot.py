@@ -420,10 +420,41 @@ def check_builtins(model: pyo.ConcreteModel, blocks, extra_constraints=()) -> No
             raise InvalidInputError(var.name, "is a performance variable and was fixed; the solvers "
                                               "compute it from the plan: constrain the plan variables "
                                               "or change the problem instead")
+    model_objective(model)
+
+
+def model_objective(model: pyo.ConcreteModel) -> str:
+    """What the model's one active objective asks for: ``"cost"``, ``"time"`` or ``"weighted:W"``.
+
+    Recognized (minimized): ``m.performance.cost``, ``m.performance.T`` (least time within
+    the budget, ties by cost) and ``m.performance.cost + W * m.performance.T`` (W >= 0 in
+    $/s). Anything else is refused by the objective's name.
+    """
     objectives = list(model.component_data_objects(pyo.Objective, active=True, descend_into=True))
-    if len(objectives) != 1 or objectives[0] is not model.objective:
-        raise InvalidInputError("objective", "solve_model minimizes the model's cost objective "
-                                             "m.objective (eq. 11); keep it as the only active objective")
+    if len(objectives) != 1:
+        raise InvalidInputError("objective", f"the model has {len(objectives)} active objectives; keep one: "
+                                             "m.performance.cost, m.performance.T or cost + W * T, minimized")
+    obj = objectives[0]
+    b = model.performance
+    expr = obj.expr
+    refused = InvalidInputError(obj.name, f"minimizes {str(expr)[:80]!r}; solve_model knows m.performance.cost, "
+                                          "m.performance.T and m.performance.cost + W * m.performance.T (W >= 0), "
+                                          "minimized")
+    if obj.sense != pyo.minimize:
+        raise refused
+    if expr is b.cost or expr is b.cost.expr:
+        return "cost"
+    if expr is b.T:
+        return "time"
+    args = list(getattr(expr, "args", ())) if type(expr).__name__ in ("SumExpression", "LinearExpression") else []
+    if len(args) == 2:
+        for first, second in (args, args[::-1]):
+            if first is b.cost or first is b.cost.expr:
+                repn = generate_standard_repn(second, compute_values=True, quadratic=False)
+                if (repn.is_linear() and len(repn.linear_vars) == 1 and repn.linear_vars[0] is b.T
+                        and not pyo.value(repn.constant) and float(repn.linear_coefs[0]) >= 0):
+                    return f"weighted:{float(repn.linear_coefs[0])!r}"
+    raise refused
 
 
 def record_builtins(model: pyo.ConcreteModel, rows) -> None:

@@ -54,11 +54,17 @@ def _meets(a: np.ndarray, y: np.ndarray, low: np.ndarray, high: np.ndarray) -> n
 
 def decide(own: OwnVariables, low: np.ndarray, high: np.ndarray) -> bool:
     """Whether some y of ``own``'s box meets ``low <= a y <= high`` on the rows that use y."""
+    return witness(own, low, high) is not None
+
+
+def witness(own: OwnVariables, low: np.ndarray, high: np.ndarray) -> np.ndarray | None:
+    """A y of ``own``'s box meeting ``low <= a y <= high`` on the rows that use y (``None``: proven none)."""
     global _highs
     a = own.a[own.rows]
     points = _points(own)
     if points is not None:
-        return bool(len(points)) and bool(_meets(a, points, low, high).any())
+        fits = np.flatnonzero(_meets(a, points, low, high)) if len(points) else np.zeros(0, dtype=np.int64)
+        return points[fits[0]] if len(fits) else None
     if _highs is None:
         _highs = new_highs()
     rows = []
@@ -74,11 +80,23 @@ def decide(own: OwnVariables, low: np.ndarray, high: np.ndarray) -> bool:
                        & (y <= own.high + 1e-9 * np.maximum(np.abs(own.high), 1))).all())
         lhs = a @ y
         if inside and bool(((lhs >= low - 1e-9 * size) & (lhs <= high + 1e-9 * size)).all()):
-            return True
+            return y
     if solution.status is MilpStatus.INFEASIBLE:
-        return False
+        return None
     raise RuntimeError(f"could not decide whether the own variables {', '.join(own.names)} fit a plan "
                        f"(HiGHS: {solution.status.value})")
+
+
+def own_values(side: SideRows | ServerlessSideRows, fixed: np.ndarray) -> dict[str, float] | None:
+    """Values of the own variables that fit a plan whose rows' values without y are ``fixed``."""
+    own = side.own
+    if own is None or not len(own):
+        return None
+    if not own.rows.any():
+        return {name: float(min(max(0.0, lo), hi)) for name, lo, hi in zip(own.names, own.low, own.high)}
+    which = own.rows
+    y = witness(own, side.low[which] - fixed[which] - 1e-9, side.high[which] - fixed[which] + 1e-9)
+    return None if y is None else dict(zip(own.names, (float(v) for v in y)))
 
 
 def attach(side: Rows | None) -> Rows | None:
