@@ -14,8 +14,10 @@ from dnnprov.progress import Clock
 from dnnprov.result import Reason, ServerlessPlan, Status
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.models.serverless import ServerlessModel, ServerlessSideRows
+from dnnprov.models.spot import within_budget
 from dnnprov.solvers.enumeration import ChunkSizer
-from dnnprov.solvers.why_search import GroupSearch, bisect_deadline, extrapolation_needed, outside, share
+from dnnprov.solvers.why_search import (GroupSearch, bisect_deadline, distinct_dollars, extrapolation_needed,
+                                        outside, share)
 
 BIG_TIME_S = 1e12
 
@@ -113,7 +115,7 @@ def by_enumeration(problem: ServerlessProblem, side: ServerlessSideRows | None, 
         measure = {"deadline": ev.time_s}
         ranges: dict[str, dict[str, np.ndarray]] = {}
         if "budget" in groups:
-            ok["budget"], measure["budget"] = ev.cost <= c.budget_usd, ev.cost
+            ok["budget"], measure["budget"] = within_budget(ev.cost, c.budget_usd), ev.cost
         if "domain" in groups:
             d = w.domain
             ok["domain"] = original.inside_domain(n, np.full(len(n), m))
@@ -176,9 +178,10 @@ def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search:
                               plan=plan.to_dict()))
         elif group == "budget":
             ok = _meets(lambda: relax(problem, "budget", cost), side, n, m, s)
+            limit, value = distinct_dollars(problem.constraints.budget_usd, cost)
             out.append(Reason("budget", "constraints.budget_usd", problem.constraints.budget_usd, cost, proven and ok,
-                              f"constraints.budget_usd: no plan costs at most ${problem.constraints.budget_usd:g}; "
-                              f"the cheapest plan meeting every other constraint, {plan}, costs {at_most}${cost:.6f} "
+                              f"constraints.budget_usd: no plan costs at most ${limit}; "
+                              f"the cheapest plan meeting every other constraint, {plan}, costs {at_most}${value} "
                               f"({how})", plan=plan.to_dict()))
         elif group == "domain":
             f = best.measure * (1 + 1e-9)

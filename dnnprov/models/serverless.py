@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnnprov.models.side import OwnVariables
+from dnnprov.models.spot import within_budget
 
 from dnnprov.problems.domain import EDGE_SHARE, TOLERANCE
 from dnnprov.problems.serverless import ServerlessProblem
@@ -157,7 +158,7 @@ class ServerlessModel:
         feasible = (grid_ok & fits & whole & (n >= low) & (n <= high)
                     & (s >= c.ps_count[0]) & (s <= c.ps_count[1]) & (time <= prob.time_s * (1 + 1e-12)))
         if c.budget_usd is not None:
-            feasible &= cost <= c.budget_usd
+            feasible &= within_budget(cost, c.budget_usd)
         inside = self.inside_domain(n, m)
         if self.side is not None:           # asked about the otherwise feasible plans only (own variables)
             live = feasible & inside

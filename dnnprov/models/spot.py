@@ -20,6 +20,17 @@ from dnnprov.models.side import OwnVariables
 
 
 
+#: The relative tolerance of the deadline T_obj and of the budget: a time or cost within it
+#: counts as meeting the limit (a cost computed to the last bit differently, say 95 ulps
+#: above a budget set at a plan's exact cost, is not refused; docs/solvers.md).
+RELATIVE_TOLERANCE = 1e-12
+
+
+def within_budget(cost: np.ndarray, budget: float) -> np.ndarray:
+    """Which costs meet ``budget`` (with :data:`RELATIVE_TOLERANCE`)."""
+    return np.asarray(cost) <= budget * (1 + RELATIVE_TOLERANCE)
+
+
 def row_dot(counts: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """``counts @ vector`` row by row, summed in the same order whatever the number of rows.
 
@@ -221,12 +232,12 @@ class SpotModel:
                 time = j / x + self.problem.slo.takeover_overhead_s           # eq. (1)
                 price = row_dot(counts, cols.price) + ps * self.problem.platform.ps_price_per_h
                 cost = price * time / 3600                                    # eq. (11)
-                time_ok = (j > 0) & (time <= self.problem.slo.time_s * (1 + 1e-12))
+                time_ok = (j > 0) & (time <= self.problem.slo.time_s * (1 + RELATIVE_TOLERANCE))
         inside = self.inside_domain(batch_wa, workers) & self.admits_iterations(j)
         feasible = time_ok & inside
         budget = self.problem.constraints.budget_usd
         if budget is not None:
-            feasible &= cost <= budget
+            feasible &= within_budget(cost, budget)
         feasible &= self.admissible(counts, ps, among=feasible)
         return SpotEvaluation(workers=workers, ps=ps, iteration_rate=x, speed=v,
                               batch_wa=batch_wa, cc=cc, iterations=j, time_s=time,
