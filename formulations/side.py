@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 import pyomo.environ as pyo
+from dnnprov.formulations.spot import problem_of
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.formulations.spot import problem_of
 
 
 def _columns_by_type(m: pyo.ConcreteModel) -> dict[str, list[str]]:

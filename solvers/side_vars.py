@@ -23,11 +23,11 @@ import math
 from typing import TypeVar
 
 import numpy as np
-
-from dnnprov.models.side import OwnVariables
-from dnnprov.models.serverless import ServerlessSideRows
-from dnnprov.models.spot import SideRows
 from dnnprov.solvers.highs_driver import MilpStatus, new_highs, solve_milp
+
+from dnnprov.models.serverless import ServerlessSideRows
+from dnnprov.models.side import OwnVariables
+from dnnprov.models.spot import SideRows
 
 Rows = TypeVar("Rows", SideRows, ServerlessSideRows)
 ENUMERATE_AT_MOST = 4096          # integer boxes up to this many points are checked point by point
@@ -95,7 +95,10 @@ def own_values(side: SideRows | ServerlessSideRows, fixed: np.ndarray) -> dict[s
     if not own.rows.any():
         return {name: float(min(max(0.0, lo), hi)) for name, lo, hi in zip(own.names, own.low, own.high)}
     which = own.rows
-    y = witness(own, side.low[which] - fixed[which] - 1e-9, side.high[which] - fixed[which] + 1e-9)
+    low, high = side.low[which] - fixed[which], side.high[which] - fixed[which]
+    y = witness(own, low, high)                                   # exactly, if it can be
+    if y is None:
+        y = witness(own, low - 1e-9, high + 1e-9)                 # within the rows' tolerance
     return None if y is None else dict(zip(own.names, (float(v) for v in y)))
 
 

@@ -91,6 +91,8 @@ RUN: dict[tuple[str, str], str] = {
     ("control.md", "import boto3"): "python",
     ("control.md", "3 of 5 granted"): "output",
     ("formulations.md", "import pyomo.environ as pyo"): "python",
+    ("formulations.md", "from dnnprov.formulations import side"): "python",
+    ("formulations.md", "optimal 5 x g3.8xlarge, 3 x g3.16xlarge; 1 PS 5.787788"): "output",
     ("solvers.md", "import dnnprov"): "python",
     ("solvers.md", "infeasible"): "output",
     ("solvers.md", "import dataclasses"): "python",

@@ -25,7 +25,7 @@ from dnnprov.formulations.spot import create_spot_model, side_rows
 from dnnprov.model_solve import solve_model
 from dnnprov.models.spot import SpotModel
 from dnnprov.problems.spot import SpotProblem
-from dnnprov.result import Result, Status
+from dnnprov.result import Result, SpotPlan, Status
 from dnnprov.solvers.side_vars import attach
 from dnnprov.solvers.spot_exact import solve_spot_exact
 
@@ -73,7 +73,9 @@ def side_case(family: str, seed: int) -> SideCase:
             k = int(rng.integers(1, max(2, len(by_type))))
             side_api.at_most_types(m, k, name=f"types{j}")
             words.append(f"at most {k} types")
-            rules.append(lambda n, k=k: sum(any(n[i] > 0 for i in cs) for cs in by_type.values()) <= k)
+            def types_rule(n: np.ndarray, k: int = k) -> bool:
+                return sum(any(n[i] > 0 for i in cs) for cs in by_type.values()) <= k
+            rules.append(types_rule)
         elif kind == "all-or-nothing":
             chosen = [c for c in range(len(labels)) if rng.random() < 0.5] or [0]
             b = pyo.Block()
@@ -81,7 +83,9 @@ def side_case(family: str, seed: int) -> SideCase:
             b.on = pyo.Var(domain=pyo.Binary)
             b.same = pyo.Constraint(chosen, rule=lambda b, c: m.performance.used[labels[c]] == b.on)
             words.append(f"all or nothing of {[labels[c] for c in chosen]}")
-            rules.append(lambda n, chosen=chosen: len({bool(n[c] > 0) for c in chosen}) == 1)
+            def aon_rule(n: np.ndarray, chosen: list[int] = chosen) -> bool:
+                return len({bool(n[c] > 0) for c in chosen}) == 1
+            rules.append(aon_rule)
         elif kind == "at-least":
             c = int(rng.integers(len(labels)))
             k = int(rng.integers(2, 4))
@@ -91,19 +95,24 @@ def side_case(family: str, seed: int) -> SideCase:
             b.floor = pyo.Constraint(expr=m.n[labels[c]] >= k * b.y)
             b.cap = pyo.Constraint(expr=m.n[labels[c]] <= max(int(upper[c]), 1) * b.y)
             words.append(f"{labels[c]}: none or at least {k}")
-            rules.append(lambda n, c=c, k=k: n[c] == 0 or n[c] >= k)
+            def least_rule(n: np.ndarray, c: int = c, k: int = k) -> bool:
+                return bool(n[c] == 0 or n[c] >= k)
+            rules.append(least_rule)
         elif kind == "charge":
             fees = {t: float(rng.choice([0.5, 1.0, 2.0])) for t in by_type}
             limit = float(rng.choice([0.5, 1.0, 1.5, 2.5]))
             side_api.fixed_charge(m, fees, limit, name=f"charge{j}")
             words.append(f"fixed charges {fees} at most {limit}")
-            rules.append(lambda n, fees=fees, limit=limit: sum(
-                f for t, f in fees.items() if any(n[i] > 0 for i in by_type[t])) <= limit + 1e-9)
+            def charge_rule(n: np.ndarray, fees: dict[str, float] = fees, limit: float = limit) -> bool:
+                return sum(f for t, f in fees.items() if any(n[i] > 0 for i in by_type[t])) <= limit + 1e-9
+            rules.append(charge_rule)
         else:
             a, b_ = (int(v) for v in rng.choice(len(labels), size=2, replace=len(labels) < 2))
             m.add_component(f"link{j}", pyo.Constraint(expr=m.performance.used[labels[a]] <= m.performance.used[labels[b_]]))
             words.append(f"{labels[a]} only with {labels[b_]}")
-            rules.append(lambda n, a=a, b_=b_: n[a] == 0 or n[b_] > 0)
+            def link_rule(n: np.ndarray, a: int = a, b_: int = b_) -> bool:
+                return bool(n[a] == 0 or n[b_] > 0)
+            rules.append(link_rule)
     return SideCase(problem, words, m, rules)
 
 
@@ -115,7 +124,8 @@ def brute_optimum(case: SideCase) -> tuple[float, tuple[tuple[int, ...], int] | 
     shape = tuple(int(hi - lo + 1) for lo, hi in zip(cols.lower, cols.upper))
     counts = np.stack(np.unravel_index(np.arange(math.prod(shape)), shape), axis=-1) + cols.lower
     best, plan = math.inf, None
-    for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
+    ps_low, ps_high = problem.constraints.ps_count
+    for ps in range(int(ps_low), int(ps_high or ps_low) + 1):
         ev = model.evaluate(counts, ps)
         for i in np.flatnonzero(ev.feasible):
             if ev.cost[i] < best and all(rule(counts[i]) for rule in case.rules):
@@ -127,7 +137,7 @@ def _verdict(name: str, result: Result, best: float, case: SideCase) -> str | No
     """What is wrong with ``result`` against the brute-force optimum ``best`` (``None``: all right)."""
     if result.status is Status.ERROR:
         return f"{name}: error {result.message}"
-    if result.plan is not None:
+    if isinstance(result.plan, SpotPlan):
         n = np.array([result.plan.counts[c] for c in case.problem.columns().labels])
         if not all(rule(n) for rule in case.rules):
             return f"{name}: plan {result.plan} breaks a side constraint"
@@ -135,9 +145,8 @@ def _verdict(name: str, result: Result, best: float, case: SideCase) -> str | No
         return None if result.status is Status.INFEASIBLE else f"{name}: {result.status.value}, brute force: infeasible"
     if result.status is Status.INFEASIBLE:
         return f"{name}: infeasible, brute force found ${best:.9g}"
-    if result.status is Status.OPTIMAL and result.cost is not None:
-        if abs(result.cost - best) > 1e-6 * best + 1e-12:
-            return f"{name}: optimal ${result.cost:.9g}, brute force ${best:.9g}"
+    if result.status is Status.OPTIMAL and result.cost is not None and abs(result.cost - best) > 1e-6 * best + 1e-12:
+        return f"{name}: optimal ${result.cost:.9g}, brute force ${best:.9g}"
     if result.bound is not None and result.bound > best * (1 + 1e-9) + 1e-12:
         return f"{name}: bound ${result.bound:.9g} above the optimum ${best:.9g}"
     return None

@@ -8,15 +8,15 @@ import warnings
 import numpy as np
 import pyomo.environ as pyo
 import pytest
+from dnnprov.formulations import side
+from dnnprov.formulations.spot import create_spot_model, side_rows
+from dnnprov.solvers.side_vars import attach
+from dnnprov.solvers.spot_exact import solve_spot_exact
 
 import dnnprov
 from dnnprov.errors import PlausibilityWarning
-from dnnprov.formulations import side
-from dnnprov.formulations.spot import create_spot_model, side_rows
 from dnnprov.fuzz.side import FAMILIES, check_case, side_case
 from dnnprov.model_solve import solve_model
-from dnnprov.solvers.side_vars import attach
-from dnnprov.solvers.spot_exact import solve_spot_exact
 
 
 @pytest.fixture
