@@ -94,6 +94,7 @@ RUN: dict[tuple[str, str], str] = {
     ("formulations.md", "from dnnprov.formulations import side"): "python",
     ("formulations.md", "optimal 5 x g3.8xlarge, 3 x g3.16xlarge; 1 PS 5.787788"): "output",
     ("solvers.md", "import dnnprov"): "python",
+    ("solvers.md", "limit 178.085 True"): "output",
     ("solvers.md", "infeasible"): "output",
     ("solvers.md", "import dataclasses"): "python",
     ("solvers.md", "optimal 37 True {'exact_solves': 38}"): "output",
