@@ -194,7 +194,8 @@ def solve_model_scip(model: pyo.ConcreteModel, *, time_limit_s: float = 30.0, ga
     if problem.model != "paper":
         raise InvalidInputError("model", "the reference model's rounding is not part of the MINLP; "
                                          "cross-check 'paper' models only")
-    side = spot_form.side_rows(model)
+    from dnnprov.solvers.side_vars import attach
+    side = attach(spot_form.side_rows(model))
     started = time.perf_counter()
     from pyomo.contrib.solver.common.factory import SolverFactory
     solver = SolverFactory("scip_direct")
