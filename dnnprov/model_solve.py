@@ -19,7 +19,7 @@ import pyomo.environ as pyo
 from dnnprov.errors import InvalidInputError
 from dnnprov.formulations import serverless as serverless_form
 from dnnprov.formulations import spot as spot_form
-from dnnprov.result import Objective, Result, Status
+from dnnprov.result import Objective, Result, ServerlessPlan, SpotPlan, Status
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.solve import METHODS
 from dnnprov.solvers.outcome import spot_result
@@ -147,11 +147,13 @@ def _load_own(model: pyo.ConcreteModel, side, result: Result) -> None:
     if side is None or side.own is None or result.plan is None:
         return
     plan = result.plan
-    if isinstance(side, SideRows):
+    if isinstance(side, SideRows) and isinstance(plan, SpotPlan):
         counts = np.array([[plan.counts[c] for c in model.C]])
         fixed = side.fixed_part(counts, plan.ps)[0]
-    else:
+    elif isinstance(plan, ServerlessPlan):
         fixed = side.a_n * plan.functions + side.a_m * plan.memory_mb + side.a_s * plan.ps
+    else:
+        return
     values = own_values(side, fixed)
     for name, value in (values or {}).items():
         var = model.find_component(name)

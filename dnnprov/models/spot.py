@@ -28,7 +28,7 @@ RELATIVE_TOLERANCE = 1e-12
 
 def within_budget(cost: np.ndarray, budget: float) -> np.ndarray:
     """Which costs meet ``budget`` (with :data:`RELATIVE_TOLERANCE`)."""
-    return np.asarray(cost) <= budget * (1 + RELATIVE_TOLERANCE)
+    return np.asarray(np.asarray(cost) <= budget * (1 + RELATIVE_TOLERANCE))
 
 
 def row_dot(counts: np.ndarray, vector: np.ndarray) -> np.ndarray:
@@ -104,7 +104,7 @@ class SideRows:
         if not len(self):
             return np.ones(len(counts), dtype=bool)
         if self.own is None or not self.own.rows.any():
-            return self.row_ok(counts, ps, tol).all(axis=1)
+            return np.asarray(self.row_ok(counts, ps, tol).all(axis=1))
         lhs = self.fixed_part(counts, ps)
         plain = ~self.own.rows
         ok = ((lhs[:, plain] >= self.low[plain] - tol) & (lhs[:, plain] <= self.high[plain] + tol)).all(axis=1)
