@@ -36,7 +36,8 @@ import pyomo.environ as pyo
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.formulations.spot import (PROBLEM_ATTR, _define, bound_rows, check_builtins,
-                                       linear_rows, own_box, own_variables, record_builtins, user_only)
+                                       linear_rows, record_builtins, user_only)
+from dnnprov.formulations.user_rows import own_box, own_variables
 from dnnprov.models.side import OwnVariables
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.models.serverless import ServerlessSideRows

@@ -278,51 +278,6 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             counts[allowed] = np.rint(solution.x[:m]).astype(np.int64)
         return solution, counts, scale
 
-    def side_columns(self, cell: Cell, allowed: np.ndarray, lo: np.ndarray, hi: np.ndarray, first: int):
-        """The side rows that use ``used[c]`` or own variables, with those variables as MILP columns.
-
-        Columns from ``first``: one binary u_c per allowed column, then the own variables y
-        (their boxes and integrality). Rows: u_c <= n_c and n_c <= hi_c u_c, then every such
-        side row over (n, u, y) with s fixed to the cell's. ``None`` when no row needs them.
-
-        Proof that the cell MILP keeps every plan of the cell that meets the side rows: for
-        integer n_c in [lo_c, hi_c] (the cell's box), u_c <= n_c forces u_c = 0 when n_c = 0,
-        and n_c <= hi_c u_c forces u_c = 1 when n_c >= 1, so u is exactly the model's
-        used[c] = [n_c >= 1] (a column outside ``allowed`` has n_c = 0, hence used[c] = 0
-        and no term); y ranges over its whole declared box. A plan meets the side rows
-        exactly when some y does, and then (n, used(n), y) is a point of the MILP with the
-        same objective (u and y cost nothing). So min f over the MILP is at most f at every
-        such plan, and a verified min f >= 0 still closes the cell. A point HiGHS returns is
-        only a candidate: its counts are evaluated with the side rows by SpotModel.
-        """
-        side = self.side
-        if side is None:
-            return None
-        mixed = np.flatnonzero(~side.count_only())
-        if not len(mixed):
-            return None
-        m = len(allowed)
-        own = side.own
-        n_own = 0 if own is None else len(own)
-        used_idx = first + np.arange(m)
-        own_idx = first + m + np.arange(n_own)
-        rows = []
-        for j in range(m):
-            rows.append((np.array([first + j, j]), np.array([1.0, -1.0]), -math.inf, 0.0))        # u <= n
-            rows.append((np.array([j, first + j]), np.array([1.0, -float(hi[allowed[j]])]), -math.inf, 0.0))
-        a_u = side.a_u if side.a_u is not None else np.zeros_like(side.a_n)
-        for i in mixed:
-            coefs = np.concatenate([side.a_n[i][allowed], a_u[i][allowed],
-                                    own.a[i] if own is not None else np.zeros(0)])
-            idx = np.concatenate([np.arange(m), used_idx, own_idx])
-            keep = coefs != 0
-            shift = side.a_s[i] * cell.ps
-            rows.append((idx[keep], coefs[keep], float(side.low[i] - shift), float(side.high[i] - shift)))
-        lower = np.concatenate([np.zeros(m), own.low if own is not None else np.zeros(0)])
-        upper = np.concatenate([np.ones(m), own.high if own is not None else np.zeros(0)])
-        integer = np.concatenate([np.ones(m, dtype=bool), own.integer if own is not None else np.zeros(0, dtype=bool)])
-        return rows, lower.astype(float), upper.astype(float), integer
-
     # ------------------------------------------------------------------ main loop
     def enumerate_cell(self, cell: Cell, limit: int) -> bool:
         """Evaluate every count vector of the cell's box (a superset of its plans).
