@@ -3,8 +3,9 @@
 :func:`decide` answers "is there a y in its box, integer where declared, with
 ``low <= a y <= high``?" for the rows that use y, once the plan has fixed everything else:
 
-* all y integer with a box of at most :data:`ENUMERATE_AT_MOST` points: every point is
-  checked (exact, as the plain rows are checked);
+* the integer y with a box of at most :data:`ENUMERATE_AT_MOST` points, and at most one
+  continuous y: every point is checked (exact, as the plain rows are checked; the one
+  continuous y by intersecting the intervals each row allows it);
 * otherwise a MILP over y alone (:func:`~dnnprov.solvers.highs_driver.solve_milp`, zero
   objective): a point HiGHS returns counts only once it meets every row and its box after
   its integer entries are rounded (within the same 1e-9 the plain rows are given, relative
@@ -35,21 +36,50 @@ _highs = None
 
 
 def _points(own: OwnVariables) -> np.ndarray | None:
-    """Every point of the box when it is integer and small (else ``None``)."""
-    if not own.integer.all() or not (np.isfinite(own.low).all() and np.isfinite(own.high).all()):
+    """Every point of the integer variables' box when it is small and finite (else ``None``)."""
+    ints = own.integer
+    if not (np.isfinite(own.low[ints]).all() and np.isfinite(own.high[ints]).all()):
         return None
-    lo, hi = np.ceil(own.low - 1e-9).astype(np.int64), np.floor(own.high + 1e-9).astype(np.int64)
+    lo, hi = np.ceil(own.low[ints] - 1e-9).astype(np.int64), np.floor(own.high[ints] + 1e-9).astype(np.int64)
     sizes = np.maximum(hi - lo + 1, 0)
     if math.prod(int(v) for v in sizes) > ENUMERATE_AT_MOST:
         return None
     grid = list(itertools.product(*(range(int(a), int(b) + 1) for a, b in zip(lo, hi))))
-    return np.array(grid, dtype=float).reshape(len(grid), len(own))
+    return np.array(grid, dtype=float).reshape(len(grid), int(ints.sum()))
 
 
 def _meets(a: np.ndarray, y: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     """Which points y (rows of the array) meet ``low <= a y <= high`` (the intervals are already widened)."""
     lhs = (y[:, None, :] * a).sum(axis=-1)
     return ((lhs >= low) & (lhs <= high)).all(axis=1)
+
+
+def _with_one_continuous(own: OwnVariables, a: np.ndarray, points: np.ndarray, low: np.ndarray,
+                         high: np.ndarray) -> np.ndarray | None:
+    """A point (integer part from ``points``, one continuous z) meeting the rows, or ``None``.
+
+    With the integer part fixed, each row bounds z to an interval ((low - s) / a_z, (high - s) / a_z),
+    swapped when a_z < 0) or, without z, holds or not; some z fits when the intervals and z's box meet.
+    """
+    ints = own.integer
+    z = int(np.flatnonzero(~ints)[0])
+    s = (points[:, None, :] * a[:, ints]).sum(axis=-1)
+    a_z = a[:, z]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        one, two = (low - s) / a_z, (high - s) / a_z
+    with_z = a_z != 0
+    z_lo = np.where(with_z, np.where(a_z > 0, one, two), -np.inf).max(axis=1, initial=-np.inf)
+    z_hi = np.where(with_z, np.where(a_z > 0, two, one), np.inf).min(axis=1, initial=np.inf)
+    z_lo, z_hi = np.maximum(z_lo, own.low[z]), np.minimum(z_hi, own.high[z])
+    plain = ((s >= low) & (s <= high)) | with_z
+    fits = np.flatnonzero(plain.all(axis=1) & (z_lo <= z_hi))
+    if not len(fits):
+        return None
+    y = np.empty(len(own))
+    y[ints] = points[fits[0]]
+    value = z_lo[fits[0]] if math.isfinite(z_lo[fits[0]]) else z_hi[fits[0]]
+    y[z] = value if math.isfinite(value) else 0.0
+    return y
 
 
 def decide(own: OwnVariables, low: np.ndarray, high: np.ndarray) -> bool:
@@ -62,9 +92,11 @@ def witness(own: OwnVariables, low: np.ndarray, high: np.ndarray) -> np.ndarray 
     global _highs
     a = own.a[own.rows]
     points = _points(own)
-    if points is not None:
+    if points is not None and own.integer.all():
         fits = np.flatnonzero(_meets(a, points, low, high)) if len(points) else np.zeros(0, dtype=np.int64)
         return points[fits[0]] if len(fits) else None
+    if points is not None and int((~own.integer).sum()) == 1:
+        return _with_one_continuous(own, a, points, low, high) if len(points) else None
     if _highs is None:
         _highs = new_highs()
     rows = []
