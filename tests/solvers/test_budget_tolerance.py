@@ -46,3 +46,18 @@ def test_serverless_budget_tolerance():
     best = dnnprov.solve(problem)
     at = dnnprov.solve(_with_budget(problem, best.cost * (1 - 5e-15)))
     assert at.status is dnnprov.Status.OPTIMAL and at.cost == best.cost
+
+
+def test_serverless_memory_domain_edge_is_relative_1e9():
+    """docs/solvers.md: the memory domain admits a size up to a relative 1e-9 beyond its edge, no more."""
+    from dnnprov import fuzz
+    from dnnprov.models.serverless import ServerlessModel
+
+    problem = next(p for p in (fuzz.instance("serverless-domain", seed) for seed in range(40))
+                   if p.workload.domain is not None)
+    model = ServerlessModel(problem)
+    (m_low, m_high), (n_low, _) = model.domain_bounds()
+    n = max(n_low, 1)
+    inside = model.inside_domain(n, [m_high * (1 + 0.5e-9), m_low * (1 - 0.5e-9), m_high, m_low])
+    outside = model.inside_domain(n, [m_high * (1 + 2e-9), m_low * (1 - 2e-9)])
+    assert inside.all() and not outside.any()
