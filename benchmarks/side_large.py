@@ -18,11 +18,15 @@ import time
 import warnings
 from pathlib import Path
 
-import dnnprov
-from dnnprov.errors import PlausibilityWarning
 from dnnprov.formulations import side
 from dnnprov.formulations.spot import create_spot_model
+
+from dnnprov.errors import PlausibilityWarning
+from dnnprov.io.instances import read_instance
 from dnnprov.model_solve import solve_model
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.result import SpotPlan
+from dnnprov.solve import solve
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -40,9 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'instance':<12} {'plain':<8} {'cost':>12} {'CPU s':>7} {'k types':<8} {'cost':>12} {'CPU s':>7} {'ratio':>6}")
     ratios, bad = [], 0
     for path in files:
-        problem = dnnprov.read_instance(path)
+        problem = read_instance(path)
+        assert isinstance(problem, SpotProblem)
         tick = time.process_time()
-        plain = dnnprov.solve(problem, time_limit_s=args.time_limit)
+        plain = solve(problem, time_limit_s=args.time_limit)
         plain_cpu = time.process_time() - tick
         model = create_spot_model(problem)
         side.at_most_types(model, args.k)
@@ -51,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu = time.process_time() - tick
         ratio = cpu / plain_cpu if plain_cpu > 0 else float("inf")
         ratios.append(ratio)
-        types = {name for name, n in (few.plan.counts.items() if few.plan else ()) if n}
+        types = {name for name, n in (few.plan.counts.items() if isinstance(few.plan, SpotPlan) else ()) if n}
         bad += (plain.status.value == "optimal" and few.status.value != "optimal") or len(
             {problem.columns().type_names[problem.columns().labels.index(c)] for c in types}) > args.k
         print(f"{path.stem:<12} {plain.status.value:<8} {plain.cost or 0:>12.6f} {plain_cpu:>7.2f} "
