@@ -13,17 +13,18 @@ import math
 import time
 from typing import Callable
 
+import numpy as np
 import pyomo.environ as pyo
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.formulations import serverless as serverless_form
 from dnnprov.formulations import spot as spot_form
-from dnnprov.result import Result, Status
+from dnnprov.result import Objective, Result, ServerlessPlan, SpotPlan, Status
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.solve import METHODS
 from dnnprov.solvers.outcome import spot_result
 from dnnprov.problems.spot import SpotProblem
-from dnnprov.models.spot import SpotModel
+from dnnprov.models.spot import SideRows, SpotModel
 
 
 def _problem(model: pyo.ConcreteModel) -> SpotProblem | ServerlessProblem:
@@ -43,8 +44,12 @@ def solve_model(model: pyo.ConcreteModel, method: str = "milp", *, time_limit_s:
     ----------
     model
         The Pyomo model, possibly with linear constraints added on the plan variables
-        (``m.n``, ``m.s``; serverless also ``m.memory_mb``) anywhere outside
-        ``m.performance``.
+        (``m.n``, ``m.s``, ``m.workers``, the indicators ``m.performance.used[c]``;
+        serverless ``m.n``, ``m.s``, ``m.memory_mb``) and on variables of your own
+        (integer, binary, continuous) anywhere outside ``m.performance``. Its one active
+        objective is ``m.performance.cost`` (the default), ``m.performance.T`` (least
+        time within the budget) or ``m.performance.cost + W * m.performance.T``, minimized
+        (:func:`dnnprov.formulations.spot.model_objective`); any other is refused by name.
     method
         ``"milp"`` (exact, with a proven bound), ``"enumerate"`` (exhaustive search),
         ``"heuristic"`` or ``"reference-heuristic"``; the heuristics do not know user
@@ -69,31 +74,47 @@ def solve_model(model: pyo.ConcreteModel, method: str = "milp", *, time_limit_s:
         raise InvalidInputError("gap", f"must be in [0, 1), got {gap!r}")
     spot = isinstance(problem, SpotProblem)
     form = spot_form if spot else serverless_form
-    user = form.side_rows(model, builtin=False)       # also validates the model
+    from dnnprov.solvers.side_vars import attach
+    user = attach(form.side_rows(model, builtin=False))       # also validates the model
     if method in ("heuristic", "reference-heuristic") and user is not None:
         raise InvalidInputError("method", f"{method} does not know user constraints (here: "
                                           f"{', '.join(user.names)}); use 'milp' or 'enumerate'")
-    side = form.side_rows(model) if user is not None else None
+    side = attach(form.side_rows(model)) if user is not None else None
+    objective = Objective.parse(spot_form.model_objective(model))
     limit = {} if max_plans is None else {"max_plans": max_plans}
-    from dnnprov.progress import stop_on_signals, stop_requested
-    from dnnprov.solve import marked_interrupted, solve
+    from dnnprov.progress import Clock, SolverLog, stop_on_signals, stop_requested
+    from dnnprov.solve import _checked_objective, marked_interrupted, solve
+    from dnnprov.solvers import objectives
     from dnnprov.solvers.enumeration import enumerate_serverless, enumerate_spot
     from dnnprov.solvers.serverless_exact import solve_serverless_exact
     from dnnprov.solvers.spot_exact import solve_spot_exact
 
+    _checked_objective(objective, problem, method, gap=gap, robust=None, risk=False)
+    clock = Clock(time_limit_s)
+
+    def exact(prob: SpotProblem | ServerlessProblem, clock: Clock) -> Result:
+        """The exact min-cost solve with the side rows (the black box of the objectives)."""
+        if isinstance(prob, SpotProblem):
+            return solve_spot_exact(prob, side=side, gap=gap, clock=clock)        # type: ignore[arg-type]
+        return solve_serverless_exact(prob, side=side, gap=gap, clock=clock)      # type: ignore[arg-type]
+
+    def by_objective() -> Result:
+        quiet = SolverLog(clock)
+        quiet.enabled = False
+        if objective.kind == "time":
+            return objectives.least_time(problem, exact, clock, quiet)
+        return objectives.least_weighted(problem, exact, objective, clock, quiet)
+
+    enumerate_ = enumerate_spot if spot else enumerate_serverless
     runners: dict[str, Callable[[], Result]]
     if side is None:
         runners = {name: (lambda name=name: solve(problem, name, time_limit_s=time_limit_s, gap=gap,
-                                                  max_plans=max_plans)) for name in METHODS}
-    elif spot:
-        runners = {
-            "milp": lambda: solve_spot_exact(problem, side=side, time_limit_s=time_limit_s, gap=gap),
-            "enumerate": lambda: enumerate_spot(problem, side=side, **limit),
-        }
+                                                  max_plans=max_plans, objective=objective)) for name in METHODS}
     else:
         runners = {
-            "milp": lambda: solve_serverless_exact(problem, side=side, time_limit_s=time_limit_s, gap=gap),
-            "enumerate": lambda: enumerate_serverless(problem, side=side, **limit),
+            "milp": (lambda: exact(problem, clock)) if objective.kind == "cost" else by_objective,
+            "enumerate": lambda: enumerate_(problem, side=side, clock=clock, objective=objective,  # type: ignore[arg-type]
+                                            **limit),
         }
     started = time.perf_counter()
     try:
@@ -102,7 +123,6 @@ def solve_model(model: pyo.ConcreteModel, method: str = "milp", *, time_limit_s:
         if stop_requested():
             result = marked_interrupted(result, time_limit_s)
         if method in ("milp", "enumerate"):             # the reasons name the user's constraints
-            from dnnprov.progress import Clock
             from dnnprov.solvers.infeasibility import explain
             result = explain(result, problem, clock=Clock(time_limit_s, started=started), side=user)
     except InvalidInputError:
@@ -116,7 +136,29 @@ def solve_model(model: pyo.ConcreteModel, method: str = "milp", *, time_limit_s:
             spot_form.load_plan(model, result.plan.counts, result.plan.ps)
         else:
             serverless_form.load_plan(model, result.plan.functions, result.plan.memory_mb, result.plan.ps)
+        _load_own(model, side, result)
     return result
+
+
+def _load_own(model: pyo.ConcreteModel, side, result: Result) -> None:
+    """Give the user's own variables values that fit the plan (one of possibly many)."""
+    from dnnprov.solvers.side_vars import own_values
+
+    if side is None or side.own is None or result.plan is None:
+        return
+    plan = result.plan
+    if isinstance(side, SideRows) and isinstance(plan, SpotPlan):
+        counts = np.array([[plan.counts[c] for c in model.C]])
+        fixed = side.fixed_part(counts, plan.ps)[0]
+    elif isinstance(plan, ServerlessPlan):
+        fixed = side.a_n * plan.functions + side.a_m * plan.memory_mb + side.a_s * plan.ps
+    else:
+        return
+    values = own_values(side, fixed)
+    for name, value in (values or {}).items():
+        var = model.find_component(name)
+        if var is not None and not var.fixed:
+            var.set_value(value, skip_validation=True)
 
 
 # ---------------------------------------------------------------------- SCIP cross-check
@@ -154,7 +196,8 @@ def solve_model_scip(model: pyo.ConcreteModel, *, time_limit_s: float = 30.0, ga
     if problem.model != "paper":
         raise InvalidInputError("model", "the reference model's rounding is not part of the MINLP; "
                                          "cross-check 'paper' models only")
-    side = spot_form.side_rows(model)
+    from dnnprov.solvers.side_vars import attach
+    side = attach(spot_form.side_rows(model))
     started = time.perf_counter()
     from pyomo.contrib.solver.common.factory import SolverFactory
     solver = SolverFactory("scip_direct")

@@ -24,7 +24,8 @@ import signal
 import sys
 import threading
 import time
-from typing import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Callable, Iterator, Sequence
 
 LOGGER_NAME = "dnnprov.solver"
 PROGRESS_INTERVAL_S = 1.0
@@ -79,28 +80,63 @@ def stop_on_signals(signals: Sequence[int] = (signal.SIGINT,), *, only_default: 
 
 
 class Clock:
-    """Wall-clock budget of one solve (``time.perf_counter`` seconds)."""
+    """Budget of one solve: wall-clock seconds (``time.perf_counter``) and, optionally, work.
 
-    def __init__(self, limit_s: float = math.inf, *, started: float | None = None) -> None:
+    ``work_limit`` is a deterministic limit beside the wall clock: the exact methods
+    :meth:`spend` one unit per node of their search (a cell of the spot decomposition: at
+    most one LP or threshold MILP each), so a solve stopped by it stops at the same node,
+    with the same plan and bound, on a loaded machine and an idle one.
+    """
+
+    def __init__(self, limit_s: float = math.inf, *, started: float | None = None,
+                 work_limit: int | None = None) -> None:
         self.started = time.perf_counter() if started is None else started
         self.limit_s = float(limit_s)
         self.deadline = self.started + self.limit_s
+        self.work_limit = work_limit
+        self.work = 0
+
+    def spend(self, units: int = 1) -> None:
+        """Count ``units`` of work (nodes) against :attr:`work_limit`."""
+        self.work += units
+
+    def out_of_work(self) -> bool:
+        """Whether the work limit is reached."""
+        return self.work_limit is not None and self.work >= self.work_limit
 
     def elapsed(self) -> float:
         """Seconds since the solve started."""
         return time.perf_counter() - self.started
 
     def remaining(self) -> float:
-        """Seconds left before the limit (negative once it has passed; 0 once stopped)."""
-        return min(self.deadline - time.perf_counter(), 0.0 if _stop.is_set() else math.inf)
+        """Seconds left before the limit (negative once it has passed; 0 once stopped or out of work)."""
+        return min(self.deadline - time.perf_counter(), 0.0 if _stop.is_set() or self.out_of_work() else math.inf)
 
     def expired(self) -> bool:
-        """Whether the limit has passed or a stop was requested (:func:`request_stop`)."""
-        return _stop.is_set() or time.perf_counter() >= self.deadline
+        """Whether a limit has passed or a stop was requested (:func:`request_stop`)."""
+        return _stop.is_set() or self.out_of_work() or time.perf_counter() >= self.deadline
 
     def stop_reason(self) -> str:
-        """Why a method stopped early: ``interrupted`` or the time limit."""
-        return INTERRUPTED if _stop.is_set() else f"time limit of {self.limit_s:g} s reached"
+        """Why a method stopped early: ``interrupted``, the work limit or the time limit."""
+        if _stop.is_set():
+            return INTERRUPTED
+        if self.out_of_work():
+            return f"work limit of {self.work_limit:,} nodes reached"
+        return f"time limit of {self.limit_s:g} s reached"
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a progress callback receives: a new incumbent or a better proven bound.
+
+    ``kind`` is ``"incumbent"`` (``value``: its objective) or ``"bound"`` (``value``: the
+    best bound proven so far; it never goes down); ``elapsed_s`` and ``work`` (nodes) say when.
+    """
+
+    kind: str
+    value: float
+    elapsed_s: float
+    work: int
 
 
 def _money(value: float | None) -> str:
@@ -112,12 +148,33 @@ def _money(value: float | None) -> str:
 class SolverLog:
     """Progress lines of one solve; a no-op unless ``logger`` is enabled for INFO."""
 
-    def __init__(self, clock: Clock, logger: logging.Logger | None = None) -> None:
+    def __init__(self, clock: Clock, logger: logging.Logger | None = None,
+                 callback: Callable[[Progress], None] | None = None) -> None:
         self.clock = clock
         self.logger = logger or logging.getLogger(LOGGER_NAME)
         self.enabled = self.logger.isEnabledFor(logging.INFO)
         self.last_line = -math.inf
         self.incumbent = math.inf
+        self.callback = callback
+        self.called_incumbent = math.inf
+        self.called_bound = -math.inf
+        #: the best bound proven so far: a MIP log's bound never goes down (a minimization)
+        self.bound = -math.inf
+
+    def report(self, incumbent: float, bound: float) -> float:
+        """Keep the bound monotone and call the callback on a new incumbent or a better bound;
+        returns the monotone bound (never above the incumbent)."""
+        if not math.isnan(bound):
+            self.bound = max(self.bound, min(bound, incumbent))
+        if self.callback is not None:
+            now, work = self.clock.elapsed(), self.clock.work
+            if incumbent < self.called_incumbent:
+                self.called_incumbent = incumbent
+                self.callback(Progress("incumbent", incumbent, now, work))
+            if self.bound > self.called_bound:
+                self.called_bound = self.bound
+                self.callback(Progress("bound", self.bound, now, work))
+        return self.bound
 
     def header(self, title: str, lines: list[str]) -> None:
         """The solve's header: what is solved, its size, the method and the limits."""
@@ -129,7 +186,9 @@ class SolverLog:
         self.logger.info("%9s  %14s  %14s  %9s  %s", "time (s)", "incumbent", "bound", "gap", "work")
 
     def progress(self, incumbent: float, bound: float, work: str = "", *, force: bool = False) -> None:
-        """A progress line: printed on a new incumbent, or once a second at most."""
+        """A progress line: printed on a new incumbent, or once a second at most; its bound
+        is the best proven so far (:meth:`report`)."""
+        bound = self.report(incumbent, bound)
         if not self.enabled:
             return
         now = self.clock.elapsed()

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Callable
 
 from dnnprov.problems import _checks as check, plausibility
 from dnnprov.errors import InvalidInputError
-from dnnprov.progress import INTERRUPTED, Clock, SolverLog, log_to_stderr, stop_on_signals, stop_requested
-from dnnprov.result import Objective, Result, Status
+from dnnprov.progress import (INTERRUPTED, Clock, Progress, SolverLog, log_to_stderr, stop_on_signals,
+                               stop_requested)
+from dnnprov.result import Objective, Result, SpotPlan, Status
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
 
@@ -29,7 +30,9 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
           robust: int | None = None, risk: bool = False,
           deadline_probability: float | None = None,
           takeover_overhead_s: float | None = None, replaced: bool = True,
-          objective: str | Objective = "cost") -> Result:
+          objective: str | Objective = "cost", work_limit: int | None = None,
+          callback: Callable[[Progress], None] | None = None,
+          warm_start: SpotPlan | None = None) -> Result:
     """Solve a spot or serverless problem.
 
     Parameters
@@ -69,6 +72,17 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
         ``"weighted:W"`` (least cost + W time, W in $/s). Other than cost: methods ``milp``
         and ``enumerate`` only, ``gap`` 0; ``bound`` and ``gap`` are in the objective's unit
         (docs/solvers.md, "Objectives").
+    work_limit
+        A deterministic limit beside ``time_limit_s``: the most nodes (cells of the spot
+        decomposition, each at most one LP or threshold MILP) ``milp`` processes, summed
+        over the exact solves of an objective; reached, the result is ``limit`` with the
+        plan and proven bound it had, the same on any machine. The serverless method and
+        ``enumerate`` count no work (they stop by time only).
+    callback
+        Called with a :class:`~dnnprov.progress.Progress` on every new incumbent and every
+        better proven bound of ``milp`` (cost objective); the bound never goes down.
+    warm_start
+        A spot plan (``dnnprov.SpotPlan``) ``milp`` checks and takes as its first incumbent.
 
     Ctrl-C (SIGINT, in the main thread, unless the program handles it itself) stops the
     method as its time limit would: the result is ``limit`` with the best plan so far and
@@ -80,7 +94,8 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
         result = _solve(problem, method, started=started, time_limit_s=time_limit_s, gap=gap,
                         max_plans=max_plans, log=log, robust=robust, risk=risk,
                         deadline_probability=deadline_probability,
-                        takeover_overhead_s=takeover_overhead_s, replaced=replaced, objective=objective)
+                        takeover_overhead_s=takeover_overhead_s, replaced=replaced, objective=objective,
+                        work_limit=work_limit, callback=callback, warm_start=warm_start)
     return marked_interrupted(result, time_limit_s) if stop_requested() else result
 
 
@@ -103,7 +118,8 @@ def marked_interrupted(result: Result, time_limit_s: float) -> Result:
 def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: float, time_limit_s: float,
            gap: float, max_plans: int | None, log: bool | logging.Logger, robust: int | None, risk: bool,
            deadline_probability: float | None, takeover_overhead_s: float | None, replaced: bool,
-           objective: str | Objective) -> Result:
+           objective: str | Objective, work_limit: int | None = None,
+           callback: Callable[[Progress], None] | None = None, warm_start: SpotPlan | None = None) -> Result:
     """:func:`solve` without the signal handling."""
     from dnnprov.solvers import enumeration, heuristics, milp, objectives
     from dnnprov.solvers.infeasibility import explain
@@ -111,7 +127,12 @@ def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: fl
     if method not in METHODS:
         raise InvalidInputError("method", f"must be one of {', '.join(METHODS)}; got {method!r}")
     time_limit_s = check.number("time_limit_s", time_limit_s, exclusive_minimum=0)
-    clock = Clock(time_limit_s, started=started)
+    if work_limit is not None:
+        work_limit = check.integer("work_limit", work_limit, minimum=1)
+    clock = Clock(time_limit_s, started=started, work_limit=work_limit)
+    if warm_start is not None and not (isinstance(warm_start, SpotPlan) and isinstance(problem, SpotProblem)
+                                       and method == "milp"):
+        raise InvalidInputError("warm_start", "is a dnnprov.SpotPlan for a spot problem solved by 'milp'")
     gap = check.number("gap", gap, minimum=0)
     if gap >= 1:
         raise InvalidInputError("gap", f"must be below 1, got {gap!r}")
@@ -136,7 +157,7 @@ def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: fl
     with contextlib.ExitStack() as stack:
         logger = log if isinstance(log, logging.Logger) else (
             stack.enter_context(log_to_stderr()) if log else None)
-        solver_log = SolverLog(clock, logger)
+        solver_log = SolverLog(clock, logger, callback)
         runners: dict[str, Callable[[], Result]]
         if objective.kind != "cost":
             runners = {
@@ -149,7 +170,7 @@ def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: fl
             }
         elif isinstance(problem, SpotProblem):
             runners = {
-                "milp": lambda: milp.solve_spot(problem, gap=gap, clock=clock, log=solver_log),
+                "milp": lambda: milp.solve_spot(problem, gap=gap, clock=clock, log=solver_log, start=warm_start),
                 "heuristic": lambda: heuristics.spot_heuristic(problem, clock=clock),
                 "reference-heuristic": lambda: heuristics.reference_heuristic(problem, clock=clock),
                 "enumerate": lambda: enumeration.enumerate_spot(problem, clock=clock, **limit),

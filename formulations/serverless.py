@@ -37,6 +37,8 @@ import pyomo.environ as pyo
 from dnnprov.errors import InvalidInputError
 from dnnprov.formulations.spot import (PROBLEM_ATTR, _define, bound_rows, check_builtins,
                                        linear_rows, record_builtins, user_only)
+from dnnprov.formulations.user_rows import own_box, own_variables
+from dnnprov.models.side import OwnVariables
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.models.serverless import ServerlessSideRows
 
@@ -280,11 +282,13 @@ def side_rows(model: pyo.ConcreteModel, *, builtin: bool = True) -> ServerlessSi
     check_builtins(model, [model.side, model.performance], [model.one_memory])
     grid = np.array(list(model.MEM), dtype=float)
     columns = _plan_columns(model)
-    rows = linear_rows(model, columns, skip=[model.one_memory], what=_WHAT)
+    base = len(columns)
+    own = own_variables(model, columns, _WHAT)
+    rows = linear_rows(model, columns, skip=[model.one_memory], what=f"{_WHAT} and variables of your own")
     if not builtin:
         rows = user_only(model, rows)
     low, high = problem.function_range()
-    width = 2 + len(grid)
+    width = len(columns)
     rows += bound_rows([model.n, model.s], [(float(low), float(max(low, high))),
                                             tuple(float(v) for v in problem.constraints.ps_count)],
                        columns, width)
@@ -295,8 +299,9 @@ def side_rows(model: pyo.ConcreteModel, *, builtin: bool = True) -> ServerlessSi
     if not rows:
         return None
     a_n, a_m, a_s, lows, highs = [], [], [], [], []
+    rows = [(np.pad(r[0], (0, width - len(r[0]))), *r[1:]) for r in rows]
     for coefs, lo, hi, name in rows:
-        per_size = coefs[2:]
+        per_size = coefs[2:base]
         # sum_mb c_mb u_mb with sum u = 1 equals a m + d when c is affine in mb
         if len(grid) > 1:
             slope = float((per_size[-1] - per_size[0]) / (grid[-1] - grid[0]))
@@ -312,6 +317,10 @@ def side_rows(model: pyo.ConcreteModel, *, builtin: bool = True) -> ServerlessSi
         a_m.append(slope)
         lows.append(lo - shift)
         highs.append(hi - shift)
+    own_vars = None
+    if own:
+        y_low, y_high, integer, names = own_box(own)
+        own_vars = OwnVariables(np.array([r[0][base:] for r in rows]), y_low, y_high, integer, names)
     return ServerlessSideRows(a_n=np.array(a_n), a_m=np.array(a_m), a_s=np.array(a_s),
                               low=np.array(lows), high=np.array(highs),
-                              names=tuple(r[3] for r in rows))
+                              names=tuple(r[3] for r in rows), own=own_vars)

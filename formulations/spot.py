@@ -46,6 +46,8 @@ from pyomo.util.calc_var_value import calculate_variable_from_constraint
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.domain import TOLERANCE
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.formulations.user_rows import _inside, model_objective, own_box, own_variables
+from dnnprov.models.side import OwnVariables
 from dnnprov.models.spot import SideRows, SpotModel
 
 PROBLEM_ATTR = "_dnnprov_problem"
@@ -110,7 +112,7 @@ def create_spot_model(problem: SpotProblem) -> pyo.ConcreteModel:
     m.performance = pyo.Block(doc="performance model, eqs. (1)-(13), and the cost (11)")
     _build_performance(m, problem, cols, k_lo, k_hi, s_lo, s_hi)
     m.objective = pyo.Objective(expr=m.performance.cost, sense=pyo.minimize, doc="eq. (11)")
-    record_builtins(m, linear_rows(m, _plan_columns(m), what="m.n[...] and m.s"))
+    record_builtins(m, linear_rows(m, _plan_columns(m), what=_WHAT))
     return m
 
 
@@ -216,6 +218,17 @@ def _build_performance(m: pyo.ConcreteModel, problem: SpotProblem, cols,
         return b.P == pyo.quicksum(b.price[c] * m.n[c] for c in m.C) + ps_price * m.s
     b.price_rate = pyo.Constraint(rule=p_rule)
 
+    # used_c = 1 exactly when n_c >= 1: part of the model users may constrain (docs/formulations.md)
+    b.used = pyo.Var(m.C, domain=pyo.Binary, doc="1 if column c has a worker (n_c >= 1)")
+
+    def used_low_rule(b, c):
+        return b.used[c] <= m.n[c]
+    b.used_low = pyo.Constraint(m.C, rule=used_low_rule)
+
+    def used_high_rule(b, c):
+        return m.n[c] <= m.n[c].ub * b.used[c]
+    b.used_high = pyo.Constraint(m.C, rule=used_high_rule)
+
     if uses_cc:
         _build_cc(m, b, cols, v_all, k_hi)
 
@@ -277,7 +290,6 @@ def _build_performance(m: pyo.ConcreteModel, problem: SpotProblem, cols,
 def _build_cc(m, b, cols, v_all: np.ndarray, k_hi: int) -> None:
     """The convergence coefficient R of eq. (5) via the fastest used column v_top."""
     b.Q = pyo.Var(bounds=_padded(0.0, k_hi * float(v_all.max()) ** 2), doc="sum_i (v^i)^2")
-    b.used = pyo.Var(m.C, domain=pyo.Binary, doc="1 if column c has a worker")
     b.top = pyo.Var(m.C, domain=pyo.Binary, doc="1 if column c is the fastest used one")
     b.v_top = pyo.Var(bounds=_padded(v_all.min(), v_all.max()), doc="speed of the fastest worker")
     b.R = pyo.Var(bounds=_padded(0.0, 1.0), doc="convergence coefficient, eq. (5)")
@@ -286,15 +298,6 @@ def _build_cc(m, b, cols, v_all: np.ndarray, k_hi: int) -> None:
         return b.Q == pyo.quicksum(m.n[c] * pyo.quicksum(b.v[c, k, s] ** 2 * b.size[k, s] for k, s in b.KS)
                                    for c in m.C)
     b.cc_squares = pyo.Constraint(rule=q_rule)
-
-    # used_c = 1 exactly when n_c >= 1
-    def used_low_rule(b, c):
-        return b.used[c] <= m.n[c]
-    b.used_low = pyo.Constraint(m.C, rule=used_low_rule)
-
-    def used_high_rule(b, c):
-        return m.n[c] <= m.n[c].ub * b.used[c]
-    b.used_high = pyo.Constraint(m.C, rule=used_high_rule)
 
     # v_top is the speed of one used column and at least the speed of every used column
     def one_top_rule(b):
@@ -353,11 +356,12 @@ def complete_plan(model: pyo.ConcreteModel) -> None:
     for pair in b.KS:
         b.size[pair].set_value(int(pair == (k, s)))
     order = [(b.X, b.eq2_rate), (b.V, b.eq4_speed), (b.b_w, b.eq4_batch), (b.P, b.price_rate)]
+    for c in model.C:
+        b.used[c].set_value(int(counts[c] > 0))
     if hasattr(b, "R"):
         used = [c for c in model.C if counts[c] > 0]
         fastest = max(used, key=lambda c: pyo.value(b.speed[c]))
         for c in model.C:
-            b.used[c].set_value(int(counts[c] > 0))
             b.top[c].set_value(int(c == fastest))
         order += [(b.Q, b.cc_squares), (b.v_top, b.v_top_value), (b.R, b.eq5_cc)]
     order += [(b.j, b.eq12_loss), (b.T, b.eq1_time)]
@@ -381,16 +385,6 @@ def plan_of(model: pyo.ConcreteModel) -> tuple[np.ndarray, int]:
 
 
 # ---------------------------------------------------------------------- user constraints
-def _inside(component, block) -> bool:
-    """Whether ``component`` lives in ``block`` or one of its sub-blocks."""
-    parent = component.parent_block()
-    while parent is not None:
-        if parent is block:
-            return True
-        parent = parent.parent_block()
-    return False
-
-
 def check_builtins(model: pyo.ConcreteModel, blocks, extra_constraints=()) -> None:
     """Refuse what the solvers could not honour: a built-in constraint deactivated, a
     constraint added inside ``m.performance``, or an objective other than the cost."""
@@ -417,10 +411,7 @@ def check_builtins(model: pyo.ConcreteModel, blocks, extra_constraints=()) -> No
             raise InvalidInputError(var.name, "is a performance variable and was fixed; the solvers "
                                               "compute it from the plan: constrain the plan variables "
                                               "or change the problem instead")
-    objectives = list(model.component_data_objects(pyo.Objective, active=True, descend_into=True))
-    if len(objectives) != 1 or objectives[0] is not model.objective:
-        raise InvalidInputError("objective", "solve_model minimizes the model's cost objective "
-                                             "m.objective (eq. 11); keep it as the only active objective")
+    model_objective(model)
 
 
 def record_builtins(model: pyo.ConcreteModel, rows) -> None:
@@ -435,9 +426,17 @@ def record_builtins(model: pyo.ConcreteModel, rows) -> None:
 
 
 def user_only(model: pyo.ConcreteModel, rows):
-    """The rows that are not unchanged built-in rows of ``m.side``."""
+    """The rows that are not unchanged built-in rows of ``m.side`` (own variables' columns,
+    added after the built-in ones, must be zero in an unchanged row)."""
     builtin = getattr(model, "_dnnprov_builtin_rows", {})
-    return [r for r in rows if builtin.get(r[3]) != (tuple(r[0]), r[1], r[2])]
+
+    def unchanged(row) -> bool:
+        known = builtin.get(row[3])
+        if known is None:
+            return False
+        width = len(known[0])
+        return ((tuple(row[0][:width]), row[1], row[2]) == known and not np.any(row[0][width:]))
+    return [r for r in rows if not unchanged(r)]
 
 
 def linear_rows(model: pyo.ConcreteModel, columns: dict, *, skip=(), what: str):
@@ -499,31 +498,41 @@ def bound_rows(variables, defaults, columns: dict, width: int):
     return rows
 
 
+_WHAT = "m.n[...], m.s, m.workers and m.performance.used[...]"
+
+
 def _plan_columns(model: pyo.ConcreteModel) -> dict[int, int]:
-    """Row positions of the plan variables: ``m.n`` in ``m.C`` order, then ``m.s``."""
+    """Row positions of the plan variables: ``m.n`` in ``m.C`` order, ``m.s``, then ``used[c]``."""
     columns = {id(model.n[c]): i for i, c in enumerate(model.C)}
     columns[id(model.s)] = len(columns)
+    for c in model.C:
+        columns[id(model.performance.used[c])] = len(columns)
     return columns
 
 
 def side_rows(model: pyo.ConcreteModel, *, builtin: bool = True) -> SideRows | None:
-    """The linear constraints on ``m.n`` and ``m.s`` outside ``m.performance`` as side rows.
+    """The linear constraints outside ``m.performance`` as side rows.
 
     Every active constraint outside ``m.performance`` (in ``m.side``, at the top level, in
-    any user block) must be linear in ``m.n[...]`` and ``m.s``; tightened or fixed bounds of
-    those variables become rows too. The built-in rows of ``m.side`` repeat constraints of
-    the problem itself; ``builtin=False`` leaves them out while unchanged (only what the
-    user added or changed). Returns ``None`` when there is no row. Raises
-    :class:`~dnnprov.InvalidInputError` naming the first constraint that is nonlinear or
-    uses other variables, a deactivated built-in constraint, or a replaced objective.
+    any user block) must be linear in ``m.n[...]``, ``m.s``, the indicators
+    ``m.performance.used[c]`` (1 exactly when n_c >= 1) and variables of the user's own
+    (integer, binary or continuous, anywhere outside ``m.performance``); tightened or
+    fixed bounds of ``m.n`` and ``m.s`` become rows too. The built-in rows of ``m.side``
+    repeat constraints of the problem itself; ``builtin=False`` leaves them out while
+    unchanged (only what the user added or changed). Returns ``None`` when there is no row.
+    Raises :class:`~dnnprov.InvalidInputError` naming the first constraint that is
+    nonlinear or uses another performance variable, a deactivated built-in constraint, or
+    a replaced objective.
     """
     problem = problem_of(model)
     check_builtins(model, [model.side, model.performance])
     cols = problem.columns()
     labels = list(model.C)
     columns = _plan_columns(model)
-    width = len(labels) + 1
-    rows = linear_rows(model, columns, what="m.n[...] and m.s")
+    base = len(columns)
+    own = own_variables(model, columns, _WHAT)
+    width = len(columns)
+    rows = linear_rows(model, columns, what=f"{_WHAT} and variables of your own")
     if not builtin:
         rows = user_only(model, rows)
     defaults = [(float(lo), float(hi)) for lo, hi in zip(cols.lower, cols.upper)]
@@ -531,6 +540,13 @@ def side_rows(model: pyo.ConcreteModel, *, builtin: bool = True) -> SideRows | N
     rows += bound_rows([model.n[c] for c in labels] + [model.s], defaults, columns, width)
     if not rows:
         return None
-    a = np.array([r[0] for r in rows])
-    return SideRows(a_n=a[:, :-1], a_s=a[:, -1], low=np.array([r[1] for r in rows]),
-                    high=np.array([r[2] for r in rows]), names=tuple(r[3] for r in rows))
+    a = np.array([np.pad(r[0], (0, width - len(r[0]))) for r in rows])
+    k = len(labels)
+    a_u = a[:, k + 1:base]
+    own_vars = None
+    if own:
+        low, high, integer, names = own_box(own)
+        own_vars = OwnVariables(a[:, base:], low, high, integer, names)
+    return SideRows(a_n=a[:, :k], a_s=a[:, k], low=np.array([r[1] for r in rows]),
+                    high=np.array([r[2] for r in rows]), names=tuple(r[3] for r in rows),
+                    a_u=a_u if np.any(a_u) else None, own=own_vars)

@@ -14,6 +14,7 @@ from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.models.serverless import ServerlessEvaluation, ServerlessModel, ServerlessSideRows
 from dnnprov.solvers.outcome import serverless_result, spot_result
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.solvers.side_vars import attach
 from dnnprov.models.spot import SideRows, SpotEvaluation, SpotModel
 
 DEFAULT_MAX_PLANS = 50_000_000
@@ -143,7 +144,7 @@ def enumerate_spot(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
     (status ``limit`` with the best plan so far, no bound).
     """
     started = time.perf_counter() if clock is None else clock.started
-    model = SpotModel(problem, side)
+    model = SpotModel(problem, attach(side))
     size = spot_space_size(problem)
     if size > max_plans:
         return spot_result(model, None, 1, status=Status.LIMIT, method="enumerate", started=started,
@@ -180,7 +181,7 @@ def enumerate_serverless(problem: ServerlessProblem, *, max_plans: int = DEFAULT
     With a ``clock`` the search stops at its limit (status ``limit``, best plan so far).
     """
     started = time.perf_counter() if clock is None else clock.started
-    model = ServerlessModel(problem, side)
+    model = ServerlessModel(problem, attach(side))
     size = serverless_space_size(problem)
     if size > max_plans:
         return serverless_result(model, None, status=Status.LIMIT, method="enumerate", started=started,

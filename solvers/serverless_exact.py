@@ -45,6 +45,7 @@ from dnnprov.progress import Clock, SolverLog, stop_requested
 from dnnprov.result import Result, Status
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.models.serverless import ServerlessModel, ServerlessSideRows
+from dnnprov.solvers.side_vars import attach
 from dnnprov.solvers.outcome import serverless_result
 
 
@@ -204,7 +205,7 @@ def solve_serverless_exact(problem: ServerlessProblem, *, side: ServerlessSideRo
                [f"{len(problem.memory_grid())} memory sizes x functions {low}..{high} x PS "
                 f"{problem.constraints.ps_count[0]}..{problem.constraints.ps_count[1]}, "
                 f"time limit {clock.limit_s:g} s"])
-    model = ServerlessModel(problem, side)
+    model = ServerlessModel(problem, attach(side))
     budget = problem.constraints.budget_usd
     upper = budget * (1 + 1e-12) if budget is not None else math.inf
     if not math.isfinite(upper):

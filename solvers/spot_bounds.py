@@ -22,6 +22,7 @@ from dnnprov.solvers.highs_driver import new_highs
 from dnnprov.solvers.spot_cells import (BoxStats, Cell, ClusterShape, down, greedy, greedy_many, propagate_v,
                                        row_ranges, up)
 from dnnprov.solvers.spot_cc import CcBounds
+from dnnprov.solvers.spot_side import SideColumns
 from dnnprov.solvers.spot_lp import LpBounds
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.models.spot import SideRows, SpotModel
@@ -34,7 +35,7 @@ REF_ITER_ROUNDING = 0.5         # reference model: j rounded to an integer
 FAST_RATIO_GRID = np.geomspace(1.0, 4.0, 16)   # theta / rho_min tried by fast_ratio
 
 
-class CellBounds(CcBounds, LpBounds):
+class CellBounds(CcBounds, LpBounds, SideColumns):
     """Cells and their bounds for one spot problem (the search lives in :class:`SpotDecomposition`).
 
     ``threshold`` is the cost a plan must beat (set by the search); rounded LP points are
@@ -437,9 +438,14 @@ class CellBounds(CcBounds, LpBounds):
         for per_column, limit in self.model.vcpu_rows:
             rows.append((per_column.astype(float), -math.inf, float(limit)))
         if self.side is not None:
-            for i in range(len(self.side)):
+            # Rows that use the indicators used[c] or the user's own variables are not rows in
+            # the counts alone: they are left out here (the LP bounds then hold over a superset
+            # of the cell's plans, so they stay valid) and enter the cell MILP with their
+            # variables (solvers/spot_side.py).
+            for i in np.flatnonzero(self.side.count_only()):
                 shift = self.side.a_s[i] * cell.ps
                 rows.append((self.side.a_n[i], self.side.low[i] - shift, self.side.high[i] - shift))
+            rows += self.implied_rows(cell)
         return rows
 
     # ------------------------------------------------------------------ cells

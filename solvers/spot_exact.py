@@ -60,10 +60,12 @@ from collections.abc import Callable
 import numpy as np
 
 from dnnprov.progress import Clock, SolverLog
-from dnnprov.result import Result, Status
+from dnnprov.errors import InvalidInputError
+from dnnprov.result import Result, SpotPlan, Status
 from dnnprov.solvers.heuristics import spot_heuristic
 from dnnprov.solvers.highs_driver import MilpStatus, solve_milp
 from dnnprov.solvers.outcome import spot_result
+from dnnprov.solvers.side_vars import attach
 from dnnprov.solvers.spot_bounds import REF_COST_ROUNDING, CellBounds
 from dnnprov.solvers.spot_cells import (BoxStats, Cell, compositions, count_compositions, down, nogood_rows,
                                          nogoods_inside, up)
@@ -248,8 +250,15 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             # W <= (P + c0) V <= p_hi v_hi holds for every plan's point: a finite end the
             # driver's verified bound needs (W's reduced cost may have either sign)
             lower, upper = np.append(lower, -math.inf), np.append(upper, p_hi * cell.v_hi * (1 + 1e-9) + 1e-300)
+        integer = np.arange(len(cost)) < m
+        extra_side = self.side_columns(cell, allowed, lo, hi, len(cost))
+        if extra_side is not None:
+            side_rows, side_lower, side_upper, side_integer = extra_side
+            rows += side_rows
+            cost = np.append(cost, np.zeros(len(side_lower)))
+            lower, upper = np.append(lower, side_lower), np.append(upper, side_upper)
+            integer = np.append(integer, side_integer)
         nvar = len(cost)
-        integer = np.arange(nvar) < m
         for plan in cell.nogoods:                     # n != n*: one row and a few binaries each
             cut, binaries = nogood_rows(plan, allowed, lo, hi, nvar)
             rows += cut
@@ -344,6 +353,8 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
                 self.log.progress(self.best_cost, self.bound_now(heap), "heuristic seed", force=True)
                 continue                                # the threshold may have fallen
             heapq.heappop(heap)
+            self.clock.spend()                          # one node of work (Clock.work_limit)
+            self.stats["nodes"] = self.stats.get("nodes", 0) + 1
             if cell.tail:
                 children = self.expand_tail(cell)
             elif not cell.complete:
@@ -495,6 +506,8 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             # closed cells hold nothing below the threshold they were closed at (the
             # threshold only falls), open ones nothing below their bounds
             bound = max(min(open_bound, self.threshold), 0.0)
+            # a bound proven earlier in the search stays proven (the log's bound never goes down)
+            bound = max(bound, min(self.log.bound, best_cost))
             why = self.failures[0] if self.failures else self.clock.stop_reason()
             message = f"{why}; {self.weak_bound_reason(heap, bound)}"
             if best is None:
@@ -507,7 +520,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             return spot_result(self.model, None, 1, status=Status.INFEASIBLE, method="milp", started=started,
                                bound=math.inf, message="proven: no plan meets every constraint", stats=stats)
         if self.gap > 0:
-            bound = min(best_cost / (1 + self.gap), open_bound, best_cost)
+            bound = max(min(best_cost / (1 + self.gap), open_bound, best_cost), min(self.log.bound, best_cost))
             return spot_result(self.model, best[0], best[1], status=Status.FEASIBLE, method="milp",
                                started=started, bound=bound, message=f"stopped within relative gap {self.gap:g}",
                                stats=stats)
@@ -532,7 +545,8 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
 
 def solve_spot_exact(problem: SpotProblem, *, side: SideRows | None = None,
                      time_limit_s: float = 60.0, gap: float = 0.0, clock: Clock | None = None,
-                     log: SolverLog | None = None, cell_enumeration: int = CELL_ENUMERATION) -> Result:
+                     log: SolverLog | None = None, cell_enumeration: int = CELL_ENUMERATION,
+                     start: SpotPlan | None = None) -> Result:
     """Proven-optimal spot plan (or the proven bound at the time limit).
 
     When the search is still going at 80 % of the time limit, the paper heuristic's plan is
@@ -540,11 +554,14 @@ def solve_spot_exact(problem: SpotProblem, *, side: SideRows | None = None,
     runs under the same clock. Searches that end sooner have proven their answer without it
     (measured: docs/benchmarks.md).
     ``cell_enumeration`` is the largest cell evaluated outright instead of by
-    MILPs (0 forces MILPs everywhere: the tests use it to exercise them).
+    MILPs (0 forces MILPs everywhere: the tests use it to exercise them). ``start`` is a
+    warm start: a plan evaluated (every constraint checked) and taken as the first
+    incumbent when it is feasible; it changes how fast the search closes, not its answer's
+    proof.
     """
     clock = clock or Clock(time_limit_s)
     log = log or SolverLog(clock)
-    decomposition = SpotDecomposition(problem, side=side, gap=gap, clock=clock, log=log,
+    decomposition = SpotDecomposition(problem, side=attach(side), gap=gap, clock=clock, log=log,
                                       cell_enumeration=cell_enumeration)
     cols = decomposition.cols
     log.header(f"dnnprov milp: {problem.name} (spot, model {problem.model}, loss {problem.workload.loss_variant})",
@@ -557,6 +574,13 @@ def solve_spot_exact(problem: SpotProblem, *, side: SideRows | None = None,
         budget = min(clock.limit_s * SEED_SHARE, SEED_CAP_S, clock.remaining())
         return spot_heuristic(problem, clock=Clock(budget))
 
+    if start is not None:
+        unknown = sorted(set(start.counts) - set(cols.labels))
+        if unknown:
+            raise InvalidInputError("start", f"names columns the problem does not have: {', '.join(unknown)}")
+        decomposition.consider(np.array([int(start.counts.get(c, 0)) for c in cols.labels], dtype=np.int64),
+                               int(start.ps))
+        log.progress(decomposition.best_cost, 0.0, "warm start", force=True)
     result = decomposition.run(seed)
     result = Result(**{**result.__dict__, "solve_seconds": clock.elapsed()})
     log.final(result.status.value, result.message)

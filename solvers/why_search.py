@@ -101,6 +101,17 @@ class GroupSearch:
             best.measure, best.cost, best.plan = low, float(cost[i]), plan_of(i)
 
 
+def distinct_dollars(limit: float, value: float) -> tuple[str, str]:
+    """``limit`` and ``value`` in dollars with the fewest significant digits (at least 6) that
+    tell them apart, so that "no plan costs at most $L; the cheapest costs $V" never reads
+    as V <= L (issue 33: $0.00879104 against $0.008791)."""
+    for digits in range(6, 18):
+        a, b = f"{limit:.{digits}g}", f"{value:.{digits}g}"
+        if a != b:
+            return a, b
+    return f"{limit!r}", f"{value!r}"
+
+
 def extrapolation_needed(value: np.ndarray, low: float, high: float) -> np.ndarray:
     """Least factor f >= 1 with ``value`` in ``[low / f, high * f]`` (validity-domain widening)."""
     value = np.asarray(value, dtype=float)

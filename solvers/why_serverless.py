@@ -14,8 +14,10 @@ from dnnprov.progress import Clock
 from dnnprov.result import Reason, ServerlessPlan, Status
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.models.serverless import ServerlessModel, ServerlessSideRows
+from dnnprov.models.spot import within_budget
 from dnnprov.solvers.enumeration import ChunkSizer
-from dnnprov.solvers.why_search import GroupSearch, bisect_deadline, extrapolation_needed, outside, share
+from dnnprov.solvers.why_search import (GroupSearch, bisect_deadline, distinct_dollars, extrapolation_needed,
+                                        outside, share)
 
 BIG_TIME_S = 1e12
 
@@ -58,11 +60,7 @@ def row_names(side: ServerlessSideRows | None) -> list[str]:
 
 def without_row(side: ServerlessSideRows | None, i: int) -> ServerlessSideRows | None:
     """``side`` without its row ``i`` (``None`` when none is left)."""
-    if side is None or len(side.low) <= 1:
-        return None
-    keep = [k for k in range(len(side.low)) if k != i]
-    names = tuple(side.names[k] for k in keep) if side.names else ()
-    return ServerlessSideRows(side.a_n[keep], side.a_m[keep], side.a_s[keep], side.low[keep], side.high[keep], names)
+    return None if side is None else side.without(i)
 
 
 def _plan(model: ServerlessModel, n: int, m: int, s: int) -> tuple[ServerlessPlan, float, float]:
@@ -117,7 +115,7 @@ def by_enumeration(problem: ServerlessProblem, side: ServerlessSideRows | None, 
         measure = {"deadline": ev.time_s}
         ranges: dict[str, dict[str, np.ndarray]] = {}
         if "budget" in groups:
-            ok["budget"], measure["budget"] = ev.cost <= c.budget_usd, ev.cost
+            ok["budget"], measure["budget"] = within_budget(ev.cost, c.budget_usd), ev.cost
         if "domain" in groups:
             d = w.domain
             ok["domain"] = original.inside_domain(n, np.full(len(n), m))
@@ -132,9 +130,9 @@ def by_enumeration(problem: ServerlessProblem, side: ServerlessSideRows | None, 
         elif not ((n >= low) & (n <= high)).all():
             raise AssertionError("the function counts left the range without a functions group")
         if side is not None:
-            lhs = np.outer(n, side.a_n) + m * side.a_m + np.outer(s, side.a_s)
+            meets = side.row_ok(n, np.full(len(n), m), s)      # the rows of own variables share one answer
             for i, name in enumerate(names):
-                ok[f"constraint:{name}"] = (lhs[:, i] >= side.low[i] - 1e-9) & (lhs[:, i] <= side.high[i] + 1e-9)
+                ok[f"constraint:{name}"] = meets[:, i]
                 measure[f"constraint:{name}"] = ev.cost
         search.add(ev.feasible, ok, measure, ev.cost,
                    lambda i, n=n, s=s, m=m: (int(n[i]), int(m), int(s[i])), ranges)
@@ -180,9 +178,10 @@ def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search:
                               plan=plan.to_dict()))
         elif group == "budget":
             ok = _meets(lambda: relax(problem, "budget", cost), side, n, m, s)
+            limit, value = distinct_dollars(problem.constraints.budget_usd, cost)
             out.append(Reason("budget", "constraints.budget_usd", problem.constraints.budget_usd, cost, proven and ok,
-                              f"constraints.budget_usd: no plan costs at most ${problem.constraints.budget_usd:g}; "
-                              f"the cheapest plan meeting every other constraint, {plan}, costs {at_most}${cost:.6f} "
+                              f"constraints.budget_usd: no plan costs at most ${limit}; "
+                              f"the cheapest plan meeting every other constraint, {plan}, costs {at_most}${value} "
                               f"({how})", plan=plan.to_dict()))
         elif group == "domain":
             f = best.measure * (1 + 1e-9)

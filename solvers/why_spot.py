@@ -13,9 +13,10 @@ from dnnprov.problems import _checks as check
 from dnnprov.progress import Clock
 from dnnprov.result import Reason, SpotPlan, Status
 from dnnprov.problems.spot import SpotProblem
-from dnnprov.models.spot import SideRows, SpotModel
+from dnnprov.models.spot import SideRows, SpotModel, within_budget
 from dnnprov.solvers.enumeration import ChunkSizer, decode_counts, spot_space_size
-from dnnprov.solvers.why_search import GroupSearch, bisect_deadline, extrapolation_needed, outside, share
+from dnnprov.solvers.why_search import (GroupSearch, bisect_deadline, distinct_dollars, extrapolation_needed,
+                                        outside, share)
 
 BIG_TIME_S = 1e12          # "no deadline": far above any plan's time
 FEASIBILITY_GAP = 0.5      # exact solves that only need a plan (and a proof when there is none)
@@ -79,11 +80,7 @@ def _family(q: Any) -> str:
 
 def without_row(side: SideRows | None, i: int) -> SideRows | None:
     """``side`` without its row ``i`` (``None`` when none is left)."""
-    if side is None or len(side) <= 1:
-        return None
-    keep = [k for k in range(len(side)) if k != i]
-    names = tuple(side.names[k] for k in keep) if side.names else ()
-    return SideRows(side.a_n[keep], side.a_s[keep], side.low[keep], side.high[keep], names)
+    return None if side is None else side.without(i)
 
 
 def row_names(side: SideRows | None) -> list[str]:
@@ -189,7 +186,7 @@ def _fold(search: GroupSearch, problem: SpotProblem, side: SideRows | None, rela
     measure: dict[str, np.ndarray] = {"deadline": ev.time_s}
     ranges: dict[str, dict[str, np.ndarray]] = {}
     if "budget" in groups:
-        ok["budget"], measure["budget"] = ev.cost <= cons.budget_usd, ev.cost
+        ok["budget"], measure["budget"] = within_budget(ev.cost, cons.budget_usd), ev.cost
     if "domain" in groups:
         ok["domain"] = original.inside_domain(ev.batch_wa, ev.workers)
         measure["domain"] = np.maximum(extrapolation_needed(ev.batch_wa, *w.domain.batch_wa),
@@ -210,10 +207,10 @@ def _fold(search: GroupSearch, problem: SpotProblem, side: SideRows | None, rela
         distance = outside(ev.workers, cons.workers[0], cons.workers[1])
         ok["workers"], measure["workers"] = distance == 0, distance
     if side is not None:
-        lhs = counts @ side.a_n.T + float(ps) * side.a_s
+        meets = side.row_ok(counts, ps)          # the rows of own variables share one answer
         for i, name in enumerate(row_names(side)):
             g = f"constraint:{name}"
-            ok[g] = (lhs[:, i] >= side.low[i] - 1e-9) & (lhs[:, i] <= side.high[i] + 1e-9)
+            ok[g] = meets[:, i]
             measure[g] = ev.cost
     search.add(ev.feasible, ok, measure, ev.cost, lambda i: (counts[i].copy(), int(ps)), ranges)
 
@@ -307,9 +304,10 @@ def _single(problem: SpotProblem, side: SideRows | None, group: str, best: Any, 
                       f"{others}, {plan}, needs {at_most}{time_s:,.2f} s ({how})", plan=plan.to_dict())
     if group == "budget":
         ok = _meets(lambda: relax(problem, "budget", cost), side, counts, ps)
+        limit, value = distinct_dollars(c.budget_usd, cost)
         return Reason("budget", "constraints.budget_usd", c.budget_usd, cost, proven and ok,
-                      f"constraints.budget_usd: no plan costs at most ${c.budget_usd:g}; the cheapest plan meeting "
-                      f"{others}, {plan}, costs {at_most}${cost:.6f} ({how})", plan=plan.to_dict())
+                      f"constraints.budget_usd: no plan costs at most ${limit}; the cheapest plan meeting "
+                      f"{others}, {plan}, costs {at_most}${value} ({how})", plan=plan.to_dict())
     if group == "domain":
         f = best.measure * (1 + 1e-9)
         ok = _meets(lambda: relax(problem, "domain", f), side, counts, ps)
@@ -428,10 +426,11 @@ def _exact_reason(problem: SpotProblem, side: SideRows | None, group: str, answe
                       plan=plan.to_dict())
     if group == "budget":
         proven = answer.status is Status.OPTIMAL
-        text = (f"costs ${cost:.6f} (proven optimal by an exact solve)" if proven else
-                f"costs at most ${cost:.6f} and at least ${answer.bound or 0:.6f} (the time limit stopped the solve)")
+        limit, value = distinct_dollars(problem.constraints.budget_usd, cost)
+        text = (f"costs ${value} (proven optimal by an exact solve)" if proven else
+                f"costs at most ${value} and at least ${answer.bound or 0:.6f} (the time limit stopped the solve)")
         return Reason("budget", "constraints.budget_usd", problem.constraints.budget_usd, cost, proven,
-                      f"constraints.budget_usd: no plan costs at most ${problem.constraints.budget_usd:g}; "
+                      f"constraints.budget_usd: no plan costs at most ${limit}; "
                       f"the cheapest plan meeting every other constraint, {plan}, {text}", plan=plan.to_dict())
     what = {"domain": "dropping the validity domain", "quota": "doubling every quota (plus 4)",
             "vcpu_quota": "dropping the vCPU quotas", "workers": "dropping constraints.workers"}[group]

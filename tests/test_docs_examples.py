@@ -94,7 +94,10 @@ RUN: dict[tuple[str, str], str] = {
     ("control.md", "import boto3"): "python",
     ("control.md", "3 of 5 granted"): "output",
     ("formulations.md", "import pyomo.environ as pyo"): "python",
+    ("formulations.md", "from dnnprov.formulations import side"): "python",
+    ("formulations.md", "optimal 5 x g3.8xlarge, 3 x g3.16xlarge; 1 PS 5.787788"): "output",
     ("solvers.md", "import dnnprov"): "python",
+    ("solvers.md", "limit 178.085 True"): "output",
     ("solvers.md", "infeasible"): "output",
     ("solvers.md", "import dataclasses"): "python",
     ("solvers.md", "optimal 37 True {'exact_solves': 38}"): "output",
@@ -132,6 +135,10 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "the issue 23 domain benchmark (120 milp solves and exhaustive checks, minutes); its table follows it",
     ("benchmarks.md", ".venv/bin/python benchmarks/fuzz_objectives.py                       # 1,230 instances (30 per family), ~27 min wall"):
         "the issue 29 benchmarks (minutes to half an hour); the tables after them hold what they printed",
+    ("benchmarks.md", ".venv/bin/python benchmarks/fuzz_side.py --count 1024       # binaries in the side model against brute force"):
+        "the issue 29 side-variable benchmarks (minutes); the text after them holds what they printed",
+    ("benchmarks.md", "1024 instances, 0 wrong or given up, 322.3 CPU s"):
+        "what benchmarks/fuzz_side.py printed (minutes of CPU)",
     ("benchmarks.md", "Table I whole front: 37 points (37 proven), 38 exact solves, equal to brute force; CPU s over 5 runs: min 0.213, median 0.220, max 0.285 (target: at most 1)"):
         "the first line the issue 29 benchmark printed; tests/solvers/test_objectives.py checks the front itself",
     ("benchmarks.md", ".venv/bin/python benchmarks/kill_controller.py --runs 20 --kills 5 --seed 28 --speed 20 --policy failover --json /tmp/kill.json"):

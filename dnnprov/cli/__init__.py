@@ -131,11 +131,14 @@ def cmd_solve(args: argparse.Namespace) -> int:
                                  ("--domain-cost", args.domain_cost and args.objective != "cost", "--objective cost")):
         if given:
             raise InvalidInputError(option, f"goes with {owner}")
+    if args.work_limit is not None and args.domain_cost:
+        raise InvalidInputError("--work-limit", "is not taken with --domain-cost")
+    work = {} if args.work_limit is None else {"work_limit": args.work_limit}
     result = solve_interruptibly(lambda: (solve_with_domain_cost if args.domain_cost else solve)(
         problem, args.method, time_limit_s=args.time_limit, gap=args.gap, max_plans=args.max_plans, log=args.log,
         robust=args.robust, risk=args.risk, deadline_probability=args.deadline_probability,
-        takeover_overhead_s=args.takeover_overhead, replaced=not args.no_replacement, objective=args.objective),
-        args.time_limit)
+        takeover_overhead_s=args.takeover_overhead, replaced=not args.no_replacement, objective=args.objective,
+        **work), args.time_limit)
     print(result.to_json(indent=2) if args.json else result.summary())
     return exit_code(result)
 
@@ -306,6 +309,8 @@ def _register_core(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--method", choices=METHODS, default="milp")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--time-limit", type=float, default=60.0, help="wall-clock seconds for the whole solve, any method")
+    p.add_argument("--work-limit", type=int, default=None, metavar="NODES",
+                   help="deterministic limit beside --time-limit: nodes of the milp search (same answer on any machine)")
     p.add_argument("--gap", type=float, default=0.0, help="relative gap to stop at (milp)")
     p.add_argument("--max-plans", type=int, default=None, help="largest space enumerate accepts (default 50 million)")
     p.add_argument("--log", action="store_true", help="print a solver log (incumbent, bound, gap over time) to stderr")

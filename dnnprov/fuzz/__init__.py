@@ -168,19 +168,20 @@ def compare(problem: Problem, milp: Result, oracle: Result, *, family: str = "",
 
 def check(problem: Problem, *, time_limit_s: float = 10.0, gap: float = 0.0, family: str = "",
           seed: int | None = None, milp: Result | None = None,
-          oracle: Result | None = None) -> list[Finding]:
+          oracle: Result | None = None, work_limit: int | None = None) -> list[Finding]:
     """Solve ``problem`` with ``milp`` and ``enumerate`` and report every wrong certificate.
 
     ``gap`` is passed to milp: with ``gap > 0`` a ``feasible`` result must cost at most
     ``(1 + gap)`` times the optimum. ``milp`` / ``oracle`` may be given to check a result
     obtained elsewhere (the tests plant wrong answers this way); otherwise both methods are
     run here, and milp's wall time is checked against ``time_limit_s * 1.1 + 2``.
+    ``work_limit`` (nodes, :class:`dnnprov.progress.Clock`) makes a give-up reproducible.
     """
     found: list[Finding] = []
     if milp is None:
         started = time.perf_counter()
         try:
-            milp = dnnprov.solve(problem, "milp", time_limit_s=time_limit_s, gap=gap)
+            milp = dnnprov.solve(problem, "milp", time_limit_s=time_limit_s, gap=gap, work_limit=work_limit)
         except InvalidInputError as exc:
             return [Finding("error", family or problem.name, seed, f"milp refused a valid instance: {exc}")]
         wall = time.perf_counter() - started

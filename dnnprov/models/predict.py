@@ -22,7 +22,7 @@ from dnnprov.result import finite_or_none
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.models.serverless import ServerlessModel
 from dnnprov.problems.spot import SpotProblem
-from dnnprov.models.spot import SpotModel
+from dnnprov.models.spot import SpotModel, within_budget
 
 #: Points of the predicted loss curve (evenly spaced in normalized iterations).
 CURVE_POINTS = 21
@@ -107,7 +107,7 @@ def _predict_spot(problem: SpotProblem, counts: Mapping[str, int], ps: int) -> d
         used = int(vector @ per_column)
         if used > limit:
             reasons.append(f"vCPU quota {quota.family}/{quota.market}: {used} > {limit}")
-    if cons.budget_usd is not None and float(e.cost[0]) > cons.budget_usd:
+    if cons.budget_usd is not None and not within_budget(e.cost[0], cons.budget_usd):
         reasons.append(f"cost ${float(e.cost[0]):.6f} exceeds constraints.budget_usd {cons.budget_usd:g}")
     inside = bool(e.inside_domain[0])
     if not inside:
@@ -188,7 +188,7 @@ def _predict_serverless(problem: ServerlessProblem, functions: int, memory_mb: i
         reasons.append("loading plus one iteration does not fit in one function's lifetime before its checkpoint")
     if time > problem.time_s * (1 + 1e-12):
         reasons.append(f"time {time:.2f} s exceeds slo.time_s {problem.time_s:g} s")
-    if c.budget_usd is not None and float(e.cost[0]) > c.budget_usd:
+    if c.budget_usd is not None and not within_budget(e.cost[0], c.budget_usd):
         reasons.append(f"cost ${float(e.cost[0]):.6f} exceeds constraints.budget_usd {c.budget_usd:g}")
     inside = bool(e.inside_domain[0])
     (m_low, m_high), (n_low, n_high) = model.domain_bounds()

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dnnprov.models.side import OwnVariables
+from dnnprov.models.spot import within_budget
+
 from dnnprov.problems.domain import EDGE_SHARE, TOLERANCE
 from dnnprov.problems.serverless import ServerlessProblem
 
@@ -53,9 +56,36 @@ class ServerlessSideRows:
     low: np.ndarray
     high: np.ndarray
     names: tuple[str, ...] = ()
+    own: OwnVariables | None = None     # the user's own variables y (dnnprov.models.side)
+
+    def __len__(self) -> int:
+        return len(self.low)
+
+    def without(self, i: int) -> ServerlessSideRows | None:
+        """The rows less row ``i`` (``None`` when none is left)."""
+        keep = np.arange(len(self)) != i
+        if not keep.any():
+            return None
+        return ServerlessSideRows(self.a_n[keep], self.a_m[keep], self.a_s[keep], self.low[keep], self.high[keep],
+                                  tuple(n for j, n in enumerate(self.names) if j != i) if self.names else (),
+                                  None if self.own is None else self.own.keep(keep))
+
+    def row_ok(self, n: np.ndarray, m: np.ndarray, s: np.ndarray, tol: float = 1e-9) -> np.ndarray:
+        """Which plans meet which row, shape (plans, rows); rows using own variables share one answer."""
+        n, m, s = np.broadcast_arrays(np.atleast_1d(n), np.atleast_1d(m), np.atleast_1d(s))
+        lhs = np.outer(n, self.a_n) + np.outer(m, self.a_m) + np.outer(s, self.a_s)
+        ok = (lhs >= self.low - tol) & (lhs <= self.high + tol)
+        if self.own is not None and self.own.rows.any():
+            live = np.flatnonzero(ok[:, ~self.own.rows].all(axis=1))
+            answer = np.zeros(len(lhs), dtype=bool)
+            answer[live] = self.own.feasible(lhs[live], self.low, self.high, tol)
+            ok[:, self.own.rows] = answer[:, None]
+        return ok
 
     def satisfied(self, n: np.ndarray, m: np.ndarray, s: np.ndarray, tol: float = 1e-9) -> np.ndarray:
         """Which plans satisfy every row (with an absolute tolerance)."""
+        if self.own is not None and self.own.rows.any():
+            return self.row_ok(n, m, s, tol).all(axis=1).reshape(np.shape(n))
         ok = np.ones(np.shape(n), dtype=bool)
         for i in range(len(self.low)):
             lhs = self.a_n[i] * n + self.a_m[i] * m + self.a_s[i] * s
@@ -128,10 +158,14 @@ class ServerlessModel:
         feasible = (grid_ok & fits & whole & (n >= low) & (n <= high)
                     & (s >= c.ps_count[0]) & (s <= c.ps_count[1]) & (time <= prob.time_s * (1 + 1e-12)))
         if c.budget_usd is not None:
-            feasible &= cost <= c.budget_usd
-        if self.side is not None:
-            feasible &= self.side.satisfied(n, m, s)
+            feasible &= within_budget(cost, c.budget_usd)
         inside = self.inside_domain(n, m)
+        if self.side is not None:           # asked about the otherwise feasible plans only (own variables)
+            live = feasible & inside
+            flat = np.flatnonzero(live)
+            answer = np.zeros(live.size, dtype=bool)
+            answer[flat] = self.side.satisfied(n.ravel()[flat], m.ravel()[flat], s.ravel()[flat])
+            feasible = feasible & answer.reshape(live.shape)
         return ServerlessEvaluation(functions=n, memory_mb=m, ps=s, local_batch=b_l,
                                     iterations=k, time_s=time, launches=segments,
                                     cost=np.where(np.isfinite(time), cost, np.nan),

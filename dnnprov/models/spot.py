@@ -16,7 +16,19 @@ import numpy as np
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.domain import EDGE_SHARE, NUMERATOR_SHARE, TOLERANCE, widen
 from dnnprov.problems.spot import SpotColumns, SpotProblem
+from dnnprov.models.side import OwnVariables
 
+
+
+#: The relative tolerance of the deadline T_obj and of the budget: a time or cost within it
+#: counts as meeting the limit (a cost computed to the last bit differently, say 95 ulps
+#: above a budget set at a plan's exact cost, is not refused; docs/solvers.md).
+RELATIVE_TOLERANCE = 1e-12
+
+
+def within_budget(cost: np.ndarray, budget: float) -> np.ndarray:
+    """Which costs meet ``budget`` (with :data:`RELATIVE_TOLERANCE`)."""
+    return np.asarray(np.asarray(cost) <= budget * (1 + RELATIVE_TOLERANCE))
 
 
 def row_dot(counts: np.ndarray, vector: np.ndarray) -> np.ndarray:
@@ -30,10 +42,13 @@ def row_dot(counts: np.ndarray, vector: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class SideRows:
-    """Extra linear constraints ``low <= counts @ a_n.T + ps * a_s <= high`` on plans.
+    """Extra linear constraints ``low <= a_n . n + a_s s + a_u . used + a_y . y <= high`` on plans.
 
     These come from constraints users add to the Pyomo model
-    (:func:`dnnprov.formulations.spot.side_rows`); every method enforces them.
+    (:func:`dnnprov.formulations.spot.side_rows`); every method enforces them. ``a_u``
+    (rows x columns, ``None``: all zero) weighs the indicators ``used[c]`` (1 exactly when
+    ``n_c >= 1``); ``own`` holds the user's own variables y (:mod:`dnnprov.models.side`),
+    which a plan meets when some y does.
     """
 
     a_n: np.ndarray
@@ -41,17 +56,61 @@ class SideRows:
     low: np.ndarray
     high: np.ndarray
     names: tuple[str, ...] = ()
+    a_u: np.ndarray | None = None
+    own: OwnVariables | None = None
 
     def __len__(self) -> int:
         return len(self.low)
 
-    def satisfied(self, counts: np.ndarray, ps: np.ndarray, tol: float = 1e-9) -> np.ndarray:
+    def count_only(self) -> np.ndarray:
+        """Which rows are linear in the counts and s alone (no ``used``, no own variable)."""
+        plain = np.ones(len(self), dtype=bool)
+        if self.a_u is not None:
+            plain &= ~(self.a_u != 0).any(axis=1)
+        if self.own is not None:
+            plain &= ~self.own.rows
+        return plain
+
+    def without(self, i: int) -> SideRows | None:
+        """The rows less row ``i`` (``None`` when none is left)."""
+        keep = np.arange(len(self)) != i
+        if not keep.any():
+            return None
+        return SideRows(self.a_n[keep], self.a_s[keep], self.low[keep], self.high[keep],
+                        tuple(n for j, n in enumerate(self.names) if j != i) if self.names else (),
+                        None if self.a_u is None else self.a_u[keep],
+                        None if self.own is None else self.own.keep(keep))
+
+    def fixed_part(self, counts: np.ndarray, ps: np.ndarray | int) -> np.ndarray:
+        """Each plan's row values without the own variables, shape (plans, rows)."""
+        counts = np.asarray(counts, dtype=float)
+        lhs = (counts[:, None, :] * self.a_n).sum(axis=-1) \
+            + np.broadcast_to(np.asarray(ps, dtype=float), (len(counts),))[:, None] * self.a_s  # batch-independent
+        if self.a_u is not None:
+            lhs = lhs + ((counts > 0).astype(float)[:, None, :] * self.a_u).sum(axis=-1)
+        return lhs
+
+    def row_ok(self, counts: np.ndarray, ps: np.ndarray | int, tol: float = 1e-9) -> np.ndarray:
+        """Which plans meet which row, shape (plans, rows); the rows that use own variables
+        share one answer (whether some y meets them all)."""
+        lhs = self.fixed_part(counts, ps)
+        ok = (lhs >= self.low - tol) & (lhs <= self.high + tol)
+        if self.own is not None and len(self.own) and self.own.rows.any():
+            ok[:, self.own.rows] = self.own.feasible(lhs, self.low, self.high, tol)[:, None]
+        return ok
+
+    def satisfied(self, counts: np.ndarray, ps: np.ndarray | int, tol: float = 1e-9) -> np.ndarray:
         """Which plans satisfy every row (with an absolute tolerance)."""
         if not len(self):
             return np.ones(len(counts), dtype=bool)
-        lhs = (np.asarray(counts, dtype=float)[:, None, :] * self.a_n).sum(axis=-1) \
-            + np.asarray(ps, dtype=float)[:, None] * self.a_s                    # batch-independent, as row_dot
-        return ((lhs >= self.low - tol) & (lhs <= self.high + tol)).all(axis=1)
+        if self.own is None or not self.own.rows.any():
+            return np.asarray(self.row_ok(counts, ps, tol).all(axis=1))
+        lhs = self.fixed_part(counts, ps)
+        plain = ~self.own.rows
+        ok = ((lhs[:, plain] >= self.low[plain] - tol) & (lhs[:, plain] <= self.high[plain] + tol)).all(axis=1)
+        live = np.flatnonzero(ok)            # the own variables are asked about the rest only
+        ok[live] = self.own.feasible(lhs[live], self.low, self.high, tol)
+        return ok
 
 
 @dataclass(frozen=True)
@@ -173,12 +232,13 @@ class SpotModel:
                 time = j / x + self.problem.slo.takeover_overhead_s           # eq. (1)
                 price = row_dot(counts, cols.price) + ps * self.problem.platform.ps_price_per_h
                 cost = price * time / 3600                                    # eq. (11)
-                time_ok = (j > 0) & (time <= self.problem.slo.time_s * (1 + 1e-12))
+                time_ok = (j > 0) & (time <= self.problem.slo.time_s * (1 + RELATIVE_TOLERANCE))
         inside = self.inside_domain(batch_wa, workers) & self.admits_iterations(j)
-        feasible = time_ok & inside & self.admissible(counts, ps)
+        feasible = time_ok & inside
         budget = self.problem.constraints.budget_usd
         if budget is not None:
-            feasible &= cost <= budget
+            feasible &= within_budget(cost, budget)
+        feasible &= self.admissible(counts, ps, among=feasible)
         return SpotEvaluation(workers=workers, ps=ps, iteration_rate=x, speed=v,
                               batch_wa=batch_wa, cc=cc, iterations=j, time_s=time,
                               cost=np.where(workers > 0, cost, np.nan), feasible=feasible,
@@ -317,10 +377,12 @@ class SpotModel:
             notes.append(f"R {cc:.3f} outside the fitted R range {domain.cc[0]:g}-{domain.cc[1]:g}")
         return f"{' and '.join(notes)}: {where}; {fitted}" if notes else None
 
-    def admissible(self, counts: np.ndarray, ps: np.ndarray) -> np.ndarray:
-        """Which plans satisfy the linear side constraints (quotas, E, vCPU, ranges).
+    def admissible(self, counts: np.ndarray, ps: np.ndarray, among: np.ndarray | None = None) -> np.ndarray:
+        """Which plans satisfy the linear side constraints (quotas, E, vCPU, ranges, user rows).
 
-        The ranges include the domain's worker interval (:meth:`domain_bounds`).
+        The ranges include the domain's worker interval (:meth:`domain_bounds`). With
+        ``among``, only those plans are checked (the others come back ``False``): the
+        user's own variables are then asked about fewer plans.
         """
         cols, cons = self.columns, self.problem.constraints
         ok = ((counts >= cols.lower) & (counts <= cols.upper)).all(axis=1)
@@ -336,6 +398,9 @@ class SpotModel:
         ok &= (ps >= cons.ps_count[0]) & (ps <= cons.ps_count[1])
         for per_column, limit in self.vcpu_rows:
             ok &= counts @ per_column <= limit
+        if among is not None:
+            ok &= among
         if self.side is not None:
-            ok &= self.side.satisfied(counts, ps)
+            live = np.flatnonzero(ok)
+            ok[live] = self.side.satisfied(counts[live], np.broadcast_to(np.asarray(ps), (len(ok),))[live])
         return ok

@@ -1,0 +1,102 @@
+"""The spot decomposition's view of side rows that use ``used[c]`` or the user's own variables.
+
+:class:`SideColumns` is a mixin of :class:`~dnnprov.solvers.spot_bounds.CellBounds` (the host
+provides ``side``, ``cols``): the count-only rows such side rows imply (for the LP bounds) and
+the extra columns and rows they bring into a cell MILP. The proofs are at each method.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from dnnprov.solvers.spot_cells import Cell
+
+from dnnprov.models.spot import SideRows
+from dnnprov.problems.spot import SpotColumns
+
+#: One MILP row: (column indices, coefficients, low, high).
+MilpRow = tuple[np.ndarray, np.ndarray, float, float]
+
+
+class SideColumns:
+    """Side rows on ``used[c]`` and own variables, for the cell LPs and MILPs."""
+
+    side: SideRows | None
+    cols: SpotColumns
+
+    def implied_rows(self, cell: Cell) -> list[tuple[np.ndarray, float, float]]:
+        """Rows in the counts alone implied by the side rows on ``used[c]`` (without own variables).
+
+        Proof: for an integer count 0 <= n_c <= u_c (u_c the quota), used_c = [n_c >= 1]
+        satisfies n_c / u_c <= used_c <= n_c. So a term a_c used_c is at least a_c n_c / u_c
+        and at most a_c n_c when a_c > 0 (the other way round when a_c < 0), and a row
+        ``low <= count part + a . used <= high`` implies ``count part + sum of the least
+        terms <= high`` and ``low <= count part + sum of the greatest terms``: every plan
+        meeting the row meets both, so they cut no plan (a column with u_c = 0 has n_c = 0).
+        """
+        side = self.side
+        if side is None or side.a_u is None:
+            return []
+        mixed = ~side.count_only() & (side.a_u != 0).any(axis=1)
+        if side.own is not None:
+            mixed &= ~side.own.rows
+        quota = self.cols.upper.astype(float)
+        share = np.divide(1.0, quota, out=np.zeros_like(quota), where=quota > 0)
+        rows = []
+        for i in np.flatnonzero(mixed):
+            a = side.a_u[i]
+            least = np.where(a > 0, a * share, a)          # a_c n_c / u_c or a_c n_c
+            most = np.where(a > 0, a, a * share)
+            shift = side.a_s[i] * cell.ps
+            if math.isfinite(side.high[i]):
+                rows.append((side.a_n[i] + least, -math.inf, float(side.high[i] - shift)))
+            if math.isfinite(side.low[i]):
+                rows.append((side.a_n[i] + most, float(side.low[i] - shift), math.inf))
+        return rows
+
+    def side_columns(self, cell: Cell, allowed: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                     first: int) -> tuple[list[MilpRow], np.ndarray, np.ndarray, np.ndarray] | None:
+        """The side rows that use ``used[c]`` or own variables, with those variables as MILP columns.
+
+        Columns from ``first``: one binary u_c per allowed column, then the own variables y
+        (their boxes and integrality). Rows: u_c <= n_c and n_c <= hi_c u_c, then every such
+        side row over (n, u, y) with s fixed to the cell's. ``None`` when no row needs them.
+
+        Proof that the cell MILP keeps every plan of the cell that meets the side rows: for
+        integer n_c in [lo_c, hi_c] (the cell's box), u_c <= n_c forces u_c = 0 when n_c = 0,
+        and n_c <= hi_c u_c forces u_c = 1 when n_c >= 1, so u is exactly the model's
+        used[c] = [n_c >= 1] (a column outside ``allowed`` has n_c = 0, hence used[c] = 0
+        and no term); y ranges over its whole declared box. A plan meets the side rows
+        exactly when some y does, and then (n, used(n), y) is a point of the MILP with the
+        same objective (u and y cost nothing). So min f over the MILP is at most f at every
+        such plan, and a verified min f >= 0 still closes the cell. A point HiGHS returns is
+        only a candidate: its counts are evaluated with the side rows by SpotModel.
+        """
+        side = self.side
+        if side is None:
+            return None
+        mixed = np.flatnonzero(~side.count_only())
+        if not len(mixed):
+            return None
+        m = len(allowed)
+        own = side.own
+        n_own = 0 if own is None else len(own)
+        used_idx = first + np.arange(m)
+        own_idx = first + m + np.arange(n_own)
+        rows: list[MilpRow] = []
+        for j in range(m):
+            rows.append((np.array([first + j, j]), np.array([1.0, -1.0]), -math.inf, 0.0))        # u <= n
+            rows.append((np.array([j, first + j]), np.array([1.0, -float(hi[allowed[j]])]), -math.inf, 0.0))
+        a_u = side.a_u if side.a_u is not None else np.zeros_like(side.a_n)
+        for i in mixed:
+            coefs = np.concatenate([side.a_n[i][allowed], a_u[i][allowed],
+                                    own.a[i] if own is not None else np.zeros(0)])
+            idx = np.concatenate([np.arange(m), used_idx, own_idx])
+            keep = coefs != 0
+            shift = side.a_s[i] * cell.ps
+            rows.append((idx[keep], coefs[keep], float(side.low[i] - shift), float(side.high[i] - shift)))
+        lower = np.concatenate([np.zeros(m), own.low if own is not None else np.zeros(0)])
+        upper = np.concatenate([np.ones(m), own.high if own is not None else np.zeros(0)])
+        integer = np.concatenate([np.ones(m, dtype=bool), own.integer if own is not None else np.zeros(0, dtype=bool)])
+        return rows, lower.astype(float), upper.astype(float), integer
