@@ -23,10 +23,11 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any, Callable
+from typing import Any
 
 LOG = logging.getLogger("dnnprov.service")
 #: Solved once by each new worker process, so that its first request does not pay for the imports.
@@ -36,6 +37,11 @@ WARM_UP_INSTANCE = "embedded:spot/paper-table1.json"
 #: on a loaded machine, more than a 1 s request's budget).
 WARM_UP_MODULES = ("dnnprov.solvers.joint", "dnnprov.batch.sweep", "dnnprov.models.predict",
                    "dnnprov.revocation.pool_replay", "dnnprov.revocation.plan_choice", "dnnprov.revocation.hindsight")
+
+#: Longest warm-up of a new worker process before it is killed and another started (a loaded machine took 30 s).
+WARM_UP_LIMIT_S = 180.0
+#: How often an idle slot checks that its worker process is alive (and replaces it when not).
+HEALTH_CHECK_S = 1.0
 
 #: What a worker answers: ("ok", answer, seconds) | ("invalid", field, message) | ("error", message)
 #: | ("killed", message) (over budget) | ("crashed", message) (the worker process died)
@@ -52,7 +58,8 @@ def _die_with_parent() -> None:
 
 
 def worker_main(conn: Connection) -> None:
-    """Loop of a worker process: receive ``(kind, body, cap)``, answer an :data:`Outcome`."""
+    """Loop of a worker process: say ``("ready",)`` once warm, then receive ``(seq, kind, body, cap)``
+    and answer ``(seq, outcome)`` (the sequence number ties each answer to its work)."""
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C and SIGTERM stop the server, which stops us
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -64,10 +71,10 @@ def worker_main(conn: Connection) -> None:
     conn.send(("ready",))
     while True:
         try:
-            kind, body, cap = conn.recv()
+            seq, kind, body, cap = conn.recv()
         except (EOFError, OSError):
             return
-        conn.send(tasks.outcome(kind, body, cap))
+        conn.send((seq, tasks.outcome(kind, body, cap)))
 
 
 @dataclass(eq=False)
@@ -91,25 +98,50 @@ class Work:
 
 
 class _Slot:
-    def __init__(self, pool: "WorkerPool", index: int) -> None:
+    """One worker process and the thread that feeds it.
+
+    The thread alone starts, replaces and waits for the process; others only kill it
+    (:meth:`kill`, under ``lock`` while it runs their work). The invariant that makes the
+    slot converge: no work is sent to a process before its ``("ready",)`` has been read, a
+    process that may have been killed while it ran a work is reaped and replaced before
+    the next one, and an answer is taken only with its work's sequence number.
+    """
+
+    def __init__(self, pool: WorkerPool, index: int) -> None:
         self.pool, self.index = pool, index
         self.process: multiprocessing.process.BaseProcess | None = None
         self.conn: Connection | None = None
         self.current: Work | None = None
         self.warm = False  # the worker process has said it is ready
         self.lock = threading.Lock()
+        self._seq = 0
+        self._started_at = 0.0
+        self.restarts = 0  # worker processes started after the first
         self._start_process()
         self.thread = threading.Thread(target=self._loop, name=f"dnnprov-slot-{index}", daemon=True)
         self.thread.start()
 
     def _start_process(self) -> None:
+        if self.process is not None:
+            self.restarts += 1
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
         self.process = ctx.Process(target=worker_main, args=(child,), name=f"dnnprov-worker-{self.index}", daemon=True)
+        self.warm = False
         self.process.start()
         child.close()
         self.conn = parent
+        self._started_at = time.monotonic()
+
+    def _retire(self) -> None:
+        """Kill and reap the worker process (it may be running or dead already); the next is not started yet."""
         self.warm = False
+        if self.process is not None:
+            if self.process.is_alive():
+                self.process.kill()
+            self.process.join(10)
+        if self.conn is not None:
+            self.conn.close()
 
     def shutdown(self) -> None:
         """Close the pipe and reap the worker process (the pool is closing)."""
@@ -119,32 +151,51 @@ class _Slot:
             self.process.join(5)
 
     def _await_ready(self) -> None:
-        """Wait for the worker's warm-up, so that work goes to a slot that can start it now."""
-        while not self.warm and not self.pool.closing:
+        """Make the slot's worker alive and warm: replace a dead one, read its ``("ready",)``.
+
+        A warm-up longer than :data:`WARM_UP_LIMIT_S` kills the process and starts another.
+        """
+        while not self.pool.closing:
+            assert self.process is not None and self.conn is not None
+            if not self.process.is_alive():
+                self._retire()
+                self._start_process()
+                continue
+            if self.warm:
+                return
             try:
                 if self.conn.poll(0.5):
-                    self.warm = self.conn.recv() == ("ready",)
-                elif not self.process.is_alive():
+                    message = self.conn.recv()
+                    if message == ("ready",):
+                        self.warm = True
+                    else:  # an answer nobody waits for (cannot happen with the invariant): skipped
+                        LOG.warning('{"event": "worker_stale_message", "slot": %d}', self.index)
+                elif time.monotonic() - self._started_at > WARM_UP_LIMIT_S:
+                    LOG.error('{"event": "worker_warm_up_timeout", "slot": %d, "limit_s": %g}', self.index,
+                              WARM_UP_LIMIT_S)
+                    self._retire()
                     self._start_process()
             except (EOFError, OSError):
-                self.process.join(5)
+                self._retire()
                 if not self.pool.closing:
                     self._start_process()
 
     def kill(self) -> None:
-        """Kill the worker process (a new one is started for the next work)."""
+        """Kill the worker process (the slot's thread replaces it before its next work)."""
         if self.process is not None and self.process.is_alive():
             self.process.kill()
 
     def _loop(self) -> None:
         while True:
             self._await_ready()
-            work = self.pool._take()
+            work = self.pool._take(HEALTH_CHECK_S)
             if work is None:
-                return
+                if self.pool.closing:
+                    return
+                continue  # no work for a while: check the worker is still alive
             try:
                 self._serve(work)
-            except Exception as exc:  # never lose the slot's thread: the work ends, the slot goes on
+            except Exception as exc:  # noqa: BLE001  never lose the slot's thread: the work ends, the slot goes on
                 LOG.error('{"event": "slot_error", "slot": %d, "error": %r}', self.index, f"{type(exc).__name__}: {exc}")
                 self._end(work, ("error", f"internal error of the worker slot: {type(exc).__name__}"))
                 time.sleep(0.5)
@@ -153,18 +204,25 @@ class _Slot:
         if work.cancelled or (work.before_start is not None and not work.before_start()):
             self._end(work, ("cancelled",))
             return
+        self._await_ready()  # the worker may have died while the work waited or its job was started
         with self.lock:
-            if self.process is None or not self.process.is_alive():
-                self._start_process()
-            self.current = work
-            work.pid = self.process.pid
+            given_up = work.cancelled or self.pool.closing
+            if not given_up:
+                assert self.process is not None
+                self.current = work
+                work.pid = self.process.pid
+        if given_up:
+            self._end(work, ("shutdown",) if self.pool.closing or work.stopping else ("cancelled",))
+            return
+        outcome: Outcome = ("crashed", "the worker slot stopped")
         try:
             outcome = self._run(work)
         finally:
-            with self.lock:
+            with self.lock:  # from here no cancel can kill the process: whatever killed it did so before
                 self.current = None
-                if not self.pool.closing and not self.process.is_alive():
-                    self._start_process()  # now, not when the next request is waiting
+                stopped = work.cancelled or work.stopping
+            if stopped or outcome[0] not in ("ok", "invalid", "error"):
+                self._retire()  # maybe killed, maybe not yet dead: never send it another work
         self._end(work, outcome)
 
     def _end(self, work: Work, outcome: Outcome) -> None:
@@ -172,12 +230,25 @@ class _Slot:
         if not work.future.done():
             work.future.set_result(outcome)
 
+    def _receive(self, seq: int, budget_s: float) -> Outcome | None:
+        """The answer to work ``seq`` within ``budget_s`` seconds (``None``: none in time)."""
+        assert self.conn is not None
+        deadline = time.monotonic() + budget_s
+        while self.conn.poll(max(0.0, deadline - time.monotonic())):
+            message = self.conn.recv()
+            if isinstance(message, tuple) and len(message) == 2 and message[0] == seq:
+                return tuple(message[1])
+            LOG.warning('{"event": "worker_stale_message", "slot": %d}', self.index)
+        return None
+
     def _run(self, work: Work) -> Outcome:
         assert self.conn is not None and self.process is not None
+        self._seq += 1
         try:
-            self.conn.send((work.kind, work.body, self.pool.max_time_limit_s))
-            if self.conn.poll(work.budget_s):
-                return self.conn.recv()
+            self.conn.send((self._seq, work.kind, work.body, self.pool.max_time_limit_s))
+            answer = self._receive(self._seq, work.budget_s)
+            if answer is not None:
+                return answer
             self.kill()
             self.process.join(5)
             if work.stopping or self.pool.closing:
@@ -272,10 +343,15 @@ class WorkerPool:
                 self._ready.notify()
         return work.future
 
-    def _take(self) -> Work | None:
+    def _take(self, timeout_s: float | None = None) -> Work | None:
+        """The next queued work; ``None`` when the pool closes or nothing came within ``timeout_s``."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._ready:
             while not self.closing and (self.draining or not self._queue):
-                self._ready.wait()
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                self._ready.wait(left)
             return None if self.closing else self._queue.popleft()
 
     def cancel(self, work: Work) -> None:
