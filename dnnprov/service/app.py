@@ -15,10 +15,11 @@ import logging
 import math
 import re
 import time
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import anyio
 from fastapi import FastAPI, Request
@@ -34,7 +35,7 @@ from dnnprov.service.jobs import JobRunner, log_event
 from dnnprov.service.metrics import Metrics
 from dnnprov.service.middleware import ServiceMiddleware
 from dnnprov.service.openapi import openapi_document
-from dnnprov.service.pool import Outcome, Work, WorkerPool
+from dnnprov.service.pool import Outcome, Work, WorkerPool, lane_of
 from dnnprov.service.store import FINAL, STATES, JobStore, StoreBusy, StoreOwner
 from dnnprov.service.tasks import KINDS, prepare
 
@@ -64,6 +65,21 @@ class ServiceConfig:
     job_ttl_s: float = 7 * 86400.0
     dask_address: str | None = None
     max_auth_failures: int = 10
+    short_workers: int = 1
+    tenant_max_pending: int | None = None
+    head_timeout_s: float = 10.0
+    body_grace_s: float = 10.0
+    min_body_rate: float = 1024.0
+    rate_limit: float = 100.0
+    admin_tenant: str = "admin"
+
+    def tenant_cap(self) -> int:
+        """Places of a lane one tenant may hold: the option, else half of ``max_pending`` when
+        the token file names several tenants, else all of them."""
+        if self.tenant_max_pending is not None:
+            return self.tenant_max_pending
+        several = self.tokens is not None and len(set(self.tokens.values())) > 1
+        return max(1, self.max_pending // 2) if several else self.max_pending
 
 
 class ApiError(Exception):
@@ -109,7 +125,8 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
             pool: Any = DaskExecutor(config.dask_address, max_time_limit_s=config.max_time_limit_s,
                                      max_pending=config.max_pending)
         else:
-            pool = WorkerPool(config.workers, max_time_limit_s=config.max_time_limit_s, max_pending=config.max_pending)
+            pool = WorkerPool(config.workers, max_time_limit_s=config.max_time_limit_s, max_pending=config.max_pending,
+                              short_workers=config.short_workers, tenant_max_pending=config.tenant_cap())
         metrics = Metrics(pool, store)
         runner = JobRunner(store, pool, max_time_limit_s=config.max_time_limit_s, record=metrics.record)
         state.update(store=store, pool=pool, metrics=metrics, runner=runner)
@@ -163,7 +180,9 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
     app.add_middleware(ServiceMiddleware, tokens=config.tokens, draining=lambda: state["draining"],
                        max_auth_failures=config.max_auth_failures,
                        body_paths=frozenset({"/v1/jobs", *(f"/v1/{kind}" for kind in KINDS)}),
-                       on_response=lambda *a: state["metrics"].http(*a) if "metrics" in state else None)
+                       on_response=lambda *a: state["metrics"].http(*a) if "metrics" in state else None,
+                       body_grace_s=config.body_grace_s, min_body_rate=config.min_body_rate,
+                       rate_limit=config.rate_limit if config.tokens is not None else 0.0)
 
     # ------------------------------------------------------------------ errors
     @app.exception_handler(ApiError)
@@ -188,8 +207,8 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         headers = dict(getattr(exc, "headers", None) or {})
         if exc.status_code == 405:  # every route of the path, not only the first
-            allowed = {m for route in app.routes if getattr(route, "path_regex", None) is not None
-                       and route.path_regex.match(request.url.path) for m in getattr(route, "methods", None) or ()}
+            allowed = {m for route in app.routes if (regex := getattr(route, "path_regex", None)) is not None
+                       and regex.match(request.url.path) for m in getattr(route, "methods", None) or ()}
             headers["Allow"] = ", ".join(sorted(allowed))
             return error_response(405, "", f"{request.method} is not one of {headers['Allow']} on this path", headers)
         return error_response(exc.status_code, "", str(exc.detail), headers)
@@ -235,17 +254,25 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         return openapi_document(auth=config.tokens is not None, max_time_limit_s=config.max_time_limit_s)
 
     @app.get("/metrics")
-    async def metrics() -> Response:
+    async def metrics(request: Request) -> Response:
+        several = config.tokens is not None and len(set(config.tokens.values())) > 1
+        if several and request.state.tenant != config.admin_tenant:
+            raise ApiError(403, "Authorization", f"the metrics count every tenant's work: only tokens of tenant "
+                                                 f"{config.admin_tenant!r} may read them")
         text = await run_in_threadpool(state["metrics"].text)
         return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     # ------------------------------------------------------------------ solving
-    def _admit() -> Work:
-        work = Work("", None, 0.0)
-        if not state["pool"].try_reserve(work):
+    def _admit(kind: str, method: str, request: Request) -> Work:
+        """A place for the checked work of ``request`` in its lane, else 429 (the lane or the tenant is full)."""
+        work = Work(kind, None, 0.0, lane=lane_of(kind, method), tenant=request.state.tenant)
+        refused = state["pool"].try_reserve(work)
+        if refused is not None:
             wait = max(1, min(60, math.ceil(state["task_s"] * config.max_pending / max(1, state["pool"].workers))))
-            raise ApiError(429, "", f"the server is full ({config.max_pending} tasks admitted): retry later",
-                           {"Retry-After": str(wait)})
+            message = (f"the server is full ({config.max_pending} {work.lane} tasks admitted): retry later"
+                       if refused == "full" else
+                       f"this tenant has {state['pool'].tenant_max_pending} {work.lane} tasks admitted: retry later")
+            raise ApiError(429, "", message, {"Retry-After": str(wait)})
         return work
 
     async def _checked(kind: str, request: Request) -> tuple[Any, Any]:
@@ -285,12 +312,12 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         return future.result()
 
     async def run_now(kind: str, request: Request) -> Any:
-        work = _admit()
+        body, task = await _checked(kind, request)  # read before admission: a slow client holds no place
+        if kind == "export":
+            return task.run()
+        work = _admit(kind, task.method, request)
         try:
-            body, task = await _checked(kind, request)
-            if kind == "export":
-                return task.run()
-            work.kind, work.body, work.budget_s = kind, body, task.budget_s
+            work.body, work.budget_s = body, task.budget_s
             started = time.monotonic()
             outcome = await _outcome(work, request)
         finally:
@@ -325,9 +352,9 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         key = request.headers.get("idempotency-key")
         if key is not None and not 1 <= len(key) <= 200:
             raise ApiError(422, "Idempotency-Key", "must be 1 to 200 characters")
-        work = _admit()
+        body, task = await _checked("jobs", request)
+        work = _admit(task.kind, task.method, request)
         try:
-            body, task = await _checked("jobs", request)
             job_id, created = await run_in_threadpool(
                 lambda: state["store"].add(task.kind, body, tenant=request.state.tenant, idempotency_key=key,
                                            request_id=request.state.request_id))

@@ -18,7 +18,7 @@ import time
 from typing import Any, Callable, Protocol
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.service.pool import Outcome, Work
+from dnnprov.service.pool import Outcome, Work, lane_of
 from dnnprov.service.store import Job, JobStore, StoreBusy
 from dnnprov.service.tasks import prepare
 
@@ -63,10 +63,10 @@ class JobRunner:
             return self._works.get(job_id)
 
     def submit(self, job_id: str, kind: str, body: Any, budget_s: float, method: str, *,
-               work: Work | None = None, request_id: str | None = None) -> None:
+               work: Work | None = None, request_id: str | None = None, tenant: str = "") -> None:
         """Queue a stored job (``work``: already admitted; else admitted whatever the count)."""
         if work is None:
-            work = Work(kind, body, budget_s)
+            work = Work(kind, body, budget_s, lane=lane_of(kind, method), tenant=tenant)
             self.executor.reserve(work)
         work.kind, work.body, work.budget_s, work.job_id = kind, body, budget_s, job_id
         work.before_start = lambda: self._start(job_id, request_id)
@@ -94,7 +94,7 @@ class JobRunner:
             except InvalidInputError as exc:
                 self._fail_now(job, exc.problem, exc.field)
                 continue
-            self.submit(job.id, job.kind, job.body, task.budget_s, task.method)
+            self.submit(job.id, job.kind, job.body, task.budget_s, task.method, tenant=job.tenant)
         return len(jobs)
 
     # ------------------------------------------------------------------ inside worker threads
@@ -130,7 +130,7 @@ class JobRunner:
                 log_event(logging.WARNING, "job_retried", reason=outcome[1], attempt=job.attempts, **ids)
                 if self._store_call(lambda: self.store.requeue(job_id, refund=False, retry_s=STORE_RETRY_S)):
                     self.submit(job_id, kind, work.body if work else job.body, work.budget_s if work else 60.0,
-                                method, request_id=request_id)
+                                method, request_id=request_id, tenant=job.tenant)
                 return
         self.record(kind, method, outcome)
         if status == "ok":

@@ -43,6 +43,11 @@ WARM_UP_LIMIT_S = 180.0
 #: How often an idle slot checks that its worker process is alive (and replaces it when not).
 HEALTH_CHECK_S = 1.0
 
+#: The lanes of work (:func:`lane_of`), in the order a long-lane slot serves them.
+LANES = ("long", "short")
+#: Solve methods fast enough for the short lane (no proof: a heuristic answers in milliseconds).
+SHORT_METHODS = ("heuristic", "reference-heuristic")
+
 #: What a worker answers: ("ok", answer, seconds) | ("invalid", field, message) | ("error", message)
 #: | ("killed", message) (over budget) | ("crashed", message) (the worker process died)
 #: | ("cancelled",) | ("shutdown",) (the server stopped before or while it ran).
@@ -93,8 +98,10 @@ class Work:
     future: Future = field(default_factory=Future)
     cancelled: bool = False
     stopping: bool = False  # killed by a drain: the outcome is ("shutdown",)
-    reserved: bool = False
+    reserved: str = ""  # the lane whose place it holds ("": none)
     pid: int | None = None  # of the worker process running it
+    lane: str = "long"
+    tenant: str = ""
 
 
 class _Slot:
@@ -107,6 +114,9 @@ class _Slot:
     the next one, and an answer is taken only with its work's sequence number.
     """
 
+    #: The lanes the slot serves, in order.
+    lanes: tuple[str, ...] = LANES
+
     def __init__(self, pool: WorkerPool, index: int) -> None:
         self.pool, self.index = pool, index
         self.process: multiprocessing.process.BaseProcess | None = None
@@ -116,6 +126,8 @@ class _Slot:
         self.lock = threading.Lock()
         self._seq = 0
         self._started_at = 0.0
+        if index >= pool.long_workers:
+            self.lanes = ("short",)
         self.restarts = 0  # worker processes started after the first
         self._start_process()
         self.thread = threading.Thread(target=self._loop, name=f"dnnprov-slot-{index}", daemon=True)
@@ -188,7 +200,7 @@ class _Slot:
     def _loop(self) -> None:
         while True:
             self._await_ready()
-            work = self.pool._take(HEALTH_CHECK_S)
+            work = self.pool._take(HEALTH_CHECK_S, self.lanes)
             if work is None:
                 if self.pool.closing:
                     return
@@ -265,32 +277,53 @@ class _Slot:
             return ("crashed", f"the worker process ended unexpectedly (exit code {self.process.exitcode})")
 
 
+def lane_of(kind: str, method: str) -> str:
+    """``"short"`` for the cheap kinds of work (a prediction, a heuristic solve), else ``"long"``."""
+    return "short" if kind == "predict" or (kind == "solve" and method in SHORT_METHODS) else "long"
+
+
 class WorkerPool:
-    """N worker processes fed from one FIFO queue, with at most ``max_pending`` works admitted."""
+    """Worker processes fed from two FIFO lanes, with at most ``max_pending`` works admitted per lane.
+
+    Lane ``long`` (proven solves, sweeps, replays) and lane ``short`` (:func:`lane_of`) are
+    queued apart: ``short_workers`` slots serve only the short lane, the others serve the
+    long lane first and the short one when the long one is empty. So a cheap request never
+    waits behind long solves, and a full long lane refuses nothing short. One tenant holds
+    at most ``tenant_max_pending`` places of a lane.
+    """
 
     slot_class: type = _Slot
 
-    def __init__(self, workers: int, *, max_time_limit_s: float = 300.0, max_pending: int = 1 << 30) -> None:
+    def __init__(self, workers: int, *, max_time_limit_s: float = 300.0, max_pending: int = 1 << 30,
+                 short_workers: int = 0, tenant_max_pending: int | None = None) -> None:
         self.max_time_limit_s = max_time_limit_s
         self.max_pending = max_pending
+        self.tenant_max_pending = max_pending if tenant_max_pending is None else tenant_max_pending
         self.closing = False
         self.draining = False
-        self._queue: collections.deque[Work] = collections.deque()
+        self._queues: dict[str, collections.deque[Work]] = {lane: collections.deque() for lane in LANES}
         self._ready = threading.Condition()
-        self._reserved = 0
+        self._reserved = dict.fromkeys(LANES, 0)
+        self._by_tenant: collections.Counter[tuple[str, str]] = collections.Counter()
         self.peak = 0  # the most works admitted at once
         self._reserved_lock = threading.Lock()
-        self._slots = [self.slot_class(self, i) for i in range(workers)]
+        self.long_workers = workers
+        self._slots = [self.slot_class(self, i) for i in range(workers + short_workers)]
 
     @property
     def workers(self) -> int:
-        """Number of worker processes."""
+        """Number of worker slots (both lanes)."""
         return len(self._slots)
 
     def pending(self) -> int:
         """Works admitted: queued, running, or being checked by a request."""
         with self._reserved_lock:
-            return self._reserved
+            return sum(self._reserved.values())
+
+    def full(self, lane: str = "long") -> bool:
+        """Whether ``lane`` admits nothing more now."""
+        with self._reserved_lock:
+            return self._reserved[lane] >= self.max_pending
 
     def running(self) -> int:
         """Work running now."""
@@ -308,59 +341,75 @@ class WorkerPool:
         """Slots whose feeding thread has died (none should)."""
         return [slot.index for slot in self._slots if not slot.thread.is_alive()]
 
-    def try_reserve(self, work: Work) -> bool:
-        """Admit ``work`` if fewer than ``max_pending`` are admitted (atomic); ``False``: full."""
+    def restarts(self) -> int:
+        """Worker processes started to replace others (killed, crashed, cancelled, over budget)."""
+        return sum(getattr(slot, "restarts", 0) for slot in self._slots)
+
+    def try_reserve(self, work: Work) -> str | None:
+        """Admit ``work`` in its lane (atomic); ``None`` when admitted, else why not (``"full"``, ``"tenant"``)."""
+        key = (work.lane, work.tenant)
         with self._reserved_lock:
-            if self._reserved >= self.max_pending:
-                return False
-            self._reserved += 1
-            self.peak = max(self.peak, self._reserved)
-            work.reserved = True
-            return True
+            if self._reserved[work.lane] >= self.max_pending:
+                return "full"
+            if self._by_tenant[key] >= self.tenant_max_pending:
+                return "tenant"
+            self._count(work)
+            return None
 
     def reserve(self, work: Work) -> None:
         """Admit ``work`` whatever the count (jobs recovered at start, retried jobs)."""
         with self._reserved_lock:
-            self._reserved += 1
-            self.peak = max(self.peak, self._reserved)
-            work.reserved = True
+            self._count(work)
+
+    def _count(self, work: Work) -> None:
+        self._reserved[work.lane] += 1
+        self._by_tenant[(work.lane, work.tenant)] += 1
+        self.peak = max(self.peak, sum(self._reserved.values()))
+        work.reserved = work.lane
 
     def release(self, work: Work) -> None:
         """Give ``work``'s place back (once; later calls do nothing)."""
         with self._reserved_lock:
             if work.reserved:
-                work.reserved = False
-                self._reserved -= 1
+                self._reserved[work.reserved] -= 1
+                key = (work.reserved, work.tenant)
+                self._by_tenant[key] -= 1
+                if self._by_tenant[key] <= 0:
+                    del self._by_tenant[key]
+                work.reserved = ""
 
     def submit(self, work: Work) -> Future:
-        """Queue admitted ``work``; its future gets the outcome."""
+        """Queue admitted ``work`` in its lane; its future gets the outcome."""
         with self._ready:
             if self.closing or self.draining:
                 self.release(work)
                 work.future.set_result(("shutdown",))
             else:
-                self._queue.append(work)
-                self._ready.notify()
+                self._queues[work.reserved or work.lane].append(work)
+                self._ready.notify_all()
         return work.future
 
-    def _take(self, timeout_s: float | None = None) -> Work | None:
-        """The next queued work; ``None`` when the pool closes or nothing came within ``timeout_s``."""
+    def _take(self, timeout_s: float | None = None, lanes: tuple[str, ...] = LANES) -> Work | None:
+        """The next work of ``lanes`` (in that order); ``None`` when the pool closes or nothing came in ``timeout_s``."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._ready:
-            while not self.closing and (self.draining or not self._queue):
+            while not self.closing and (self.draining or not any(self._queues[lane] for lane in lanes)):
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return None
                 self._ready.wait(left)
-            return None if self.closing else self._queue.popleft()
+            if self.closing:
+                return None
+            return next(self._queues[lane] for lane in lanes if self._queues[lane]).popleft()
 
     def cancel(self, work: Work) -> None:
         """Cancel ``work``: its place is given back now; queued it never starts, running its worker is killed."""
         work.cancelled = True
         self.release(work)
         with self._ready:
-            if work in self._queue:
-                self._queue.remove(work)
+            queue = next((q for q in self._queues.values() if work in q), None)
+            if queue is not None:
+                queue.remove(work)
                 if not work.future.done():
                     work.future.set_result(("cancelled",))
                 return
@@ -373,8 +422,9 @@ class WorkerPool:
         """Start no more work: queued works end now as ``("shutdown",)``; running work goes on."""
         with self._ready:
             self.draining = True
-            queued = list(self._queue)
-            self._queue.clear()
+            queued = [work for queue in self._queues.values() for work in queue]
+            for queue in self._queues.values():
+                queue.clear()
         for work in queued:
             self.release(work)
             if not work.future.done():
@@ -396,8 +446,9 @@ class WorkerPool:
         """Stop the slots and their workers: running and queued work ends as ``("shutdown",)``."""
         with self._ready:
             self.closing = True
-            queued = list(self._queue)
-            self._queue.clear()
+            queued = [work for queue in self._queues.values() for work in queue]
+            for queue in self._queues.values():
+                queue.clear()
             self._ready.notify_all()
         for work in queued:
             self.release(work)
