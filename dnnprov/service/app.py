@@ -36,7 +36,14 @@ from dnnprov.service.metrics import Metrics
 from dnnprov.service.middleware import ServiceMiddleware
 from dnnprov.service.openapi import openapi_document
 from dnnprov.service.pool import Outcome, Work, WorkerPool, lane_of
-from dnnprov.service.store import FINAL, STATES, JobStore, StoreBusy, StoreOwner
+from dnnprov.service.store import (
+    FINAL,
+    STATES,
+    JobStore,
+    StoreBusy,
+    StoreFailed,
+    StoreOwner,
+)
 from dnnprov.service.tasks import KINDS, prepare
 
 __all__ = ["ServiceConfig", "create_app", "log_event"]
@@ -152,8 +159,9 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
                 removed = await run_in_threadpool(store.purge, config.job_ttl_s)
                 if removed:
                     log_event(logging.INFO, "jobs_purged", count=removed, ttl_s=config.job_ttl_s)
-            except StoreBusy as exc:
-                log_event(logging.WARNING, "store_busy", error=str(exc))
+            except (StoreBusy, StoreFailed) as exc:
+                log_event(logging.WARNING, "store_busy" if isinstance(exc, StoreBusy) else "store_failed",
+                          error=str(exc))
             await asyncio.sleep(min(60.0, max(1.0, config.job_ttl_s / 10)))
 
     def drain() -> None:
@@ -196,6 +204,13 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
     @app.exception_handler(StoreBusy)
     async def store_busy(request: Request, exc: StoreBusy) -> JSONResponse:
         return error_response(503, "", "the job store is busy: retry the request", {"Retry-After": "2"})
+
+    @app.exception_handler(StoreFailed)
+    async def store_failed(request: Request, exc: StoreFailed) -> JSONResponse:
+        log_event(logging.ERROR, "store_failed", reason=exc.reason, error=str(exc),
+                  request_id=request.state.request_id)
+        return error_response(503, "", f"{exc.reason}: {exc}; retry the request on another server or later",
+                              {"Retry-After": "30"})
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -241,13 +256,20 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
             reasons.append("draining")
         if pool.pending() >= config.max_pending:
             reasons.append("full")
-        if not await run_in_threadpool(store.ping):
-            reasons.append("store unavailable")
+        probe = getattr(store, "probe", None)
+        if probe is not None:
+            problem = await run_in_threadpool(probe)
+        else:  # a store with only ping()
+            problem = None if await run_in_threadpool(store.ping) else "store busy"
+        if problem is not None:
+            reasons.append(problem)
         reasons += [f"worker slot {i} died" for i in pool.dead_slots()]
         if not pool.warm():
             reasons.append("no worker ready yet")
-        return JSONResponse({"status": "not ready" if reasons else "ready", "reasons": reasons, **_health()},
-                            status_code=503 if reasons else 200)
+        failure = getattr(store, "failure", None)
+        detail = {"store_error": failure[1]} if problem is not None and failure else {}
+        return JSONResponse({"status": "not ready" if reasons else "ready", "reasons": reasons, **detail,
+                             **_health()}, status_code=503 if reasons else 200)
 
     @app.get("/openapi.json")
     async def openapi() -> dict[str, Any]:

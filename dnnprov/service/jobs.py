@@ -19,7 +19,7 @@ from typing import Any, Callable, Protocol
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.service.pool import Outcome, Work, lane_of
-from dnnprov.service.store import Job, JobStore, StoreBusy
+from dnnprov.service.store import Job, JobStore, StoreBusy, StoreFailed
 from dnnprov.service.tasks import prepare
 
 LOG = logging.getLogger("dnnprov.service")
@@ -27,6 +27,9 @@ LOG = logging.getLogger("dnnprov.service")
 MAX_ATTEMPTS = 3
 #: How long a worker thread retries one store operation before it logs and tries again.
 STORE_RETRY_S = 10.0
+#: Tries of one step of a job when the store fails (disk full, ...), a pause apart; then the step is skipped.
+STORE_FAILED_TRIES = 3
+STORE_FAILED_PAUSE_S = 1.0
 
 
 def log_event(level: int, event: str, **fields: Any) -> None:
@@ -83,7 +86,7 @@ class JobRunner:
 
     def recover(self) -> int:
         """Queue every job the store has left queued or running (at start); returns how many."""
-        jobs = self._store_call(self.store.recover)
+        jobs = self._store_call(self.store.recover) or []
         for job in jobs:
             if job.attempts >= MAX_ATTEMPTS:
                 self._fail_now(job, f"stopped {job.attempts} times while it ran (server or worker killed); "
@@ -157,7 +160,10 @@ class JobRunner:
         log_event(logging.WARNING, "job_failed", job_id=job.id, kind=job.kind, error=message, attempts=job.attempts)
 
     def _store_call(self, call: Callable[[], Any], give_up: Callable[[], bool] = lambda: False) -> Any:
-        """``call()`` until the store takes it; ``None`` when ``give_up()`` turns true or the server closes."""
+        """``call()`` until the store takes it; ``None`` when ``give_up()`` turns true, the server closes,
+        or the store failed (:class:`StoreFailed`) :data:`STORE_FAILED_TRIES` times (the job keeps its
+        stored state, which the next start recovers)."""
+        failures = 0
         while True:
             try:
                 return call()
@@ -165,3 +171,9 @@ class JobRunner:
                 log_event(logging.WARNING, "store_busy", error=str(exc))
                 if give_up() or self.executor.closing:
                     return None
+            except StoreFailed as exc:  # disk full, corrupt, file gone: a few more tries, then the step is skipped
+                failures += 1
+                log_event(logging.ERROR, "store_failed", reason=exc.reason, error=str(exc), tries=failures)
+                if failures >= STORE_FAILED_TRIES or give_up() or self.executor.closing:
+                    return None
+                time.sleep(STORE_FAILED_PAUSE_S)

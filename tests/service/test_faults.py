@@ -135,7 +135,7 @@ def test_store_locked_20_s_by_another_process_delays_but_loses_nothing(tmp_path:
             jobs = [wait_for(client, job_id, ("done", "failed"), timeout=120) for job_id in ids]
             after = client.get("/readyz")
     assert refused.status_code == 503 and refused.headers["retry-after"] and "store" in refused.json()["error"]["message"]
-    assert ready.status_code == 503 and "store unavailable" in ready.json()["reasons"]
+    assert ready.status_code == 503 and "store busy" in ready.json()["reasons"]
     assert seen.status_code == 200 and seen.json()["status"] == "queued"
     assert [(j["status"], j["attempts"]) for j in jobs] == [("done", 1)] * 3
     assert after.status_code == 200, after.json()
