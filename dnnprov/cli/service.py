@@ -195,10 +195,10 @@ def _serve(args: argparse.Namespace) -> int:
     sys.warnoptions.append("ignore:resource_tracker:UserWarning")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
-    for name in ("dnnprov.access", "dnnprov.service"):
+    for name in ("dnnprov.access", "dnnprov.service", "dnnprov.audit"):
         logger = logging.getLogger(name)
         logger.addHandler(handler)
-        logger.setLevel(logging.WARNING if args.quiet else logging.INFO)
+        logger.setLevel(logging.WARNING if args.quiet and name != "dnnprov.audit" else logging.INFO)
         logger.propagate = False
     threading.excepthook = lambda hook: log_event(logging.ERROR, "thread_error", thread=getattr(hook.thread, "name", None),
                                                   error=f"{hook.exc_type.__name__}: {hook.exc_value}")

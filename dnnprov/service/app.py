@@ -11,6 +11,7 @@ carries a traceback.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import re
@@ -44,13 +45,16 @@ from dnnprov.service.store import (
     StoreFailed,
     StoreOwner,
 )
-from dnnprov.service.tasks import KINDS, prepare
+from dnnprov.service.tasks import KINDS, body_field, prepare
 
 __all__ = ["ServiceConfig", "create_app", "log_event"]
+AUDIT_LOG = logging.getLogger("dnnprov.audit")
 #: Bodies parsed at once (each in a thread): more would starve the event loop of the GIL.
 PARSERS = 2
 JOB_KINDS = tuple(k for k in KINDS if k != "export")
 _JOB_ID = re.compile(r"^[0-9a-f]{32}$")
+#: A page cursor (a job's sequence number), ASCII digits only: ``str.isdigit`` takes "²".
+_CURSOR = re.compile(r"[0-9]{1,18}")
 #: Longest ``?wait=`` of a job lookup (seconds).
 MAX_WAIT_S = 60.0
 
@@ -100,6 +104,18 @@ class ApiError(Exception):
 def error_response(status: int, field: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     """The JSON error answer."""
     return JSONResponse({"error": {"field": field, "message": message}}, status_code=status, headers=headers)
+
+
+def audit(request: Request, action: str, job_id: str, **fields: Any) -> None:
+    """One line of the audit log (logger ``dnnprov.audit``, kept with ``--quiet``): who did ``action`` to which job.
+
+    ``{"ts", "level": "info", "event": "audit", "action": "create" | "cancel" | "delete", "job_id",
+    "tenant", "client", "request_id", ...}``.
+    """
+    client = request.client.host if request.client else "?"
+    AUDIT_LOG.info(json.dumps({"ts": round(time.time(), 3), "level": "info", "event": "audit", "action": action,
+                               "job_id": job_id, "tenant": request.state.tenant, "client": client,
+                               "request_id": request.state.request_id, **fields}))
 
 
 def _parse_body(raw: bytes) -> Any:
@@ -199,7 +215,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
 
     @app.exception_handler(InvalidInputError)
     async def invalid_input(request: Request, exc: InvalidInputError) -> JSONResponse:
-        return error_response(422, exc.field, exc.problem)
+        return error_response(422, body_field(exc.field), exc.problem)
 
     @app.exception_handler(StoreBusy)
     async def store_busy(request: Request, exc: StoreBusy) -> JSONResponse:
@@ -300,7 +316,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
     async def _checked(kind: str, request: Request) -> tuple[Any, Any]:
         length = request.headers.get("content-length")
         limit = config.max_body_bytes
-        if length is not None and length.isdigit() and int(length) > limit:
+        if length is not None and _CURSOR.fullmatch(length[:18]) and int(length[:18]) > limit:
             raise ApiError(413, "body", f"{int(length)} bytes; this server takes at most {limit}")
         chunks, size = [], 0
         async for chunk in request.stream():
@@ -386,6 +402,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         if created:
             state["runner"].submit(job_id, task.kind, body, task.budget_s, task.method, work=work,
                                    request_id=request.state.request_id)
+            audit(request, "create", job_id, kind=task.kind, idempotency_key=key)
             log_event(logging.INFO, "job_queued", job_id=job_id, kind=task.kind, tenant=request.state.tenant,
                       request_id=request.state.request_id)
         else:
@@ -413,7 +430,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
             raise ApiError(422, "limit", f"must be within 1..1000, got {limit}")
         before = None
         if cursor is not None:
-            if not cursor.isdigit() or len(cursor) > 18:
+            if not _CURSOR.fullmatch(cursor):
                 raise ApiError(422, "cursor", "not a cursor this server gave (use next_cursor of an answer)")
             before = int(cursor)
         jobs = await run_in_threadpool(lambda: state["store"].list(status, limit + 1, tenant=_tenant(request),
@@ -446,6 +463,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         if before in FINAL:
             raise ApiError(409, "job_id", f"the job has already ended ({before})")
         state["runner"].cancel(job_id)
+        audit(request, "cancel", job_id, was=before)
         log_event(logging.INFO, "job_cancelled", job_id=job_id, was=before, request_id=request.state.request_id)
         job = await run_in_threadpool(store.get, job_id)
         if job is None:  # deleted meanwhile
@@ -462,6 +480,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         if before not in FINAL:
             state["runner"].cancel(job_id)
         await run_in_threadpool(store.delete, job_id, _tenant(request))
+        audit(request, "delete", job_id, was=before)
         log_event(logging.INFO, "job_deleted", job_id=job_id, was=before, request_id=request.state.request_id)
         return Response(status_code=204)
 

@@ -89,6 +89,23 @@ def _time_limit(body: Mapping[str, Any], kind: str, cap_s: float) -> float:
     return limit
 
 
+#: CLI options the library names in its errors -> the body field they stand for (others: ``--a-b`` is ``a_b``).
+OPTION_FIELDS = {"--time-limit": "time_limit_s", "--trace": "traces", "--fit-period": "fit_period",
+                 "--autostop": "options.autostop", "--region": "options.region",
+                 "--skypilot-catalog": "options.skypilot_catalog", "--no-catalog-check": "options.no_catalog_check",
+                 "--managed-spot": "options.managed_spot", "--image-id": "options.image_id",
+                 "--launch-template": "options.launch_template", "--subnet-id": "options.subnet_id",
+                 "--key-name": "options.key_name", "--run-id": "options.run_id"}
+
+
+def body_field(field: str) -> str:
+    """The body path an error field stands for: every answer names body paths, never CLI options."""
+    if not field.startswith("--"):
+        return field
+    option = field.split(" ", 1)[0]
+    return OPTION_FIELDS.get(option, option[2:].replace("-", "_"))
+
+
 def kill_after(time_limit_s: float) -> float:
     """Seconds after which a task's process is killed: the limit plus max(5 s, 25 %).
 
@@ -114,6 +131,8 @@ def _solve(body: object, cap: float) -> Task:
     problem = instance(b["instance"])
     method, limit = _method(b), _time_limit(b, "solve", cap)
     gap = check.number("gap", b.get("gap", 0.0), minimum=0)
+    if gap >= 1:  # as solve() says, so that a job is refused at once like /v1/solve
+        raise InvalidInputError("gap", f"must be below 1, got {gap!r}")
     max_plans = check.optional_integer("max_plans", b.get("max_plans"), minimum=1)
     return Task("solve", lambda: solve(problem, method, time_limit_s=limit, gap=gap, max_plans=max_plans).to_dict(),
                 limit, kill_after(limit), method)
@@ -355,7 +374,7 @@ def outcome(kind: str, body: object, max_time_limit_s: float) -> tuple:
     try:
         return ("ok", run(kind, body, max_time_limit_s), time.perf_counter() - started)
     except InvalidInputError as exc:
-        return ("invalid", exc.field, exc.problem)
+        return ("invalid", body_field(exc.field), exc.problem)
     except Exception as exc:
         return ("error", f"{type(exc).__name__}: {exc}")
 

@@ -34,7 +34,7 @@ def started_jobs(log: Path, job_id: str) -> list[dict]:
 
 def test_killed_worker_process_job_is_retried_then_failed_at_its_limit(tmp_path: Path) -> None:
     """kill -9 of the worker running a job: the job runs again (logged) until its third attempt, then fails."""
-    with server(tmp_path, "--workers", "1") as (url, proc, log):
+    with server(tmp_path, "--workers", "1", "--short-workers", "0") as (url, proc, log):
         with httpx.Client(base_url=url, timeout=30) as client:
             once = client.post("/v1/jobs", json=SLOW).json()["id"]
             wait_for(client, once, ("running",))
