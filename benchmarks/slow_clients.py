@@ -6,8 +6,8 @@ database, ``--workers 1 --short-workers 1``) and runs for ``--seconds``:
 - ``--slow`` clients each open a connection, send the head of a ``POST /v1/jobs`` announcing
   a 100,000-byte body and then one byte a second; when the server cuts one off (408 at the
   minimum body rate) it connects again at once;
-- ``--normal`` clients each send cheap requests one after another on a kept-alive
-  connection, in turn: ``POST /v1/predict``, ``POST /v1/solve`` with ``method: heuristic``
+- ``--normal`` clients each send a cheap request every ``--interval`` seconds (or as soon as
+  the last one is answered, when that takes longer) on a kept-alive connection, in turn: ``POST /v1/predict``, ``POST /v1/solve`` with ``method: heuristic``
   (both served by the short lane) and ``GET /v1/jobs/{id}`` of a stored job (a status read);
 - ``--long`` jobs (proven solves of ``data/benchmarks/large/large-001.json``) are queued at
   the start so the long lane is busy throughout;
@@ -74,9 +74,9 @@ async def slow_client(host: str, port: int, stop: asyncio.Event, cut: list[int])
             writer.close()
 
 
-async def normal_client(url: str, job_id: str, stop: asyncio.Event, latency: list[float],
+async def normal_client(url: str, job_id: str, interval: float, stop: asyncio.Event, latency: list[float],
                         codes: dict[int, int]) -> None:
-    """Cheap requests one after another: a prediction, a heuristic solve, a status read."""
+    """Cheap requests every ``interval`` s: a prediction, a heuristic solve, a status read."""
     requests = [("POST", "/v1/predict", {"instance": TABLE1, "counts": {"g3.8xlarge": 5}, "ps": 1}),
                 ("POST", "/v1/solve", {"instance": TABLE1, "method": "heuristic"}),
                 ("GET", f"/v1/jobs/{job_id}", None)]
@@ -89,6 +89,7 @@ async def normal_client(url: str, job_id: str, stop: asyncio.Event, latency: lis
             answer = await client.request(method, path, json=body)
             latency.append(time.perf_counter() - started)
             codes[answer.status_code] = codes.get(answer.status_code, 0) + 1
+            await asyncio.sleep(max(0.0, interval - (time.perf_counter() - started)))
 
 
 async def prober(url: str, stop: asyncio.Event, latency: list[float]) -> None:
@@ -106,7 +107,7 @@ def ms(values: list[float], q: float) -> float | None:
     return round(float(np.percentile(values, q)) * 1000, 1) if values else None
 
 
-async def run(url: str, slow: int, normal: int, long: int, seconds: float) -> dict:
+async def run(url: str, slow: int, normal: int, long: int, seconds: float, interval: float) -> dict:
     """The load; returns the figures."""
     host, port = url.removeprefix("http://").split(":")
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
@@ -121,7 +122,7 @@ async def run(url: str, slow: int, normal: int, long: int, seconds: float) -> di
     codes: dict[int, int] = {}
     tasks = [asyncio.ensure_future(slow_client(host, int(port), stop, cut)) for _ in range(slow)]
     await asyncio.sleep(2.0)  # the slow clients are connected before the others start
-    tasks += [asyncio.ensure_future(normal_client(url, stored, stop, normal_latency, codes)) for _ in range(normal)]
+    tasks += [asyncio.ensure_future(normal_client(url, stored, interval, stop, normal_latency, codes)) for _ in range(normal)]
     tasks.append(asyncio.ensure_future(prober(url, stop, health_latency)))
     await asyncio.sleep(seconds)
     stop.set()
@@ -141,12 +142,13 @@ def main() -> int:
     parser.add_argument("--normal", type=int, default=64)
     parser.add_argument("--long", type=int, default=4, help="long jobs queued at the start")
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between a normal client's requests")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         proc, url = start_server(Path(folder), workers=1, max_pending=32)
         try:
             cpu_before, server_before = time.process_time(), server_cpu(proc.pid)
-            figures = asyncio.run(run(url, args.slow, args.normal, args.long, args.seconds))
+            figures = asyncio.run(run(url, args.slow, args.normal, args.long, args.seconds, args.interval))
             figures |= {"client_cpu_s": round(time.process_time() - cpu_before, 1),
                         "server_cpu_s": round(server_cpu(proc.pid) - server_before, 1),
                         "load_average": [round(x, 2) for x in os.getloadavg()]}

@@ -270,7 +270,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         reasons = []
         if state["draining"]:
             reasons.append("draining")
-        if pool.pending() >= config.max_pending:
+        if pool.full("long"):
             reasons.append("full")
         probe = getattr(store, "probe", None)
         if probe is not None:
