@@ -8,6 +8,7 @@ the CLI option it mirrors (``time_limit_s`` for ``--time-limit``, ...).
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -57,6 +58,13 @@ def _fields(body: object, allowed: set[str], required: tuple[str, ...] = ()) -> 
     return body
 
 
+@functools.lru_cache(maxsize=64)
+def _embedded(path: Path) -> Problem:
+    """An instance file shipped with dnnprov, read once per process (problems are frozen; the
+    files do not change while the server runs): a cheap request no longer parses it twice."""
+    return read_instance(path)
+
+
 def instance(value: object, where: str = "instance") -> Problem:
     """An instance object, or ``"embedded:REL"`` for a file shipped with dnnprov (inside its folder only)."""
     if isinstance(value, str):
@@ -72,7 +80,7 @@ def instance(value: object, where: str = "instance") -> Problem:
             found = False
         if not found:
             raise InvalidInputError(where, f"no such embedded instance: {check.short(value)}")
-        return read_instance(path)
+        return _embedded(path)
     if not isinstance(value, Mapping):
         raise InvalidInputError(where, f"must be an instance object, got {type(value).__name__}")
     try:
