@@ -1,7 +1,8 @@
 """Slow clients against normal ones (issue 30): 64 slow-body clients and 64 normal clients together.
 
 Starts the real server (``dnnprov serve --quiet`` on a free 127.0.0.1 port, a fresh job
-database, ``--workers 1 --short-workers 1``) and runs for ``--seconds``:
+database, ``--workers 1 --short-workers 1``, room for every client: ``--max-pending``
+``--normal`` + ``--long`` + 8) and runs for ``--seconds``:
 
 - ``--slow`` clients each open a connection, send the head of a ``POST /v1/jobs`` announcing
   a 100,000-byte body and then one byte a second; when the server cuts one off (408 at the
@@ -74,32 +75,30 @@ async def slow_client(host: str, port: int, stop: asyncio.Event, cut: list[int])
             writer.close()
 
 
-async def normal_client(url: str, job_id: str, interval: float, stop: asyncio.Event, latency: list[float],
-                        codes: dict[int, int]) -> None:
+async def normal_client(client: httpx.AsyncClient, job_id: str, interval: float, stop: asyncio.Event,
+                        latency: list[float], codes: dict[int, int]) -> None:
     """Cheap requests every ``interval`` s: a prediction, a heuristic solve, a status read."""
     requests = [("POST", "/v1/predict", {"instance": TABLE1, "counts": {"g3.8xlarge": 5}, "ps": 1}),
                 ("POST", "/v1/solve", {"instance": TABLE1, "method": "heuristic"}),
                 ("GET", f"/v1/jobs/{job_id}", None)]
-    async with httpx.AsyncClient(base_url=url, timeout=120) as client:
-        i = 0
-        while not stop.is_set():
-            method, path, body = requests[i % 3]
-            i += 1
-            started = time.perf_counter()
-            answer = await client.request(method, path, json=body)
-            latency.append(time.perf_counter() - started)
-            codes[answer.status_code] = codes.get(answer.status_code, 0) + 1
-            await asyncio.sleep(max(0.0, interval - (time.perf_counter() - started)))
+    i = 0
+    while not stop.is_set():
+        method, path, body = requests[i % 3]
+        i += 1
+        started = time.perf_counter()
+        answer = await client.request(method, path, json=body)
+        latency.append(time.perf_counter() - started)
+        codes[answer.status_code] = codes.get(answer.status_code, 0) + 1
+        await asyncio.sleep(max(0.0, interval - (time.perf_counter() - started)))
 
 
-async def prober(url: str, stop: asyncio.Event, latency: list[float]) -> None:
+async def prober(client: httpx.AsyncClient, stop: asyncio.Event, latency: list[float]) -> None:
     """/healthz every 50 ms."""
-    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
-        while not stop.is_set():
-            started = time.perf_counter()
-            await client.get("/healthz")
-            latency.append(time.perf_counter() - started)
-            await asyncio.sleep(0.05)
+    while not stop.is_set():
+        started = time.perf_counter()
+        await client.get("/healthz")
+        latency.append(time.perf_counter() - started)
+        await asyncio.sleep(0.05)
 
 
 def ms(values: list[float], q: float) -> float | None:
@@ -120,13 +119,19 @@ async def run(url: str, slow: int, normal: int, long: int, seconds: float, inter
     normal_latency: list[float] = []
     health_latency: list[float] = []
     codes: dict[int, int] = {}
-    tasks = [asyncio.ensure_future(slow_client(host, int(port), stop, cut)) for _ in range(slow)]
-    await asyncio.sleep(2.0)  # the slow clients are connected before the others start
-    tasks += [asyncio.ensure_future(normal_client(url, stored, interval, stop, normal_latency, codes)) for _ in range(normal)]
-    tasks.append(asyncio.ensure_future(prober(url, stop, health_latency)))
-    await asyncio.sleep(seconds)
-    stop.set()
-    await asyncio.wait(tasks, timeout=60)
+    # The clients are made first: each httpx client loads an SSL context (tens of ms of CPU),
+    # which would stall this process's event loop, and every latency measured, mid-run.
+    limits = httpx.Limits(max_connections=normal, max_keepalive_connections=normal)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as pool, \
+            httpx.AsyncClient(base_url=url, timeout=30) as probe_client:
+        tasks = [asyncio.ensure_future(slow_client(host, int(port), stop, cut)) for _ in range(slow)]
+        await asyncio.sleep(2.0)  # the slow clients are connected before the others start
+        tasks += [asyncio.ensure_future(normal_client(pool, stored, interval, stop, normal_latency, codes))
+                  for _ in range(normal)]
+        tasks.append(asyncio.ensure_future(prober(probe_client, stop, health_latency)))
+        await asyncio.sleep(seconds)
+        stop.set()
+        await asyncio.wait(tasks, timeout=60)
     return {"normal_requests": len(normal_latency), "normal_codes": codes,
             "normal_p50_ms": ms(normal_latency, 50), "normal_p99_ms": ms(normal_latency, 99),
             "normal_max_ms": ms(normal_latency, 100), "healthz_probes": len(health_latency),
@@ -145,7 +150,7 @@ def main() -> int:
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between a normal client's requests")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        proc, url = start_server(Path(folder), workers=1, max_pending=32)
+        proc, url = start_server(Path(folder), workers=1, max_pending=args.normal + args.long + 8)
         try:
             cpu_before, server_before = time.process_time(), server_cpu(proc.pid)
             figures = asyncio.run(run(url, args.slow, args.normal, args.long, args.seconds, args.interval))
