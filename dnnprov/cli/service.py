@@ -18,6 +18,7 @@ import socket
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,7 @@ def _serve(args: argparse.Namespace) -> int:
 
         from dnnprov.service.app import ServiceConfig, create_app, log_event
         from dnnprov.service.http import TimedH11Protocol
+        from dnnprov.service.pool import warning_as_json
         from dnnprov.service.store import JobStore, StoreOwner, default_db_path
     except ImportError as exc:
         raise InvalidInputError("serve", f"needs the service extra: pip install 'dnnprov[service]' ({exc})") from None
@@ -202,6 +204,8 @@ def _serve(args: argparse.Namespace) -> int:
         logger.propagate = False
     threading.excepthook = lambda hook: log_event(logging.ERROR, "thread_error", thread=getattr(hook.thread, "name", None),
                                                   error=f"{hook.exc_type.__name__}: {hook.exc_value}")
+    # Warnings of the inputs (implausible magnitudes) as JSON lines, not the CLI's text line (stderr stays JSON)
+    warnings.showwarning = warning_as_json
     if not _loopback(args.host) and tokens is None:
         log_event(logging.WARNING, "warning", message="listening beyond loopback without --token-file")
     server = _server_class(uvicorn)(uvicorn.Config(

@@ -17,12 +17,14 @@ from __future__ import annotations
 import collections
 import ctypes
 import importlib
+import json
 import logging
 import multiprocessing
 import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -62,9 +64,18 @@ def _die_with_parent() -> None:
             pass
 
 
+def warning_as_json(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                    file: Any = None, line: str | None = None) -> None:
+    """``warnings.showwarning`` of the server and its workers: one JSON line on standard error
+    (``{"ts", "level": "warning", "event": "input_warning", "category", "message"}``), as every line is."""
+    sys.stderr.write(json.dumps({"ts": round(time.time(), 3), "level": "warning", "event": "input_warning",
+                                 "category": category.__name__, "message": str(message)}) + "\n")
+
+
 def worker_main(conn: Connection) -> None:
     """Loop of a worker process: say ``("ready",)`` once warm, then receive ``(seq, kind, body, cap)``
     and answer ``(seq, outcome)`` (the sequence number ties each answer to its work)."""
+    warnings.showwarning = warning_as_json
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C and SIGTERM stop the server, which stops us
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

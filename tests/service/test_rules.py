@@ -58,6 +58,20 @@ def test_schema_states_the_checks_minimum_and_magnitudes(tenants) -> None:
     assert gap["exclusiveMaximum"] == 1 and gap["minimum"] == 0
 
 
+def test_input_warnings_are_json_lines(tenants) -> None:
+    """An implausible magnitude (a warning, used as given) is answered, and the server's and its
+    workers' standard error stays one JSON object per line (`input_warning`)."""
+    url, log = tenants
+    instance = json.loads(dnnprov.embedded_instance("spot/paper-table1.json").read_text())
+    instance["workload"]["param_size_mb"] = 1e-6
+    with client_of(url, ALICE) as alice:
+        assert alice.post("/v1/solve", json={"instance": instance, "method": "heuristic"}).status_code == 200
+    time.sleep(0.5)
+    lines = log.read_text().splitlines()
+    assert all(isinstance(json.loads(line), dict) for line in lines), [x for x in lines if not x.startswith("{")][:3]
+    assert any(e["category"] == "PlausibilityWarning" for e in log_events(log, "input_warning"))
+
+
 def test_jobs_refuse_what_solve_refuses_and_cursors_are_ascii(tenants) -> None:
     """`gap: 1` is 422 on /v1/jobs as on /v1/solve; a cursor of non-ASCII digits is 422, not 500."""
     url, _ = tenants
