@@ -1,10 +1,11 @@
 """The ASGI application of ``dnnprov serve`` (FastAPI).
 
-A request that does work first takes a place among ``max_pending`` (atomically, before
-any ``await``: :meth:`~dnnprov.service.pool.WorkerPool.try_reserve`), else it gets 429 with
-``Retry-After``. Its body is then read, parsed in a thread (never on the event loop) and
-checked as the CLI checks it (:func:`dnnprov.service.tasks.prepare`); the work runs in the
-executor. Every error answer is ``{"error": {"field": ..., "message": ...}}``; no answer
+A request that does work first has its body read (at the middleware's minimum rate),
+parsed in a thread (never on the event loop) and checked as the CLI checks it
+(:func:`dnnprov.service.tasks.prepare`); only then does it take a place of its lane
+(atomically, before any ``await``: :meth:`~dnnprov.service.pool.WorkerPool.try_reserve`),
+else it gets 429 with ``Retry-After``, so a slow client holds no place. The work runs in
+the executor. Every error answer is ``{"error": {"field": ..., "message": ...}}``; no answer
 carries a traceback.
 """
 

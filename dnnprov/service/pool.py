@@ -6,8 +6,8 @@ FIFO queue. A worker that overruns its budget, or whose work is cancelled, is ki
 replaced, so a long solve never blocks the server and never outlives its limit. Workers
 die with the server (``PR_SET_PDEATHSIG`` on Linux).
 
-Admission is counted here: :meth:`WorkerPool.try_reserve` takes one of ``max_pending``
-places atomically (no ``await`` between the check and the count), and the place is given
+Admission is counted here, per lane and per tenant: :meth:`WorkerPool.try_reserve` takes
+one of ``max_pending`` places of the work's lane atomically (no ``await`` between the check and the count), and the place is given
 back once when the work ends or is cancelled (:meth:`WorkerPool.release`). While the pool
 drains (:meth:`WorkerPool.drain`) no queued work is started.
 """

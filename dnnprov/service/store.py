@@ -3,12 +3,14 @@
 A job is written (and committed, ``synchronous=FULL``) before the server answers 202, so
 an accepted job survives a crash. On start, :meth:`JobStore.recover` puts every job that
 was queued or running back in the queue: nothing accepted is lost. One server owns a
-store file at a time (:func:`own`: an OS lock on ``PATH.lock`` held for the server's
-life), so no job is run by two servers.
+store file at a time (:class:`StoreOwner`: OS locks on ``PATH.lock`` and on the file's
+inode, held for the server's life), so no job is run by two servers.
 
 SQLite may be busy (another process holding a write lock): every operation is retried
-with a growing pause for up to ``retry_s`` seconds, then raises :class:`StoreBusy`;
-:attr:`JobStore.healthy` says whether the last operation succeeded.
+with a growing pause for up to ``retry_s`` seconds, then raises :class:`StoreBusy`. Other
+failures (disk full, I/O error, corruption, the file deleted or replaced: writes check its
+inode first) are tried a few times, then raise :class:`StoreFailed` with the ``/readyz``
+reason; :meth:`JobStore.probe` writes a row to say whether a write works now.
 """
 
 from __future__ import annotations
