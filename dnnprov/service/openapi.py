@@ -139,7 +139,7 @@ def _requests(max_time_limit_s: float) -> dict[str, Any]:
                                                                                               "minimum": 0}}},
             "method": method, "time_limit_s": time_limit}},
         "PredictRequest": {"type": "object", "additionalProperties": False, "required": ["instance"], "properties": {
-            "instance": instance, "plan": _ref("Plan"), "counts": counts,
+            "instance": instance, "plan": _ref("Plan"), "counts": {**counts, "minProperties": 1},
             "ps": {"type": "integer", "minimum": 1}, "functions": {"type": "integer", "minimum": 1},
             "memory_mb": {"type": "integer", "minimum": 1}, "local_batch": {"type": "number", "exclusiveMinimum": 0}}},
         "ExportRequest": {"type": "object", "additionalProperties": False, "required": ["plan", "target"], "properties": {

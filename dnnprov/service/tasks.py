@@ -255,7 +255,7 @@ def _predict(body: object, cap: float) -> Task:
             check.integer(key, given[key], minimum=1)
     if "local_batch" in given:
         check.number("local_batch", given["local_batch"], exclusive_minimum=0)
-    if given.get("counts"):
+    if "counts" in given:  # null or {} too: the schema's counts is a non-empty object
         _counts(given["counts"], "counts")
     return Task("predict", lambda: predict(problem, **given), 0.0, 60.0, "predict")
 

@@ -82,6 +82,10 @@ def test_jobs_refuse_what_solve_refuses_and_cursors_are_ascii(tenants) -> None:
     assert (sync.status_code, job.status_code) == (422, 422)
     assert sync.json()["error"]["field"] == job.json()["error"]["field"] == "gap"
     assert cursor.status_code == 422 and cursor.json()["error"]["field"] == "cursor"
+    with client_of(url, ALICE) as alice:  # schemathesis ST201: a null `counts` was queued (202)
+        null_counts = alice.post("/v1/jobs", json={"kind": "predict", "instance": TABLE1, "counts": None,
+                                                   "functions": 1, "memory_mb": 1, "ps": 1})
+    assert null_counts.status_code == 422 and null_counts.json()["error"]["field"] == "counts"
 
 
 def test_invented_methods_do_not_grow_the_metrics(tenants) -> None:
