@@ -238,6 +238,17 @@ def _replan(body: object, cap: float) -> Task:
     return Task("replan", run, limit, kill_after(limit), method)
 
 
+def _check_plan_fields(fields: Mapping[str, Any], where: str) -> None:
+    """The plan fields of a prediction (``where``: ``plan.`` for those inside its ``plan``)."""
+    for key in ("ps", "functions", "memory_mb"):
+        if key in fields:
+            check.integer(f"{where}{key}", fields[key], minimum=1)
+    if "local_batch" in fields:
+        check.number(f"{where}local_batch", fields["local_batch"], exclusive_minimum=0)
+    if "counts" in fields:  # null or {} too: the schema's counts is a non-empty object
+        _counts(fields["counts"], f"{where}counts")
+
+
 def _predict(body: object, cap: float) -> Task:
     from dnnprov.models.predict import predict
 
@@ -249,14 +260,9 @@ def _predict(body: object, cap: float) -> Task:
     plan = b.get("plan", {})
     if not isinstance(plan, Mapping):
         raise InvalidInputError("plan", "must be a plan object, e.g. the \"plan\" of a solve result")
+    _check_plan_fields({k: v for k, v in plan.items() if k in plan_keys}, "plan.")  # also those the body overrides
     given = {k: v for k, v in plan.items() if k in plan_keys} | {k: b[k] for k in plan_keys if k in b}
-    for key in ("ps", "functions", "memory_mb"):  # checked now, so that a bad job is refused at once
-        if key in given:
-            check.integer(key, given[key], minimum=1)
-    if "local_batch" in given:
-        check.number("local_batch", given["local_batch"], exclusive_minimum=0)
-    if "counts" in given:  # null or {} too: the schema's counts is a non-empty object
-        _counts(given["counts"], "counts")
+    _check_plan_fields(given, "")  # checked now, so that a bad job is refused at once
     return Task("predict", lambda: predict(problem, **given), 0.0, 60.0, "predict")
 
 

@@ -85,7 +85,11 @@ def test_jobs_refuse_what_solve_refuses_and_cursors_are_ascii(tenants) -> None:
     with client_of(url, ALICE) as alice:  # schemathesis ST201: a null `counts` was queued (202)
         null_counts = alice.post("/v1/jobs", json={"kind": "predict", "instance": TABLE1, "counts": None,
                                                    "functions": 1, "memory_mb": 1, "ps": 1})
+        overridden = alice.post("/v1/jobs", json={"kind": "predict", "instance": TABLE1, "ps": 1, "functions": 1,
+                                                  "memory_mb": 1, "plan": {"functions": 1, "memory_mb": 1,
+                                                                           "local_batch": 1, "ps": 2**53 + 1}})
     assert null_counts.status_code == 422 and null_counts.json()["error"]["field"] == "counts"
+    assert overridden.status_code == 422 and overridden.json()["error"]["field"] == "plan.ps"  # ST201 too
 
 
 def test_invented_methods_do_not_grow_the_metrics(tenants) -> None:
