@@ -51,7 +51,7 @@ def start_server(folder: Path, workers: int, max_pending: int) -> tuple[subproce
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"{url}/readyz", timeout=1).status_code == 200 and \
-                    httpx.get(f"{url}/healthz", timeout=1).json()["idle"] == workers:
+                    httpx.get(f"{url}/healthz", timeout=1).json()["idle"] >= workers:
                 return proc, url
         except (httpx.TransportError, KeyError):
             pass

@@ -18,6 +18,7 @@ import socket
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +153,8 @@ def _serve(args: argparse.Namespace) -> int:
         import uvicorn
 
         from dnnprov.service.app import ServiceConfig, create_app, log_event
+        from dnnprov.service.http import TimedH11Protocol
+        from dnnprov.service.pool import warning_as_json
         from dnnprov.service.store import JobStore, StoreOwner, default_db_path
     except ImportError as exc:
         raise InvalidInputError("serve", f"needs the service extra: pip install 'dnnprov[service]' ({exc})") from None
@@ -159,7 +162,15 @@ def _serve(args: argparse.Namespace) -> int:
                           ("--max-body-bytes", args.max_body_bytes), ("--max-auth-failures", args.max_auth_failures)):
         if value < 1:
             raise InvalidInputError(option, f"must be at least 1, got {value}")
-    for option, value in (("--max-time-limit", args.max_time_limit), ("--job-ttl", args.job_ttl)):
+    if args.short_workers < 0:
+        raise InvalidInputError("--short-workers", f"must be at least 0, got {args.short_workers}")
+    if args.tenant_max_pending is not None and args.tenant_max_pending < 1:
+        raise InvalidInputError("--tenant-max-pending", f"must be at least 1, got {args.tenant_max_pending}")
+    if not args.rate_limit >= 0:
+        raise InvalidInputError("--rate-limit", f"must be at least 0, got {args.rate_limit}")
+    for option, value in (("--max-time-limit", args.max_time_limit), ("--job-ttl", args.job_ttl),
+                          ("--head-timeout", args.head_timeout), ("--body-timeout", args.body_timeout),
+                          ("--min-body-rate", args.min_body_rate)):
         if not value > 0:
             raise InvalidInputError(option, f"must be positive, got {value}")
     if not args.drain_timeout >= 0:
@@ -176,26 +187,32 @@ def _serve(args: argparse.Namespace) -> int:
     config = ServiceConfig(db_path=db_path, workers=args.workers, tokens=tokens, max_body_bytes=args.max_body_bytes,
                            max_time_limit_s=args.max_time_limit, max_pending=args.max_pending,
                            drain_timeout_s=args.drain_timeout, job_ttl_s=args.job_ttl, dask_address=args.dask,
-                           max_auth_failures=args.max_auth_failures)
+                           max_auth_failures=args.max_auth_failures, short_workers=args.short_workers,
+                           tenant_max_pending=args.tenant_max_pending, head_timeout_s=args.head_timeout,
+                           body_grace_s=args.body_timeout, min_body_rate=args.min_body_rate,
+                           rate_limit=args.rate_limit, admin_tenant=args.admin_tenant)
     # A worker process killed (kill -9, a budget overrun, a cancel) leaves the semaphores its
     # libraries made (scipy's); multiprocessing's resource tracker removes them and would say so
     # in a plain-text warning on our standard error, which stays JSON.
     sys.warnoptions.append("ignore:resource_tracker:UserWarning")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
-    for name in ("dnnprov.access", "dnnprov.service"):
+    for name in ("dnnprov.access", "dnnprov.service", "dnnprov.audit"):
         logger = logging.getLogger(name)
         logger.addHandler(handler)
-        logger.setLevel(logging.WARNING if args.quiet else logging.INFO)
+        logger.setLevel(logging.WARNING if args.quiet and name != "dnnprov.audit" else logging.INFO)
         logger.propagate = False
     threading.excepthook = lambda hook: log_event(logging.ERROR, "thread_error", thread=getattr(hook.thread, "name", None),
                                                   error=f"{hook.exc_type.__name__}: {hook.exc_value}")
+    # Warnings of the inputs (implausible magnitudes) as JSON lines, not the CLI's text line (stderr stays JSON)
+    warnings.showwarning = warning_as_json
     if not _loopback(args.host) and tokens is None:
         log_event(logging.WARNING, "warning", message="listening beyond loopback without --token-file")
     server = _server_class(uvicorn)(uvicorn.Config(
         create_app(config, owner), host=args.host, port=args.port, access_log=False, log_config=UVICORN_LOG_CONFIG,
         log_level="warning" if args.quiet else "info", timeout_graceful_shutdown=5,
-        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES))
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
+        http=type("HeadTimedProtocol", (TimedH11Protocol,), {"head_timeout_s": args.head_timeout})))
     try:
         server.run()
     except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it stopped on; the stop is logged already
@@ -242,5 +259,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dask", metavar="ADDRESS", help="run solves on this Dask scheduler instead of local worker processes")
     p.add_argument("--max-auth-failures", type=int, default=10,
                    help="wrong tokens a client may send per minute before all its requests get 429 (default %(default)d)")
+    p.add_argument("--short-workers", type=int, default=1,
+                   help="worker processes only for short work (predictions, heuristic solves) (default %(default)d)")
+    p.add_argument("--tenant-max-pending", type=int, default=None,
+                   help="places of a lane one tenant may hold (default: half of --max-pending when the token file "
+                        "names several tenants, else all)")
+    p.add_argument("--rate-limit", type=float, default=100.0,
+                   help="requests per second per tenant, bursts of twice that (with --token-file; 0: no limit; "
+                        "default %(default)g)")
+    p.add_argument("--head-timeout", type=float, default=10.0,
+                   help="seconds a client has to send a request's line and headers (default %(default)g)")
+    p.add_argument("--body-timeout", type=float, default=10.0,
+                   help="seconds a body may take before --min-body-rate applies (default %(default)g)")
+    p.add_argument("--min-body-rate", type=float, default=1024.0,
+                   help="bytes per second a body must arrive at after --body-timeout (default %(default)g)")
+    p.add_argument("--admin-tenant", default="admin",
+                   help="the tenant whose tokens may read /metrics (with --token-file; default %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no access log")
     p.set_defaults(run=cmd_serve)

@@ -1,24 +1,27 @@
 """The ASGI application of ``dnnprov serve`` (FastAPI).
 
-A request that does work first takes a place among ``max_pending`` (atomically, before
-any ``await``: :meth:`~dnnprov.service.pool.WorkerPool.try_reserve`), else it gets 429 with
-``Retry-After``. Its body is then read, parsed in a thread (never on the event loop) and
-checked as the CLI checks it (:func:`dnnprov.service.tasks.prepare`); the work runs in the
-executor. Every error answer is ``{"error": {"field": ..., "message": ...}}``; no answer
+A request that does work first has its body read (at the middleware's minimum rate),
+parsed in a thread (never on the event loop) and checked as the CLI checks it
+(:func:`dnnprov.service.tasks.prepare`); only then does it take a place of its lane
+(atomically, before any ``await``: :meth:`~dnnprov.service.pool.WorkerPool.try_reserve`),
+else it gets 429 with ``Retry-After``, so a slow client holds no place. The work runs in
+the executor. Every error answer is ``{"error": {"field": ..., "message": ...}}``; no answer
 carries a traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import re
 import time
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import anyio
 from fastapi import FastAPI, Request
@@ -34,15 +37,25 @@ from dnnprov.service.jobs import JobRunner, log_event
 from dnnprov.service.metrics import Metrics
 from dnnprov.service.middleware import ServiceMiddleware
 from dnnprov.service.openapi import openapi_document
-from dnnprov.service.pool import Outcome, Work, WorkerPool
-from dnnprov.service.store import FINAL, STATES, JobStore, StoreBusy, StoreOwner
-from dnnprov.service.tasks import KINDS, prepare
+from dnnprov.service.pool import Outcome, Work, WorkerPool, lane_of
+from dnnprov.service.store import (
+    FINAL,
+    STATES,
+    JobStore,
+    StoreBusy,
+    StoreFailed,
+    StoreOwner,
+)
+from dnnprov.service.tasks import KINDS, body_field, prepare
 
 __all__ = ["ServiceConfig", "create_app", "log_event"]
+AUDIT_LOG = logging.getLogger("dnnprov.audit")
 #: Bodies parsed at once (each in a thread): more would starve the event loop of the GIL.
 PARSERS = 2
 JOB_KINDS = tuple(k for k in KINDS if k != "export")
 _JOB_ID = re.compile(r"^[0-9a-f]{32}$")
+#: A page cursor (a job's sequence number), ASCII digits only: ``str.isdigit`` takes "²".
+_CURSOR = re.compile(r"[0-9]{1,18}")
 #: Longest ``?wait=`` of a job lookup (seconds).
 MAX_WAIT_S = 60.0
 
@@ -64,6 +77,21 @@ class ServiceConfig:
     job_ttl_s: float = 7 * 86400.0
     dask_address: str | None = None
     max_auth_failures: int = 10
+    short_workers: int = 1
+    tenant_max_pending: int | None = None
+    head_timeout_s: float = 10.0
+    body_grace_s: float = 10.0
+    min_body_rate: float = 1024.0
+    rate_limit: float = 100.0
+    admin_tenant: str = "admin"
+
+    def tenant_cap(self) -> int:
+        """Places of a lane one tenant may hold: the option, else half of ``max_pending`` when
+        the token file names several tenants, else all of them."""
+        if self.tenant_max_pending is not None:
+            return self.tenant_max_pending
+        several = self.tokens is not None and len(set(self.tokens.values())) > 1
+        return max(1, self.max_pending // 2) if several else self.max_pending
 
 
 class ApiError(Exception):
@@ -77,6 +105,18 @@ class ApiError(Exception):
 def error_response(status: int, field: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     """The JSON error answer."""
     return JSONResponse({"error": {"field": field, "message": message}}, status_code=status, headers=headers)
+
+
+def audit(request: Request, action: str, job_id: str, **fields: Any) -> None:
+    """One line of the audit log (logger ``dnnprov.audit``, kept with ``--quiet``): who did ``action`` to which job.
+
+    ``{"ts", "level": "info", "event": "audit", "action": "create" | "cancel" | "delete", "job_id",
+    "tenant", "client", "request_id", ...}``.
+    """
+    client = request.client.host if request.client else "?"
+    AUDIT_LOG.info(json.dumps({"ts": round(time.time(), 3), "level": "info", "event": "audit", "action": action,
+                               "job_id": job_id, "tenant": request.state.tenant, "client": client,
+                               "request_id": request.state.request_id, **fields}))
 
 
 def _parse_body(raw: bytes) -> Any:
@@ -109,7 +149,8 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
             pool: Any = DaskExecutor(config.dask_address, max_time_limit_s=config.max_time_limit_s,
                                      max_pending=config.max_pending)
         else:
-            pool = WorkerPool(config.workers, max_time_limit_s=config.max_time_limit_s, max_pending=config.max_pending)
+            pool = WorkerPool(config.workers, max_time_limit_s=config.max_time_limit_s, max_pending=config.max_pending,
+                              short_workers=config.short_workers, tenant_max_pending=config.tenant_cap())
         metrics = Metrics(pool, store)
         runner = JobRunner(store, pool, max_time_limit_s=config.max_time_limit_s, record=metrics.record)
         state.update(store=store, pool=pool, metrics=metrics, runner=runner)
@@ -135,8 +176,9 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
                 removed = await run_in_threadpool(store.purge, config.job_ttl_s)
                 if removed:
                     log_event(logging.INFO, "jobs_purged", count=removed, ttl_s=config.job_ttl_s)
-            except StoreBusy as exc:
-                log_event(logging.WARNING, "store_busy", error=str(exc))
+            except (StoreBusy, StoreFailed) as exc:
+                log_event(logging.WARNING, "store_busy" if isinstance(exc, StoreBusy) else "store_failed",
+                          error=str(exc))
             await asyncio.sleep(min(60.0, max(1.0, config.job_ttl_s / 10)))
 
     def drain() -> None:
@@ -163,7 +205,9 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
     app.add_middleware(ServiceMiddleware, tokens=config.tokens, draining=lambda: state["draining"],
                        max_auth_failures=config.max_auth_failures,
                        body_paths=frozenset({"/v1/jobs", *(f"/v1/{kind}" for kind in KINDS)}),
-                       on_response=lambda *a: state["metrics"].http(*a) if "metrics" in state else None)
+                       on_response=lambda *a: state["metrics"].http(*a) if "metrics" in state else None,
+                       body_grace_s=config.body_grace_s, min_body_rate=config.min_body_rate,
+                       rate_limit=config.rate_limit if config.tokens is not None else 0.0)
 
     # ------------------------------------------------------------------ errors
     @app.exception_handler(ApiError)
@@ -172,11 +216,18 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
 
     @app.exception_handler(InvalidInputError)
     async def invalid_input(request: Request, exc: InvalidInputError) -> JSONResponse:
-        return error_response(422, exc.field, exc.problem)
+        return error_response(422, body_field(exc.field), exc.problem)
 
     @app.exception_handler(StoreBusy)
     async def store_busy(request: Request, exc: StoreBusy) -> JSONResponse:
         return error_response(503, "", "the job store is busy: retry the request", {"Retry-After": "2"})
+
+    @app.exception_handler(StoreFailed)
+    async def store_failed(request: Request, exc: StoreFailed) -> JSONResponse:
+        log_event(logging.ERROR, "store_failed", reason=exc.reason, error=str(exc),
+                  request_id=request.state.request_id)
+        return error_response(503, "", f"{exc.reason}: {exc}; retry the request on another server or later",
+                              {"Retry-After": "30"})
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -188,8 +239,8 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         headers = dict(getattr(exc, "headers", None) or {})
         if exc.status_code == 405:  # every route of the path, not only the first
-            allowed = {m for route in app.routes if getattr(route, "path_regex", None) is not None
-                       and route.path_regex.match(request.url.path) for m in getattr(route, "methods", None) or ()}
+            allowed = {m for route in app.routes if (regex := getattr(route, "path_regex", None)) is not None
+                       and regex.match(request.url.path) for m in getattr(route, "methods", None) or ()}
             headers["Allow"] = ", ".join(sorted(allowed))
             return error_response(405, "", f"{request.method} is not one of {headers['Allow']} on this path", headers)
         return error_response(exc.status_code, "", str(exc.detail), headers)
@@ -220,38 +271,53 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         reasons = []
         if state["draining"]:
             reasons.append("draining")
-        if pool.pending() >= config.max_pending:
+        if pool.full("long"):
             reasons.append("full")
-        if not await run_in_threadpool(store.ping):
-            reasons.append("store unavailable")
+        probe = getattr(store, "probe", None)
+        if probe is not None:
+            problem = await run_in_threadpool(probe)
+        else:  # a store with only ping()
+            problem = None if await run_in_threadpool(store.ping) else "store busy"
+        if problem is not None:
+            reasons.append(problem)
         reasons += [f"worker slot {i} died" for i in pool.dead_slots()]
         if not pool.warm():
             reasons.append("no worker ready yet")
-        return JSONResponse({"status": "not ready" if reasons else "ready", "reasons": reasons, **_health()},
-                            status_code=503 if reasons else 200)
+        failure = getattr(store, "failure", None)
+        detail = {"store_error": failure[1]} if problem is not None and failure else {}
+        return JSONResponse({"status": "not ready" if reasons else "ready", "reasons": reasons, **detail,
+                             **_health()}, status_code=503 if reasons else 200)
 
     @app.get("/openapi.json")
     async def openapi() -> dict[str, Any]:
         return openapi_document(auth=config.tokens is not None, max_time_limit_s=config.max_time_limit_s)
 
     @app.get("/metrics")
-    async def metrics() -> Response:
+    async def metrics(request: Request) -> Response:
+        several = config.tokens is not None and len(set(config.tokens.values())) > 1
+        if several and request.state.tenant != config.admin_tenant:
+            raise ApiError(403, "Authorization", f"the metrics count every tenant's work: only tokens of tenant "
+                                                 f"{config.admin_tenant!r} may read them")
         text = await run_in_threadpool(state["metrics"].text)
         return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     # ------------------------------------------------------------------ solving
-    def _admit() -> Work:
-        work = Work("", None, 0.0)
-        if not state["pool"].try_reserve(work):
+    def _admit(kind: str, method: str, request: Request) -> Work:
+        """A place for the checked work of ``request`` in its lane, else 429 (the lane or the tenant is full)."""
+        work = Work(kind, None, 0.0, lane=lane_of(kind, method), tenant=request.state.tenant)
+        refused = state["pool"].try_reserve(work)
+        if refused is not None:
             wait = max(1, min(60, math.ceil(state["task_s"] * config.max_pending / max(1, state["pool"].workers))))
-            raise ApiError(429, "", f"the server is full ({config.max_pending} tasks admitted): retry later",
-                           {"Retry-After": str(wait)})
+            message = (f"the server is full ({config.max_pending} {work.lane} tasks admitted): retry later"
+                       if refused == "full" else
+                       f"this tenant has {state['pool'].tenant_max_pending} {work.lane} tasks admitted: retry later")
+            raise ApiError(429, "", message, {"Retry-After": str(wait)})
         return work
 
     async def _checked(kind: str, request: Request) -> tuple[Any, Any]:
         length = request.headers.get("content-length")
         limit = config.max_body_bytes
-        if length is not None and length.isdigit() and int(length) > limit:
+        if length is not None and _CURSOR.fullmatch(length[:18]) and int(length[:18]) > limit:
             raise ApiError(413, "body", f"{int(length)} bytes; this server takes at most {limit}")
         chunks, size = [], 0
         async for chunk in request.stream():
@@ -285,12 +351,12 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         return future.result()
 
     async def run_now(kind: str, request: Request) -> Any:
-        work = _admit()
+        body, task = await _checked(kind, request)  # read before admission: a slow client holds no place
+        if kind == "export":
+            return task.run()
+        work = _admit(kind, task.method, request)
         try:
-            body, task = await _checked(kind, request)
-            if kind == "export":
-                return task.run()
-            work.kind, work.body, work.budget_s = kind, body, task.budget_s
+            work.body, work.budget_s = body, task.budget_s
             started = time.monotonic()
             outcome = await _outcome(work, request)
         finally:
@@ -325,9 +391,9 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         key = request.headers.get("idempotency-key")
         if key is not None and not 1 <= len(key) <= 200:
             raise ApiError(422, "Idempotency-Key", "must be 1 to 200 characters")
-        work = _admit()
+        body, task = await _checked("jobs", request)
+        work = _admit(task.kind, task.method, request)
         try:
-            body, task = await _checked("jobs", request)
             job_id, created = await run_in_threadpool(
                 lambda: state["store"].add(task.kind, body, tenant=request.state.tenant, idempotency_key=key,
                                            request_id=request.state.request_id))
@@ -337,6 +403,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         if created:
             state["runner"].submit(job_id, task.kind, body, task.budget_s, task.method, work=work,
                                    request_id=request.state.request_id)
+            audit(request, "create", job_id, kind=task.kind, idempotency_key=key)
             log_event(logging.INFO, "job_queued", job_id=job_id, kind=task.kind, tenant=request.state.tenant,
                       request_id=request.state.request_id)
         else:
@@ -364,7 +431,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
             raise ApiError(422, "limit", f"must be within 1..1000, got {limit}")
         before = None
         if cursor is not None:
-            if not cursor.isdigit() or len(cursor) > 18:
+            if not _CURSOR.fullmatch(cursor):
                 raise ApiError(422, "cursor", "not a cursor this server gave (use next_cursor of an answer)")
             before = int(cursor)
         jobs = await run_in_threadpool(lambda: state["store"].list(status, limit + 1, tenant=_tenant(request),
@@ -397,6 +464,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         if before in FINAL:
             raise ApiError(409, "job_id", f"the job has already ended ({before})")
         state["runner"].cancel(job_id)
+        audit(request, "cancel", job_id, was=before)
         log_event(logging.INFO, "job_cancelled", job_id=job_id, was=before, request_id=request.state.request_id)
         job = await run_in_threadpool(store.get, job_id)
         if job is None:  # deleted meanwhile
@@ -413,6 +481,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         if before not in FINAL:
             state["runner"].cancel(job_id)
         await run_in_threadpool(store.delete, job_id, _tenant(request))
+        audit(request, "delete", job_id, was=before)
         log_event(logging.INFO, "job_deleted", job_id=job_id, was=before, request_id=request.state.request_id)
         return Response(status_code=204)
 

@@ -18,8 +18,8 @@ import time
 from typing import Any, Callable, Protocol
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.service.pool import Outcome, Work
-from dnnprov.service.store import Job, JobStore, StoreBusy
+from dnnprov.service.pool import Outcome, Work, lane_of
+from dnnprov.service.store import Job, JobStore, StoreBusy, StoreFailed
 from dnnprov.service.tasks import prepare
 
 LOG = logging.getLogger("dnnprov.service")
@@ -27,6 +27,9 @@ LOG = logging.getLogger("dnnprov.service")
 MAX_ATTEMPTS = 3
 #: How long a worker thread retries one store operation before it logs and tries again.
 STORE_RETRY_S = 10.0
+#: Tries of one step of a job when the store fails (disk full, ...), a pause apart; then the step is skipped.
+STORE_FAILED_TRIES = 3
+STORE_FAILED_PAUSE_S = 1.0
 
 
 def log_event(level: int, event: str, **fields: Any) -> None:
@@ -63,10 +66,10 @@ class JobRunner:
             return self._works.get(job_id)
 
     def submit(self, job_id: str, kind: str, body: Any, budget_s: float, method: str, *,
-               work: Work | None = None, request_id: str | None = None) -> None:
+               work: Work | None = None, request_id: str | None = None, tenant: str = "") -> None:
         """Queue a stored job (``work``: already admitted; else admitted whatever the count)."""
         if work is None:
-            work = Work(kind, body, budget_s)
+            work = Work(kind, body, budget_s, lane=lane_of(kind, method), tenant=tenant)
             self.executor.reserve(work)
         work.kind, work.body, work.budget_s, work.job_id = kind, body, budget_s, job_id
         work.before_start = lambda: self._start(job_id, request_id)
@@ -83,7 +86,7 @@ class JobRunner:
 
     def recover(self) -> int:
         """Queue every job the store has left queued or running (at start); returns how many."""
-        jobs = self._store_call(self.store.recover)
+        jobs = self._store_call(self.store.recover) or []
         for job in jobs:
             if job.attempts >= MAX_ATTEMPTS:
                 self._fail_now(job, f"stopped {job.attempts} times while it ran (server or worker killed); "
@@ -94,7 +97,7 @@ class JobRunner:
             except InvalidInputError as exc:
                 self._fail_now(job, exc.problem, exc.field)
                 continue
-            self.submit(job.id, job.kind, job.body, task.budget_s, task.method)
+            self.submit(job.id, job.kind, job.body, task.budget_s, task.method, tenant=job.tenant)
         return len(jobs)
 
     # ------------------------------------------------------------------ inside worker threads
@@ -130,7 +133,7 @@ class JobRunner:
                 log_event(logging.WARNING, "job_retried", reason=outcome[1], attempt=job.attempts, **ids)
                 if self._store_call(lambda: self.store.requeue(job_id, refund=False, retry_s=STORE_RETRY_S)):
                     self.submit(job_id, kind, work.body if work else job.body, work.budget_s if work else 60.0,
-                                method, request_id=request_id)
+                                method, request_id=request_id, tenant=job.tenant)
                 return
         self.record(kind, method, outcome)
         if status == "ok":
@@ -157,7 +160,10 @@ class JobRunner:
         log_event(logging.WARNING, "job_failed", job_id=job.id, kind=job.kind, error=message, attempts=job.attempts)
 
     def _store_call(self, call: Callable[[], Any], give_up: Callable[[], bool] = lambda: False) -> Any:
-        """``call()`` until the store takes it; ``None`` when ``give_up()`` turns true or the server closes."""
+        """``call()`` until the store takes it; ``None`` when ``give_up()`` turns true, the server closes,
+        or the store failed (:class:`StoreFailed`) :data:`STORE_FAILED_TRIES` times (the job keeps its
+        stored state, which the next start recovers)."""
+        failures = 0
         while True:
             try:
                 return call()
@@ -165,3 +171,9 @@ class JobRunner:
                 log_event(logging.WARNING, "store_busy", error=str(exc))
                 if give_up() or self.executor.closing:
                     return None
+            except StoreFailed as exc:  # disk full, corrupt, file gone: a few more tries, then the step is skipped
+                failures += 1
+                log_event(logging.ERROR, "store_failed", reason=exc.reason, error=str(exc), tries=failures)
+                if failures >= STORE_FAILED_TRIES or give_up() or self.executor.closing:
+                    return None
+                time.sleep(STORE_FAILED_PAUSE_S)

@@ -14,11 +14,12 @@ from typing import Any
 
 from dnnprov import __version__
 from dnnprov.cloud.export import TARGETS
+from dnnprov.problems._checks import MAX_INTEGER, MAX_MAGNITUDE, MIN_POSITIVE
+from dnnprov.problems.interruption import MAX_TRACE_TICKS
 from dnnprov.problems.spot import MARKETS
 from dnnprov.result import REASON_KINDS, Status
-from dnnprov.service.store import STATES
-from dnnprov.problems.interruption import MAX_TRACE_TICKS
 from dnnprov.service.replay_tasks import MAX_TRACE_NAME
+from dnnprov.service.store import STATES
 from dnnprov.service.tasks import EXPORT_TEXT_OPTIONS, MAX_SWEEP_POINTS
 from dnnprov.solve import METHODS
 
@@ -48,6 +49,41 @@ def _rewrite(value: Any, name: str) -> Any:
     if isinstance(value, list):
         return [_rewrite(v, name) for v in value]
     return value
+
+
+def checked_rules(schema: Any) -> Any:
+    """``schema`` with the rules every field check applies (:mod:`dnnprov.problems._checks`) written in.
+
+    ``check.number`` refuses magnitudes above ``MAX_MAGNITUDE`` and, for a positive quantity
+    (``exclusiveMinimum: 0``), values below ``MIN_POSITIVE``; ``check.integer`` refuses
+    magnitudes above ``MAX_INTEGER``. Written into every number and integer of the request
+    schemas, so a body valid for the schema is never refused by those rules.
+    """
+    if isinstance(schema, list):
+        return [checked_rules(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: checked_rules(v) for k, v in schema.items()} if "properties" not in schema else {
+        **{k: checked_rules(v) for k, v in schema.items() if k != "properties"},
+        "properties": {name: checked_rules(v) for name, v in schema["properties"].items()}}
+    types = out.get("type")
+    types = {types} if isinstance(types, str) else set(types or ())
+    if "number" in types:
+        if out.get("exclusiveMinimum") == 0:
+            del out["exclusiveMinimum"]
+            out["minimum"] = MIN_POSITIVE
+        _bound(out, -MAX_MAGNITUDE, MAX_MAGNITUDE)
+    elif "integer" in types:
+        _bound(out, -MAX_INTEGER, MAX_INTEGER)
+    return out
+
+
+def _bound(schema: dict[str, Any], low: float, high: float) -> None:
+    """Add ``minimum``/``maximum`` where ``schema`` states none, tighten those outside ``low..high``."""
+    if "exclusiveMinimum" not in schema:
+        schema["minimum"] = max(schema.get("minimum", low), low)
+    if "exclusiveMaximum" not in schema:
+        schema["maximum"] = min(schema.get("maximum", high), high)
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -103,7 +139,7 @@ def _requests(max_time_limit_s: float) -> dict[str, Any]:
                                                                                               "minimum": 0}}},
             "method": method, "time_limit_s": time_limit}},
         "PredictRequest": {"type": "object", "additionalProperties": False, "required": ["instance"], "properties": {
-            "instance": instance, "plan": _ref("Plan"), "counts": counts,
+            "instance": instance, "plan": _ref("Plan"), "counts": {**counts, "minProperties": 1},
             "ps": {"type": "integer", "minimum": 1}, "functions": {"type": "integer", "minimum": 1},
             "memory_mb": {"type": "integer", "minimum": 1}, "local_batch": {"type": "number", "exclusiveMinimum": 0}}},
         "ExportRequest": {"type": "object", "additionalProperties": False, "required": ["plan", "target"], "properties": {
@@ -433,7 +469,8 @@ def openapi_document(auth: bool, max_time_limit_s: float = 300.0) -> dict[str, A
                                 "Errors are {\"error\": {\"field\", \"message\"}}."},
         "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
         "paths": paths,
-        "components": {"schemas": {**_file_schemas(), **requests, **_job_requests(requests), **_PLANS, **_ANSWERS}},
+        "components": {"schemas": {**checked_rules({**_file_schemas(), **requests, **_job_requests(requests),
+                                                    **_PLANS}), **_ANSWERS}},
     }
     if auth:
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}

@@ -3,16 +3,19 @@
 A job is written (and committed, ``synchronous=FULL``) before the server answers 202, so
 an accepted job survives a crash. On start, :meth:`JobStore.recover` puts every job that
 was queued or running back in the queue: nothing accepted is lost. One server owns a
-store file at a time (:func:`own`: an OS lock on ``PATH.lock`` held for the server's
-life), so no job is run by two servers.
+store file at a time (:class:`StoreOwner`: OS locks on ``PATH.lock`` and on the file's
+inode, held for the server's life), so no job is run by two servers.
 
 SQLite may be busy (another process holding a write lock): every operation is retried
-with a growing pause for up to ``retry_s`` seconds, then raises :class:`StoreBusy`;
-:attr:`JobStore.healthy` says whether the last operation succeeded.
+with a growing pause for up to ``retry_s`` seconds, then raises :class:`StoreBusy`. Other
+failures (disk full, I/O error, corruption, the file deleted or replaced: writes check its
+inode first) are tried a few times, then raise :class:`StoreFailed` with the ``/readyz``
+reason; :meth:`JobStore.probe` writes a row to say whether a write works now.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -21,9 +24,10 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from dnnprov.errors import InvalidInputError
 
@@ -55,7 +59,48 @@ _COLUMNS = "id, kind, body, status, result, error, attempts, created, started, f
 
 
 class StoreBusy(Exception):
-    """The store could not be used within the retry window (locked or failing)."""
+    """The store could not be used within the retry window (locked by another process)."""
+
+
+class StoreFailed(Exception):
+    """The store failed in a way waiting does not cure soon (disk full, I/O error, corrupt,
+    file deleted or replaced): tried :data:`FAILURE_TRIES` times, then this. ``reason`` is
+    the ``/readyz`` reason (one of :data:`FAILURE_REASONS`)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+#: Tries of an operation that fails with something other than a busy store.
+FAILURE_TRIES = 3
+#: The ``/readyz`` reasons of a failed store.
+FAILURE_REASONS = ("store not writable", "store corrupt", "store file missing", "store file replaced",
+                   "store failed")
+#: SQLite primary result codes -> readiness reason.
+_SQLITE_REASONS = {13: "store not writable", 10: "store not writable", 8: "store not writable",  # FULL, IOERR, RO
+                   11: "store corrupt", 26: "store corrupt", 14: "store file missing"}  # CORRUPT, NOTADB, CANTOPEN
+_BUSY_CODES = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _BUSY_CODES
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _reason(exc: sqlite3.Error) -> str:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return _SQLITE_REASONS.get(code & 0xFF, "store failed")
+    text = str(exc).lower()
+    if "full" in text or "i/o" in text or "readonly" in text or "read-only" in text:
+        return "store not writable"
+    if "malformed" in text or "not a database" in text or "corrupt" in text:
+        return "store corrupt"
+    return "store failed"
 
 
 def default_db_path() -> Path:
@@ -65,10 +110,16 @@ def default_db_path() -> Path:
 
 
 class StoreOwner:
-    """The exclusive OS lock (``flock``) on ``DB.lock``: one server per store file."""
+    """The exclusive OS locks (``flock``) on ``DB.lock`` and on the store file itself: one server per store.
+
+    The store file's own lock is taken on its inode, so the same file under another name (a
+    symlink, a hard link) cannot be served twice; ``DB.lock`` holds the owner's pid for the
+    error message.
+    """
 
     def __init__(self, db_path: Path) -> None:
         self.path = Path(f"{db_path}.lock")
+        self._file_fd = -1
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -81,14 +132,27 @@ class StoreOwner:
             os.close(self._fd)
             raise InvalidInputError("--db", f"{db_path} is in use by another dnnprov serve (pid {holder}); "
                                             "one server per job store") from None
+        try:
+            self._file_fd = os.open(db_path, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self._file_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            busy = exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+            self.release()
+            if busy:
+                raise InvalidInputError("--db", f"{db_path} ({os.path.realpath(db_path)}) is in use by another "
+                                                "dnnprov serve under another name (a link); one server per job "
+                                                "store") from None
+            raise InvalidInputError("--db", f"cannot open {db_path}: {exc.strerror or exc}") from None
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
 
     def release(self) -> None:
         """Give the store up (the OS also does this when the process ends)."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        for name in ("_file_fd", "_fd"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                os.close(fd)
+                setattr(self, name, -1)
 
 
 def body_hash(kind: str, body: Any) -> str:
@@ -127,6 +191,7 @@ class JobStore:
         self.path = Path(path)
         self.retry_s = retry_s
         self.healthy = True
+        self.failure: tuple[str, str] | None = None  # the last failure: (readiness reason, message)
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -139,6 +204,9 @@ class JobStore:
                 if column not in have:
                     self._db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
             self._db.execute("CREATE INDEX IF NOT EXISTS jobs_idem ON jobs (tenant, idempotency_key)")
+            self._db.execute("CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY, ts REAL NOT NULL)")
+            stat = os.stat(self.path)
+            self._identity = (stat.st_dev, stat.st_ino)
         except (OSError, sqlite3.Error) as exc:
             raise InvalidInputError("--db", f"cannot use {self.path} as the job store: "
                                             f"{getattr(exc, 'strerror', None) or exc}") from None
@@ -148,40 +216,84 @@ class JobStore:
         with self._lock:
             self._db.close()
 
+    def _check_identity(self) -> None:
+        """Raise :class:`StoreFailed` when the path no longer names the file the server opened."""
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            raise StoreFailed("store file missing", f"{self.path} was deleted while the server ran: "
+                                                    "jobs written now would be lost") from None
+        except OSError as exc:
+            raise StoreFailed("store failed", f"cannot check {self.path}: {exc.strerror or exc}") from None
+        if (stat.st_dev, stat.st_ino) != self._identity:
+            raise StoreFailed("store file replaced", f"{self.path} is another file than the one the server "
+                                                     "opened (replaced while it ran)")
+
+    def _rollback(self) -> None:
+        if self._db.in_transaction:
+            try:
+                self._db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+
     def _run(self, operation: Callable[[sqlite3.Connection], T], retry_s: float | None = None, *,
              write: bool = True) -> T:
-        """``operation(db)`` (a write: in one ``IMMEDIATE`` transaction), retried while SQLite is busy."""
+        """``operation(db)`` (a write: in one ``IMMEDIATE`` transaction, after the file's identity is checked).
+
+        Retried while SQLite is busy for up to ``retry_s`` seconds (then :class:`StoreBusy`);
+        other failures (disk full, I/O error, corruption) are tried :data:`FAILURE_TRIES`
+        times, then raise :class:`StoreFailed`. :attr:`failure` keeps the last failure.
+        """
         deadline = time.monotonic() + (self.retry_s if retry_s is None else retry_s)
         pause = 0.02
+        failures = 0
         while True:
             try:
                 with self._lock:
                     if not write:
                         value = operation(self._db)
                     else:
+                        self._check_identity()
                         self._db.execute("BEGIN IMMEDIATE")
                         try:
                             value = operation(self._db)
+                            self._db.execute("COMMIT")
                         except BaseException:
-                            self._db.execute("ROLLBACK")
+                            self._rollback()
                             raise
-                        self._db.execute("COMMIT")
-                self.healthy = True
+                self.healthy, self.failure = True, None
                 return value
-            except sqlite3.OperationalError as exc:
+            except StoreFailed as exc:
+                self.healthy, self.failure = False, (exc.reason, str(exc))
+                raise
+            except sqlite3.DatabaseError as exc:
                 self.healthy = False
-                if time.monotonic() + pause > deadline:
-                    raise StoreBusy(f"the job store is unavailable: {exc}") from None
+                if _is_busy(exc):
+                    if time.monotonic() + pause > deadline:
+                        raise StoreBusy(f"the job store is unavailable: {exc}") from None
+                else:
+                    failures += 1
+                    if failures >= FAILURE_TRIES:
+                        self.failure = (_reason(exc), f"{exc}")
+                        raise StoreFailed(_reason(exc), f"the job store failed: {exc}") from None
                 time.sleep(pause)
                 pause = min(pause * 2, 0.5)
 
     def ping(self) -> bool:
         """Whether the store takes a write now (readiness)."""
+        return self.probe() is None
+
+    def probe(self) -> str | None:
+        """Write one row now (identity checked, committed): ``None`` when it is written, else the
+        ``/readyz`` reason (``store busy`` or one of :data:`FAILURE_REASONS`)."""
         try:
-            self._run(lambda db: db.execute("SELECT 1").fetchone(), retry_s=0.0)
+            self._run(lambda db: db.execute("INSERT OR REPLACE INTO probe (id, ts) VALUES (1, ?)", (time.time(),)),
+                      retry_s=0.0)
         except StoreBusy:
-            return False
-        return True
+            return "store busy"
+        except StoreFailed as exc:
+            return exc.reason
+        return None
 
     def add(self, kind: str, body: Any, *, tenant: str = "", idempotency_key: str | None = None,
             request_id: str | None = None) -> tuple[str, bool]:

@@ -8,6 +8,7 @@ the CLI option it mirrors (``time_limit_s`` for ``--time-limit``, ...).
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -57,6 +58,13 @@ def _fields(body: object, allowed: set[str], required: tuple[str, ...] = ()) -> 
     return body
 
 
+@functools.lru_cache(maxsize=64)
+def _embedded(path: Path) -> Problem:
+    """An instance file shipped with dnnprov, read once per process (problems are frozen; the
+    files do not change while the server runs): a cheap request no longer parses it twice."""
+    return read_instance(path)
+
+
 def instance(value: object, where: str = "instance") -> Problem:
     """An instance object, or ``"embedded:REL"`` for a file shipped with dnnprov (inside its folder only)."""
     if isinstance(value, str):
@@ -72,7 +80,7 @@ def instance(value: object, where: str = "instance") -> Problem:
             found = False
         if not found:
             raise InvalidInputError(where, f"no such embedded instance: {check.short(value)}")
-        return read_instance(path)
+        return _embedded(path)
     if not isinstance(value, Mapping):
         raise InvalidInputError(where, f"must be an instance object, got {type(value).__name__}")
     try:
@@ -87,6 +95,23 @@ def _time_limit(body: Mapping[str, Any], kind: str, cap_s: float) -> float:
     if limit > cap_s:
         raise InvalidInputError("time_limit_s", f"at most {cap_s:g} s on this server, got {limit:g}")
     return limit
+
+
+#: CLI options the library names in its errors -> the body field they stand for (others: ``--a-b`` is ``a_b``).
+OPTION_FIELDS = {"--time-limit": "time_limit_s", "--trace": "traces", "--fit-period": "fit_period",
+                 "--autostop": "options.autostop", "--region": "options.region",
+                 "--skypilot-catalog": "options.skypilot_catalog", "--no-catalog-check": "options.no_catalog_check",
+                 "--managed-spot": "options.managed_spot", "--image-id": "options.image_id",
+                 "--launch-template": "options.launch_template", "--subnet-id": "options.subnet_id",
+                 "--key-name": "options.key_name", "--run-id": "options.run_id"}
+
+
+def body_field(field: str) -> str:
+    """The body path an error field stands for: every answer names body paths, never CLI options."""
+    if not field.startswith("--"):
+        return field
+    option = field.split(" ", 1)[0]
+    return OPTION_FIELDS.get(option, option[2:].replace("-", "_"))
 
 
 def kill_after(time_limit_s: float) -> float:
@@ -114,6 +139,8 @@ def _solve(body: object, cap: float) -> Task:
     problem = instance(b["instance"])
     method, limit = _method(b), _time_limit(b, "solve", cap)
     gap = check.number("gap", b.get("gap", 0.0), minimum=0)
+    if gap >= 1:  # as solve() says, so that a job is refused at once like /v1/solve
+        raise InvalidInputError("gap", f"must be below 1, got {gap!r}")
     max_plans = check.optional_integer("max_plans", b.get("max_plans"), minimum=1)
     return Task("solve", lambda: solve(problem, method, time_limit_s=limit, gap=gap, max_plans=max_plans).to_dict(),
                 limit, kill_after(limit), method)
@@ -211,6 +238,17 @@ def _replan(body: object, cap: float) -> Task:
     return Task("replan", run, limit, kill_after(limit), method)
 
 
+def _check_plan_fields(fields: Mapping[str, Any], where: str) -> None:
+    """The plan fields of a prediction (``where``: ``plan.`` for those inside its ``plan``)."""
+    for key in ("ps", "functions", "memory_mb"):
+        if key in fields:
+            check.integer(f"{where}{key}", fields[key], minimum=1)
+    if "local_batch" in fields:
+        check.number(f"{where}local_batch", fields["local_batch"], exclusive_minimum=0)
+    if "counts" in fields:  # null or {} too: the schema's counts is a non-empty object
+        _counts(fields["counts"], f"{where}counts")
+
+
 def _predict(body: object, cap: float) -> Task:
     from dnnprov.models.predict import predict
 
@@ -222,14 +260,9 @@ def _predict(body: object, cap: float) -> Task:
     plan = b.get("plan", {})
     if not isinstance(plan, Mapping):
         raise InvalidInputError("plan", "must be a plan object, e.g. the \"plan\" of a solve result")
+    _check_plan_fields({k: v for k, v in plan.items() if k in plan_keys}, "plan.")  # also those the body overrides
     given = {k: v for k, v in plan.items() if k in plan_keys} | {k: b[k] for k in plan_keys if k in b}
-    for key in ("ps", "functions", "memory_mb"):  # checked now, so that a bad job is refused at once
-        if key in given:
-            check.integer(key, given[key], minimum=1)
-    if "local_batch" in given:
-        check.number("local_batch", given["local_batch"], exclusive_minimum=0)
-    if given.get("counts"):
-        _counts(given["counts"], "counts")
+    _check_plan_fields(given, "")  # checked now, so that a bad job is refused at once
     return Task("predict", lambda: predict(problem, **given), 0.0, 60.0, "predict")
 
 
@@ -355,7 +388,7 @@ def outcome(kind: str, body: object, max_time_limit_s: float) -> tuple:
     try:
         return ("ok", run(kind, body, max_time_limit_s), time.perf_counter() - started)
     except InvalidInputError as exc:
-        return ("invalid", exc.field, exc.problem)
+        return ("invalid", body_field(exc.field), exc.problem)
     except Exception as exc:
         return ("error", f"{type(exc).__name__}: {exc}")
 

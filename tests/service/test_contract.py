@@ -31,6 +31,7 @@ CONFIG = Path(__file__).with_name("schemathesis.toml")
 def test_schemathesis_finds_no_failure(tmp_path: Path, with_token: bool) -> None:
     """`st run --checks all` over every operation (and the links from job creation): 0 failures."""
     options = ["--workers", "1", "--max-time-limit", "1", "--max-pending", "8", "--max-auth-failures", "1000000",
+               "--rate-limit", "1000",
                "--quiet"]
     headers: list[str] = []
     phases = ["--phases", "examples,fuzzing,stateful"]

@@ -34,7 +34,7 @@ def started_jobs(log: Path, job_id: str) -> list[dict]:
 
 def test_killed_worker_process_job_is_retried_then_failed_at_its_limit(tmp_path: Path) -> None:
     """kill -9 of the worker running a job: the job runs again (logged) until its third attempt, then fails."""
-    with server(tmp_path, "--workers", "1") as (url, proc, log):
+    with server(tmp_path, "--workers", "1", "--short-workers", "0") as (url, proc, log):
         with httpx.Client(base_url=url, timeout=30) as client:
             once = client.post("/v1/jobs", json=SLOW).json()["id"]
             wait_for(client, once, ("running",))
@@ -135,7 +135,7 @@ def test_store_locked_20_s_by_another_process_delays_but_loses_nothing(tmp_path:
             jobs = [wait_for(client, job_id, ("done", "failed"), timeout=120) for job_id in ids]
             after = client.get("/readyz")
     assert refused.status_code == 503 and refused.headers["retry-after"] and "store" in refused.json()["error"]["message"]
-    assert ready.status_code == 503 and "store unavailable" in ready.json()["reasons"]
+    assert ready.status_code == 503 and "store busy" in ready.json()["reasons"]
     assert seen.status_code == 200 and seen.json()["status"] == "queued"
     assert [(j["status"], j["attempts"]) for j in jobs] == [("done", 1)] * 3
     assert after.status_code == 200, after.json()

@@ -105,12 +105,20 @@ def test_request_ids_and_traceparent_reach_answers_and_logs(tenants) -> None:
 
 
 def test_failed_auth_is_throttled_and_stderr_is_json(tenants) -> None:
-    """After 10 wrong tokens a client gets 429 with Retry-After, even with a right token; every log line is JSON."""
+    """After 10 failures of one wrong token a client gets 429 with Retry-After for it, while a right
+    token from the same address (another client behind one ingress) is served; an address that
+    tries 100 tokens gets 429 whatever it sends. Every log line is JSON."""
     url, log = tenants
     with httpx.Client(base_url=url, timeout=30) as client:
-        codes = [client.get("/v1/jobs", headers={"Authorization": f"Bearer wrong-{i}"}).status_code for i in range(12)]
+        codes = [client.get("/v1/jobs", headers={"Authorization": "Bearer wrong-token-xyz"}).status_code
+                 for _ in range(12)]
+        neighbour = client.get("/v1/jobs", headers={"Authorization": f"Bearer {ALICE}"})
+        guesses = [client.get("/v1/jobs", headers={"Authorization": f"Bearer guess-{i:03d}"}).status_code
+                   for i in range(100)]
         blocked = client.get("/v1/jobs", headers={"Authorization": f"Bearer {ALICE}"})
         assert client.get("/healthz").status_code == 200  # health checks need no token
     assert codes[:10] == [401] * 10 and codes[10:] == [429, 429]
+    assert neighbour.status_code == 200
+    assert 429 in guesses and guesses[-1] == 429
     assert blocked.status_code == 429 and int(blocked.headers["retry-after"]) >= 1
     assert all(isinstance(json.loads(line), dict) for line in log.read_text().splitlines())

@@ -1,0 +1,175 @@
+"""Slow clients against normal ones (issue 30): 64 slow-body clients and 64 normal clients together.
+
+Starts the real server (``dnnprov serve --quiet`` on a free 127.0.0.1 port, a fresh job
+database, ``--workers 1 --short-workers 1``, room for every client: ``--max-pending``
+``--normal`` + ``--long`` + 8) and runs for ``--seconds``:
+
+- ``--slow`` clients each open a connection, send the head of a ``POST /v1/jobs`` announcing
+  a 100,000-byte body and then one byte a second; when the server cuts one off (408 at the
+  minimum body rate) it connects again at once;
+- ``--normal`` clients each send a cheap request every ``--interval`` seconds (or as soon as
+  the last one is answered, when that takes longer) on a kept-alive connection, in turn: ``POST /v1/predict``, ``POST /v1/solve`` with ``method: heuristic``
+  (both served by the short lane) and ``GET /v1/jobs/{id}`` of a stored job (a status read);
+- ``--long`` jobs (proven solves of ``data/benchmarks/large/large-001.json``) are queued at
+  the start so the long lane is busy throughout;
+- a prober reads ``/healthz`` every 50 ms.
+
+The contract (exit 1 when missed): the normal clients' requests p99 under 1 s and
+``/healthz`` p99 under 100 ms, every normal answer 200, and slow clients cut off by the
+server (not by us). Prints the figures as one JSON line; CPU seconds from
+``time.process_time`` (this process) and ``/proc`` (the server and its workers).
+
+    .venv/bin/python benchmarks/slow_clients.py              # 64 + 64 clients, 30 s
+
+Only 127.0.0.1 is ever contacted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+# sibling scripts: the same server start and CPU reading
+from service_admission import server_cpu
+from service_load import start_server
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLE1 = "embedded:spot/paper-table1.json"
+LARGE = ROOT / "data" / "benchmarks" / "large" / "large-001.json"
+SLOW_HEAD = (b"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+             b"Content-Length: 100000\r\n\r\n{")
+
+
+async def slow_client(host: str, port: int, stop: asyncio.Event, cut: list[int]) -> None:
+    """Trickle a body a byte a second; reconnect whenever the server closes the connection."""
+    while not stop.is_set():
+        try:
+            reader, writer = await asyncio.open_connection(host, port)
+        except OSError:
+            await asyncio.sleep(0.1)
+            continue
+        try:
+            writer.write(SLOW_HEAD)
+            closed = asyncio.ensure_future(reader.read())  # the server's answer, then EOF
+            while not stop.is_set() and not closed.done():
+                await asyncio.wait({closed}, timeout=1.0)
+                if not closed.done():
+                    writer.write(b" ")
+                    await writer.drain()
+            if closed.done() and not closed.cancelled():
+                cut.append(1 if closed.result().startswith(b"HTTP/1.1 408") else 0)
+            closed.cancel()
+        except OSError:
+            cut.append(0)
+        finally:
+            writer.close()
+
+
+async def normal_client(client: httpx.AsyncClient, job_id: str, interval: float, stop: asyncio.Event,
+                        latency: list[float], codes: dict[int, int]) -> None:
+    """Cheap requests every ``interval`` s: a prediction, a heuristic solve, a status read."""
+    requests = [("POST", "/v1/predict", {"instance": TABLE1, "counts": {"g3.8xlarge": 5}, "ps": 1}),
+                ("POST", "/v1/solve", {"instance": TABLE1, "method": "heuristic"}),
+                ("GET", f"/v1/jobs/{job_id}", None)]
+    i = 0
+    while not stop.is_set():
+        method, path, body = requests[i % 3]
+        i += 1
+        started = time.perf_counter()
+        answer = await client.request(method, path, json=body)
+        latency.append(time.perf_counter() - started)
+        codes[answer.status_code] = codes.get(answer.status_code, 0) + 1
+        await asyncio.sleep(max(0.0, interval - (time.perf_counter() - started)))
+
+
+async def prober(client: httpx.AsyncClient, stop: asyncio.Event, latency: list[float]) -> None:
+    """/healthz every 50 ms."""
+    while not stop.is_set():
+        started = time.perf_counter()
+        await client.get("/healthz")
+        latency.append(time.perf_counter() - started)
+        await asyncio.sleep(0.05)
+
+
+def ms(values: list[float], q: float) -> float | None:
+    """The ``q``-th percentile of ``values`` (seconds) in milliseconds."""
+    return round(float(np.percentile(values, q)) * 1000, 1) if values else None
+
+
+async def run(url: str, slow: int, normal: int, long: int, seconds: float, interval: float) -> dict:
+    """The load; returns the figures."""
+    host, port = url.removeprefix("http://").split(":")
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        stored = (await client.post("/v1/jobs", json={"instance": TABLE1})).json()["id"]
+        body = {"instance": json.loads(LARGE.read_text()), "time_limit_s": 20}
+        for _ in range(long):
+            await client.post("/v1/jobs", json=body)
+    stop = asyncio.Event()
+    cut: list[int] = []
+    normal_latency: list[float] = []
+    health_latency: list[float] = []
+    codes: dict[int, int] = {}
+    # The clients are made first: each httpx client loads an SSL context (tens of ms of CPU),
+    # which would stall this process's event loop, and every latency measured, mid-run.
+    limits = httpx.Limits(max_connections=normal, max_keepalive_connections=normal)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as pool, \
+            httpx.AsyncClient(base_url=url, timeout=30) as probe_client:
+        tasks = [asyncio.ensure_future(slow_client(host, int(port), stop, cut)) for _ in range(slow)]
+        await asyncio.sleep(2.0)  # the slow clients are connected before the others start
+        tasks += [asyncio.ensure_future(normal_client(pool, stored, interval, stop, normal_latency, codes))
+                  for _ in range(normal)]
+        tasks.append(asyncio.ensure_future(prober(probe_client, stop, health_latency)))
+        await asyncio.sleep(seconds)
+        stop.set()
+        await asyncio.wait(tasks, timeout=60)
+    return {"normal_requests": len(normal_latency), "normal_codes": codes,
+            "normal_p50_ms": ms(normal_latency, 50), "normal_p99_ms": ms(normal_latency, 99),
+            "normal_max_ms": ms(normal_latency, 100), "healthz_probes": len(health_latency),
+            "healthz_p50_ms": ms(health_latency, 50), "healthz_p99_ms": ms(health_latency, 99),
+            "healthz_max_ms": ms(health_latency, 100), "slow_cut_by_server": sum(cut), "slow_ended_otherwise":
+            len(cut) - sum(cut)}
+
+
+def main() -> int:
+    """Run the benchmark; exit 1 when the contract is missed."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--slow", type=int, default=64)
+    parser.add_argument("--normal", type=int, default=64)
+    parser.add_argument("--long", type=int, default=4, help="long jobs queued at the start")
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between a normal client's requests")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        proc, url = start_server(Path(folder), workers=1, max_pending=args.normal + args.long + 8)
+        try:
+            cpu_before, server_before = time.process_time(), server_cpu(proc.pid)
+            figures = asyncio.run(run(url, args.slow, args.normal, args.long, args.seconds, args.interval))
+            figures |= {"client_cpu_s": round(time.process_time() - cpu_before, 1),
+                        "server_cpu_s": round(server_cpu(proc.pid) - server_before, 1),
+                        "load_average": [round(x, 2) for x in os.getloadavg()]}
+        finally:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(20)
+            except Exception:  # noqa: BLE001  the server must not outlive the benchmark
+                proc.kill()
+    print(json.dumps(figures))
+    met = (figures["normal_p99_ms"] is not None and figures["normal_p99_ms"] < 1000
+           and figures["healthz_p99_ms"] is not None and figures["healthz_p99_ms"] < 100
+           and set(figures["normal_codes"]) == {200} and figures["slow_cut_by_server"] > 0)
+    print("contract " + ("met" if met else "MISSED"))
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
