@@ -35,7 +35,7 @@ from dnnprov.service.metrics import Metrics
 from dnnprov.service.middleware import ServiceMiddleware
 from dnnprov.service.openapi import openapi_document
 from dnnprov.service.pool import Outcome, Work, WorkerPool
-from dnnprov.service.store import FINAL, STATES, JobStore, StoreBusy, StoreOwner
+from dnnprov.service.store import FINAL, STATES, Store, StoreBusy, StoreOwner, is_database_url, open_store
 from dnnprov.service.tasks import KINDS, prepare
 
 __all__ = ["ServiceConfig", "create_app", "log_event"]
@@ -54,7 +54,7 @@ class ServiceConfig:
     ``tokens`` maps each bearer token to its tenant (``None``: no token needed, one tenant).
     """
 
-    db_path: Path
+    db_path: Path | str  # a SQLite file, or a postgresql:// URL (kept a str: a Path would fold its //)
     workers: int = 2
     tokens: dict[str, str] | None = None
     max_body_bytes: int = 1 << 20
@@ -101,8 +101,9 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        held = owner or StoreOwner(config.db_path)
-        store = JobStore(config.db_path)
+        db_url = is_database_url(config.db_path)  # PostgreSQL: replicas share it, leases instead of the file lock
+        held = owner or (None if db_url else StoreOwner(Path(config.db_path)))
+        store = open_store(config.db_path)
         if config.dask_address is not None:
             from dnnprov.service.dask_executor import DaskExecutor
 
@@ -115,8 +116,10 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         state.update(store=store, pool=pool, metrics=metrics, runner=runner)
         app.state.drain = drain
         requeued = await run_in_threadpool(runner.recover)
+        if db_url:
+            store.attach(runner, pool, lambda: state["draining"])  # type: ignore[attr-defined]
         purger = asyncio.create_task(_purge_forever(store))
-        log_event(logging.INFO, "started", db=str(config.db_path), workers=pool.workers, requeued=requeued,
+        log_event(logging.INFO, "started", db=str(store.path), workers=pool.workers, requeued=requeued,
                   executor="dask" if config.dask_address else "processes")
         try:
             yield
@@ -125,11 +128,11 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
             state["draining"] = True
             await run_in_threadpool(pool.close)
             store.close()
-            if owner is None:
+            if owner is None and held is not None:
                 held.release()
             log_event(logging.INFO, "stopped")
 
-    async def _purge_forever(store: JobStore) -> None:
+    async def _purge_forever(store: Store) -> None:
         while True:
             try:
                 removed = await run_in_threadpool(store.purge, config.job_ttl_s)
@@ -390,7 +393,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
     @app.post("/v1/jobs/{job_id}/cancel")
     async def cancel_job(request: Request, job_id: str) -> dict[str, Any]:
         _job_id(job_id)
-        store: JobStore = state["store"]
+        store: Store = state["store"]
         before = await run_in_threadpool(store.cancel, job_id, _tenant(request))
         if before is None:
             raise ApiError(404, "job_id", f"no job {short(job_id, 40)}")
@@ -406,7 +409,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
     @app.delete("/v1/jobs/{job_id}", status_code=204)
     async def delete_job(request: Request, job_id: str) -> Response:
         _job_id(job_id)
-        store: JobStore = state["store"]
+        store: Store = state["store"]
         before = await run_in_threadpool(store.cancel, job_id, _tenant(request))
         if before is None:
             raise ApiError(404, "job_id", f"no job {short(job_id, 40)}")
