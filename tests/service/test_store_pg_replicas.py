@@ -1,0 +1,189 @@
+"""Several `dnnprov serve` replicas on one PostgreSQL database: real servers, real kills.
+
+The replicas are subprocesses on free loopback ports sharing a fresh database of a real
+PostgreSQL server (started from the machine's binaries; skipped without them), with
+leases of 5 s (renewed every second). Jobs come from several clients at once, to every
+replica; a replica is killed with SIGKILL while it runs a job. What must hold: every job
+ends ``done`` (0 lost), each is recorded finished once over all the replicas' logs (0 run
+twice), only the killed attempt is repeated, and every answer is what the CLI prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+httpx = pytest.importorskip("httpx", reason="httpx is in the test extra")
+pytest.importorskip("fastapi", reason="the service extra (fastapi, uvicorn) is in the test extra")
+pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is in the test extra")
+
+from pg_server import LocalPostgres, missing
+from service_helpers import DNNPROV, TABLE1, TOKEN, log_events, server, slow_instance, startup_error, wait_for
+
+#: Distinct fast jobs (answers compared with the CLI's) and the slow one killed mid-run.
+FAST = [(TABLE1, "milp"), (TABLE1, "heuristic"), ("embedded:spot/paper-table5-resnet110-0.8-2400.json", "milp"),
+        ("embedded:spot/paper-table5-inception-v3-1.0-6700.json", "milp"),
+        ("embedded:serverless/paper-table3-resnet50.json", "milp")]
+
+
+@pytest.fixture(scope="module")
+def pg() -> Iterator[LocalPostgres]:
+    """One PostgreSQL server for the module (skipped without the binaries)."""
+    reason = missing()
+    if reason is not None:
+        pytest.skip(reason)
+    server_ = LocalPostgres()
+    yield server_
+    server_.stop()
+
+
+def cli_answer(instance: str | Path, method: str, *extra: str) -> dict:
+    """What `dnnprov solve INSTANCE --method M --json` prints, without its timing."""
+    out = json.loads(subprocess.run([DNNPROV, "solve", str(instance), "--method", method, "--json", *extra],
+                                    capture_output=True, text=True, check=True).stdout)
+    out.pop("solve_seconds", None)
+    return out
+
+
+def comparable(result: dict) -> dict:
+    """A job's result without its timing."""
+    return {k: v for k, v in result.items() if k != "solve_seconds"}
+
+
+def runs_on(job_id: str, logs: list[Path]) -> int:
+    """The index of the log whose replica started the job."""
+    found = [i for i, log in enumerate(logs) if job_id in {e["job_id"] for e in log_events(log, "job_started")}]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def finished_per_job(logs: list[Path]) -> Counter:
+    """How often each job was recorded as ended (``job_finished`` or ``job_failed``) over all logs."""
+    return Counter(e["job_id"] for log in logs for event in ("job_finished", "job_failed")
+                   for e in log_events(log, event))
+
+
+def test_replicas_kill_9_mid_job_lose_nothing_and_run_nothing_twice(pg: LocalPostgres, tmp_path: Path) -> None:
+    """3 replicas, 4 clients, a replica killed (SIGKILL) while it runs a job: the job is adopted and finishes."""
+    db = pg.new_database() + "?lease_s=5"
+    slow_file = tmp_path / "slow.json"
+    slow_file.write_text(json.dumps(slow_instance(6)))
+    slow_body = {"instance": slow_instance(6), "method": "enumerate", "max_plans": 100000000, "time_limit_s": 120}
+    with ExitStack() as stack:
+        replicas = [stack.enter_context(server(tmp_path, "--workers", "1", "--max-time-limit", "120",
+                                               db=db)) for _ in range(3)]  # type: ignore[arg-type]
+        clients = [stack.enter_context(httpx.Client(base_url=url, timeout=60)) for url, _, _ in replicas]
+        slow = clients[0].post("/v1/jobs", json=slow_body).json()["id"]
+        wait_for(clients[0], slow, ("running",))
+        ids: list[str] = []
+        lock = threading.Lock()
+
+        def send(client_index: int) -> None:
+            """One client: each job to the next replica; on a dead one, the same job (same key) to another."""
+            for n, (instance, method) in enumerate(FAST * 2):
+                for attempt in range(3):
+                    client = clients[(client_index + n + attempt) % 3]
+                    try:
+                        job = client.post("/v1/jobs", json={"instance": instance, "method": method},
+                                          headers={"Idempotency-Key": f"client{client_index}-{n}"}).json()["id"]
+                        break
+                    except httpx.TransportError:
+                        continue
+                with lock:
+                    ids.append(job)
+
+        senders = [threading.Thread(target=send, args=(i,)) for i in range(4)]
+        for sender in senders:
+            sender.start()
+        assert clients[0].get(f"/v1/jobs/{slow}").json()["status"] == "running"
+        victim = runs_on(slow, [log for _, _, log in replicas])  # the replica that accepted it, unless one stole it
+        os.kill(replicas[victim][1].pid, signal.SIGKILL)  # its worker dies with it (PR_SET_PDEATHSIG)
+        for sender in senders:
+            sender.join()
+        killed_at = time.monotonic()
+        jobs = {job_id: wait_for(clients[(victim + 1) % 3], job_id, ("done", "failed", "cancelled"), timeout=300)
+                for job_id in [slow, *ids]}
+        # a new replica on the same database takes work again
+        with server(tmp_path, "--workers", "1", db=db) as (url, _, restarted_log), \
+                httpx.Client(base_url=url, timeout=60) as client:  # type: ignore[arg-type]
+            again = client.post("/v1/jobs", json={"instance": TABLE1}).json()["id"]
+            assert client.get(f"/v1/jobs/{again}?wait=60").json()["status"] == "done"
+        logs = [log for _, _, log in replicas] + [restarted_log]
+    assert time.monotonic() - killed_at < 300
+    assert len(jobs) == 1 + 4 * 2 * len(FAST)
+    assert {job["status"] for job in jobs.values()} == {"done"}, "0 lost"
+    ended = finished_per_job(logs)
+    assert all(ended[job_id] == 1 for job_id in jobs), "each job recorded finished exactly once"
+    assert jobs[slow]["attempts"] == 2  # the killed attempt, then the adopted one
+    adopted = [e for log in logs if log != logs[victim] for e in log_events(log, "job_adopted") if e["job_id"] == slow]
+    assert len(adopted) == 1 and adopted[0]["was"] == "running"
+    started = Counter(e["job_id"] for log in logs for e in log_events(log, "job_started"))
+    assert started[slow] == 2 and all(started[i] == 1 for i in ids if jobs[i]["attempts"] == 1)
+    expected = {spec: cli_answer(*spec) for spec in FAST}
+    by_id = {}
+    for job_id in ids:  # the bodies' order is per sender; match each answer by its instance and method
+        by_id[job_id] = comparable(jobs[job_id]["result"])
+    assert all(any(answer == want for want in expected.values()) for answer in by_id.values())
+    assert Counter(json.dumps(a, sort_keys=True) for a in by_id.values()) == Counter(
+        {json.dumps(want, sort_keys=True): 8 for want in expected.values()})
+    cli_slow = cli_answer(slow_file, "enumerate", "--max-plans", "100000000", "--time-limit", "120")
+    assert comparable(jobs[slow]["result"]) == cli_slow
+
+
+def test_replicas_share_idempotency_tenants_and_cancels(pg: LocalPostgres, tmp_path: Path) -> None:
+    """Keys and tenants hold across replicas; a cancel sent to one replica stops the job running on another."""
+    db = pg.new_database() + "?lease_s=5"
+    other_token = "other-tenant-token-0123456789"
+    (tmp_path / "tokens").write_text(f"alpha {TOKEN}\nbeta {other_token}\n")
+    options = ("--workers", "1", "--token-file", str(tmp_path / "tokens"))
+    with server(tmp_path, *options, db=db) as (url_a, _, log_a), \
+            server(tmp_path, *options, db=db) as (url_b, _, log_b):  # type: ignore[arg-type]
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        with httpx.Client(base_url=url_a, headers=auth, timeout=60) as a, \
+                httpx.Client(base_url=url_b, headers=auth, timeout=60) as b, \
+                httpx.Client(base_url=url_b, headers={"Authorization": f"Bearer {other_token}"}, timeout=60) as beta:
+            key = {"Idempotency-Key": "nightly-1"}
+            first = a.post("/v1/jobs", json={"instance": TABLE1}, headers=key)
+            replay = b.post("/v1/jobs", json={"instance": TABLE1}, headers=key)
+            assert first.status_code == replay.status_code == 202
+            assert replay.json()["id"] == first.json()["id"] and replay.headers["Idempotent-Replayed"] == "true"
+            clash = b.post("/v1/jobs", json={"instance": TABLE1, "gap": 0.5}, headers=key)
+            assert clash.status_code == 422 and clash.json()["error"]["field"] == "Idempotency-Key"
+            assert beta.get(f"/v1/jobs/{first.json()['id']}").status_code == 404
+            assert beta.post(f"/v1/jobs/{first.json()['id']}/cancel").status_code == 404
+            assert beta.get("/v1/jobs").json()["jobs"] == []
+            # a long job running on a, cancelled through b
+            slow = a.post("/v1/jobs", json={"instance": slow_instance(10), "method": "enumerate",
+                                            "max_plans": 100000000, "time_limit_s": 120}).json()["id"]
+            wait_for(a, slow, ("running",))
+            running, other = (a, b) if runs_on(slow, [log_a, log_b]) == 0 else (b, a)
+            cancelled = other.post(f"/v1/jobs/{slow}/cancel")
+            assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+            deadline = time.monotonic() + 30
+            while running.get("/healthz").json()["running"] and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert running.get("/healthz").json()["running"] == 0, "the cancelled job's worker was stopped"
+            lost = [e["job_id"] for log in (log_a, log_b) for e in log_events(log, "job_lost")]
+            assert lost == [slow]
+            assert a.get(f"/v1/jobs/{slow}").json()["status"] == "cancelled"
+            after = a.post("/v1/jobs", json={"instance": TABLE1}).json()["id"]
+            assert a.get(f"/v1/jobs/{after}?wait=60").json()["status"] == "done"
+            assert b.get(f"/v1/jobs/{slow}").json()["status"] == "cancelled"  # nothing wrote over the cancel
+
+
+def test_unreachable_database_is_one_startup_error(tmp_path: Path) -> None:
+    """`--db postgresql://...` that cannot be reached: exit 2, one JSON line naming --db."""
+    run = subprocess.run([DNNPROV, "serve", "--port", "0", "--db", "postgresql://postgres@127.0.0.1:1/nope"],
+                         capture_output=True, text=True, timeout=120, check=False)
+    line = startup_error(run)
+    assert line["field"] == "--db" and "127.0.0.1" in line["message"]
