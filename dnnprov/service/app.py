@@ -228,6 +228,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         if not await run_in_threadpool(store.ping):
             reasons.append("store unavailable")
         reasons += [f"worker slot {i} died" for i in pool.dead_slots()]
+        reasons += getattr(pool, "problems", list)()  # the Dask executor's: its scheduler, its workers
         if not pool.warm():
             reasons.append("no worker ready yet")
         return JSONResponse({"status": "not ready" if reasons else "ready", "reasons": reasons, **_health()},
