@@ -13,7 +13,10 @@ its leases every ``lease_s / 5`` seconds and, in the same beat, adopts what nobo
   slots, the oldest queued job of a busy replica (work stealing);
 - a job this replica held but that its renewal no longer finds (cancelled through another
   replica, stolen, or adopted after this replica lost the database for a whole lease) is
-  stopped here at once.
+  stopped here at once;
+- a job the database says this replica owns but that its runner has not had for
+  :data:`STRAY_S` seconds (a start or re-queue committed just as the connection broke, its
+  answer lost) is queued again.
 
 Starting a job (:meth:`PgJobStore.start`) is an atomic claim of a ``queued`` job owned by
 this replica; its end (:meth:`finish`, :meth:`requeue`) is written only while this replica
@@ -50,6 +53,8 @@ LOG = logging.getLogger("dnnprov.service")
 T = TypeVar("T")
 #: Seconds a replica's hold on a job lasts without renewal (``?lease_s=`` in the URL sets it).
 DEFAULT_LEASE_S = 10.0
+#: Seconds a job this replica owns may be missing from its runner before it is queued again (see ``_strays_due``).
+STRAY_S = 5.0
 #: The database's clock, in seconds since the epoch: every lease is measured on it.
 NOW = "extract(epoch from clock_timestamp())::float8"
 _COLUMNS = "id, kind, body, status, result, error, attempts, created, started, finished, tenant, seq"
@@ -131,6 +136,7 @@ class PgJobStore:
         self._runner: JobRunner | None = None
         self._pool: WorkerPool | None = None
         self._draining: Callable[[], bool] = lambda: False
+        self._stray_since: dict[str, float] = {}
         try:
             with self._lock:
                 conn = self._connect()
@@ -370,6 +376,12 @@ class PgJobStore:
                     f"RETURNING old.owner, {_RETURNED}", (self.replica, steal, self.replica, self.lease_s)).fetchall()
             found = [(_job(row[1:]), was.get(row[1], row[0]), "running" if row[1] in was else "queued")
                      for row in rows]
+            strays = self._strays_due(db)
+            if strays:
+                rows = db.execute(
+                    f"UPDATE {_TABLE} j SET status = 'queued', started = NULL WHERE id = ANY(%s) AND owner = %s "
+                    f"AND status IN ('queued', 'running') RETURNING {_RETURNED}", (list(strays), self.replica)).fetchall()
+                found += [(_job(row), self.replica, strays[row[0]]) for row in rows]
             return sorted(found, key=lambda item: item[0].seq)
 
         adopted = self._run(adopt)
@@ -379,6 +391,26 @@ class PgJobStore:
             _log("job_adopted", job_id=job.id, kind=job.kind, was=was, previous_owner=previous, owner=self.replica,
                  attempts=job.attempts)
         return [job for job, _, _ in adopted]
+
+    def _strays_due(self, db: psycopg.Connection[Any]) -> dict[str, str]:
+        """Jobs this replica owns that its runner has not had for :data:`STRAY_S` seconds: id -> status.
+
+        A start or a re-queue whose commit was lost with the connection (it happened, but
+        the answer did not come back) leaves such a job; it is queued again here.
+        """
+        if self._runner is None:
+            return {}
+        rows = db.execute(f"SELECT id, status FROM {_TABLE} WHERE owner = %s AND status IN ('queued', 'running')",
+                          (self.replica,)).fetchall()
+        now, seen, due = time.monotonic(), {}, {}
+        for job_id, status in rows:
+            if self._runner.active(job_id) is not None:
+                continue
+            seen[job_id] = self._stray_since.get(job_id, now)
+            if now - seen[job_id] >= STRAY_S:
+                due[job_id] = str(status)
+        self._stray_since = {job_id: since for job_id, since in seen.items() if job_id not in due}
+        return due
 
     def attach(self, runner: JobRunner, pool: WorkerPool, draining: Callable[[], bool]) -> None:
         """Start the lease beat: renew this replica's leases, stop lost jobs, adopt orphans through ``runner``."""

@@ -187,3 +187,30 @@ def test_unreachable_database_is_one_startup_error(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=120, check=False)
     line = startup_error(run)
     assert line["field"] == "--db" and "127.0.0.1" in line["message"]
+
+
+def test_a_job_its_replica_lost_track_of_is_queued_again(pg: LocalPostgres, tmp_path: Path) -> None:
+    """Jobs the database says a replica owns but its runner lacks (a start or a re-queue committed just as
+    the connection broke): after a few seconds the replica queues them again and runs them."""
+    import psycopg
+
+    db = pg.new_database()
+    with server(tmp_path, "--workers", "1", db=db + "?lease_s=2") as (url, _, log), \
+            httpx.Client(base_url=url, timeout=60) as client, psycopg.connect(db, autocommit=True) as conn:  # type: ignore[arg-type]
+        names = conn.execute("SELECT DISTINCT application_name FROM pg_stat_activity "
+                             "WHERE application_name LIKE 'dnnprov %'").fetchall()
+        assert len(names) == 1, names
+        replica = names[0][0].removeprefix("dnnprov ")
+        body = json.dumps({"instance": TABLE1})
+        for job_id, status, attempts in (("a" * 32, "queued", 0), ("b" * 32, "running", 1)):
+            conn.execute("INSERT INTO dnnprov_jobs (id, kind, body, status, attempts, created, started, owner, "
+                         "lease_until) VALUES (%s, 'solve', %s, %s, %s, extract(epoch from now()), "
+                         "extract(epoch from now()), %s, extract(epoch from now()) + 2)",
+                         (job_id, body, status, attempts, replica))
+        queued = wait_for(client, "a" * 32, ("done", "failed"), timeout=120)
+        running = wait_for(client, "b" * 32, ("done", "failed"), timeout=120)
+    assert (queued["status"], queued["attempts"]) == ("done", 1)
+    assert (running["status"], running["attempts"]) == ("done", 2)
+    again = {e["job_id"]: e for e in log_events(log, "job_adopted")}
+    assert again["a" * 32]["previous_owner"] == again["b" * 32]["previous_owner"] == replica
+    assert (again["a" * 32]["was"], again["b" * 32]["was"]) == ("queued", "running")
