@@ -57,12 +57,23 @@ class LocalPostgres:
         subprocess.run([str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
                         "--no-sync"], check=True, capture_output=True, cwd=self.root, user=user, group=group)
         self.log = self.root / "postgres.log"
-        with open(self.log, "w") as log:
-            self.process = subprocess.Popen(
-                [str(PG_BIN / "postgres"), "-D", str(data), "-p", str(self.port), "-k", str(self.root),
-                 "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=200"],
-                stdout=log, stderr=subprocess.STDOUT, cwd=self.root, start_new_session=True, user=user, group=group)
+        self._command = [str(PG_BIN / "postgres"), "-D", str(data), "-p", str(self.port), "-k", str(self.root),
+                         "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=200"]
+        self._user, self._group = user, group
+        self._start()
+
+    def _start(self) -> None:
+        with open(self.log, "a") as log:
+            self.process = subprocess.Popen(self._command, stdout=log, stderr=subprocess.STDOUT, cwd=self.root,
+                                            start_new_session=True, user=self._user, group=self._group)
         self._wait_ready()
+
+    def restart(self, down_s: float = 0.0) -> None:
+        """Stop the server (fast shutdown: every connection is cut), wait ``down_s``, start it again."""
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(60)
+        time.sleep(down_s)
+        self._start()
 
     def _wait_ready(self) -> None:
         import psycopg

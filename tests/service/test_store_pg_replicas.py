@@ -214,3 +214,45 @@ def test_a_job_its_replica_lost_track_of_is_queued_again(pg: LocalPostgres, tmp_
     again = {e["job_id"]: e for e in log_events(log, "job_adopted")}
     assert again["a" * 32]["previous_owner"] == again["b" * 32]["previous_owner"] == replica
     assert (again["a" * 32]["was"], again["b" * 32]["was"]) == ("queued", "running")
+
+
+def test_database_restart_delays_but_loses_nothing(tmp_path: Path) -> None:
+    """PostgreSQL restarted (every connection cut, 3 s down) while 2 replicas run jobs: new jobs get 202 or
+    503 with Retry-After (never 500); afterwards every job is done, each ended once, answers the CLI's."""
+    reason = missing()
+    if reason is not None:
+        pytest.skip(reason)
+    pg = LocalPostgres()
+    try:
+        db = pg.new_database() + "?lease_s=10"
+        with server(tmp_path, "--workers", "1", db=db) as (url_a, _, log_a), \
+                server(tmp_path, "--workers", "1", db=db) as (url_b, _, log_b), \
+                httpx.Client(base_url=url_a, timeout=60) as a, httpx.Client(base_url=url_b, timeout=60) as b:  # type: ignore[arg-type]
+            ids = [(a if n % 2 else b).post("/v1/jobs", json={"instance": instance, "method": method}).json()["id"]
+                   for n, (instance, method) in enumerate(FAST * 2)]
+            answers: list[httpx.Response] = []
+            restart = threading.Thread(target=pg.restart, kwargs={"down_s": 3.0})
+            restart.start()
+            while restart.is_alive():
+                answers.append(a.post("/v1/jobs", json={"instance": TABLE1}))
+                time.sleep(0.3)
+            restart.join()
+            ids += [answer.json()["id"] for answer in answers if answer.status_code == 202]
+            jobs = {job_id: wait_for(a, job_id, ("done", "failed", "cancelled"), timeout=300) for job_id in ids}
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not all(httpx.get(f"{u}/readyz", timeout=10).status_code == 200
+                                                          for u in (url_a, url_b)):
+                time.sleep(0.5)
+            ready = [httpx.get(f"{u}/readyz", timeout=10).status_code for u in (url_a, url_b)]
+    finally:
+        pg.stop()
+    assert {answer.status_code for answer in answers} <= {202, 503}
+    assert all(answer.headers.get("Retry-After") for answer in answers if answer.status_code == 503)
+    assert {job["status"] for job in jobs.values()} == {"done"}
+    ended = finished_per_job([log_a, log_b])
+    assert all(ended[job_id] == 1 for job_id in jobs)
+    for event in ("internal_error", "thread_error", "slot_error", "job_end_not_recorded"):
+        assert not log_events(log_a, event) and not log_events(log_b, event), event
+    expected = {json.dumps(cli_answer(*spec), sort_keys=True) for spec in FAST}
+    assert {json.dumps(comparable(job["result"]), sort_keys=True) for job in jobs.values()} <= expected
+    assert ready == [200, 200]
