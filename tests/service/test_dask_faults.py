@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -44,13 +44,13 @@ def dask_process(tmp_path: Path, name: str, *args: str) -> Iterator[subprocess.P
         proc.wait()
 
 
-def scheduler(tmp_path: Path, port: int) -> Iterator[subprocess.Popen]:
+def scheduler(tmp_path: Path, port: int) -> AbstractContextManager[subprocess.Popen]:
     """A `dask scheduler` on 127.0.0.1:PORT."""
     return dask_process(tmp_path, f"scheduler-{port}", "scheduler", "--host", "127.0.0.1", "--port", str(port),
                         "--no-dashboard")
 
 
-def worker(tmp_path: Path, address: str) -> Iterator[subprocess.Popen]:
+def worker(tmp_path: Path, address: str) -> AbstractContextManager[subprocess.Popen]:
     """One `dask worker` process of one thread (under its nanny, which restarts it when it dies)."""
     return dask_process(tmp_path, "worker", "worker", address, "--nthreads", "1", "--nworkers", "1",
                         "--host", "127.0.0.1", "--no-dashboard")

@@ -19,10 +19,17 @@ pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is in the te
 from pg_server import LocalPostgres, missing
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.service.store import open_store
+from dnnprov.service.store import Job, open_store
 from dnnprov.service.store_pg import PgJobStore
 
 BODY = {"instance": "embedded:spot/paper-table1.json"}
+
+
+def job(store: PgJobStore, job_id: str) -> Job:
+    """The stored job, which must exist."""
+    found = store.get(job_id)
+    assert found is not None, job_id
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +82,9 @@ def test_idempotency_keys_and_tenants_hold_across_replicas(url: str) -> None:
     other, created = b.add("solve", BODY, tenant="t2", idempotency_key="k")
     assert created and other != job_id
     assert b.get(job_id, "t2") is None and b.get(job_id, "t1") is not None
-    assert b.cancel(job_id, "t2") is None and a.get(job_id).status == "queued"
+    assert b.cancel(job_id, "t2") is None and job(a, job_id).status == "queued"
     assert [j.id for j in b.list(tenant="t2")] == [other]
-    assert b.cancel(job_id, "t1") == "queued" and a.get(job_id).status == "cancelled"
+    assert b.cancel(job_id, "t1") == "queued" and job(a, job_id).status == "cancelled"
     assert a.delete(job_id, "t2") is False and a.delete(job_id, "t1") is True and b.get(job_id) is None
     # the same key sent at once to two replicas from 8 clients: one job
     answers: list[tuple[str, bool]] = []
@@ -98,7 +105,7 @@ def test_only_the_current_attempt_writes_the_result(url: str) -> None:
     a, b = PgJobStore(url), PgJobStore(url)
     job_id, _ = a.add("solve", BODY)
     assert not b.start(job_id)  # not b's job
-    assert a.start(job_id) and a.get(job_id).status == "running"
+    assert a.start(job_id) and job(a, job_id).status == "running"
     assert b.recover() == []  # the lease holds
     time.sleep(1.3)  # a "dies": no renewal
     adopted = b.recover()
@@ -108,8 +115,8 @@ def test_only_the_current_attempt_writes_the_result(url: str) -> None:
     assert not a.finish(job_id, "done", result={"by": "a"})
     assert not a.requeue(job_id, refund=True)
     assert b.finish(job_id, "done", result={"by": "b"})
-    job = a.get(job_id)
-    assert (job.status, job.result, job.attempts, job.body) == ("done", {"by": "b"}, 2, None)
+    ended = job(a, job_id)
+    assert (ended.status, ended.result, ended.attempts, ended.body) == ("done", {"by": "b"}, 2, None)
     assert not b.finish(job_id, "failed", error={"field": "", "message": "again"})
     a.close()
     b.close()

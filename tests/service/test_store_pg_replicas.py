@@ -18,8 +18,9 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,6 +48,11 @@ def pg() -> Iterator[LocalPostgres]:
     server_.stop()
 
 
+def replica(tmp_path: Path, *options: str, db: str) -> AbstractContextManager[tuple[str, subprocess.Popen, Path]]:
+    """`dnnprov serve --db URL` (service_helpers.server, which passes ``db`` on as text)."""
+    return server(tmp_path, *options, db=db)  # type: ignore[arg-type]
+
+
 def cli_answer(instance: str | Path, method: str, *extra: str) -> dict:
     """What `dnnprov solve INSTANCE --method M --json` prints, without its timing."""
     out = json.loads(subprocess.run([DNNPROV, "solve", str(instance), "--method", method, "--json", *extra],
@@ -61,8 +67,13 @@ def comparable(result: dict) -> dict:
 
 
 def runs_on(job_id: str, logs: list[Path]) -> int:
-    """The index of the log whose replica started the job."""
-    found = [i for i, log in enumerate(logs) if job_id in {e["job_id"] for e in log_events(log, "job_started")}]
+    """The index of the log whose replica started the job (its line may follow the commit by a moment)."""
+    deadline = time.monotonic() + 20
+    while True:
+        found = [i for i, log in enumerate(logs) if job_id in {e["job_id"] for e in log_events(log, "job_started")}]
+        if found or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert len(found) == 1, found
     return found[0]
 
@@ -77,11 +88,11 @@ def test_replicas_kill_9_mid_job_lose_nothing_and_run_nothing_twice(pg: LocalPos
     """3 replicas, 4 clients, a replica killed (SIGKILL) while it runs a job: the job is adopted and finishes."""
     db = pg.new_database() + "?lease_s=5"
     slow_file = tmp_path / "slow.json"
-    slow_file.write_text(json.dumps(slow_instance(6)))
-    slow_body = {"instance": slow_instance(6), "method": "enumerate", "max_plans": 100000000, "time_limit_s": 120}
+    slow_file.write_text(json.dumps(slow_instance(7)))
+    slow_body = {"instance": slow_instance(7), "method": "enumerate", "max_plans": 100000000, "time_limit_s": 120}
     with ExitStack() as stack:
-        replicas = [stack.enter_context(server(tmp_path, "--workers", "1", "--max-time-limit", "120",
-                                               db=db)) for _ in range(3)]  # type: ignore[arg-type]
+        replicas = [stack.enter_context(replica(tmp_path, "--workers", "1", "--max-time-limit", "120",
+                                               db=db)) for _ in range(3)]
         clients = [stack.enter_context(httpx.Client(base_url=url, timeout=60)) for url, _, _ in replicas]
         slow = clients[0].post("/v1/jobs", json=slow_body).json()["id"]
         wait_for(clients[0], slow, ("running",))
@@ -114,8 +125,8 @@ def test_replicas_kill_9_mid_job_lose_nothing_and_run_nothing_twice(pg: LocalPos
         jobs = {job_id: wait_for(clients[(victim + 1) % 3], job_id, ("done", "failed", "cancelled"), timeout=300)
                 for job_id in [slow, *ids]}
         # a new replica on the same database takes work again
-        with server(tmp_path, "--workers", "1", db=db) as (url, _, restarted_log), \
-                httpx.Client(base_url=url, timeout=60) as client:  # type: ignore[arg-type]
+        with replica(tmp_path, "--workers", "1", db=db) as (url, _, restarted_log), \
+                httpx.Client(base_url=url, timeout=60) as client:
             again = client.post("/v1/jobs", json={"instance": TABLE1}).json()["id"]
             assert client.get(f"/v1/jobs/{again}?wait=60").json()["status"] == "done"
         logs = [log for _, _, log in replicas] + [restarted_log]
@@ -126,7 +137,7 @@ def test_replicas_kill_9_mid_job_lose_nothing_and_run_nothing_twice(pg: LocalPos
     assert all(ended[job_id] == 1 for job_id in jobs), "each job recorded finished exactly once"
     assert jobs[slow]["attempts"] == 2  # the killed attempt, then the adopted one
     adopted = [e for log in logs if log != logs[victim] for e in log_events(log, "job_adopted") if e["job_id"] == slow]
-    assert len(adopted) == 1 and adopted[0]["was"] == "running"
+    assert [e["was"] for e in adopted].count("running") == 1  # (an idle replica may steal it afterwards)
     started = Counter(e["job_id"] for log in logs for e in log_events(log, "job_started"))
     assert started[slow] == 2 and all(started[i] == 1 for i in ids if jobs[i]["attempts"] == 1)
     expected = {spec: cli_answer(*spec) for spec in FAST}
@@ -146,8 +157,8 @@ def test_replicas_share_idempotency_tenants_and_cancels(pg: LocalPostgres, tmp_p
     other_token = "other-tenant-token-0123456789"
     (tmp_path / "tokens").write_text(f"alpha {TOKEN}\nbeta {other_token}\n")
     options = ("--workers", "1", "--token-file", str(tmp_path / "tokens"))
-    with server(tmp_path, *options, db=db) as (url_a, _, log_a), \
-            server(tmp_path, *options, db=db) as (url_b, _, log_b):  # type: ignore[arg-type]
+    with replica(tmp_path, *options, db=db) as (url_a, _, log_a), \
+            replica(tmp_path, *options, db=db) as (url_b, _, log_b):
         auth = {"Authorization": f"Bearer {TOKEN}"}
         with httpx.Client(base_url=url_a, headers=auth, timeout=60) as a, \
                 httpx.Client(base_url=url_b, headers=auth, timeout=60) as b, \
@@ -173,8 +184,8 @@ def test_replicas_share_idempotency_tenants_and_cancels(pg: LocalPostgres, tmp_p
             while running.get("/healthz").json()["running"] and time.monotonic() < deadline:
                 time.sleep(0.2)
             assert running.get("/healthz").json()["running"] == 0, "the cancelled job's worker was stopped"
-            lost = [e["job_id"] for log in (log_a, log_b) for e in log_events(log, "job_lost")]
-            assert lost == [slow]
+            running_log = log_a if running is a else log_b
+            assert slow in [e["job_id"] for e in log_events(running_log, "job_lost")]
             assert a.get(f"/v1/jobs/{slow}").json()["status"] == "cancelled"
             after = a.post("/v1/jobs", json={"instance": TABLE1}).json()["id"]
             assert a.get(f"/v1/jobs/{after}?wait=60").json()["status"] == "done"
@@ -195,24 +206,24 @@ def test_a_job_its_replica_lost_track_of_is_queued_again(pg: LocalPostgres, tmp_
     import psycopg
 
     db = pg.new_database()
-    with server(tmp_path, "--workers", "1", db=db + "?lease_s=2") as (url, _, log), \
-            httpx.Client(base_url=url, timeout=60) as client, psycopg.connect(db, autocommit=True) as conn:  # type: ignore[arg-type]
+    with replica(tmp_path, "--workers", "1", db=db + "?lease_s=2") as (url, _, log), \
+            httpx.Client(base_url=url, timeout=60) as client, psycopg.connect(db, autocommit=True) as conn:
         names = conn.execute("SELECT DISTINCT application_name FROM pg_stat_activity "
                              "WHERE application_name LIKE 'dnnprov %'").fetchall()
         assert len(names) == 1, names
-        replica = names[0][0].removeprefix("dnnprov ")
+        owner = names[0][0].removeprefix("dnnprov ")
         body = json.dumps({"instance": TABLE1})
         for job_id, status, attempts in (("a" * 32, "queued", 0), ("b" * 32, "running", 1)):
             conn.execute("INSERT INTO dnnprov_jobs (id, kind, body, status, attempts, created, started, owner, "
                          "lease_until) VALUES (%s, 'solve', %s, %s, %s, extract(epoch from now()), "
                          "extract(epoch from now()), %s, extract(epoch from now()) + 2)",
-                         (job_id, body, status, attempts, replica))
+                         (job_id, body, status, attempts, owner))
         queued = wait_for(client, "a" * 32, ("done", "failed"), timeout=120)
         running = wait_for(client, "b" * 32, ("done", "failed"), timeout=120)
     assert (queued["status"], queued["attempts"]) == ("done", 1)
     assert (running["status"], running["attempts"]) == ("done", 2)
     again = {e["job_id"]: e for e in log_events(log, "job_adopted")}
-    assert again["a" * 32]["previous_owner"] == again["b" * 32]["previous_owner"] == replica
+    assert again["a" * 32]["previous_owner"] == again["b" * 32]["previous_owner"] == owner
     assert (again["a" * 32]["was"], again["b" * 32]["was"]) == ("queued", "running")
 
 
@@ -225,12 +236,12 @@ def test_database_restart_delays_but_loses_nothing(tmp_path: Path) -> None:
     pg = LocalPostgres()
     try:
         db = pg.new_database() + "?lease_s=10"
-        with server(tmp_path, "--workers", "1", db=db) as (url_a, _, log_a), \
-                server(tmp_path, "--workers", "1", db=db) as (url_b, _, log_b), \
-                httpx.Client(base_url=url_a, timeout=60) as a, httpx.Client(base_url=url_b, timeout=60) as b:  # type: ignore[arg-type]
+        with replica(tmp_path, "--workers", "1", db=db) as (url_a, _, log_a), \
+                replica(tmp_path, "--workers", "1", db=db) as (url_b, _, log_b), \
+                httpx.Client(base_url=url_a, timeout=60) as a, httpx.Client(base_url=url_b, timeout=60) as b:
             ids = [(a if n % 2 else b).post("/v1/jobs", json={"instance": instance, "method": method}).json()["id"]
                    for n, (instance, method) in enumerate(FAST * 2)]
-            answers: list[httpx.Response] = []
+            answers: list[Any] = []  # httpx.Response
             restart = threading.Thread(target=pg.restart, kwargs={"down_s": 3.0})
             restart.start()
             while restart.is_alive():
