@@ -137,6 +137,8 @@ class PgJobStore:
         self._pool: WorkerPool | None = None
         self._draining: Callable[[], bool] = lambda: False
         self._stray_since: dict[str, float] = {}
+        #: Since when this replica has reached the database without a break (``None``: the last renewal failed).
+        self._connected_since: float | None = time.monotonic()
         try:
             with self._lock:
                 conn = self._connect()
@@ -355,34 +357,27 @@ class PgJobStore:
         :meth:`~dnnprov.service.jobs.JobRunner.recover`, which queues them here.
         """
         steal = self._capacity() if self._runner is not None else 0
+        since = self._connected_since
+        # Expired leases are trusted only from a replica that has reached the database for a whole lease:
+        # after an outage longer than a lease every lease looks expired, and the live owners need one
+        # lease to renew theirs before anyone may take their jobs.
+        trusted = since is not None and time.monotonic() - since >= self.lease_s
 
         def adopt(db: psycopg.Connection[Any]) -> list[tuple[Job, str | None, str]]:
             expired = db.execute(
-                f"WITH old AS (SELECT id, owner FROM {_TABLE} WHERE status = 'running' AND owner <> %s "
+                f"WITH old AS (SELECT id, owner FROM {_TABLE} WHERE %s AND status = 'running' AND owner <> %s "
                 f"AND lease_until < {NOW} FOR UPDATE SKIP LOCKED) "
                 f"UPDATE {_TABLE} j SET status = 'queued', started = NULL, owner = NULL FROM old WHERE j.id = old.id "
-                "RETURNING j.id, old.owner", (self.replica,)).fetchall()
+                "RETURNING j.id, old.owner", (trusted, self.replica)).fetchall()
             was = {row[0]: row[1] for row in expired}
-            rows = db.execute(
+            rows = db.execute(  # unowned (handed over, or expired just above) always; expired ones when trusted
                 f"WITH old AS (SELECT id, owner FROM {_TABLE} WHERE status = 'queued' "
-                f"AND (owner IS NULL OR (owner <> %s AND lease_until < {NOW})) FOR UPDATE SKIP LOCKED) "
+                f"AND (owner IS NULL OR (%s AND owner <> %s AND lease_until < {NOW})) FOR UPDATE SKIP LOCKED) "
                 f"UPDATE {_TABLE} j SET owner = %s, lease_until = {NOW} + %s FROM old WHERE j.id = old.id "
-                f"RETURNING old.owner, {_RETURNED}", (self.replica, self.replica, self.lease_s)).fetchall()
-            if steal > 0:
-                rows += db.execute(
-                    f"WITH old AS (SELECT id, owner FROM {_TABLE} WHERE status = 'queued' AND owner <> %s "
-                    "ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED) "
-                    f"UPDATE {_TABLE} j SET owner = %s, lease_until = {NOW} + %s FROM old WHERE j.id = old.id "
-                    f"RETURNING old.owner, {_RETURNED}", (self.replica, steal, self.replica, self.lease_s)).fetchall()
+                f"RETURNING old.owner, {_RETURNED}", (trusted, self.replica, self.replica, self.lease_s)).fetchall()
             found = [(_job(row[1:]), was.get(row[1], row[0]), "running" if row[1] in was else "queued")
                      for row in rows]
-            strays = self._strays_due(db)
-            if strays:
-                rows = db.execute(
-                    f"UPDATE {_TABLE} j SET status = 'queued', started = NULL WHERE id = ANY(%s) AND owner = %s "
-                    f"AND status IN ('queued', 'running') RETURNING {_RETURNED}", (list(strays), self.replica)).fetchall()
-                found += [(_job(row), self.replica, strays[row[0]]) for row in rows]
-            return sorted(found, key=lambda item: item[0].seq)
+            return sorted(found + self._strays(db, steal), key=lambda item: item[0].seq)
 
         adopted = self._run(adopt)
         with self._held_lock:
@@ -391,6 +386,24 @@ class PgJobStore:
             _log("job_adopted", job_id=job.id, kind=job.kind, was=was, previous_owner=previous, owner=self.replica,
                  attempts=job.attempts)
         return [job for job, _, _ in adopted]
+
+    def _strays(self, db: psycopg.Connection[Any], steal: int) -> list[tuple[Job, str | None, str]]:
+        """The queued jobs stolen from busy replicas (``steal`` at most), and this replica's strays queued again."""
+        found: list[tuple[Job, str | None, str]] = []
+        if steal > 0:
+            rows = db.execute(
+                f"WITH old AS (SELECT id, owner FROM {_TABLE} WHERE status = 'queued' AND owner <> %s "
+                "ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED) "
+                f"UPDATE {_TABLE} j SET owner = %s, lease_until = {NOW} + %s FROM old WHERE j.id = old.id "
+                f"RETURNING old.owner, {_RETURNED}", (self.replica, steal, self.replica, self.lease_s)).fetchall()
+            found += [(_job(row[1:]), row[0], "queued") for row in rows]
+        strays = self._strays_due(db)
+        if strays:
+            rows = db.execute(
+                f"UPDATE {_TABLE} j SET status = 'queued', started = NULL WHERE id = ANY(%s) AND owner = %s "
+                f"AND status IN ('queued', 'running') RETURNING {_RETURNED}", (list(strays), self.replica)).fetchall()
+            found += [(_job(row), self.replica, strays[row[0]]) for row in rows]
+        return found
 
     def _strays_due(self, db: psycopg.Connection[Any]) -> dict[str, str]:
         """Jobs this replica owns that its runner has not had for :data:`STRAY_S` seconds: id -> status.
@@ -435,8 +448,11 @@ class PgJobStore:
                     conn.execute("SET statement_timeout = '5s'")
                 self._renew(conn)
                 self._renewed_ok = True
+                if self._connected_since is None:
+                    self._connected_since = time.monotonic()
             except psycopg.Error as exc:
                 self._renewed_ok = False
+                self._connected_since = None
                 _log("lease_renewal_failed", level=logging.WARNING, error=str(exc).strip()[:200])
                 continue
             if self._runner is not None and not self._draining():

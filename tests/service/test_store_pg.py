@@ -128,8 +128,10 @@ def test_claims_of_orphans_are_disjoint(url: str) -> None:
     ids = [dead.add("solve", {**BODY, "n": i})[0] for i in range(60)]
     for job_id in ids[:10]:
         assert dead.start(job_id)  # ten were running when it died
-    time.sleep(1.3)
+    time.sleep(1.3)  # every lease expired
     replicas = [PgJobStore(url) for _ in range(3)]
+    assert replicas[0].recover() == []  # a new replica trusts expired leases only after a whole lease connected
+    time.sleep(1.1)
     got: dict[int, list[str]] = {}
     barrier = threading.Barrier(3)
 
