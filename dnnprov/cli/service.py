@@ -155,7 +155,7 @@ def _serve(args: argparse.Namespace) -> int:
         from dnnprov.service.app import ServiceConfig, create_app, log_event
         from dnnprov.service.http import TimedH11Protocol
         from dnnprov.service.pool import warning_as_json
-        from dnnprov.service.store import JobStore, StoreOwner, default_db_path
+        from dnnprov.service.store import JobStore, StoreOwner, default_db_path, is_database_url, open_store
     except ImportError as exc:
         raise InvalidInputError("serve", f"needs the service extra: pip install 'dnnprov[service]' ({exc})") from None
     for option, value in (("--workers", args.workers), ("--max-pending", args.max_pending),
@@ -178,9 +178,10 @@ def _serve(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise InvalidInputError("--port", f"must be within 0..65535, got {args.port}")
     tokens = read_tokens(args.token_file)
-    db_path = Path(args.db) if args.db else default_db_path()
-    owner = StoreOwner(db_path)  # one server per store: a second one stops here with one error line
-    JobStore(db_path).close()  # an unusable job store is one error line here, not a failed start
+    db_path: Path | str = args.db if args.db and is_database_url(args.db) else Path(args.db or default_db_path())
+    # one server per SQLite file: a second one stops here with one error line (PostgreSQL: replicas share it)
+    owner = None if isinstance(db_path, str) else StoreOwner(db_path)
+    open_store(db_path).close()  # an unusable job store is one error line here, not a failed start
     if args.dask is not None:
         _check_dask(args.dask)
     _check_bind(args.host, args.port)
@@ -243,7 +244,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=8642)
     p.add_argument("--workers", type=int, default=max(1, min(4, os.cpu_count() or 1)),
                    help="worker processes that run solves (default: CPU count, at most 4)")
-    p.add_argument("--db", help="SQLite job store (default: $XDG_DATA_HOME/dnnprov/jobs.sqlite)")
+    p.add_argument("--db", help="SQLite job store (default: $XDG_DATA_HOME/dnnprov/jobs.sqlite), or "
+                                "postgresql://... for several servers on one database")
     p.add_argument("--token-file", help="require 'Authorization: Bearer TOKEN': one token per line, "
                                         "'TOKEN' or 'TENANT TOKEN' (jobs are seen only by their tenant)")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (default 1 MiB)")

@@ -42,9 +42,12 @@ from dnnprov.service.store import (
     FINAL,
     STATES,
     JobStore,
+    Store,
     StoreBusy,
     StoreFailed,
     StoreOwner,
+    is_database_url,
+    open_store,
 )
 from dnnprov.service.tasks import KINDS, body_field, prepare
 
@@ -67,7 +70,7 @@ class ServiceConfig:
     ``tokens`` maps each bearer token to its tenant (``None``: no token needed, one tenant).
     """
 
-    db_path: Path
+    db_path: Path | str  # a SQLite file, or a postgresql:// URL (kept a str: a Path would fold its //)
     workers: int = 2
     tokens: dict[str, str] | None = None
     max_body_bytes: int = 1 << 20
@@ -141,8 +144,9 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        held = owner or StoreOwner(config.db_path)
-        store = JobStore(config.db_path)
+        db_url = is_database_url(config.db_path)  # PostgreSQL: replicas share it, leases instead of the file lock
+        held = owner or (None if db_url else StoreOwner(Path(config.db_path)))
+        store = open_store(config.db_path)
         if config.dask_address is not None:
             from dnnprov.service.dask_executor import DaskExecutor
 
@@ -156,8 +160,10 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         state.update(store=store, pool=pool, metrics=metrics, runner=runner)
         app.state.drain = drain
         requeued = await run_in_threadpool(runner.recover)
+        if db_url:
+            store.attach(runner, pool, lambda: state["draining"])  # type: ignore[attr-defined]
         purger = asyncio.create_task(_purge_forever(store))
-        log_event(logging.INFO, "started", db=str(config.db_path), workers=pool.workers, requeued=requeued,
+        log_event(logging.INFO, "started", db=str(store.path), workers=pool.workers, requeued=requeued,
                   executor="dask" if config.dask_address else "processes")
         try:
             yield
@@ -166,11 +172,11 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
             state["draining"] = True
             await run_in_threadpool(pool.close)
             store.close()
-            if owner is None:
+            if owner is None and held is not None:
                 held.release()
             log_event(logging.INFO, "stopped")
 
-    async def _purge_forever(store: JobStore) -> None:
+    async def _purge_forever(store: Store) -> None:
         while True:
             try:
                 removed = await run_in_threadpool(store.purge, config.job_ttl_s)
@@ -281,6 +287,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         if problem is not None:
             reasons.append(problem)
         reasons += [f"worker slot {i} died" for i in pool.dead_slots()]
+        reasons += getattr(pool, "problems", list)()  # the Dask executor's: its scheduler, its workers
         if not pool.warm():
             reasons.append("no worker ready yet")
         failure = getattr(store, "failure", None)
@@ -457,7 +464,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
     @app.post("/v1/jobs/{job_id}/cancel")
     async def cancel_job(request: Request, job_id: str) -> dict[str, Any]:
         _job_id(job_id)
-        store: JobStore = state["store"]
+        store: Store = state["store"]
         before = await run_in_threadpool(store.cancel, job_id, _tenant(request))
         if before is None:
             raise ApiError(404, "job_id", f"no job {short(job_id, 40)}")
@@ -474,7 +481,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
     @app.delete("/v1/jobs/{job_id}", status_code=204)
     async def delete_job(request: Request, job_id: str) -> Response:
         _job_id(job_id)
-        store: JobStore = state["store"]
+        store: Store = state["store"]
         before = await run_in_threadpool(store.cancel, job_id, _tenant(request))
         if before is None:
             raise ApiError(404, "job_id", f"no job {short(job_id, 40)}")

@@ -2,29 +2,63 @@
 
 :class:`DaskExecutor` is a :class:`~dnnprov.service.pool.WorkerPool` whose slots hand each
 work to the cluster (``client.submit(tasks.outcome, ...)``) instead of to a local worker
-process: one slot per worker thread of the cluster, so admission, the FIFO queue, drain
-(nothing queued starts; running work is stopped and re-queued), cancellation and the time
-budget behave as with local processes. A work whose Dask worker died more often than the
-scheduler's ``allowed-failures`` (``KilledWorker``) ends as ``("crashed", ...)``, which
-re-queues its job up to its attempt limit. Dask cannot stop a task already running in a
-worker thread: a cancelled or overrunning solve is given up here at once (its slot is free)
-and ends on the worker at its own time limit.
+process: one slot per worker thread of the cluster at start, so admission, the FIFO queue,
+drain (nothing queued starts; running work is stopped and re-queued), cancellation and the
+time budget behave as with local processes. Dask cannot stop a task already running in a
+worker thread: a cancelled or overrunning solve is given up here at once (its slot is
+free) and ends on the worker at its own time limit.
+
+The cluster's own faults, watched by one thread (:meth:`DaskExecutor._watch`, every
+:data:`WATCH_S` seconds):
+
+- **A worker dies while it runs a task.** The scheduler would run the task again on another
+  worker, silently, while the budget clock goes on. The watch asks the scheduler how many
+  workers died holding each running task (``TaskState.suspicious``); at the first, the
+  task is given up and its work ends ``("crashed", ...)``, so the job is retried as its
+  next attempt (counted, up to the attempt limit) with a budget of its own. A task the
+  scheduler itself fails (``KilledWorker``) ends the same way.
+- **The scheduler is lost.** The client cancels every future; a work that was not
+  cancelled by us ends ``("crashed", ...)`` and its job is retried. Slots take no new work
+  until the client is connected again: Dask's client reconnects to the same address for
+  :data:`RECONNECT_S` seconds, after which the watch makes a new client, every
+  :data:`WATCH_S` seconds, until the scheduler answers. A submission that fails because
+  the connection is down waits for it and is sent again (no attempt is spent on it).
+- **Readiness.** :meth:`DaskExecutor.problems` names what is wrong (``dask scheduler
+  unreachable``, ``dask cluster has no worker``) for ``/readyz``.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import json
+import logging
 import threading
+import time
 from typing import Any
 
 from dnnprov.service.pool import Outcome, Work, WorkerPool, _Slot
 from dnnprov.service.tasks import outcome as task_outcome
 
+LOG = logging.getLogger("dnnprov.service")
+#: Seconds between two looks of the watch at the client and the running tasks.
+WATCH_S = 1.0
+#: Seconds Dask's client keeps trying to reconnect to a lost scheduler before it closes.
+RECONNECT_S = 10.0
+#: Longest wait of a slot for one answer of a future, between two looks at its work.
+POLL_S = 0.5
+
+
+def _log(event: str, level: int = logging.INFO, **fields: Any) -> None:
+    LOG.log(level, json.dumps({"ts": round(time.time(), 3), "level": logging.getLevelName(level).lower(),
+                               "event": event, **fields}))
+
 
 class _DaskSlot(_Slot):
     """One worker thread of the cluster: runs one work at a time there."""
 
-    def __init__(self, pool: "DaskExecutor", index: int) -> None:
+    pool: DaskExecutor
+
+    def __init__(self, pool: DaskExecutor, index: int) -> None:
         self.pool, self.index = pool, index
         self.current: Work | None = None
         self.future: Any = None
@@ -43,7 +77,9 @@ class _DaskSlot(_Slot):
         """Nothing to reap: the cluster's workers are not ours."""
 
     def _await_ready(self) -> None:
-        return
+        """Take no work while the client is not connected to the scheduler."""
+        while not self.pool.connected and not self.pool.closing:
+            time.sleep(0.2)
 
     def _serve(self, work: Work) -> None:
         if work.cancelled or (work.before_start is not None and not work.before_start()):
@@ -51,37 +87,68 @@ class _DaskSlot(_Slot):
             return
         with self.lock:
             self.current = work
-            self.future = self.pool.client.submit(task_outcome, work.kind, work.body, self.pool.max_time_limit_s,
-                                                  pure=False)
         try:
-            outcome = self._wait(work)
+            outcome = self._submit(work) or self._wait(work)
         finally:
             with self.lock:
                 self.current, self.future = None, None
         self._end(work, outcome)
 
+    def _submit(self, work: Work) -> Outcome | None:
+        """Send the work to the cluster, waiting for a connection if there is none; an outcome if it ended first."""
+        while True:
+            if work.stopping or self.pool.closing:
+                return ("shutdown",)
+            if work.cancelled:
+                return ("cancelled",)
+            try:
+                future = self.pool.client.submit(task_outcome, work.kind, work.body, self.pool.max_time_limit_s,
+                                                 pure=False)
+            except Exception as exc:  # noqa: BLE001 (ClosedClientError, CommClosedError, OSError: the link is down)
+                _log("dask_submit_failed", logging.WARNING, error=f"{type(exc).__name__}: {exc}"[:300])
+                self.pool.connected = False
+                self._await_ready()
+                continue
+            with self.lock:
+                self.future = future
+            return None
+
     def _wait(self, work: Work) -> Outcome:
+        """The task's outcome within the budget of this attempt, or why it ended without one."""
         from distributed import KilledWorker
 
-        try:
-            return tuple(self.future.result(timeout=work.budget_s))
-        except (concurrent.futures.TimeoutError, TimeoutError):
-            self.future.cancel()
-            if work.stopping or self.pool.closing:
-                return ("shutdown",)
-            if work.cancelled:
-                return ("cancelled",)
-            return ("killed", f"the task ran longer than its budget of {work.budget_s:g} s and was given up")
-        except concurrent.futures.CancelledError:
-            return ("shutdown",) if work.stopping or self.pool.closing else ("cancelled",)
-        except KilledWorker as exc:
-            return ("crashed", f"the Dask workers running the task died: {exc}")
-        except Exception as exc:  # the cluster went away, a lost connection, ...
-            if work.stopping or self.pool.closing:
-                return ("shutdown",)
-            if work.cancelled:
-                return ("cancelled",)
-            return ("crashed", f"the Dask cluster failed the task: {type(exc).__name__}: {exc}")
+        deadline = time.monotonic() + work.budget_s
+        future = self.future
+        while True:
+            try:
+                return tuple(future.result(timeout=max(0.01, min(POLL_S, deadline - time.monotonic()))))
+            except (concurrent.futures.TimeoutError, TimeoutError):
+                if self.pool.worker_died(future.key):
+                    future.cancel()
+                    return ("crashed", "the Dask worker running the task died; the task was given up")
+                if time.monotonic() < deadline:
+                    continue
+                future.cancel()
+                if work.stopping or self.pool.closing:
+                    return ("shutdown",)
+                if work.cancelled:
+                    return ("cancelled",)
+                return ("killed", f"the task ran longer than its budget of {work.budget_s:g} s and was given up")
+            except concurrent.futures.CancelledError:
+                if work.stopping or self.pool.closing:
+                    return ("shutdown",)
+                if work.cancelled:
+                    return ("cancelled",)
+                self.pool.connected = False  # cancelled by the client itself: the scheduler was lost
+                return ("crashed", "the connection to the Dask scheduler was lost while the task ran")
+            except KilledWorker as exc:
+                return ("crashed", f"the Dask workers running the task died: {exc}")
+            except Exception as exc:  # noqa: BLE001 (the cluster went away, a lost connection, ...)
+                if work.stopping or self.pool.closing:
+                    return ("shutdown",)
+                if work.cancelled:
+                    return ("cancelled",)
+                return ("crashed", f"the Dask cluster failed the task: {type(exc).__name__}: {exc}")
 
 
 class DaskExecutor(WorkerPool):
@@ -90,13 +157,78 @@ class DaskExecutor(WorkerPool):
     slot_class = _DaskSlot
 
     def __init__(self, address: str, *, max_time_limit_s: float = 300.0, max_pending: int = 1 << 30) -> None:
+        self.address = address
+        self.client = self._new_client()
+        self.connected = True
+        self.cluster_threads = sum(self.client.nthreads().values())
+        self._deaths: dict[str, int] = {}
+        self._stop = threading.Event()
+        super().__init__(self.cluster_threads or 1, max_time_limit_s=max_time_limit_s, max_pending=max_pending)
+        self._watcher = threading.Thread(target=self._watch, name="dnnprov-dask-watch", daemon=True)
+        self._watcher.start()
+
+    def _new_client(self) -> Any:
+        """A client of the scheduler; its ``timeout`` bounds the first connection and each reconnection."""
         from distributed import Client
 
-        self.client = Client(address, timeout=30, set_as_default=False)
-        threads = sum(self.client.nthreads().values()) or 1
-        super().__init__(threads, max_time_limit_s=max_time_limit_s, max_pending=max_pending)
+        return Client(self.address, timeout=RECONNECT_S, set_as_default=False)
+
+    def warm(self) -> bool:
+        """Whether the client is connected to the scheduler (else no slot can start work)."""
+        return self.connected
+
+    def idle(self) -> int:
+        """Slots with no work, while the client is connected."""
+        return super().idle() if self.connected else 0
+
+    def problems(self) -> list[str]:
+        """What keeps this executor from running work now (``/readyz`` reasons)."""
+        if not self.connected:
+            return ["dask scheduler unreachable"]
+        if not self.cluster_threads:
+            return ["dask cluster has no worker"]
+        return []
+
+    def worker_died(self, key: str) -> bool:
+        """Whether a worker died while it held the task ``key`` (seen by the last look of the watch)."""
+        return self._deaths.get(key, 0) > 0
+
+    def _watch(self) -> None:
+        """Every :data:`WATCH_S` seconds: the client's link, the cluster's threads, deaths under running tasks."""
+
+        def deaths_of(dask_scheduler: Any, keys: list[str]) -> dict[str, int]:
+            """On the scheduler: how many workers died holding each task (a local function: sent by value,
+            so the scheduler needs no dnnprov)."""
+            return {key: dask_scheduler.tasks[key].suspicious for key in keys if key in dask_scheduler.tasks}
+
+        while not self._stop.wait(WATCH_S):
+            client = self.client
+            if client.status == "closed" and not self.closing:
+                try:
+                    self.client = self._new_client()
+                    client = self.client
+                    _log("dask_reconnected", address=self.address)
+                except (OSError, TimeoutError) as exc:
+                    self.connected = False
+                    _log("dask_unreachable", logging.WARNING, address=self.address, error=str(exc)[:200])
+                    continue
+            if client.status != "running":
+                self.connected = False
+                continue
+            keys = [slot.future.key for slot in self._slots if getattr(slot, "future", None) is not None]
+            try:
+                self.cluster_threads = sum(client.nthreads().values())
+                self._deaths = client.run_on_scheduler(deaths_of, keys=keys) if keys else {}
+            except Exception as exc:  # noqa: BLE001 (a lost link shows here as any of several errors)
+                _log("dask_watch_failed", logging.WARNING, error=f"{type(exc).__name__}: {exc}"[:300])
+                continue
+            if not self.connected:
+                _log("dask_connected", address=self.address, threads=self.cluster_threads)
+            self.connected = True
 
     def close(self) -> None:
         """Stop the slots, give up running works (``("shutdown",)``) and close the client."""
+        self._stop.set()
         super().close()
+        self._watcher.join(5)
         self.client.close()

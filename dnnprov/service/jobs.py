@@ -19,7 +19,7 @@ from typing import Any, Callable, Protocol
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.service.pool import Outcome, Work, lane_of
-from dnnprov.service.store import Job, JobStore, StoreBusy, StoreFailed
+from dnnprov.service.store import Job, JobStore, Store, StoreBusy, StoreFailed
 from dnnprov.service.tasks import prepare
 
 LOG = logging.getLogger("dnnprov.service")
@@ -52,7 +52,7 @@ class Executor(Protocol):
 class JobRunner:
     """Stored jobs on an executor, and what happens at each of their ends."""
 
-    def __init__(self, store: JobStore, executor: Executor, *, max_time_limit_s: float,
+    def __init__(self, store: Store, executor: Executor, *, max_time_limit_s: float,
                  record: Callable[[str, str, Outcome], None]) -> None:
         self.store, self.executor = store, executor
         self.max_time_limit_s = max_time_limit_s

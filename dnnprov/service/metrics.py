@@ -7,13 +7,13 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from dnnprov.service.pool import Outcome
-from dnnprov.service.store import JobStore
+from dnnprov.service.store import Store
 
 
 class Metrics:
     """Solves, queue depth, stored jobs and HTTP requests of one server."""
 
-    def __init__(self, pool: Any, store: JobStore) -> None:
+    def __init__(self, pool: Any, store: Store) -> None:
         self.registry = CollectorRegistry()
         self.store = store
         self.solves = Counter("dnnprov_solves", "Solver runs by kind, method and outcome status",

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from dnnprov.errors import InvalidInputError
 
@@ -182,6 +182,48 @@ class Job:
         return {"id": self.id, "kind": self.kind, "status": self.status, "result": self.result,
                 "error": self.error, "attempts": self.attempts, "created": self.created,
                 "started": self.started, "finished": self.finished}
+
+
+class Store(Protocol):
+    """What the server needs of a job store: :class:`JobStore` (SQLite, one server) or
+    :class:`~dnnprov.service.store_pg.PgJobStore` (PostgreSQL, several replicas)."""
+
+    path: Any
+    healthy: bool
+
+    def close(self) -> None: ...
+    def ping(self) -> bool: ...
+    def add(self, kind: str, body: Any, *, tenant: str = "", idempotency_key: str | None = None,
+            request_id: str | None = None) -> tuple[str, bool]: ...
+    def get(self, job_id: str, tenant: str | None = None) -> Job | None: ...
+    def start(self, job_id: str, retry_s: float | None = None) -> bool: ...
+    def finish(self, job_id: str, status: str, *, result: Any = None, error: Any = None,
+               retry_s: float | None = None) -> bool: ...
+    def requeue(self, job_id: str, *, refund: bool, retry_s: float | None = None) -> bool: ...
+    def cancel(self, job_id: str, tenant: str | None = None) -> str | None: ...
+    def delete(self, job_id: str, tenant: str | None = None) -> bool: ...
+    def purge(self, older_than_s: float) -> int: ...
+    def recover(self) -> list[Job]: ...
+    def counts(self) -> dict[str, int]: ...
+    def list(self, status: str | None = None, limit: int = 100, *, tenant: str | None = None,
+             before_seq: int | None = None) -> list[Job]: ...
+
+
+def is_database_url(db: str | Path) -> bool:
+    """Whether ``--db`` names a PostgreSQL database (``postgresql://...``) rather than a SQLite file."""
+    return str(db).startswith(("postgresql://", "postgres://"))
+
+
+def open_store(db: str | Path) -> Store:
+    """The job store ``--db`` names: a PostgreSQL URL (several servers) or a SQLite file (one server)."""
+    if is_database_url(db):
+        try:
+            from dnnprov.service.store_pg import PgJobStore
+        except ImportError as exc:
+            raise InvalidInputError("--db", f"a PostgreSQL store needs the postgres extra: "
+                                            f"pip install 'dnnprov[postgres]' ({exc})") from None
+        return PgJobStore(str(db))
+    return JobStore(db)
 
 
 class JobStore:
