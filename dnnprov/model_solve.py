@@ -20,7 +20,7 @@ from dnnprov.formulations import serverless as serverless_form
 from dnnprov.formulations import spot as spot_form
 from dnnprov.result import Result, Status
 from dnnprov.problems.serverless import ServerlessProblem
-from dnnprov.solve import METHODS
+from dnnprov.dispatch import METHODS
 from dnnprov.solvers.outcome import spot_result
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.models.spot import SpotModel
@@ -76,7 +76,7 @@ def solve_model(model: pyo.ConcreteModel, method: str = "milp", *, time_limit_s:
     side = form.side_rows(model) if user is not None else None
     limit = {} if max_plans is None else {"max_plans": max_plans}
     from dnnprov.progress import stop_on_signals, stop_requested
-    from dnnprov.solve import marked_interrupted, solve
+    from dnnprov.dispatch import marked_interrupted, solve
     from dnnprov.solvers.enumeration import enumerate_serverless, enumerate_spot
     from dnnprov.solvers.serverless_exact import solve_serverless_exact
     from dnnprov.solvers.spot_exact import solve_spot_exact

@@ -23,7 +23,7 @@ import pandas as pd
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.result import Status
-from dnnprov.solve import METHODS
+from dnnprov.dispatch import METHODS
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.batch.runner import cost_ratios, load_instances, read_results, split_path, summarize
 from dnnprov.batch.tables import (DEFAULT_GAP_TOL, DEFAULT_SHIFT_S, PaperTables, Settings, captions, latex,

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from dnnprov.errors import InvalidInputError
 from dnnprov.result import Status
 from dnnprov.problems.serverless import ServerlessProblem
-from dnnprov.solve import METHODS, solve
+from dnnprov.dispatch import METHODS, solve
 from dnnprov.batch.summary import (SUMMARY_COLUMNS, best_known, cost_ratios, format_summary,
                                            method_rank, summarize)
 from dnnprov.batch.files import (INSTANCE_SUFFIXES, NUMERIC_COLUMNS, PLAN_COLUMNS, ROW_COLUMNS,

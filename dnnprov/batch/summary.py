@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from dnnprov.result import Status
-from dnnprov.solve import METHODS
+from dnnprov.dispatch import METHODS
 
 if TYPE_CHECKING:
     import pandas as pd

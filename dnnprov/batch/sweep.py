@@ -20,7 +20,7 @@ from dnnprov.problems import _checks as check, plausibility
 from dnnprov.errors import InvalidInputError
 from dnnprov.result import Result
 from dnnprov.problems.serverless import ServerlessProblem
-from dnnprov.solve import solve
+from dnnprov.dispatch import solve
 from dnnprov.problems.spot import SpotProblem, SpotSLO
 
 #: Most points one grid may have.

@@ -20,7 +20,7 @@ import numpy as np
 from dnnprov.errors import InvalidInputError
 from dnnprov.result import Status
 from dnnprov.batch.summary import method_rank
-from dnnprov.solve import METHODS
+from dnnprov.dispatch import METHODS
 
 if TYPE_CHECKING:
     import pandas as pd

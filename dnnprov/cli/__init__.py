@@ -119,7 +119,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from dnnprov.cli.domain import apply_domain_options, solve_with_domain_cost
     from dnnprov.cli.objectives import apply_budget
     from dnnprov.io.instances import read_instance
-    from dnnprov.solve import solve
+    from dnnprov.dispatch import solve
 
     check_time_limit(args.time_limit)
     problem = apply_budget(apply_domain_options(read_instance(_instance_path(args.file)), args), args.budget)
@@ -152,7 +152,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """Solve the embedded paper Table I instance with every applicable method."""
     from dnnprov.io.instances import embedded_instance, read_instance
-    from dnnprov.solve import solve
+    from dnnprov.dispatch import solve
 
     problem = read_instance(embedded_instance(DEMO_INSTANCE))
     print(describe(problem))
@@ -299,7 +299,7 @@ def _register_core(sub: argparse._SubParsersAction) -> None:
     """Add ``solve``, ``show`` and ``demo``."""
     import inspect
 
-    from dnnprov.solve import METHODS
+    from dnnprov.dispatch import METHODS
 
     p = sub.add_parser("solve", help="solve one instance file", description=inspect.cleandoc(cmd_solve.__doc__ or ""))
     p.add_argument("file", help="instance file, embedded:spot/paper-table1.json, or - for standard input")
@@ -374,8 +374,8 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
 
 def solve_interruptibly(run: Callable[[], "Result"], time_limit_s: float) -> "Result":
     """``run()`` (a solve) with Ctrl-C and SIGTERM stopping it like its time limit; the
-    result of a stopped run is marked interrupted (:func:`dnnprov.solve.marked_interrupted`)."""
-    from dnnprov.solve import marked_interrupted
+    result of a stopped run is marked interrupted (:func:`dnnprov.dispatch.marked_interrupted`)."""
+    from dnnprov.dispatch import marked_interrupted
 
     with stop_on_signals((signal.SIGINT, signal.SIGTERM)):
         result = run()

@@ -23,7 +23,7 @@ from dnnprov.cloud.export.aws_calls import new_run_id
 from dnnprov.io.instances import read_instance
 from dnnprov.revocation.replan import (DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem, solve_takeover, takeover_document,
                                   zone_capacity, zone_placement)
-from dnnprov.solve import METHODS
+from dnnprov.dispatch import METHODS
 from dnnprov.problems.spot import SpotProblem
 
 from dnnprov.cli import EXIT_NO_PLAN, EXIT_OK, check_time_limit, exit_code, solve_interruptibly

@@ -22,7 +22,7 @@ from dnnprov.problems import _checks as check
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import Result, Status, finite_or_none
-from dnnprov.solve import solve
+from dnnprov.dispatch import solve
 
 Problem = SpotProblem | ServerlessProblem
 #: Statuses whose ``bound`` is a proven lower bound on the optimum (with the plan's cost above it).

@@ -41,7 +41,7 @@ from dnnprov.problems import _checks as check
 from dnnprov.errors import InvalidInputError
 from dnnprov.json_files import read_json_file
 from dnnprov.result import Result, SpotPlan
-from dnnprov.solve import solve
+from dnnprov.dispatch import solve
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem, check_existing
 from dnnprov.models.spot import SpotModel
 

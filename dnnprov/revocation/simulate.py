@@ -439,7 +439,7 @@ class Simulator:
             best = self.takeover(counts, ps, caps, t, u)
             return None if best is None else (self.grid().counts[best], int(self.grid().ps[best]))
         from dnnprov.revocation.replan import replanned_problem
-        from dnnprov.solve import solve
+        from dnnprov.dispatch import solve
 
         labels = self.model.columns.labels
         running = {label: int(n) for label, n in zip(labels, counts) if n}

@@ -1,4 +1,5 @@
-"""The one entry point: ``dnnprov.solve(problem, method=...) -> Result``."""
+"""The one entry point, ``dnnprov.solve(problem, method=...) -> Result`` (re-exported by the package;
+this module is named for its role so that ``dnnprov.solve`` is only ever the function)."""
 
 from __future__ import annotations
 
