@@ -494,7 +494,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipped: the real traces are absent ({', '.join(missing)}); pass --shared-data DIR", file=sys.stderr)
         return 0 if args.allow_skip else 2
 
-    import dnnprov
     from dnnprov.io.instances import write_instance
 
     wall0, cpu0 = time.monotonic(), time.process_time()

@@ -33,11 +33,6 @@ INTERRUPTED = "interrupted"     # the stop reason a result names (``details["sto
 _stop = threading.Event()
 
 
-def request_stop() -> None:
-    """Ask every running method to stop at its next limit check (what a signal does)."""
-    _stop.set()
-
-
 def stop_requested() -> bool:
     """Whether a stop was asked for since the last :func:`stop_on_signals` began."""
     return _stop.is_set()
@@ -95,7 +90,7 @@ class Clock:
         return min(self.deadline - time.perf_counter(), 0.0 if _stop.is_set() else math.inf)
 
     def expired(self) -> bool:
-        """Whether the limit has passed or a stop was requested (:func:`request_stop`)."""
+        """Whether the limit has passed or a stop was requested (a signal, :func:`stop_on_signals`)."""
         return _stop.is_set() or time.perf_counter() >= self.deadline
 
     def stop_reason(self) -> str:

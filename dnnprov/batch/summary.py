@@ -25,8 +25,6 @@ def method_rank(methods: Sequence[str]) -> Callable[[str], tuple[int, str]]:
 
 def best_known(df: pd.DataFrame) -> pd.Series:
     """Cheapest plan cost per path over all methods (NaN where no method found a plan)."""
-    import pandas as pd
-
     has_plan = (df["plan"] != "") & df["cost"].notna()
     return df[has_plan].groupby("path")["cost"].min().reindex(df["path"].unique())
 
