@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable
 from dnnprov.problems import _checks as check, plausibility
 from dnnprov.errors import InvalidInputError
 from dnnprov.progress import INTERRUPTED, Clock, SolverLog, log_to_stderr, stop_on_signals, stop_requested
-from dnnprov.result import Objective, Result, Status
+from dnnprov.result import Objective, Result, SpotPlan, Status
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
 
@@ -116,7 +116,8 @@ def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: fl
     gap = check.number("gap", gap, minimum=0)
     if gap >= 1:
         raise InvalidInputError("gap", f"must be below 1, got {gap!r}")
-    limit = {} if max_plans is None else {"max_plans": check.integer("max_plans", max_plans, minimum=1)}
+    plans = (enumeration.DEFAULT_MAX_PLANS if max_plans is None
+             else check.integer("max_plans", max_plans, minimum=1))
     if not isinstance(problem, (SpotProblem, ServerlessProblem)):
         raise InvalidInputError("problem", f"expected SpotProblem or ServerlessProblem, got {type(problem).__name__}")
     if isinstance(problem, ServerlessProblem) and method == "reference-heuristic":
@@ -144,22 +145,23 @@ def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: fl
                 "milp": lambda: (objectives.least_time(problem, exact_min_cost, clock, solver_log)
                                  if objective.kind == "time" else
                                  objectives.least_weighted(problem, exact_min_cost, objective, clock, solver_log)),
-                "enumerate": lambda: (enumeration.enumerate_spot if isinstance(problem, SpotProblem) else
-                                      enumeration.enumerate_serverless)(problem, clock=clock, objective=objective,
-                                                                        **limit),
+                "enumerate": lambda: (
+                    enumeration.enumerate_spot(problem, clock=clock, objective=objective, max_plans=plans)
+                    if isinstance(problem, SpotProblem) else
+                    enumeration.enumerate_serverless(problem, clock=clock, objective=objective, max_plans=plans)),
             }
         elif isinstance(problem, SpotProblem):
             runners = {
                 "milp": lambda: milp.solve_spot(problem, gap=gap, clock=clock, log=solver_log),
                 "heuristic": lambda: heuristics.spot_heuristic(problem, clock=clock),
                 "reference-heuristic": lambda: heuristics.reference_heuristic(problem, clock=clock),
-                "enumerate": lambda: enumeration.enumerate_spot(problem, clock=clock, **limit),
+                "enumerate": lambda: enumeration.enumerate_spot(problem, clock=clock, max_plans=plans),
             }
         else:
             runners = {
                 "milp": lambda: milp.solve_serverless(problem, gap=gap, clock=clock, log=solver_log),
                 "heuristic": lambda: heuristics.serverless_heuristic(problem, clock=clock),
-                "enumerate": lambda: enumeration.enumerate_serverless(problem, clock=clock, **limit),
+                "enumerate": lambda: enumeration.enumerate_serverless(problem, clock=clock, max_plans=plans),
             }
         try:
             result = runners[method]()
@@ -175,7 +177,7 @@ def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: fl
                             message=f"{type(exc).__name__}: {exc}", objective=objective)
         if method != "milp" or objective.kind != "cost":
             solver_log.final(result.status.value, result.message)
-        if isinstance(problem, SpotProblem) and result.plan is not None and problem.plan_zones(result.plan.counts):
+        if isinstance(problem, SpotProblem) and isinstance(result.plan, SpotPlan) and problem.plan_zones(result.plan.counts):
             result = dataclasses.replace(result, details={**result.details,
                                                           "zones": problem.plan_zones(result.plan.counts)})
         return _with_warnings(problem, result)

@@ -158,6 +158,7 @@ def enumerate_spot(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
         if key < best_key:
             best_key, best = key, (counts[i], ps)
     if evaluated < size:
+        assert clock is not None                        # only a clock stops a search early
         note = f"time limit of {clock.limit_s:g} s reached after {evaluated:,} of {size:,} plans"
         return spot_result(model, None if best is None else best[0], 1 if best is None else best[1],
                            status=Status.LIMIT, method="enumerate", started=started,
@@ -194,6 +195,7 @@ def enumerate_serverless(problem: ServerlessProblem, *, max_plans: int = DEFAULT
         if key < best_key:
             best_key, best = key, (n[i], m, s[i])
     if evaluated < size:
+        assert clock is not None                        # only a clock stops a search early
         return serverless_result(model, best, status=Status.LIMIT, method="enumerate", started=started,
                                  message=f"time limit of {clock.limit_s:g} s reached before the grid ended",
                                  stats={"space": size}, objective=objective)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from functools import partial
 from typing import Any, Callable
 
 import numpy as np
@@ -70,6 +71,11 @@ def _plan(model: ServerlessModel, n: int, m: int, s: int) -> tuple[ServerlessPla
     return ServerlessPlan(int(n), int(m), float(ev.local_batch), int(s)), float(ev.time_s), float(ev.cost)
 
 
+def _plan_at(n: np.ndarray, m: int, s: np.ndarray, i: int) -> tuple[int, int, int]:
+    """Plan ``i`` of a chunk (function counts ``n``, memory ``m``, PS counts ``s``)."""
+    return int(n[i]), int(m), int(s[i])
+
+
 def _meets(problem: ServerlessProblem | Callable[[], ServerlessProblem], side: ServerlessSideRows | None,
            n: int, m: int, s: int) -> bool:
     """Whether the plan meets every constraint of ``problem`` (or of the problem a function builds)."""
@@ -118,7 +124,7 @@ def by_enumeration(problem: ServerlessProblem, side: ServerlessSideRows | None, 
         ranges: dict[str, dict[str, np.ndarray]] = {}
         if "budget" in groups:
             ok["budget"], measure["budget"] = ev.cost <= c.budget_usd, ev.cost
-        if "domain" in groups:
+        if "domain" in groups and w.domain is not None:     # the group exists only with a domain
             d = w.domain
             ok["domain"] = original.inside_domain(n, np.full(len(n), m))
             need = extrapolation_needed(np.full(len(n), float(m)), *d.memory_mb)
@@ -136,8 +142,7 @@ def by_enumeration(problem: ServerlessProblem, side: ServerlessSideRows | None, 
             for i, name in enumerate(names):
                 ok[f"constraint:{name}"] = (lhs[:, i] >= side.low[i] - 1e-9) & (lhs[:, i] <= side.high[i] + 1e-9)
                 measure[f"constraint:{name}"] = ev.cost
-        search.add(ev.feasible, ok, measure, ev.cost,
-                   lambda i, n=n, s=s, m=m: (int(n[i]), int(m), int(s[i])), ranges)
+        search.add(ev.feasible, ok, measure, ev.cost, partial(_plan_at, n, m, s), ranges)
 
     per_n = len(problem.memory_grid()) * (c.ps_count[1] - c.ps_count[0] + 1)
     stopped_within = scan(1, high)
@@ -170,34 +175,35 @@ def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search:
         n, m, s = best.plan
         plan, time_s, cost = _plan(model, n, m, s)
         how = raised if group == "functions" else within
-        proven = proven_raised if group == "functions" else proven_within
-        at_most = "" if proven else "at most "
+        covered = proven_raised if group == "functions" else proven_within
+        at_most = "" if covered else "at most "
         if group == "deadline":
             ok = _meets(lambda: relax(problem, "deadline", time_s), side, n, m, s)
-            out.append(Reason("deadline", "slo.time_s", problem.time_s, time_s, proven and ok,
+            out.append(Reason("deadline", "slo.time_s", problem.time_s, time_s, covered and ok,
                               f"slo.time_s: no plan finishes within {problem.time_s:,g} s; the fastest plan meeting "
                               f"every other constraint, {plan}, needs {at_most}{time_s:,.2f} s ({how})",
                               plan=plan.to_dict()))
         elif group == "budget":
             ok = _meets(lambda: relax(problem, "budget", cost), side, n, m, s)
-            out.append(Reason("budget", "constraints.budget_usd", problem.constraints.budget_usd, cost, proven and ok,
+            out.append(Reason("budget", "constraints.budget_usd", problem.constraints.budget_usd, cost, covered and ok,
                               f"constraints.budget_usd: no plan costs at most ${problem.constraints.budget_usd:g}; "
                               f"the cheapest plan meeting every other constraint, {plan}, costs {at_most}${cost:.6f} "
                               f"({how})", plan=plan.to_dict()))
         elif group == "domain":
             f = best.measure * (1 + 1e-9)
             d = problem.workload.domain
+            assert d is not None                        # the group exists only with a domain
             ok = _meets(lambda: relax(problem, "domain", f), side, n, m, s)
             mem = best.ranges.get("memory_mb", [math.nan] * 2)
             (m_lo, m_hi), _ = model.domain_bounds()
-            out.append(Reason("domain", "workload.domain.extrapolation", d.extrapolation, f, proven and ok,
+            out.append(Reason("domain", "workload.domain.extrapolation", d.extrapolation, f, covered and ok,
                               f"workload.domain: no plan inside the validity domain ({m_lo:.6g}-{m_hi:.6g} MB) meets "
                               f"every other constraint; the plans that do use {mem[0]:g}-{mem[1]:g} MB; an "
                               f"extrapolation factor of {at_most}{f:.6g} (now {d.extrapolation:g}) admits {plan} ({how})",
                               plan=plan.to_dict()))
         elif group == "functions":
             needed = [min(low, n), max(high, n)]
-            least = proven and best.measure <= cap + 1 - high
+            least = covered and best.measure <= cap + 1 - high
             ok = _meets(lambda: relax(problem, "functions", tuple(needed)), side, n, m, s)
             out.append(Reason("functions", "constraints.functions", [low, high], needed, least and ok,
                               f"constraints.functions / platform.concurrency_limit allow {low}-{high} functions; the "
@@ -206,7 +212,7 @@ def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search:
         else:
             name = group.removeprefix("constraint:")
             ok = _meets(problem, without_row(side, row_names(side).index(name)), n, m, s)
-            out.append(Reason("constraint", name, None, None, proven and ok,
+            out.append(Reason("constraint", name, None, None, covered and ok,
                               f"user constraint {name!r}: without it the cheapest plan meeting every other "
                               f"constraint is {plan} (${cost:.6f}, {time_s:,.2f} s) ({how})", plan=plan.to_dict()))
     if out:
@@ -232,7 +238,7 @@ def by_exact_solves(problem: ServerlessProblem, side: ServerlessSideRows | None,
 
     out: list[Reason] = []
     free = solve_serverless_exact(relax(problem, "deadline"), side=side, clock=share(clock, 0.3))
-    if free.plan is not None:
+    if free.plan is not None and free.time_s is not None:
         def solve_at(deadline: float, step: Clock) -> Any:
             return solve_serverless_exact(relax(problem, "deadline", deadline), side=side, clock=step)
         low, high, faster, steps = bisect_deadline(solve_at, problem.time_s, free.time_s, share(clock, 0.7))

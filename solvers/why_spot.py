@@ -25,7 +25,7 @@ RAISED_BOX = 20_000        # plans of the raised-quota box at least (or 4 times 
 def reasons(problem: SpotProblem, side: SideRows | None, clock: Clock, max_plans: int) -> list[Reason]:
     """The reasons ``problem`` (with user rows ``side``) has no plan; see the module doc of infeasibility."""
     domain = problem.workload.domain
-    if SpotModel(problem).slo_refused():         # proven at once: the domain admits no plan at all
+    if SpotModel(problem).slo_refused() and domain is not None and domain.loss is not None:  # no plan at all
         return [Reason("domain", "slo.loss", problem.slo.loss, domain.loss[0], True,
                        f"the target loss {problem.slo.loss:g} lies below the lowest logged loss "
                        f"{domain.loss[0]:g} and workload.domain.loss_axis is \"enforce\": the domain admits no "
@@ -190,7 +190,7 @@ def _fold(search: GroupSearch, problem: SpotProblem, side: SideRows | None, rela
     ranges: dict[str, dict[str, np.ndarray]] = {}
     if "budget" in groups:
         ok["budget"], measure["budget"] = ev.cost <= cons.budget_usd, ev.cost
-    if "domain" in groups:
+    if "domain" in groups and w.domain is not None:     # the group exists only with a domain
         ok["domain"] = original.inside_domain(ev.batch_wa, ev.workers)
         measure["domain"] = np.maximum(extrapolation_needed(ev.batch_wa, *w.domain.batch_wa),
                                        extrapolation_needed(ev.workers, *w.domain.workers))
@@ -198,14 +198,14 @@ def _fold(search: GroupSearch, problem: SpotProblem, side: SideRows | None, rela
     if "iterations" in groups:     # the domain's other half: its iteration floor and enforced cap
         ok["iterations"], measure["iterations"] = original.admits_iterations(ev.iterations), ev.cost
         ranges["iterations"] = {"iterations": ev.iterations}
-    within = (counts <= cols.upper).all(axis=1)
+    within = np.asarray((counts <= cols.upper).all(axis=1))
     if "quota" in groups:
         ok["quota"], measure["quota"] = within, np.maximum(counts - cols.upper, 0).sum(axis=1).astype(float)
     elif not within.all():
         raise AssertionError("the box of counts left the quotas without a quota group")
     if "vcpu_quota" in groups:
         excess = sum(np.maximum(counts @ per_column - limit, 0) for per_column, limit in original.vcpu_rows)
-        ok["vcpu_quota"], measure["vcpu_quota"] = excess == 0, np.asarray(excess, dtype=float)
+        ok["vcpu_quota"], measure["vcpu_quota"] = np.asarray(excess) == 0, np.asarray(excess, dtype=float)
     if "workers" in groups:
         distance = outside(ev.workers, cons.workers[0], cons.workers[1])
         ok["workers"], measure["workers"] = distance == 0, distance
@@ -277,7 +277,7 @@ def compose(problem: SpotProblem, side: SideRows | None, search: GroupSearch, up
                               f"batches below {-w.gamma_3 / w.gamma_2:.6g} would be needed (proven by eq. 3 and 4)"))
             return out
         reached = search.anything.found()
-        out.append(Reason("loss" if not reached else "unexplained", "slo.loss", problem.slo.loss, None, proven,
+        out.append(Reason("loss" if not reached else "unexplained", "slo.loss", problem.slo.loss, None, proven_raised,
                           (f"no plan reaches the loss target {problem.slo.loss:g} at any deadline within the "
                            f"quotas raised up to {int(upper.max()):,} ({raised})") if not reached else
                           f"no plan is admitted by dropping one or two constraint groups ({raised})"))
@@ -311,6 +311,7 @@ def _single(problem: SpotProblem, side: SideRows | None, group: str, best: Any, 
                       f"constraints.budget_usd: no plan costs at most ${c.budget_usd:g}; the cheapest plan meeting "
                       f"{others}, {plan}, costs {at_most}${cost:.6f} ({how})", plan=plan.to_dict())
     if group == "domain":
+        assert w.domain is not None                     # the group exists only with a domain
         f = best.measure * (1 + 1e-9)
         ok = _meets(lambda: relax(problem, "domain", f), side, counts, ps)
         b, k = best.ranges.get("batch_wa", [math.nan] * 2), best.ranges.get("workers", [math.nan] * 2)
@@ -321,6 +322,7 @@ def _single(problem: SpotProblem, side: SideRows | None, group: str, best: Any, 
                       f"{int(k[0])}-{int(k[1])}; an extrapolation factor of {at_most}{f:.6g} (now "
                       f"{w.domain.extrapolation:g}) admits {plan} ({how})", plan=plan.to_dict())
     if group == "iterations":
+        assert w.domain is not None                     # the group exists only with a domain
         ok = _meets(lambda: relax(problem, "iterations"), side, counts, ps)
         j = float(ev.iterations[0])
         low, high = best.ranges.get("iterations", [math.nan] * 2)
@@ -438,6 +440,7 @@ def _exact_reason(problem: SpotProblem, side: SideRows | None, group: str, answe
     needed = None
     if group == "domain":
         d = problem.workload.domain
+        assert d is not None                            # the group exists only with a domain
         ev = SpotModel(problem).evaluate(np.array([list(plan.counts.values())]), plan.ps)
         needed = float(max(extrapolation_needed(ev.batch_wa, *d.batch_wa)[0],
                            extrapolation_needed(ev.workers, *d.workers)[0])) * (1 + 1e-9)

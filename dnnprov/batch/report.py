@@ -93,8 +93,8 @@ def instance_info(paths: Sequence[str], bases: Sequence[Path] = (Path("."),)) ->
         if not missing:
             break
         located = {p if Path(split_path(p)[0]).is_absolute() else (base / p).as_posix(): p for p in missing}
-        for where, problem in load_instances(located).items():
-            problems[located[where]] = problem
+        for where, loaded in load_instances(located).items():
+            problems[located[where]] = loaded
     records = []
     for path in paths:
         problem = problems.get(path)
@@ -185,7 +185,7 @@ def plot_slo(df: pd.DataFrame, info: pd.DataFrame, axes: np.ndarray | None = Non
                 ax.set_xlim(slos[0] * 0.9, slos[0] * 1.1)
             elif slos[0] > 0 and slos[-1] / slos[0] > 20:
                 ax.set_xscale("log")
-    handles = {}
+    handles: dict[str, Any] = {}
     for ax in axes.flat:
         for h, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, h)

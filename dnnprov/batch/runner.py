@@ -153,7 +153,7 @@ def make_tasks(items: Sequence[Item], methods: Sequence[str], *, time_limit_s: f
     """One task per (item, method) that applies, in item order then method order."""
     kill = kill_after_s if kill_after_s is not None else default_kill_after(time_limit_s)
     crash_on, hang_on = os.environ.get(CRASH_ENV, ""), os.environ.get(HANG_ENV, "")
-    tasks = []
+    tasks: list[Task] = []
     for item in items:
         kind, model = _kind_model(item.problem)
         name = item.problem.name if item.problem is not None else Path(split_path(item.path)[0]).stem
@@ -321,9 +321,8 @@ def run_local(tasks: Sequence[Task], workers: int, emit: Callable[[dict[str, Any
                     c.send(todo.popleft())
             busy = [c for c in children if c.task is not None]
             timeout = max(0.0, min(c.deadline for c in busy) - time.perf_counter()) if busy else 1.0
-            by_conn = {c.conn: c for c in children}
-            for conn in wait(list(by_conn), timeout):
-                c = by_conn[conn]
+            ready = wait([c.conn for c in children], timeout)
+            for c in [c for c in children if c.conn in ready]:
                 try:
                     row = c.receive()
                 except (EOFError, OSError):

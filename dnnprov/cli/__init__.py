@@ -166,6 +166,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _spot_domain_lines(workload: "SpotWorkload") -> list[str]:
     """The fitted ranges of a spot workload's domain, then what plans may use (what the solvers enforce)."""
     d = workload.domain
+    if d is None:
+        return []
     lines = [f"  workload.domain: batch_wa {d.batch_wa[0]:g}..{d.batch_wa[1]:g}, workers "
              f"{d.workers[0]}..{d.workers[1]}"
              + (f", extrapolation {d.extrapolation:g}" if d.extrapolation != 1 else "")]
@@ -222,21 +224,21 @@ def describe(problem: "SpotProblem | ServerlessProblem") -> str:
         if w.domain is not None:
             lines.extend(_spot_domain_lines(w))
     else:
-        w, p = problem.workload, problem.platform
+        sw, sp = problem.workload, problem.platform
         grid = problem.memory_grid()
         low, high = problem.function_range()
-        lines = [f"{q(problem.name)}: serverless problem, workload {q(w.name)} "
-                 f"(epochs {w.epochs:g} of {w.samples} samples)",
+        lines = [f"{q(problem.name)}: serverless problem, workload {q(sw.name)} "
+                 f"(epochs {sw.epochs:g} of {sw.samples} samples)",
                  f"  slo: time_s {problem.time_s:g}",
-                 f"  memory_mb {grid[0]}..{grid[-1]} in memory_step_mb {p.memory_step_mb} "
+                 f"  memory_mb {grid[0]}..{grid[-1]} in memory_step_mb {sp.memory_step_mb} "
                  f"({len(grid)} sizes), functions {low}..{high}, "
                  f"ps_count {problem.constraints.ps_count[0]}..{problem.constraints.ps_count[1]}, "
-                 f"timeout_s {p.timeout_s:g}",
-                 f"  local_batch {w.local_batch}, max_global_batch {w.max_global_batch}, "
-                 f"model_mb {w.model_mb:g}, dataset_mb {w.dataset_mb:g}"]
+                 f"timeout_s {sp.timeout_s:g}",
+                 f"  local_batch {sw.local_batch}, max_global_batch {sw.max_global_batch}, "
+                 f"model_mb {sw.model_mb:g}, dataset_mb {sw.dataset_mb:g}"]
         if problem.constraints.budget_usd is not None:
             lines.append(f"  budget_usd: {problem.constraints.budget_usd:g}")
-        d = w.domain
+        d = sw.domain
         if d is not None:
             lines.append(f"  workload.domain: memory_mb {d.memory_mb[0]:g}..{d.memory_mb[1]:g}"
                          + (f", functions {d.functions[0]}..{d.functions[1]}" if d.functions else "")

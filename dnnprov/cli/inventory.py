@@ -36,7 +36,7 @@ def inventory() -> dict[str, list[dict[str, Any]]]:
         for path in sorted((root / kind).rglob("*.json")):
             data = read_json_file(path)
             relative = path.relative_to(root / kind).as_posix()
-            entry = {"name": relative.removesuffix(".json"), "path": str(path)}
+            entry: dict[str, Any] = {"name": relative.removesuffix(".json"), "path": str(path)}
             if kind == "instances":
                 entry.update(kind=relative.split("/")[0], use=f"embedded:{relative}",
                              notes=str(data.get("notes", ""))[:100])

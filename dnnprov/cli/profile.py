@@ -111,7 +111,7 @@ def cmd_fit_loss(args: argparse.Namespace) -> int:
     print("  " + profiler.format_uncertainty(fit.uncertainty))
     d = fit.domain
     print(f"  domain: b_w (per-worker average batch, eq. 4) {d.batch_wa[0]:g}-{d.batch_wa[1]:g}, "
-          f"|N| {d.workers[0]}-{d.workers[1]}, R {d.cc[0]:.3f}-{d.cc[1]:.3f}")
+          f"|N| {d.workers[0]}-{d.workers[1]}" + (f", R {d.cc[0]:.3f}-{d.cc[1]:.3f}" if d.cc is not None else ""))
     for r in loo:
         it = r["iterations_error_pct"]
         le = r["loss_error_pct"]
@@ -125,8 +125,10 @@ def cmd_fit_loss(args: argparse.Namespace) -> int:
 def cmd_fit_timing(args: argparse.Namespace) -> int:
     """Fit the timing coefficients (spot or serverless, by the CSV header)."""
     from dnnprov.profiling import profiler   # scipy: imported by the commands that fit, not by every start
+    from dnnprov.profiling.timing import ServerlessTimingFit, SpotTimingFit
     _out_needs_base(args)
     kind = profiler.timing_kind(args.file)
+    fit: SpotTimingFit | ServerlessTimingFit
     if kind == "spot":
         if args.param_size_mb is None:
             raise InvalidInputError("--param-size-mb", "needed for a spot timing fit (S_parm, the model's parameter size)")
@@ -155,7 +157,7 @@ def cmd_fit_timing(args: argparse.Namespace) -> int:
              else ["rate_alpha", "rate_beta", "storage_alpha", "storage_beta"])
     for name in names:
         print("  " + profiler.format_estimate(name, getattr(fit, "bandwidth_req" if name == "bandwidth_req_mb_s" else name)))
-    if kind == "spot":
+    if isinstance(fit, SpotTimingFit):
         for t, e in fit.compute_time.items():
             print("  " + profiler.format_estimate(f"compute_time_s[{t}]", e))
         print(f"  domain: |N| {fit.workers[0]}-{fit.workers[1]}")

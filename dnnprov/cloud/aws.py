@@ -345,6 +345,7 @@ def _spot_prices(clients: AwsClients, names: Sequence[str], now: datetime,
     for name, zones in rows.items():
         if window_hours is None:
             quote = cheapest_zone((z, p, m) for z, obs in zones.items() for p, m in obs)
+            assert quote is not None                    # every zone listed has an observation
             result[name] = (quote.price_per_h, quote.source("ec2:DescribeSpotPriceHistory latest"))
         else:
             peak = {z: max(p for p, _ in obs) for z, obs in zones.items()}

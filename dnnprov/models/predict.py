@@ -110,8 +110,9 @@ def _predict_spot(problem: SpotProblem, counts: Mapping[str, int], ps: int) -> d
     if cons.budget_usd is not None and float(e.cost[0]) > cons.budget_usd:
         reasons.append(f"cost ${float(e.cost[0]):.6f} exceeds constraints.budget_usd {cons.budget_usd:g}")
     inside = bool(e.inside_domain[0])
-    if not inside:
-        reasons.append(model.domain_note(b_w, workers, iterations=_f(j)))
+    note = model.domain_note(b_w, workers, iterations=_f(j))
+    if not inside and note is not None:         # a plan outside the domain always has a note
+        reasons.append(note)
     (b_low, b_high), (k_low, k_high) = model.domain_bounds()
 
     numerator = w.gamma_2 * b_w + w.gamma_3
@@ -193,7 +194,7 @@ def _predict_serverless(problem: ServerlessProblem, functions: int, memory_mb: i
     inside = bool(e.inside_domain[0])
     (m_low, m_high), (n_low, n_high) = model.domain_bounds()
     note = model.domain_note(n, m)
-    if not inside:
+    if not inside and note is not None:         # a plan outside the domain always has a note
         reasons.append(note)
     iteration_comp = b_l / rate if rate > 0 else math.inf
     return {

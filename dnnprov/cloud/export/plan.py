@@ -220,7 +220,7 @@ class PlanDocument:
             return
         check_spot_plan(problem, cluster, self.ps, "delivered")
         model = SpotModel(problem)
-        ev = model.evaluate([[cluster.get(label, 0) for label in cols.labels]], self.ps)
+        ev = model.evaluate(np.array([[cluster.get(label, 0) for label in cols.labels]]), self.ps)
         time_s, cost = float(ev.time_s[0]), float(ev.cost[0])
         if not bool(ev.inside_domain[0]):
             raise InvalidInputError("delivered.counts", "the cluster lies outside the loss model's validity domain: "
