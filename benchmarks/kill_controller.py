@@ -292,7 +292,7 @@ def twin_seconds(side: Side, epoch: float | None) -> float:
         return 0.0
     assert side.twin is not None
     clock = side.twin.ready["clock"]
-    base = datetime.fromisoformat(clock["now"].replace("Z", "+00:00")).timestamp() - float(clock["t"])
+    base = datetime.fromisoformat(clock["now"]).timestamp() - float(clock["t"])
     return epoch - base
 
 

@@ -169,7 +169,7 @@ def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: fl
                 result = explain(result, problem, clock=clock)
         except InvalidInputError:
             raise
-        except Exception as exc:  # a solver failure is reported, not raised (batches go on)
+        except Exception as exc:  # noqa: BLE001 (a solver failure is reported, not raised (batches go on))
             kind = "spot" if isinstance(problem, SpotProblem) else "serverless"
             model = problem.model if isinstance(problem, SpotProblem) else "lambda-dnn"
             result = Result(status=Status.ERROR, method=method, kind=kind, model=model,
@@ -177,7 +177,8 @@ def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: fl
                             message=f"{type(exc).__name__}: {exc}", objective=objective)
         if method != "milp" or objective.kind != "cost":
             solver_log.final(result.status.value, result.message)
-        if isinstance(problem, SpotProblem) and isinstance(result.plan, SpotPlan) and problem.plan_zones(result.plan.counts):
+        if (isinstance(problem, SpotProblem) and isinstance(result.plan, SpotPlan)
+                and problem.plan_zones(result.plan.counts)):
             result = dataclasses.replace(result, details={**result.details,
                                                           "zones": problem.plan_zones(result.plan.counts)})
         return _with_warnings(problem, result)

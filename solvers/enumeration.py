@@ -51,7 +51,7 @@ def spot_space_size(problem: SpotProblem) -> int:
     """Number of (count vector, PS count) plans exhaustive search would evaluate."""
     cols = problem.columns()
     low, high = problem.constraints.ps_count
-    return math.prod(int(u - l + 1) for l, u in zip(cols.lower, cols.upper)) * (high - low + 1)
+    return math.prod(int(up - lo + 1) for lo, up in zip(cols.lower, cols.upper)) * (high - low + 1)
 
 
 def decode_counts(index: np.ndarray, lower: np.ndarray, radix: np.ndarray) -> np.ndarray:

@@ -144,7 +144,7 @@ def spot_box_size(problem: SpotProblem) -> int:
     """Plans (count vectors x PS counts) in a spot job's quota box."""
     cols = problem.columns()
     low, high = problem.constraints.ps_count
-    return math.prod(int(u - l + 1) for l, u in zip(cols.lower, cols.upper)) * (high - low + 1)
+    return math.prod(int(up - lo + 1) for lo, up in zip(cols.lower, cols.upper)) * (high - low + 1)
 
 
 def spot_columns(problem: SpotProblem, shared: SharedLimits, *, max_plans: int = DEFAULT_MAX_PLANS_PER_JOB,

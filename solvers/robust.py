@@ -264,7 +264,7 @@ def unreplaced_delay(model: SpotModel, counts: np.ndarray, ps: np.ndarray, k: in
     sigma, _ = progress_speed(model, counts, ps)
     core = model.evaluate(counts, ps).time_s - model.problem.slo.takeover_overhead_s
     slowest = sigma.copy()
-    for group, drop in event_drops(model, counts, ps, k).items():
+    for drop in event_drops(model, counts, ps, k).values():
         valid = np.isfinite(drop)
         slowest[valid] = np.minimum(slowest[valid], sigma[valid] * (1.0 - drop[valid]))
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -24,7 +24,7 @@ BIG_TIME_S = 1e12
 def reasons(problem: ServerlessProblem, side: ServerlessSideRows | None, clock: Clock,
             max_plans: int) -> list[Reason]:
     """The reasons ``problem`` (with user rows ``side``) has no plan."""
-    low, high = problem.function_range()
+    _, high = problem.function_range()
     per_n = len(problem.memory_grid()) * (problem.constraints.ps_count[1] - problem.constraints.ps_count[0] + 1)
     if high * per_n <= max_plans:
         cap = int(min(check.MAX_FUNCTIONS, max_plans // per_n, 2 * high + 64))
@@ -178,13 +178,13 @@ def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search:
         covered = proven_raised if group == "functions" else proven_within
         at_most = "" if covered else "at most "
         if group == "deadline":
-            ok = _meets(lambda: relax(problem, "deadline", time_s), side, n, m, s)
+            ok = _meets(partial(relax, problem, "deadline", time_s), side, n, m, s)
             out.append(Reason("deadline", "slo.time_s", problem.time_s, time_s, covered and ok,
                               f"slo.time_s: no plan finishes within {problem.time_s:,g} s; the fastest plan meeting "
                               f"every other constraint, {plan}, needs {at_most}{time_s:,.2f} s ({how})",
                               plan=plan.to_dict()))
         elif group == "budget":
-            ok = _meets(lambda: relax(problem, "budget", cost), side, n, m, s)
+            ok = _meets(partial(relax, problem, "budget", cost), side, n, m, s)
             out.append(Reason("budget", "constraints.budget_usd", problem.constraints.budget_usd, cost, covered and ok,
                               f"constraints.budget_usd: no plan costs at most ${problem.constraints.budget_usd:g}; "
                               f"the cheapest plan meeting every other constraint, {plan}, costs {at_most}${cost:.6f} "
@@ -193,7 +193,7 @@ def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search:
             f = best.measure * (1 + 1e-9)
             d = problem.workload.domain
             assert d is not None                        # the group exists only with a domain
-            ok = _meets(lambda: relax(problem, "domain", f), side, n, m, s)
+            ok = _meets(partial(relax, problem, "domain", f), side, n, m, s)
             mem = best.ranges.get("memory_mb", [math.nan] * 2)
             (m_lo, m_hi), _ = model.domain_bounds()
             out.append(Reason("domain", "workload.domain.extrapolation", d.extrapolation, f, covered and ok,
@@ -204,7 +204,7 @@ def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search:
         elif group == "functions":
             needed = [min(low, n), max(high, n)]
             least = covered and best.measure <= cap + 1 - high
-            ok = _meets(lambda: relax(problem, "functions", tuple(needed)), side, n, m, s)
+            ok = _meets(partial(relax, problem, "functions", tuple(needed)), side, n, m, s)
             out.append(Reason("functions", "constraints.functions", [low, high], needed, least and ok,
                               f"constraints.functions / platform.concurrency_limit allow {low}-{high} functions; the "
                               f"nearest plan meeting every other constraint, {plan}, has {n} ({how})",

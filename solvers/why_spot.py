@@ -118,7 +118,7 @@ def raised_upper(problem: SpotProblem, limit: int) -> np.ndarray:
     n_ps = high - low + 1
 
     def box(cap: int) -> int:
-        return math.prod(int(max(u, cap) - l + 1) for l, u in zip(cols.lower, cols.upper)) * n_ps
+        return math.prod(int(max(up, cap) - lo + 1) for lo, up in zip(cols.lower, cols.upper)) * n_ps
 
     lo, hi = 0, check.MAX_QUOTA
     while lo < hi:
@@ -172,7 +172,7 @@ def by_enumeration(problem: SpotProblem, side: SideRows | None, clock: Clock, li
         counts, ps = search.contradiction
         raise AssertionError(f"infeasible was claimed, but {_plan(problem, counts, ps)} meets every constraint")
     n_ps = cons.ps_count[1] - cons.ps_count[0] + 1
-    total = math.prod(int(u - l + 1) for l, u in zip(cols.lower, upper)) * n_ps
+    total = math.prod(int(up - lo + 1) for lo, up in zip(cols.lower, upper)) * n_ps
     stop = f"the time limit stopped the evaluation after {search.evaluated:,} of "
     within = f"{stop}{size:,} plans" if stopped_within else f"proven: all {size:,} plans within the quotas evaluated"
     raised = (f"{stop}{total:,} plans (quotas raised up to {int(upper.max()):,})" if stopped_raised else

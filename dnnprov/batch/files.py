@@ -18,7 +18,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Self, Sequence
 
 from dnnprov.errors import InvalidInputError, PlausibilityWarning
 from dnnprov.io.instances import FORMATS, problem_from_dict, read_instance, read_json_file, resolve_instance_path
@@ -126,7 +126,7 @@ def read_items(files: Sequence[Path], named: Iterable[Path] = ()) -> tuple[list[
                 with warnings_naming(label):
                     for count, problem in enumerate(_read_lines(f), start=1):
                         items.append(Item(f"{label}#{count}", problem))
-            except Exception as exc:  # the reader stops at a bad line: the rest is one failed item
+            except Exception as exc:  # noqa: BLE001 (the reader stops at a bad line: the rest is one failed item)
                 items.append(Item(label if count == 0 and _is_read_failure(exc) else f"{label}#{count + 1}",
                                   None, _error_text(exc)))
             else:
@@ -136,7 +136,7 @@ def read_items(files: Sequence[Path], named: Iterable[Path] = ()) -> tuple[list[
         try:
             with warnings_naming(label):
                 items.append(Item(label, read_instance(f)))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 (fault isolation: one failed item, the rest goes on)
             if os.path.realpath(f) not in named_real and _other_document(f):
                 skipped.append(f)
             else:
@@ -202,7 +202,7 @@ def load_instances(paths: Iterable[str]) -> dict[str, Problem | Exception]:
             try:
                 with warnings_naming(file):
                     found[path] = read_instance(file)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 (fault isolation: one failed item, the rest goes on)
                 found[path] = exc
         if not lines:
             continue
@@ -213,7 +213,7 @@ def load_instances(paths: Iterable[str]) -> dict[str, Problem | Exception]:
                     found[lines.pop(i)] = problem
                 if i >= last:
                     break
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 (fault isolation: one failed item, the rest goes on)
             for path in lines.values():
                 found[path] = exc
             continue
@@ -303,7 +303,7 @@ def read_results(path: str | Path) -> pd.DataFrame:
             df = pd.read_csv(path, dtype=str, keep_default_na=False)
     except ImportError:
         raise InvalidInputError(str(path), "reading Parquet needs pyarrow: pip install 'dnnprov[batch]'") from None
-    except Exception as exc:
+    except (OSError, ValueError) as exc:          # unreadable, or not CSV / Parquet (pandas, pyarrow errors)
         raise InvalidInputError(str(path), f"not a results file: {exc}") from None
     missing = [c for c in ("path", "method", "status") if c not in df.columns]
     if missing:
@@ -410,7 +410,7 @@ class OutputLock:
         os.close(self.fd)
         self.fd = None
 
-    def __enter__(self) -> "OutputLock":
+    def __enter__(self) -> Self:
         self.acquire()
         return self
 

@@ -376,18 +376,18 @@ def _index_html(results: Path, df: pd.DataFrame, summary: pd.DataFrame, info: pd
     parts = [
         "<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>dnnprov batch report: {html.escape(results.name)}</title>",
-        "<style>body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
+        ("<style>body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
         "table{border-collapse:collapse}td,th{padding:.25em .8em;text-align:right;border-bottom:1px solid #ddd}"
         "td:first-child,th:first-child{text-align:left}img{max-width:100%;border:1px solid #eee}"
-        "figure{margin:2em 0}</style></head><body>",
+        "figure{margin:2em 0}</style></head><body>"),
         f"<h1>Batch report: {html.escape(results.name)}</h1>",
-        f"<p>{len(df)} rows, {df['path'].nunique()} instances, {df['method'].nunique()} methods. "
+        (f"<p>{len(df)} rows, {df['path'].nunique()} instances, {df['method'].nunique()} methods. "
         "Cost ratio: cost over the cheapest plan any method found for the instance. "
-        "Solve times in seconds.</p>",
+        "Solve times in seconds.</p>"),
         table,
-        f"<p>{html.escape(captions(tables)['method'])} Per family and size: "
+        (f"<p>{html.escape(captions(tables)['method'])} Per family and size: "
         '<a href="summary.md">summary.md</a>, <a href="summary.tex">summary.tex</a> (LaTeX, booktabs), '
-        '<a href="summary.csv">summary.csv</a>.</p>',
+        '<a href="summary.csv">summary.csv</a>.</p>'),
         per_method,
     ]
     for name, caption in FIGURES:

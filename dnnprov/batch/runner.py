@@ -131,7 +131,7 @@ def run_task(task: Task) -> dict[str, Any]:
     try:
         result = solve(task.problem, task.method, time_limit_s=task.time_limit_s, gap=task.gap,
                        max_plans=task.max_plans)
-    except Exception as exc:  # InvalidInputError or anything solve lets through
+    except Exception as exc:  # noqa: BLE001 (InvalidInputError or anything solve lets through)
         row = failure_row(task, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
         row["cpu_seconds"] = time.process_time() - cpu
         return row
@@ -416,7 +416,7 @@ def run_dask(tasks: Sequence[Task], address: str, emit: Callable[[dict[str, Any]
         for future in as_completed(futures):
             try:
                 row = future.result()
-            except Exception as exc:  # KilledWorker, lost worker, ...
+            except Exception as exc:  # noqa: BLE001 (KilledWorker, lost worker, ...)
                 row = failure_row(futures[future], f"crash: dask task failed ({type(exc).__name__}: {exc})")
             future.release()
             emit(row)
@@ -432,13 +432,13 @@ def _close_dask(client: Any, cluster: Any) -> None:
     """
     try:
         client.run(dask_release)
-    except Exception:  # a worker already gone: its children end themselves (watch_parent)
+    except Exception:  # noqa: BLE001, S110 (a worker already gone: its children end themselves (watch_parent))
         pass
     try:
         client.close()
         if cluster is not None:
             cluster.close()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 (a cluster that closes badly is a warning, not a failed batch)
         print(f"dnnprov: warning: the local Dask cluster did not close cleanly ({type(exc).__name__}: {exc})",
               file=sys.stderr)
 

@@ -46,7 +46,7 @@ def _loss_coefficients(rng: np.random.Generator, max_batch: float) -> dict[str, 
 def _space(problem: SpotProblem) -> int:
     cols = problem.columns()
     low, high = problem.constraints.ps_count
-    return math.prod(int(u - l + 1) for l, u in zip(cols.lower, cols.upper)) * (high - low + 1)
+    return math.prod(int(up - lo + 1) for lo, up in zip(cols.lower, cols.upper)) * (high - low + 1)
 
 
 def _shrink_quotas(quotas: list[int], od_quotas: list[int] | None, factor: int, limit: int) -> None:
@@ -208,7 +208,7 @@ def small_serverless_instance(seed: int, index: int) -> Entry:
     lone = min((float(t) for t in model.evaluate(np.full(len(grid), 1), np.array(grid), ps_high).time_s
                 if np.isfinite(t)), default=math.inf) if low == 1 else math.inf
     samples = 200
-    n = np.array([int(round(_log_uniform(rng, low, high + 0.999) - 0.5)) for _ in range(samples)])
+    n = np.array([round(_log_uniform(rng, low, high + 0.999) - 0.5) for _ in range(samples)])
     n = np.clip(n, low, high)
     m = np.array(grid)[rng.integers(0, len(grid), size=samples)]
     s = rng.integers(ps_low, ps_high + 1, size=samples)

@@ -197,14 +197,14 @@ def describe(problem: "SpotProblem | ServerlessProblem") -> str:
     if isinstance(problem, SpotProblem):
         w, slo, c = problem.workload, problem.slo, problem.constraints
         workers = f"{c.workers[0]}..{c.workers[1] if c.workers[1] is not None else 'null'}"
-        lines = [f"{q(problem.name)}: spot problem, model {problem.model}, workload {q(w.name)} "
-                 f"(loss_variant {w.loss_variant})",
+        lines = [(f"{q(problem.name)}: spot problem, model {problem.model}, workload {q(w.name)} "
+                 f"(loss_variant {w.loss_variant})"),
                  f"  slo: loss {slo.loss:g}, time_s {slo.time_s:g}"
                  + (f", takeover_overhead_s {slo.takeover_overhead_s:g}" if slo.takeover_overhead_s else ""),
-                 f"  constraints: ps_count {c.ps_count[0]}..{c.ps_count[1]}, workers {workers}, "
-                 f"markets {', '.join(c.markets)}",
-                 "  columns (compute_time_s by eq. (6) where the file gives speed_samples_per_s; "
-                 "price_per_h is the column's market price):"]
+                 (f"  constraints: ps_count {c.ps_count[0]}..{c.ps_count[1]}, workers {workers}, "
+                 f"markets {', '.join(c.markets)}"),
+                 ("  columns (compute_time_s by eq. (6) where the file gives speed_samples_per_s; "
+                 "price_per_h is the column's market price):")]
         cols = problem.columns()
         width = max(24, *(len(q(label)) for label in cols.labels))
         lines.append(f"    {'column':<{width}} {'gpus':>4} {'batch_per_gpu':>13} {'compute_time_s':>14} "
@@ -227,15 +227,15 @@ def describe(problem: "SpotProblem | ServerlessProblem") -> str:
         sw, sp = problem.workload, problem.platform
         grid = problem.memory_grid()
         low, high = problem.function_range()
-        lines = [f"{q(problem.name)}: serverless problem, workload {q(sw.name)} "
-                 f"(epochs {sw.epochs:g} of {sw.samples} samples)",
+        lines = [(f"{q(problem.name)}: serverless problem, workload {q(sw.name)} "
+                 f"(epochs {sw.epochs:g} of {sw.samples} samples)"),
                  f"  slo: time_s {problem.time_s:g}",
-                 f"  memory_mb {grid[0]}..{grid[-1]} in memory_step_mb {sp.memory_step_mb} "
+                 (f"  memory_mb {grid[0]}..{grid[-1]} in memory_step_mb {sp.memory_step_mb} "
                  f"({len(grid)} sizes), functions {low}..{high}, "
                  f"ps_count {problem.constraints.ps_count[0]}..{problem.constraints.ps_count[1]}, "
-                 f"timeout_s {sp.timeout_s:g}",
-                 f"  local_batch {sw.local_batch}, max_global_batch {sw.max_global_batch}, "
-                 f"model_mb {sw.model_mb:g}, dataset_mb {sw.dataset_mb:g}"]
+                 f"timeout_s {sp.timeout_s:g}"),
+                 (f"  local_batch {sw.local_batch}, max_global_batch {sw.max_global_batch}, "
+                 f"model_mb {sw.model_mb:g}, dataset_mb {sw.dataset_mb:g}")]
         if problem.constraints.budget_usd is not None:
             lines.append(f"  budget_usd: {problem.constraints.budget_usd:g}")
         d = sw.domain
@@ -467,7 +467,7 @@ def _run(argv: list[str]) -> int:
     except KeyboardInterrupt:
         _error("interrupted")
         return EXIT_INTERRUPTED
-    except Exception as exc:  # the last resort: a bug must not print a traceback at the user
+    except Exception as exc:  # noqa: BLE001 (the last resort: a bug must not print a traceback at the user)
         _error(f"internal error: {type(exc).__name__}: {exc} (a bug in dnnprov; please report it with the input)")
         return EXIT_INTERNAL
 

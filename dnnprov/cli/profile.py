@@ -237,12 +237,12 @@ def _summary(out: dict) -> str:
                  + f" to loss {out['loss_objective']:g}",
                  f"  B_wk {out['bandwidth_mb_s']:.2f} MB/s (P = {out['contention_probability']:.3f}, PS {out['ps_bandwidth_mb_s']:g} MB/s)"]
     else:
-        lines = [f"{out['instance']} [serverless]: {plan['functions']} functions x {plan['memory_mb']} MB, local batch "
-                 f"{plan['local_batch']:g} ({out['local_batch_rule']}); {plan['ps']} PS",
+        lines = [(f"{out['instance']} [serverless]: {plan['functions']} functions x {plan['memory_mb']} MB, local batch "
+                 f"{plan['local_batch']:g} ({out['local_batch_rule']}); {plan['ps']} PS"),
                  f"  time : {out['time_s']:.2f} s ({out['launches']} launches)" if out["time_s"] is not None else "  time : n/a",
                  f"  cost : ${out['cost']:.6f}" if out["cost"] is not None else "  cost : n/a",
-                 f"  R {out['rate_samples_per_s']:.4g} samples/s, B_f^s {out['storage_bandwidth_mb_s']:.4g} MB/s, "
-                 f"B_f^p {out['ps_bandwidth_mb_s']:.4g} MB/s, {out['iterations']:.1f} iterations"]
+                 (f"  R {out['rate_samples_per_s']:.4g} samples/s, B_f^s {out['storage_bandwidth_mb_s']:.4g} MB/s, "
+                 f"B_f^p {out['ps_bandwidth_mb_s']:.4g} MB/s, {out['iterations']:.1f} iterations")]
     lines.append(f"  feasible: {'yes' if out['feasible'] else 'no'}; inside the validity domain: "
                  f"{'yes' if out['inside_domain'] else 'no'}")
     note = out["domain"].get("note")

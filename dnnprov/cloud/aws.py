@@ -350,8 +350,8 @@ def _spot_prices(clients: AwsClients, names: Sequence[str], now: datetime,
         else:
             peak = {z: max(p for p, _ in obs) for z, obs in zones.items()}
             zone = min(peak, key=lambda z: (peak[z], z))
-            result[name] = (peak[zone], f"ec2:DescribeSpotPriceHistory: {zone}, highest price over "
-                                        f"{window_hours:g} h to {iso(now)} (cheapest of {len(peak)} AZ)")
+            result[name] = (peak[zone], (f"ec2:DescribeSpotPriceHistory: {zone}, highest price over "
+                                        f"{window_hours:g} h to {iso(now)} (cheapest of {len(peak)} AZ)"))
     return result
 
 

@@ -137,7 +137,7 @@ def check_objective(problem: Problem, objective: Objective, *, family: str = "",
         return [_found(family, seed, "error", case, f"{said}: {result.message}")]
     found: list[Finding] = []
     if result.plan is not None:
-        feasible, cost, why = evaluate_plan(problem, result.plan)
+        feasible, cost, _ = evaluate_plan(problem, result.plan)
         if not feasible or cost != result.cost:
             found.append(_found(family, seed, "wrong-plan", case, f"{said}: feasible {feasible}, model cost {cost!r}"))
     if truth is None:

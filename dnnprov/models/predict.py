@@ -157,10 +157,9 @@ def _predict_serverless(problem: ServerlessProblem, functions: int, memory_mb: i
     n = _integer("functions", functions, 1)
     m = _integer("memory_mb", memory_mb, 1)
     s = _integer("ps", ps, 1)
-    if local_batch is not None:
-        if isinstance(local_batch, bool) or not isinstance(local_batch, (int, float)) or not local_batch > 0 \
-                or not math.isfinite(local_batch):
-            raise InvalidInputError("local_batch", f"must be a number > 0, got {local_batch!r}")
+    if local_batch is not None and (isinstance(local_batch, bool) or not isinstance(local_batch, (int, float))
+                                    or not local_batch > 0 or not math.isfinite(local_batch)):
+        raise InvalidInputError("local_batch", f"must be a number > 0, got {local_batch!r}")
     model = ServerlessModel(problem)
     e = model.evaluate(np.array([n]), np.array([m]), np.array([s]), local_batch=local_batch)
     train, k, t_load, per_iteration = model.training_time(np.array([n]), np.array([m]), np.array([s]), local_batch)

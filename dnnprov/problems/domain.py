@@ -220,7 +220,9 @@ class SpotDomain:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``workload.domain`` object (``from_dict(to_dict())`` gives an equal domain)."""
-        pair = lambda value: list(value) if value is not None else None
+        def pair(value: tuple[float, float] | None) -> list[float] | None:
+            return list(value) if value is not None else None
+
         return drop_none({"batch_wa": list(self.batch_wa), "workers": list(self.workers),
                           "cc": pair(self.cc), "extrapolation": self.extrapolation,
                           "extrapolation_workers": self.extrapolation_workers,

@@ -248,7 +248,7 @@ class PlanDocument:
                 raise InvalidInputError("version", f"this dnnprov reads {PLAN_FORMAT} version 1; got {data.get('version')!r}")
             unknown = set(data) - {"format", "version", "result", "instance", "catalog"}
             if unknown:
-                raise InvalidInputError(sorted(unknown)[0], "unknown field of a plan document")
+                raise InvalidInputError(min(unknown), "unknown field of a plan document")
             if not isinstance(data.get("result"), Mapping):
                 raise InvalidInputError("result", "missing: the solve result (dnnprov solve --json)")
             problem = problem_from_dict(data["instance"]) if data.get("instance") is not None else None
