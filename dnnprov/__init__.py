@@ -7,8 +7,8 @@ The public names below are imported on first use (``dnnprov.solve``, ``dnnprov.S
 ...), so that ``import dnnprov`` and ``dnnprov --version`` cost no NumPy, Pyomo or HiGHS.
 """
 
-from pathlib import Path as _Path
 import typing as _typing
+from pathlib import Path as _Path
 
 # A source checkout keeps the design's top-level folders formulations/, solvers/ and data/
 # beside this folder; installed, they sit inside it. When Python imports this folder

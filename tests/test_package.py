@@ -28,8 +28,10 @@ def type_checking_imports() -> dict[str, str]:
 
 def test_import_loads_no_numpy():
     """`import dnnprov` (and reading its version) imports no NumPy, Pyomo or HiGHS."""
-    code = ("import sys, dnnprov; dnnprov.__version__; "
-            "print(sorted(m for m in ('numpy', 'pyomo', 'highspy') if m in sys.modules))")
+    code = (
+        "import sys, dnnprov; dnnprov.__version__; "
+        "print(sorted(m for m in ('numpy', 'pyomo', 'highspy') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -41,7 +43,7 @@ def test_solve_is_the_function():
     assert inspect.isfunction(dnnprov.solve)
     assert dnnprov.solve is dnnprov.dispatch.solve
     assert dnnprov.dispatch.METHODS == dnnprov.METHODS
-    assert type(dnnprov).__name__ == "module"                  # no class swap of the package module
+    assert type(dnnprov).__name__ == "module"  # no class swap of the package module
 
 
 def test_type_checkers_see_every_public_name():
