@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import dnnprov
-from dnnprov.solve import METHODS
+from dnnprov.dispatch import METHODS
 from dnnprov.batch.runner import find_instance_files, run_batch
 
 #: Columns that differ between two runs of the same batch.

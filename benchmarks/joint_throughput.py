@@ -112,9 +112,8 @@ def serverless_job(rng: np.random.Generator, index: int) -> dnnprov.ServerlessPr
     grid = draft.memory_grid()
     while True:
         ev = model.evaluate(int(rng.integers(2, 40)), grid[int(rng.integers(0, len(grid)))], 1)
-        if ev.feasible or np.isfinite(ev.time_s):
-            if np.isfinite(ev.time_s):
-                return draft.replace(time_s=float(ev.time_s) * float(rng.uniform(0.8, 1.5)))
+        if np.isfinite(ev.time_s):
+            return draft.replace(time_s=float(ev.time_s) * float(rng.uniform(0.8, 1.5)))
 
 
 def spot_limits(jobs: list[dnnprov.SpotProblem], switch: float, seed: int) -> SharedLimits:

@@ -292,7 +292,7 @@ def twin_seconds(side: Side, epoch: float | None) -> float:
         return 0.0
     assert side.twin is not None
     clock = side.twin.ready["clock"]
-    base = datetime.fromisoformat(clock["now"].replace("Z", "+00:00")).timestamp() - float(clock["t"])
+    base = datetime.fromisoformat(clock["now"]).timestamp() - float(clock["t"])
     return epoch - base
 
 
@@ -494,7 +494,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipped: the real traces are absent ({', '.join(missing)}); pass --shared-data DIR", file=sys.stderr)
         return 0 if args.allow_skip else 2
 
-    import dnnprov
     from dnnprov.io.instances import write_instance
 
     wall0, cpu0 = time.monotonic(), time.process_time()

@@ -299,7 +299,7 @@ def spot_space(problem: dnnprov.SpotProblem) -> int:
     """Number of (counts, PS) plans in the quota box."""
     cols = problem.columns()
     low, high = problem.constraints.ps_count
-    return math.prod(int(u - l + 1) for l, u in zip(cols.lower, cols.upper)) * (high - low + 1)
+    return math.prod(int(up - lo + 1) for lo, up in zip(cols.lower, cols.upper)) * (high - low + 1)
 
 
 # ---------------------------------------------------------------- running

@@ -106,7 +106,7 @@ async def load(url: str, body: dict, requests: int, concurrency: int, max_second
         wall = time.perf_counter() - started
         done.set()
         await prober
-    peak = httpx.get(f"{url}/healthz", timeout=30).json()["peak_admitted"]
+    peak = (await asyncio.to_thread(httpx.get, f"{url}/healthz", timeout=30)).json()["peak_admitted"]
     return {"peak": peak, "solve": solve_latency, "health": health_latency, "depth": depth_seen, "refusals": refusals,
             "codes": codes, "wall_s": wall, "stopped_early": stopped_early}
 

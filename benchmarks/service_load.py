@@ -43,9 +43,10 @@ def start_server(folder: Path, workers: int, max_pending: int) -> tuple[subproce
     """``dnnprov serve`` on a free loopback port; returns the process and its base URL once ready."""
     port = free_port()
     exe = str(Path(sys.executable).with_name("dnnprov"))
-    proc = subprocess.Popen([exe, "serve", "--port", str(port), "--db", str(folder / "jobs.sqlite"),
-                             "--workers", str(workers), "--max-pending", str(max_pending), "--quiet"],
-                            stdout=subprocess.DEVNULL, stderr=open(folder / "serve.log", "w"), start_new_session=True)
+    with open(folder / "serve.log", "w") as log:     # the server keeps its own copy of the descriptor
+        proc = subprocess.Popen([exe, "serve", "--port", str(port), "--db", str(folder / "jobs.sqlite"),
+                                 "--workers", str(workers), "--max-pending", str(max_pending), "--quiet"],
+                                stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

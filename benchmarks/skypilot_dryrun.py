@@ -139,7 +139,7 @@ def main() -> int:
             refused = done.returncode != 0 and "g3.8xlarge" in done.stdout + done.stderr
             failures += not refused
             print(f"{'ok  ' if refused else 'FAIL'} control   g3.8xlarge refused by SkyPilot: "
-                  f"{[l for l in (done.stdout + done.stderr).splitlines() if 'g3.8xlarge' in l][-1:]}")
+                  f"{[line for line in (done.stdout + done.stderr).splitlines() if 'g3.8xlarge' in line][-1:]}")
         finally:
             sky_run(args.sky, env, Path(tmp), ["api", "stop"])
             moto.terminate()

@@ -7,8 +7,7 @@ The public names below are imported on first use (``dnnprov.solve``, ``dnnprov.S
 ...), so that ``import dnnprov`` and ``dnnprov --version`` cost no NumPy, Pyomo or HiGHS.
 """
 
-import sys as _sys
-import types as _types
+import typing as _typing
 from pathlib import Path as _Path
 
 # A source checkout keeps the design's top-level folders formulations/, solvers/ and data/
@@ -21,7 +20,53 @@ if (_checkout / "solvers" / "__init__.py").is_file() and not (_Path(__file__).pa
 
 __version__ = "0.1.0"
 
-#: public name -> the module it comes from
+if _typing.TYPE_CHECKING:  # what type checkers see; at run time __getattr__ below imports each name on first use
+    from dnnprov.dispatch import METHODS as METHODS, pareto as pareto, solve as solve
+    from dnnprov.errors import InvalidInputError as InvalidInputError
+    from dnnprov.io.instances import (
+        dumps_instance as dumps_instance,
+        embedded_instance as embedded_instance,
+        problem_from_dict as problem_from_dict,
+        read_instance as read_instance,
+        write_instance as write_instance,
+    )
+    from dnnprov.models.predict import predict as predict
+    from dnnprov.models.serverless import ServerlessModel as ServerlessModel
+    from dnnprov.models.spot import SpotModel as SpotModel
+    from dnnprov.problems.domain import ServerlessDomain as ServerlessDomain, SpotDomain as SpotDomain
+    from dnnprov.problems.serverless import (
+        ServerlessConstraints as ServerlessConstraints,
+        ServerlessPlatform as ServerlessPlatform,
+        ServerlessProblem as ServerlessProblem,
+        ServerlessWorkload as ServerlessWorkload,
+    )
+    from dnnprov.problems.spot import (
+        InstanceType as InstanceType,
+        SpotConstraints as SpotConstraints,
+        SpotPlatform as SpotPlatform,
+        SpotProblem as SpotProblem,
+        SpotSLO as SpotSLO,
+        SpotWorkload as SpotWorkload,
+        VcpuQuota as VcpuQuota,
+    )
+    from dnnprov.result import (
+        Objective as Objective,
+        Result as Result,
+        ServerlessPlan as ServerlessPlan,
+        SpotPlan as SpotPlan,
+        Status as Status,
+    )
+    from dnnprov.solvers.front import Front as Front, FrontPoint as FrontPoint
+
+__all__ = [
+    "METHODS", "Front", "FrontPoint", "InstanceType", "InvalidInputError", "Objective", "Result",
+    "ServerlessConstraints", "ServerlessDomain", "ServerlessModel", "ServerlessPlan", "ServerlessPlatform",
+    "ServerlessProblem", "ServerlessWorkload", "SpotConstraints", "SpotDomain", "SpotModel", "SpotPlan",
+    "SpotPlatform", "SpotProblem", "SpotSLO", "SpotWorkload", "Status", "VcpuQuota", "dumps_instance",
+    "embedded_instance", "pareto", "predict", "problem_from_dict", "read_instance", "solve", "write_instance",
+]
+
+#: public name -> the module it comes from (the imports above, made on first use)
 _EXPORTS = {
     **dict.fromkeys(("ServerlessDomain", "SpotDomain"), "dnnprov.problems.domain"),
     "InvalidInputError": "dnnprov.errors",
@@ -31,17 +76,16 @@ _EXPORTS = {
     **dict.fromkeys(("ServerlessConstraints", "ServerlessPlatform", "ServerlessProblem", "ServerlessWorkload"),
                     "dnnprov.problems.serverless"),
     "ServerlessModel": "dnnprov.models.serverless",
-    **dict.fromkeys(("METHODS", "pareto", "solve"), "dnnprov.solve"),
+    **dict.fromkeys(("METHODS", "pareto", "solve"), "dnnprov.dispatch"),
     **dict.fromkeys(("Front", "FrontPoint"), "dnnprov.solvers.front"),
     **dict.fromkeys(("InstanceType", "SpotConstraints", "SpotPlatform", "SpotProblem", "SpotSLO", "SpotWorkload",
                      "VcpuQuota"), "dnnprov.problems.spot"),
     "SpotModel": "dnnprov.models.spot",
     "predict": "dnnprov.models.predict",
 }
-__all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> object:
+def __getattr__(name: str) -> _typing.Any:
     """A public name, imported from its module on first use."""
     if name not in _EXPORTS:
         raise AttributeError(f"module 'dnnprov' has no attribute {name!r}")
@@ -54,16 +98,3 @@ def __getattr__(name: str) -> object:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
-
-
-class _Package(_types.ModuleType):
-    """The ``dnnprov`` module: its attribute ``solve`` is the function, also once the
-    submodule ``dnnprov.solve`` has been imported (importing it sets the attribute)."""
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if name == "solve" and isinstance(value, _types.ModuleType):
-            value = value.solve
-        super().__setattr__(name, value)
-
-
-_sys.modules[__name__].__class__ = _Package

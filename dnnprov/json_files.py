@@ -51,7 +51,11 @@ def _pairs(pairs: list[tuple[str, Any]]) -> _Pairs:
     obj = _Pairs(pairs)
     if len(obj) != len(pairs):
         seen: set[str] = set()
-        obj.duplicate = next(k for k, _ in pairs if k in seen or seen.add(k))
+        for key, _ in pairs:
+            if key in seen:
+                obj.duplicate = key
+                break
+            seen.add(key)
     return obj
 
 

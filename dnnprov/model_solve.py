@@ -21,7 +21,7 @@ from dnnprov.formulations import serverless as serverless_form
 from dnnprov.formulations import spot as spot_form
 from dnnprov.result import Objective, Result, ServerlessPlan, SpotPlan, Status
 from dnnprov.problems.serverless import ServerlessProblem
-from dnnprov.solve import METHODS
+from dnnprov.dispatch import METHODS
 from dnnprov.solvers.outcome import spot_result
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.models.spot import SideRows, SpotModel

@@ -34,11 +34,6 @@ INTERRUPTED = "interrupted"     # the stop reason a result names (``details["sto
 _stop = threading.Event()
 
 
-def request_stop() -> None:
-    """Ask every running method to stop at its next limit check (what a signal does)."""
-    _stop.set()
-
-
 def stop_requested() -> bool:
     """Whether a stop was asked for since the last :func:`stop_on_signals` began."""
     return _stop.is_set()

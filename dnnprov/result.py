@@ -6,9 +6,12 @@ import json
 import math
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 from dnnprov.errors import InvalidInputError
+
+if TYPE_CHECKING:  # no NumPy at run time: the solvers pass arrays of plans to Objective.value
+    import numpy as np
 
 
 class Status(str, Enum):
@@ -115,8 +118,14 @@ class Objective:
         """The unit of the objective's value, bound and gap: ``s`` for time, else ``$``."""
         return "s" if self.kind == "time" else "$"
 
-    def value(self, time_s: float | None, cost: float | None) -> float | None:
-        """The objective's value of a plan with this time and cost (``None`` where one it needs is missing)."""
+    @overload
+    def value(self, time_s: float | None, cost: float | None) -> float | None: ...
+    @overload
+    def value(self, time_s: np.ndarray, cost: np.ndarray) -> np.ndarray: ...
+
+    def value(self, time_s: Any, cost: Any) -> Any:
+        """The objective's value of a plan with this time and cost (``None`` where one it needs is missing);
+        element-wise on arrays of plans."""
         if self.kind == "cost":
             return cost
         if self.kind == "time":

@@ -52,7 +52,7 @@ def spot_space_size(problem: SpotProblem) -> int:
     """Number of (count vector, PS count) plans exhaustive search would evaluate."""
     cols = problem.columns()
     low, high = problem.constraints.ps_count
-    return math.prod(int(u - l + 1) for l, u in zip(cols.lower, cols.upper)) * (high - low + 1)
+    return math.prod(int(up - lo + 1) for lo, up in zip(cols.lower, cols.upper)) * (high - low + 1)
 
 
 def decode_counts(index: np.ndarray, lower: np.ndarray, radix: np.ndarray) -> np.ndarray:
@@ -159,6 +159,7 @@ def enumerate_spot(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
         if key < best_key:
             best_key, best = key, (counts[i], ps)
     if evaluated < size:
+        assert clock is not None                        # only a clock stops a search early
         note = f"time limit of {clock.limit_s:g} s reached after {evaluated:,} of {size:,} plans"
         return spot_result(model, None if best is None else best[0], 1 if best is None else best[1],
                            status=Status.LIMIT, method="enumerate", started=started,
@@ -195,6 +196,7 @@ def enumerate_serverless(problem: ServerlessProblem, *, max_plans: int = DEFAULT
         if key < best_key:
             best_key, best = key, (n[i], m, s[i])
     if evaluated < size:
+        assert clock is not None                        # only a clock stops a search early
         return serverless_result(model, best, status=Status.LIMIT, method="enumerate", started=started,
                                  message=f"time limit of {clock.limit_s:g} s reached before the grid ended",
                                  stats={"space": size}, objective=objective)

@@ -187,7 +187,9 @@ class Front:
 class _Pending:
     """A point of the walk whose proof waits for the next step."""
 
-    result: Result
+    plan: SpotPlan | ServerlessPlan
+    time_s: float
+    cost: float
     minimal: bool          # its step proved it the cheapest plan within its deadline
     proven: bool = False
 
@@ -210,23 +212,24 @@ def walk_front(problem: Problem, exact: Exact, low: float, high: float, clock: C
             complete = True
             break
         cheaper = result.cost if result.plan is not None else None
-        if last is not None and cheaper is not None and cheaper <= last.result.cost:
+        if last is not None and cheaper is not None and cheaper <= last.cost:
             points.pop()                           # a faster plan as cheap: the last point is dominated
-        elif last is not None and result.bound is not None and result.bound > last.result.cost:
+        elif last is not None and result.bound is not None and result.bound > last.cost:
             last.proven = last.minimal             # every faster plan costs more
         if result.status is Status.OPTIMAL and result.time_s is not None and result.time_s < low:
             complete = True                        # the rest of the front lies below the range
             break
-        if result.plan is not None and result.time_s is not None and result.time_s >= low:
-            points.append(_Pending(result, result.status is Status.OPTIMAL))
+        if (result.plan is not None and result.time_s is not None and result.cost is not None
+                and result.time_s >= low):
+            points.append(_Pending(result.plan, result.time_s, result.cost, result.status is Status.OPTIMAL))
         if result.status is not Status.OPTIMAL:
             message = f"the walk stopped at a deadline of {step.deadline_s:,.6g} s: {result.message}"
             break
     else:
         if points:              # the walk could not go on: faster plans were not ruled out
-            message = (f"no deadline just below {points[-1].result.time_s:g} s can be stated (it would not "
+            message = (f"no deadline just below {points[-1].time_s:g} s can be stated (it would not "
                        "exceed the takeover overhead): faster plans were not looked for")
-    front = [FrontPoint(p.result.plan, float(p.result.time_s), float(p.result.cost), p.proven)
+    front = [FrontPoint(p.plan, float(p.time_s), float(p.cost), p.proven)
              for p in reversed(points)]
     return front, complete, solves, message
 
@@ -257,11 +260,11 @@ def enumerate_front(problem: Problem, low: float, high: float, clock: Clock,
 
     problem = at_deadline(problem, high)
     spot = isinstance(problem, SpotProblem)
-    size = spot_space_size(problem) if spot else serverless_space_size(problem)
+    size = spot_space_size(problem) if isinstance(problem, SpotProblem) else serverless_space_size(problem)
     if size > max_plans:
         return [], False, 0, f"search space of {size:,} plans exceeds max_plans={max_plans:,}; use method 'milp'"
     # each chunk: (times, costs, plan columns): spot (counts..., ps), serverless (n, m, s, local batch)
-    if spot:
+    if isinstance(problem, SpotProblem):
         model = SpotModel(problem)
         chunks = ((ev.feasible, ev.time_s, ev.cost, np.column_stack([counts, np.full(len(counts), ps)]))
                   for counts, ps, ev in spot_chunks(problem, model, clock))

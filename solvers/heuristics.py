@@ -122,6 +122,7 @@ def spot_heuristic(problem: SpotProblem, *, clock: Clock | None = None) -> Resul
             break
     stats = {"plans_evaluated": evaluated, "n_lower": n_lower, "n_upper": n_upper}
     if stopped:
+        assert clock is not None                        # only a clock stops a search early
         note = f"time limit of {clock.limit_s:g} s reached before the sliding window ended"
         if best is None:
             return spot_result(model, None, 1, status=Status.LIMIT, method="heuristic", started=started,
@@ -173,6 +174,7 @@ def reference_heuristic(problem: SpotProblem, *, clock: Clock | None = None) -> 
             best_cost, best = float(cost[i]), plans[i]
     stats = {"plans_evaluated": evaluated}
     if stopped:
+        assert clock is not None                        # only a clock stops a search early
         note = f"time limit of {clock.limit_s:g} s reached before the window sweep ended"
         return spot_result(model, best, ps, status=Status.LIMIT, method="reference-heuristic",
                            started=started, message=note, stats=stats)
@@ -240,6 +242,7 @@ def serverless_heuristic(problem: ServerlessProblem, *, clock: Clock | None = No
             break
     stats = {"plans_evaluated": evaluated}
     if stopped:
+        assert clock is not None                        # only a clock stops a search early
         return serverless_result(model, best, status=Status.LIMIT, method="heuristic", started=started,
                                  message=f"time limit of {clock.limit_s:g} s reached before the memory sweep ended",
                                  stats=stats)

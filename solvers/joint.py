@@ -86,7 +86,7 @@ import json
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 import highspy
 import numpy as np
@@ -178,9 +178,9 @@ class JointResult:
             lines.append(f"  total cost: ${self.cost:.6f}")
         if self.bound is not None and math.isfinite(self.bound):
             lines.append(f"  bound     : ${self.bound:.6f} (gap {100 * (self.gap or 0):.4f} %)")
-        for r, limit in self.limits.items():
-            used = self.usage.get(r)
-            lines.append(f"  {r:<28} {'-' if used is None else f'{used:g}':>8} of {limit:g}")
+        for row, limit in self.limits.items():
+            used = self.usage.get(row)
+            lines.append(f"  {row:<28} {'-' if used is None else f'{used:g}':>8} of {limit:g}")
         s = self.stats
         if "columns" in s:
             lines.append(f"  columns {s['columns']:,} -> {s.get('columns_after_fixing', s['columns']):,} after "
@@ -508,11 +508,12 @@ def _job_result(problem: Problem, generated: GeneratedColumns, k: int, started: 
                                      f"plan (${alone:.6f} alone)")
     stats = {"columns": len(generated.columns), "feasible_plans": generated.feasible_plans,
              "column_seconds": generated.seconds, "cached": generated.cached}
+    # the formulation keeps plans opaque; the column generation stored these arrays there
     if isinstance(problem, SpotProblem):
-        counts, ps = generated.columns.plans
+        counts, ps = cast("tuple[np.ndarray, np.ndarray]", generated.columns.plans)
         return spot_result(SpotModel(problem), counts[k], int(ps[k]), status=status, method="joint",
                            started=started, bound=bound, message=message, stats=stats)
-    functions, memory, ps = generated.columns.plans
+    functions, memory, ps = cast("tuple[np.ndarray, np.ndarray, np.ndarray]", generated.columns.plans)
     return serverless_result(ServerlessModel(problem), (functions[k], memory[k], ps[k]), status=status,
                              method="joint", started=started, bound=bound, message=message, stats=stats)
 

@@ -82,7 +82,8 @@ class SharedLimits:
 
 def check_shared_names(problems: Sequence[Problem], shared: SharedLimits) -> None:
     """Refuse shared quotas that name no spot job's instance type or vCPU family."""
-    labels, families = set(), set()
+    labels: set[str] = set()
+    families: set[tuple[str, str]] = set()          # (vCPU family, market)
     for p in problems:
         if isinstance(p, SpotProblem):
             cols = p.columns()
@@ -143,7 +144,7 @@ def spot_box_size(problem: SpotProblem) -> int:
     """Plans (count vectors x PS counts) in a spot job's quota box."""
     cols = problem.columns()
     low, high = problem.constraints.ps_count
-    return math.prod(int(u - l + 1) for l, u in zip(cols.lower, cols.upper)) * (high - low + 1)
+    return math.prod(int(up - lo + 1) for lo, up in zip(cols.lower, cols.upper)) * (high - low + 1)
 
 
 def spot_columns(problem: SpotProblem, shared: SharedLimits, *, max_plans: int = DEFAULT_MAX_PLANS_PER_JOB,
@@ -199,22 +200,22 @@ def spot_columns(problem: SpotProblem, shared: SharedLimits, *, max_plans: int =
     keep = pareto_grid(grid)
     index = np.atleast_1d(flat[keep]) if grid.ndim else np.atleast_1d(flat)[np.atleast_1d(keep)]
     counts = decode_counts(index, cols.lower, radix)
-    ps = best_ps[index]
+    plan_ps = best_ps[index]
     cost = best[index]
     usage = counts @ a.T if len(names) else np.zeros((len(index), 0))
 
     # 4. plans that alone exceed a shared limit can never be chosen
     fits = (usage <= limits + 1e-9).all(axis=1)
-    counts, ps, cost, usage = counts[fits], ps[fits], cost[fits], usage[fits]
+    counts, plan_ps, cost, usage = counts[fits], plan_ps[fits], cost[fits], usage[fits]
 
     # 5. vCPU rows are weighted sums: dominance in row-usage space prunes further
     if any(r.startswith("vcpu:") for r in names):
         kept = pareto_pairwise(cost, usage)
-        counts, ps, cost, usage = counts[kept], ps[kept], cost[kept], usage[kept]
+        counts, plan_ps, cost, usage = counts[kept], plan_ps[kept], cost[kept], usage[kept]
 
     order = np.argsort(cost, kind="stable")
     columns = JobColumns(problem.name, cost[order], {r: usage[order, i] for i, r in enumerate(names)},
-                         plans=(counts[order], ps[order]))
+                         plans=(counts[order], plan_ps[order]))
     return GeneratedColumns(columns, alone, feasible, size, time.perf_counter() - started)
 
 

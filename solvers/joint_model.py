@@ -140,7 +140,7 @@ class ColumnModel:
         started = time.perf_counter()
         j_count, r_count, n = self.jobs, len(self.row_names), len(self.cost)
         scale = max(1.0, float(np.abs(self.cost).max()) if n else 1.0)
-        base = highspy.Highs.__mro__[1]  # the pybind class: plain array addRows/addCols
+        base: Any = highspy.Highs.__mro__[1]  # the pybind class: plain array addRows/addCols (typed `type`)
         h = new_highs()
         h.setOptionValue("presolve", "off")
         none_i, none_f = np.empty(0, dtype=np.int32), np.empty(0)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -23,6 +23,17 @@ from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import Reason, Result, ServerlessPlan, SpotPlan, Status
 from dnnprov.solvers.joint_columns import CONCURRENCY_ROW, Problem, SharedLimits, spot_usage_rows
+
+
+class JointOutcome(Protocol):
+    """What this module reads of a :class:`~dnnprov.solvers.joint.JointResult` (joint.py imports this module)."""
+
+    @property
+    def status(self) -> Status: ...
+    @property
+    def cost(self) -> float | None: ...
+    @property
+    def results(self) -> Sequence[Result]: ...
 
 
 def without_row(shared: SharedLimits, row: str) -> SharedLimits:
@@ -48,7 +59,7 @@ def with_row_limit(shared: SharedLimits, row: str, limit: int) -> SharedLimits:
 
 
 def least_limit(problems: Sequence[Problem], shared: SharedLimits, row: str, infeasible_at: int,
-                feasible_at: int, deadline: float, solve: Callable[..., object]) -> tuple[int, bool]:
+                feasible_at: int, deadline: float, solve: Callable[..., JointOutcome]) -> tuple[int, bool]:
     """The least limit of ``row`` that admits a joint plan, by bisection between two proofs.
 
     Every usage is an integer (instances, vCPUs, functions), the instance is proven
@@ -99,7 +110,7 @@ def row_usage(problems: Sequence[Problem], results: Sequence[Result], shared: Sh
 
 
 def shared_limit_reasons(problems: Sequence[Problem], shared: SharedLimits, deadline: float,
-                         solve: Callable[..., object]) -> tuple[Reason, ...]:
+                         solve: Callable[..., JointOutcome]) -> tuple[Reason, ...]:
     """Reasons a proven-infeasible joint instance (every job feasible alone) has no joint plan.
 
     ``solve`` is :func:`solve_many` (called with ``explain=False``); ``deadline`` a

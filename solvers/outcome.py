@@ -21,7 +21,7 @@ def spot_result(model: SpotModel, counts: np.ndarray | None, ps: int, *, status:
     An ``optimal`` result without a ``bound`` gets the plan's ``objective`` value as its bound.
     """
     problem = model.problem
-    base = dict(method=method, kind="spot", model=problem.model, instance=problem.name,
+    base: dict[str, Any] = dict(method=method, kind="spot", model=problem.model, instance=problem.name,
                 message=message, stats=stats or {}, objective=objective)
     if counts is None:
         return Result(status=status, bound=bound, solve_seconds=time.perf_counter() - started, **base)
@@ -33,7 +33,7 @@ def spot_result(model: SpotModel, counts: np.ndarray | None, ps: int, *, status:
     if status is Status.OPTIMAL and bound is None:
         bound = objective.value(float(ev.time_s[0]), cost)
     plan = SpotPlan(counts={label: int(n) for label, n in zip(model.columns.labels, counts)}, ps=int(ps))
-    details = {"workers": int(ev.workers[0]), "batch_wa": float(ev.batch_wa[0]),
+    details: dict[str, Any] = {"workers": int(ev.workers[0]), "batch_wa": float(ev.batch_wa[0]),
                "cc": float(ev.cc[0]), "iterations": float(ev.iterations[0]),
                "new_instances": {label: int(n - low) for label, n, low in
                                  zip(model.columns.labels, counts, model.columns.lower) if n > low}}
@@ -63,7 +63,7 @@ def serverless_result(model: ServerlessModel, plan: tuple[int, int, int] | None,
     An ``optimal`` result without a ``bound`` gets the plan's ``objective`` value as its bound.
     """
     problem = model.problem
-    base = dict(method=method, kind="serverless", model="lambda-dnn", instance=problem.name,
+    base: dict[str, Any] = dict(method=method, kind="serverless", model="lambda-dnn", instance=problem.name,
                 message=message, stats=stats or {}, objective=objective)
     if plan is None:
         return Result(status=status, bound=bound, solve_seconds=time.perf_counter() - started, **base)
@@ -74,7 +74,7 @@ def serverless_result(model: ServerlessModel, plan: tuple[int, int, int] | None,
     cost = float(ev.cost)
     if status is Status.OPTIMAL and bound is None:
         bound = objective.value(float(ev.time_s), cost)
-    details = {"iterations": float(ev.iterations), "launches": int(ev.launches)}
+    details: dict[str, Any] = {"iterations": float(ev.iterations), "launches": int(ev.launches)}
     _add_domain_note(base, details, model.domain_note(n, m))
     return Result(status=status, plan=ServerlessPlan(n, m, float(ev.local_batch), s),
                   time_s=float(ev.time_s), cost=cost, bound=bound,

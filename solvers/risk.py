@@ -68,7 +68,7 @@ from scipy.special import pdtr  # P(Poisson(mean) <= k); scipy.stats would add a
 from dnnprov.problems import _checks as check
 from dnnprov.errors import InvalidInputError
 from dnnprov.progress import Clock
-from dnnprov.result import Result, Status
+from dnnprov.result import Result, SpotPlan, Status
 from dnnprov.solvers.enumeration import spot_space_size
 from dnnprov.solvers.outcome import spot_result
 from dnnprov.solvers.robust import (AUTO_ENUMERATION, DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S, METHODS,
@@ -144,9 +144,9 @@ def expected_outcome(model: SpotModel, rates: np.ndarray, counts: np.ndarray, ps
     extra = np.zeros(len(counts))
     if premium is not None:
         hours = np.where(np.isfinite(expected_time), expected_time, 0.0) / 3600
-        for i in np.flatnonzero((premium > 0) & (rates > 0)):
-            converted_hours = hours - (1 - np.exp(-rates[i] * hours)) / rates[i]
-            extra += counts[:, i] * premium[i] * converted_hours
+        for column in np.flatnonzero((premium > 0) & (rates > 0)):
+            converted_hours = hours - (1 - np.exp(-rates[column] * hours)) / rates[column]
+            extra += counts[:, column] * premium[column] * converted_hours
     cost = np.where(np.isfinite(expected_time), rate * expected_time / 3600 + extra, np.inf)
     return {"time": expected_time, "cost": cost, "rho": rho,
             "events_per_h": counts @ rates, "d_safe": d_safe, "nominal_time": ev.time_s}
@@ -210,9 +210,9 @@ def solve_risk(problem: SpotProblem, *, deadline_probability: float | None = Non
             return ok, out["cost"]
 
         found, stats = decompose_risk(problem, model, admissible_cost, clock)
-        counts = None if found.plan is None else np.array([found.plan.counts.get(label, 0)
-                                                           for label in model.columns.labels])
-        ps = found.plan.ps if found.plan is not None else 1
+        plan = found.plan if isinstance(found.plan, SpotPlan) else None
+        counts = None if plan is None else np.array([plan.counts.get(label, 0) for label in model.columns.labels])
+        ps = plan.ps if plan is not None else 1
         message = {Status.OPTIMAL: "least expected cost, proven by the spot decomposition",
                    Status.INFEASIBLE: "proven: no plan meets the deadline under the interruption model"}
         return _risk_result(model, counts, ps, found.status, name, clock, outcome, stats,

@@ -196,7 +196,7 @@ def plan_grid(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
             parts["feasible"].append(ev.feasible & (speed > 0))
     if not parts["counts"]:
         empty = np.zeros((0, len(cols)), dtype=np.int64)
-        return PlanGrid(model, empty, *(np.zeros(0) for _ in range(7)))  # type: ignore[arg-type]
+        return PlanGrid(model, empty, *(np.zeros(0) for _ in range(7)))
     joined = {k: np.concatenate(v) for k, v in parts.items()}
     return PlanGrid(model=model, **joined)
 
@@ -264,7 +264,7 @@ def unreplaced_delay(model: SpotModel, counts: np.ndarray, ps: np.ndarray, k: in
     sigma, _ = progress_speed(model, counts, ps)
     core = model.evaluate(counts, ps).time_s - model.problem.slo.takeover_overhead_s
     slowest = sigma.copy()
-    for group, drop in event_drops(model, counts, ps, k).items():
+    for drop in event_drops(model, counts, ps, k).values():
         valid = np.isfinite(drop)
         slowest[valid] = np.minimum(slowest[valid], sigma[valid] * (1.0 - drop[valid]))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -387,7 +387,7 @@ def robust_result(model: SpotModel, counts: np.ndarray | None, ps: int, k: int, 
     result = spot_result(model, counts, ps, status=status, method=method, started=clock.started,
                          bound=bound, message=message, stats=stats)
     result.details.update({"robust_k": k, "replaced": replaced, "takeover_overhead_s": overhead_s})
-    if counts is not None:
+    if counts is not None and result.time_s is not None:
         delay, exact = robust_check(model, k, overhead_s, replaced)(np.asarray(counts)[None, :], np.array([ps]))
         result.details.update({"worst_case_delay_s": float(delay[0]), "worst_case_exact": bool(exact[0]),
                                "worst_case_time_s": float(result.time_s) + float(delay[0])})

@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
+from typing import Callable, cast
 
 import numpy as np
 
 from dnnprov.models.spot import SpotEvaluation, SpotModel
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.progress import Clock, SolverLog
-from dnnprov.result import Result, Status
+from dnnprov.result import Result, SpotPlan, Status
 from dnnprov.solvers.spot_cells import Cell, down, row_ranges, up
 from dnnprov.solvers.spot_exact import CELL_ENUMERATION, SpotDecomposition
 
@@ -159,9 +159,10 @@ class RevocationDecomposition(SpotDecomposition):
         """
         lo, hi = self.box(cell)
         t = cell.top
+        assert t is not None                            # a top cell names its top column
         shape = self.shape(cell.workers, cell.ps)
         speed = shape.speed
-        parts = []
+        parts: list[tuple[tuple[int, int, int], ...]] = []
         if hi[t] >= 2:
             parts.append(((t, 2, int(hi[t])),))
         if lo[t] <= 1:
@@ -291,13 +292,13 @@ def decompose(problem: SpotProblem, judge: Judge, clock: Clock, outage_s: float 
     search = RevocationDecomposition(problem, clock=clock, log=SolverLog(clock), outage_s=outage_s,
                                      cell_enumeration=cell_enumeration)
     judged = JudgedModel(search.model, judge, lambda: search.best_cost)
-    search.model = judged
+    search.model = cast(SpotModel, judged)             # JudgedModel stands in for it (attributes forwarded)
     result = search.run(None)
     return result, {**search.stats, "plans_judged": judged.judged, "method": "decompose"}
 
 
 def _plan_counts(model: SpotModel, result: Result) -> np.ndarray | None:
-    if result.plan is None:
+    if not isinstance(result.plan, SpotPlan):
         return None
     return np.array([result.plan.counts.get(label, 0) for label in model.columns.labels], dtype=np.int64)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from functools import partial
 from typing import Any, Callable
 
 import numpy as np
@@ -25,7 +26,7 @@ BIG_TIME_S = 1e12
 def reasons(problem: ServerlessProblem, side: ServerlessSideRows | None, clock: Clock,
             max_plans: int) -> list[Reason]:
     """The reasons ``problem`` (with user rows ``side``) has no plan."""
-    low, high = problem.function_range()
+    _, high = problem.function_range()
     per_n = len(problem.memory_grid()) * (problem.constraints.ps_count[1] - problem.constraints.ps_count[0] + 1)
     if high * per_n <= max_plans:
         cap = int(min(check.MAX_FUNCTIONS, max_plans // per_n, 2 * high + 64))
@@ -66,6 +67,11 @@ def without_row(side: ServerlessSideRows | None, i: int) -> ServerlessSideRows |
 def _plan(model: ServerlessModel, n: int, m: int, s: int) -> tuple[ServerlessPlan, float, float]:
     ev = model.evaluate(n, m, s)
     return ServerlessPlan(int(n), int(m), float(ev.local_batch), int(s)), float(ev.time_s), float(ev.cost)
+
+
+def _plan_at(n: np.ndarray, m: int, s: np.ndarray, i: int) -> tuple[int, int, int]:
+    """Plan ``i`` of a chunk (function counts ``n``, memory ``m``, PS counts ``s``)."""
+    return int(n[i]), int(m), int(s[i])
 
 
 def _meets(problem: ServerlessProblem | Callable[[], ServerlessProblem], side: ServerlessSideRows | None,
@@ -134,8 +140,7 @@ def by_enumeration(problem: ServerlessProblem, side: ServerlessSideRows | None, 
             for i, name in enumerate(names):
                 ok[f"constraint:{name}"] = meets[:, i]
                 measure[f"constraint:{name}"] = ev.cost
-        search.add(ev.feasible, ok, measure, ev.cost,
-                   lambda i, n=n, s=s, m=m: (int(n[i]), int(m), int(s[i])), ranges)
+        search.add(ev.feasible, ok, measure, ev.cost, partial(_plan_at, n, m, s), ranges)
 
     per_n = len(problem.memory_grid()) * (c.ps_count[1] - c.ps_count[0] + 1)
     stopped_within = scan(1, high)
@@ -168,11 +173,11 @@ def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search:
         n, m, s = best.plan
         plan, time_s, cost = _plan(model, n, m, s)
         how = raised if group == "functions" else within
-        proven = proven_raised if group == "functions" else proven_within
-        at_most = "" if proven else "at most "
+        covered = proven_raised if group == "functions" else proven_within
+        at_most = "" if covered else "at most "
         if group == "deadline":
-            ok = _meets(lambda: relax(problem, "deadline", time_s), side, n, m, s)
-            out.append(Reason("deadline", "slo.time_s", problem.time_s, time_s, proven and ok,
+            ok = _meets(partial(relax, problem, "deadline", time_s), side, n, m, s)
+            out.append(Reason("deadline", "slo.time_s", problem.time_s, time_s, covered and ok,
                               f"slo.time_s: no plan finishes within {problem.time_s:,g} s; the fastest plan meeting "
                               f"every other constraint, {plan}, needs {at_most}{time_s:,.2f} s ({how})",
                               plan=plan.to_dict()))
@@ -186,18 +191,19 @@ def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search:
         elif group == "domain":
             f = best.measure * (1 + 1e-9)
             d = problem.workload.domain
-            ok = _meets(lambda: relax(problem, "domain", f), side, n, m, s)
+            assert d is not None                        # the group exists only with a domain
+            ok = _meets(partial(relax, problem, "domain", f), side, n, m, s)
             mem = best.ranges.get("memory_mb", [math.nan] * 2)
             (m_lo, m_hi), _ = model.domain_bounds()
-            out.append(Reason("domain", "workload.domain.extrapolation", d.extrapolation, f, proven and ok,
+            out.append(Reason("domain", "workload.domain.extrapolation", d.extrapolation, f, covered and ok,
                               f"workload.domain: no plan inside the validity domain ({m_lo:.6g}-{m_hi:.6g} MB) meets "
                               f"every other constraint; the plans that do use {mem[0]:g}-{mem[1]:g} MB; an "
                               f"extrapolation factor of {at_most}{f:.6g} (now {d.extrapolation:g}) admits {plan} ({how})",
                               plan=plan.to_dict()))
         elif group == "functions":
             needed = [min(low, n), max(high, n)]
-            least = proven and best.measure <= cap + 1 - high
-            ok = _meets(lambda: relax(problem, "functions", tuple(needed)), side, n, m, s)
+            least = covered and best.measure <= cap + 1 - high
+            ok = _meets(partial(relax, problem, "functions", tuple(needed)), side, n, m, s)
             out.append(Reason("functions", "constraints.functions", [low, high], needed, least and ok,
                               f"constraints.functions / platform.concurrency_limit allow {low}-{high} functions; the "
                               f"nearest plan meeting every other constraint, {plan}, has {n} ({how})",
@@ -205,7 +211,7 @@ def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search:
         else:
             name = group.removeprefix("constraint:")
             ok = _meets(problem, without_row(side, row_names(side).index(name)), n, m, s)
-            out.append(Reason("constraint", name, None, None, proven and ok,
+            out.append(Reason("constraint", name, None, None, covered and ok,
                               f"user constraint {name!r}: without it the cheapest plan meeting every other "
                               f"constraint is {plan} (${cost:.6f}, {time_s:,.2f} s) ({how})", plan=plan.to_dict()))
     if out:
@@ -231,7 +237,7 @@ def by_exact_solves(problem: ServerlessProblem, side: ServerlessSideRows | None,
 
     out: list[Reason] = []
     free = solve_serverless_exact(relax(problem, "deadline"), side=side, clock=share(clock, 0.3))
-    if free.plan is not None:
+    if free.plan is not None and free.time_s is not None:
         def solve_at(deadline: float, step: Clock) -> Any:
             return solve_serverless_exact(relax(problem, "deadline", deadline), side=side, clock=step)
         low, high, faster, steps = bisect_deadline(solve_at, problem.time_s, free.time_s, share(clock, 0.7))

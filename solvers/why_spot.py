@@ -26,7 +26,7 @@ RAISED_BOX = 20_000        # plans of the raised-quota box at least (or 4 times 
 def reasons(problem: SpotProblem, side: SideRows | None, clock: Clock, max_plans: int) -> list[Reason]:
     """The reasons ``problem`` (with user rows ``side``) has no plan; see the module doc of infeasibility."""
     domain = problem.workload.domain
-    if SpotModel(problem).slo_refused():         # proven at once: the domain admits no plan at all
+    if SpotModel(problem).slo_refused() and domain is not None and domain.loss is not None:  # no plan at all
         return [Reason("domain", "slo.loss", problem.slo.loss, domain.loss[0], True,
                        f"the target loss {problem.slo.loss:g} lies below the lowest logged loss "
                        f"{domain.loss[0]:g} and workload.domain.loss_axis is \"enforce\": the domain admits no "
@@ -115,7 +115,7 @@ def raised_upper(problem: SpotProblem, limit: int) -> np.ndarray:
     n_ps = high - low + 1
 
     def box(cap: int) -> int:
-        return math.prod(int(max(u, cap) - l + 1) for l, u in zip(cols.lower, cols.upper)) * n_ps
+        return math.prod(int(max(up, cap) - lo + 1) for lo, up in zip(cols.lower, cols.upper)) * n_ps
 
     lo, hi = 0, check.MAX_QUOTA
     while lo < hi:
@@ -169,7 +169,7 @@ def by_enumeration(problem: SpotProblem, side: SideRows | None, clock: Clock, li
         counts, ps = search.contradiction
         raise AssertionError(f"infeasible was claimed, but {_plan(problem, counts, ps)} meets every constraint")
     n_ps = cons.ps_count[1] - cons.ps_count[0] + 1
-    total = math.prod(int(u - l + 1) for l, u in zip(cols.lower, upper)) * n_ps
+    total = math.prod(int(up - lo + 1) for lo, up in zip(cols.lower, upper)) * n_ps
     stop = f"the time limit stopped the evaluation after {search.evaluated:,} of "
     within = f"{stop}{size:,} plans" if stopped_within else f"proven: all {size:,} plans within the quotas evaluated"
     raised = (f"{stop}{total:,} plans (quotas raised up to {int(upper.max()):,})" if stopped_raised else
@@ -195,14 +195,14 @@ def _fold(search: GroupSearch, problem: SpotProblem, side: SideRows | None, rela
     if "iterations" in groups:     # the domain's other half: its iteration floor and enforced cap
         ok["iterations"], measure["iterations"] = original.admits_iterations(ev.iterations), ev.cost
         ranges["iterations"] = {"iterations": ev.iterations}
-    within = (counts <= cols.upper).all(axis=1)
+    within = np.asarray((counts <= cols.upper).all(axis=1))
     if "quota" in groups:
         ok["quota"], measure["quota"] = within, np.maximum(counts - cols.upper, 0).sum(axis=1).astype(float)
     elif not within.all():
         raise AssertionError("the box of counts left the quotas without a quota group")
     if "vcpu_quota" in groups:
         excess = sum(np.maximum(counts @ per_column - limit, 0) for per_column, limit in original.vcpu_rows)
-        ok["vcpu_quota"], measure["vcpu_quota"] = excess == 0, np.asarray(excess, dtype=float)
+        ok["vcpu_quota"], measure["vcpu_quota"] = np.asarray(excess) == 0, np.asarray(excess, dtype=float)
     if "workers" in groups:
         distance = outside(ev.workers, cons.workers[0], cons.workers[1])
         ok["workers"], measure["workers"] = distance == 0, distance
@@ -274,7 +274,7 @@ def compose(problem: SpotProblem, side: SideRows | None, search: GroupSearch, up
                               f"batches below {-w.gamma_3 / w.gamma_2:.6g} would be needed (proven by eq. 3 and 4)"))
             return out
         reached = search.anything.found()
-        out.append(Reason("loss" if not reached else "unexplained", "slo.loss", problem.slo.loss, None, proven,
+        out.append(Reason("loss" if not reached else "unexplained", "slo.loss", problem.slo.loss, None, proven_raised,
                           (f"no plan reaches the loss target {problem.slo.loss:g} at any deadline within the "
                            f"quotas raised up to {int(upper.max()):,} ({raised})") if not reached else
                           f"no plan is admitted by dropping one or two constraint groups ({raised})"))
@@ -309,6 +309,7 @@ def _single(problem: SpotProblem, side: SideRows | None, group: str, best: Any, 
                       f"constraints.budget_usd: no plan costs at most ${limit}; the cheapest plan meeting "
                       f"{others}, {plan}, costs {at_most}${value} ({how})", plan=plan.to_dict())
     if group == "domain":
+        assert w.domain is not None                     # the group exists only with a domain
         f = best.measure * (1 + 1e-9)
         ok = _meets(lambda: relax(problem, "domain", f), side, counts, ps)
         b, k = best.ranges.get("batch_wa", [math.nan] * 2), best.ranges.get("workers", [math.nan] * 2)
@@ -319,6 +320,7 @@ def _single(problem: SpotProblem, side: SideRows | None, group: str, best: Any, 
                       f"{int(k[0])}-{int(k[1])}; an extrapolation factor of {at_most}{f:.6g} (now "
                       f"{w.domain.extrapolation:g}) admits {plan} ({how})", plan=plan.to_dict())
     if group == "iterations":
+        assert w.domain is not None                     # the group exists only with a domain
         ok = _meets(lambda: relax(problem, "iterations"), side, counts, ps)
         j = float(ev.iterations[0])
         low, high = best.ranges.get("iterations", [math.nan] * 2)
@@ -437,6 +439,7 @@ def _exact_reason(problem: SpotProblem, side: SideRows | None, group: str, answe
     needed = None
     if group == "domain":
         d = problem.workload.domain
+        assert d is not None                            # the group exists only with a domain
         ev = SpotModel(problem).evaluate(np.array([list(plan.counts.values())]), plan.ps)
         needed = float(max(extrapolation_needed(ev.batch_wa, *d.batch_wa)[0],
                            extrapolation_needed(ev.workers, *d.workers)[0])) * (1 + 1e-9)

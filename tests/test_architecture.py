@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[1]
 SOURCES = {"dnnprov": REPO / "dnnprov", "dnnprov.formulations": REPO / "formulations",
            "dnnprov.solvers": REPO / "solvers"}
 BASICS = {"errors", "result", "progress", "json_files"}
-ENTRY = {"solve", "model_solve"}
+ENTRY = {"dispatch", "model_solve"}
 TOOLS = {"profiling", "cloud", "revocation", "benchsets", "batch", "fuzz"}
 FRONT = {"cli", "service"}
 #: the control loop drives clouds (cloud/) with launch policies (revocation/): above both tools

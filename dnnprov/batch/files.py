@@ -18,7 +18,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Self, Sequence
 
 from dnnprov.errors import InvalidInputError, PlausibilityWarning
 from dnnprov.io.instances import FORMATS, problem_from_dict, read_instance, read_json_file, resolve_instance_path
@@ -117,7 +117,7 @@ def read_items(files: Sequence[Path], named: Iterable[Path] = ()) -> tuple[list[
     """
     items: list[Item] = []
     skipped: list[Path] = []
-    named = {os.path.realpath(n) for n in named}
+    named_real = {os.path.realpath(n) for n in named}
     for f in files:
         label = f.as_posix()
         if f.suffix == ".jsonl":
@@ -126,18 +126,18 @@ def read_items(files: Sequence[Path], named: Iterable[Path] = ()) -> tuple[list[
                 with warnings_naming(label):
                     for count, problem in enumerate(_read_lines(f), start=1):
                         items.append(Item(f"{label}#{count}", problem))
-            except Exception as exc:  # the reader stops at a bad line: the rest is one failed item
+            except Exception as exc:  # noqa: BLE001 (the reader stops at a bad line: the rest is one failed item)
                 items.append(Item(label if count == 0 and _is_read_failure(exc) else f"{label}#{count + 1}",
                                   None, _error_text(exc)))
             else:
-                if count == 0 and os.path.realpath(f) in named:
+                if count == 0 and os.path.realpath(f) in named_real:
                     items.append(Item(label, None, "bad instance: the file holds no instance (no non-blank line)"))
             continue
         try:
             with warnings_naming(label):
                 items.append(Item(label, read_instance(f)))
-        except Exception as exc:
-            if os.path.realpath(f) not in named and _other_document(f):
+        except Exception as exc:  # noqa: BLE001 (fault isolation: one failed item, the rest goes on)
+            if os.path.realpath(f) not in named_real and _other_document(f):
                 skipped.append(f)
             else:
                 items.append(Item(label, None, _error_text(exc)))
@@ -196,27 +196,28 @@ def load_instances(paths: Iterable[str]) -> dict[str, Problem | Exception]:
         wanted.setdefault(file, {})[index] = path
     found: dict[str, Problem | Exception] = {}
     for file, indexes in wanted.items():
+        lines: dict[int, str] = {i: p for i, p in indexes.items() if i is not None}
         if None in indexes:
-            path = indexes.pop(None)
+            path = indexes[None]
             try:
                 with warnings_naming(file):
                     found[path] = read_instance(file)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 (fault isolation: one failed item, the rest goes on)
                 found[path] = exc
-        if not indexes:
+        if not lines:
             continue
-        last = max(indexes)
+        last = max(lines)
         try:
             for i, problem in enumerate(_read_lines(Path(file)), start=1):
-                if i in indexes:
-                    found[indexes.pop(i)] = problem
+                if i in lines:
+                    found[lines.pop(i)] = problem
                 if i >= last:
                     break
-        except Exception as exc:
-            for path in indexes.values():
+        except Exception as exc:  # noqa: BLE001 (fault isolation: one failed item, the rest goes on)
+            for path in lines.values():
                 found[path] = exc
             continue
-        for i, path in indexes.items():
+        for i, path in lines.items():
             found[path] = InvalidInputError(path, f"{file} has fewer than {i} instances")
     return found
 
@@ -246,7 +247,7 @@ class ResultWriter:
     def write(self, row: dict[str, Any]) -> None:
         """Add one row (on disk now for CSV, within a chunk for Parquet)."""
         self.rows.append(row)
-        if self.csv is not None:
+        if self.csv is not None and self.handle is not None:
             self.csv.writerow([_cell(row[c]) for c in ROW_COLUMNS])
             self.handle.flush()
             return
@@ -302,7 +303,7 @@ def read_results(path: str | Path) -> pd.DataFrame:
             df = pd.read_csv(path, dtype=str, keep_default_na=False)
     except ImportError:
         raise InvalidInputError(str(path), "reading Parquet needs pyarrow: pip install 'dnnprov[batch]'") from None
-    except Exception as exc:
+    except (OSError, ValueError) as exc:          # unreadable, or not CSV / Parquet (pandas, pyarrow errors)
         raise InvalidInputError(str(path), f"not a results file: {exc}") from None
     missing = [c for c in ("path", "method", "status") if c not in df.columns]
     if missing:
@@ -409,7 +410,7 @@ class OutputLock:
         os.close(self.fd)
         self.fd = None
 
-    def __enter__(self) -> "OutputLock":
+    def __enter__(self) -> Self:
         self.acquire()
         return self
 

@@ -23,7 +23,7 @@ import pandas as pd
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.result import Status
-from dnnprov.solve import METHODS
+from dnnprov.dispatch import METHODS
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.batch.runner import cost_ratios, load_instances, read_results, split_path, summarize
 from dnnprov.batch.tables import (DEFAULT_GAP_TOL, DEFAULT_SHIFT_S, PaperTables, Settings, captions, latex,
@@ -93,8 +93,8 @@ def instance_info(paths: Sequence[str], bases: Sequence[Path] = (Path("."),)) ->
         if not missing:
             break
         located = {p if Path(split_path(p)[0]).is_absolute() else (base / p).as_posix(): p for p in missing}
-        for where, problem in load_instances(located).items():
-            problems[located[where]] = problem
+        for where, loaded in load_instances(located).items():
+            problems[located[where]] = loaded
     records = []
     for path in paths:
         problem = problems.get(path)
@@ -185,7 +185,7 @@ def plot_slo(df: pd.DataFrame, info: pd.DataFrame, axes: np.ndarray | None = Non
                 ax.set_xlim(slos[0] * 0.9, slos[0] * 1.1)
             elif slos[0] > 0 and slos[-1] / slos[0] > 20:
                 ax.set_xscale("log")
-    handles = {}
+    handles: dict[str, Any] = {}
     for ax in axes.flat:
         for h, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, h)
@@ -376,18 +376,18 @@ def _index_html(results: Path, df: pd.DataFrame, summary: pd.DataFrame, info: pd
     parts = [
         "<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>dnnprov batch report: {html.escape(results.name)}</title>",
-        "<style>body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
+        ("<style>body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
         "table{border-collapse:collapse}td,th{padding:.25em .8em;text-align:right;border-bottom:1px solid #ddd}"
         "td:first-child,th:first-child{text-align:left}img{max-width:100%;border:1px solid #eee}"
-        "figure{margin:2em 0}</style></head><body>",
+        "figure{margin:2em 0}</style></head><body>"),
         f"<h1>Batch report: {html.escape(results.name)}</h1>",
-        f"<p>{len(df)} rows, {df['path'].nunique()} instances, {df['method'].nunique()} methods. "
+        (f"<p>{len(df)} rows, {df['path'].nunique()} instances, {df['method'].nunique()} methods. "
         "Cost ratio: cost over the cheapest plan any method found for the instance. "
-        "Solve times in seconds.</p>",
+        "Solve times in seconds.</p>"),
         table,
-        f"<p>{html.escape(captions(tables)['method'])} Per family and size: "
+        (f"<p>{html.escape(captions(tables)['method'])} Per family and size: "
         '<a href="summary.md">summary.md</a>, <a href="summary.tex">summary.tex</a> (LaTeX, booktabs), '
-        '<a href="summary.csv">summary.csv</a>.</p>',
+        '<a href="summary.csv">summary.csv</a>.</p>'),
         per_method,
     ]
     for name, caption in FIGURES:

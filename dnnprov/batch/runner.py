@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from dnnprov.errors import InvalidInputError
 from dnnprov.result import Status
 from dnnprov.problems.serverless import ServerlessProblem
-from dnnprov.solve import METHODS, solve
+from dnnprov.dispatch import METHODS, solve
 from dnnprov.batch.summary import (SUMMARY_COLUMNS, best_known, cost_ratios, format_summary,
                                            method_rank, summarize)
 from dnnprov.batch.files import (INSTANCE_SUFFIXES, NUMERIC_COLUMNS, PLAN_COLUMNS, ROW_COLUMNS,
@@ -131,7 +131,7 @@ def run_task(task: Task) -> dict[str, Any]:
     try:
         result = solve(task.problem, task.method, time_limit_s=task.time_limit_s, gap=task.gap,
                        max_plans=task.max_plans)
-    except Exception as exc:  # InvalidInputError or anything solve lets through
+    except Exception as exc:  # noqa: BLE001 (InvalidInputError or anything solve lets through)
         row = failure_row(task, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
         row["cpu_seconds"] = time.process_time() - cpu
         return row
@@ -153,7 +153,7 @@ def make_tasks(items: Sequence[Item], methods: Sequence[str], *, time_limit_s: f
     """One task per (item, method) that applies, in item order then method order."""
     kill = kill_after_s if kill_after_s is not None else default_kill_after(time_limit_s)
     crash_on, hang_on = os.environ.get(CRASH_ENV, ""), os.environ.get(HANG_ENV, "")
-    tasks = []
+    tasks: list[Task] = []
     for item in items:
         kind, model = _kind_model(item.problem)
         name = item.problem.name if item.problem is not None else Path(split_path(item.path)[0]).stem
@@ -321,9 +321,8 @@ def run_local(tasks: Sequence[Task], workers: int, emit: Callable[[dict[str, Any
                     c.send(todo.popleft())
             busy = [c for c in children if c.task is not None]
             timeout = max(0.0, min(c.deadline for c in busy) - time.perf_counter()) if busy else 1.0
-            by_conn = {c.conn: c for c in children}
-            for conn in wait(list(by_conn), timeout):
-                c = by_conn[conn]
+            ready = wait([c.conn for c in children], timeout)
+            for c in [c for c in children if c.conn in ready]:
                 try:
                     row = c.receive()
                 except (EOFError, OSError):
@@ -417,7 +416,7 @@ def run_dask(tasks: Sequence[Task], address: str, emit: Callable[[dict[str, Any]
         for future in as_completed(futures):
             try:
                 row = future.result()
-            except Exception as exc:  # KilledWorker, lost worker, ...
+            except Exception as exc:  # noqa: BLE001 (KilledWorker, lost worker, ...)
                 row = failure_row(futures[future], f"crash: dask task failed ({type(exc).__name__}: {exc})")
             future.release()
             emit(row)
@@ -433,13 +432,13 @@ def _close_dask(client: Any, cluster: Any) -> None:
     """
     try:
         client.run(dask_release)
-    except Exception:  # a worker already gone: its children end themselves (watch_parent)
+    except Exception:  # noqa: BLE001, S110 (a worker already gone: its children end themselves (watch_parent))
         pass
     try:
         client.close()
         if cluster is not None:
             cluster.close()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 (a cluster that closes badly is a warning, not a failed batch)
         print(f"dnnprov: warning: the local Dask cluster did not close cleanly ({type(exc).__name__}: {exc})",
               file=sys.stderr)
 

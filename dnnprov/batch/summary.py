@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from dnnprov.result import Status
-from dnnprov.solve import METHODS
+from dnnprov.dispatch import METHODS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -25,8 +25,6 @@ def method_rank(methods: Sequence[str]) -> Callable[[str], tuple[int, str]]:
 
 def best_known(df: pd.DataFrame) -> pd.Series:
     """Cheapest plan cost per path over all methods (NaN where no method found a plan)."""
-    import pandas as pd
-
     has_plan = (df["plan"] != "") & df["cost"].notna()
     return df[has_plan].groupby("path")["cost"].min().reindex(df["path"].unique())
 

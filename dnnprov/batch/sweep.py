@@ -20,7 +20,7 @@ from dnnprov.problems import _checks as check, plausibility
 from dnnprov.errors import InvalidInputError
 from dnnprov.result import Result
 from dnnprov.problems.serverless import ServerlessProblem
-from dnnprov.solve import solve
+from dnnprov.dispatch import solve
 from dnnprov.problems.spot import SpotProblem, SpotSLO
 
 #: Most points one grid may have.
@@ -135,8 +135,9 @@ def sweep(problem: SpotProblem | ServerlessProblem, deadlines: Sequence[float],
     kind = "spot" if isinstance(problem, SpotProblem) else "serverless"
     out = Sweep(instance=problem.name, kind=kind,
                 warnings=[{"field": w.field, "message": w.problem} for w in plausibility.findings(problem)])
-    total = len(deadlines) * len(losses or [None])
-    for loss in (losses or [None]):
+    targets: Sequence[float | None] = losses or [None]      # None: the problem's own loss
+    total = len(deadlines) * len(targets)
+    for loss in targets:
         previous: dict[str, Any] | None = None
         for deadline in sorted(deadlines):
             point = point_problem(problem, float(deadline), loss)

@@ -20,7 +20,7 @@ import numpy as np
 from dnnprov.errors import InvalidInputError
 from dnnprov.result import Status
 from dnnprov.batch.summary import method_rank
-from dnnprov.solve import METHODS
+from dnnprov.dispatch import METHODS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,7 +30,7 @@ DEFAULT_SHIFT_S = 1.0
 #: Default tolerance on the relative gap of a ``limit`` row that counts as proven.
 DEFAULT_GAP_TOL = 1e-6
 #: Grouping levels of the tables, in order.
-LEVELS = (("method",), ("method", "family"), ("method", "family", "size"))
+LEVELS: tuple[tuple[str, ...], ...] = (("method",), ("method", "family"), ("method", "family", "size"))
 TIME_COLUMNS = ("instances", "solved", "plans", "limit", "failed", "sgm_time_s")
 GAP_COLUMNS = ("unsolved", "mean_gap", "max_gap", "no_bound", "no_plan")
 
@@ -160,7 +160,7 @@ def _sort_key(level: Sequence[str]):
     rank = method_rank(METHODS)
 
     def key(index: tuple) -> tuple:
-        parts = []
+        parts: list[object] = []
         for name, value in zip(level, index):
             if name == "method":
                 parts.append(rank(value))

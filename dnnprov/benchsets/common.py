@@ -141,8 +141,9 @@ def workload_gpu_profiles(profile_name: str) -> tuple[SpotWorkload, dict[str, Gp
     types = []
     for name in names:
         entry, prof = table3.entry(name), profile.per_type[name]
+        batch = prof.get("batch_per_gpu")
         types.append(InstanceType(name=name, gpus=entry.gpus, spot_price_per_h=1.0, quota=1,
-                                  batch_per_gpu=prof.get("batch_per_gpu"),
+                                  batch_per_gpu=None if batch is None else int(batch),
                                   speed_samples_per_s=prof.get("speed_samples_per_s"),
                                   compute_time_s=prof.get("compute_time_s")))
     w = profile.workload

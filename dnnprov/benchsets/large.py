@@ -40,6 +40,8 @@ def _target_deadline(rng: np.random.Generator, draft: SpotProblem, k_low: int, k
             faster = times < best[2]
             best = (workers, np.where(faster[:, None], counts, best[1]), np.where(faster, times, best[2]),
                     np.where(faster, ps, best[3]))
+    if best is None:                                    # no PS count (ps_count is never empty)
+        return None
     workers, counts, times, ps_of = best
     if not len(times) or not np.isfinite(times).any():
         return None
@@ -87,7 +89,7 @@ def _large_attempt(rng: np.random.Generator, index: int) -> Entry | None:
     on_demand = bool(rng.random() < 0.2)
     ps_high = int(rng.integers(1, 5))
     ps_low = int(rng.integers(1, ps_high + 1)) if rng.random() < 0.3 else 1
-    specs = []
+    specs: list[dict[str, Any]] = []                  # keyword arguments of InstanceType
     for j in range(n_types):
         letter = "p" if rng.random() < 0.35 else "g"
         gpus = int(rng.choice([1, 1, 2, 4, 8]))
@@ -127,8 +129,8 @@ def _large_attempt(rng: np.random.Generator, index: int) -> Entry | None:
     if found is None:
         return None
     deadline, k_star, k_fastest = found
-    vcpu = rng.random() < 0.6
-    if vcpu:
+    vcpu = rng.random() < 0.6 and deadline.plan is not None
+    if vcpu and deadline.plan is not None:
         cols = draft.columns()
         used: dict[str, int] = {}
         for c in range(len(cols)):
@@ -136,8 +138,8 @@ def _large_attempt(rng: np.random.Generator, index: int) -> Entry | None:
                 used[cols.families[c]] = used.get(cols.families[c], 0) + int(deadline.plan[c] * cols.vcpus[c])
         family_limit = {f: int(math.ceil(v * rng.uniform(1.0, 1.5) / 8) * 8) for f, v in sorted(used.items()) if v}
         cons["vcpu_quotas"] = tuple(VcpuQuota(family=f, market="spot", vcpus=v) for f, v in family_limit.items())
-    budget = rng.random() < 0.2
-    if budget:
+    budget = rng.random() < 0.2 and deadline.cost is not None
+    if budget and deadline.cost is not None:
         cons["budget_usd"] = _up(deadline.cost * rng.uniform(1.05, 1.5), 4)
     problem = draft.replace(slo=SpotSLO(loss=loss, time_s=deadline.time_s), constraints=SpotConstraints(**cons),
                             notes=(

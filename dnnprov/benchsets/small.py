@@ -34,8 +34,9 @@ def _contention(rng: np.random.Generator, regime: str) -> tuple[float, float, fl
     return _sig(rng.uniform(0.08, 0.3), 4), _sig(rng.uniform(-2.5, -1.2), 4), rng.uniform(8.0, 20.0)
 
 
-def _loss_coefficients(rng: np.random.Generator, max_batch: float) -> dict[str, float]:
-    """gamma_1..3, gamma_5 of eq. (3) with gamma_2 b + gamma_3 > 0 for every worker batch."""
+def _loss_coefficients(rng: np.random.Generator, max_batch: float) -> dict[str, Any]:
+    """gamma_1..3, gamma_5 of eq. (3) with gamma_2 b + gamma_3 > 0 for every worker batch
+    (keyword arguments of :class:`SpotWorkload`)."""
     gamma_3 = rng.uniform(2000, 3000)
     return {"gamma_1": _sig(rng.uniform(500, 1000), 5), "gamma_3": _sig(gamma_3, 5),
             "gamma_2": -_sig(rng.uniform(0.2, 0.7) * gamma_3 / max_batch, 4),
@@ -45,7 +46,7 @@ def _loss_coefficients(rng: np.random.Generator, max_batch: float) -> dict[str, 
 def _space(problem: SpotProblem) -> int:
     cols = problem.columns()
     low, high = problem.constraints.ps_count
-    return math.prod(int(u - l + 1) for l, u in zip(cols.lower, cols.upper)) * (high - low + 1)
+    return math.prod(int(up - lo + 1) for lo, up in zip(cols.lower, cols.upper)) * (high - low + 1)
 
 
 def _shrink_quotas(quotas: list[int], od_quotas: list[int] | None, factor: int, limit: int) -> None:
@@ -93,6 +94,7 @@ def small_spot_instance(seed: int, index: int) -> Entry:
     batches, compute = [], []
     for e in entries:
         gpu = gpu_model_key(e.gpu_model)
+        assert gpu is not None                          # the entries are the profiled NVIDIA GPUs
         batch = batch16 // 2 if (e.gpu_memory_gb or 16) < 12 else batch16
         per_sample = per_sample_v100 * ratios[gpu].seconds_per_sample / ratios["V100"].seconds_per_sample
         batches.append(batch)
@@ -105,15 +107,14 @@ def small_spot_instance(seed: int, index: int) -> Entry:
     by_speed = rng.random(len(entries)) < 0.7
     types = []
     for k, e in enumerate(entries):
-        profile: dict[str, float] = {"compute_time_s": compute[k]}
-        if by_speed[k]:
-            profile = {"speed_samples_per_s": _speed_from_compute(model, workload, platform, e.gpus,
-                                                                  batches[k], compute[k])}
+        speed = (_speed_from_compute(model, workload, platform, e.gpus, batches[k], compute[k])
+                 if by_speed[k] else None)
         types.append(InstanceType(
             name=e.name, gpus=e.gpus, spot_price_per_h=e.spot_price_per_h, quota=quotas[k],
             batch_per_gpu=batches[k], gpu_memory_gb=e.gpu_memory_gb, vcpus=e.vcpus,
             on_demand_price_per_h=e.on_demand_price_per_h if on_demand else None,
-            on_demand_quota=od_quotas[k] if od_quotas else None, **profile))
+            on_demand_quota=od_quotas[k] if od_quotas else None,
+            compute_time_s=None if speed is not None else compute[k], speed_samples_per_s=speed))
     cons: dict[str, Any] = {"markets": ("spot", "on-demand") if on_demand else ("spot",),
                             "ps_count": (ps_low, ps_high)}
     labels: dict[str, Any] = {"kind": "spot", "model": model, "loss_variant": variant,
@@ -131,7 +132,7 @@ def small_spot_instance(seed: int, index: int) -> Entry:
         kept = sum(n * next(x.vcpus for x in types if x.name == name)
                    for name, n in cons.get("existing", {}).items()
                    if next(x for x in types if x.name == name).quota_family == family)
-        biggest = max(x.vcpus for x in types if x.quota_family == family)
+        biggest = max(x.vcpus for x in types if x.quota_family == family and x.vcpus is not None)
         cons["vcpu_quotas"] = (VcpuQuota(family=family, market="spot",
                                          vcpus=int(kept + biggest * rng.integers(1, 5))),)
     if rng.random() < 0.1:
@@ -142,7 +143,7 @@ def small_spot_instance(seed: int, index: int) -> Entry:
                         name=f"small-spot-{index:03d}")
     deadline = _random_deadline(rng, draft, multi_share=0.6)
     budget = rng.random() < 0.25 and deadline.cost is not None
-    if budget:
+    if budget and deadline.cost is not None:
         cons["budget_usd"] = _up(deadline.cost * rng.uniform(1.0, 1.5), 4)
     problem = draft.replace(slo=SpotSLO(loss=loss, time_s=deadline.time_s),
                             constraints=SpotConstraints(**cons),
@@ -207,7 +208,7 @@ def small_serverless_instance(seed: int, index: int) -> Entry:
     lone = min((float(t) for t in model.evaluate(np.full(len(grid), 1), np.array(grid), ps_high).time_s
                 if np.isfinite(t)), default=math.inf) if low == 1 else math.inf
     samples = 200
-    n = np.array([int(round(_log_uniform(rng, low, high + 0.999) - 0.5)) for _ in range(samples)])
+    n = np.array([round(_log_uniform(rng, low, high + 0.999) - 0.5) for _ in range(samples)])
     n = np.clip(n, low, high)
     m = np.array(grid)[rng.integers(0, len(grid), size=samples)]
     s = rng.integers(ps_low, ps_high + 1, size=samples)
@@ -229,7 +230,7 @@ def small_serverless_instance(seed: int, index: int) -> Entry:
             time_s = _up(t * rng.uniform(0.8, 1.5), 1)
             cost, rule = (float(ev.cost[i]) if time_s >= t else None), "random-plan"
     budget = rng.random() < 0.2 and cost is not None
-    if budget:
+    if budget and cost is not None:
         cons["budget_usd"] = _up(cost * rng.uniform(1.0, 1.5), 4)
     problem = draft.replace(time_s=time_s, constraints=ServerlessConstraints(**cons), notes=(
         f"dnnprov generate small (generator v{GENERATOR_VERSION}). Workload {name} of lambdaDNN Table 5 "

@@ -119,7 +119,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from dnnprov.cli.domain import apply_domain_options, solve_with_domain_cost
     from dnnprov.cli.objectives import apply_budget
     from dnnprov.io.instances import read_instance
-    from dnnprov.solve import solve
+    from dnnprov.dispatch import solve
 
     check_time_limit(args.time_limit)
     problem = apply_budget(apply_domain_options(read_instance(_instance_path(args.file)), args), args.budget)
@@ -155,7 +155,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """Solve the embedded paper Table I instance with every applicable method."""
     from dnnprov.io.instances import embedded_instance, read_instance
-    from dnnprov.solve import solve
+    from dnnprov.dispatch import solve
 
     problem = read_instance(embedded_instance(DEMO_INSTANCE))
     print(describe(problem))
@@ -169,6 +169,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _spot_domain_lines(workload: "SpotWorkload") -> list[str]:
     """The fitted ranges of a spot workload's domain, then what plans may use (what the solvers enforce)."""
     d = workload.domain
+    if d is None:
+        return []
     lines = [f"  workload.domain: batch_wa {d.batch_wa[0]:g}..{d.batch_wa[1]:g}, workers "
              f"{d.workers[0]}..{d.workers[1]}"
              + (f", extrapolation {d.extrapolation:g}" if d.extrapolation != 1 else "")]
@@ -198,14 +200,14 @@ def describe(problem: "SpotProblem | ServerlessProblem") -> str:
     if isinstance(problem, SpotProblem):
         w, slo, c = problem.workload, problem.slo, problem.constraints
         workers = f"{c.workers[0]}..{c.workers[1] if c.workers[1] is not None else 'null'}"
-        lines = [f"{q(problem.name)}: spot problem, model {problem.model}, workload {q(w.name)} "
-                 f"(loss_variant {w.loss_variant})",
+        lines = [(f"{q(problem.name)}: spot problem, model {problem.model}, workload {q(w.name)} "
+                 f"(loss_variant {w.loss_variant})"),
                  f"  slo: loss {slo.loss:g}, time_s {slo.time_s:g}"
                  + (f", takeover_overhead_s {slo.takeover_overhead_s:g}" if slo.takeover_overhead_s else ""),
-                 f"  constraints: ps_count {c.ps_count[0]}..{c.ps_count[1]}, workers {workers}, "
-                 f"markets {', '.join(c.markets)}",
-                 "  columns (compute_time_s by eq. (6) where the file gives speed_samples_per_s; "
-                 "price_per_h is the column's market price):"]
+                 (f"  constraints: ps_count {c.ps_count[0]}..{c.ps_count[1]}, workers {workers}, "
+                 f"markets {', '.join(c.markets)}"),
+                 ("  columns (compute_time_s by eq. (6) where the file gives speed_samples_per_s; "
+                 "price_per_h is the column's market price):")]
         cols = problem.columns()
         width = max(24, *(len(q(label)) for label in cols.labels))
         lines.append(f"    {'column':<{width}} {'gpus':>4} {'batch_per_gpu':>13} {'compute_time_s':>14} "
@@ -225,21 +227,21 @@ def describe(problem: "SpotProblem | ServerlessProblem") -> str:
         if w.domain is not None:
             lines.extend(_spot_domain_lines(w))
     else:
-        w, p = problem.workload, problem.platform
+        sw, sp = problem.workload, problem.platform
         grid = problem.memory_grid()
         low, high = problem.function_range()
-        lines = [f"{q(problem.name)}: serverless problem, workload {q(w.name)} "
-                 f"(epochs {w.epochs:g} of {w.samples} samples)",
+        lines = [(f"{q(problem.name)}: serverless problem, workload {q(sw.name)} "
+                 f"(epochs {sw.epochs:g} of {sw.samples} samples)"),
                  f"  slo: time_s {problem.time_s:g}",
-                 f"  memory_mb {grid[0]}..{grid[-1]} in memory_step_mb {p.memory_step_mb} "
+                 (f"  memory_mb {grid[0]}..{grid[-1]} in memory_step_mb {sp.memory_step_mb} "
                  f"({len(grid)} sizes), functions {low}..{high}, "
                  f"ps_count {problem.constraints.ps_count[0]}..{problem.constraints.ps_count[1]}, "
-                 f"timeout_s {p.timeout_s:g}",
-                 f"  local_batch {w.local_batch}, max_global_batch {w.max_global_batch}, "
-                 f"model_mb {w.model_mb:g}, dataset_mb {w.dataset_mb:g}"]
+                 f"timeout_s {sp.timeout_s:g}"),
+                 (f"  local_batch {sw.local_batch}, max_global_batch {sw.max_global_batch}, "
+                 f"model_mb {sw.model_mb:g}, dataset_mb {sw.dataset_mb:g}")]
         if problem.constraints.budget_usd is not None:
             lines.append(f"  budget_usd: {problem.constraints.budget_usd:g}")
-        d = w.domain
+        d = sw.domain
         if d is not None:
             lines.append(f"  workload.domain: memory_mb {d.memory_mb[0]:g}..{d.memory_mb[1]:g}"
                          + (f", functions {d.functions[0]}..{d.functions[1]}" if d.functions else "")
@@ -302,7 +304,7 @@ def _register_core(sub: argparse._SubParsersAction) -> None:
     """Add ``solve``, ``show`` and ``demo``."""
     import inspect
 
-    from dnnprov.solve import METHODS
+    from dnnprov.dispatch import METHODS
 
     p = sub.add_parser("solve", help="solve one instance file", description=inspect.cleandoc(cmd_solve.__doc__ or ""))
     p.add_argument("file", help="instance file, embedded:spot/paper-table1.json, or - for standard input")
@@ -379,8 +381,8 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
 
 def solve_interruptibly(run: Callable[[], "Result"], time_limit_s: float) -> "Result":
     """``run()`` (a solve) with Ctrl-C and SIGTERM stopping it like its time limit; the
-    result of a stopped run is marked interrupted (:func:`dnnprov.solve.marked_interrupted`)."""
-    from dnnprov.solve import marked_interrupted
+    result of a stopped run is marked interrupted (:func:`dnnprov.dispatch.marked_interrupted`)."""
+    from dnnprov.dispatch import marked_interrupted
 
     with stop_on_signals((signal.SIGINT, signal.SIGTERM)):
         result = run()
@@ -470,7 +472,7 @@ def _run(argv: list[str]) -> int:
     except KeyboardInterrupt:
         _error("interrupted")
         return EXIT_INTERRUPTED
-    except Exception as exc:  # the last resort: a bug must not print a traceback at the user
+    except Exception as exc:  # noqa: BLE001 (the last resort: a bug must not print a traceback at the user)
         _error(f"internal error: {type(exc).__name__}: {exc} (a bug in dnnprov; please report it with the input)")
         return EXIT_INTERNAL
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from dnnprov.solve import METHODS
+from dnnprov.dispatch import METHODS
 
 from dnnprov.cli import EXIT_INTERRUPTED, EXIT_OK
 

@@ -23,8 +23,9 @@ from dnnprov.cloud.export.aws_calls import new_run_id
 from dnnprov.io.instances import read_instance
 from dnnprov.revocation.replan import (DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem, solve_takeover, takeover_document,
                                   zone_capacity, zone_placement)
-from dnnprov.solve import METHODS
+from dnnprov.dispatch import METHODS
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.result import SpotPlan
 
 from dnnprov.cli import EXIT_NO_PLAN, EXIT_OK, check_time_limit, exit_code, solve_interruptibly
 
@@ -210,7 +211,7 @@ def cmd_replan(args: argparse.Namespace) -> int:
                                  capacity=zone_capacity(problem, free, survivors) if free else None)
     result = solve_interruptibly(lambda: solve_takeover(takeover, args.method, time_limit_s=args.time_limit),
                                  args.time_limit)
-    if free and result.plan is not None:
+    if free and isinstance(result.plan, SpotPlan):
         new = {k: n - survivors.get(k, 0) for k, n in result.plan.counts.items() if n > survivors.get(k, 0)}
         result = replace(result, details={**result.details, "zones": zone_placement(problem, new, free)})
     if args.json:
@@ -219,9 +220,9 @@ def cmd_replan(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
     else:
         print(result.summary())
-        new = result.details.get("new_instances")
-        if new is not None:
-            print(f"  new  : {', '.join(f'{n} x {k}' for k, n in new.items()) or 'none'} "
+        added = result.details.get("new_instances")
+        if added is not None:
+            print(f"  new  : {', '.join(f'{n} x {k}' for k, n in added.items()) or 'none'} "
                   f"(kept: {', '.join(f'{n} x {k}' for k, n in takeover.constraints.existing.items()) or 'none'}); "
                   f"new PS: {result.details.get('new_ps', 0)}")
     return exit_code(result)

@@ -22,7 +22,7 @@ from dnnprov.problems import _checks as check
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import Result, Status, finite_or_none
-from dnnprov.solve import solve
+from dnnprov.dispatch import solve
 
 Problem = SpotProblem | ServerlessProblem
 #: Statuses whose ``bound`` is a proven lower bound on the optimum (with the plan's cost above it).
@@ -60,10 +60,12 @@ def apply_domain_options(problem: Problem, args: argparse.Namespace) -> Problem:
     if domain is None and (factor is not None or getattr(args, "domain_cost", False)):
         option = "--extrapolation" if factor is not None else "--domain-cost"
         raise InvalidInputError(option, "the instance has no workload.domain")
-    if factor is None:
+    if factor is None or domain is None:
         return problem
     factor = check.number("--extrapolation", factor, minimum=1)
-    return problem.replace(workload=dataclasses.replace(problem.workload, domain=domain.with_extrapolation(factor)))
+    # Any: the workload's own kind of domain (mypy's dataclass replace types a union's field as None)
+    extended: Any = domain.with_extrapolation(factor)
+    return problem.replace(workload=dataclasses.replace(problem.workload, domain=extended))
 
 
 def solve_with_domain_cost(problem: Problem, method: str = "milp", *, time_limit_s: float = 60.0,
@@ -106,7 +108,7 @@ def domain_cost_report(with_domain: Result, free: Result) -> dict[str, Any]:
         report["note"] = (f"domain cost: no plan inside the domain (proven); without it ${free.cost:.6f} "
                           f"by {free.method} ({free.status.value})")
         return report
-    if with_domain.plan is None or free.plan is None:
+    if with_domain.plan is None or free.plan is None or with_domain.cost is None or free.cost is None:
         report["note"] = "domain cost: unknown (a solve found no plan within its time limit)"
         return report
     bound_d = with_domain.bound if with_domain.status in PROVEN and with_domain.bound is not None else None

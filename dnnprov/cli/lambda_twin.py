@@ -48,7 +48,7 @@ def cmd_lambda_twin(args: argparse.Namespace) -> int:
     if args.function:
         twin.configure(args.function, {}, create=True)
     stop = threading.Event()
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
     for sig in (signal.SIGTERM, signal.SIGINT):
         previous[sig] = signal.signal(sig, lambda signum, frame: stop.set())
     try:

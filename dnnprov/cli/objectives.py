@@ -71,7 +71,7 @@ def _check_figure(out: str) -> None:
 def cmd_pareto(args: argparse.Namespace) -> int:
     """Every nondominated (time, cost) plan between two deadlines, each proven (docs/solvers.md)."""
     from dnnprov.io.instances import read_instance
-    from dnnprov.solve import pareto
+    from dnnprov.dispatch import pareto
 
     check_time_limit(args.time_limit)
     problem = read_instance(_instance_path(args.file))

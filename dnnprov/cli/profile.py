@@ -122,7 +122,7 @@ def cmd_fit_loss(args: argparse.Namespace) -> int:
     d = fit.domain
     assert d.cc is not None   # a loss fit's domain always has its R range
     print(f"  domain: b_w (per-worker average batch, eq. 4) {d.batch_wa[0]:g}-{d.batch_wa[1]:g}, "
-          f"|N| {d.workers[0]}-{d.workers[1]}, R {d.cc[0]:.3f}-{d.cc[1]:.3f}")
+          f"|N| {d.workers[0]}-{d.workers[1]}" + (f", R {d.cc[0]:.3f}-{d.cc[1]:.3f}" if d.cc is not None else ""))
     for r in loo:
         it = r["iterations_error_pct"]
         le = r["loss_error_pct"]

@@ -76,7 +76,7 @@ def cmd_twin(args: argparse.Namespace) -> int:
                 mode="stepped" if args.stepped else "accelerated",
                 speed=1.0 if args.speed is None else args.speed)
     stop = threading.Event()
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
     for sig in (signal.SIGTERM, signal.SIGINT):
         previous[sig] = signal.signal(sig, lambda signum, frame: stop.set())
     try:

@@ -345,12 +345,13 @@ def _spot_prices(clients: AwsClients, names: Sequence[str], now: datetime,
     for name, zones in rows.items():
         if window_hours is None:
             quote = cheapest_zone((z, p, m) for z, obs in zones.items() for p, m in obs)
+            assert quote is not None                    # every zone listed has an observation
             result[name] = (quote.price_per_h, quote.source("ec2:DescribeSpotPriceHistory latest"))
         else:
             peak = {z: max(p for p, _ in obs) for z, obs in zones.items()}
             zone = min(peak, key=lambda z: (peak[z], z))
-            result[name] = (peak[zone], f"ec2:DescribeSpotPriceHistory: {zone}, highest price over "
-                                        f"{window_hours:g} h to {iso(now)} (cheapest of {len(peak)} AZ)")
+            result[name] = (peak[zone], (f"ec2:DescribeSpotPriceHistory: {zone}, highest price over "
+                                        f"{window_hours:g} h to {iso(now)} (cheapest of {len(peak)} AZ)"))
     return result
 
 

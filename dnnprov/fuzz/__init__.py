@@ -21,8 +21,9 @@ import math
 import time
 import zlib
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -113,8 +114,8 @@ def evaluate_plan(problem: Problem, plan: SpotPlan | ServerlessPlan) -> tuple[bo
         return bool(ev.feasible[0]), float(ev.cost[0]), f"T = {float(ev.time_s[0]):.6g} s"
     if not isinstance(plan, ServerlessPlan):
         return False, math.nan, f"a {type(plan).__name__} for a serverless problem"
-    ev = ServerlessModel(problem).evaluate(plan.functions, plan.memory_mb, plan.ps)
-    return bool(ev.feasible), float(ev.cost), f"T = {float(ev.time_s):.6g} s"
+    one = ServerlessModel(problem).evaluate(plan.functions, plan.memory_mb, plan.ps)
+    return bool(one.feasible), float(one.cost), f"T = {float(one.time_s):.6g} s"
 
 
 def compare(problem: Problem, milp: Result, oracle: Result, *, family: str = "",
@@ -128,7 +129,7 @@ def compare(problem: Problem, milp: Result, oracle: Result, *, family: str = "",
     if oracle.status not in (Status.OPTIMAL, Status.INFEASIBLE):
         report("oracle", f"enumerate: {oracle.status.value} ({oracle.message})")
         return found
-    opt = oracle.cost if oracle.status is Status.OPTIMAL else math.inf
+    opt = oracle.cost if oracle.status is Status.OPTIMAL and oracle.cost is not None else math.inf
     # below $1e-3 the absolute tolerances would hide wrong answers (prices reach 1e-9 $/h):
     # there they shrink to the relative ones
     small = math.isfinite(opt) and abs(opt) < SMALL_COST
@@ -215,6 +216,9 @@ def _spot_reductions(p: SpotProblem) -> Iterator[Callable[[], Problem]]:
     c = p.constraints
     types = p.instance_types
 
+    def constrained(**changes: Any) -> SpotProblem:
+        return p.replace(constraints=replace(c, **changes))
+
     def without(i: int) -> SpotProblem:
         kept = [t for j, t in enumerate(types) if j != i]
         names = {t.name for t in kept}
@@ -225,16 +229,16 @@ def _spot_reductions(p: SpotProblem) -> Iterator[Callable[[], Problem]]:
 
     if len(types) > 1:
         for i in range(len(types)):
-            yield lambda i=i: without(i)
+            yield partial(without, i)
     if "on-demand" in c.markets and len(c.markets) > 1:
         yield lambda: p.replace(constraints=replace(c, markets=("spot",), existing={
             k: v for k, v in c.existing.items() if not k.endswith(":on-demand")}))
     for i in range(len(c.vcpu_quotas)):
-        yield lambda i=i: p.replace(constraints=replace(c, vcpu_quotas=c.vcpu_quotas[:i] + c.vcpu_quotas[i + 1:]))
+        yield partial(constrained, vcpu_quotas=c.vcpu_quotas[:i] + c.vcpu_quotas[i + 1:])
     for label, count in c.existing.items():
-        yield lambda label=label: p.replace(constraints=replace(c, existing={k: v for k, v in c.existing.items() if k != label}))
+        yield partial(constrained, existing={k: v for k, v in c.existing.items() if k != label})
         if count > 1:
-            yield lambda label=label, count=count: p.replace(constraints=replace(c, existing={**c.existing, label: count - 1}))
+            yield partial(constrained, existing={**c.existing, label: count - 1})
     if c.budget_usd is not None:
         yield lambda: p.replace(constraints=replace(c, budget_usd=None))
     low, high = c.workers
@@ -243,7 +247,7 @@ def _spot_reductions(p: SpotProblem) -> Iterator[Callable[[], Problem]]:
     if high is not None:
         yield lambda: p.replace(constraints=replace(c, workers=(low, None)))
     for ps in _smaller_ranges(*c.ps_count):
-        yield lambda ps=ps: p.replace(constraints=replace(c, ps_count=ps))
+        yield partial(constrained, ps_count=ps)
     for i, t in enumerate(types):
         lowest = max([v for k, v in c.existing.items() if k.split(":")[0] == t.name], default=0)
         for key in ("quota", "on_demand_quota"):
@@ -252,7 +256,7 @@ def _spot_reductions(p: SpotProblem) -> Iterator[Callable[[], Problem]]:
                 continue
             for smaller in sorted({lowest, (q + lowest) // 2, q - 1}):
                 changed = replace(t, **{key: smaller})
-                yield lambda i=i, changed=changed: p.replace(instance_types=types[:i] + (changed,) + types[i + 1:])
+                yield partial(p.replace, instance_types=types[:i] + (changed,) + types[i + 1:])
     if p.workload.domain is not None:
         yield lambda: p.replace(workload=replace(p.workload, domain=None))
     if p.slo.takeover_overhead_s:
@@ -265,10 +269,14 @@ def _serverless_reductions(p: ServerlessProblem) -> Iterator[Callable[[], Proble
     """Candidate simplifications of a serverless problem, biggest first."""
     c, pf = p.constraints, p.platform
     low, high = p.function_range()
+
+    def constrained(**changes: Any) -> ServerlessProblem:
+        return p.replace(constraints=replace(c, **changes))
+
     for functions in _smaller_ranges(low, high):
-        yield lambda functions=functions: p.replace(constraints=replace(c, functions=functions))
+        yield partial(constrained, functions=functions)
     for ps in _smaller_ranges(*c.ps_count):
-        yield lambda ps=ps: p.replace(constraints=replace(c, ps_count=ps))
+        yield partial(constrained, ps_count=ps)
     if c.budget_usd is not None:
         yield lambda: p.replace(constraints=replace(c, budget_usd=None))
     if p.workload.domain is not None:

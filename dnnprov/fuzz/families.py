@@ -460,7 +460,9 @@ def draft_of(problem: SpotProblem) -> SpotDraft:
 def embedded(rng: np.random.Generator) -> SpotProblem:
     """A paper instance shipped with dnnprov, quotas redrawn (0-6), zero to two features."""
     name = EMBEDDED_SPOT[int(rng.integers(0, len(EMBEDDED_SPOT)))]
-    d = draft_of(read_instance(embedded_instance(f"spot/{name}")))
+    problem = read_instance(embedded_instance(f"spot/{name}"))
+    assert isinstance(problem, SpotProblem)             # EMBEDDED_SPOT names spot instances
+    d = draft_of(problem)
     for t in d.types:
         t["quota"] = int(rng.integers(0, 7))
     return _mixed(rng, "embedded", (0, 3), base=d)

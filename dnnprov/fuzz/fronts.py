@@ -68,8 +68,8 @@ def feasible_plans(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     n, m, s = (a.ravel() for a in np.meshgrid(np.arange(low, high + 1), problem.memory_grid(),
                                                 np.arange(problem.constraints.ps_count[0],
                                                           problem.constraints.ps_count[1] + 1), indexing="ij"))
-    ev = ServerlessModel(problem).evaluate(n, m, s)
-    return ev.time_s[ev.feasible], ev.cost[ev.feasible]
+    grid = ServerlessModel(problem).evaluate(n, m, s)
+    return grid.time_s[grid.feasible], grid.cost[grid.feasible]
 
 
 def brute_front(times: np.ndarray, costs: np.ndarray) -> list[tuple[float, float]]:
@@ -137,7 +137,7 @@ def check_objective(problem: Problem, objective: Objective, *, family: str = "",
         return [_found(family, seed, "error", case, f"{said}: {result.message}")]
     found: list[Finding] = []
     if result.plan is not None:
-        feasible, cost, why = evaluate_plan(problem, result.plan)
+        feasible, cost, _ = evaluate_plan(problem, result.plan)
         if not feasible or cost != result.cost:
             found.append(_found(family, seed, "wrong-plan", case, f"{said}: feasible {feasible}, model cost {cost!r}"))
     if truth is None:
@@ -146,6 +146,7 @@ def check_objective(problem: Problem, objective: Objective, *, family: str = "",
                                 f"{said}; brute force: no plan"))
         return found
     optimum = objective.value(*truth)
+    assert optimum is not None                      # brute force gives both the time and the cost
     if result.status is Status.INFEASIBLE:
         found.append(_found(family, seed, "false-infeasible", case, f"{said}; brute force {truth}"))
     elif result.status is Status.OPTIMAL:

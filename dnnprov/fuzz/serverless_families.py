@@ -9,6 +9,7 @@ import numpy as np
 
 from dnnprov.fuzz.ranges import BANDWIDTH_RANGE, PARAM_SIZE_RANGE, PLAN_TRIES, PRICE_RANGE, log_uniform
 from dnnprov.models.serverless import ServerlessModel
+from dnnprov.problems.domain import ServerlessDomain
 from dnnprov.problems.serverless import (ServerlessConstraints, ServerlessPlatform, ServerlessProblem,
                                          ServerlessWorkload)
 
@@ -39,7 +40,7 @@ def serverless_instance(rng: np.random.Generator, name: str, *, timeout: bool = 
         rate_alpha=float(rng.uniform(0.001, 0.03)), rate_beta=float(rng.uniform(-3, 10)),
         storage_alpha=float(rng.uniform(0, 0.05)), storage_beta=float(rng.uniform(-1, 10)),
         min_memory_mb=max(min_memory, 1),
-        domain=_serverless_domain(rng, min_memory, max_memory) if domain else None)
+        domain=ServerlessDomain.from_dict(_serverless_domain(rng, min_memory, max_memory)) if domain else None)
     timeout_s = float(rng.uniform(40, 300)) if timeout else float(rng.choice([300.0, 900.0]))
     platform = ServerlessPlatform(
         memory_step_mb=step, max_memory_mb=max_memory,

@@ -30,7 +30,7 @@ __all__ = ["FORMATS", "MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INTEGER_DIGITS", "Prob
            "read_instance", "read_json_file", "resolve_instance_path", "schema", "write_instance"]
 
 Problem = SpotProblem | ServerlessProblem
-FORMATS = {"dnnprov/spot": SpotProblem, "dnnprov/serverless": ServerlessProblem}
+FORMATS: dict[str, type[SpotProblem] | type[ServerlessProblem]] = {"dnnprov/spot": SpotProblem, "dnnprov/serverless": ServerlessProblem}
 VERSION = 1
 EMBEDDED_PREFIX = "embedded:"
 

@@ -110,8 +110,9 @@ def _predict_spot(problem: SpotProblem, counts: Mapping[str, int], ps: int) -> d
     if cons.budget_usd is not None and not within_budget(e.cost[0], cons.budget_usd):
         reasons.append(f"cost ${float(e.cost[0]):.6f} exceeds constraints.budget_usd {cons.budget_usd:g}")
     inside = bool(e.inside_domain[0])
-    if not inside:
-        reasons.append(model.domain_note(b_w, workers, iterations=_f(j)))
+    note = model.domain_note(b_w, workers, iterations=_f(j))
+    if not inside and note is not None:         # a plan outside the domain always has a note
+        reasons.append(note)
     (b_low, b_high), (k_low, k_high) = model.domain_bounds()
 
     numerator = w.gamma_2 * b_w + w.gamma_3
@@ -156,10 +157,9 @@ def _predict_serverless(problem: ServerlessProblem, functions: int, memory_mb: i
     n = _integer("functions", functions, 1)
     m = _integer("memory_mb", memory_mb, 1)
     s = _integer("ps", ps, 1)
-    if local_batch is not None:
-        if isinstance(local_batch, bool) or not isinstance(local_batch, (int, float)) or not local_batch > 0 \
-                or not math.isfinite(local_batch):
-            raise InvalidInputError("local_batch", f"must be a number > 0, got {local_batch!r}")
+    if local_batch is not None and (isinstance(local_batch, bool) or not isinstance(local_batch, (int, float))
+                                    or not local_batch > 0 or not math.isfinite(local_batch)):
+        raise InvalidInputError("local_batch", f"must be a number > 0, got {local_batch!r}")
     model = ServerlessModel(problem)
     e = model.evaluate(np.array([n]), np.array([m]), np.array([s]), local_batch=local_batch)
     train, k, t_load, per_iteration = model.training_time(np.array([n]), np.array([m]), np.array([s]), local_batch)
@@ -193,7 +193,7 @@ def _predict_serverless(problem: ServerlessProblem, functions: int, memory_mb: i
     inside = bool(e.inside_domain[0])
     (m_low, m_high), (n_low, n_high) = model.domain_bounds()
     note = model.domain_note(n, m)
-    if not inside:
+    if not inside and note is not None:         # a plan outside the domain always has a note
         reasons.append(note)
     iteration_comp = b_l / rate if rate > 0 else math.inf
     return {

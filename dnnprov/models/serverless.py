@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from dnnprov.models.side import OwnVariables
 from dnnprov.models.spot import within_budget
@@ -132,7 +133,7 @@ class ServerlessModel:
             time = np.where(valid, t_load + k * per_iteration, np.inf)              # eq. (1)
         return time, k, t_load, np.where(valid, per_iteration, np.inf)
 
-    def evaluate(self, functions: np.ndarray, memory_mb: np.ndarray, ps: np.ndarray | int = 1,
+    def evaluate(self, functions: npt.ArrayLike, memory_mb: npt.ArrayLike, ps: npt.ArrayLike = 1,
                  local_batch: float | None = None) -> ServerlessEvaluation:
         """Evaluate arrays of plans (broadcast together); ``local_batch`` overrides eq. (9)."""
         prob, p = self.problem, self.problem.platform

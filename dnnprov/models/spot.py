@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.domain import EDGE_SHARE, NUMERATOR_SHARE, TOLERANCE, widen
@@ -190,7 +191,7 @@ class SpotModel:
         return np.where(numerator > 0, j, np.nan)
 
     # ----------------------------------------------------------------- evaluation
-    def evaluate(self, counts: np.ndarray, ps: np.ndarray | int = 1) -> SpotEvaluation:
+    def evaluate(self, counts: npt.ArrayLike, ps: npt.ArrayLike = 1) -> SpotEvaluation:
         """Evaluate plans ``counts`` (shape ``(N, columns)``) with ``ps`` PS nodes each.
 
         A counts array of another width than the problem's columns (or more than two axes)
@@ -301,9 +302,9 @@ class SpotModel:
             return []
         notes = []
         loss = self.problem.slo.loss
-        if domain.loss_below_logs(loss):
+        if domain.loss is not None and domain.loss_below_logs(loss):
             notes.append(f"target loss {loss:g} below the logged losses ({domain.loss[0]:g}-{domain.loss[1]:g})")
-        if self._beyond_iteration_limit(iterations):
+        if iterations is not None and domain.iterations is not None and self._beyond_iteration_limit(iterations):
             most = domain.iterations[1]
             times = f", {iterations / most:.3g}x the most logged ({most:g})" if most > 0 else f" (the logs reach {most:g})"
             notes.append(f"{iterations:,.0f} iterations{times}"
@@ -324,7 +325,7 @@ class SpotModel:
             axes.append("workers")
         if domain.loss_below_logs(self.problem.slo.loss):
             axes.append("loss")
-        if self._beyond_iteration_limit(iterations):
+        if iterations is not None and domain.iterations is not None and self._beyond_iteration_limit(iterations):
             axes.append("iterations")
         return axes
 

@@ -80,9 +80,9 @@ def integer(field: str, value: object, *, minimum: int | None = None,
     if isinstance(value, bool):
         raise InvalidInputError(field, f"must be an integer, got {value!r}")
     if isinstance(value, Real) and not isinstance(value, Integral):
-        if not math.isfinite(float(value)) or float(value) != int(value):
+        if not math.isfinite(float(value)) or float(value) != math.trunc(value):
             raise InvalidInputError(field, f"must be an integer, got {short(value)}")
-        value = int(value)
+        value = math.trunc(value)
     if not isinstance(value, Integral):
         raise InvalidInputError(field, f"must be an integer, got {short(value)}")
     result = int(value)

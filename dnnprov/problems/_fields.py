@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import fields
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from dnnprov.problems._checks import short
 from dnnprov.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 
 def mapping(field: str, value: object) -> Mapping[str, Any]:
@@ -91,7 +94,7 @@ def set_field(obj: object, name: str, value: object) -> None:
     object.__setattr__(obj, name, value)
 
 
-def estimated_fields(where: str, value: object, owner: object) -> tuple[str, ...]:
+def estimated_fields(where: str, value: object, owner: DataclassInstance | type[DataclassInstance]) -> tuple[str, ...]:
     """Check a list of field names marked as estimated (not published)."""
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise InvalidInputError(where, "must be a list of field names")

@@ -209,7 +209,7 @@ class SpotDomain:
         check_keys("workload.domain", data, ["batch_wa", "workers"],
                    ["cc", "extrapolation", "source", "extrapolation_workers", "extrapolation_batch_wa",
                     "loss", "iterations", "extrapolation_iterations", "loss_axis", "min_iterations"])
-        pairs = {key: tuple(data[key]) if isinstance(data.get(key), list) else data.get(key)
+        pairs: dict[str, Any] = {key: tuple(data[key]) if isinstance(data.get(key), list) else data.get(key)
                  for key in ("batch_wa", "workers", "cc", "loss", "iterations")}
         return cls(**pairs, extrapolation=data.get("extrapolation", 1.0), source=data.get("source", ""),
                    extrapolation_workers=data.get("extrapolation_workers"),
@@ -220,7 +220,9 @@ class SpotDomain:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``workload.domain`` object (``from_dict(to_dict())`` gives an equal domain)."""
-        pair = lambda value: list(value) if value is not None else None
+        def pair(value: tuple[float, float] | None) -> list[float] | None:
+            return list(value) if value is not None else None
+
         return drop_none({"batch_wa": list(self.batch_wa), "workers": list(self.workers),
                           "cc": pair(self.cc), "extrapolation": self.extrapolation,
                           "extrapolation_workers": self.extrapolation_workers,
@@ -284,7 +286,7 @@ class ServerlessDomain:
                           "extrapolation": self.extrapolation, "source": self.source})
 
 
-def as_domain(cls: type, value: object) -> Any:
+def as_domain(cls: type[SpotDomain] | type[ServerlessDomain], value: object) -> Any:
     """``value`` as a ``cls`` domain: ``None``, an instance, or its dict form."""
     if value is None or isinstance(value, cls):
         return value

@@ -81,10 +81,6 @@ class Interruption:
         return drop_none({"rate_per_h": self.rate_per_h, "source": self.source,
                           "mean_regain_s": self.mean_regain_s, "zone": self.zone})
 
-    def survival(self, hours: float) -> float:
-        """Probability that one instance runs ``hours`` without a revocation."""
-        return math.exp(-self.rate_per_h * hours)
-
 
 def from_advisor_bucket(bucket: int, *, source: str = "", zone: str | None = None) -> Interruption:
     """The Poisson rate whose monthly interruption share is the bucket midpoint (module docstring)."""

@@ -138,7 +138,9 @@ def serverless_findings(problem: ServerlessProblem) -> list[PlausibilityWarning]
 
 def findings(problem: SpotProblem | ServerlessProblem) -> list[PlausibilityWarning]:
     """Implausible magnitudes of ``problem`` (spot or serverless)."""
-    return spot_findings(problem) if hasattr(problem, "instance_types") else serverless_findings(problem)
+    from dnnprov.problems import spot  # at call time: the problems import this module
+
+    return spot_findings(problem) if isinstance(problem, spot.SpotProblem) else serverless_findings(problem)
 
 
 def warn(found: list[PlausibilityWarning]) -> None:

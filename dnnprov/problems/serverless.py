@@ -90,7 +90,7 @@ class ServerlessPlatform:
 class ServerlessConstraints:
     """Side constraints: PS count and function-count ranges (inclusive), a budget cap."""
 
-    ps_count: tuple[int, int | None] = (1, 1)
+    ps_count: tuple[int, int] = (1, 1)          # the upper limit is required
     functions: tuple[int, int | None] = (1, None)
     budget_usd: float | None = None
 

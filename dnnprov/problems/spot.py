@@ -280,7 +280,7 @@ class SpotConstraints:
     """
 
     existing: Mapping[str, int] = field(default_factory=dict)
-    ps_count: tuple[int, int | None] = (1, 1)
+    ps_count: tuple[int, int] = (1, 1)          # the upper limit is required
     workers: tuple[int, int | None] = (1, None)
     budget_usd: float | None = None
     markets: tuple[str, ...] = ("spot",)
@@ -438,7 +438,11 @@ class SpotProblem:
         """Per-GPU batch b_k: given, or eq. (10) ``2 ** floor(log2(alpha_2 * mem + beta_2))``."""
         if t.batch_per_gpu is not None:
             return t.batch_per_gpu
-        raw = self.workload.alpha_2 * t.gpu_memory_gb + self.workload.beta_2
+        alpha_2, beta_2 = self.workload.alpha_2, self.workload.beta_2
+        if alpha_2 is None or beta_2 is None or t.gpu_memory_gb is None:   # refused when the problem was built
+            raise InvalidInputError(f"instance_types.{t.name}.batch_per_gpu",
+                                    "missing: give batch_per_gpu, or gpu_memory_gb with workload alpha_2/beta_2 (eq. 10)")
+        raw = alpha_2 * t.gpu_memory_gb + beta_2
         if raw < 1:
             raise InvalidInputError(f"instance_types.{t.name}.gpu_memory_gb", f"eq. (10) gives a batch below 1 (alpha_2 * mem + beta_2 = {raw:g})")
         if not raw < 2 * check.MAX_BATCH:
@@ -451,6 +455,7 @@ class SpotProblem:
         if t.compute_time_s is not None:
             return t.compute_time_s
         w, pf = self.workload, self.platform
+        assert t.speed_samples_per_s is not None    # InstanceType holds exactly one of the two
         t0 = t.gpus * self.batch_per_gpu(t) / t.speed_samples_per_s
         network = 2 * w.param_size_mb / w.bandwidth_req_mb_s
         pcie = 2 * t.gpus * w.param_size_mb / pf.pcie_bandwidth_mb_s
@@ -476,6 +481,7 @@ class SpotProblem:
                 if market == "spot":
                     price, quota = t.spot_price_per_h, t.quota
                 else:
+                    assert t.on_demand_price_per_h is not None   # required with on-demand (checked above)
                     price = t.on_demand_price_per_h
                     quota = t.on_demand_quota if t.on_demand_quota is not None else t.quota
                 rows.append((t, market, price, quota))

@@ -21,7 +21,7 @@ from dnnprov.result import REASON_KINDS, Status
 from dnnprov.service.replay_tasks import MAX_TRACE_NAME
 from dnnprov.service.store import STATES
 from dnnprov.service.tasks import EXPORT_TEXT_OPTIONS, MAX_SWEEP_POINTS
-from dnnprov.solve import METHODS
+from dnnprov.dispatch import METHODS
 
 #: Schema files embedded as components: file stem -> component name.
 SCHEMA_FILES = {"spot-v1": "SpotInstance", "serverless-v1": "ServerlessInstance", "catalog-v1": "Catalog"}

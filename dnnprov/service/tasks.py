@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 from dnnprov.problems import _checks as check
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import Problem, problem_from_dict, read_instance
-from dnnprov.solve import METHODS
+from dnnprov.dispatch import METHODS
 from dnnprov.problems.spot import MARKETS, SpotProblem, VcpuQuota
 
 #: The kinds of work, one per endpoint that solves.
@@ -133,7 +133,7 @@ def prepare(kind: str, body: object, *, max_time_limit_s: float = 300.0) -> Task
 
 
 def _solve(body: object, cap: float) -> Task:
-    from dnnprov.solve import solve
+    from dnnprov.dispatch import solve
 
     b = _fields(body, {"instance", "method", "time_limit_s", "gap", "max_plans"}, ("instance",))
     problem = instance(b["instance"])

@@ -345,7 +345,7 @@ def test_pools_pin_skypilot_zones(pools_doc: PlanDocument) -> None:
         by_type.setdefault(t["resources"]["instance_type"], []).append((_zone(t["resources"]), t["num_nodes"]))
     counts = pools_doc.counts()
     assert by_type["g6.xlarge"] == [(["aws/us-east-1/us-east-1b", "aws/us-east-1/us-east-1d"], counts["g6.xlarge"])]
-    g6e = dict((tuple(z), n) for z, n in by_type["g6e.12xlarge"])
+    g6e = {tuple(z): n for z, n in by_type["g6e.12xlarge"]}
     assert sum(g6e.values()) == counts["g6e.12xlarge"]
     assert g6e[("aws/us-east-1/us-east-1a",)] <= 2 and g6e[("aws/us-east-1/us-east-1c",)] <= 4
     assert by_type["g5.48xlarge"] == [(["aws/us-east-1"], counts["g5.48xlarge"])]

@@ -76,11 +76,10 @@ def _tree_mutant(doc: dict, rng: np.random.Generator) -> tuple[str, dict]:
     if op == 4 and isinstance(parent, dict):
         parent[f"{key}_ms" if rng.random() < 0.5 else f"x{key}"] = parent.pop(key)
         return f"rename {path}", doc
-    if op == 5:  # scale a number far out
-        if isinstance(parent[key], (int, float)) and not isinstance(parent[key], bool):
-            factor = [10 ** 6, -1, 0, 10 ** 4, 1e-9][int(rng.integers(5))]
-            parent[key] = parent[key] * factor
-            return f"scale {path} x {factor}", doc
+    if op == 5 and isinstance(parent[key], (int, float)) and not isinstance(parent[key], bool):  # scale far out
+        factor = [10 ** 6, -1, 0, 10 ** 4, 1e-9][int(rng.integers(5))]
+        parent[key] = parent[key] * factor
+        return f"scale {path} x {factor}", doc
     if op == 6:  # deep nesting
         value: Any = parent[key]
         for _ in range(int(rng.integers(30, 60))):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -44,7 +45,7 @@ def test_loss_curve_reaches_the_objective_on_the_paper_model() -> None:
     curve = out["loss_curve"]
     assert curve[-1]["iterations"] == pytest.approx(out["iterations"])
     assert curve[-1]["loss"] == pytest.approx(problem.slo.loss)
-    assert all(a["loss"] > b["loss"] for a, b in zip(curve, curve[1:]))
+    assert all(a["loss"] > b["loss"] for a, b in itertools.pairwise(curve))
     e = dnnprov.SpotModel(problem).evaluate([[2, 0, 0, 3, 0]])
     assert out["cc"] == pytest.approx(float(e.cc[0])) and out["cc_in_loss_model"]
     assert 0 <= out["contention_probability"] <= 1

@@ -72,7 +72,7 @@ def brute_force_spot(problem: dnnprov.SpotProblem):
     cols = model.columns
     best = None
     for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
-        for counts in itertools.product(*(range(int(l), int(u) + 1) for l, u in zip(cols.lower, cols.upper))):
+        for counts in itertools.product(*(range(int(lo), int(up) + 1) for lo, up in zip(cols.lower, cols.upper))):
             ev = model.evaluate(np.array([counts]), ps)
             if ev.feasible[0] and (best is None or ev.cost[0] < best[0]):
                 best = (float(ev.cost[0]), counts, ps)
@@ -174,7 +174,7 @@ def test_spot_space_size_counts_the_box(spot_runs):
         problem = run["problem"]
         cols = problem.columns()
         low, high = problem.constraints.ps_count
-        expected = math.prod(int(u - l + 1) for l, u in zip(cols.lower, cols.upper)) * (high - low + 1)
+        expected = math.prod(int(up - lo + 1) for lo, up in zip(cols.lower, cols.upper)) * (high - low + 1)
         assert run["enumerate"].stats["plans_evaluated"] == expected
 
 

@@ -147,7 +147,7 @@ def test_budget_needed_is_the_published_optimum(resnet110_table1):
 def test_deadline_needed_matches_brute_force(resnet110_table1):
     problem = resnet110_table1.replace(slo=dataclasses.replace(resnet110_table1.slo, time_s=2000.0))
     result = dnnprov.solve(problem)
-    least, counts = spot_brute_force(no_deadline(problem), "time_s")
+    least, _ = spot_brute_force(no_deadline(problem), "time_s")
     deadline = reason(result, "deadline")
     assert deadline.proven and deadline.needed == least
     assert dnnprov.predict(problem.replace(slo=dataclasses.replace(problem.slo, time_s=least)),

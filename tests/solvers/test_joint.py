@@ -309,8 +309,8 @@ def test_spot_columns_are_the_exact_front(make_random_spot):
         got = {tuple(float(g.columns.usage[r][k]) for r in shared.rows()): float(g.columns.cost[k])
                for k in range(len(g.columns))}
         assert got.keys() == front.keys()
-        for u in front:
-            np.testing.assert_allclose(got[u], front[u], rtol=1e-12)
+        for u, expected in front.items():
+            np.testing.assert_allclose(got[u], expected, rtol=1e-12)
         assert g.alone == pytest.approx(min(options.values(), default=math.inf), rel=1e-12)
 
 

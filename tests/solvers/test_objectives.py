@@ -132,7 +132,7 @@ def stopping_after(calls: int):
     """The exact black box, whose solves after the first ``calls`` meet an expired clock (a
     deterministic stand-in for a time limit reached in the middle of a walk)."""
     from dnnprov.progress import Clock
-    from dnnprov.solve import exact_min_cost
+    from dnnprov.dispatch import exact_min_cost
 
     made = []
 

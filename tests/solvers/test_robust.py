@@ -252,7 +252,7 @@ def test_worst_case_delay_is_bounded_by_k(resnet110_paper) -> None:
     counts = np.array([[2, 1, 2, 1, 0]])
     delays = [float(worst_case_delay(model, counts, np.array([1]), k)[0]) for k in range(4)]
     assert delays[0] == 0.0
-    assert all(0 <= a <= b <= k for k, (a, b) in enumerate(zip(delays, delays[1:]), start=1))
+    assert all(0 <= a <= b <= k for k, (a, b) in enumerate(itertools.pairwise(delays), start=1))
 
 
 def test_decomposition_beyond_max_plans_is_proven(resnet110_paper) -> None:

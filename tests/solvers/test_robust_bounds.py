@@ -196,7 +196,7 @@ def test_decomposition_with_cell_milps_matches_enumeration(seed: int) -> None:
         delays = robust_check(model, k, JOIN_OVERHEAD_S, replaced)
         limit = problem.slo.time_s * (1 + 1e-12)
 
-        def judge(counts, ps, nominal):
+        def judge(counts, ps, nominal, delays=delays, limit=limit):
             delay, _ = delays(counts, ps)
             return nominal.time_s + delay <= limit, nominal.cost
 

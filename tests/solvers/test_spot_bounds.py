@@ -9,6 +9,7 @@ Q bound, the coupled j bound and the cell MILPs' no-goods.
 from __future__ import annotations
 
 import copy
+import itertools
 
 import numpy as np
 import pytest
@@ -170,7 +171,7 @@ def test_cc_square_secant_is_below_every_plan_of_the_cell(make_random_spot, seed
             tops = plan_tops(d, plans, k, s)
             for cell in d.top_cells(k, s):
                 ends = np.geomspace(cell.v_lo, cell.v_hi, 5)
-                for v_lo, v_hi in [(cell.v_lo, cell.v_hi)] + list(zip(ends[:-1], ends[1:])):
+                for v_lo, v_hi in [(cell.v_lo, cell.v_hi)] + list(itertools.pairwise(ends)):
                     cell.v_lo, cell.v_hi, cell.q_lo, cell.q_hi = float(v_lo), float(v_hi), 0.0, np.inf
                     curve = d.cc_square_curve(cell)
                     q_ranges = [(0.0, np.inf)]

@@ -73,7 +73,7 @@ def test_unbounded_column_with_negative_reduced_cost_gives_no_bound():
     cost, lower, upper = np.array([-1.0]), np.zeros(1), np.full(1, math.inf)
     assert safe_dual_bound(cost, 0.0, lower, upper, rows, np.zeros(1)) == -math.inf
     assert safe_dual_bound(cost, 0.0, lower, upper, rows, np.array([-1.0])) == pytest.approx(-1.0)
-    lo, hi = implied_box(lower, upper, rows)          # the row implies x <= 1 (a hair above)
+    _, hi = implied_box(lower, upper, rows)           # the row implies x <= 1 (a hair above)
     assert 1.0 <= hi[0] <= 1.0 + 1e-12
 
 
@@ -157,7 +157,7 @@ def test_implied_box_contains_every_point_of_the_rows():
             a[i, idx] = values
         sides = [(a[i], high) for i, (_, _, _, high) in enumerate(rows) if math.isfinite(high)]
         sides += [(-a[i], -low) for i, (_, _, low, _) in enumerate(rows) if math.isfinite(low)]
-        bounds = [(None if math.isinf(l) else l, None if math.isinf(u) else u) for l, u in zip(lower, upper)]
+        bounds = [(None if math.isinf(lo) else lo, None if math.isinf(up) else up) for lo, up in zip(lower, upper)]
         for j in range(n):
             for sign in (1.0, -1.0):
                 res = linprog(sign * np.eye(n)[j], A_ub=np.array([s[0] for s in sides]) if sides else None,

@@ -220,7 +220,7 @@ class PlanDocument:
             return
         check_spot_plan(problem, cluster, self.ps, "delivered")
         model = SpotModel(problem)
-        ev = model.evaluate([[cluster.get(label, 0) for label in cols.labels]], self.ps)
+        ev = model.evaluate(np.array([[cluster.get(label, 0) for label in cols.labels]]), self.ps)
         time_s, cost = float(ev.time_s[0]), float(ev.cost[0])
         if not bool(ev.inside_domain[0]):
             raise InvalidInputError("delivered.counts", "the cluster lies outside the loss model's validity domain: "
@@ -248,7 +248,7 @@ class PlanDocument:
                 raise InvalidInputError("version", f"this dnnprov reads {PLAN_FORMAT} version 1; got {data.get('version')!r}")
             unknown = set(data) - {"format", "version", "result", "instance", "catalog"}
             if unknown:
-                raise InvalidInputError(sorted(unknown)[0], "unknown field of a plan document")
+                raise InvalidInputError(min(unknown), "unknown field of a plan document")
             if not isinstance(data.get("result"), Mapping):
                 raise InvalidInputError("result", "missing: the solve result (dnnprov solve --json)")
             problem = problem_from_dict(data["instance"]) if data.get("instance") is not None else None

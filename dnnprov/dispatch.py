@@ -1,4 +1,5 @@
-"""The one entry point: ``dnnprov.solve(problem, method=...) -> Result``."""
+"""The one entry point, ``dnnprov.solve(problem, method=...) -> Result`` (re-exported by the package;
+this module is named for its role so that ``dnnprov.solve`` is only ever the function)."""
 
 from __future__ import annotations
 
@@ -136,7 +137,8 @@ def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: fl
     gap = check.number("gap", gap, minimum=0)
     if gap >= 1:
         raise InvalidInputError("gap", f"must be below 1, got {gap!r}")
-    limit = {} if max_plans is None else {"max_plans": check.integer("max_plans", max_plans, minimum=1)}
+    plans = (enumeration.DEFAULT_MAX_PLANS if max_plans is None
+             else check.integer("max_plans", max_plans, minimum=1))
     if not isinstance(problem, (SpotProblem, ServerlessProblem)):
         raise InvalidInputError("problem", f"expected SpotProblem or ServerlessProblem, got {type(problem).__name__}")
     if isinstance(problem, ServerlessProblem) and method == "reference-heuristic":
@@ -164,22 +166,23 @@ def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: fl
                 "milp": lambda: (objectives.least_time(problem, exact_min_cost, clock, solver_log)
                                  if objective.kind == "time" else
                                  objectives.least_weighted(problem, exact_min_cost, objective, clock, solver_log)),
-                "enumerate": lambda: (enumeration.enumerate_spot if isinstance(problem, SpotProblem) else
-                                      enumeration.enumerate_serverless)(problem, clock=clock, objective=objective,
-                                                                        **limit),
+                "enumerate": lambda: (
+                    enumeration.enumerate_spot(problem, clock=clock, objective=objective, max_plans=plans)
+                    if isinstance(problem, SpotProblem) else
+                    enumeration.enumerate_serverless(problem, clock=clock, objective=objective, max_plans=plans)),
             }
         elif isinstance(problem, SpotProblem):
             runners = {
                 "milp": lambda: milp.solve_spot(problem, gap=gap, clock=clock, log=solver_log, start=warm_start),
                 "heuristic": lambda: heuristics.spot_heuristic(problem, clock=clock),
                 "reference-heuristic": lambda: heuristics.reference_heuristic(problem, clock=clock),
-                "enumerate": lambda: enumeration.enumerate_spot(problem, clock=clock, **limit),
+                "enumerate": lambda: enumeration.enumerate_spot(problem, clock=clock, max_plans=plans),
             }
         else:
             runners = {
                 "milp": lambda: milp.solve_serverless(problem, gap=gap, clock=clock, log=solver_log),
                 "heuristic": lambda: heuristics.serverless_heuristic(problem, clock=clock),
-                "enumerate": lambda: enumeration.enumerate_serverless(problem, clock=clock, **limit),
+                "enumerate": lambda: enumeration.enumerate_serverless(problem, clock=clock, max_plans=plans),
             }
         try:
             result = runners[method]()
@@ -187,7 +190,7 @@ def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: fl
                 result = explain(result, problem, clock=clock)
         except InvalidInputError:
             raise
-        except Exception as exc:  # a solver failure is reported, not raised (batches go on)
+        except Exception as exc:  # noqa: BLE001 (a solver failure is reported, not raised (batches go on))
             kind = "spot" if isinstance(problem, SpotProblem) else "serverless"
             model = problem.model if isinstance(problem, SpotProblem) else "lambda-dnn"
             result = Result(status=Status.ERROR, method=method, kind=kind, model=model,
@@ -195,7 +198,8 @@ def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: fl
                             message=f"{type(exc).__name__}: {exc}", objective=objective)
         if method != "milp" or objective.kind != "cost":
             solver_log.final(result.status.value, result.message)
-        if isinstance(problem, SpotProblem) and result.plan is not None and problem.plan_zones(result.plan.counts):
+        if (isinstance(problem, SpotProblem) and isinstance(result.plan, SpotPlan)
+                and problem.plan_zones(result.plan.counts)):
             result = dataclasses.replace(result, details={**result.details,
                                                           "zones": problem.plan_zones(result.plan.counts)})
         return _with_warnings(problem, result)
