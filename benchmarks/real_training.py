@@ -99,7 +99,7 @@ def plans_run(profile_json: str, speed: float, deadline_s: float, out: Path) -> 
     from dnnprov.io.instances import problem_from_dict
     from dnnprov.problems.spot import SpotProblem
     from dnnprov.result import SpotPlan
-    from dnnprov.solve import solve
+    from dnnprov.dispatch import solve
     from dnnprov.training import reference as ref
     from dnnprov.training.cluster import Launcher, run_cluster
     from dnnprov.training.job import Job

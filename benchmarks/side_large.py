@@ -26,7 +26,7 @@ from dnnprov.io.instances import read_instance
 from dnnprov.model_solve import solve_model
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import SpotPlan
-from dnnprov.solve import solve
+from dnnprov.dispatch import solve
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -83,7 +83,7 @@ def solve_model(model: pyo.ConcreteModel, method: str = "milp", *, time_limit_s:
     objective = Objective.parse(spot_form.model_objective(model))
     limit = {} if max_plans is None else {"max_plans": max_plans}
     from dnnprov.progress import Clock, SolverLog, stop_on_signals, stop_requested
-    from dnnprov.solve import _checked_objective, marked_interrupted, solve
+    from dnnprov.dispatch import _checked_objective, marked_interrupted, solve
     from dnnprov.solvers import objectives
     from dnnprov.solvers.enumeration import enumerate_serverless, enumerate_spot
     from dnnprov.solvers.serverless_exact import solve_serverless_exact

@@ -202,7 +202,7 @@ def solve_serverless_exact(problem: ServerlessProblem, *, side: ServerlessSideRo
     started = clock.started
     low, high = problem.function_range()
     log.header(f"dnnprov milp: {problem.name} (serverless)",
-               [(f"{len(problem.memory_grid())} memory sizes x functions {low}..{high} x PS "
+               [f"{len(problem.memory_grid())} memory sizes x functions {low}..{high} x PS "
                 f"{problem.constraints.ps_count[0]}..{problem.constraints.ps_count[1]}, "
                 f"time limit {clock.limit_s:g} s"])
     model = ServerlessModel(problem, attach(side))

@@ -81,7 +81,7 @@ class Replan(Policy):
     def _takeover(self, view: View) -> tuple[np.ndarray, np.ndarray] | None:
         """Spot and on-demand workers per type of the takeover's optimum, ``None`` when none meets T_obj."""
         from dnnprov.revocation.replan import replanned_problem
-        from dnnprov.solve import solve
+        from dnnprov.dispatch import solve
 
         assert self._base is not None
         if view.progress >= 1 or view.t + view.delay() >= view.deadline_s:

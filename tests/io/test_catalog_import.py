@@ -18,7 +18,7 @@ from dnnprov.io.catalog import (
 from dnnprov.io.catalog_import import import_shared_data
 from dnnprov.io.paper import load_serverless_workload
 from dnnprov.result import Status
-from dnnprov.solve import solve
+from dnnprov.dispatch import solve
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "data"

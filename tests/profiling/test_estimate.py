@@ -32,7 +32,7 @@ from dnnprov.profiling.identity import (
     same_workload,
     with_identity,
 )
-from dnnprov.solve import solve
+from dnnprov.dispatch import solve
 
 REPO = Path(__file__).resolve().parents[2]
 WHISPER = REPO.parent / "shared" / "data" / "training-logs" / "whisper-large-v2-ja-trainer_state.json"
