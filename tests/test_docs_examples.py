@@ -410,10 +410,12 @@ def test_service_replay_session(workdir):
     answers = {command: out for (command, _), out in zip(_transcript(block), _service_session([block], workdir))}
     simulated = json.loads(next(out for c, out in answers.items() if "/v1/simulate --json @simulate.json" in c))
     chosen = json.loads(next(out for c, out in answers.items() if "?wait=60" in c))
-    stated = re.search(r"\(\$([\d.]+), against a hindsight bound of \$([\d.]+)\); the plan chosen with the\s+"
+    stated = re.search(r"\(mean \$([\d.]+),\s+p95 \$([\d.]+), against a hindsight bound of \$([\d.]+)[^)]*\); the plan "
+                       r"chosen with the\s+"
                        r"policy on the fitted model holds (\d+)(?: as well)? and is expected at \$([\d.]+)", block.after)
     assert stated, "the figures after the replay session"
-    assert stated.groups() == (f"{simulated['cost_mean']:.2f}", f"{simulated['hindsight_cost_mean']:.2f}",
+    assert stated.groups() == (f"{simulated['cost_mean']:.2f}", f"{simulated['cost_p95']:.2f}",
+                               f"{simulated['hindsight_cost_mean']:.2f}",
                                str(sum(chosen["plan"]["counts"].values())), f"{chosen['cost']:.2f}")
 
 
