@@ -38,6 +38,7 @@ _EXPORTS = {
     "SpotModel": "dnnprov.models.spot",
     "predict": "dnnprov.models.predict",
 }
+_EXPORTS.update(dict.fromkeys(("cancel_run", "resume_run", "run_plan", "run_status"), "dnnprov.control.api"))  # runs
 __all__ = sorted(_EXPORTS)
 
 
