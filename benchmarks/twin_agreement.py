@@ -56,6 +56,8 @@ SETS = {
 }
 POLICIES = ("none", "fallback", "failover", "uniform-progress", "mpc")
 COST_TOLERANCE = 0.02
+#: Attempts of a window on the twin whose requests time out (:func:`on_twin`).
+MAX_ATTEMPTS = 5
 
 
 def set_key(name: str) -> str:
@@ -100,6 +102,25 @@ def read_rows(paths: list[Path]) -> list[dict[str, Any]]:
         if path.exists():
             rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return rows
+
+
+def on_twin(prob: Any, traces: dict[str, list[Trace]], factory: Any, offset: int, settings: RunSettings,
+            upstream: str, run_id: str) -> tuple[Any, int]:
+    """The window on a fresh stepped twin, and the attempts it took: on a starved machine a
+    request to the twin can outlast the client's 30 s read timeout; the stepped twin's clock
+    does not move meanwhile, so the window is run again from the start on a fresh twin (under
+    a new run id, so that the instances of the abandoned attempt are not the run's)."""
+    from dnnprov.cloud.aws import CloudError
+
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        try:
+            return run_on_twin(prob, PLAN, traces, factory, offset, settings, upstream=upstream, region="us-west-2",
+                               run_id=f"{run_id}-{attempt}"), attempt
+        except CloudError as exc:
+            if "timeout" not in str(exc).lower() or attempt == MAX_ATTEMPTS:
+                raise
+            print(f"  retried: offset {offset}, attempt {attempt}: {exc}", file=sys.stderr)
+    raise AssertionError("unreachable")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,9 +179,9 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     cpu = time.process_time()
                     replay = run_once(prob, PLAN, traces, factory(), offset, settings)
-                    twin = run_on_twin(prob, PLAN, traces, factory, offset, settings, upstream=upstream,
-                                       region="us-west-2", run_id=f"w{k}")
+                    twin, attempts = on_twin(prob, traces, factory, offset, settings, upstream, f"w{k}")
                     row = window_row(name, policy, offset, twin, replay, time.process_time() - cpu)
+                    row["twin_attempts"] = attempts
                     rows.append(row)
                     if args.json:
                         with args.json.open("a") as f:
