@@ -223,6 +223,12 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "fake ones and checks that it prints the text after it",
     ("control.md", "met 2 609.35 0.209214"):
         "what the serverless example prints; tests/control/test_serverless_run.py checks it",
+    ("control.md", "import numpy as np"):
+        "needs AWS credentials in the environment (any); tests/control/test_api.py runs it with fake ones and "
+        "checks that it prints the text after it",
+    ("control.md", "None running 135.0 11"): "what the run API example prints; tests/control/test_api.py checks it",
+    ("service.md", '{"kind": "run", "instance", "plan", "endpoint_url", "policy": "failover", "region": "us-east-1",'):
+        "the shape of a run job's body; tests/service/test_run_jobs.py posts run jobs to a server",
 }
 
 #: Examples that fail as the page has them (pages of other parts of the project): each

@@ -92,3 +92,15 @@ def test_bad_runs_are_refused_before_anything_is_recorded(kwargs: dict[str, Any]
         run_plan(PROBLEM, args.pop("plan"), args.pop("policy"), state=tmp_path, **args)
     assert field in caught.value.field
     assert not (tmp_path / "runs.db").exists()                                    # nothing was recorded
+
+
+def test_the_docs_example_prints_what_the_page_shows(aws_env: None, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "control.md").read_text()
+    section = page[page.index("### The Python API"):]
+    example = section[section.index("```python\n") + 10:]
+    example, rest = example[:example.index("```\n")], example[example.index("```\n") + 4:]
+    shown = rest[rest.index("```text\n") + 8:]
+    shown = shown[:shown.index("```\n")]
+    exec(compile(example.replace('"/tmp/api-runs"', repr(str(tmp_path / "runs"))), "control.md", "exec"), {})  # noqa: S102
+    assert capsys.readouterr().out == shown
