@@ -17,6 +17,7 @@ from control.test_resume import (
     PROBLEM,
     REGION,
     TRACES,
+    launched_once,
     reset_moto,
     story,
     twin_bill,
@@ -129,3 +130,35 @@ def test_bad_run_bodies_are_one_error_each(service: tuple[httpx.Client, Path], c
     assert answer.status_code == 422, answer.text
     assert answer.json()["error"]["field"] == field
     assert client.post("/v1/run", json=sent).status_code == 404          # jobs only: a run lasts its training
+
+
+def test_a_restarted_server_resumes_its_runs(moto_url: str, tmp_path: Path) -> None:
+    """A stopping server leaves its run running; the next server on the store resumes it from
+    the record (`resumed` in its events), launching nothing twice, and can tear it down."""
+    db = tmp_path / "jobs.sqlite"
+    with pytest.MonkeyPatch.context() as env, \
+            Twin(POOLS, upstream=moto_url, mode="accelerated", speed=4, region=REGION) as twin:
+        for name, value in FAKE_AWS.items():
+            env.setenv(name, value)
+        with server(tmp_path, db=db) as (url, _, _), httpx.Client(base_url=url, timeout=60) as client:
+            job_id = client.post("/v1/jobs", json=body(twin)).json()["id"]
+            for _ in range(600):
+                run = client.get(f"/v1/jobs/{job_id}").json().get("run") or {}
+                if sum(run.get("held", {}).values()) >= 3:
+                    break
+                time.sleep(0.1)
+            assert run["state"] == "running", run
+        before = len(live_instances(twin, job_id))
+        assert before >= 3                                        # the stopped server left them training
+        with server(tmp_path, db=db) as (url, _, _), httpx.Client(base_url=url, timeout=60) as client:
+            for _ in range(600):
+                job = client.get(f"/v1/jobs/{job_id}").json()
+                if any(e["kind"] == "resumed" for e in (job.get("run") or {}).get("events", [])):
+                    break
+                time.sleep(0.1)
+            assert job["status"] == "running" and job["attempts"] == 2, job
+            answer = client.post(f"/v1/jobs/{job_id}/cancel").json()
+            assert answer["status"] == "cancelled" and answer["run"]["state"] == "cancelled", answer
+        assert live_instances(twin, job_id) == []
+        launched_once(twin, runs_folder(db), job_id)
+    reset_moto(moto_url)
