@@ -78,9 +78,11 @@ def agrees(row: dict[str, Any]) -> bool:
 
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
-    """The markdown table of window rows, one line per set and policy, in the order first seen."""
+    """The markdown table of window rows, one line per set and policy (in :data:`SETS` and
+    :data:`POLICIES` order)."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for row in rows:
+    order = {name: k for k, name in enumerate([*SETS, *POLICIES])}
+    for row in sorted(rows, key=lambda r: (order.get(r["set"], 99), order.get(r["policy"], 99))):
         groups.setdefault((row["set"], row["policy"]), []).append(row)
     out = [("| set | policy | windows | same story | same outcome | cost within 2 % | met (twin) | cost mean (twin) "
             "| revocations / launches / refusals (twin, mean) | CPU s |"),
