@@ -13,30 +13,40 @@ The job: ResNet-110 on p3.2xlarge (paper model, tests/control/test_loop.py's ``p
 2 workers train 0.5 h, deadline 0.75 h, spot $0.918/h, on-demand $3.06/h, PS $0.192/h.
 
     python benchmarks/twin_agreement.py [--windows 20] [--seed 0] [--policies none,failover,...]
+                                        [--sets 16-node-2023-08-27,...] [--json FILE]
 
-Prints one row per set and policy and the totals; exits 1 when a window disagrees (unless
-``--allow-miss``), 2 when ../shared/data is absent (0 with ``--allow-skip``).
+The windows' offsets depend on ``--seed`` and ``--windows`` only (not on ``--sets``), so a
+run split over several processes by ``--sets`` covers the same windows as one run. With
+``--json FILE`` every window is appended to FILE as one JSON line (set, policy, offset, both
+outcomes, whether the stories agree, CPU seconds) as soon as it is done, and the windows
+already in FILE are not run again (resume after a stop); ``--table FILE...`` prints the
+table of such files without running anything. Prints one row per set and policy (the twin's
+deadline-met rate and mean cost are also those of the policy in the twin) and the totals;
+exits 1 when a window disagrees in story, outcome or cost (unless ``--allow-miss``), 2 when
+../shared/data is absent (0 with ``--allow-skip``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from control.test_loop import PLAN, problem  # noqa: E402
+from control.test_loop import PLAN, problem  # type: ignore[import-not-found]  # tests/ on sys.path
 
-from dnnprov.control.loop import RunSettings  # noqa: E402
-from dnnprov.control.replay import loop_policy_factory, run_once, window_starts  # noqa: E402
-from dnnprov.control.twin_replay import run_on_twin, story  # noqa: E402
-from dnnprov.problems.interruption import load_trace  # noqa: E402
+from dnnprov.control.loop import RunSettings
+from dnnprov.control.replay import loop_policy_factory, run_once, window_starts
+from dnnprov.control.twin_replay import run_on_twin, story
+from dnnprov.problems.interruption import Trace, load_trace
 
 DATA = ROOT.parent / "shared" / "data" / "spot-traces" / "availability"
 SETS = {
@@ -45,16 +55,98 @@ SETS = {
     "1-node 2022-10-26": ("1-node/aws-10-26-2022", ("us-west-2a", "us-west-2b")),
 }
 POLICIES = ("none", "fallback", "failover", "uniform-progress", "mpc")
+COST_TOLERANCE = 0.02
+#: Attempts of a window on the twin whose requests time out (:func:`on_twin`).
+MAX_ATTEMPTS = 5
+
+
+def set_key(name: str) -> str:
+    """A set's name for ``--sets`` (``16-node-2023-08-27``)."""
+    return name.replace(" ", "-")
+
+
+def window_row(name: str, policy: str, offset: int, twin: Any, replay: Any, cpu_s: float) -> dict[str, Any]:
+    """One window's JSON line: both outcomes and the three checks."""
+    cost_close = abs(twin.outcome.cost - replay.outcome.cost) <= COST_TOLERANCE * max(replay.outcome.cost, 1e-12)
+    return {"set": name, "policy": policy, "offset": offset, "same_story": story(twin) == story(replay),
+            "same_outcome": twin.outcome.state == replay.outcome.state, "cost_within_2pct": cost_close,
+            "twin": twin.outcome.to_dict(), "replay": replay.outcome.to_dict(), "cpu_s": round(cpu_s, 2)}
+
+
+def agrees(row: dict[str, Any]) -> bool:
+    return bool(row["same_story"] and row["same_outcome"] and row["cost_within_2pct"])
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    """The markdown table of window rows, one line per set and policy (in :data:`SETS` and
+    :data:`POLICIES` order)."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    order = {name: k for k, name in enumerate([*SETS, *POLICIES])}
+    for row in sorted(rows, key=lambda r: (order.get(r["set"], 99), order.get(r["policy"], 99))):
+        groups.setdefault((row["set"], row["policy"]), []).append(row)
+    out = [("| set | policy | windows | same story | same outcome | cost within 2 % | met (twin) | cost mean (twin) "
+            "| revocations / launches / refusals (twin, mean) | CPU s |"),
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for (name, policy), group in groups.items():
+        n = len(group)
+        twin = [r["twin"] for r in group]
+        counts = " / ".join(f"{np.mean([t[k] for t in twin]):.2f}" for k in ("revocations", "launches", "refusals"))
+        out.append(f"| {name} | {policy} | {n} | {sum(r['same_story'] for r in group)}/{n} | "
+                   f"{sum(r['same_outcome'] for r in group)}/{n} | {sum(r['cost_within_2pct'] for r in group)}/{n} | "
+                   f"{100 * np.mean([t['met_deadline'] for t in twin]):.0f} % | {np.mean([t['cost'] for t in twin]):.4f} "
+                   f"| {counts} | {sum(r['cpu_s'] for r in group):.0f} |")
+    return out
+
+
+def read_rows(paths: list[Path]) -> list[dict[str, Any]]:
+    rows = []
+    for path in paths:
+        if path.exists():
+            rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return rows
+
+
+def on_twin(prob: Any, traces: dict[str, list[Trace]], factory: Any, offset: int, settings: RunSettings,
+            upstream: str, run_id: str) -> tuple[Any, int]:
+    """The window on a fresh stepped twin, and the attempts it took: on a starved machine a
+    request to the twin can outlast the client's 30 s read timeout; the stepped twin's clock
+    does not move meanwhile, so the window is run again from the start on a fresh twin (under
+    a new run id, so that the instances of the abandoned attempt are not the run's)."""
+    from dnnprov.cloud.aws import CloudError
+
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        try:
+            return run_on_twin(prob, PLAN, traces, factory, offset, settings, upstream=upstream, region="us-west-2",
+                               run_id=f"{run_id}-{attempt}"), attempt
+        except CloudError as exc:
+            if "timeout" not in str(exc).lower() or attempt == MAX_ATTEMPTS:
+                raise
+            print(f"  retried: offset {offset}, attempt {attempt}: {exc}", file=sys.stderr)
+    raise AssertionError("unreachable")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--windows", type=int, default=20, help="windows per trace set (default %(default)s)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--sets", default=",".join(set_key(s) for s in SETS),
+                        help="trace sets to run (default all: %(default)s)")
+    parser.add_argument("--json", type=Path, help="append each window as a JSON line; skip windows already there")
+    parser.add_argument("--table", type=Path, nargs="+", help="print the table of these --json files and exit")
     parser.add_argument("--allow-miss", action="store_true")
     parser.add_argument("--allow-skip", action="store_true")
     args = parser.parse_args(argv)
+    if args.table:
+        read = read_rows(args.table)
+        print("\n".join(table(read)))
+        bad = sum(not agrees(r) for r in read)
+        print(f"\n{len(read)} windows, {bad} disagreeing; {sum(r['cpu_s'] for r in read):.0f} CPU s")
+        return 1 if bad and not args.allow_miss else 0
+    chosen = args.sets.split(",")
+    unknown = sorted(set(chosen) - {set_key(s) for s in SETS})
+    if unknown:
+        parser.error(f"--sets: unknown {', '.join(unknown)}; choose from {', '.join(set_key(s) for s in SETS)}")
     if not DATA.is_dir():
         print(f"skipped: {DATA} is absent (the real spot traces)")
         return 0 if args.allow_skip else 2
@@ -64,46 +156,47 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     from moto.server import ThreadedMotoServer
 
+    done_keys = {(r["set"], r["policy"], r["offset"]) for r in read_rows([args.json] if args.json else [])}
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     moto.start()
     host, port = moto.get_host_and_port()
     upstream = f"http://{host}:{port}"
     prob, settings = problem(), RunSettings(horizon=1.0)
     rng = np.random.default_rng(args.seed)
-    bad = total = 0
+    rows: list[dict[str, Any]] = []
     started = time.process_time()
-    print("| set | policy | windows | same story | same outcome | cost within 2 % | met (twin) | cost mean (twin) |")
-    print("|---|---|---|---|---|---|---|---|")
     try:
         for name, (folder, zones) in SETS.items():
-            traces = {"p3.2xlarge": [load_trace(DATA / folder / f"{z}_v100_1.json") for z in zones]}
+            traces: dict[str, list[Trace]] = {"p3.2xlarge": [load_trace(DATA / folder / f"{z}_v100_1.json")
+                                                             for z in zones]}
             low, high = window_starts(traces, settings.horizon * prob.slo.time_s + settings.poll_s, (0.5, 1.0))
-            offsets = [int(o) for o in rng.integers(low, high, args.windows)]
+            offsets = [int(o) for o in rng.integers(low, high, args.windows)]      # drawn for every set
+            if set_key(name) not in chosen:
+                continue
             for policy in args.policies.split(","):
                 factory = loop_policy_factory(prob, PLAN, traces, policy, join_s=settings.join_s,
                                               horizon=settings.horizon, fit_period=(0.0, 0.5))
-                same_story = same_outcome = close = met = 0
-                costs = []
                 for k, offset in enumerate(offsets):
+                    if (name, policy, offset) in done_keys:
+                        continue
+                    cpu = time.process_time()
                     replay = run_once(prob, PLAN, traces, factory(), offset, settings)
-                    twin = run_on_twin(prob, PLAN, traces, factory, offset, settings, upstream=upstream,
-                                       region="us-west-2", run_id=f"w{k}")
-                    same_story += story(twin) == story(replay)
-                    same_outcome += twin.outcome.state == replay.outcome.state
-                    close += abs(twin.outcome.cost - replay.outcome.cost) <= 0.02 * max(replay.outcome.cost, 1e-12)
-                    met += twin.outcome.met_deadline
-                    costs.append(twin.outcome.cost)
-                    total += 1
-                    if not (story(twin) == story(replay) and twin.outcome.state == replay.outcome.state):
-                        bad += 1
-                        print(f"  disagree: {name} {policy} offset {offset}: twin {twin.outcome.to_dict()} "
-                              f"replay {replay.outcome.to_dict()}", file=sys.stderr)
-                n = len(offsets)
-                print(f"| {name} | {policy} | {n} | {same_story}/{n} | {same_outcome}/{n} | {close}/{n} | "
-                      f"{100 * met / n:.0f} % | {np.mean(costs):.4f} |")
+                    twin, attempts = on_twin(prob, traces, factory, offset, settings, upstream, f"w{k}")
+                    row = window_row(name, policy, offset, twin, replay, time.process_time() - cpu)
+                    row["twin_attempts"] = attempts
+                    rows.append(row)
+                    if args.json:
+                        with args.json.open("a") as f:
+                            f.write(json.dumps(row) + "\n")
+                    if not agrees(row):
+                        print(f"  disagree: {name} {policy} offset {offset}: twin {row['twin']} "
+                              f"replay {row['replay']}", file=sys.stderr)
     finally:
         moto.stop()
-    print(f"\n{total} windows, {bad} disagreeing; {time.process_time() - started:.0f} CPU s in this process")
+    rows = read_rows([args.json]) if args.json else rows
+    print("\n".join(table(rows)))
+    bad = sum(not agrees(r) for r in rows)
+    print(f"\n{len(rows)} windows, {bad} disagreeing; {time.process_time() - started:.0f} CPU s in this process")
     return 1 if bad and not args.allow_miss else 0
 
 

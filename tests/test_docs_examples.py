@@ -251,6 +251,12 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "the issue 34 benchmark's output at speed 20 (real training runs, minutes, machine-dependent figures)",
     ("benchmarks.md", "$ python benchmarks/real_training.py --revocation --speed 20 --profile-json /tmp/rt20.json --out /tmp/rv20b   # 62 s wall, 4.4 CPU s"):
         "the issue 34 revocation run's output (real training, a minute, machine-dependent figures)",
+    ("control.md", "import numpy as np"):
+        "needs AWS credentials in the environment (any); tests/control/test_api.py runs it with fake ones and "
+        "checks that it prints the text after it",
+    ("control.md", "None running 135.0 11"): "what the run API example prints; tests/control/test_api.py checks it",
+    ("service.md", '{"kind": "run", "instance", "plan", "endpoint_url", "policy": "failover", "region": "us-east-1",'):
+        "the shape of a run job's body; tests/service/test_run_jobs.py posts run jobs to a server",
 }
 
 #: Examples that fail as the page has them (pages of other parts of the project): each

@@ -12,8 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from contextlib import closing
 from typing import Any
 
 from dnnprov.cli.risk import _spot_instance
@@ -21,57 +19,6 @@ from dnnprov.errors import InvalidInputError
 
 VERBS = ("status", "cancel", "resume")
 EXIT_OK, EXIT_MISSED = 0, 1
-
-
-def _record(args: argparse.Namespace) -> Any:
-    from dnnprov.control.record import RunRecord
-
-    return RunRecord(args.state)
-
-
-def _controller(record: Any, run_id: str, spec: dict[str, Any]) -> tuple[Any, Any]:
-    """The controller and cloud of a recorded run (fresh or resumed)."""
-    from dnnprov.control.cloud import Instance
-    from dnnprov.control.ec2 import Ec2Cloud, RemoteTwinClock
-    from dnnprov.control.loop import Controller, PoolInfo, RunSettings
-    from dnnprov.control.trainer import ProgressModel, read_report, stand_in
-    from dnnprov.result import SpotPlan
-    from dnnprov.revocation.policies import make_policy
-
-    problem = _spot_instance(spec["instance"])
-    plan = SpotPlan(counts={k: int(v) for k, v in spec["plan"]["counts"].items()}, ps=int(spec["plan"]["ps"]))
-    settings = RunSettings(**spec["settings"])
-    known = record.instances(run_id)
-    clock = RemoteTwinClock(spec["endpoint_url"]) if spec.get("twin") else None
-    cloud = Ec2Cloud(spec["region"], start_epoch=spec["start_epoch"], endpoint_url=spec.get("endpoint_url"),
-                     clock=clock, image_id=spec["image_id"], known=known)
-    pools = [PoolInfo(t.name, z.zone, z.spot_price_per_h if z.spot_price_per_h is not None else t.spot_price_per_h)
-             for t in problem.instance_types for z in t.zones] or \
-            [PoolInfo(t.name, None, t.spot_price_per_h) for t in problem.instance_types]
-    if spec["progress"] == "model":
-        trainer = stand_in(ProgressModel(problem, plan, settings.join_s), run_id)
-    else:
-        def trainer(instances: list[Instance], now: float) -> Any:
-            return read_report(spec["progress"])
-    controller = Controller(problem, plan, make_policy(spec["policy"], problem=problem, plan=plan), cloud, run_id=run_id, pools=pools,
-                            trainer=trainer, settings=settings, record=record)
-    return controller, cloud
-
-
-def _drive(record: Any, run_id: str, controller: Any, max_polls: int | None) -> Any:
-    """Poll until the run ends (or ``max_polls``), honouring a cancel written to the record."""
-    polls = 0
-    while True:
-        if record.get(run_id)["state"] == "cancelling":
-            controller.cancel()
-        outcome = controller.poll()
-        if outcome is not None:
-            record.set_state(run_id, outcome.state, outcome.to_dict())
-            return outcome
-        polls += 1
-        if max_polls is not None and polls >= max_polls:
-            return None
-        controller.cloud.sleep(controller.settings.poll_s)
 
 
 def _print_outcome(run_id: str, outcome: Any, as_json: bool) -> int:
@@ -110,8 +57,10 @@ def cmd_start_serverless(args: argparse.Namespace, problem: Any) -> int:
     plan = doc.result["plan"]
     local_batch = plan.get("local_batch")
     if local_batch is None:
+        import numpy as np
+
         from dnnprov.models.serverless import ServerlessModel
-        local_batch = float(ServerlessModel(problem).local_batch([plan["functions"]])[0])
+        local_batch = float(ServerlessModel(problem).local_batch(np.array([plan["functions"]]))[0])
     run_id, outcome = run_serverless(problem, ServerlessPlan(functions=int(plan["functions"]),
                                                              memory_mb=int(plan["memory_mb"]),
                                                              local_batch=float(local_batch), ps=int(plan.get("ps", 1))),
@@ -124,18 +73,14 @@ def cmd_start_serverless(args: argparse.Namespace, problem: Any) -> int:
 
 def cmd_start(args: argparse.Namespace) -> int:
     """Create a run in the record and drive it."""
-    from dnnprov.cloud.aws import check_region
-    from dnnprov.cloud.export import load_plan
-    from dnnprov.control.ec2 import PLACEHOLDER_IMAGE, RemoteTwinClock, is_twin
+    from dnnprov.control.api import check_policy, create_run, drive_run
     from dnnprov.control.loop import RunSettings
     from dnnprov.io.instances import embedded_instance, read_instance
     from dnnprov.problems.serverless import ServerlessProblem
-    from dnnprov.revocation.policies import POLICY_NAMES
 
     if args.plan is None:
         raise InvalidInputError("--plan", "required to start a run")
-    if args.policy not in POLICY_NAMES:
-        raise InvalidInputError("--policy", f"must be one of {', '.join(POLICY_NAMES)}; got {args.policy!r}")
+    check_policy(args.policy)
     path = str(embedded_instance(args.target.removeprefix("embedded:"))) if args.target.startswith("embedded:") else args.target
     problem = read_instance(path)
     if isinstance(problem, ServerlessProblem):
@@ -143,101 +88,59 @@ def cmd_start(args: argparse.Namespace) -> int:
     if args.lambda_endpoint_url is not None or args.function is not None:
         raise InvalidInputError("--lambda-endpoint-url", "--lambda-endpoint-url and --function are for serverless instances")
     problem = _spot_instance(args.target)
-    doc = load_plan(args.plan, problem=problem)
     settings = RunSettings(poll_s=args.poll, join_s=args.join, horizon=args.horizon)
     if args.cloud != "ec2":                        # the reference trainer on local processes (docs/training.md)
+        from dnnprov.cloud.export import load_plan
         from dnnprov.result import SpotPlan
         from dnnprov.training.local_cloud import cli_run
 
+        doc = load_plan(args.plan, problem=problem)
         return _print_outcome(*cli_run(problem, SpotPlan(counts=doc.counts(), ps=doc.ps), args.policy, settings,
                                        args.cloud, run_id=args.run_id, max_polls=args.max_polls), args.json)
-    twin = is_twin(args.endpoint_url)
-    if not twin and args.progress == "model" and not args.endpoint_url:
-        raise InvalidInputError("--progress", "the stand-in trainer (model) runs only against a test endpoint "
-                                              "(--endpoint-url): on AWS give the trainer's report file or URL")
-    clock_now = RemoteTwinClock(args.endpoint_url).now() if twin else time.time()
-    spec = {"instance": args.target, "plan": {"counts": doc.counts(), "ps": doc.ps}, "policy": args.policy,
-            "region": check_region(args.region), "endpoint_url": args.endpoint_url, "twin": twin,
-            "image_id": args.image_id or PLACEHOLDER_IMAGE, "progress": args.progress,
-            "settings": settings.to_dict(), "start_epoch": clock_now}
-    with closing(_record(args)) as record:
-        run_id = record.create(spec, args.run_id)
-        record.lock(run_id)
-        controller, cloud = _controller(record, run_id, spec)
-        cloud.instances(run_id)                    # clients made and endpoint reached before the clock starts
-        spec["start_epoch"] = cloud.start_epoch = cloud.clock.now()
-        record.set_spec(run_id, spec)
-        print(json.dumps({"run": run_id, "state": "running"}) if args.json else f"run {run_id} started",
-              file=sys.stderr)
-        return _print_outcome(run_id, _drive(record, run_id, controller, args.max_polls), args.json)
+    run_id = create_run(problem, args.plan, args.policy, endpoint_url=args.endpoint_url, region=args.region,
+                        state=args.state, progress=args.progress, image_id=args.image_id, run_id=args.run_id,
+                        settings=settings)
+    print(json.dumps({"run": run_id, "state": "running"}) if args.json else f"run {run_id} started", file=sys.stderr)
+    return _print_outcome(run_id, drive_run(run_id, state=args.state, max_polls=args.max_polls), args.json)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """Take a run over again after its controller stopped (adopt, re-send, go on)."""
-    with closing(_record(args)) as record:
-        row = record.get(args.run_id)
-        if row["state"] not in ("running", "cancelling"):
-            return _status(record, args.run_id, args.json)
-        if row["spec"].get("kind") == "serverless":
-            from dnnprov.control.serverless import ServerlessRun
+    from dnnprov.control.api import LIVE, resume_run, run_status
 
-            record.lock(args.run_id)
-            return _serverless_outcome(args.run_id, ServerlessRun(record, args.run_id).drive(stop_after=args.max_polls), args.json)
-        record.lock(args.run_id)
-        controller, _ = _controller(record, args.run_id, row["spec"])
-        controller.resume(record.steps(args.run_id), list(record.events(args.run_id)), record.memory(args.run_id))
-        return _print_outcome(args.run_id, _drive(record, args.run_id, controller, args.max_polls), args.json)
+    status = run_status(args.run_id, state=args.state, events=False)
+    if status["state"] not in LIVE:
+        return _status(args.run_id, args.state, args.json)
+    outcome = resume_run(args.run_id, state=args.state, max_polls=args.max_polls)
+    if status.get("kind") == "serverless":
+        return _serverless_outcome(args.run_id, outcome, args.json)
+    return _print_outcome(args.run_id, outcome, args.json)
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     """Ask the run's controller to tear down; with none alive, tear down here."""
-    with closing(_record(args)) as record:
-        row = record.get(args.run_id)
-        if row["state"] not in ("running", "cancelling"):
-            print(f"{args.run_id}: already ended ({row['state']})")
-            return EXIT_OK
-        record.set_state(args.run_id, "cancelling")
-        try:
-            record.lock(args.run_id)
-        except InvalidInputError:
-            print(f"{args.run_id}: cancel requested; its controller tears it down at its next poll")
-            return EXIT_OK
-        if row["spec"].get("kind") == "serverless":
-            from dnnprov.control.serverless import ServerlessRun
+    from dnnprov.control.api import cancel_run
 
-            outcome = ServerlessRun(record, args.run_id).cancel()
-            print(f"{args.run_id}: cancelled, {outcome.cost:.4f} $ spent")
-            return EXIT_OK
-        controller, _ = _controller(record, args.run_id, row["spec"])
-        controller.resume(record.steps(args.run_id), list(record.events(args.run_id)), record.memory(args.run_id))
-        controller.cancel()
-        outcome = _drive(record, args.run_id, controller, 1)
-        print(f"{args.run_id}: cancelled, {0 if outcome is None else outcome.cost:.4f} $ spent")
-        return EXIT_OK
+    done = cancel_run(args.run_id, state=args.state)
+    if done["state"] not in ("cancelled", "cancelling"):
+        print(f"{args.run_id}: already ended ({done['state']})")
+    elif not done["torn_down"]:
+        print(f"{args.run_id}: cancel requested; its controller tears it down at its next poll")
+    else:
+        print(f"{args.run_id}: cancelled, {done['cost'] or 0:.4f} $ spent")
+    return EXIT_OK
 
 
-def _status(record: Any, run_id: str, as_json: bool) -> int:
-    row = record.get(run_id)
-    events = list(record.events(run_id))
-    held: dict[str, int] = {}
-    for i in record.instances(run_id):
-        if i.ended_s is not None:
-            continue
-        key = f"{i.role} {i.pool} {i.market}"
-        held[key] = held.get(key, 0) + 1
-    status = {"run": run_id, "state": row["state"], "held": held, "outcome": row["outcome"],
-              "policy": row["spec"].get("policy"), "events": events}
-    progress = [e for e in events if e["kind"] == "end"]
-    status["progress"] = ({"loss": progress[-1]["loss"], "finish_s": progress[-1]["finish_s"]} if progress else None)
-    status["cost_so_far"] = row["outcome"]["cost"] if row["outcome"] else None
-    if row["spec"].get("kind") == "serverless":
-        status["kind"] = "serverless"
-        status["plan"] = row["spec"]["plan"]
+def _status(run_id: str, state: str, as_json: bool) -> int:
+    from dnnprov.control.api import run_status
+
+    status = run_status(run_id, state=state)
     if as_json:
         print(json.dumps(status, indent=2))
     else:
-        print(f"{run_id}: {row['state']} ({row['spec'].get('policy', 'serverless')}), held {held or 'nothing'}, "
-              f"{len(events)} events")
+        cost = "" if status["cost_so_far"] is None else f", ${status['cost_so_far']:.4f} so far"
+        print(f"{run_id}: {status['state']} ({status.get('policy') or 'serverless'}), held {status['held'] or 'nothing'}"
+              f"{cost}, {len(status['events'])} events")
     return EXIT_OK
 
 
@@ -247,8 +150,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.run_id is None:
             raise InvalidInputError("RUN", f"`dnnprov run {args.target}` needs a run id")
         if args.target == "status":
-            with closing(_record(args)) as record:
-                return _status(record, args.run_id, args.json)
+            return _status(args.run_id, args.state, args.json)
         return cmd_cancel(args) if args.target == "cancel" else cmd_resume(args)
     if args.run_id is not None and args.run_id_option is None:
         raise InvalidInputError(args.run_id, "unexpected argument (did you mean --run-id?)")
@@ -258,7 +160,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``run``."""
-    from dnnprov.solvers.robust import JOIN_OVERHEAD_S
+    from dnnprov.control.loop import RunSettings
 
     p = sub.add_parser("run", help="launch a spot or serverless plan and keep it training to its target loss",
                        description="dnnprov run INSTANCE --plan PLAN --policy P, or run status|cancel|resume RUN")
@@ -279,7 +181,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--image-id", default=None, help="AMI of the instances (required on AWS)")
     p.add_argument("--run-id", dest="run_id_option", default=None, help="name the run (default: a fresh id)")
     p.add_argument("--poll", type=float, default=15.0, help="seconds between polls (default %(default)g)")
-    p.add_argument("--join", type=float, default=JOIN_OVERHEAD_S, help="seconds before a launched worker trains")
+    p.add_argument("--join", type=float, default=RunSettings.join_s,
+                   help="seconds before a launched worker trains (default %(default)g: the join overhead)")
     p.add_argument("--horizon", type=float, default=1.0,
                    help="give up at this multiple of the deadline (default %(default)g: at the deadline)")
     p.add_argument("--max-polls", type=int, default=None,

@@ -9,7 +9,8 @@ again. Events are appended as they happen (the notices and reclaims the controll
 among them, so a restarted one knows when each instance ended, :meth:`RunRecord.instances`).
 The controller's own memory (its policy's state, the pools it takes as full and their
 back-offs) is kept as one JSON object per run, rewritten when it changes
-(:meth:`RunRecord.remember`). One controller at a time owns a run: an OS lock on
+(:meth:`RunRecord.remember`); so is the run's latest progress after each poll (the
+trainer's report, the cost so far: :meth:`RunRecord.snapshot`, read by ``run status``). One controller at a time owns a run: an OS lock on
 ``RUN.lock`` in the state folder, released by the OS when its process dies.
 """
 
@@ -37,6 +38,7 @@ CREATE TABLE IF NOT EXISTS steps (run_id TEXT, step INTEGER, kind TEXT, payload 
 CREATE TABLE IF NOT EXISTS events (run_id TEXT, seq INTEGER PRIMARY KEY AUTOINCREMENT, time_s REAL, kind TEXT,
                                    detail TEXT);
 CREATE TABLE IF NOT EXISTS memory (run_id TEXT PRIMARY KEY, state TEXT);
+CREATE TABLE IF NOT EXISTS progress (run_id TEXT PRIMARY KEY, snapshot TEXT);
 """
 STATES = ("running", "met", "missed", "gave-up", "cancelled", "cancelling", "failed")
 
@@ -135,6 +137,15 @@ class RunRecord:
     def memory(self, run_id: str) -> dict[str, Any] | None:
         """The controller's memory last kept (``None``: none was)."""
         row = self._db.execute("SELECT state FROM memory WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def snapshot(self, run_id: str, snapshot: dict[str, Any]) -> None:
+        """Keep the run's latest progress as its driver saw it after a poll (``run status``)."""
+        self._db.execute("INSERT OR REPLACE INTO progress VALUES (?, ?)", (run_id, json.dumps(snapshot)))
+
+    def latest(self, run_id: str) -> dict[str, Any] | None:
+        """The progress last kept by :meth:`snapshot` (``None``: none yet)."""
+        row = self._db.execute("SELECT snapshot FROM progress WHERE run_id = ?", (run_id,)).fetchone()
         return None if row is None else dict(json.loads(row[0]))
 
     def instances(self, run_id: str) -> list[Instance]:

@@ -38,6 +38,7 @@ from dnnprov.service.metrics import Metrics
 from dnnprov.service.middleware import ServiceMiddleware
 from dnnprov.service.openapi import openapi_document
 from dnnprov.service.pool import Outcome, Work, WorkerPool, lane_of
+from dnnprov.service.run_jobs import RunJobs, runs_folder
 from dnnprov.service.store import (
     FINAL,
     STATES,
@@ -49,13 +50,13 @@ from dnnprov.service.store import (
     is_database_url,
     open_store,
 )
-from dnnprov.service.tasks import KINDS, body_field, prepare
+from dnnprov.service.tasks import JOB_ONLY_KINDS, KINDS, body_field, prepare
 
 __all__ = ["ServiceConfig", "create_app", "log_event"]
 AUDIT_LOG = logging.getLogger("dnnprov.audit")
 #: Bodies parsed at once (each in a thread): more would starve the event loop of the GIL.
 PARSERS = 2
-JOB_KINDS = tuple(k for k in KINDS if k != "export")
+JOB_KINDS = tuple(k for k in KINDS if k != "export") + JOB_ONLY_KINDS
 _JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 #: A page cursor (a job's sequence number), ASCII digits only: ``str.isdigit`` takes "²".
 _CURSOR = re.compile(r"[0-9]{1,18}")
@@ -156,8 +157,10 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
             pool = WorkerPool(config.workers, max_time_limit_s=config.max_time_limit_s, max_pending=config.max_pending,
                               short_workers=config.short_workers, tenant_max_pending=config.tenant_cap())
         metrics = Metrics(pool, store)
-        runner = JobRunner(store, pool, max_time_limit_s=config.max_time_limit_s, record=metrics.record)
-        state.update(store=store, pool=pool, metrics=metrics, runner=runner)
+        # run jobs keep their records beside a SQLite store; replicas on PostgreSQL do not take them
+        runs = None if db_url else RunJobs(store, runs_folder(config.db_path))
+        runner = JobRunner(store, pool, max_time_limit_s=config.max_time_limit_s, record=metrics.record, runs=runs)
+        state.update(store=store, pool=pool, metrics=metrics, runner=runner, runs=runs)
         app.state.drain = drain
         requeued = await run_in_threadpool(runner.recover)
         if db_url:
@@ -171,6 +174,8 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
             purger.cancel()
             state["draining"] = True
             await run_in_threadpool(pool.close)
+            if runs is not None:
+                await run_in_threadpool(runs.close)
             store.close()
             if owner is None and held is not None:
                 held.release()
@@ -339,6 +344,9 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
             kind = body.pop("kind", "solve")
             if kind not in JOB_KINDS:
                 raise ApiError(422, "kind", f"must be one of {', '.join(JOB_KINDS)}; got {short(kind)}")
+            if kind == "run" and state["runs"] is None:
+                raise ApiError(422, "kind", "run jobs need the SQLite store (their records live beside it); "
+                                            "this server keeps its jobs on PostgreSQL")
         task = await anyio.to_thread.run_sync(lambda: prepare(kind, body, max_time_limit_s=config.max_time_limit_s),
                                               limiter=parsers)
         return body, task
@@ -458,8 +466,15 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
             if job is None:
                 raise ApiError(404, "job_id", f"no job {short(job_id, 40)}")
             if job.status in FINAL or time.monotonic() >= deadline or state["draining"]:
-                return job.to_dict()
+                return await _answer(job)
             await asyncio.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+
+    async def _answer(job: Any) -> dict[str, Any]:
+        """A job as answered; a run job with its run's status (``"run"``)."""
+        answer: dict[str, Any] = job.to_dict()
+        if job.kind == "run":
+            answer["run"] = await run_in_threadpool(state["runs"].status, job.id)
+        return answer
 
     @app.post("/v1/jobs/{job_id}/cancel")
     async def cancel_job(request: Request, job_id: str) -> dict[str, Any]:
@@ -470,13 +485,13 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
             raise ApiError(404, "job_id", f"no job {short(job_id, 40)}")
         if before in FINAL:
             raise ApiError(409, "job_id", f"the job has already ended ({before})")
-        state["runner"].cancel(job_id)
+        await run_in_threadpool(state["runner"].cancel, job_id)
         audit(request, "cancel", job_id, was=before)
         log_event(logging.INFO, "job_cancelled", job_id=job_id, was=before, request_id=request.state.request_id)
         job = await run_in_threadpool(store.get, job_id)
         if job is None:  # deleted meanwhile
             raise ApiError(404, "job_id", f"no job {short(job_id, 40)}")
-        return job.to_dict()
+        return await _answer(job)
 
     @app.delete("/v1/jobs/{job_id}", status_code=204)
     async def delete_job(request: Request, job_id: str) -> Response:
@@ -486,7 +501,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         if before is None:
             raise ApiError(404, "job_id", f"no job {short(job_id, 40)}")
         if before not in FINAL:
-            state["runner"].cancel(job_id)
+            await run_in_threadpool(state["runner"].cancel, job_id)
         await run_in_threadpool(store.delete, job_id, _tenant(request))
         audit(request, "delete", job_id, was=before)
         log_event(logging.INFO, "job_deleted", job_id=job_id, was=before, request_id=request.state.request_id)

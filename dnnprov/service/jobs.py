@@ -45,6 +45,7 @@ class Executor(Protocol):
     draining: bool
 
     def reserve(self, work: Work) -> None: ...
+    def release(self, work: Work) -> None: ...
     def submit(self, work: Work) -> Any: ...
     def cancel(self, work: Work) -> None: ...
 
@@ -53,8 +54,10 @@ class JobRunner:
     """Stored jobs on an executor, and what happens at each of their ends."""
 
     def __init__(self, store: Store, executor: Executor, *, max_time_limit_s: float,
-                 record: Callable[[str, str, Outcome], None]) -> None:
+                 record: Callable[[str, str, Outcome], None], runs: Any = None) -> None:
         self.store, self.executor = store, executor
+        #: the ``run`` jobs' driver (:class:`dnnprov.service.run_jobs.RunJobs`): they run in its threads
+        self.runs = runs
         self.max_time_limit_s = max_time_limit_s
         self.record = record
         self._works: dict[str, Work] = {}
@@ -68,6 +71,11 @@ class JobRunner:
     def submit(self, job_id: str, kind: str, body: Any, budget_s: float, method: str, *,
                work: Work | None = None, request_id: str | None = None, tenant: str = "") -> None:
         """Queue a stored job (``work``: already admitted; else admitted whatever the count)."""
+        if kind == "run" and self.runs is not None:       # no worker process: the run's thread
+            if work is not None:
+                self.executor.release(work)
+            self.runs.submit(job_id, body, request_id)
+            return
         if work is None:
             work = Work(kind, body, budget_s, lane=lane_of(kind, method), tenant=tenant)
             self.executor.reserve(work)
@@ -79,7 +87,11 @@ class JobRunner:
                                                                                        future.result()))
 
     def cancel(self, job_id: str) -> None:
-        """Stop the work of a job cancelled in the store (queued: never starts; running: killed)."""
+        """Stop the work of a job cancelled in the store (queued: never starts; running: killed;
+        a run: torn down)."""
+        if self.runs is not None and self.runs.owns(job_id):
+            self.runs.cancel(job_id)
+            return
         work = self.active(job_id)
         if work is not None:
             self.executor.cancel(work)

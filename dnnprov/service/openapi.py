@@ -201,6 +201,17 @@ def _replay_requests(instance: dict[str, Any], time_limit: dict[str, Any]) -> di
             "replan_method": {"enum": list(REPLAN_METHODS), "default": "exact"},
             "join_s": join, "horizon": {"type": "number", "minimum": 1, "default": 3},
             "per_run": flag, "time_limit_s": time_limit}},
+        "RunRequest": {"type": "object", "additionalProperties": False, "required": ["instance", "plan", "endpoint_url"],
+                       "description": "A `run` job (jobs only): `dnnprov run INSTANCE --plan PLAN --policy P "
+                                      "--endpoint-url URL`, driven by the server (docs/service.md)", "properties": {
+            "instance": instance, "plan": {"anyOf": [_ref("SpotPlan"), _ref("PlanInput")]},
+            "endpoint_url": {"type": "string", "pattern": "^https?://", "description": "the EC2 endpoint (a twin, moto)"},
+            "policy": {"enum": ["none", "fallback", "failover", "uniform-progress"], "default": "failover"},
+            "region": {"type": "string", "default": "us-east-1"},
+            "progress": {"type": "string", "default": "model",
+                         "description": "`model` (the stand-in trainer) or the http(s) URL of the trainer's reports"},
+            "image_id": {"type": "string"}, "poll_s": {"type": "number", "exclusiveMinimum": 0, "default": 15},
+            "join_s": join, "horizon": {"type": "number", "minimum": 1, "default": 1}}},
         "ChoosePlanRequest": {"type": "object", "additionalProperties": False, "required": ["instance", "traces"],
                               "description": "`dnnprov risk plan INSTANCE --trace TYPE=FILE... --json`; the task is "
                                              "stopped (504) at its budget, time_limit_s plus max(5 s, 25 %)",
@@ -229,10 +240,10 @@ _NUMBER_OR_NULL = {"type": ["number", "null"]}
 #: Kind of job -> (request schema, answer schema).
 _JOB_REQUEST = {"solve": "SolveRequest", "solve-many": "SolveManyRequest", "replan": "ReplanRequest",
                 "predict": "PredictRequest", "sweep": "SweepRequest", "simulate": "SimulateRequest",
-                "choose-plan": "ChoosePlanRequest"}
+                "choose-plan": "ChoosePlanRequest", "run": "RunRequest"}
 _JOB_ANSWER = {"solve": "Result", "solve-many": "SolveManyAnswer", "replan": "ReplanAnswer",
                "predict": "PredictAnswer", "sweep": "SweepAnswer", "simulate": "SimulateAnswer",
-               "choose-plan": "Result"}
+               "choose-plan": "Result", "run": "RunAnswer"}
 
 
 #: The plan of a result (``Result.plan.to_dict()``): the same shape in every answer that has one.
@@ -329,7 +340,16 @@ _ANSWERS: dict[str, Any] = {
         "error": {"oneOf": [{"type": "null"}, {"type": "object", "required": ["field", "message"], "properties": {
             "field": {"type": "string"}, "message": {"type": "string"}}}]},
         "attempts": {"type": "integer", "minimum": 0}, "created": {"type": "number"},
-        "started": _NUMBER_OR_NULL, "finished": _NUMBER_OR_NULL}},
+        "started": _NUMBER_OR_NULL, "finished": _NUMBER_OR_NULL,
+        "run": {"type": ["object", "null"], "description": "A `run` job's run as `dnnprov run status --json` prints it "
+                "(state, held, progress, cost_so_far, counters, outcome, events); null before its run exists"}}},
+    "RunAnswer": {"type": "object", "description": "How a `run` job's run ended (`dnnprov run --json`).",
+                  "required": ["run", "state", "met_deadline", "finish_s", "end_s", "cost", "loss", "revocations",
+                               "launches", "refusals", "on_demand_launched"], "properties": {
+        "run": {"type": "string"}, "state": {"enum": ["met", "missed", "gave-up", "cancelled"]},
+        "met_deadline": {"type": "boolean"}, "finish_s": _NUMBER_OR_NULL, "end_s": {"type": "number"},
+        "cost": {"type": "number"}, "loss": _NUMBER_OR_NULL, "revocations": {"type": "integer"},
+        "launches": {"type": "integer"}, "refusals": {"type": "integer"}, "on_demand_launched": {"type": "integer"}}},
     "JobList": {"type": "object", "required": ["jobs", "next_cursor"], "properties": {
         "jobs": {"type": "array", "items": _ref("Job")},
         "next_cursor": {"type": ["string", "null"], "description": "pass as ?cursor= for the next page; null: last page"}}},

@@ -24,6 +24,8 @@ from dnnprov.problems.spot import MARKETS, SpotProblem, VcpuQuota
 
 #: The kinds of work, one per endpoint that solves.
 KINDS = ("solve", "solve-many", "replan", "predict", "export", "sweep", "simulate", "choose-plan")
+#: Kinds of stored jobs only (no endpoint of their own): a ``run`` lasts as long as its training.
+JOB_ONLY_KINDS = ("run",)
 #: Default ``time_limit_s`` per kind (seconds; at most the server's cap).
 DEFAULT_TIME_LIMIT_S = {"solve": 10.0, "solve-many": 60.0, "replan": 10.0, "sweep": 10.0, "simulate": 60.0,
                         "choose-plan": 60.0}
@@ -128,7 +130,7 @@ def _method(body: Mapping[str, Any]) -> str:
 
 def prepare(kind: str, body: object, *, max_time_limit_s: float = 300.0) -> Task:
     """Check ``body`` for endpoint ``kind`` and return the :class:`Task` that answers it."""
-    kind = check.choice("kind", kind, KINDS)
+    kind = check.choice("kind", kind, KINDS + JOB_ONLY_KINDS)
     return _PREPARE[kind](body, max_time_limit_s)
 
 
@@ -371,9 +373,15 @@ def _choose_plan(body: object, cap: float) -> Task:
     return choose_plan_task(body, cap)
 
 
+def _run(body: object, cap: float) -> Task:
+    from dnnprov.service.run_jobs import run_task
+
+    return run_task(body, cap)
+
+
 _PREPARE: dict[str, Callable[[object, float], Task]] = {
     "solve": _solve, "solve-many": _solve_many, "replan": _replan, "predict": _predict,
-    "export": _export, "sweep": _sweep, "simulate": _simulate, "choose-plan": _choose_plan}
+    "export": _export, "sweep": _sweep, "simulate": _simulate, "choose-plan": _choose_plan, "run": _run}
 
 
 def run(kind: str, body: object, max_time_limit_s: float) -> dict[str, Any]:
