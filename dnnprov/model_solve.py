@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -95,8 +96,8 @@ def solve_model(model: pyo.ConcreteModel, method: str = "milp", *, time_limit_s:
     def exact(prob: SpotProblem | ServerlessProblem, clock: Clock) -> Result:
         """The exact min-cost solve with the side rows (the black box of the objectives)."""
         if isinstance(prob, SpotProblem):
-            return solve_spot_exact(prob, side=side, gap=gap, clock=clock)        # type: ignore[arg-type]
-        return solve_serverless_exact(prob, side=side, gap=gap, clock=clock)      # type: ignore[arg-type]
+            return solve_spot_exact(prob, side=side, gap=gap, clock=clock)
+        return solve_serverless_exact(prob, side=side, gap=gap, clock=clock)
 
     def by_objective() -> Result:
         quiet = SolverLog(clock)
@@ -108,8 +109,8 @@ def solve_model(model: pyo.ConcreteModel, method: str = "milp", *, time_limit_s:
     enumerate_ = enumerate_spot if spot else enumerate_serverless
     runners: dict[str, Callable[[], Result]]
     if side is None:
-        runners = {name: (lambda name=name: solve(problem, name, time_limit_s=time_limit_s, gap=gap,
-                                                  max_plans=max_plans, objective=objective)) for name in METHODS}
+        runners = {name: partial(solve, problem, name, time_limit_s=time_limit_s, gap=gap,
+                                 max_plans=max_plans, objective=objective) for name in METHODS}
     else:
         runners = {
             "milp": (lambda: exact(problem, clock)) if objective.kind == "cost" else by_objective,
@@ -127,12 +128,12 @@ def solve_model(model: pyo.ConcreteModel, method: str = "milp", *, time_limit_s:
             result = explain(result, problem, clock=Clock(time_limit_s, started=started), side=user)
     except InvalidInputError:
         raise
-    except Exception as exc:  # reported like dnnprov.solve does
+    except Exception as exc:  # noqa: BLE001 (reported like dnnprov.solve does, not raised)
         return Result(status=Status.ERROR, method=method, kind="spot" if spot else "serverless",
-                      model=problem.model if spot else "lambda-dnn", instance=problem.name,
+                      model=problem.model if isinstance(problem, SpotProblem) else "lambda-dnn", instance=problem.name,
                       solve_seconds=time.perf_counter() - started, message=f"{type(exc).__name__}: {exc}")
     if result.plan is not None:
-        if spot:
+        if isinstance(result.plan, SpotPlan):
             spot_form.load_plan(model, result.plan.counts, result.plan.ps)
         else:
             serverless_form.load_plan(model, result.plan.functions, result.plan.memory_mb, result.plan.ps)

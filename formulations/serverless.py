@@ -254,7 +254,7 @@ def complete_plan(model: pyo.ConcreteModel) -> None:
 def plan_of(model: pyo.ConcreteModel) -> tuple[int, int, int]:
     """(functions, memory MB, PS count) held by the model's variables, rounded."""
     memory = max(model.MEM, key=lambda mb: pyo.value(model.use_memory[mb]))
-    return int(round(pyo.value(model.n))), int(memory), int(round(pyo.value(model.s)))
+    return round(pyo.value(model.n)), int(memory), round(pyo.value(model.s))
 
 
 # ---------------------------------------------------------------------- user constraints

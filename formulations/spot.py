@@ -78,7 +78,9 @@ def problem_of(model: pyo.ConcreteModel) -> SpotProblem:
 
 def _padded(low: float, high: float | None) -> tuple[float, float | None]:
     """Variable bounds widened by a relative 1e-9, so that rounding never leaves them."""
-    pad = lambda v: 1e-9 * max(abs(v), 1.0)
+    def pad(v: float) -> float:
+        return 1e-9 * max(abs(v), 1.0)
+
     return float(low) - pad(low), None if high is None else float(high) + pad(high)
 
 
@@ -348,8 +350,8 @@ def complete_plan(model: pyo.ConcreteModel) -> None:
     the plan is.
     """
     b = model.performance
-    counts = {c: int(round(pyo.value(model.n[c]))) for c in model.C}
-    k, s = sum(counts.values()), int(round(pyo.value(model.s)))
+    counts = {c: round(pyo.value(model.n[c])) for c in model.C}
+    k, s = sum(counts.values()), round(pyo.value(model.s))
     if (k, s) not in b.KS:
         raise InvalidInputError("plan", f"{k} workers with {s} PS nodes lie outside the model's "
                                         "worker and PS ranges")
@@ -380,8 +382,8 @@ def _define(var, con) -> None:
 
 def plan_of(model: pyo.ConcreteModel) -> tuple[np.ndarray, int]:
     """The (counts in ``m.C`` order, PS count) held by the model's variables, rounded."""
-    counts = np.array([int(round(pyo.value(model.n[c]))) for c in model.C], dtype=np.int64)
-    return counts, int(round(pyo.value(model.s)))
+    counts = np.array([round(pyo.value(model.n[c])) for c in model.C], dtype=np.int64)
+    return counts, round(pyo.value(model.s))
 
 
 # ---------------------------------------------------------------------- user constraints
@@ -447,7 +449,7 @@ def linear_rows(model: pyo.ConcreteModel, columns: dict, *, skip=(), what: str):
     """
     performance = model.performance
     skip_ids = {id(c) for c in skip}
-    rows = []
+    rows: list[tuple[np.ndarray, float, float, str]] = []
     # fixed plan variables stay variables here (their value becomes a row of its own)
     fixed = [v for v in model.component_data_objects(pyo.Var, descend_into=True)
              if id(v) in columns and v.fixed]
@@ -536,7 +538,8 @@ def side_rows(model: pyo.ConcreteModel, *, builtin: bool = True) -> SideRows | N
     if not builtin:
         rows = user_only(model, rows)
     defaults = [(float(lo), float(hi)) for lo, hi in zip(cols.lower, cols.upper)]
-    defaults.append(tuple(float(v) for v in problem.constraints.ps_count))
+    ps_low, ps_high = problem.constraints.ps_count
+    defaults.append((float(ps_low), float(ps_high)))
     rows += bound_rows([model.n[c] for c in labels] + [model.s], defaults, columns, width)
     if not rows:
         return None

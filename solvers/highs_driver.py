@@ -300,7 +300,7 @@ def _farkas_proves_empty(h: highspy.Highs, empty: DualBounds, lower: np.ndarray,
     With c = 0, :func:`safe_dual_bound` bounds 0 from below for every feasible point; a
     bound above 0 means there is none.
     """
-    _, has_ray, ray = h.getDualRay()
+    _, has_ray, ray = h.getDualRay()  # type: ignore[attr-defined]  # (bound at run time; missing from highspy's stubs)
     if not has_ray:
         return False
     ray = np.asarray(ray, dtype=float)
@@ -491,6 +491,7 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
                 sparse.low, sparse.high, sparse.starts(), sparse.col.astype(np.int32), sparse.value,
                 np.zeros(n, dtype=np.int32) if relaxation_first else flags.astype(np.int32))
     if relaxation_first:                              # the relaxation first (no integrality yet)
+        assert proof_target is not None               # (stop_early requires it)
         deadline = started + max(float(time_limit_s), 1e-3)
         decided = _threshold_first(h, cost, offset, scale, lower, upper, sparse, flags, proof_target, deadline)
         if decided is not None:
@@ -499,6 +500,7 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
         h.setOptionValue("time_limit", max(deadline - time.perf_counter(), 1e-3))
         h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), flags.astype(np.uint8))
     elif stop_early:
+        assert proof_target is not None
         h.setOptionValue("objective_target", proof_target / scale)
     shape = (n, len(sparse.low))
     if bases is not None and shape in bases and not flags.any():

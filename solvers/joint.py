@@ -379,7 +379,7 @@ def solve_columns(columns: Sequence[JobColumns], shared: Mapping[str, float], *,
             break
         width *= 4
         tau = threshold(width)
-    stats["columns_after_fixing"] = int(len(kept))
+    stats["columns_after_fixing"] = len(kept)
     stats["fixing_rounds"] = rounds        # 0: the Lagrangian bound alone met the incumbent
     stats["fixing_threshold"] = float(tau) if rounds and math.isfinite(tau) else None
     stats["milp_seconds"] = time.perf_counter() - t0

@@ -51,8 +51,8 @@ def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog) -> 
     """The plan of least time within the problem's budget and deadline, ties by least cost (module doc)."""
     objective = Objective("time")
     log.header(f"dnnprov milp, objective time: {problem.name}",
-               [f"budget ${problem.constraints.budget_usd:g}, deadline {deadline_of(problem):g} s, "
-                f"time limit {clock.limit_s:g} s"])
+               [(f"budget ${problem.constraints.budget_usd:g}, deadline {deadline_of(problem):g} s, "
+                 f"time limit {clock.limit_s:g} s")])
     best = exact(problem, clock)
     solves = 1
     # no plan meets a deadline lo: every plan's time exceeds the overhead, and lo * (1 + 1e-12) <= it
@@ -114,6 +114,7 @@ def least_weighted(problem: Problem, exact: Exact, objective: Objective, clock: 
         if last.plan is None or last.cost is None or last.time_s is None:
             break
         value = objective.value(last.time_s, last.cost)
+        assert value is not None            # (both the time and the cost are known here)
         if value < best_value:
             best, best_value = last, value
         log.progress(best_value, min(best_value, last.cost), f"step {solves}: deadline {step.deadline_s:.6g} s")
@@ -131,7 +132,8 @@ def least_weighted(problem: Problem, exact: Exact, objective: Objective, clock: 
                          message=f"proven: the front was walked until no faster plan could do better "
                                  f"(exact solves: {solves})")
     if last.status is Status.OPTIMAL:   # the walk could not go on (a deadline at the takeover overhead)
-        return _packaged(best, objective, status=Status.FEASIBLE, bound=min(best_value, last.cost), solves=solves,
+        bound = best_value if last.cost is None else min(best_value, last.cost)
+        return _packaged(best, objective, status=Status.FEASIBLE, bound=bound, solves=solves,
                          clock=clock, message=f"no deadline just below {last.time_s:g} s can be stated (it would "
                                           "not exceed the takeover overhead): faster plans were bounded by cost alone")
     # faster plans than those walked cost at least the limit's bound, so their value does too

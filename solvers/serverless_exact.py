@@ -202,9 +202,9 @@ def solve_serverless_exact(problem: ServerlessProblem, *, side: ServerlessSideRo
     started = clock.started
     low, high = problem.function_range()
     log.header(f"dnnprov milp: {problem.name} (serverless)",
-               [f"{len(problem.memory_grid())} memory sizes x functions {low}..{high} x PS "
-                f"{problem.constraints.ps_count[0]}..{problem.constraints.ps_count[1]}, "
-                f"time limit {clock.limit_s:g} s"])
+               [(f"{len(problem.memory_grid())} memory sizes x functions {low}..{high} x PS "
+                 f"{problem.constraints.ps_count[0]}..{problem.constraints.ps_count[1]}, "
+                 f"time limit {clock.limit_s:g} s")])
     model = ServerlessModel(problem, attach(side))
     budget = problem.constraints.budget_usd
     upper = budget * (1 + 1e-12) if budget is not None else math.inf

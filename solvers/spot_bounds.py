@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import TypeVar
 
 import numpy as np
 
@@ -33,6 +34,7 @@ REF_TIME_ROUNDING = 0.005       # reference model: T rounded to 2 decimals
 REF_COST_ROUNDING = 5e-7        # reference model: cost rounded to 6 decimals
 REF_ITER_ROUNDING = 0.5         # reference model: j rounded to an integer
 FAST_RATIO_GRID = np.geomspace(1.0, 4.0, 16)   # theta / rho_min tried by fast_ratio
+Num = TypeVar("Num", float, np.ndarray)      # a scalar or an array of them, kept as given
 
 
 class CellBounds(CcBounds, LpBounds, SideColumns):
@@ -360,7 +362,7 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
         c = self.spread_factor(cell)
         g2 = self.problem.workload.gamma_2
 
-        def j(b: np.ndarray | float) -> np.ndarray | float:
+        def j(b: Num) -> Num:
             return c * (g2 * b + self.gamma_3) - self.gamma_1
 
         if min(j(b_lo), j(b_hi)) < 0:
@@ -549,9 +551,9 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
             t = int(tops[i])
             cell = Cell(0.0, next(self.seq), k, s, t, float(b_lo[i]), float(b_hi[i]), float(v_lo[i]),
                         float(up(v[t] * k)), allowed[t], x_lo=0.0, x_hi=math.inf)
-            cell = self.finalize(cell, stats[i])
-            if cell is not None:
-                cells.append(cell)
+            final = self.finalize(cell, stats[i])
+            if final is not None:
+                cells.append(final)
         return cells
 
     def tail_bound(self, k0: int) -> float:

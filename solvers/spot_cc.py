@@ -12,13 +12,23 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-
-from dnnprov.solvers.spot_cells import Cell
-
+from dnnprov.models.spot import SpotModel
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.solvers.spot_cells import Cell, ClusterShape
 
 
 class CcBounds:
     """Lower bounds on R, on the CC factor sqrt((R + gamma_4) K) / (L - gamma_5) and on j over a cell."""
+
+    # provided by the host (``CellBounds``)
+    problem: SpotProblem
+    model: SpotModel
+    uses_cc: bool
+    reference: bool
+    gamma_1: float
+    gamma_3: float
+    shape: Callable[[int, int], ClusterShape]
+    a_min: Callable[[float, float], float]
 
     def spread_factor(self, cell: Cell) -> float:
         """c_lb = sqrt((R_lb + gamma_4) K) / (L - gamma_5), or sqrt(K) / (L - gamma_5) without CC."""

@@ -18,19 +18,32 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 
 SAFETY = 1e-9
 
 
-def down(x: float) -> float:
+@overload
+def down(x: float) -> float: ...
+@overload
+def down(x: np.ndarray) -> np.ndarray: ...
+def down(x: float | np.ndarray) -> float | np.ndarray:
     """``x`` lowered by the safety margin: use for every computed lower end."""
+    if isinstance(x, np.ndarray):
+        return x - SAFETY * np.abs(x)
     return x - SAFETY * abs(x)
 
 
-def up(x: float) -> float:
+@overload
+def up(x: float) -> float: ...
+@overload
+def up(x: np.ndarray) -> np.ndarray: ...
+def up(x: float | np.ndarray) -> float | np.ndarray:
     """``x`` raised by the safety margin: use for every computed upper end."""
+    if isinstance(x, np.ndarray):
+        return x + SAFETY * np.abs(x)
     return x + SAFETY * abs(x)
 
 

@@ -53,6 +53,7 @@ What each step must guarantee (the proof obligations, checked by the fuzz harnes
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import time
 from collections.abc import Callable
@@ -192,7 +193,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         """
         ends = np.geomspace(cell.v_lo, cell.v_hi, cell.v_pieces + 1)
         children = []
-        for v_lo, v_hi in zip(ends[:-1], ends[1:]):
+        for v_lo, v_hi in itertools.pairwise(ends):
             child = self.new_cell(cell.workers, cell.ps, cell.top, b_range=(cell.b_lo, cell.b_hi),
                                   v_range=(down(float(v_lo)), up(float(v_hi))),
                                   x_range=(cell.x_lo, cell.x_hi), known=BoxStats.of(cell), pinned=cell.pinned)
@@ -337,6 +338,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         first = self.tail(self.worker_range()[0])
         heap = [first] if first is not None else []
         limited = False
+        children: list[Cell] | None
         while heap:
             self.threshold = min(self.best_cost / (1 + self.gap), ceiling)   # the gap only discounts a real incumbent
             cell = heap[0]
@@ -358,8 +360,8 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             if cell.tail:
                 children = self.expand_tail(cell)
             elif not cell.complete:
-                cell = self.complete(cell)
-                children = [cell] if cell is not None else []
+                completed = self.complete(cell)
+                children = [completed] if completed is not None else []
             elif self.small(cell):
                 children = self.process(cell)           # evaluated outright, group or cell
             elif self.needs_expansion(cell):
@@ -367,14 +369,14 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             elif cell.v_pieces > 1:
                 children = self.split_v(cell)
             elif not cell.lp_done:
-                cell = self.strengthen(cell)
-                children = [cell] if cell is not None and cell.bound < self.threshold else []
+                strong = self.strengthen(cell)
+                children = [strong] if strong is not None and strong.bound < self.threshold else []
             else:
                 children = self.process(cell)
-                if children is None:                       # HiGHS gave no usable answer
-                    heapq.heappush(heap, cell)
-                    limited = True
-                    break
+            if children is None:                        # HiGHS gave no usable answer
+                heapq.heappush(heap, cell)
+                limited = True
+                break
             for child in children:
                 heapq.heappush(heap, child)
                 self.stats["cells"] += 1
@@ -436,7 +438,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             # other split helps: only b_w ranges below its root get a bound above 0
             candidates.append((math.inf, "b"))
         if self.uses_cc and cell.workers > 1:
-            v_top = shape.speed[cell.top]
+            v_top = float(shape.speed[cell.top])
             q = float(counts @ shape.speed**2)
             cc = math.sqrt(max(1 - 2 * v_top / v + q / v**2, 0.0))
             bound = math.sqrt((self.cc_lower(cell) + w.gamma_4) * cell.workers) / self.model.loss_gap
@@ -454,9 +456,9 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
                                    ("q", ideal / bound if bound > 0 else 1.0)):
                 if looseness > 1 + SPLIT_TOLERANCE:
                     candidates.append((looseness, dim))
-        secant = (cell.x_lo + cell.x_hi) * x - cell.x_lo * cell.x_hi
-        if secant / x**2 > 1 + SPLIT_TOLERANCE:
-            candidates.append((secant / x**2, "x"))
+        x_secant = (cell.x_lo + cell.x_hi) * x - cell.x_lo * cell.x_hi
+        if x_secant / x**2 > 1 + SPLIT_TOLERANCE:
+            candidates.append((x_secant / x**2, "x"))
         if not candidates:
             cell.nogoods = nogoods
             cell.returned += 1
@@ -469,6 +471,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         mid = (lo + hi) / 2
         halves = ((lo, mid), (mid, hi))
         if dim == "q":                 # the middle of the chord's range; Q's rows are exact, so widened
+            assert q_mid is not None   # "q" is a candidate only where the Q curve exists (looseness 1 otherwise)
             halves = ((lo, up(q_mid)), (down(q_mid), hi))
         children = []
         for part in halves:
@@ -565,8 +568,8 @@ def solve_spot_exact(problem: SpotProblem, *, side: SideRows | None = None,
                                       cell_enumeration=cell_enumeration)
     cols = decomposition.cols
     log.header(f"dnnprov milp: {problem.name} (spot, model {problem.model}, loss {problem.workload.loss_variant})",
-               [f"{len(cols)} columns, quotas sum {int(cols.upper.sum())}, PS {problem.constraints.ps_count[0]}"
-                f"..{problem.constraints.ps_count[1]}, time limit {clock.limit_s:g} s, gap {gap:g}"])
+               [(f"{len(cols)} columns, quotas sum {int(cols.upper.sum())}, PS {problem.constraints.ps_count[0]}"
+                 f"..{problem.constraints.ps_count[1]}, time limit {clock.limit_s:g} s, gap {gap:g}")])
 
     def seed() -> Result:
         # The sliding window is quadratic in the number of instances (2.9 s on large-003): it

@@ -14,8 +14,10 @@ import math
 
 import numpy as np
 
-from dnnprov.result import Result
-from dnnprov.solvers.spot_cells import greedy_many
+from dnnprov.models.spot import SpotModel
+from dnnprov.problems.spot import SpotColumns, SpotProblem
+from dnnprov.result import Result, SpotPlan
+from dnnprov.solvers.spot_cells import ClusterShape, greedy_many
 
 FRONTIER_STEPS = np.array([1.0, 1.5, 2.0, 3.0, 5.0, 8.0])   # lambda / rho of the frontier plans tried per (K, s)
 POLISH_ROUNDS = 3
@@ -26,9 +28,19 @@ FRONTIER_CLIMB_WITHIN = 1.3     # ... when it costs less than this times the inc
 class IncumbentSearch:
     """The incumbent and how plans become it; the host provides the model, shapes and stats."""
 
+    # provided by the host (``SpotDecomposition`` and its ``CellBounds``)
+    problem: SpotProblem
+    model: SpotModel
+    cols: SpotColumns
+    shapes: dict[tuple[int, int], ClusterShape]
+    stats: dict[str, int]
+    evaluated: dict[tuple[tuple[int, ...], int], float]
+    best_cost: float
+    best: tuple[np.ndarray, int] | None
+
     def take(self, incumbent: Result) -> None:
         """Try another method's plan as the incumbent (evaluated and checked here)."""
-        if incumbent.plan is not None:
+        if isinstance(incumbent.plan, SpotPlan):     # (a serverless plan has no counts to try)
             counts = np.array([incumbent.plan.counts[label] for label in self.cols.labels])
             self.consider(counts, incumbent.plan.ps)
 
@@ -64,23 +76,24 @@ class IncumbentSearch:
         changing the PS count by one, each round's plan the cheapest feasible one below the
         last (the first below ``bar``); the last plan found with its cost, ``None`` if none."""
         cons = self.problem.constraints
-        current, current_ps, found = counts.copy(), ps, None
+        current, current_ps = counts.copy(), ps
+        found: tuple[float, np.ndarray, int] | None = None
         for _ in range(rounds):
             plans = self.neighbours(current)
             ps_values = [s for s in (current_ps - 1, current_ps + 1) if cons.ps_count[0] <= s <= cons.ps_count[1]]
             batches = [(plans, current_ps)] * bool(len(plans)) + [(current[None, :], s) for s in ps_values]
-            best = (bar, None, None)
+            best: tuple[float, np.ndarray, int] | None = None
             for batch, s in batches:
                 ev = self.model.evaluate(batch, s)
                 self.stats["evaluations"] += len(batch)
                 cost = np.where(ev.feasible, ev.cost, np.inf)
                 i = int(np.argmin(cost))
-                if cost[i] < best[0]:
+                if cost[i] < (bar if best is None else best[0]):
                     best = (float(cost[i]), batch[i].copy(), s)
-            if best[1] is None:
+            if best is None:
                 break
             found = best
-            bar, current, current_ps = best[0], best[1], best[2]
+            bar, current, current_ps = best
         return found
 
     def neighbours(self, counts: np.ndarray) -> np.ndarray:

@@ -11,15 +11,35 @@ as a bound: the bound is the safe dual bound the driver verifies in unscaled ter
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
+import highspy
 import numpy as np
 
+from dnnprov.problems.spot import SpotColumns, SpotProblem
+from dnnprov.progress import Clock
 from dnnprov.solvers.highs_driver import MilpStatus, SparseRows, solve_milp
-from dnnprov.solvers.spot_cells import Cell, greedy, up
+from dnnprov.solvers.spot_cells import Cell, ClusterShape, greedy, up
 
 
 class LpBounds:
     """LP bounds of a cell; the host (``CellBounds``) provides the shapes, rows, box and HiGHS object."""
+
+    # provided by the host (``CellBounds``; ``consider`` by ``IncumbentSearch``, ``spread_factor`` by ``CcBounds``)
+    problem: SpotProblem
+    cols: SpotColumns
+    clock: Clock
+    highs: highspy.Highs
+    lp_bases: dict
+    stats: dict[str, int]
+    c0_per_ps: float
+    gamma_1: float
+    gamma_3: float
+    shape: Callable[[int, int], ClusterShape]
+    cell_rows: Callable[[Cell], list[tuple[np.ndarray, float, float]]]
+    box: Callable[[Cell], tuple[np.ndarray, np.ndarray]]
+    consider: Callable[[np.ndarray, int], None]
+    spread_factor: Callable[[Cell], float]
 
     def charnes_cooper_rows(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, SparseRows]:
         """The cell's LP relaxation in y = n / X (the allowed columns, first) and t = 1 / X.
@@ -36,7 +56,7 @@ class LpBounds:
         # lo_c t <= y_c (where lo_c > 0) and y_c <= hi_c t (where hi_c < K), column by column
         ends = np.empty((m, 2))
         ends[:, 0], ends[:, 1] = lo[allowed], hi[allowed]
-        box = np.empty((m, 2), dtype=bool)
+        box: np.ndarray = np.empty((m, 2), dtype=bool)
         box[:, 0], box[:, 1] = ends[:, 0] > 0, ends[:, 1] < k
         box = box.ravel()
         pair = np.arange(2 * m)

@@ -120,9 +120,9 @@ def by_enumeration(problem: ServerlessProblem, side: ServerlessSideRows | None, 
         ok = {"deadline": ev.time_s <= problem.time_s * (1 + 1e-12)}
         measure = {"deadline": ev.time_s}
         ranges: dict[str, dict[str, np.ndarray]] = {}
-        if "budget" in groups:
+        if c.budget_usd is not None:                   # (the "budget" group)
             ok["budget"], measure["budget"] = within_budget(ev.cost, c.budget_usd), ev.cost
-        if "domain" in groups:
+        if w.domain is not None:                       # (the "domain" group)
             d = w.domain
             ok["domain"] = original.inside_domain(n, np.full(len(n), m))
             need = extrapolation_needed(np.full(len(n), float(m)), *d.memory_mb)
@@ -182,9 +182,11 @@ def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search:
                               f"every other constraint, {plan}, needs {at_most}{time_s:,.2f} s ({how})",
                               plan=plan.to_dict()))
         elif group == "budget":
-            ok = _meets(lambda: relax(problem, "budget", cost), side, n, m, s)
-            limit, value = distinct_dollars(problem.constraints.budget_usd, cost)
-            out.append(Reason("budget", "constraints.budget_usd", problem.constraints.budget_usd, cost, proven and ok,
+            budget = problem.constraints.budget_usd
+            assert budget is not None                  # (a budget group exists only with a budget)
+            ok = _meets(partial(relax, problem, "budget", cost), side, n, m, s)
+            limit, value = distinct_dollars(budget, cost)
+            out.append(Reason("budget", "constraints.budget_usd", budget, cost, proven and ok,
                               f"constraints.budget_usd: no plan costs at most ${limit}; "
                               f"the cheapest plan meeting every other constraint, {plan}, costs {at_most}${value} "
                               f"({how})", plan=plan.to_dict()))

@@ -186,8 +186,10 @@ def _fold(search: GroupSearch, problem: SpotProblem, side: SideRows | None, rela
     measure: dict[str, np.ndarray] = {"deadline": ev.time_s}
     ranges: dict[str, dict[str, np.ndarray]] = {}
     if "budget" in groups:
+        assert cons.budget_usd is not None      # (the group exists only with a budget)
         ok["budget"], measure["budget"] = within_budget(ev.cost, cons.budget_usd), ev.cost
     if "domain" in groups:
+        assert w.domain is not None             # (the group exists only with a domain)
         ok["domain"] = original.inside_domain(ev.batch_wa, ev.workers)
         measure["domain"] = np.maximum(extrapolation_needed(ev.batch_wa, *w.domain.batch_wa),
                                        extrapolation_needed(ev.workers, *w.domain.workers))
@@ -304,6 +306,7 @@ def _single(problem: SpotProblem, side: SideRows | None, group: str, best: Any, 
                       f"{others}, {plan}, needs {at_most}{time_s:,.2f} s ({how})", plan=plan.to_dict())
     if group == "budget":
         ok = _meets(lambda: relax(problem, "budget", cost), side, counts, ps)
+        assert c.budget_usd is not None         # (the group exists only with a budget)
         limit, value = distinct_dollars(c.budget_usd, cost)
         return Reason("budget", "constraints.budget_usd", c.budget_usd, cost, proven and ok,
                       f"constraints.budget_usd: no plan costs at most ${limit}; the cheapest plan meeting "
@@ -428,6 +431,7 @@ def _exact_reason(problem: SpotProblem, side: SideRows | None, group: str, answe
                       plan=plan.to_dict())
     if group == "budget":
         proven = answer.status is Status.OPTIMAL
+        assert problem.constraints.budget_usd is not None   # (the group exists only with a budget)
         limit, value = distinct_dollars(problem.constraints.budget_usd, cost)
         text = (f"costs ${value} (proven optimal by an exact solve)" if proven else
                 f"costs at most ${value} and at least ${answer.bound or 0:.6f} (the time limit stopped the solve)")

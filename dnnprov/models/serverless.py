@@ -86,7 +86,7 @@ class ServerlessSideRows:
     def satisfied(self, n: np.ndarray, m: np.ndarray, s: np.ndarray, tol: float = 1e-9) -> np.ndarray:
         """Which plans satisfy every row (with an absolute tolerance)."""
         if self.own is not None and self.own.rows.any():
-            return self.row_ok(n, m, s, tol).all(axis=1).reshape(np.shape(n))
+            return np.asarray(self.row_ok(n, m, s, tol).all(axis=1)).reshape(np.shape(n))
         ok = np.ones(np.shape(n), dtype=bool)
         for i in range(len(self.low)):
             lhs = self.a_n[i] * n + self.a_m[i] * m + self.a_s[i] * s
