@@ -21,12 +21,6 @@ if (_checkout / "solvers" / "__init__.py").is_file() and not (_Path(__file__).pa
 __version__ = "0.1.0"
 
 if _typing.TYPE_CHECKING:  # what type checkers see; at run time __getattr__ below imports each name on first use
-    from dnnprov.control.api import (
-        cancel_run as cancel_run,
-        resume_run as resume_run,
-        run_plan as run_plan,
-        run_status as run_status,
-    )
     from dnnprov.dispatch import METHODS as METHODS, pareto as pareto, solve as solve
     from dnnprov.errors import InvalidInputError as InvalidInputError
     from dnnprov.io.instances import (
@@ -69,8 +63,7 @@ __all__ = [
     "ServerlessConstraints", "ServerlessDomain", "ServerlessModel", "ServerlessPlan", "ServerlessPlatform",
     "ServerlessProblem", "ServerlessWorkload", "SpotConstraints", "SpotDomain", "SpotModel", "SpotPlan",
     "SpotPlatform", "SpotProblem", "SpotSLO", "SpotWorkload", "Status", "VcpuQuota", "dumps_instance",
-    "cancel_run", "embedded_instance", "pareto", "predict", "problem_from_dict", "read_instance", "resume_run",
-    "run_plan", "run_status", "solve", "write_instance",
+    "embedded_instance", "pareto", "predict", "problem_from_dict", "read_instance", "solve", "write_instance",
 ]
 
 #: public name -> the module it comes from (the imports above, made on first use)
@@ -84,7 +77,6 @@ _EXPORTS = {
                     "dnnprov.problems.serverless"),
     "ServerlessModel": "dnnprov.models.serverless",
     **dict.fromkeys(("METHODS", "pareto", "solve"), "dnnprov.dispatch"),
-    **dict.fromkeys(("cancel_run", "resume_run", "run_plan", "run_status"), "dnnprov.control.api"),
     **dict.fromkeys(("Front", "FrontPoint"), "dnnprov.solvers.front"),
     **dict.fromkeys(("InstanceType", "SpotConstraints", "SpotPlatform", "SpotProblem", "SpotSLO", "SpotWorkload",
                      "VcpuQuota"), "dnnprov.problems.spot"),

@@ -1,4 +1,4 @@
-"""The Python API of runs (dnnprov.control.api, also ``dnnprov.run_plan``): a run against the
+"""The Python API of runs (dnnprov.control.api, also exported by ``dnnprov.control``): a run against the
 EC2 twin on its stepped clock tells the trace-cloud replay's story; status while it runs; cancel
 and resume from another caller."""
 
@@ -44,7 +44,7 @@ def twin(moto_url: str) -> Iterator[Twin]:
 
 
 def test_run_plan_tells_the_replays_story(twin: Twin, tmp_path: Path) -> None:
-    run_id, outcome = dnnprov.run_plan(PROBLEM, PLAN, "failover", endpoint_url=twin.url, region=REGION,
+    run_id, outcome = run_plan(PROBLEM, PLAN, "failover", endpoint_url=twin.url, region=REGION,
                                        state=tmp_path, run_id="api")
     replay = run_once(PROBLEM, PLAN, TRACES, make_policy("failover"), 0, RunSettings())
     assert run_id == "api" and outcome is not None

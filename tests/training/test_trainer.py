@@ -119,7 +119,9 @@ def test_the_loop_trains_the_reference_job_through_a_revocation(tmp_path, launch
     assert outcome.state == "met", outcome
     assert outcome.revocations >= 1 and outcome.finish_s is not None and outcome.finish_s > 300.0
     kinds = [e["kind"] for e in details["events"]]
-    assert "notice" in kinds and "reclaim" in kinds
+    # the noticed instance ends at its reclaim, or earlier when the loop stops it once its
+    # replacement has joined (it no longer adds anything the plan needs)
+    assert "notice" in kinds and ("reclaim" in kinds or "terminate" in kinds)
     pools = {e.get("pool") for e in details["events"] if e["kind"] == "launch"}
     assert "p3.2xlarge@us-west-2c" in pools                     # the replacement came from the other zone
     assert all(i["ended_s"] is not None for i in details["instances"])   # everything torn down
