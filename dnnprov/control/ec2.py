@@ -222,7 +222,7 @@ class Ec2Cloud:
                                       Filters=[{"Name": "instance-id", "Values": instance_ids}])
         except CloudError:
             return {}
-        out = {}
+        out: dict[str, float] = {}
         for request in answer.get("SpotInstanceRequests", []):
             status = request.get("Status", {})
             code, when = status.get("Code", ""), status.get("UpdateTime")

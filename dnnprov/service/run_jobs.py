@@ -50,7 +50,7 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.problems import _checks as check
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.service.jobs import log_event
-from dnnprov.service.store import JobStore
+from dnnprov.service.store import Store
 from dnnprov.service.tasks import Task, _fields, instance
 
 #: The fields of a ``run`` job's body (besides ``kind``).
@@ -114,7 +114,7 @@ def run_task(body: object, cap: float) -> Task:
 class RunJobs:
     """The ``run`` jobs of one server: one thread per running run (module docstring)."""
 
-    def __init__(self, store: JobStore, folder: Path) -> None:
+    def __init__(self, store: Store, folder: Path) -> None:
         self.store, self.folder = store, Path(folder)
         self.closing = False
         self._threads: dict[str, tuple[threading.Thread, threading.Event]] = {}
