@@ -393,6 +393,8 @@ class Twin:
         if self.upstream is None:
             raise OSError("no upstream: the twin is not started")
         target = urlsplit(self.upstream)
+        if target.hostname is None:
+            raise OSError(f"the upstream {self.upstream} names no host")
         conn = http.client.HTTPConnection(target.hostname, target.port, timeout=UPSTREAM_TIMEOUT_S)
         try:
             conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)

@@ -213,7 +213,7 @@ def _design_start(variant: str, free: list[str], fixed: dict[str, tuple[float, s
         cols = [b * s] if "gamma_2" in free else []
         return np.column_stack(cols + [s, np.ones_like(s)])
 
-    best = None
+    best: tuple[float, float, float, np.ndarray] | None = None
     g4_grid = GAMMA_4_GRID if "gamma_4" in free else (fixed["gamma_4"][0],)
     for g4 in g4_grid:
         for share in GAMMA_1_GRID:
@@ -223,6 +223,8 @@ def _design_start(variant: str, free: list[str], fixed: dict[str, tuple[float, s
             ssr = float(((a @ coef - y) ** 2).sum())
             if best is None or ssr < best[0]:
                 best = (ssr, g1, g4, coef)
+    if best is None:
+        raise ValueError("the gamma_1/gamma_4 start grids are empty")
     _, g1, g4, coef = best
     start = {"gamma_1": g1, "gamma_4": g4}
     names = (["gamma_2"] if "gamma_2" in free else []) + ["gamma_3", "gamma_5"]
@@ -329,7 +331,7 @@ def fit_loss(log: LossLog, variant: str = "cc", weighting: str = "auto") -> Loss
     blocks = _run_blocks(log)
     solved = fit_least_squares(residual, x, low, high, blocks=blocks)
     level = np.maximum(np.abs(loss_curve(unpack(solved.x), variant, b, cc, k, j)), floor)
-    theta = {"relative": 1.0, "absolute": 0.0}.get(weighting) if weighting != "auto" else \
+    theta = {"relative": 1.0, "absolute": 0.0}[weighting] if weighting != "auto" else \
         _variance_power(level, solved.residuals, floor)
     for _ in range(REWEIGHT_PASSES if theta > 0 and solved.converged else 0):
         scale = level ** theta
