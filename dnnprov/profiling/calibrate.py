@@ -56,7 +56,7 @@ class Calibration:
         w = problem.workload
         changes: dict[str, Any] = {"storage_alpha": self.storage_alpha, "storage_beta": self.storage_beta}
         if samples:
-            changes["samples"] = int(round(self.samples.value))
+            changes["samples"] = round(float(self.samples.value))
         return problem.replace(workload=dataclasses.replace(w, **changes))
 
     def to_dict(self) -> dict[str, Any]:
@@ -86,7 +86,7 @@ def calibrate_serverless(problem: ServerlessProblem, runs: Sequence[PublishedRun
     def with_params(x: np.ndarray) -> ServerlessProblem:
         samples, s_low, s_high = x
         alpha = (s_high - s_low) / (m_high - m_low)
-        w = dataclasses.replace(problem.workload, samples=max(1, int(round(samples))),
+        w = dataclasses.replace(problem.workload, samples=max(1, round(float(samples))),
                                 storage_alpha=alpha, storage_beta=s_low - alpha * m_low)
         return problem.replace(workload=w)
 

@@ -306,8 +306,8 @@ def fit_loss(log: LossLog, variant: str = "cc", weighting: str = "auto") -> Loss
     elif len({(round(float(r), 9), int(n)) for r, n in zip(cc, k)}) < 2:
         fixed["gamma_4"] = (1.0, "every run has the same R and |N|: gamma_4 cannot be told from gamma_3 (set to 1)")
     elif _distinct(cc) < 2:
-        fixed["gamma_4"] = (1.0, "every run has the same R: sqrt(R + gamma_4) only rescales gamma_2 and gamma_3 "
-                                 "(set to 1)")
+        fixed["gamma_4"] = (1.0, ("every run has the same R: sqrt(R + gamma_4) only rescales gamma_2 and gamma_3 "
+                                  "(set to 1)"))
     free = [p for p in PARAMS if p not in fixed]
     if len(y) <= len(free):
         raise InvalidInputError("loss log", f"{len(y)} rows cannot determine {len(free)} coefficients")

@@ -445,10 +445,10 @@ def fit_serverless_timing(path: str | Path, *, storage_cap_mb_s: float = 115.0) 
         above = [r["memory_mb"] for r in ok if r["memory_mb"] > max(failed)]
         if not above:
             raise InvalidInputError(str(path), f"no run succeeded above the largest failed memory {max(failed):g} MB")
-        m_min = int(math.ceil(min(above)))
+        m_min = math.ceil(min(above))
         note = f"smallest memory that ran above the largest failed one ({max(failed):g} MB)"
     else:
-        m_min = int(math.ceil(min(r["memory_mb"] for r in ok)))
+        m_min = math.ceil(min(r["memory_mb"] for r in ok))
         note = "no run failed: the smallest memory tested (m_min may be lower)"
     loo: list[dict[str, Any]] = []
     for run in dict.fromkeys(r["run"] for r in ok):

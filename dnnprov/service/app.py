@@ -41,7 +41,6 @@ from dnnprov.service.pool import Outcome, Work, WorkerPool, lane_of
 from dnnprov.service.store import (
     FINAL,
     STATES,
-    JobStore,
     Store,
     StoreBusy,
     StoreFailed,
