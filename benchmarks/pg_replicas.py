@@ -51,8 +51,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "service"))  # the PostgreSQL server of the tests
 
-from pg_server import LocalPostgres, missing  # type: ignore[import-not-found]
-from service_helpers import free_port, slow_instance  # type: ignore[import-not-found]
+from pg_server import LocalPostgres, missing  # type: ignore[import-not-found]  # noqa: E402 - after sys.path
+from service_helpers import free_port, slow_instance  # type: ignore[import-not-found]  # noqa: E402 - after sys.path
 
 DNNPROV = str(Path(sys.executable).with_name("dnnprov"))
 METHODS = ("milp", "heuristic", "enumerate")

@@ -155,7 +155,7 @@ def _serve(args: argparse.Namespace) -> int:
         from dnnprov.service.app import ServiceConfig, create_app, log_event
         from dnnprov.service.http import TimedH11Protocol
         from dnnprov.service.pool import warning_as_json
-        from dnnprov.service.store import JobStore, StoreOwner, default_db_path, is_database_url, open_store
+        from dnnprov.service.store import StoreOwner, default_db_path, is_database_url, open_store
     except ImportError as exc:
         raise InvalidInputError("serve", f"needs the service extra: pip install 'dnnprov[service]' ({exc})") from None
     for option, value in (("--workers", args.workers), ("--max-pending", args.max_pending),

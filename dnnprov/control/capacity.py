@@ -47,7 +47,7 @@ class PoolSpec:
 
     def capacity_at(self, t: float) -> int:
         """Spot instances the pool offers at cloud time ``t``."""
-        tick = self.offset + int(math.floor(t / self.trace.gap_s + 1e-9))
+        tick = self.offset + math.floor(t / self.trace.gap_s + 1e-9)
         if tick >= len(self.trace.alive):
             raise InvalidInputError(f"{self.trace.path}: data",
                                     f"the run reached {t:g} s, past the trace's end from offset {self.offset}")

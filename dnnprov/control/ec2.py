@@ -60,7 +60,7 @@ class RemoteTwinClock:
             raise InvalidInputError("--endpoint-url", f"{self.url} is not an EC2 twin ({exc})") from None
 
     def now(self) -> float:
-        return datetime.fromisoformat(str(self._get()["now"]).replace("Z", "+00:00")).timestamp()
+        return datetime.fromisoformat(str(self._get()["now"])).timestamp()
 
     def sleep(self, seconds: float) -> None:
         if self.mode == "stepped":

@@ -27,10 +27,10 @@ import json
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 from urllib.parse import unquote
 
 import numpy as np
@@ -131,9 +131,9 @@ class LambdaTwin:
         self._server: _Server | None = None
 
     # ------------------------------------------------------------------ life
-    def start(self) -> "LambdaTwin":
+    def start(self) -> Self:
         """Serve on 127.0.0.1 (a thread)."""
-        twin = self
+        twin: LambdaTwin = self
 
         class Handler(_Handler):
             owner = twin
@@ -154,7 +154,7 @@ class LambdaTwin:
             self._server.server_close()
             self._server = None
 
-    def __enter__(self) -> "LambdaTwin":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -190,10 +190,11 @@ class LambdaTwin:
             raise _ApiError(404, "ResourceNotFoundException", f"Function not found: {name}")
         try:
             payload = json.loads(body or b"{}")
-            if not isinstance(payload, dict):
-                raise ValueError("the payload must be a JSON object")
         except ValueError as exc:
             raise _ApiError(400, "InvalidRequestContentException", f"Could not parse request body into json: {exc}")
+        if not isinstance(payload, dict):
+            raise _ApiError(400, "InvalidRequestContentException",
+                            "Could not parse request body into json: the payload must be a JSON object")
         token = str(payload.get("token") or "")
         for _ in range(4 if token else 0):
             with self.lock:

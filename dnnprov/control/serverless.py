@@ -106,7 +106,11 @@ class ServerlessRun:
         self.record, self.run_id = record, run_id
         spec = record.get(run_id)["spec"]
         self.spec = spec
-        self.problem = problem_from_dict(spec["problem"])
+        problem = problem_from_dict(spec["problem"])
+        if not isinstance(problem, ServerlessProblem):
+            raise InvalidInputError(f"{run_id}.problem", f"a serverless run needs a serverless problem, "
+                                                         f"got {type(problem).__name__}")
+        self.problem = problem
         self.plan = ServerlessPlan(**spec["plan"])
         check_plan(self.problem, self.plan)
         self.function = spec["function"]

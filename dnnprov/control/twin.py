@@ -37,11 +37,12 @@ import json
 import logging
 import math
 import re
+import sys
 import threading
 from dataclasses import dataclass, replace
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Self, Sequence
 from urllib.parse import urlsplit
 
 from dnnprov.control import twin_ec2 as ec2
@@ -102,8 +103,9 @@ class _Server(ThreadingHTTPServer):
     twin: "Twin"
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that went away mid-answer: logged, not printed as a traceback."""
-        LOG.debug("twin: connection from %s failed", client_address, exc_info=True)
+        """A client that went away mid-answer: logged, not printed as a traceback (socketserver
+        calls this inside its ``except``, so ``sys.exc_info()`` is that failure)."""
+        LOG.debug("twin: connection from %s failed", client_address, exc_info=sys.exc_info())
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -210,7 +212,7 @@ class Twin:
             raise InvalidInputError("twin", "not started: call start() or use it as a context manager")
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def start(self) -> "Twin":
+    def start(self) -> Self:
         """Start moto (when no upstream was given), the proxy and the clock."""
         if self._server is not None:
             return self
@@ -255,7 +257,7 @@ class Twin:
             self._moto.stop()
             self._moto, self.upstream = None, None
 
-    def __enter__(self) -> "Twin":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -266,7 +268,7 @@ class Twin:
             try:
                 with self._lock:
                     self._sync()
-            except Exception as exc:  # the clock thread must outlive one bad step
+            except Exception as exc:  # noqa: BLE001 - the clock thread must outlive one bad step (recorded by _error)
                 self._error(f"clock: {type(exc).__name__}: {exc}")
 
     # ------------------------------------------------------------------ the Python API
@@ -393,6 +395,8 @@ class Twin:
         if self.upstream is None:
             raise OSError("no upstream: the twin is not started")
         target = urlsplit(self.upstream)
+        if target.hostname is None:
+            raise OSError(f"the upstream {self.upstream} names no host")
         conn = http.client.HTTPConnection(target.hostname, target.port, timeout=UPSTREAM_TIMEOUT_S)
         try:
             conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)

@@ -40,7 +40,7 @@ def run_on_twin(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Seque
 def story(run: LoopRun) -> list[tuple[Any, ...]]:
     """What two runs of one window must share: every launch, refusal, notice, reclaim and
     termination with its time (ms) and pool, instance ids left out (they differ by cloud)."""
-    out = []
+    out: list[tuple[Any, ...]] = []
     for e in run.events:
         if e.kind in ("launch", "refused"):
             out.append((e.kind, round(e.time_s, 3), e.detail["pool"], e.detail["role"], e.detail["asked"],

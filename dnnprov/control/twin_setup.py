@@ -43,9 +43,9 @@ def trace_pools(traces: Sequence[tuple[str, str | Path | Trace]], offset: int, h
         if pools and trace.gap_s != pools[0].trace.gap_s:
             raise InvalidInputError(where, f"aligned traces share one gap_seconds: {trace.gap_s:g} s here, "
                                            f"{pools[0].trace.gap_s:g} s in {pools[0].trace.path}")
-        last = offset + int(math.floor(horizon_s / trace.gap_s + 1e-9))
+        last = offset + math.floor(horizon_s / trace.gap_s + 1e-9)
         if last >= len(trace.alive):
-            room = len(trace.alive) - 1 - int(math.floor(horizon_s / trace.gap_s + 1e-9))
+            room = len(trace.alive) - 1 - math.floor(horizon_s / trace.gap_s + 1e-9)
             hint = f"offsets 0..{room} fit" if room >= 0 else "no offset fits"
             raise InvalidInputError(where, f"offset {offset} with a horizon of {horizon_s:g} s runs past the trace's "
                                            f"end ({len(trace.alive)} ticks of {trace.gap_s:g} s; {hint})")

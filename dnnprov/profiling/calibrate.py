@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Sequence, TypedDict
 
 import numpy as np
 
@@ -56,7 +56,7 @@ class Calibration:
         w = problem.workload
         changes: dict[str, Any] = {"storage_alpha": self.storage_alpha, "storage_beta": self.storage_beta}
         if samples:
-            changes["samples"] = int(round(self.samples.value))
+            changes["samples"] = round(float(self.samples.value))
         return problem.replace(workload=dataclasses.replace(w, **changes))
 
     def to_dict(self) -> dict[str, Any]:
@@ -86,7 +86,7 @@ def calibrate_serverless(problem: ServerlessProblem, runs: Sequence[PublishedRun
     def with_params(x: np.ndarray) -> ServerlessProblem:
         samples, s_low, s_high = x
         alpha = (s_high - s_low) / (m_high - m_low)
-        w = dataclasses.replace(problem.workload, samples=max(1, int(round(samples))),
+        w = dataclasses.replace(problem.workload, samples=max(1, round(float(samples))),
                                 storage_alpha=alpha, storage_beta=s_low - alpha * m_low)
         return problem.replace(workload=w)
 
@@ -181,9 +181,19 @@ TABLE3_RUNS = (PublishedRun(8, 3008, 64, 703.95, "naive"), PublishedRun(9, 2816,
 #: λDNN Fig. 10 results held out of the calibration: (instance, run).
 HOLDOUT_RUNS = (("serverless/paper-fig10-1dcnn-90s.json", PublishedRun(10, 1088, None, 86.2, "1DCNN lambdaDNN")),
                 ("serverless/paper-fig10-mobilenet-1200s.json", PublishedRun(7, 1728, None, 967.5, "MobileNet lambdaDNN")))
+
+
+class _ServerlessEstimates(TypedDict):
+    """The serverless workload fields the authors estimated rather than measured."""
+
+    samples: int
+    storage_alpha: float
+    storage_beta: float
+
+
 #: The estimates calibration starts from (docs/data.md): CIFAR-10's 50,000 training images
 #: and the line through 4 MB/s at 128 MB and 9 MB/s at 3,008 MB.
-ESTIMATED_SERVERLESS = {"samples": 50000, "storage_alpha": 0.00173611, "storage_beta": 3.77778}
+ESTIMATED_SERVERLESS: _ServerlessEstimates = {"samples": 50000, "storage_alpha": 0.00173611, "storage_beta": 3.77778}
 #: spotDNN Table I plans on the paper's testbed with their measured times.
 TABLE1_RUNS = (SpotRun({"g3.8xlarge": 5, "g3.16xlarge": 3}, 2549.02, "spotDNN"),
                SpotRun({"g3.8xlarge": 4, "g3.16xlarge": 3}, 2710.85, "CM-DARE+"),
@@ -206,6 +216,16 @@ def table1_paper_problem(gamma_4: float | None = None) -> SpotProblem:
                               quotas=dict(zip(TABLE5_TYPES, (0, 5, 5, 5, 5))), name="table1-paper-model")
 
 
+def _serverless_instance(relative: str) -> ServerlessProblem:
+    """The embedded instance ``relative``, which must be a serverless one."""
+    from dnnprov.io.instances import embedded_instance, read_instance
+
+    problem = read_instance(embedded_instance(relative))
+    if not isinstance(problem, ServerlessProblem):
+        raise TypeError(f"{relative}: expected a serverless instance, got {type(problem).__name__}")
+    return problem
+
+
 def paper_calibration() -> dict[str, Any]:
     """Calibrate λDNN's n_t and storage line to Table 3 and spotDNN's gamma_4 to Table I.
 
@@ -213,14 +233,12 @@ def paper_calibration() -> dict[str, Any]:
     runs is the fit's residual, not a validation) and the leave-one-out hold-out errors (the
     figures of docs/reproduction.md; ``python -m dnnprov.profiling.calibrate`` prints them).
     """
-    from dnnprov.io.instances import embedded_instance, read_instance
-
-    table3 = read_instance(embedded_instance("serverless/paper-table3-resnet50.json"))
+    table3 = _serverless_instance("serverless/paper-table3-resnet50.json")
     before = table3.replace(workload=dataclasses.replace(table3.workload, **ESTIMATED_SERVERLESS))
     calibration = calibrate_serverless(before, TABLE3_RUNS)
     holdout = []
     for relative, run in HOLDOUT_RUNS:
-        problem = read_instance(embedded_instance(relative))
+        problem = _serverless_instance(relative)
         start = problem.replace(workload=dataclasses.replace(
             problem.workload, storage_alpha=ESTIMATED_SERVERLESS["storage_alpha"],
             storage_beta=ESTIMATED_SERVERLESS["storage_beta"]))

@@ -213,7 +213,7 @@ def _design_start(variant: str, free: list[str], fixed: dict[str, tuple[float, s
         cols = [b * s] if "gamma_2" in free else []
         return np.column_stack(cols + [s, np.ones_like(s)])
 
-    best = None
+    best: tuple[float, float, float, np.ndarray] | None = None
     g4_grid = GAMMA_4_GRID if "gamma_4" in free else (fixed["gamma_4"][0],)
     for g4 in g4_grid:
         for share in GAMMA_1_GRID:
@@ -223,6 +223,8 @@ def _design_start(variant: str, free: list[str], fixed: dict[str, tuple[float, s
             ssr = float(((a @ coef - y) ** 2).sum())
             if best is None or ssr < best[0]:
                 best = (ssr, g1, g4, coef)
+    if best is None:
+        raise ValueError("the gamma_1/gamma_4 start grids are empty")
     _, g1, g4, coef = best
     start = {"gamma_1": g1, "gamma_4": g4}
     names = (["gamma_2"] if "gamma_2" in free else []) + ["gamma_3", "gamma_5"]
@@ -304,8 +306,8 @@ def fit_loss(log: LossLog, variant: str = "cc", weighting: str = "auto") -> Loss
     elif len({(round(float(r), 9), int(n)) for r, n in zip(cc, k)}) < 2:
         fixed["gamma_4"] = (1.0, "every run has the same R and |N|: gamma_4 cannot be told from gamma_3 (set to 1)")
     elif _distinct(cc) < 2:
-        fixed["gamma_4"] = (1.0, "every run has the same R: sqrt(R + gamma_4) only rescales gamma_2 and gamma_3 "
-                                 "(set to 1)")
+        fixed["gamma_4"] = (1.0, ("every run has the same R: sqrt(R + gamma_4) only rescales gamma_2 and gamma_3 "
+                                  "(set to 1)"))
     free = [p for p in PARAMS if p not in fixed]
     if len(y) <= len(free):
         raise InvalidInputError("loss log", f"{len(y)} rows cannot determine {len(free)} coefficients")
@@ -329,7 +331,7 @@ def fit_loss(log: LossLog, variant: str = "cc", weighting: str = "auto") -> Loss
     blocks = _run_blocks(log)
     solved = fit_least_squares(residual, x, low, high, blocks=blocks)
     level = np.maximum(np.abs(loss_curve(unpack(solved.x), variant, b, cc, k, j)), floor)
-    theta = {"relative": 1.0, "absolute": 0.0}.get(weighting) if weighting != "auto" else \
+    theta = {"relative": 1.0, "absolute": 0.0}[weighting] if weighting != "auto" else \
         _variance_power(level, solved.residuals, floor)
     for _ in range(REWEIGHT_PASSES if theta > 0 and solved.converged else 0):
         scale = level ** theta

@@ -48,8 +48,8 @@ def read_loss_logs(paths: Sequence[str | Path], *, batch_size: float | None = No
         path = Path(raw)
         if path.is_dir():
             files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-            workers = [p for p in files if p.name.startswith("worker")]
-            files = workers or files  # the authors' folders also hold a merge.txt
+            worker_files = [p for p in files if p.name.startswith("worker")]
+            files = worker_files or files  # the authors' folders also hold a merge.txt
             logs.append(read_tf_worker_logs(files, run=path.name, worker_batch=worker_batch))
         elif path.suffix == ".json":
             if batch_size is None:
@@ -106,17 +106,19 @@ def with_loss_fit(base: SpotWorkloadProfile, fit: LossFit, source: str,
             + "; ".join(format_estimate(p, e) for p, e in fit.estimates.items()) + f"; RMSE {fit.rmse:.4g}; "
             + format_uncertainty(fit.uncertainty) + ". batch_wa (b_w) is the per-worker average batch of eq. (4), "
             "not the cluster's global batch.")
-    losses = [r["loss_error_pct"] for r in loo if r["loss_error_pct"] is not None]
+    held_out = loo or []
+    losses = [r["loss_error_pct"] for r in held_out if r["loss_error_pct"] is not None]
     if losses:
-        errors = [r["iterations_error_pct"] for r in loo if r["iterations_error_pct"] is not None]
+        errors = [r["iterations_error_pct"] for r in held_out if r["iterations_error_pct"] is not None]
         line += (f" Leave-one-run-out: loss error {min(losses):.1f}-{max(losses):.1f} %"
                  + (f", iterations error {min(errors):.1f}-{max(errors):.1f} %." if errors else "."))
     if fit.warnings:
         line += " Warnings: " + "; ".join(fit.warnings) + "."
     domain = dataclasses.replace(fit.domain, extrapolation=extrapolation)
-    workload = dataclasses.replace(base.workload, loss_variant=fit.variant, domain=domain,
-                                   estimated=_without(base.workload.estimated, fitted + ["loss_variant"]),
-                                   **coefficients)
+    changes: dict[str, Any] = {"loss_variant": fit.variant, "domain": domain,
+                               "estimated": _without(base.workload.estimated, fitted + ["loss_variant"]),
+                               **coefficients}   # gamma_1..gamma_5: names known only at run time
+    workload = dataclasses.replace(base.workload, **changes)
     return dataclasses.replace(base, workload=workload, notes=_notes(base.notes, line))
 
 

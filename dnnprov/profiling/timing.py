@@ -30,7 +30,7 @@ import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, TypedDict
 
 import numpy as np
 
@@ -47,6 +47,30 @@ SERVERLESS_COLUMNS = ("run", "memory_mb", "functions", "samples_per_s", "storage
 CLAMPED = 1e-3
 #: Lone-worker B_req values further apart than this (relative to their mean) may be warned of.
 B_REQ_SPREAD = 0.05
+
+
+class SpotRow(TypedDict):
+    """One checked row of a spot timing CSV (``_where`` is its file:line)."""
+
+    _where: str
+    run: str
+    type: str
+    gpus: int
+    workers: int
+    ps: int
+    batch_per_gpu: int
+    iteration_s: float
+    comm_s: float
+
+
+class ServerlessRow(TypedDict):
+    """One checked run of a serverless timing CSV that did not fail."""
+
+    run: str
+    memory_mb: float
+    functions: int
+    samples_per_s: float
+    storage_mb_s: float
 
 
 def read_timing_csv(path: str | Path, columns: Sequence[str]) -> list[dict[str, str]]:
@@ -171,7 +195,7 @@ class Contention:
     contended_runs: tuple[str, ...]
 
 
-def _network_s(r: dict[str, Any], s_parm: float, b_pcie: float) -> float:
+def _network_s(r: SpotRow, s_parm: float, b_pcie: float) -> float:
     """The network part of a row's comm_s (eq. 7 without the PCIe term); refuses <= 0."""
     network = r["comm_s"] - 2 * r["gpus"] * s_parm / b_pcie
     if network <= 0:
@@ -179,7 +203,7 @@ def _network_s(r: dict[str, Any], s_parm: float, b_pcie: float) -> float:
     return network
 
 
-def _contention(rows: list[dict[str, Any]], b_req: float, s_parm: float, b_ps: float, b_pcie: float) -> Contention:
+def _contention(rows: list[SpotRow], b_req: float, s_parm: float, b_ps: float, b_pcie: float) -> Contention:
     """Eqs. (7)-(8) solved for P on every contended row of a cluster (|N| >= 2), runs whose
     mean P is clamped left out."""
     by_run: dict[str, list[tuple[float, float, float, float]]] = {}
@@ -226,7 +250,7 @@ def _contention_line(c: Contention, b_req: Estimate, b_req_dof: float) -> tuple[
             Estimate(float(coef[1]), float(se[1]), interval=t_interval(float(coef[1]), float(se[1]), t_dof)), rmse)
 
 
-def _relative_noise(rows: list[dict[str, Any]]) -> tuple[float, int] | None:
+def _relative_noise(rows: list[SpotRow]) -> tuple[float, int] | None:
     """Pooled relative standard deviation of comm_s among rows measuring the same thing
     (one run's workers of one type), with its degrees of freedom; None without replicates."""
     groups: dict[tuple[str, str], list[float]] = {}
@@ -239,7 +263,7 @@ def _relative_noise(rows: list[dict[str, Any]]) -> tuple[float, int] | None:
     return math.sqrt(squares / dof), dof
 
 
-def _bandwidth_req(lone: list[dict[str, Any]], rows: list[dict[str, Any]], s_parm: float,
+def _bandwidth_req(lone: list[SpotRow], rows: list[SpotRow], s_parm: float,
                    b_pcie: float) -> tuple[Estimate, float, list[str]]:
     """B_req = 2 S_parm / network time, the mean over the lone-worker rows, its dof, warnings.
 
@@ -281,9 +305,9 @@ def fit_spot_timing(path: str | Path, *, param_size_mb: float, ps_bandwidth_mb_s
                         ("pcie_bandwidth_mb_s", pcie_bandwidth_mb_s)):
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
             raise InvalidInputError(name, f"must be a number > 0, got {value!r}")
-    rows = []
+    rows: list[SpotRow] = []
     for r in read_timing_csv(path, SPOT_COLUMNS):
-        row = {"_where": r["_where"], "run": r["run"], "type": r["type"],
+        row: SpotRow = {"_where": r["_where"], "run": r["run"], "type": r["type"],
                "gpus": int(_num(r, "gpus", positive=True, integer=True, maximum=MAX_GPUS)),
                "workers": int(_num(r, "workers", positive=True, integer=True, maximum=MAX_WORKERS)),
                "ps": int(_num(r, "ps", positive=True, integer=True, maximum=MAX_PS_COUNT)),
@@ -299,7 +323,9 @@ def fit_spot_timing(path: str | Path, *, param_size_mb: float, ps_bandwidth_mb_s
     b_req, b_req_dof, notes = _bandwidth_req(lone, rows, s, pcie)
     for message in notes:                      # issued now: they may explain an error below
         warnings.warn(message, ProfileWarning, stacklevel=2)
-    compute, batch, gpus = {}, {}, {}
+    compute: dict[str, Estimate] = {}
+    batch: dict[str, int] = {}
+    gpus: dict[str, int] = {}
     for t in dict.fromkeys(r["type"] for r in rows):
         mine = [r for r in rows if r["type"] == t]
         if len({r["batch_per_gpu"] for r in mine}) > 1 or len({r["gpus"] for r in mine}) > 1:
@@ -315,7 +341,7 @@ def fit_spot_timing(path: str | Path, *, param_size_mb: float, ps_bandwidth_mb_s
                                            f"at two or more cluster sizes to fit alpha_1 and beta_1 of eq. (9){clamped}")
     alpha_1, beta_1, rmse = _contention_line(contention, b_req, b_req_dof)
 
-    def predicted_time(r: dict[str, Any], a1: float, b1: float) -> float:
+    def predicted_time(r: SpotRow, a1: float, b1: float) -> float:
         k, ps = r["workers"], r["ps"]
         if k * b_req.value > ps * ps_bandwidth_mb_s:
             prob = min(max(a1 * math.sqrt(k) + b1, 0.0), 1.0)
@@ -324,7 +350,7 @@ def fit_spot_timing(path: str | Path, *, param_size_mb: float, ps_bandwidth_mb_s
             bw = b_req.value
         return compute[r["type"]].value + 2 * s / bw + 2 * r["gpus"] * s / pcie
 
-    loo = []
+    loo: list[dict[str, Any]] = []
     for run in dict.fromkeys(r["run"] for r in rows if r["workers"] > 1):
         others = _contention([r for r in rows if r["run"] != run], b_req.value, s, ps_bandwidth_mb_s, pcie)
         if len(np.unique(others.x)) < 2:
@@ -387,21 +413,26 @@ class ServerlessTimingFit:
 
 def fit_serverless_timing(path: str | Path, *, storage_cap_mb_s: float = 115.0) -> ServerlessTimingFit:
     """Fit eq. (6)'s and eq. (8)'s lines and m_min from a serverless timing CSV."""
-    rows = []
+    ok: list[ServerlessRow] = []
+    failed: list[float] = []                   # the memory of every failed run
+    rows = 0
     for r in read_timing_csv(path, SERVERLESS_COLUMNS):
-        failed = r["failed"].lower()
-        if failed not in ("0", "1", "true", "false"):
+        flag = r["failed"].lower()
+        if flag not in ("0", "1", "true", "false"):
             raise InvalidInputError(f"{r['_where']}.failed", f"must be 0 or 1, got {r['failed']!r}")
-        rows.append({"_where": r["_where"], "run": r["run"], "memory_mb": _num(r, "memory_mb", positive=True, maximum=MAX_MEMORY_MB),
-                     "functions": int(_num(r, "functions", positive=True, integer=True, maximum=MAX_FUNCTIONS)),
-                     "failed": failed in ("1", "true"),
-                     "samples_per_s": None if failed in ("1", "true") else _num(r, "samples_per_s", positive=True),
-                     "storage_mb_s": None if failed in ("1", "true") else _num(r, "storage_mb_s", positive=True)})
-    ok = [r for r in rows if not r["failed"]]
+        memory_mb = _num(r, "memory_mb", positive=True, maximum=MAX_MEMORY_MB)
+        count = int(_num(r, "functions", positive=True, integer=True, maximum=MAX_FUNCTIONS))
+        rows += 1
+        if flag in ("1", "true"):
+            failed.append(memory_mb)
+            continue
+        ok.append({"run": r["run"], "memory_mb": memory_mb, "functions": count,
+                   "samples_per_s": _num(r, "samples_per_s", positive=True),
+                   "storage_mb_s": _num(r, "storage_mb_s", positive=True)})
     if not ok:
         raise InvalidInputError(str(path), "every run failed: nothing to fit")
 
-    def lines(use: list[dict[str, Any]]) -> tuple[Estimate, Estimate, Estimate, Estimate]:
+    def lines(use: list[ServerlessRow]) -> tuple[Estimate, Estimate, Estimate, Estimate]:
         m = np.array([r["memory_mb"] for r in use])
         ra, rb, _ = linear_fit(m, np.array([r["samples_per_s"] for r in use]), f"{path}: samples_per_s")
         below = [r for r in use if r["storage_mb_s"] < storage_cap_mb_s * (1 - 1e-9)]
@@ -410,33 +441,32 @@ def fit_serverless_timing(path: str | Path, *, storage_cap_mb_s: float = 115.0) 
         return ra, rb, sa, sb
 
     ra, rb, sa, sb = lines(ok)
-    failed = [r["memory_mb"] for r in rows if r["failed"]]
     if failed:
         above = [r["memory_mb"] for r in ok if r["memory_mb"] > max(failed)]
         if not above:
             raise InvalidInputError(str(path), f"no run succeeded above the largest failed memory {max(failed):g} MB")
-        m_min = int(math.ceil(min(above)))
+        m_min = math.ceil(min(above))
         note = f"smallest memory that ran above the largest failed one ({max(failed):g} MB)"
     else:
-        m_min = int(math.ceil(min(r["memory_mb"] for r in ok)))
+        m_min = math.ceil(min(r["memory_mb"] for r in ok))
         note = "no run failed: the smallest memory tested (m_min may be lower)"
-    loo = []
+    loo: list[dict[str, Any]] = []
     for run in dict.fromkeys(r["run"] for r in ok):
         others = [r for r in ok if r["run"] != run]
         try:
             a, b, c, d = lines(others)
         except InvalidInputError:
             continue
-        for r in (r for r in ok if r["run"] == run):
-            m = r["memory_mb"]
+        for held in (r for r in ok if r["run"] == run):
+            m = held["memory_mb"]
             rate = a.value * m + b.value
             storage = min(c.value * m + d.value, storage_cap_mb_s)
             loo.append({"run": run, "memory_mb": m,
-                        "rate_error_pct": abs(rate - r["samples_per_s"]) / r["samples_per_s"] * 100,
-                        "storage_error_pct": abs(storage - r["storage_mb_s"]) / r["storage_mb_s"] * 100})
+                        "rate_error_pct": abs(rate - held["samples_per_s"]) / held["samples_per_s"] * 100,
+                        "storage_error_pct": abs(storage - held["storage_mb_s"]) / held["storage_mb_s"] * 100})
     memory = [r["memory_mb"] for r in ok]
     functions = [r["functions"] for r in ok]
-    notes = []
+    notes: list[str] = []
     if ra.value <= 0:
         notes.append(f"the training rate falls as memory grows (rate_alpha = {ra.value:.4g}): eq. (6)'s line "
                         "expects more memory (more vCPU) to train faster; check the runs")
@@ -449,7 +479,7 @@ def fit_serverless_timing(path: str | Path, *, storage_cap_mb_s: float = 115.0) 
         warnings.warn(message, ProfileWarning, stacklevel=2)
     return ServerlessTimingFit(rate_alpha=ra, rate_beta=rb, storage_alpha=sa, storage_beta=sb, min_memory_mb=m_min,
                                min_memory_note=note, memory_mb=(min(memory), max(memory)),
-                               functions=(min(functions), max(functions)), rows=len(rows), leave_one_out=loo,
+                               functions=(min(functions), max(functions)), rows=rows, leave_one_out=loo,
                                warnings=tuple(notes))
 
 

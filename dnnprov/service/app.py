@@ -42,7 +42,6 @@ from dnnprov.service.run_jobs import RunJobs, runs_folder
 from dnnprov.service.store import (
     FINAL,
     STATES,
-    JobStore,
     Store,
     StoreBusy,
     StoreFailed,

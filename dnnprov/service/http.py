@@ -35,7 +35,7 @@ class TimedH11Protocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Start the head's clock with the connection."""
         super().connection_made(transport)  # type: ignore[arg-type]
         self._arm()

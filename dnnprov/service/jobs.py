@@ -19,7 +19,7 @@ from typing import Any, Callable, Protocol
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.service.pool import Outcome, Work, lane_of
-from dnnprov.service.store import Job, JobStore, Store, StoreBusy, StoreFailed
+from dnnprov.service.store import Job, Store, StoreBusy, StoreFailed
 from dnnprov.service.tasks import prepare
 
 LOG = logging.getLogger("dnnprov.service")
@@ -125,7 +125,7 @@ class JobRunner:
     def _ended_logged(self, job_id: str, kind: str, method: str, request_id: str | None, outcome: Outcome) -> None:
         try:
             self._ended(job_id, kind, method, request_id, outcome)
-        except Exception as exc:  # the store closed under a stopping server, ...: the next start recovers the job
+        except Exception as exc:  # noqa: BLE001 - e.g. the store closed under a stopping server; a restart recovers the job
             log_event(logging.ERROR, "job_end_not_recorded", job_id=job_id, error=f"{type(exc).__name__}: {exc}")
 
     def _ended(self, job_id: str, kind: str, method: str, request_id: str | None, outcome: Outcome) -> None:

@@ -389,8 +389,8 @@ def _errors(*codes: str, auth: bool) -> dict[str, Any]:
              "401": ("missing or wrong bearer token", {"WWW-Authenticate": _HEADER}),
              "404": ("no such job (of this tenant)", None), "413": ("the body is too large", None),
              "415": ("the body is not sent as application/json", None),
-             "422": ("a field is invalid (named in the answer), including rules of the problem no JSON Schema states "
-                     "(an SLO the model cannot reach, a plan with a type the instance lacks)", None),
+             "422": (("a field is invalid (named in the answer), including rules of the problem no JSON Schema states "
+                      "(an SLO the model cannot reach, a plan with a type the instance lacks)"), None),
              "429": ("the server is full, or too many failed token checks: retry after Retry-After", _RETRY),
              "500": ("internal error (logged by the server)", None),
              "503": ("the server is shutting down or its job store is busy: retry after Retry-After", _RETRY),
@@ -441,8 +441,8 @@ def openapi_document(auth: bool, max_time_limit_s: float = 300.0) -> dict[str, A
             "sweep": ("proven minimal cost per deadline (as `dnnprov sweep`)", "SweepRequest", "SweepAnswer"),
             "simulate": ("replay spot traces against a plan under a policy (as `dnnprov simulate --json`)",
                          "SimulateRequest", "SimulateAnswer"),
-            "choose-plan": ("the plan cheapest under mpc on a fitted availability model (as `dnnprov risk plan "
-                            "--json`)", "ChoosePlanRequest", "Result")}.items():
+            "choose-plan": (("the plan cheapest under mpc on a fitted availability model (as `dnnprov risk plan "
+                             "--json`)"), "ChoosePlanRequest", "Result")}.items():
         codes = solving + (("504",) if kind != "export" else ())
         paths[f"/v1/{kind}"] = {"post": {"summary": summary, "operationId": kind.replace("-", "_"),
                                          "requestBody": _body(request),

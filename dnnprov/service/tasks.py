@@ -21,6 +21,7 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import Problem, problem_from_dict, read_instance
 from dnnprov.dispatch import METHODS
 from dnnprov.problems.spot import MARKETS, SpotProblem, VcpuQuota
+from dnnprov.result import SpotPlan
 
 #: The kinds of work, one per endpoint that solves.
 KINDS = ("solve", "solve-many", "replan", "predict", "export", "sweep", "simulate", "choose-plan")
@@ -170,17 +171,18 @@ def _shared(value: object):
 
 
 def _solve_many(body: object, cap: float) -> Task:
-    from dnnprov.solvers.joint import solve_many
+    from dnnprov.solvers.joint import DEFAULT_MAX_PLANS_PER_JOB, solve_many
 
     b = _fields(body, {"instances", "shared", "time_limit_s", "max_plans_per_job"}, ("instances",))
     if not isinstance(b["instances"], list) or not b["instances"]:
         raise InvalidInputError("instances", "must be a non-empty list of instances")
     problems = [instance(v, f"instances.{i}") for i, v in enumerate(b["instances"])]
     shared, limit = _shared(b.get("shared")), _time_limit(b, "solve-many", cap)
-    extra = {}
+    max_plans = DEFAULT_MAX_PLANS_PER_JOB
     if b.get("max_plans_per_job") is not None:
-        extra["max_plans_per_job"] = check.integer("max_plans_per_job", b["max_plans_per_job"], minimum=1)
-    return Task("solve-many", lambda: solve_many(problems, shared=shared, time_limit_s=limit, **extra).to_dict(),
+        max_plans = check.integer("max_plans_per_job", b["max_plans_per_job"], minimum=1)
+    return Task("solve-many", lambda: solve_many(problems, shared=shared, time_limit_s=limit,
+                                                 max_plans_per_job=max_plans).to_dict(),
                 limit, kill_after(limit), "joint")
 
 
@@ -232,7 +234,8 @@ def _replan(body: object, cap: float) -> Task:
         result = solve_takeover(takeover, method, time_limit_s=limit)
         if result.plan is None:
             return takeover_document(result, takeover, doc.catalog)
-        if free:              # where to launch the new spot instances, as `dnnprov replan --capacity` says
+        # where to launch the new spot instances, as `dnnprov replan --capacity` says (a takeover's plan is a spot plan)
+        if free and isinstance(result.plan, SpotPlan):
             new = {k: n - survivors.get(k, 0) for k, n in result.plan.counts.items() if n > survivors.get(k, 0)}
             result = replace(result, details={**result.details, "zones": zone_placement(problem, new, free)})
         return plan_document(result, takeover, doc.catalog).to_dict()
@@ -397,7 +400,7 @@ def outcome(kind: str, body: object, max_time_limit_s: float) -> tuple:
         return ("ok", run(kind, body, max_time_limit_s), time.perf_counter() - started)
     except InvalidInputError as exc:
         return ("invalid", body_field(exc.field), exc.problem)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure is the job's answer, one line (docstring)
         return ("error", f"{type(exc).__name__}: {exc}")
 
 

@@ -85,7 +85,7 @@ def left_in_ec2(twin: Twin, run_id: str) -> list[str]:
         for i in r["Instances"] if i["State"]["Name"] in ("pending", "running")]
 
 
-def test_killed_twice_and_resumed_tells_the_uninterrupted_story(files: tuple[Path, Path], twin: Twin,
+def test_killed_twice_and_resumed_tells_the_uninterrupted_story(files: tuple[Path, Path], twin: Twin,  # noqa: F811 - test_resume's fixture
                                                                 tmp_path: Path) -> None:
     """SIGKILL right after the first launch step is written, and again right after the first
     notice is journaled (while the controller reacts to it); `run resume` each time."""
@@ -122,7 +122,7 @@ def test_killed_twice_and_resumed_tells_the_uninterrupted_story(files: tuple[Pat
     assert kinds.count("resumed") == 2 and kinds[-1] == "end"
 
 
-def test_cancel_after_a_kill_tears_the_run_down(files: tuple[Path, Path], twin: Twin, tmp_path: Path) -> None:
+def test_cancel_after_a_kill_tears_the_run_down(files: tuple[Path, Path], twin: Twin, tmp_path: Path) -> None:  # noqa: F811 - test_resume's fixture
     """`run cancel` while no controller runs (killed right after its first worker launch is
     written): the lock is free, the cancel tears everything down, nothing is left."""
     instance, plan = files

@@ -9,6 +9,7 @@ the controller keeps is the one the twin's instance lifetimes say, every step la
 
 from __future__ import annotations
 
+import itertools
 import json
 import urllib.request
 from pathlib import Path
@@ -165,7 +166,7 @@ def test_stopped_and_resumed_at_once_tells_the_same_story(policy: str, stops: tu
     whole = finished(capsys, twin, state, "whole", code, out)
     twin, state = twins(), tmp_path / "stopped"
     code, out = start(capsys, files, twin, state, "r", policy, "--max-polls", str(stops[0]))
-    for polls in [b - a for a, b in zip(stops, stops[1:])]:
+    for polls in [b - a for a, b in itertools.pairwise(stops)]:
         assert code == 0 and out["state"] == "running"
         code, out = cli(capsys, "run", "resume", "r", "--state", str(state), "--json", "--max-polls", str(polls))
     assert code == 0 and out["state"] == "running"

@@ -27,7 +27,7 @@ httpx = pytest.importorskip("httpx", reason="httpx is in the test extra")
 pytest.importorskip("fastapi", reason="the service extra (fastapi, uvicorn) is in the test extra")
 distributed = pytest.importorskip("distributed", reason="dask[distributed] is in the batch extra")
 
-from service_helpers import DNNPROV, TABLE1, free_port, kill_group, log_events, server, slow_instance, wait_for
+from service_helpers import DNNPROV, TABLE1, free_port, kill_group, log_events, server, slow_instance, wait_for  # noqa: E402 - needs the importorskip above
 
 DASK = str(Path(sys.executable).with_name("dask"))
 

@@ -116,7 +116,7 @@ def test_store_locked_20_s_by_another_process_delays_but_loses_nothing(tmp_path:
     """Another process holds the SQLite write lock for 20 s while a job runs and two wait: new jobs get
     503 (not 500), /readyz says the store is unavailable, and once the lock is gone every job
     finishes, each started once; the worker slots are alive (/readyz ready)."""
-    with server(tmp_path, "--workers", "1") as (url, proc, log):
+    with server(tmp_path, "--workers", "1") as (url, _proc, log):
         with httpx.Client(base_url=url, timeout=30) as client:
             short_slow = {**SLOW, "instance": slow_instance(7)}
             ids = [client.post("/v1/jobs", json=body).json()["id"]

@@ -15,7 +15,7 @@ import pytest
 httpx = pytest.importorskip("httpx", reason="httpx is in the test extra")
 pytest.importorskip("fastapi", reason="the service extra (fastapi, uvicorn) is in the test extra")
 
-from service_helpers import (
+from service_helpers import (  # noqa: E402 - needs the importorskip above
     DNNPROV,
     TABLE1,
     free_port,

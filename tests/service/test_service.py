@@ -19,7 +19,7 @@ httpx = pytest.importorskip("httpx", reason="httpx is in the test extra")
 pytest.importorskip("fastapi", reason="the service extra (fastapi, uvicorn) is in the test extra")
 openapi_spec_validator = pytest.importorskip("openapi_spec_validator", reason="in the test extra")
 
-from service_helpers import AUTH, DNNPROV, TABLE1, TOKEN, free_port, server, slow_instance, startup_error, wait_for
+from service_helpers import AUTH, DNNPROV, TABLE1, TOKEN, free_port, server, slow_instance, startup_error, wait_for  # noqa: E402 - needs the importorskip above
 
 
 @pytest.fixture(scope="module")

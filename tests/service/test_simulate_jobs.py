@@ -66,10 +66,10 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client
     """One server (2 workers, room for 4 tasks) and a folder with a small instance, its plan and two traces."""
     tmp = tmp_path_factory.mktemp("replay")
     problem = one_type_problem(quota=4)
-    instance, plan = files_of(tmp, problem)
+    _instance, _plan = files_of(tmp, problem)
     for zone, data in (("us-east-1a", [2, 2, 0, 1] * 30), ("us-east-1b", [0, 1, 2, 2] * 30)):
         (tmp / f"{zone}_v100_1.json").write_text(json.dumps({"metadata": {"gap_seconds": 300}, "data": data}))
-    with server(tmp, "--workers", "2", "--max-pending", "4", "--max-time-limit", "120") as (url, _, log):
+    with server(tmp, "--workers", "2", "--max-pending", "4", "--max-time-limit", "120") as (url, _, _log):
         with httpx.Client(base_url=url, timeout=120) as client:
             yield client, tmp
 

@@ -14,7 +14,7 @@ import pytest
 httpx = pytest.importorskip("httpx", reason="httpx is in the test extra")
 pytest.importorskip("fastapi", reason="the service extra (fastapi, uvicorn) is in the test extra")
 
-from service_helpers import TABLE1, server, slow_instance, wait_for
+from service_helpers import TABLE1, server, slow_instance, wait_for  # noqa: E402 - needs the importorskip above
 
 ALICE = "alice-token-0123456789abcdef"
 BOB = "bob-token-0123456789abcdefgh"

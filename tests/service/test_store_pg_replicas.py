@@ -28,8 +28,8 @@ httpx = pytest.importorskip("httpx", reason="httpx is in the test extra")
 pytest.importorskip("fastapi", reason="the service extra (fastapi, uvicorn) is in the test extra")
 pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is in the test extra")
 
-from pg_server import LocalPostgres, missing
-from service_helpers import DNNPROV, TABLE1, TOKEN, log_events, server, slow_instance, startup_error, wait_for
+from pg_server import LocalPostgres, missing  # noqa: E402 - needs the importorskip above
+from service_helpers import DNNPROV, TABLE1, TOKEN, log_events, server, slow_instance, startup_error, wait_for  # noqa: E402 - needs the importorskip above
 
 #: Distinct fast jobs (answers compared with the CLI's) and the slow one killed mid-run.
 FAST = [(TABLE1, "milp"), (TABLE1, "heuristic"), ("embedded:spot/paper-table5-resnet110-0.8-2400.json", "milp"),

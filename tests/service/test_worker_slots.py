@@ -17,7 +17,7 @@ import pytest
 httpx = pytest.importorskip("httpx", reason="httpx is in the test extra")
 pytest.importorskip("fastapi", reason="the service extra (fastapi, uvicorn) is in the test extra")
 
-from service_helpers import TABLE1, server, wait_for, worker_pids
+from service_helpers import TABLE1, server, wait_for, worker_pids  # noqa: E402 - needs the importorskip above
 
 
 def converged(client: httpx.Client, workers: int, timeout: float = 120.0) -> dict:
