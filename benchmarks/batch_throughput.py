@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 import dnnprov
-from dnnprov.dispatch import METHODS
 from dnnprov.batch.runner import find_instance_files, run_batch
+from dnnprov.dispatch import METHODS
 
 #: Columns that differ between two runs of the same batch.
 TIMES = ["solve_seconds", "cpu_seconds"]
@@ -45,8 +45,9 @@ def main() -> int:
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--repeat", type=int, default=1, help="runs of each; the median is reported")
-    parser.add_argument("--allow-missed", action="store_true",
-                        help="exit 0 even when the target (ratio <= 1.2, same rows) is missed")
+    parser.add_argument(
+        "--allow-missed", action="store_true", help="exit 0 even when the target (ratio <= 1.2, same rows) is missed"
+    )
     args = parser.parse_args()
     methods = args.methods.split(",")
 
@@ -55,8 +56,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         n = copy_instances(args.paths, args.copies, Path(tmp))
         started = time.perf_counter()
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=":0")
+        cluster = LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0"
+        )
         startup = time.perf_counter() - started
         local_s, dask_s = [], []
         try:
@@ -65,16 +67,18 @@ def main() -> int:
                 local = run_batch([tmp], methods, time_limit_s=args.time_limit, workers=2, progress=False)
                 local_s.append(time.perf_counter() - t)
                 t = time.perf_counter()
-                on_dask = run_batch([tmp], methods, time_limit_s=args.time_limit,
-                                    dask=cluster.scheduler_address, progress=False)
+                on_dask = run_batch(
+                    [tmp], methods, time_limit_s=args.time_limit, dask=cluster.scheduler_address, progress=False
+                )
                 dask_s.append(time.perf_counter() - t)
         finally:
             cluster.close()
     same = local.drop(columns=TIMES).equals(on_dask.drop(columns=TIMES))
     lo, da = statistics.median(local_s), statistics.median(dask_s)
     busy = local["solve_seconds"].sum()
-    print(f"{n} instances x {len(methods)} methods = {len(local)} tasks "
-          f"({busy:.1f} s of solving), 2 task processes each")
+    print(
+        f"{n} instances x {len(methods)} methods = {len(local)} tasks ({busy:.1f} s of solving), 2 task processes each"
+    )
     print(f"local pool        : {lo:7.2f} s")
     print(f"dask LocalCluster : {da:7.2f} s   (cluster start-up {startup:.2f} s, not included)")
     print(f"ratio dask/local  : {da / lo:7.3f}   (target <= 1.2)")

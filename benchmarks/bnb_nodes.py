@@ -19,11 +19,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))   # benchmarks/ is not a package
-from tail_ab import TREE_IMPORT, run_child  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parent))  # benchmarks/ is not a package
+from tail_ab import TREE_IMPORT, run_child
 
 #: Run in the child: import dnnprov from the tree argv[1] (tail_ab.TREE_IMPORT), then act on argv[2:].
-CHILD = TREE_IMPORT + r"""
+CHILD = (
+    TREE_IMPORT
+    + r"""
 import pickle, time
 import highspy, numpy as np
 import dnnprov
@@ -75,6 +77,7 @@ if mode == "record":
 print(f"{result.status.value} {result.cost} cpu {total:.2f} lps {result.stats.get('lps')} "
       f"milps {result.stats.get('milps')} bnb calls {sum(outcomes.values())} nodes {nodes[0]} bnb-cpu {cpu[0]:.2f}")
 """
+)
 
 
 def child(tree: str, mode: str, path: str, record: str) -> str:
@@ -100,8 +103,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         record = str(Path(scratch) / "searches.pkl")
         for path in files:
-            print(f"{Path(path).name} recorded on {trees[0][0]}: {child(trees[0][1], 'record', path, record)}",
-                  flush=True)
+            print(
+                f"{Path(path).name} recorded on {trees[0][0]}: {child(trees[0][1], 'record', path, record)}", flush=True
+            )
         merged = str(Path(scratch) / "all.pkl")
         _merge(record, merged)
         for _ in range(args.repeat):
@@ -112,6 +116,7 @@ def main() -> None:
 def _merge(record: str, merged: str) -> None:
     """The per-file lists of searches appended to ``record``, as one list."""
     import pickle
+
     searches = []
     with open(record, "rb") as source:
         while True:

@@ -61,7 +61,7 @@ def count_vectors(lower: np.ndarray, upper: np.ndarray, k_low: int, k_high: int,
     partial = np.zeros((1, 0), dtype=np.int16)
     sums = np.zeros(1, dtype=np.int64)
     for c in range(len(lower)):
-        rest_low = int(lower[c + 1:].sum())
+        rest_low = int(lower[c + 1 :].sum())
         grown_parts, grown_sums = [], []
         for n in range(int(lower[c]), int(upper[c]) + 1):
             keep = sums + n + rest_low <= k_high
@@ -79,14 +79,15 @@ def exhaustive_in_domain(problem: dnnprov.SpotProblem, limit: int) -> tuple[Stat
     cols = model.columns
     _, (k_low, k_high) = model.domain_bounds()
     low, high = problem.constraints.ps_count
-    plans = count_vectors(cols.lower, cols.upper, max(k_low, 1), min(k_high, int(cols.upper.sum())),
-                          limit // (high - low + 1))
+    plans = count_vectors(
+        cols.lower, cols.upper, max(k_low, 1), min(k_high, int(cols.upper.sum())), limit // (high - low + 1)
+    )
     if plans is None:
         return Status.LIMIT, None, time.process_time() - started
     best = math.inf
     for ps in range(low, high + 1):
         for chunk in range(0, len(plans), 200_000):
-            ev = model.evaluate(plans[chunk:chunk + 200_000].astype(np.int64), ps)
+            ev = model.evaluate(plans[chunk : chunk + 200_000].astype(np.int64), ps)
             if ev.feasible.any():
                 best = min(best, float(ev.cost[ev.feasible].min()))
     status = Status.OPTIMAL if math.isfinite(best) else Status.INFEASIBLE
@@ -123,8 +124,10 @@ def check_variant(problem: dnnprov.SpotProblem, factor: float, args: argparse.Na
     cost = f"${milp.cost:.6f}" if milp.cost is not None else "-"
     iterations = f"{j:,.0f}" if j is not None else "-"
     b_w = f"{milp.details['batch_wa']:.0f}" if milp.plan is not None else "-"
-    row = (f"{problem.name:<14} {factor:>5g} {milp.status.value:<10} {cost:>12} {iterations:>9} {b_w:>6} "
-           f"{milp_s:>8.2f} {enum_s:>8.2f}  {checked}")
+    row = (
+        f"{problem.name:<14} {factor:>5g} {milp.status.value:<10} {cost:>12} {iterations:>9} {b_w:>6} "
+        f"{milp_s:>8.2f} {enum_s:>8.2f}  {checked}"
+    )
     return misses, row
 
 
@@ -133,17 +136,30 @@ def main() -> int:
     parser.add_argument("paths", nargs="*", default=[str(DEFAULT_SET)])
     parser.add_argument("--factors", default="1,1.25,1.5,2,2.5,3")
     parser.add_argument("--time-limit", type=float, default=60.0, help="per solve, seconds (default 60)")
-    parser.add_argument("--max-plans", type=int, default=3_000_000,
-                        help="most plans (count vectors x PS counts) the exhaustive check evaluates")
+    parser.add_argument(
+        "--max-plans",
+        type=int,
+        default=3_000_000,
+        help="most plans (count vectors x PS counts) the exhaustive check evaluates",
+    )
     parser.add_argument("--floor", type=float, default=100.0, help="fewest iterations a milp plan may need")
-    parser.add_argument("--min-iterations", type=float, default=None,
-                        help="replace the domains' iteration floor (0: none, to see what the b_w cap alone does)")
+    parser.add_argument(
+        "--min-iterations",
+        type=float,
+        default=None,
+        help="replace the domains' iteration floor (0: none, to see what the b_w cap alone does)",
+    )
     args = parser.parse_args()
     factors = [float(f) for f in args.factors.split(",")]
-    problems = [p for p in (dnnprov.read_instance(f) for f in find_instance_files(args.paths) if f.name != "index.json")
-                if isinstance(p, dnnprov.SpotProblem) and p.workload.domain is not None]
-    print(f"{'instance':<14} {'f':>5} {'milp':<10} {'cost':>12} {'j':>9} {'b_w':>6} {'milp_cpu':>8} "
-          f"{'exh_cpu':>8}  cross-checked")
+    problems = [
+        p
+        for p in (dnnprov.read_instance(f) for f in find_instance_files(args.paths) if f.name != "index.json")
+        if isinstance(p, dnnprov.SpotProblem) and p.workload.domain is not None
+    ]
+    print(
+        f"{'instance':<14} {'f':>5} {'milp':<10} {'cost':>12} {'j':>9} {'b_w':>6} {'milp_cpu':>8} "
+        f"{'exh_cpu':>8}  cross-checked"
+    )
     misses: list[str] = []
     checked = total = 0
     for problem in problems:
@@ -153,8 +169,10 @@ def main() -> int:
             misses += [f"{problem.name} x{factor:g}: {m}" for m in found]
             total += 1
             checked += row.endswith("yes")
-    print(f"\n{total} variants ({len(problems)} instances x {len(factors)} factors), {checked} cross-checked "
-          f"against exhaustive search, {len(misses)} misses")
+    print(
+        f"\n{total} variants ({len(problems)} instances x {len(factors)} factors), {checked} cross-checked "
+        f"against exhaustive search, {len(misses)} misses"
+    )
     for miss in misses:
         print(f"  MISS {miss}")
     return 1 if misses else 0

@@ -25,11 +25,12 @@ import time
 import warnings
 from pathlib import Path
 
+from dnnprov.solvers.spot_exact import solve_spot_exact
+
 import dnnprov
 from dnnprov import fuzz
 from dnnprov.errors import PlausibilityWarning
 from dnnprov.result import Status
-from dnnprov.solvers.spot_exact import solve_spot_exact
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -40,15 +41,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1000, help="first seed of every family (default 1000)")
     parser.add_argument("--out", type=Path, help="write shrunk reproducing instances here (default: print them)")
     parser.add_argument("--time-limit", type=float, default=10.0, help="milp time limit per instance, s")
-    parser.add_argument("--gap", type=float, default=0.0,
-                        help="relative gap for milp (default 0: prove optimality); with a gap, 'feasible' "
-                             "plans must be within it")
-    parser.add_argument("--cell-milps", action="store_true",
-                        help="decide every spot cell by its MILPs (no outright evaluation of small cells), "
-                             "to exercise that path; expect give-ups on degenerate large boxes; shrinking "
-                             "re-solves with the default settings")
-    parser.add_argument("--shrink-per-kind", type=int, default=3,
-                        help="shrink and write (or print) at most this many findings per (family, kind)")
+    parser.add_argument(
+        "--gap",
+        type=float,
+        default=0.0,
+        help="relative gap for milp (default 0: prove optimality); with a gap, 'feasible' plans must be within it",
+    )
+    parser.add_argument(
+        "--cell-milps",
+        action="store_true",
+        help="decide every spot cell by its MILPs (no outright evaluation of small cells), "
+        "to exercise that path; expect give-ups on degenerate large boxes; shrinking "
+        "re-solves with the default settings",
+    )
+    parser.add_argument(
+        "--shrink-per-kind",
+        type=int,
+        default=3,
+        help="shrink and write (or print) at most this many findings per (family, kind)",
+    )
     args = parser.parse_args(argv)
     names = [f for f in args.families.split(",") if f] or list(fuzz.FAMILIES)
     unknown = [f for f in names if f not in fuzz.FAMILIES]
@@ -69,7 +80,15 @@ def table(names: list[str], counts: dict[str, collections.Counter], cpu: dict[st
     for name in names + ["total"]:
         c = total if name == "total" else counts[name]
         seconds = sum(cpu.values()) if name == "total" else cpu[name]
-        cells = [name, c["instances"], c["optimal"], c["infeasible"], c["wrong"], *(c[k] for k in kinds), f"{seconds:.1f}"]
+        cells = [
+            name,
+            c["instances"],
+            c["optimal"],
+            c["infeasible"],
+            c["wrong"],
+            *(c[k] for k in kinds),
+            f"{seconds:.1f}",
+        ]
         rows.append("| " + " | ".join(str(v) for v in cells) + " |")
         if name != "total":
             total.update(c)
@@ -94,8 +113,9 @@ def main(argv: list[str] | None = None) -> int:
         milp = None
         if args.cell_milps and isinstance(problem, dnnprov.SpotProblem):
             milp = solve_spot_exact(problem, cell_enumeration=0, time_limit_s=args.time_limit, gap=args.gap)
-        findings = fuzz.check(problem, time_limit_s=args.time_limit, gap=args.gap, family=family, seed=seed,
-                              milp=milp, oracle=oracle)
+        findings = fuzz.check(
+            problem, time_limit_s=args.time_limit, gap=args.gap, family=family, seed=seed, milp=milp, oracle=oracle
+        )
         cpu[family] += time.process_time() - tick
         c = counts[family]
         c["instances"] += 1
@@ -119,9 +139,11 @@ def main(argv: list[str] | None = None) -> int:
             wrong = sum(c["wrong"] for c in counts.values())
             print(f"{k + 1}/{args.count} instances, {wrong} with wrong certificates, {now:.0f} s", file=sys.stderr)
     print(table(args.names, counts, cpu))
-    print(f"\n{args.count} instances, seed {args.seed}, gap {args.gap:g}: {sum(cpu.values()):.1f} CPU s generating and "
-          f"checking, {time.process_time() - cpu_started:.1f} CPU s in all with shrinking, "
-          f"{time.perf_counter() - started:.1f} s wall; {len(written)} instances written")
+    print(
+        f"\n{args.count} instances, seed {args.seed}, gap {args.gap:g}: {sum(cpu.values()):.1f} CPU s generating and "
+        f"checking, {time.process_time() - cpu_started:.1f} CPU s in all with shrinking, "
+        f"{time.perf_counter() - started:.1f} s wall; {len(written)} instances written"
+    )
     return 1 if any(c["wrong"] for c in counts.values()) else 0
 
 

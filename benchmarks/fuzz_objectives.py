@@ -28,17 +28,28 @@ import warnings
 import zlib
 
 import numpy as np
+from dnnprov.solvers.front import NO_DEADLINE_S, at_deadline
 
 import dnnprov
 from dnnprov import fuzz
 from dnnprov.errors import PlausibilityWarning
 from dnnprov.fuzz.fronts import CASES, WRONG, brute_front, check_instance, feasible_plans
-from dnnprov.solvers.front import NO_DEADLINE_S, at_deadline
 
 #: Families checked first (the rest follow in dnnprov.fuzz.FAMILIES order).
-NASTY_FIRST = ("tied-types", "slo-at-plan", "budget-at-plan", "reference-model", "price-decades",
-               "price-magnitudes", "all-magnitudes", "magnitudes-mixed", "serverless-deadline",
-               "serverless-magnitudes", "zero-quota", "mixed")
+NASTY_FIRST = (
+    "tied-types",
+    "slo-at-plan",
+    "budget-at-plan",
+    "reference-model",
+    "price-decades",
+    "price-magnitudes",
+    "all-magnitudes",
+    "magnitudes-mixed",
+    "serverless-deadline",
+    "serverless-magnitudes",
+    "zero-quota",
+    "mixed",
+)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -56,7 +67,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"unknown families {unknown}; known: {', '.join(fuzz.FAMILIES)}")
     if args.count < 1 or args.repeats < 1:
         parser.error("--count and --repeats must be at least 1")
-    args.names = [f for f in NASTY_FIRST if f in names] + [f for f in fuzz.FAMILIES if f in names and f not in NASTY_FIRST]
+    args.names = [f for f in NASTY_FIRST if f in names] + [
+        f for f in fuzz.FAMILIES if f in names and f not in NASTY_FIRST
+    ]
     return args
 
 
@@ -69,12 +82,15 @@ def table1_front(repeats: int) -> bool:
         front = dnnprov.pareto(problem)
         seconds.append(time.process_time() - tick)
     truth = brute_front(*feasible_plans(at_deadline(problem, NO_DEADLINE_S)))
-    right = ([(p.time_s, p.cost) for p in front.points] == truth and len(truth) == 37
-             and all(p.proven for p in front.points))
-    print(f"Table I whole front: {len(front.points)} points ({sum(p.proven for p in front.points)} proven), "
-          f"{front.stats['exact_solves']} exact solves, {'equal to' if right else 'DIFFERENT FROM'} brute force; "
-          f"CPU s over {repeats} runs: min {min(seconds):.3f}, median {statistics.median(seconds):.3f}, "
-          f"max {max(seconds):.3f} (target: at most 1)\n")
+    right = (
+        [(p.time_s, p.cost) for p in front.points] == truth and len(truth) == 37 and all(p.proven for p in front.points)
+    )
+    print(
+        f"Table I whole front: {len(front.points)} points ({sum(p.proven for p in front.points)} proven), "
+        f"{front.stats['exact_solves']} exact solves, {'equal to' if right else 'DIFFERENT FROM'} brute force; "
+        f"CPU s over {repeats} runs: min {min(seconds):.3f}, median {statistics.median(seconds):.3f}, "
+        f"max {max(seconds):.3f} (target: at most 1)\n"
+    )
     return right
 
 
@@ -95,7 +111,7 @@ def table(rows: dict[str, collections.Counter], first: str, *, cpu: bool = True)
 def main(argv: list[str] | None = None) -> int:
     """Run both parts; returns the exit status."""
     args = parse_args(argv)
-    warnings.simplefilter("ignore", PlausibilityWarning)    # the families span implausible magnitudes on purpose
+    warnings.simplefilter("ignore", PlausibilityWarning)  # the families span implausible magnitudes on purpose
     table1_right = table1_front(args.repeats)
     by_family = {name: collections.Counter() for name in args.names}
     by_case = {case: collections.Counter() for case in CASES}
@@ -105,8 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         tick = time.process_time()
         rng = np.random.default_rng([zlib.crc32(family.encode()), seed, 29])
         try:
-            out = check_instance(fuzz.instance(family, seed), rng, family=family, seed=seed,
-                                 time_limit_s=args.time_limit)
+            out = check_instance(
+                fuzz.instance(family, seed), rng, family=family, seed=seed, time_limit_s=args.time_limit
+            )
         except Exception as exc:  # noqa: BLE001 (a crash of the method or checker is a finding; the run goes on)
             out = {case: [] for case in CASES}
             out[CASES[0]] = [fuzz.Finding("error", family, seed, f"{type(exc).__name__}: {exc}")]
@@ -128,9 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(table(by_family, "family"))
     wrong = sum(c["wrong"] for c in by_case.values())
-    print(f"\n{args.count} instances ({len(args.names)} families, seeds from {args.seed}), "
-          f"{sum(c['checks'] for c in by_case.values())} checks: {wrong} wrong; "
-          f"{sum(c['cpu_ms'] for c in by_family.values()) / 1000:.1f} CPU s, {time.perf_counter() - started:.1f} s wall")
+    print(
+        f"\n{args.count} instances ({len(args.names)} families, seeds from {args.seed}), "
+        f"{sum(c['checks'] for c in by_case.values())} checks: {wrong} wrong; "
+        f"{sum(c['cpu_ms'] for c in by_family.values()) / 1000:.1f} CPU s, {time.perf_counter() - started:.1f} s wall"
+    )
     return 1 if wrong or not table1_right else 0
 
 

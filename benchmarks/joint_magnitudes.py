@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "solvers"))
 
-from test_joint_verified import run  # noqa: E402  (the oracle lives with its test)
+from test_joint_verified import run
 
 
 def main() -> int:

@@ -37,10 +37,10 @@ import sys
 import time
 
 import numpy as np
-
-import dnnprov
 from dnnprov.formulations.joint import JobColumns
 from dnnprov.solvers.joint import SharedLimits, generate_columns, solve_columns, solve_many
+
+import dnnprov
 
 # Table III types: name, GPUs, vCPUs, spot $/h, per-GPU batch, lone-worker speed (samples/s).
 # Speeds of the five reference-code types are the code's; g4dn.12xlarge and g3.4xlarge are
@@ -64,8 +64,9 @@ SERVERLESS = (
 )
 
 
-def spot_job(rng: np.random.Generator, index: int, type_range: tuple[int, int] = (3, 5),
-             max_quota: int = 6) -> dnnprov.SpotProblem:
+def spot_job(
+    rng: np.random.Generator, index: int, type_range: tuple[int, int] = (3, 5), max_quota: int = 6
+) -> dnnprov.SpotProblem:
     """One random, nearly always feasible spot job over ``type_range`` pool types, quotas <= ``max_quota``."""
     low, high = type_range
     while True:
@@ -73,20 +74,40 @@ def spot_job(rng: np.random.Generator, index: int, type_range: tuple[int, int] =
         types = []
         for i in picks:
             name, gpus, vcpus, price, batch, speed = POOL[i]
-            types.append(dnnprov.InstanceType(
-                name=name, gpus=gpus, vcpus=vcpus, quota=int(rng.integers(1, max_quota + 1)), spot_price_per_h=price,
-                batch_per_gpu=batch, speed_samples_per_s=speed * float(rng.uniform(0.8, 1.2))))
+            types.append(
+                dnnprov.InstanceType(
+                    name=name,
+                    gpus=gpus,
+                    vcpus=vcpus,
+                    quota=int(rng.integers(1, max_quota + 1)),
+                    spot_price_per_h=price,
+                    batch_per_gpu=batch,
+                    speed_samples_per_s=speed * float(rng.uniform(0.8, 1.2)),
+                )
+            )
         variant = str(rng.choice(["cc", "no-cc"]))
         workload = dnnprov.SpotWorkload(
-            name=f"resnet110-like-{index}", param_size_mb=11.5 * float(rng.uniform(0.5, 2.0)),
-            bandwidth_req_mb_s=142.0, alpha_1=0.8, beta_1=-1.92,
-            gamma_1=876.5 * float(rng.uniform(0.8, 1.2)), gamma_2=-0.2, gamma_3=2507.6 * float(rng.uniform(0.9, 1.1)),
-            gamma_4=float(rng.choice([0.1, 1.0])), gamma_5=0.5, loss_variant=variant,
-            estimated=("gamma_4",) if variant == "cc" else ())
+            name=f"resnet110-like-{index}",
+            param_size_mb=11.5 * float(rng.uniform(0.5, 2.0)),
+            bandwidth_req_mb_s=142.0,
+            alpha_1=0.8,
+            beta_1=-1.92,
+            gamma_1=876.5 * float(rng.uniform(0.8, 1.2)),
+            gamma_2=-0.2,
+            gamma_3=2507.6 * float(rng.uniform(0.9, 1.1)),
+            gamma_4=float(rng.choice([0.1, 1.0])),
+            gamma_5=0.5,
+            loss_variant=variant,
+            estimated=("gamma_4",) if variant == "cc" else (),
+        )
         draft = dnnprov.SpotProblem(
-            instance_types=tuple(types), workload=workload,
+            instance_types=tuple(types),
+            workload=workload,
             slo=dnnprov.SpotSLO(loss=float(rng.uniform(0.7, 0.95)), time_s=1e9),
-            platform=dnnprov.SpotPlatform(ps_price_per_h=0.192), model="paper", name=f"spot-{index}")
+            platform=dnnprov.SpotPlatform(ps_price_per_h=0.192),
+            model="paper",
+            name=f"spot-{index}",
+        )
         model = dnnprov.SpotModel(draft)
         cols = model.columns
         plan = rng.integers(0, cols.upper + 1)
@@ -94,18 +115,29 @@ def spot_job(rng: np.random.Generator, index: int, type_range: tuple[int, int] =
             continue
         ev = model.evaluate(plan[None, :], 1)
         if np.isfinite(ev.time_s[0]) and ev.time_s[0] > 0:
-            return draft.replace(slo=dnnprov.SpotSLO(loss=draft.slo.loss,
-                                                     time_s=float(ev.time_s[0]) * float(rng.uniform(0.9, 1.5))))
+            return draft.replace(
+                slo=dnnprov.SpotSLO(loss=draft.slo.loss, time_s=float(ev.time_s[0]) * float(rng.uniform(0.9, 1.5)))
+            )
 
 
 def serverless_job(rng: np.random.Generator, index: int) -> dnnprov.ServerlessProblem:
     """One random serverless job (Table 5 workload, perturbed) with at most 100 functions."""
     name, dataset, samples, model_mb, local, max_global, alpha, beta = SERVERLESS[int(rng.integers(0, 4))]
     workload = dnnprov.ServerlessWorkload(
-        name=name, dataset_mb=dataset, samples=samples, epochs=float(rng.choice([1, 2, 3])), model_mb=model_mb,
-        local_batch=local, max_global_batch=max_global, rate_alpha=alpha * float(rng.uniform(0.8, 1.2)),
-        rate_beta=beta, storage_alpha=0.0, storage_beta=float(rng.uniform(5, 10)), min_memory_mb=1024,
-        estimated=("storage_alpha", "storage_beta"))
+        name=name,
+        dataset_mb=dataset,
+        samples=samples,
+        epochs=float(rng.choice([1, 2, 3])),
+        model_mb=model_mb,
+        local_batch=local,
+        max_global_batch=max_global,
+        rate_alpha=alpha * float(rng.uniform(0.8, 1.2)),
+        rate_beta=beta,
+        storage_alpha=0.0,
+        storage_beta=float(rng.uniform(5, 10)),
+        min_memory_mb=1024,
+        estimated=("storage_alpha", "storage_beta"),
+    )
     platform = dnnprov.ServerlessPlatform(max_memory_mb=int(rng.choice([3008, 10240])), concurrency_limit=100)
     draft = dnnprov.ServerlessProblem(workload=workload, time_s=1e9, platform=platform, name=f"fn-{index}")
     model = dnnprov.ServerlessModel(draft)
@@ -126,8 +158,10 @@ def spot_limits(jobs: list[dnnprov.SpotProblem], switch: float, seed: int) -> Sh
     limits are that assignment's use of every row: feasible by construction, and binding
     because the stand-alone optima together exceed them.
     """
-    loose = SharedLimits(quotas={name: 10**6 for name, *_ in POOL},
-                         vcpu_quotas=(dnnprov.VcpuQuota(family="G", market="spot", vcpus=10**9),))
+    loose = SharedLimits(
+        quotas={name: 10**6 for name, *_ in POOL},
+        vcpu_quotas=(dnnprov.VcpuQuota(family="G", market="spot", vcpus=10**9),),
+    )
     generated = generate_columns(jobs, loose)
     rows = list(loose.rows())
     alone = {r: sum(float(g.columns.usage.get(r, [0.0])[0]) for g in generated) for r in rows}
@@ -183,24 +217,39 @@ def row(label: str, result, alone_cost: float | None) -> str:
     """One table row of the measured numbers."""
     s = result.stats
     price = "" if alone_cost is None or result.cost is None else f"{100 * (result.cost / alone_cost - 1):+.2f} %"
-    return (f"| {label} | {s['columns_seconds']:.2f} | {s.get('lp_seconds', 0):.2f} | "
-            f"{s.get('columns', 0):,} ({s.get('columns', 0) / s['jobs']:.1f}/job) | "
-            f"{s.get('columns_after_fixing', 0):,} | {s.get('incumbent_seconds', 0):.2f} | "
-            f"{s.get('milp_seconds', 0):.2f} | {result.solve_seconds:.2f} | {result.status.value} | {price} |")
+    return (
+        f"| {label} | {s['columns_seconds']:.2f} | {s.get('lp_seconds', 0):.2f} | "
+        f"{s.get('columns', 0):,} ({s.get('columns', 0) / s['jobs']:.1f}/job) | "
+        f"{s.get('columns_after_fixing', 0):,} | {s.get('incumbent_seconds', 0):.2f} | "
+        f"{s.get('milp_seconds', 0):.2f} | {result.solve_seconds:.2f} | {result.status.value} | {price} |"
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spot", type=int, nargs="*", default=[20, 100, 200, 1000])
     parser.add_argument("--serverless", type=int, nargs="*", default=[10000])
-    parser.add_argument("--tightness", type=float, default=0.7,
-                        help="serverless: shared concurrency / stand-alone functions")
+    parser.add_argument(
+        "--tightness", type=float, default=0.7, help="serverless: shared concurrency / stand-alone functions"
+    )
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--types", type=int, nargs=2, default=[3, 5], metavar=("MIN", "MAX"),
-                        help="instance types per spot job (of the seven)")
+    parser.add_argument(
+        "--types",
+        type=int,
+        nargs=2,
+        default=[3, 5],
+        metavar=("MIN", "MAX"),
+        help="instance types per spot job (of the seven)",
+    )
     parser.add_argument("--max-quota", type=int, default=6, help="largest per-job quota of a type")
-    parser.add_argument("--synthetic", type=int, nargs="*", default=[], metavar="JOBS",
-                        help="also time steps 2-3 (LP, fixing, MILP) on random fronts of --per-job columns")
+    parser.add_argument(
+        "--synthetic",
+        type=int,
+        nargs="*",
+        default=[],
+        metavar="JOBS",
+        help="also time steps 2-3 (LP, fixing, MILP) on random fronts of --per-job columns",
+    )
     parser.add_argument("--per-job", type=int, default=1500)
     parser.add_argument("--time-limit", type=float, default=600.0)
     parser.add_argument("--allow-missed", action="store_true", help="exit 0 even when the 1,000-job target is missed")
@@ -208,12 +257,15 @@ def main() -> int:
     missed = False
 
     print(f"spot jobs: {args.types[0]}-{args.types[1]} types, quotas <= {args.max_quota}; seed {args.seed}")
-    print("| jobs | columns (s) | LP (s) | columns | after fixing | incumbent (s) | MILP (s) | total (s) "
-          "| status | cost vs stand-alone |")
+    print(
+        "| jobs | columns (s) | LP (s) | columns | after fixing | incumbent (s) | MILP (s) | total (s) "
+        "| status | cost vs stand-alone |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for count in args.spot:
-        jobs = feasible_jobs(lambda rng, i: spot_job(rng, i, tuple(args.types), args.max_quota),
-                             count, args.seed + count)
+        jobs = feasible_jobs(
+            lambda rng, i: spot_job(rng, i, tuple(args.types), args.max_quota), count, args.seed + count
+        )
         alone = solve_many(jobs, time_limit_s=3600)
         limits = spot_limits(jobs, 0.5, args.seed)
         result = solve_many(jobs, shared=limits, time_limit_s=args.time_limit)
@@ -227,18 +279,23 @@ def main() -> int:
         functions = sum(r.plan.functions for r in alone.results)
         limits = SharedLimits(concurrency=math.ceil(args.tightness * functions))
         result = solve_many(jobs, shared=limits, time_limit_s=args.time_limit)
-        print(row(f"{count:,} serverless (limit {limits.concurrency:,} of {functions:,} functions)",
-                  result, alone.cost), flush=True)
+        print(
+            row(f"{count:,} serverless (limit {limits.concurrency:,} of {functions:,} functions)", result, alone.cost),
+            flush=True,
+        )
     for count in args.synthetic:
         columns, limits = synthetic_columns(count, args.per_job, 8, args.seed + count)
         started = time.perf_counter()
         solved = solve_columns(columns, limits, deadline=started + args.time_limit)
         s = solved.stats
         total = sum(len(c) for c in columns)
-        print(f"| {count:,} synthetic fronts, 8 rows | - | {s['lp_seconds']:.2f} | "
-              f"{total:,} ({total / count:.0f}/job) | "
-              f"{s['columns_after_fixing']:,} | {s['incumbent_seconds']:.2f} | {s['milp_seconds']:.2f} | "
-              f"{time.perf_counter() - started:.2f} | {solved.status.value} | |", flush=True)
+        print(
+            f"| {count:,} synthetic fronts, 8 rows | - | {s['lp_seconds']:.2f} | "
+            f"{total:,} ({total / count:.0f}/job) | "
+            f"{s['columns_after_fixing']:,} | {s['incumbent_seconds']:.2f} | {s['milp_seconds']:.2f} | "
+            f"{time.perf_counter() - started:.2f} | {solved.status.value} | |",
+            flush=True,
+        )
     return 1 if missed and not args.allow_missed else 0
 
 

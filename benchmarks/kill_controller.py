@@ -52,9 +52,10 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -72,17 +73,24 @@ def problem() -> Any:
 
     table1 = dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json"))
     p3 = next(t for t in table1.instance_types if t.name == "p3.2xlarge")
-    p3 = replace(p3, quota=8, spot_price_per_h=0.918, on_demand_price_per_h=3.06,
-                 zones=tuple(SpotPool(z) for z in ZONES))
+    p3 = replace(
+        p3, quota=8, spot_price_per_h=0.918, on_demand_price_per_h=3.06, zones=tuple(SpotPool(z) for z in ZONES)
+    )
     workload = replace(table1.workload, loss_variant="cc", gamma_4=1.0, estimated=("gamma_4",))
-    base = table1.replace(instance_types=(p3,), workload=workload, model="paper",
-                          platform=replace(table1.platform, ps_price_per_h=0.192),
-                          constraints=dnnprov.SpotConstraints(ps_count=(1, 1)), name="p3-two-zones")
+    base = table1.replace(
+        instance_types=(p3,),
+        workload=workload,
+        model="paper",
+        platform=replace(table1.platform, ps_price_per_h=0.192),
+        constraints=dnnprov.SpotConstraints(ps_count=(1, 1)),
+        name="p3-two-zones",
+    )
     low, high = base.workload.gamma_5 + 1e-6, 5.0
     for _ in range(80):
         mid = (low + high) / 2
-        t = float(dnnprov.SpotModel(base.replace(slo=dnnprov.SpotSLO(loss=mid, time_s=1e9)))
-                  .evaluate([[2]], 1).time_s[0])
+        t = float(
+            dnnprov.SpotModel(base.replace(slo=dnnprov.SpotSLO(loss=mid, time_s=1e9))).evaluate([[2]], 1).time_s[0]
+        )
         low, high = (mid, high) if t > 1800.0 else (low, mid)
     return base.replace(slo=dnnprov.SpotSLO(loss=high, time_s=2700.0))
 
@@ -90,10 +98,16 @@ def problem() -> Any:
 def aws_env() -> dict[str, str]:
     """The subprocesses' environment: fake credentials, no profile, file or metadata lookup."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(AWS_ACCESS_KEY_ID="AKIAIOSFODNN7EXAMPLE", AWS_SECRET_ACCESS_KEY="twin-not-a-secret",
-               AWS_DEFAULT_REGION=REGION, AWS_EC2_METADATA_DISABLED="true",
-               AWS_SHARED_CREDENTIALS_FILE=os.devnull, AWS_CONFIG_FILE=os.devnull,
-               NO_PROXY="127.0.0.1,localhost", PYTHONUNBUFFERED="1")
+    env.update(
+        AWS_ACCESS_KEY_ID="AKIAIOSFODNN7EXAMPLE",
+        AWS_SECRET_ACCESS_KEY="twin-not-a-secret",
+        AWS_DEFAULT_REGION=REGION,
+        AWS_EC2_METADATA_DISABLED="true",
+        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+        AWS_CONFIG_FILE=os.devnull,
+        NO_PROXY="127.0.0.1,localhost",
+        PYTHONUNBUFFERED="1",
+    )
     return env
 
 
@@ -109,10 +123,22 @@ def get_json(url: str, timeout: float = 10.0) -> Any:
 class TwinProcess:
     """``dnnprov twin`` as a subprocess on loopback; ``url`` once it printed its ready line."""
 
-    def __init__(self, files: Sequence[Path], offset: int, speed: float, horizon_s: float, log: Path,
-                 wait: bool = True) -> None:
-        cmd = [*dnnprov_cmd(), "twin", *[a for f in files for a in ("--trace", f"p3.2xlarge={f}")],
-               "--offset", str(offset), "--speed", str(speed), "--region", REGION, "--horizon-s", str(horizon_s)]
+    def __init__(
+        self, files: Sequence[Path], offset: int, speed: float, horizon_s: float, log: Path, wait: bool = True
+    ) -> None:
+        cmd = [
+            *dnnprov_cmd(),
+            "twin",
+            *[a for f in files for a in ("--trace", f"p3.2xlarge={f}")],
+            "--offset",
+            str(offset),
+            "--speed",
+            str(speed),
+            "--region",
+            REGION,
+            "--horizon-s",
+            str(horizon_s),
+        ]
         self.log, self.where = log.open("w"), log
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, env=aws_env(), text=True)
         self.ready: dict[str, Any] = {}
@@ -161,7 +187,7 @@ class Side:
     run_id: str
     twin: TwinProcess | None = None
     proc: subprocess.Popen | None = None
-    kills: list[float] = field(default_factory=list)          # twin seconds of each SIGKILL
+    kills: list[float] = field(default_factory=list)  # twin seconds of each SIGKILL
     restarts: int = 0
     outcome: dict[str, Any] | None = None
     status: dict[str, Any] | None = None
@@ -169,7 +195,7 @@ class Side:
     steps: list[dict[str, Any]] = field(default_factory=list)
     instances: list[dict[str, Any]] = field(default_factory=list)
     ec2_live: int = -1
-    start_twin_s: float = 0.0                                   # twin seconds at the run's t = 0
+    start_twin_s: float = 0.0  # twin seconds at the run's t = 0
     errors: list[str] = field(default_factory=list)
 
 
@@ -178,9 +204,26 @@ def start_controller(side: Side, args: argparse.Namespace, files: dict[str, Path
     if resume:
         cmd = [*dnnprov_cmd(), "run", "resume", side.run_id, "--state", str(side.state_dir), "--json"]
     else:
-        cmd = [*dnnprov_cmd(), "run", str(files["instance"]), "--plan", str(files["plan"]), "--policy", args.policy,
-               "--endpoint-url", side.twin.url, "--region", REGION, "--state", str(side.state_dir),
-               "--run-id", side.run_id, "--poll", str(args.poll), "--json"]
+        cmd = [
+            *dnnprov_cmd(),
+            "run",
+            str(files["instance"]),
+            "--plan",
+            str(files["plan"]),
+            "--policy",
+            args.policy,
+            "--endpoint-url",
+            side.twin.url,
+            "--region",
+            REGION,
+            "--state",
+            str(side.state_dir),
+            "--run-id",
+            side.run_id,
+            "--poll",
+            str(args.poll),
+            "--json",
+        ]
     out = (side.state_dir / f"controller-{side.restarts}.out").open("w")
     err = (side.state_dir / f"controller-{side.restarts}.err").open("w")
     side.proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=aws_env())
@@ -199,12 +242,18 @@ def read_db(state_dir: Path, run_id: str) -> tuple[dict[str, Any] | None, Rows, 
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
     try:
         row = db.execute("SELECT spec FROM runs WHERE id = ?", (run_id,)).fetchone()
-        steps = [{"step": s, "kind": k, "payload": json.loads(p), "status": st, "result": json.loads(r) if r else None}
-                 for s, k, p, st, r in db.execute("SELECT step, kind, payload, status, result FROM steps "
-                                                  "WHERE run_id = ? ORDER BY step", (run_id,))]
-        events = [{"time_s": t, "kind": k, **json.loads(d)}
-                  for t, k, d in db.execute("SELECT time_s, kind, detail FROM events WHERE run_id = ? ORDER BY seq",
-                                            (run_id,))]
+        steps = [
+            {"step": s, "kind": k, "payload": json.loads(p), "status": st, "result": json.loads(r) if r else None}
+            for s, k, p, st, r in db.execute(
+                "SELECT step, kind, payload, status, result FROM steps WHERE run_id = ? ORDER BY step", (run_id,)
+            )
+        ]
+        events = [
+            {"time_s": t, "kind": k, **json.loads(d)}
+            for t, k, d in db.execute(
+                "SELECT time_s, kind, detail FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
+            )
+        ]
     except sqlite3.OperationalError:
         return None, [], []
     finally:
@@ -216,8 +265,15 @@ def run_exists(side: Side) -> bool:
     return read_db(side.state_dir, side.run_id)[0] is not None
 
 
-def launch(sides: Sequence[Side], args: argparse.Namespace, files: dict[str, Path], trace_files: Sequence[Path],
-           offset: int, horizon_s: float, timeout_s: float = 120.0) -> None:
+def launch(
+    sides: Sequence[Side],
+    args: argparse.Namespace,
+    files: dict[str, Path],
+    trace_files: Sequence[Path],
+    offset: int,
+    horizon_s: float,
+    timeout_s: float = 120.0,
+) -> None:
     """Start the sides' twins together, then each side's controller when its twin's clock reads
     what the others' read (so that the runs start at about the same twin time of their
     windows), and wait until every run is in the record with its first step."""
@@ -245,15 +301,21 @@ def launch(sides: Sequence[Side], args: argparse.Namespace, files: dict[str, Pat
                 waiting.remove(side)
             elif side.proc is not None and side.proc.poll() is not None:
                 waiting.remove(side)
-                side.errors.append(f"the controller exited {side.proc.returncode} before its first step "
-                                   f"(see {side.state_dir})")
+                side.errors.append(
+                    f"the controller exited {side.proc.returncode} before its first step (see {side.state_dir})"
+                )
         time.sleep(0.05)
     for side in waiting:
         side.errors.append(f"the run did not start within {timeout_s:.0f} s (see {side.state_dir})")
 
 
-def drive(sides: Sequence[Side], kill_at: dict[str, list[float]], args: argparse.Namespace,
-          files: dict[str, Path], timeout_s: float) -> None:
+def drive(
+    sides: Sequence[Side],
+    kill_at: dict[str, list[float]],
+    args: argparse.Namespace,
+    files: dict[str, Path],
+    timeout_s: float,
+) -> None:
     """SIGKILL each side's controller at its moments (twin seconds since its run's start) and
     restart it at once, until every run ended (or ``timeout_s`` wall seconds passed)."""
     pending = {s.name: list(kill_at.get(s.name, [])) for s in sides}
@@ -266,7 +328,7 @@ def drive(sides: Sequence[Side], kill_at: dict[str, list[float]], args: argparse
             if code is not None:
                 if code not in (0, 1):
                     side.errors.append(f"controller exited {code} (see {side.state_dir})")
-                pending[side.name] = []                             # the run ended (before its remaining kills)
+                pending[side.name] = []  # the run ended (before its remaining kills)
                 continue
             alive += 1
             if pending[side.name] and side.twin.clock() - side.start_twin_s >= pending[side.name][0]:
@@ -301,8 +363,13 @@ def collect(side: Side) -> None:
     import boto3
 
     assert side.twin is not None
-    result = subprocess.run([*dnnprov_cmd(), "run", "status", side.run_id, "--state", str(side.state_dir), "--json"],
-                            capture_output=True, text=True, env=aws_env(), timeout=120)
+    result = subprocess.run(
+        [*dnnprov_cmd(), "run", "status", side.run_id, "--state", str(side.state_dir), "--json"],
+        capture_output=True,
+        text=True,
+        env=aws_env(),
+        timeout=120,
+    )
     if result.returncode != 0:
         side.errors.append(f"run status exited {result.returncode}: {result.stderr.strip()[-300:]}")
         return
@@ -312,11 +379,17 @@ def collect(side: Side) -> None:
     side.start_twin_s = twin_seconds(side, (side.spec or {}).get("start_epoch"))
     side.instances = [i for i in side.twin.instances() if i["tags"].get("dnnprov:run") == side.run_id]
     env = aws_env()
-    ec2 = boto3.client("ec2", endpoint_url=side.twin.url, region_name=REGION,
-                       aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
+    ec2 = boto3.client(
+        "ec2",
+        endpoint_url=side.twin.url,
+        region_name=REGION,
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+    )
     live = 0
     for page in ec2.get_paginator("describe_instances").paginate(
-            Filters=[{"Name": "tag:dnnprov:run", "Values": [side.run_id]}]):
+        Filters=[{"Name": "tag:dnnprov:run", "Values": [side.run_id]}]
+    ):
         for reservation in page["Reservations"]:
             live += sum(1 for i in reservation["Instances"] if i["State"]["Name"] in ("pending", "running"))
     side.ec2_live = live
@@ -385,8 +458,9 @@ def check_launches(side: Side, events: list[dict[str, Any]]) -> list[str]:
             continue
         recorded = sorted(i["instance_id"] for i in (s["result"] or {}).get("instances", []))
         if s["status"] != "done" or recorded != sorted(ids):
-            problems.append(f"step {step}: the twin launched {len(ids)}, the record names {len(recorded)} "
-                            f"({s['status']})")
+            problems.append(
+                f"step {step}: the twin launched {len(ids)}, the record names {len(recorded)} ({s['status']})"
+            )
         gots = got_events.get(step, [])
         if len(gots) > 1 or (gots and gots[0] != len(ids)):
             problems.append(f"step {step}: launch events got={gots}, the twin launched {len(ids)}")
@@ -408,14 +482,24 @@ def window_offsets(files: Sequence[Path], runs: int, seed: int, span_s: float) -
     return [int(rng.integers(first, last)) for _ in range(runs)]
 
 
-def one_window(k: int, offset: int, args: argparse.Namespace, files: dict[str, Path], trace_files: Sequence[Path],
-               table: dict[str, float], deadline_s: float, work: Path) -> dict[str, Any]:
+def one_window(
+    k: int,
+    offset: int,
+    args: argparse.Namespace,
+    files: dict[str, Path],
+    trace_files: Sequence[Path],
+    table: dict[str, float],
+    deadline_s: float,
+    work: Path,
+) -> dict[str, Any]:
     """Window ``k`` at ``offset``: both runs, then the checks (module docstring); one row."""
     rng = np.random.default_rng([args.seed, k])
     kills = sorted(float(x) for x in rng.uniform(30.0, 0.7 * deadline_s, args.kills))
     horizon_s = deadline_s + args.slack_s
-    sides = [Side("uninterrupted", work / f"w{k}-base", f"w{k}-base"),
-             Side("killed", work / f"w{k}-kill", f"w{k}-kill")]
+    sides = [
+        Side("uninterrupted", work / f"w{k}-base", f"w{k}-base"),
+        Side("killed", work / f"w{k}-kill", f"w{k}-kill"),
+    ]
     try:
         launch(sides, args, files, trace_files, offset, horizon_s)
         drive(sides, {"killed": kills}, args, files, timeout_s=horizon_s / args.speed + 300)
@@ -447,27 +531,47 @@ def one_window(k: int, offset: int, args: argparse.Namespace, files: dict[str, P
     left = killed.ec2_live + sum(1 for i in killed.instances if i["ended_s"] is None)
     left_base = base.ec2_live + sum(1 for i in base.instances if i["ended_s"] is None)
     same = killed.outcome["state"] == base.outcome["state"]
-    notices = sorted({t for i in killed.instances for t in (i["notice_s"],
-                                                            i["ended_s"] if i["ended_by"] == "no-capacity" else None)
-                      if t is not None})
+    notices = sorted(
+        {
+            t
+            for i in killed.instances
+            for t in (i["notice_s"], i["ended_s"] if i["ended_by"] == "no-capacity" else None)
+            if t is not None
+        }
+    )
     in_downtime = [t for t in notices if any(a - args.poll <= t <= b for a, b in down)]
-    row.update({
-        "kills": killed.kills, "restarts": killed.restarts, "downtime": down,
-        "downtime_s": sum(b - a for a, b in down), "downtime_cost": downtime_cost,
-        "start_twin_s": {"uninterrupted": base.start_twin_s, "killed": killed.start_twin_s},
-        "state": {"uninterrupted": base.outcome["state"], "killed": killed.outcome["state"]},
-        "finish_s": {"uninterrupted": base.outcome["finish_s"], "killed": killed.outcome["finish_s"]},
-        "bill": {"uninterrupted": bill_base, "killed": bill_killed},
-        "recorded_cost": {"uninterrupted": base.outcome["cost"], "killed": killed.outcome["cost"]},
-        "revocations": {"uninterrupted": base.outcome["revocations"], "killed": killed.outcome["revocations"]},
-        "launched": {"uninterrupted": len(base.instances), "killed": len(killed.instances)},
-        "allowance": allowance, "cost_ok": abs(bill_killed - bill_base) <= allowance + 1e-9,
-        "launch_problems": launches, "left": {"uninterrupted": left_base, "killed": left},
-        "resent": [e["step"] for e in events if e["kind"] == "resent"],
-        "same_outcome": same, "capacity_events_in_downtime": in_downtime,
-        "explained": (not same) and bool(in_downtime)})
-    row["ok"] = (not row["errors"] and not launches and left == 0 and left_base == 0 and row["cost_ok"]
-                 and (same or row["explained"]))
+    row.update(
+        {
+            "kills": killed.kills,
+            "restarts": killed.restarts,
+            "downtime": down,
+            "downtime_s": sum(b - a for a, b in down),
+            "downtime_cost": downtime_cost,
+            "start_twin_s": {"uninterrupted": base.start_twin_s, "killed": killed.start_twin_s},
+            "state": {"uninterrupted": base.outcome["state"], "killed": killed.outcome["state"]},
+            "finish_s": {"uninterrupted": base.outcome["finish_s"], "killed": killed.outcome["finish_s"]},
+            "bill": {"uninterrupted": bill_base, "killed": bill_killed},
+            "recorded_cost": {"uninterrupted": base.outcome["cost"], "killed": killed.outcome["cost"]},
+            "revocations": {"uninterrupted": base.outcome["revocations"], "killed": killed.outcome["revocations"]},
+            "launched": {"uninterrupted": len(base.instances), "killed": len(killed.instances)},
+            "allowance": allowance,
+            "cost_ok": abs(bill_killed - bill_base) <= allowance + 1e-9,
+            "launch_problems": launches,
+            "left": {"uninterrupted": left_base, "killed": left},
+            "resent": [e["step"] for e in events if e["kind"] == "resent"],
+            "same_outcome": same,
+            "capacity_events_in_downtime": in_downtime,
+            "explained": (not same) and bool(in_downtime),
+        }
+    )
+    row["ok"] = (
+        not row["errors"]
+        and not launches
+        and left == 0
+        and left_base == 0
+        and row["cost_ok"]
+        and (same or row["explained"])
+    )
     return row
 
 
@@ -502,8 +606,13 @@ def main(argv: list[str] | None = None) -> int:
     prob = problem()
     files = {"instance": work / "p3.json", "plan": work / "plan.json"}
     write_instance(prob, files["instance"])
-    solved = subprocess.run([*dnnprov_cmd(), "solve", str(files["instance"]), "--json"], capture_output=True,
-                            text=True, env=aws_env(), timeout=300)
+    solved = subprocess.run(
+        [*dnnprov_cmd(), "solve", str(files["instance"]), "--json"],
+        capture_output=True,
+        text=True,
+        env=aws_env(),
+        timeout=300,
+    )
     if solved.returncode != 0:
         print(f"dnnprov solve failed: {solved.stderr}", file=sys.stderr)
         return 2
@@ -511,13 +620,17 @@ def main(argv: list[str] | None = None) -> int:
     deadline_s = prob.slo.time_s
     offsets = window_offsets(trace_files, args.runs, args.seed, deadline_s + args.slack_s)
     table = prices(prob)
-    print(f"{args.runs} windows x {args.kills} kill -9, policy {args.policy}, twin --speed {args.speed:g}, "
-          f"plan {json.loads(solved.stdout)['plan']['counts']} + PS, deadline {deadline_s:.0f} s; state in {work}",
-          flush=True)
-    header = (f"{'win':>3} {'offset':>6} {'dstart':>6} {'kills':>5} {'resent':>6} {'down s':>7} "
-              f"{'state (uninterrupted/killed)':>28} "
-              f"{'bill $ u/k':>15} {'diff $':>7} {'allow $':>7} {'rec $ u/k':>15} {'inst u/k':>8} {'left':>4} "
-              f"{'twice':>5}  ok")
+    print(
+        f"{args.runs} windows x {args.kills} kill -9, policy {args.policy}, twin --speed {args.speed:g}, "
+        f"plan {json.loads(solved.stdout)['plan']['counts']} + PS, deadline {deadline_s:.0f} s; state in {work}",
+        flush=True,
+    )
+    header = (
+        f"{'win':>3} {'offset':>6} {'dstart':>6} {'kills':>5} {'resent':>6} {'down s':>7} "
+        f"{'state (uninterrupted/killed)':>28} "
+        f"{'bill $ u/k':>15} {'diff $':>7} {'allow $':>7} {'rec $ u/k':>15} {'inst u/k':>8} {'left':>4} "
+        f"{'twice':>5}  ok"
+    )
     print(header, flush=True)
     rows = []
     for k, offset in enumerate(offsets):
@@ -527,16 +640,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{k:>3} {offset:>6}  FAILED: {'; '.join(row['errors'])}", flush=True)
             continue
         start = row["start_twin_s"]
-        print(f"{k:>3} {offset:>6} {start['killed'] - start['uninterrupted']:>+6.1f} {len(row['kills']):>5} "
-              f"{len(row['resent']):>6} {row['downtime_s']:>7.1f} "
-              f"{row['state']['uninterrupted'] + ' / ' + row['state']['killed']:>28} "
-              f"{row['bill']['uninterrupted']:>7.4f}/{row['bill']['killed']:<7.4f} "
-              f"{row['bill']['killed'] - row['bill']['uninterrupted']:>+7.4f} {row['allowance']:>7.4f} "
-              f"{row['recorded_cost']['uninterrupted']:>7.4f}/{row['recorded_cost']['killed']:<7.4f} "
-              f"{row['launched']['uninterrupted']:>3}/{row['launched']['killed']:<4} {row['left']['killed']:>4} "
-              f"{len(row['launch_problems']):>5}  {'yes' if row['ok'] else 'NO'}"
-              + (" (outcome differs: capacity event in a downtime)" if row.get("explained") else "")
-              + ("" if not row["errors"] else f" errors: {'; '.join(row['errors'])}"), flush=True)
+        print(
+            f"{k:>3} {offset:>6} {start['killed'] - start['uninterrupted']:>+6.1f} {len(row['kills']):>5} "
+            f"{len(row['resent']):>6} {row['downtime_s']:>7.1f} "
+            f"{row['state']['uninterrupted'] + ' / ' + row['state']['killed']:>28} "
+            f"{row['bill']['uninterrupted']:>7.4f}/{row['bill']['killed']:<7.4f} "
+            f"{row['bill']['killed'] - row['bill']['uninterrupted']:>+7.4f} {row['allowance']:>7.4f} "
+            f"{row['recorded_cost']['uninterrupted']:>7.4f}/{row['recorded_cost']['killed']:<7.4f} "
+            f"{row['launched']['uninterrupted']:>3}/{row['launched']['killed']:<4} {row['left']['killed']:>4} "
+            f"{len(row['launch_problems']):>5}  {'yes' if row['ok'] else 'NO'}"
+            + (" (outcome differs: capacity event in a downtime)" if row.get("explained") else "")
+            + ("" if not row["errors"] else f" errors: {'; '.join(row['errors'])}"),
+            flush=True,
+        )
         for problem_text in row["launch_problems"]:
             print(f"      launched twice? {problem_text}", flush=True)
     done = [r for r in rows if "state" in r]
@@ -546,29 +662,45 @@ def main(argv: list[str] | None = None) -> int:
     unexplained = [r["window"] for r in done if not r["same_outcome"] and not r["explained"]]
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     totals = {
-        "windows": len(rows), "completed": len(done), "kills": kills,
+        "windows": len(rows),
+        "completed": len(done),
+        "kills": kills,
         "resent_steps": sum(len(r["resent"]) for r in done),
         "launched_twice": sum(len(r["launch_problems"]) for r in done),
         "left": sum(r["left"]["killed"] + r["left"]["uninterrupted"] for r in done),
-        "same_outcome": same, "differ_explained": explained, "differ_unexplained": unexplained,
+        "same_outcome": same,
+        "differ_explained": explained,
+        "differ_unexplained": unexplained,
         "cost_within": sum(r["cost_ok"] for r in done),
-        "max_rel_cost_diff": max((abs(r["bill"]["killed"] - r["bill"]["uninterrupted"]) / r["bill"]["uninterrupted"]
-                                  for r in done), default=0.0),
+        "max_rel_cost_diff": max(
+            (abs(r["bill"]["killed"] - r["bill"]["uninterrupted"]) / r["bill"]["uninterrupted"] for r in done),
+            default=0.0,
+        ),
         "downtime_s_mean": float(np.mean([r["downtime_s"] for r in done])) if done else 0.0,
-        "max_recorded_vs_bill": max((abs(r["recorded_cost"][s] - r["bill"][s]) / r["bill"][s]
-                                     for r in done for s in ("uninterrupted", "killed")), default=0.0),
+        "max_recorded_vs_bill": max(
+            (
+                abs(r["recorded_cost"][s] - r["bill"][s]) / r["bill"][s]
+                for r in done
+                for s in ("uninterrupted", "killed")
+            ),
+            default=0.0,
+        ),
         "ok": sum(r["ok"] for r in rows),
         "wall_s": time.monotonic() - wall0,
-        "cpu_s": time.process_time() - cpu0 + children.ru_utime + children.ru_stime}
-    print(f"\n{totals['completed']}/{totals['windows']} windows, {kills} kill -9 ({totals['resent_steps']} steps "
-          f"re-sent on resume): launched twice "
-          f"{totals['launched_twice']}, instances left {totals['left']}, same outcome {same}/{len(done)} "
-          f"(differ, explained by a capacity event in a downtime: {explained or 'none'}; unexplained: "
-          f"{unexplained or 'none'}), cost within 2 % + downtime {totals['cost_within']}/{len(done)} (largest "
-          f"difference {100 * totals['max_rel_cost_diff']:.2f} %), mean downtime {totals['downtime_s_mean']:.0f} "
-          f"twin-s a run; the controller's own bill vs the twin's: within "
-          f"{100 * totals['max_recorded_vs_bill']:.2f} %; {totals['wall_s']:.0f} s wall, {totals['cpu_s']:.0f} CPU-s "
-          f"(this script and its subprocesses)", flush=True)
+        "cpu_s": time.process_time() - cpu0 + children.ru_utime + children.ru_stime,
+    }
+    print(
+        f"\n{totals['completed']}/{totals['windows']} windows, {kills} kill -9 ({totals['resent_steps']} steps "
+        f"re-sent on resume): launched twice "
+        f"{totals['launched_twice']}, instances left {totals['left']}, same outcome {same}/{len(done)} "
+        f"(differ, explained by a capacity event in a downtime: {explained or 'none'}; unexplained: "
+        f"{unexplained or 'none'}), cost within 2 % + downtime {totals['cost_within']}/{len(done)} (largest "
+        f"difference {100 * totals['max_rel_cost_diff']:.2f} %), mean downtime {totals['downtime_s_mean']:.0f} "
+        f"twin-s a run; the controller's own bill vs the twin's: within "
+        f"{100 * totals['max_recorded_vs_bill']:.2f} %; {totals['wall_s']:.0f} s wall, {totals['cpu_s']:.0f} CPU-s "
+        f"(this script and its subprocesses)",
+        flush=True,
+    )
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows, "totals": totals}, indent=2))
     return 0 if totals["ok"] == len(rows) or args.allow_miss else 1

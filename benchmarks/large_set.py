@@ -59,17 +59,24 @@ def main() -> None:
     args = parser.parse_args()
     cpu_times = []
     proven = 0
-    print(f"{'instance':<18} {'status':<8} {'cost':>12} {'gap %':>7} {'CPU s':>7} {'wall s':>7} {'cells':>6} {'MILPs':>6}")
+    print(
+        f"{'instance':<18} {'status':<8} {'cost':>12} {'gap %':>7} {'CPU s':>7} {'wall s':>7} {'cells':>6} {'MILPs':>6}"
+    )
     for done in measure(args.folder, args.time_limit, args.method):
         result = done.result
         cpu_times.append(done.cpu_s)
         proven += done.proven
         gap = "-" if result.gap is None else f"{100 * result.gap:.2f}"
         cost = "-" if result.cost is None else f"{result.cost:.6f}"
-        print(f"{done.path.stem:<18} {result.status.value:<8} {cost:>12} {gap:>7} {done.cpu_s:7.2f} {done.wall_s:7.2f} "
-              f"{result.stats.get('cells', '-'):>6} {result.stats.get('milps', '-'):>6}", flush=True)
-    print(f"\n{proven}/{len(cpu_times)} proven; CPU s median {statistics.median(cpu_times):.2f}, "
-          f"worst {max(cpu_times):.2f}, total {sum(cpu_times):.1f}")
+        print(
+            f"{done.path.stem:<18} {result.status.value:<8} {cost:>12} {gap:>7} {done.cpu_s:7.2f} {done.wall_s:7.2f} "
+            f"{result.stats.get('cells', '-'):>6} {result.stats.get('milps', '-'):>6}",
+            flush=True,
+        )
+    print(
+        f"\n{proven}/{len(cpu_times)} proven; CPU s median {statistics.median(cpu_times):.2f}, "
+        f"worst {max(cpu_times):.2f}, total {sum(cpu_times):.1f}"
+    )
 
 
 if __name__ == "__main__":

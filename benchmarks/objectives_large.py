@@ -35,9 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore", PlausibilityWarning)
     files = sorted(args.set.glob("*.json"))
-    files = [f for f in files if f.name != "index.json"][:args.first]
-    print(f"{'instance':<12} {'plain':<8} {'CPU s':>7} {'time obj':<9} {'solves':>6} {'CPU s':>7} {'ratio':>6}  "
-          "time s (plain -> least)")
+    files = [f for f in files if f.name != "index.json"][: args.first]
+    print(
+        f"{'instance':<12} {'plain':<8} {'CPU s':>7} {'time obj':<9} {'solves':>6} {'CPU s':>7} {'ratio':>6}  "
+        "time s (plain -> least)"
+    )
     ratios, bad = [], 0
     for path in files:
         problem = dnnprov.read_instance(path)
@@ -47,22 +49,29 @@ def main(argv: list[str] | None = None) -> int:
         if plain.cost is None:
             print(f"{path.stem:<12} {plain.status.value:<8} {plain_cpu:>7.2f}  (no plan: skipped)")
             continue
-        budgeted = problem.replace(constraints=dataclasses.replace(problem.constraints,
-                                                                   budget_usd=plain.cost * args.budget_factor))
+        budgeted = problem.replace(
+            constraints=dataclasses.replace(problem.constraints, budget_usd=plain.cost * args.budget_factor)
+        )
         tick = time.process_time()
         fastest = dnnprov.solve(budgeted, objective="time", time_limit_s=args.time_limit)
         cpu = time.process_time() - tick
         ratio = cpu / plain_cpu if plain_cpu > 0 else float("inf")
         ratios.append(ratio)
         bad += (plain.status.value == "optimal" and fastest.status.value != "optimal") or (
-            fastest.cost is not None and fastest.cost > budgeted.constraints.budget_usd)
+            fastest.cost is not None and fastest.cost > budgeted.constraints.budget_usd
+        )
         times = f"{plain.time_s:,.1f} -> {fastest.time_s:,.1f}" if fastest.time_s is not None else "-"
-        print(f"{path.stem:<12} {plain.status.value:<8} {plain_cpu:>7.2f} {fastest.status.value:<9} "
-              f"{fastest.stats.get('exact_solves', 0):>6} {cpu:>7.2f} {ratio:>6.2f}  {times}", flush=True)
+        print(
+            f"{path.stem:<12} {plain.status.value:<8} {plain_cpu:>7.2f} {fastest.status.value:<9} "
+            f"{fastest.stats.get('exact_solves', 0):>6} {cpu:>7.2f} {ratio:>6.2f}  {times}",
+            flush=True,
+        )
     if ratios:
-        print(f"\n{len(ratios)} instances, budget {args.budget_factor:g} x the least cost: ratio median "
-              f"{sorted(ratios)[len(ratios) // 2]:.2f}, worst {max(ratios):.2f} (target: at most 3); "
-              f"{bad} not proven or over budget")
+        print(
+            f"\n{len(ratios)} instances, budget {args.budget_factor:g} x the least cost: ratio median "
+            f"{sorted(ratios)[len(ratios) // 2]:.2f}, worst {max(ratios):.2f} (target: at most 3); "
+            f"{bad} not proven or over budget"
+        )
     return 1 if bad else 0
 
 

@@ -35,7 +35,7 @@ def measure(losses: int = 12, deadlines: int = 9) -> dict:
     ``ratio`` (milp total / heuristic total). Seconds are process CPU time.
     """
     base = dnnprov.read_instance(dnnprov.embedded_instance(INSTANCE))
-    dnnprov.solve(base, "milp")                               # warm-up
+    dnnprov.solve(base, "milp")  # warm-up
     slos = []
     for loss in np.linspace(0.62, 0.95, losses):
         for t in np.linspace(1200, 6000, deadlines):
@@ -45,18 +45,25 @@ def measure(losses: int = 12, deadlines: int = 9) -> dict:
                 started = time.process_time()
                 result = dnnprov.solve(problem, method)
                 cpu_s = time.process_time() - started
-                entry[method] = {"status": result.status.value, "cost": result.cost,
-                                 "plan": None if result.plan is None else result.plan.to_dict(), "seconds": cpu_s}
+                entry[method] = {
+                    "status": result.status.value,
+                    "cost": result.cost,
+                    "plan": None if result.plan is None else result.plan.to_dict(),
+                    "seconds": cpu_s,
+                }
             slos.append(entry)
     seconds = {m: [e[m]["seconds"] for e in slos] for m in METHODS}
     total = {m: sum(v) for m, v in seconds.items()}
     pairs = [(e["milp"], e["heuristic"]) for e in slos]
     return {
-        "instance": INSTANCE, "slos": slos,
+        "instance": INSTANCE,
+        "slos": slos,
         "proven": sum(milp["status"] in ("optimal", "infeasible") for milp, _ in pairs),
         "feasible": sum(milp["plan"] is not None for milp, _ in pairs),
-        "cheaper": sum(milp["cost"] is not None and (heur["cost"] is None or milp["cost"] < heur["cost"] * (1 - 1e-9))
-                       for milp, heur in pairs),
+        "cheaper": sum(
+            milp["cost"] is not None and (heur["cost"] is None or milp["cost"] < heur["cost"] * (1 - 1e-9))
+            for milp, heur in pairs
+        ),
         "total_s": total,
         "median_s": {m: statistics.median(v) for m, v in seconds.items()},
         "worst_s": {m: max(v) for m, v in seconds.items()},
@@ -70,11 +77,15 @@ def main() -> None:
     parser.add_argument("--deadlines", type=int, default=9)
     args = parser.parse_args()
     result = measure(args.losses, args.deadlines)
-    print(f"{len(result['slos'])} SLOs on {INSTANCE}: milp proved {result['proven']}, {result['feasible']} feasible, "
-          f"cheaper than the heuristic on {result['cheaper']}")
+    print(
+        f"{len(result['slos'])} SLOs on {INSTANCE}: milp proved {result['proven']}, {result['feasible']} feasible, "
+        f"cheaper than the heuristic on {result['cheaper']}"
+    )
     for method in METHODS:
-        print(f"  {method:<10} total {result['total_s'][method]:.3f} CPU s, "
-              f"median {1000 * result['median_s'][method]:.1f} ms, worst {1000 * result['worst_s'][method]:.1f} ms")
+        print(
+            f"  {method:<10} total {result['total_s'][method]:.3f} CPU s, "
+            f"median {1000 * result['median_s'][method]:.1f} ms, worst {1000 * result['worst_s'][method]:.1f} ms"
+        )
     print(f"  ratio milp / heuristic (totals): {result['ratio']:.2f}")
 
 

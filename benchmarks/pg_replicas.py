@@ -68,12 +68,22 @@ def job_specs(workdir: Path) -> list[tuple[str, str, dict[str, Any]]]:
             for method in METHODS:
                 if (f"{folder}/{path.name}", method) in SKIP:
                     continue
-                specs.append((f"{folder}/{path.stem}:{method}", str(path),
-                              {"instance": f"embedded:{folder}/{path.name}", "method": method}))
+                specs.append(
+                    (
+                        f"{folder}/{path.stem}:{method}",
+                        str(path),
+                        {"instance": f"embedded:{folder}/{path.name}", "method": method},
+                    )
+                )
     slow = workdir / "slow.json"
     slow.write_text(json.dumps(slow_instance(6)))
-    specs.append(("slow-7x10-quota6:enumerate", str(slow),
-                  {"instance": slow_instance(6), "method": "enumerate", "max_plans": 100000000, "time_limit_s": 120}))
+    specs.append(
+        (
+            "slow-7x10-quota6:enumerate",
+            str(slow),
+            {"instance": slow_instance(6), "method": "enumerate", "max_plans": 100000000, "time_limit_s": 120},
+        )
+    )
     return specs
 
 
@@ -103,9 +113,24 @@ class Replica:
         self.logs.append(log)
         with open(log, "w") as err:
             self.process = subprocess.Popen(
-                [DNNPROV, "serve", "--port", str(self.port), "--db", self.db, "--workers", str(self.workers),
-                 "--max-pending", "64", "--max-time-limit", "120"],
-                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+                [
+                    DNNPROV,
+                    "serve",
+                    "--port",
+                    str(self.port),
+                    "--db",
+                    self.db,
+                    "--workers",
+                    str(self.workers),
+                    "--max-pending",
+                    "64",
+                    "--max-time-limit",
+                    "120",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                start_new_session=True,
+            )
 
     def wait_ready(self, timeout: float = 300) -> None:
         deadline = time.monotonic() + timeout
@@ -170,8 +195,10 @@ def postgres_pids(pg: LocalPostgres) -> list[int]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if "dnnprov-pg-" in (entry / "cmdline").read_bytes().decode(errors="replace") or \
-                        int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pg.process.pid:
+                if (
+                    "dnnprov-pg-" in (entry / "cmdline").read_bytes().decode(errors="replace")
+                    or int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pg.process.pid
+                ):
                     pids.append(int(entry.name))
             except (OSError, IndexError, ValueError):
                 pass
@@ -261,16 +288,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     lost = [n for n in range(args.jobs) if n not in final or final[n]["status"] != "done"]
     twice = [n for n, job in final.items() if ended[job["id"]] != 1]
     attempt_twice = [key for key, count in attempts_started.items() if count > 1]
-    wrong = [n for n, job in final.items() if job["status"] == "done"
-             and {k: v for k, v in job["result"].items() if k != "solve_seconds"} != expected[plan[n][0]]]
+    wrong = [
+        n
+        for n, job in final.items()
+        if job["status"] == "done"
+        and {k: v for k, v in job["result"].items() if k != "solve_seconds"} != expected[plan[n][0]]
+    ]
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     own = resource.getrusage(resource.RUSAGE_SELF)
     return {
-        "jobs": args.jobs, "replicas": args.replicas, "workers_per_replica": args.workers, "clients": args.clients,
-        "lease_s": args.lease_s, "distinct_jobs": len(expected),
-        "slow_jobs": sum(spec is slow for spec in plan), "kills": len(kills),
+        "jobs": args.jobs,
+        "replicas": args.replicas,
+        "workers_per_replica": args.workers,
+        "clients": args.clients,
+        "lease_s": args.lease_s,
+        "distinct_jobs": len(expected),
+        "slow_jobs": sum(spec is slow for spec in plan),
+        "kills": len(kills),
         "kills_while_running": sum(1 for k in kills if k["running"]),
-        "lost": len(lost), "ended_not_once": len(twice), "attempt_started_twice": len(attempt_twice),
+        "lost": len(lost),
+        "ended_not_once": len(twice),
+        "attempt_started_twice": len(attempt_twice),
         "answers_unequal_to_cli": len(wrong),
         "statuses": dict(Counter(job["status"] for job in final.values())),
         "attempts": dict(sorted(Counter(job["attempts"] for job in final.values()).items())),
@@ -303,8 +341,13 @@ def main() -> int:
         print(f"pg_replicas: {reason}", file=sys.stderr)
         return 2
     figures = run(args)
-    ok = figures["lost"] == 0 and figures["ended_not_once"] == 0 and figures["attempt_started_twice"] == 0 \
-        and figures["answers_unequal_to_cli"] == 0 and figures["kills"] == args.kills
+    ok = (
+        figures["lost"] == 0
+        and figures["ended_not_once"] == 0
+        and figures["attempt_started_twice"] == 0
+        and figures["answers_unequal_to_cli"] == 0
+        and figures["kills"] == args.kills
+    )
     for key, value in figures.items():
         print(f"{key:>26}: {value}")
     print(json.dumps(figures))

@@ -60,9 +60,17 @@ def timing_coverage(noise: float, reps: int, seed: int, folder: Path) -> dict[st
     hits = dict.fromkeys(TIMING_TRUE, 0)
     path = folder / "timing.csv"
     for rep in range(reps):
-        synthetic_spot_timing(path, param_size_mb=S_PARM, bandwidth_req_mb_s=TIMING_TRUE["bandwidth_req_mb_s"],
-                              alpha_1=TIMING_TRUE["alpha_1"], beta_1=TIMING_TRUE["beta_1"], types=TYPES, sizes=SIZES,
-                              noise=noise, seed=seed + rep)
+        synthetic_spot_timing(
+            path,
+            param_size_mb=S_PARM,
+            bandwidth_req_mb_s=TIMING_TRUE["bandwidth_req_mb_s"],
+            alpha_1=TIMING_TRUE["alpha_1"],
+            beta_1=TIMING_TRUE["beta_1"],
+            types=TYPES,
+            sizes=SIZES,
+            noise=noise,
+            seed=seed + rep,
+        )
         fit = fit_spot_timing(path, param_size_mb=S_PARM)
         for name, e in (("bandwidth_req_mb_s", fit.bandwidth_req), ("alpha_1", fit.alpha_1), ("beta_1", fit.beta_1)):
             if e.stderr is not None and abs(e.value - TIMING_TRUE[name]) <= 2 * e.stderr:
@@ -88,16 +96,21 @@ def main() -> int:
     for noise, relative in ((0.01, True), (0.02, True), (0.03, True), (0.01, False)):
         started = time.process_time()
         shares = loss_coverage(noise, relative, args.reps, args.seed)
-        text, ok = _line(f"fit-loss, {'relative' if relative else 'absolute'} noise {noise:g}", shares, LOSS_TARGETS,
-                         time.process_time() - started)
+        text, ok = _line(
+            f"fit-loss, {'relative' if relative else 'absolute'} noise {noise:g}",
+            shares,
+            LOSS_TARGETS,
+            time.process_time() - started,
+        )
         print(text)
         every &= ok
     with tempfile.TemporaryDirectory() as folder:
         for noise in (0.01, 0.02, 0.03):
             started = time.process_time()
             shares = timing_coverage(noise, args.reps, args.seed, Path(folder))
-            text, ok = _line(f"fit-timing, relative noise {noise:g}", shares, tuple(TIMING_TRUE),
-                             time.process_time() - started)
+            text, ok = _line(
+                f"fit-timing, relative noise {noise:g}", shares, tuple(TIMING_TRUE), time.process_time() - started
+            )
             print(text)
             every &= ok
     if not every:

@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from dnnprov.solvers.enumeration import spot_space_size
 
 import dnnprov
+from dnnprov.benchsets.generate import PS_PRICE_PER_H, _target_deadline, aws_types, workload_gpu_profiles
 from dnnprov.errors import InvalidInputError
-from dnnprov.benchsets.generate import (PS_PRICE_PER_H, _target_deadline, aws_types, workload_gpu_profiles)
-from dnnprov.solvers.enumeration import spot_space_size
 
 WORKLOADS = {"resnet110-paper": 0.8, "vgg19": 4.0}
 SPOT_VCPUS = {"G": 256, "P": 512}
@@ -47,19 +47,33 @@ def catalog_instance(profile: str, loss: float, shared_data: str | None) -> dnnp
         od_quota = min(16, od_limits[t.family] // t.vcpus)
         if spot_quota == 0 and od_quota == 0:
             continue
-        types.append(dnnprov.InstanceType(
-            name=t.name, gpus=t.gpus, spot_price_per_h=t.spot_price_per_h, quota=spot_quota,
-            batch_per_gpu=prof.batch_per_gpu, gpu_memory_gb=t.gpu_memory_gb,
-            compute_time_s=float(f"{prof.batch_per_gpu * prof.seconds_per_sample:.5g}"), vcpus=t.vcpus,
-            on_demand_price_per_h=t.on_demand_price_per_h, on_demand_quota=od_quota))
-    quotas = tuple(dnnprov.VcpuQuota(family=f, market="spot", vcpus=v) for f, v in spot_limits.items()) + \
-        tuple(dnnprov.VcpuQuota(family=f, market="on-demand", vcpus=v) for f, v in od_limits.items())
+        types.append(
+            dnnprov.InstanceType(
+                name=t.name,
+                gpus=t.gpus,
+                spot_price_per_h=t.spot_price_per_h,
+                quota=spot_quota,
+                batch_per_gpu=prof.batch_per_gpu,
+                gpu_memory_gb=t.gpu_memory_gb,
+                compute_time_s=float(f"{prof.batch_per_gpu * prof.seconds_per_sample:.5g}"),
+                vcpus=t.vcpus,
+                on_demand_price_per_h=t.on_demand_price_per_h,
+                on_demand_quota=od_quota,
+            )
+        )
+    quotas = tuple(dnnprov.VcpuQuota(family=f, market="spot", vcpus=v) for f, v in spot_limits.items()) + tuple(
+        dnnprov.VcpuQuota(family=f, market="on-demand", vcpus=v) for f, v in od_limits.items()
+    )
     draft = dnnprov.SpotProblem(
-        instance_types=tuple(types), workload=base, slo=dnnprov.SpotSLO(loss=loss, time_s=1e9),
+        instance_types=tuple(types),
+        workload=base,
+        slo=dnnprov.SpotSLO(loss=loss, time_s=1e9),
         platform=dnnprov.SpotPlatform(ps_price_per_h=PS_PRICE_PER_H),
         constraints=dnnprov.SpotConstraints(markets=("spot", "on-demand"), ps_count=(1, 3), vcpu_quotas=quotas),
-        model="paper", name=f"us-east-1-2025-{profile}")
-    _, (_, k_cap) = dnnprov.SpotModel(draft).domain_bounds()          # the profile's |N| range
+        model="paper",
+        name=f"us-east-1-2025-{profile}",
+    )
+    _, (_, k_cap) = dnnprov.SpotModel(draft).domain_bounds()  # the profile's |N| range
     found = _target_deadline(np.random.default_rng(2025), draft, 3, k_cap or 24)
     deadline = found[0].time_s if found is not None else 3600.0
     return draft.replace(slo=dnnprov.SpotSLO(loss=loss, time_s=deadline))
@@ -84,16 +98,20 @@ def main() -> int:
             dnnprov.write_instance(problem, args.dump / f"{problem.name}.json")
         cols = problem.columns()
         size = spot_space_size(problem)
-        print(f"{problem.name}: {len(problem.instance_types)} types, {len(cols)} columns (spot + on-demand), "
-              f"quotas sum {int(cols.upper.sum())}, PS 1-3, {len(problem.constraints.vcpu_quotas)} vCPU quotas, "
-              f"10^{math.log10(size):.0f} plans; SLO loss {loss:g} within {problem.slo.time_s:g} s")
+        print(
+            f"{problem.name}: {len(problem.instance_types)} types, {len(cols)} columns (spot + on-demand), "
+            f"quotas sum {int(cols.upper.sum())}, PS 1-3, {len(problem.constraints.vcpu_quotas)} vCPU quotas, "
+            f"10^{math.log10(size):.0f} plans; SLO loss {loss:g} within {problem.slo.time_s:g} s"
+        )
         for method in ("heuristic", "milp"):
             started = time.process_time()
             result = dnnprov.solve(problem, method, time_limit_s=args.time_limit)
             cpu = time.process_time() - started
             gap = "" if result.gap is None else f", gap {100 * result.gap:.2f} %"
-            print(f"  {method:<9} {result.status.value:<8} cost {result.cost if result.cost is None else round(result.cost, 6)}"
-                  f"{gap}, {cpu:.2f} CPU s; {result.plan}")
+            print(
+                f"  {method:<9} {result.status.value:<8} cost {result.cost if result.cost is None else round(result.cost, 6)}"
+                f"{gap}, {cpu:.2f} CPU s; {result.plan}"
+            )
             proven &= method != "milp" or result.status.value == "optimal"
     return 0 if proven else 1
 

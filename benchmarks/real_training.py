@@ -71,18 +71,27 @@ def revocation_run(profile_json: str, speed: float, out: Path) -> int:
     traces = {"p3.2xlarge": [load_trace(TRACES / f"{z}_v100_1.json") for z in ZONES]}
     settings = RunSettings()
     replay = run_once(problem, plan, traces, make_policy("failover"), REVOCATION_OFFSET, settings).outcome
-    config = LocalConfig(job=job, types=dict(ref.REFERENCE_TYPES), traces=traces, offset=REVOCATION_OFFSET,
-                         workdir=str(out / "revocation-run"))
+    config = LocalConfig(
+        job=job,
+        types=dict(ref.REFERENCE_TYPES),
+        traces=traces,
+        offset=REVOCATION_OFFSET,
+        workdir=str(out / "revocation-run"),
+    )
     _, real, details = run_local(problem, plan, make_policy("failover"), settings, config)
     print(f"plan 4 x p3.2xlarge, failover, traces from tick {REVOCATION_OFFSET} ({', '.join(ZONES)})")
     for name, o in (("local cloud (real training)", real), ("replay (model stand-in)", replay)):
-        print(f"  {name:<28} {o.state:<8} finish {o.finish_s or math.nan:8.0f} s, cost ${o.cost:.4f}, "
-              f"{o.revocations} revocations, {o.launches} launches")
+        print(
+            f"  {name:<28} {o.state:<8} finish {o.finish_s or math.nan:8.0f} s, cost ${o.cost:.4f}, "
+            f"{o.revocations} revocations, {o.launches} launches"
+        )
     if real.finish_s is None or replay.finish_s is None:
         return 1
     error = (replay.finish_s - real.finish_s) / real.finish_s
-    print(f"  replay's time vs the real run's: {100 * error:+.1f} % (target within {100 * REVOCATION_TARGET:.0f} %); "
-          f"cost {100 * (replay.cost - real.cost) / real.cost:+.1f} %; CPU {cpu_s():.1f} s")
+    print(
+        f"  replay's time vs the real run's: {100 * error:+.1f} % (target within {100 * REVOCATION_TARGET:.0f} %); "
+        f"cost {100 * (replay.cost - real.cost) / real.cost:+.1f} %; CPU {cpu_s():.1f} s"
+    )
     kinds = sorted({e["kind"] for e in details["events"]})
     print(f"  events of the real run: {', '.join(kinds)}")
     return 0 if abs(error) <= REVOCATION_TARGET else 1
@@ -96,10 +105,10 @@ def cpu_s() -> float:
 
 def plans_run(profile_json: str, speed: float, deadline_s: float, out: Path) -> int:
     """The milp plan for a deadline against the homogeneous plans a user would try, run for real."""
+    from dnnprov.dispatch import solve
     from dnnprov.io.instances import problem_from_dict
     from dnnprov.problems.spot import SpotProblem
     from dnnprov.result import SpotPlan
-    from dnnprov.dispatch import solve
     from dnnprov.training import reference as ref
     from dnnprov.training.cluster import Launcher, run_cluster
     from dnnprov.training.job import Job
@@ -114,7 +123,7 @@ def plans_run(profile_json: str, speed: float, deadline_s: float, out: Path) -> 
         print(f"milp: {result.status}: no plan meets {deadline_s:g} s")
         return 1
     plans = {"milp": {k: int(v) for k, v in result.plan.counts.items() if v}}
-    for name in ref.REFERENCE_TYPES:                 # the fewest workers of one type the model says meet it
+    for name in ref.REFERENCE_TYPES:  # the fewest workers of one type the model says meet it
         for n in range(1, 8):
             if ref.predicted_time_s(problem, {name: n}) <= deadline_s:
                 plans[f"all {name}"] = {name: n}
@@ -125,14 +134,22 @@ def plans_run(profile_json: str, speed: float, deadline_s: float, out: Path) -> 
     print(f"{'plan':<18} {'cluster':<26} {'T pred':>7} {'C pred':>8} {'T meas':>7} {'C meas':>8} met")
     measured = {}
     for label, counts in plans.items():
-        run = run_cluster(ref.kinds(counts), job, out / "plans" / label.replace(" ", "-"), target_loss=ref.TARGET_LOSS,
-                          max_steps=5000, launcher=launcher)
+        run = run_cluster(
+            ref.kinds(counts),
+            job,
+            out / "plans" / label.replace(" ", "-"),
+            target_loss=ref.TARGET_LOSS,
+            max_steps=5000,
+            launcher=launcher,
+        )
         hourly = sum(prices[k] * n for k, n in counts.items()) + ps_price
         t_pred = ref.predicted_time_s(problem, counts)
         t = run.time_to_target_s or math.inf
         measured[label] = hourly * t / 3600
-        print(f"{label:<18} {ref.cluster_name(counts):<26} {t_pred:>7.0f} {hourly * t_pred / 3600:>8.4f} {t:>7.0f} "
-              f"{measured[label]:>8.4f} {'yes' if t <= deadline_s else 'no'}")
+        print(
+            f"{label:<18} {ref.cluster_name(counts):<26} {t_pred:>7.0f} {hourly * t_pred / 3600:>8.4f} {t:>7.0f} "
+            f"{measured[label]:>8.4f} {'yes' if t <= deadline_s else 'no'}"
+        )
     cheapest = min(measured, key=lambda k: measured[k])
     print(f"cheapest in the real runs: {cheapest}; CPU {cpu_s():.1f} s")
     return 0 if measured["milp"] <= min(measured.values()) * (1 + 1e-9) else 1
@@ -143,12 +160,21 @@ def main() -> int:
     parser.add_argument("--out", default=None, help="folder of the runs' logs (default: a temporary folder)")
     parser.add_argument("--quick", action="store_true", help="fewer clusters (a smoke test)")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
-    parser.add_argument("--speed", type=float, default=100.0,
-                        help="job seconds per wall second (default 100; lower: the real CPU and loopback time, "
-                             "multiplied by it, weigh less)")
+    parser.add_argument(
+        "--speed",
+        type=float,
+        default=100.0,
+        help="job seconds per wall second (default 100; lower: the real CPU and loopback time, "
+        "multiplied by it, weigh less)",
+    )
     parser.add_argument("--revocation", action="store_true", help="the run through a real trace window instead")
-    parser.add_argument("--plans", type=float, default=None, metavar="DEADLINE_S",
-                        help="the milp plan for this deadline against homogeneous plans, run for real")
+    parser.add_argument(
+        "--plans",
+        type=float,
+        default=None,
+        metavar="DEADLINE_S",
+        help="the milp plan for this deadline against homogeneous plans, run for real",
+    )
     parser.add_argument("--profile-json", default=None, help="with --revocation/--plans: a previous run's --json file")
     args = parser.parse_args()
     try:
@@ -159,12 +185,18 @@ def main() -> int:
     if args.plans is not None:
         if args.profile_json is None:
             parser.error("--plans needs --profile-json (a previous run's --json)")
-        return plans_run(args.profile_json, args.speed, args.plans,
-                         Path(args.out or tempfile.mkdtemp(prefix="dnnprov-real-training-")))
+        return plans_run(
+            args.profile_json,
+            args.speed,
+            args.plans,
+            Path(args.out or tempfile.mkdtemp(prefix="dnnprov-real-training-")),
+        )
     if args.revocation:
         if args.profile_json is None:
             parser.error("--revocation needs --profile-json (a previous run's --json)")
-        return revocation_run(args.profile_json, args.speed, Path(args.out or tempfile.mkdtemp(prefix="dnnprov-real-training-")))
+        return revocation_run(
+            args.profile_json, args.speed, Path(args.out or tempfile.mkdtemp(prefix="dnnprov-real-training-"))
+        )
     from dnnprov.io.instances import problem_from_dict
     from dnnprov.profiling.loss import fit_loss
     from dnnprov.profiling.profiler import read_loss_logs
@@ -179,44 +211,81 @@ def main() -> int:
     held_out = HELD_OUT[:2] if args.quick else HELD_OUT
     started = time.time()
     prof = ref.profile(profile_set, job, out / "profile", launcher=launcher)
-    fits = {"cc": prof.loss_fit,
-            "no-cc": fit_loss(read_loss_logs([r.log_dir for r in prof.runs]), "no-cc").to_dict()}
-    print(f"profiled {len(prof.runs)} clusters ({', '.join(r.name for r in prof.runs)}) in {time.time() - started:.0f} s "
-          f"wall; T_comp {', '.join(f'{k} {v:.2f} s' for k, v in prof.compute_s.items())}, comm {prof.comm_s:.2f} s")
+    fits = {"cc": prof.loss_fit, "no-cc": fit_loss(read_loss_logs([r.log_dir for r in prof.runs]), "no-cc").to_dict()}
+    print(
+        f"profiled {len(prof.runs)} clusters ({', '.join(r.name for r in prof.runs)}) in {time.time() - started:.0f} s "
+        f"wall; T_comp {', '.join(f'{k} {v:.2f} s' for k, v in prof.compute_s.items())}, comm {prof.comm_s:.2f} s"
+    )
     for variant, fit in fits.items():
         coeffs = ", ".join(f"{k} {v['value']:.4g}" for k, v in fit["coefficients"].items())
         print(f"  eq. (3) {variant}: {coeffs}; RMSE {fit['rmse']:.4f}")
-    problems = {v: problem_from_dict(ref.instance_dict(ref.Profile(f, prof.compute_s, prof.comm_s, prof.runs), job,
-                                                       extrapolation=2.0)) for v, f in fits.items()}
+    problems = {
+        v: problem_from_dict(
+            ref.instance_dict(ref.Profile(f, prof.compute_s, prof.comm_s, prof.runs), job, extrapolation=2.0)
+        )
+        for v, f in fits.items()
+    }
     rows: list[dict[str, Any]] = []
-    print(f"{'cluster':<26} {'|N|':>3} {'b_w':>6} {'R':>6} {'j meas':>7} {'T meas':>8} "
-          + " ".join(f"{'T ' + v:>9} {'err':>7}" for v in fits))
+    print(
+        f"{'cluster':<26} {'|N|':>3} {'b_w':>6} {'R':>6} {'j meas':>7} {'T meas':>8} "
+        + " ".join(f"{'T ' + v:>9} {'err':>7}" for v in fits)
+    )
     for counts in held_out:
         kinds = ref.kinds(counts)
-        run = run_cluster(kinds, job, out / "held-out" / ref.cluster_name(counts), target_loss=ref.TARGET_LOSS,
-                          max_steps=5000, launcher=launcher)
+        run = run_cluster(
+            kinds,
+            job,
+            out / "held-out" / ref.cluster_name(counts),
+            target_loss=ref.TARGET_LOSS,
+            max_steps=5000,
+            launcher=launcher,
+        )
         times = {t["index"]: t["iteration_s"] for t in run.timings}
         b_w, cc = cluster_stats([k.batch for k in kinds], [times[i] for i in range(len(kinds))])
         measured = run.time_to_target_s or math.nan
         predicted = {v: ref.predicted_time_s(p, counts) for v, p in problems.items()}
         errors = {v: (p - measured) / measured for v, p in predicted.items()}
         j = run.images / b_w
-        rows.append({"cluster": ref.cluster_name(counts), "workers": len(kinds), "batch_wa": b_w, "cc": cc,
-                     "samples_over_bw": j, "steps": run.steps, "measured_s": measured, "predicted_s": predicted,
-                     "error": errors})
-        print(f"{ref.cluster_name(counts):<26} {len(kinds):>3} {b_w:>6.1f} {cc:>6.3f} {j:>7.0f} {measured:>8.0f} "
-              + " ".join(f"{predicted[v]:>9.0f} {100 * errors[v]:>6.1f}%" for v in fits))
+        rows.append(
+            {
+                "cluster": ref.cluster_name(counts),
+                "workers": len(kinds),
+                "batch_wa": b_w,
+                "cc": cc,
+                "samples_over_bw": j,
+                "steps": run.steps,
+                "measured_s": measured,
+                "predicted_s": predicted,
+                "error": errors,
+            }
+        )
+        print(
+            f"{ref.cluster_name(counts):<26} {len(kinds):>3} {b_w:>6.1f} {cc:>6.3f} {j:>7.0f} {measured:>8.0f} "
+            + " ".join(f"{predicted[v]:>9.0f} {100 * errors[v]:>6.1f}%" for v in fits)
+        )
     summary: dict[str, dict[str, float]] = {}
     for v in fits:
         errs = [abs(r["error"][v]) for r in rows]
         summary[v] = {"median": statistics.median(errs), "worst": max(errs)}
-        print(f"{v}: median |error| {100 * summary[v]['median']:.1f} % (target <= {100 * MEDIAN_TARGET:.0f} %), worst "
-              f"{100 * summary[v]['worst']:.1f} % (target <= {100 * WORST_TARGET:.0f} %)")
+        print(
+            f"{v}: median |error| {100 * summary[v]['median']:.1f} % (target <= {100 * MEDIAN_TARGET:.0f} %), worst "
+            f"{100 * summary[v]['worst']:.1f} % (target <= {100 * WORST_TARGET:.0f} %)"
+        )
     print(f"CPU {cpu_s():.1f} s, wall {time.time() - started:.0f} s; logs in {out}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"profile": [r.to_dict() for r in prof.runs], "fits": fits,
-                                               "compute_s": prof.compute_s, "comm_s": prof.comm_s, "held_out": rows,
-                                               "summary": summary}, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "profile": [r.to_dict() for r in prof.runs],
+                    "fits": fits,
+                    "compute_s": prof.compute_s,
+                    "comm_s": prof.comm_s,
+                    "held_out": rows,
+                    "summary": summary,
+                },
+                indent=2,
+            )
+        )
     met = summary["cc"]["median"] <= MEDIAN_TARGET and summary["cc"]["worst"] <= WORST_TARGET
     return 0 if met else 1
 

@@ -50,26 +50,35 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import dnnprov
-from dnnprov.io.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile
-from dnnprov.errors import InvalidInputError
-from dnnprov.benchsets.generate import resolve_shared_data
-from dnnprov.problems.interruption import fit_traces, load_trace
-from dnnprov.control.replay import Simulation
 from dnnprov.solvers.risk import solve_risk
 from dnnprov.solvers.robust import solve_robust
+
+import dnnprov
+from dnnprov.benchsets.generate import resolve_shared_data
+from dnnprov.control.replay import Simulation
+from dnnprov.errors import InvalidInputError
+from dnnprov.io.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile
+from dnnprov.problems.interruption import fit_traces, load_trace
 
 POLICIES = ("none", "replan", "fallback")
 V100_16 = "spot-traces/availability/16-node/aws-08-27-2023/"
 K80_8 = "spot-traces/availability/1-node/aws-10-26-2022/*_k80_8.json"
 SETS: dict[str, dict[str, Any]] = {
-    "traced": {"quotas": {"p3.2xlarge": 8, "p2.8xlarge": 4}, "slo": (0.8, 1800.0),
-               "traces": {"p3.2xlarge": V100_16 + "*_v100_1.json", "p2.8xlarge": K80_8}},
-    "table1": {"quotas": {"g4dn.4xlarge": 5, "g3.8xlarge": 5, "g3.16xlarge": 5, "p2.8xlarge": 5},
-               "slo": (0.8, 2600.0),
-               "traces": {"g4dn.4xlarge": V100_16 + "us-east-2b_v100_1.json",
-                          "g3.8xlarge": V100_16 + "us-west-2a_v100_1.json",
-                          "g3.16xlarge": V100_16 + "us-west-2c_v100_1.json", "p2.8xlarge": K80_8}},
+    "traced": {
+        "quotas": {"p3.2xlarge": 8, "p2.8xlarge": 4},
+        "slo": (0.8, 1800.0),
+        "traces": {"p3.2xlarge": V100_16 + "*_v100_1.json", "p2.8xlarge": K80_8},
+    },
+    "table1": {
+        "quotas": {"g4dn.4xlarge": 5, "g3.8xlarge": 5, "g3.16xlarge": 5, "p2.8xlarge": 5},
+        "slo": (0.8, 2600.0),
+        "traces": {
+            "g4dn.4xlarge": V100_16 + "us-east-2b_v100_1.json",
+            "g3.8xlarge": V100_16 + "us-west-2a_v100_1.json",
+            "g3.16xlarge": V100_16 + "us-west-2c_v100_1.json",
+            "p2.8xlarge": K80_8,
+        },
+    },
 }
 
 
@@ -84,16 +93,21 @@ def load_traces(shared: Path, patterns: dict[str, str]) -> dict[str, list]:
     return out
 
 
-def build_problem(traces: dict[str, list], quotas: dict[str, int], loss: float, time_s: float,
-                  name: str) -> dnnprov.SpotProblem:
+def build_problem(
+    traces: dict[str, list], quotas: dict[str, int], loss: float, time_s: float, name: str
+) -> dnnprov.SpotProblem:
     """The benchmark instance with interruption models fitted from the traces."""
     catalog = load_catalog(embedded_path("catalogs", "aws-table3-2023-01.json"))
     profile = load_spot_profile(embedded_path("workloads", "spot", "resnet110-paper.json"))
     problem = build_spot_problem(
-        catalog, profile, dnnprov.SpotSLO(loss=loss, time_s=time_s), quotas=quotas,
+        catalog,
+        profile,
+        dnnprov.SpotSLO(loss=loss, time_s=time_s),
+        quotas=quotas,
         constraints=dnnprov.SpotConstraints(markets=("spot", "on-demand"), ps_count=(1, 2)),
         name=f"resnet110-{name}-{loss:g}-{time_s:g}",
-        notes="ResNet-110 (paper model); revocation replay benchmark (benchmarks/revocation_replay.py)")
+        notes="ResNet-110 (paper model); revocation replay benchmark (benchmarks/revocation_replay.py)",
+    )
     types = tuple(replace(t, interruption=fit_traces(traces[t.name]).interruption) for t in problem.instance_types)
     return problem.replace(instance_types=types)
 
@@ -151,34 +165,64 @@ def main(argv: list[str] | None = None) -> int:
             # The paper heuristic re-provisions with its own Algorithm 1 on the spot market
             # (spotDNN); dnnprov's plans with dnnprov's exact takeover.
             heuristic = name == "heuristic"
-            s = Simulation(spot_only(problem) if heuristic else problem, result.plan, traces, policy=policy,
-                           runs=args.runs, seed=args.seed,
-                           replan_method="heuristic" if heuristic and policy == "replan" else "exact").to_dict()
-            s.update(plan_name=name, plan=str(result.plan), planned_cost=result.details.get("nominal_cost", result.cost),
-                     cost_mean_rel=s["cost_mean"] / on_demand_cost, cost_p95_rel=s["cost_p95"] / on_demand_cost)
+            s = Simulation(
+                spot_only(problem) if heuristic else problem,
+                result.plan,
+                traces,
+                policy=policy,
+                runs=args.runs,
+                seed=args.seed,
+                replan_method="heuristic" if heuristic and policy == "replan" else "exact",
+            ).to_dict()
+            s.update(
+                plan_name=name,
+                plan=str(result.plan),
+                planned_cost=result.details.get("nominal_cost", result.cost),
+                cost_mean_rel=s["cost_mean"] / on_demand_cost,
+                cost_p95_rel=s["cost_p95"] / on_demand_cost,
+            )
             cells.append(s)
     elapsed = time.process_time() - started
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).resolve().parent).stdout.strip()
-    print(f"instance {problem.name}; {args.runs} runs per cell, seed {args.seed}; on-demand plan "
-          f"{results['on-demand'].plan} at ${on_demand_cost:.4f}; commit {commit}; "
-          f"{elapsed:.1f} CPU-s on {platform.processor() or platform.machine()} (shared)")
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).resolve().parent
+    ).stdout.strip()
+    print(
+        f"instance {problem.name}; {args.runs} runs per cell, seed {args.seed}; on-demand plan "
+        f"{results['on-demand'].plan} at ${on_demand_cost:.4f}; commit {commit}; "
+        f"{elapsed:.1f} CPU-s on {platform.processor() or platform.machine()} (shared)"
+    )
     for t in problem.instance_types:
-        print(f"  {t.name}: {t.interruption.rate_per_h:.4f} revocations/instance-hour, mean regain "
-              f"{(t.interruption.mean_regain_s or 0) / 60:.0f} min ({len(traces[t.name])} traces)")
+        print(
+            f"  {t.name}: {t.interruption.rate_per_h:.4f} revocations/instance-hour, mean regain "
+            f"{(t.interruption.mean_regain_s or 0) / 60:.0f} min ({len(traces[t.name])} traces)"
+        )
     print()
-    print("| plan | planned | policy | met deadline | cost mean / on-demand | cost p95 / on-demand | revocations | replans | on-demand launched |")
+    print(
+        "| plan | planned | policy | met deadline | cost mean / on-demand | cost p95 / on-demand | revocations | replans | on-demand launched |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for c in cells:
-        print(f"| {c['plan_name']} | {c['plan']} | {c['policy']} | {100 * c['met_deadline']:.1f} % | "
-              f"{c['cost_mean_rel']:.3f} | {c['cost_p95_rel']:.3f} | {c['revocations_mean']:.2f} | "
-              f"{c['replans_mean']:.2f} | {c['on_demand_launched_mean']:.2f} |")
+        print(
+            f"| {c['plan_name']} | {c['plan']} | {c['policy']} | {100 * c['met_deadline']:.1f} % | "
+            f"{c['cost_mean_rel']:.3f} | {c['cost_p95_rel']:.3f} | {c['revocations_mean']:.2f} | "
+            f"{c['replans_mean']:.2f} | {c['on_demand_launched_mean']:.2f} |"
+        )
     print()
     outcome = verdict(cells)
     print(outcome)
     if args.json:
-        Path(args.json).write_text(json.dumps({"runs": args.runs, "seed": args.seed, "commit": commit,
-                                               "on_demand_cost": on_demand_cost, "cells": cells}, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "runs": args.runs,
+                    "seed": args.seed,
+                    "commit": commit,
+                    "on_demand_cost": on_demand_cost,
+                    "cells": cells,
+                },
+                indent=2,
+            )
+        )
     return 0 if outcome.startswith("target: met") or args.allow_missed else 1
 
 
@@ -187,16 +231,22 @@ def verdict(cells: list[dict[str, Any]]) -> str:
     by = {(c["plan_name"], c["policy"]): c for c in cells}
     heuristic = by.get(("heuristic", "replan"))
     fallback = by.get(("milp", "fallback"))
-    ours = [c for c in cells if c["plan_name"] in ("milp", "robust-1", "robust-1-unreplaced", "risk", "risk-p0.95")
-            and c["met_deadline"] >= 0.95]
+    ours = [
+        c
+        for c in cells
+        if c["plan_name"] in ("milp", "robust-1", "robust-1-unreplaced", "risk", "risk-p0.95")
+        and c["met_deadline"] >= 0.95
+    ]
     if not ours or heuristic is None or fallback is None:
         return "target: NOT met (no dnnprov option meets the deadline in >= 95 % of replays)"
     best = min(ours, key=lambda c: c["cost_mean"])
     beats = best["cost_mean"] < heuristic["cost_mean"] and best["cost_mean"] < fallback["cost_mean"]
-    return (f"target: {'met' if beats else 'NOT met'}: best dnnprov option {best['plan_name']} + {best['policy']} "
-            f"meets the deadline in {100 * best['met_deadline']:.1f} % at mean cost {best['cost_mean_rel']:.3f} x "
-            f"on-demand; heuristic + replan {100 * heuristic['met_deadline']:.1f} % at {heuristic['cost_mean_rel']:.3f}; "
-            f"milp + fallback {100 * fallback['met_deadline']:.1f} % at {fallback['cost_mean_rel']:.3f}")
+    return (
+        f"target: {'met' if beats else 'NOT met'}: best dnnprov option {best['plan_name']} + {best['policy']} "
+        f"meets the deadline in {100 * best['met_deadline']:.1f} % at mean cost {best['cost_mean_rel']:.3f} x "
+        f"on-demand; heuristic + replan {100 * heuristic['met_deadline']:.1f} % at {heuristic['cost_mean_rel']:.3f}; "
+        f"milp + fallback {100 * fallback['met_deadline']:.1f} % at {fallback['cost_mean_rel']:.3f}"
+    )
 
 
 if __name__ == "__main__":

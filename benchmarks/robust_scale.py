@@ -33,11 +33,13 @@ import argparse
 import sys
 import time
 import zlib
-from functools import partial
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
+from dnnprov.solvers.risk import solve_risk
+from dnnprov.solvers.robust import solve_robust
 
 import dnnprov
 from dnnprov import fuzz
@@ -46,8 +48,6 @@ from dnnprov.io.instances import read_instance
 from dnnprov.problems._checks import MAX_MAGNITUDE
 from dnnprov.problems.interruption import from_advisor_bucket
 from dnnprov.result import Result, Status
-from dnnprov.solvers.risk import solve_risk
-from dnnprov.solvers.robust import solve_robust
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_CPU_S = 60.0
@@ -64,9 +64,15 @@ def with_rates(problem: dnnprov.SpotProblem, seed: int, buckets: dict[str, int] 
     for t in problem.instance_types:
         bucket = (buckets or {}).get(t.name, int(rng.integers(0, 5)))
         od = t.on_demand_price_per_h
-        types.append(replace(t, interruption=from_advisor_bucket(bucket, source="benchmarks/robust_scale.py"),
-                             on_demand_price_per_h=od if od is not None and od >= t.spot_price_per_h
-                             else min(3 * t.spot_price_per_h, MAX_MAGNITUDE)))
+        types.append(
+            replace(
+                t,
+                interruption=from_advisor_bucket(bucket, source="benchmarks/robust_scale.py"),
+                on_demand_price_per_h=od
+                if od is not None and od >= t.spot_price_per_h
+                else min(3 * t.spot_price_per_h, MAX_MAGNITUDE),
+            )
+        )
     return problem.replace(instance_types=tuple(types))
 
 
@@ -91,13 +97,26 @@ FUZZ_MODES = ("robust-1", "robust-2", "risk", "risk-p0.9")
 def run_fuzz(count: int, time_limit: float, chosen: tuple[str, ...] = FUZZ_MODES) -> bool:
     """Enumeration against the decomposition on ``count`` paper instances; True when all agree."""
     families = list(fuzz.FAMILIES)
-    every = {"robust-1": lambda p, m: solve_robust(p, 1, method=m, time_limit_s=time_limit),
-             "robust-2": lambda p, m: solve_robust(p, 2, method=m, time_limit_s=time_limit),
-             "risk": lambda p, m: solve_risk(p, method=m, time_limit_s=time_limit),
-             "risk-p0.9": lambda p, m: solve_risk(p, deadline_probability=0.9, method=m, time_limit_s=time_limit)}
+    every = {
+        "robust-1": lambda p, m: solve_robust(p, 1, method=m, time_limit_s=time_limit),
+        "robust-2": lambda p, m: solve_robust(p, 2, method=m, time_limit_s=time_limit),
+        "risk": lambda p, m: solve_risk(p, method=m, time_limit_s=time_limit),
+        "risk-p0.9": lambda p, m: solve_risk(p, deadline_probability=0.9, method=m, time_limit_s=time_limit),
+    }
     modes = {mode: every[mode] for mode in chosen}
-    tally = {mode: {"runs": 0, "optimal": 0, "infeasible": 0, "other": 0, "disagree": 0,
-                    "cpu_enum": 0.0, "cpu_dec": 0.0, "worst_dec": 0.0} for mode in modes}
+    tally = {
+        mode: {
+            "runs": 0,
+            "optimal": 0,
+            "infeasible": 0,
+            "other": 0,
+            "disagree": 0,
+            "cpu_enum": 0.0,
+            "cpu_dec": 0.0,
+            "worst_dec": 0.0,
+        }
+        for mode in modes
+    }
     done, seed, skipped = 0, 0, 0
     while done < count:
         family = families[seed % len(families)]
@@ -122,16 +141,25 @@ def run_fuzz(count: int, time_limit: float, chosen: tuple[str, ...] = FUZZ_MODES
             row[key] += 1
             if not agree(enum, dec):
                 row["disagree"] += 1
-                print(f"DISAGREE {mode} {family} seed {seed - 1}: enumerate {enum.status.value} {enum.cost} "
-                      f"decompose {dec.status.value} {dec.cost} ({dec.message})", file=sys.stderr)
+                print(
+                    f"DISAGREE {mode} {family} seed {seed - 1}: enumerate {enum.status.value} {enum.cost} "
+                    f"decompose {dec.status.value} {dec.cost} ({dec.message})",
+                    file=sys.stderr,
+                )
         if done % 100 == 0:
             print(f"fuzz: {done}/{count}", file=sys.stderr, flush=True)
-    print(f"\n### Fuzz: enumerate vs decompose ({count} paper instances; {skipped} serverless or reference-model draws skipped)\n")
-    print("| mode | runs | optimal | infeasible | other | disagreements | CPU-s enumerate | CPU-s decompose | worst decompose |")
+    print(
+        f"\n### Fuzz: enumerate vs decompose ({count} paper instances; {skipped} serverless or reference-model draws skipped)\n"
+    )
+    print(
+        "| mode | runs | optimal | infeasible | other | disagreements | CPU-s enumerate | CPU-s decompose | worst decompose |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for mode, row in tally.items():
-        print(f"| {mode} | {row['runs']} | {row['optimal']} | {row['infeasible']} | {row['other']} | "
-              f"{row['disagree']} | {row['cpu_enum']:.1f} | {row['cpu_dec']:.1f} | {row['worst_dec']:.2f} |")
+        print(
+            f"| {mode} | {row['runs']} | {row['optimal']} | {row['infeasible']} | {row['other']} | "
+            f"{row['disagree']} | {row['cpu_enum']:.1f} | {row['cpu_dec']:.1f} | {row['worst_dec']:.2f} |"
+        )
     return all(row["disagree"] == 0 for row in tally.values())
 
 
@@ -145,13 +173,17 @@ def report(title: str, rows: list[tuple[str, str, Result, float]]) -> bool:
         s = result.stats
         cost = "-" if result.cost is None else f"{result.cost:.6g}"
         bound = "-" if result.bound is None else f"{result.bound:.6g}"
-        print(f"| {name} | {planner} | {result.status.value} | {cost} | {bound} | {cpu:.2f} | "
-              f"{s.get('cells', '-')} | {s.get('milps', '-')} | {s.get('plans_judged', '-')} |")
+        print(
+            f"| {name} | {planner} | {result.status.value} | {cost} | {bound} | {cpu:.2f} | "
+            f"{s.get('cells', '-')} | {s.get('milps', '-')} | {s.get('plans_judged', '-')} |"
+        )
         ok &= result.status is Status.OPTIMAL and cpu <= TARGET_CPU_S
     cpus = [cpu for *_, cpu in rows]
     if cpus:
-        print(f"\n{len(rows)} solves, {sum(r.status is Status.OPTIMAL for _, _, r, _ in rows)} optimal; "
-              f"CPU-s mean {np.mean(cpus):.2f}, worst {max(cpus):.2f} (target {TARGET_CPU_S:g})")
+        print(
+            f"\n{len(rows)} solves, {sum(r.status is Status.OPTIMAL for _, _, r, _ in rows)} optimal; "
+            f"CPU-s mean {np.mean(cpus):.2f}, worst {max(cpus):.2f} (target {TARGET_CPU_S:g})"
+        )
     return ok
 
 
@@ -159,12 +191,19 @@ def report(title: str, rows: list[tuple[str, str, Result, float]]) -> bool:
 PLANNERS = ("robust-1", "robust-2", "robust-1-unreplaced", "risk")
 
 
-def solve_both(problem: dnnprov.SpotProblem, rated: dnnprov.SpotProblem, time_limit: float,
-               name: str, planners: tuple[str, ...] = ("robust-1", "risk")) -> list[tuple[str, str, Result, float]]:
-    every = {"robust-1": lambda: solve_robust(problem, 1, time_limit_s=time_limit),
-             "robust-2": lambda: solve_robust(problem, 2, time_limit_s=time_limit),
-             "robust-1-unreplaced": lambda: solve_robust(problem, 1, replaced=False, time_limit_s=time_limit),
-             "risk": lambda: solve_risk(rated, time_limit_s=time_limit)}
+def solve_both(
+    problem: dnnprov.SpotProblem,
+    rated: dnnprov.SpotProblem,
+    time_limit: float,
+    name: str,
+    planners: tuple[str, ...] = ("robust-1", "risk"),
+) -> list[tuple[str, str, Result, float]]:
+    every = {
+        "robust-1": lambda: solve_robust(problem, 1, time_limit_s=time_limit),
+        "robust-2": lambda: solve_robust(problem, 2, time_limit_s=time_limit),
+        "robust-1-unreplaced": lambda: solve_robust(problem, 1, replaced=False, time_limit_s=time_limit),
+        "risk": lambda: solve_risk(rated, time_limit_s=time_limit),
+    }
     rows = []
     for planner in planners:
         result, cpu = timed(every[planner])
@@ -179,8 +218,9 @@ def run_large(time_limit: float, planners: tuple[str, ...], only: str | None = N
         if only is not None and path.stem not in only.split(","):
             continue
         problem = read_instance(str(path))
-        rows += solve_both(problem, with_rates(problem, zlib.crc32(problem.name.encode())), time_limit, problem.name,
-                           planners)
+        rows += solve_both(
+            problem, with_rates(problem, zlib.crc32(problem.name.encode())), time_limit, problem.name, planners
+        )
     return report("Large set (data/benchmarks/large, 30 instances)", rows)
 
 
@@ -191,6 +231,7 @@ SKIPPED: list[str] = []
 def run_catalog(time_limit: float, shared_data: str | None, planners: tuple[str, ...]) -> bool:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from real_catalog import WORKLOADS, catalog_instance
+
     from dnnprov.benchsets.generate import aws_types
 
     try:
@@ -214,15 +255,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fuzz", type=int, default=1000, help="fuzz instances (default 1000)")
     parser.add_argument("--sets", default="large,catalog,fuzz", help="parts to run (default all)")
-    parser.add_argument("--modes", default=",".join(FUZZ_MODES),
-                        help="planners of the fuzz part, comma-separated (default all)")
-    parser.add_argument("--planners", default="robust-1,risk",
-                        help=f"planners of the large and catalog parts, comma-separated, among {', '.join(PLANNERS)} "
-                             "(default robust-1,risk)")
+    parser.add_argument(
+        "--modes", default=",".join(FUZZ_MODES), help="planners of the fuzz part, comma-separated (default all)"
+    )
+    parser.add_argument(
+        "--planners",
+        default="robust-1,risk",
+        help=f"planners of the large and catalog parts, comma-separated, among {', '.join(PLANNERS)} "
+        "(default robust-1,risk)",
+    )
     parser.add_argument("--instances", default=None, help="large-set instances to run, comma-separated (default all)")
-    parser.add_argument("--time-limit", type=float, default=300.0,
-                        help="wall-clock limit per solve, s (default 300: the target is 60 CPU-s, and "
-                             "a loaded machine gives a solve a fraction of a core)")
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=300.0,
+        help="wall-clock limit per solve, s (default 300: the target is 60 CPU-s, and "
+        "a loaded machine gives a solve a fraction of a core)",
+    )
     parser.add_argument("--shared-data", default=None, help="the shared data folder (default ../shared/data)")
     parser.add_argument("--allow-skip", action="store_true", help="exit 0 when a part is skipped (no shared data)")
     args = parser.parse_args(argv)
@@ -241,8 +290,9 @@ def main(argv: list[str] | None = None) -> int:
         ok &= run_catalog(args.time_limit, args.shared_data, planners)
     if "fuzz" in parts:
         ok &= run_fuzz(args.fuzz, args.time_limit, modes)
-    print(f"\n{'all targets met' if ok else 'MISSED a target'}"
-          + (f"; skipped: {', '.join(SKIPPED)}" if SKIPPED else ""))
+    print(
+        f"\n{'all targets met' if ok else 'MISSED a target'}" + (f"; skipped: {', '.join(SKIPPED)}" if SKIPPED else "")
+    )
     if not ok:
         return 1
     return 2 if SKIPPED and not args.allow_skip else 0

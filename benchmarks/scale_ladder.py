@@ -78,17 +78,17 @@ import numpy as np
 import dnnprov
 from dnnprov.result import Result, Status
 
-sys.path.insert(0, str(Path(__file__).parent))   # benchmarks/ is not a package
-import ladder_generators  # noqa: E402
-import large_set  # noqa: E402
-import paper_setting  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parent))  # benchmarks/ is not a package
+import ladder_generators
+import large_set
+import paper_setting
 
 ENUMERATE_MAX_PLANS = 20_000_000
-SMALL_K = 3                      # beyond enumerate: all plans of at most 3 workers are checked
+SMALL_K = 3  # beyond enumerate: all plans of at most 3 workers are checked
 GAP = 0.005
 VARIANTS = (("cc", 0.1), ("cc", 1.0), ("no-cc", 1.0))
 EMBEDDED_7X10 = "spot/paper-table3-overhead-7x10.json"
-PROVEN = (Status.OPTIMAL.value, Status.INFEASIBLE.value)     # statuses of a proof, as in the records
+PROVEN = (Status.OPTIMAL.value, Status.INFEASIBLE.value)  # statuses of a proof, as in the records
 
 
 @dataclass(frozen=True)
@@ -99,10 +99,10 @@ class Rung:
     types: int
     quota: tuple[int, int]
     ps: int
-    workers: tuple[int, int]      # worker counts of the plans the deadline is taken from
-    gap_run: bool = False         # also run milp with gap = 0.5 %
-    quick: bool = True            # part of --quick
-    mixed: bool = False           # instances cycle through every generator and loss variant, PS 1..1-3
+    workers: tuple[int, int]  # worker counts of the plans the deadline is taken from
+    gap_run: bool = False  # also run milp with gap = 0.5 %
+    quick: bool = True  # part of --quick
+    mixed: bool = False  # instances cycle through every generator and loss variant, PS 1..1-3
 
 
 RUNGS = (
@@ -129,29 +129,47 @@ class ServerlessRung:
 
     name: str
     concurrency: int
-    plan_functions: int           # T_obj comes from a random plan of at most this many functions
-    batch_functions: int          # max_global_batch is local_batch x 4..batch_functions
-    small_models: bool            # model size log-uniform in 0.1-250 MB (else uniform in 1-250 MB)
-    stream: int                   # the rung's number in the instance generators' seeds
-    instances: int                # default instance count
-    quick_instances: int          # default instance count with --quick
+    plan_functions: int  # T_obj comes from a random plan of at most this many functions
+    batch_functions: int  # max_global_batch is local_batch x 4..batch_functions
+    small_models: bool  # model size log-uniform in 0.1-250 MB (else uniform in 1-250 MB)
+    stream: int  # the rung's number in the instance generators' seeds
+    instances: int  # default instance count
+    quick_instances: int  # default instance count with --quick
 
 
 SERVERLESS_RUNGS = (
-    ServerlessRung("serverless", 1000, plan_functions=200, batch_functions=64, small_models=False,
-                   stream=len(RUNGS) + 1, instances=50, quick_instances=5),
+    ServerlessRung(
+        "serverless",
+        1000,
+        plan_functions=200,
+        batch_functions=64,
+        small_models=False,
+        stream=len(RUNGS) + 1,
+        instances=50,
+        quick_instances=5,
+    ),
     # issue 10: wide global batches and small models, so that some optima need thousands of functions
-    ServerlessRung("serverless-10k", 10_000, plan_functions=10_000, batch_functions=10_000, small_models=True,
-                   stream=len(RUNGS) + 2, instances=12, quick_instances=2),
+    ServerlessRung(
+        "serverless-10k",
+        10_000,
+        plan_functions=10_000,
+        batch_functions=10_000,
+        small_models=True,
+        stream=len(RUNGS) + 2,
+        instances=12,
+        quick_instances=2,
+    ),
 )
 SERVERLESS_BY_NAME = {r.name: r for r in SERVERLESS_RUNGS}
-RUNG_NAMES = (("paper",) + tuple(r.name for r in RUNGS) + ("80x16-tail",) + tuple(SERVERLESS_BY_NAME)
-              + ("paper-setting", "large"))
+RUNG_NAMES = (
+    ("paper",) + tuple(r.name for r in RUNGS) + ("80x16-tail",) + tuple(SERVERLESS_BY_NAME) + ("paper-setting", "large")
+)
 
 
 # ---------------------------------------------------------------- instance builders
-def random_spot(rng: np.random.Generator, rung: Rung, variant: tuple[str, float],
-                name: str, generator: str = "independent") -> dnnprov.SpotProblem:
+def random_spot(
+    rng: np.random.Generator, rung: Rung, variant: tuple[str, float], name: str, generator: str = "independent"
+) -> dnnprov.SpotProblem:
     """A random spot problem of ``rung``'s size whose optimum needs more than one worker.
 
     ``generator`` says how the types are drawn (:mod:`ladder_generators`).
@@ -171,25 +189,39 @@ def random_spot(rng: np.random.Generator, rung: Rung, variant: tuple[str, float]
         largest = max(t.gpus * t.batch_per_gpu for t in types)
         j_lone = (gamma_2 * largest + gamma_3) * math.sqrt(spread) / (slo_loss - 0.5)
         workload = dnnprov.SpotWorkload(
-            name="random", param_size_mb=float(rng.uniform(5, 20)),
+            name="random",
+            param_size_mb=float(rng.uniform(5, 20)),
             bandwidth_req_mb_s=float(rng.uniform(100, 300)),
-            alpha_1=0.08, beta_1=-0.2, gamma_1=float(rng.uniform(0.2, 0.6)) * j_lone,
-            gamma_2=gamma_2, gamma_3=gamma_3, gamma_4=gamma_4, gamma_5=0.5,
-            loss_variant=loss_variant)
-        platform_ = dnnprov.SpotPlatform(ps_bandwidth_mb_s=float(rng.uniform(800, 1500)),
-                                         ps_price_per_h=float(rng.choice([0.0, 0.192])))
+            alpha_1=0.08,
+            beta_1=-0.2,
+            gamma_1=float(rng.uniform(0.2, 0.6)) * j_lone,
+            gamma_2=gamma_2,
+            gamma_3=gamma_3,
+            gamma_4=gamma_4,
+            gamma_5=0.5,
+            loss_variant=loss_variant,
+        )
+        platform_ = dnnprov.SpotPlatform(
+            ps_bandwidth_mb_s=float(rng.uniform(800, 1500)), ps_price_per_h=float(rng.choice([0.0, 0.192]))
+        )
         constraints = dnnprov.SpotConstraints(ps_count=(1, rung.ps))
-        draft = dnnprov.SpotProblem(instance_types=tuple(types), workload=workload,
-                                    slo=dnnprov.SpotSLO(loss=slo_loss, time_s=1e12),
-                                    platform=platform_, constraints=constraints, model="paper",
-                                    name=name)
+        draft = dnnprov.SpotProblem(
+            instance_types=tuple(types),
+            workload=workload,
+            slo=dnnprov.SpotSLO(loss=slo_loss, time_s=1e12),
+            platform=platform_,
+            constraints=constraints,
+            model="paper",
+            name=name,
+        )
         time_s, beats_lone = deadline(rng, draft, rung)
         if beats_lone:
             break
-    return draft.replace(slo=dnnprov.SpotSLO(loss=slo_loss, time_s=time_s),
-                         notes=f"scale ladder rung {rung.name}, {loss_variant}, gamma_4 {gamma_4:g}, "
-                               f"draw {attempt + 1}" + ("" if generator == "independent" else
-                                                         f", generator {generator}, PS 1..{rung.ps}"))
+    return draft.replace(
+        slo=dnnprov.SpotSLO(loss=slo_loss, time_s=time_s),
+        notes=f"scale ladder rung {rung.name}, {loss_variant}, gamma_4 {gamma_4:g}, "
+        f"draw {attempt + 1}" + ("" if generator == "independent" else f", generator {generator}, PS 1..{rung.ps}"),
+    )
 
 
 def deadline(rng: np.random.Generator, problem: dnnprov.SpotProblem, rung: Rung) -> tuple[float, bool]:
@@ -229,8 +261,9 @@ def deadline(rng: np.random.Generator, problem: dnnprov.SpotProblem, rung: Rung)
     return best * float(rng.uniform(1.0, min(1.2, 0.97 * single / best))), True
 
 
-def random_serverless(rng: np.random.Generator, name: str,
-                      rung: ServerlessRung = SERVERLESS_RUNGS[0]) -> dnnprov.ServerlessProblem:
+def random_serverless(
+    rng: np.random.Generator, name: str, rung: ServerlessRung = SERVERLESS_RUNGS[0]
+) -> dnnprov.ServerlessProblem:
     """A random λDNN problem of ``rung`` (m_max = 10,240 MB, 64 MB steps).
 
     T_obj is the time of a random feasible plan of at most ``rung.plan_functions`` functions
@@ -238,22 +271,34 @@ def random_serverless(rng: np.random.Generator, name: str,
     """
     local = int(rng.choice([16, 32, 64, 128]))
     workload = dnnprov.ServerlessWorkload(
-        name="random", dataset_mb=float(rng.uniform(20, 2000)), samples=int(rng.integers(5000, 200001)),
+        name="random",
+        dataset_mb=float(rng.uniform(20, 2000)),
+        samples=int(rng.integers(5000, 200001)),
         epochs=float(rng.choice([1, 2, 3, 5])),
-        model_mb=(math.exp(rng.uniform(math.log(0.1), math.log(250))) if rung.small_models
-                  else float(rng.uniform(1, 250))),
-        local_batch=local, max_global_batch=local * int(rng.integers(4, rung.batch_functions + 1)),
-        rate_alpha=float(rng.uniform(0.001, 0.03)), rate_beta=float(rng.uniform(-2, 10)),
-        storage_alpha=float(rng.uniform(0, 0.05)), storage_beta=float(rng.uniform(1, 10)),
-        min_memory_mb=int(rng.integers(128, 3008)))
+        model_mb=(
+            math.exp(rng.uniform(math.log(0.1), math.log(250))) if rung.small_models else float(rng.uniform(1, 250))
+        ),
+        local_batch=local,
+        max_global_batch=local * int(rng.integers(4, rung.batch_functions + 1)),
+        rate_alpha=float(rng.uniform(0.001, 0.03)),
+        rate_beta=float(rng.uniform(-2, 10)),
+        storage_alpha=float(rng.uniform(0, 0.05)),
+        storage_beta=float(rng.uniform(1, 10)),
+        min_memory_mb=int(rng.integers(128, 3008)),
+    )
     platform_ = dnnprov.ServerlessPlatform(
-        memory_step_mb=64, max_memory_mb=10240, concurrency_limit=rung.concurrency,
-        ps_bandwidth_mb_s=float(rng.uniform(300, 1500)), ps_price_per_h=float(rng.choice([0.0, 0.096])),
-        timeout_s=900.0)
+        memory_step_mb=64,
+        max_memory_mb=10240,
+        concurrency_limit=rung.concurrency,
+        ps_bandwidth_mb_s=float(rng.uniform(300, 1500)),
+        ps_price_per_h=float(rng.choice([0.0, 0.096])),
+        timeout_s=900.0,
+    )
     ps_low = int(rng.choice([1, 1, 2]))
     constraints = dnnprov.ServerlessConstraints(ps_count=(ps_low, int(rng.integers(ps_low, 4))))
-    draft = dnnprov.ServerlessProblem(workload=workload, time_s=1e12, platform=platform_,
-                                      constraints=constraints, name=name)
+    draft = dnnprov.ServerlessProblem(
+        workload=workload, time_s=1e12, platform=platform_, constraints=constraints, name=name
+    )
     model = dnnprov.ServerlessModel(draft)
     grid = draft.memory_grid()
     low, high = draft.function_range()
@@ -271,8 +316,7 @@ def random_serverless(rng: np.random.Generator, name: str,
 def embedded_spot(exclude: str = EMBEDDED_7X10) -> list[dnnprov.SpotProblem]:
     """The embedded spot instances, in file-name order (without ``exclude``)."""
     folder = Path(str(dnnprov.embedded_instance(exclude))).parent
-    return [dnnprov.read_instance(p) for p in sorted(folder.glob("*.json"))
-            if p.name != Path(exclude).name]
+    return [dnnprov.read_instance(p) for p in sorted(folder.glob("*.json")) if p.name != Path(exclude).name]
 
 
 def small_k_minimum(problem: dnnprov.SpotProblem, max_workers: int = SMALL_K) -> float | None:
@@ -282,8 +326,11 @@ def small_k_minimum(problem: dnnprov.SpotProblem, max_workers: int = SMALL_K) ->
     """
     model = dnnprov.SpotModel(problem)
     cols = model.columns
-    plans = [np.bincount(c, minlength=len(cols)) for k in range(1, max_workers + 1)
-             for c in itertools.combinations_with_replacement(range(len(cols)), k)]
+    plans = [
+        np.bincount(c, minlength=len(cols))
+        for k in range(1, max_workers + 1)
+        for c in itertools.combinations_with_replacement(range(len(cols)), k)
+    ]
     counts = np.array(plans)
     counts = counts[(counts >= cols.lower).all(axis=1) & (counts <= cols.upper).all(axis=1)]
     best = math.inf
@@ -319,12 +366,17 @@ def rel_diff(a: float | None, b: float | None) -> float:
     return abs(a - b) / max(abs(b), 1e-12)
 
 
-def run_spot(problem: dnnprov.SpotProblem, args, gap_run: bool, tag: str,
-             anomalies: list[str]) -> dict:
+def run_spot(problem: dnnprov.SpotProblem, args, gap_run: bool, tag: str, anomalies: list[str]) -> dict:
     """All methods on one spot instance; returns a JSON-ready record."""
-    rec: dict = {"rung_instance": tag, "name": problem.name, "space": spot_space(problem),
-                 "model": problem.model, "loss_variant": problem.workload.loss_variant,
-                 "gamma_4": problem.workload.gamma_4, "time_obj_s": problem.slo.time_s}
+    rec: dict = {
+        "rung_instance": tag,
+        "name": problem.name,
+        "space": spot_space(problem),
+        "model": problem.model,
+        "loss_variant": problem.workload.loss_variant,
+        "gamma_4": problem.workload.gamma_4,
+        "time_obj_s": problem.slo.time_s,
+    }
     milp, t = timed(problem, "milp", time_limit_s=args.time_limit)
     rec["milp"] = summary(milp, t)
     check_plan(problem, milp, tag, "milp", anomalies)
@@ -341,29 +393,42 @@ def run_spot(problem: dnnprov.SpotProblem, args, gap_run: bool, tag: str,
         if milp.status in (Status.OPTIMAL, Status.INFEASIBLE) and enum.status in (Status.OPTIMAL, Status.INFEASIBLE):
             rec["milp_vs_enum"] = rel_diff(milp.cost, enum.cost)
             if rec["milp_vs_enum"] > 1e-9:
-                anomalies.append(f"{tag}: milp {milp.status.value} {milp.cost} ({milp.plan}) vs enumerate "
-                                 f"{enum.status.value} {enum.cost} ({enum.plan})")
+                anomalies.append(
+                    f"{tag}: milp {milp.status.value} {milp.cost} ({milp.plan}) vs enumerate "
+                    f"{enum.status.value} {enum.cost} ({enum.plan})"
+                )
         elif enum.cost is not None and milp.bound is not None and milp.bound > enum.cost * (1 + 1e-9):
             anomalies.append(f"{tag}: milp bound {milp.bound} above enumerate's optimum {enum.cost}")
     else:
         rec["small_k_min"] = small_k_minimum(problem)
-        if rec["small_k_min"] is not None and milp.status in (Status.OPTIMAL, Status.INFEASIBLE) and (
-                milp.cost is None or milp.cost > rec["small_k_min"] * (1 + 1e-9)):
-            anomalies.append(f"{tag}: milp {milp.status.value} {milp.cost} but a plan of <= {SMALL_K} workers "
-                             f"costs {rec['small_k_min']}")
+        if (
+            rec["small_k_min"] is not None
+            and milp.status in (Status.OPTIMAL, Status.INFEASIBLE)
+            and (milp.cost is None or milp.cost > rec["small_k_min"] * (1 + 1e-9))
+        ):
+            anomalies.append(
+                f"{tag}: milp {milp.status.value} {milp.cost} but a plan of <= {SMALL_K} workers "
+                f"costs {rec['small_k_min']}"
+            )
         if rec["small_k_min"] is not None and milp.bound is not None and milp.bound > rec["small_k_min"] * (1 + 1e-9):
-            anomalies.append(f"{tag}: milp bound {milp.bound} above a plan of <= {SMALL_K} workers ({rec['small_k_min']})")
+            anomalies.append(
+                f"{tag}: milp bound {milp.bound} above a plan of <= {SMALL_K} workers ({rec['small_k_min']})"
+            )
     if gap_run and milp.status is Status.OPTIMAL:
         if milp_gap.cost is None or milp_gap.cost > milp.cost * (1 + GAP + 1e-9):
-            anomalies.append(f"{tag}: gap run {milp_gap.status.value} {milp_gap.cost} not within "
-                             f"{100 * GAP:g} % of the optimum {milp.cost}")
+            anomalies.append(
+                f"{tag}: gap run {milp_gap.status.value} {milp_gap.cost} not within "
+                f"{100 * GAP:g} % of the optimum {milp.cost}"
+            )
         if milp_gap.bound is not None and milp_gap.bound > milp.cost * (1 + 1e-9):
             anomalies.append(f"{tag}: gap run bound {milp_gap.bound} above the optimum {milp.cost}")
     best = milp.cost
     if heur.cost is not None and best is not None:
         rec["heur_ratio"] = heur.cost / best
         if milp.status is Status.OPTIMAL and heur.cost < best * (1 - 1e-9):
-            anomalies.append(f"{tag}: heuristic {heur.cost} ({heur.plan}) below milp's proven optimum {best} ({milp.plan})")
+            anomalies.append(
+                f"{tag}: heuristic {heur.cost} ({heur.plan}) below milp's proven optimum {best} ({milp.plan})"
+            )
     if milp.bound is not None and heur.cost is not None and heur.cost < milp.bound * (1 - 1e-9):
         anomalies.append(f"{tag}: heuristic {heur.cost} below milp's proven bound {milp.bound}")
     return rec
@@ -388,15 +453,26 @@ def check_plan(problem, result: Result, tag: str, method: str, anomalies: list[s
 def summary(result: Result, seconds: float) -> dict:
     plan = result.plan
     workers = plan.workers if isinstance(plan, dnnprov.SpotPlan) else getattr(plan, "functions", None)
-    return {"status": result.status.value, "cost": result.cost, "bound": result.bound,
-            "gap": result.gap, "seconds": seconds, "workers": workers,
-            "plan": None if plan is None else plan.to_dict(), "message": result.message}
+    return {
+        "status": result.status.value,
+        "cost": result.cost,
+        "bound": result.bound,
+        "gap": result.gap,
+        "seconds": seconds,
+        "workers": workers,
+        "plan": None if plan is None else plan.to_dict(),
+        "message": result.message,
+    }
 
 
 def run_serverless(problem: dnnprov.ServerlessProblem, args, tag: str, anomalies: list[str]) -> dict:
     """milp, heuristic and enumerate on one serverless instance; returns a JSON-ready record."""
-    rec: dict = {"rung_instance": tag, "name": problem.name, "concurrency": problem.platform.concurrency_limit,
-                 "time_obj_s": problem.time_s}
+    rec: dict = {
+        "rung_instance": tag,
+        "name": problem.name,
+        "concurrency": problem.platform.concurrency_limit,
+        "time_obj_s": problem.time_s,
+    }
     milp, t = timed(problem, "milp", time_limit_s=args.time_limit)
     rec["milp"] = summary(milp, t)
     heur, t = timed(problem, "heuristic")
@@ -409,8 +485,10 @@ def run_serverless(problem: dnnprov.ServerlessProblem, args, tag: str, anomalies
     if milp.status in (Status.OPTIMAL, Status.INFEASIBLE):
         rec["milp_vs_enum"] = rel_diff(milp.cost, enum.cost)
         if rec["milp_vs_enum"] > 1e-9:
-            anomalies.append(f"{tag}: milp {milp.status.value} {milp.cost} ({milp.plan}) vs enumerate "
-                             f"{enum.status.value} {enum.cost} ({enum.plan})")
+            anomalies.append(
+                f"{tag}: milp {milp.status.value} {milp.cost} ({milp.plan}) vs enumerate "
+                f"{enum.status.value} {enum.cost} ({enum.plan})"
+            )
     if heur.cost is not None and milp.cost is not None:
         rec["heur_ratio"] = heur.cost / milp.cost
         if milp.status is Status.OPTIMAL and heur.cost < milp.cost * (1 - 1e-9):
@@ -423,9 +501,14 @@ def run_large(args, anomalies: list[str]) -> Iterator[dict]:
     for done in large_set.measure(large_set.DEFAULT_FOLDER, args.time_limit, "milp"):
         tag = done.path.stem
         check_plan(done.problem, done.result, tag, "milp", anomalies)
-        yield {"rung_instance": tag, "name": done.problem.name, "space": spot_space(done.problem),
-               "milp": summary(done.result, done.cpu_s), "wall_s": done.wall_s,
-               "stats": {key: done.result.stats.get(key) for key in ("cells", "milps")}}
+        yield {
+            "rung_instance": tag,
+            "name": done.problem.name,
+            "space": spot_space(done.problem),
+            "milp": summary(done.result, done.cpu_s),
+            "wall_s": done.wall_s,
+            "stats": {key: done.result.stats.get(key) for key in ("cells", "milps")},
+        }
 
 
 def run_paper_setting(anomalies: list[str]) -> dict:
@@ -441,10 +524,15 @@ def run_paper_setting(anomalies: list[str]) -> dict:
         for method in paper_setting.METHODS:
             if slo[method]["status"] == Status.ERROR.value:
                 anomalies.append(f"{tag}: {method} error")
-        if milp["status"] in PROVEN and heur["cost"] is not None and (
-                milp["cost"] is None or milp["cost"] > heur["cost"] * (1 + 1e-9)):
-            anomalies.append(f"{tag}: milp {milp['status']} {milp['cost']} ({milp['plan']}) but the heuristic's "
-                             f"plan {heur['plan']} costs {heur['cost']}")
+        if (
+            milp["status"] in PROVEN
+            and heur["cost"] is not None
+            and (milp["cost"] is None or milp["cost"] > heur["cost"] * (1 + 1e-9))
+        ):
+            anomalies.append(
+                f"{tag}: milp {milp['status']} {milp['cost']} ({milp['plan']}) but the heuristic's "
+                f"plan {heur['plan']} costs {heur['cost']}"
+            )
     return rec
 
 
@@ -469,8 +557,10 @@ def status_counts(recs: list[dict], key: str) -> str:
     return text + (f" ({', '.join(extra)})" if extra else "")
 
 
-SPOT_HEADER = ("| rung | inst | plans (max) | milp opt/gap/lim | milp med s | milp max s | heur med s "
-               "| heur max s | enum med s | heur/milp mean | heur/milp max | max rel diff milp-enum | med K* |")
+SPOT_HEADER = (
+    "| rung | inst | plans (max) | milp opt/gap/lim | milp med s | milp max s | heur med s "
+    "| heur max s | enum med s | heur/milp mean | heur/milp max | max rel diff milp-enum | med K* |"
+)
 
 
 def spot_row(label: str, recs: list[dict], key: str = "milp") -> str:
@@ -478,9 +568,12 @@ def spot_row(label: str, recs: list[dict], key: str = "milp") -> str:
     heur_s = [r["heuristic"]["seconds"] for r in recs]
     enum_s = [r["enumerate"]["seconds"] for r in recs if "enumerate" in r]
     ratios = [r["heur_ratio"] for r in recs if "heur_ratio" in r]
-    if key != "milp":   # ratio against the gap run's plan
-        ratios = [r["heuristic"]["cost"] / r[key]["cost"] for r in recs
-                  if r["heuristic"]["cost"] is not None and r[key]["cost"] is not None]
+    if key != "milp":  # ratio against the gap run's plan
+        ratios = [
+            r["heuristic"]["cost"] / r[key]["cost"]
+            for r in recs
+            if r["heuristic"]["cost"] is not None and r[key]["cost"] is not None
+        ]
     diffs = [r["milp_vs_enum"] for r in recs if "milp_vs_enum" in r and key == "milp"]
     workers = [r[key]["workers"] for r in recs if r[key]["workers"] is not None]
     no_heur = sum(1 for r in recs if r["heuristic"]["cost"] is None and r[key]["cost"] is not None)
@@ -488,14 +581,18 @@ def spot_row(label: str, recs: list[dict], key: str = "milp") -> str:
     if no_heur:
         ratio_max += f" ({no_heur} no plan)"
     space = max(r["space"] for r in recs)
-    return (f"| {label} | {len(recs)} | {space:.2g} | {status_counts(recs, key)} | {fmt(med(milp_s))} "
-            f"| {fmt(max(milp_s))} | {fmt(med(heur_s))} | {fmt(max(heur_s))} | {fmt(med(enum_s))} "
-            f"| {fmt(statistics.fmean(ratios) if ratios else None, '.4f')} | {ratio_max} "
-            f"| {fmt(max(diffs), '.1e') if diffs else 'n/a'} | {fmt(med(workers), 'g')} |")
+    return (
+        f"| {label} | {len(recs)} | {space:.2g} | {status_counts(recs, key)} | {fmt(med(milp_s))} "
+        f"| {fmt(max(milp_s))} | {fmt(med(heur_s))} | {fmt(max(heur_s))} | {fmt(med(enum_s))} "
+        f"| {fmt(statistics.fmean(ratios) if ratios else None, '.4f')} | {ratio_max} "
+        f"| {fmt(max(diffs), '.1e') if diffs else 'n/a'} | {fmt(med(workers), 'g')} |"
+    )
 
 
-SERVERLESS_HEADER = ("| rung | inst | milp opt/gap/lim | milp med ms | milp max ms | heur med ms "
-                     "| enum med ms | heur/milp mean | heur/milp max | max rel diff milp-enum | med n* |")
+SERVERLESS_HEADER = (
+    "| rung | inst | milp opt/gap/lim | milp med ms | milp max ms | heur med ms "
+    "| enum med ms | heur/milp mean | heur/milp max | max rel diff milp-enum | med n* |"
+)
 
 
 def serverless_row(label: str, recs: list[dict]) -> str:
@@ -508,11 +605,13 @@ def serverless_row(label: str, recs: list[dict]) -> str:
     ratio_max = fmt(max(ratios), ".4f") if ratios else "n/a"
     if no_heur:
         ratio_max += f" ({no_heur} no plan)"
-    return (f"| {label} | {len(recs)} | {status_counts(recs, 'milp')} | {fmt(med(milp_s), '.1f', ms)} "
-            f"| {fmt(max(milp_s), '.1f', ms)} | {fmt(med([r['heuristic']['seconds'] for r in recs]), '.1f', ms)} "
-            f"| {fmt(med([r['enumerate']['seconds'] for r in recs]), '.1f', ms)} "
-            f"| {fmt(statistics.fmean(ratios) if ratios else None, '.4f')} | {ratio_max} "
-            f"| {fmt(max(diffs), '.1e') if diffs else 'n/a'} | {fmt(med(n), 'g')} |")
+    return (
+        f"| {label} | {len(recs)} | {status_counts(recs, 'milp')} | {fmt(med(milp_s), '.1f', ms)} "
+        f"| {fmt(max(milp_s), '.1f', ms)} | {fmt(med([r['heuristic']['seconds'] for r in recs]), '.1f', ms)} "
+        f"| {fmt(med([r['enumerate']['seconds'] for r in recs]), '.1f', ms)} "
+        f"| {fmt(statistics.fmean(ratios) if ratios else None, '.4f')} | {ratio_max} "
+        f"| {fmt(max(diffs), '.1e') if diffs else 'n/a'} | {fmt(med(n), 'g')} |"
+    )
 
 
 LARGE_HEADER = "| rung | inst | plans (max) | milp opt/gap/lim | milp med s | milp max s | milp total s | med K* |"
@@ -521,19 +620,25 @@ LARGE_HEADER = "| rung | inst | plans (max) | milp opt/gap/lim | milp med s | mi
 def large_row(recs: list[dict]) -> str:
     milp_s = [r["milp"]["seconds"] for r in recs]
     workers = [r["milp"]["workers"] for r in recs if r["milp"]["workers"] is not None]
-    return (f"| large | {len(recs)} | {max(r['space'] for r in recs):.2g} | {status_counts(recs, 'milp')} "
-            f"| {fmt(med(milp_s))} | {fmt(max(milp_s))} | {fmt(sum(milp_s))} | {fmt(med(workers), 'g')} |")
+    return (
+        f"| large | {len(recs)} | {max(r['space'] for r in recs):.2g} | {status_counts(recs, 'milp')} "
+        f"| {fmt(med(milp_s))} | {fmt(max(milp_s))} | {fmt(sum(milp_s))} | {fmt(med(workers), 'g')} |"
+    )
 
 
-PAPER_SETTING_HEADER = ("| rung | SLOs | milp proved | milp feasible | milp cheaper | milp total s | milp med ms "
-                        "| heur total s | heur med ms | milp/heur (totals) |")
+PAPER_SETTING_HEADER = (
+    "| rung | SLOs | milp proved | milp feasible | milp cheaper | milp total s | milp med ms "
+    "| heur total s | heur med ms | milp/heur (totals) |"
+)
 
 
 def paper_setting_row(rec: dict) -> str:
     total, median = rec["total_s"], rec["median_s"]
-    return (f"| paper-setting | {len(rec['slos'])} | {rec['proven']} | {rec['feasible']} | {rec['cheaper']} "
-            f"| {fmt(total['milp'])} | {fmt(median['milp'], '.1f', 1000.0)} | {fmt(total['heuristic'])} "
-            f"| {fmt(median['heuristic'], '.1f', 1000.0)} | {fmt(rec['ratio'], '.2f')} |")
+    return (
+        f"| paper-setting | {len(rec['slos'])} | {rec['proven']} | {rec['feasible']} | {rec['cheaper']} "
+        f"| {fmt(total['milp'])} | {fmt(median['milp'], '.1f', 1000.0)} | {fmt(total['heuristic'])} "
+        f"| {fmt(median['heuristic'], '.1f', 1000.0)} | {fmt(rec['ratio'], '.2f')} |"
+    )
 
 
 def verdict(met: bool) -> str:
@@ -555,8 +660,10 @@ class TimeTarget:
         scale, spec = (1000.0, ".1f") if self.unit == "CPU ms" else (1.0, ".2f")
         seconds = [r["milp"]["seconds"] for r in recs]
         proven = sum(r["milp"]["status"] in PROVEN for r in recs)
-        measured = (f"{proven}/{len(recs)} proven, median {fmt(med(seconds), spec, scale)}, "
-                    f"worst {fmt(max(seconds), spec, scale)} {self.unit}")
+        measured = (
+            f"{proven}/{len(recs)} proven, median {fmt(med(seconds), spec, scale)}, "
+            f"worst {fmt(max(seconds), spec, scale)} {self.unit}"
+        )
         target = ("all proven, " if self.all_proven else "") + f"worst <= {self.worst_s * scale:g} {self.unit}"
         met = max(seconds) <= self.worst_s and (proven == len(recs) or not self.all_proven)
         return f"| {self.case} | {measured} | {target} | {verdict(met)} |"
@@ -566,14 +673,15 @@ TIME_TARGETS = (
     TimeTarget("large set (30 instances)", "large", 10.0, all_proven=True),
     TimeTarget("80 types x quota 16", "80x16", 15.0, all_proven=True),
     TimeTarget("40 types x quota 16", "40x16", 5.0, all_proven=True),
-    TimeTarget("serverless, m_max 10,240 MB, 10,000 functions", "serverless-10k", 0.050, all_proven=False,
-               unit="CPU ms"),
+    TimeTarget(
+        "serverless, m_max 10,240 MB, 10,000 functions", "serverless-10k", 0.050, all_proven=False, unit="CPU ms"
+    ),
     # issue 19
     TimeTarget("40 x 16, every generator", "40x16-mix", 15.0, all_proven=True),
     TimeTarget("80 x 16, every generator", "80x16-mix", 15.0, all_proven=True),
     TimeTarget("the 80 x 16 tail instance", "80x16-tail", 10.0, all_proven=True),
 )
-PAPER_SETTING_RATIO = 3.0        # target: milp's total CPU time at most 3 x the heuristic's
+PAPER_SETTING_RATIO = 3.0  # target: milp's total CPU time at most 3 x the heuristic's
 TARGETS_HEADER = "| case | measured | target | verdict |"
 
 
@@ -582,10 +690,12 @@ def target_rows(by_rung: dict[str, list[dict]], paper: dict | None) -> list[str]
     rows = [t.row(by_rung[t.rung]) for t in TIME_TARGETS if by_rung.get(t.rung)]
     if paper is not None:
         total = paper["total_s"]
-        rows.append(f"| 7 x 10 paper setting, {len(paper['slos'])} SLOs | milp {total['milp']:.3f} CPU s, heuristic "
-                    f"{total['heuristic']:.3f} CPU s: {paper['ratio']:.2f} x; {paper['proven']}/{len(paper['slos'])} "
-                    f"proven | milp total <= {PAPER_SETTING_RATIO:g} x the heuristic's total "
-                    f"| {verdict(paper['ratio'] <= PAPER_SETTING_RATIO)} |")
+        rows.append(
+            f"| 7 x 10 paper setting, {len(paper['slos'])} SLOs | milp {total['milp']:.3f} CPU s, heuristic "
+            f"{total['heuristic']:.3f} CPU s: {paper['ratio']:.2f} x; {paper['proven']}/{len(paper['slos'])} "
+            f"proven | milp total <= {PAPER_SETTING_RATIO:g} x the heuristic's total "
+            f"| {verdict(paper['ratio'] <= PAPER_SETTING_RATIO)} |"
+        )
     return rows
 
 
@@ -602,19 +712,27 @@ def print_table(header: str, rows: list[str]) -> None:
 def machine() -> str:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
-    return (f"nproc {cpus}, Python {platform.python_version()}, highspy {version('highspy')}, "
-            f"numpy {np.__version__}, dnnprov {dnnprov.__version__}, {platform.machine()} "
-            f"{platform.system()}; load average at start {load}")
+    return (
+        f"nproc {cpus}, Python {platform.python_version()}, highspy {version('highspy')}, "
+        f"numpy {np.__version__}, dnnprov {dnnprov.__version__}, {platform.machine()} "
+        f"{platform.system()}; load average at start {load}"
+    )
 
 
 def revision() -> str:
     """The git commit of the tree (and whether it has local changes), if git is at hand."""
     here = Path(__file__).resolve().parent
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True,
-                                text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown (no git)"
     return (commit or "unknown") + (" with local changes" if dirty else "")
@@ -639,7 +757,7 @@ def spot_problems(size: str, args, per_size: int) -> list[tuple[str, dnnprov.Spo
     if size == "paper":
         # fixed files: skipped when --index picks random instances
         return [] if args.index is not None else [(p.name, p, False) for p in embedded_spot()]
-    if size == "80x16-tail":      # a fixed file, as above; skipped with a note when ../shared is absent
+    if size == "80x16-tail":  # a fixed file, as above; skipped with a note when ../shared is absent
         if args.index is not None or not TAIL_INSTANCE.exists():
             print(f"  (skipped: {TAIL_INSTANCE} not found)" if args.index is None else "  (skipped: --index)")
             if args.index is None:
@@ -656,7 +774,7 @@ def spot_problems(size: str, args, per_size: int) -> list[tuple[str, dnnprov.Spo
             continue
         rng = np.random.default_rng([args.seed, index + 1, i])
         name = f"ladder-{size}-s{args.seed}-{i}"
-        if rung.mixed:            # every (generator, loss variant) pair once in 12 instances; PS 1..1-3
+        if rung.mixed:  # every (generator, loss variant) pair once in 12 instances; PS 1..1-3
             generators = ladder_generators.GENERATORS
             variant = VARIANTS[(i // len(generators)) % len(VARIANTS)]
             drawn = replace(rung, ps=int(rng.integers(1, rung.ps + 1)))
@@ -669,57 +787,93 @@ def spot_problems(size: str, args, per_size: int) -> list[tuple[str, dnnprov.Spo
 
 def serverless_problems(rung: ServerlessRung, count: int, args) -> list[tuple[str, dnnprov.ServerlessProblem]]:
     """(tag, problem) for each random instance of ``rung``, honouring --index."""
-    return [(f"{rung.name}[{i}] seed {args.seed}",
-             random_serverless(np.random.default_rng([args.seed, rung.stream, i]),
-                               f"ladder-{rung.name}-s{args.seed}-{i}", rung))
-            for i in range(count) if args.index is None or i in args.index]
+    return [
+        (
+            f"{rung.name}[{i}] seed {args.seed}",
+            random_serverless(
+                np.random.default_rng([args.seed, rung.stream, i]), f"ladder-{rung.name}-s{args.seed}-{i}", rung
+            ),
+        )
+        for i in range(count)
+        if args.index is None or i in args.index
+    ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="2 instances per rung, up to 15x24, and the serverless rungs (a smoke run of a "
-                             "few minutes)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="2 instances per rung, up to 15x24, and the serverless rungs (a smoke run of a few minutes)",
+    )
     parser.add_argument("--seed", type=int, default=2024)
-    parser.add_argument("--per-size", type=int, default=None,
-                        help="random instances per rung (default 12; 2 with --quick)")
+    parser.add_argument(
+        "--per-size", type=int, default=None, help="random instances per rung (default 12; 2 with --quick)"
+    )
     for rung in SERVERLESS_RUNGS:
-        parser.add_argument(f"--{rung.name}", type=int, default=None,
-                            help=f"random {rung.name} instances (default {rung.instances}; "
-                                 f"{rung.quick_instances} with --quick)")
+        parser.add_argument(
+            f"--{rung.name}",
+            type=int,
+            default=None,
+            help=f"random {rung.name} instances (default {rung.instances}; {rung.quick_instances} with --quick)",
+        )
     parser.add_argument("--time-limit", type=float, default=60.0, help="milp time limit, s (default 60)")
-    parser.add_argument("--sizes", nargs="+", choices=RUNG_NAMES, default=None,
-                        help="rungs to run (default: all; with --quick all up to 15x24 and the serverless rungs)")
-    parser.add_argument("--index", type=int, nargs="+", default=None,
-                        help="run only these random-instance indices of each rung (to re-run one)")
-    parser.add_argument("--jsonl", type=Path, default=None,
-                        help="write one JSON record per instance (paper-setting: one for its SLO set)")
+    parser.add_argument(
+        "--sizes",
+        nargs="+",
+        choices=RUNG_NAMES,
+        default=None,
+        help="rungs to run (default: all; with --quick all up to 15x24 and the serverless rungs)",
+    )
+    parser.add_argument(
+        "--index",
+        type=int,
+        nargs="+",
+        default=None,
+        help="run only these random-instance indices of each rung (to re-run one)",
+    )
+    parser.add_argument(
+        "--jsonl",
+        type=Path,
+        default=None,
+        help="write one JSON record per instance (paper-setting: one for its SLO set)",
+    )
     parser.add_argument("--dump", type=Path, default=None, help="write the instances as JSON files here")
-    parser.add_argument("--allow-missed", action="store_true",
-                        help="exit 0 even when a target of the targets table is missed")
-    parser.add_argument("--allow-skip", action="store_true",
-                        help="exit 0 even when a rung's fixed file is absent (../shared)")
+    parser.add_argument(
+        "--allow-missed", action="store_true", help="exit 0 even when a target of the targets table is missed"
+    )
+    parser.add_argument(
+        "--allow-skip", action="store_true", help="exit 0 even when a rung's fixed file is absent (../shared)"
+    )
     args = parser.parse_args()
     per_size = args.per_size if args.per_size is not None else (2 if args.quick else 12)
     serverless_count = {}
     for rung in SERVERLESS_RUNGS:
         chosen = getattr(args, rung.name.replace("-", "_"))
-        serverless_count[rung.name] = chosen if chosen is not None else (
-            rung.quick_instances if args.quick else rung.instances)
+        serverless_count[rung.name] = (
+            chosen if chosen is not None else (rung.quick_instances if args.quick else rung.instances)
+        )
     if args.sizes is not None:
         sizes = list(args.sizes)
     else:
-        sizes = (["paper"] + [r.name for r in RUNGS if r.quick or not args.quick]
-                 + ([] if args.quick else ["80x16-tail"]) + list(SERVERLESS_BY_NAME)
-                 + ([] if args.quick else ["paper-setting", "large"]))
+        sizes = (
+            ["paper"]
+            + [r.name for r in RUNGS if r.quick or not args.quick]
+            + ([] if args.quick else ["80x16-tail"])
+            + list(SERVERLESS_BY_NAME)
+            + ([] if args.quick else ["paper-setting", "large"])
+        )
 
     started = time.perf_counter()
     print(f"# dnnprov scale ladder, {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
     print(f"# machine: {machine()}")
     print(f"# tree: {revision()}")
     print(f"# command: {' '.join([Path(sys.executable).name] + sys.argv)}")
-    print(f"# seed {args.seed}, {per_size} random instances per rung, milp time limit "
-          f"{args.time_limit:g} s, enumerate up to {ENUMERATE_MAX_PLANS:,} plans", flush=True)
+    print(
+        f"# seed {args.seed}, {per_size} random instances per rung, milp time limit "
+        f"{args.time_limit:g} s, enumerate up to {ENUMERATE_MAX_PLANS:,} plans",
+        flush=True,
+    )
     warm_up()
     out = args.jsonl.open("w") if args.jsonl else None
     if args.dump:
@@ -737,13 +891,21 @@ def main() -> None:
             out.flush()
         if line is None:
             m = rec["milp"]
-            line = (f"  {rec['rung_instance']}: milp {m['status']} {fmt(m['cost'], '.6g')} in {m['seconds']:.3f} s"
-                    f" ({'n' if 'space' not in rec else 'K'} {m['workers']})"
-                    + (f"; heuristic {fmt(rec['heuristic']['cost'], '.6g')}" if "heuristic" in rec else "")
-                    + (f"; gap run {rec['milp_gap']['status']} {rec['milp_gap']['seconds']:.3f} s"
-                       if "milp_gap" in rec else "")
-                    + (f"; enumerate {fmt(rec['enumerate']['cost'], '.6g')} in {rec['enumerate']['seconds']:.2f} s"
-                       if "enumerate" in rec else ""))
+            line = (
+                f"  {rec['rung_instance']}: milp {m['status']} {fmt(m['cost'], '.6g')} in {m['seconds']:.3f} s"
+                f" ({'n' if 'space' not in rec else 'K'} {m['workers']})"
+                + (f"; heuristic {fmt(rec['heuristic']['cost'], '.6g')}" if "heuristic" in rec else "")
+                + (
+                    f"; gap run {rec['milp_gap']['status']} {rec['milp_gap']['seconds']:.3f} s"
+                    if "milp_gap" in rec
+                    else ""
+                )
+                + (
+                    f"; enumerate {fmt(rec['enumerate']['cost'], '.6g')} in {rec['enumerate']['seconds']:.2f} s"
+                    if "enumerate" in rec
+                    else ""
+                )
+            )
         print(line, flush=True)
 
     def dump(problem: dnnprov.SpotProblem | dnnprov.ServerlessProblem) -> None:
@@ -762,11 +924,11 @@ def main() -> None:
             if recs:
                 serverless_rows.append(serverless_row(size, recs))
         elif size == "paper-setting":
-            if args.index is None:      # a fixed instance: skipped when --index picks random instances
+            if args.index is None:  # a fixed instance: skipped when --index picks random instances
                 paper = run_paper_setting(anomalies)
                 record(size, paper, paper_setting_row(paper))
         elif size == "large":
-            if args.index is None:      # fixed files, as above
+            if args.index is None:  # fixed files, as above
                 for rec in run_large(args, anomalies):
                     recs.append(rec)
                     record(size, rec)
@@ -807,8 +969,11 @@ def main() -> None:
     missed = [row for row in targets if row.endswith("| not met |")]
     skipped = SKIPPED and not args.allow_skip
     if anomalies or (missed and not args.allow_missed) or skipped:
-        print(f"exit 1: {len(anomalies)} anomalies, {len(missed)} targets missed"
-              + (" (allowed)" if args.allow_missed else "") + (f", skipped: {'; '.join(SKIPPED)}" if skipped else ""))
+        print(
+            f"exit 1: {len(anomalies)} anomalies, {len(missed)} targets missed"
+            + (" (allowed)" if args.allow_missed else "")
+            + (f", skipped: {'; '.join(SKIPPED)}" if skipped else "")
+        )
         sys.exit(1)
 
 

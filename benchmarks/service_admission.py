@@ -35,7 +35,6 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-
 from service_load import start_server  # the same start: a free loopback port, ready with its workers warm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,8 +61,9 @@ def server_cpu(pid: int) -> float:
     return total
 
 
-async def load(url: str, body: dict, requests: int, concurrency: int, max_seconds: float,
-               max_retry_wait: float) -> dict:
+async def load(
+    url: str, body: dict, requests: int, concurrency: int, max_seconds: float, max_retry_wait: float
+) -> dict:
     """Send the requests (retrying refusals after Retry-After); probe /healthz meanwhile."""
     solve_latency: list[float] = []
     health_latency: list[float] = []
@@ -73,8 +73,11 @@ async def load(url: str, body: dict, requests: int, concurrency: int, max_second
     remaining = iter(range(requests))
     done = asyncio.Event()
     limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
-    async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as client, \
-            httpx.AsyncClient(base_url=url, timeout=30) as prober_client:
+    async with (
+        httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as client,
+        httpx.AsyncClient(base_url=url, timeout=30) as prober_client,
+    ):
+
         async def user() -> None:
             for _ in remaining:
                 while True:
@@ -101,14 +104,22 @@ async def load(url: str, body: dict, requests: int, concurrency: int, max_second
         try:
             await asyncio.wait_for(asyncio.gather(*(user() for _ in range(concurrency))), max_seconds)
             stopped_early = False
-        except asyncio.TimeoutError:
+        except TimeoutError:
             stopped_early = True
         wall = time.perf_counter() - started
         done.set()
         await prober
     peak = (await asyncio.to_thread(httpx.get, f"{url}/healthz", timeout=30)).json()["peak_admitted"]
-    return {"peak": peak, "solve": solve_latency, "health": health_latency, "depth": depth_seen, "refusals": refusals,
-            "codes": codes, "wall_s": wall, "stopped_early": stopped_early}
+    return {
+        "peak": peak,
+        "solve": solve_latency,
+        "health": health_latency,
+        "depth": depth_seen,
+        "refusals": refusals,
+        "codes": codes,
+        "wall_s": wall,
+        "stopped_early": stopped_early,
+    }
 
 
 def percentiles(values: list[float]) -> list[float]:
@@ -147,26 +158,43 @@ def main() -> int:
     health = percentiles(out["health"])
     bad_refusals = [r for r in out["refusals"] if not (r[1] and r[1].isdigit() and int(r[1]) >= 1)]
     other = {c: n for c, n in out["codes"].items() if c not in (200, 429)}
-    checks = {"admitted_within_limit": max([out["peak"], *out["depth"]]) <= args.max_pending,
-              "refusals_are_429_with_retry_after": not bad_refusals and not other,
-              "healthz_p99_under_100_ms": bool(health) and health[2] < 100.0,
-              "all_answered": len(out["solve"]) == args.requests and not out["stopped_early"]}
-    figures = {"requests": args.requests, "concurrency": args.concurrency, "workers": args.workers,
-               "max_pending": args.max_pending, "wall_s": round(out["wall_s"], 1), "codes": out["codes"],
-               "refusals": len(out["refusals"]), "peak_admitted": out["peak"],
-               "max_queue_depth_probed": max(out["depth"], default=0),
-               "healthz_ms_p50_p90_p99_max": health, "healthz_probes": len(out["health"]),
-               "solve_ms_p50_p90_p99_max": percentiles(out["solve"]),
-               "cpu_s_client": round(time.process_time() - cpu_before, 1), "cpu_s_server": round(server_cpu_used, 1),
-               "checks": checks}
-    print(f"dnnprov serve --workers {args.workers} --max-pending {args.max_pending}: {len(out['solve'])} of "
-          f"{args.requests} POST /v1/solve (large-001, milp) answered at {args.concurrency} concurrent in "
-          f"{out['wall_s']:.1f} s; {len(out['refusals'])} refusals (429) retried")
-    print(f"  most admitted at once: {out['peak']} (server high-water mark), {figures['max_queue_depth_probed']} "
-          f"(largest queue_depth probed); limit {args.max_pending}")
+    checks = {
+        "admitted_within_limit": max([out["peak"], *out["depth"]]) <= args.max_pending,
+        "refusals_are_429_with_retry_after": not bad_refusals and not other,
+        "healthz_p99_under_100_ms": bool(health) and health[2] < 100.0,
+        "all_answered": len(out["solve"]) == args.requests and not out["stopped_early"],
+    }
+    figures = {
+        "requests": args.requests,
+        "concurrency": args.concurrency,
+        "workers": args.workers,
+        "max_pending": args.max_pending,
+        "wall_s": round(out["wall_s"], 1),
+        "codes": out["codes"],
+        "refusals": len(out["refusals"]),
+        "peak_admitted": out["peak"],
+        "max_queue_depth_probed": max(out["depth"], default=0),
+        "healthz_ms_p50_p90_p99_max": health,
+        "healthz_probes": len(out["health"]),
+        "solve_ms_p50_p90_p99_max": percentiles(out["solve"]),
+        "cpu_s_client": round(time.process_time() - cpu_before, 1),
+        "cpu_s_server": round(server_cpu_used, 1),
+        "checks": checks,
+    }
+    print(
+        f"dnnprov serve --workers {args.workers} --max-pending {args.max_pending}: {len(out['solve'])} of "
+        f"{args.requests} POST /v1/solve (large-001, milp) answered at {args.concurrency} concurrent in "
+        f"{out['wall_s']:.1f} s; {len(out['refusals'])} refusals (429) retried"
+    )
+    print(
+        f"  most admitted at once: {out['peak']} (server high-water mark), {figures['max_queue_depth_probed']} "
+        f"(largest queue_depth probed); limit {args.max_pending}"
+    )
     print(f"  healthz latency ms p50 / p90 / p99 / max: {' / '.join(map(str, health))} ({len(out['health'])} probes)")
-    print(f"  status codes: {dict(sorted(out['codes'].items()))}; CPU s: client {figures['cpu_s_client']}, "
-          f"server and workers {figures['cpu_s_server']}")
+    print(
+        f"  status codes: {dict(sorted(out['codes'].items()))}; CPU s: client {figures['cpu_s_client']}, "
+        f"server and workers {figures['cpu_s_server']}"
+    )
     print("  contract: " + ", ".join(f"{k} {'ok' if v else 'MISSED'}" for k, v in checks.items()))
     print(json.dumps(figures))
     return 0 if all(checks.values()) else 1

@@ -43,16 +43,33 @@ def start_server(folder: Path, workers: int, max_pending: int) -> tuple[subproce
     """``dnnprov serve`` on a free loopback port; returns the process and its base URL once ready."""
     port = free_port()
     exe = str(Path(sys.executable).with_name("dnnprov"))
-    with open(folder / "serve.log", "w") as log:     # the server keeps its own copy of the descriptor
-        proc = subprocess.Popen([exe, "serve", "--port", str(port), "--db", str(folder / "jobs.sqlite"),
-                                 "--workers", str(workers), "--max-pending", str(max_pending), "--quiet"],
-                                stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    with open(folder / "serve.log", "w") as log:  # the server keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [
+                exe,
+                "serve",
+                "--port",
+                str(port),
+                "--db",
+                str(folder / "jobs.sqlite"),
+                "--workers",
+                str(workers),
+                "--max-pending",
+                str(max_pending),
+                "--quiet",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200 and \
-                    httpx.get(f"{url}/healthz", timeout=1).json()["idle"] >= workers:
+            if (
+                httpx.get(f"{url}/readyz", timeout=1).status_code == 200
+                and httpx.get(f"{url}/healthz", timeout=1).json()["idle"] >= workers
+            ):
                 return proc, url
         except (httpx.TransportError, KeyError):
             pass
@@ -71,6 +88,7 @@ async def load(url: str, requests: int, concurrency: int, method: str, max_secon
     done = asyncio.Event()
     limits = httpx.Limits(max_connections=concurrency + 2, max_keepalive_connections=concurrency + 2)
     async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+
         async def user() -> None:
             for _ in remaining:
                 started = time.perf_counter()
@@ -90,13 +108,18 @@ async def load(url: str, requests: int, concurrency: int, method: str, max_secon
         try:
             await asyncio.wait_for(asyncio.gather(*(user() for _ in range(concurrency))), max_seconds)
             stopped_early = False
-        except asyncio.TimeoutError:
+        except TimeoutError:
             stopped_early = True
         wall = time.perf_counter() - started
         done.set()
         await prober
-    return {"solve": solve_latency, "health": health_latency, "codes": codes, "wall_s": wall,
-            "stopped_early": stopped_early}
+    return {
+        "solve": solve_latency,
+        "health": health_latency,
+        "codes": codes,
+        "wall_s": wall,
+        "stopped_early": stopped_early,
+    }
 
 
 def percentiles(values: list[float]) -> str:
@@ -128,15 +151,28 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 proc.kill()
     n = len(out["solve"])
-    print(f"dnnprov serve --workers {args.workers}: {n} POST /v1/solve ({args.method}, Table I) at "
-          f"{args.concurrency} concurrent in {out['wall_s']:.1f} s = {n / out['wall_s']:.1f} req/s"
-          + (" (stopped at --max-seconds)" if out["stopped_early"] else ""))
+    print(
+        f"dnnprov serve --workers {args.workers}: {n} POST /v1/solve ({args.method}, Table I) at "
+        f"{args.concurrency} concurrent in {out['wall_s']:.1f} s = {n / out['wall_s']:.1f} req/s"
+        + (" (stopped at --max-seconds)" if out["stopped_early"] else "")
+    )
     print(f"  solve   latency ms p50 / p90 / p99 / max: {percentiles(out['solve'])}")
     print(f"  healthz latency ms p50 / p90 / p99 / max: {percentiles(out['health'])} ({len(out['health'])} probes)")
     print(f"  status codes: {dict(sorted(out['codes'].items()))}")
-    print(json.dumps({"requests": n, "concurrency": args.concurrency, "workers": args.workers, "method": args.method,
-                      "wall_s": round(out["wall_s"], 3), "codes": out["codes"],
-                      "solve_ms": percentiles(out["solve"]), "healthz_ms": percentiles(out["health"])}))
+    print(
+        json.dumps(
+            {
+                "requests": n,
+                "concurrency": args.concurrency,
+                "workers": args.workers,
+                "method": args.method,
+                "wall_s": round(out["wall_s"], 3),
+                "codes": out["codes"],
+                "solve_ms": percentiles(out["solve"]),
+                "healthz_ms": percentiles(out["health"]),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

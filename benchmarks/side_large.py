@@ -21,12 +21,12 @@ from pathlib import Path
 from dnnprov.formulations import side
 from dnnprov.formulations.spot import create_spot_model
 
+from dnnprov.dispatch import solve
 from dnnprov.errors import PlausibilityWarning
 from dnnprov.io.instances import read_instance
 from dnnprov.model_solve import solve_model
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import SpotPlan
-from dnnprov.dispatch import solve
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -40,8 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-limit", type=float, default=120.0, help="per solve, wall seconds")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore", PlausibilityWarning)
-    files = [f for f in sorted(args.set.glob("*.json")) if f.name != "index.json"][:args.first]
-    print(f"{'instance':<12} {'plain':<8} {'cost':>12} {'CPU s':>7} {'k types':<8} {'cost':>12} {'CPU s':>7} {'ratio':>6}")
+    files = [f for f in sorted(args.set.glob("*.json")) if f.name != "index.json"][: args.first]
+    print(
+        f"{'instance':<12} {'plain':<8} {'cost':>12} {'CPU s':>7} {'k types':<8} {'cost':>12} {'CPU s':>7} {'ratio':>6}"
+    )
     ratios, bad = [], 0
     for path in files:
         problem = read_instance(path)
@@ -58,9 +60,12 @@ def main(argv: list[str] | None = None) -> int:
         ratios.append(ratio)
         types = {name for name, n in (few.plan.counts.items() if isinstance(few.plan, SpotPlan) else ()) if n}
         bad += (plain.status.value == "optimal" and few.status.value != "optimal") or len(
-            {problem.columns().type_names[problem.columns().labels.index(c)] for c in types}) > args.k
-        print(f"{path.stem:<12} {plain.status.value:<8} {plain.cost or 0:>12.6f} {plain_cpu:>7.2f} "
-              f"{few.status.value:<8} {few.cost or 0:>12.6f} {cpu:>7.2f} {ratio:>6.2f}")
+            {problem.columns().type_names[problem.columns().labels.index(c)] for c in types}
+        ) > args.k
+        print(
+            f"{path.stem:<12} {plain.status.value:<8} {plain.cost or 0:>12.6f} {plain_cpu:>7.2f} "
+            f"{few.status.value:<8} {few.cost or 0:>12.6f} {cpu:>7.2f} {ratio:>6.2f}"
+        )
     if ratios:
         print(f"worst ratio {max(ratios):.2f} (target: at most 3)")
     return 1 if bad else 0

@@ -46,8 +46,9 @@ from service_load import start_server
 ROOT = Path(__file__).resolve().parents[1]
 TABLE1 = "embedded:spot/paper-table1.json"
 LARGE = ROOT / "data" / "benchmarks" / "large" / "large-001.json"
-SLOW_HEAD = (b"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-             b"Content-Length: 100000\r\n\r\n{")
+SLOW_HEAD = (
+    b"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"
+)
 
 
 async def slow_client(host: str, port: int, stop: asyncio.Event, cut: list[int]) -> None:
@@ -75,12 +76,20 @@ async def slow_client(host: str, port: int, stop: asyncio.Event, cut: list[int])
             writer.close()
 
 
-async def normal_client(client: httpx.AsyncClient, job_id: str, interval: float, stop: asyncio.Event,
-                        latency: list[float], codes: dict[int, int]) -> None:
+async def normal_client(
+    client: httpx.AsyncClient,
+    job_id: str,
+    interval: float,
+    stop: asyncio.Event,
+    latency: list[float],
+    codes: dict[int, int],
+) -> None:
     """Cheap requests every ``interval`` s: a prediction, a heuristic solve, a status read."""
-    requests = [("POST", "/v1/predict", {"instance": TABLE1, "counts": {"g3.8xlarge": 5}, "ps": 1}),
-                ("POST", "/v1/solve", {"instance": TABLE1, "method": "heuristic"}),
-                ("GET", f"/v1/jobs/{job_id}", None)]
+    requests = [
+        ("POST", "/v1/predict", {"instance": TABLE1, "counts": {"g3.8xlarge": 5}, "ps": 1}),
+        ("POST", "/v1/solve", {"instance": TABLE1, "method": "heuristic"}),
+        ("GET", f"/v1/jobs/{job_id}", None),
+    ]
     i = 0
     while not stop.is_set():
         method, path, body = requests[i % 3]
@@ -122,22 +131,33 @@ async def run(url: str, slow: int, normal: int, long: int, seconds: float, inter
     # The clients are made first: each httpx client loads an SSL context (tens of ms of CPU),
     # which would stall this process's event loop, and every latency measured, mid-run.
     limits = httpx.Limits(max_connections=normal, max_keepalive_connections=normal)
-    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as pool, \
-            httpx.AsyncClient(base_url=url, timeout=30) as probe_client:
+    async with (
+        httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as pool,
+        httpx.AsyncClient(base_url=url, timeout=30) as probe_client,
+    ):
         tasks = [asyncio.ensure_future(slow_client(host, int(port), stop, cut)) for _ in range(slow)]
         await asyncio.sleep(2.0)  # the slow clients are connected before the others start
-        tasks += [asyncio.ensure_future(normal_client(pool, stored, interval, stop, normal_latency, codes))
-                  for _ in range(normal)]
+        tasks += [
+            asyncio.ensure_future(normal_client(pool, stored, interval, stop, normal_latency, codes))
+            for _ in range(normal)
+        ]
         tasks.append(asyncio.ensure_future(prober(probe_client, stop, health_latency)))
         await asyncio.sleep(seconds)
         stop.set()
         await asyncio.wait(tasks, timeout=60)
-    return {"normal_requests": len(normal_latency), "normal_codes": codes,
-            "normal_p50_ms": ms(normal_latency, 50), "normal_p99_ms": ms(normal_latency, 99),
-            "normal_max_ms": ms(normal_latency, 100), "healthz_probes": len(health_latency),
-            "healthz_p50_ms": ms(health_latency, 50), "healthz_p99_ms": ms(health_latency, 99),
-            "healthz_max_ms": ms(health_latency, 100), "slow_cut_by_server": sum(cut), "slow_ended_otherwise":
-            len(cut) - sum(cut)}
+    return {
+        "normal_requests": len(normal_latency),
+        "normal_codes": codes,
+        "normal_p50_ms": ms(normal_latency, 50),
+        "normal_p99_ms": ms(normal_latency, 99),
+        "normal_max_ms": ms(normal_latency, 100),
+        "healthz_probes": len(health_latency),
+        "healthz_p50_ms": ms(health_latency, 50),
+        "healthz_p99_ms": ms(health_latency, 99),
+        "healthz_max_ms": ms(health_latency, 100),
+        "slow_cut_by_server": sum(cut),
+        "slow_ended_otherwise": len(cut) - sum(cut),
+    }
 
 
 def main() -> int:
@@ -154,9 +174,11 @@ def main() -> int:
         try:
             cpu_before, server_before = time.process_time(), server_cpu(proc.pid)
             figures = asyncio.run(run(url, args.slow, args.normal, args.long, args.seconds, args.interval))
-            figures |= {"client_cpu_s": round(time.process_time() - cpu_before, 1),
-                        "server_cpu_s": round(server_cpu(proc.pid) - server_before, 1),
-                        "load_average": [round(x, 2) for x in os.getloadavg()]}
+            figures |= {
+                "client_cpu_s": round(time.process_time() - cpu_before, 1),
+                "server_cpu_s": round(server_cpu(proc.pid) - server_before, 1),
+                "load_average": [round(x, 2) for x in os.getloadavg()],
+            }
         finally:
             proc.send_signal(signal.SIGINT)
             try:
@@ -164,9 +186,14 @@ def main() -> int:
             except Exception:  # noqa: BLE001  the server must not outlive the benchmark
                 proc.kill()
     print(json.dumps(figures))
-    met = (figures["normal_p99_ms"] is not None and figures["normal_p99_ms"] < 1000
-           and figures["healthz_p99_ms"] is not None and figures["healthz_p99_ms"] < 100
-           and set(figures["normal_codes"]) == {200} and figures["slow_cut_by_server"] > 0)
+    met = (
+        figures["normal_p99_ms"] is not None
+        and figures["normal_p99_ms"] < 1000
+        and figures["healthz_p99_ms"] is not None
+        and figures["healthz_p99_ms"] < 100
+        and set(figures["normal_codes"]) == {200}
+        and figures["slow_cut_by_server"] > 0
+    )
     print("contract " + ("met" if met else "MISSED"))
     return 0 if met else 1
 

@@ -58,11 +58,11 @@ import numpy as np
 
 import dnnprov
 from dnnprov.benchsets.generate import resolve_shared_data
-from dnnprov.revocation.availability import fit_availability
 from dnnprov.control.plan_choice import choose_plan
 from dnnprov.control.replay import Simulation
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import load_trace
+from dnnprov.revocation.availability import fit_availability
 
 TRACES = "spot-traces/availability/16-node/aws-08-27-2023/*_v100_1.json"
 SPOT, ON_DEMAND, PS_PRICE, QUOTA, REFERENCE_WORKERS = 0.918, 3.06, 0.192, 8, 4
@@ -78,9 +78,14 @@ def base_problem() -> dnnprov.SpotProblem:
     p3 = next(t for t in table1.instance_types if t.name == "p3.2xlarge")
     p3 = replace(p3, quota=QUOTA, spot_price_per_h=SPOT, on_demand_price_per_h=ON_DEMAND)
     workload = replace(table1.workload, loss_variant="cc", gamma_4=1.0, estimated=("gamma_4",))
-    return table1.replace(instance_types=(p3,), workload=workload, model="paper",
-                          platform=replace(table1.platform, ps_price_per_h=PS_PRICE),
-                          constraints=dnnprov.SpotConstraints(ps_count=(1, 1)), name="resnet110-pools")
+    return table1.replace(
+        instance_types=(p3,),
+        workload=workload,
+        model="paper",
+        platform=replace(table1.platform, ps_price_per_h=PS_PRICE),
+        constraints=dnnprov.SpotConstraints(ps_count=(1, 1)),
+        name="resnet110-pools",
+    )
 
 
 def job(problem: dnnprov.SpotProblem, hours: float, slack: float) -> dnnprov.SpotProblem:
@@ -91,8 +96,9 @@ def job(problem: dnnprov.SpotProblem, hours: float, slack: float) -> dnnprov.Spo
         trial = problem.replace(slo=dnnprov.SpotSLO(loss=mid, time_s=1e9))
         t = float(dnnprov.SpotModel(trial).evaluate([[REFERENCE_WORKERS]], 1).time_s[0])
         low, high = (mid, high) if t > hours * 3600 else (low, mid)
-    return problem.replace(slo=dnnprov.SpotSLO(loss=high, time_s=slack * hours * 3600),
-                           name=f"resnet110-pools-{hours:g}h-{slack:g}x")
+    return problem.replace(
+        slo=dnnprov.SpotSLO(loss=high, time_s=slack * hours * 3600), name=f"resnet110-pools-{hours:g}h-{slack:g}x"
+    )
 
 
 def charged(summary: dict[str, Any], runs: list, penalty: float) -> float:
@@ -112,18 +118,33 @@ class Replayed:
         return self.out
 
 
-def replay_pools(problem: dnnprov.SpotProblem, plan: dnnprov.SpotPlan, traces: dict, *, policy: str,
-                 zones: bool = True, model: Any = None, hindsight: bool = False, **options: Any) -> Replayed:
+def replay_pools(
+    problem: dnnprov.SpotProblem,
+    plan: dnnprov.SpotPlan,
+    traces: dict,
+    *,
+    policy: str,
+    zones: bool = True,
+    model: Any = None,
+    hindsight: bool = False,
+    **options: Any,
+) -> Replayed:
     """``simulate`` on the loop (every trace of a type is one of its aligned pools: ``zones``)."""
-    return Replayed(Simulation(problem, plan, traces, policy=policy, model=model, hindsight=hindsight,
-                               **options).to_dict(per_run=True))
+    return Replayed(
+        Simulation(problem, plan, traces, policy=policy, model=model, hindsight=hindsight, **options).to_dict(
+            per_run=True
+        )
+    )
 
 
 def cell(problem: dnnprov.SpotProblem, traces: list, args: argparse.Namespace) -> dict[str, Any]:
     """Every option of one (job length, slack) cell on the same held-out windows."""
     plan = dnnprov.solve(problem, "milp").plan
-    od_cost = (plan.workers * ON_DEMAND + PS_PRICE) * float(
-        dnnprov.SpotModel(problem).evaluate([[plan.workers]], 1).time_s[0]) / 3600
+    od_cost = (
+        (plan.workers * ON_DEMAND + PS_PRICE)
+        * float(dnnprov.SpotModel(problem).evaluate([[plan.workers]], 1).time_s[0])
+        / 3600
+    )
     common = dict(zones=True, runs=args.runs, seed=args.seed, period=args.replay)
     model = fit_availability(traces, QUOTA, args.fit)
     out: dict[str, Any] = {"plan": plan.to_dict(), "on_demand_cost": od_cost}
@@ -141,13 +162,20 @@ def cell(problem: dnnprov.SpotProblem, traces: list, args: argparse.Namespace) -
         if use is None:
             out[name] = {"met": 0.0, "cost": math.inf}
             continue
-        r = replay_pools(problem, use, {"p3.2xlarge": traces}, policy=policy,
-                         model=model if policy == "mpc" else None, hindsight=policy == "mpc", **common)
+        r = replay_pools(
+            problem,
+            use,
+            {"p3.2xlarge": traces},
+            policy=policy,
+            model=model if policy == "mpc" else None,
+            hindsight=policy == "mpc",
+            **common,
+        )
         s = r.summary()
         out[name] = {"met": s["met_deadline"], "cost": charged(s, list(r.runs), od_cost) / od_cost}
-        if policy == "mpc":                          # the bound of the option's own plan
+        if policy == "mpc":  # the bound of the option's own plan
             out[name]["hindsight"] = (s["hindsight_cost_mean"] or math.inf) / od_cost
-    out["failover"]["hindsight"] = out["mpc"]["hindsight"]                  # the same (nominal) plan
+    out["failover"]["hindsight"] = out["mpc"]["hindsight"]  # the same (nominal) plan
     ok = [n for n in DNNPROV if out[n]["met"] >= 0.99]
     out["best"] = min(ok, key=lambda n: out[n]["cost"]) if ok else None
     out["targets"] = targets(out, out["best"])
@@ -158,8 +186,14 @@ def cell(problem: dnnprov.SpotProblem, traces: list, args: argparse.Namespace) -
             policy, use = ("mpc", chosen) if name == "mpc+plan" else (name, plan)
             if use is None:
                 continue
-            r = replay_pools(problem, use, {"p3.2xlarge": traces}, policy=policy, model=model if policy == "mpc" else None,
-                             **{**common, "period": args.fit})
+            r = replay_pools(
+                problem,
+                use,
+                {"p3.2xlarge": traces},
+                policy=policy,
+                model=model if policy == "mpc" else None,
+                **{**common, "period": args.fit},
+            )
             s = r.summary()
             on_fit[name] = {"met": s["met_deadline"], "cost": charged(s, list(r.runs), od_cost) / od_cost}
         fit_ok = [n for n in on_fit if on_fit[n]["met"] >= 0.99]
@@ -173,10 +207,12 @@ def targets(out: dict[str, Any], option: str | None, need_met: bool = False) -> 
     if option is None:
         return {"deadlines": False, "vs_fallback": False, "vs_hindsight": False, "vs_uniform": False}
     b = out[option]["cost"]
-    return {"deadlines": out[option]["met"] >= 0.99 if need_met else True,
-            "vs_fallback": b <= 0.75 * out["fallback-1z"]["cost"],
-            "vs_hindsight": b <= 1.25 * out[option]["hindsight"],
-            "vs_uniform": b <= out["uniform-progress"]["cost"] * (1 + 1e-9)}
+    return {
+        "deadlines": out[option]["met"] >= 0.99 if need_met else True,
+        "vs_fallback": b <= 0.75 * out["fallback-1z"]["cost"],
+        "vs_hindsight": b <= 1.25 * out[option]["hindsight"],
+        "vs_uniform": b <= out["uniform-progress"]["cost"] * (1 + 1e-9),
+    }
 
 
 def figure(results: list[dict[str, Any]], path: Path) -> None:
@@ -188,10 +224,20 @@ def figure(results: list[dict[str, Any]], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, marker in zip(OPTIONS, "osD^v"):
-        ax.scatter([100 * r[name]["met"] for r in results], [r[name]["cost"] for r in results], label=name,
-                   marker=marker, alpha=0.75)
-    ax.scatter([100.0] * len(results), [r["mpc"]["hindsight"] for r in results],
-               label="hindsight bound (nominal plan)", marker="_", color="black")
+        ax.scatter(
+            [100 * r[name]["met"] for r in results],
+            [r[name]["cost"] for r in results],
+            label=name,
+            marker=marker,
+            alpha=0.75,
+        )
+    ax.scatter(
+        [100.0] * len(results),
+        [r["mpc"]["hindsight"] for r in results],
+        label="hindsight bound (nominal plan)",
+        marker="_",
+        color="black",
+    )
     ax.set_xlabel("deadlines met, % of held-out windows")
     ax.set_ylabel("mean cost / plan on-demand (missed runs charged)")
     ax.set_title("ResNet-110 on 3 aligned V100 zones, held out (20 cells: 0.5-8 h x 1.05-2x slack)")
@@ -216,8 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--figure", type=Path, help="write the cost/attainment figure (PNG)")
     parser.add_argument("--json", type=Path, help="write every cell's numbers")
     parser.add_argument("--allow-miss", action="store_true", help="exit 0 even when a target is missed")
-    parser.add_argument("--choose-on-fit", action="store_true",
-                        help="also pick the option on the fit period and report its held-out targets")
+    parser.add_argument(
+        "--choose-on-fit",
+        action="store_true",
+        help="also pick the option on the fit period and report its held-out targets",
+    )
     parser.add_argument("--allow-skip", action="store_true", help="exit 0 when the traces are absent")
     args = parser.parse_args(argv)
     shared = resolve_shared_data(None)
@@ -229,8 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     problem = base_problem()
     results = []
     started = time.process_time()
-    print(f"{'J h':>4} {'slack':>5} {'plan':>4} | " + " | ".join(f"{n:>16}" for n in OPTIONS)
-          + f" | {'hindsight':>9} | {'best/bound':>10} | best, targets")
+    print(
+        f"{'J h':>4} {'slack':>5} {'plan':>4} | "
+        + " | ".join(f"{n:>16}" for n in OPTIONS)
+        + f" | {'hindsight':>9} | {'best/bound':>10} | best, targets"
+    )
     for hours in [float(h) for h in args.hours.split(",")]:
         for slack in [float(s) for s in args.slacks.split(",")]:
             try:
@@ -242,19 +294,24 @@ def main(argv: list[str] | None = None) -> int:
             results.append(r)
             cells = " | ".join(f"{100 * r[n]['met']:5.1f}% {r[n]['cost']:7.3f}x" for n in OPTIONS)
             missed = [k for k, v in r["targets"].items() if not v]
-            print(f"{hours:4g} {slack:5g} {sum(r['plan']['counts'].values()):>4} | {cells} | "
-                  f"{r['mpc']['hindsight']:8.3f}x | "
-                  f"{(r[r['best']]['cost'] / r[r['best']]['hindsight']) if r['best'] else math.inf:9.3f}x | "
-                  f"{r['best']}, {'all met' if not missed else 'missed: ' + ', '.join(missed)}",
-                  flush=True)
+            print(
+                f"{hours:4g} {slack:5g} {sum(r['plan']['counts'].values()):>4} | {cells} | "
+                f"{r['mpc']['hindsight']:8.3f}x | "
+                f"{(r[r['best']]['cost'] / r[r['best']]['hindsight']) if r['best'] else math.inf:9.3f}x | "
+                f"{r['best']}, {'all met' if not missed else 'missed: ' + ', '.join(missed)}",
+                flush=True,
+            )
     cpu = time.process_time() - started
     met = {k: sum(r["targets"][k] for r in results) for k in ("deadlines", "vs_fallback", "vs_hindsight", "vs_uniform")}
     print(f"targets met in cells (of {len(results)}): " + ", ".join(f"{k} {v}" for k, v in met.items()))
     if args.choose_on_fit:
         fit = {k: sum(r["fit_choice_targets"][k] for r in results) for k in met}
         picks = [r["fit_choice"] for r in results]
-        print(f"option chosen on the fit period ({', '.join(f'{n} {picks.count(n)}' for n in DNNPROV)}, "
-              f"none {picks.count(None)}), held-out targets met in cells: " + ", ".join(f"{k} {v}" for k, v in fit.items()))
+        print(
+            f"option chosen on the fit period ({', '.join(f'{n} {picks.count(n)}' for n in DNNPROV)}, "
+            f"none {picks.count(None)}), held-out targets met in cells: "
+            + ", ".join(f"{k} {v}" for k, v in fit.items())
+        )
     print(f"{cpu:.0f} CPU-s ({args.runs} runs per option and cell; the machine was shared)")
     if args.figure:
         figure(results, args.figure)

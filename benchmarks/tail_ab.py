@@ -42,7 +42,9 @@ sys.meta_path = [Tree()] + [f for f in sys.meta_path if "editable" not in repr(f
 """
 
 #: Run in the child: solve argv[2] with the limit argv[3] on the tree argv[1], print one line.
-CHILD = TREE_IMPORT + r"""
+CHILD = (
+    TREE_IMPORT
+    + r"""
 import time
 import dnnprov
 problem = dnnprov.read_instance(sys.argv[2])
@@ -51,14 +53,19 @@ result = dnnprov.solve(problem, "milp", time_limit_s=float(sys.argv[3]))
 print(f"{result.status.value} {result.cost} cpu {time.process_time() - started:.2f} "
       f"lps {result.stats.get('lps')} milps {result.stats.get('milps')}")
 """
+)
 
 
 def use(variant: str) -> None:
     """Switch the issue 19 bounds on (``new``) or off (``base``) in this process."""
     from dnnprov.solvers import spot_bounds, spot_exact
+
     if not hasattr(use, "new"):
-        use.new = {"cc_square_secant": spot_bounds.CellBounds.cc_square_secant,
-                   "fast_ratio": spot_bounds.CellBounds.fast_ratio, "split": spot_exact.SPLIT_TOLERANCE}
+        use.new = {
+            "cc_square_secant": spot_bounds.CellBounds.cc_square_secant,
+            "fast_ratio": spot_bounds.CellBounds.fast_ratio,
+            "split": spot_exact.SPLIT_TOLERANCE,
+        }
     base = variant == "base"
     spot_bounds.CellBounds.cc_square_secant = (lambda self, cell: None) if base else use.new["cc_square_secant"]
     spot_bounds.CellBounds.fast_ratio = (lambda self, cell: 0.0) if base else use.new["fast_ratio"]
@@ -94,13 +101,17 @@ def main() -> None:
                     print(f"{path} {name} {solve_in_tree(Path(tree), path, args.time_limit)}", flush=True)
                 continue
             import dnnprov
+
             problem = dnnprov.read_instance(path)
             for variant in args.variants.split(","):
                 use(variant)
                 started = time.process_time()
                 result = dnnprov.solve(problem, "milp", time_limit_s=args.time_limit)
-                print(f"{path} {variant} {result.status.value} {result.cost} cpu {time.process_time() - started:.2f} "
-                      f"lps {result.stats.get('lps')} milps {result.stats.get('milps')}", flush=True)
+                print(
+                    f"{path} {variant} {result.status.value} {result.cost} cpu {time.process_time() - started:.2f} "
+                    f"lps {result.stats.get('lps')} milps {result.stats.get('milps')}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

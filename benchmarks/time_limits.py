@@ -49,9 +49,10 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -80,8 +81,9 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_cli(argv: list[str], timeout: float, cwd: Path | None = None,
-            describe: Callable[[str], str] | None = None) -> tuple[float, float, str]:
+def run_cli(
+    argv: list[str], timeout: float, cwd: Path | None = None, describe: Callable[[str], str] | None = None
+) -> tuple[float, float, str]:
     """Wall and CPU seconds of one CLI run and what it answered (JSON status and runs,
     ``describe(stdout)``, or the exit code)."""
     cpu, started = children_cpu(), time.perf_counter()
@@ -137,10 +139,15 @@ def wide_24x1(data: dict[str, Any]) -> None:
 
 def solve_files(folder: Path) -> list[Path]:
     """The instances the solve rows use (the repro files only when ../shared is there)."""
-    files = [LARGE / "large-003.json", LARGE / "large-011.json", large_variant(folder, "large-003-quota-64", quota_64),
-             large_variant(folder, "large-003-24x1", wide_24x1)]
-    return files + [REPRO / name for name in ("enumerate-time-limit.json", "scale-80x16-tail.json")
-                    if (REPRO / name).is_file()]
+    files = [
+        LARGE / "large-003.json",
+        LARGE / "large-011.json",
+        large_variant(folder, "large-003-quota-64", quota_64),
+        large_variant(folder, "large-003-24x1", wide_24x1),
+    ]
+    return files + [
+        REPRO / name for name in ("enumerate-time-limit.json", "scale-80x16-tail.json") if (REPRO / name).is_file()
+    ]
 
 
 def joint_jobs(folder: Path, count: int = 100) -> list[str]:
@@ -156,15 +163,20 @@ def joint_jobs(folder: Path, count: int = 100) -> list[str]:
     for job in jobs:
         files.append(str(jobs_dir / f"{job.name}.json"))
         write_instance(job, files[-1])
-    return (files + [f"--shared-quota={k}={v}" for k, v in limits.quotas.items()]
-            + [f"--shared-vcpu={q.family}/{q.market}={q.vcpus}" for q in limits.vcpu_quotas])
+    return (
+        files
+        + [f"--shared-quota={k}={v}" for k, v in limits.quotas.items()]
+        + [f"--shared-vcpu={q.family}/{q.market}={q.vcpus}" for q in limits.vcpu_quotas]
+    )
 
 
 def risk_instance(folder: Path) -> Path:
     """large-003 with a Spot Advisor bucket-2 interruption model on every type (for ``--risk``)."""
     problem = dnnprov.read_instance(str(LARGE / "large-003.json"))
-    types = tuple(replace(t, interruption=from_advisor_bucket(2, source="bucket 2 for the benchmark"))
-                  for t in problem.instance_types)
+    types = tuple(
+        replace(t, interruption=from_advisor_bucket(2, source="bucket 2 for the benchmark"))
+        for t in problem.instance_types
+    )
     path = folder / "large-003-risk.json"
     write_instance(problem.replace(instance_types=types, name="large-003-risk"), str(path))
     return path
@@ -191,8 +203,18 @@ def replan_input(folder: Path, instance: Path) -> list[str]:
     plan = folder / f"{instance.stem}-plan.json"
     plan.write_text(result.to_json())
     revoked = next(k for k, n in result.plan.counts.items() if n and not k.endswith(":on-demand"))
-    return ["replan", str(instance), "--plan", str(plan), "--revoked", f"{revoked}=1",
-            "--elapsed", f"{0.3 * problem.slo.time_s:.0f}", "--loss-reached", "1.0"]
+    return [
+        "replan",
+        str(instance),
+        "--plan",
+        str(plan),
+        "--revoked",
+        f"{revoked}=1",
+        "--elapsed",
+        f"{0.3 * problem.slo.time_s:.0f}",
+        "--loss-reached",
+        "1.0",
+    ]
 
 
 def sweep_statuses(stdout: str) -> str:
@@ -203,14 +225,18 @@ def sweep_statuses(stdout: str) -> str:
 
 def batch_statuses(results: Path, limit_of: Callable[[], float]) -> Callable[[str], str]:
     """The statuses of a batch's rows and its slowest task against the per-task contract."""
+
     def describe(stdout: str) -> str:
         import pandas as pd
 
         rows = pd.read_csv(results)
         statuses = Counter(rows["status"])
         slowest = float(rows["solve_seconds"].max())
-        return (", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
-                + f"; slowest task {slowest:.2f} s (per-task contract {limit_of() * 1.1:.2f})")
+        return (
+            ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
+            + f"; slowest task {slowest:.2f} s (per-task contract {limit_of() * 1.1:.2f})"
+        )
+
     return describe
 
 
@@ -223,12 +249,14 @@ def replan_answer(stdout: str) -> str:
 def risk_plan_answer(stdout: str) -> str:
     """The status of ``risk plan --json`` and how many candidates it priced."""
     doc = json.loads(stdout)
-    return (f"{doc['status']}, {len(doc['details']['candidates'])} candidates priced, "
-            f"{doc['details']['unpriced_candidates']} not")
+    return (
+        f"{doc['status']}, {len(doc['details']['candidates'])} candidates priced, "
+        f"{doc['details']['unpriced_candidates']} not"
+    )
 
 
 # ------------------------------------------------------------------ rows
-Row = tuple[str, float, float, float, float, str]   # name, limit, wall, cpu, contract, answer
+Row = tuple[str, float, float, float, float, str]  # name, limit, wall, cpu, contract, answer
 
 
 def solve_rows(files: list[Path], limits: list[float]) -> list[Row]:
@@ -238,8 +266,9 @@ def solve_rows(files: list[Path], limits: list[float]) -> list[Row]:
         for method in ("milp", "heuristic", "reference-heuristic", "enumerate"):
             for limit in ([0.05] if method == "enumerate" else []) + limits:
                 contract = limit * 1.1 + 2
-                wall, cpu, answer = run_cli(["solve", str(path), "--method", method, "--time-limit", str(limit),
-                                             "--json"], contract * 3 + 60)
+                wall, cpu, answer = run_cli(
+                    ["solve", str(path), "--method", method, "--time-limit", str(limit), "--json"], contract * 3 + 60
+                )
                 rows.append((f"solve {path.stem} {method}", limit, wall, cpu, contract, answer))
                 print(table_line(rows[-1]), flush=True)
     return rows
@@ -254,22 +283,58 @@ def command_cases(folder: Path, current_limit: Callable[[], float]) -> list[Case
     big = large_variant(folder, "large-003-quota-64", quota_64)
     points, batch_tasks, workers = 4, 30, 2
     cases = [
-        (f"sweep large-003-quota-64, {points} points", ["sweep", str(big), "--deadlines", f"60000:80000:{points}",
-                                                        "--no-progress"],
-         lambda t: 2 * points * t * 1.1 + 2, "T per point, milp and again the heuristic", sweep_statuses),
-        ("solve-many 100 jobs, binding shared quotas", ["solve-many", *joint_jobs(folder), "--json"],
-         lambda t: t * 1.1 + 2, "T for the whole joint solve, after the files are read", None),
-        (f"batch {batch_tasks} large x milp, {workers} workers",
-         ["batch", str(LARGE), "--methods", "milp", "--workers", str(workers), "--no-progress",
-          "--out", str(folder / "batch.csv")],
-         lambda t: math.ceil(batch_tasks / workers) * t * 1.1 + 2, "T per task",
-         batch_statuses(folder / "batch.csv", current_limit)),
-        ("replan large-003-quota-64", replan_input(folder, big) + ["--json"], lambda t: t * 1.1 + 2,
-         "T for the takeover solve", replan_answer),
-        ("risk solve large-003 --robust 1", ["risk", "solve", str(LARGE / "large-003.json"), "--robust", "1",
-                                             "--json"], lambda t: t * 1.1 + 2, "T for the whole solve", None),
-        ("risk solve large-003 --risk", ["risk", "solve", str(risk_instance(folder)), "--risk", "--json"],
-         lambda t: t * 1.1 + 2, "T for the whole solve", None),
+        (
+            f"sweep large-003-quota-64, {points} points",
+            ["sweep", str(big), "--deadlines", f"60000:80000:{points}", "--no-progress"],
+            lambda t: 2 * points * t * 1.1 + 2,
+            "T per point, milp and again the heuristic",
+            sweep_statuses,
+        ),
+        (
+            "solve-many 100 jobs, binding shared quotas",
+            ["solve-many", *joint_jobs(folder), "--json"],
+            lambda t: t * 1.1 + 2,
+            "T for the whole joint solve, after the files are read",
+            None,
+        ),
+        (
+            f"batch {batch_tasks} large x milp, {workers} workers",
+            [
+                "batch",
+                str(LARGE),
+                "--methods",
+                "milp",
+                "--workers",
+                str(workers),
+                "--no-progress",
+                "--out",
+                str(folder / "batch.csv"),
+            ],
+            lambda t: math.ceil(batch_tasks / workers) * t * 1.1 + 2,
+            "T per task",
+            batch_statuses(folder / "batch.csv", current_limit),
+        ),
+        (
+            "replan large-003-quota-64",
+            replan_input(folder, big) + ["--json"],
+            lambda t: t * 1.1 + 2,
+            "T for the takeover solve",
+            replan_answer,
+        ),
+        (
+            "risk solve large-003 --robust 1",
+            ["risk", "solve", str(LARGE / "large-003.json"), "--robust", "1", "--json"],
+            lambda t: t * 1.1 + 2,
+            "T for the whole solve",
+            None,
+        ),
+        (
+            "risk solve large-003 --risk",
+            ["risk", "solve", str(risk_instance(folder)), "--risk", "--json"],
+            lambda t: t * 1.1 + 2,
+            "T for the whole solve",
+            None,
+        ),
     ]
     if TRACES.is_dir():
         traces = sorted(str(p) for p in TRACES.glob("*_v100_1.json"))
@@ -277,23 +342,47 @@ def command_cases(folder: Path, current_limit: Callable[[], float]) -> list[Case
         pools, plan = pools_instance(folder, 8)
         many, _ = pools_instance(folder, 16)
         simulate = ["simulate", str(pools), "--plan", str(plan), *option, "--runs", "100000", "--json"]
-        for extra in (["--policy", "replan"], ["--policy", "fallback"], ["--policy", "mpc"],
-                      ["--zones", "--policy", "mpc"], ["--zones", "--policy", "failover", "--hindsight"],
-                      ["--zones", "--policy", "mpc", "--hindsight"]):
-            cases.append((f"simulate 100,000 runs {' '.join(extra)}", simulate + extra, lambda t: t * 1.1 + 2,
-                          "T for the replay, set-up included (stops after the run that crosses it)", None))
-        cases.append(("risk plan quota 16 --zones", ["risk", "plan", str(many), *option, "--zones", "--json"],
-                      lambda t: t * 1.1 + 2, "T for the whole choice (no candidate priced after it)",
-                      risk_plan_answer))
+        for extra in (
+            ["--policy", "replan"],
+            ["--policy", "fallback"],
+            ["--policy", "mpc"],
+            ["--zones", "--policy", "mpc"],
+            ["--zones", "--policy", "failover", "--hindsight"],
+            ["--zones", "--policy", "mpc", "--hindsight"],
+        ):
+            cases.append(
+                (
+                    f"simulate 100,000 runs {' '.join(extra)}",
+                    simulate + extra,
+                    lambda t: t * 1.1 + 2,
+                    "T for the replay, set-up included (stops after the run that crosses it)",
+                    None,
+                )
+            )
+        cases.append(
+            (
+                "risk plan quota 16 --zones",
+                ["risk", "plan", str(many), *option, "--zones", "--json"],
+                lambda t: t * 1.1 + 2,
+                "T for the whole choice (no candidate priced after it)",
+                risk_plan_answer,
+            )
+        )
     if (REPRO / "make-trace.py").is_file():
         files = []
         for i in range(3):
             files.append(str(folder / f"trace-2m-{i}.json"))
             subprocess.run([sys.executable, str(REPRO / "make-trace.py"), "2000000", files[-1]], check=True)
         one, _, _ = run_cli(["risk", "fit", files[0]], 600)
-        cases.append((f"risk fit 3 x 2M-tick traces (one alone: {one:.1f} s)", ["risk", "fit", *files, "--json"],
-                      lambda t, one=one: t * 1.1 + 2 + one, "T, checked between trace files",
-                      lambda out: f"{len(json.loads(out))} of 3 traces fitted"))
+        cases.append(
+            (
+                f"risk fit 3 x 2M-tick traces (one alone: {one:.1f} s)",
+                ["risk", "fit", *files, "--json"],
+                lambda t, one=one: t * 1.1 + 2 + one,
+                "T, checked between trace files",
+                lambda out: f"{len(json.loads(out))} of 3 traces fitted",
+            )
+        )
     return cases
 
 
@@ -306,8 +395,9 @@ def command_rows(folder: Path, limits: list[float]) -> list[Row]:
         print(f"| {name}: the limit is {covers} | | | | | |", flush=True)
         for limit in limits:
             current[0], contract = limit, contract_of(limit)
-            wall, cpu, answer = run_cli(argv + ["--time-limit", str(limit)], contract * 3 + 60, cwd=folder,
-                                        describe=describe)
+            wall, cpu, answer = run_cli(
+                argv + ["--time-limit", str(limit)], contract * 3 + 60, cwd=folder, describe=describe
+            )
             rows.append((name, limit, wall, cpu, contract, answer))
             print(table_line(rows[-1]), flush=True)
     return rows
@@ -319,9 +409,13 @@ def service_rows(folder: Path, limits: list[float]) -> list[Row]:
     import httpx
     from service_load import start_server
 
-    bodies = [(f"POST /v1/solve {path.stem} {method}", json.loads(path.read_text()), method)
-              for path, method in ((large_variant(folder, "large-003-quota-64", quota_64), "milp"),
-                                   (large_variant(folder, "large-003-24x1", wide_24x1), "enumerate"))]
+    bodies = [
+        (f"POST /v1/solve {path.stem} {method}", json.loads(path.read_text()), method)
+        for path, method in (
+            (large_variant(folder, "large-003-quota-64", quota_64), "milp"),
+            (large_variant(folder, "large-003-24x1", wide_24x1), "enumerate"),
+        )
+    ]
     proc, url = start_server(folder, workers=1, max_pending=4)
     rows = []
     try:
@@ -330,12 +424,18 @@ def service_rows(folder: Path, limits: list[float]) -> list[Row]:
             for limit in limits:
                 contract = limit * 1.1 + 2
                 started = time.perf_counter()
-                answer = httpx.post(f"{url}/v1/solve", json={"instance": instance, "method": method,
-                                                             "time_limit_s": limit}, timeout=contract * 3 + 60)
+                answer = httpx.post(
+                    f"{url}/v1/solve",
+                    json={"instance": instance, "method": method, "time_limit_s": limit},
+                    timeout=contract * 3 + 60,
+                )
                 wall = time.perf_counter() - started
                 doc = answer.json()
-                text = (f"{doc['status']}, solve {doc['solve_seconds']:.2f} s" if answer.status_code == 200
-                        else f"HTTP {answer.status_code}: {str(doc)[:80]}")
+                text = (
+                    f"{doc['status']}, solve {doc['solve_seconds']:.2f} s"
+                    if answer.status_code == 200
+                    else f"HTTP {answer.status_code}: {str(doc)[:80]}"
+                )
                 rows.append((name, limit, wall, math.nan, contract, text))
                 print(table_line(rows[-1]), flush=True)
     finally:
@@ -346,8 +446,15 @@ def service_rows(folder: Path, limits: list[float]) -> list[Row]:
 
 def table_line(row: Row) -> str:
     name, limit, wall, cpu, contract, answer = row
-    verdict = ("" if wall <= contract else " (missed)" if math.isnan(cpu)
-               else " **overrun**" if cpu > contract else " (missed, load)")
+    verdict = (
+        ""
+        if wall <= contract
+        else " (missed)"
+        if math.isnan(cpu)
+        else " **overrun**"
+        if cpu > contract
+        else " (missed, load)"
+    )
     cpu_text = "-" if math.isnan(cpu) else f"{cpu:.2f}"
     return f"| {name} | {limit:g} | {wall:.2f}{verdict} | {cpu_text} | {contract:.2f} | {answer} |"
 
@@ -357,18 +464,34 @@ def million_plan_problem(rng: np.random.Generator) -> dnnprov.SpotProblem:
     """A random paper-model instance with about a million count vectors."""
     n_types = int(rng.integers(4, 7))
     quota = max(1, round(1e6 ** (1 / n_types)) - 1)
-    types = tuple(dnnprov.InstanceType(
-        name=f"t{i}", gpus=int(g), batch_per_gpu=int(rng.choice([256, 512, 1024])), quota=quota,
-        spot_price_per_h=round(float(g) * float(rng.uniform(0.2, 0.9)), 4),
-        compute_time_s=round(float(rng.uniform(0.2, 1.5)) / math.sqrt(g), 4))
-        for i, g in enumerate(rng.choice([1, 2, 4, 8], size=n_types)))
+    types = tuple(
+        dnnprov.InstanceType(
+            name=f"t{i}",
+            gpus=int(g),
+            batch_per_gpu=int(rng.choice([256, 512, 1024])),
+            quota=quota,
+            spot_price_per_h=round(float(g) * float(rng.uniform(0.2, 0.9)), 4),
+            compute_time_s=round(float(rng.uniform(0.2, 1.5)) / math.sqrt(g), 4),
+        )
+        for i, g in enumerate(rng.choice([1, 2, 4, 8], size=n_types))
+    )
     variant = str(rng.choice(["cc", "no-cc"]))
     workload = dnnprov.SpotWorkload(
-        name="million", param_size_mb=10.0, bandwidth_req_mb_s=200.0, alpha_1=0.08, beta_1=-0.2,
-        gamma_1=float(rng.uniform(50, 400)), gamma_2=-0.1, gamma_3=2500.0,
-        gamma_4=float(rng.choice([0.1, 1.0])), gamma_5=0.5, loss_variant=variant)
-    draft = dnnprov.SpotProblem(instance_types=types, workload=workload,
-                                slo=dnnprov.SpotSLO(loss=0.8, time_s=1e9), name="million")
+        name="million",
+        param_size_mb=10.0,
+        bandwidth_req_mb_s=200.0,
+        alpha_1=0.08,
+        beta_1=-0.2,
+        gamma_1=float(rng.uniform(50, 400)),
+        gamma_2=-0.1,
+        gamma_3=2500.0,
+        gamma_4=float(rng.choice([0.1, 1.0])),
+        gamma_5=0.5,
+        loss_variant=variant,
+    )
+    draft = dnnprov.SpotProblem(
+        instance_types=types, workload=workload, slo=dnnprov.SpotSLO(loss=0.8, time_s=1e9), name="million"
+    )
     model = dnnprov.SpotModel(draft)
     plans = rng.integers(0, quota + 1, size=(64, n_types))
     ev = model.evaluate(plans, 1)
@@ -387,8 +510,10 @@ def million_figures(count: int) -> bool:
         result = dnnprov.solve(problem, "milp")
         cpu.append(time.process_time() - started)
         proven += result.status.value in ("optimal", "infeasible")
-    print(f"{proven}/{count} instances of ~1e6 plans proven with the default limit; "
-          f"CPU s median {sorted(cpu)[len(cpu) // 2]:.2f}, worst {max(cpu):.2f}")
+    print(
+        f"{proven}/{count} instances of ~1e6 plans proven with the default limit; "
+        f"CPU s median {sorted(cpu)[len(cpu) // 2]:.2f}, worst {max(cpu):.2f}"
+    )
     return proven == count
 
 
@@ -396,8 +521,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limits", type=float, nargs="+", default=[0.5, 2.0, 5.0])
     parser.add_argument("--million", type=int, default=10)
-    parser.add_argument("--sections", nargs="+", choices=("solve", "commands", "service", "million"),
-                        default=["solve", "commands", "service", "million"])
+    parser.add_argument(
+        "--sections",
+        nargs="+",
+        choices=("solve", "commands", "service", "million"),
+        default=["solve", "commands", "service", "million"],
+    )
     parser.add_argument("--allow-missed", action="store_true", help="exit 0 even when the contract is missed")
     args = parser.parse_args()
     if not REPRO.is_dir() or not TRACES.is_dir():
@@ -405,8 +534,9 @@ def main() -> int:
     print(f"load average at the start: {', '.join(f'{v:.1f}' for v in os.getloadavg())} on {os.cpu_count()} cores")
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, "-m", "compileall", "-q", *(str(ROOT / d) for d in PACKAGES)],
-                       env=CHILD_ENV, check=True)
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", *(str(ROOT / d) for d in PACKAGES)], env=CHILD_ENV, check=True
+        )
         wall, cpu, _ = run_cli(["--help"], 120)
         print(f"CLI start-up alone (dnnprov --help): {wall:.2f} s wall, {cpu:.2f} CPU s (part of every figure)\n")
         print("| command | limit s | wall s | CPU s | contract s | answer |")
@@ -419,10 +549,12 @@ def main() -> int:
             rows += service_rows(Path(tmp), args.limits)
     missed = [r for r in rows if r[2] > r[4]]
     if rows:
-        print(f"\nworst wall / contract: {max(r[2] / r[4] for r in rows):.2f}; "
-              f"worst CPU / contract: {max((r[3] / r[4] for r in rows if not math.isnan(r[3])), default=0):.2f} "
-              "(<= 1 keeps the contract); "
-              f"{len(missed)} of {len(rows)} missed")
+        print(
+            f"\nworst wall / contract: {max(r[2] / r[4] for r in rows):.2f}; "
+            f"worst CPU / contract: {max((r[3] / r[4] for r in rows if not math.isnan(r[3])), default=0):.2f} "
+            "(<= 1 keeps the contract); "
+            f"{len(missed)} of {len(rows)} missed"
+        )
     print(f"load average at the end: {', '.join(f'{v:.1f}' for v in os.getloadavg())}")
     unproven = "million" in args.sections and args.million and not million_figures(args.million)
     if missed or unproven:

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 import dnnprov
-from dnnprov.errors import InvalidInputError
 from dnnprov.benchsets.generate import trace_jobs
+from dnnprov.errors import InvalidInputError
 
 
 def naive_plan(problem: dnnprov.ServerlessProblem) -> tuple[int, int]:
@@ -79,23 +79,30 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--shared-data", default=None, help="folder of the real data (default ../shared/data)")
-    parser.add_argument("--milp-only", action="store_true",
-                        help="throughput run: solve every job with milp only and print the wall time")
+    parser.add_argument(
+        "--milp-only",
+        action="store_true",
+        help="throughput run: solve every job with milp only and print the wall time",
+    )
     args = parser.parse_args()
     try:
         jobs = list(trace_jobs(seed=args.seed, count=args.count, shared_data=args.shared_data))
     except InvalidInputError as exc:
         print(f"trace_experiment: {exc}", file=sys.stderr)
         return 2
-    print(f"{len(jobs):,} trace jobs; {args.workers} worker processes; {os.cpu_count()} cores; "
-          f"Python {platform.python_version()}")
+    print(
+        f"{len(jobs):,} trace jobs; {args.workers} worker processes; {os.cpu_count()} cores; "
+        f"Python {platform.python_version()}"
+    )
     started = time.perf_counter()
     with multiprocessing.get_context("forkserver").Pool(args.workers) as pool:
         if args.milp_only:
             seconds = np.array(pool.map(solve_milp_only, jobs, chunksize=200))
             wall = time.perf_counter() - started
-            print(f"milp, proven optimal: {len(jobs):,} jobs in {wall:.1f} s wall ({len(jobs) / wall:,.0f} jobs/s); "
-                  f"per job median {1e3 * np.median(seconds):.2f} ms, max {1e3 * seconds.max():.1f} ms")
+            print(
+                f"milp, proven optimal: {len(jobs):,} jobs in {wall:.1f} s wall ({len(jobs) / wall:,.0f} jobs/s); "
+                f"per job median {1e3 * np.median(seconds):.2f} ms, max {1e3 * seconds.max():.1f} ms"
+            )
             return 0
         rows = np.array(pool.map(solve_job, jobs, chunksize=200))
     wall = time.perf_counter() - started
@@ -103,16 +110,19 @@ def main() -> int:
     print(f"\n{'method':<26}{'meets T_o':>10}{'GB-s vs naive':>15}{'cost vs naive':>15}{'jobs compared':>15}")
     for i, name in enumerate(names):
         met, gbs, cost = rows[:, 3 * i], rows[:, 3 * i + 1], rows[:, 3 * i + 2]
-        both = (met == 1) & (rows[:, 6] == 1)      # this method and naive both meet T_o
+        both = (met == 1) & (rows[:, 6] == 1)  # this method and naive both meet T_o
         change_gbs = np.sum(gbs[both]) / np.sum(rows[both, 7]) - 1
         change_cost = np.sum(cost[both]) / np.sum(rows[both, 8]) - 1
-        print(f"{name:<26}{100 * met.mean():>9.2f}%{100 * change_gbs:>14.1f}%{100 * change_cost:>14.1f}%"
-              f"{int(both.sum()):>15,}")
+        print(
+            f"{name:<26}{100 * met.mean():>9.2f}%{100 * change_gbs:>14.1f}%{100 * change_cost:>14.1f}%"
+            f"{int(both.sum()):>15,}"
+        )
     print("\n(GB-s and cost are compared with naive on the jobs where both meet T_o)")
-    print(f"milp solve time per job: median {1e3 * np.median(rows[:, 9]):.2f} ms, "
-          f"95th percentile {1e3 * np.percentile(rows[:, 9], 95):.2f} ms")
-    print(f"wall time {wall:.1f} s for {len(jobs):,} jobs x 3 methods "
-          f"({len(jobs) / wall:,.0f} jobs/s)")
+    print(
+        f"milp solve time per job: median {1e3 * np.median(rows[:, 9]):.2f} ms, "
+        f"95th percentile {1e3 * np.percentile(rows[:, 9], 95):.2f} ms"
+    )
+    print(f"wall time {wall:.1f} s for {len(jobs):,} jobs x 3 methods ({len(jobs) / wall:,.0f} jobs/s)")
     return 0
 
 

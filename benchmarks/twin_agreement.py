@@ -38,15 +38,15 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-
-from control.test_loop import PLAN, problem  # type: ignore[import-not-found]  # tests/ on sys.path
-
 from dnnprov.control.loop import RunSettings
 from dnnprov.control.replay import loop_policy_factory, run_once, window_starts
 from dnnprov.control.twin_replay import run_on_twin, story
 from dnnprov.problems.interruption import Trace, load_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from control.test_loop import PLAN, problem  # type: ignore[import-not-found]  # noqa: E402  (tests/ on sys.path)
 
 DATA = ROOT.parent / "shared" / "data" / "spot-traces" / "availability"
 SETS = {
@@ -68,9 +68,17 @@ def set_key(name: str) -> str:
 def window_row(name: str, policy: str, offset: int, twin: Any, replay: Any, cpu_s: float) -> dict[str, Any]:
     """One window's JSON line: both outcomes and the three checks."""
     cost_close = abs(twin.outcome.cost - replay.outcome.cost) <= COST_TOLERANCE * max(replay.outcome.cost, 1e-12)
-    return {"set": name, "policy": policy, "offset": offset, "same_story": story(twin) == story(replay),
-            "same_outcome": twin.outcome.state == replay.outcome.state, "cost_within_2pct": cost_close,
-            "twin": twin.outcome.to_dict(), "replay": replay.outcome.to_dict(), "cpu_s": round(cpu_s, 2)}
+    return {
+        "set": name,
+        "policy": policy,
+        "offset": offset,
+        "same_story": story(twin) == story(replay),
+        "same_outcome": twin.outcome.state == replay.outcome.state,
+        "cost_within_2pct": cost_close,
+        "twin": twin.outcome.to_dict(),
+        "replay": replay.outcome.to_dict(),
+        "cpu_s": round(cpu_s, 2),
+    }
 
 
 def agrees(row: dict[str, Any]) -> bool:
@@ -84,17 +92,23 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     order = {name: k for k, name in enumerate([*SETS, *POLICIES])}
     for row in sorted(rows, key=lambda r: (order.get(r["set"], 99), order.get(r["policy"], 99))):
         groups.setdefault((row["set"], row["policy"]), []).append(row)
-    out = [("| set | policy | windows | same story | same outcome | cost within 2 % | met (twin) | cost mean (twin) "
-            "| revocations / launches / refusals (twin, mean) | CPU s |"),
-           "|---|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        (
+            "| set | policy | windows | same story | same outcome | cost within 2 % | met (twin) | cost mean (twin) "
+            "| revocations / launches / refusals (twin, mean) | CPU s |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for (name, policy), group in groups.items():
         n = len(group)
         twin = [r["twin"] for r in group]
         counts = " / ".join(f"{np.mean([t[k] for t in twin]):.2f}" for k in ("revocations", "launches", "refusals"))
-        out.append(f"| {name} | {policy} | {n} | {sum(r['same_story'] for r in group)}/{n} | "
-                   f"{sum(r['same_outcome'] for r in group)}/{n} | {sum(r['cost_within_2pct'] for r in group)}/{n} | "
-                   f"{100 * np.mean([t['met_deadline'] for t in twin]):.0f} % | {np.mean([t['cost'] for t in twin]):.4f} "
-                   f"| {counts} | {sum(r['cpu_s'] for r in group):.0f} |")
+        out.append(
+            f"| {name} | {policy} | {n} | {sum(r['same_story'] for r in group)}/{n} | "
+            f"{sum(r['same_outcome'] for r in group)}/{n} | {sum(r['cost_within_2pct'] for r in group)}/{n} | "
+            f"{100 * np.mean([t['met_deadline'] for t in twin]):.0f} % | {np.mean([t['cost'] for t in twin]):.4f} "
+            f"| {counts} | {sum(r['cpu_s'] for r in group):.0f} |"
+        )
     return out
 
 
@@ -106,8 +120,15 @@ def read_rows(paths: list[Path]) -> list[dict[str, Any]]:
     return rows
 
 
-def on_twin(prob: Any, traces: dict[str, list[Trace]], factory: Any, offset: int, settings: RunSettings,
-            upstream: str, run_id: str) -> tuple[Any, int]:
+def on_twin(
+    prob: Any,
+    traces: dict[str, list[Trace]],
+    factory: Any,
+    offset: int,
+    settings: RunSettings,
+    upstream: str,
+    run_id: str,
+) -> tuple[Any, int]:
     """The window on a fresh stepped twin, and the attempts it took: on a starved machine a
     request to the twin can outlast the client's 30 s read timeout; the stepped twin's clock
     does not move meanwhile, so the window is run again from the start on a fresh twin (under
@@ -116,8 +137,17 @@ def on_twin(prob: Any, traces: dict[str, list[Trace]], factory: Any, offset: int
 
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
-            return run_on_twin(prob, PLAN, traces, factory, offset, settings, upstream=upstream, region="us-west-2",
-                               run_id=f"{run_id}-{attempt}"), attempt
+            return run_on_twin(
+                prob,
+                PLAN,
+                traces,
+                factory,
+                offset,
+                settings,
+                upstream=upstream,
+                region="us-west-2",
+                run_id=f"{run_id}-{attempt}",
+            ), attempt
         except CloudError as exc:
             if "timeout" not in str(exc).lower() or attempt == MAX_ATTEMPTS:
                 raise
@@ -130,8 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--windows", type=int, default=20, help="windows per trace set (default %(default)s)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--policies", default=",".join(POLICIES))
-    parser.add_argument("--sets", default=",".join(set_key(s) for s in SETS),
-                        help="trace sets to run (default all: %(default)s)")
+    parser.add_argument(
+        "--sets", default=",".join(set_key(s) for s in SETS), help="trace sets to run (default all: %(default)s)"
+    )
     parser.add_argument("--json", type=Path, help="append each window as a JSON line; skip windows already there")
     parser.add_argument("--table", type=Path, nargs="+", help="print the table of these --json files and exit")
     parser.add_argument("--allow-miss", action="store_true")
@@ -150,7 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     if not DATA.is_dir():
         print(f"skipped: {DATA} is absent (the real spot traces)")
         return 0 if args.allow_skip else 2
-    os.environ.update(AWS_ACCESS_KEY_ID="AKIAIOSFODNN7EXAMPLE", AWS_SECRET_ACCESS_KEY="twin", AWS_EC2_METADATA_DISABLED="true")
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="AKIAIOSFODNN7EXAMPLE", AWS_SECRET_ACCESS_KEY="twin", AWS_EC2_METADATA_DISABLED="true"
+    )
     import logging
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -167,15 +200,17 @@ def main(argv: list[str] | None = None) -> int:
     started = time.process_time()
     try:
         for name, (folder, zones) in SETS.items():
-            traces: dict[str, list[Trace]] = {"p3.2xlarge": [load_trace(DATA / folder / f"{z}_v100_1.json")
-                                                             for z in zones]}
+            traces: dict[str, list[Trace]] = {
+                "p3.2xlarge": [load_trace(DATA / folder / f"{z}_v100_1.json") for z in zones]
+            }
             low, high = window_starts(traces, settings.horizon * prob.slo.time_s + settings.poll_s, (0.5, 1.0))
-            offsets = [int(o) for o in rng.integers(low, high, args.windows)]      # drawn for every set
+            offsets = [int(o) for o in rng.integers(low, high, args.windows)]  # drawn for every set
             if set_key(name) not in chosen:
                 continue
             for policy in args.policies.split(","):
-                factory = loop_policy_factory(prob, PLAN, traces, policy, join_s=settings.join_s,
-                                              horizon=settings.horizon, fit_period=(0.0, 0.5))
+                factory = loop_policy_factory(
+                    prob, PLAN, traces, policy, join_s=settings.join_s, horizon=settings.horizon, fit_period=(0.0, 0.5)
+                )
                 for k, offset in enumerate(offsets):
                     if (name, policy, offset) in done_keys:
                         continue
@@ -189,8 +224,10 @@ def main(argv: list[str] | None = None) -> int:
                         with args.json.open("a") as f:
                             f.write(json.dumps(row) + "\n")
                     if not agrees(row):
-                        print(f"  disagree: {name} {policy} offset {offset}: twin {row['twin']} "
-                              f"replay {row['replay']}", file=sys.stderr)
+                        print(
+                            f"  disagree: {name} {policy} offset {offset}: twin {row['twin']} replay {row['replay']}",
+                            file=sys.stderr,
+                        )
     finally:
         moto.stop()
     rows = read_rows([args.json]) if args.json else rows

@@ -22,12 +22,13 @@ import sys
 import time
 from pathlib import Path
 
-import dnnprov
-import dnnprov.solvers.infeasibility as infeasibility
-from dnnprov import Status, fuzz
-from dnnprov.progress import Clock
+from dnnprov.solvers import infeasibility
 from dnnprov.solvers.enumeration import spot_space_size
 from dnnprov.solvers.infeasibility import ENUMERATION_PLANS
+
+import dnnprov
+from dnnprov import Status, fuzz
+from dnnprov.progress import Clock
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,14 +36,21 @@ ROOT = Path(__file__).resolve().parents[1]
 def variants(problem: dnnprov.SpotProblem | dnnprov.ServerlessProblem, optimum: float) -> dict[str, object]:
     """The infeasible variants of one instance."""
     if isinstance(problem, dnnprov.SpotProblem):
-        return {"deadline x0.5": problem.replace(slo=dataclasses.replace(problem.slo, time_s=problem.slo.time_s / 2)),
-                "budget optimum/2": problem.replace(constraints=dataclasses.replace(problem.constraints,
-                                                                                    budget_usd=optimum / 2)),
-                "quotas 0": problem.replace(instance_types=tuple(dataclasses.replace(t, quota=0)
-                                                                 for t in problem.instance_types))}
-    return {"deadline x0.5": problem.replace(time_s=problem.time_s / 2),
-            "budget optimum/2": problem.replace(constraints=dataclasses.replace(problem.constraints,
-                                                                                budget_usd=optimum / 2))}
+        return {
+            "deadline x0.5": problem.replace(slo=dataclasses.replace(problem.slo, time_s=problem.slo.time_s / 2)),
+            "budget optimum/2": problem.replace(
+                constraints=dataclasses.replace(problem.constraints, budget_usd=optimum / 2)
+            ),
+            "quotas 0": problem.replace(
+                instance_types=tuple(dataclasses.replace(t, quota=0) for t in problem.instance_types)
+            ),
+        }
+    return {
+        "deadline x0.5": problem.replace(time_s=problem.time_s / 2),
+        "budget optimum/2": problem.replace(
+            constraints=dataclasses.replace(problem.constraints, budget_usd=optimum / 2)
+        ),
+    }
 
 
 def serverless_space(problem: dnnprov.ServerlessProblem) -> int:
@@ -71,8 +79,10 @@ def fuzz_cost(count: int) -> None:
         without, _ = run()
     finally:
         infeasibility.explain = kept
-    print(f"fuzz: {count} instances, {infeasible} infeasible: CPU {with_reasons:.2f} s with the reasons, "
-          f"{without:.2f} s without")
+    print(
+        f"fuzz: {count} instances, {infeasible} infeasible: CPU {with_reasons:.2f} s with the reasons, "
+        f"{without:.2f} s without"
+    )
 
 
 def main() -> int:
@@ -99,8 +109,11 @@ def main() -> int:
             spot = isinstance(variant, dnnprov.SpotProblem)
             space = spot_space_size(variant) if spot else serverless_space(variant)
             how = "enumeration" if space <= ENUMERATION_PLANS else "exact solves"
-            unproven = [r.kind for r in explained.infeasibility if r.needed is not None and not r.proven
-                        and r.kind in ("deadline", "budget")]
+            unproven = [
+                r.kind
+                for r in explained.infeasibility
+                if r.needed is not None and not r.proven and r.kind in ("deadline", "budget")
+            ]
             failures += bool(unproven) or not explained.infeasibility
             kinds = ", ".join(f"{r.kind}{'' if r.proven else '?'}" for r in explained.infeasibility)
             print(f"{problem.name:45} {name:17} {space:>11,} {how:12} {cpu:7.3f}  {kinds}")

@@ -7,15 +7,15 @@ import contextlib
 import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from dnnprov.problems import _checks as check, plausibility
 from dnnprov.errors import InvalidInputError
-from dnnprov.progress import (INTERRUPTED, Clock, Progress, SolverLog, log_to_stderr, stop_on_signals,
-                               stop_requested)
-from dnnprov.result import Objective, Result, SpotPlan, Status
+from dnnprov.problems import _checks as check, plausibility
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.progress import INTERRUPTED, Clock, Progress, SolverLog, log_to_stderr, stop_on_signals, stop_requested
+from dnnprov.result import Objective, Result, SpotPlan, Status
 
 if TYPE_CHECKING:
     from dnnprov.solvers.front import Front
@@ -25,15 +25,24 @@ METHODS = ("milp", "heuristic", "reference-heuristic", "enumerate")
 EXACT_METHODS = ("milp", "enumerate")
 
 
-def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
-          time_limit_s: float = 60.0, gap: float = 0.0,
-          max_plans: int | None = None, log: bool | logging.Logger = False,
-          robust: int | None = None, risk: bool = False,
-          deadline_probability: float | None = None,
-          takeover_overhead_s: float | None = None, replaced: bool = True,
-          objective: str | Objective = "cost", work_limit: int | None = None,
-          callback: Callable[[Progress], None] | None = None,
-          warm_start: SpotPlan | None = None) -> Result:
+def solve(
+    problem: SpotProblem | ServerlessProblem,
+    method: str = "milp",
+    *,
+    time_limit_s: float = 60.0,
+    gap: float = 0.0,
+    max_plans: int | None = None,
+    log: bool | logging.Logger = False,
+    robust: int | None = None,
+    risk: bool = False,
+    deadline_probability: float | None = None,
+    takeover_overhead_s: float | None = None,
+    replaced: bool = True,
+    objective: str | Objective = "cost",
+    work_limit: int | None = None,
+    callback: Callable[[Progress], None] | None = None,
+    warm_start: SpotPlan | None = None,
+) -> Result:
     """Solve a spot or serverless problem.
 
     Parameters
@@ -90,13 +99,26 @@ def solve(problem: SpotProblem | ServerlessProblem, method: str = "milp", *,
     its proven bound, ``details["stopped"] == "interrupted"`` and a message saying so. A
     second Ctrl-C raises :class:`KeyboardInterrupt`.
     """
-    started = time.perf_counter()                   # the limit counts from here
+    started = time.perf_counter()  # the limit counts from here
     with stop_on_signals(only_default=True):
-        result = _solve(problem, method, started=started, time_limit_s=time_limit_s, gap=gap,
-                        max_plans=max_plans, log=log, robust=robust, risk=risk,
-                        deadline_probability=deadline_probability,
-                        takeover_overhead_s=takeover_overhead_s, replaced=replaced, objective=objective,
-                        work_limit=work_limit, callback=callback, warm_start=warm_start)
+        result = _solve(
+            problem,
+            method,
+            started=started,
+            time_limit_s=time_limit_s,
+            gap=gap,
+            max_plans=max_plans,
+            log=log,
+            robust=robust,
+            risk=risk,
+            deadline_probability=deadline_probability,
+            takeover_overhead_s=takeover_overhead_s,
+            replaced=replaced,
+            objective=objective,
+            work_limit=work_limit,
+            callback=callback,
+            warm_start=warm_start,
+        )
     return marked_interrupted(result, time_limit_s) if stop_requested() else result
 
 
@@ -112,15 +134,30 @@ def marked_interrupted(result: Result, time_limit_s: float) -> Result:
     if INTERRUPTED not in message:
         message = f"{INTERRUPTED}; {message}" if message else INTERRUPTED
     status = Status.LIMIT if result.status is Status.UNKNOWN else result.status
-    return dataclasses.replace(result, status=status, message=message,
-                               details={**result.details, "stopped": INTERRUPTED})
+    return dataclasses.replace(
+        result, status=status, message=message, details={**result.details, "stopped": INTERRUPTED}
+    )
 
 
-def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: float, time_limit_s: float,
-           gap: float, max_plans: int | None, log: bool | logging.Logger, robust: int | None, risk: bool,
-           deadline_probability: float | None, takeover_overhead_s: float | None, replaced: bool,
-           objective: str | Objective, work_limit: int | None = None,
-           callback: Callable[[Progress], None] | None = None, warm_start: SpotPlan | None = None) -> Result:
+def _solve(
+    problem: SpotProblem | ServerlessProblem,
+    method: str,
+    *,
+    started: float,
+    time_limit_s: float,
+    gap: float,
+    max_plans: int | None,
+    log: bool | logging.Logger,
+    robust: int | None,
+    risk: bool,
+    deadline_probability: float | None,
+    takeover_overhead_s: float | None,
+    replaced: bool,
+    objective: str | Objective,
+    work_limit: int | None = None,
+    callback: Callable[[Progress], None] | None = None,
+    warm_start: SpotPlan | None = None,
+) -> Result:
     """:func:`solve` without the signal handling."""
     from dnnprov.solvers import enumeration, heuristics, milp, objectives
     from dnnprov.solvers.infeasibility import explain
@@ -131,45 +168,62 @@ def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: fl
     if work_limit is not None:
         work_limit = check.integer("work_limit", work_limit, minimum=1)
     clock = Clock(time_limit_s, started=started, work_limit=work_limit)
-    if warm_start is not None and not (isinstance(warm_start, SpotPlan) and isinstance(problem, SpotProblem)
-                                       and method == "milp"):
+    if warm_start is not None and not (
+        isinstance(warm_start, SpotPlan) and isinstance(problem, SpotProblem) and method == "milp"
+    ):
         raise InvalidInputError("warm_start", "is a dnnprov.SpotPlan for a spot problem solved by 'milp'")
     gap = check.number("gap", gap, minimum=0)
     if gap >= 1:
         raise InvalidInputError("gap", f"must be below 1, got {gap!r}")
-    plans = (enumeration.DEFAULT_MAX_PLANS if max_plans is None
-             else check.integer("max_plans", max_plans, minimum=1))
+    plans = enumeration.DEFAULT_MAX_PLANS if max_plans is None else check.integer("max_plans", max_plans, minimum=1)
     if not isinstance(problem, (SpotProblem, ServerlessProblem)):
         raise InvalidInputError("problem", f"expected SpotProblem or ServerlessProblem, got {type(problem).__name__}")
     if isinstance(problem, ServerlessProblem) and method == "reference-heuristic":
         raise InvalidInputError("method", "reference-heuristic exists for spot problems only")
     objective = _checked_objective(objective, problem, method, gap=gap, robust=robust, risk=risk)
     if robust is None and not risk:
-        misplaced = [(field, owner) for field, owner, given in (
-            ("deadline_probability", "risk=True", deadline_probability is not None),
-            ("replaced", "robust=K", replaced is not True),
-            ("takeover_overhead_s", "robust=K or risk=True", takeover_overhead_s is not None)) if given]
+        misplaced = [
+            (field, owner)
+            for field, owner, given in (
+                ("deadline_probability", "risk=True", deadline_probability is not None),
+                ("replaced", "robust=K", replaced is not True),
+                ("takeover_overhead_s", "robust=K or risk=True", takeover_overhead_s is not None),
+            )
+            if given
+        ]
         if misplaced:
             raise InvalidInputError(misplaced[0][0], f"goes with {misplaced[0][1]}")
     if robust is not None or risk:
-        return _with_warnings(problem, _solve_revocation_aware(problem, method, robust=robust, risk=risk,
-                                       deadline_probability=deadline_probability,
-                                       takeover_overhead_s=takeover_overhead_s, replaced=replaced,
-                                       max_plans=max_plans, clock=clock))
+        return _with_warnings(
+            problem,
+            _solve_revocation_aware(
+                problem,
+                method,
+                robust=robust,
+                risk=risk,
+                deadline_probability=deadline_probability,
+                takeover_overhead_s=takeover_overhead_s,
+                replaced=replaced,
+                max_plans=max_plans,
+                clock=clock,
+            ),
+        )
     with contextlib.ExitStack() as stack:
-        logger = log if isinstance(log, logging.Logger) else (
-            stack.enter_context(log_to_stderr()) if log else None)
+        logger = log if isinstance(log, logging.Logger) else (stack.enter_context(log_to_stderr()) if log else None)
         solver_log = SolverLog(clock, logger, callback)
         runners: dict[str, Callable[[], Result]]
         if objective.kind != "cost":
             runners = {
-                "milp": lambda: (objectives.least_time(problem, exact_min_cost, clock, solver_log)
-                                 if objective.kind == "time" else
-                                 objectives.least_weighted(problem, exact_min_cost, objective, clock, solver_log)),
+                "milp": lambda: (
+                    objectives.least_time(problem, exact_min_cost, clock, solver_log)
+                    if objective.kind == "time"
+                    else objectives.least_weighted(problem, exact_min_cost, objective, clock, solver_log)
+                ),
                 "enumerate": lambda: (
                     enumeration.enumerate_spot(problem, clock=clock, objective=objective, max_plans=plans)
-                    if isinstance(problem, SpotProblem) else
-                    enumeration.enumerate_serverless(problem, clock=clock, objective=objective, max_plans=plans)),
+                    if isinstance(problem, SpotProblem)
+                    else enumeration.enumerate_serverless(problem, clock=clock, objective=objective, max_plans=plans)
+                ),
             }
         elif isinstance(problem, SpotProblem):
             runners = {
@@ -186,27 +240,45 @@ def _solve(problem: SpotProblem | ServerlessProblem, method: str, *, started: fl
             }
         try:
             result = runners[method]()
-            if method in ("milp", "enumerate"):             # proofs of infeasibility get their reasons
+            if method in ("milp", "enumerate"):  # proofs of infeasibility get their reasons
                 result = explain(result, problem, clock=clock)
         except InvalidInputError:
             raise
         except Exception as exc:  # noqa: BLE001 (a solver failure is reported, not raised (batches go on))
             kind = "spot" if isinstance(problem, SpotProblem) else "serverless"
             model = problem.model if isinstance(problem, SpotProblem) else "lambda-dnn"
-            result = Result(status=Status.ERROR, method=method, kind=kind, model=model,
-                            instance=problem.name, solve_seconds=clock.elapsed(),
-                            message=f"{type(exc).__name__}: {exc}", objective=objective)
+            result = Result(
+                status=Status.ERROR,
+                method=method,
+                kind=kind,
+                model=model,
+                instance=problem.name,
+                solve_seconds=clock.elapsed(),
+                message=f"{type(exc).__name__}: {exc}",
+                objective=objective,
+            )
         if method != "milp" or objective.kind != "cost":
             solver_log.final(result.status.value, result.message)
-        if (isinstance(problem, SpotProblem) and isinstance(result.plan, SpotPlan)
-                and problem.plan_zones(result.plan.counts)):
-            result = dataclasses.replace(result, details={**result.details,
-                                                          "zones": problem.plan_zones(result.plan.counts)})
+        if (
+            isinstance(problem, SpotProblem)
+            and isinstance(result.plan, SpotPlan)
+            and problem.plan_zones(result.plan.counts)
+        ):
+            result = dataclasses.replace(
+                result, details={**result.details, "zones": problem.plan_zones(result.plan.counts)}
+            )
         return _with_warnings(problem, result)
 
 
-def _checked_objective(objective: str | Objective, problem: SpotProblem | ServerlessProblem, method: str, *,
-                       gap: float, robust: int | None, risk: bool) -> Objective:
+def _checked_objective(
+    objective: str | Objective,
+    problem: SpotProblem | ServerlessProblem,
+    method: str,
+    *,
+    gap: float,
+    robust: int | None,
+    risk: bool,
+) -> Objective:
     """The parsed objective, refused with one error where it does not apply."""
     parsed = Objective.parse(objective)
     if parsed.kind == "cost":
@@ -218,8 +290,10 @@ def _checked_objective(objective: str | Objective, problem: SpotProblem | Server
     if gap:
         raise InvalidInputError("gap", f"objective {parsed} is proven exactly: give gap 0")
     if parsed.kind == "time" and problem.constraints.budget_usd is None:
-        raise InvalidInputError("constraints.budget_usd", "objective 'time' needs a budget: set "
-                                "constraints.budget_usd in the instance (or dnnprov solve --budget B)")
+        raise InvalidInputError(
+            "constraints.budget_usd",
+            "objective 'time' needs a budget: set constraints.budget_usd in the instance (or dnnprov solve --budget B)",
+        )
     return parsed
 
 
@@ -234,8 +308,14 @@ def exact_min_cost(problem: SpotProblem | ServerlessProblem, clock: Clock) -> Re
     return milp.solve_serverless(problem, clock=clock, log=quiet)
 
 
-def pareto(problem: SpotProblem | ServerlessProblem, deadlines: tuple[float | None, float | None] = (0.0, None), *,
-           method: str = "milp", time_limit_s: float = 60.0, max_plans: int | None = None) -> "Front":
+def pareto(
+    problem: SpotProblem | ServerlessProblem,
+    deadlines: tuple[float | None, float | None] = (0.0, None),
+    *,
+    method: str = "milp",
+    time_limit_s: float = 60.0,
+    max_plans: int | None = None,
+) -> Front:
     """Every nondominated (time, cost) plan with its time between two deadlines.
 
     ``deadlines = (A, B)``: the front of the plans meeting every constraint of ``problem``
@@ -250,12 +330,20 @@ def pareto(problem: SpotProblem | ServerlessProblem, deadlines: tuple[float | No
     """
     started = time.perf_counter()
     with stop_on_signals(only_default=True):
-        return _pareto(problem, deadlines, method=method, started=started, time_limit_s=time_limit_s,
-                       max_plans=max_plans)
+        return _pareto(
+            problem, deadlines, method=method, started=started, time_limit_s=time_limit_s, max_plans=max_plans
+        )
 
 
-def _pareto(problem: SpotProblem | ServerlessProblem, deadlines: tuple[float | None, float | None], *,
-            method: str, started: float, time_limit_s: float, max_plans: int | None) -> "Front":
+def _pareto(
+    problem: SpotProblem | ServerlessProblem,
+    deadlines: tuple[float | None, float | None],
+    *,
+    method: str,
+    started: float,
+    time_limit_s: float,
+    max_plans: int | None,
+) -> Front:
     """:func:`pareto` without the signal handling."""
     from dnnprov.solvers.enumeration import DEFAULT_MAX_PLANS
     from dnnprov.solvers.front import NO_DEADLINE_S, Front, deadline_floor, enumerate_front, walk_front
@@ -282,11 +370,21 @@ def _pareto(problem: SpotProblem | ServerlessProblem, deadlines: tuple[float | N
         stats = {"plans_evaluated": work}
     kind = "spot" if isinstance(problem, SpotProblem) else "serverless"
     found = plausibility.findings(problem)
-    return Front(instance=problem.name, kind=kind, model=problem.model if isinstance(problem, SpotProblem)
-                 else "lambda-dnn", method=method, deadlines=(low, high), budget_usd=problem.constraints.budget_usd,
-                 points=tuple(points), complete=complete, stats=stats, solve_seconds=clock.elapsed(),
-                 time_limit_s=float(time_limit_s), message=message,
-                 warnings=tuple((w.field, w.problem) for w in found))
+    return Front(
+        instance=problem.name,
+        kind=kind,
+        model=problem.model if isinstance(problem, SpotProblem) else "lambda-dnn",
+        method=method,
+        deadlines=(low, high),
+        budget_usd=problem.constraints.budget_usd,
+        points=tuple(points),
+        complete=complete,
+        stats=stats,
+        solve_seconds=clock.elapsed(),
+        time_limit_s=float(time_limit_s),
+        message=message,
+        warnings=tuple((w.field, w.problem) for w in found),
+    )
 
 
 def _with_warnings(problem: SpotProblem | ServerlessProblem, result: Result) -> Result:
@@ -295,14 +393,22 @@ def _with_warnings(problem: SpotProblem | ServerlessProblem, result: Result) -> 
     return dataclasses.replace(result, warnings=tuple((w.field, w.problem) for w in found)) if found else result
 
 
-def _solve_revocation_aware(problem: SpotProblem | ServerlessProblem, method: str, *, robust: int | None,
-                            risk: bool, deadline_probability: float | None,
-                            takeover_overhead_s: float | None, replaced: bool,
-                            max_plans: int | None, clock: Clock) -> Result:
+def _solve_revocation_aware(
+    problem: SpotProblem | ServerlessProblem,
+    method: str,
+    *,
+    robust: int | None,
+    risk: bool,
+    deadline_probability: float | None,
+    takeover_overhead_s: float | None,
+    replaced: bool,
+    max_plans: int | None,
+    clock: Clock,
+) -> Result:
     """``solve(..., robust=K)`` or ``solve(..., risk=True)``: checks, then the exact planner."""
     from dnnprov.solvers.infeasibility import explain_revocation_aware
-    from dnnprov.solvers.robust import DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S, solve_robust
     from dnnprov.solvers.risk import solve_risk
+    from dnnprov.solvers.robust import DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S, solve_robust
 
     if not isinstance(problem, SpotProblem):
         raise InvalidInputError("robust" if robust is not None else "risk", "exists for spot problems only")
@@ -319,7 +425,8 @@ def _solve_revocation_aware(problem: SpotProblem | ServerlessProblem, method: st
         return explain_revocation_aware(result, problem, clock, f"robust={robust}")
     if replaced is not True:
         raise InvalidInputError("replaced", "goes with robust=K")
-    result = solve_risk(problem, deadline_probability=deadline_probability, overhead_s=overhead,
-                        max_plans=plans, clock=clock)
+    result = solve_risk(
+        problem, deadline_probability=deadline_probability, overhead_s=overhead, max_plans=plans, clock=clock
+    )
     what = "risk" if deadline_probability is None else f"risk with deadline_probability={deadline_probability:g}"
     return explain_revocation_aware(result, problem, clock, what)

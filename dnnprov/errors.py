@@ -20,7 +20,6 @@ class InvalidInputError(ValueError):
         super().__init__(f"{field}: {problem}" if field else problem)
 
 
-
 class PlausibilityWarning(UserWarning):
     """A value dnnprov accepts but that no real offer or workload has (most often a unit
     slip: a price in cents, a size in bytes). Issued through :mod:`warnings`; the CLI prints

@@ -71,7 +71,9 @@ def _check_tree(data: Any, where: str) -> None:
         if isinstance(value, (dict, list)) and depth > MAX_DEPTH:
             raise InvalidInputError(path.split(".")[0] or where, f"nested more than {MAX_DEPTH} levels deep")
         if isinstance(value, _Pairs) and value.duplicate is not None:
-            raise InvalidInputError(_join(path, value.duplicate), "key given twice in one object (duplicate keys are refused)")
+            raise InvalidInputError(
+                _join(path, value.duplicate), "key given twice in one object (duplicate keys are refused)"
+            )
         if isinstance(value, _LongInteger):
             raise InvalidInputError(path or where, f"integer literal of {value.digits} digits is too large")
         if isinstance(value, str):
@@ -118,10 +120,15 @@ def read_json_file(path: str | Path, *, max_bytes: int = MAX_FILE_BYTES) -> Any:
     except OSError as exc:
         raise InvalidInputError(where, f"cannot read file: {exc.strerror or exc}") from None
     info = os.fstat(fd)
-    problem = ("cannot read file: is a folder" if stat.S_ISDIR(info.st_mode)
-               else "cannot read file: not a regular file (a pipe, socket or device)" if not stat.S_ISREG(info.st_mode)
-               else f"file of {info.st_size:,} bytes is larger than the limit of {max_bytes:,} bytes"
-               if info.st_size > max_bytes else None)
+    problem = (
+        "cannot read file: is a folder"
+        if stat.S_ISDIR(info.st_mode)
+        else "cannot read file: not a regular file (a pipe, socket or device)"
+        if not stat.S_ISREG(info.st_mode)
+        else f"file of {info.st_size:,} bytes is larger than the limit of {max_bytes:,} bytes"
+        if info.st_size > max_bytes
+        else None
+    )
     if problem is not None:
         os.close(fd)
         raise InvalidInputError(where, problem)
@@ -158,8 +165,8 @@ def _decode(raw: bytes, where: str) -> str:
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
-        raise InvalidInputError(where, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}, "
-                                       f"line {line}): save the file as UTF-8") from None
-
-
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InvalidInputError(
+            where,
+            f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}, line {line}): save the file as UTF-8",
+        ) from None

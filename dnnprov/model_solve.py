@@ -11,33 +11,39 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from functools import partial
-from typing import Callable
 
 import numpy as np
 import pyomo.environ as pyo
 
-from dnnprov.errors import InvalidInputError
-from dnnprov.formulations import serverless as serverless_form
-from dnnprov.formulations import spot as spot_form
-from dnnprov.result import Objective, Result, ServerlessPlan, SpotPlan, Status
-from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.dispatch import METHODS
-from dnnprov.solvers.outcome import spot_result
-from dnnprov.problems.spot import SpotProblem
+from dnnprov.errors import InvalidInputError
+from dnnprov.formulations import serverless as serverless_form, spot as spot_form
 from dnnprov.models.spot import SideRows, SpotModel
+from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.result import Objective, Result, ServerlessPlan, SpotPlan, Status
+from dnnprov.solvers.outcome import spot_result
 
 
 def _problem(model: pyo.ConcreteModel) -> SpotProblem | ServerlessProblem:
     problem = getattr(model, spot_form.PROBLEM_ATTR, None)
     if not isinstance(problem, (SpotProblem, ServerlessProblem)):
-        raise InvalidInputError("model", "was not built by dnnprov.formulations (create_spot_model "
-                                         "or create_serverless_model)")
+        raise InvalidInputError(
+            "model", "was not built by dnnprov.formulations (create_spot_model or create_serverless_model)"
+        )
     return problem
 
 
-def solve_model(model: pyo.ConcreteModel, method: str = "milp", *, time_limit_s: float = 60.0,
-                gap: float = 0.0, max_plans: int | None = None) -> Result:
+def solve_model(
+    model: pyo.ConcreteModel,
+    method: str = "milp",
+    *,
+    time_limit_s: float = 60.0,
+    gap: float = 0.0,
+    max_plans: int | None = None,
+) -> Result:
     """Solve a model built by :func:`~dnnprov.formulations.spot.create_spot_model` or
     :func:`~dnnprov.formulations.serverless.create_serverless_model`.
 
@@ -76,15 +82,18 @@ def solve_model(model: pyo.ConcreteModel, method: str = "milp", *, time_limit_s:
     spot = isinstance(problem, SpotProblem)
     form = spot_form if spot else serverless_form
     from dnnprov.solvers.side_vars import attach
-    user = attach(form.side_rows(model, builtin=False))       # also validates the model
+
+    user = attach(form.side_rows(model, builtin=False))  # also validates the model
     if method in ("heuristic", "reference-heuristic") and user is not None:
-        raise InvalidInputError("method", f"{method} does not know user constraints (here: "
-                                          f"{', '.join(user.names)}); use 'milp' or 'enumerate'")
+        raise InvalidInputError(
+            "method",
+            f"{method} does not know user constraints (here: {', '.join(user.names)}); use 'milp' or 'enumerate'",
+        )
     side = attach(form.side_rows(model)) if user is not None else None
     objective = Objective.parse(spot_form.model_objective(model))
     limit = {} if max_plans is None else {"max_plans": max_plans}
-    from dnnprov.progress import Clock, SolverLog, stop_on_signals, stop_requested
     from dnnprov.dispatch import _checked_objective, marked_interrupted, solve
+    from dnnprov.progress import Clock, SolverLog, stop_on_signals, stop_requested
     from dnnprov.solvers import objectives
     from dnnprov.solvers.enumeration import enumerate_serverless, enumerate_spot
     from dnnprov.solvers.serverless_exact import solve_serverless_exact
@@ -109,13 +118,22 @@ def solve_model(model: pyo.ConcreteModel, method: str = "milp", *, time_limit_s:
     enumerate_ = enumerate_spot if spot else enumerate_serverless
     runners: dict[str, Callable[[], Result]]
     if side is None:
-        runners = {name: partial(solve, problem, name, time_limit_s=time_limit_s, gap=gap,
-                                 max_plans=max_plans, objective=objective) for name in METHODS}
+        runners = {
+            name: partial(
+                solve, problem, name, time_limit_s=time_limit_s, gap=gap, max_plans=max_plans, objective=objective
+            )
+            for name in METHODS
+        }
     else:
         runners = {
             "milp": (lambda: exact(problem, clock)) if objective.kind == "cost" else by_objective,
-            "enumerate": lambda: enumerate_(problem, side=side, clock=clock, objective=objective,  # type: ignore[arg-type]
-                                            **limit),
+            "enumerate": lambda: enumerate_(
+                problem,  # type: ignore[arg-type]  # the enumerator of this problem's kind (spot or serverless)
+                side=side,
+                clock=clock,
+                objective=objective,
+                **limit,
+            ),
         }
     started = time.perf_counter()
     try:
@@ -123,15 +141,22 @@ def solve_model(model: pyo.ConcreteModel, method: str = "milp", *, time_limit_s:
             result = runners[method]()
         if stop_requested():
             result = marked_interrupted(result, time_limit_s)
-        if method in ("milp", "enumerate"):             # the reasons name the user's constraints
+        if method in ("milp", "enumerate"):  # the reasons name the user's constraints
             from dnnprov.solvers.infeasibility import explain
+
             result = explain(result, problem, clock=Clock(time_limit_s, started=started), side=user)
     except InvalidInputError:
         raise
     except Exception as exc:  # noqa: BLE001 (reported like dnnprov.solve does, not raised)
-        return Result(status=Status.ERROR, method=method, kind="spot" if spot else "serverless",
-                      model=problem.model if isinstance(problem, SpotProblem) else "lambda-dnn", instance=problem.name,
-                      solve_seconds=time.perf_counter() - started, message=f"{type(exc).__name__}: {exc}")
+        return Result(
+            status=Status.ERROR,
+            method=method,
+            kind="spot" if spot else "serverless",
+            model=problem.model if isinstance(problem, SpotProblem) else "lambda-dnn",
+            instance=problem.name,
+            solve_seconds=time.perf_counter() - started,
+            message=f"{type(exc).__name__}: {exc}",
+        )
     if result.plan is not None:
         if isinstance(result.plan, SpotPlan):
             spot_form.load_plan(model, result.plan.counts, result.plan.ps)
@@ -167,13 +192,15 @@ def scip_available() -> bool:
     """Whether PySCIPOpt (the optional ``scip`` extra) is installed and usable."""
     try:
         from pyomo.contrib.solver.common.factory import SolverFactory
+
         return bool(SolverFactory("scip_direct").available())
     except Exception:  # noqa: BLE001 - any failure means "not available"
         return False
 
 
-def solve_model_scip(model: pyo.ConcreteModel, *, time_limit_s: float = 30.0, gap: float = 1e-7,
-                     options: dict | None = None) -> Result:
+def solve_model_scip(
+    model: pyo.ConcreteModel, *, time_limit_s: float = 30.0, gap: float = 1e-7, options: dict | None = None
+) -> Result:
     """Solve the spot MINLP statement directly with SCIP (PySCIPOpt) -- a second opinion.
 
     SCIP gets the model exactly as stated (bilinear terms, divisions, square roots, user
@@ -195,39 +222,70 @@ def solve_model_scip(model: pyo.ConcreteModel, *, time_limit_s: float = 30.0, ga
     if not isinstance(problem, SpotProblem):
         raise InvalidInputError("model", "the SCIP cross-check states the spot MINLP only")
     if problem.model != "paper":
-        raise InvalidInputError("model", "the reference model's rounding is not part of the MINLP; "
-                                         "cross-check 'paper' models only")
+        raise InvalidInputError(
+            "model", "the reference model's rounding is not part of the MINLP; cross-check 'paper' models only"
+        )
     from dnnprov.solvers.side_vars import attach
+
     side = attach(spot_form.side_rows(model))
     started = time.perf_counter()
     from pyomo.contrib.solver.common.factory import SolverFactory
+
     solver = SolverFactory("scip_direct")
     if not solver.available():
         raise InvalidInputError("solver", "PySCIPOpt is not installed (pip install 'dnnprov[scip]')")
-    results = solver.solve(model, time_limit=time_limit_s, rel_gap=gap, load_solutions=False,
-                           raise_exception_on_nonoptimal_result=False,
-                           solver_options={"display/verblevel": 0, **(options or {})})
+    results = solver.solve(
+        model,
+        time_limit=time_limit_s,
+        rel_gap=gap,
+        load_solutions=False,
+        raise_exception_on_nonoptimal_result=False,
+        solver_options={"display/verblevel": 0, **(options or {})},
+    )
     seconds = time.perf_counter() - started
-    stats = {"scip_termination": str(results.termination_condition),
-             "scip_objective": results.incumbent_objective,
-             "scip_bound": results.objective_bound}
+    stats = {
+        "scip_termination": str(results.termination_condition),
+        "scip_objective": results.incumbent_objective,
+        "scip_bound": results.objective_bound,
+    }
     sm = SpotModel(problem, side)
     has_solution = results.incumbent_objective is not None and math.isfinite(results.incumbent_objective)
     if not has_solution:
         infeasible = "infeasible" in str(results.termination_condition).lower()
-        return Result(status=Status.UNKNOWN, method="scip-minlp", kind="spot", model=problem.model,
-                      instance=problem.name, solve_seconds=seconds, stats=stats,
-                      message="SCIP reports the MINLP infeasible (not a certificate)" if infeasible
-                      else "SCIP found no plan within its limits")
+        return Result(
+            status=Status.UNKNOWN,
+            method="scip-minlp",
+            kind="spot",
+            model=problem.model,
+            instance=problem.name,
+            solve_seconds=seconds,
+            stats=stats,
+            message="SCIP reports the MINLP infeasible (not a certificate)"
+            if infeasible
+            else "SCIP found no plan within its limits",
+        )
     results.solution_loader.load_vars()
     counts, ps = spot_form.plan_of(model)
     ev = sm.evaluate(counts[None, :], ps)
     if not ev.feasible[0]:
-        return Result(status=Status.UNKNOWN, method="scip-minlp", kind="spot", model=problem.model,
-                      instance=problem.name, solve_seconds=seconds, stats=stats,
-                      message=f"SCIP's plan {counts.tolist()} (ps={ps}) fails the exact model "
-                              "(tolerances)")
+        return Result(
+            status=Status.UNKNOWN,
+            method="scip-minlp",
+            kind="spot",
+            model=problem.model,
+            instance=problem.name,
+            solve_seconds=seconds,
+            stats=stats,
+            message=f"SCIP's plan {counts.tolist()} (ps={ps}) fails the exact model (tolerances)",
+        )
     spot_form.load_plan(model, counts, ps)
-    return spot_result(sm, counts, ps, status=Status.FEASIBLE, method="scip-minlp", started=started,
-                       message="independent MINLP solve by SCIP; not a certificate", stats=stats)
-
+    return spot_result(
+        sm,
+        counts,
+        ps,
+        status=Status.FEASIBLE,
+        method="scip-minlp",
+        started=started,
+        message="independent MINLP solve by SCIP; not a certificate",
+        stats=stats,
+    )

@@ -24,12 +24,12 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
 
 LOGGER_NAME = "dnnprov.solver"
 PROGRESS_INTERVAL_S = 1.0
-INTERRUPTED = "interrupted"     # the stop reason a result names (``details["stopped"]``)
+INTERRUPTED = "interrupted"  # the stop reason a result names (``details["stopped"]``)
 
 _stop = threading.Event()
 
@@ -40,7 +40,7 @@ def stop_requested() -> bool:
 
 
 def _on_signal(signum: int, frame: object) -> None:
-    if _stop.is_set():          # the second signal: the user insists
+    if _stop.is_set():  # the second signal: the user insists
         raise KeyboardInterrupt
     _stop.set()
 
@@ -83,8 +83,9 @@ class Clock:
     with the same plan and bound, on a loaded machine and an idle one.
     """
 
-    def __init__(self, limit_s: float = math.inf, *, started: float | None = None,
-                 work_limit: int | None = None) -> None:
+    def __init__(
+        self, limit_s: float = math.inf, *, started: float | None = None, work_limit: int | None = None
+    ) -> None:
         self.started = time.perf_counter() if started is None else started
         self.limit_s = float(limit_s)
         self.deadline = self.started + self.limit_s
@@ -143,8 +144,9 @@ def _money(value: float | None) -> str:
 class SolverLog:
     """Progress lines of one solve; a no-op unless ``logger`` is enabled for INFO."""
 
-    def __init__(self, clock: Clock, logger: logging.Logger | None = None,
-                 callback: Callable[[Progress], None] | None = None) -> None:
+    def __init__(
+        self, clock: Clock, logger: logging.Logger | None = None, callback: Callable[[Progress], None] | None = None
+    ) -> None:
         self.clock = clock
         self.logger = logger or logging.getLogger(LOGGER_NAME)
         self.enabled = self.logger.isEnabledFor(logging.INFO)
@@ -196,8 +198,7 @@ class SolverLog:
         if math.isfinite(incumbent) and math.isfinite(bound):
             gap = f"{100 * max(0.0, incumbent - bound) / incumbent:.2f} %" if incumbent > 0 else "0.00 %"
         marker = "*" if improved else " "
-        self.logger.info("%s%8.2f  %14s  %14s  %9s  %s", marker, now, _money(incumbent),
-                         _money(bound), gap, work)
+        self.logger.info("%s%8.2f  %14s  %14s  %9s  %s", marker, now, _money(incumbent), _money(bound), gap, work)
 
     def final(self, status: str, message: str = "") -> None:
         """The final status line."""

@@ -65,12 +65,15 @@ class ServerlessPlan:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form with ``functions``, ``memory_mb``, ``local_batch``, ``ps``."""
-        return {"functions": self.functions, "memory_mb": self.memory_mb,
-                "local_batch": self.local_batch, "ps": self.ps}
+        return {
+            "functions": self.functions,
+            "memory_mb": self.memory_mb,
+            "local_batch": self.local_batch,
+            "ps": self.ps,
+        }
 
     def __str__(self) -> str:
-        return (f"{self.functions} functions x {self.memory_mb} MB (local batch "
-                f"{self.local_batch:g}); {self.ps} PS")
+        return f"{self.functions} functions x {self.memory_mb} MB (local batch {self.local_batch:g}); {self.ps} PS"
 
 
 #: The objectives :func:`dnnprov.solve` accepts (``weighted`` as ``weighted:W``, W in $/s).
@@ -93,10 +96,12 @@ class Objective:
         if self.kind not in ("cost", "time", "weighted"):
             raise InvalidInputError("objective", f"must be one of {', '.join(OBJECTIVES)}; got {str(self.kind)[:40]!r}")
         if not (isinstance(self.weight, (int, float)) and 0 <= self.weight <= 1e15):
-            raise InvalidInputError("objective", f"the weight W must be a number from 0 to 1e15 $/s, got {self.weight!r}")
+            raise InvalidInputError(
+                "objective", f"the weight W must be a number from 0 to 1e15 $/s, got {self.weight!r}"
+            )
 
     @classmethod
-    def parse(cls, text: object) -> "Objective":
+    def parse(cls, text: object) -> Objective:
         """``"cost"``, ``"time"`` or ``"weighted:W"`` (W a finite number >= 0, in $/s)."""
         if isinstance(text, Objective):
             return text
@@ -109,8 +114,9 @@ class Objective:
                 weight = math.nan
             if math.isfinite(weight) and 0 <= weight <= 1e15:
                 return cls("weighted", weight)
-            raise InvalidInputError("objective", f"weighted:W needs a weight W in $/s, a finite number "
-                                                 f"from 0 to 1e15, got {text[:40]!r}")
+            raise InvalidInputError(
+                "objective", f"weighted:W needs a weight W in $/s, a finite number from 0 to 1e15, got {text[:40]!r}"
+            )
         raise InvalidInputError("objective", f"must be one of {', '.join(OBJECTIVES)}; got {str(text)[:40]!r}")
 
     @property
@@ -137,8 +143,20 @@ class Objective:
 
 
 #: The constraint groups a :class:`Reason` may name.
-REASON_KINDS = ("deadline", "budget", "quota", "vcpu_quota", "workers", "functions", "domain", "constraint",
-                "combination", "loss", "revocation", "unexplained")
+REASON_KINDS = (
+    "deadline",
+    "budget",
+    "quota",
+    "vcpu_quota",
+    "workers",
+    "functions",
+    "domain",
+    "constraint",
+    "combination",
+    "loss",
+    "revocation",
+    "unexplained",
+)
 
 
 @dataclass(frozen=True)
@@ -169,9 +187,15 @@ class Reason:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form with the stable keys ``kind, field, current, needed, proven, text, plan``."""
-        return {"kind": self.kind, "field": self.field, "current": _json_value(self.current),
-                "needed": _json_value(self.needed), "proven": bool(self.proven), "text": self.text,
-                "plan": self.plan}
+        return {
+            "kind": self.kind,
+            "field": self.field,
+            "current": _json_value(self.current),
+            "needed": _json_value(self.needed),
+            "proven": bool(self.proven),
+            "text": self.text,
+            "plan": self.plan,
+        }
 
 
 def _json_value(value: Any) -> Any:
@@ -270,12 +294,20 @@ class Result:
     def to_row(self) -> dict[str, Any]:
         """One flat row (for pandas / CSV): plan as a JSON string."""
         d = self.to_dict()
-        return {"instance": self.instance, "kind": self.kind, "model": self.model,
-                "method": self.method, "status": d["status"], "cost": d["cost"],
-                "time_s": d["time_s"], "bound": d["bound"], "gap": d["gap"],
-                "solve_seconds": self.solve_seconds,
-                "plan": json.dumps(d["plan"], sort_keys=True) if d["plan"] else "",
-                "message": self.message}
+        return {
+            "instance": self.instance,
+            "kind": self.kind,
+            "model": self.model,
+            "method": self.method,
+            "status": d["status"],
+            "cost": d["cost"],
+            "time_s": d["time_s"],
+            "bound": d["bound"],
+            "gap": d["gap"],
+            "solve_seconds": self.solve_seconds,
+            "plan": json.dumps(d["plan"], sort_keys=True) if d["plan"] else "",
+            "message": self.message,
+        }
 
     def summary(self) -> str:
         """Readable multi-line summary."""
@@ -288,8 +320,7 @@ class Result:
         if self.cost is not None:
             lines.append(f"  cost : ${self.cost:.6f}")
         if self.status is Status.INFEASIBLE:
-            lines.append("  infeasible: no plan meets every constraint"
-                         + (", because:" if self.infeasibility else ""))
+            lines.append("  infeasible: no plan meets every constraint" + (", because:" if self.infeasibility else ""))
             for reason in self.infeasibility:
                 lines.append(f"    - {reason.text}")
         elif self.bound is not None and math.isfinite(self.bound):

@@ -25,8 +25,9 @@ adds the reduced-cost fixing that keeps it small.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -83,12 +84,12 @@ def create_joint_model(columns: Sequence[JobColumns], shared: Mapping[str, float
 
     m = pyo.ConcreteModel(name="joint-provisioning")
     m.J = pyo.RangeSet(0, len(columns) - 1) if columns else pyo.Set(initialize=[])
-    m.JK = pyo.Set(dimen=2, ordered=True,
-                   initialize=[(j, k) for j, job in enumerate(columns) for k in range(len(job))])
+    m.JK = pyo.Set(dimen=2, ordered=True, initialize=[(j, k) for j, job in enumerate(columns) for k in range(len(job))])
     m.R = pyo.Set(initialize=list(shared), ordered=True)
     m.b = pyo.Param(m.R, initialize={r: float(v) for r, v in shared.items()})
-    m.c = pyo.Param(m.JK, initialize={(j, k): float(job.cost[k])
-                                      for j, job in enumerate(columns) for k in range(len(job))})
+    m.c = pyo.Param(
+        m.JK, initialize={(j, k): float(job.cost[k]) for j, job in enumerate(columns) for k in range(len(job))}
+    )
     m.x = pyo.Var(m.JK, domain=pyo.Binary)
 
     def one_plan_rule(m, j):
@@ -96,15 +97,18 @@ def create_joint_model(columns: Sequence[JobColumns], shared: Mapping[str, float
         if not len(columns[j]):
             return pyo.Constraint.Infeasible  # a job without plans makes the set infeasible
         return sum(m.x[j, k] for k in range(len(columns[j]))) == 1
+
     m.one_plan = pyo.Constraint(m.J, rule=one_plan_rule)
 
     def supply_rule(m, r):
         """sum_jk a[r, j, k] x[j, k] <= b[r]: the jobs together stay within the shared limit."""
-        terms = [(float(a), m.x[j, k]) for j, job in enumerate(columns)
-                 for k, a in enumerate(job.usage.get(r, ())) if a != 0]
+        terms = [
+            (float(a), m.x[j, k]) for j, job in enumerate(columns) for k, a in enumerate(job.usage.get(r, ())) if a != 0
+        ]
         if not terms:
             return pyo.Constraint.Skip
         return sum(a * x for a, x in terms) <= m.b[r]
+
     m.supply = pyo.Constraint(m.R, rule=supply_rule)
 
     m.total_cost = pyo.Objective(expr=sum(m.c[jk] * m.x[jk] for jk in m.JK), sense=pyo.minimize)

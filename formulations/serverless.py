@@ -33,14 +33,21 @@ import math
 
 import numpy as np
 import pyomo.environ as pyo
+from dnnprov.formulations.spot import (
+    PROBLEM_ATTR,
+    _define,
+    bound_rows,
+    check_builtins,
+    linear_rows,
+    record_builtins,
+    user_only,
+)
+from dnnprov.formulations.user_rows import own_box, own_variables
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.formulations.spot import (PROBLEM_ATTR, _define, bound_rows, check_builtins,
-                                       linear_rows, record_builtins, user_only)
-from dnnprov.formulations.user_rows import own_box, own_variables
+from dnnprov.models.serverless import ServerlessSideRows
 from dnnprov.models.side import OwnVariables
 from dnnprov.problems.serverless import ServerlessProblem
-from dnnprov.models.serverless import ServerlessSideRows
 
 
 def problem_of(model: pyo.ConcreteModel) -> ServerlessProblem:
@@ -61,23 +68,25 @@ def create_serverless_model(problem: ServerlessProblem) -> pyo.ConcreteModel:
     setattr(m, PROBLEM_ATTR, problem)
     m.MEM = pyo.Set(initialize=grid, ordered=True, doc="memory sizes on the grid (eq. 12), MB")
     # eq. (13): n positive integer (function range and concurrency limit as bounds)
-    m.n = pyo.Var(domain=pyo.PositiveIntegers, bounds=(low, max(low, high)), initialize=low,
-                  doc="number of functions")
+    m.n = pyo.Var(domain=pyo.PositiveIntegers, bounds=(low, max(low, high)), initialize=low, doc="number of functions")
     m.use_memory = pyo.Var(m.MEM, domain=pyo.Binary, initialize=0, doc="1 if every function gets mb MB")
     m.s = pyo.Var(domain=pyo.PositiveIntegers, bounds=(s_lo, s_hi), initialize=s_lo, doc="PS count")
 
     # eq. (12): exactly one memory size of the grid
     def one_memory_rule(m):
         return pyo.quicksum(m.use_memory[mb] for mb in m.MEM) == 1
+
     m.one_memory = pyo.Constraint(rule=one_memory_rule)
-    m.memory_mb = pyo.Expression(expr=pyo.quicksum(mb * m.use_memory[mb] for mb in m.MEM),
-                                 doc="memory per function, MB")
+    m.memory_mb = pyo.Expression(
+        expr=pyo.quicksum(mb * m.use_memory[mb] for mb in m.MEM), doc="memory per function, MB"
+    )
 
     m.side = pyo.Block(doc="linear side constraints")
     f_low, f_high = problem.constraints.functions
 
     def functions_rule(side):
         return m.n >= f_low if f_high is None else pyo.inequality(f_low, m.n, f_high)
+
     m.side.functions = pyo.Constraint(rule=functions_rule, doc="function-count range")
 
     m.performance = pyo.Block(doc="performance model, eqs. (1)-(11), and the cost (10)")
@@ -107,6 +116,7 @@ def _build_performance(m, problem: ServerlessProblem, n_lo: int, n_hi: int, s_lo
         if not invalid:
             return pyo.Constraint.Skip
         return pyo.quicksum(m.use_memory[mb] for mb in invalid) == 0
+
     b.valid_memory = pyo.Constraint(rule=valid_memory_rule)
 
     # eq. (9): local batch, regime binary (1: b_l = b_l^f, 0: b_l = b_g^max / n)
@@ -116,14 +126,17 @@ def _build_performance(m, problem: ServerlessProblem, n_lo: int, n_hi: int, s_lo
 
     def batch_rule(b):
         return b.b_l == b.full_batch * b_lf + (1 - b.full_batch) * b_gmax / m.n
+
     b.eq9_batch = pyo.Constraint(rule=batch_rule)
 
     def batch_small_rule(b):
         return b.full_batch * (b_lf * m.n - b_gmax) <= 0
+
     b.eq9_full = pyo.Constraint(rule=batch_small_rule, doc="regime 1 needs b_l^f n <= b_g^max")
 
     def batch_large_rule(b):
         return (1 - b.full_batch) * (b_gmax - b_lf * m.n) <= 0
+
     b.eq9_capped = pyo.Constraint(rule=batch_large_rule, doc="regime 0 needs b_l^f n >= b_g^max")
 
     # eq. (2): k = n_t e / b_g with b_g = b_l n
@@ -131,6 +144,7 @@ def _build_performance(m, problem: ServerlessProblem, n_lo: int, n_hi: int, s_lo
 
     def k_rule(b):
         return b.k == w.samples * w.epochs / (b.b_l * m.n)
+
     b.eq2_iterations = pyo.Constraint(rule=k_rule)
 
     # eq. (7): B_f^p = min(B_f^max, s B_p / n), regime binary (1: B_f^max, 0: s B_p / n)
@@ -140,14 +154,17 @@ def _build_performance(m, problem: ServerlessProblem, n_lo: int, n_hi: int, s_lo
 
     def bandwidth_rule(b):
         return b.B_fp == b.full_bandwidth * b_max + (1 - b.full_bandwidth) * m.s * b_ps / m.n
+
     b.eq7_bandwidth = pyo.Constraint(rule=bandwidth_rule)
 
     def bandwidth_full_rule(b):
         return b.full_bandwidth * (b_max * m.n - m.s * b_ps) <= 0
+
     b.eq7_full = pyo.Constraint(rule=bandwidth_full_rule, doc="regime 1 needs B_f^max <= s B_p / n")
 
     def bandwidth_shared_rule(b):
         return (1 - b.full_bandwidth) * (m.s * b_ps - b_max * m.n) <= 0
+
     b.eq7_shared = pyo.Constraint(rule=bandwidth_shared_rule, doc="regime 0 needs s B_p / n <= B_f^max")
 
     b.t_load = pyo.Var(bounds=(0.0, None), doc="data loading time, s")
@@ -158,65 +175,83 @@ def _build_performance(m, problem: ServerlessProblem, n_lo: int, n_hi: int, s_lo
     # eq. (3): t_load = d_t / (n B_f^s)
     def load_rule(b):
         return b.t_load == w.dataset_mb / (m.n * b.B_fs)
+
     b.eq3_load = pyo.Constraint(rule=load_rule)
 
     # eq. (4): t_comp = b_l / R
     def comp_rule(b):
         return b.t_comp == b.b_l / b.R
+
     b.eq4_compute = pyo.Constraint(rule=comp_rule)
 
     # eq. (5): t_comm = 2 d_m / B_f^p
     def comm_rule(b):
         return b.t_comm == 2 * w.model_mb / b.B_fp
+
     b.eq5_communicate = pyo.Constraint(rule=comm_rule)
 
     # eq. (1): T = t_load + k (t_comp + t_comm)
     def train_rule(b):
         return b.T_train == b.t_load + b.k * (b.t_comp + b.t_comm)
+
     b.eq1_time = pyo.Constraint(rule=train_rule)
 
     # timeout: loading and one iteration fit before the first checkpoint
     def fits_rule(b):
         return b.t_load + b.t_comp + b.t_comm <= usable
+
     b.first_checkpoint = pyo.Constraint(rule=fits_rule)
 
     # timeout: launches = max(ceil(T_train / usable), 1), each restart costs the overhead
     most = max(1, math.ceil(problem.time_s / usable) + 1)
-    b.launches = pyo.Var(domain=pyo.PositiveIntegers, bounds=(1, most), initialize=1,
-                         doc="function launches (1 + restarts from checkpoints)")
+    b.launches = pyo.Var(
+        domain=pyo.PositiveIntegers,
+        bounds=(1, most),
+        initialize=1,
+        doc="function launches (1 + restarts from checkpoints)",
+    )
 
     def launches_low_rule(b):
         return (b.launches - 1) * usable <= b.T_train
+
     b.launches_low = pyo.Constraint(rule=launches_low_rule)
 
     def launches_high_rule(b):
         return b.T_train <= b.launches * usable
+
     b.launches_high = pyo.Constraint(rule=launches_high_rule)
 
     b.T = pyo.Var(bounds=(0.0, None), doc="training time with restarts, s")
 
     def time_rule(b):
         return b.T == b.T_train + (b.launches - 1) * p.checkpoint_overhead_s
+
     b.restart_time = pyo.Constraint(rule=time_rule)
 
     # eq. (11): T <= T_o
     def deadline_rule(b):
         return b.T <= problem.time_s
+
     b.eq11_deadline = pyo.Constraint(rule=deadline_rule)
 
     # concurrency limit of the platform
     def concurrency_rule(b):
         return m.n <= p.concurrency_limit
+
     b.concurrency = pyo.Constraint(rule=concurrency_rule)
 
     # eq. (10): C = n m p T (memory-time), plus requests and the PS VMs
-    b.cost = pyo.Expression(expr=m.n * m.memory_mb / 1024.0 * b.T * p.price_per_gb_s
-                            + m.n * b.launches * p.price_per_request
-                            + m.s * p.ps_price_per_h * b.T / 3600.0, doc="cost in $, eq. (10)")
+    b.cost = pyo.Expression(
+        expr=m.n * m.memory_mb / 1024.0 * b.T * p.price_per_gb_s
+        + m.n * b.launches * p.price_per_request
+        + m.s * p.ps_price_per_h * b.T / 3600.0,
+        doc="cost in $, eq. (10)",
+    )
     budget = problem.constraints.budget_usd
 
     def budget_rule(b):
         return b.cost <= budget if budget is not None else pyo.Constraint.Skip
+
     b.budget = pyo.Constraint(rule=budget_rule, doc="cost <= budget")
 
 
@@ -242,9 +277,15 @@ def complete_plan(model: pyo.ConcreteModel) -> None:
     n, s = pyo.value(model.n), pyo.value(model.s)
     b.full_batch.set_value(int(w.local_batch * n <= w.max_global_batch))
     b.full_bandwidth.set_value(int(p.function_bandwidth_mb_s * n <= s * p.ps_bandwidth_mb_s))
-    for var, con in ((b.b_l, b.eq9_batch), (b.k, b.eq2_iterations), (b.B_fp, b.eq7_bandwidth),
-                     (b.t_load, b.eq3_load), (b.t_comp, b.eq4_compute), (b.t_comm, b.eq5_communicate),
-                     (b.T_train, b.eq1_time)):
+    for var, con in (
+        (b.b_l, b.eq9_batch),
+        (b.k, b.eq2_iterations),
+        (b.B_fp, b.eq7_bandwidth),
+        (b.t_load, b.eq3_load),
+        (b.t_comp, b.eq4_compute),
+        (b.t_comm, b.eq5_communicate),
+        (b.T_train, b.eq1_time),
+    ):
         _define(var, con)
     usable = p.timeout_s - p.checkpoint_margin_s
     b.launches.set_value(max(math.ceil(pyo.value(b.T_train) / usable), 1), skip_validation=True)
@@ -289,13 +330,17 @@ def side_rows(model: pyo.ConcreteModel, *, builtin: bool = True) -> ServerlessSi
         rows = user_only(model, rows)
     low, high = problem.function_range()
     width = len(columns)
-    rows += bound_rows([model.n, model.s], [(float(low), float(max(low, high))),
-                                            tuple(float(v) for v in problem.constraints.ps_count)],
-                       columns, width)
+    rows += bound_rows(
+        [model.n, model.s],
+        [(float(low), float(max(low, high))), tuple(float(v) for v in problem.constraints.ps_count)],
+        columns,
+        width,
+    )
     for var in model.use_memory.values():
         if var.fixed or (var.lb or 0) > 0 or (var.ub if var.ub is not None else 1) < 1:
-            raise InvalidInputError(var.name, "fixing or bounding a memory binary is not supported; "
-                                              "constrain m.memory_mb instead")
+            raise InvalidInputError(
+                var.name, "fixing or bounding a memory binary is not supported; constrain m.memory_mb instead"
+            )
     if not rows:
         return None
     a_n, a_m, a_s, lows, highs = [], [], [], [], []
@@ -310,8 +355,11 @@ def side_rows(model: pyo.ConcreteModel, *, builtin: bool = True) -> ServerlessSi
             slope, shift = 0.0, float(per_size[0])
         scale = max(1.0, float(np.abs(per_size).max()))
         if np.abs(slope * grid + shift - per_size).max() > 1e-9 * scale:
-            raise InvalidInputError(name, "uses the memory binaries in a way that is not a linear "
-                                          "function of m.memory_mb; constrain m.memory_mb instead")
+            raise InvalidInputError(
+                name,
+                "uses the memory binaries in a way that is not a linear "
+                "function of m.memory_mb; constrain m.memory_mb instead",
+            )
         a_n.append(coefs[0])
         a_s.append(coefs[1])
         a_m.append(slope)
@@ -321,6 +369,12 @@ def side_rows(model: pyo.ConcreteModel, *, builtin: bool = True) -> ServerlessSi
     if own:
         y_low, y_high, integer, names = own_box(own)
         own_vars = OwnVariables(np.array([r[0][base:] for r in rows]), y_low, y_high, integer, names)
-    return ServerlessSideRows(a_n=np.array(a_n), a_m=np.array(a_m), a_s=np.array(a_s),
-                              low=np.array(lows), high=np.array(highs),
-                              names=tuple(r[3] for r in rows), own=own_vars)
+    return ServerlessSideRows(
+        a_n=np.array(a_n),
+        a_m=np.array(a_m),
+        a_s=np.array(a_s),
+        low=np.array(lows),
+        high=np.array(highs),
+        names=tuple(r[3] for r in rows),
+        own=own_vars,
+    )

@@ -37,8 +37,10 @@ def _types(m: pyo.ConcreteModel, types: Iterable[str], field: str) -> dict[str, 
     chosen = list(types)
     unknown = [t for t in chosen if t not in by_type]
     if unknown or not chosen:
-        raise InvalidInputError(field, f"names no instance type of the model ({', '.join(unknown) or 'none given'}); "
-                                       f"known: {', '.join(by_type)}")
+        raise InvalidInputError(
+            field,
+            f"names no instance type of the model ({', '.join(unknown) or 'none given'}); known: {', '.join(by_type)}",
+        )
     return {t: by_type[t] for t in chosen}
 
 
@@ -54,8 +56,9 @@ def _type_used(b: pyo.Block, m: pyo.ConcreteModel, by_type: dict[str, list[str]]
     b.T = pyo.Set(initialize=list(by_type), ordered=True)
     b.used = pyo.Var(b.T, domain=pyo.Binary, doc="1 if the type has a worker")
     used = m.performance.used
-    b.covers = pyo.Constraint([(t, c) for t, cs in by_type.items() for c in cs],
-                              rule=lambda b, t, c: used[c] <= b.used[t])
+    b.covers = pyo.Constraint(
+        [(t, c) for t, cs in by_type.items() for c in cs], rule=lambda b, t, c: used[c] <= b.used[t]
+    )
     b.needs = pyo.Constraint(b.T, rule=lambda b, t: b.used[t] <= sum(used[c] for c in by_type[t]))
 
 
@@ -77,8 +80,9 @@ def at_most_types(m: pyo.ConcreteModel, k: int, *, name: str = "at_most_types") 
     return b
 
 
-def fixed_charge(m: pyo.ConcreteModel, fees_usd: Mapping[str, float], limit_usd: float | None = None, *,
-                 name: str = "fixed_charge") -> pyo.Block:
+def fixed_charge(
+    m: pyo.ConcreteModel, fees_usd: Mapping[str, float], limit_usd: float | None = None, *, name: str = "fixed_charge"
+) -> pyo.Block:
     """A fixed charge per instance type used: ``m.<name>.total`` = sum of the fees of the types
     with workers (a continuous variable of the side model, loaded with the plan), at most
     ``limit_usd`` when given. The charge is a side quantity: the objective stays the cost

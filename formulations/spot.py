@@ -39,16 +39,16 @@ import math
 
 import numpy as np
 import pyomo.environ as pyo
+from dnnprov.formulations.user_rows import _inside, model_objective, own_box, own_variables
 from pyomo.core.expr.visitor import identify_variables
 from pyomo.repn import generate_standard_repn
 from pyomo.util.calc_var_value import calculate_variable_from_constraint
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems.domain import TOLERANCE
-from dnnprov.problems.spot import SpotProblem
-from dnnprov.formulations.user_rows import _inside, model_objective, own_box, own_variables
 from dnnprov.models.side import OwnVariables
 from dnnprov.models.spot import SideRows, SpotModel
+from dnnprov.problems.domain import TOLERANCE
+from dnnprov.problems.spot import SpotProblem
 
 PROBLEM_ATTR = "_dnnprov_problem"
 
@@ -78,6 +78,7 @@ def problem_of(model: pyo.ConcreteModel) -> SpotProblem:
 
 def _padded(low: float, high: float | None) -> tuple[float, float | None]:
     """Variable bounds widened by a relative 1e-9, so that rounding never leaves them."""
+
     def pad(v: float) -> float:
         return 1e-9 * max(abs(v), 1.0)
 
@@ -104,8 +105,10 @@ def create_spot_model(problem: SpotProblem) -> pyo.ConcreteModel:
     # eq. (14): E_c <= n_c <= Lim_c, integer
     def n_bounds(m, c):
         return lower[c], upper[c]
-    m.n = pyo.Var(m.C, domain=pyo.NonNegativeIntegers, bounds=n_bounds, initialize=lower,
-                  doc="workers bought per column (eq. 14)")
+
+    m.n = pyo.Var(
+        m.C, domain=pyo.NonNegativeIntegers, bounds=n_bounds, initialize=lower, doc="workers bought per column (eq. 14)"
+    )
     m.s = pyo.Var(domain=pyo.PositiveIntegers, bounds=(s_lo, s_hi), initialize=s_lo, doc="PS count")
     m.workers = pyo.Expression(expr=pyo.quicksum(m.n[c] for c in m.C), doc="|N|")
 
@@ -126,9 +129,11 @@ def _build_side(m: pyo.ConcreteModel, problem: SpotProblem, cols) -> None:
 
     def vcpu_rule(b, q):
         quota = quotas[q]
-        members = [i for i, c in enumerate(cols.labels)
-                   if (cols.families[i], cols.markets[i]) == (quota.family, quota.market)]
+        members = [
+            i for i, c in enumerate(cols.labels) if (cols.families[i], cols.markets[i]) == (quota.family, quota.market)
+        ]
         return pyo.quicksum(int(cols.vcpus[i]) * m.n[cols.labels[i]] for i in members) <= quota.vcpus
+
     b.vcpu = pyo.Constraint(b.Q, rule=vcpu_rule, doc="vCPUs of a family on a market <= quota")
 
     low, high = problem.constraints.workers
@@ -137,11 +142,13 @@ def _build_side(m: pyo.ConcreteModel, problem: SpotProblem, cols) -> None:
         if high is None:
             return m.workers >= max(low, 1)
         return pyo.inequality(max(low, 1), m.workers, high)
+
     b.workers = pyo.Constraint(rule=workers_rule, doc="worker-count range")
 
 
-def _build_performance(m: pyo.ConcreteModel, problem: SpotProblem, cols,
-                       k_lo: int, k_hi: int, s_lo: int, s_hi: int) -> None:
+def _build_performance(
+    m: pyo.ConcreteModel, problem: SpotProblem, cols, k_lo: int, k_hi: int, s_lo: int, s_hi: int
+) -> None:
     """Eqs. (1)-(13) with one-hot (K, s) binaries; see the module docstring."""
     b = m.performance
     sm = SpotModel(problem)
@@ -154,13 +161,15 @@ def _build_performance(m: pyo.ConcreteModel, problem: SpotProblem, cols,
     b.KS = pyo.Set(initialize=pairs, dimen=2, ordered=True, doc="(worker count K, PS count s)")
     if pairs:
         ks = np.array(pairs, dtype=np.int64)
-        times = sm.iteration_times(ks[:, 0], ks[:, 1])           # T_c(K, s), eqs. (6)-(9)
+        times = sm.iteration_times(ks[:, 0], ks[:, 1])  # T_c(K, s), eqs. (6)-(9)
     else:
         times = np.ones((0, len(cols)))
-    rate = {(c, k, s): float(1.0 / times[i, j]) for i, (k, s) in enumerate(pairs)
-            for j, c in enumerate(cols.labels)}
-    speed = {(c, k, s): float(cols.batch[j] / times[i, j]) for i, (k, s) in enumerate(pairs)
-             for j, c in enumerate(cols.labels)}
+    rate = {(c, k, s): float(1.0 / times[i, j]) for i, (k, s) in enumerate(pairs) for j, c in enumerate(cols.labels)}
+    speed = {
+        (c, k, s): float(cols.batch[j] / times[i, j])
+        for i, (k, s) in enumerate(pairs)
+        for j, c in enumerate(cols.labels)
+    }
     b.r = pyo.Param(m.C, b.KS, initialize=rate, doc="r_c(K, s) = 1 / T_c(K, s), eqs. (6)-(9)")
     b.v = pyo.Param(m.C, b.KS, initialize=speed, doc="v_c(K, s) = b_c r_c(K, s), eq. (4)")
     b.price = pyo.Param(m.C, initialize=dict(zip(cols.labels, map(float, cols.price))), doc="p_c, $/h")
@@ -172,23 +181,28 @@ def _build_performance(m: pyo.ConcreteModel, problem: SpotProblem, cols,
         if not pairs:  # empty worker range: the bounds of n and m.side are infeasible already
             return pyo.Constraint.Skip
         return pyo.quicksum(b.size[k, s] for k, s in b.KS) == 1
+
     b.one_size = pyo.Constraint(rule=one_size_rule)
 
     def size_workers_rule(b):
         return pyo.quicksum(k * b.size[k, s] for k, s in b.KS) == m.workers
+
     b.size_workers = pyo.Constraint(rule=size_workers_rule, doc="K = |N|")
 
     def size_ps_rule(b):
         return pyo.quicksum(s * b.size[k, s] for k, s in b.KS) == m.s
+
     b.size_ps = pyo.Constraint(rule=size_ps_rule, doc="s = PS count")
 
     # the chosen pair's rate and speed of each column (linear in the binaries)
     def rate_rule(b, c):
         return pyo.quicksum(b.r[c, k, s] * b.size[k, s] for k, s in b.KS)
+
     b.rate = pyo.Expression(m.C, rule=rate_rule, doc="r_c = 1 / T^c, eqs. (6)-(9)")
 
     def speed_rule(b, c):
         return pyo.quicksum(b.v[c, k, s] * b.size[k, s] for k, s in b.KS)
+
     b.speed = pyo.Expression(m.C, rule=speed_rule, doc="v^c = b_c / T^c, eq. (4)")
 
     # ---- cluster aggregates (bounds help a MINLP solver; they never cut a plan)
@@ -203,21 +217,25 @@ def _build_performance(m: pyo.ConcreteModel, problem: SpotProblem, cols,
     # eq. (2): 1 / T_exp = sum_i 1 / T^i
     def x_rule(b):
         return b.X == pyo.quicksum(m.n[c] * b.rate[c] for c in m.C)
+
     b.eq2_rate = pyo.Constraint(rule=x_rule)
 
     # eq. (4): v = sum_i b_i / T^i
     def v_rule(b):
         return b.V == pyo.quicksum(m.n[c] * b.speed[c] for c in m.C)
+
     b.eq4_speed = pyo.Constraint(rule=v_rule)
 
     # eq. (4): b_w = v T_exp = V / X
     def bw_rule(b):
         return b.b_w == b.V / b.X
+
     b.eq4_batch = pyo.Constraint(rule=bw_rule)
 
     # price per hour of workers and PS nodes (the factor of eq. 11)
     def p_rule(b):
         return b.P == pyo.quicksum(b.price[c] * m.n[c] for c in m.C) + ps_price * m.s
+
     b.price_rate = pyo.Constraint(rule=p_rule)
 
     # used_c = 1 exactly when n_c >= 1: part of the model users may constrain (docs/formulations.md)
@@ -225,10 +243,12 @@ def _build_performance(m: pyo.ConcreteModel, problem: SpotProblem, cols,
 
     def used_low_rule(b, c):
         return b.used[c] <= m.n[c]
+
     b.used_low = pyo.Constraint(m.C, rule=used_low_rule)
 
     def used_high_rule(b, c):
         return m.n[c] <= m.n[c].ub * b.used[c]
+
     b.used_high = pyo.Constraint(m.C, rule=used_high_rule)
 
     if uses_cc:
@@ -246,8 +266,10 @@ def _build_performance(m: pyo.ConcreteModel, problem: SpotProblem, cols,
             return pyo.Constraint.Skip
         cap = sm.iteration_cap()
         return pyo.inequality(sm.iteration_floor(), b.j, cap if math.isfinite(cap) else None)
-    b.domain_iterations = pyo.Constraint(rule=domain_iterations_rule,
-                                         doc="j within the domain: its floor, and the enforced loss axis")
+
+    b.domain_iterations = pyo.Constraint(
+        rule=domain_iterations_rule, doc="j within the domain: its floor, and the enforced loss axis"
+    )
 
     # the validity domain's b_w interval (extrapolated, eq. 3's numerator cap included)
     (dom_lo, dom_hi), _ = sm.domain_bounds()
@@ -257,15 +279,18 @@ def _build_performance(m: pyo.ConcreteModel, problem: SpotProblem, cols,
             return pyo.Constraint.Skip
         low, high = _padded(dom_lo * (1 - TOLERANCE), dom_hi * (1 + TOLERANCE))
         return pyo.inequality(low, b.b_w, high)
+
     b.domain_batch = pyo.Constraint(rule=domain_rule, doc="b_w inside the validity domain")
 
     def root_rule(b):
         return w.gamma_2 * b.b_w + w.gamma_3 >= 0
+
     b.eq3_root = pyo.Constraint(rule=root_rule, doc="eq. (3) has a root (numerator > 0, closed)")
 
     def j_rule(b):
         spread = (b.R + w.gamma_4) * m.workers if uses_cc else m.workers
         return b.j == (w.gamma_2 * b.b_w + w.gamma_3) * pyo.sqrt(spread) / loss_gap - w.gamma_1
+
     b.eq12_loss = pyo.Constraint(rule=j_rule)
 
     # eq. (1): T = j T_exp (+ takeover overhead)
@@ -273,11 +298,13 @@ def _build_performance(m: pyo.ConcreteModel, problem: SpotProblem, cols,
 
     def t_rule(b):
         return b.T == b.j / b.X + overhead
+
     b.eq1_time = pyo.Constraint(rule=t_rule)
 
     # eq. (13): T <= T_obj
     def deadline_rule(b):
         return b.T <= slo.time_s
+
     b.eq13_deadline = pyo.Constraint(rule=deadline_rule)
 
     # eq. (11): C = T * (sum p n + PS price), T in hours
@@ -286,6 +313,7 @@ def _build_performance(m: pyo.ConcreteModel, problem: SpotProblem, cols,
 
     def budget_rule(b):
         return b.cost <= budget if budget is not None else pyo.Constraint.Skip
+
     b.budget = pyo.Constraint(rule=budget_rule, doc="cost <= budget")
 
 
@@ -297,31 +325,38 @@ def _build_cc(m, b, cols, v_all: np.ndarray, k_hi: int) -> None:
     b.R = pyo.Var(bounds=_padded(0.0, 1.0), doc="convergence coefficient, eq. (5)")
 
     def q_rule(b):
-        return b.Q == pyo.quicksum(m.n[c] * pyo.quicksum(b.v[c, k, s] ** 2 * b.size[k, s] for k, s in b.KS)
-                                   for c in m.C)
+        return b.Q == pyo.quicksum(
+            m.n[c] * pyo.quicksum(b.v[c, k, s] ** 2 * b.size[k, s] for k, s in b.KS) for c in m.C
+        )
+
     b.cc_squares = pyo.Constraint(rule=q_rule)
 
     # v_top is the speed of one used column and at least the speed of every used column
     def one_top_rule(b):
         return pyo.quicksum(b.top[c] for c in m.C) == 1
+
     b.one_top = pyo.Constraint(rule=one_top_rule)
 
     def top_used_rule(b, c):
         return b.top[c] <= b.used[c]
+
     b.top_used = pyo.Constraint(m.C, rule=top_used_rule)
 
     def v_top_rule(b):
         return b.v_top == pyo.quicksum(b.top[c] * b.speed[c] for c in m.C)
+
     b.v_top_value = pyo.Constraint(rule=v_top_rule)
 
     def v_top_max_rule(b, c):
         return b.v_top >= b.used[c] * b.speed[c]
+
     b.v_top_max = pyo.Constraint(m.C, rule=v_top_max_rule)
 
     # eq. (5) with shares w_i = v^i / V, w_1 = v_top / V the largest:
     # R = sqrt((w_1 - 1)^2 + sum_{i>1} w_i^2) = sqrt((1 - v_top / V)^2 + (Q - v_top^2) / V^2)
     def r_rule(b):
-        return b.R == pyo.sqrt((1 - b.v_top / b.V) ** 2 + (b.Q - b.v_top ** 2) / b.V ** 2)
+        return b.R == pyo.sqrt((1 - b.v_top / b.V) ** 2 + (b.Q - b.v_top**2) / b.V**2)
+
     b.eq5_cc = pyo.Constraint(rule=r_rule)
 
 
@@ -353,8 +388,7 @@ def complete_plan(model: pyo.ConcreteModel) -> None:
     counts = {c: round(pyo.value(model.n[c])) for c in model.C}
     k, s = sum(counts.values()), round(pyo.value(model.s))
     if (k, s) not in b.KS:
-        raise InvalidInputError("plan", f"{k} workers with {s} PS nodes lie outside the model's "
-                                        "worker and PS ranges")
+        raise InvalidInputError("plan", f"{k} workers with {s} PS nodes lie outside the model's worker and PS ranges")
     for pair in b.KS:
         b.size[pair].set_value(int(pair == (k, s)))
     order = [(b.X, b.eq2_rate), (b.V, b.eq4_speed), (b.b_w, b.eq4_batch), (b.P, b.price_rate)]
@@ -395,24 +429,34 @@ def check_builtins(model: pyo.ConcreteModel, blocks, extra_constraints=()) -> No
     for block in blocks:
         for con in block.component_data_objects(pyo.Constraint, descend_into=True):
             if not con.active:
-                raise InvalidInputError(con.name, "is a built-in constraint and was deactivated; the "
-                                                  "solvers always enforce the problem's own constraints: "
-                                                  "change the problem (dnnprov.SpotProblem.replace) instead")
+                raise InvalidInputError(
+                    con.name,
+                    "is a built-in constraint and was deactivated; the "
+                    "solvers always enforce the problem's own constraints: "
+                    "change the problem (dnnprov.SpotProblem.replace) instead",
+                )
     for con in extra_constraints:
         if not con.active:
-            raise InvalidInputError(con.name, "is a built-in constraint and was deactivated; change "
-                                              "the problem instead")
+            raise InvalidInputError(
+                con.name, "is a built-in constraint and was deactivated; change the problem instead"
+            )
     if built is not None:
         for con in performance.component_data_objects(pyo.Constraint, active=True, descend_into=True):
             if con.name not in built:
-                raise InvalidInputError(con.name, "was added inside m.performance; user constraints "
-                                                  "must be linear in the plan variables and live outside "
-                                                  "m.performance (e.g. at the top level)")
+                raise InvalidInputError(
+                    con.name,
+                    "was added inside m.performance; user constraints "
+                    "must be linear in the plan variables and live outside "
+                    "m.performance (e.g. at the top level)",
+                )
     for var in performance.component_data_objects(pyo.Var, descend_into=True):
         if var.fixed:
-            raise InvalidInputError(var.name, "is a performance variable and was fixed; the solvers "
-                                              "compute it from the plan: constrain the plan variables "
-                                              "or change the problem instead")
+            raise InvalidInputError(
+                var.name,
+                "is a performance variable and was fixed; the solvers "
+                "compute it from the plan: constrain the plan variables "
+                "or change the problem instead",
+            )
     model_objective(model)
 
 
@@ -423,7 +467,8 @@ def record_builtins(model: pyo.ConcreteModel, rows) -> None:
     :func:`user_only` later drops rows that are still exactly these.
     """
     model._dnnprov_builtin = frozenset(
-        con.name for con in model.performance.component_data_objects(pyo.Constraint, descend_into=True))
+        con.name for con in model.performance.component_data_objects(pyo.Constraint, descend_into=True)
+    )
     model._dnnprov_builtin_rows = {name: (tuple(a), low, high) for a, low, high, name in rows}
 
 
@@ -437,7 +482,8 @@ def user_only(model: pyo.ConcreteModel, rows):
         if known is None:
             return False
         width = len(known[0])
-        return ((tuple(row[0][:width]), row[1], row[2]) == known and not np.any(row[0][width:]))
+        return (tuple(row[0][:width]), row[1], row[2]) == known and not np.any(row[0][width:])
+
     return [r for r in rows if not unchanged(r)]
 
 
@@ -451,8 +497,7 @@ def linear_rows(model: pyo.ConcreteModel, columns: dict, *, skip=(), what: str):
     skip_ids = {id(c) for c in skip}
     rows: list[tuple[np.ndarray, float, float, str]] = []
     # fixed plan variables stay variables here (their value becomes a row of its own)
-    fixed = [v for v in model.component_data_objects(pyo.Var, descend_into=True)
-             if id(v) in columns and v.fixed]
+    fixed = [v for v in model.component_data_objects(pyo.Var, descend_into=True) if id(v) in columns and v.fixed]
     for var in fixed:
         var.unfix()
     try:
@@ -470,14 +515,18 @@ def _collect_rows(model, columns, performance, skip_ids, what, rows) -> None:
         repn = generate_standard_repn(con.body, compute_values=True, quadratic=False)
         if not repn.is_linear():
             names = sorted({v.name for v in identify_variables(con.body, include_fixed=False)})
-            raise InvalidInputError(con.name, f"is nonlinear in {', '.join(names)}; only constraints "
-                                              f"linear in {what} can be added to the model (the "
-                                              "performance model is fixed)")
+            raise InvalidInputError(
+                con.name,
+                f"is nonlinear in {', '.join(names)}; only constraints "
+                f"linear in {what} can be added to the model (the "
+                "performance model is fixed)",
+            )
         coefs = np.zeros(max(columns.values(), default=-1) + 1)
         for var, coef in zip(repn.linear_vars, repn.linear_coefs):
             if id(var) not in columns:
-                raise InvalidInputError(con.name, f"uses {var.name}; constraints outside m.performance "
-                                                  f"may only use {what}")
+                raise InvalidInputError(
+                    con.name, f"uses {var.name}; constraints outside m.performance may only use {what}"
+                )
             coefs[columns[id(var)]] += float(coef)
         constant = float(pyo.value(repn.constant))
         low = -math.inf if con.lb is None else float(con.lb) - constant
@@ -545,11 +594,17 @@ def side_rows(model: pyo.ConcreteModel, *, builtin: bool = True) -> SideRows | N
         return None
     a = np.array([np.pad(r[0], (0, width - len(r[0]))) for r in rows])
     k = len(labels)
-    a_u = a[:, k + 1:base]
+    a_u = a[:, k + 1 : base]
     own_vars = None
     if own:
         low, high, integer, names = own_box(own)
         own_vars = OwnVariables(a[:, base:], low, high, integer, names)
-    return SideRows(a_n=a[:, :k], a_s=a[:, k], low=np.array([r[1] for r in rows]),
-                    high=np.array([r[2] for r in rows]), names=tuple(r[3] for r in rows),
-                    a_u=a_u if np.any(a_u) else None, own=own_vars)
+    return SideRows(
+        a_n=a[:, :k],
+        a_s=a[:, k],
+        low=np.array([r[1] for r in rows]),
+        high=np.array([r[2] for r in rows]),
+        names=tuple(r[3] for r in rows),
+        a_u=a_u if np.any(a_u) else None,
+        own=own_vars,
+    )

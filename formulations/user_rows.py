@@ -35,14 +35,20 @@ def model_objective(model: pyo.ConcreteModel) -> str:
     """
     objectives = list(model.component_data_objects(pyo.Objective, active=True, descend_into=True))
     if len(objectives) != 1:
-        raise InvalidInputError("objective", f"the model has {len(objectives)} active objectives; keep one: "
-                                             "m.performance.cost, m.performance.T or cost + W * T, minimized")
+        raise InvalidInputError(
+            "objective",
+            f"the model has {len(objectives)} active objectives; keep one: "
+            "m.performance.cost, m.performance.T or cost + W * T, minimized",
+        )
     obj = objectives[0]
     b = model.performance
     expr = obj.expr
-    refused = InvalidInputError(f"objective {obj.name}", f"minimizes {str(expr)[:80]!r}; solve_model knows m.performance.cost, "
-                                          "m.performance.T and m.performance.cost + W * m.performance.T (W >= 0), "
-                                          "minimized")
+    refused = InvalidInputError(
+        f"objective {obj.name}",
+        f"minimizes {str(expr)[:80]!r}; solve_model knows m.performance.cost, "
+        "m.performance.T and m.performance.cost + W * m.performance.T (W >= 0), "
+        "minimized",
+    )
     if obj.sense != pyo.minimize:
         raise refused
     if expr is b.cost or expr is b.cost.expr:
@@ -54,8 +60,13 @@ def model_objective(model: pyo.ConcreteModel) -> str:
         for first, second in (args, args[::-1]):
             if first is b.cost or first is b.cost.expr:
                 repn = generate_standard_repn(second, compute_values=True, quadratic=False)
-                if (repn.is_linear() and len(repn.linear_vars) == 1 and repn.linear_vars[0] is b.T
-                        and not pyo.value(repn.constant) and float(repn.linear_coefs[0]) >= 0):
+                if (
+                    repn.is_linear()
+                    and len(repn.linear_vars) == 1
+                    and repn.linear_vars[0] is b.T
+                    and not pyo.value(repn.constant)
+                    and float(repn.linear_coefs[0]) >= 0
+                ):
                     return f"weighted:{float(repn.linear_coefs[0])!r}"
     raise refused
 
@@ -75,8 +86,10 @@ def own_variables(model: pyo.ConcreteModel, columns: dict[int, int], what: str) 
             if id(var) in columns:
                 continue
             if _inside(var, performance):
-                raise InvalidInputError(con.name, f"uses {var.name}; constraints outside m.performance may "
-                                                  f"only use {what} and variables of your own")
+                raise InvalidInputError(
+                    con.name,
+                    f"uses {var.name}; constraints outside m.performance may only use {what} and variables of your own",
+                )
             columns[id(var)] = len(columns)
             own.append(var)
     return own

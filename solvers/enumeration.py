@@ -7,20 +7,20 @@ import time
 from collections.abc import Iterator
 
 import numpy as np
+from dnnprov.solvers.outcome import serverless_result, spot_result
+from dnnprov.solvers.side_vars import attach
 
+from dnnprov.models.serverless import ServerlessEvaluation, ServerlessModel, ServerlessSideRows
+from dnnprov.models.spot import SideRows, SpotEvaluation, SpotModel
+from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.problems.spot import SpotProblem
 from dnnprov.progress import Clock
 from dnnprov.result import Objective, Result, Status
-from dnnprov.problems.serverless import ServerlessProblem
-from dnnprov.models.serverless import ServerlessEvaluation, ServerlessModel, ServerlessSideRows
-from dnnprov.solvers.outcome import serverless_result, spot_result
-from dnnprov.problems.spot import SpotProblem
-from dnnprov.solvers.side_vars import attach
-from dnnprov.models.spot import SideRows, SpotEvaluation, SpotModel
 
 DEFAULT_MAX_PLANS = 50_000_000
-CHUNK = 1 << 18             # most plans evaluated at once (bounded memory)
-FIRST_CHUNK = 1 << 10       # plans of the first chunk, before the speed is known
-CHUNK_SECONDS = 0.02        # a chunk is sized to take about this long (the clock is read between chunks)
+CHUNK = 1 << 18  # most plans evaluated at once (bounded memory)
+FIRST_CHUNK = 1 << 10  # plans of the first chunk, before the speed is known
+CHUNK_SECONDS = 0.02  # a chunk is sized to take about this long (the clock is read between chunks)
 
 
 class ChunkSizer:
@@ -64,8 +64,9 @@ def decode_counts(index: np.ndarray, lower: np.ndarray, radix: np.ndarray) -> np
     return counts + lower
 
 
-def spot_chunks(problem: SpotProblem, model: SpotModel,
-                clock: Clock | None) -> Iterator[tuple[np.ndarray, int, SpotEvaluation]]:
+def spot_chunks(
+    problem: SpotProblem, model: SpotModel, clock: Clock | None
+) -> Iterator[tuple[np.ndarray, int, SpotEvaluation]]:
     """Every plan of the quota box, as ``(counts, ps, evaluation)`` chunks (PS count outermost).
 
     Stops early, without a word, when ``clock`` expires: callers count the plans they saw.
@@ -86,8 +87,9 @@ def spot_chunks(problem: SpotProblem, model: SpotModel,
             start, done = start + len(index), len(index)
 
 
-def serverless_chunks(problem: ServerlessProblem, model: ServerlessModel, clock: Clock | None
-                      ) -> Iterator[tuple[np.ndarray, int, np.ndarray, ServerlessEvaluation]]:
+def serverless_chunks(
+    problem: ServerlessProblem, model: ServerlessModel, clock: Clock | None
+) -> Iterator[tuple[np.ndarray, int, np.ndarray, ServerlessEvaluation]]:
     """Every (n, m, s) of the grid, as ``(functions, memory_mb, ps, evaluation)`` chunks (memory outermost).
 
     Stops early, without a word, when ``clock`` expires.
@@ -102,7 +104,7 @@ def serverless_chunks(problem: ServerlessProblem, model: ServerlessModel, clock:
             chunk = sizer.next(done)
             if clock is not None and clock.expired():
                 return
-            n, s = n_all[start:start + chunk], s_all[start:start + chunk]
+            n, s = n_all[start : start + chunk], s_all[start : start + chunk]
             yield n, m, s, model.evaluate(n, m, s)
             start, done = start + len(n), len(n)
 
@@ -114,8 +116,9 @@ def serverless_space_size(problem: ServerlessProblem) -> int:
     return (high - low + 1) * len(problem.memory_grid()) * (ps_high - ps_low + 1)
 
 
-def ranked(objective: Objective, feasible: np.ndarray, time_s: np.ndarray, cost: np.ndarray
-           ) -> tuple[int, tuple[float, float]]:
+def ranked(
+    objective: Objective, feasible: np.ndarray, time_s: np.ndarray, cost: np.ndarray
+) -> tuple[int, tuple[float, float]]:
     """The index of the best feasible plan of a chunk for ``objective`` and its key (``(inf, inf)``: none).
 
     Keys compare as tuples: ``cost``: (cost, 0); ``time``: (time, cost), the lexicographic
@@ -132,9 +135,14 @@ def ranked(objective: Objective, feasible: np.ndarray, time_s: np.ndarray, cost:
     return i, key if feasible[i] else (math.inf, math.inf)
 
 
-def enumerate_spot(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
-                   side: SideRows | None = None, clock: Clock | None = None,
-                   objective: Objective = Objective()) -> Result:
+def enumerate_spot(
+    problem: SpotProblem,
+    *,
+    max_plans: int = DEFAULT_MAX_PLANS,
+    side: SideRows | None = None,
+    clock: Clock | None = None,
+    objective: Objective = Objective(),
+) -> Result:
     """The best feasible plan for ``objective`` (default: the cheapest) over every count vector
     in the quota box and PS count.
 
@@ -147,10 +155,18 @@ def enumerate_spot(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
     model = SpotModel(problem, attach(side))
     size = spot_space_size(problem)
     if size > max_plans:
-        return spot_result(model, None, 1, status=Status.LIMIT, method="enumerate", started=started,
-                           message=f"search space of {size:,} plans exceeds max_plans={max_plans:,}; "
-                                   "use method 'milp' or raise max_plans",
-                           stats={"space": size}, objective=objective)
+        return spot_result(
+            model,
+            None,
+            1,
+            status=Status.LIMIT,
+            method="enumerate",
+            started=started,
+            message=f"search space of {size:,} plans exceeds max_plans={max_plans:,}; "
+            "use method 'milp' or raise max_plans",
+            stats={"space": size},
+            objective=objective,
+        )
     best_key, best = (math.inf, math.inf), None
     evaluated = 0
     for counts, ps, ev in spot_chunks(problem, model, clock):
@@ -159,23 +175,53 @@ def enumerate_spot(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
         if key < best_key:
             best_key, best = key, (counts[i], ps)
     if evaluated < size:
-        assert clock is not None                        # only a clock stops a search early
+        assert clock is not None  # only a clock stops a search early
         note = f"time limit of {clock.limit_s:g} s reached after {evaluated:,} of {size:,} plans"
-        return spot_result(model, None if best is None else best[0], 1 if best is None else best[1],
-                           status=Status.LIMIT, method="enumerate", started=started,
-                           message=note, stats={"plans_evaluated": evaluated}, objective=objective)
+        return spot_result(
+            model,
+            None if best is None else best[0],
+            1 if best is None else best[1],
+            status=Status.LIMIT,
+            method="enumerate",
+            started=started,
+            message=note,
+            stats={"plans_evaluated": evaluated},
+            objective=objective,
+        )
     stats = {"plans_evaluated": size}
     if best is None:
-        return spot_result(model, None, 1, status=Status.INFEASIBLE, method="enumerate", started=started,
-                           bound=math.inf, message="no plan in the search space meets every constraint",
-                           stats=stats, objective=objective)
-    return spot_result(model, best[0], best[1], status=Status.OPTIMAL, method="enumerate",
-                       started=started, stats=stats, objective=objective)
+        return spot_result(
+            model,
+            None,
+            1,
+            status=Status.INFEASIBLE,
+            method="enumerate",
+            started=started,
+            bound=math.inf,
+            message="no plan in the search space meets every constraint",
+            stats=stats,
+            objective=objective,
+        )
+    return spot_result(
+        model,
+        best[0],
+        best[1],
+        status=Status.OPTIMAL,
+        method="enumerate",
+        started=started,
+        stats=stats,
+        objective=objective,
+    )
 
 
-def enumerate_serverless(problem: ServerlessProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
-                         side: ServerlessSideRows | None = None, clock: Clock | None = None,
-                         objective: Objective = Objective()) -> Result:
+def enumerate_serverless(
+    problem: ServerlessProblem,
+    *,
+    max_plans: int = DEFAULT_MAX_PLANS,
+    side: ServerlessSideRows | None = None,
+    clock: Clock | None = None,
+    objective: Objective = Objective(),
+) -> Result:
     """The best feasible (n, m, s) for ``objective`` (default: the cheapest) over the whole grid
     (local batch by eq. 9).
 
@@ -185,9 +231,16 @@ def enumerate_serverless(problem: ServerlessProblem, *, max_plans: int = DEFAULT
     model = ServerlessModel(problem, attach(side))
     size = serverless_space_size(problem)
     if size > max_plans:
-        return serverless_result(model, None, status=Status.LIMIT, method="enumerate", started=started,
-                                 message=f"search space of {size:,} plans exceeds max_plans={max_plans:,}",
-                                 stats={"space": size}, objective=objective)
+        return serverless_result(
+            model,
+            None,
+            status=Status.LIMIT,
+            method="enumerate",
+            started=started,
+            message=f"search space of {size:,} plans exceeds max_plans={max_plans:,}",
+            stats={"space": size},
+            objective=objective,
+        )
     best_key, best = (math.inf, math.inf), None
     evaluated = 0
     for n, m, s, ev in serverless_chunks(problem, model, clock):
@@ -196,15 +249,30 @@ def enumerate_serverless(problem: ServerlessProblem, *, max_plans: int = DEFAULT
         if key < best_key:
             best_key, best = key, (n[i], m, s[i])
     if evaluated < size:
-        assert clock is not None                        # only a clock stops a search early
-        return serverless_result(model, best, status=Status.LIMIT, method="enumerate", started=started,
-                                 message=f"time limit of {clock.limit_s:g} s reached before the grid ended",
-                                 stats={"space": size}, objective=objective)
+        assert clock is not None  # only a clock stops a search early
+        return serverless_result(
+            model,
+            best,
+            status=Status.LIMIT,
+            method="enumerate",
+            started=started,
+            message=f"time limit of {clock.limit_s:g} s reached before the grid ended",
+            stats={"space": size},
+            objective=objective,
+        )
     stats = {"plans_evaluated": size}
     if best is None:
-        return serverless_result(model, None, status=Status.INFEASIBLE, method="enumerate",
-                                 started=started, bound=math.inf,
-                                 message="no plan on the grid meets every constraint", stats=stats,
-                                 objective=objective)
-    return serverless_result(model, best, status=Status.OPTIMAL, method="enumerate",
-                             started=started, stats=stats, objective=objective)
+        return serverless_result(
+            model,
+            None,
+            status=Status.INFEASIBLE,
+            method="enumerate",
+            started=started,
+            bound=math.inf,
+            message="no plan on the grid meets every constraint",
+            stats=stats,
+            objective=objective,
+        )
+    return serverless_result(
+        model, best, status=Status.OPTIMAL, method="enumerate", started=started, stats=stats, objective=objective
+    )

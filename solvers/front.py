@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from dnnprov.progress import Clock
-from dnnprov.result import Result, ServerlessPlan, SpotPlan, Status, finite_or_none
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.progress import Clock
+from dnnprov.result import Result, ServerlessPlan, SpotPlan, Status, finite_or_none
 
 Problem = SpotProblem | ServerlessProblem
 #: An exact min-cost solve of a problem under a clock (``milp``).
@@ -156,24 +156,37 @@ class Front:
     def to_dict(self) -> dict[str, Any]:
         """Stable JSON: the settings, the outcome and ``points`` (a list of :meth:`FrontPoint.to_dict`)."""
         low, high = self.deadlines
-        return {"instance": self.instance, "kind": self.kind, "model": self.model, "method": self.method,
-                "deadlines": {"from_s": low, "to_s": None if high >= NO_DEADLINE_S else high},
-                "budget_usd": self.budget_usd, "time_limit_s": finite_or_none(self.time_limit_s),
-                "status": self.status.value, "complete": self.complete, "stats": dict(self.stats),
-                "solve_seconds": self.solve_seconds, "message": self.message,
-                "warnings": [{"field": f, "message": m} for f, m in self.warnings],
-                "points": [p.to_dict() for p in self.points]}
+        return {
+            "instance": self.instance,
+            "kind": self.kind,
+            "model": self.model,
+            "method": self.method,
+            "deadlines": {"from_s": low, "to_s": None if high >= NO_DEADLINE_S else high},
+            "budget_usd": self.budget_usd,
+            "time_limit_s": finite_or_none(self.time_limit_s),
+            "status": self.status.value,
+            "complete": self.complete,
+            "stats": dict(self.stats),
+            "solve_seconds": self.solve_seconds,
+            "message": self.message,
+            "warnings": [{"field": f, "message": m} for f, m in self.warnings],
+            "points": [p.to_dict() for p in self.points],
+        }
 
     def summary(self) -> str:
         """A readable table, fastest point first."""
         low, high = self.deadlines
         to = "no upper deadline" if high >= NO_DEADLINE_S else f"{high:,.2f} s"
         proven = sum(p.proven for p in self.points)
-        lines = [f"{self.instance} [{self.kind}, model {self.model}] front by {self.method}: {self.status.value}, "
-                 f"{len(self.points)} points ({proven} proven), deadlines {low:,.2f} s to {to}"
-                 + ("" if self.budget_usd is None else f", budget ${self.budget_usd:g}"),
-                 f"  {'time (s)':>14} {'cost ($)':>14}  proven  plan"]
-        lines += [f"  {p.time_s:>14.2f} {p.cost:>14.6f}  {'yes' if p.proven else 'no':<6}  {p.plan}" for p in self.points]
+        lines = [
+            f"{self.instance} [{self.kind}, model {self.model}] front by {self.method}: {self.status.value}, "
+            f"{len(self.points)} points ({proven} proven), deadlines {low:,.2f} s to {to}"
+            + ("" if self.budget_usd is None else f", budget ${self.budget_usd:g}"),
+            f"  {'time (s)':>14} {'cost ($)':>14}  proven  plan",
+        ]
+        lines += [
+            f"  {p.time_s:>14.2f} {p.cost:>14.6f}  {'yes' if p.proven else 'no':<6}  {p.plan}" for p in self.points
+        ]
         work = ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in self.stats.items())
         lines.append(f"  solve: {self.solve_seconds:.3f} s, {work}")
         if self.message:
@@ -190,11 +203,13 @@ class _Pending:
     plan: SpotPlan | ServerlessPlan
     time_s: float
     cost: float
-    minimal: bool          # its step proved it the cheapest plan within its deadline
+    minimal: bool  # its step proved it the cheapest plan within its deadline
     proven: bool = False
 
 
-def walk_front(problem: Problem, exact: Exact, low: float, high: float, clock: Clock) -> tuple[list[FrontPoint], bool, int, str]:
+def walk_front(
+    problem: Problem, exact: Exact, low: float, high: float, clock: Clock
+) -> tuple[list[FrontPoint], bool, int, str]:
     """The front between deadlines ``low`` and ``high`` by :func:`steps` (module doc).
 
     Returns the points (fastest first), whether the walk covered the range, the number of
@@ -213,24 +228,24 @@ def walk_front(problem: Problem, exact: Exact, low: float, high: float, clock: C
             break
         cheaper = result.cost if result.plan is not None else None
         if last is not None and cheaper is not None and cheaper <= last.cost:
-            points.pop()                           # a faster plan as cheap: the last point is dominated
+            points.pop()  # a faster plan as cheap: the last point is dominated
         elif last is not None and result.bound is not None and result.bound > last.cost:
-            last.proven = last.minimal             # every faster plan costs more
+            last.proven = last.minimal  # every faster plan costs more
         if result.status is Status.OPTIMAL and result.time_s is not None and result.time_s < low:
-            complete = True                        # the rest of the front lies below the range
+            complete = True  # the rest of the front lies below the range
             break
-        if (result.plan is not None and result.time_s is not None and result.cost is not None
-                and result.time_s >= low):
+        if result.plan is not None and result.time_s is not None and result.cost is not None and result.time_s >= low:
             points.append(_Pending(result.plan, result.time_s, result.cost, result.status is Status.OPTIMAL))
         if result.status is not Status.OPTIMAL:
             message = f"the walk stopped at a deadline of {step.deadline_s:,.6g} s: {result.message}"
             break
     else:
-        if points:              # the walk could not go on: faster plans were not ruled out
-            message = (f"no deadline just below {points[-1].time_s:g} s can be stated (it would not "
-                       "exceed the takeover overhead): faster plans were not looked for")
-    front = [FrontPoint(p.plan, float(p.time_s), float(p.cost), p.proven)
-             for p in reversed(points)]
+        if points:  # the walk could not go on: faster plans were not ruled out
+            message = (
+                f"no deadline just below {points[-1].time_s:g} s can be stated (it would not "
+                "exceed the takeover overhead): faster plans were not looked for"
+            )
+    front = [FrontPoint(p.plan, float(p.time_s), float(p.cost), p.proven) for p in reversed(points)]
     return front, complete, solves, message
 
 
@@ -246,17 +261,18 @@ def nondominated(times: np.ndarray, costs: np.ndarray) -> np.ndarray:
     return order[ordered < cheapest_before]
 
 
-def enumerate_front(problem: Problem, low: float, high: float, clock: Clock,
-                    max_plans: int) -> tuple[list[FrontPoint], bool, int, str]:
+def enumerate_front(
+    problem: Problem, low: float, high: float, clock: Clock, max_plans: int
+) -> tuple[list[FrontPoint], bool, int, str]:
     """The front between ``low`` and ``high`` by evaluating every plan (the oracle of the walk).
 
     Returns what :func:`walk_front` returns (with the plans evaluated in place of the solves).
     Plans faster than ``low`` take part in the dominance test and are left out afterwards.
     """
+    from dnnprov.solvers.enumeration import serverless_chunks, serverless_space_size, spot_chunks, spot_space_size
+
     from dnnprov.models.serverless import ServerlessModel
     from dnnprov.models.spot import SpotModel
-    from dnnprov.solvers.enumeration import (serverless_chunks, serverless_space_size, spot_chunks,
-                                             spot_space_size)
 
     problem = at_deadline(problem, high)
     spot = isinstance(problem, SpotProblem)
@@ -266,12 +282,15 @@ def enumerate_front(problem: Problem, low: float, high: float, clock: Clock,
     # each chunk: (times, costs, plan columns): spot (counts..., ps), serverless (n, m, s, local batch)
     if isinstance(problem, SpotProblem):
         model = SpotModel(problem)
-        chunks = ((ev.feasible, ev.time_s, ev.cost, np.column_stack([counts, np.full(len(counts), ps)]))
-                  for counts, ps, ev in spot_chunks(problem, model, clock))
+        chunks = (
+            (ev.feasible, ev.time_s, ev.cost, np.column_stack([counts, np.full(len(counts), ps)]))
+            for counts, ps, ev in spot_chunks(problem, model, clock)
+        )
     else:
-        chunks = ((ev.feasible, ev.time_s, ev.cost,
-                   np.column_stack([n, np.full(len(n), m), s, ev.local_batch]))
-                  for n, m, s, ev in serverless_chunks(problem, ServerlessModel(problem), clock))
+        chunks = (
+            (ev.feasible, ev.time_s, ev.cost, np.column_stack([n, np.full(len(n), m), s, ev.local_batch]))
+            for n, m, s, ev in serverless_chunks(problem, ServerlessModel(problem), clock)
+        )
     times, costs, rows = np.zeros(0), np.zeros(0), None
     seen = 0
     for feasible, time_s, cost, plan_rows in chunks:
@@ -289,8 +308,9 @@ def enumerate_front(problem: Problem, low: float, high: float, clock: Clock,
         if t < low:
             continue
         if spot:
-            plan: SpotPlan | ServerlessPlan = SpotPlan({k: int(n) for k, n in zip(model.columns.labels, row[:-1])},
-                                                      int(row[-1]))
+            plan: SpotPlan | ServerlessPlan = SpotPlan(
+                {k: int(n) for k, n in zip(model.columns.labels, row[:-1])}, int(row[-1])
+            )
         else:
             plan = ServerlessPlan(int(row[0]), int(row[1]), float(row[3]), int(row[2]))
         front.append(FrontPoint(plan, float(t), float(c), True))

@@ -6,14 +6,14 @@ import math
 import time
 
 import numpy as np
+from dnnprov.solvers.outcome import serverless_result, spot_result
 
+from dnnprov.models.serverless import ServerlessModel
+from dnnprov.models.spot import SpotModel
+from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.problems.spot import SpotProblem
 from dnnprov.progress import Clock
 from dnnprov.result import Result, Status
-from dnnprov.problems.serverless import ServerlessProblem
-from dnnprov.models.serverless import ServerlessModel
-from dnnprov.solvers.outcome import serverless_result, spot_result
-from dnnprov.problems.spot import SpotProblem
-from dnnprov.models.spot import SpotModel
 
 
 def window_prefix(items: np.ndarray, n_columns: int) -> np.ndarray:
@@ -25,8 +25,15 @@ def window_prefix(items: np.ndarray, n_columns: int) -> np.ndarray:
     return one_hot.cumsum(axis=0)
 
 
-def window_counts(items: np.ndarray, n_columns: int, size: int, *, wrap: bool = False,
-                  prefix: np.ndarray | None = None, distinct: bool = False) -> np.ndarray:
+def window_counts(
+    items: np.ndarray,
+    n_columns: int,
+    size: int,
+    *,
+    wrap: bool = False,
+    prefix: np.ndarray | None = None,
+    distinct: bool = False,
+) -> np.ndarray:
     """Count vectors of every window ``items[s : s + size]`` of a list of column indices.
 
     With ``wrap`` the windows start at every position and wrap around to the list's head
@@ -66,8 +73,9 @@ def _out_of_time(clock: Clock | None) -> bool:
 
 
 # ---------------------------------------------------------------- spot, the paper
-def spot_bounds(problem: SpotProblem, model: SpotModel, lone_times: np.ndarray,
-                available: np.ndarray) -> tuple[int, int]:
+def spot_bounds(
+    problem: SpotProblem, model: SpotModel, lone_times: np.ndarray, available: np.ndarray
+) -> tuple[int, int]:
     """n_lower and n_upper of eqs. (15)-(16), as the paper computes them (heuristic bounds).
 
     b_min and v_max of eq. (16) range over the available instances (the list I).
@@ -75,7 +83,7 @@ def spot_bounds(problem: SpotProblem, model: SpotModel, lone_times: np.ndarray,
     w, slo = problem.workload, problem.slo
     cols = model.columns
     if w.alpha_1 > 0 and w.beta_1 < 1:
-        n_upper = math.floor(((1 - w.beta_1) / w.alpha_1) ** 2)                  # eq. (15)
+        n_upper = math.floor(((1 - w.beta_1) / w.alpha_1) ** 2)  # eq. (15)
     else:
         n_upper = int(cols.upper.sum())
     if not available.any():
@@ -84,7 +92,7 @@ def spot_bounds(problem: SpotProblem, model: SpotModel, lone_times: np.ndarray,
     spread = 1.0 if w.loss_variant == "no-cc" else w.gamma_4
     j_min = (w.gamma_2 * b_min + w.gamma_3) * math.sqrt(spread) / model.loss_gap - w.gamma_1
     v_max = float((cols.batch / lone_times)[available].max())
-    n_lower = math.ceil(b_min * j_min / (v_max * slo.time_s)) if j_min > 0 else 1   # eq. (16)
+    n_lower = math.ceil(b_min * j_min / (v_max * slo.time_s)) if j_min > 0 else 1  # eq. (16)
     return max(n_lower, 1), n_upper
 
 
@@ -100,41 +108,51 @@ def spot_heuristic(problem: SpotProblem, *, clock: Clock | None = None) -> Resul
     lone_times = model.iteration_times(np.array([1]), np.array([1]))[0]  # T^i with B_req
     available = cols.upper - cols.lower
     items = np.repeat(np.arange(len(cols)), available)
-    items = items[np.argsort(-lone_times[items], kind="stable")]             # step 5
+    items = items[np.argsort(-lone_times[items], kind="stable")]  # step 5
     n_lower, n_upper = spot_bounds(problem, model, lone_times, available > 0)
     best_cost, best = math.inf, None
     evaluated = 0
     prefix = window_prefix(items, len(cols))
     stopped = False
     for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
-        for size in range(n_lower, min(n_upper, len(items)) + 1):             # step 6
+        for size in range(n_lower, min(n_upper, len(items)) + 1):  # step 6
             if _out_of_time(clock):
                 stopped = True
                 break
             plans = window_counts(items, len(cols), size, prefix=prefix, distinct=True) + cols.lower  # 7-8
-            ev = model.evaluate(plans, ps)                                   # steps 9-12
+            ev = model.evaluate(plans, ps)  # steps 9-12
             evaluated += len(plans)
             cost = np.where(ev.feasible, ev.cost, np.inf)
             i = int(np.argmin(cost))
-            if cost[i] < best_cost:                                          # steps 14-15
+            if cost[i] < best_cost:  # steps 14-15
                 best_cost, best = float(cost[i]), (plans[i], ps)
         if stopped:
             break
     stats = {"plans_evaluated": evaluated, "n_lower": n_lower, "n_upper": n_upper}
     if stopped:
-        assert clock is not None                        # only a clock stops a search early
+        assert clock is not None  # only a clock stops a search early
         note = f"time limit of {clock.limit_s:g} s reached before the sliding window ended"
         if best is None:
-            return spot_result(model, None, 1, status=Status.LIMIT, method="heuristic", started=started,
-                               message=note, stats=stats)
-        return spot_result(model, best[0], best[1], status=Status.LIMIT, method="heuristic",
-                           started=started, message=note, stats=stats)
+            return spot_result(
+                model, None, 1, status=Status.LIMIT, method="heuristic", started=started, message=note, stats=stats
+            )
+        return spot_result(
+            model, best[0], best[1], status=Status.LIMIT, method="heuristic", started=started, message=note, stats=stats
+        )
     if best is None:
-        return spot_result(model, None, 1, status=Status.UNKNOWN, method="heuristic", started=started,
-                           message="the sliding window found no feasible plan (not a proof of infeasibility)",
-                           stats=stats)
-    return spot_result(model, best[0], best[1], status=Status.FEASIBLE, method="heuristic",
-                       started=started, stats=stats)
+        return spot_result(
+            model,
+            None,
+            1,
+            status=Status.UNKNOWN,
+            method="heuristic",
+            started=started,
+            message="the sliding window found no feasible plan (not a proof of infeasibility)",
+            stats=stats,
+        )
+    return spot_result(
+        model, best[0], best[1], status=Status.FEASIBLE, method="heuristic", started=started, stats=stats
+    )
 
 
 # ---------------------------------------------------------------- spot, the authors' code
@@ -174,16 +192,32 @@ def reference_heuristic(problem: SpotProblem, *, clock: Clock | None = None) -> 
             best_cost, best = float(cost[i]), plans[i]
     stats = {"plans_evaluated": evaluated}
     if stopped:
-        assert clock is not None                        # only a clock stops a search early
+        assert clock is not None  # only a clock stops a search early
         note = f"time limit of {clock.limit_s:g} s reached before the window sweep ended"
-        return spot_result(model, best, ps, status=Status.LIMIT, method="reference-heuristic",
-                           started=started, message=note, stats=stats)
+        return spot_result(
+            model,
+            best,
+            ps,
+            status=Status.LIMIT,
+            method="reference-heuristic",
+            started=started,
+            message=note,
+            stats=stats,
+        )
     if best is None:
-        return spot_result(model, None, ps, status=Status.UNKNOWN, method="reference-heuristic",
-                           started=started, message="no feasible window (the reference code returns all-zero counts)",
-                           stats=stats)
-    return spot_result(model, best, ps, status=Status.FEASIBLE, method="reference-heuristic",
-                       started=started, stats=stats)
+        return spot_result(
+            model,
+            None,
+            ps,
+            status=Status.UNKNOWN,
+            method="reference-heuristic",
+            started=started,
+            message="no feasible window (the reference code returns all-zero counts)",
+            stats=stats,
+        )
+    return spot_result(
+        model, best, ps, status=Status.FEASIBLE, method="reference-heuristic", started=started, stats=stats
+    )
 
 
 # ---------------------------------------------------------------- serverless
@@ -194,18 +228,19 @@ def serverless_bounds(problem: ServerlessProblem, memory_mb: int, ps: int) -> tu
     storage_bw = min(w.storage_alpha * memory_mb + w.storage_beta, p.storage_bandwidth_mb_s)
     if rate <= 0 or storage_bw <= 0:
         return None
-    n_upper = math.floor(ps * p.ps_bandwidth_mb_s / p.function_bandwidth_mb_s)   # eq. (14)
+    n_upper = math.floor(ps * p.ps_bandwidth_mb_s / p.function_bandwidth_mb_s)  # eq. (14)
     ps_bw = p.function_bandwidth_mb_s
     work = w.samples * w.epochs
     lam = ps_bw * (rate * w.dataset_mb + work * storage_bw)
     kappa = problem.time_s * rate * storage_bw * ps_bw
     mu = 2 * w.model_mb * work * storage_bw * rate
-    n_lower = math.ceil(lam / kappa + mu / (w.local_batch * kappa))              # eq. (15)
+    n_lower = math.ceil(lam / kappa + mu / (w.local_batch * kappa))  # eq. (15)
     if w.local_batch * n_lower > w.max_global_batch:
         if w.max_global_batch * kappa <= mu:
             return None
-        n_lower = max(w.max_global_batch // w.local_batch,
-                      math.ceil(w.max_global_batch * lam / (w.max_global_batch * kappa - mu)))
+        n_lower = max(
+            w.max_global_batch // w.local_batch, math.ceil(w.max_global_batch * lam / (w.max_global_batch * kappa - mu))
+        )
     return max(n_lower, 1), n_upper
 
 
@@ -242,13 +277,24 @@ def serverless_heuristic(problem: ServerlessProblem, *, clock: Clock | None = No
             break
     stats = {"plans_evaluated": evaluated}
     if stopped:
-        assert clock is not None                        # only a clock stops a search early
-        return serverless_result(model, best, status=Status.LIMIT, method="heuristic", started=started,
-                                 message=f"time limit of {clock.limit_s:g} s reached before the memory sweep ended",
-                                 stats=stats)
+        assert clock is not None  # only a clock stops a search early
+        return serverless_result(
+            model,
+            best,
+            status=Status.LIMIT,
+            method="heuristic",
+            started=started,
+            message=f"time limit of {clock.limit_s:g} s reached before the memory sweep ended",
+            stats=stats,
+        )
     if best is None:
-        return serverless_result(model, None, status=Status.UNKNOWN, method="heuristic", started=started,
-                                 message="the memory sweep found no feasible plan (not a proof of infeasibility)",
-                                 stats=stats)
-    return serverless_result(model, best, status=Status.FEASIBLE, method="heuristic",
-                             started=started, stats=stats)
+        return serverless_result(
+            model,
+            None,
+            status=Status.UNKNOWN,
+            method="heuristic",
+            started=started,
+            message="the memory sweep found no feasible plan (not a proof of infeasibility)",
+            stats=stats,
+        )
+    return serverless_result(model, best, status=Status.FEASIBLE, method="heuristic", started=started, stats=stats)

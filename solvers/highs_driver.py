@@ -97,7 +97,7 @@ def new_highs(*, threads: int = 1) -> highspy.Highs:
 
 
 # ------------------------------------------------------------------ verified bounds
-UNIT_ROUNDOFF = 2.0 ** -53
+UNIT_ROUNDOFF = 2.0**-53
 #: Covers underflow: every product of two floats is within 2^-1074 of its rounded value.
 TINY = 1e-300
 
@@ -113,23 +113,30 @@ class SparseRows:
     high: np.ndarray
 
     @classmethod
-    def of(cls, rows: "list[tuple[np.ndarray, np.ndarray, float, float]] | SparseRows") -> "SparseRows":
+    def of(cls, rows: list[tuple[np.ndarray, np.ndarray, float, float]] | SparseRows) -> SparseRows:
         """From the ``(idx, a, low, high)`` rows of :func:`solve_milp` (a ``SparseRows`` is returned as it is)."""
         if isinstance(rows, SparseRows):
             return rows
         sizes = [len(r[0]) for r in rows]
-        return cls(np.repeat(np.arange(len(rows)), sizes).astype(np.int64),
-                   (np.concatenate([r[0] for r in rows]) if rows else np.zeros(0)).astype(np.int64),
-                   (np.concatenate([r[1] for r in rows]) if rows else np.zeros(0)).astype(float),
-                   np.array([r[2] for r in rows], dtype=float), np.array([r[3] for r in rows], dtype=float))
+        return cls(
+            np.repeat(np.arange(len(rows)), sizes).astype(np.int64),
+            (np.concatenate([r[0] for r in rows]) if rows else np.zeros(0)).astype(np.int64),
+            (np.concatenate([r[1] for r in rows]) if rows else np.zeros(0)).astype(float),
+            np.array([r[2] for r in rows], dtype=float),
+            np.array([r[3] for r in rows], dtype=float),
+        )
 
     @classmethod
-    def stack(cls, parts: "list[SparseRows]") -> "SparseRows":
+    def stack(cls, parts: list[SparseRows]) -> SparseRows:
         """The rows of ``parts`` one after the other (row numbers shifted)."""
         shift = np.cumsum([0] + [len(part.low) for part in parts[:-1]])
-        return cls(np.concatenate([part.row + offset for part, offset in zip(parts, shift)]),
-                   np.concatenate([part.col for part in parts]), np.concatenate([part.value for part in parts]),
-                   np.concatenate([part.low for part in parts]), np.concatenate([part.high for part in parts]))
+        return cls(
+            np.concatenate([part.row + offset for part, offset in zip(parts, shift)]),
+            np.concatenate([part.col for part in parts]),
+            np.concatenate([part.value for part in parts]),
+            np.concatenate([part.low for part in parts]),
+            np.concatenate([part.high for part in parts]),
+        )
 
     def starts(self) -> np.ndarray:
         """Row-wise (CSR) starts of the entries: the rows' entries are stored row after row."""
@@ -170,8 +177,7 @@ class DualBounds:
         self.abs_cost = np.abs(self.cost)
         self.low_open, self.high_open = ~np.isfinite(rows.low), ~np.isfinite(rows.high)
 
-    def terms(self, lower: np.ndarray, upper: np.ndarray,
-              row_dual: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    def terms(self, lower: np.ndarray, upper: np.ndarray, row_dual: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         """:func:`safe_dual_bound` and the proven interval ``[r_low, r_high]`` of every reduced cost.
 
         The exact reduced cost ``c - A' y`` of the dual y used (``row_dual`` with the wrong-sign
@@ -194,9 +200,14 @@ class DualBounds:
         unbounded = np.flatnonzero(~np.isfinite(col_terms))
         if len(unbounded) > EXACT_COLUMNS:
             return -math.inf, r_low, r_high
-        for j in unbounded:          # an infinite end: r_j exactly (a basic free column has r_j = 0)
-            col_terms[j] = _exact_term(float(self.cost[j]), rows.value[rows.col == j], y[rows.row[rows.col == j]],
-                                       float(lower[j]), float(upper[j]))
+        for j in unbounded:  # an infinite end: r_j exactly (a basic free column has r_j = 0)
+            col_terms[j] = _exact_term(
+                float(self.cost[j]),
+                rows.value[rows.col == j],
+                y[rows.row[rows.col == j]],
+                float(lower[j]),
+                float(upper[j]),
+            )
         terms = np.concatenate([[self.offset], row_terms, col_terms])
         if not np.isfinite(terms).all():
             return -math.inf, r_low, r_high
@@ -205,8 +216,9 @@ class DualBounds:
         return (_down(total - error) if math.isfinite(total - error) else -math.inf), r_low, r_high
 
 
-def safe_dual_bound(cost: np.ndarray, offset: float, lower: np.ndarray, upper: np.ndarray,
-                    rows: SparseRows, row_dual: np.ndarray) -> float:
+def safe_dual_bound(
+    cost: np.ndarray, offset: float, lower: np.ndarray, upper: np.ndarray, rows: SparseRows, row_dual: np.ndarray
+) -> float:
     """A rigorous lower bound on ``cost @ x + offset`` over ``rows`` and the box, from any ``row_dual``.
 
     Neumaier and Shcherbina (2004). For every y and every x with ``low <= A x <= high``
@@ -233,8 +245,9 @@ def safe_dual_bound(cost: np.ndarray, offset: float, lower: np.ndarray, upper: n
     return DualBounds(cost, offset, rows).terms(lower, upper, row_dual)[0]
 
 
-def implied_box(lower: np.ndarray, upper: np.ndarray, rows: SparseRows,
-                passes: int = 3) -> tuple[np.ndarray, np.ndarray]:
+def implied_box(
+    lower: np.ndarray, upper: np.ndarray, rows: SparseRows, passes: int = 3
+) -> tuple[np.ndarray, np.ndarray]:
     """The box with its infinite ends replaced by bounds that every point of the rows implies.
 
     For a row ``low <= sum a_k x_k <= high`` whose other terms have a finite least value
@@ -250,7 +263,7 @@ def implied_box(lower: np.ndarray, upper: np.ndarray, rows: SparseRows,
     m = len(rows.low)
     if not len(a) or (np.isfinite(lo).all() and np.isfinite(hi).all()):
         return lo, hi
-    touching = np.zeros(m, dtype=bool)      # only rows naming a column with an infinite end give one
+    touching = np.zeros(m, dtype=bool)  # only rows naming a column with an infinite end give one
     touching[r[~(np.isfinite(lo) & np.isfinite(hi))[c]]] = True
     r, c, a = r[touching[r]], c[touching[r]], a[touching[r]]
     pairs = r * (len(lo) + 1) + c
@@ -307,9 +320,17 @@ def _farkas_proves_empty(h: highspy.Highs, empty: DualBounds, lower: np.ndarray,
     return any(empty.terms(lower, upper, sign * ray)[0] > 0 for sign in (1.0, -1.0))
 
 
-def reduced_cost_box(lower: np.ndarray, upper: np.ndarray, box_lo: np.ndarray, box_hi: np.ndarray,
-                     r_low: np.ndarray, r_high: np.ndarray, bound: float, aim: float,
-                     integer: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def reduced_cost_box(
+    lower: np.ndarray,
+    upper: np.ndarray,
+    box_lo: np.ndarray,
+    box_hi: np.ndarray,
+    r_low: np.ndarray,
+    r_high: np.ndarray,
+    bound: float,
+    aim: float,
+    integer: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
     """The box ``[lower, upper]`` less points that cost ``aim`` or more, by reduced costs.
 
     ``bound``, ``r_low`` and ``r_high`` come from :meth:`DualBounds.terms` over
@@ -339,8 +360,8 @@ def reduced_cost_box(lower: np.ndarray, upper: np.ndarray, box_lo: np.ndarray, b
     return np.maximum(lower, new_lo), np.minimum(upper, new_hi)
 
 
-NODE_LIMIT = 2000     # nodes of the verifying branch and bound before it gives up
-FIRST_NODES = 300     # nodes it may take to decide a threshold MILP before HiGHS's MILP runs
+NODE_LIMIT = 2000  # nodes of the verifying branch and bound before it gives up
+FIRST_NODES = 300  # nodes it may take to decide a threshold MILP before HiGHS's MILP runs
 
 
 @dataclass(frozen=True)
@@ -352,10 +373,22 @@ class BranchAndBound:
     nodes: int
 
 
-def verified_milp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale: float,
-                        lower: np.ndarray, upper: np.ndarray, rows: SparseRows, integer: np.ndarray,
-                        aim: float, deadline: float, node_limit: int = NODE_LIMIT, *,
-                        cutoff: float | None = None, tighten: bool = True) -> BranchAndBound:
+def verified_milp_bound(
+    h: highspy.Highs,
+    cost: np.ndarray,
+    offset: float,
+    scale: float,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    rows: SparseRows,
+    integer: np.ndarray,
+    aim: float,
+    deadline: float,
+    node_limit: int = NODE_LIMIT,
+    *,
+    cutoff: float | None = None,
+    tighten: bool = True,
+) -> BranchAndBound:
     """A lower bound on the MILP, re-derived: a branch and bound over verified LP bounds.
 
     HiGHS holds the MILP's LP relaxation (objective divided by ``scale``). A node (a box)
@@ -378,7 +411,7 @@ def verified_milp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale
     duals, empty = DualBounds(cost, offset, rows), DualBounds(np.zeros(n), 0.0, rows)
     stack: list[tuple[np.ndarray, np.ndarray, float]] = [(lower.copy(), upper.copy(), -math.inf)]
     closed = math.inf
-    held: tuple[np.ndarray, np.ndarray] | None = None      # the box HiGHS holds
+    held: tuple[np.ndarray, np.ndarray] | None = None  # the box HiGHS holds
 
     def so_far(*more: float) -> float:
         return min(closed, *more, min((b for _, _, b in stack), default=math.inf))
@@ -397,7 +430,7 @@ def verified_milp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale
         box_lo, box_hi = np.maximum(lo, implied_lo), np.minimum(hi, implied_hi)
         if status != highspy.HighsModelStatus.kOptimal:
             if status == highspy.HighsModelStatus.kInfeasible and _farkas_proves_empty(h, empty, box_lo, box_hi):
-                continue                                # no point: closed at bound inf
+                continue  # no point: closed at bound inf
             return BranchAndBound(so_far(parent), None, node + 1)
         solution = h.getSolution()
         value, r_low, r_high = duals.terms(box_lo, box_hi, np.asarray(solution.row_dual, dtype=float) * scale)
@@ -414,12 +447,12 @@ def verified_milp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale
         if tighten and value > -math.inf:
             lo, hi = reduced_cost_box(lo, hi, box_lo, box_hi, r_low, r_high, value, cutoff, integer)
             if not (np.array_equal(lo, held[0]) and np.array_equal(hi, held[1])):
-                closed = min(closed, cutoff)            # points at cutoff or above left the box
+                closed = min(closed, cutoff)  # points at cutoff or above left the box
                 if (lo > hi).any():
                     continue
         free = integer & (hi > lo)
         if not free.any():
-            if (integer & (held[1] > held[0])).any():   # the tightening fixed the last ones: solve there
+            if (integer & (held[1] > held[0])).any():  # the tightening fixed the last ones: solve there
                 stack.append((lo, hi, bound))
                 continue
             return BranchAndBound(so_far(bound), None, node + 1)
@@ -428,24 +461,34 @@ def verified_milp_bound(h: highspy.Highs, cost: np.ndarray, offset: float, scale
         fractional = free & (fraction > 1e-9)
         if fractional.any():
             j = int(np.argmax(np.where(fractional, fraction * np.abs(cost), -1.0)))
-        else:                                          # integral: split the widest free range
+        else:  # integral: split the widest free range
             j = int(np.argmax(np.where(free, hi - lo, -1.0)))
         cut = min(max(math.floor(x[j]), lo[j]), hi[j] - 1)
         left_hi, right_lo = hi.copy(), lo.copy()
         left_hi[j], right_lo[j] = cut, cut + 1
         children = [(right_lo, hi, bound), (lo, left_hi, bound)]
-        if x[j] - cut > 0.5:                           # dive first towards the nearer integer
+        if x[j] - cut > 0.5:  # dive first towards the nearer integer
             children.reverse()
         stack.extend(children)
     return BranchAndBound(so_far() if stack else closed, None, node_limit)
 
 
-def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_upper: np.ndarray,
-               rows: list[tuple[np.ndarray, np.ndarray, float, float]] | SparseRows, *,
-               integer: np.ndarray | None = None, offset: float = 0.0,
-               time_limit_s: float = INF, presolve: bool = False,
-               proof_target: float | None = None, first_below_target: bool = False,
-               search_first: bool = True, bases: dict | None = None) -> MilpSolution:
+def solve_milp(
+    h: highspy.Highs,
+    cost: np.ndarray,
+    col_lower: np.ndarray,
+    col_upper: np.ndarray,
+    rows: list[tuple[np.ndarray, np.ndarray, float, float]] | SparseRows,
+    *,
+    integer: np.ndarray | None = None,
+    offset: float = 0.0,
+    time_limit_s: float = INF,
+    presolve: bool = False,
+    proof_target: float | None = None,
+    first_below_target: bool = False,
+    search_first: bool = True,
+    bases: dict | None = None,
+) -> MilpSolution:
     """Minimize ``cost @ x + offset`` subject to ``low <= a @ x[idx] <= high`` for each row.
 
     ``rows`` holds ``(idx, a, low, high)`` with sparse indices and values (or is a
@@ -486,12 +529,25 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
     relaxation_first = stop_early and search_first
     h.setOptionValue("objective_target", -INF)
     # the arrays passed as they are (a HighsLp's fields are copied element by element: ~4x slower)
-    h.passModel(n, len(sparse.low), len(sparse.value), int(highspy.MatrixFormat.kRowwise),
-                int(highspy.ObjSense.kMinimize), float(offset) / scale, cost / scale, lower, upper,
-                sparse.low, sparse.high, sparse.starts(), sparse.col.astype(np.int32), sparse.value,
-                np.zeros(n, dtype=np.int32) if relaxation_first else flags.astype(np.int32))
-    if relaxation_first:                              # the relaxation first (no integrality yet)
-        assert proof_target is not None               # (stop_early requires it)
+    h.passModel(
+        n,
+        len(sparse.low),
+        len(sparse.value),
+        int(highspy.MatrixFormat.kRowwise),
+        int(highspy.ObjSense.kMinimize),
+        float(offset) / scale,
+        cost / scale,
+        lower,
+        upper,
+        sparse.low,
+        sparse.high,
+        sparse.starts(),
+        sparse.col.astype(np.int32),
+        sparse.value,
+        np.zeros(n, dtype=np.int32) if relaxation_first else flags.astype(np.int32),
+    )
+    if relaxation_first:  # the relaxation first (no integrality yet)
+        assert proof_target is not None  # (stop_early requires it)
         deadline = started + max(float(time_limit_s), 1e-3)
         decided = _threshold_first(h, cost, offset, scale, lower, upper, sparse, flags, proof_target, deadline)
         if decided is not None:
@@ -504,7 +560,7 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
         h.setOptionValue("objective_target", proof_target / scale)
     shape = (n, len(sparse.low))
     if bases is not None and shape in bases and not flags.any():
-        h.setBasis(bases[shape])           # a warm start only: the bound is verified all the same
+        h.setBasis(bases[shape])  # a warm start only: the bound is verified all the same
     h.run()
     status = h.getModelStatus()
     if not flags.any():
@@ -514,37 +570,59 @@ def solve_milp(h: highspy.Highs, cost: np.ndarray, col_lower: np.ndarray, col_up
     info = h.getInfo()
     x = None
     if status in (highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kObjectiveTarget) or (
-            status == highspy.HighsModelStatus.kTimeLimit and info.primal_solution_status == 2):
+        status == highspy.HighsModelStatus.kTimeLimit and info.primal_solution_status == 2
+    ):
         x = np.array(h.getSolution().col_value)
     objective = float(cost @ x + offset) if x is not None else INF
     if status == highspy.HighsModelStatus.kObjectiveTarget and x is not None:
-        return MilpSolution(MilpStatus.OPTIMAL, x, objective, -INF)     # a point, and no proof needed
+        return MilpSolution(MilpStatus.OPTIMAL, x, objective, -INF)  # a point, and no proof needed
     if status not in (highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kInfeasible):
         kind = MilpStatus.LIMIT if status == highspy.HighsModelStatus.kTimeLimit else MilpStatus.ERROR
-        return MilpSolution(kind, x if kind is MilpStatus.LIMIT else None, objective if kind is MilpStatus.LIMIT else INF,
-                            -INF)
+        return MilpSolution(
+            kind, x if kind is MilpStatus.LIMIT else None, objective if kind is MilpStatus.LIMIT else INF, -INF
+        )
     if x is not None and proof_target is not None and objective < proof_target:
-        return MilpSolution(MilpStatus.OPTIMAL, x, objective, -INF)     # the caller needs no proof
+        return MilpSolution(MilpStatus.OPTIMAL, x, objective, -INF)  # the caller needs no proof
     claim = objective if x is not None else INF
     aim = claim if proof_target is None else min(claim, proof_target)
-    if x is not None and proof_target is None:        # HiGHS's claim, less its tolerance
+    if x is not None and proof_target is None:  # HiGHS's claim, less its tolerance
         aim -= 1e-9 * (abs(claim) + float(np.abs(cost * x).sum()) + abs(offset))
     h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), np.zeros(n, dtype=np.uint8))
     deadline = started + max(float(time_limit_s), 1e-3)
     # boxes may lose the points at HiGHS's claim or above (the bound is capped there anyway)
-    searched = verified_milp_bound(h, cost, offset, scale, lower, upper, sparse, flags, aim, deadline,
-                                   cutoff=claim if proof_target is None else aim)
+    searched = verified_milp_bound(
+        h,
+        cost,
+        offset,
+        scale,
+        lower,
+        upper,
+        sparse,
+        flags,
+        aim,
+        deadline,
+        cutoff=claim if proof_target is None else aim,
+    )
     bound, better = searched.bound, searched.point
-    if better is not None:                            # HiGHS's answer was not optimal: a point below it
+    if better is not None:  # HiGHS's answer was not optimal: a point below it
         return MilpSolution(MilpStatus.OPTIMAL, better, float(cost @ better + offset), bound)
     if x is None:
         return MilpSolution(MilpStatus.INFEASIBLE if bound >= aim else MilpStatus.ERROR, None, INF, bound)
     return MilpSolution(MilpStatus.OPTIMAL, x, objective, min(bound, objective))
 
 
-def _threshold_first(h: highspy.Highs, cost: np.ndarray, offset: float, scale: float,
-                     lower: np.ndarray, upper: np.ndarray, rows: SparseRows, integer: np.ndarray,
-                     target: float, deadline: float) -> MilpSolution | None:
+def _threshold_first(
+    h: highspy.Highs,
+    cost: np.ndarray,
+    offset: float,
+    scale: float,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    rows: SparseRows,
+    integer: np.ndarray,
+    target: float,
+    deadline: float,
+) -> MilpSolution | None:
     """Decide "is there a point below ``target``?" by the verifying branch and bound alone.
 
     Most threshold MILPs are decided in a few dozen nodes of :func:`verified_milp_bound`,
@@ -557,8 +635,9 @@ def _threshold_first(h: highspy.Highs, cost: np.ndarray, offset: float, scale: f
     takes over (``h`` holds the relaxation, its box restored, its integrality still to be set).
     """
     n = len(cost)
-    searched = verified_milp_bound(h, cost, offset, scale, lower, upper, rows, integer, target, deadline,
-                                   node_limit=FIRST_NODES)
+    searched = verified_milp_bound(
+        h, cost, offset, scale, lower, upper, rows, integer, target, deadline, node_limit=FIRST_NODES
+    )
     bound, point = searched.bound, searched.point
     if bound >= target:
         return MilpSolution(MilpStatus.INFEASIBLE, None, INF, bound)
@@ -572,14 +651,32 @@ def _meets_rows(x: np.ndarray, lower: np.ndarray, upper: np.ndarray, rows: Spars
     """Whether ``x`` meets its box and every row within 1e-9 of the terms' magnitudes."""
     activity = np.bincount(rows.row, weights=rows.value * x[rows.col], minlength=len(rows.low))
     size = np.bincount(rows.row, weights=np.abs(rows.value * x[rows.col]), minlength=len(rows.low))
-    slack = 1e-9 * (size + np.abs(np.where(np.isfinite(rows.low), rows.low, 0.0))
-                    + np.abs(np.where(np.isfinite(rows.high), rows.high, 0.0))) + 1e-12
-    return bool((x >= lower - 1e-9 * np.abs(lower) - 1e-12).all() and (x <= upper + 1e-9 * np.abs(upper) + 1e-12).all()
-                and (activity >= rows.low - slack).all() and (activity <= rows.high + slack).all())
+    slack = (
+        1e-9
+        * (
+            size
+            + np.abs(np.where(np.isfinite(rows.low), rows.low, 0.0))
+            + np.abs(np.where(np.isfinite(rows.high), rows.high, 0.0))
+        )
+        + 1e-12
+    )
+    return bool(
+        (x >= lower - 1e-9 * np.abs(lower) - 1e-12).all()
+        and (x <= upper + 1e-9 * np.abs(upper) + 1e-12).all()
+        and (activity >= rows.low - slack).all()
+        and (activity <= rows.high + slack).all()
+    )
 
 
-def _lp_solution(h: highspy.Highs, cost: np.ndarray, offset: float, scale: float, lower: np.ndarray,
-                 upper: np.ndarray, rows: SparseRows) -> MilpSolution:
+def _lp_solution(
+    h: highspy.Highs,
+    cost: np.ndarray,
+    offset: float,
+    scale: float,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    rows: SparseRows,
+) -> MilpSolution:
     """The outcome of an LP (no integer column) with its verified bound (``inf``: proven empty)."""
     status = h.getModelStatus()
     box_lo, box_hi = implied_box(lower, upper, rows)
@@ -587,8 +684,9 @@ def _lp_solution(h: highspy.Highs, cost: np.ndarray, offset: float, scale: float
         solution = h.getSolution()
         x = np.array(solution.col_value)
         y = np.asarray(solution.row_dual, dtype=float) * scale
-        return MilpSolution(MilpStatus.OPTIMAL, x, float(cost @ x + offset),
-                            safe_dual_bound(cost, offset, box_lo, box_hi, rows, y))
+        return MilpSolution(
+            MilpStatus.OPTIMAL, x, float(cost @ x + offset), safe_dual_bound(cost, offset, box_lo, box_hi, rows, y)
+        )
     if status == highspy.HighsModelStatus.kInfeasible:
         if _farkas_proves_empty(h, DualBounds(np.zeros(len(cost)), 0.0, rows), box_lo, box_hi):
             return MilpSolution(MilpStatus.INFEASIBLE, None, INF, INF)

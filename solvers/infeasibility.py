@@ -30,20 +30,26 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from dnnprov.progress import Clock
-from dnnprov.result import Reason, Result, Status
-from dnnprov.problems.serverless import ServerlessProblem
-from dnnprov.problems.spot import SpotProblem
+from dnnprov.solvers import why_serverless, why_spot
+
 from dnnprov.models.serverless import ServerlessSideRows
 from dnnprov.models.spot import SideRows
-from dnnprov.solvers import why_serverless, why_spot
+from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.progress import Clock
+from dnnprov.result import Reason, Result, Status
 
 #: Plans evaluated outright (the relaxed box); larger spot spaces use exact solves.
 ENUMERATION_PLANS = 1_000_000
 
 
-def explain(result: Result, problem: SpotProblem | ServerlessProblem, *, clock: Clock,
-            side: SideRows | ServerlessSideRows | None = None) -> Result:
+def explain(
+    result: Result,
+    problem: SpotProblem | ServerlessProblem,
+    *,
+    clock: Clock,
+    side: SideRows | ServerlessSideRows | None = None,
+) -> Result:
     """``result`` with its infeasibility explained (unchanged unless it is ``infeasible``).
 
     ``side`` are the user's constraints (from the Pyomo model), named in the reasons;
@@ -57,8 +63,9 @@ def explain(result: Result, problem: SpotProblem | ServerlessProblem, *, clock: 
     else:
         reasons = why_serverless.reasons(problem, side, clock, ENUMERATION_PLANS)  # type: ignore[arg-type]
     stats = {**result.stats, "explain_seconds": round(time.perf_counter() - started, 6)}
-    return dataclasses.replace(result, infeasibility=tuple(reasons), stats=stats,
-                               solve_seconds=max(result.solve_seconds, clock.elapsed()))
+    return dataclasses.replace(
+        result, infeasibility=tuple(reasons), stats=stats, solve_seconds=max(result.solve_seconds, clock.elapsed())
+    )
 
 
 def explain_revocation_aware(result: Result, problem: SpotProblem, clock: Clock, what: str) -> Result:
@@ -74,19 +81,44 @@ def explain_revocation_aware(result: Result, problem: SpotProblem, clock: Clock,
 
     nominal = solve_spot_exact(problem, clock=Clock(max(clock.remaining(), 0.0) / 2))
     if nominal.status is Status.INFEASIBLE:
-        reasons = [Reason("revocation", what, None, None, True,
-                          "even without revocations no plan meets every constraint (proven by an exact solve):")]
+        reasons = [
+            Reason(
+                "revocation",
+                what,
+                None,
+                None,
+                True,
+                "even without revocations no plan meets every constraint (proven by an exact solve):",
+            )
+        ]
         reasons += why_spot.reasons(problem, None, clock, ENUMERATION_PLANS)
     elif nominal.plan is not None:
         cheapest = "cheapest" if nominal.status is Status.OPTIMAL else "a plan"
-        reasons = [Reason("revocation", what, None, None, True,      # shown by the plan
-                          f"{what}: no plan meets T_obj under it, though without revocations {cheapest} "
-                          f"{nominal.plan} meets every constraint (${nominal.cost:.6f}, {nominal.time_s:,.2f} s); "
-                          "so the revocation requirement is the cause (how much longer slo.time_s would have "
-                          "to be under it is not computed)",
-                          plan=nominal.plan.to_dict())]
+        reasons = [
+            Reason(
+                "revocation",
+                what,
+                None,
+                None,
+                True,  # shown by the plan
+                f"{what}: no plan meets T_obj under it, though without revocations {cheapest} "
+                f"{nominal.plan} meets every constraint (${nominal.cost:.6f}, {nominal.time_s:,.2f} s); "
+                "so the revocation requirement is the cause (how much longer slo.time_s would have "
+                "to be under it is not computed)",
+                plan=nominal.plan.to_dict(),
+            )
+        ]
     else:
-        reasons = [Reason("unexplained", what, None, None, False,
-                          f"the time limit stopped the check without revocations ({nominal.message})")]
-    return dataclasses.replace(result, infeasibility=tuple(reasons),
-                               solve_seconds=max(result.solve_seconds, clock.elapsed()))
+        reasons = [
+            Reason(
+                "unexplained",
+                what,
+                None,
+                None,
+                False,
+                f"the time limit stopped the check without revocations ({nominal.message})",
+            )
+        ]
+    return dataclasses.replace(
+        result, infeasibility=tuple(reasons), solve_seconds=max(result.solve_seconds, clock.elapsed())
+    )

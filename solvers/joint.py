@@ -85,41 +85,51 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence, cast
+from typing import Any, cast
 
 import highspy
 import numpy as np
-
-from dnnprov.errors import InvalidInputError
-from dnnprov.problems._checks import number as checked_number
-from dnnprov.progress import Clock, stop_requested
 from dnnprov.formulations.joint import JobColumns
-from dnnprov.result import Reason, Result, Status, finite_or_none
-from dnnprov.problems.serverless import ServerlessProblem
-from dnnprov.models.serverless import ServerlessModel
-from dnnprov.solvers.joint_columns import (DEFAULT_MAX_PLANS_PER_JOB, GeneratedColumns, Problem, SharedLimits,
-                                           check_shared_names, generate_columns, pareto_grid, serverless_columns,
-                                           spot_columns)
-from dnnprov.solvers.infeasibility import explain
 from dnnprov.solvers.highs_driver import TINY, UNIT_ROUNDOFF, MilpSolution, MilpStatus
+from dnnprov.solvers.infeasibility import explain
+from dnnprov.solvers.joint_columns import (
+    DEFAULT_MAX_PLANS_PER_JOB,
+    GeneratedColumns,
+    Problem,
+    SharedLimits,
+    check_shared_names,
+    generate_columns,
+    pareto_grid,
+    serverless_columns,
+    spot_columns,
+)
 from dnnprov.solvers.joint_model import ColumnModel, h_status
 from dnnprov.solvers.joint_why import shared_limit_reasons
 from dnnprov.solvers.outcome import serverless_result, spot_result
-from dnnprov.problems.spot import SpotProblem
-from dnnprov.models.spot import SpotModel
 
-OPTIMAL_TOLERANCE = 1e-8     # relative: a verified bound this close to the cost proves it optimal
-SUPPORT_TOLERANCE = 1e-7     # LP values above this count as the LP's support
-INCUMBENT_WIDTHS = (4, 32)   # smallest-delta columns per job tried by the incumbent MILP
-INCUMBENT_SECONDS = 1.0      # time limit of each incumbent MILP
-INITIAL_WIDTH = 4            # the first exact MILP sees about this many columns per job
-INCUMBENT_GAP = 1e-6         # relative gap at which an incumbent MILP may stop
+from dnnprov.errors import InvalidInputError
+from dnnprov.models.serverless import ServerlessModel
+from dnnprov.models.spot import SpotModel
+from dnnprov.problems._checks import number as checked_number
+from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.progress import Clock, stop_requested
+from dnnprov.result import Reason, Result, Status, finite_or_none
+
+OPTIMAL_TOLERANCE = 1e-8  # relative: a verified bound this close to the cost proves it optimal
+SUPPORT_TOLERANCE = 1e-7  # LP values above this count as the LP's support
+INCUMBENT_WIDTHS = (4, 32)  # smallest-delta columns per job tried by the incumbent MILP
+INCUMBENT_SECONDS = 1.0  # time limit of each incumbent MILP
+INITIAL_WIDTH = 4  # the first exact MILP sees about this many columns per job
+INCUMBENT_GAP = 1e-6  # relative gap at which an incumbent MILP may stop
 # Column generation wins while restricted LPs are small: 1,000 spot jobs x 40 columns 0.05 s
 # (full LP by IPM 1.5 s), 100 x 1,500 columns 0.04 s (IPM 4 s). With 10,000-20,000 jobs
 # every round re-solves an LP with as many rows, and sharing one row makes every job swap
 # columns as its dual moves: 2.5-10 s against 1.1-2.6 s for IPM on the full LP.
 PRICING_MAX_JOBS = 5000
+
 
 # ---------------------------------------------------------------------- result
 @dataclass(frozen=True)
@@ -154,11 +164,18 @@ class JointResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the CLI's ``--json`` output)."""
-        return {"status": self.status.value, "cost": finite_or_none(self.cost), "bound": finite_or_none(self.bound),
-                "gap": finite_or_none(self.gap), "solve_seconds": self.solve_seconds, "message": self.message,
-                "shared": {r: {"limit": self.limits[r], "used": self.usage.get(r)} for r in self.limits},
-                "stats": dict(self.stats), "jobs": [r.to_dict() for r in self.results],
-                "infeasibility": [reason.to_dict() for reason in self.infeasibility]}
+        return {
+            "status": self.status.value,
+            "cost": finite_or_none(self.cost),
+            "bound": finite_or_none(self.bound),
+            "gap": finite_or_none(self.gap),
+            "solve_seconds": self.solve_seconds,
+            "message": self.message,
+            "shared": {r: {"limit": self.limits[r], "used": self.usage.get(r)} for r in self.limits},
+            "stats": dict(self.stats),
+            "jobs": [r.to_dict() for r in self.results],
+            "infeasibility": [reason.to_dict() for reason in self.infeasibility],
+        }
 
     def to_json(self, **kwargs: Any) -> str:
         """:meth:`to_dict` as a JSON string."""
@@ -170,8 +187,10 @@ class JointResult:
         width = max((len(r.instance) for r in self.results), default=0)
         for i, r in enumerate(self.results):
             cost = f"${r.cost:.6f}" if r.cost is not None else "-"
-            lines.append(f"  [{i}] {r.instance:<{width}} {r.kind:<10} {r.status.value:<10} {cost:>13}  "
-                         f"{r.plan if r.plan is not None else r.message}")
+            lines.append(
+                f"  [{i}] {r.instance:<{width}} {r.kind:<10} {r.status.value:<10} {cost:>13}  "
+                f"{r.plan if r.plan is not None else r.message}"
+            )
             lines.extend(f"      - {reason.text}" for reason in r.infeasibility)
         lines.extend(f"  why: {reason.text}" for reason in self.infeasibility)
         if self.cost is not None:
@@ -183,10 +202,12 @@ class JointResult:
             lines.append(f"  {row:<28} {'-' if used is None else f'{used:g}':>8} of {limit:g}")
         s = self.stats
         if "columns" in s:
-            lines.append(f"  columns {s['columns']:,} -> {s.get('columns_after_fixing', s['columns']):,} after "
-                         f"reduced-cost fixing; times: columns {s.get('columns_seconds', 0):.2f} s, "
-                         f"LP {s.get('lp_seconds', 0):.2f} s, incumbent {s.get('incumbent_seconds', 0):.2f} s, "
-                         f"MILP {s.get('milp_seconds', 0):.2f} s")
+            lines.append(
+                f"  columns {s['columns']:,} -> {s.get('columns_after_fixing', s['columns']):,} after "
+                f"reduced-cost fixing; times: columns {s.get('columns_seconds', 0):.2f} s, "
+                f"LP {s.get('lp_seconds', 0):.2f} s, incumbent {s.get('incumbent_seconds', 0):.2f} s, "
+                f"MILP {s.get('milp_seconds', 0):.2f} s"
+            )
         lines.append(f"  solve: {self.solve_seconds:.3f} s")
         if self.message:
             lines.append(f"  note : {self.message}")
@@ -196,9 +217,16 @@ class JointResult:
 
 
 # ---------------------------------------------------------------------- the solve
-def solve_many(problems: Sequence[Problem], *, shared: SharedLimits | None = None,
-               time_limit_s: float = 300.0, max_plans_per_job: int = DEFAULT_MAX_PLANS_PER_JOB,
-               fixing: bool = True, cache: bool = True, explain: bool = True) -> JointResult:
+def solve_many(
+    problems: Sequence[Problem],
+    *,
+    shared: SharedLimits | None = None,
+    time_limit_s: float = 300.0,
+    max_plans_per_job: int = DEFAULT_MAX_PLANS_PER_JOB,
+    fixing: bool = True,
+    cache: bool = True,
+    explain: bool = True,
+) -> JointResult:
     """One plan per job, minimizing total cost under every job's SLOs and the shared limits.
 
     Parameters
@@ -229,50 +257,80 @@ def solve_many(problems: Sequence[Problem], *, shared: SharedLimits | None = Non
         raise InvalidInputError("problems", "at least one job is needed")
     for i, p in enumerate(problems):
         if not isinstance(p, (SpotProblem, ServerlessProblem)):
-            raise InvalidInputError(f"problems[{i}]",
-                                    f"expected SpotProblem or ServerlessProblem, got {type(p).__name__}")
+            raise InvalidInputError(
+                f"problems[{i}]", f"expected SpotProblem or ServerlessProblem, got {type(p).__name__}"
+            )
     if not isinstance(shared, SharedLimits):
         raise InvalidInputError("shared", f"expected SharedLimits, got {type(shared).__name__}")
     time_limit_s = checked_number("time_limit_s", time_limit_s, exclusive_minimum=0)
     deadline = started + time_limit_s
     check_shared_names(problems, shared)
     limits = shared.rows()
-    stats: dict[str, Any] = {"jobs": len(problems),
-                             "spot_jobs": sum(isinstance(p, SpotProblem) for p in problems),
-                             "serverless_jobs": sum(isinstance(p, ServerlessProblem) for p in problems)}
+    stats: dict[str, Any] = {
+        "jobs": len(problems),
+        "spot_jobs": sum(isinstance(p, SpotProblem) for p in problems),
+        "serverless_jobs": sum(isinstance(p, ServerlessProblem) for p in problems),
+    }
 
     t0 = time.perf_counter()
-    generated = generate_columns(problems, shared, max_plans_per_job=max_plans_per_job,
-                                 deadline=deadline, cache=cache)
+    generated = generate_columns(problems, shared, max_plans_per_job=max_plans_per_job, deadline=deadline, cache=cache)
     stats["columns_seconds"] = time.perf_counter() - t0
     if generated is None:
-        return _without_plans(problems, None, Status.LIMIT, started, limits, stats,
-                              "time limit reached during column generation")
+        return _without_plans(
+            problems, None, Status.LIMIT, started, limits, stats, "time limit reached during column generation"
+        )
     stats["plans_evaluated"] = sum(g.plans_evaluated for g in generated)
     stats["cached_jobs"] = sum(g.cached for g in generated)
     stats["columns"] = sum(len(g.columns) for g in generated)
     empty = [i for i, g in enumerate(generated) if not len(g.columns)]
     if empty:
         i = empty[0]
-        why = ("has no plan meeting its own constraints" if not math.isfinite(generated[i].alone)
-               else "has no plan within the shared limits")
+        why = (
+            "has no plan meeting its own constraints"
+            if not math.isfinite(generated[i].alone)
+            else "has no plan within the shared limits"
+        )
         shared_cause = all(math.isfinite(generated[j].alone) for j in empty)
-        return _without_plans(problems, generated, Status.INFEASIBLE, started, limits, stats,
-                              f"proven infeasible: job {i} ({problems[i].name}) {why}"
-                              + (f" (and {len(empty) - 1} more jobs)" if len(empty) > 1 else ""), deadline=deadline,
-                              reasons=_shared_reasons(problems, shared, deadline, explain and shared_cause))
+        return _without_plans(
+            problems,
+            generated,
+            Status.INFEASIBLE,
+            started,
+            limits,
+            stats,
+            f"proven infeasible: job {i} ({problems[i].name}) {why}"
+            + (f" (and {len(empty) - 1} more jobs)" if len(empty) > 1 else ""),
+            deadline=deadline,
+            reasons=_shared_reasons(problems, shared, deadline, explain and shared_cause),
+        )
 
     solved = solve_columns([g.columns for g in generated], limits, deadline=deadline, fixing=fixing)
     stats.update(solved.stats)
     if solved.picked is None:
-        return _without_plans(problems, generated, solved.status, started, limits, stats, solved.message,
-                              bound=solved.bound,
-                              reasons=_shared_reasons(problems, shared, deadline,
-                                                      explain and solved.status is Status.INFEASIBLE))
+        return _without_plans(
+            problems,
+            generated,
+            solved.status,
+            started,
+            limits,
+            stats,
+            solved.message,
+            bound=solved.bound,
+            reasons=_shared_reasons(problems, shared, deadline, explain and solved.status is Status.INFEASIBLE),
+        )
     results = tuple(_job_result(p, g, int(k), started) for p, g, k in zip(problems, generated, solved.picked))
     stats["total_seconds"] = time.perf_counter() - started
-    return JointResult(solved.status, results, solved.cost, solved.bound, time.perf_counter() - started,
-                       solved.message, solved.usage, limits, stats)
+    return JointResult(
+        solved.status,
+        results,
+        solved.cost,
+        solved.bound,
+        time.perf_counter() - started,
+        solved.message,
+        solved.usage,
+        limits,
+        stats,
+    )
 
 
 @dataclass
@@ -286,11 +344,12 @@ class ColumnSolution:
     message: str = ""
     usage: dict[str, float] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
-    kept: np.ndarray | None = None     # global indices of the columns the last MILP saw
+    kept: np.ndarray | None = None  # global indices of the columns the last MILP saw
 
 
-def solve_columns(columns: Sequence[JobColumns], shared: Mapping[str, float], *,
-                  deadline: float = math.inf, fixing: bool = True) -> ColumnSolution:
+def solve_columns(
+    columns: Sequence[JobColumns], shared: Mapping[str, float], *, deadline: float = math.inf, fixing: bool = True
+) -> ColumnSolution:
     """Steps 2 and 3 of the module docstring on given columns: LP, fixing, exact MILP.
 
     ``columns`` holds one :class:`JobColumns` per job (each with at least one column),
@@ -313,15 +372,28 @@ def solve_columns(columns: Sequence[JobColumns], shared: Mapping[str, float], *,
         # HiGHS's word is no proof: only a verified Farkas certificate of the full LP is.
         check = model.verified_solve(integer=False, time_limit_s=deadline - time.perf_counter())
         if check.status is MilpStatus.INFEASIBLE:
-            return ColumnSolution(Status.INFEASIBLE, None, None, math.inf,
-                                  "proven infeasible: the shared limits cannot be met by all jobs at once "
-                                  "(a verified Farkas certificate of the LP relaxation)", stats=stats)
-        return ColumnSolution(Status.LIMIT, None, None, None,
-                              "HiGHS reported the LP relaxation infeasible but no certificate verified", stats=stats)
+            return ColumnSolution(
+                Status.INFEASIBLE,
+                None,
+                None,
+                math.inf,
+                "proven infeasible: the shared limits cannot be met by all jobs at once "
+                "(a verified Farkas certificate of the LP relaxation)",
+                stats=stats,
+            )
+        return ColumnSolution(
+            Status.LIMIT,
+            None,
+            None,
+            None,
+            "HiGHS reported the LP relaxation infeasible but no certificate verified",
+            stats=stats,
+        )
     if "row_dual" not in lp:
-        return ColumnSolution(Status.LIMIT, None, None, None,
-                              f"the LP relaxation ended {h_status(lp['status'])}", stats=stats)
-    bound, delta = model.lagrangian(lp["row_dual"])      # verified: bound <= L*, delta <= delta*
+        return ColumnSolution(
+            Status.LIMIT, None, None, None, f"the LP relaxation ended {h_status(lp['status'])}", stats=stats
+        )
+    bound, delta = model.lagrangian(lp["row_dual"])  # verified: bound <= L*, delta <= delta*
     stats["lp_objective"] = lp["objective"]
     stats["lp_bound"] = bound
 
@@ -353,7 +425,7 @@ def solve_columns(columns: Sequence[JobColumns], shared: Mapping[str, float], *,
     tau = threshold(width)
     proven_bound, rounds, infeasible = bound, 0, False
     kept, previous = np.arange(n), None
-    subset_bound = -math.inf                        # B_S of the last MILP, over the set `previous`
+    subset_bound = -math.inf  # B_S of the last MILP, over the set `previous`
     last_tau = -math.inf
     while time.perf_counter() < deadline and not stop_requested() and not _closes(proven_bound, upper):
         kept = np.flatnonzero(delta <= tau) if math.isfinite(tau) else np.arange(n)
@@ -362,7 +434,7 @@ def solve_columns(columns: Sequence[JobColumns], shared: Mapping[str, float], *,
             # the same set with a larger tau: its B_S stands, only L + tau grew
             proven_bound = max(proven_bound, min(subset_bound, outside))
             if tau <= last_tau:
-                break                               # tau cannot grow: the proof did not close
+                break  # tau cannot grow: the proof did not close
             last_tau = tau
             width *= 4
             tau = threshold(width)
@@ -373,42 +445,56 @@ def solve_columns(columns: Sequence[JobColumns], shared: Mapping[str, float], *,
         subset_bound = milp.dual_bound
         proven_bound = max(proven_bound, min(subset_bound, outside))
         if milp.status is MilpStatus.INFEASIBLE and len(kept) == n and best is None:
-            infeasible = True                       # verified (no target without an incumbent): no joint solution
+            infeasible = True  # verified (no target without an incumbent): no joint solution
             break
         if milp.status in (MilpStatus.LIMIT, MilpStatus.ERROR) and len(kept) == n:
             break
         width *= 4
         tau = threshold(width)
     stats["columns_after_fixing"] = len(kept)
-    stats["fixing_rounds"] = rounds        # 0: the Lagrangian bound alone met the incumbent
+    stats["fixing_rounds"] = rounds  # 0: the Lagrangian bound alone met the incumbent
     stats["fixing_threshold"] = float(tau) if rounds and math.isfinite(tau) else None
     stats["milp_seconds"] = time.perf_counter() - t0
     if best is None:
         if infeasible:
-            return ColumnSolution(Status.INFEASIBLE, None, None, math.inf,
-                                  "proven infeasible: the shared limits cannot be met by all jobs at once "
-                                  "(verified branch and bound)", stats=stats)
-        return ColumnSolution(Status.LIMIT, None, None, proven_bound, "time limit: no joint plan found yet",
-                              stats=stats)
+            return ColumnSolution(
+                Status.INFEASIBLE,
+                None,
+                None,
+                math.inf,
+                "proven infeasible: the shared limits cannot be met by all jobs at once (verified branch and bound)",
+                stats=stats,
+            )
+        return ColumnSolution(
+            Status.LIMIT, None, None, proven_bound, "time limit: no joint plan found yet", stats=stats
+        )
     picked = model.choice(best)
     used = model.usage(picked)
     if (used > model.limits + 1e-9).any():
         raise AssertionError("the chosen plans exceed a shared limit")
-    total = math.fsum(model.cost[picked])          # correctly rounded; _total(best) >= the exact sum
+    total = math.fsum(model.cost[picked])  # correctly rounded; _total(best) >= the exact sum
     usage = {r: float(u) for r, u in zip(model.row_names, used)}
     usage.update({r: 0.0 for r in shared if r not in usage})
     if _closes(proven_bound, _total(model, best)):
         return ColumnSolution(Status.OPTIMAL, picked - model.starts[:-1], total, total, "", usage, stats, kept)
-    return ColumnSolution(Status.LIMIT, picked - model.starts[:-1], total, min(proven_bound, total),
-                          "limit: incumbent and verified bound (the proof did not close in time)",
-                          usage, stats, kept)
+    return ColumnSolution(
+        Status.LIMIT,
+        picked - model.starts[:-1],
+        total,
+        min(proven_bound, total),
+        "limit: incumbent and verified bound (the proof did not close in time)",
+        usage,
+        stats,
+        kept,
+    )
 
 
-PROOF_ATTEMPTS = 3           # verified MILPs per fixing set, each aimed at the incumbent found before
+PROOF_ATTEMPTS = 3  # verified MILPs per fixing set, each aimed at the incumbent found before
 
 
-def _verified_subset(model: ColumnModel, kept: np.ndarray, best: np.ndarray | None, upper: float,
-                     deadline: float) -> tuple[MilpSolution, np.ndarray | None, float]:
+def _verified_subset(
+    model: ColumnModel, kept: np.ndarray, best: np.ndarray | None, upper: float, deadline: float
+) -> tuple[MilpSolution, np.ndarray | None, float]:
     """The verified MILP over ``kept``, aimed at proving the incumbent ``upper`` (new incumbent if found).
 
     The driver proves "no point below the target" with target U (1 - OPTIMAL_TOLERANCE / 2),
@@ -457,8 +543,9 @@ def _down(value: float) -> float:
     return float(np.nextafter(value - 2 * UNIT_ROUNDOFF * abs(value) - TINY, -np.inf))
 
 
-def _incumbent(model: ColumnModel, x_lp: np.ndarray, delta: np.ndarray,
-               deadline: float) -> tuple[np.ndarray | None, float]:
+def _incumbent(
+    model: ColumnModel, x_lp: np.ndarray, delta: np.ndarray, deadline: float
+) -> tuple[np.ndarray | None, float]:
     """A quick feasible joint solution by rounding the LP (``None``, inf if none found fast).
 
     Every job the LP assigns integrally keeps its column; the (few, at most one per
@@ -469,14 +556,14 @@ def _incumbent(model: ColumnModel, x_lp: np.ndarray, delta: np.ndarray,
     support = np.flatnonzero(x_lp > SUPPORT_TOLERANCE)
     by_delta = np.lexsort((delta, model.job_of))
     rank = np.empty(n, dtype=np.int64)
-    rank[by_delta] = np.arange(n) - model.starts[model.job_of[by_delta]]   # 0 = smallest delta of its job
+    rank[by_delta] = np.arange(n) - model.starts[model.job_of[by_delta]]  # 0 = smallest delta of its job
     fractional = np.zeros(model.jobs, dtype=bool)
     fractional[model.job_of[support[x_lp[support] < 1 - SUPPORT_TOLERANCE]]] = True
     near = fractional[model.job_of]
     if not near.any():
         x = np.zeros(n)
         x[model.choice(np.where(x_lp > 0.5, 1.0, 0.0))] = 1.0
-        return (x, _total(model, x)) if _feasible(model, x) else (None, math.inf)   # the LP optimum is integral
+        return (x, _total(model, x)) if _feasible(model, x) else (None, math.inf)  # the LP optimum is integral
     attempts = [np.union1d(support, np.flatnonzero(near & (rank < width))) for width in INCUMBENT_WIDTHS]
     attempts.append(np.union1d(support, np.flatnonzero(near)))
     tried: set[bytes] = set()
@@ -487,8 +574,9 @@ def _incumbent(model: ColumnModel, x_lp: np.ndarray, delta: np.ndarray,
         if subset.tobytes() in tried:
             continue  # the same columns as an earlier attempt
         tried.add(subset.tobytes())
-        result = model.solve(subset, integer=True, time_limit_s=min(remaining / 10, INCUMBENT_SECONDS),
-                             gap=INCUMBENT_GAP)
+        result = model.solve(
+            subset, integer=True, time_limit_s=min(remaining / 10, INCUMBENT_SECONDS), gap=INCUMBENT_GAP
+        )
         if result["x"] is not None:
             x = np.zeros(n)
             x[model.choice(result["x"])] = 1.0
@@ -504,30 +592,63 @@ def _job_result(problem: Problem, generated: GeneratedColumns, k: int, started: 
     alone_best = cost <= alone * (1 + 1e-12) + 1e-15
     status = Status.OPTIMAL if alone_best else Status.FEASIBLE
     bound = cost if alone_best else alone
-    message = "" if alone_best else (f"chosen jointly: the shared limits rule out this job's cheapest "
-                                     f"plan (${alone:.6f} alone)")
-    stats = {"columns": len(generated.columns), "feasible_plans": generated.feasible_plans,
-             "column_seconds": generated.seconds, "cached": generated.cached}
+    message = (
+        ""
+        if alone_best
+        else (f"chosen jointly: the shared limits rule out this job's cheapest plan (${alone:.6f} alone)")
+    )
+    stats = {
+        "columns": len(generated.columns),
+        "feasible_plans": generated.feasible_plans,
+        "column_seconds": generated.seconds,
+        "cached": generated.cached,
+    }
     # the formulation keeps plans opaque; the column generation stored these arrays there
     if isinstance(problem, SpotProblem):
         counts, ps = cast("tuple[np.ndarray, np.ndarray]", generated.columns.plans)
-        return spot_result(SpotModel(problem), counts[k], int(ps[k]), status=status, method="joint",
-                           started=started, bound=bound, message=message, stats=stats)
+        return spot_result(
+            SpotModel(problem),
+            counts[k],
+            int(ps[k]),
+            status=status,
+            method="joint",
+            started=started,
+            bound=bound,
+            message=message,
+            stats=stats,
+        )
     functions, memory, ps = cast("tuple[np.ndarray, np.ndarray, np.ndarray]", generated.columns.plans)
-    return serverless_result(ServerlessModel(problem), (functions[k], memory[k], ps[k]), status=status,
-                             method="joint", started=started, bound=bound, message=message, stats=stats)
+    return serverless_result(
+        ServerlessModel(problem),
+        (functions[k], memory[k], ps[k]),
+        status=status,
+        method="joint",
+        started=started,
+        bound=bound,
+        message=message,
+        stats=stats,
+    )
 
 
-def _shared_reasons(problems: Sequence[Problem], shared: SharedLimits, deadline: float,
-                    wanted: bool) -> tuple[Reason, ...]:
+def _shared_reasons(
+    problems: Sequence[Problem], shared: SharedLimits, deadline: float, wanted: bool
+) -> tuple[Reason, ...]:
     """The shared limits that cannot hold (:mod:`joint_why`), when ``wanted``."""
     return shared_limit_reasons(problems, shared, deadline, solve_many) if wanted else ()
 
 
-def _without_plans(problems: Sequence[Problem], generated: list[GeneratedColumns] | None, status: Status,
-                   started: float, limits: dict[str, float], stats: dict[str, Any], message: str,
-                   bound: float | None = None, deadline: float | None = None,
-                   reasons: tuple[Reason, ...] = ()) -> JointResult:
+def _without_plans(
+    problems: Sequence[Problem],
+    generated: list[GeneratedColumns] | None,
+    status: Status,
+    started: float,
+    limits: dict[str, float],
+    stats: dict[str, Any],
+    message: str,
+    bound: float | None = None,
+    deadline: float | None = None,
+    reasons: tuple[Reason, ...] = (),
+) -> JointResult:
     """A joint result with no plans (infeasible or stopped); per-job bounds where known.
 
     A job infeasible on its own gets its reasons (:mod:`infeasibility`) in the time left before
@@ -539,19 +660,50 @@ def _without_plans(problems: Sequence[Problem], generated: list[GeneratedColumns
         kind = "spot" if isinstance(p, SpotProblem) else "serverless"
         model = p.model if isinstance(p, SpotProblem) else "lambda-dnn"
         alone = generated[i].alone if generated is not None else None
-        job_status = Status.INFEASIBLE if alone is not None and not math.isfinite(alone) else (
-            Status.LIMIT if status is Status.LIMIT else Status.UNKNOWN)
-        job = Result(status=job_status, method="joint", kind=kind, model=model, instance=p.name,
-                     bound=alone, solve_seconds=time.perf_counter() - started,
-                     message="no plan meets this job's own constraints" if job_status is Status.INFEASIBLE else message)
+        job_status = (
+            Status.INFEASIBLE
+            if alone is not None and not math.isfinite(alone)
+            else (Status.LIMIT if status is Status.LIMIT else Status.UNKNOWN)
+        )
+        job = Result(
+            status=job_status,
+            method="joint",
+            kind=kind,
+            model=model,
+            instance=p.name,
+            bound=alone,
+            solve_seconds=time.perf_counter() - started,
+            message="no plan meets this job's own constraints" if job_status is Status.INFEASIBLE else message,
+        )
         if deadline is not None:
             job = explain(job, p, clock=Clock(max(deadline - time.perf_counter(), 0.0)))
         results.append(job)
     stats["total_seconds"] = time.perf_counter() - started
-    return JointResult(status, tuple(results), None, math.inf if status is Status.INFEASIBLE else bound,
-                       time.perf_counter() - started, message, {}, limits, stats, infeasibility=reasons)
+    return JointResult(
+        status,
+        tuple(results),
+        None,
+        math.inf if status is Status.INFEASIBLE else bound,
+        time.perf_counter() - started,
+        message,
+        {},
+        limits,
+        stats,
+        infeasibility=reasons,
+    )
 
 
-__all__ = ["DEFAULT_MAX_PLANS_PER_JOB", "ColumnModel", "ColumnSolution", "GeneratedColumns", "JointResult",
-           "SharedLimits", "generate_columns", "pareto_grid", "serverless_columns", "solve_columns", "solve_many",
-           "spot_columns"]
+__all__ = [
+    "DEFAULT_MAX_PLANS_PER_JOB",
+    "ColumnModel",
+    "ColumnSolution",
+    "GeneratedColumns",
+    "JointResult",
+    "SharedLimits",
+    "generate_columns",
+    "pareto_grid",
+    "serverless_columns",
+    "solve_columns",
+    "solve_many",
+    "spot_columns",
+]

@@ -10,19 +10,19 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import numpy as np
+from dnnprov.formulations.joint import JobColumns
+from dnnprov.solvers.enumeration import CHUNK, decode_counts
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.progress import stop_requested
-from dnnprov.formulations.joint import JobColumns
-from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.models.serverless import ServerlessModel
-from dnnprov.solvers.enumeration import CHUNK, decode_counts
-from dnnprov.problems.spot import SpotProblem, VcpuQuota
 from dnnprov.models.spot import SpotModel
+from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.problems.spot import SpotProblem, VcpuQuota
+from dnnprov.progress import stop_requested
 
 DEFAULT_MAX_PLANS_PER_JOB = 5_000_000
 CONCURRENCY_ROW = "concurrency"
@@ -66,9 +66,11 @@ class SharedLimits:
                 raise InvalidInputError(f"shared.vcpu_quotas.{q.family}", f"listed twice for market {q.market}")
             seen.add((q.family, q.market))
         object.__setattr__(self, "vcpu_quotas", vcpu)
-        if self.concurrency is not None and (isinstance(self.concurrency, bool)
-                                             or not isinstance(self.concurrency, (int, np.integer))
-                                             or self.concurrency < 0):
+        if self.concurrency is not None and (
+            isinstance(self.concurrency, bool)
+            or not isinstance(self.concurrency, (int, np.integer))
+            or self.concurrency < 0
+        ):
             raise InvalidInputError("shared.concurrency", f"must be an integer >= 0, got {self.concurrency!r}")
 
     def rows(self) -> dict[str, float]:
@@ -83,7 +85,7 @@ class SharedLimits:
 def check_shared_names(problems: Sequence[Problem], shared: SharedLimits) -> None:
     """Refuse shared quotas that name no spot job's instance type or vCPU family."""
     labels: set[str] = set()
-    families: set[tuple[str, str]] = set()          # (vCPU family, market)
+    families: set[tuple[str, str]] = set()  # (vCPU family, market)
     for p in problems:
         if isinstance(p, SpotProblem):
             cols = p.columns()
@@ -91,12 +93,15 @@ def check_shared_names(problems: Sequence[Problem], shared: SharedLimits) -> Non
             families.update(zip(cols.families, cols.markets))
     for label in shared.quotas:
         if label not in labels:
-            raise InvalidInputError(f"shared.quotas.{label}", "no spot job offers this instance type "
-                                    f"(offered: {', '.join(sorted(labels)) or 'none'})")
+            raise InvalidInputError(
+                f"shared.quotas.{label}",
+                f"no spot job offers this instance type (offered: {', '.join(sorted(labels)) or 'none'})",
+            )
     for q in shared.vcpu_quotas:
         if (q.family, q.market) not in families:
-            raise InvalidInputError(f"shared.vcpu_quotas.{q.family}",
-                                    f"no spot job offers a type of this family on the {q.market} market")
+            raise InvalidInputError(
+                f"shared.vcpu_quotas.{q.family}", f"no spot job offers a type of this family on the {q.market} market"
+            )
 
 
 # ---------------------------------------------------------------------- column generation
@@ -132,8 +137,10 @@ def spot_usage_rows(problem: SpotProblem, shared: SharedLimits, where: str) -> t
         if hit.any():
             missing = [cols.type_names[i] for i in np.flatnonzero(hit & (cols.vcpus == 0))]
             if missing:
-                raise InvalidInputError(f"{where}.instance_types.{missing[0]}.vcpus",
-                                        f"needed by the shared vCPU quota of family {q.family} ({q.market})")
+                raise InvalidInputError(
+                    f"{where}.instance_types.{missing[0]}.vcpus",
+                    f"needed by the shared vCPU quota of family {q.family} ({q.market})",
+                )
             names.append(f"vcpu:{q.family}/{q.market}")
             rows.append(np.where(hit, cols.vcpus, 0).astype(float))
     a = np.array(rows, dtype=float).reshape(len(rows), len(cols))
@@ -147,8 +154,9 @@ def spot_box_size(problem: SpotProblem) -> int:
     return math.prod(int(up - lo + 1) for lo, up in zip(cols.lower, cols.upper)) * (high - low + 1)
 
 
-def spot_columns(problem: SpotProblem, shared: SharedLimits, *, max_plans: int = DEFAULT_MAX_PLANS_PER_JOB,
-                 where: str = "job") -> GeneratedColumns:
+def spot_columns(
+    problem: SpotProblem, shared: SharedLimits, *, max_plans: int = DEFAULT_MAX_PLANS_PER_JOB, where: str = "job"
+) -> GeneratedColumns:
     """Exact columns of one spot job: the cost Pareto front in shared-resource space.
 
     Every plan of the quota box is evaluated; see the module docstring for the dominance
@@ -158,9 +166,12 @@ def spot_columns(problem: SpotProblem, shared: SharedLimits, *, max_plans: int =
     started = time.perf_counter()
     size = spot_box_size(problem)
     if size > max_plans:
-        raise InvalidInputError(where, f"its quota box holds {size:,} plans, more than max_plans_per_job="
-                                       f"{max_plans:,} that joint column generation evaluates; lower its "
-                                       "quotas or raise max_plans_per_job")
+        raise InvalidInputError(
+            where,
+            f"its quota box holds {size:,} plans, more than max_plans_per_job="
+            f"{max_plans:,} that joint column generation evaluates; lower its "
+            "quotas or raise max_plans_per_job",
+        )
     model = SpotModel(problem)
     cols = model.columns
     names, a = spot_usage_rows(problem, shared, where)
@@ -214,8 +225,12 @@ def spot_columns(problem: SpotProblem, shared: SharedLimits, *, max_plans: int =
         counts, plan_ps, cost, usage = counts[kept], plan_ps[kept], cost[kept], usage[kept]
 
     order = np.argsort(cost, kind="stable")
-    columns = JobColumns(problem.name, cost[order], {r: usage[order, i] for i, r in enumerate(names)},
-                         plans=(counts[order], plan_ps[order]))
+    columns = JobColumns(
+        problem.name,
+        cost[order],
+        {r: usage[order, i] for i, r in enumerate(names)},
+        plans=(counts[order], plan_ps[order]),
+    )
     return GeneratedColumns(columns, alone, feasible, size, time.perf_counter() - started)
 
 
@@ -245,7 +260,7 @@ def pareto_pairwise(cost: np.ndarray, usage: np.ndarray) -> np.ndarray:
     front = np.empty((len(order), usage.shape[1]))
     kept: list[int] = []
     for i in order:
-        if kept and (front[:len(kept)] <= usage[i]).all(axis=1).any():
+        if kept and (front[: len(kept)] <= usage[i]).all(axis=1).any():
             continue
         front[len(kept)] = usage[i]
         kept.append(int(i))
@@ -265,8 +280,14 @@ def serverless_columns(problem: ServerlessProblem, shared: SharedLimits) -> Gene
     low, high = problem.function_range()
     functions = np.arange(low, high + 1, dtype=np.int64)
     ps_low, ps_high = problem.constraints.ps_count
-    memory, ps = (a.ravel() for a in np.meshgrid(np.array(problem.memory_grid(), dtype=np.int64),
-                                                  np.arange(ps_low, ps_high + 1, dtype=np.int64), indexing="ij"))
+    memory, ps = (
+        a.ravel()
+        for a in np.meshgrid(
+            np.array(problem.memory_grid(), dtype=np.int64),
+            np.arange(ps_low, ps_high + 1, dtype=np.int64),
+            indexing="ij",
+        )
+    )
     cost = np.empty((len(functions), len(memory)))
     step = max(1, CHUNK // max(len(functions), 1))
     for start in range(0, len(memory), step):
@@ -274,7 +295,7 @@ def serverless_columns(problem: ServerlessProblem, shared: SharedLimits) -> Gene
         ev = model.evaluate(functions[:, None], memory[None, part], ps[None, part])
         cost[:, part] = np.where(ev.feasible, ev.cost, np.inf)
     pair = cost.argmin(axis=1)
-    per_n = cost[np.arange(len(functions)), pair]                    # cheapest plan of each n
+    per_n = cost[np.arange(len(functions)), pair]  # cheapest plan of each n
     alone = float(per_n.min()) if len(per_n) else math.inf
     usage: dict[str, np.ndarray] = {}
     if shared.concurrency is None:
@@ -287,10 +308,13 @@ def serverless_columns(problem: ServerlessProblem, shared: SharedLimits) -> Gene
         usage[CONCURRENCY_ROW] = functions[keep].astype(float)
     order = np.argsort(per_n[keep], kind="stable")
     keep = keep[order]
-    columns = JobColumns(problem.name, per_n[keep], {r: u[order] for r, u in usage.items()},
-                         plans=(functions[keep], memory[pair[keep]], ps[pair[keep]]))
-    return GeneratedColumns(columns, alone, int(np.isfinite(cost).sum()), cost.size,
-                            time.perf_counter() - started)
+    columns = JobColumns(
+        problem.name,
+        per_n[keep],
+        {r: u[order] for r, u in usage.items()},
+        plans=(functions[keep], memory[pair[keep]], ps[pair[keep]]),
+    )
+    return GeneratedColumns(columns, alone, int(np.isfinite(cost).sum()), cost.size, time.perf_counter() - started)
 
 
 def _cache_key(problem: Problem) -> str:
@@ -301,9 +325,14 @@ def _cache_key(problem: Problem) -> str:
     return json.dumps(data, sort_keys=True)
 
 
-def generate_columns(problems: Sequence[Problem], shared: SharedLimits, *,
-                     max_plans_per_job: int = DEFAULT_MAX_PLANS_PER_JOB,
-                     deadline: float = math.inf, cache: bool = True) -> list[GeneratedColumns] | None:
+def generate_columns(
+    problems: Sequence[Problem],
+    shared: SharedLimits,
+    *,
+    max_plans_per_job: int = DEFAULT_MAX_PLANS_PER_JOB,
+    deadline: float = math.inf,
+    cache: bool = True,
+) -> list[GeneratedColumns] | None:
     """Columns of every job (``None`` if ``deadline``, a ``perf_counter`` value, passed first).
 
     Jobs identical up to name and notes share one generation when ``cache`` is on.
@@ -313,10 +342,12 @@ def generate_columns(problems: Sequence[Problem], shared: SharedLimits, *,
         if isinstance(p, SpotProblem):
             size = spot_box_size(p)
             if size > max_plans_per_job:
-                raise InvalidInputError(f"problems[{i}] ({p.name})",
-                                        f"its quota box holds {size:,} plans, more than max_plans_per_job="
-                                        f"{max_plans_per_job:,} that joint column generation evaluates; "
-                                        "lower its quotas or raise max_plans_per_job")
+                raise InvalidInputError(
+                    f"problems[{i}] ({p.name})",
+                    f"its quota box holds {size:,} plans, more than max_plans_per_job="
+                    f"{max_plans_per_job:,} that joint column generation evaluates; "
+                    "lower its quotas or raise max_plans_per_job",
+                )
     out: list[GeneratedColumns] = []
     seen: dict[str, GeneratedColumns] = {}
     for i, p in enumerate(problems):
@@ -325,8 +356,16 @@ def generate_columns(problems: Sequence[Problem], shared: SharedLimits, *,
         key = _cache_key(p) if cache else None
         if key is not None and key in seen:
             g = seen[key]
-            out.append(GeneratedColumns(JobColumns(p.name, g.columns.cost, g.columns.usage, g.columns.plans),
-                                        g.alone, g.feasible_plans, 0, 0.0, cached=True))
+            out.append(
+                GeneratedColumns(
+                    JobColumns(p.name, g.columns.cost, g.columns.usage, g.columns.plans),
+                    g.alone,
+                    g.feasible_plans,
+                    0,
+                    0.0,
+                    cached=True,
+                )
+            )
             continue
         if isinstance(p, SpotProblem):
             g = spot_columns(p, shared, max_plans=max_plans_per_job, where=f"problems[{i}] ({p.name})")

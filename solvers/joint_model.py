@@ -10,19 +10,26 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import highspy
 import numpy as np
 import scipy.sparse as sp
-
 from dnnprov.formulations.joint import JobColumns
-from dnnprov.solvers.highs_driver import (TINY, UNIT_ROUNDOFF, MilpSolution, SparseRows, new_highs,
-                                          safe_dual_bound, solve_milp)
+from dnnprov.solvers.highs_driver import (
+    TINY,
+    UNIT_ROUNDOFF,
+    MilpSolution,
+    SparseRows,
+    new_highs,
+    safe_dual_bound,
+    solve_milp,
+)
 
-BIG_M = 1e4                  # cost of one unit of artificial slack in the LP's column generation, x max |cost|
-PRICING_TOLERANCE = 1e-9     # columns enter the restricted LP below -this x max |cost|
+BIG_M = 1e4  # cost of one unit of artificial slack in the LP's column generation, x max |cost|
+PRICING_TOLERANCE = 1e-9  # columns enter the restricted LP below -this x max |cost|
 
 
 # ---------------------------------------------------------------------- the column model on highspy
@@ -30,19 +37,19 @@ PRICING_TOLERANCE = 1e-9     # columns enter the restricted LP below -this x max
 class ColumnModel:
     """All columns of all jobs in one sparse matrix: J convexity rows, then the shared rows."""
 
-    cost: np.ndarray          # (N,)
-    job_of: np.ndarray        # (N,) job index of each column
-    starts: np.ndarray        # (J + 1,) first column of each job (columns are grouped by job)
-    matrix: sp.csc_matrix     # (J + R, N)
-    row_names: list[str]      # the R shared rows
-    limits: np.ndarray        # (R,)
+    cost: np.ndarray  # (N,)
+    job_of: np.ndarray  # (N,) job index of each column
+    starts: np.ndarray  # (J + 1,) first column of each job (columns are grouped by job)
+    matrix: sp.csc_matrix  # (J + R, N)
+    row_names: list[str]  # the R shared rows
+    limits: np.ndarray  # (R,)
 
     @property
     def jobs(self) -> int:
         return len(self.starts) - 1
 
     @classmethod
-    def build(cls, columns: Sequence[JobColumns], shared: Mapping[str, float]) -> "ColumnModel":
+    def build(cls, columns: Sequence[JobColumns], shared: Mapping[str, float]) -> ColumnModel:
         """Stack the jobs' columns; rows no job touches are left out."""
         sizes = np.array([len(c) for c in columns], dtype=np.int64)
         starts = np.concatenate([[0], np.cumsum(sizes)])
@@ -58,14 +65,15 @@ class ColumnModel:
                     rows.append(np.full(len(nz), row_index[r]))
                     cols.append(starts[j] + nz)
                     vals.append(a[nz])
-        matrix = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                               shape=(j_count + len(used_rows), n))
+        matrix = sp.csc_matrix(
+            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(j_count + len(used_rows), n)
+        )
         cost = np.concatenate([c.cost for c in columns]) if columns else np.zeros(0)
-        return cls(cost, job_of, starts, matrix, used_rows,
-                   np.array([shared[r] for r in used_rows], dtype=float))
+        return cls(cost, job_of, starts, matrix, used_rows, np.array([shared[r] for r in used_rows], dtype=float))
 
-    def solve(self, subset: np.ndarray | None = None, *, integer: bool,
-              time_limit_s: float = math.inf, gap: float = 0.0) -> dict[str, Any]:
+    def solve(
+        self, subset: np.ndarray | None = None, *, integer: bool, time_limit_s: float = math.inf, gap: float = 0.0
+    ) -> dict[str, Any]:
         """Solve the LP (``integer=False``) or the MILP over the columns ``subset`` (default: all).
 
         Returns a dict with ``status`` (a HiGHS model status), ``x`` (full length, zeros
@@ -144,21 +152,44 @@ class ColumnModel:
         h = new_highs()
         h.setOptionValue("presolve", "off")
         none_i, none_f = np.empty(0, dtype=np.int32), np.empty(0)
-        base.addRows(h, j_count + r_count, np.concatenate([np.ones(j_count), np.full(r_count, -highspy.kHighsInf)]),
-                     np.concatenate([np.ones(j_count), self.limits]), 0, none_i, none_i, none_f)
-        base.addCols(h, r_count, np.full(r_count, BIG_M * scale), np.zeros(r_count),
-                     np.full(r_count, highspy.kHighsInf),
-                     r_count, np.arange(r_count, dtype=np.int32), (j_count + np.arange(r_count)).astype(np.int32),
-                     -np.ones(r_count))
+        base.addRows(
+            h,
+            j_count + r_count,
+            np.concatenate([np.ones(j_count), np.full(r_count, -highspy.kHighsInf)]),
+            np.concatenate([np.ones(j_count), self.limits]),
+            0,
+            none_i,
+            none_i,
+            none_f,
+        )
+        base.addCols(
+            h,
+            r_count,
+            np.full(r_count, BIG_M * scale),
+            np.zeros(r_count),
+            np.full(r_count, highspy.kHighsInf),
+            r_count,
+            np.arange(r_count, dtype=np.int32),
+            (j_count + np.arange(r_count)).astype(np.int32),
+            -np.ones(r_count),
+        )
         shared_t = self.matrix[j_count:, :].T.tocsr()
         in_lp = np.zeros(n, dtype=bool)
         order: list[np.ndarray] = []
 
         def add(columns: np.ndarray) -> None:
             a = self.matrix[:, columns]
-            base.addCols(h, len(columns), self.cost[columns], np.zeros(len(columns)),
-                         np.full(len(columns), highspy.kHighsInf), a.nnz, a.indptr[:-1].astype(np.int32),
-                         a.indices.astype(np.int32), a.data.astype(float))
+            base.addCols(
+                h,
+                len(columns),
+                self.cost[columns],
+                np.zeros(len(columns)),
+                np.full(len(columns), highspy.kHighsInf),
+                a.nnz,
+                a.indptr[:-1].astype(np.int32),
+                a.indices.astype(np.int32),
+                a.data.astype(float),
+            )
             in_lp[columns] = True
             order.append(columns)
 
@@ -187,8 +218,15 @@ class ColumnModel:
         x = np.zeros(n)
         x[np.concatenate(order)] = values[r_count:]
         objective = float(self.cost @ x)
-        return {"status": highspy.HighsModelStatus.kOptimal, "x": x, "objective": objective,
-                "dual_bound": objective, "row_dual": row_dual, "rounds": rounds, "lp_columns": int(in_lp.sum())}
+        return {
+            "status": highspy.HighsModelStatus.kOptimal,
+            "x": x,
+            "objective": objective,
+            "dual_bound": objective,
+            "row_dual": row_dual,
+            "rounds": rounds,
+            "lp_columns": int(in_lp.sum()),
+        }
 
     def initial_columns(self) -> np.ndarray:
         """Each job's cheapest column and, per shared row, its cheapest column using the least of it.
@@ -197,6 +235,7 @@ class ColumnModel:
         restricted LPs off the artificial slacks (whose huge duals would make every job
         swap columns round after round).
         """
+
         def cheapest_where(mask: np.ndarray) -> np.ndarray:
             cost = np.where(mask, self.cost, np.inf)
             best = np.minimum.reduceat(cost, self.starts[:-1])
@@ -204,7 +243,7 @@ class ColumnModel:
             return hit[np.concatenate([[True], self.job_of[hit][1:] != self.job_of[hit][:-1]])]
 
         picks = [cheapest_where(np.ones(len(self.cost), dtype=bool))]
-        shared = self.matrix[self.jobs:, :].tocsr()
+        shared = self.matrix[self.jobs :, :].tocsr()
         for r in range(len(self.row_names)):
             use = shared.getrow(r).toarray().ravel()
             least = np.minimum.reduceat(use, self.starts[:-1])
@@ -219,9 +258,13 @@ class ColumnModel:
         """
         a = (self.matrix if subset is None else self.matrix[:, subset]).tocoo()
         r_count = len(self.row_names)
-        return SparseRows(a.row.astype(np.int64), a.col.astype(np.int64), a.data.astype(float),
-                          np.concatenate([np.ones(self.jobs), np.full(r_count, -np.inf)]),
-                          np.concatenate([np.ones(self.jobs), self.limits]))
+        return SparseRows(
+            a.row.astype(np.int64),
+            a.col.astype(np.int64),
+            a.data.astype(float),
+            np.concatenate([np.ones(self.jobs), np.full(r_count, -np.inf)]),
+            np.concatenate([np.ones(self.jobs), self.limits]),
+        )
 
     def lagrangian(self, row_dual: np.ndarray) -> tuple[float, np.ndarray]:
         """(L, delta): a *verified* Lagrangian bound and lower bounds on the reduced costs.
@@ -247,16 +290,16 @@ class ColumnModel:
           and a column is dropped by fixing only when even its exact reduced cost is too
           large: no optimal column is ever lost to rounding.
         """
-        pi = np.minimum(np.asarray(row_dual[self.jobs:], dtype=float), 0.0)
+        pi = np.minimum(np.asarray(row_dual[self.jobs :], dtype=float), 0.0)
         pi[~np.isfinite(pi)] = 0.0
-        shared = self.matrix[self.jobs:, :].tocsc()
+        shared = self.matrix[self.jobs :, :].tocsc()
         reduced = self.cost - shared.T @ pi
         magnitude = np.abs(self.cost) + abs(shared).T @ np.abs(pi)
         terms = np.diff(shared.indptr) + 1
         error = 2.0 * (terms + 2) * UNIT_ROUNDOFF * magnitude + TINY
         high = reduced + error
-        order = np.lexsort((high, self.job_of))                       # by job, then by r + e
-        first = order[self.starts[:-1]]                                # a = argmin_k (r_jk + e_jk)
+        order = np.lexsort((high, self.job_of))  # by job, then by r + e
+        first = order[self.starts[:-1]]  # a = argmin_k (r_jk + e_jk)
         anchor = first[self.job_of]
         s = reduced - reduced[anchor]
         margin = (error + error[anchor]) * (1 + 4 * UNIT_ROUNDOFF) + 4 * UNIT_ROUNDOFF * np.abs(s) + TINY
@@ -267,8 +310,14 @@ class ColumnModel:
         bound = safe_dual_bound(self.cost, 0.0, np.zeros(n), np.ones(n), self.sparse_rows(), y)
         return bound, delta
 
-    def verified_solve(self, subset: np.ndarray | None = None, *, integer: bool = True,
-                       time_limit_s: float = math.inf, proof_target: float | None = None) -> MilpSolution:
+    def verified_solve(
+        self,
+        subset: np.ndarray | None = None,
+        *,
+        integer: bool = True,
+        time_limit_s: float = math.inf,
+        proof_target: float | None = None,
+    ) -> MilpSolution:
         """The MILP (or LP) over ``subset`` by the HiGHS driver: its ``dual_bound`` is verified.
 
         ``x`` comes back full length (zeros outside ``subset``). An ``INFEASIBLE`` status is
@@ -281,13 +330,27 @@ class ColumnModel:
         a = self.matrix[:, idx].tocsr()
         low = np.concatenate([np.ones(self.jobs), np.full(len(self.row_names), -highspy.kHighsInf)])
         high = np.concatenate([np.ones(self.jobs), self.limits])
-        rows = [(a.indices[a.indptr[i]:a.indptr[i + 1]].astype(np.int64), a.data[a.indptr[i]:a.indptr[i + 1]],
-                 float(low[i]), float(high[i])) for i in range(a.shape[0])]
+        rows = [
+            (
+                a.indices[a.indptr[i] : a.indptr[i + 1]].astype(np.int64),
+                a.data[a.indptr[i] : a.indptr[i + 1]],
+                float(low[i]),
+                float(high[i]),
+            )
+            for i in range(a.shape[0])
+        ]
         h = new_highs()
         limit = time_limit_s if math.isfinite(time_limit_s) else highspy.kHighsInf
-        solved = solve_milp(h, self.cost[idx], np.zeros(len(idx)), np.ones(len(idx)), rows,
-                            integer=np.full(len(idx), integer), time_limit_s=max(limit, 0.01),
-                            proof_target=proof_target)
+        solved = solve_milp(
+            h,
+            self.cost[idx],
+            np.zeros(len(idx)),
+            np.ones(len(idx)),
+            rows,
+            integer=np.full(len(idx), integer),
+            time_limit_s=max(limit, 0.01),
+            proof_target=proof_target,
+        )
         if solved.x is None:
             return solved
         x = np.zeros(len(self.cost))
@@ -303,7 +366,7 @@ class ColumnModel:
 
     def usage(self, picked: np.ndarray) -> np.ndarray:
         """Total use of every shared row by the chosen columns."""
-        return np.asarray(self.matrix[self.jobs:, picked].sum(axis=1)).ravel()
+        return np.asarray(self.matrix[self.jobs :, picked].sum(axis=1)).ravel()
 
 
 def h_status(status: highspy.HighsModelStatus) -> str:

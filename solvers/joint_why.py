@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import numpy as np
+from dnnprov.solvers.joint_columns import CONCURRENCY_ROW, Problem, SharedLimits, spot_usage_rows
 
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import Reason, Result, ServerlessPlan, SpotPlan, Status
-from dnnprov.solvers.joint_columns import CONCURRENCY_ROW, Problem, SharedLimits, spot_usage_rows
 
 
 class JointOutcome(Protocol):
@@ -43,8 +44,9 @@ def without_row(shared: SharedLimits, row: str) -> SharedLimits:
     if row.startswith("quota:"):
         label = row.removeprefix("quota:")
         return dataclasses.replace(shared, quotas={k: v for k, v in shared.quotas.items() if k != label})
-    return dataclasses.replace(shared, vcpu_quotas=tuple(q for q in shared.vcpu_quotas
-                                                         if f"vcpu:{q.family}/{q.market}" != row))
+    return dataclasses.replace(
+        shared, vcpu_quotas=tuple(q for q in shared.vcpu_quotas if f"vcpu:{q.family}/{q.market}" != row)
+    )
 
 
 def with_row_limit(shared: SharedLimits, row: str, limit: int) -> SharedLimits:
@@ -53,13 +55,24 @@ def with_row_limit(shared: SharedLimits, row: str, limit: int) -> SharedLimits:
         return dataclasses.replace(shared, concurrency=limit)
     if row.startswith("quota:"):
         return dataclasses.replace(shared, quotas={**shared.quotas, row.removeprefix("quota:"): limit})
-    return dataclasses.replace(shared, vcpu_quotas=tuple(
-        dataclasses.replace(q, vcpus=limit) if f"vcpu:{q.family}/{q.market}" == row else q
-        for q in shared.vcpu_quotas))
+    return dataclasses.replace(
+        shared,
+        vcpu_quotas=tuple(
+            dataclasses.replace(q, vcpus=limit) if f"vcpu:{q.family}/{q.market}" == row else q
+            for q in shared.vcpu_quotas
+        ),
+    )
 
 
-def least_limit(problems: Sequence[Problem], shared: SharedLimits, row: str, infeasible_at: int,
-                feasible_at: int, deadline: float, solve: Callable[..., JointOutcome]) -> tuple[int, bool]:
+def least_limit(
+    problems: Sequence[Problem],
+    shared: SharedLimits,
+    row: str,
+    infeasible_at: int,
+    feasible_at: int,
+    deadline: float,
+    solve: Callable[..., JointOutcome],
+) -> tuple[int, bool]:
     """The least limit of ``row`` that admits a joint plan, by bisection between two proofs.
 
     Every usage is an integer (instances, vCPUs, functions), the instance is proven
@@ -109,8 +122,9 @@ def row_usage(problems: Sequence[Problem], results: Sequence[Result], shared: Sh
     return total
 
 
-def shared_limit_reasons(problems: Sequence[Problem], shared: SharedLimits, deadline: float,
-                         solve: Callable[..., JointOutcome]) -> tuple[Reason, ...]:
+def shared_limit_reasons(
+    problems: Sequence[Problem], shared: SharedLimits, deadline: float, solve: Callable[..., JointOutcome]
+) -> tuple[Reason, ...]:
     """Reasons a proven-infeasible joint instance (every job feasible alone) has no joint plan.
 
     ``solve`` is :func:`solve_many` (called with ``explain=False``); ``deadline`` a
@@ -124,26 +138,51 @@ def shared_limit_reasons(problems: Sequence[Problem], shared: SharedLimits, dead
         if left <= 0:
             every_relaxation_proven = False
             break
-        relaxed = solve(problems, shared=without_row(shared, row), time_limit_s=left / (len(rows) - k),
-                        explain=False)
+        relaxed = solve(problems, shared=without_row(shared, row), time_limit_s=left / (len(rows) - k), explain=False)
         if relaxed.status is Status.INFEASIBLE:
             continue
-        if relaxed.cost is None:                         # stopped without a joint plan: nothing shown
+        if relaxed.cost is None:  # stopped without a joint plan: nothing shown
             every_relaxation_proven = False
             continue
         used = round(row_usage(problems, relaxed.results, shared, row))
         needed, least = least_limit(problems, shared, row, int(limit), used, deadline, solve)
-        shown = ("no smaller limit admits a joint plan (proven)" if least else
-                 "the time limit ended the search for a smaller one")
-        reasons.append(Reason(
-            "vcpu_quota" if row.startswith("vcpu:") else "quota", row_field(row), limit, needed, least,
-            f"{row_field(row)}: the jobs cannot share {limit:g}; they need {needed:g} ({shown}; proven "
-            f"infeasible with the limit)"))
+        shown = (
+            "no smaller limit admits a joint plan (proven)"
+            if least
+            else "the time limit ended the search for a smaller one"
+        )
+        reasons.append(
+            Reason(
+                "vcpu_quota" if row.startswith("vcpu:") else "quota",
+                row_field(row),
+                limit,
+                needed,
+                least,
+                f"{row_field(row)}: the jobs cannot share {limit:g}; they need {needed:g} ({shown}; proven "
+                f"infeasible with the limit)",
+            )
+        )
     if reasons:
         return tuple(reasons)
     if every_relaxation_proven and len(rows) > 1:
-        return (Reason("combination", "shared", None, None, True,
-                       f"no single shared limit is the cause: dropping any one of the {len(rows)} still leaves no "
-                       "joint plan (each proven infeasible); they cannot hold together"),)
-    return (Reason("unexplained", "shared", None, None, False,
-                   "the time limit ended the search for the shared limit that cannot hold"),)
+        return (
+            Reason(
+                "combination",
+                "shared",
+                None,
+                None,
+                True,
+                f"no single shared limit is the cause: dropping any one of the {len(rows)} still leaves no "
+                "joint plan (each proven infeasible); they cannot hold together",
+            ),
+        )
+    return (
+        Reason(
+            "unexplained",
+            "shared",
+            None,
+            None,
+            False,
+            "the time limit ended the search for the shared limit that cannot hold",
+        ),
+    )

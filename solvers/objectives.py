@@ -28,50 +28,87 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from dnnprov.progress import Clock, SolverLog
-from dnnprov.result import Objective, Result, Status
 from dnnprov.solvers.front import Exact, Problem, at_deadline, deadline_floor, deadline_of, faster_than, steps
 
-GALLOP_FIRST = 1e-3        # the first galloping step below hi, relative ...
-GALLOP_GROWTH = 4.0        # ... growing by this factor while plans are found
-WINDOW = 1e-3              # within this relative window, step just below hi
+from dnnprov.progress import Clock, SolverLog
+from dnnprov.result import Objective, Result, Status
+
+GALLOP_FIRST = 1e-3  # the first galloping step below hi, relative ...
+GALLOP_GROWTH = 4.0  # ... growing by this factor while plans are found
+WINDOW = 1e-3  # within this relative window, step just below hi
 
 
-def _packaged(result: Result, objective: Objective, *, status: Status, bound: float | None, message: str,
-              solves: int, clock: Clock) -> Result:
+def _packaged(
+    result: Result,
+    objective: Objective,
+    *,
+    status: Status,
+    bound: float | None,
+    message: str,
+    solves: int,
+    clock: Clock,
+) -> Result:
     """``result`` (a plan's solve, or a solve without one) as the objective's answer (its domain note kept)."""
     note = result.details.get("domain")
     if note and note not in message:
         message = f"{message}; {note}" if message else note
-    return dataclasses.replace(result, status=status, bound=bound, message=message, objective=objective,
-                               solve_seconds=clock.elapsed(), stats={**result.stats, "exact_solves": solves})
+    return dataclasses.replace(
+        result,
+        status=status,
+        bound=bound,
+        message=message,
+        objective=objective,
+        solve_seconds=clock.elapsed(),
+        stats={**result.stats, "exact_solves": solves},
+    )
 
 
 def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog) -> Result:
     """The plan of least time within the problem's budget and deadline, ties by least cost (module doc)."""
     objective = Objective("time")
-    log.header(f"dnnprov milp, objective time: {problem.name}",
-               [(f"budget ${problem.constraints.budget_usd:g}, deadline {deadline_of(problem):g} s, "
-                 f"time limit {clock.limit_s:g} s")])
+    log.header(
+        f"dnnprov milp, objective time: {problem.name}",
+        [
+            (
+                f"budget ${problem.constraints.budget_usd:g}, deadline {deadline_of(problem):g} s, "
+                f"time limit {clock.limit_s:g} s"
+            )
+        ],
+    )
     best = exact(problem, clock)
     solves = 1
     # no plan meets a deadline lo: every plan's time exceeds the overhead, and lo * (1 + 1e-12) <= it
     lo = deadline_floor(problem) * (1 - 1e-9)
     if best.plan is None or best.time_s is None or best.status is not Status.OPTIMAL:
         bound = {Status.INFEASIBLE: math.inf, Status.ERROR: None}.get(best.status, lo)
-        return _packaged(best, objective, status=best.status, bound=bound, message=best.message,
-                         solves=solves, clock=clock)
+        return _packaged(
+            best, objective, status=best.status, bound=bound, message=best.message, solves=solves, clock=clock
+        )
     hi = best.time_s
-    gallop: float | None = 0.0          # 0: the first step is just below hi; None: bisecting
+    gallop: float | None = 0.0  # 0: the first step is just below hi; None: bisecting
     while True:
         below = faster_than(problem, hi)
         if below is None:
-            return _packaged(best, objective, status=Status.FEASIBLE, bound=lo, solves=solves, clock=clock,
-                             message=f"no deadline just below {hi:g} s can be stated (it would not exceed "
-                                     "the takeover overhead): faster plans were not looked for")
+            return _packaged(
+                best,
+                objective,
+                status=Status.FEASIBLE,
+                bound=lo,
+                solves=solves,
+                clock=clock,
+                message=f"no deadline just below {hi:g} s can be stated (it would not exceed "
+                "the takeover overhead): faster plans were not looked for",
+            )
         if below <= lo:
-            return _packaged(best, objective, status=Status.OPTIMAL, bound=hi, solves=solves, clock=clock,
-                             message=f"proven: no plan within the budget is faster (exact solves: {solves})")
+            return _packaged(
+                best,
+                objective,
+                status=Status.OPTIMAL,
+                bound=hi,
+                solves=solves,
+                clock=clock,
+                message=f"proven: no plan within the budget is faster (exact solves: {solves})",
+            )
         if gallop == 0.0 or hi - lo <= WINDOW * hi:
             deadline = below
         elif gallop is not None and hi * (1 - gallop) > lo:
@@ -85,27 +122,42 @@ def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog) -> 
         solves += 1
         log.progress(hi, lo, f"step {solves}: deadline {deadline:.6g} s: {answer.status.value}", force=True)
         if answer.plan is not None and answer.time_s is not None and answer.time_s < hi:
-            if answer.status is not Status.OPTIMAL:             # a limit: a faster plan, not the cheapest
+            if answer.status is not Status.OPTIMAL:  # a limit: a faster plan, not the cheapest
                 best, hi = answer, answer.time_s
                 break
             best, hi = answer, answer.time_s
             gallop = GALLOP_FIRST if gallop == 0.0 else (None if gallop is None else gallop * GALLOP_GROWTH)
         elif answer.status is Status.INFEASIBLE:
             if deadline == below:
-                return _packaged(best, objective, status=Status.OPTIMAL, bound=hi, solves=solves, clock=clock,
-                                 message=f"proven: no plan within the budget is faster (exact solves: {solves})")
+                return _packaged(
+                    best,
+                    objective,
+                    status=Status.OPTIMAL,
+                    bound=hi,
+                    solves=solves,
+                    clock=clock,
+                    message=f"proven: no plan within the budget is faster (exact solves: {solves})",
+                )
             lo, gallop = deadline, None
         else:
             break
-    return _packaged(best, objective, status=Status.LIMIT, bound=lo, solves=solves, clock=clock,
-                     message=f"{answer.message or clock.stop_reason()}; proven: no plan within the budget "
-                             f"takes {lo:,.6g} s or less")
+    return _packaged(
+        best,
+        objective,
+        status=Status.LIMIT,
+        bound=lo,
+        solves=solves,
+        clock=clock,
+        message=f"{answer.message or clock.stop_reason()}; proven: no plan within the budget takes {lo:,.6g} s or less",
+    )
 
 
 def least_weighted(problem: Problem, exact: Exact, objective: Objective, clock: Clock, log: SolverLog) -> Result:
     """The plan of least ``cost + W time`` (module doc)."""
-    log.header(f"dnnprov milp, objective {objective}: {problem.name}",
-               [f"deadline {deadline_of(problem):g} s, time limit {clock.limit_s:g} s"])
+    log.header(
+        f"dnnprov milp, objective {objective}: {problem.name}",
+        [f"deadline {deadline_of(problem):g} s, time limit {clock.limit_s:g} s"],
+    )
     best: Result | None = None
     best_value, solves, last, ended = math.inf, 0, None, False
     for step in steps(problem, exact, deadline_of(problem), clock):
@@ -114,29 +166,50 @@ def least_weighted(problem: Problem, exact: Exact, objective: Objective, clock: 
         if last.plan is None or last.cost is None or last.time_s is None:
             break
         value = objective.value(last.time_s, last.cost)
-        assert value is not None            # (both the time and the cost are known here)
+        assert value is not None  # (both the time and the cost are known here)
         if value < best_value:
             best, best_value = last, value
         log.progress(best_value, min(best_value, last.cost), f"step {solves}: deadline {step.deadline_s:.6g} s")
         if last.status is Status.OPTIMAL and last.cost >= best_value:
-            ended = True                 # every faster plan costs at least this: none has a smaller value
+            ended = True  # every faster plan costs at least this: none has a smaller value
             break
     assert last is not None
     ended = ended or last.status is Status.INFEASIBLE
     if best is None:
         bound = math.inf if last.status is Status.INFEASIBLE else last.bound
-        return _packaged(last, objective, status=last.status, bound=bound, message=last.message,
-                         solves=solves, clock=clock)
+        return _packaged(
+            last, objective, status=last.status, bound=bound, message=last.message, solves=solves, clock=clock
+        )
     if ended:
-        return _packaged(best, objective, status=Status.OPTIMAL, bound=best_value, solves=solves, clock=clock,
-                         message=f"proven: the front was walked until no faster plan could do better "
-                                 f"(exact solves: {solves})")
-    if last.status is Status.OPTIMAL:   # the walk could not go on (a deadline at the takeover overhead)
+        return _packaged(
+            best,
+            objective,
+            status=Status.OPTIMAL,
+            bound=best_value,
+            solves=solves,
+            clock=clock,
+            message=f"proven: the front was walked until no faster plan could do better (exact solves: {solves})",
+        )
+    if last.status is Status.OPTIMAL:  # the walk could not go on (a deadline at the takeover overhead)
         bound = best_value if last.cost is None else min(best_value, last.cost)
-        return _packaged(best, objective, status=Status.FEASIBLE, bound=bound, solves=solves,
-                         clock=clock, message=f"no deadline just below {last.time_s:g} s can be stated (it would "
-                                          "not exceed the takeover overhead): faster plans were bounded by cost alone")
+        return _packaged(
+            best,
+            objective,
+            status=Status.FEASIBLE,
+            bound=bound,
+            solves=solves,
+            clock=clock,
+            message=f"no deadline just below {last.time_s:g} s can be stated (it would "
+            "not exceed the takeover overhead): faster plans were bounded by cost alone",
+        )
     # faster plans than those walked cost at least the limit's bound, so their value does too
     bound = min(best_value, max(last.bound or 0.0, 0.0))
-    return _packaged(best, objective, status=Status.LIMIT, bound=bound, solves=solves, clock=clock,
-                     message=f"{last.message}; plans faster than the walk reached were bounded by cost alone")
+    return _packaged(
+        best,
+        objective,
+        status=Status.LIMIT,
+        bound=bound,
+        solves=solves,
+        clock=clock,
+        message=f"{last.message}; plans faster than the walk reached were bounded by cost alone",
+    )

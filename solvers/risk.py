@@ -60,22 +60,30 @@ form, over the whole quota box.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
-from scipy.special import pdtr  # P(Poisson(mean) <= k); scipy.stats would add a second of start-up
-
-from dnnprov.problems import _checks as check
-from dnnprov.errors import InvalidInputError
-from dnnprov.progress import Clock
-from dnnprov.result import Result, SpotPlan, Status
 from dnnprov.solvers.enumeration import spot_space_size
 from dnnprov.solvers.outcome import spot_result
-from dnnprov.solvers.robust import (AUTO_ENUMERATION, DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S, METHODS,
-                                    TimeLimitReached, plan_grid, progress_speed, require_paper_model,
-                                    spot_columns)
-from dnnprov.problems.spot import SpotProblem
+from dnnprov.solvers.robust import (
+    AUTO_ENUMERATION,
+    DEFAULT_MAX_PLANS,
+    JOIN_OVERHEAD_S,
+    METHODS,
+    TimeLimitReached,
+    plan_grid,
+    progress_speed,
+    require_paper_model,
+    spot_columns,
+)
+from scipy.special import pdtr  # P(Poisson(mean) <= k); scipy.stats would add a second of start-up
+
+from dnnprov.errors import InvalidInputError
 from dnnprov.models.spot import SpotModel
+from dnnprov.problems import _checks as check
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.progress import Clock
+from dnnprov.result import Result, SpotPlan, Status
 
 
 def column_rates(problem: SpotProblem, model: SpotModel) -> np.ndarray:
@@ -87,9 +95,11 @@ def column_rates(problem: SpotProblem, model: SpotModel) -> np.ndarray:
         if t.interruption is None:
             if model.columns.upper[i] == 0:
                 continue
-            raise InvalidInputError(f"instance_types.{t.name}.interruption",
-                                    "missing: --risk needs every offered spot type's interruption model "
-                                    "(from a catalog's Spot Advisor bucket or `dnnprov risk fit`)")
+            raise InvalidInputError(
+                f"instance_types.{t.name}.interruption",
+                "missing: --risk needs every offered spot type's interruption model "
+                "(from a catalog's Spot Advisor bucket or `dnnprov risk fit`)",
+            )
         rates[i] = t.interruption.rate_per_h
     return rates
 
@@ -105,18 +115,29 @@ def replacement_premium(problem: SpotProblem, model: SpotModel, replacement: str
         if model.columns.upper[i] == 0:
             continue
         if t.on_demand_price_per_h is None:
-            raise InvalidInputError(f"instance_types.{t.name}.on_demand_price_per_h",
-                                    "missing: on-demand replacement needs it (or use replacement spot)")
+            raise InvalidInputError(
+                f"instance_types.{t.name}.on_demand_price_per_h",
+                "missing: on-demand replacement needs it (or use replacement spot)",
+            )
         if t.on_demand_price_per_h < t.spot_price_per_h:
-            raise InvalidInputError(f"instance_types.{t.name}.on_demand_price_per_h",
-                                    "below the spot price: on-demand replacement would not be a premium")
+            raise InvalidInputError(
+                f"instance_types.{t.name}.on_demand_price_per_h",
+                "below the spot price: on-demand replacement would not be a premium",
+            )
         premium[i] = t.on_demand_price_per_h - t.spot_price_per_h
     return premium
 
 
-def expected_outcome(model: SpotModel, rates: np.ndarray, counts: np.ndarray, ps: np.ndarray, *,
-                     overhead_s: float, lost_work_s: float,
-                     premium: np.ndarray | None = None) -> dict[str, np.ndarray]:
+def expected_outcome(
+    model: SpotModel,
+    rates: np.ndarray,
+    counts: np.ndarray,
+    ps: np.ndarray,
+    *,
+    overhead_s: float,
+    lost_work_s: float,
+    premium: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
     """E[T], E[C], rho, Lambda (per hour) and d_safe of each plan (module docstring)."""
     counts = np.atleast_2d(np.asarray(counts, dtype=np.int64))
     ps = np.broadcast_to(np.asarray(ps, dtype=np.int64), (len(counts),))
@@ -148,8 +169,14 @@ def expected_outcome(model: SpotModel, rates: np.ndarray, counts: np.ndarray, ps
             converted_hours = hours - (1 - np.exp(-rates[column] * hours)) / rates[column]
             extra += counts[:, column] * premium[column] * converted_hours
     cost = np.where(np.isfinite(expected_time), rate * expected_time / 3600 + extra, np.inf)
-    return {"time": expected_time, "cost": cost, "rho": rho,
-            "events_per_h": counts @ rates, "d_safe": d_safe, "nominal_time": ev.time_s}
+    return {
+        "time": expected_time,
+        "cost": cost,
+        "rho": rho,
+        "events_per_h": counts @ rates,
+        "d_safe": d_safe,
+        "nominal_time": ev.time_s,
+    }
 
 
 def deadline_probability_bound(outcome: dict[str, np.ndarray], time_obj: float) -> np.ndarray:
@@ -163,10 +190,18 @@ def deadline_probability_bound(outcome: dict[str, np.ndarray], time_obj: float) 
     return np.where(slack >= 0, prob, 0.0)
 
 
-def solve_risk(problem: SpotProblem, *, deadline_probability: float | None = None,
-               overhead_s: float = JOIN_OVERHEAD_S, lost_work_s: float = 0.0,
-               replacement: str = "on-demand", max_plans: int = DEFAULT_MAX_PLANS,
-               time_limit_s: float = 60.0, method: str = "auto", clock: Clock | None = None) -> Result:
+def solve_risk(
+    problem: SpotProblem,
+    *,
+    deadline_probability: float | None = None,
+    overhead_s: float = JOIN_OVERHEAD_S,
+    lost_work_s: float = 0.0,
+    replacement: str = "on-demand",
+    max_plans: int = DEFAULT_MAX_PLANS,
+    time_limit_s: float = 60.0,
+    method: str = "auto",
+    clock: Clock | None = None,
+) -> Result:
     """The plan of least expected cost under the interruption models (module docstring).
 
     ``deadline_probability`` ``None`` asks ``E[T] <= T_obj``; a value q in (0, 1) asks that
@@ -181,8 +216,9 @@ def solve_risk(problem: SpotProblem, *, deadline_probability: float | None = Non
     clock = clock or Clock(check.number("time_limit_s", time_limit_s, exclusive_minimum=0))
     require_paper_model(problem)
     if deadline_probability is not None:
-        deadline_probability = check.number("deadline_probability", deadline_probability,
-                                            exclusive_minimum=0, maximum=1)
+        deadline_probability = check.number(
+            "deadline_probability", deadline_probability, exclusive_minimum=0, maximum=1
+        )
     overhead_s = check.number("takeover_overhead_s", overhead_s, minimum=0)
     lost_work_s = check.number("lost_work_s", lost_work_s, minimum=0)
     replacement = check.choice("replacement", replacement, ("on-demand", "spot"))
@@ -193,12 +229,15 @@ def solve_risk(problem: SpotProblem, *, deadline_probability: float | None = Non
     premium = replacement_premium(problem, model, replacement)
 
     def outcome(counts: np.ndarray, ps: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        out = expected_outcome(model, rates, counts, ps, overhead_s=overhead_s, lost_work_s=lost_work_s,
-                               premium=premium)
+        out = expected_outcome(
+            model, rates, counts, ps, overhead_s=overhead_s, lost_work_s=lost_work_s, premium=premium
+        )
         if deadline_probability is None:
             ok = out["time"] <= problem.slo.time_s * (1 + 1e-12)
         else:
-            ok = (deadline_probability_bound(out, problem.slo.time_s) >= deadline_probability) & np.isfinite(out["time"])
+            ok = (deadline_probability_bound(out, problem.slo.time_s) >= deadline_probability) & np.isfinite(
+                out["time"]
+            )
         return out, ok
 
     size = spot_space_size(problem)
@@ -213,26 +252,49 @@ def solve_risk(problem: SpotProblem, *, deadline_probability: float | None = Non
         plan = found.plan if isinstance(found.plan, SpotPlan) else None
         counts = None if plan is None else np.array([plan.counts.get(label, 0) for label in model.columns.labels])
         ps = plan.ps if plan is not None else 1
-        message = {Status.OPTIMAL: "least expected cost, proven by the spot decomposition",
-                   Status.INFEASIBLE: "proven: no plan meets the deadline under the interruption model"}
-        return _risk_result(model, counts, ps, found.status, name, clock, outcome, stats,
-                            bound=found.bound if found.bound is not None else 0.0,
-                            message=message.get(found.status, found.message),
-                            extra={"takeover_overhead_s": overhead_s, "lost_work_s": lost_work_s,
-                                   "replacement": replacement})
+        message = {
+            Status.OPTIMAL: "least expected cost, proven by the spot decomposition",
+            Status.INFEASIBLE: "proven: no plan meets the deadline under the interruption model",
+        }
+        return _risk_result(
+            model,
+            counts,
+            ps,
+            found.status,
+            name,
+            clock,
+            outcome,
+            stats,
+            bound=found.bound if found.bound is not None else 0.0,
+            message=message.get(found.status, found.message),
+            extra={"takeover_overhead_s": overhead_s, "lost_work_s": lost_work_s, "replacement": replacement},
+        )
     if size > max_plans:
-        raise InvalidInputError("max_plans", f"the quota box holds {size:,} plans, more than {max_plans:,} "
-                                             "(method decompose has no such limit)")
+        raise InvalidInputError(
+            "max_plans",
+            f"the quota box holds {size:,} plans, more than {max_plans:,} (method decompose has no such limit)",
+        )
     extra = {"takeover_overhead_s": overhead_s, "lost_work_s": lost_work_s, "replacement": replacement}
     try:
         grid = plan_grid(problem, max_plans=max_plans, clock=clock)
     except TimeLimitReached:
-        return _risk_result(model, None, 1, Status.LIMIT, name, clock, outcome, {}, bound=0.0, extra=extra,
-                            message=f"time limit of {clock.limit_s:g} s reached while enumerating the quota box")
+        return _risk_result(
+            model,
+            None,
+            1,
+            Status.LIMIT,
+            name,
+            clock,
+            outcome,
+            {},
+            bound=0.0,
+            extra=extra,
+            message=f"time limit of {clock.limit_s:g} s reached while enumerating the quota box",
+        )
     order = grid.by_cost()
     best_cost, best, checked, limited = math.inf, None, 0, False
     for begin in range(0, len(order), 4096):
-        idx = order[begin:begin + 4096]
+        idx = order[begin : begin + 4096]
         if grid.cost[idx[0]] >= best_cost:
             break
         if clock.expired():
@@ -250,34 +312,102 @@ def solve_risk(problem: SpotProblem, *, deadline_probability: float | None = Non
     if limited:
         # every plan not scanned has nominal cost >= the next one's, a bound on its E[C]
         bound = min(best_cost, float(grid.cost[order[checked]]))
-        return _risk_result(model, counts, ps, Status.LIMIT, name, clock, outcome, stats, bound=bound, extra=extra,
-                            message=f"time limit of {clock.limit_s:g} s reached during the cost-ordered scan")
+        return _risk_result(
+            model,
+            counts,
+            ps,
+            Status.LIMIT,
+            name,
+            clock,
+            outcome,
+            stats,
+            bound=bound,
+            extra=extra,
+            message=f"time limit of {clock.limit_s:g} s reached during the cost-ordered scan",
+        )
     if best is None:
-        return _risk_result(model, None, 1, Status.INFEASIBLE, name, clock, outcome, stats, bound=math.inf,
-                            extra=extra, message="no plan meets the deadline under the interruption model")
-    return _risk_result(model, counts, ps, Status.OPTIMAL, name, clock, outcome, stats, bound=best_cost, extra=extra,
-                        message="least expected cost under the interruption model (cost and time_s are expected "
-                                "values; details has the nominal ones)")
+        return _risk_result(
+            model,
+            None,
+            1,
+            Status.INFEASIBLE,
+            name,
+            clock,
+            outcome,
+            stats,
+            bound=math.inf,
+            extra=extra,
+            message="no plan meets the deadline under the interruption model",
+        )
+    return _risk_result(
+        model,
+        counts,
+        ps,
+        Status.OPTIMAL,
+        name,
+        clock,
+        outcome,
+        stats,
+        bound=best_cost,
+        extra=extra,
+        message="least expected cost under the interruption model (cost and time_s are expected "
+        "values; details has the nominal ones)",
+    )
 
 
-def _risk_result(model: SpotModel, counts: np.ndarray | None, ps: int, status: Status, method: str, clock: Clock,
-                 outcome: Callable, stats: dict, *, bound: float, message: str, extra: dict) -> Result:
+def _risk_result(
+    model: SpotModel,
+    counts: np.ndarray | None,
+    ps: int,
+    status: Status,
+    method: str,
+    clock: Clock,
+    outcome: Callable,
+    stats: dict,
+    *,
+    bound: float,
+    message: str,
+    extra: dict,
+) -> Result:
     """Package a risk plan: cost and time_s are E[C] and E[T], the nominal ones in ``details``."""
-    nominal = spot_result(model, counts, ps, status=status, method=method, started=clock.started,
-                          bound=bound, message=message, stats=stats)
+    nominal = spot_result(
+        model,
+        counts,
+        ps,
+        status=status,
+        method=method,
+        started=clock.started,
+        bound=bound,
+        message=message,
+        stats=stats,
+    )
     if counts is None:
         nominal.details.update(extra)
         return nominal
     out, _ = outcome(np.asarray(counts)[None, :], np.array([ps]))
     details = dict(nominal.details)
-    details.update({
-        "nominal_cost": nominal.cost, "nominal_time_s": nominal.time_s,
-        "revocations_expected": float(out["events_per_h"][0] * out["time"][0] / 3600),
-        "deadline_probability_lower_bound": float(deadline_probability_bound(out, model.problem.slo.time_s)[0]),
-        **extra,
-    })
+    details.update(
+        {
+            "nominal_cost": nominal.cost,
+            "nominal_time_s": nominal.time_s,
+            "revocations_expected": float(out["events_per_h"][0] * out["time"][0] / 3600),
+            "deadline_probability_lower_bound": float(deadline_probability_bound(out, model.problem.slo.time_s)[0]),
+            **extra,
+        }
+    )
     cost = float(out["cost"][0])
-    return Result(status=status, method=method, kind=nominal.kind, model=nominal.model,
-                  instance=nominal.instance, plan=nominal.plan, time_s=float(out["time"][0]), cost=cost,
-                  bound=cost if status is Status.OPTIMAL else bound, solve_seconds=clock.elapsed(),
-                  message=message, details=details, stats=stats)
+    return Result(
+        status=status,
+        method=method,
+        kind=nominal.kind,
+        model=nominal.model,
+        instance=nominal.instance,
+        plan=nominal.plan,
+        time_s=float(out["time"][0]),
+        cost=cost,
+        bound=cost if status is Status.OPTIMAL else bound,
+        solve_seconds=clock.elapsed(),
+        message=message,
+        details=details,
+        stats=stats,
+    )

@@ -78,19 +78,19 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import numpy as np
-
-from dnnprov.problems import _checks as check
-from dnnprov.errors import InvalidInputError
-from dnnprov.progress import Clock
-from dnnprov.result import Result, Status
 from dnnprov.solvers.enumeration import CHUNK, decode_counts, spot_space_size
 from dnnprov.solvers.outcome import spot_result
-from dnnprov.problems.spot import SpotProblem
+
+from dnnprov.errors import InvalidInputError
 from dnnprov.models.spot import SpotModel, row_dot
+from dnnprov.problems import _checks as check
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.progress import Clock
+from dnnprov.result import Result, Status
 
 #: The paper's measured join time of takeover instances (2.1 min, spec/spot.md section 5).
 JOIN_OVERHEAD_S = 126.0
@@ -109,8 +109,11 @@ def require_paper_model(problem: SpotProblem) -> None:
     if not isinstance(problem, SpotProblem):
         raise InvalidInputError("problem", "revocation-aware planning needs a spot problem")
     if problem.model != "paper":
-        raise InvalidInputError("model", "revocation-aware planning needs the paper model (the reference "
-                                         "model rounds j and T, so progress is not linear in time)")
+        raise InvalidInputError(
+            "model",
+            "revocation-aware planning needs the paper model (the reference "
+            "model rounds j and T, so progress is not linear in time)",
+        )
 
 
 def progress_target(model: SpotModel) -> float:
@@ -128,7 +131,7 @@ def progress_speed(model: SpotModel, counts: np.ndarray, ps: np.ndarray | int) -
     ev = model.evaluate(counts, ps)
     g1 = model.problem.workload.gamma_1
     with np.errstate(divide="ignore", invalid="ignore"):
-        numerator = (ev.iterations + g1) * model.loss_gap           # N_c
+        numerator = (ev.iterations + g1) * model.loss_gap  # N_c
         sigma = ev.iteration_rate / numerator
         start = g1 / numerator
     ok = (ev.workers > 0) & np.isfinite(sigma) & (sigma > 0)
@@ -159,8 +162,7 @@ class PlanGrid:
         return idx[np.argsort(self.cost[idx], kind="stable")]
 
 
-def plan_grid(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
-              clock: Clock | None = None) -> PlanGrid:
+def plan_grid(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS, clock: Clock | None = None) -> PlanGrid:
     """Evaluate the whole quota box (refused beyond ``max_plans``).
 
     With ``clock``, raises :class:`TimeLimitReached` once it has expired (checked per chunk).
@@ -173,7 +175,9 @@ def plan_grid(problem: SpotProblem, *, max_plans: int = DEFAULT_MAX_PLANS,
     cols = model.columns
     radix = (cols.upper - cols.lower + 1).astype(np.int64)
     per_ps = int(np.prod(radix))
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("counts", "ps", "speed", "start", "rate", "time_s", "cost", "feasible")}
+    parts: dict[str, list[np.ndarray]] = {
+        k: [] for k in ("counts", "ps", "speed", "start", "rate", "time_s", "cost", "feasible")
+    }
     for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
         for begin in range(0, per_ps, CHUNK):
             if clock is not None and clock.expired():
@@ -244,7 +248,7 @@ def worst_case_delay(model: SpotModel, counts: np.ndarray, ps: np.ndarray, k: in
     drops = event_drops(model, counts, ps, k)
     best: dict[tuple[int, ...], np.ndarray] = {}
     worst = np.zeros(len(counts))
-    for group, value in drops.items():          # smaller multisets first
+    for group, value in drops.items():  # smaller multisets first
         # The group as one event (if the plan holds it), or split in two parts revoked at
         # different moments (each part's best partition is known: parts are smaller).
         for cut in range(1, len(group)):
@@ -271,8 +275,9 @@ def unreplaced_delay(model: SpotModel, counts: np.ndarray, ps: np.ndarray, k: in
         return np.where(slowest > 0, core * (sigma / slowest - 1.0), np.inf)
 
 
-def replaced_delay(model: SpotModel, counts: np.ndarray, ps: np.ndarray, k: int,
-                   overhead_s: float) -> tuple[np.ndarray, np.ndarray]:
+def replaced_delay(
+    model: SpotModel, counts: np.ndarray, ps: np.ndarray, k: int, overhead_s: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Worst extra seconds under at most ``k`` revocations with replacement after ``overhead_s``.
 
     Returns ``(delay_s, exact)``: the worst case where ``exact`` (K <= 1, or runs of at
@@ -298,28 +303,41 @@ def replaced_delay(model: SpotModel, counts: np.ndarray, ps: np.ndarray, k: int,
     return np.where(exact, long_run, np.minimum(long_run, unreplaced_delay(model, counts, ps, k))), exact
 
 
-def robust_check(model: SpotModel, k: int, overhead_s: float,
-                 replaced: bool) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+def robust_check(
+    model: SpotModel, k: int, overhead_s: float, replaced: bool
+) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """``check(counts, ps) -> (delay_s, exact)``: the worst-case delay of each plan under the model chosen."""
+
     def check_plans(counts: np.ndarray, ps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if replaced:
             return replaced_delay(model, counts, ps, k, overhead_s)
         delay = unreplaced_delay(model, counts, ps, k)
         return delay, np.ones(len(delay), dtype=bool)
+
     return check_plans
 
 
 def _check_options(k: int, overhead_s: float, replaced: bool, method: str) -> tuple[int, float, str]:
     if not isinstance(replaced, bool):
         raise InvalidInputError("replaced", f"must be true or false, got {replaced!r}")
-    return (check.integer("robust", k, minimum=0, maximum=8),
-            check.number("takeover_overhead_s", overhead_s, minimum=0),
-            check.choice("method", method, METHODS))
+    return (
+        check.integer("robust", k, minimum=0, maximum=8),
+        check.number("takeover_overhead_s", overhead_s, minimum=0),
+        check.choice("method", method, METHODS),
+    )
 
 
-def solve_robust(problem: SpotProblem, k: int = 1, *, overhead_s: float = JOIN_OVERHEAD_S,
-                 replaced: bool = True, max_plans: int = DEFAULT_MAX_PLANS,
-                 time_limit_s: float = 60.0, method: str = "auto", clock: Clock | None = None) -> Result:
+def solve_robust(
+    problem: SpotProblem,
+    k: int = 1,
+    *,
+    overhead_s: float = JOIN_OVERHEAD_S,
+    replaced: bool = True,
+    max_plans: int = DEFAULT_MAX_PLANS,
+    time_limit_s: float = 60.0,
+    method: str = "auto",
+    clock: Clock | None = None,
+) -> Result:
     """The cheapest plan that meets T_obj even if ``k`` spot instances are revoked (module docstring).
 
     ``overhead_s`` is the time revoked workers take to be replaced (default: the paper's
@@ -341,54 +359,128 @@ def solve_robust(problem: SpotProblem, k: int = 1, *, overhead_s: float = JOIN_O
 
         return decompose_robust(problem, model, k, overhead_s, replaced, delays, clock)
     if size > max_plans:
-        raise InvalidInputError("max_plans", f"the quota box holds {size:,} plans, more than {max_plans:,} "
-                                             "(method decompose has no such limit)")
+        raise InvalidInputError(
+            "max_plans",
+            f"the quota box holds {size:,} plans, more than {max_plans:,} (method decompose has no such limit)",
+        )
     try:
         return _robust_by_enumeration(problem, model, k, overhead_s, replaced, delays, max_plans, clock)
     except TimeLimitReached:
-        return robust_result(model, None, 1, k, overhead_s, replaced, Status.LIMIT, clock, bound=0.0,
-                             message=f"time limit of {clock.limit_s:g} s reached while enumerating the quota box")
+        return robust_result(
+            model,
+            None,
+            1,
+            k,
+            overhead_s,
+            replaced,
+            Status.LIMIT,
+            clock,
+            bound=0.0,
+            message=f"time limit of {clock.limit_s:g} s reached while enumerating the quota box",
+        )
 
 
-def _robust_by_enumeration(problem: SpotProblem, model: SpotModel, k: int, overhead_s: float, replaced: bool,
-                           delays: Callable, max_plans: int, clock: Clock) -> Result:
+def _robust_by_enumeration(
+    problem: SpotProblem,
+    model: SpotModel,
+    k: int,
+    overhead_s: float,
+    replaced: bool,
+    delays: Callable,
+    max_plans: int,
+    clock: Clock,
+) -> Result:
     """Scan the nominally feasible plans in increasing cost; the first K-robust one is optimal."""
     grid = plan_grid(problem, max_plans=max_plans, clock=clock)
     order = grid.by_cost()
     limit = problem.slo.time_s * (1 + 1e-12)
     checked = 0
     for begin in range(0, len(order), 4096):
-        idx = order[begin:begin + 4096]
+        idx = order[begin : begin + 4096]
         if clock.expired():
-            return robust_result(model, None, 1, k, overhead_s, replaced, Status.LIMIT, clock,
-                                 bound=float(grid.cost[idx[0]]), stats={"plans_checked": checked},
-                                 message=f"time limit of {clock.limit_s:g} s reached: every plan below the "
-                                         "bound was checked and is not robust")
+            return robust_result(
+                model,
+                None,
+                1,
+                k,
+                overhead_s,
+                replaced,
+                Status.LIMIT,
+                clock,
+                bound=float(grid.cost[idx[0]]),
+                stats={"plans_checked": checked},
+                message=f"time limit of {clock.limit_s:g} s reached: every plan below the "
+                "bound was checked and is not robust",
+            )
         checked += len(idx)
         delay, _ = delays(grid.counts[idx], grid.ps[idx])
         ok = np.flatnonzero(grid.time_s[idx] + delay <= limit)
         if ok.size:
             i = int(idx[ok[0]])
-            return robust_result(model, grid.counts[i], int(grid.ps[i]), k, overhead_s, replaced, Status.OPTIMAL,
-                                 clock, bound=float(grid.cost[i]),
-                                 message="cheapest robust plan by enumeration in cost order",
-                                 stats={"plans_checked": checked, "space": len(grid.counts)})
+            return robust_result(
+                model,
+                grid.counts[i],
+                int(grid.ps[i]),
+                k,
+                overhead_s,
+                replaced,
+                Status.OPTIMAL,
+                clock,
+                bound=float(grid.cost[i]),
+                message="cheapest robust plan by enumeration in cost order",
+                stats={"plans_checked": checked, "space": len(grid.counts)},
+            )
     how = f"{overhead_s:g} s to replace" if replaced else "never replaced"
-    return robust_result(model, None, 1, k, overhead_s, replaced, Status.INFEASIBLE, clock, bound=math.inf,
-                         message=f"no plan meets T_obj under {k} revocations ({how})",
-                         stats={"plans_checked": checked})
+    return robust_result(
+        model,
+        None,
+        1,
+        k,
+        overhead_s,
+        replaced,
+        Status.INFEASIBLE,
+        clock,
+        bound=math.inf,
+        message=f"no plan meets T_obj under {k} revocations ({how})",
+        stats={"plans_checked": checked},
+    )
 
 
-def robust_result(model: SpotModel, counts: np.ndarray | None, ps: int, k: int, overhead_s: float,
-                  replaced: bool, status: Status, clock: Clock, *, bound: float, message: str,
-                  stats: dict | None = None) -> Result:
+def robust_result(
+    model: SpotModel,
+    counts: np.ndarray | None,
+    ps: int,
+    k: int,
+    overhead_s: float,
+    replaced: bool,
+    status: Status,
+    clock: Clock,
+    *,
+    bound: float,
+    message: str,
+    stats: dict | None = None,
+) -> Result:
     """Package a robust plan (or none) with its worst case in ``details``."""
     method = f"robust-{k}" if replaced else f"robust-{k}-unreplaced"
-    result = spot_result(model, counts, ps, status=status, method=method, started=clock.started,
-                         bound=bound, message=message, stats=stats)
+    result = spot_result(
+        model,
+        counts,
+        ps,
+        status=status,
+        method=method,
+        started=clock.started,
+        bound=bound,
+        message=message,
+        stats=stats,
+    )
     result.details.update({"robust_k": k, "replaced": replaced, "takeover_overhead_s": overhead_s})
     if counts is not None and result.time_s is not None:
         delay, exact = robust_check(model, k, overhead_s, replaced)(np.asarray(counts)[None, :], np.array([ps]))
-        result.details.update({"worst_case_delay_s": float(delay[0]), "worst_case_exact": bool(exact[0]),
-                               "worst_case_time_s": float(result.time_s) + float(delay[0])})
+        result.details.update(
+            {
+                "worst_case_delay_s": float(delay[0]),
+                "worst_case_exact": bool(exact[0]),
+                "worst_case_time_s": float(result.time_s) + float(delay[0]),
+            }
+        )
     return result

@@ -27,16 +27,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, cast
+from collections.abc import Callable
+from typing import cast
 
 import numpy as np
+from dnnprov.solvers.spot_cells import Cell, down, row_ranges, up
+from dnnprov.solvers.spot_exact import CELL_ENUMERATION, SpotDecomposition
 
 from dnnprov.models.spot import SpotEvaluation, SpotModel
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.progress import Clock, SolverLog
 from dnnprov.result import Result, SpotPlan, Status
-from dnnprov.solvers.spot_cells import Cell, down, row_ranges, up
-from dnnprov.solvers.spot_exact import CELL_ENUMERATION, SpotDecomposition
 
 #: ``judge(counts, ps, nominal) -> (admissible, objective)`` for plans that may become the incumbent.
 Judge = Callable[[np.ndarray, np.ndarray, SpotEvaluation], tuple[np.ndarray, np.ndarray]]
@@ -100,8 +101,15 @@ class RevocationDecomposition(SpotDecomposition):
     the next column the cluster's top (eq. 5's w_1), which is what makes D large.
     """
 
-    def __init__(self, problem: SpotProblem, *, clock: Clock, log: SolverLog, outage_s: float = 0.0,
-                 cell_enumeration: int = CELL_ENUMERATION) -> None:
+    def __init__(
+        self,
+        problem: SpotProblem,
+        *,
+        clock: Clock,
+        log: SolverLog,
+        outage_s: float = 0.0,
+        cell_enumeration: int = CELL_ENUMERATION,
+    ) -> None:
         super().__init__(problem, clock=clock, log=log, cell_enumeration=cell_enumeration)
         self.outage_s = outage_s
         self.revocable = np.array([market == "spot" for market in self.cols.markets])
@@ -119,14 +127,20 @@ class RevocationDecomposition(SpotDecomposition):
         drop = drop_bound(self, cell)
         if drop <= 0:
             return nominal
-        return max(nominal * (1 + 1e-12) - self.outage_s * drop,
-                   self.problem.slo.takeover_overhead_s + 1e-9 * nominal)
+        return max(nominal * (1 + 1e-12) - self.outage_s * drop, self.problem.slo.takeover_overhead_s + 1e-9 * nominal)
 
     def splits(self, cell: Cell) -> bool:
         """Whether a top cell of a revocable column is still to be split by its top count
         (only where :func:`drop_bound` can use the parts: rates equal at K and K - 1)."""
-        return (self.outage_s > 0 and cell.top is not None and not cell.pinned and cell.workers >= 2
-                and bool(self.revocable[cell.top]) and not cell.tail and self.same_rates(cell))
+        return (
+            self.outage_s > 0
+            and cell.top is not None
+            and not cell.pinned
+            and cell.workers >= 2
+            and bool(self.revocable[cell.top])
+            and not cell.tail
+            and self.same_rates(cell)
+        )
 
     def same_rates(self, cell: Cell) -> bool:
         """Whether every column's rate is the same with K and K - 1 workers (the PS link uncontended)."""
@@ -139,8 +153,9 @@ class RevocationDecomposition(SpotDecomposition):
         robust as many as the plain decomposition has; the split cell's parts carry its
         no-goods and the new one.
         """
-        refused = isinstance(self.model, JudgedModel) and \
-            (tuple(int(v) for v in counts), int(cell.ps)) in self.model.refused
+        refused = (
+            isinstance(self.model, JudgedModel) and (tuple(int(v) for v in counts), int(cell.ps)) in self.model.refused
+        )
         if refused and self.splits(cell):
             cell.nogoods = cell.nogoods + [tuple(int(v) for v in counts)]
             return self.split_by_top_count(cell)
@@ -159,7 +174,7 @@ class RevocationDecomposition(SpotDecomposition):
         """
         lo, hi = self.box(cell)
         t = cell.top
-        assert t is not None                            # a top cell names its top column
+        assert t is not None  # a top cell names its top column
         shape = self.shape(cell.workers, cell.ps)
         speed = shape.speed
         parts: list[tuple[tuple[int, int, int], ...]] = []
@@ -177,11 +192,18 @@ class RevocationDecomposition(SpotDecomposition):
             if (lo > hi).any() or int(lo.sum()) > cell.workers or int(hi.sum()) < cell.workers:
                 continue
             # V and Q over the part's box (exact for the box: row_ranges), within the cell's ranges
-            least, most = row_ranges(np.array([shape.speed, shape.speed ** 2]), lo, hi, cell.workers)
-            child = self.new_cell(cell.workers, cell.ps, t, pinned=pinned, nogoods=cell.nogoods,
-                                  b_range=(cell.b_lo, cell.b_hi), x_range=(cell.x_lo, cell.x_hi),
-                                  v_range=(max(cell.v_lo, down(float(least[0]))), min(cell.v_hi, up(float(most[0])))),
-                                  q_range=(max(cell.q_lo, down(float(least[1]))), min(cell.q_hi, up(float(most[1])))))
+            least, most = row_ranges(np.array([shape.speed, shape.speed**2]), lo, hi, cell.workers)
+            child = self.new_cell(
+                cell.workers,
+                cell.ps,
+                t,
+                pinned=pinned,
+                nogoods=cell.nogoods,
+                b_range=(cell.b_lo, cell.b_hi),
+                x_range=(cell.x_lo, cell.x_hi),
+                v_range=(max(cell.v_lo, down(float(least[0]))), min(cell.v_hi, up(float(most[0])))),
+                q_range=(max(cell.q_lo, down(float(least[1]))), min(cell.q_hi, up(float(most[1])))),
+            )
             if child is not None:
                 # a part holds a subset of the cell's plans: the cell's bounds hold too
                 child.pj_lb = max(child.pj_lb, cell.pj_lb)
@@ -240,15 +262,18 @@ def drop_bound(search: RevocationDecomposition, cell: Cell) -> float:
     rate, speed = here.rate, here.speed
     r_t, v_t, b_t = float(rate[t]), float(speed[t]), float(search.cols.batch[t])
     x_lo, x_hi, v_lo, v_hi = cell.x_lo, cell.x_hi, cell.v_lo, cell.v_hi
-    q_lo, q_hi = max(cell.q_lo, v_t ** 2), cell.q_hi
+    q_lo, q_hi = max(cell.q_lo, v_t**2), cell.q_hi
     if not (r_t < x_lo <= x_hi < math.inf and v_t < v_lo <= v_hi < math.inf):
         return 0.0
     w = search.problem.workload
     a_lo, a_hi = w.gamma_2 * cell.b_lo + w.gamma_3, w.gamma_2 * cell.b_hi + w.gamma_3
     if min(a_lo, a_hi) <= 0:
         return 0.0
-    h_min = min(w.gamma_2 * r_t * (b - b_t) / ((x - r_t) * a)
-                for b, a in ((cell.b_lo, a_lo), (cell.b_hi, a_hi)) for x in (x_lo, x_hi))
+    h_min = min(
+        w.gamma_2 * r_t * (b - b_t) / ((x - r_t) * a)
+        for b, a in ((cell.b_lo, a_lo), (cell.b_hi, a_hi))
+        for x in (x_lo, x_hi)
+    )
     if 1 + h_min <= 0:
         return 0.0
     ratio = (1 - r_t / x_hi) / (1 + h_min) * math.sqrt(k / (k - 1))
@@ -260,18 +285,20 @@ def drop_bound(search: RevocationDecomposition, cell: Cell) -> float:
         g = max(-2 * v_t / v + 2 * u / (v - v_t) for v in (v_lo, v_hi))
         # the Q part, Q/V^2 - Q'/V'^2, falls with Q (so Q = Q_lo); two bounds over V, the first
         # tight when V >> v_t, the second free of the cancellation of large terms when v_t dominates V
-        q_part = min(q_lo * (1 / v_hi ** 2 - 1 / (v_hi - v_t) ** 2) + v_t ** 2 / (v_lo - v_t) ** 2,
-                     q_lo / v_lo ** 2 - (q_lo - v_t ** 2) / (v_hi - v_t) ** 2)
+        q_part = min(
+            q_lo * (1 / v_hi**2 - 1 / (v_hi - v_t) ** 2) + v_t**2 / (v_lo - v_t) ** 2,
+            q_lo / v_lo**2 - (q_lo - v_t**2) / (v_hi - v_t) ** 2,
+        )
         numerator = g + q_part
         g4 = w.gamma_4
         if numerator <= 0:
-            s_hi = min(1 - max(v_t / v_hi, 1 / k), 1 - 2 * v_t / v_hi + q_hi / v_lo ** 2)
-            s2_hi = min(1 - 1 / (k - 1), 1 - 2 * u / (v_hi - v_t) + (q_hi - v_t ** 2) / (v_lo - v_t) ** 2)
+            s_hi = min(1 - max(v_t / v_hi, 1 / k), 1 - 2 * v_t / v_hi + q_hi / v_lo**2)
+            s2_hi = min(1 - 1 / (k - 1), 1 - 2 * u / (v_hi - v_t) + (q_hi - v_t**2) / (v_lo - v_t) ** 2)
             s_hi, s2_hi = max(s_hi, 0.0), max(s2_hi, 0.0)
             denominator = (math.sqrt(s_hi) + math.sqrt(s2_hi)) * (math.sqrt(s2_hi) + g4)
         else:
-            s_lo = max(0.0, 1 - 2 * v_t / v_lo + q_lo / v_hi ** 2)
-            s2_lo = max(0.0, 1 - 2 * u / (v_lo - v_t) + (q_lo - v_t ** 2) / (v_hi - v_t) ** 2)
+            s_lo = max(0.0, 1 - 2 * v_t / v_lo + q_lo / v_hi**2)
+            s2_lo = max(0.0, 1 - 2 * u / (v_lo - v_t) + (q_lo - v_t**2) / (v_hi - v_t) ** 2)
             denominator = (math.sqrt(s_lo) + math.sqrt(s2_lo)) * (math.sqrt(s2_lo) + g4)
         # R and R' as the model computes them: sqrt of S and S' with an absolute error of at most
         # ~1e-15 each, so R is at most sqrt(S) + ROOT_SLACK and R' at least sqrt(S'+) - ROOT_SLACK
@@ -282,17 +309,19 @@ def drop_bound(search: RevocationDecomposition, cell: Cell) -> float:
     return max(0.0, 1 - ratio - 1e-9)
 
 
-def decompose(problem: SpotProblem, judge: Judge, clock: Clock, outage_s: float = 0.0,
-              cell_enumeration: int = CELL_ENUMERATION) -> tuple[Result, dict]:
+def decompose(
+    problem: SpotProblem, judge: Judge, clock: Clock, outage_s: float = 0.0, cell_enumeration: int = CELL_ENUMERATION
+) -> tuple[Result, dict]:
     """Run the spot decomposition with ``judge`` in its exact evaluation; the result and stats.
 
     ``outage_s``: the O of :class:`RevocationDecomposition` (0: the plain decomposition);
     ``cell_enumeration``: as for :class:`SpotDecomposition` (0: every cell by MILPs, for tests).
     """
-    search = RevocationDecomposition(problem, clock=clock, log=SolverLog(clock), outage_s=outage_s,
-                                     cell_enumeration=cell_enumeration)
+    search = RevocationDecomposition(
+        problem, clock=clock, log=SolverLog(clock), outage_s=outage_s, cell_enumeration=cell_enumeration
+    )
     judged = JudgedModel(search.model, judge, lambda: search.best_cost)
-    search.model = cast(SpotModel, judged)             # JudgedModel stands in for it (attributes forwarded)
+    search.model = cast(SpotModel, judged)  # JudgedModel stands in for it (attributes forwarded)
     result = search.run(None)
     return result, {**search.stats, "plans_judged": judged.judged, "method": "decompose"}
 
@@ -303,9 +332,15 @@ def _plan_counts(model: SpotModel, result: Result) -> np.ndarray | None:
     return np.array([result.plan.counts.get(label, 0) for label in model.columns.labels], dtype=np.int64)
 
 
-def decompose_robust(problem: SpotProblem, model: SpotModel, k: int, overhead_s: float, replaced: bool,
-                     delays: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
-                     clock: Clock) -> Result:
+def decompose_robust(
+    problem: SpotProblem,
+    model: SpotModel,
+    k: int,
+    overhead_s: float,
+    replaced: bool,
+    delays: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+    clock: Clock,
+) -> Result:
     """``--robust K`` by the decomposition: the cheapest K-robust plan, or the bound at the limit."""
     from dnnprov.solvers.robust import robust_result
 
@@ -324,8 +359,19 @@ def decompose_robust(problem: SpotProblem, model: SpotModel, k: int, overhead_s:
         message = f"proven: no plan meets T_obj under {k} revocations"
     else:
         message = result.message
-    return robust_result(model, counts, ps, k, overhead_s, replaced, result.status, clock,
-                         bound=result.bound if result.bound is not None else 0.0, message=message, stats=stats)
+    return robust_result(
+        model,
+        counts,
+        ps,
+        k,
+        overhead_s,
+        replaced,
+        result.status,
+        clock,
+        bound=result.bound if result.bound is not None else 0.0,
+        message=message,
+        stats=stats,
+    )
 
 
 def robust_outage(problem: SpotProblem, k: int, overhead_s: float, replaced: bool) -> float:
@@ -350,10 +396,14 @@ def robust_outage(problem: SpotProblem, k: int, overhead_s: float, replaced: boo
     return limit if not replaced else min(k * overhead_s, limit)
 
 
-def decompose_risk(problem: SpotProblem, model: SpotModel,
-                   outcome: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
-                   clock: Clock) -> tuple[Result, dict]:
+def decompose_risk(
+    problem: SpotProblem,
+    model: SpotModel,
+    outcome: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+    clock: Clock,
+) -> tuple[Result, dict]:
     """``--risk`` by the decomposition; ``outcome(counts, ps) -> (admissible, expected cost)``."""
+
     def judge(counts: np.ndarray, ps: np.ndarray, nominal: SpotEvaluation) -> tuple[np.ndarray, np.ndarray]:
         admissible, cost = outcome(counts, ps)
         return admissible & np.isfinite(cost), np.where(np.isfinite(cost), cost, np.inf)

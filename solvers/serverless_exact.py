@@ -40,14 +40,13 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from dnnprov.solvers.outcome import serverless_result
+from dnnprov.solvers.side_vars import attach
 
+from dnnprov.models.serverless import ServerlessModel, ServerlessSideRows
+from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.progress import Clock, SolverLog, stop_requested
 from dnnprov.result import Result, Status
-from dnnprov.problems.serverless import ServerlessProblem
-from dnnprov.models.serverless import ServerlessModel, ServerlessSideRows
-from dnnprov.solvers.side_vars import attach
-from dnnprov.solvers.outcome import serverless_result
-
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,7 @@ class ServerlessColumns:
     def __len__(self) -> int:
         return len(self.cost)
 
-    def pareto(self) -> "ServerlessColumns":
+    def pareto(self) -> ServerlessColumns:
         """Keep plans no other plan beats in both cost and function count (ties: first)."""
         order = np.lexsort((self.cost, self.functions))
         cost = self.cost[order]
@@ -71,15 +70,15 @@ class ServerlessColumns:
         return ServerlessColumns(self.functions[idx], self.memory_mb[idx], self.ps[idx], self.cost[idx])
 
 
-FIRST_CHUNK = 64        # function counts evaluated at once per pair (doubling)
-START_ITERATIONS = 60   # rounds of the smallest-n fixed point (it converges in a few)
+FIRST_CHUNK = 64  # function counts evaluated at once per pair (doubling)
+START_ITERATIONS = 60  # rounds of the smallest-n fixed point (it converges in a few)
 
 
 def lower_cost(model: ServerlessModel, n: np.ndarray, m: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(LB_n, T_train(n)) of the module doc, for arrays of plans."""
     p = model.problem.platform
     train, _, _, _ = model.training_time(n, m, s)
-    with np.errstate(invalid="ignore"):          # a zero price times an invalid pair's inf time
+    with np.errstate(invalid="ignore"):  # a zero price times an invalid pair's inf time
         bound = m / 1024.0 * p.price_per_gb_s * n * train + n * p.price_per_request
     return np.where(np.isfinite(train) & np.isfinite(bound), bound, np.inf), train
 
@@ -117,7 +116,7 @@ def pair_bounds(model: ServerlessModel) -> tuple[np.ndarray, np.ndarray, np.ndar
 
     reachable = problem.time_s * (1 + 1e-9)
     lo, hi = np.minimum(start, n_hi), np.full(mm.shape, n_hi, dtype=np.int64)
-    while (hi - lo > 2).any():                     # ternary search for the minimum of T_train
+    while (hi - lo > 2).any():  # ternary search for the minimum of T_train
         third = (hi - lo) // 3
         left, right = lo + third, hi - third
         falling = train_at(left) > train_at(right)
@@ -126,7 +125,7 @@ def pair_bounds(model: ServerlessModel) -> tuple[np.ndarray, np.ndarray, np.ndar
     lowest = np.stack([train_at(c) for c in candidates])
     bottom = candidates[np.argmin(lowest, axis=0), np.arange(len(mm))]
     meets = lowest.min(axis=0) <= reachable
-    lo, hi = bottom, np.full(mm.shape, n_hi, dtype=np.int64)   # last n with T_train <= T_o
+    lo, hi = bottom, np.full(mm.shape, n_hi, dtype=np.int64)  # last n with T_train <= T_o
     while (lo < hi).any():
         mid = (lo + hi + 1) // 2
         ok = train_at(mid) <= reachable
@@ -137,8 +136,9 @@ def pair_bounds(model: ServerlessModel) -> tuple[np.ndarray, np.ndarray, np.ndar
     return mm, ss, start, end, np.where(start > n_hi, np.inf, bound)
 
 
-def feasible_columns(model: ServerlessModel, *, upper: float = math.inf,
-                     deadline: float = math.inf) -> tuple[ServerlessColumns, float]:
+def feasible_columns(
+    model: ServerlessModel, *, upper: float = math.inf, deadline: float = math.inf
+) -> tuple[ServerlessColumns, float]:
     """Every feasible plan that may cost less than ``upper`` (all of them with ``inf``).
 
     With a finite ``upper`` the pairs are visited in bound order, each from its first
@@ -175,9 +175,9 @@ def feasible_columns(model: ServerlessModel, *, upper: float = math.inf,
                 if pruning:
                     best = min(best, float(ev.cost[ok].min()))
             if pruning:
-                last, _ = lower_cost(model, n[-1:], mm[i:i + 1], ss[i:i + 1])
+                last, _ = lower_cost(model, n[-1:], mm[i : i + 1], ss[i : i + 1])
                 if last[0] >= best:
-                    break                      # LB_n only grows with n
+                    break  # LB_n only grows with n
             n0, size = int(n[-1]) + 1, size * 2
     return _concat(parts), math.inf
 
@@ -189,9 +189,15 @@ def _concat(parts: list[tuple[np.ndarray, ...]]) -> ServerlessColumns:
     return ServerlessColumns(*(np.concatenate([p[i] for p in parts]) for i in range(4)))
 
 
-def solve_serverless_exact(problem: ServerlessProblem, *, side: ServerlessSideRows | None = None,
-                           time_limit_s: float = 60.0, gap: float = 0.0, clock: Clock | None = None,
-                           log: SolverLog | None = None) -> Result:
+def solve_serverless_exact(
+    problem: ServerlessProblem,
+    *,
+    side: ServerlessSideRows | None = None,
+    time_limit_s: float = 60.0,
+    gap: float = 0.0,
+    clock: Clock | None = None,
+    log: SolverLog | None = None,
+) -> Result:
     """Proven-optimal (functions, memory, PS count) plan.
 
     ``gap`` is accepted for a uniform interface; this method always proves optimality
@@ -201,10 +207,16 @@ def solve_serverless_exact(problem: ServerlessProblem, *, side: ServerlessSideRo
     log = log or SolverLog(clock)
     started = clock.started
     low, high = problem.function_range()
-    log.header(f"dnnprov milp: {problem.name} (serverless)",
-               [(f"{len(problem.memory_grid())} memory sizes x functions {low}..{high} x PS "
-                 f"{problem.constraints.ps_count[0]}..{problem.constraints.ps_count[1]}, "
-                 f"time limit {clock.limit_s:g} s")])
+    log.header(
+        f"dnnprov milp: {problem.name} (serverless)",
+        [
+            (
+                f"{len(problem.memory_grid())} memory sizes x functions {low}..{high} x PS "
+                f"{problem.constraints.ps_count[0]}..{problem.constraints.ps_count[1]}, "
+                f"time limit {clock.limit_s:g} s"
+            )
+        ],
+    )
     model = ServerlessModel(problem, attach(side))
     budget = problem.constraints.budget_usd
     upper = budget * (1 + 1e-12) if budget is not None else math.inf
@@ -215,11 +227,18 @@ def solve_serverless_exact(problem: ServerlessProblem, *, side: ServerlessSideRo
     stats = {"feasible_plans_kept": len(columns)}
     if not len(columns):
         status = Status.INFEASIBLE if finished else Status.LIMIT
-        result = serverless_result(model, None, status=status, method="milp", started=started,
-                                   bound=math.inf if finished else max(0.0, unvisited),
-                                   message="proven: no plan meets every constraint" if finished
-                                   else f"{clock.stop_reason()} before any feasible plan",
-                                   stats=stats)
+        result = serverless_result(
+            model,
+            None,
+            status=status,
+            method="milp",
+            started=started,
+            bound=math.inf if finished else max(0.0, unvisited),
+            message="proven: no plan meets every constraint"
+            if finished
+            else f"{clock.stop_reason()} before any feasible plan",
+            stats=stats,
+        )
         log.final(result.status.value, result.message)
         return result
     front = columns.pareto()
@@ -231,12 +250,19 @@ def solve_serverless_exact(problem: ServerlessProblem, *, side: ServerlessSideRo
     best = float(front.cost[pick])
     log.progress(best, best if finished else min(best, unvisited), f"{len(front)} columns", force=True)
     if not finished:
-        result = serverless_result(model, plan, status=Status.LIMIT, method="milp", started=started,
-                                   bound=max(0.0, min(best, unvisited)),
-                                   message=f"{clock.stop_reason()}: memory sizes with a bound "
-                                           f"from ${unvisited:.6g} up were not evaluated", stats=stats)
+        result = serverless_result(
+            model,
+            plan,
+            status=Status.LIMIT,
+            method="milp",
+            started=started,
+            bound=max(0.0, min(best, unvisited)),
+            message=f"{clock.stop_reason()}: memory sizes with a bound from ${unvisited:.6g} up were not evaluated",
+            stats=stats,
+        )
     else:
-        result = serverless_result(model, plan, status=Status.OPTIMAL, method="milp", started=started,
-                                   bound=best, stats=stats)
+        result = serverless_result(
+            model, plan, status=Status.OPTIMAL, method="milp", started=started, bound=best, stats=stats
+        )
     log.final(result.status.value, result.message)
     return result

@@ -31,7 +31,7 @@ from dnnprov.models.side import OwnVariables
 from dnnprov.models.spot import SideRows
 
 Rows = TypeVar("Rows", SideRows, ServerlessSideRows)
-ENUMERATE_AT_MOST = 4096          # integer boxes up to this many points are checked point by point
+ENUMERATE_AT_MOST = 4096  # integer boxes up to this many points are checked point by point
 _highs = None
 
 
@@ -54,8 +54,9 @@ def _meets(a: np.ndarray, y: np.ndarray, low: np.ndarray, high: np.ndarray) -> n
     return ((lhs >= low) & (lhs <= high)).all(axis=1)
 
 
-def _with_one_continuous(own: OwnVariables, a: np.ndarray, points: np.ndarray, low: np.ndarray,
-                         high: np.ndarray) -> np.ndarray | None:
+def _with_one_continuous(
+    own: OwnVariables, a: np.ndarray, points: np.ndarray, low: np.ndarray, high: np.ndarray
+) -> np.ndarray | None:
     """A point (integer part from ``points``, one continuous z) meeting the rows, or ``None``.
 
     With the integer part fixed, each row bounds z to an interval ((low - s) / a_z, (high - s) / a_z),
@@ -103,20 +104,32 @@ def witness(own: OwnVariables, low: np.ndarray, high: np.ndarray) -> np.ndarray 
     for i in range(len(a)):
         idx = np.flatnonzero(a[i])
         rows.append((idx, a[i, idx], float(low[i]), float(high[i])))
-    solution = solve_milp(_highs, np.zeros(len(own)), own.low.astype(float), own.high.astype(float), rows,
-                          integer=own.integer, proof_target=1.0)
+    solution = solve_milp(
+        _highs,
+        np.zeros(len(own)),
+        own.low.astype(float),
+        own.high.astype(float),
+        rows,
+        integer=own.integer,
+        proof_target=1.0,
+    )
     if solution.x is not None:
         y = np.where(own.integer, np.round(solution.x), solution.x)
         size = np.abs(a * y).sum(axis=1) + 1.0
-        inside = bool(((y >= own.low - 1e-9 * np.maximum(np.abs(own.low), 1))
-                       & (y <= own.high + 1e-9 * np.maximum(np.abs(own.high), 1))).all())
+        inside = bool(
+            (
+                (y >= own.low - 1e-9 * np.maximum(np.abs(own.low), 1))
+                & (y <= own.high + 1e-9 * np.maximum(np.abs(own.high), 1))
+            ).all()
+        )
         lhs = a @ y
         if inside and bool(((lhs >= low - 1e-9 * size) & (lhs <= high + 1e-9 * size)).all()):
             return y
     if solution.status is MilpStatus.INFEASIBLE:
         return None
-    raise RuntimeError(f"could not decide whether the own variables {', '.join(own.names)} fit a plan "
-                       f"(HiGHS: {solution.status.value})")
+    raise RuntimeError(
+        f"could not decide whether the own variables {', '.join(own.names)} fit a plan (HiGHS: {solution.status.value})"
+    )
 
 
 def own_values(side: SideRows | ServerlessSideRows, fixed: np.ndarray) -> dict[str, float] | None:
@@ -128,9 +141,9 @@ def own_values(side: SideRows | ServerlessSideRows, fixed: np.ndarray) -> dict[s
         return {name: float(min(max(0.0, lo), hi)) for name, lo, hi in zip(own.names, own.low, own.high)}
     which = own.rows
     low, high = side.low[which] - fixed[which], side.high[which] - fixed[which]
-    y = witness(own, low, high)                                   # exactly, if it can be
+    y = witness(own, low, high)  # exactly, if it can be
     if y is None:
-        y = witness(own, low - 1e-9, high + 1e-9)                 # within the rows' tolerance
+        y = witness(own, low - 1e-9, high + 1e-9)  # within the rows' tolerance
     return None if y is None else dict(zip(own.names, (float(v) for v in y)))
 
 

@@ -16,25 +16,34 @@ import math
 from typing import TypeVar
 
 import numpy as np
-
-from dnnprov.problems.domain import TOLERANCE as DOMAIN_TOLERANCE
-from dnnprov.progress import Clock
 from dnnprov.solvers.highs_driver import new_highs
-from dnnprov.solvers.spot_cells import (BoxStats, Cell, ClusterShape, down, greedy, greedy_many, propagate_v,
-                                       row_ranges, up)
 from dnnprov.solvers.spot_cc import CcBounds
-from dnnprov.solvers.spot_side import SideColumns
+from dnnprov.solvers.spot_cells import (
+    BoxStats,
+    Cell,
+    ClusterShape,
+    down,
+    greedy,
+    greedy_many,
+    propagate_v,
+    row_ranges,
+    up,
+)
 from dnnprov.solvers.spot_lp import LpBounds
-from dnnprov.problems.spot import SpotProblem
-from dnnprov.models.spot import SideRows, SpotModel
+from dnnprov.solvers.spot_side import SideColumns
 
-DEADLINE_RELAXATION = 1e-9      # the model accepts T <= T_obj (1 + 1e-12): never cut such plans
-REF_BATCH_ROUNDING = 0.05       # reference model: b_w rounded to 1 decimal
-REF_TIME_ROUNDING = 0.005       # reference model: T rounded to 2 decimals
-REF_COST_ROUNDING = 5e-7        # reference model: cost rounded to 6 decimals
-REF_ITER_ROUNDING = 0.5         # reference model: j rounded to an integer
-FAST_RATIO_GRID = np.geomspace(1.0, 4.0, 16)   # theta / rho_min tried by fast_ratio
-Num = TypeVar("Num", float, np.ndarray)      # a scalar or an array of them, kept as given
+from dnnprov.models.spot import SideRows, SpotModel
+from dnnprov.problems.domain import TOLERANCE as DOMAIN_TOLERANCE
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.progress import Clock
+
+DEADLINE_RELAXATION = 1e-9  # the model accepts T <= T_obj (1 + 1e-12): never cut such plans
+REF_BATCH_ROUNDING = 0.05  # reference model: b_w rounded to 1 decimal
+REF_TIME_ROUNDING = 0.005  # reference model: T rounded to 2 decimals
+REF_COST_ROUNDING = 5e-7  # reference model: cost rounded to 6 decimals
+REF_ITER_ROUNDING = 0.5  # reference model: j rounded to an integer
+FAST_RATIO_GRID = np.geomspace(1.0, 4.0, 16)  # theta / rho_min tried by fast_ratio
+Num = TypeVar("Num", float, np.ndarray)  # a scalar or an array of them, kept as given
 
 
 class CellBounds(CcBounds, LpBounds, SideColumns):
@@ -64,8 +73,8 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
             self.gamma_3, self.gamma_1 = w.gamma_3, w.gamma_1
             self.a0, self.ac = overhead, 0.0
         self.highs = new_highs()
-        self.lp_bases: dict = {}          # warm starts of the cell LPs (solve_milp's ``bases``)
-        self.fast_values: dict = {}       # F(theta) of fast_ratio by box and rho_min
+        self.lp_bases: dict = {}  # warm starts of the cell LPs (solve_milp's ``bases``)
+        self.fast_values: dict = {}  # F(theta) of fast_ratio by box and rho_min
         self.seq = itertools.count()
         self.shapes: dict[tuple[int, int], ClusterShape] = {}
         self.stats = {"cells": 0, "milps": 0, "evaluations": 0, "splits": 0, "enumerated_cells": 0}
@@ -135,8 +144,15 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
         a = np.array([row[0] for row in rows], dtype=float)[:, allowed]
         low, high = np.array([row[1:] for row in rows], dtype=float).T
         least, most = row_ranges(a, lo[allowed], hi[allowed], cell.workers)
-        slack = 1e-9 * (np.abs(a) @ hi[allowed].astype(float) + np.abs(np.where(np.isfinite(low), low, 0.0))
-                        + np.abs(np.where(np.isfinite(high), high, 0.0))) + 1e-12
+        slack = (
+            1e-9
+            * (
+                np.abs(a) @ hi[allowed].astype(float)
+                + np.abs(np.where(np.isfinite(low), low, 0.0))
+                + np.abs(np.where(np.isfinite(high), high, 0.0))
+            )
+            + 1e-12
+        )
         return bool(((least > high + slack) | (most < low - slack)).any())
 
     def box_statistics(self, pairs: list[tuple[int, int]], lo: np.ndarray, hi: np.ndarray) -> list[BoxStats]:
@@ -174,8 +190,9 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
             if not len(pending):
                 break
         x_hi = (fastest * r).sum(axis=1)
-        return [BoxStats(*values) for values in zip(down(slowest).tolist(), up(x_hi).tolist(),
-                                                    rho.tolist(), price.tolist())]
+        return [
+            BoxStats(*values) for values in zip(down(slowest).tolist(), up(x_hi).tolist(), rho.tolist(), price.tolist())
+        ]
 
     def tighten(self, cell: Cell, price_bound: float) -> bool:
         """Shrink the b_w and V ranges to where a plan can beat U and meet T_obj (see module doc).
@@ -183,7 +200,7 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
         Returns ``False`` when the cell holds no such plan.
         """
         g2 = self.problem.workload.gamma_2
-        j_fixed = None          # j_lower at a fixed point of the ranges (it depends on nothing else)
+        j_fixed = None  # j_lower at a fixed point of the ranges (it depends on nothing else)
         for _ in range(3):
             deadline = self.deadline(cell)
             before = (cell.b_lo, cell.b_hi, cell.v_lo, cell.v_hi, cell.x_lo, cell.x_hi)
@@ -193,23 +210,23 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
             if math.isfinite(self.threshold) and cell.rho_min > 0:
                 # cost < U  =>  rho_min tau j + a0 (P + c0) < 3600 (U - ac), with P + c0 on the
                 # side of price_bound that makes a0 (P + c0) smallest (see finalize)
-                j_max = min(j_max, (3600 * (self.threshold - self.ac) - self.a0 * price_bound)
-                            / (cell.rho_min * tau))
+                j_max = min(j_max, (3600 * (self.threshold - self.ac) - self.a0 * price_bound) / (cell.rho_min * tau))
             # an enforced loss axis admits no plan needing more than the domain's iteration cap
             j_max = up(min(j_max, self.model.iteration_cap()))
             c = self.spread_factor(cell)
-            if g2 < 0 and c > 0:                         # A(b) < (j_max + g1) / c  =>  b > b_cut
+            if g2 < 0 and c > 0:  # A(b) < (j_max + g1) / c  =>  b > b_cut
                 cell.b_lo = max(cell.b_lo, down((self.gamma_3 - (j_max + self.gamma_1) / c) / -g2))
             a_hi = self.a_min(cell.b_lo, cell.b_hi)
-            if self.uses_cc and cell.top is not None and cell.workers > 1 and a_hi > 0 \
-                    and j_max + self.gamma_1 > 0:
+            if self.uses_cc and cell.top is not None and cell.workers > 1 and a_hi > 0 and j_max + self.gamma_1 > 0:
                 # sqrt((R + g4) K) A_min / (L - g5) - g1 <= j <= j_max bounds R from above
-                r_max = up(((j_max + self.gamma_1) * self.model.loss_gap / a_hi) ** 2 / cell.workers
-                           - self.problem.workload.gamma_4)
-                if r_max < 0:                            # even R = 0 needs more iterations
+                r_max = up(
+                    ((j_max + self.gamma_1) * self.model.loss_gap / a_hi) ** 2 / cell.workers
+                    - self.problem.workload.gamma_4
+                )
+                if r_max < 0:  # even R = 0 needs more iterations
                     return False
                 share = r_max * math.sqrt((cell.workers - 1) / cell.workers)
-                if share < 1:                            # R_lb(V) < r_max  =>  V < v_t / (1 - share)
+                if share < 1:  # R_lb(V) < r_max  =>  V < v_t / (1 - share)
                     v_t = self.shape(cell.workers, cell.ps).speed[cell.top]
                     cell.v_hi = min(cell.v_hi, up(v_t / (1 - share)))
             # eq. (13): X >= tau j_lb / (T - a0)
@@ -221,8 +238,8 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
             if cell.b_lo > cell.b_hi or cell.v_lo > cell.v_hi or cell.x_lo > cell.x_hi:
                 return False
             if before == (cell.b_lo, cell.b_hi, cell.v_lo, cell.v_hi, cell.x_lo, cell.x_hi):
-                j_fixed = j_round        # no range moved this round: j_round saw the final ranges
-                break                                    # a fixed point: more rounds change nothing
+                j_fixed = j_round  # no range moved this round: j_round saw the final ranges
+                break  # a fixed point: more rounds change nothing
         cell.j_lb = self.j_lower(cell) if j_fixed is None else j_fixed
         tau = self.time_factor(cell)
         deadline = self.deadline(cell)
@@ -269,8 +286,9 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
         """
         cell.complete = True
         cell.rho_min = max(cell.rho_min, self.fast_ratio(cell))
-        if self.closed_bound(cell, cell.price_bound) >= self.threshold \
-                or (cell.top is not None and self.rows_infeasible(cell)):
+        if self.closed_bound(cell, cell.price_bound) >= self.threshold or (
+            cell.top is not None and self.rows_infeasible(cell)
+        ):
             return None
         cell.pj_lb = max(cell.pj_lb, self.vertex_bound(cell))
         cell.bound = max(cell.bound, self.closed_bound(cell, cell.price_bound))
@@ -285,13 +303,12 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
             return None
         cell.rho_min = max(cell.rho_min, rho)
         p = self.cols.price
-        price_bound = float(greedy(p if self.a0 >= 0 else -p, lo, hi, cell.workers) @ p) \
-            + cell.ps * self.c0_per_ps
+        price_bound = float(greedy(p if self.a0 >= 0 else -p, lo, hi, cell.workers) @ p) + cell.ps * self.c0_per_ps
         if not self.tighten(cell, price_bound):
             return None
         cell.bound = self.closed_bound(cell, price_bound)
         if cell.bound >= self.threshold:
-            return cell                        # closed anyway: the product LP would add nothing
+            return cell  # closed anyway: the product LP would add nothing
         product = self.lp_product_bound(cell, *self.box(cell))
         if product is None:
             return None
@@ -330,8 +347,7 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
         lo, hi = self.box(cell)
         p = self.cols.price
         c0 = cell.ps * self.c0_per_ps
-        return (float(greedy(p, lo, hi, cell.workers) @ p) + c0,
-                float(greedy(-p, lo, hi, cell.workers) @ p) + c0)
+        return (float(greedy(p, lo, hi, cell.workers) @ p) + c0, float(greedy(-p, lo, hi, cell.workers) @ p) + c0)
 
     def vertex_bound(self, cell: Cell) -> float:
         """A lower bound on (P + c0) j / X over the cell from its columns and b_w range (0: none).
@@ -357,8 +373,9 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
         b_lo, b_hi = max(cell.b_lo, float(batch.min())), min(cell.b_hi, float(batch.max()))
         if b_lo > b_hi:
             return 0.0
-        rho = self.cols.price[used] / self.shape(cell.workers, cell.ps).rate[used] \
-            + cell.ps * self.c0_per_ps / cell.x_hi
+        rho = (
+            self.cols.price[used] / self.shape(cell.workers, cell.ps).rate[used] + cell.ps * self.c0_per_ps / cell.x_hi
+        )
         c = self.spread_factor(cell)
         g2 = self.problem.workload.gamma_2
 
@@ -368,7 +385,7 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
         if min(j(b_lo), j(b_hi)) < 0:
             return 0.0
 
-        def envelope(b: float) -> float:              # min over pairs b_c <= b <= b_d of the chord at b
+        def envelope(b: float) -> float:  # min over pairs b_c <= b <= b_d of the chord at b
             left, right = batch <= b, batch >= b
             bc, rc = batch[left][:, None], rho[left][:, None]
             bd, rd = batch[right][None, :], rho[right][None, :]
@@ -385,7 +402,7 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
 
     def closed_bound(self, cell: Cell, price_bound: float) -> float:
         """cost >= (tau (P + c0) j / X + a0 (P + c0)) / 3600 + ac over the cell (never below 0)."""
-        per_rate = max(cell.rho_min * cell.j_lb, cell.pj_lb)      # both bound (P + c0) j / X
+        per_rate = max(cell.rho_min * cell.j_lb, cell.pj_lb)  # both bound (P + c0) j / X
         value = (per_rate * self.time_factor(cell) + self.a0 * price_bound) / 3600 + self.ac
         return max(0.0, down(value))
 
@@ -395,36 +412,45 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
         w = self.problem.workload
         tau = self.time_factor(cell)
         slope = (self.deadline(cell) - self.a0) * (1 + DEADLINE_RELAXATION)
-        a_rate = w.gamma_2 * shape.speed + self.gamma_3 * shape.rate                 # A(b_w) X
+        a_rate = w.gamma_2 * shape.speed + self.gamma_3 * shape.rate  # A(b_w) X
         c = self.spread_factor(cell)
         rows = [
-            (a_rate, 0.0, math.inf),                                                 # eq. (3) has a root
+            (a_rate, 0.0, math.inf),  # eq. (3) has a root
             # eq. (13) with j >= j_lb:  X >= tau j_lb / (T - a0)
             (shape.rate, tau * cell.j_lb / slope, math.inf),
             # eq. (13) keeping b_w: tau (c A X - g1 X) <= (T - a0) X^2 <= (T - a0)((X_lo + X_hi) X - X_lo X_hi)
-            (tau * (c * a_rate - self.gamma_1 * shape.rate) - slope * (cell.x_lo + cell.x_hi) * shape.rate,
-             -math.inf, -slope * cell.x_lo * cell.x_hi),
-            (shape.speed - cell.b_lo * shape.rate, 0.0, math.inf),                  # b_w >= b_lo
-            (shape.speed - cell.b_hi * shape.rate, -math.inf, 0.0),                 # b_w <= b_hi
-            (shape.rate, cell.x_lo, cell.x_hi),                                      # X range
+            (
+                tau * (c * a_rate - self.gamma_1 * shape.rate) - slope * (cell.x_lo + cell.x_hi) * shape.rate,
+                -math.inf,
+                -slope * cell.x_lo * cell.x_hi,
+            ),
+            (shape.speed - cell.b_lo * shape.rate, 0.0, math.inf),  # b_w >= b_lo
+            (shape.speed - cell.b_hi * shape.rate, -math.inf, 0.0),  # b_w <= b_hi
+            (shape.rate, cell.x_lo, cell.x_hi),  # X range
         ]
         if self.uses_cc and cell.top is not None:
-            rows.append((shape.speed, cell.v_lo, cell.v_hi))                         # V range
+            rows.append((shape.speed, cell.v_lo, cell.v_hi))  # V range
             if cell.q_lo > 0 or math.isfinite(cell.q_hi):
-                rows.append((shape.speed ** 2, cell.q_lo, cell.q_hi))                # Q range
+                rows.append((shape.speed**2, cell.q_lo, cell.q_hi))  # Q range
         secant = self.cc_secant(cell)
         a_min = self.a_min(cell.b_lo, cell.b_hi)
         if secant is not None and a_min > 0:
             # eq. (13) keeping R's growth with V: tau ((k0 + k1 V) A_min - g1) <= (T - a0) X
             k0, k1 = secant
-            rows.append((tau * k1 * a_min * shape.speed - slope * shape.rate,
-                         -math.inf, -tau * (k0 * a_min - self.gamma_1)))
+            rows.append(
+                (tau * k1 * a_min * shape.speed - slope * shape.rate, -math.inf, -tau * (k0 * a_min - self.gamma_1))
+            )
             square = self.cc_square_secant(cell)
             if square is not None:
                 # eq. (13) keeping R's growth with Q = sum n v^2: tau ((q0 + q1 Q) A_min - g1) <= (T - a0) X
                 q0, q1 = square
-                rows.append((tau * q1 * a_min * shape.speed ** 2 - slope * shape.rate,
-                             -math.inf, -tau * (q0 * a_min - self.gamma_1)))
+                rows.append(
+                    (
+                        tau * q1 * a_min * shape.speed**2 - slope * shape.rate,
+                        -math.inf,
+                        -tau * (q0 * a_min - self.gamma_1),
+                    )
+                )
             # eq. (13) keeping both: tau ((k0 + k1 V)(g2 V + g3 X) - g1 X) <= (T - a0) X^2, with
             # V^2 and X^2 over-estimated by secants and V X under-estimated by either McCormick plane.
             # Valid only where k1 g2 <= 0 (then over-estimating V^2 under-estimates k1 g2 V^2)
@@ -432,7 +458,7 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
             g2, g3 = w.gamma_2, self.gamma_3
             v_lo, v_hi, x_lo, x_hi = cell.v_lo, cell.v_hi, cell.x_lo, cell.x_hi
             mccormick = [] if (k1 < 0 or g2 > 0 or g3 < 0) else [(v_lo, x_lo), (v_hi, x_hi)]
-            for v_c, x_c in mccormick:                         # V X >= v_c X + x_c V - v_c x_c
+            for v_c, x_c in mccormick:  # V X >= v_c X + x_c V - v_c x_c
                 coef_v = tau * (k0 * g2 + k1 * g2 * (v_lo + v_hi) + k1 * g3 * x_c)
                 coef_x = tau * (k0 * g3 - self.gamma_1 + k1 * g3 * v_c) - slope * (x_lo + x_hi)
                 const = tau * (-k1 * g2 * v_lo * v_hi - k1 * g3 * v_c * x_c) + slope * x_lo * x_hi
@@ -451,13 +477,20 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
         return rows
 
     # ------------------------------------------------------------------ cells
-    def new_cell(self, k: int, s: int, top: int | None, *,
-                 b_range: tuple[float, float] | None = None,
-                 v_range: tuple[float, float] | None = None,
-                 x_range: tuple[float, float] = (0.0, math.inf),
-                 q_range: tuple[float, float] = (0.0, math.inf),
-                 nogoods: list[tuple[int, ...]] | None = None, known: BoxStats | None = None,
-                 pinned: tuple[tuple[int, int, int], ...] = ()) -> Cell | None:
+    def new_cell(
+        self,
+        k: int,
+        s: int,
+        top: int | None,
+        *,
+        b_range: tuple[float, float] | None = None,
+        v_range: tuple[float, float] | None = None,
+        x_range: tuple[float, float] = (0.0, math.inf),
+        q_range: tuple[float, float] = (0.0, math.inf),
+        nogoods: list[tuple[int, ...]] | None = None,
+        known: BoxStats | None = None,
+        pinned: tuple[tuple[int, int, int], ...] = (),
+    ) -> Cell | None:
         """A cell with default ranges from its allowed columns (narrowed by the given ones).
 
         ``known``: its box statistics, when known already (see :meth:`finalize`); ``pinned``:
@@ -484,8 +517,10 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
             # incumbent is built at a range's end: incumbents are count vectors evaluated by
             # SpotModel.evaluate, which applies the same cap (and the enforced loss axis).
             (dom_lo, dom_hi), _ = self.model.domain_bounds()
-            b_range = (down(max(float(batch.min()), dom_lo * (1 - DOMAIN_TOLERANCE))),
-                       up(min(float(batch.max()), dom_hi * (1 + DOMAIN_TOLERANCE))))
+            b_range = (
+                down(max(float(batch.min()), dom_lo * (1 - DOMAIN_TOLERANCE))),
+                up(min(float(batch.max()), dom_hi * (1 + DOMAIN_TOLERANCE))),
+            )
             if b_range[0] > b_range[1]:
                 return None
         b_lo, b_hi = b_range
@@ -495,9 +530,24 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
             # split by top column before any MILP uses V rows.
             v_top = shape.speed[top] if top is not None else float(v.max())
             v_range = (down(float(v_top + (k - 1) * v.min())), up(float(v_top * k)))
-        cell = Cell(0.0, next(self.seq), k, s, top, b_lo, b_hi, v_range[0], v_range[1],
-                    allowed, x_lo=x_range[0], x_hi=x_range[1], nogoods=list(nogoods or []),
-                    q_lo=q_range[0], q_hi=q_range[1], pinned=pinned)
+        cell = Cell(
+            0.0,
+            next(self.seq),
+            k,
+            s,
+            top,
+            b_lo,
+            b_hi,
+            v_range[0],
+            v_range[1],
+            allowed,
+            x_lo=x_range[0],
+            x_hi=x_range[1],
+            nogoods=list(nogoods or []),
+            q_lo=q_range[0],
+            q_hi=q_range[1],
+            pinned=pinned,
+        )
         return self.finalize(cell, known)
 
     def top_cells(self, k: int, s: int) -> list[Cell]:
@@ -517,8 +567,9 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
         cols, w = self.cols, self.problem.workload
         v = self.shape(k, s).speed
         index = np.arange(len(v))
-        allowed = (cols.upper > 0)[None, :] & ((v[None, :] < v[:, None])
-                                               | ((v[None, :] == v[:, None]) & (index[None, :] <= index[:, None])))
+        allowed = (cols.upper > 0)[None, :] & (
+            (v[None, :] < v[:, None]) | ((v[None, :] == v[:, None]) & (index[None, :] <= index[:, None]))
+        )
         lo = np.where(allowed, cols.lower, 0)
         hi = np.where(allowed, cols.upper, 0)
         lo[index, index] = np.maximum(lo[index, index], 1)
@@ -526,8 +577,13 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
         with np.errstate(invalid="ignore"):
             b_lo = down(np.maximum(np.where(allowed, cols.batch, np.inf).min(axis=1), dom_lo * (1 - DOMAIN_TOLERANCE)))
             b_hi = up(np.minimum(np.where(allowed, cols.batch, -np.inf).max(axis=1), dom_hi * (1 + DOMAIN_TOLERANCE)))
-        ok = (~((cols.lower > 0)[None, :] & ~allowed).any(axis=1) & (lo <= hi).all(axis=1)
-              & (lo.sum(axis=1) <= k) & (hi.sum(axis=1) >= k) & (b_lo <= b_hi))
+        ok = (
+            ~((cols.lower > 0)[None, :] & ~allowed).any(axis=1)
+            & (lo <= hi).all(axis=1)
+            & (lo.sum(axis=1) <= k)
+            & (hi.sum(axis=1) >= k)
+            & (b_lo <= b_hi)
+        )
         tops = np.flatnonzero(ok)
         if not len(tops):
             return []
@@ -540,7 +596,7 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
         share = np.maximum(0.0, 1 - v_t / v_lo) * math.sqrt(k / (k - 1)) if self.uses_cc and k > 1 else 0.0
         spread = np.sqrt(((share + w.gamma_4) if self.uses_cc else 1.0) * k) / self.model.loss_gap
         a = np.minimum(w.gamma_2 * b_lo, w.gamma_2 * b_hi) + self.gamma_3
-        floor = max(1.0 if self.reference else 0.0, self.model.iteration_floor())   # as in j_lower
+        floor = max(1.0 if self.reference else 0.0, self.model.iteration_floor())  # as in j_lower
         j_q = np.where(a > 0, np.maximum(spread * a - self.gamma_1, floor), floor)
         tau = 1 - REF_BATCH_ROUNDING / b_lo if self.reference else 1.0
         bound = np.maximum(0.0, down((rho * j_q * tau + self.a0 * price) / 3600 + self.ac))
@@ -549,8 +605,20 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
         cells = []
         for i in np.flatnonzero(keep):
             t = int(tops[i])
-            cell = Cell(0.0, next(self.seq), k, s, t, float(b_lo[i]), float(b_hi[i]), float(v_lo[i]),
-                        float(up(v[t] * k)), allowed[t], x_lo=0.0, x_hi=math.inf)
+            cell = Cell(
+                0.0,
+                next(self.seq),
+                k,
+                s,
+                t,
+                float(b_lo[i]),
+                float(b_hi[i]),
+                float(v_lo[i]),
+                float(up(v[t] * k)),
+                allowed[t],
+                x_lo=0.0,
+                x_hi=math.inf,
+            )
             final = self.finalize(cell, stats[i])
             if final is not None:
                 cells.append(final)
@@ -590,11 +658,11 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
         if j_lb <= 0 or rho_1 <= 0:
             return 0.0
         per_rate = rho_1 * j_lb
-        j_c = (math.sqrt(spread * k0) * (w.gamma_2 * cols.batch[used] + self.gamma_3) / self.model.loss_gap
-               - self.gamma_1)
+        j_c = (
+            math.sqrt(spread * k0) * (w.gamma_2 * cols.batch[used] + self.gamma_3) / self.model.loss_gap - self.gamma_1
+        )
         if a_min > 0 and spread > 0 and (j_c >= 0).all():
             per_rate = max(per_rate, float(((cols.price * (cols.compute_time + pcie))[used] * j_c).min()))
         tau = 1 - REF_BATCH_ROUNDING / b_min if self.reference else 1.0
         factor = 2 / 3 if self.reference else 1.0
         return max(0.0, down(per_rate * (1 - 1e-12) * factor * tau / 3600 + self.ac))
-

@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from dnnprov.solvers.spot_cells import Cell, ClusterShape
+
 from dnnprov.models.spot import SpotModel
 from dnnprov.problems.spot import SpotProblem
-from dnnprov.solvers.spot_cells import Cell, ClusterShape
 
 
 class CcBounds:
@@ -91,7 +92,7 @@ class CcBounds:
             return None
         g4 = self.problem.workload.gamma_4
         r0_sq = k / (k - 1) * (1 - v_t / v_lo) ** 2
-        base, knee = 1 - 2 * v_t / v_lo, v_t * v_lo            # h = base + Q / v_lo^2 up to the knee
+        base, knee = 1 - 2 * v_t / v_lo, v_t * v_lo  # h = base + Q / v_lo^2 up to the knee
 
         def h(q: float) -> float:
             return base + q / (v_lo * v_lo) if q <= knee else 1 - v_t * v_t / q
@@ -161,7 +162,7 @@ class CcBounds:
         s_k, gap = math.sqrt(k / (k - 1)), self.model.loss_gap
         b_lo, b_hi, v_lo, x_lo = cell.b_lo, cell.b_hi, cell.v_lo, cell.x_lo
 
-        def spread(v: float) -> float:              # c(V) with R >= s_K max(0, 1 - v_t / V)
+        def spread(v: float) -> float:  # c(V) with R >= s_K max(0, 1 - v_t / V)
             share = 1 - v_t / v if v > 0 else 0.0
             return math.sqrt(((share * s_k if share > 0 else 0.0) + g4) * k) / gap
 

@@ -51,21 +51,21 @@ def up(x: float | np.ndarray) -> float | np.ndarray:
 class ClusterShape:
     """Per-column rates for one (K, s): what the linear aggregates are built from."""
 
-    rate: np.ndarray      # r_c = 1 / T_c
-    speed: np.ndarray     # v_c = b_c / T_c
+    rate: np.ndarray  # r_c = 1 / T_c
+    speed: np.ndarray  # v_c = b_c / T_c
 
 
 @dataclass(frozen=True)
 class BoxStats:
     """What the greedy steps give for a cell's box (see ``CellBounds.box_statistics``)."""
 
-    x_lo: float            # min X over the box
-    x_hi: float            # max X over the box
-    rho_min: float         # a lower bound on min (P + c0) / X
-    price_bound: float     # min P + c0 (max when the overhead a0 is negative)
+    x_lo: float  # min X over the box
+    x_hi: float  # max X over the box
+    rho_min: float  # a lower bound on min (P + c0) / X
+    price_bound: float  # min P + c0 (max when the overhead a0 is negative)
 
     @staticmethod
-    def of(cell: "Cell") -> "BoxStats":
+    def of(cell: Cell) -> BoxStats:
         """A cell's current (possibly tightened) statistics: they hold for any part of it."""
         return BoxStats(cell.x_lo, cell.x_hi, cell.rho_min, cell.price_bound)
 
@@ -82,7 +82,7 @@ class Cell:
     seq: int
     workers: int = field(compare=False)
     ps: int = field(compare=False)
-    top: int | None = field(compare=False)       # fastest used column; None: not yet split by it
+    top: int | None = field(compare=False)  # fastest used column; None: not yet split by it
     b_lo: float = field(compare=False)
     b_hi: float = field(compare=False)
     v_lo: float = field(compare=False)
@@ -93,18 +93,18 @@ class Cell:
     rho_min: float = field(compare=False, default=0.0)
     j_lb: float = field(compare=False, default=0.0)
     nogoods: list[tuple[int, ...]] = field(compare=False, default_factory=list)
-    returned: int = field(compare=False, default=0)         # plans its MILPs (and its ancestors') returned
-    lp_done: bool = field(compare=False, default=False)   # LP bound computed (lazily)
-    complete: bool = field(compare=False, default=True)   # False: CellBounds.complete still to run
-    pj_lb: float = field(compare=False, default=0.0)       # lower bound on (P + c0) j / X
+    returned: int = field(compare=False, default=0)  # plans its MILPs (and its ancestors') returned
+    lp_done: bool = field(compare=False, default=False)  # LP bound computed (lazily)
+    complete: bool = field(compare=False, default=True)  # False: CellBounds.complete still to run
+    pj_lb: float = field(compare=False, default=0.0)  # lower bound on (P + c0) j / X
     price_bound: float = field(compare=False, default=0.0)  # P + c0 on the side finalize needs
     tail: bool = field(compare=False, default=False)
-    q_lo: float = field(compare=False, default=0.0)         # range of Q = sum n v^2 (CC cells with a top);
-    q_hi: float = field(compare=False, default=math.inf)    # the defaults claim nothing
+    q_lo: float = field(compare=False, default=0.0)  # range of Q = sum n v^2 (CC cells with a top);
+    q_hi: float = field(compare=False, default=math.inf)  # the defaults claim nothing
     #: (column, lo, hi): count bounds narrower than the quotas, kept by every part of the cell
     #: (the revocation-aware search pins the top column's count and the next column this way)
     pinned: tuple[tuple[int, int, int], ...] = field(compare=False, default=())
-    v_pieces: int = field(compare=False, default=1)         # V ranges to cut it into when popped (1: none)
+    v_pieces: int = field(compare=False, default=1)  # V ranges to cut it into when popped (1: none)
 
 
 def propagate_v(cell: Cell) -> None:
@@ -140,7 +140,7 @@ def count_compositions(lo: np.ndarray, hi: np.ndarray, total: int, limit: int) -
         prefix = np.concatenate([[0.0], np.cumsum(ways)])
         idx = np.arange(rest + 1)
         ways = prefix[idx + 1] - prefix[np.maximum(idx - cap, 0)]
-        ways = np.minimum(ways, float(limit) + 1)    # saturate: only "above limit" matters
+        ways = np.minimum(ways, float(limit) + 1)  # saturate: only "above limit" matters
         if ways[rest] > limit:
             # Adding a column never lowers a count (x = 0 keeps every old vector), so the
             # final count is past ``limit`` too: the answer is already known.
@@ -218,7 +218,7 @@ def greedy_many(weight: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: int |
         caps = caps[0][order] if caps.shape[0] != boxes else caps.ravel()[flat]
     left = np.asarray(total).reshape(-1, 1) - lo2.sum(axis=1, keepdims=True)
     before = np.cumsum(caps, axis=1)
-    before -= caps                                    # what the cheaper columns can take
+    before -= caps  # what the cheaper columns can take
     add = np.minimum(np.maximum(left - before, 0), caps)
     counts = np.empty((boxes, m) if flat is None else boxes * m, dtype=add.dtype)
     if flat is None:
@@ -244,7 +244,7 @@ def row_ranges(a: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: int) -> tup
     left = total - int(lo.sum())
     base = (a * lo).sum(axis=1)
 
-    def fill(caps: np.ndarray) -> np.ndarray:       # what the greedy adds, column by column in order
+    def fill(caps: np.ndarray) -> np.ndarray:  # what the greedy adds, column by column in order
         before = np.cumsum(caps, axis=1)
         before -= caps
         return np.minimum(np.maximum(left - before, 0), caps)
@@ -254,8 +254,9 @@ def row_ranges(a: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: int) -> tup
     return least, most
 
 
-def nogood_rows(plan: tuple[int, ...], allowed: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                first: int) -> tuple[list[tuple[np.ndarray, np.ndarray, float, float]], int]:
+def nogood_rows(
+    plan: tuple[int, ...], allowed: np.ndarray, lo: np.ndarray, hi: np.ndarray, first: int
+) -> tuple[list[tuple[np.ndarray, np.ndarray, float, float]], int]:
     """The rows cutting ``plan`` off, and how many binaries they add.
 
     The cut is sum_{c: n*_c = lo_c} (n_c - lo_c) + sum_{interior c} z_c >= 1 over the
@@ -270,8 +271,15 @@ def nogood_rows(plan: tuple[int, ...], allowed: np.ndarray, lo: np.ndarray, hi: 
     """
     at_lo = [i for i, c in enumerate(allowed) if plan[c] == lo[c] < hi[c]]
     interior = [i for i, c in enumerate(allowed) if lo[c] < plan[c] < hi[c]]
-    links = [(np.array([i, first + j]), np.array([1.0, -float(plan[allowed[i]] + 1 - lo[allowed[i]])]),
-              float(lo[allowed[i]]), math.inf) for j, i in enumerate(interior)]
+    links = [
+        (
+            np.array([i, first + j]),
+            np.array([1.0, -float(plan[allowed[i]] + 1 - lo[allowed[i]])]),
+            float(lo[allowed[i]]),
+            math.inf,
+        )
+        for j, i in enumerate(interior)
+    ]
     idx = np.concatenate([np.array(at_lo, dtype=np.int64), first + np.arange(len(interior))])
     low = 1.0 + float(sum(lo[allowed[i]] for i in at_lo))
     return links + [(idx, np.ones(len(idx)), low, math.inf)], len(interior)
@@ -291,8 +299,8 @@ def nogoods_inside(cell: Cell, shape: ClusterShape, returned_again: set[tuple[in
     plans = np.array(cell.nogoods, dtype=float)
     x, v = plans @ shape.rate, plans @ shape.speed
     ranges = [(v / x, cell.b_lo, cell.b_hi), (x, cell.x_lo, cell.x_hi)]
-    if cell.top is not None:          # V and Q are rows of top cells only (a group's V_lo is no bound)
-        ranges += [(v, cell.v_lo, cell.v_hi), (plans @ shape.speed ** 2, cell.q_lo, cell.q_hi)]
+    if cell.top is not None:  # V and Q are rows of top cells only (a group's V_lo is no bound)
+        ranges += [(v, cell.v_lo, cell.v_hi), (plans @ shape.speed**2, cell.q_lo, cell.q_hi)]
     keep = np.ones(len(plans), dtype=bool)
     for value, low, high in ranges:
         keep &= (value >= low - 1e-6 * abs(low)) & (value <= high + 1e-6 * abs(high))

@@ -50,6 +50,7 @@ What each step must guarantee (the proof obligations, checked by the fuzz harnes
   yet (:meth:`SpotDecomposition.tail_bound`), so the bound reported at a limit is valid;
 * the clock (:class:`dnnprov.progress.Clock`) covers set-up and the heuristic seed.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -59,41 +60,57 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-
-from dnnprov.progress import Clock, SolverLog
-from dnnprov.errors import InvalidInputError
-from dnnprov.result import Result, SpotPlan, Status
 from dnnprov.solvers.heuristics import spot_heuristic
 from dnnprov.solvers.highs_driver import MilpStatus, solve_milp
 from dnnprov.solvers.outcome import spot_result
 from dnnprov.solvers.side_vars import attach
 from dnnprov.solvers.spot_bounds import REF_COST_ROUNDING, CellBounds
-from dnnprov.solvers.spot_cells import (BoxStats, Cell, compositions, count_compositions, down, nogood_rows,
-                                         nogoods_inside, up)
+from dnnprov.solvers.spot_cells import (
+    BoxStats,
+    Cell,
+    compositions,
+    count_compositions,
+    down,
+    nogood_rows,
+    nogoods_inside,
+    up,
+)
 from dnnprov.solvers.spot_incumbents import IncumbentSearch
-from dnnprov.problems.spot import SpotProblem
-from dnnprov.models.spot import SideRows
 
-SPLIT_TOLERANCE = 2e-4          # bisect a cell when its j bound is this much below the plan's j
-CLOSE_TOLERANCE = 1e-9          # relative tolerance of the MILP threshold test
-CELL_ENUMERATION = 1024         # cells with at most this many count vectors are evaluated outright
+from dnnprov.errors import InvalidInputError
+from dnnprov.models.spot import SideRows
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.progress import Clock, SolverLog
+from dnnprov.result import Result, SpotPlan, Status
+
+SPLIT_TOLERANCE = 2e-4  # bisect a cell when its j bound is this much below the plan's j
+CLOSE_TOLERANCE = 1e-9  # relative tolerance of the MILP threshold test
+CELL_ENUMERATION = 1024  # cells with at most this many count vectors are evaluated outright
 FALLBACK_ENUMERATION = 1_000_000  # a cell whose MILP fails is enumerated up to this size
-SEARCH_FIRST_AFTER = 3          # cells whose lineage returned this many plans ask the driver's own search first
-NOGOOD_ESCALATION = 24          # ... and so is a cell whose MILPs keep returning plans (one no-good each)
-V_SPLIT_RATIO = 2.0             # top cells are cut into V ranges of at most this ratio ... (docs/benchmarks.md)
-V_SPLIT_MAX = 8                 # ... in at most this many pieces
-TAIL_CHUNK = 16                 # worker counts generated per tail expansion
-SEED_AT = 0.8                   # the heuristic seed runs only if the search is still going at this share of the limit ...
-SEED_SHARE = 0.1                # ... and may use this share of the time limit ...
-SEED_CAP_S = 0.5                # ... and at most this: past it the cells find incumbents faster
+SEARCH_FIRST_AFTER = 3  # cells whose lineage returned this many plans ask the driver's own search first
+NOGOOD_ESCALATION = 24  # ... and so is a cell whose MILPs keep returning plans (one no-good each)
+V_SPLIT_RATIO = 2.0  # top cells are cut into V ranges of at most this ratio ... (docs/benchmarks.md)
+V_SPLIT_MAX = 8  # ... in at most this many pieces
+TAIL_CHUNK = 16  # worker counts generated per tail expansion
+SEED_AT = 0.8  # the heuristic seed runs only if the search is still going at this share of the limit ...
+SEED_SHARE = 0.1  # ... and may use this share of the time limit ...
+SEED_CAP_S = 0.5  # ... and at most this: past it the cells find incumbents faster
 
 
 class SpotDecomposition(IncumbentSearch, CellBounds):
     """State of one exact solve (the search over the cells of :class:`CellBounds`); :meth:`run` returns a :class:`Result`."""
 
-    def __init__(self, problem: SpotProblem, *, side: SideRows | None = None,
-                 time_limit_s: float = 60.0, gap: float = 0.0, clock: Clock | None = None,
-                 log: SolverLog | None = None, cell_enumeration: int = CELL_ENUMERATION) -> None:
+    def __init__(
+        self,
+        problem: SpotProblem,
+        *,
+        side: SideRows | None = None,
+        time_limit_s: float = 60.0,
+        gap: float = 0.0,
+        clock: Clock | None = None,
+        log: SolverLog | None = None,
+        cell_enumeration: int = CELL_ENUMERATION,
+    ) -> None:
         super().__init__(problem, side, clock or Clock(time_limit_s))
         self.log = log or SolverLog(self.clock)
         self.gap = gap
@@ -101,7 +118,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         self.evaluated: dict[tuple[tuple[int, ...], int], float] = {}
         self.best_cost = math.inf
         self.best: tuple[np.ndarray, int] | None = None
-        self.failures: list[str] = []          # HiGHS failures that ended the search
+        self.failures: list[str] = []  # HiGHS failures that ended the search
         self.box_sizes: dict[tuple, int] = {}
         #: boxes (lo, hi) whose every count vector was evaluated, per (K, s): a cell whose
         #: box lies inside one holds no plan left to look at
@@ -116,7 +133,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         """The worker counts K any admissible plan can have (the validity domain's included)."""
         cols, cons = self.cols, self.problem.constraints
         if self.model.slo_refused():
-            return 1, 0          # the domain admits no plan for this SLO loss: no K to search
+            return 1, 0  # the domain admits no plan for this SLO loss: no K to search
         _, (dom_lo, dom_hi) = self.model.domain_bounds()
         k_lo = max(cons.workers[0], int(cols.lower.sum()), 1, dom_lo)
         k_hi = int(cols.upper.sum())
@@ -160,8 +177,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         if k > self.worker_range()[1]:
             return None
         allowed = self.cols.upper > 0
-        return Cell(self.tail_bound(k), next(self.seq), k, 0, None, 0.0, 0.0, 0.0, 0.0,
-                    allowed, tail=True)
+        return Cell(self.tail_bound(k), next(self.seq), k, 0, None, 0.0, 0.0, 0.0, 0.0, allowed, tail=True)
 
     def expand_tail(self, tail: Cell) -> list[Cell]:
         """Generate the groups of the next few worker counts and the tail after them."""
@@ -194,9 +210,16 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         ends = np.geomspace(cell.v_lo, cell.v_hi, cell.v_pieces + 1)
         children = []
         for v_lo, v_hi in itertools.pairwise(ends):
-            child = self.new_cell(cell.workers, cell.ps, cell.top, b_range=(cell.b_lo, cell.b_hi),
-                                  v_range=(down(float(v_lo)), up(float(v_hi))),
-                                  x_range=(cell.x_lo, cell.x_hi), known=BoxStats.of(cell), pinned=cell.pinned)
+            child = self.new_cell(
+                cell.workers,
+                cell.ps,
+                cell.top,
+                b_range=(cell.b_lo, cell.b_hi),
+                v_range=(down(float(v_lo)), up(float(v_hi))),
+                x_range=(cell.x_lo, cell.x_hi),
+                known=BoxStats.of(cell),
+                pinned=cell.pinned,
+            )
             if child is not None:
                 child.pj_lb = max(child.pj_lb, cell.pj_lb)
                 child.bound = max(child.bound, cell.bound)
@@ -227,7 +250,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         price, rate, speed = cols.price[allowed], shape.rate[allowed], shape.speed[allowed]
         gain = 3600 * (threshold - self.ac) * rate
         counts_idx = np.arange(m)
-        rows = [(counts_idx, np.ones(m), float(cell.workers), float(cell.workers))]     # sum n = K
+        rows = [(counts_idx, np.ones(m), float(cell.workers), float(cell.workers))]  # sum n = K
         rows += [(counts_idx, a[allowed], low, high) for a, low, high in self.cell_rows(cell)]
         lower, upper = lo[allowed].astype(float), hi[allowed].astype(float)
         secant = self.cc_secant(cell)
@@ -244,10 +267,12 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             offset = base * c0
             p_lo, p_hi = self.price_range(cell)
             both = np.arange(m + 1)
-            rows.append((both, np.append(-cell.v_lo * price - p_lo * speed, 1.0),
-                         cell.v_lo * c0 - p_lo * cell.v_lo, math.inf))
-            rows.append((both, np.append(-cell.v_hi * price - p_hi * speed, 1.0),
-                         cell.v_hi * c0 - p_hi * cell.v_hi, math.inf))
+            rows.append(
+                (both, np.append(-cell.v_lo * price - p_lo * speed, 1.0), cell.v_lo * c0 - p_lo * cell.v_lo, math.inf)
+            )
+            rows.append(
+                (both, np.append(-cell.v_hi * price - p_hi * speed, 1.0), cell.v_hi * c0 - p_hi * cell.v_hi, math.inf)
+            )
             # W <= (P + c0) V <= p_hi v_hi holds for every plan's point: a finite end the
             # driver's verified bound needs (W's reduced cost may have either sign)
             lower, upper = np.append(lower, -math.inf), np.append(upper, p_hi * cell.v_hi * (1 + 1e-9) + 1e-300)
@@ -260,7 +285,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             lower, upper = np.append(lower, side_lower), np.append(upper, side_upper)
             integer = np.append(integer, side_integer)
         nvar = len(cost)
-        for plan in cell.nogoods:                     # n != n*: one row and a few binaries each
+        for plan in cell.nogoods:  # n != n*: one row and a few binaries each
             cut, binaries = nogood_rows(plan, allowed, lo, hi, nvar)
             rows += cut
             nvar += binaries
@@ -269,10 +294,19 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         lower, upper = np.append(lower, np.zeros(extra)), np.append(upper, np.ones(extra))
         integer = np.append(integer, np.ones(extra, dtype=bool))
         scale = 3600 * max(threshold, 1e-12) * max(cell.x_hi, 1e-12)
-        solution = solve_milp(self.highs, cost, lower, upper, rows, integer=integer,
-                              offset=offset, time_limit_s=time_limit_s,
-                              proof_target=-CLOSE_TOLERANCE * scale, first_below_target=True,
-                              search_first=cell.returned >= SEARCH_FIRST_AFTER)
+        solution = solve_milp(
+            self.highs,
+            cost,
+            lower,
+            upper,
+            rows,
+            integer=integer,
+            offset=offset,
+            time_limit_s=time_limit_s,
+            proof_target=-CLOSE_TOLERANCE * scale,
+            first_below_target=True,
+            search_first=cell.returned >= SEARCH_FIRST_AFTER,
+        )
         counts = None
         if solution.x is not None:
             counts = np.zeros(len(cols), dtype=np.int64)
@@ -288,7 +322,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         lo, hi = self.box(cell)
         done = self.enumerated_boxes.setdefault((cell.workers, cell.ps), [])
         if any((lo >= b_lo).all() and (hi <= b_hi).all() for b_lo, b_hi in done):
-            return True                  # every plan of this box was evaluated already
+            return True  # every plan of this box was evaluated already
         if self.box_size(cell, limit) > limit:
             return False
         allowed = np.flatnonzero(cell.allowed)
@@ -334,18 +368,17 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         """
         seed_at = self.clock.started + SEED_AT * self.clock.limit_s
         ceiling = self.cost_ceiling()
-        self.threshold = min(self.best_cost / (1 + self.gap), ceiling)   # the gap only discounts a real incumbent
+        self.threshold = min(self.best_cost / (1 + self.gap), ceiling)  # the gap only discounts a real incumbent
         first = self.tail(self.worker_range()[0])
         heap = [first] if first is not None else []
         limited = False
         children: list[Cell] | None
         while heap:
-            self.threshold = min(self.best_cost / (1 + self.gap), ceiling)   # the gap only discounts a real incumbent
+            self.threshold = min(self.best_cost / (1 + self.gap), ceiling)  # the gap only discounts a real incumbent
             cell = heap[0]
             if cell.bound >= self.threshold:
                 break
-            self.log.progress(self.best_cost, self.bound_now(heap),
-                              f"{len(heap)} open, {self.stats['milps']} MILPs")
+            self.log.progress(self.best_cost, self.bound_now(heap), f"{len(heap)} open, {self.stats['milps']} MILPs")
             if self.clock.expired():
                 limited = True
                 break
@@ -353,9 +386,9 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
                 self.take(seed())
                 seed = None
                 self.log.progress(self.best_cost, self.bound_now(heap), "heuristic seed", force=True)
-                continue                                # the threshold may have fallen
+                continue  # the threshold may have fallen
             heapq.heappop(heap)
-            self.clock.spend()                          # one node of work (Clock.work_limit)
+            self.clock.spend()  # one node of work (Clock.work_limit)
             self.stats["nodes"] = self.stats.get("nodes", 0) + 1
             if cell.tail:
                 children = self.expand_tail(cell)
@@ -363,7 +396,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
                 completed = self.complete(cell)
                 children = [completed] if completed is not None else []
             elif self.small(cell):
-                children = self.process(cell)           # evaluated outright, group or cell
+                children = self.process(cell)  # evaluated outright, group or cell
             elif self.needs_expansion(cell):
                 children = self.expand(cell)
             elif cell.v_pieces > 1:
@@ -373,7 +406,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
                 children = [strong] if strong is not None and strong.bound < self.threshold else []
             else:
                 children = self.process(cell)
-            if children is None:                        # HiGHS gave no usable answer
+            if children is None:  # HiGHS gave no usable answer
                 heapq.heappush(heap, cell)
                 limited = True
                 break
@@ -395,16 +428,17 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         solution, counts, scale = self.cell_milp(cell, self.threshold, max(self.clock.remaining(), 1e-3))
         self.stats["milps"] += 1
         if solution.dual_bound >= -CLOSE_TOLERANCE * scale:
-            return []              # verified (highs_driver): nothing cheaper than U here, or no plan at all
+            return []  # verified (highs_driver): nothing cheaper than U here, or no plan at all
         if solution.status is MilpStatus.ERROR or (
-                counts is not None and tuple(int(v) for v in counts) in cell.nogoods):
+            counts is not None and tuple(int(v) for v in counts) in cell.nogoods
+        ):
             # No proof from HiGHS (a solve error, or a cut-off plan returned again):
             # decide the cell by evaluating all its plans, if there are not too many.
             if self.enumerate_cell(cell, FALLBACK_ENUMERATION):
                 return []
             self.failures.append(f"HiGHS could not decide a cell of {cell.workers} workers, {cell.ps} PS")
             return None
-        if counts is None:                          # a time limit without a plan
+        if counts is None:  # a time limit without a plan
             return None
         # A plan below the threshold, or one HiGHS calls optimal without a verified bound:
         # evaluated and cut off either way (the cell is enumerated once no-goods pile up).
@@ -452,8 +486,10 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
                 bound = max(bound, square[0] + square[1] * q)
                 q_mid = (curve[1] + curve[2]) / 2
             exact = math.sqrt((cc + w.gamma_4) * cell.workers) / self.model.loss_gap
-            for dim, looseness in (("v", exact / ideal if ideal > 0 else math.inf),
-                                   ("q", ideal / bound if bound > 0 else 1.0)):
+            for dim, looseness in (
+                ("v", exact / ideal if ideal > 0 else math.inf),
+                ("q", ideal / bound if bound > 0 else 1.0),
+            ):
                 if looseness > 1 + SPLIT_TOLERANCE:
                     candidates.append((looseness, dim))
         x_secant = (cell.x_lo + cell.x_hi) * x - cell.x_lo * cell.x_hi
@@ -465,20 +501,33 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             return [cell]
         _, dim = max(candidates)
         self.stats["splits"] += 1
-        ranges = {"b": (cell.b_lo, cell.b_hi), "v": (cell.v_lo, cell.v_hi), "x": (cell.x_lo, cell.x_hi),
-                  "q": (cell.q_lo, cell.q_hi)}
+        ranges = {
+            "b": (cell.b_lo, cell.b_hi),
+            "v": (cell.v_lo, cell.v_hi),
+            "x": (cell.x_lo, cell.x_hi),
+            "q": (cell.q_lo, cell.q_hi),
+        }
         lo, hi = ranges[dim]
         mid = (lo + hi) / 2
         halves = ((lo, mid), (mid, hi))
-        if dim == "q":                 # the middle of the chord's range; Q's rows are exact, so widened
-            assert q_mid is not None   # "q" is a candidate only where the Q curve exists (looseness 1 otherwise)
+        if dim == "q":  # the middle of the chord's range; Q's rows are exact, so widened
+            assert q_mid is not None  # "q" is a candidate only where the Q curve exists (looseness 1 otherwise)
             halves = ((lo, up(q_mid)), (down(q_mid), hi))
         children = []
         for part in halves:
             parts = {**ranges, dim: part}
-            child = self.new_cell(cell.workers, cell.ps, cell.top, b_range=parts["b"],
-                                  v_range=parts["v"], x_range=parts["x"], q_range=parts["q"],
-                                  nogoods=nogoods, known=BoxStats.of(cell), pinned=cell.pinned)
+            child = self.new_cell(
+                cell.workers,
+                cell.ps,
+                cell.top,
+                b_range=parts["b"],
+                v_range=parts["v"],
+                x_range=parts["x"],
+                q_range=parts["q"],
+                nogoods=nogoods,
+                known=BoxStats.of(cell),
+                pinned=cell.pinned,
+            )
             if child is not None:
                 # a child holds a subset of the parent's plans: the parent's bounds hold too
                 # (its rho bound came with the box statistics)
@@ -492,8 +541,11 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
     def cost_ceiling(self) -> float:
         """A cost every feasible plan stays below: the budget, or all quotas for T_obj."""
         budget = self.problem.constraints.budget_usd
-        most = (float(self.cols.upper @ self.cols.price)
-                + self.problem.constraints.ps_count[1] * self.c0_per_ps) * self.problem.slo.time_s / 3600
+        most = (
+            (float(self.cols.upper @ self.cols.price) + self.problem.constraints.ps_count[1] * self.c0_per_ps)
+            * self.problem.slo.time_s
+            / 3600
+        )
         ceiling = most + REF_COST_ROUNDING if self.reference else most
         if budget is not None:
             ceiling = min(ceiling, budget)
@@ -514,21 +566,63 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             why = self.failures[0] if self.failures else self.clock.stop_reason()
             message = f"{why}; {self.weak_bound_reason(heap, bound)}"
             if best is None:
-                return spot_result(self.model, None, 1, status=Status.LIMIT, method="milp", started=started,
-                                   bound=bound, message=f"{why} before any feasible plan; "
-                                   f"{self.weak_bound_reason(heap, bound)}", stats=stats)
-            return spot_result(self.model, best[0], best[1], status=Status.LIMIT, method="milp",
-                               started=started, bound=bound, message=message, stats=stats)
+                return spot_result(
+                    self.model,
+                    None,
+                    1,
+                    status=Status.LIMIT,
+                    method="milp",
+                    started=started,
+                    bound=bound,
+                    message=f"{why} before any feasible plan; {self.weak_bound_reason(heap, bound)}",
+                    stats=stats,
+                )
+            return spot_result(
+                self.model,
+                best[0],
+                best[1],
+                status=Status.LIMIT,
+                method="milp",
+                started=started,
+                bound=bound,
+                message=message,
+                stats=stats,
+            )
         if best is None:
-            return spot_result(self.model, None, 1, status=Status.INFEASIBLE, method="milp", started=started,
-                               bound=math.inf, message="proven: no plan meets every constraint", stats=stats)
+            return spot_result(
+                self.model,
+                None,
+                1,
+                status=Status.INFEASIBLE,
+                method="milp",
+                started=started,
+                bound=math.inf,
+                message="proven: no plan meets every constraint",
+                stats=stats,
+            )
         if self.gap > 0:
             bound = max(min(best_cost / (1 + self.gap), open_bound, best_cost), min(self.log.bound, best_cost))
-            return spot_result(self.model, best[0], best[1], status=Status.FEASIBLE, method="milp",
-                               started=started, bound=bound, message=f"stopped within relative gap {self.gap:g}",
-                               stats=stats)
-        return spot_result(self.model, best[0], best[1], status=Status.OPTIMAL, method="milp",
-                           started=started, bound=best_cost, stats=stats)
+            return spot_result(
+                self.model,
+                best[0],
+                best[1],
+                status=Status.FEASIBLE,
+                method="milp",
+                started=started,
+                bound=bound,
+                message=f"stopped within relative gap {self.gap:g}",
+                stats=stats,
+            )
+        return spot_result(
+            self.model,
+            best[0],
+            best[1],
+            status=Status.OPTIMAL,
+            method="milp",
+            started=started,
+            bound=best_cost,
+            stats=stats,
+        )
 
     def weak_bound_reason(self, heap: list[Cell], bound: float) -> str:
         """Why the proven bound is where it is (said whenever a solve stops early)."""
@@ -536,20 +630,33 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             return "no open cells"
         weakest = min(heap)
         if weakest.tail:
-            return (f"worker counts from {weakest.workers} up were not reached; their bound "
-                    f"${weakest.bound:.6g} comes from the loss model alone")
+            return (
+                f"worker counts from {weakest.workers} up were not reached; their bound "
+                f"${weakest.bound:.6g} comes from the loss model alone"
+            )
         if bound <= 0 or weakest.j_lb <= (1.0 if self.reference else 0.0):
-            return (f"bound ${bound:.6g}: the loss model lets clusters of {weakest.workers} workers "
-                    "reach the target loss in almost no iterations at their largest batches "
-                    "(eq. 3's numerator nears 0), so only the price of such plans bounds the cost")
-        return (f"the weakest open cell ({weakest.workers} workers, {weakest.ps} PS) has bound "
-                f"${weakest.bound:.6g}; {len(heap)} cells are open")
+            return (
+                f"bound ${bound:.6g}: the loss model lets clusters of {weakest.workers} workers "
+                "reach the target loss in almost no iterations at their largest batches "
+                "(eq. 3's numerator nears 0), so only the price of such plans bounds the cost"
+            )
+        return (
+            f"the weakest open cell ({weakest.workers} workers, {weakest.ps} PS) has bound "
+            f"${weakest.bound:.6g}; {len(heap)} cells are open"
+        )
 
 
-def solve_spot_exact(problem: SpotProblem, *, side: SideRows | None = None,
-                     time_limit_s: float = 60.0, gap: float = 0.0, clock: Clock | None = None,
-                     log: SolverLog | None = None, cell_enumeration: int = CELL_ENUMERATION,
-                     start: SpotPlan | None = None) -> Result:
+def solve_spot_exact(
+    problem: SpotProblem,
+    *,
+    side: SideRows | None = None,
+    time_limit_s: float = 60.0,
+    gap: float = 0.0,
+    clock: Clock | None = None,
+    log: SolverLog | None = None,
+    cell_enumeration: int = CELL_ENUMERATION,
+    start: SpotPlan | None = None,
+) -> Result:
     """Proven-optimal spot plan (or the proven bound at the time limit).
 
     When the search is still going at 80 % of the time limit, the paper heuristic's plan is
@@ -564,12 +671,19 @@ def solve_spot_exact(problem: SpotProblem, *, side: SideRows | None = None,
     """
     clock = clock or Clock(time_limit_s)
     log = log or SolverLog(clock)
-    decomposition = SpotDecomposition(problem, side=attach(side), gap=gap, clock=clock, log=log,
-                                      cell_enumeration=cell_enumeration)
+    decomposition = SpotDecomposition(
+        problem, side=attach(side), gap=gap, clock=clock, log=log, cell_enumeration=cell_enumeration
+    )
     cols = decomposition.cols
-    log.header(f"dnnprov milp: {problem.name} (spot, model {problem.model}, loss {problem.workload.loss_variant})",
-               [(f"{len(cols)} columns, quotas sum {int(cols.upper.sum())}, PS {problem.constraints.ps_count[0]}"
-                 f"..{problem.constraints.ps_count[1]}, time limit {clock.limit_s:g} s, gap {gap:g}")])
+    log.header(
+        f"dnnprov milp: {problem.name} (spot, model {problem.model}, loss {problem.workload.loss_variant})",
+        [
+            (
+                f"{len(cols)} columns, quotas sum {int(cols.upper.sum())}, PS {problem.constraints.ps_count[0]}"
+                f"..{problem.constraints.ps_count[1]}, time limit {clock.limit_s:g} s, gap {gap:g}"
+            )
+        ],
+    )
 
     def seed() -> Result:
         # The sliding window is quadratic in the number of instances (2.9 s on large-003): it
@@ -581,8 +695,9 @@ def solve_spot_exact(problem: SpotProblem, *, side: SideRows | None = None,
         unknown = sorted(set(start.counts) - set(cols.labels))
         if unknown:
             raise InvalidInputError("start", f"names columns the problem does not have: {', '.join(unknown)}")
-        decomposition.consider(np.array([int(start.counts.get(c, 0)) for c in cols.labels], dtype=np.int64),
-                               int(start.ps))
+        decomposition.consider(
+            np.array([int(start.counts.get(c, 0)) for c in cols.labels], dtype=np.int64), int(start.ps)
+        )
         log.progress(decomposition.best_cost, 0.0, "warm start", force=True)
     result = decomposition.run(seed)
     result = Result(**{**result.__dict__, "solve_seconds": clock.elapsed()})

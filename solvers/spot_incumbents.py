@@ -13,16 +13,16 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from dnnprov.solvers.spot_cells import ClusterShape, greedy_many
 
 from dnnprov.models.spot import SpotModel
 from dnnprov.problems.spot import SpotColumns, SpotProblem
 from dnnprov.result import Result, SpotPlan
-from dnnprov.solvers.spot_cells import ClusterShape, greedy_many
 
-FRONTIER_STEPS = np.array([1.0, 1.5, 2.0, 3.0, 5.0, 8.0])   # lambda / rho of the frontier plans tried per (K, s)
+FRONTIER_STEPS = np.array([1.0, 1.5, 2.0, 3.0, 5.0, 8.0])  # lambda / rho of the frontier plans tried per (K, s)
 POLISH_ROUNDS = 3
-FRONTIER_CLIMB_ROUNDS = 50      # local search from each new worker range's best frontier plan ...
-FRONTIER_CLIMB_WITHIN = 1.3     # ... when it costs less than this times the incumbent (or there is none)
+FRONTIER_CLIMB_ROUNDS = 50  # local search from each new worker range's best frontier plan ...
+FRONTIER_CLIMB_WITHIN = 1.3  # ... when it costs less than this times the incumbent (or there is none)
 
 
 class IncumbentSearch:
@@ -40,7 +40,7 @@ class IncumbentSearch:
 
     def take(self, incumbent: Result) -> None:
         """Try another method's plan as the incumbent (evaluated and checked here)."""
-        if isinstance(incumbent.plan, SpotPlan):     # (a serverless plan has no counts to try)
+        if isinstance(incumbent.plan, SpotPlan):  # (a serverless plan has no counts to try)
             counts = np.array([incumbent.plan.counts[label] for label in self.cols.labels])
             self.consider(counts, incumbent.plan.ps)
 
@@ -61,7 +61,7 @@ class IncumbentSearch:
         self.evaluated[key] = cost
         if cost < self.best_cost:
             self.best_cost, self.best = cost, (counts.copy(), ps)
-        elif ev.cost[0] < self.best_cost:     # a near miss: cheaper than U but infeasible
+        elif ev.cost[0] < self.best_cost:  # a near miss: cheaper than U but infeasible
             self.polish(counts, ps)
 
     def polish(self, counts: np.ndarray, ps: int) -> None:
@@ -107,9 +107,9 @@ class IncumbentSearch:
         take, give = take[moved], give[moved]
         plans = np.repeat(counts[None, :], len(gain) + len(lose) + len(take), axis=0)
         rows = np.arange(len(plans))
-        plans[rows[:len(gain)], gain] += 1
-        plans[rows[len(gain):len(gain) + len(lose)], lose] -= 1
-        swaps = rows[len(gain) + len(lose):]
+        plans[rows[: len(gain)], gain] += 1
+        plans[rows[len(gain) : len(gain) + len(lose)], lose] -= 1
+        swaps = rows[len(gain) + len(lose) :]
         plans[swaps, take] -= 1
         plans[swaps, give] += 1
         return plans[plans.sum(axis=1) > 0]
@@ -123,13 +123,15 @@ class IncumbentSearch:
         from the first worker counts on, and :meth:`climb` starts from it when it costs less
         than FRONTIER_CLIMB_WITHIN times the incumbent.
         """
-        rate = np.array([self.shapes[pair].rate for pair in pairs])            # (pairs, columns)
-        lam = rho[:, None] * FRONTIER_STEPS[None, :]                             # (pairs, steps)
-        weight = np.concatenate([self.cols.price[None, None, :] - lam[:, :, None] * rate[:, None, :],
-                                 -rate[:, None, :]], axis=1)                     # ... and the fastest plan
+        rate = np.array([self.shapes[pair].rate for pair in pairs])  # (pairs, columns)
+        lam = rho[:, None] * FRONTIER_STEPS[None, :]  # (pairs, steps)
+        weight = np.concatenate(
+            [self.cols.price[None, None, :] - lam[:, :, None] * rate[:, None, :], -rate[:, None, :]], axis=1
+        )  # ... and the fastest plan
         boxes, tries, columns = weight.shape
-        plans = greedy_many(weight.reshape(boxes * tries, columns), lo, hi,
-                            np.repeat(np.array([[k] for k, _ in pairs]), tries, axis=0))
+        plans = greedy_many(
+            weight.reshape(boxes * tries, columns), lo, hi, np.repeat(np.array([[k] for k, _ in pairs]), tries, axis=0)
+        )
         ps = np.repeat(np.array([s for _, s in pairs]), tries)
         for s in np.unique(ps):
             mine = plans[ps == s]

@@ -15,11 +15,11 @@ from collections.abc import Callable
 
 import highspy
 import numpy as np
+from dnnprov.solvers.highs_driver import MilpStatus, SparseRows, solve_milp
+from dnnprov.solvers.spot_cells import Cell, ClusterShape, greedy, up
 
 from dnnprov.problems.spot import SpotColumns, SpotProblem
 from dnnprov.progress import Clock
-from dnnprov.solvers.highs_driver import MilpStatus, SparseRows, solve_milp
-from dnnprov.solvers.spot_cells import Cell, ClusterShape, greedy, up
 
 
 class LpBounds:
@@ -79,11 +79,13 @@ class LpBounds:
         lengths = np.concatenate([[m, m + 1], np.full(n_box, 2), np.full(n_scaled, m + 1)])
         return allowed, SparseRows(
             np.repeat(np.arange(len(lengths)), lengths),
-            np.concatenate([everything[:m], everything, box_cols.ravel(),
-                            np.broadcast_to(everything, (n_scaled, m + 1)).ravel()]),
+            np.concatenate(
+                [everything[:m], everything, box_cols.ravel(), np.broadcast_to(everything, (n_scaled, m + 1)).ravel()]
+            ),
             np.concatenate([shape.rate[allowed], np.ones(m), [-k], box_pair.ravel(), scaled.ravel()]),
             np.concatenate([[1.0, 0.0], np.where(box_lower, 0.0, -math.inf), np.where(scaled_lower, 0.0, -math.inf)]),
-            np.concatenate([[1.0, 0.0], np.where(box_lower, math.inf, 0.0), np.where(scaled_lower, math.inf, 0.0)]))
+            np.concatenate([[1.0, 0.0], np.where(box_lower, math.inf, 0.0), np.where(scaled_lower, math.inf, 0.0)]),
+        )
 
     def charnes_cooper_box(self, cell: Cell) -> tuple[np.ndarray, np.ndarray]:
         """Finite ends for (y, t) that every point of the Charnes-Cooper rows meets.
@@ -102,8 +104,9 @@ class LpBounds:
         t_hi = up(1.0 / (cell.workers * float(rate.min()))) if positive.all() else math.inf
         return np.zeros(len(rate) + 1), np.append(y_hi, t_hi)
 
-    def solve_lp(self, cost: np.ndarray, lower: np.ndarray, upper: np.ndarray, rows: list | SparseRows,
-                 cell: Cell | None = None) -> float | None:
+    def solve_lp(
+        self, cost: np.ndarray, lower: np.ndarray, upper: np.ndarray, rows: list | SparseRows, cell: Cell | None = None
+    ) -> float | None:
         """An LP's verified lower bound; ``None``: proven infeasible; ``-inf``: no answer.
 
         The bound is the driver's safe dual bound (``MilpSolution.dual_bound``), never
@@ -112,17 +115,24 @@ class LpBounds:
         With ``cell``, the LP point (y, t) is rounded to a plan of the cell and tried as an
         incumbent (a heuristic: it proves nothing).
         """
-        solution = solve_milp(self.highs, cost, lower, upper, rows,
-                              integer=np.zeros(len(cost), dtype=bool),
-                              time_limit_s=max(self.clock.remaining(), 1e-3), bases=self.lp_bases)
+        solution = solve_milp(
+            self.highs,
+            cost,
+            lower,
+            upper,
+            rows,
+            integer=np.zeros(len(cost), dtype=bool),
+            time_limit_s=max(self.clock.remaining(), 1e-3),
+            bases=self.lp_bases,
+        )
         self.stats["lps"] = self.stats.get("lps", 0) + 1
-        if solution.status is MilpStatus.INFEASIBLE:        # verified by a Farkas ray
+        if solution.status is MilpStatus.INFEASIBLE:  # verified by a Farkas ray
             return None
         if solution.status is not MilpStatus.OPTIMAL:
             return -math.inf
         if cell is not None and solution.x is not None:
             self.round_lp_point(cell, solution.x)
-        return solution.dual_bound        # verified in unscaled terms (highs_driver.safe_dual_bound)
+        return solution.dual_bound  # verified in unscaled terms (highs_driver.safe_dual_bound)
 
     def round_lp_point(self, cell: Cell, x: np.ndarray) -> None:
         """Round the Charnes-Cooper point n = y / t to K workers inside the box; try it."""
@@ -131,11 +141,11 @@ class LpBounds:
         if not t > 0:
             return
         lo, hi = self.box(cell)
-        target = np.clip(x[:len(allowed)] / t, lo[allowed], hi[allowed])
+        target = np.clip(x[: len(allowed)] / t, lo[allowed], hi[allowed])
         counts = np.zeros(len(self.cols), dtype=np.int64)
         counts[allowed] = np.floor(target + 1e-9).astype(np.int64)
         left = cell.workers - int(counts.sum())
-        for i in np.argsort(-(target - np.floor(target + 1e-9)), kind="stable"):   # largest remainders
+        for i in np.argsort(-(target - np.floor(target + 1e-9)), kind="stable"):  # largest remainders
             if left <= 0:
                 break
             c = allowed[i]
@@ -197,9 +207,11 @@ class LpBounds:
             return -math.inf
         c0 = cell.ps * self.c0_per_ps
         price, speed = self.cols.price[allowed], shape.speed[allowed]
-        both = np.arange(m + 2)                          # y..., t, w
-        envelope = [(both, np.concatenate([-rho_c * speed - b_c * price, [-b_c * c0, 1.0]]), -math.inf, -rho_c * b_c)
-                    for rho_c, b_c in ((rho_lo, cell.b_hi), (rho_hi, cell.b_lo))]   # w <= rho_c b + b_c rho - rho_c b_c
+        both = np.arange(m + 2)  # y..., t, w
+        envelope = [
+            (both, np.concatenate([-rho_c * speed - b_c * price, [-b_c * c0, 1.0]]), -math.inf, -rho_c * b_c)
+            for rho_c, b_c in ((rho_lo, cell.b_hi), (rho_hi, cell.b_lo))
+        ]  # w <= rho_c b + b_c rho - rho_c b_c
         rows = SparseRows.stack([rows, SparseRows.of(envelope)])
         lin = c * self.gamma_3 - self.gamma_1
         cost = np.concatenate([lin * price, [lin * c0, c * w.gamma_2]])

@@ -46,7 +46,7 @@ class SideColumns:
         rows = []
         for i in np.flatnonzero(mixed):
             a = side.a_u[i]
-            least = np.where(a > 0, a * share, a)          # a_c n_c / u_c or a_c n_c
+            least = np.where(a > 0, a * share, a)  # a_c n_c / u_c or a_c n_c
             most = np.where(a > 0, a, a * share)
             shift = side.a_s[i] * cell.ps
             if math.isfinite(side.high[i]):
@@ -55,8 +55,9 @@ class SideColumns:
                 rows.append((side.a_n[i] + most, float(side.low[i] - shift), math.inf))
         return rows
 
-    def side_columns(self, cell: Cell, allowed: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                     first: int) -> tuple[list[MilpRow], np.ndarray, np.ndarray, np.ndarray] | None:
+    def side_columns(
+        self, cell: Cell, allowed: np.ndarray, lo: np.ndarray, hi: np.ndarray, first: int
+    ) -> tuple[list[MilpRow], np.ndarray, np.ndarray, np.ndarray] | None:
         """The side rows that use ``used[c]`` or own variables, with those variables as MILP columns.
 
         Columns from ``first``: one binary u_c per allowed column, then the own variables y
@@ -86,12 +87,13 @@ class SideColumns:
         own_idx = first + m + np.arange(n_own)
         rows: list[MilpRow] = []
         for j in range(m):
-            rows.append((np.array([first + j, j]), np.array([1.0, -1.0]), -math.inf, 0.0))        # u <= n
+            rows.append((np.array([first + j, j]), np.array([1.0, -1.0]), -math.inf, 0.0))  # u <= n
             rows.append((np.array([j, first + j]), np.array([1.0, -float(hi[allowed[j]])]), -math.inf, 0.0))
         a_u = side.a_u if side.a_u is not None else np.zeros_like(side.a_n)
         for i in mixed:
-            coefs = np.concatenate([side.a_n[i][allowed], a_u[i][allowed],
-                                    own.a[i] if own is not None else np.zeros(0)])
+            coefs = np.concatenate(
+                [side.a_n[i][allowed], a_u[i][allowed], own.a[i] if own is not None else np.zeros(0)]
+            )
             idx = np.concatenate([np.arange(m), used_idx, own_idx])
             keep = coefs != 0
             shift = side.a_s[i] * cell.ps

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +30,7 @@ class Best:
     measure: float = math.inf
     cost: float = math.inf
     plan: Any = None
-    count: int = 0                         # plans the group's relaxation admits
+    count: int = 0  # plans the group's relaxation admits
     ranges: dict[str, list[float]] = field(default_factory=dict)
 
     def found(self) -> bool:
@@ -51,13 +52,19 @@ class GroupSearch:
         self.groups = groups
         self.best = {g: Best() for g in groups}
         self.pairs = {pair: Best() for pair in itertools.combinations(groups, 2)}
-        self.anything = Best()             # plans the relaxed problem accepts at all
+        self.anything = Best()  # plans the relaxed problem accepts at all
         self.evaluated = 0
-        self.contradiction: Any = None     # a plan meeting every constraint (a bug if ever set)
+        self.contradiction: Any = None  # a plan meeting every constraint (a bug if ever set)
 
-    def add(self, base: np.ndarray, ok: dict[str, np.ndarray], measure: dict[str, np.ndarray],
-            cost: np.ndarray, plan_of: Callable[[int], Any],
-            ranges: dict[str, dict[str, np.ndarray]] | None = None) -> None:
+    def add(
+        self,
+        base: np.ndarray,
+        ok: dict[str, np.ndarray],
+        measure: dict[str, np.ndarray],
+        cost: np.ndarray,
+        plan_of: Callable[[int], Any],
+        ranges: dict[str, dict[str, np.ndarray]] | None = None,
+    ) -> None:
         """Fold one chunk of plans in."""
         self.evaluated += len(base)
         cost = np.where(np.isfinite(cost), cost, math.inf)
@@ -86,8 +93,9 @@ class GroupSearch:
             self._keep(best, others, cost, cost, plan_of)
 
     @staticmethod
-    def _keep(best: Best, mask: np.ndarray, measure: np.ndarray, cost: np.ndarray,
-              plan_of: Callable[[int], Any]) -> None:
+    def _keep(
+        best: Best, mask: np.ndarray, measure: np.ndarray, cost: np.ndarray, plan_of: Callable[[int], Any]
+    ) -> None:
         if not mask.any():
             return
         best.count += int(mask.sum())
@@ -132,8 +140,9 @@ def share(clock: Clock, part: float) -> Clock:
     return Clock(max(min(clock.remaining() * part, clock.remaining()), 0.0))
 
 
-def bisect_deadline(solve_at: Callable[[float, Clock], Result], low: float, high: float,
-                    clock: Clock, tolerance: float = 1e-6) -> tuple[float, float, Any, int]:
+def bisect_deadline(
+    solve_at: Callable[[float, Clock], Result], low: float, high: float, clock: Clock, tolerance: float = 1e-6
+) -> tuple[float, float, Any, int]:
     """The least deadline admitting a plan, between ``low`` (no plan) and ``high`` (a plan's time).
 
     ``solve_at(deadline, clock)`` is an exact solve at that deadline. Returns

@@ -4,27 +4,33 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
+from dnnprov.solvers.enumeration import ChunkSizer
+from dnnprov.solvers.why_search import (
+    GroupSearch,
+    bisect_deadline,
+    distinct_dollars,
+    extrapolation_needed,
+    outside,
+    share,
+)
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import _checks as check
-from dnnprov.progress import Clock
-from dnnprov.result import Reason, ServerlessPlan, Status
-from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.models.serverless import ServerlessModel, ServerlessSideRows
 from dnnprov.models.spot import within_budget
-from dnnprov.solvers.enumeration import ChunkSizer
-from dnnprov.solvers.why_search import (GroupSearch, bisect_deadline, distinct_dollars, extrapolation_needed,
-                                        outside, share)
+from dnnprov.problems import _checks as check
+from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.progress import Clock
+from dnnprov.result import Reason, ServerlessPlan, Status
 
 BIG_TIME_S = 1e12
 
 
-def reasons(problem: ServerlessProblem, side: ServerlessSideRows | None, clock: Clock,
-            max_plans: int) -> list[Reason]:
+def reasons(problem: ServerlessProblem, side: ServerlessSideRows | None, clock: Clock, max_plans: int) -> list[Reason]:
     """The reasons ``problem`` (with user rows ``side``) has no plan."""
     _, high = problem.function_range()
     per_n = len(problem.memory_grid()) * (problem.constraints.ps_count[1] - problem.constraints.ps_count[0] + 1)
@@ -47,8 +53,10 @@ def relax(problem: ServerlessProblem, group: str, value: Any = None) -> Serverle
     if group == "functions":
         low, high = (1, None) if value is None else value
         limit = problem.platform.concurrency_limit if high is None else max(problem.platform.concurrency_limit, high)
-        return problem.replace(constraints=dataclasses.replace(c, functions=(low, high)),
-                               platform=dataclasses.replace(problem.platform, concurrency_limit=limit))
+        return problem.replace(
+            constraints=dataclasses.replace(c, functions=(low, high)),
+            platform=dataclasses.replace(problem.platform, concurrency_limit=limit),
+        )
     raise ValueError(f"unknown constraint group {group!r}")
 
 
@@ -74,8 +82,13 @@ def _plan_at(n: np.ndarray, m: int, s: np.ndarray, i: int) -> tuple[int, int, in
     return int(n[i]), int(m), int(s[i])
 
 
-def _meets(problem: ServerlessProblem | Callable[[], ServerlessProblem], side: ServerlessSideRows | None,
-           n: int, m: int, s: int) -> bool:
+def _meets(
+    problem: ServerlessProblem | Callable[[], ServerlessProblem],
+    side: ServerlessSideRows | None,
+    n: int,
+    m: int,
+    s: int,
+) -> bool:
     """Whether the plan meets every constraint of ``problem`` (or of the problem a function builds)."""
     try:
         problem = problem() if callable(problem) else problem
@@ -84,24 +97,29 @@ def _meets(problem: ServerlessProblem | Callable[[], ServerlessProblem], side: S
     return bool(ServerlessModel(problem, side).evaluate(n, m, s).feasible)
 
 
-def by_enumeration(problem: ServerlessProblem, side: ServerlessSideRows | None, clock: Clock,
-                   cap: int) -> list[Reason]:
+def by_enumeration(problem: ServerlessProblem, side: ServerlessSideRows | None, clock: Clock, cap: int) -> list[Reason]:
     """Evaluate every (n, m, s) with n up to ``cap``, every constraint group checked on its own."""
     c, w = problem.constraints, problem.workload
     low, high = problem.function_range()
-    relaxed = ServerlessModel(relax(relax(relax(relax(problem, "deadline"), "budget"), "domain"),
-                                    "functions", (1, cap)))
+    relaxed = ServerlessModel(
+        relax(relax(relax(relax(problem, "deadline"), "budget"), "domain"), "functions", (1, cap))
+    )
     original = ServerlessModel(problem)
     names = row_names(side)
-    groups = ["deadline"] + (["budget"] if c.budget_usd is not None else []) \
-        + (["domain"] if w.domain is not None else []) + (["functions"] if cap > high or low > 1 else []) \
+    groups = (
+        ["deadline"]
+        + (["budget"] if c.budget_usd is not None else [])
+        + (["domain"] if w.domain is not None else [])
+        + (["functions"] if cap > high or low > 1 else [])
         + [f"constraint:{n}" for n in names]
+    )
     search = GroupSearch(groups)
 
     def scan(first: int, last: int) -> bool:
         """Fold every plan with ``first..last`` functions; ``True``: the clock stopped it."""
-        n_all, s_all = (a.ravel() for a in np.meshgrid(np.arange(first, last + 1),
-                                                       np.arange(c.ps_count[0], c.ps_count[1] + 1)))
+        n_all, s_all = (
+            a.ravel() for a in np.meshgrid(np.arange(first, last + 1), np.arange(c.ps_count[0], c.ps_count[1] + 1))
+        )
         sizer = ChunkSizer(clock)
         for m in problem.memory_grid():
             start, done = 0, 0
@@ -109,7 +127,7 @@ def by_enumeration(problem: ServerlessProblem, side: ServerlessSideRows | None, 
                 chunk = sizer.next(done)
                 if clock.expired():
                     return True
-                n, s = n_all[start:start + chunk], s_all[start:start + chunk]
+                n, s = n_all[start : start + chunk], s_all[start : start + chunk]
                 start, done = start + len(n), len(n)
                 fold(n, m, s)
         return False
@@ -120,9 +138,9 @@ def by_enumeration(problem: ServerlessProblem, side: ServerlessSideRows | None, 
         ok = {"deadline": ev.time_s <= problem.time_s * (1 + 1e-12)}
         measure = {"deadline": ev.time_s}
         ranges: dict[str, dict[str, np.ndarray]] = {}
-        if c.budget_usd is not None:                   # (the "budget" group)
+        if c.budget_usd is not None:  # (the "budget" group)
             ok["budget"], measure["budget"] = within_budget(ev.cost, c.budget_usd), ev.cost
-        if w.domain is not None:                       # (the "domain" group)
+        if w.domain is not None:  # (the "domain" group)
             d = w.domain
             ok["domain"] = original.inside_domain(n, np.full(len(n), m))
             need = extrapolation_needed(np.full(len(n), float(m)), *d.memory_mb)
@@ -136,7 +154,7 @@ def by_enumeration(problem: ServerlessProblem, side: ServerlessSideRows | None, 
         elif not ((n >= low) & (n <= high)).all():
             raise AssertionError("the function counts left the range without a functions group")
         if side is not None:
-            meets = side.row_ok(n, np.full(len(n), m), s)      # the rows of own variables share one answer
+            meets = side.row_ok(n, np.full(len(n), m), s)  # the rows of own variables share one answer
             for i, name in enumerate(names):
                 ok[f"constraint:{name}"] = meets[:, i]
                 measure[f"constraint:{name}"] = ev.cost
@@ -148,15 +166,29 @@ def by_enumeration(problem: ServerlessProblem, side: ServerlessSideRows | None, 
     if search.contradiction is not None:
         raise AssertionError(f"infeasible was claimed, but plan {search.contradiction} meets every constraint")
     stop = f"the time limit stopped the evaluation after {search.evaluated:,} of "
-    within = (f"{stop}{high * per_n:,} plans" if stopped_within
-              else f"proven: all {high * per_n:,} plans up to {high:,} functions evaluated")
-    raised = (f"{stop}{cap * per_n:,} plans" if stopped_raised
-              else f"proven: all {cap * per_n:,} plans up to {cap:,} functions evaluated")
+    within = (
+        f"{stop}{high * per_n:,} plans"
+        if stopped_within
+        else f"proven: all {high * per_n:,} plans up to {high:,} functions evaluated"
+    )
+    raised = (
+        f"{stop}{cap * per_n:,} plans"
+        if stopped_raised
+        else f"proven: all {cap * per_n:,} plans up to {cap:,} functions evaluated"
+    )
     return compose(problem, side, search, cap, within, raised, proven=(not stopped_within, not stopped_raised))
 
 
-def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search: GroupSearch, cap: int,
-            within: str, raised: str, *, proven: tuple[bool, bool]) -> list[Reason]:
+def compose(
+    problem: ServerlessProblem,
+    side: ServerlessSideRows | None,
+    search: GroupSearch,
+    cap: int,
+    within: str,
+    raised: str,
+    *,
+    proven: tuple[bool, bool],
+) -> list[Reason]:
     """Turn the search's best plans into reasons (single groups first, then pairs).
 
     ``within`` says how the plans up to the function limit were covered, ``raised`` how the
@@ -177,59 +209,118 @@ def compose(problem: ServerlessProblem, side: ServerlessSideRows | None, search:
         at_most = "" if covered else "at most "
         if group == "deadline":
             ok = _meets(partial(relax, problem, "deadline", time_s), side, n, m, s)
-            out.append(Reason("deadline", "slo.time_s", problem.time_s, time_s, covered and ok,
-                              f"slo.time_s: no plan finishes within {problem.time_s:,g} s; the fastest plan meeting "
-                              f"every other constraint, {plan}, needs {at_most}{time_s:,.2f} s ({how})",
-                              plan=plan.to_dict()))
+            out.append(
+                Reason(
+                    "deadline",
+                    "slo.time_s",
+                    problem.time_s,
+                    time_s,
+                    covered and ok,
+                    f"slo.time_s: no plan finishes within {problem.time_s:,g} s; the fastest plan meeting "
+                    f"every other constraint, {plan}, needs {at_most}{time_s:,.2f} s ({how})",
+                    plan=plan.to_dict(),
+                )
+            )
         elif group == "budget":
             budget = problem.constraints.budget_usd
-            assert budget is not None                  # (a budget group exists only with a budget)
+            assert budget is not None  # (a budget group exists only with a budget)
             ok = _meets(partial(relax, problem, "budget", cost), side, n, m, s)
             limit, value = distinct_dollars(budget, cost)
-            out.append(Reason("budget", "constraints.budget_usd", budget, cost, proven and ok,
-                              f"constraints.budget_usd: no plan costs at most ${limit}; "
-                              f"the cheapest plan meeting every other constraint, {plan}, costs {at_most}${value} "
-                              f"({how})", plan=plan.to_dict()))
+            out.append(
+                Reason(
+                    "budget",
+                    "constraints.budget_usd",
+                    budget,
+                    cost,
+                    proven and ok,
+                    f"constraints.budget_usd: no plan costs at most ${limit}; "
+                    f"the cheapest plan meeting every other constraint, {plan}, costs {at_most}${value} "
+                    f"({how})",
+                    plan=plan.to_dict(),
+                )
+            )
         elif group == "domain":
             f = best.measure * (1 + 1e-9)
             d = problem.workload.domain
-            assert d is not None                        # the group exists only with a domain
+            assert d is not None  # the group exists only with a domain
             ok = _meets(partial(relax, problem, "domain", f), side, n, m, s)
             mem = best.ranges.get("memory_mb", [math.nan] * 2)
             (m_lo, m_hi), _ = model.domain_bounds()
-            out.append(Reason("domain", "workload.domain.extrapolation", d.extrapolation, f, covered and ok,
-                              f"workload.domain: no plan inside the validity domain ({m_lo:.6g}-{m_hi:.6g} MB) meets "
-                              f"every other constraint; the plans that do use {mem[0]:g}-{mem[1]:g} MB; an "
-                              f"extrapolation factor of {at_most}{f:.6g} (now {d.extrapolation:g}) admits {plan} ({how})",
-                              plan=plan.to_dict()))
+            out.append(
+                Reason(
+                    "domain",
+                    "workload.domain.extrapolation",
+                    d.extrapolation,
+                    f,
+                    covered and ok,
+                    f"workload.domain: no plan inside the validity domain ({m_lo:.6g}-{m_hi:.6g} MB) meets "
+                    f"every other constraint; the plans that do use {mem[0]:g}-{mem[1]:g} MB; an "
+                    f"extrapolation factor of {at_most}{f:.6g} (now {d.extrapolation:g}) admits {plan} ({how})",
+                    plan=plan.to_dict(),
+                )
+            )
         elif group == "functions":
             needed = [min(low, n), max(high, n)]
             least = covered and best.measure <= cap + 1 - high
             ok = _meets(partial(relax, problem, "functions", tuple(needed)), side, n, m, s)
-            out.append(Reason("functions", "constraints.functions", [low, high], needed, least and ok,
-                              f"constraints.functions / platform.concurrency_limit allow {low}-{high} functions; the "
-                              f"nearest plan meeting every other constraint, {plan}, has {n} ({how})",
-                              plan=plan.to_dict()))
+            out.append(
+                Reason(
+                    "functions",
+                    "constraints.functions",
+                    [low, high],
+                    needed,
+                    least and ok,
+                    f"constraints.functions / platform.concurrency_limit allow {low}-{high} functions; the "
+                    f"nearest plan meeting every other constraint, {plan}, has {n} ({how})",
+                    plan=plan.to_dict(),
+                )
+            )
         else:
             name = group.removeprefix("constraint:")
             ok = _meets(problem, without_row(side, row_names(side).index(name)), n, m, s)
-            out.append(Reason("constraint", name, None, None, covered and ok,
-                              f"user constraint {name!r}: without it the cheapest plan meeting every other "
-                              f"constraint is {plan} (${cost:.6f}, {time_s:,.2f} s) ({how})", plan=plan.to_dict()))
+            out.append(
+                Reason(
+                    "constraint",
+                    name,
+                    None,
+                    None,
+                    covered and ok,
+                    f"user constraint {name!r}: without it the cheapest plan meeting every other "
+                    f"constraint is {plan} (${cost:.6f}, {time_s:,.2f} s) ({how})",
+                    plan=plan.to_dict(),
+                )
+            )
     if out:
         return out
     for (g, h), best in search.pairs.items():
         if best.found():
             plan, _, cost = _plan(model, *best.plan)
-            out.append(Reason("combination", f"{g} + {h}", None, None, proven_raised,
-                              f"{g} and {h} cannot hold together: neither alone is the cause, but without both "
-                              f"the cheapest plan is {plan} (${cost:.6f}) ({raised})", plan=plan.to_dict()))
+            out.append(
+                Reason(
+                    "combination",
+                    f"{g} + {h}",
+                    None,
+                    None,
+                    proven_raised,
+                    f"{g} and {h} cannot hold together: neither alone is the cause, but without both "
+                    f"the cheapest plan is {plan} (${cost:.6f}) ({raised})",
+                    plan=plan.to_dict(),
+                )
+            )
     if not out and not proven_raised:
         out.append(Reason("unexplained", "", None, None, False, f"no relaxation was found: {raised}"))
     elif not out:
-        out.append(Reason("unexplained", "", None, None, True,
-                          f"no plan (up to {cap:,} functions) meets the platform's limits (timeout, memory grid, "
-                          f"batch) even without the deadline, budget, domain and user constraints ({raised})"))
+        out.append(
+            Reason(
+                "unexplained",
+                "",
+                None,
+                None,
+                True,
+                f"no plan (up to {cap:,} functions) meets the platform's limits (timeout, memory grid, "
+                f"batch) even without the deadline, budget, domain and user constraints ({raised})",
+            )
+        )
     return out
 
 
@@ -240,25 +331,55 @@ def by_exact_solves(problem: ServerlessProblem, side: ServerlessSideRows | None,
     out: list[Reason] = []
     free = solve_serverless_exact(relax(problem, "deadline"), side=side, clock=share(clock, 0.3))
     if free.plan is not None and free.time_s is not None:
+
         def solve_at(deadline: float, step: Clock) -> Any:
             return solve_serverless_exact(relax(problem, "deadline", deadline), side=side, clock=step)
+
         low, high, faster, steps = bisect_deadline(solve_at, problem.time_s, free.time_s, share(clock, 0.7))
         proven = high - low <= 1e-6 * high
         plan = faster or free.plan
-        text = (f"{high:,.2f} s ({plan}; proven by {steps} exact solves bisecting the deadline)" if proven else
-                f"at most {high:,.2f} s ({plan}) and at least {low:,.2f} s (the time limit stopped the bisection)")
-        out.append(Reason("deadline", "slo.time_s", problem.time_s, high, proven,
-                          f"slo.time_s: no plan finishes within {problem.time_s:,g} s; the fastest plan meeting every "
-                          f"other constraint needs {text}", plan=plan.to_dict()))
+        text = (
+            f"{high:,.2f} s ({plan}; proven by {steps} exact solves bisecting the deadline)"
+            if proven
+            else f"at most {high:,.2f} s ({plan}) and at least {low:,.2f} s (the time limit stopped the bisection)"
+        )
+        out.append(
+            Reason(
+                "deadline",
+                "slo.time_s",
+                problem.time_s,
+                high,
+                proven,
+                f"slo.time_s: no plan finishes within {problem.time_s:,g} s; the fastest plan meeting every "
+                f"other constraint needs {text}",
+                plan=plan.to_dict(),
+            )
+        )
     if problem.constraints.budget_usd is not None:
         answer = solve_serverless_exact(relax(problem, "budget"), side=side, clock=share(clock, 1.0))
         if answer.plan is not None:
             proven = answer.status is Status.OPTIMAL
-            out.append(Reason("budget", "constraints.budget_usd", problem.constraints.budget_usd, answer.cost, proven,
-                              f"constraints.budget_usd: the cheapest plan meeting every other constraint, "
-                              f"{answer.plan}, costs {'' if proven else 'at most '}${answer.cost:.6f}",
-                              plan=answer.plan.to_dict()))
+            out.append(
+                Reason(
+                    "budget",
+                    "constraints.budget_usd",
+                    problem.constraints.budget_usd,
+                    answer.cost,
+                    proven,
+                    f"constraints.budget_usd: the cheapest plan meeting every other constraint, "
+                    f"{answer.plan}, costs {'' if proven else 'at most '}${answer.cost:.6f}",
+                    plan=answer.plan.to_dict(),
+                )
+            )
     if not out:
-        out.append(Reason("unexplained", "", None, None, False,
-                          "neither the deadline nor the budget alone was shown to be the cause within the time limit"))
+        out.append(
+            Reason(
+                "unexplained",
+                "",
+                None,
+                None,
+                False,
+                "neither the deadline nor the budget alone was shown to be the cause within the time limit",
+            )
+        )
     return out

@@ -4,34 +4,49 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+from dnnprov.solvers.enumeration import ChunkSizer, decode_counts, spot_space_size
+from dnnprov.solvers.why_search import (
+    GroupSearch,
+    bisect_deadline,
+    distinct_dollars,
+    extrapolation_needed,
+    outside,
+    share,
+)
 
 from dnnprov.errors import InvalidInputError
+from dnnprov.models.spot import SideRows, SpotModel, within_budget
 from dnnprov.problems import _checks as check
+from dnnprov.problems.spot import SpotProblem
 from dnnprov.progress import Clock
 from dnnprov.result import Reason, SpotPlan, Status
-from dnnprov.problems.spot import SpotProblem
-from dnnprov.models.spot import SideRows, SpotModel, within_budget
-from dnnprov.solvers.enumeration import ChunkSizer, decode_counts, spot_space_size
-from dnnprov.solvers.why_search import (GroupSearch, bisect_deadline, distinct_dollars, extrapolation_needed,
-                                        outside, share)
 
-BIG_TIME_S = 1e12          # "no deadline": far above any plan's time
-FEASIBILITY_GAP = 0.5      # exact solves that only need a plan (and a proof when there is none)
-RAISED_BOX = 20_000        # plans of the raised-quota box at least (or 4 times the problem's own)
+BIG_TIME_S = 1e12  # "no deadline": far above any plan's time
+FEASIBILITY_GAP = 0.5  # exact solves that only need a plan (and a proof when there is none)
+RAISED_BOX = 20_000  # plans of the raised-quota box at least (or 4 times the problem's own)
 
 
 def reasons(problem: SpotProblem, side: SideRows | None, clock: Clock, max_plans: int) -> list[Reason]:
     """The reasons ``problem`` (with user rows ``side``) has no plan; see the module doc of infeasibility."""
     domain = problem.workload.domain
     if SpotModel(problem).slo_refused() and domain is not None and domain.loss is not None:  # no plan at all
-        return [Reason("domain", "slo.loss", problem.slo.loss, domain.loss[0], True,
-                       f"the target loss {problem.slo.loss:g} lies below the lowest logged loss "
-                       f"{domain.loss[0]:g} and workload.domain.loss_axis is \"enforce\": the domain admits no "
-                       "plan at this target (a target at or above the logged losses, or loss_axis \"flag\", "
-                       "would; proven: the enforced axis refuses every plan at a target below the logs)")]
+        return [
+            Reason(
+                "domain",
+                "slo.loss",
+                problem.slo.loss,
+                domain.loss[0],
+                True,
+                f"the target loss {problem.slo.loss:g} lies below the lowest logged loss "
+                f'{domain.loss[0]:g} and workload.domain.loss_axis is "enforce": the domain admits no '
+                'plan at this target (a target at or above the logged losses, or loss_axis "flag", '
+                "would; proven: the enforced axis refuses every plan at a target below the logs)",
+            )
+        ]
     size = spot_space_size(problem)
     if size <= max_plans:
         return by_enumeration(problem, side, clock, min(max_plans, max(4 * size, RAISED_BOX)))
@@ -49,12 +64,15 @@ def relax(problem: SpotProblem, group: str, value: Any = None) -> SpotProblem:
     if group == "domain":
         domain = None if value is None or w.domain is None else dataclasses.replace(w.domain, extrapolation=value)
         return problem.replace(workload=dataclasses.replace(w, domain=domain))
-    if group == "iterations":      # the domain without its iteration floor and enforced loss axis
+    if group == "iterations":  # the domain without its iteration floor and enforced loss axis
         domain = None if w.domain is None else dataclasses.replace(w.domain, min_iterations=0, loss_axis="flag")
         return problem.replace(workload=dataclasses.replace(w, domain=domain))
     if group == "vcpu_quota":
-        quotas = () if value is None else tuple(dataclasses.replace(q, vcpus=max(q.vcpus, value.get(_family(q), 0)))
-                                                for q in c.vcpu_quotas)
+        quotas = (
+            ()
+            if value is None
+            else tuple(dataclasses.replace(q, vcpus=max(q.vcpus, value.get(_family(q), 0))) for q in c.vcpu_quotas)
+        )
         return problem.replace(constraints=dataclasses.replace(c, vcpu_quotas=quotas))
     if group == "workers":
         return problem.replace(constraints=dataclasses.replace(c, workers=(1, None) if value is None else value))
@@ -94,8 +112,9 @@ def _plan(problem: SpotProblem, counts: np.ndarray, ps: int) -> SpotPlan:
     return SpotPlan(counts={k: int(n) for k, n in zip(problem.columns().labels, counts)}, ps=int(ps))
 
 
-def _meets(problem: SpotProblem | Callable[[], SpotProblem], side: SideRows | None, counts: np.ndarray,
-           ps: int) -> bool:
+def _meets(
+    problem: SpotProblem | Callable[[], SpotProblem], side: SideRows | None, counts: np.ndarray, ps: int
+) -> bool:
     """Whether the plan meets every constraint of ``problem`` (the check every method uses).
 
     ``problem`` may be a function building the relaxed problem; one the limits refuse admits nothing.
@@ -131,15 +150,21 @@ def by_enumeration(problem: SpotProblem, side: SideRows | None, clock: Clock, li
     """Evaluate every plan of the raised-quota box once, every constraint group checked on its own."""
     cols, cons, w = problem.columns(), problem.constraints, problem.workload
     upper = raised_upper(problem, limit)
-    relaxed = SpotModel(relax(relax(relax(relax(relax(problem, "deadline"), "budget"), "domain"),
-                                    "vcpu_quota"), "workers"))
+    relaxed = SpotModel(
+        relax(relax(relax(relax(relax(problem, "deadline"), "budget"), "domain"), "vcpu_quota"), "workers")
+    )
     relaxed.columns = dataclasses.replace(relaxed.columns, upper=upper)
     original = SpotModel(problem)
     names = row_names(side)
-    groups = ["deadline"] + (["budget"] if cons.budget_usd is not None else []) \
-        + (["domain", "iterations"] if w.domain is not None else []) + (["quota"] if (upper > cols.upper).any() else []) \
-        + (["vcpu_quota"] if cons.vcpu_quotas else []) \
-        + (["workers"] if cons.workers != (1, None) else []) + [f"constraint:{n}" for n in names]
+    groups = (
+        ["deadline"]
+        + (["budget"] if cons.budget_usd is not None else [])
+        + (["domain", "iterations"] if w.domain is not None else [])
+        + (["quota"] if (upper > cols.upper).any() else [])
+        + (["vcpu_quota"] if cons.vcpu_quotas else [])
+        + (["workers"] if cons.workers != (1, None) else [])
+        + [f"constraint:{n}" for n in names]
+    )
     search = GroupSearch(groups)
 
     def scan(box: np.ndarray, skip: np.ndarray | None) -> bool:
@@ -172,13 +197,24 @@ def by_enumeration(problem: SpotProblem, side: SideRows | None, clock: Clock, li
     total = math.prod(int(up - lo + 1) for lo, up in zip(cols.lower, upper)) * n_ps
     stop = f"the time limit stopped the evaluation after {search.evaluated:,} of "
     within = f"{stop}{size:,} plans" if stopped_within else f"proven: all {size:,} plans within the quotas evaluated"
-    raised = (f"{stop}{total:,} plans (quotas raised up to {int(upper.max()):,})" if stopped_raised else
-              f"proven: all {total:,} plans with quotas up to {int(upper.max()):,} evaluated")
+    raised = (
+        f"{stop}{total:,} plans (quotas raised up to {int(upper.max()):,})"
+        if stopped_raised
+        else f"proven: all {total:,} plans with quotas up to {int(upper.max()):,} evaluated"
+    )
     return compose(problem, side, search, upper, within, raised, proven=(not stopped_within, not stopped_raised))
 
 
-def _fold(search: GroupSearch, problem: SpotProblem, side: SideRows | None, relaxed: SpotModel,
-          original: SpotModel, counts: np.ndarray, ps: int, groups: list[str]) -> None:
+def _fold(
+    search: GroupSearch,
+    problem: SpotProblem,
+    side: SideRows | None,
+    relaxed: SpotModel,
+    original: SpotModel,
+    counts: np.ndarray,
+    ps: int,
+    groups: list[str],
+) -> None:
     """Evaluate one chunk of plans and fold it into ``search``."""
     cols, cons, w = original.columns, problem.constraints, problem.workload
     ev = relaxed.evaluate(counts, ps)
@@ -186,15 +222,16 @@ def _fold(search: GroupSearch, problem: SpotProblem, side: SideRows | None, rela
     measure: dict[str, np.ndarray] = {"deadline": ev.time_s}
     ranges: dict[str, dict[str, np.ndarray]] = {}
     if "budget" in groups:
-        assert cons.budget_usd is not None      # (the group exists only with a budget)
+        assert cons.budget_usd is not None  # (the group exists only with a budget)
         ok["budget"], measure["budget"] = within_budget(ev.cost, cons.budget_usd), ev.cost
     if "domain" in groups:
-        assert w.domain is not None             # (the group exists only with a domain)
+        assert w.domain is not None  # (the group exists only with a domain)
         ok["domain"] = original.inside_domain(ev.batch_wa, ev.workers)
-        measure["domain"] = np.maximum(extrapolation_needed(ev.batch_wa, *w.domain.batch_wa),
-                                       extrapolation_needed(ev.workers, *w.domain.workers))
+        measure["domain"] = np.maximum(
+            extrapolation_needed(ev.batch_wa, *w.domain.batch_wa), extrapolation_needed(ev.workers, *w.domain.workers)
+        )
         ranges["domain"] = {"batch_wa": ev.batch_wa, "workers": ev.workers.astype(float)}
-    if "iterations" in groups:     # the domain's other half: its iteration floor and enforced cap
+    if "iterations" in groups:  # the domain's other half: its iteration floor and enforced cap
         ok["iterations"], measure["iterations"] = original.admits_iterations(ev.iterations), ev.cost
         ranges["iterations"] = {"iterations": ev.iterations}
     within = np.asarray((counts <= cols.upper).all(axis=1))
@@ -209,7 +246,7 @@ def _fold(search: GroupSearch, problem: SpotProblem, side: SideRows | None, rela
         distance = outside(ev.workers, cons.workers[0], cons.workers[1])
         ok["workers"], measure["workers"] = distance == 0, distance
     if side is not None:
-        meets = side.row_ok(counts, ps)          # the rows of own variables share one answer
+        meets = side.row_ok(counts, ps)  # the rows of own variables share one answer
         for i, name in enumerate(row_names(side)):
             g = f"constraint:{name}"
             ok[g] = meets[:, i]
@@ -231,8 +268,16 @@ def _others(problem: SpotProblem, side: SideRows | None, group: str) -> str:
     return ", ".join(kept[:-1]) + " and " + kept[-1] if len(kept) > 1 else kept[0]
 
 
-def compose(problem: SpotProblem, side: SideRows | None, search: GroupSearch, upper: np.ndarray,
-            within: str, raised: str, *, proven: tuple[bool, bool]) -> list[Reason]:
+def compose(
+    problem: SpotProblem,
+    side: SideRows | None,
+    search: GroupSearch,
+    upper: np.ndarray,
+    within: str,
+    raised: str,
+    *,
+    proven: tuple[bool, bool],
+) -> list[Reason]:
     """Turn the search's best plans into reasons (single groups first, then pairs).
 
     ``within`` says how plans within the quotas were covered, ``raised`` how the raised box
@@ -242,14 +287,31 @@ def compose(problem: SpotProblem, side: SideRows | None, search: GroupSearch, up
     cols = problem.columns()
     out = []
     if int(cols.upper.sum()) == 0:
-        out.append(Reason("quota", "instance_types.*.quota", 0, None, True,
-                          "every quota is 0: no plan can have a worker (proven: no count vector is allowed)"))
+        out.append(
+            Reason(
+                "quota",
+                "instance_types.*.quota",
+                0,
+                None,
+                True,
+                "every quota is 0: no plan can have a worker (proven: no count vector is allowed)",
+            )
+        )
     for group in search.groups:
         best = search.best[group]
         if best.found():
             quota = group == "quota"
-            out.append(_single(problem, side, group, best, upper, raised if quota else within,
-                               proven_raised if quota else proven_within))
+            out.append(
+                _single(
+                    problem,
+                    side,
+                    group,
+                    best,
+                    upper,
+                    raised if quota else within,
+                    proven_raised if quota else proven_within,
+                )
+            )
     if any(r.plan is not None for r in out):
         return out
     for (g, h), best in search.pairs.items():
@@ -257,40 +319,73 @@ def compose(problem: SpotProblem, side: SideRows | None, search: GroupSearch, up
             counts, ps = best.plan
             plan = _plan(problem, counts, ps)
             quota = "quota" in (g, h)
-            out.append(Reason("combination", f"{_field(g)} + {_field(h)}", None, None,
-                              proven_raised if quota else proven_within,
-                              f"{_field(g)} and {_field(h)} cannot hold together: neither alone is the cause, "
-                              f"but without both the cheapest plan is {plan} (${best.cost:.6f}) "
-                              f"({raised if quota else within})",
-                              plan=plan.to_dict()))
+            out.append(
+                Reason(
+                    "combination",
+                    f"{_field(g)} + {_field(h)}",
+                    None,
+                    None,
+                    proven_raised if quota else proven_within,
+                    f"{_field(g)} and {_field(h)} cannot hold together: neither alone is the cause, "
+                    f"but without both the cheapest plan is {plan} (${best.cost:.6f}) "
+                    f"({raised if quota else within})",
+                    plan=plan.to_dict(),
+                )
+            )
     if not any(r.plan is not None for r in out) and not proven_raised:
         out.append(Reason("unexplained", "", None, None, False, f"no relaxation was found: {raised}"))
     elif not any(r.plan is not None for r in out):
         w, smallest = problem.workload, float(cols.batch.min())
         if w.gamma_2 <= 0 and w.gamma_2 * smallest + w.gamma_3 <= 0:
             # b_w is a weighted mean of worker batches (eq. 4), so b_w >= the smallest one
-            out.append(Reason("loss", "slo.loss", problem.slo.loss, None, True,
-                              f"slo.loss {problem.slo.loss:g}: eq. (3) has no root for any plan: gamma_2 b_w + gamma_3 "
-                              f"= {w.gamma_2:g} b_w + {w.gamma_3:g} <= 0 already at the smallest worker batch "
-                              f"{smallest:g} (b_w, a weighted mean of worker batches, is never smaller); worker "
-                              f"batches below {-w.gamma_3 / w.gamma_2:.6g} would be needed (proven by eq. 3 and 4)"))
+            out.append(
+                Reason(
+                    "loss",
+                    "slo.loss",
+                    problem.slo.loss,
+                    None,
+                    True,
+                    f"slo.loss {problem.slo.loss:g}: eq. (3) has no root for any plan: gamma_2 b_w + gamma_3 "
+                    f"= {w.gamma_2:g} b_w + {w.gamma_3:g} <= 0 already at the smallest worker batch "
+                    f"{smallest:g} (b_w, a weighted mean of worker batches, is never smaller); worker "
+                    f"batches below {-w.gamma_3 / w.gamma_2:.6g} would be needed (proven by eq. 3 and 4)",
+                )
+            )
             return out
         reached = search.anything.found()
-        out.append(Reason("loss" if not reached else "unexplained", "slo.loss", problem.slo.loss, None, proven_raised,
-                          (f"no plan reaches the loss target {problem.slo.loss:g} at any deadline within the "
-                           f"quotas raised up to {int(upper.max()):,} ({raised})") if not reached else
-                          f"no plan is admitted by dropping one or two constraint groups ({raised})"))
+        out.append(
+            Reason(
+                "loss" if not reached else "unexplained",
+                "slo.loss",
+                problem.slo.loss,
+                None,
+                proven_raised,
+                (
+                    f"no plan reaches the loss target {problem.slo.loss:g} at any deadline within the "
+                    f"quotas raised up to {int(upper.max()):,} ({raised})"
+                )
+                if not reached
+                else f"no plan is admitted by dropping one or two constraint groups ({raised})",
+            )
+        )
     return out
 
 
 def _field(group: str) -> str:
-    return {"deadline": "slo.time_s", "budget": "constraints.budget_usd", "domain": "workload.domain",
-            "iterations": "workload.domain.min_iterations", "quota": "instance_types.*.quota", "vcpu_quota": "constraints.vcpu_quotas",
-            "workers": "constraints.workers"}.get(group, group.removeprefix("constraint:"))
+    return {
+        "deadline": "slo.time_s",
+        "budget": "constraints.budget_usd",
+        "domain": "workload.domain",
+        "iterations": "workload.domain.min_iterations",
+        "quota": "instance_types.*.quota",
+        "vcpu_quota": "constraints.vcpu_quotas",
+        "workers": "constraints.workers",
+    }.get(group, group.removeprefix("constraint:"))
 
 
-def _single(problem: SpotProblem, side: SideRows | None, group: str, best: Any, upper: np.ndarray,
-            how: str, proven: bool) -> Reason:
+def _single(
+    problem: SpotProblem, side: SideRows | None, group: str, best: Any, upper: np.ndarray, how: str, proven: bool
+) -> Reason:
     """The reason for one group whose relaxation alone admits plans."""
     counts, ps = best.plan
     plan = _plan(problem, counts, ps)
@@ -301,74 +396,131 @@ def _single(problem: SpotProblem, side: SideRows | None, group: str, best: Any, 
     at_most = "" if proven else "at most "
     if group == "deadline":
         ok = _meets(lambda: relax(problem, "deadline", time_s), side, counts, ps)
-        return Reason("deadline", "slo.time_s", problem.slo.time_s, time_s, proven and ok,
-                      f"slo.time_s: no plan finishes within {problem.slo.time_s:,g} s; the fastest plan meeting "
-                      f"{others}, {plan}, needs {at_most}{time_s:,.2f} s ({how})", plan=plan.to_dict())
+        return Reason(
+            "deadline",
+            "slo.time_s",
+            problem.slo.time_s,
+            time_s,
+            proven and ok,
+            f"slo.time_s: no plan finishes within {problem.slo.time_s:,g} s; the fastest plan meeting "
+            f"{others}, {plan}, needs {at_most}{time_s:,.2f} s ({how})",
+            plan=plan.to_dict(),
+        )
     if group == "budget":
         ok = _meets(lambda: relax(problem, "budget", cost), side, counts, ps)
-        assert c.budget_usd is not None         # (the group exists only with a budget)
+        assert c.budget_usd is not None  # (the group exists only with a budget)
         limit, value = distinct_dollars(c.budget_usd, cost)
-        return Reason("budget", "constraints.budget_usd", c.budget_usd, cost, proven and ok,
-                      f"constraints.budget_usd: no plan costs at most ${limit}; the cheapest plan meeting "
-                      f"{others}, {plan}, costs {at_most}${value} ({how})", plan=plan.to_dict())
+        return Reason(
+            "budget",
+            "constraints.budget_usd",
+            c.budget_usd,
+            cost,
+            proven and ok,
+            f"constraints.budget_usd: no plan costs at most ${limit}; the cheapest plan meeting "
+            f"{others}, {plan}, costs {at_most}${value} ({how})",
+            plan=plan.to_dict(),
+        )
     if group == "domain":
-        assert w.domain is not None                     # the group exists only with a domain
+        assert w.domain is not None  # the group exists only with a domain
         f = best.measure * (1 + 1e-9)
         ok = _meets(lambda: relax(problem, "domain", f), side, counts, ps)
         b, k = best.ranges.get("batch_wa", [math.nan] * 2), best.ranges.get("workers", [math.nan] * 2)
         (b_lo, b_hi), (k_lo, k_hi) = SpotModel(problem).domain_bounds()
-        return Reason("domain", "workload.domain.extrapolation", w.domain.extrapolation, f, proven and ok,
-                      f"workload.domain: no plan inside the validity domain (b_w {b_lo:.6g}-{b_hi:.6g}, |N| "
-                      f"{k_lo}-{k_hi}) meets {others}; the plans that do have b_w {b[0]:.6g}-{b[1]:.6g} and |N| "
-                      f"{int(k[0])}-{int(k[1])}; an extrapolation factor of {at_most}{f:.6g} (now "
-                      f"{w.domain.extrapolation:g}) admits {plan} ({how})", plan=plan.to_dict())
+        return Reason(
+            "domain",
+            "workload.domain.extrapolation",
+            w.domain.extrapolation,
+            f,
+            proven and ok,
+            f"workload.domain: no plan inside the validity domain (b_w {b_lo:.6g}-{b_hi:.6g}, |N| "
+            f"{k_lo}-{k_hi}) meets {others}; the plans that do have b_w {b[0]:.6g}-{b[1]:.6g} and |N| "
+            f"{int(k[0])}-{int(k[1])}; an extrapolation factor of {at_most}{f:.6g} (now "
+            f"{w.domain.extrapolation:g}) admits {plan} ({how})",
+            plan=plan.to_dict(),
+        )
     if group == "iterations":
-        assert w.domain is not None                     # the group exists only with a domain
+        assert w.domain is not None  # the group exists only with a domain
         ok = _meets(lambda: relax(problem, "iterations"), side, counts, ps)
         j = float(ev.iterations[0])
         low, high = best.ranges.get("iterations", [math.nan] * 2)
         cap = SpotModel(problem).iteration_cap()
         limits = f"at least {w.domain.min_iterations:g} iterations" + (
-            f" and at most {cap:,.0f} (loss_axis \"enforce\")" if math.isfinite(cap) else "")
-        return Reason("domain", "workload.domain.min_iterations", w.domain.min_iterations, None, proven and ok,
-                      f"workload.domain: the domain admits plans needing {limits}; the plans meeting {others} "
-                      f"need {low:,.0f}-{high:,.0f}, which no extrapolation factor changes; without the iteration "
-                      f"limits the cheapest is {plan} ({j:,.0f} iterations, ${cost:.6f}; {how})", plan=plan.to_dict())
+            f' and at most {cap:,.0f} (loss_axis "enforce")' if math.isfinite(cap) else ""
+        )
+        return Reason(
+            "domain",
+            "workload.domain.min_iterations",
+            w.domain.min_iterations,
+            None,
+            proven and ok,
+            f"workload.domain: the domain admits plans needing {limits}; the plans meeting {others} "
+            f"need {low:,.0f}-{high:,.0f}, which no extrapolation factor changes; without the iteration "
+            f"limits the cheapest is {plan} ({j:,.0f} iterations, ${cost:.6f}; {how})",
+            plan=plan.to_dict(),
+        )
     if group == "quota":
         over = {label: int(n) for label, n, u in zip(cols.labels, counts, cols.upper) if n > u}
         # a plan outside the raised box exceeds some quota by more than that column was raised
         least = proven and best.measure <= float(np.min(upper + 1 - cols.upper))
         ok = _meets(lambda: relax(problem, "quota", over), side, counts, ps)
-        needs = ", ".join(f"{n} x {label} but its quota is {int(cols.upper[cols.labels.index(label)])}"
-                          for label, n in over.items())
+        needs = ", ".join(
+            f"{n} x {label} but its quota is {int(cols.upper[cols.labels.index(label)])}" for label, n in over.items()
+        )
         what = "the fewest extra instances" if least else "a quota raise that suffices"
-        return Reason("quota", "instance_types.*.quota",
-                      {label: int(cols.upper[cols.labels.index(label)]) for label in over}, over, least and ok,
-                      f"quotas: the plan with {what} meeting {others}, {plan}, needs {needs} "
-                      f"({time_s:,.2f} s, ${cost:.6f}; {how})", plan=plan.to_dict())
+        return Reason(
+            "quota",
+            "instance_types.*.quota",
+            {label: int(cols.upper[cols.labels.index(label)]) for label in over},
+            over,
+            least and ok,
+            f"quotas: the plan with {what} meeting {others}, {plan}, needs {needs} "
+            f"({time_s:,.2f} s, ${cost:.6f}; {how})",
+            plan=plan.to_dict(),
+        )
     if group == "vcpu_quota":
-        used = {_family(q): int(counts @ per_column) for q, (per_column, _) in
-                zip(c.vcpu_quotas, SpotModel(problem).vcpu_rows)}
+        used = {
+            _family(q): int(counts @ per_column)
+            for q, (per_column, _) in zip(c.vcpu_quotas, SpotModel(problem).vcpu_rows)
+        }
         over = {k: v for k, v in used.items() if v > next(q.vcpus for q in c.vcpu_quotas if _family(q) == k)}
         ok = _meets(lambda: relax(problem, "vcpu_quota", over), side, counts, ps)
-        return Reason("vcpu_quota", "constraints.vcpu_quotas",
-                      {_family(q): q.vcpus for q in c.vcpu_quotas if _family(q) in over}, over, proven and ok,
-                      f"constraints.vcpu_quotas: the plan with the fewest vCPUs over the quotas meeting {others}, "
-                      f"{plan}, needs {', '.join(f'{v:,} vCPUs of {k}' for k, v in over.items())} ({how})",
-                      plan=plan.to_dict())
+        return Reason(
+            "vcpu_quota",
+            "constraints.vcpu_quotas",
+            {_family(q): q.vcpus for q in c.vcpu_quotas if _family(q) in over},
+            over,
+            proven and ok,
+            f"constraints.vcpu_quotas: the plan with the fewest vCPUs over the quotas meeting {others}, "
+            f"{plan}, needs {', '.join(f'{v:,} vCPUs of {k}' for k, v in over.items())} ({how})",
+            plan=plan.to_dict(),
+        )
     if group == "workers":
         k = int(counts.sum())
         low, high = c.workers
         needed = [min(low, k), None if high is None else max(high, k)]
         ok = _meets(lambda: relax(problem, "workers", tuple(needed)), side, counts, ps)
-        return Reason("workers", "constraints.workers", list(c.workers), needed, proven and ok,
-                      f"constraints.workers {list(c.workers)}: the nearest plan meeting {others}, {plan}, has "
-                      f"{k} workers ({how})", plan=plan.to_dict())
+        return Reason(
+            "workers",
+            "constraints.workers",
+            list(c.workers),
+            needed,
+            proven and ok,
+            f"constraints.workers {list(c.workers)}: the nearest plan meeting {others}, {plan}, has "
+            f"{k} workers ({how})",
+            plan=plan.to_dict(),
+        )
     name = group.removeprefix("constraint:")
     ok = _meets(problem, without_row(side, row_names(side).index(name)), counts, ps)
-    return Reason("constraint", name, None, None, proven and ok,
-                  f"user constraint {name!r}: without it the cheapest plan meeting {others} is {plan} "
-                  f"(${cost:.6f}, {time_s:,.2f} s) ({how})", plan=plan.to_dict())
+    return Reason(
+        "constraint",
+        name,
+        None,
+        None,
+        proven and ok,
+        f"user constraint {name!r}: without it the cheapest plan meeting {others} is {plan} "
+        f"(${cost:.6f}, {time_s:,.2f} s) ({how})",
+        plan=plan.to_dict(),
+    )
 
 
 # ---------------------------------------------------------------------- large spaces: exact solves
@@ -378,15 +530,20 @@ def by_exact_solves(problem: SpotProblem, side: SideRows | None, clock: Clock) -
 
     c, w = problem.constraints, problem.workload
     names = row_names(side)
-    groups = ["deadline"] + (["budget"] if c.budget_usd is not None else []) \
-        + (["domain"] if w.domain is not None else []) + ["quota"] \
-        + (["vcpu_quota"] if c.vcpu_quotas else []) + (["workers"] if c.workers != (1, None) else [])
+    groups = (
+        ["deadline"]
+        + (["budget"] if c.budget_usd is not None else [])
+        + (["domain"] if w.domain is not None else [])
+        + ["quota"]
+        + (["vcpu_quota"] if c.vcpu_quotas else [])
+        + (["workers"] if c.workers != (1, None) else [])
+    )
     out: list[Reason] = []
     todo = len(groups) + len(names)
     for group in groups:
         try:
             variant = relax(problem, group)
-        except InvalidInputError:              # e.g. doubled quotas beyond the worker limit
+        except InvalidInputError:  # e.g. doubled quotas beyond the worker limit
             continue
         gap = 0.0 if group == "budget" else FEASIBILITY_GAP
         answer = solve_spot_exact(variant, side=side, gap=gap, clock=share(clock, 1 / max(todo, 1)))
@@ -395,59 +552,105 @@ def by_exact_solves(problem: SpotProblem, side: SideRows | None, clock: Clock) -
         if reason is not None:
             out.append(reason)
     for i, name in enumerate(names):
-        answer = solve_spot_exact(problem, side=without_row(side, i), gap=FEASIBILITY_GAP,
-                                  clock=share(clock, 1 / max(todo, 1)))
+        answer = solve_spot_exact(
+            problem, side=without_row(side, i), gap=FEASIBILITY_GAP, clock=share(clock, 1 / max(todo, 1))
+        )
         todo -= 1
         if answer.plan is not None:
-            out.append(Reason("constraint", name, None, None, True,
-                              f"user constraint {name!r}: without it {answer.plan} meets every other constraint "
-                              f"(${answer.cost:.6f}, {answer.time_s:,.2f} s; an exact solve)",
-                              plan=answer.plan.to_dict()))
+            out.append(
+                Reason(
+                    "constraint",
+                    name,
+                    None,
+                    None,
+                    True,
+                    f"user constraint {name!r}: without it {answer.plan} meets every other constraint "
+                    f"(${answer.cost:.6f}, {answer.time_s:,.2f} s; an exact solve)",
+                    plan=answer.plan.to_dict(),
+                )
+            )
     if not out:
-        out.append(Reason("unexplained", "", None, None, False,
-                          "no single constraint group was shown to be the cause within the time limit "
-                          "(each was dropped in an exact solve)"))
+        out.append(
+            Reason(
+                "unexplained",
+                "",
+                None,
+                None,
+                False,
+                "no single constraint group was shown to be the cause within the time limit "
+                "(each was dropped in an exact solve)",
+            )
+        )
     return out
 
 
-def _exact_reason(problem: SpotProblem, side: SideRows | None, group: str, answer: Any, clock: Clock,
-                  solver: Any) -> Reason | None:
+def _exact_reason(
+    problem: SpotProblem, side: SideRows | None, group: str, answer: Any, clock: Clock, solver: Any
+) -> Reason | None:
     """The reason for one group from the exact solve without it (``None``: not shown to be a cause)."""
     if answer.plan is None:
         return None
     plan, cost, time_s = answer.plan, answer.cost, answer.time_s
     if group == "deadline":
+
         def solve_at(deadline: float, step: Clock) -> Any:
             return solver(relax(problem, "deadline", deadline), side=side, gap=FEASIBILITY_GAP, clock=step)
+
         low, high, faster, steps = bisect_deadline(solve_at, problem.slo.time_s, time_s, clock)
         proven = high - low <= 1e-6 * high
         plan = faster or plan
-        start = (f"slo.time_s: no plan finishes within {problem.slo.time_s:,g} s; the fastest plan meeting "
-                 "every other constraint needs ")
-        text = (f"{high:,.2f} s ({plan}; proven by {steps} exact solves bisecting the deadline)" if proven else
-                f"at most {high:,.2f} s ({plan}) and at least {low:,.2f} s (the time limit stopped the "
-                f"bisection of exact solves after {steps} steps)")
-        return Reason("deadline", "slo.time_s", problem.slo.time_s, high, proven, start + text,
-                      plan=plan.to_dict())
+        start = (
+            f"slo.time_s: no plan finishes within {problem.slo.time_s:,g} s; the fastest plan meeting "
+            "every other constraint needs "
+        )
+        text = (
+            f"{high:,.2f} s ({plan}; proven by {steps} exact solves bisecting the deadline)"
+            if proven
+            else f"at most {high:,.2f} s ({plan}) and at least {low:,.2f} s (the time limit stopped the "
+            f"bisection of exact solves after {steps} steps)"
+        )
+        return Reason("deadline", "slo.time_s", problem.slo.time_s, high, proven, start + text, plan=plan.to_dict())
     if group == "budget":
         proven = answer.status is Status.OPTIMAL
-        assert problem.constraints.budget_usd is not None   # (the group exists only with a budget)
+        assert problem.constraints.budget_usd is not None  # (the group exists only with a budget)
         limit, value = distinct_dollars(problem.constraints.budget_usd, cost)
-        text = (f"costs ${value} (proven optimal by an exact solve)" if proven else
-                f"costs at most ${value} and at least ${answer.bound or 0:.6f} (the time limit stopped the solve)")
-        return Reason("budget", "constraints.budget_usd", problem.constraints.budget_usd, cost, proven,
-                      f"constraints.budget_usd: no plan costs at most ${limit}; "
-                      f"the cheapest plan meeting every other constraint, {plan}, {text}", plan=plan.to_dict())
-    what = {"domain": "dropping the validity domain", "quota": "doubling every quota (plus 4)",
-            "vcpu_quota": "dropping the vCPU quotas", "workers": "dropping constraints.workers"}[group]
+        text = (
+            f"costs ${value} (proven optimal by an exact solve)"
+            if proven
+            else f"costs at most ${value} and at least ${answer.bound or 0:.6f} (the time limit stopped the solve)"
+        )
+        return Reason(
+            "budget",
+            "constraints.budget_usd",
+            problem.constraints.budget_usd,
+            cost,
+            proven,
+            f"constraints.budget_usd: no plan costs at most ${limit}; "
+            f"the cheapest plan meeting every other constraint, {plan}, {text}",
+            plan=plan.to_dict(),
+        )
+    what = {
+        "domain": "dropping the validity domain",
+        "quota": "doubling every quota (plus 4)",
+        "vcpu_quota": "dropping the vCPU quotas",
+        "workers": "dropping constraints.workers",
+    }[group]
     needed = None
     if group == "domain":
         d = problem.workload.domain
-        assert d is not None                            # the group exists only with a domain
+        assert d is not None  # the group exists only with a domain
         ev = SpotModel(problem).evaluate(np.array([list(plan.counts.values())]), plan.ps)
-        needed = float(max(extrapolation_needed(ev.batch_wa, *d.batch_wa)[0],
-                           extrapolation_needed(ev.workers, *d.workers)[0])) * (1 + 1e-9)
+        needed = float(
+            max(extrapolation_needed(ev.batch_wa, *d.batch_wa)[0], extrapolation_needed(ev.workers, *d.workers)[0])
+        ) * (1 + 1e-9)
         what += f" (an extrapolation factor of at most {needed:.6g}, now {d.extrapolation:g}, is enough)"
-    return Reason(group, _field(group), None, needed, False,
-                  f"{_field(group)}: {what} admits {plan} (${cost:.6f}, {time_s:,.2f} s; an exact solve shows "
-                  "this relaxation suffices, not that it is the least)", plan=plan.to_dict())
+    return Reason(
+        group,
+        _field(group),
+        None,
+        needed,
+        False,
+        f"{_field(group)}: {what} admits {plan} (${cost:.6f}, {time_s:,.2f} s; an exact solve shows "
+        "this relaxation suffices, not that it is the least)",
+        plan=plan.to_dict(),
+    )

@@ -28,10 +28,17 @@ RESNET110_NAMES = tuple(t[0] for t in RESNET110_TYPES)
 TABLE1_QUOTAS = (0, 5, 5, 5, 5)
 
 
-def resnet110_problem(quotas=None, *, loss: float = 0.8, time_s: float = 2400.0,
-                      model: str = "reference", loss_variant: str | None = None,
-                      gamma_4: float = 0.0, ps_price_per_h: float = 0.0,
-                      constraints: dnnprov.SpotConstraints | None = None) -> dnnprov.SpotProblem:
+def resnet110_problem(
+    quotas=None,
+    *,
+    loss: float = 0.8,
+    time_s: float = 2400.0,
+    model: str = "reference",
+    loss_variant: str | None = None,
+    gamma_4: float = 0.0,
+    ps_price_per_h: float = 0.0,
+    constraints: dnnprov.SpotConstraints | None = None,
+) -> dnnprov.SpotProblem:
     """ResNet-110 on CIFAR-100 as the authors' reference code states it (spec section 6).
 
     ``model="paper"`` keeps the same profile but evaluates it with eqs. (1)-(10); the loss
@@ -39,49 +46,87 @@ def resnet110_problem(quotas=None, *, loss: float = 0.8, time_s: float = 2400.0,
     """
     quotas = [t[2] for t in RESNET110_TYPES] if quotas is None else list(quotas)
     types = tuple(
-        dnnprov.InstanceType(name=name, gpus=gpus, quota=q, spot_price_per_h=price,
-                             speed_samples_per_s=speed, batch_per_gpu=batch)
+        dnnprov.InstanceType(
+            name=name, gpus=gpus, quota=q, spot_price_per_h=price, speed_samples_per_s=speed, batch_per_gpu=batch
+        )
         for (name, gpus, _, price, speed, batch), q in zip(RESNET110_TYPES, quotas, strict=True)
     )
     if loss_variant is None:
         loss_variant = "no-cc" if model == "reference" else "cc"
     workload = dnnprov.SpotWorkload(
-        name="resnet110-cifar100", param_size_mb=11.5, bandwidth_req_mb_s=142.0,
-        alpha_1=0.8, beta_1=-1.92, gamma_1=876.5, gamma_2=-0.2, gamma_3=2507.6,
-        gamma_4=gamma_4, gamma_5=0.5, loss_variant=loss_variant,
-        estimated=("gamma_4",) if loss_variant == "cc" else ())
+        name="resnet110-cifar100",
+        param_size_mb=11.5,
+        bandwidth_req_mb_s=142.0,
+        alpha_1=0.8,
+        beta_1=-1.92,
+        gamma_1=876.5,
+        gamma_2=-0.2,
+        gamma_3=2507.6,
+        gamma_4=gamma_4,
+        gamma_5=0.5,
+        loss_variant=loss_variant,
+        estimated=("gamma_4",) if loss_variant == "cc" else (),
+    )
     return dnnprov.SpotProblem(
-        instance_types=types, workload=workload, slo=dnnprov.SpotSLO(loss=loss, time_s=time_s),
+        instance_types=types,
+        workload=workload,
+        slo=dnnprov.SpotSLO(loss=loss, time_s=time_s),
         platform=dnnprov.SpotPlatform(ps_price_per_h=ps_price_per_h),
-        constraints=constraints or dnnprov.SpotConstraints(), model=model,
-        name=f"resnet110-{model}")
+        constraints=constraints or dnnprov.SpotConstraints(),
+        model=model,
+        name=f"resnet110-{model}",
+    )
 
 
-def resnet50_problem(*, time_s: float = 600.0, max_memory_mb: int = 3008,
-                     constraints: dnnprov.ServerlessConstraints | None = None) -> dnnprov.ServerlessProblem:
+def resnet50_problem(
+    *, time_s: float = 600.0, max_memory_mb: int = 3008, constraints: dnnprov.ServerlessConstraints | None = None
+) -> dnnprov.ServerlessProblem:
     """ResNet50 on CIFAR-10, serverless.md Table 5 (storage coefficients estimated)."""
     workload = dnnprov.ServerlessWorkload(
-        name="resnet50-cifar10", dataset_mb=148.0, samples=50000, epochs=1, model_mb=98.0,
-        local_batch=128, max_global_batch=1024, rate_alpha=0.003, rate_beta=11.3,
-        storage_alpha=0.0, storage_beta=8.0, min_memory_mb=2432,
-        estimated=("storage_alpha", "storage_beta"))
+        name="resnet50-cifar10",
+        dataset_mb=148.0,
+        samples=50000,
+        epochs=1,
+        model_mb=98.0,
+        local_batch=128,
+        max_global_batch=1024,
+        rate_alpha=0.003,
+        rate_beta=11.3,
+        storage_alpha=0.0,
+        storage_beta=8.0,
+        min_memory_mb=2432,
+        estimated=("storage_alpha", "storage_beta"),
+    )
     return dnnprov.ServerlessProblem(
-        workload=workload, time_s=time_s, platform=dnnprov.ServerlessPlatform(max_memory_mb=max_memory_mb),
-        constraints=constraints or dnnprov.ServerlessConstraints(), name="resnet50-table3")
+        workload=workload,
+        time_s=time_s,
+        platform=dnnprov.ServerlessPlatform(max_memory_mb=max_memory_mb),
+        constraints=constraints or dnnprov.ServerlessConstraints(),
+        name="resnet50-table3",
+    )
 
 
 # ---------------------------------------------------------------- random instances
-def random_spot_problem(rng: np.random.Generator, *, model: str | None = None,
-                        loss_variant: str | None = None, gamma_4: float | None = None,
-                        n_types: int | None = None, max_quota: int = 4,
-                        on_demand: bool | None = None, vcpu_quota: bool | None = None,
-                        budget: bool | None = None, existing: bool | None = None,
-                        max_ps: int = 3) -> dnnprov.SpotProblem:
+def random_spot_problem(
+    rng: np.random.Generator,
+    *,
+    model: str | None = None,
+    loss_variant: str | None = None,
+    gamma_4: float | None = None,
+    n_types: int | None = None,
+    max_quota: int = 4,
+    on_demand: bool | None = None,
+    vcpu_quota: bool | None = None,
+    budget: bool | None = None,
+    existing: bool | None = None,
+    max_ps: int = 3,
+) -> dnnprov.SpotProblem:
     """A small valid spot problem; every option left ``None`` is drawn at random.
 
     The objective time is set from a random plan's predicted time, so that a fair share
     of the instances is feasible and a fair share is tight.
     """
+
     def pick(value, draw):
         return draw() if value is None else value
 
@@ -100,23 +145,38 @@ def random_spot_problem(rng: np.random.Generator, *, model: str | None = None,
         comm = 2 * param_mb / b_req + 2 * gpus * param_mb / pcie
         t0 = comm + float(rng.uniform(0.2, 2.5))
         spot = float(rng.uniform(0.2, 2.5))
-        profile = ({"speed_samples_per_s": gpus * batch / t0} if rng.random() < 0.7
-                   else {"compute_time_s": t0 - comm})
-        types.append(dnnprov.InstanceType(
-            name=f"{'gp'[i % 2]}{i}.xlarge", gpus=gpus, quota=int(rng.integers(0, max_quota + 1)),
-            spot_price_per_h=spot, batch_per_gpu=batch, vcpus=4 * gpus,
-            on_demand_price_per_h=spot * float(rng.uniform(2.5, 3.5)) if on_demand else None,
-            on_demand_quota=int(rng.integers(0, max_quota + 1)) if on_demand and rng.random() < 0.5 else None,
-            **profile))
+        profile = {"speed_samples_per_s": gpus * batch / t0} if rng.random() < 0.7 else {"compute_time_s": t0 - comm}
+        types.append(
+            dnnprov.InstanceType(
+                name=f"{'gp'[i % 2]}{i}.xlarge",
+                gpus=gpus,
+                quota=int(rng.integers(0, max_quota + 1)),
+                spot_price_per_h=spot,
+                batch_per_gpu=batch,
+                vcpus=4 * gpus,
+                on_demand_price_per_h=spot * float(rng.uniform(2.5, 3.5)) if on_demand else None,
+                on_demand_quota=int(rng.integers(0, max_quota + 1)) if on_demand and rng.random() < 0.5 else None,
+                **profile,
+            )
+        )
     workload = dnnprov.SpotWorkload(
-        name="random", param_size_mb=param_mb, bandwidth_req_mb_s=b_req,
-        alpha_1=float(rng.uniform(0.3, 0.9)), beta_1=float(rng.uniform(-2.0, -0.5)),
-        gamma_1=float(rng.uniform(500, 1000)), gamma_2=float(rng.uniform(-0.25, -0.1)),
-        gamma_3=float(rng.uniform(2000, 3000)), gamma_4=gamma_4, gamma_5=0.5,
-        loss_variant=loss_variant)
-    platform = dnnprov.SpotPlatform(ps_bandwidth_mb_s=float(rng.uniform(400, 1500)),
-                                    pcie_bandwidth_mb_s=pcie,
-                                    ps_price_per_h=float(rng.choice([0.0, 0.192])))
+        name="random",
+        param_size_mb=param_mb,
+        bandwidth_req_mb_s=b_req,
+        alpha_1=float(rng.uniform(0.3, 0.9)),
+        beta_1=float(rng.uniform(-2.0, -0.5)),
+        gamma_1=float(rng.uniform(500, 1000)),
+        gamma_2=float(rng.uniform(-0.25, -0.1)),
+        gamma_3=float(rng.uniform(2000, 3000)),
+        gamma_4=gamma_4,
+        gamma_5=0.5,
+        loss_variant=loss_variant,
+    )
+    platform = dnnprov.SpotPlatform(
+        ps_bandwidth_mb_s=float(rng.uniform(400, 1500)),
+        pcie_bandwidth_mb_s=pcie,
+        ps_price_per_h=float(rng.choice([0.0, 0.192])),
+    )
     markets = ("spot", "on-demand") if on_demand else ("spot",)
     ps_low = int(rng.choice([1, 1, 2]))
     ps_high = int(rng.integers(ps_low, max_ps + 1)) if ps_low <= max_ps else ps_low
@@ -132,9 +192,14 @@ def random_spot_problem(rng: np.random.Generator, *, model: str | None = None,
             t = stocked[int(rng.integers(0, len(stocked)))]
             cons["existing"] = {t.name: int(rng.integers(1, min(2, t.quota) + 1))}
     draft = dnnprov.SpotProblem(
-        instance_types=tuple(types), workload=workload,
+        instance_types=tuple(types),
+        workload=workload,
         slo=dnnprov.SpotSLO(loss=float(rng.uniform(0.7, 0.95)), time_s=1e9),
-        platform=platform, constraints=dnnprov.SpotConstraints(**cons), model=model, name="random")
+        platform=platform,
+        constraints=dnnprov.SpotConstraints(**cons),
+        model=model,
+        name="random",
+    )
     # Objective time (and budget) from a random plan inside the box.
     sm = dnnprov.SpotModel(draft)
     cols = sm.columns
@@ -149,34 +214,52 @@ def random_spot_problem(rng: np.random.Generator, *, model: str | None = None,
             break
     if pick(budget, lambda: bool(rng.random() < 0.25)) and cost is not None:
         cons["budget_usd"] = cost * float(rng.uniform(0.7, 1.5))
-    return draft.replace(slo=dnnprov.SpotSLO(loss=draft.slo.loss, time_s=time_s),
-                         constraints=dnnprov.SpotConstraints(**cons))
+    return draft.replace(
+        slo=dnnprov.SpotSLO(loss=draft.slo.loss, time_s=time_s), constraints=dnnprov.SpotConstraints(**cons)
+    )
 
 
-def random_serverless_problem(rng: np.random.Generator, *, max_functions: int = 40,
-                              budget: bool | None = None) -> dnnprov.ServerlessProblem:
+def random_serverless_problem(
+    rng: np.random.Generator, *, max_functions: int = 40, budget: bool | None = None
+) -> dnnprov.ServerlessProblem:
     """A small valid serverless problem (at most ``max_functions`` functions)."""
     local = int(rng.choice([16, 32, 64, 128]))
     step = int(rng.choice([64, 128, 256]))
     max_memory = int(rng.choice([1024, 2048, 3008]))
     max_memory = max_memory - max_memory % step
     workload = dnnprov.ServerlessWorkload(
-        name="random", dataset_mb=float(rng.uniform(20, 200)), samples=int(rng.integers(5000, 50001)),
-        epochs=float(rng.choice([1, 2, 3])), model_mb=float(rng.uniform(1, 100)),
-        local_batch=local, max_global_batch=local * int(rng.integers(1, 17)),
-        rate_alpha=float(rng.uniform(0.001, 0.03)), rate_beta=float(rng.uniform(-2, 10)),
-        storage_alpha=float(rng.uniform(0, 0.05)), storage_beta=float(rng.uniform(1, 10)),
-        min_memory_mb=int(rng.integers(128, max_memory // 2)))
+        name="random",
+        dataset_mb=float(rng.uniform(20, 200)),
+        samples=int(rng.integers(5000, 50001)),
+        epochs=float(rng.choice([1, 2, 3])),
+        model_mb=float(rng.uniform(1, 100)),
+        local_batch=local,
+        max_global_batch=local * int(rng.integers(1, 17)),
+        rate_alpha=float(rng.uniform(0.001, 0.03)),
+        rate_beta=float(rng.uniform(-2, 10)),
+        storage_alpha=float(rng.uniform(0, 0.05)),
+        storage_beta=float(rng.uniform(1, 10)),
+        min_memory_mb=int(rng.integers(128, max_memory // 2)),
+    )
     platform = dnnprov.ServerlessPlatform(
-        memory_step_mb=step, max_memory_mb=max_memory, concurrency_limit=int(rng.integers(min(10, max_functions), max_functions + 1)),
-        ps_bandwidth_mb_s=float(rng.uniform(300, 1500)), ps_price_per_h=float(rng.choice([0.0, 0.096])),
-        timeout_s=float(rng.choice([300.0, 900.0])))
+        memory_step_mb=step,
+        max_memory_mb=max_memory,
+        concurrency_limit=int(rng.integers(min(10, max_functions), max_functions + 1)),
+        ps_bandwidth_mb_s=float(rng.uniform(300, 1500)),
+        ps_price_per_h=float(rng.choice([0.0, 0.096])),
+        timeout_s=float(rng.choice([300.0, 900.0])),
+    )
     ps_low = int(rng.choice([1, 1, 2]))
     cons = {"ps_count": (ps_low, int(rng.integers(ps_low, 4)))}
     if rng.random() < 0.2:
         cons["functions"] = (int(rng.integers(1, 4)), None if rng.random() < 0.5 else int(rng.integers(5, 30)))
-    draft = dnnprov.ServerlessProblem(workload=workload, time_s=1e9, platform=platform,
-                                      constraints=dnnprov.ServerlessConstraints(**cons), name="random")
+    draft = dnnprov.ServerlessProblem(
+        workload=workload,
+        time_s=1e9,
+        platform=platform,
+        constraints=dnnprov.ServerlessConstraints(**cons),
+        name="random",
+    )
     model = dnnprov.ServerlessModel(draft)
     grid = draft.memory_grid()
     low, high = draft.function_range()

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import socket
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import boto3
 import pytest
@@ -30,21 +30,37 @@ RESNET110 = (
     ("g3.16xlarge", 4, 1.5676, 1995.0, 512),
     ("p2.8xlarge", 8, 2.1600, 2115.0, 1024),
 )
-RESNET110_WORKLOAD = {"name": "resnet110-cifar100", "param_size_mb": 11.5, "bandwidth_req_mb_s": 142.0,
-                      "alpha_1": 0.8, "beta_1": -1.92, "gamma_1": 876.5, "gamma_2": -0.2,
-                      "gamma_3": 2507.6, "gamma_4": 0.0, "gamma_5": 0.5, "loss_variant": "no-cc"}
+RESNET110_WORKLOAD = {
+    "name": "resnet110-cifar100",
+    "param_size_mb": 11.5,
+    "bandwidth_req_mb_s": 142.0,
+    "alpha_1": 0.8,
+    "beta_1": -1.92,
+    "gamma_1": 876.5,
+    "gamma_2": -0.2,
+    "gamma_3": 2507.6,
+    "gamma_4": 0.0,
+    "gamma_5": 0.5,
+    "loss_variant": "no-cc",
+}
 
 
-def _resnet110(quotas: tuple[int, ...] = (0, 5, 5, 5, 5), *, loss: float = 0.8, time_s: float = 2600.0,
-              model: str = "reference") -> dnnprov.SpotProblem:
+def _resnet110(
+    quotas: tuple[int, ...] = (0, 5, 5, 5, 5), *, loss: float = 0.8, time_s: float = 2600.0, model: str = "reference"
+) -> dnnprov.SpotProblem:
     """The authors' reference ResNet-110 problem; the defaults are the paper's Table I situation."""
-    types = tuple(dnnprov.InstanceType(name=n, gpus=g, quota=q, spot_price_per_h=p,
-                                       speed_samples_per_s=s, batch_per_gpu=b)
-                  for (n, g, p, s, b), q in zip(RESNET110, quotas, strict=True))
+    types = tuple(
+        dnnprov.InstanceType(name=n, gpus=g, quota=q, spot_price_per_h=p, speed_samples_per_s=s, batch_per_gpu=b)
+        for (n, g, p, s, b), q in zip(RESNET110, quotas, strict=True)
+    )
     workload = dict(RESNET110_WORKLOAD, loss_variant="no-cc" if model == "reference" else "cc")
-    return dnnprov.SpotProblem(instance_types=types, workload=dnnprov.SpotWorkload(**workload),
-                               slo=dnnprov.SpotSLO(loss=loss, time_s=time_s), model=model,
-                               name=f"resnet110-table1-{model}")
+    return dnnprov.SpotProblem(
+        instance_types=types,
+        workload=dnnprov.SpotWorkload(**workload),
+        slo=dnnprov.SpotSLO(loss=loss, time_s=time_s),
+        model=model,
+        name=f"resnet110-table1-{model}",
+    )
 
 
 def _free_port() -> int:
@@ -67,9 +83,16 @@ def moto_server() -> Iterator[str]:
 @pytest.fixture
 def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Fake credentials and region in the environment; no profile, file or metadata lookup."""
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ROLE_ARN",
-                 "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-                 "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_ENDPOINT_URL"):
+    for name in (
+        "AWS_PROFILE",
+        "AWS_SESSION_TOKEN",
+        "AWS_SECURITY_TOKEN",
+        "AWS_ROLE_ARN",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_ENDPOINT_URL",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", FAKE_KEY_ID)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", FAKE_SECRET)

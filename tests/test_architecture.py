@@ -9,8 +9,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 #: where each installed package's source lives in the checkout
-SOURCES = {"dnnprov": REPO / "dnnprov", "dnnprov.formulations": REPO / "formulations",
-           "dnnprov.solvers": REPO / "solvers"}
+SOURCES = {
+    "dnnprov": REPO / "dnnprov",
+    "dnnprov.formulations": REPO / "formulations",
+    "dnnprov.solvers": REPO / "solvers",
+}
 BASICS = {"errors", "result", "progress", "json_files"}
 ENTRY = {"dispatch", "model_solve"}
 TOOLS = {"profiling", "cloud", "revocation", "benchsets", "batch", "fuzz"}
@@ -35,7 +38,7 @@ ALLOWED = {
     "training": BELOW_ENTRY | {"entry", "package"} | TOOLS | CONTROL,
     **{front: BELOW_ENTRY | {"entry", "package"} | TOOLS | CONTROL | TRAINING | FRONT for front in FRONT},
 }
-ALLOWED["batch"] = ALLOWED["batch"] | {"benchsets"}          # .jsonl sets are read through it
+ALLOWED["batch"] = ALLOWED["batch"] | {"benchsets"}  # .jsonl sets are read through it
 
 
 def room(module: str) -> str:
@@ -91,8 +94,7 @@ def test_no_module_imports_from_a_room_above_it(module):
     own = room(module)
     if own == "__main__":
         return
-    bad = sorted(name for name in imports(MODULES[module])
-                 if room(name) != own and room(name) not in ALLOWED[own])
+    bad = sorted(name for name in imports(MODULES[module]) if room(name) != own and room(name) not in ALLOWED[own])
     assert not bad, f"{module} ({own}) imports {bad}"
 
 

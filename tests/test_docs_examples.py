@@ -65,8 +65,8 @@ def blocks() -> list[Block]:
         matches = list(re.finditer(r"^( *)```(\w*)\n(.*?)^\1```", text, re.DOTALL | re.MULTILINE))
         for i, m in enumerate(matches):
             end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
-            body = "".join(line[len(m.group(1)):] + "\n" for line in m.group(3).splitlines())
-            found.append(Block(page.name, text[:m.start()].count("\n") + 1, m.group(2), body, text[m.end():end]))
+            body = "".join(line[len(m.group(1)) :] + "\n" for line in m.group(3).splitlines())
+            found.append(Block(page.name, text[: m.start()].count("\n") + 1, m.group(2), body, text[m.end() : end]))
     return found
 
 
@@ -76,12 +76,18 @@ BLOCKS = blocks()
 RUN: dict[tuple[str, str], str] = {
     ("batch.md", "from dnnprov.batch.runner import run_batch, summarize, read_results"): "python",
     ("batch.md", "           instances  solved  optimal  failed"): "output",
-    ("batch.md", "$ dnnprov batch data/instances --methods milp,heuristic --out results/paper.csv --no-progress"): "console",
+    (
+        "batch.md",
+        "$ dnnprov batch data/instances --methods milp,heuristic --out results/paper.csv --no-progress",
+    ): "console",
     ("batch.md", "$ dnnprov report results/paper.csv --out results/report"): "console",
     ("batch.md", "from dnnprov.batch.report import write_report"): "python",
     ("batch.md", "## Per method and family"): "output",
     ("benchmarks-sets.md", "from dnnprov.benchsets.generate import generate, build_set, read_instance_lines"): "python",
-    ("catalog-format.md", "from dnnprov.io.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile"): "python",
+    (
+        "catalog-format.md",
+        "from dnnprov.io.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile",
+    ): "python",
     ("catalog-format.md", "spot [spot, model paper] by milp: optimal"): "output",
     ("catalog-format.md", "{"): "catalog-json",
     ("cli.md", "$ dnnprov solve embedded:spot/paper-table1.json --json"): "console",
@@ -89,8 +95,14 @@ RUN: dict[tuple[str, str], str] = {
     ("cli.md", "$ dnnprov show embedded:../../etc/passwd"): "console",
     ("cli.md", "$ dnnprov solve embedded:spot/paper-table6-vgg19-4.6-2700.json --domain-cost"): "console",
     ("cli.md", "$ dnnprov pareto embedded:spot/paper-table1.json --deadlines 2400:2600"): "console",
-    ("cli.md", "$ dnnprov build --catalog aws-table3-2023-01 --profile spot/resnet110-paper --target-loss 0.8 --deadline 4000 --quota g4dn.4xlarge=10 --quota g3.8xlarge=10 --ps-price-per-h 0.192 --out resnet110-4000.json"): "console",
-    ("cloud.md", "dnnprov catalog import --region us-east-1            # reads <repo>/../shared/data"): "catalog-import",
+    (
+        "cli.md",
+        "$ dnnprov build --catalog aws-table3-2023-01 --profile spot/resnet110-paper --target-loss 0.8 --deadline 4000 --quota g4dn.4xlarge=10 --quota g3.8xlarge=10 --ps-price-per-h 0.192 --out resnet110-4000.json",
+    ): "console",
+    (
+        "cloud.md",
+        "dnnprov catalog import --region us-east-1            # reads <repo>/../shared/data",
+    ): "catalog-import",
     ("control.md", "import boto3"): "python",
     ("control.md", "3 of 5 granted"): "output",
     ("formulations.md", "import pyomo.environ as pyo"): "python",
@@ -105,158 +117,314 @@ RUN: dict[tuple[str, str], str] = {
     ("formulations.md", "from dnnprov.model_solve import solve_model_scip"): "python",
     ("instance-format.md", "import dnnprov"): "python",
     ("instance-format.md", "{"): "instance-json",
-    ("instance-format.md", "slo.time_ms: unknown field; did you mean 'time_s'? (units are part of field names; see docs/instance-format.md)"): "errors",
-    ("instance-format.md", "slo.loss: 0.4 is not above workload.gamma_5 = 0.5, the loss the model converges to; the SLO is unreachable (eq. 3)"): "errors",
+    (
+        "instance-format.md",
+        "slo.time_ms: unknown field; did you mean 'time_s'? (units are part of field names; see docs/instance-format.md)",
+    ): "errors",
+    (
+        "instance-format.md",
+        "slo.loss: 0.4 is not above workload.gamma_5 = 0.5, the loss the model converges to; the SLO is unreachable (eq. 3)",
+    ): "errors",
     ("joint.md", "import dnnprov"): "python",
     ("profiler.md", "$ dnnprov predict embedded:spot/paper-table1.json --counts g3.8xlarge=5,g3.16xlarge=3"): "console",
     ("profiler.md", "$ dnnprov catalog import --out today.json"): "console",
-    ('service.md', '$ dnnprov serve --port 8642 --db jobs.sqlite --workers 2 --token-file token > /dev/null 2>> serve.log & echo $! > serve.pid; until curl -sf localhost:8642/readyz > /dev/null; do sleep 0.5; done'): "service-session",
-    ('service.md', '$ curl -s -H "$AUTH" localhost:8642/v1/jobs --json \'{"instance": "embedded:spot/paper-table5-resnet110-0.8-2400.json"}\' | tee job.json'): "service-session",
-    ('service.md', '$ curl -s -H "$AUTH" localhost:8642/metrics | grep -E \'^dnnprov_(solves_total|queue_depth|jobs)\''): "service-session",
-    ('service.md', '$ jq \'.model = "paper" | .name = "resnet110-p3" | .workload.loss_variant = "cc" | .workload.gamma_4 = 1 | .slo.time_s = 4000 | .platform.ps_price_per_h = 0.192 | .instance_types |= {"p3.2xlarge": (.["p3.2xlarge"] | .quota = 8)}\' data/instances/spot/paper-table5-resnet110-0.8-2400.json > p3.json'): "service-session",
-    ('service.md', '$ curl -s -H "$AUTH" localhost:8642/v1/replan --json "{\\"instance\\": \\"embedded:spot/paper-table1.json\\", \\"plan\\": $(cat plan.json), \\"revoked\\": {\\"g3.8xlarge\\": 5}, \\"elapsed_s\\": 1788, \\"loss_reached\\": 0.92}" | jq -c \'{format, status: .result.status, plan: .result.plan, cost: .result.cost, new: .result.details.new_instances}\''): "service-session",
+    (
+        "service.md",
+        "$ dnnprov serve --port 8642 --db jobs.sqlite --workers 2 --token-file token > /dev/null 2>> serve.log & echo $! > serve.pid; until curl -sf localhost:8642/readyz > /dev/null; do sleep 0.5; done",
+    ): "service-session",
+    (
+        "service.md",
+        '$ curl -s -H "$AUTH" localhost:8642/v1/jobs --json \'{"instance": "embedded:spot/paper-table5-resnet110-0.8-2400.json"}\' | tee job.json',
+    ): "service-session",
+    (
+        "service.md",
+        "$ curl -s -H \"$AUTH\" localhost:8642/metrics | grep -E '^dnnprov_(solves_total|queue_depth|jobs)'",
+    ): "service-session",
+    (
+        "service.md",
+        '$ jq \'.model = "paper" | .name = "resnet110-p3" | .workload.loss_variant = "cc" | .workload.gamma_4 = 1 | .slo.time_s = 4000 | .platform.ps_price_per_h = 0.192 | .instance_types |= {"p3.2xlarge": (.["p3.2xlarge"] | .quota = 8)}\' data/instances/spot/paper-table5-resnet110-0.8-2400.json > p3.json',
+    ): "service-session",
+    (
+        "service.md",
+        '$ curl -s -H "$AUTH" localhost:8642/v1/replan --json "{\\"instance\\": \\"embedded:spot/paper-table1.json\\", \\"plan\\": $(cat plan.json), \\"revoked\\": {\\"g3.8xlarge\\": 5}, \\"elapsed_s\\": 1788, \\"loss_reached\\": 0.92}" | jq -c \'{format, status: .result.status, plan: .result.plan, cost: .result.cost, new: .result.details.new_instances}\'',
+    ): "service-session",
     ("profiler.md", "from dnnprov import predict, read_instance, embedded_instance"): "python",
-    ("sweep.md", "$ dnnprov sweep embedded:spot/paper-table1.json --deadlines 2300:3600:27 --out sweep --no-progress"): "console",
+    (
+        "sweep.md",
+        "$ dnnprov sweep embedded:spot/paper-table1.json --deadlines 2300:3600:27 --out sweep --no-progress",
+    ): "console",
 }
 
 #: Blocks no test runs, and why.
 NOT_RUN: dict[tuple[str, str], str] = {
-    ("benchmarks-sets.md", "dnnprov generate SET [--out DIR] [--seed N] [--count N] [--shared-data DIR]"):
-        "synopsis with placeholders; tests/test_generate.py runs the command",
-    ("benchmarks.md", ".venv/bin/python benchmarks/scale_ladder.py                 # full ladder, ~4 min on a quiet 2-core box"):
-        "benchmark runs of 20 s to minutes; the page's tables hold what they printed",
-    ("benchmarks.md", ".venv/bin/python benchmarks/scale_ladder.py --jsonl /tmp/ladder_final.jsonl"):
-        "the full benchmark (minutes); its numbers are the page's table",
-    ("benchmarks.md", ".venv/bin/python benchmarks/scale_ladder.py --time-limit 60 --jsonl /tmp/ladder_issue10.jsonl   # every rung and the targets table, ~5 min"):
-        "the issue 10 benchmark commands (minutes); the page's tables hold what they printed",
-    ("architecture.md", "                       cli/        service/                      front ends"):
-        "a drawing of the rooms; tests/test_architecture.py checks the rule it draws",
-    ("benchmarks.md", ".venv/bin/python benchmarks/domain_extrapolation.py                      # the target (exit 0: met)"):
-        "the issue 23 domain benchmark (120 milp solves and exhaustive checks, minutes); its table follows it",
-    ("benchmarks.md", ".venv/bin/python benchmarks/fuzz_objectives.py                       # 1,230 instances (30 per family), ~27 min wall"):
-        "the issue 29 benchmarks (minutes to half an hour); the tables after them hold what they printed",
-    ("benchmarks.md", ".venv/bin/python benchmarks/fuzz_side.py --count 1024       # binaries in the side model against brute force"):
-        "the issue 29 side-variable benchmarks (minutes); the text after them holds what they printed",
-    ("benchmarks.md", "1024 instances, 0 wrong or given up, 322.3 CPU s"):
-        "what benchmarks/fuzz_side.py printed (minutes of CPU)",
-    ("benchmarks.md", "Table I whole front: 37 points (37 proven), 38 exact solves, equal to brute force; CPU s over 5 runs: min 0.213, median 0.220, max 0.285 (target: at most 1)"):
-        "the first line the issue 29 benchmark printed; tests/solvers/test_objectives.py checks the front itself",
-    ("benchmarks.md", ".venv/bin/python benchmarks/kill_controller.py --runs 20 --kills 5 --seed 28 --speed 20 --policy failover --json /tmp/kill.json"):
-        "the issue 28 kill -9 benchmark (40 twins, 140 controller processes, ~37 min); its table follows it",
-    ("benchmarks.md", ".venv/bin/python benchmarks/time_limits.py"):
-        "the time-limit benchmark (minutes of real CLI runs); its table follows it on the page",
-    ("benchmarks.md", ".venv/bin/python benchmarks/service_load.py --workers 1"):
-        "a load benchmark (a server and 200 requests); the page's table holds what it measured",
-    ("benchmarks.md", ".venv/bin/python benchmarks/service_admission.py"):
-        "the admission benchmark (a server and 200 solves at 50 concurrent, minutes); its table follows it",
-    ('service.md', ".venv/bin/pip install -e '.[service]'"):
-        'synopsis of the install and the options; tests/test_service.py starts the server',
-    ('service.md', '$ st --config-file tests/service/schemathesis.toml run http://127.0.0.1:18643/openapi.json --checks all --max-examples 5 --generation-deterministic --request-timeout 30 -H "Authorization: Bearer $(cat token)"'):
-        'a schemathesis run of minutes against a running server; tests/service/test_contract.py runs a bounded one',
-    ("instance-format.md", "dnnprov: warning: instance_types.p3.2xlarge.spot_price_per_h: 91.8 $/h on 1 GPU is $91.8 per GPU-hour, above the plausible $20 per GPU-hour (real AWS GPU offers: $0.068 spot to $17.80 on demand): a price in cents? (a warning: used as given)"):
-        "a warning line of Table I in cents; tests/problems/test_plausibility.py checks that the CLI prints this line",
-    ('sweep.md', 'dnnprov sweep INSTANCE --deadlines START:STOP:N [--losses L1,L2,...] [--time-limit S]'):
-        'synopsis with placeholders; the Table I transcript below runs',
-    ("solvers.md", "spot [spot, model paper] by milp: infeasible"):
-        "the text form of the example above (a file it would write first); tests/solvers/test_infeasibility.py "
-        "checks these lines through dnnprov.cli.main",
-    ("solvers.md", "dnnprov milp: large-003 (spot, model paper, loss cc)"):
-        "the log of a 3 s solve of large-003, whose timings vary from run to run",
-    ("solvers.md", ".venv/bin/python benchmarks/fuzz_certificates.py --count 10000 --out /tmp/fuzz-findings"):
-        "fuzz runs of a minute or more; tests/test_fuzz_certificates.py runs the harness (CI slice)",
-    ("benchmarks.md", ".venv/bin/python benchmarks/fuzz_certificates.py --count 10000 --shrink-per-kind 1 --out /tmp/fuzz-findings"):
-        "the 10,000-instance fuzz run (over a minute); its counts are the page's table",
-    ("benchmarks.md", ".venv/bin/python benchmarks/fuzz_certificates.py --cell-milps --count 3400 --seed 30000 --time-limit 5 --shrink-per-kind 0"):
-        "a fuzz run of minutes; its outcome follows it on the page",
-    ("benchmarks.md", "F=price-magnitudes,speed-magnitudes,bandwidth-magnitudes,all-magnitudes,magnitudes-mixed,serverless-magnitudes"):
-        "the magnitude fuzz runs (minutes each); tests/fuzz runs a bounded slice of the same families",
-    ("cloud.md", "dnnprov catalog fetch --region us-east-1 --types g4dn.4xlarge,g5.xlarge,p3.2xlarge"):
-        "calls AWS; tests/test_aws_fetch.py runs it against a moto server on 127.0.0.1",
-    ("cloud.md", '{"format": "dnnprov/plan", "version": 1, "result": {...}, "instance": {...}, "catalog": {...}}'):
-        "a schematic of the plan document, not a file",
-    ("cloud.md", "dnnprov export PLAN --to ec2-run-instances --image-id ami-... [--subnet-id S] [--key-name K] [--run-id R]"):
-        "synopsis with placeholders; tests/test_export.py runs every target",
-    ("cloud.md", "dnnprov apply PLAN --dry-run --image-id ami-...            # DryRun=True requests only"):
-        "synopsis; launching needs AWS (tests/test_aws_apply.py runs it against moto on 127.0.0.1)",
-    ("cloud.md", "dnnprov replan INSTANCE --plan PLAN --revoked g3.8xlarge=5 --elapsed 1788 --loss-reached 0.92 \\"):
-        "synopsis with placeholders; tests/test_replan.py runs the command",
-    ("cloud.md", "from dnnprov.revocation.replan import watch_interruptions, replan"):
-        "polls the EC2 instance metadata service in an endless loop (needs an EC2 host)",
-    ("profiler.md", "run,workers,batch_wa,cc,step,loss"):
-        "a two-line excerpt of the CSV contract; tests/test_profiler.py round-trips and reads such files",
-    ("profiler.md", "dnnprov profile fit-loss FILE... [--variant cc|no-cc] [--batch-size B] [--workers K]"):
-        "synopsis with placeholders; tests/test_profiler.py runs the command",
-    ("profiler.md", "dnnprov profile estimate --catalog C --profile P --out FILE [--types T,...] [--estimate-at point|fast|slow] [--json]"):
-        "synopsis with placeholders; the worked example after it runs, tests/profiling/test_estimate.py runs each",
-    ("profiler.md", "dnnprov profile fit-timing FILE [--param-size-mb S] [--ps-bandwidth-mb-s B]"):
-        "synopsis with placeholders; tests/test_profiler.py runs the command",
-    ("profiler.md", "dnnprov predict INSTANCE --counts TYPE=N,... [--ps S] [--json]                          # spot"):
-        "synopsis with placeholders; tests/test_predict.py runs the command",
-    ("profiler.md", "$ dnnprov profile fit-loss synth.csv"):
-        "its input is written by dnnprov.profiling.profiler.synthetic_log; tests/test_profiler.py checks the recovery for 4 seeds",
-    ("profiler.md", "$ dnnprov profile fit-loss ../shared/data/training-logs/whisper-large-v2-ja-trainer_state.json --batch-size 50"):
-        "reads ../shared/data, outside the examples' folder; tests/test_profiler.py fits the same file",
-    ("reproduction.md", "python benchmarks/trace_experiment.py --count 100000 --workers 2"):
-        "100,000 jobs, minutes of solving; the page holds what it printed",
-    ("revocation.md", '"instance_types": {'):
-        "a fragment of an instance file showing the interruption field; tests/test_risk.py round-trips it",
-    ("revocation.md", "dnnprov risk fit TRACE... [--pool] [--json]        # one model per trace, or pooled"):
-        "synopsis with placeholders; the traces live in ../shared/data, tests/test_risk.py runs the commands",
-    ("revocation.md", "dnnprov risk solve INSTANCE --robust K [--no-replacement] [--takeover-overhead 126] [--max-plans N] [--json]"):
-        "synopsis with placeholders; tests/test_risk.py and tests/test_robust.py run it",
-    ("revocation.md", "dnnprov risk solve INSTANCE --risk [--deadline-probability Q] [--takeover-overhead 126]"):
-        "synopsis with placeholders; tests/test_risk.py and tests/test_robust.py run it",
-    ("revocation.md", "dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE [--trace TYPE=FILE ...]"):
-        "synopsis with placeholders; tests/revocation/test_simulate.py runs the command",
-    ("control.md", "dnnprov run INSTANCE --plan PLAN --policy P [--endpoint-url URL] [--region R] [--state DIR] [--json]"):
-        "synopsis with placeholders; tests/control/test_run_cli.py runs run, status and cancel against moto",
-    ("control.md", '{"run": "RUN", "time_s": 812.4, "loss": 1.93, "step": 1200, "finished_s": null}'):
-        "the protocol's report shape; tests/control/test_loop.py reads reports of the stand-in trainer",
-    ("control.md", "python benchmarks/twin_agreement.py [--windows 20] [--seed 0] [--policies none,fallback,failover,uniform-progress,mpc]"):
-        "the agreement benchmark (reads ../shared/data, minutes of CPU); docs/benchmarks.md holds what it printed",
-    ("control.md", "dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE... --policy P"):
-        "synopsis with placeholders; tests/control/test_loop_simulate.py runs it with --per-run --json",
-    ("revocation.md", "python benchmarks/revocation_replay.py --runs 1000                 # set traced, (0.8, 1800 s)"):
-        "the replay benchmark (reads ../shared/data); the page's table holds what it printed",
-    ("control.md", "dnnprov twin --trace TYPE=FILE [--trace TYPE=FILE ...] --offset TICKS [--speed X | --stepped]"):
-        "synopsis with placeholders; tests/control/test_twin.py runs the command",
-    ("control.md", "T=../shared/data/spot-traces/availability/16-node/aws-08-27-2023"):
-        "a server that runs until stopped; tests/control/test_twin.py starts the command and stops it",
-    ("control.md", '{"url": "http://127.0.0.1:41731", "clock": {"t": 0.0, "now": "2023-08-27T00:00:00.000Z", "mode": "stepped", "speed": 1.0}, "pools": [{"name": "p3.2xlarge@us-west-2a", "type": "p3.2xlarge", "zone": "us-west-2a", "trace": "...", "offset": 100, "price_per_h": 0.0, "capacity": 0, "live": 0, "notified": 0}, ...]}'):
-        "the ready line's shape (its port varies); tests/control/test_twin.py checks its fields",
-    ("control.md", "dnnprov run SERVERLESS-INSTANCE --plan PLAN [--lambda-endpoint-url URL] [--endpoint-url URL] [--region R]"):
-        "synopsis with placeholders; tests/control/test_serverless_run.py runs run and resume on the twins",
-    ("control.md", "dnnprov lambda-twin INSTANCE [--speed X] [--port P] [--region R] [--function NAME]"):
-        "synopsis with placeholders; tests/control/test_serverless_run.py starts the command and runs against it",
-    ("control.md", "import dataclasses"):
-        "needs AWS credentials in the environment (any); tests/control/test_serverless_run.py runs it with "
-        "fake ones and checks that it prints the text after it",
-    ("control.md", "met 2 609.35 0.209214"):
-        "what the serverless example prints; tests/control/test_serverless_run.py checks it",
-    ("training.md", "from dnnprov.training.cluster import run_cluster"):
-        "a real training run (a minute of wall time); tests/training/test_trainer.py runs run_cluster",
-    ("training.md", "$ dnnprov profile fit-loss runs/2v100+1k80 runs/4v100 runs/3v100+4k80 --json"):
-        "needs the logs of three training runs; tests/training/test_trainer.py reads a run's logs with the profiler",
-    ("training.md", "dnnprov run INSTANCE --plan PLAN --policy P --cloud local[:CONFIG.json] [--poll S] [--join S] [--horizon H] [--json]"):
-        "synopsis with placeholders; tests/training/test_trainer.py runs `dnnprov run --cloud local:CONFIG`",
-    ("training.md", '{"speed": 100, "offset": 40, "workdir": "runs/local",'):
-        "a local-cloud config naming trace files beside it; tests/training/test_trainer.py runs a config",
-    ("training.md", "python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--json FILE]"):
-        "the issue 34 benchmark (real training runs, minutes); docs/benchmarks.md has its figures",
-    ("benchmarks.md", "$ python benchmarks/real_training.py --out /tmp/rt1 --json /tmp/rt1.json      # speed 100; 197 s wall, 10.2 CPU s"):
-        "the issue 34 benchmark's output (real training runs, minutes, machine-dependent figures)",
-    ("benchmarks.md", "$ python benchmarks/real_training.py --plans 750 --speed 20 --profile-json /tmp/rt20.json --out /tmp/pl20b   # 67 s wall, 4.0 CPU s"):
-        "the issue 34 plans comparison's output (real training runs, a minute, machine-dependent figures)",
-    ("benchmarks.md", "$ python benchmarks/real_training.py --out /tmp/rt20 --speed 20 --json /tmp/rt20.json   # 507 s wall, 9.3 CPU s"):
-        "the issue 34 benchmark's output at speed 20 (real training runs, minutes, machine-dependent figures)",
-    ("benchmarks.md", "$ python benchmarks/real_training.py --revocation --speed 20 --profile-json /tmp/rt20.json --out /tmp/rv20b   # 62 s wall, 4.4 CPU s"):
-        "the issue 34 revocation run's output (real training, a minute, machine-dependent figures)",
-    ("control.md", "import numpy as np"):
-        "needs AWS credentials in the environment (any); tests/control/test_api.py runs it with fake ones and "
-        "checks that it prints the text after it",
+    (
+        "benchmarks-sets.md",
+        "dnnprov generate SET [--out DIR] [--seed N] [--count N] [--shared-data DIR]",
+    ): "synopsis with placeholders; tests/test_generate.py runs the command",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/scale_ladder.py                 # full ladder, ~4 min on a quiet 2-core box",
+    ): "benchmark runs of 20 s to minutes; the page's tables hold what they printed",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/scale_ladder.py --jsonl /tmp/ladder_final.jsonl",
+    ): "the full benchmark (minutes); its numbers are the page's table",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/scale_ladder.py --time-limit 60 --jsonl /tmp/ladder_issue10.jsonl   # every rung and the targets table, ~5 min",
+    ): "the issue 10 benchmark commands (minutes); the page's tables hold what they printed",
+    (
+        "architecture.md",
+        "                       cli/        service/                      front ends",
+    ): "a drawing of the rooms; tests/test_architecture.py checks the rule it draws",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/domain_extrapolation.py                      # the target (exit 0: met)",
+    ): "the issue 23 domain benchmark (120 milp solves and exhaustive checks, minutes); its table follows it",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/fuzz_objectives.py                       # 1,230 instances (30 per family), ~27 min wall",
+    ): "the issue 29 benchmarks (minutes to half an hour); the tables after them hold what they printed",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/fuzz_side.py --count 1024       # binaries in the side model against brute force",
+    ): "the issue 29 side-variable benchmarks (minutes); the text after them holds what they printed",
+    (
+        "benchmarks.md",
+        "1024 instances, 0 wrong or given up, 322.3 CPU s",
+    ): "what benchmarks/fuzz_side.py printed (minutes of CPU)",
+    (
+        "benchmarks.md",
+        "Table I whole front: 37 points (37 proven), 38 exact solves, equal to brute force; CPU s over 5 runs: min 0.213, median 0.220, max 0.285 (target: at most 1)",
+    ): "the first line the issue 29 benchmark printed; tests/solvers/test_objectives.py checks the front itself",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/kill_controller.py --runs 20 --kills 5 --seed 28 --speed 20 --policy failover --json /tmp/kill.json",
+    ): "the issue 28 kill -9 benchmark (40 twins, 140 controller processes, ~37 min); its table follows it",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/time_limits.py",
+    ): "the time-limit benchmark (minutes of real CLI runs); its table follows it on the page",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/service_load.py --workers 1",
+    ): "a load benchmark (a server and 200 requests); the page's table holds what it measured",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/service_admission.py",
+    ): "the admission benchmark (a server and 200 solves at 50 concurrent, minutes); its table follows it",
+    (
+        "service.md",
+        ".venv/bin/pip install -e '.[service]'",
+    ): "synopsis of the install and the options; tests/test_service.py starts the server",
+    (
+        "service.md",
+        '$ st --config-file tests/service/schemathesis.toml run http://127.0.0.1:18643/openapi.json --checks all --max-examples 5 --generation-deterministic --request-timeout 30 -H "Authorization: Bearer $(cat token)"',
+    ): "a schemathesis run of minutes against a running server; tests/service/test_contract.py runs a bounded one",
+    (
+        "instance-format.md",
+        "dnnprov: warning: instance_types.p3.2xlarge.spot_price_per_h: 91.8 $/h on 1 GPU is $91.8 per GPU-hour, above the plausible $20 per GPU-hour (real AWS GPU offers: $0.068 spot to $17.80 on demand): a price in cents? (a warning: used as given)",
+    ): "a warning line of Table I in cents; tests/problems/test_plausibility.py checks that the CLI prints this line",
+    (
+        "sweep.md",
+        "dnnprov sweep INSTANCE --deadlines START:STOP:N [--losses L1,L2,...] [--time-limit S]",
+    ): "synopsis with placeholders; the Table I transcript below runs",
+    (
+        "solvers.md",
+        "spot [spot, model paper] by milp: infeasible",
+    ): "the text form of the example above (a file it would write first); tests/solvers/test_infeasibility.py "
+    "checks these lines through dnnprov.cli.main",
+    (
+        "solvers.md",
+        "dnnprov milp: large-003 (spot, model paper, loss cc)",
+    ): "the log of a 3 s solve of large-003, whose timings vary from run to run",
+    (
+        "solvers.md",
+        ".venv/bin/python benchmarks/fuzz_certificates.py --count 10000 --out /tmp/fuzz-findings",
+    ): "fuzz runs of a minute or more; tests/test_fuzz_certificates.py runs the harness (CI slice)",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/fuzz_certificates.py --count 10000 --shrink-per-kind 1 --out /tmp/fuzz-findings",
+    ): "the 10,000-instance fuzz run (over a minute); its counts are the page's table",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/fuzz_certificates.py --cell-milps --count 3400 --seed 30000 --time-limit 5 --shrink-per-kind 0",
+    ): "a fuzz run of minutes; its outcome follows it on the page",
+    (
+        "benchmarks.md",
+        "F=price-magnitudes,speed-magnitudes,bandwidth-magnitudes,all-magnitudes,magnitudes-mixed,serverless-magnitudes",
+    ): "the magnitude fuzz runs (minutes each); tests/fuzz runs a bounded slice of the same families",
+    (
+        "cloud.md",
+        "dnnprov catalog fetch --region us-east-1 --types g4dn.4xlarge,g5.xlarge,p3.2xlarge",
+    ): "calls AWS; tests/test_aws_fetch.py runs it against a moto server on 127.0.0.1",
+    (
+        "cloud.md",
+        '{"format": "dnnprov/plan", "version": 1, "result": {...}, "instance": {...}, "catalog": {...}}',
+    ): "a schematic of the plan document, not a file",
+    (
+        "cloud.md",
+        "dnnprov export PLAN --to ec2-run-instances --image-id ami-... [--subnet-id S] [--key-name K] [--run-id R]",
+    ): "synopsis with placeholders; tests/test_export.py runs every target",
+    (
+        "cloud.md",
+        "dnnprov apply PLAN --dry-run --image-id ami-...            # DryRun=True requests only",
+    ): "synopsis; launching needs AWS (tests/test_aws_apply.py runs it against moto on 127.0.0.1)",
+    (
+        "cloud.md",
+        "dnnprov replan INSTANCE --plan PLAN --revoked g3.8xlarge=5 --elapsed 1788 --loss-reached 0.92 \\",
+    ): "synopsis with placeholders; tests/test_replan.py runs the command",
+    (
+        "cloud.md",
+        "from dnnprov.revocation.replan import watch_interruptions, replan",
+    ): "polls the EC2 instance metadata service in an endless loop (needs an EC2 host)",
+    (
+        "profiler.md",
+        "run,workers,batch_wa,cc,step,loss",
+    ): "a two-line excerpt of the CSV contract; tests/test_profiler.py round-trips and reads such files",
+    (
+        "profiler.md",
+        "dnnprov profile fit-loss FILE... [--variant cc|no-cc] [--batch-size B] [--workers K]",
+    ): "synopsis with placeholders; tests/test_profiler.py runs the command",
+    (
+        "profiler.md",
+        "dnnprov profile estimate --catalog C --profile P --out FILE [--types T,...] [--estimate-at point|fast|slow] [--json]",
+    ): "synopsis with placeholders; the worked example after it runs, tests/profiling/test_estimate.py runs each",
+    (
+        "profiler.md",
+        "dnnprov profile fit-timing FILE [--param-size-mb S] [--ps-bandwidth-mb-s B]",
+    ): "synopsis with placeholders; tests/test_profiler.py runs the command",
+    (
+        "profiler.md",
+        "dnnprov predict INSTANCE --counts TYPE=N,... [--ps S] [--json]                          # spot",
+    ): "synopsis with placeholders; tests/test_predict.py runs the command",
+    (
+        "profiler.md",
+        "$ dnnprov profile fit-loss synth.csv",
+    ): "its input is written by dnnprov.profiling.profiler.synthetic_log; tests/test_profiler.py checks the recovery for 4 seeds",
+    (
+        "profiler.md",
+        "$ dnnprov profile fit-loss ../shared/data/training-logs/whisper-large-v2-ja-trainer_state.json --batch-size 50",
+    ): "reads ../shared/data, outside the examples' folder; tests/test_profiler.py fits the same file",
+    (
+        "reproduction.md",
+        "python benchmarks/trace_experiment.py --count 100000 --workers 2",
+    ): "100,000 jobs, minutes of solving; the page holds what it printed",
+    (
+        "revocation.md",
+        '"instance_types": {',
+    ): "a fragment of an instance file showing the interruption field; tests/test_risk.py round-trips it",
+    (
+        "revocation.md",
+        "dnnprov risk fit TRACE... [--pool] [--json]        # one model per trace, or pooled",
+    ): "synopsis with placeholders; the traces live in ../shared/data, tests/test_risk.py runs the commands",
+    (
+        "revocation.md",
+        "dnnprov risk solve INSTANCE --robust K [--no-replacement] [--takeover-overhead 126] [--max-plans N] [--json]",
+    ): "synopsis with placeholders; tests/test_risk.py and tests/test_robust.py run it",
+    (
+        "revocation.md",
+        "dnnprov risk solve INSTANCE --risk [--deadline-probability Q] [--takeover-overhead 126]",
+    ): "synopsis with placeholders; tests/test_risk.py and tests/test_robust.py run it",
+    (
+        "revocation.md",
+        "dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE [--trace TYPE=FILE ...]",
+    ): "synopsis with placeholders; tests/revocation/test_simulate.py runs the command",
+    (
+        "control.md",
+        "dnnprov run INSTANCE --plan PLAN --policy P [--endpoint-url URL] [--region R] [--state DIR] [--json]",
+    ): "synopsis with placeholders; tests/control/test_run_cli.py runs run, status and cancel against moto",
+    (
+        "control.md",
+        '{"run": "RUN", "time_s": 812.4, "loss": 1.93, "step": 1200, "finished_s": null}',
+    ): "the protocol's report shape; tests/control/test_loop.py reads reports of the stand-in trainer",
+    (
+        "control.md",
+        "python benchmarks/twin_agreement.py [--windows 20] [--seed 0] [--policies none,fallback,failover,uniform-progress,mpc]",
+    ): "the agreement benchmark (reads ../shared/data, minutes of CPU); docs/benchmarks.md holds what it printed",
+    (
+        "control.md",
+        "dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE... --policy P",
+    ): "synopsis with placeholders; tests/control/test_loop_simulate.py runs it with --per-run --json",
+    (
+        "revocation.md",
+        "python benchmarks/revocation_replay.py --runs 1000                 # set traced, (0.8, 1800 s)",
+    ): "the replay benchmark (reads ../shared/data); the page's table holds what it printed",
+    (
+        "control.md",
+        "dnnprov twin --trace TYPE=FILE [--trace TYPE=FILE ...] --offset TICKS [--speed X | --stepped]",
+    ): "synopsis with placeholders; tests/control/test_twin.py runs the command",
+    (
+        "control.md",
+        "T=../shared/data/spot-traces/availability/16-node/aws-08-27-2023",
+    ): "a server that runs until stopped; tests/control/test_twin.py starts the command and stops it",
+    (
+        "control.md",
+        '{"url": "http://127.0.0.1:41731", "clock": {"t": 0.0, "now": "2023-08-27T00:00:00.000Z", "mode": "stepped", "speed": 1.0}, "pools": [{"name": "p3.2xlarge@us-west-2a", "type": "p3.2xlarge", "zone": "us-west-2a", "trace": "...", "offset": 100, "price_per_h": 0.0, "capacity": 0, "live": 0, "notified": 0}, ...]}',
+    ): "the ready line's shape (its port varies); tests/control/test_twin.py checks its fields",
+    (
+        "control.md",
+        "dnnprov run SERVERLESS-INSTANCE --plan PLAN [--lambda-endpoint-url URL] [--endpoint-url URL] [--region R]",
+    ): "synopsis with placeholders; tests/control/test_serverless_run.py runs run and resume on the twins",
+    (
+        "control.md",
+        "dnnprov lambda-twin INSTANCE [--speed X] [--port P] [--region R] [--function NAME]",
+    ): "synopsis with placeholders; tests/control/test_serverless_run.py starts the command and runs against it",
+    (
+        "control.md",
+        "import dataclasses",
+    ): "needs AWS credentials in the environment (any); tests/control/test_serverless_run.py runs it with "
+    "fake ones and checks that it prints the text after it",
+    (
+        "control.md",
+        "met 2 609.35 0.209214",
+    ): "what the serverless example prints; tests/control/test_serverless_run.py checks it",
+    (
+        "training.md",
+        "from dnnprov.training.cluster import run_cluster",
+    ): "a real training run (a minute of wall time); tests/training/test_trainer.py runs run_cluster",
+    (
+        "training.md",
+        "$ dnnprov profile fit-loss runs/2v100+1k80 runs/4v100 runs/3v100+4k80 --json",
+    ): "needs the logs of three training runs; tests/training/test_trainer.py reads a run's logs with the profiler",
+    (
+        "training.md",
+        "dnnprov run INSTANCE --plan PLAN --policy P --cloud local[:CONFIG.json] [--poll S] [--join S] [--horizon H] [--json]",
+    ): "synopsis with placeholders; tests/training/test_trainer.py runs `dnnprov run --cloud local:CONFIG`",
+    (
+        "training.md",
+        '{"speed": 100, "offset": 40, "workdir": "runs/local",',
+    ): "a local-cloud config naming trace files beside it; tests/training/test_trainer.py runs a config",
+    (
+        "training.md",
+        "python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--json FILE]",
+    ): "the issue 34 benchmark (real training runs, minutes); docs/benchmarks.md has its figures",
+    (
+        "benchmarks.md",
+        "$ python benchmarks/real_training.py --out /tmp/rt1 --json /tmp/rt1.json      # speed 100; 197 s wall, 10.2 CPU s",
+    ): "the issue 34 benchmark's output (real training runs, minutes, machine-dependent figures)",
+    (
+        "benchmarks.md",
+        "$ python benchmarks/real_training.py --plans 750 --speed 20 --profile-json /tmp/rt20.json --out /tmp/pl20b   # 67 s wall, 4.0 CPU s",
+    ): "the issue 34 plans comparison's output (real training runs, a minute, machine-dependent figures)",
+    (
+        "benchmarks.md",
+        "$ python benchmarks/real_training.py --out /tmp/rt20 --speed 20 --json /tmp/rt20.json   # 507 s wall, 9.3 CPU s",
+    ): "the issue 34 benchmark's output at speed 20 (real training runs, minutes, machine-dependent figures)",
+    (
+        "benchmarks.md",
+        "$ python benchmarks/real_training.py --revocation --speed 20 --profile-json /tmp/rt20.json --out /tmp/rv20b   # 62 s wall, 4.4 CPU s",
+    ): "the issue 34 revocation run's output (real training, a minute, machine-dependent figures)",
+    (
+        "control.md",
+        "import numpy as np",
+    ): "needs AWS credentials in the environment (any); tests/control/test_api.py runs it with fake ones and "
+    "checks that it prints the text after it",
     ("control.md", "None running 135.0 11"): "what the run API example prints; tests/control/test_api.py checks it",
-    ("service.md", '{"kind": "run", "instance", "plan", "endpoint_url", "policy": "failover", "region": "us-east-1",'):
-        "the shape of a run job's body; tests/service/test_run_jobs.py posts run jobs to a server",
+    (
+        "service.md",
+        '{"kind": "run", "instance", "plan", "endpoint_url", "policy": "failover", "region": "us-east-1",',
+    ): "the shape of a run job's body; tests/service/test_run_jobs.py posts run jobs to a server",
 }
 
 #: Examples that fail as the page has them (pages of other parts of the project): each
@@ -266,7 +434,7 @@ KNOWN_BROKEN: dict[tuple[str, str], str] = {}
 #: Placeholders some pages' Python fragments use, defined before they run.
 PRELUDE = {
     "joint.md": "import dnnprov\npaths = [dnnprov.embedded_instance('spot/paper-table1.json'), "
-                "dnnprov.embedded_instance('serverless/paper-table3-resnet50.json')]\ni = 0\n",
+    "dnnprov.embedded_instance('serverless/paper-table3-resnet50.json')]\ni = 0\n",
 }
 
 
@@ -274,8 +442,10 @@ def test_every_block_is_run_or_has_a_reason():
     """Each block of docs/ is run by a test here or named with the reason it is not."""
     keys = [b.key for b in BLOCKS]
     unclassified = [f"{b.page}:{b.line}" for b in BLOCKS if b.key not in RUN and b.key not in NOT_RUN]
-    assert not unclassified, (f"blocks neither run nor excused: {unclassified}; add each to RUN (run by a test "
-                              "here) or NOT_RUN (with the reason) in tests/test_docs_examples.py")
+    assert not unclassified, (
+        f"blocks neither run nor excused: {unclassified}; add each to RUN (run by a test "
+        "here) or NOT_RUN (with the reason) in tests/test_docs_examples.py"
+    )
     stale = [k for k in list(RUN) + list(NOT_RUN) if k not in keys]
     assert not stale, f"no such block any more: {stale}"
     assert not set(RUN) & set(NOT_RUN)
@@ -317,7 +487,7 @@ def _transcript(block: Block) -> list[tuple[str, str]]:
         if line.startswith("$ "):
             pairs.append((line[2:], ""))
         elif pairs and not pairs[-1][1] and pairs[-1][0].endswith("\\"):
-            pairs[-1] = (pairs[-1][0][:-1] + " " + line.strip(), "")     # a command continued on the next line
+            pairs[-1] = (pairs[-1][0][:-1] + " " + line.strip(), "")  # a command continued on the next line
         else:
             command, out = pairs[-1]
             pairs[-1] = (command, out + line + "\n")
@@ -336,8 +506,14 @@ def test_console_transcripts(page, workdir):
         for command, want in _transcript(block):
             argv = shlex.split(command)
             assert argv[0] == "dnnprov"
-            run = subprocess.run([sys.executable, "-m", "dnnprov", *argv[1:]], check=False, capture_output=True,
-                                 text=True, timeout=120, cwd=workdir)
+            run = subprocess.run(
+                [sys.executable, "-m", "dnnprov", *argv[1:]],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                cwd=workdir,
+            )
             got = run.stdout + run.stderr
             assert _matches(want, got), f"{page}:{block.line}: {command}\n--- page:\n{want}--- got:\n{got}"
     if skipped:
@@ -367,15 +543,22 @@ def _shell_session(commands: list[str], folder: Path, port: int) -> list[str]:
         script += [command.replace("8642", str(port)), f"printf '\\n{_MARK}\\n'"]
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     try:
-        run = subprocess.run(["bash", "-c", "\n".join(script)], check=False, capture_output=True, text=True, timeout=600,
-                             cwd=folder, env=env)
+        run = subprocess.run(
+            ["bash", "-c", "\n".join(script)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=folder,
+            env=env,
+        )
     finally:
         pid = folder / "serve.pid"
         if pid.is_file():
             subprocess.run(["kill", pid.read_text().strip()], check=False, capture_output=True)
-    text = re.sub(r"(?m)^bash: line \d+: +\d+ Killed .*\n", "", run.stdout)   # bash's notice of a killed job
+    text = re.sub(r"(?m)^bash: line \d+: +\d+ Killed .*\n", "", run.stdout)  # bash's notice of a killed job
     outputs = text.replace(str(port), "8642").split(f"\n{_MARK}\n")
-    return outputs[:len(commands)]
+    return outputs[: len(commands)]
 
 
 def _service_session(blocks: list[Block], folder: Path) -> list[str]:
@@ -397,8 +580,11 @@ def test_service_main_session(workdir):
     """service.md's first session (health, token, solves, bad bodies, jobs, re-planning, prediction,
     joint solve, exports, sweep, metrics, the API description) against a real server started as the
     page starts it, in one shell."""
-    blocks = [b for b in _of("service-session", "service.md") if "v1/simulate --json" not in b.body
-              and "kill -9" not in b.body]
+    blocks = [
+        b
+        for b in _of("service-session", "service.md")
+        if "v1/simulate --json" not in b.body and "kill -9" not in b.body
+    ]
     assert len(blocks) == 4, [b.line for b in blocks]
     _service_session(blocks, workdir)
 
@@ -416,13 +602,20 @@ def test_service_replay_session(workdir):
     answers = {command: out for (command, _), out in zip(_transcript(block), _service_session([block], workdir))}
     simulated = json.loads(next(out for c, out in answers.items() if "/v1/simulate --json @simulate.json" in c))
     chosen = json.loads(next(out for c, out in answers.items() if "?wait=60" in c))
-    stated = re.search(r"\(mean \$([\d.]+),\s+p95 \$([\d.]+), against a hindsight bound of \$([\d.]+)[^)]*\); the plan "
-                       r"chosen with the\s+"
-                       r"policy on the fitted model holds (\d+)(?: as well)? and is expected at \$([\d.]+)", block.after)
+    stated = re.search(
+        r"\(mean \$([\d.]+),\s+p95 \$([\d.]+), against a hindsight bound of \$([\d.]+)[^)]*\); the plan "
+        r"chosen with the\s+"
+        r"policy on the fitted model holds (\d+)(?: as well)? and is expected at \$([\d.]+)",
+        block.after,
+    )
     assert stated, "the figures after the replay session"
-    assert stated.groups() == (f"{simulated['cost_mean']:.2f}", f"{simulated['cost_p95']:.2f}",
-                               f"{simulated['hindsight_cost_mean']:.2f}",
-                               str(sum(chosen["plan"]["counts"].values())), f"{chosen['cost']:.2f}")
+    assert stated.groups() == (
+        f"{simulated['cost_mean']:.2f}",
+        f"{simulated['cost_p95']:.2f}",
+        f"{simulated['hindsight_cost_mean']:.2f}",
+        str(sum(chosen["plan"]["counts"].values())),
+        f"{chosen['cost']:.2f}",
+    )
 
 
 # ------------------------------------------------------------------ Python blocks
@@ -506,8 +699,11 @@ def test_catalog_examples_load(tmp_path):
     from dnnprov.io.catalog import load_catalog, load_spot_profile
     from dnnprov.io.paper import load_serverless_workload
 
-    loaders = {"dnnprov/catalog": load_catalog, "dnnprov/spot-workload": load_spot_profile,
-               "dnnprov/serverless-workload": load_serverless_workload}
+    loaders = {
+        "dnnprov/catalog": load_catalog,
+        "dnnprov/spot-workload": load_spot_profile,
+        "dnnprov/serverless-workload": load_serverless_workload,
+    }
     kinds = []
     for block in _of("catalog-json"):
         data = json.loads(block.body)
@@ -524,12 +720,19 @@ def test_catalog_import_example(workdir):
         pytest.skip(f"real data folder {SHARED_DATA} is absent")
     block = _of("catalog-import")[0]
     argv = shlex.split(block.body.splitlines()[0].split("#")[0])
-    run = subprocess.run([sys.executable, "-m", "dnnprov", *argv[1:]], check=False, capture_output=True, text=True,
-                         timeout=120, cwd=workdir)
+    run = subprocess.run(
+        [sys.executable, "-m", "dnnprov", *argv[1:]],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=workdir,
+    )
     assert run.returncode == 0, run.stderr
     written = Path(run.stdout.strip())
     assert written.parent == workdir and written.name.startswith("aws-us-east-1")
     from dnnprov.io.catalog import load_catalog
+
     assert load_catalog(written).region == "us-east-1"
 
 
@@ -547,17 +750,19 @@ ERROR_CHANGES: dict[str, Callable[[dict], None]] = {
     "slo.loss": lambda d: d["slo"].update(loss=0.4),
     "instance_types.g3.8xlarge.compute_time_s": lambda d: _type(d).update(compute_time_s=0.5),
     "constraints.existing.g3.8xlarge:on-demand": lambda d: d.setdefault("constraints", {}).update(
-        existing={"g3.8xlarge:on-demand": 1}),
+        existing={"g3.8xlarge:on-demand": 1}
+    ),
     "instance_types.g3.8xlarge.quota: 5000": lambda d: _type(d).update(quota=5000),
 }
 
 #: The resource-limit table's errors: the change that gives each (file-level ones apart).
 LIMIT_CHANGES: dict[str, Callable[[dict], None]] = {
-    "instance_types.g3.8xlarge.quota: a number": lambda d: _type(d).update(quota=2 ** 63),
+    "instance_types.g3.8xlarge.quota: a number": lambda d: _type(d).update(quota=2**63),
     "instance_types: 300 types": lambda d: d.update(instance_types={f"g{i}.x": dict(_type(d)) for i in range(300)}),
     "instance_types.g3.8xlarge.quota: 5000": lambda d: _type(d).update(quota=5000),
     "instance_types: plans of up to 20,000": lambda d: d.update(
-        instance_types={f"g{i}.x": dict(_type(d), quota=4000) for i in range(5)}),
+        instance_types={f"g{i}.x": dict(_type(d), quota=4000) for i in range(5)}
+    ),
     "instance_types.g3.8xlarge.gpus": lambda d: _type(d).update(gpus=65),
     "constraints.ps_count[1]": lambda d: d.setdefault("constraints", {}).update(ps_count=[1, 100]),
     "name: a name of 300": lambda d: d.update(name="x" * 300),
@@ -565,11 +770,12 @@ LIMIT_CHANGES: dict[str, Callable[[dict], None]] = {
     "workload.bandwidth_req_mb_s": lambda d: d["workload"].update(bandwidth_req_mb_s=1e-12),
 }
 SERVERLESS_LIMIT_CHANGES: dict[str, Callable[[dict], None]] = {
-    "platform.concurrency_limit": lambda d: d["platform"].update(concurrency_limit=10 ** 6),
+    "platform.concurrency_limit": lambda d: d["platform"].update(concurrency_limit=10**6),
     "platform.memory_step_mb": lambda d: d["platform"].update(memory_step_mb=1, max_memory_mb=20000),
-    "constraints.functions": lambda d: d["platform"].update(memory_step_mb=1, max_memory_mb=10240,
-                                                            concurrency_limit=100000),
-    "workload.samples": lambda d: d["workload"].update(samples=10 ** 13),
+    "constraints.functions": lambda d: d["platform"].update(
+        memory_step_mb=1, max_memory_mb=10240, concurrency_limit=100000
+    ),
+    "workload.samples": lambda d: d["workload"].update(samples=10**13),
 }
 
 
@@ -614,13 +820,15 @@ def test_resource_limit_table_is_what_dnnprov_says(tmp_path):
             text = TABLE1.read_text()
             at = text.index('"quota": 5', text.index('"g3.8xlarge"'))
             path = tmp_path / "digits.json"
-            path.write_text(text[:at] + '"quota": ' + "9" * 40 + text[at + len('"quota": 5'):])
+            path.write_text(text[:at] + '"quota": ' + "9" * 40 + text[at + len('"quota": 5') :])
             with pytest.raises(InvalidInputError) as info:
                 dnnprov.read_instance(path)
             assert str(info.value) == message
         else:
-            changes = {**{k: (TABLE1, v) for k, v in LIMIT_CHANGES.items()},
-                       **{k: (serverless, v) for k, v in SERVERLESS_LIMIT_CHANGES.items()}}
+            changes = {
+                **{k: (TABLE1, v) for k, v in LIMIT_CHANGES.items()},
+                **{k: (serverless, v) for k, v in SERVERLESS_LIMIT_CHANGES.items()},
+            }
             key = next(k for k in changes if message.startswith(k))
             assert _error_of(*changes[key]) == message
         checked += 1

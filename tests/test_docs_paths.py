@@ -34,7 +34,7 @@ def cited_paths(text: str) -> list[str]:
     """The repository paths a page cites, in order (placeholders and format names left out)."""
     found = []
     for m in CITED.finditer(text):
-        path, after = m.group(1), text[m.end():m.end() + 1]
+        path, after = m.group(1), text[m.end() : m.end() + 1]
         if after in "{*<" or PLACEHOLDER.search(path):
             continue
         if path.startswith("dnnprov/") and not (path.endswith("/") or re.search(r"\.\w+$", path)):
@@ -46,7 +46,7 @@ def cited_paths(text: str) -> list[str]:
 def resolve(path: str) -> Path:
     """The file or folder a cited path names in the checkout."""
     if path.startswith("dnnprov/data/"):
-        path = path[len("dnnprov/"):]
+        path = path[len("dnnprov/") :]
     return REPO / path
 
 
@@ -59,9 +59,14 @@ def test_every_cited_repository_path_exists(page: Path) -> None:
 
 def test_the_checker_sees_paths_and_skips_placeholders() -> None:
     """The extraction finds real citations and leaves out placeholders and format names."""
-    text = ("see `tests/io/test_paper_data.py::test_x`, tests/service/ and `data/workloads/serverless/"
-            "{espcn,1dcnn}.json`, `dnnprov/spot` v1, dnnprov/data/instances/spot/paper-table1.json, "
-            "`data/instances/spot/*.json`, ../shared/data/x.csv")
-    assert cited_paths(text) == ["tests/io/test_paper_data.py", "tests/service/",
-                                 "dnnprov/data/instances/spot/paper-table1.json"]
+    text = (
+        "see `tests/io/test_paper_data.py::test_x`, tests/service/ and `data/workloads/serverless/"
+        "{espcn,1dcnn}.json`, `dnnprov/spot` v1, dnnprov/data/instances/spot/paper-table1.json, "
+        "`data/instances/spot/*.json`, ../shared/data/x.csv"
+    )
+    assert cited_paths(text) == [
+        "tests/io/test_paper_data.py",
+        "tests/service/",
+        "dnnprov/data/instances/spot/paper-table1.json",
+    ]
     assert all(resolve(p).exists() for p in cited_paths(text))

@@ -11,9 +11,26 @@ from numpy.testing import assert_allclose
 import dnnprov
 from dnnprov import Result, ServerlessPlan, SpotPlan, Status
 
-STABLE_KEYS = {"status", "method", "kind", "model", "instance", "plan", "time_s", "cost", "bound",
-               "gap", "solve_seconds", "message", "details", "stats", "warnings", "infeasibility", "objective",
-               "objective_value"}
+STABLE_KEYS = {
+    "status",
+    "method",
+    "kind",
+    "model",
+    "instance",
+    "plan",
+    "time_s",
+    "cost",
+    "bound",
+    "gap",
+    "solve_seconds",
+    "message",
+    "details",
+    "stats",
+    "warnings",
+    "infeasibility",
+    "objective",
+    "objective_value",
+}
 
 
 @pytest.fixture
@@ -43,7 +60,9 @@ def test_to_dict_has_stable_keys(table1_result, resnet50_result):
 def test_spot_plan_dict_form(table1_result):
     """A spot plan renders as {"counts": {type: n}, "ps": s}, omitting unused types."""
     assert table1_result.to_dict()["plan"] == {
-        "counts": {"g4dn.4xlarge": 3, "g3.8xlarge": 5, "g3.16xlarge": 2}, "ps": 1}
+        "counts": {"g4dn.4xlarge": 3, "g3.8xlarge": 5, "g3.16xlarge": 2},
+        "ps": 1,
+    }
     assert table1_result.plan.workers == 10
 
 
@@ -81,8 +100,15 @@ def test_json_round_trip(table1_result, resnet50_result, make_resnet110):
 
 def test_non_finite_numbers_become_null():
     """Infinite bounds and NaN details are written as null, not as invalid JSON."""
-    result = Result(status=Status.INFEASIBLE, method="enumerate", kind="spot", model="paper",
-                    instance="x", bound=math.inf, details={"cc": math.nan, "workers": 3})
+    result = Result(
+        status=Status.INFEASIBLE,
+        method="enumerate",
+        kind="spot",
+        model="paper",
+        instance="x",
+        bound=math.inf,
+        details={"cc": math.nan, "workers": 3},
+    )
     d = result.to_dict()
     assert d["bound"] is None and d["details"] == {"cc": None, "workers": 3}
     json.dumps(d, allow_nan=False)
@@ -107,10 +133,13 @@ def test_summary_without_plan(make_resnet110):
     assert "infeasible" in text and "plan :" not in text and "cost :" not in text
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"plan": SpotPlan({"a": 1}), "cost": 1.0},            # no bound
-    {"cost": 1.0, "bound": 1.0},                          # no plan
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"plan": SpotPlan({"a": 1}), "cost": 1.0},  # no bound
+        {"cost": 1.0, "bound": 1.0},  # no plan
+    ],
+)
 def test_optimal_result_needs_plan_and_bound(kwargs):
     """An optimal result without a proven bound (or without a plan) is refused."""
     with pytest.raises(ValueError, match="bound"):
@@ -119,21 +148,43 @@ def test_optimal_result_needs_plan_and_bound(kwargs):
 
 def test_status_accepts_strings_and_refuses_unknown():
     """The status may be given as its string value; an unknown status is refused."""
-    result = Result(status="feasible", method="m", kind="serverless", model="lambda-dnn", instance="x",
-                    plan=ServerlessPlan(4, 1024, 64.0), cost=1.0)
+    result = Result(
+        status="feasible",
+        method="m",
+        kind="serverless",
+        model="lambda-dnn",
+        instance="x",
+        plan=ServerlessPlan(4, 1024, 64.0),
+        cost=1.0,
+    )
     assert result.status is Status.FEASIBLE and result.is_feasible()
     with pytest.raises(ValueError):
         Result(status="solved", method="m", kind="spot", model="paper", instance="x")
 
 
-@pytest.mark.parametrize(("cost", "bound", "gap"), [
-    (10.0, 9.0, 0.1), (10.0, 10.0, 0.0), (10.0, 11.0, 0.0), (0.0, 0.0, 0.0), (10.0, None, None),
-    (None, 5.0, None),
-])
+@pytest.mark.parametrize(
+    ("cost", "bound", "gap"),
+    [
+        (10.0, 9.0, 0.1),
+        (10.0, 10.0, 0.0),
+        (10.0, 11.0, 0.0),
+        (0.0, 0.0, 0.0),
+        (10.0, None, None),
+        (None, 5.0, None),
+    ],
+)
 def test_gap(cost, bound, gap):
     """gap = (cost - bound) / cost, clipped at 0, None unless both are known."""
-    result = Result(status=Status.LIMIT, method="m", kind="spot", model="paper", instance="x",
-                    plan=SpotPlan({"a": 1}) if cost is not None else None, cost=cost, bound=bound)
+    result = Result(
+        status=Status.LIMIT,
+        method="m",
+        kind="spot",
+        model="paper",
+        instance="x",
+        plan=SpotPlan({"a": 1}) if cost is not None else None,
+        cost=cost,
+        bound=bound,
+    )
     if gap is None:
         assert result.gap is None and result.to_dict()["gap"] is None
     else:
@@ -163,6 +214,6 @@ def test_details_report_model_quantities(table1_result):
     """A spot result's details hold the plan's worker count, b_w, R, iterations and new instances."""
     details = table1_result.details
     assert details["workers"] == 10
-    assert details["cc"] == 0.0                                   # the reference model has no R
+    assert details["cc"] == 0.0  # the reference model has no R
     assert details["iterations"] == round(details["iterations"])  # j is rounded in that model
     assert details["new_instances"] == {"g4dn.4xlarge": 3, "g3.8xlarge": 5, "g3.16xlarge": 2}

@@ -16,9 +16,10 @@ import math
 import os
 import time
 import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Self, Sequence
+from typing import TYPE_CHECKING, Any, Self
 
 from dnnprov.errors import InvalidInputError, PlausibilityWarning
 from dnnprov.io.instances import FORMATS, problem_from_dict, read_instance, read_json_file, resolve_instance_path
@@ -34,9 +35,27 @@ INSTANCE_SUFFIXES = (".json", ".jsonl")
 #: Columns of a result row, in file order. ``workers`` (spot: instances, serverless:
 #: functions), ``gpus`` (spot), ``ps`` and ``memory_mb`` (serverless) repeat parts of the
 #: JSON ``plan`` as numbers, so that rows can be filtered on them.
-ROW_COLUMNS = ("path", "instance", "kind", "model", "method", "status", "cost", "time_s",
-               "bound", "gap", "solve_seconds", "cpu_seconds", "plan", "workers", "gpus", "ps", "memory_mb",
-               "message", "error")
+ROW_COLUMNS = (
+    "path",
+    "instance",
+    "kind",
+    "model",
+    "method",
+    "status",
+    "cost",
+    "time_s",
+    "bound",
+    "gap",
+    "solve_seconds",
+    "cpu_seconds",
+    "plan",
+    "workers",
+    "gpus",
+    "ps",
+    "memory_mb",
+    "message",
+    "error",
+)
 PLAN_COLUMNS = ("workers", "gpus", "ps", "memory_mb")
 NUMERIC_COLUMNS = ("cost", "time_s", "bound", "gap", "solve_seconds", "cpu_seconds") + PLAN_COLUMNS
 TEXT_COLUMNS = tuple(c for c in ROW_COLUMNS if c not in NUMERIC_COLUMNS)
@@ -59,8 +78,13 @@ def find_instance_files(paths: Iterable[str | Path]) -> list[Path]:
     for entry in paths:
         p = resolve_instance_path(entry)
         if p.is_dir():
-            files.update(f for f in p.rglob("*") if f.is_file() and f.suffix in INSTANCE_SUFFIXES
-                         and not any(part.startswith(".") for part in f.relative_to(p).parts))
+            files.update(
+                f
+                for f in p.rglob("*")
+                if f.is_file()
+                and f.suffix in INSTANCE_SUFFIXES
+                and not any(part.startswith(".") for part in f.relative_to(p).parts)
+            )
         elif p.is_file():
             files.add(p)
         elif p.exists():
@@ -100,7 +124,7 @@ def warnings_naming(label: str) -> Iterator[None]:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             yield
-    finally:                          # also when the file then fails: what it warned is shown
+    finally:  # also when the file then fails: what it warned is shown
         for w in caught:
             if isinstance(w.message, PlausibilityWarning):
                 warnings.warn(PlausibilityWarning(f"{label}: {w.message.field}", w.message.problem), stacklevel=3)
@@ -127,8 +151,13 @@ def read_items(files: Sequence[Path], named: Iterable[Path] = ()) -> tuple[list[
                     for count, problem in enumerate(_read_lines(f), start=1):
                         items.append(Item(f"{label}#{count}", problem))
             except Exception as exc:  # noqa: BLE001 (the reader stops at a bad line: the rest is one failed item)
-                items.append(Item(label if count == 0 and _is_read_failure(exc) else f"{label}#{count + 1}",
-                                  None, _error_text(exc)))
+                items.append(
+                    Item(
+                        label if count == 0 and _is_read_failure(exc) else f"{label}#{count + 1}",
+                        None,
+                        _error_text(exc),
+                    )
+                )
             else:
                 if count == 0 and os.path.realpath(f) in named_real:
                     items.append(Item(label, None, "bad instance: the file holds no instance (no non-blank line)"))
@@ -164,8 +193,11 @@ def _read_lines(path: Path) -> Iterator[Problem]:
     try:
         from dnnprov.benchsets.generate import read_instance_lines
     except ImportError:
-        raise InvalidInputError(str(path), "reading .jsonl files needs dnnprov.benchsets.generate.read_instance_lines, "
-                                "which this dnnprov does not have") from None
+        raise InvalidInputError(
+            str(path),
+            "reading .jsonl files needs dnnprov.benchsets.generate.read_instance_lines, "
+            "which this dnnprov does not have",
+        ) from None
     for entry in read_instance_lines(path):
         if isinstance(entry, tuple) and len(entry) == 2:  # (line number, problem)
             entry = entry[1]
@@ -232,8 +264,9 @@ def _cell(value: Any) -> Any:
 class ResultWriter:
     """Rows to CSV (appended and flushed per row) or Parquet (rewritten in chunks)."""
 
-    def __init__(self, path: Path, existing: Sequence[dict[str, Any]] = (), *,
-                 chunk_rows: int = 50, chunk_seconds: float = 30.0) -> None:
+    def __init__(
+        self, path: Path, existing: Sequence[dict[str, Any]] = (), *, chunk_rows: int = 50, chunk_seconds: float = 30.0
+    ) -> None:
         self.path = path
         self.parquet = path.suffix == ".parquet"
         self.rows = list(existing)
@@ -303,7 +336,7 @@ def read_results(path: str | Path) -> pd.DataFrame:
             df = pd.read_csv(path, dtype=str, keep_default_na=False)
     except ImportError:
         raise InvalidInputError(str(path), "reading Parquet needs pyarrow: pip install 'dnnprov[batch]'") from None
-    except (OSError, ValueError) as exc:          # unreadable, or not CSV / Parquet (pandas, pyarrow errors)
+    except (OSError, ValueError) as exc:  # unreadable, or not CSV / Parquet (pandas, pyarrow errors)
         raise InvalidInputError(str(path), f"not a results file: {exc}") from None
     missing = [c for c in ("path", "method", "status") if c not in df.columns]
     if missing:
@@ -386,8 +419,11 @@ class OutputLock:
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                     raise InvalidInputError(str(self.path), f"cannot lock the results file: {exc.strerror}") from None
                 who = f"pid {holder}" if holder else "another process"
-                raise InvalidInputError(str(self.path), f"another dnnprov batch ({who}) is writing this results "
-                                        "file; wait for it to end or choose another --out") from None
+                raise InvalidInputError(
+                    str(self.path),
+                    f"another dnnprov batch ({who}) is writing this results "
+                    "file; wait for it to end or choose another --out",
+                ) from None
             try:
                 same = os.fstat(fd).st_ino == os.stat(self.lock_path).st_ino
             except FileNotFoundError:

@@ -27,16 +27,36 @@ def plot_front(front: Front, ax=None):
     times, costs = [p.time_s for p in points], [p.cost for p in points]
     if points:
         right = front.deadlines[1] if front.deadlines[1] < NO_DEADLINE_S else times[-1] * 1.02
-        ax.step(times + [right], costs + costs[-1:], where="post", color="C0", linewidth=1, alpha=0.6,
-                label="least cost of meeting a deadline")
+        ax.step(
+            times + [right],
+            costs + costs[-1:],
+            where="post",
+            color="C0",
+            linewidth=1,
+            alpha=0.6,
+            label="least cost of meeting a deadline",
+        )
     proven = [p for p in points if p.proven]
     unproven = [p for p in points if not p.proven]
     if proven:
-        ax.plot([p.time_s for p in proven], [p.cost for p in proven], "o", color="C0", markersize=5,
-                label=f"nondominated plan, proven ({len(proven)})")
+        ax.plot(
+            [p.time_s for p in proven],
+            [p.cost for p in proven],
+            "o",
+            color="C0",
+            markersize=5,
+            label=f"nondominated plan, proven ({len(proven)})",
+        )
     if unproven:
-        ax.plot([p.time_s for p in unproven], [p.cost for p in unproven], "o", color="C0", markerfacecolor="white",
-                markersize=6, label=f"not proven: the time limit came first ({len(unproven)})")
+        ax.plot(
+            [p.time_s for p in unproven],
+            [p.cost for p in unproven],
+            "o",
+            color="C0",
+            markerfacecolor="white",
+            markersize=6,
+            label=f"not proven: the time limit came first ({len(unproven)})",
+        )
     ax.set_xlabel("predicted training time (s)")
     ax.set_ylabel("cost ($)")
     name = front.instance if len(front.instance) <= 48 else front.instance[:45] + "..."

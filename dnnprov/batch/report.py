@@ -15,21 +15,34 @@ import hashlib
 import html
 import math
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from dnnprov.errors import InvalidInputError
-from dnnprov.result import Status
-from dnnprov.dispatch import METHODS
-from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.batch.runner import cost_ratios, load_instances, read_results, split_path, summarize
-from dnnprov.batch.tables import (DEFAULT_GAP_TOL, DEFAULT_SHIFT_S, PaperTables, Settings, captions, latex,
-                                  markdown, paper_tables, proven, row_times, time_column, time_label,
-                                  wall_fallbacks)
+from dnnprov.batch.tables import (
+    DEFAULT_GAP_TOL,
+    DEFAULT_SHIFT_S,
+    PaperTables,
+    Settings,
+    captions,
+    latex,
+    markdown,
+    paper_tables,
+    proven,
+    row_times,
+    time_column,
+    time_label,
+    wall_fallbacks,
+)
+from dnnprov.dispatch import METHODS
+from dnnprov.errors import InvalidInputError
+from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.result import Status
 
 #: Line style per method, the same in every figure.
 STYLES: dict[str, dict[str, Any]] = {
@@ -98,15 +111,34 @@ def instance_info(paths: Sequence[str], bases: Sequence[Path] = (Path("."),)) ->
     records = []
     for path in paths:
         problem = problems.get(path)
-        record: dict[str, Any] = {"path": path, "kind": "", "workload": "", "model": "",
-                                  "slo_s": math.nan, "slo_loss": math.nan, "size": math.nan, "series": ""}
+        record: dict[str, Any] = {
+            "path": path,
+            "kind": "",
+            "workload": "",
+            "model": "",
+            "slo_s": math.nan,
+            "slo_loss": math.nan,
+            "size": math.nan,
+            "series": "",
+        }
         if isinstance(problem, SpotProblem):
-            record.update(kind="spot", workload=problem.workload.name, model=problem.model,
-                          slo_s=problem.slo.time_s, slo_loss=problem.slo.loss, series=series_key(problem),
-                          size=len(problem.instance_types) * len(problem.constraints.markets))
+            record.update(
+                kind="spot",
+                workload=problem.workload.name,
+                model=problem.model,
+                slo_s=problem.slo.time_s,
+                slo_loss=problem.slo.loss,
+                series=series_key(problem),
+                size=len(problem.instance_types) * len(problem.constraints.markets),
+            )
         elif isinstance(problem, ServerlessProblem):
-            record.update(kind="serverless", workload=problem.workload.name, model="lambda-dnn",
-                          slo_s=problem.time_s, series=series_key(problem))
+            record.update(
+                kind="serverless",
+                workload=problem.workload.name,
+                model="lambda-dnn",
+                slo_s=problem.time_s,
+                series=series_key(problem),
+            )
         records.append(record)
     columns = ["path", "kind", "workload", "model", "slo_s", "slo_loss", "size", "series"]
     return pd.DataFrame(records, columns=columns).set_index("path")
@@ -161,8 +193,7 @@ def plot_slo(df: pd.DataFrame, info: pd.DataFrame, axes: np.ndarray | None = Non
     if not panels:
         ax = axes[0, 0]
         ax.set_visible(True)
-        ax.text(0.5, 0.5, "no solved instance with a readable SLO", ha="center", va="center",
-                transform=ax.transAxes)
+        ax.text(0.5, 0.5, "no solved instance with a readable SLO", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
         return fig
     for g, ((kind, workload, model), sub) in enumerate(panels.items()):
@@ -174,8 +205,7 @@ def plot_slo(df: pd.DataFrame, info: pd.DataFrame, axes: np.ndarray | None = Non
         bottom.plot(slos, slos, color="0.6", linestyle=(0, (4, 3)), linewidth=1, label="SLO", zorder=0)
         what = "spot, " + model + " model" if kind == "spot" else kind
         count = sub["path"].nunique()
-        top.set_title(fit_title(f"{workload} ({what}, {count} instance{'s' if count != 1 else ''})", 3.8),
-                      fontsize=10)
+        top.set_title(fit_title(f"{workload} ({what}, {count} instance{'s' if count != 1 else ''})", 3.8), fontsize=10)
         top.set_ylabel("cost ($)")
         bottom.set_ylabel("training time (s)")
         bottom.set_xlabel("SLO training time (s)")
@@ -191,11 +221,22 @@ def plot_slo(df: pd.DataFrame, info: pd.DataFrame, axes: np.ndarray | None = Non
             handles.setdefault(label, h)
     labels = [m for m in list(METHODS) + sorted(handles) if m in handles]
     labels = list(dict.fromkeys(labels + ["SLO"]))
-    fig.legend([handles[k] for k in labels if k in handles], [k for k in labels if k in handles],
-               loc="outside lower center", ncols=len(labels), frameon=False)
-    fig.suptitle(fit_title("Cost and training time of the plans versus the SLO (instances every method solved; "
-                           "lines join only instances that differ in nothing but the SLO)",
-                           fig.get_figwidth() - 0.2, 12), fontsize=12)
+    fig.legend(
+        [handles[k] for k in labels if k in handles],
+        [k for k in labels if k in handles],
+        loc="outside lower center",
+        ncols=len(labels),
+        frameon=False,
+    )
+    fig.suptitle(
+        fit_title(
+            "Cost and training time of the plans versus the SLO (instances every method solved; "
+            "lines join only instances that differ in nothing but the SLO)",
+            fig.get_figwidth() - 0.2,
+            12,
+        ),
+        fontsize=12,
+    )
     return fig
 
 
@@ -251,16 +292,27 @@ def plot_performance_profile(df: pd.DataFrame, ax=None, gap_tol: float = DEFAULT
         taus = np.concatenate([[1.0], r[np.isfinite(r)], [top]])
         frac = [np.mean(r <= t) for t in taus]
         style = _style(method)
-        ax.step(taus, frac, where="post", label=method, color=style.get("color"),
-                linestyle=style["linestyle"], linewidth=1.8)
+        ax.step(
+            taus,
+            frac,
+            where="post",
+            label=method,
+            color=style.get("color"),
+            linestyle=style["linestyle"],
+            linewidth=1.8,
+        )
     ax.set_xscale("log", base=2)
     ax.set_xlim(1, top)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel(fit_title(rf"$\tau$: {what} / fastest (log$_2$)", fig.get_figwidth() - 0.4))
     ax.set_ylabel(r"fraction of instances solved within $\tau$")
-    ax.set_title(fit_title("Performance profile (solved: proven, or the best known cost without hitting "
-                           "the limit)",
-                           fig.get_figwidth() - 0.4), fontsize=10)
+    ax.set_title(
+        fit_title(
+            "Performance profile (solved: proven, or the best known cost without hitting the limit)",
+            fig.get_figwidth() - 0.4,
+        ),
+        fontsize=10,
+    )
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="lower right")
     return fig
@@ -295,8 +347,15 @@ def plot_cost_ratios(df: pd.DataFrame, ax=None):
         frac = [np.mean(r <= x) for x in xs]
         style = _style(method)
         own = plans[(df["method"] == method) & plans.notna()]
-        ax.step(xs, frac, where="post", color=style.get("color"), linestyle=style["linestyle"],
-                linewidth=1.8, label=f"{method} (mean {own.mean():.4f} over {len(own)} plans)")
+        ax.step(
+            xs,
+            frac,
+            where="post",
+            color=style.get("color"),
+            linestyle=style["linestyle"],
+            linewidth=1.8,
+            label=f"{method} (mean {own.mean():.4f} over {len(own)} plans)",
+        )
     ax.set_xlim(0.995, right)
     if right > 2:
         ax.set_xscale("log")
@@ -310,9 +369,11 @@ def plot_cost_ratios(df: pd.DataFrame, ax=None):
 
 
 # ------------------------------------------------------------------ the report
-FIGURES = (("slo", "Cost and training time versus SLO"),
-           ("performance-profile", "Performance profile of solve times"),
-           ("cost-ratio", "Cost ratio to the best known plan"))
+FIGURES = (
+    ("slo", "Cost and training time versus SLO"),
+    ("performance-profile", "Performance profile of solve times"),
+    ("cost-ratio", "Cost ratio to the best known plan"),
+)
 
 
 def instance_bases(results: str | Path, roots: Sequence[str | Path] = ()) -> list[Path]:
@@ -327,8 +388,14 @@ def instance_bases(results: str | Path, roots: Sequence[str | Path] = ()) -> lis
     return list(dict.fromkeys(bases))
 
 
-def write_report(results: str | Path, out: str | Path, roots: Sequence[str | Path] = (), *,
-                 shift_s: float = DEFAULT_SHIFT_S, gap_tol: float = DEFAULT_GAP_TOL) -> tuple[pd.DataFrame, list[Path]]:
+def write_report(
+    results: str | Path,
+    out: str | Path,
+    roots: Sequence[str | Path] = (),
+    *,
+    shift_s: float = DEFAULT_SHIFT_S,
+    gap_tol: float = DEFAULT_GAP_TOL,
+) -> tuple[pd.DataFrame, list[Path]]:
     """Write the tables (``summary.md``, ``summary.tex``, ``summary.csv``), the figures (PNG
     and SVG) and ``index.html`` into ``out``.
 
@@ -351,8 +418,11 @@ def write_report(results: str | Path, out: str | Path, roots: Sequence[str | Pat
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     summary = summarize(df, gap_tol=gap_tol)
-    figures = {"slo": plot_slo(df, info), "performance-profile": plot_performance_profile(df, gap_tol=gap_tol),
-               "cost-ratio": plot_cost_ratios(df)}
+    figures = {
+        "slo": plot_slo(df, info),
+        "performance-profile": plot_performance_profile(df, gap_tol=gap_tol),
+        "cost-ratio": plot_cost_ratios(df),
+    }
     files = [out / "summary.md", out / "summary.tex", out / "summary.csv"]
     files[0].write_text(markdown(tables, f"Batch summary: {results.name}"))
     files[1].write_text(latex(tables))
@@ -367,36 +437,43 @@ def write_report(results: str | Path, out: str | Path, roots: Sequence[str | Pat
     return summary, files
 
 
-def _index_html(results: Path, df: pd.DataFrame, summary: pd.DataFrame, info: pd.DataFrame,
-                tables: PaperTables) -> str:
+def _index_html(results: Path, df: pd.DataFrame, summary: pd.DataFrame, info: pd.DataFrame, tables: PaperTables) -> str:
     table = summary.to_html(float_format=lambda v: f"{v:.4f}", na_rep="-", border=0, classes="summary")
     per_method = tables.times[("method",)].to_html(float_format=lambda v: f"{v:.3f}", na_rep="-", border=0)
     failed = df[df["status"] == Status.ERROR.value][["path", "method", "error"]]
     unread = int(info["slo_s"].isna().sum())
     parts = [
-        "<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
         f"<title>dnnprov batch report: {html.escape(results.name)}</title>",
-        ("<style>body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
-        "table{border-collapse:collapse}td,th{padding:.25em .8em;text-align:right;border-bottom:1px solid #ddd}"
-        "td:first-child,th:first-child{text-align:left}img{max-width:100%;border:1px solid #eee}"
-        "figure{margin:2em 0}</style></head><body>"),
+        (
+            "<style>body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
+            "table{border-collapse:collapse}td,th{padding:.25em .8em;text-align:right;border-bottom:1px solid #ddd}"
+            "td:first-child,th:first-child{text-align:left}img{max-width:100%;border:1px solid #eee}"
+            "figure{margin:2em 0}</style></head><body>"
+        ),
         f"<h1>Batch report: {html.escape(results.name)}</h1>",
-        (f"<p>{len(df)} rows, {df['path'].nunique()} instances, {df['method'].nunique()} methods. "
-        "Cost ratio: cost over the cheapest plan any method found for the instance. "
-        "Solve times in seconds.</p>"),
+        (
+            f"<p>{len(df)} rows, {df['path'].nunique()} instances, {df['method'].nunique()} methods. "
+            "Cost ratio: cost over the cheapest plan any method found for the instance. "
+            "Solve times in seconds.</p>"
+        ),
         table,
-        (f"<p>{html.escape(captions(tables)['method'])} Per family and size: "
-        '<a href="summary.md">summary.md</a>, <a href="summary.tex">summary.tex</a> (LaTeX, booktabs), '
-        '<a href="summary.csv">summary.csv</a>.</p>'),
+        (
+            f"<p>{html.escape(captions(tables)['method'])} Per family and size: "
+            '<a href="summary.md">summary.md</a>, <a href="summary.tex">summary.tex</a> (LaTeX, booktabs), '
+            '<a href="summary.csv">summary.csv</a>.</p>'
+        ),
         per_method,
     ]
     for name, caption in FIGURES:
-        parts.append(f'<figure><a href="{name}.png"><img src="{name}.svg" alt="{html.escape(caption)}"></a>'
-                     f"<figcaption>{html.escape(caption)} (<a href=\"{name}.png\">PNG</a>, "
-                     f"<a href=\"{name}.svg\">SVG</a>)</figcaption></figure>")
+        parts.append(
+            f'<figure><a href="{name}.png"><img src="{name}.svg" alt="{html.escape(caption)}"></a>'
+            f'<figcaption>{html.escape(caption)} (<a href="{name}.png">PNG</a>, '
+            f'<a href="{name}.svg">SVG</a>)</figcaption></figure>'
+        )
     if unread:
-        parts.append(f"<p>{unread} instance file(s) could not be read again; their rows are not in the "
-                     "SLO figure.</p>")
+        parts.append(f"<p>{unread} instance file(s) could not be read again; their rows are not in the SLO figure.</p>")
     if len(failed):
         parts.append(f"<h2>Failed rows ({len(failed)})</h2>")
         parts.append(failed.head(200).to_html(index=False, border=0))

@@ -26,35 +26,72 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
-
-from dnnprov.errors import InvalidInputError
-from dnnprov.result import Status
-from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.batch.files import (
+    INSTANCE_SUFFIXES,
+    NUMERIC_COLUMNS,
+    PLAN_COLUMNS,
+    ROW_COLUMNS,
+    TEXT_COLUMNS,
+    Item,
+    OutputLock,
+    ResultWriter,
+    find_instance_files,
+    instance_identity,
+    load_instance,
+    load_instances,
+    named_files,
+    plan_counts,
+    plan_values,
+    read_items,
+    read_results,
+    rows_frame,
+    split_path,
+)
+from dnnprov.batch.summary import SUMMARY_COLUMNS, best_known, cost_ratios, format_summary, method_rank, summarize
 from dnnprov.dispatch import METHODS, solve
-from dnnprov.batch.summary import (SUMMARY_COLUMNS, best_known, cost_ratios, format_summary,
-                                           method_rank, summarize)
-from dnnprov.batch.files import (INSTANCE_SUFFIXES, NUMERIC_COLUMNS, PLAN_COLUMNS, ROW_COLUMNS,
-                                         TEXT_COLUMNS, Item, OutputLock, ResultWriter, find_instance_files,
-                                         instance_identity, load_instance, load_instances, named_files,
-                                         plan_counts, plan_values, read_items, read_results, rows_frame,
-                                         split_path)
+from dnnprov.errors import InvalidInputError
+from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.result import Status
 
 if TYPE_CHECKING:  # pandas is imported where used: task processes start without it
     import pandas as pd
 
 Problem = SpotProblem | ServerlessProblem
 
-__all__ = ["INSTANCE_SUFFIXES", "NUMERIC_COLUMNS", "PLAN_COLUMNS", "ROW_COLUMNS", "TEXT_COLUMNS", "Item",
-           "OutputLock", "ResultWriter", "find_instance_files", "format_summary", "instance_identity",
-           "load_instance", "load_instances", "named_files", "plan_counts", "read_items", "read_results",
-           "rows_frame", "run_batch", "split_path", "summarize", "SUMMARY_COLUMNS", "best_known", "cost_ratios",
-           "method_rank"]
+__all__ = [
+    "INSTANCE_SUFFIXES",
+    "NUMERIC_COLUMNS",
+    "PLAN_COLUMNS",
+    "ROW_COLUMNS",
+    "SUMMARY_COLUMNS",
+    "TEXT_COLUMNS",
+    "Item",
+    "OutputLock",
+    "ResultWriter",
+    "best_known",
+    "cost_ratios",
+    "find_instance_files",
+    "format_summary",
+    "instance_identity",
+    "load_instance",
+    "load_instances",
+    "method_rank",
+    "named_files",
+    "plan_counts",
+    "read_items",
+    "read_results",
+    "rows_frame",
+    "run_batch",
+    "split_path",
+    "summarize",
+]
 
 #: Environment variable naming an instance (name, file name or path) whose task makes its
 #: child process exit hard; for testing crash handling. Read when the tasks are made.
@@ -107,8 +144,16 @@ def _kind_model(problem: Problem | None) -> tuple[str, str]:
 
 def _row(task: Task, **values: Any) -> dict[str, Any]:
     row: dict[str, Any] = {c: None for c in ROW_COLUMNS}
-    row.update(path=task.path, instance=task.instance, kind=task.kind, model=task.model,
-               method=task.method, plan="", message="", error="")
+    row.update(
+        path=task.path,
+        instance=task.instance,
+        kind=task.kind,
+        model=task.model,
+        method=task.method,
+        plan="",
+        message="",
+        error="",
+    )
     row.update(values)
     return row
 
@@ -129,8 +174,9 @@ def run_task(task: Task) -> dict[str, Any]:
         time.sleep(24 * 3600)
     started, cpu = time.perf_counter(), time.process_time()
     try:
-        result = solve(task.problem, task.method, time_limit_s=task.time_limit_s, gap=task.gap,
-                       max_plans=task.max_plans)
+        result = solve(
+            task.problem, task.method, time_limit_s=task.time_limit_s, gap=task.gap, max_plans=task.max_plans
+        )
     except Exception as exc:  # noqa: BLE001 (InvalidInputError or anything solve lets through)
         row = failure_row(task, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
         row["cpu_seconds"] = time.process_time() - cpu
@@ -148,8 +194,15 @@ def run_task(task: Task) -> dict[str, Any]:
     return out
 
 
-def make_tasks(items: Sequence[Item], methods: Sequence[str], *, time_limit_s: float, gap: float = 0.0,
-               max_plans: int | None = None, kill_after_s: float | None = None) -> list[Task]:
+def make_tasks(
+    items: Sequence[Item],
+    methods: Sequence[str],
+    *,
+    time_limit_s: float,
+    gap: float = 0.0,
+    max_plans: int | None = None,
+    kill_after_s: float | None = None,
+) -> list[Task]:
     """One task per (item, method) that applies, in item order then method order."""
     kill = kill_after_s if kill_after_s is not None else default_kill_after(time_limit_s)
     crash_on, hang_on = os.environ.get(CRASH_ENV, ""), os.environ.get(HANG_ENV, "")
@@ -157,11 +210,25 @@ def make_tasks(items: Sequence[Item], methods: Sequence[str], *, time_limit_s: f
     for item in items:
         kind, model = _kind_model(item.problem)
         name = item.problem.name if item.problem is not None else Path(split_path(item.path)[0]).stem
-        tasks.extend(Task(path=item.path, method=m, instance=name, kind=kind, model=model,
-                          problem=item.problem, read_error=item.error, time_limit_s=time_limit_s,
-                          gap=gap, max_plans=max_plans, kill_after_s=kill, crash_on=crash_on,
-                          hang_on=hang_on)
-                     for m in methods if applies(item.problem, m))
+        tasks.extend(
+            Task(
+                path=item.path,
+                method=m,
+                instance=name,
+                kind=kind,
+                model=model,
+                problem=item.problem,
+                read_error=item.error,
+                time_limit_s=time_limit_s,
+                gap=gap,
+                max_plans=max_plans,
+                kill_after_s=kill,
+                crash_on=crash_on,
+                hang_on=hang_on,
+            )
+            for m in methods
+            if applies(item.problem, m)
+        )
     return tasks
 
 
@@ -210,9 +277,14 @@ class Child:
     def __init__(self) -> None:
         ours, theirs = socket.socketpair()
         env = dict(os.environ, PYTHONHASHSEED="0")
-        self.proc = subprocess.Popen([sys.executable, "-c", _CHILD_CODE, str(theirs.fileno())],
-                                     pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _CHILD_CODE, str(theirs.fileno())],
+            pass_fds=[theirs.fileno()],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
         theirs.close()
         self.conn = Connection(ours.detach())
         self.ready = False
@@ -260,9 +332,13 @@ class Child:
         assert self.task is not None
         task = self.task
         self.close(kill=True)
-        row = failure_row(task, f"timeout: task process killed after {task.kill_after_s:g} s: the solver did not "
-                                f"return within its time limit of {task.time_limit_s:g} s and the grace after it; "
-                                "no result", time.perf_counter() - self.started)
+        row = failure_row(
+            task,
+            f"timeout: task process killed after {task.kill_after_s:g} s: the solver did not "
+            f"return within its time limit of {task.time_limit_s:g} s and the grace after it; "
+            "no result",
+            time.perf_counter() - self.started,
+        )
         self.task = None
         return row
 
@@ -331,8 +407,10 @@ def run_local(tasks: Sequence[Task], workers: int, emit: Callable[[dict[str, Any
                     elif not c.ready:
                         startup_failures += 1
                         if startup_failures > 3:
-                            raise RuntimeError("batch task processes exit at start; try "
-                                               f"`{sys.executable} -c 'import dnnprov.solvers.milp'`") from None
+                            raise RuntimeError(
+                                "batch task processes exit at start; try "
+                                f"`{sys.executable} -c 'import dnnprov.solvers.milp'`"
+                            ) from None
                     c.close(kill=True)
                     children[children.index(c)] = Child()
                     continue
@@ -349,7 +427,7 @@ def run_local(tasks: Sequence[Task], workers: int, emit: Callable[[dict[str, Any
 
 
 # ------------------------------------------------------------------ Dask
-_POOL: "queue.SimpleQueue[Child]" = queue.SimpleQueue()
+_POOL: queue.SimpleQueue[Child] = queue.SimpleQueue()
 
 
 def dask_warmup() -> int:
@@ -388,8 +466,9 @@ def dask_task(task: Task) -> dict[str, Any]:
     return row
 
 
-def run_dask(tasks: Sequence[Task], address: str, emit: Callable[[dict[str, Any]], None],
-             workers: int | None = None) -> None:
+def run_dask(
+    tasks: Sequence[Task], address: str, emit: Callable[[dict[str, Any]], None], workers: int | None = None
+) -> None:
     """Run ``tasks`` on the Dask cluster at ``address`` (``"local"``: a 2-worker LocalCluster)."""
     try:
         from distributed import Client, LocalCluster, as_completed
@@ -400,8 +479,14 @@ def run_dask(tasks: Sequence[Task], address: str, emit: Callable[[dict[str, Any]
         # silence_logs: the cluster lives as long as the batch, and its teardown chatter
         # (comm closed, nanny timeouts, with tracebacks under load) is no news to the user;
         # a task that fails is a row (crash: dask task failed ...), a cluster that fails to start raises.
-        cluster = LocalCluster(n_workers=workers or 2, threads_per_worker=1, processes=True,
-                               host="127.0.0.1", dashboard_address=":0", silence_logs=logging.CRITICAL)
+        cluster = LocalCluster(
+            n_workers=workers or 2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=":0",
+            silence_logs=logging.CRITICAL,
+        )
         client = Client(cluster)
     else:
         try:
@@ -411,8 +496,9 @@ def run_dask(tasks: Sequence[Task], address: str, emit: Callable[[dict[str, Any]
     try:
         client.run(dask_warmup)
         batch = uuid.uuid4().hex[:8]
-        futures = {client.submit(dask_task, t, key=f"dnnprov-batch-{batch}-{i}", pure=False): t
-                   for i, t in enumerate(tasks)}
+        futures = {
+            client.submit(dask_task, t, key=f"dnnprov-batch-{batch}-{i}", pure=False): t for i, t in enumerate(tasks)
+        }
         for future in as_completed(futures):
             try:
                 row = future.result()
@@ -439,8 +525,10 @@ def _close_dask(client: Any, cluster: Any) -> None:
         if cluster is not None:
             cluster.close()
     except Exception as exc:  # noqa: BLE001 (a cluster that closes badly is a warning, not a failed batch)
-        print(f"dnnprov: warning: the local Dask cluster did not close cleanly ({type(exc).__name__}: {exc})",
-              file=sys.stderr)
+        print(
+            f"dnnprov: warning: the local Dask cluster did not close cleanly ({type(exc).__name__}: {exc})",
+            file=sys.stderr,
+        )
 
 
 # ------------------------------------------------------------------ the batch
@@ -455,11 +543,20 @@ def sort_rows(rows: Sequence[dict[str, Any]], methods: Sequence[str] = METHODS) 
     return sorted(rows, key=key)
 
 
-def run_batch(paths: Iterable[str | Path], methods: Sequence[str] = METHODS, *,
-              time_limit_s: float = 60.0, gap: float = 0.0, max_plans: int | None = None,
-              out: str | Path | None = None, resume: bool = False, workers: int | None = None,
-              dask: str | None = None, kill_after_s: float | None = None,
-              progress: bool | None = None) -> pd.DataFrame:
+def run_batch(
+    paths: Iterable[str | Path],
+    methods: Sequence[str] = METHODS,
+    *,
+    time_limit_s: float = 60.0,
+    gap: float = 0.0,
+    max_plans: int | None = None,
+    out: str | Path | None = None,
+    resume: bool = False,
+    workers: int | None = None,
+    dask: str | None = None,
+    kill_after_s: float | None = None,
+    progress: bool | None = None,
+) -> pd.DataFrame:
     """Solve every instance below ``paths`` with every method in ``methods``.
 
     Parameters
@@ -522,8 +619,9 @@ def run_batch(paths: Iterable[str | Path], methods: Sequence[str] = METHODS, *,
     items, skipped = read_items(files, named_files(paths))
     if not items:
         raise InvalidInputError(", ".join(map(str, paths)) or "paths", "no instance files (*.json, *.jsonl) found")
-    tasks = make_tasks(items, methods, time_limit_s=time_limit_s, gap=gap, max_plans=max_plans,
-                       kill_after_s=kill_after_s)
+    tasks = make_tasks(
+        items, methods, time_limit_s=time_limit_s, gap=gap, max_plans=max_plans, kill_after_s=kill_after_s
+    )
     lock = OutputLock(out_path) if out_path is not None else None
     if lock is not None:
         lock.acquire()
@@ -534,9 +632,16 @@ def run_batch(paths: Iterable[str | Path], methods: Sequence[str] = METHODS, *,
             lock.release()
 
 
-def _run_tasks(tasks: Sequence[Task], methods: Sequence[str], out_path: Path | None, resume: bool,
-               workers: int | None, dask: str | None, progress: bool | None,
-               skipped: Sequence[Path]) -> pd.DataFrame:
+def _run_tasks(
+    tasks: Sequence[Task],
+    methods: Sequence[str],
+    out_path: Path | None,
+    resume: bool,
+    workers: int | None,
+    dask: str | None,
+    progress: bool | None,
+    skipped: Sequence[Path],
+) -> pd.DataFrame:
     """Run the tasks not yet in ``out_path`` (with ``resume``) and write every row."""
     existing: list[dict[str, Any]] = []
     if resume and out_path is not None and out_path.exists():
@@ -550,8 +655,13 @@ def _run_tasks(tasks: Sequence[Task], methods: Sequence[str], out_path: Path | N
     failed = 0
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=len(todo), unit="task", desc="batch", file=sys.stderr,
-               disable=(not sys.stderr.isatty()) if progress is None else not progress)
+    bar = tqdm(
+        total=len(todo),
+        unit="task",
+        desc="batch",
+        file=sys.stderr,
+        disable=(not sys.stderr.isatty()) if progress is None else not progress,
+    )
 
     def emit(row: dict[str, Any]) -> None:
         nonlocal failed

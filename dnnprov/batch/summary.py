@@ -6,12 +6,13 @@ median and 95th-percentile solve times.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dnnprov.result import Status
 from dnnprov.dispatch import METHODS
+from dnnprov.result import Status
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -40,8 +41,7 @@ def cost_ratios(df: pd.DataFrame) -> pd.Series:
     return pd.Series(np.where(has_plan, ratio, np.nan), index=df.index, name="cost_ratio")
 
 
-SUMMARY_COLUMNS = ("instances", "solved", "optimal", "failed", "mean_cost_ratio",
-                   "median_solve_s", "p95_solve_s")
+SUMMARY_COLUMNS = ("instances", "solved", "optimal", "failed", "mean_cost_ratio", "median_solve_s", "p95_solve_s")
 
 
 def summarize(df: pd.DataFrame, gap_tol: float = 1e-6) -> pd.DataFrame:
@@ -81,8 +81,10 @@ def format_summary(table: pd.DataFrame) -> str:
     """The summary table as aligned text."""
     import pandas as pd
 
-    return table.to_string(formatters={
-        "mean_cost_ratio": lambda v: "-" if pd.isna(v) else f"{v:.4f}",
-        "median_solve_s": lambda v: "-" if pd.isna(v) else f"{v:.3f}",
-        "p95_solve_s": lambda v: "-" if pd.isna(v) else f"{v:.3f}",
-    })
+    return table.to_string(
+        formatters={
+            "mean_cost_ratio": lambda v: "-" if pd.isna(v) else f"{v:.4f}",
+            "median_solve_s": lambda v: "-" if pd.isna(v) else f"{v:.3f}",
+            "p95_solve_s": lambda v: "-" if pd.isna(v) else f"{v:.3f}",
+        }
+    )

@@ -12,21 +12,37 @@ proven minimal cost can only fall as the deadline grows; a rise is reported in
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from dnnprov.problems import _checks as check, plausibility
-from dnnprov.errors import InvalidInputError
-from dnnprov.result import Result
-from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.dispatch import solve
+from dnnprov.errors import InvalidInputError
+from dnnprov.problems import _checks as check, plausibility
+from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem, SpotSLO
+from dnnprov.result import Result
 
 #: Most points one grid may have.
 MAX_POINTS = 10_000
-COLUMNS = ["loss", "deadline_s", "status", "cost", "bound", "gap", "time_s", "plan", "workers", "ps",
-           "changed", "solve_seconds", "heuristic_status", "heuristic_cost", "heuristic_plan"]
+COLUMNS = [
+    "loss",
+    "deadline_s",
+    "status",
+    "cost",
+    "bound",
+    "gap",
+    "time_s",
+    "plan",
+    "workers",
+    "ps",
+    "changed",
+    "solve_seconds",
+    "heuristic_status",
+    "heuristic_cost",
+    "heuristic_plan",
+]
 
 
 def deadline_grid(spec: object, *, field: str = "--deadlines") -> list[float]:
@@ -73,8 +89,13 @@ class Sweep:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the service's answer); ``warnings``: the problem's plausibility warnings."""
-        return {"instance": self.instance, "kind": self.kind, "rows": self.rows, "violations": self.violations,
-                "warnings": self.warnings}
+        return {
+            "instance": self.instance,
+            "kind": self.kind,
+            "rows": self.rows,
+            "violations": self.violations,
+            "warnings": self.warnings,
+        }
 
     def to_frame(self):
         """The rows as a pandas DataFrame with :data:`COLUMNS`."""
@@ -98,22 +119,31 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def point_problem(problem: SpotProblem | ServerlessProblem, deadline_s: float,
-                  loss: float | None) -> SpotProblem | ServerlessProblem:
+def point_problem(
+    problem: SpotProblem | ServerlessProblem, deadline_s: float, loss: float | None
+) -> SpotProblem | ServerlessProblem:
     """The problem with the deadline (and, for spot, the target loss) of one point."""
     if isinstance(problem, SpotProblem):
         slo = problem.slo
-        return problem.replace(slo=SpotSLO(loss=slo.loss if loss is None else loss, time_s=deadline_s,
-                                           takeover_overhead_s=slo.takeover_overhead_s))
+        return problem.replace(
+            slo=SpotSLO(
+                loss=slo.loss if loss is None else loss, time_s=deadline_s, takeover_overhead_s=slo.takeover_overhead_s
+            )
+        )
     if loss is not None:
         raise InvalidInputError("losses", "a serverless problem has no target loss (its SLO is a time)")
     return problem.replace(time_s=deadline_s)
 
 
-def sweep(problem: SpotProblem | ServerlessProblem, deadlines: Sequence[float],
-          losses: Sequence[float] | None = None, *, time_limit_s: float = 60.0,
-          heuristic: bool = True,
-          progress: Callable[[int, int, dict[str, Any]], None] | None = None) -> Sweep:
+def sweep(
+    problem: SpotProblem | ServerlessProblem,
+    deadlines: Sequence[float],
+    losses: Sequence[float] | None = None,
+    *,
+    time_limit_s: float = 60.0,
+    heuristic: bool = True,
+    progress: Callable[[int, int, dict[str, Any]], None] | None = None,
+) -> Sweep:
     """Solve ``problem`` exactly at every (loss, deadline) point; the heuristic beside it.
 
     Parameters
@@ -133,9 +163,12 @@ def sweep(problem: SpotProblem | ServerlessProblem, deadlines: Sequence[float],
         Called after each point with its number (from 1), the number of points and its row.
     """
     kind = "spot" if isinstance(problem, SpotProblem) else "serverless"
-    out = Sweep(instance=problem.name, kind=kind,
-                warnings=[{"field": w.field, "message": w.problem} for w in plausibility.findings(problem)])
-    targets: Sequence[float | None] = losses or [None]      # None: the problem's own loss
+    out = Sweep(
+        instance=problem.name,
+        kind=kind,
+        warnings=[{"field": w.field, "message": w.problem} for w in plausibility.findings(problem)],
+    )
+    targets: Sequence[float | None] = losses or [None]  # None: the problem's own loss
     total = len(deadlines) * len(targets)
     for loss in targets:
         previous: dict[str, Any] | None = None
@@ -145,20 +178,36 @@ def sweep(problem: SpotProblem | ServerlessProblem, deadlines: Sequence[float],
             plan = _plan_text(exact)
             row: dict[str, Any] = {
                 "loss": point.slo.loss if isinstance(point, SpotProblem) else None,
-                "deadline_s": float(deadline), "status": exact.status.value, "cost": _finite(exact.cost),
-                "bound": _finite(exact.bound), "gap": _finite(exact.gap), "time_s": _finite(exact.time_s),
-                "plan": plan, "workers": _workers(exact),
+                "deadline_s": float(deadline),
+                "status": exact.status.value,
+                "cost": _finite(exact.cost),
+                "bound": _finite(exact.bound),
+                "gap": _finite(exact.gap),
+                "time_s": _finite(exact.time_s),
+                "plan": plan,
+                "workers": _workers(exact),
                 "ps": exact.plan.ps if exact.plan is not None else None,
                 "changed": previous is None or previous["plan"] != plan,
                 "solve_seconds": exact.solve_seconds,
-                "heuristic_status": None, "heuristic_cost": None, "heuristic_plan": None}
+                "heuristic_status": None,
+                "heuristic_cost": None,
+                "heuristic_plan": None,
+            }
             if heuristic:
                 h = solve(point, "heuristic", time_limit_s=time_limit_s)
-                row.update(heuristic_status=h.status.value, heuristic_cost=_finite(h.cost), heuristic_plan=_plan_text(h))
-            if (previous is not None and previous["status"] == "optimal" and row["status"] == "optimal"
-                    and row["cost"] > previous["cost"] * (1 + 1e-9) + 1e-9):
-                out.violations.append(f"loss {row['loss']}: cost rose from {previous['cost']:.6f} at "
-                                      f"{previous['deadline_s']:g} s to {row['cost']:.6f} at {deadline:g} s")
+                row.update(
+                    heuristic_status=h.status.value, heuristic_cost=_finite(h.cost), heuristic_plan=_plan_text(h)
+                )
+            if (
+                previous is not None
+                and previous["status"] == "optimal"
+                and row["status"] == "optimal"
+                and row["cost"] > previous["cost"] * (1 + 1e-9) + 1e-9
+            ):
+                out.violations.append(
+                    f"loss {row['loss']}: cost rose from {previous['cost']:.6f} at "
+                    f"{previous['deadline_s']:g} s to {row['cost']:.6f} at {deadline:g} s"
+                )
             out.rows.append(row)
             previous = row
             if progress is not None:
@@ -175,8 +224,11 @@ def _proof(row: Any) -> str:
     if row["status"] == "optimal":
         return "proven"
     gap = row["gap"]
-    return f"{row['status']}, not proven: gap {100 * gap:.1f} %" if gap is not None and math.isfinite(gap) \
+    return (
+        f"{row['status']}, not proven: gap {100 * gap:.1f} %"
+        if gap is not None and math.isfinite(gap)
         else f"{row['status']}, not proven: no bound"
+    )
 
 
 def plot_sweep(result: Sweep, ax=None):
@@ -207,35 +259,77 @@ def plot_sweep(result: Sweep, ax=None):
         unproven = solved[solved["status"] != "optimal"]
         ax.plot(solved["deadline_s"], solved["cost"], "-", color=color, linewidth=1.2, alpha=0.7)
         if len(proven):
-            ax.plot(proven["deadline_s"], proven["cost"], "o", color=color, markersize=5,
-                    label=f"milp: proven minimal cost{label}")
+            ax.plot(
+                proven["deadline_s"],
+                proven["cost"],
+                "o",
+                color=color,
+                markersize=5,
+                label=f"milp: proven minimal cost{label}",
+            )
         if len(unproven):
             below = (unproven["cost"] - unproven["bound"]).clip(lower=0).fillna(0)
-            ax.errorbar(unproven["deadline_s"], unproven["cost"], yerr=[below, 0 * below], fmt="o",
-                        color=color, markerfacecolor="white", markersize=6, capsize=3, elinewidth=1,
-                        label=f"milp: best plan at the time limit, not proven (bar: down to the proven bound){label}")
+            ax.errorbar(
+                unproven["deadline_s"],
+                unproven["cost"],
+                yerr=[below, 0 * below],
+                fmt="o",
+                color=color,
+                markerfacecolor="white",
+                markersize=6,
+                capsize=3,
+                elinewidth=1,
+                label=f"milp: best plan at the time limit, not proven (bar: down to the proven bound){label}",
+            )
         if rows["heuristic_cost"].notna().any():
             h = rows[rows["heuristic_cost"].notna()]
-            ax.plot(h["deadline_s"], h["heuristic_cost"], "^--", color=color, alpha=0.55, markersize=4,
-                    label=f"heuristic (the paper's){label}")
+            ax.plot(
+                h["deadline_s"],
+                h["heuristic_cost"],
+                "^--",
+                color=color,
+                alpha=0.55,
+                markersize=4,
+                label=f"heuristic (the paper's){label}",
+            )
         for j, (_, row) in enumerate(solved[solved["changed"]].iterrows()):
             name = _letter(letter)
             letter += 1
-            ax.annotate(name, (row["deadline_s"], row["cost"]), textcoords="offset points",
-                        xytext=(-10, -13) if j % 2 else (4, 6), fontsize=8, fontweight="bold", color=color)
-            lines.append(f"{name}{label}: {row['plan']}  (from {row['deadline_s']:.0f} s, ${row['cost']:.4f}, "
-                         f"{_proof(row)})")
+            ax.annotate(
+                name,
+                (row["deadline_s"], row["cost"]),
+                textcoords="offset points",
+                xytext=(-10, -13) if j % 2 else (4, 6),
+                fontsize=8,
+                fontweight="bold",
+                color=color,
+            )
+            lines.append(
+                f"{name}{label}: {row['plan']}  (from {row['deadline_s']:.0f} s, ${row['cost']:.4f}, {_proof(row)})"
+            )
         infeasible = rows[rows["status"] == "infeasible"]
         if len(infeasible):
             later = solved["deadline_s"][solved["deadline_s"] > infeasible["deadline_s"].max()]
             right = later.min() if len(later) else infeasible["deadline_s"].max()
-            ax.axvspan(infeasible["deadline_s"].min(), right, color=color, alpha=0.08,
-                       label=f"proven infeasible: no plan meets the deadline{label}")
+            ax.axvspan(
+                infeasible["deadline_s"].min(),
+                right,
+                color=color,
+                alpha=0.08,
+                label=f"proven infeasible: no plan meets the deadline{label}",
+            )
         lost = rows[rows["cost"].isna() & (rows["status"] != "infeasible")]
         if len(lost):
-            ax.plot(lost["deadline_s"], [0.02] * len(lost), "x", color=color, markersize=7,
-                    transform=ax.get_xaxis_transform(), clip_on=False,
-                    label=f"no plan found by the time limit, not proven infeasible{label}")
+            ax.plot(
+                lost["deadline_s"],
+                [0.02] * len(lost),
+                "x",
+                color=color,
+                markersize=7,
+                transform=ax.get_xaxis_transform(),
+                clip_on=False,
+                label=f"no plan found by the time limit, not proven infeasible{label}",
+            )
     ax.set_xlabel("deadline (s)")
     ax.set_ylabel("training cost ($)")
     ax.set_title(f"{_shorten(result.instance)}: cost of meeting a deadline", fontsize=11)
@@ -251,7 +345,7 @@ def plot_sweep(result: Sweep, ax=None):
 
 def _shorten(name: str, limit: int = 48) -> str:
     """``name`` cut to ``limit`` characters, so that a title fits its figure."""
-    return name if len(name) <= limit else name[:limit - 3] + "..."
+    return name if len(name) <= limit else name[: limit - 3] + "..."
 
 
 def plot_loss(result: Sweep, ax=None, *, deadlines: int = 4):

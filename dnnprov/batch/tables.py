@@ -11,16 +11,17 @@ without a bound, rows without a plan).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dnnprov.errors import InvalidInputError
-from dnnprov.result import Status
 from dnnprov.batch.summary import method_rank
 from dnnprov.dispatch import METHODS
+from dnnprov.errors import InvalidInputError
+from dnnprov.result import Status
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -176,8 +177,7 @@ def _sort_key(level: Sequence[str]):
 
 def _groups(df: pd.DataFrame, level: Sequence[str]) -> list[tuple[tuple, pd.Index]]:
     """``(key tuple, row index)`` of each group of ``level``."""
-    return [(key if isinstance(key, tuple) else (key,), sub.index)
-            for key, sub in df.groupby(list(level), sort=False)]
+    return [(key if isinstance(key, tuple) else (key,), sub.index) for key, sub in df.groupby(list(level), sort=False)]
 
 
 def time_table(df: pd.DataFrame, level: Sequence[str], settings: Settings) -> pd.DataFrame:
@@ -192,13 +192,18 @@ def time_table(df: pd.DataFrame, level: Sequence[str], settings: Settings) -> pd
     times = row_times(df, settings.time_column)
     lines = {}
     for key, idx in _groups(df, level):
-        lines[key] = {"instances": len(idx), "solved": int(solved[idx].sum()),
-                      "plans": int(plans[idx].sum()), "limit": int(hits[idx].sum()),
-                      "failed": int(failed[idx].sum()),
-                      "sgm_time_s": shifted_geometric_mean(times[idx].to_numpy(), settings.shift_s)}
+        lines[key] = {
+            "instances": len(idx),
+            "solved": int(solved[idx].sum()),
+            "plans": int(plans[idx].sum()),
+            "limit": int(hits[idx].sum()),
+            "failed": int(failed[idx].sum()),
+            "sgm_time_s": shifted_geometric_mean(times[idx].to_numpy(), settings.shift_s),
+        }
     keys = sorted(lines, key=_sort_key(level))
-    table = pd.DataFrame([lines[k] for k in keys], columns=list(TIME_COLUMNS),
-                         index=pd.MultiIndex.from_tuples(keys, names=list(level)))
+    table = pd.DataFrame(
+        [lines[k] for k in keys], columns=list(TIME_COLUMNS), index=pd.MultiIndex.from_tuples(keys, names=list(level))
+    )
     return table
 
 
@@ -215,14 +220,17 @@ def gap_table(df: pd.DataFrame, level: Sequence[str], settings: Settings) -> pd.
     lines = {}
     for key, idx in _groups(df, level):
         gaps = gap[idx][bounded[idx]]
-        lines[key] = {"unsolved": int(open_[idx].sum()),
-                      "mean_gap": float(gaps.mean()) if len(gaps) else math.nan,
-                      "max_gap": float(gaps.max()) if len(gaps) else math.nan,
-                      "no_bound": int((open_ & plan & ~np.isfinite(gap))[idx].sum()),
-                      "no_plan": int((open_ & ~plan)[idx].sum())}
+        lines[key] = {
+            "unsolved": int(open_[idx].sum()),
+            "mean_gap": float(gaps.mean()) if len(gaps) else math.nan,
+            "max_gap": float(gaps.max()) if len(gaps) else math.nan,
+            "no_bound": int((open_ & plan & ~np.isfinite(gap))[idx].sum()),
+            "no_plan": int((open_ & ~plan)[idx].sum()),
+        }
     keys = sorted(lines, key=_sort_key(level))
-    return pd.DataFrame([lines[k] for k in keys], columns=list(GAP_COLUMNS),
-                        index=pd.MultiIndex.from_tuples(keys, names=list(level)))
+    return pd.DataFrame(
+        [lines[k] for k in keys], columns=list(GAP_COLUMNS), index=pd.MultiIndex.from_tuples(keys, names=list(level))
+    )
 
 
 @dataclass(frozen=True)
@@ -256,8 +264,13 @@ class PaperTables:
         return out[cols]
 
 
-def paper_tables(df: pd.DataFrame, sizes: pd.Series | None = None, *, shift_s: float = DEFAULT_SHIFT_S,
-                 gap_tol: float = DEFAULT_GAP_TOL) -> PaperTables:
+def paper_tables(
+    df: pd.DataFrame,
+    sizes: pd.Series | None = None,
+    *,
+    shift_s: float = DEFAULT_SHIFT_S,
+    gap_tol: float = DEFAULT_GAP_TOL,
+) -> PaperTables:
     """The time tables per :data:`LEVELS` and the gap table per method of batch rows ``df``.
 
     ``sizes`` maps a row path to its instance's size (see :func:`with_groups`). Times are
@@ -293,23 +306,37 @@ def time_label(settings: Settings) -> str:
 def captions(tables: PaperTables) -> dict[str, str]:
     """One caption per table, each stating the solved rule and the sgm shift."""
     s = tables.settings
-    solved = (f"solved: optimal, proven infeasible, or stopped at the limit with relative gap <= {s.gap_tol:g}; "
-              "plans: rows with a plan; limit: stopped by the time limit unproven (or killed after it); "
-              "failed: other errors")
-    sgm = (f"sgm: shifted geometric mean of the {time_label(s)} of the rows with a time, "
-           f"shift {s.shift_s:g} s")
-    names = {("method",): "per method", ("method", "family"): "per method and instance family",
-             ("method", "family", "size"): "per method, family and size (instance-type columns, by powers of 2)"}
+    solved = (
+        f"solved: optimal, proven infeasible, or stopped at the limit with relative gap <= {s.gap_tol:g}; "
+        "plans: rows with a plan; limit: stopped by the time limit unproven (or killed after it); "
+        "failed: other errors"
+    )
+    sgm = f"sgm: shifted geometric mean of the {time_label(s)} of the rows with a time, shift {s.shift_s:g} s"
+    names = {
+        ("method",): "per method",
+        ("method", "family"): "per method and instance family",
+        ("method", "family", "size"): "per method, family and size (instance-type columns, by powers of 2)",
+    }
     out = {"+".join(level): f"Results {names[level]}. {solved}; {sgm}." for level in tables.times}
-    out["gaps"] = (f"Unsolved rows per method: mean and max relative gap (%) of those with a plan and a bound "
-                   f"(no bound: a plan without a bound; no plan: neither plan nor proof; gap tolerance {s.gap_tol:g}).")
+    out["gaps"] = (
+        f"Unsolved rows per method: mean and max relative gap (%) of those with a plan and a bound "
+        f"(no bound: a plan without a bound; no plan: neither plan nor proof; gap tolerance {s.gap_tol:g})."
+    )
     return out
 
 
 def _headers(table: pd.DataFrame, settings: Settings, latex: bool) -> list[str]:
-    names = {"sgm_time_s": (f"sgm time (s, shift {settings.shift_s:g} s)" if not latex
-                            else f"sgm time (s, shift {settings.shift_s:g}\\,s)"),
-             "mean_gap": "mean gap (%)", "max_gap": "max gap (%)", "no_bound": "no bound", "no_plan": "no plan"}
+    names = {
+        "sgm_time_s": (
+            f"sgm time (s, shift {settings.shift_s:g} s)"
+            if not latex
+            else f"sgm time (s, shift {settings.shift_s:g}\\,s)"
+        ),
+        "mean_gap": "mean gap (%)",
+        "max_gap": "max gap (%)",
+        "no_bound": "no bound",
+        "no_plan": "no plan",
+    }
     return list(table.index.names) + [names.get(c, c) for c in table.columns]
 
 
@@ -333,8 +360,10 @@ def markdown_table(table: pd.DataFrame, settings: Settings) -> str:
     """``table`` as a GitHub Markdown table (labels left, numbers right)."""
     head = _headers(table, settings, latex=False)
     n_keys = table.index.nlevels
-    lines = ["| " + " | ".join(head) + " |",
-             "|" + "|".join(":---" if i < n_keys else "---:" for i in range(len(head))) + "|"]
+    lines = [
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join(":---" if i < n_keys else "---:" for i in range(len(head))) + "|",
+    ]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in _cells(table)]
     return "\n".join(lines)
 
@@ -342,8 +371,19 @@ def markdown_table(table: pd.DataFrame, settings: Settings) -> str:
 def latex_escape(text: str) -> str:
     """``text`` with LaTeX's special characters escaped."""
     text = text.replace("<=", "\0")
-    special = {"\0": r"$\leq$", "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-               "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+    special = {
+        "\0": r"$\leq$",
+        "\\": r"\textbackslash{}",
+        "&": r"\&",
+        "%": r"\%",
+        "$": r"\$",
+        "#": r"\#",
+        "_": r"\_",
+        "{": r"\{",
+        "}": r"\}",
+        "~": r"\textasciitilde{}",
+        "^": r"\textasciicircum{}",
+    }
     return "".join(special.get(ch, ch) for ch in text)
 
 
@@ -353,10 +393,17 @@ def latex_table(table: pd.DataFrame, settings: Settings, caption: str, label: st
     n_keys = table.index.nlevels
     spec = "l" * n_keys + "r" * (len(head) - n_keys)
     escaped_head = [h if "\\," in h else latex_escape(h) for h in head]
-    lines = ["\\begin{table}[htbp]", "\\centering", "\\small",
-             f"\\caption{{{latex_escape(caption)}}}", f"\\label{{{label}}}",
-             f"\\begin{{tabular}}{{{spec}}}", "\\toprule",
-             " & ".join(escaped_head) + " \\\\", "\\midrule"]
+    lines = [
+        "\\begin{table}[htbp]",
+        "\\centering",
+        "\\small",
+        f"\\caption{{{latex_escape(caption)}}}",
+        f"\\label{{{label}}}",
+        f"\\begin{{tabular}}{{{spec}}}",
+        "\\toprule",
+        " & ".join(escaped_head) + " \\\\",
+        "\\midrule",
+    ]
     lines += [" & ".join(latex_escape(c) for c in row) + " \\\\" for row in _cells(table)]
     lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
     return "\n".join(lines)
@@ -364,8 +411,11 @@ def latex_table(table: pd.DataFrame, settings: Settings, caption: str, label: st
 
 def _sections(tables: PaperTables) -> list[tuple[str, str, pd.DataFrame]]:
     caps = captions(tables)
-    titles = {"method": "Per method", "method+family": "Per method and family",
-              "method+family+size": "Per method, family and size"}
+    titles = {
+        "method": "Per method",
+        "method+family": "Per method and family",
+        "method+family+size": "Per method, family and size",
+    }
     out = [(titles["+".join(level)], caps["+".join(level)], table) for level, table in tables.times.items()]
     out.append(("Gaps of the unsolved rows", caps["gaps"], tables.gaps))
     return out

@@ -73,7 +73,7 @@ def aws_types(year: int, shared_data: str | Path | None = None) -> list[AwsType]
     count GPUs as vCPUs / 4 (the list counts K80 boards: p2.8xlarge 4, AWS says 8).
     """
     folder = resolve_shared_data(shared_data)
-    catalog = import_shared_data(REGION, folder, snapshot="2022", mix_dates=True)   # the sets' data since v1
+    catalog = import_shared_data(REGION, folder, snapshot="2022", mix_dates=True)  # the sets' data since v1
     advice: Mapping[str, Any] = {}
     if year == 2025:
         advisor = json.loads((folder / ADVISOR_FILE).read_text())
@@ -98,10 +98,20 @@ def aws_types(year: int, shared_data: str | Path | None = None) -> list[AwsType]
             spot = round(e.on_demand_price_per_h * (1 - tip["s"] / 100), 4)
             bucket = tip.get("r") if tip.get("r") in range(len(BUCKETS)) else None
             source = f"{ADVISOR_FILE}: on-demand x (1 - {tip['s']}%)"
-        out.append(AwsType(name=e.name, gpus=gpus, vcpus=e.vcpus, gpu=gpu, gpu_memory_gb=e.gpu_memory_gb,
-                           spot_price_per_h=spot, on_demand_price_per_h=e.on_demand_price_per_h,
-                           family=e.family or e.name[:1].upper(), interruption_bucket=bucket,
-                           spot_source=source))
+        out.append(
+            AwsType(
+                name=e.name,
+                gpus=gpus,
+                vcpus=e.vcpus,
+                gpu=gpu,
+                gpu_memory_gb=e.gpu_memory_gb,
+                spot_price_per_h=spot,
+                on_demand_price_per_h=e.on_demand_price_per_h,
+                family=e.family or e.name[:1].upper(),
+                interruption_bucket=bucket,
+                spot_source=source,
+            )
+        )
     if not out:
         raise InvalidInputError("shared_data", f"no NVIDIA GPU type with prices found in {folder}")
     return out
@@ -136,23 +146,40 @@ def aws_instance(year: int, seed: int, index: int, offered: Sequence[AwsType]) -
     types = []
     for t in chosen:
         prof = gpu_profiles[t.gpu]
-        types.append(InstanceType(
-            name=t.name, gpus=t.gpus, spot_price_per_h=t.spot_price_per_h,
-            quota=min(32, family_limits[t.family] // t.vcpus), batch_per_gpu=prof.batch_per_gpu,
-            gpu_memory_gb=t.gpu_memory_gb, compute_time_s=_sig(prof.batch_per_gpu * prof.seconds_per_sample, 5),
-            vcpus=t.vcpus, on_demand_price_per_h=t.on_demand_price_per_h if on_demand else None,
-            on_demand_quota=min(16, od_limits[t.family] // t.vcpus) if on_demand else None))
-    workload = replace(base, loss_variant=variant, gamma_4=gamma_4,
-                       estimated=tuple(sorted(set(base.estimated) | {"gamma_4"})))
-    cons: dict[str, Any] = {"markets": ("spot", "on-demand") if on_demand else ("spot",), "ps_count": (1, ps_high),
-                            "vcpu_quotas": tuple(VcpuQuota(family=f, market="spot", vcpus=v)
-                                                 for f, v in family_limits.items())
-                            + tuple(VcpuQuota(family=f, market="on-demand", vcpus=v) for f, v in od_limits.items())}
+        types.append(
+            InstanceType(
+                name=t.name,
+                gpus=t.gpus,
+                spot_price_per_h=t.spot_price_per_h,
+                quota=min(32, family_limits[t.family] // t.vcpus),
+                batch_per_gpu=prof.batch_per_gpu,
+                gpu_memory_gb=t.gpu_memory_gb,
+                compute_time_s=_sig(prof.batch_per_gpu * prof.seconds_per_sample, 5),
+                vcpus=t.vcpus,
+                on_demand_price_per_h=t.on_demand_price_per_h if on_demand else None,
+                on_demand_quota=min(16, od_limits[t.family] // t.vcpus) if on_demand else None,
+            )
+        )
+    workload = replace(
+        base, loss_variant=variant, gamma_4=gamma_4, estimated=tuple(sorted(set(base.estimated) | {"gamma_4"}))
+    )
+    cons: dict[str, Any] = {
+        "markets": ("spot", "on-demand") if on_demand else ("spot",),
+        "ps_count": (1, ps_high),
+        "vcpu_quotas": tuple(VcpuQuota(family=f, market="spot", vcpus=v) for f, v in family_limits.items())
+        + tuple(VcpuQuota(family=f, market="on-demand", vcpus=v) for f, v in od_limits.items()),
+    }
     lo, hi = AWS_WORKLOADS[profile_name]
     loss = round(float(rng.uniform(lo, hi)), 2)
-    draft = SpotProblem(instance_types=tuple(types), workload=workload, slo=SpotSLO(loss=loss, time_s=1e9),
-                        platform=platform, constraints=SpotConstraints(**cons), model="paper",
-                        name=f"aws-{year}-{index:03d}")
+    draft = SpotProblem(
+        instance_types=tuple(types),
+        workload=workload,
+        slo=SpotSLO(loss=loss, time_s=1e9),
+        platform=platform,
+        constraints=SpotConstraints(**cons),
+        model="paper",
+        name=f"aws-{year}-{index:03d}",
+    )
     found = _target_deadline(rng, draft, 3, 40) if rng.random() < 0.5 else None
     if found is not None:
         deadline, k_star, _ = found
@@ -160,40 +187,62 @@ def aws_instance(year: int, seed: int, index: int, offered: Sequence[AwsType]) -
     else:
         deadline = _random_deadline(rng, draft, multi_share=0.6)
         rule = deadline.rule
-    problem = draft.replace(slo=SpotSLO(loss=loss, time_s=deadline.time_s),
-                            notes=_aws_notes(year, profile_name, chosen, gpu_profiles, max_bucket, rule))
-    labels = {"kind": "spot", "model": "paper", "workload": profile_name, "loss_variant": variant,
-              "gamma_4": gamma_4 if variant == "cc" else None, "types": n_types,
-              "markets": list(cons["markets"]), "ps_count": [1, ps_high],
-              "vcpu_quotas": {f"{q.family}/{q.market}": q.vcpus for q in cons["vcpu_quotas"]},
-              "max_interruption_bucket": max_bucket, "deadline_rule": rule,
-              "space_log10": round(math.log10(_space(problem)), 1)}
+    problem = draft.replace(
+        slo=SpotSLO(loss=loss, time_s=deadline.time_s),
+        notes=_aws_notes(year, profile_name, chosen, gpu_profiles, max_bucket, rule),
+    )
+    labels = {
+        "kind": "spot",
+        "model": "paper",
+        "workload": profile_name,
+        "loss_variant": variant,
+        "gamma_4": gamma_4 if variant == "cc" else None,
+        "types": n_types,
+        "markets": list(cons["markets"]),
+        "ps_count": [1, ps_high],
+        "vcpu_quotas": {f"{q.family}/{q.market}": q.vcpus for q in cons["vcpu_quotas"]},
+        "max_interruption_bucket": max_bucket,
+        "deadline_rule": rule,
+        "space_log10": round(math.log10(_space(problem)), 1),
+    }
     return Entry(f"aws-{year}-{index:03d}.json", problem, labels)
 
 
-def _aws_notes(year: int, profile_name: str, chosen: Sequence[AwsType], gpu_profiles: Mapping[str, GpuProfile],
-               max_bucket: int | None, rule: str) -> str:
-    spot = ("spot = cheapest-AZ latest Linux/UNIX price of the 2022-05-31 EC2 spot price history"
-            if year == 2022 else
-            "spot = on-demand x (1 - savings %) of the 2025-06-28 Spot Instance Advisor")
+def _aws_notes(
+    year: int,
+    profile_name: str,
+    chosen: Sequence[AwsType],
+    gpu_profiles: Mapping[str, GpuProfile],
+    max_bucket: int | None,
+    rule: str,
+) -> str:
+    spot = (
+        "spot = cheapest-AZ latest Linux/UNIX price of the 2022-05-31 EC2 spot price history"
+        if year == 2022
+        else "spot = on-demand x (1 - savings %) of the 2025-06-28 Spot Instance Advisor"
+    )
     gpus = sorted({t.gpu for t in chosen})
-    profile_text = "; ".join(f"{g}: batch {gpu_profiles[g].batch_per_gpu}/GPU, "
-                             f"{gpu_profiles[g].seconds_per_sample * 1e3:.4g} ms/sample ({gpu_profiles[g].basis})"
-                             for g in gpus)
-    text = (f"dnnprov generate aws-{year} (generator v{GENERATOR_VERSION}). REAL us-east-1 types and prices: "
-            f"{spot}; on-demand price, GPUs and vCPUs from the 2026-01-21 on-demand GPU list (read from "
-            "../shared/data, not copied). Per-type quota = min(32, family vCPU quota // vCPUs). "
-            f"Workload {profile_name} (embedded profile) with DERIVED per-GPU-model numbers: {profile_text}; "
-            f"compute time = batch x time per sample. Deadline rule {rule}.")
+    profile_text = "; ".join(
+        f"{g}: batch {gpu_profiles[g].batch_per_gpu}/GPU, "
+        f"{gpu_profiles[g].seconds_per_sample * 1e3:.4g} ms/sample ({gpu_profiles[g].basis})"
+        for g in gpus
+    )
+    text = (
+        f"dnnprov generate aws-{year} (generator v{GENERATOR_VERSION}). REAL us-east-1 types and prices: "
+        f"{spot}; on-demand price, GPUs and vCPUs from the 2026-01-21 on-demand GPU list (read from "
+        "../shared/data, not copied). Per-type quota = min(32, family vCPU quota // vCPUs). "
+        f"Workload {profile_name} (embedded profile) with DERIVED per-GPU-model numbers: {profile_text}; "
+        f"compute time = batch x time per sample. Deadline rule {rule}."
+    )
     if year == 2025:
         buckets = ", ".join(f"{t.name} {t.interruption_bucket}" for t in chosen if t.interruption_bucket is not None)
-        text += (f" Interruption buckets (0 <5%, 1 5-10%, 2 10-15%, 3 15-20%, 4 >20% per month): {buckets}."
-                 + (f" Only types with bucket <= {max_bucket} are offered." if max_bucket is not None else ""))
+        text += f" Interruption buckets (0 <5%, 1 5-10%, 2 10-15%, 3 15-20%, 4 >20% per month): {buckets}." + (
+            f" Only types with bucket <= {max_bucket} are offered." if max_bucket is not None else ""
+        )
     return text
 
 
-def aws_set(year: int, seed: int = DEFAULT_SEED, count: int = 20,
-            shared_data: str | Path | None = None) -> list[Entry]:
+def aws_set(year: int, seed: int = DEFAULT_SEED, count: int = 20, shared_data: str | Path | None = None) -> list[Entry]:
     """``count`` spot instances of ``aws-<year>`` (2022 or 2025) from the shared real data."""
     if year not in (2022, 2025):
         raise InvalidInputError("set", f"aws sets exist for 2022 and 2025, not {year}")

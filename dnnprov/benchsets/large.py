@@ -7,18 +7,38 @@ from typing import Any
 
 import numpy as np
 
-from dnnprov.problems.spot import (InstanceType, SpotConstraints, SpotPlatform, SpotProblem, SpotSLO,
-                                   SpotWorkload, VcpuQuota)
-from dnnprov.models.spot import SpotModel
-from dnnprov.benchsets.common import (DEFAULT_COUNTS, DEFAULT_SEED, Deadline, Entry, GENERATOR_VERSION,
-                                      PS_PRICE_PER_H, _STREAM, _log_uniform, _lone_time, _rng, _sig, _up,
-                                      greedy_curve)
+from dnnprov.benchsets.common import (
+    _STREAM,
+    DEFAULT_COUNTS,
+    DEFAULT_SEED,
+    GENERATOR_VERSION,
+    PS_PRICE_PER_H,
+    Deadline,
+    Entry,
+    _log_uniform,
+    _lone_time,
+    _rng,
+    _sig,
+    _up,
+    greedy_curve,
+)
 from dnnprov.benchsets.small import _loss_coefficients, _space
+from dnnprov.models.spot import SpotModel
+from dnnprov.problems.spot import (
+    InstanceType,
+    SpotConstraints,
+    SpotPlatform,
+    SpotProblem,
+    SpotSLO,
+    SpotWorkload,
+    VcpuQuota,
+)
 
 
 # ---------------------------------------------------------------------------- large
-def _target_deadline(rng: np.random.Generator, draft: SpotProblem, k_low: int, k_high: int,
-                     k_cap: int = 400) -> tuple[Deadline, int, int] | None:
+def _target_deadline(
+    rng: np.random.Generator, draft: SpotProblem, k_low: int, k_high: int, k_cap: int = 400
+) -> tuple[Deadline, int, int] | None:
     """A deadline met by the fastest-first plan of a drawn size K* (tens of workers).
 
     Fastest-first plans (:func:`greedy_curve`, per size the best PS count) stand in for the
@@ -38,9 +58,13 @@ def _target_deadline(rng: np.random.Generator, draft: SpotProblem, k_low: int, k
             best = (workers, counts, times, np.full(len(times), ps))
         else:  # keep, per size, the PS count that is fastest
             faster = times < best[2]
-            best = (workers, np.where(faster[:, None], counts, best[1]), np.where(faster, times, best[2]),
-                    np.where(faster, ps, best[3]))
-    if best is None:                                    # no PS count (ps_count is never empty)
+            best = (
+                workers,
+                np.where(faster[:, None], counts, best[1]),
+                np.where(faster, times, best[2]),
+                np.where(faster, ps, best[3]),
+            )
+    if best is None:  # no PS count (ps_count is never empty)
         return None
     workers, counts, times, ps_of = best
     if not len(times) or not np.isfinite(times).any():
@@ -57,8 +81,14 @@ def _target_deadline(rng: np.random.Generator, draft: SpotProblem, k_low: int, k
     t = float(times[i])
     ceiling = float(previous[i]) * 0.995 if math.isfinite(previous[i]) else t * 1.03
     ev = model.evaluate(counts[i][None, :], int(ps_of[i]))
-    deadline = Deadline(_up(max(t, min(t * rng.uniform(1.0, 1.03), ceiling))), counts[i], int(ps_of[i]),
-                        float(ev.cost[0]), "fastest-first-target", None if math.isinf(lone) else _sig(lone))
+    deadline = Deadline(
+        _up(max(t, min(t * rng.uniform(1.0, 1.03), ceiling))),
+        counts[i],
+        int(ps_of[i]),
+        float(ev.cost[0]),
+        "fastest-first-target",
+        None if math.isinf(lone) else _sig(lone),
+    )
     return deadline, int(workers[i]), k_fastest
 
 
@@ -89,20 +119,28 @@ def _large_attempt(rng: np.random.Generator, index: int) -> Entry | None:
     on_demand = bool(rng.random() < 0.2)
     ps_high = int(rng.integers(1, 5))
     ps_low = int(rng.integers(1, ps_high + 1)) if rng.random() < 0.3 else 1
-    specs: list[dict[str, Any]] = []                  # keyword arguments of InstanceType
+    specs: list[dict[str, Any]] = []  # keyword arguments of InstanceType
     for j in range(n_types):
         letter = "p" if rng.random() < 0.35 else "g"
         gpus = int(rng.choice([1, 1, 2, 4, 8]))
-        speed = _log_uniform(rng, 0.12, 4.0)            # relative to a V100
+        speed = _log_uniform(rng, 0.12, 4.0)  # relative to a V100
         batch = batch16 // 2 if speed < 0.3 and rng.random() < 0.5 else batch16
         compute = _sig(batch * per_sample_v100 / speed * math.exp(rng.normal(0, 0.15)), 5)
         price = _sig(gpus * rng.uniform(0.35, 0.75) * speed**0.85 * math.exp(rng.normal(0, 0.15)), 4)
         quota = 0 if rng.random() < 0.08 else int(rng.integers(1, 65))
-        specs.append(dict(name=f"{letter}x{j:02d}.{gpus}gpu", gpus=gpus, spot_price_per_h=price, quota=quota,
-                          batch_per_gpu=batch, compute_time_s=compute,
-                          vcpus=gpus * int(rng.choice([4, 8, 12])),
-                          on_demand_price_per_h=_sig(price * rng.uniform(2.5, 3.5), 4) if on_demand else None,
-                          on_demand_quota=int(rng.integers(0, 17)) if on_demand else None))
+        specs.append(
+            dict(
+                name=f"{letter}x{j:02d}.{gpus}gpu",
+                gpus=gpus,
+                spot_price_per_h=price,
+                quota=quota,
+                batch_per_gpu=batch,
+                compute_time_s=compute,
+                vcpus=gpus * int(rng.choice([4, 8, 12])),
+                on_demand_price_per_h=_sig(price * rng.uniform(2.5, 3.5), 4) if on_demand else None,
+                on_demand_quota=int(rng.integers(0, 17)) if on_demand else None,
+            )
+        )
     max_batch = max(s["gpus"] * s["batch_per_gpu"] for s in specs)
     alpha_1, beta_1 = _sig(rng.uniform(0.05, 0.25), 4), _sig(rng.uniform(-3.0, -1.0), 4)
     # A longer training (more normalized iterations: a bigger data set) than the small set's.
@@ -111,20 +149,32 @@ def _large_attempt(rng: np.random.Generator, index: int) -> Entry | None:
     for key in ("gamma_1", "gamma_2", "gamma_3"):
         loss_coefficients[key] = _sig(loss_coefficients[key] * stretch, 5)
     workload = SpotWorkload(
-        name="synthetic", param_size_mb=param_mb, bandwidth_req_mb_s=b_req, alpha_1=alpha_1, beta_1=beta_1,
-        gamma_4=gamma_4, loss_variant=variant, **loss_coefficients,
-        estimated=("alpha_1", "beta_1", "gamma_1", "gamma_2", "gamma_3", "gamma_4", "gamma_5"))
+        name="synthetic",
+        param_size_mb=param_mb,
+        bandwidth_req_mb_s=b_req,
+        alpha_1=alpha_1,
+        beta_1=beta_1,
+        gamma_4=gamma_4,
+        loss_variant=variant,
+        **loss_coefficients,
+        estimated=("alpha_1", "beta_1", "gamma_1", "gamma_2", "gamma_3", "gamma_4", "gamma_5"),
+    )
     types = tuple(InstanceType(**s) for s in specs)
-    cons: dict[str, Any] = {"markets": ("spot", "on-demand") if on_demand else ("spot",),
-                            "ps_count": (ps_low, ps_high)}
+    cons: dict[str, Any] = {"markets": ("spot", "on-demand") if on_demand else ("spot",), "ps_count": (ps_low, ps_high)}
     stocked = [t for t in types if t.quota > 0]
     if rng.random() < 0.2 and stocked:
         t = stocked[int(rng.integers(0, len(stocked)))]
         cons["existing"] = {t.name: int(rng.integers(1, min(4, t.quota) + 1))}
     loss = _sig(workload.gamma_5 + rng.uniform(0.15, 0.45), 3)
-    draft = SpotProblem(instance_types=types, workload=workload, slo=SpotSLO(loss=loss, time_s=1e9),
-                        platform=platform, constraints=SpotConstraints(**cons), model="paper",
-                        name=f"large-{index:03d}")
+    draft = SpotProblem(
+        instance_types=types,
+        workload=workload,
+        slo=SpotSLO(loss=loss, time_s=1e9),
+        platform=platform,
+        constraints=SpotConstraints(**cons),
+        model="paper",
+        name=f"large-{index:03d}",
+    )
     found = _target_deadline(rng, draft, 15, 150)
     if found is None:
         return None
@@ -141,19 +191,33 @@ def _large_attempt(rng: np.random.Generator, index: int) -> Entry | None:
     budget = rng.random() < 0.2 and deadline.cost is not None
     if budget and deadline.cost is not None:
         cons["budget_usd"] = _up(deadline.cost * rng.uniform(1.05, 1.5), 4)
-    problem = draft.replace(slo=SpotSLO(loss=loss, time_s=deadline.time_s), constraints=SpotConstraints(**cons),
-                            notes=(
-        f"dnnprov generate large (generator v{GENERATOR_VERSION}). SYNTHETIC types (names xNN.Ggpu; "
-        "family G or P from the first letter), speeds log-uniform 0.12-4 x a V100, spot price per GPU-hour "
-        "0.35-0.75 $ x speed^0.85 with noise, quotas up to 64. Deadline: 1.00-1.03 x the predicted time of "
-        f"the fastest-first plan of {k_star} workers (fastest-first plans are fastest at {k_fastest} "
-        "workers), so the optimum needs tens of workers."))
-    labels = {"kind": "spot", "model": "paper", "loss_variant": variant,
-              "gamma_4": gamma_4 if variant == "cc" else None, "types": n_types,
-              "markets": list(cons["markets"]), "ps_count": [ps_low, ps_high],
-              "existing": "existing" in cons, "vcpu_quota": bool(vcpu), "budget": bool(budget),
-              "deadline_rule": deadline.rule, "target_workers": k_star, "fastest_first_workers": k_fastest,
-              "space_log10": round(math.log10(_space(problem)), 1)}
+    problem = draft.replace(
+        slo=SpotSLO(loss=loss, time_s=deadline.time_s),
+        constraints=SpotConstraints(**cons),
+        notes=(
+            f"dnnprov generate large (generator v{GENERATOR_VERSION}). SYNTHETIC types (names xNN.Ggpu; "
+            "family G or P from the first letter), speeds log-uniform 0.12-4 x a V100, spot price per GPU-hour "
+            "0.35-0.75 $ x speed^0.85 with noise, quotas up to 64. Deadline: 1.00-1.03 x the predicted time of "
+            f"the fastest-first plan of {k_star} workers (fastest-first plans are fastest at {k_fastest} "
+            "workers), so the optimum needs tens of workers."
+        ),
+    )
+    labels = {
+        "kind": "spot",
+        "model": "paper",
+        "loss_variant": variant,
+        "gamma_4": gamma_4 if variant == "cc" else None,
+        "types": n_types,
+        "markets": list(cons["markets"]),
+        "ps_count": [ps_low, ps_high],
+        "existing": "existing" in cons,
+        "vcpu_quota": bool(vcpu),
+        "budget": bool(budget),
+        "deadline_rule": deadline.rule,
+        "target_workers": k_star,
+        "fastest_first_workers": k_fastest,
+        "space_log10": round(math.log10(_space(problem)), 1),
+    }
     return Entry(f"large-{index:03d}.json", problem, labels)
 
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import Problem, parse_json, problem_from_dict
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
+
 
 def read_instance_lines(path: str | Path, *, check_schema: bool = True) -> Iterator[Problem]:
     """Problems from a JSON-lines file (one instance dict per line), lazily, in file order.

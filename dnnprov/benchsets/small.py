@@ -9,17 +9,39 @@ from typing import Any
 
 import numpy as np
 
+from dnnprov.benchsets.common import (
+    _STREAM,
+    DEFAULT_COUNTS,
+    DEFAULT_SEED,
+    GENERATOR_VERSION,
+    PS_PRICE_PER_H,
+    SERVERLESS_WORKLOADS,
+    SMALL_SPACE_LIMIT,
+    Deadline,
+    Entry,
+    _embedded_catalog,
+    _log_uniform,
+    _random_deadline,
+    _rng,
+    _sig,
+    _speed_from_compute,
+    _up,
+    gpu_model_key,
+    workload_gpu_profiles,
+)
 from dnnprov.io.catalog import Catalog, embedded_path
-from dnnprov.problems.spot import (InstanceType, SpotConstraints, SpotPlatform, SpotProblem, SpotSLO,
-                                   SpotWorkload, VcpuQuota)
-from dnnprov.problems.serverless import (ServerlessConstraints, ServerlessPlatform, ServerlessProblem,
-                                         ServerlessWorkload)
-from dnnprov.models.serverless import ServerlessModel
 from dnnprov.io.paper import load_serverless_workload
-from dnnprov.benchsets.common import (DEFAULT_COUNTS, DEFAULT_SEED, Deadline, Entry, GENERATOR_VERSION,
-                                      PS_PRICE_PER_H, SERVERLESS_WORKLOADS, SMALL_SPACE_LIMIT, _STREAM,
-                                      _embedded_catalog, _log_uniform, _random_deadline, _rng, _sig,
-                                      _speed_from_compute, _up, gpu_model_key, workload_gpu_profiles)
+from dnnprov.models.serverless import ServerlessModel
+from dnnprov.problems.serverless import ServerlessConstraints, ServerlessPlatform, ServerlessProblem, ServerlessWorkload
+from dnnprov.problems.spot import (
+    InstanceType,
+    SpotConstraints,
+    SpotPlatform,
+    SpotProblem,
+    SpotSLO,
+    SpotWorkload,
+    VcpuQuota,
+)
 
 
 # ---------------------------------------------------------------------------- small: spot
@@ -38,9 +60,12 @@ def _loss_coefficients(rng: np.random.Generator, max_batch: float) -> dict[str, 
     """gamma_1..3, gamma_5 of eq. (3) with gamma_2 b + gamma_3 > 0 for every worker batch
     (keyword arguments of :class:`SpotWorkload`)."""
     gamma_3 = rng.uniform(2000, 3000)
-    return {"gamma_1": _sig(rng.uniform(500, 1000), 5), "gamma_3": _sig(gamma_3, 5),
-            "gamma_2": -_sig(rng.uniform(0.2, 0.7) * gamma_3 / max_batch, 4),
-            "gamma_5": _sig(rng.uniform(0.3, 0.6), 3)}
+    return {
+        "gamma_1": _sig(rng.uniform(500, 1000), 5),
+        "gamma_3": _sig(gamma_3, 5),
+        "gamma_2": -_sig(rng.uniform(0.2, 0.7) * gamma_3 / max_batch, 4),
+        "gamma_5": _sig(rng.uniform(0.3, 0.6), 3),
+    }
 
 
 def _space(problem: SpotProblem) -> int:
@@ -51,6 +76,7 @@ def _space(problem: SpotProblem) -> int:
 
 def _shrink_quotas(quotas: list[int], od_quotas: list[int] | None, factor: int, limit: int) -> None:
     """Lower the largest quota (spot first on ties) until the space fits ``limit``."""
+
     def size() -> int:
         all_q = quotas + (od_quotas or [])
         return math.prod(q + 1 for q in all_q) * factor
@@ -79,8 +105,9 @@ def small_spot_instance(seed: int, index: int) -> Entry:
     regime = str(rng.choice(["tight", "loose"]))
     alpha_1, beta_1, ps_ratio = _contention(rng, regime)
     b_req = _sig(rng.uniform(100, 400), 4)
-    platform = SpotPlatform(ps_bandwidth_mb_s=_sig(b_req * ps_ratio, 4),
-                            ps_price_per_h=float(rng.choice([0.0, PS_PRICE_PER_H])))
+    platform = SpotPlatform(
+        ps_bandwidth_mb_s=_sig(b_req * ps_ratio, 4), ps_price_per_h=float(rng.choice([0.0, PS_PRICE_PER_H]))
+    )
     param_mb = _sig(_log_uniform(rng, 4, 40), 4)
     batch16 = int(rng.choice([256, 512, 1024]))
     per_sample_v100 = _log_uniform(rng, 1.5e-4, 1.2e-3)
@@ -94,33 +121,54 @@ def small_spot_instance(seed: int, index: int) -> Entry:
     batches, compute = [], []
     for e in entries:
         gpu = gpu_model_key(e.gpu_model)
-        assert gpu is not None                          # the entries are the profiled NVIDIA GPUs
+        assert gpu is not None  # the entries are the profiled NVIDIA GPUs
         batch = batch16 // 2 if (e.gpu_memory_gb or 16) < 12 else batch16
         per_sample = per_sample_v100 * ratios[gpu].seconds_per_sample / ratios["V100"].seconds_per_sample
         batches.append(batch)
         compute.append(_sig(batch * per_sample * math.exp(rng.normal(0, 0.25)), 5))
     max_batch = max(e.gpus * b for e, b in zip(entries, batches))
     workload = SpotWorkload(
-        name="synthetic", param_size_mb=param_mb, bandwidth_req_mb_s=b_req, alpha_1=alpha_1,
-        beta_1=beta_1, gamma_4=gamma_4, loss_variant=variant, **_loss_coefficients(rng, max_batch),
-        estimated=("alpha_1", "beta_1", "gamma_1", "gamma_2", "gamma_3", "gamma_4", "gamma_5"))
+        name="synthetic",
+        param_size_mb=param_mb,
+        bandwidth_req_mb_s=b_req,
+        alpha_1=alpha_1,
+        beta_1=beta_1,
+        gamma_4=gamma_4,
+        loss_variant=variant,
+        **_loss_coefficients(rng, max_batch),
+        estimated=("alpha_1", "beta_1", "gamma_1", "gamma_2", "gamma_3", "gamma_4", "gamma_5"),
+    )
     by_speed = rng.random(len(entries)) < 0.7
     types = []
     for k, e in enumerate(entries):
-        speed = (_speed_from_compute(model, workload, platform, e.gpus, batches[k], compute[k])
-                 if by_speed[k] else None)
-        types.append(InstanceType(
-            name=e.name, gpus=e.gpus, spot_price_per_h=e.spot_price_per_h, quota=quotas[k],
-            batch_per_gpu=batches[k], gpu_memory_gb=e.gpu_memory_gb, vcpus=e.vcpus,
-            on_demand_price_per_h=e.on_demand_price_per_h if on_demand else None,
-            on_demand_quota=od_quotas[k] if od_quotas else None,
-            compute_time_s=None if speed is not None else compute[k], speed_samples_per_s=speed))
-    cons: dict[str, Any] = {"markets": ("spot", "on-demand") if on_demand else ("spot",),
-                            "ps_count": (ps_low, ps_high)}
-    labels: dict[str, Any] = {"kind": "spot", "model": model, "loss_variant": variant,
-                              "gamma_4": gamma_4 if variant == "cc" else None, "contention": regime,
-                              "catalog": catalog_name, "types": n_types, "markets": list(cons["markets"]),
-                              "ps_count": [ps_low, ps_high]}
+        speed = _speed_from_compute(model, workload, platform, e.gpus, batches[k], compute[k]) if by_speed[k] else None
+        types.append(
+            InstanceType(
+                name=e.name,
+                gpus=e.gpus,
+                spot_price_per_h=e.spot_price_per_h,
+                quota=quotas[k],
+                batch_per_gpu=batches[k],
+                gpu_memory_gb=e.gpu_memory_gb,
+                vcpus=e.vcpus,
+                on_demand_price_per_h=e.on_demand_price_per_h if on_demand else None,
+                on_demand_quota=od_quotas[k] if od_quotas else None,
+                compute_time_s=None if speed is not None else compute[k],
+                speed_samples_per_s=speed,
+            )
+        )
+    cons: dict[str, Any] = {"markets": ("spot", "on-demand") if on_demand else ("spot",), "ps_count": (ps_low, ps_high)}
+    labels: dict[str, Any] = {
+        "kind": "spot",
+        "model": model,
+        "loss_variant": variant,
+        "gamma_4": gamma_4 if variant == "cc" else None,
+        "contention": regime,
+        "catalog": catalog_name,
+        "types": n_types,
+        "markets": list(cons["markets"]),
+        "ps_count": [ps_low, ps_high],
+    }
     if rng.random() < 0.25:
         stocked = [t for t in types if t.quota > 0]
         if stocked:
@@ -129,38 +177,58 @@ def small_spot_instance(seed: int, index: int) -> Entry:
     if rng.random() < 0.3:
         t = types[int(rng.integers(0, len(types)))]
         family = t.quota_family
-        kept = sum(n * next(x.vcpus for x in types if x.name == name)
-                   for name, n in cons.get("existing", {}).items()
-                   if next(x for x in types if x.name == name).quota_family == family)
+        kept = sum(
+            n * next(x.vcpus for x in types if x.name == name)
+            for name, n in cons.get("existing", {}).items()
+            if next(x for x in types if x.name == name).quota_family == family
+        )
         biggest = max(x.vcpus for x in types if x.quota_family == family and x.vcpus is not None)
-        cons["vcpu_quotas"] = (VcpuQuota(family=family, market="spot",
-                                         vcpus=int(kept + biggest * rng.integers(1, 5))),)
+        cons["vcpu_quotas"] = (VcpuQuota(family=family, market="spot", vcpus=int(kept + biggest * rng.integers(1, 5))),)
     if rng.random() < 0.1:
         cons["workers"] = (int(rng.integers(1, 3)), None if rng.random() < 0.5 else int(rng.integers(3, 9)))
     loss = _sig(workload.gamma_5 + rng.uniform(0.15, 0.45), 3)
-    draft = SpotProblem(instance_types=tuple(types), workload=workload, slo=SpotSLO(loss=loss, time_s=1e9),
-                        platform=platform, constraints=SpotConstraints(**cons), model=model,
-                        name=f"small-spot-{index:03d}")
+    draft = SpotProblem(
+        instance_types=tuple(types),
+        workload=workload,
+        slo=SpotSLO(loss=loss, time_s=1e9),
+        platform=platform,
+        constraints=SpotConstraints(**cons),
+        model=model,
+        name=f"small-spot-{index:03d}",
+    )
     deadline = _random_deadline(rng, draft, multi_share=0.6)
     budget = rng.random() < 0.25 and deadline.cost is not None
     if budget and deadline.cost is not None:
         cons["budget_usd"] = _up(deadline.cost * rng.uniform(1.0, 1.5), 4)
-    problem = draft.replace(slo=SpotSLO(loss=loss, time_s=deadline.time_s),
-                            constraints=SpotConstraints(**cons),
-                            notes=_small_spot_notes(catalog_name, deadline))
-    labels.update({"existing": bool(cons.get("existing")), "vcpu_quota": bool(cons.get("vcpu_quotas")),
-                   "workers_range": "workers" in cons, "budget": bool(budget),
-                   "deadline_rule": deadline.rule, "space": _space(problem)})
+    problem = draft.replace(
+        slo=SpotSLO(loss=loss, time_s=deadline.time_s),
+        constraints=SpotConstraints(**cons),
+        notes=_small_spot_notes(catalog_name, deadline),
+    )
+    labels.update(
+        {
+            "existing": bool(cons.get("existing")),
+            "vcpu_quota": bool(cons.get("vcpu_quotas")),
+            "workers_range": "workers" in cons,
+            "budget": bool(budget),
+            "deadline_rule": deadline.rule,
+            "space": _space(problem),
+        }
+    )
     return Entry(f"spot-{index:03d}.json", problem, labels)
 
 
 def _small_spot_notes(catalog_name: str, deadline: Deadline) -> str:
-    return (f"dnnprov generate small (generator v{GENERATOR_VERSION}). Types, GPU counts, vCPUs and "
-            f"spot/on-demand prices are real (embedded catalog {catalog_name}); the workload and the "
-            "per-type profiles are SYNTHETIC: compute time = per-GPU batch x a random per-sample time "
-            "on a V100 x the GPU model's ResNet-110 ratio (resnet110-paper profile) x lognormal noise "
-            "(sigma 0.25). Deadline rule " + deadline.rule
-            + (f" (fastest lone worker {deadline.lone_time_s:g} s)" if deadline.lone_time_s else "") + ".")
+    return (
+        f"dnnprov generate small (generator v{GENERATOR_VERSION}). Types, GPU counts, vCPUs and "
+        f"spot/on-demand prices are real (embedded catalog {catalog_name}); the workload and the "
+        "per-type profiles are SYNTHETIC: compute time = per-GPU batch x a random per-sample time "
+        "on a V100 x the GPU model's ResNet-110 ratio (resnet110-paper profile) x lognormal noise "
+        "(sigma 0.25). Deadline rule "
+        + deadline.rule
+        + (f" (fastest lone worker {deadline.lone_time_s:g} s)" if deadline.lone_time_s else "")
+        + "."
+    )
 
 
 # ---------------------------------------------------------------------------- small: serverless
@@ -196,8 +264,13 @@ def small_serverless_instance(seed: int, index: int) -> Entry:
     if rng.random() < 0.15:
         cons["functions"] = (int(rng.integers(1, 4)), None if rng.random() < 0.5 else int(rng.integers(8, 41)))
     platform = ServerlessPlatform(max_memory_mb=max_memory, concurrency_limit=concurrency)
-    draft = ServerlessProblem(workload=workload, time_s=1e9, platform=platform,
-                              constraints=ServerlessConstraints(**cons), name=f"small-serverless-{index:03d}")
+    draft = ServerlessProblem(
+        workload=workload,
+        time_s=1e9,
+        platform=platform,
+        constraints=ServerlessConstraints(**cons),
+        name=f"small-serverless-{index:03d}",
+    )
     per_epoch = _best_epoch_time(draft)
     max_epochs = max(1, int(2400 // per_epoch))
     epochs = float(min(max_epochs, max(1, round(_log_uniform(rng, 1, max_epochs + 0.999) - 0.5))))
@@ -205,8 +278,14 @@ def small_serverless_instance(seed: int, index: int) -> Entry:
     model = ServerlessModel(draft)
     grid = draft.memory_grid()
     low, high = draft.function_range()
-    lone = min((float(t) for t in model.evaluate(np.full(len(grid), 1), np.array(grid), ps_high).time_s
-                if np.isfinite(t)), default=math.inf) if low == 1 else math.inf
+    lone = (
+        min(
+            (float(t) for t in model.evaluate(np.full(len(grid), 1), np.array(grid), ps_high).time_s if np.isfinite(t)),
+            default=math.inf,
+        )
+        if low == 1
+        else math.inf
+    )
     samples = 200
     n = np.array([round(_log_uniform(rng, low, high + 0.999) - 0.5) for _ in range(samples)])
     n = np.clip(n, low, high)
@@ -232,22 +311,36 @@ def small_serverless_instance(seed: int, index: int) -> Entry:
     budget = rng.random() < 0.2 and cost is not None
     if budget and cost is not None:
         cons["budget_usd"] = _up(cost * rng.uniform(1.0, 1.5), 4)
-    problem = draft.replace(time_s=time_s, constraints=ServerlessConstraints(**cons), notes=(
-        f"dnnprov generate small (generator v{GENERATOR_VERSION}). Workload {name} of lambdaDNN Table 5 "
-        f"(embedded profile) with {epochs:g} epochs drawn log-uniformly up to what the fastest plan "
-        f"trains in 2400 s; platform AWS Lambda with m_max {max_memory} MB and a concurrency limit of "
-        f"{concurrency}. Deadline rule {rule}"
-        + (f" (fastest lone function {_sig(lone):g} s)" if math.isfinite(lone) else "")
-        + "; epochs, T_o and the limits are synthetic."))
+    problem = draft.replace(
+        time_s=time_s,
+        constraints=ServerlessConstraints(**cons),
+        notes=(
+            f"dnnprov generate small (generator v{GENERATOR_VERSION}). Workload {name} of lambdaDNN Table 5 "
+            f"(embedded profile) with {epochs:g} epochs drawn log-uniformly up to what the fastest plan "
+            f"trains in 2400 s; platform AWS Lambda with m_max {max_memory} MB and a concurrency limit of "
+            f"{concurrency}. Deadline rule {rule}"
+            + (f" (fastest lone function {_sig(lone):g} s)" if math.isfinite(lone) else "")
+            + "; epochs, T_o and the limits are synthetic."
+        ),
+    )
     space = (high - low + 1) * len(grid) * (ps_high - ps_low + 1)
-    labels = {"kind": "serverless", "workload": name, "epochs": epochs, "max_memory_mb": max_memory,
-              "concurrency_limit": concurrency, "ps_count": [ps_low, ps_high],
-              "functions_range": "functions" in cons, "budget": bool(budget), "deadline_rule": rule,
-              "space": space}
+    labels = {
+        "kind": "serverless",
+        "workload": name,
+        "epochs": epochs,
+        "max_memory_mb": max_memory,
+        "concurrency_limit": concurrency,
+        "ps_count": [ps_low, ps_high],
+        "functions_range": "functions" in cons,
+        "budget": bool(budget),
+        "deadline_rule": rule,
+        "space": space,
+    }
     return Entry(f"serverless-{index:03d}.json", problem, labels)
 
 
 def small_set(seed: int = DEFAULT_SEED, count: int = DEFAULT_COUNTS["small"]) -> list[Entry]:
     """``count`` spot and ``count`` serverless instances for exhaustive search."""
-    return ([small_spot_instance(seed, i) for i in range(count)]
-            + [small_serverless_instance(seed, i) for i in range(count)])
+    return [small_spot_instance(seed, i) for i in range(count)] + [
+        small_serverless_instance(seed, i) for i in range(count)
+    ]

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
+from dnnprov.benchsets.common import (
+    _TRACE_STREAMS,
+    DEFAULT_COUNTS,
+    DEFAULT_SEED,
+    PHILLY_FILE,
+    SERVERLESS_WORKLOADS,
+    _check_seed,
+    _sig,
+    resolve_shared_data,
+)
+from dnnprov.benchsets.small import _best_epoch_time, _serverless_workload
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.serverless import ServerlessProblem
-from dnnprov.benchsets.common import (DEFAULT_COUNTS, DEFAULT_SEED, PHILLY_FILE, SERVERLESS_WORKLOADS,
-                                      _TRACE_STREAMS, _check_seed, _sig, resolve_shared_data)
-from dnnprov.benchsets.small import _best_epoch_time, _serverless_workload
-
 
 # ---------------------------------------------------------------------------- trace
 #: Epochs of the longest trace job are this share of what the fastest plan trains within
@@ -22,11 +30,13 @@ from dnnprov.benchsets.small import _best_epoch_time, _serverless_workload
 TRACE_MAX_SHARE = 0.9
 TRACE_MIN_SHARE = 0.02
 TRACE_TIME_RANGE_S = (600.0, 1200.0)
-TRACE_MAPPING = ("job i: trace row i of a seeded permutation of the runtimes (a new permutation per pass), "
-                 "workload uniform over the four of Table 5, T_o uniform in [600, 1200] s; epochs = "
-                 "share x T_o / F_w with F_w the workload's fastest time per epoch (whole (n, m) grid, "
-                 "m_max 3008 MB, 1 PS) and share = 0.02^(1-q) x 0.9^q, q = the runtime's mid-rank in "
-                 "the trace scaled to [0, 1]")
+TRACE_MAPPING = (
+    "job i: trace row i of a seeded permutation of the runtimes (a new permutation per pass), "
+    "workload uniform over the four of Table 5, T_o uniform in [600, 1200] s; epochs = "
+    "share x T_o / F_w with F_w the workload's fastest time per epoch (whole (n, m) grid, "
+    "m_max 3008 MB, 1 PS) and share = 0.02^(1-q) x 0.9^q, q = the runtime's mid-rank in "
+    "the trace scaled to [0, 1]"
+)
 
 
 def read_philly_runtimes(shared_data: str | Path | None = None) -> np.ndarray:
@@ -57,8 +67,12 @@ def _trace_templates() -> dict[str, tuple[dict[str, Any], float]]:
     return out
 
 
-def trace_jobs(seed: int = DEFAULT_SEED, count: int = DEFAULT_COUNTS["trace"],
-               runtimes: np.ndarray | None = None, shared_data: str | Path | None = None) -> Iterator[dict[str, Any]]:
+def trace_jobs(
+    seed: int = DEFAULT_SEED,
+    count: int = DEFAULT_COUNTS["trace"],
+    runtimes: np.ndarray | None = None,
+    shared_data: str | Path | None = None,
+) -> Iterator[dict[str, Any]]:
     """Serverless jobs drawn the way lambdaDNN's trace-driven simulation did, as instance dicts.
 
     Job ``i`` takes the trace job at position ``i`` of a seeded random permutation of the
@@ -81,10 +95,12 @@ def trace_jobs(seed: int = DEFAULT_SEED, count: int = DEFAULT_COUNTS["trace"],
     templates = _trace_templates()
     names = list(SERVERLESS_WORKLOADS)
     order_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_TRACE_STREAMS["order"],)))
-    workload_draws = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_TRACE_STREAMS["workload"],))
-                                           ).integers(0, len(names), size=count)
-    times = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_TRACE_STREAMS["time"],))
-                                  ).uniform(*TRACE_TIME_RANGE_S, size=count)
+    workload_draws = np.random.default_rng(
+        np.random.SeedSequence(seed, spawn_key=(_TRACE_STREAMS["workload"],))
+    ).integers(0, len(names), size=count)
+    times = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_TRACE_STREAMS["time"],))).uniform(
+        *TRACE_TIME_RANGE_S, size=count
+    )
     rows = np.empty(0, dtype=np.int64)
     for i in range(count):
         if i % size == 0:
@@ -99,8 +115,10 @@ def trace_jobs(seed: int = DEFAULT_SEED, count: int = DEFAULT_COUNTS["trace"],
         epochs = _sig(share * time_s / per_epoch, 4)
         job = dict(template)
         job["name"] = f"trace-{i:06d}"
-        job["notes"] = (f"philly job {row} (runtime {values[row]:g} s, rank quantile {q:.4f}); "
-                        f"epochs = {share:.4g} x T_o / {per_epoch:.4g} s per epoch")
+        job["notes"] = (
+            f"philly job {row} (runtime {values[row]:g} s, rank quantile {q:.4f}); "
+            f"epochs = {share:.4g} x T_o / {per_epoch:.4g} s per epoch"
+        )
         job["workload"] = dict(template["workload"], epochs=epochs)
         job["slo"] = {"time_s": time_s}
         yield job

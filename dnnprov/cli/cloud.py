@@ -13,21 +13,38 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from dnnprov.cli import EXIT_NO_PLAN, EXIT_OK, check_time_limit, exit_code, solve_interruptibly
+from dnnprov.cloud.export import (
+    KUEUE_APIS,
+    TARGETS,
+    ApiCall,
+    ExportOptions,
+    FunctionCode,
+    LaunchOptions,
+    PlanDocument,
+    SkyPilotOptions,
+    ec2_fleet_calls,
+    export_files,
+    load_plan,
+    plan_document,
+    run_instances_calls,
+)
+from dnnprov.cloud.export.aws_calls import new_run_id
+from dnnprov.dispatch import METHODS
+from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalog import load_catalog
 from dnnprov.io.catalog_import import SNAPSHOTS, dated_catalog_name, import_shared_data, write_catalog
-from dnnprov.errors import InvalidInputError
-from dnnprov.cloud.export import (KUEUE_APIS, TARGETS, ApiCall, ExportOptions, FunctionCode, LaunchOptions,
-                                  PlanDocument, SkyPilotOptions, ec2_fleet_calls, export_files, load_plan,
-                                  plan_document, run_instances_calls)
-from dnnprov.cloud.export.aws_calls import new_run_id
 from dnnprov.io.instances import read_instance
-from dnnprov.revocation.replan import (DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem, solve_takeover, takeover_document,
-                                  zone_capacity, zone_placement)
-from dnnprov.dispatch import METHODS
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import SpotPlan
-
-from dnnprov.cli import EXIT_NO_PLAN, EXIT_OK, check_time_limit, exit_code, solve_interruptibly
+from dnnprov.revocation.replan import (
+    DEFAULT_TAKEOVER_OVERHEAD_S,
+    replanned_problem,
+    solve_takeover,
+    takeover_document,
+    zone_capacity,
+    zone_placement,
+)
 
 
 def cmd_catalog_fetch(args: argparse.Namespace) -> int:
@@ -35,15 +52,27 @@ def cmd_catalog_fetch(args: argparse.Namespace) -> int:
     from dnnprov.cloud.aws import AwsClients, fetch_catalog_file
 
     types = [t for t in args.types.split(",") if t] if args.types else None
-    print(fetch_catalog_file(args.region, types, out=args.out, window_hours=args.window_hours,
-                             clients=AwsClients(args.region, endpoint_url=args.endpoint_url)))
+    print(
+        fetch_catalog_file(
+            args.region,
+            types,
+            out=args.out,
+            window_hours=args.window_hours,
+            clients=AwsClients(args.region, endpoint_url=args.endpoint_url),
+        )
+    )
     return EXIT_OK
 
 
 def cmd_catalog_import(args: argparse.Namespace) -> int:
     """Build a catalog from the real data in ../shared/data (offline)."""
-    catalog = import_shared_data(args.region, args.shared_data, snapshot=args.snapshot, mix_dates=args.mix_dates,
-                                 estimate_missing_spot=args.estimate_missing_spot)
+    catalog = import_shared_data(
+        args.region,
+        args.shared_data,
+        snapshot=args.snapshot,
+        mix_dates=args.mix_dates,
+        estimate_missing_spot=args.estimate_missing_spot,
+    )
     print(write_catalog(catalog, args.out or Path.cwd() / dated_catalog_name(catalog)))
     return EXIT_OK
 
@@ -58,22 +87,43 @@ def _document(args: argparse.Namespace) -> PlanDocument:
 
 def _launch(args: argparse.Namespace, default_run_id: str | None = None) -> LaunchOptions:
     """The launch options; the run id is ``--run-id``, else ``default_run_id``."""
-    return LaunchOptions(image_id=args.image_id, launch_template=args.launch_template,
-                         launch_template_version=args.launch_template_version,
-                         subnet_id=args.subnet_id, key_name=args.key_name, run_id=args.run_id or default_run_id)
+    return LaunchOptions(
+        image_id=args.image_id,
+        launch_template=args.launch_template,
+        launch_template_version=args.launch_template_version,
+        subnet_id=args.subnet_id,
+        key_name=args.key_name,
+        run_id=args.run_id or default_run_id,
+    )
 
 
 def _export_options(args: argparse.Namespace) -> ExportOptions:
     code = None
     if args.role or args.image_uri or args.s3_bucket or args.s3_key:
-        code = FunctionCode(role=args.role or "", image_uri=args.image_uri, s3_bucket=args.s3_bucket,
-                            s3_key=args.s3_key, runtime=args.runtime, handler=args.handler)
-    skypilot = SkyPilotOptions(catalog=args.skypilot_catalog, check_catalog=not args.no_catalog_check,
-                               region=args.region, managed_spot=args.managed_spot,
-                               autostop_minutes=args.autostop)
-    return ExportOptions(launch=_launch(args), function_name=args.function_name, code=code,
-                         queue_name=args.queue_name, namespace=args.namespace,
-                         kueue_api=f"kueue.x-k8s.io/{args.kueue_api}", skypilot=skypilot)
+        code = FunctionCode(
+            role=args.role or "",
+            image_uri=args.image_uri,
+            s3_bucket=args.s3_bucket,
+            s3_key=args.s3_key,
+            runtime=args.runtime,
+            handler=args.handler,
+        )
+    skypilot = SkyPilotOptions(
+        catalog=args.skypilot_catalog,
+        check_catalog=not args.no_catalog_check,
+        region=args.region,
+        managed_spot=args.managed_spot,
+        autostop_minutes=args.autostop,
+    )
+    return ExportOptions(
+        launch=_launch(args),
+        function_name=args.function_name,
+        code=code,
+        queue_name=args.queue_name,
+        namespace=args.namespace,
+        kueue_api=f"kueue.x-k8s.io/{args.kueue_api}",
+        skypilot=skypilot,
+    )
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -82,8 +132,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     Every file is built before the first is written, so a refused plan writes nothing.
     """
     if args.to == "skypilot" and not args.out:
-        raise InvalidInputError("--out", "the skypilot export is one task file per cluster: "
-                                         "give the folder to write them to (--out DIR)")
+        raise InvalidInputError(
+            "--out", "the skypilot export is one task file per cluster: give the folder to write them to (--out DIR)"
+        )
     files = export_files(_document(args), args.to, _export_options(args))
     if args.to == "skypilot":
         folder = Path(args.out)
@@ -123,9 +174,12 @@ def cmd_apply(args: argparse.Namespace) -> int:
         raise InvalidInputError("region", "the plan names no region (no catalog) and none is configured: pass --region")
     fleet = args.via == "fleet" and not args.dry_run
     if fleet and not isinstance(doc.problem, SpotProblem):
-        raise InvalidInputError("--instance", "an instant fleet chooses its own mix: apply --via fleet checks it "
-                                              "against the plan's instance (quotas, deadline, budget), so give it "
-                                              "(--instance FILE, or a plan document that holds it)")
+        raise InvalidInputError(
+            "--instance",
+            "an instant fleet chooses its own mix: apply --via fleet checks it "
+            "against the plan's instance (quotas, deadline, budget), so give it "
+            "(--instance FILE, or a plan document that holds it)",
+        )
     summary = ", ".join(_describe(c) for c in calls)
     run = launch.run_id
     if not args.dry_run and not args.yes:
@@ -137,25 +191,38 @@ def cmd_apply(args: argparse.Namespace) -> int:
             print("aborted: nothing launched")
             return EXIT_NO_PLAN
     try:
-        outcomes = issue_calls(calls, AwsClients(region, endpoint_url=args.endpoint_url), dry_run=args.dry_run,
-                               check_delivery=doc.check_delivery if fleet else None)
+        outcomes = issue_calls(
+            calls,
+            AwsClients(region, endpoint_url=args.endpoint_url),
+            dry_run=args.dry_run,
+            check_delivery=doc.check_delivery if fleet else None,
+        )
     except CloudError as exc:
         if args.dry_run:
             raise
-        raise CloudError(exc.field, f"{exc.problem} (run {run}: its instances are tagged dnnprov:run={run})",
-                         exc.code) from None
+        raise CloudError(
+            exc.field, f"{exc.problem} (run {run}: its instances are tagged dnnprov:run={run})", exc.code
+        ) from None
     for outcome in outcomes:
         what = _describe(outcome.call)
         if outcome.dry_run:
             print(f"dry run ok: {what} (DryRunOperation)")
         else:
-            got = (f" delivered {', '.join(f'{n} x {t}' for t, n in outcome.types)} "
-                   f"({sum(n for _, n in outcome.types)} workers)" if outcome.call.operation == "CreateFleet" else "")
-            print(f"launched: {what}{got}: {', '.join(outcome.instance_ids) or 'no instance'}"
-                  + (f"; errors: {'; '.join(outcome.errors)}" if outcome.errors else ""))
+            got = (
+                f" delivered {', '.join(f'{n} x {t}' for t, n in outcome.types)} "
+                f"({sum(n for _, n in outcome.types)} workers)"
+                if outcome.call.operation == "CreateFleet"
+                else ""
+            )
+            print(
+                f"launched: {what}{got}: {', '.join(outcome.instance_ids) or 'no instance'}"
+                + (f"; errors: {'; '.join(outcome.errors)}" if outcome.errors else "")
+            )
     if not args.dry_run:
-        print(f"run {run}: every instance is tagged dnnprov:run={run}; `apply --run-id {run}` sends the same "
-              "launch calls again, which launch nothing new")
+        print(
+            f"run {run}: every instance is tagged dnnprov:run={run}; `apply --run-id {run}` sends the same "
+            "launch calls again, which launch nothing new"
+        )
     return EXIT_OK
 
 
@@ -166,8 +233,9 @@ def _describe(call: ApiCall) -> str:
     if call.operation == "CreateFleet":
         types = dict.fromkeys(o["InstanceType"] for c in p["LaunchTemplateConfigs"] for o in c["Overrides"])
         target = p["TargetCapacitySpecification"]
-        return (f"{target['DefaultTargetCapacityType']} fleet of {target['TotalTargetCapacity']} GPUs of "
-                f"{', '.join(types)}")
+        return (
+            f"{target['DefaultTargetCapacityType']} fleet of {target['TotalTargetCapacity']} GPUs of {', '.join(types)}"
+        )
     market = "spot" if "InstanceMarketOptions" in p else "on-demand"
     return f"{p['MinCount']} x {p['InstanceType']} ({market})"
 
@@ -205,26 +273,39 @@ def cmd_replan(args: argparse.Namespace) -> int:
     revoked = _revoked(args.revoked)
     free = _zone_capacity(args.capacity or [])
     survivors = {k: n - revoked.get(k, 0) for k, n in doc.counts().items()}
-    takeover = replanned_problem(problem, doc.counts(), revoked, args.elapsed,
-                                 args.loss_reached, takeover_overhead_s=args.takeover_overhead,
-                                 avoid_revoked=args.avoid_revoked, ps=doc.ps,
-                                 capacity=zone_capacity(problem, free, survivors) if free else None)
-    result = solve_interruptibly(lambda: solve_takeover(takeover, args.method, time_limit_s=args.time_limit),
-                                 args.time_limit)
+    takeover = replanned_problem(
+        problem,
+        doc.counts(),
+        revoked,
+        args.elapsed,
+        args.loss_reached,
+        takeover_overhead_s=args.takeover_overhead,
+        avoid_revoked=args.avoid_revoked,
+        ps=doc.ps,
+        capacity=zone_capacity(problem, free, survivors) if free else None,
+    )
+    result = solve_interruptibly(
+        lambda: solve_takeover(takeover, args.method, time_limit_s=args.time_limit), args.time_limit
+    )
     if free and isinstance(result.plan, SpotPlan):
         new = {k: n - survivors.get(k, 0) for k, n in result.plan.counts.items() if n > survivors.get(k, 0)}
         result = replace(result, details={**result.details, "zones": zone_placement(problem, new, free)})
     if args.json:
-        out = (plan_document(result, takeover, doc.catalog).to_dict() if result.plan is not None
-               else takeover_document(result, takeover, doc.catalog))
+        out = (
+            plan_document(result, takeover, doc.catalog).to_dict()
+            if result.plan is not None
+            else takeover_document(result, takeover, doc.catalog)
+        )
         print(json.dumps(out, indent=2))
     else:
         print(result.summary())
         added = result.details.get("new_instances")
         if added is not None:
-            print(f"  new  : {', '.join(f'{n} x {k}' for k, n in added.items()) or 'none'} "
-                  f"(kept: {', '.join(f'{n} x {k}' for k, n in takeover.constraints.existing.items()) or 'none'}); "
-                  f"new PS: {result.details.get('new_ps', 0)}")
+            print(
+                f"  new  : {', '.join(f'{n} x {k}' for k, n in added.items()) or 'none'} "
+                f"(kept: {', '.join(f'{n} x {k}' for k, n in takeover.constraints.existing.items()) or 'none'}); "
+                f"new PS: {result.details.get('new_ps', 0)}"
+            )
     return exit_code(result)
 
 
@@ -237,8 +318,11 @@ def _plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--launch-template-version", default="$Default")
     p.add_argument("--subnet-id")
     p.add_argument("--key-name")
-    p.add_argument("--run-id", help="name of this deployment: the dnnprov:run tag of every instance and the seed of "
-                                    "each launch's ClientToken (apply: a fresh one by default; export: none)")
+    p.add_argument(
+        "--run-id",
+        help="name of this deployment: the dnnprov:run tag of every instance and the seed of "
+        "each launch's ClientToken (apply: a fresh one by default; export: none)",
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -255,14 +339,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     i = catalog_sub.add_parser("import", help="catalog from ../shared/data (offline, real AWS data)")
     i.add_argument("--region", default="us-east-1")
     i.add_argument("--shared-data", help="folder of the shared data (default: <repo>/../shared/data)")
-    i.add_argument("--snapshot", choices=SNAPSHOTS, default="2025",
-                   help="the moment of every price: 2025 (spot = 2026 on-demand x (1 - 2025 advisor savings), "
-                        "default) or 2022 (the 2022-05-31 spot history, 2021 advisor buckets, no on-demand)")
-    i.add_argument("--mix-dates", action="store_true",
-                   help="with --snapshot 2022: add the 2026 on-demand prices and 2025 buckets (dates mixed)")
-    i.add_argument("--estimate-missing-spot", action="store_true",
-                   help="with --snapshot 2022 --mix-dates: spot = on-demand x (1 - advisor savings) where the "
-                        "history has none")
+    i.add_argument(
+        "--snapshot",
+        choices=SNAPSHOTS,
+        default="2025",
+        help="the moment of every price: 2025 (spot = 2026 on-demand x (1 - 2025 advisor savings), "
+        "default) or 2022 (the 2022-05-31 spot history, 2021 advisor buckets, no on-demand)",
+    )
+    i.add_argument(
+        "--mix-dates",
+        action="store_true",
+        help="with --snapshot 2022: add the 2026 on-demand prices and 2025 buckets (dates mixed)",
+    )
+    i.add_argument(
+        "--estimate-missing-spot",
+        action="store_true",
+        help="with --snapshot 2022 --mix-dates: spot = on-demand x (1 - advisor savings) where the history has none",
+    )
     i.add_argument("--out", help="catalog file (default: ./NAME-SNAPSHOT.json)")
     i.set_defaults(run=cmd_catalog_import)
 
@@ -278,25 +371,45 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--handler", help="handler of a .zip function, e.g. train.handler (lambda)")
     p.add_argument("--queue-name", help="ClusterQueue and LocalQueue name (kueue; default: the instance name)")
     p.add_argument("--namespace", default="default", help="namespace of the LocalQueue (kueue)")
-    p.add_argument("--kueue-api", choices=[a.rsplit("/", 1)[1] for a in KUEUE_APIS], default="v1beta2",
-                   help="Kueue API version (default %(default)s, stored from Kueue 0.16; v1beta1 for Kueue before 0.15)")
+    p.add_argument(
+        "--kueue-api",
+        choices=[a.rsplit("/", 1)[1] for a in KUEUE_APIS],
+        default="v1beta2",
+        help="Kueue API version (default %(default)s, stored from Kueue 0.16; v1beta1 for Kueue before 0.15)",
+    )
     p.add_argument("--region", help="region of the SkyPilot tasks when the plan carries no catalog (skypilot)")
-    p.add_argument("--skypilot-catalog", metavar="VMS_CSV",
-                   help="SkyPilot's AWS catalog to check types against (skypilot; default "
-                        "~/.sky/catalogs/v8/aws/vms.csv, SkyPilot's own copy)")
-    p.add_argument("--no-catalog-check", action="store_true",
-                   help="do not check the types against SkyPilot's catalog (skypilot)")
-    p.add_argument("--managed-spot", action="store_true",
-                   help="spot workers as managed jobs, recovered after preemptions (skypilot: sky jobs launch)")
-    p.add_argument("--autostop", type=int, default=10, metavar="MINUTES",
-                   help="tear clusters down after this many idle minutes (skypilot; default %(default)s)")
+    p.add_argument(
+        "--skypilot-catalog",
+        metavar="VMS_CSV",
+        help="SkyPilot's AWS catalog to check types against (skypilot; default "
+        "~/.sky/catalogs/v8/aws/vms.csv, SkyPilot's own copy)",
+    )
+    p.add_argument(
+        "--no-catalog-check", action="store_true", help="do not check the types against SkyPilot's catalog (skypilot)"
+    )
+    p.add_argument(
+        "--managed-spot",
+        action="store_true",
+        help="spot workers as managed jobs, recovered after preemptions (skypilot: sky jobs launch)",
+    )
+    p.add_argument(
+        "--autostop",
+        type=int,
+        default=10,
+        metavar="MINUTES",
+        help="tear clusters down after this many idle minutes (skypilot; default %(default)s)",
+    )
     p.add_argument("--out", help="write here instead of standard output (skypilot: a folder, required)")
     p.set_defaults(run=cmd_export)
 
     p = sub.add_parser("apply", help="launch a spot plan on EC2 (--dry-run: DryRun requests only)")
     _plan_options(p)
-    p.add_argument("--via", choices=("run-instances", "fleet"), default="run-instances",
-                   help="RunInstances per type (exact mix, default) or one instant CreateFleet")
+    p.add_argument(
+        "--via",
+        choices=("run-instances", "fleet"),
+        default="run-instances",
+        help="RunInstances per type (exact mix, default) or one instant CreateFleet",
+    )
     p.add_argument("--dry-run", action="store_true", help="send DryRun=True requests; launch nothing")
     p.add_argument("--yes", action="store_true", help="launch without the confirmation prompt")
     p.add_argument("--region", help="default: the plan's catalog region, else boto3's configured region")
@@ -309,12 +422,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--revoked", action="append", required=True, metavar="TYPE=COUNT")
     p.add_argument("--elapsed", type=float, required=True, help="seconds since training started")
     p.add_argument("--loss-reached", type=float, required=True, help="training loss reached so far")
-    p.add_argument("--takeover-overhead", type=float, default=DEFAULT_TAKEOVER_OVERHEAD_S,
-                   help="seconds added to the predicted time (default %(default)g)")
+    p.add_argument(
+        "--takeover-overhead",
+        type=float,
+        default=DEFAULT_TAKEOVER_OVERHEAD_S,
+        help="seconds added to the predicted time (default %(default)g)",
+    )
     p.add_argument("--avoid-revoked", action="store_true", help="buy no new instance of a revoked type")
-    p.add_argument("--capacity", action="append", metavar="TYPE@ZONE=N",
-                   help="free spot instances in a zone of the type now (repeat); the takeover stays within "
-                        "them and its details say where to launch")
+    p.add_argument(
+        "--capacity",
+        action="append",
+        metavar="TYPE@ZONE=N",
+        help="free spot instances in a zone of the type now (repeat); the takeover stays within "
+        "them and its details say where to launch",
+    )
     p.add_argument("--method", choices=METHODS, default="milp")
     p.add_argument("--time-limit", type=float, default=60.0)
     p.add_argument("--json", action="store_true", help="print the takeover plan document")

@@ -17,12 +17,12 @@ import math
 import time
 from typing import Any
 
+from dnnprov.dispatch import solve
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems import _checks as check
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import Result, Status, finite_or_none
-from dnnprov.dispatch import solve
 
 Problem = SpotProblem | ServerlessProblem
 #: Statuses whose ``bound`` is a proven lower bound on the optimum (with the plan's cost above it).
@@ -31,14 +31,25 @@ PROVEN = (Status.OPTIMAL, Status.FEASIBLE, Status.LIMIT)
 
 def add_domain_options(parser: argparse.ArgumentParser, *, cost: bool = False) -> None:
     """Add ``--no-domain`` and ``--extrapolation F`` (and ``--domain-cost`` when ``cost``)."""
-    parser.add_argument("--no-domain", action="store_true",
-                        help="ignore the workload's validity domain (nothing of it enforced or flagged)")
-    parser.add_argument("--extrapolation", type=float, default=None, metavar="F",
-                        help="the domain's extrapolation factor on every axis (overrides the file's factors)")
+    parser.add_argument(
+        "--no-domain",
+        action="store_true",
+        help="ignore the workload's validity domain (nothing of it enforced or flagged)",
+    )
+    parser.add_argument(
+        "--extrapolation",
+        type=float,
+        default=None,
+        metavar="F",
+        help="the domain's extrapolation factor on every axis (overrides the file's factors)",
+    )
     if cost:
-        parser.add_argument("--domain-cost", action="store_true",
-                            help="also solve without the domain and report its optimum and the cost ratio "
-                                 "(the time limit covers both solves)")
+        parser.add_argument(
+            "--domain-cost",
+            action="store_true",
+            help="also solve without the domain and report its optimum and the cost ratio "
+            "(the time limit covers both solves)",
+        )
 
 
 def without_domain(problem: Problem) -> Problem:
@@ -53,8 +64,9 @@ def apply_domain_options(problem: Problem, args: argparse.Namespace) -> Problem:
         if factor is not None:
             raise InvalidInputError("--extrapolation", "widens the domain that --no-domain drops: give one of them")
         if getattr(args, "domain_cost", False):
-            raise InvalidInputError("--domain-cost", "compares the domain's optimum with the domain-free one: "
-                                                     "it goes without --no-domain")
+            raise InvalidInputError(
+                "--domain-cost", "compares the domain's optimum with the domain-free one: it goes without --no-domain"
+            )
         return without_domain(problem)
     domain = problem.workload.domain
     if domain is None and (factor is not None or getattr(args, "domain_cost", False)):
@@ -68,8 +80,9 @@ def apply_domain_options(problem: Problem, args: argparse.Namespace) -> Problem:
     return problem.replace(workload=dataclasses.replace(problem.workload, domain=extended))
 
 
-def solve_with_domain_cost(problem: Problem, method: str = "milp", *, time_limit_s: float = 60.0,
-                           **options: Any) -> Result:
+def solve_with_domain_cost(
+    problem: Problem, method: str = "milp", *, time_limit_s: float = 60.0, **options: Any
+) -> Result:
     """Solve ``problem`` with its domain, then without; the result's ``details["domain_cost"]``
     says what the domain cost.
 
@@ -94,19 +107,25 @@ def solve_with_domain_cost(problem: Problem, method: str = "milp", *, time_limit
 
 def domain_cost_report(with_domain: Result, free: Result) -> dict[str, Any]:
     """What the domain cost, from a solve with it and one without (see :func:`solve_with_domain_cost`)."""
+
     def side(result: Result) -> dict[str, Any]:
-        return {"status": result.status.value, "cost": finite_or_none(result.cost),
-                "bound": finite_or_none(result.bound) if result.status in PROVEN else None,
-                "plan": result.plan.to_dict() if result.plan is not None else None,
-                "iterations": result.details.get("iterations")}
+        return {
+            "status": result.status.value,
+            "cost": finite_or_none(result.cost),
+            "bound": finite_or_none(result.bound) if result.status in PROVEN else None,
+            "plan": result.plan.to_dict() if result.plan is not None else None,
+            "iterations": result.details.get("iterations"),
+        }
 
     report: dict[str, Any] = {"without_domain": side(free), "ratio": None, "ratio_bounds": None, "proven": False}
     if free.status is Status.INFEASIBLE:
         report["note"] = "domain cost: no plan exists even without the domain (proven)"
         return report
     if with_domain.status is Status.INFEASIBLE and free.plan is not None:
-        report["note"] = (f"domain cost: no plan inside the domain (proven); without it ${free.cost:.6f} "
-                          f"by {free.method} ({free.status.value})")
+        report["note"] = (
+            f"domain cost: no plan inside the domain (proven); without it ${free.cost:.6f} "
+            f"by {free.method} ({free.status.value})"
+        )
         return report
     if with_domain.plan is None or free.plan is None or with_domain.cost is None or free.cost is None:
         report["note"] = "domain cost: unknown (a solve found no plan within its time limit)"
@@ -118,13 +137,14 @@ def domain_cost_report(with_domain: Result, free: Result) -> dict[str, Any]:
     if with_domain.status is Status.OPTIMAL and free.status is Status.OPTIMAL:
         ratio = with_domain.cost / free.cost if free.cost > 0 else math.inf
         report.update(ratio=finite_or_none(ratio), ratio_bounds=[finite_or_none(ratio)] * 2, proven=True)
-        report["note"] = (f"domain cost: x{ratio:.6g} (proven; without the domain ${free.cost:.6f}, "
-                          f"{_iterations(free)})")
+        report["note"] = f"domain cost: x{ratio:.6g} (proven; without the domain ${free.cost:.6f}, {_iterations(free)})"
         return report
     report["ratio_bounds"] = [finite_or_none(low), finite_or_none(high)]
     upper = f"{high:.6g}" if high is not None else "unbounded (no proven bound without the domain)"
-    report["note"] = (f"domain cost: not proven, x{low:.6g} to {upper} (without the domain ${free.cost:.6f} by "
-                      f"{free.method}, {free.status.value}, {_iterations(free)})")
+    report["note"] = (
+        f"domain cost: not proven, x{low:.6g} to {upper} (without the domain ${free.cost:.6f} by "
+        f"{free.method}, {free.status.value}, {_iterations(free)})"
+    )
     return report
 
 

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 from dnnprov.benchsets.generate import DEFAULT_COUNTS, DEFAULT_SEED, SETS, generate
-
 from dnnprov.cli import EXIT_OK
 
 
@@ -37,14 +36,23 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``generate`` subcommand."""
     counts = ", ".join(f"{k} {v}" for k, v in DEFAULT_COUNTS.items())
-    p = sub.add_parser("generate", help="write a seeded benchmark instance set",
-                       description="Write a benchmark instance set, reproducible bit for bit from --seed. "
-                                   f"Sets: {', '.join(SETS)}.")
+    p = sub.add_parser(
+        "generate",
+        help="write a seeded benchmark instance set",
+        description=f"Write a benchmark instance set, reproducible bit for bit from --seed. Sets: {', '.join(SETS)}.",
+    )
     p.add_argument("set", choices=SETS, help="which set")
-    p.add_argument("--out", type=Path, help="folder for the files (default: data/benchmarks/SET; the trace "
-                                             "with a non-default --count: data/benchmarks/trace/generated)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="folder for the files (default: data/benchmarks/SET; the trace "
+        "with a non-default --count: data/benchmarks/trace/generated)",
+    )
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"random seed (default {DEFAULT_SEED})")
     p.add_argument("--count", type=int, help=f"instances (small: per kind; trace: jobs); defaults: {counts}")
-    p.add_argument("--shared-data", type=Path,
-                   help="folder of the real data for aws-2022, aws-2025, trace (default: <repo>/../shared/data)")
+    p.add_argument(
+        "--shared-data",
+        type=Path,
+        help="folder of the real data for aws-2022, aws-2025, trace (default: <repo>/../shared/data)",
+    )
     p.set_defaults(run=cmd_generate)

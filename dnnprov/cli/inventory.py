@@ -1,11 +1,11 @@
 """The ``list`` and ``build`` subcommands: what ships with dnnprov, and instances made from it.
 
-    dnnprov list [instances|catalogs|workloads] [--json]
-    dnnprov build --catalog C --profile P --target-loss L --deadline S [--budget B]
-                  [--quota TYPE=N ...] [--default-quota N] [--ps-price-per-h P] [--name NAME]
-                  [--estimate-unprofiled [--estimate-at point|fast|slow]] --out FILE|-
-    dnnprov build --catalog C --profile serverless/W --deadline S [--architecture x86_64|arm64]
-                  [--speed-factor F --speed-factor-source TEXT] --out FILE|-        (a serverless workload)
+dnnprov list [instances|catalogs|workloads] [--json]
+dnnprov build --catalog C --profile P --target-loss L --deadline S [--budget B]
+              [--quota TYPE=N ...] [--default-quota N] [--ps-price-per-h P] [--name NAME]
+              [--estimate-unprofiled [--estimate-at point|fast|slow]] --out FILE|-
+dnnprov build --catalog C --profile serverless/W --deadline S [--architecture x86_64|arm64]
+              [--speed-factor F --speed-factor-source TEXT] --out FILE|-        (a serverless workload)
 """
 
 from __future__ import annotations
@@ -47,14 +47,24 @@ def inventory() -> dict[str, list[dict[str, Any]]]:
             relative = path.relative_to(root / kind).as_posix()
             entry: dict[str, Any] = {"name": relative.removesuffix(".json"), "path": str(path)}
             if kind == "instances":
-                entry.update(kind=relative.split("/")[0], use=f"embedded:{relative}",
-                             notes=_first_words(str(data.get("notes", "")), 100))
+                entry.update(
+                    kind=relative.split("/")[0],
+                    use=f"embedded:{relative}",
+                    notes=_first_words(str(data.get("notes", "")), 100),
+                )
             elif kind == "catalogs":
-                entry.update(region=data.get("region"), snapshot=data.get("snapshot"),
-                             types=len(data.get("instance_types", {})), use=str(path))
+                entry.update(
+                    region=data.get("region"),
+                    snapshot=data.get("snapshot"),
+                    types=len(data.get("instance_types", {})),
+                    use=str(path),
+                )
             else:
-                entry.update(format=data.get("format"), use=str(path),
-                             workload=(data.get("workload") or {}).get("name", data.get("name")))
+                entry.update(
+                    format=data.get("format"),
+                    use=str(path),
+                    workload=(data.get("workload") or {}).get("name", data.get("name")),
+                )
             found[kind].append(entry)
     return found
 
@@ -63,7 +73,7 @@ def _first_words(text: str, limit: int) -> str:
     """``text`` cut to at most ``limit`` characters at a word boundary, ``...`` marking the cut."""
     if len(text) <= limit:
         return text
-    cut = text[:limit - 4].rsplit(" ", 1)[0].rstrip(" ,;:")
+    cut = text[: limit - 4].rsplit(" ", 1)[0].rstrip(" ,;:")
     return f"{cut} ..."
 
 
@@ -77,12 +87,19 @@ def cmd_list(args: argparse.Namespace) -> int:
     for kind in kinds:
         print(f"{kind}:")
         for entry in found[kind]:
-            extra = (entry.get("notes") if kind == "instances" else
-                     f"{entry['region']}, {entry['snapshot']}, {entry['types']} types" if kind == "catalogs"
-                     else entry.get("format"))
+            extra = (
+                entry.get("notes")
+                if kind == "instances"
+                else f"{entry['region']}, {entry['snapshot']}, {entry['types']} types"
+                if kind == "catalogs"
+                else entry.get("format")
+            )
             print(f"  {terminal_safe(entry['name']):<44} {terminal_safe(extra or '')}")
-    print(f"\nsolve an instance with: dnnprov solve embedded:{found['instances'][0]['use'].removeprefix('embedded:')}"
-          if found["instances"] else "")
+    print(
+        f"\nsolve an instance with: dnnprov solve embedded:{found['instances'][0]['use'].removeprefix('embedded:')}"
+        if found["instances"]
+        else ""
+    )
     return EXIT_OK
 
 
@@ -97,8 +114,10 @@ def _embedded_or_path(value: str, kind: str) -> Path:
     embedded = _data_root() / kind / (value.removesuffix(".json") + ".json")
     if embedded.is_file():
         return embedded
-    raise InvalidInputError(f"--{'catalog' if kind == 'catalogs' else 'profile'}",
-                            f"no file {value!r} and no embedded {kind[:-1]} of that name (dnnprov list {kind})")
+    raise InvalidInputError(
+        f"--{'catalog' if kind == 'catalogs' else 'profile'}",
+        f"no file {value!r} and no embedded {kind[:-1]} of that name (dnnprov list {kind})",
+    )
 
 
 def load_catalog_arg(value: str) -> Catalog:
@@ -126,8 +145,9 @@ def ps_price(catalog: Catalog, ps_type: str, given: float | None) -> tuple[float
             return price, f"on-demand {ps_type} of catalog {catalog.name}"
     if ps_type == PS_TYPE:
         return PS_LIST_PRICE_PER_H, f"{PS_TYPE} on-demand list price, us-east-1 (dnnprov default)"
-    raise InvalidInputError("--ps-price-per-h", f"catalog {catalog.name!r} has no on-demand price of PS type "
-                                                f"{ps_type!r}: give the PS price")
+    raise InvalidInputError(
+        "--ps-price-per-h", f"catalog {catalog.name!r} has no on-demand price of PS type {ps_type!r}: give the PS price"
+    )
 
 
 def _quota(text: str) -> tuple[str, int]:
@@ -156,34 +176,58 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.estimate_unprofiled:
         from dnnprov.profiling.estimate import estimate_types, with_estimates
 
-        wanted = ([n for n in quotas if n not in profile.per_type] if quotas else
-                  [n for n in estimate_types(profile, catalog) if catalog.entry(n).spot_price_per_h is not None])
+        wanted = (
+            [n for n in quotas if n not in profile.per_type]
+            if quotas
+            else [n for n in estimate_types(profile, catalog) if catalog.entry(n).spot_price_per_h is not None]
+        )
         profile = with_estimates(profile, catalog, end=args.estimate_at, types=wanted)
     if not quotas:
-        quotas = {e.name: args.default_quota for e in catalog.instance_types
-                  if e.name in profile.per_type and e.spot_price_per_h is not None}
+        quotas = {
+            e.name: args.default_quota
+            for e in catalog.instance_types
+            if e.name in profile.per_type and e.spot_price_per_h is not None
+        }
         if not quotas:
-            raise InvalidInputError("--profile", f"no type of workload {profile.workload.name!r} has a spot price "
-                                                 f"in catalog {catalog.name!r}"
-                                    + ("" if args.estimate_unprofiled else " (--estimate-unprofiled estimates the "
-                                                                           "types it does not measure)"))
+            raise InvalidInputError(
+                "--profile",
+                f"no type of workload {profile.workload.name!r} has a spot price "
+                f"in catalog {catalog.name!r}"
+                + (
+                    ""
+                    if args.estimate_unprofiled
+                    else " (--estimate-unprofiled estimates the types it does not measure)"
+                ),
+            )
     if args.out != "-" and Path(args.out).exists() and not args.force:
         raise InvalidInputError("--out", f"{args.out} exists (--force overwrites it)")
     estimated = [n for n in quotas if (profile.per_type.get(n) or {}).get("estimate") is not None]
     price, price_source = ps_price(catalog, args.ps_type, args.ps_price_per_h)
     constraints = SpotConstraints(budget_usd=args.budget) if args.budget is not None else None
-    notes = (f"built by dnnprov build from catalog {catalog.name} ({catalog.snapshot}) and workload "
-             f"{profile.workload.name}; PS {args.ps_type} at ${price:g}/h ({price_source})")
+    notes = (
+        f"built by dnnprov build from catalog {catalog.name} ({catalog.snapshot}) and workload "
+        f"{profile.workload.name}; PS {args.ps_type} at ${price:g}/h ({price_source})"
+    )
     if estimated:
-        notes += (f". ESTIMATED compute times (not measured; instance_types.T.estimate says how): "
-                  f"{', '.join(estimated)}")
-    problem = build_spot_problem(catalog, profile, SpotSLO(loss=args.target_loss, time_s=args.deadline),
-                                 quotas=quotas, constraints=constraints, name=args.name or profile.workload.name,
-                                 platform=SpotPlatform(ps_price_per_h=price, ps_type=args.ps_type), notes=notes)
-    _write(args, problem, f"{len(quotas)} types, loss {args.target_loss:g}, deadline {args.deadline:g} s"
-           + (f", budget ${args.budget:g}" if args.budget is not None else "")
-           + f", PS ${price:g}/h ({price_source})"
-           + (f", {len(estimated)} ESTIMATED (instance_types.T.estimate)" if estimated else ""))
+        notes += f". ESTIMATED compute times (not measured; instance_types.T.estimate says how): {', '.join(estimated)}"
+    problem = build_spot_problem(
+        catalog,
+        profile,
+        SpotSLO(loss=args.target_loss, time_s=args.deadline),
+        quotas=quotas,
+        constraints=constraints,
+        name=args.name or profile.workload.name,
+        platform=SpotPlatform(ps_price_per_h=price, ps_type=args.ps_type),
+        notes=notes,
+    )
+    _write(
+        args,
+        problem,
+        f"{len(quotas)} types, loss {args.target_loss:g}, deadline {args.deadline:g} s"
+        + (f", budget ${args.budget:g}" if args.budget is not None else "")
+        + f", PS ${price:g}/h ({price_source})"
+        + (f", {len(estimated)} ESTIMATED (instance_types.T.estimate)" if estimated else ""),
+    )
     return EXIT_OK
 
 
@@ -204,8 +248,11 @@ def _build_serverless(args: argparse.Namespace, catalog: Catalog) -> int:
     from dnnprov.io.paper import load_serverless_workload
     from dnnprov.problems.serverless import ServerlessConstraints
 
-    for option, given in (("--target-loss", args.target_loss), ("--quota", args.quota),
-                          ("--estimate-unprofiled", args.estimate_unprofiled or None)):
+    for option, given in (
+        ("--target-loss", args.target_loss),
+        ("--quota", args.quota),
+        ("--estimate-unprofiled", args.estimate_unprofiled or None),
+    ):
         if given is not None:
             raise InvalidInputError(option, "applies to spot workloads; a serverless SLO is the deadline alone")
     if args.out != "-" and Path(args.out).exists() and not args.force:
@@ -214,14 +261,25 @@ def _build_serverless(args: argparse.Namespace, catalog: Catalog) -> int:
     offer = catalog.function(args.architecture)
     constraints = ServerlessConstraints(budget_usd=args.budget) if args.budget is not None else None
     problem = build_serverless_problem(
-        catalog, workload, args.deadline, architecture=args.architecture, speed_factor=args.speed_factor,
-        speed_source=args.speed_factor_source, ps_price_per_h=args.ps_price_per_h, name=args.name,
+        catalog,
+        workload,
+        args.deadline,
+        architecture=args.architecture,
+        speed_factor=args.speed_factor,
+        speed_source=args.speed_factor_source,
+        ps_price_per_h=args.ps_price_per_h,
+        name=args.name,
         constraints=constraints,
         notes=f"built by dnnprov build from catalog {catalog.name} ({catalog.snapshot}), function offer "
-              f"{args.architecture} (${offer.price_per_gb_s:g}/GB-s; {offer.sources.get('price_per_gb_s', '')}), "
-              f"workload {workload.name}.")
-    _write(args, problem, f"{args.architecture} functions {offer.min_memory_mb}-{offer.max_memory_mb} MB "
-                          f"(step {offer.memory_step_mb}), ${offer.price_per_gb_s:g}/GB-s, deadline {args.deadline:g} s")
+        f"{args.architecture} (${offer.price_per_gb_s:g}/GB-s; {offer.sources.get('price_per_gb_s', '')}), "
+        f"workload {workload.name}.",
+    )
+    _write(
+        args,
+        problem,
+        f"{args.architecture} functions {offer.min_memory_mb}-{offer.max_memory_mb} MB "
+        f"(step {offer.memory_step_mb}), ${offer.price_per_gb_s:g}/GB-s, deadline {args.deadline:g} s",
+    )
     return EXIT_OK
 
 
@@ -230,7 +288,7 @@ def _write(args: argparse.Namespace, problem: Any, summary: str) -> None:
     from dnnprov.io.instances import dumps_instance, problem_from_dict
 
     text = dumps_instance(problem)
-    problem_from_dict(json.loads(text))            # what is written reads back (schema and checks)
+    problem_from_dict(json.loads(text))  # what is written reads back (schema and checks)
     if args.out == "-":
         sys.stdout.write(text)
     else:
@@ -240,38 +298,67 @@ def _write(args: argparse.Namespace, problem: Any, summary: str) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``list`` and ``build``."""
-    p = sub.add_parser("list", help="list the embedded instances, catalogs and workload profiles",
-                       description=cmd_list.__doc__)
+    p = sub.add_parser(
+        "list", help="list the embedded instances, catalogs and workload profiles", description=cmd_list.__doc__
+    )
     p.add_argument("kind", nargs="?", choices=KINDS, help="only this kind (default: all)")
     p.add_argument("--json", action="store_true", help="print one JSON object: kind -> entries")
     p.set_defaults(run=cmd_list)
 
-    p = sub.add_parser("build", help="write an instance from a catalog, a workload profile and an SLO",
-                       description=cmd_build.__doc__)
+    p = sub.add_parser(
+        "build", help="write an instance from a catalog, a workload profile and an SLO", description=cmd_build.__doc__
+    )
     p.add_argument("--catalog", required=True, help="catalog file, or an embedded catalog's name (dnnprov list)")
-    p.add_argument("--profile", required=True, help="spot workload profile or serverless workload: a file, or an "
-                                                    "embedded one's name (spot/resnet110-paper, serverless/resnet50)")
+    p.add_argument(
+        "--profile",
+        required=True,
+        help="spot workload profile or serverless workload: a file, or an "
+        "embedded one's name (spot/resnet110-paper, serverless/resnet50)",
+    )
     p.add_argument("--target-loss", type=float, default=None, help="objective training loss (slo.loss; spot)")
     p.add_argument("--deadline", type=float, required=True, help="objective training time in seconds (slo.time_s)")
     p.add_argument("--budget", type=float, default=None, help="largest cost in $ (constraints.budget_usd)")
-    p.add_argument("--quota", action="append", metavar="TYPE=N",
-                   help="offer TYPE with spot quota N (repeatable; default: every type of the profile "
-                        "the catalog prices, each with --default-quota)")
+    p.add_argument(
+        "--quota",
+        action="append",
+        metavar="TYPE=N",
+        help="offer TYPE with spot quota N (repeatable; default: every type of the profile "
+        "the catalog prices, each with --default-quota)",
+    )
     p.add_argument("--default-quota", type=int, default=DEFAULT_QUOTA, help="spot quota of each type without --quota")
     p.add_argument("--ps-type", default="m5.xlarge", help="parameter-server instance type (platform.ps_type)")
-    p.add_argument("--ps-price-per-h", type=float, default=None,
-                   help="price of one parameter server in $/h (platform.ps_price_per_h; default: the catalog's "
-                        "on-demand price of --ps-type, else m5.xlarge's list price 0.192)")
-    p.add_argument("--estimate-unprofiled", action="store_true",
-                   help="offer the catalog's types the profile does not measure too, with ESTIMATED compute times "
-                        "(dnnprov profile estimate; marked in the instance and in every result)")
-    p.add_argument("--estimate-at", choices=("point", "fast", "slow"), default="point",
-                   help="with --estimate-unprofiled: the estimate's point or an end of its interval")
-    p.add_argument("--architecture", choices=("x86_64", "arm64"), default="x86_64",
-                   help="serverless: the function architecture of the catalog's offers (default x86_64)")
-    p.add_argument("--speed-factor", type=float, default=None,
-                   help="serverless: the workload's speed on --architecture relative to x86_64 (a measured ratio; "
-                        "arm64 has none in the data)")
+    p.add_argument(
+        "--ps-price-per-h",
+        type=float,
+        default=None,
+        help="price of one parameter server in $/h (platform.ps_price_per_h; default: the catalog's "
+        "on-demand price of --ps-type, else m5.xlarge's list price 0.192)",
+    )
+    p.add_argument(
+        "--estimate-unprofiled",
+        action="store_true",
+        help="offer the catalog's types the profile does not measure too, with ESTIMATED compute times "
+        "(dnnprov profile estimate; marked in the instance and in every result)",
+    )
+    p.add_argument(
+        "--estimate-at",
+        choices=("point", "fast", "slow"),
+        default="point",
+        help="with --estimate-unprofiled: the estimate's point or an end of its interval",
+    )
+    p.add_argument(
+        "--architecture",
+        choices=("x86_64", "arm64"),
+        default="x86_64",
+        help="serverless: the function architecture of the catalog's offers (default x86_64)",
+    )
+    p.add_argument(
+        "--speed-factor",
+        type=float,
+        default=None,
+        help="serverless: the workload's speed on --architecture relative to x86_64 (a measured ratio; "
+        "arm64 has none in the data)",
+    )
     p.add_argument("--speed-factor-source", default=None, help="serverless: where --speed-factor comes from")
     p.add_argument("--name", help="instance name (default: the workload's)")
     p.add_argument("--out", required=True, help="instance file to write, or - for standard output")

@@ -13,12 +13,11 @@ import argparse
 import signal
 import sys
 
+from dnnprov.cli import EXIT_INTERRUPTED, EXIT_NO_PLAN, EXIT_OK, check_time_limit
 from dnnprov.errors import InvalidInputError
-from dnnprov.progress import stop_on_signals, stop_requested
 from dnnprov.io.instances import embedded_instance, read_instance
 from dnnprov.problems.spot import MARKETS, VcpuQuota
-
-from dnnprov.cli import EXIT_INTERRUPTED, EXIT_NO_PLAN, EXIT_OK, check_time_limit
+from dnnprov.progress import stop_on_signals, stop_requested
 
 
 def _pair(option: str, text: str) -> tuple[str, int]:
@@ -63,8 +62,9 @@ def cmd_solve_many(args: argparse.Namespace) -> int:
     from dnnprov.solvers.joint import solve_many
 
     check_time_limit(args.time_limit)
-    paths = [str(embedded_instance(f.removeprefix("embedded:"))) if f.startswith("embedded:") else f
-             for f in args.files]
+    paths = [
+        str(embedded_instance(f.removeprefix("embedded:"))) if f.startswith("embedded:") else f for f in args.files
+    ]
     problems = [read_instance(p) for p in paths]
     limit = {} if args.max_plans_per_job is None else {"max_plans_per_job": args.max_plans_per_job}
     shared = shared_limits(args)
@@ -81,22 +81,44 @@ def cmd_solve_many(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``solve-many`` to the ``dnnprov`` subcommands."""
     p = sub.add_parser(
-        "solve-many", help="provision many jobs jointly under shared quotas (proven optimal total cost)",
+        "solve-many",
+        help="provision many jobs jointly under shared quotas (proven optimal total cost)",
         description="Choose one plan per job minimizing total cost subject to every job's SLOs and "
-                    "the shared limits. Serverless jobs are assumed to run at the same time: their "
-                    "function counts add up against --concurrency.")
+        "the shared limits. Serverless jobs are assumed to run at the same time: their "
+        "function counts add up against --concurrency.",
+    )
     p.add_argument("files", nargs="+", metavar="FILE", help="instance files (spot or serverless; embedded:REL too)")
-    p.add_argument("--shared-quota", action="append", metavar="TYPE=N",
-                   help="at most N instances of TYPE over all spot jobs (TYPE:on-demand for the "
-                        "on-demand market); repeat for more types")
-    p.add_argument("--shared-vcpu", action="append", metavar="FAMILY[/MARKET]=N",
-                   help="at most N vCPUs of a quota family (e.g. G/spot) over all spot jobs; repeatable")
-    p.add_argument("--concurrency", type=int, default=None, metavar="N",
-                   help="account concurrency: at most N functions over all serverless jobs at once")
-    p.add_argument("--time-limit", type=float, default=300.0,
-                   help="wall-clock seconds for the whole solve, reading excluded (default %(default)g)")
-    p.add_argument("--max-plans-per-job", type=int, default=None,
-                   help="largest spot quota box (count vectors x PS counts) a job may have "
-                        "(default 5,000,000)")
+    p.add_argument(
+        "--shared-quota",
+        action="append",
+        metavar="TYPE=N",
+        help="at most N instances of TYPE over all spot jobs (TYPE:on-demand for the "
+        "on-demand market); repeat for more types",
+    )
+    p.add_argument(
+        "--shared-vcpu",
+        action="append",
+        metavar="FAMILY[/MARKET]=N",
+        help="at most N vCPUs of a quota family (e.g. G/spot) over all spot jobs; repeatable",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        metavar="N",
+        help="account concurrency: at most N functions over all serverless jobs at once",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=300.0,
+        help="wall-clock seconds for the whole solve, reading excluded (default %(default)g)",
+    )
+    p.add_argument(
+        "--max-plans-per-job",
+        type=int,
+        default=None,
+        help="largest spot quota box (count vectors x PS counts) a job may have (default 5,000,000)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(run=cmd_solve_many)

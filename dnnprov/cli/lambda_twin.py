@@ -39,8 +39,11 @@ def cmd_lambda_twin(args: argparse.Namespace) -> int:
         check_region(args.region)
     except InvalidInputError as exc:
         raise InvalidInputError("--region", exc.problem) from None
-    path = str(embedded_instance(args.instance.removeprefix("embedded:"))) \
-        if args.instance.startswith("embedded:") else args.instance
+    path = (
+        str(embedded_instance(args.instance.removeprefix("embedded:")))
+        if args.instance.startswith("embedded:")
+        else args.instance
+    )
     problem = read_instance(path)
     if not isinstance(problem, ServerlessProblem):
         raise InvalidInputError(args.instance, "the Lambda twin needs a serverless instance")
@@ -54,9 +57,10 @@ def cmd_lambda_twin(args: argparse.Namespace) -> int:
     try:
         twin.start()
         state = twin.state()
-        print(json.dumps({"url": twin.url, "clock": state["clock"], "functions": sorted(state["functions"])}),
-              flush=True)
-        while not stop.wait(0.5):       # until a signal; the server's thread does the work
+        print(
+            json.dumps({"url": twin.url, "clock": state["clock"], "functions": sorted(state["functions"])}), flush=True
+        )
+        while not stop.wait(0.5):  # until a signal; the server's thread does the work
             pass
     finally:
         twin.stop()
@@ -67,11 +71,19 @@ def cmd_lambda_twin(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``lambda-twin`` subcommand."""
-    p = sub.add_parser("lambda-twin", help="run the Lambda twin: a local Lambda API whose functions are λDNN stand-ins",
-                       description=inspect.cleandoc(cmd_lambda_twin.__doc__ or ""))
+    p = sub.add_parser(
+        "lambda-twin",
+        help="run the Lambda twin: a local Lambda API whose functions are λDNN stand-ins",
+        description=inspect.cleandoc(cmd_lambda_twin.__doc__ or ""),
+    )
     p.add_argument("instance", metavar="INSTANCE", help="the serverless instance whose model the workers follow")
-    p.add_argument("--speed", type=float, default=1.0, metavar="X",
-                   help="accelerated clock: X twin seconds per wall second (default 1)")
+    p.add_argument(
+        "--speed",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="accelerated clock: X twin seconds per wall second (default 1)",
+    )
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: a free one)")
     p.add_argument("--region", default="us-east-1", help="the region in function ARNs (default us-east-1)")
     p.add_argument("--function", default=None, metavar="NAME", help="create this function at the start")

@@ -15,22 +15,30 @@ import json
 import signal
 from pathlib import Path
 
+from dnnprov.cli import EXIT_INTERRUPTED, EXIT_NO_PLAN, EXIT_OK, _instance_path, check_time_limit
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems import _checks as check
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.progress import stop_on_signals, stop_requested
 
-from dnnprov.cli import EXIT_INTERRUPTED, EXIT_NO_PLAN, EXIT_OK, _instance_path, check_time_limit
-
 
 def add_objective_options(parser: argparse.ArgumentParser) -> None:
     """Add ``--objective`` and ``--budget`` (``dnnprov solve``)."""
-    parser.add_argument("--objective", default="cost", metavar="cost|time|weighted:W",
-                        help="cost: least cost under the deadline; time: least training time within the budget "
-                             "(ties: least cost); weighted:W: least cost + W x time, W in $/s (default: cost)")
-    parser.add_argument("--budget", type=float, default=None, metavar="B",
-                        help="budget in $ (replaces constraints.budget_usd of the instance)")
+    parser.add_argument(
+        "--objective",
+        default="cost",
+        metavar="cost|time|weighted:W",
+        help="cost: least cost under the deadline; time: least training time within the budget "
+        "(ties: least cost); weighted:W: least cost + W x time, W in $/s (default: cost)",
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        metavar="B",
+        help="budget in $ (replaces constraints.budget_usd of the instance)",
+    )
 
 
 def apply_budget(problem: SpotProblem | ServerlessProblem, budget: float | None) -> SpotProblem | ServerlessProblem:
@@ -45,7 +53,9 @@ def parse_deadlines(text: str) -> tuple[float | None, float | None]:
     """``A:B``, ``A:`` or ``:B`` (seconds) as a pair; a missing end is ``None``."""
     parts = text.split(":")
     if len(parts) != 2:
-        raise InvalidInputError("--deadlines", f"must be A:B in seconds (A: or :B leave an end open), got {text[:40]!r}")
+        raise InvalidInputError(
+            "--deadlines", f"must be A:B in seconds (A: or :B leave an end open), got {text[:40]!r}"
+        )
     ends: list[float | None] = []
     for part in parts:
         try:
@@ -70,8 +80,8 @@ def _check_figure(out: str) -> None:
 
 def cmd_pareto(args: argparse.Namespace) -> int:
     """Every nondominated (time, cost) plan between two deadlines, each proven (docs/solvers.md)."""
-    from dnnprov.io.instances import read_instance
     from dnnprov.dispatch import pareto
+    from dnnprov.io.instances import read_instance
 
     check_time_limit(args.time_limit)
     problem = read_instance(_instance_path(args.file))
@@ -81,7 +91,7 @@ def cmd_pareto(args: argparse.Namespace) -> int:
     try:
         with stop_on_signals((signal.SIGINT, signal.SIGTERM)):
             front = pareto(problem, deadlines, method=args.method, time_limit_s=args.time_limit)
-    except InvalidInputError as exc:           # pareto's argument is this command's option
+    except InvalidInputError as exc:  # pareto's argument is this command's option
         if exc.field != "deadlines":
             raise
         raise InvalidInputError("--deadlines", exc.problem) from None
@@ -104,15 +114,26 @@ def cmd_pareto(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``pareto`` to the ``dnnprov`` subcommands."""
-    p = sub.add_parser("pareto", help="the exact (time, cost) front: every nondominated plan between two deadlines",
-                       description="Every nondominated (time, cost) plan of INSTANCE with its time between two "
-                                   "deadlines, each proven by exact solves (every constraint of the instance "
-                                   "kept, its deadline replaced by the range). --out FIG.png draws it.")
+    p = sub.add_parser(
+        "pareto",
+        help="the exact (time, cost) front: every nondominated plan between two deadlines",
+        description="Every nondominated (time, cost) plan of INSTANCE with its time between two "
+        "deadlines, each proven by exact solves (every constraint of the instance "
+        "kept, its deadline replaced by the range). --out FIG.png draws it.",
+    )
     p.add_argument("file", metavar="INSTANCE", help="instance file, embedded:spot/paper-table1.json, or -")
-    p.add_argument("--deadlines", default=":", metavar="A:B",
-                   help="times from A to B seconds; A: or :B leave an end open (default: the whole front, ':')")
-    p.add_argument("--method", choices=("milp", "enumerate"), default="milp",
-                   help="milp: exact solves walking the front; enumerate: every plan evaluated (small instances)")
+    p.add_argument(
+        "--deadlines",
+        default=":",
+        metavar="A:B",
+        help="times from A to B seconds; A: or :B leave an end open (default: the whole front, ':')",
+    )
+    p.add_argument(
+        "--method",
+        choices=("milp", "enumerate"),
+        default="milp",
+        help="milp: exact solves walking the front; enumerate: every plan evaluated (small instances)",
+    )
     p.add_argument("--time-limit", type=float, default=60.0, help="wall-clock seconds for the whole front")
     p.add_argument("--json", action="store_true", help="print one JSON object (settings, status, points)")
     p.add_argument("--out", metavar="FIG.png", help="draw the front (PNG, SVG or PDF; needs the batch extra)")

@@ -42,8 +42,11 @@ EXIT_OK, EXIT_INFEASIBLE = 0, 1
 
 def _out_needs_base(args: argparse.Namespace) -> None:
     if args.out is not None and args.base is None:
-        raise InvalidInputError("--out", "needs --base: a profile that supplies the fields this fit does not produce "
-                                         "(a file or an embedded profile's name, e.g. spot/resnet110-paper)")
+        raise InvalidInputError(
+            "--out",
+            "needs --base: a profile that supplies the fields this fit does not produce "
+            "(a file or an embedded profile's name, e.g. spot/resnet110-paper)",
+        )
 
 
 def _non_finite(data: object, path: str = "") -> str | None:
@@ -63,8 +66,11 @@ def _require_finite(data: dict, source: str) -> None:
     (nothing with inf or NaN is printed or written)."""
     where = _non_finite(data)
     if where is not None:
-        raise InvalidInputError(source, f"the fit is not finite at {where}: the data do not determine it "
-                                        "(values too large or too few distinct points)")
+        raise InvalidInputError(
+            source,
+            f"the fit is not finite at {where}: the data do not determine it "
+            "(values too large or too few distinct points)",
+        )
 
 
 @contextlib.contextmanager
@@ -92,42 +98,56 @@ def cmd_fit_loss(args: argparse.Namespace) -> int:
     from dnnprov.profiling import (
         profiler,  # scipy: imported by the commands that fit, not by every start
     )
+
     _out_needs_base(args)
-    log = profiler.read_loss_logs(args.files, batch_size=args.batch_size, workers=args.workers,
-                                  worker_batch=args.worker_batch)
+    log = profiler.read_loss_logs(
+        args.files, batch_size=args.batch_size, workers=args.workers, worker_batch=args.worker_batch
+    )
     with _profile_warnings() as messages:
         fit = profiler.fit_loss(log, args.variant, args.weighting)
         loo = profiler.leave_one_run_out(log, args.variant, args.weighting) if len(log.runs()) >= 2 else []
-    fit = dataclasses.replace(fit, warnings=tuple(messages))     # leave-one-run-out's too
+    fit = dataclasses.replace(fit, warnings=tuple(messages))  # leave-one-run-out's too
     _require_finite({**fit.to_dict(), "leave_one_run_out": loo}, ", ".join(map(str, args.files)))
     if args.out is not None:
         from dnnprov.cli.inventory import load_profile_arg
         from dnnprov.profiling.identity import logged_workload, with_identity
 
-        profile = profiler.with_loss_fit(load_profile_arg(args.base), fit, ", ".join(map(str, args.files)), loo,
-                                         extrapolation=args.extrapolation)
+        profile = profiler.with_loss_fit(
+            load_profile_arg(args.base), fit, ", ".join(map(str, args.files)), loo, extrapolation=args.extrapolation
+        )
         with _profile_warnings():
-            profile = with_identity(profile, logged_workload(args.files), name=args.name,
-                                    param_size_mb=args.param_size_mb, keep_base_timings=args.keep_base_timings,
-                                    measured_on=args.measured_on)
+            profile = with_identity(
+                profile,
+                logged_workload(args.files),
+                name=args.name,
+                param_size_mb=args.param_size_mb,
+                keep_base_timings=args.keep_base_timings,
+                measured_on=args.measured_on,
+            )
         profiler.write_json(profile.to_dict(), args.out)
     if args.json:
         print(json.dumps({**fit.to_dict(), "leave_one_run_out": loo}, indent=2))
         return EXIT_OK
-    print(f"fit of eq. (3), variant {fit.variant}: {fit.points} steps of {len(fit.runs)} runs, RMSE {fit.rmse:.4g} "
-          f"(largest residual {abs(fit.residuals).max():.4g})")
+    print(
+        f"fit of eq. (3), variant {fit.variant}: {fit.points} steps of {len(fit.runs)} runs, RMSE {fit.rmse:.4g} "
+        f"(largest residual {abs(fit.residuals).max():.4g})"
+    )
     for name, e in fit.estimates.items():
         print("  " + profiler.format_estimate(name, e))
     print("  " + profiler.format_uncertainty(fit.uncertainty))
     d = fit.domain
-    assert d.cc is not None   # a loss fit's domain always has its R range
-    print(f"  domain: b_w (per-worker average batch, eq. 4) {d.batch_wa[0]:g}-{d.batch_wa[1]:g}, "
-          f"|N| {d.workers[0]}-{d.workers[1]}" + (f", R {d.cc[0]:.3f}-{d.cc[1]:.3f}" if d.cc is not None else ""))
+    assert d.cc is not None  # a loss fit's domain always has its R range
+    print(
+        f"  domain: b_w (per-worker average batch, eq. 4) {d.batch_wa[0]:g}-{d.batch_wa[1]:g}, "
+        f"|N| {d.workers[0]}-{d.workers[1]}" + (f", R {d.cc[0]:.3f}-{d.cc[1]:.3f}" if d.cc is not None else "")
+    )
     for r in loo:
         it = r["iterations_error_pct"]
         le = r["loss_error_pct"]
-        print(f"  leave out {r['run']}: loss error {'n/a' if le is None else f'{le:.2f} %'}, iterations to loss "
-              f"{r['target_loss']:.4g}: {'n/a' if it is None else f'{it:.2f} %'}")
+        print(
+            f"  leave out {r['run']}: loss error {'n/a' if le is None else f'{le:.2f} %'}, iterations to loss "
+            f"{r['target_loss']:.4g}: {'n/a' if it is None else f'{it:.2f} %'}"
+        )
     if args.out is not None:
         print(f"wrote {args.out}")
     return EXIT_OK
@@ -156,9 +176,12 @@ def _fit_spot_timing(args: argparse.Namespace) -> None:
     if args.param_size_mb is None:
         raise InvalidInputError("--param-size-mb", "needed for a spot timing fit (S_parm, the model's parameter size)")
     with _profile_warnings():
-        fit = profiler.fit_spot_timing(args.file, param_size_mb=args.param_size_mb,
-                                       ps_bandwidth_mb_s=args.ps_bandwidth_mb_s,
-                                       pcie_bandwidth_mb_s=args.pcie_bandwidth_mb_s)
+        fit = profiler.fit_spot_timing(
+            args.file,
+            param_size_mb=args.param_size_mb,
+            ps_bandwidth_mb_s=args.ps_bandwidth_mb_s,
+            pcie_bandwidth_mb_s=args.pcie_bandwidth_mb_s,
+        )
     _require_finite(fit.to_dict(), args.file)
     if args.out is not None:
         profile = profiler.with_spot_timing_fit(load_profile_arg(args.base), fit, args.file)
@@ -190,14 +213,20 @@ def _fit_serverless_timing(args: argparse.Namespace) -> None:
         print(json.dumps(fit.to_dict(), indent=2))
         return
     print(f"serverless timing fit of {args.file}: {fit.to_dict()['rows']} rows")
-    for name, e in (("rate_alpha", fit.rate_alpha), ("rate_beta", fit.rate_beta),
-                    ("storage_alpha", fit.storage_alpha), ("storage_beta", fit.storage_beta)):
+    for name, e in (
+        ("rate_alpha", fit.rate_alpha),
+        ("rate_beta", fit.rate_beta),
+        ("storage_alpha", fit.storage_alpha),
+        ("storage_beta", fit.storage_beta),
+    ):
         print("  " + profiler.format_estimate(name, e))
     print(f"  min_memory_mb {fit.min_memory_mb} ({fit.min_memory_note})")
     print(f"  domain: {fit.memory_mb[0]:g}-{fit.memory_mb[1]:g} MB, {fit.functions[0]}-{fit.functions[1]} functions")
     for r in fit.leave_one_out:
-        print(f"  leave out {r['run']} ({r['memory_mb']:g} MB): rate error {r['rate_error_pct']:.2f} %, "
-              f"storage error {r['storage_error_pct']:.2f} %")
+        print(
+            f"  leave out {r['run']} ({r['memory_mb']:g} MB): rate error {r['rate_error_pct']:.2f} %, "
+            f"storage error {r['storage_error_pct']:.2f} %"
+        )
 
 
 def cmd_to_csv(args: argparse.Namespace) -> int:
@@ -205,8 +234,10 @@ def cmd_to_csv(args: argparse.Namespace) -> int:
     from dnnprov.profiling import (
         profiler,  # scipy: imported by the commands that fit, not by every start
     )
-    log = profiler.read_loss_logs(args.files, batch_size=args.batch_size, workers=args.workers,
-                                  worker_batch=args.worker_batch)
+
+    log = profiler.read_loss_logs(
+        args.files, batch_size=args.batch_size, workers=args.workers, worker_batch=args.worker_batch
+    )
     try:
         log.write_csv(args.out)
     except OSError as exc:
@@ -232,9 +263,11 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         print(json.dumps({"out": args.out, "estimated": [e.to_dict() for e in found.values()]}, indent=2))
         return EXIT_OK
     for e in found.values():
-        print(f"{e.type_name:<16} {e.gpu:<10} ESTIMATED {e.at(args.estimate_at):.4g} s per iteration "
-              f"[{e.interval[0]:.4g}, {e.interval[1]:.4g}] from {e.reference.name} ({e.reference.gpu})")
-    print(f"wrote {args.out}: {len(found)} estimated types (each entry's \"estimate\" says how)")
+        print(
+            f"{e.type_name:<16} {e.gpu:<10} ESTIMATED {e.at(args.estimate_at):.4g} s per iteration "
+            f"[{e.interval[0]:.4g}, {e.interval[1]:.4g}] from {e.reference.name} ({e.reference.gpu})"
+        )
+    print(f'wrote {args.out}: {len(found)} estimated types (each entry\'s "estimate" says how)')
     return EXIT_OK
 
 
@@ -244,21 +277,37 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from dnnprov.profiling import estimate
 
     catalog, profile = load_catalog_arg(args.catalog), load_profile_arg(args.profile)
-    runs = estimate.profiling_plan(profile, catalog, types=_types(args.types), iterations=args.iterations,
-                                   overhead_s=args.overhead_s)
+    runs = estimate.profiling_plan(
+        profile, catalog, types=_types(args.types), iterations=args.iterations, overhead_s=args.overhead_s
+    )
     minutes, cost = estimate.plan_total(runs)
     if args.json:
-        print(json.dumps({"workload": profile.workload.name, "catalog": catalog.name, "snapshot": catalog.snapshot,
-                          "overhead_s": args.overhead_s, "runs": [r.to_dict() for r in runs],
-                          "total_minutes": round(minutes, 2), "total_cost": round(cost, 4)}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "workload": profile.workload.name,
+                    "catalog": catalog.name,
+                    "snapshot": catalog.snapshot,
+                    "overhead_s": args.overhead_s,
+                    "runs": [r.to_dict() for r in runs],
+                    "total_minutes": round(minutes, 2),
+                    "total_cost": round(cost, 4),
+                },
+                indent=2,
+            )
+        )
         return EXIT_OK
-    print(f"profiling plan of {profile.workload.name} on {len(runs)} types of {catalog.name} ({catalog.snapshot}): "
-          f"one lone worker per type, {args.iterations} iterations at its per-GPU batch, "
-          f"{args.overhead_s:g} s launch overhead each (an assumption), timed at the estimate's slow end")
+    print(
+        f"profiling plan of {profile.workload.name} on {len(runs)} types of {catalog.name} ({catalog.snapshot}): "
+        f"one lone worker per type, {args.iterations} iterations at its per-GPU batch, "
+        f"{args.overhead_s:g} s launch overhead each (an assumption), timed at the estimate's slow end"
+    )
     for r in runs:
         price = "unpriced" if r.cost is None else f"${r.cost:.4f} at ${r.price_per_h:g}/h"
-        print(f"  {r.type_name:<16} batch {r.gpus} x {r.batch_per_gpu}, {r.iterations} iterations, "
-              f"{r.expected_s / 60:.1f} min, {price}")
+        print(
+            f"  {r.type_name:<16} batch {r.gpus} x {r.batch_per_gpu}, {r.iterations} iterations, "
+            f"{r.expected_s / 60:.1f} min, {price}"
+        )
     print(f"total: {minutes:.1f} min, ${cost:.4f}; then dnnprov profile fit-timing on the measured times")
     return EXIT_OK
 
@@ -277,8 +326,10 @@ def parse_counts(text: str) -> dict[str, int]:
         except ValueError:
             raise InvalidInputError(f"--counts {label}", f"expected an integer count, got {value!r}") from None
         if not 0 <= n <= MAX_QUOTA:
-            raise InvalidInputError(f"--counts {label}", f"must be from 0 to {MAX_QUOTA:,} (a column's quota limit), "
-                                                         f"got {value.strip()[:30]}")
+            raise InvalidInputError(
+                f"--counts {label}",
+                f"must be from 0 to {MAX_QUOTA:,} (a column's quota limit), got {value.strip()[:30]}",
+            )
         if label in counts:
             raise InvalidInputError(f"--counts {label}", "given twice")
         counts[label] = n
@@ -290,8 +341,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
     path = args.file
     problem = read_instance(embedded_instance(path.removeprefix("embedded:")) if path.startswith("embedded:") else path)
     problem = apply_domain_options(problem, args)
-    out = predict(problem, counts=parse_counts(args.counts) if args.counts else None, ps=args.ps,
-                  functions=args.functions, memory_mb=args.memory_mb, local_batch=args.local_batch)
+    out = predict(
+        problem,
+        counts=parse_counts(args.counts) if args.counts else None,
+        ps=args.ps,
+        functions=args.functions,
+        memory_mb=args.memory_mb,
+        local_batch=args.local_batch,
+    )
     if args.json:
         print(json.dumps(out, indent=2))
     else:
@@ -304,23 +361,37 @@ def _summary(out: dict) -> str:
     plan = out["plan"]
     if out["kind"] == "spot":
         used = ", ".join(f"{n} x {label}" for label, n in plan["counts"].items())
-        lines = [f"{out['instance']} [spot, model {out['model']}]: {used}; {plan['ps']} PS",
-                 f"  time : {out['time_s']:.2f} s" if out["time_s"] is not None else "  time : n/a (the loss SLO is unreachable)",
-                 f"  cost : ${out['cost']:.6f}" if out["cost"] is not None else "  cost : n/a",
-                 f"  b_w {out['batch_wa']:.6g}, R {out['cc']:.4f}{'' if out['cc_in_loss_model'] else ' (not in the no-cc loss)'}, "
-                 f"|N| {out['workers']}, iterations "
-                 + (f"{out['iterations']:.1f}" if out["iterations"] is not None else "n/a")
-                 + f" to loss {out['loss_objective']:g}",
-                 f"  B_wk {out['bandwidth_mb_s']:.2f} MB/s (P = {out['contention_probability']:.3f}, PS {out['ps_bandwidth_mb_s']:g} MB/s)"]
+        lines = [
+            f"{out['instance']} [spot, model {out['model']}]: {used}; {plan['ps']} PS",
+            f"  time : {out['time_s']:.2f} s"
+            if out["time_s"] is not None
+            else "  time : n/a (the loss SLO is unreachable)",
+            f"  cost : ${out['cost']:.6f}" if out["cost"] is not None else "  cost : n/a",
+            f"  b_w {out['batch_wa']:.6g}, R {out['cc']:.4f}{'' if out['cc_in_loss_model'] else ' (not in the no-cc loss)'}, "
+            f"|N| {out['workers']}, iterations "
+            + (f"{out['iterations']:.1f}" if out["iterations"] is not None else "n/a")
+            + f" to loss {out['loss_objective']:g}",
+            f"  B_wk {out['bandwidth_mb_s']:.2f} MB/s (P = {out['contention_probability']:.3f}, PS {out['ps_bandwidth_mb_s']:g} MB/s)",
+        ]
     else:
-        lines = [(f"{out['instance']} [serverless]: {plan['functions']} functions x {plan['memory_mb']} MB, local batch "
-                  f"{plan['local_batch']:g} ({out['local_batch_rule']}); {plan['ps']} PS"),
-                 f"  time : {out['time_s']:.2f} s ({out['launches']} launches)" if out["time_s"] is not None else "  time : n/a",
-                 f"  cost : ${out['cost']:.6f}" if out["cost"] is not None else "  cost : n/a",
-                 (f"  R {out['rate_samples_per_s']:.4g} samples/s, B_f^s {out['storage_bandwidth_mb_s']:.4g} MB/s, "
-                  f"B_f^p {out['ps_bandwidth_mb_s']:.4g} MB/s, {out['iterations']:.1f} iterations")]
-    lines.append(f"  feasible: {'yes' if out['feasible'] else 'no'}; inside the validity domain: "
-                 f"{'yes' if out['inside_domain'] else 'no'}")
+        lines = [
+            (
+                f"{out['instance']} [serverless]: {plan['functions']} functions x {plan['memory_mb']} MB, local batch "
+                f"{plan['local_batch']:g} ({out['local_batch_rule']}); {plan['ps']} PS"
+            ),
+            f"  time : {out['time_s']:.2f} s ({out['launches']} launches)"
+            if out["time_s"] is not None
+            else "  time : n/a",
+            f"  cost : ${out['cost']:.6f}" if out["cost"] is not None else "  cost : n/a",
+            (
+                f"  R {out['rate_samples_per_s']:.4g} samples/s, B_f^s {out['storage_bandwidth_mb_s']:.4g} MB/s, "
+                f"B_f^p {out['ps_bandwidth_mb_s']:.4g} MB/s, {out['iterations']:.1f} iterations"
+            ),
+        ]
+    lines.append(
+        f"  feasible: {'yes' if out['feasible'] else 'no'}; inside the validity domain: "
+        f"{'yes' if out['inside_domain'] else 'no'}"
+    )
     note = out["domain"].get("note")
     if note and out["inside_domain"]:
         lines.append(f"  domain: {note}")
@@ -329,60 +400,107 @@ def _summary(out: dict) -> str:
 
 
 def _loss_inputs(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+", metavar="FILE",
-                   help="CSV run,workers,batch_wa,cc,step,loss; a trainer_state.json; or a folder of TF worker logs")
-    p.add_argument("--batch-size", type=float, default=None,
-                   help="samples per optimizer step of one worker of a trainer_state.json run: b_w, the per-worker "
-                        "batch (eq. 4), not the cluster's global batch")
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="CSV run,workers,batch_wa,cc,step,loss; a trainer_state.json; or a folder of TF worker logs",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=float,
+        default=None,
+        help="samples per optimizer step of one worker of a trainer_state.json run: b_w, the per-worker "
+        "batch (eq. 4), not the cluster's global batch",
+    )
     p.add_argument("--workers", type=int, default=1, help="identical workers of a trainer_state.json run (default 1)")
-    p.add_argument("--worker-batch", type=int, default=None,
-                   help="batch of every TF worker (default: the _b<batch>_ token of each log's name)")
+    p.add_argument(
+        "--worker-batch",
+        type=int,
+        default=None,
+        help="batch of every TF worker (default: the _b<batch>_ token of each log's name)",
+    )
 
 
 def _catalog_and_profile(q: argparse.ArgumentParser) -> None:
     q.add_argument("--catalog", required=True, help="catalog file, or an embedded catalog's name (dnnprov list)")
     q.add_argument("--profile", required=True, help="spot workload profile file, or an embedded one's name")
-    q.add_argument("--types", default=None, help="comma-separated types (default: every catalog type with a known "
-                                                  "GPU the profile does not measure)")
+    q.add_argument(
+        "--types",
+        default=None,
+        help="comma-separated types (default: every catalog type with a known GPU the profile does not measure)",
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``profile`` and ``predict`` to the ``dnnprov`` parser."""
-    p = sub.add_parser("profile", help="fit workload profiles from measurements (loss logs, timings)",
-                       description="Fit the coefficients of a workload profile from profiling runs, with "
-                                   "standard errors, validity domain and leave-one-run-out error (docs/profiler.md).")
+    p = sub.add_parser(
+        "profile",
+        help="fit workload profiles from measurements (loss logs, timings)",
+        description="Fit the coefficients of a workload profile from profiling runs, with "
+        "standard errors, validity domain and leave-one-run-out error (docs/profiler.md).",
+    )
     psub = p.add_subparsers(dest="profile_command", required=True)
 
     q = psub.add_parser("fit-loss", help="fit gamma_1..gamma_5 of spotDNN's eq. (3) to loss logs")
     _loss_inputs(q)
     q.add_argument("--variant", choices=("cc", "no-cc"), default="cc", help="loss model with or without R")
-    q.add_argument("--weighting", choices=("auto", "relative", "absolute"), default="auto",
-                   help="residual weights: fitted loss^theta, theta estimated (auto), 1 (relative) or 0 (absolute); "
-                        "default auto")
-    q.add_argument("--base", default=None, help="spot workload profile to copy the other fields from (with --out): "
-                                                "a file or an embedded profile's name (spot/resnet110-paper)")
+    q.add_argument(
+        "--weighting",
+        choices=("auto", "relative", "absolute"),
+        default="auto",
+        help="residual weights: fitted loss^theta, theta estimated (auto), 1 (relative) or 0 (absolute); default auto",
+    )
+    q.add_argument(
+        "--base",
+        default=None,
+        help="spot workload profile to copy the other fields from (with --out): "
+        "a file or an embedded profile's name (spot/resnet110-paper)",
+    )
     q.add_argument("--out", default=None, help="write the base profile with the fitted loss model and domain")
-    q.add_argument("--name", default=None, help="the logged workload's name, when it is not --base's (then "
-                                                "--param-size-mb is needed and --base's per-type timings are dropped)")
+    q.add_argument(
+        "--name",
+        default=None,
+        help="the logged workload's name, when it is not --base's (then "
+        "--param-size-mb is needed and --base's per-type timings are dropped)",
+    )
     q.add_argument("--param-size-mb", type=float, default=None, help="S_parm of the --name workload, MB")
-    q.add_argument("--keep-base-timings", action="store_true",
-                   help="with --name: keep --base's per-type timings, each marked as an estimate")
-    q.add_argument("--measured-on", default=None, metavar="TYPE",
-                   help="the one-GPU type a Trainer state's run used: its train_samples_per_second gives that "
-                        "type's compute time per iteration at the logged batch")
-    q.add_argument("--extrapolation", type=float, default=1.0,
-                   help="extrapolation factor f >= 1 the written domain allows (default 1: the fitted ranges)")
+    q.add_argument(
+        "--keep-base-timings",
+        action="store_true",
+        help="with --name: keep --base's per-type timings, each marked as an estimate",
+    )
+    q.add_argument(
+        "--measured-on",
+        default=None,
+        metavar="TYPE",
+        help="the one-GPU type a Trainer state's run used: its train_samples_per_second gives that "
+        "type's compute time per iteration at the logged batch",
+    )
+    q.add_argument(
+        "--extrapolation",
+        type=float,
+        default=1.0,
+        help="extrapolation factor f >= 1 the written domain allows (default 1: the fitted ranges)",
+    )
     q.add_argument("--json", action="store_true", help="print one JSON object")
     q.set_defaults(run=cmd_fit_loss)
 
-    q = psub.add_parser("fit-timing", help="fit B_req, T_comp, alpha_1/beta_1 (spot) or the rate/storage lines (serverless)")
-    q.add_argument("file", help="timing CSV (spot: run,type,gpus,workers,ps,batch_per_gpu,iteration_s,comm_s; "
-                                "serverless: run,memory_mb,functions,samples_per_s,storage_mb_s,failed)")
+    q = psub.add_parser(
+        "fit-timing", help="fit B_req, T_comp, alpha_1/beta_1 (spot) or the rate/storage lines (serverless)"
+    )
+    q.add_argument(
+        "file",
+        help="timing CSV (spot: run,type,gpus,workers,ps,batch_per_gpu,iteration_s,comm_s; "
+        "serverless: run,memory_mb,functions,samples_per_s,storage_mb_s,failed)",
+    )
     q.add_argument("--param-size-mb", type=float, default=None, help="S_parm, MB (spot)")
     q.add_argument("--ps-bandwidth-mb-s", type=float, default=1200.0, help="B_ps of one PS, MB/s (spot; default 1200)")
     q.add_argument("--pcie-bandwidth-mb-s", type=float, default=10000.0, help="B_pcie, MB/s (spot; default 10000)")
     q.add_argument("--storage-cap-mb-s", type=float, default=115.0, help="B_s, MB/s (serverless; default 115)")
-    q.add_argument("--base", default=None, help="profile (spot) or serverless workload file to copy the other fields from")
+    q.add_argument(
+        "--base", default=None, help="profile (spot) or serverless workload file to copy the other fields from"
+    )
     q.add_argument("--out", default=None, help="write the base with the fitted numbers")
     q.add_argument("--json", action="store_true", help="print one JSON object")
     q.set_defaults(run=cmd_fit_timing)
@@ -392,27 +510,44 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--out", required=True, help="CSV file to write")
     q.set_defaults(run=cmd_to_csv)
 
-    q = psub.add_parser("estimate", help="write a profile with ESTIMATED speeds for types it does not measure",
-                        description=cmd_estimate.__doc__)
+    q = psub.add_parser(
+        "estimate",
+        help="write a profile with ESTIMATED speeds for types it does not measure",
+        description=cmd_estimate.__doc__,
+    )
     _catalog_and_profile(q)
-    q.add_argument("--estimate-at", choices=("point", "fast", "slow"), default="point",
-                   help="the compute time written: the bandwidth-ratio point or an end of the interval")
+    q.add_argument(
+        "--estimate-at",
+        choices=("point", "fast", "slow"),
+        default="point",
+        help="the compute time written: the bandwidth-ratio point or an end of the interval",
+    )
     q.add_argument("--out", required=True, help="profile file to write")
     q.add_argument("--json", action="store_true", help="print one JSON object")
     q.set_defaults(run=cmd_estimate)
 
-    q = psub.add_parser("plan", help="the short runs that would measure the estimated types, with minutes and cost",
-                        description=cmd_plan.__doc__)
+    q = psub.add_parser(
+        "plan",
+        help="the short runs that would measure the estimated types, with minutes and cost",
+        description=cmd_plan.__doc__,
+    )
     _catalog_and_profile(q)
     q.add_argument("--iterations", type=int, default=30, help="iterations per type (default 30, as spotDNN profiles)")
-    q.add_argument("--overhead-s", type=float, default=300.0,
-                   help="seconds per run before the first iteration: launch, image, data (default 300, an assumption)")
+    q.add_argument(
+        "--overhead-s",
+        type=float,
+        default=300.0,
+        help="seconds per run before the first iteration: launch, image, data (default 300, an assumption)",
+    )
     q.add_argument("--json", action="store_true", help="print one JSON object")
     q.set_defaults(run=cmd_plan)
 
-    p = sub.add_parser("predict", help="predict time, cost and loss curve of one given plan",
-                       description="The papers' performance predictor: time, cost, b_w, R, bandwidths, loss curve, "
-                                   "feasibility and validity domain of one plan. Exit 0 feasible, 1 infeasible, 2 bad input.")
+    p = sub.add_parser(
+        "predict",
+        help="predict time, cost and loss curve of one given plan",
+        description="The papers' performance predictor: time, cost, b_w, R, bandwidths, loss curve, "
+        "feasibility and validity domain of one plan. Exit 0 feasible, 1 infeasible, 2 bad input.",
+    )
     p.add_argument("file", help="instance file (or embedded:spot/paper-table1.json)")
     p.add_argument("--counts", default=None, help="spot: TYPE=N,... (column labels; TYPE:on-demand for on-demand)")
     p.add_argument("--ps", type=int, default=1, help="PS nodes (default 1)")

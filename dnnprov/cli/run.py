@@ -1,10 +1,10 @@
 """``dnnprov run``: launch a plan and keep it training to its target loss (docs/control.md).
 
-    dnnprov run INSTANCE --plan PLAN --policy P [--endpoint-url URL] [--region R] [--state DIR] [--json]
-    dnnprov run SERVERLESS-INSTANCE --plan PLAN [--lambda-endpoint-url URL] [--endpoint-url URL] [--function F]
-    dnnprov run status RUN [--state DIR] [--json]
-    dnnprov run cancel RUN [--state DIR]
-    dnnprov run resume RUN [--state DIR] [--json]
+dnnprov run INSTANCE --plan PLAN --policy P [--endpoint-url URL] [--region R] [--state DIR] [--json]
+dnnprov run SERVERLESS-INSTANCE --plan PLAN [--lambda-endpoint-url URL] [--endpoint-url URL] [--function F]
+dnnprov run status RUN [--state DIR] [--json]
+dnnprov run cancel RUN [--state DIR]
+dnnprov run resume RUN [--state DIR] [--json]
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ def _print_outcome(run_id: str, outcome: Any, as_json: bool) -> int:
         print(json.dumps({"run": run_id, **outcome.to_dict()}, indent=2))
     else:
         finish = "not reached" if outcome.finish_s is None else f"{outcome.finish_s:.0f} s"
-        print(f"{run_id}: {outcome.state}: target loss at {finish}, cost ${outcome.cost:.4f}, "
-              f"{outcome.revocations} revocations, {outcome.launches} instances launched")
+        print(
+            f"{run_id}: {outcome.state}: target loss at {finish}, cost ${outcome.cost:.4f}, "
+            f"{outcome.revocations} revocations, {outcome.launches} instances launched"
+        )
     return EXIT_OK if outcome.state == "met" else EXIT_MISSED
 
 
@@ -39,9 +41,11 @@ def _serverless_outcome(run_id: str, outcome: Any, as_json: bool) -> int:
         print(json.dumps({"run": run_id, **outcome.to_dict()}, indent=2))
     else:
         finish = "not reached" if outcome.finish_s is None else f"{outcome.finish_s:.0f} s"
-        print(f"{run_id}: {outcome.state}: target at {finish}, {outcome.restarts} restarts, "
-              f"{outcome.invocations} invocations, cost ${outcome.cost:.4f}"
-              + "".join(f"\n  error: {e}" for e in outcome.errors))
+        print(
+            f"{run_id}: {outcome.state}: target at {finish}, {outcome.restarts} restarts, "
+            f"{outcome.invocations} invocations, cost ${outcome.cost:.4f}"
+            + "".join(f"\n  error: {e}" for e in outcome.errors)
+        )
     return EXIT_OK if outcome.state == "met" else EXIT_MISSED
 
 
@@ -60,14 +64,26 @@ def cmd_start_serverless(args: argparse.Namespace, problem: Any) -> int:
         import numpy as np
 
         from dnnprov.models.serverless import ServerlessModel
+
         local_batch = float(ServerlessModel(problem).local_batch(np.array([plan["functions"]]))[0])
-    run_id, outcome = run_serverless(problem, ServerlessPlan(functions=int(plan["functions"]),
-                                                             memory_mb=int(plan["memory_mb"]),
-                                                             local_batch=float(local_batch), ps=int(plan.get("ps", 1))),
-                                     lambda_endpoint_url=args.lambda_endpoint_url, endpoint_url=args.endpoint_url,
-                                     region=args.region, state=args.state, run_id=args.run_id,
-                                     function=args.function or DEFAULT_FUNCTION, image_id=args.image_id, horizon=args.horizon,
-                                     stop_after=args.max_polls)
+    run_id, outcome = run_serverless(
+        problem,
+        ServerlessPlan(
+            functions=int(plan["functions"]),
+            memory_mb=int(plan["memory_mb"]),
+            local_batch=float(local_batch),
+            ps=int(plan.get("ps", 1)),
+        ),
+        lambda_endpoint_url=args.lambda_endpoint_url,
+        endpoint_url=args.endpoint_url,
+        region=args.region,
+        state=args.state,
+        run_id=args.run_id,
+        function=args.function or DEFAULT_FUNCTION,
+        image_id=args.image_id,
+        horizon=args.horizon,
+        stop_after=args.max_polls,
+    )
     return _serverless_outcome(run_id, outcome, args.json)
 
 
@@ -81,25 +97,50 @@ def cmd_start(args: argparse.Namespace) -> int:
     if args.plan is None:
         raise InvalidInputError("--plan", "required to start a run")
     check_policy(args.policy)
-    path = str(embedded_instance(args.target.removeprefix("embedded:"))) if args.target.startswith("embedded:") else args.target
+    path = (
+        str(embedded_instance(args.target.removeprefix("embedded:")))
+        if args.target.startswith("embedded:")
+        else args.target
+    )
     problem = read_instance(path)
     if isinstance(problem, ServerlessProblem):
         return cmd_start_serverless(args, problem)
     if args.lambda_endpoint_url is not None or args.function is not None:
-        raise InvalidInputError("--lambda-endpoint-url", "--lambda-endpoint-url and --function are for serverless instances")
+        raise InvalidInputError(
+            "--lambda-endpoint-url", "--lambda-endpoint-url and --function are for serverless instances"
+        )
     problem = _spot_instance(args.target)
     settings = RunSettings(poll_s=args.poll, join_s=args.join, horizon=args.horizon)
-    if args.cloud != "ec2":                        # the reference trainer on local processes (docs/training.md)
+    if args.cloud != "ec2":  # the reference trainer on local processes (docs/training.md)
         from dnnprov.cloud.export import load_plan
         from dnnprov.result import SpotPlan
         from dnnprov.training.local_cloud import cli_run
 
         doc = load_plan(args.plan, problem=problem)
-        return _print_outcome(*cli_run(problem, SpotPlan(counts=doc.counts(), ps=doc.ps), args.policy, settings,
-                                       args.cloud, run_id=args.run_id, max_polls=args.max_polls), args.json)
-    run_id = create_run(problem, args.plan, args.policy, endpoint_url=args.endpoint_url, region=args.region,
-                        state=args.state, progress=args.progress, image_id=args.image_id, run_id=args.run_id,
-                        settings=settings)
+        return _print_outcome(
+            *cli_run(
+                problem,
+                SpotPlan(counts=doc.counts(), ps=doc.ps),
+                args.policy,
+                settings,
+                args.cloud,
+                run_id=args.run_id,
+                max_polls=args.max_polls,
+            ),
+            args.json,
+        )
+    run_id = create_run(
+        problem,
+        args.plan,
+        args.policy,
+        endpoint_url=args.endpoint_url,
+        region=args.region,
+        state=args.state,
+        progress=args.progress,
+        image_id=args.image_id,
+        run_id=args.run_id,
+        settings=settings,
+    )
     print(json.dumps({"run": run_id, "state": "running"}) if args.json else f"run {run_id} started", file=sys.stderr)
     return _print_outcome(run_id, drive_run(run_id, state=args.state, max_polls=args.max_polls), args.json)
 
@@ -139,8 +180,10 @@ def _status(run_id: str, state: str, as_json: bool) -> int:
         print(json.dumps(status, indent=2))
     else:
         cost = "" if status["cost_so_far"] is None else f", ${status['cost_so_far']:.4f} so far"
-        print(f"{run_id}: {status['state']} ({status.get('policy') or 'serverless'}), held {status['held'] or 'nothing'}"
-              f"{cost}, {len(status['events'])} events")
+        print(
+            f"{run_id}: {status['state']} ({status.get('policy') or 'serverless'}), held {status['held'] or 'nothing'}"
+            f"{cost}, {len(status['events'])} events"
+        )
     return EXIT_OK
 
 
@@ -162,32 +205,60 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add ``run``."""
     from dnnprov.control.loop import RunSettings
 
-    p = sub.add_parser("run", help="launch a spot or serverless plan and keep it training to its target loss",
-                       description="dnnprov run INSTANCE --plan PLAN --policy P, or run status|cancel|resume RUN")
+    p = sub.add_parser(
+        "run",
+        help="launch a spot or serverless plan and keep it training to its target loss",
+        description="dnnprov run INSTANCE --plan PLAN --policy P, or run status|cancel|resume RUN",
+    )
     p.add_argument("target", metavar="INSTANCE|status|cancel|resume", help="the spot instance, or a verb")
     p.add_argument("run_id", nargs="?", default=None, metavar="RUN", help="the run (with a verb)")
     p.add_argument("--plan", help="plan document or `dnnprov solve --json` output")
-    p.add_argument("--policy", default="failover", help="launch policy: none, replan, fallback, failover, uniform-progress")
+    p.add_argument(
+        "--policy", default="failover", help="launch policy: none, replan, fallback, failover, uniform-progress"
+    )
     p.add_argument("--endpoint-url", default=None, help="EC2 endpoint (a local test server or the twin)")
-    p.add_argument("--lambda-endpoint-url", default=None,
-                   help="Lambda endpoint of a serverless run (e.g. the Lambda twin, dnnprov.control.lambda_twin)")
-    p.add_argument("--function", default=None,
-                   help="the deployed worker function of a serverless run (default dnnprov-worker)")
+    p.add_argument(
+        "--lambda-endpoint-url",
+        default=None,
+        help="Lambda endpoint of a serverless run (e.g. the Lambda twin, dnnprov.control.lambda_twin)",
+    )
+    p.add_argument(
+        "--function", default=None, help="the deployed worker function of a serverless run (default dnnprov-worker)"
+    )
     p.add_argument("--region", default="us-east-1")
     p.add_argument("--state", default=".dnnprov-runs", help="folder of the run record (default %(default)s)")
-    p.add_argument("--progress", default="model",
-                   help="where the trainer reports progress: a file, an http(s) URL, or `model` (the stand-in "
-                        "trainer of the tests, only with --endpoint-url)")
+    p.add_argument(
+        "--progress",
+        default="model",
+        help="where the trainer reports progress: a file, an http(s) URL, or `model` (the stand-in "
+        "trainer of the tests, only with --endpoint-url)",
+    )
     p.add_argument("--image-id", default=None, help="AMI of the instances (required on AWS)")
     p.add_argument("--run-id", dest="run_id_option", default=None, help="name the run (default: a fresh id)")
     p.add_argument("--poll", type=float, default=15.0, help="seconds between polls (default %(default)g)")
-    p.add_argument("--join", type=float, default=RunSettings.join_s,
-                   help="seconds before a launched worker trains (default %(default)g: the join overhead)")
-    p.add_argument("--horizon", type=float, default=1.0,
-                   help="give up at this multiple of the deadline (default %(default)g: at the deadline)")
-    p.add_argument("--max-polls", type=int, default=None,
-                   help="stop controlling after N polls (the run goes on); serverless: after N segment attempts")
-    p.add_argument("--cloud", default="ec2", metavar="ec2|local|local:CONFIG",
-                   help="ec2 (default), or local: the reference trainer's processes as instances (docs/training.md)")
+    p.add_argument(
+        "--join",
+        type=float,
+        default=RunSettings.join_s,
+        help="seconds before a launched worker trains (default %(default)g: the join overhead)",
+    )
+    p.add_argument(
+        "--horizon",
+        type=float,
+        default=1.0,
+        help="give up at this multiple of the deadline (default %(default)g: at the deadline)",
+    )
+    p.add_argument(
+        "--max-polls",
+        type=int,
+        default=None,
+        help="stop controlling after N polls (the run goes on); serverless: after N segment attempts",
+    )
+    p.add_argument(
+        "--cloud",
+        default="ec2",
+        metavar="ec2|local|local:CONFIG",
+        help="ec2 (default), or local: the reference trainer's processes as instances (docs/training.md)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(run=cmd_run)

@@ -16,10 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dnnprov.cli import EXIT_NO_PLAN, EXIT_OK, check_time_limit
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import embedded_instance, read_instance
-
-from dnnprov.cli import EXIT_NO_PLAN, EXIT_OK, check_time_limit
 
 #: The files ``--out`` gets (sweep-loss.* with several target losses).
 OUTPUT_NAMES = ("sweep.csv", "sweep.parquet", "sweep.png", "sweep.svg", "sweep-loss.png", "sweep-loss.svg")
@@ -60,20 +59,24 @@ def _progress_line(number: int, total: int, row: dict[str, Any], started: float)
     loss = "" if row["loss"] is None else f"loss {row['loss']:g}, "
     gap = _gap(row)
     proof = {"optimal": "proven", "infeasible": "proven infeasible"}.get(row["status"], f"not proven, gap {gap}")
-    return (f"sweep: point {number}/{total} ({loss}deadline {row['deadline_s']:.0f} s): {row['status']} "
-            f"{_money(row['cost'])} ({proof}), {time.monotonic() - started:.0f} s so far")
+    return (
+        f"sweep: point {number}/{total} ({loss}deadline {row['deadline_s']:.0f} s): {row['status']} "
+        f"{_money(row['cost'])} ({proof}), {time.monotonic() - started:.0f} s so far"
+    )
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Solve INSTANCE at every deadline (and loss) exactly; print the table, write files with --out."""
     from dnnprov.batch.sweep import deadline_grid, parse_losses, sweep, write_sweep
 
-    path = str(embedded_instance(args.file.removeprefix("embedded:"))) if args.file.startswith("embedded:") else args.file
+    path = (
+        str(embedded_instance(args.file.removeprefix("embedded:"))) if args.file.startswith("embedded:") else args.file
+    )
     problem = read_instance(path)
     deadlines = deadline_grid(args.deadlines)
     losses = parse_losses(args.losses) if args.losses else None
     check_time_limit(args.time_limit)
-    if args.out:                                 # refused before any point is solved
+    if args.out:  # refused before any point is solved
         _check_out(args.out)
     started = time.monotonic()
     total = len(deadlines) * len(losses or [None])
@@ -84,15 +87,25 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if not args.no_progress:
         each = "milp and the heuristic" if not args.no_heuristic else "milp"
         print(f"sweep: {total} points, {each} each within {args.time_limit:g} s", file=sys.stderr, flush=True)
-    result = sweep(problem, deadlines, losses, time_limit_s=args.time_limit, heuristic=not args.no_heuristic,
-                   progress=None if args.no_progress else progress)
-    print(f"{'loss':>6} {'deadline s':>10} {'status':<10} {'milp cost':>10} {'gap':>7} {'heuristic':>10}  "
-          "plan (where it changes)")
+    result = sweep(
+        problem,
+        deadlines,
+        losses,
+        time_limit_s=args.time_limit,
+        heuristic=not args.no_heuristic,
+        progress=None if args.no_progress else progress,
+    )
+    print(
+        f"{'loss':>6} {'deadline s':>10} {'status':<10} {'milp cost':>10} {'gap':>7} {'heuristic':>10}  "
+        "plan (where it changes)"
+    )
     for row in result.rows:
         loss = "-" if row["loss"] is None else f"{row['loss']:g}"
         plan = row["plan"] if row["changed"] else ""
-        print(f"{loss:>6} {row['deadline_s']:>10.0f} {row['status']:<10} {_money(row['cost']):>10} {_gap(row):>7} "
-              f"{_money(row['heuristic_cost']):>10}  {plan}".rstrip())
+        print(
+            f"{loss:>6} {row['deadline_s']:>10.0f} {row['status']:<10} {_money(row['cost']):>10} {_gap(row):>7} "
+            f"{_money(row['heuristic_cost']):>10}  {plan}".rstrip()
+        )
     for violation in result.violations:
         print(f"warning: {violation}")
     if args.out:
@@ -104,19 +117,33 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``sweep`` to the ``dnnprov`` subcommands."""
-    p = sub.add_parser("sweep", help="proven minimal cost at a grid of deadlines (and target losses), not a front",
-                       description="Solve INSTANCE exactly (milp) at every deadline and target loss of a grid. "
-                                   "A grid, not a front: plans whose times fall between grid deadlines are not "
-                                   "shown; 'dnnprov pareto' gives every nondominated (time, cost) plan. "
-                                   "--out DIR writes sweep.csv, sweep.parquet and sweep.png/.svg.")
+    p = sub.add_parser(
+        "sweep",
+        help="proven minimal cost at a grid of deadlines (and target losses), not a front",
+        description="Solve INSTANCE exactly (milp) at every deadline and target loss of a grid. "
+        "A grid, not a front: plans whose times fall between grid deadlines are not "
+        "shown; 'dnnprov pareto' gives every nondominated (time, cost) plan. "
+        "--out DIR writes sweep.csv, sweep.parquet and sweep.png/.svg.",
+    )
     p.add_argument("file", metavar="INSTANCE", help="instance file (or embedded:spot/paper-table1.json)")
-    p.add_argument("--deadlines", required=True, metavar="START:STOP:N",
-                   help="N deadlines from START to STOP seconds, both included (e.g. 600:3600:24)")
+    p.add_argument(
+        "--deadlines",
+        required=True,
+        metavar="START:STOP:N",
+        help="N deadlines from START to STOP seconds, both included (e.g. 600:3600:24)",
+    )
     p.add_argument("--losses", metavar="L1,L2,...", help="target losses (spot; default: the instance's own)")
-    p.add_argument("--time-limit", type=float, default=60.0,
-                   help="seconds per point, for milp and again for the heuristic (default %(default)g)")
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=60.0,
+        help="seconds per point, for milp and again for the heuristic (default %(default)g)",
+    )
     p.add_argument("--no-heuristic", action="store_true", help="leave out the heuristic's cost")
-    p.add_argument("--out", metavar="DIR", help="write the table and the figures here (checked before solving; "
-                                                "sweep files already there are replaced)")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write the table and the figures here (checked before solving; sweep files already there are replaced)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress lines on standard error")
     p.set_defaults(run=cmd_sweep)

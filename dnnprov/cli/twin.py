@@ -40,8 +40,9 @@ def _base(text: str) -> datetime:
     try:
         base = datetime.fromisoformat(text)
     except ValueError:
-        raise InvalidInputError("--base", f"expected an ISO 8601 instant such as {DEFAULT_BASE_TEXT}, "
-                                          f"got {text!r}") from None
+        raise InvalidInputError(
+            "--base", f"expected an ISO 8601 instant such as {DEFAULT_BASE_TEXT}, got {text!r}"
+        ) from None
     if base.tzinfo is None:
         raise InvalidInputError("--base", f"give the time zone (e.g. {DEFAULT_BASE_TEXT}), got {text!r}")
     return base
@@ -72,9 +73,15 @@ def cmd_twin(args: argparse.Namespace) -> int:
     except InvalidInputError as exc:
         raise InvalidInputError("--region", exc.problem) from None
     pools = trace_pools(_trace_pairs(args.trace), args.offset, args.horizon_s)
-    twin = Twin(pools, port=args.port, region=args.region, base=_base(args.base), notice_status=args.notice_status,
-                mode="stepped" if args.stepped else "accelerated",
-                speed=1.0 if args.speed is None else args.speed)
+    twin = Twin(
+        pools,
+        port=args.port,
+        region=args.region,
+        base=_base(args.base),
+        notice_status=args.notice_status,
+        mode="stepped" if args.stepped else "accelerated",
+        speed=1.0 if args.speed is None else args.speed,
+    )
     stop = threading.Event()
     previous: dict[signal.Signals, Any] = {}
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -85,7 +92,7 @@ def cmd_twin(args: argparse.Namespace) -> int:
         except InvalidInputError as exc:
             raise InvalidInputError(f"--{exc.field}" if exc.field == "port" else exc.field, exc.problem) from None
         print(json.dumps(twin.describe()), flush=True)
-        while not stop.wait(0.5):       # until a signal; the twin's threads do the work
+        while not stop.wait(0.5):  # until a signal; the twin's threads do the work
             pass
     finally:
         twin.stop()
@@ -96,25 +103,54 @@ def cmd_twin(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``twin`` subcommand."""
-    p = sub.add_parser("twin", help="run the EC2 twin: moto behind a capacity proxy that follows spot traces",
-                       description=inspect.cleandoc(cmd_twin.__doc__ or ""))
-    p.add_argument("--trace", action="append", required=True, metavar="TYPE=FILE",
-                   help="an aligned availability trace of a spot type, its zone in the file name "
-                        "(us-west-2a_v100_1.json); repeat for more pools")
+    p = sub.add_parser(
+        "twin",
+        help="run the EC2 twin: moto behind a capacity proxy that follows spot traces",
+        description=inspect.cleandoc(cmd_twin.__doc__ or ""),
+    )
+    p.add_argument(
+        "--trace",
+        action="append",
+        required=True,
+        metavar="TYPE=FILE",
+        help="an aligned availability trace of a spot type, its zone in the file name "
+        "(us-west-2a_v100_1.json); repeat for more pools",
+    )
     p.add_argument("--offset", type=int, required=True, metavar="TICKS", help="the traces' tick at twin time 0")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--speed", type=float, default=None, metavar="X",
-                      help="accelerated clock: X twin seconds per wall second (default 1)")
+    mode.add_argument(
+        "--speed",
+        type=float,
+        default=None,
+        metavar="X",
+        help="accelerated clock: X twin seconds per wall second (default 1)",
+    )
     mode.add_argument("--stepped", action="store_true", help="the clock moves only by POST /_twin/advance")
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: a free one)")
-    p.add_argument("--region", default="us-east-1",
-                   help="the region of requests that carry no SigV4 credential scope (default us-east-1)")
-    p.add_argument("--horizon-s", type=float, default=0.0, metavar="S",
-                   help="refuse an offset whose window of S seconds runs past a trace's end (default 0)")
-    p.add_argument("--base", default=DEFAULT_BASE_TEXT, metavar="ISO",
-                   help=f"the UTC instant of twin time 0 (default {DEFAULT_BASE_TEXT})")
-    p.add_argument("--notice-status", choices=NOTICE_STATUSES, default=NOTICE_STATUSES[0],
-                   help="the spot request's status from a notice until the reclaim: marked-for-termination "
-                        "(active), or instance-terminated-no-capacity (closed) as EC2's user guide documents for "
-                        "instances that terminate on interruption (default marked-for-termination)")
+    p.add_argument(
+        "--region",
+        default="us-east-1",
+        help="the region of requests that carry no SigV4 credential scope (default us-east-1)",
+    )
+    p.add_argument(
+        "--horizon-s",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="refuse an offset whose window of S seconds runs past a trace's end (default 0)",
+    )
+    p.add_argument(
+        "--base",
+        default=DEFAULT_BASE_TEXT,
+        metavar="ISO",
+        help=f"the UTC instant of twin time 0 (default {DEFAULT_BASE_TEXT})",
+    )
+    p.add_argument(
+        "--notice-status",
+        choices=NOTICE_STATUSES,
+        default=NOTICE_STATUSES[0],
+        help="the spot request's status from a notice until the reclaim: marked-for-termination "
+        "(active), or instance-terminated-no-capacity (closed) as EC2's user guide documents for "
+        "instances that terminate on interruption (default marked-for-termination)",
+    )
     p.set_defaults(run=cmd_twin)

@@ -14,25 +14,38 @@ import json
 import random
 import re
 import time
-from urllib.parse import quote
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
 
 import boto3
 from botocore import xform_name
 from botocore.client import BaseClient
 from botocore.config import Config
-from botocore.exceptions import (BotoCoreError, ClientError, ConnectionError as BotoConnectionError,
-                                 NoCredentialsError, PartialCredentialsError)
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionError as BotoConnectionError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
 
-from dnnprov.io.catalog import Catalog, CatalogEntry
-from dnnprov.io.catalog_import import (cheapest_zone, dated_catalog_name, iso, parse_price, parse_time,
-                                    quota_family, write_catalog)
-from dnnprov.errors import InvalidInputError
 from dnnprov.cloud.export import ApiCall
 from dnnprov.cloud.export.aws_calls import LAUNCH_OPERATIONS
+from dnnprov.errors import InvalidInputError
+from dnnprov.io.catalog import Catalog, CatalogEntry
+from dnnprov.io.catalog_import import (
+    cheapest_zone,
+    dated_catalog_name,
+    iso,
+    parse_price,
+    parse_time,
+    quota_family,
+    write_catalog,
+)
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, VcpuQuota
 
 #: vCPU quota codes of Service Quotas (service ``ec2``) per (family, market).
@@ -45,16 +58,45 @@ QUOTA_CODES: dict[tuple[str, str], tuple[str, str]] = {
 PRICING_REGION = "us-east-1"
 GPU_TYPE_PATTERNS = ("g*", "p*")
 LINUX = "Linux/UNIX"
-THROTTLING_CODES = frozenset({
-    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottled",
-    "RequestThrottledException", "RequestLimitExceeded", "TooManyRequestsException",
-    "EC2ThrottledException", "SlowDown", "PriorRequestNotComplete"})
-TRANSIENT_CODES = frozenset({"InternalError", "InternalFailure", "InternalServerError",
-                             "ServiceUnavailable", "ServiceUnavailableException", "Unavailable"})
-CREDENTIAL_CODES = frozenset({
-    "ExpiredToken", "ExpiredTokenException", "RequestExpired", "InvalidClientTokenId",
-    "UnrecognizedClientException", "AuthFailure", "InvalidToken", "SignatureDoesNotMatch",
-    "IncompleteSignature", "InvalidSignatureException", "MissingAuthenticationToken"})
+THROTTLING_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "EC2ThrottledException",
+        "SlowDown",
+        "PriorRequestNotComplete",
+    }
+)
+TRANSIENT_CODES = frozenset(
+    {
+        "InternalError",
+        "InternalFailure",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "Unavailable",
+    }
+)
+CREDENTIAL_CODES = frozenset(
+    {
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "RequestExpired",
+        "InvalidClientTokenId",
+        "UnrecognizedClientException",
+        "AuthFailure",
+        "InvalidToken",
+        "SignatureDoesNotMatch",
+        "IncompleteSignature",
+        "InvalidSignatureException",
+        "MissingAuthenticationToken",
+    }
+)
 _ACCESS_KEY = re.compile(r"\b(?:AKIA|ASIA|AIDA|AROA|AGPA|AIPA|ANPA|ANVA|A3T[A-Z0-9])[A-Z0-9]{12,}\b")
 
 
@@ -64,8 +106,7 @@ class CloudError(InvalidInputError):
     ``code`` is the AWS error code when there is one (e.g. ``"DryRunOperation"``).
     """
 
-    def __init__(self, field: str, problem: str, code: str | None = None, *,
-                 secrets: Iterable[str] = ()) -> None:
+    def __init__(self, field: str, problem: str, code: str | None = None, *, secrets: Iterable[str] = ()) -> None:
         super().__init__(field, redact(problem, secrets))
         self.code = code
 
@@ -77,8 +118,12 @@ MIN_SECRET_CHARS = 4
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` with every value in ``secrets`` (as is and URL-encoded) and anything shaped
     like an AWS access key id replaced by ``<redacted>``."""
-    forms = {form for secret in secrets if isinstance(secret, str) and len(secret) >= MIN_SECRET_CHARS
-             for form in (secret, quote(secret, safe=""), quote(secret))}
+    forms = {
+        form
+        for secret in secrets
+        if isinstance(secret, str) and len(secret) >= MIN_SECRET_CHARS
+        for form in (secret, quote(secret, safe=""), quote(secret))
+    }
     for form in sorted(forms, key=len, reverse=True):
         text = text.replace(form, "<redacted>")
     return _ACCESS_KEY.sub("<redacted>", text)
@@ -109,7 +154,7 @@ class RetryPolicy:
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (0-based)."""
-        return random.uniform(0, min(self.max_delay_s, self.base_delay_s * 2 ** attempt))
+        return random.uniform(0, min(self.max_delay_s, self.base_delay_s * 2**attempt))
 
 
 def known_regions() -> set[str]:
@@ -121,8 +166,11 @@ def known_regions() -> set[str]:
 def check_region(region: object) -> str:
     """``region`` if botocore knows it (an offline check: no call leaves the machine)."""
     if not isinstance(region, str) or region not in known_regions():
-        raise InvalidInputError("region", f"unknown AWS region {region!r} (botocore knows e.g. us-east-1, eu-west-1; "
-                                          "a brand-new region needs a newer botocore)")
+        raise InvalidInputError(
+            "region",
+            f"unknown AWS region {region!r} (botocore knows e.g. us-east-1, eu-west-1; "
+            "a brand-new region needs a newer botocore)",
+        )
     return region
 
 
@@ -142,8 +190,14 @@ class AwsClients:
         other services get a client from boto3's default session.
     """
 
-    def __init__(self, region: str, *, endpoint_url: str | None = None,
-                 retry: RetryPolicy = RetryPolicy(), clients: Mapping[str, BaseClient] | None = None) -> None:
+    def __init__(
+        self,
+        region: str,
+        *,
+        endpoint_url: str | None = None,
+        retry: RetryPolicy = RetryPolicy(),
+        clients: Mapping[str, BaseClient] | None = None,
+    ) -> None:
         self.region = check_region(region)
         self.endpoint_url = endpoint_url
         self.retry = retry
@@ -157,7 +211,8 @@ class AwsClients:
             config = Config(retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=30)
             self._session = self._session or boto3.Session()
             self._clients[service] = self._session.client(
-                service, region_name=region, endpoint_url=self.endpoint_url, config=config)
+                service, region_name=region, endpoint_url=self.endpoint_url, config=config
+            )
         return self._clients[service]
 
     def secrets(self) -> set[str]:
@@ -182,27 +237,39 @@ class AwsClients:
             try:
                 return method(**params)
             except (NoCredentialsError, PartialCredentialsError):
-                raise CloudError("aws credentials", "no usable AWS credentials found; boto3 looks in the "
-                                 "environment, ~/.aws/credentials and config, SSO and instance roles") from None
+                raise CloudError(
+                    "aws credentials",
+                    "no usable AWS credentials found; boto3 looks in the "
+                    "environment, ~/.aws/credentials and config, SSO and instance roles",
+                ) from None
             except ClientError as exc:
                 error = exc.response.get("Error", {})
                 code, message = str(error.get("Code", "")), str(error.get("Message", ""))
                 status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
                 if code in CREDENTIAL_CODES:
-                    raise CloudError("aws credentials", f"{service}:{operation} refused the credentials "
-                                     f"({code}: {message}); they are expired or invalid: refresh them "
-                                     "(e.g. aws sso login) and retry", code) from None
+                    raise CloudError(
+                        "aws credentials",
+                        f"{service}:{operation} refused the credentials "
+                        f"({code}: {message}); they are expired or invalid: refresh them "
+                        "(e.g. aws sso login) and retry",
+                        code,
+                    ) from None
                 if code in THROTTLING_CODES or code in TRANSIENT_CODES or status >= 500:
                     if last:
-                        raise CloudError(where, f"still failing ({code or status}: {message}) after "
-                                         f"{self.retry.attempts} attempts with backoff; try again later", code) from None
+                        raise CloudError(
+                            where,
+                            f"still failing ({code or status}: {message}) after "
+                            f"{self.retry.attempts} attempts with backoff; try again later",
+                            code,
+                        ) from None
                     time.sleep(self.retry.delay(attempt))
                     continue
                 raise CloudError(where, f"{code}: {message}", code) from None
             except BotoConnectionError as exc:
                 if last:
-                    raise CloudError(where, f"cannot reach the endpoint after {self.retry.attempts} "
-                                     f"attempts: {exc}") from None
+                    raise CloudError(
+                        where, f"cannot reach the endpoint after {self.retry.attempts} attempts: {exc}"
+                    ) from None
                 time.sleep(self.retry.delay(attempt))
             except BotoCoreError as exc:
                 raise CloudError(where, str(exc)) from None
@@ -220,9 +287,14 @@ class AwsClients:
 
 
 # --------------------------------------------------------------------- catalog refresh
-def fetch_catalog(region: str, instance_types: Sequence[str] | None = None, *,
-                  clients: AwsClients | None = None, window_hours: float | None = None,
-                  now: datetime | None = None) -> Catalog:
+def fetch_catalog(
+    region: str,
+    instance_types: Sequence[str] | None = None,
+    *,
+    clients: AwsClients | None = None,
+    window_hours: float | None = None,
+    now: datetime | None = None,
+) -> Catalog:
     """A catalog of ``region`` read from the AWS APIs.
 
     Parameters
@@ -243,7 +315,7 @@ def fetch_catalog(region: str, instance_types: Sequence[str] | None = None, *,
     clients = clients or AwsClients(region)
     if clients.region != region:
         raise InvalidInputError("region", f"clients are for {clients.region!r}, not {region!r}")
-    now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    now = (now or datetime.now(UTC)).astimezone(UTC)
     facts = _instance_facts(clients, instance_types)
     names = sorted(facts)
     spot = _spot_prices(clients, names, now, window_hours)
@@ -263,17 +335,29 @@ def fetch_catalog(region: str, instance_types: Sequence[str] | None = None, *,
     settings = clients.call("lambda", "GetAccountSettings")
     concurrency = settings.get("AccountLimit", {}).get("ConcurrentExecutions")
     return Catalog(
-        name=f"aws-{region}", region=region, snapshot=iso(now), instance_types=tuple(entries),
-        vcpu_quotas=tuple(quotas), lambda_concurrency=concurrency,
+        name=f"aws-{region}",
+        region=region,
+        snapshot=iso(now),
+        instance_types=tuple(entries),
+        vcpu_quotas=tuple(quotas),
+        lambda_concurrency=concurrency,
         notes="Fetched with boto3. Spot: ec2:DescribeSpotPriceHistory (Linux/UNIX); on-demand: "
-              "pricing:GetProducts (us-east-1 endpoint, Linux, shared tenancy); hardware: "
-              "ec2:DescribeInstanceTypes (GPU memory per GPU); " + "; ".join(quota_notes)
-              + "; lambda_concurrency: lambda:GetAccountSettings AccountLimit.ConcurrentExecutions.")
+        "pricing:GetProducts (us-east-1 endpoint, Linux, shared tenancy); hardware: "
+        "ec2:DescribeInstanceTypes (GPU memory per GPU); "
+        + "; ".join(quota_notes)
+        + "; lambda_concurrency: lambda:GetAccountSettings AccountLimit.ConcurrentExecutions.",
+    )
 
 
-def fetch_catalog_file(region: str, instance_types: Sequence[str] | None = None, *,
-                       out: str | Path | None = None, clients: AwsClients | None = None,
-                       window_hours: float | None = None, now: datetime | None = None) -> Path:
+def fetch_catalog_file(
+    region: str,
+    instance_types: Sequence[str] | None = None,
+    *,
+    out: str | Path | None = None,
+    clients: AwsClients | None = None,
+    window_hours: float | None = None,
+    now: datetime | None = None,
+) -> Path:
     """Fetch (:func:`fetch_catalog`) and write the catalog atomically; nothing is written on failure.
 
     ``out`` defaults to ``./aws-<region>-<snapshot>.json``.
@@ -282,11 +366,13 @@ def fetch_catalog_file(region: str, instance_types: Sequence[str] | None = None,
     return write_catalog(catalog, out if out is not None else Path.cwd() / dated_catalog_name(catalog))
 
 
-def _instance_facts(clients: AwsClients, names: Sequence[str] | None) -> dict[str, tuple[dict[str, Any], dict[str, str]]]:
+def _instance_facts(
+    clients: AwsClients, names: Sequence[str] | None
+) -> dict[str, tuple[dict[str, Any], dict[str, str]]]:
     """Hardware facts per type from DescribeInstanceTypes (only types with GPUs when not named)."""
     batches: list[dict[str, Any]]
     if names:
-        batches = [{"InstanceTypes": list(names[i:i + 100])} for i in range(0, len(names), 100)]
+        batches = [{"InstanceTypes": list(names[i : i + 100])} for i in range(0, len(names), 100)]
     else:
         batches = [{"Filters": [{"Name": "instance-type", "Values": list(GPU_TYPE_PATTERNS)}]}]
     facts = {}
@@ -299,15 +385,20 @@ def _instance_facts(clients: AwsClients, names: Sequence[str] | None) -> dict[st
             count = sum(int(g.get("Count", 0)) for g in gpus)
             per_gpu = [g.get("MemoryInfo", {}).get("SizeInMiB") for g in gpus]
             entry = {
-                "gpus": count, "vcpus": info.get("VCpuInfo", {}).get("DefaultVCpus"),
+                "gpus": count,
+                "vcpus": info.get("VCpuInfo", {}).get("DefaultVCpus"),
                 "memory_gb": _gib(info.get("MemoryInfo", {}).get("SizeInMiB")),
-                "gpu_model": " ".join(filter(None, (gpus[0].get("Manufacturer"), gpus[0].get("Name")))) if gpus else None,
+                "gpu_model": " ".join(filter(None, (gpus[0].get("Manufacturer"), gpus[0].get("Name"))))
+                if gpus
+                else None,
                 "gpu_memory_gb": _gib(per_gpu[0]) if per_gpu and per_gpu[0] else None,
                 "family": quota_family(name),
             }
             source = "ec2:DescribeInstanceTypes"
-            facts[name] = ({k: v for k, v in entry.items() if v is not None},
-                           {k: source for k in entry if entry[k] is not None and k != "family"})
+            facts[name] = (
+                {k: v for k, v in entry.items() if v is not None},
+                {k: source for k in entry if entry[k] is not None and k != "family"},
+            )
     missing = sorted(set(names or ()) - set(facts))
     if missing:
         raise CloudError("aws ec2:DescribeInstanceTypes", f"no facts returned for {', '.join(missing)}")
@@ -320,15 +411,22 @@ def _gib(mib: object) -> float | None:
     return None if not isinstance(mib, (int, float)) or mib <= 0 else round(mib / 1024, 3)
 
 
-def _spot_prices(clients: AwsClients, names: Sequence[str], now: datetime,
-                 window_hours: float | None) -> dict[str, tuple[float, str]]:
+def _spot_prices(
+    clients: AwsClients, names: Sequence[str], now: datetime, window_hours: float | None
+) -> dict[str, tuple[float, str]]:
     """Per type: the cheapest AZ's price and its source text."""
     start = now if window_hours is None else now - timedelta(hours=window_hours)
     where = "aws ec2:DescribeSpotPriceHistory"
     rows: dict[str, dict[str, list[tuple[float, datetime]]]] = {}
-    history = clients.pages("ec2", "DescribeSpotPriceHistory", "SpotPriceHistory",
-                            InstanceTypes=list(names), ProductDescriptions=[LINUX],
-                            StartTime=start, EndTime=now)
+    history = clients.pages(
+        "ec2",
+        "DescribeSpotPriceHistory",
+        "SpotPriceHistory",
+        InstanceTypes=list(names),
+        ProductDescriptions=[LINUX],
+        StartTime=start,
+        EndTime=now,
+    )
     for i, row in enumerate(history):
         name, product = row.get("InstanceType"), str(row.get("ProductDescription", ""))
         zone = row.get("AvailabilityZone") or row.get("AvailabilityZoneId")
@@ -345,23 +443,39 @@ def _spot_prices(clients: AwsClients, names: Sequence[str], now: datetime,
     for name, zones in rows.items():
         if window_hours is None:
             quote = cheapest_zone((z, p, m) for z, obs in zones.items() for p, m in obs)
-            assert quote is not None                    # every zone listed has an observation
+            assert quote is not None  # every zone listed has an observation
             result[name] = (quote.price_per_h, quote.source("ec2:DescribeSpotPriceHistory latest"))
         else:
             peak = {z: max(p for p, _ in obs) for z, obs in zones.items()}
             zone = min(peak, key=lambda z: (peak[z], z))
-            result[name] = (peak[zone], (f"ec2:DescribeSpotPriceHistory: {zone}, highest price over "
-                                        f"{window_hours:g} h to {iso(now)} (cheapest of {len(peak)} AZ)"))
+            result[name] = (
+                peak[zone],
+                (
+                    f"ec2:DescribeSpotPriceHistory: {zone}, highest price over "
+                    f"{window_hours:g} h to {iso(now)} (cheapest of {len(peak)} AZ)"
+                ),
+            )
     return result
 
 
 def _on_demand_price(clients: AwsClients, name: str) -> tuple[float, str] | None:
     """Linux shared-tenancy on-demand $/h of ``name`` in the clients' region, from GetProducts."""
-    filters = {"instanceType": name, "regionCode": clients.region, "operatingSystem": "Linux",
-               "tenancy": "Shared", "preInstalledSw": "NA", "capacitystatus": "Used"}
-    products = clients.pages("pricing", "GetProducts", "PriceList", ServiceCode="AmazonEC2",
-                             FormatVersion="aws_v1",
-                             Filters=[{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in filters.items()])
+    filters = {
+        "instanceType": name,
+        "regionCode": clients.region,
+        "operatingSystem": "Linux",
+        "tenancy": "Shared",
+        "preInstalledSw": "NA",
+        "capacitystatus": "Used",
+    }
+    products = clients.pages(
+        "pricing",
+        "GetProducts",
+        "PriceList",
+        ServiceCode="AmazonEC2",
+        FormatVersion="aws_v1",
+        Filters=[{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in filters.items()],
+    )
     for item in products:
         found = _price_list_item(name, item)
         if found is not None:
@@ -419,8 +533,11 @@ class CallOutcome:
     def workers(self) -> dict[str, int]:
         """Instances launched per column label (``type``, or ``type:on-demand``)."""
         p = self.call.params
-        on_demand = (p.get("TargetCapacitySpecification", {}).get("DefaultTargetCapacityType") == "on-demand"
-                     if self.call.operation == "CreateFleet" else "InstanceMarketOptions" not in p)
+        on_demand = (
+            p.get("TargetCapacitySpecification", {}).get("DefaultTargetCapacityType") == "on-demand"
+            if self.call.operation == "CreateFleet"
+            else "InstanceMarketOptions" not in p
+        )
         return {t + (ON_DEMAND_SUFFIX if on_demand else ""): n for t, n in self.types}
 
 
@@ -428,8 +545,9 @@ class CallOutcome:
 DeliveryCheck = Callable[[Mapping[str, int], bool], None]
 
 
-def issue_calls(calls: Sequence[ApiCall], clients: AwsClients, *, dry_run: bool,
-                check_delivery: DeliveryCheck | None = None) -> list[CallOutcome]:
+def issue_calls(
+    calls: Sequence[ApiCall], clients: AwsClients, *, dry_run: bool, check_delivery: DeliveryCheck | None = None
+) -> list[CallOutcome]:
     """Issue EC2 calls in order; with ``dry_run`` each carries ``DryRun=True`` (DryRunOperation = success).
 
     Every launch call (RunInstances, CreateFleet) must carry a ClientToken (the calls of
@@ -459,8 +577,11 @@ def issue_calls(calls: Sequence[ApiCall], clients: AwsClients, *, dry_run: bool,
         if call.service != "ec2":
             raise InvalidInputError("calls", f"only EC2 calls can be issued, got {call.service}:{call.operation}")
         if call.operation in LAUNCH_OPERATIONS and not call.params.get("ClientToken"):
-            raise InvalidInputError("calls", f"{call.operation} carries no ClientToken: build the calls with a run id "
-                                             "(LaunchOptions.run_id) so that a retried launch is idempotent")
+            raise InvalidInputError(
+                "calls",
+                f"{call.operation} carries no ClientToken: build the calls with a run id "
+                "(LaunchOptions.run_id) so that a retried launch is idempotent",
+            )
     for call in calls:
         try:
             if dry_run:
@@ -471,12 +592,16 @@ def issue_calls(calls: Sequence[ApiCall], clients: AwsClients, *, dry_run: bool,
                         raise
                     outcomes.append(CallOutcome(call, dry_run=True))
                     continue
-                raise CloudError(f"aws ec2:{call.operation}", "the endpoint ignored DryRun=True and may "
-                                 "have launched instances: check the account")
+                raise CloudError(
+                    f"aws ec2:{call.operation}",
+                    "the endpoint ignored DryRun=True and may have launched instances: check the account",
+                )
             response = clients.call("ec2", call.operation, **call.params)
         except CloudError as exc:
             if launched():
-                raise CloudError(exc.field, f"{exc.problem}; already launched: {', '.join(launched())}", exc.code) from None
+                raise CloudError(
+                    exc.field, f"{exc.problem}; already launched: {', '.join(launched())}", exc.code
+                ) from None
             raise
         ids = tuple(i["InstanceId"] for i in response.get("Instances", []) if "InstanceId" in i)
         ids += tuple(i for group in response.get("Instances", []) for i in group.get("InstanceIds", []))
@@ -485,8 +610,11 @@ def issue_calls(calls: Sequence[ApiCall], clients: AwsClients, *, dry_run: bool,
         short = _shortfall(call, response)
         if short or errors:
             what = "; ".join(filter(None, [short, *errors]))
-            raise CloudError(f"aws ec2:{call.operation}", f"{what}; nothing more was launched (no PS); already "
-                             f"launched: {', '.join(launched()) or 'none'}: terminate them or launch the rest")
+            raise CloudError(
+                f"aws ec2:{call.operation}",
+                f"{what}; nothing more was launched (no PS); already "
+                f"launched: {', '.join(launched()) or 'none'}: terminate them or launch the rest",
+            )
         if call.operation == "CreateFleet" and check_delivery is not None:
             _check_fleets(outcomes, calls, clients, check_delivery)
     return outcomes
@@ -502,8 +630,9 @@ def _types(response: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
     return tuple(out.items())
 
 
-def _check_fleets(outcomes: list[CallOutcome], calls: Sequence[ApiCall], clients: AwsClients,
-                  check_delivery: DeliveryCheck) -> None:
+def _check_fleets(
+    outcomes: list[CallOutcome], calls: Sequence[ApiCall], clients: AwsClients, check_delivery: DeliveryCheck
+) -> None:
     """Run ``check_delivery`` on what the fleets delivered so far; on a refusal terminate every
     instance launched and raise one :class:`CloudError` naming the field, the mix and the instances."""
     fleets = [o for o in outcomes if o.call.operation == "CreateFleet"]
@@ -522,8 +651,10 @@ def _check_fleets(outcomes: list[CallOutcome], calls: Sequence[ApiCall], clients
             done = f"terminated the {len(ids)} instances launched ({', '.join(ids) or 'none'})"
         except CloudError as exc:
             done = f"could not terminate them ({exc.problem}): terminate {', '.join(ids)} by hand"
-        raise CloudError(violation.field, f"{violation.problem}: EC2 Fleet delivered {mix}, not the plan; {done}; "
-                                          "nothing more was launched (no PS)") from None
+        raise CloudError(
+            violation.field,
+            f"{violation.problem}: EC2 Fleet delivered {mix}, not the plan; {done}; nothing more was launched (no PS)",
+        ) from None
 
 
 def _shortfall(call: ApiCall, response: Mapping[str, Any]) -> str:
@@ -534,8 +665,11 @@ def _shortfall(call: ApiCall, response: Mapping[str, Any]) -> str:
         return f"{got} of {p['MinCount']} x {p['InstanceType']} launched" if got < p["MinCount"] else ""
     if call.operation != "CreateFleet":
         return ""
-    weights = {o["InstanceType"]: o.get("WeightedCapacity", 1.0)
-               for config in p["LaunchTemplateConfigs"] for o in config.get("Overrides", [])}
+    weights = {
+        o["InstanceType"]: o.get("WeightedCapacity", 1.0)
+        for config in p["LaunchTemplateConfigs"]
+        for o in config.get("Overrides", [])
+    }
     capacity = 0.0
     for group in response.get("Instances", []):
         capacity += weights.get(group.get("InstanceType"), 0.0) * len(group.get("InstanceIds", []))

@@ -49,8 +49,9 @@ def spot_problem(value: SpotProblem | Mapping[str, Any] | str | Path, where: str
         problem = problem_from_dict(value)
     else:
         text = str(value)
-        problem = read_instance(embedded_instance(text.removeprefix("embedded:")) if text.startswith("embedded:")
-                                else text)
+        problem = read_instance(
+            embedded_instance(text.removeprefix("embedded:")) if text.startswith("embedded:") else text
+        )
     if not isinstance(problem, SpotProblem):
         raise InvalidInputError(where, "a spot run needs a spot instance (λDNN plans: run_serverless)")
     return problem
@@ -90,10 +91,19 @@ def check_policy(policy: str) -> str:
     return policy
 
 
-def create_run(instance: SpotProblem | Mapping[str, Any] | str | Path, plan: SpotPlan | Mapping[str, Any] | str | Path,
-               policy: str = "failover", *, endpoint_url: str | None = None, region: str = "us-east-1",
-               state: str | Path = DEFAULT_STATE, progress: str = "model", image_id: str | None = None,
-               run_id: str | None = None, settings: RunSettings | None = None) -> str:
+def create_run(
+    instance: SpotProblem | Mapping[str, Any] | str | Path,
+    plan: SpotPlan | Mapping[str, Any] | str | Path,
+    policy: str = "failover",
+    *,
+    endpoint_url: str | None = None,
+    region: str = "us-east-1",
+    state: str | Path = DEFAULT_STATE,
+    progress: str = "model",
+    image_id: str | None = None,
+    run_id: str | None = None,
+    settings: RunSettings | None = None,
+) -> str:
     """Write a new run to the record at ``state`` (nothing launched yet); its id.
 
     ``progress``: where the trainer reports (a file, an http(s) URL, or ``model``: the
@@ -109,12 +119,23 @@ def create_run(instance: SpotProblem | Mapping[str, Any] | str | Path, plan: Spo
     settings = settings or RunSettings()
     twin = is_twin(endpoint_url)
     if not twin and progress == "model" and not endpoint_url:
-        raise InvalidInputError("--progress", "the stand-in trainer (model) runs only against a test endpoint "
-                                              "(--endpoint-url): on AWS give the trainer's report file or URL")
-    spec = {"instance": problem.to_dict(), "plan": {"counts": chosen.counts, "ps": chosen.ps}, "policy": policy,
-            "region": check_region(region), "endpoint_url": endpoint_url, "twin": twin,
-            "image_id": image_id or PLACEHOLDER_IMAGE, "progress": progress, "settings": settings.to_dict(),
-            "start_epoch": RemoteTwinClock(endpoint_url).now() if twin and endpoint_url else time.time()}
+        raise InvalidInputError(
+            "--progress",
+            "the stand-in trainer (model) runs only against a test endpoint "
+            "(--endpoint-url): on AWS give the trainer's report file or URL",
+        )
+    spec = {
+        "instance": problem.to_dict(),
+        "plan": {"counts": chosen.counts, "ps": chosen.ps},
+        "policy": policy,
+        "region": check_region(region),
+        "endpoint_url": endpoint_url,
+        "twin": twin,
+        "image_id": image_id or PLACEHOLDER_IMAGE,
+        "progress": progress,
+        "settings": settings.to_dict(),
+        "start_epoch": RemoteTwinClock(endpoint_url).now() if twin and endpoint_url else time.time(),
+    }
     with closing(RunRecord(state)) as record:
         return record.create(spec, run_id)
 
@@ -144,21 +165,40 @@ def controller_of(record: RunRecord, run_id: str, spec: Mapping[str, Any]) -> Co
     plan = SpotPlan(counts={k: int(v) for k, v in spec["plan"]["counts"].items()}, ps=int(spec["plan"]["ps"]))
     settings = RunSettings(**spec["settings"])
     clock = RemoteTwinClock(spec["endpoint_url"]) if spec.get("twin") else None
-    cloud = Ec2Cloud(spec["region"], start_epoch=spec["start_epoch"], endpoint_url=spec.get("endpoint_url"),
-                     clock=clock, image_id=spec["image_id"], known=record.instances(run_id))
-    pools = [PoolInfo(t.name, z.zone, z.spot_price_per_h if z.spot_price_per_h is not None else t.spot_price_per_h)
-             for t in problem.instance_types for z in t.zones] or \
-            [PoolInfo(t.name, None, t.spot_price_per_h) for t in problem.instance_types]
+    cloud = Ec2Cloud(
+        spec["region"],
+        start_epoch=spec["start_epoch"],
+        endpoint_url=spec.get("endpoint_url"),
+        clock=clock,
+        image_id=spec["image_id"],
+        known=record.instances(run_id),
+    )
+    pools = [
+        PoolInfo(t.name, z.zone, z.spot_price_per_h if z.spot_price_per_h is not None else t.spot_price_per_h)
+        for t in problem.instance_types
+        for z in t.zones
+    ] or [PoolInfo(t.name, None, t.spot_price_per_h) for t in problem.instance_types]
     if spec["progress"] == "model":
         trainer: Callable[[list[Instance], float], Report | None] = stand_in(
-            ProgressModel(problem, plan, settings.join_s), run_id)
+            ProgressModel(problem, plan, settings.join_s), run_id
+        )
     else:
         source = str(spec["progress"])
 
         def trainer(instances: list[Instance], now: float) -> Report | None:
             return read_report(source)
-    return Controller(problem, plan, make_policy(spec["policy"], problem=problem, plan=plan), cloud, run_id=run_id, pools=pools,
-                      trainer=_LatestReport(trainer), settings=settings, record=record)
+
+    return Controller(
+        problem,
+        plan,
+        make_policy(spec["policy"], problem=problem, plan=plan),
+        cloud,
+        run_id=run_id,
+        pools=pools,
+        trainer=_LatestReport(trainer),
+        settings=settings,
+        record=record,
+    )
 
 
 def _snapshot(record: RunRecord, run_id: str, controller: Controller) -> None:
@@ -166,8 +206,15 @@ def _snapshot(record: RunRecord, run_id: str, controller: Controller) -> None:
     now = controller.cloud.now()
     trainer = controller.trainer
     report = trainer.report if isinstance(trainer, _LatestReport) else None
-    record.snapshot(run_id, {"time_s": now, "report": None if report is None else report.to_dict(),
-                             "cost_so_far": controller.cost(record.instances(run_id), now), **controller.counters})
+    record.snapshot(
+        run_id,
+        {
+            "time_s": now,
+            "report": None if report is None else report.to_dict(),
+            "cost_so_far": controller.cost(record.instances(run_id), now),
+            **controller.counters,
+        },
+    )
 
 
 def _wait(controller: Controller, seconds: float, interrupt: threading.Event | None) -> bool:
@@ -179,8 +226,14 @@ def _wait(controller: Controller, seconds: float, interrupt: threading.Event | N
     return interrupt.wait(max(0.0, seconds) / float(getattr(clock, "speed", 1.0)))
 
 
-def drive(record: RunRecord, run_id: str, controller: Controller, *, max_polls: int | None = None,
-          interrupt: threading.Event | None = None) -> Outcome | None:
+def drive(
+    record: RunRecord,
+    run_id: str,
+    controller: Controller,
+    *,
+    max_polls: int | None = None,
+    interrupt: threading.Event | None = None,
+) -> Outcome | None:
     """Poll until the run ends, honouring a cancel written to the record. ``None`` after
     ``max_polls`` polls, or when ``interrupt`` is set with no cancel asked (the caller stops:
     the run goes on, for :func:`resume_run`)."""
@@ -201,8 +254,13 @@ def drive(record: RunRecord, run_id: str, controller: Controller, *, max_polls: 
             return None
 
 
-def drive_run(run_id: str, *, state: str | Path = DEFAULT_STATE, max_polls: int | None = None,
-              interrupt: threading.Event | None = None) -> Outcome | None:
+def drive_run(
+    run_id: str,
+    *,
+    state: str | Path = DEFAULT_STATE,
+    max_polls: int | None = None,
+    interrupt: threading.Event | None = None,
+) -> Outcome | None:
     """Own the run and drive it to its end (a run created by :func:`create_run` starts, one
     with steps resumes). ``None`` when it is still running after ``max_polls`` polls or an
     ``interrupt`` without a cancel; an ended run's outcome is returned as recorded."""
@@ -222,7 +280,7 @@ def drive_run(run_id: str, *, state: str | Path = DEFAULT_STATE, max_polls: int 
         else:
             cloud = controller.cloud
             assert isinstance(cloud, Ec2Cloud)
-            cloud.instances(run_id)                  # clients made and endpoint reached before the clock starts
+            cloud.instances(run_id)  # clients made and endpoint reached before the clock starts
             spec = dict(row["spec"])
             spec["start_epoch"] = cloud.start_epoch = cloud.clock.now()
             record.set_spec(run_id, spec)
@@ -230,26 +288,58 @@ def drive_run(run_id: str, *, state: str | Path = DEFAULT_STATE, max_polls: int 
 
 
 def _outcome(data: Mapping[str, Any]) -> Outcome:
-    return Outcome(state=data["state"], finish_s=data["finish_s"], end_s=data["end_s"], cost=data["cost"],
-                   loss=data["loss"], revocations=data["revocations"], launches=data["launches"],
-                   refusals=data["refusals"], on_demand_launched=data["on_demand_launched"])
+    return Outcome(
+        state=data["state"],
+        finish_s=data["finish_s"],
+        end_s=data["end_s"],
+        cost=data["cost"],
+        loss=data["loss"],
+        revocations=data["revocations"],
+        launches=data["launches"],
+        refusals=data["refusals"],
+        on_demand_launched=data["on_demand_launched"],
+    )
 
 
-def run_plan(instance: SpotProblem | Mapping[str, Any] | str | Path, plan: SpotPlan | Mapping[str, Any] | str | Path,
-             policy: str = "failover", *, endpoint_url: str | None = None, region: str = "us-east-1",
-             state: str | Path = DEFAULT_STATE, progress: str = "model", image_id: str | None = None,
-             run_id: str | None = None, settings: RunSettings | None = None,
-             max_polls: int | None = None) -> tuple[str, Outcome | None]:
+def run_plan(
+    instance: SpotProblem | Mapping[str, Any] | str | Path,
+    plan: SpotPlan | Mapping[str, Any] | str | Path,
+    policy: str = "failover",
+    *,
+    endpoint_url: str | None = None,
+    region: str = "us-east-1",
+    state: str | Path = DEFAULT_STATE,
+    progress: str = "model",
+    image_id: str | None = None,
+    run_id: str | None = None,
+    settings: RunSettings | None = None,
+    max_polls: int | None = None,
+) -> tuple[str, Outcome | None]:
     """Launch ``plan`` of ``instance`` and keep it training under ``policy`` until it ends:
     ``(run id, outcome)`` (outcome ``None``: still running after ``max_polls`` polls; go on
     with :func:`resume_run`). Arguments as ``dnnprov run``'s options (:func:`create_run`)."""
-    run_id = create_run(instance, plan, policy, endpoint_url=endpoint_url, region=region, state=state,
-                        progress=progress, image_id=image_id, run_id=run_id, settings=settings)
+    run_id = create_run(
+        instance,
+        plan,
+        policy,
+        endpoint_url=endpoint_url,
+        region=region,
+        state=state,
+        progress=progress,
+        image_id=image_id,
+        run_id=run_id,
+        settings=settings,
+    )
     return run_id, drive_run(run_id, state=state, max_polls=max_polls)
 
 
-def resume_run(run_id: str, *, state: str | Path = DEFAULT_STATE, max_polls: int | None = None,
-               interrupt: threading.Event | None = None) -> Any:
+def resume_run(
+    run_id: str,
+    *,
+    state: str | Path = DEFAULT_STATE,
+    max_polls: int | None = None,
+    interrupt: threading.Event | None = None,
+) -> Any:
     """Take a run over after its controller stopped (adopt, re-send, go on): its outcome
     (``None`` while still running); an ended run's recorded outcome. Serverless runs too."""
     with closing(RunRecord(state)) as record:
@@ -286,7 +376,12 @@ def cancel_run(run_id: str, *, state: str | Path = DEFAULT_STATE) -> dict[str, A
         controller.resume(record.steps(run_id), list(record.events(run_id)), record.memory(run_id))
         controller.cancel()
         outcome = drive(record, run_id, controller, max_polls=1)
-        return {"run": run_id, "state": "cancelled", "torn_down": True, "cost": None if outcome is None else outcome.cost}
+        return {
+            "run": run_id,
+            "state": "cancelled",
+            "torn_down": True,
+            "cost": None if outcome is None else outcome.cost,
+        }
 
 
 def run_status(run_id: str, *, state: str | Path = DEFAULT_STATE, events: bool = True) -> dict[str, Any]:
@@ -304,17 +399,30 @@ def run_status(run_id: str, *, state: str | Path = DEFAULT_STATE, events: bool =
                 key = f"{i.role} {i.pool} {i.market}"
                 held[key] = held.get(key, 0) + 1
         latest = record.latest(run_id)
-    status: dict[str, Any] = {"run": run_id, "state": row["state"], "policy": row["spec"].get("policy"),
-                              "held": held, "outcome": row["outcome"]}
+    status: dict[str, Any] = {
+        "run": run_id,
+        "state": row["state"],
+        "policy": row["spec"].get("policy"),
+        "held": held,
+        "outcome": row["outcome"],
+    }
     report = (latest or {}).get("report")
     ended = [e for e in journal if e["kind"] == "end"]
     if report is not None:
-        status["progress"] = {"time_s": report["time_s"], "loss": report["loss"], "step": report.get("step"),
-                              "finish_s": report.get("finished_s")}
+        status["progress"] = {
+            "time_s": report["time_s"],
+            "loss": report["loss"],
+            "step": report.get("step"),
+            "finish_s": report.get("finished_s"),
+        }
     elif ended:
         end = ended[-1]
-        status["progress"] = {"time_s": end.get("end_s", end["time_s"]), "loss": end.get("loss"), "step": None,
-                              "finish_s": end.get("finish_s")}
+        status["progress"] = {
+            "time_s": end.get("end_s", end["time_s"]),
+            "loss": end.get("loss"),
+            "step": None,
+            "finish_s": end.get("finish_s"),
+        }
     else:
         status["progress"] = None
     if row["outcome"]:
@@ -322,8 +430,9 @@ def run_status(run_id: str, *, state: str | Path = DEFAULT_STATE, events: bool =
     else:
         cost = (latest or {}).get("cost_so_far")
         status["cost_so_far"] = None if cost is None or not math.isfinite(cost) else cost
-    status["counters"] = {k: (latest or {}).get(k, 0) for k in ("revocations", "launches", "refusals",
-                                                                "on_demand_launched")}
+    status["counters"] = {
+        k: (latest or {}).get(k, 0) for k in ("revocations", "launches", "refusals", "on_demand_launched")
+    }
     if row["spec"].get("kind") == "serverless":
         status["kind"] = "serverless"
         status["plan"] = row["spec"]["plan"]

@@ -20,8 +20,8 @@ end: the book refuses a time beyond it.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import Trace
@@ -49,8 +49,9 @@ class PoolSpec:
         """Spot instances the pool offers at cloud time ``t``."""
         tick = self.offset + math.floor(t / self.trace.gap_s + 1e-9)
         if tick >= len(self.trace.alive):
-            raise InvalidInputError(f"{self.trace.path}: data",
-                                    f"the run reached {t:g} s, past the trace's end from offset {self.offset}")
+            raise InvalidInputError(
+                f"{self.trace.path}: data", f"the run reached {t:g} s, past the trace's end from offset {self.offset}"
+            )
         return int(self.trace.alive[tick])
 
 
@@ -59,7 +60,7 @@ class CapacityEvent:
     """A notice or a reclaim of one spot instance."""
 
     time_s: float
-    kind: str                  # "notice" | "reclaim"
+    kind: str  # "notice" | "reclaim"
     instance_id: str
     pool: str
 
@@ -159,8 +160,11 @@ class CapacityBook:
             over = self.live(pool.name) - pool.capacity_at(t)
             if over <= 0:
                 continue
-            doomed = sorted((h for h in self._held[pool.name] if h.notice_s is None and not h.gone),
-                            key=lambda h: (h.launched_s, h.instance_id), reverse=True)[:over]
+            doomed = sorted(
+                (h for h in self._held[pool.name] if h.notice_s is None and not h.gone),
+                key=lambda h: (h.launched_s, h.instance_id),
+                reverse=True,
+            )[:over]
             for h in doomed:
                 h.notice_s = t
                 out.append(CapacityEvent(t, "notice", h.instance_id, pool.name))

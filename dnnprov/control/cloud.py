@@ -8,14 +8,25 @@ Times are seconds since the run's start on the cloud's clock (:class:`Clock`).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 #: The error codes a launch refusal carries (EC2's names).
-CAPACITY_ERRORS = ("InsufficientInstanceCapacity", "InsufficientCapacity", "SpotMaxPriceTooLow",
-                   "MaxSpotInstanceCountExceeded")
-THROTTLE_ERRORS = ("RequestLimitExceeded", "Throttling", "ThrottlingException", "ServiceUnavailable",
-                   "InternalError", "Unavailable")
+CAPACITY_ERRORS = (
+    "InsufficientInstanceCapacity",
+    "InsufficientCapacity",
+    "SpotMaxPriceTooLow",
+    "MaxSpotInstanceCountExceeded",
+)
+THROTTLE_ERRORS = (
+    "RequestLimitExceeded",
+    "Throttling",
+    "ThrottlingException",
+    "ServiceUnavailable",
+    "InternalError",
+    "Unavailable",
+)
 ROLES = ("worker", "ps")
 MARKETS = ("spot", "on-demand")
 #: The port a PS listens on; a PS's address (handed to every worker) is ``host:PS_PORT``.
@@ -34,8 +45,8 @@ class Instance:
     launched_s: float
     step: int
     ps_address: str | None = None
-    notice_s: float | None = None      # when the interruption notice came, if one did
-    ended_s: float | None = None       # when it was gone (terminated or reclaimed)
+    notice_s: float | None = None  # when the interruption notice came, if one did
+    ended_s: float | None = None  # when it was gone (terminated or reclaimed)
 
     @property
     def pool(self) -> str:
@@ -48,17 +59,34 @@ class Instance:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (records, ``run status``)."""
-        return {"instance_id": self.instance_id, "type": self.type_name, "zone": self.zone, "market": self.market,
-                "role": self.role, "launched_s": self.launched_s, "step": self.step, "ps_address": self.ps_address,
-                "notice_s": self.notice_s, "ended_s": self.ended_s}
+        return {
+            "instance_id": self.instance_id,
+            "type": self.type_name,
+            "zone": self.zone,
+            "market": self.market,
+            "role": self.role,
+            "launched_s": self.launched_s,
+            "step": self.step,
+            "ps_address": self.ps_address,
+            "notice_s": self.notice_s,
+            "ended_s": self.ended_s,
+        }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Instance":
+    def from_dict(cls, data: dict[str, Any]) -> Instance:
         """Inverse of :meth:`to_dict`."""
-        return cls(instance_id=data["instance_id"], type_name=data["type"], zone=data["zone"],
-                   market=data["market"], role=data["role"], launched_s=float(data["launched_s"]),
-                   step=int(data["step"]), ps_address=data.get("ps_address"), notice_s=data.get("notice_s"),
-                   ended_s=data.get("ended_s"))
+        return cls(
+            instance_id=data["instance_id"],
+            type_name=data["type"],
+            zone=data["zone"],
+            market=data["market"],
+            role=data["role"],
+            launched_s=float(data["launched_s"]),
+            step=int(data["step"]),
+            ps_address=data.get("ps_address"),
+            notice_s=data.get("notice_s"),
+            ended_s=data.get("ended_s"),
+        )
 
 
 @dataclass(frozen=True)
@@ -72,21 +100,37 @@ class LaunchRequest:
     zone: str | None
     market: str
     count: int
-    token: str                          # idempotency: the same token launches once
+    token: str  # idempotency: the same token launches once
     ps_address: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the record's intents)."""
-        return {"run_id": self.run_id, "step": self.step, "role": self.role, "type": self.type_name,
-                "zone": self.zone, "market": self.market, "count": self.count, "token": self.token,
-                "ps_address": self.ps_address}
+        return {
+            "run_id": self.run_id,
+            "step": self.step,
+            "role": self.role,
+            "type": self.type_name,
+            "zone": self.zone,
+            "market": self.market,
+            "count": self.count,
+            "token": self.token,
+            "ps_address": self.ps_address,
+        }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "LaunchRequest":
+    def from_dict(cls, data: dict[str, Any]) -> LaunchRequest:
         """Inverse of :meth:`to_dict`."""
-        return cls(run_id=data["run_id"], step=int(data["step"]), role=data["role"], type_name=data["type"],
-                   zone=data["zone"], market=data["market"], count=int(data["count"]), token=data["token"],
-                   ps_address=data.get("ps_address"))
+        return cls(
+            run_id=data["run_id"],
+            step=int(data["step"]),
+            role=data["role"],
+            type_name=data["type"],
+            zone=data["zone"],
+            market=data["market"],
+            count=int(data["count"]),
+            token=data["token"],
+            ps_address=data.get("ps_address"),
+        )
 
 
 @dataclass

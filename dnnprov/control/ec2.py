@@ -23,18 +23,32 @@ import json
 import re
 import time
 import urllib.request
-from datetime import datetime, timezone
-from typing import Any, Sequence
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from dnnprov.cloud.aws import AwsClients, CloudError, RetryPolicy
 from dnnprov.control.capacity import NOTICE_S
-from dnnprov.control.cloud import (CAPACITY_ERRORS, PS_PORT, THROTTLE_ERRORS, Clock, Instance, LaunchOutcome,
-                                   LaunchRequest, WallClock)
+from dnnprov.control.cloud import (
+    CAPACITY_ERRORS,
+    PS_PORT,
+    THROTTLE_ERRORS,
+    Clock,
+    Instance,
+    LaunchOutcome,
+    LaunchRequest,
+    WallClock,
+)
 from dnnprov.errors import InvalidInputError
 
 #: Spot request status codes that mean "interrupted, reclaimed two minutes after this update".
-INTERRUPTION_CODES = ("marked-for-termination", "marked-for-stop", "marked-for-hibernation",
-                      "instance-terminated-no-capacity", "instance-terminated-capacity-oversubscribed")
+INTERRUPTION_CODES = (
+    "marked-for-termination",
+    "marked-for-stop",
+    "marked-for-hibernation",
+    "instance-terminated-no-capacity",
+    "instance-terminated-capacity-oversubscribed",
+)
 TAG_RUN, TAG_STEP, TAG_ROLE, TAG_PS = "dnnprov:run", "dnnprov:step", "dnnprov:role", "dnnprov:ps"
 #: The image launched when none is given: a placeholder the twin and moto accept; real AWS
 #: needs ``--image-id``.
@@ -65,8 +79,9 @@ class RemoteTwinClock:
     def sleep(self, seconds: float) -> None:
         if self.mode == "stepped":
             body = json.dumps({"seconds": seconds}).encode()
-            request = urllib.request.Request(f"{self.url}/_twin/advance", data=body, method="POST",
-                                             headers={"Content-Type": "application/json"})
+            request = urllib.request.Request(
+                f"{self.url}/_twin/advance", data=body, method="POST", headers={"Content-Type": "application/json"}
+            )
             with urllib.request.urlopen(request, timeout=30):
                 return
         time.sleep(max(0.0, seconds) / self.speed)
@@ -86,9 +101,16 @@ def is_twin(endpoint_url: str | None) -> bool:
 class Ec2Cloud:
     """One run's instances on EC2 (module docstring); ``start_epoch`` is the run's start on ``clock``."""
 
-    def __init__(self, region: str, *, start_epoch: float, endpoint_url: str | None = None,
-                 clock: Clock | None = None, image_id: str = PLACEHOLDER_IMAGE,
-                 known: Sequence[Instance] = ()) -> None:
+    def __init__(
+        self,
+        region: str,
+        *,
+        start_epoch: float,
+        endpoint_url: str | None = None,
+        clock: Clock | None = None,
+        image_id: str = PLACEHOLDER_IMAGE,
+        known: Sequence[Instance] = (),
+    ) -> None:
         self.aws = AwsClients(region, endpoint_url=endpoint_url, retry=RetryPolicy(attempts=1))
         self.reader = AwsClients(region, endpoint_url=endpoint_url)
         self.clock = clock or WallClock()
@@ -109,22 +131,31 @@ class Ec2Cloud:
         self.clock.sleep(seconds)
 
     def launch(self, request: LaunchRequest) -> LaunchOutcome:
-        tags = [{"Key": TAG_RUN, "Value": request.run_id}, {"Key": TAG_STEP, "Value": str(request.step)},
-                {"Key": TAG_ROLE, "Value": request.role}]
+        tags = [
+            {"Key": TAG_RUN, "Value": request.run_id},
+            {"Key": TAG_STEP, "Value": str(request.step)},
+            {"Key": TAG_ROLE, "Value": request.role},
+        ]
         if request.ps_address:
             tags.append({"Key": TAG_PS, "Value": request.ps_address})
         params: dict[str, Any] = {
-            "ImageId": self.image_id, "InstanceType": request.type_name,
-            "MinCount": 1 if request.market == "spot" else request.count, "MaxCount": request.count,
-            "ClientToken": request.token, "TagSpecifications": [{"ResourceType": "instance", "Tags": tags}],
-            "UserData": base64.b64encode(json.dumps({"run": request.run_id, "role": request.role,
-                                                     "ps": request.ps_address}).encode()).decode()}
+            "ImageId": self.image_id,
+            "InstanceType": request.type_name,
+            "MinCount": 1 if request.market == "spot" else request.count,
+            "MaxCount": request.count,
+            "ClientToken": request.token,
+            "TagSpecifications": [{"ResourceType": "instance", "Tags": tags}],
+            "UserData": base64.b64encode(
+                json.dumps({"run": request.run_id, "role": request.role, "ps": request.ps_address}).encode()
+            ).decode(),
+        }
         if request.zone:
             params["Placement"] = {"AvailabilityZone": request.zone}
         if request.market == "spot":
-            params["InstanceMarketOptions"] = {"MarketType": "spot",
-                                               "SpotOptions": {"SpotInstanceType": "one-time",
-                                                               "InstanceInterruptionBehavior": "terminate"}}
+            params["InstanceMarketOptions"] = {
+                "MarketType": "spot",
+                "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
+            }
         now = self.now()
         try:
             answer = self.aws.call("ec2", "RunInstances", **params)
@@ -139,10 +170,18 @@ class Ec2Cloud:
                 made.append(self.known[instance_id])
                 continue
             address = f"{raw.get('PrivateIpAddress') or instance_id}:{PS_PORT}" if request.role == "ps" else None
-            made.append(Instance(instance_id=instance_id, type_name=request.type_name,
-                                 zone=raw.get("Placement", {}).get("AvailabilityZone") or request.zone,
-                                 market=request.market, role=request.role, launched_s=now, step=request.step,
-                                 ps_address=address or request.ps_address))
+            made.append(
+                Instance(
+                    instance_id=instance_id,
+                    type_name=request.type_name,
+                    zone=raw.get("Placement", {}).get("AvailabilityZone") or request.zone,
+                    market=request.market,
+                    role=request.role,
+                    launched_s=now,
+                    step=request.step,
+                    ps_address=address or request.ps_address,
+                )
+            )
             self.known[instance_id] = made[-1]
         return LaunchOutcome(instances=made)
 
@@ -158,8 +197,9 @@ class Ec2Cloud:
     def instances(self, run_id: str) -> list[Instance]:
         now = self.now()
         seen = {}
-        for reservation in self.reader.pages("ec2", "DescribeInstances", "Reservations",
-                                             Filters=[{"Name": f"tag:{TAG_RUN}", "Values": [run_id]}]):
+        for reservation in self.reader.pages(
+            "ec2", "DescribeInstances", "Reservations", Filters=[{"Name": f"tag:{TAG_RUN}", "Values": [run_id]}]
+        ):
             for raw in reservation.get("Instances", []):
                 seen[raw["InstanceId"]] = raw
         notices = self._notices([i for i, raw in seen.items() if raw.get("InstanceLifecycle") == "spot"])
@@ -171,7 +211,7 @@ class Ec2Cloud:
             notice = notices.get(instance_id)
             if notice is not None and instance.notice_s is None:
                 if by == "Service" and when is not None:
-                    notice = min(notice, when - NOTICE_S)   # seen first after its reclaim (a restart)
+                    notice = min(notice, when - NOTICE_S)  # seen first after its reclaim (a restart)
                 instance.notice_s = notice
             if gone and instance.ended_s is None:
                 instance.ended_s = self._ended(instance, by, when, now)
@@ -195,7 +235,7 @@ class Ec2Cloud:
         found = TRANSITION.search(raw.get("StateTransitionReason") or "")
         if found is None:
             return None, None
-        moment = datetime.strptime(found.group(2), "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc)
+        moment = datetime.strptime(found.group(2), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
         return found.group(1), self.since_start(moment.timestamp())
 
     def _adopt(self, raw: dict[str, Any]) -> Instance:
@@ -205,10 +245,16 @@ class Ec2Cloud:
         launched = raw.get("LaunchTime")
         launched_s = self.since_start(launched.timestamp()) if isinstance(launched, datetime) else self.now()
         address = f"{raw.get('PrivateIpAddress') or raw['InstanceId']}:{PS_PORT}" if role == "ps" else tags.get(TAG_PS)
-        return Instance(instance_id=raw["InstanceId"], type_name=raw["InstanceType"],
-                        zone=raw.get("Placement", {}).get("AvailabilityZone"),
-                        market="spot" if raw.get("InstanceLifecycle") == "spot" else "on-demand", role=role,
-                        launched_s=max(0.0, launched_s), step=int(tags.get(TAG_STEP, "0") or 0), ps_address=address)
+        return Instance(
+            instance_id=raw["InstanceId"],
+            type_name=raw["InstanceType"],
+            zone=raw.get("Placement", {}).get("AvailabilityZone"),
+            market="spot" if raw.get("InstanceLifecycle") == "spot" else "on-demand",
+            role=role,
+            launched_s=max(0.0, launched_s),
+            step=int(tags.get(TAG_STEP, "0") or 0),
+            ps_address=address,
+        )
 
     def _notices(self, instance_ids: list[str]) -> dict[str, float]:
         """Notice times of spot instances: the update time of an interruption status, either
@@ -218,8 +264,9 @@ class Ec2Cloud:
         if not instance_ids:
             return {}
         try:
-            answer = self.reader.call("ec2", "DescribeSpotInstanceRequests",
-                                      Filters=[{"Name": "instance-id", "Values": instance_ids}])
+            answer = self.reader.call(
+                "ec2", "DescribeSpotInstanceRequests", Filters=[{"Name": "instance-id", "Values": instance_ids}]
+            )
         except CloudError:
             return {}
         out: dict[str, float] = {}

@@ -28,7 +28,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 from urllib.parse import unquote
@@ -39,7 +39,7 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.models.serverless import ServerlessModel
 from dnnprov.problems.serverless import ServerlessProblem
 
-DEFAULT_BASE = datetime(2023, 8, 27, tzinfo=timezone.utc)
+DEFAULT_BASE = datetime(2023, 8, 27, tzinfo=UTC)
 #: Progress within this relative distance of the whole counts as finished.
 DONE_TOLERANCE = 1e-9
 _FUNCTION = re.compile(r"^/(2015-03-31|2017-10-31|2019-09-30)/functions/([^/]+)(/[a-z]+)?/?$")
@@ -60,14 +60,26 @@ class FunctionConfig:
 
     def to_dict(self, region: str) -> dict[str, Any]:
         """Lambda's FunctionConfiguration."""
-        return {"FunctionName": self.name, "FunctionArn": f"arn:aws:lambda:{region}:123456789012:function:{self.name}",
-                "Runtime": self.runtime, "Role": self.role, "Handler": self.handler, "CodeSize": 0,
-                "Timeout": self.timeout_s, "MemorySize": self.memory_mb, "LastModified": self.modified,
-                "Version": "$LATEST", "State": "Active", "LastUpdateStatus": "Successful",
-                "PackageType": "Zip"}
+        return {
+            "FunctionName": self.name,
+            "FunctionArn": f"arn:aws:lambda:{region}:123456789012:function:{self.name}",
+            "Runtime": self.runtime,
+            "Role": self.role,
+            "Handler": self.handler,
+            "CodeSize": 0,
+            "Timeout": self.timeout_s,
+            "MemorySize": self.memory_mb,
+            "LastModified": self.modified,
+            "Version": "$LATEST",
+            "State": "Active",
+            "LastUpdateStatus": "Successful",
+            "PackageType": "Zip",
+        }
 
 
-def worker(problem: ServerlessProblem, memory_mb: int, timeout_s: float, payload: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+def worker(
+    problem: ServerlessProblem, memory_mb: int, timeout_s: float, payload: dict[str, Any]
+) -> tuple[float, dict[str, Any]]:
     """The stand-in worker's segment: (seconds it runs, its answer). Raises ValueError on a bad payload.
 
     Payload: ``run``, ``functions`` n, ``batch`` b_l, ``ps`` (count), ``ps_address``,
@@ -90,22 +102,33 @@ def worker(problem: ServerlessProblem, memory_mb: int, timeout_s: float, payload
     if n < 1 or batch <= 0 or ps < 1 or segment < 0:
         raise ValueError("functions, batch and ps must be positive and segment >= 0")
     p = problem.platform
-    total, k, t_load, per_iteration = (float(x[0]) for x in ServerlessModel(problem).training_time(
-        np.array([n]), np.array([memory_mb]), np.array([ps]), local_batch=batch))
+    total, k, t_load, per_iteration = (
+        float(x[0])
+        for x in ServerlessModel(problem).training_time(
+            np.array([n]), np.array([memory_mb]), np.array([ps]), local_batch=batch
+        )
+    )
     if not total < float("inf"):
         raise ValueError(f"{memory_mb} MB trains nothing (the rate or storage bandwidth is not positive)")
     restore = p.checkpoint_overhead_s if segment > 0 else 0.0
     trains = max(0.0, min(timeout_s - p.checkpoint_margin_s, total - trained))
-    if trains <= 0 < total - trained:                   # no time to train and checkpoint: it runs to the timeout
+    if trains <= 0 < total - trained:  # no time to train and checkpoint: it runs to the timeout
         return float("inf"), {}
     trained += trains
     finished = trained >= total * (1 - DONE_TOLERANCE)
     now = t0 + restore + trains
     step = int(min(k, max(0.0, (trained - t_load) / per_iteration))) if per_iteration > 0 else 0
-    answer = {"run": payload.get("run", ""), "time_s": now, "loss": max(0.0, 1.0 - trained / total),
-              "step": step, "finished_s": now if finished else None, "segment": segment,
-              "worker": payload.get("worker"), "billed_s": restore + trains,
-              "checkpoint": {"trained_s": trained, "time_s": now}}
+    answer = {
+        "run": payload.get("run", ""),
+        "time_s": now,
+        "loss": max(0.0, 1.0 - trained / total),
+        "step": step,
+        "finished_s": now if finished else None,
+        "segment": segment,
+        "worker": payload.get("worker"),
+        "billed_s": restore + trains,
+        "checkpoint": {"trained_s": trained, "time_s": now},
+    }
     return restore + trains, answer
 
 
@@ -117,8 +140,15 @@ class _Server(ThreadingHTTPServer):
 class LambdaTwin:
     """The endpoint (module docstring). ``speed``: twin seconds per wall second."""
 
-    def __init__(self, problem: ServerlessProblem, *, port: int = 0, speed: float = 1.0,
-                 region: str = "us-east-1", base: datetime = DEFAULT_BASE) -> None:
+    def __init__(
+        self,
+        problem: ServerlessProblem,
+        *,
+        port: int = 0,
+        speed: float = 1.0,
+        region: str = "us-east-1",
+        base: datetime = DEFAULT_BASE,
+    ) -> None:
         if not speed > 0:
             raise InvalidInputError("speed", f"must be > 0, got {speed!r}")
         self.problem, self.port, self.speed, self.region, self.base = problem, port, float(speed), region, base
@@ -144,8 +174,9 @@ class LambdaTwin:
             raise InvalidInputError("--port", f"cannot listen on 127.0.0.1:{self.port}: {exc.strerror}") from None
         self.port = self._server.server_address[1]
         self._wall0 = time.monotonic()
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1},
-                         name="lambda-twin", daemon=True).start()
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, name="lambda-twin", daemon=True
+        ).start()
         return self
 
     def stop(self) -> None:
@@ -177,9 +208,13 @@ class LambdaTwin:
     def state(self) -> dict[str, Any]:
         """The ``/_twin/state`` object."""
         with self.lock:
-            return {"clock": self.clock(), "functions": {n: f.to_dict(self.region) for n, f in self.functions.items()},
-                    "reserved": {n: f.reserved for n, f in self.functions.items() if f.reserved is not None},
-                    "in_flight": sorted(self.in_flight), "executions": dict(self.executions)}
+            return {
+                "clock": self.clock(),
+                "functions": {n: f.to_dict(self.region) for n, f in self.functions.items()},
+                "reserved": {n: f.reserved for n, f in self.functions.items() if f.reserved is not None},
+                "in_flight": sorted(self.in_flight),
+                "executions": dict(self.executions),
+            }
 
     # ------------------------------------------------------------------ invoke
     def invoke(self, name: str, body: bytes) -> tuple[str | None, bytes]:
@@ -193,8 +228,11 @@ class LambdaTwin:
         except ValueError as exc:
             raise _ApiError(400, "InvalidRequestContentException", f"Could not parse request body into json: {exc}")
         if not isinstance(payload, dict):
-            raise _ApiError(400, "InvalidRequestContentException",
-                            "Could not parse request body into json: the payload must be a JSON object")
+            raise _ApiError(
+                400,
+                "InvalidRequestContentException",
+                "Could not parse request body into json: the payload must be a JSON object",
+            )
         token = str(payload.get("token") or "")
         for _ in range(4 if token else 0):
             with self.lock:
@@ -227,8 +265,12 @@ class LambdaTwin:
         timed_out = seconds > config.timeout_s
         time.sleep(min(seconds, float(config.timeout_s)) / self.speed)
         if timed_out:
-            return "Unhandled", json.dumps({"errorMessage": f"Task timed out after {config.timeout_s:.2f} seconds",
-                                            "errorType": "Sandbox.Timedout"}).encode()
+            return "Unhandled", json.dumps(
+                {
+                    "errorMessage": f"Task timed out after {config.timeout_s:.2f} seconds",
+                    "errorType": "Sandbox.Timedout",
+                }
+            ).encode()
         return None, json.dumps(answer).encode()
 
     # ------------------------------------------------------------------ control plane
@@ -249,7 +291,7 @@ class LambdaTwin:
             for key, attr in (("Runtime", "runtime"), ("Handler", "handler"), ("Role", "role")):
                 if key in params:
                     setattr(config, attr, str(params[key]))
-            config.modified = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000+0000")
+            config.modified = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000+0000")
             self.functions[name] = config
             return config
 
@@ -287,13 +329,20 @@ class LambdaTwin:
                 if method == "PUT":
                     value = params.get("ReservedConcurrentExecutions")
                     if not (isinstance(value, int) and value >= 0):
-                        raise _ApiError(400, "InvalidParameterValueException", "ReservedConcurrentExecutions must be >= 0")
+                        raise _ApiError(
+                            400, "InvalidParameterValueException", "ReservedConcurrentExecutions must be >= 0"
+                        )
                     config.reserved = value
                 elif method == "DELETE":
                     config.reserved = None
                     return 204, {}, b""
-                return 200, {}, json.dumps({} if config.reserved is None else
-                                           {"ReservedConcurrentExecutions": config.reserved}).encode()
+                return (
+                    200,
+                    {},
+                    json.dumps(
+                        {} if config.reserved is None else {"ReservedConcurrentExecutions": config.reserved}
+                    ).encode(),
+                )
             if tail is None and method == "GET":
                 answer = {"Configuration": config.to_dict(self.region), "Code": {"RepositoryType": "S3"}}
                 if config.reserved is not None:
@@ -315,7 +364,7 @@ class _Handler(BaseHTTPRequestHandler):
     owner: LambdaTwin
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:   # quiet
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
         return
 
     def _serve(self) -> None:

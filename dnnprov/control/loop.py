@@ -82,8 +82,14 @@ class RunSettings:
         self.rounds = check.integer("rounds", self.rounds, minimum=1, maximum=100)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"poll_s": self.poll_s, "join_s": self.join_s, "horizon": self.horizon, "retry_s": self.retry_s,
-                "retry_max_s": self.retry_max_s, "rounds": self.rounds}
+        return {
+            "poll_s": self.poll_s,
+            "join_s": self.join_s,
+            "horizon": self.horizon,
+            "retry_s": self.retry_s,
+            "retry_max_s": self.retry_max_s,
+            "rounds": self.rounds,
+        }
 
 
 @dataclass(frozen=True)
@@ -102,7 +108,7 @@ class Event:
 class Outcome:
     """How a run ended."""
 
-    state: str                       # "met", "missed", "gave-up", "cancelled"
+    state: str  # "met", "missed", "gave-up", "cancelled"
     finish_s: float | None
     end_s: float
     cost: float
@@ -117,9 +123,18 @@ class Outcome:
         return self.state == "met"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"state": self.state, "met_deadline": self.met_deadline, "finish_s": self.finish_s,
-                "end_s": self.end_s, "cost": self.cost, "loss": self.loss, "revocations": self.revocations,
-                "launches": self.launches, "refusals": self.refusals, "on_demand_launched": self.on_demand_launched}
+        return {
+            "state": self.state,
+            "met_deadline": self.met_deadline,
+            "finish_s": self.finish_s,
+            "end_s": self.end_s,
+            "cost": self.cost,
+            "loss": self.loss,
+            "revocations": self.revocations,
+            "launches": self.launches,
+            "refusals": self.refusals,
+            "on_demand_launched": self.on_demand_launched,
+        }
 
 
 class Controller:
@@ -134,9 +149,19 @@ class Controller:
     tokens (the cloud returns the same instances).
     """
 
-    def __init__(self, problem: SpotProblem, plan: SpotPlan, policy: Policy, cloud: Cloud, *, run_id: str,
-                 pools: Sequence[PoolInfo], trainer: Callable[[list[Instance], float], Report | None],
-                 settings: RunSettings | None = None, record: Any = None) -> None:
+    def __init__(
+        self,
+        problem: SpotProblem,
+        plan: SpotPlan,
+        policy: Policy,
+        cloud: Cloud,
+        *,
+        run_id: str,
+        pools: Sequence[PoolInfo],
+        trainer: Callable[[list[Instance], float], Report | None],
+        settings: RunSettings | None = None,
+        record: Any = None,
+    ) -> None:
         self.problem, self.plan, self.policy, self.cloud = problem, plan, policy, cloud
         self.run_id, self.trainer, self.record = run_id, trainer, record
         self.settings = settings or RunSettings()
@@ -155,8 +180,12 @@ class Controller:
             seen[p.type_name] = groups[-1] + 1
         self.pool_group = np.array(groups, dtype=np.int64)
         self.pool_price = np.array([p.price_per_h for p in self.pools])
-        self.od_price = np.array([t.on_demand_price_per_h if t.on_demand_price_per_h is not None else math.nan
-                                  for t in problem.instance_types])
+        self.od_price = np.array(
+            [
+                t.on_demand_price_per_h if t.on_demand_price_per_h is not None else math.nan
+                for t in problem.instance_types
+            ]
+        )
         self.model = ProgressModel(problem, plan, self.settings.join_s)
         self.want = self.model.want
         self.od_floor = np.array([plan.counts.get(n + ON_DEMAND_SUFFIX, 0) for n in self.types], dtype=np.int64)
@@ -164,7 +193,7 @@ class Controller:
         self.horizon_s = self.settings.horizon * problem.slo.time_s
         self.events: list[Event] = []
         self.step = 0
-        self.full_until = np.full(len(self.pools), -math.inf)   # pool taken as full until then
+        self.full_until = np.full(len(self.pools), -math.inf)  # pool taken as full until then
         self.backoff = np.full(len(self.pools), self.settings.retry_s)
         self.outcome: Outcome | None = None
         self._seen_notice: set[str] = set()
@@ -191,9 +220,11 @@ class Controller:
     def memory(self) -> dict[str, Any]:
         """What the controller knows beyond the cloud and the record's steps: its policy's state
         (:func:`policy_state`) and the pools it takes as full, with their back-offs."""
-        return {"policy": policy_state(self.policy),
-                "full_until": [None if math.isinf(t) else float(t) for t in self.full_until],
-                "backoff": [float(b) for b in self.backoff]}
+        return {
+            "policy": policy_state(self.policy),
+            "full_until": [None if math.isinf(t) else float(t) for t in self.full_until],
+            "backoff": [float(b) for b in self.backoff],
+        }
 
     def _remember(self) -> None:
         """Keep :meth:`memory` in the record when it changed (before the actions it leads to)."""
@@ -281,16 +312,33 @@ class Controller:
 
         def time_after_tick(kept: np.ndarray, launched: np.ndarray, workers: np.ndarray) -> float:
             first = min(delay, self.settings.poll_s)
-            sure = (self.model.speed(kept, ps) * first
-                    + self.model.speed(kept + launched, ps) * (self.settings.poll_s - first))
+            sure = self.model.speed(kept, ps) * first + self.model.speed(kept + launched, ps) * (
+                self.settings.poll_s - first
+            )
             return time_to_finish(workers, u + sure)
 
-        return View(t=now, gap_s=self.settings.poll_s, join_s=self.settings.join_s, deadline_s=self.deadline_s,
-                    progress=(u - self.model.start) / span if span > 0 else 1.0, caps=caps,
-                    pool_type=self.pool_type, pool_group=self.pool_group, pool_price=self.pool_price, spot=spot,
-                    od=od, want=self.want, od_floor=self.od_floor, ps=ps, event=event,
-                    time_to_finish=time_to_finish, running_spot=running_spot, running_od=running_od,
-                    time_after_tick=time_after_tick, first=first)
+        return View(
+            t=now,
+            gap_s=self.settings.poll_s,
+            join_s=self.settings.join_s,
+            deadline_s=self.deadline_s,
+            progress=(u - self.model.start) / span if span > 0 else 1.0,
+            caps=caps,
+            pool_type=self.pool_type,
+            pool_group=self.pool_group,
+            pool_price=self.pool_price,
+            spot=spot,
+            od=od,
+            want=self.want,
+            od_floor=self.od_floor,
+            ps=ps,
+            event=event,
+            time_to_finish=time_to_finish,
+            running_spot=running_spot,
+            running_od=running_od,
+            time_after_tick=time_after_tick,
+            first=first,
+        )
 
     def _progress(self) -> float:
         if self._last_report is None:
@@ -300,15 +348,26 @@ class Controller:
     # ------------------------------------------------------------------ acting
     def _launch(self, role: str, type_name: str, zone: str | None, market: str, count: int) -> LaunchOutcome:
         self.step += 1
-        request = LaunchRequest(run_id=self.run_id, step=self.step, role=role, type_name=type_name, zone=zone,
-                                market=market, count=count, token=f"{self.run_id}-{self.step}",
-                                ps_address=self.ps_address if role == "worker" else None)
+        request = LaunchRequest(
+            run_id=self.run_id,
+            step=self.step,
+            role=role,
+            type_name=type_name,
+            zone=zone,
+            market=market,
+            count=count,
+            token=f"{self.run_id}-{self.step}",
+            ps_address=self.ps_address if role == "worker" else None,
+        )
         if self.record is not None:
             self.record.intend(self.run_id, self.step, "launch", request.to_dict())
         outcome = self.cloud.launch(request)
         if self.record is not None:
-            self.record.done(self.run_id, self.step, {"instances": [i.to_dict() for i in outcome.instances],
-                                                      "error_code": outcome.error_code})
+            self.record.done(
+                self.run_id,
+                self.step,
+                {"instances": [i.to_dict() for i in outcome.instances], "error_code": outcome.error_code},
+            )
         pool = f"{type_name}@{zone if market == 'spot' else 'on-demand'}"
         if outcome.instances:
             self.counters["launches"] += len(outcome.instances)
@@ -326,8 +385,9 @@ class Controller:
         ids = [i.instance_id for i in instances]
         self.step += 1
         if self.record is not None:
-            self.record.intend(self.run_id, self.step, "terminate",
-                               {"instances": ids, "why": why, "time_s": self.cloud.now()})
+            self.record.intend(
+                self.run_id, self.step, "terminate", {"instances": ids, "why": why, "time_s": self.cloud.now()}
+            )
         self.cloud.terminate(ids)
         if self.record is not None:
             self.record.done(self.run_id, self.step, {})
@@ -365,8 +425,10 @@ class Controller:
             mine = [i for i in live if i.market == "on-demand" and i.type_name == name]
             if change > 0:
                 if math.isnan(self.od_price[t]):
-                    raise InvalidInputError(f"instance_types.{name}.on_demand_price_per_h",
-                                            f"missing: the {self.policy.name} policy launches on-demand instances")
+                    raise InvalidInputError(
+                        f"instance_types.{name}.on_demand_price_per_h",
+                        f"missing: the {self.policy.name} policy launches on-demand instances",
+                    )
                 self._launch("worker", name, None, "on-demand", change)
             elif change < 0:
                 self._terminate(self._newest(mine, -change), "policy")
@@ -380,8 +442,15 @@ class Controller:
         """Stop joined spot workers beyond the plan's count of a type (dearest pools first)."""
         prices = {p.name: p.price_per_h for p in self.pools}
         for t, name in enumerate(self.types):
-            joined = [i for i in instances if i.role == "worker" and i.type_name == name and i.ended_s is None
-                      and i.notice_s is None and self.model.joined_s(i) <= now]
+            joined = [
+                i
+                for i in instances
+                if i.role == "worker"
+                and i.type_name == name
+                and i.ended_s is None
+                and i.notice_s is None
+                and self.model.joined_s(i) <= now
+            ]
             excess = len(joined) - int(self.want[t])
             spot = [i for i in joined if i.market == "spot"]
             if excess > 0 and spot:
@@ -389,8 +458,9 @@ class Controller:
                 self._terminate(spot[:excess], "replaced")
 
     # ------------------------------------------------------------------ the loop
-    def resume(self, steps: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]],
-               memory: dict[str, Any] | None = None) -> None:
+    def resume(
+        self, steps: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]], memory: dict[str, Any] | None = None
+    ) -> None:
         """Go on from a record (a restarted controller): adopt the run's instances the cloud
         reports (so a re-sent launch finds them with their launch times), restore the
         controller's ``memory`` (:meth:`memory`), continue its step numbers, re-send the steps
@@ -400,8 +470,9 @@ class Controller:
         looked at once)."""
         self.step = max((int(s["step"]) for s in steps), default=0)
         for e in events:
-            self.events.append(Event(float(e["time_s"]), str(e["kind"]),
-                                     {k: v for k, v in e.items() if k not in ("time_s", "kind")}))
+            self.events.append(
+                Event(float(e["time_s"]), str(e["kind"]), {k: v for k, v in e.items() if k not in ("time_s", "kind")})
+            )
             if e["kind"] == "notice":
                 self._seen_notice.add(str(e.get("instance")))
                 self.counters["revocations"] += 1
@@ -442,17 +513,34 @@ class Controller:
         self.note("resumed", step=self.step)
         self._resumed = True
 
-    def _note_launch(self, payload: dict[str, Any], got: Sequence[dict[str, Any]], error_code: str | None,
-                     step: int) -> None:
+    def _note_launch(
+        self, payload: dict[str, Any], got: Sequence[dict[str, Any]], error_code: str | None, step: int
+    ) -> None:
         """The launch (or refusal) event of a step whose outcome the journal lacks, at its launch time."""
         pool = f"{payload['type']}@{payload['zone'] if payload['market'] == 'spot' else 'on-demand'}"
         when = min((float(i["launched_s"]) for i in got), default=self.cloud.now())
         if got:
-            self._journal(Event(when, "launch", {"pool": pool, "role": payload["role"], "asked": payload["count"],
-                                                 "got": len(got), "step": step}))
+            self._journal(
+                Event(
+                    when,
+                    "launch",
+                    {"pool": pool, "role": payload["role"], "asked": payload["count"], "got": len(got), "step": step},
+                )
+            )
         if error_code is not None:
-            self._journal(Event(when, "refused", {"pool": pool, "role": payload["role"], "asked": payload["count"],
-                                                  "code": error_code, "step": step}))
+            self._journal(
+                Event(
+                    when,
+                    "refused",
+                    {
+                        "pool": pool,
+                        "role": payload["role"],
+                        "asked": payload["count"],
+                        "code": error_code,
+                        "step": step,
+                    },
+                )
+            )
 
     def cancel(self) -> None:
         """End the run at the next poll (teardown)."""
@@ -485,7 +573,7 @@ class Controller:
             steps = self.step
             self._remember()
             refused = self._apply(order, view, instances, now)
-            if self.step != steps:                       # something was sent: look again
+            if self.step != steps:  # something was sent: look again
                 instances = self.cloud.instances(self.run_id)
             if not refused:
                 break
@@ -504,10 +592,17 @@ class Controller:
         instances = self.cloud.instances(self.run_id)
         finish = None if report is None else report.finished_s
         loss = self.model.loss(self._progress())
-        self.outcome = Outcome(state=state, finish_s=finish, end_s=now, cost=self.cost(instances, now), loss=loss,
-                               revocations=self.counters["revocations"], launches=self.counters["launches"],
-                               refusals=self.counters["refusals"],
-                               on_demand_launched=self.counters["on_demand_launched"])
+        self.outcome = Outcome(
+            state=state,
+            finish_s=finish,
+            end_s=now,
+            cost=self.cost(instances, now),
+            loss=loss,
+            revocations=self.counters["revocations"],
+            launches=self.counters["launches"],
+            refusals=self.counters["refusals"],
+            on_demand_launched=self.counters["on_demand_launched"],
+        )
         self.note("end", **self.outcome.to_dict())
         return self.outcome
 

@@ -32,9 +32,17 @@ from dnnprov.revocation.pool_replay import TracePools
 from dnnprov.solvers.robust import JOIN_OVERHEAD_S
 
 
-def choose_plan(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], *, zones: bool = True,
-                fit_period: tuple[float, float] = (0.0, 1.0), join_s: float = JOIN_OVERHEAD_S,
-                runs: int = DEFAULT_RUNS, seed: int = 0, time_limit_s: float | None = None) -> PlanChoice:
+def choose_plan(
+    problem: SpotProblem,
+    traces: Mapping[str, Sequence[Trace]],
+    *,
+    zones: bool = True,
+    fit_period: tuple[float, float] = (0.0, 1.0),
+    join_s: float = JOIN_OVERHEAD_S,
+    runs: int = DEFAULT_RUNS,
+    seed: int = 0,
+    time_limit_s: float | None = None,
+) -> PlanChoice:
     """Price every single-type plan by ``mpc`` run on the loop over the fit period (module docstring).
 
     ``zones`` is kept for callers: the traces of a type are always its aligned pools.
@@ -46,7 +54,7 @@ def choose_plan(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], *, 
     started = time.perf_counter()
     if not traces:
         raise InvalidInputError("--trace", "give the traces of at least one spot type")
-    replay = TracePools(problem, traces, join_s=join_s, period=fit_period)   # windows fit the period
+    replay = TracePools(problem, traces, join_s=join_s, period=fit_period)  # windows fit the period
     settings = RunSettings(join_s=join_s, horizon=3.0)
     low, most = problem.constraints.ps_count
     high = low if most is None else most
@@ -63,7 +71,7 @@ def choose_plan(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], *, 
                 plan = SpotPlan(counts={name: workers}, ps=ps)
                 cluster = _one_type(replay, name, workers)
                 if replay.speed(cluster, ps) <= 0:
-                    continue                             # no progress (e.g. outside the loss model's domain)
+                    continue  # no progress (e.g. outside the loss model's domain)
                 left = None if time_limit_s is None else time_limit_s - (time.perf_counter() - started)
                 if left is not None and left <= 0:
                     unpriced += 1
@@ -72,21 +80,43 @@ def choose_plan(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], *, 
                     model = fit_availability(items, quota, fit_period)
                     sources.append(model.source)
                 table = replay.takeover_table(plan, model)
-                done = run_many(problem, plan, {name: items}, partial(make_policy, "mpc", table), runs=runs,
-                                seed=seed, settings=settings, period=fit_period, time_limit_s=left)
+                done = run_many(
+                    problem,
+                    plan,
+                    {name: items},
+                    partial(make_policy, "mpc", table),
+                    runs=runs,
+                    seed=seed,
+                    settings=settings,
+                    period=fit_period,
+                    time_limit_s=left,
+                )
                 if len(done) < runs:
-                    unpriced += 1                        # priced on fewer runs than the others: left out
+                    unpriced += 1  # priced on fewer runs than the others: left out
                     continue
                 summary = summarize("mpc", done, {}, False)
                 ok = summary["met_deadline"] >= MIN_MET
                 cost = float(summary["cost_mean"])
-                candidates.append({"type": name, "workers": workers, "ps": ps, "met_deadline": summary["met_deadline"],
-                                   "expected_cost": cost if ok else None})
+                candidates.append(
+                    {
+                        "type": name,
+                        "workers": workers,
+                        "ps": ps,
+                        "met_deadline": summary["met_deadline"],
+                        "expected_cost": cost if ok else None,
+                    }
+                )
                 if ok and (best is None or cost < best[0]):
                     best = (cost, plan)
-    return PlanChoice(problem=problem, plan=best[1] if best else None, expected_cost=best[0] if best else None,
-                      candidates=tuple(candidates), source="; ".join(sources), unpriced=unpriced,
-                      time_limit_s=time_limit_s)
+    return PlanChoice(
+        problem=problem,
+        plan=best[1] if best else None,
+        expected_cost=best[0] if best else None,
+        candidates=tuple(candidates),
+        source="; ".join(sources),
+        unpriced=unpriced,
+        time_limit_s=time_limit_s,
+    )
 
 
 def _one_type(replay: TracePools, name: str, workers: int) -> np.ndarray:

@@ -22,9 +22,10 @@ import os
 import sqlite3
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from dnnprov.control.cloud import Instance
 from dnnprov.control.loop import Event
@@ -71,20 +72,28 @@ class RunRecord:
         run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
         now = time.time()
         try:
-            self._db.execute("INSERT INTO runs VALUES (?, ?, ?, 'running', ?, NULL)",
-                             (run_id, now, now, json.dumps(spec)))
+            self._db.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, 'running', ?, NULL)", (run_id, now, now, json.dumps(spec))
+            )
         except sqlite3.IntegrityError:
             raise InvalidInputError("--run-id", f"a run {run_id!r} exists already in {self.folder}") from None
         return run_id
 
     def get(self, run_id: str) -> dict[str, Any]:
         """The run's row: id, state, spec, outcome, created, updated."""
-        row = self._db.execute("SELECT id, created, updated, state, spec, outcome FROM runs WHERE id = ?",
-                               (run_id,)).fetchone()
+        row = self._db.execute(
+            "SELECT id, created, updated, state, spec, outcome FROM runs WHERE id = ?", (run_id,)
+        ).fetchone()
         if row is None:
             raise InvalidInputError("RUN", f"no run {run_id!r} in {self.folder}")
-        return {"id": row[0], "created": row[1], "updated": row[2], "state": row[3], "spec": json.loads(row[4]),
-                "outcome": None if row[5] is None else json.loads(row[5])}
+        return {
+            "id": row[0],
+            "created": row[1],
+            "updated": row[2],
+            "state": row[3],
+            "spec": json.loads(row[4]),
+            "outcome": None if row[5] is None else json.loads(row[5]),
+        }
 
     def runs(self) -> list[str]:
         """Every run id, oldest first."""
@@ -98,36 +107,53 @@ class RunRecord:
         """Move the run to ``state`` (and keep its outcome)."""
         if state not in STATES:
             raise ValueError(state)
-        self._db.execute("UPDATE runs SET state = ?, updated = ?, outcome = COALESCE(?, outcome) WHERE id = ?",
-                         (state, time.time(), None if outcome is None else json.dumps(outcome), run_id))
+        self._db.execute(
+            "UPDATE runs SET state = ?, updated = ?, outcome = COALESCE(?, outcome) WHERE id = ?",
+            (state, time.time(), None if outcome is None else json.dumps(outcome), run_id),
+        )
 
     # ------------------------------------------------------------------ steps and events
     def intend(self, run_id: str, step: int, kind: str, payload: dict[str, Any]) -> None:
         """Write a step before it is sent."""
-        self._db.execute("INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, 'intent', NULL)",
-                         (run_id, step, kind, json.dumps(payload)))
+        self._db.execute(
+            "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, 'intent', NULL)",
+            (run_id, step, kind, json.dumps(payload)),
+        )
 
     def done(self, run_id: str, step: int, result: dict[str, Any]) -> None:
         """Mark a step sent, with what it got."""
-        self._db.execute("UPDATE steps SET status = 'done', result = ? WHERE run_id = ? AND step = ?",
-                         (json.dumps(result), run_id, step))
+        self._db.execute(
+            "UPDATE steps SET status = 'done', result = ? WHERE run_id = ? AND step = ?",
+            (json.dumps(result), run_id, step),
+        )
 
     def steps(self, run_id: str) -> list[dict[str, Any]]:
         """The run's steps in order."""
-        return [{"step": r[0], "kind": r[1], "payload": json.loads(r[2]), "status": r[3],
-                 "result": None if r[4] is None else json.loads(r[4])}
-                for r in self._db.execute("SELECT step, kind, payload, status, result FROM steps WHERE run_id = ? "
-                                          "ORDER BY step", (run_id,))]
+        return [
+            {
+                "step": r[0],
+                "kind": r[1],
+                "payload": json.loads(r[2]),
+                "status": r[3],
+                "result": None if r[4] is None else json.loads(r[4]),
+            }
+            for r in self._db.execute(
+                "SELECT step, kind, payload, status, result FROM steps WHERE run_id = ? ORDER BY step", (run_id,)
+            )
+        ]
 
     def event(self, run_id: str, event: Event) -> None:
         """Append an event."""
-        self._db.execute("INSERT INTO events (run_id, time_s, kind, detail) VALUES (?, ?, ?, ?)",
-                         (run_id, event.time_s, event.kind, json.dumps(event.detail)))
+        self._db.execute(
+            "INSERT INTO events (run_id, time_s, kind, detail) VALUES (?, ?, ?, ?)",
+            (run_id, event.time_s, event.kind, json.dumps(event.detail)),
+        )
 
     def events(self, run_id: str) -> Iterator[dict[str, Any]]:
         """The run's events in order."""
-        for time_s, kind, detail in self._db.execute("SELECT time_s, kind, detail FROM events WHERE run_id = ? "
-                                                     "ORDER BY seq", (run_id,)):
+        for time_s, kind, detail in self._db.execute(
+            "SELECT time_s, kind, detail FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
+        ):
             yield {"time_s": time_s, "kind": kind, **json.loads(detail)}
 
     def remember(self, run_id: str, state: dict[str, Any]) -> None:
@@ -159,8 +185,7 @@ class RunRecord:
                 for data in step["result"].get("instances", []):
                     known.setdefault(data["instance_id"], Instance.from_dict(data))
         events = list(self.events(run_id))
-        terminated_at = {int(e["step"]): float(e["time_s"]) for e in events
-                         if e["kind"] == "terminate" and "step" in e}
+        terminated_at = {int(e["step"]): float(e["time_s"]) for e in events if e["kind"] == "terminate" and "step" in e}
         for e in events:
             instance = known.get(str(e.get("instance")))
             if instance is None:

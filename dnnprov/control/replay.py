@@ -45,8 +45,12 @@ class LoopRun:
     replans: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"offset": self.offset, **self.outcome.to_dict(), "replans": self.replans,
-                "events": [e.to_dict() for e in self.events]}
+        return {
+            "offset": self.offset,
+            **self.outcome.to_dict(),
+            "replans": self.replans,
+            "events": [e.to_dict() for e in self.events],
+        }
 
 
 def trace_pools(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], offset: int) -> list[PoolSpec]:
@@ -62,15 +66,15 @@ def trace_pools(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], off
     return pools
 
 
-def window_starts(traces: Mapping[str, Sequence[Trace]], span_s: float,
-                  period: tuple[float, float] = (0.0, 1.0)) -> tuple[int, int]:
+def window_starts(
+    traces: Mapping[str, Sequence[Trace]], span_s: float, period: tuple[float, float] = (0.0, 1.0)
+) -> tuple[int, int]:
     """First and last-plus-one offsets (ticks) whose window of ``span_s`` seconds (plus the tick
     the clock may reach at its end) lies inside ``period`` of every trace (fractions of their
     common length): the replays' containment rule
     (:func:`dnnprov.revocation.availability.window_starts`), never past a trace's end and never
     from one period into the other."""
-    from dnnprov.revocation.availability import aligned
-    from dnnprov.revocation.availability import window_starts as contained
+    from dnnprov.revocation.availability import aligned, window_starts as contained
 
     every = [t for items in traces.values() for t in items]
     length, gap = aligned(every)
@@ -82,38 +86,66 @@ def window_starts(traces: Mapping[str, Sequence[Trace]], span_s: float,
     return low, high
 
 
-def run_once(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]], policy: Policy,
-             offset: int, settings: RunSettings, run_id: str = "replay") -> LoopRun:
+def run_once(
+    problem: SpotProblem,
+    plan: SpotPlan,
+    traces: Mapping[str, Sequence[Trace]],
+    policy: Policy,
+    offset: int,
+    settings: RunSettings,
+    run_id: str = "replay",
+) -> LoopRun:
     """One run of the loop on the trace cloud from ``offset``."""
     pools = trace_pools(problem, traces, offset)
     cloud = TraceCloud(CapacityBook(pools))
-    controller = Controller(problem, plan, policy, cloud, run_id=run_id,
-                            pools=[PoolInfo(p.type_name, p.zone, p.price_per_h) for p in pools],
-                            trainer=stand_in(ProgressModel(problem, plan, settings.join_s), run_id),
-                            settings=settings)
+    controller = Controller(
+        problem,
+        plan,
+        policy,
+        cloud,
+        run_id=run_id,
+        pools=[PoolInfo(p.type_name, p.zone, p.price_per_h) for p in pools],
+        trainer=stand_in(ProgressModel(problem, plan, settings.join_s), run_id),
+        settings=settings,
+    )
     outcome = controller.run()
-    return LoopRun(offset=offset, outcome=outcome, events=tuple(sorted(controller.events, key=lambda e: e.time_s)),
-                   replans=int(getattr(policy, "takeovers", 0)))
+    return LoopRun(
+        offset=offset,
+        outcome=outcome,
+        events=tuple(sorted(controller.events, key=lambda e: e.time_s)),
+        replans=int(getattr(policy, "takeovers", 0)),
+    )
 
 
-def draw_offsets(traces: Mapping[str, Sequence[Trace]], span_s: float, runs: int, seed: int,
-                 period: tuple[float, float] = (0.0, 1.0)) -> list[int]:
+def draw_offsets(
+    traces: Mapping[str, Sequence[Trace]], span_s: float, runs: int, seed: int, period: tuple[float, float] = (0.0, 1.0)
+) -> list[int]:
     """``runs`` window offsets drawn with ``seed`` in ``period`` (:func:`window_starts`)."""
     first, last = window_starts(traces, span_s, period)
     rng = np.random.default_rng(seed)
     return [int(rng.integers(first, last)) for _ in range(runs)]
 
 
-def run_many(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]],
-             make_policy: Callable[[], Policy], *, runs: int, seed: int, settings: RunSettings,
-             period: tuple[float, float] = (0.0, 1.0), offsets: Sequence[int] | None = None,
-             on_run: Callable[[int, int], None] | None = None, time_limit_s: float | None = None) -> list[LoopRun]:
+def run_many(
+    problem: SpotProblem,
+    plan: SpotPlan,
+    traces: Mapping[str, Sequence[Trace]],
+    make_policy: Callable[[], Policy],
+    *,
+    runs: int,
+    seed: int,
+    settings: RunSettings,
+    period: tuple[float, float] = (0.0, 1.0),
+    offsets: Sequence[int] | None = None,
+    on_run: Callable[[int, int], None] | None = None,
+    time_limit_s: float | None = None,
+) -> list[LoopRun]:
     """``runs`` runs from offsets drawn with ``seed`` in ``period`` (or the ``offsets`` given);
     ``time_limit_s`` (wall-clock seconds from this call) stops after the run that crosses it."""
     started = time.perf_counter()
     span = settings.horizon * problem.slo.time_s + settings.poll_s
     first, last = window_starts(traces, span, period)
-    rng = np.random.default_rng(seed)                 # drawn run by run (as draw_offsets does): a long replay
+    rng = np.random.default_rng(seed)  # drawn run by run (as draw_offsets does): a long replay
     total = runs if offsets is None else len(offsets)  # cut by its time limit draws no more than it runs
     out = []
     for k in range(total):
@@ -128,10 +160,18 @@ def run_many(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequence
     return out
 
 
-def loop_policy_factory(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]], policy: str,
-                        *, join_s: float, horizon: float, model: Any = None,
-                        fit_period: tuple[float, float] | None = None,
-                        replan_method: str = "exact") -> Callable[[], Policy]:
+def loop_policy_factory(
+    problem: SpotProblem,
+    plan: SpotPlan,
+    traces: Mapping[str, Sequence[Trace]],
+    policy: str,
+    *,
+    join_s: float,
+    horizon: float,
+    model: Any = None,
+    fit_period: tuple[float, float] | None = None,
+    replan_method: str = "exact",
+) -> Callable[[], Policy]:
     """A fresh-policy factory by name; ``mpc`` gets its exact table, planned on ``model`` (one
     availability model, or one per type by name) or fitted on ``fit_period`` of the traces
     (default: all of them, which then overlaps the replay windows); ``replan`` solves its
@@ -140,39 +180,50 @@ def loop_policy_factory(problem: SpotProblem, plan: SpotPlan, traces: Mapping[st
     from dnnprov.revocation.pool_replay import TracePools
 
     if policy != "mpc":
-        make_policy(policy, problem=problem, plan=plan, replan_method=replan_method)   # refuses a bad name now
+        make_policy(policy, problem=problem, plan=plan, replan_method=replan_method)  # refuses a bad name now
         return lambda: make_policy(policy, problem=problem, plan=plan, replan_method=replan_method)
     table = mpc_table(TracePools(problem, traces, join_s=join_s, horizon=horizon), plan, traces, model, fit_period)
     return lambda: make_policy("mpc", table)
 
 
-def mpc_table(pools: Any, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]], model: Any,
-              fit_period: tuple[float, float] | None) -> Any:
+def mpc_table(
+    pools: Any,
+    plan: SpotPlan,
+    traces: Mapping[str, Sequence[Trace]],
+    model: Any,
+    fit_period: tuple[float, float] | None,
+) -> Any:
     """``mpc``'s table on ``pools`` (a :class:`dnnprov.revocation.pool_replay.TracePools`)."""
     if model is None:
         model = pools.fitted_models(plan, traces, fit_period or (0.0, 1.0))
     return pools.takeover_table(plan, model)
 
 
-def summarize(policy: str, runs: Sequence[LoopRun], settings: dict[str, Any], per_run: bool,
-              bounds: Sequence[float] | None = None) -> dict[str, Any]:
+def summarize(
+    policy: str, runs: Sequence[LoopRun], settings: dict[str, Any], per_run: bool, bounds: Sequence[float] | None = None
+) -> dict[str, Any]:
     """``simulate --json``: the aggregate and (``per_run``) the runs; with ``bounds`` (each
     run's hindsight bound) their mean and the runs no policy can meet T_obj on."""
     cost = np.array([r.outcome.cost for r in runs])
     finish = [r.outcome.finish_s for r in runs if r.outcome.finish_s is not None]
     out: dict[str, Any] = {
-        "runs": len(runs), "policy": policy,
+        "runs": len(runs),
+        "policy": policy,
         "met_deadline": float(np.mean([r.outcome.met_deadline for r in runs])),
-        "finished": len(finish) / len(runs), "cost_mean": float(cost.mean()),
-        "cost_p05": float(np.percentile(cost, 5)), "cost_p50": float(np.percentile(cost, 50)),
-        "cost_p95": float(np.percentile(cost, 95)), "finish_s_mean": float(np.mean(finish)) if finish else None,
+        "finished": len(finish) / len(runs),
+        "cost_mean": float(cost.mean()),
+        "cost_p05": float(np.percentile(cost, 5)),
+        "cost_p50": float(np.percentile(cost, 50)),
+        "cost_p95": float(np.percentile(cost, 95)),
+        "finish_s_mean": float(np.mean(finish)) if finish else None,
         "loss_mean": float(np.mean([r.outcome.loss for r in runs])),
         "revocations_mean": float(np.mean([r.outcome.revocations for r in runs])),
         "launches_mean": float(np.mean([r.outcome.launches for r in runs])),
         "refusals_mean": float(np.mean([r.outcome.refusals for r in runs])),
         "replans_mean": float(np.mean([r.replans for r in runs])),
         "on_demand_launched_mean": float(np.mean([r.outcome.on_demand_launched for r in runs])),
-        "settings": settings}
+        "settings": settings,
+    }
     if bounds is not None:
         finite = all(math.isfinite(b) for b in bounds)
         out["hindsight_cost_mean"] = float(np.mean(bounds)) if finite else None
@@ -185,8 +236,9 @@ def summarize(policy: str, runs: Sequence[LoopRun], settings: dict[str, Any], pe
     return out
 
 
-def window_bounds(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]],
-                  offsets: Sequence[int]) -> list[float]:
+def window_bounds(
+    problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]], offsets: Sequence[int]
+) -> list[float]:
     """The hindsight bound of each window (:class:`dnnprov.revocation.hindsight.Hindsight`: no
     policy running ``plan`` on the trace cloud's rules meets T_obj there for less)."""
     from dnnprov.revocation.hindsight import BoundPool, Hindsight
@@ -197,8 +249,11 @@ def window_bounds(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Seq
         pools = trace_pools(problem, traces, offset)
         gap = pools[0].trace.gap_s
         ticks = math.ceil(problem.slo.time_s * 1.01 / gap) + 1
-        out.append(bound.bound([BoundPool(p.type_name, p.price_per_h, p.trace.alive[offset:offset + ticks])
-                                for p in pools], gap))
+        out.append(
+            bound.bound(
+                [BoundPool(p.type_name, p.price_per_h, p.trace.alive[offset : offset + ticks]) for p in pools], gap
+            )
+        )
     return out
 
 
@@ -207,11 +262,25 @@ class Simulation:
     runs by :meth:`run` (module docstring). ``model`` is ``mpc``'s availability model (one, or
     one per type), ``fit_period`` where to fit it instead."""
 
-    def __init__(self, problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]], *,
-                 policy: str = "none", runs: int = 1000, seed: int = 0, join_s: float = 126.0,
-                 horizon: float = 3.0, poll_s: float = 15.0, period: tuple[float, float] | None = None,
-                 fit_period: tuple[float, float] | None = None, model: AvailabilityModel | None = None,
-                 hindsight: bool = False, replan_method: str = "exact", time_limit_s: float | None = None) -> None:
+    def __init__(
+        self,
+        problem: SpotProblem,
+        plan: SpotPlan,
+        traces: Mapping[str, Sequence[Trace]],
+        *,
+        policy: str = "none",
+        runs: int = 1000,
+        seed: int = 0,
+        join_s: float = 126.0,
+        horizon: float = 3.0,
+        poll_s: float = 15.0,
+        period: tuple[float, float] | None = None,
+        fit_period: tuple[float, float] | None = None,
+        model: AvailabilityModel | None = None,
+        hindsight: bool = False,
+        replan_method: str = "exact",
+        time_limit_s: float | None = None,
+    ) -> None:
         from dnnprov.problems import _checks as check
         from dnnprov.revocation.pool_replay import TracePools
         from dnnprov.revocation.simulate import (
@@ -231,9 +300,11 @@ class Simulation:
             raise InvalidInputError("--model" if model is not None else "--fit-period", "goes with --policy mpc")
         if model is not None and fit_period is not None:
             raise InvalidInputError("--model", "give --model or --fit-period, not both")
-        self.settings = RunSettings(poll_s=check.number("--poll", poll_s, exclusive_minimum=0),
-                                    join_s=check.number("--join", join_s, minimum=0),
-                                    horizon=check.number("--horizon", horizon, minimum=1))
+        self.settings = RunSettings(
+            poll_s=check.number("--poll", poll_s, exclusive_minimum=0),
+            join_s=check.number("--join", join_s, minimum=0),
+            horizon=check.number("--horizon", horizon, minimum=1),
+        )
         if time_limit_s is not None:
             check.number("--time-limit", time_limit_s, exclusive_minimum=0)
         self.problem, self.plan, self.traces = problem, plan, traces
@@ -247,10 +318,11 @@ class Simulation:
         if hindsight:
             from dnnprov.revocation.hindsight import Hindsight
 
-            Hindsight(problem, plan)                     # refuses a plan too large to bound
+            Hindsight(problem, plan)  # refuses a plan too large to bound
 
-    def run(self, on_run: Callable[[int, int], None] | None = None) -> tuple[list[LoopRun], dict[str, Any],
-                                                                               list[float] | None]:
+    def run(
+        self, on_run: Callable[[int, int], None] | None = None
+    ) -> tuple[list[LoopRun], dict[str, Any], list[float] | None]:
         """The runs, the settings the JSON reports, and each window's bound (``hindsight``)."""
         started = time.perf_counter()
         table = None
@@ -259,23 +331,42 @@ class Simulation:
         from dnnprov.revocation.policies import make_policy
 
         def factory() -> Policy:
-            return make_policy(self.policy, table, problem=self.problem, plan=self.plan,
-                               replan_method=self.replan_method)
+            return make_policy(
+                self.policy, table, problem=self.problem, plan=self.plan, replan_method=self.replan_method
+            )
 
         left = None if self.time_limit_s is None else self.time_limit_s - (time.perf_counter() - started)
-        runs = run_many(self.problem, self.plan, self.traces, factory, runs=self.runs, seed=self.seed,
-                        settings=self.settings, period=self.period, on_run=on_run,
-                        time_limit_s=None if left is None else max(left, 0.0))
+        runs = run_many(
+            self.problem,
+            self.plan,
+            self.traces,
+            factory,
+            runs=self.runs,
+            seed=self.seed,
+            settings=self.settings,
+            period=self.period,
+            on_run=on_run,
+            time_limit_s=None if left is None else max(left, 0.0),
+        )
         settings: dict[str, Any] = {
-            "seed": self.seed, "period": list(self.period), **self.settings.to_dict(), "plan": self.plan.to_dict(),
-            "time_obj_s": self.problem.slo.time_s, "notice_s": NOTICE_S,
-            "traces": {k: [t.path for t in v] for k, v in self.traces.items()}, "runs_asked": self.runs,
-            "stopped_by_time_limit": len(runs) < self.runs}
+            "seed": self.seed,
+            "period": list(self.period),
+            **self.settings.to_dict(),
+            "plan": self.plan.to_dict(),
+            "time_obj_s": self.problem.slo.time_s,
+            "notice_s": NOTICE_S,
+            "traces": {k: [t.path for t in v] for k, v in self.traces.items()},
+            "runs_asked": self.runs,
+            "stopped_by_time_limit": len(runs) < self.runs,
+        }
         if self.policy == "replan":
             settings["replan_method"] = self.replan_method
         if table is not None:
-            settings["model"] = {"source": "; ".join(m.source for m in table.models),
-                                 "fit_period": list(table.models[0].period), "expected_cost": table.expected_cost}
+            settings["model"] = {
+                "source": "; ".join(m.source for m in table.models),
+                "fit_period": list(table.models[0].period),
+                "expected_cost": table.expected_cost,
+            }
         bounds = None
         if self.hindsight:
             bounds = window_bounds(self.problem, self.plan, self.traces, [r.offset for r in runs])

@@ -8,7 +8,7 @@ moves it and applies the notices and reclaims due on the way, at their exact tim
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from dnnprov.control.capacity import CapacityBook, CapacityEvent
 from dnnprov.control.cloud import PS_PORT, Instance, LaunchOutcome, LaunchRequest
@@ -50,17 +50,26 @@ class TraceCloud:
         if request.market == "spot":
             granted = self.book.grant(pool, 1, request.count)
             if granted == 0:
-                outcome = LaunchOutcome(error_code="InsufficientInstanceCapacity",
-                                        message=f"no spot capacity in {pool} now")
+                outcome = LaunchOutcome(
+                    error_code="InsufficientInstanceCapacity", message=f"no spot capacity in {pool} now"
+                )
                 self._by_token[request.token] = outcome
                 return outcome
         made = []
         for _ in range(granted):
             instance_id = f"i-{len(self._instances) + 1:017x}"
-            made.append(Instance(instance_id=instance_id, type_name=request.type_name, zone=request.zone,
-                                 market=request.market, role=request.role, launched_s=self.now(),
-                                 step=request.step,
-                                 ps_address=f"{instance_id}:{PS_PORT}" if request.role == "ps" else request.ps_address))
+            made.append(
+                Instance(
+                    instance_id=instance_id,
+                    type_name=request.type_name,
+                    zone=request.zone,
+                    market=request.market,
+                    role=request.role,
+                    launched_s=self.now(),
+                    step=request.step,
+                    ps_address=f"{instance_id}:{PS_PORT}" if request.role == "ps" else request.ps_address,
+                )
+            )
             self._instances[instance_id] = made[-1]
         if request.market == "spot":
             self.book.add(pool, [i.instance_id for i in made])

@@ -24,9 +24,10 @@ import math
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -48,11 +49,16 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         """The protocol's JSON object."""
-        return {"run": self.run, "time_s": self.time_s, "loss": self.loss, "step": self.step,
-                "finished_s": self.finished_s}
+        return {
+            "run": self.run,
+            "time_s": self.time_s,
+            "loss": self.loss,
+            "step": self.step,
+            "finished_s": self.finished_s,
+        }
 
     @classmethod
-    def from_dict(cls, data: object, where: str) -> "Report":
+    def from_dict(cls, data: object, where: str) -> Report:
         """A report from parsed JSON; errors name ``where`` and the field."""
         if not isinstance(data, dict):
             raise InvalidInputError(where, "a progress report is a JSON object {run, time_s, loss, step, finished_s}")
@@ -121,8 +127,9 @@ class ProgressModel:
         labels = model.columns.labels
         self._speeds = ClusterSpeeds(model, [labels.index(n) for n in self.types])
         self.target = progress_target(model)
-        self.want = np.array([plan.counts.get(n, 0) + plan.counts.get(n + ON_DEMAND_SUFFIX, 0) for n in self.types],
-                             dtype=np.int64)
+        self.want = np.array(
+            [plan.counts.get(n, 0) + plan.counts.get(n + ON_DEMAND_SUFFIX, 0) for n in self.types], dtype=np.int64
+        )
         self.start = self._speeds.run_start(self.want, plan.ps)
 
     def speed(self, per_type: np.ndarray, ps: int) -> float:
@@ -155,12 +162,14 @@ class ProgressModel:
                 per_type[self.types.index(i.type_name)] += 1
         return np.minimum(per_type, self.want), ps
 
-    def advance(self, instances: Sequence[Instance], ps_address: str | None, t0: float, u0: float,
-                t1: float) -> tuple[float, float | None]:
+    def advance(
+        self, instances: Sequence[Instance], ps_address: str | None, t0: float, u0: float, t1: float
+    ) -> tuple[float, float | None]:
         """Progress at ``t1`` from ``u0`` at ``t0``, integrated exactly over membership changes,
         and the time the target was reached on the way (``None`` if not)."""
-        cuts = sorted({t for i in instances for t in (self.joined_s(i), i.ended_s, i.launched_s)
-                       if t is not None and t0 < t < t1})
+        cuts = sorted(
+            {t for i in instances for t in (self.joined_s(i), i.ended_s, i.launched_s) if t is not None and t0 < t < t1}
+        )
         u, t = u0, t0
         for nxt in [*cuts, t1]:
             per_type, ps = self.members(instances, ps_address, t)

@@ -39,10 +39,11 @@ import math
 import re
 import sys
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Mapping, Self, Sequence
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 from dnnprov.control import twin_ec2 as ec2
@@ -55,11 +56,21 @@ __all__ = ["DEFAULT_BASE", "MODES", "NOTICE_STATUSES", "Twin", "TwinClock", "Twi
 #: The spot request status a notice sets (:class:`Twin`'s ``notice_status``).
 NOTICE_STATUSES = (ec2.MARKED, ec2.RECLAIMED)
 PREFIX = "/_twin/"
-TICK_S = 0.05                     # wall seconds between clock checks of an accelerated twin
+TICK_S = 0.05  # wall seconds between clock checks of an accelerated twin
 UPSTREAM_TIMEOUT_S = 30.0
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "te", "trailer",
-               "upgrade", "proxy-connection", "expect"}
+HOP_HEADERS = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "content-length",
+    "host",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-connection",
+    "expect",
+}
 Answer = tuple[int, list[tuple[str, str]], bytes]
 LOG = logging.getLogger("dnnprov.twin")
 
@@ -71,27 +82,37 @@ class TwinInstance:
     instance_id: str
     type_name: str
     zone: str | None
-    market: str                        # "spot" | "on-demand"
+    market: str  # "spot" | "on-demand"
     tags: Mapping[str, str]
     launched_s: float
     notice_s: float | None = None
     ended_s: float | None = None
-    ended_by: str | None = None        # "user" | "no-capacity"
-    pool: str | None = None            # type@zone of a spot instance
+    ended_by: str | None = None  # "user" | "no-capacity"
+    pool: str | None = None  # type@zone of a spot instance
     region: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``GET /_twin/instances``)."""
-        return {"instance_id": self.instance_id, "type": self.type_name, "zone": self.zone, "market": self.market,
-                "tags": dict(self.tags), "launched_s": self.launched_s, "notice_s": self.notice_s,
-                "ended_s": self.ended_s, "ended_by": self.ended_by, "pool": self.pool, "region": self.region}
+        return {
+            "instance_id": self.instance_id,
+            "type": self.type_name,
+            "zone": self.zone,
+            "market": self.market,
+            "tags": dict(self.tags),
+            "launched_s": self.launched_s,
+            "notice_s": self.notice_s,
+            "ended_s": self.ended_s,
+            "ended_by": self.ended_by,
+            "pool": self.pool,
+            "region": self.region,
+        }
 
 
 @dataclass
 class _Record:
     instance: TwinInstance
     request_tags: dict[str, str]
-    auth: dict[str, str]               # the launch's credential headers, reused to terminate it upstream
+    auth: dict[str, str]  # the launch's credential headers, reused to terminate it upstream
     spot_price: str
     state: str = "active"
     status: str = ec2.FULFILLED
@@ -100,7 +121,7 @@ class _Record:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    twin: "Twin"
+    twin: Twin
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that went away mid-answer: logged, not printed as a traceback (socketserver
@@ -110,10 +131,10 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True      # headers and body are two writes: no 40 ms delayed-ACK stall
+    disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
     server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:
         LOG.debug("%s " + format, self.address_string(), *args)
 
     def _serve(self) -> None:
@@ -142,8 +163,9 @@ def _spot_elsewhere(action: str | None, params: ec2.Params) -> bool:
     if action != "CreateFleet":
         return False
     spot_target = ec2.first(params, "TargetCapacitySpecification.SpotTargetCapacity") or "0"
-    return (ec2.first(params, "TargetCapacitySpecification.DefaultTargetCapacityType") == "spot"
-            or (spot_target.isdigit() and int(spot_target) > 0))
+    return ec2.first(params, "TargetCapacitySpecification.DefaultTargetCapacityType") == "spot" or (
+        spot_target.isdigit() and int(spot_target) > 0
+    )
 
 
 def _zone_region(zone: str) -> str:
@@ -174,10 +196,19 @@ class Twin:
         for instances that terminate on interruption ("Spot request status").
     """
 
-    def __init__(self, pools: Sequence[PoolSpec] = (), *, upstream: str | None = None, port: int = 0,
-                 mode: str = "accelerated", speed: float = 1.0, base: datetime = DEFAULT_BASE,
-                 region: str = "us-east-1", notice_s: float = NOTICE_S,
-                 notice_status: str = ec2.MARKED) -> None:
+    def __init__(
+        self,
+        pools: Sequence[PoolSpec] = (),
+        *,
+        upstream: str | None = None,
+        port: int = 0,
+        mode: str = "accelerated",
+        speed: float = 1.0,
+        base: datetime = DEFAULT_BASE,
+        region: str = "us-east-1",
+        notice_s: float = NOTICE_S,
+        notice_status: str = ec2.MARKED,
+    ) -> None:
         self.pools = list(pools)
         self.book = CapacityBook(self.pools, notice_s=notice_s) if self.pools else None
         self.clock = TwinClock(mode, speed, base)
@@ -186,8 +217,9 @@ class Twin:
         if upstream is not None:
             parts = urlsplit(upstream)
             if parts.scheme != "http" or parts.hostname not in LOOPBACK or parts.port is None:
-                raise InvalidInputError("upstream", f"must be http://127.0.0.1:PORT (a moto server on loopback), "
-                                                    f"got {upstream!r}")
+                raise InvalidInputError(
+                    "upstream", f"must be http://127.0.0.1:PORT (a moto server on loopback), got {upstream!r}"
+                )
         if notice_status not in NOTICE_STATUSES:
             raise InvalidInputError("notice_status", f"one of {', '.join(NOTICE_STATUSES)}, got {notice_status!r}")
         self.upstream, self.port, self.region, self.notice_status = upstream, port, region, notice_status
@@ -219,7 +251,7 @@ class Twin:
         if self.upstream is None:
             from moto.server import ThreadedMotoServer
 
-            logging.getLogger("werkzeug").setLevel(logging.ERROR)     # moto's per-request lines
+            logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's per-request lines
             self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
             self._moto.start()
             host, port = self._moto.get_host_and_port()
@@ -232,8 +264,11 @@ class Twin:
         self._server.twin = self
         self._stopping.clear()
         self.clock.start()
-        self._threads = [threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1},
-                                          name="twin-http", daemon=True)]
+        self._threads = [
+            threading.Thread(
+                target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, name="twin-http", daemon=True
+            )
+        ]
         if self.clock.mode == "accelerated":
             self._threads.append(threading.Thread(target=self._tick, name="twin-clock", daemon=True))
         for thread in self._threads:
@@ -302,16 +337,31 @@ class Twin:
             pools = []
             for p in self.pools:
                 mine = [r.instance for r in self._records.values() if r.instance.pool == p.name]
-                pools.append({"name": p.name, "type": p.type_name, "zone": p.zone, "trace": p.trace.path,
-                              "offset": p.offset, "price_per_h": p.price_per_h,
-                              "capacity": None if past or self.book is None else p.capacity_at(self.book.now_s),
-                              "live": sum(1 for i in mine if i.notice_s is None and i.ended_s is None),
-                              "notified": sum(1 for i in mine if i.notice_s is not None and i.ended_s is None)})
+                pools.append(
+                    {
+                        "name": p.name,
+                        "type": p.type_name,
+                        "zone": p.zone,
+                        "trace": p.trace.path,
+                        "offset": p.offset,
+                        "price_per_h": p.price_per_h,
+                        "capacity": None if past or self.book is None else p.capacity_at(self.book.now_s),
+                        "live": sum(1 for i in mine if i.notice_s is None and i.ended_s is None),
+                        "notified": sum(1 for i in mine if i.notice_s is not None and i.ended_s is None),
+                    }
+                )
             notice = self.book.notice_s if self.book is not None else NOTICE_S
-            instances = [{**i.to_dict(), "reclaim_s": None if i.notice_s is None else i.notice_s + notice}
-                         for i in (r.instance for r in self._records.values())]
-            return {"clock": self.clock.to_dict(self._t), "end_s": None if math.isinf(self.end_s) else self.end_s,
-                    "pools": pools, "instances": instances, "errors": list(self._errors)}
+            instances = [
+                {**i.to_dict(), "reclaim_s": None if i.notice_s is None else i.notice_s + notice}
+                for i in (r.instance for r in self._records.values())
+            ]
+            return {
+                "clock": self.clock.to_dict(self._t),
+                "end_s": None if math.isinf(self.end_s) else self.end_s,
+                "pools": pools,
+                "instances": instances,
+                "errors": list(self._errors),
+            }
 
     def describe(self) -> dict[str, Any]:
         """``{"url", "clock", "pools"}``: what ``dnnprov twin`` prints when ready."""
@@ -343,8 +393,9 @@ class Twin:
         return events
 
     def _terminate_upstream(self, record: _Record) -> None:
-        body = ec2.encode_params([("Action", "TerminateInstances"), ("Version", "2016-11-15"),
-                                  ("InstanceId.1", record.instance.instance_id)])
+        body = ec2.encode_params(
+            [("Action", "TerminateInstances"), ("Version", "2016-11-15"), ("InstanceId.1", record.instance.instance_id)]
+        )
         headers = [*record.auth.items(), ("Content-Type", "application/x-www-form-urlencoded; charset=utf-8")]
         try:
             status, _, out = self._forward("POST", "/", headers, body)
@@ -372,16 +423,22 @@ class Twin:
                     params = ec2.parse_params(body if method == "POST" else b"", split.query)
                 action = ec2.first(params, "Action")
                 region, service = ec2.credential_scope(head)
-                if service in (None, "ec2") and action in ("RunInstances", "TerminateInstances",
-                                                           "DescribeSpotInstanceRequests"):
+                if service in (None, "ec2") and action in (
+                    "RunInstances",
+                    "TerminateInstances",
+                    "DescribeSpotInstanceRequests",
+                ):
                     form = [(k, v) for k, v in headers if k.lower() != "content-type"]
                     form.append(("Content-Type", "application/x-www-form-urlencoded; charset=utf-8"))
                     return getattr(self, f"_{action}")(split.path or "/", form, params, region or self.region)
                 if service in (None, "ec2") and action == "DescribeInstances":
                     return self._with_twin_times(self._forward(method, path, headers, body))
                 if service in (None, "ec2") and _spot_elsewhere(action, params):
-                    return ec2.error("UnsupportedOperation", f"the EC2 twin models spot capacity for RunInstances "
-                                     f"only; a spot {action} would bypass the traces' capacity")
+                    return ec2.error(
+                        "UnsupportedOperation",
+                        f"the EC2 twin models spot capacity for RunInstances "
+                        f"only; a spot {action} would bypass the traces' capacity",
+                    )
                 return self._forward(method, path, headers, body)
             except InvalidInputError as exc:
                 return ec2.error("InvalidParameterValue", str(exc))
@@ -417,7 +474,7 @@ class Twin:
     def _own(self, method: str, path: str, body: bytes) -> Answer:
         """The ``/_twin/`` endpoints."""
         routes = {"clock": "GET", "state": "GET", "instances": "GET", "advance": "POST"}
-        name = path[len(PREFIX):].strip("/")
+        name = path[len(PREFIX) :].strip("/")
         if name not in routes:
             return _json(404, {"error": f"no twin endpoint {path} (known: {', '.join(PREFIX + r for r in routes)})"})
         if method != routes[name]:
@@ -433,9 +490,15 @@ class Twin:
             events = self.advance(seconds)
         except (ValueError, TypeError, KeyError) as exc:
             return _json(400, {"error": f'POST /_twin/advance takes {{"seconds": S}} with S >= 0: {exc}'})
-        return _json(200, {**self.clock.to_dict(self._t),
-                           "events": [{"time_s": e.time_s, "kind": e.kind, "instance_id": e.instance_id,
-                                       "pool": e.pool} for e in events]})
+        return _json(
+            200,
+            {
+                **self.clock.to_dict(self._t),
+                "events": [
+                    {"time_s": e.time_s, "kind": e.kind, "instance_id": e.instance_id, "pool": e.pool} for e in events
+                ],
+            },
+        )
 
     def _RunInstances(self, path: str, headers: list[tuple[str, str]], params: ec2.Params, region: str) -> Answer:
         token = ec2.first(params, "ClientToken")
@@ -443,17 +506,20 @@ class Twin:
         if token and (region, token) in self._tokens:
             seen, answer = self._tokens[(region, token)]
             if seen != fingerprint:
-                return ec2.error("IdempotentParameterMismatch", f"The client token '{token}' was used with "
-                                 "other parameters")
+                return ec2.error(
+                    "IdempotentParameterMismatch", f"The client token '{token}' was used with other parameters"
+                )
             return answer
         try:
             low, high = int(ec2.first(params, "MinCount") or ""), int(ec2.first(params, "MaxCount") or "")
         except ValueError:
-            return ec2.error("MissingParameter", "The request must contain the parameters MinCount and MaxCount "
-                                                 "(whole numbers)")
+            return ec2.error(
+                "MissingParameter", "The request must contain the parameters MinCount and MaxCount (whole numbers)"
+            )
         if not 1 <= low <= high:
-            return ec2.error("InvalidParameterValue", f"MinCount {low} and MaxCount {high}: need 1 <= MinCount "
-                                                      "<= MaxCount")
+            return ec2.error(
+                "InvalidParameterValue", f"MinCount {low} and MaxCount {high}: need 1 <= MinCount <= MaxCount"
+            )
         if (ec2.first(params, "DryRun") or "").lower() == "true":
             return self._forward("POST", path, headers, ec2.encode_params(params))
         type_name = ec2.first(params, "InstanceType") or "m1.small"
@@ -461,18 +527,28 @@ class Twin:
         spot = ec2.first(params, "InstanceMarketOptions.MarketType") == "spot"
         pool = None
         if spot:
-            pool = next((p for p in self.pools if p.type_name == type_name and
-                         (p.zone == zone if zone else _zone_region(p.zone) == region)), None)
+            pool = next(
+                (
+                    p
+                    for p in self.pools
+                    if p.type_name == type_name and (p.zone == zone if zone else _zone_region(p.zone) == region)
+                ),
+                None,
+            )
             if pool is None or self.book is None:
                 return ec2.insufficient_capacity(type_name, zone)
             if self._t >= self.end_s:
-                return ec2.error("InsufficientInstanceCapacity", f"the twin's traces end at {self.end_s:g} s of twin "
-                                                                 f"time (now {self._t:g} s)", 500)
+                return ec2.error(
+                    "InsufficientInstanceCapacity",
+                    f"the twin's traces end at {self.end_s:g} s of twin time (now {self._t:g} s)",
+                    500,
+                )
             granted = self.book.grant(pool.name, low, high)
             if granted == 0:
                 return ec2.insufficient_capacity(type_name, pool.zone)
-            sent = ec2.replaced(params, {"MinCount": str(granted), "MaxCount": str(granted),
-                                         "Placement.AvailabilityZone": pool.zone})
+            sent = ec2.replaced(
+                params, {"MinCount": str(granted), "MaxCount": str(granted), "Placement.AvailabilityZone": pool.zone}
+            )
         else:
             sent = ec2.replaced(params, {"MinCount": str(high)})
         answer = self._forward("POST", path, headers, ec2.encode_params(sent))
@@ -484,13 +560,22 @@ class Twin:
         tags = ec2.tag_specifications(params)
         auth = {k: v for k, v in headers if k.lower() in ("authorization", "x-amz-date", "x-moto-account-id")}
         price = ec2.first(params, "InstanceMarketOptions.SpotOptions.MaxPrice") or (
-            f"{pool.price_per_h:.6f}" if pool is not None else "")
+            f"{pool.price_per_h:.6f}" if pool is not None else ""
+        )
         for instance_id, where in made:
-            instance = TwinInstance(instance_id=instance_id, type_name=type_name, zone=where or zone,
-                                    market="spot" if spot else "on-demand", tags=dict(tags.get("instance", {})),
-                                    launched_s=self._t, pool=pool.name if pool else None, region=region)
-            self._records[instance_id] = _Record(instance, dict(tags.get("spot-instances-request", {})), auth,
-                                                 price, status_s=self._t)
+            instance = TwinInstance(
+                instance_id=instance_id,
+                type_name=type_name,
+                zone=where or zone,
+                market="spot" if spot else "on-demand",
+                tags=dict(tags.get("instance", {})),
+                launched_s=self._t,
+                pool=pool.name if pool else None,
+                region=region,
+            )
+            self._records[instance_id] = _Record(
+                instance, dict(tags.get("spot-instances-request", {})), auth, price, status_s=self._t
+            )
         answer = self._with_twin_times(answer)
         if token:
             self._tokens[(region, token)] = (fingerprint, answer)
@@ -501,13 +586,17 @@ class Twin:
         if answer[0] != 200:
             return answer
         base = self.clock.base
-        times = {i: (ec2.iso(base, r.instance.launched_s),
-                     None if r.instance.ended_s is None else ec2.iso(base, r.instance.ended_s),
-                     r.instance.ended_by == "no-capacity") for i, r in self._records.items()}
+        times = {
+            i: (
+                ec2.iso(base, r.instance.launched_s),
+                None if r.instance.ended_s is None else ec2.iso(base, r.instance.ended_s),
+                r.instance.ended_by == "no-capacity",
+            )
+            for i, r in self._records.items()
+        }
         return answer[0], answer[1], ec2.with_twin_times(answer[2], times)
 
-    def _TerminateInstances(self, path: str, headers: list[tuple[str, str]], params: ec2.Params,
-                            region: str) -> Answer:
+    def _TerminateInstances(self, path: str, headers: list[tuple[str, str]], params: ec2.Params, region: str) -> Answer:
         answer = self._forward("POST", path, headers, ec2.encode_params(params))
         if answer[0] != 200 or (ec2.first(params, "DryRun") or "").lower() == "true":
             return answer
@@ -522,18 +611,30 @@ class Twin:
                     self.book.release(instance_id)
         return answer
 
-    def _DescribeSpotInstanceRequests(self, path: str, headers: list[tuple[str, str]], params: ec2.Params,
-                                      region: str) -> Answer:
+    def _DescribeSpotInstanceRequests(
+        self, path: str, headers: list[tuple[str, str]], params: ec2.Params, region: str
+    ) -> Answer:
         if (ec2.first(params, "DryRun") or "").lower() == "true":
             return ec2.error("DryRunOperation", "Request would have succeeded, but DryRun flag is set.", 412)
-        requests = [self._spot_request(r) for r in self._records.values()
-                    if r.instance.market == "spot" and r.instance.region == region]
+        requests = [
+            self._spot_request(r)
+            for r in self._records.values()
+            if r.instance.market == "spot" and r.instance.region == region
+        ]
         chosen = ec2.select_spot_requests(requests, params)
         return chosen if isinstance(chosen, tuple) else ec2.spot_requests_answer(chosen)
 
     def _spot_request(self, record: _Record) -> ec2.SpotRequest:
         i, base = record.instance, self.clock.base
-        return ec2.SpotRequest(request_id=f"sir-{i.instance_id.removeprefix('i-')}", instance_id=i.instance_id,
-                               type_name=i.type_name, zone=i.zone, state=record.state, status_code=record.status,
-                               update_time=ec2.iso(base, record.status_s), create_time=ec2.iso(base, i.launched_s),
-                               spot_price=record.spot_price, tags=record.request_tags)
+        return ec2.SpotRequest(
+            request_id=f"sir-{i.instance_id.removeprefix('i-')}",
+            instance_id=i.instance_id,
+            type_name=i.type_name,
+            zone=i.zone,
+            state=record.state,
+            status_code=record.status,
+            update_time=ec2.iso(base, record.status_s),
+            create_time=ec2.iso(base, i.launched_s),
+            spot_price=record.spot_price,
+            tags=record.request_tags,
+        )

@@ -10,28 +10,41 @@ from __future__ import annotations
 import re
 import uuid
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qsl, urlencode
 from xml.sax.saxutils import escape
 
 NAMESPACE = "http://ec2.amazonaws.com/doc/2016-11-15/"
 XML_TYPE = "text/xml;charset=UTF-8"
 #: Spot request status codes (EC2's names).
-FULFILLED, MARKED, RECLAIMED, BY_USER = ("fulfilled", "marked-for-termination", "instance-terminated-no-capacity",
-                                         "instance-terminated-by-user")
+FULFILLED, MARKED, RECLAIMED, BY_USER = (
+    "fulfilled",
+    "marked-for-termination",
+    "instance-terminated-no-capacity",
+    "instance-terminated-by-user",
+)
 STATUS_MESSAGES = {
     FULFILLED: "Your spot request is fulfilled.",
     MARKED: "Your Spot Instance has been marked for termination because there is no Spot capacity available "
-            "that matches your request.",
+    "that matches your request.",
     RECLAIMED: "Your Spot Instance was terminated because there is no Spot capacity available that matches your "
-               "request.",
+    "request.",
     BY_USER: "Spot Instance terminated due to user-initiated termination.",
 }
 #: The filters of DescribeSpotInstanceRequests the twin answers (``tag:KEY`` besides).
-SPOT_FILTERS = ("instance-id", "spot-instance-request-id", "state", "status-code", "launched-availability-zone",
-                "launch.instance-type", "tag-key", "type", "product-description")
+SPOT_FILTERS = (
+    "instance-id",
+    "spot-instance-request-id",
+    "state",
+    "status-code",
+    "launched-availability-zone",
+    "launch.instance-type",
+    "tag-key",
+    "type",
+    "product-description",
+)
 Params = list[tuple[str, str]]
 
 
@@ -103,7 +116,7 @@ def credential_scope(headers: Mapping[str, str]) -> tuple[str | None, str | None
 
 def iso(base: datetime, seconds: float) -> str:
     """``base + seconds`` as EC2 writes times (``2023-08-27T00:02:00.000Z``)."""
-    moment = (base + timedelta(seconds=seconds)).astimezone(timezone.utc)
+    moment = (base + timedelta(seconds=seconds)).astimezone(UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
@@ -114,17 +127,22 @@ def request_id() -> str:
 
 def error(code: str, message: str, status: int = 400) -> tuple[int, list[tuple[str, str]], bytes]:
     """An EC2 error answer: ``(status, headers, body)``."""
-    body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{escape(code)}</Code>'
-            f"<Message>{escape(message)}</Message></Error></Errors><RequestID>{request_id()}</RequestID></Response>")
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{escape(code)}</Code>'
+        f"<Message>{escape(message)}</Message></Error></Errors><RequestID>{request_id()}</RequestID></Response>"
+    )
     return status, [("Content-Type", XML_TYPE)], body.encode()
 
 
 def insufficient_capacity(type_name: str, zone: str | None) -> tuple[int, list[tuple[str, str]], bytes]:
     """EC2's refusal of a launch beyond capacity (HTTP 500, ``InsufficientInstanceCapacity``)."""
     where = f"the Availability Zone you requested ({zone})" if zone else "the region you requested"
-    return error("InsufficientInstanceCapacity",
-                 f"We currently do not have sufficient {type_name} capacity in {where}. Our system will be "
-                 "working on provisioning additional capacity.", 500)
+    return error(
+        "InsufficientInstanceCapacity",
+        f"We currently do not have sufficient {type_name} capacity in {where}. Our system will be "
+        "working on provisioning additional capacity.",
+        500,
+    )
 
 
 def launched(body: bytes) -> list[tuple[str, str | None]]:
@@ -158,9 +176,10 @@ def with_twin_times(body: bytes, times: Mapping[str, tuple[str, str | None, bool
                 child.text = f"{'Service' if reclaimed else 'User'} initiated ({stamp} GMT)"
             elif name == "stateReason" and ended is not None and reclaimed:
                 for part in child:
-                    part.text = {"code": "Server.SpotInstanceTermination",
-                                 "message": "Server.SpotInstanceTermination: Spot instance termination"
-                                 }.get(part.tag.rsplit("}", 1)[-1], part.text)
+                    part.text = {
+                        "code": "Server.SpotInstanceTermination",
+                        "message": "Server.SpotInstanceTermination: Spot instance termination",
+                    }.get(part.tag.rsplit("}", 1)[-1], part.text)
     if not changed:
         return body
     if root.tag.startswith("{"):
@@ -188,11 +207,17 @@ class SpotRequest:
         if name.startswith("tag:"):
             have: Iterable[str] = [self.tags[name[4:]]] if name[4:] in self.tags else []
         else:
-            have = {"instance-id": [self.instance_id], "spot-instance-request-id": [self.request_id],
-                    "state": [self.state], "status-code": [self.status_code],
-                    "launched-availability-zone": [self.zone or ""], "launch.instance-type": [self.type_name],
-                    "tag-key": list(self.tags), "type": ["one-time"],
-                    "product-description": ["Linux/UNIX"]}[name]
+            have = {
+                "instance-id": [self.instance_id],
+                "spot-instance-request-id": [self.request_id],
+                "state": [self.state],
+                "status-code": [self.status_code],
+                "launched-availability-zone": [self.zone or ""],
+                "launch.instance-type": [self.type_name],
+                "tag-key": list(self.tags),
+                "type": ["one-time"],
+                "product-description": ["Linux/UNIX"],
+            }[name]
         patterns = [re.compile("^" + re.escape(v).replace(r"\*", ".*").replace(r"\?", ".") + "$") for v in values]
         return any(p.match(h) for p in patterns for h in have)
 
@@ -200,36 +225,43 @@ class SpotRequest:
         """The request's ``<item>``."""
         tags = "".join(f"<item><key>{escape(k)}</key><value>{escape(v)}</value></item>" for k, v in self.tags.items())
         zone = escape(self.zone or "")
-        return (f"<item><spotInstanceRequestId>{self.request_id}</spotInstanceRequestId>"
-                f"<spotPrice>{escape(self.spot_price)}</spotPrice><type>one-time</type><state>{self.state}</state>"
-                f"<status><code>{self.status_code}</code><updateTime>{self.update_time}</updateTime>"
-                f"<message>{escape(STATUS_MESSAGES.get(self.status_code, ''))}</message></status>"
-                f"<launchSpecification><instanceType>{escape(self.type_name)}</instanceType>"
-                f"<placement><availabilityZone>{zone}</availabilityZone></placement></launchSpecification>"
-                f"<instanceId>{self.instance_id}</instanceId><createTime>{self.create_time}</createTime>"
-                f"<productDescription>Linux/UNIX</productDescription>"
-                f"<launchedAvailabilityZone>{zone}</launchedAvailabilityZone>"
-                f"<instanceInterruptionBehavior>terminate</instanceInterruptionBehavior>"
-                f"<tagSet>{tags}</tagSet></item>")
+        return (
+            f"<item><spotInstanceRequestId>{self.request_id}</spotInstanceRequestId>"
+            f"<spotPrice>{escape(self.spot_price)}</spotPrice><type>one-time</type><state>{self.state}</state>"
+            f"<status><code>{self.status_code}</code><updateTime>{self.update_time}</updateTime>"
+            f"<message>{escape(STATUS_MESSAGES.get(self.status_code, ''))}</message></status>"
+            f"<launchSpecification><instanceType>{escape(self.type_name)}</instanceType>"
+            f"<placement><availabilityZone>{zone}</availabilityZone></placement></launchSpecification>"
+            f"<instanceId>{self.instance_id}</instanceId><createTime>{self.create_time}</createTime>"
+            f"<productDescription>Linux/UNIX</productDescription>"
+            f"<launchedAvailabilityZone>{zone}</launchedAvailabilityZone>"
+            f"<instanceInterruptionBehavior>terminate</instanceInterruptionBehavior>"
+            f"<tagSet>{tags}</tagSet></item>"
+        )
 
 
 def spot_requests_answer(requests: Sequence[SpotRequest]) -> tuple[int, list[tuple[str, str]], bytes]:
     """A DescribeSpotInstanceRequests answer listing ``requests``."""
-    body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<DescribeSpotInstanceRequestsResponse xmlns="{NAMESPACE}">'
-            f"<requestId>{request_id()}</requestId><spotInstanceRequestSet>"
-            + "".join(r.xml() for r in requests) + "</spotInstanceRequestSet></DescribeSpotInstanceRequestsResponse>")
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<DescribeSpotInstanceRequestsResponse xmlns="{NAMESPACE}">'
+        f"<requestId>{request_id()}</requestId><spotInstanceRequestSet>"
+        + "".join(r.xml() for r in requests)
+        + "</spotInstanceRequestSet></DescribeSpotInstanceRequestsResponse>"
+    )
     return 200, [("Content-Type", XML_TYPE)], body.encode()
 
 
-def select_spot_requests(requests: Sequence[SpotRequest], params: Params
-                         ) -> list[SpotRequest] | tuple[int, list[tuple[str, str]], bytes]:
+def select_spot_requests(
+    requests: Sequence[SpotRequest], params: Params
+) -> list[SpotRequest] | tuple[int, list[tuple[str, str]], bytes]:
     """The requests a DescribeSpotInstanceRequests asks for, or EC2's error for a bad filter or id."""
     wanted = indexed(params, "SpotInstanceRequestId")
     known = {r.request_id for r in requests}
     missing = [w for w in wanted if w not in known]
     if missing:
-        return error("InvalidSpotInstanceRequestID.NotFound",
-                     f"The spot instance request ID '{missing[0]}' does not exist")
+        return error(
+            "InvalidSpotInstanceRequestID.NotFound", f"The spot instance request ID '{missing[0]}' does not exist"
+        )
     chosen = [r for r in requests if not wanted or r.request_id in wanted]
     for name, values in filters(params).items():
         if name not in SPOT_FILTERS and not name.startswith("tag:"):

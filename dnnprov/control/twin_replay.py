@@ -8,7 +8,8 @@ two runs tell the same story (tests/control/test_twin_agreement.py, benchmarks/t
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from dnnprov.control.ec2 import Ec2Cloud, RemoteTwinClock
 from dnnprov.control.loop import Controller, PoolInfo, RunSettings
@@ -21,18 +22,35 @@ from dnnprov.result import SpotPlan
 from dnnprov.revocation.policies import Policy
 
 
-def run_on_twin(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]],
-                make_policy: Callable[[], Policy], offset: int, settings: RunSettings, *, upstream: str | None,
-                region: str, run_id: str = "twin-run", record: Any = None) -> LoopRun:
+def run_on_twin(
+    problem: SpotProblem,
+    plan: SpotPlan,
+    traces: Mapping[str, Sequence[Trace]],
+    make_policy: Callable[[], Policy],
+    offset: int,
+    settings: RunSettings,
+    *,
+    upstream: str | None,
+    region: str,
+    run_id: str = "twin-run",
+    record: Any = None,
+) -> LoopRun:
     """Run the window at ``offset`` on a fresh stepped twin in front of ``upstream`` (moto)."""
     pools = trace_pools(problem, traces, offset)
     with Twin(pools, upstream=upstream, mode="stepped", region=region) as twin:
         clock = RemoteTwinClock(twin.url)
         cloud = Ec2Cloud(region, start_epoch=clock.now(), endpoint_url=twin.url, clock=clock)
-        controller = Controller(problem, plan, make_policy(), cloud, run_id=run_id,
-                                pools=[PoolInfo(p.type_name, p.zone, p.price_per_h) for p in pools],
-                                trainer=stand_in(ProgressModel(problem, plan, settings.join_s), run_id),
-                                settings=settings, record=record)
+        controller = Controller(
+            problem,
+            plan,
+            make_policy(),
+            cloud,
+            run_id=run_id,
+            pools=[PoolInfo(p.type_name, p.zone, p.price_per_h) for p in pools],
+            trainer=stand_in(ProgressModel(problem, plan, settings.join_s), run_id),
+            settings=settings,
+            record=record,
+        )
         outcome = controller.run()
         return LoopRun(offset=offset, outcome=outcome, events=tuple(sorted(controller.events, key=lambda e: e.time_s)))
 
@@ -43,8 +61,9 @@ def story(run: LoopRun) -> list[tuple[Any, ...]]:
     out: list[tuple[Any, ...]] = []
     for e in run.events:
         if e.kind in ("launch", "refused"):
-            out.append((e.kind, round(e.time_s, 3), e.detail["pool"], e.detail["role"], e.detail["asked"],
-                        e.detail.get("got")))
+            out.append(
+                (e.kind, round(e.time_s, 3), e.detail["pool"], e.detail["role"], e.detail["asked"], e.detail.get("got"))
+            )
         elif e.kind in ("notice", "reclaim"):
             out.append((e.kind, round(e.time_s, 3), e.detail["pool"]))
         elif e.kind == "terminate":

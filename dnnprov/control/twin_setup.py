@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 import time
-from datetime import datetime, timezone
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from dnnprov.control.capacity import PoolSpec
 from dnnprov.control.twin_ec2 import iso
@@ -18,12 +19,16 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import Trace, load_trace
 
 #: The instant twin time 0 stands for (the 2023-08-27 traces' era), unless given.
-DEFAULT_BASE = datetime(2023, 8, 27, tzinfo=timezone.utc)
+DEFAULT_BASE = datetime(2023, 8, 27, tzinfo=UTC)
 MODES = ("accelerated", "stepped")
 
 
-def trace_pools(traces: Sequence[tuple[str, str | Path | Trace]], offset: int, horizon_s: float = 0.0,
-                prices: Mapping[str, float] | None = None) -> list[PoolSpec]:
+def trace_pools(
+    traces: Sequence[tuple[str, str | Path | Trace]],
+    offset: int,
+    horizon_s: float = 0.0,
+    prices: Mapping[str, float] | None = None,
+) -> list[PoolSpec]:
     """One pool per ``(type, trace file)``, its zone from the file name, all read from tick
     ``offset``; refuses traces of different gaps, a trace without a zone in its name, two
     traces of one pool, and an offset whose window of ``horizon_s`` seconds runs past a
@@ -41,21 +46,26 @@ def trace_pools(traces: Sequence[tuple[str, str | Path | Trace]], offset: int, h
         if trace.zone is None:
             raise InvalidInputError(where, "no zone in the file name (expected ZONE_..., e.g. us-west-2a_v100_1.json)")
         if pools and trace.gap_s != pools[0].trace.gap_s:
-            raise InvalidInputError(where, f"aligned traces share one gap_seconds: {trace.gap_s:g} s here, "
-                                           f"{pools[0].trace.gap_s:g} s in {pools[0].trace.path}")
+            raise InvalidInputError(
+                where,
+                f"aligned traces share one gap_seconds: {trace.gap_s:g} s here, "
+                f"{pools[0].trace.gap_s:g} s in {pools[0].trace.path}",
+            )
         last = offset + math.floor(horizon_s / trace.gap_s + 1e-9)
         if last >= len(trace.alive):
             room = len(trace.alive) - 1 - math.floor(horizon_s / trace.gap_s + 1e-9)
             hint = f"offsets 0..{room} fit" if room >= 0 else "no offset fits"
-            raise InvalidInputError(where, f"offset {offset} with a horizon of {horizon_s:g} s runs past the trace's "
-                                           f"end ({len(trace.alive)} ticks of {trace.gap_s:g} s; {hint})")
+            raise InvalidInputError(
+                where,
+                f"offset {offset} with a horizon of {horizon_s:g} s runs past the trace's "
+                f"end ({len(trace.alive)} ticks of {trace.gap_s:g} s; {hint})",
+            )
         price = float((prices or {}).get(type_name, 0.0))
         pool = PoolSpec(type_name=type_name, zone=trace.zone, trace=trace, offset=offset, price_per_h=price)
         if any(p.name == pool.name for p in pools):
             raise InvalidInputError(where, f"a second trace for pool {pool.name}")
         pools.append(pool)
     return pools
-
 
 
 class TwinClock:
@@ -68,7 +78,7 @@ class TwinClock:
             raise InvalidInputError("speed", f"must be a finite number > 0, got {speed!r}")
         if base.tzinfo is None:
             raise InvalidInputError("base", f"must be an instant with a time zone (UTC), got {base.isoformat()}")
-        self.mode, self.speed, self.base = mode, float(speed), base.astimezone(timezone.utc)
+        self.mode, self.speed, self.base = mode, float(speed), base.astimezone(UTC)
         self._wall0: float | None = None
         self._skipped = 0.0
 
@@ -84,8 +94,11 @@ class TwinClock:
 
     def advance(self, seconds: float) -> None:
         """Move the clock ``seconds`` ahead (at once, in either mode)."""
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (math.isfinite(seconds)
-                                                                                     and seconds >= 0):
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not (math.isfinite(seconds) and seconds >= 0)
+        ):
             raise InvalidInputError("seconds", f"must be a finite number >= 0, got {seconds!r}")
         self._skipped += float(seconds)
 

@@ -20,10 +20,11 @@ from __future__ import annotations
 import math
 import time
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -31,15 +32,28 @@ import dnnprov
 from dnnprov.errors import InvalidInputError
 from dnnprov.fuzz.families import FAMILIES, MAX_PLANS, Problem, draw, plan_cap
 from dnnprov.io.instances import write_instance
-from dnnprov.result import Result, ServerlessPlan, SpotPlan, Status
-from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.models.serverless import ServerlessModel
-from dnnprov.problems.spot import SpotProblem
 from dnnprov.models.spot import SpotModel
+from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.result import Result, ServerlessPlan, SpotPlan, Status
 
-__all__ = ["FAMILIES", "MAX_PLANS", "OTHER_KINDS", "WRONG_CERTIFICATES", "Finding", "annotate",
-           "check", "compare", "evaluate_plan", "instance", "plan_cap", "shrink", "shrink_finding",
-           "write_finding"]
+__all__ = [
+    "FAMILIES",
+    "MAX_PLANS",
+    "OTHER_KINDS",
+    "WRONG_CERTIFICATES",
+    "Finding",
+    "annotate",
+    "check",
+    "compare",
+    "evaluate_plan",
+    "instance",
+    "plan_cap",
+    "shrink",
+    "shrink_finding",
+    "write_finding",
+]
 
 COST_RTOL, COST_ATOL = 1e-6, 1e-9
 BOUND_RTOL, BOUND_ATOL = 1e-9, 1e-12
@@ -118,8 +132,9 @@ def evaluate_plan(problem: Problem, plan: SpotPlan | ServerlessPlan) -> tuple[bo
     return bool(one.feasible), float(one.cost), f"T = {float(one.time_s):.6g} s"
 
 
-def compare(problem: Problem, milp: Result, oracle: Result, *, family: str = "",
-            seed: int | None = None, gap: float = 0.0) -> list[Finding]:
+def compare(
+    problem: Problem, milp: Result, oracle: Result, *, family: str = "", seed: int | None = None, gap: float = 0.0
+) -> list[Finding]:
     """Every claim of ``milp`` (run with relative ``gap``) that the exhaustive ``oracle`` refutes."""
     found: list[Finding] = []
 
@@ -151,11 +166,19 @@ def compare(problem: Problem, milp: Result, oracle: Result, *, family: str = "",
             report("cheaper-than-oracle", f"{said} is feasible at ${cost:.9g}; {truth}")
     if milp.status is Status.OPTIMAL and milp.cost is not None and _above(milp.cost, opt, COST_RTOL, cost_atol):
         report("false-optimal", f"{said}; {truth}")
-    elif (milp.status is not Status.INFEASIBLE and milp.bound is not None and math.isfinite(opt)
-          and _above(milp.bound, opt, BOUND_RTOL, bound_atol)):
+    elif (
+        milp.status is not Status.INFEASIBLE
+        and milp.bound is not None
+        and math.isfinite(opt)
+        and _above(milp.bound, opt, BOUND_RTOL, bound_atol)
+    ):
         report("bound-above-optimum", f"{said}; {truth}")
-    if (gap > 0 and milp.status is Status.FEASIBLE and milp.cost is not None
-            and _above(milp.cost, opt * (1 + gap), COST_RTOL, cost_atol)):
+    if (
+        gap > 0
+        and milp.status is Status.FEASIBLE
+        and milp.cost is not None
+        and _above(milp.cost, opt * (1 + gap), COST_RTOL, cost_atol)
+    ):
         report("outside-gap", f"{said} with gap {gap:g}; {truth}")
     if milp.status is Status.INFEASIBLE and math.isfinite(opt):
         report("false-infeasible", f"{said} ({milp.message}); {truth}")
@@ -167,9 +190,17 @@ def compare(problem: Problem, milp: Result, oracle: Result, *, family: str = "",
     return found
 
 
-def check(problem: Problem, *, time_limit_s: float = 10.0, gap: float = 0.0, family: str = "",
-          seed: int | None = None, milp: Result | None = None,
-          oracle: Result | None = None, work_limit: int | None = None) -> list[Finding]:
+def check(
+    problem: Problem,
+    *,
+    time_limit_s: float = 10.0,
+    gap: float = 0.0,
+    family: str = "",
+    seed: int | None = None,
+    milp: Result | None = None,
+    oracle: Result | None = None,
+    work_limit: int | None = None,
+) -> list[Finding]:
     """Solve ``problem`` with ``milp`` and ``enumerate`` and report every wrong certificate.
 
     ``gap`` is passed to milp: with ``gap > 0`` a ``feasible`` result must cost at most
@@ -187,8 +218,14 @@ def check(problem: Problem, *, time_limit_s: float = 10.0, gap: float = 0.0, fam
             return [Finding("error", family or problem.name, seed, f"milp refused a valid instance: {exc}")]
         wall = time.perf_counter() - started
         if wall > time_limit_s * 1.1 + 2:
-            found.append(Finding("overran", family or problem.name, seed,
-                                 f"milp took {wall:.2f} s with time_limit_s = {time_limit_s:g}"))
+            found.append(
+                Finding(
+                    "overran",
+                    family or problem.name,
+                    seed,
+                    f"milp took {wall:.2f} s with time_limit_s = {time_limit_s:g}",
+                )
+            )
     if oracle is None:
         oracle = dnnprov.solve(problem, "enumerate")
     return found + compare(problem, milp, oracle, family=family, seed=seed, gap=gap)
@@ -231,10 +268,13 @@ def _spot_reductions(p: SpotProblem) -> Iterator[Callable[[], Problem]]:
         for i in range(len(types)):
             yield partial(without, i)
     if "on-demand" in c.markets and len(c.markets) > 1:
-        yield lambda: p.replace(constraints=replace(c, markets=("spot",), existing={
-            k: v for k, v in c.existing.items() if not k.endswith(":on-demand")}))
+        yield lambda: p.replace(
+            constraints=replace(
+                c, markets=("spot",), existing={k: v for k, v in c.existing.items() if not k.endswith(":on-demand")}
+            )
+        )
     for i in range(len(c.vcpu_quotas)):
-        yield partial(constrained, vcpu_quotas=c.vcpu_quotas[:i] + c.vcpu_quotas[i + 1:])
+        yield partial(constrained, vcpu_quotas=c.vcpu_quotas[:i] + c.vcpu_quotas[i + 1 :])
     for label, count in c.existing.items():
         yield partial(constrained, existing={k: v for k, v in c.existing.items() if k != label})
         if count > 1:
@@ -256,7 +296,7 @@ def _spot_reductions(p: SpotProblem) -> Iterator[Callable[[], Problem]]:
                 continue
             for smaller in sorted({lowest, (q + lowest) // 2, q - 1}):
                 changed = replace(t, **{key: smaller})
-                yield partial(p.replace, instance_types=types[:i] + (changed,) + types[i + 1:])
+                yield partial(p.replace, instance_types=types[:i] + (changed,) + types[i + 1 :])
     if p.workload.domain is not None:
         yield lambda: p.replace(workload=replace(p.workload, domain=None))
     if p.slo.takeover_overhead_s:
@@ -290,8 +330,7 @@ def _serverless_reductions(p: ServerlessProblem) -> Iterator[Callable[[], Proble
         yield lambda: p.replace(workload=replace(p.workload, min_memory_mb=grid[1]))
 
 
-def shrink(problem: Problem, still_fails: Callable[[Problem], bool], *,
-           max_steps: int = 200) -> Problem:
+def shrink(problem: Problem, still_fails: Callable[[Problem], bool], *, max_steps: int = 200) -> Problem:
     """Greedy minimization: apply the first simplification that ``still_fails``, repeat.
 
     Simplifications drop instance types, markets, vCPU quotas, kept instances, the budget,
@@ -312,17 +351,22 @@ def shrink(problem: Problem, still_fails: Callable[[Problem], bool], *,
     return current
 
 
-def shrink_finding(problem: Problem, finding: Finding, *, time_limit_s: float = 10.0,
-                   gap: float = 0.0) -> Problem:
+def shrink_finding(problem: Problem, finding: Finding, *, time_limit_s: float = 10.0, gap: float = 0.0) -> Problem:
     """:func:`shrink` ``problem`` while :func:`check` (same limit and gap) still reports ``finding.kind``."""
+
     def still_fails(candidate: Problem) -> bool:
         return any(f.kind == finding.kind for f in check(candidate, time_limit_s=time_limit_s, gap=gap))
+
     return shrink(problem, still_fails)
 
 
 def annotate(problem: Problem, finding: Finding) -> Problem:
     """``problem`` named ``<family>-<seed>-<kind>``, with the finding in its notes."""
-    stem = f"{finding.family}-{finding.seed}-{finding.kind}" if finding.seed is not None else f"{finding.family}-{finding.kind}"
+    stem = (
+        f"{finding.family}-{finding.seed}-{finding.kind}"
+        if finding.seed is not None
+        else f"{finding.family}-{finding.kind}"
+    )
     return problem.replace(name=stem, notes=f"fuzz finding: {finding}")
 
 
@@ -330,4 +374,3 @@ def write_finding(problem: Problem, finding: Finding, out_dir: str | Path) -> Pa
     """Write :func:`annotate` (``problem``) as ``<name>.json`` in ``out_dir``; returns the path."""
     named = annotate(problem, finding)
     return write_instance(named, Path(out_dir) / f"{named.name}.json")
-

@@ -17,21 +17,36 @@ the objective time (and budget) are taken from random plans evaluated with
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from importlib import resources
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.fuzz.ranges import (BANDWIDTH_RANGE, COMPUTE_TIME_RANGE, PARAM_SIZE_RANGE, PLAN_TRIES, PRICE_RANGE,
-                                 log_uniform)
+from dnnprov.fuzz.ranges import (
+    BANDWIDTH_RANGE,
+    COMPUTE_TIME_RANGE,
+    PARAM_SIZE_RANGE,
+    PLAN_TRIES,
+    PRICE_RANGE,
+    log_uniform,
+)
 from dnnprov.fuzz.serverless_families import serverless_family, serverless_mixed
 from dnnprov.io.instances import embedded_instance, read_instance
-from dnnprov.problems.serverless import ServerlessProblem
-from dnnprov.problems.spot import (InstanceType, SpotConstraints, SpotPlatform, SpotProblem, SpotSLO,
-                          SpotWorkload, VcpuQuota, column_label)
 from dnnprov.models.spot import SpotModel
+from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.problems.spot import (
+    InstanceType,
+    SpotConstraints,
+    SpotPlatform,
+    SpotProblem,
+    SpotSLO,
+    SpotWorkload,
+    VcpuQuota,
+    column_label,
+)
 
 Problem = SpotProblem | ServerlessProblem
 Family = Callable[[np.random.Generator], Problem]
@@ -61,26 +76,45 @@ class SpotDraft:
             cons["vcpu_quotas"] = tuple(VcpuQuota(**q) for q in cons["vcpu_quotas"])
         return SpotProblem(
             instance_types=tuple(InstanceType(**t) for t in self.types),
-            workload=SpotWorkload(**self.workload), slo=SpotSLO(**self.slo),
-            platform=SpotPlatform(**self.platform), constraints=SpotConstraints(**cons),
-            model=self.model, name=name)
+            workload=SpotWorkload(**self.workload),
+            slo=SpotSLO(**self.slo),
+            platform=SpotPlatform(**self.platform),
+            constraints=SpotConstraints(**cons),
+            model=self.model,
+            name=name,
+        )
 
 
 #: Workload coefficients of the spotDNN paper's profiles (embedded data/workloads/spot,
 #: eqs. 3 and 9): param MB, B_req, alpha_1, beta_1, gamma_1, gamma_2, gamma_3, gamma_5,
 #: the range of objective losses of its tables, and per-GPU batches that keep eq. (3) valid.
 PAPER_PROFILES: dict[str, dict[str, Any]] = {
-    "resnet110": dict(coef=(11.5, 142.0, 0.8, -1.92, 876.5, -0.2, 2507.6, 0.5), loss=(0.7, 0.9), batches=(256, 512, 1024)),
-    "vgg19": dict(coef=(574.0, 620.0, 1.672, -1.92, 87.65, -0.8, 1253.8, 2.6), loss=(3.6, 4.6), batches=(16, 32, 64, 128)),
-    "inception-v3": dict(coef=(98.0, 562.0, 1.592, -1.92, 683.67, -1.248, 1955.928, 0.8), loss=(1.0, 1.2), batches=(16, 32, 64, 128)),
-    "esperberto": dict(coef=(336.0, 543.0, 1.564, -1.92, 131.475, -3.84, 3009.12, 3.2), loss=(4.8, 6.4), batches=(8, 16, 32, 64)),
+    "resnet110": dict(
+        coef=(11.5, 142.0, 0.8, -1.92, 876.5, -0.2, 2507.6, 0.5), loss=(0.7, 0.9), batches=(256, 512, 1024)
+    ),
+    "vgg19": dict(
+        coef=(574.0, 620.0, 1.672, -1.92, 87.65, -0.8, 1253.8, 2.6), loss=(3.6, 4.6), batches=(16, 32, 64, 128)
+    ),
+    "inception-v3": dict(
+        coef=(98.0, 562.0, 1.592, -1.92, 683.67, -1.248, 1955.928, 0.8), loss=(1.0, 1.2), batches=(16, 32, 64, 128)
+    ),
+    "esperberto": dict(
+        coef=(336.0, 543.0, 1.564, -1.92, 131.475, -3.84, 3009.12, 3.2), loss=(4.8, 6.4), batches=(8, 16, 32, 64)
+    ),
 }
 
 
-def spot_draft(rng: np.random.Generator, *, n_types: int | None = None, max_quota: int = 6,
-               model: str | None = None, variant: str | None = None,
-               gamma_4: tuple[float, float] | None = None, j_nonpositive: bool = False,
-               contention: str | None = None) -> SpotDraft:
+def spot_draft(
+    rng: np.random.Generator,
+    *,
+    n_types: int | None = None,
+    max_quota: int = 6,
+    model: str | None = None,
+    variant: str | None = None,
+    gamma_4: tuple[float, float] | None = None,
+    j_nonpositive: bool = False,
+    contention: str | None = None,
+) -> SpotDraft:
     """A random draft; options left ``None`` are drawn (``gamma_4``: a range to draw from).
 
     One draft in three uses a paper profile's coefficients (:data:`PAPER_PROFILES`); the
@@ -95,7 +129,9 @@ def spot_draft(rng: np.random.Generator, *, n_types: int | None = None, max_quot
     g4_range = gamma_4 or ((0.05, 0.2), (0.85, 1.15))[int(rng.integers(0, 2))]
     g4 = float(rng.uniform(*g4_range))
     n_types = int(rng.integers(1, 6)) if n_types is None else n_types
-    profile = PAPER_PROFILES[str(rng.choice(list(PAPER_PROFILES)))] if rng.random() < 1 / 3 and contention is None else None
+    profile = (
+        PAPER_PROFILES[str(rng.choice(list(PAPER_PROFILES)))] if rng.random() < 1 / 3 and contention is None else None
+    )
     if profile is not None:
         param_mb, b_req, alpha_1, beta_1, gamma_1, gamma_2, gamma_3, gamma_5 = profile["coef"]
         loss, batches = float(rng.uniform(*profile["loss"])), profile["batches"]
@@ -113,9 +149,13 @@ def spot_draft(rng: np.random.Generator, *, n_types: int | None = None, max_quot
         batch = int(rng.choice(batches))
         tcomp = float(rng.uniform(0.1, 2.0))
         entry: dict[str, Any] = dict(
-            name=f"{'gp'[i % 2]}{i}.{gpus}x", gpus=gpus, quota=int(rng.integers(0, max_quota + 1)),
-            spot_price_per_h=float(rng.uniform(0.1, 1.0)) * gpus ** 0.8, batch_per_gpu=batch,
-            vcpus=int(rng.choice([4, 8])) * gpus)
+            name=f"{'gp'[i % 2]}{i}.{gpus}x",
+            gpus=gpus,
+            quota=int(rng.integers(0, max_quota + 1)),
+            spot_price_per_h=float(rng.uniform(0.1, 1.0)) * gpus**0.8,
+            batch_per_gpu=batch,
+            vcpus=int(rng.choice([4, 8])) * gpus,
+        )
         # Give the lone-worker speed (eq. 6 backwards) or the compute time directly.
         net, bus = 2 * param_mb / b_req, 2 * gpus * param_mb / pcie
         t0 = tcomp + (net + bus if model == "paper" else net - bus)
@@ -129,19 +169,27 @@ def spot_draft(rng: np.random.Generator, *, n_types: int | None = None, max_quot
         # Mostly a positive numerator of eq. (3); sometimes the largest batches cannot converge.
         gamma_3 = -gamma_2 * max(sizes) * float(rng.uniform(0.7, 3.0)) + float(rng.uniform(100, 1500))
     scale = max(gamma_2 * float(np.mean(sizes)) + gamma_3, 1.0) / (loss - gamma_5)  # j + gamma_1, lone no-cc worker
-    if j_nonpositive:   # j <= 0 below a cluster size between 1.5 and most of the box
+    if j_nonpositive:  # j <= 0 below a cluster size between 1.5 and most of the box
         most = max(3.0, 0.6 * sum(t["quota"] for t in types))
         gamma_1 = scale * math.sqrt(float(rng.uniform(1.5, most)))
     elif profile is None:
         gamma_1 = scale * (math.sqrt(g4) if variant == "cc" else 1.0) * float(rng.uniform(0.0, 0.5))
-    workload = dict(name="fuzz", param_size_mb=param_mb, bandwidth_req_mb_s=b_req,
-                    alpha_1=alpha_1, beta_1=beta_1, gamma_1=gamma_1, gamma_2=gamma_2,
-                    gamma_3=gamma_3, gamma_4=g4, gamma_5=gamma_5, loss_variant=variant)
+    workload = dict(
+        name="fuzz",
+        param_size_mb=param_mb,
+        bandwidth_req_mb_s=b_req,
+        alpha_1=alpha_1,
+        beta_1=beta_1,
+        gamma_1=gamma_1,
+        gamma_2=gamma_2,
+        gamma_3=gamma_3,
+        gamma_4=g4,
+        gamma_5=gamma_5,
+        loss_variant=variant,
+    )
     ps_bandwidth = float(rng.uniform(200, 1500) if contention == "strong" else rng.uniform(500, 5000))
-    platform = dict(ps_bandwidth_mb_s=ps_bandwidth, pcie_bandwidth_mb_s=pcie,
-                    ps_price_per_h=0.0)
-    return SpotDraft(types=types, workload=workload, platform=platform,
-                     slo=dict(loss=loss, time_s=1e9), model=model)
+    platform = dict(ps_bandwidth_mb_s=ps_bandwidth, pcie_bandwidth_mb_s=pcie, ps_price_per_h=0.0)
+    return SpotDraft(types=types, workload=workload, platform=platform, slo=dict(loss=loss, time_s=1e9), model=model)
 
 
 # ------------------------------------------------------------------ spot features
@@ -151,7 +199,7 @@ def f_ties(rng: np.random.Generator, d: SpotDraft) -> None:
     for i in range(int(rng.integers(1, 3))):
         copy = dict(base, name=f"t{i}{base['name']}", quota=int(rng.integers(0, 4)))
         if rng.random() < 0.5 and "compute_time_s" in base:
-            factor = float(rng.uniform(0.5, 2.0))   # slower or faster, priced by the same rate
+            factor = float(rng.uniform(0.5, 2.0))  # slower or faster, priced by the same rate
             copy["compute_time_s"] = base["compute_time_s"] * factor
             copy["spot_price_per_h"] = base["spot_price_per_h"] / factor
         d.types.append(copy)
@@ -197,8 +245,11 @@ def f_bandwidth_magnitudes(rng: np.random.Generator, d: SpotDraft) -> None:
 def f_zero_quota(rng: np.random.Generator, d: SpotDraft) -> None:
     """Quota 0 on all types but one or two (more types offered); one time in ten on all."""
     while len(d.types) < 5:
-        d.types.append(dict(d.types[-1], name=f"z{len(d.types)}{d.types[-1]['name']}",
-                            spot_price_per_h=float(rng.uniform(0.1, 3.0))))
+        d.types.append(
+            dict(
+                d.types[-1], name=f"z{len(d.types)}{d.types[-1]['name']}", spot_price_per_h=float(rng.uniform(0.1, 3.0))
+            )
+        )
     kept = 0 if rng.random() < 0.1 else int(rng.integers(1, 3))
     keep = set(rng.choice(len(d.types), size=kept, replace=False).tolist())
     for i, t in enumerate(d.types):
@@ -226,7 +277,9 @@ def f_on_demand(rng: np.random.Generator, d: SpotDraft) -> None:
     """Spot and on-demand columns; on-demand prices above (rarely below) spot."""
     d.constraints["markets"] = ("spot", "on-demand")
     for t in d.types:
-        t["on_demand_price_per_h"] = t["spot_price_per_h"] * float(rng.choice([rng.uniform(1.5, 4.0), rng.uniform(0.5, 1.0)], p=[0.8, 0.2]))
+        t["on_demand_price_per_h"] = t["spot_price_per_h"] * float(
+            rng.choice([rng.uniform(1.5, 4.0), rng.uniform(0.5, 1.0)], p=[0.8, 0.2])
+        )
         if rng.random() < 0.5:
             t["on_demand_quota"] = int(rng.integers(0, 4))
 
@@ -246,7 +299,7 @@ def f_workers(rng: np.random.Generator, d: SpotDraft) -> None:
     """A worker-count range inside the box: a minimum, a maximum, both, or an exact count."""
     most = max(2, sum(t["quota"] for t in d.types))
     low = int(rng.integers(1, most + 1))
-    shape = int(rng.integers(0, 4))            # min only, max only, both, exact
+    shape = int(rng.integers(0, 4))  # min only, max only, both, exact
     high = None if shape == 0 else low if shape == 3 else low + int(rng.integers(0, 5))
     d.constraints["workers"] = (1 if shape == 1 else low, high)
 
@@ -269,8 +322,11 @@ def f_domain(rng: np.random.Generator, d: SpotDraft) -> None:
     low = sizes[0] * float(rng.uniform(0.8, 2.0))
     high = max(low, sizes[-1] * float(rng.uniform(0.4, 1.2)))
     k_low = int(rng.integers(1, 4))
-    d.workload["domain"] = dict(batch_wa=(low, high), workers=(k_low, k_low + int(rng.integers(0, 10))),
-                                extrapolation=float(rng.choice([1.0, rng.uniform(1.0, 1.5)])))
+    d.workload["domain"] = dict(
+        batch_wa=(low, high),
+        workers=(k_low, k_low + int(rng.integers(0, 10))),
+        extrapolation=float(rng.choice([1.0, rng.uniform(1.0, 1.5)])),
+    )
 
 
 def f_domain_axes(rng: np.random.Generator, d: SpotDraft) -> None:
@@ -311,16 +367,25 @@ def f_existing(rng: np.random.Generator, d: SpotDraft) -> None:
 
 #: Spot features in the order they are applied (types first, then markets, then constraints).
 FEATURES: dict[str, Callable[[np.random.Generator, SpotDraft], None]] = {
-    "ties": f_ties, "price-decades": f_price_decades, "zero-quota": f_zero_quota, "eq10": f_eq10,
+    "ties": f_ties,
+    "price-decades": f_price_decades,
+    "zero-quota": f_zero_quota,
+    "eq10": f_eq10,
     "loss-floor": f_loss_floor,
-    "on-demand": f_on_demand, "vcpu": f_vcpu, "workers": f_workers, "ps-range": f_ps_range,
-    "overhead": f_overhead, "domain": f_domain, "existing": f_existing,
+    "on-demand": f_on_demand,
+    "vcpu": f_vcpu,
+    "workers": f_workers,
+    "ps-range": f_ps_range,
+    "overhead": f_overhead,
+    "domain": f_domain,
+    "existing": f_existing,
 }
 #: Features only their own families draw (kept out of FEATURES so that ``mixed`` draws stay as they were).
 DOMAIN_FEATURES: dict[str, Callable[[np.random.Generator, SpotDraft], None]] = {"domain-axes": f_domain_axes}
 #: Features that move numbers across the accepted range (applied before the others).
 MAGNITUDE_FEATURES: dict[str, Callable[[np.random.Generator, SpotDraft], None]] = {
-    "price-magnitudes": f_price_magnitudes, "speed-magnitudes": f_speed_magnitudes,
+    "price-magnitudes": f_price_magnitudes,
+    "speed-magnitudes": f_speed_magnitudes,
     "bandwidth-magnitudes": f_bandwidth_magnitudes,
 }
 
@@ -332,20 +397,22 @@ def _cap_box(rng: np.random.Generator, d: SpotDraft, max_plans: int) -> None:
     markets = d.constraints.get("markets", ("spot",))
     low, high = d.constraints.get("ps_count", (1, 1))
     while True:
-        slots = []       # (free count, type, key of the quota, kept instances)
+        slots = []  # (free count, type, key of the quota, kept instances)
         for t in d.types:
             for m in markets:
                 key = "quota" if m == "spot" or "on_demand_quota" not in t else "on_demand_quota"
-                slots.append((t[key] - kept.get(column_label(t["name"], m), 0), t, key,
-                              kept.get(column_label(t["name"], m), 0)))
+                slots.append(
+                    (t[key] - kept.get(column_label(t["name"], m), 0), t, key, kept.get(column_label(t["name"], m), 0))
+                )
         if math.prod(s[0] + 1 for s in slots) * (high - low + 1) <= max_plans:
             return
         free, t, key, floor = max(slots, key=lambda s: s[0])
         t[key] = floor + int(rng.integers(free // 2, free))
 
 
-def _random_plan(rng: np.random.Generator, model: SpotModel, ps: tuple[int, int], *,
-                 feasible_only: bool = False, best_of: int = 1) -> tuple[float, float] | None:
+def _random_plan(
+    rng: np.random.Generator, model: SpotModel, ps: tuple[int, int], *, feasible_only: bool = False, best_of: int = 1
+) -> tuple[float, float] | None:
     """(time, cost) of a random plan in the box with a finite positive time, or ``None``.
 
     The plan's worker count is drawn first (uniform over the box's sizes, or at most 3
@@ -377,8 +444,15 @@ def _random_plan(rng: np.random.Generator, model: SpotModel, ps: tuple[int, int]
     return None
 
 
-def finish_spot(rng: np.random.Generator, d: SpotDraft, name: str, *, slo: str = "slack",
-                budget: str | None = None, max_plans: int = MAX_PLANS) -> SpotProblem:
+def finish_spot(
+    rng: np.random.Generator,
+    d: SpotDraft,
+    name: str,
+    *,
+    slo: str = "slack",
+    budget: str | None = None,
+    max_plans: int = MAX_PLANS,
+) -> SpotProblem:
     """Cap the box, set T_obj from a random plan's time and optionally a budget.
 
     ``slo``: ``"slack"`` multiplies the fastest of eight random plans' time (all of one
@@ -405,20 +479,30 @@ def finish_spot(rng: np.random.Generator, d: SpotDraft, name: str, *, slo: str =
     return problem
 
 
-def _spot_family(name: str, features: tuple[str, ...] = (), *, slo: str = "slack",
-                 budget: str | None = None, **draft: Any) -> Family:
+def _spot_family(
+    name: str, features: tuple[str, ...] = (), *, slo: str = "slack", budget: str | None = None, **draft: Any
+) -> Family:
     """A family applying ``features`` to a random draft with the options ``draft``."""
+
     def family(rng: np.random.Generator) -> SpotProblem:
         d = spot_draft(rng, **draft)
         for feature in features:
             {**MAGNITUDE_FEATURES, **FEATURES, **DOMAIN_FEATURES}[feature](rng, d)
         return finish_spot(rng, d, name, slo=slo, budget=budget)
+
     family.__doc__ = f"Spot family {name!r}: features {', '.join(features) or 'none'}, SLO {slo}, budget {budget}."
     return family
 
 
-def _mixed(rng: np.random.Generator, name: str, features: tuple[int, int], *,
-           base: SpotDraft | None = None, max_plans: int = MAX_PLANS, **draft: Any) -> SpotProblem:
+def _mixed(
+    rng: np.random.Generator,
+    name: str,
+    features: tuple[int, int],
+    *,
+    base: SpotDraft | None = None,
+    max_plans: int = MAX_PLANS,
+    **draft: Any,
+) -> SpotProblem:
     """Between ``features[0]`` and ``features[1]`` features at once, random SLO/budget modes.
 
     The features change ``base`` if given, else a random draft with the options ``draft``;
@@ -429,8 +513,14 @@ def _mixed(rng: np.random.Generator, name: str, features: tuple[int, int], *,
     for feature_name, feature in FEATURES.items():
         if feature_name in chosen:
             feature(rng, d)
-    return finish_spot(rng, d, name, slo=("slack", "exact")[int(rng.integers(0, 2))],
-                       budget=(None, "slack", "exact")[int(rng.integers(0, 3))], max_plans=max_plans)
+    return finish_spot(
+        rng,
+        d,
+        name,
+        slo=("slack", "exact")[int(rng.integers(0, 2))],
+        budget=(None, "slack", "exact")[int(rng.integers(0, 3))],
+        max_plans=max_plans,
+    )
 
 
 def mixed(rng: np.random.Generator) -> SpotProblem:
@@ -439,29 +529,41 @@ def mixed(rng: np.random.Generator) -> SpotProblem:
 
 
 #: The spot instances shipped with dnnprov (the paper's settings), by file name.
-EMBEDDED_SPOT = tuple(sorted(p.name for p in resources.files("dnnprov.data").joinpath("instances", "spot").iterdir()
-                             if p.name.endswith(".json")))
+EMBEDDED_SPOT = tuple(
+    sorted(
+        p.name
+        for p in resources.files("dnnprov.data").joinpath("instances", "spot").iterdir()
+        if p.name.endswith(".json")
+    )
+)
 
 
 def draft_of(problem: SpotProblem) -> SpotDraft:
     """The draft of an existing problem (field values as they are; kept instances dropped)."""
     c = problem.constraints
     return SpotDraft(
-        types=[{f.name: getattr(t, f.name) for f in fields(t) if getattr(t, f.name) is not None}
-               for t in problem.instance_types],
+        types=[
+            {f.name: getattr(t, f.name) for f in fields(t) if getattr(t, f.name) is not None}
+            for t in problem.instance_types
+        ],
         workload={f.name: getattr(problem.workload, f.name) for f in fields(problem.workload)},
         platform={f.name: getattr(problem.platform, f.name) for f in fields(problem.platform)},
         slo={f.name: getattr(problem.slo, f.name) for f in fields(problem.slo)},
-        constraints=dict(ps_count=c.ps_count, workers=c.workers, markets=c.markets,
-                         vcpu_quotas=[dict(family=q.family, market=q.market, vcpus=q.vcpus) for q in c.vcpu_quotas]),
-        model=problem.model)
+        constraints=dict(
+            ps_count=c.ps_count,
+            workers=c.workers,
+            markets=c.markets,
+            vcpu_quotas=[dict(family=q.family, market=q.market, vcpus=q.vcpus) for q in c.vcpu_quotas],
+        ),
+        model=problem.model,
+    )
 
 
 def embedded(rng: np.random.Generator) -> SpotProblem:
     """A paper instance shipped with dnnprov, quotas redrawn (0-6), zero to two features."""
     name = EMBEDDED_SPOT[int(rng.integers(0, len(EMBEDDED_SPOT)))]
     problem = read_instance(embedded_instance(f"spot/{name}"))
-    assert isinstance(problem, SpotProblem)             # EMBEDDED_SPOT names spot instances
+    assert isinstance(problem, SpotProblem)  # EMBEDDED_SPOT names spot instances
     d = draft_of(problem)
     for t in d.types:
         t["quota"] = int(rng.integers(0, 7))
@@ -470,8 +572,7 @@ def embedded(rng: np.random.Generator) -> SpotProblem:
 
 def large_box(rng: np.random.Generator) -> SpotProblem:
     """Five to eight types with quotas up to 12, boxes up to a million plans, zero to two features."""
-    return _mixed(rng, "large-box", (0, 3), n_types=int(rng.integers(5, 9)), max_quota=12,
-                  max_plans=LARGE_MAX_PLANS)
+    return _mixed(rng, "large-box", (0, 3), n_types=int(rng.integers(5, 9)), max_quota=12, max_plans=LARGE_MAX_PLANS)
 
 
 def magnitudes_mixed(rng: np.random.Generator) -> SpotProblem:

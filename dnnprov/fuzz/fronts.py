@@ -65,9 +65,15 @@ def feasible_plans(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
                 costs.append(ev.cost[ev.feasible])
         return np.concatenate(times), np.concatenate(costs)
     low, high = problem.function_range()
-    n, m, s = (a.ravel() for a in np.meshgrid(np.arange(low, high + 1), problem.memory_grid(),
-                                                np.arange(problem.constraints.ps_count[0],
-                                                          problem.constraints.ps_count[1] + 1), indexing="ij"))
+    n, m, s = (
+        a.ravel()
+        for a in np.meshgrid(
+            np.arange(low, high + 1),
+            problem.memory_grid(),
+            np.arange(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1),
+            indexing="ij",
+        )
+    )
     grid = ServerlessModel(problem).evaluate(n, m, s)
     return grid.time_s[grid.feasible], grid.cost[grid.feasible]
 
@@ -85,8 +91,15 @@ def _found(family: str, seed: int | None, kind: str, case: str, message: str) ->
     return Finding(kind, family, seed, f"{case}: {message}")
 
 
-def check_front(problem: Problem, deadlines: tuple[float | None, float | None], *, family: str = "",
-                seed: int | None = None, case: str = "front", time_limit_s: float = 20.0) -> list[Finding]:
+def check_front(
+    problem: Problem,
+    deadlines: tuple[float | None, float | None],
+    *,
+    family: str = "",
+    seed: int | None = None,
+    case: str = "front",
+    time_limit_s: float = 20.0,
+) -> list[Finding]:
     """:func:`dnnprov.pareto` (milp) against the brute-force nondominated set of ``deadlines``."""
     high = NO_DEADLINE_S if deadlines[1] is None else deadlines[1]
     low = 0.0 if deadlines[0] is None else deadlines[0]
@@ -101,15 +114,37 @@ def check_front(problem: Problem, deadlines: tuple[float | None, float | None], 
     for point in front.points:
         feasible, cost, why = evaluate_plan(ranged, point.plan)
         if not feasible or cost != point.cost:
-            found.append(_found(family, seed, "wrong-plan", case, f"{point.plan} at ({point.time_s!r}, "
-                                f"{point.cost!r}): feasible {feasible}, model cost {cost!r}, {why}"))
+            found.append(
+                _found(
+                    family,
+                    seed,
+                    "wrong-plan",
+                    case,
+                    f"{point.plan} at ({point.time_s!r}, "
+                    f"{point.cost!r}): feasible {feasible}, model cost {cost!r}, {why}",
+                )
+            )
         if point.proven and (point.time_s, point.cost) not in truth:
-            found.append(_found(family, seed, "false-proven", case, f"({point.time_s!r}, {point.cost!r}) "
-                                f"{point.plan} is dominated or outside [{low:g}, {high:g}]"))
+            found.append(
+                _found(
+                    family,
+                    seed,
+                    "false-proven",
+                    case,
+                    f"({point.time_s!r}, {point.cost!r}) {point.plan} is dominated or outside [{low:g}, {high:g}]",
+                )
+            )
     if front.complete and got != truth:
         missing, extra = sorted(set(truth) - set(got)), sorted(set(got) - set(truth))
-        found.append(_found(family, seed, "wrong-front", case, f"{len(got)} points, brute force {len(truth)}; "
-                            f"missing {missing[:3]}, extra {extra[:3]}"))
+        found.append(
+            _found(
+                family,
+                seed,
+                "wrong-front",
+                case,
+                f"{len(got)} points, brute force {len(truth)}; missing {missing[:3]}, extra {extra[:3]}",
+            )
+        )
     if not front.complete or (front.status is not Status.OPTIMAL and truth):
         found.append(_found(family, seed, "gave-up", case, f"{front.status.value}: {front.message}"))
     return found
@@ -126,8 +161,9 @@ def best_of(objective: Objective, times: np.ndarray, costs: np.ndarray) -> tuple
     return float(times[i]), float(costs[i])
 
 
-def check_objective(problem: Problem, objective: Objective, *, family: str = "", seed: int | None = None,
-                    time_limit_s: float = 20.0) -> list[Finding]:
+def check_objective(
+    problem: Problem, objective: Objective, *, family: str = "", seed: int | None = None, time_limit_s: float = 20.0
+) -> list[Finding]:
     """``dnnprov.solve(problem, "milp", objective=...)`` against the brute-force optimum."""
     case = str(objective)
     truth = best_of(objective, *feasible_plans(problem))
@@ -142,11 +178,18 @@ def check_objective(problem: Problem, objective: Objective, *, family: str = "",
             found.append(_found(family, seed, "wrong-plan", case, f"{said}: feasible {feasible}, model cost {cost!r}"))
     if truth is None:
         if result.plan is not None or result.status is not Status.INFEASIBLE:
-            found.append(_found(family, seed, "gave-up" if result.plan is None else "wrong-plan", case,
-                                f"{said}; brute force: no plan"))
+            found.append(
+                _found(
+                    family,
+                    seed,
+                    "gave-up" if result.plan is None else "wrong-plan",
+                    case,
+                    f"{said}; brute force: no plan",
+                )
+            )
         return found
     optimum = objective.value(*truth)
-    assert optimum is not None                      # brute force gives both the time and the cost
+    assert optimum is not None  # brute force gives both the time and the cost
     if result.status is Status.INFEASIBLE:
         found.append(_found(family, seed, "false-infeasible", case, f"{said}; brute force {truth}"))
     elif result.status is Status.OPTIMAL:
@@ -166,19 +209,19 @@ def _with_budget(problem: Problem, budget: float) -> Problem:
     return problem.replace(constraints=replace(problem.constraints, budget_usd=budget))
 
 
-def check_instance(problem: Problem, rng: np.random.Generator, *, family: str = "", seed: int | None = None,
-                   time_limit_s: float = 20.0) -> dict[str, list[Finding]]:
+def check_instance(
+    problem: Problem, rng: np.random.Generator, *, family: str = "", seed: int | None = None, time_limit_s: float = 20.0
+) -> dict[str, list[Finding]]:
     """Every case of :data:`CASES` on one instance; the findings of each (empty: all right)."""
     common: dict[str, Any] = dict(family=family, seed=seed, time_limit_s=time_limit_s)
     out: dict[str, list[Finding]] = {}
-    out["front-deadline"] = check_front(problem, (None, deadline_of(problem)),
-                                        case="front-deadline", **common)
+    out["front-deadline"] = check_front(problem, (None, deadline_of(problem)), case="front-deadline", **common)
     out["front-whole"] = check_front(problem, (None, None), case="front-whole", **common)
     whole = brute_front(*feasible_plans(at_deadline(problem, NO_DEADLINE_S)))
-    if len(whole) >= 2:       # both ends at front points' times: ties with the range's ends
+    if len(whole) >= 2:  # both ends at front points' times: ties with the range's ends
         a, b = sorted(rng.choice(len(whole), size=2, replace=False))
         deadlines: tuple[float | None, float | None] = (whole[a][0], whole[b][0])
-    else:                     # the lone point's time as the lower end
+    else:  # the lone point's time as the lower end
         deadlines = (whole[0][0], None) if whole else (None, deadline_of(problem))
     out["front-range"] = check_front(problem, deadlines, case=f"front-range {deadlines}", **common)
     times, costs = feasible_plans(problem)
@@ -186,16 +229,17 @@ def check_instance(problem: Problem, rng: np.random.Generator, *, family: str = 
     timed = problem
     if problem.constraints.budget_usd is None or rng.random() < 0.5:
         if front and rng.random() < 0.5:
-            budget = front[int(rng.integers(0, len(front)))][1]               # exactly a front point's cost
+            budget = front[int(rng.integers(0, len(front)))][1]  # exactly a front point's cost
         elif len(costs):
             budget = float(costs[int(rng.integers(0, len(costs)))]) * float(rng.choice([1.0, rng.uniform(0.7, 1.3)]))
         else:
             budget = float(rng.uniform(1, 100))
-        if budget > 0 and math.isfinite(budget):        # within the instance format's range
+        if budget > 0 and math.isfinite(budget):  # within the instance format's range
             timed = _with_budget(problem, min(max(budget, 1e-9), 1e15))
-    out["time"] = (check_objective(timed, Objective("time"), **common)
-                   if timed.constraints.budget_usd is not None else [])
-    if len(front) >= 2 and rng.random() < 0.7:    # the slope between two front points: a tie in value
+    out["time"] = (
+        check_objective(timed, Objective("time"), **common) if timed.constraints.budget_usd is not None else []
+    )
+    if len(front) >= 2 and rng.random() < 0.7:  # the slope between two front points: a tie in value
         i = int(rng.integers(0, len(front) - 1))
         (t0, c0), (t1, c1) = front[i], front[i + 1]
         weight = (c0 - c1) / (t1 - t0)

@@ -30,9 +30,24 @@ from dnnprov.solvers.side_vars import attach
 from dnnprov.solvers.spot_exact import solve_spot_exact
 
 #: Spot families small enough to evaluate every plan, with something for the side rows to bite on.
-FAMILIES = ("price-decades", "zero-quota", "slo-at-plan", "budget-at-plan", "worker-ranges", "ps-ranges",
-            "vcpu-quotas", "on-demand", "existing", "cc-gamma4-small", "reference-model", "paper-no-cc",
-            "overhead-ps-price", "validity-domain", "mixed", "price-magnitudes")
+FAMILIES = (
+    "price-decades",
+    "zero-quota",
+    "slo-at-plan",
+    "budget-at-plan",
+    "worker-ranges",
+    "ps-ranges",
+    "vcpu-quotas",
+    "on-demand",
+    "existing",
+    "cc-gamma4-small",
+    "reference-model",
+    "paper-no-cc",
+    "overhead-ps-price",
+    "validity-domain",
+    "mixed",
+    "price-magnitudes",
+)
 
 #: A plan's verdict over its counts (n, in column order).
 Rule = Callable[[np.ndarray], bool]
@@ -73,8 +88,10 @@ def side_case(family: str, seed: int) -> SideCase:
             k = int(rng.integers(1, max(2, len(by_type))))
             side_api.at_most_types(m, k, name=f"types{j}")
             words.append(f"at most {k} types")
+
             def types_rule(n: np.ndarray, k: int = k) -> bool:
                 return sum(any(n[i] > 0 for i in cs) for cs in by_type.values()) <= k
+
             rules.append(types_rule)
         elif kind == "all-or-nothing":
             chosen = [c for c in range(len(labels)) if rng.random() < 0.5] or [0]
@@ -83,8 +100,10 @@ def side_case(family: str, seed: int) -> SideCase:
             b.on = pyo.Var(domain=pyo.Binary)
             b.same = pyo.Constraint(chosen, rule=lambda b, c: m.performance.used[labels[c]] == b.on)
             words.append(f"all or nothing of {[labels[c] for c in chosen]}")
+
             def aon_rule(n: np.ndarray, chosen: list[int] = chosen) -> bool:
                 return len({bool(n[c] > 0) for c in chosen}) == 1
+
             rules.append(aon_rule)
         elif kind == "at-least":
             c = int(rng.integers(len(labels)))
@@ -95,23 +114,31 @@ def side_case(family: str, seed: int) -> SideCase:
             b.floor = pyo.Constraint(expr=m.n[labels[c]] >= k * b.y)
             b.cap = pyo.Constraint(expr=m.n[labels[c]] <= max(int(upper[c]), 1) * b.y)
             words.append(f"{labels[c]}: none or at least {k}")
+
             def least_rule(n: np.ndarray, c: int = c, k: int = k) -> bool:
                 return bool(n[c] == 0 or n[c] >= k)
+
             rules.append(least_rule)
         elif kind == "charge":
             fees = {t: float(rng.choice([0.5, 1.0, 2.0])) for t in by_type}
             limit = float(rng.choice([0.5, 1.0, 1.5, 2.5]))
             side_api.fixed_charge(m, fees, limit, name=f"charge{j}")
             words.append(f"fixed charges {fees} at most {limit}")
+
             def charge_rule(n: np.ndarray, fees: dict[str, float] = fees, limit: float = limit) -> bool:
                 return sum(f for t, f in fees.items() if any(n[i] > 0 for i in by_type[t])) <= limit + 1e-9
+
             rules.append(charge_rule)
         else:
             a, b_ = (int(v) for v in rng.choice(len(labels), size=2, replace=len(labels) < 2))
-            m.add_component(f"link{j}", pyo.Constraint(expr=m.performance.used[labels[a]] <= m.performance.used[labels[b_]]))
+            m.add_component(
+                f"link{j}", pyo.Constraint(expr=m.performance.used[labels[a]] <= m.performance.used[labels[b_]])
+            )
             words.append(f"{labels[a]} only with {labels[b_]}")
+
             def link_rule(n: np.ndarray, a: int = a, b_: int = b_) -> bool:
                 return bool(n[a] == 0 or n[b_] > 0)
+
             rules.append(link_rule)
     return SideCase(problem, words, m, rules)
 
@@ -161,11 +188,15 @@ def check_case(case: SideCase, *, force_milps: bool = False, time_limit_s: float
     best, _ = brute_optimum(case)
     findings = []
     if force_milps:
-        milp = solve_spot_exact(case.problem, side=attach(side_rows(case.model)), cell_enumeration=0,
-                                time_limit_s=time_limit_s)
+        milp = solve_spot_exact(
+            case.problem, side=attach(side_rows(case.model)), cell_enumeration=0, time_limit_s=time_limit_s
+        )
     else:
         milp = solve_model(case.model, "milp", time_limit_s=time_limit_s)
-    for name, result in (("milp", milp), ("enumerate", solve_model(case.model, "enumerate", time_limit_s=time_limit_s))):
+    for name, result in (
+        ("milp", milp),
+        ("enumerate", solve_model(case.model, "enumerate", time_limit_s=time_limit_s)),
+    ):
         wrong = _verdict(name, result, best, case)
         if wrong is not None:
             findings.append(wrong)

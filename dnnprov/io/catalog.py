@@ -67,10 +67,26 @@ class CatalogEntry:
         set_field(self, "gpus", check.integer(f"{where}.gpus", self.gpus, minimum=0))
         set_field(self, "vcpus", check.optional_integer(f"{where}.vcpus", self.vcpus, minimum=1))
         set_field(self, "memory_gb", check.optional_number(f"{where}.memory_gb", self.memory_gb, exclusive_minimum=0))
-        set_field(self, "gpu_memory_gb", check.optional_number(f"{where}.gpu_memory_gb", self.gpu_memory_gb, exclusive_minimum=0))
-        set_field(self, "spot_price_per_h", check.optional_number(f"{where}.spot_price_per_h", self.spot_price_per_h, minimum=0))
-        set_field(self, "on_demand_price_per_h", check.optional_number(f"{where}.on_demand_price_per_h", self.on_demand_price_per_h, minimum=0))
-        set_field(self, "interruption_bucket", check.optional_integer(f"{where}.interruption_bucket", self.interruption_bucket, minimum=0, maximum=4))
+        set_field(
+            self,
+            "gpu_memory_gb",
+            check.optional_number(f"{where}.gpu_memory_gb", self.gpu_memory_gb, exclusive_minimum=0),
+        )
+        set_field(
+            self,
+            "spot_price_per_h",
+            check.optional_number(f"{where}.spot_price_per_h", self.spot_price_per_h, minimum=0),
+        )
+        set_field(
+            self,
+            "on_demand_price_per_h",
+            check.optional_number(f"{where}.on_demand_price_per_h", self.on_demand_price_per_h, minimum=0),
+        )
+        set_field(
+            self,
+            "interruption_bucket",
+            check.optional_integer(f"{where}.interruption_bucket", self.interruption_bucket, minimum=0, maximum=4),
+        )
         if self.interruption is not None and not isinstance(self.interruption, Interruption):
             set_field(self, "interruption", Interruption.from_dict(f"{where}.interruption", self.interruption))
         if not isinstance(self.sources, Mapping):
@@ -117,10 +133,14 @@ class FunctionOffer:
         storage = self.ephemeral_storage_mb
         if not isinstance(storage, (list, tuple)) or len(storage) != 2:
             raise InvalidInputError(f"{where}.ephemeral_storage_mb", "must be [low, high] MB")
-        set_field(self, "ephemeral_storage_mb", tuple(check.integer(f"{where}.ephemeral_storage_mb[{i}]", v, minimum=1)
-                                                      for i, v in enumerate(storage)))
-        set_field(self, "speed_factor", check.optional_number(f"{where}.speed_factor", self.speed_factor,
-                                                              exclusive_minimum=0))
+        set_field(
+            self,
+            "ephemeral_storage_mb",
+            tuple(check.integer(f"{where}.ephemeral_storage_mb[{i}]", v, minimum=1) for i, v in enumerate(storage)),
+        )
+        set_field(
+            self, "speed_factor", check.optional_number(f"{where}.speed_factor", self.speed_factor, exclusive_minimum=0)
+        )
         if not isinstance(self.sources, Mapping):
             raise InvalidInputError(f"{where}.sources", "must map field names to where the number came from")
 
@@ -150,9 +170,12 @@ class Catalog:
         for f in self.functions:
             if f.architecture == architecture:
                 return f
-        raise InvalidInputError(f"functions.{architecture}", f"catalog {self.name!r} has no function offer of "
-                                                             "this architecture (dnnprov catalog import adds AWS "
-                                                             "Lambda's)")
+        raise InvalidInputError(
+            f"functions.{architecture}",
+            f"catalog {self.name!r} has no function offer of "
+            "this architecture (dnnprov catalog import adds AWS "
+            "Lambda's)",
+        )
 
     def entry(self, name: str) -> CatalogEntry:
         """The entry of type ``name``."""
@@ -165,29 +188,54 @@ class Catalog:
     def from_dict(cls, data: Mapping[str, Any]) -> Catalog:
         """Build from a ``dnnprov/catalog`` v1 dict."""
         data = mapping("", data)
-        check_keys("", data, ["format", "version", "name", "region", "snapshot", "instance_types"],
-                   ["notes", "vcpu_quotas", "lambda_concurrency", "functions"])
+        check_keys(
+            "",
+            data,
+            ["format", "version", "name", "region", "snapshot", "instance_types"],
+            ["notes", "vcpu_quotas", "lambda_concurrency", "functions"],
+        )
         if data["format"] != "dnnprov/catalog" or data["version"] != 1:
-            raise InvalidInputError("format", f"expected dnnprov/catalog version 1, got {data['format']!r} v{data['version']!r}")
+            raise InvalidInputError(
+                "format", f"expected dnnprov/catalog version 1, got {data['format']!r} v{data['version']!r}"
+            )
         entries = []
         for name, entry in mapping("instance_types", data["instance_types"]).items():
             entry = mapping(f"instance_types.{name}", entry)
-            check_keys(f"instance_types.{name}", entry, ["gpus"],
-                       [f.name for f in fields(CatalogEntry) if f.name not in ("name", "gpus")])
+            check_keys(
+                f"instance_types.{name}",
+                entry,
+                ["gpus"],
+                [f.name for f in fields(CatalogEntry) if f.name not in ("name", "gpus")],
+            )
             entries.append(CatalogEntry(name=name, **entry))
-        quotas = tuple(build(VcpuQuota, f"vcpu_quotas[{i}]", q, ["family", "market", "vcpus"])
-                       for i, q in enumerate(data.get("vcpu_quotas", [])))
+        quotas = tuple(
+            build(VcpuQuota, f"vcpu_quotas[{i}]", q, ["family", "market", "vcpus"])
+            for i, q in enumerate(data.get("vcpu_quotas", []))
+        )
         offers = []
         for arch, offer in mapping("functions", data.get("functions", {})).items():
             offer = mapping(f"functions.{arch}", offer)
-            check_keys(f"functions.{arch}", offer, ["price_per_gb_s", "price_per_request"],
-                       [f.name for f in fields(FunctionOffer) if f.name not in ("architecture", "price_per_gb_s",
-                                                                               "price_per_request")])
+            check_keys(
+                f"functions.{arch}",
+                offer,
+                ["price_per_gb_s", "price_per_request"],
+                [
+                    f.name
+                    for f in fields(FunctionOffer)
+                    if f.name not in ("architecture", "price_per_gb_s", "price_per_request")
+                ],
+            )
             offers.append(FunctionOffer(architecture=arch, **offer))
-        return cls(name=data["name"], region=data["region"], snapshot=data["snapshot"],
-                   instance_types=tuple(entries), vcpu_quotas=quotas, functions=tuple(offers),
-                   lambda_concurrency=check.optional_integer("lambda_concurrency", data.get("lambda_concurrency"), minimum=0),
-                   notes=data.get("notes", ""))
+        return cls(
+            name=data["name"],
+            region=data["region"],
+            snapshot=data["snapshot"],
+            instance_types=tuple(entries),
+            vcpu_quotas=quotas,
+            functions=tuple(offers),
+            lambda_concurrency=check.optional_integer("lambda_concurrency", data.get("lambda_concurrency"), minimum=0),
+            notes=data.get("notes", ""),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The ``dnnprov/catalog`` v1 dict."""
@@ -198,13 +246,20 @@ class Catalog:
             if e.interruption is not None:
                 entry["interruption"] = e.interruption.to_dict()
             types[e.name] = entry
-        return drop_none({
-            "format": "dnnprov/catalog", "version": 1, "name": self.name, "region": self.region,
-            "snapshot": self.snapshot, "notes": self.notes, "instance_types": types,
-            "vcpu_quotas": [{"family": q.family, "market": q.market, "vcpus": q.vcpus} for q in self.vcpu_quotas],
-            "lambda_concurrency": self.lambda_concurrency,
-            "functions": {f.architecture: f.to_dict() for f in self.functions} or None,
-        })
+        return drop_none(
+            {
+                "format": "dnnprov/catalog",
+                "version": 1,
+                "name": self.name,
+                "region": self.region,
+                "snapshot": self.snapshot,
+                "notes": self.notes,
+                "instance_types": types,
+                "vcpu_quotas": [{"family": q.family, "market": q.market, "vcpus": q.vcpus} for q in self.vcpu_quotas],
+                "lambda_concurrency": self.lambda_concurrency,
+                "functions": {f.architecture: f.to_dict() for f in self.functions} or None,
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -229,14 +284,32 @@ class SpotWorkloadProfile:
         check_keys("", data, ["format", "version", "workload", "per_type"], ["model", "notes"])
         if data["format"] != "dnnprov/spot-workload" or data["version"] != 1:
             raise InvalidInputError("format", f"expected dnnprov/spot-workload version 1, got {data['format']!r}")
-        workload = build(SpotWorkload, "workload", data["workload"],
-                         ["name", "param_size_mb", "bandwidth_req_mb_s", "alpha_1", "beta_1",
-                          "gamma_1", "gamma_2", "gamma_3", "gamma_4", "gamma_5"])
+        workload = build(
+            SpotWorkload,
+            "workload",
+            data["workload"],
+            [
+                "name",
+                "param_size_mb",
+                "bandwidth_req_mb_s",
+                "alpha_1",
+                "beta_1",
+                "gamma_1",
+                "gamma_2",
+                "gamma_3",
+                "gamma_4",
+                "gamma_5",
+            ],
+        )
         per_type = {}
         for name, entry in mapping("per_type", data["per_type"]).items():
             entry = mapping(f"per_type.{name}", entry)
-            check_keys(f"per_type.{name}", entry, [], ["batch_per_gpu", "speed_samples_per_s", "compute_time_s",
-                                                       "estimate", "compute_time_s_interval"])
+            check_keys(
+                f"per_type.{name}",
+                entry,
+                [],
+                ["batch_per_gpu", "speed_samples_per_s", "compute_time_s", "estimate", "compute_time_s_interval"],
+            )
             if "estimate" in entry:
                 check.text(f"per_type.{name}.estimate", entry["estimate"])
             interval = entry.get("compute_time_s_interval")
@@ -245,23 +318,35 @@ class SpotWorkloadProfile:
             for i, end in enumerate(interval or []):
                 check.number(f"per_type.{name}.compute_time_s_interval[{i}]", end, exclusive_minimum=0)
             per_type[name] = dict(entry)
-        return cls(workload=workload, per_type=per_type, model=data.get("model", "paper"),
-                   notes=data.get("notes", ""))
+        return cls(workload=workload, per_type=per_type, model=data.get("model", "paper"), notes=data.get("notes", ""))
 
     def to_dict(self) -> dict[str, Any]:
         """The ``dnnprov/spot-workload`` v1 dict."""
         workload = {f.name: getattr(self.workload, f.name) for f in fields(self.workload)}
         workload["estimated"] = list(self.workload.estimated)
         workload["domain"] = self.workload.domain.to_dict() if self.workload.domain else None
-        return {"format": "dnnprov/spot-workload", "version": 1, "model": self.model,
-                "notes": self.notes, "workload": drop_none(workload),
-                "per_type": {k: dict(v) for k, v in self.per_type.items()}}
+        return {
+            "format": "dnnprov/spot-workload",
+            "version": 1,
+            "model": self.model,
+            "notes": self.notes,
+            "workload": drop_none(workload),
+            "per_type": {k: dict(v) for k, v in self.per_type.items()},
+        }
 
 
-def build_spot_problem(catalog: Catalog, profile: SpotWorkloadProfile, slo: SpotSLO, *,
-                       quotas: Mapping[str, int], platform: SpotPlatform | None = None,
-                       constraints: SpotConstraints | None = None, name: str = "spot",
-                       notes: str = "", on_demand_quotas: Mapping[str, int] | None = None) -> SpotProblem:
+def build_spot_problem(
+    catalog: Catalog,
+    profile: SpotWorkloadProfile,
+    slo: SpotSLO,
+    *,
+    quotas: Mapping[str, int],
+    platform: SpotPlatform | None = None,
+    constraints: SpotConstraints | None = None,
+    name: str = "spot",
+    notes: str = "",
+    on_demand_quotas: Mapping[str, int] | None = None,
+) -> SpotProblem:
     """Join catalog prices and hardware with a workload profile into a :class:`SpotProblem`.
 
     ``quotas`` names the offered types (in order) and their per-type spot quota; each must
@@ -273,21 +358,42 @@ def build_spot_problem(catalog: Catalog, profile: SpotWorkloadProfile, slo: Spot
     for type_name, quota in quotas.items():
         entry = catalog.entry(type_name)
         if type_name not in profile.per_type:
-            raise InvalidInputError(f"per_type.{type_name}", f"workload {profile.workload.name!r} has no profile on this type")
+            raise InvalidInputError(
+                f"per_type.{type_name}", f"workload {profile.workload.name!r} has no profile on this type"
+            )
         if entry.spot_price_per_h is None:
-            raise InvalidInputError(f"instance_types.{type_name}.spot_price_per_h", f"catalog {catalog.name!r} has no spot price")
+            raise InvalidInputError(
+                f"instance_types.{type_name}.spot_price_per_h", f"catalog {catalog.name!r} has no spot price"
+            )
         prof = profile.per_type[type_name]
-        types.append(InstanceType(
-            name=type_name, gpus=entry.gpus, spot_price_per_h=entry.spot_price_per_h, quota=quota,
-            batch_per_gpu=prof.get("batch_per_gpu"), gpu_memory_gb=entry.gpu_memory_gb,
-            speed_samples_per_s=prof.get("speed_samples_per_s"), compute_time_s=prof.get("compute_time_s"),
-            vcpus=entry.vcpus, on_demand_price_per_h=entry.on_demand_price_per_h,
-            on_demand_quota=(on_demand_quotas or {}).get(type_name), estimate=prof.get("estimate"),
-            family=entry.family if entry.family and entry.family != default_family(type_name) else None,
-            interruption=_interruption(entry, catalog)))
-    return SpotProblem(instance_types=tuple(types), workload=profile.workload, slo=slo,
-                       platform=platform or SpotPlatform(), constraints=constraints or SpotConstraints(),
-                       model=profile.model, name=name, notes=notes)
+        types.append(
+            InstanceType(
+                name=type_name,
+                gpus=entry.gpus,
+                spot_price_per_h=entry.spot_price_per_h,
+                quota=quota,
+                batch_per_gpu=prof.get("batch_per_gpu"),
+                gpu_memory_gb=entry.gpu_memory_gb,
+                speed_samples_per_s=prof.get("speed_samples_per_s"),
+                compute_time_s=prof.get("compute_time_s"),
+                vcpus=entry.vcpus,
+                on_demand_price_per_h=entry.on_demand_price_per_h,
+                on_demand_quota=(on_demand_quotas or {}).get(type_name),
+                estimate=prof.get("estimate"),
+                family=entry.family if entry.family and entry.family != default_family(type_name) else None,
+                interruption=_interruption(entry, catalog),
+            )
+        )
+    return SpotProblem(
+        instance_types=tuple(types),
+        workload=profile.workload,
+        slo=slo,
+        platform=platform or SpotPlatform(),
+        constraints=constraints or SpotConstraints(),
+        model=profile.model,
+        name=name,
+        notes=notes,
+    )
 
 
 def _interruption(entry: CatalogEntry, catalog: Catalog) -> Interruption | None:
@@ -319,11 +425,19 @@ def embedded_path(*parts: str) -> Path:
     return Path(str(resources.files("dnnprov.data").joinpath(*parts)))
 
 
-def build_serverless_problem(catalog: Catalog, workload: ServerlessWorkload, time_s: float, *,
-                             architecture: str = "x86_64", speed_factor: float | None = None,
-                             speed_source: str | None = None, ps_price_per_h: float | None = None,
-                             name: str | None = None, notes: str = "",
-                             constraints: ServerlessConstraints | None = None) -> ServerlessProblem:
+def build_serverless_problem(
+    catalog: Catalog,
+    workload: ServerlessWorkload,
+    time_s: float,
+    *,
+    architecture: str = "x86_64",
+    speed_factor: float | None = None,
+    speed_source: str | None = None,
+    ps_price_per_h: float | None = None,
+    name: str | None = None,
+    notes: str = "",
+    constraints: ServerlessConstraints | None = None,
+) -> ServerlessProblem:
     """Join a catalog's function offer with a serverless workload and a deadline.
 
     The platform takes the offer's prices, memory grid (``memory_step_mb`` up to
@@ -340,20 +454,36 @@ def build_serverless_problem(catalog: Catalog, workload: ServerlessWorkload, tim
             raise InvalidInputError("--speed-factor-source", "say where the speed factor comes from (a measurement)")
         source = str(speed_source)
     if factor is None:
-        raise InvalidInputError("--speed-factor", f"catalog {catalog.name!r} has no measured {architecture} speed "
-                                                  f"relative to x86_64 ({source}); give --speed-factor F with "
-                                                  "--speed-factor-source, or use x86_64")
+        raise InvalidInputError(
+            "--speed-factor",
+            f"catalog {catalog.name!r} has no measured {architecture} speed "
+            f"relative to x86_64 ({source}); give --speed-factor F with "
+            "--speed-factor-source, or use x86_64",
+        )
     if factor != 1.0:
-        workload = replace(workload, rate_alpha=workload.rate_alpha * factor, rate_beta=workload.rate_beta * factor,
-                           estimated=tuple(dict.fromkeys([*workload.estimated, "rate_alpha", "rate_beta"])))
+        workload = replace(
+            workload,
+            rate_alpha=workload.rate_alpha * factor,
+            rate_beta=workload.rate_beta * factor,
+            estimated=tuple(dict.fromkeys([*workload.estimated, "rate_alpha", "rate_beta"])),
+        )
         notes = (f"{notes} Rate line x {factor:g} on {architecture} (ESTIMATED from {source})").strip()
     defaults = ServerlessPlatform()
     platform = ServerlessPlatform(
-        memory_step_mb=offer.memory_step_mb, max_memory_mb=offer.max_memory_mb, price_per_gb_s=offer.price_per_gb_s,
-        price_per_request=offer.price_per_request, timeout_s=offer.timeout_s,
+        memory_step_mb=offer.memory_step_mb,
+        max_memory_mb=offer.max_memory_mb,
+        price_per_gb_s=offer.price_per_gb_s,
+        price_per_request=offer.price_per_request,
+        timeout_s=offer.timeout_s,
         concurrency_limit=catalog.lambda_concurrency or defaults.concurrency_limit,
-        ps_price_per_h=defaults.ps_price_per_h if ps_price_per_h is None else ps_price_per_h)
+        ps_price_per_h=defaults.ps_price_per_h if ps_price_per_h is None else ps_price_per_h,
+    )
     workload = replace(workload, min_memory_mb=max(workload.min_memory_mb, offer.min_memory_mb))
-    return ServerlessProblem(workload=workload, time_s=time_s, platform=platform,
-                             constraints=constraints or ServerlessConstraints(), name=name or workload.name,
-                             notes=notes)
+    return ServerlessProblem(
+        workload=workload,
+        time_s=time_s,
+        platform=platform,
+        constraints=constraints or ServerlessConstraints(),
+        name=name or workload.name,
+        notes=notes,
+    )

@@ -43,15 +43,28 @@ LAMBDA_FILE = "aws-lambda-duration-prices.json"
 LAMBDA_REQUEST_PRICE = 2e-7
 #: The moments a catalog can describe, with the date each file is of.
 SNAPSHOTS = ("2025", "2022")
-FILE_DATES = {SPOT_HISTORY_FILE: "2022-05-31", ON_DEMAND_FILE: "2026-01-21", ADVISOR_FILE: "2025-06-28",
-              ADVISOR_2021_FILE: "2021-02-10"}
+FILE_DATES = {
+    SPOT_HISTORY_FILE: "2022-05-31",
+    ON_DEMAND_FILE: "2026-01-21",
+    ADVISOR_FILE: "2025-06-28",
+    ADVISOR_2021_FILE: "2021-02-10",
+}
 LINUX = "Linux/UNIX"
 BUCKETS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
 #: Above this, a per-type GPU-memory figure in the on-demand list is the instance total
 #: (no single GPU had more than 300 GB by 2026); below it, the figure is per GPU.
 PER_GPU_MEMORY_LIMIT_GB = 300.0
-_DIRECTIONS = {"east": "e", "west": "w", "central": "c", "north": "n", "south": "s",
-               "northeast": "ne", "northwest": "nw", "southeast": "se", "southwest": "sw"}
+_DIRECTIONS = {
+    "east": "e",
+    "west": "w",
+    "central": "c",
+    "north": "n",
+    "south": "s",
+    "northeast": "ne",
+    "northwest": "nw",
+    "southeast": "se",
+    "southwest": "sw",
+}
 
 
 @dataclass(frozen=True)
@@ -65,8 +78,7 @@ class SpotQuote:
 
     def source(self, origin: str) -> str:
         """Where the price came from, for ``sources``."""
-        return (f"{origin}: {self.zone} at {iso(self.timestamp)} "
-                f"(cheapest of {self.zones} AZ, latest price per AZ)")
+        return f"{origin}: {self.zone} at {iso(self.timestamp)} (cheapest of {self.zones} AZ, latest price per AZ)"
 
 
 def iso(moment: datetime) -> str:
@@ -131,8 +143,9 @@ def read_spot_history(path: Path, region: str) -> dict[str, SpotQuote]:
 def _spot_row(where: str, line: str) -> tuple[str, str, str, float, datetime]:
     cols = line.rstrip("\n").split("\t")
     if len(cols) != 5:
-        raise InvalidInputError(where, "expected 5 tab-separated columns (AZ id, type, product, price, "
-                                       f"timestamp), got {len(cols)}")
+        raise InvalidInputError(
+            where, f"expected 5 tab-separated columns (AZ id, type, product, price, timestamp), got {len(cols)}"
+        )
     zone, type_name, product, price, stamp = cols
     if not zone or not type_name or not product:
         raise InvalidInputError(where, "empty AZ id, instance type or product description")
@@ -156,7 +169,7 @@ def parse_time(where: str, text: object) -> datetime:
         moment = text
     else:
         try:
-            moment = datetime.fromisoformat(str(text))   # Python 3.11 reads a "Z" suffix
+            moment = datetime.fromisoformat(str(text))  # Python 3.11 reads a "Z" suffix
         except ValueError:
             raise InvalidInputError(where, f"timestamp {text!r} is not ISO 8601") from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
@@ -175,9 +188,14 @@ def _load_json(path: Path) -> Any:
     return read_json_file(path)
 
 
-def import_shared_data(region: str = "us-east-1", shared_data: str | Path | None = None, *,
-                       snapshot: str = "2025", mix_dates: bool = False,
-                       estimate_missing_spot: bool = False) -> Catalog:
+def import_shared_data(
+    region: str = "us-east-1",
+    shared_data: str | Path | None = None,
+    *,
+    snapshot: str = "2025",
+    mix_dates: bool = False,
+    estimate_missing_spot: bool = False,
+) -> Catalog:
     """Build a catalog of the GPU instance types of ``region`` at one moment of the shared real data.
 
     Parameters
@@ -200,15 +218,20 @@ def import_shared_data(region: str = "us-east-1", shared_data: str | Path | None
     if snapshot not in SNAPSHOTS:
         raise InvalidInputError("snapshot", f"must be one of {', '.join(SNAPSHOTS)}, got {str(snapshot)[:40]!r}")
     if mix_dates and snapshot != "2022":
-        raise InvalidInputError("mix_dates", "only the 2022 snapshot can take prices of other dates; "
-                                             "the 2025 one is of one source pair already")
+        raise InvalidInputError(
+            "mix_dates",
+            "only the 2022 snapshot can take prices of other dates; the 2025 one is of one source pair already",
+        )
     if estimate_missing_spot and not (snapshot == "2022" and mix_dates):
-        raise InvalidInputError("estimate_missing_spot", "needs the 2022 snapshot with mix_dates (it prices a "
-                                                         "2022 gap with 2026 on-demand and 2025 savings)")
+        raise InvalidInputError(
+            "estimate_missing_spot",
+            "needs the 2022 snapshot with mix_dates (it prices a 2022 gap with 2026 on-demand and 2025 savings)",
+        )
     folder = Path(shared_data) if shared_data is not None else default_shared_data()
     if folder is None or not folder.is_dir():
-        raise InvalidInputError("shared_data", f"no shared data folder ({folder or '<repo>/../shared/data not found'}); "
-                                               "pass its path")
+        raise InvalidInputError(
+            "shared_data", f"no shared data folder ({folder or '<repo>/../shared/data not found'}); pass its path"
+        )
     offered = _load_json(folder / ON_DEMAND_FILE)
     advisor_file = ADVISOR_2021_FILE if snapshot == "2022" and not mix_dates else ADVISOR_FILE
     advisor = _load_json(folder / advisor_file)
@@ -223,24 +246,32 @@ def import_shared_data(region: str = "us-east-1", shared_data: str | Path | None
     if snapshot == "2022":
         stamps = [q.timestamp for name, q in spot.items() if any(e.name == name for e in entries)]
         moment = iso(max(stamps)) if stamps else "2022-05-31T23:59:59Z"
-        notes = (f"Snapshot 2022: spot prices of {SPOT_HISTORY_FILE} (Linux/UNIX; snapshot = its latest row used), "
-                 + (f"on-demand prices of {ON_DEMAND_FILE} (2026-01-21) and interruption buckets of {ADVISOR_FILE} "
-                    "(2025-06-28): MIXED DATES, asked for with mix_dates" if mix_dates else
-                    f"interruption buckets of {ADVISOR_2021_FILE} (2021-02-10); no on-demand prices (the data "
-                    "hold none of 2022)"))
+        notes = f"Snapshot 2022: spot prices of {SPOT_HISTORY_FILE} (Linux/UNIX; snapshot = its latest row used), " + (
+            f"on-demand prices of {ON_DEMAND_FILE} (2026-01-21) and interruption buckets of {ADVISOR_FILE} "
+            "(2025-06-28): MIXED DATES, asked for with mix_dates"
+            if mix_dates
+            else f"interruption buckets of {ADVISOR_2021_FILE} (2021-02-10); no on-demand prices (the data "
+            "hold none of 2022)"
+        )
     else:
         moment = "2025-06-28T00:00:00Z"
-        notes = (f"Snapshot 2025: spot = on-demand of {ON_DEMAND_FILE} (2026-01-21) x (1 - savings %) of "
-                 f"{ADVISOR_FILE} (2025-06-28), the advisor's interruption buckets; types without advice have "
-                 "no spot price")
+        notes = (
+            f"Snapshot 2025: spot = on-demand of {ON_DEMAND_FILE} (2026-01-21) x (1 - savings %) of "
+            f"{ADVISOR_FILE} (2025-06-28), the advisor's interruption buckets; types without advice have "
+            "no spot price"
+        )
     functions = lambda_offers(region, folder) if (folder / LAMBDA_FILE).is_file() and snapshot == "2025" else ()
     if functions:
         notes += f". Function offers (AWS Lambda x86_64, arm64) of {LAMBDA_FILE} (undated; its sources say where)"
     return Catalog(
-        name=f"aws-{region}-shared-data-{snapshot}" + ("-mixed" if mix_dates else ""), region=region,
-        snapshot=moment, instance_types=tuple(sorted(entries, key=lambda e: e.name)), functions=functions,
+        name=f"aws-{region}-shared-data-{snapshot}" + ("-mixed" if mix_dates else ""),
+        region=region,
+        snapshot=moment,
+        instance_types=tuple(sorted(entries, key=lambda e: e.name)),
+        functions=functions,
         notes=notes + ". Hardware facts of the on-demand list; GPU memory is per GPU; every price's source names "
-                      "its file and date. No quotas or Lambda limit in these files.")
+        "its file and date. No quotas or Lambda limit in these files.",
+    )
 
 
 @dataclass(frozen=True)
@@ -282,36 +313,58 @@ class _Import:
         bucket = None
         if tip.get("r") in range(len(BUCKETS)):
             bucket = tip["r"]
-            sources["interruption_bucket"] = (f"{self.advisor_file}: {self.region} Linux r={bucket} "
-                                              f"({BUCKETS[bucket]} interruptions/month), savings {savings}% "
-                                              f"(dated {FILE_DATES[self.advisor_file]})")
+            sources["interruption_bucket"] = (
+                f"{self.advisor_file}: {self.region} Linux r={bucket} "
+                f"({BUCKETS[bucket]} interruptions/month), savings {savings}% "
+                f"(dated {FILE_DATES[self.advisor_file]})"
+            )
         memory = re.match(r"\s*([\d.]+)", str(item.get("memory", "")))
         return CatalogEntry(
-            name=name, gpus=gpus, vcpus=item.get("vcpu"), memory_gb=float(memory.group(1)) if memory else None,
-            gpu_model=item.get("gpu"), gpu_memory_gb=gpu_memory_per_gpu(str(item.get("gpuMemory", "")), gpus),
-            spot_price_per_h=spot_price, on_demand_price_per_h=on_demand_kept, family=quota_family(name),
-            interruption_bucket=bucket, sources=sources)
+            name=name,
+            gpus=gpus,
+            vcpus=item.get("vcpu"),
+            memory_gb=float(memory.group(1)) if memory else None,
+            gpu_model=item.get("gpu"),
+            gpu_memory_gb=gpu_memory_per_gpu(str(item.get("gpuMemory", "")), gpus),
+            spot_price_per_h=spot_price,
+            on_demand_price_per_h=on_demand_kept,
+            family=quota_family(name),
+            interruption_bucket=bucket,
+            sources=sources,
+        )
 
-    def _spot_price(self, name: str, quote: SpotQuote | None, on_demand: float | None, savings: float | None,
-                    sources: dict[str, str]) -> float | None:
+    def _spot_price(
+        self,
+        name: str,
+        quote: SpotQuote | None,
+        on_demand: float | None,
+        savings: float | None,
+        sources: dict[str, str],
+    ) -> float | None:
         """The spot price of the snapshot (``sources`` gains where it came from), or ``None``."""
         if self.snapshot == "2025":
             if on_demand is None or savings is None:
                 return None
-            sources["spot_price_per_h"] = (f"{ON_DEMAND_FILE} on-demand (dated 2026-01-21) x (1 - {savings}% "
-                                           f"savings of {ADVISOR_FILE}, dated 2025-06-28)")
+            sources["spot_price_per_h"] = (
+                f"{ON_DEMAND_FILE} on-demand (dated 2026-01-21) x (1 - {savings}% "
+                f"savings of {ADVISOR_FILE}, dated 2025-06-28)"
+            )
             return round(float(on_demand) * (1 - savings / 100), 6)
         if quote is not None:
             text = quote.source(SPOT_HISTORY_FILE) + " (dated 2022-05-31)"
             if on_demand is not None and quote.price_per_h >= float(on_demand):
-                text += (f"; equal to the on-demand price: in this window the spot price of {name} stood at "
-                         "AWS's cap, the on-demand price, in the only zones that listed it")
+                text += (
+                    f"; equal to the on-demand price: in this window the spot price of {name} stood at "
+                    "AWS's cap, the on-demand price, in the only zones that listed it"
+                )
             sources["spot_price_per_h"] = text
             return quote.price_per_h
         if self.estimate_missing_spot and on_demand is not None and savings is not None:
-            sources["spot_price_per_h"] = (f"estimated: {ON_DEMAND_FILE} on-demand (dated 2026-01-21) x (1 - "
-                                           f"{savings}% savings of {ADVISOR_FILE}, dated 2025-06-28); no row in "
-                                           f"{SPOT_HISTORY_FILE}")
+            sources["spot_price_per_h"] = (
+                f"estimated: {ON_DEMAND_FILE} on-demand (dated 2026-01-21) x (1 - "
+                f"{savings}% savings of {ADVISOR_FILE}, dated 2025-06-28); no row in "
+                f"{SPOT_HISTORY_FILE}"
+            )
             return round(float(on_demand) * (1 - savings / 100), 6)
         return None
 
@@ -330,8 +383,10 @@ def lambda_offers(region: str, shared_data: str | Path) -> tuple[FunctionOffer, 
     base = data.get("baseCosts") if isinstance(data, Mapping) else None
     if not isinstance(base, Mapping):
         raise InvalidInputError(str(path), "missing baseCosts: not the Lambda duration-price file")
-    limits = "AWS Lambda documented limits (memory 128-10,240 MB in 1 MB steps, 1,769 MB per vCPU, " \
-             "ephemeral storage 512-10,240 MB, timeout 900 s)"
+    limits = (
+        "AWS Lambda documented limits (memory 128-10,240 MB in 1 MB steps, 1,769 MB per vCPU, "
+        "ephemeral storage 512-10,240 MB, timeout 900 s)"
+    )
     offers = []
     for arch in ("x86_64", "arm64"):
         prices = base.get(arch)
@@ -339,16 +394,23 @@ def lambda_offers(region: str, shared_data: str | Path) -> tuple[FunctionOffer, 
             continue
         key = region if region in prices else "default"
         per_ms = parse_price(f"{path.name}:baseCosts.{arch}.{key}", prices.get(key))
-        offers.append(FunctionOffer(
-            architecture=arch, price_per_gb_s=float(f"{per_ms * 1000 * 1024 / 128:.6g}"),
-            price_per_request=LAMBDA_REQUEST_PRICE,
-            sources={"price_per_gb_s": f"{LAMBDA_FILE}: baseCosts.{arch}.{key} = {per_ms:g} $/ms at 128 MB "
-                                       "(x 8000 = $/GB-s; the file's figures are rounded to 2 digits)",
-                     "price_per_request": "AWS Lambda list price $0.20 per million requests (MANIFEST.md)",
-                     "limits": limits,
-                     "speed_factor": "not in the data: arm64's training speed relative to x86_64 is unmeasured"
-                                     if arch == "arm64" else "x86_64 is the reference (the profiles' rate lines)"},
-            speed_factor=1.0 if arch == "x86_64" else None))
+        offers.append(
+            FunctionOffer(
+                architecture=arch,
+                price_per_gb_s=float(f"{per_ms * 1000 * 1024 / 128:.6g}"),
+                price_per_request=LAMBDA_REQUEST_PRICE,
+                sources={
+                    "price_per_gb_s": f"{LAMBDA_FILE}: baseCosts.{arch}.{key} = {per_ms:g} $/ms at 128 MB "
+                    "(x 8000 = $/GB-s; the file's figures are rounded to 2 digits)",
+                    "price_per_request": "AWS Lambda list price $0.20 per million requests (MANIFEST.md)",
+                    "limits": limits,
+                    "speed_factor": "not in the data: arm64's training speed relative to x86_64 is unmeasured"
+                    if arch == "arm64"
+                    else "x86_64 is the reference (the profiles' rate lines)",
+                },
+                speed_factor=1.0 if arch == "x86_64" else None,
+            )
+        )
     return tuple(offers)
 
 

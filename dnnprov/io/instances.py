@@ -12,28 +12,46 @@ digits. See docs/instance-format.md.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import jsonschema
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems._fields import unknown_field
 from dnnprov.json_files import MAX_DEPTH, MAX_FILE_BYTES, MAX_INTEGER_DIGITS, parse_json, read_json_file
+from dnnprov.problems._fields import unknown_field
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
 
-__all__ = ["FORMATS", "MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INTEGER_DIGITS", "Problem", "VERSION",
-           "dumps_instance", "embedded_instance", "embedded_root", "parse_json", "problem_from_dict",
-           "read_instance", "read_json_file", "resolve_instance_path", "schema", "write_instance"]
+__all__ = [
+    "FORMATS",
+    "MAX_DEPTH",
+    "MAX_FILE_BYTES",
+    "MAX_INTEGER_DIGITS",
+    "VERSION",
+    "Problem",
+    "dumps_instance",
+    "embedded_instance",
+    "embedded_root",
+    "parse_json",
+    "problem_from_dict",
+    "read_instance",
+    "read_json_file",
+    "resolve_instance_path",
+    "schema",
+    "write_instance",
+]
 
 Problem = SpotProblem | ServerlessProblem
-FORMATS: dict[str, type[SpotProblem] | type[ServerlessProblem]] = {"dnnprov/spot": SpotProblem, "dnnprov/serverless": ServerlessProblem}
+FORMATS: dict[str, type[SpotProblem | ServerlessProblem]] = {
+    "dnnprov/spot": SpotProblem,
+    "dnnprov/serverless": ServerlessProblem,
+}
 VERSION = 1
 EMBEDDED_PREFIX = "embedded:"
-
 
 
 @cache
@@ -64,7 +82,7 @@ def problem_from_dict(data: Mapping[str, Any]) -> Problem:
 def _short(value: object, limit: int = 60) -> str:
     """``repr(value)`` cut to ``limit`` characters (error messages stay one short line)."""
     text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _schema_error(error: jsonschema.ValidationError) -> tuple[str, str]:
@@ -129,7 +147,9 @@ def embedded_instance(relative: str) -> Path:
     where = EMBEDDED_PREFIX + str(relative)
     text = str(relative)
     if not text or text.startswith(("/", "\\")) or Path(text).is_absolute() or "\\" in text:
-        raise InvalidInputError(where, "must be a relative path inside the embedded instances (e.g. spot/paper-table1.json)")
+        raise InvalidInputError(
+            where, "must be a relative path inside the embedded instances (e.g. spot/paper-table1.json)"
+        )
     if any(part == ".." for part in Path(text).parts) or "\x00" in text:
         raise InvalidInputError(where, "may not leave the embedded instances folder ('..')")
     root = embedded_root().resolve()

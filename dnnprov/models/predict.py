@@ -13,24 +13,31 @@ domain.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.result import finite_or_none
-from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.models.serverless import ServerlessModel
-from dnnprov.problems.spot import SpotProblem
 from dnnprov.models.spot import SpotModel, within_budget
+from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.problems.spot import SpotProblem
+from dnnprov.result import finite_or_none
 
 #: Points of the predicted loss curve (evenly spaced in normalized iterations).
 CURVE_POINTS = 21
 
 
-def predict(problem: SpotProblem | ServerlessProblem, *, counts: Mapping[str, int] | None = None,
-            ps: int = 1, functions: int | None = None, memory_mb: int | None = None,
-            local_batch: float | None = None) -> dict[str, Any]:
+def predict(
+    problem: SpotProblem | ServerlessProblem,
+    *,
+    counts: Mapping[str, int] | None = None,
+    ps: int = 1,
+    functions: int | None = None,
+    memory_mb: int | None = None,
+    local_batch: float | None = None,
+) -> dict[str, Any]:
     """Predict one plan of ``problem``; returns a JSON-ready dict.
 
     Spot: ``counts`` maps column labels (type name, or ``name:on-demand``) to counts
@@ -48,8 +55,10 @@ def predict(problem: SpotProblem | ServerlessProblem, *, counts: Mapping[str, in
         if counts:
             raise InvalidInputError("counts", "a serverless plan is given by functions and memory_mb, not counts")
         if functions is None or memory_mb is None:
-            raise InvalidInputError("functions" if functions is None else "memory_mb",
-                                    "missing: a serverless plan needs functions and memory_mb")
+            raise InvalidInputError(
+                "functions" if functions is None else "memory_mb",
+                "missing: a serverless plan needs functions and memory_mb",
+            )
         return _predict_serverless(problem, functions, memory_mb, ps, local_batch)
     raise InvalidInputError("problem", f"must be a SpotProblem or ServerlessProblem, got {type(problem).__name__}")
 
@@ -80,10 +89,10 @@ def _predict_spot(problem: SpotProblem, counts: Mapping[str, int], ps: int) -> d
     workers = int(e.workers[0])
     b_w, j = float(e.batch_wa[0]), float(e.iterations[0])
     times = model.iteration_times(np.array([workers]), np.array([ps]))[0]
-    speeds = cols.batch / times                                   # v^i per column
+    speeds = cols.batch / times  # v^i per column
     v = float((vector * speeds).sum())
     top = float(speeds[vector > 0].max())
-    cc = math.sqrt(max(1 - 2 * top / v + float((vector * speeds ** 2).sum()) / v ** 2, 0.0))  # eq. (5)
+    cc = math.sqrt(max(1 - 2 * top / v + float((vector * speeds**2).sum()) / v**2, 0.0))  # eq. (5)
     bandwidth = float(model.worker_bandwidth(np.array([workers]), np.array([ps]))[0])
     p = w.alpha_1 * math.sqrt(workers) + w.beta_1
     p = min(p, 1.0) if model.reference else min(max(p, 0.0), 1.0)
@@ -111,7 +120,7 @@ def _predict_spot(problem: SpotProblem, counts: Mapping[str, int], ps: int) -> d
         reasons.append(f"cost ${float(e.cost[0]):.6f} exceeds constraints.budget_usd {cons.budget_usd:g}")
     inside = bool(e.inside_domain[0])
     note = model.domain_note(b_w, workers, iterations=_f(j))
-    if not inside and note is not None:         # a plan outside the domain always has a note
+    if not inside and note is not None:  # a plan outside the domain always has a note
         reasons.append(note)
     (b_low, b_high), (k_low, k_high) = model.domain_bounds()
 
@@ -121,8 +130,13 @@ def _predict_spot(problem: SpotProblem, counts: Mapping[str, int], ps: int) -> d
     if j > 0:
         for step in np.linspace(0.0, j, CURVE_POINTS):
             loss = numerator * math.sqrt(spread) / (step + w.gamma_1) + w.gamma_5 if step + w.gamma_1 > 0 else None
-            curve.append({"iterations": float(step), "time_s": float(step / e.iteration_rate[0]),
-                          "loss": _f(loss) if loss is not None else None})
+            curve.append(
+                {
+                    "iterations": float(step),
+                    "time_s": float(step / e.iteration_rate[0]),
+                    "loss": _f(loss) if loss is not None else None,
+                }
+            )
     return {
         "kind": "spot",
         "model": problem.model,
@@ -133,9 +147,12 @@ def _predict_spot(problem: SpotProblem, counts: Mapping[str, int], ps: int) -> d
         "feasible": bool(e.feasible[0]),
         "reasons": reasons,
         "inside_domain": inside,
-        "domain": {"batch_wa": [b_low, _f(b_high)], "workers": [k_low, k_high],
-                   "note": model.domain_note(b_w, workers, cc, _f(j)),
-                   "extrapolated": model.extrapolated_axes(b_w, workers, _f(j))},
+        "domain": {
+            "batch_wa": [b_low, _f(b_high)],
+            "workers": [k_low, k_high],
+            "note": model.domain_note(b_w, workers, cc, _f(j)),
+            "extrapolated": model.extrapolated_axes(b_w, workers, _f(j)),
+        },
         "workers": workers,
         "batch_wa": b_w,
         "cc": cc,
@@ -152,13 +169,18 @@ def _predict_spot(problem: SpotProblem, counts: Mapping[str, int], ps: int) -> d
     }
 
 
-def _predict_serverless(problem: ServerlessProblem, functions: int, memory_mb: int, ps: int,
-                        local_batch: float | None) -> dict[str, Any]:
+def _predict_serverless(
+    problem: ServerlessProblem, functions: int, memory_mb: int, ps: int, local_batch: float | None
+) -> dict[str, Any]:
     n = _integer("functions", functions, 1)
     m = _integer("memory_mb", memory_mb, 1)
     s = _integer("ps", ps, 1)
-    if local_batch is not None and (isinstance(local_batch, bool) or not isinstance(local_batch, (int, float))
-                                    or not local_batch > 0 or not math.isfinite(local_batch)):
+    if local_batch is not None and (
+        isinstance(local_batch, bool)
+        or not isinstance(local_batch, (int, float))
+        or not local_batch > 0
+        or not math.isfinite(local_batch)
+    ):
         raise InvalidInputError("local_batch", f"must be a number > 0, got {local_batch!r}")
     model = ServerlessModel(problem)
     e = model.evaluate(np.array([n]), np.array([m]), np.array([s]), local_batch=local_batch)
@@ -172,7 +194,9 @@ def _predict_serverless(problem: ServerlessProblem, functions: int, memory_mb: i
 
     reasons = []
     if rate <= 0 or storage <= 0:
-        reasons.append(f"eq. (6)/(8) give a non-positive rate ({rate:g} samples/s) or storage bandwidth ({storage:g} MB/s) at {m} MB")
+        reasons.append(
+            f"eq. (6)/(8) give a non-positive rate ({rate:g} samples/s) or storage bandwidth ({storage:g} MB/s) at {m} MB"
+        )
     if m % p.memory_step_mb or m > p.max_memory_mb:
         reasons.append(f"{m} MB is not on the memory grid ({p.memory_step_mb} MB steps up to {p.max_memory_mb} MB)")
     if m < w.min_memory_mb:
@@ -193,7 +217,7 @@ def _predict_serverless(problem: ServerlessProblem, functions: int, memory_mb: i
     inside = bool(e.inside_domain[0])
     (m_low, m_high), (n_low, n_high) = model.domain_bounds()
     note = model.domain_note(n, m)
-    if not inside and note is not None:         # a plan outside the domain always has a note
+    if not inside and note is not None:  # a plan outside the domain always has a note
         reasons.append(note)
     iteration_comp = b_l / rate if rate > 0 else math.inf
     return {

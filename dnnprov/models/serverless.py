@@ -18,7 +18,6 @@ import numpy.typing as npt
 
 from dnnprov.models.side import OwnVariables
 from dnnprov.models.spot import within_budget
-
 from dnnprov.problems.domain import EDGE_SHARE, TOLERANCE
 from dnnprov.problems.serverless import ServerlessProblem
 
@@ -57,7 +56,7 @@ class ServerlessSideRows:
     low: np.ndarray
     high: np.ndarray
     names: tuple[str, ...] = ()
-    own: OwnVariables | None = None     # the user's own variables y (dnnprov.models.side)
+    own: OwnVariables | None = None  # the user's own variables y (dnnprov.models.side)
 
     def __len__(self) -> int:
         return len(self.low)
@@ -67,9 +66,15 @@ class ServerlessSideRows:
         keep = np.arange(len(self)) != i
         if not keep.any():
             return None
-        return ServerlessSideRows(self.a_n[keep], self.a_m[keep], self.a_s[keep], self.low[keep], self.high[keep],
-                                  tuple(n for j, n in enumerate(self.names) if j != i) if self.names else (),
-                                  None if self.own is None else self.own.keep(keep))
+        return ServerlessSideRows(
+            self.a_n[keep],
+            self.a_m[keep],
+            self.a_s[keep],
+            self.low[keep],
+            self.high[keep],
+            tuple(n for j, n in enumerate(self.names) if j != i) if self.names else (),
+            None if self.own is None else self.own.keep(keep),
+        )
 
     def row_ok(self, n: np.ndarray, m: np.ndarray, s: np.ndarray, tol: float = 1e-9) -> np.ndarray:
         """Which plans meet which row, shape (plans, rows); rows using own variables share one answer."""
@@ -108,11 +113,11 @@ class ServerlessModel:
         """b_l by eq. (9): the CPU-efficient batch unless the global batch would exceed b_g^max."""
         w = self.problem.workload
         n = np.asarray(functions, dtype=float)
-        return np.where(w.local_batch * n <= w.max_global_batch, float(w.local_batch),
-                        w.max_global_batch / n)
+        return np.where(w.local_batch * n <= w.max_global_batch, float(w.local_batch), w.max_global_batch / n)
 
-    def training_time(self, functions: np.ndarray, memory_mb: np.ndarray, ps: np.ndarray,
-                      local_batch: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def training_time(
+        self, functions: np.ndarray, memory_mb: np.ndarray, ps: np.ndarray, local_batch: float | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Eq. (1) without restarts: returns (T, iterations k, t_load, seconds per iteration).
 
         ``local_batch`` replaces eq. (9)'s b_l (a plan that does not follow it, such as the
@@ -121,34 +126,41 @@ class ServerlessModel:
         w, p = self.problem.workload, self.problem.platform
         n = np.asarray(functions, dtype=float)
         m = np.asarray(memory_mb, dtype=float)
-        rate = w.rate_alpha * m + w.rate_beta                                        # eq. (6)
+        rate = w.rate_alpha * m + w.rate_beta  # eq. (6)
         storage_bw = np.minimum(w.storage_alpha * m + w.storage_beta, p.storage_bandwidth_mb_s)  # eq. (8)
         ps_bw = np.minimum(p.function_bandwidth_mb_s, ps * p.ps_bandwidth_mb_s / n)  # eq. (7)
         b_l = self.local_batch(n) if local_batch is None else np.full(n.shape, float(local_batch))  # eq. (9)
-        k = w.samples * w.epochs / (b_l * n)                                        # eq. (2)
+        k = w.samples * w.epochs / (b_l * n)  # eq. (2)
         with np.errstate(divide="ignore", invalid="ignore"):
-            t_load = w.dataset_mb / (n * storage_bw)                                # eq. (3)
-            per_iteration = b_l / rate + 2 * w.model_mb / ps_bw                     # eqs. (4)-(5)
+            t_load = w.dataset_mb / (n * storage_bw)  # eq. (3)
+            per_iteration = b_l / rate + 2 * w.model_mb / ps_bw  # eqs. (4)-(5)
             valid = (rate > 0) & (storage_bw > 0)
-            time = np.where(valid, t_load + k * per_iteration, np.inf)              # eq. (1)
+            time = np.where(valid, t_load + k * per_iteration, np.inf)  # eq. (1)
         return time, k, t_load, np.where(valid, per_iteration, np.inf)
 
-    def evaluate(self, functions: npt.ArrayLike, memory_mb: npt.ArrayLike, ps: npt.ArrayLike = 1,
-                 local_batch: float | None = None) -> ServerlessEvaluation:
+    def evaluate(
+        self,
+        functions: npt.ArrayLike,
+        memory_mb: npt.ArrayLike,
+        ps: npt.ArrayLike = 1,
+        local_batch: float | None = None,
+    ) -> ServerlessEvaluation:
         """Evaluate arrays of plans (broadcast together); ``local_batch`` overrides eq. (9)."""
         prob, p = self.problem, self.problem.platform
-        n, m, s = np.broadcast_arrays(np.asarray(functions, dtype=np.int64),
-                                      np.asarray(memory_mb, dtype=np.int64),
-                                      np.asarray(ps, dtype=np.int64))
+        n, m, s = np.broadcast_arrays(
+            np.asarray(functions, dtype=np.int64), np.asarray(memory_mb, dtype=np.int64), np.asarray(ps, dtype=np.int64)
+        )
         train, k, t_load, per_iteration = self.training_time(n, m, s, local_batch)
         b_l = self.local_batch(n) if local_batch is None else np.full(n.shape, float(local_batch))
         usable = p.timeout_s - p.checkpoint_margin_s
         with np.errstate(invalid="ignore"):
             segments = np.maximum(np.ceil(train / usable), 1.0)
             time = train + (segments - 1) * p.checkpoint_overhead_s
-            cost = (n * m / 1024.0 * time * p.price_per_gb_s
-                    + n * segments * p.price_per_request
-                    + s * p.ps_price_per_h * time / 3600.0)
+            cost = (
+                n * m / 1024.0 * time * p.price_per_gb_s
+                + n * segments * p.price_per_request
+                + s * p.ps_price_per_h * time / 3600.0
+            )
         c = prob.constraints
         low, high = prob.function_range()
         grid_ok = (m % p.memory_step_mb == 0) & (m >= prob.workload.min_memory_mb) & (m <= p.max_memory_mb) & (m > 0)
@@ -156,21 +168,37 @@ class ServerlessModel:
         fits = np.isfinite(train) & (t_load + per_iteration <= usable)
         # eq. (9) can give b_g^max / n < 1 sample per function: no such plan is trainable
         whole = b_l >= 1
-        feasible = (grid_ok & fits & whole & (n >= low) & (n <= high)
-                    & (s >= c.ps_count[0]) & (s <= c.ps_count[1]) & (time <= prob.time_s * (1 + 1e-12)))
+        feasible = (
+            grid_ok
+            & fits
+            & whole
+            & (n >= low)
+            & (n <= high)
+            & (s >= c.ps_count[0])
+            & (s <= c.ps_count[1])
+            & (time <= prob.time_s * (1 + 1e-12))
+        )
         if c.budget_usd is not None:
             feasible &= within_budget(cost, c.budget_usd)
         inside = self.inside_domain(n, m)
-        if self.side is not None:           # asked about the otherwise feasible plans only (own variables)
+        if self.side is not None:  # asked about the otherwise feasible plans only (own variables)
             live = feasible & inside
             flat = np.flatnonzero(live)
             answer = np.zeros(live.size, dtype=bool)
             answer[flat] = self.side.satisfied(n.ravel()[flat], m.ravel()[flat], s.ravel()[flat])
             feasible = feasible & answer.reshape(live.shape)
-        return ServerlessEvaluation(functions=n, memory_mb=m, ps=s, local_batch=b_l,
-                                    iterations=k, time_s=time, launches=segments,
-                                    cost=np.where(np.isfinite(time), cost, np.nan),
-                                    feasible=feasible & inside, inside_domain=inside)
+        return ServerlessEvaluation(
+            functions=n,
+            memory_mb=m,
+            ps=s,
+            local_batch=b_l,
+            iterations=k,
+            time_s=time,
+            launches=segments,
+            cost=np.where(np.isfinite(time), cost, np.nan),
+            feasible=feasible & inside,
+            inside_domain=inside,
+        )
 
     def domain_bounds(self) -> tuple[tuple[float, float], tuple[int, int | None]]:
         """The memory interval (MB) and function-count interval plans may use, after extrapolation.
@@ -205,8 +233,11 @@ class ServerlessModel:
         fits_n = domain.functions is None or domain.functions[0] <= functions <= domain.functions[1]
         if not (domain.memory_mb[0] * (1 - TOLERANCE) <= memory_mb <= domain.memory_mb[1] * (1 + TOLERANCE) and fits_n):
             notes.append("extrapolated beyond the fitted ranges")
-        if (memory_mb <= m_low * (1 + EDGE_SHARE) or memory_mb >= m_high * (1 - EDGE_SHARE)
-                or (n_high is not None and functions in (n_low, n_high))):
+        if (
+            memory_mb <= m_low * (1 + EDGE_SHARE)
+            or memory_mb >= m_high * (1 - EDGE_SHARE)
+            or (n_high is not None and functions in (n_low, n_high))
+        ):
             notes.append("at the validity domain's edge")
         return f"{' and '.join(notes)}: {where}; {fitted}" if notes else None
 

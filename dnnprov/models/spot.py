@@ -15,11 +15,9 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnprov.errors import InvalidInputError
+from dnnprov.models.side import OwnVariables
 from dnnprov.problems.domain import EDGE_SHARE, NUMERATOR_SHARE, TOLERANCE, widen
 from dnnprov.problems.spot import SpotColumns, SpotProblem
-from dnnprov.models.side import OwnVariables
-
-
 
 #: The relative tolerance of the deadline T_obj and of the budget: a time or cost within it
 #: counts as meeting the limit (a cost computed to the last bit differently, say 95 ulps
@@ -40,6 +38,7 @@ def row_dot(counts: np.ndarray, vector: np.ndarray) -> np.ndarray:
     then be feasible in one call and not in another; a per-row reduction is batch-independent.
     """
     return (np.asarray(counts, dtype=float) * vector).sum(axis=-1)
+
 
 @dataclass(frozen=True)
 class SideRows:
@@ -77,16 +76,22 @@ class SideRows:
         keep = np.arange(len(self)) != i
         if not keep.any():
             return None
-        return SideRows(self.a_n[keep], self.a_s[keep], self.low[keep], self.high[keep],
-                        tuple(n for j, n in enumerate(self.names) if j != i) if self.names else (),
-                        None if self.a_u is None else self.a_u[keep],
-                        None if self.own is None else self.own.keep(keep))
+        return SideRows(
+            self.a_n[keep],
+            self.a_s[keep],
+            self.low[keep],
+            self.high[keep],
+            tuple(n for j, n in enumerate(self.names) if j != i) if self.names else (),
+            None if self.a_u is None else self.a_u[keep],
+            None if self.own is None else self.own.keep(keep),
+        )
 
     def fixed_part(self, counts: np.ndarray, ps: np.ndarray | int) -> np.ndarray:
         """Each plan's row values without the own variables, shape (plans, rows)."""
         counts = np.asarray(counts, dtype=float)
-        lhs = (counts[:, None, :] * self.a_n).sum(axis=-1) \
-            + np.broadcast_to(np.asarray(ps, dtype=float), (len(counts),))[:, None] * self.a_s  # batch-independent
+        lhs = (counts[:, None, :] * self.a_n).sum(axis=-1) + np.broadcast_to(
+            np.asarray(ps, dtype=float), (len(counts),)
+        )[:, None] * self.a_s  # batch-independent
         if self.a_u is not None:
             lhs = lhs + ((counts > 0).astype(float)[:, None, :] * self.a_u).sum(axis=-1)
         return lhs
@@ -109,7 +114,7 @@ class SideRows:
         lhs = self.fixed_part(counts, ps)
         plain = ~self.own.rows
         ok = ((lhs[:, plain] >= self.low[plain] - tol) & (lhs[:, plain] <= self.high[plain] + tol)).all(axis=1)
-        live = np.flatnonzero(ok)            # the own variables are asked about the rest only
+        live = np.flatnonzero(ok)  # the own variables are asked about the rest only
         ok[live] = self.own.feasible(lhs[live], self.low, self.high, tol)
         return ok
 
@@ -153,8 +158,16 @@ class SpotModel:
         cols = self.columns
         #: one row per vCPU-family quota: (vCPUs each column adds to it, the limit)
         self.vcpu_rows = [
-            (np.array([cols.vcpus[i] if (cols.families[i], cols.markets[i]) == (q.family, q.market)
-                       else 0 for i in range(len(cols))], dtype=np.int64), q.vcpus)
+            (
+                np.array(
+                    [
+                        cols.vcpus[i] if (cols.families[i], cols.markets[i]) == (q.family, q.market) else 0
+                        for i in range(len(cols))
+                    ],
+                    dtype=np.int64,
+                ),
+                q.vcpus,
+            )
             for q in problem.constraints.vcpu_quotas
         ]
 
@@ -168,8 +181,7 @@ class SpotModel:
         # The paper clamps P to [0, 1]; the authors' code only caps it at 1.
         p = np.minimum(p, 1.0) if self.reference else np.clip(p, 0.0, 1.0)
         contended = w.bandwidth_req_mb_s * k > total_ps
-        return np.where(contended, p * total_ps / k + (1 - p) * w.bandwidth_req_mb_s,
-                        w.bandwidth_req_mb_s)
+        return np.where(contended, p * total_ps / k + (1 - p) * w.bandwidth_req_mb_s, w.bandwidth_req_mb_s)
 
     def iteration_times(self, workers: np.ndarray, ps: np.ndarray) -> np.ndarray:
         """T^i per column for each cluster size, shape ``(len(workers), columns)``, eqs. (6)-(7)."""
@@ -180,8 +192,7 @@ class SpotModel:
             comm = comm + 2 * self.columns.gpus * w.param_size_mb / pf.pcie_bandwidth_mb_s
         return self.columns.compute_time + comm
 
-    def iterations_needed(self, batch_wa: np.ndarray, cc: np.ndarray,
-                          workers: np.ndarray) -> np.ndarray:
+    def iterations_needed(self, batch_wa: np.ndarray, cc: np.ndarray, workers: np.ndarray) -> np.ndarray:
         """Normalized iterations j solving f_loss = L_obj, eq. (3) (or the no-CC variant)."""
         w = self.problem.workload
         numerator = w.gamma_2 * batch_wa + w.gamma_3
@@ -200,20 +211,24 @@ class SpotModel:
         counts = np.atleast_2d(np.asarray(counts, dtype=np.int64))
         cols = self.columns
         if counts.ndim != 2 or counts.shape[1] != len(cols):
-            raise InvalidInputError("counts", f"an array of shape {counts.shape} is not plans of the problem's "
-                                              f"{len(cols)} columns ({', '.join(cols.labels)}): give shape (N, {len(cols)})")
+            raise InvalidInputError(
+                "counts",
+                f"an array of shape {counts.shape} is not plans of the problem's "
+                f"{len(cols)} columns ({', '.join(cols.labels)}): give shape (N, {len(cols)})",
+            )
         n_plans = counts.shape[0]
         try:
             ps = np.broadcast_to(np.asarray(ps, dtype=np.int64), (n_plans,))
         except ValueError:
-            raise InvalidInputError("ps", f"needs one PS count, or one per plan ({n_plans}); got shape "
-                                          f"{np.shape(ps)}") from None
+            raise InvalidInputError(
+                "ps", f"needs one PS count, or one per plan ({n_plans}); got shape {np.shape(ps)}"
+            ) from None
         workers = counts.sum(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
-            times = self.iteration_times(workers, ps)                   # (N, C)
-            rates = counts / times                                      # n_m / T_m
-            x = rates.sum(axis=1)                                       # 1 / T_exp, eq. (2)
-            v = (rates * cols.batch).sum(axis=1)                        # v, eq. (4)
+            times = self.iteration_times(workers, ps)  # (N, C)
+            rates = counts / times  # n_m / T_m
+            x = rates.sum(axis=1)  # 1 / T_exp, eq. (2)
+            v = (rates * cols.batch).sum(axis=1)  # v, eq. (4)
             if self.reference:
                 batch_wa = np.round(v / x, 1)
                 cc = np.zeros(n_plans)
@@ -225,14 +240,14 @@ class SpotModel:
                 time_ok = (core_time > 0) & (time <= self.problem.slo.time_s)
             else:
                 batch_wa = v / x
-                speeds = cols.batch / times                              # v^i per column
+                speeds = cols.batch / times  # v^i per column
                 v_top = np.where(counts > 0, speeds, 0.0).max(axis=1)
                 q = (counts * speeds**2).sum(axis=1)
-                cc = np.sqrt(np.maximum(1 - 2 * v_top / v + q / v**2, 0.0))   # eq. (5)
+                cc = np.sqrt(np.maximum(1 - 2 * v_top / v + q / v**2, 0.0))  # eq. (5)
                 j = self.iterations_needed(batch_wa, cc, workers)
-                time = j / x + self.problem.slo.takeover_overhead_s           # eq. (1)
+                time = j / x + self.problem.slo.takeover_overhead_s  # eq. (1)
                 price = row_dot(counts, cols.price) + ps * self.problem.platform.ps_price_per_h
-                cost = price * time / 3600                                    # eq. (11)
+                cost = price * time / 3600  # eq. (11)
                 time_ok = (j > 0) & (time <= self.problem.slo.time_s * (1 + RELATIVE_TOLERANCE))
         inside = self.inside_domain(batch_wa, workers) & self.admits_iterations(j)
         feasible = time_ok & inside
@@ -240,10 +255,19 @@ class SpotModel:
         if budget is not None:
             feasible &= within_budget(cost, budget)
         feasible &= self.admissible(counts, ps, among=feasible)
-        return SpotEvaluation(workers=workers, ps=ps, iteration_rate=x, speed=v,
-                              batch_wa=batch_wa, cc=cc, iterations=j, time_s=time,
-                              cost=np.where(workers > 0, cost, np.nan), feasible=feasible,
-                              inside_domain=inside)
+        return SpotEvaluation(
+            workers=workers,
+            ps=ps,
+            iteration_rate=x,
+            speed=v,
+            batch_wa=batch_wa,
+            cc=cc,
+            iterations=j,
+            time_s=time,
+            cost=np.where(workers > 0, cost, np.nan),
+            feasible=feasible,
+            inside_domain=inside,
+        )
 
     # ----------------------------------------------------------------- validity domain
     def domain_bounds(self) -> tuple[tuple[float, float], tuple[int, int | None]]:
@@ -306,9 +330,13 @@ class SpotModel:
             notes.append(f"target loss {loss:g} below the logged losses ({domain.loss[0]:g}-{domain.loss[1]:g})")
         if iterations is not None and domain.iterations is not None and self._beyond_iteration_limit(iterations):
             most = domain.iterations[1]
-            times = f", {iterations / most:.3g}x the most logged ({most:g})" if most > 0 else f" (the logs reach {most:g})"
-            notes.append(f"{iterations:,.0f} iterations{times}"
-                         + (f"; the domain allows x{domain.iterations_factor:g}" if domain.iterations_factor != 1 else ""))
+            times = (
+                f", {iterations / most:.3g}x the most logged ({most:g})" if most > 0 else f" (the logs reach {most:g})"
+            )
+            notes.append(
+                f"{iterations:,.0f} iterations{times}"
+                + (f"; the domain allows x{domain.iterations_factor:g}" if domain.iterations_factor != 1 else "")
+            )
         return notes
 
     def extrapolated_axes(self, batch_wa: float, workers: int, iterations: float | None = None) -> list[str]:
@@ -334,8 +362,9 @@ class SpotModel:
         limit = domain.iteration_limit() if domain is not None else None
         return limit is not None and iterations is not None and iterations > limit * (1 + TOLERANCE)
 
-    def domain_note(self, batch_wa: float, workers: int, cc: float | None = None,
-                    iterations: float | None = None) -> str | None:
+    def domain_note(
+        self, batch_wa: float, workers: int, cc: float | None = None, iterations: float | None = None
+    ) -> str | None:
         """What a result should say about a plan and the domain; ``None``: well inside.
 
         A plan is *at the edge* when |N| equals an end of the worker interval or b_w lies
@@ -349,26 +378,37 @@ class SpotModel:
             return None
         (b_low, b_high), (k_low, k_high) = self.domain_bounds()
         where = f"b_w {batch_wa:.6g}, |N| {workers}"
-        fitted = (f"the fit covers b_w {domain.batch_wa[0]:g}-{domain.batch_wa[1]:g} and |N| "
-                  f"{domain.workers[0]}-{domain.workers[1]}")
+        fitted = (
+            f"the fit covers b_w {domain.batch_wa[0]:g}-{domain.batch_wa[1]:g} and |N| "
+            f"{domain.workers[0]}-{domain.workers[1]}"
+        )
         if domain.extrapolates():
-            factors = (f"x{domain.batch_factor:g}" if domain.batch_factor == domain.workers_factor
-                       else f"x{domain.batch_factor:g} b_w, x{domain.workers_factor:g} |N|")
+            factors = (
+                f"x{domain.batch_factor:g}"
+                if domain.batch_factor == domain.workers_factor
+                else f"x{domain.batch_factor:g} b_w, x{domain.workers_factor:g} |N|"
+            )
             fitted += f" ({factors} extrapolation allowed: b_w {b_low:.6g}-{b_high:.6g}, |N| {k_low}-{k_high})"
         if b_high < widen(*domain.batch_wa, domain.batch_factor)[1] * (1 - TOLERANCE):
-            fitted += (f"; b_w capped at {b_high:.6g}, where eq. (3)'s numerator falls to "
-                       f"{NUMERATOR_SHARE:.0%} of its value at b_w {domain.batch_wa[1]:g}")
+            fitted += (
+                f"; b_w capped at {b_high:.6g}, where eq. (3)'s numerator falls to "
+                f"{NUMERATOR_SHARE:.0%} of its value at b_w {domain.batch_wa[1]:g}"
+            )
         beyond_logs = self.loss_axis_notes(iterations)
         if not bool(self.inside_domain(np.array([batch_wa]), np.array([workers]))[0]):
             return f"outside the validity domain: {where}; {fitted}"
         if iterations is not None and iterations < self.iteration_floor():
-            return (f"outside the validity domain: {iterations:.1f} iterations, below the domain's floor of "
-                    f"{domain.min_iterations:g} (eq. 3 at the very start of its curve); {where}; {fitted}")
+            return (
+                f"outside the validity domain: {iterations:.1f} iterations, below the domain's floor of "
+                f"{domain.min_iterations:g} (eq. 3 at the very start of its curve); {where}; {fitted}"
+            )
         if beyond_logs and domain.loss_axis == "enforce":
             return f"outside the validity domain (loss axis enforced): {'; '.join(beyond_logs)}; {where}; {fitted}"
         notes = []
-        if not (domain.batch_wa[0] * (1 - TOLERANCE) <= batch_wa <= domain.batch_wa[1] * (1 + TOLERANCE)
-                and domain.workers[0] <= workers <= domain.workers[1]):
+        if not (
+            domain.batch_wa[0] * (1 - TOLERANCE) <= batch_wa <= domain.batch_wa[1] * (1 + TOLERANCE)
+            and domain.workers[0] <= workers <= domain.workers[1]
+        ):
             notes.append("extrapolated beyond the fitted ranges")
         if beyond_logs:
             notes.append(f"extrapolated beyond the logs ({'; '.join(beyond_logs)})")

@@ -16,7 +16,7 @@ from dnnprov.errors import InvalidInputError
 
 # ------------------------------------------------------------------ resource limits
 #: Largest integer any field accepts (exactly representable as a float, fits int64).
-MAX_INTEGER = 2 ** 53
+MAX_INTEGER = 2**53
 #: Largest magnitude of any number (prices, times, coefficients): products of a few such
 #: numbers stay far from float overflow.
 MAX_MAGNITUDE = 1e15
@@ -41,17 +41,23 @@ MAX_MEMORY_MB = 1_048_576
 #: Sizes on the serverless memory grid (Lambda in 1 MB steps has 10,113).
 MAX_MEMORY_POINTS = 16_384
 #: Serverless plans: functions x memory sizes x PS counts.
-MAX_SERVERLESS_PLANS = 10 ** 8
+MAX_SERVERLESS_PLANS = 10**8
 #: Training samples of a serverless workload.
-MAX_SAMPLES = 10 ** 12
+MAX_SAMPLES = 10**12
 #: Batch sizes (``batch_per_gpu``, ``local_batch``, ``max_global_batch``), samples.
-MAX_BATCH = 2 ** 30
+MAX_BATCH = 2**30
 #: Characters in a name (instance, type, workload, family, PS type).
 MAX_NAME_CHARS = 200
 
 
-def number(field: str, value: object, *, minimum: float | None = None,
-           exclusive_minimum: float | None = None, maximum: float | None = None) -> float:
+def number(
+    field: str,
+    value: object,
+    *,
+    minimum: float | None = None,
+    exclusive_minimum: float | None = None,
+    maximum: float | None = None,
+) -> float:
     """Return ``value`` as a finite float, checking the stated bounds."""
     if isinstance(value, bool) or not isinstance(value, Real):
         raise InvalidInputError(field, f"must be a number, got {short(value)}")
@@ -74,8 +80,7 @@ def number(field: str, value: object, *, minimum: float | None = None,
     return result
 
 
-def integer(field: str, value: object, *, minimum: int | None = None,
-            maximum: int | None = None) -> int:
+def integer(field: str, value: object, *, minimum: int | None = None, maximum: int | None = None) -> int:
     """Return ``value`` as an int, refusing floats with a fractional part and bools."""
     if isinstance(value, bool):
         raise InvalidInputError(field, f"must be an integer, got {value!r}")
@@ -129,7 +134,9 @@ def name(field: str, value: object) -> str:
     text(field, value)
     assert isinstance(value, str)
     if len(value) > MAX_NAME_CHARS:
-        raise InvalidInputError(field, f"a name of {len(value):,} characters is longer than the limit of {MAX_NAME_CHARS}")
+        raise InvalidInputError(
+            field, f"a name of {len(value):,} characters is longer than the limit of {MAX_NAME_CHARS}"
+        )
     bad = next((c for c in value if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")), None)
     if bad is not None:
         raise InvalidInputError(field, f"may not contain control or format characters (found U+{ord(bad):04X})")
@@ -148,12 +155,12 @@ def short(value: object, limit: int = 60) -> str:
         text = repr(value)
     except ValueError:  # an int too long to print
         return "a huge number"
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _magnitude(value: object) -> str:
     """A huge number in words (``repr`` of a 5,000-digit int fails, and is unreadable)."""
-    if isinstance(value, int) and abs(value) >= 10 ** 15:
+    if isinstance(value, int) and abs(value) >= 10**15:
         return f"a number of about {int(abs(value).bit_length() * math.log10(2)) + 1} digits"
     return short(value)
 
@@ -162,8 +169,9 @@ def count(field: str, value: object, *, minimum: int, limit: int) -> int:
     """An integer count >= ``minimum`` within the resource limit ``limit``."""
     result = integer(field, value, minimum=minimum)
     if result > limit:
-        raise InvalidInputError(field, f"{_magnitude(result)} is above the limit of {limit:,} "
-                                       "(resource limits: docs/instance-format.md)")
+        raise InvalidInputError(
+            field, f"{_magnitude(result)} is above the limit of {limit:,} (resource limits: docs/instance-format.md)"
+        )
     return result
 
 
@@ -172,8 +180,7 @@ def optional_count(field: str, value: object, *, minimum: int, limit: int) -> in
     return None if value is None else count(field, value, minimum=minimum, limit=limit)
 
 
-def int_range(field: str, value: object, *, minimum: int,
-              limit: int | None = None) -> tuple[int, int | None]:
+def int_range(field: str, value: object, *, minimum: int, limit: int | None = None) -> tuple[int, int | None]:
     """A ``[low, high]`` pair of integers; ``high`` may be ``None`` (no upper limit)."""
     if not isinstance(value, (list, tuple)) or len(value) != 2:
         raise InvalidInputError(field, f"must be a pair [low, high], got {short(value)}")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable, Mapping
 from dataclasses import fields
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from dnnprov.problems._checks import short
 from dnnprov.errors import InvalidInputError
+from dnnprov.problems._checks import short
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -20,8 +21,7 @@ def mapping(field: str, value: object) -> Mapping[str, Any]:
     return value
 
 
-def check_keys(field: str, data: Mapping[str, Any], required: Iterable[str],
-               optional: Iterable[str]) -> None:
+def check_keys(field: str, data: Mapping[str, Any], required: Iterable[str], optional: Iterable[str]) -> None:
     """Refuse missing required keys and unknown keys (with a did-you-mean hint).
 
     Units are part of field names (``time_s``, ``price_per_h``), so a wrong unit suffix
@@ -38,10 +38,18 @@ def check_keys(field: str, data: Mapping[str, Any], required: Iterable[str],
 
 
 #: Words of a key that name another field's word: ``slo.deadline_s`` is ``slo.time_s``.
-SYNONYMS = {"deadline": "time", "duration": "time", "quotas": "quota", "gpu": "gpus",
-            "market": "markets", "budget": "budget_usd"}
-_TYPE_QUOTAS = ("per-type quotas are instance_types.NAME.quota (on demand: instance_types.NAME.on_demand_quota); "
-                "vCPU quotas per family are constraints.vcpu_quotas")
+SYNONYMS = {
+    "deadline": "time",
+    "duration": "time",
+    "quotas": "quota",
+    "gpu": "gpus",
+    "market": "markets",
+    "budget": "budget_usd",
+}
+_TYPE_QUOTAS = (
+    "per-type quotas are instance_types.NAME.quota (on demand: instance_types.NAME.on_demand_quota); "
+    "vCPU quotas per family are constraints.vcpu_quotas"
+)
 #: Keys written where another field belongs: (parent field, key) -> (a key the parent must
 #: know for the hint to apply, where the field is).
 MISPLACED = {
@@ -65,8 +73,9 @@ def unknown_field(field: str, key: object, known: Iterable[str], *, see: str = "
     if needs in known:
         return f"unknown field; {where}" + (f" (see {see})" if see else "")
     translated = "_".join(SYNONYMS.get(word, word) for word in key.split("_"))
-    close = (difflib.get_close_matches(translated, known, n=1, cutoff=0.6)
-             or difflib.get_close_matches(key, known, n=1, cutoff=0.6))
+    close = difflib.get_close_matches(translated, known, n=1, cutoff=0.6) or difflib.get_close_matches(
+        key, known, n=1, cutoff=0.6
+    )
     if close:
         return f"unknown field; did you mean {close[0]!r}? (units are part of field names{suffix})"
     return f"unknown field (units are part of field names{suffix})" if see else "unknown field"

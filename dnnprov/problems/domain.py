@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
+from dnnprov.errors import InvalidInputError
 from dnnprov.problems import _checks as check
 from dnnprov.problems._fields import check_keys, drop_none, mapping, set_field
-from dnnprov.errors import InvalidInputError
 
 #: Relative tolerance of the b_w and memory bounds (float round-off of eq. 4).
 TOLERANCE = 1e-9
@@ -71,8 +72,9 @@ def widen_int(low: int, high: int, factor: float) -> tuple[int, int]:
     return max(1, math.ceil(lo - TOLERANCE)), math.floor(hi + TOLERANCE)
 
 
-def numerator_range(batch_wa: tuple[float, float], gamma_2: float, gamma_3: float,
-                    share: float = NUMERATOR_SHARE) -> tuple[float, float]:
+def numerator_range(
+    batch_wa: tuple[float, float], gamma_2: float, gamma_3: float, share: float = NUMERATOR_SHARE
+) -> tuple[float, float]:
     """The b_w interval where eq. (3)'s numerator keeps ``share`` of its value at the fitted edge.
 
     Derivation. Solved for j, eq. (3) reads j + gamma_1 = A(b_w) c(R, |N|) / (L_obj - gamma_5)
@@ -179,10 +181,15 @@ class SpotDomain:
         """Whether any axis allows extrapolation (a factor above 1)."""
         return max(self.workers_factor, self.batch_factor) > 1
 
-    def with_extrapolation(self, factor: float) -> "SpotDomain":
+    def with_extrapolation(self, factor: float) -> SpotDomain:
         """This domain with ``factor`` on every axis (the per-axis factors dropped)."""
-        return dataclasses.replace(self, extrapolation=factor, extrapolation_workers=None,
-                                   extrapolation_batch_wa=None, extrapolation_iterations=None)
+        return dataclasses.replace(
+            self,
+            extrapolation=factor,
+            extrapolation_workers=None,
+            extrapolation_batch_wa=None,
+            extrapolation_iterations=None,
+        )
 
     def batch_bounds(self, gamma_2: float, gamma_3: float) -> tuple[float, float]:
         """The b_w interval plans may use: widened by the b_w factor, capped by :func:`numerator_range`."""
@@ -203,35 +210,63 @@ class SpotDomain:
         return None if self.iterations is None else self.iterations[1] * self.iterations_factor
 
     @classmethod
-    def from_dict(cls, data: object) -> "SpotDomain":
+    def from_dict(cls, data: object) -> SpotDomain:
         """Build from the ``workload.domain`` object of a file."""
         data = mapping("workload.domain", data)
-        check_keys("workload.domain", data, ["batch_wa", "workers"],
-                   ["cc", "extrapolation", "source", "extrapolation_workers", "extrapolation_batch_wa",
-                    "loss", "iterations", "extrapolation_iterations", "loss_axis", "min_iterations"])
-        pairs: dict[str, Any] = {key: tuple(data[key]) if isinstance(data.get(key), list) else data.get(key)
-                 for key in ("batch_wa", "workers", "cc", "loss", "iterations")}
-        return cls(**pairs, extrapolation=data.get("extrapolation", 1.0), source=data.get("source", ""),
-                   extrapolation_workers=data.get("extrapolation_workers"),
-                   extrapolation_batch_wa=data.get("extrapolation_batch_wa"),
-                   extrapolation_iterations=data.get("extrapolation_iterations"),
-                   loss_axis=data.get("loss_axis", "flag"),
-                   min_iterations=data.get("min_iterations", MIN_ITERATIONS))
+        check_keys(
+            "workload.domain",
+            data,
+            ["batch_wa", "workers"],
+            [
+                "cc",
+                "extrapolation",
+                "source",
+                "extrapolation_workers",
+                "extrapolation_batch_wa",
+                "loss",
+                "iterations",
+                "extrapolation_iterations",
+                "loss_axis",
+                "min_iterations",
+            ],
+        )
+        pairs: dict[str, Any] = {
+            key: tuple(data[key]) if isinstance(data.get(key), list) else data.get(key)
+            for key in ("batch_wa", "workers", "cc", "loss", "iterations")
+        }
+        return cls(
+            **pairs,
+            extrapolation=data.get("extrapolation", 1.0),
+            source=data.get("source", ""),
+            extrapolation_workers=data.get("extrapolation_workers"),
+            extrapolation_batch_wa=data.get("extrapolation_batch_wa"),
+            extrapolation_iterations=data.get("extrapolation_iterations"),
+            loss_axis=data.get("loss_axis", "flag"),
+            min_iterations=data.get("min_iterations", MIN_ITERATIONS),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The ``workload.domain`` object (``from_dict(to_dict())`` gives an equal domain)."""
+
         def pair(value: tuple[float, float] | None) -> list[float] | None:
             return list(value) if value is not None else None
 
-        return drop_none({"batch_wa": list(self.batch_wa), "workers": list(self.workers),
-                          "cc": pair(self.cc), "extrapolation": self.extrapolation,
-                          "extrapolation_workers": self.extrapolation_workers,
-                          "extrapolation_batch_wa": self.extrapolation_batch_wa,
-                          "loss": pair(self.loss), "iterations": pair(self.iterations),
-                          "extrapolation_iterations": self.extrapolation_iterations,
-                          "loss_axis": self.loss_axis if self.loss_axis != "flag" else None,
-                          "min_iterations": self.min_iterations if self.min_iterations != MIN_ITERATIONS else None,
-                          "source": self.source})
+        return drop_none(
+            {
+                "batch_wa": list(self.batch_wa),
+                "workers": list(self.workers),
+                "cc": pair(self.cc),
+                "extrapolation": self.extrapolation,
+                "extrapolation_workers": self.extrapolation_workers,
+                "extrapolation_batch_wa": self.extrapolation_batch_wa,
+                "loss": pair(self.loss),
+                "iterations": pair(self.iterations),
+                "extrapolation_iterations": self.extrapolation_iterations,
+                "loss_axis": self.loss_axis if self.loss_axis != "flag" else None,
+                "min_iterations": self.min_iterations if self.min_iterations != MIN_ITERATIONS else None,
+                "source": self.source,
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -255,7 +290,7 @@ class ServerlessDomain:
         set_field(self, "extrapolation", check.number(f"{d}.extrapolation", self.extrapolation, minimum=1))
         check.text(f"{d}.source", self.source, allow_empty=True)
 
-    def with_extrapolation(self, factor: float) -> "ServerlessDomain":
+    def with_extrapolation(self, factor: float) -> ServerlessDomain:
         """This domain with extrapolation factor ``factor``."""
         return dataclasses.replace(self, extrapolation=factor)
 
@@ -270,23 +305,31 @@ class ServerlessDomain:
         return widen_int(*self.functions, self.extrapolation)
 
     @classmethod
-    def from_dict(cls, data: object) -> "ServerlessDomain":
+    def from_dict(cls, data: object) -> ServerlessDomain:
         """Build from the ``workload.domain`` object of a file."""
         data = mapping("workload.domain", data)
         check_keys("workload.domain", data, ["memory_mb"], ["functions", "extrapolation", "source"])
         memory, functions = data["memory_mb"], data.get("functions")
-        return cls(memory_mb=tuple(memory) if isinstance(memory, list) else memory,
-                   functions=tuple(functions) if isinstance(functions, list) else functions,
-                   extrapolation=data.get("extrapolation", 1.0), source=data.get("source", ""))
+        return cls(
+            memory_mb=tuple(memory) if isinstance(memory, list) else memory,
+            functions=tuple(functions) if isinstance(functions, list) else functions,
+            extrapolation=data.get("extrapolation", 1.0),
+            source=data.get("source", ""),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The ``workload.domain`` object."""
-        return drop_none({"memory_mb": list(self.memory_mb),
-                          "functions": list(self.functions) if self.functions is not None else None,
-                          "extrapolation": self.extrapolation, "source": self.source})
+        return drop_none(
+            {
+                "memory_mb": list(self.memory_mb),
+                "functions": list(self.functions) if self.functions is not None else None,
+                "extrapolation": self.extrapolation,
+                "source": self.source,
+            }
+        )
 
 
-def as_domain(cls: type[SpotDomain] | type[ServerlessDomain], value: object) -> Any:
+def as_domain(cls: type[SpotDomain | ServerlessDomain], value: object) -> Any:
     """``value`` as a ``cls`` domain: ``None``, an instance, or its dict form."""
     if value is None or isinstance(value, cls):
         return value

@@ -20,16 +20,17 @@ skypilot-org/spot-traces (Can't Be Late, NSDI 2024), as kept in ``../shared/data
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
-from dnnprov.problems import _checks as check
-from dnnprov.problems._fields import drop_none
 from dnnprov.errors import InvalidInputError
 from dnnprov.json_files import read_json_file
+from dnnprov.problems import _checks as check
+from dnnprov.problems._fields import drop_none
 
 HOURS_PER_MONTH = 730.0
 #: Spot Advisor bucket -> the monthly interruption share we take (the bucket midpoint;
@@ -54,20 +55,24 @@ class Interruption:
     def __post_init__(self) -> None:
         where = "interruption"
         object.__setattr__(self, "rate_per_h", check.number(f"{where}.rate_per_h", self.rate_per_h, minimum=0))
-        object.__setattr__(self, "mean_regain_s", check.optional_number(f"{where}.mean_regain_s", self.mean_regain_s, minimum=0))
+        object.__setattr__(
+            self, "mean_regain_s", check.optional_number(f"{where}.mean_regain_s", self.mean_regain_s, minimum=0)
+        )
         if not isinstance(self.source, str) or not self.source.strip():
             raise InvalidInputError(f"{where}.source", "must say where the rate came from (a non-empty string)")
         if self.zone is not None and (not isinstance(self.zone, str) or not self.zone):
             raise InvalidInputError(f"{where}.zone", f"must be a non-empty string, got {self.zone!r}")
 
     @classmethod
-    def from_dict(cls, where: str, data: object) -> "Interruption":
+    def from_dict(cls, where: str, data: object) -> Interruption:
         """Build from the instance-file form ``{"rate_per_h", "source", "mean_regain_s", "zone"}``."""
         if not isinstance(data, Mapping):
             raise InvalidInputError(where, "must be an object with rate_per_h and source")
         unknown = sorted(set(data) - {"rate_per_h", "source", "mean_regain_s", "zone"})
         if unknown:
-            raise InvalidInputError(f"{where}.{unknown[0]}", "unknown field (expected rate_per_h, source, mean_regain_s, zone)")
+            raise InvalidInputError(
+                f"{where}.{unknown[0]}", "unknown field (expected rate_per_h, source, mean_regain_s, zone)"
+            )
         for key in ("rate_per_h", "source"):
             if key not in data:
                 raise InvalidInputError(f"{where}.{key}", "missing")
@@ -78,8 +83,14 @@ class Interruption:
 
     def to_dict(self) -> dict[str, Any]:
         """The instance-file form (``None`` fields omitted)."""
-        return drop_none({"rate_per_h": self.rate_per_h, "source": self.source,
-                          "mean_regain_s": self.mean_regain_s, "zone": self.zone})
+        return drop_none(
+            {
+                "rate_per_h": self.rate_per_h,
+                "source": self.source,
+                "mean_regain_s": self.mean_regain_s,
+                "zone": self.zone,
+            }
+        )
 
 
 def from_advisor_bucket(bucket: int, *, source: str = "", zone: str | None = None) -> Interruption:
@@ -87,8 +98,10 @@ def from_advisor_bucket(bucket: int, *, source: str = "", zone: str | None = Non
     bucket = check.integer("interruption_bucket", bucket, minimum=0, maximum=4)
     share = BUCKET_SHARE[bucket]
     rate = -math.log1p(-share) / HOURS_PER_MONTH
-    what = (f"Spot Advisor bucket {bucket} ({BUCKET_LABELS[bucket]} of instances interrupted per month): "
-            f"{100 * share:g} % a month -> {rate:.6g} per instance-hour")
+    what = (
+        f"Spot Advisor bucket {bucket} ({BUCKET_LABELS[bucket]} of instances interrupted per month): "
+        f"{100 * share:g} % a month -> {rate:.6g} per instance-hour"
+    )
     return Interruption(rate_per_h=rate, source=f"{what}{'; ' + source if source else ''}", zone=zone)
 
 
@@ -138,7 +151,7 @@ def trace_from_dict(raw: object, path: str, field: str | None = None) -> Trace:
     ``"PATH: "``)."""
     name = f"{path}: " if field is None else field
     if not isinstance(raw, Mapping) or not isinstance(raw.get("metadata"), Mapping):
-        raise InvalidInputError(f"{name}metadata", "a trace is {\"metadata\": {\"gap_seconds\": G}, \"data\": [...]}")
+        raise InvalidInputError(f"{name}metadata", 'a trace is {"metadata": {"gap_seconds": G}, "data": [...]}')
     for where, keys, known in (("", raw, TRACE_FIELDS), ("metadata.", raw["metadata"], METADATA_FIELDS)):
         unknown = [k for k in keys if k not in known]
         if unknown:
@@ -175,8 +188,13 @@ class TraceFit:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``dnnprov risk fit --json``)."""
-        return {"trace": self.trace, "losses": self.losses, "instance_hours": self.instance_hours,
-                "regains": self.regains, "interruption": self.interruption.to_dict()}
+        return {
+            "trace": self.trace,
+            "losses": self.losses,
+            "instance_hours": self.instance_hours,
+            "regains": self.regains,
+            "interruption": self.interruption.to_dict(),
+        }
 
 
 def regain_times(trace: Trace) -> tuple[np.ndarray, list[float]]:
@@ -188,7 +206,7 @@ def regain_times(trace: Trace) -> tuple[np.ndarray, list[float]]:
     """
     alive = trace.alive.tolist()
     drops = np.maximum(trace.alive[:-1] - trace.alive[1:], 0)
-    back = [-1] * len(alive)                     # first j > i with alive[j] >= alive[i]
+    back = [-1] * len(alive)  # first j > i with alive[j] >= alive[i]
     stack: list[int] = []
     for i in range(len(alive) - 1, -1, -1):
         while stack and alive[stack[-1]] < alive[i]:
@@ -224,11 +242,21 @@ def fit_traces(traces: list[Trace]) -> TraceFit:
     if hours <= 0:
         raise InvalidInputError(names, "no instance-hour alive: the loss rate is undefined")
     days = sum(t.duration_s for t in traces) / 86400
-    source = (f"fitted from {names}: {losses} instances lost over {hours:.1f} instance-hours "
-              f"({days:.1f} trace-days); {len(regain)} drops regained")
+    source = (
+        f"fitted from {names}: {losses} instances lost over {hours:.1f} instance-hours "
+        f"({days:.1f} trace-days); {len(regain)} drops regained"
+    )
     zones = {t.zone for t in traces}
-    interruption = Interruption(rate_per_h=losses / hours, source=source,
-                                mean_regain_s=float(np.mean(regain)) if regain else None,
-                                zone=zones.pop() if len(zones) == 1 else None)
-    return TraceFit(trace=", ".join(t.path for t in traces), losses=losses, instance_hours=hours,
-                    regains=len(regain), interruption=interruption)
+    interruption = Interruption(
+        rate_per_h=losses / hours,
+        source=source,
+        mean_regain_s=float(np.mean(regain)) if regain else None,
+        zone=zones.pop() if len(zones) == 1 else None,
+    )
+    return TraceFit(
+        trace=", ".join(t.path for t in traces),
+        losses=losses,
+        instance_hours=hours,
+        regains=len(regain),
+        interruption=interruption,
+    )

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any
 
-from dnnprov.problems import _checks as check, plausibility
-from dnnprov.problems._fields import build as _build, check_format, check_keys, drop_none, estimated_fields as _estimated, mapping, set_field as _set
-from dnnprov.problems.domain import ServerlessDomain, as_domain
 from dnnprov.errors import InvalidInputError
+from dnnprov.problems import _checks as check, plausibility
+from dnnprov.problems._fields import (
+    build as _build,
+    check_format,
+    check_keys,
+    drop_none,
+    estimated_fields as _estimated,
+    mapping,
+    set_field as _set,
+)
+from dnnprov.problems.domain import ServerlessDomain, as_domain
 
 
 @dataclass(frozen=True)
@@ -44,12 +53,22 @@ class ServerlessWorkload:
         _set(self, "epochs", check.number(f"{w}.epochs", self.epochs, exclusive_minimum=0))
         _set(self, "model_mb", check.number(f"{w}.model_mb", self.model_mb, exclusive_minimum=0))
         _set(self, "local_batch", check.count(f"{w}.local_batch", self.local_batch, minimum=1, limit=check.MAX_BATCH))
-        _set(self, "max_global_batch", check.count(f"{w}.max_global_batch", self.max_global_batch, minimum=1, limit=check.MAX_BATCH))
+        _set(
+            self,
+            "max_global_batch",
+            check.count(f"{w}.max_global_batch", self.max_global_batch, minimum=1, limit=check.MAX_BATCH),
+        )
         for name in ("rate_alpha", "rate_beta", "storage_alpha", "storage_beta"):
             _set(self, name, check.number(f"{w}.{name}", getattr(self, name)))
-        _set(self, "min_memory_mb", check.count(f"{w}.min_memory_mb", self.min_memory_mb, minimum=1, limit=check.MAX_MEMORY_MB))
+        _set(
+            self,
+            "min_memory_mb",
+            check.count(f"{w}.min_memory_mb", self.min_memory_mb, minimum=1, limit=check.MAX_MEMORY_MB),
+        )
         if self.max_global_batch < self.local_batch:
-            raise InvalidInputError(f"{w}.max_global_batch", f"{self.max_global_batch} is below local_batch {self.local_batch}")
+            raise InvalidInputError(
+                f"{w}.max_global_batch", f"{self.max_global_batch} is below local_batch {self.local_batch}"
+            )
         _set(self, "estimated", _estimated(f"{w}.estimated", self.estimated, self))
         _set(self, "domain", as_domain(ServerlessDomain, self.domain))
 
@@ -76,21 +95,44 @@ class ServerlessPlatform:
         p = "platform"
         for name in ("ps_bandwidth_mb_s", "function_bandwidth_mb_s", "storage_bandwidth_mb_s", "timeout_s"):
             _set(self, name, check.number(f"{p}.{name}", getattr(self, name), exclusive_minimum=0))
-        for name in ("price_per_gb_s", "price_per_request", "checkpoint_margin_s", "checkpoint_overhead_s", "ps_price_per_h"):
+        for name in (
+            "price_per_gb_s",
+            "price_per_request",
+            "checkpoint_margin_s",
+            "checkpoint_overhead_s",
+            "ps_price_per_h",
+        ):
             _set(self, name, check.number(f"{p}.{name}", getattr(self, name), minimum=0))
-        _set(self, "memory_step_mb", check.count(f"{p}.memory_step_mb", self.memory_step_mb, minimum=1, limit=check.MAX_MEMORY_MB))
-        _set(self, "max_memory_mb", check.count(f"{p}.max_memory_mb", self.max_memory_mb, minimum=self.memory_step_mb, limit=check.MAX_MEMORY_MB))
-        _set(self, "concurrency_limit", check.count(f"{p}.concurrency_limit", self.concurrency_limit, minimum=1, limit=check.MAX_FUNCTIONS))
+        _set(
+            self,
+            "memory_step_mb",
+            check.count(f"{p}.memory_step_mb", self.memory_step_mb, minimum=1, limit=check.MAX_MEMORY_MB),
+        )
+        _set(
+            self,
+            "max_memory_mb",
+            check.count(
+                f"{p}.max_memory_mb", self.max_memory_mb, minimum=self.memory_step_mb, limit=check.MAX_MEMORY_MB
+            ),
+        )
+        _set(
+            self,
+            "concurrency_limit",
+            check.count(f"{p}.concurrency_limit", self.concurrency_limit, minimum=1, limit=check.MAX_FUNCTIONS),
+        )
         check.name(f"{p}.ps_type", self.ps_type)
         if self.checkpoint_margin_s >= self.timeout_s:
-            raise InvalidInputError(f"{p}.checkpoint_margin_s", f"{self.checkpoint_margin_s:g} s leaves no time within timeout_s = {self.timeout_s:g} s")
+            raise InvalidInputError(
+                f"{p}.checkpoint_margin_s",
+                f"{self.checkpoint_margin_s:g} s leaves no time within timeout_s = {self.timeout_s:g} s",
+            )
 
 
 @dataclass(frozen=True)
 class ServerlessConstraints:
     """Side constraints: PS count and function-count ranges (inclusive), a budget cap."""
 
-    ps_count: tuple[int, int] = (1, 1)          # the upper limit is required
+    ps_count: tuple[int, int] = (1, 1)  # the upper limit is required
     functions: tuple[int, int | None] = (1, None)
     budget_usd: float | None = None
 
@@ -119,30 +161,46 @@ class ServerlessProblem:
         _set(self, "time_s", check.number("slo.time_s", self.time_s, exclusive_minimum=0))
         check.name("name", self.name)
         check.text("notes", self.notes, allow_empty=True)
-        for part, cls in (("workload", ServerlessWorkload), ("platform", ServerlessPlatform),
-                          ("constraints", ServerlessConstraints)):
+        for part, cls in (
+            ("workload", ServerlessWorkload),
+            ("platform", ServerlessPlatform),
+            ("constraints", ServerlessConstraints),
+        ):
             if not isinstance(getattr(self, part), cls):
                 raise InvalidInputError(part, f"must be a {cls.__name__}, got {type(getattr(self, part)).__name__}")
         w, p = self.workload, self.platform
         if w.min_memory_mb > p.max_memory_mb:
-            raise InvalidInputError("workload.min_memory_mb", f"{w.min_memory_mb} MB is above platform.max_memory_mb = {p.max_memory_mb}")
+            raise InvalidInputError(
+                "workload.min_memory_mb", f"{w.min_memory_mb} MB is above platform.max_memory_mb = {p.max_memory_mb}"
+            )
         sizes = self.memory_sizes()
         if not sizes:
-            raise InvalidInputError("platform.memory_step_mb", "no memory size on the grid lies between min_memory_mb and max_memory_mb")
+            raise InvalidInputError(
+                "platform.memory_step_mb", "no memory size on the grid lies between min_memory_mb and max_memory_mb"
+            )
         if sizes > check.MAX_MEMORY_POINTS:
-            raise InvalidInputError("platform.memory_step_mb", f"{p.memory_step_mb} MB steps up to {p.max_memory_mb:,} MB "
-                                    f"make {sizes:,} memory sizes, more than the limit of {check.MAX_MEMORY_POINTS:,} "
-                                    "(resource limits: docs/instance-format.md)")
+            raise InvalidInputError(
+                "platform.memory_step_mb",
+                f"{p.memory_step_mb} MB steps up to {p.max_memory_mb:,} MB "
+                f"make {sizes:,} memory sizes, more than the limit of {check.MAX_MEMORY_POINTS:,} "
+                "(resource limits: docs/instance-format.md)",
+            )
         low, high = self.function_range()
         if low > high:
-            raise InvalidInputError("constraints.functions", f"the range starts at {low} functions, above "
-                                    f"the limit of {high} (constraints.functions / platform.concurrency_limit)")
+            raise InvalidInputError(
+                "constraints.functions",
+                f"the range starts at {low} functions, above "
+                f"the limit of {high} (constraints.functions / platform.concurrency_limit)",
+            )
         ps_low, ps_high = self.constraints.ps_count
         plans = (high - low + 1) * sizes * (ps_high - ps_low + 1)
         if plans > check.MAX_SERVERLESS_PLANS:
-            raise InvalidInputError("constraints.functions", f"{high - low + 1:,} function counts x {sizes:,} memory sizes x "
-                                    f"{ps_high - ps_low + 1} PS counts make {plans:,} plans, more than the limit of "
-                                    f"{check.MAX_SERVERLESS_PLANS:,} (resource limits: docs/instance-format.md)")
+            raise InvalidInputError(
+                "constraints.functions",
+                f"{high - low + 1:,} function counts x {sizes:,} memory sizes x "
+                f"{ps_high - ps_low + 1} PS counts make {plans:,} plans, more than the limit of "
+                f"{check.MAX_SERVERLESS_PLANS:,} (resource limits: docs/instance-format.md)",
+            )
         plausibility.warn(plausibility.serverless_findings(self))
 
     def _first_memory(self) -> int:
@@ -165,21 +223,36 @@ class ServerlessProblem:
         limit = self.platform.concurrency_limit
         return low, limit if high is None else min(high, limit)
 
-    def replace(self, **changes: Any) -> "ServerlessProblem":
+    def replace(self, **changes: Any) -> ServerlessProblem:
         """A copy with some top-level fields changed (validated again)."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values.update(changes)
         return ServerlessProblem(**values)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "ServerlessProblem":
+    def from_dict(cls, data: Mapping[str, Any]) -> ServerlessProblem:
         """Build from the instance-file dict (see docs/instance-format.md)."""
         data = mapping("", data)
         check_keys("", data, ["format", "version", "workload", "slo"], ["name", "notes", "platform", "constraints"])
         check_format(data, "dnnprov/serverless")
-        workload = _build(ServerlessWorkload, "workload", data["workload"],
-                          ["name", "dataset_mb", "samples", "epochs", "model_mb", "local_batch",
-                           "max_global_batch", "rate_alpha", "rate_beta", "storage_alpha", "storage_beta"])
+        workload = _build(
+            ServerlessWorkload,
+            "workload",
+            data["workload"],
+            [
+                "name",
+                "dataset_mb",
+                "samples",
+                "epochs",
+                "model_mb",
+                "local_batch",
+                "max_global_batch",
+                "rate_alpha",
+                "rate_beta",
+                "storage_alpha",
+                "storage_beta",
+            ],
+        )
         slo = mapping("slo", data["slo"])
         check_keys("slo", slo, ["time_s"], [])
         platform = _build(ServerlessPlatform, "platform", data.get("platform", {}), [])
@@ -188,9 +261,14 @@ class ServerlessProblem:
         for key in ("ps_count", "functions"):
             if key in cons and isinstance(cons[key], list):
                 cons[key] = tuple(cons[key])
-        return cls(workload=workload, time_s=slo["time_s"], platform=platform,
-                   constraints=ServerlessConstraints(**cons), name=data.get("name", "serverless"),
-                   notes=data.get("notes", ""))
+        return cls(
+            workload=workload,
+            time_s=slo["time_s"],
+            platform=platform,
+            constraints=ServerlessConstraints(**cons),
+            name=data.get("name", "serverless"),
+            notes=data.get("notes", ""),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The instance-file dict; ``from_dict(to_dict())`` gives an equal problem."""
@@ -207,6 +285,7 @@ class ServerlessProblem:
             "workload": workload,
             "platform": {f.name: getattr(self.platform, f.name) for f in fields(self.platform)},
             "slo": {"time_s": self.time_s},
-            "constraints": drop_none({"ps_count": list(c.ps_count), "functions": list(c.functions),
-                                      "budget_usd": c.budget_usd}),
+            "constraints": drop_none(
+                {"ps_count": list(c.ps_count), "functions": list(c.functions), "budget_usd": c.budget_usd}
+            ),
         }

@@ -9,15 +9,24 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
-from dnnprov.problems import _checks as check, plausibility
-from dnnprov.problems._fields import build as _build, check_format, check_keys, drop_none, estimated_fields as _estimated, mapping, set_field as _set
-from dnnprov.problems.domain import SpotDomain, as_domain
 from dnnprov.errors import InvalidInputError
+from dnnprov.problems import _checks as check, plausibility
+from dnnprov.problems._fields import (
+    build as _build,
+    check_format,
+    check_keys,
+    drop_none,
+    estimated_fields as _estimated,
+    mapping,
+    set_field as _set,
+)
+from dnnprov.problems.domain import SpotDomain, as_domain
 from dnnprov.problems.interruption import Interruption
 
 MODELS = ("paper", "reference")
@@ -61,15 +70,17 @@ class SpotPool:
 
     def __post_init__(self) -> None:
         if not isinstance(self.zone, str) or len(self.zone) > 64 or not ZONE_PATTERN.match(self.zone):
-            raise InvalidInputError("zone", f"must be an availability-zone name such as us-east-1a or us-central1-a, "
-                                            f"got {check.short(self.zone)}")
+            raise InvalidInputError(
+                "zone",
+                f"must be an availability-zone name such as us-east-1a or us-central1-a, got {check.short(self.zone)}",
+            )
         _set(self, "spot_price_per_h", check.optional_number("spot_price_per_h", self.spot_price_per_h, minimum=0))
         _set(self, "capacity", check.optional_count("capacity", self.capacity, minimum=0, limit=check.MAX_QUOTA))
         if self.interruption is not None and not isinstance(self.interruption, Interruption):
             _set(self, "interruption", Interruption.from_dict("interruption", self.interruption))
 
     @classmethod
-    def from_dict(cls, where: str, data: object) -> "SpotPool":
+    def from_dict(cls, where: str, data: object) -> SpotPool:
         """Build from the instance-file form ``{"zone", "spot_price_per_h", "capacity", "interruption"}``."""
         data = mapping(where, data)
         check_keys(where, data, ["zone"], ["spot_price_per_h", "capacity", "interruption"])
@@ -80,8 +91,14 @@ class SpotPool:
 
     def to_dict(self) -> dict[str, Any]:
         """The instance-file form (``None`` fields omitted)."""
-        return drop_none({"zone": self.zone, "spot_price_per_h": self.spot_price_per_h, "capacity": self.capacity,
-                          "interruption": self.interruption.to_dict() if self.interruption else None})
+        return drop_none(
+            {
+                "zone": self.zone,
+                "spot_price_per_h": self.spot_price_per_h,
+                "capacity": self.capacity,
+                "interruption": self.interruption.to_dict() if self.interruption else None,
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -117,7 +134,9 @@ class InstanceType:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
-            raise InvalidInputError("instance_types", f"type name must be a non-empty string, got {check.short(self.name)}")
+            raise InvalidInputError(
+                "instance_types", f"type name must be a non-empty string, got {check.short(self.name)}"
+            )
         where = f"instance_types.{self.name}"
         check.name(where, self.name)
         if ON_DEMAND_SUFFIX in self.name:
@@ -125,17 +144,46 @@ class InstanceType:
         _set(self, "gpus", check.count(f"{where}.gpus", self.gpus, minimum=1, limit=check.MAX_GPUS))
         _set(self, "spot_price_per_h", check.number(f"{where}.spot_price_per_h", self.spot_price_per_h, minimum=0))
         _set(self, "quota", check.count(f"{where}.quota", self.quota, minimum=0, limit=check.MAX_QUOTA))
-        _set(self, "batch_per_gpu", check.optional_count(f"{where}.batch_per_gpu", self.batch_per_gpu, minimum=1, limit=check.MAX_BATCH))
-        _set(self, "gpu_memory_gb", check.optional_number(f"{where}.gpu_memory_gb", self.gpu_memory_gb, exclusive_minimum=0))
-        _set(self, "speed_samples_per_s", check.optional_number(f"{where}.speed_samples_per_s", self.speed_samples_per_s, exclusive_minimum=0))
-        _set(self, "compute_time_s", check.optional_number(f"{where}.compute_time_s", self.compute_time_s, exclusive_minimum=0))
+        _set(
+            self,
+            "batch_per_gpu",
+            check.optional_count(f"{where}.batch_per_gpu", self.batch_per_gpu, minimum=1, limit=check.MAX_BATCH),
+        )
+        _set(
+            self,
+            "gpu_memory_gb",
+            check.optional_number(f"{where}.gpu_memory_gb", self.gpu_memory_gb, exclusive_minimum=0),
+        )
+        _set(
+            self,
+            "speed_samples_per_s",
+            check.optional_number(f"{where}.speed_samples_per_s", self.speed_samples_per_s, exclusive_minimum=0),
+        )
+        _set(
+            self,
+            "compute_time_s",
+            check.optional_number(f"{where}.compute_time_s", self.compute_time_s, exclusive_minimum=0),
+        )
         _set(self, "vcpus", check.optional_count(f"{where}.vcpus", self.vcpus, minimum=1, limit=check.MAX_VCPUS))
-        _set(self, "on_demand_price_per_h", check.optional_number(f"{where}.on_demand_price_per_h", self.on_demand_price_per_h, minimum=0))
-        _set(self, "on_demand_quota", check.optional_count(f"{where}.on_demand_quota", self.on_demand_quota, minimum=0, limit=check.MAX_QUOTA))
+        _set(
+            self,
+            "on_demand_price_per_h",
+            check.optional_number(f"{where}.on_demand_price_per_h", self.on_demand_price_per_h, minimum=0),
+        )
+        _set(
+            self,
+            "on_demand_quota",
+            check.optional_count(f"{where}.on_demand_quota", self.on_demand_quota, minimum=0, limit=check.MAX_QUOTA),
+        )
         if self.batch_per_gpu is None and self.gpu_memory_gb is None:
-            raise InvalidInputError(f"{where}.batch_per_gpu", "missing: give batch_per_gpu, or gpu_memory_gb with workload alpha_2/beta_2 (eq. 10)")
+            raise InvalidInputError(
+                f"{where}.batch_per_gpu",
+                "missing: give batch_per_gpu, or gpu_memory_gb with workload alpha_2/beta_2 (eq. 10)",
+            )
         if (self.speed_samples_per_s is None) == (self.compute_time_s is None):
-            raise InvalidInputError(f"{where}.compute_time_s", "give exactly one of compute_time_s and speed_samples_per_s")
+            raise InvalidInputError(
+                f"{where}.compute_time_s", "give exactly one of compute_time_s and speed_samples_per_s"
+            )
         if self.family is not None:
             check.name(f"{where}.family", self.family)
         if self.interruption is not None and not isinstance(self.interruption, Interruption):
@@ -160,7 +208,7 @@ class InstanceType:
 def _check_zones(where: str, zones: object) -> tuple[SpotPool, ...]:
     """A type's pools: a list of :class:`SpotPool` (or their dicts), each zone once."""
     if not isinstance(zones, (list, tuple)):
-        raise InvalidInputError(where, f"must be a list of pools {{\"zone\": ...}}, got {check.short(zones)}")
+        raise InvalidInputError(where, f'must be a list of pools {{"zone": ...}}, got {check.short(zones)}')
     if len(zones) > MAX_ZONES:
         raise InvalidInputError(where, f"{len(zones):,} pools are more than the limit of {MAX_ZONES}")
     pools = []
@@ -208,7 +256,11 @@ class SpotWorkload:
         w = "workload"
         check.name(f"{w}.name", self.name)
         _set(self, "param_size_mb", check.number(f"{w}.param_size_mb", self.param_size_mb, exclusive_minimum=0))
-        _set(self, "bandwidth_req_mb_s", check.number(f"{w}.bandwidth_req_mb_s", self.bandwidth_req_mb_s, exclusive_minimum=0))
+        _set(
+            self,
+            "bandwidth_req_mb_s",
+            check.number(f"{w}.bandwidth_req_mb_s", self.bandwidth_req_mb_s, exclusive_minimum=0),
+        )
         for name in ("alpha_1", "beta_1", "gamma_1", "gamma_2", "gamma_3", "gamma_5"):
             _set(self, name, check.number(f"{w}.{name}", getattr(self, name)))
         _set(self, "gamma_4", check.number(f"{w}.gamma_4", self.gamma_4, minimum=0))
@@ -230,8 +282,16 @@ class SpotPlatform:
 
     def __post_init__(self) -> None:
         p = "platform"
-        _set(self, "ps_bandwidth_mb_s", check.number(f"{p}.ps_bandwidth_mb_s", self.ps_bandwidth_mb_s, exclusive_minimum=0))
-        _set(self, "pcie_bandwidth_mb_s", check.number(f"{p}.pcie_bandwidth_mb_s", self.pcie_bandwidth_mb_s, exclusive_minimum=0))
+        _set(
+            self,
+            "ps_bandwidth_mb_s",
+            check.number(f"{p}.ps_bandwidth_mb_s", self.ps_bandwidth_mb_s, exclusive_minimum=0),
+        )
+        _set(
+            self,
+            "pcie_bandwidth_mb_s",
+            check.number(f"{p}.pcie_bandwidth_mb_s", self.pcie_bandwidth_mb_s, exclusive_minimum=0),
+        )
         _set(self, "ps_price_per_h", check.number(f"{p}.ps_price_per_h", self.ps_price_per_h, minimum=0))
         check.name(f"{p}.ps_type", self.ps_type)
 
@@ -249,7 +309,10 @@ class SpotSLO:
         _set(self, "time_s", check.number("slo.time_s", self.time_s, exclusive_minimum=0))
         _set(self, "takeover_overhead_s", check.number("slo.takeover_overhead_s", self.takeover_overhead_s, minimum=0))
         if self.takeover_overhead_s >= self.time_s:
-            raise InvalidInputError("slo.takeover_overhead_s", f"{self.takeover_overhead_s:g} s leaves no time within slo.time_s = {self.time_s:g} s")
+            raise InvalidInputError(
+                "slo.takeover_overhead_s",
+                f"{self.takeover_overhead_s:g} s leaves no time within slo.time_s = {self.time_s:g} s",
+            )
 
 
 @dataclass(frozen=True)
@@ -262,7 +325,9 @@ class VcpuQuota:
 
     def __post_init__(self) -> None:
         if not isinstance(self.family, str) or not self.family:
-            raise InvalidInputError("constraints.vcpu_quotas", f"family must be a non-empty string, got {check.short(self.family)}")
+            raise InvalidInputError(
+                "constraints.vcpu_quotas", f"family must be a non-empty string, got {check.short(self.family)}"
+            )
         where = f"constraints.vcpu_quotas.{self.family}"
         check.name(f"{where}.family", self.family)
         _set(self, "market", check.choice(f"{where}.market", self.market, MARKETS))
@@ -280,7 +345,7 @@ class SpotConstraints:
     """
 
     existing: Mapping[str, int] = field(default_factory=dict)
-    ps_count: tuple[int, int] = (1, 1)          # the upper limit is required
+    ps_count: tuple[int, int] = (1, 1)  # the upper limit is required
     workers: tuple[int, int | None] = (1, None)
     budget_usd: float | None = None
     markets: tuple[str, ...] = ("spot",)
@@ -298,7 +363,9 @@ class SpotConstraints:
         _set(self, "budget_usd", check.optional_number(f"{c}.budget_usd", self.budget_usd, exclusive_minimum=0))
         markets = tuple(self.markets) if isinstance(self.markets, (list, tuple)) else self.markets
         if not isinstance(markets, tuple) or not markets:
-            raise InvalidInputError(f"{c}.markets", f"must be a non-empty list of {MARKETS}, got {check.short(self.markets)}")
+            raise InvalidInputError(
+                f"{c}.markets", f"must be a non-empty list of {MARKETS}, got {check.short(self.markets)}"
+            )
         for i, market in enumerate(markets):
             check.choice(f"{c}.markets[{i}]", market, MARKETS)
         if len(set(markets)) != len(markets):
@@ -367,8 +434,11 @@ class SpotProblem:
         if not types:
             raise InvalidInputError("instance_types", "at least one instance type is needed")
         if len(types) > check.MAX_INSTANCE_TYPES:
-            raise InvalidInputError("instance_types", f"{len(types):,} types are more than the limit of "
-                                    f"{check.MAX_INSTANCE_TYPES} (resource limits: docs/instance-format.md)")
+            raise InvalidInputError(
+                "instance_types",
+                f"{len(types):,} types are more than the limit of "
+                f"{check.MAX_INSTANCE_TYPES} (resource limits: docs/instance-format.md)",
+            )
         for t in types:
             if not isinstance(t, InstanceType):
                 raise InvalidInputError("instance_types", f"entries must be InstanceType, got {t!r}")
@@ -380,18 +450,27 @@ class SpotProblem:
         _set(self, "model", check.choice("model", self.model, MODELS))
         check.name("name", self.name)
         check.text("notes", self.notes, allow_empty=True)
-        for part, cls in (("workload", SpotWorkload), ("slo", SpotSLO), ("platform", SpotPlatform),
-                          ("constraints", SpotConstraints)):
+        for part, cls in (
+            ("workload", SpotWorkload),
+            ("slo", SpotSLO),
+            ("platform", SpotPlatform),
+            ("constraints", SpotConstraints),
+        ):
             if not isinstance(getattr(self, part), cls):
                 raise InvalidInputError(part, f"must be a {cls.__name__}, got {type(getattr(self, part)).__name__}")
         w, slo = self.workload, self.slo
         if slo.loss <= w.gamma_5:
-            raise InvalidInputError("slo.loss", f"{slo.loss:g} is not above workload.gamma_5 = {w.gamma_5:g}, the loss the model converges to; the SLO is unreachable (eq. 3)")
+            raise InvalidInputError(
+                "slo.loss",
+                f"{slo.loss:g} is not above workload.gamma_5 = {w.gamma_5:g}, the loss the model converges to; the SLO is unreachable (eq. 3)",
+            )
         if self.model == "reference" and w.loss_variant != "no-cc":
-            raise InvalidInputError("workload.loss_variant", "the reference model has no CC term: use \"no-cc\"")
+            raise InvalidInputError("workload.loss_variant", 'the reference model has no CC term: use "no-cc"')
         needs_eq10 = [t.name for t in types if t.batch_per_gpu is None]
         if needs_eq10 and (w.alpha_2 is None or w.beta_2 is None):
-            raise InvalidInputError("workload.alpha_2", f"needed by eq. (10) for {needs_eq10[0]} (no batch_per_gpu given)")
+            raise InvalidInputError(
+                "workload.alpha_2", f"needed by eq. (10) for {needs_eq10[0]} (no batch_per_gpu given)"
+            )
         labels = {column_label(t.name, m) for t in types for m in self.constraints.markets}
         for label in self.constraints.existing:
             if label not in labels:
@@ -399,25 +478,38 @@ class SpotProblem:
         if "on-demand" in self.constraints.markets:
             for t in types:
                 if t.on_demand_price_per_h is None:
-                    raise InvalidInputError(f"instance_types.{t.name}.on_demand_price_per_h", "missing, but constraints.markets includes on-demand")
+                    raise InvalidInputError(
+                        f"instance_types.{t.name}.on_demand_price_per_h",
+                        "missing, but constraints.markets includes on-demand",
+                    )
         families = {t.quota_family for t in types}
         for q in self.constraints.vcpu_quotas:
             if q.family not in families:
-                raise InvalidInputError(f"constraints.vcpu_quotas.{q.family}", f"no instance type in this family (families: {check.listing(sorted(families))})")
+                raise InvalidInputError(
+                    f"constraints.vcpu_quotas.{q.family}",
+                    f"no instance type in this family (families: {check.listing(sorted(families))})",
+                )
             if any(t.vcpus is None for t in types if t.quota_family == q.family):
-                raise InvalidInputError(f"constraints.vcpu_quotas.{q.family}", "every instance type of the family needs vcpus")
+                raise InvalidInputError(
+                    f"constraints.vcpu_quotas.{q.family}", "every instance type of the family needs vcpus"
+                )
         cols = self.columns()  # validates derived numbers (batch sizes, compute times)
         most = int(cols.upper.sum())
         high = self.constraints.workers[1]
         if min(most, high if high is not None else most) > check.MAX_WORKERS:
-            raise InvalidInputError("constraints.workers" if high is not None and high < most else "instance_types",
-                                    f"plans of up to {min(most, high or most):,} workers (the quotas summed, capped by "
-                                    f"constraints.workers) are more than the limit of {check.MAX_WORKERS:,} "
-                                    "(resource limits: docs/instance-format.md)")
+            raise InvalidInputError(
+                "constraints.workers" if high is not None and high < most else "instance_types",
+                f"plans of up to {min(most, high or most):,} workers (the quotas summed, capped by "
+                f"constraints.workers) are more than the limit of {check.MAX_WORKERS:,} "
+                "(resource limits: docs/instance-format.md)",
+            )
         over = np.flatnonzero(cols.lower > cols.upper)
         if over.size:
             i = int(over[0])
-            raise InvalidInputError(f"constraints.existing.{cols.labels[i]}", f"{int(cols.lower[i])} running instances exceed the quota {int(cols.upper[i])}")
+            raise InvalidInputError(
+                f"constraints.existing.{cols.labels[i]}",
+                f"{int(cols.lower[i])} running instances exceed the quota {int(cols.upper[i])}",
+            )
         plausibility.warn(plausibility.spot_findings(self))
 
     def why_not_a_column(self, label: str, labels: set[str]) -> str:
@@ -427,10 +519,15 @@ class SpotProblem:
         name = label.removesuffix(ON_DEMAND_SUFFIX)
         offered = next((t for t in self.instance_types if t.name == name), None)
         if offered is not None:
-            price = (f" and instance_types.{name}.on_demand_price_per_h"
-                     if market == "on-demand" and offered.on_demand_price_per_h is None else "")
-            return (f"{market} is not in constraints.markets ({', '.join(self.constraints.markets)}): add "
-                    f"\"{market}\" there{price} to keep running {market} instances of {name}")
+            price = (
+                f" and instance_types.{name}.on_demand_price_per_h"
+                if market == "on-demand" and offered.on_demand_price_per_h is None
+                else ""
+            )
+            return (
+                f"{market} is not in constraints.markets ({', '.join(self.constraints.markets)}): add "
+                f'"{market}" there{price} to keep running {market} instances of {name}'
+            )
         return f"unknown instance type (offered: {check.listing(sorted(labels))})"
 
     # ------------------------------------------------------------------ derived data
@@ -439,15 +536,22 @@ class SpotProblem:
         if t.batch_per_gpu is not None:
             return t.batch_per_gpu
         alpha_2, beta_2 = self.workload.alpha_2, self.workload.beta_2
-        if alpha_2 is None or beta_2 is None or t.gpu_memory_gb is None:   # refused when the problem was built
-            raise InvalidInputError(f"instance_types.{t.name}.batch_per_gpu",
-                                    "missing: give batch_per_gpu, or gpu_memory_gb with workload alpha_2/beta_2 (eq. 10)")
+        if alpha_2 is None or beta_2 is None or t.gpu_memory_gb is None:  # refused when the problem was built
+            raise InvalidInputError(
+                f"instance_types.{t.name}.batch_per_gpu",
+                "missing: give batch_per_gpu, or gpu_memory_gb with workload alpha_2/beta_2 (eq. 10)",
+            )
         raw = alpha_2 * t.gpu_memory_gb + beta_2
         if raw < 1:
-            raise InvalidInputError(f"instance_types.{t.name}.gpu_memory_gb", f"eq. (10) gives a batch below 1 (alpha_2 * mem + beta_2 = {raw:g})")
+            raise InvalidInputError(
+                f"instance_types.{t.name}.gpu_memory_gb",
+                f"eq. (10) gives a batch below 1 (alpha_2 * mem + beta_2 = {raw:g})",
+            )
         if not raw < 2 * check.MAX_BATCH:
-            raise InvalidInputError(f"instance_types.{t.name}.gpu_memory_gb", f"eq. (10) gives a batch above the limit of "
-                                    f"{check.MAX_BATCH:,} (alpha_2 * mem + beta_2 = {raw:g})")
+            raise InvalidInputError(
+                f"instance_types.{t.name}.gpu_memory_gb",
+                f"eq. (10) gives a batch above the limit of {check.MAX_BATCH:,} (alpha_2 * mem + beta_2 = {raw:g})",
+            )
         return int(2 ** math.floor(math.log2(raw)))
 
     def compute_time_s(self, t: InstanceType) -> float:
@@ -455,7 +559,7 @@ class SpotProblem:
         if t.compute_time_s is not None:
             return t.compute_time_s
         w, pf = self.workload, self.platform
-        assert t.speed_samples_per_s is not None    # InstanceType holds exactly one of the two
+        assert t.speed_samples_per_s is not None  # InstanceType holds exactly one of the two
         t0 = t.gpus * self.batch_per_gpu(t) / t.speed_samples_per_s
         network = 2 * w.param_size_mb / w.bandwidth_req_mb_s
         pcie = 2 * t.gpus * w.param_size_mb / pf.pcie_bandwidth_mb_s
@@ -464,11 +568,14 @@ class SpotProblem:
         tcomp = t0 - (network + pcie) if self.model == "paper" else t0 - (network - pcie)
         where = f"instance_types.{t.name}.speed_samples_per_s"
         if tcomp <= 0:
-            raise InvalidInputError(where, f"implies a non-positive compute time ({tcomp:.4g} s): {t.speed_samples_per_s:g} "
-                                    f"samples/s is the lone worker's whole speed, PS traffic included, but moving "
-                                    f"the gradients alone takes {t0 - tcomp:.4g} s of the {t0:.4g} s one "
-                                    f"iteration of {t.gpus * self.batch_per_gpu(t)} samples would take at that "
-                                    "speed (eq. 6; see docs/instance-format.md)")
+            raise InvalidInputError(
+                where,
+                f"implies a non-positive compute time ({tcomp:.4g} s): {t.speed_samples_per_s:g} "
+                f"samples/s is the lone worker's whole speed, PS traffic included, but moving "
+                f"the gradients alone takes {t0 - tcomp:.4g} s of the {t0:.4g} s one "
+                f"iteration of {t.gpus * self.batch_per_gpu(t)} samples would take at that "
+                "speed (eq. 6; see docs/instance-format.md)",
+            )
         if not math.isfinite(tcomp):
             raise InvalidInputError(where, f"implies an infinite compute time ({t.speed_samples_per_s:g} samples/s)")
         return tcomp
@@ -481,7 +588,7 @@ class SpotProblem:
                 if market == "spot":
                     price, quota = t.spot_price_per_h, t.quota
                 else:
-                    assert t.on_demand_price_per_h is not None   # required with on-demand (checked above)
+                    assert t.on_demand_price_per_h is not None  # required with on-demand (checked above)
                     price = t.on_demand_price_per_h
                     quota = t.on_demand_quota if t.on_demand_quota is not None else t.quota
                 rows.append((t, market, price, quota))
@@ -505,7 +612,7 @@ class SpotProblem:
         used = {label for label, n in counts.items() if n and not label.endswith(ON_DEMAND_SUFFIX)}
         return {t.name: list(t.pool_names) for t in self.instance_types if t.zones and t.name in used}
 
-    def replace(self, **changes: Any) -> "SpotProblem":
+    def replace(self, **changes: Any) -> SpotProblem:
         """A copy with some top-level fields changed (validated again)."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values.update(changes)
@@ -513,26 +620,51 @@ class SpotProblem:
 
     # ------------------------------------------------------------------ dict form
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "SpotProblem":
+    def from_dict(cls, data: Mapping[str, Any]) -> SpotProblem:
         """Build from the instance-file dict (see docs/instance-format.md)."""
         data = mapping("", data)
-        check_keys("", data, ["format", "version", "instance_types", "workload", "slo"],
-                   ["name", "notes", "model", "platform", "constraints"])
+        check_keys(
+            "",
+            data,
+            ["format", "version", "instance_types", "workload", "slo"],
+            ["name", "notes", "model", "platform", "constraints"],
+        )
         check_format(data, "dnnprov/spot")
         types_data = mapping("instance_types", data["instance_types"])
         if len(types_data) > check.MAX_INSTANCE_TYPES:
-            raise InvalidInputError("instance_types", f"{len(types_data):,} types are more than the limit of "
-                                    f"{check.MAX_INSTANCE_TYPES} (resource limits: docs/instance-format.md)")
+            raise InvalidInputError(
+                "instance_types",
+                f"{len(types_data):,} types are more than the limit of "
+                f"{check.MAX_INSTANCE_TYPES} (resource limits: docs/instance-format.md)",
+            )
         types = []
         type_keys = [f.name for f in fields(InstanceType) if f.name != "name"]
         for name, entry in types_data.items():
             entry = mapping(f"instance_types.{name}", entry)
-            check_keys(f"instance_types.{name}", entry, ["gpus", "spot_price_per_h", "quota"],
-                       [k for k in type_keys if k not in ("gpus", "spot_price_per_h", "quota")])
+            check_keys(
+                f"instance_types.{name}",
+                entry,
+                ["gpus", "spot_price_per_h", "quota"],
+                [k for k in type_keys if k not in ("gpus", "spot_price_per_h", "quota")],
+            )
             types.append(InstanceType(name=name, **entry))
-        workload = _build(SpotWorkload, "workload", data["workload"],
-                          ["name", "param_size_mb", "bandwidth_req_mb_s", "alpha_1", "beta_1",
-                           "gamma_1", "gamma_2", "gamma_3", "gamma_4", "gamma_5"])
+        workload = _build(
+            SpotWorkload,
+            "workload",
+            data["workload"],
+            [
+                "name",
+                "param_size_mb",
+                "bandwidth_req_mb_s",
+                "alpha_1",
+                "beta_1",
+                "gamma_1",
+                "gamma_2",
+                "gamma_3",
+                "gamma_4",
+                "gamma_5",
+            ],
+        )
         slo = _build(SpotSLO, "slo", data["slo"], ["loss", "time_s"])
         platform = _build(SpotPlatform, "platform", data.get("platform", {}), [])
         cons = dict(mapping("constraints", data.get("constraints", {})))
@@ -541,14 +673,24 @@ class SpotProblem:
             raw = cons["vcpu_quotas"]
             if not isinstance(raw, list):
                 raise InvalidInputError("constraints.vcpu_quotas", "must be a list")
-            cons["vcpu_quotas"] = tuple(_build(VcpuQuota, f"constraints.vcpu_quotas[{i}]", q, ["family", "market", "vcpus"]) for i, q in enumerate(raw))
+            cons["vcpu_quotas"] = tuple(
+                _build(VcpuQuota, f"constraints.vcpu_quotas[{i}]", q, ["family", "market", "vcpus"])
+                for i, q in enumerate(raw)
+            )
         for key in ("ps_count", "workers", "markets"):
             if key in cons and isinstance(cons[key], list):
                 cons[key] = tuple(cons[key])
         constraints = SpotConstraints(**cons)
-        return cls(instance_types=tuple(types), workload=workload, slo=slo, platform=platform,
-                   constraints=constraints, model=data.get("model", "paper"),
-                   name=data.get("name", "spot"), notes=data.get("notes", ""))
+        return cls(
+            instance_types=tuple(types),
+            workload=workload,
+            slo=slo,
+            platform=platform,
+            constraints=constraints,
+            model=data.get("model", "paper"),
+            name=data.get("name", "spot"),
+            notes=data.get("notes", ""),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The instance-file dict; ``from_dict(to_dict())`` gives an equal problem."""
@@ -572,12 +714,14 @@ class SpotProblem:
             "workload": drop_none(workload),
             "platform": {f.name: getattr(self.platform, f.name) for f in fields(self.platform)},
             "slo": {f.name: getattr(self.slo, f.name) for f in fields(self.slo)},
-            "constraints": drop_none({
-                "existing": dict(c.existing),
-                "ps_count": list(c.ps_count),
-                "workers": list(c.workers),
-                "budget_usd": c.budget_usd,
-                "markets": list(c.markets),
-                "vcpu_quotas": [{"family": q.family, "market": q.market, "vcpus": q.vcpus} for q in c.vcpu_quotas],
-            }),
+            "constraints": drop_none(
+                {
+                    "existing": dict(c.existing),
+                    "ps_count": list(c.ps_count),
+                    "workers": list(c.workers),
+                    "budget_usd": c.budget_usd,
+                    "markets": list(c.markets),
+                    "vcpu_quotas": [{"family": q.family, "market": q.market, "vcpus": q.vcpus} for q in c.vcpu_quotas],
+                }
+            ),
         }

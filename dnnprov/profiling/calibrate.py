@@ -13,16 +13,17 @@ predicted for validation. :func:`calibrate_gamma_4` does the same for spotDNN's 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence, TypedDict
+from typing import Any, TypedDict
 
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.models.predict import predict
-from dnnprov.profiling.loss import Estimate, fit_with_errors
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.profiling.loss import Estimate, fit_with_errors
 
 #: One function's storage read rate the paper measured, MB/s (spec/serverless.md section 6).
 STORAGE_BAND_MB_S = (4.0, 9.0)
@@ -61,9 +62,13 @@ class Calibration:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"samples": self.samples.to_dict(), "storage_alpha": self.storage_alpha,
-                "storage_beta": self.storage_beta,
-                "storage_mb_s_at": {k: v.to_dict() for k, v in self.storage_at.items()}, "fitted": self.fitted}
+        return {
+            "samples": self.samples.to_dict(),
+            "storage_alpha": self.storage_alpha,
+            "storage_beta": self.storage_beta,
+            "storage_mb_s_at": {k: v.to_dict() for k, v in self.storage_at.items()},
+            "fitted": self.fitted,
+        }
 
 
 def compare(problem: ServerlessProblem, runs: Sequence[PublishedRun]) -> list[dict[str, Any]]:
@@ -71,9 +76,17 @@ def compare(problem: ServerlessProblem, runs: Sequence[PublishedRun]) -> list[di
     out = []
     for r in runs:
         p = predict(problem, functions=r.functions, memory_mb=r.memory_mb, local_batch=r.local_batch)
-        out.append({"label": r.label, "functions": r.functions, "memory_mb": r.memory_mb,
-                    "local_batch": p["plan"]["local_batch"], "published_s": r.time_s, "predicted_s": p["time_s"],
-                    "error_pct": None if p["time_s"] is None else (p["time_s"] - r.time_s) / r.time_s * 100})
+        out.append(
+            {
+                "label": r.label,
+                "functions": r.functions,
+                "memory_mb": r.memory_mb,
+                "local_batch": p["plan"]["local_batch"],
+                "published_s": r.time_s,
+                "predicted_s": p["time_s"],
+                "error_pct": None if p["time_s"] is None else (p["time_s"] - r.time_s) / r.time_s * 100,
+            }
+        )
     return out
 
 
@@ -86,8 +99,12 @@ def calibrate_serverless(problem: ServerlessProblem, runs: Sequence[PublishedRun
     def with_params(x: np.ndarray) -> ServerlessProblem:
         samples, s_low, s_high = x
         alpha = (s_high - s_low) / (m_high - m_low)
-        w = dataclasses.replace(problem.workload, samples=max(1, round(float(samples))),
-                                storage_alpha=alpha, storage_beta=s_low - alpha * m_low)
+        w = dataclasses.replace(
+            problem.workload,
+            samples=max(1, round(float(samples))),
+            storage_alpha=alpha,
+            storage_beta=s_low - alpha * m_low,
+        )
         return problem.replace(workload=w)
 
     def residual(x: np.ndarray) -> np.ndarray:
@@ -114,11 +131,19 @@ def calibrate_serverless(problem: ServerlessProblem, runs: Sequence[PublishedRun
     def est(i: int) -> Estimate:
         se = stderr[i]
         at_bound = x[i] <= low[i] * (1 + 1e-9) or x[i] >= high[i] * (1 - 1e-9)
-        return Estimate(float(x[i]), None if np.isnan(se) else float(se),
-                        f"at the bound of the measured {band_low:g}-{band_high:g} MB/s band" if at_bound else "")
+        return Estimate(
+            float(x[i]),
+            None if np.isnan(se) else float(se),
+            f"at the bound of the measured {band_low:g}-{band_high:g} MB/s band" if at_bound else "",
+        )
 
-    return Calibration(samples=est(0), storage_alpha=q.workload.storage_alpha, storage_beta=q.workload.storage_beta,
-                       storage_at={f"{m_low:g}": est(1), f"{m_high:g}": est(2)}, fitted=compare(q, runs))
+    return Calibration(
+        samples=est(0),
+        storage_alpha=q.workload.storage_alpha,
+        storage_beta=q.workload.storage_beta,
+        storage_at={f"{m_low:g}": est(1), f"{m_high:g}": est(2)},
+        fitted=compare(q, runs),
+    )
 
 
 @dataclass(frozen=True)
@@ -136,8 +161,15 @@ def compare_spot(problem: SpotProblem, runs: Sequence[SpotRun]) -> list[dict[str
     out = []
     for r in runs:
         p = predict(problem, counts=r.counts, ps=r.ps)
-        out.append({"label": r.label, "counts": dict(r.counts), "published_s": r.time_s, "predicted_s": p["time_s"],
-                    "error_pct": None if p["time_s"] is None else (p["time_s"] - r.time_s) / r.time_s * 100})
+        out.append(
+            {
+                "label": r.label,
+                "counts": dict(r.counts),
+                "published_s": r.time_s,
+                "predicted_s": p["time_s"],
+                "error_pct": None if p["time_s"] is None else (p["time_s"] - r.time_s) / r.time_s * 100,
+            }
+        )
     return out
 
 
@@ -160,15 +192,17 @@ def calibrate_gamma_4(problem: SpotProblem, runs: Sequence[SpotRun]) -> tuple[Es
 
 def leave_one_out_serverless(problem: ServerlessProblem, runs: Sequence[PublishedRun]) -> list[dict[str, Any]]:
     """Each run predicted by the calibration fitted to the other runs (its hold-out error)."""
-    return [compare(calibrate_serverless(problem, [*runs[:i], *runs[i + 1:]]).apply(problem), [run])[0]
-            for i, run in enumerate(runs)]
+    return [
+        compare(calibrate_serverless(problem, [*runs[:i], *runs[i + 1 :]]).apply(problem), [run])[0]
+        for i, run in enumerate(runs)
+    ]
 
 
 def leave_one_out_gamma_4(problem: SpotProblem, runs: Sequence[SpotRun]) -> list[dict[str, Any]]:
     """Each spot run predicted with gamma_4 fitted to the other runs (its hold-out error)."""
     out = []
     for i, run in enumerate(runs):
-        g4, _ = calibrate_gamma_4(problem, [*runs[:i], *runs[i + 1:]])
+        g4, _ = calibrate_gamma_4(problem, [*runs[:i], *runs[i + 1 :]])
         held_out = problem.replace(workload=dataclasses.replace(problem.workload, gamma_4=g4.value))
         out.append({**compare_spot(held_out, [run])[0], "gamma_4": g4.value})
     return out
@@ -176,11 +210,16 @@ def leave_one_out_gamma_4(problem: SpotProblem, runs: Sequence[SpotRun]) -> list
 
 # ------------------------------------------------------------------ the papers' calibration
 #: λDNN Table 3 (ResNet50, 1 epoch, T_o 600 s): naive, Siren and λDNN plans and measured times.
-TABLE3_RUNS = (PublishedRun(8, 3008, 64, 703.95, "naive"), PublishedRun(9, 2816, 128, 528.96, "Siren"),
-               PublishedRun(8, 2560, None, 573.34, "lambdaDNN"))
+TABLE3_RUNS = (
+    PublishedRun(8, 3008, 64, 703.95, "naive"),
+    PublishedRun(9, 2816, 128, 528.96, "Siren"),
+    PublishedRun(8, 2560, None, 573.34, "lambdaDNN"),
+)
 #: λDNN Fig. 10 results held out of the calibration: (instance, run).
-HOLDOUT_RUNS = (("serverless/paper-fig10-1dcnn-90s.json", PublishedRun(10, 1088, None, 86.2, "1DCNN lambdaDNN")),
-                ("serverless/paper-fig10-mobilenet-1200s.json", PublishedRun(7, 1728, None, 967.5, "MobileNet lambdaDNN")))
+HOLDOUT_RUNS = (
+    ("serverless/paper-fig10-1dcnn-90s.json", PublishedRun(10, 1088, None, 86.2, "1DCNN lambdaDNN")),
+    ("serverless/paper-fig10-mobilenet-1200s.json", PublishedRun(7, 1728, None, 967.5, "MobileNet lambdaDNN")),
+)
 
 
 class _ServerlessEstimates(TypedDict):
@@ -195,9 +234,11 @@ class _ServerlessEstimates(TypedDict):
 #: and the line through 4 MB/s at 128 MB and 9 MB/s at 3,008 MB.
 ESTIMATED_SERVERLESS: _ServerlessEstimates = {"samples": 50000, "storage_alpha": 0.00173611, "storage_beta": 3.77778}
 #: spotDNN Table I plans on the paper's testbed with their measured times.
-TABLE1_RUNS = (SpotRun({"g3.8xlarge": 5, "g3.16xlarge": 3}, 2549.02, "spotDNN"),
-               SpotRun({"g3.8xlarge": 4, "g3.16xlarge": 3}, 2710.85, "CM-DARE+"),
-               SpotRun({"g4dn.4xlarge": 2, "g3.8xlarge": 5, "g3.16xlarge": 2}, 2597.34, "Srifty+"))
+TABLE1_RUNS = (
+    SpotRun({"g3.8xlarge": 5, "g3.16xlarge": 3}, 2549.02, "spotDNN"),
+    SpotRun({"g3.8xlarge": 4, "g3.16xlarge": 3}, 2710.85, "CM-DARE+"),
+    SpotRun({"g4dn.4xlarge": 2, "g3.8xlarge": 5, "g3.16xlarge": 2}, 2597.34, "Srifty+"),
+)
 #: gamma_4 before calibration (the earlier estimate, docs/data.md).
 ESTIMATED_GAMMA_4 = 1.0
 
@@ -212,8 +253,14 @@ def table1_paper_problem(gamma_4: float | None = None) -> SpotProblem:
     profile = load_spot_profile(embedded_path("workloads", "spot", "resnet110-paper.json"))
     if gamma_4 is not None:
         profile = dataclasses.replace(profile, workload=dataclasses.replace(profile.workload, gamma_4=gamma_4))
-    return build_spot_problem(catalog, profile, SpotSLO(loss=0.8, time_s=2600), platform=UNPRICED_PS,
-                              quotas=dict(zip(TABLE5_TYPES, (0, 5, 5, 5, 5))), name="table1-paper-model")
+    return build_spot_problem(
+        catalog,
+        profile,
+        SpotSLO(loss=0.8, time_s=2600),
+        platform=UNPRICED_PS,
+        quotas=dict(zip(TABLE5_TYPES, (0, 5, 5, 5, 5))),
+        name="table1-paper-model",
+    )
 
 
 def _serverless_instance(relative: str) -> ServerlessProblem:
@@ -239,22 +286,38 @@ def paper_calibration() -> dict[str, Any]:
     holdout = []
     for relative, run in HOLDOUT_RUNS:
         problem = _serverless_instance(relative)
-        start = problem.replace(workload=dataclasses.replace(
-            problem.workload, storage_alpha=ESTIMATED_SERVERLESS["storage_alpha"],
-            storage_beta=ESTIMATED_SERVERLESS["storage_beta"]))
+        start = problem.replace(
+            workload=dataclasses.replace(
+                problem.workload,
+                storage_alpha=ESTIMATED_SERVERLESS["storage_alpha"],
+                storage_beta=ESTIMATED_SERVERLESS["storage_beta"],
+            )
+        )
         same_data = "mobilenet" in relative  # CIFAR-10, as ResNet50
-        row = {"label": run.label, "before": compare(start, [run])[0],
-               "after_storage": compare(calibration.apply(start, samples=False), [run])[0]}
+        row = {
+            "label": run.label,
+            "before": compare(start, [run])[0],
+            "after_storage": compare(calibration.apply(start, samples=False), [run])[0],
+        }
         if same_data:
             row["after_storage_and_samples"] = compare(calibration.apply(start), [run])[0]
         holdout.append(row)
     g4, table1_after = calibrate_gamma_4(table1_paper_problem(ESTIMATED_GAMMA_4), TABLE1_RUNS)
-    return {"serverless": {"calibration": calibration.to_dict(), "before": compare(before, TABLE3_RUNS),
-                           "after": calibration.fitted, "leave_one_out": leave_one_out_serverless(before, TABLE3_RUNS),
-                           "holdout": holdout},
-            "spot": {"gamma_4": g4.to_dict(), "before": compare_spot(table1_paper_problem(ESTIMATED_GAMMA_4), TABLE1_RUNS),
-                     "after": table1_after,
-                     "leave_one_out": leave_one_out_gamma_4(table1_paper_problem(ESTIMATED_GAMMA_4), TABLE1_RUNS)}}
+    return {
+        "serverless": {
+            "calibration": calibration.to_dict(),
+            "before": compare(before, TABLE3_RUNS),
+            "after": calibration.fitted,
+            "leave_one_out": leave_one_out_serverless(before, TABLE3_RUNS),
+            "holdout": holdout,
+        },
+        "spot": {
+            "gamma_4": g4.to_dict(),
+            "before": compare_spot(table1_paper_problem(ESTIMATED_GAMMA_4), TABLE1_RUNS),
+            "after": table1_after,
+            "leave_one_out": leave_one_out_gamma_4(table1_paper_problem(ESTIMATED_GAMMA_4), TABLE1_RUNS),
+        },
+    }
 
 
 def main() -> int:

@@ -74,10 +74,16 @@ class TypeEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"type": self.type_name, "gpu": self.gpu, "reference": self.reference.name,
-                "reference_gpu": self.reference.gpu, "batch_per_gpu": self.batch_per_gpu,
-                "compute_time_s": self.compute_time_s, "compute_time_s_interval": list(self.interval),
-                "source": self.source}
+        return {
+            "type": self.type_name,
+            "gpu": self.gpu,
+            "reference": self.reference.name,
+            "reference_gpu": self.reference.gpu,
+            "batch_per_gpu": self.batch_per_gpu,
+            "compute_time_s": self.compute_time_s,
+            "compute_time_s_interval": list(self.interval),
+            "source": self.source,
+        }
 
 
 def _sig(x: float, digits: int = 5) -> float:
@@ -100,12 +106,23 @@ def measured_types(profile: SpotWorkloadProfile, catalog: Catalog) -> list[Measu
         gpu = gpu_key(entry.gpu_model, entry.gpu_memory_gb) if entry is not None else None
         if prof.get("estimate") is not None or entry is None or gpu is None:
             continue
-        t = InstanceType(name=name, gpus=entry.gpus, spot_price_per_h=1.0, quota=1,
-                         batch_per_gpu=prof.get("batch_per_gpu"), gpu_memory_gb=entry.gpu_memory_gb,
-                         speed_samples_per_s=prof.get("speed_samples_per_s"), compute_time_s=prof.get("compute_time_s"))
+        t = InstanceType(
+            name=name,
+            gpus=entry.gpus,
+            spot_price_per_h=1.0,
+            quota=1,
+            batch_per_gpu=prof.get("batch_per_gpu"),
+            gpu_memory_gb=entry.gpu_memory_gb,
+            speed_samples_per_s=prof.get("speed_samples_per_s"),
+            compute_time_s=prof.get("compute_time_s"),
+        )
         w = profile.workload
-        probe = SpotProblem(instance_types=(t,), workload=replace(w, domain=None),
-                            slo=SpotSLO(loss=w.gamma_5 + 1, time_s=1.0), model=profile.model)
+        probe = SpotProblem(
+            instance_types=(t,),
+            workload=replace(w, domain=None),
+            slo=SpotSLO(loss=w.gamma_5 + 1, time_s=1.0),
+            model=profile.model,
+        )
         batch = probe.batch_per_gpu(t)
         found.append(Measured(name, gpu, batch, probe.compute_time_s(t) / batch))
     return found
@@ -123,24 +140,36 @@ def _reference(gpu: str, measured: list[Measured]) -> Measured:
     return measured[0]
 
 
-def estimate_types(profile: SpotWorkloadProfile, catalog: Catalog,
-                   types: Iterable[str] | None = None) -> dict[str, TypeEstimate]:
+def estimate_types(
+    profile: SpotWorkloadProfile, catalog: Catalog, types: Iterable[str] | None = None
+) -> dict[str, TypeEstimate]:
     """Estimates for ``types`` (default: every catalog type the profile does not measure
     whose GPU has datasheet figures). A named type that cannot be estimated is an error."""
     measured = measured_types(profile, catalog)
     if not measured:
-        raise InvalidInputError("--profile", f"workload {profile.workload.name!r} has no measured type with a known "
-                                             "GPU to estimate from; measure one first (dnnprov profile plan)")
-    names = list(types) if types is not None else [
-        e.name for e in catalog.instance_types
-        if e.name not in profile.per_type and gpu_key(e.gpu_model, e.gpu_memory_gb) is not None]
+        raise InvalidInputError(
+            "--profile",
+            f"workload {profile.workload.name!r} has no measured type with a known "
+            "GPU to estimate from; measure one first (dnnprov profile plan)",
+        )
+    names = (
+        list(types)
+        if types is not None
+        else [
+            e.name
+            for e in catalog.instance_types
+            if e.name not in profile.per_type and gpu_key(e.gpu_model, e.gpu_memory_gb) is not None
+        ]
+    )
     out = {}
     for name in names:
         entry = catalog.entry(name)
         gpu = gpu_key(entry.gpu_model, entry.gpu_memory_gb)
         if gpu is None:
-            raise InvalidInputError(f"instance_types.{name}", f"GPU {entry.gpu_model!r} has no datasheet figures "
-                                                              "in dnnprov.io.catalog_gpus: no estimate")
+            raise InvalidInputError(
+                f"instance_types.{name}",
+                f"GPU {entry.gpu_model!r} has no datasheet figures in dnnprov.io.catalog_gpus: no estimate",
+            )
         out[name] = _estimate(name, gpu, _reference(gpu, measured))
     return out
 
@@ -151,26 +180,46 @@ def _estimate(name: str, gpu: str, ref: Measured) -> TypeEstimate:
     per_iteration = ref.seconds_per_sample * ref.batch_per_gpu
     if gpu == ref.gpu:
         point = _sig(per_iteration)
-        return TypeEstimate(name, gpu, ref, ref.batch_per_gpu, point, (point, point),
-                            f"estimated from measured {ref.name} (same GPU, {gpu}): its compute time per iteration "
-                            f"at {ref.batch_per_gpu} samples per GPU")
+        return TypeEstimate(
+            name,
+            gpu,
+            ref,
+            ref.batch_per_gpu,
+            point,
+            (point, point),
+            f"estimated from measured {ref.name} (same GPU, {gpu}): its compute time per iteration "
+            f"at {ref.batch_per_gpu} samples per GPU",
+        )
     by_bandwidth = per_iteration * ref_facts.memory_bandwidth_gb_s / facts.memory_bandwidth_gb_s
-    by_flops = (per_iteration * ref_facts.fp32_tflops / facts.fp32_tflops
-                if facts.fp32_tflops and ref_facts.fp32_tflops else by_bandwidth)
+    by_flops = (
+        per_iteration * ref_facts.fp32_tflops / facts.fp32_tflops
+        if facts.fp32_tflops and ref_facts.fp32_tflops
+        else by_bandwidth
+    )
     point = _sig(by_bandwidth)
     interval = (_sig(min(by_bandwidth, by_flops)), _sig(max(by_bandwidth, by_flops)))
-    flops = (f"; FP32 {ref_facts.fp32_tflops:g}/{facts.fp32_tflops:g} TFLOPS gives {_sig(by_flops):g} s"
-             if facts.fp32_tflops and ref_facts.fp32_tflops else "; no FP32 figure, so the interval is the point")
+    flops = (
+        f"; FP32 {ref_facts.fp32_tflops:g}/{facts.fp32_tflops:g} TFLOPS gives {_sig(by_flops):g} s"
+        if facts.fp32_tflops and ref_facts.fp32_tflops
+        else "; no FP32 figure, so the interval is the point"
+    )
     return TypeEstimate(
-        name, gpu, ref, ref.batch_per_gpu, point, interval,
+        name,
+        gpu,
+        ref,
+        ref.batch_per_gpu,
+        point,
+        interval,
         f"estimated from measured {ref.name} ({ref.gpu}, {per_iteration:.4g} s per iteration at {ref.batch_per_gpu} "
         f"samples per GPU) x memory bandwidth {ref_facts.memory_bandwidth_gb_s:g}/{facts.memory_bandwidth_gb_s:g} GB/s"
         f"{flops}; interval [{interval[0]:g}, {interval[1]:g}] s per iteration; figures: {ref_facts.source}, "
-        f"{facts.source}")
+        f"{facts.source}",
+    )
 
 
-def with_estimates(profile: SpotWorkloadProfile, catalog: Catalog, *, end: str = "point",
-                   types: Iterable[str] | None = None) -> SpotWorkloadProfile:
+def with_estimates(
+    profile: SpotWorkloadProfile, catalog: Catalog, *, end: str = "point", types: Iterable[str] | None = None
+) -> SpotWorkloadProfile:
     """``profile`` with an estimated entry for every type :func:`estimate_types` covers,
     its compute time at ``end`` of the interval (``point``, ``fast`` or ``slow``)."""
     if end not in ESTIMATE_ENDS:
@@ -178,8 +227,12 @@ def with_estimates(profile: SpotWorkloadProfile, catalog: Catalog, *, end: str =
     per_type: dict[str, Mapping[str, Any]] = dict(profile.per_type)
     for name, est in estimate_types(profile, catalog, types).items():
         where = "" if end == "point" else f" (this profile takes the interval's {end} end)"
-        per_type[name] = {"batch_per_gpu": est.batch_per_gpu, "compute_time_s": est.at(end),
-                          "compute_time_s_interval": list(est.interval), "estimate": est.source + where}
+        per_type[name] = {
+            "batch_per_gpu": est.batch_per_gpu,
+            "compute_time_s": est.at(end),
+            "compute_time_s_interval": list(est.interval),
+            "estimate": est.source + where,
+        }
     return replace(profile, per_type=per_type)
 
 
@@ -198,15 +251,28 @@ class ProfilingRun:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"type": self.type_name, "gpus": self.gpus, "batch_per_gpu": self.batch_per_gpu,
-                "batch_size": self.gpus * self.batch_per_gpu, "iterations": self.iterations,
-                "expected_minutes": round(self.expected_s / 60, 2), "price_per_h": self.price_per_h,
-                "price": self.price_source, "cost": None if self.cost is None else round(self.cost, 4)}
+        return {
+            "type": self.type_name,
+            "gpus": self.gpus,
+            "batch_per_gpu": self.batch_per_gpu,
+            "batch_size": self.gpus * self.batch_per_gpu,
+            "iterations": self.iterations,
+            "expected_minutes": round(self.expected_s / 60, 2),
+            "price_per_h": self.price_per_h,
+            "price": self.price_source,
+            "cost": None if self.cost is None else round(self.cost, 4),
+        }
 
 
-def profiling_plan(profile: SpotWorkloadProfile, catalog: Catalog, *, types: Iterable[str] | None = None,
-                   iterations: int = PROFILE_ITERATIONS, overhead_s: float = LAUNCH_OVERHEAD_S,
-                   platform: SpotPlatform | None = None) -> list[ProfilingRun]:
+def profiling_plan(
+    profile: SpotWorkloadProfile,
+    catalog: Catalog,
+    *,
+    types: Iterable[str] | None = None,
+    iterations: int = PROFILE_ITERATIONS,
+    overhead_s: float = LAUNCH_OVERHEAD_S,
+    platform: SpotPlatform | None = None,
+) -> list[ProfilingRun]:
     """One lone-worker run per estimated type: ``iterations`` at the per-GPU batch, timed at
     the interval's slow end plus eq. (6)'s communication and ``overhead_s``; its cost at the
     type's spot price (else on-demand), billed per second with a one-minute minimum."""
@@ -235,8 +301,7 @@ def profiling_plan(profile: SpotWorkloadProfile, catalog: Catalog, *, types: Ite
 
 def plan_total(runs: list[ProfilingRun]) -> tuple[float, float]:
     """Total minutes and total cost of the runs (priced ones)."""
-    return (sum(r.expected_s for r in runs) / 60,
-            math.fsum(r.cost for r in runs if r.cost is not None))
+    return (sum(r.expected_s for r in runs) / 60, math.fsum(r.cost for r in runs if r.cost is not None))
 
 
 @dataclass(frozen=True)
@@ -273,6 +338,14 @@ def held_out(profile: SpotWorkloadProfile, catalog: Catalog) -> list[HeldOut]:
         ref = _reference(m.gpu, others)
         est = _estimate(m.name, m.gpu, ref)
         per = ref.batch_per_gpu
-        out.append(HeldOut(m.name, m.gpu, ref.name, m.seconds_per_sample, est.compute_time_s / per,
-                           (est.interval[0] / per, est.interval[1] / per)))
+        out.append(
+            HeldOut(
+                m.name,
+                m.gpu,
+                ref.name,
+                m.seconds_per_sample,
+                est.compute_time_s / per,
+                (est.interval[0] / per, est.interval[1] / per),
+            )
+        )
     return out

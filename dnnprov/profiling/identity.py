@@ -43,8 +43,14 @@ def _trainer_state(path: Path) -> Logged:
     state = read_json_file(path)
     if not isinstance(state, dict):
         return Logged(None, str(path))
-    speed = next((e.get("train_samples_per_second") for e in reversed(state.get("log_history") or [])
-                  if isinstance(e, dict) and isinstance(e.get("train_samples_per_second"), (int, float))), None)
+    speed = next(
+        (
+            e.get("train_samples_per_second")
+            for e in reversed(state.get("log_history") or [])
+            if isinstance(e, dict) and isinstance(e.get("train_samples_per_second"), (int, float))
+        ),
+        None,
+    )
     speed = float(speed) if speed is not None and math.isfinite(speed) and speed > 0 else None
     checkpoint = state.get("best_model_checkpoint")
     if isinstance(checkpoint, str) and checkpoint.strip():
@@ -73,9 +79,15 @@ def same_workload(logged: str, base: str) -> bool:
     return bool(a and b) and (a in b or b in a)
 
 
-def with_identity(profile: SpotWorkloadProfile, logged: Logged, *, name: str | None = None,
-                  param_size_mb: float | None = None, keep_base_timings: bool = False,
-                  measured_on: str | None = None) -> SpotWorkloadProfile:
+def with_identity(
+    profile: SpotWorkloadProfile,
+    logged: Logged,
+    *,
+    name: str | None = None,
+    param_size_mb: float | None = None,
+    keep_base_timings: bool = False,
+    measured_on: str | None = None,
+) -> SpotWorkloadProfile:
     """``profile`` (a base with a fitted loss model) as the logged workload's profile.
 
     Without ``name``: a log that names another workload is refused; one that names none
@@ -88,32 +100,56 @@ def with_identity(profile: SpotWorkloadProfile, logged: Logged, *, name: str | N
     base = profile.workload
     if name is None:
         if logged.name is not None and not same_workload(logged.name, base.name):
-            raise InvalidInputError("--name", f"the log is of workload {logged.name!r} ({logged.where}), not "
-                                              f"{base.name!r} of --base, whose name, parameter size and per-type "
-                                              "timings the profile would carry: give --name (the new workload) and "
-                                              "--param-size-mb")
+            raise InvalidInputError(
+                "--name",
+                f"the log is of workload {logged.name!r} ({logged.where}), not "
+                f"{base.name!r} of --base, whose name, parameter size and per-type "
+                "timings the profile would carry: give --name (the new workload) and "
+                "--param-size-mb",
+            )
         if logged.name is None:
-            warnings.warn(ProfileWarning(
-                f"the log does not name its workload: the profile keeps --base's name {base.name!r}, parameter "
-                f"size {base.param_size_mb:g} MB and per-type timings; give --name if the log is of another workload"))
+            warnings.warn(
+                ProfileWarning(
+                    f"the log does not name its workload: the profile keeps --base's name {base.name!r}, parameter "
+                    f"size {base.param_size_mb:g} MB and per-type timings; give --name if the log is of another workload"
+                )
+            )
         name = base.name
     out = profile
     if name != base.name:
         if param_size_mb is None:
-            raise InvalidInputError("--param-size-mb", f"needed with --name {name!r}: the parameter size of "
-                                                       f"{base.name!r} (--base) is not that workload's")
+            raise InvalidInputError(
+                "--param-size-mb",
+                f"needed with --name {name!r}: the parameter size of {base.name!r} (--base) is not that workload's",
+            )
         per_type: dict[str, Any] = {}
         if keep_base_timings:
-            per_type = {t: {**entry, "estimate": entry.get("estimate") or
-                            f"timing of {base.name} (--base), not measured for {name}: kept by --keep-base-timings"}
-                        for t, entry in profile.per_type.items()}
-        workload = dataclasses.replace(base, name=name, param_size_mb=param_size_mb,
-                                       estimated=tuple(dict.fromkeys([*base.estimated, *BASE_TIMING_FIELDS])))
-        note = (f"Workload {name} (--name), parameter size {param_size_mb:g} MB (--param-size-mb); B_req, alpha_1 "
-                f"and beta_1 are {base.name}'s (--base), marked estimated; "
-                + ("its per-type timings are kept, each marked as an estimate." if keep_base_timings
-                   else "its per-type timings were dropped (measure them: dnnprov profile plan)."))
-        out = dataclasses.replace(profile, workload=workload, per_type=per_type, notes=f"{profile.notes} {note}".strip())
+            per_type = {
+                t: {
+                    **entry,
+                    "estimate": entry.get("estimate")
+                    or f"timing of {base.name} (--base), not measured for {name}: kept by --keep-base-timings",
+                }
+                for t, entry in profile.per_type.items()
+            }
+        workload = dataclasses.replace(
+            base,
+            name=name,
+            param_size_mb=param_size_mb,
+            estimated=tuple(dict.fromkeys([*base.estimated, *BASE_TIMING_FIELDS])),
+        )
+        note = (
+            f"Workload {name} (--name), parameter size {param_size_mb:g} MB (--param-size-mb); B_req, alpha_1 "
+            f"and beta_1 are {base.name}'s (--base), marked estimated; "
+            + (
+                "its per-type timings are kept, each marked as an estimate."
+                if keep_base_timings
+                else "its per-type timings were dropped (measure them: dnnprov profile plan)."
+            )
+        )
+        out = dataclasses.replace(
+            profile, workload=workload, per_type=per_type, notes=f"{profile.notes} {note}".strip()
+        )
     if measured_on is not None:
         out = _measured_on(out, logged, measured_on)
     return out
@@ -123,8 +159,9 @@ def _measured_on(profile: SpotWorkloadProfile, logged: Logged, type_name: str) -
     """The log's samples/s as the compute time of one-GPU type ``type_name`` at the logged batch."""
     domain = profile.workload.domain
     if logged.samples_per_s is None or domain is None:
-        raise InvalidInputError("--measured-on", "the log records no training speed (a Trainer state's "
-                                                 "train_samples_per_second)")
+        raise InvalidInputError(
+            "--measured-on", "the log records no training speed (a Trainer state's train_samples_per_second)"
+        )
     if domain.workers != (1, 1) or domain.batch_wa[0] != domain.batch_wa[1]:
         raise InvalidInputError("--measured-on", "needs a log of one worker at one batch (the speed is that run's)")
     batch = domain.batch_wa[0]
@@ -132,7 +169,9 @@ def _measured_on(profile: SpotWorkloadProfile, logged: Logged, type_name: str) -
         raise InvalidInputError("--measured-on", f"the logged batch {batch:g} is not a whole number of samples")
     seconds = float(f"{batch / logged.samples_per_s:.6g}")
     per_type = {**profile.per_type, type_name: {"batch_per_gpu": int(batch), "compute_time_s": seconds}}
-    note = (f"{type_name}: compute time {seconds:g} s per iteration of {int(batch)} samples = the log's "
-            f"train_samples_per_second {logged.samples_per_s:g} on the one-GPU type named by --measured-on "
-            "(a lone run without a PS: its whole step is compute).")
+    note = (
+        f"{type_name}: compute time {seconds:g} s per iteration of {int(batch)} samples = the log's "
+        f"train_samples_per_second {logged.samples_per_s:g} on the one-GPU type named by --measured-on "
+        "(a lone run without a PS: its whole step is compute)."
+    )
     return dataclasses.replace(profile, per_type=per_type, notes=f"{profile.notes} {note}".strip())

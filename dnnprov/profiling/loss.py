@@ -21,19 +21,20 @@ Doubtful data and fits are warned of (:func:`data_problems`, :func:`fit_problems
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
-import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from dnnprov.problems.domain import SpotDomain
 from dnnprov.errors import InvalidInputError, ProfileWarning
+from dnnprov.problems.domain import SpotDomain
+from dnnprov.problems.spot import LOSS_VARIANTS
 from dnnprov.profiling.readers import LossLog
 from dnnprov.profiling.uncertainty import MAX_EVALUATIONS, fit_least_squares
-from dnnprov.problems.spot import LOSS_VARIANTS
 
 PARAMS = ("gamma_1", "gamma_2", "gamma_3", "gamma_4", "gamma_5")
 #: gamma_4 values scanned before polishing (gamma_4 >= 0).
@@ -75,23 +76,34 @@ def spread(variant: str, cc: np.ndarray, workers: np.ndarray, gamma_4: float) ->
     return np.sqrt(k) if variant == "no-cc" else np.sqrt((np.asarray(cc, dtype=float) + gamma_4) * k)
 
 
-def loss_curve(coefficients: dict[str, float], variant: str, batch_wa: np.ndarray, cc: np.ndarray,
-               workers: np.ndarray, step: np.ndarray) -> np.ndarray:
+def loss_curve(
+    coefficients: dict[str, float],
+    variant: str,
+    batch_wa: np.ndarray,
+    cc: np.ndarray,
+    workers: np.ndarray,
+    step: np.ndarray,
+) -> np.ndarray:
     """Eq. (3): the predicted loss after ``step`` normalized iterations."""
     g = coefficients
     s = spread(variant, cc, workers, g["gamma_4"])
-    return (g["gamma_2"] * np.asarray(batch_wa, dtype=float) + g["gamma_3"]) * s / (np.asarray(step, dtype=float) + g["gamma_1"]) + g["gamma_5"]
+    return (g["gamma_2"] * np.asarray(batch_wa, dtype=float) + g["gamma_3"]) * s / (
+        np.asarray(step, dtype=float) + g["gamma_1"]
+    ) + g["gamma_5"]
 
 
-def iterations_to(coefficients: dict[str, float], variant: str, batch_wa: float, cc: float,
-                  workers: int, loss: float) -> float:
+def iterations_to(
+    coefficients: dict[str, float], variant: str, batch_wa: float, cc: float, workers: int, loss: float
+) -> float:
     """Eq. (3) solved for j at ``loss``; NaN when unreachable (loss <= gamma_5 or numerator <= 0)."""
     g = coefficients
     numerator = g["gamma_2"] * batch_wa + g["gamma_3"]
     if loss <= g["gamma_5"] or numerator <= 0:
         return math.nan
-    return float(numerator * spread(variant, np.array([cc]), np.array([workers]), g["gamma_4"])[0]
-                 / (loss - g["gamma_5"]) - g["gamma_1"])
+    return float(
+        numerator * spread(variant, np.array([cc]), np.array([workers]), g["gamma_4"])[0] / (loss - g["gamma_5"])
+        - g["gamma_1"]
+    )
 
 
 @dataclass(frozen=True)
@@ -121,15 +133,22 @@ class LossFit:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the ``profile fit-loss --json`` output)."""
-        return {"variant": self.variant, "coefficients": {k: e.to_dict() for k, e in self.estimates.items()},
-                "rmse": self.rmse, "max_abs_residual": float(np.abs(self.residuals).max()),
-                "points": self.points, "runs": list(self.runs),
-                "domain": self.domain.to_dict(), "uncertainty": dict(self.uncertainty),
-                "warnings": list(self.warnings)}
+        return {
+            "variant": self.variant,
+            "coefficients": {k: e.to_dict() for k, e in self.estimates.items()},
+            "rmse": self.rmse,
+            "max_abs_residual": float(np.abs(self.residuals).max()),
+            "points": self.points,
+            "runs": list(self.runs),
+            "domain": self.domain.to_dict(),
+            "uncertainty": dict(self.uncertainty),
+            "warnings": list(self.warnings),
+        }
 
 
-def fit_with_errors(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, low: np.ndarray,
-                    high: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def fit_with_errors(
+    residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, low: np.ndarray, high: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The profiler's least squares: (x, standard errors, residuals) of ``min |residual(x)|^2``.
 
     :func:`dnnprov.profiling.uncertainty.fit_least_squares` with the classical covariance
@@ -168,20 +187,28 @@ def data_problems(log: LossLog) -> list[str]:
     runs = log.runs()
     stepped = [r for r in runs if _distinct(log.step[log.run == r]) >= 2]
     if not stepped:
-        raise InvalidInputError("loss log", "no run logs the loss at two different steps: eq. (3) needs how "
-                                            "the loss falls with the steps")
+        raise InvalidInputError(
+            "loss log", "no run logs the loss at two different steps: eq. (3) needs how the loss falls with the steps"
+        )
     falling = {r: _rank_correlation(log.step[log.run == r], log.loss[log.run == r]) < FALLING for r in stepped}
     if not any(falling.values()):
-        raise InvalidInputError("loss log", "the loss falls with the steps in no run (it is constant, noise or "
-                                            "rising): eq. (3), a falling curve, would fit nothing meaningful")
+        raise InvalidInputError(
+            "loss log",
+            "the loss falls with the steps in no run (it is constant, noise or "
+            "rising): eq. (3), a falling curve, would fit nothing meaningful",
+        )
     notes = []
     flat = [r for r, ok in falling.items() if not ok]
     if flat:
-        notes.append(f"the loss does not fall with the steps in {len(flat)} of {len(stepped)} runs "
-                     f"({', '.join(map(str, flat[:5]))}{', ...' if len(flat) > 5 else ''}): they pull the fit")
+        notes.append(
+            f"the loss does not fall with the steps in {len(flat)} of {len(stepped)} runs "
+            f"({', '.join(map(str, flat[:5]))}{', ...' if len(flat) > 5 else ''}): they pull the fit"
+        )
     if (log.loss < 0).any():
-        notes.append(f"{int((log.loss < 0).sum())} losses are below 0: eq. (3)'s floor gamma_5 may be fitted "
-                     "below 0, which no cross-entropy loss reaches")
+        notes.append(
+            f"{int((log.loss < 0).sum())} losses are below 0: eq. (3)'s floor gamma_5 may be fitted "
+            "below 0, which no cross-entropy loss reaches"
+        )
     if len(runs) == 1:
         notes.append("one run: nothing to leave out, so the fit's prediction error is not measured")
     return notes
@@ -202,8 +229,16 @@ AUTOCORRELATION_WARNING = 0.2
 NEGATIVE_LOSS_HORIZON = 10.0
 
 
-def _design_start(variant: str, free: list[str], fixed: dict[str, tuple[float, str]], b: np.ndarray,
-                  cc: np.ndarray, k: np.ndarray, j: np.ndarray, y: np.ndarray) -> dict[str, float]:
+def _design_start(
+    variant: str,
+    free: list[str],
+    fixed: dict[str, tuple[float, str]],
+    b: np.ndarray,
+    cc: np.ndarray,
+    k: np.ndarray,
+    j: np.ndarray,
+    y: np.ndarray,
+) -> dict[str, float]:
     """A starting point: the best (gamma_1, gamma_4) grid point, solved linearly for the rest."""
     j_low = float(j.min())
     span = max(float(j.max()) - j_low, 1.0)
@@ -250,36 +285,51 @@ def _variance_power(level: np.ndarray, residuals: np.ndarray, floor: float) -> f
     return float(min(max(slope, 0.0), 1.0))
 
 
-def fit_problems(fit: "LossFit", log: LossLog) -> list[str]:
+def fit_problems(fit: LossFit, log: LossLog) -> list[str]:
     """Warnings about a fitted eq. (3): signs the papers' fits never have, undetermined
     coefficients, correlated residuals, negative predicted losses."""
     g = fit.coefficients()
     notes = []
     if not fit.uncertainty.get("converged", True):
-        notes.append(f"the least-squares solver stopped at its {MAX_EVALUATIONS:,} evaluations before converging: "
-                     "the values are not an optimum and their errors not to be trusted (the data hardly fit eq. (3))")
+        notes.append(
+            f"the least-squares solver stopped at its {MAX_EVALUATIONS:,} evaluations before converging: "
+            "the values are not an optimum and their errors not to be trusted (the data hardly fit eq. (3))"
+        )
     lost = [p for p, e in fit.estimates.items() if e.undetermined]
     if lost:
-        notes.append(f"{', '.join(lost)} not determined by the data (rank-deficient fit: their effects cannot be "
-                     "told apart from the other coefficients'); standard error NaN")
+        notes.append(
+            f"{', '.join(lost)} not determined by the data (rank-deficient fit: their effects cannot be "
+            "told apart from the other coefficients'); standard error NaN"
+        )
     if not fit.estimates["gamma_2"].fixed and g["gamma_2"] >= 0:
-        notes.append(f"gamma_2 = {g['gamma_2']:.4g} >= 0: a larger per-worker batch b_w does not cut the iterations "
-                     "(spotDNN's fits have gamma_2 < 0); the batch term may be fitting noise")
+        notes.append(
+            f"gamma_2 = {g['gamma_2']:.4g} >= 0: a larger per-worker batch b_w does not cut the iterations "
+            "(spotDNN's fits have gamma_2 < 0); the batch term may be fitting noise"
+        )
     if g["gamma_5"] < 0:
-        notes.append(f"gamma_5 = {g['gamma_5']:.4g} < 0: eq. (3)'s floor is below zero, which no cross-entropy "
-                     "loss reaches")
+        notes.append(
+            f"gamma_5 = {g['gamma_5']:.4g} < 0: eq. (3)'s floor is below zero, which no cross-entropy loss reaches"
+        )
     rho = fit.uncertainty.get("autocorrelation")
     if rho is not None and rho > max(AUTOCORRELATION_WARNING, 2 / math.sqrt(fit.points)):
-        notes.append(f"the residuals are serially correlated (lag-1 autocorrelation {rho:.2f}): eq. (3) misses "
-                     f"part of the curve's shape; standard errors are inflated x{fit.uncertainty['stderr_inflation']:.2f} "
-                     "(effective sample size)")
+        notes.append(
+            f"the residuals are serially correlated (lag-1 autocorrelation {rho:.2f}): eq. (3) misses "
+            f"part of the curve's shape; standard errors are inflated x{fit.uncertainty['stderr_inflation']:.2f} "
+            "(effective sample size)"
+        )
     last = float(log.step.max())
     for b_w, cc, k in dict.fromkeys(zip(log.batch_wa.tolist(), log.cc.tolist(), log.workers.tolist())):
         zero = iterations_to(g, fit.variant, b_w, cc, k, 0.0) if g["gamma_5"] < 0 else math.nan
         if math.isfinite(zero) and zero <= NEGATIVE_LOSS_HORIZON * last:
-            where = "inside the logged steps" if zero <= last else f"within {NEGATIVE_LOSS_HORIZON:g} x the last logged step"
-            notes.append(f"the fitted model predicts negative losses from step {max(zero, 0.0):,.0f} ({where}, which end "
-                         f"at {last:,.0f}; b_w {b_w:g}, |N| {k}): its iterations to a low loss are not to be trusted")
+            where = (
+                "inside the logged steps"
+                if zero <= last
+                else f"within {NEGATIVE_LOSS_HORIZON:g} x the last logged step"
+            )
+            notes.append(
+                f"the fitted model predicts negative losses from step {max(zero, 0.0):,.0f} ({where}, which end "
+                f"at {last:,.0f}; b_w {b_w:g}, |N| {k}): its iterations to a low loss are not to be trusted"
+            )
             break
     return notes
 
@@ -306,8 +356,10 @@ def fit_loss(log: LossLog, variant: str = "cc", weighting: str = "auto") -> Loss
     elif len({(round(float(r), 9), int(n)) for r, n in zip(cc, k)}) < 2:
         fixed["gamma_4"] = (1.0, "every run has the same R and |N|: gamma_4 cannot be told from gamma_3 (set to 1)")
     elif _distinct(cc) < 2:
-        fixed["gamma_4"] = (1.0, ("every run has the same R: sqrt(R + gamma_4) only rescales gamma_2 and gamma_3 "
-                                  "(set to 1)"))
+        fixed["gamma_4"] = (
+            1.0,
+            ("every run has the same R: sqrt(R + gamma_4) only rescales gamma_2 and gamma_3 (set to 1)"),
+        )
     free = [p for p in PARAMS if p not in fixed]
     if len(y) <= len(free):
         raise InvalidInputError("loss log", f"{len(y)} rows cannot determine {len(free)} coefficients")
@@ -325,16 +377,27 @@ def fit_loss(log: LossLog, variant: str = "cc", weighting: str = "auto") -> Loss
         return (loss_curve(unpack(x), variant, b, cc, k, j) - y) / scale
 
     x = np.array([start[p] for p in free])
-    low = np.array([-float(j.min()) + 1e-9 * max(float(j.max() - j.min()), 1.0) if p == "gamma_1"
-                    else 0.0 if p == "gamma_4" else -np.inf for p in free])
+    low = np.array(
+        [
+            -float(j.min()) + 1e-9 * max(float(j.max() - j.min()), 1.0)
+            if p == "gamma_1"
+            else 0.0
+            if p == "gamma_4"
+            else -np.inf
+            for p in free
+        ]
+    )
     high = np.full(len(free), np.inf)
     blocks = _run_blocks(log)
     solved = fit_least_squares(residual, x, low, high, blocks=blocks)
     level = np.maximum(np.abs(loss_curve(unpack(solved.x), variant, b, cc, k, j)), floor)
-    theta = {"relative": 1.0, "absolute": 0.0}[weighting] if weighting != "auto" else \
-        _variance_power(level, solved.residuals, floor)
+    theta = (
+        {"relative": 1.0, "absolute": 0.0}[weighting]
+        if weighting != "auto"
+        else _variance_power(level, solved.residuals, floor)
+    )
     for _ in range(REWEIGHT_PASSES if theta > 0 and solved.converged else 0):
-        scale = level ** theta
+        scale = level**theta
         solved = fit_least_squares(residual, solved.x, low, high, blocks=blocks)
         level = np.maximum(np.abs(loss_curve(unpack(solved.x), variant, b, cc, k, j)), floor)
     values = unpack(solved.x)
@@ -348,23 +411,45 @@ def fit_loss(log: LossLog, variant: str = "cc", weighting: str = "auto") -> Loss
             bound = "gamma_1 > -min(j)" if p == "gamma_1" else "gamma_4 >= 0"
             estimates[p] = Estimate(float(values[p]), None, f"stopped at its bound {bound}")
         elif i in solved.undetermined:
-            estimates[p] = Estimate(float(values[p]), math.nan,
-                                    undetermined="rank-deficient: the data cannot tell it from the other coefficients")
+            estimates[p] = Estimate(
+                float(values[p]),
+                math.nan,
+                undetermined="rank-deficient: the data cannot tell it from the other coefficients",
+            )
         else:
             estimates[p] = Estimate(float(values[p]), float(solved.stderr[i]), interval=solved.interval(i))
     runs = tuple(log.runs())
-    domain = SpotDomain(batch_wa=(float(b.min()), float(b.max())), workers=(int(k.min()), int(k.max())),
-                        cc=(float(cc.min()), float(cc.max())),
-                        loss=(float(y.min()), float(y.max())), iterations=(float(j.min()), float(j.max())),
-                        source=f"dnnprov profile fit-loss: {len(y)} logged steps of {len(runs)} runs "
-                               f"({', '.join(runs[:8])}{', ...' if len(runs) > 8 else ''}), loss variant {variant}; "
-                               "b_w is the per-worker average batch of eq. (4), not the cluster's global batch")
+    domain = SpotDomain(
+        batch_wa=(float(b.min()), float(b.max())),
+        workers=(int(k.min()), int(k.max())),
+        cc=(float(cc.min()), float(cc.max())),
+        loss=(float(y.min()), float(y.max())),
+        iterations=(float(j.min()), float(j.max())),
+        source=f"dnnprov profile fit-loss: {len(y)} logged steps of {len(runs)} runs "
+        f"({', '.join(runs[:8])}{', ...' if len(runs) > 8 else ''}), loss variant {variant}; "
+        "b_w is the per-worker average batch of eq. (4), not the cluster's global batch",
+    )
     res = loss_curve(values, variant, b, cc, k, j) - y
-    uncertainty = {"weighting": weighting, "weight_power": theta, "converged": solved.converged, "covariance": "larger of classical and sandwich (HC3)",
-                   "autocorrelation": solved.autocorrelation, "stderr_inflation": solved.inflation,
-                   "dof": solved.dof, "interval": "95 % Student t"}
-    fit = LossFit(variant=variant, estimates=estimates, rmse=float(math.sqrt((res ** 2).mean())),
-                  points=len(y), runs=runs, domain=domain, residuals=res, uncertainty=uncertainty)
+    uncertainty = {
+        "weighting": weighting,
+        "weight_power": theta,
+        "converged": solved.converged,
+        "covariance": "larger of classical and sandwich (HC3)",
+        "autocorrelation": solved.autocorrelation,
+        "stderr_inflation": solved.inflation,
+        "dof": solved.dof,
+        "interval": "95 % Student t",
+    }
+    fit = LossFit(
+        variant=variant,
+        estimates=estimates,
+        rmse=float(math.sqrt((res**2).mean())),
+        points=len(y),
+        runs=runs,
+        domain=domain,
+        residuals=res,
+        uncertainty=uncertainty,
+    )
     notes += fit_problems(fit, log)
     for note in notes:
         warnings.warn(note, ProfileWarning, stacklevel=2)
@@ -398,11 +483,11 @@ def leave_one_run_out(log: LossLog, variant: str = "cc", weighting: str = "auto"
     for name in runs:
         held = log.run == name
         try:
-            with warnings.catch_warnings():      # the sub-fits' warnings are not the main fit's
+            with warnings.catch_warnings():  # the sub-fits' warnings are not the main fit's
                 warnings.simplefilter("ignore", ProfileWarning)
                 fit = fit_loss(log.select(~held), variant, weighting)
         except InvalidInputError:
-            skipped.append(name)   # the other runs alone cannot be fitted (e.g. none of them falls)
+            skipped.append(name)  # the other runs alone cannot be fitted (e.g. none of them falls)
             continue
         test = log.select(held)
         predicted = fit.predict(test)
@@ -412,25 +497,45 @@ def leave_one_run_out(log: LossLog, variant: str = "cc", weighting: str = "auto"
         order = np.argsort(test.step)
         target = float(np.mean(logged[order][-3:]))
         j_obs = _observed_iterations(test.step, logged, target)
-        j_pred = iterations_to(fit.coefficients(), variant, float(test.batch_wa[0]), float(test.cc[0]),
-                               int(test.workers[0]), target)
+        j_pred = iterations_to(
+            fit.coefficients(), variant, float(test.batch_wa[0]), float(test.cc[0]), int(test.workers[0]), target
+        )
         it_err = abs(j_pred - j_obs) / j_obs * 100 if j_obs > 0 and math.isfinite(j_pred) else math.nan
-        out.append({"run": name, "workers": int(test.workers[0]), "batch_wa": float(test.batch_wa[0]),
-                    "cc": float(test.cc[0]), "loss_error_pct": loss_err if math.isfinite(loss_err) else None,
-                    "target_loss": target,
-                    "iterations_logged": j_obs, "iterations_predicted": j_pred if math.isfinite(j_pred) else None,
-                    "iterations_error_pct": it_err if math.isfinite(it_err) else None})
+        out.append(
+            {
+                "run": name,
+                "workers": int(test.workers[0]),
+                "batch_wa": float(test.batch_wa[0]),
+                "cc": float(test.cc[0]),
+                "loss_error_pct": loss_err if math.isfinite(loss_err) else None,
+                "target_loss": target,
+                "iterations_logged": j_obs,
+                "iterations_predicted": j_pred if math.isfinite(j_pred) else None,
+                "iterations_error_pct": it_err if math.isfinite(it_err) else None,
+            }
+        )
     if skipped:
-        warnings.warn(f"leave-one-run-out skipped {len(skipped)} of {len(runs)} runs ({', '.join(map(str, skipped[:5]))}"
-                      f"{', ...' if len(skipped) > 5 else ''}): the other runs alone cannot be fitted; the main fit "
-                      "is kept", ProfileWarning, stacklevel=2)
+        warnings.warn(
+            f"leave-one-run-out skipped {len(skipped)} of {len(runs)} runs ({', '.join(map(str, skipped[:5]))}"
+            f"{', ...' if len(skipped) > 5 else ''}): the other runs alone cannot be fitted; the main fit "
+            "is kept",
+            ProfileWarning,
+            stacklevel=2,
+        )
     return out
 
 
-def synthetic_log(coefficients: dict[str, float], variant: str,
-                  clusters: Sequence[tuple[float, float, int]], *, steps: int = 60,
-                  max_step: float = 20000.0, noise: float = 0.01, seed: int = 0,
-                  relative: bool = False) -> LossLog:
+def synthetic_log(
+    coefficients: dict[str, float],
+    variant: str,
+    clusters: Sequence[tuple[float, float, int]],
+    *,
+    steps: int = 60,
+    max_step: float = 20000.0,
+    noise: float = 0.01,
+    seed: int = 0,
+    relative: bool = False,
+) -> LossLog:
     """Loss logs generated by eq. (3) with Gaussian noise: one run per ``(b_w, R, |N|)``.
 
     Each run logs ``steps`` evenly spaced points in [0, ``max_step``]; ``noise`` is the
@@ -441,8 +546,9 @@ def synthetic_log(coefficients: dict[str, float], variant: str,
     rows = []
     grid = np.linspace(0.0, max_step, steps)
     for i, (b_w, cc, workers) in enumerate(clusters):
-        clean = loss_curve(coefficients, variant, np.full(steps, b_w), np.full(steps, cc),
-                           np.full(steps, workers), grid)
+        clean = loss_curve(
+            coefficients, variant, np.full(steps, b_w), np.full(steps, cc), np.full(steps, workers), grid
+        )
         noisy = clean + rng.normal(0.0, noise, steps) * (clean if relative else 1.0)
         rows += [(f"run{i}", int(workers), float(b_w), float(cc), float(s), float(v)) for s, v in zip(grid, noisy)]
     return LossLog.from_rows(rows)

@@ -14,27 +14,49 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from dnnprov.io.catalog import SpotWorkloadProfile
-from dnnprov.problems.domain import ServerlessDomain, SpotDomain
 from dnnprov.errors import InvalidInputError
+from dnnprov.io.catalog import SpotWorkloadProfile
 from dnnprov.io.paper import SERVERLESS_WORKLOAD_FORMAT
+from dnnprov.problems.domain import ServerlessDomain, SpotDomain
+from dnnprov.problems.serverless import ServerlessWorkload
 from dnnprov.profiling.loss import Estimate, LossFit, fit_loss, leave_one_run_out, synthetic_log
 from dnnprov.profiling.readers import LossLog, read_loss_csv, read_tf_worker_logs, read_trainer_state
-from dnnprov.profiling.timing import (ServerlessTimingFit, SpotTimingFit, fit_serverless_timing,
-                                    fit_spot_timing, timing_kind)
-from dnnprov.problems.serverless import ServerlessWorkload
+from dnnprov.profiling.timing import (
+    ServerlessTimingFit,
+    SpotTimingFit,
+    fit_serverless_timing,
+    fit_spot_timing,
+    timing_kind,
+)
 
-__all__ = ["LossLog", "LossFit", "SpotTimingFit", "ServerlessTimingFit", "read_loss_logs", "fit_loss",
-           "leave_one_run_out", "synthetic_log", "fit_spot_timing", "fit_serverless_timing", "timing_kind",
-           "with_loss_fit", "with_spot_timing_fit", "with_serverless_timing_fit", "serverless_workload_dict",
-           "format_estimate", "format_uncertainty"]
+__all__ = [
+    "LossFit",
+    "LossLog",
+    "ServerlessTimingFit",
+    "SpotTimingFit",
+    "fit_loss",
+    "fit_serverless_timing",
+    "fit_spot_timing",
+    "format_estimate",
+    "format_uncertainty",
+    "leave_one_run_out",
+    "read_loss_logs",
+    "serverless_workload_dict",
+    "synthetic_log",
+    "timing_kind",
+    "with_loss_fit",
+    "with_serverless_timing_fit",
+    "with_spot_timing_fit",
+]
 
 
-def read_loss_logs(paths: Sequence[str | Path], *, batch_size: float | None = None, workers: int = 1,
-                   worker_batch: int | None = None) -> LossLog:
+def read_loss_logs(
+    paths: Sequence[str | Path], *, batch_size: float | None = None, workers: int = 1, worker_batch: int | None = None
+) -> LossLog:
     """Read loss logs of any supported kind and join them.
 
     A directory is one run of the spotDNN authors' TF trainer (its ``worker*`` files, or
@@ -79,10 +101,12 @@ def format_uncertainty(u: dict[str, Any]) -> str:
     if not u:
         return "errors: method not recorded"
     rho = u.get("autocorrelation")
-    return (f"errors: {u['weighting']} weights (loss^{u['weight_power']:.2f}), {u['covariance']} covariance, "
-            + (f"lag-1 autocorrelation {rho:.2f}" if rho is not None else "autocorrelation not measured")
-            + (f" (stderr x{u['stderr_inflation']:.2f})" if u["stderr_inflation"] > 1 else "")
-            + f", {u['dof']:.1f} degrees of freedom")
+    return (
+        f"errors: {u['weighting']} weights (loss^{u['weight_power']:.2f}), {u['covariance']} covariance, "
+        + (f"lag-1 autocorrelation {rho:.2f}" if rho is not None else "autocorrelation not measured")
+        + (f" (stderr x{u['stderr_inflation']:.2f})" if u["stderr_inflation"] > 1 else "")
+        + f", {u['dof']:.1f} degrees of freedom"
+    )
 
 
 def _notes(old: str, line: str) -> str:
@@ -93,31 +117,44 @@ def _without(estimated: Sequence[str], fitted: Sequence[str]) -> tuple[str, ...]
     return tuple(e for e in estimated if e not in fitted)
 
 
-def with_loss_fit(base: SpotWorkloadProfile, fit: LossFit, source: str,
-                  loo: list[dict[str, Any]] | None = None, extrapolation: float = 1.0) -> SpotWorkloadProfile:
+def with_loss_fit(
+    base: SpotWorkloadProfile,
+    fit: LossFit,
+    source: str,
+    loo: list[dict[str, Any]] | None = None,
+    extrapolation: float = 1.0,
+) -> SpotWorkloadProfile:
     """``base`` with gamma_1..gamma_5, the loss variant and the domain of ``fit``.
 
     ``extrapolation`` is the factor the written domain allows (1: the fitted ranges only).
     """
     coefficients = fit.coefficients()
     fitted = [p for p, e in fit.estimates.items() if not e.fixed or e.fixed.startswith("stopped")]
-    line = (f"Loss model fitted by dnnprov profile fit-loss from {source} ({fit.points} steps, runs "
-            f"{', '.join(fit.runs)}; variant {fit.variant}): "
-            + "; ".join(format_estimate(p, e) for p, e in fit.estimates.items()) + f"; RMSE {fit.rmse:.4g}; "
-            + format_uncertainty(fit.uncertainty) + ". batch_wa (b_w) is the per-worker average batch of eq. (4), "
-            "not the cluster's global batch.")
+    line = (
+        f"Loss model fitted by dnnprov profile fit-loss from {source} ({fit.points} steps, runs "
+        f"{', '.join(fit.runs)}; variant {fit.variant}): "
+        + "; ".join(format_estimate(p, e) for p, e in fit.estimates.items())
+        + f"; RMSE {fit.rmse:.4g}; "
+        + format_uncertainty(fit.uncertainty)
+        + ". batch_wa (b_w) is the per-worker average batch of eq. (4), "
+        "not the cluster's global batch."
+    )
     held_out = loo or []
     losses = [r["loss_error_pct"] for r in held_out if r["loss_error_pct"] is not None]
     if losses:
         errors = [r["iterations_error_pct"] for r in held_out if r["iterations_error_pct"] is not None]
-        line += (f" Leave-one-run-out: loss error {min(losses):.1f}-{max(losses):.1f} %"
-                 + (f", iterations error {min(errors):.1f}-{max(errors):.1f} %." if errors else "."))
+        line += f" Leave-one-run-out: loss error {min(losses):.1f}-{max(losses):.1f} %" + (
+            f", iterations error {min(errors):.1f}-{max(errors):.1f} %." if errors else "."
+        )
     if fit.warnings:
         line += " Warnings: " + "; ".join(fit.warnings) + "."
     domain = dataclasses.replace(fit.domain, extrapolation=extrapolation)
-    changes: dict[str, Any] = {"loss_variant": fit.variant, "domain": domain,
-                               "estimated": _without(base.workload.estimated, fitted + ["loss_variant"]),
-                               **coefficients}   # gamma_1..gamma_5: names known only at run time
+    changes: dict[str, Any] = {
+        "loss_variant": fit.variant,
+        "domain": domain,
+        "estimated": _without(base.workload.estimated, fitted + ["loss_variant"]),
+        **coefficients,
+    }  # gamma_1..gamma_5: names known only at run time
     workload = dataclasses.replace(base.workload, **changes)
     return dataclasses.replace(base, workload=workload, notes=_notes(base.notes, line))
 
@@ -135,29 +172,52 @@ def with_spot_timing_fit(base: SpotWorkloadProfile, fit: SpotTimingFit, source: 
     if old is not None:
         low, high = max(old.workers[0], fit.workers[0]), min(old.workers[1], fit.workers[1])
         if low > high:
-            raise InvalidInputError("workload.domain.workers", f"the loss fit covers |N| {old.workers[0]}-{old.workers[1]}, "
-                                    f"the timing runs {fit.workers[0]}-{fit.workers[1]}: no overlap")
-        domain = dataclasses.replace(old, workers=(low, high), source=f"{old.source} |N| narrowed to the timing runs' {fit.workers[0]}-{fit.workers[1]}.".strip())
+            raise InvalidInputError(
+                "workload.domain.workers",
+                f"the loss fit covers |N| {old.workers[0]}-{old.workers[1]}, "
+                f"the timing runs {fit.workers[0]}-{fit.workers[1]}: no overlap",
+            )
+        domain = dataclasses.replace(
+            old,
+            workers=(low, high),
+            source=f"{old.source} |N| narrowed to the timing runs' {fit.workers[0]}-{fit.workers[1]}.".strip(),
+        )
     else:
         batches = [fit.gpus[t] * fit.batch_per_gpu[t] for t in fit.compute_time]
-        domain = SpotDomain(batch_wa=(float(min(batches)), float(max(batches))), workers=fit.workers,
-                            source=f"dnnprov profile fit-timing: |N| {fit.workers[0]}-{fit.workers[1]} of the timing runs; "
-                                   "b_w between the profiled worker batches (no loss fit yet)")
-    line = (f"Timing fitted by dnnprov profile fit-timing from {source} ({fit.rows} worker rows, |N| "
-            f"{fit.workers[0]}-{fit.workers[1]}; S_parm {fit.param_size_mb:g} MB given): "
-            + "; ".join([format_estimate("bandwidth_req_mb_s", fit.bandwidth_req), format_estimate("alpha_1", fit.alpha_1),
-                         format_estimate("beta_1", fit.beta_1)]
-                        + [format_estimate(f"compute_time_s[{t}]", e) for t, e in fit.compute_time.items()])
-            + f"; contention RMSE {fit.contention_rmse:.3g}.")
+        domain = SpotDomain(
+            batch_wa=(float(min(batches)), float(max(batches))),
+            workers=fit.workers,
+            source=f"dnnprov profile fit-timing: |N| {fit.workers[0]}-{fit.workers[1]} of the timing runs; "
+            "b_w between the profiled worker batches (no loss fit yet)",
+        )
+    line = (
+        f"Timing fitted by dnnprov profile fit-timing from {source} ({fit.rows} worker rows, |N| "
+        f"{fit.workers[0]}-{fit.workers[1]}; S_parm {fit.param_size_mb:g} MB given): "
+        + "; ".join(
+            [
+                format_estimate("bandwidth_req_mb_s", fit.bandwidth_req),
+                format_estimate("alpha_1", fit.alpha_1),
+                format_estimate("beta_1", fit.beta_1),
+            ]
+            + [format_estimate(f"compute_time_s[{t}]", e) for t, e in fit.compute_time.items()]
+        )
+        + f"; contention RMSE {fit.contention_rmse:.3g}."
+    )
     if fit.leave_one_out:
         errs = [r["time_error_pct"] for r in fit.leave_one_out]
         line += f" Leave-one-run-out iteration-time error {min(errs):.1f}-{max(errs):.1f} %."
     if fit.warnings:
         line += " Warnings: " + "; ".join(fit.warnings) + "."
     fitted = ["param_size_mb", "bandwidth_req_mb_s", "alpha_1", "beta_1"]
-    workload = dataclasses.replace(base.workload, param_size_mb=fit.param_size_mb, bandwidth_req_mb_s=fit.bandwidth_req.value,
-                                   alpha_1=fit.alpha_1.value, beta_1=fit.beta_1.value, domain=domain,
-                                   estimated=_without(base.workload.estimated, fitted))
+    workload = dataclasses.replace(
+        base.workload,
+        param_size_mb=fit.param_size_mb,
+        bandwidth_req_mb_s=fit.bandwidth_req.value,
+        alpha_1=fit.alpha_1.value,
+        beta_1=fit.beta_1.value,
+        domain=domain,
+        estimated=_without(base.workload.estimated, fitted),
+    )
     return dataclasses.replace(base, workload=workload, per_type=per_type, notes=_notes(base.notes, line))
 
 
@@ -165,12 +225,20 @@ def with_serverless_timing_fit(base: ServerlessWorkload, fit: ServerlessTimingFi
     """``base`` with the rate and storage lines, m_min and the memory domain of ``fit``."""
     fitted = ["rate_alpha", "rate_beta", "storage_alpha", "storage_beta", "min_memory_mb"]
     return dataclasses.replace(
-        base, rate_alpha=fit.rate_alpha.value, rate_beta=fit.rate_beta.value, storage_alpha=fit.storage_alpha.value,
-        storage_beta=fit.storage_beta.value, min_memory_mb=fit.min_memory_mb,
+        base,
+        rate_alpha=fit.rate_alpha.value,
+        rate_beta=fit.rate_beta.value,
+        storage_alpha=fit.storage_alpha.value,
+        storage_beta=fit.storage_beta.value,
+        min_memory_mb=fit.min_memory_mb,
         estimated=_without(base.estimated, fitted),
-        domain=ServerlessDomain(memory_mb=fit.memory_mb, functions=fit.functions,
-                                source=f"dnnprov profile fit-timing: runs at {fit.memory_mb[0]:g}-{fit.memory_mb[1]:g} MB "
-                                       f"with {fit.functions[0]}-{fit.functions[1]} functions"))
+        domain=ServerlessDomain(
+            memory_mb=fit.memory_mb,
+            functions=fit.functions,
+            source=f"dnnprov profile fit-timing: runs at {fit.memory_mb[0]:g}-{fit.memory_mb[1]:g} MB "
+            f"with {fit.functions[0]}-{fit.functions[1]} functions",
+        ),
+    )
 
 
 def serverless_workload_dict(workload: ServerlessWorkload, notes: str) -> dict[str, Any]:
@@ -186,9 +254,13 @@ def serverless_workload_dict(workload: ServerlessWorkload, notes: str) -> dict[s
 
 def serverless_timing_notes(old: str, fit: ServerlessTimingFit, source: str) -> str:
     """``old`` notes plus one sentence with every fitted number and its standard error."""
-    line = (f"Fitted by dnnprov profile fit-timing from {source} ({fit.rows} runs): "
-            + "; ".join(format_estimate(n, getattr(fit, n)) for n in ("rate_alpha", "rate_beta", "storage_alpha", "storage_beta"))
-            + f"; min_memory_mb {fit.min_memory_mb} ({fit.min_memory_note}).")
+    line = (
+        f"Fitted by dnnprov profile fit-timing from {source} ({fit.rows} runs): "
+        + "; ".join(
+            format_estimate(n, getattr(fit, n)) for n in ("rate_alpha", "rate_beta", "storage_alpha", "storage_beta")
+        )
+        + f"; min_memory_mb {fit.min_memory_mb} ({fit.min_memory_note})."
+    )
     if fit.leave_one_out:
         rate = [r["rate_error_pct"] for r in fit.leave_one_out]
         line += f" Leave-one-run-out rate error {min(rate):.1f}-{max(rate):.1f} %."
@@ -203,4 +275,3 @@ def write_json(data: dict[str, Any], path: str | Path) -> None:
         Path(path).write_text(json.dumps(data, indent=2) + "\n")
     except OSError as exc:
         raise InvalidInputError(str(path), f"cannot write file: {exc.strerror or exc}") from None
-

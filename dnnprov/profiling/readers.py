@@ -18,9 +18,9 @@ from __future__ import annotations
 import csv
 import math
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -52,25 +52,30 @@ class LossLog:
         """Run names in first-seen order."""
         return list(dict.fromkeys(self.run.tolist()))
 
-    def select(self, mask: np.ndarray) -> "LossLog":
+    def select(self, mask: np.ndarray) -> LossLog:
         """The rows where ``mask`` is true."""
         return LossLog(*(getattr(self, c)[mask] for c in COLUMNS))
 
     @classmethod
-    def concat(cls, logs: Sequence["LossLog"]) -> "LossLog":
+    def concat(cls, logs: Sequence[LossLog]) -> LossLog:
         """All rows of ``logs`` in order."""
         return cls(*(np.concatenate([getattr(log, c) for log in logs]) for c in COLUMNS))
 
     @classmethod
-    def from_rows(cls, rows: Iterable[tuple[str, int, float, float, float, float]]) -> "LossLog":
+    def from_rows(cls, rows: Iterable[tuple[str, int, float, float, float, float]]) -> LossLog:
         """Build from ``(run, workers, batch_wa, cc, step, loss)`` tuples."""
         rows = list(rows)
         if not rows:
             raise InvalidInputError("loss log", "has no rows")
         cols = list(zip(*rows))
-        return cls(run=np.array(cols[0], dtype=object), workers=np.array(cols[1], dtype=np.int64),
-                   batch_wa=np.array(cols[2], dtype=float), cc=np.array(cols[3], dtype=float),
-                   step=np.array(cols[4], dtype=float), loss=np.array(cols[5], dtype=float))
+        return cls(
+            run=np.array(cols[0], dtype=object),
+            workers=np.array(cols[1], dtype=np.int64),
+            batch_wa=np.array(cols[2], dtype=float),
+            cc=np.array(cols[3], dtype=float),
+            step=np.array(cols[4], dtype=float),
+            loss=np.array(cols[5], dtype=float),
+        )
 
     def write_csv(self, path: str | Path) -> None:
         """Write the CSV contract (header ``run,workers,batch_wa,cc,step,loss``)."""
@@ -78,8 +83,16 @@ class LossLog:
             out = csv.writer(f)
             out.writerow(COLUMNS)
             for i in range(len(self)):
-                out.writerow([self.run[i], int(self.workers[i]), repr(float(self.batch_wa[i])),
-                              repr(float(self.cc[i])), repr(float(self.step[i])), repr(float(self.loss[i]))])
+                out.writerow(
+                    [
+                        self.run[i],
+                        int(self.workers[i]),
+                        repr(float(self.batch_wa[i])),
+                        repr(float(self.cc[i])),
+                        repr(float(self.step[i])),
+                        repr(float(self.loss[i])),
+                    ]
+                )
 
 
 def _read_text(path: str | Path) -> str:
@@ -91,8 +104,9 @@ def _read_text(path: str | Path) -> str:
         raise InvalidInputError(str(path), "not UTF-8 text") from None
 
 
-def _finite(where: str, text: str, *, positive: bool = False, minimum: float | None = None,
-            maximum: float = MAX_MAGNITUDE) -> float:
+def _finite(
+    where: str, text: str, *, positive: bool = False, minimum: float | None = None, maximum: float = MAX_MAGNITUDE
+) -> float:
     """``text`` as a float within the stated bounds and at most 1e15 in size (as instance numbers)."""
     try:
         value = float(text)
@@ -142,8 +156,16 @@ def read_loss_csv(path: str | Path) -> LossLog:
         cc = _finite(f"{where}.cc", row[3], minimum=0)
         if cc >= 1:
             raise InvalidInputError(f"{where}.cc", f"R lies in [0, 1), got {row[3]!r}")
-        rows.append((run, int(workers), _finite(f"{where}.batch_wa", row[2], positive=True), cc,
-                     _finite(f"{where}.step", row[4], minimum=0), _finite(f"{where}.loss", row[5])))
+        rows.append(
+            (
+                run,
+                int(workers),
+                _finite(f"{where}.batch_wa", row[2], positive=True),
+                cc,
+                _finite(f"{where}.step", row[4], minimum=0),
+                _finite(f"{where}.loss", row[5]),
+            )
+        )
     if not rows:
         raise InvalidInputError(str(path), "has a header but no rows")
     return LossLog.from_rows(rows)
@@ -159,7 +181,7 @@ def cluster_stats(batches: Sequence[float], iteration_s: Sequence[float]) -> tup
     shares = speeds / speeds.sum()
     top = int(np.argmax(shares))
     rest = np.delete(shares, top)
-    return batch_wa, float(math.sqrt((1 - shares[top]) ** 2 + float((rest ** 2).sum())))
+    return batch_wa, float(math.sqrt((1 - shares[top]) ** 2 + float((rest**2).sum())))
 
 
 _BATCH_IN_NAME = re.compile(r"(?:^|_)b(\d+)(?:_|$)")
@@ -170,8 +192,11 @@ def _worker_batch(path: Path, batch: int | None) -> int:
         return batch
     match = _BATCH_IN_NAME.search(path.stem)
     if not match:
-        raise InvalidInputError(str(path), "the worker batch is not in the file name (a _b<batch>_ token, as the "
-                                           "authors name their logs): give it with --worker-batch")
+        raise InvalidInputError(
+            str(path),
+            "the worker batch is not in the file name (a _b<batch>_ token, as the "
+            "authors name their logs): give it with --worker-batch",
+        )
     return int(match.group(1))
 
 
@@ -183,17 +208,23 @@ def _worker_rows(path: Path) -> list[tuple[float, float, float]]:
         if len(fields) != 6 or not re.match(r"\d{4}-\d{2}-\d{2}", fields[0]):
             continue  # headers, TF start-up chatter
         where = f"{path}:{number}"
-        rows.append((_finite(f"{where}.global_images", fields[2], minimum=0),
-                     _finite(f"{where}.loss", fields[3]),
-                     _finite(f"{where}.sec_per_batch", fields[5], positive=True)))
+        rows.append(
+            (
+                _finite(f"{where}.global_images", fields[2], minimum=0),
+                _finite(f"{where}.loss", fields[3]),
+                _finite(f"{where}.sec_per_batch", fields[5], positive=True),
+            )
+        )
     if not rows:
-        raise InvalidInputError(str(path), "no log lines of the form: datetime, global step, global images, "
-                                           "loss, examples/s, s/batch")
+        raise InvalidInputError(
+            str(path), "no log lines of the form: datetime, global step, global images, loss, examples/s, s/batch"
+        )
     return rows
 
 
-def read_tf_worker_logs(files: Sequence[str | Path], *, run: str | None = None,
-                        worker_batch: int | None = None) -> LossLog:
+def read_tf_worker_logs(
+    files: Sequence[str | Path], *, run: str | None = None, worker_batch: int | None = None
+) -> LossLog:
     """One run of the spotDNN authors' TF trainer: one log file per worker.
 
     A worker's iteration time is its mean s/batch (skipping the first
@@ -220,8 +251,7 @@ def read_tf_worker_logs(files: Sequence[str | Path], *, run: str | None = None,
     return LossLog.from_rows((name, len(paths), batch_wa, cc, images / batch_wa, loss) for images, loss in points)
 
 
-def read_trainer_state(path: str | Path, *, batch_size: float, workers: int = 1,
-                       run: str | None = None) -> LossLog:
+def read_trainer_state(path: str | Path, *, batch_size: float, workers: int = 1, run: str | None = None) -> LossLog:
     """A Hugging Face Trainer ``trainer_state.json``: its ``log_history`` training losses.
 
     ``batch_size`` is the samples of one optimizer step of one worker (per-device batch x
@@ -248,8 +278,16 @@ def read_trainer_state(path: str | Path, *, batch_size: float, workers: int = 1,
             if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (loss, step)):
                 raise InvalidInputError(where, f"loss and step must be numbers, got {loss!r}, {step!r}")
             # the same limits as the CSV reader's: a step is >= 0, numbers at most 1e15 in size
-            rows.append((name, workers, float(batch_size), cc, _finite(f"{where}.step", repr(step), minimum=0),
-                         _finite(f"{where}.loss", repr(loss))))
+            rows.append(
+                (
+                    name,
+                    workers,
+                    float(batch_size),
+                    cc,
+                    _finite(f"{where}.step", repr(step), minimum=0),
+                    _finite(f"{where}.loss", repr(loss)),
+                )
+            )
     if not rows:
         raise InvalidInputError(f"{path}.log_history", "has no entries with both loss and step")
     return LossLog.from_rows(rows)

@@ -28,15 +28,23 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence, TypedDict
+from typing import Any, TypedDict
 
 import numpy as np
 
 from dnnprov.errors import InvalidInputError, ProfileWarning
-from dnnprov.problems._checks import (MAX_BATCH, MAX_FUNCTIONS, MAX_GPUS, MAX_MAGNITUDE, MAX_MEMORY_MB, MAX_PS_COUNT,
-                                      MAX_WORKERS)
+from dnnprov.problems._checks import (
+    MAX_BATCH,
+    MAX_FUNCTIONS,
+    MAX_GPUS,
+    MAX_MAGNITUDE,
+    MAX_MEMORY_MB,
+    MAX_PS_COUNT,
+    MAX_WORKERS,
+)
 from dnnprov.profiling.loss import Estimate
 from dnnprov.profiling.readers import csv_rows
 from dnnprov.profiling.uncertainty import t_interval
@@ -108,12 +116,20 @@ def timing_kind(path: str | Path) -> str:
         return "spot"
     if header == list(SERVERLESS_COLUMNS):
         return "serverless"
-    raise InvalidInputError(f"{path}:1", f"header must be {','.join(SPOT_COLUMNS)} (spot) or "
-                                         f"{','.join(SERVERLESS_COLUMNS)} (serverless)")
+    raise InvalidInputError(
+        f"{path}:1", f"header must be {','.join(SPOT_COLUMNS)} (spot) or {','.join(SERVERLESS_COLUMNS)} (serverless)"
+    )
 
 
-def _num(row: dict[str, str], key: str, *, positive: bool = False, minimum: float | None = None,
-         integer: bool = False, maximum: float = MAX_MAGNITUDE) -> float:
+def _num(
+    row: dict[str, str],
+    key: str,
+    *,
+    positive: bool = False,
+    minimum: float | None = None,
+    integer: bool = False,
+    maximum: float = MAX_MAGNITUDE,
+) -> float:
     """A field as a finite float within the bounds, at most 1e15 in size (``maximum``: lower)."""
     where = f"{row['_where']}.{key}"
     try:
@@ -134,16 +150,18 @@ def linear_fit(x: np.ndarray, y: np.ndarray, where: str) -> tuple[Estimate, Esti
     and 95 % t-intervals at points - 2 degrees of freedom."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if len(np.unique(x)) < 2:
-        raise InvalidInputError(where, f"needs at least two distinct x values to fit a line; got {sorted(set(x.tolist()))}")
+        raise InvalidInputError(
+            where, f"needs at least two distinct x values to fit a line; got {sorted(set(x.tolist()))}"
+        )
     a_mat = np.column_stack([x, np.ones_like(x)])
     coef, *_ = np.linalg.lstsq(a_mat, y, rcond=None)
     res = a_mat @ coef - y
     dof = len(y) - 2
     if dof > 0:
-        cov = float((res ** 2).sum()) / dof * np.linalg.inv(a_mat.T @ a_mat)
+        cov = float((res**2).sum()) / dof * np.linalg.inv(a_mat.T @ a_mat)
         se = np.sqrt(np.maximum(np.diag(cov), 0.0))
         a, b = (Estimate(float(c), float(e), interval=t_interval(float(c), float(e), dof)) for c, e in zip(coef, se))
-        return a, b, float(np.sqrt((res ** 2).mean()))
+        return a, b, float(np.sqrt((res**2).mean()))
     return Estimate(float(coef[0]), None), Estimate(float(coef[1]), None), 0.0
 
 
@@ -172,13 +190,22 @@ class SpotTimingFit:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``profile fit-timing --json``)."""
-        return {"kind": "spot", "warnings": list(self.warnings), "param_size_mb": self.param_size_mb,
-                "bandwidth_req_mb_s": self.bandwidth_req.to_dict(), "alpha_1": self.alpha_1.to_dict(),
-                "beta_1": self.beta_1.to_dict(), "contention_rmse": self.contention_rmse,
-                "per_type": {t: {"gpus": self.gpus[t], "batch_per_gpu": self.batch_per_gpu[t], "compute_time_s": e.to_dict()}
-                             for t, e in self.compute_time.items()},
-                "domain": {"workers": list(self.workers)}, "rows": self.rows,
-                "leave_one_run_out": self.leave_one_out}
+        return {
+            "kind": "spot",
+            "warnings": list(self.warnings),
+            "param_size_mb": self.param_size_mb,
+            "bandwidth_req_mb_s": self.bandwidth_req.to_dict(),
+            "alpha_1": self.alpha_1.to_dict(),
+            "beta_1": self.beta_1.to_dict(),
+            "contention_rmse": self.contention_rmse,
+            "per_type": {
+                t: {"gpus": self.gpus[t], "batch_per_gpu": self.batch_per_gpu[t], "compute_time_s": e.to_dict()}
+                for t, e in self.compute_time.items()
+            },
+            "domain": {"workers": list(self.workers)},
+            "rows": self.rows,
+            "leave_one_run_out": self.leave_one_out,
+        }
 
 
 @dataclass(frozen=True)
@@ -209,18 +236,24 @@ def _contention(rows: list[SpotRow], b_req: float, s_parm: float, b_ps: float, b
     by_run: dict[str, list[tuple[float, float, float, float]]] = {}
     for r in rows:
         k, s = r["workers"], r["ps"]
-        if k == 1 or k * b_req <= s * b_ps:    # lone workers measure B_req itself
+        if k == 1 or k * b_req <= s * b_ps:  # lone workers measure B_req itself
             continue
         network = _network_s(r, s_parm, b_pcie)
         b_wk, shared = 2 * s_parm / network, s * b_ps / k
         prob = (b_req - b_wk) / (b_req - shared)
-        noise = b_wk * r["comm_s"] / network / (b_req - shared)   # dP per unit relative error of comm_s
+        noise = b_wk * r["comm_s"] / network / (b_req - shared)  # dP per unit relative error of comm_s
         by_run.setdefault(r["run"], []).append((math.sqrt(k), prob, (b_wk - shared) / (b_req - shared) ** 2, noise))
     kept = [v for run, v in by_run.items() if CLAMPED < np.mean([e[1] for e in v]) < 1 - CLAMPED]
     clamped = tuple(run for run, v in by_run.items() if not CLAMPED < np.mean([e[1] for e in v]) < 1 - CLAMPED)
     cols = np.array([e for v in kept for e in v], dtype=float).reshape(-1, 4)
-    return Contention(x=cols[:, 0], p=cols[:, 1], dp_dbreq=cols[:, 2], p_noise=cols[:, 3], clamped_runs=clamped,
-                      contended_runs=tuple(by_run))
+    return Contention(
+        x=cols[:, 0],
+        p=cols[:, 1],
+        dp_dbreq=cols[:, 2],
+        p_noise=cols[:, 3],
+        clamped_runs=clamped,
+        contended_runs=tuple(by_run),
+    )
 
 
 def _contention_line(c: Contention, b_req: Estimate, b_req_dof: float) -> tuple[Estimate, Estimate, float]:
@@ -235,7 +268,7 @@ def _contention_line(c: Contention, b_req: Estimate, b_req_dof: float) -> tuple[
     xw = np.column_stack([c.x, np.ones_like(c.x)]) * w[:, None]
     coef, *_ = np.linalg.lstsq(xw, c.p * w, rcond=None)
     res = np.column_stack([c.x, np.ones_like(c.x)]) @ coef - c.p
-    rmse = float(np.sqrt((res ** 2).mean()))
+    rmse = float(np.sqrt((res**2).mean()))
     dof = len(c.p) - 2
     if dof <= 0:
         return Estimate(float(coef[0]), None), Estimate(float(coef[1]), None), 0.0
@@ -243,11 +276,14 @@ def _contention_line(c: Contention, b_req: Estimate, b_req_dof: float) -> tuple[
     cov = float(((res * w) ** 2).sum()) / dof * inverse
     g = inverse @ xw.T @ (c.dp_dbreq * w)
     if b_req.stderr is not None and math.isfinite(b_req.stderr):
-        cov = cov + b_req.stderr ** 2 * np.outer(g, g)
+        cov = cov + b_req.stderr**2 * np.outer(g, g)
     se = np.sqrt(np.maximum(np.diag(cov), 0.0))
     t_dof = min(dof, b_req_dof)
-    return (Estimate(float(coef[0]), float(se[0]), interval=t_interval(float(coef[0]), float(se[0]), t_dof)),
-            Estimate(float(coef[1]), float(se[1]), interval=t_interval(float(coef[1]), float(se[1]), t_dof)), rmse)
+    return (
+        Estimate(float(coef[0]), float(se[0]), interval=t_interval(float(coef[0]), float(se[0]), t_dof)),
+        Estimate(float(coef[1]), float(se[1]), interval=t_interval(float(coef[1]), float(se[1]), t_dof)),
+        rmse,
+    )
 
 
 def _relative_noise(rows: list[SpotRow]) -> tuple[float, int] | None:
@@ -263,8 +299,9 @@ def _relative_noise(rows: list[SpotRow]) -> tuple[float, int] | None:
     return math.sqrt(squares / dof), dof
 
 
-def _bandwidth_req(lone: list[SpotRow], rows: list[SpotRow], s_parm: float,
-                   b_pcie: float) -> tuple[Estimate, float, list[str]]:
+def _bandwidth_req(
+    lone: list[SpotRow], rows: list[SpotRow], s_parm: float, b_pcie: float
+) -> tuple[Estimate, float, list[str]]:
     """B_req = 2 S_parm / network time, the mean over the lone-worker rows, its dof, warnings.
 
     Its standard error is the larger of the lone rows' own spread (sd / sqrt(n)) and the
@@ -277,7 +314,7 @@ def _bandwidth_req(lone: list[SpotRow], rows: list[SpotRow], s_parm: float,
     for r in lone:
         network = _network_s(r, s_parm, b_pcie)
         values.append(2 * s_parm / network)
-        scale.append(values[-1] * r["comm_s"] / network)      # dB_req per unit relative error of comm_s
+        scale.append(values[-1] * r["comm_s"] / network)  # dB_req per unit relative error of comm_s
     v, n = np.array(values), len(values)
     candidates = [(float(v.std(ddof=1) / math.sqrt(n)), n - 1)] if n > 1 else []
     pooled = _relative_noise(rows)
@@ -286,33 +323,44 @@ def _bandwidth_req(lone: list[SpotRow], rows: list[SpotRow], s_parm: float,
     notes = []
     spread = (v.max() - v.min()) / v.mean()
     if n > 1 and spread > B_REQ_SPREAD and (pooled is None or candidates[0][0] > 3 * candidates[-1][0]):
-        notes.append(f"the lone-worker rows disagree on B_req ({v.min():.4g}-{v.max():.4g} MB/s, {spread:.0%} apart, "
-                     "more than their timing noise explains): eq. (7) with one S_parm and B_pcie does not fit them "
-                     "all; every contention probability rests on their mean")
+        notes.append(
+            f"the lone-worker rows disagree on B_req ({v.min():.4g}-{v.max():.4g} MB/s, {spread:.0%} apart, "
+            "more than their timing noise explains): eq. (7) with one S_parm and B_pcie does not fit them "
+            "all; every contention probability rests on their mean"
+        )
     if not candidates:
         return Estimate(float(v.mean()), None), 0.0, notes
     se, dof = max(candidates)
     return Estimate(float(v.mean()), se, interval=t_interval(float(v.mean()), se, dof)), float(dof), notes
 
 
-def fit_spot_timing(path: str | Path, *, param_size_mb: float, ps_bandwidth_mb_s: float = 1200.0,
-                    pcie_bandwidth_mb_s: float = 10000.0) -> SpotTimingFit:
+def fit_spot_timing(
+    path: str | Path, *, param_size_mb: float, ps_bandwidth_mb_s: float = 1200.0, pcie_bandwidth_mb_s: float = 10000.0
+) -> SpotTimingFit:
     """Fit B_req, T_comp per type and alpha_1/beta_1 (eq. 9) from a spot timing CSV.
 
     Every warning is also issued as a :class:`dnnprov.errors.ProfileWarning`.
     """
-    for name, value in (("param_size_mb", param_size_mb), ("ps_bandwidth_mb_s", ps_bandwidth_mb_s),
-                        ("pcie_bandwidth_mb_s", pcie_bandwidth_mb_s)):
+    for name, value in (
+        ("param_size_mb", param_size_mb),
+        ("ps_bandwidth_mb_s", ps_bandwidth_mb_s),
+        ("pcie_bandwidth_mb_s", pcie_bandwidth_mb_s),
+    ):
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
             raise InvalidInputError(name, f"must be a number > 0, got {value!r}")
     rows: list[SpotRow] = []
     for r in read_timing_csv(path, SPOT_COLUMNS):
-        row: SpotRow = {"_where": r["_where"], "run": r["run"], "type": r["type"],
-               "gpus": int(_num(r, "gpus", positive=True, integer=True, maximum=MAX_GPUS)),
-               "workers": int(_num(r, "workers", positive=True, integer=True, maximum=MAX_WORKERS)),
-               "ps": int(_num(r, "ps", positive=True, integer=True, maximum=MAX_PS_COUNT)),
-               "batch_per_gpu": int(_num(r, "batch_per_gpu", positive=True, integer=True, maximum=MAX_BATCH)),
-               "iteration_s": _num(r, "iteration_s", positive=True), "comm_s": _num(r, "comm_s", positive=True)}
+        row: SpotRow = {
+            "_where": r["_where"],
+            "run": r["run"],
+            "type": r["type"],
+            "gpus": int(_num(r, "gpus", positive=True, integer=True, maximum=MAX_GPUS)),
+            "workers": int(_num(r, "workers", positive=True, integer=True, maximum=MAX_WORKERS)),
+            "ps": int(_num(r, "ps", positive=True, integer=True, maximum=MAX_PS_COUNT)),
+            "batch_per_gpu": int(_num(r, "batch_per_gpu", positive=True, integer=True, maximum=MAX_BATCH)),
+            "iteration_s": _num(r, "iteration_s", positive=True),
+            "comm_s": _num(r, "comm_s", positive=True),
+        }
         if row["comm_s"] >= row["iteration_s"]:
             raise InvalidInputError(f"{r['_where']}.comm_s", "must be below iteration_s (eq. 6: T = T_comm + T_comp)")
         rows.append(row)
@@ -321,7 +369,7 @@ def fit_spot_timing(path: str | Path, *, param_size_mb: float, ps_bandwidth_mb_s
     if not lone:
         raise InvalidInputError(str(path), "no lone-worker rows (workers = 1): B_req cannot be measured")
     b_req, b_req_dof, notes = _bandwidth_req(lone, rows, s, pcie)
-    for message in notes:                      # issued now: they may explain an error below
+    for message in notes:  # issued now: they may explain an error below
         warnings.warn(message, ProfileWarning, stacklevel=2)
     compute: dict[str, Estimate] = {}
     batch: dict[str, int] = {}
@@ -335,10 +383,17 @@ def fit_spot_timing(path: str | Path, *, param_size_mb: float, ps_bandwidth_mb_s
         gpus[t] = mine[0]["gpus"]
     contention = _contention(rows, b_req.value, s, ps_bandwidth_mb_s, pcie)
     if len(np.unique(contention.x)) < 2:
-        clamped = (f"; {len(contention.clamped_runs)} of the {len(contention.contended_runs)} contended runs have P "
-                   f"clamped at 0 or 1 ({', '.join(contention.clamped_runs[:5])})" if contention.clamped_runs else "")
-        raise InvalidInputError(str(path), "needs contended runs (|N| B_req > ps B_ps, P strictly between 0 and 1) "
-                                           f"at two or more cluster sizes to fit alpha_1 and beta_1 of eq. (9){clamped}")
+        clamped = (
+            f"; {len(contention.clamped_runs)} of the {len(contention.contended_runs)} contended runs have P "
+            f"clamped at 0 or 1 ({', '.join(contention.clamped_runs[:5])})"
+            if contention.clamped_runs
+            else ""
+        )
+        raise InvalidInputError(
+            str(path),
+            "needs contended runs (|N| B_req > ps B_ps, P strictly between 0 and 1) "
+            f"at two or more cluster sizes to fit alpha_1 and beta_1 of eq. (9){clamped}",
+        )
     alpha_1, beta_1, rmse = _contention_line(contention, b_req, b_req_dof)
 
     def predicted_time(r: SpotRow, a1: float, b1: float) -> float:
@@ -364,24 +419,40 @@ def fit_spot_timing(path: str | Path, *, param_size_mb: float, ps_bandwidth_mb_s
         warnings.warn(message, ProfileWarning, stacklevel=2)
     notes += later
     sizes = [r["workers"] for r in rows]
-    return SpotTimingFit(param_size_mb=s, bandwidth_req=b_req, alpha_1=alpha_1, beta_1=beta_1,
-                         compute_time=compute, batch_per_gpu=batch, gpus=gpus, workers=(min(sizes), max(sizes)),
-                         rows=len(rows), contention_rmse=rmse, leave_one_out=loo, warnings=tuple(notes))
+    return SpotTimingFit(
+        param_size_mb=s,
+        bandwidth_req=b_req,
+        alpha_1=alpha_1,
+        beta_1=beta_1,
+        compute_time=compute,
+        batch_per_gpu=batch,
+        gpus=gpus,
+        workers=(min(sizes), max(sizes)),
+        rows=len(rows),
+        contention_rmse=rmse,
+        leave_one_out=loo,
+        warnings=tuple(notes),
+    )
 
 
 def _spot_timing_problems(contention: Contention, alpha_1: Estimate, loo: list[dict[str, Any]]) -> list[str]:
     """Warnings about a spot timing fit: clamped runs, a contention falling with |N|, no hold-out."""
     notes = []
     if contention.clamped_runs:
-        notes.append(f"{len(contention.clamped_runs)} of the {len(contention.contended_runs)} contended runs have P "
-                     f"clamped at 0 or 1 ({', '.join(contention.clamped_runs[:5])}): eq. (9)'s line goes through "
-                     "the others only")
+        notes.append(
+            f"{len(contention.clamped_runs)} of the {len(contention.contended_runs)} contended runs have P "
+            f"clamped at 0 or 1 ({', '.join(contention.clamped_runs[:5])}): eq. (9)'s line goes through "
+            "the others only"
+        )
     if alpha_1.value < 0:
-        notes.append(f"alpha_1 = {alpha_1.value:.4g} < 0: eq. (9)'s contention probability falls as the cluster "
-                     "grows, the opposite of spotDNN's measurements; check B_req, S_parm and the PS bandwidth")
+        notes.append(
+            f"alpha_1 = {alpha_1.value:.4g} < 0: eq. (9)'s contention probability falls as the cluster "
+            "grows, the opposite of spotDNN's measurements; check B_req, S_parm and the PS bandwidth"
+        )
     if not loo:
-        notes.append("no cluster run can be left out (too few contended sizes): the fit's prediction error is not "
-                     "measured")
+        notes.append(
+            "no cluster run can be left out (too few contended sizes): the fit's prediction error is not measured"
+        )
     return notes
 
 
@@ -404,17 +475,25 @@ class ServerlessTimingFit:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``profile fit-timing --json``)."""
-        return {"kind": "serverless", "warnings": list(self.warnings), "rate_alpha": self.rate_alpha.to_dict(), "rate_beta": self.rate_beta.to_dict(),
-                "storage_alpha": self.storage_alpha.to_dict(), "storage_beta": self.storage_beta.to_dict(),
-                "min_memory_mb": self.min_memory_mb, "min_memory_note": self.min_memory_note,
-                "domain": {"memory_mb": list(self.memory_mb), "functions": list(self.functions)},
-                "rows": self.rows, "leave_one_run_out": self.leave_one_out}
+        return {
+            "kind": "serverless",
+            "warnings": list(self.warnings),
+            "rate_alpha": self.rate_alpha.to_dict(),
+            "rate_beta": self.rate_beta.to_dict(),
+            "storage_alpha": self.storage_alpha.to_dict(),
+            "storage_beta": self.storage_beta.to_dict(),
+            "min_memory_mb": self.min_memory_mb,
+            "min_memory_note": self.min_memory_note,
+            "domain": {"memory_mb": list(self.memory_mb), "functions": list(self.functions)},
+            "rows": self.rows,
+            "leave_one_run_out": self.leave_one_out,
+        }
 
 
 def fit_serverless_timing(path: str | Path, *, storage_cap_mb_s: float = 115.0) -> ServerlessTimingFit:
     """Fit eq. (6)'s and eq. (8)'s lines and m_min from a serverless timing CSV."""
     ok: list[ServerlessRow] = []
-    failed: list[float] = []                   # the memory of every failed run
+    failed: list[float] = []  # the memory of every failed run
     rows = 0
     for r in read_timing_csv(path, SERVERLESS_COLUMNS):
         flag = r["failed"].lower()
@@ -426,9 +505,15 @@ def fit_serverless_timing(path: str | Path, *, storage_cap_mb_s: float = 115.0) 
         if flag in ("1", "true"):
             failed.append(memory_mb)
             continue
-        ok.append({"run": r["run"], "memory_mb": memory_mb, "functions": count,
-                   "samples_per_s": _num(r, "samples_per_s", positive=True),
-                   "storage_mb_s": _num(r, "storage_mb_s", positive=True)})
+        ok.append(
+            {
+                "run": r["run"],
+                "memory_mb": memory_mb,
+                "functions": count,
+                "samples_per_s": _num(r, "samples_per_s", positive=True),
+                "storage_mb_s": _num(r, "storage_mb_s", positive=True),
+            }
+        )
     if not ok:
         raise InvalidInputError(str(path), "every run failed: nothing to fit")
 
@@ -436,8 +521,11 @@ def fit_serverless_timing(path: str | Path, *, storage_cap_mb_s: float = 115.0) 
         m = np.array([r["memory_mb"] for r in use])
         ra, rb, _ = linear_fit(m, np.array([r["samples_per_s"] for r in use]), f"{path}: samples_per_s")
         below = [r for r in use if r["storage_mb_s"] < storage_cap_mb_s * (1 - 1e-9)]
-        sa, sb, _ = linear_fit(np.array([r["memory_mb"] for r in below]), np.array([r["storage_mb_s"] for r in below]),
-                               f"{path}: storage_mb_s (rows below the cap {storage_cap_mb_s:g} MB/s)")
+        sa, sb, _ = linear_fit(
+            np.array([r["memory_mb"] for r in below]),
+            np.array([r["storage_mb_s"] for r in below]),
+            f"{path}: storage_mb_s (rows below the cap {storage_cap_mb_s:g} MB/s)",
+        )
         return ra, rb, sa, sb
 
     ra, rb, sa, sb = lines(ok)
@@ -461,32 +549,61 @@ def fit_serverless_timing(path: str | Path, *, storage_cap_mb_s: float = 115.0) 
             m = held["memory_mb"]
             rate = a.value * m + b.value
             storage = min(c.value * m + d.value, storage_cap_mb_s)
-            loo.append({"run": run, "memory_mb": m,
-                        "rate_error_pct": abs(rate - held["samples_per_s"]) / held["samples_per_s"] * 100,
-                        "storage_error_pct": abs(storage - held["storage_mb_s"]) / held["storage_mb_s"] * 100})
+            loo.append(
+                {
+                    "run": run,
+                    "memory_mb": m,
+                    "rate_error_pct": abs(rate - held["samples_per_s"]) / held["samples_per_s"] * 100,
+                    "storage_error_pct": abs(storage - held["storage_mb_s"]) / held["storage_mb_s"] * 100,
+                }
+            )
     memory = [r["memory_mb"] for r in ok]
     functions = [r["functions"] for r in ok]
     notes: list[str] = []
     if ra.value <= 0:
-        notes.append(f"the training rate falls as memory grows (rate_alpha = {ra.value:.4g}): eq. (6)'s line "
-                        "expects more memory (more vCPU) to train faster; check the runs")
+        notes.append(
+            f"the training rate falls as memory grows (rate_alpha = {ra.value:.4g}): eq. (6)'s line "
+            "expects more memory (more vCPU) to train faster; check the runs"
+        )
     if failed and min(memory) < max(failed):
-        notes.append(f"runs failed above a memory that ran (failed at {', '.join(f'{m:g}' for m in sorted(failed))} "
-                        f"MB): m_min is taken above the largest failure, {m_min} MB")
+        notes.append(
+            f"runs failed above a memory that ran (failed at {', '.join(f'{m:g}' for m in sorted(failed))} "
+            f"MB): m_min is taken above the largest failure, {m_min} MB"
+        )
     if not loo:
         notes.append("no run can be left out (too few memory sizes): the fit's prediction error is not measured")
     for message in notes:
         warnings.warn(message, ProfileWarning, stacklevel=2)
-    return ServerlessTimingFit(rate_alpha=ra, rate_beta=rb, storage_alpha=sa, storage_beta=sb, min_memory_mb=m_min,
-                               min_memory_note=note, memory_mb=(min(memory), max(memory)),
-                               functions=(min(functions), max(functions)), rows=rows, leave_one_out=loo,
-                               warnings=tuple(notes))
+    return ServerlessTimingFit(
+        rate_alpha=ra,
+        rate_beta=rb,
+        storage_alpha=sa,
+        storage_beta=sb,
+        min_memory_mb=m_min,
+        min_memory_note=note,
+        memory_mb=(min(memory), max(memory)),
+        functions=(min(functions), max(functions)),
+        rows=rows,
+        leave_one_out=loo,
+        warnings=tuple(notes),
+    )
 
 
-def synthetic_spot_timing(path: str | Path, *, param_size_mb: float, bandwidth_req_mb_s: float, alpha_1: float,
-                          beta_1: float, types: dict[str, tuple[int, int, float]], sizes: Sequence[int],
-                          lone_repeats: int = 1, ps_bandwidth_mb_s: float = 1200.0,
-                          pcie_bandwidth_mb_s: float = 10000.0, noise: float = 0.0, seed: int = 0) -> None:
+def synthetic_spot_timing(
+    path: str | Path,
+    *,
+    param_size_mb: float,
+    bandwidth_req_mb_s: float,
+    alpha_1: float,
+    beta_1: float,
+    types: dict[str, tuple[int, int, float]],
+    sizes: Sequence[int],
+    lone_repeats: int = 1,
+    ps_bandwidth_mb_s: float = 1200.0,
+    pcie_bandwidth_mb_s: float = 10000.0,
+    noise: float = 0.0,
+    seed: int = 0,
+) -> None:
     """Write a spot timing CSV generated by eqs. (6)-(9), for tests and benchmarks.
 
     ``types`` maps a type to ``(gpus, batch_per_gpu, compute_s)``; ``lone_repeats`` lone-worker

@@ -27,8 +27,8 @@ A coefficient stopped at a bound gets NaN too (its error is not Gaussian there).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -102,17 +102,23 @@ def _variances(jac: np.ndarray, res: np.ndarray, covariance: str) -> tuple[np.nd
     undetermined = [i for i in range(jac.shape[1]) if dead[i] or (null[:, i] ** 2).sum() > 1e-6]
     v, s_keep, u_keep = vt[keep].T, s[keep], u[:, keep]
     rank = int(keep.sum())
-    classical = float((res ** 2).sum()) / max(len(res) - rank, 1) * ((v / s_keep) ** 2).sum(axis=1)
-    a = (v / s_keep) @ u_keep.T                          # (J^T J)^+ J^T in scaled terms
-    leverage = np.minimum((u_keep ** 2).sum(axis=1), 1 - 1e-9)
-    sandwich = ((a * (res / (1 - leverage))) ** 2).sum(axis=1)   # HC3
+    classical = float((res**2).sum()) / max(len(res) - rank, 1) * ((v / s_keep) ** 2).sum(axis=1)
+    a = (v / s_keep) @ u_keep.T  # (J^T J)^+ J^T in scaled terms
+    leverage = np.minimum((u_keep**2).sum(axis=1), 1 - 1e-9)
+    sandwich = ((a * (res / (1 - leverage))) ** 2).sum(axis=1)  # HC3
     chosen = {"classical": classical, "sandwich": sandwich}.get(covariance, np.maximum(classical, sandwich))
     return chosen / np.where(dead, 1.0, norms) ** 2, undetermined, rank
 
 
-def fit_least_squares(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, low: np.ndarray,
-                      high: np.ndarray, *, blocks: Sequence[np.ndarray] = (),
-                      covariance: str = "larger") -> LeastSquaresFit:
+def fit_least_squares(
+    residual: Callable[[np.ndarray], np.ndarray],
+    x0: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+    *,
+    blocks: Sequence[np.ndarray] = (),
+    covariance: str = "larger",
+) -> LeastSquaresFit:
     """``min |residual(x)|^2`` within ``[low, high]`` from ``x0``, with the errors of the module doc.
 
     ``blocks``: index arrays of residuals in logging order (one per run) for the
@@ -120,9 +126,20 @@ def fit_least_squares(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarr
     """
     x0 = np.array(x0, dtype=float)
     inside = 1e-12 * np.maximum(1.0, np.abs(x0))
-    x0 = np.minimum(np.maximum(x0, np.where(np.isfinite(low), low + inside, x0)), np.where(np.isfinite(high), high - inside, x0))
-    result = least_squares(residual, x0, bounds=(low, high), x_scale="jac", jac="3-point", xtol=1e-14, ftol=1e-14,
-                           gtol=1e-14, max_nfev=MAX_EVALUATIONS)
+    x0 = np.minimum(
+        np.maximum(x0, np.where(np.isfinite(low), low + inside, x0)), np.where(np.isfinite(high), high - inside, x0)
+    )
+    result = least_squares(
+        residual,
+        x0,
+        bounds=(low, high),
+        x_scale="jac",
+        jac="3-point",
+        xtol=1e-14,
+        ftol=1e-14,
+        gtol=1e-14,
+        max_nfev=MAX_EVALUATIONS,
+    )
     res = result.fun
     span = np.maximum(1.0, np.abs(result.x))
     active = (np.abs(result.x - low) <= 1e-9 * span) | (np.abs(high - result.x) <= 1e-9 * span)
@@ -141,6 +158,14 @@ def fit_least_squares(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarr
         undetermined = [int(free[i]) for i in dead]
         stderr[free] = np.sqrt(np.maximum(variances, 0.0)) * inflation
         stderr[undetermined] = np.nan
-    return LeastSquaresFit(x=result.x, stderr=stderr, residuals=res, dof=max(n_eff - rank, 0.0), autocorrelation=rho,
-                           inflation=inflation, undetermined=tuple(undetermined),
-                           at_bound=tuple(int(i) for i in np.flatnonzero(active)), converged=result.status != 0)
+    return LeastSquaresFit(
+        x=result.x,
+        stderr=stderr,
+        residuals=res,
+        dof=max(n_eff - rank, 0.0),
+        autocorrelation=rho,
+        inflation=inflation,
+        undetermined=tuple(undetermined),
+        at_bound=tuple(int(i) for i in np.flatnonzero(active)),
+        converged=result.status != 0,
+    )

@@ -56,8 +56,11 @@ def aligned(traces: Sequence[Trace], where: str = "--trace") -> tuple[int, float
         raise InvalidInputError(where, "no trace given")
     gaps = {t.gap_s for t in traces}
     if len(gaps) != 1:
-        raise InvalidInputError(where, f"pools are aligned tick by tick: their traces need one gap_seconds, got "
-                                       f"{', '.join(f'{g:g}' for g in sorted(gaps))}")
+        raise InvalidInputError(
+            where,
+            f"pools are aligned tick by tick: their traces need one gap_seconds, got "
+            f"{', '.join(f'{g:g}' for g in sorted(gaps))}",
+        )
     return min(len(t.alive) for t in traces), gaps.pop()
 
 
@@ -65,12 +68,15 @@ def period_ticks(length: int, period: tuple[float, float]) -> tuple[int, int]:
     """First and past-the-end tick of ``period`` in traces of ``length`` common ticks."""
     first, end = math.floor(period[0] * length), math.floor(period[1] * length)
     if end - first < 2:
-        raise InvalidInputError("--period", f"{period[0]:g}:{period[1]:g} holds {end - first} ticks of {length}: too few")
+        raise InvalidInputError(
+            "--period", f"{period[0]:g}:{period[1]:g} holds {end - first} ticks of {length}: too few"
+        )
     return first, end
 
 
-def window_starts(trace: Trace, horizon_s: float, first: int = 0, end: int | None = None,
-                  period: tuple[float, float] | None = None) -> tuple[int, int]:
+def window_starts(
+    trace: Trace, horizon_s: float, first: int = 0, end: int | None = None, period: tuple[float, float] | None = None
+) -> tuple[int, int]:
     """The ticks a run's window may start at, ``range(low, high)``: its ``ceil(horizon / gap)``
     ticks lie within ticks ``first..end`` of ``trace`` (default: all of it), so that a window
     never runs past the trace's end or out of its period (a replay never loops a trace).
@@ -81,10 +87,13 @@ def window_starts(trace: Trace, horizon_s: float, first: int = 0, end: int | Non
     window = math.ceil(horizon_s / trace.gap_s)
     if end - first < window:
         where = f" in the period {period[0]:g}:{period[1]:g} (ticks {first}-{end})" if period else ""
-        raise InvalidInputError(trace.path, f"{end - first:,} ticks of {trace.gap_s:g} s ({(end - first) * trace.gap_s:,.0f} s)"
-                                f"{where} do not cover a run of {horizon_s:,.0f} s (--horizon x T_obj: {window:,} ticks) "
-                                "from any start; a replay does not loop a trace: give a longer trace"
-                                f"{' or period' if period else ''}, or a shorter --horizon")
+        raise InvalidInputError(
+            trace.path,
+            f"{end - first:,} ticks of {trace.gap_s:g} s ({(end - first) * trace.gap_s:,.0f} s)"
+            f"{where} do not cover a run of {horizon_s:,.0f} s (--horizon x T_obj: {window:,} ticks) "
+            "from any start; a replay does not loop a trace: give a longer trace"
+            f"{' or period' if period else ''}, or a shorter --horizon",
+        )
     return first, end - window + 1
 
 
@@ -111,8 +120,12 @@ class AvailabilityModel:
         trans = np.asarray(self.transition, dtype=float)
         if start.shape != (n,) or not np.isfinite(start).all() or (start < 0).any() or abs(start.sum() - 1) > 1e-6:
             raise InvalidInputError("model.start", f"must be {n} probabilities summing to 1")
-        if trans.shape != (n, n) or not np.isfinite(trans).all() or (trans < 0).any() \
-                or (abs(trans.sum(axis=1) - 1) > 1e-6).any():
+        if (
+            trans.shape != (n, n)
+            or not np.isfinite(trans).all()
+            or (trans < 0).any()
+            or (abs(trans.sum(axis=1) - 1) > 1e-6).any()
+        ):
             raise InvalidInputError("model.transition", f"must be a {n} x {n} matrix of rows summing to 1")
 
     @property
@@ -122,19 +135,42 @@ class AvailabilityModel:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``dnnprov risk fit --zones --json``, read back by ``simulate --model``)."""
-        return {"format": "dnnprov/availability", "version": 1, "zones": list(self.zones), "gap_s": self.gap_s,
-                "cap": self.cap, "period": list(self.period), "start": list(self.start),
-                "transition": [list(r) for r in self.transition], "loss_sizes": list(self.loss_sizes),
-                "regain_s": list(self.regain_s), "correlation": [list(r) for r in self.correlation],
-                "source": self.source}
+        return {
+            "format": "dnnprov/availability",
+            "version": 1,
+            "zones": list(self.zones),
+            "gap_s": self.gap_s,
+            "cap": self.cap,
+            "period": list(self.period),
+            "start": list(self.start),
+            "transition": [list(r) for r in self.transition],
+            "loss_sizes": list(self.loss_sizes),
+            "regain_s": list(self.regain_s),
+            "correlation": [list(r) for r in self.correlation],
+            "source": self.source,
+        }
 
     @classmethod
     def from_dict(cls, data: object) -> AvailabilityModel:
         """Read the JSON form back (checked)."""
         if not isinstance(data, Mapping) or data.get("format") != "dnnprov/availability":
-            raise InvalidInputError("model.format", "expected a dnnprov/availability model (dnnprov risk fit --zones --json)")
-        keys = {"format", "version", "zones", "gap_s", "cap", "period", "start", "transition", "loss_sizes",
-                "regain_s", "correlation", "source"}
+            raise InvalidInputError(
+                "model.format", "expected a dnnprov/availability model (dnnprov risk fit --zones --json)"
+            )
+        keys = {
+            "format",
+            "version",
+            "zones",
+            "gap_s",
+            "cap",
+            "period",
+            "start",
+            "transition",
+            "loss_sizes",
+            "regain_s",
+            "correlation",
+            "source",
+        }
         unknown = sorted(set(data) - keys)
         if unknown:
             raise InvalidInputError(f"model.{unknown[0]}", "unknown field")
@@ -142,11 +178,18 @@ class AvailabilityModel:
         if missing:
             raise InvalidInputError(f"model.{missing[0]}", "missing")
         try:
-            return cls(zones=tuple(data["zones"]), gap_s=data["gap_s"], cap=data["cap"],
-                       start=tuple(data["start"]), transition=tuple(tuple(r) for r in data["transition"]),
-                       loss_sizes=tuple(data["loss_sizes"]), regain_s=tuple(data["regain_s"]),
-                       correlation=tuple(tuple(r) for r in data["correlation"]),
-                       period=tuple(data["period"]), source=str(data["source"]))
+            return cls(
+                zones=tuple(data["zones"]),
+                gap_s=data["gap_s"],
+                cap=data["cap"],
+                start=tuple(data["start"]),
+                transition=tuple(tuple(r) for r in data["transition"]),
+                loss_sizes=tuple(data["loss_sizes"]),
+                regain_s=tuple(data["regain_s"]),
+                correlation=tuple(tuple(r) for r in data["correlation"]),
+                period=tuple(data["period"]),
+                source=str(data["source"]),
+            )
         except TypeError as exc:
             raise InvalidInputError("model", f"malformed: {exc}") from None
 
@@ -159,9 +202,12 @@ def _loss_sizes(alive: np.ndarray) -> dict[str, Any]:
         return {"events": 0, "mean_share_lost": None, "all_lost": None, "histogram": []}
     share = (before[events] - after[events]) / before[events]
     hist, _ = np.histogram(share, bins=np.linspace(0, 1, 6))
-    return {"events": int(events.size), "mean_share_lost": float(share.mean()),
-            "all_lost": float(np.mean(after[events] == 0)),
-            "histogram": [int(h) for h in hist]}
+    return {
+        "events": int(events.size),
+        "mean_share_lost": float(share.mean()),
+        "all_lost": float(np.mean(after[events] == 0)),
+        "histogram": [int(h) for h in hist],
+    }
 
 
 def fit_availability(traces: Sequence[Trace], cap: int, period: tuple[float, float] = (0.0, 1.0)) -> AvailabilityModel:
@@ -172,10 +218,13 @@ def fit_availability(traces: Sequence[Trace], cap: int, period: tuple[float, flo
         first, end = period_ticks(length, period)
     except InvalidInputError as exc:
         held = math.floor(period[1] * length) - math.floor(period[0] * length)
-        raise InvalidInputError(exc.field, f"{period[0]:g}:{period[1]:g} holds {held} of the {length:,} common ticks "
-                                           f"({gap:g} s each) of {', '.join(t.path for t in traces)}: a fit needs at "
-                                           "least 2 (one transition)") from None
-    alive = np.stack([t.alive[first:end] for t in traces])            # pools x ticks
+        raise InvalidInputError(
+            exc.field,
+            f"{period[0]:g}:{period[1]:g} holds {held} of the {length:,} common ticks "
+            f"({gap:g} s each) of {', '.join(t.path for t in traces)}: a fit needs at "
+            "least 2 (one transition)",
+        ) from None
+    alive = np.stack([t.alive[first:end] for t in traces])  # pools x ticks
     total = np.minimum(alive.sum(axis=0), cap)
     start = np.bincount(total, minlength=cap + 1) / len(total)
     counts = np.full((cap + 1, cap + 1), SMOOTHING)
@@ -189,10 +238,19 @@ def fit_availability(traces: Sequence[Trace], cap: int, period: tuple[float, flo
         corr = np.corrcoef(alive) if len(traces) > 1 else np.ones((1, 1))
     corr = np.where(np.isfinite(corr), corr, 0.0)
     zones = tuple(t.zone or f"pool{i}" for i, t in enumerate(traces))
-    source = (f"fitted on ticks {first}-{end} of {length} ({period[0]:g}:{period[1]:g}, "
-              f"{(end - first) * gap / 86400:.1f} days) of {', '.join(t.path for t in traces)}")
-    return AvailabilityModel(zones=zones, gap_s=gap, cap=cap, start=tuple(float(v) for v in start),
-                             transition=tuple(tuple(float(v) for v in r) for r in transition),
-                             loss_sizes=tuple(_loss_sizes(row) for row in alive),
-                             regain_s=tuple(regain), correlation=tuple(tuple(float(v) for v in r) for r in np.atleast_2d(corr)),
-                             period=period, source=source)
+    source = (
+        f"fitted on ticks {first}-{end} of {length} ({period[0]:g}:{period[1]:g}, "
+        f"{(end - first) * gap / 86400:.1f} days) of {', '.join(t.path for t in traces)}"
+    )
+    return AvailabilityModel(
+        zones=zones,
+        gap_s=gap,
+        cap=cap,
+        start=tuple(float(v) for v in start),
+        transition=tuple(tuple(float(v) for v in r) for r in transition),
+        loss_sizes=tuple(_loss_sizes(row) for row in alive),
+        regain_s=tuple(regain),
+        correlation=tuple(tuple(float(v) for v in r) for r in np.atleast_2d(corr)),
+        period=period,
+        source=source,
+    )

@@ -101,7 +101,9 @@ class Hindsight:
         want = [plan.counts.get(n, 0) + plan.counts.get(n + ON_DEMAND_SUFFIX, 0) for n in self.types]
         size = int(np.prod([w + 1 for w in want])) * plan.ps
         if size > MAX_CLUSTERS:
-            raise InvalidInputError("--hindsight", f"the bound enumerates {size:,} clusters, more than {MAX_CLUSTERS:,}")
+            raise InvalidInputError(
+                "--hindsight", f"the bound enumerates {size:,} clusters, more than {MAX_CLUSTERS:,}"
+            )
         model = SpotModel(problem)
         spot_col = [model.columns.labels.index(n) for n in self.types]
         workers = np.array(list(itertools.product(*[range(w + 1) for w in want])), dtype=np.int64)
@@ -118,8 +120,12 @@ class Hindsight:
         self.workers = np.concatenate(rows)
         self.speed = np.concatenate(speeds)
         self.ps_rate = np.concatenate(ps_counts) * problem.platform.ps_price_per_h
-        self.od_price = np.array([t.on_demand_price_per_h if t.on_demand_price_per_h is not None else math.inf
-                                  for t in problem.instance_types])
+        self.od_price = np.array(
+            [
+                t.on_demand_price_per_h if t.on_demand_price_per_h is not None else math.inf
+                for t in problem.instance_types
+            ]
+        )
         start = ClusterSpeeds(model, spot_col).run_start(np.array(want, dtype=np.int64), plan.ps)
         self.need = progress_target(model) * (1 - TOLERANCE) - start
 
@@ -138,7 +144,7 @@ class Hindsight:
             cap = np.asarray(pool.capacity, dtype=np.int64)
             if len(cap) < ticks:
                 raise InvalidInputError("--hindsight", f"pool {p} has {len(cap)} ticks of capacity, the window {ticks}")
-            drop = np.maximum(cap[:-1] - cap[1:], 0)          # drop[k - 1]: notified at boundary k
+            drop = np.maximum(cap[:-1] - cap[1:], 0)  # drop[k - 1]: notified at boundary k
             for n, t in enumerate(times[:-1]):
                 k = math.floor(t / gap_s + 1e-9)
                 recent = [j for j in range(1, k + 1) if t - self.notice_s < j * gap_s <= t + 1e-9]
@@ -151,8 +157,9 @@ class Hindsight:
         for n in range(held.shape[1]):
             rate = self.ps_rate.copy()
             for i, name in enumerate(self.types):
-                offers = sorted((pool.price_per_h, int(held[p, n])) for p, pool in enumerate(pools)
-                                if pool.type_name == name)
+                offers = sorted(
+                    (pool.price_per_h, int(held[p, n])) for p, pool in enumerate(pools) if pool.type_name == name
+                )
                 left = self.workers[:, i].copy()
                 for price, cap in offers:
                     if price >= self.od_price[i]:

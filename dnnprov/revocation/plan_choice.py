@@ -49,25 +49,47 @@ class PlanChoice:
         """What the time limit left out ("" when every candidate was priced)."""
         if not self.unpriced:
             return ""
-        return (f"time limit of {self.time_limit_s:g} s reached: {len(self.candidates)} candidates priced, "
-                f"{self.unpriced} not priced")
+        return (
+            f"time limit of {self.time_limit_s:g} s reached: {len(self.candidates)} candidates priced, "
+            f"{self.unpriced} not priced"
+        )
 
     def result(self) -> Result:
         """A solve-style result (a plan document for ``simulate``, ``export``); status
         ``limit`` when the time limit left candidates unpriced."""
         stopped = self.stopped()
         status = Status.LIMIT if stopped else Status.FEASIBLE if self.plan is not None else Status.UNKNOWN
-        details = {"policy": "mpc", "model": self.source, "candidates": list(self.candidates),
-                   "unpriced_candidates": self.unpriced}
+        details = {
+            "policy": "mpc",
+            "model": self.source,
+            "candidates": list(self.candidates),
+            "unpriced_candidates": self.unpriced,
+        }
         if self.plan is None:
             message = "; ".join(filter(None, ["no candidate plan priced meets T_obj under the model", stopped]))
-            return Result(status=status, method="risk-plan", kind="spot", model=self.problem.model,
-                          instance=self.problem.name, message=message, details=details)
-        message = "; ".join(filter(None, ["cheapest mean cost under the mpc policy replayed on the fit period",
-                                          stopped]))
-        return Result(status=status, method="risk-plan", kind="spot", model=self.problem.model,
-                      instance=self.problem.name, plan=self.plan, cost=self.expected_cost,
-                      message=message, details=details)
+            return Result(
+                status=status,
+                method="risk-plan",
+                kind="spot",
+                model=self.problem.model,
+                instance=self.problem.name,
+                message=message,
+                details=details,
+            )
+        message = "; ".join(
+            filter(None, ["cheapest mean cost under the mpc policy replayed on the fit period", stopped])
+        )
+        return Result(
+            status=status,
+            method="risk-plan",
+            kind="spot",
+            model=self.problem.model,
+            instance=self.problem.name,
+            plan=self.plan,
+            cost=self.expected_cost,
+            message=message,
+            details=details,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: the result's."""
@@ -78,9 +100,13 @@ class PlanChoice:
         stopped = [f"  {self.stopped()} (the cheapest of those priced is shown)"] if self.unpriced else []
         if self.plan is None:
             return "\n".join([f"{self.problem.name}: no plan priced meets T_obj under the fitted model", *stopped])
-        lines = [f"{self.problem.name}: {self.plan} under mpc, expected ${self.expected_cost:.4f} ({self.source})",
-                 *stopped]
-        ranked = sorted(self.candidates, key=lambda c: c["expected_cost"] if c["expected_cost"] is not None else math.inf)
+        lines = [
+            f"{self.problem.name}: {self.plan} under mpc, expected ${self.expected_cost:.4f} ({self.source})",
+            *stopped,
+        ]
+        ranked = sorted(
+            self.candidates, key=lambda c: c["expected_cost"] if c["expected_cost"] is not None else math.inf
+        )
         for c in ranked[:5]:
             cost = "cannot meet T_obj" if c["expected_cost"] is None else f"${c['expected_cost']:.4f}"
             lines.append(f"  {c['workers']} x {c['type']}, {c['ps']} PS: {cost}")

@@ -77,20 +77,20 @@ class View:
     gap_s: float
     join_s: float
     deadline_s: float
-    progress: float                     # fraction of the job done, 0..1
+    progress: float  # fraction of the job done, 0..1
     caps: np.ndarray
     pool_type: np.ndarray
     pool_group: np.ndarray
     pool_price: np.ndarray
-    spot: np.ndarray                    # held per pool (running + joining)
-    od: np.ndarray                      # held per type
+    spot: np.ndarray  # held per pool (running + joining)
+    od: np.ndarray  # held per type
     want: np.ndarray
     od_floor: np.ndarray
     ps: int
-    event: bool                         # first tick, a revocation or a capacity change
-    time_to_finish: Callable[[np.ndarray], float]    # seconds for workers per type from now
-    running_spot: np.ndarray            # per pool: joined (training) spot instances
-    running_od: np.ndarray              # per type: joined on-demand instances
+    event: bool  # first tick, a revocation or a capacity change
+    time_to_finish: Callable[[np.ndarray], float]  # seconds for workers per type from now
+    running_spot: np.ndarray  # per pool: joined (training) spot instances
+    running_od: np.ndarray  # per type: joined on-demand instances
     time_after_tick: Callable[[np.ndarray, np.ndarray, np.ndarray], float]
     """``(kept, launched, cluster)``: seconds for ``cluster`` to finish from the progress that
     the ``kept`` running workers per type, joined by the ``launched`` ones after
@@ -133,7 +133,9 @@ def fill_spot(view: View, want_spot: np.ndarray, allowed: np.ndarray) -> np.ndar
         order = mine[np.argsort(view.pool_price[mine], kind="stable")]
         have = int(target[mine].sum())
         room = [int(view.caps[p] - target[p]) if allowed[p] else 0 for p in mine]
-        target[mine] += np.asarray(cheapest_first(int(want) - have, room, view.pool_price[mine].tolist()), dtype=np.int64)
+        target[mine] += np.asarray(
+            cheapest_first(int(want) - have, room, view.pool_price[mine].tolist()), dtype=np.int64
+        )
         have = int(target[mine].sum())
         for p in order[::-1]:
             if have <= want:
@@ -196,7 +198,7 @@ class Fallback(Policy):
     od: np.ndarray | None = None
 
     @property
-    def name(self) -> str:                               # type: ignore[override]
+    def name(self) -> str:  # type: ignore[override]
         return "failover" if self.every_zone else "fallback"
 
     def decide(self, view: View) -> Holdings:
@@ -226,8 +228,10 @@ class UniformProgress(Policy):
     def decide(self, view: View) -> Holdings:
         if self.committed or safety_net(view):
             self.committed = True
-            return Holdings(np.zeros_like(view.spot) if view.od.sum() >= view.want.sum() else
-                            np.minimum(view.spot, view.caps), view.want.copy())
+            return Holdings(
+                np.zeros_like(view.spot) if view.od.sum() >= view.want.sum() else np.minimum(view.spot, view.caps),
+                view.want.copy(),
+            )
         spot = fill_spot(view, view.want, np.ones(len(view.caps), dtype=bool))
         horizon = view.deadline_s - view.join_s - view.gap_s
         line = view.t / horizon
@@ -250,8 +254,9 @@ class ModelPredictive(Policy):
         kinds = list(self.table.types)
         fastest = np.zeros_like(view.want)
         fastest[kinds] = self.table.fastest
-        commit = Holdings(np.zeros_like(view.spot) if view.od.sum() >= fastest.sum() else
-                          np.minimum(view.spot, view.caps), fastest)
+        commit = Holdings(
+            np.zeros_like(view.spot) if view.od.sum() >= fastest.sum() else np.minimum(view.spot, view.caps), fastest
+        )
         if self.committed:
             return commit
         available = [int(view.caps[view.pool_type == i].sum()) for i in kinds]
@@ -295,18 +300,18 @@ class RunningTable:
     chain, :data:`INFEASIBLE` for states that cannot finish, safety net in :class:`ModelPredictive`).
     """
 
-    types: tuple[int, ...]              # the plan's one type index
-    most: tuple[int, ...]               # (W,)
+    types: tuple[int, ...]  # the plan's one type index
+    most: tuple[int, ...]  # (W,)
     gap_s: float
     deadline_s: float
     join_s: float
-    progress_per_s: np.ndarray          # per cluster size 0..W, fraction of the job per second
-    spot_price: np.ndarray              # $/h, one entry
-    od_price: np.ndarray                # $/h, one entry
+    progress_per_s: np.ndarray  # per cluster size 0..W, fraction of the job per second
+    spot_price: np.ndarray  # $/h, one entry
+    od_price: np.ndarray  # $/h, one entry
     fixed_price: float
     models: tuple[AvailabilityModel, ...]
-    holdings: np.ndarray = field(init=False)        # [pair] -> (spot, on-demand)
-    actions: np.ndarray = field(init=False)         # [tick, bucket, capacity, pair] -> pair, or COMMIT
+    holdings: np.ndarray = field(init=False)  # [pair] -> (spot, on-demand)
+    actions: np.ndarray = field(init=False)  # [tick, bucket, capacity, pair] -> pair, or COMMIT
     expected_cost: float = field(init=False)
 
     @staticmethod
@@ -331,21 +336,24 @@ class RunningTable:
         whole, rest = divmod(self.deadline_s, self.gap_s)
         lengths = [self.gap_s] * int(whole) + ([rest] if rest > 1e-9 * self.gap_s else [])
         if not self.fits(most, self.deadline_s, self.gap_s):
-            raise InvalidInputError("--policy", f"mpc's table of {len(lengths):,} ticks x {b + 1} progress buckets x "
-                                                f"{(most + 1) * pairs:,} capacities and holdings is above the limit "
-                                                f"of {MAX_TABLE_STATES:,} states or {MAX_RUNNING_WORK:,} state-actions")
+            raise InvalidInputError(
+                "--policy",
+                f"mpc's table of {len(lengths):,} ticks x {b + 1} progress buckets x "
+                f"{(most + 1) * pairs:,} capacities and holdings is above the limit "
+                f"of {MAX_TABLE_STATES:,} states or {MAX_RUNNING_WORK:,} state-actions",
+            )
         caps = np.arange(most + 1)
         spot, od = self.holdings[:, 0], self.holdings[:, 1]
         index = {(int(x), int(y)): i for i, (x, y) in enumerate(self.holdings)}
-        after = np.array([[index[(min(int(x), int(a)), int(y))] for a in caps] for x, y in self.holdings])   # [pair, A']
-        allowed = spot[None, :] <= caps[:, None]                                  # [A, pair]
+        after = np.array([[index[(min(int(x), int(a)), int(y))] for a in caps] for x, y in self.holdings])  # [pair, A']
+        allowed = spot[None, :] <= caps[:, None]  # [A, pair]
         trans = capped_transition(self.models[0], most)
         rate = spot * float(self.spot_price[0]) + od * float(self.od_price[0]) + self.fixed_price
         sigma, bucket = self.progress_per_s, np.arange(b + 1)
-        left = (b - bucket)[:, None] / b                                           # fraction of the job left
+        left = (b - bucket)[:, None] / b  # fraction of the job left
         fastest = float(sigma.max())
         commit_rate = int(np.argmax(sigma)) * float(self.od_price[0]) + self.fixed_price
-        value = np.full((b + 1, most + 1, pairs), INFEASIBLE)                      # at T_obj: done, or failed
+        value = np.full((b + 1, most + 1, pairs), INFEASIBLE)  # at T_obj: done, or failed
         value[b] = 0.0
         self.actions = np.zeros((len(lengths), b + 1, most + 1, pairs), dtype=np.int16)
         for n in range(len(lengths) - 1, -1, -1):
@@ -359,8 +367,9 @@ class RunningTable:
             end = min(self.deadline_s, (n + 1) * self.gap_s)
             rescue = (bucket == b) | (end + self.join_s + (1 - bucket / b) / fastest <= self.deadline_s * (1 + 1e-12))
             commit_s = delay + (1 - bucket / b) / fastest
-            commit = np.where(n * self.gap_s + commit_s <= self.deadline_s * (1 + 1e-12),
-                              commit_rate * commit_s / 3600, INFEASIBLE)
+            commit = np.where(
+                n * self.gap_s + commit_s <= self.deadline_s * (1 + 1e-12), commit_rate * commit_s / 3600, INFEASIBLE
+            )
             new = np.full_like(value, INFEASIBLE)
             for q in range(pairs):
                 kept = sigma[np.minimum(spot[q], spot) + np.minimum(od[q], od)]  # per action
@@ -368,9 +377,9 @@ class RunningTable:
                 steps = np.floor((kept * delay + full * (length - delay)) * b).astype(np.int64)
                 with np.errstate(divide="ignore", invalid="ignore"):
                     ends = np.where(kept * delay >= left, left / kept, delay + (left - kept * delay) / full)
-                billed = np.minimum(length, np.nan_to_num(ends, nan=length, posinf=length))       # [b, a]
-                reached = np.minimum(bucket[:, None] + steps, b)                                  # [b, a]
-                cand = (billed * rate / 3600)[:, :, None] + expected[reached, np.arange(pairs)[None, :]]   # [b, a, A]
+                billed = np.minimum(length, np.nan_to_num(ends, nan=length, posinf=length))  # [b, a]
+                reached = np.minimum(bucket[:, None] + steps, b)  # [b, a]
+                cand = (billed * rate / 3600)[:, :, None] + expected[reached, np.arange(pairs)[None, :]]  # [b, a, A]
                 cand = np.where(rescue[reached][:, :, None], cand, INFEASIBLE)
                 cand = np.where(allowed.T[None, :, :], cand, np.inf)
                 best = np.argmin(cand, axis=1)
@@ -426,15 +435,15 @@ class TakeoverTable:
     start, averaged over the models' chance of k at launch.
     """
 
-    types: tuple[int, ...]              # the plan's type indices
-    most: tuple[int, ...]               # W_m per type
+    types: tuple[int, ...]  # the plan's type indices
+    most: tuple[int, ...]  # W_m per type
     gap_s: float
     deadline_s: float
     join_s: float
-    progress_per_s: np.ndarray          # per cluster (index into :attr:`clusters`), fraction of the job per second
-    spot_price: np.ndarray              # $/h per type
-    od_price: np.ndarray                # $/h per type
-    fixed_price: float                  # $/h paid whatever runs (the PS)
+    progress_per_s: np.ndarray  # per cluster (index into :attr:`clusters`), fraction of the job per second
+    spot_price: np.ndarray  # $/h per type
+    od_price: np.ndarray  # $/h per type
+    fixed_price: float  # $/h paid whatever runs (the PS)
     models: tuple[AvailabilityModel, ...]
     clusters: np.ndarray = field(init=False)
     actions: np.ndarray = field(init=False)
@@ -443,31 +452,34 @@ class TakeoverTable:
     def __post_init__(self) -> None:
         b = PROGRESS_BUCKETS
         self.clusters = np.array(list(itertools.product(*[range(w + 1) for w in self.most])), dtype=np.int64)
-        size = len(self.clusters)                       # capacity states = clusters (same ranges)
+        size = len(self.clusters)  # capacity states = clusters (same ranges)
         ticks = max(0, math.floor((self.deadline_s - self.join_s) / self.gap_s))
         lengths = [self.gap_s] * ticks
         if len(lengths) * (b + 1) * size > MAX_TABLE_STATES or size > MAX_CLUSTERS:
-            raise InvalidInputError("--policy", f"mpc's table of {len(lengths):,} ticks x {b + 1} progress buckets x "
-                                                f"{size:,} capacities is above the limit of {MAX_TABLE_STATES:,} "
-                                                f"states or {MAX_CLUSTERS:,} capacities (a shorter slo.time_s, a "
-                                                "coarser trace or a smaller plan)")
+            raise InvalidInputError(
+                "--policy",
+                f"mpc's table of {len(lengths):,} ticks x {b + 1} progress buckets x "
+                f"{size:,} capacities is above the limit of {MAX_TABLE_STATES:,} "
+                f"states or {MAX_CLUSTERS:,} capacities (a shorter slo.time_s, a "
+                "coarser trace or a smaller plan)",
+            )
         trans = np.ones((1, 1))
         start = np.ones(1)
         for model, w in zip(self.models, self.most):
             trans = np.kron(trans, capped_transition(model, w))
             start = np.kron(start, capped_start(model, w))
-        value = np.full((b + 1, size), INFEASIBLE)      # at the deadline: done, or failed
+        value = np.full((b + 1, size), INFEASIBLE)  # at the deadline: done, or failed
         value[b, :] = 0.0
-        self.actions = np.full((len(lengths), b + 1, size), size - 1, dtype=np.int16)   # no way: the whole plan
+        self.actions = np.full((len(lengths), b + 1, size), size - 1, dtype=np.int16)  # no way: the whole plan
         bucket = np.arange(b + 1)
-        spot = np.minimum(self.clusters[None, :, :], self.clusters[:, None, :])    # [capacity, cluster, type]
+        spot = np.minimum(self.clusters[None, :, :], self.clusters[:, None, :])  # [capacity, cluster, type]
         per_h = (spot @ self.spot_price + (self.clusters[None, :, :] - spot) @ self.od_price) + self.fixed_price
         for n in range(len(lengths) - 1, -1, -1):
             steps = np.floor(self.progress_per_s * lengths[n] * b).astype(np.int64)
             # a cluster that reaches the target within the tick is billed until it does
             with np.errstate(divide="ignore", invalid="ignore"):
                 billed = np.minimum(lengths[n], (b - bucket)[:, None] / (self.progress_per_s[None, :] * b))
-            expected = value @ trans.T                  # (b+1) x A: E[V_{n+1}(b', A') | A]
+            expected = value @ trans.T  # (b+1) x A: E[V_{n+1}(b', A') | A]
             new = np.full_like(value, INFEASIBLE)
             for k in range(size):
                 cand = billed[:, k, None] * per_h[None, :, k] / 3600 + expected[np.minimum(bucket + steps[k], b), :]
@@ -517,8 +529,14 @@ def capped_start(model: AvailabilityModel, cap: int) -> np.ndarray:
     return np.bincount(np.minimum(np.arange(model.cap + 1), cap), weights=np.asarray(model.start), minlength=cap + 1)
 
 
-def make_policy(name: str, table: TakeoverTable | RunningTable | None = None, *, problem: object = None,
-                plan: object = None, replan_method: str = "exact") -> Policy:
+def make_policy(
+    name: str,
+    table: TakeoverTable | RunningTable | None = None,
+    *,
+    problem: object = None,
+    plan: object = None,
+    replan_method: str = "exact",
+) -> Policy:
     """A fresh policy (per run) by name; ``replan`` needs the ``problem`` and ``plan`` (its
     takeovers are solved on them), ``mpc`` its ``table``."""
     if name == "none":

@@ -43,9 +43,15 @@ from dnnprov.solvers.robust import JOIN_OVERHEAD_S, progress_target
 class TracePools:
     """A problem's traces, checked for replays (module docstring); ``period`` bounds the window starts."""
 
-    def __init__(self, problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], *,
-                 join_s: float = JOIN_OVERHEAD_S, horizon: float = 3.0,
-                 period: tuple[float, float] = (0.0, 1.0)) -> None:
+    def __init__(
+        self,
+        problem: SpotProblem,
+        traces: Mapping[str, Sequence[Trace]],
+        *,
+        join_s: float = JOIN_OVERHEAD_S,
+        horizon: float = 3.0,
+        period: tuple[float, float] = (0.0, 1.0),
+    ) -> None:
         if problem.model != "paper":
             raise InvalidInputError("model", "replays need the paper model (progress linear in time)")
         join_s = check.number("join_s", join_s, minimum=0)
@@ -56,7 +62,9 @@ class TracePools:
         self.types = [t.name for t in problem.instance_types]
         for name, items in traces.items():
             if name not in self.types:
-                raise InvalidInputError(f"--trace {name}", f"not an instance type of the problem ({', '.join(self.types)})")
+                raise InvalidInputError(
+                    f"--trace {name}", f"not an instance type of the problem ({', '.join(self.types)})"
+                )
         every = [t for items in traces.values() for t in items]
         _, self.gap_s = aligned(every)
         for trace in every:
@@ -65,8 +73,12 @@ class TracePools:
         for items in self.traces.values():
             self.window_starts(min(items, key=lambda t: len(t.alive)), aligned(items)[0])
         self.spot_col = [self.model.columns.labels.index(n) for n in self.types]
-        self.od_price = np.array([t.on_demand_price_per_h if t.on_demand_price_per_h is not None else math.nan
-                                  for t in problem.instance_types])
+        self.od_price = np.array(
+            [
+                t.on_demand_price_per_h if t.on_demand_price_per_h is not None else math.nan
+                for t in problem.instance_types
+            ]
+        )
         self.target = progress_target(self.model)
         self._speed = ClusterSpeeds(self.model, self.spot_col)
 
@@ -94,8 +106,9 @@ class TracePools:
         first, end = period_ticks(length, self.period)
         return window_starts(trace, self.horizon_s, first, end, self.period if self.period != (0.0, 1.0) else None)
 
-    def fitted_models(self, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]],
-                      fit_period: tuple[float, float]) -> dict[str, AvailabilityModel]:
+    def fitted_models(
+        self, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]], fit_period: tuple[float, float]
+    ) -> dict[str, AvailabilityModel]:
         """The availability model of each type of ``plan``, fitted on ``fit_period`` of its traces
         (a period holding at least one run's window)."""
         want, _ = self.plan_workers(plan)
@@ -106,15 +119,18 @@ class TracePools:
                 raise InvalidInputError(f"--trace {kind}", "mpc fits every type of the plan: give this type's traces")
             used = traces[kind]
             length = aligned(used)[0]
-            window_starts(min(used, key=lambda t: len(t.alive)), self.horizon_s, *period_ticks(length, fit_period),
-                          fit_period)
-            models[kind] = fit_availability(used, max(self.problem.instance_types[int(i)].quota, int(want[i])),
-                                            fit_period)
+            window_starts(
+                min(used, key=lambda t: len(t.alive)), self.horizon_s, *period_ticks(length, fit_period), fit_period
+            )
+            models[kind] = fit_availability(
+                used, max(self.problem.instance_types[int(i)].quota, int(want[i])), fit_period
+            )
         return models
 
     # ------------------------------------------------------------------ the mpc table
-    def takeover_table(self, plan: SpotPlan, model: AvailabilityModel | Mapping[str, AvailabilityModel], *,
-                       price_joins: bool = True) -> TakeoverTable | RunningTable:
+    def takeover_table(
+        self, plan: SpotPlan, model: AvailabilityModel | Mapping[str, AvailabilityModel], *, price_joins: bool = True
+    ) -> TakeoverTable | RunningTable:
         """The exact model-predictive table of ``plan`` under ``model`` (one type's, or one per
         type of the plan by name): clusters of up to the plan's workers of each of its types
         (the clusters its run's start covers), with the plan's PS. A one-type plan gets a
@@ -131,14 +147,19 @@ class TracePools:
         elif len(used) == 1:
             models = [model]
         else:
-            raise InvalidInputError("--model", f"one availability model covers one type; the plan uses {len(used)}: "
-                                               "fit each type's on --fit-period instead")
+            raise InvalidInputError(
+                "--model",
+                f"one availability model covers one type; the plan uses {len(used)}: "
+                "fit each type's on --fit-period instead",
+            )
         for i, m in zip(used, models):
             if abs(m.gap_s - self.gap_s) > 1e-9:
                 raise InvalidInputError("--model", f"fitted on {m.gap_s:g} s ticks; the traces have {self.gap_s:g} s")
             if math.isnan(self.od_price[i]):
-                raise InvalidInputError(f"instance_types.{self.types[i]}.on_demand_price_per_h",
-                                        "missing: the mpc policy launches on-demand instances")
+                raise InvalidInputError(
+                    f"instance_types.{self.types[i]}.on_demand_price_per_h",
+                    "missing: the mpc policy launches on-demand instances",
+                )
         most = tuple(int(want[i]) for i in used)
         u0 = self.start_progress(plan)
         clusters = np.array(list(itertools.product(*[range(w + 1) for w in most])), dtype=np.int64)
@@ -152,10 +173,18 @@ class TracePools:
             t = self.problem.instance_types[i]
             prices = [z.spot_price_per_h for z in t.zones if z.spot_price_per_h is not None]
             spot_price.append(float(np.mean(prices)) if prices else t.spot_price_per_h)
-        args: dict[str, Any] = {"types": tuple(used), "most": most, "gap_s": self.gap_s, "deadline_s": self.problem.slo.time_s,
-                    "join_s": self.join_s, "progress_per_s": per_cluster, "spot_price": np.array(spot_price),
-                    "od_price": self.od_price[used], "fixed_price": plan.ps * self.problem.platform.ps_price_per_h,
-                    "models": tuple(models)}
+        args: dict[str, Any] = {
+            "types": tuple(used),
+            "most": most,
+            "gap_s": self.gap_s,
+            "deadline_s": self.problem.slo.time_s,
+            "join_s": self.join_s,
+            "progress_per_s": per_cluster,
+            "spot_price": np.array(spot_price),
+            "od_price": self.od_price[used],
+            "fixed_price": plan.ps * self.problem.platform.ps_price_per_h,
+            "models": tuple(models),
+        }
         if price_joins and len(used) == 1 and RunningTable.fits(most[0], self.problem.slo.time_s, self.gap_s):
             return RunningTable(**args)
         return TakeoverTable(**args)

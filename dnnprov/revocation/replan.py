@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from dnnprov.dispatch import solve
 from dnnprov.errors import InvalidInputError
 from dnnprov.json_files import read_json_file
 from dnnprov.models.spot import SpotModel
@@ -46,7 +47,6 @@ from dnnprov.problems import _checks as check
 from dnnprov.problems.spot import SpotProblem, check_existing
 from dnnprov.result import Result, SpotPlan
 from dnnprov.revocation.policies import cheapest_first
-from dnnprov.dispatch import solve
 
 #: Seconds added to the predicted time after a takeover. The survivors keep training
 #: while new instances join (~2.1 min in the paper); the measured degradation lasted
@@ -66,8 +66,7 @@ def _counts(problem: SpotProblem, plan: SpotPlan | Mapping[str, int], where: str
     return counts
 
 
-def predicted_loss(problem: SpotProblem, plan: SpotPlan | Mapping[str, int], elapsed_s: float,
-                   ps: int = 1) -> float:
+def predicted_loss(problem: SpotProblem, plan: SpotPlan | Mapping[str, int], elapsed_s: float, ps: int = 1) -> float:
     """The loss eq. (3) predicts after ``elapsed_s`` seconds of training with ``plan``.
 
     Uses the plan's normalized iterations j (reaching ``slo.loss``) and its time T:
@@ -85,11 +84,18 @@ def predicted_loss(problem: SpotProblem, plan: SpotPlan | Mapping[str, int], ela
     return (j + w.gamma_1) * (problem.slo.loss - w.gamma_5) / (done + w.gamma_1) + w.gamma_5
 
 
-def replanned_problem(problem: SpotProblem, plan: SpotPlan | Mapping[str, int],
-                      revoked: Mapping[str, int], elapsed_s: float, loss_reached: float, *,
-                      takeover_overhead_s: float = DEFAULT_TAKEOVER_OVERHEAD_S,
-                      avoid_revoked: bool = False, ps: int | None = None,
-                      capacity: Mapping[str, int] | None = None) -> SpotProblem:
+def replanned_problem(
+    problem: SpotProblem,
+    plan: SpotPlan | Mapping[str, int],
+    revoked: Mapping[str, int],
+    elapsed_s: float,
+    loss_reached: float,
+    *,
+    takeover_overhead_s: float = DEFAULT_TAKEOVER_OVERHEAD_S,
+    avoid_revoked: bool = False,
+    ps: int | None = None,
+    capacity: Mapping[str, int] | None = None,
+) -> SpotProblem:
     """The takeover problem after ``revoked`` instances of ``plan`` were reclaimed.
 
     Parameters
@@ -130,20 +136,31 @@ def replanned_problem(problem: SpotProblem, plan: SpotPlan | Mapping[str, int],
     slo, w = problem.slo, problem.workload
     remaining = slo.time_s - elapsed_s
     if remaining <= overhead:
-        raise InvalidInputError("elapsed_s", f"{elapsed_s:g} s of {slo.time_s:g} s leave {remaining:g} s, "
-                                             f"not more than the takeover overhead {overhead:g} s")
+        raise InvalidInputError(
+            "elapsed_s",
+            f"{elapsed_s:g} s of {slo.time_s:g} s leave {remaining:g} s, "
+            f"not more than the takeover overhead {overhead:g} s",
+        )
     loss_reached = check.number("loss_reached", loss_reached)
     if loss_reached <= slo.loss:
-        raise InvalidInputError("loss_reached", f"{loss_reached:g} already meets the target loss {slo.loss:g}: "
-                                                "nothing to re-plan")
+        raise InvalidInputError(
+            "loss_reached", f"{loss_reached:g} already meets the target loss {slo.loss:g}: nothing to re-plan"
+        )
     scale = (loss_reached - slo.loss) / (loss_reached - w.gamma_5)
     workload = replace(w, gamma_1=0.0, gamma_2=w.gamma_2 * scale, gamma_3=w.gamma_3 * scale)
     survivors = {k: n - revoked.get(k, 0) for k, n in counts.items() if n - revoked.get(k, 0) > 0}
     types = problem.instance_types
     if avoid_revoked:
-        types = tuple(replace(t, quota=survivors.get(t.name, 0),
-                              on_demand_quota=t.on_demand_quota if t.on_demand_quota is not None else t.quota)
-                      if revoked.get(t.name) else t for t in types)
+        types = tuple(
+            replace(
+                t,
+                quota=survivors.get(t.name, 0),
+                on_demand_quota=t.on_demand_quota if t.on_demand_quota is not None else t.quota,
+            )
+            if revoked.get(t.name)
+            else t
+            for t in types
+        )
     if capacity is not None:
         caps = check_existing("capacity", capacity)
         for name in caps:
@@ -151,24 +168,42 @@ def replanned_problem(problem: SpotProblem, plan: SpotPlan | Mapping[str, int],
                 raise InvalidInputError(f"capacity.{name}", "not an instance type of the problem")
         # Capacity limits the spot market only: the on-demand quota (which defaults to the
         # spot quota) keeps its value.
-        types = tuple(replace(t, quota=min(t.quota, max(caps[t.name], survivors.get(t.name, 0))),
-                              on_demand_quota=t.on_demand_quota if t.on_demand_quota is not None else t.quota)
-                      if t.name in caps else t for t in types)
-    constraints = replace(problem.constraints, existing=survivors,
-                          ps_count=(running_ps, problem.constraints.ps_count[1]),
-                          budget_usd=_remaining_budget(problem, counts, elapsed_s, running_ps))
+        types = tuple(
+            replace(
+                t,
+                quota=min(t.quota, max(caps[t.name], survivors.get(t.name, 0))),
+                on_demand_quota=t.on_demand_quota if t.on_demand_quota is not None else t.quota,
+            )
+            if t.name in caps
+            else t
+            for t in types
+        )
+    constraints = replace(
+        problem.constraints,
+        existing=survivors,
+        ps_count=(running_ps, problem.constraints.ps_count[1]),
+        budget_usd=_remaining_budget(problem, counts, elapsed_s, running_ps),
+    )
     lost = ", ".join(f"{n} x {k}" for k, n in revoked.items() if n) or "nothing"
-    notes = (f"Takeover of {problem.name!r} after revoking {lost} at {elapsed_s:g} s (loss reached "
-             f"{loss_reached:g}): remaining time {remaining:g} s including a {overhead:g} s takeover "
-             f"overhead; loss curve restarted from the reached loss (gamma_1 = 0, gamma_2 and "
-             f"gamma_3 scaled by {scale:.6g}).")
-    return problem.replace(instance_types=types, workload=workload, constraints=constraints,
-                           slo=replace(slo, time_s=remaining, takeover_overhead_s=overhead),
-                           name=f"{problem.name}-takeover", notes=notes)
+    notes = (
+        f"Takeover of {problem.name!r} after revoking {lost} at {elapsed_s:g} s (loss reached "
+        f"{loss_reached:g}): remaining time {remaining:g} s including a {overhead:g} s takeover "
+        f"overhead; loss curve restarted from the reached loss (gamma_1 = 0, gamma_2 and "
+        f"gamma_3 scaled by {scale:.6g})."
+    )
+    return problem.replace(
+        instance_types=types,
+        workload=workload,
+        constraints=constraints,
+        slo=replace(slo, time_s=remaining, takeover_overhead_s=overhead),
+        name=f"{problem.name}-takeover",
+        notes=notes,
+    )
 
 
-def zone_capacity(problem: SpotProblem, free: Mapping[str, Mapping[str, int]],
-                  survivors: Mapping[str, int]) -> dict[str, int]:
+def zone_capacity(
+    problem: SpotProblem, free: Mapping[str, Mapping[str, int]], survivors: Mapping[str, int]
+) -> dict[str, int]:
     """Spot capacity per type from free capacity per zone now: survivors plus the zones' free
     instances (``free`` maps a type to ``{zone: count}``; each zone must be one of the type's)."""
     out = {}
@@ -178,15 +213,18 @@ def zone_capacity(problem: SpotProblem, free: Mapping[str, Mapping[str, int]],
             raise InvalidInputError(f"capacity.{name}", "not an instance type of the problem")
         for zone, n in zones.items():
             if zone not in t.pool_names:
-                raise InvalidInputError(f"capacity.{name}@{zone}", f"not a zone of {name} "
-                                        f"({', '.join(t.pool_names) or 'the type lists no zones'})")
+                raise InvalidInputError(
+                    f"capacity.{name}@{zone}",
+                    f"not a zone of {name} ({', '.join(t.pool_names) or 'the type lists no zones'})",
+                )
             check.count(f"capacity.{name}@{zone}", n, minimum=0, limit=check.MAX_QUOTA)
         out[name] = survivors.get(name, 0) + sum(zones.values())
     return out
 
 
-def zone_placement(problem: SpotProblem, new_spot: Mapping[str, int],
-                   free: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+def zone_placement(
+    problem: SpotProblem, new_spot: Mapping[str, int], free: Mapping[str, Mapping[str, int]]
+) -> dict[str, dict[str, int]]:
     """Where to launch new spot instances: per type, the zones with free capacity now,
     cheapest first (the zone's ``spot_price_per_h``, else the type's), within each zone's
     ``capacity`` field, as the ``failover`` policy places them."""
@@ -194,8 +232,10 @@ def zone_placement(problem: SpotProblem, new_spot: Mapping[str, int],
     for t in problem.instance_types:
         if not new_spot.get(t.name) or t.name not in free:
             continue
-        room = [min(int(free[t.name].get(z.zone, 0)), z.capacity if z.capacity is not None else check.MAX_QUOTA)
-                for z in t.zones]
+        room = [
+            min(int(free[t.name].get(z.zone, 0)), z.capacity if z.capacity is not None else check.MAX_QUOTA)
+            for z in t.zones
+        ]
         prices = [z.spot_price_per_h if z.spot_price_per_h is not None else t.spot_price_per_h for z in t.zones]
         placed = {z.zone: n for z, n in zip(t.zones, cheapest_first(int(new_spot[t.name]), room, prices)) if n}
         if placed:
@@ -211,8 +251,7 @@ def running_ps_count(problem: SpotProblem, plan: SpotPlan | Mapping[str, int], p
     return check.integer("ps", ps, minimum=low, maximum=high)
 
 
-def _remaining_budget(problem: SpotProblem, counts: Mapping[str, int], elapsed_s: float,
-                      ps: int) -> float | None:
+def _remaining_budget(problem: SpotProblem, counts: Mapping[str, int], elapsed_s: float, ps: int) -> float | None:
     """The budget minus what the running plan (its workers and all ``ps`` PS) has spent so far."""
     budget = problem.constraints.budget_usd
     if budget is None:
@@ -225,19 +264,36 @@ def _remaining_budget(problem: SpotProblem, counts: Mapping[str, int], elapsed_s
     return budget - spent
 
 
-def replan(problem: SpotProblem, plan: SpotPlan | Mapping[str, int], revoked: Mapping[str, int],
-           elapsed_s: float, loss_reached: float, *,
-           takeover_overhead_s: float = DEFAULT_TAKEOVER_OVERHEAD_S, avoid_revoked: bool = False,
-           ps: int | None = None, capacity: Mapping[str, int] | None = None,
-           method: str = "milp", **solve_options: Any) -> Result:
+def replan(
+    problem: SpotProblem,
+    plan: SpotPlan | Mapping[str, int],
+    revoked: Mapping[str, int],
+    elapsed_s: float,
+    loss_reached: float,
+    *,
+    takeover_overhead_s: float = DEFAULT_TAKEOVER_OVERHEAD_S,
+    avoid_revoked: bool = False,
+    ps: int | None = None,
+    capacity: Mapping[str, int] | None = None,
+    method: str = "milp",
+    **solve_options: Any,
+) -> Result:
     """Solve the takeover problem (:func:`replanned_problem`); the plan keeps the survivors.
 
     ``details["new_instances"]`` of the result are the takeover workers to launch and
     ``details["new_ps"]`` the PS nodes to launch beside the running ones.
     """
-    takeover = replanned_problem(problem, plan, revoked, elapsed_s, loss_reached,
-                                 takeover_overhead_s=takeover_overhead_s, avoid_revoked=avoid_revoked,
-                                 ps=ps, capacity=capacity)
+    takeover = replanned_problem(
+        problem,
+        plan,
+        revoked,
+        elapsed_s,
+        loss_reached,
+        takeover_overhead_s=takeover_overhead_s,
+        avoid_revoked=avoid_revoked,
+        ps=ps,
+        capacity=capacity,
+    )
     return solve_takeover(takeover, method, **solve_options)
 
 
@@ -257,8 +313,12 @@ def takeover_document(result: Result, takeover: SpotProblem, catalog: Any = None
 
     ``catalog`` is a :class:`~dnnprov.io.catalog.Catalog` or ``None``.
     """
-    out: dict[str, Any] = {"format": "dnnprov/plan", "version": 1, "result": result.to_dict(),
-                           "instance": takeover.to_dict()}
+    out: dict[str, Any] = {
+        "format": "dnnprov/plan",
+        "version": 1,
+        "result": result.to_dict(),
+        "instance": takeover.to_dict(),
+    }
     if catalog is not None:
         out["catalog"] = catalog.to_dict()
     return out
@@ -289,8 +349,9 @@ class _Metadata:
         self.token: str | None = None
 
     def _token(self) -> str:
-        request = urllib.request.Request(f"{self.base_url}/latest/api/token", method="PUT",
-                                         headers={"X-aws-ec2-metadata-token-ttl-seconds": "21600"})
+        request = urllib.request.Request(
+            f"{self.base_url}/latest/api/token", method="PUT", headers={"X-aws-ec2-metadata-token-ttl-seconds": "21600"}
+        )
         with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
             return response.read().decode()
 
@@ -298,8 +359,9 @@ class _Metadata:
         """The text at ``/latest/meta-data/<path>``, or ``None`` on 404."""
         for _ in range(2):
             self.token = self.token or self._token()
-            request = urllib.request.Request(f"{self.base_url}/latest/meta-data/{path}",
-                                             headers={"X-aws-ec2-metadata-token": self.token})
+            request = urllib.request.Request(
+                f"{self.base_url}/latest/meta-data/{path}", headers={"X-aws-ec2-metadata-token": self.token}
+            )
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                     return response.read().decode()
@@ -321,8 +383,9 @@ class _Metadata:
             action, time = str(body["action"]), str(body["time"])
         except (ValueError, KeyError, TypeError):
             raise InvalidInputError("spot/instance-action", f"unexpected notice {text[:200]!r}") from None
-        return InterruptionNotice(action=action, time=time, instance_id=self.get("instance-id"),
-                                  instance_type=self.get("instance-type"))
+        return InterruptionNotice(
+            action=action, time=time, instance_id=self.get("instance-id"), instance_type=self.get("instance-type")
+        )
 
 
 def _transient(exc: BaseException) -> bool:
@@ -346,12 +409,20 @@ class NoticeLog:
         self.reported: list[dict[str, Any]] = []
         if self.path is not None and self.path.exists():
             data = read_json_file(self.path)
-            if not isinstance(data, Mapping) or data.get("format") != NOTICES_FORMAT or data.get("version") != 1 \
-                    or not isinstance(data.get("reported"), list) \
-                    or not all(isinstance(n, Mapping) and isinstance(n.get("action"), str)
-                               and isinstance(n.get("time"), str) for n in data["reported"]):
-                raise InvalidInputError(str(self.path), f"not a {NOTICES_FORMAT} v1 file of reported notices "
-                                                        "(remove it to report every notice again)")
+            if (
+                not isinstance(data, Mapping)
+                or data.get("format") != NOTICES_FORMAT
+                or data.get("version") != 1
+                or not isinstance(data.get("reported"), list)
+                or not all(
+                    isinstance(n, Mapping) and isinstance(n.get("action"), str) and isinstance(n.get("time"), str)
+                    for n in data["reported"]
+                )
+            ):
+                raise InvalidInputError(
+                    str(self.path),
+                    f"not a {NOTICES_FORMAT} v1 file of reported notices (remove it to report every notice again)",
+                )
             self.reported = [dict(n) for n in data["reported"]]
 
     def __contains__(self, notice: InterruptionNotice) -> bool:
@@ -364,19 +435,28 @@ class NoticeLog:
             return
         text = json.dumps({"format": NOTICES_FORMAT, "version": 1, "reported": self.reported}, indent=2) + "\n"
         try:
-            with tempfile.NamedTemporaryFile("w", dir=self.path.parent, prefix=f".{self.path.name}.",
-                                             delete=False) as handle:
+            with tempfile.NamedTemporaryFile(
+                "w", dir=self.path.parent, prefix=f".{self.path.name}.", delete=False
+            ) as handle:
                 handle.write(text)
             os.replace(handle.name, self.path)
         except OSError as exc:
-            raise InvalidInputError(str(self.path), f"cannot write the reported notices: {exc.strerror or exc}") from None
+            raise InvalidInputError(
+                str(self.path), f"cannot write the reported notices: {exc.strerror or exc}"
+            ) from None
 
 
-def watch_interruptions(on_notice: Callable[[InterruptionNotice], None], *,
-                        metadata_url: str = METADATA_URL, interval_s: float = POLL_INTERVAL_S,
-                        stop: threading.Event | None = None, timeout_s: float = 2.0,
-                        state_file: str | Path | None = None, retry_s: float = 1.0,
-                        max_failures: int | None = None) -> None:
+def watch_interruptions(
+    on_notice: Callable[[InterruptionNotice], None],
+    *,
+    metadata_url: str = METADATA_URL,
+    interval_s: float = POLL_INTERVAL_S,
+    stop: threading.Event | None = None,
+    timeout_s: float = 2.0,
+    state_file: str | Path | None = None,
+    retry_s: float = 1.0,
+    max_failures: int | None = None,
+) -> None:
     """Poll the spot interruption notice every ``interval_s`` and call ``on_notice`` once per notice.
 
     Reads ``/latest/meta-data/spot/instance-action`` (404 until AWS schedules the
@@ -411,9 +491,10 @@ def watch_interruptions(on_notice: Callable[[InterruptionNotice], None], *,
                 raise InvalidInputError("metadata", f"reading {metadata_url} failed: {exc}") from None
             failures += 1
             if max_failures is not None and failures >= max_failures:
-                raise InvalidInputError("metadata", f"{metadata_url} failed {failures} times in a row, the "
-                                                    f"last: {exc}") from None
-            delay = min(interval_s, retry_s * 2.0 ** min(failures - 1, 60))     # no overflow on a long outage
+                raise InvalidInputError(
+                    "metadata", f"{metadata_url} failed {failures} times in a row, the last: {exc}"
+                ) from None
+            delay = min(interval_s, retry_s * 2.0 ** min(failures - 1, 60))  # no overflow on a long outage
             stop.wait(random.uniform(delay / 2, delay))
             continue
         failures = 0

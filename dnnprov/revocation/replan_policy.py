@@ -39,8 +39,8 @@ class Replan(Policy):
     plan: SpotPlan
     method: str = "exact"
     name = "replan"
-    spot_want: np.ndarray | None = None              # spot workers per type of the last takeover
-    od: np.ndarray | None = None                     # on-demand workers per type of the last takeover
+    spot_want: np.ndarray | None = None  # spot workers per type of the last takeover
+    od: np.ndarray | None = None  # on-demand workers per type of the last takeover
     takeovers: int = 0
     _base: SpotProblem | None = field(default=None, repr=False)
 
@@ -58,12 +58,17 @@ class Replan(Policy):
         self.target = progress_target(model)
         self.start = ClusterSpeeds(model, [labels.index(n) for n in self.types]).run_start(self.want, self.plan.ps)
         # the takeover stays within the plan's workers per type and keeps the plan's PS count
-        kinds = tuple(replace(t, quota=min(t.quota, int(w)),
-                              on_demand_quota=min(t.on_demand_quota if t.on_demand_quota is not None else t.quota,
-                                                  int(w)))
-                      for t, w in zip(self.problem.instance_types, self.want))
-        self._base = self.problem.replace(instance_types=kinds, constraints=replace(
-            self.problem.constraints, ps_count=(self.plan.ps, self.plan.ps)))
+        kinds = tuple(
+            replace(
+                t,
+                quota=min(t.quota, int(w)),
+                on_demand_quota=min(t.on_demand_quota if t.on_demand_quota is not None else t.quota, int(w)),
+            )
+            for t, w in zip(self.problem.instance_types, self.want)
+        )
+        self._base = self.problem.replace(
+            instance_types=kinds, constraints=replace(self.problem.constraints, ps_count=(self.plan.ps, self.plan.ps))
+        )
 
     def decide(self, view: View) -> Holdings:
         if self.spot_want is None or self.od is None:
@@ -80,8 +85,8 @@ class Replan(Policy):
 
     def _takeover(self, view: View) -> tuple[np.ndarray, np.ndarray] | None:
         """Spot and on-demand workers per type of the takeover's optimum, ``None`` when none meets T_obj."""
-        from dnnprov.revocation.replan import replanned_problem
         from dnnprov.dispatch import solve
+        from dnnprov.revocation.replan import replanned_problem
 
         assert self._base is not None
         if view.progress >= 1 or view.t + view.delay() >= view.deadline_s:
@@ -94,15 +99,22 @@ class Replan(Policy):
         running.update({n + ON_DEMAND_SUFFIX: int(o) for n, o in zip(self.types, od_held) if o})
         capacity = {n: int(c) for n, c in zip(self.types, per_type(view, view.caps))}
         try:
-            takeover = replanned_problem(self._base, running, {}, view.t, loss, takeover_overhead_s=view.delay(),
-                                         ps=self.plan.ps, capacity=capacity)
+            takeover = replanned_problem(
+                self._base,
+                running,
+                {},
+                view.t,
+                loss,
+                takeover_overhead_s=view.delay(),
+                ps=self.plan.ps,
+                capacity=capacity,
+            )
             result = solve(takeover, SOLVE_METHOD[self.method])
         except InvalidInputError:
             return None
         if not isinstance(result.plan, SpotPlan):
             return None
         counts = result.plan.counts
-        od = np.minimum(np.array([counts.get(n + ON_DEMAND_SUFFIX, 0) for n in self.types], dtype=np.int64),
-                        self.want)
+        od = np.minimum(np.array([counts.get(n + ON_DEMAND_SUFFIX, 0) for n in self.types], dtype=np.int64), self.want)
         spot = np.minimum(np.array([counts.get(n, 0) for n in self.types], dtype=np.int64), self.want - od)
         return spot, od

@@ -41,9 +41,11 @@ def check_run_ticks(trace: Trace, horizon_s: float) -> int:
     """Ticks of ``trace`` a run of ``horizon_s`` covers; refused beyond :data:`MAX_RUN_TICKS`."""
     ticks = horizon_s / trace.gap_s
     if not ticks <= MAX_RUN_TICKS:
-        raise InvalidInputError(f"{trace.path}: metadata.gap_seconds",
-                                f"{trace.gap_s:g} s ticks: a run of {horizon_s:g} s covers {ticks:.3g} ticks, more "
-                                f"than the limit of {MAX_RUN_TICKS:,} (use a coarser trace or a shorter --horizon)")
+        raise InvalidInputError(
+            f"{trace.path}: metadata.gap_seconds",
+            f"{trace.gap_s:g} s ticks: a run of {horizon_s:g} s covers {ticks:.3g} ticks, more "
+            f"than the limit of {MAX_RUN_TICKS:,} (use a coarser trace or a shorter --horizon)",
+        )
     return math.ceil(ticks) + 1
 
 
@@ -101,14 +103,15 @@ class ClusterSpeeds:
         return self._cache[key]
 
 
-
 def check_plan_trains(speed: float) -> None:
     """Refuse a plan whose cluster does not train (``speed``: its progress speed), e.g. one
     outside the loss model's validity domain, where the solver plans none."""
     if not speed > 0:
-        raise InvalidInputError("plan.counts", "the plan's cluster does not train under the loss model (outside "
-                                               "its validity domain, or its loss curve never reaches slo.loss)")
-
+        raise InvalidInputError(
+            "plan.counts",
+            "the plan's cluster does not train under the loss model (outside "
+            "its validity domain, or its loss curve never reaches slo.loss)",
+        )
 
 
 def check_plan_traces(problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]]) -> None:

@@ -117,9 +117,21 @@ def audit(request: Request, action: str, job_id: str, **fields: Any) -> None:
     "tenant", "client", "request_id", ...}``.
     """
     client = request.client.host if request.client else "?"
-    AUDIT_LOG.info(json.dumps({"ts": round(time.time(), 3), "level": "info", "event": "audit", "action": action,
-                               "job_id": job_id, "tenant": request.state.tenant, "client": client,
-                               "request_id": request.state.request_id, **fields}))
+    AUDIT_LOG.info(
+        json.dumps(
+            {
+                "ts": round(time.time(), 3),
+                "level": "info",
+                "event": "audit",
+                "action": action,
+                "job_id": job_id,
+                "tenant": request.state.tenant,
+                "client": client,
+                "request_id": request.state.request_id,
+                **fields,
+            }
+        )
+    )
 
 
 def _parse_body(raw: bytes) -> Any:
@@ -150,11 +162,17 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         if config.dask_address is not None:
             from dnnprov.service.dask_executor import DaskExecutor
 
-            pool: Any = DaskExecutor(config.dask_address, max_time_limit_s=config.max_time_limit_s,
-                                     max_pending=config.max_pending)
+            pool: Any = DaskExecutor(
+                config.dask_address, max_time_limit_s=config.max_time_limit_s, max_pending=config.max_pending
+            )
         else:
-            pool = WorkerPool(config.workers, max_time_limit_s=config.max_time_limit_s, max_pending=config.max_pending,
-                              short_workers=config.short_workers, tenant_max_pending=config.tenant_cap())
+            pool = WorkerPool(
+                config.workers,
+                max_time_limit_s=config.max_time_limit_s,
+                max_pending=config.max_pending,
+                short_workers=config.short_workers,
+                tenant_max_pending=config.tenant_cap(),
+            )
         metrics = Metrics(pool, store)
         # run jobs keep their records beside a SQLite store; replicas on PostgreSQL do not take them
         runs = None if db_url else RunJobs(store, runs_folder(config.db_path))
@@ -165,8 +183,14 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         if db_url:
             store.attach(runner, pool, lambda: state["draining"])  # type: ignore[attr-defined]
         purger = asyncio.create_task(_purge_forever(store))
-        log_event(logging.INFO, "started", db=str(store.path), workers=pool.workers, requeued=requeued,
-                  executor="dask" if config.dask_address else "processes")
+        log_event(
+            logging.INFO,
+            "started",
+            db=str(store.path),
+            workers=pool.workers,
+            requeued=requeued,
+            executor="dask" if config.dask_address else "processes",
+        )
         try:
             yield
         finally:
@@ -187,8 +211,9 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
                 if removed:
                     log_event(logging.INFO, "jobs_purged", count=removed, ttl_s=config.job_ttl_s)
             except (StoreBusy, StoreFailed) as exc:
-                log_event(logging.WARNING, "store_busy" if isinstance(exc, StoreBusy) else "store_failed",
-                          error=str(exc))
+                log_event(
+                    logging.WARNING, "store_busy" if isinstance(exc, StoreBusy) else "store_failed", error=str(exc)
+                )
             await asyncio.sleep(min(60.0, max(1.0, config.job_ttl_s / 10)))
 
     def drain() -> None:
@@ -212,12 +237,17 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
 
     app = FastAPI(title="dnnprov", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
     app.router.redirect_slashes = False  # a redirect would name the client's Host header
-    app.add_middleware(ServiceMiddleware, tokens=config.tokens, draining=lambda: state["draining"],
-                       max_auth_failures=config.max_auth_failures,
-                       body_paths=frozenset({"/v1/jobs", *(f"/v1/{kind}" for kind in KINDS)}),
-                       on_response=lambda *a: state["metrics"].http(*a) if "metrics" in state else None,
-                       body_grace_s=config.body_grace_s, min_body_rate=config.min_body_rate,
-                       rate_limit=config.rate_limit if config.tokens is not None else 0.0)
+    app.add_middleware(
+        ServiceMiddleware,
+        tokens=config.tokens,
+        draining=lambda: state["draining"],
+        max_auth_failures=config.max_auth_failures,
+        body_paths=frozenset({"/v1/jobs", *(f"/v1/{kind}" for kind in KINDS)}),
+        on_response=lambda *a: state["metrics"].http(*a) if "metrics" in state else None,
+        body_grace_s=config.body_grace_s,
+        min_body_rate=config.min_body_rate,
+        rate_limit=config.rate_limit if config.tokens is not None else 0.0,
+    )
 
     # ------------------------------------------------------------------ errors
     @app.exception_handler(ApiError)
@@ -234,10 +264,10 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
 
     @app.exception_handler(StoreFailed)
     async def store_failed(request: Request, exc: StoreFailed) -> JSONResponse:
-        log_event(logging.ERROR, "store_failed", reason=exc.reason, error=str(exc),
-                  request_id=request.state.request_id)
-        return error_response(503, "", f"{exc.reason}: {exc}; retry the request on another server or later",
-                              {"Retry-After": "30"})
+        log_event(logging.ERROR, "store_failed", reason=exc.reason, error=str(exc), request_id=request.state.request_id)
+        return error_response(
+            503, "", f"{exc.reason}: {exc}; retry the request on another server or later", {"Retry-After": "30"}
+        )
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -249,23 +279,38 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         headers = dict(getattr(exc, "headers", None) or {})
         if exc.status_code == 405:  # every route of the path, not only the first
-            allowed = {m for route in app.routes if (regex := getattr(route, "path_regex", None)) is not None
-                       and regex.match(request.url.path) for m in getattr(route, "methods", None) or ()}
+            allowed = {
+                m
+                for route in app.routes
+                if (regex := getattr(route, "path_regex", None)) is not None and regex.match(request.url.path)
+                for m in getattr(route, "methods", None) or ()
+            }
             headers["Allow"] = ", ".join(sorted(allowed))
             return error_response(405, "", f"{request.method} is not one of {headers['Allow']} on this path", headers)
         return error_response(exc.status_code, "", str(exc.detail), headers)
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
-        log_event(logging.ERROR, "internal_error", path=request.url.path[:200], error=f"{type(exc).__name__}: {exc}",
-                  request_id=request.state.request_id)
+        log_event(
+            logging.ERROR,
+            "internal_error",
+            path=request.url.path[:200],
+            error=f"{type(exc).__name__}: {exc}",
+            request_id=request.state.request_id,
+        )
         return error_response(500, "", "internal error (logged by the server)")
 
     # ------------------------------------------------------------------ health
     def _health() -> dict[str, Any]:
         pool = state["pool"]
-        return {"workers": pool.workers, "running": pool.running(), "idle": pool.idle(), "queue_depth": pool.pending(),
-                "peak_admitted": pool.peak, "max_pending": config.max_pending}
+        return {
+            "workers": pool.workers,
+            "running": pool.running(),
+            "idle": pool.idle(),
+            "queue_depth": pool.pending(),
+            "peak_admitted": pool.peak,
+            "max_pending": config.max_pending,
+        }
 
     @app.api_route("/healthz", methods=["GET", "HEAD"])
     async def healthz() -> dict[str, Any]:
@@ -296,8 +341,10 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
             reasons.append("no worker ready yet")
         failure = getattr(store, "failure", None)
         detail = {"store_error": failure[1]} if problem is not None and failure else {}
-        return JSONResponse({"status": "not ready" if reasons else "ready", "reasons": reasons, **detail,
-                             **_health()}, status_code=503 if reasons else 200)
+        return JSONResponse(
+            {"status": "not ready" if reasons else "ready", "reasons": reasons, **detail, **_health()},
+            status_code=503 if reasons else 200,
+        )
 
     @app.get("/openapi.json")
     async def openapi() -> dict[str, Any]:
@@ -307,8 +354,11 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
     async def metrics(request: Request) -> Response:
         several = config.tokens is not None and len(set(config.tokens.values())) > 1
         if several and request.state.tenant != config.admin_tenant:
-            raise ApiError(403, "Authorization", f"the metrics count every tenant's work: only tokens of tenant "
-                                                 f"{config.admin_tenant!r} may read them")
+            raise ApiError(
+                403,
+                "Authorization",
+                f"the metrics count every tenant's work: only tokens of tenant {config.admin_tenant!r} may read them",
+            )
         text = await run_in_threadpool(state["metrics"].text)
         return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
@@ -319,9 +369,11 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         refused = state["pool"].try_reserve(work)
         if refused is not None:
             wait = max(1, min(60, math.ceil(state["task_s"] * config.max_pending / max(1, state["pool"].workers))))
-            message = (f"the server is full ({config.max_pending} {work.lane} tasks admitted): retry later"
-                       if refused == "full" else
-                       f"this tenant has {state['pool'].tenant_max_pending} {work.lane} tasks admitted: retry later")
+            message = (
+                f"the server is full ({config.max_pending} {work.lane} tasks admitted): retry later"
+                if refused == "full"
+                else f"this tenant has {state['pool'].tenant_max_pending} {work.lane} tasks admitted: retry later"
+            )
             raise ApiError(429, "", message, {"Retry-After": str(wait)})
         return work
 
@@ -344,10 +396,15 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
             if kind not in JOB_KINDS:
                 raise ApiError(422, "kind", f"must be one of {', '.join(JOB_KINDS)}; got {short(kind)}")
             if kind == "run" and state["runs"] is None:
-                raise ApiError(422, "kind", "run jobs need the SQLite store (their records live beside it); "
-                                            "this server keeps its jobs on PostgreSQL")
-        task = await anyio.to_thread.run_sync(lambda: prepare(kind, body, max_time_limit_s=config.max_time_limit_s),
-                                              limiter=parsers)
+                raise ApiError(
+                    422,
+                    "kind",
+                    "run jobs need the SQLite store (their records live beside it); "
+                    "this server keeps its jobs on PostgreSQL",
+                )
+        task = await anyio.to_thread.run_sync(
+            lambda: prepare(kind, body, max_time_limit_s=config.max_time_limit_s), limiter=parsers
+        )
         return body, task
 
     async def _outcome(work: Work, request: Request) -> Outcome:
@@ -393,6 +450,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
     def endpoint_of(kind: str) -> Any:
         async def endpoint(request: Request) -> Any:
             return await run_now(kind, request)
+
         endpoint.__name__ = f"post_{kind.replace('-', '_')}"
         return endpoint
 
@@ -409,24 +467,38 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         work = _admit(task.kind, task.method, request)
         try:
             job_id, created = await run_in_threadpool(
-                lambda: state["store"].add(task.kind, body, tenant=request.state.tenant, idempotency_key=key,
-                                           request_id=request.state.request_id))
+                lambda: state["store"].add(
+                    task.kind,
+                    body,
+                    tenant=request.state.tenant,
+                    idempotency_key=key,
+                    request_id=request.state.request_id,
+                )
+            )
         except BaseException:
             state["pool"].release(work)
             raise
         if created:
-            state["runner"].submit(job_id, task.kind, body, task.budget_s, task.method, work=work,
-                                   request_id=request.state.request_id)
+            state["runner"].submit(
+                job_id, task.kind, body, task.budget_s, task.method, work=work, request_id=request.state.request_id
+            )
             audit(request, "create", job_id, kind=task.kind, idempotency_key=key)
-            log_event(logging.INFO, "job_queued", job_id=job_id, kind=task.kind, tenant=request.state.tenant,
-                      request_id=request.state.request_id)
+            log_event(
+                logging.INFO,
+                "job_queued",
+                job_id=job_id,
+                kind=task.kind,
+                tenant=request.state.tenant,
+                request_id=request.state.request_id,
+            )
         else:
             state["pool"].release(work)
         job = None if created else await run_in_threadpool(state["store"].get, job_id)
         url = f"/v1/jobs/{job_id}"
         headers = {"Location": url} | ({} if created else {"Idempotent-Replayed": "true"})
-        return JSONResponse({"id": job_id, "status": job.status if job else "queued", "url": url},
-                            status_code=202, headers=headers)
+        return JSONResponse(
+            {"id": job_id, "status": job.status if job else "queued", "url": url}, status_code=202, headers=headers
+        )
 
     def _job_id(job_id: str) -> str:
         if not _JOB_ID.match(job_id):
@@ -437,8 +509,9 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         return request.state.tenant if config.tokens is not None else None
 
     @app.get("/v1/jobs")
-    async def list_jobs(request: Request, status: str | None = None, limit: int = 100,
-                        cursor: str | None = None) -> dict[str, Any]:
+    async def list_jobs(
+        request: Request, status: str | None = None, limit: int = 100, cursor: str | None = None
+    ) -> dict[str, Any]:
         if status is not None and status not in STATES:
             raise ApiError(422, "status", f"must be one of {', '.join(STATES)}; got {short(status)}")
         if not 1 <= limit <= 1000:
@@ -448,8 +521,9 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
             if not _CURSOR.fullmatch(cursor):
                 raise ApiError(422, "cursor", "not a cursor this server gave (use next_cursor of an answer)")
             before = int(cursor)
-        jobs = await run_in_threadpool(lambda: state["store"].list(status, limit + 1, tenant=_tenant(request),
-                                                                   before_seq=before))
+        jobs = await run_in_threadpool(
+            lambda: state["store"].list(status, limit + 1, tenant=_tenant(request), before_seq=before)
+        )
         more = len(jobs) > limit
         jobs = jobs[:limit]
         return {"jobs": [job.to_dict() for job in jobs], "next_cursor": str(jobs[-1].seq) if more else None}
@@ -515,4 +589,3 @@ async def _disconnected(request: Request) -> None:
         message = await request.receive()
         if message["type"] == "http.disconnect":
             return
-

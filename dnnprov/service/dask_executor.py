@@ -49,8 +49,12 @@ POLL_S = 0.5
 
 
 def _log(event: str, level: int = logging.INFO, **fields: Any) -> None:
-    LOG.log(level, json.dumps({"ts": round(time.time(), 3), "level": logging.getLevelName(level).lower(),
-                               "event": event, **fields}))
+    LOG.log(
+        level,
+        json.dumps(
+            {"ts": round(time.time(), 3), "level": logging.getLevelName(level).lower(), "event": event, **fields}
+        ),
+    )
 
 
 class _DaskSlot(_Slot):
@@ -102,8 +106,9 @@ class _DaskSlot(_Slot):
             if work.cancelled:
                 return ("cancelled",)
             try:
-                future = self.pool.client.submit(task_outcome, work.kind, work.body, self.pool.max_time_limit_s,
-                                                 pure=False)
+                future = self.pool.client.submit(
+                    task_outcome, work.kind, work.body, self.pool.max_time_limit_s, pure=False
+                )
             except Exception as exc:  # noqa: BLE001 (ClosedClientError, CommClosedError, OSError: the link is down)
                 _log("dask_submit_failed", logging.WARNING, error=f"{type(exc).__name__}: {exc}"[:300])
                 self.pool.connected = False

@@ -22,8 +22,10 @@ HEAD_TIMEOUT_S = 10.0
 
 def _timeout_answer(seconds: float) -> bytes:
     body = json.dumps({"error": {"field": "", "message": f"the request head took longer than {seconds:g} s"}}).encode()
-    return (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
-            b"content-length: %d\r\n\r\n%s" % (len(body), body))
+    return (
+        b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+        b"content-length: %d\r\n\r\n%s" % (len(body), body)
+    )
 
 
 class TimedH11Protocol(H11Protocol):
@@ -64,7 +66,10 @@ class TimedH11Protocol(H11Protocol):
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing() and \
-                (self.cycle is None or self.cycle.response_complete):
+        if (
+            self.conn.their_state is h11.IDLE
+            and not self.transport.is_closing()
+            and (self.cycle is None or self.cycle.response_complete)
+        ):
             self.transport.write(_timeout_answer(self.head_timeout_s))
             self.transport.close()

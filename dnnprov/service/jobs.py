@@ -15,7 +15,8 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.service.pool import Outcome, Work, lane_of
@@ -34,8 +35,12 @@ STORE_FAILED_PAUSE_S = 1.0
 
 def log_event(level: int, event: str, **fields: Any) -> None:
     """One JSON line on the service log: ``{"ts", "level", "event", ...}``."""
-    LOG.log(level, json.dumps({"ts": round(time.time(), 3), "level": logging.getLevelName(level).lower(),
-                               "event": event, **fields}))
+    LOG.log(
+        level,
+        json.dumps(
+            {"ts": round(time.time(), 3), "level": logging.getLevelName(level).lower(), "event": event, **fields}
+        ),
+    )
 
 
 class Executor(Protocol):
@@ -53,8 +58,15 @@ class Executor(Protocol):
 class JobRunner:
     """Stored jobs on an executor, and what happens at each of their ends."""
 
-    def __init__(self, store: Store, executor: Executor, *, max_time_limit_s: float,
-                 record: Callable[[str, str, Outcome], None], runs: Any = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        executor: Executor,
+        *,
+        max_time_limit_s: float,
+        record: Callable[[str, str, Outcome], None],
+        runs: Any = None,
+    ) -> None:
         self.store, self.executor = store, executor
         #: the ``run`` jobs' driver (:class:`dnnprov.service.run_jobs.RunJobs`): they run in its threads
         self.runs = runs
@@ -68,10 +80,20 @@ class JobRunner:
         with self._lock:
             return self._works.get(job_id)
 
-    def submit(self, job_id: str, kind: str, body: Any, budget_s: float, method: str, *,
-               work: Work | None = None, request_id: str | None = None, tenant: str = "") -> None:
+    def submit(
+        self,
+        job_id: str,
+        kind: str,
+        body: Any,
+        budget_s: float,
+        method: str,
+        *,
+        work: Work | None = None,
+        request_id: str | None = None,
+        tenant: str = "",
+    ) -> None:
         """Queue a stored job (``work``: already admitted; else admitted whatever the count)."""
-        if kind == "run" and self.runs is not None:       # no worker process: the run's thread
+        if kind == "run" and self.runs is not None:  # no worker process: the run's thread
             if work is not None:
                 self.executor.release(work)
             self.runs.submit(job_id, body, request_id)
@@ -83,8 +105,9 @@ class JobRunner:
         work.before_start = lambda: self._start(job_id, request_id)
         with self._lock:
             self._works[job_id] = work
-        self.executor.submit(work).add_done_callback(lambda future: self._ended_logged(job_id, kind, method, request_id,
-                                                                                       future.result()))
+        self.executor.submit(work).add_done_callback(
+            lambda future: self._ended_logged(job_id, kind, method, request_id, future.result())
+        )
 
     def cancel(self, job_id: str) -> None:
         """Stop the work of a job cancelled in the store (queued: never starts; running: killed;
@@ -101,8 +124,9 @@ class JobRunner:
         jobs = self._store_call(self.store.recover) or []
         for job in jobs:
             if job.attempts >= MAX_ATTEMPTS:
-                self._fail_now(job, f"stopped {job.attempts} times while it ran (server or worker killed); "
-                                    "not tried again")
+                self._fail_now(
+                    job, f"stopped {job.attempts} times while it ran (server or worker killed); not tried again"
+                )
                 continue
             try:
                 task = prepare(job.kind, job.body, max_time_limit_s=self.max_time_limit_s)
@@ -114,12 +138,20 @@ class JobRunner:
 
     # ------------------------------------------------------------------ inside worker threads
     def _start(self, job_id: str, request_id: str | None) -> bool:
-        started = self._store_call(lambda: self.store.start(job_id, retry_s=STORE_RETRY_S),
-                                   give_up=lambda: self.executor.draining or self.executor.closing)
+        started = self._store_call(
+            lambda: self.store.start(job_id, retry_s=STORE_RETRY_S),
+            give_up=lambda: self.executor.draining or self.executor.closing,
+        )
         if started:
             job = self._store_call(lambda: self.store.get(job_id))
-            log_event(logging.INFO, "job_started", job_id=job_id, kind=job.kind if job else None,
-                      attempt=job.attempts if job else None, request_id=request_id)
+            log_event(
+                logging.INFO,
+                "job_started",
+                job_id=job_id,
+                kind=job.kind if job else None,
+                attempt=job.attempts if job else None,
+                request_id=request_id,
+            )
         return bool(started)
 
     def _ended_logged(self, job_id: str, kind: str, method: str, request_id: str | None, outcome: Outcome) -> None:
@@ -144,8 +176,15 @@ class JobRunner:
             if job is not None and job.status == "running" and job.attempts < MAX_ATTEMPTS:
                 log_event(logging.WARNING, "job_retried", reason=outcome[1], attempt=job.attempts, **ids)
                 if self._store_call(lambda: self.store.requeue(job_id, refund=False, retry_s=STORE_RETRY_S)):
-                    self.submit(job_id, kind, work.body if work else job.body, work.budget_s if work else 60.0,
-                                method, request_id=request_id, tenant=job.tenant)
+                    self.submit(
+                        job_id,
+                        kind,
+                        work.body if work else job.body,
+                        work.budget_s if work else 60.0,
+                        method,
+                        request_id=request_id,
+                        tenant=job.tenant,
+                    )
                 return
         self.record(kind, method, outcome)
         if status == "ok":
@@ -155,16 +194,22 @@ class JobRunner:
         else:
             result, error, final = None, {"field": "", "message": outcome[1]}, "failed"
         try:
-            stored = self._store_call(lambda: self.store.finish(job_id, final, result=result, error=error,
-                                                                retry_s=STORE_RETRY_S))
+            stored = self._store_call(
+                lambda: self.store.finish(job_id, final, result=result, error=error, retry_s=STORE_RETRY_S)
+            )
         except (TypeError, ValueError) as exc:  # an answer JSON cannot hold: the job must still end
             error = {"field": "", "message": f"the answer could not be stored: {exc}"}
             final = "failed"
             stored = self._store_call(lambda: self.store.finish(job_id, "failed", error=error, retry_s=STORE_RETRY_S))
         if stored:
             seconds = round(outcome[2], 3) if status == "ok" else None
-            log_event(logging.INFO if final == "done" else logging.WARNING,
-                      "job_finished" if final == "done" else "job_failed", seconds=seconds, error=error, **ids)
+            log_event(
+                logging.INFO if final == "done" else logging.WARNING,
+                "job_finished" if final == "done" else "job_failed",
+                seconds=seconds,
+                error=error,
+                **ids,
+            )
 
     def _fail_now(self, job: Job, message: str, field: str = "") -> None:
         self._store_call(lambda: self.store.start(job.id))

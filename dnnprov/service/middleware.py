@@ -62,8 +62,10 @@ class AuthThrottle:
 
     def blocked_for(self, client: str, token: str) -> float:
         """Seconds until ``client`` may try ``token`` again (0: now)."""
-        return max(self._wait((client, token[:TOKEN_PREFIX]), self.allowed),
-                   self._wait((client, ""), self.allowed * ADDRESS_FACTOR))
+        return max(
+            self._wait((client, token[:TOKEN_PREFIX]), self.allowed),
+            self._wait((client, ""), self.allowed * ADDRESS_FACTOR),
+        )
 
     def _wait(self, key: tuple[str, str], allowed: int) -> float:
         failures = self._failures.get(key)
@@ -148,10 +150,19 @@ def metric_method(method: str) -> str:
 class ServiceMiddleware:
     """Request ids, drain, auth and tenants, content types and the access log around ``app``."""
 
-    def __init__(self, app: ASGIApp, *, tokens: dict[str, str] | None, draining: Callable[[], bool],
-                 body_paths: frozenset[str] = frozenset(), max_auth_failures: int = AUTH_FAILURES_ALLOWED,
-                 on_response: Callable[[str, str, int, float], None] | None = None,
-                 body_grace_s: float = 10.0, min_body_rate: float = 1024.0, rate_limit: float = 0.0) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        tokens: dict[str, str] | None,
+        draining: Callable[[], bool],
+        body_paths: frozenset[str] = frozenset(),
+        max_auth_failures: int = AUTH_FAILURES_ALLOWED,
+        on_response: Callable[[str, str, int, float], None] | None = None,
+        body_grace_s: float = 10.0,
+        min_body_rate: float = 1024.0,
+        rate_limit: float = 0.0,
+    ) -> None:
         self.app = app
         self.body_paths = body_paths  # where a POST must send JSON (415 otherwise)
         self.tokens = tokens
@@ -176,8 +187,10 @@ class ServiceMiddleware:
         state.update(request_id=request_id, trace_id=trace_id, tenant="")
         client = scope["client"][0] if scope.get("client") else "?"
         status_seen: list[int] = []
-        extra = [(b"x-request-id", request_id.encode()),
-                 (b"traceparent", f"00-{trace_id}-{secrets.token_hex(8)}-{flags}".encode())]
+        extra = [
+            (b"x-request-id", request_id.encode()),
+            (b"traceparent", f"00-{trace_id}-{secrets.token_hex(8)}-{flags}".encode()),
+        ]
 
         async def send_with_ids(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
@@ -194,34 +207,62 @@ class ServiceMiddleware:
                 await self.app(scope, guarded_receive(receive, self.body_grace_s, self.min_body_rate), send_with_ids)
             except SlowBody:
                 if not status_seen:
-                    await _answer(send_with_ids, 408, error_body(
-                        "body", f"sent slower than {self.min_body_rate:g} bytes/s after {self.body_grace_s:g} s"),
-                        [(b"connection", b"close")])
+                    await _answer(
+                        send_with_ids,
+                        408,
+                        error_body(
+                            "body", f"sent slower than {self.min_body_rate:g} bytes/s after {self.body_grace_s:g} s"
+                        ),
+                        [(b"connection", b"close")],
+                    )
         elapsed = time.perf_counter() - started
         status = status_seen[0] if status_seen else 0
         route = getattr(scope.get("route"), "path", "unmatched")
         if self.on_response is not None:
             self.on_response(metric_method(scope["method"]), route, status, elapsed)
-        ACCESS_LOG.info(json.dumps({
-            "ts": round(time.time(), 3), "level": "info", "event": "request", "request_id": request_id,
-            "trace_id": trace_id, "client": client, "tenant": state.get("tenant", ""), "method": scope["method"],
-            "path": scope["path"][:200], "route": route, "status": status, "duration_ms": round(elapsed * 1000, 2)}))
+        ACCESS_LOG.info(
+            json.dumps(
+                {
+                    "ts": round(time.time(), 3),
+                    "level": "info",
+                    "event": "request",
+                    "request_id": request_id,
+                    "trace_id": trace_id,
+                    "client": client,
+                    "tenant": state.get("tenant", ""),
+                    "method": scope["method"],
+                    "path": scope["path"][:200],
+                    "route": route,
+                    "status": status,
+                    "duration_ms": round(elapsed * 1000, 2),
+                }
+            )
+        )
 
-    def _refusal(self, scope: Scope, headers: dict[str, str], client: str,
-                 state: dict[str, Any]) -> tuple[int, str, str, list[tuple[bytes, bytes]]] | None:
+    def _refusal(
+        self, scope: Scope, headers: dict[str, str], client: str, state: dict[str, Any]
+    ) -> tuple[int, str, str, list[tuple[bytes, bytes]]] | None:
         path = scope["path"]
         if path in OPEN_PATHS:
             return None
         if self.draining():
-            return 503, "", "the server is shutting down: retry the request on another server or later", \
-                [(b"retry-after", b"5"), (b"connection", b"close")]
+            return (
+                503,
+                "",
+                "the server is shutting down: retry the request on another server or later",
+                [(b"retry-after", b"5"), (b"connection", b"close")],
+            )
         if self.tokens is not None:
             authorization = headers.get("authorization", "")
             presented = authorization.partition(" ")[2].strip()
             wait = self.throttle.blocked_for(client, presented)
             if wait > 0:
-                return 429, "Authorization", "too many failed token checks from this client: retry later", \
-                    [(b"retry-after", str(max(1, round(wait))).encode())]
+                return (
+                    429,
+                    "Authorization",
+                    "too many failed token checks from this client: retry later",
+                    [(b"retry-after", str(max(1, round(wait))).encode())],
+                )
             tenant = self._tenant(authorization)
             if tenant is None:
                 self.throttle.failed(client, presented)
@@ -230,14 +271,22 @@ class ServiceMiddleware:
         if self.rate is not None:
             wait = self.rate.wait_s(state["tenant"] if self.tokens is not None else client)
             if wait > 0:
-                return 429, "", "too many requests from this tenant: retry later", \
-                    [(b"retry-after", str(max(1, math.ceil(wait))).encode())]
+                return (
+                    429,
+                    "",
+                    "too many requests from this tenant: retry later",
+                    [(b"retry-after", str(max(1, math.ceil(wait))).encode())],
+                )
         if scope["method"] == "POST" and path in self.body_paths:
             media = headers.get("content-type", "").split(";")[0].strip().lower()
             if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):
                 shown = media[:40] or "none"
-                return 415, "Content-Type", f"must be application/json, got {shown}", \
-                    [(b"accept-post", b"application/json")]
+                return (
+                    415,
+                    "Content-Type",
+                    f"must be application/json, got {shown}",
+                    [(b"accept-post", b"application/json")],
+                )
         return None
 
     def _tenant(self, authorization: str) -> str | None:
@@ -255,7 +304,11 @@ class ServiceMiddleware:
 
 
 async def _answer(send: Callable, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            *headers]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -37,8 +37,14 @@ WARM_UP_INSTANCE = "embedded:spot/paper-table1.json"
 #: Imported by each new worker process after its warm-up solve, for the same reason: the
 #: modules the other kinds load on first use (the joint solver's alone took 6 s of wall time
 #: on a loaded machine, more than a 1 s request's budget).
-WARM_UP_MODULES = ("dnnprov.solvers.joint", "dnnprov.batch.sweep", "dnnprov.models.predict",
-                   "dnnprov.revocation.pool_replay", "dnnprov.revocation.plan_choice", "dnnprov.revocation.hindsight")
+WARM_UP_MODULES = (
+    "dnnprov.solvers.joint",
+    "dnnprov.batch.sweep",
+    "dnnprov.models.predict",
+    "dnnprov.revocation.pool_replay",
+    "dnnprov.revocation.plan_choice",
+    "dnnprov.revocation.hindsight",
+)
 
 #: Longest warm-up of a new worker process before it is killed and another started (a loaded machine took 30 s).
 WARM_UP_LIMIT_S = 180.0
@@ -64,12 +70,28 @@ def _die_with_parent() -> None:
             pass
 
 
-def warning_as_json(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                    file: Any = None, line: str | None = None) -> None:
+def warning_as_json(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
     """``warnings.showwarning`` of the server and its workers: one JSON line on standard error
     (``{"ts", "level": "warning", "event": "input_warning", "category", "message"}``), as every line is."""
-    sys.stderr.write(json.dumps({"ts": round(time.time(), 3), "level": "warning", "event": "input_warning",
-                                 "category": category.__name__, "message": str(message)}) + "\n")
+    sys.stderr.write(
+        json.dumps(
+            {
+                "ts": round(time.time(), 3),
+                "level": "warning",
+                "event": "input_warning",
+                "category": category.__name__,
+                "message": str(message),
+            }
+        )
+        + "\n"
+    )
 
 
 def worker_main(conn: Connection) -> None:
@@ -194,8 +216,9 @@ class _Slot:
                     else:  # an answer nobody waits for (cannot happen with the invariant): skipped
                         LOG.warning('{"event": "worker_stale_message", "slot": %d}', self.index)
                 elif time.monotonic() - self._started_at > WARM_UP_LIMIT_S:
-                    LOG.error('{"event": "worker_warm_up_timeout", "slot": %d, "limit_s": %g}', self.index,
-                              WARM_UP_LIMIT_S)
+                    LOG.error(
+                        '{"event": "worker_warm_up_timeout", "slot": %d, "limit_s": %g}', self.index, WARM_UP_LIMIT_S
+                    )
                     self._retire()
                     self._start_process()
             except (EOFError, OSError):
@@ -219,7 +242,9 @@ class _Slot:
             try:
                 self._serve(work)
             except Exception as exc:  # noqa: BLE001  never lose the slot's thread: the work ends, the slot goes on
-                LOG.error('{"event": "slot_error", "slot": %d, "error": %r}', self.index, f"{type(exc).__name__}: {exc}")
+                LOG.error(
+                    '{"event": "slot_error", "slot": %d, "error": %r}', self.index, f"{type(exc).__name__}: {exc}"
+                )
                 self._end(work, ("error", f"internal error of the worker slot: {type(exc).__name__}"))
                 time.sleep(0.5)
 
@@ -305,8 +330,15 @@ class WorkerPool:
 
     slot_class: type = _Slot
 
-    def __init__(self, workers: int, *, max_time_limit_s: float = 300.0, max_pending: int = 1 << 30,
-                 short_workers: int = 0, tenant_max_pending: int | None = None) -> None:
+    def __init__(
+        self,
+        workers: int,
+        *,
+        max_time_limit_s: float = 300.0,
+        max_pending: int = 1 << 30,
+        short_workers: int = 0,
+        tenant_max_pending: int | None = None,
+    ) -> None:
         self.max_time_limit_s = max_time_limit_s
         self.max_pending = max_pending
         self.tenant_max_pending = max_pending if tenant_max_pending is None else tenant_max_pending

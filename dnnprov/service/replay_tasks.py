@@ -11,7 +11,8 @@ options (``--trace T``, ``--period``), are given back naming the body's fields.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems import _checks as check
@@ -22,9 +23,18 @@ from dnnprov.service.tasks import Task, _fields, _time_limit, instance, kill_aft
 #: Longest ``name`` of an inline trace.
 MAX_TRACE_NAME = 200
 #: CLI options the revocation code names in its errors -> the body field they stand for.
-_OPTION_FIELDS = {"--trace": "traces", "--period": "period", "--fit-period": "fit_period", "--model": "model",
-                  "--policy": "policy", "--hindsight": "hindsight", "--time-limit": "time_limit_s",
-                  "--replan-method": "replan_method", "--join": "join_s", "--horizon": "horizon"}
+_OPTION_FIELDS = {
+    "--trace": "traces",
+    "--period": "period",
+    "--fit-period": "fit_period",
+    "--model": "model",
+    "--policy": "policy",
+    "--hindsight": "hindsight",
+    "--time-limit": "time_limit_s",
+    "--replan-method": "replan_method",
+    "--join": "join_s",
+    "--horizon": "horizon",
+}
 #: Fields of the problem the revocation code names without the ``instance.`` of the body.
 _PROBLEM_FIELDS = ("model", "constraints", "instance_types", "slo", "workload", "platform")
 
@@ -40,7 +50,7 @@ def inline_traces(value: object) -> tuple[dict[str, list[Trace]], list[str]]:
     """``traces`` as the CLI's ``--trace`` options give them (type -> traces, in order), and
     each trace's name by its position (for error fields)."""
     if not isinstance(value, list) or not value:
-        raise InvalidInputError("traces", "must be a non-empty list of {\"type\", \"name\", \"trace\"}")
+        raise InvalidInputError("traces", 'must be a non-empty list of {"type", "name", "trace"}')
     traces: dict[str, list[Trace]] = {}
     names = []
     for i, item in enumerate(value):
@@ -91,33 +101,52 @@ def _period(body: Mapping[str, Any], key: str) -> tuple[float, float] | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise InvalidInputError(key, f"expected \"A:B\" with fractions 0 <= A < B <= 1, got {check.short(value)}")
+        raise InvalidInputError(key, f'expected "A:B" with fractions 0 <= A < B <= 1, got {check.short(value)}')
     return parse_period(value, key)
 
 
 def simulate_task(body: object, cap: float) -> Task:
     """``dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE... [options] --json`` as a task."""
     from dnnprov.cloud.export import PlanDocument
+    from dnnprov.control.replay import Simulation
     from dnnprov.result import SpotPlan
     from dnnprov.revocation.availability import AvailabilityModel
-    from dnnprov.control.replay import Simulation
     from dnnprov.revocation.policies import POLICY_NAMES
     from dnnprov.revocation.simulate import POLICIES, REPLAN_METHODS
     from dnnprov.solvers.robust import JOIN_OVERHEAD_S
 
-    b = _fields(body, {"instance", "plan", "traces", "zones", "policy", "period", "fit_period", "model", "hindsight",
-                       "runs", "seed", "replan_method", "join_s", "horizon", "per_run", "time_limit_s"},
-                ("instance", "plan", "traces"))
+    b = _fields(
+        body,
+        {
+            "instance",
+            "plan",
+            "traces",
+            "zones",
+            "policy",
+            "period",
+            "fit_period",
+            "model",
+            "hindsight",
+            "runs",
+            "seed",
+            "replan_method",
+            "join_s",
+            "horizon",
+            "per_run",
+            "time_limit_s",
+        },
+        ("instance", "plan", "traces"),
+    )
     problem = _spot(b["instance"])
     try:
         doc = PlanDocument.from_dict(b["plan"])
-        doc = PlanDocument(result=doc.result, problem=problem, catalog=doc.catalog)   # checked against the instance
+        doc = PlanDocument(result=doc.result, problem=problem, catalog=doc.catalog)  # checked against the instance
     except InvalidInputError as exc:
         raise InvalidInputError(f"plan.{exc.field}" if exc.field else "plan", exc.problem) from None
     plan = SpotPlan(counts=doc.counts(), ps=doc.ps)
     traces, names = inline_traces(b["traces"])
     policy = check.choice("policy", b.get("policy", "none"), tuple(sorted(set(POLICIES) | set(POLICY_NAMES))))
-    _flag(b, "zones")                  # checked only: Simulation has no zones option
+    _flag(b, "zones")  # checked only: Simulation has no zones option
     hindsight, per_run = _flag(b, "hindsight"), _flag(b, "per_run")
     period, fit_period = _period(b, "period"), _period(b, "fit_period")
     runs = check.integer("runs", b.get("runs", 1000), minimum=1, maximum=10_000_000)
@@ -127,11 +156,28 @@ def simulate_task(body: object, cap: float) -> Task:
     horizon = check.number("horizon", b.get("horizon", 3.0), minimum=1)
     limit = _time_limit(b, "simulate", cap)
     model = AvailabilityModel.from_dict(b["model"]) if b.get("model") is not None else None
-    sim = _fields_named(names, lambda: Simulation(   # what the replay would refuse, before the job is queued
-        problem, plan, traces, policy=policy, runs=runs, seed=seed, join_s=join_s, horizon=horizon, period=period,
-        fit_period=fit_period, model=model, hindsight=hindsight, replan_method=replan_method, time_limit_s=limit))
-    return Task("simulate", lambda: _fields_named(names, lambda: sim.to_dict(per_run=per_run)), limit,
-                kill_after(limit), policy)
+    sim = _fields_named(
+        names,
+        lambda: Simulation(  # what the replay would refuse, before the job is queued
+            problem,
+            plan,
+            traces,
+            policy=policy,
+            runs=runs,
+            seed=seed,
+            join_s=join_s,
+            horizon=horizon,
+            period=period,
+            fit_period=fit_period,
+            model=model,
+            hindsight=hindsight,
+            replan_method=replan_method,
+            time_limit_s=limit,
+        ),
+    )
+    return Task(
+        "simulate", lambda: _fields_named(names, lambda: sim.to_dict(per_run=per_run)), limit, kill_after(limit), policy
+    )
 
 
 def choose_plan_task(body: object, cap: float) -> Task:
@@ -153,6 +199,15 @@ def choose_plan_task(body: object, cap: float) -> Task:
     join_s = check.number("join_s", b.get("join_s", JOIN_OVERHEAD_S), minimum=0)
     limit = _time_limit(b, "choose-plan", cap)
     _fields_named(names, lambda: TracePools(problem, traces, join_s=join_s, period=fit_period))
-    return Task("choose-plan", lambda: _fields_named(names, lambda: choose_plan(
-        problem, traces, zones=zones, fit_period=fit_period, join_s=join_s, time_limit_s=limit).to_dict()),
-        limit, kill_after(limit), "mpc")
+    return Task(
+        "choose-plan",
+        lambda: _fields_named(
+            names,
+            lambda: choose_plan(
+                problem, traces, zones=zones, fit_period=fit_period, join_s=join_s, time_limit_s=limit
+            ).to_dict(),
+        ),
+        limit,
+        kill_after(limit),
+        "mpc",
+    )

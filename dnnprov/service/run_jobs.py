@@ -54,8 +54,18 @@ from dnnprov.service.store import Store
 from dnnprov.service.tasks import Task, _fields, instance
 
 #: The fields of a ``run`` job's body (besides ``kind``).
-RUN_FIELDS = {"instance", "plan", "policy", "endpoint_url", "region", "progress", "image_id", "poll_s", "join_s",
-              "horizon"}
+RUN_FIELDS = {
+    "instance",
+    "plan",
+    "policy",
+    "endpoint_url",
+    "region",
+    "progress",
+    "image_id",
+    "poll_s",
+    "join_s",
+    "horizon",
+}
 #: How long a cancel waits for the run's thread to tear the run down before it answers.
 CANCEL_WAIT_S = 30.0
 
@@ -93,12 +103,21 @@ def run_inputs(body: object) -> dict[str, Any]:
     from dnnprov.cloud.aws import check_region
 
     defaults = RunSettings()
-    settings = RunSettings(poll_s=check.number("poll_s", b.get("poll_s", defaults.poll_s), exclusive_minimum=0),
-                           join_s=check.number("join_s", b.get("join_s", defaults.join_s), minimum=0),
-                           horizon=check.number("horizon", b.get("horizon", defaults.horizon), minimum=1))
-    return {"instance": problem, "plan": plan, "policy": policy, "endpoint_url": endpoint_url,
-            "region": check_region(b.get("region", "us-east-1")), "progress": progress, "image_id": image_id,
-            "settings": settings}
+    settings = RunSettings(
+        poll_s=check.number("poll_s", b.get("poll_s", defaults.poll_s), exclusive_minimum=0),
+        join_s=check.number("join_s", b.get("join_s", defaults.join_s), minimum=0),
+        horizon=check.number("horizon", b.get("horizon", defaults.horizon), minimum=1),
+    )
+    return {
+        "instance": problem,
+        "plan": plan,
+        "policy": policy,
+        "endpoint_url": endpoint_url,
+        "region": check_region(b.get("region", "us-east-1")),
+        "progress": progress,
+        "image_id": image_id,
+        "settings": settings,
+    }
 
 
 def _not_in_a_worker() -> dict[str, Any]:
@@ -123,8 +142,9 @@ class RunJobs:
     def submit(self, job_id: str, body: Any, request_id: str | None = None) -> None:
         """Start driving a stored run job (a new run, or one recovered from the record)."""
         interrupt = threading.Event()
-        thread = threading.Thread(target=self._run, args=(job_id, body, interrupt, request_id),
-                                  name=f"dnnprov-run-{job_id[:8]}", daemon=True)
+        thread = threading.Thread(
+            target=self._run, args=(job_id, body, interrupt, request_id), name=f"dnnprov-run-{job_id[:8]}", daemon=True
+        )
         with self._lock:
             if self.closing:
                 return
@@ -151,7 +171,7 @@ class RunJobs:
     def _run(self, job_id: str, body: Any, interrupt: threading.Event, request_id: str | None) -> None:
         try:
             if not self.store.start(job_id):
-                return                                   # cancelled before it started
+                return  # cancelled before it started
             log_event(logging.INFO, "job_started", job_id=job_id, kind="run", request_id=request_id)
             if not self._exists(job_id):
                 create_run(**run_inputs(body), state=self.folder, run_id=job_id)
@@ -159,7 +179,7 @@ class RunJobs:
                 cancel_run(job_id, state=self.folder)
             outcome = drive_run(job_id, state=self.folder, interrupt=interrupt)
             if outcome is None:
-                return                                   # the server is stopping: the run goes on
+                return  # the server is stopping: the run goes on
             self.store.finish(job_id, "done", result={"run": job_id, **outcome.to_dict()})
             log_event(logging.INFO, "job_finished", job_id=job_id, kind="run", state=outcome.state)
         except Exception as exc:  # noqa: BLE001  (the cloud failed, the record is locked, ...: the job fails)
@@ -181,8 +201,10 @@ class RunJobs:
         try:
             done = cancel_run(job_id, state=self.folder)
         except Exception as exc:  # noqa: BLE001  (whatever stops the teardown is reported)
-            return (f" (the teardown failed too: {type(exc).__name__}: {exc}; "
-                    f"finish it with `dnnprov run cancel {job_id} --state {self.folder}`)")
+            return (
+                f" (the teardown failed too: {type(exc).__name__}: {exc}; "
+                f"finish it with `dnnprov run cancel {job_id} --state {self.folder}`)"
+            )
         return " (the run was torn down)" if done["torn_down"] else ""
 
     def cancel(self, job_id: str) -> None:
@@ -192,13 +214,13 @@ class RunJobs:
         if running is not None:
             thread, interrupt = running
             if self._exists(job_id):
-                cancel_run(job_id, state=self.folder)    # the thread holds the lock: marks it cancelling
+                cancel_run(job_id, state=self.folder)  # the thread holds the lock: marks it cancelling
             interrupt.set()
             thread.join(CANCEL_WAIT_S)
             if not thread.is_alive():
                 return
         if self._exists(job_id):
-            cancel_run(job_id, state=self.folder)        # no controller alive: tear down here
+            cancel_run(job_id, state=self.folder)  # no controller alive: tear down here
 
     def status(self, job_id: str) -> dict[str, Any] | None:
         """The run's status (:func:`dnnprov.control.api.run_status`); ``None`` before its run exists."""

@@ -53,8 +53,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, seq);
 """
 #: Columns added after the first release (old files get them on open).
-_ADDED = {"tenant": "TEXT NOT NULL DEFAULT ''", "idempotency_key": "TEXT", "body_hash": "TEXT",
-          "request_id": "TEXT"}
+_ADDED = {"tenant": "TEXT NOT NULL DEFAULT ''", "idempotency_key": "TEXT", "body_hash": "TEXT", "request_id": "TEXT"}
 _COLUMNS = "id, kind, body, status, result, error, attempts, created, started, finished, tenant, seq"
 
 
@@ -75,11 +74,16 @@ class StoreFailed(Exception):
 #: Tries of an operation that fails with something other than a busy store.
 FAILURE_TRIES = 3
 #: The ``/readyz`` reasons of a failed store.
-FAILURE_REASONS = ("store not writable", "store corrupt", "store file missing", "store file replaced",
-                   "store failed")
+FAILURE_REASONS = ("store not writable", "store corrupt", "store file missing", "store file replaced", "store failed")
 #: SQLite primary result codes -> readiness reason.
-_SQLITE_REASONS = {13: "store not writable", 10: "store not writable", 8: "store not writable",  # FULL, IOERR, RO
-                   11: "store corrupt", 26: "store corrupt", 14: "store file missing"}  # CORRUPT, NOTADB, CANTOPEN
+_SQLITE_REASONS = {
+    13: "store not writable",
+    10: "store not writable",
+    8: "store not writable",  # FULL, IOERR, RO
+    11: "store corrupt",
+    26: "store corrupt",
+    14: "store file missing",
+}  # CORRUPT, NOTADB, CANTOPEN
 _BUSY_CODES = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
 
 
@@ -130,8 +134,9 @@ class StoreOwner:
         except OSError:
             holder = os.pread(self._fd, 32, 0).decode(errors="replace").strip() or "?"
             os.close(self._fd)
-            raise InvalidInputError("--db", f"{db_path} is in use by another dnnprov serve (pid {holder}); "
-                                            "one server per job store") from None
+            raise InvalidInputError(
+                "--db", f"{db_path} is in use by another dnnprov serve (pid {holder}); one server per job store"
+            ) from None
         try:
             self._file_fd = os.open(db_path, os.O_RDWR | os.O_CREAT, 0o600)
             fcntl.flock(self._file_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -139,9 +144,12 @@ class StoreOwner:
             busy = exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
             self.release()
             if busy:
-                raise InvalidInputError("--db", f"{db_path} ({os.path.realpath(db_path)}) is in use by another "
-                                                "dnnprov serve under another name (a link); one server per job "
-                                                "store") from None
+                raise InvalidInputError(
+                    "--db",
+                    f"{db_path} ({os.path.realpath(db_path)}) is in use by another "
+                    "dnnprov serve under another name (a link); one server per job "
+                    "store",
+                ) from None
             raise InvalidInputError("--db", f"cannot open {db_path}: {exc.strerror or exc}") from None
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
@@ -179,9 +187,17 @@ class Job:
 
     def to_dict(self) -> dict[str, Any]:
         """The answer of ``GET /v1/jobs/{id}`` (the body is not repeated)."""
-        return {"id": self.id, "kind": self.kind, "status": self.status, "result": self.result,
-                "error": self.error, "attempts": self.attempts, "created": self.created,
-                "started": self.started, "finished": self.finished}
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "status": self.status,
+            "result": self.result,
+            "error": self.error,
+            "attempts": self.attempts,
+            "created": self.created,
+            "started": self.started,
+            "finished": self.finished,
+        }
 
 
 class Store(Protocol):
@@ -193,20 +209,29 @@ class Store(Protocol):
 
     def close(self) -> None: ...
     def ping(self) -> bool: ...
-    def add(self, kind: str, body: Any, *, tenant: str = "", idempotency_key: str | None = None,
-            request_id: str | None = None) -> tuple[str, bool]: ...
+    def add(
+        self,
+        kind: str,
+        body: Any,
+        *,
+        tenant: str = "",
+        idempotency_key: str | None = None,
+        request_id: str | None = None,
+    ) -> tuple[str, bool]: ...
     def get(self, job_id: str, tenant: str | None = None) -> Job | None: ...
     def start(self, job_id: str, retry_s: float | None = None) -> bool: ...
-    def finish(self, job_id: str, status: str, *, result: Any = None, error: Any = None,
-               retry_s: float | None = None) -> bool: ...
+    def finish(
+        self, job_id: str, status: str, *, result: Any = None, error: Any = None, retry_s: float | None = None
+    ) -> bool: ...
     def requeue(self, job_id: str, *, refund: bool, retry_s: float | None = None) -> bool: ...
     def cancel(self, job_id: str, tenant: str | None = None) -> str | None: ...
     def delete(self, job_id: str, tenant: str | None = None) -> bool: ...
     def purge(self, older_than_s: float) -> int: ...
     def recover(self) -> list[Job]: ...
     def counts(self) -> dict[str, int]: ...
-    def list(self, status: str | None = None, limit: int = 100, *, tenant: str | None = None,
-             before_seq: int | None = None) -> list[Job]: ...
+    def list(
+        self, status: str | None = None, limit: int = 100, *, tenant: str | None = None, before_seq: int | None = None
+    ) -> list[Job]: ...
 
 
 def is_database_url(db: str | Path) -> bool:
@@ -220,8 +245,9 @@ def open_store(db: str | Path) -> Store:
         try:
             from dnnprov.service.store_pg import PgJobStore
         except ImportError as exc:
-            raise InvalidInputError("--db", f"a PostgreSQL store needs the postgres extra: "
-                                            f"pip install 'dnnprov[postgres]' ({exc})") from None
+            raise InvalidInputError(
+                "--db", f"a PostgreSQL store needs the postgres extra: pip install 'dnnprov[postgres]' ({exc})"
+            ) from None
         return PgJobStore(str(db))
     return JobStore(db)
 
@@ -250,8 +276,9 @@ class JobStore:
             stat = os.stat(self.path)
             self._identity = (stat.st_dev, stat.st_ino)
         except (OSError, sqlite3.Error) as exc:
-            raise InvalidInputError("--db", f"cannot use {self.path} as the job store: "
-                                            f"{getattr(exc, 'strerror', None) or exc}") from None
+            raise InvalidInputError(
+                "--db", f"cannot use {self.path} as the job store: {getattr(exc, 'strerror', None) or exc}"
+            ) from None
 
     def close(self) -> None:
         """Close the database."""
@@ -263,13 +290,16 @@ class JobStore:
         try:
             stat = os.stat(self.path)
         except FileNotFoundError:
-            raise StoreFailed("store file missing", f"{self.path} was deleted while the server ran: "
-                                                    "jobs written now would be lost") from None
+            raise StoreFailed(
+                "store file missing", f"{self.path} was deleted while the server ran: jobs written now would be lost"
+            ) from None
         except OSError as exc:
             raise StoreFailed("store failed", f"cannot check {self.path}: {exc.strerror or exc}") from None
         if (stat.st_dev, stat.st_ino) != self._identity:
-            raise StoreFailed("store file replaced", f"{self.path} is another file than the one the server "
-                                                     "opened (replaced while it ran)")
+            raise StoreFailed(
+                "store file replaced",
+                f"{self.path} is another file than the one the server opened (replaced while it ran)",
+            )
 
     def _rollback(self) -> None:
         if self._db.in_transaction:
@@ -278,8 +308,9 @@ class JobStore:
             except sqlite3.Error:
                 pass
 
-    def _run(self, operation: Callable[[sqlite3.Connection], T], retry_s: float | None = None, *,
-             write: bool = True) -> T:
+    def _run(
+        self, operation: Callable[[sqlite3.Connection], T], retry_s: float | None = None, *, write: bool = True
+    ) -> T:
         """``operation(db)`` (a write: in one ``IMMEDIATE`` transaction, after the file's identity is checked).
 
         Retried while SQLite is busy for up to ``retry_s`` seconds (then :class:`StoreBusy`);
@@ -329,16 +360,25 @@ class JobStore:
         """Write one row now (identity checked, committed): ``None`` when it is written, else the
         ``/readyz`` reason (``store busy`` or one of :data:`FAILURE_REASONS`)."""
         try:
-            self._run(lambda db: db.execute("INSERT OR REPLACE INTO probe (id, ts) VALUES (1, ?)", (time.time(),)),
-                      retry_s=0.0)
+            self._run(
+                lambda db: db.execute("INSERT OR REPLACE INTO probe (id, ts) VALUES (1, ?)", (time.time(),)),
+                retry_s=0.0,
+            )
         except StoreBusy:
             return "store busy"
         except StoreFailed as exc:
             return exc.reason
         return None
 
-    def add(self, kind: str, body: Any, *, tenant: str = "", idempotency_key: str | None = None,
-            request_id: str | None = None) -> tuple[str, bool]:
+    def add(
+        self,
+        kind: str,
+        body: Any,
+        *,
+        tenant: str = "",
+        idempotency_key: str | None = None,
+        request_id: str | None = None,
+    ) -> tuple[str, bool]:
         """Store a new queued job; returns ``(id, created)`` once committed.
 
         With an ``idempotency_key`` already used by ``tenant`` the stored job's id is
@@ -350,17 +390,20 @@ class JobStore:
 
         def insert(db: sqlite3.Connection) -> tuple[str, bool]:
             if idempotency_key is not None:
-                row = db.execute("SELECT id, body_hash FROM jobs WHERE tenant = ? AND idempotency_key = ?",
-                                 (tenant, idempotency_key)).fetchone()
+                row = db.execute(
+                    "SELECT id, body_hash FROM jobs WHERE tenant = ? AND idempotency_key = ?", (tenant, idempotency_key)
+                ).fetchone()
                 if row is not None:
                     if row[1] != digest:
                         raise InvalidInputError("Idempotency-Key", "already used for a job with another body")
                     return row[0], False
             job_id = uuid.uuid4().hex
             seq = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0]
-            db.execute("INSERT INTO jobs (id, seq, kind, body, status, created, tenant, idempotency_key, body_hash, "
-                       "request_id) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
-                       (job_id, seq, kind, text, time.time(), tenant, idempotency_key, digest, request_id))
+            db.execute(
+                "INSERT INTO jobs (id, seq, kind, body, status, created, tenant, idempotency_key, body_hash, "
+                "request_id) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
+                (job_id, seq, kind, text, time.time(), tenant, idempotency_key, digest, request_id),
+            )
             return job_id, True
 
         return self._run(insert)
@@ -374,33 +417,61 @@ class JobStore:
 
     def start(self, job_id: str, retry_s: float | None = None) -> bool:
         """Mark a queued job running (one more attempt); ``False`` when it is no longer queued."""
-        return self._run(lambda db: db.execute(
-            "UPDATE jobs SET status = 'running', started = ?, attempts = attempts + 1 "
-            "WHERE id = ? AND status = 'queued'", (time.time(), job_id)).rowcount == 1, retry_s)
+        return self._run(
+            lambda db: (
+                db.execute(
+                    "UPDATE jobs SET status = 'running', started = ?, attempts = attempts + 1 "
+                    "WHERE id = ? AND status = 'queued'",
+                    (time.time(), job_id),
+                ).rowcount
+                == 1
+            ),
+            retry_s,
+        )
 
-    def finish(self, job_id: str, status: str, *, result: Any = None, error: Any = None,
-               retry_s: float | None = None) -> bool:
+    def finish(
+        self, job_id: str, status: str, *, result: Any = None, error: Any = None, retry_s: float | None = None
+    ) -> bool:
         """Record the end of a running job (its body is dropped); ``False`` when it was cancelled meanwhile."""
         values = (status, _dump(result), _dump(error), time.time(), job_id)
-        return self._run(lambda db: db.execute(
-            "UPDATE jobs SET status = ?, result = ?, error = ?, finished = ?, body = NULL "
-            "WHERE id = ? AND status = 'running'", values).rowcount == 1, retry_s)
+        return self._run(
+            lambda db: (
+                db.execute(
+                    "UPDATE jobs SET status = ?, result = ?, error = ?, finished = ?, body = NULL "
+                    "WHERE id = ? AND status = 'running'",
+                    values,
+                ).rowcount
+                == 1
+            ),
+            retry_s,
+        )
 
     def requeue(self, job_id: str, *, refund: bool, retry_s: float | None = None) -> bool:
         """Put a running job back in the queue; ``refund``: its attempt is not counted (a graceful stop)."""
-        return self._run(lambda db: db.execute(
-            "UPDATE jobs SET status = 'queued', started = NULL, attempts = attempts - ? "
-            "WHERE id = ? AND status = 'running'", (1 if refund else 0, job_id)).rowcount == 1, retry_s)
+        return self._run(
+            lambda db: (
+                db.execute(
+                    "UPDATE jobs SET status = 'queued', started = NULL, attempts = attempts - ? "
+                    "WHERE id = ? AND status = 'running'",
+                    (1 if refund else 0, job_id),
+                ).rowcount
+                == 1
+            ),
+            retry_s,
+        )
 
     def cancel(self, job_id: str, tenant: str | None = None) -> str | None:
         """Cancel a queued or running job; returns the status it had (``None``: no such job)."""
+
         def cancel(db: sqlite3.Connection) -> str | None:
             row = db.execute("SELECT status, tenant FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None or (tenant is not None and row[1] != tenant):
                 return None
             if row[0] not in FINAL:
-                db.execute("UPDATE jobs SET status = 'cancelled', finished = ?, body = NULL WHERE id = ?",
-                           (time.time(), job_id))
+                db.execute(
+                    "UPDATE jobs SET status = 'cancelled', finished = ?, body = NULL WHERE id = ?",
+                    (time.time(), job_id),
+                )
             return row[0]
 
         return self._run(cancel)
@@ -415,11 +486,17 @@ class JobStore:
     def purge(self, older_than_s: float) -> int:
         """Delete jobs that ended more than ``older_than_s`` seconds ago; returns how many."""
         cutoff = time.time() - older_than_s
-        return self._run(lambda db: db.execute("DELETE FROM jobs WHERE status IN ('done', 'failed', 'cancelled') "
-                                               "AND finished < ?", (cutoff,)).rowcount)
+        return self._run(
+            lambda db: (
+                db.execute(
+                    "DELETE FROM jobs WHERE status IN ('done', 'failed', 'cancelled') AND finished < ?", (cutoff,)
+                ).rowcount
+            )
+        )
 
     def recover(self) -> list[Job]:
         """Put jobs left running by a stopped server back in the queue; all queued jobs in order."""
+
         def recover(db: sqlite3.Connection) -> list[Job]:
             db.execute("UPDATE jobs SET status = 'queued', started = NULL WHERE status = 'running'")
             return [_job(r) for r in db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE status = 'queued' ORDER BY seq")]
@@ -428,20 +505,25 @@ class JobStore:
 
     def counts(self) -> dict[str, int]:
         """Number of jobs per state."""
-        rows = self._run(lambda db: db.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall(),
-                         write=False)
+        rows = self._run(
+            lambda db: db.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall(), write=False
+        )
         return {state: 0 for state in STATES} | dict(rows)
 
-    def list(self, status: str | None = None, limit: int = 100, *, tenant: str | None = None,
-             before_seq: int | None = None) -> list[Job]:
+    def list(
+        self, status: str | None = None, limit: int = 100, *, tenant: str | None = None, before_seq: int | None = None
+    ) -> list[Job]:
         """The newest jobs (of one state, of one tenant, older than ``before_seq``), newest first."""
         where, args = [], []
         for clause, value in (("status = ?", status), ("tenant = ?", tenant), ("seq < ?", before_seq)):
             if value is not None:
                 where.append(clause)
                 args.append(value)
-        query = (f"SELECT {_COLUMNS} FROM jobs" + (" WHERE " + " AND ".join(where) if where else "")
-                 + " ORDER BY seq DESC LIMIT ?")
+        query = (
+            f"SELECT {_COLUMNS} FROM jobs"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY seq DESC LIMIT ?"
+        )
         rows = self._run(lambda db: db.execute(query, (*args, limit)).fetchall(), write=False)
         return [_job(r) for r in rows]
 

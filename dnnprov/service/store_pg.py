@@ -146,8 +146,11 @@ class PgJobStore:
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                     conn.execute(_SCHEMA)
         except psycopg.Error as exc:
-            raise InvalidInputError("--db", f"cannot use {self.path} as the job store: "
-                                            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc}") from None
+            raise InvalidInputError(
+                "--db",
+                f"cannot use {self.path} as the job store: "
+                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc}",
+            ) from None
 
     # ------------------------------------------------------------------ connection
     def _connect(self) -> psycopg.Connection[Any]:
@@ -156,8 +159,9 @@ class PgJobStore:
             if self._conn is not None:
                 self._conn.close()
             self._conn = None
-            conn = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=5,
-                                   application_name=f"dnnprov {self.replica}"[:63])
+            conn = psycopg.connect(
+                self._conninfo, autocommit=True, connect_timeout=5, application_name=f"dnnprov {self.replica}"[:63]
+            )
             conn.execute("SET lock_timeout = '2s'")
             conn.execute("SET statement_timeout = '30s'")
             self._conn = conn
@@ -169,9 +173,13 @@ class PgJobStore:
         if self._renewer is not None:
             self._renewer.join(10)
         try:
-            self._run(lambda db: db.execute(
-                f"UPDATE {_TABLE} SET owner = NULL, lease_until = 0 WHERE owner = %s AND status = 'queued'",
-                (self.replica,)), retry_s=1.0)
+            self._run(
+                lambda db: db.execute(
+                    f"UPDATE {_TABLE} SET owner = NULL, lease_until = 0 WHERE owner = %s AND status = 'queued'",
+                    (self.replica,),
+                ),
+                retry_s=1.0,
+            )
         except StoreBusy:
             pass  # their leases expire on their own
         with self._lock:
@@ -180,8 +188,9 @@ class PgJobStore:
                 self._conn.close()
                 self._conn = None
 
-    def _run(self, operation: Callable[[psycopg.Connection[Any]], T], retry_s: float | None = None, *,
-             write: bool = True) -> T:
+    def _run(
+        self, operation: Callable[[psycopg.Connection[Any]], T], retry_s: float | None = None, *, write: bool = True
+    ) -> T:
         """``operation(db)`` (a write: in one transaction), retried on a new connection while the database fails."""
         deadline = time.monotonic() + (self.retry_s if retry_s is None else retry_s)
         pause = 0.02
@@ -214,8 +223,15 @@ class PgJobStore:
         return self._renewed_ok
 
     # ------------------------------------------------------------------ the SQLite store's interface
-    def add(self, kind: str, body: Any, *, tenant: str = "", idempotency_key: str | None = None,
-            request_id: str | None = None) -> tuple[str, bool]:
+    def add(
+        self,
+        kind: str,
+        body: Any,
+        *,
+        tenant: str = "",
+        idempotency_key: str | None = None,
+        request_id: str | None = None,
+    ) -> tuple[str, bool]:
         """Store a new queued job owned by this replica; returns ``(id, created)`` once committed.
 
         An ``idempotency_key`` already used by ``tenant`` (on any replica) returns the stored
@@ -230,12 +246,25 @@ class PgJobStore:
                 f"INSERT INTO {_TABLE} (id, kind, body, status, created, tenant, idempotency_key, body_hash, "
                 f"request_id, owner, lease_until) VALUES (%s, %s, %s, 'queued', %s, %s, %s, %s, %s, %s, {NOW} + %s) "
                 "ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id",
-                (job_id, kind, text, time.time(), tenant, idempotency_key, digest, request_id, self.replica,
-                 self.lease_s)).fetchone()
+                (
+                    job_id,
+                    kind,
+                    text,
+                    time.time(),
+                    tenant,
+                    idempotency_key,
+                    digest,
+                    request_id,
+                    self.replica,
+                    self.lease_s,
+                ),
+            ).fetchone()
             if row is not None:
                 return job_id, True
-            found = db.execute(f"SELECT id, body_hash FROM {_TABLE} WHERE tenant = %s AND idempotency_key = %s",
-                               (tenant, idempotency_key)).fetchone()
+            found = db.execute(
+                f"SELECT id, body_hash FROM {_TABLE} WHERE tenant = %s AND idempotency_key = %s",
+                (tenant, idempotency_key),
+            ).fetchone()
             if found is None:  # deleted between the two statements: a new job after all
                 return insert(db)
             if found[1] != digest:
@@ -257,10 +286,14 @@ class PgJobStore:
 
     def start(self, job_id: str, retry_s: float | None = None) -> bool:
         """Claim a queued job of this replica (one more attempt); ``False`` when it is no longer ours to start."""
-        row = self._run(lambda db: db.execute(
-            f"UPDATE {_TABLE} SET status = 'running', started = %s, attempts = attempts + 1, "
-            f"lease_until = {NOW} + %s WHERE id = %s AND status = 'queued' AND owner = %s RETURNING attempts",
-            (time.time(), self.lease_s, job_id, self.replica)).fetchone(), retry_s)
+        row = self._run(
+            lambda db: db.execute(
+                f"UPDATE {_TABLE} SET status = 'running', started = %s, attempts = attempts + 1, "
+                f"lease_until = {NOW} + %s WHERE id = %s AND status = 'queued' AND owner = %s RETURNING attempts",
+                (time.time(), self.lease_s, job_id, self.replica),
+            ).fetchone(),
+            retry_s,
+        )
         if row is None:
             return False
         with self._held_lock:
@@ -268,8 +301,9 @@ class PgJobStore:
             self._claims[job_id] = row[0]
         return True
 
-    def finish(self, job_id: str, status: str, *, result: Any = None, error: Any = None,
-               retry_s: float | None = None) -> bool:
+    def finish(
+        self, job_id: str, status: str, *, result: Any = None, error: Any = None, retry_s: float | None = None
+    ) -> bool:
         """Record the end of the attempt this replica started; ``False`` when it is no longer that attempt's job."""
         attempt = self._claims.get(job_id)
         if attempt is None:
@@ -277,9 +311,17 @@ class PgJobStore:
         values = (status, _dump(result), _dump(error), time.time(), job_id, self.replica, attempt)
         with self._held_lock:  # before the write: a renewal must not take the ended job for a lost one
             self._held.discard(job_id)
-        done = self._run(lambda db: db.execute(
-            f"UPDATE {_TABLE} SET status = %s, result = %s, error = %s, finished = %s, body = NULL, lease_until = NULL "
-            "WHERE id = %s AND status = 'running' AND owner = %s AND attempts = %s", values).rowcount == 1, retry_s)
+        done = self._run(
+            lambda db: (
+                db.execute(
+                    f"UPDATE {_TABLE} SET status = %s, result = %s, error = %s, finished = %s, body = NULL, lease_until = NULL "
+                    "WHERE id = %s AND status = 'running' AND owner = %s AND attempts = %s",
+                    values,
+                ).rowcount
+                == 1
+            ),
+            retry_s,
+        )
         with self._held_lock:
             self._claims.pop(job_id, None)
         return done
@@ -294,11 +336,18 @@ class PgJobStore:
         if attempt is None:
             return False
         owner = None if refund else self.replica
-        done = self._run(lambda db: db.execute(
-            f"UPDATE {_TABLE} SET status = 'queued', started = NULL, attempts = attempts - %s, owner = %s, "
-            f"lease_until = CASE WHEN %s THEN 0 ELSE {NOW} + %s END "
-            "WHERE id = %s AND status = 'running' AND owner = %s AND attempts = %s",
-            (1 if refund else 0, owner, refund, self.lease_s, job_id, self.replica, attempt)).rowcount == 1, retry_s)
+        done = self._run(
+            lambda db: (
+                db.execute(
+                    f"UPDATE {_TABLE} SET status = 'queued', started = NULL, attempts = attempts - %s, owner = %s, "
+                    f"lease_until = CASE WHEN %s THEN 0 ELSE {NOW} + %s END "
+                    "WHERE id = %s AND status = 'running' AND owner = %s AND attempts = %s",
+                    (1 if refund else 0, owner, refund, self.lease_s, job_id, self.replica, attempt),
+                ).rowcount
+                == 1
+            ),
+            retry_s,
+        )
         with self._held_lock:
             self._claims.pop(job_id, None)
             if refund:
@@ -310,13 +359,17 @@ class PgJobStore:
 
         The replica running it sees the cancel at its next lease renewal and stops the work.
         """
+
         def cancel(db: psycopg.Connection[Any]) -> str | None:
             row = db.execute(f"SELECT status, tenant FROM {_TABLE} WHERE id = %s FOR UPDATE", (job_id,)).fetchone()
             if row is None or (tenant is not None and row[1] != tenant):
                 return None
             if row[0] not in FINAL:
-                db.execute(f"UPDATE {_TABLE} SET status = 'cancelled', finished = %s, body = NULL, lease_until = NULL "
-                           "WHERE id = %s", (time.time(), job_id))
+                db.execute(
+                    f"UPDATE {_TABLE} SET status = 'cancelled', finished = %s, body = NULL, lease_until = NULL "
+                    "WHERE id = %s",
+                    (time.time(), job_id),
+                )
             return str(row[0])
 
         with self._held_lock:  # before the write, as in finish
@@ -340,13 +393,19 @@ class PgJobStore:
     def purge(self, older_than_s: float) -> int:
         """Delete jobs that ended more than ``older_than_s`` seconds ago; returns how many."""
         cutoff = time.time() - older_than_s
-        return self._run(lambda db: db.execute(f"DELETE FROM {_TABLE} WHERE status IN ('done', 'failed', 'cancelled') "
-                                               "AND finished < %s", (cutoff,)).rowcount)
+        return self._run(
+            lambda db: (
+                db.execute(
+                    f"DELETE FROM {_TABLE} WHERE status IN ('done', 'failed', 'cancelled') AND finished < %s", (cutoff,)
+                ).rowcount
+            )
+        )
 
     def counts(self) -> dict[str, int]:
         """Number of jobs per state (of every replica)."""
-        rows = self._run(lambda db: db.execute(f"SELECT status, COUNT(*) FROM {_TABLE} GROUP BY status").fetchall(),
-                         write=False)
+        rows = self._run(
+            lambda db: db.execute(f"SELECT status, COUNT(*) FROM {_TABLE} GROUP BY status").fetchall(), write=False
+        )
         return {state: 0 for state in STATES} | {str(status): int(n) for status, n in rows}
 
     # ------------------------------------------------------------------ leases
@@ -368,23 +427,33 @@ class PgJobStore:
                 f"WITH old AS (SELECT id, owner FROM {_TABLE} WHERE %s AND status = 'running' AND owner <> %s "
                 f"AND lease_until < {NOW} FOR UPDATE SKIP LOCKED) "
                 f"UPDATE {_TABLE} j SET status = 'queued', started = NULL, owner = NULL FROM old WHERE j.id = old.id "
-                "RETURNING j.id, old.owner", (trusted, self.replica)).fetchall()
+                "RETURNING j.id, old.owner",
+                (trusted, self.replica),
+            ).fetchall()
             was = {row[0]: row[1] for row in expired}
             rows = db.execute(  # unowned (handed over, or expired just above) always; expired ones when trusted
                 f"WITH old AS (SELECT id, owner FROM {_TABLE} WHERE status = 'queued' "
                 f"AND (owner IS NULL OR (%s AND owner <> %s AND lease_until < {NOW})) FOR UPDATE SKIP LOCKED) "
                 f"UPDATE {_TABLE} j SET owner = %s, lease_until = {NOW} + %s FROM old WHERE j.id = old.id "
-                f"RETURNING old.owner, {_RETURNED}", (trusted, self.replica, self.replica, self.lease_s)).fetchall()
-            found = [(_job(row[1:]), was.get(row[1], row[0]), "running" if row[1] in was else "queued")
-                     for row in rows]
+                f"RETURNING old.owner, {_RETURNED}",
+                (trusted, self.replica, self.replica, self.lease_s),
+            ).fetchall()
+            found = [(_job(row[1:]), was.get(row[1], row[0]), "running" if row[1] in was else "queued") for row in rows]
             return sorted(found + self._strays(db, steal), key=lambda item: item[0].seq)
 
         adopted = self._run(adopt)
         with self._held_lock:
             self._held.update(job.id for job, _, _ in adopted)
         for job, previous, was in adopted:
-            _log("job_adopted", job_id=job.id, kind=job.kind, was=was, previous_owner=previous, owner=self.replica,
-                 attempts=job.attempts)
+            _log(
+                "job_adopted",
+                job_id=job.id,
+                kind=job.kind,
+                was=was,
+                previous_owner=previous,
+                owner=self.replica,
+                attempts=job.attempts,
+            )
         return [job for job, _, _ in adopted]
 
     def _strays(self, db: psycopg.Connection[Any], steal: int) -> list[tuple[Job, str | None, str]]:
@@ -395,13 +464,17 @@ class PgJobStore:
                 f"WITH old AS (SELECT id, owner FROM {_TABLE} WHERE status = 'queued' AND owner <> %s "
                 "ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED) "
                 f"UPDATE {_TABLE} j SET owner = %s, lease_until = {NOW} + %s FROM old WHERE j.id = old.id "
-                f"RETURNING old.owner, {_RETURNED}", (self.replica, steal, self.replica, self.lease_s)).fetchall()
+                f"RETURNING old.owner, {_RETURNED}",
+                (self.replica, steal, self.replica, self.lease_s),
+            ).fetchall()
             found += [(_job(row[1:]), row[0], "queued") for row in rows]
         strays = self._strays_due(db)
         if strays:
             rows = db.execute(
                 f"UPDATE {_TABLE} j SET status = 'queued', started = NULL WHERE id = ANY(%s) AND owner = %s "
-                f"AND status IN ('queued', 'running') RETURNING {_RETURNED}", (list(strays), self.replica)).fetchall()
+                f"AND status IN ('queued', 'running') RETURNING {_RETURNED}",
+                (list(strays), self.replica),
+            ).fetchall()
             found += [(_job(row), self.replica, strays[row[0]]) for row in rows]
         return found
 
@@ -413,8 +486,9 @@ class PgJobStore:
         """
         if self._runner is None:
             return {}
-        rows = db.execute(f"SELECT id, status FROM {_TABLE} WHERE owner = %s AND status IN ('queued', 'running')",
-                          (self.replica,)).fetchall()
+        rows = db.execute(
+            f"SELECT id, status FROM {_TABLE} WHERE owner = %s AND status IN ('queued', 'running')", (self.replica,)
+        ).fetchall()
         now, seen, due = time.monotonic(), {}, {}
         for job_id, status in rows:
             if self._runner.active(job_id) is not None:
@@ -466,8 +540,11 @@ class PgJobStore:
     def _renew(self, conn: psycopg.Connection[Any]) -> None:
         with self._held_lock:
             before = set(self._held)
-        rows = conn.execute(f"UPDATE {_TABLE} SET lease_until = {NOW} + %s WHERE owner = %s "
-                            "AND status IN ('queued', 'running') RETURNING id", (self.lease_s, self.replica)).fetchall()
+        rows = conn.execute(
+            f"UPDATE {_TABLE} SET lease_until = {NOW} + %s WHERE owner = %s "
+            "AND status IN ('queued', 'running') RETURNING id",
+            (self.lease_s, self.replica),
+        ).fetchall()
         renewed = {row[0] for row in rows}
         with self._held_lock:
             lost = (before - renewed) & self._held
@@ -475,33 +552,57 @@ class PgJobStore:
             for job_id in lost:
                 self._claims.pop(job_id, None)
         for job_id in sorted(lost):
-            _log("job_lost", job_id=job_id, owner=self.replica,
-                 reason="cancelled, or taken by another replica; its work here is stopped")
+            _log(
+                "job_lost",
+                job_id=job_id,
+                owner=self.replica,
+                reason="cancelled, or taken by another replica; its work here is stopped",
+            )
             if self._runner is not None:
                 self._runner.cancel(job_id)
 
-    def list(self, status: str | None = None, limit: int = 100, *, tenant: str | None = None,
-             before_seq: int | None = None) -> list[Job]:
+    def list(
+        self, status: str | None = None, limit: int = 100, *, tenant: str | None = None, before_seq: int | None = None
+    ) -> list[Job]:
         """The newest jobs (of one state, of one tenant, older than ``before_seq``), newest first."""
         where, args = [], []
         for clause, value in (("status = %s", status), ("tenant = %s", tenant), ("seq < %s", before_seq)):
             if value is not None:
                 where.append(clause)
                 args.append(value)
-        query = (f"SELECT {_COLUMNS} FROM {_TABLE}" + (" WHERE " + " AND ".join(where) if where else "")
-                 + " ORDER BY seq DESC LIMIT %s")
+        query = (
+            f"SELECT {_COLUMNS} FROM {_TABLE}"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY seq DESC LIMIT %s"
+        )
         rows = self._run(lambda db: db.execute(query, (*args, limit)).fetchall(), write=False)
         return [_job(r) for r in rows]
 
 
 def _log(event: str, level: int = logging.INFO, **fields: Any) -> None:
-    LOG.log(level, json.dumps({"ts": round(time.time(), 3), "level": logging.getLevelName(level).lower(),
-                               "event": event, **fields}))
+    LOG.log(
+        level,
+        json.dumps(
+            {"ts": round(time.time(), 3), "level": logging.getLevelName(level).lower(), "event": event, **fields}
+        ),
+    )
 
 
 def _job(row: Any) -> Job:
-    return Job(row[0], row[1], _load(row[2]), row[3], _load(row[4]), _load(row[5]), int(row[6]), float(row[7]),
-               row[8], row[9], row[10], int(row[11]))
+    return Job(
+        row[0],
+        row[1],
+        _load(row[2]),
+        row[3],
+        _load(row[4]),
+        _load(row[5]),
+        int(row[6]),
+        float(row[7]),
+        row[8],
+        row[9],
+        row[10],
+        int(row[11]),
+    )
 
 
 def _dump(value: Any) -> str | None:

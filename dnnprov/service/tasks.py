@@ -11,15 +11,16 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from dnnprov.problems import _checks as check
+from dnnprov.dispatch import METHODS
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import Problem, problem_from_dict, read_instance
-from dnnprov.dispatch import METHODS
+from dnnprov.problems import _checks as check
 from dnnprov.problems.spot import MARKETS, SpotProblem, VcpuQuota
 from dnnprov.result import SpotPlan
 
@@ -28,8 +29,14 @@ KINDS = ("solve", "solve-many", "replan", "predict", "export", "sweep", "simulat
 #: Kinds of stored jobs only (no endpoint of their own): a ``run`` lasts as long as its training.
 JOB_ONLY_KINDS = ("run",)
 #: Default ``time_limit_s`` per kind (seconds; at most the server's cap).
-DEFAULT_TIME_LIMIT_S = {"solve": 10.0, "solve-many": 60.0, "replan": 10.0, "sweep": 10.0, "simulate": 60.0,
-                        "choose-plan": 60.0}
+DEFAULT_TIME_LIMIT_S = {
+    "solve": 10.0,
+    "solve-many": 60.0,
+    "replan": 10.0,
+    "sweep": 10.0,
+    "simulate": 60.0,
+    "choose-plan": 60.0,
+}
 #: Most points a sweep request may ask for.
 MAX_SWEEP_POINTS = 200
 
@@ -72,7 +79,9 @@ def instance(value: object, where: str = "instance") -> Problem:
     """An instance object, or ``"embedded:REL"`` for a file shipped with dnnprov (inside its folder only)."""
     if isinstance(value, str):
         if not value.startswith("embedded:"):
-            raise InvalidInputError(where, "must be an instance object or \"embedded:REL\" (the server reads no other files)")
+            raise InvalidInputError(
+                where, 'must be an instance object or "embedded:REL" (the server reads no other files)'
+            )
         if "\x00" in value:
             raise InvalidInputError(where, "a file name cannot contain a NUL character")
         root = Path(str(resources.files("dnnprov.data").joinpath("instances"))).resolve()
@@ -101,12 +110,21 @@ def _time_limit(body: Mapping[str, Any], kind: str, cap_s: float) -> float:
 
 
 #: CLI options the library names in its errors -> the body field they stand for (others: ``--a-b`` is ``a_b``).
-OPTION_FIELDS = {"--time-limit": "time_limit_s", "--trace": "traces", "--fit-period": "fit_period",
-                 "--autostop": "options.autostop", "--region": "options.region",
-                 "--skypilot-catalog": "options.skypilot_catalog", "--no-catalog-check": "options.no_catalog_check",
-                 "--managed-spot": "options.managed_spot", "--image-id": "options.image_id",
-                 "--launch-template": "options.launch_template", "--subnet-id": "options.subnet_id",
-                 "--key-name": "options.key_name", "--run-id": "options.run_id"}
+OPTION_FIELDS = {
+    "--time-limit": "time_limit_s",
+    "--trace": "traces",
+    "--fit-period": "fit_period",
+    "--autostop": "options.autostop",
+    "--region": "options.region",
+    "--skypilot-catalog": "options.skypilot_catalog",
+    "--no-catalog-check": "options.no_catalog_check",
+    "--managed-spot": "options.managed_spot",
+    "--image-id": "options.image_id",
+    "--launch-template": "options.launch_template",
+    "--subnet-id": "options.subnet_id",
+    "--key-name": "options.key_name",
+    "--run-id": "options.run_id",
+}
 
 
 def body_field(field: str) -> str:
@@ -145,8 +163,13 @@ def _solve(body: object, cap: float) -> Task:
     if gap >= 1:  # as solve() says, so that a job is refused at once like /v1/solve
         raise InvalidInputError("gap", f"must be below 1, got {gap!r}")
     max_plans = check.optional_integer("max_plans", b.get("max_plans"), minimum=1)
-    return Task("solve", lambda: solve(problem, method, time_limit_s=limit, gap=gap, max_plans=max_plans).to_dict(),
-                limit, kill_after(limit), method)
+    return Task(
+        "solve",
+        lambda: solve(problem, method, time_limit_s=limit, gap=gap, max_plans=max_plans).to_dict(),
+        limit,
+        kill_after(limit),
+        method,
+    )
 
 
 def _shared(value: object):
@@ -163,9 +186,13 @@ def _shared(value: object):
     vcpus = []
     for i, row in enumerate(rows):
         r = _fields(row, {"family", "market", "vcpus"}, ("family", "vcpus"))
-        vcpus.append(VcpuQuota(family=check.text(f"shared.vcpu_quotas.{i}.family", r["family"]),
-                               market=check.choice(f"shared.vcpu_quotas.{i}.market", r.get("market", "spot"), MARKETS),
-                               vcpus=check.integer(f"shared.vcpu_quotas.{i}.vcpus", r["vcpus"], minimum=0)))
+        vcpus.append(
+            VcpuQuota(
+                family=check.text(f"shared.vcpu_quotas.{i}.family", r["family"]),
+                market=check.choice(f"shared.vcpu_quotas.{i}.market", r.get("market", "spot"), MARKETS),
+                vcpus=check.integer(f"shared.vcpu_quotas.{i}.vcpus", r["vcpus"], minimum=0),
+            )
+        )
     concurrency = check.optional_integer("shared.concurrency", s.get("concurrency"), minimum=0)
     return SharedLimits(quotas=quotas, vcpu_quotas=tuple(vcpus), concurrency=concurrency)
 
@@ -181,36 +208,62 @@ def _solve_many(body: object, cap: float) -> Task:
     max_plans = DEFAULT_MAX_PLANS_PER_JOB
     if b.get("max_plans_per_job") is not None:
         max_plans = check.integer("max_plans_per_job", b["max_plans_per_job"], minimum=1)
-    return Task("solve-many", lambda: solve_many(problems, shared=shared, time_limit_s=limit,
-                                                 max_plans_per_job=max_plans).to_dict(),
-                limit, kill_after(limit), "joint")
+    return Task(
+        "solve-many",
+        lambda: solve_many(problems, shared=shared, time_limit_s=limit, max_plans_per_job=max_plans).to_dict(),
+        limit,
+        kill_after(limit),
+        "joint",
+    )
 
 
 def _counts(value: object, where: str) -> dict[str, int]:
     if not isinstance(value, Mapping) or not value:
-        raise InvalidInputError(where, "must map instance types to counts, e.g. {\"g3.8xlarge\": 5}")
+        raise InvalidInputError(where, 'must map instance types to counts, e.g. {"g3.8xlarge": 5}')
     return {str(k): check.integer(f"{where}.{k}", v, minimum=0) for k, v in value.items()}
 
 
 def _zone_counts(value: object) -> dict[str, dict[str, int]]:
     """``capacity``: free spot instances per type and zone now, ``{type: {zone: count}}``."""
     if not isinstance(value, Mapping) or not all(isinstance(z, Mapping) for z in value.values()):
-        raise InvalidInputError("capacity", "must map instance types to {zone: free count}, e.g. "
-                                            "{\"g3.8xlarge\": {\"us-east-1a\": 2}}")
-    return {str(k): {str(z): check.integer(f"capacity.{k}@{z}", n, minimum=0) for z, n in zones.items()}
-            for k, zones in value.items()}
+        raise InvalidInputError(
+            "capacity", 'must map instance types to {zone: free count}, e.g. {"g3.8xlarge": {"us-east-1a": 2}}'
+        )
+    return {
+        str(k): {str(z): check.integer(f"capacity.{k}@{z}", n, minimum=0) for z, n in zones.items()}
+        for k, zones in value.items()
+    }
 
 
 def _replan(body: object, cap: float) -> Task:
     from dataclasses import replace
 
     from dnnprov.cloud.export import PlanDocument, plan_document
-    from dnnprov.revocation.replan import (DEFAULT_TAKEOVER_OVERHEAD_S, replanned_problem, solve_takeover,
-                                           takeover_document, zone_capacity, zone_placement)
+    from dnnprov.revocation.replan import (
+        DEFAULT_TAKEOVER_OVERHEAD_S,
+        replanned_problem,
+        solve_takeover,
+        takeover_document,
+        zone_capacity,
+        zone_placement,
+    )
 
-    b = _fields(body, {"instance", "plan", "revoked", "elapsed_s", "loss_reached", "takeover_overhead_s",
-                       "avoid_revoked", "capacity", "method", "time_limit_s"},
-                ("instance", "plan", "revoked", "elapsed_s", "loss_reached"))
+    b = _fields(
+        body,
+        {
+            "instance",
+            "plan",
+            "revoked",
+            "elapsed_s",
+            "loss_reached",
+            "takeover_overhead_s",
+            "avoid_revoked",
+            "capacity",
+            "method",
+            "time_limit_s",
+        },
+        ("instance", "plan", "revoked", "elapsed_s", "loss_reached"),
+    )
     problem = instance(b["instance"])
     if not isinstance(problem, SpotProblem):
         raise InvalidInputError("instance", "re-planning needs a spot instance")
@@ -223,14 +276,21 @@ def _replan(body: object, cap: float) -> Task:
     free = _zone_counts(b["capacity"]) if b.get("capacity") is not None else {}
     survivors = {k: n - revoked.get(k, 0) for k, n in doc.counts().items()}
     takeover = replanned_problem(
-        problem, doc.counts(), revoked,
-        check.number("elapsed_s", b["elapsed_s"], minimum=0), check.number("loss_reached", b["loss_reached"]),
-        takeover_overhead_s=check.number("takeover_overhead_s", b.get("takeover_overhead_s", DEFAULT_TAKEOVER_OVERHEAD_S),
-                                         minimum=0),
-        avoid_revoked=avoid, ps=doc.ps, capacity=zone_capacity(problem, free, survivors) if free else None)
+        problem,
+        doc.counts(),
+        revoked,
+        check.number("elapsed_s", b["elapsed_s"], minimum=0),
+        check.number("loss_reached", b["loss_reached"]),
+        takeover_overhead_s=check.number(
+            "takeover_overhead_s", b.get("takeover_overhead_s", DEFAULT_TAKEOVER_OVERHEAD_S), minimum=0
+        ),
+        avoid_revoked=avoid,
+        ps=doc.ps,
+        capacity=zone_capacity(problem, free, survivors) if free else None,
+    )
     method, limit = _method(b), _time_limit(b, "replan", cap)
 
-    def run() -> dict[str, Any]:          # as `dnnprov replan --json`
+    def run() -> dict[str, Any]:  # as `dnnprov replan --json`
         result = solve_takeover(takeover, method, time_limit_s=limit)
         if result.plan is None:
             return takeover_document(result, takeover, doc.catalog)
@@ -264,7 +324,7 @@ def _predict(body: object, cap: float) -> Task:
     problem = instance(b["instance"])
     plan = b.get("plan", {})
     if not isinstance(plan, Mapping):
-        raise InvalidInputError("plan", "must be a plan object, e.g. the \"plan\" of a solve result")
+        raise InvalidInputError("plan", 'must be a plan object, e.g. the "plan" of a solve result')
     _check_plan_fields({k: v for k, v in plan.items() if k in plan_keys}, "plan.")  # also those the body overrides
     given = {k: v for k, v in plan.items() if k in plan_keys} | {k: b[k] for k in plan_keys if k in b}
     _check_plan_fields(given, "")  # checked now, so that a bad job is refused at once
@@ -272,16 +332,40 @@ def _predict(body: object, cap: float) -> Task:
 
 
 #: ``options`` of an export request that are strings, and the SkyPilot ones of other types (as the CLI's options).
-EXPORT_TEXT_OPTIONS = ("image_id", "launch_template", "launch_template_version", "subnet_id", "key_name",
-                       "run_id", "function_name", "role", "image_uri", "s3_bucket", "s3_key", "runtime", "handler", "queue_name",
-                       "namespace", "kueue_api", "region", "skypilot_catalog")
+EXPORT_TEXT_OPTIONS = (
+    "image_id",
+    "launch_template",
+    "launch_template_version",
+    "subnet_id",
+    "key_name",
+    "run_id",
+    "function_name",
+    "role",
+    "image_uri",
+    "s3_bucket",
+    "s3_key",
+    "runtime",
+    "handler",
+    "queue_name",
+    "namespace",
+    "kueue_api",
+    "region",
+    "skypilot_catalog",
+)
 EXPORT_FLAG_OPTIONS = ("no_catalog_check", "managed_spot")
 
 
 def _export(body: object, cap: float) -> Task:
+    from dnnprov.cloud.export import (
+        KUEUE_API,
+        TARGETS,
+        ExportOptions,
+        FunctionCode,
+        LaunchOptions,
+        PlanDocument,
+        export_files,
+    )
     from dnnprov.io.catalog import Catalog
-    from dnnprov.cloud.export import (KUEUE_API, TARGETS, ExportOptions, FunctionCode, LaunchOptions,
-                                      PlanDocument, export_files)
 
     b = _fields(body, {"plan", "target", "instance", "catalog", "options"}, ("plan", "target"))
     target = check.choice("target", b["target"], TARGETS)
@@ -308,9 +392,15 @@ def _export(body: object, cap: float) -> Task:
     except InvalidInputError as exc:
         raise InvalidInputError(f"options.{exc.field}", exc.problem) from None
     code = FunctionCode(**{"role": "", **{k: o[k] for k in code_keys if k in o}}) if code_keys & set(o) else None
-    options = ExportOptions(launch=launch, function_name=o.get("function_name"), code=code,
-                            queue_name=o.get("queue_name"), namespace=o.get("namespace", "default"),
-                            kueue_api=o.get("kueue_api", KUEUE_API), skypilot=_skypilot_options(o))
+    options = ExportOptions(
+        launch=launch,
+        function_name=o.get("function_name"),
+        code=code,
+        queue_name=o.get("queue_name"),
+        namespace=o.get("namespace", "default"),
+        kueue_api=o.get("kueue_api", KUEUE_API),
+        skypilot=_skypilot_options(o),
+    )
     files = export_files(doc, target, options)  # cheap: checked (and answered) here already
     return Task("export", lambda: {"target": target, "files": files}, 0.0, 30.0, "export")
 
@@ -324,11 +414,18 @@ def _skypilot_options(o: Mapping[str, Any]):
     from dnnprov.cloud.export import SkyPilotCatalog, SkyPilotOptions
 
     try:
-        catalog = SkyPilotCatalog.parse(o["skypilot_catalog"], "options.skypilot_catalog") \
-            if "skypilot_catalog" in o else None
-        return SkyPilotOptions(catalog=catalog, check_catalog=not o.get("no_catalog_check", False),
-                               region=o.get("region"), managed_spot=o.get("managed_spot", False),
-                               autostop_minutes=o.get("autostop", 10))
+        catalog = (
+            SkyPilotCatalog.parse(o["skypilot_catalog"], "options.skypilot_catalog")
+            if "skypilot_catalog" in o
+            else None
+        )
+        return SkyPilotOptions(
+            catalog=catalog,
+            check_catalog=not o.get("no_catalog_check", False),
+            region=o.get("region"),
+            managed_spot=o.get("managed_spot", False),
+            autostop_minutes=o.get("autostop", 10),
+        )
     except InvalidInputError as exc:
         raise InvalidInputError(f"options.{exc.field}", exc.problem) from None
 
@@ -351,9 +448,13 @@ def _sweep(body: object, cap: float) -> Task:
     if not isinstance(heuristic, bool):
         raise InvalidInputError("heuristic", "must be true or false")
     limit = _time_limit(b, "sweep", cap)
-    return Task("sweep", lambda: _sweep_answer(sweep(problem, deadlines, losses, time_limit_s=limit,
-                                                     heuristic=heuristic).to_dict()),
-                limit, points * kill_after(limit), "milp")
+    return Task(
+        "sweep",
+        lambda: _sweep_answer(sweep(problem, deadlines, losses, time_limit_s=limit, heuristic=heuristic).to_dict()),
+        limit,
+        points * kill_after(limit),
+        "milp",
+    )
 
 
 def _sweep_answer(table: dict[str, Any]) -> dict[str, Any]:
@@ -383,8 +484,16 @@ def _run(body: object, cap: float) -> Task:
 
 
 _PREPARE: dict[str, Callable[[object, float], Task]] = {
-    "solve": _solve, "solve-many": _solve_many, "replan": _replan, "predict": _predict,
-    "export": _export, "sweep": _sweep, "simulate": _simulate, "choose-plan": _choose_plan, "run": _run}
+    "solve": _solve,
+    "solve-many": _solve_many,
+    "replan": _replan,
+    "predict": _predict,
+    "export": _export,
+    "sweep": _sweep,
+    "simulate": _simulate,
+    "choose-plan": _choose_plan,
+    "run": _run,
+}
 
 
 def run(kind: str, body: object, max_time_limit_s: float) -> dict[str, Any]:

@@ -58,8 +58,11 @@ class Launcher:
             port = int(mine.recv())
         except EOFError:
             self.kill(process)
-            raise InvalidInputError("ps", f"the PS process died at start (exit code {process.exitcode}); a script that "
-                                          "starts processes must guard its work with `if __name__ == '__main__':`") from None
+            raise InvalidInputError(
+                "ps",
+                f"the PS process died at start (exit code {process.exitcode}); a script that "
+                "starts processes must guard its work with `if __name__ == '__main__':`",
+            ) from None
         finally:
             mine.close()
         return process, f"127.0.0.1:{port}"
@@ -94,7 +97,7 @@ class ClusterRun:
     kinds: tuple[WorkerType, ...]
     log_dir: str
     started_s: float | None
-    finished_s: float | None     # when the loss reached the target (None: not reached)
+    finished_s: float | None  # when the loss reached the target (None: not reached)
     steps: int
     images: int
     loss: float
@@ -108,14 +111,30 @@ class ClusterRun:
         return self.finished_s - self.started_s
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "workers": [k.name for k in self.kinds], "log_dir": self.log_dir,
-                "time_to_target_s": self.time_to_target_s, "steps": self.steps, "images": self.images,
-                "loss": self.loss, "timings": list(self.timings)}
+        return {
+            "name": self.name,
+            "workers": [k.name for k in self.kinds],
+            "log_dir": self.log_dir,
+            "time_to_target_s": self.time_to_target_s,
+            "steps": self.steps,
+            "images": self.images,
+            "loss": self.loss,
+            "timings": list(self.timings),
+        }
 
 
-def run_cluster(kinds: Sequence[WorkerType], job: Job, log_dir: str | Path, *, target_loss: float,
-                stop_loss: float | None = None, max_steps: int | None = None, name: str | None = None,
-                launcher: Launcher | None = None, max_wall_s: float = 600.0) -> ClusterRun:
+def run_cluster(
+    kinds: Sequence[WorkerType],
+    job: Job,
+    log_dir: str | Path,
+    *,
+    target_loss: float,
+    stop_loss: float | None = None,
+    max_steps: int | None = None,
+    name: str | None = None,
+    launcher: Launcher | None = None,
+    max_wall_s: float = 600.0,
+) -> ClusterRun:
     """Train one static cluster of ``kinds`` until ``stop_loss`` (default: the target) or
     ``max_steps`` updates; logs in ``log_dir`` (created; it must hold no earlier logs)."""
     if not kinds:
@@ -127,14 +146,24 @@ def run_cluster(kinds: Sequence[WorkerType], job: Job, log_dir: str | Path, *, t
     launcher = launcher or Launcher()
     epoch, key = time.time(), os.urandom(16)
     name = name or folder.name
-    settings = PsSettings(run_id=name, epoch=epoch, authkey=key, report=str(folder / "progress.json"),
-                          summary=str(folder / "summary.json"), target_loss=target_loss,
-                          stop_loss=target_loss if stop_loss is None else stop_loss, max_steps=max_steps,
-                          max_wall_s=max_wall_s)
+    settings = PsSettings(
+        run_id=name,
+        epoch=epoch,
+        authkey=key,
+        report=str(folder / "progress.json"),
+        summary=str(folder / "summary.json"),
+        target_loss=target_loss,
+        stop_loss=target_loss if stop_loss is None else stop_loss,
+        max_steps=max_steps,
+        max_wall_s=max_wall_s,
+    )
     ps, address = launcher.start_ps(job, settings)
-    workers = [launcher.start_worker(job, WorkerSettings(ps_address=address, authkey=key, index=i, kind=k,
-                                                         epoch=epoch, log_dir=str(folder)))
-               for i, k in enumerate(kinds)]
+    workers = [
+        launcher.start_worker(
+            job, WorkerSettings(ps_address=address, authkey=key, index=i, kind=k, epoch=epoch, log_dir=str(folder))
+        )
+        for i, k in enumerate(kinds)
+    ]
     try:
         ps.join(max_wall_s + 30)
         for w in workers:
@@ -147,14 +176,25 @@ def run_cluster(kinds: Sequence[WorkerType], job: Job, log_dir: str | Path, *, t
         raise InvalidInputError(str(folder), f"the PS of run {name} ended without a summary (exit code {ps.exitcode})")
     summary = json.loads(summary_path.read_text())
     timings = tuple(json.loads(p.read_text()) for p in sorted(folder.glob("timing_*.json")))
-    return ClusterRun(name=name, kinds=tuple(kinds), log_dir=str(folder), started_s=summary["started_s"],
-                      finished_s=summary["finished_s"], steps=int(summary["step"]), images=int(summary["images"]),
-                      loss=float(summary["loss"]), timings=timings)
+    return ClusterRun(
+        name=name,
+        kinds=tuple(kinds),
+        log_dir=str(folder),
+        started_s=summary["started_s"],
+        finished_s=summary["finished_s"],
+        steps=int(summary["step"]),
+        images=int(summary["images"]),
+        loss=float(summary["loss"]),
+        timings=timings,
+    )
 
 
 def timing_rows(run: ClusterRun) -> list[str]:
     """``dnnprov profile fit-timing``'s CSV rows (``run,type,gpus,workers,ps,batch_per_gpu,iteration_s,comm_s``)
     of a run, one per worker that reported its timing."""
     n = len(run.kinds)
-    return [f"{run.name},{t['type']},1,{n},1,{t['batch']},{t['iteration_s']!r},{t['comm_s']!r}"
-            for t in run.timings if t.get("iteration_s")]
+    return [
+        f"{run.name},{t['type']},1,{n},1,{t['batch']},{t['iteration_s']!r},{t['comm_s']!r}"
+        for t in run.timings
+        if t.get("iteration_s")
+    ]

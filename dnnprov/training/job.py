@@ -45,18 +45,18 @@ class Job:
     """The reference job's settings (defaults: the job of docs/training.md)."""
 
     seed: int = 0
-    samples: int = 4096             # training set size
+    samples: int = 4096  # training set size
     features: int = 32
     classes: int = 10
     hidden: int = 32
-    label_noise: float = 0.05       # share of labels drawn at random: the loss has a floor
-    lr: float = 0.05                # SGD step applied by the PS to every pushed gradient
-    warmup_steps: int = 100         # sequential SGD steps (batch 32) the PS starts from: a warm start
-    eval_samples: int = 512         # the fixed training subset the PS evaluates the loss on
-    eval_every: int = 4             # PS updates between two evaluations
-    smooth: int = 5                 # evaluations averaged into the reported loss
-    speed: float = 100.0            # job seconds per wall second
-    param_size_mb: float = 0.0      # emulated S_parm of the transfers (0: no emulated transfer time)
+    label_noise: float = 0.05  # share of labels drawn at random: the loss has a floor
+    lr: float = 0.05  # SGD step applied by the PS to every pushed gradient
+    warmup_steps: int = 100  # sequential SGD steps (batch 32) the PS starts from: a warm start
+    eval_samples: int = 512  # the fixed training subset the PS evaluates the loss on
+    eval_every: int = 4  # PS updates between two evaluations
+    smooth: int = 5  # evaluations averaged into the reported loss
+    speed: float = 100.0  # job seconds per wall second
+    param_size_mb: float = 0.0  # emulated S_parm of the transfers (0: no emulated transfer time)
     bandwidth_req_mb_s: float = 0.0  # a worker's own link (0: unlimited)
     ps_bandwidth_mb_s: float = 0.0  # the PS's link, shared by all workers (0: unlimited)
 
@@ -102,8 +102,9 @@ def make_model(job: Job) -> Any:
     import torch
 
     torch.manual_seed(job.seed)
-    return torch.nn.Sequential(torch.nn.Linear(job.features, job.hidden), torch.nn.ReLU(),
-                               torch.nn.Linear(job.hidden, job.classes))
+    return torch.nn.Sequential(
+        torch.nn.Linear(job.features, job.hidden), torch.nn.ReLU(), torch.nn.Linear(job.hidden, job.classes)
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -144,7 +145,7 @@ def set_flat(model: Any, flat: np.ndarray) -> None:
     with torch.no_grad():
         for p in model.parameters():
             n = p.numel()
-            p.copy_(torch.from_numpy(flat[at:at + n]).reshape(p.shape))
+            p.copy_(torch.from_numpy(flat[at : at + n]).reshape(p.shape))
             at += n
 
 

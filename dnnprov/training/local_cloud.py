@@ -57,7 +57,7 @@ class LocalConfig:
     hardware per type, the traces, and where the processes write."""
 
     job: Job = field(default_factory=Job)
-    types: dict[str, WorkerType] = field(default_factory=dict)   # emulated hardware; default: the instance's
+    types: dict[str, WorkerType] = field(default_factory=dict)  # emulated hardware; default: the instance's
     traces: dict[str, list[Trace]] = field(default_factory=dict)
     offset: int = 0
     workdir: str | None = None
@@ -76,8 +76,10 @@ class LocalConfig:
             if "speed" in data:
                 job_fields["speed"] = data["speed"]
             job = Job(**job_fields)
-            types = {name: WorkerType(name, int(v["batch"]), float(v["compute_s"]))
-                     for name, v in dict(data.get("types", {})).items()}
+            types = {
+                name: WorkerType(name, int(v["batch"]), float(v["compute_s"]))
+                for name, v in dict(data.get("types", {})).items()
+            }
         except (TypeError, KeyError, ValueError) as exc:
             raise InvalidInputError(f"{path}: job/types", f"bad value ({exc})") from None
         traces_given = data.get("traces", {})
@@ -103,14 +105,17 @@ def worker_types(problem: SpotProblem, given: Mapping[str, WorkerType]) -> dict[
             continue
         kind = given.get(name) or WorkerType(name, int(batch), float(compute))
         if kind.batch != int(batch):
-            raise InvalidInputError(f"types.{name}.batch", f"{kind.batch} differs from the instance's worker batch "
-                                                           f"{int(batch)} (gpus x batch_per_gpu)")
+            raise InvalidInputError(
+                f"types.{name}.batch",
+                f"{kind.batch} differs from the instance's worker batch {int(batch)} (gpus x batch_per_gpu)",
+            )
         out[name] = kind
     return out
 
 
-def pools_of(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], offset: int,
-             horizon_s: float) -> list[PoolSpec]:
+def pools_of(
+    problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], offset: int, horizon_s: float
+) -> list[PoolSpec]:
     """One pool per trace of a type; a type without traces gets one pool per zone (or one
     ``local`` pool) of constant capacity (the zone's, else the type's quota)."""
     pools = []
@@ -118,9 +123,12 @@ def pools_of(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], offset
     for name, given in traces.items():
         for trace in given:
             if offset + math.floor(horizon_s / trace.gap_s) >= len(trace.alive):
-                raise InvalidInputError(f"traces.{name}", f"{trace.path}: {len(trace.alive)} ticks of {trace.gap_s:g} s "
-                                                          f"from offset {offset} end before the run's horizon "
-                                                          f"({horizon_s:g} s)")
+                raise InvalidInputError(
+                    f"traces.{name}",
+                    f"{trace.path}: {len(trace.alive)} ticks of {trace.gap_s:g} s "
+                    f"from offset {offset} end before the run's horizon "
+                    f"({horizon_s:g} s)",
+                )
     for t in problem.instance_types:
         if t.name in traces:
             for k, trace in enumerate(traces[t.name]):
@@ -131,8 +139,15 @@ def pools_of(problem: SpotProblem, traces: Mapping[str, Sequence[Trace]], offset
         zones = [(z.zone, z.capacity, z.spot_price_per_h) for z in t.zones] or [("local", None, None)]
         for zone, capacity, price in zones:
             alive = np.full(ticks, t.quota if capacity is None else capacity, dtype=np.int64)
-            pools.append(PoolSpec(t.name, zone, Trace(f"constant-{t.name}-{zone}", CONSTANT_GAP_S, alive), offset,
-                                  t.spot_price_per_h if price is None else price))
+            pools.append(
+                PoolSpec(
+                    t.name,
+                    zone,
+                    Trace(f"constant-{t.name}-{zone}", CONSTANT_GAP_S, alive),
+                    offset,
+                    t.spot_price_per_h if price is None else price,
+                )
+            )
     return pools
 
 
@@ -140,16 +155,25 @@ class LocalCloud:
     """The cloud interface over local processes (module docstring). Use as a context manager:
     leaving it kills every process of the run."""
 
-    def __init__(self, book: CapacityBook, job: Job, kinds: Mapping[str, WorkerType], workdir: str | Path, *,
-                 run_id: str, join_s: float, target_loss: float | None,
-                 launcher: Launcher | None = None) -> None:
+    def __init__(
+        self,
+        book: CapacityBook,
+        job: Job,
+        kinds: Mapping[str, WorkerType],
+        workdir: str | Path,
+        *,
+        run_id: str,
+        join_s: float,
+        target_loss: float | None,
+        launcher: Launcher | None = None,
+    ) -> None:
         self.book, self.job, self.kinds = book, job, dict(kinds)
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.report = str(self.workdir / "progress.json")
         self.run_id, self.join_s, self.target_loss = run_id, join_s, target_loss
         self.launcher = launcher or Launcher()
-        self.launcher.warm(job)                  # before the clock starts: launches then take milliseconds
+        self.launcher.warm(job)  # before the clock starts: launches then take milliseconds
         self.key = os.urandom(16)
         # The clock reads 0 until the first sleep (the loop's first poll acts "at the start", as on
         # the trace cloud); the processes read the epoch from shared memory.
@@ -159,7 +183,7 @@ class LocalCloud:
         self._by_token: dict[str, LaunchOutcome] = {}
         self._lock = threading.RLock()
         self._stop = threading.Event()
-        self._failed: InvalidInputError | None = None     # the clock ran past a trace's end
+        self._failed: InvalidInputError | None = None  # the clock ran past a trace's end
         self._ticker = threading.Thread(target=self._tick, daemon=True)
         self._ticker.start()
 
@@ -210,8 +234,9 @@ class LocalCloud:
             if request.market == "spot":
                 granted = self.book.grant(pool, 1, request.count)
                 if granted == 0:
-                    outcome = LaunchOutcome(error_code="InsufficientInstanceCapacity",
-                                            message=f"no spot capacity in {pool} now")
+                    outcome = LaunchOutcome(
+                        error_code="InsufficientInstanceCapacity", message=f"no spot capacity in {pool} now"
+                    )
                     self._by_token[request.token] = outcome
                     return outcome
             made = [self._start(request) for _ in range(granted)]
@@ -226,19 +251,41 @@ class LocalCloud:
         instance_id = f"local-{len(self._instances) + 1:04d}"
         address = request.ps_address
         if request.role == "ps":
-            settings = PsSettings(run_id=self.run_id, epoch=self.epoch, authkey=self.key, report=self.report,
-                                  target_loss=self.target_loss, max_wall_s=7 * 24 * 3600.0)
+            settings = PsSettings(
+                run_id=self.run_id,
+                epoch=self.epoch,
+                authkey=self.key,
+                report=self.report,
+                target_loss=self.target_loss,
+                max_wall_s=7 * 24 * 3600.0,
+            )
             process, address = self.launcher.start_ps(self.job, settings)
         else:
             if address is None:
                 raise InvalidInputError("ps_address", "a worker needs the PS address")
-            delay = 0.0 if now == 0 else self.join_s        # the loop's rule (ProgressModel.joined_s)
-            process = self.launcher.start_worker(self.job, WorkerSettings(
-                ps_address=address, authkey=self.key, index=len(self._instances), kind=self.kinds[request.type_name],
-                epoch=self.epoch, log_dir=str(self.workdir), delay_s=delay))
-        instance = Instance(instance_id=instance_id, type_name=request.type_name, zone=request.zone,
-                            market=request.market, role=request.role, launched_s=now, step=request.step,
-                            ps_address=address)
+            delay = 0.0 if now == 0 else self.join_s  # the loop's rule (ProgressModel.joined_s)
+            process = self.launcher.start_worker(
+                self.job,
+                WorkerSettings(
+                    ps_address=address,
+                    authkey=self.key,
+                    index=len(self._instances),
+                    kind=self.kinds[request.type_name],
+                    epoch=self.epoch,
+                    log_dir=str(self.workdir),
+                    delay_s=delay,
+                ),
+            )
+        instance = Instance(
+            instance_id=instance_id,
+            type_name=request.type_name,
+            zone=request.zone,
+            market=request.market,
+            role=request.role,
+            launched_s=now,
+            step=request.step,
+            ps_address=address,
+        )
         self._instances[instance_id] = instance
         self._processes[instance_id] = process
         return instance
@@ -272,9 +319,17 @@ class LocalCloud:
         self.close()
 
 
-def run_local(problem: SpotProblem, plan: SpotPlan, policy: Any, settings: RunSettings, config: LocalConfig, *,
-              run_id: str | None = None, max_polls: int | None = None,
-              launcher: Launcher | None = None) -> tuple[str, Outcome, dict[str, Any]]:
+def run_local(
+    problem: SpotProblem,
+    plan: SpotPlan,
+    policy: Any,
+    settings: RunSettings,
+    config: LocalConfig,
+    *,
+    run_id: str | None = None,
+    max_polls: int | None = None,
+    launcher: Launcher | None = None,
+) -> tuple[str, Outcome, dict[str, Any]]:
     """Run ``plan`` on the local cloud under ``policy`` (a policy object) until the loop ends;
     returns the run id, the loop's outcome and the run's details (the events, the work folder)."""
     if plan.ps != 1:
@@ -286,15 +341,34 @@ def run_local(problem: SpotProblem, plan: SpotPlan, policy: Any, settings: RunSe
     if config.workdir and workdir.exists() and any(workdir.iterdir()):
         raise InvalidInputError(str(workdir), "the local cloud's work folder must be empty or new")
     kinds = worker_types(problem, config.types)
-    with LocalCloud(CapacityBook(pools), config.job, kinds, workdir, run_id=run_id, join_s=settings.join_s,
-                    target_loss=problem.slo.loss, launcher=launcher) as cloud:
-        controller = Controller(problem, plan, policy, cloud, run_id=run_id,
-                                pools=[PoolInfo(p.type_name, p.zone, p.price_per_h) for p in pools],
-                                trainer=lambda instances, now: read_report(cloud.report), settings=settings)
+    with LocalCloud(
+        CapacityBook(pools),
+        config.job,
+        kinds,
+        workdir,
+        run_id=run_id,
+        join_s=settings.join_s,
+        target_loss=problem.slo.loss,
+        launcher=launcher,
+    ) as cloud:
+        controller = Controller(
+            problem,
+            plan,
+            policy,
+            cloud,
+            run_id=run_id,
+            pools=[PoolInfo(p.type_name, p.zone, p.price_per_h) for p in pools],
+            trainer=lambda instances, now: read_report(cloud.report),
+            settings=settings,
+        )
         outcome = controller.run(max_polls)
-        details = {"workdir": str(workdir), "events": [e.to_dict() for e in controller.events],
-                   "job": config.job.to_dict(), "speed": config.job.speed,
-                   "instances": [i.to_dict() for i in cloud.instances(run_id)]}
+        details = {
+            "workdir": str(workdir),
+            "events": [e.to_dict() for e in controller.events],
+            "job": config.job.to_dict(),
+            "speed": config.job.speed,
+            "instances": [i.to_dict() for i in cloud.instances(run_id)],
+        }
     if not config.workdir:
         shutil.rmtree(workdir, ignore_errors=True)
     return run_id, outcome, details
@@ -311,14 +385,23 @@ def parse_cloud(value: str) -> LocalConfig | None:
     raise InvalidInputError("--cloud", f"ec2, local or local:CONFIG.json; got {value!r}")
 
 
-def cli_run(problem: SpotProblem, plan: SpotPlan, policy_name: str, settings: RunSettings, cloud: str, *,
-            run_id: str | None, max_polls: int | None) -> tuple[str, Outcome]:
+def cli_run(
+    problem: SpotProblem,
+    plan: SpotPlan,
+    policy_name: str,
+    settings: RunSettings,
+    cloud: str,
+    *,
+    run_id: str | None,
+    max_polls: int | None,
+) -> tuple[str, Outcome]:
     """``dnnprov run ... --cloud local[:CONFIG]``: the run id and the loop's outcome."""
     from dnnprov.revocation.policies import make_policy
 
     config = parse_cloud(cloud)
     if config is None:
         raise InvalidInputError("--cloud", "cli_run is for the local cloud")
-    run_id, outcome, _ = run_local(problem, plan, make_policy(policy_name), settings, config, run_id=run_id,
-                                   max_polls=max_polls)
+    run_id, outcome, _ = run_local(
+        problem, plan, make_policy(policy_name), settings, config, run_id=run_id, max_polls=max_polls
+    )
     return run_id, outcome

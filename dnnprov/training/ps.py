@@ -49,14 +49,14 @@ class PsSettings:
     """One PS's run: its id, clock epoch (wall time of job time 0), where it reports, when it stops."""
 
     run_id: str
-    epoch: Any                       # a wall time, or a shared Value holding one (job.job_time)
+    epoch: Any  # a wall time, or a shared Value holding one (job.job_time)
     authkey: bytes
-    report: str | None = None        # progress report file
-    summary: str | None = None       # final summary file (written when it stops)
+    report: str | None = None  # progress report file
+    summary: str | None = None  # final summary file (written when it stops)
     target_loss: float | None = None
-    stop_loss: float | None = None   # stop training at this loss (profiling runs)
-    max_steps: int | None = None     # stop training after this many updates
-    max_wall_s: float = 3600.0       # a safety net: give up after this many wall seconds
+    stop_loss: float | None = None  # stop training at this loss (profiling runs)
+    max_steps: int | None = None  # stop training after this many updates
+    max_wall_s: float = 3600.0  # a safety net: give up after this many wall seconds
     initial: np.ndarray | None = None  # the parameters to start from (default: the job's warm start)
 
 
@@ -116,8 +116,16 @@ class ParameterServer:
 
     def _publish(self) -> None:
         if self.settings.report:
-            write_report(self.settings.report, Report(run=self.settings.run_id, time_s=self.now(), loss=self.loss,
-                                                      step=self.step, finished_s=self.finished_s))
+            write_report(
+                self.settings.report,
+                Report(
+                    run=self.settings.run_id,
+                    time_s=self.now(),
+                    loss=self.loss,
+                    step=self.step,
+                    finished_s=self.finished_s,
+                ),
+            )
 
     def apply(self, grad: np.ndarray, batch: int) -> tuple[str, np.ndarray, int, int, float]:
         """Apply one pushed gradient; the answer to its worker."""
@@ -135,8 +143,9 @@ class ParameterServer:
                 if self.finished_s is None and target is not None and self.loss <= target:
                     self.finished_s = self.now()
                 stop_loss = self.settings.stop_loss
-                self.stopping = ((self.settings.max_steps is not None and self.step >= self.settings.max_steps)
-                                 or (stop_loss is not None and self.loss <= stop_loss))
+                self.stopping = (self.settings.max_steps is not None and self.step >= self.settings.max_steps) or (
+                    stop_loss is not None and self.loss <= stop_loss
+                )
                 self._publish()
             return "go", self.params.copy(), self.step, self.images, self.loss
 
@@ -187,9 +196,16 @@ class ParameterServer:
 
     def write_summary(self, path: str) -> None:
         """The run as the PS saw it: when training started and reached the target, steps, samples, loss."""
-        summary: dict[str, Any] = {"run": self.settings.run_id, "started_s": self.started_s,
-                                   "finished_s": self.finished_s, "stopped_s": self.now(), "step": self.step,
-                                   "images": self.images, "loss": self.loss, "stopped": self.stopping}
+        summary: dict[str, Any] = {
+            "run": self.settings.run_id,
+            "started_s": self.started_s,
+            "finished_s": self.finished_s,
+            "stopped_s": self.now(),
+            "step": self.step,
+            "images": self.images,
+            "loss": self.loss,
+            "stopped": self.stopping,
+        }
         tmp = Path(path + ".tmp")
         tmp.write_text(json.dumps(summary))
         os.replace(tmp, path)

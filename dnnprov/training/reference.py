@@ -55,21 +55,32 @@ def cluster_name(counts: dict[str, int]) -> str:
 class Profile:
     """What profiling measured: the fitted loss model and the timings."""
 
-    loss_fit: dict[str, Any]            # ``dnnprov profile fit-loss --json``'s object
-    compute_s: dict[str, float]         # T_comp per type: mean iteration - communication time
-    comm_s: float                       # mean communication time per iteration (lone and contended)
+    loss_fit: dict[str, Any]  # ``dnnprov profile fit-loss --json``'s object
+    compute_s: dict[str, float]  # T_comp per type: mean iteration - communication time
+    comm_s: float  # mean communication time per iteration (lone and contended)
     runs: tuple[ClusterRun, ...]
 
 
-def profile(clusters: Sequence[dict[str, int]], job: Job, folder: str | Path, *, stop_loss: float = PROFILE_LOSS,
-            max_steps: int = 3000, launcher: Launcher | None = None) -> Profile:
+def profile(
+    clusters: Sequence[dict[str, int]],
+    job: Job,
+    folder: str | Path,
+    *,
+    stop_loss: float = PROFILE_LOSS,
+    max_steps: int = 3000,
+    launcher: Launcher | None = None,
+) -> Profile:
     """Run each profiling cluster to ``stop_loss`` and fit eq. (3) and the timings."""
     from dnnprov.profiling.loss import fit_loss
     from dnnprov.profiling.profiler import read_loss_logs
 
     launcher = launcher or Launcher()
-    runs = tuple(run_cluster(kinds(c), job, Path(folder) / cluster_name(c), target_loss=stop_loss,
-                             max_steps=max_steps, launcher=launcher) for c in clusters)
+    runs = tuple(
+        run_cluster(
+            kinds(c), job, Path(folder) / cluster_name(c), target_loss=stop_loss, max_steps=max_steps, launcher=launcher
+        )
+        for c in clusters
+    )
     fit = fit_loss(read_loss_logs([r.log_dir for r in runs]), "cc")
     per_type: dict[str, list[float]] = {}
     comm: list[float] = []
@@ -78,34 +89,70 @@ def profile(clusters: Sequence[dict[str, int]], job: Job, folder: str | Path, *,
             if t.get("iteration_s"):
                 per_type.setdefault(t["type"], []).append(t["iteration_s"] - t["comm_s"])
                 comm.append(t["comm_s"])
-    return Profile(loss_fit=fit.to_dict(), compute_s={k: float(np.mean(v)) for k, v in per_type.items()},
-                   comm_s=float(np.mean(comm)), runs=runs)
+    return Profile(
+        loss_fit=fit.to_dict(),
+        compute_s={k: float(np.mean(v)) for k, v in per_type.items()},
+        comm_s=float(np.mean(comm)),
+        runs=runs,
+    )
 
 
-def instance_dict(prof: Profile, job: Job, *, target_loss: float = TARGET_LOSS, deadline_s: float = 3000.0,
-                  quota: int = 7, on_demand: bool = False, extrapolation: float = 1.5) -> dict[str, Any]:
+def instance_dict(
+    prof: Profile,
+    job: Job,
+    *,
+    target_loss: float = TARGET_LOSS,
+    deadline_s: float = 3000.0,
+    quota: int = 7,
+    on_demand: bool = False,
+    extrapolation: float = 1.5,
+) -> dict[str, Any]:
     """A spot instance (docs/instance-format.md) of the reference types with the profiled workload."""
     s_parm = NOMINAL_PARAM_MB if job.param_size_mb == 0 else job.param_size_mb
     fit = prof.loss_fit
     coeffs = {k: v["value"] for k, v in fit["coefficients"].items()}
-    domain = {"batch_wa": fit["domain"]["batch_wa"], "workers": fit["domain"]["workers"],
-              "extrapolation": extrapolation, "source": "profiled on the reference trainer (dnnprov.training)"}
+    domain = {
+        "batch_wa": fit["domain"]["batch_wa"],
+        "workers": fit["domain"]["workers"],
+        "extrapolation": extrapolation,
+        "source": "profiled on the reference trainer (dnnprov.training)",
+    }
     types = {}
     for name, kind in REFERENCE_TYPES.items():
         if name not in prof.compute_s:
             continue
         spot, od = PRICES[name]
-        types[name] = {"gpus": 1, "spot_price_per_h": spot, "on_demand_price_per_h": od, "quota": quota,
-                       "batch_per_gpu": kind.batch, "compute_time_s": prof.compute_s[name]}
+        types[name] = {
+            "gpus": 1,
+            "spot_price_per_h": spot,
+            "on_demand_price_per_h": od,
+            "quota": quota,
+            "batch_per_gpu": kind.batch,
+            "compute_time_s": prof.compute_s[name],
+        }
     return {
-        "format": "dnnprov/spot", "version": 1, "name": "reference-mlp",
+        "format": "dnnprov/spot",
+        "version": 1,
+        "name": "reference-mlp",
         "notes": "the reference trainer's MLP job (dnnprov.training), profiled on local processes",
-        "model": "paper", "instance_types": types,
-        "workload": {"name": "reference-mlp", "param_size_mb": s_parm,
-                     "bandwidth_req_mb_s": 2 * s_parm / max(prof.comm_s, 1e-9),
-                     "alpha_1": 0.0, "beta_1": 0.0, **coeffs, "loss_variant": fit["variant"], "domain": domain},
-        "platform": {"ps_bandwidth_mb_s": 1e6, "pcie_bandwidth_mb_s": 1e6, "ps_price_per_h": 0.192,
-                     "ps_type": "m5.xlarge"},
+        "model": "paper",
+        "instance_types": types,
+        "workload": {
+            "name": "reference-mlp",
+            "param_size_mb": s_parm,
+            "bandwidth_req_mb_s": 2 * s_parm / max(prof.comm_s, 1e-9),
+            "alpha_1": 0.0,
+            "beta_1": 0.0,
+            **coeffs,
+            "loss_variant": fit["variant"],
+            "domain": domain,
+        },
+        "platform": {
+            "ps_bandwidth_mb_s": 1e6,
+            "pcie_bandwidth_mb_s": 1e6,
+            "ps_price_per_h": 0.192,
+            "ps_type": "m5.xlarge",
+        },
         "slo": {"loss": target_loss, "time_s": deadline_s},
         "constraints": {"ps_count": [1, 1], "markets": ["spot", "on-demand"] if on_demand else ["spot"]},
     }

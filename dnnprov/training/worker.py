@@ -53,9 +53,9 @@ class WorkerSettings:
     authkey: bytes
     index: int
     kind: WorkerType
-    epoch: Any                   # a wall time, or a shared Value holding one (job.job_time)
+    epoch: Any  # a wall time, or a shared Value holding one (job.job_time)
     log_dir: str | None = None
-    delay_s: float = 0.0         # job seconds before it starts training (a launched instance's boot)
+    delay_s: float = 0.0  # job seconds before it starts training (a launched instance's boot)
 
 
 def log_name(index: int, kind: WorkerType) -> str:
@@ -96,7 +96,7 @@ def worker_main(job: Job, settings: WorkerSettings) -> None:
             try:
                 conn.send(("push", grad, kind.batch))
                 answer = conn.recv()
-            except (EOFError, OSError):                  # the PS is gone (the run's teardown): stop
+            except (EOFError, OSError):  # the PS is gone (the run's teardown): stop
                 break
             wait = link_s - (time.perf_counter() - sent)
             if wait > 0:
@@ -107,12 +107,18 @@ def worker_main(job: Job, settings: WorkerSettings) -> None:
             comm_s.append((done - sent) * speed)
             if log is not None and answer[0] == "go":
                 now = job_time(settings.epoch, speed)
-                log.write(f"{log_time(now)}\t{answer[2]}\t{answer[3]}\t{answer[4]:.6f}\t"
-                          f"{kind.batch / took:.3f}\t{took:.6f}\n")
+                log.write(
+                    f"{log_time(now)}\t{answer[2]}\t{answer[3]}\t{answer[4]:.6f}\t{kind.batch / took:.3f}\t{took:.6f}\n"
+                )
     if log is not None:
         log.close()
         keep = slice(WARMUP, None) if len(iteration_s) > 2 * WARMUP else slice(None)
-        timing = {"index": settings.index, "type": kind.name, "batch": kind.batch, "iterations": len(iteration_s),
-                  "iteration_s": float(np.mean(iteration_s[keep])) if iteration_s else None,
-                  "comm_s": float(np.mean(comm_s[keep])) if comm_s else None}
+        timing = {
+            "index": settings.index,
+            "type": kind.name,
+            "batch": kind.batch,
+            "iterations": len(iteration_s),
+            "iteration_s": float(np.mean(iteration_s[keep])) if iteration_s else None,
+            "comm_s": float(np.mean(comm_s[keep])) if comm_s else None,
+        }
         (Path(settings.log_dir or ".") / f"timing_{settings.index}.json").write_text(json.dumps(timing))

@@ -18,9 +18,17 @@ import pandas as pd
 import pytest
 
 import dnnprov
+from dnnprov.batch.runner import (
+    CRASH_ENV,
+    HANG_ENV,
+    ROW_COLUMNS,
+    load_instance,
+    plan_counts,
+    read_results,
+    run_batch,
+    summarize,
+)
 from dnnprov.cli import main
-from dnnprov.batch.runner import (CRASH_ENV, HANG_ENV, ROW_COLUMNS, load_instance, plan_counts, read_results,
-                                   run_batch, summarize)
 
 ALL = ["milp", "heuristic", "reference-heuristic", "enumerate"]
 EMBEDDED = Path(str(dnnprov.embedded_instance("spot/paper-table1.json"))).parents[1]
@@ -31,8 +39,10 @@ def _tiny(make_resnet110, make_resnet50, folder: Path, prefix: str = "tiny") -> 
     """Write a small spot and a small serverless instance into ``folder``."""
     spot = dataclasses.replace(make_resnet110(time_s=3000.0), name=f"{prefix}-spot")
     serverless = dataclasses.replace(make_resnet50(time_s=900.0), name=f"{prefix}-serverless")
-    return [dnnprov.write_instance(spot, folder / f"{prefix}-spot.json"),
-            dnnprov.write_instance(serverless, folder / f"{prefix}-serverless.json")]
+    return [
+        dnnprov.write_instance(spot, folder / f"{prefix}-spot.json"),
+        dnnprov.write_instance(serverless, folder / f"{prefix}-serverless.json"),
+    ]
 
 
 def _drop_timing(df: pd.DataFrame) -> pd.DataFrame:
@@ -66,8 +76,9 @@ def local_run(instance_dir, tmp_path_factory) -> tuple[pd.DataFrame, Path]:
 def dask_address():
     """A 2-worker dask.distributed LocalCluster on 127.0.0.1."""
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=":0") as cluster:
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0"
+    ) as cluster:
         yield cluster.scheduler_address
 
 
@@ -84,16 +95,18 @@ def failing_dir(tmp_path, make_resnet110, make_resnet50) -> Path:
 def test_one_row_per_instance_and_method(local_run, instance_dir):
     """Every (instance, applicable method) has exactly one row, in sorted path order."""
     df, _ = local_run
-    files = sorted(p.as_posix() for p in instance_dir.rglob("*.json")
-                   if "workload" not in p.name and p.name != "index.json")
+    files = sorted(
+        p.as_posix() for p in instance_dir.rglob("*.json") if "workload" not in p.name and p.name != "index.json"
+    )
     spot = [f for f in files if "serverless" not in f]
     assert len(df) == 4 * len(spot) + 3 * (len(files) - len(spot))
     assert not df.duplicated(["path", "method"]).any()
     assert sorted(df["path"].unique()) == files
     assert list(df["path"]) == sorted(df["path"])
     assert not ((df["kind"] == "serverless") & (df["method"] == "reference-heuristic")).any()
-    assert df.attrs["skipped_files"] == [(instance_dir / name).as_posix()
-                                         for name in ("index.json", "tiny/vgg19-workload.json")]
+    assert df.attrs["skipped_files"] == [
+        (instance_dir / name).as_posix() for name in ("index.json", "tiny/vgg19-workload.json")
+    ]
     assert list(df.columns) == list(ROW_COLUMNS)
 
 
@@ -134,8 +147,22 @@ def test_summary(local_run):
 def test_bad_files_are_failed_rows(failing_dir, tmp_path):
     """An unparsable and an invalid file give failed rows; the other instances finish."""
     out = tmp_path / "r.csv"
-    assert main(["batch", str(failing_dir), "--methods", "milp,heuristic", "--out", str(out),
-                 "--workers", "2", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "batch",
+                str(failing_dir),
+                "--methods",
+                "milp,heuristic",
+                "--out",
+                str(out),
+                "--workers",
+                "2",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     df = read_results(out)
     assert len(df) == 8
     bad = df[df["path"].str.endswith(("corrupt.json", "wrong.json"))]
@@ -160,12 +187,16 @@ def test_task_that_does_not_return_is_killed(tmp_path, make_resnet110, make_resn
     the other tasks complete."""
     _tiny(make_resnet110, make_resnet50, tmp_path)
     monkeypatch.setenv(HANG_ENV, "tiny-spot.json")
-    df = run_batch([tmp_path], ["heuristic", "milp"], time_limit_s=1, kill_after_s=2, workers=2,
-                   progress=False)
+    df = run_batch([tmp_path], ["heuristic", "milp"], time_limit_s=1, kill_after_s=2, workers=2, progress=False)
     killed = df[df["error"] != ""]
     assert list(killed["method"]) == ["heuristic", "milp"] and (killed["instance"] == "tiny-spot").all()
-    assert killed["error"].str.startswith("timeout: task process killed after 2 s: the solver did not return "
-                                          "within its time limit of 1 s").all()
+    assert (
+        killed["error"]
+        .str.startswith(
+            "timeout: task process killed after 2 s: the solver did not return within its time limit of 1 s"
+        )
+        .all()
+    )
     assert (killed["status"] == "error").all() and killed["solve_seconds"].between(2, 6).all()
     assert (df.drop(killed.index)["plan"] != "").all() and len(df) == 4
     assert killed["cpu_seconds"].isna().all() and (df.drop(killed.index)["cpu_seconds"] >= 0).all()
@@ -196,8 +227,23 @@ def test_resume_runs_only_missing_rows(tmp_path, make_resnet110, make_resnet50):
     kept["message"] = "kept from the first run"
     kept.to_csv(out, index=False)  # as if the first run had stopped after three rows
 
-    assert main(["batch", str(folder), "--methods", "milp,heuristic", "--out", str(out), "--resume",
-                 "--workers", "2", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "batch",
+                str(folder),
+                "--methods",
+                "milp,heuristic",
+                "--out",
+                str(out),
+                "--resume",
+                "--workers",
+                "2",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     again = read_results(out)
     assert len(again) == 8 and not again.duplicated(["path", "method"]).any()
     assert (again["message"] == "kept from the first run").sum() == 3
@@ -215,23 +261,26 @@ def test_parquet_output(tmp_path, make_resnet110, make_resnet50):
     _tiny(make_resnet110, make_resnet50, folder)
     df = run_batch([folder], ["milp", "heuristic"], out=tmp_path / "r.parquet", workers=2, progress=False)
     pd.testing.assert_frame_equal(read_results(tmp_path / "r.parquet"), df)
-    resumed = run_batch([folder], ["milp", "heuristic", "enumerate"], out=tmp_path / "r.parquet",
-                        resume=True, workers=2, progress=False)
+    resumed = run_batch(
+        [folder], ["milp", "heuristic", "enumerate"], out=tmp_path / "r.parquet", resume=True, workers=2, progress=False
+    )
     assert resumed.attrs["ran"] == 2 and len(resumed) == 6
 
 
 def test_jsonl_instances(tmp_path, make_resnet110, make_resnet50, monkeypatch):
     """A .jsonl file gives one instance per entry, FILE#N; a bad entry fails the rest."""
     try:
-        from dnnprov.benchsets.generate import read_instance_lines  # noqa: F401
+        from dnnprov.benchsets.generate import read_instance_lines
     except ImportError:  # written by another part of issue 4; the same contract in a few lines
+
         def read_instance_lines(path):
             for line in Path(path).read_text().splitlines():
                 if line.strip():
                     yield dnnprov.problem_from_dict(json.loads(line))
 
-        monkeypatch.setitem(sys.modules, "dnnprov.benchsets.generate",
-                            types.SimpleNamespace(read_instance_lines=read_instance_lines))
+        monkeypatch.setitem(
+            sys.modules, "dnnprov.benchsets.generate", types.SimpleNamespace(read_instance_lines=read_instance_lines)
+        )
     problems = [dnnprov.read_instance(p) for p in _tiny(make_resnet110, make_resnet50, tmp_path / "src")]
     trace = tmp_path / "trace.jsonl"
     trace.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in problems) + '{"format": "dnnprov/spot"}\n')
@@ -247,8 +296,9 @@ def test_jsonl_instances(tmp_path, make_resnet110, make_resnet50, monkeypatch):
 def test_dask_run_equals_local_run(local_run, instance_dir, dask_address, tmp_path):
     """The same batch on a Dask cluster gives the same rows apart from the times."""
     df, _ = local_run
-    on_dask = run_batch([instance_dir], ALL, time_limit_s=30, out=tmp_path / "dask.csv",
-                        dask=dask_address, progress=False)
+    on_dask = run_batch(
+        [instance_dir], ALL, time_limit_s=30, out=tmp_path / "dask.csv", dask=dask_address, progress=False
+    )
     pd.testing.assert_frame_equal(_drop_timing(on_dask), _drop_timing(df), check_exact=True)
 
 
@@ -266,8 +316,12 @@ def test_cli_dask_local(tmp_path, make_resnet110, make_resnet50):
     pytest.importorskip("distributed")
     _tiny(make_resnet110, make_resnet50, tmp_path / "in")
     out = tmp_path / "r.csv"
-    assert main(["batch", str(tmp_path / "in"), "--methods", "milp", "--dask", "local",
-                 "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            ["batch", str(tmp_path / "in"), "--methods", "milp", "--dask", "local", "--out", str(out), "--no-progress"]
+        )
+        == 0
+    )
     assert list(read_results(out)["status"]) == ["optimal", "optimal"]
 
 
@@ -303,15 +357,18 @@ def test_report_reads_slo_from_instance_files(local_run, instance_dir, tmp_path,
     assert info.loc["spot/paper-table1.json", "workload"] == "resnet110"
 
 
-@pytest.mark.parametrize("argv", [
-    ["batch", "no/such/folder"],
-    ["batch", "{data}", "--methods", "milp,simplex"],
-    ["batch", "{data}", "--resume"],
-    ["batch", "{data}", "--out", "results.txt"],
-    ["batch", "{data}", "--time-limit", "0"],
-    ["batch", "{empty}"],
-    ["report", "no/such/results.csv"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["batch", "no/such/folder"],
+        ["batch", "{data}", "--methods", "milp,simplex"],
+        ["batch", "{data}", "--resume"],
+        ["batch", "{data}", "--out", "results.txt"],
+        ["batch", "{data}", "--time-limit", "0"],
+        ["batch", "{empty}"],
+        ["report", "no/such/results.csv"],
+    ],
+)
 def test_cli_bad_arguments_exit_2(argv, tmp_path, capsys):
     """Bad options, paths and files end with exit code 2 and run nothing."""
     (tmp_path / "empty").mkdir()
@@ -327,9 +384,14 @@ def test_cli_bad_arguments_exit_2(argv, tmp_path, capsys):
 # ------------------------------------------------------------------ files, lock, resume (issue 14)
 def _batch_cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.Popen:
     """The real `dnnprov batch` in its own process."""
-    return subprocess.Popen([sys.executable, "-m", "dnnprov", "batch", *args, "--no-progress"], cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, **(env or {})))
+    return subprocess.Popen(
+        [sys.executable, "-m", "dnnprov", "batch", *args, "--no-progress"],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, **(env or {})),
+    )
 
 
 def _data_rows(path: Path) -> int:
@@ -345,8 +407,19 @@ def test_two_batches_on_one_output_one_is_refused(tmp_path, make_resnet110, make
     out = tmp_path / "r.csv"
     # a-spot's tasks hang until killed after 2 s, so the first batch surely holds the lock
     # while the second starts.
-    args = (str(folder), "--methods", "milp,heuristic", "--workers", "2", "--out", str(out),
-            "--time-limit", "1", "--kill-after", "2")
+    args = (
+        str(folder),
+        "--methods",
+        "milp,heuristic",
+        "--workers",
+        "2",
+        "--out",
+        str(out),
+        "--time-limit",
+        "1",
+        "--kill-after",
+        "2",
+    )
     procs = [_batch_cli(*args, cwd=tmp_path, env={HANG_ENV: "a-spot"}) for _ in range(2)]
     results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
     assert sorted(code for code, _, _ in results) == [0, 2], results
@@ -366,8 +439,9 @@ def test_killed_batch_resumes_from_an_absolute_path(tmp_path, make_resnet110, ma
         _tiny(make_resnet110, make_resnet50, folder, prefix)
     out = tmp_path / "r.csv"
     # z's tasks (last in order) never return, so the batch is surely running when killed.
-    proc = _batch_cli("in", "--methods", "milp,heuristic", "--workers", "1", "--out", "r.csv", cwd=tmp_path,
-                      env={HANG_ENV: "z-spot"})
+    proc = _batch_cli(
+        "in", "--methods", "milp,heuristic", "--workers", "1", "--out", "r.csv", cwd=tmp_path, env={HANG_ENV: "z-spot"}
+    )
     deadline = time.monotonic() + 60
     while _data_rows(out) < 14 and time.monotonic() < deadline:  # all 16 tasks but z-spot's two
         time.sleep(0.05)
@@ -375,8 +449,17 @@ def test_killed_batch_resumes_from_an_absolute_path(tmp_path, make_resnet110, ma
     proc.wait(timeout=10)
     before = read_results(out)
     assert len(before) == 14 and set(before["path"].map(lambda p: Path(p).parts[0])) == {"in"}
-    resumed = _batch_cli(str(folder.resolve()), "--methods", "milp,heuristic", "--workers", "1",
-                         "--out", str(out), "--resume", cwd=tmp_path)
+    resumed = _batch_cli(
+        str(folder.resolve()),
+        "--methods",
+        "milp,heuristic",
+        "--workers",
+        "1",
+        "--out",
+        str(out),
+        "--resume",
+        cwd=tmp_path,
+    )
     stdout, stderr = resumed.communicate(timeout=120)
     assert resumed.returncode == 0, stderr
     assert "16 rows (2 run now, 14 kept), 0 failed" in stdout
@@ -384,8 +467,10 @@ def test_killed_batch_resumes_from_an_absolute_path(tmp_path, make_resnet110, ma
     identity = after["path"].map(lambda p: (tmp_path / p).resolve().as_posix() if not Path(p).is_absolute() else p)
     assert len(after) == 16 and not pd.concat([identity, after["method"]], axis=1).duplicated().any()
     new = after[after["path"].map(Path).map(Path.is_absolute)]
-    assert list(zip(new["path"].map(lambda p: Path(p).name), new["method"])) == [("z-spot.json", "milp"),
-                                                                                 ("z-spot.json", "heuristic")]
+    assert list(zip(new["path"].map(lambda p: Path(p).name), new["method"])) == [
+        ("z-spot.json", "milp"),
+        ("z-spot.json", "heuristic"),
+    ]
     assert (new["plan"] != "").all()
 
 
@@ -424,8 +509,9 @@ def test_plan_columns_can_be_filtered(local_run):
     assert set(counts.index) == set(solved.index[spot])
     assert (counts.sum(axis=1) == solved.loc[spot, "workers"].reindex(counts.index)).all()
     table1 = df[df["path"].str.endswith("paper-table1.json") & (df["method"] == "milp")].index[0]
-    assert counts.loc[table1].to_dict() == {label: {"g4dn.4xlarge": 3, "g3.8xlarge": 5, "g3.16xlarge": 2}.get(label, 0)
-                                            for label in counts.columns}
+    assert counts.loc[table1].to_dict() == {
+        label: {"g4dn.4xlarge": 3, "g3.8xlarge": 5, "g3.16xlarge": 2}.get(label, 0) for label in counts.columns
+    }
 
 
 def test_kill_is_a_last_resort():

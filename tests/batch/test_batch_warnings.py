@@ -22,6 +22,9 @@ def test_each_files_warning_names_that_file(tmp_path: Path, capsys: pytest.Captu
     (tmp_path / "c.jsonl").write_text(json.dumps({**data, "name": "c"}) + "\n{not json\n")
     main(["batch", str(tmp_path), "--methods", "heuristic", "--out", str(tmp_path / "out.csv")])
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("dnnprov: warning:")]
-    assert sorted(warnings) == [f"dnnprov: warning: {(tmp_path / f).as_posix()}: platform.ps_price_per_h: $1000/h "
-                                "is above the plausible $15/h (real m5 nodes cost at most $12.82/h (spot, 2022)): "
-                                "a price in cents? (a warning: used as given)" for f in ("a.json", "b.json", "c.jsonl")]
+    assert sorted(warnings) == [
+        f"dnnprov: warning: {(tmp_path / f).as_posix()}: platform.ps_price_per_h: $1000/h "
+        "is above the plausible $15/h (real m5 nodes cost at most $12.82/h (spot, 2022)): "
+        "a price in cents? (a warning: used as given)"
+        for f in ("a.json", "b.json", "c.jsonl")
+    ]

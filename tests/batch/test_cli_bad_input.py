@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import one_error
-
 
 TABLE1 = "embedded:spot/paper-table1.json"
 

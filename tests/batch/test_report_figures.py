@@ -62,7 +62,7 @@ def test_proven_infeasible_instances_are_solved_in_the_cost_ratio_curve(results:
     assert _fraction_at(fig, "heuristic", 1.0) == pytest.approx(2 / 3)
     assert _fraction_at(fig, "heuristic", TABLE1_HEURISTIC / TABLE1_OPTIMUM * (1 + 1e-6)) == 1.0
     labels = [ln.get_label() for ln in fig.axes[0].get_lines()]
-    assert "heuristic (mean 1.0311 over 2 plans)" in labels        # (1 + 5.787788 / 5.448374) / 2
+    assert "heuristic (mean 1.0311 over 2 plans)" in labels  # (1 + 5.787788 / 5.448374) / 2
 
 
 def test_a_failed_row_of_an_infeasible_instance_stays_a_failure(results: Path) -> None:
@@ -85,11 +85,13 @@ def _outside(fig) -> list[str]:
 
     FigureCanvasAgg(fig).draw()
     renderer = fig.canvas.get_renderer()
-    texts = [t for t in [fig._suptitle, *(ax.title for ax in fig.axes if ax.get_visible())]
-             if t is not None and t.get_text()]
+    texts = [
+        t for t in [fig._suptitle, *(ax.title for ax in fig.axes if ax.get_visible())] if t is not None and t.get_text()
+    ]
     width = fig.bbox.width
-    return [t.get_text() for t in texts
-            if t.get_window_extent(renderer).x0 < 0 or t.get_window_extent(renderer).x1 > width]
+    return [
+        t.get_text() for t in texts if t.get_window_extent(renderer).x0 < 0 or t.get_window_extent(renderer).x1 > width
+    ]
 
 
 def test_titles_fit_their_figures(results: Path) -> None:

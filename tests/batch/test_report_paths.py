@@ -8,22 +8,37 @@ from pathlib import Path
 import pytest
 
 import dnnprov
-from dnnprov.cli import main
 from dnnprov.batch.report import instance_bases, instance_info
+from dnnprov.cli import main
 
 pytest.importorskip("matplotlib", reason="report needs the batch extra")
 
 
-def test_report_from_elsewhere_reads_every_instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     capsys: pytest.CaptureFixture) -> None:
+def test_report_from_elsewhere_reads_every_instance(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     """A batch run in a project folder writing out/results.csv; report run from an unrelated folder."""
     project = tmp_path / "project"
     (project / "set").mkdir(parents=True)
     for name in ("paper-table5-resnet110-0.7-3700.json", "paper-table5-resnet110-0.8-2400.json"):
         shutil.copy(dnnprov.embedded_instance(f"spot/{name}"), project / "set" / name)
     monkeypatch.chdir(project)
-    assert main(["batch", "set", "--methods", "milp,heuristic", "--out", "out/results.csv",
-                 "--workers", "1", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "batch",
+                "set",
+                "--methods",
+                "milp,heuristic",
+                "--out",
+                "out/results.csv",
+                "--workers",
+                "1",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)

@@ -14,8 +14,7 @@ import pytest
 
 from dnnprov.batch.files import ROW_COLUMNS, read_results
 from dnnprov.batch.summary import summarize
-from dnnprov.batch.tables import (family_of, latex, markdown, paper_tables, proven, shifted_geometric_mean,
-                                  size_class)
+from dnnprov.batch.tables import family_of, latex, markdown, paper_tables, proven, shifted_geometric_mean, size_class
 from dnnprov.cli import main
 from dnnprov.errors import InvalidInputError
 
@@ -23,8 +22,8 @@ PLAN = '{"counts": {"a": 1}, "ps": 1}'
 #: (path, method, status, cost, bound, gap, seconds, error)
 ROWS = [
     ("sets/small/spot-000.json", "milp", "optimal", 5.0, 5.0, 0.0, 1.0, ""),
-    ("sets/small/spot-001.json", "milp", "limit", 6.0, 6.0, 0.0, 10.0, ""),       # closed: proven
-    ("sets/small/spot-002.json", "milp", "limit", 7.0, 6.3, 0.1, 100.0, ""),      # 10 % gap: not solved
+    ("sets/small/spot-001.json", "milp", "limit", 6.0, 6.0, 0.0, 10.0, ""),  # closed: proven
+    ("sets/small/spot-002.json", "milp", "limit", 7.0, 6.3, 0.1, 100.0, ""),  # 10 % gap: not solved
     ("sets/large/large-000.json", "milp", "infeasible", None, None, None, 3.0, ""),
     ("sets/large/large-001.json", "milp", "error", None, None, None, 62.0, "timeout: task process killed after 62 s"),
     ("sets/small/spot-000.json", "heuristic", "feasible", 5.5, None, None, 0.5, ""),
@@ -39,9 +38,20 @@ def write_rows(path: Path, rows=ROWS) -> Path:
         w.writerow(ROW_COLUMNS)
         for file, method, status, cost, bound, gap, secs, error in rows:
             row = dict.fromkeys(ROW_COLUMNS, "")
-            row.update(path=file, instance=Path(file).stem, kind="spot", model="paper", method=method,
-                       status=status, cost=cost, bound=bound, gap=gap, solve_seconds=secs, error=error,
-                       plan=PLAN if cost is not None else "")
+            row.update(
+                path=file,
+                instance=Path(file).stem,
+                kind="spot",
+                model="paper",
+                method=method,
+                status=status,
+                cost=cost,
+                bound=bound,
+                gap=gap,
+                solve_seconds=secs,
+                error=error,
+                plan=PLAN if cost is not None else "",
+            )
             w.writerow(["" if row[c] is None else row[c] for c in ROW_COLUMNS])
     return path
 
@@ -72,8 +82,8 @@ def test_limit_row_is_solved_only_when_proven(df: pd.DataFrame) -> None:
 def test_summarize_does_not_count_unproven_limit_rows(df: pd.DataFrame) -> None:
     """`solved` of the batch summary: plans from methods that ended, or proven; not the 10 % limit row."""
     table = summarize(df)
-    assert table.loc["milp", "solved"] == 3          # optimal, closed limit, infeasible
-    assert table.loc["heuristic", "solved"] == 1     # its plan (the heuristic ended on its own)
+    assert table.loc["milp", "solved"] == 3  # optimal, closed limit, infeasible
+    assert table.loc["heuristic", "solved"] == 1  # its plan (the heuristic ended on its own)
 
 
 def test_per_method_numbers(df: pd.DataFrame) -> None:
@@ -107,8 +117,14 @@ def test_cpu_times_when_the_rows_have_them(df: pd.DataFrame) -> None:
 
 def test_family_and_size_rows(df: pd.DataFrame) -> None:
     """Families from the instance folders (with the kind), sizes from a size per path."""
-    sizes = pd.Series({"sets/small/spot-000.json": 3, "sets/small/spot-001.json": 4,
-                       "sets/small/spot-002.json": 7, "sets/large/large-000.json": 40})
+    sizes = pd.Series(
+        {
+            "sets/small/spot-000.json": 3,
+            "sets/small/spot-001.json": 4,
+            "sets/small/spot-002.json": 7,
+            "sets/large/large-000.json": 40,
+        }
+    )
     tables = paper_tables(df, sizes, shift_s=1.0)
     fam = tables.times[("method", "family")]
     assert list(fam.index) == [("milp", "large/spot"), ("milp", "small/spot"), ("heuristic", "small/spot")]
@@ -116,12 +132,15 @@ def test_family_and_size_rows(df: pd.DataFrame) -> None:
     assert (small["instances"], small["solved"], small["limit"]) == (3, 2, 1)
     assert small["sgm_time_s"] == pytest.approx((2 * 11 * 101) ** (1 / 3) - 1, rel=1e-12)
     size = tables.times[("method", "family", "size")]
-    assert list(size.index) == [("milp", "large/spot", "33-64"), ("milp", "large/spot", "-"),
-                                ("milp", "small/spot", "3-4"), ("milp", "small/spot", "5-8"),
-                                ("heuristic", "small/spot", "3-4")]
+    assert list(size.index) == [
+        ("milp", "large/spot", "33-64"),
+        ("milp", "large/spot", "-"),
+        ("milp", "small/spot", "3-4"),
+        ("milp", "small/spot", "5-8"),
+        ("heuristic", "small/spot", "3-4"),
+    ]
     assert size.loc[("milp", "small/spot", "3-4"), "sgm_time_s"] == pytest.approx(math.sqrt(2 * 11) - 1)
-    assert [size_class(n) for n in (1, 2, 3, 4, 5, 8, 9, 40)] == ["1", "2", "3-4", "3-4", "5-8", "5-8", "9-16",
-                                                                   "33-64"]
+    assert [size_class(n) for n in (1, 2, 3, 4, 5, 8, 9, 40)] == ["1", "2", "3-4", "3-4", "5-8", "5-8", "9-16", "33-64"]
     assert family_of("data/benchmarks/trace/trace-sample.jsonl#3", "serverless") == "trace/serverless"
     assert family_of("data/instances/spot/paper-table1.json", "spot") == "spot"
 
@@ -146,14 +165,14 @@ def test_latex_is_well_formed(df: pd.DataFrame) -> None:
     """Balanced braces, one tabular per table float, booktabs rules, escaped specials."""
     tables = paper_tables(df.assign(path=df["path"].str.replace("small", "small_&_%")), shift_s=1.0)
     tex = latex(tables)
-    body = re.sub(r"\\[{}&%_$#]", "", tex)             # escaped characters are no braces
+    body = re.sub(r"\\[{}&%_$#]", "", tex)  # escaped characters are no braces
     body = "\n".join(line for line in body.splitlines() if not line.startswith("%"))
     depth = 0
     for ch in body:
         depth += {"{": 1, "}": -1}.get(ch, 0)
         assert depth >= 0
     assert depth == 0
-    floats = re.findall(r"\\begin\{table\}(.*?)\\end\{table\}", tex, re.S)
+    floats = re.findall(r"\\begin\{table\}(.*?)\\end\{table\}", tex, re.DOTALL)
     assert len(floats) == len(tables.times) + 1 == tex.count("\\begin{table}") == tex.count("\\end{table}")
     for f in floats:
         assert f.count("\\begin{tabular}") == f.count("\\end{tabular}") == 1
@@ -179,8 +198,9 @@ def test_cli_writes_summary_md(tmp_path: Path, capsys) -> None:
     assert line["sgm_time_s"] == pytest.approx((2 * 11 * 101 * 4 * 63) ** (1 / 5) - 1, rel=1e-9)
 
 
-@pytest.mark.parametrize("args, field", [(["--shift", "-1"], "shift"), (["--gap-tol", "1.5"], "gap_tol"),
-                                         (["--shift", "nan"], "shift")])
+@pytest.mark.parametrize(
+    "args, field", [(["--shift", "-1"], "shift"), (["--gap-tol", "1.5"], "gap_tol"), (["--shift", "nan"], "shift")]
+)
 def test_bad_settings_are_one_line(tmp_path: Path, capsys, args, field) -> None:
     results = write_rows(tmp_path / "r.csv")
     assert main(["report", str(results), "--out", str(tmp_path / "rep"), *args]) == 2
@@ -195,6 +215,7 @@ def test_slo_figure_joins_only_one_instances_series() -> None:
     workload is a lone marker, never joined to them."""
     pytest.importorskip("matplotlib")
     import dataclasses
+
     import dnnprov
     from dnnprov.batch.report import plot_slo, series_key
 
@@ -202,11 +223,28 @@ def test_slo_figure_joins_only_one_instances_series() -> None:
     later = dataclasses.replace(table1, name="later", slo=dataclasses.replace(table1.slo, time_s=3000.0))
     other_loss = dataclasses.replace(table1, slo=dataclasses.replace(table1.slo, loss=table1.slo.loss + 0.1))
     assert series_key(table1) == series_key(later) != series_key(other_loss)
-    info = pd.DataFrame({"path": ["a.json", "b.json", "c.json"], "kind": "spot", "workload": "w", "model": "paper",
-                         "slo_s": [2600.0, 3000.0, 2800.0], "slo_loss": 0.8, "size": 4.0,
-                         "series": ["s1", "s1", "s2"]}).set_index("path")
-    rows = pd.DataFrame({"path": ["a.json", "b.json", "c.json"], "method": "milp", "status": "optimal",
-                         "cost": [6.0, 5.0, 9.0], "time_s": [2500.0, 2900.0, 2700.0], "plan": PLAN})
+    info = pd.DataFrame(
+        {
+            "path": ["a.json", "b.json", "c.json"],
+            "kind": "spot",
+            "workload": "w",
+            "model": "paper",
+            "slo_s": [2600.0, 3000.0, 2800.0],
+            "slo_loss": 0.8,
+            "size": 4.0,
+            "series": ["s1", "s1", "s2"],
+        }
+    ).set_index("path")
+    rows = pd.DataFrame(
+        {
+            "path": ["a.json", "b.json", "c.json"],
+            "method": "milp",
+            "status": "optimal",
+            "cost": [6.0, 5.0, 9.0],
+            "time_s": [2500.0, 2900.0, 2700.0],
+            "plan": PLAN,
+        }
+    )
     fig = plot_slo(rows, info)
     top = fig.axes[0]
     lines = sorted(([float(x) for x in ln.get_xdata()], ln.get_linestyle()) for ln in top.get_lines())

@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import one_error
 
 import dnnprov
+from dnnprov.batch.sweep import Sweep, deadline_grid, parse_losses, plot_sweep, sweep
 from dnnprov.cli import main
 from dnnprov.errors import InvalidInputError
-from dnnprov.batch.sweep import Sweep, deadline_grid, parse_losses, plot_sweep, sweep
-from conftest import one_error
 
 TABLE1 = "spot/paper-table1.json"
 
@@ -62,8 +62,21 @@ def test_losses_and_serverless() -> None:
 
 def test_cli_writes_table_and_figures(tmp_path, capsys: pytest.CaptureFixture) -> None:
     """`dnnprov sweep --out DIR` prints the table and writes CSV, Parquet, PNG and SVG."""
-    assert main(["sweep", f"embedded:{TABLE1}", "--deadlines", "2400:3600:5", "--losses", "0.75,0.8",
-                 "--out", str(tmp_path)]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                f"embedded:{TABLE1}",
+                "--deadlines",
+                "2400:3600:5",
+                "--losses",
+                "0.75,0.8",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "5 x g3.8xlarge" in out and str(tmp_path / "sweep.csv") in out
     csv = pd.read_csv(tmp_path / "sweep.csv")
@@ -80,20 +93,37 @@ def test_cli_writes_table_and_figures(tmp_path, capsys: pytest.CaptureFixture) -
 LARGE = Path(__file__).resolve().parents[2] / "data" / "benchmarks" / "large" / "large-003.json"
 
 
-def _row(deadline: float, status: str, cost: float | None = None, bound: float | None = None,
-         plan: str = "") -> dict:
+def _row(deadline: float, status: str, cost: float | None = None, bound: float | None = None, plan: str = "") -> dict:
     """One sweep row as :func:`sweep` writes it (serverless: no loss)."""
     gap = None if cost is None or bound is None else (cost - bound) / cost
-    return {"loss": None, "deadline_s": deadline, "status": status, "cost": cost, "bound": bound, "gap": gap,
-            "time_s": None, "plan": plan, "workers": None, "ps": None, "changed": True, "solve_seconds": 0.1,
-            "heuristic_status": None, "heuristic_cost": None, "heuristic_plan": None}
+    return {
+        "loss": None,
+        "deadline_s": deadline,
+        "status": status,
+        "cost": cost,
+        "bound": bound,
+        "gap": gap,
+        "time_s": None,
+        "plan": plan,
+        "workers": None,
+        "ps": None,
+        "changed": True,
+        "solve_seconds": 0.1,
+        "heuristic_status": None,
+        "heuristic_cost": None,
+        "heuristic_plan": None,
+    }
 
 
 def test_figure_draws_proven_unproven_and_infeasible_points_apart() -> None:
     """Only optimal points carry the "proven" label; a limit point is hollow with a bar down to
     its bound; proven infeasible and no-plan-found points have labels of their own."""
-    rows = [_row(100, "infeasible"), _row(200, "limit"), _row(300, "limit", 10.0, 7.0, "a"),
-            _row(400, "optimal", 8.0, 8.0, "b")]
+    rows = [
+        _row(100, "infeasible"),
+        _row(200, "limit"),
+        _row(300, "limit", 10.0, 7.0, "a"),
+        _row(400, "optimal", 8.0, 8.0, "b"),
+    ]
     fig = plot_sweep(Sweep("t", "serverless", rows=rows))
     handles, labels = fig.axes[0].get_legend_handles_labels()
     by = dict(zip(labels, handles))
@@ -116,8 +146,13 @@ def test_unproven_sweep_is_never_labelled_proven() -> None:
     figure exactly when milp proved it, and the progress callback sees every point in order."""
     problem = dnnprov.read_instance(LARGE)
     seen: list[tuple[int, int, str]] = []
-    result = sweep(problem, [60000, 80000], time_limit_s=0.5, heuristic=False,
-                   progress=lambda i, n, row: seen.append((i, n, row["status"])))
+    result = sweep(
+        problem,
+        [60000, 80000],
+        time_limit_s=0.5,
+        heuristic=False,
+        progress=lambda i, n, row: seen.append((i, n, row["status"])),
+    )
     assert seen == [(1, 2, result.rows[0]["status"]), (2, 2, result.rows[1]["status"])]
     labels = plot_sweep(result).axes[0].get_legend_handles_labels()[1]
     statuses = {r["status"] for r in result.rows if r["cost"] is not None}
@@ -134,9 +169,11 @@ def test_cli_reports_progress_per_point_on_stderr(capsys: pytest.CaptureFixture)
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
     assert lines[0] == "sweep: 3 points, milp each within 60 s"
-    assert [line.split(":")[1] for line in lines[1:]] == [" point 1/3 (loss 0.8, deadline 2300 s)",
-                                                         " point 2/3 (loss 0.8, deadline 2950 s)",
-                                                         " point 3/3 (loss 0.8, deadline 3600 s)"]
+    assert [line.split(":")[1] for line in lines[1:]] == [
+        " point 1/3 (loss 0.8, deadline 2300 s)",
+        " point 2/3 (loss 0.8, deadline 2950 s)",
+        " point 3/3 (loss 0.8, deadline 3600 s)",
+    ]
     assert "infeasible - (proven infeasible)" in lines[1] and "optimal $" in lines[2] and "(proven)" in lines[2]
     assert "sweep: point" not in captured.out
     assert main(["sweep", f"embedded:{TABLE1}", "--deadlines", "2300:3600:3", "--no-progress"]) == 0
@@ -148,8 +185,14 @@ def test_cli_refuses_an_unusable_out_before_solving(tmp_path, capsys: pytest.Cap
     nothing else: no progress line, so no point was solved before the check."""
     taken = tmp_path / "taken"
     taken.write_text("keep me")
-    argv = ["sweep", str(LARGE if LARGE.exists() else f"embedded:{TABLE1}"), "--deadlines", "60000:80000:5",
-            "--time-limit", "3"]
+    argv = [
+        "sweep",
+        str(LARGE if LARGE.exists() else f"embedded:{TABLE1}"),
+        "--deadlines",
+        "60000:80000:5",
+        "--time-limit",
+        "3",
+    ]
     one_error(capsys, argv + ["--out", str(taken)], "--out", "is an existing file")
     (tmp_path / "dir" / "sweep.png").mkdir(parents=True)
     one_error(capsys, argv + ["--out", str(tmp_path / "dir")], "--out", "sweep.png exists and is not a file")

@@ -8,16 +8,26 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dnnprov.solvers.enumeration import DEFAULT_MAX_PLANS, enumerate_spot, spot_space_size
 
 import dnnprov
 from dnnprov import InvalidInputError, ServerlessProblem, SpotProblem, read_instance
-from dnnprov.io.catalog import embedded_path
+from dnnprov.benchsets.generate import (
+    DEFAULT_COUNTS,
+    INDEX_FILE,
+    LARGE_MIN_SPACE,
+    SMALL_SPACE_LIMIT,
+    TRACE_SAMPLE_FILE,
+    TRACE_TIME_RANGE_S,
+    generate,
+    read_instance_lines,
+    resolve_shared_data,
+    small_spot_instance,
+    trace_jobs,
+    write_instance_lines,
+)
 from dnnprov.cli import main
-from dnnprov.benchsets.generate import (DEFAULT_COUNTS, INDEX_FILE, LARGE_MIN_SPACE, SMALL_SPACE_LIMIT,
-                              TRACE_SAMPLE_FILE, TRACE_TIME_RANGE_S, generate, read_instance_lines,
-                              resolve_shared_data, small_spot_instance, trace_jobs,
-                              write_instance_lines)
-from dnnprov.solvers.enumeration import DEFAULT_MAX_PLANS, enumerate_spot, spot_space_size
+from dnnprov.io.catalog import embedded_path
 
 BENCHMARKS = embedded_path("benchmarks")
 
@@ -42,8 +52,13 @@ def regenerate(set_name: str, out: Path, index: dict, **kwargs) -> dict[str, byt
     count = index["count"]
     if isinstance(count, dict):
         count = count["spot"]
-    generate(set_name, out, seed=index["seed"] if index["seed"] is not None else 0,
-             count=None if set_name == "paper" else count, **kwargs)
+    generate(
+        set_name,
+        out,
+        seed=index["seed"] if index["seed"] is not None else 0,
+        count=None if set_name == "paper" else count,
+        **kwargs,
+    )
     return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file()}
 
 
@@ -126,8 +141,11 @@ def test_small_instances_validate_and_are_enumerable():
         else:
             assert isinstance(problem, ServerlessProblem)
             low, high = problem.function_range()
-            space = (high - low + 1) * len(problem.memory_grid()) * (
-                problem.constraints.ps_count[1] - problem.constraints.ps_count[0] + 1)
+            space = (
+                (high - low + 1)
+                * len(problem.memory_grid())
+                * (problem.constraints.ps_count[1] - problem.constraints.ps_count[0] + 1)
+            )
             assert space == entry["space"] <= DEFAULT_MAX_PLANS
             assert problem.platform.max_memory_mb in (3008, 10240)
 
@@ -303,8 +321,7 @@ def test_bad_arguments_are_refused(tmp_path):
 
 def test_missing_shared_data_is_a_clear_error(tmp_path, capsys):
     """aws and trace sets without the real data fail with exit code 2 and a readable reason."""
-    assert main(["generate", "aws-2022", "--out", str(tmp_path / "o"),
-                 "--shared-data", str(tmp_path / "nowhere")]) == 2
+    assert main(["generate", "aws-2022", "--out", str(tmp_path / "o"), "--shared-data", str(tmp_path / "nowhere")]) == 2
     assert "shared/data" in capsys.readouterr().err
 
 

@@ -20,13 +20,12 @@ from pathlib import Path
 import pytest
 
 import dnnprov
-from dnnprov.cli import (COMMANDS, EXIT_BAD_INPUT, EXIT_CODES, EXIT_NO_PLAN, EXIT_OK, COMMAND_GROUPS,
-                         build_parser, main)
+from dnnprov.cli import COMMAND_GROUPS, COMMANDS, EXIT_BAD_INPUT, EXIT_CODES, EXIT_NO_PLAN, EXIT_OK, build_parser, main
 
 REPO = Path(__file__).resolve().parents[2]
 TABLE1 = REPO / "data/instances/spot/paper-table1.json"
 CLI = [sys.executable, "-m", "dnnprov"]
-TABLE1_OPTIMUM = 5.448374          # spotDNN Table I setting, proven by milp (README, docs/cli.md)
+TABLE1_OPTIMUM = 5.448374  # spotDNN Table I setting, proven by milp (README, docs/cli.md)
 
 
 def _cli(*args: str, stdin: str | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess:
@@ -48,7 +47,7 @@ def test_exit_codes_follow_the_table():
     assert optimal.returncode == EXIT_OK and json.loads(optimal.stdout)["status"] == "optimal"
     infeasible = _cli("solve", "-", "--json", stdin=_table1(slo__time_s=100))
     assert json.loads(infeasible.stdout)["status"] == "infeasible"
-    assert infeasible.returncode == EXIT_NO_PLAN             # `dnnprov solve x && launch` does not launch
+    assert infeasible.returncode == EXIT_NO_PLAN  # `dnnprov solve x && launch` does not launch
     bad = _cli("solve", "-", stdin=_table1(slo__time_s=-1))
     assert bad.returncode == EXIT_BAD_INPUT and bad.stderr.count("\n") == 1
 
@@ -65,11 +64,11 @@ def test_limit_with_a_plan_is_0_and_without_one_is_1():
 
 def test_one_exit_code_table_in_code_help_and_docs():
     docs = (REPO / "docs/cli.md").read_text()
-    rows = dict(re.findall(r"^\| (\d+) \| (.+?) \|$", docs.split("Exit codes", 1)[1].split("\n\n", 2)[1], re.M))
+    rows = dict(re.findall(r"^\| (\d+) \| (.+?) \|$", docs.split("Exit codes", 1)[1].split("\n\n", 2)[1], re.MULTILINE))
     assert {int(code): meaning.replace("\\|", "|") for code, meaning in rows.items()} == dict(EXIT_CODES)
     help_text = _cli("--help").stdout
     for code, meaning in EXIT_CODES:
-        assert re.search(rf"^\s*{code}\s+{re.escape(meaning)}$", help_text, re.M), (code, help_text)
+        assert re.search(rf"^\s*{code}\s+{re.escape(meaning)}$", help_text, re.MULTILINE), (code, help_text)
 
 
 # ------------------------------------------------------------------ version and help
@@ -88,7 +87,7 @@ def test_help_groups_every_command_and_only_real_ones():
     assert registered == set(COMMANDS)
     text = _cli("--help").stdout
     for title, group in COMMAND_GROUPS.items():
-        listed = [line.split()[0] for line in text.split(f"  {title}:\n", 1)[1].splitlines()[:len(group)]]
+        listed = [line.split()[0] for line in text.split(f"  {title}:\n", 1)[1].splitlines()[: len(group)]]
         assert listed == [name for name, _, _ in group], (title, text)
 
 
@@ -106,8 +105,11 @@ def test_every_help_shows_every_default():
     missing = []
     for prefix, parser in _parsers(build_parser()):
         for action in parser._actions:
-            if not action.option_strings or action.default in (None, False, argparse.SUPPRESS) \
-                    or isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+            if (
+                not action.option_strings
+                or action.default in (None, False, argparse.SUPPRESS)
+                or isinstance(action, (argparse._HelpAction, argparse._VersionAction))
+            ):
                 continue
             entry = parser._get_formatter()._format_action(action)
             if "default" not in entry:
@@ -130,16 +132,20 @@ def _bad_command_lines(seed: int = 22) -> list[list[str]]:
             if not action.option_strings or action.nargs == 0 or isinstance(action, argparse._HelpAction):
                 continue
             option = action.option_strings[-1]
-            lines.append([*prefix, option])                               # the value is missing
+            lines.append([*prefix, option])  # the value is missing
             if action.choices is not None:
                 lines.append([*prefix, option, "zz-not-a-choice"])
             if action.type in (int, float) or getattr(action.type, "__name__", "") in ("parse",):
                 lines.append([*prefix, option, "not-a-number"])
     rng = random.Random(seed)
     words = ["--json", "--time-limit", "-x", "--out", "%s", "\x1b[31mred", "--methods", "--", "-"]
-    for _ in range(60):                                                 # unknown commands with noise
-        lines.append(["".join(rng.choice("abcdefghz-") for _ in range(rng.randint(1, 8))).lstrip("-") or "q",
-                      *rng.sample(words, 2)])
+    for _ in range(60):  # unknown commands with noise
+        lines.append(
+            [
+                "".join(rng.choice("abcdefghz-") for _ in range(rng.randint(1, 8))).lstrip("-") or "q",
+                *rng.sample(words, 2),
+            ]
+        )
     return lines
 
 
@@ -178,8 +184,13 @@ def test_list_names_every_embedded_file_and_each_reads():
     run = _cli("list", "--json")
     assert run.returncode == 0, run.stderr
     listed = json.loads(run.stdout)
-    on_disk = {kind: sorted(p.relative_to(REPO / "data" / kind).with_suffix("").as_posix()
-                            for p in (REPO / "data" / kind).rglob("*.json")) for kind in listed}
+    on_disk = {
+        kind: sorted(
+            p.relative_to(REPO / "data" / kind).with_suffix("").as_posix()
+            for p in (REPO / "data" / kind).rglob("*.json")
+        )
+        for kind in listed
+    }
     assert {kind: sorted(e["name"] for e in entries) for kind, entries in listed.items()} == on_disk
     assert len(on_disk["instances"]) >= 17 and len(on_disk["catalogs"]) >= 2
     for entry in listed["instances"]:
@@ -193,28 +204,76 @@ def test_build_writes_an_instance_that_solves_as_the_docs_say(tmp_path):
     4000 s, quota 10 on two types, one m5.xlarge PS at 0.192 $/h) and prints the optimum
     1 x g4dn.4xlarge + 3 x g3.8xlarge at $2.799967; `dnnprov build` gives the same instance."""
     out = tmp_path / "built.json"
-    run = _cli("build", "--catalog", "aws-table3-2023-01", "--profile", "spot/resnet110-paper", "--target-loss", "0.8",
-               "--deadline", "4000", "--quota", "g4dn.4xlarge=10", "--quota", "g3.8xlarge=10",
-               "--ps-price-per-h", "0.192", "--out", str(out))
+    run = _cli(
+        "build",
+        "--catalog",
+        "aws-table3-2023-01",
+        "--profile",
+        "spot/resnet110-paper",
+        "--target-loss",
+        "0.8",
+        "--deadline",
+        "4000",
+        "--quota",
+        "g4dn.4xlarge=10",
+        "--quota",
+        "g3.8xlarge=10",
+        "--ps-price-per-h",
+        "0.192",
+        "--out",
+        str(out),
+    )
     assert run.returncode == 0, run.stderr
-    problem = dnnprov.read_instance(out)                    # validates against the schema and checks
+    problem = dnnprov.read_instance(out)  # validates against the schema and checks
     assert [t.name for t in problem.instance_types] == ["g4dn.4xlarge", "g3.8xlarge"]
     solved = _cli("solve", str(out), "--json")
     result = json.loads(solved.stdout)
     assert result["status"] == "optimal" and round(result["cost"], 6) == 2.799967
     assert result["plan"]["counts"] == {"g4dn.4xlarge": 1, "g3.8xlarge": 3}
-    again = _cli("build", "--catalog", "aws-table3-2023-01", "--profile", "spot/resnet110-paper",
-                 "--target-loss", "0.8", "--deadline", "4000", "--out", str(out))
-    assert again.returncode == EXIT_BAD_INPUT and "--out" in again.stderr    # no silent overwrite
+    again = _cli(
+        "build",
+        "--catalog",
+        "aws-table3-2023-01",
+        "--profile",
+        "spot/resnet110-paper",
+        "--target-loss",
+        "0.8",
+        "--deadline",
+        "4000",
+        "--out",
+        str(out),
+    )
+    assert again.returncode == EXIT_BAD_INPUT and "--out" in again.stderr  # no silent overwrite
 
 
 def test_build_budget_and_bad_names(tmp_path):
-    run = _cli("build", "--catalog", "aws-table3-2023-01", "--profile", "spot/resnet110-paper", "--target-loss", "0.8",
-               "--deadline", "4000", "--budget", "1.5", "--out", "-")
+    run = _cli(
+        "build",
+        "--catalog",
+        "aws-table3-2023-01",
+        "--profile",
+        "spot/resnet110-paper",
+        "--target-loss",
+        "0.8",
+        "--deadline",
+        "4000",
+        "--budget",
+        "1.5",
+        "--out",
+        "-",
+    )
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["constraints"]["budget_usd"] == 1.5
     for option, value in (("--catalog", "no-such-catalog"), ("--profile", "spot/no-such-profile")):
         args = {"--catalog": "aws-table3-2023-01", "--profile": "spot/resnet110-paper", option: value}
-        bad = _cli("build", *[x for kv in args.items() for x in kv], "--target-loss", "0.8", "--deadline", "4000",
-                   "--out", str(tmp_path / "x.json"))
+        bad = _cli(
+            "build",
+            *[x for kv in args.items() for x in kv],
+            "--target-loss",
+            "0.8",
+            "--deadline",
+            "4000",
+            "--out",
+            str(tmp_path / "x.json"),
+        )
         assert bad.returncode == EXIT_BAD_INPUT and bad.stderr.startswith(f"dnnprov: error: {option}"), bad.stderr

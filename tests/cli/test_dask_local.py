@@ -17,10 +17,27 @@ def test_dask_local_batch_is_quiet(tmp_path):
     pytest.importorskip("distributed")
     out = tmp_path / "dask.csv"
     instances = len(list((REPO / "data/instances/serverless").glob("*.json")))
-    for attempt in range(2):                     # the failure was intermittent: two runs
-        run = subprocess.run([sys.executable, "-m", "dnnprov", "batch", str(REPO / "data/instances/serverless"),
-                              "--dask", "local", "--methods", "milp,heuristic", "--out", str(out), "--no-progress"],
-                             capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    for attempt in range(2):  # the failure was intermittent: two runs
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dnnprov",
+                "batch",
+                str(REPO / "data/instances/serverless"),
+                "--dask",
+                "local",
+                "--methods",
+                "milp,heuristic",
+                "--out",
+                str(out),
+                "--no-progress",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=tmp_path,
+        )
         assert run.returncode == 0, run.stderr
         assert run.stderr == "", f"run {attempt + 1}: {run.stderr}"
         rows = list(csv.DictReader(out.open()))

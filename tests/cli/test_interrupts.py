@@ -36,8 +36,7 @@ def _signal_after_incumbent(argv: list[str], sig: int) -> tuple[subprocess.Compl
 
     Returns the finished process and the cost of the last incumbent the log showed.
     """
-    proc = subprocess.Popen([*CLI, *argv, "--log"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=REPO)
+    proc = subprocess.Popen([*CLI, *argv, "--log"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     started, incumbent, log = time.monotonic(), None, []
     assert proc.stderr is not None
     for line in proc.stderr:
@@ -65,7 +64,7 @@ def test_sigint_prints_the_best_plan_as_json():
     out = json.loads(run.stdout)
     assert out["status"] == "limit" and out["details"]["stopped"] == "interrupted"
     assert "interrupted" in out["message"] and "time limit" not in out["message"]
-    assert out["cost"] <= incumbent * (1 + 1e-6)            # the incumbent is not lost
+    assert out["cost"] <= incumbent * (1 + 1e-6)  # the incumbent is not lost
     assert 0 < out["bound"] <= out["cost"]
     _assert_plan_meets_the_constraints(out["plan"]["counts"], out["plan"]["ps"], out["cost"])
     assert "Traceback" not in run.stderr
@@ -74,19 +73,22 @@ def test_sigint_prints_the_best_plan_as_json():
 def test_sigterm_prints_the_best_plan_as_text():
     run, incumbent = _signal_after_incumbent(["solve", str(LARGE)], signal.SIGTERM)
     assert run.returncode == EXIT_INTERRUPTED, run.stderr
-    lines = dict(line.strip().split(" : ", 1) if " : " in line else (line.strip().split(": ", 1) + [""])[:2]
-                 for line in run.stdout.splitlines()[1:])
+    lines = dict(
+        line.strip().split(" : ", 1) if " : " in line else (line.strip().split(": ", 1) + [""])[:2]
+        for line in run.stdout.splitlines()[1:]
+    )
     assert run.stdout.splitlines()[0].endswith(": limit")
     assert lines["note"].startswith("interrupted")
     cost = float(lines["cost"].lstrip("$"))
     bound = float(lines["bound"].split()[0].lstrip("$"))
     assert bound <= cost <= incumbent * (1 + 1e-6)
-    assert "limit after" in run.stderr and "interrupted" in run.stderr   # the log's last line says so too
+    assert "limit after" in run.stderr and "interrupted" in run.stderr  # the log's last line says so too
     assert "Traceback" not in run.stderr
 
 
 def test_python_solve_returns_the_incumbent_on_ctrl_c():
     """In Python, a real SIGINT during dnnprov.solve returns the Result instead of raising."""
+
     class SignalAtIncumbent(logging.Handler):
         def __init__(self) -> None:
             super().__init__()
@@ -113,19 +115,36 @@ def test_python_solve_returns_the_incumbent_on_ctrl_c():
     assert result.status is dnnprov.Status.LIMIT and result.details["stopped"] == "interrupted"
     assert result.cost <= handler.incumbent * (1 + 1e-6) and result.bound <= result.cost
     _assert_plan_meets_the_constraints(result.plan.counts, result.plan.ps, result.cost)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler     # handler restored
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
     again = dnnprov.solve(dnnprov.read_instance(REPO / "data/instances/spot/paper-table1.json"))
-    assert again.status is dnnprov.Status.OPTIMAL and "stopped" not in again.details   # the flag was reset
+    assert again.status is dnnprov.Status.OPTIMAL and "stopped" not in again.details  # the flag was reset
 
 
 def test_batch_interrupt_keeps_finished_rows(tmp_path):
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) during a batch:
     exit 130, every finished row is in the results file, each one whole."""
     out = tmp_path / "rows.csv"
-    proc = subprocess.Popen([*CLI, "batch", str(REPO / "data/benchmarks/large"), "--methods", "milp",
-                             "--time-limit", "2", "--workers", "1", "--out", str(out), "--no-progress"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            *CLI,
+            "batch",
+            str(REPO / "data/benchmarks/large"),
+            "--methods",
+            "milp",
+            "--time-limit",
+            "2",
+            "--workers",
+            "1",
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and not (out.exists() and len(out.read_text().splitlines()) >= 3):
         time.sleep(0.2)
@@ -147,7 +166,7 @@ def test_stop_flag_semantics_with_real_signals():
     with stop_on_signals((signal.SIGINT, signal.SIGTERM)):
         assert not stop_requested() and not clock.expired()
         os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(0.01)                               # the handler runs at the next bytecode
+        time.sleep(0.01)  # the handler runs at the next bytecode
         assert stop_requested() and clock.expired() and clock.remaining() <= 0
         assert clock.stop_reason() == "interrupted"
         with pytest.raises(KeyboardInterrupt):
@@ -155,13 +174,13 @@ def test_stop_flag_semantics_with_real_signals():
             time.sleep(0.01)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
-    assert stop_requested()                            # kept after the block, for the caller to ask
+    assert stop_requested()  # kept after the block, for the caller to ask
 
     seen = []
     previous = signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
     try:
-        with stop_on_signals(only_default=True):       # the program's handler stays
-            assert not stop_requested()                # cleared on entry
+        with stop_on_signals(only_default=True):  # the program's handler stays
+            assert not stop_requested()  # cleared on entry
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.01)
             assert seen == [signal.SIGINT] and not stop_requested()
@@ -175,8 +194,8 @@ def test_python_solve_model_with_a_user_constraint_keeps_the_incumbent_on_ctrl_c
     import threading
 
     import pyomo.environ as pyo
-
     from dnnprov.formulations.spot import create_spot_model
+
     from dnnprov.model_solve import solve_model
 
     m = create_spot_model(dnnprov.read_instance(LARGE))
@@ -189,7 +208,7 @@ def test_python_solve_model_with_a_user_constraint_keeps_the_incumbent_on_ctrl_c
         timer.cancel()
     assert result.status is dnnprov.Status.LIMIT and result.details["stopped"] == "interrupted"
     assert "interrupted" in result.message
-    if result.plan is not None:                  # an incumbent was found before the signal
+    if result.plan is not None:  # an incumbent was found before the signal
         assert result.bound is None or result.bound <= result.cost
         assert result.plan.workers <= 400
         _assert_plan_meets_the_constraints(result.plan.counts, result.plan.ps, result.cost)

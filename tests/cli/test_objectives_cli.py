@@ -25,8 +25,12 @@ def test_pareto_json_lists_proven_points_with_the_settings(capsys):
     assert front["deadlines"] == {"from_s": 2400.0, "to_s": 2600.0} and front["method"] == "milp"
     assert front["status"] == "optimal" and front["complete"] is True and front["figure"] is None
     assert [set(p) for p in front["points"]] == [{"plan", "time_s", "cost_usd", "proven"}] * 5
-    assert front["points"][-1] == {"plan": {"counts": {"g4dn.4xlarge": 3, "g3.8xlarge": 5, "g3.16xlarge": 2}, "ps": 1},
-                                   "time_s": 2567.70, "cost_usd": 5.448374, "proven": True}
+    assert front["points"][-1] == {
+        "plan": {"counts": {"g4dn.4xlarge": 3, "g3.8xlarge": 5, "g3.16xlarge": 2}, "ps": 1},
+        "time_s": 2567.70,
+        "cost_usd": 5.448374,
+        "proven": True,
+    }
     times = [p["time_s"] for p in front["points"]]
     assert times == sorted(times)
 
@@ -54,8 +58,12 @@ def test_solve_least_time_under_a_budget(capsys):
     code, out, _ = run(capsys, "solve", TABLE1, "--objective", "time", "--budget", "6", "--json")
     result = json.loads(out)
     assert code == EXIT_OK and result["status"] == "optimal" and result["objective"] == "time"
-    assert (result["time_s"], result["cost"], result["bound"], result["objective_value"]) == (2514.09, 5.924872,
-                                                                                             2514.09, 2514.09)
+    assert (result["time_s"], result["cost"], result["bound"], result["objective_value"]) == (
+        2514.09,
+        5.924872,
+        2514.09,
+        2514.09,
+    )
     code, out, _ = run(capsys, "solve", TABLE1, "--objective", "time", "--budget", "6", "--method", "enumerate")
     assert code == EXIT_OK and "objective: time: 2514.09 s, bound 2514.09 s" in out
 
@@ -67,20 +75,23 @@ def test_solve_weighted(capsys):
     assert result["objective_value"] == pytest.approx(5.448374 + 0.002 * 2567.70, rel=1e-12)
 
 
-@pytest.mark.parametrize(("args", "field"), [
-    (("solve", TABLE1, "--objective", "time"), "constraints.budget_usd"),
-    (("solve", TABLE1, "--objective", "fast"), "objective"),
-    (("solve", TABLE1, "--objective", "weighted:x"), "objective"),
-    (("solve", TABLE1, "--objective", "time", "--budget", "0"), "--budget"),
-    (("solve", TABLE1, "--objective", "time", "--budget", "6", "--method", "heuristic"), "objective"),
-    (("solve", TABLE1, "--objective", "weighted:1", "--gap", "0.1"), "gap"),
-    (("solve", TABLE1, "--objective", "weighted:1", "--domain-cost"), "--domain-cost"),
-    (("pareto", TABLE1, "--deadlines", "2600"), "--deadlines"),
-    (("pareto", TABLE1, "--deadlines", "x:1"), "--deadlines"),
-    (("pareto", TABLE1, "--deadlines", "2600:2400"), "--deadlines"),
-    (("pareto", TABLE1, "--out", "front.txt"), "--out"),
-    (("pareto", TABLE1, "--time-limit", "-1"), "--time-limit"),
-])
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (("solve", TABLE1, "--objective", "time"), "constraints.budget_usd"),
+        (("solve", TABLE1, "--objective", "fast"), "objective"),
+        (("solve", TABLE1, "--objective", "weighted:x"), "objective"),
+        (("solve", TABLE1, "--objective", "time", "--budget", "0"), "--budget"),
+        (("solve", TABLE1, "--objective", "time", "--budget", "6", "--method", "heuristic"), "objective"),
+        (("solve", TABLE1, "--objective", "weighted:1", "--gap", "0.1"), "gap"),
+        (("solve", TABLE1, "--objective", "weighted:1", "--domain-cost"), "--domain-cost"),
+        (("pareto", TABLE1, "--deadlines", "2600"), "--deadlines"),
+        (("pareto", TABLE1, "--deadlines", "x:1"), "--deadlines"),
+        (("pareto", TABLE1, "--deadlines", "2600:2400"), "--deadlines"),
+        (("pareto", TABLE1, "--out", "front.txt"), "--out"),
+        (("pareto", TABLE1, "--time-limit", "-1"), "--time-limit"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(capsys, args, field):
     code, out, err = run(capsys, *args)
     assert code == EXIT_BAD_INPUT and out == ""

@@ -20,7 +20,7 @@ README = (REPO / "README.md").read_text()
 
 def _block_after(heading: str) -> str:
     section = README.split(f"\n{heading}\n", 1)[1]
-    return re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    return re.search(r"```bash\n(.*?)```", section, re.DOTALL).group(1)
 
 
 def _commands(block: str) -> list[str]:

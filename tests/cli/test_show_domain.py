@@ -16,8 +16,14 @@ TABLE1 = REPO / "data/instances/spot/paper-table1.json"
 
 
 def _show(data: dict) -> str:
-    run = subprocess.run([sys.executable, "-m", "dnnprov", "show", "-"], input=json.dumps(data),
-                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    run = subprocess.run(
+        [sys.executable, "-m", "dnnprov", "show", "-"],
+        input=json.dumps(data),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert run.returncode == 0, run.stderr
     return run.stdout
 
@@ -33,9 +39,15 @@ def test_show_prints_the_capped_batch_range_and_the_worker_range_plans_may_use()
 
 def test_show_prints_per_axis_factors_the_floor_and_the_logged_axis():
     data = json.loads(TABLE1.read_text())
-    data["workload"]["domain"].update(extrapolation=1, extrapolation_workers=2, min_iterations=250,
-                                      loss=[0.9, 2.5], iterations=[0, 4000], extrapolation_iterations=1.25,
-                                      loss_axis="enforce")
+    data["workload"]["domain"].update(
+        extrapolation=1,
+        extrapolation_workers=2,
+        min_iterations=250,
+        loss=[0.9, 2.5],
+        iterations=[0, 4000],
+        extrapolation_iterations=1.25,
+        loss_axis="enforce",
+    )
     out = _show(data)
     # b_w factor 1: the fitted 1024..8192 (the cap at 10365 lies beyond); workers ceil(2/2)..7*2.
     assert "batch_wa 1024..8192 (factor 1," in out and "workers 1..14 (factor 2)" in out

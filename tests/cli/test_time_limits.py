@@ -17,15 +17,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import one_error, resnet110_problem
+from dnnprov.solvers.joint import solve_many
 
 import dnnprov
-from conftest import one_error, resnet110_problem
 from dnnprov.cli import main
-from dnnprov.errors import InvalidInputError
-from dnnprov.problems.interruption import load_trace
 from dnnprov.control.plan_choice import choose_plan
 from dnnprov.control.replay import Simulation
-from dnnprov.solvers.joint import solve_many
+from dnnprov.errors import InvalidInputError
+from dnnprov.problems.interruption import load_trace
 
 TABLE1 = "embedded:spot/paper-table1.json"
 ZONES = ("us-east-1a", "us-east-1b")
@@ -33,8 +33,9 @@ ZONES = ("us-east-1a", "us-east-1b")
 
 def one_type_problem(time_s: float = 7200.0, quota: int = 4) -> dnnprov.SpotProblem:
     """ResNet-110 (paper model) on p3.2xlarge only, with an on-demand price."""
-    problem = resnet110_problem([quota, 0, 0, 0, 0], model="paper", loss=0.8, time_s=time_s, gamma_4=1.0,
-                                ps_price_per_h=0.192)
+    problem = resnet110_problem(
+        [quota, 0, 0, 0, 0], model="paper", loss=0.8, time_s=time_s, gamma_4=1.0, ps_price_per_h=0.192
+    )
     types = tuple(replace(t, on_demand_price_per_h=3.06) for t in problem.instance_types if t.name == "p3.2xlarge")
     return problem.replace(instance_types=types, constraints=dnnprov.SpotConstraints(ps_count=(1, 1)))
 
@@ -58,9 +59,14 @@ def files(tmp_path: Path) -> dict[str, object]:
     plan = tmp_path / "plan.json"
     plan.write_text(result.to_json())
     traces = zone_traces(tmp_path)
-    return {"problem": problem, "instance": str(instance), "plan": str(plan), "result": result,
-            "traces": [str(p) for p in traces],
-            "trace_options": [a for p in traces for a in ("--trace", f"p3.2xlarge={p}")]}
+    return {
+        "problem": problem,
+        "instance": str(instance),
+        "plan": str(plan),
+        "result": result,
+        "traces": [str(p) for p in traces],
+        "trace_options": [a for p in traces for a in ("--trace", f"p3.2xlarge={p}")],
+    }
 
 
 # ------------------------------------------------------------------ refusals
@@ -68,8 +74,18 @@ def _commands(files: dict[str, object]) -> dict[str, list[str]]:
     instance, plan = files["instance"], files["plan"]
     return {
         "solve": ["solve", TABLE1],
-        "replan": ["replan", instance, "--plan", plan, "--revoked", "p3.2xlarge=1", "--elapsed", "100",
-                   "--loss-reached", "2"],
+        "replan": [
+            "replan",
+            instance,
+            "--plan",
+            plan,
+            "--revoked",
+            "p3.2xlarge=1",
+            "--elapsed",
+            "100",
+            "--loss-reached",
+            "2",
+        ],
         "risk solve": ["risk", "solve", instance, "--robust", "1"],
         "simulate": ["simulate", instance, "--plan", plan, *files["trace_options"], "--runs", "5"],
         "risk fit": ["risk", "fit", *files["traces"]],
@@ -79,8 +95,9 @@ def _commands(files: dict[str, object]) -> dict[str, list[str]]:
     }
 
 
-@pytest.mark.parametrize("command", ["solve", "replan", "risk solve", "simulate", "risk fit", "risk plan",
-                                     "sweep", "solve-many"])
+@pytest.mark.parametrize(
+    "command", ["solve", "replan", "risk solve", "simulate", "risk fit", "risk plan", "sweep", "solve-many"]
+)
 @pytest.mark.parametrize("limit", ["nan", "inf", "-inf", "-1", "0"])
 def test_a_time_limit_that_is_not_a_finite_positive_number_is_refused(files, capsys, command, limit):
     """One error line naming --time-limit, exit 2, before any work (inf used to mean no limit
@@ -99,8 +116,10 @@ def test_solve_many_in_python_refuses_a_limit_that_is_not_finite_and_positive(li
 # ------------------------------------------------------------------ replays
 def _sleeping(pause_s: float):
     """An ``on_run`` callback that lets wall-clock time pass (and almost no CPU time)."""
+
     def on_run(done: int, total: int) -> None:
         time.sleep(pause_s)
+
     return on_run
 
 
@@ -119,8 +138,25 @@ def test_a_replay_limit_is_wall_clock(files, policy):
 
 def test_simulate_cli_says_how_many_runs_were_done(files, capsys):
     """--time-limit 1e-9: one run (at least one is done), the output says 1 of 1000."""
-    assert main(["simulate", files["instance"], "--plan", files["plan"], *files["trace_options"], "--zones",
-                 "--policy", "mpc", "--runs", "1000", "--time-limit", "1e-9"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                files["instance"],
+                "--plan",
+                files["plan"],
+                *files["trace_options"],
+                "--zones",
+                "--policy",
+                "mpc",
+                "--runs",
+                "1000",
+                "--time-limit",
+                "1e-9",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "stopped by --time-limit 1e-09 s after 1 of 1000 runs" in out
 
@@ -149,15 +185,17 @@ def test_risk_plan_cut_short_keeps_the_cheapest_priced(files, limit):
     full = choose_plan(problem, pools, zones=True, runs=5)
     cut = choose_plan(problem, pools, zones=True, runs=5, time_limit_s=limit)
     assert len(cut.candidates) + cut.unpriced == len(full.candidates)
-    assert list(cut.candidates) == list(full.candidates[:len(cut.candidates)])
+    assert list(cut.candidates) == list(full.candidates[: len(cut.candidates)])
     priced = [c["expected_cost"] for c in cut.candidates if c["expected_cost"] is not None]
     assert cut.expected_cost == (min(priced) if priced else None)
     assert cut.result().status is (dnnprov.Status.LIMIT if cut.unpriced else dnnprov.Status.FEASIBLE)
 
 
 def test_risk_plan_cli_without_a_priced_plan_exits_1(files, capsys):
-    assert main(["risk", "plan", files["instance"], *files["trace_options"], "--zones", "--time-limit", "1e-9",
-                 "--json"]) == 1
+    assert (
+        main(["risk", "plan", files["instance"], *files["trace_options"], "--zones", "--time-limit", "1e-9", "--json"])
+        == 1
+    )
     doc = json.loads(capsys.readouterr().out)
     assert doc["status"] == "limit" and doc["plan"] is None and doc["details"]["unpriced_candidates"] > 0
 
@@ -186,10 +224,25 @@ def test_risk_fit_within_its_limit_fits_every_trace(files, capsys):
 
 
 # ------------------------------------------------------------------ solves
-@pytest.mark.parametrize("argv", [
-    ["risk", "solve", "embedded:spot/paper-table6-vgg19-4.6-2700.json", "--robust", "1", "--method", "decompose"],
-    ["replan", TABLE1, "--plan", "{plan}", "--revoked", "g3.8xlarge=1", "--elapsed", "600", "--loss-reached", "1.5"],
-], ids=["risk solve", "replan"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["risk", "solve", "embedded:spot/paper-table6-vgg19-4.6-2700.json", "--robust", "1", "--method", "decompose"],
+        [
+            "replan",
+            TABLE1,
+            "--plan",
+            "{plan}",
+            "--revoked",
+            "g3.8xlarge=1",
+            "--elapsed",
+            "600",
+            "--loss-reached",
+            "1.5",
+        ],
+    ],
+    ids=["risk solve", "replan"],
+)
 def test_a_tiny_limit_answers_limit_with_a_valid_bound(tmp_path, capsys, argv):
     """A 1e-9 s limit: the solve checks its clock and answers ``limit`` (or proves at once);
     the bound it gives is at most the optimum the same command proves without a limit."""
@@ -201,7 +254,7 @@ def test_a_tiny_limit_answers_limit_with_a_valid_bound(tmp_path, capsys, argv):
     for limit in ("60", "1e-9"):
         code = main([*argv, "--time-limit", limit, "--json"])
         doc = json.loads(capsys.readouterr().out)
-        answers.append((code, doc.get("result", doc)))        # replan prints a plan document
+        answers.append((code, doc.get("result", doc)))  # replan prints a plan document
     (_, proven), (code, cut) = answers
     assert proven["status"] == "optimal"
     assert code in (0, 1) and cut["status"] in ("limit", "optimal")
@@ -213,8 +266,19 @@ def test_a_tiny_limit_answers_limit_with_a_valid_bound(tmp_path, capsys, argv):
 def test_sweep_and_solve_many_at_a_tiny_limit_say_limit(capsys):
     """solve-many at 1e-9 s stops in column generation (status limit, no plans, exit 1); every
     point of a sweep at 1e-9 s is ``limit`` or proven before the clock was read."""
-    assert main(["solve-many", TABLE1, "embedded:spot/paper-table5-resnet110-0.8-2400.json",
-                 "--time-limit", "1e-9", "--json"]) == 1
+    assert (
+        main(
+            [
+                "solve-many",
+                TABLE1,
+                "embedded:spot/paper-table5-resnet110-0.8-2400.json",
+                "--time-limit",
+                "1e-9",
+                "--json",
+            ]
+        )
+        == 1
+    )
     doc = json.loads(capsys.readouterr().out)
     assert doc["status"] == "limit"
     code = main(["sweep", TABLE1, "--deadlines", "2000:3000:2", "--time-limit", "1e-9", "--no-progress"])
@@ -224,20 +288,29 @@ def test_sweep_and_solve_many_at_a_tiny_limit_say_limit(capsys):
 
 
 # ------------------------------------------------------------------ start-up
-@pytest.mark.parametrize("modules", [
-    ["dnnprov.cli.joint", "dnnprov.solvers.joint"],          # solve-many
-    ["dnnprov.cli.risk", "dnnprov.solvers.risk", "dnnprov.solvers.robust"],   # risk solve --risk / --robust
-], ids=["solve-many", "risk solve"])
+@pytest.mark.parametrize(
+    "modules",
+    [
+        ["dnnprov.cli.joint", "dnnprov.solvers.joint"],  # solve-many
+        ["dnnprov.cli.risk", "dnnprov.solvers.risk", "dnnprov.solvers.robust"],  # risk solve --risk / --robust
+    ],
+    ids=["solve-many", "risk solve"],
+)
 def test_commands_start_without_pyomo_and_scipy_stats(modules):
     """Start-up counts against a command's limit as its user sees it: solve-many and risk
     solve load neither Pyomo nor scipy.stats (about 1.5 CPU-s each; importing Pyomo made
     scipy's import pull in scipy.stats), not even in the solve (the Poisson bound of
     --deadline-probability is scipy.special's)."""
-    bound = ("; import numpy as np; from dnnprov.solvers.risk import deadline_probability_bound as b; "
-             "b({'nominal_time': np.array([1.0]), 'd_safe': np.array([1.0]), 'events_per_h': np.array([1.0])}, 10.0)")
-    code = ("import sys; " + "; ".join(f"import {m}" for m in modules)
-            + (bound if "dnnprov.solvers.risk" in modules else "")
-            + "; print(sorted(m for m in ('pyomo', 'scipy.stats') if m in sys.modules))")
+    bound = (
+        "; import numpy as np; from dnnprov.solvers.risk import deadline_probability_bound as b; "
+        "b({'nominal_time': np.array([1.0]), 'd_safe': np.array([1.0]), 'events_per_h': np.array([1.0])}, 10.0)"
+    )
+    code = (
+        "import sys; "
+        + "; ".join(f"import {m}" for m in modules)
+        + (bound if "dnnprov.solvers.risk" in modules else "")
+        + "; print(sorted(m for m in ('pyomo', 'scipy.stats') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
@@ -248,7 +321,10 @@ def test_the_deadline_probability_bound_is_the_poisson_cdf(k, mean):
     from dnnprov.solvers.risk import deadline_probability_bound
 
     time_obj, d_safe = 3600.0, 100.0
-    outcome = {"nominal_time": np.array([time_obj - k * d_safe - 50.0]), "d_safe": np.array([d_safe]),
-               "events_per_h": np.array([mean])}
+    outcome = {
+        "nominal_time": np.array([time_obj - k * d_safe - 50.0]),
+        "d_safe": np.array([d_safe]),
+        "events_per_h": np.array([mean]),
+    }
     expected = sum(math.exp(-mean) * mean**i / math.factorial(i) for i in range(k + 1))
     assert deadline_probability_bound(outcome, time_obj)[0] == pytest.approx(expected, rel=1e-12)

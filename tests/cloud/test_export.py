@@ -12,12 +12,25 @@ import pytest
 from botocore.validate import validate_parameters
 
 import dnnprov
-from dnnprov.io.catalog import Catalog, CatalogEntry
 from dnnprov.cli import main
+from dnnprov.cloud.export import (
+    KUEUE_APIS,
+    ExportOptions,
+    FunctionCode,
+    LaunchOptions,
+    PlanDocument,
+    SkyPilotOptions,
+    dump_yaml,
+    ec2_fleet_calls,
+    export,
+    export_files,
+    lambda_calls,
+    load_plan,
+    plan_document,
+    run_instances_calls,
+)
 from dnnprov.errors import InvalidInputError
-from dnnprov.cloud.export import (KUEUE_APIS, ExportOptions, FunctionCode, LaunchOptions, PlanDocument,
-                                  SkyPilotOptions, dump_yaml, ec2_fleet_calls, export, export_files, lambda_calls,
-                                  load_plan, plan_document, run_instances_calls)
+from dnnprov.io.catalog import Catalog, CatalogEntry
 from dnnprov.revocation.replan import replanned_problem
 
 pytest_plugins = ["conftest_aws"]
@@ -25,11 +38,17 @@ yaml = pytest.importorskip("yaml", reason="PyYAML comes with moto[server], a tes
 
 AMI = LaunchOptions(image_id="ami-0123456789abcdef0", subnet_id="subnet-12345678", key_name="dnnprov")
 TEMPLATE = LaunchOptions(launch_template="dnnprov-workers")
-CATALOG = Catalog(name="aws-us-east-1", region="us-east-1", snapshot="2022-05-31T23:52:09Z", instance_types=(
-    CatalogEntry(name="g4dn.4xlarge", gpus=1, vcpus=16, memory_gb=64.0),
-    CatalogEntry(name="g3.8xlarge", gpus=2, vcpus=32, memory_gb=244.0),
-    CatalogEntry(name="g3.16xlarge", gpus=4, vcpus=64, memory_gb=488.0),
-    CatalogEntry(name="m5.xlarge", gpus=0, vcpus=4, memory_gb=16.0)))
+CATALOG = Catalog(
+    name="aws-us-east-1",
+    region="us-east-1",
+    snapshot="2022-05-31T23:52:09Z",
+    instance_types=(
+        CatalogEntry(name="g4dn.4xlarge", gpus=1, vcpus=16, memory_gb=64.0),
+        CatalogEntry(name="g3.8xlarge", gpus=2, vcpus=32, memory_gb=244.0),
+        CatalogEntry(name="g3.16xlarge", gpus=4, vcpus=64, memory_gb=488.0),
+        CatalogEntry(name="m5.xlarge", gpus=0, vcpus=4, memory_gb=16.0),
+    ),
+)
 #: A name crafted to end the header comment and add a document and keys if written unescaped.
 CRAFTED = "evil\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: x}\n# \"quoted\" 'x': y"
 
@@ -51,8 +70,12 @@ def mixed_doc() -> PlanDocument:
     if not path.exists():
         pytest.skip(f"the reproductions of issue 21 are not at {REPRO}")
     problem = dnnprov.read_instance(path)
-    catalog = Catalog(name="c", region="us-east-1", snapshot="2022-05-31T23:52:09Z", instance_types=(
-        CatalogEntry(name="p3.2xlarge", gpus=1, vcpus=8, memory_gb=61.0), *CATALOG.instance_types))
+    catalog = Catalog(
+        name="c",
+        region="us-east-1",
+        snapshot="2022-05-31T23:52:09Z",
+        instance_types=(CatalogEntry(name="p3.2xlarge", gpus=1, vcpus=8, memory_gb=61.0), *CATALOG.instance_types),
+    )
     return plan_document(dnnprov.solve(problem, "milp"), problem, catalog)
 
 
@@ -85,22 +108,34 @@ def test_fleet_request_weighted_by_gpus_per_market(table1: PlanDocument, mixed_d
     assert p["Type"] == "instant"
     overrides = p["LaunchTemplateConfigs"][0]["Overrides"]
     # spotDNN Table I's plan 3 x g4dn.4xlarge + 5 x g3.8xlarge + 2 x g3.16xlarge: 1, 2 and 4 GPUs each
-    assert {o["InstanceType"]: o["WeightedCapacity"] for o in overrides} == {"g4dn.4xlarge": 1, "g3.8xlarge": 2,
-                                                                            "g3.16xlarge": 4}
-    assert p["TargetCapacitySpecification"] == {"TotalTargetCapacity": 3 + 10 + 8, "SpotTargetCapacity": 21,
-                                                "OnDemandTargetCapacity": 0, "DefaultTargetCapacityType": "spot"}
+    assert {o["InstanceType"]: o["WeightedCapacity"] for o in overrides} == {
+        "g4dn.4xlarge": 1,
+        "g3.8xlarge": 2,
+        "g3.16xlarge": 4,
+    }
+    assert p["TargetCapacitySpecification"] == {
+        "TotalTargetCapacity": 3 + 10 + 8,
+        "SpotTargetCapacity": 21,
+        "OnDemandTargetCapacity": 0,
+        "DefaultTargetCapacityType": "spot",
+    }
     assert ps.params["InstanceType"] == "m5.xlarge"
     with pytest.raises(InvalidInputError, match="launch template"):
         ec2_fleet_calls(table1, AMI)
     calls = ec2_fleet_calls(mixed_doc, TEMPLATE)
     for call in calls:
         check_against_model(call)
-    fleets = {c.params["TargetCapacitySpecification"]["DefaultTargetCapacityType"]: c.params
-              for c in calls if c.operation == "CreateFleet"}
+    fleets = {
+        c.params["TargetCapacitySpecification"]["DefaultTargetCapacityType"]: c.params
+        for c in calls
+        if c.operation == "CreateFleet"
+    }
     counts = mixed_doc.counts()
     for market, params in fleets.items():
         types = {o["InstanceType"] for o in params["LaunchTemplateConfigs"][0]["Overrides"]}
-        assert types == {label.split(":")[0] for label in counts if label.endswith(":on-demand") == (market == "on-demand")}
+        assert types == {
+            label.split(":")[0] for label in counts if label.endswith(":on-demand") == (market == "on-demand")
+        }
     assert set(fleets) == {"spot", "on-demand"} and calls[-1].operation == "RunInstances"
 
 
@@ -136,9 +171,12 @@ def test_lambda_create_function(make_resnet50) -> None:
     problem = make_resnet50()
     doc = plan_document(dnnprov.solve(problem, "enumerate"), problem)
     role = "arn:aws:iam::123456789012:role/dnnprov-train"
-    for code in (FunctionCode(role=role, image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/train:1"),
-                 FunctionCode(role=role, s3_bucket="dnnprov-code", s3_key="train.zip", runtime="python3.12",
-                              handler="train.handler")):
+    for code in (
+        FunctionCode(role=role, image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/train:1"),
+        FunctionCode(
+            role=role, s3_bucket="dnnprov-code", s3_key="train.zip", runtime="python3.12", handler="train.handler"
+        ),
+    ):
         create, concurrency = lambda_calls(doc, "train", code)
         check_against_model(create)
         assert create.operation == "CreateFunction" and create.params["MemorySize"] == doc.result["plan"]["memory_mb"]
@@ -159,7 +197,11 @@ def test_skypilot_one_task_file_per_cluster(table1: PlanDocument) -> None:
         tasks[name] = task
         assert task["name"] + ".yaml" == name
     assert [(t["resources"]["instance_type"], t["num_nodes"], t["resources"]["use_spot"]) for t in tasks.values()] == [
-        ("m5.xlarge", 1, False), ("g4dn.4xlarge", 3, True), ("g3.8xlarge", 5, True), ("g3.16xlarge", 2, True)]
+        ("m5.xlarge", 1, False),
+        ("g4dn.4xlarge", 3, True),
+        ("g3.8xlarge", 5, True),
+        ("g3.16xlarge", 2, True),
+    ]
     assert {t["resources"]["infra"] for t in tasks.values()} == {"aws/us-east-1"}
     assert names[0] == "resnet110-table1-reference-ps.yaml"
     assert names[1] == "resnet110-table1-reference-g4dn-4xlarge-spot.yaml"
@@ -169,19 +211,28 @@ def test_skypilot_one_task_file_per_cluster(table1: PlanDocument) -> None:
         export(table1, "skypilot")
 
 
-@pytest.mark.skipif(not os.environ.get("DNNPROV_SKYPILOT_PYTHON"),
-                    reason="set DNNPROV_SKYPILOT_PYTHON to a Python with skypilot installed (too many "
-                           "dependencies for the test extra) to load the tasks with SkyPilot's own loader")
+@pytest.mark.skipif(
+    not os.environ.get("DNNPROV_SKYPILOT_PYTHON"),
+    reason="set DNNPROV_SKYPILOT_PYTHON to a Python with skypilot installed (too many "
+    "dependencies for the test extra) to load the tasks with SkyPilot's own loader",
+)
 def test_skypilot_loader_accepts_the_tasks(table1: PlanDocument, tmp_path: Path) -> None:
     """SkyPilot's task loader reads every task file (the PS address given) with its type, spot flag and nodes."""
     for name, text in export_files(table1, "skypilot", UNCHECKED).items():
         (tmp_path / name).write_text(text)
-    script = ("import sys, sky, yaml\nfor f in sys.argv[1:]:\n"
-              "    t = sky.Task.from_yaml_config(yaml.safe_load(open(f)), [('DNNPROV_PS_ADDR', '10.0.0.1')])\n"
-              "    (r,) = t.resources\n    print(t.name, t.num_nodes, r.instance_type, r.use_spot)\n")
+    script = (
+        "import sys, sky, yaml\nfor f in sys.argv[1:]:\n"
+        "    t = sky.Task.from_yaml_config(yaml.safe_load(open(f)), [('DNNPROV_PS_ADDR', '10.0.0.1')])\n"
+        "    (r,) = t.resources\n    print(t.name, t.num_nodes, r.instance_type, r.use_spot)\n"
+    )
     files = sorted(str(p) for p in tmp_path.glob("*.yaml"))
-    out = subprocess.run([os.environ["DNNPROV_SKYPILOT_PYTHON"], "-c", script, *files], capture_output=True,
-                         text=True, timeout=120, check=True).stdout.split("\n")
+    out = subprocess.run(
+        [os.environ["DNNPROV_SKYPILOT_PYTHON"], "-c", script, *files],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.split("\n")
     assert "resnet110-table1-reference-g3-8xlarge-spot 5 g3.8xlarge True" in out
     assert "resnet110-table1-reference-ps 1 m5.xlarge False" in out
 
@@ -193,7 +244,12 @@ def test_kueue_yaml(table1: PlanDocument) -> None:
     assert [d["kind"] for d in docs] == ["ResourceFlavor"] * 4 + ["ClusterQueue", "LocalQueue", "Service"] + ["Job"] * 4
     flavors, queue, local, service, jobs = docs[:4], docs[4], docs[5], docs[6], docs[7:]
     labels = [f["spec"]["nodeLabels"] for f in flavors]
-    assert [x["node.kubernetes.io/instance-type"] for x in labels] == ["g3.16xlarge", "g3.8xlarge", "g4dn.4xlarge", "m5.xlarge"]
+    assert [x["node.kubernetes.io/instance-type"] for x in labels] == [
+        "g3.16xlarge",
+        "g3.8xlarge",
+        "g4dn.4xlarge",
+        "m5.xlarge",
+    ]
     assert [x["karpenter.sh/capacity-type"] for x in labels] == ["spot"] * 3 + ["on-demand"]
     assert [x["dnnprov.io/role"] for x in labels] == ["worker"] * 3 + ["ps"]
     assert flavors[3]["spec"]["nodeTaints"] == [{"key": "dnnprov.io/role", "value": "ps", "effect": "NoSchedule"}]
@@ -202,8 +258,12 @@ def test_kueue_yaml(table1: PlanDocument) -> None:
     assert group["coveredResources"] == ["pods", "cpu", "memory", "nvidia.com/gpu"]
     quotas = {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]} for f in group["flavors"]}
     # 90 % of 32 vCPUs and 244 GiB per g3.8xlarge pod, 5 pods
-    assert quotas["worker-g3-8xlarge-spot"] == {"pods": 5, "cpu": f"{5 * 28800}m", "memory": f"{5 * 224870}Mi",
-                                                "nvidia.com/gpu": 10}
+    assert quotas["worker-g3-8xlarge-spot"] == {
+        "pods": 5,
+        "cpu": f"{5 * 28800}m",
+        "memory": f"{5 * 224870}Mi",
+        "nvidia.com/gpu": 10,
+    }
     assert quotas["worker-g3-16xlarge-spot"]["nvidia.com/gpu"] == 8
     assert quotas["ps-m5-xlarge-on-demand"] == {"pods": 1, "cpu": "3600m", "memory": "14745Mi", "nvidia.com/gpu": 0}
     assert local["metadata"] == {"name": queue["metadata"]["name"], "namespace": "ml"}
@@ -241,8 +301,13 @@ def test_crafted_name_adds_no_document_or_key(table1: PlanDocument, target: str)
     assert len(evil) == len(good) and "Secret" not in [d.get("kind") for d in evil]
 
     def shape(value):
-        return {k: shape(v) for k, v in value.items()} if isinstance(value, dict) else \
-            [shape(v) for v in value] if isinstance(value, list) else None
+        return (
+            {k: shape(v) for k, v in value.items()}
+            if isinstance(value, dict)
+            else [shape(v) for v in value]
+            if isinstance(value, list)
+            else None
+        )
 
     assert [shape(d) for d in evil] == [shape(d) for d in good]
     if target == "skypilot":
@@ -273,8 +338,23 @@ def test_cli_export_bare_solve_output(ref_resnet110, tmp_path: Path, capsys: pyt
     calls = json.loads(capsys.readouterr().out)
     assert calls["format"] == "dnnprov/aws-calls" and len(calls["calls"]) == 4
     out = tmp_path / "kueue.yaml"
-    assert main(["export", str(plan), "--to", "kueue", "--instance", str(instance), "--catalog", str(catalog),
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "export",
+                str(plan),
+                "--to",
+                "kueue",
+                "--instance",
+                str(instance),
+                "--catalog",
+                str(catalog),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert len(list(yaml.safe_load_all(out.read_text()))) == 11  # 4 flavors, 2 queues, the PS Service, 4 Jobs
     assert main(["export", str(plan), "--to", "kueue"]) == 2  # no GPU counts without instance or catalog
     assert "needs the GPU count" in capsys.readouterr().err
@@ -282,8 +362,22 @@ def test_cli_export_bare_solve_output(ref_resnet110, tmp_path: Path, capsys: pyt
     assert capsys.readouterr().err.startswith("dnnprov: error: --out: the skypilot export is one task file")
     assert main(["export", str(plan), "--to", "skypilot", "--out", str(tmp_path / "sky")]) == 2
     assert capsys.readouterr().err.startswith("dnnprov: error: region: the plan names no region")
-    assert main(["export", str(plan), "--to", "skypilot", "--out", str(tmp_path / "sky"), "--catalog", str(catalog),
-                 "--no-catalog-check"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                str(plan),
+                "--to",
+                "skypilot",
+                "--out",
+                str(tmp_path / "sky"),
+                "--catalog",
+                str(catalog),
+                "--no-catalog-check",
+            ]
+        )
+        == 0
+    )
     written = capsys.readouterr().out.split()
     assert len(written) == 5 and written[-1].endswith("launch.sh") and os.access(written[-1], os.X_OK)
     assert load_plan(plan).counts() == {"g4dn.4xlarge": 3, "g3.8xlarge": 5, "g3.16xlarge": 2}
@@ -306,16 +400,29 @@ def test_plan_document_round_trip(table1: PlanDocument) -> None:
 
 def test_yaml_dumper_round_trip() -> None:
     """dump_yaml writes data PyYAML reads back as the same documents, under a comment header."""
-    data = [{"a": [{"b": 1, "c": ["x", "y: z"]}, []], "d": {}, "e": True, "f": None, "g": "#not a comment",
-             "h.i/j": [[1, 2], {"k": 2.5}], "l": "---\nkind: Secret"}, {"m": "é"}]
+    data = [
+        {
+            "a": [{"b": 1, "c": ["x", "y: z"]}, []],
+            "d": {},
+            "e": True,
+            "f": None,
+            "g": "#not a comment",
+            "h.i/j": [[1, 2], {"k": 2.5}],
+            "l": "---\nkind: Secret",
+        },
+        {"m": "é"},
+    ]
     text = dump_yaml(data, "two lines\nof comment")
     assert text.startswith("# two lines\n# of comment\n") and list(yaml.safe_load_all(text)) == data
 
 
 def test_skypilot_ps_task_declares_its_port(table1: PlanDocument) -> None:
     """The PS task opens the port its workers are told (``DNNPROV_PS_PORT``); workers open none (issue 28)."""
-    tasks = [yaml.safe_load(text) for name, text in export_files(table1, "skypilot", UNCHECKED).items()
-             if name.endswith(".yaml")]
+    tasks = [
+        yaml.safe_load(text)
+        for name, text in export_files(table1, "skypilot", UNCHECKED).items()
+        if name.endswith(".yaml")
+    ]
     ps = [t for t in tasks if t["envs"]["DNNPROV_ROLE"] == "ps"]
     assert len(ps) == 1 and ps[0]["resources"]["ports"] == int(ps[0]["envs"]["DNNPROV_PS_PORT"]) == 2222
     assert all("ports" not in t["resources"] for t in tasks if t["envs"]["DNNPROV_ROLE"] == "worker")

@@ -21,11 +21,20 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import dnnprov
 from dnnprov.cli import main
+from dnnprov.cloud.export import (
+    ExportOptions,
+    FunctionCode,
+    LaunchOptions,
+    PlanDocument,
+    SkyPilotOptions,
+    ec2_fleet_calls,
+    export_files,
+    plan_document,
+    run_instances_calls,
+)
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalog import Catalog, CatalogEntry
 from dnnprov.io.instances import problem_from_dict, read_instance
-from dnnprov.cloud.export import (ExportOptions, FunctionCode, LaunchOptions, PlanDocument, SkyPilotOptions,
-                                  ec2_fleet_calls, export_files, plan_document, run_instances_calls)
 
 yaml = pytest.importorskip("yaml")
 regex = pytest.importorskip("regex", reason="the AWS model's \\p{L} patterns need the regex module")
@@ -35,21 +44,31 @@ SKY_CATALOG = FIXTURES / "skypilot-aws-vms-extract.csv"
 SKY = SkyPilotOptions(catalog=SKY_CATALOG)
 REPRO = Path(__file__).resolve().parents[2].parent / "shared" / "repro" / "turn3" / "exports"
 # The consumers' rules, written from their sources (not from dnnprov's names module)
-SKY_CLUSTER = r"[a-z]([-a-z0-9]*[a-z0-9])?"                     # sky/clouds/cloud.py check_cluster_name_is_valid
-SKY_TASK = r"[a-zA-Z0-9]+(?:[._-]{1,2}[a-zA-Z0-9]+)*"            # sky/task.py _VALID_NAME_REGEX
-K8S_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"                      # IsDNS1123Label, at most 63
-K8S_1035 = r"[a-z]([-a-z0-9]*[a-z0-9])?"                          # IsDNS1035Label (Service), at most 63
+SKY_CLUSTER = r"[a-z]([-a-z0-9]*[a-z0-9])?"  # sky/clouds/cloud.py check_cluster_name_is_valid
+SKY_TASK = r"[a-zA-Z0-9]+(?:[._-]{1,2}[a-zA-Z0-9]+)*"  # sky/task.py _VALID_NAME_REGEX
+K8S_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"  # IsDNS1123Label, at most 63
+K8S_1035 = r"[a-z]([-a-z0-9]*[a-z0-9])?"  # IsDNS1035Label (Service), at most 63
 K8S_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"  # at most 253
-K8S_VALUE = r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?"        # IsValidLabelValue, at most 63
-CATALOG = Catalog(name="aws-us-east-1", region="us-east-1", snapshot="2026-11-01T00:00:00Z", instance_types=(
-    CatalogEntry(name="g5.2xlarge", gpus=1, vcpus=8, memory_gb=32.0),
-    CatalogEntry(name="g6.xlarge", gpus=1, vcpus=4, memory_gb=16.0),
-    CatalogEntry(name="g5.48xlarge", gpus=8, vcpus=192, memory_gb=768.0),
-    CatalogEntry(name="g6e.12xlarge", gpus=4, vcpus=48, memory_gb=384.0),
-    CatalogEntry(name="m6i.12xlarge", gpus=0, vcpus=48, memory_gb=192.0)))
+K8S_VALUE = r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?"  # IsValidLabelValue, at most 63
+CATALOG = Catalog(
+    name="aws-us-east-1",
+    region="us-east-1",
+    snapshot="2026-11-01T00:00:00Z",
+    instance_types=(
+        CatalogEntry(name="g5.2xlarge", gpus=1, vcpus=8, memory_gb=32.0),
+        CatalogEntry(name="g6.xlarge", gpus=1, vcpus=4, memory_gb=16.0),
+        CatalogEntry(name="g5.48xlarge", gpus=8, vcpus=192, memory_gb=768.0),
+        CatalogEntry(name="g6e.12xlarge", gpus=4, vcpus=48, memory_gb=384.0),
+        CatalogEntry(name="m6i.12xlarge", gpus=0, vcpus=48, memory_gb=192.0),
+    ),
+)
 #: Table I's types renamed to types SkyPilot's catalog has (same GPUs per node), PS m6i.12xlarge
-RENAME = {"p3.2xlarge": "g5.2xlarge", "g4dn.4xlarge": "g6.xlarge", "g3.8xlarge": "g6e.12xlarge",
-          "g3.16xlarge": "g5.48xlarge"}
+RENAME = {
+    "p3.2xlarge": "g5.2xlarge",
+    "g4dn.4xlarge": "g6.xlarge",
+    "g3.8xlarge": "g6e.12xlarge",
+    "g3.16xlarge": "g5.48xlarge",
+}
 
 
 def launchable(name: str = "resnet110", markets=("spot", "on-demand"), types=RENAME) -> dnnprov.SpotProblem:
@@ -78,18 +97,29 @@ def test_table1_g3_types_are_refused_with_the_nearest() -> None:
     problem = read_instance("embedded:spot/paper-table1.json")
     result = dnnprov.solve(problem, "milp")
     assert {k for k, v in result.plan.counts.items() if v} >= {"g3.8xlarge"}
-    catalog = Catalog(name="c", region="us-east-1", snapshot="2022-05-31T23:52:09Z", instance_types=(
-        CatalogEntry(name="g3.8xlarge", gpus=2, vcpus=32, memory_gb=244.0),
-        CatalogEntry(name="g3.16xlarge", gpus=4, vcpus=64, memory_gb=488.0)))
+    catalog = Catalog(
+        name="c",
+        region="us-east-1",
+        snapshot="2022-05-31T23:52:09Z",
+        instance_types=(
+            CatalogEntry(name="g3.8xlarge", gpus=2, vcpus=32, memory_gb=244.0),
+            CatalogEntry(name="g3.16xlarge", gpus=4, vcpus=64, memory_gb=488.0),
+        ),
+    )
     doc = plan_document(result, problem, catalog)
-    doc = PlanDocument(result={**doc.result, "plan": {**doc.result["plan"], "counts": {"g3.16xlarge": 3,
-                                                                                        "g3.8xlarge": 5}}},
-                       problem=None, catalog=catalog)
+    doc = PlanDocument(
+        result={**doc.result, "plan": {**doc.result["plan"], "counts": {"g3.16xlarge": 3, "g3.8xlarge": 5}}},
+        problem=None,
+        catalog=catalog,
+    )
     with pytest.raises(InvalidInputError) as info:
         export_files(doc, "skypilot", ExportOptions(skypilot=SKY))
     text = str(info.value)
     assert info.value.field == "result.plan.counts.g3.16xlarge" and "cannot launch g3.16xlarge in us-east-1" in text
-    assert f"its catalog {SKY_CATALOG} has no row of it in any region" in text and "re-solve with the quota of g3.16xlarge set to 0" in text
+    assert (
+        f"its catalog {SKY_CATALOG} has no row of it in any region" in text
+        and "re-solve with the quota of g3.16xlarge set to 0" in text
+    )
     assert "Nearest types it has there: g6e.12xlarge (4 x L40S, 48 vCPUs)" in text
 
 
@@ -101,8 +131,11 @@ def test_skypilot_region_pinned_ps_first_and_autostop(sky_doc: PlanDocument) -> 
     assert all(t["resources"]["autostop"] == {"idle_minutes": 10, "down": True} for t in tasks.values())
     first = next(iter(tasks.values()))
     assert first["envs"]["DNNPROV_ROLE"] == "ps" and first["resources"]["instance_type"] == "m6i.12xlarge"
-    workers = {(t["resources"]["instance_type"], t["resources"]["use_spot"]): t["num_nodes"]
-               for t in tasks.values() if t["envs"]["DNNPROV_ROLE"] == "worker"}
+    workers = {
+        (t["resources"]["instance_type"], t["resources"]["use_spot"]): t["num_nodes"]
+        for t in tasks.values()
+        if t["envs"]["DNNPROV_ROLE"] == "worker"
+    }
     expected = {(label.split(":")[0], not label.endswith(":on-demand")): n for label, n in sky_doc.counts().items()}
     assert workers == expected
     assert all(t["envs"]["DNNPROV_PS_ADDR"] is None for t in tasks.values() if t["envs"]["DNNPROV_ROLE"] == "worker")
@@ -117,14 +150,21 @@ def test_skypilot_without_region_is_refused(sky_doc: PlanDocument) -> None:
     bare = PlanDocument(result=sky_doc.result, problem=sky_doc.problem)
     with pytest.raises(InvalidInputError, match="^region: "):
         export_files(bare, "skypilot", ExportOptions(skypilot=SKY))
-    files = export_files(bare, "skypilot", ExportOptions(skypilot=SkyPilotOptions(catalog=SKY_CATALOG, region="us-east-1")))
-    assert all(yaml.safe_load(t)["resources"]["infra"] == "aws/us-east-1" for n, t in files.items() if n.endswith(".yaml"))
-    with pytest.raises(InvalidInputError, match=r"cannot launch \S+ in us-west-2: its catalog \S+ offers it in us-east-1 only"):
+    files = export_files(
+        bare, "skypilot", ExportOptions(skypilot=SkyPilotOptions(catalog=SKY_CATALOG, region="us-east-1"))
+    )
+    assert all(
+        yaml.safe_load(t)["resources"]["infra"] == "aws/us-east-1" for n, t in files.items() if n.endswith(".yaml")
+    )
+    with pytest.raises(
+        InvalidInputError, match=r"cannot launch \S+ in us-west-2: its catalog \S+ offers it in us-east-1 only"
+    ):
         export_files(bare, "skypilot", ExportOptions(skypilot=SkyPilotOptions(catalog=SKY_CATALOG, region="us-west-2")))
 
 
-def test_bad_region_and_catalog_are_one_error(sky_doc: PlanDocument, tmp_path: Path,
-                                            capsys: pytest.CaptureFixture) -> None:
+def test_bad_region_and_catalog_are_one_error(
+    sky_doc: PlanDocument, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     """--region that is no AWS region, a catalog row with a field over csv's limit or an infinite count: exit 2."""
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(PlanDocument(result=sky_doc.result, problem=sky_doc.problem).to_dict()))
@@ -132,9 +172,12 @@ def test_bad_region_and_catalog_are_one_error(sky_doc: PlanDocument, tmp_path: P
     long_field.write_text("InstanceType,Region\n" + "g" * 200_000 + ",us-east-1\n")
     infinite = tmp_path / "inf.csv"
     infinite.write_text("InstanceType,AcceleratorCount,Region\ng5.2xlarge,inf,us-east-1\n")
-    for flags, field in ((["--region", "us-east-1; rm -rf /"], "region"), (["--region", "us-east-١"], "region"),
-                         (["--region", "us-east-1", "--skypilot-catalog", str(long_field)], "skypilot_catalog"),
-                         (["--region", "us-east-1", "--skypilot-catalog", str(infinite)], "skypilot_catalog")):
+    for flags, field in (
+        (["--region", "us-east-1; rm -rf /"], "region"),
+        (["--region", "us-east-١"], "region"),
+        (["--region", "us-east-1", "--skypilot-catalog", str(long_field)], "skypilot_catalog"),
+        (["--region", "us-east-1", "--skypilot-catalog", str(infinite)], "skypilot_catalog"),
+    ):
         out = tmp_path / "sky"
         assert main(["export", str(plan), "--to", "skypilot", "--out", str(out), *flags]) == 2, flags
         assert capsys.readouterr().err.startswith(f"dnnprov: error: {field}: "), flags
@@ -143,8 +186,9 @@ def test_bad_region_and_catalog_are_one_error(sky_doc: PlanDocument, tmp_path: P
 
 def test_managed_spot_workers_run_as_jobs(sky_doc: PlanDocument) -> None:
     """--managed-spot: spot workers through `sky jobs launch` (recovered after preemption), cancelled on failure."""
-    files = export_files(sky_doc, "skypilot", ExportOptions(skypilot=SkyPilotOptions(catalog=SKY_CATALOG,
-                                                                                      managed_spot=True)))
+    files = export_files(
+        sky_doc, "skypilot", ExportOptions(skypilot=SkyPilotOptions(catalog=SKY_CATALOG, managed_spot=True))
+    )
     script = files["launch.sh"]
     spot = [n for n, t in files.items() if n.endswith(".yaml") and yaml.safe_load(t)["resources"]["use_spot"]]
     assert spot and all(f"sky jobs launch -y -n {n.removesuffix('.yaml')} {n}" in script for n in spot)
@@ -156,9 +200,12 @@ def _fake_sky(tmp_path: Path, fail_on: str) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     sky = bin_dir / "sky"
-    sky.write_text("#!/bin/sh\n" f'echo "$*" >> "{tmp_path}/sky.log"\n'
-                   'case "$*" in *status*) echo 10.0.0.7;; esac\n'
-                   f'case "$*" in *"launch -y -c {fail_on} "*) exit 1;; esac\nexit 0\n')
+    sky.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> "{tmp_path}/sky.log"\n'
+        'case "$*" in *status*) echo 10.0.0.7;; esac\n'
+        f'case "$*" in *"launch -y -c {fail_on} "*) exit 1;; esac\nexit 0\n'
+    )
     sky.chmod(0o755)
     return bin_dir
 
@@ -187,21 +234,33 @@ def test_launch_script_tears_down_on_failure(sky_doc: PlanDocument, tmp_path: Pa
 names_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=90)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(instance=names_text, worker_type=names_text)
 def test_every_name_of_every_export_is_valid(sky_doc: PlanDocument, instance: str, worker_type: str) -> None:
     """Random unicode instance and type names: each export's names pass the consumer's rule, or one clear refusal."""
-    result = {**sky_doc.result, "instance": instance, "details": {},
-              "plan": {**sky_doc.result["plan"], "counts": {worker_type: 2, "g5.2xlarge": 1}}}
-    catalog = Catalog(name="c", region="us-east-1", snapshot="2026-11-01T00:00:00Z", instance_types=(
-        *CATALOG.instance_types, CatalogEntry(name=worker_type, gpus=2, vcpus=8, memory_gb=32.0)))
+    result = {
+        **sky_doc.result,
+        "instance": instance,
+        "details": {},
+        "plan": {**sky_doc.result["plan"], "counts": {worker_type: 2, "g5.2xlarge": 1}},
+    }
+    catalog = Catalog(
+        name="c",
+        region="us-east-1",
+        snapshot="2026-11-01T00:00:00Z",
+        instance_types=(*CATALOG.instance_types, CatalogEntry(name=worker_type, gpus=2, vcpus=8, memory_gb=32.0)),
+    )
     doc = PlanDocument(result=result, catalog=catalog)
     for names in (_skypilot_names(doc), _kueue_names(doc, worker_type)):
         for kind, name, pattern, limit in names:
             assert full(pattern, name, limit), (kind, name)
-    calls = json.loads(export_files(doc, "ec2-run-instances", ExportOptions(launch=LaunchOptions(image_id="ami-1")))
-                       ["ec2-run-instances.json"])["calls"]
+    calls = json.loads(
+        export_files(doc, "ec2-run-instances", ExportOptions(launch=LaunchOptions(image_id="ami-1")))[
+            "ec2-run-instances.json"
+        ]
+    )["calls"]
     for call in calls:
         for tag in call["params"]["TagSpecifications"][0]["Tags"]:
             assert len(tag["Value"]) <= 256
@@ -232,10 +291,13 @@ def _kueue_names(doc: PlanDocument, worker_type: str) -> list[tuple[str, str, st
             out.append(("job", f"{meta['name']}-{d['spec']['completions'] - 1}", K8S_1035, 63))
         if "namespace" in meta:
             out.append(("namespace", meta["namespace"], K8S_LABEL, 63))
-        for labels in (meta.get("labels", {}), d.get("spec", {}).get("nodeLabels", {}),
-                       d.get("spec", {}).get("template", {}).get("metadata", {}).get("labels", {}),
-                       d.get("spec", {}).get("template", {}).get("spec", {}).get("nodeSelector", {}),
-                       d.get("spec", {}).get("selector", {}) if d["kind"] == "Service" else {}):
+        for labels in (
+            meta.get("labels", {}),
+            d.get("spec", {}).get("nodeLabels", {}),
+            d.get("spec", {}).get("template", {}).get("metadata", {}).get("labels", {}),
+            d.get("spec", {}).get("template", {}).get("spec", {}).get("nodeSelector", {}),
+            d.get("spec", {}).get("selector", {}) if d["kind"] == "Service" else {},
+        ):
             out += [("label value", v, K8S_VALUE, 63) for v in labels.values()]
         for f in d.get("spec", {}).get("resourceGroups", [{}])[0].get("flavors", []):
             out.append(("flavor", f["name"], K8S_SUBDOMAIN, 253))
@@ -250,8 +312,14 @@ def test_lambda_names_match_the_aws_model(instance: str) -> None:
     create = model.operation_model("CreateFunction").input_shape
     name_rule = create.members["FunctionName"].metadata
     tag_rule = create.members["Tags"].value.metadata
-    doc = PlanDocument(result={"status": "optimal", "kind": "serverless", "instance": instance,
-                               "plan": {"functions": 8, "memory_mb": 2560, "ps": 1}})
+    doc = PlanDocument(
+        result={
+            "status": "optimal",
+            "kind": "serverless",
+            "instance": instance,
+            "plan": {"functions": 8, "memory_mb": 2560, "ps": 1},
+        }
+    )
     code = FunctionCode(role="arn:aws:iam::123456789012:role/r", image_uri="1.dkr.ecr.us-east-1.amazonaws.com/t:1")
     calls = json.loads(export_files(doc, "lambda", ExportOptions(code=code))["lambda.json"])["calls"]
     for call in calls:
@@ -262,33 +330,44 @@ def test_lambda_names_match_the_aws_model(instance: str) -> None:
 
 
 @pytest.mark.skipif(not REPRO.is_dir(), reason=f"the reproductions of issue 21 are not at {REPRO}")
-@pytest.mark.parametrize("case", ["digit-name", "digit2", "odd-name", "inj-name", "inj-type", "dup-flavor",
-                                  "mixed", "multips", "multips2"])
+@pytest.mark.parametrize(
+    "case", ["digit-name", "digit2", "odd-name", "inj-name", "inj-type", "dup-flavor", "mixed", "multips", "multips2"]
+)
 def test_reproductions_export_valid_names(case: str) -> None:
     """The issue's instances: every export's names valid, or (a '/' in a type) one refusal naming the type."""
     problem = read_instance(REPRO / f"{case}.json")
     result = dnnprov.solve(problem, "milp")
     if result.plan is None:
         pytest.skip(f"{case} has no plan ({result.status.value})")
-    doc = plan_document(result, problem, Catalog(name="c", region="us-east-1", snapshot="2022-05-31T23:52:09Z",
-                                                 instance_types=()))
+    doc = plan_document(
+        result, problem, Catalog(name="c", region="us-east-1", snapshot="2022-05-31T23:52:09Z", instance_types=())
+    )
     for kind, name, pattern, limit in _skypilot_names(doc):
         assert full(pattern, name, limit), (kind, name)
-    for kind, name, pattern, limit in _kueue_names(doc, next(iter(doc.counts())).split(":")[0]) if \
-            all(full(K8S_VALUE, label.split(":")[0], 63) for label in doc.counts()) else []:
+    for kind, name, pattern, limit in (
+        _kueue_names(doc, next(iter(doc.counts())).split(":")[0])
+        if all(full(K8S_VALUE, label.split(":")[0], 63) for label in doc.counts())
+        else []
+    ):
         assert full(pattern, name, limit), (kind, name)
     if case == "dup-flavor":
-        flavors = [d["metadata"]["name"] for d in yaml.safe_load_all(export_files(doc, "kueue")["kueue.yaml"])
-                   if d["kind"] == "ResourceFlavor"]
+        flavors = [
+            d["metadata"]["name"]
+            for d in yaml.safe_load_all(export_files(doc, "kueue")["kueue.yaml"])
+            if d["kind"] == "ResourceFlavor"
+        ]
         assert len(flavors) == len(set(flavors)) == len(doc.counts()) + 1
 
 
-def test_chosen_k8s_names_are_refused_not_rewritten(sky_doc: PlanDocument, tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture) -> None:
+def test_chosen_k8s_names_are_refused_not_rewritten(
+    sky_doc: PlanDocument, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     """--namespace 'My Team/NS ü' and 'team.a', --queue-name 'Q!': one error each, nothing written."""
-    for options, field in ((ExportOptions(namespace="My Team/NS ü"), "namespace"),
-                           (ExportOptions(namespace="team.a"), "namespace"),
-                           (ExportOptions(queue_name="Q!"), "queue_name")):
+    for options, field in (
+        (ExportOptions(namespace="My Team/NS ü"), "namespace"),
+        (ExportOptions(namespace="team.a"), "namespace"),
+        (ExportOptions(queue_name="Q!"), "queue_name"),
+    ):
         with pytest.raises(InvalidInputError, match=f"^{field}: "):
             export_files(sky_doc, "kueue", options)
     plan = tmp_path / "plan.json"
@@ -298,9 +377,18 @@ def test_chosen_k8s_names_are_refused_not_rewritten(sky_doc: PlanDocument, tmp_p
     assert capsys.readouterr().err.startswith("dnnprov: error: namespace: 'team.a' is not a valid name")
     assert not out.exists()
     with pytest.raises(InvalidInputError, match="^function_name: "):
-        export_files(PlanDocument(result={"status": "optimal", "kind": "serverless", "instance": "x",
-                                          "plan": {"functions": 2, "memory_mb": 1024}}),
-                     "lambda", ExportOptions(function_name="ResNet50 on CIFAR-10"))
+        export_files(
+            PlanDocument(
+                result={
+                    "status": "optimal",
+                    "kind": "serverless",
+                    "instance": "x",
+                    "plan": {"functions": 2, "memory_mb": 1024},
+                }
+            ),
+            "lambda",
+            ExportOptions(function_name="ResNet50 on CIFAR-10"),
+        )
 
 
 def test_type_with_slash_writes_nothing(sky_doc: PlanDocument, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -312,8 +400,23 @@ def test_type_with_slash_writes_nothing(sky_doc: PlanDocument, tmp_path: Path, c
     catalog = tmp_path / "catalog.json"
     catalog.write_text(json.dumps(CATALOG.to_dict()))
     out = tmp_path / "sky"
-    assert main(["export", str(plan), "--to", "skypilot", "--out", str(out), "--catalog", str(catalog),
-                 "--skypilot-catalog", str(SKY_CATALOG)]) == 2
+    assert (
+        main(
+            [
+                "export",
+                str(plan),
+                "--to",
+                "skypilot",
+                "--out",
+                str(out),
+                "--catalog",
+                str(catalog),
+                "--skypilot-catalog",
+                str(SKY_CATALOG),
+            ]
+        )
+        == 2
+    )
     assert "SkyPilot cannot launch evil/" in capsys.readouterr().err and not out.exists()
 
 
@@ -321,10 +424,15 @@ def test_type_with_slash_writes_nothing(sky_doc: PlanDocument, tmp_path: Path, c
 def pools_doc() -> PlanDocument:
     """Spot pools (issue 18): g6.xlarge in two us-east-1 zones and one of us-west-2; g6e.12xlarge in two small ones."""
     d = launchable(markets=("spot",)).to_dict()
-    d["instance_types"]["g6.xlarge"]["zones"] = [{"zone": "us-east-1b"}, {"zone": "us-east-1d", "spot_price_per_h": 9.0},
-                                                 {"zone": "us-west-2a"}]
-    d["instance_types"]["g6e.12xlarge"]["zones"] = [{"zone": "us-east-1a", "capacity": 2},
-                                                    {"zone": "us-east-1c", "capacity": 4}]
+    d["instance_types"]["g6.xlarge"]["zones"] = [
+        {"zone": "us-east-1b"},
+        {"zone": "us-east-1d", "spot_price_per_h": 9.0},
+        {"zone": "us-west-2a"},
+    ]
+    d["instance_types"]["g6e.12xlarge"]["zones"] = [
+        {"zone": "us-east-1a", "capacity": 2},
+        {"zone": "us-east-1c", "capacity": 4},
+    ]
     problem = problem_from_dict(d)
     result = dnnprov.solve(problem, "milp")
     assert result.plan.counts.get("g6e.12xlarge", 0) > 4 and result.plan.counts.get("g6.xlarge", 0) > 0
@@ -359,16 +467,22 @@ def test_pools_place_ec2_calls(pools_doc: PlanDocument) -> None:
     fleet = ec2_fleet_calls(pools_doc, LaunchOptions(launch_template="dnnprov-workers"))
     for call in calls + fleet:
         validate_parameters(call.params, model.operation_model(call.operation).input_shape)
-    placed = [(c.params["InstanceType"], c.params["MinCount"], c.params.get("Placement", {}).get("AvailabilityZone"))
-              for c in calls]
+    placed = [
+        (c.params["InstanceType"], c.params["MinCount"], c.params.get("Placement", {}).get("AvailabilityZone"))
+        for c in calls
+    ]
     counts = pools_doc.counts()
     assert ("g6.xlarge", counts["g6.xlarge"], "us-east-1b") in placed  # 1d is dearer (9 $/h)
     g6e = {z: n for t, n, z in placed if t == "g6e.12xlarge"}
     assert sum(g6e.values()) == counts["g6e.12xlarge"] and set(g6e) == {"us-east-1a", "us-east-1c"}
     overrides = fleet[0].params["LaunchTemplateConfigs"][0]["Overrides"]
     assert {(o["InstanceType"], o.get("AvailabilityZone")) for o in overrides} == {
-        ("g6.xlarge", "us-east-1b"), ("g6.xlarge", "us-east-1d"), ("g6e.12xlarge", "us-east-1a"),
-        ("g6e.12xlarge", "us-east-1c"), ("g5.48xlarge", None)}
+        ("g6.xlarge", "us-east-1b"),
+        ("g6.xlarge", "us-east-1d"),
+        ("g6e.12xlarge", "us-east-1a"),
+        ("g6e.12xlarge", "us-east-1c"),
+        ("g5.48xlarge", None),
+    }
     with_subnet = run_instances_calls(pools_doc, LaunchOptions(image_id="ami-1", subnet_id="subnet-1"))
     assert all("Placement" not in c.params for c in with_subnet)  # a subnet fixes its zone itself
 
@@ -381,9 +495,13 @@ def test_pools_across_regions_need_a_region(pools_doc: PlanDocument) -> None:
     for target in ("kueue", "ec2-run-instances"):  # exports without a region option: the catalog gives it
         with pytest.raises(InvalidInputError, match=r"^region: the plan's spot pools lie in 2 regions.*\(--catalog\)$"):
             export_files(bare, target, ExportOptions(launch=LaunchOptions(image_id="ami-1")))
-    west = PlanDocument(result=pools_doc.result, problem=pools_doc.problem,
-                        catalog=Catalog(name="w", region="us-west-2", snapshot="2026-11-01T00:00:00Z",
-                                        instance_types=CATALOG.instance_types))
+    west = PlanDocument(
+        result=pools_doc.result,
+        problem=pools_doc.problem,
+        catalog=Catalog(
+            name="w", region="us-west-2", snapshot="2026-11-01T00:00:00Z", instance_types=CATALOG.instance_types
+        ),
+    )
     with pytest.raises(InvalidInputError, match="none of the pools of g6e.12xlarge"):
         export_files(west, "ec2-run-instances", ExportOptions(launch=LaunchOptions(image_id="ami-1")))
 
@@ -423,25 +541,36 @@ def test_pools_give_kueue_a_flavor_per_zone(pools_doc: PlanDocument) -> None:
     counts = pools_doc.counts()
     g6e = {zone: n for (t, zone), n in placed.items() if t == "g6e.12xlarge"}
     # 2 in the pool of capacity 2 (listed first: same price, us-east-1a < us-east-1c), the rest in the other
-    assert list(g6e) == ["us-east-1a", "us-east-1c"] and g6e == {"us-east-1a": 2, "us-east-1c": counts["g6e.12xlarge"] - 2}
+    assert list(g6e) == ["us-east-1a", "us-east-1c"] and g6e == {
+        "us-east-1a": 2,
+        "us-east-1c": counts["g6e.12xlarge"] - 2,
+    }
     assert all(n <= zone_of[z] for z, n in g6e.items())
     assert placed[("g6.xlarge", "us-east-1b")] == counts["g6.xlarge"]  # us-east-1d is dearer, us-west-2a elsewhere
-    assert placed[("g5.48xlarge", None)] == counts["g5.48xlarge"]       # no pools: placed by region
+    assert placed[("g5.48xlarge", None)] == counts["g5.48xlarge"]  # no pools: placed by region
     gpus = {"g5.48xlarge": 8, "g6e.12xlarge": 4, "g5.2xlarge": 1, "g6.xlarge": 1}
     order = [t for t, _ in placed]
     assert [gpus[t] for t in order] == sorted((gpus[t] for t in order), reverse=True)
-    assert flavors[-1]["spec"]["nodeLabels"]["dnnprov.io/role"] == "ps" and \
-        "topology.kubernetes.io/zone" not in flavors[-1]["spec"]["nodeLabels"]
-    by_flavor = {f["spec"]["nodeLabels"]["topology.kubernetes.io/zone"]: f for f in flavors
-                 if "topology.kubernetes.io/zone" in f["spec"]["nodeLabels"]}
+    assert (
+        flavors[-1]["spec"]["nodeLabels"]["dnnprov.io/role"] == "ps"
+        and "topology.kubernetes.io/zone" not in flavors[-1]["spec"]["nodeLabels"]
+    )
+    by_flavor = {
+        f["spec"]["nodeLabels"]["topology.kubernetes.io/zone"]: f
+        for f in flavors
+        if "topology.kubernetes.io/zone" in f["spec"]["nodeLabels"]
+    }
     pinned = {job["spec"]["template"]["spec"]["nodeSelector"].get("topology.kubernetes.io/zone"): job for job in jobs}
     for zone, flavor in by_flavor.items():
         assert pinned[zone]["spec"]["template"]["spec"]["nodeSelector"] == flavor["spec"]["nodeLabels"]
-    assert sum(j["spec"]["parallelism"] for j in jobs if j["metadata"]["labels"]["dnnprov.io/role"] == "worker") \
-        == sum(counts.values())
+    assert sum(j["spec"]["parallelism"] for j in jobs if j["metadata"]["labels"]["dnnprov.io/role"] == "worker") == sum(
+        counts.values()
+    )
     *workers, _ = run_instances_calls(pools_doc, LaunchOptions(image_id="ami-1"))  # the PS's call is last
-    assert placed == {(c.params["InstanceType"], c.params.get("Placement", {}).get("AvailabilityZone")):
-                      c.params["MinCount"] for c in workers}  # the same placement as the EC2 export's
+    assert placed == {
+        (c.params["InstanceType"], c.params.get("Placement", {}).get("AvailabilityZone")): c.params["MinCount"]
+        for c in workers
+    }  # the same placement as the EC2 export's
 
 
 def test_kueue_refuses_a_zone_no_node_can_carry() -> None:
@@ -452,8 +581,11 @@ def test_kueue_refuses_a_zone_no_node_can_carry() -> None:
     d["instance_types"]["g6.xlarge"]["zones"] = [{"zone": zone}]
     d["instance_types"] = {"g6.xlarge": d["instance_types"]["g6.xlarge"]}
     problem = problem_from_dict(d)
-    doc = PlanDocument(result={"status": "feasible", "kind": "spot", "instance": "z",
-                               "plan": {"counts": {"g6.xlarge": 2}, "ps": 1}}, problem=problem, catalog=CATALOG)
+    doc = PlanDocument(
+        result={"status": "feasible", "kind": "spot", "instance": "z", "plan": {"counts": {"g6.xlarge": 2}, "ps": 1}},
+        problem=problem,
+        catalog=CATALOG,
+    )
     with pytest.raises(InvalidInputError, match="^instance_types.g6.xlarge.zones: .* cannot be a Kubernetes label"):
         _kueue(doc)
 
@@ -462,10 +594,14 @@ zone_text = st.from_regex(r"us-east-1-[a-z0-9]{1,48}-1[a-z]", fullmatch=True)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(instance=names_text, zones=st.lists(zone_text, min_size=1, max_size=4, unique=True),
-       capacity=st.integers(min_value=1, max_value=4))
-def test_every_kueue_name_of_a_pool_plan_is_valid(pools_doc: PlanDocument, instance: str, zones: list[str],
-                                                  capacity: int) -> None:
+@given(
+    instance=names_text,
+    zones=st.lists(zone_text, min_size=1, max_size=4, unique=True),
+    capacity=st.integers(min_value=1, max_value=4),
+)
+def test_every_kueue_name_of_a_pool_plan_is_valid(
+    pools_doc: PlanDocument, instance: str, zones: list[str], capacity: int
+) -> None:
     """Random instance names and long zone names (the instance format's): every name and label by Kubernetes'
     rules, flavors distinct, each zone flavor within its pool; or, past the pools' capacity, one refusal."""
     d = pools_doc.problem.to_dict()

@@ -38,8 +38,10 @@ CRDS = json.loads((Path(__file__).parent / "fixtures" / "kueue-crds-extract.json
 SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 #: Which releases serve each API version the export offers (docs/cloud.md)
-CLAIMS = {"kueue.x-k8s.io/v1beta1": ["v0.14.8", "v0.15.8", "v0.16.9"],
-          "kueue.x-k8s.io/v1beta2": ["v0.15.8", "v0.16.9", "ff69552e79"]}
+CLAIMS = {
+    "kueue.x-k8s.io/v1beta1": ["v0.14.8", "v0.15.8", "v0.16.9"],
+    "kueue.x-k8s.io/v1beta2": ["v0.15.8", "v0.16.9", "ff69552e79"],
+}
 CEL = celpy.Environment()
 
 
@@ -95,15 +97,20 @@ def check_against_crds(document: dict[str, Any], release: str) -> None:
 
 
 def _export(doc, api: str, **options: Any) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(export(doc, "kueue", ExportOptions(kueue_api=api, **options)))
-            if d["apiVersion"].startswith("kueue.x-k8s.io/")]
+    return [
+        d
+        for d in yaml.safe_load_all(export(doc, "kueue", ExportOptions(kueue_api=api, **options)))
+        if d["apiVersion"].startswith("kueue.x-k8s.io/")
+    ]
 
 
 #: Kubernetes' limits and values of a pod failure policy (pkg/apis/batch/validation/validation.go).
 MAX_RULES, MAX_PATTERNS = 20, 20
 ACTIONS, CONDITION_STATUS = {"Count", "FailIndex", "FailJob", "Ignore"}, {"True", "False", "Unknown"}
-QUALIFIED_NAME = re.compile(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                            r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+QUALIFIED_NAME = re.compile(
+    r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+)
 
 
 def job_failures(job: dict[str, Any]) -> list[str]:
@@ -116,13 +123,17 @@ def job_failures(job: dict[str, Any]) -> list[str]:
     if policy is None:
         return failures
     if spec["template"]["spec"].get("restartPolicy") != "Never":
-        failures.append('spec.template.spec.restartPolicy: only "Never" is supported when podFailurePolicy is specified')
+        failures.append(
+            'spec.template.spec.restartPolicy: only "Never" is supported when podFailurePolicy is specified'
+        )
     rules = policy.get("rules", [])
     if len(rules) > MAX_RULES:
         failures.append("spec.podFailurePolicy.rules: too many")
     for i, rule in enumerate(rules):
         where = f"spec.podFailurePolicy.rules[{i}]"
-        if rule.get("action") not in ACTIONS or (rule.get("action") == "FailIndex" and "backoffLimitPerIndex" not in spec):
+        if rule.get("action") not in ACTIONS or (
+            rule.get("action") == "FailIndex" and "backoffLimitPerIndex" not in spec
+        ):
             failures.append(f"{where}.action: {rule.get('action')!r} is not supported here")
         if ("onExitCodes" in rule) == bool(rule.get("onPodConditions")):
             failures.append(f"{where}: specify exactly one of onExitCodes and onPodConditions")
@@ -150,10 +161,16 @@ def survives_preemption(job: dict[str, Any]) -> bool:
 def table1():
     """spotDNN Table I solved exactly, with the hardware of its types and of the PS."""
     problem = read_instance("embedded:spot/paper-table1.json")
-    catalog = Catalog(name="c", region="us-east-1", snapshot="2022-05-31T23:52:09Z", instance_types=(
-        CatalogEntry(name="g3.8xlarge", gpus=2, vcpus=32, memory_gb=244.0),
-        CatalogEntry(name="g3.16xlarge", gpus=4, vcpus=64, memory_gb=488.0),
-        CatalogEntry(name="m5.xlarge", gpus=0, vcpus=4, memory_gb=16.0)))
+    catalog = Catalog(
+        name="c",
+        region="us-east-1",
+        snapshot="2022-05-31T23:52:09Z",
+        instance_types=(
+            CatalogEntry(name="g3.8xlarge", gpus=2, vcpus=32, memory_gb=244.0),
+            CatalogEntry(name="g3.16xlarge", gpus=4, vcpus=64, memory_gb=488.0),
+            CatalogEntry(name="m5.xlarge", gpus=0, vcpus=4, memory_gb=16.0),
+        ),
+    )
     return plan_document(dnnprov.solve(problem, "milp"), problem, catalog)
 
 
@@ -184,8 +201,10 @@ def test_checker_catches_what_kueue_refuses(table1) -> None:
 def table1_pools(table1):
     """Table I with g3.8xlarge in two us-east-1 pools of 3 (its 5 spot workers must be split) and g3.16xlarge in one."""
     d = table1.problem.to_dict()
-    d["instance_types"]["g3.8xlarge"]["zones"] = [{"zone": "us-east-1a", "capacity": 3},
-                                                  {"zone": "us-east-1b", "capacity": 3, "spot_price_per_h": 0.5}]
+    d["instance_types"]["g3.8xlarge"]["zones"] = [
+        {"zone": "us-east-1a", "capacity": 3},
+        {"zone": "us-east-1b", "capacity": 3, "spot_price_per_h": 0.5},
+    ]
     d["instance_types"]["g3.16xlarge"]["zones"] = [{"zone": "us-east-1f"}]
     problem = problem_from_dict(d)
     return plan_document(dnnprov.solve(problem, "milp"), problem, table1.catalog)
@@ -197,7 +216,9 @@ def test_pool_export_is_a_valid_create_for_each_claimed_release(table1_pools, ap
     documents = _export(table1_pools, api)
     counts = table1_pools.counts()
     assert counts["g3.8xlarge"] == 5 and counts["g3.16xlarge"] == 2  # the pools change no solve
-    zones = [d["spec"]["nodeLabels"].get("topology.kubernetes.io/zone") for d in documents if d["kind"] == "ResourceFlavor"]
+    zones = [
+        d["spec"]["nodeLabels"].get("topology.kubernetes.io/zone") for d in documents if d["kind"] == "ResourceFlavor"
+    ]
     # g3.16xlarge (4 GPUs) in its pool, g3.8xlarge cheapest pool first (1b at $0.5/h holds 3), g4dn.4xlarge, the PS
     assert zones == ["us-east-1f", "us-east-1b", "us-east-1a", None, None]
     for document in documents:
@@ -205,10 +226,21 @@ def test_pool_export_is_a_valid_create_for_each_claimed_release(table1_pools, ap
 
 
 def _many_types(n: int):
-    catalog = Catalog(name="c", region="us-east-1", snapshot="2026-11-01T00:00:00Z", instance_types=tuple(
-        CatalogEntry(name=f"g{i}.xlarge", gpus=1, vcpus=4, memory_gb=16.0) for i in range(n)))
-    return PlanDocument(result={"status": "feasible", "kind": "spot", "instance": "many", "plan": {
-        "counts": {f"g{i}.xlarge": 1 for i in range(n)}, "ps": 1}}, catalog=catalog)
+    catalog = Catalog(
+        name="c",
+        region="us-east-1",
+        snapshot="2026-11-01T00:00:00Z",
+        instance_types=tuple(CatalogEntry(name=f"g{i}.xlarge", gpus=1, vcpus=4, memory_gb=16.0) for i in range(n)),
+    )
+    return PlanDocument(
+        result={
+            "status": "feasible",
+            "kind": "spot",
+            "instance": "many",
+            "plan": {"counts": {f"g{i}.xlarge": 1 for i in range(n)}, "ps": 1},
+        },
+        catalog=catalog,
+    )
 
 
 def test_more_flavors_than_a_resource_group_holds_are_refused() -> None:
@@ -230,7 +262,9 @@ def test_more_flavors_than_a_resource_group_holds_are_refused() -> None:
 def test_jobs_survive_spot_preemption(fixture: str, api: str, request: pytest.FixtureRequest) -> None:
     """Every Job is valid for the API server and ignores disruptions, with a few retries for real failures
     (issue 28: ``backoffLimit: 0`` and no pod failure policy let one spot preemption fail a Job for good)."""
-    documents = list(yaml.safe_load_all(export(request.getfixturevalue(fixture), "kueue", ExportOptions(kueue_api=api))))
+    documents = list(
+        yaml.safe_load_all(export(request.getfixturevalue(fixture), "kueue", ExportOptions(kueue_api=api)))
+    )
     jobs = [d for d in documents if d["kind"] == "Job"]
     assert len(jobs) == sum(d["kind"] == "ResourceFlavor" for d in documents)
     for job in jobs:

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import resnet50_problem, resnet110_problem
 
 import dnnprov
-from conftest import resnet110_problem, resnet50_problem
 from dnnprov.cli import main
 from dnnprov.cloud.export import PlanDocument, load_plan
 from dnnprov.errors import InvalidInputError
@@ -18,17 +18,30 @@ REPRO = Path(__file__).resolve().parents[2].parent / "shared" / "repro" / "turn3
 
 
 def spot_result(counts: dict, ps: int = 1, **extra) -> dict:
-    return {"status": "optimal", "method": "milp", "kind": "spot", "model": "paper", "instance": "t",
-            "plan": {"counts": counts, "ps": ps}, "time_s": 100.0, "cost": 1.0, "bound": 1.0, **extra}
+    return {
+        "status": "optimal",
+        "method": "milp",
+        "kind": "spot",
+        "model": "paper",
+        "instance": "t",
+        "plan": {"counts": counts, "ps": ps},
+        "time_s": 100.0,
+        "cost": 1.0,
+        "bound": 1.0,
+        **extra,
+    }
 
 
-@pytest.mark.parametrize(("result", "field"), [
-    (spot_result({"p3.2xlarge": 10 ** 12}), "result.plan.counts.p3.2xlarge"),
-    (spot_result({"p3.2xlarge": 1}, ps=10 ** 9), "result.plan.ps"),
-    (spot_result({"p3.2xlarge": 1}, cost=float("nan")), "result.cost"),
-    (spot_result({"p3.2xlarge": 1}, time_s=float("inf")), "result.time_s"),
-    (spot_result({f"t{i}": 4096 for i in range(5)}), "result.plan.counts"),
-])
+@pytest.mark.parametrize(
+    ("result", "field"),
+    [
+        (spot_result({"p3.2xlarge": 10**12}), "result.plan.counts.p3.2xlarge"),
+        (spot_result({"p3.2xlarge": 1}, ps=10**9), "result.plan.ps"),
+        (spot_result({"p3.2xlarge": 1}, cost=float("nan")), "result.cost"),
+        (spot_result({"p3.2xlarge": 1}, time_s=float("inf")), "result.time_s"),
+        (spot_result({f"t{i}": 4096 for i in range(5)}), "result.plan.counts"),
+    ],
+)
 def test_nonsense_plans_are_refused_without_an_instance(result: dict, field: str) -> None:
     """Counts and PS beyond the format's limits, NaN or inf numbers: one error naming the field."""
     with pytest.raises(InvalidInputError) as info:
@@ -59,11 +72,19 @@ def test_a_serverless_plan_off_the_memory_grid_is_refused() -> None:
     """Memory that the instance's grid does not hold, or more functions than its limit."""
     problem = resnet50_problem()
     grid = problem.memory_grid()
-    good = {"status": "feasible", "method": "heuristic", "kind": "serverless", "model": "paper", "instance": "s",
-            "plan": {"functions": 2, "memory_mb": grid[0], "ps": 1}}
+    good = {
+        "status": "feasible",
+        "method": "heuristic",
+        "kind": "serverless",
+        "model": "paper",
+        "instance": "s",
+        "plan": {"functions": 2, "memory_mb": grid[0], "ps": 1},
+    }
     PlanDocument(result=good, problem=problem)
-    for plan, field in (({"functions": 2, "memory_mb": grid[-1] + 1, "ps": 1}, "result.plan.memory_mb"),
-                        ({"functions": problem.function_range()[1] + 1, "memory_mb": grid[0], "ps": 1}, "result.plan.functions")):
+    for plan, field in (
+        ({"functions": 2, "memory_mb": grid[-1] + 1, "ps": 1}, "result.plan.memory_mb"),
+        ({"functions": problem.function_range()[1] + 1, "memory_mb": grid[0], "ps": 1}, "result.plan.functions"),
+    ):
         with pytest.raises(InvalidInputError) as info:
             PlanDocument(result={**good, "plan": plan}, problem=problem)
         assert info.value.field == field
@@ -83,8 +104,16 @@ def test_a_solved_plan_passes_its_own_instance(tmp_path: Path) -> None:
 def test_repro_plans_get_one_error_from_simulate_and_export(name: str, capsys: pytest.CaptureFixture) -> None:
     """The issue's plans (10^12 instances, 10^9 PS, a NaN cost): exit 2 and one error line, no replay."""
     plan = str(REPRO / name)
-    simulate = ["simulate", str(REPRO / "spot-inception.json"), "--plan", plan,
-                "--trace", f"p3.2xlarge={REPRO / 'trace.json'}", "--runs", "3"]
+    simulate = [
+        "simulate",
+        str(REPRO / "spot-inception.json"),
+        "--plan",
+        plan,
+        "--trace",
+        f"p3.2xlarge={REPRO / 'trace.json'}",
+        "--runs",
+        "3",
+    ]
     for argv in (simulate, ["export", plan, "--to", "json"]):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
@@ -100,22 +129,41 @@ def test_a_plan_on_a_disabled_market_says_so(tmp_path: Path, capsys: pytest.Capt
     dnnprov.write_instance(problem, instance)
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(spot_result({"g3.8xlarge:on-demand": 2, "g3.16xlarge": 3})))
-    assert main(["replan", str(instance), "--plan", str(plan), "--revoked", "g3.16xlarge=1",
-                 "--elapsed", "600", "--loss-reached", "0.9"]) == 2
-    assert capsys.readouterr().err == ("dnnprov: error: plan.counts.g3.8xlarge:on-demand: on-demand is not in "
-                                       "constraints.markets (spot): add \"on-demand\" there to keep running "
-                                       "on-demand instances of g3.8xlarge\n")
+    assert (
+        main(
+            [
+                "replan",
+                str(instance),
+                "--plan",
+                str(plan),
+                "--revoked",
+                "g3.16xlarge=1",
+                "--elapsed",
+                "600",
+                "--loss-reached",
+                "0.9",
+            ]
+        )
+        == 2
+    )
+    assert capsys.readouterr().err == (
+        "dnnprov: error: plan.counts.g3.8xlarge:on-demand: on-demand is not in "
+        'constraints.markets (spot): add "on-demand" there to keep running '
+        "on-demand instances of g3.8xlarge\n"
+    )
     assert main(["export", str(plan), "--to", "json", "--instance", str(instance)]) == 2
-    assert capsys.readouterr().err.startswith("dnnprov: error: result.plan.counts.g3.8xlarge:on-demand: on-demand "
-                                              "is not in constraints.markets (spot)")
+    assert capsys.readouterr().err.startswith(
+        "dnnprov: error: result.plan.counts.g3.8xlarge:on-demand: on-demand is not in constraints.markets (spot)"
+    )
     trace = tmp_path / "trace.json"
     trace.write_text(json.dumps({"metadata": {"gap_seconds": 60}, "data": [5] * 100}))
     assert main(["simulate", str(instance), "--plan", str(plan), "--trace", f"g3.16xlarge={trace}", "--runs", "2"]) == 2
-    assert capsys.readouterr().err.startswith("dnnprov: error: result.plan.counts.g3.8xlarge:on-demand: on-demand "
-                                              "is not in constraints.markets (spot)")
+    assert capsys.readouterr().err.startswith(
+        "dnnprov: error: result.plan.counts.g3.8xlarge:on-demand: on-demand is not in constraints.markets (spot)"
+    )
     problem_plan = dnnprov.SpotPlan(counts={"g3.8xlarge:on-demand": 2, "g3.16xlarge": 3}, ps=1)
     with pytest.raises(InvalidInputError, match="on-demand is not in constraints.markets"):
-        check_plan_traces(problem, problem_plan, {"g3.16xlarge": []})     # the library path says so too
+        check_plan_traces(problem, problem_plan, {"g3.16xlarge": []})  # the library path says so too
     plan.write_text(json.dumps(spot_result({"p9.xlarge": 2, "g3.16xlarge": 3})))
     assert main(["export", str(plan), "--to", "json", "--instance", str(instance)]) == 2
     assert capsys.readouterr().err.startswith("dnnprov: error: result.plan.counts.p9.xlarge: unknown instance type")

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import threading
 import urllib.parse
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Iterator
 
 import pytest
 
-from dnnprov.cloud.aws import AwsClients, CloudError, RetryPolicy, redact
 from dnnprov.cli import main
+from dnnprov.cloud.aws import AwsClients, CloudError, RetryPolicy, redact
 
 pytest_plugins = ["conftest_aws"]
 
@@ -27,14 +27,18 @@ TOKEN = "IQoJb3JpZ2luX2VjE-session/token=="
 class _Echo(BaseHTTPRequestHandler):
     """Answers with an EC2 error that quotes the request's credentials back."""
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         auth = self.headers.get("Authorization", "")
         key_id = auth.split("Credential=")[1].split("/")[0] if "Credential=" in auth else "?"
-        message = (f"bad signature for secret {SECRET} (url-encoded {urllib.parse.quote(SECRET, safe='')}), "
-                   f"token {self.headers.get('X-Amz-Security-Token')}, key {key_id}")
-        body = (f"<Response><Errors><Error><Code>InvalidParameterValue</Code><Message>{message}</Message>"
-                "</Error></Errors><RequestID>r-1</RequestID></Response>").encode()
+        message = (
+            f"bad signature for secret {SECRET} (url-encoded {urllib.parse.quote(SECRET, safe='')}), "
+            f"token {self.headers.get('X-Amz-Security-Token')}, key {key_id}"
+        )
+        body = (
+            f"<Response><Errors><Error><Code>InvalidParameterValue</Code><Message>{message}</Message>"
+            "</Error></Errors><RequestID>r-1</RequestID></Response>"
+        ).encode()
         self.send_response(400)
         self.send_header("Content-Type", "text/xml")
         self.send_header("Content-Length", str(len(body)))
@@ -73,8 +77,20 @@ def test_error_echoing_credentials_is_redacted_by_value(echo_server, fake_creden
 
 def test_cli_error_line_holds_no_secret(echo_server, fake_credentials, capsys, tmp_path):
     """`dnnprov catalog fetch` against the endpoint: one error line, no credential in it."""
-    code = main(["catalog", "fetch", "--region", "us-east-1", "--types", "g4dn.xlarge",
-                 "--endpoint-url", echo_server, "--out", str(tmp_path / "c.json")])
+    code = main(
+        [
+            "catalog",
+            "fetch",
+            "--region",
+            "us-east-1",
+            "--types",
+            "g4dn.xlarge",
+            "--endpoint-url",
+            echo_server,
+            "--out",
+            str(tmp_path / "c.json"),
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 2 and captured.err.count("\n") == 1 and "<redacted>" in captured.err
     for secret in (SECRET, TOKEN, fake_credentials[0]):

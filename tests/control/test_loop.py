@@ -34,16 +34,28 @@ def problem(hours: float = 0.5, slack: float = 1.5) -> dnnprov.SpotProblem:
     """ResNet-110 on p3.2xlarge (paper model), two zones; 2 workers train ``hours``."""
     table1 = dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json"))
     p3 = next(t for t in table1.instance_types if t.name == "p3.2xlarge")
-    p3 = replace(p3, quota=8, spot_price_per_h=0.918, on_demand_price_per_h=3.06,
-                 zones=(SpotPool("us-west-2a"), SpotPool("us-west-2c")))
+    p3 = replace(
+        p3,
+        quota=8,
+        spot_price_per_h=0.918,
+        on_demand_price_per_h=3.06,
+        zones=(SpotPool("us-west-2a"), SpotPool("us-west-2c")),
+    )
     workload = replace(table1.workload, loss_variant="cc", gamma_4=1.0, estimated=("gamma_4",))
-    base = table1.replace(instance_types=(p3,), workload=workload, model="paper",
-                          platform=replace(table1.platform, ps_price_per_h=0.192),
-                          constraints=dnnprov.SpotConstraints(ps_count=(1, 1)), name="p3-two-zones")
+    base = table1.replace(
+        instance_types=(p3,),
+        workload=workload,
+        model="paper",
+        platform=replace(table1.platform, ps_price_per_h=0.192),
+        constraints=dnnprov.SpotConstraints(ps_count=(1, 1)),
+        name="p3-two-zones",
+    )
     low, high = base.workload.gamma_5 + 1e-6, 5.0
     for _ in range(80):
         mid = (low + high) / 2
-        t = float(dnnprov.SpotModel(base.replace(slo=dnnprov.SpotSLO(loss=mid, time_s=1e9))).evaluate([[2]], 1).time_s[0])
+        t = float(
+            dnnprov.SpotModel(base.replace(slo=dnnprov.SpotSLO(loss=mid, time_s=1e9))).evaluate([[2]], 1).time_s[0]
+        )
         low, high = (mid, high) if t > hours * 3600 else (low, mid)
     return base.replace(slo=dnnprov.SpotSLO(loss=high, time_s=slack * hours * 3600))
 
@@ -62,7 +74,7 @@ def test_capacity_book_rules() -> None:
     assert book.grant("p3.2xlarge@a", 1, 1) == 0
     events = book.advance(GAP + 1)
     assert [(e.kind, e.instance_id, e.time_s) for e in events] == [("notice", "i-3", GAP), ("notice", "i-2", GAP)]
-    events = book.advance(2 * GAP + 1)               # capacity is back at 600 s: the reclaims still come
+    events = book.advance(2 * GAP + 1)  # capacity is back at 600 s: the reclaims still come
     assert [(e.kind, e.time_s) for e in events] == [("reclaim", GAP + 120), ("reclaim", GAP + 120)]
     assert book.grant("p3.2xlarge@a", 1, 5) == 2
     with pytest.raises(InvalidInputError, match="past the trace's end"):
@@ -77,14 +89,27 @@ def test_idempotent_launch_on_trace_cloud() -> None:
     assert len(cloud.instances("r")) == 2
 
 
-def loop(prob: dnnprov.SpotProblem, traces: dict[str, list[int]], policy: str = "failover",
-         record: RunRecord | None = None, run_id: str = "r") -> tuple[Controller, TraceCloud]:
+def loop(
+    prob: dnnprov.SpotProblem,
+    traces: dict[str, list[int]],
+    policy: str = "failover",
+    record: RunRecord | None = None,
+    run_id: str = "r",
+) -> tuple[Controller, TraceCloud]:
     pools = [PoolSpec("p3.2xlarge", zone, trace(zone, alive), 0, 0.918) for zone, alive in traces.items()]
     cloud = TraceCloud(CapacityBook(pools))
     trainer = ModelTrainer(ProgressModel(prob, PLAN, 126.0), run_id)
-    controller = Controller(prob, PLAN, make_policy(policy), cloud, run_id=run_id, trainer=trainer.observe,
-                            pools=[PoolInfo(p.type_name, p.zone, p.price_per_h) for p in pools],
-                            settings=RunSettings(horizon=1.0), record=record)
+    controller = Controller(
+        prob,
+        PLAN,
+        make_policy(policy),
+        cloud,
+        run_id=run_id,
+        trainer=trainer.observe,
+        pools=[PoolInfo(p.type_name, p.zone, p.price_per_h) for p in pools],
+        settings=RunSettings(horizon=1.0),
+        record=record,
+    )
     return controller, cloud
 
 
@@ -98,7 +123,7 @@ def test_failover_replaces_workers_during_the_notice() -> None:
     kinds = [(e.kind, e.time_s, e.detail.get("pool")) for e in controller.events]
     assert ("notice", GAP, "p3.2xlarge@us-west-2a") in kinds
     launches = [(t, pool) for kind, t, pool in kinds if kind == "launch"]
-    assert (GAP, "p3.2xlarge@us-west-2c") in launches          # within the notice, not at 420 s
+    assert (GAP, "p3.2xlarge@us-west-2c") in launches  # within the notice, not at 420 s
     assert outcome.state == "met" and outcome.revocations == 2
     assert all(i.ended_s is not None for i in cloud.instances("r"))
     expected = 0.0
@@ -141,17 +166,35 @@ def test_restarted_controller_launches_nothing_twice(tmp_path) -> None:
     record = RunRecord(tmp_path)
     record.create({}, "r")
     first, cloud = loop(prob, zones, record=record)
-    for _ in range(21):                                   # up to the notice at 300 s
+    for _ in range(21):  # up to the notice at 300 s
         assert first.poll() is None
         cloud.sleep(15.0)
     launches = len([i for i in cloud.instances("r")])
     # the crash: the next launch is written, sent, and its outcome never recorded
-    request = LaunchRequest("r", first.step + 1, "worker", "p3.2xlarge", "us-west-2c", "spot", 2, f"r-{first.step + 1}",
-                            ps_address=first.ps_address)
+    request = LaunchRequest(
+        "r",
+        first.step + 1,
+        "worker",
+        "p3.2xlarge",
+        "us-west-2c",
+        "spot",
+        2,
+        f"r-{first.step + 1}",
+        ps_address=first.ps_address,
+    )
     record.intend("r", request.step, "launch", request.to_dict())
     cloud.launch(request)
-    second = Controller(prob, PLAN, make_policy("failover"), cloud, run_id="r", trainer=first.trainer,
-                        pools=first.pools, settings=first.settings, record=record)
+    second = Controller(
+        prob,
+        PLAN,
+        make_policy("failover"),
+        cloud,
+        run_id="r",
+        trainer=first.trainer,
+        pools=first.pools,
+        settings=first.settings,
+        record=record,
+    )
     second.resume(record.steps("r"), list(record.events("r")))
     assert all(s["status"] == "done" for s in record.steps("r"))
     outcome = second.run()
@@ -167,8 +210,7 @@ def test_record_dates_every_instance(tmp_path) -> None:
     terminated by the controller): what a restarted controller and `run status` go by."""
     record = RunRecord(tmp_path)
     record.create({}, "r")
-    controller, cloud = loop(problem(), {"us-west-2a": [2, 1] + [1] * 20, "us-west-2c": [0] + [4] * 20},
-                             record=record)
+    controller, cloud = loop(problem(), {"us-west-2a": [2, 1] + [1] * 20, "us-west-2c": [0] + [4] * 20}, record=record)
     assert controller.run().state == "met"
     truth = {i.instance_id: (i.launched_s, i.notice_s, i.ended_s) for i in cloud.instances("r")}
     assert {i.instance_id: (i.launched_s, i.notice_s, i.ended_s) for i in record.instances("r")} == truth
@@ -179,7 +221,7 @@ def test_record_dates_every_instance(tmp_path) -> None:
 def test_window_starts_never_run_past_the_trace() -> None:
     traces = {"p3.2xlarge": [trace("a", [1] * 10)]}
     first, last = window_starts(traces, 5 * GAP)
-    assert (first, last) == (0, 5)                       # starts 0..4: ticks 4..9 are the last window
+    assert (first, last) == (0, 5)  # starts 0..4: ticks 4..9 are the last window
     with pytest.raises(InvalidInputError, match="do not cover a run"):
         window_starts(traces, 11 * GAP)
 

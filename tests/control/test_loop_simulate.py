@@ -49,11 +49,24 @@ def simulate_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def test_per_run_json_has_offsets_and_event_timelines(files: tuple[Path, Path, list[str]],
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_per_run_json_has_offsets_and_event_timelines(
+    files: tuple[Path, Path, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
     instance, plan, traces = files
-    out = simulate_json(capsys, str(instance), "--plan", str(plan), *traces, "--policy", "failover", "--runs", "5",
-                        "--seed", "3", "--per-run")
+    out = simulate_json(
+        capsys,
+        str(instance),
+        "--plan",
+        str(plan),
+        *traces,
+        "--policy",
+        "failover",
+        "--runs",
+        "5",
+        "--seed",
+        "3",
+        "--per-run",
+    )
     assert out["runs"] == 5 and len(out["per_run"]) == 5 and out["policy"] == "failover"
     for key in ("met_deadline", "cost_mean", "cost_p05", "cost_p50", "cost_p95", "replans_mean", "settings"):
         assert key in out
@@ -75,8 +88,9 @@ def test_per_run_json_has_offsets_and_event_timelines(files: tuple[Path, Path, l
     assert alone.to_dict()["events"] == first["events"] and alone.outcome.cost == first["cost"]
 
 
-def test_the_engine_option_is_gone_with_one_clear_error(files: tuple[Path, Path, list[str]],
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_engine_option_is_gone_with_one_clear_error(
+    files: tuple[Path, Path, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
     instance, plan, traces = files
     for engine in ("loop", "tick"):
         assert main(["simulate", str(instance), "--plan", str(plan), *traces, "--engine", engine]) == 2
@@ -84,36 +98,62 @@ def test_the_engine_option_is_gone_with_one_clear_error(files: tuple[Path, Path,
         assert len(err) == 1 and "--engine" in err[0] and "one engine" in err[0]
 
 
-@pytest.mark.parametrize("option, value, field", [
-    ("--join", "nan", "--join"), ("--join", "-1000", "--join"), ("--horizon", "0", "--horizon"),
-    ("--horizon", "nan", "--horizon"), ("--poll", "0", "--poll"), ("--runs", "0", "--runs"),
-    ("--replan-method", "heuristic", "--replan-method"), ("--fit-period", "0:0.5", "--fit-period"),
-])
-def test_bad_options_are_one_error_naming_the_option(option: str, value: str, field: str,
-                                                    files: tuple[Path, Path, list[str]],
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "option, value, field",
+    [
+        ("--join", "nan", "--join"),
+        ("--join", "-1000", "--join"),
+        ("--horizon", "0", "--horizon"),
+        ("--horizon", "nan", "--horizon"),
+        ("--poll", "0", "--poll"),
+        ("--runs", "0", "--runs"),
+        ("--replan-method", "heuristic", "--replan-method"),
+        ("--fit-period", "0:0.5", "--fit-period"),
+    ],
+)
+def test_bad_options_are_one_error_naming_the_option(
+    option: str, value: str, field: str, files: tuple[Path, Path, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
     """Issue 28's defects (``--join nan`` exited 3, ``--horizon 0`` made every run free, ``--join
     -1000`` was accepted) and options that go with another policy: exit 2, one line."""
     instance, plan, traces = files
     for policy in ("none", "mpc") if option in ("--join", "--horizon") else ("failover",):
-        assert main(["simulate", str(instance), "--plan", str(plan), *traces, "--runs", "2", "--policy", policy,
-                     option, value]) == 2
+        assert (
+            main(
+                [
+                    "simulate",
+                    str(instance),
+                    "--plan",
+                    str(plan),
+                    *traces,
+                    "--runs",
+                    "2",
+                    "--policy",
+                    policy,
+                    option,
+                    value,
+                ]
+            )
+            == 2
+        )
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and field in err[0], err
 
 
-def test_a_trace_shorter_than_a_window_is_refused_never_looped(files: tuple[Path, Path, list[str]], tmp_path: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_trace_shorter_than_a_window_is_refused_never_looped(
+    files: tuple[Path, Path, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     instance, plan, _ = files
     short = tmp_path / "us-west-2a_v100_1.json"
-    short.write_text(json.dumps({"metadata": {"gap_seconds": 300}, "data": [2] * 20}))   # 6000 s < 3 x 2700 s
+    short.write_text(json.dumps({"metadata": {"gap_seconds": 300}, "data": [2] * 20}))  # 6000 s < 3 x 2700 s
     assert main(["simulate", str(instance), "--plan", str(plan), "--trace", f"p3.2xlarge={short}", "--runs", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "does not loop" in err[0] and str(short) in err[0]
 
 
-def test_hindsight_adds_the_bound_and_changes_nothing_else(files: tuple[Path, Path, list[str]],
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_hindsight_adds_the_bound_and_changes_nothing_else(
+    files: tuple[Path, Path, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
     instance, plan, traces = files
     common = [str(instance), "--plan", str(plan), *traces, "--runs", "8", "--seed", "5", "--per-run"]
     for policy in ("none", "uniform-progress", "mpc"):
@@ -127,8 +167,9 @@ def test_hindsight_adds_the_bound_and_changes_nothing_else(files: tuple[Path, Pa
         assert {k: v for k, v in bounded.items() if k not in extra} == plain
 
 
-def hindsight_holds(problem_: dnnprov.SpotProblem, plan: SpotPlan, traces: dict[str, list[Trace]], runs: int,
-                    seed: int) -> int:
+def hindsight_holds(
+    problem_: dnnprov.SpotProblem, plan: SpotPlan, traces: dict[str, list[Trace]], runs: int, seed: int
+) -> int:
     """Every policy on the same windows: the bound <= the cost of every run that met T_obj
     (returns how many (run, policy) pairs met, so that the check is not empty)."""
     checked = 0
@@ -148,8 +189,12 @@ def test_hindsight_is_below_every_policy_that_met_on_synthetic_windows() -> None
     is never below its window's bound, whatever the policy)."""
     p = problem()
     plan = SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
-    traces = {"p3.2xlarge": [Trace("t/us-west-2a_v100_1.json", 300.0, np.array([2, 2, 0, 1, 0, 2] * 30)),
-                             Trace("t/us-west-2c_v100_1.json", 300.0, np.array([1, 0, 0, 2, 2, 1, 0] * 26))]}
+    traces = {
+        "p3.2xlarge": [
+            Trace("t/us-west-2a_v100_1.json", 300.0, np.array([2, 2, 0, 1, 0, 2] * 30)),
+            Trace("t/us-west-2c_v100_1.json", 300.0, np.array([1, 0, 0, 2, 2, 1, 0] * 26)),
+        ]
+    }
     assert hindsight_holds(p, plan, traces, runs=6, seed=1) >= 12
 
 
@@ -192,8 +237,12 @@ def test_replan_is_a_policy_of_the_loop_and_solves_takeovers() -> None:
     when a zone always has room."""
     p = problem()
     plan = SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
-    traces = {"p3.2xlarge": [Trace("t/us-west-2a_v100_1.json", 300.0, np.array([2, 0, 0, 2] * 40)),
-                             Trace("t/us-west-2c_v100_1.json", 300.0, np.array([4] * 160))]}
+    traces = {
+        "p3.2xlarge": [
+            Trace("t/us-west-2a_v100_1.json", 300.0, np.array([2, 0, 0, 2] * 40)),
+            Trace("t/us-west-2c_v100_1.json", 300.0, np.array([4] * 160)),
+        ]
+    }
     out = Simulation(p, plan, traces, policy="replan", runs=3, seed=0).to_dict(per_run=True)
     assert out["met_deadline"] == 1.0 and out["replans_mean"] >= 1
     assert out["settings"]["replan_method"] == "exact"

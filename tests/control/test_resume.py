@@ -12,14 +12,15 @@ from __future__ import annotations
 import itertools
 import json
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
+from control.test_loop import problem
 
 import dnnprov
-from control.test_loop import problem
 from dnnprov.cli import main
 from dnnprov.control.cloud import LaunchRequest
 from dnnprov.control.ec2 import Ec2Cloud, RemoteTwinClock
@@ -40,7 +41,7 @@ def hand(zone: str, alive: list[int]) -> Trace:
     return Trace(f"{zone}_v100_1.json", 300.0, np.array(alive, dtype=np.int64))
 
 
-PROBLEM = problem(hours=0.25)                 # 2 workers train 900 s; deadline 1,350 s
+PROBLEM = problem(hours=0.25)  # 2 workers train 900 s; deadline 1,350 s
 TRACES = {"p3.2xlarge": [hand("us-west-2a", ZONE_A), hand("us-west-2c", ZONE_C)]}
 POOLS = trace_pools(PROBLEM, TRACES, 0)
 PRICES = {p.name: p.price_per_h for p in POOLS}
@@ -83,10 +84,34 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
     return code, json.loads(out) if out.strip().startswith("{") else out
 
 
-def start(capsys: pytest.CaptureFixture[str], files: tuple[Path, Path], twin: Twin, state: Path, run_id: str,
-          policy: str, *more: str) -> tuple[int, Any]:
-    return cli(capsys, "run", str(files[0]), "--plan", str(files[1]), "--policy", policy, "--endpoint-url", twin.url,
-               "--region", REGION, "--state", str(state), "--run-id", run_id, "--json", *more)
+def start(
+    capsys: pytest.CaptureFixture[str],
+    files: tuple[Path, Path],
+    twin: Twin,
+    state: Path,
+    run_id: str,
+    policy: str,
+    *more: str,
+) -> tuple[int, Any]:
+    return cli(
+        capsys,
+        "run",
+        str(files[0]),
+        "--plan",
+        str(files[1]),
+        "--policy",
+        policy,
+        "--endpoint-url",
+        twin.url,
+        "--region",
+        REGION,
+        "--state",
+        str(state),
+        "--run-id",
+        run_id,
+        "--json",
+        *more,
+    )
 
 
 def story(state: Path, run_id: str) -> list[tuple[Any, ...]]:
@@ -142,22 +167,31 @@ def launched_once(twin: Twin, state: Path, run_id: str) -> None:
         record.close()
 
 
-def finished(capsys: pytest.CaptureFixture[str], twin: Twin, state: Path, run_id: str, code: int,
-             out: Any) -> dict[str, Any]:
+def finished(
+    capsys: pytest.CaptureFixture[str], twin: Twin, state: Path, run_id: str, code: int, out: Any
+) -> dict[str, Any]:
     assert code in (0, 1) and out["state"] != "running", out
     launched_once(twin, state, run_id)
     assert out["cost"] == pytest.approx(twin_bill(twin, run_id), rel=1e-9)
     return dict(out)
 
 
-@pytest.mark.parametrize("policy, stops", [
-    ("failover", (22,)),              # on-demand since 300 s (fallback's commitment), a notice pending
-    ("uniform-progress", (24, 53)),   # both pools refused and backing off, behind the uniform line; then
-                                      # on-demand held with hysteresis and a spot worker in zone c
-])
-def test_stopped_and_resumed_at_once_tells_the_same_story(policy: str, stops: tuple[int, ...],
-                                                          files: tuple[Path, Path], twins: Any, tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "policy, stops",
+    [
+        ("failover", (22,)),  # on-demand since 300 s (fallback's commitment), a notice pending
+        ("uniform-progress", (24, 53)),  # both pools refused and backing off, behind the uniform line; then
+        # on-demand held with hysteresis and a spot worker in zone c
+    ],
+)
+def test_stopped_and_resumed_at_once_tells_the_same_story(
+    policy: str,
+    stops: tuple[int, ...],
+    files: tuple[Path, Path],
+    twins: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """The controller stops after each of ``stops`` polls and another takes over at the same
     twin time: it must remember the policy's state (on-demand commitment, hysteresis) and the
     pools' back-offs, and date every instance's end as the first one did."""
@@ -175,17 +209,21 @@ def test_stopped_and_resumed_at_once_tells_the_same_story(policy: str, stops: tu
     assert story(state, "r") == story(tmp_path / "whole", "whole")
     assert resumed["state"] == whole["state"] and resumed["finish_s"] == pytest.approx(whole["finish_s"])
     assert resumed["cost"] == pytest.approx(whole["cost"], rel=1e-9)
-    assert (resumed["revocations"], resumed["launches"], resumed["refusals"]) == \
-        (whole["revocations"], whole["launches"], whole["refusals"])
+    assert (resumed["revocations"], resumed["launches"], resumed["refusals"]) == (
+        whole["revocations"],
+        whole["launches"],
+        whole["refusals"],
+    )
 
 
-def test_capacity_events_while_no_controller_runs(files: tuple[Path, Path], twins: Any, tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_capacity_events_while_no_controller_runs(
+    files: tuple[Path, Path], twins: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A notice (300 s) and its reclaim (420 s) happen while no controller runs: the one that
     takes over at 585 s dates them as the twin does (not the reclaim as the notice), `run status`
     no longer holds the reclaimed worker, and the bill is the twin's."""
     twin, state = twins(), tmp_path / "down"
-    assert start(capsys, files, twin, state, "r", "failover", "--max-polls", "10")[0] == 0       # to 135 s
+    assert start(capsys, files, twin, state, "r", "failover", "--max-polls", "10")[0] == 0  # to 135 s
     twin.advance(450.0)
     code, out = cli(capsys, "run", "resume", "r", "--state", str(state), "--json", "--max-polls", "1")
     assert code == 0 and out["state"] == "running"
@@ -202,19 +240,20 @@ def test_capacity_events_while_no_controller_runs(files: tuple[Path, Path], twin
     finished(capsys, twin, state, "r", code, out)
 
 
-def test_a_launch_sent_but_not_recorded_is_adopted_with_its_launch_time(files: tuple[Path, Path], twins: Any,
-                                                                       tmp_path: Path,
-                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_launch_sent_but_not_recorded_is_adopted_with_its_launch_time(
+    files: tuple[Path, Path], twins: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The worst moment: a launch written and sent, its outcome never recorded, and 200 s pass.
     The controller that takes over re-sends it with its token: the twin answers with the same
     instance, which keeps its launch time (135 s, not 335 s) in the record and the bill."""
     twin, state = twins(), tmp_path / "sent"
-    assert start(capsys, files, twin, state, "r", "failover", "--max-polls", "10")[0] == 0       # to 135 s
+    assert start(capsys, files, twin, state, "r", "failover", "--max-polls", "10")[0] == 0  # to 135 s
     record = RunRecord(state)
     spec, step = record.get("r")["spec"], max(s["step"] for s in record.steps("r")) + 1
     ps = next(i for s in record.steps("r") for i in (s["result"] or {}).get("instances", []) if i["role"] == "ps")
-    request = LaunchRequest("r", step, "worker", "p3.2xlarge", None, "on-demand", 1, f"r-{step}",
-                            ps_address=ps["ps_address"])
+    request = LaunchRequest(
+        "r", step, "worker", "p3.2xlarge", None, "on-demand", 1, f"r-{step}", ps_address=ps["ps_address"]
+    )
     record.intend("r", step, "launch", request.to_dict())
     clock = RemoteTwinClock(twin.url)
     sent = Ec2Cloud(REGION, start_epoch=spec["start_epoch"], endpoint_url=twin.url, clock=clock).launch(request)
@@ -225,8 +264,9 @@ def test_a_launch_sent_but_not_recorded_is_adopted_with_its_launch_time(files: t
     finished(capsys, twin, state, "r", code, out)
     record = RunRecord(state)
     again = next(s for s in record.steps("r") if s["step"] == step)
-    assert again["status"] == "done" and [i["instance_id"] for i in again["result"]["instances"]] == \
-        [sent.instances[0].instance_id]
+    assert again["status"] == "done" and [i["instance_id"] for i in again["result"]["instances"]] == [
+        sent.instances[0].instance_id
+    ]
     assert again["result"]["instances"][0]["launched_s"] == 135.0
     events = [(e["kind"], e["time_s"]) for e in record.events("r") if e.get("step") == step]
     assert [e for e in events if e[0] != "resumed"] == [("resent", 335.0), ("launch", 135.0)]

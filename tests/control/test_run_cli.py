@@ -7,10 +7,9 @@ from pathlib import Path
 
 import boto3
 import pytest
+from control.test_loop import problem
 
 import dnnprov
-
-from control.test_loop import problem
 from dnnprov.cli import main
 from dnnprov.io.instances import write_instance
 
@@ -28,18 +27,43 @@ def files(tmp_path: Path) -> tuple[Path, Path]:
     return instance, plan
 
 
-def test_run_status_cancel_against_moto(moto_server: str, aws_env: None, files: tuple[Path, Path],
-                                        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_status_cancel_against_moto(
+    moto_server: str, aws_env: None, files: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     instance, plan = files
     state = tmp_path / "runs"
-    code = main(["run", str(instance), "--plan", str(plan), "--policy", "failover", "--endpoint-url", moto_server,
-                 "--region", "us-west-2", "--state", str(state), "--run-id", "job-1", "--poll", "0.01",
-                 "--max-polls", "2", "--json"])
+    code = main(
+        [
+            "run",
+            str(instance),
+            "--plan",
+            str(plan),
+            "--policy",
+            "failover",
+            "--endpoint-url",
+            moto_server,
+            "--region",
+            "us-west-2",
+            "--state",
+            str(state),
+            "--run-id",
+            "job-1",
+            "--poll",
+            "0.01",
+            "--max-polls",
+            "2",
+            "--json",
+        ]
+    )
     assert code == 0
     assert json.loads(capsys.readouterr().out)["state"] == "running"
     ec2 = boto3.client("ec2", region_name="us-west-2", endpoint_url=moto_server)
-    tagged = [i for r in ec2.describe_instances(Filters=[{"Name": "tag:dnnprov:run", "Values": ["job-1"]}])["Reservations"]
-              for i in r["Instances"] if i["State"]["Name"] == "running"]
+    tagged = [
+        i
+        for r in ec2.describe_instances(Filters=[{"Name": "tag:dnnprov:run", "Values": ["job-1"]}])["Reservations"]
+        for i in r["Instances"]
+        if i["State"]["Name"] == "running"
+    ]
     roles = sorted({t["Value"] for i in tagged for t in i["Tags"] if t["Key"] == "dnnprov:role"})
     assert roles == ["ps", "worker"] and len(tagged) == 3
     workers = [i for i in tagged if i.get("InstanceLifecycle") == "spot"]
@@ -52,20 +76,28 @@ def test_run_status_cancel_against_moto(moto_server: str, aws_env: None, files: 
 
     assert main(["run", "cancel", "job-1", "--state", str(state)]) == 0
     capsys.readouterr()
-    left = [i for r in ec2.describe_instances(Filters=[{"Name": "tag:dnnprov:run", "Values": ["job-1"]}])["Reservations"]
-            for i in r["Instances"] if i["State"]["Name"] not in ("terminated", "shutting-down")]
+    left = [
+        i
+        for r in ec2.describe_instances(Filters=[{"Name": "tag:dnnprov:run", "Values": ["job-1"]}])["Reservations"]
+        for i in r["Instances"]
+        if i["State"]["Name"] not in ("terminated", "shutting-down")
+    ]
     assert left == []
     assert main(["run", "status", "job-1", "--state", str(state), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["state"] == "cancelled"
 
 
-@pytest.mark.parametrize("argv, field", [
-    (["run", "status"], "RUN"),
-    (["run", "status", "nope"], "RUN"),
-    (["run", "X.json", "--plan", "p.json", "--policy", "sideways"], "--policy"),
-])
-def test_run_bad_input_is_one_line(argv: list[str], field: str, tmp_path: Path,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv, field",
+    [
+        (["run", "status"], "RUN"),
+        (["run", "status", "nope"], "RUN"),
+        (["run", "X.json", "--plan", "p.json", "--policy", "sideways"], "--policy"),
+    ],
+)
+def test_run_bad_input_is_one_line(
+    argv: list[str], field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main([*argv, "--state", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and field in err[0]

@@ -9,8 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import boto3
 import pytest
@@ -40,23 +40,37 @@ def problem() -> ServerlessProblem:
 def twin(aws_env: None) -> Iterator[LambdaTwin]:
     with LambdaTwin(problem(), speed=2000, region=REGION) as twin:
         boto3.client("lambda", region_name=REGION, endpoint_url=twin.url).create_function(
-            FunctionName="dnnprov-worker", Runtime="python3.11", Role="arn:aws:iam::123456789012:role/w",
-            Handler="worker.handler", Code={"ZipFile": b"stand-in"})
+            FunctionName="dnnprov-worker",
+            Runtime="python3.11",
+            Role="arn:aws:iam::123456789012:role/w",
+            Handler="worker.handler",
+            Code={"ZipFile": b"stand-in"},
+        )
         yield twin
 
 
 def left_over(moto_server: str, run_id: str) -> list[str]:
     ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=moto_server)
-    return [i["InstanceId"] for r in ec2.describe_instances(
-        Filters=[{"Name": "tag:dnnprov:run", "Values": [run_id]}])["Reservations"]
-        for i in r["Instances"] if i["State"]["Name"] not in ("terminated", "shutting-down")]
+    return [
+        i["InstanceId"]
+        for r in ec2.describe_instances(Filters=[{"Name": "tag:dnnprov:run", "Values": [run_id]}])["Reservations"]
+        for i in r["Instances"]
+        if i["State"]["Name"] not in ("terminated", "shutting-down")
+    ]
 
 
 def test_restarts_time_and_cost_as_the_model_predicts(moto_server: str, twin: LambdaTwin, tmp_path: Path) -> None:
     time_s, launches, cost = prediction(problem(), PLAN)
-    assert launches == 3                                   # 609 s of training, 270 s per function launch
-    run_id, outcome = run_serverless(problem(), PLAN, lambda_endpoint_url=twin.url, endpoint_url=moto_server,
-                                     region=REGION, state=str(tmp_path / "runs"), run_id="sl-1")
+    assert launches == 3  # 609 s of training, 270 s per function launch
+    run_id, outcome = run_serverless(
+        problem(),
+        PLAN,
+        lambda_endpoint_url=twin.url,
+        endpoint_url=moto_server,
+        region=REGION,
+        state=str(tmp_path / "runs"),
+        run_id="sl-1",
+    )
     assert outcome.state == "met" and outcome.errors == []
     assert outcome.segments == launches and outcome.restarts == launches - 1
     assert outcome.finish_s == pytest.approx(time_s, rel=1e-9) and outcome.cost == pytest.approx(cost, rel=1e-9)
@@ -73,37 +87,66 @@ def test_restarts_time_and_cost_as_the_model_predicts(moto_server: str, twin: La
 
 def test_teardown_leaves_nothing(moto_server: str, twin: LambdaTwin, tmp_path: Path) -> None:
     client = boto3.client("lambda", region_name=REGION, endpoint_url=twin.url)
-    run_id, outcome = run_serverless(problem(), PLAN, lambda_endpoint_url=twin.url, endpoint_url=moto_server,
-                                     region=REGION, state=str(tmp_path / "runs"), run_id="sl-2")
+    run_id, outcome = run_serverless(
+        problem(),
+        PLAN,
+        lambda_endpoint_url=twin.url,
+        endpoint_url=moto_server,
+        region=REGION,
+        state=str(tmp_path / "runs"),
+        run_id="sl-2",
+    )
     assert outcome.state == "met"
     assert left_over(moto_server, run_id) == []
     assert "ReservedConcurrentExecutions" not in client.get_function_concurrency(FunctionName="dnnprov-worker")
     assert twin.state()["in_flight"] == []
     ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=moto_server)
-    ps = [i for r in ec2.describe_instances(Filters=[{"Name": "tag:dnnprov:run", "Values": [run_id]}])["Reservations"]
-          for i in r["Instances"]]
+    ps = [
+        i
+        for r in ec2.describe_instances(Filters=[{"Name": "tag:dnnprov:run", "Values": [run_id]}])["Reservations"]
+        for i in r["Instances"]
+    ]
     assert len(ps) == 1 and ps[0]["InstanceType"] == "m5.large"
 
 
 def test_a_killed_controller_resumes_without_running_an_invocation_twice(
-        moto_server: str, twin: LambdaTwin, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    twin.speed = 150.0                     # a 270 s segment takes 1.8 s: time to kill inside one
+    moto_server: str, twin: LambdaTwin, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    twin.speed = 150.0  # a 270 s segment takes 1.8 s: time to kill inside one
     instance, plan = tmp_path / "resnet50.json", tmp_path / "plan.json"
     write_instance(problem(), instance)
     plan.write_text(json.dumps(dnnprov.solve(problem(), "milp").to_dict()))
     state = tmp_path / "runs"
-    command = [sys.executable, "-m", "dnnprov", "run", str(instance), "--plan", str(plan), "--lambda-endpoint-url",
-               twin.url, "--endpoint-url", moto_server, "--region", REGION, "--state", str(state),
-               "--run-id", "sl-kill", "--json"]
+    command = [
+        sys.executable,
+        "-m",
+        "dnnprov",
+        "run",
+        str(instance),
+        "--plan",
+        str(plan),
+        "--lambda-endpoint-url",
+        twin.url,
+        "--endpoint-url",
+        moto_server,
+        "--region",
+        REGION,
+        "--state",
+        str(state),
+        "--run-id",
+        "sl-kill",
+        "--json",
+    ]
     controller = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
     record = RunRecord(state)
     try:
         deadline, pending = time.monotonic() + 60, None
-        while time.monotonic() < deadline and pending is None:      # the 2nd segment written, sent, not recorded
+        while time.monotonic() < deadline and pending is None:  # the 2nd segment written, sent, not recorded
             time.sleep(0.05)
             steps = record.steps("sl-kill") if "sl-kill" in record.runs() else []
-            intents = [s for s in steps if s["kind"] == "invoke" and s["status"] == "intent"
-                       and s["payload"]["segment"] == 1]
+            intents = [
+                s for s in steps if s["kind"] == "invoke" and s["status"] == "intent" and s["payload"]["segment"] == 1
+            ]
             if intents and any(t.startswith(f"sl-kill-{intents[0]['step']}-") for t in twin.state()["in_flight"]):
                 pending = intents[0]
         assert pending is not None, "the controller never reached its second segment"
@@ -125,15 +168,26 @@ def test_a_killed_controller_resumes_without_running_an_invocation_twice(
     assert left_over(moto_server, "sl-kill") == []
 
 
-def test_bad_input_is_one_clear_error(moto_server: str, twin: LambdaTwin, tmp_path: Path,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_input_is_one_clear_error(
+    moto_server: str, twin: LambdaTwin, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     instance, plan = tmp_path / "resnet50.json", tmp_path / "plan.json"
     write_instance(problem(), instance)
     result = dnnprov.solve(problem(), "milp").to_dict()
-    result["plan"]["memory_mb"] = 2400                           # off the 64 MB grid
+    result["plan"]["memory_mb"] = 2400  # off the 64 MB grid
     plan.write_text(json.dumps(result))
-    args = ["run", str(instance), "--plan", str(plan), "--lambda-endpoint-url", twin.url,
-            "--endpoint-url", moto_server, "--state", str(tmp_path / "runs")]
+    args = [
+        "run",
+        str(instance),
+        "--plan",
+        str(plan),
+        "--lambda-endpoint-url",
+        twin.url,
+        "--endpoint-url",
+        moto_server,
+        "--state",
+        str(tmp_path / "runs"),
+    ]
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "memory_mb" in err[0] and "grid" in err[0]
@@ -145,36 +199,58 @@ def test_bad_input_is_one_clear_error(moto_server: str, twin: LambdaTwin, tmp_pa
     assert len(err) == 1 and "serverless" in err[0]
 
     with pytest.raises(dnnprov.InvalidInputError, match="ps"):
-        run_serverless(problem(), dataclasses.replace(PLAN, ps=3), lambda_endpoint_url=twin.url,
-                       endpoint_url=moto_server, state=str(tmp_path / "runs"))
+        run_serverless(
+            problem(),
+            dataclasses.replace(PLAN, ps=3),
+            lambda_endpoint_url=twin.url,
+            endpoint_url=moto_server,
+            state=str(tmp_path / "runs"),
+        )
 
 
 def test_a_missing_function_fails_clearly_and_tears_down(moto_server: str, twin: LambdaTwin, tmp_path: Path) -> None:
-    run_id, outcome = run_serverless(problem(), PLAN, lambda_endpoint_url=twin.url, endpoint_url=moto_server,
-                                     region=REGION, state=str(tmp_path / "runs"), function="no-such-worker")
+    run_id, outcome = run_serverless(
+        problem(),
+        PLAN,
+        lambda_endpoint_url=twin.url,
+        endpoint_url=moto_server,
+        region=REGION,
+        state=str(tmp_path / "runs"),
+        function="no-such-worker",
+    )
     assert outcome.state == "failed" and outcome.segments == 0
     assert len(outcome.errors) == 1 and "Function not found: no-such-worker" in outcome.errors[0]
     assert left_over(moto_server, run_id) == []
 
 
-def test_the_docs_example_prints_what_the_page_shows(aws_env: None, tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_docs_example_prints_what_the_page_shows(
+    aws_env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     page = (Path(__file__).resolve().parents[2] / "docs" / "control.md").read_text()
-    section = page[page.index("## Serverless runs"):]
-    example = section[section.index("```python\n") + 10:]
-    example, rest = example[:example.index("```\n")], example[example.index("```\n") + 4:]
-    shown = rest[rest.index("```text\n") + 8:]
-    shown = shown[:shown.index("```\n")]
+    section = page[page.index("## Serverless runs") :]
+    example = section[section.index("```python\n") + 10 :]
+    example, rest = example[: example.index("```\n")], example[example.index("```\n") + 4 :]
+    shown = rest[rest.index("```text\n") + 8 :]
+    shown = shown[: shown.index("```\n")]
     # the docs page's own example, run as the page shows it
     exec(compile(example.replace('"/tmp/serverless-runs"', repr(str(tmp_path / "runs"))), "control.md", "exec"), {})  # noqa: S102
     assert capsys.readouterr().out == shown
 
 
-def test_stop_status_and_cancel(moto_server: str, twin: LambdaTwin, tmp_path: Path,
-                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_stop_status_and_cancel(
+    moto_server: str, twin: LambdaTwin, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     state = str(tmp_path / "runs")
-    run_id, outcome = run_serverless(problem(), PLAN, lambda_endpoint_url=twin.url, endpoint_url=moto_server,
-                                     region=REGION, state=state, run_id="sl-cancel", stop_after=1)
+    run_id, outcome = run_serverless(
+        problem(),
+        PLAN,
+        lambda_endpoint_url=twin.url,
+        endpoint_url=moto_server,
+        region=REGION,
+        state=state,
+        run_id="sl-cancel",
+        stop_after=1,
+    )
     assert outcome.state == "running" and outcome.segments == 1 and len(left_over(moto_server, run_id)) == 1
     assert main(["run", "status", run_id, "--state", state, "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
@@ -191,7 +267,10 @@ def test_stop_status_and_cancel(moto_server: str, twin: LambdaTwin, tmp_path: Pa
 def test_the_twin_answers_as_lambda(twin: LambdaTwin) -> None:
     client = boto3.client("lambda", region_name=REGION, endpoint_url=twin.url)
     body = {"run": "r", "functions": 8, "batch": 128, "ps": 1, "ps_address": "10.0.0.1:2222", "segment": 0}
-    assert client.update_function_configuration(FunctionName="dnnprov-worker", MemorySize=2432, Timeout=300)["Timeout"] == 300
+    assert (
+        client.update_function_configuration(FunctionName="dnnprov-worker", MemorySize=2432, Timeout=300)["Timeout"]
+        == 300
+    )
     first = client.invoke(FunctionName="dnnprov-worker", Payload=json.dumps({**body, "token": "t1"}).encode())
     again = client.invoke(FunctionName="dnnprov-worker", Payload=json.dumps({**body, "token": "t1"}).encode())
     report = json.loads(first["Payload"].read())
@@ -200,7 +279,7 @@ def test_the_twin_answers_as_lambda(twin: LambdaTwin) -> None:
     assert twin.state()["executions"] == {"t1": 1}
     no_ps = client.invoke(FunctionName="dnnprov-worker", Payload=json.dumps({**body, "ps_address": None}).encode())
     assert no_ps["FunctionError"] == "Unhandled" and "PS address" in json.loads(no_ps["Payload"].read())["errorMessage"]
-    client.update_function_configuration(FunctionName="dnnprov-worker", Timeout=20)   # no time before the 30 s margin
+    client.update_function_configuration(FunctionName="dnnprov-worker", Timeout=20)  # no time before the 30 s margin
     late = client.invoke(FunctionName="dnnprov-worker", Payload=json.dumps({**body, "segment": 1}).encode())
     assert json.loads(late["Payload"].read())["errorMessage"] == "Task timed out after 20.00 seconds"
     with pytest.raises(client.exceptions.ResourceNotFoundException):
@@ -209,30 +288,62 @@ def test_the_twin_answers_as_lambda(twin: LambdaTwin) -> None:
         client.update_function_configuration(FunctionName="dnnprov-worker", Timeout=901)
 
 
-def test_a_plan_that_cannot_make_its_deadline_gives_up_at_the_horizon(moto_server: str, twin: LambdaTwin,
-                                                                      tmp_path: Path) -> None:
-    tight = problem().replace(time_s=500.0)               # the plan needs 609 s
-    run_id, outcome = run_serverless(tight, PLAN, lambda_endpoint_url=twin.url, endpoint_url=moto_server,
-                                     region=REGION, state=str(tmp_path / "runs"))
+def test_a_plan_that_cannot_make_its_deadline_gives_up_at_the_horizon(
+    moto_server: str, twin: LambdaTwin, tmp_path: Path
+) -> None:
+    tight = problem().replace(time_s=500.0)  # the plan needs 609 s
+    run_id, outcome = run_serverless(
+        tight, PLAN, lambda_endpoint_url=twin.url, endpoint_url=moto_server, region=REGION, state=str(tmp_path / "runs")
+    )
     assert outcome.state == "gave-up" and outcome.finish_s is None
-    assert outcome.segments == 2 and outcome.time_s == pytest.approx(546.0)   # 270 + 6 + 270: past 500 s
+    assert outcome.segments == 2 and outcome.time_s == pytest.approx(546.0)  # 270 + 6 + 270: past 500 s
     assert left_over(moto_server, run_id) == []
 
 
-def test_the_lambda_twin_command_serves_a_cli_run(moto_server: str, aws_env: None, tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_lambda_twin_command_serves_a_cli_run(
+    moto_server: str, aws_env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     instance, plan = tmp_path / "resnet50.json", tmp_path / "plan.json"
     write_instance(problem(), instance)
     plan.write_text(json.dumps(dnnprov.solve(problem(), "milp").to_dict()))
-    server = subprocess.Popen([sys.executable, "-m", "dnnprov", "lambda-twin", str(instance), "--speed", "2000",
-                               "--function", "dnnprov-worker"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=dict(os.environ))
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dnnprov",
+            "lambda-twin",
+            str(instance),
+            "--speed",
+            "2000",
+            "--function",
+            "dnnprov-worker",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
     try:
         assert server.stdout is not None
         ready = json.loads(server.stdout.readline())
         assert ready["url"].startswith("http://127.0.0.1:") and ready["functions"] == ["dnnprov-worker"]
-        code = main(["run", str(instance), "--plan", str(plan), "--lambda-endpoint-url", ready["url"],
-                     "--endpoint-url", moto_server, "--state", str(tmp_path / "runs"), "--run-id", "sl-cli", "--json"])
+        code = main(
+            [
+                "run",
+                str(instance),
+                "--plan",
+                str(plan),
+                "--lambda-endpoint-url",
+                ready["url"],
+                "--endpoint-url",
+                moto_server,
+                "--state",
+                str(tmp_path / "runs"),
+                "--run-id",
+                "sl-cli",
+                "--json",
+            ]
+        )
         outcome = json.loads(capsys.readouterr().out)
         assert code == 0 and outcome["state"] == "met" and outcome["restarts"] == 2
         server.send_signal(signal.SIGTERM)
@@ -241,6 +352,10 @@ def test_the_lambda_twin_command_serves_a_cli_run(moto_server: str, aws_env: Non
         if server.poll() is None:
             server.kill()
             server.wait(timeout=30)
-    bad = subprocess.run([sys.executable, "-m", "dnnprov", "lambda-twin", "embedded:spot/paper-table1.json"],
-                         capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-m", "dnnprov", "lambda-twin", "embedded:spot/paper-table1.json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "serverless" in bad.stderr

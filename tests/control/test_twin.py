@@ -16,9 +16,10 @@ import threading
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import boto3
 import numpy as np
@@ -26,10 +27,10 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from dnnprov.cli import twin as cli_twin
 from dnnprov.control.capacity import CapacityBook, PoolSpec
 from dnnprov.control.cloud import LaunchRequest
 from dnnprov.control.trace_cloud import TraceCloud
-from dnnprov.cli import twin as cli_twin
 from dnnprov.control.twin import DEFAULT_BASE, NOTICE_STATUSES, Twin, trace_pools
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import Trace
@@ -38,7 +39,7 @@ pytest_plugins = ["conftest_aws"]
 
 REPO = Path(__file__).resolve().parents[2]
 REAL_TRACES = REPO.parent / "shared/data/spot-traces/availability/16-node/aws-08-27-2023"
-AMI = "ami-12c6146b"            # an image moto knows
+AMI = "ami-12c6146b"  # an image moto knows
 P3 = "p3.2xlarge"
 
 
@@ -49,16 +50,23 @@ def hand_trace(zone: str, alive: list[int], gap_s: float = 300.0) -> Trace:
 
 def ec2_client(url: str, region: str = "us-west-2") -> Any:
     """A boto3 EC2 client of the twin, botocore's own retries off (each call is one request)."""
-    return boto3.client("ec2", endpoint_url=url, region_name=region,
-                        config=Config(retries={"total_max_attempts": 1}))
+    return boto3.client("ec2", endpoint_url=url, region_name=region, config=Config(retries={"total_max_attempts": 1}))
 
 
-def spot(client: Any, low: int, high: int, zone: str | None = "us-west-2a", type_name: str = P3,
-         **extra: Any) -> list[str]:
+def spot(
+    client: Any, low: int, high: int, zone: str | None = "us-west-2a", type_name: str = P3, **extra: Any
+) -> list[str]:
     """Launch spot instances; their ids."""
     placement = {"Placement": {"AvailabilityZone": zone}} if zone else {}
-    answer = client.run_instances(ImageId=AMI, InstanceType=type_name, MinCount=low, MaxCount=high,
-                                  InstanceMarketOptions={"MarketType": "spot"}, **placement, **extra)
+    answer = client.run_instances(
+        ImageId=AMI,
+        InstanceType=type_name,
+        MinCount=low,
+        MaxCount=high,
+        InstanceMarketOptions={"MarketType": "spot"},
+        **placement,
+        **extra,
+    )
     return [i["InstanceId"] for i in answer["Instances"]]
 
 
@@ -107,8 +115,9 @@ def test_spot_launch_beyond_capacity_is_refused(make_twin):
     assert refused_code(lambda: spot(ec2, 1, 1, zone="us-west-2b"))[0] == "InsufficientInstanceCapacity"
     assert refused_code(lambda: spot(ec2, 1, 1, zone=None))[0] == "InsufficientInstanceCapacity"
     # spot launches by other calls would bypass the traces: refused, not granted without bound
-    assert refused_code(lambda: ec2.request_spot_instances(
-        InstanceCount=1, LaunchSpecification={"ImageId": AMI, "InstanceType": P3})) == ("UnsupportedOperation", 400)
+    assert refused_code(
+        lambda: ec2.request_spot_instances(InstanceCount=1, LaunchSpecification={"ImageId": AMI, "InstanceType": P3})
+    ) == ("UnsupportedOperation", 400)
     running = [i for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]]
     assert len(running) == 2 and {i["InstanceLifecycle"] for i in running} == {"spot"}
 
@@ -124,7 +133,7 @@ def test_partial_grant_launches_the_free_capacity(make_twin):
     twin = make_twin(trace_pools([(P3, hand_trace("us-west-2a", [5, 5]))], offset=0))
     ec2 = ec2_client(twin.url)
     assert len(spot(ec2, 1, 2)) == 2
-    more = spot(ec2, 1, 10, zone=None)                  # the type's pool in us-west-2: 3 free
+    more = spot(ec2, 1, 10, zone=None)  # the type's pool in us-west-2: 3 free
     assert len(more) == 3
     assert set(states(ec2, more).values()) == {"running"}
     assert [p["live"] for p in twin.state()["pools"]] == [5]
@@ -144,22 +153,30 @@ def test_client_token_launches_once(make_twin):
     assert sorted(everything) == sorted(first)
     assert refused_code(lambda: spot(ec2, 1, 3, ClientToken="run-1-step-0")) == ("IdempotentParameterMismatch", 400)
     on_demand = dict(ImageId=AMI, InstanceType="m5.xlarge", MinCount=1, MaxCount=1, ClientToken="ps-1")
-    assert ec2.run_instances(**on_demand)["Instances"][0]["InstanceId"] == \
+    assert (
         ec2.run_instances(**on_demand)["Instances"][0]["InstanceId"]
+        == ec2.run_instances(**on_demand)["Instances"][0]["InstanceId"]
+    )
     assert len(twin.instances()) == 3
 
 
 def test_capacity_drop_notice_then_reclaim_120_s_later(make_twin):
     twin = make_twin(trace_pools([(P3, hand_trace("us-west-2a", [2, 1, 1, 1]))], offset=0))
     ec2 = ec2_client(twin.url)
-    tags = [{"ResourceType": "spot-instances-request", "Tags": [{"Key": "dnnprov:run", "Value": "r1"}]},
-            {"ResourceType": "instance", "Tags": [{"Key": "dnnprov:run", "Value": "r1"}]}]
+    tags = [
+        {"ResourceType": "spot-instances-request", "Tags": [{"Key": "dnnprov:run", "Value": "r1"}]},
+        {"ResourceType": "instance", "Tags": [{"Key": "dnnprov:run", "Value": "r1"}]},
+    ]
     (old,) = spot(ec2, 1, 1, TagSpecifications=tags)
     twin.advance(10)
     (new,) = spot(ec2, 1, 1, TagSpecifications=tags)
-    twin.advance(290)                                   # the drop at 300 s: the newest launch is notified
-    requests = {r["InstanceId"]: r for r in ec2.describe_spot_instance_requests(
-        Filters=[{"Name": "tag:dnnprov:run", "Values": ["r1"]}])["SpotInstanceRequests"]}
+    twin.advance(290)  # the drop at 300 s: the newest launch is notified
+    requests = {
+        r["InstanceId"]: r
+        for r in ec2.describe_spot_instance_requests(Filters=[{"Name": "tag:dnnprov:run", "Values": ["r1"]}])[
+            "SpotInstanceRequests"
+        ]
+    }
     assert set(requests) == {old, new}
     assert requests[new]["Status"]["Code"] == "marked-for-termination"
     assert requests[new]["Status"]["UpdateTime"] == at(300)
@@ -173,22 +190,35 @@ def test_capacity_drop_notice_then_reclaim_120_s_later(make_twin):
     twin.advance(0.5)
     assert states(ec2, [old, new]) == {old: "running", new: "terminated"}
     described = {i["InstanceId"]: i for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]}
-    assert (described[old]["LaunchTime"], described[new]["LaunchTime"]) == (at(0), at(10))   # twin time
+    assert (described[old]["LaunchTime"], described[new]["LaunchTime"]) == (at(0), at(10))  # twin time
     assert described[new]["StateReason"]["Code"] == "Server.SpotInstanceTermination"
     assert described[new]["StateTransitionReason"] == "Service initiated (2023-08-27 00:07:00 GMT)"
-    (closed,) = ec2.describe_spot_instance_requests(
-        Filters=[{"Name": "instance-id", "Values": [new]}])["SpotInstanceRequests"]
+    (closed,) = ec2.describe_spot_instance_requests(Filters=[{"Name": "instance-id", "Values": [new]}])[
+        "SpotInstanceRequests"
+    ]
     assert closed["State"] == "closed" and closed["Status"]["Code"] == "instance-terminated-no-capacity"
     assert closed["Status"]["UpdateTime"] == at(420)
     mine = {i.instance_id: i for i in twin.instances()}
-    assert (mine[new].launched_s, mine[new].notice_s, mine[new].ended_s, mine[new].ended_by) == \
-        (10.0, 300.0, 420.0, "no-capacity")
+    assert (mine[new].launched_s, mine[new].notice_s, mine[new].ended_s, mine[new].ended_by) == (
+        10.0,
+        300.0,
+        420.0,
+        "no-capacity",
+    )
     assert mine[old].tags == {"dnnprov:run": "r1"} and mine[old].ended_s is None
     state = json.loads(urllib.request.urlopen(f"{twin.url}/_twin/state", timeout=5).read())
     assert state["clock"]["t"] == 420 and state["clock"]["now"] == "2023-08-27T00:07:00.000Z"
-    assert state["pools"][0] | {"trace": None} == {"name": "p3.2xlarge@us-west-2a", "type": P3, "zone": "us-west-2a",
-                                                   "trace": None, "offset": 0, "price_per_h": 0.0, "capacity": 1,
-                                                   "live": 1, "notified": 0}
+    assert state["pools"][0] | {"trace": None} == {
+        "name": "p3.2xlarge@us-west-2a",
+        "type": P3,
+        "zone": "us-west-2a",
+        "trace": None,
+        "offset": 0,
+        "price_per_h": 0.0,
+        "capacity": 1,
+        "live": 1,
+        "notified": 0,
+    }
     assert {i["instance_id"]: i["reclaim_s"] for i in state["instances"]} == {old: None, new: 420.0}
 
 
@@ -196,14 +226,19 @@ def test_notice_status_as_ec2_documents_it_for_terminating_instances(make_twin):
     """EC2's user guide ("Spot request status", Fulfilled-terminal): an instance that terminates
     on interruption gets instance-terminated-no-capacity (closed) at once, not
     marked-for-termination, and stays running for the two minutes."""
-    twin = make_twin(trace_pools([(P3, hand_trace("us-west-2a", [1, 0, 0]))], offset=0),
-                     notice_status="instance-terminated-no-capacity")
+    twin = make_twin(
+        trace_pools([(P3, hand_trace("us-west-2a", [1, 0, 0]))], offset=0),
+        notice_status="instance-terminated-no-capacity",
+    )
     ec2 = ec2_client(twin.url)
     (only,) = spot(ec2, 1, 1)
     twin.advance(300)
     (request,) = ec2.describe_spot_instance_requests()["SpotInstanceRequests"]
-    assert (request["State"], request["Status"]["Code"], request["Status"]["UpdateTime"]) == \
-        ("closed", "instance-terminated-no-capacity", at(300))
+    assert (request["State"], request["Status"]["Code"], request["Status"]["UpdateTime"]) == (
+        "closed",
+        "instance-terminated-no-capacity",
+        at(300),
+    )
     assert states(ec2, [only]) == {only: "running"}
     twin.advance(120)
     (request,) = ec2.describe_spot_instance_requests()["SpotInstanceRequests"]
@@ -218,8 +253,10 @@ def test_a_user_termination_frees_capacity_and_closes_the_request(make_twin):
     twin.advance(30)
     ec2.terminate_instances(InstanceIds=[first])
     (second,) = spot(ec2, 1, 1)
-    codes = {r["InstanceId"]: (r["State"], r["Status"]["Code"], r["Status"]["UpdateTime"])
-             for r in ec2.describe_spot_instance_requests()["SpotInstanceRequests"]}
+    codes = {
+        r["InstanceId"]: (r["State"], r["Status"]["Code"], r["Status"]["UpdateTime"])
+        for r in ec2.describe_spot_instance_requests()["SpotInstanceRequests"]
+    }
     assert codes == {first: ("closed", "instance-terminated-by-user", at(30)), second: ("active", "fulfilled", at(30))}
     (gone,) = ec2.describe_instances(InstanceIds=[first])["Reservations"][0]["Instances"]
     assert gone["StateReason"]["Code"] == "Client.UserInitiatedShutdown" and gone["LaunchTime"] == at(0)
@@ -230,13 +267,18 @@ def test_describe_spot_instance_requests_refuses_what_ec2_refuses(make_twin):
     twin = make_twin(trace_pools([(P3, hand_trace("us-west-2a", [1, 1]))], offset=0))
     ec2 = ec2_client(twin.url)
     (only,) = spot(ec2, 1, 1)
-    assert refused_code(lambda: ec2.describe_spot_instance_requests(
-        Filters=[{"Name": "no-such-filter", "Values": ["x"]}])) == ("InvalidParameterValue", 400)
-    assert refused_code(lambda: ec2.describe_spot_instance_requests(
-        SpotInstanceRequestIds=["sir-00000000"]))[0] == "InvalidSpotInstanceRequestID.NotFound"
+    assert refused_code(
+        lambda: ec2.describe_spot_instance_requests(Filters=[{"Name": "no-such-filter", "Values": ["x"]}])
+    ) == ("InvalidParameterValue", 400)
+    assert (
+        refused_code(lambda: ec2.describe_spot_instance_requests(SpotInstanceRequestIds=["sir-00000000"]))[0]
+        == "InvalidSpotInstanceRequestID.NotFound"
+    )
     sir = "sir-" + only.removeprefix("i-")
-    assert [r["InstanceId"] for r in ec2.describe_spot_instance_requests(
-        SpotInstanceRequestIds=[sir])["SpotInstanceRequests"]] == [only]
+    assert [
+        r["InstanceId"]
+        for r in ec2.describe_spot_instance_requests(SpotInstanceRequestIds=[sir])["SpotInstanceRequests"]
+    ] == [only]
     assert ec2_client(twin.url, "us-east-1").describe_spot_instance_requests()["SpotInstanceRequests"] == []
 
 
@@ -245,9 +287,10 @@ def test_on_demand_is_never_refused(make_twin):
     ec2 = ec2_client(twin.url)
     assert refused_code(lambda: spot(ec2, 1, 1))[0] == "InsufficientInstanceCapacity"
     for _ in range(3):
-        answer = ec2.run_instances(ImageId=AMI, InstanceType=P3, MinCount=1, MaxCount=4,
-                                   Placement={"AvailabilityZone": "us-west-2a"})
-        assert len(answer["Instances"]) == 4        # EC2 launches MaxCount when it can (moto: MinCount)
+        answer = ec2.run_instances(
+            ImageId=AMI, InstanceType=P3, MinCount=1, MaxCount=4, Placement={"AvailabilityZone": "us-west-2a"}
+        )
+        assert len(answer["Instances"]) == 4  # EC2 launches MaxCount when it can (moto: MinCount)
         assert {i["LaunchTime"] for i in answer["Instances"]} == {at(0)}
     assert [i.market for i in twin.instances()] == ["on-demand"] * 12
     assert ec2.describe_spot_instance_requests()["SpotInstanceRequests"] == []
@@ -257,10 +300,11 @@ def test_accelerated_clock_reclaims_without_any_request(make_twin, moto_url):
     """At 2,000 twin seconds per wall second the drop at 6,000 s (3 wall seconds after the
     start, room for a slow launch) and its reclaim at 6,120 s come with no request to the
     twin: its clock thread terminates the instance in moto."""
-    twin = make_twin(trace_pools([(P3, hand_trace("us-west-2a", [1] * 20 + [0] * 20))], offset=0),
-                     mode="accelerated", speed=2000.0)
+    twin = make_twin(
+        trace_pools([(P3, hand_trace("us-west-2a", [1] * 20 + [0] * 20))], offset=0), mode="accelerated", speed=2000.0
+    )
     (only,) = spot(ec2_client(twin.url), 1, 1)
-    moto = ec2_client(moto_url)                         # asked directly: no request reaches the twin
+    moto = ec2_client(moto_url)  # asked directly: no request reaches the twin
     deadline = time.monotonic() + 30
     while states(moto, [only])[only] != "terminated" and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -277,17 +321,33 @@ def _drive(twin: Twin, cloud: TraceCloud, pools: list[PoolSpec], steps: int, ste
     for step in range(steps):
         for k, pool in enumerate(pools):
             want = 1 + (step + k) % 6
-            request = LaunchRequest(run_id="r", step=step, role="worker", type_name=pool.type_name, zone=pool.zone,
-                                    market="spot", count=want, token=f"{step}-{k}")
+            request = LaunchRequest(
+                run_id="r",
+                step=step,
+                role="worker",
+                type_name=pool.type_name,
+                zone=pool.zone,
+                market="spot",
+                count=want,
+                token=f"{step}-{k}",
+            )
             outcome = cloud.launch(request)
             try:
-                got = len(spot(clients[pool.zone[:-1]], 1, want, zone=pool.zone, type_name=pool.type_name,
-                                ClientToken=f"{step}-{k}"))
+                got = len(
+                    spot(
+                        clients[pool.zone[:-1]],
+                        1,
+                        want,
+                        zone=pool.zone,
+                        type_name=pool.type_name,
+                        ClientToken=f"{step}-{k}",
+                    )
+                )
             except ClientError as exc:
                 assert outcome.error_code == exc.response["Error"]["Code"] == "InsufficientInstanceCapacity"
                 continue
             assert len(outcome.instances) == got, (step, pool.name)
-            if step % 3 == 2:                           # let go of the pool's oldest untouched instance
+            if step % 3 == 2:  # let go of the pool's oldest untouched instance
                 _terminate_oldest(twin, cloud, pool)
         twin.advance(step_s)
         cloud.sleep(step_s)
@@ -297,6 +357,7 @@ def _drive(twin: Twin, cloud: TraceCloud, pools: list[PoolSpec], steps: int, ste
 def _terminate_oldest(twin: Twin, cloud: TraceCloud, pool: PoolSpec) -> None:
     """Terminate, in each cloud, one live un-notified instance of the pool launched first (the
     clouds name instances differently; instances launched together are interchangeable)."""
+
     def oldest(instances: list) -> Any:
         live = [i for i in instances if i.pool == pool.name and i.notice_s is None and i.ended_s is None]
         return min(live, key=lambda i: i.launched_s, default=None)
@@ -318,24 +379,31 @@ def _check_agreement(twin: Twin, cloud: TraceCloud, pools: list[PoolSpec]) -> No
     mine, theirs = twin.capacity_events(), cloud.capacity_events
     launched = {i.instance_id: i.launched_s for i in twin.instances()}
     launched_there = {i.instance_id: i.launched_s for i in cloud.instances("r")}
-    assert Counter((e.time_s, e.kind, e.pool, launched[e.instance_id]) for e in mine) == \
-        Counter((e.time_s, e.kind, e.pool, launched_there[e.instance_id]) for e in theirs)
+    assert Counter((e.time_s, e.kind, e.pool, launched[e.instance_id]) for e in mine) == Counter(
+        (e.time_s, e.kind, e.pool, launched_there[e.instance_id]) for e in theirs
+    )
     assert _story(twin.instances(), pools) == _story(cloud.instances("r"), pools)
-    for region in {p.zone[:-1] for p in pools}:                 # moto holds what the twin says
+    for region in {p.zone[:-1] for p in pools}:  # moto holds what the twin says
         mine = {i.instance_id: i for i in twin.instances() if i.region == region}
         if mine:
-            assert {k: v == "terminated" for k, v in states(ec2_client(twin.url, region), list(mine)).items()} == \
-                {k: i.ended_s is not None for k, i in mine.items()}
+            assert {k: v == "terminated" for k, v in states(ec2_client(twin.url, region), list(mine)).items()} == {
+                k: i.ended_s is not None for k, i in mine.items()
+            }
 
 
 def test_twin_and_trace_cloud_tell_the_same_story_on_hand_made_traces(make_twin):
-    pools = trace_pools([(P3, hand_trace("us-west-2a", [2, 4, 1, 0, 3, 6, 6, 2, 2, 5, 1, 1, 4])),
-                         (P3, hand_trace("us-west-2b", [6, 1, 1, 3, 0, 0, 2, 6, 6, 1, 3, 0, 2])),
-                         ("g4dn.xlarge", hand_trace("us-west-2a", [1, 1, 0, 2, 2, 2, 0, 1, 3, 3, 0, 1, 1]))],
-                        offset=1, horizon_s=3000)
+    pools = trace_pools(
+        [
+            (P3, hand_trace("us-west-2a", [2, 4, 1, 0, 3, 6, 6, 2, 2, 5, 1, 1, 4])),
+            (P3, hand_trace("us-west-2b", [6, 1, 1, 3, 0, 0, 2, 6, 6, 1, 3, 0, 2])),
+            ("g4dn.xlarge", hand_trace("us-west-2a", [1, 1, 0, 2, 2, 2, 0, 1, 3, 3, 0, 1, 1])),
+        ],
+        offset=1,
+        horizon_s=3000,
+    )
     twin = make_twin(pools)
     cloud = TraceCloud(CapacityBook(pools))
-    _drive(twin, cloud, pools, steps=17, step_s=170.0)     # 170 s steps: boundaries fall inside steps
+    _drive(twin, cloud, pools, steps=17, step_s=170.0)  # 170 s steps: boundaries fall inside steps
     assert any(e.kind == "reclaim" for e in cloud.capacity_events)
     _check_agreement(twin, cloud, pools)
 
@@ -377,7 +445,7 @@ def test_trace_pools_refuse_bad_windows_and_files(tmp_path):
 def test_past_the_traces_end_spot_launches_are_refused(make_twin):
     twin = make_twin(trace_pools([(P3, hand_trace("us-west-2a", [3, 3]))], offset=0))
     ec2 = ec2_client(twin.url)
-    twin.advance(600)                                    # the trace covers 0..600 s
+    twin.advance(600)  # the trace covers 0..600 s
     assert refused_code(lambda: spot(ec2, 1, 1))[0] == "InsufficientInstanceCapacity"
     assert twin.state()["pools"][0]["capacity"] is None
     assert len(ec2.run_instances(ImageId=AMI, InstanceType=P3, MinCount=1, MaxCount=1)["Instances"]) == 1
@@ -405,9 +473,24 @@ def _write_trace(path: Path, alive: list[int]) -> Path:
 
 def test_cli_prints_its_line_serves_and_stops_on_sigterm(tmp_path, aws_env):
     trace = _write_trace(tmp_path / "us-west-2a_v100_1.json", [2, 2, 0, 0])
-    proc = subprocess.Popen([sys.executable, "-m", "dnnprov", "twin", "--trace", f"{P3}={trace}", "--offset", "1",
-                             "--stepped", "--region", "us-west-2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dnnprov",
+            "twin",
+            "--trace",
+            f"{P3}={trace}",
+            "--offset",
+            "1",
+            "--stepped",
+            "--region",
+            "us-west-2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         lines: list[str] = []
         reader = threading.Thread(target=lambda: lines.append(proc.stdout.readline()), daemon=True)
@@ -428,18 +511,25 @@ def test_cli_prints_its_line_serves_and_stops_on_sigterm(tmp_path, aws_env):
             proc.wait(timeout=10)
 
 
-@pytest.mark.parametrize("options, field", [
-    (["--offset", "3", "--horizon-s", "600"], "runs past the trace's end"),
-    (["--offset", "0", "--speed", "0"], "--speed"),
-    (["--offset", "0", "--region", "mars-1"], "--region"),
-    (["--offset", "0", "--base", "2023-08-27T00:00:00"], "--base"),
-    (["--offset", "0", "--port", "70000"], "--port"),
-])
+@pytest.mark.parametrize(
+    "options, field",
+    [
+        (["--offset", "3", "--horizon-s", "600"], "runs past the trace's end"),
+        (["--offset", "0", "--speed", "0"], "--speed"),
+        (["--offset", "0", "--region", "mars-1"], "--region"),
+        (["--offset", "0", "--base", "2023-08-27T00:00:00"], "--base"),
+        (["--offset", "0", "--port", "70000"], "--port"),
+    ],
+)
 def test_cli_bad_options_are_one_line_and_exit_2(tmp_path, options, field):
     """Each bad option is one error line naming it, exit 2, nothing on standard output."""
     trace = _write_trace(tmp_path / "us-west-2a_v100_1.json", [2, 2, 0, 0])
-    run = subprocess.run([sys.executable, "-m", "dnnprov", "twin", "--trace", f"{P3}={trace}", *options],
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-m", "dnnprov", "twin", "--trace", f"{P3}={trace}", *options],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.count("\n") == 1 and run.stderr.startswith("dnnprov: error: ") and field in run.stderr
 
@@ -449,7 +539,22 @@ def test_cli_port_in_use_is_one_line(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        run = subprocess.run([sys.executable, "-m", "dnnprov", "twin", "--trace", f"{P3}={trace}", "--offset", "0",
-                              "--port", str(taken.getsockname()[1])], capture_output=True, text=True, timeout=60)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dnnprov",
+                "twin",
+                "--trace",
+                f"{P3}={trace}",
+                "--offset",
+                "0",
+                "--port",
+                str(taken.getsockname()[1]),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.count("\n") == 1 and run.stderr.startswith("dnnprov: error: --port: cannot listen on 127.0.0.1:")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from control.test_loop import PLAN, problem
+
 from dnnprov.control.loop import RunSettings
 from dnnprov.control.replay import run_once
 from dnnprov.control.twin_replay import run_on_twin, story
@@ -27,15 +27,20 @@ def hand(zone: str, alive: list[int]) -> Trace:
 def both(traces: dict[str, list[Trace]], policy: str, offset: int, moto_url: str) -> tuple:
     settings = RunSettings(horizon=1.0)
     replay = run_once(problem(), PLAN, traces, make_policy(policy), offset, settings)
-    twin = run_on_twin(problem(), PLAN, traces, lambda: make_policy(policy), offset, settings,
-                       upstream=moto_url, region="us-west-2")
+    twin = run_on_twin(
+        problem(), PLAN, traces, lambda: make_policy(policy), offset, settings, upstream=moto_url, region="us-west-2"
+    )
     return replay, twin
 
 
 @pytest.mark.parametrize("policy", ["none", "failover", "uniform-progress"])
 def test_twin_and_replay_agree_on_a_hand_made_window(policy: str, moto_url: str) -> None:
-    traces = {"p3.2xlarge": [hand("us-west-2a", [2, 2, 1, 0, 0, 2] + [2] * 20),
-                             hand("us-west-2c", [0, 1, 1, 3, 0, 0] + [4] * 20)]}
+    traces = {
+        "p3.2xlarge": [
+            hand("us-west-2a", [2, 2, 1, 0, 0, 2] + [2] * 20),
+            hand("us-west-2c", [0, 1, 1, 3, 0, 0] + [4] * 20),
+        ]
+    }
     replay, twin = both(traces, policy, 0, moto_url)
     assert story(twin) == story(replay)
     assert twin.outcome.state == replay.outcome.state
@@ -46,7 +51,7 @@ def test_twin_and_replay_agree_on_a_hand_made_window(policy: str, moto_url: str)
 @pytest.mark.skipif(not REAL.is_dir(), reason="../shared/data/spot-traces is absent (the real 16-node traces)")
 def test_twin_and_replay_agree_on_a_real_window(moto_url: str) -> None:
     traces = {"p3.2xlarge": [load_trace(REAL / f"{zone}_v100_1.json") for zone in ("us-west-2a", "us-west-2c")]}
-    replay, twin = both(traces, "failover", 1073, moto_url)       # a window with notices and refusals
+    replay, twin = both(traces, "failover", 1073, moto_url)  # a window with notices and refusals
     assert replay.outcome.revocations == 2 and replay.outcome.refusals == 3
     assert story(twin) == story(replay)
     assert twin.outcome.state == replay.outcome.state == "met"

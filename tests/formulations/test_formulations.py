@@ -9,19 +9,22 @@ import math
 import numpy as np
 import pyomo.environ as pyo
 import pytest
+from dnnprov.formulations.serverless import (
+    create_serverless_model,
+    load_plan as load_serverless_plan,
+    side_rows as serverless_side_rows,
+)
+from dnnprov.formulations.spot import complete_plan, create_spot_model, load_plan, side_rows
 from hypothesis import HealthCheck, given, settings, strategies as st
 from numpy.testing import assert_allclose
 
 import dnnprov
 from dnnprov import ServerlessModel, SpotModel, Status
-from dnnprov.formulations.serverless import create_serverless_model
-from dnnprov.formulations.serverless import load_plan as load_serverless_plan
-from dnnprov.formulations.serverless import side_rows as serverless_side_rows
-from dnnprov.formulations.spot import complete_plan, create_spot_model, load_plan, side_rows
 from dnnprov.model_solve import scip_available, solve_model, solve_model_scip
 
-PROPERTY_SETTINGS = settings(max_examples=25, deadline=None, derandomize=True,
-                             suppress_health_check=[HealthCheck.too_slow])
+PROPERTY_SETTINGS = settings(
+    max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def embedded(kind: str) -> list[str]:
@@ -54,7 +57,7 @@ def optimal_cost(model, add=None) -> float:
     assert result.status in (Status.OPTIMAL, Status.INFEASIBLE), result.message
     if result.status is Status.INFEASIBLE:
         return math.inf
-    assert not violations(model), violations(model)          # the plan meets the statement
+    assert not violations(model), violations(model)  # the plan meets the statement
     return result.cost
 
 
@@ -93,7 +96,7 @@ def test_spot_model_builds_for_embedded_instance(name):
         assert isinstance(b.top, pyo.Var) and isinstance(b.v_top, pyo.Var)
     assert all(k >= 1 for k, _ in b.KS)
     assert m.objective.sense == pyo.minimize
-    assert side_rows(m, builtin=False) is None        # nothing added by a user yet
+    assert side_rows(m, builtin=False) is None  # nothing added by a user yet
 
 
 @pytest.mark.parametrize(("loss_variant", "gamma_4"), [("cc", 0.1), ("cc", 1.0), ("no-cc", 1.0)])
@@ -156,9 +159,9 @@ def test_forty_percent_cap_milp_equals_enumerate(resnet110_paper):
     assert_allclose(capped.cost, oracle.cost, rtol=1e-9)
     counts = counts_of(capped, m)
     assert (counts <= 0.4 * counts.sum() + 1e-9).all()
-    assert max(free.plan.counts.values()) > 0.4 * free.plan.workers      # the cap binds here
+    assert max(free.plan.counts.values()) > 0.4 * free.plan.workers  # the cap binds here
     assert capped.cost >= free.cost
-    assert [pyo.value(m.n[c]) for c in m.C] == counts.tolist()           # loaded into the model
+    assert [pyo.value(m.n[c]) for c in m.C] == counts.tolist()  # loaded into the model
     assert_allclose(pyo.value(m.objective), capped.cost, rtol=1e-12)
     assert solve_model(m, "enumerate").cost == oracle.cost
 
@@ -175,8 +178,13 @@ def test_cap_on_reference_model_milp_equals_enumerate(resnet110_table1):
 
 def test_side_rows_with_ps_count(make_resnet110):
     """Rows on m.s (at most 2 workers per PS, and at least 2 PS) reach every method."""
-    problem = make_resnet110(model="paper", gamma_4=1.0, time_s=4000.0, ps_price_per_h=0.192,
-                             constraints=dnnprov.SpotConstraints(ps_count=(1, 3)))
+    problem = make_resnet110(
+        model="paper",
+        gamma_4=1.0,
+        time_s=4000.0,
+        ps_price_per_h=0.192,
+        constraints=dnnprov.SpotConstraints(ps_count=(1, 3)),
+    )
     m = create_spot_model(problem)
     m.per_ps = pyo.Constraint(expr=m.workers <= 2 * m.s)
     m.two_ps = pyo.Constraint(expr=m.s >= 2)
@@ -331,18 +339,21 @@ def test_serverless_side_rows_map_memory_binaries(resnet50):
 SCIP_SEEDS = (0, 2, 6, 11, 14, 23)
 
 
-@pytest.mark.skipif(not scip_available(), reason="pyscipopt not installed (pip install 'dnnprov[scip]'): "
-                                                  "no independent MINLP cross-check")
+@pytest.mark.skipif(
+    not scip_available(),
+    reason="pyscipopt not installed (pip install 'dnnprov[scip]'): no independent MINLP cross-check",
+)
 def test_scip_second_opinion_never_beats_proven_optimum(make_random_spot):
     """SCIP on the stated MINLP: never cheaper than the proven optimum, usually equal."""
     agree = 0
     for seed in SCIP_SEEDS:
-        problem = make_random_spot(np.random.default_rng(seed), model="paper", n_types=3,
-                                   max_quota=3, max_ps=2, on_demand=False)
+        problem = make_random_spot(
+            np.random.default_rng(seed), model="paper", n_types=3, max_quota=3, max_ps=2, on_demand=False
+        )
         m = create_spot_model(problem)
         exact = solve_model(m, "milp")
         scip = solve_model_scip(m, time_limit_s=20)
-        assert scip.status is not Status.OPTIMAL            # never a certificate
+        assert scip.status is not Status.OPTIMAL  # never a certificate
         if exact.status is Status.INFEASIBLE:
             assert scip.plan is None
             continue
@@ -355,13 +366,13 @@ def test_scip_second_opinion_never_beats_proven_optimum(make_random_spot):
 # ---------------------------------------------------------------- properties
 def small_spot(seed: int, make_random_spot) -> dnnprov.SpotProblem:
     """A small random spot problem (<= 4 types, quota <= 3, PS <= 2)."""
-    return make_random_spot(np.random.default_rng(seed), n_types=int(seed % 2) + 3,
-                            max_quota=3, max_ps=2, on_demand=False)
+    return make_random_spot(
+        np.random.default_rng(seed), n_types=int(seed % 2) + 3, max_quota=3, max_ps=2, on_demand=False
+    )
 
 
 @PROPERTY_SETTINGS
-@given(seed=st.integers(0, 10**6), looser=st.floats(1.0, 1.5), extra=st.integers(1, 2),
-       tighter=st.floats(0.5, 1.2))
+@given(seed=st.integers(0, 10**6), looser=st.floats(1.0, 1.5), extra=st.integers(1, 2), tighter=st.floats(0.5, 1.2))
 def test_spot_monotone_in_deadline_quota_and_constraints(make_random_spot, seed, looser, extra, tighter):
     """A looser deadline or a higher quota never raises the optimum; a budget or an added
     side row never lowers it; every plan meets the statement (checked inside spot_cost)."""
@@ -380,14 +391,18 @@ def test_spot_monotone_in_deadline_quota_and_constraints(make_random_spot, seed,
 
     def add(m):
         m.user = pyo.Constraint(expr=m.n[list(m.C)[column]] <= pyo.value(m.n[list(m.C)[column]].ub) // 2)
+
     assert not_below(spot_cost(problem, add), base)
 
 
 @PROPERTY_SETTINGS
-@given(seed=st.integers(0, 10**6), looser=st.floats(1.0, 1.5), tighter=st.floats(0.5, 1.2),
-       cap=st.sampled_from([512, 1024, 2048]))
-def test_serverless_monotone_in_deadline_limit_and_constraints(make_random_serverless, seed, looser,
-                                                               tighter, cap):
+@given(
+    seed=st.integers(0, 10**6),
+    looser=st.floats(1.0, 1.5),
+    tighter=st.floats(0.5, 1.2),
+    cap=st.sampled_from([512, 1024, 2048]),
+)
+def test_serverless_monotone_in_deadline_limit_and_constraints(make_random_serverless, seed, looser, tighter, cap):
     """A looser deadline or a higher concurrency limit never raises the optimum; a budget
     or a user row (memory_mb <= cap, n >= 4) never lowers it; plans meet the statement."""
     problem = make_random_serverless(np.random.default_rng(seed), max_functions=30)
@@ -402,4 +417,5 @@ def test_serverless_monotone_in_deadline_limit_and_constraints(make_random_serve
     def add(m):
         m.small = pyo.Constraint(expr=m.memory_mb <= cap)
         m.many = pyo.Constraint(expr=m.n >= 4)
+
     assert not_below(serverless_cost(problem, add), base)

@@ -35,7 +35,7 @@ def test_at_most_two_types_on_table1(table1):
     forced = solve_spot_exact(table1, side=attach(side_rows(m)), cell_enumeration=0)
     assert forced.status is dnnprov.Status.OPTIMAL and forced.cost == pytest.approx(result.cost, rel=1e-12)
     assert forced.stats["milps"] > 0
-    assert sum(pyo.value(m.performance.used[c]) for c in m.C) == 2     # the plan is loaded, used[c] too
+    assert sum(pyo.value(m.performance.used[c]) for c in m.C) == 2  # the plan is loaded, used[c] too
 
 
 def test_own_binaries_give_the_same_answer(table1):
@@ -49,8 +49,9 @@ def test_own_binaries_give_the_same_answer(table1):
 
 def test_least_time_objective_in_pyomo(table1):
     """An objective on m.performance.T is the least time within the budget (2,514.09 s under $6)."""
-    m = create_spot_model(table1.replace(constraints=table1.constraints.__class__(
-        **{**table1.constraints.__dict__, "budget_usd": 6.0})))
+    m = create_spot_model(
+        table1.replace(constraints=table1.constraints.__class__(**{**table1.constraints.__dict__, "budget_usd": 6.0}))
+    )
     m.objective.deactivate()
     m.fast = pyo.Objective(expr=m.performance.T)
     result = solve_model(m)
@@ -109,6 +110,7 @@ def test_side_binaries_against_brute_force(start):
 def test_own_variables_in_serverless_rows():
     """A binary of one's own in the serverless model: 'more than 8 functions only with 3008 MB or less'."""
     from dnnprov.formulations.serverless import create_serverless_model
+
     problem = dnnprov.read_instance(dnnprov.embedded_instance("serverless/paper-table3-resnet50.json"))
     m = create_serverless_model(problem)
     m.big = pyo.Var(domain=pyo.Binary)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dnnprov.solvers.enumeration import spot_space_size
 
 import dnnprov
 from dnnprov import Status, fuzz
 from dnnprov.result import Result, SpotPlan
-from dnnprov.solvers.enumeration import spot_space_size
 
 #: The families span magnitudes no real offer has on purpose (docs/instance-format.md,
 #: "Plausibility warnings"): their warnings are expected, not news.
@@ -36,8 +36,12 @@ def failure_report(family: str, findings: list[fuzz.Finding], problem) -> str:
     first = findings[0]
     small = fuzz.shrink_finding(problem, first)
     lines = [str(f) for f in findings[:20]]
-    return (f"{len(findings)} findings in {family}:\n" + "\n".join(lines)
-            + f"\n\nshrunk instance of the first ({first.kind}):\n" + dnnprov.dumps_instance(fuzz.annotate(small, first)))
+    return (
+        f"{len(findings)} findings in {family}:\n"
+        + "\n".join(lines)
+        + f"\n\nshrunk instance of the first ({first.kind}):\n"
+        + dnnprov.dumps_instance(fuzz.annotate(small, first))
+    )
 
 
 @pytest.mark.parametrize("family", list(fuzz.FAMILIES))
@@ -57,8 +61,13 @@ def test_family_has_no_finding(family):
     assert not findings, failure_report(family, findings, first_problem)
 
 
-MAGNITUDE_FAMILIES = ["price-magnitudes", "speed-magnitudes", "bandwidth-magnitudes", "all-magnitudes",
-                      "magnitudes-mixed"]
+MAGNITUDE_FAMILIES = [
+    "price-magnitudes",
+    "speed-magnitudes",
+    "bandwidth-magnitudes",
+    "all-magnitudes",
+    "magnitudes-mixed",
+]
 
 
 @pytest.mark.parametrize("family", MAGNITUDE_FAMILIES)
@@ -66,12 +75,14 @@ def test_magnitude_families_with_cell_milps_give_no_wrong_certificate(family):
     """Issue 19: at every magnitude, with every spot cell decided by its LPs and MILPs (no
     outright evaluation), no claim is wrong (give-ups at the short limit are allowed)."""
     from dnnprov.solvers.spot_exact import solve_spot_exact
+
     wrong = []
     for seed in range(12):
         problem = fuzz.instance(family, seed)
         milp = solve_spot_exact(problem, cell_enumeration=0, time_limit_s=5)
-        wrong += [f for f in fuzz.check(problem, time_limit_s=5, family=family, seed=seed, milp=milp)
-                  if f.wrong_certificate]
+        wrong += [
+            f for f in fuzz.check(problem, time_limit_s=5, family=family, seed=seed, milp=milp) if f.wrong_certificate
+        ]
     assert not wrong, "\n".join(map(str, wrong))
 
 
@@ -83,8 +94,11 @@ def test_magnitude_families_span_the_accepted_range():
         for seed in range(60):
             problem = fuzz.instance(family, seed)
             prices += [t.spot_price_per_h for t in problem.instance_types if t.spot_price_per_h > 0]
-            speeds += [t.gpus * t.batch_per_gpu / t.compute_time_s for t in problem.instance_types
-                       if t.compute_time_s is not None and t.batch_per_gpu is not None]
+            speeds += [
+                t.gpus * t.batch_per_gpu / t.compute_time_s
+                for t in problem.instance_types
+                if t.compute_time_s is not None and t.batch_per_gpu is not None
+            ]
     assert math.log10(max(prices) / min(prices)) >= 12
     assert math.log10(max(speeds) / min(speeds)) >= 12
 
@@ -125,8 +139,11 @@ def test_exact_slo_and_budget_families_sit_on_a_plan():
         tight_time += oracle.time_s is not None and math.isclose(oracle.time_s, p.slo.time_s, rel_tol=1e-12)
         q = fuzz.instance("budget-at-plan", seed)
         oracle = dnnprov.solve(q, "enumerate")
-        tight_budget += q.constraints.budget_usd is not None and oracle.cost is not None and math.isclose(
-            oracle.cost, q.constraints.budget_usd, rel_tol=1e-12)
+        tight_budget += (
+            q.constraints.budget_usd is not None
+            and oracle.cost is not None
+            and math.isclose(oracle.cost, q.constraints.budget_usd, rel_tol=1e-12)
+        )
     assert tight_time >= 1 and tight_budget >= 1
 
 
@@ -161,9 +178,17 @@ def feasible_spot():
 
 def planted(oracle: Result, **changes) -> Result:
     """A hand-made milp Result: the oracle's answer with some fields changed."""
-    fields = dict(status=oracle.status, method="milp", kind=oracle.kind, model=oracle.model,
-                  instance=oracle.instance, plan=oracle.plan, time_s=oracle.time_s,
-                  cost=oracle.cost, bound=oracle.bound)
+    fields = dict(
+        status=oracle.status,
+        method="milp",
+        kind=oracle.kind,
+        model=oracle.model,
+        instance=oracle.instance,
+        plan=oracle.plan,
+        time_s=oracle.time_s,
+        cost=oracle.cost,
+        bound=oracle.bound,
+    )
     fields.update(changes)
     return Result(**fields)
 
@@ -198,8 +223,9 @@ def test_planted_worse_optimal_is_caught(feasible_spot):
 def test_planted_plan_outside_the_gap_is_caught(feasible_spot):
     """A 'feasible' plan at a gap is wrong when it is further than the gap from the optimum."""
     problem, oracle, worse, cost = feasible_spot
-    milp = planted(oracle, status=Status.FEASIBLE, plan=worse, cost=cost, bound=oracle.cost * 0.9,
-                   message="stopped within the gap")
+    milp = planted(
+        oracle, status=Status.FEASIBLE, plan=worse, cost=cost, bound=oracle.cost * 0.9, message="stopped within the gap"
+    )
     assert {f.kind for f in fuzz.check(problem, milp=milp, oracle=oracle, gap=1e-4)} == {"outside-gap"}
     assert fuzz.check(problem, milp=milp, oracle=oracle, gap=cost / oracle.cost) == []
 
@@ -208,13 +234,18 @@ def test_planted_false_infeasible_and_bad_plans_are_caught(feasible_spot):
     """'infeasible' on a feasible instance, a rejected plan, a wrong cost and an error are all caught."""
     problem, oracle, _, _ = feasible_spot
     label = next(iter(oracle.plan.counts))
-    assert "false-infeasible" in kinds(problem, planted(oracle, status=Status.INFEASIBLE, plan=None, cost=None,
-                                                       time_s=None, bound=math.inf), oracle)
+    assert "false-infeasible" in kinds(
+        problem, planted(oracle, status=Status.INFEASIBLE, plan=None, cost=None, time_s=None, bound=math.inf), oracle
+    )
     too_many = SpotPlan(counts={label: 10_000}, ps=oracle.plan.ps)
-    assert "infeasible-plan" in kinds(problem, planted(oracle, status=Status.FEASIBLE, plan=too_many, bound=None), oracle)
+    assert "infeasible-plan" in kinds(
+        problem, planted(oracle, status=Status.FEASIBLE, plan=too_many, bound=None), oracle
+    )
     assert kinds(problem, planted(oracle, cost=oracle.cost * 0.5, bound=oracle.cost * 0.5), oracle) == {"wrong-cost"}
     assert "error" in kinds(problem, planted(oracle, status=Status.ERROR, plan=None, cost=None, bound=None), oracle)
-    assert kinds(problem, planted(oracle, status=Status.LIMIT, bound=0.0, message="bound $0: why"), oracle) == {"gave-up"}
+    assert kinds(problem, planted(oracle, status=Status.LIMIT, bound=0.0, message="bound $0: why"), oracle) == {
+        "gave-up"
+    }
     assert kinds(problem, planted(oracle, status=Status.LIMIT, bound=0.0), oracle) == {"gave-up", "silent-gap"}
 
 
@@ -228,8 +259,16 @@ def test_plan_on_infeasible_instance_is_caught():
     else:
         raise AssertionError("no infeasible single-type instance in 200 seeds")
     plan = SpotPlan(counts={problem.instance_types[0].name: 1}, ps=problem.constraints.ps_count[0])
-    fake = Result(status=Status.FEASIBLE, method="milp", kind="spot", model=problem.model,
-                  instance=problem.name, plan=plan, cost=1.0, bound=None)
+    fake = Result(
+        status=Status.FEASIBLE,
+        method="milp",
+        kind="spot",
+        model=problem.model,
+        instance=problem.name,
+        plan=plan,
+        cost=1.0,
+        bound=None,
+    )
     found = {f.kind for f in fuzz.check(problem, milp=fake, oracle=oracle)}
     assert {"plan-on-infeasible", "infeasible-plan"} <= found
 
@@ -249,7 +288,10 @@ def test_shrink_keeps_the_failure_and_writes_a_loadable_file(tmp_path):
     path = fuzz.write_finding(small, finding, tmp_path)
     assert path.name == "planted-5-false-optimal.json"
     again = dnnprov.read_instance(path)
-    assert json.loads(dnnprov.dumps_instance(again))["instance_types"] == json.loads(dnnprov.dumps_instance(small))["instance_types"]
+    assert (
+        json.loads(dnnprov.dumps_instance(again))["instance_types"]
+        == json.loads(dnnprov.dumps_instance(small))["instance_types"]
+    )
     assert "two types" in again.notes
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from dnnprov.cli import main
+from dnnprov.dispatch import solve
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalog import (
     Catalog,
@@ -18,12 +19,13 @@ from dnnprov.io.catalog import (
 from dnnprov.io.catalog_import import import_shared_data
 from dnnprov.io.paper import load_serverless_workload
 from dnnprov.result import Status
-from dnnprov.dispatch import solve
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "data"
-needs_data = pytest.mark.skipif(not (SHARED / "MANIFEST.md").is_file(),
-                                reason=f"real data folder {SHARED} is absent (it lives beside the repository)")
+needs_data = pytest.mark.skipif(
+    not (SHARED / "MANIFEST.md").is_file(),
+    reason=f"real data folder {SHARED} is absent (it lives beside the repository)",
+)
 RESNET50 = load_serverless_workload(embedded_path("workloads", "serverless", "resnet50.json"))
 
 
@@ -49,8 +51,12 @@ def test_2022_snapshot_keeps_one_moment() -> None:
     """2022: history spot prices, 2021 buckets, no 2026 on-demand; --mix-dates is explicit."""
     pure = import_shared_data("us-east-1", SHARED, snapshot="2022")
     assert all(e.on_demand_price_per_h is None for e in pure.instance_types)
-    assert all("2025" not in s and "2026" not in s for e in pure.instance_types for s in e.sources.values()
-               if not s.startswith("aws-gpu-instances"))
+    assert all(
+        "2025" not in s and "2026" not in s
+        for e in pure.instance_types
+        for s in e.sources.values()
+        if not s.startswith("aws-gpu-instances")
+    )
     p2 = pure.entry("p2.16xlarge")
     assert p2.spot_price_per_h == 14.4 and "AWS's cap" in p2.sources["spot_price_per_h"]
     mixed = import_shared_data("us-east-1", SHARED, snapshot="2022", mix_dates=True)
@@ -69,8 +75,12 @@ def test_lambda_offers_from_the_duration_prices() -> None:
     catalog = import_shared_data("us-east-1", SHARED)
     x86, arm = catalog.function("x86_64"), catalog.function("arm64")
     assert (x86.price_per_gb_s, arm.price_per_gb_s) == (1.68e-5, 1.36e-5)
-    assert (x86.max_memory_mb, x86.memory_step_mb, x86.timeout_s, x86.ephemeral_storage_mb) == (10240, 1, 900.0,
-                                                                                                (512, 10240))
+    assert (x86.max_memory_mb, x86.memory_step_mb, x86.timeout_s, x86.ephemeral_storage_mb) == (
+        10240,
+        1,
+        900.0,
+        (512, 10240),
+    )
     assert x86.speed_factor == 1.0 and arm.speed_factor is None
     assert Catalog.from_dict(catalog.to_dict()) == catalog
     assert import_shared_data("ap-east-1", SHARED).function("x86_64").price_per_gb_s == pytest.approx(2.9e-9 * 8000)
@@ -87,9 +97,12 @@ def test_serverless_build_uses_the_offer_and_refuses_unmeasured_arm64() -> None:
         build_serverless_problem(catalog, RESNET50, 600, architecture="arm64")
     with pytest.raises(InvalidInputError, match="--speed-factor-source"):
         build_serverless_problem(catalog, RESNET50, 600, architecture="arm64", speed_factor=0.8)
-    arm = build_serverless_problem(catalog, RESNET50, 600, architecture="arm64", speed_factor=0.8,
-                                   speed_source="our measurement")
-    assert arm.workload.rate_alpha == pytest.approx(0.8 * RESNET50.rate_alpha) and "rate_alpha" in arm.workload.estimated
+    arm = build_serverless_problem(
+        catalog, RESNET50, 600, architecture="arm64", speed_factor=0.8, speed_source="our measurement"
+    )
+    assert (
+        arm.workload.rate_alpha == pytest.approx(0.8 * RESNET50.rate_alpha) and "rate_alpha" in arm.workload.estimated
+    )
     assert "ESTIMATED from our measurement" in arm.notes
     assert solve(problem).status is Status.OPTIMAL
 
@@ -106,21 +119,42 @@ def test_catalog_import_cli_snapshot(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_build_prices_the_ps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The PS costs m5.xlarge's $0.192/h unless the catalog prices it or --ps-price-per-h says otherwise."""
-    base = ["build", "--catalog", "aws-table3-2023-01", "--profile", "spot/resnet110-paper", "--target-loss", "0.8",
-            "--deadline", "4000", "--out"]
+    base = [
+        "build",
+        "--catalog",
+        "aws-table3-2023-01",
+        "--profile",
+        "spot/resnet110-paper",
+        "--target-loss",
+        "0.8",
+        "--deadline",
+        "4000",
+        "--out",
+    ]
     assert main([*base, str(tmp_path / "a.json")]) == 0
     assert json.loads((tmp_path / "a.json").read_text())["platform"]["ps_price_per_h"] == 0.192
     assert main([*base, str(tmp_path / "b.json"), "--ps-price-per-h", "0"]) == 0
     assert json.loads((tmp_path / "b.json").read_text())["platform"]["ps_price_per_h"] == 0.0
     assert main([*base, str(tmp_path / "c.json"), "--ps-type", "c5.large"]) == 2
-    assert "--ps-price-per-h: catalog 'aws-table3-2023-01' has no on-demand price of PS type 'c5.large'" in \
-        capsys.readouterr().err
+    assert (
+        "--ps-price-per-h: catalog 'aws-table3-2023-01' has no on-demand price of PS type 'c5.large'"
+        in capsys.readouterr().err
+    )
 
 
 def test_build_serverless_options_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A serverless workload takes no loss target; a catalog without function offers says so."""
-    base = ["build", "--catalog", "aws-table3-2023-01", "--profile", "serverless/resnet50", "--deadline", "600",
-            "--out", str(tmp_path / "s.json")]
+    base = [
+        "build",
+        "--catalog",
+        "aws-table3-2023-01",
+        "--profile",
+        "serverless/resnet50",
+        "--deadline",
+        "600",
+        "--out",
+        str(tmp_path / "s.json"),
+    ]
     assert main([*base, "--target-loss", "0.5"]) == 2
     assert main(base) == 2
     err = capsys.readouterr().err.splitlines()
@@ -137,4 +171,4 @@ def test_list_cuts_descriptions_at_a_word(capsys: pytest.CaptureFixture[str]) ->
     full = {json.loads(p.read_text()).get("notes", "") for p in (REPO / "data" / "instances").rglob("*.json")}
     for n in long:
         kept = n.removesuffix(" ...")
-        assert any(f.startswith(kept) and f[len(kept)] in " ,;:." for f in full), n   # the next character ends a word
+        assert any(f.startswith(kept) and f[len(kept)] in " ,;:." for f in full), n  # the next character ends a word

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
-import json
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
@@ -13,16 +13,32 @@ from typing import Any
 import jsonschema
 import pytest
 
-from dnnprov import (InstanceType, InvalidInputError, ServerlessConstraints, ServerlessPlatform,
-                     ServerlessProblem, ServerlessWorkload, SpotConstraints, SpotPlatform, SpotProblem, SpotSLO,
-                     SpotWorkload, VcpuQuota, dumps_instance, embedded_instance, problem_from_dict,
-                     read_instance, write_instance)
+from dnnprov import (
+    InstanceType,
+    InvalidInputError,
+    ServerlessConstraints,
+    ServerlessPlatform,
+    ServerlessProblem,
+    ServerlessWorkload,
+    SpotConstraints,
+    SpotPlatform,
+    SpotProblem,
+    SpotSLO,
+    SpotWorkload,
+    VcpuQuota,
+    dumps_instance,
+    embedded_instance,
+    problem_from_dict,
+    read_instance,
+    write_instance,
+)
 from dnnprov.io.catalog import embedded_path
 from dnnprov.io.instances import schema
 from dnnprov.problems.spot import LOSS_VARIANTS, MARKETS, MODELS
 
-INSTANCE_FILES = sorted(p.relative_to(embedded_path("instances")).as_posix()
-                        for p in embedded_path("instances").rglob("*.json"))
+INSTANCE_FILES = sorted(
+    p.relative_to(embedded_path("instances")).as_posix() for p in embedded_path("instances").rglob("*.json")
+)
 
 
 def schema_file(name: str) -> dict[str, Any]:
@@ -32,8 +48,9 @@ def schema_file(name: str) -> dict[str, Any]:
 
 def required_fields(cls: type, exclude: tuple[str, ...] = ()) -> set[str]:
     """Dataclass fields without a default."""
-    return {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
-            and f.name not in exclude}
+    return {
+        f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING and f.name not in exclude
+    }
 
 
 def field_names(cls: type, exclude: tuple[str, ...] = ()) -> set[str]:
@@ -61,6 +78,7 @@ def refusal(data: dict[str, Any]) -> InvalidInputError:
 
 
 # ---------------------------------------------------------------- embedded instances
+
 
 def test_instances_are_embedded() -> None:
     """Both kinds of instance files ship with the package."""
@@ -92,6 +110,7 @@ def test_embedded_instance_round_trips_problem(relative: str, tmp_path: Path) ->
 
 
 # ---------------------------------------------------------------- schema vs dataclasses
+
 
 def test_spot_schema_lists_every_dataclass_field() -> None:
     """The spot schema's objects have exactly the dataclasses' fields."""
@@ -156,6 +175,7 @@ def test_schema_is_valid_draft_2020_12(name: str) -> None:
 @pytest.mark.parametrize("name", ["spot-v1", "serverless-v1", "catalog-v1", "spot-workload-v1"])
 def test_schema_closes_and_describes_every_object(name: str) -> None:
     """Every object forbids unknown keys and every property has a description."""
+
     def walk(node: Any, path: str) -> None:
         if isinstance(node, dict):
             if node.get("type") == "object" and "properties" in node:
@@ -167,6 +187,7 @@ def test_schema_closes_and_describes_every_object(name: str) -> None:
         elif isinstance(node, list):
             for i, sub in enumerate(node):
                 walk(sub, f"{path}[{i}]")
+
     walk(schema_file(name), name)
 
 
@@ -181,24 +202,49 @@ def test_schema_accepts_every_optional_spot_field() -> None:
     """A problem using every optional field writes a file the schema accepts and reads back equal."""
     problem = read_instance(embedded_instance("spot/paper-table1.json")).replace(model="paper")
     first = problem.instance_types[0]
-    types = (InstanceType(name=first.name, gpus=1, spot_price_per_h=1.0, quota=2, gpu_memory_gb=16,
-                          compute_time_s=0.5, vcpus=8, on_demand_price_per_h=3.0, on_demand_quota=1,
-                          family="P"),) + problem.instance_types[1:]
-    workload = SpotWorkload(**{**{f.name: getattr(problem.workload, f.name) for f in fields(SpotWorkload)},
-                               "loss_variant": "cc", "alpha_2": 64.0, "beta_2": 0.0})
+    types = (
+        InstanceType(
+            name=first.name,
+            gpus=1,
+            spot_price_per_h=1.0,
+            quota=2,
+            gpu_memory_gb=16,
+            compute_time_s=0.5,
+            vcpus=8,
+            on_demand_price_per_h=3.0,
+            on_demand_quota=1,
+            family="P",
+        ),
+    ) + problem.instance_types[1:]
+    workload = SpotWorkload(
+        **{
+            **{f.name: getattr(problem.workload, f.name) for f in fields(SpotWorkload)},
+            "loss_variant": "cc",
+            "alpha_2": 64.0,
+            "beta_2": 0.0,
+        }
+    )
     full = problem.replace(
-        instance_types=types, workload=workload,
+        instance_types=types,
+        workload=workload,
         slo=SpotSLO(loss=0.8, time_s=2600, takeover_overhead_s=30),
         platform=SpotPlatform(ps_price_per_h=0.192),
-        constraints=SpotConstraints(existing={"g3.8xlarge": 1}, ps_count=(1, 2), workers=(1, 20),
-                                    budget_usd=50.0, markets=("spot", "on-demand"),
-                                    vcpu_quotas=(VcpuQuota("G", "spot", 256),)))
+        constraints=SpotConstraints(
+            existing={"g3.8xlarge": 1},
+            ps_count=(1, 2),
+            workers=(1, 20),
+            budget_usd=50.0,
+            markets=("spot", "on-demand"),
+            vcpu_quotas=(VcpuQuota("G", "spot", 256),),
+        ),
+    )
     data = json.loads(dumps_instance(full))
     jsonschema.validate(data, schema("spot"), cls=jsonschema.Draft202012Validator)
     assert problem_from_dict(data) == full
 
 
 # ---------------------------------------------------------------- refusals
+
 
 def test_unknown_field_is_refused(table1: dict[str, Any]) -> None:
     """An unknown key is refused, naming the key itself."""
@@ -293,8 +339,7 @@ def test_on_demand_suffix_in_type_name_is_refused(table1: dict[str, Any]) -> Non
     assert refusal(table1).field.startswith("instance_types")
 
 
-@pytest.mark.parametrize("fmt, version, field", [("dnnprov/spot", 2, "version"),
-                                                 ("dnnprov/gpu", 1, "format")])
+@pytest.mark.parametrize("fmt, version, field", [("dnnprov/spot", 2, "version"), ("dnnprov/gpu", 1, "format")])
 def test_format_and_version_are_checked(table1: dict[str, Any], fmt: str, version: int, field: str) -> None:
     """An unknown format or version is refused before anything else."""
     table1["format"], table1["version"] = fmt, version
@@ -312,7 +357,7 @@ def test_meaning_is_checked_after_the_schema(table1: dict[str, Any]) -> None:
 def test_documented_examples_are_valid_instances() -> None:
     """Every JSON example in docs/instance-format.md reads as a problem."""
     text = (Path(__file__).resolve().parents[2] / "docs" / "instance-format.md").read_text()
-    blocks = re.findall(r"```json\n(.*?)```", text, flags=re.S)
+    blocks = re.findall(r"```json\n(.*?)```", text, flags=re.DOTALL)
     assert len(blocks) == 4
     kinds = [type(problem_from_dict(json.loads(block))).__name__ for block in blocks]
     assert kinds == ["SpotProblem", "SpotProblem", "ServerlessProblem", "ServerlessProblem"]
@@ -333,14 +378,17 @@ def test_utf8_byte_order_mark_is_accepted(tmp_path: Path) -> None:
     assert read_instance(path) == read_instance(embedded_instance("spot/paper-table1.json"))
 
 
-@pytest.mark.parametrize(("data", "words"), [
-    (lambda t: t.encode("utf-16"), "looks like UTF-16"),
-    (lambda t: t.encode("utf-16-le"), "looks like UTF-16"),
-    (lambda t: t.replace("spotDNN", "caf\xe9", 1).encode("latin-1"), "byte 0xe9"),
-    (lambda t: b"[" * 5000 + b"]" * 5000, "nested more than 32 levels"),
-    (lambda t: t.replace('"quota": 5', '"quota": ' + "1" * 4400, 1).encode(), "integer literal of 4400 digits"),
-    (lambda t: b" " * (8 * 1024 * 1024 + 1), "larger than the limit"),
-])
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (lambda t: t.encode("utf-16"), "looks like UTF-16"),
+        (lambda t: t.encode("utf-16-le"), "looks like UTF-16"),
+        (lambda t: t.replace("spotDNN", "caf\xe9", 1).encode("latin-1"), "byte 0xe9"),
+        (lambda t: b"[" * 5000 + b"]" * 5000, "nested more than 32 levels"),
+        (lambda t: t.replace('"quota": 5', '"quota": ' + "1" * 4400, 1).encode(), "integer literal of 4400 digits"),
+        (lambda t: b" " * (8 * 1024 * 1024 + 1), "larger than the limit"),
+    ],
+)
 def test_unreadable_files_name_the_file(tmp_path: Path, data, words) -> None:
     """Other encodings, deep nesting, huge literals and huge files: one error on the file."""
     path = tmp_path / "bad.json"

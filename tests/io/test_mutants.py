@@ -28,16 +28,57 @@ from dnnprov.cli import main
 
 EMBEDDED = Path(str(dnnprov.embedded_instance("spot/paper-table1.json"))).parents[1]
 REPO = Path(__file__).resolve().parents[2]
-BASES = sorted(EMBEDDED.rglob("*.json")) + [REPO / "data/benchmarks/small/serverless-000.json",
-                                              REPO / "data/benchmarks/large/large-000.json"]
-TOP_LEVEL = {"format", "version", "name", "notes", "model", "instance_types", "workload", "platform",
-             "slo", "constraints", "(top level)"}
-HANG_GUARD_S = 300.0   # a subprocess that has not answered by then hangs: not a timing target
+BASES = sorted(EMBEDDED.rglob("*.json")) + [
+    REPO / "data/benchmarks/small/serverless-000.json",
+    REPO / "data/benchmarks/large/large-000.json",
+]
+TOP_LEVEL = {
+    "format",
+    "version",
+    "name",
+    "notes",
+    "model",
+    "instance_types",
+    "workload",
+    "platform",
+    "slo",
+    "constraints",
+    "(top level)",
+}
+HANG_GUARD_S = 300.0  # a subprocess that has not answered by then hangs: not a timing target
 MUTANTS = 400
 
-HOSTILE: list[Any] = [None, True, False, -1, 0, 1.5, -0.0, 1e308, -1e308, 2 ** 63, 2 ** 64 + 7, 10 ** 6,
-                      1e-320, "", "x", "5", "\x1b[31mred", "\u202e", "a" * 5000, "\ud800", [], {}, [1, 2, 3],
-                      [[[]]], {"a": 1}, math.nan, math.inf, -math.inf, 10 ** 40]
+HOSTILE: list[Any] = [
+    None,
+    True,
+    False,
+    -1,
+    0,
+    1.5,
+    -0.0,
+    1e308,
+    -1e308,
+    2**63,
+    2**64 + 7,
+    10**6,
+    1e-320,
+    "",
+    "x",
+    "5",
+    "\x1b[31mred",
+    "\u202e",
+    "a" * 5000,
+    "\ud800",
+    [],
+    {},
+    [1, 2, 3],
+    [[[]]],
+    {"a": 1},
+    math.nan,
+    math.inf,
+    -math.inf,
+    10**40,
+]
 
 
 # ------------------------------------------------------------------ mutations
@@ -77,7 +118,7 @@ def _tree_mutant(doc: dict, rng: np.random.Generator) -> tuple[str, dict]:
         parent[f"{key}_ms" if rng.random() < 0.5 else f"x{key}"] = parent.pop(key)
         return f"rename {path}", doc
     if op == 5 and isinstance(parent[key], (int, float)) and not isinstance(parent[key], bool):  # scale far out
-        factor = [10 ** 6, -1, 0, 10 ** 4, 1e-9][int(rng.integers(5))]
+        factor = [10**6, -1, 0, 10**4, 1e-9][int(rng.integers(5))]
         parent[key] = parent[key] * factor
         return f"scale {path} x {factor}", doc
     if op == 6:  # deep nesting
@@ -172,8 +213,9 @@ def check_clean(code: int, stderr: str, path: Path, what: str) -> None:
     if rest.startswith(str(path) + ": "):
         return
     field = rest.split(": ", 1)[0]
-    assert field and field.split(".")[0].split("[")[0] in TOP_LEVEL | _top_keys(path), \
+    assert field and field.split(".")[0].split("[")[0] in TOP_LEVEL | _top_keys(path), (
         f"{what}: no field named: {stderr!r}"
+    )
 
 
 def _top_keys(path: Path) -> set[str]:
@@ -223,21 +265,47 @@ def test_every_mutant_gives_one_clean_line_or_a_result(mutant_files):
         assert " by " in out.splitlines()[0], what
 
 
-@pytest.mark.parametrize(("what", "change", "field"), [
-    ("a quota of 1e6", lambda d: d["instance_types"]["g3.8xlarge"].update(quota=10 ** 6), "instance_types.g3.8xlarge.quota"),
-    ("2,000 types", lambda d: d.update(instance_types={f"t{i}.x": dict(d["instance_types"]["g3.8xlarge"])
-                                                       for i in range(2000)}), "instance_types"),
-    ("a PS range to 1e6", lambda d: d.setdefault("constraints", {}).update(ps_count=[1, 10 ** 6]),
-     "constraints.ps_count[1]"),
-    ("quota 2^63", lambda d: d["instance_types"]["g3.8xlarge"].update(quota=2 ** 63), "instance_types.g3.8xlarge.quota"),
-    ("quota 1e308", lambda d: d["instance_types"]["g3.8xlarge"].update(quota=1e308), "instance_types.g3.8xlarge.quota"),
-    ("format a list", lambda d: d.update(format=["dnnprov/spot"]), "format"),
-    ("version 99", lambda d: d.update(version=99), "version"),
-    ("ps_type a number", lambda d: d["platform"].update(ps_type=123), "platform.ps_type"),
-    ("a lone surrogate", lambda d: d.update(name="a\ud800b"), "name"),
-    ("an escape sequence in a type name", lambda d: d["instance_types"].update(
-        {"g\x1b[2J": d["instance_types"].pop("g3.8xlarge")}), "instance_types.g\\x1b[2J"),
-])
+@pytest.mark.parametrize(
+    ("what", "change", "field"),
+    [
+        (
+            "a quota of 1e6",
+            lambda d: d["instance_types"]["g3.8xlarge"].update(quota=10**6),
+            "instance_types.g3.8xlarge.quota",
+        ),
+        (
+            "2,000 types",
+            lambda d: d.update(
+                instance_types={f"t{i}.x": dict(d["instance_types"]["g3.8xlarge"]) for i in range(2000)}
+            ),
+            "instance_types",
+        ),
+        (
+            "a PS range to 1e6",
+            lambda d: d.setdefault("constraints", {}).update(ps_count=[1, 10**6]),
+            "constraints.ps_count[1]",
+        ),
+        (
+            "quota 2^63",
+            lambda d: d["instance_types"]["g3.8xlarge"].update(quota=2**63),
+            "instance_types.g3.8xlarge.quota",
+        ),
+        (
+            "quota 1e308",
+            lambda d: d["instance_types"]["g3.8xlarge"].update(quota=1e308),
+            "instance_types.g3.8xlarge.quota",
+        ),
+        ("format a list", lambda d: d.update(format=["dnnprov/spot"]), "format"),
+        ("version 99", lambda d: d.update(version=99), "version"),
+        ("ps_type a number", lambda d: d["platform"].update(ps_type=123), "platform.ps_type"),
+        ("a lone surrogate", lambda d: d.update(name="a\ud800b"), "name"),
+        (
+            "an escape sequence in a type name",
+            lambda d: d["instance_types"].update({"g\x1b[2J": d["instance_types"].pop("g3.8xlarge")}),
+            "instance_types.g\\x1b[2J",
+        ),
+    ],
+)
 def test_issue_inputs_are_refused_at_once(what, change, field, tmp_path):
     """The inputs of issue 14 and issue 8: one line naming the field."""
     doc = json.loads((EMBEDDED / "spot/paper-table1.json").read_text())
@@ -281,8 +349,14 @@ def test_duplicate_keys_are_refused_naming_the_key(tmp_path):
 
 # ------------------------------------------------------------------ the real CLI
 def _cli(*args: str, stdin: Any = subprocess.DEVNULL, **kwargs: Any) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "dnnprov", *args], stdin=stdin, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "dnnprov", *args],
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
 
 
 def _hostile_files(folder: Path) -> dict[str, tuple[Path, str]]:
@@ -298,7 +372,11 @@ def _hostile_files(folder: Path) -> dict[str, tuple[Path, str]]:
     put("utf16.json", text.encode("utf-16"), "not UTF-8 text (it looks like UTF-16)")
     put("latin1.json", text.replace("spotDNN", "caf\xe9").encode("latin-1"), "not UTF-8 text")
     put("deep.json", b'{"notes": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested more than 32 levels")
-    put("digits.json", text.replace('"quota": 5', '"quota": ' + "9" * 5000, 1).encode(), "integer literal of 5000 digits")
+    put(
+        "digits.json",
+        text.replace('"quota": 5', '"quota": ' + "9" * 5000, 1).encode(),
+        "integer literal of 5000 digits",
+    )
     put("huge.json", b" " * (9 * 1024 * 1024) + text.encode(), "larger than the limit")
     fifo = folder / "fifo.json"
     os.mkfifo(fifo)
@@ -340,12 +418,23 @@ def test_closed_stdout_exits_quietly():
     assert proc.returncode == 141 and err == "", err
 
 
-@pytest.mark.parametrize("spec", ["embedded:../../../../etc/passwd", "embedded:/etc/passwd",
-                                  "embedded:spot/../../schema/spot-v1.schema.json", "embedded:no/such.json"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "embedded:../../../../etc/passwd",
+        "embedded:/etc/passwd",
+        "embedded:spot/../../schema/spot-v1.schema.json",
+        "embedded:no/such.json",
+    ],
+)
 def test_embedded_paths_stay_inside_the_shipped_instances(spec):
     """`embedded:` cannot reach files outside the shipped instances, in every command."""
-    for argv in (["show", spec], ["solve", spec], ["batch", spec, "--no-progress"],
-                 ["replan", spec, "--plan", "x.json", "--revoked", "a=1", "--elapsed", "1", "--loss-reached", "1"]):
+    for argv in (
+        ["show", spec],
+        ["solve", spec],
+        ["batch", spec, "--no-progress"],
+        ["replan", spec, "--plan", "x.json", "--revoked", "a=1", "--elapsed", "1", "--loss-reached", "1"],
+    ):
         code, out, err = run_in_process(argv)
         assert code == 2 and out == "" and err.startswith(f"dnnprov: error: {spec}: "), (argv, err)
 
@@ -360,8 +449,20 @@ def test_embedded_paths_work_in_every_command(tmp_path):
     plan.write_text(out)
     checks = [
         ["show", spec],
-        ["replan", spec, "--plan", str(plan), "--revoked", "g3.8xlarge=1", "--elapsed", "600",
-         "--loss-reached", "1.5", "--method", "heuristic"],
+        [
+            "replan",
+            spec,
+            "--plan",
+            str(plan),
+            "--revoked",
+            "g3.8xlarge=1",
+            "--elapsed",
+            "600",
+            "--loss-reached",
+            "1.5",
+            "--method",
+            "heuristic",
+        ],
         ["export", str(plan), "--instance", spec, "--to", "json"],
         ["solve-many", spec, "embedded:serverless/paper-table3-resnet50.json", "--time-limit", "20"],
         ["batch", "embedded:serverless", "--methods", "heuristic", "--workers", "1", "--no-progress"],

@@ -12,10 +12,15 @@ import pytest
 
 import dnnprov
 from dnnprov import InvalidInputError, SpotProblem, dumps_instance, embedded_instance, read_instance
-from dnnprov.io.catalog import (Catalog, SpotWorkloadProfile, embedded_path, load_catalog,
-                             load_spot_profile)
-from dnnprov.io.paper import (TABLE3_TYPES, TABLE5_TYPES, load_serverless_workload, main,
-                           paper_instances, write_paper_instances)
+from dnnprov.io.catalog import Catalog, SpotWorkloadProfile, embedded_path, load_catalog, load_spot_profile
+from dnnprov.io.paper import (
+    TABLE3_TYPES,
+    TABLE5_TYPES,
+    load_serverless_workload,
+    main,
+    paper_instances,
+    write_paper_instances,
+)
 from dnnprov.models.spot import SpotModel
 
 CATALOGS = ["aws-table3-2023-01", "reference-code-2023"]
@@ -24,16 +29,25 @@ ESTIMATED_PROFILES = ["vgg19", "inception-v3", "esperberto"]
 SERVERLESS_WORKLOADS = ["espcn", "1dcnn", "1dcnn-reconciled", "mobilenet", "resnet50"]
 
 #: spotDNN Table III: GPUs, spot and on-demand $/h.
-TABLE3 = {"p3.2xlarge": (1, 1.25, 3.06), "p2.8xlarge": (8, 2.16, 7.20), "g4dn.12xlarge": (4, 1.22, 3.91),
-          "g4dn.4xlarge": (1, 0.36, 1.20), "g3.16xlarge": (4, 1.37, 4.56), "g3.8xlarge": (2, 0.69, 2.28),
-          "g3.4xlarge": (1, 0.34, 1.14)}
+TABLE3 = {
+    "p3.2xlarge": (1, 1.25, 3.06),
+    "p2.8xlarge": (8, 2.16, 7.20),
+    "g4dn.12xlarge": (4, 1.22, 3.91),
+    "g4dn.4xlarge": (1, 0.36, 1.20),
+    "g3.16xlarge": (4, 1.37, 4.56),
+    "g3.8xlarge": (2, 0.69, 2.28),
+    "g3.4xlarge": (1, 0.34, 1.14),
+}
 #: spotDNN Table IV: S_parm (MB) and B_req (MB/s).
-TABLE4 = {"resnet110-paper": (11.54, 142), "esperberto": (336, 543), "vgg19": (574, 620),
-          "inception-v3": (98, 562)}
+TABLE4 = {"resnet110-paper": (11.54, 142), "esperberto": (336, 543), "vgg19": (574, 620), "inception-v3": (98, 562)}
 #: Spec section 6: GPUs, spot $/h, speed (samples/s), per-GPU batch of the reference code.
-REFERENCE = {"p3.2xlarge": (1, 0.918, 1885, 1024), "g4dn.4xlarge": (1, 0.3612, 750, 1024),
-             "g3.8xlarge": (2, 0.6840, 1018, 512), "g3.16xlarge": (4, 1.5676, 1995, 512),
-             "p2.8xlarge": (8, 2.1600, 2115, 1024)}
+REFERENCE = {
+    "p3.2xlarge": (1, 0.918, 1885, 1024),
+    "g4dn.4xlarge": (1, 0.3612, 750, 1024),
+    "g3.8xlarge": (2, 0.6840, 1018, 512),
+    "g3.16xlarge": (4, 1.5676, 1995, 512),
+    "p2.8xlarge": (8, 2.1600, 2115, 1024),
+}
 #: spotDNN's own plans of Tables V and VI per instance file (column order TABLE5_TYPES).
 PUBLISHED_SPOTDNN = {
     "paper-table5-inception-v3-1.2-4500": [2, 0, 0, 3, 0],
@@ -47,7 +61,8 @@ PUBLISHED_SPOTDNN = {
     "paper-table6-esperberto-4.8-7000": [0, 0, 1, 3, 0],
 }
 SMALL_SPOT = [f"spot/{name}.json" for name in PUBLISHED_SPOTDNN] + [
-    f"spot/paper-table5-resnet110-{slo}.json" for slo in ("0.9-1900", "0.8-2400", "0.7-3700")]
+    f"spot/paper-table5-resnet110-{slo}.json" for slo in ("0.9-1900", "0.8-2400", "0.7-3700")
+]
 
 
 def schema_file(name: str) -> dict[str, Any]:
@@ -68,6 +83,7 @@ def generated() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- generator vs committed files
+
 
 def test_committed_instances_equal_the_generator(generated: dict[str, Any]) -> None:
     """Every committed instance file is byte-for-byte what ``paper_instances`` generates."""
@@ -119,6 +135,7 @@ def test_write_paper_instances_returns_readable_paths(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- catalogs and profiles
 
+
 @pytest.mark.parametrize("name", CATALOGS)
 def test_catalog_matches_schema_and_round_trips(name: str) -> None:
     """A catalog file is valid under catalog-v1 and is exactly what ``Catalog.to_dict`` writes."""
@@ -143,8 +160,10 @@ def test_catalog_cites_a_source_for_every_number(name: str) -> None:
     for entry in load_catalog(embedded_path("catalogs", f"{name}.json")).instance_types:
         for field in ("gpus", "vcpus", "memory_gb", "gpu_memory_gb", "spot_price_per_h", "on_demand_price_per_h"):
             assert getattr(entry, field) is not None, (entry.name, field)
-            assert entry.sources[field] in ("spotDNN Table III", "AWS instance type facts",
-                                            "spotDNN reference code"), (entry.name, field)
+            assert entry.sources[field] in ("spotDNN Table III", "AWS instance type facts", "spotDNN reference code"), (
+                entry.name,
+                field,
+            )
 
 
 def test_table3_catalog_is_table3() -> None:
@@ -191,8 +210,15 @@ def test_profiles_carry_table4(name: str) -> None:
 def test_estimated_profiles_say_what_is_estimated(name: str) -> None:
     """Every unpublished coefficient is listed as estimated and the notes explain the derivation."""
     profile = load_spot_profile(embedded_path("workloads", "spot", f"{name}.json"))
-    assert set(profile.workload.estimated) == {"alpha_1", "beta_1", "gamma_1", "gamma_2", "gamma_3",
-                                               "gamma_4", "gamma_5"}
+    assert set(profile.workload.estimated) == {
+        "alpha_1",
+        "beta_1",
+        "gamma_1",
+        "gamma_2",
+        "gamma_3",
+        "gamma_4",
+        "gamma_5",
+    }
     assert list(profile.per_type) == list(TABLE5_TYPES)
     assert "estimate" in profile.notes and "Table IV" in profile.notes
 
@@ -204,6 +230,7 @@ def test_paper_resnet_profile_covers_table3() -> None:
 
 
 # ---------------------------------------------------------------- serverless workloads
+
 
 @pytest.mark.parametrize("name", SERVERLESS_WORKLOADS)
 def test_serverless_workload_loads_every_field(name: str) -> None:
@@ -251,6 +278,7 @@ def test_serverless_workload_refuses_unknown_fields(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- the data reproduce the papers
 
+
 @pytest.fixture(scope="module")
 def table1() -> SpotProblem:
     """The Table I instance."""
@@ -296,8 +324,13 @@ def test_published_plans_meet_their_slos_in_our_model(name: str, plan: list[int]
     assert evaluation.feasible[0]
 
 
-@pytest.mark.parametrize("name, plan, cc", [("paper-table6-vgg19-4.6-2700", [1, 1, 0, 0, 0], 0.51),
-                                            ("paper-table6-esperberto-5.6-4000", [0, 0, 1, 3, 0], 0.83)])
+@pytest.mark.parametrize(
+    "name, plan, cc",
+    [
+        ("paper-table6-vgg19-4.6-2700", [1, 1, 0, 0, 0], 0.51),
+        ("paper-table6-esperberto-5.6-4000", [0, 0, 1, 3, 0], 0.83),
+    ],
+)
 def test_speed_ratios_reproduce_table6_cc(name: str, plan: list[int], cc: float) -> None:
     """The speed ratios derived from Table VI give back its convergence coefficients."""
     problem = read_instance(embedded_instance(f"spot/{name}.json"))
@@ -320,8 +353,11 @@ def test_serverless_instances_are_feasible(relative: str) -> None:
 
 # ---------------------------------------------------------------- validity domains and calibration
 TABLE1_PLANS = [[0, 0, 5, 3, 0], [0, 0, 4, 3, 0], [0, 2, 5, 2, 0], [0, 3, 5, 2, 0]]
-TABLE5_RESNET = {"0.9-1900": [[2, 0, 2, 0, 0]], "0.8-2400": [[2, 0, 4, 0, 0], [2, 0, 3, 0, 0]],
-                 "0.7-3700": [[2, 1, 4, 0, 0], [2, 0, 3, 0, 0], [2, 1, 3, 0, 0], [2, 0, 4, 0, 0]]}
+TABLE5_RESNET = {
+    "0.9-1900": [[2, 0, 2, 0, 0]],
+    "0.8-2400": [[2, 0, 4, 0, 0], [2, 0, 3, 0, 0]],
+    "0.7-3700": [[2, 1, 4, 0, 0], [2, 0, 3, 0, 0], [2, 1, 3, 0, 0], [2, 0, 4, 0, 0]],
+}
 
 
 def test_every_published_plan_lies_inside_its_domain() -> None:
@@ -335,18 +371,27 @@ def test_every_published_plan_lies_inside_its_domain() -> None:
         assert SpotModel(problem).evaluate(np.array([plan])).inside_domain[0], (relative, plan)
 
 
-@pytest.mark.parametrize("relative, functions, memory, local_batch", [
-    ("serverless/paper-table3-resnet50.json", 8, 3008, 64), ("serverless/paper-table3-resnet50.json", 9, 2816, 128),
-    ("serverless/paper-table3-resnet50.json", 8, 2560, None), ("serverless/paper-fig10-1dcnn-90s.json", 10, 1088, None),
-    ("serverless/paper-fig10-1dcnn-90s.json", 10, 3008, None), ("serverless/paper-fig10-mobilenet-1200s.json", 7, 1728, None),
-    ("serverless/paper-fig10-mobilenet-1200s.json", 10, 2752, None)])
+@pytest.mark.parametrize(
+    "relative, functions, memory, local_batch",
+    [
+        ("serverless/paper-table3-resnet50.json", 8, 3008, 64),
+        ("serverless/paper-table3-resnet50.json", 9, 2816, 128),
+        ("serverless/paper-table3-resnet50.json", 8, 2560, None),
+        ("serverless/paper-fig10-1dcnn-90s.json", 10, 1088, None),
+        ("serverless/paper-fig10-1dcnn-90s.json", 10, 3008, None),
+        ("serverless/paper-fig10-mobilenet-1200s.json", 7, 1728, None),
+        ("serverless/paper-fig10-mobilenet-1200s.json", 10, 2752, None),
+    ],
+)
 def test_published_serverless_plans_lie_inside_the_domain(relative, functions, memory, local_batch) -> None:
     """λDNN's published plans use memory sizes the profile covers."""
     problem = read_instance(embedded_instance(relative))
     assert dnnprov.ServerlessModel(problem).evaluate(functions, memory, local_batch=local_batch).inside_domain
 
 
-@pytest.mark.parametrize("relative", sorted(SMALL_SPOT) + ["spot/paper-table1.json", "spot/paper-table3-overhead-7x10.json"])
+@pytest.mark.parametrize(
+    "relative", sorted(SMALL_SPOT) + ["spot/paper-table1.json", "spot/paper-table3-overhead-7x10.json"]
+)
 def test_no_plan_inside_the_domain_trains_in_a_handful_of_iterations(relative: str) -> None:
     """Inside the domain eq. (3) needs over a hundred iterations: its fewest are at the largest
     b_w the types reach, the fewest workers and R = 0 (j falls with b_w, rises with |N| and R)."""
@@ -369,7 +414,9 @@ def test_embedded_calibration_is_reproducible() -> None:
     resnet50 = load_serverless_workload(embedded_path("workloads", "serverless", "resnet50.json"))
     c = cal["serverless"]["calibration"]
     assert resnet50.samples == round(c["samples"]["value"])
-    assert (resnet50.storage_alpha, resnet50.storage_beta) == pytest.approx((c["storage_alpha"], c["storage_beta"]), rel=1e-5)
+    assert (resnet50.storage_alpha, resnet50.storage_beta) == pytest.approx(
+        (c["storage_alpha"], c["storage_beta"]), rel=1e-5
+    )
     for name in SERVERLESS_WORKLOADS:
         w = load_serverless_workload(embedded_path("workloads", "serverless", f"{name}.json"))
         assert (w.storage_alpha, w.storage_beta) == (resnet50.storage_alpha, resnet50.storage_beta), name

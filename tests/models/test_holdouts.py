@@ -22,8 +22,15 @@ from dnnprov.io.catalog import build_spot_problem, embedded_path, load_catalog, 
 from dnnprov.io.paper import TABLE5_TYPES, UNPRICED_PS
 from dnnprov.models.predict import predict
 from dnnprov.problems.spot import SpotSLO
-from dnnprov.profiling.calibrate import (ESTIMATED_GAMMA_4, ESTIMATED_SERVERLESS, TABLE1_RUNS, TABLE3_RUNS,
-                                         leave_one_out_gamma_4, leave_one_out_serverless, table1_paper_problem)
+from dnnprov.profiling.calibrate import (
+    ESTIMATED_GAMMA_4,
+    ESTIMATED_SERVERLESS,
+    TABLE1_RUNS,
+    TABLE3_RUNS,
+    leave_one_out_gamma_4,
+    leave_one_out_serverless,
+    table1_paper_problem,
+)
 
 #: λDNN's model is published with prediction errors up to 10.27 % (over function counts,
 #: spec/serverless.md section 6): a reproduction cannot be asked to be closer to a measured time.
@@ -69,12 +76,20 @@ def test_table1_leave_one_out_within_the_papers_own_error() -> None:
 FIG8B_MEMORY = range(2496, 3009, 64)
 
 
-@pytest.mark.parametrize("samples", [
-    pytest.param(ESTIMATED_SERVERLESS["samples"], id="estimated-n_t"),
-    pytest.param(None, id="calibrated-n_t", marks=miss(
-        "calibrated n_t = 65,957 predicts 561-593 s, above Fig. 8(b)'s 300-550 s axis; the paper's own "
-        "Table 3 time of 8 x 2,560 MB at local batch 128 (573.34 s, this very setting) is above it too")),
-])
+@pytest.mark.parametrize(
+    "samples",
+    [
+        pytest.param(ESTIMATED_SERVERLESS["samples"], id="estimated-n_t"),
+        pytest.param(
+            None,
+            id="calibrated-n_t",
+            marks=miss(
+                "calibrated n_t = 65,957 predicts 561-593 s, above Fig. 8(b)'s 300-550 s axis; the paper's own "
+                "Table 3 time of 8 x 2,560 MB at local batch 128 (573.34 s, this very setting) is above it too"
+            ),
+        ),
+    ],
+)
 def test_fig8b_resnet50_times_lie_on_the_figures_axis(samples: int | None) -> None:
     """λDNN Fig. 8(b): ResNet50, 8 functions, 1 epoch, local batch 128, 2,496-3,008 MB; the
     figure's time axis spans 300-550 s, so every measured time lies in it (tolerance: none
@@ -86,11 +101,17 @@ def test_fig8b_resnet50_times_lie_on_the_figures_axis(samples: int | None) -> No
     assert 300 <= min(times) and max(times) <= 550, times
 
 
-@pytest.mark.parametrize("relative", [
-    pytest.param("serverless/paper-fig10-1dcnn-90s-reconciled.json", id="reconciled-line"),
-    pytest.param("serverless/paper-fig10-1dcnn-90s.json", id="table5-line", marks=miss(
-        "Table 5's rate line 0.1 m - 8.8 predicts 47-122 s, above the 80 s axis below about 1,500 MB")),
-])
+@pytest.mark.parametrize(
+    "relative",
+    [
+        pytest.param("serverless/paper-fig10-1dcnn-90s-reconciled.json", id="reconciled-line"),
+        pytest.param(
+            "serverless/paper-fig10-1dcnn-90s.json",
+            id="table5-line",
+            marks=miss("Table 5's rate line 0.1 m - 8.8 predicts 47-122 s, above the 80 s axis below about 1,500 MB"),
+        ),
+    ],
+)
 def test_fig8a_1dcnn_times_lie_on_the_figures_axis(relative: str) -> None:
     """λDNN Fig. 8(a): 1DCNN, 8 functions, 3 epochs, 960-3,008 MB; time axis 20-80 s. The
     reconciled line was derived from the two published 1DCNN runs only, so this is held out."""
@@ -112,11 +133,21 @@ def test_reconciled_line_gives_both_published_1dcnn_runs() -> None:
 
 
 # ---------------------------------------------------------------- λDNN Fig. 10: λDNN's plans met T_o
-@pytest.mark.parametrize("time_o, memory, functions", [
-    pytest.param(700, 2816, 6, id="700s", marks=miss(
-        "the calibrated model predicts 762.7 s for λDNN's T_o = 700 s plan, which the paper says met it")),
-    pytest.param(800, 2752, 6, id="800s"),
-])
+@pytest.mark.parametrize(
+    "time_o, memory, functions",
+    [
+        pytest.param(
+            700,
+            2816,
+            6,
+            id="700s",
+            marks=miss(
+                "the calibrated model predicts 762.7 s for λDNN's T_o = 700 s plan, which the paper says met it"
+            ),
+        ),
+        pytest.param(800, 2752, 6, id="800s"),
+    ],
+)
 def test_fig10b_resnet50_lambda_dnn_plans_meet_their_deadline(time_o: int, memory: int, functions: int) -> None:
     """λDNN Fig. 10(b), ResNet50, 1 epoch: λDNN's plans met T_o, so the calibrated model must
     predict them within T_o (tolerance none: a prediction above T_o makes our solvers reject
@@ -125,17 +156,33 @@ def test_fig10b_resnet50_lambda_dnn_plans_meet_their_deadline(time_o: int, memor
     assert predict(problem, functions=functions, memory_mb=memory)["time_s"] <= time_o
 
 
-@pytest.mark.parametrize("relative, time_o, memory, functions", [
-    pytest.param("serverless/paper-fig10-1dcnn-90s.json", 90, 1088, 10, id="table5-90s", marks=miss(
-        "Table 5's line predicts 144.2 s for λDNN's T_o = 90 s plan (published 86.2 s)")),
-    pytest.param("serverless/paper-fig10-1dcnn-90s.json", 150, 1344, 7, id="table5-150s", marks=miss(
-        "Table 5's line predicts 169.6 s for λDNN's T_o = 150 s plan, which met it")),
-    pytest.param("serverless/paper-fig10-1dcnn-90s.json", 210, 1792, 5, id="table5-210s"),
-    pytest.param("serverless/paper-fig10-1dcnn-90s-reconciled.json", 150, 1344, 7, id="reconciled-150s"),
-    pytest.param("serverless/paper-fig10-1dcnn-90s-reconciled.json", 210, 1792, 5, id="reconciled-210s"),
-])
-def test_fig10a_1dcnn_lambda_dnn_plans_meet_their_deadline(relative: str, time_o: int, memory: int,
-                                                           functions: int) -> None:
+@pytest.mark.parametrize(
+    "relative, time_o, memory, functions",
+    [
+        pytest.param(
+            "serverless/paper-fig10-1dcnn-90s.json",
+            90,
+            1088,
+            10,
+            id="table5-90s",
+            marks=miss("Table 5's line predicts 144.2 s for λDNN's T_o = 90 s plan (published 86.2 s)"),
+        ),
+        pytest.param(
+            "serverless/paper-fig10-1dcnn-90s.json",
+            150,
+            1344,
+            7,
+            id="table5-150s",
+            marks=miss("Table 5's line predicts 169.6 s for λDNN's T_o = 150 s plan, which met it"),
+        ),
+        pytest.param("serverless/paper-fig10-1dcnn-90s.json", 210, 1792, 5, id="table5-210s"),
+        pytest.param("serverless/paper-fig10-1dcnn-90s-reconciled.json", 150, 1344, 7, id="reconciled-150s"),
+        pytest.param("serverless/paper-fig10-1dcnn-90s-reconciled.json", 210, 1792, 5, id="reconciled-210s"),
+    ],
+)
+def test_fig10a_1dcnn_lambda_dnn_plans_meet_their_deadline(
+    relative: str, time_o: int, memory: int, functions: int
+) -> None:
     """λDNN Fig. 10(a), 1DCNN, 5 epochs: λDNN's plans met T_o (tolerance none, as above). The
     reconciled line's T_o = 90 s plan is one of the two runs it was derived from, so not here."""
     problem = load(relative).replace(time_s=time_o)
@@ -151,11 +198,15 @@ def test_mobilenet_heuristic_returns_the_published_plan() -> None:
     assert result.plan is not None and (result.plan.functions, result.plan.memory_mb) == (7, 1728)
 
 
-@pytest.mark.parametrize("functions, memory, published_s", [
-    pytest.param(7, 1728, 967.5, id="lambdaDNN"),
-    pytest.param(10, 2752, 738.9, id="modified-Siren", marks=miss(
-        "predicted 594.7 s, 19.5 % below the published 738.9 s")),
-])
+@pytest.mark.parametrize(
+    "functions, memory, published_s",
+    [
+        pytest.param(7, 1728, 967.5, id="lambdaDNN"),
+        pytest.param(
+            10, 2752, 738.9, id="modified-Siren", marks=miss("predicted 594.7 s, 19.5 % below the published 738.9 s")
+        ),
+    ],
+)
 def test_mobilenet_published_times(functions: int, memory: int, published_s: float) -> None:
     """λDNN's MobileNet plans within 10 % of their published times (the paper's own prediction
     error reaches 10.27 %). Measured: λDNN's +7.8 % (1,042.5 s, one checkpoint restart)."""
@@ -169,10 +220,13 @@ TABLE5_SRIFTY = {(0.9, 1900): [2, 0, 2, 0, 0], (0.8, 2400): [2, 0, 4, 0, 0], (0.
 
 def table5_calibrated(loss: float, time_s: float) -> dnnprov.SpotProblem:
     """A Table V ResNet-110 row on the paper model with gamma_4 calibrated to Table I."""
-    return build_spot_problem(load_catalog(embedded_path("catalogs", "reference-code-2023.json")),
-                              load_spot_profile(embedded_path("workloads", "spot", "resnet110-paper.json")),
-                              SpotSLO(loss=loss, time_s=time_s), platform=UNPRICED_PS,
-                              quotas=dict(zip(TABLE5_TYPES, (2, 5, 5, 8, 5))))
+    return build_spot_problem(
+        load_catalog(embedded_path("catalogs", "reference-code-2023.json")),
+        load_spot_profile(embedded_path("workloads", "spot", "resnet110-paper.json")),
+        SpotSLO(loss=loss, time_s=time_s),
+        platform=UNPRICED_PS,
+        quotas=dict(zip(TABLE5_TYPES, (2, 5, 5, 8, 5))),
+    )
 
 
 def optimum(problem: dnnprov.SpotProblem) -> list[int] | None:
@@ -182,30 +236,42 @@ def optimum(problem: dnnprov.SpotProblem) -> list[int] | None:
     return None if result.plan is None else [result.plan.counts.get(c, 0) for c in problem.columns().labels]
 
 
-@pytest.mark.parametrize("model, slo", [
-    pytest.param("reference", (0.9, 1900), id="reference-0.9-1900"),
-    pytest.param("reference", (0.8, 2400), id="reference-0.8-2400"),
-    pytest.param("reference", (0.7, 3700), id="reference-0.7-3700", marks=miss(
-        "the reference model's optimum is [2,0,4,0,0]")),
-    pytest.param("calibrated", (0.9, 1900), id="calibrated-0.9-1900", marks=miss("optimum [2,0,0,0,0]")),
-    pytest.param("calibrated", (0.8, 2400), id="calibrated-0.8-2400", marks=miss("optimum [2,0,3,0,0]")),
-    pytest.param("calibrated", (0.7, 3700), id="calibrated-0.7-3700", marks=miss("optimum [2,0,3,0,0]")),
-])
+@pytest.mark.parametrize(
+    "model, slo",
+    [
+        pytest.param("reference", (0.9, 1900), id="reference-0.9-1900"),
+        pytest.param("reference", (0.8, 2400), id="reference-0.8-2400"),
+        pytest.param(
+            "reference",
+            (0.7, 3700),
+            id="reference-0.7-3700",
+            marks=miss("the reference model's optimum is [2,0,4,0,0]"),
+        ),
+        pytest.param("calibrated", (0.9, 1900), id="calibrated-0.9-1900", marks=miss("optimum [2,0,0,0,0]")),
+        pytest.param("calibrated", (0.8, 2400), id="calibrated-0.8-2400", marks=miss("optimum [2,0,3,0,0]")),
+        pytest.param("calibrated", (0.7, 3700), id="calibrated-0.7-3700", marks=miss("optimum [2,0,3,0,0]")),
+    ],
+)
 def test_table5_resnet110_optimum_is_the_exhaustive_plan(model: str, slo: tuple[float, int]) -> None:
     """spotDNN Table V, ResNet-110: Srifty+ searched exhaustively, so its plan is the optimum
     the paper measured; the proven optimum must be that plan exactly. The authors'
     uncalibrated reference model gets 2 of 3; the paper model with gamma_4 calibrated to
     Table I gets 0 of 3 (a held-out miss of the calibration)."""
     loss, time_s = slo
-    problem = (load(f"spot/paper-table5-resnet110-{loss}-{time_s}.json") if model == "reference"
-               else table5_calibrated(loss, time_s))
+    problem = (
+        load(f"spot/paper-table5-resnet110-{loss}-{time_s}.json")
+        if model == "reference"
+        else table5_calibrated(loss, time_s)
+    )
     assert optimum(problem) == TABLE5_SRIFTY[slo]
 
 
 # ---------------------------------------------------------------- spotDNN Table I: published costs
-TABLE1_COSTS = [({"g3.8xlarge": 5, "g3.16xlarge": 3}, 2549.02, 5.33),
-                ({"g3.8xlarge": 4, "g3.16xlarge": 3}, 2710.85, 5.16),
-                ({"g4dn.4xlarge": 2, "g3.8xlarge": 5, "g3.16xlarge": 2}, 2597.34, 4.97)]
+TABLE1_COSTS = [
+    ({"g3.8xlarge": 5, "g3.16xlarge": 3}, 2549.02, 5.33),
+    ({"g3.8xlarge": 4, "g3.16xlarge": 3}, 2710.85, 5.16),
+    ({"g4dn.4xlarge": 2, "g3.8xlarge": 5, "g3.16xlarge": 2}, 2597.34, 4.97),
+]
 #: Table III's prices are rounded to cents: 0.005 $/h on each of up to 9 instances is up to
 #: 0.6 % of these plans' 6.87-7.56 $/h.
 PRICE_ROUNDING = 0.006

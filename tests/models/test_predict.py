@@ -62,9 +62,11 @@ def test_the_domain_removes_handful_of_iteration_plans() -> None:
     """A worker batch that drives eq. (3)'s numerator near zero "trains" in a handful of
     iterations without a domain; the domain (b_w up to 8192) makes that plan infeasible."""
     import dataclasses
+
     problem = load("spot/paper-table3-overhead-7x10.json")
-    big = dnnprov.InstanceType(name="big.x", gpus=1, spot_price_per_h=1.0, quota=4, batch_per_gpu=11518,
-                               compute_time_s=4.0)
+    big = dnnprov.InstanceType(
+        name="big.x", gpus=1, spot_price_per_h=1.0, quota=4, batch_per_gpu=11518, compute_time_s=4.0
+    )
     problem = problem.replace(instance_types=problem.instance_types + (big,))
     unbounded = problem.replace(workload=dataclasses.replace(problem.workload, domain=None))
     loose = predict(unbounded, counts={"big.x": 2})
@@ -74,8 +76,10 @@ def test_the_domain_removes_handful_of_iteration_plans() -> None:
     assert out["domain"]["batch_wa"] == [1024, 8192] and out["domain"]["workers"] == [2, 9]
 
 
-@pytest.mark.parametrize("functions, memory, local_batch, published", [
-    (8, 3008, 64, 703.95), (9, 2816, 128, 528.96), (8, 2560, None, 573.34)])
+@pytest.mark.parametrize(
+    "functions, memory, local_batch, published",
+    [(8, 3008, 64, 703.95), (9, 2816, 128, 528.96), (8, 2560, None, 573.34)],
+)
 def test_table3_fit_residuals_within_ten_percent(functions, memory, local_batch, published) -> None:
     """FIT RESIDUAL, not validation: n_t and the storage line were fitted to these three λDNN
     Table 3 times (dnnprov.profiling.calibrate), so this checks the fit and the local-batch
@@ -100,12 +104,15 @@ def test_below_minimum_memory_is_infeasible() -> None:
     assert not out["feasible"] and any("minimum memory" in r for r in out["reasons"])
 
 
-@pytest.mark.parametrize("argv, field", [
-    (["--counts", "nosuch=2"], "counts.nosuch"),
-    (["--counts", "g3.8xlarge"], "--counts"),
-    (["--counts", "g3.8xlarge=0"], "counts"),
-    (["--functions", "3"], "functions"),
-])
+@pytest.mark.parametrize(
+    "argv, field",
+    [
+        (["--counts", "nosuch=2"], "counts.nosuch"),
+        (["--counts", "g3.8xlarge"], "--counts"),
+        (["--counts", "g3.8xlarge=0"], "counts"),
+        (["--functions", "3"], "functions"),
+    ],
+)
 def test_bad_spot_requests_are_one_clear_error(argv, field, capsys: pytest.CaptureFixture[str]) -> None:
     """Unknown columns, malformed counts, empty plans and serverless options give exit 2."""
     assert main(["predict", f"embedded:{TABLE1}", *argv]) == 2

@@ -15,30 +15,43 @@ from dnnprov import ServerlessModel
 def literal(problem: dnnprov.ServerlessProblem, n: int, m: int, s: int) -> dict:
     """Eqs. (1)-(10) and the timeout rule of section 5, transcribed for one plan."""
     w, p = problem.workload, problem.platform
-    rate = w.rate_alpha * m + w.rate_beta                                     # (6)
-    bw_ps = min(p.function_bandwidth_mb_s, s * p.ps_bandwidth_mb_s / n)       # (7)
+    rate = w.rate_alpha * m + w.rate_beta  # (6)
+    bw_ps = min(p.function_bandwidth_mb_s, s * p.ps_bandwidth_mb_s / n)  # (7)
     bw_s3 = min(w.storage_alpha * m + w.storage_beta, p.storage_bandwidth_mb_s)  # (8)
     b_l = w.local_batch if w.local_batch * n <= w.max_global_batch else w.max_global_batch / n  # (9)
     if rate <= 0 or bw_s3 <= 0:
         return {"time": math.inf, "feasible": False, "local_batch": b_l}
-    k = w.samples * w.epochs / (b_l * n)                                      # (2)
-    t_load = w.dataset_mb / (n * bw_s3)                                       # (3)
-    t_comp = b_l / rate                                                       # (4)
-    t_comm = 2 * w.model_mb / bw_ps                                           # (5)
-    train = t_load + k * (t_comp + t_comm)                                    # (1)
+    k = w.samples * w.epochs / (b_l * n)  # (2)
+    t_load = w.dataset_mb / (n * bw_s3)  # (3)
+    t_comp = b_l / rate  # (4)
+    t_comm = 2 * w.model_mb / bw_ps  # (5)
+    train = t_load + k * (t_comp + t_comm)  # (1)
     usable = p.timeout_s - p.checkpoint_margin_s
     launches = max(math.ceil(train / usable), 1)
     time = train + (launches - 1) * p.checkpoint_overhead_s
-    cost = (n * m / 1024 * time * p.price_per_gb_s + n * launches * p.price_per_request
-            + s * p.ps_price_per_h * time / 3600)                             # (10), real tariff
+    cost = (
+        n * m / 1024 * time * p.price_per_gb_s + n * launches * p.price_per_request + s * p.ps_price_per_h * time / 3600
+    )  # (10), real tariff
     low, high = problem.function_range()
     c = problem.constraints
-    feasible = (m % p.memory_step_mb == 0 and w.min_memory_mb <= m <= p.max_memory_mb
-                and t_load + t_comp + t_comm <= usable and low <= n <= high
-                and c.ps_count[0] <= s <= c.ps_count[1] and time <= problem.time_s
-                and (c.budget_usd is None or cost <= c.budget_usd))
-    return {"time": time, "cost": cost, "train": train, "launches": launches, "iterations": k,
-            "local_batch": b_l, "feasible": feasible}
+    feasible = (
+        m % p.memory_step_mb == 0
+        and w.min_memory_mb <= m <= p.max_memory_mb
+        and t_load + t_comp + t_comm <= usable
+        and low <= n <= high
+        and c.ps_count[0] <= s <= c.ps_count[1]
+        and time <= problem.time_s
+        and (c.budget_usd is None or cost <= c.budget_usd)
+    )
+    return {
+        "time": time,
+        "cost": cost,
+        "train": train,
+        "launches": launches,
+        "iterations": k,
+        "local_batch": b_l,
+        "feasible": feasible,
+    }
 
 
 def test_model_matches_literal_transcription_resnet50(resnet50):
@@ -98,10 +111,11 @@ def test_ps_bandwidth_eq7(resnet50):
 def test_storage_bandwidth_saturates_eq8(make_resnet50):
     """B_f^s = min(alpha_2 m + beta_2, B_s): loading time stops falling at B_s = 115 MB/s."""
     problem = make_resnet50()
-    fast = problem.replace(workload=dnnprov.ServerlessWorkload(
-        **{**problem.workload.__dict__, "storage_alpha": 0.05, "storage_beta": 0.0}))
+    fast = problem.replace(
+        workload=dnnprov.ServerlessWorkload(**{**problem.workload.__dict__, "storage_alpha": 0.05, "storage_beta": 0.0})
+    )
     model = ServerlessModel(fast)
-    m = np.array([1600, 2432, 3008])                               # 80, 121.6, 150.4 MB/s raw
+    m = np.array([1600, 2432, 3008])  # 80, 121.6, 150.4 MB/s raw
     _, _, t_load, _ = model.training_time(np.full(3, 4), m, np.ones(3))
     assert_allclose(t_load, 148 / (4 * np.array([80.0, 115.0, 115.0])), rtol=1e-12)
     assert t_load[0] > t_load[1] == t_load[2]
@@ -166,7 +180,9 @@ def test_feasibility_mask(resnet50):
 
 def test_plan_must_fit_one_iteration_before_first_checkpoint(make_resnet50):
     """A plan whose loading plus one iteration exceeds timeout - margin cannot run."""
-    problem = make_resnet50(time_s=1e6).replace(platform=dnnprov.ServerlessPlatform(timeout_s=40.0, checkpoint_margin_s=30.0))
+    problem = make_resnet50(time_s=1e6).replace(
+        platform=dnnprov.ServerlessPlatform(timeout_s=40.0, checkpoint_margin_s=30.0)
+    )
     ev = ServerlessModel(problem).evaluate(np.array([1, 8]), 2560, 1)
     assert not ev.feasible.any()
     assert np.isfinite(ev.time_s).all()
@@ -185,8 +201,7 @@ def test_vectorized_equals_one_by_one(make_random_serverless):
         for i in range(40):
             one = model.evaluate(int(n[i]), int(m[i]), int(s[i]))
             for name in ("time_s", "cost", "iterations", "local_batch", "launches"):
-                assert_allclose(getattr(batch, name)[i], getattr(one, name), rtol=1e-12,
-                                equal_nan=True, err_msg=name)
+                assert_allclose(getattr(batch, name)[i], getattr(one, name), rtol=1e-12, equal_nan=True, err_msg=name)
             assert batch.feasible[i] == one.feasible
 
 
@@ -195,14 +210,16 @@ def test_memory_grid(make_resnet50):
     grid = make_resnet50().memory_grid()
     assert grid[0] == 2432 and grid[-1] == 3008
     assert_array_equal(np.diff(grid), 64)
-    odd = make_resnet50().replace(workload=dnnprov.ServerlessWorkload(
-        **{**make_resnet50().workload.__dict__, "min_memory_mb": 2400}))
+    odd = make_resnet50().replace(
+        workload=dnnprov.ServerlessWorkload(**{**make_resnet50().workload.__dict__, "min_memory_mb": 2400})
+    )
     assert odd.memory_grid()[0] == 2432
 
 
 def test_memory_outside_the_domain_is_infeasible(make_resnet50):
     """A memory domain (with extrapolation) bounds the sizes every method may use."""
     import dataclasses
+
     problem = make_resnet50()
     domain = dnnprov.ServerlessDomain(memory_mb=(2432, 2816), extrapolation=1.0)
     limited = problem.replace(workload=dataclasses.replace(problem.workload, domain=domain))
@@ -210,8 +227,9 @@ def test_memory_outside_the_domain_is_infeasible(make_resnet50):
     assert_array_equal(e.inside_domain, [True, False])
     assert not e.feasible[1] and ServerlessModel(problem).evaluate(np.array([8]), np.array([3008])).inside_domain[0]
     wider = dataclasses.replace(domain, extrapolation=1.1)
-    assert ServerlessModel(limited.replace(workload=dataclasses.replace(problem.workload, domain=wider))).domain_bounds()[0] \
-        == pytest.approx((2432 / 1.1, 2816 * 1.1))
+    assert ServerlessModel(
+        limited.replace(workload=dataclasses.replace(problem.workload, domain=wider))
+    ).domain_bounds()[0] == pytest.approx((2432 / 1.1, 2816 * 1.1))
 
 
 def test_local_batch_override_changes_iterations(make_resnet50):
@@ -226,6 +244,7 @@ def test_local_batch_override_changes_iterations(make_resnet50):
 def test_serverless_domain_note_wording(make_resnet50):
     """Edge, extrapolated and outside memory sizes are named; inside plans get no note."""
     import dataclasses
+
     problem = make_resnet50()
     domain = dnnprov.ServerlessDomain(memory_mb=(2432, 2816), extrapolation=1.1)
     model = ServerlessModel(problem.replace(workload=dataclasses.replace(problem.workload, domain=domain)))
@@ -239,6 +258,7 @@ def test_serverless_domain_note_wording(make_resnet50):
 def test_every_method_keeps_memory_inside_the_domain(make_random_serverless, seed):
     """enumerate, milp and the heuristic respect a random memory domain; milp equals enumerate."""
     import dataclasses
+
     rng = np.random.default_rng(200 + seed)
     problem = make_random_serverless(rng)
     grid = problem.memory_grid()

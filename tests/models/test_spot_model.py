@@ -6,29 +6,43 @@ import math
 
 import numpy as np
 import pytest
+from conftest import resnet110_problem
 from numpy.testing import assert_allclose, assert_array_equal
 
 import dnnprov
-from conftest import resnet110_problem
 from dnnprov import SpotModel
 
 TYPE_NAMES = ("p3.2xlarge", "g4dn.4xlarge", "g3.8xlarge", "g3.16xlarge", "p2.8xlarge")
 
 
-def small_problem(*, b_req=100.0, b_ps=1200.0, alpha_1=0.1, beta_1=0.2, model="paper",
-                  gpus=1, quota=40, **type_fields) -> dnnprov.SpotProblem:
+def small_problem(
+    *, b_req=100.0, b_ps=1200.0, alpha_1=0.1, beta_1=0.2, model="paper", gpus=1, quota=40, **type_fields
+) -> dnnprov.SpotProblem:
     """One instance type and a workload with chosen bandwidth and contention coefficients."""
     fields = {"batch_per_gpu": 128, "speed_samples_per_s": 200.0, **type_fields}
     t = dnnprov.InstanceType(name="x1.large", gpus=gpus, spot_price_per_h=1.0, quota=quota, **fields)
-    w = dnnprov.SpotWorkload(name="w", param_size_mb=10.0, bandwidth_req_mb_s=b_req,
-                             alpha_1=alpha_1, beta_1=beta_1, gamma_1=100.0, gamma_2=-0.1,
-                             gamma_3=2000.0, gamma_4=0.5, gamma_5=0.5,
-                             loss_variant="cc" if model == "paper" else "no-cc",
-                             alpha_2=type_fields.get("_a2"), beta_2=None)
-    return dnnprov.SpotProblem(instance_types=(t,), workload=w,
-                               slo=dnnprov.SpotSLO(loss=0.8, time_s=1e6),
-                               platform=dnnprov.SpotPlatform(ps_bandwidth_mb_s=b_ps),
-                               model=model)
+    w = dnnprov.SpotWorkload(
+        name="w",
+        param_size_mb=10.0,
+        bandwidth_req_mb_s=b_req,
+        alpha_1=alpha_1,
+        beta_1=beta_1,
+        gamma_1=100.0,
+        gamma_2=-0.1,
+        gamma_3=2000.0,
+        gamma_4=0.5,
+        gamma_5=0.5,
+        loss_variant="cc" if model == "paper" else "no-cc",
+        alpha_2=type_fields.get("_a2"),
+        beta_2=None,
+    )
+    return dnnprov.SpotProblem(
+        instance_types=(t,),
+        workload=w,
+        slo=dnnprov.SpotSLO(loss=0.8, time_s=1e6),
+        platform=dnnprov.SpotPlatform(ps_bandwidth_mb_s=b_ps),
+        model=model,
+    )
 
 
 def plan_of(type_index: int, n: int, n_types: int = 5) -> np.ndarray:
@@ -58,7 +72,7 @@ def test_cc_of_mixed_cluster_follows_eq5(make_resnet110):
     ev = model.evaluate(plans)
     for plan, cc in zip(plans, ev.cc):
         times = model.iteration_times(np.array([plan.sum()]), np.array([1]))[0]
-        speeds = np.repeat(model.columns.batch / times, plan)        # v^i, one per worker
+        speeds = np.repeat(model.columns.batch / times, plan)  # v^i, one per worker
         shares = np.sort(speeds / speeds.sum())[::-1]
         expected = math.sqrt((shares[0] - 1) ** 2 + float(np.sum(shares[1:] ** 2)))
         assert_allclose(cc, expected, rtol=1e-9, atol=1e-12)
@@ -80,9 +94,9 @@ def test_mixed_wa_batch_lies_between_worker_batches(make_resnet110):
     """b_w of a mixed cluster is a weighted average: strictly between the extreme batches."""
     model = SpotModel(make_resnet110(model="paper", time_s=1e6))
     ev = model.evaluate(np.array([[1, 0, 0, 0, 1], [0, 0, 1, 2, 0], [0, 2, 3, 0, 0]]))
-    assert 1024 < ev.batch_wa[0] < 8192                 # p3.2xl (1024) with p2.8xl (8192)
-    assert 1024 < ev.batch_wa[1] < 2048                 # g3.8xl (1024) with g3.16xl (2048)
-    assert_allclose(ev.batch_wa[2], 1024, rtol=1e-12)   # g4dn (1024) with g3.8xl (2 x 512)
+    assert 1024 < ev.batch_wa[0] < 8192  # p3.2xl (1024) with p2.8xl (8192)
+    assert 1024 < ev.batch_wa[1] < 2048  # g3.8xl (1024) with g3.16xl (2048)
+    assert_allclose(ev.batch_wa[2], 1024, rtol=1e-12)  # g4dn (1024) with g3.8xl (2 x 512)
 
 
 # ---------------------------------------------------------------- eqs. (8)-(9): contention
@@ -91,10 +105,10 @@ def test_contention_engages_exactly_above_threshold(ps):
     """B_wk = B_req while K * B_req <= s * B_ps, and eq. (8) once K * B_req > s * B_ps."""
     problem = small_problem(b_req=100.0, b_ps=1200.0, alpha_1=0.1, beta_1=0.2)
     model = SpotModel(problem)
-    threshold = 12 * ps                                        # K * 100 == ps * 1200
+    threshold = 12 * ps  # K * 100 == ps * 1200
     k = np.array([threshold - 1, threshold, threshold + 1, threshold + 5])
     bw = model.worker_bandwidth(k, np.full(4, ps))
-    assert_array_equal(bw[:2], [100.0, 100.0])                 # at equality: "<=" case
+    assert_array_equal(bw[:2], [100.0, 100.0])  # at equality: "<=" case
     p = 0.1 * np.sqrt(k[2:]) + 0.2
     expected = p * ps * 1200.0 / k[2:] + (1 - p) * 100.0
     assert_allclose(bw[2:], expected, rtol=1e-12)
@@ -109,21 +123,21 @@ def test_two_ps_double_the_contention_threshold(make_resnet110):
     two = model.worker_bandwidth(k, np.full(4, 2))
     assert one[0] == 142.0 and one[1] < 142.0
     assert two[0] == two[1] == two[2] == 142.0 and two[3] < 142.0
-    assert one[2] < 142.0                                       # 16 workers contend on one PS
+    assert one[2] < 142.0  # 16 workers contend on one PS
 
 
 @pytest.mark.parametrize("model_name", ["paper", "reference"])
 def test_contention_probability_capped_at_one(model_name):
     """P = min(alpha_1 sqrt(K) + beta_1, 1): at P = 1 every worker gets B_ps / K."""
     model = SpotModel(small_problem(b_req=500.0, alpha_1=0.8, beta_1=-1.92, model=model_name))
-    k = np.array([16, 25, 36])                                  # P = 1.28, 2.08, 2.88 before the cap
+    k = np.array([16, 25, 36])  # P = 1.28, 2.08, 2.88 before the cap
     assert_allclose(model.worker_bandwidth(k, np.ones(3)), 1200.0 / k, rtol=1e-12)
 
 
 def test_paper_clamps_negative_contention_probability():
     """The paper model clamps P below at 0 (B_wk = B_req); the reference code does not."""
     kwargs = dict(b_req=500.0, alpha_1=0.8, beta_1=-1.92)
-    k, ps = np.array([3]), np.array([1])                        # 3 * 500 > 1200, P = -0.534
+    k, ps = np.array([3]), np.array([1])  # 3 * 500 > 1200, P = -0.534
     paper = SpotModel(small_problem(model="paper", **kwargs)).worker_bandwidth(k, ps)
     reference = SpotModel(small_problem(model="reference", **kwargs)).worker_bandwidth(k, ps)
     p = 0.8 * math.sqrt(3) - 1.92
@@ -167,15 +181,31 @@ def test_lone_worker_time_recovers_profile(make_resnet110):
 
 
 # ---------------------------------------------------------------- eq. (10): batch from memory
-@pytest.mark.parametrize(("memory_gb", "per_gpu"), [(16.0, 1024), (15.9, 512), (8.0, 512),
-                                                    (7.99, 256), (0.5, 32)])
+@pytest.mark.parametrize(("memory_gb", "per_gpu"), [(16.0, 1024), (15.9, 512), (8.0, 512), (7.99, 256), (0.5, 32)])
 def test_batch_from_gpu_memory_eq10(memory_gb, per_gpu):
     """b_k = 2 ** floor(log2(alpha_2 * mem + beta_2)) and the worker batch is g * b_k."""
-    t = dnnprov.InstanceType(name="x4.large", gpus=4, spot_price_per_h=1.0, quota=3,
-                             gpu_memory_gb=memory_gb, speed_samples_per_s=4 * per_gpu / 2.0)
-    w = dnnprov.SpotWorkload(name="w", param_size_mb=10.0, bandwidth_req_mb_s=100.0, alpha_1=0.5,
-                             beta_1=-1.0, gamma_1=10.0, gamma_2=-0.01, gamma_3=500.0, gamma_4=0.5,
-                             gamma_5=0.5, alpha_2=64.0, beta_2=0.0)
+    t = dnnprov.InstanceType(
+        name="x4.large",
+        gpus=4,
+        spot_price_per_h=1.0,
+        quota=3,
+        gpu_memory_gb=memory_gb,
+        speed_samples_per_s=4 * per_gpu / 2.0,
+    )
+    w = dnnprov.SpotWorkload(
+        name="w",
+        param_size_mb=10.0,
+        bandwidth_req_mb_s=100.0,
+        alpha_1=0.5,
+        beta_1=-1.0,
+        gamma_1=10.0,
+        gamma_2=-0.01,
+        gamma_3=500.0,
+        gamma_4=0.5,
+        gamma_5=0.5,
+        alpha_2=64.0,
+        beta_2=0.0,
+    )
     problem = dnnprov.SpotProblem(instance_types=(t,), workload=w, slo=dnnprov.SpotSLO(0.8, 1e6))
     assert problem.batch_per_gpu(t) == per_gpu
     assert problem.columns().batch[0] == 4 * per_gpu
@@ -185,11 +215,23 @@ def test_batch_from_gpu_memory_eq10(memory_gb, per_gpu):
 
 def test_eq10_batch_below_one_is_refused():
     """A memory so small that eq. (10) gives a batch below 1 is invalid input."""
-    t = dnnprov.InstanceType(name="x1.large", gpus=1, spot_price_per_h=1.0, quota=1,
-                             gpu_memory_gb=0.01, compute_time_s=0.5)
-    w = dnnprov.SpotWorkload(name="w", param_size_mb=10.0, bandwidth_req_mb_s=100.0, alpha_1=0.5,
-                             beta_1=-1.0, gamma_1=10.0, gamma_2=-0.01, gamma_3=500.0, gamma_4=0.5,
-                             gamma_5=0.5, alpha_2=64.0, beta_2=0.0)
+    t = dnnprov.InstanceType(
+        name="x1.large", gpus=1, spot_price_per_h=1.0, quota=1, gpu_memory_gb=0.01, compute_time_s=0.5
+    )
+    w = dnnprov.SpotWorkload(
+        name="w",
+        param_size_mb=10.0,
+        bandwidth_req_mb_s=100.0,
+        alpha_1=0.5,
+        beta_1=-1.0,
+        gamma_1=10.0,
+        gamma_2=-0.01,
+        gamma_3=500.0,
+        gamma_4=0.5,
+        gamma_5=0.5,
+        alpha_2=64.0,
+        beta_2=0.0,
+    )
     with pytest.raises(dnnprov.InvalidInputError) as excinfo:
         dnnprov.SpotProblem(instance_types=(t,), workload=w, slo=dnnprov.SpotSLO(0.8, 1e6))
     assert excinfo.value.field == "instance_types.x1.large.gpu_memory_gb"
@@ -197,10 +239,13 @@ def test_eq10_batch_below_one_is_refused():
 
 
 # ---------------------------------------------------------------- spec section 6 reproduction
-@pytest.mark.parametrize(("plan", "time_s", "cost"), [
-    ([0, 0, 5, 3, 0], 2565.13, 5.787788),     # the reference heuristic's Table I plan
-    ([0, 3, 5, 2, 0], 2567.70, 5.448374),     # the exhaustive optimum of Table I
-])
+@pytest.mark.parametrize(
+    ("plan", "time_s", "cost"),
+    [
+        ([0, 0, 5, 3, 0], 2565.13, 5.787788),  # the reference heuristic's Table I plan
+        ([0, 3, 5, 2, 0], 2567.70, 5.448374),  # the exhaustive optimum of Table I
+    ],
+)
 def test_reference_model_reproduces_table1(resnet110_table1, plan, time_s, cost):
     """The reference model gives the published time and cost of the Table I plans."""
     ev = SpotModel(resnet110_table1).evaluate(np.array([plan]))
@@ -216,8 +261,9 @@ def reference_code(problem: dnnprov.SpotProblem, counts) -> tuple[float, float]:
     for t, n in zip(problem.instance_types, counts):
         batch = t.gpus * t.batch_per_gpu
         t0 = batch / t.speed_samples_per_s
-        tcomp = t0 - (2 * w.param_size_mb / w.bandwidth_req_mb_s
-                      - 2 * t.gpus * w.param_size_mb / pf.pcie_bandwidth_mb_s)
+        tcomp = t0 - (
+            2 * w.param_size_mb / w.bandwidth_req_mb_s - 2 * t.gpus * w.param_size_mb / pf.pcie_bandwidth_mb_s
+        )
         workers += [(batch, tcomp, t.spot_price_per_h)] * int(n)
     n = len(workers)
     if n * w.bandwidth_req_mb_s > pf.ps_bandwidth_mb_s:
@@ -269,31 +315,34 @@ def paper_model(problem: dnnprov.SpotProblem, counts, ps: int) -> dict:
         workers += [(batch, tcomp, pcie, price)] * int(n)
     k = len(workers)
     total_ps = ps * pf.ps_bandwidth_mb_s
-    if w.bandwidth_req_mb_s > total_ps / k:                                  # eq. (8)
-        p = min(max(w.alpha_1 * math.sqrt(k) + w.beta_1, 0.0), 1.0)          # eq. (9)
+    if w.bandwidth_req_mb_s > total_ps / k:  # eq. (8)
+        p = min(max(w.alpha_1 * math.sqrt(k) + w.beta_1, 0.0), 1.0)  # eq. (9)
         bw = p * total_ps / k + (1 - p) * w.bandwidth_req_mb_s
     else:
         bw = w.bandwidth_req_mb_s
-    times = [tcomp + 2 * w.param_size_mb / bw + pcie for _, tcomp, pcie, _ in workers]   # (6)-(7)
-    t_exp = 1 / sum(1 / t for t in times)                                    # eq. (2)
+    times = [tcomp + 2 * w.param_size_mb / bw + pcie for _, tcomp, pcie, _ in workers]  # (6)-(7)
+    t_exp = 1 / sum(1 / t for t in times)  # eq. (2)
     speeds = [b / t for (b, *_), t in zip(workers, times)]
     v = sum(speeds)
-    b_w = v * t_exp                                                          # eq. (4)
+    b_w = v * t_exp  # eq. (4)
     shares = sorted((s / v for s in speeds), reverse=True)
-    r = math.sqrt((shares[0] - 1) ** 2 + sum(s * s for s in shares[1:]))     # eq. (5)
+    r = math.sqrt((shares[0] - 1) ** 2 + sum(s * s for s in shares[1:]))  # eq. (5)
     numerator = w.gamma_2 * b_w + w.gamma_3
     spread = k if w.loss_variant == "no-cc" else (r + w.gamma_4) * k
-    j = numerator * math.sqrt(spread) / (problem.slo.loss - w.gamma_5) - w.gamma_1   # eq. (3)
-    time = j * t_exp + problem.slo.takeover_overhead_s                       # eq. (1)
-    cost = (sum(x[3] for x in workers) + ps * pf.ps_price_per_h) * time / 3600       # eq. (11)
+    j = numerator * math.sqrt(spread) / (problem.slo.loss - w.gamma_5) - w.gamma_1  # eq. (3)
+    time = j * t_exp + problem.slo.takeover_overhead_s  # eq. (1)
+    cost = (sum(x[3] for x in workers) + ps * pf.ps_price_per_h) * time / 3600  # eq. (11)
     ok = numerator > 0 and j > 0 and time <= problem.slo.time_s
     ok &= all(lo <= n <= up for lo, n, up in zip(cols.lower, counts, cols.upper))
     lo, hi = c.workers
     ok &= k >= lo and (hi is None or k <= hi) and c.ps_count[0] <= ps <= c.ps_count[1]
     for q in c.vcpu_quotas:
-        used = sum(by_name[lbl.partition(":")[0]].vcpus * n for lbl, n in zip(cols.labels, counts)
-                   if by_name[lbl.partition(":")[0]].quota_family == q.family
-                   and (":on-demand" in lbl) == (q.market == "on-demand"))
+        used = sum(
+            by_name[lbl.partition(":")[0]].vcpus * n
+            for lbl, n in zip(cols.labels, counts)
+            if by_name[lbl.partition(":")[0]].quota_family == q.family
+            and (":on-demand" in lbl) == (q.market == "on-demand")
+        )
         ok &= used <= q.vcpus
     if c.budget_usd is not None:
         ok &= cost <= c.budget_usd
@@ -305,8 +354,9 @@ def test_paper_model_matches_literal_transcription(make_random_spot, seed):
     """On random paper-model problems every output equals a scalar transcription of eqs. (1)-(11)."""
     rng = np.random.default_rng(seed)
     problem = make_random_spot(rng, model="paper", loss_variant=("cc", "no-cc")[seed % 2])
-    problem = problem.replace(slo=dnnprov.SpotSLO(problem.slo.loss, problem.slo.time_s,
-                                                  takeover_overhead_s=float(seed % 3) * 10.0))
+    problem = problem.replace(
+        slo=dnnprov.SpotSLO(problem.slo.loss, problem.slo.time_s, takeover_overhead_s=float(seed % 3) * 10.0)
+    )
     model = SpotModel(problem)
     cols = model.columns
     plans = rng.integers(cols.lower, cols.upper + 1, size=(60, len(cols)))
@@ -361,8 +411,8 @@ def test_side_constraints_make_plans_infeasible(make_resnet110):
     base = make_resnet110(model="paper", time_s=1e6)
     plan = np.array([[1, 0, 2, 0, 0]])
     assert SpotModel(base).evaluate(plan).feasible[0]
-    assert not SpotModel(base).evaluate(np.array([[3, 0, 2, 0, 0]])).feasible[0]   # quota 2
-    assert not SpotModel(base).evaluate(plan, 2).feasible[0]                        # ps_count (1, 1)
+    assert not SpotModel(base).evaluate(np.array([[3, 0, 2, 0, 0]])).feasible[0]  # quota 2
+    assert not SpotModel(base).evaluate(plan, 2).feasible[0]  # ps_count (1, 1)
     cost = float(SpotModel(base).evaluate(plan).cost[0])
     types = tuple(dnnprov.InstanceType(**{**t.__dict__, "vcpus": 8 * t.gpus}) for t in base.instance_types)
     cases = [
@@ -375,7 +425,7 @@ def test_side_constraints_make_plans_infeasible(make_resnet110):
         assert not SpotModel(base.replace(constraints=cons)).evaluate(plan).feasible[0], cons
     loose = base.replace(constraints=dnnprov.SpotConstraints(budget_usd=cost * 1.001, ps_count=(1, 2)))
     assert SpotModel(loose).evaluate(plan, 2).feasible[0]
-    quota = dnnprov.VcpuQuota(family="G", market="spot", vcpus=31)                 # 2 x g3.8xl = 32
+    quota = dnnprov.VcpuQuota(family="G", market="spot", vcpus=31)  # 2 x g3.8xl = 32
     tight = base.replace(instance_types=types, constraints=dnnprov.SpotConstraints(vcpu_quotas=(quota,)))
     assert not SpotModel(tight).evaluate(plan).feasible[0]
     assert SpotModel(tight).evaluate(np.array([[1, 0, 1, 0, 0]])).feasible[0]
@@ -394,7 +444,7 @@ def test_unreachable_loss_makes_plan_infeasible(make_resnet110):
     """When gamma_2 * b_w + gamma_3 <= 0, eq. (3) has no root and the plan is infeasible."""
     problem = make_resnet110(model="paper", time_s=1e9, gamma_4=1.0)
     w = problem.workload
-    steep = dnnprov.SpotWorkload(**{**w.__dict__, "gamma_2": -0.5})           # 8192 * -0.5 + 2507.6 < 0
+    steep = dnnprov.SpotWorkload(**{**w.__dict__, "gamma_2": -0.5})  # 8192 * -0.5 + 2507.6 < 0
     model = SpotModel(problem.replace(workload=steep))
     ev = model.evaluate(np.array([[0, 0, 0, 0, 1], [1, 0, 0, 0, 0]]))
     assert np.isnan(ev.iterations[0]) and not ev.feasible[0]
@@ -403,10 +453,11 @@ def test_unreachable_loss_makes_plan_infeasible(make_resnet110):
 
 def test_more_ps_cost_more_and_relieve_contention(make_resnet110):
     """A second PS adds its price to the cost and raises B_wk once the cluster contends."""
-    problem = make_resnet110([6] * 5, model="paper", time_s=1e6, ps_price_per_h=0.5,
-                             constraints=dnnprov.SpotConstraints(ps_count=(1, 2)))
+    problem = make_resnet110(
+        [6] * 5, model="paper", time_s=1e6, ps_price_per_h=0.5, constraints=dnnprov.SpotConstraints(ps_count=(1, 2))
+    )
     model = SpotModel(problem)
-    plan = np.array([[0, 6, 6, 0, 0]])                                         # 12 workers: contended
+    plan = np.array([[0, 6, 6, 0, 0]])  # 12 workers: contended
     one, two = model.evaluate(plan, 1), model.evaluate(plan, 2)
     assert two.time_s[0] < one.time_s[0]
     assert_allclose(two.cost[0], (6 * 0.3612 + 6 * 0.684 + 2 * 0.5) * two.time_s[0] / 3600, rtol=1e-12)
@@ -416,6 +467,7 @@ def test_more_ps_cost_more_and_relieve_contention(make_resnet110):
 def with_domain(problem: dnnprov.SpotProblem, **domain) -> dnnprov.SpotProblem:
     """``problem`` whose workload carries the validity domain ``domain``."""
     import dataclasses
+
     return problem.replace(workload=dataclasses.replace(problem.workload, domain=dnnprov.SpotDomain(**domain)))
 
 
@@ -426,7 +478,7 @@ def test_plans_outside_the_domain_are_infeasible():
     assert_array_equal(e.inside_domain, [False, True, True, False])
     assert_array_equal(e.feasible, [False, True, True, False])
     outside_b = with_domain(small_problem(), batch_wa=(200.0, 400.0), workers=(1, 40))
-    assert not SpotModel(outside_b).evaluate(np.array([[3]])).feasible[0]   # b_w 128 < 200
+    assert not SpotModel(outside_b).evaluate(np.array([[3]])).feasible[0]  # b_w 128 < 200
 
 
 def test_extrapolation_widens_both_ranges():
@@ -455,8 +507,10 @@ def test_domain_note_wording():
     assert model.domain_note(150.0, 10).startswith("outside the validity domain")
 
 
-@pytest.mark.parametrize("field, value", [("batch_wa", (5.0, 1.0)), ("workers", (0, 3)), ("workers", (2, None)),
-                                          ("extrapolation", 0.5), ("cc", (0.2, 1.5))])
+@pytest.mark.parametrize(
+    "field, value",
+    [("batch_wa", (5.0, 1.0)), ("workers", (0, 3)), ("workers", (2, None)), ("extrapolation", 0.5), ("cc", (0.2, 1.5))],
+)
 def test_bad_domain_names_the_field(field, value):
     """Invalid domains are refused with the field named."""
     domain = {"batch_wa": (1.0, 5.0), "workers": (1, 3), field: value}
@@ -467,8 +521,9 @@ def test_bad_domain_names_the_field(field, value):
 
 def test_domain_round_trips_through_the_instance_file(tmp_path):
     """A problem with a domain writes and reads back equal, and the schema accepts it."""
-    problem = with_domain(small_problem(), batch_wa=(100.0, 200.0), workers=(2, 4), cc=(0.5, 0.8),
-                          extrapolation=1.2, source="test")
+    problem = with_domain(
+        small_problem(), batch_wa=(100.0, 200.0), workers=(2, 4), cc=(0.5, 0.8), extrapolation=1.2, source="test"
+    )
     path = dnnprov.write_instance(problem, tmp_path / "p.json")
     assert dnnprov.read_instance(path) == problem
 
@@ -477,6 +532,7 @@ def test_domain_round_trips_through_the_instance_file(tmp_path):
 def test_every_method_keeps_plans_inside_the_domain(make_random_spot, seed):
     """enumerate, milp and the heuristic respect a random domain; milp equals enumerate."""
     import dataclasses
+
     rng = np.random.default_rng(100 + seed)
     problem = make_random_spot(rng)
     batch = problem.columns().batch

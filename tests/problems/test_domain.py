@@ -14,13 +14,13 @@ import math
 import jsonschema
 import numpy as np
 import pytest
+from conftest import spot_space
 
 import dnnprov
 from dnnprov.io.catalog import embedded_path
 from dnnprov.io.instances import schema
 from dnnprov.problems.domain import numerator_range
 from dnnprov.result import Status
-from conftest import spot_space
 
 SHIPPED = ["esperberto", "inception-v3", "resnet110-paper", "resnet110-reference", "vgg19"]
 FACTORS = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0)
@@ -58,14 +58,14 @@ def test_cap_keeps_half_the_numerator_of_the_fitted_edge(name):
     w = shipped_profile(name)
     g2, g3 = w["gamma_2"], w["gamma_3"]
     low, high = w["domain"]["batch_wa"]
-    half_edge = (0.5 * (g2 * high + g3) - g3) / g2                   # A(b) = A(b_high) / 2
+    half_edge = (0.5 * (g2 * high + g3) - g3) / g2  # A(b) = A(b_high) / 2
     assert half_edge == pytest.approx(high + 0.5 * (-g3 / g2 - high))
     for factor in FACTORS + (10.0,):
         domain = dnnprov.SpotDomain(batch_wa=(low, high), workers=(2, 7), extrapolation=factor)
         b_low, b_high = domain.batch_bounds(g2, g3)
         assert b_low == pytest.approx(low / factor)
         assert b_high == pytest.approx(min(high * factor, half_edge))
-        assert g2 * b_high + g3 >= 0.5 * (g2 * high + g3) * (1 - 1e-12)   # never near the root
+        assert g2 * b_high + g3 >= 0.5 * (g2 * high + g3) * (1 - 1e-12)  # never near the root
     # the issue's fact: the root sits at 1.53x the fitted upper b_w for every shipped profile
     assert -g3 / g2 / high == pytest.approx(1.53, abs=0.005)
 
@@ -73,7 +73,7 @@ def test_cap_keeps_half_the_numerator_of_the_fitted_edge(name):
 def test_cap_follows_the_sign_of_gamma_2():
     """With gamma_2 > 0 the numerator falls with smaller b_w: the cap is a lower end."""
     assert numerator_range((100.0, 200.0), -1.0, 1000.0) == (-math.inf, 200.0 + 0.5 * 800.0)
-    low, high = numerator_range((100.0, 200.0), 2.0, -100.0)          # A(100) = 100, root at 50
+    low, high = numerator_range((100.0, 200.0), 2.0, -100.0)  # A(100) = 100, root at 50
     assert (low, high) == (75.0, math.inf)
     assert numerator_range((100.0, 200.0), 0.0, 5.0) == (-math.inf, math.inf)
     # a fit whose own range reaches the root admits no b_w extrapolation
@@ -82,16 +82,26 @@ def test_cap_follows_the_sign_of_gamma_2():
 
 def test_model_uses_the_capped_interval_for_feasibility():
     """A plan beyond the cap is outside the domain, and the note says why the end is there."""
-    t = dnnprov.InstanceType(name="x1.large", gpus=1, spot_price_per_h=1.0, quota=9,
-                             batch_per_gpu=1500, speed_samples_per_s=2000.0)
-    w = dnnprov.SpotWorkload(name="w", param_size_mb=10.0, bandwidth_req_mb_s=100.0, alpha_1=0.1,
-                             beta_1=0.2, gamma_1=100.0, gamma_2=-1.0, gamma_3=2000.0, gamma_4=0.5,
-                             gamma_5=0.5, domain=dnnprov.SpotDomain(batch_wa=(500.0, 1000.0), workers=(1, 9),
-                                                                    extrapolation=3.0))
+    t = dnnprov.InstanceType(
+        name="x1.large", gpus=1, spot_price_per_h=1.0, quota=9, batch_per_gpu=1500, speed_samples_per_s=2000.0
+    )
+    w = dnnprov.SpotWorkload(
+        name="w",
+        param_size_mb=10.0,
+        bandwidth_req_mb_s=100.0,
+        alpha_1=0.1,
+        beta_1=0.2,
+        gamma_1=100.0,
+        gamma_2=-1.0,
+        gamma_3=2000.0,
+        gamma_4=0.5,
+        gamma_5=0.5,
+        domain=dnnprov.SpotDomain(batch_wa=(500.0, 1000.0), workers=(1, 9), extrapolation=3.0),
+    )
     problem = dnnprov.SpotProblem(instance_types=(t,), workload=w, slo=dnnprov.SpotSLO(loss=0.8, time_s=1e6))
     model = dnnprov.SpotModel(problem)
-    assert model.domain_bounds()[0][1] == pytest.approx(1500.0)       # 1000 + (2000 - 1000) / 2
-    assert model.evaluate(np.array([[2]])).inside_domain[0]           # b_w 1500: on the cap
+    assert model.domain_bounds()[0][1] == pytest.approx(1500.0)  # 1000 + (2000 - 1000) / 2
+    assert model.evaluate(np.array([[2]])).inside_domain[0]  # b_w 1500: on the cap
     narrower = problem.replace(instance_types=(dataclasses.replace(t, batch_per_gpu=1600),))
     assert not dnnprov.SpotModel(narrower).evaluate(np.array([[2]])).inside_domain[0]
     note = dnnprov.SpotModel(narrower).domain_note(1600.0, 2)
@@ -154,9 +164,18 @@ def test_per_axis_factors_override_the_shorthand():
 
 def test_new_fields_round_trip_and_match_the_schema(tmp_path):
     """Every new key reads back equal through the instance file, and the JSON Schema accepts it."""
-    problem = with_domain(aws_2025(4), batch_wa=(128.0, 1024.0), workers=(2, 7), extrapolation=1.5,
-                          extrapolation_workers=2.0, extrapolation_batch_wa=1.2, loss=(0.9, 4.1),
-                          iterations=(0.0, 600.0), extrapolation_iterations=10.0, loss_axis="enforce")
+    problem = with_domain(
+        aws_2025(4),
+        batch_wa=(128.0, 1024.0),
+        workers=(2, 7),
+        extrapolation=1.5,
+        extrapolation_workers=2.0,
+        extrapolation_batch_wa=1.2,
+        loss=(0.9, 4.1),
+        iterations=(0.0, 600.0),
+        extrapolation_iterations=10.0,
+        loss_axis="enforce",
+    )
     path = tmp_path / "p.json"
     dnnprov.write_instance(problem, path)
     data = json.loads(path.read_text())
@@ -166,9 +185,17 @@ def test_new_fields_round_trip_and_match_the_schema(tmp_path):
     assert set(domain_schema) == {f.name for f in dataclasses.fields(dnnprov.SpotDomain)}
 
 
-@pytest.mark.parametrize("field, value", [("extrapolation_workers", 0.5), ("extrapolation_batch_wa", "2"),
-                                          ("extrapolation_iterations", 0.0), ("loss", (2.0, 1.0)),
-                                          ("iterations", (-1.0, 5.0)), ("loss_axis", "refuse")])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("extrapolation_workers", 0.5),
+        ("extrapolation_batch_wa", "2"),
+        ("extrapolation_iterations", 0.0),
+        ("loss", (2.0, 1.0)),
+        ("iterations", (-1.0, 5.0)),
+        ("loss_axis", "refuse"),
+    ],
+)
 def test_bad_new_fields_name_the_field(field, value):
     with pytest.raises(dnnprov.InvalidInputError) as info:
         dnnprov.SpotDomain(batch_wa=(1.0, 5.0), workers=(1, 3), **{field: value})
@@ -178,8 +205,9 @@ def test_bad_new_fields_name_the_field(field, value):
 # ---------------------------------------------------------------- the loss/iteration axis
 def logged(problem: dnnprov.SpotProblem, **axis) -> dnnprov.SpotProblem:
     """``problem`` whose domain also records logged losses / steps."""
-    return problem.replace(workload=dataclasses.replace(
-        problem.workload, domain=dataclasses.replace(problem.workload.domain, **axis)))
+    return problem.replace(
+        workload=dataclasses.replace(problem.workload, domain=dataclasses.replace(problem.workload.domain, **axis))
+    )
 
 
 def test_slo_below_the_logged_losses_is_flagged_not_refused():
@@ -199,7 +227,7 @@ def test_iterations_far_beyond_the_logs_are_flagged():
     base = dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json"))
     result = dnnprov.solve(logged(base, iterations=(0.0, 195.0), extrapolation_iterations=2.0), "milp")
     j = result.details["iterations"]
-    assert j > 390                                     # Table I needs thousands of iterations
+    assert j > 390  # Table I needs thousands of iterations
     assert "iterations" in result.details["extrapolated"]
     assert f"{j / 195:.3g}x the most logged (195)" in result.details["domain"]
 
@@ -223,8 +251,7 @@ def test_enforced_iteration_cap_keeps_milp_exact(make_random_spot, seed):
     plans = rng.integers(cols.lower, cols.upper + 1, size=(200, len(cols)))
     j = model.evaluate(plans).iterations
     limit = float(np.nanmedian(j)) if np.isfinite(j).any() else 1000.0
-    problem = with_domain(problem, batch_wa=(1.0, 1e5), workers=(1, 40), iterations=(0.0, limit),
-                          loss_axis="enforce")
+    problem = with_domain(problem, batch_wa=(1.0, 1e5), workers=(1, 40), iterations=(0.0, limit), loss_axis="enforce")
     milp = milp_matching_enumerate(problem)
     if milp.plan is not None:
         assert milp.details["iterations"] <= limit * (1 + 1e-9)
@@ -239,8 +266,9 @@ def test_the_loss_fit_records_the_logged_losses_and_steps():
     rows = []
     for run, (k, b, r) in enumerate([(2, 1024.0, 0.71), (4, 2048.0, 0.87), (7, 4096.0, 0.93)]):
         for step in range(0, 601, 50):
-            loss = (truth["gamma_2"] * b + truth["gamma_3"]) * math.sqrt((r + truth["gamma_4"]) * k) \
-                / (step + truth["gamma_1"]) + truth["gamma_5"]
+            loss = (truth["gamma_2"] * b + truth["gamma_3"]) * math.sqrt((r + truth["gamma_4"]) * k) / (
+                step + truth["gamma_1"]
+            ) + truth["gamma_5"]
             rows.append((f"r{run}", k, b, r, float(step), loss * (1 + 0.001 * ((step // 50) % 3 - 1))))
     fit = fit_loss(LossLog.from_rows(rows))
     losses = [row[5] for row in rows]

@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import one_error
+
 from dnnprov.cli import main
 from dnnprov.io.catalog import embedded_path
 
@@ -47,15 +47,18 @@ def test_no_domain_is_the_file_without_its_domain(tmp_path, capsys):
 def test_extrapolation_is_the_file_with_that_factor(tmp_path, capsys):
     """--extrapolation 2 solves what the file with domain.extrapolation 2 solves, and it
     replaces per-axis factors the file states."""
+
     def factor_two(d):
         d["workload"]["domain"]["extrapolation"] = 2
+
     two = edited(tmp_path, "two.json", factor_two)
     by_option = solve_json(capsys, str(AWS_006), "--extrapolation", "2")
     assert by_option["plan"] == solve_json(capsys, two)["plan"]
-    assert by_option["details"]["workers"] == 1                       # |N| 1 is admitted at x2
+    assert by_option["details"]["workers"] == 1  # |N| 1 is admitted at x2
 
     def pinned(d):
         d["workload"]["domain"]["extrapolation_workers"] = 1
+
     fixed = edited(tmp_path, "pinned.json", pinned)
     assert solve_json(capsys, fixed, "--extrapolation", "2")["plan"] == by_option["plan"]
 
@@ -86,7 +89,7 @@ def test_predict_takes_the_domain_options(capsys):
     """predict --no-domain admits the one-worker plan the domain refuses; --extrapolation 2
     admits its |N| but not its iterations (below the floor)."""
     argv = ["predict", str(AWS_006), "--counts", "p4d.24xlarge=1", "--json"]
-    assert main(argv) == 1                                            # infeasible: outside the domain
+    assert main(argv) == 1  # infeasible: outside the domain
     refused = json.loads(capsys.readouterr().out)
     assert not refused["inside_domain"]
     assert main(argv + ["--no-domain"]) == 0
@@ -96,12 +99,15 @@ def test_predict_takes_the_domain_options(capsys):
     assert any("below the domain's floor of 100" in r for r in widened["reasons"])
 
 
-@pytest.mark.parametrize("argv, needles", [
-    (["solve", str(AWS_006), "--extrapolation", "0.5"], ["--extrapolation", ">= 1"]),
-    (["solve", str(AWS_006), "--extrapolation", "2", "--no-domain"], ["--extrapolation", "--no-domain"]),
-    (["solve", str(AWS_006), "--domain-cost", "--no-domain"], ["--domain-cost", "--no-domain"]),
-    (["predict", str(AWS_006), "--counts", "p4d.24xlarge=1", "--extrapolation", "nan"], ["--extrapolation"]),
-])
+@pytest.mark.parametrize(
+    "argv, needles",
+    [
+        (["solve", str(AWS_006), "--extrapolation", "0.5"], ["--extrapolation", ">= 1"]),
+        (["solve", str(AWS_006), "--extrapolation", "2", "--no-domain"], ["--extrapolation", "--no-domain"]),
+        (["solve", str(AWS_006), "--domain-cost", "--no-domain"], ["--domain-cost", "--no-domain"]),
+        (["predict", str(AWS_006), "--counts", "p4d.24xlarge=1", "--extrapolation", "nan"], ["--extrapolation"]),
+    ],
+)
 def test_bad_domain_options_give_one_error(capsys, argv, needles):
     one_error(capsys, argv, *needles)
 

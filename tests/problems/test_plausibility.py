@@ -68,7 +68,7 @@ def test_cli_prints_each_warning_once_on_one_line(tmp_path: Path, capsys: pytest
     err = capsys.readouterr().err.splitlines()
     assert [line.split(": ")[:3] for line in err] == [["dnnprov", "warning", f] for f in fields]
     page = (REPO / "docs" / "instance-format.md").read_text().splitlines()
-    assert err[0] in page                              # the line docs/instance-format.md shows
+    assert err[0] in page  # the line docs/instance-format.md shows
     assert main(["sweep", str(path), "--deadlines", "2600:3000:3", "--no-progress", "--no-heuristic"]) == 0
     assert len(capsys.readouterr().err.splitlines()) == len(fields)
     assert main(["solve", str(path), "--json"]) == 0
@@ -80,8 +80,16 @@ def test_cli_prints_each_warning_once_on_one_line(tmp_path: Path, capsys: pytest
 SPOT_SLIPS = [
     # (where in the file, value, field warned about): a unit slip each
     (("instance_types", "g3.8xlarge", "spot_price_per_h"), 0.0001, "instance_types.g3.8xlarge.spot_price_per_h"),
-    (("instance_types", "g3.8xlarge", "on_demand_price_per_h"), 228.0, "instance_types.g3.8xlarge.on_demand_price_per_h"),
-    (("instance_types", "g4dn.4xlarge", "speed_samples_per_s"), 1 / 750.0, "instance_types.g4dn.4xlarge.speed_samples_per_s"),
+    (
+        ("instance_types", "g3.8xlarge", "on_demand_price_per_h"),
+        228.0,
+        "instance_types.g3.8xlarge.on_demand_price_per_h",
+    ),
+    (
+        ("instance_types", "g4dn.4xlarge", "speed_samples_per_s"),
+        1 / 750.0,
+        "instance_types.g4dn.4xlarge.speed_samples_per_s",
+    ),
     (("instance_types", "g4dn.4xlarge", "gpu_memory_gb"), 16384.0, "instance_types.g4dn.4xlarge.gpu_memory_gb"),
     (("workload", "param_size_mb"), 1e-4, "workload.param_size_mb"),
     (("workload", "bandwidth_req_mb_s"), 200e6, "workload.bandwidth_req_mb_s"),
@@ -136,24 +144,37 @@ def test_no_shipped_instance_is_warned_about() -> None:
     docs = []
     for path in sorted((REPO / "data").rglob("*.json*")):
         lines = path.read_text().splitlines() if path.suffix == ".jsonl" else [path.read_text()]
-        docs += [d for d in map(json.loads, filter(str.strip, lines))
-                 if isinstance(d, dict) and d.get("format") in ("dnnprov/spot", "dnnprov/serverless")]
+        docs += [
+            d
+            for d in map(json.loads, filter(str.strip, lines))
+            if isinstance(d, dict) and d.get("format") in ("dnnprov/spot", "dnnprov/serverless")
+        ]
     assert len(docs) > 300
     assert [(d.get("name"), str(w)) for d in docs for w in _found(copy.deepcopy(d))] == []
 
 
-@pytest.mark.skipif(not (SHARED / "aws-gpu-instances-ondemand-2026-01-21.json").exists(),
-                    reason="../shared/data (the real AWS price lists) is not on this machine")
+@pytest.mark.skipif(
+    not (SHARED / "aws-gpu-instances-ondemand-2026-01-21.json").exists(),
+    reason="../shared/data (the real AWS price lists) is not on this machine",
+)
 def test_every_real_aws_price_is_plausible() -> None:
     """Each real per-GPU price (AWS on-demand list 2026, spot price history 2022) and each
     Lambda duration price lies inside the plausible ranges: the ranges come from this data."""
     offers = json.loads((SHARED / "aws-gpu-instances-ondemand-2026-01-21.json").read_text())
     gpus = {o["name"]: o["gpuCount"] for o in offers if o["gpuCount"]}
-    on_demand = [p["onDemand"] / gpus[o["name"]] for o in offers if o["name"] in gpus
-                 for p in o["pricing"].values() if p.get("onDemand")]
+    on_demand = [
+        p["onDemand"] / gpus[o["name"]]
+        for o in offers
+        if o["name"] in gpus
+        for p in o["pricing"].values()
+        if p.get("onDemand")
+    ]
     with gzip.open(SHARED / "aws-spot-price-history-2022-05-31.tsv.gz", "rt") as rows:
-        spot = [float(price) / gpus[kind] for _, kind, _, price, _ in (r.rstrip("\n").split("\t") for r in rows)
-                if kind in gpus]
+        spot = [
+            float(price) / gpus[kind]
+            for _, kind, _, price, _ in (r.rstrip("\n").split("\t") for r in rows)
+            if kind in gpus
+        ]
     rng = plausibility.PRICE_PER_GPU_H
     assert len(on_demand) > 1000 and len(spot) > 400
     assert rng.low <= min(spot) and max(on_demand) <= rng.high

@@ -15,10 +15,16 @@ from dnnprov.io.instances import dumps_instance, embedded_instance, problem_from
 from dnnprov.problems.interruption import Interruption
 from dnnprov.problems.spot import SpotPool
 
-THREE_ZONES = ({"zone": "us-east-2b", "capacity": 16},
-               {"zone": "us-west-2a", "spot_price_per_h": 0.95, "capacity": 16,
-                "interruption": {"rate_per_h": 0.02, "source": "fitted from us-west-2a_v100_16.json"}},
-               {"zone": "us-west-2c"})
+THREE_ZONES = (
+    {"zone": "us-east-2b", "capacity": 16},
+    {
+        "zone": "us-west-2a",
+        "spot_price_per_h": 0.95,
+        "capacity": 16,
+        "interruption": {"rate_per_h": 0.02, "source": "fitted from us-west-2a_v100_16.json"},
+    },
+    {"zone": "us-west-2c"},
+)
 
 
 def _table1() -> dict[str, Any]:
@@ -37,24 +43,31 @@ def test_pools_read_and_round_trip() -> None:
     problem = problem_from_dict(_with_zones([dict(z) for z in THREE_ZONES]))
     t = problem.instance_types[1]
     assert t.pool_names == ("us-east-2b", "us-west-2a", "us-west-2c")
-    assert t.zones[1] == SpotPool("us-west-2a", spot_price_per_h=0.95, capacity=16,
-                                  interruption=Interruption(0.02, "fitted from us-west-2a_v100_16.json"))
+    assert t.zones[1] == SpotPool(
+        "us-west-2a",
+        spot_price_per_h=0.95,
+        capacity=16,
+        interruption=Interruption(0.02, "fitted from us-west-2a_v100_16.json"),
+    )
     assert t.zones[2].capacity is None and t.zones[2].spot_price_per_h is None
     data = json.loads(dumps_instance(problem))
     jsonschema.validate(data, schema("spot"), cls=jsonschema.Draft202012Validator)
     assert data["instance_types"][t.name]["zones"] == [dict(z) for z in THREE_ZONES]
     assert problem_from_dict(data) == problem
-    assert "zones" not in data["instance_types"][problem.instance_types[0].name]   # no pools: field left out
+    assert "zones" not in data["instance_types"][problem.instance_types[0].name]  # no pools: field left out
 
 
-@pytest.mark.parametrize("zones, field, words", [
-    ([{"zone": "US-EAST-1A"}], "zones.0.zone", "does not match"),
-    ([{"zone": "us-east-1a"}, {"zone": "us-east-1a"}], "zones[1].zone", "listed twice"),
-    ([{"zone": "us-east-1a", "price": 1}], "zones.0.price", "unknown field"),
-    ([{"zone": "us-east-1a", "capacity": -1}], "zones.0.capacity", "minimum"),
-    ([{"capacity": 3}], "zones.0.zone", "missing"),
-    ({"zone": "us-east-1a"}, "zones", "not of type"),
-])
+@pytest.mark.parametrize(
+    "zones, field, words",
+    [
+        ([{"zone": "US-EAST-1A"}], "zones.0.zone", "does not match"),
+        ([{"zone": "us-east-1a"}, {"zone": "us-east-1a"}], "zones[1].zone", "listed twice"),
+        ([{"zone": "us-east-1a", "price": 1}], "zones.0.price", "unknown field"),
+        ([{"zone": "us-east-1a", "capacity": -1}], "zones.0.capacity", "minimum"),
+        ([{"capacity": 3}], "zones.0.zone", "missing"),
+        ({"zone": "us-east-1a"}, "zones", "not of type"),
+    ],
+)
 def test_bad_pools_are_refused_naming_the_field(zones: Any, field: str, words: str) -> None:
     """Each bad pool gives one InvalidInputError naming the pool's field."""
     with pytest.raises(InvalidInputError) as err:

@@ -85,7 +85,12 @@ SPOT_CASES = [
     (("workload", "loss_variant"), "with-cc", "workload.loss_variant", "cc", "no-cc"),
     # kept instances
     (("constraints", "existing"), {"t2.micro": 1}, "constraints.existing.t2.micro", "unknown instance type"),
-    (("constraints", "existing"), {f"{P3}:on-demand": 1}, f"constraints.existing.{P3}:on-demand", "on-demand is not in constraints.markets"),
+    (
+        ("constraints", "existing"),
+        {f"{P3}:on-demand": 1},
+        f"constraints.existing.{P3}:on-demand",
+        "on-demand is not in constraints.markets",
+    ),
     (("constraints", "existing"), {P3: 3}, f"constraints.existing.{P3}", "exceed the quota 2"),
     (("constraints", "existing"), {P3: -1}, f"constraints.existing.{P3}", ">= 0"),
     (("constraints", "existing"), {P3: 1.5}, f"constraints.existing.{P3}", "integer"),
@@ -98,22 +103,42 @@ SPOT_CASES = [
     (("constraints", "budget_usd"), 0, "constraints.budget_usd", "> 0"),
     (("constraints", "budget_usd"), NAN, "constraints.budget_usd", "finite"),
     # markets and vCPU quotas
-    (("constraints", "markets"), ["spot", "on-demand"], f"instance_types.{P3}.on_demand_price_per_h", "missing", "on-demand"),
+    (
+        ("constraints", "markets"),
+        ["spot", "on-demand"],
+        f"instance_types.{P3}.on_demand_price_per_h",
+        "missing",
+        "on-demand",
+    ),
     (("constraints", "markets"), ["spot", "spot"], "constraints.markets", "twice"),
     (("constraints", "markets"), ["reserved"], "constraints.markets[0]", "spot", "on-demand"),
-    (("constraints", "vcpu_quotas"), [{"family": "Z", "market": "spot", "vcpus": 64}],
-     "constraints.vcpu_quotas.Z", "no instance type in this family"),
-    (("constraints", "vcpu_quotas"), [{"family": "G", "market": "spot", "vcpus": 64}],
-     "constraints.vcpu_quotas.G", "needs vcpus"),
-    (("constraints", "vcpu_quotas"), [{"family": "G", "market": "spot", "vcpus": 2.5}],
-     "constraints.vcpu_quotas.G.vcpus", "integer"),
+    (
+        ("constraints", "vcpu_quotas"),
+        [{"family": "Z", "market": "spot", "vcpus": 64}],
+        "constraints.vcpu_quotas.Z",
+        "no instance type in this family",
+    ),
+    (
+        ("constraints", "vcpu_quotas"),
+        [{"family": "G", "market": "spot", "vcpus": 64}],
+        "constraints.vcpu_quotas.G",
+        "needs vcpus",
+    ),
+    (
+        ("constraints", "vcpu_quotas"),
+        [{"family": "G", "market": "spot", "vcpus": 2.5}],
+        "constraints.vcpu_quotas.G.vcpus",
+        "integer",
+    ),
     (("workload", "estimated"), ["gamma_9"], "workload.estimated", "gamma_9"),
 ]
 
 
-@pytest.mark.parametrize(("path", "value", "field", "words"),
-                         [(c[0], c[1], c[2], c[3:]) for c in SPOT_CASES],
-                         ids=[f"{'.'.join(map(str, c[0]))}={c[1]!r}" for c in SPOT_CASES])
+@pytest.mark.parametrize(
+    ("path", "value", "field", "words"),
+    [(c[0], c[1], c[2], c[3:]) for c in SPOT_CASES],
+    ids=[f"{'.'.join(map(str, c[0]))}={c[1]!r}" for c in SPOT_CASES],
+)
 def test_spot_from_dict_refuses(make_resnet110, path, value, field, words):
     """A spot instance dict with one bad value is refused, naming the field and the problem."""
     data = edit(spot_dict(make_resnet110), path, value)
@@ -128,10 +153,13 @@ def test_spot_base_dict_is_valid(make_resnet110):
     assert dnnprov.SpotProblem.from_dict(spot_dict(make_resnet110)) == problem
 
 
-@pytest.mark.parametrize(("present", "field"), [
-    ({"speed_samples_per_s": 1885.0, "compute_time_s": 0.4}, f"instance_types.{P3}.compute_time_s"),
-    ({}, f"instance_types.{P3}.compute_time_s"),
-])
+@pytest.mark.parametrize(
+    ("present", "field"),
+    [
+        ({"speed_samples_per_s": 1885.0, "compute_time_s": 0.4}, f"instance_types.{P3}.compute_time_s"),
+        ({}, f"instance_types.{P3}.compute_time_s"),
+    ],
+)
 def test_exactly_one_of_speed_and_compute_time(make_resnet110, present, field):
     """An instance type needs exactly one of speed_samples_per_s and compute_time_s."""
     data = spot_dict(make_resnet110)
@@ -164,19 +192,22 @@ def test_speed_faster_than_communication_is_refused(make_resnet110):
     check_error(excinfo, f"instance_types.{P3}.speed_samples_per_s", "non-positive compute time")
 
 
-@pytest.mark.parametrize(("path", "field"), [
-    (("slo",), "slo"),
-    (("workload",), "workload"),
-    (("instance_types",), "instance_types"),
-    (("format",), "format"),
-    (("slo", "time_s"), "slo.time_s"),
-    (("slo", "loss"), "slo.loss"),
-    (("workload", "gamma_3"), "workload.gamma_3"),
-    (("workload", "bandwidth_req_mb_s"), "workload.bandwidth_req_mb_s"),
-    (("instance_types", G38, "quota"), f"instance_types.{G38}.quota"),
-    (("instance_types", G38, "spot_price_per_h"), f"instance_types.{G38}.spot_price_per_h"),
-    (("instance_types", G38, "gpus"), f"instance_types.{G38}.gpus"),
-])
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        (("slo",), "slo"),
+        (("workload",), "workload"),
+        (("instance_types",), "instance_types"),
+        (("format",), "format"),
+        (("slo", "time_s"), "slo.time_s"),
+        (("slo", "loss"), "slo.loss"),
+        (("workload", "gamma_3"), "workload.gamma_3"),
+        (("workload", "bandwidth_req_mb_s"), "workload.bandwidth_req_mb_s"),
+        (("instance_types", G38, "quota"), f"instance_types.{G38}.quota"),
+        (("instance_types", G38, "spot_price_per_h"), f"instance_types.{G38}.spot_price_per_h"),
+        (("instance_types", G38, "gpus"), f"instance_types.{G38}.gpus"),
+    ],
+)
 def test_spot_missing_field(make_resnet110, path, field):
     """Removing a required field of a spot instance dict is refused as missing."""
     with pytest.raises(InvalidInputError) as excinfo:
@@ -184,13 +215,16 @@ def test_spot_missing_field(make_resnet110, path, field):
     check_error(excinfo, field, "missing")
 
 
-@pytest.mark.parametrize(("path", "wrong", "right"), [
-    (("slo", "time_s"), "time_ms", "time_s"),
-    (("slo", "time_s"), "time_h", "time_s"),
-    (("instance_types", P3, "spot_price_per_h"), "spot_price_per_hour", "spot_price_per_h"),
-    (("platform", "ps_bandwidth_mb_s"), "ps_bandwidth_gb_s", "ps_bandwidth_mb_s"),
-    (("workload", "param_size_mb"), "param_size_gb", "param_size_mb"),
-])
+@pytest.mark.parametrize(
+    ("path", "wrong", "right"),
+    [
+        (("slo", "time_s"), "time_ms", "time_s"),
+        (("slo", "time_s"), "time_h", "time_s"),
+        (("instance_types", P3, "spot_price_per_h"), "spot_price_per_hour", "spot_price_per_h"),
+        (("platform", "ps_bandwidth_mb_s"), "ps_bandwidth_gb_s", "ps_bandwidth_mb_s"),
+        (("workload", "param_size_mb"), "param_size_gb", "param_size_mb"),
+    ],
+)
 def test_spot_wrong_unit_suffix(make_resnet110, path, wrong, right):
     """A field with the wrong unit suffix is refused, and the message suggests the right name."""
     data = edit(spot_dict(make_resnet110), path, rename=wrong)
@@ -202,15 +236,18 @@ def test_spot_wrong_unit_suffix(make_resnet110, path, wrong, right):
 
 def test_instance_type_constructor_validates():
     """InstanceType refuses bad values when built directly in Python, not only from dicts."""
-    good = dict(name="x1.large", gpus=1, spot_price_per_h=0.5, quota=2, batch_per_gpu=64,
-                speed_samples_per_s=100.0)
+    good = dict(name="x1.large", gpus=1, spot_price_per_h=0.5, quota=2, batch_per_gpu=64, speed_samples_per_s=100.0)
     assert dnnprov.InstanceType(**good).quota == 2
-    assert dnnprov.InstanceType(**{**good, "quota": 3.0}).quota == 3    # integral float is fine
-    for change, field in [({"quota": -2}, "quota"), ({"spot_price_per_h": -0.01}, "spot_price_per_h"),
-                          ({"quota": 2.5}, "quota"), ({"spot_price_per_h": NAN}, "spot_price_per_h"),
-                          ({"on_demand_price_per_h": -1.0}, "on_demand_price_per_h"),
-                          ({"vcpus": True}, "vcpus"),
-                          ({"compute_time_s": 0.1}, "compute_time_s")]:
+    assert dnnprov.InstanceType(**{**good, "quota": 3.0}).quota == 3  # integral float is fine
+    for change, field in [
+        ({"quota": -2}, "quota"),
+        ({"spot_price_per_h": -0.01}, "spot_price_per_h"),
+        ({"quota": 2.5}, "quota"),
+        ({"spot_price_per_h": NAN}, "spot_price_per_h"),
+        ({"on_demand_price_per_h": -1.0}, "on_demand_price_per_h"),
+        ({"vcpus": True}, "vcpus"),
+        ({"compute_time_s": 0.1}, "compute_time_s"),
+    ]:
         with pytest.raises(InvalidInputError) as excinfo:
             dnnprov.InstanceType(**{**good, **change})
         assert excinfo.value.field == f"instance_types.x1.large.{field}"
@@ -285,9 +322,11 @@ SERVERLESS_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("path", "value", "field", "words"),
-                         [(c[0], c[1], c[2], c[3:]) for c in SERVERLESS_CASES],
-                         ids=[f"{'.'.join(map(str, c[0]))}={c[1]!r}" for c in SERVERLESS_CASES])
+@pytest.mark.parametrize(
+    ("path", "value", "field", "words"),
+    [(c[0], c[1], c[2], c[3:]) for c in SERVERLESS_CASES],
+    ids=[f"{'.'.join(map(str, c[0]))}={c[1]!r}" for c in SERVERLESS_CASES],
+)
 def test_serverless_from_dict_refuses(make_resnet50, path, value, field, words):
     """A serverless instance dict with one bad value is refused, naming the field and the problem."""
     data = edit(make_resnet50().to_dict(), path, value)
@@ -302,15 +341,18 @@ def test_serverless_base_dict_is_valid(make_resnet50):
     assert dnnprov.ServerlessProblem.from_dict(problem.to_dict()) == problem
 
 
-@pytest.mark.parametrize(("path", "field"), [
-    (("workload",), "workload"),
-    (("slo",), "slo"),
-    (("slo", "time_s"), "slo.time_s"),
-    (("workload", "samples"), "workload.samples"),
-    (("workload", "rate_beta"), "workload.rate_beta"),
-    (("workload", "storage_alpha"), "workload.storage_alpha"),
-    (("workload", "max_global_batch"), "workload.max_global_batch"),
-])
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        (("workload",), "workload"),
+        (("slo",), "slo"),
+        (("slo", "time_s"), "slo.time_s"),
+        (("workload", "samples"), "workload.samples"),
+        (("workload", "rate_beta"), "workload.rate_beta"),
+        (("workload", "storage_alpha"), "workload.storage_alpha"),
+        (("workload", "max_global_batch"), "workload.max_global_batch"),
+    ],
+)
 def test_serverless_missing_field(make_resnet50, path, field):
     """Removing a required field of a serverless instance dict is refused as missing."""
     with pytest.raises(InvalidInputError) as excinfo:
@@ -318,13 +360,16 @@ def test_serverless_missing_field(make_resnet50, path, field):
     check_error(excinfo, field, "missing")
 
 
-@pytest.mark.parametrize(("path", "wrong", "right"), [
-    (("slo", "time_s"), "time_ms", "time_s"),
-    (("platform", "timeout_s"), "timeout_ms", "timeout_s"),
-    (("platform", "max_memory_mb"), "max_memory_gb", "max_memory_mb"),
-    (("workload", "dataset_mb"), "dataset_gb", "dataset_mb"),
-    (("platform", "ps_price_per_h"), "ps_price_per_s", "ps_price_per_h"),
-])
+@pytest.mark.parametrize(
+    ("path", "wrong", "right"),
+    [
+        (("slo", "time_s"), "time_ms", "time_s"),
+        (("platform", "timeout_s"), "timeout_ms", "timeout_s"),
+        (("platform", "max_memory_mb"), "max_memory_gb", "max_memory_mb"),
+        (("workload", "dataset_mb"), "dataset_gb", "dataset_mb"),
+        (("platform", "ps_price_per_h"), "ps_price_per_s", "ps_price_per_h"),
+    ],
+)
 def test_serverless_wrong_unit_suffix(make_resnet50, path, wrong, right):
     """A serverless field with the wrong unit suffix is refused with the right name suggested."""
     data = edit(make_resnet50().to_dict(), path, rename=wrong)
@@ -361,13 +406,16 @@ def test_solve_refuses_reference_heuristic_for_serverless(make_resnet50):
     check_error(excinfo, "method", "reference-heuristic", "spot")
 
 
-@pytest.mark.parametrize(("kwargs", "field"), [
-    ({"time_limit_s": 0}, "time_limit_s"),
-    ({"time_limit_s": -5.0}, "time_limit_s"),
-    ({"gap": 1.0}, "gap"),
-    ({"gap": -0.01}, "gap"),
-    ({"gap": NAN}, "gap"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"time_limit_s": 0}, "time_limit_s"),
+        ({"time_limit_s": -5.0}, "time_limit_s"),
+        ({"gap": 1.0}, "gap"),
+        ({"gap": -0.01}, "gap"),
+        ({"gap": NAN}, "gap"),
+    ],
+)
 def test_solve_refuses_bad_limits(make_resnet110, kwargs, field):
     """Out-of-range time limits and gaps are refused before any solving."""
     with pytest.raises(InvalidInputError) as excinfo:
@@ -382,9 +430,11 @@ def test_solve_refuses_non_problems():
     check_error(excinfo, "problem", "dict")
 
 
-@pytest.mark.parametrize("kwargs", [{"time_limit_s": NAN}, {"time_limit_s": True},
-                                    {"max_plans": "1000"}],
-                         ids=["time_limit_nan", "time_limit_bool", "max_plans_str"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"time_limit_s": NAN}, {"time_limit_s": True}, {"max_plans": "1000"}],
+    ids=["time_limit_nan", "time_limit_bool", "max_plans_str"],
+)
 def test_solve_refuses_non_numeric_limits(make_resnet110, kwargs):
     """NaN or bool time limits and a non-integer max_plans are refused as invalid input."""
     with pytest.raises(InvalidInputError) as excinfo:
@@ -401,7 +451,8 @@ def test_every_shipped_and_benchmark_file_is_inside_the_limits():
     from dnnprov.benchsets.generate import read_instance_lines
 
     files = sorted((REPO / "data/instances").rglob("*.json")) + sorted(
-        p for p in (REPO / "data/benchmarks").rglob("*.json") if p.name != "index.json")
+        p for p in (REPO / "data/benchmarks").rglob("*.json") if p.name != "index.json"
+    )
     assert len(files) > 100
     for path in files:
         dnnprov.read_instance(path)
@@ -412,36 +463,74 @@ def test_a_large_cluster_is_inside_the_limits(make_resnet110):
     """100 types with quota 16 (1,600 workers), quotas of 4,096 and 64 PS counts still load."""
     base = make_resnet110()
     template = base.instance_types[2]
-    types = tuple(dnnprov.InstanceType(name=f"g{i}.x", gpus=template.gpus, quota=16, spot_price_per_h=0.5 + i / 100,
-                                       speed_samples_per_s=template.speed_samples_per_s,
-                                       batch_per_gpu=template.batch_per_gpu) for i in range(100))
+    types = tuple(
+        dnnprov.InstanceType(
+            name=f"g{i}.x",
+            gpus=template.gpus,
+            quota=16,
+            spot_price_per_h=0.5 + i / 100,
+            speed_samples_per_s=template.speed_samples_per_s,
+            batch_per_gpu=template.batch_per_gpu,
+        )
+        for i in range(100)
+    )
     problem = base.replace(instance_types=types, constraints=dnnprov.SpotConstraints(ps_count=(1, 64)))
     assert len(problem.columns()) == 100 and int(problem.columns().upper.sum()) == 1600
     big = base.replace(instance_types=(dataclasses.replace(template, quota=4096),))
     assert int(big.columns().upper[0]) == 4096
 
 
-@pytest.mark.parametrize(("change", "field", "words"), [
-    (lambda p: p.replace(instance_types=tuple(dataclasses.replace(p.instance_types[0], name=f"t{i}.x")
-                                              for i in range(257))), "instance_types", ("257 types", "256")),
-    (lambda p: p.replace(instance_types=(dataclasses.replace(p.instance_types[0], quota=10 ** 6),)),
-     "instance_types.p3.2xlarge.quota", ("1000000", "4,096")),
-    (lambda p: p.replace(instance_types=tuple(dataclasses.replace(t, name=f"t{i}.x", quota=4096)
-                                              for i, t in enumerate(p.instance_types * 2))),
-     "instance_types", ("40,960 workers", "16,384")),
-    (lambda p: p.replace(instance_types=tuple(dataclasses.replace(t, name=f"t{i}.x", quota=4096)
-                                              for i, t in enumerate(p.instance_types * 2)),
-                         constraints=dnnprov.SpotConstraints(workers=(1, 20000))),
-     "constraints.workers", ("20,000 workers",)),
-    (lambda p: p.replace(constraints=dnnprov.SpotConstraints(ps_count=(1, 10 ** 6))), "constraints.ps_count[1]", ("64",)),
-    (lambda p: p.replace(instance_types=(dataclasses.replace(p.instance_types[0], gpus=2 ** 63),)),
-     "instance_types.p3.2xlarge.gpus", ("2^53",)),
-    (lambda p: p.replace(name="x\x1b[2Jy"), "name", ("U+001B",)),
-    (lambda p: p.replace(name="x\u202ey"), "name", ("U+202E",)),
-    (lambda p: p.replace(name="n" * 201), "name", ("201 characters",)),
-    (lambda p: p.replace(platform=dnnprov.SpotPlatform(ps_type=123)), "platform.ps_type", ("string",)),
-    (lambda p: p.replace(notes="a\ud800"), "notes", ("surrogate",)),
-])
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        (
+            lambda p: p.replace(
+                instance_types=tuple(dataclasses.replace(p.instance_types[0], name=f"t{i}.x") for i in range(257))
+            ),
+            "instance_types",
+            ("257 types", "256"),
+        ),
+        (
+            lambda p: p.replace(instance_types=(dataclasses.replace(p.instance_types[0], quota=10**6),)),
+            "instance_types.p3.2xlarge.quota",
+            ("1000000", "4,096"),
+        ),
+        (
+            lambda p: p.replace(
+                instance_types=tuple(
+                    dataclasses.replace(t, name=f"t{i}.x", quota=4096) for i, t in enumerate(p.instance_types * 2)
+                )
+            ),
+            "instance_types",
+            ("40,960 workers", "16,384"),
+        ),
+        (
+            lambda p: p.replace(
+                instance_types=tuple(
+                    dataclasses.replace(t, name=f"t{i}.x", quota=4096) for i, t in enumerate(p.instance_types * 2)
+                ),
+                constraints=dnnprov.SpotConstraints(workers=(1, 20000)),
+            ),
+            "constraints.workers",
+            ("20,000 workers",),
+        ),
+        (
+            lambda p: p.replace(constraints=dnnprov.SpotConstraints(ps_count=(1, 10**6))),
+            "constraints.ps_count[1]",
+            ("64",),
+        ),
+        (
+            lambda p: p.replace(instance_types=(dataclasses.replace(p.instance_types[0], gpus=2**63),)),
+            "instance_types.p3.2xlarge.gpus",
+            ("2^53",),
+        ),
+        (lambda p: p.replace(name="x\x1b[2Jy"), "name", ("U+001B",)),
+        (lambda p: p.replace(name="x\u202ey"), "name", ("U+202E",)),
+        (lambda p: p.replace(name="n" * 201), "name", ("201 characters",)),
+        (lambda p: p.replace(platform=dnnprov.SpotPlatform(ps_type=123)), "platform.ps_type", ("string",)),
+        (lambda p: p.replace(notes="a\ud800"), "notes", ("surrogate",)),
+    ],
+)
 def test_spot_limits_are_refused_at_once(make_resnet110, change, field, words):
     """Sizes that cannot fit, and names that cannot be shown, are refused naming the field."""
     with pytest.raises(InvalidInputError) as excinfo:
@@ -449,22 +538,30 @@ def test_spot_limits_are_refused_at_once(make_resnet110, change, field, words):
     check_error(excinfo, field, *words)
 
 
-@pytest.mark.parametrize(("platform", "constraints", "field", "words"), [
-    ({"memory_step_mb": 1, "max_memory_mb": 10 ** 9}, {}, "platform.max_memory_mb", ("1,048,576",)),
-    ({"memory_step_mb": 1, "max_memory_mb": 20000}, {}, "platform.memory_step_mb", ("memory sizes", "16,384")),
-    ({"concurrency_limit": 10 ** 6}, {}, "platform.concurrency_limit", ("100,000",)),
-    ({"memory_step_mb": 1, "max_memory_mb": 10240, "concurrency_limit": 100000}, {"ps_count": (1, 2)},
-     "constraints.functions", ("plans", "100,000,000")),
-    ({}, {"ps_count": (1, 65)}, "constraints.ps_count[1]", ("64",)),
-])
+@pytest.mark.parametrize(
+    ("platform", "constraints", "field", "words"),
+    [
+        ({"memory_step_mb": 1, "max_memory_mb": 10**9}, {}, "platform.max_memory_mb", ("1,048,576",)),
+        ({"memory_step_mb": 1, "max_memory_mb": 20000}, {}, "platform.memory_step_mb", ("memory sizes", "16,384")),
+        ({"concurrency_limit": 10**6}, {}, "platform.concurrency_limit", ("100,000",)),
+        (
+            {"memory_step_mb": 1, "max_memory_mb": 10240, "concurrency_limit": 100000},
+            {"ps_count": (1, 2)},
+            "constraints.functions",
+            ("plans", "100,000,000"),
+        ),
+        ({}, {"ps_count": (1, 65)}, "constraints.ps_count[1]", ("64",)),
+    ],
+)
 def test_serverless_limits_are_refused_at_once(make_resnet50, platform, constraints, field, words):
     """A memory grid of 1e9 sizes and similar are refused before any list is built."""
     import time
 
-    started = time.process_time()            # CPU, not wall: the test machines are shared
+    started = time.process_time()  # CPU, not wall: the test machines are shared
     with pytest.raises(InvalidInputError) as excinfo:
-        make_resnet50().replace(platform=dnnprov.ServerlessPlatform(**platform),
-                                constraints=dnnprov.ServerlessConstraints(**constraints))
+        make_resnet50().replace(
+            platform=dnnprov.ServerlessPlatform(**platform), constraints=dnnprov.ServerlessConstraints(**constraints)
+        )
     check_error(excinfo, field, *words)
     assert time.process_time() - started < 0.5
 
@@ -482,23 +579,39 @@ def test_errors_stay_one_short_line_with_many_types(make_resnet110):
 # ---------------------------------------------------------------- hints (issue 22 item 8)
 HINTS = [
     # (edit of the spot dict, field, words the one line must hold, words it must not)
-    (lambda d: d["constraints"].update(quotas={P3: 2}), "constraints.quotas",
-     ("instance_types.NAME.quota", "constraints.vcpu_quotas"), ("did you mean",)),
-    (lambda d: d["slo"].update(deadline_s=d["slo"].pop("time_s")), "slo.deadline_s",
-     ("did you mean 'time_s'?",), ()),
-    (lambda d: d["slo"].update(deadline_h=d["slo"].pop("time_s")), "slo.deadline_h",
-     ("did you mean 'time_s'?", "units are part of field names"), ()),
+    (
+        lambda d: d["constraints"].update(quotas={P3: 2}),
+        "constraints.quotas",
+        ("instance_types.NAME.quota", "constraints.vcpu_quotas"),
+        ("did you mean",),
+    ),
+    (lambda d: d["slo"].update(deadline_s=d["slo"].pop("time_s")), "slo.deadline_s", ("did you mean 'time_s'?",), ()),
+    (
+        lambda d: d["slo"].update(deadline_h=d["slo"].pop("time_s")),
+        "slo.deadline_h",
+        ("did you mean 'time_s'?", "units are part of field names"),
+        (),
+    ),
     (lambda d: d.update(deadline_s=2400), "deadline_s", ("the deadline is slo.time_s",), ()),
-    (lambda d: d["constraints"].update(existing={f"{G38}:on-demand": 2}), f"constraints.existing.{G38}:on-demand",
-     ("on-demand is not in constraints.markets (spot)", 'add "on-demand" there'), ("unknown instance type",)),
-    (lambda d: d["constraints"].update(existing={"g9.huge": 1}), "constraints.existing.g9.huge",
-     ("unknown instance type",), ()),
+    (
+        lambda d: d["constraints"].update(existing={f"{G38}:on-demand": 2}),
+        f"constraints.existing.{G38}:on-demand",
+        ("on-demand is not in constraints.markets (spot)", 'add "on-demand" there'),
+        ("unknown instance type",),
+    ),
+    (
+        lambda d: d["constraints"].update(existing={"g9.huge": 1}),
+        "constraints.existing.g9.huge",
+        ("unknown instance type",),
+        (),
+    ),
 ]
 
 
 @pytest.mark.parametrize("change, field, words, absent", HINTS, ids=[h[1] for h in HINTS])
-def test_hints_name_the_field_and_the_right_place(make_resnet110, tmp_path, capsys, change, field, words,
-                                                  absent) -> None:
+def test_hints_name_the_field_and_the_right_place(
+    make_resnet110, tmp_path, capsys, change, field, words, absent
+) -> None:
     """Each slip is one line naming the field and where the value belongs, from Python
     (``from_dict``) and from a file (the schema's check comes first there)."""
     import json

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import one_error
 
 from dnnprov.cli import main
@@ -28,12 +27,15 @@ def loss_rows(*, loss: str = "", workers: str = "4", step: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.parametrize(("change", "needles"), [
-    (dict(loss="1e308"), (":6.loss", "out of range")),
-    (dict(workers="99999999999999999999"), (":6.workers", "out of range")),
-    (dict(step="1e30"), (":6.step", "out of range")),
-    (dict(step="-100"), (":6.step", ">= 0")),
-])
+@pytest.mark.parametrize(
+    ("change", "needles"),
+    [
+        (dict(loss="1e308"), (":6.loss", "out of range")),
+        (dict(workers="99999999999999999999"), (":6.workers", "out of range")),
+        (dict(step="1e30"), (":6.step", "out of range")),
+        (dict(step="-100"), (":6.step", ">= 0")),
+    ],
+)
 def test_loss_csv_numbers_out_of_range(tmp_path, capsys, change, needles):
     path = tmp_path / "loss.csv"
     path.write_text(loss_rows(**change))
@@ -46,11 +48,14 @@ def test_csv_field_over_the_csv_module_limit(tmp_path, capsys):
     one_error(capsys, ["profile", "fit-loss", str(path)], "long.csv:22", "field larger than field limit")
 
 
-@pytest.mark.parametrize(("entry", "needles"), [
-    ({"loss": 1e308, "step": 25}, ("log_history[1].loss", "out of range")),
-    ({"loss": 0.5, "step": -25}, ("log_history[1].step", ">= 0")),
-    ({"loss": 0.5, "step": 1e30}, ("log_history[1].step", "out of range")),
-])
+@pytest.mark.parametrize(
+    ("entry", "needles"),
+    [
+        ({"loss": 1e308, "step": 25}, ("log_history[1].loss", "out of range")),
+        ({"loss": 0.5, "step": -25}, ("log_history[1].step", ">= 0")),
+        ({"loss": 0.5, "step": 1e30}, ("log_history[1].step", "out of range")),
+    ],
+)
 def test_trainer_state_refuses_what_the_csv_reader_refuses(tmp_path, capsys, entry, needles):
     history = [{"loss": 2.0 - 0.1 * k, "step": 25 * k} for k in range(12)]
     history[1] = entry
@@ -90,35 +95,48 @@ def write_log(path: Path, loss_of_step, runs: int = 3, steps: int = 20) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("name", "loss"), [
-    ("constant", lambda r, k: 2.0),
-    ("noisy-constant", lambda r, k: 2.0 + 0.01 * ((k * 7919 + r * 31) % 13 - 6)),
-    ("increasing", lambda r, k: 1.0 + 0.05 * k),
-])
+@pytest.mark.parametrize(
+    ("name", "loss"),
+    [
+        ("constant", lambda r, k: 2.0),
+        ("noisy-constant", lambda r, k: 2.0 + 0.01 * ((k * 7919 + r * 31) % 13 - 6)),
+        ("increasing", lambda r, k: 1.0 + 0.05 * k),
+    ],
+)
 def test_loss_that_does_not_fall_is_refused(tmp_path, capsys, name, loss):
-    one_error(capsys, ["profile", "fit-loss", str(write_log(tmp_path / f"{name}.csv", loss))],
-              "loss log", "falls with the steps in no run")
+    one_error(
+        capsys,
+        ["profile", "fit-loss", str(write_log(tmp_path / f"{name}.csv", loss))],
+        "loss log",
+        "falls with the steps in no run",
+    )
 
 
 def test_every_step_equal_is_refused(tmp_path, capsys):
     path = tmp_path / "zero.csv"
-    path.write_text(HEADER + "\n" + "\n".join(f"r{r},2,256.0,0.5,0.0,{3.0 - 0.1 * k}" for r in range(3) for k in range(8)) + "\n")
+    path.write_text(
+        HEADER + "\n" + "\n".join(f"r{r},2,256.0,0.5,0.0,{3.0 - 0.1 * k}" for r in range(3) for k in range(8)) + "\n"
+    )
     one_error(capsys, ["profile", "fit-loss", str(path)], "two different steps")
 
 
 @pytest.mark.parametrize(("runs", "shift", "needle"), [(1, 0.0, "one run"), (3, -3.0, "below 0")])
 def test_doubtful_loss_data_fits_with_a_warning(tmp_path, capsys, runs, shift, needle):
-    path = write_log(tmp_path / "log.csv", lambda r, k: shift + 1.0 + 900.0 * (1 + 0.2 * r) / (k * 100.0 + 300.0),
-                     runs=runs)
+    path = write_log(
+        tmp_path / "log.csv", lambda r, k: shift + 1.0 + 900.0 * (1 + 0.2 * r) / (k * 100.0 + 300.0), runs=runs
+    )
     assert main(["profile", "fit-loss", str(path)]) == 0
     err = capsys.readouterr().err
     assert err.startswith("dnnprov: warning:") and needle in err
 
 
-@pytest.mark.parametrize(("rows", "needle"), [
-    (["a,1024,1,20.0,5.5,0", "b,2048,1,10.0,7.3,0", "c,3008,1,1.0,9.0,0"], "training rate falls"),
-    (["a,1024,1,14.3,5.5,0", "b,2048,1,,,1", "c,3008,1,20.3,9.0,0"], "failed above a memory that ran"),
-])
+@pytest.mark.parametrize(
+    ("rows", "needle"),
+    [
+        (["a,1024,1,20.0,5.5,0", "b,2048,1,10.0,7.3,0", "c,3008,1,1.0,9.0,0"], "training rate falls"),
+        (["a,1024,1,14.3,5.5,0", "b,2048,1,,,1", "c,3008,1,20.3,9.0,0"], "failed above a memory that ran"),
+    ],
+)
 def test_doubtful_serverless_timing_fits_with_a_warning(tmp_path, capsys, rows, needle):
     path = tmp_path / "s.csv"
     path.write_text("\n".join([SERVERLESS_TIMING, *rows]) + "\n")

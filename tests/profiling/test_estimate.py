@@ -9,6 +9,7 @@ import pytest
 
 from dnnprov.benchsets.common import GPU_MEMORY_BANDWIDTH_GB_S, workload_gpu_profiles
 from dnnprov.cli import main
+from dnnprov.dispatch import solve
 from dnnprov.errors import InvalidInputError, PlausibilityWarning, ProfileWarning
 from dnnprov.io.catalog import (
     Catalog,
@@ -32,7 +33,6 @@ from dnnprov.profiling.identity import (
     same_workload,
     with_identity,
 )
-from dnnprov.dispatch import solve
 
 REPO = Path(__file__).resolve().parents[2]
 WHISPER = REPO.parent / "shared" / "data" / "training-logs" / "whisper-large-v2-ja-trainer_state.json"
@@ -42,10 +42,11 @@ TABLE3 = load_catalog(embedded_path("catalogs", "aws-table3-2023-01.json"))
 
 def _catalog() -> Catalog:
     """Table III's types plus three modern ones (prices made up, hardware as AWS lists it)."""
-    extra = (CatalogEntry("g5.xlarge", 1, vcpus=4, gpu_model="NVIDIA A10G", gpu_memory_gb=24.0, spot_price_per_h=0.4),
-             CatalogEntry("p4d.24xlarge", 8, vcpus=96, gpu_model="NVIDIA A100", gpu_memory_gb=40.0,
-                          spot_price_per_h=7.0),
-             CatalogEntry("inf1.xlarge", 1, vcpus=4, gpu_model="AWS Inferentia", spot_price_per_h=0.1))
+    extra = (
+        CatalogEntry("g5.xlarge", 1, vcpus=4, gpu_model="NVIDIA A10G", gpu_memory_gb=24.0, spot_price_per_h=0.4),
+        CatalogEntry("p4d.24xlarge", 8, vcpus=96, gpu_model="NVIDIA A100", gpu_memory_gb=40.0, spot_price_per_h=7.0),
+        CatalogEntry("inf1.xlarge", 1, vcpus=4, gpu_model="AWS Inferentia", spot_price_per_h=0.1),
+    )
     return Catalog("test", "us-east-1", "2025-06-28T00:00:00Z", TABLE3.instance_types + extra)
 
 
@@ -56,8 +57,9 @@ def test_bandwidths_agree_with_the_aws_2025_generator() -> None:
     found = estimate_types(PROFILE, _catalog(), ["g5.xlarge"])["g5.xlarge"]
     _, derived = workload_gpu_profiles("resnet110-paper")
     assert found.batch_per_gpu == derived["A10G"].batch_per_gpu
-    assert found.compute_time_s == pytest.approx(derived["A10G"].batch_per_gpu * derived["A10G"].seconds_per_sample,
-                                                 rel=1e-4)
+    assert found.compute_time_s == pytest.approx(
+        derived["A10G"].batch_per_gpu * derived["A10G"].seconds_per_sample, rel=1e-4
+    )
 
 
 def test_estimate_interval_and_source() -> None:
@@ -79,11 +81,28 @@ def test_estimated_types_are_marked_in_instance_and_result(tmp_path: Path) -> No
     catalog = tmp_path / "c.json"
     catalog.write_text(json.dumps(_catalog().to_dict()))
     out = tmp_path / "i.json"
-    assert main(["build", "--catalog", str(catalog), "--profile", "spot/resnet110-paper", "--target-loss", "0.8",
-                 "--deadline", "4000", "--estimate-unprofiled", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "build",
+                "--catalog",
+                str(catalog),
+                "--profile",
+                "spot/resnet110-paper",
+                "--target-loss",
+                "0.8",
+                "--deadline",
+                "4000",
+                "--estimate-unprofiled",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     data = json.loads(out.read_text())
     marked = {n for n, t in data["instance_types"].items() if "estimate" in t}
-    assert marked == {"g5.xlarge", "p4d.24xlarge"}   # Table III's other types are measured
+    assert marked == {"g5.xlarge", "p4d.24xlarge"}  # Table III's other types are measured
     assert "ESTIMATED" in data["notes"] and data["platform"]["ps_price_per_h"] == 0.192
     with pytest.warns(PlausibilityWarning, match="ESTIMATED, not measured compute times of 2 types"):
         result = solve(read_instance(out))
@@ -117,8 +136,22 @@ def test_profile_plan_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str
     """dnnprov profile plan --json: one object with the runs, minutes and cost."""
     catalog = tmp_path / "c.json"
     catalog.write_text(json.dumps(_catalog().to_dict()))
-    assert main(["profile", "plan", "--catalog", str(catalog), "--profile", "spot/resnet110-paper", "--json",
-                 "--types", "g5.xlarge"]) == 0
+    assert (
+        main(
+            [
+                "profile",
+                "plan",
+                "--catalog",
+                str(catalog),
+                "--profile",
+                "spot/resnet110-paper",
+                "--json",
+                "--types",
+                "g5.xlarge",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert [r["type"] for r in out["runs"]] == ["g5.xlarge"] and out["runs"][0]["iterations"] == 30
     assert out["total_cost"] == pytest.approx(out["runs"][0]["cost"]) and out["runs"][0]["batch_size"] == 1024
@@ -147,8 +180,9 @@ def test_identity_rules() -> None:
     new = with_identity(PROFILE, Logged("whisper", "here"), name="whisper", param_size_mb=6000.0)
     assert new.per_type == {} and new.workload.name == "whisper" and new.workload.param_size_mb == 6000.0
     assert {"bandwidth_req_mb_s", "alpha_1", "beta_1"} <= set(new.workload.estimated)
-    kept = with_identity(PROFILE, Logged("whisper", "here"), name="whisper", param_size_mb=6000.0,
-                         keep_base_timings=True)
+    kept = with_identity(
+        PROFILE, Logged("whisper", "here"), name="whisper", param_size_mb=6000.0, keep_base_timings=True
+    )
     assert all("--keep-base-timings" in e["estimate"] for e in kept.per_type.values())
     with pytest.warns(ProfileWarning, match="does not name its workload"):
         assert with_identity(PROFILE, Logged(None, "log.csv")) == PROFILE
@@ -158,8 +192,17 @@ def test_identity_rules() -> None:
 def test_whisper_log_refused_on_a_resnet_base(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The Whisper log on the ResNet-110 base (an embedded name): refused naming both; with --name it is written."""
     assert logged_workload([WHISPER]).name == "whisper-large-v2-japanese-24h"
-    args = ["profile", "fit-loss", str(WHISPER), "--batch-size", "50", "--base", "spot/resnet110-paper",
-            "--out", str(tmp_path / "w.json")]
+    args = [
+        "profile",
+        "fit-loss",
+        str(WHISPER),
+        "--batch-size",
+        "50",
+        "--base",
+        "spot/resnet110-paper",
+        "--out",
+        str(tmp_path / "w.json"),
+    ]
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "'whisper-large-v2-japanese-24h'" in err and "'resnet110'" in err

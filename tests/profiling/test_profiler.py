@@ -9,18 +9,26 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dnnprov.io.catalog import embedded_path, load_spot_profile
 from dnnprov.cli import main
 from dnnprov.errors import InvalidInputError, ProfileWarning
+from dnnprov.io.catalog import embedded_path, load_spot_profile
 from dnnprov.io.paper import load_serverless_workload
+from dnnprov.profiling.profiler import (
+    fit_loss,
+    fit_serverless_timing,
+    fit_spot_timing,
+    leave_one_run_out,
+    read_loss_logs,
+    synthetic_log,
+)
 from dnnprov.profiling.readers import LossLog, cluster_stats, read_loss_csv, read_tf_worker_logs, read_trainer_state
-from dnnprov.profiling.profiler import (fit_loss, fit_serverless_timing, fit_spot_timing, leave_one_run_out, read_loss_logs,
-                              synthetic_log)
 
 TRUE = {"gamma_1": 876.5, "gamma_2": -0.2, "gamma_3": 2507.6, "gamma_4": 1.0, "gamma_5": 0.5}
 #: (b_w, R, |N|) of six profiling clusters of 2, 4 and 7 workers, as spotDNN profiles.
 CLUSTERS = [(1024, 0.71, 2), (2048, 0.80, 4), (3000, 0.90, 7), (1536, 0.55, 2), (4096, 0.85, 7), (1200, 0.87, 4)]
-TRAINER_STATE = Path(__file__).resolve().parents[3] / "shared" / "data" / "training-logs" / "whisper-large-v2-ja-trainer_state.json"
+TRAINER_STATE = (
+    Path(__file__).resolve().parents[3] / "shared" / "data" / "training-logs" / "whisper-large-v2-ja-trainer_state.json"
+)
 
 
 @pytest.mark.parametrize("variant", ["cc", "no-cc"])
@@ -73,13 +81,16 @@ def test_csv_contract_round_trips(tmp_path: Path) -> None:
     np.testing.assert_array_equal(back.batch_wa, log.batch_wa)
 
 
-@pytest.mark.parametrize("text, field", [
-    ("run,workers,batch,cc,step,loss\n", "log.csv:1"),
-    ("run,workers,batch_wa,cc,step,loss\nr,2,1024,0.7,10\n", "log.csv:2"),
-    ("run,workers,batch_wa,cc,step,loss\nr,2.5,1024,0.7,10,1\n", "log.csv:2.workers"),
-    ("run,workers,batch_wa,cc,step,loss\nr,2,1024,1.2,10,1\n", "log.csv:2.cc"),
-    ("run,workers,batch_wa,cc,step,loss\nr,2,-4,0.7,10,1\n", "log.csv:2.batch_wa"),
-])
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ("run,workers,batch,cc,step,loss\n", "log.csv:1"),
+        ("run,workers,batch_wa,cc,step,loss\nr,2,1024,0.7,10\n", "log.csv:2"),
+        ("run,workers,batch_wa,cc,step,loss\nr,2.5,1024,0.7,10,1\n", "log.csv:2.workers"),
+        ("run,workers,batch_wa,cc,step,loss\nr,2,1024,1.2,10,1\n", "log.csv:2.cc"),
+        ("run,workers,batch_wa,cc,step,loss\nr,2,-4,0.7,10,1\n", "log.csv:2.batch_wa"),
+    ],
+)
 def test_bad_csv_names_the_field(tmp_path: Path, text: str, field: str) -> None:
     """A bad loss CSV gives one error naming the line and column."""
     (tmp_path / "log.csv").write_text(text)
@@ -92,8 +103,10 @@ def _write_worker_log(path: Path, rows: list[tuple[int, float, float, float]]) -
     """A worker log in the authors' layout: datetime, step, images, loss, examples/s, s/batch."""
     lines = ["datetime\tg_step\tg_img\tloss_value\texamples_per_sec\tsec_per_batch", "INFO:tensorflow:start"]
     for step, images, loss, seconds in rows:
-        lines.append(f"2022-11-03 10:{step // 60 % 60:02d}:{step % 60:02d}.000000\t{step}\t{int(images)}\t{loss:.4f}\t"
-                     f"{100 / seconds:.1f}\t{seconds:.3f}")
+        lines.append(
+            f"2022-11-03 10:{step // 60 % 60:02d}:{step % 60:02d}.000000\t{step}\t{int(images)}\t{loss:.4f}\t"
+            f"{100 / seconds:.1f}\t{seconds:.3f}"
+        )
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -113,8 +126,14 @@ def test_tf_worker_logs_give_eq4_and_eq5(tmp_path: Path) -> None:
 def test_tf_worker_logs_fit_end_to_end(tmp_path: Path) -> None:
     """Worker logs written from the model fit back to its coefficients (no-cc, as the authors fit)."""
     rng = np.random.default_rng(7)
-    for r, (batches, times) in enumerate([([1024, 1024], [1.0, 1.0]), ([512, 1024, 2048, 1024], [0.6, 1.0, 1.7, 1.1]),
-                                          ([2048] * 3 + [1024] * 4, [1.8] * 3 + [1.0] * 4), ([4096, 2048], [3.0, 1.6])]):
+    for r, (batches, times) in enumerate(
+        [
+            ([1024, 1024], [1.0, 1.0]),
+            ([512, 1024, 2048, 1024], [0.6, 1.0, 1.7, 1.1]),
+            ([2048] * 3 + [1024] * 4, [1.8] * 3 + [1.0] * 4),
+            ([4096, 2048], [3.0, 1.6]),
+        ]
+    ):
         run = tmp_path / f"run{r}"
         run.mkdir()
         b_w, _ = cluster_stats(batches, times)
@@ -123,7 +142,9 @@ def test_tf_worker_logs_fit_end_to_end(tmp_path: Path) -> None:
             rows = []
             for step in range(w, 240, k):
                 j = step * 80.0
-                loss = (TRUE["gamma_2"] * b_w + TRUE["gamma_3"]) * math.sqrt(k) / (j + TRUE["gamma_1"]) + TRUE["gamma_5"]
+                loss = (TRUE["gamma_2"] * b_w + TRUE["gamma_3"]) * math.sqrt(k) / (j + TRUE["gamma_1"]) + TRUE[
+                    "gamma_5"
+                ]
                 rows.append((step, j * b_w, loss + rng.normal(0, 0.005), t))
             _write_worker_log(run / f"worker_{w}_b{b}_x", rows)
         (run / "merge.txt").write_text("not a worker log\n")  # the authors' profiler writes one here
@@ -138,7 +159,7 @@ def test_real_trainer_state_fits_with_a_reported_error() -> None:
     """The real Whisper trainer_state.json: 200 training-loss rows fit with a small RMSE."""
     log = read_trainer_state(TRAINER_STATE, batch_size=50)
     assert len(log) == 200 and log.step[0] == 25 and log.step[-1] == 5000
-    with pytest.warns(ProfileWarning):     # one run, gamma_5 < 0, ... (tests/profiling/test_uncertainty.py)
+    with pytest.warns(ProfileWarning):  # one run, gamma_5 < 0, ... (tests/profiling/test_uncertainty.py)
         fit = fit_loss(log, "cc")
     assert fit.estimates["gamma_2"].fixed and fit.estimates["gamma_4"].fixed
     assert 0 < fit.rmse < 0.02
@@ -193,7 +214,7 @@ def test_spot_timing_fit_recovers_eqs_6_to_9(tmp_path: Path) -> None:
     assert all(r["time_error_pct"] < 1e-6 for r in fit.leave_one_out)
 
 
-@pytest.mark.filterwarnings("ignore::dnnprov.errors.ProfileWarning")   # this seed's two lone rows are 5 % apart
+@pytest.mark.filterwarnings("ignore::dnnprov.errors.ProfileWarning")  # this seed's two lone rows are 5 % apart
 def test_spot_timing_fit_with_noise_reports_errors(tmp_path: Path) -> None:
     """With 1 % jitter the estimates stay close and carry standard errors."""
     _spot_timing_csv(tmp_path / "t.csv", noise=0.01, seed=3)
@@ -205,8 +226,9 @@ def test_spot_timing_fit_with_noise_reports_errors(tmp_path: Path) -> None:
 
 def test_spot_timing_needs_contended_sizes(tmp_path: Path) -> None:
     """Without contended clusters at two sizes, alpha_1/beta_1 cannot be fitted: one clear error."""
-    (tmp_path / "t.csv").write_text("run,type,gpus,workers,ps,batch_per_gpu,iteration_s,comm_s\n"
-                                    "a,p3.2xlarge,1,1,1,128,0.7,0.37\n")
+    (tmp_path / "t.csv").write_text(
+        "run,type,gpus,workers,ps,batch_per_gpu,iteration_s,comm_s\na,p3.2xlarge,1,1,1,128,0.7,0.37\n"
+    )
     with pytest.raises(InvalidInputError, match="contended"):
         fit_spot_timing(tmp_path / "t.csv", param_size_mb=S_PARM)
 
@@ -233,8 +255,23 @@ def test_cli_fit_loss_writes_a_profile_with_domain(tmp_path: Path, capsys: pytes
     """fit-loss --base --out: the written profile has the fitted gammas, variant and domain."""
     synthetic_log(TRUE, "cc", CLUSTERS, seed=1).write_csv(tmp_path / "log.csv")
     base = embedded_path("workloads", "spot", "vgg19.json")
-    assert main(["profile", "fit-loss", str(tmp_path / "log.csv"), "--base", str(base),
-                 "--out", str(tmp_path / "p.json"), "--json", "--extrapolation", "1.25"]) == 0
+    assert (
+        main(
+            [
+                "profile",
+                "fit-loss",
+                str(tmp_path / "log.csv"),
+                "--base",
+                str(base),
+                "--out",
+                str(tmp_path / "p.json"),
+                "--json",
+                "--extrapolation",
+                "1.25",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["coefficients"]["gamma_1"]["stderr"] > 0 and len(out["leave_one_run_out"]) == len(CLUSTERS)
     profile = load_spot_profile(tmp_path / "p.json")
@@ -247,7 +284,10 @@ def test_cli_fit_timing_serverless_writes_a_workload(tmp_path: Path, capsys: pyt
     """fit-timing on a serverless CSV writes a loadable workload file with a memory domain."""
     _serverless_csv(tmp_path / "s.csv")
     base = embedded_path("workloads", "serverless", "resnet50.json")
-    assert main(["profile", "fit-timing", str(tmp_path / "s.csv"), "--base", str(base), "--out", str(tmp_path / "w.json")]) == 0
+    assert (
+        main(["profile", "fit-timing", str(tmp_path / "s.csv"), "--base", str(base), "--out", str(tmp_path / "w.json")])
+        == 0
+    )
     assert "rate_alpha = 0.003" in capsys.readouterr().out
     w = load_serverless_workload(tmp_path / "w.json")
     assert w.rate_alpha == pytest.approx(0.003) and w.domain.memory_mb == (2432, 3008)
@@ -269,8 +309,23 @@ def test_cli_fit_timing_spot_writes_a_profile(tmp_path: Path, capsys: pytest.Cap
     """fit-timing on a spot CSV: the profile gets B_req, alpha_1/beta_1, compute times, a narrowed |N| range."""
     _spot_timing_csv(tmp_path / "t.csv")
     base = embedded_path("workloads", "spot", "inception-v3.json")
-    assert main(["profile", "fit-timing", str(tmp_path / "t.csv"), "--param-size-mb", str(S_PARM), "--json",
-                 "--base", str(base), "--out", str(tmp_path / "p.json")]) == 0
+    assert (
+        main(
+            [
+                "profile",
+                "fit-timing",
+                str(tmp_path / "t.csv"),
+                "--param-size-mb",
+                str(S_PARM),
+                "--json",
+                "--base",
+                str(base),
+                "--out",
+                str(tmp_path / "p.json"),
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["alpha_1"]["value"] == pytest.approx(ALPHA_1) and out["domain"]["workers"] == [1, 7]
     profile = load_spot_profile(tmp_path / "p.json")

@@ -21,7 +21,9 @@ TRUE = {"gamma_1": 876.5, "gamma_2": -0.2, "gamma_3": 2507.6, "gamma_4": 1.0, "g
 CLUSTERS = [(1024, 0.71, 2), (2048, 0.80, 4), (3000, 0.90, 7), (1536, 0.55, 2), (4096, 0.85, 7), (1200, 0.87, 4)]
 TYPES = {"p3.2xlarge": (1, 128, 0.30), "g3.16xlarge": (4, 64, 0.55)}
 TIMING = dict(param_size_mb=98.0, bandwidth_req_mb_s=700.0, alpha_1=0.3, beta_1=-0.2)
-TRAINER_STATE = Path(__file__).resolve().parents[3] / "shared" / "data" / "training-logs" / "whisper-large-v2-ja-trainer_state.json"
+TRAINER_STATE = (
+    Path(__file__).resolve().parents[3] / "shared" / "data" / "training-logs" / "whisper-large-v2-ja-trainer_state.json"
+)
 UNBOUNDED = (np.full(2, -np.inf), np.full(2, np.inf))
 
 
@@ -59,8 +61,13 @@ def test_sandwich_errors_are_hc3() -> None:
 def test_collinear_coefficients_get_nan_not_zero() -> None:
     """y = (a + b) t + c: a and b cannot be told apart (NaN), c keeps the reduced model's error."""
     t, y = _line_data(2)
-    fit = fit_least_squares(lambda x: (x[0] + x[1]) * t + x[2] - y, np.array([1.0, 0.5, 0.0]),
-                            np.full(3, -np.inf), np.full(3, np.inf), covariance="classical")
+    fit = fit_least_squares(
+        lambda x: (x[0] + x[1]) * t + x[2] - y,
+        np.array([1.0, 0.5, 0.0]),
+        np.full(3, -np.inf),
+        np.full(3, np.inf),
+        covariance="classical",
+    )
     assert fit.undetermined == (0, 1)
     assert math.isnan(fit.stderr[0]) and math.isnan(fit.stderr[1])
     reduced = fit_least_squares(lambda x: x[0] * t + x[1] - y, np.zeros(2), *UNBOUNDED, covariance="classical")
@@ -108,7 +115,9 @@ def test_timing_errors_cover_alpha_and_beta(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ProfileWarning)
         for seed in range(30):
-            synthetic_spot_timing(tmp_path / "t.csv", types=TYPES, sizes=[2, 4, 7, 2, 4, 7], noise=0.02, seed=seed, **TIMING)
+            synthetic_spot_timing(
+                tmp_path / "t.csv", types=TYPES, sizes=[2, 4, 7, 2, 4, 7], noise=0.02, seed=seed, **TIMING
+            )
             fit = fit_spot_timing(tmp_path / "t.csv", param_size_mb=98.0)
             for name, true in truth.items():
                 e = getattr(fit, name)
@@ -151,6 +160,7 @@ def test_real_whisper_log_is_flagged_and_its_errors_inflated() -> None:
 def _no_nan(text: str) -> dict:
     def refuse(token: str) -> float:
         raise AssertionError(f"{token} in JSON")
+
     return json.loads(text, parse_constant=refuse)
 
 
@@ -172,9 +182,23 @@ def test_rank_deficient_fit_reports_nan_and_warns(tmp_path: Path, capsys: pytest
 def test_one_run_keeps_the_fit_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """One run: the main fit is written, leave-one-run-out is empty and a warning says why."""
     from dnnprov.io.catalog import embedded_path, load_spot_profile
+
     synthetic_log(TRUE, "cc", CLUSTERS[:1], noise=0.01, seed=0).write_csv(tmp_path / "one.csv")
-    assert main(["profile", "fit-loss", str(tmp_path / "one.csv"), "--json", "--base",
-                 str(embedded_path("workloads", "spot", "vgg19.json")), "--out", str(tmp_path / "p.json")]) == 0
+    assert (
+        main(
+            [
+                "profile",
+                "fit-loss",
+                str(tmp_path / "one.csv"),
+                "--json",
+                "--base",
+                str(embedded_path("workloads", "spot", "vgg19.json")),
+                "--out",
+                str(tmp_path / "p.json"),
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert _no_nan(captured.out)["leave_one_run_out"] == []
     assert "dnnprov: warning: one run: nothing to leave out" in captured.err
@@ -184,15 +208,23 @@ def test_one_run_keeps_the_fit_and_says_so(tmp_path: Path, capsys: pytest.Captur
 
 def test_negative_alpha_1_is_warned(tmp_path: Path) -> None:
     """A contention probability that falls with |N| (alpha_1 < 0) fits, with a warning."""
-    synthetic_spot_timing(tmp_path / "t.csv", types=TYPES, sizes=[2, 4, 7], param_size_mb=98.0,
-                          bandwidth_req_mb_s=700.0, alpha_1=-0.1, beta_1=0.9)
+    synthetic_spot_timing(
+        tmp_path / "t.csv",
+        types=TYPES,
+        sizes=[2, 4, 7],
+        param_size_mb=98.0,
+        bandwidth_req_mb_s=700.0,
+        alpha_1=-0.1,
+        beta_1=0.9,
+    )
     with pytest.warns(ProfileWarning, match="alpha_1 = .* < 0"):
         fit = fit_spot_timing(tmp_path / "t.csv", param_size_mb=98.0)
     assert fit.alpha_1.value == pytest.approx(-0.1)
 
 
-def test_clamped_runs_are_warned_and_all_clamped_is_one_error(tmp_path: Path,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_clamped_runs_are_warned_and_all_clamped_is_one_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A 20-worker run whose P is clamped at 1 is left out with a warning; all runs clamped is one error."""
     synthetic_spot_timing(tmp_path / "t.csv", types=TYPES, sizes=[2, 4, 7, 20], **TIMING)
     with pytest.warns(ProfileWarning, match="1 of the 4 contended runs have P clamped"):

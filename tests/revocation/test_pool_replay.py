@@ -46,8 +46,9 @@ POLICIES = ("none", "replan", "fallback", "failover", "uniform-progress", "mpc")
 
 def one_type_problem(time_s: float, quota: int = 4, ps_price: float = 0.192) -> dnnprov.SpotProblem:
     """ResNet-110 (paper model) on p3.2xlarge only, on-demand at $3.06/h."""
-    problem = resnet110_problem([quota, 0, 0, 0, 0], model="paper", loss=0.8, time_s=time_s, gamma_4=1.0,
-                                ps_price_per_h=ps_price)
+    problem = resnet110_problem(
+        [quota, 0, 0, 0, 0], model="paper", loss=0.8, time_s=time_s, gamma_4=1.0, ps_price_per_h=ps_price
+    )
     types = tuple(replace(t, on_demand_price_per_h=OD_PRICE) for t in problem.instance_types if t.name == "p3.2xlarge")
     return problem.replace(instance_types=types, constraints=dnnprov.SpotConstraints(ps_count=(1, 1)))
 
@@ -64,10 +65,18 @@ def plan_time(problem: dnnprov.SpotProblem, workers: int) -> float:
 def flat_model(cap: int, level: int, gap: float = 300.0) -> AvailabilityModel:
     """A model where the capacity is ``level`` at launch and never changes."""
     start = [1.0 if k == level else 0.0 for k in range(cap + 1)]
-    return AvailabilityModel(zones=("us-east-1a",), gap_s=gap, cap=cap, start=tuple(start),
-                             transition=tuple(tuple(float(i == j) for j in range(cap + 1)) for i in range(cap + 1)),
-                             loss_sizes=({},), regain_s=(None,), correlation=((1.0,),), period=(0.0, 1.0),
-                             source="test")
+    return AvailabilityModel(
+        zones=("us-east-1a",),
+        gap_s=gap,
+        cap=cap,
+        start=tuple(start),
+        transition=tuple(tuple(float(i == j) for j in range(cap + 1)) for i in range(cap + 1)),
+        loss_sizes=({},),
+        regain_s=(None,),
+        correlation=((1.0,),),
+        period=(0.0, 1.0),
+        source="test",
+    )
 
 
 # ------------------------------------------------------------------ the hindsight bound
@@ -85,11 +94,15 @@ def lp_optimum(hindsight: Hindsight, pools: list[BoundPool], gap: float) -> floa
     progress = -(speed[None, :] * lengths[:, None]).ravel()
     rows = np.zeros((n, n * m))
     for i in range(n):
-        rows[i, i * m:(i + 1) * m] = 1
+        rows[i, i * m : (i + 1) * m] = 1
     finite = np.isfinite(cost)
-    res = linprog(np.where(finite, cost, 0.0), A_ub=np.vstack([progress[None, :], rows]),
-                  b_ub=np.concatenate([[-hindsight.need], np.ones(n)]),
-                  bounds=[(0, None) if f else (0, 0) for f in finite], method="highs")
+    res = linprog(
+        np.where(finite, cost, 0.0),
+        A_ub=np.vstack([progress[None, :], rows]),
+        b_ub=np.concatenate([[-hindsight.need], np.ones(n)]),
+        bounds=[(0, None) if f else (0, 0) for f in finite],
+        method="highs",
+    )
     assert res.status == 0
     return float(res.fun)
 
@@ -111,8 +124,9 @@ def test_hindsight_is_the_lp_optimum_and_below_every_policy(seed: int) -> None:
         bound = hindsight.bound(pools, 300.0)
         assert bound == pytest.approx(lp_optimum(hindsight, pools, 300.0), rel=1e-6)
         for policy in POLICIES:
-            run = run_once(problem, plan, traces, make_policy(policy, table, problem=problem, plan=plan),
-                           int(offset), settings)
+            run = run_once(
+                problem, plan, traces, make_policy(policy, table, problem=problem, plan=plan), int(offset), settings
+            )
             if run.outcome.met_deadline:
                 assert run.outcome.cost >= bound, policy
 
@@ -122,9 +136,12 @@ def test_hindsight_of_a_large_quota_box_enumerates_the_plan_only() -> None:
     plan's sub-clusters only (a policy of the loop trains no more), and equals the LP over them."""
     rng = np.random.default_rng(7)
     problem = resnet110_problem([16] * 5, model="paper", loss=0.8, time_s=7000.0, gamma_4=1.0, ps_price_per_h=0.192)
-    problem = problem.replace(instance_types=tuple(replace(t, on_demand_price_per_h=OD_PRICE) if t.name == "p3.2xlarge"
-                                                   else t for t in problem.instance_types),
-                              constraints=dnnprov.SpotConstraints(ps_count=(1, 1)))
+    problem = problem.replace(
+        instance_types=tuple(
+            replace(t, on_demand_price_per_h=OD_PRICE) if t.name == "p3.2xlarge" else t for t in problem.instance_types
+        ),
+        constraints=dnnprov.SpotConstraints(ps_count=(1, 1)),
+    )
     traces = {"p3.2xlarge": [trace(f"us-east-1{z}_v100_1.json", rng.integers(0, 4, size=120).tolist()) for z in "ab"]}
     plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
     scoped = Hindsight(problem, plan)
@@ -142,8 +159,9 @@ def test_hindsight_of_an_impossible_run_is_infinite() -> None:
 
 
 # ------------------------------------------------------------------ the mpc table
-def brute_force_cost(problem: dnnprov.SpotProblem, plan: dnnprov.SpotPlan, level: int, ticks: int,
-                     gap: float, most: int) -> float:
+def brute_force_cost(
+    problem: dnnprov.SpotProblem, plan: dnnprov.SpotPlan, level: int, ticks: int, gap: float, most: int
+) -> float:
     """Constant capacity ``level``: the cheapest sequence of cluster sizes over ``ticks`` ticks
     reaching the target (exact progress, no buckets), spot first."""
     model = dnnprov.SpotModel(problem)
@@ -158,7 +176,7 @@ def brute_force_cost(problem: dnnprov.SpotProblem, plan: dnnprov.SpotPlan, level
             if u >= target:
                 break
             spot = min(k, level)
-            billed = gap if speed[k] <= 0 else min(gap, (target - u) / speed[k])     # billed until it ends
+            billed = gap if speed[k] <= 0 else min(gap, (target - u) / speed[k])  # billed until it ends
             cost += (spot * price + (k - spot) * OD_PRICE + 0.192) * billed / 3600
             u += speed[k] * billed
         if u >= target * (1 - 1e-12):
@@ -211,12 +229,12 @@ def test_mpc_table_matches_a_brute_force_on_a_known_future(level: int) -> None:
     """With capacity certain, the table's expected cost is the cheapest cluster sequence
     (enumerated), up to the progress buckets' rounding (which only overstates cost)."""
     gap = 900.0
-    problem = one_type_problem(time_s=4 * gap + 126, quota=3)     # four ticks before the last join
+    problem = one_type_problem(time_s=4 * gap + 126, quota=3)  # four ticks before the last join
     plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
     replay = TracePools(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [level] * 20, gap)]})
     table = replay.takeover_table(plan, flat_model(3, level, gap), price_joins=False)
     assert isinstance(table, TakeoverTable)
-    oracle = brute_force_cost(problem, plan, level, 4, gap, plan.workers)    # mpc holds at most the plan
+    oracle = brute_force_cost(problem, plan, level, 4, gap, plan.workers)  # mpc holds at most the plan
     assert table.expected_cost >= oracle * (1 - 1e-9)
     assert table.expected_cost <= oracle * (1 + 4 * 3 / PROGRESS_BUCKETS) + 0.01
 
@@ -248,8 +266,9 @@ def test_mpc_meets_every_deadline_even_with_a_wrong_model(seed: int) -> None:
     wild = [trace(f"us-east-1{z}_v100_1.json", (rng.random(200) < 0.5).astype(int) * 4) for z in "ab"]
     traces = {"p3.2xlarge": wild}
     table = TracePools(problem, traces).takeover_table(plan, flat_model(4, 4))
-    runs = run_many(problem, plan, traces, lambda: make_policy("mpc", table), runs=8, seed=seed,
-                    settings=RunSettings(horizon=3.0))
+    runs = run_many(
+        problem, plan, traces, lambda: make_policy("mpc", table), runs=8, seed=seed, settings=RunSettings(horizon=3.0)
+    )
     assert all(run.outcome.met_deadline for run in runs)
 
 
@@ -257,11 +276,11 @@ def test_mpc_meets_every_deadline_even_with_a_wrong_model(seed: int) -> None:
 def test_availability_fit_counts_aligned_ticks() -> None:
     """Two anti-correlated zones: the pooled total is always 1 (correlation -1), starts at 1."""
     a = trace("us-east-1a_v100_1.json", [1, 0, 1, 0, 1, 0, 1, 0])
-    b = trace("us-east-1b_v100_1.json", [0, 1, 0, 1, 0, 1, 0, 1, 1, 1])    # longer: cut to 8 ticks
+    b = trace("us-east-1b_v100_1.json", [0, 1, 0, 1, 0, 1, 0, 1, 1, 1])  # longer: cut to 8 ticks
     model = fit_availability([a, b], cap=2)
     assert model.start == (0.0, 1.0, 0.0)
     assert model.correlation[0][1] == pytest.approx(-1.0)
-    assert model.matrix[1, 1] == pytest.approx((7 + 0.5) / (7 + 1.5))    # 7 observed 1 -> 1 moves, smoothed
+    assert model.matrix[1, 1] == pytest.approx((7 + 0.5) / (7 + 1.5))  # 7 observed 1 -> 1 moves, smoothed
     assert model.loss_sizes[0]["events"] == 4 and model.loss_sizes[0]["all_lost"] == 1.0
     assert model.regain_s[0] == pytest.approx(600.0)
     assert AvailabilityModel.from_dict(json.loads(json.dumps(model.to_dict()))) == model
@@ -291,8 +310,27 @@ def _files(tmp_path: Path, capsys: pytest.CaptureFixture, time_s: float = 7200.0
 def test_checked_interface(tmp_path: Path, capsys: pytest.CaptureFixture, policy: str) -> None:
     """`simulate ... --zones --policy P --runs N --seed S --hindsight --json` prints the keys (--zones is kept)."""
     instance, plan, traces = _files(tmp_path, capsys)
-    assert main(["simulate", str(instance), "--plan", str(plan), *traces, "--zones", "--policy", policy,
-                 "--runs", "30", "--seed", "2", "--hindsight", "--json"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                str(instance),
+                "--plan",
+                str(plan),
+                *traces,
+                "--zones",
+                "--policy",
+                policy,
+                "--runs",
+                "30",
+                "--seed",
+                "2",
+                "--hindsight",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     for key in ("runs", "met_deadline", "cost_mean", "cost_p95", "hindsight_cost_mean"):
         assert key in out, key
@@ -305,9 +343,13 @@ def test_cli_refusals_and_time_limit(tmp_path: Path, capsys: pytest.CaptureFixtu
     """Bad options give one error line naming the option; --time-limit stops and says so."""
     instance, plan, traces = _files(tmp_path, capsys)
     base = ["simulate", str(instance), "--plan", str(plan), *traces, "--zones"]
-    for extra, field in ((["--period", "0.7:0.2"], "--period"), (["--model", "m.json"], "--model"),
-                         (["--policy", "sideways"], "--policy"), (["--time-limit", "0"], "--time-limit"),
-                         (["--policy", "mpc", "--fit-period", "x"], "--fit-period")):
+    for extra, field in (
+        (["--period", "0.7:0.2"], "--period"),
+        (["--model", "m.json"], "--model"),
+        (["--policy", "sideways"], "--policy"),
+        (["--time-limit", "0"], "--time-limit"),
+        (["--policy", "mpc", "--fit-period", "x"], "--fit-period"),
+    ):
         assert main(base + extra) == 2, extra
         err = capsys.readouterr().err
         assert (f"dnnprov: error: {field}" in err or f"argument {field}" in err) and err.count("\n") <= 2, err
@@ -324,19 +366,56 @@ def test_risk_fit_zones_and_risk_plan(tmp_path: Path, capsys: pytest.CaptureFixt
     model = tmp_path / "model.json"
     assert main(["risk", "fit", "--zones", *files, "--period", "0:0.5", "--cap", "4", "--out", str(model)]) == 0
     assert "chance of k instances at launch" in capsys.readouterr().out
-    assert main(["simulate", str(instance), "--plan", str(plan), *traces, "--zones", "--policy", "mpc",
-                 "--model", str(model), "--period", "0.5:1", "--runs", "10", "--json"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                str(instance),
+                "--plan",
+                str(plan),
+                *traces,
+                "--zones",
+                "--policy",
+                "mpc",
+                "--model",
+                str(model),
+                "--period",
+                "0.5:1",
+                "--runs",
+                "10",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["settings"]["model"]["fit_period"] == [0.0, 0.5]
-    assert main(["risk", "plan", str(instance), *traces, "--zones", "--fit-period", "0:0.5", "--time-limit", "900",
-                 "--json"]) == 0
+    assert (
+        main(
+            [
+                "risk",
+                "plan",
+                str(instance),
+                *traces,
+                "--zones",
+                "--fit-period",
+                "0:0.5",
+                "--time-limit",
+                "900",
+                "--json",
+            ]
+        )
+        == 0
+    )
     chosen = tmp_path / "chosen.json"
     chosen.write_text(capsys.readouterr().out)
     doc = json.loads(chosen.read_text())
     assert doc["status"] == "feasible" and len(doc["details"]["candidates"]) == 4
     assert doc["cost"] == min(c["expected_cost"] for c in doc["details"]["candidates"] if c["expected_cost"])
-    assert main(["simulate", str(instance), "--plan", str(chosen), *traces, "--zones", "--policy", "mpc",
-                 "--runs", "5"]) == 0
+    assert (
+        main(["simulate", str(instance), "--plan", str(chosen), *traces, "--zones", "--policy", "mpc", "--runs", "5"])
+        == 0
+    )
     assert main(["risk", "fit", files[0], "--cap", "3"]) == 2
     assert "--cap" in capsys.readouterr().err
 
@@ -345,8 +424,10 @@ def test_risk_fit_zones_and_risk_plan(tmp_path: Path, capsys: pytest.CaptureFixt
 SHARED = default_shared_data()
 
 
-@pytest.mark.skipif(SHARED is None or not (SHARED / "spot-traces").is_dir(),
-                    reason="../shared/data/spot-traces is absent (real spot traces)")
+@pytest.mark.skipif(
+    SHARED is None or not (SHARED / "spot-traces").is_dir(),
+    reason="../shared/data/spot-traces is absent (real spot traces)",
+)
 def test_three_real_zones_held_out() -> None:
     """The three 16-node V100 zones, aligned; fit on the first half, run the loop on the second: mpc
     and failover meet every deadline of a 1.5x-slack job and cost less than home-zone fallback."""
@@ -356,9 +437,20 @@ def test_three_real_zones_held_out() -> None:
     problem = one_type_problem(time_s=1.0, quota=16)
     problem = problem.replace(slo=replace(problem.slo, time_s=1.5 * plan_time(problem, 4)))
     plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 4}, ps=1)
-    out = {p: Simulation(problem, plan, traces, policy=p, runs=40, seed=1, period=(0.5, 1.0),
-                         fit_period=(0.0, 0.5) if p == "mpc" else None, hindsight=p == "mpc").to_dict()
-           for p in ("fallback", "failover", "mpc")}
+    out = {
+        p: Simulation(
+            problem,
+            plan,
+            traces,
+            policy=p,
+            runs=40,
+            seed=1,
+            period=(0.5, 1.0),
+            fit_period=(0.0, 0.5) if p == "mpc" else None,
+            hindsight=p == "mpc",
+        ).to_dict()
+        for p in ("fallback", "failover", "mpc")
+    }
     assert out["mpc"]["met_deadline"] == 1.0 and out["failover"]["met_deadline"] == 1.0
     assert out["mpc"]["cost_mean"] < out["fallback"]["cost_mean"]
     assert out["failover"]["cost_mean"] < out["fallback"]["cost_mean"]
@@ -381,8 +473,7 @@ def test_hindsight_finds_the_lp_optimum_when_going_faster_is_dear(seed: int) -> 
     rng = np.random.default_rng(seed)
     problem = one_type_problem(time_s=1.0, quota=4)
     problem = problem.replace(slo=replace(problem.slo, time_s=1.05 * plan_time(problem, 4)))
-    traces = {"p3.2xlarge": [trace(f"us-east-1{z}_v100_1.json", rng.integers(0, 3, size=40).tolist())
-                             for z in "ab"]}
+    traces = {"p3.2xlarge": [trace(f"us-east-1{z}_v100_1.json", rng.integers(0, 3, size=40).tolist()) for z in "ab"]}
     plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 4}, ps=1)
     hindsight = Hindsight(problem, plan)
     for offset in (0, 3, 7):
@@ -397,9 +488,14 @@ def test_hindsight_finds_the_lp_optimum_when_going_faster_is_dear(seed: int) -> 
 LOOP_NET = "mpc's safety net on the loop assumes a loss at every poll (issue 28 item 3)"
 
 
-@pytest.mark.parametrize("slack", [
-    pytest.param(1.1, marks=pytest.mark.xfail(strict=True, reason=LOOP_NET)),
-    pytest.param(1.3, marks=pytest.mark.xfail(strict=True, reason=LOOP_NET)), 2.0])
+@pytest.mark.parametrize(
+    "slack",
+    [
+        pytest.param(1.1, marks=pytest.mark.xfail(strict=True, reason=LOOP_NET)),
+        pytest.param(1.3, marks=pytest.mark.xfail(strict=True, reason=LOOP_NET)),
+        2.0,
+    ],
+)
 def test_mpc_on_certain_capacity_launches_no_on_demand(slack: float) -> None:
     """Capacity always there and known, slack for a join: mpc never needs on-demand, and its safety net does not
     fire in the tick where the run ends (it used to commit the plan on-demand then, billed for
@@ -413,8 +509,7 @@ def test_mpc_on_certain_capacity_launches_no_on_demand(slack: float) -> None:
     run = run_once(problem, plan, traces, make_policy("mpc", table), 0, RunSettings(horizon=3.0)).outcome
     spot_cost = (3 * problem.instance_types[0].spot_price_per_h + 0.192) * plan_time(problem, 3) / 3600
     assert run.met_deadline and run.on_demand_launched == 0
-    assert run.cost <= spot_cost + (3 * problem.instance_types[0].spot_price_per_h + 0.192) * 15 / 3600   # a poll
-
+    assert run.cost <= spot_cost + (3 * problem.instance_types[0].spot_price_per_h + 0.192) * 15 / 3600  # a poll
 
 
 # ------------------------------------------------------------------ windows within the period (issue 28)
@@ -422,7 +517,7 @@ def test_mpc_on_certain_capacity_launches_no_on_demand(slack: float) -> None:
 def test_windows_stay_in_their_period(period: tuple[float, float]) -> None:
     """Capacity only in one half: windows drawn in that half never reach the other (old: held-out
     windows near the trace's end wrapped into the fit period, up to 11.8 % of 8 h runs before T_obj)."""
-    problem = one_type_problem(time_s=6000.0)                 # a run covers 3 x 6000 s = 60 ticks
+    problem = one_type_problem(time_s=6000.0)  # a run covers 3 x 6000 s = 60 ticks
     best = dnnprov.solve(problem, "enumerate")
     full, empty = [4] * 64, [0] * 64
     data = empty + full if period == (0.5, 1.0) else full + empty
@@ -431,8 +526,16 @@ def test_windows_stay_in_their_period(period: tuple[float, float]) -> None:
     offsets = draw_offsets(traces, span, 60, 1, period)
     start, end = (64, 128) if period == (0.5, 1.0) else (0, 64)
     assert all(start <= o and o + 61 <= end for o in offsets)
-    for run in run_many(problem, best.plan, traces, lambda: make_policy("none"), runs=5, seed=1,
-                        settings=RunSettings(horizon=3.0), period=period):
+    for run in run_many(
+        problem,
+        best.plan,
+        traces,
+        lambda: make_policy("none"),
+        runs=5,
+        seed=1,
+        settings=RunSettings(horizon=3.0),
+        period=period,
+    ):
         assert run.outcome.met_deadline and run.outcome.revocations == 0
 
 
@@ -443,9 +546,11 @@ def test_periods_shorter_than_a_run_are_refused(tmp_path: Path, capsys: pytest.C
     with pytest.raises(InvalidInputError) as info:
         TracePools(problem, {"p3.2xlarge": [trace("us-east-1a_v100_1.json", [4] * 100)]}, period=(0.5, 1.0))
     assert info.value.field == "us-east-1a_v100_1.json"
-    assert info.value.problem.startswith("50 ticks of 300 s (15,000 s) in the period 0.5:1 (ticks 50-100) do not "
-                                         "cover a run of 18,000 s (--horizon x T_obj: 60 ticks)")
-    instance, plan, traces = _files(tmp_path, capsys)            # 160 ticks; a run covers 72
+    assert info.value.problem.startswith(
+        "50 ticks of 300 s (15,000 s) in the period 0.5:1 (ticks 50-100) do not "
+        "cover a run of 18,000 s (--horizon x T_obj: 60 ticks)"
+    )
+    instance, plan, traces = _files(tmp_path, capsys)  # 160 ticks; a run covers 72
     base = ["simulate", str(instance), "--plan", str(plan), *traces, "--zones", "--runs", "2"]
     for extra in (["--period", "0.6:1"], ["--policy", "mpc", "--fit-period", "0:0.4"]):
         assert main(base + extra) == 2, extra
@@ -453,7 +558,7 @@ def test_periods_shorter_than_a_run_are_refused(tmp_path: Path, capsys: pytest.C
         assert err.count("\n") == 1 and "_v100_1.json: 64 ticks of 300 s" in err and "72 ticks" in err, err
     assert main(["risk", "plan", str(instance), *traces, "--zones", "--fit-period", "0:0.4"]) == 2
     assert "64 ticks of 300 s (19,200 s) in the period 0:0.4" in capsys.readouterr().err
-    assert main(base + ["--policy", "mpc", "--fit-period", "0:0.5"]) == 0      # 80 ticks hold a run
+    assert main(base + ["--policy", "mpc", "--fit-period", "0:0.5"]) == 0  # 80 ticks hold a run
 
 
 def test_risk_fit_refuses_a_period_too_short_to_fit(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

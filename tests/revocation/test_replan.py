@@ -74,8 +74,9 @@ def test_avoid_revoked_buys_no_new_instance_of_that_type(ref_resnet110) -> None:
     """With avoid_revoked the revoked type's quota drops to its survivors."""
     problem = ref_resnet110()
     loss = predicted_loss(problem, TABLE1_PLAN, REVOKED_AT_S)
-    result = replan(problem, TABLE1_PLAN, {"g3.8xlarge": 5}, REVOKED_AT_S, loss, avoid_revoked=True,
-                    takeover_overhead_s=0.0)
+    result = replan(
+        problem, TABLE1_PLAN, {"g3.8xlarge": 5}, REVOKED_AT_S, loss, avoid_revoked=True, takeover_overhead_s=0.0
+    )
     assert result.status is dnnprov.Status.OPTIMAL and result.plan.counts["g3.8xlarge"] == 0
 
 
@@ -84,23 +85,29 @@ def test_reference_model_adds_takeover_overhead(ref_resnet110) -> None:
     problem = ref_resnet110()
     slower = problem.replace(slo=dnnprov.SpotSLO(loss=0.8, time_s=2600, takeover_overhead_s=30.0))
     counts = np.array([[0, 0, 5, 3, 0]])
-    assert SpotModel(slower).evaluate(counts).time_s[0] == pytest.approx(SpotModel(problem).evaluate(counts).time_s[0] + 30)
+    assert SpotModel(slower).evaluate(counts).time_s[0] == pytest.approx(
+        SpotModel(problem).evaluate(counts).time_s[0] + 30
+    )
 
 
-@pytest.mark.parametrize(("revoked", "elapsed", "loss", "message"), [
-    ({"g3.8xlarge": 6}, REVOKED_AT_S, 0.9, "6 revoked but the plan runs 5"),
-    ({"g3.8xlarge": 5}, REVOKED_AT_S, 0.8, "already meets the target loss"),
-    ({"g3.8xlarge": 5}, 2590.0, 0.9, "not more than the takeover overhead"),
-    ({"p9.xlarge": 1}, REVOKED_AT_S, 0.9, "unknown instance type"),
-])
+@pytest.mark.parametrize(
+    ("revoked", "elapsed", "loss", "message"),
+    [
+        ({"g3.8xlarge": 6}, REVOKED_AT_S, 0.9, "6 revoked but the plan runs 5"),
+        ({"g3.8xlarge": 5}, REVOKED_AT_S, 0.8, "already meets the target loss"),
+        ({"g3.8xlarge": 5}, 2590.0, 0.9, "not more than the takeover overhead"),
+        ({"p9.xlarge": 1}, REVOKED_AT_S, 0.9, "unknown instance type"),
+    ],
+)
 def test_replan_refuses_bad_input(ref_resnet110, revoked, elapsed, loss, message) -> None:
     """Impossible revocations, a reached target and no time left are refused clearly."""
     with pytest.raises(InvalidInputError, match=message):
         replanned_problem(ref_resnet110(), TABLE1_PLAN, revoked, elapsed, loss)
 
 
-def test_cli_replan_then_export_launches_takeover_only(ref_resnet110, tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture) -> None:
+def test_cli_replan_then_export_launches_takeover_only(
+    ref_resnet110, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     """`dnnprov replan` writes a plan document whose EC2 export launches only the new workers."""
     problem = ref_resnet110()
     instance = tmp_path / "table1.json"
@@ -109,8 +116,24 @@ def test_cli_replan_then_export_launches_takeover_only(ref_resnet110, tmp_path: 
     plan = tmp_path / "plan.json"
     plan.write_text(capsys.readouterr().out)
     loss = predicted_loss(problem, TABLE1_PLAN, REVOKED_AT_S)
-    assert main(["replan", str(instance), "--plan", str(plan), "--revoked", "g3.8xlarge=5",
-                 "--elapsed", str(REVOKED_AT_S), "--loss-reached", str(loss), "--json"]) == 0
+    assert (
+        main(
+            [
+                "replan",
+                str(instance),
+                "--plan",
+                str(plan),
+                "--revoked",
+                "g3.8xlarge=5",
+                "--elapsed",
+                str(REVOKED_AT_S),
+                "--loss-reached",
+                str(loss),
+                "--json",
+            ]
+        )
+        == 0
+    )
     takeover = tmp_path / "takeover.json"
     takeover.write_text(capsys.readouterr().out)
     doc = json.loads(takeover.read_text())
@@ -119,8 +142,23 @@ def test_cli_replan_then_export_launches_takeover_only(ref_resnet110, tmp_path: 
     calls = json.loads(capsys.readouterr().out)["calls"]
     new = doc["result"]["details"]["new_instances"]
     assert {c["params"]["InstanceType"]: c["params"]["MinCount"] for c in calls} == new
-    assert main(["replan", str(instance), "--plan", str(plan), "--revoked", "g3.8xlarge",
-                 "--elapsed", "1", "--loss-reached", "1"]) == 2
+    assert (
+        main(
+            [
+                "replan",
+                str(instance),
+                "--plan",
+                str(plan),
+                "--revoked",
+                "g3.8xlarge",
+                "--elapsed",
+                "1",
+                "--loss-reached",
+                "1",
+            ]
+        )
+        == 2
+    )
     assert "expected TYPE=COUNT" in capsys.readouterr().err
 
 
@@ -141,15 +179,18 @@ class MetadataHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         """Metadata; the first token expires after one use to exercise renewal."""
         if self.headers.get("X-aws-ec2-metadata-token") != f"token-{self.tokens_issued}" or (
-                self.tokens_issued == 1 and type(self).polls >= 1):
+            self.tokens_issued == 1 and type(self).polls >= 1
+        ):
             return self._reply(401, "")
         if self.path == "/latest/meta-data/spot/instance-action":
             type(self).polls += 1
             if self.polls < 3:
                 return self._reply(404, "")
             return self._reply(200, json.dumps({"action": "terminate", "time": "2022-05-31T18:20:00Z"}))
-        paths = {"/latest/meta-data/instance-id": "i-0123456789abcdef0",
-                 "/latest/meta-data/instance-type": "g3.8xlarge"}
+        paths = {
+            "/latest/meta-data/instance-id": "i-0123456789abcdef0",
+            "/latest/meta-data/instance-type": "g3.8xlarge",
+        }
         if self.path in paths:
             return self._reply(200, paths[self.path])
         self._reply(404, "")
@@ -186,8 +227,11 @@ def test_watch_interruptions_calls_back_once(metadata_url: str) -> None:
         if len(notices) == 1:
             threading.Timer(0.1, stop.set).start()  # a few more polls must not repeat it
 
-    watcher = threading.Thread(target=watch_interruptions, args=(on_notice,),
-                               kwargs={"metadata_url": metadata_url, "interval_s": 0.01, "stop": stop})
+    watcher = threading.Thread(
+        target=watch_interruptions,
+        args=(on_notice,),
+        kwargs={"metadata_url": metadata_url, "interval_s": 0.01, "stop": stop},
+    )
     watcher.start()
     watcher.join(timeout=10)
     stop.set()
@@ -199,8 +243,10 @@ def test_watch_interruptions_calls_back_once(metadata_url: str) -> None:
 # ------------------------------------------------------------------ PS and capacity (issue 12.5)
 def _low_ps_bandwidth(resnet110_problem_paper, time_s: float, budget: float | None = None) -> dnnprov.SpotProblem:
     from dataclasses import replace
+
     problem = resnet110_problem_paper.replace(
-        slo=dnnprov.SpotSLO(0.8, time_s), constraints=dnnprov.SpotConstraints(ps_count=(1, 3), budget_usd=budget))
+        slo=dnnprov.SpotSLO(0.8, time_s), constraints=dnnprov.SpotConstraints(ps_count=(1, 3), budget_usd=budget)
+    )
     return problem.replace(platform=replace(problem.platform, ps_bandwidth_mb_s=300.0))
 
 
@@ -226,23 +272,30 @@ def test_takeover_needing_more_ps_reports_them(resnet110_paper) -> None:
     result = replan(problem, plan, {"g3.8xlarge": 5}, 300.0, loss, method="enumerate")
     assert result.status is dnnprov.Status.OPTIMAL and result.plan.ps == 3
     assert result.details["new_ps"] == 2
-    kept = replan(problem, dnnprov.SpotPlan(counts=plan.counts, ps=3), {"g3.8xlarge": 5}, 300.0, loss, method="enumerate")
+    kept = replan(
+        problem, dnnprov.SpotPlan(counts=plan.counts, ps=3), {"g3.8xlarge": 5}, 300.0, loss, method="enumerate"
+    )
     assert kept.plan.ps == 3 and kept.details["new_ps"] == 0
 
 
 def test_capacity_caps_the_spot_market_only(resnet110_paper) -> None:
     """capacity limits spot quotas (not below the survivors); on-demand quotas keep their value."""
     from dataclasses import replace
+
     problem = resnet110_paper.replace(
-        instance_types=tuple(replace(t, on_demand_price_per_h=3 * t.spot_price_per_h) for t in resnet110_paper.instance_types),
-        constraints=dnnprov.SpotConstraints(markets=("spot", "on-demand")))
+        instance_types=tuple(
+            replace(t, on_demand_price_per_h=3 * t.spot_price_per_h) for t in resnet110_paper.instance_types
+        ),
+        constraints=dnnprov.SpotConstraints(markets=("spot", "on-demand")),
+    )
     plan = {"p3.2xlarge": 2, "g3.8xlarge": 4}
     loss = predicted_loss(problem, plan, 600.0)
-    takeover = replanned_problem(problem, plan, {"g3.8xlarge": 1}, 600.0, loss,
-                                 capacity={"g3.8xlarge": 0, "p3.2xlarge": 5})
+    takeover = replanned_problem(
+        problem, plan, {"g3.8xlarge": 1}, 600.0, loss, capacity={"g3.8xlarge": 0, "p3.2xlarge": 5}
+    )
     cols = takeover.columns()
     upper = dict(zip(cols.labels, cols.upper.tolist()))
-    assert upper["g3.8xlarge"] == 3 and upper["p3.2xlarge"] == 2          # survivors kept, quota 2 kept
+    assert upper["g3.8xlarge"] == 3 and upper["p3.2xlarge"] == 2  # survivors kept, quota 2 kept
     assert upper["g3.8xlarge:on-demand"] == 5 and upper["p3.2xlarge:on-demand"] == 2
     avoid = replanned_problem(problem, plan, {"g3.8xlarge": 1}, 600.0, loss, avoid_revoked=True).columns()
     upper = dict(zip(avoid.labels, avoid.upper.tolist()))
@@ -254,6 +307,7 @@ def test_capacity_caps_the_spot_market_only(resnet110_paper) -> None:
 def test_takeover_document_without_a_plan(ref_resnet110) -> None:
     """An infeasible takeover still gives the plan document (result, instance), not a bare result."""
     from dnnprov.revocation.replan import solve_takeover, takeover_document
+
     problem = ref_resnet110()
     loss = predicted_loss(problem, TABLE1_PLAN, REVOKED_AT_S)
     takeover = replanned_problem(problem, TABLE1_PLAN, {"g3.8xlarge": 5}, REVOKED_AT_S, loss, takeover_overhead_s=700.0)
@@ -270,14 +324,37 @@ def test_cli_takeover_launches_the_new_ps(resnet110_paper, tmp_path: Path, capsy
     problem = _low_ps_bandwidth(resnet110_paper, 3000.0)
     instance = tmp_path / "i.json"
     dnnprov.write_instance(problem, instance)
-    running = {"format": "dnnprov/plan", "version": 1, "instance": problem.to_dict(), "result": {
-        "status": "feasible", "method": "given", "kind": "spot", "model": "paper", "instance": problem.name,
-        "plan": {"counts": {"p3.2xlarge": 2, "g3.8xlarge": 5, "g3.16xlarge": 2}, "ps": 1}}}
+    running = {
+        "format": "dnnprov/plan",
+        "version": 1,
+        "instance": problem.to_dict(),
+        "result": {
+            "status": "feasible",
+            "method": "given",
+            "kind": "spot",
+            "model": "paper",
+            "instance": problem.name,
+            "plan": {"counts": {"p3.2xlarge": 2, "g3.8xlarge": 5, "g3.16xlarge": 2}, "ps": 1},
+        },
+    }
     plan = tmp_path / "running.json"
     plan.write_text(json.dumps(running))
     loss = predicted_loss(problem, dnnprov.SpotPlan(running["result"]["plan"]["counts"], 1), 300.0, ps=1)
-    args = ["replan", str(instance), "--plan", str(plan), "--revoked", "g3.8xlarge=5", "--elapsed", "300",
-            "--loss-reached", str(loss), "--method", "enumerate", "--json"]
+    args = [
+        "replan",
+        str(instance),
+        "--plan",
+        str(plan),
+        "--revoked",
+        "g3.8xlarge=5",
+        "--elapsed",
+        "300",
+        "--loss-reached",
+        str(loss),
+        "--method",
+        "enumerate",
+        "--json",
+    ]
     assert main(args) == 0
     takeover = tmp_path / "takeover.json"
     takeover.write_text(capsys.readouterr().out)
@@ -294,8 +371,7 @@ def test_cli_takeover_launches_the_new_ps(resnet110_paper, tmp_path: Path, capsy
     assert doc["instance"]["constraints"]["existing"] == {"p3.2xlarge": 2, "g3.16xlarge": 2}
 
 
-def test_cli_replan_places_the_takeover_in_zones(ref_resnet110, tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture) -> None:
+def test_cli_replan_places_the_takeover_in_zones(ref_resnet110, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """With pools and `--capacity TYPE@ZONE=N`, the takeover stays within the free capacity and
     its details say where to launch: the cheaper zone first, then the next (issue 18). The
     service's replan job takes the same zone capacity and answers the same."""
@@ -305,8 +381,9 @@ def test_cli_replan_places_the_takeover_in_zones(ref_resnet110, tmp_path: Path,
 
     problem = ref_resnet110()
     zones = (SpotPool("us-east-1a", spot_price_per_h=0.70), SpotPool("us-east-1b", spot_price_per_h=0.60))
-    problem = problem.replace(instance_types=tuple(replace(t, zones=zones) if t.name == "g3.8xlarge" else t
-                                                   for t in problem.instance_types))
+    problem = problem.replace(
+        instance_types=tuple(replace(t, zones=zones) if t.name == "g3.8xlarge" else t for t in problem.instance_types)
+    )
     instance = tmp_path / "zones.json"
     dnnprov.write_instance(problem, instance)
     assert main(["solve", str(instance), "--method", "reference-heuristic", "--json"]) == 0
@@ -316,24 +393,44 @@ def test_cli_replan_places_the_takeover_in_zones(ref_resnet110, tmp_path: Path,
     if solved["plan"]["counts"].get("g3.8xlarge"):
         assert solved["details"]["zones"] == {"g3.8xlarge": ["us-east-1a", "us-east-1b"]}
     loss = predicted_loss(problem, TABLE1_PLAN, REVOKED_AT_S)
-    args = ["replan", str(instance), "--plan", str(plan), "--revoked", "g3.8xlarge=5",
-            "--elapsed", str(REVOKED_AT_S), "--loss-reached", str(loss), "--method", "enumerate"]
-    assert main(args + ["--capacity", "g3.8xlarge@us-east-1a=1", "--capacity", "g3.8xlarge@us-east-1b=2",
-                        "--json"]) == 0
+    args = [
+        "replan",
+        str(instance),
+        "--plan",
+        str(plan),
+        "--revoked",
+        "g3.8xlarge=5",
+        "--elapsed",
+        str(REVOKED_AT_S),
+        "--loss-reached",
+        str(loss),
+        "--method",
+        "enumerate",
+    ]
+    assert (
+        main(args + ["--capacity", "g3.8xlarge@us-east-1a=1", "--capacity", "g3.8xlarge@us-east-1b=2", "--json"]) == 0
+    )
     doc = json.loads(capsys.readouterr().out)["result"]
     new = doc["details"]["new_instances"].get("g3.8xlarge", 0)
-    assert 0 < new <= 3                          # the cheap g3.8xlarge come back, as far as the zones allow
+    assert 0 < new <= 3  # the cheap g3.8xlarge come back, as far as the zones allow
     placed = doc["details"]["zones"].get("g3.8xlarge", {})
     assert sum(placed.values()) == new and placed.get("us-east-1b", 0) == min(new, 2)
-    oracle = replan(problem, TABLE1_PLAN, {"g3.8xlarge": 5}, REVOKED_AT_S, loss, method="enumerate",
-                    capacity={"g3.8xlarge": 3})
+    oracle = replan(
+        problem, TABLE1_PLAN, {"g3.8xlarge": 5}, REVOKED_AT_S, loss, method="enumerate", capacity={"g3.8xlarge": 3}
+    )
     assert doc["cost"] == pytest.approx(oracle.cost, rel=1e-9)
     from dnnprov.service.tasks import run as service_run
 
-    body = {"instance": json.loads(instance.read_text()), "plan": solved, "revoked": {"g3.8xlarge": 5},
-            "elapsed_s": REVOKED_AT_S, "loss_reached": loss, "method": "enumerate",
-            "capacity": {"g3.8xlarge": {"us-east-1a": 1, "us-east-1b": 2}}}
-    served = service_run("replan", body, 60.0)["result"]                # POST /v1/replan's answer
+    body = {
+        "instance": json.loads(instance.read_text()),
+        "plan": solved,
+        "revoked": {"g3.8xlarge": 5},
+        "elapsed_s": REVOKED_AT_S,
+        "loss_reached": loss,
+        "method": "enumerate",
+        "capacity": {"g3.8xlarge": {"us-east-1a": 1, "us-east-1b": 2}},
+    }
+    served = service_run("replan", body, 60.0)["result"]  # POST /v1/replan's answer
     assert served["cost"] == pytest.approx(oracle.cost, rel=1e-9)
     assert served["details"]["zones"] == doc["details"]["zones"]
     with pytest.raises(InvalidInputError, match="not a zone of g3.8xlarge"):
@@ -364,7 +461,7 @@ class FlakyMetadata(BaseHTTPRequestHandler):
         fault = type(self).faults.pop(0)
         type(self).failed.append(f"{self.command} {self.path}: {fault}")
         if fault in ("drop", "slow"):
-            threading.Event().wait(0.5 if fault == "slow" else 0.0)    # past the client's 0.2 s timeout
+            threading.Event().wait(0.5 if fault == "slow" else 0.0)  # past the client's 0.2 s timeout
             self.close_connection = True
             self.connection.close()
         else:
@@ -414,8 +511,9 @@ def _watch(url: str, notices: list, stop: threading.Event, **options) -> tuple[t
 
     def run() -> None:
         try:
-            watch_interruptions(notices.append, metadata_url=url, interval_s=0.02, stop=stop, timeout_s=0.2,
-                                retry_s=0.01, **options)
+            watch_interruptions(
+                notices.append, metadata_url=url, interval_s=0.02, stop=stop, timeout_s=0.2, retry_s=0.01, **options
+            )
         except BaseException as exc:  # noqa: BLE001 (handed to the test)
             raised.append(exc)
 
@@ -449,12 +547,12 @@ def test_watcher_retries_transient_failures(flaky) -> None:
     stop = threading.Event()
     FlakyMetadata.faults = ["503", "500", "drop", "slow", "503", "502"]
     thread, raised = _watch(f"http://127.0.0.1:{port}", notices, stop)
-    threading.Event().wait(0.3)                     # connection refused meanwhile
+    threading.Event().wait(0.3)  # connection refused meanwhile
     assert thread.is_alive() and not raised
     server = _serve(port)
     try:
         _until(lambda: notices)
-        threading.Event().wait(0.2)                 # more polls of the same notice
+        threading.Event().wait(0.2)  # more polls of the same notice
         stop.set()
         thread.join(5)
     finally:
@@ -472,7 +570,7 @@ def test_watcher_remembers_reported_notices_across_restarts(flaky, tmp_path: Pat
     url = f"http://127.0.0.1:{server.server_address[1]}"
     state = tmp_path / "notices.json"
     try:
-        for expected in (1, 0):                      # the first watcher reports it, the restarted one not
+        for expected in (1, 0):  # the first watcher reports it, the restarted one not
             notices: list[InterruptionNotice] = []
             stop = threading.Event()
             FlakyMetadata.polls = 0
@@ -482,8 +580,9 @@ def test_watcher_remembers_reported_notices_across_restarts(flaky, tmp_path: Pat
             thread.join(5)
             assert not raised and len(notices) == expected
         saved = json.loads(state.read_text())
-        assert saved["reported"] == [{"action": "terminate", "time": "2026-12-01T10:00:00Z",
-                                      "instance_id": "i-0fedcba987654321"}]
+        assert saved["reported"] == [
+            {"action": "terminate", "time": "2026-12-01T10:00:00Z", "instance_id": "i-0fedcba987654321"}
+        ]
         FlakyMetadata.notice = {"action": "stop", "time": "2026-12-01T11:00:00Z"}
         notices, stop = [], threading.Event()
         thread, raised = _watch(url, notices, stop, state_file=state)
@@ -502,8 +601,10 @@ def test_watcher_gives_up_when_told_and_on_a_refusal(flaky, tmp_path: Path) -> N
     server = _serve(0)
     url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        for faults, options, message in ((["503"] * 4, {"max_failures": 3}, "failed 3 times in a row, the last: HTTP Error 503"),
-                                         (["403"], {}, "reading .* failed: HTTP Error 403")):
+        for faults, options, message in (
+            (["503"] * 4, {"max_failures": 3}, "failed 3 times in a row, the last: HTTP Error 503"),
+            (["403"], {}, "reading .* failed: HTTP Error 403"),
+        ):
             FlakyMetadata.faults = faults
             thread, raised = _watch(url, [], threading.Event(), **options)
             thread.join(5)

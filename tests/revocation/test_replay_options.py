@@ -18,15 +18,19 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import load_trace
 
 
-@pytest.mark.parametrize(("policy", "changes", "field", "text"), [
-    ("mpc", {"model": "m", "fit_period": (0.0, 0.5)}, "--model", "give --model or --fit-period, not both"),
-    ("failover", {"model": "m"}, "--model", "goes with --policy mpc"),
-    ("none", {"fit_period": (0.0, 0.5)}, "--fit-period", "goes with --policy mpc"),
-    ("mpc", {"replan_method": "heuristic"}, "--replan-method", "goes with --policy replan"),
-    ("sideways", {}, "--policy", "must be one of"),
-])
-def test_options_that_do_not_go_together_are_refused_naming_the_field(policy, changes, field, text,
-                                                                      tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("policy", "changes", "field", "text"),
+    [
+        ("mpc", {"model": "m", "fit_period": (0.0, 0.5)}, "--model", "give --model or --fit-period, not both"),
+        ("failover", {"model": "m"}, "--model", "goes with --policy mpc"),
+        ("none", {"fit_period": (0.0, 0.5)}, "--fit-period", "goes with --policy mpc"),
+        ("mpc", {"replan_method": "heuristic"}, "--replan-method", "goes with --policy replan"),
+        ("sideways", {}, "--policy", "must be one of"),
+    ],
+)
+def test_options_that_do_not_go_together_are_refused_naming_the_field(
+    policy, changes, field, text, tmp_path: Path
+) -> None:
     """The one engine's option rules (the CLI and the service build the same Simulation; the
     service names its body's fields, tests/service/test_simulate_jobs.py)."""
     problem, _, _, _, traces = _one_type(tmp_path)
@@ -49,15 +53,27 @@ def _one_type(tmp_path: Path) -> tuple[dnnprov.SpotProblem, Path, Path, list[str
     return problem, instance, plan, ["--trace", f"p3.2xlarge={path}"], {"p3.2xlarge": [load_trace(path)]}
 
 
-@pytest.mark.parametrize(("option", "value"), [("--join", "nan"), ("--join", "-1000"), ("--join", "inf"),
-                                               ("--horizon", "0"), ("--horizon", "nan"), ("--horizon", "0.5")])
-def test_cli_refuses_bad_join_and_horizon(option: str, value: str, tmp_path: Path,
-                                          capsys: pytest.CaptureFixture) -> None:
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--join", "nan"),
+        ("--join", "-1000"),
+        ("--join", "inf"),
+        ("--horizon", "0"),
+        ("--horizon", "nan"),
+        ("--horizon", "0.5"),
+    ],
+)
+def test_cli_refuses_bad_join_and_horizon(
+    option: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     """simulate (every policy) and risk plan: one error line naming the option, exit 2 (issue 28: NaN
     gave an IndexError, exit 3; --horizon 0 made every run free, exit 0; --join -1000 was taken)."""
     _, instance, plan, traces, _ = _one_type(tmp_path)
-    commands = [["simulate", str(instance), "--plan", str(plan), *traces, "--runs", "3", "--policy", policy]
-                for policy in ("none", "fallback", "mpc", "failover")]
+    commands = [
+        ["simulate", str(instance), "--plan", str(plan), *traces, "--runs", "3", "--policy", policy]
+        for policy in ("none", "fallback", "mpc", "failover")
+    ]
     if option == "--join":
         commands.append(["risk", "plan", str(instance), *traces])
     for command in commands:
@@ -66,16 +82,25 @@ def test_cli_refuses_bad_join_and_horizon(option: str, value: str, tmp_path: Pat
         assert err.startswith(f"dnnprov: error: {option}: must be") and err.count("\n") == 1, err
 
 
-@pytest.mark.parametrize(("options", "field"), [({"join_s": math.nan}, "--join"), ({"join_s": -1000.0}, "--join"),
-                                                ({"horizon": 0.0}, "--horizon"), ({"horizon": math.inf}, "--horizon")])
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"join_s": math.nan}, "--join"),
+        ({"join_s": -1000.0}, "--join"),
+        ({"horizon": 0.0}, "--horizon"),
+        ({"horizon": math.inf}, "--horizon"),
+    ],
+)
 def test_python_api_refuses_bad_join_and_horizon(options: dict, field: str, tmp_path: Path) -> None:
     """Simulation (every policy) and choose_plan refuse them naming the field, before any run."""
     from dnnprov.control.plan_choice import choose_plan
 
     problem, _, _, _, traces = _one_type(tmp_path)
     plan = dnnprov.solve(problem, "enumerate").plan
-    calls = [lambda: Simulation(problem, plan, traces, runs=2, **options),
-             lambda: Simulation(problem, plan, traces, policy="mpc", runs=2, **options)]
+    calls = [
+        lambda: Simulation(problem, plan, traces, runs=2, **options),
+        lambda: Simulation(problem, plan, traces, policy="mpc", runs=2, **options),
+    ]
     if field == "--join":
         calls.append(lambda: choose_plan(problem, traces, zones=False, runs=2, **options))
     for call in calls:

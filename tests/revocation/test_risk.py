@@ -71,13 +71,16 @@ def test_fit_multi_node_trace_and_pooling(tmp_path: Path) -> None:
     assert pooled.interruption.mean_regain_s == pytest.approx(900.0)
 
 
-@pytest.mark.parametrize(("text", "field"), [
-    ('{"data": [1, 1]}', "metadata"),
-    ('{"metadata": {"gap_seconds": 0}, "data": [1, 1]}', "metadata.gap_seconds"),
-    ('{"metadata": {"gap_seconds": 60}, "data": [1, -1]}', "data[1]"),
-    ('{"metadata": {"gap_seconds": 60}, "data": [1]}', "data"),
-    ("not json", "t.json"),
-])
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ('{"data": [1, 1]}', "metadata"),
+        ('{"metadata": {"gap_seconds": 0}, "data": [1, 1]}', "metadata.gap_seconds"),
+        ('{"metadata": {"gap_seconds": 60}, "data": [1, -1]}', "data[1]"),
+        ('{"metadata": {"gap_seconds": 60}, "data": [1]}', "data"),
+        ("not json", "t.json"),
+    ],
+)
 def test_bad_traces_name_the_field(tmp_path: Path, text: str, field: str) -> None:
     """A malformed trace is one error naming the file and the field."""
     path = tmp_path / "t.json"
@@ -90,11 +93,17 @@ def test_bad_traces_name_the_field(tmp_path: Path, text: str, field: str) -> Non
 def test_instance_format_carries_the_interruption(resnet110_paper) -> None:
     """The optional field round-trips through the instance format and validates against spot-v1."""
     model = Interruption(0.48, "fitted from 3 traces", mean_regain_s=11000.0, zone="us-west-2a")
-    types = tuple(replace(t, interruption=model) if t.name == "p3.2xlarge" else t for t in resnet110_paper.instance_types)
+    types = tuple(
+        replace(t, interruption=model) if t.name == "p3.2xlarge" else t for t in resnet110_paper.instance_types
+    )
     problem = resnet110_paper.replace(instance_types=types)
     data = problem.to_dict()
     assert data["instance_types"]["p3.2xlarge"]["interruption"] == {
-        "rate_per_h": 0.48, "source": "fitted from 3 traces", "mean_regain_s": 11000.0, "zone": "us-west-2a"}
+        "rate_per_h": 0.48,
+        "source": "fitted from 3 traces",
+        "mean_regain_s": 11000.0,
+        "zone": "us-west-2a",
+    }
     assert "interruption" not in data["instance_types"]["g3.8xlarge"]
     again = dnnprov.problem_from_dict(json.loads(json.dumps(data)))
     assert again.instance_types[0].interruption == model
@@ -105,12 +114,15 @@ def test_instance_format_carries_the_interruption(resnet110_paper) -> None:
         jsonschema.validate(data, schema)
 
 
-@pytest.mark.parametrize(("value", "field"), [
-    ({"rate_per_h": -0.1, "source": "x"}, "instance_types.p3.2xlarge.interruption.rate_per_h"),
-    ({"rate_per_h": 0.1}, "instance_types.p3.2xlarge.interruption.source"),
-    ({"rate_per_h": 0.1, "source": "x", "color": 1}, "instance_types.p3.2xlarge.interruption.color"),
-    ("often", "instance_types.p3.2xlarge.interruption"),
-])
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [
+        ({"rate_per_h": -0.1, "source": "x"}, "instance_types.p3.2xlarge.interruption.rate_per_h"),
+        ({"rate_per_h": 0.1}, "instance_types.p3.2xlarge.interruption.source"),
+        ({"rate_per_h": 0.1, "source": "x", "color": 1}, "instance_types.p3.2xlarge.interruption.color"),
+        ("often", "instance_types.p3.2xlarge.interruption"),
+    ],
+)
 def test_bad_interruption_names_the_field(resnet110_paper, value, field: str) -> None:
     """Bad interruption fields in an instance file give one error naming the field."""
     data = resnet110_paper.to_dict()
@@ -123,17 +135,29 @@ def test_bad_interruption_names_the_field(resnet110_paper, value, field: str) ->
 def test_catalog_bucket_or_own_model_reaches_the_problem() -> None:
     """build_spot_problem: the entry's own model wins, else its Spot Advisor bucket, else none."""
     own = Interruption(0.2, "fitted")
-    catalog = Catalog(name="c", region="us-east-1", snapshot="2025-06-28T00:00:00Z", instance_types=(
-        CatalogEntry(name="p3.2xlarge", gpus=1, spot_price_per_h=1.0, interruption_bucket=3,
-                     sources={"interruption_bucket": "advisor us-east-1 Linux r=3"}),
-        CatalogEntry(name="g3.8xlarge", gpus=2, spot_price_per_h=0.7, interruption_bucket=1, interruption=own),
-        CatalogEntry(name="g4dn.4xlarge", gpus=1, spot_price_per_h=0.4)))
+    catalog = Catalog(
+        name="c",
+        region="us-east-1",
+        snapshot="2025-06-28T00:00:00Z",
+        instance_types=(
+            CatalogEntry(
+                name="p3.2xlarge",
+                gpus=1,
+                spot_price_per_h=1.0,
+                interruption_bucket=3,
+                sources={"interruption_bucket": "advisor us-east-1 Linux r=3"},
+            ),
+            CatalogEntry(name="g3.8xlarge", gpus=2, spot_price_per_h=0.7, interruption_bucket=1, interruption=own),
+            CatalogEntry(name="g4dn.4xlarge", gpus=1, spot_price_per_h=0.4),
+        ),
+    )
     again = Catalog.from_dict(json.loads(json.dumps(catalog.to_dict())))
     assert again.entry("g3.8xlarge").interruption == own
     jsonschema.validate(catalog.to_dict(), json.loads(embedded_path("schema", "catalog-v1.schema.json").read_text()))
     profile = load_spot_profile(embedded_path("workloads", "spot", "resnet110-paper.json"))
-    problem = build_spot_problem(again, profile, dnnprov.SpotSLO(0.8, 3000.0),
-                                 quotas={"p3.2xlarge": 2, "g3.8xlarge": 2, "g4dn.4xlarge": 2})
+    problem = build_spot_problem(
+        again, profile, dnnprov.SpotSLO(0.8, 3000.0), quotas={"p3.2xlarge": 2, "g3.8xlarge": 2, "g4dn.4xlarge": 2}
+    )
     by = {t.name: t.interruption for t in problem.instance_types}
     assert by["p3.2xlarge"].rate_per_h == pytest.approx(from_advisor_bucket(3).rate_per_h)
     assert "advisor us-east-1 Linux r=3" in by["p3.2xlarge"].source
@@ -149,8 +173,22 @@ def test_cli_risk_fit_and_attach(tmp_path: Path, capsys: pytest.CaptureFixture, 
     instance = tmp_path / "i.json"
     dnnprov.write_instance(resnet110_paper, instance)
     out = tmp_path / "with-risk.json"
-    assert main(["risk", "attach", str(instance), "--fit", f"p3.2xlarge={trace}", "--bucket", "g3.8xlarge=2",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "risk",
+                "attach",
+                str(instance),
+                "--fit",
+                f"p3.2xlarge={trace}",
+                "--bucket",
+                "g3.8xlarge=2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     types = {t.name: t for t in dnnprov.read_instance(out).instance_types}
     assert types["p3.2xlarge"].interruption.rate_per_h == pytest.approx(fit["interruption"]["rate_per_h"])
     assert types["g3.8xlarge"].interruption.rate_per_h == pytest.approx(from_advisor_bucket(2).rate_per_h)
@@ -163,9 +201,13 @@ def test_cli_risk_fit_and_attach(tmp_path: Path, capsys: pytest.CaptureFixture, 
 
 def test_cli_risk_solve(tmp_path: Path, capsys: pytest.CaptureFixture, resnet110_paper) -> None:
     """`risk solve --robust 1 --json` and `--risk --json` print results with the documented details."""
-    problem = resnet110_paper.replace(slo=dnnprov.SpotSLO(0.8, 3000.0), instance_types=tuple(
-        replace(t, interruption=from_advisor_bucket(4), on_demand_price_per_h=3 * t.spot_price_per_h)
-        for t in resnet110_paper.instance_types))
+    problem = resnet110_paper.replace(
+        slo=dnnprov.SpotSLO(0.8, 3000.0),
+        instance_types=tuple(
+            replace(t, interruption=from_advisor_bucket(4), on_demand_price_per_h=3 * t.spot_price_per_h)
+            for t in resnet110_paper.instance_types
+        ),
+    )
     instance = tmp_path / "i.json"
     dnnprov.write_instance(problem, instance)
     assert main(["risk", "solve", str(instance), "--robust", "1", "--json"]) == 0
@@ -180,8 +222,10 @@ def test_cli_risk_solve(tmp_path: Path, capsys: pytest.CaptureFixture, resnet110
 SHARED = default_shared_data()
 
 
-@pytest.mark.skipif(SHARED is None or not (SHARED / "spot-traces").is_dir(),
-                    reason="../shared/data/spot-traces is absent (real spot traces)")
+@pytest.mark.skipif(
+    SHARED is None or not (SHARED / "spot-traces").is_dir(),
+    reason="../shared/data/spot-traces is absent (real spot traces)",
+)
 def test_real_traces_fit() -> None:
     """Every real AWS trace fits; the V100 16-node pool loses about half an instance per hour."""
     files = sorted(glob.glob(str(SHARED / "spot-traces/**/*.json"), recursive=True))
@@ -195,11 +239,14 @@ def test_real_traces_fit() -> None:
 
 
 # ------------------------------------------------------------- issue 18 defects
-@pytest.mark.parametrize(("doc", "field"), [
-    ({"metadata": {"gap_seconds": 60}, "data": [1, 1], "gap_seconds": 30}, "gap_seconds"),
-    ({"metadata": {"gap_seconds": 60, "zone": "us-east-1a"}, "data": [1, 1]}, "metadata.zone"),
-    ({"metadata": {"gap_seconds": 60}, "data": [1, 1], "prices": [0.9]}, "prices"),
-])
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        ({"metadata": {"gap_seconds": 60}, "data": [1, 1], "gap_seconds": 30}, "gap_seconds"),
+        ({"metadata": {"gap_seconds": 60, "zone": "us-east-1a"}, "data": [1, 1]}, "metadata.zone"),
+        ({"metadata": {"gap_seconds": 60}, "data": [1, 1], "prices": [0.9]}, "prices"),
+    ],
+)
 def test_unknown_or_bad_trace_fields_are_refused(tmp_path: Path, doc: dict, field: str) -> None:
     """A trace field dnnprov does not know is refused, naming it (it was silently ignored)."""
     path = tmp_path / "t.json"
@@ -249,4 +296,4 @@ def test_risk_fit_of_a_two_million_tick_trace_is_linear(tmp_path: Path) -> None:
     fit = fit_trace(trace)
     assert fit.losses == 1_000_000 and fit.regains == 999_999
     assert fit.interruption.mean_regain_s == pytest.approx(64.0)
-    assert time.process_time() - started < 60          # quadratic: ~10^12 steps; linear: ~1 s
+    assert time.process_time() - started < 60  # quadratic: ~10^12 steps; linear: ~1 s

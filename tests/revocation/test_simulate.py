@@ -22,11 +22,13 @@ JOIN = 126.0
 
 def small_problem(time_s: float = 3300.0, markets=("spot",)) -> dnnprov.SpotProblem:
     """ResNet-110 (paper model) on p3.2xlarge and g3.8xlarge, with on-demand prices 3x spot."""
-    problem = resnet110_problem([2, 0, 4, 0, 0], model="paper", loss=0.8, time_s=time_s, gamma_4=1.0,
-                                ps_price_per_h=0.192)
-    return problem.replace(instance_types=tuple(replace(t, on_demand_price_per_h=3 * t.spot_price_per_h)
-                                                for t in problem.instance_types),
-                           constraints=dnnprov.SpotConstraints(markets=markets, ps_count=(1, 2)))
+    problem = resnet110_problem(
+        [2, 0, 4, 0, 0], model="paper", loss=0.8, time_s=time_s, gamma_4=1.0, ps_price_per_h=0.192
+    )
+    return problem.replace(
+        instance_types=tuple(replace(t, on_demand_price_per_h=3 * t.spot_price_per_h) for t in problem.instance_types),
+        constraints=dnnprov.SpotConstraints(markets=markets, ps_count=(1, 2)),
+    )
 
 
 def write_trace(folder: Path, name: str, data: list[int], gap: float = 60.0) -> Path:
@@ -49,7 +51,7 @@ def test_no_revocation_meets_the_plan(tmp_path: Path) -> None:
     problem = small_problem()
     best = dnnprov.solve(problem, "enumerate")
     assert best.plan is not None and best.cost is not None and best.time_s is not None
-    traces = traces_of(tmp_path, [8] * 200)            # a run covers 3 x 3300 s + a poll
+    traces = traces_of(tmp_path, [8] * 200)  # a run covers 3 x 3300 s + a poll
     rate = best.cost / best.time_s * 3600
     for policy in ("none", "replan", "fallback"):
         s = simulate(problem, best.plan, traces, policy=policy, runs=4, seed=3)
@@ -68,8 +70,22 @@ def test_cli_simulate_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> Non
     plan = tmp_path / "plan.json"
     plan.write_text(capsys.readouterr().out)
     trace = write_trace(tmp_path, "t.json", ([1] * 30 + [0] * 5) * 6)
-    args = ["simulate", str(instance), "--plan", str(plan), "--trace", f"p3.2xlarge={trace}",
-            "--trace", f"g3.8xlarge={trace}", "--runs", "6", "--seed", "1", "--policy", "replan"]
+    args = [
+        "simulate",
+        str(instance),
+        "--plan",
+        str(plan),
+        "--trace",
+        f"p3.2xlarge={trace}",
+        "--trace",
+        f"g3.8xlarge={trace}",
+        "--runs",
+        "6",
+        "--seed",
+        "1",
+        "--policy",
+        "replan",
+    ]
     assert main(args + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["runs"] == 6 and 0 <= out["met_deadline"] <= 1
@@ -99,8 +115,10 @@ def test_plan_type_without_trace_is_refused(tmp_path: Path) -> None:
 SHARED = default_shared_data()
 
 
-@pytest.mark.skipif(SHARED is None or not (SHARED / "spot-traces").is_dir(),
-                    reason="../shared/data/spot-traces is absent (real spot traces)")
+@pytest.mark.skipif(
+    SHARED is None or not (SHARED / "spot-traces").is_dir(),
+    reason="../shared/data/spot-traces is absent (real spot traces)",
+)
 def test_real_traces_replay() -> None:
     """The 16-node V100 availability traces (aligned zones) against a 2 x p3.2xlarge plan:
     revocations or refusals happen, and fallback meets T_obj at least as often as none."""
@@ -108,7 +126,7 @@ def test_real_traces_replay() -> None:
     assert files, "the 16-node V100 traces are missing from the shared data"
     traces = {"p3.2xlarge": [load_trace(f) for f in files]}
     problem = small_problem(time_s=3800.0, markets=("spot", "on-demand"))
-    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2, "g3.8xlarge": 0}, ps=1)   # 3614 s planned
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2, "g3.8xlarge": 0}, ps=1)  # 3614 s planned
     out = {p: simulate(problem, plan, traces, policy=p, runs=20, seed=0) for p in ("none", "fallback")}
     assert out["none"]["revocations_mean"] + out["none"]["refusals_mean"] > 0
     assert out["fallback"]["met_deadline"] >= out["none"]["met_deadline"]
@@ -130,8 +148,22 @@ def test_per_run_json_with_capacity_changes(tmp_path: Path, capsys: pytest.Captu
     instance, plan = _cli_files(tmp_path, capsys)
     trace = write_trace(tmp_path, "t.json", ([1] * 10 + [0] * 5) * 14)
     for policy in ("none", "replan", "fallback"):
-        args = ["simulate", str(instance), "--plan", str(plan), "--trace", f"p3.2xlarge={trace}",
-                "--trace", f"g3.8xlarge={trace}", "--runs", "4", "--policy", policy, "--per-run", "--json"]
+        args = [
+            "simulate",
+            str(instance),
+            "--plan",
+            str(plan),
+            "--trace",
+            f"p3.2xlarge={trace}",
+            "--trace",
+            f"g3.8xlarge={trace}",
+            "--runs",
+            "4",
+            "--policy",
+            policy,
+            "--per-run",
+            "--json",
+        ]
         assert main(args) == 0
         out = json.loads(capsys.readouterr().out)
         assert len(out["per_run"]) == 4 and any(r["revocations"] or r["refusals"] for r in out["per_run"])
@@ -142,8 +174,20 @@ def test_tiny_gap_is_refused_not_materialized(tmp_path: Path, capsys: pytest.Cap
     """A 1e-9 s tick would need 10^13 ticks per run: one error naming gap_seconds, exit 2."""
     instance, plan = _cli_files(tmp_path, capsys)
     trace = write_trace(tmp_path, "t.json", [1, 0, 1, 1], gap=1e-9)
-    code = main(["simulate", str(instance), "--plan", str(plan), "--trace", f"p3.2xlarge={trace}",
-                 "--trace", f"g3.8xlarge={trace}", "--runs", "2"])
+    code = main(
+        [
+            "simulate",
+            str(instance),
+            "--plan",
+            str(plan),
+            "--trace",
+            f"p3.2xlarge={trace}",
+            "--trace",
+            f"g3.8xlarge={trace}",
+            "--runs",
+            "2",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "metadata.gap_seconds" in err and "limit" in err
 
@@ -161,11 +205,26 @@ def test_a_trace_shorter_than_a_run_is_refused(tmp_path: Path, capsys: pytest.Ca
     assert info.value.field.endswith(".json")
     assert "100 ticks of 60 s (6,000 s) do not cover a run of 9,900 s" in info.value.problem
     assert "165 ticks" in info.value.problem
-    assert simulate(problem, best.plan, traces, runs=1, horizon=1.5)["runs"] == 1     # 83 ticks and a poll: covered
+    assert simulate(problem, best.plan, traces, runs=1, horizon=1.5)["runs"] == 1  # 83 ticks and a poll: covered
     instance, plan = _cli_files(tmp_path, capsys)
     short = write_trace(tmp_path, "short.json", [1] * 100)
-    assert main(["simulate", str(instance), "--plan", str(plan), "--trace", f"p3.2xlarge={short}",
-                 "--trace", f"g3.8xlarge={short}", "--runs", "2"]) == 2
+    assert (
+        main(
+            [
+                "simulate",
+                str(instance),
+                "--plan",
+                str(plan),
+                "--trace",
+                f"p3.2xlarge={short}",
+                "--trace",
+                f"g3.8xlarge={short}",
+                "--runs",
+                "2",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "short.json: 100 ticks of 60 s" in err and "180 ticks" in err
 

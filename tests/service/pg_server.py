@@ -27,7 +27,9 @@ def missing() -> str | None:
     """Why a local server cannot be started here (``None``: it can)."""
     for tool in ("initdb", "postgres"):
         if not (PG_BIN / tool).is_file():
-            return f"no PostgreSQL binaries: {PG_BIN / tool} is absent (apt-get install postgresql-15, or DNNPROV_PG_BIN)"
+            return (
+                f"no PostgreSQL binaries: {PG_BIN / tool} is absent (apt-get install postgresql-15, or DNNPROV_PG_BIN)"
+            )
     if os.geteuid() == 0:
         try:
             pwd.getpwnam("postgres")
@@ -54,18 +56,44 @@ class LocalPostgres:
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
             user, group = entry.pw_uid, entry.pw_gid
         data = self.root / "data"
-        subprocess.run([str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
-                        "--no-sync"], check=True, capture_output=True, cwd=self.root, user=user, group=group)
+        subprocess.run(
+            [str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"],
+            check=True,
+            capture_output=True,
+            cwd=self.root,
+            user=user,
+            group=group,
+        )
         self.log = self.root / "postgres.log"
-        self._command = [str(PG_BIN / "postgres"), "-D", str(data), "-p", str(self.port), "-k", str(self.root),
-                         "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=200"]
+        self._command = [
+            str(PG_BIN / "postgres"),
+            "-D",
+            str(data),
+            "-p",
+            str(self.port),
+            "-k",
+            str(self.root),
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            "fsync=off",
+            "-c",
+            "max_connections=200",
+        ]
         self._user, self._group = user, group
         self._start()
 
     def _start(self) -> None:
         with open(self.log, "a") as log:
-            self.process = subprocess.Popen(self._command, stdout=log, stderr=subprocess.STDOUT, cwd=self.root,
-                                            start_new_session=True, user=self._user, group=self._group)
+            self.process = subprocess.Popen(
+                self._command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.root,
+                start_new_session=True,
+                user=self._user,
+                group=self._group,
+            )
         self._wait_ready()
 
     def restart(self, down_s: float = 0.0) -> None:

@@ -9,9 +9,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import httpx
 
@@ -36,8 +36,12 @@ def server(tmp_path: Path, *options: str, db: Path | None = None) -> Iterator[tu
     port = free_port()
     log = tmp_path / f"serve-{port}.log"
     with open(log, "w") as err:
-        proc = subprocess.Popen([DNNPROV, "serve", "--port", str(port), "--db", str(db or tmp_path / "jobs.sqlite"),
-                                 *options], stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        proc = subprocess.Popen(
+            [DNNPROV, "serve", "--port", str(port), "--db", str(db or tmp_path / "jobs.sqlite"), *options],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120  # the workers' warm-up, on a loaded machine
@@ -79,8 +83,6 @@ def wait_for(client, job_id: str, states: tuple[str, ...], timeout: float = 60.0
             return job
         assert time.monotonic() < deadline, f"job {job_id} still {job['status']}"
         time.sleep(0.05)
-
-
 
 
 def kill_group(pid: int) -> None:

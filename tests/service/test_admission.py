@@ -6,9 +6,9 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -23,8 +23,9 @@ SLOW = {"instance": slow_instance(10), "method": "enumerate", "max_plans": 10**9
 @pytest.fixture(scope="module")
 def full_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A server with 1 worker and room for 4 tasks."""
-    with server(tmp_path_factory.mktemp("admission"), "--workers", "1", "--max-pending", "4",
-                "--max-body-bytes", str(3 << 20)) as (url, _, _):
+    with server(
+        tmp_path_factory.mktemp("admission"), "--workers", "1", "--max-pending", "4", "--max-body-bytes", str(3 << 20)
+    ) as (url, _, _):
         yield url
 
 
@@ -115,11 +116,9 @@ def test_nul_in_an_embedded_name_is_a_field_error(full_url: str, path: str) -> N
 
 def test_host_header_never_reaches_a_location(full_url: str) -> None:
     """A trailing slash is not redirected (a redirect named the client's Host); job creation's Location is relative."""
-    answer = httpx.post(f"{full_url}/v1/jobs/", json={"instance": TABLE1}, headers={"Host": "evil.example"},
-                        timeout=30)
+    answer = httpx.post(f"{full_url}/v1/jobs/", json={"instance": TABLE1}, headers={"Host": "evil.example"}, timeout=30)
     assert "evil" not in answer.headers.get("location", "") and answer.status_code == 404
-    created = httpx.post(f"{full_url}/v1/jobs", json={"instance": TABLE1}, headers={"Host": "evil.example"},
-                         timeout=30)
+    created = httpx.post(f"{full_url}/v1/jobs", json={"instance": TABLE1}, headers={"Host": "evil.example"}, timeout=30)
     assert created.status_code == 202 and created.headers["location"] == f"/v1/jobs/{created.json()['id']}"
 
 
@@ -147,7 +146,7 @@ def test_a_long_url_sent_in_pieces_is_parsed_like_one_sent_at_once(full_url: str
     reply = b""
     with socket.create_connection((host, int(port)), timeout=30) as raw:
         for start in range(0, len(request), 4096):
-            raw.sendall(request[start:start + 4096])
+            raw.sendall(request[start : start + 4096])
             time.sleep(0.005)
         while chunk := raw.recv(65536):
             reply += chunk
@@ -158,19 +157,24 @@ def test_a_long_url_sent_in_pieces_is_parsed_like_one_sent_at_once(full_url: str
 def test_bodies_that_are_not_json_get_415(full_url: str, content_type: str | None) -> None:
     """Content-Type is checked: a body sent as anything but JSON is refused with 415 naming the header."""
     headers = {"Content-Type": content_type} if content_type else {}
-    answer = httpx.post(f"{full_url}/v1/solve", content=json.dumps({"instance": TABLE1}), headers=headers,
-                        timeout=30)
+    answer = httpx.post(f"{full_url}/v1/solve", content=json.dumps({"instance": TABLE1}), headers=headers, timeout=30)
     assert answer.status_code == 415 and answer.json()["error"]["field"] == "Content-Type"
-    assert httpx.post(f"{full_url}/v1/solve", json={"instance": TABLE1}, timeout=30,
-                      headers={"Content-Type": "application/json; charset=utf-8"}).status_code == 200
+    assert (
+        httpx.post(
+            f"{full_url}/v1/solve",
+            json={"instance": TABLE1},
+            timeout=30,
+            headers={"Content-Type": "application/json; charset=utf-8"},
+        ).status_code
+        == 200
+    )
 
 
 @pytest.mark.parametrize("depth", [33, 100, 1000, 100_000])
 def test_too_deep_nesting_is_400_at_any_depth(full_url: str, depth: int) -> None:
     """One status for nesting too deep, whatever the depth (docs/service.md says 400)."""
     body = b'{"instance": ' + b"[" * depth + b"]" * depth + b"}"
-    answer = httpx.post(f"{full_url}/v1/solve", content=body, headers={"Content-Type": "application/json"},
-                        timeout=30)
+    answer = httpx.post(f"{full_url}/v1/solve", content=body, headers={"Content-Type": "application/json"}, timeout=30)
     assert answer.status_code == 400 and "nested more than" in answer.json()["error"]["message"]
 
 

@@ -30,9 +30,19 @@ CONFIG = Path(__file__).with_name("schemathesis.toml")
 @pytest.mark.parametrize("with_token", [True, False], ids=["token", "open"])
 def test_schemathesis_finds_no_failure(tmp_path: Path, with_token: bool) -> None:
     """`st run --checks all` over every operation (and the links from job creation): 0 failures."""
-    options = ["--workers", "1", "--max-time-limit", "1", "--max-pending", "8", "--max-auth-failures", "1000000",
-               "--rate-limit", "1000",
-               "--quiet"]
+    options = [
+        "--workers",
+        "1",
+        "--max-time-limit",
+        "1",
+        "--max-pending",
+        "8",
+        "--max-auth-failures",
+        "1000000",
+        "--rate-limit",
+        "1000",
+        "--quiet",
+    ]
     headers: list[str] = []
     phases = ["--phases", "examples,fuzzing,stateful"]
     if with_token:
@@ -42,10 +52,31 @@ def test_schemathesis_finds_no_failure(tmp_path: Path, with_token: bool) -> None
     with server(tmp_path, *options) as (url, _, log):
         spec = httpx.get(f"{url}/openapi.json", headers=dict([headers[1].split(": ")]) if headers else {}).json()
         openapi_spec_validator.validate(spec)
-        run = subprocess.run([ST, "--config-file", str(CONFIG), "--no-color", "run", f"{url}/openapi.json",
-                              "--checks", "all", "--max-examples", "5", "--seed", "20", "--request-timeout", "30",
-                              "--generation-deterministic", *phases, *headers],
-                             capture_output=True, text=True, timeout=540, cwd=tmp_path)
+        run = subprocess.run(
+            [
+                ST,
+                "--config-file",
+                str(CONFIG),
+                "--no-color",
+                "run",
+                f"{url}/openapi.json",
+                "--checks",
+                "all",
+                "--max-examples",
+                "5",
+                "--seed",
+                "20",
+                "--request-timeout",
+                "30",
+                "--generation-deterministic",
+                *phases,
+                *headers,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=540,
+            cwd=tmp_path,
+        )
         internal = [line for line in log.read_text().splitlines() if '"internal_error"' in line]
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
     assert "Failures:" not in run.stdout and "Tested: 20" in run.stdout and not internal

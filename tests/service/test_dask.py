@@ -8,8 +8,8 @@ import json
 import os
 import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -17,8 +17,7 @@ httpx = pytest.importorskip("httpx", reason="httpx is in the test extra")
 pytest.importorskip("fastapi", reason="the service extra (fastapi, uvicorn) is in the test extra")
 distributed = pytest.importorskip("distributed", reason="dask[distributed] is in the batch extra")
 
-from service_helpers import (DNNPROV, TABLE1, free_port, log_events, server, slow_instance, startup_error,  # noqa: E402
-                             wait_for)
+from service_helpers import DNNPROV, TABLE1, free_port, log_events, server, slow_instance, startup_error, wait_for  # noqa: E402
 
 SLOW = {"instance": slow_instance(10), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 20}
 
@@ -26,8 +25,14 @@ SLOW = {"instance": slow_instance(10), "method": "enumerate", "max_plans": 10**9
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[str]:
     """A LocalCluster with one worker of two threads on 127.0.0.1; yields its scheduler address."""
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, protocol="tcp",
-                                  scheduler_kwargs={"host": "127.0.0.1"}, dashboard_address=None) as local:
+    with distributed.LocalCluster(
+        n_workers=1,
+        threads_per_worker=2,
+        processes=False,
+        protocol="tcp",
+        scheduler_kwargs={"host": "127.0.0.1"},
+        dashboard_address=None,
+    ) as local:
         yield local.scheduler_address
 
 
@@ -44,8 +49,9 @@ def test_dask_solves_jobs_and_cancel(tmp_path: Path, cluster: str) -> None:
             cancelled = client.post(f"/v1/jobs/{slow}/cancel").json()
             assert client.get("/healthz").json()["queue_depth"] == 0  # its place is free at once
             after = client.post("/v1/solve", json={"instance": TABLE1})
-    cli = json.loads(subprocess.run([DNNPROV, "solve", TABLE1, "--json"], capture_output=True, text=True,
-                                    check=True).stdout)
+    cli = json.loads(
+        subprocess.run([DNNPROV, "solve", TABLE1, "--json"], capture_output=True, text=True, check=True).stdout
+    )
     assert health["workers"] == 2 and log_events(log, "started")[0]["executor"] == "dask"
     got = answer.json()
     for out in (got, cli):
@@ -73,8 +79,21 @@ def test_dask_drain_requeues_without_counting(tmp_path: Path, cluster: str) -> N
 
 def test_unreachable_dask_scheduler_is_one_error_line(tmp_path: Path) -> None:
     """--dask to an address nobody listens on: exit 2, one JSON line naming --dask."""
-    run = subprocess.run([DNNPROV, "serve", "--port", str(free_port()), "--db", str(tmp_path / "j.sqlite"),
-                          "--dask", f"tcp://127.0.0.1:{free_port()}"], capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            DNNPROV,
+            "serve",
+            "--port",
+            str(free_port()),
+            "--db",
+            str(tmp_path / "j.sqlite"),
+            "--dask",
+            f"tcp://127.0.0.1:{free_port()}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     error = startup_error(run)
     assert error["field"] == "--dask" and error["message"].startswith("cannot reach")
 
@@ -86,14 +105,16 @@ def test_killed_dask_worker_process_job_is_retried(tmp_path: Path) -> None:
     import dask
 
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        local = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, protocol="tcp",
-                                         host="127.0.0.1", dashboard_address=None)
+        local = distributed.LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, protocol="tcp", host="127.0.0.1", dashboard_address=None
+        )
     with local, distributed.Client(local.scheduler_address, set_as_default=False) as watcher:
         with server(tmp_path, "--dask", local.scheduler_address) as (url, _, log):
             with httpx.Client(base_url=url, timeout=60) as client:
                 # a budget of 75 s: the retry runs on a new worker process that imports the solver first
-                job = client.post("/v1/jobs", json={**SLOW, "instance": slow_instance(7),
-                                                    "time_limit_s": 60}).json()["id"]
+                job = client.post("/v1/jobs", json={**SLOW, "instance": slow_instance(7), "time_limit_s": 60}).json()[
+                    "id"
+                ]
                 wait_for(client, job, ("running",), timeout=120)
                 (pid,) = watcher.run(os.getpid).values()
                 os.kill(pid, signal.SIGKILL)

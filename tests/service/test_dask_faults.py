@@ -46,14 +46,26 @@ def dask_process(tmp_path: Path, name: str, *args: str) -> Iterator[subprocess.P
 
 def scheduler(tmp_path: Path, port: int) -> AbstractContextManager[subprocess.Popen]:
     """A `dask scheduler` on 127.0.0.1:PORT."""
-    return dask_process(tmp_path, f"scheduler-{port}", "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                        "--no-dashboard")
+    return dask_process(
+        tmp_path, f"scheduler-{port}", "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"
+    )
 
 
 def worker(tmp_path: Path, address: str) -> AbstractContextManager[subprocess.Popen]:
     """One `dask worker` process of one thread (under its nanny, which restarts it when it dies)."""
-    return dask_process(tmp_path, "worker", "worker", address, "--nthreads", "1", "--nworkers", "1",
-                        "--host", "127.0.0.1", "--no-dashboard")
+    return dask_process(
+        tmp_path,
+        "worker",
+        "worker",
+        address,
+        "--nthreads",
+        "1",
+        "--nworkers",
+        "1",
+        "--host",
+        "127.0.0.1",
+        "--no-dashboard",
+    )
 
 
 def wait_workers(address: str, count: int, timeout: float = 120) -> None:
@@ -95,8 +107,11 @@ def test_scheduler_killed_job_runs_again_when_it_is_back(tmp_path: Path) -> None
             job = client.post("/v1/jobs", json=slow).json()["id"]
             wait_for(client, job, ("running",), timeout=120)
             os.kill(first.pid, signal.SIGKILL)
-            until(lambda: "dask scheduler unreachable" in readyz(url)[1], 60,
-                  "/readyz did not say the scheduler is unreachable")
+            until(
+                lambda: "dask scheduler unreachable" in readyz(url)[1],
+                60,
+                "/readyz did not say the scheduler is unreachable",
+            )
             assert readyz(url)[0] == 503 and client.get(f"/v1/jobs/{job}").json()["status"] in ("queued", "running")
             assert client.get("/livez").status_code == 200
             kill_group(first_worker.pid)
@@ -108,8 +123,9 @@ def test_scheduler_killed_job_runs_again_when_it_is_back(tmp_path: Path) -> None
     retried = [e for e in log_events(log, "job_retried") if e["job_id"] == job]
     assert (final["status"], final["attempts"]) == ("done", 2), (final["error"], retried)
     assert [e["attempt"] for e in retried] == [1] and "scheduler was lost" in retried[0]["reason"]
-    cli = json.loads(subprocess.run([DNNPROV, "solve", TABLE1, "--json"], capture_output=True, text=True,
-                                    check=True).stdout)
+    cli = json.loads(
+        subprocess.run([DNNPROV, "solve", TABLE1, "--json"], capture_output=True, text=True, check=True).stdout
+    )
     got = answer.json()
     for out in (got, cli):
         out.pop("solve_seconds")
@@ -123,8 +139,11 @@ def test_killed_worker_counts_an_attempt_with_a_budget_of_its_own(tmp_path: Path
     slow = {"instance": slow_instance(7), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 60}
     with scheduler(tmp_path, port), worker(tmp_path, address):
         wait_workers(address, 1)
-        with distributed.Client(address, set_as_default=False) as watcher, \
-                server(tmp_path, "--dask", address) as (url, _, log), httpx.Client(base_url=url, timeout=60) as client:
+        with (
+            distributed.Client(address, set_as_default=False) as watcher,
+            server(tmp_path, "--dask", address) as (url, _, log),
+            httpx.Client(base_url=url, timeout=60) as client,
+        ):
             job = client.post("/v1/jobs", json=slow).json()["id"]
             wait_for(client, job, ("running",), timeout=120)
             until(lambda: any(watcher.processing().values()), 60, "the task never reached the worker")

@@ -20,8 +20,17 @@ import pytest
 httpx = pytest.importorskip("httpx", reason="httpx is in the test extra")
 pytest.importorskip("fastapi", reason="the service extra (fastapi, uvicorn) is in the test extra")
 
-from service_helpers import (DNNPROV, TABLE1, free_port, log_events, server, slow_instance,  # noqa: E402
-                             startup_error, wait_for, worker_pids)
+from service_helpers import (  # noqa: E402
+    DNNPROV,
+    TABLE1,
+    free_port,
+    log_events,
+    server,
+    slow_instance,
+    startup_error,
+    wait_for,
+    worker_pids,
+)
 
 #: A solve of ~8 s (enumerate on the 7 x 10 instance, quotas 10) that stops at its own limit.
 SLOW = {"instance": slow_instance(10), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 30}
@@ -68,8 +77,9 @@ def test_sigterm_drains_requeues_without_counting_and_answers_503(tmp_path: Path
             running = client.post("/v1/jobs", json=SLOW).json()["id"]
             queued = client.post("/v1/jobs", json={"instance": TABLE1}).json()["id"]
             wait_for(client, running, ("running",))
-            waiting = threading.Thread(target=lambda: answers.update(sync=httpx.post(
-                f"{url}/v1/solve", json={"instance": TABLE1}, timeout=30)))
+            waiting = threading.Thread(
+                target=lambda: answers.update(sync=httpx.post(f"{url}/v1/solve", json={"instance": TABLE1}, timeout=30))
+            )
             waiting.start()
             deadline = time.monotonic() + 10
             while client.get("/healthz").json()["queue_depth"] < 3 and time.monotonic() < deadline:
@@ -119,11 +129,14 @@ def test_store_locked_20_s_by_another_process_delays_but_loses_nothing(tmp_path:
     with server(tmp_path, "--workers", "1") as (url, _proc, log):
         with httpx.Client(base_url=url, timeout=30) as client:
             short_slow = {**SLOW, "instance": slow_instance(7)}
-            ids = [client.post("/v1/jobs", json=body).json()["id"]
-                   for body in (short_slow, {"instance": TABLE1}, {"instance": TABLE1})]
+            ids = [
+                client.post("/v1/jobs", json=body).json()["id"]
+                for body in (short_slow, {"instance": TABLE1}, {"instance": TABLE1})
+            ]
             wait_for(client, ids[0], ("running",))
-            locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(tmp_path / "jobs.sqlite"), "20"],
-                                      stdout=subprocess.PIPE, text=True)
+            locker = subprocess.Popen(
+                [sys.executable, "-c", LOCKER, str(tmp_path / "jobs.sqlite"), "20"], stdout=subprocess.PIPE, text=True
+            )
             try:
                 assert locker.stdout.readline().strip() == "locked"
                 refused = client.post("/v1/jobs", json={"instance": TABLE1})
@@ -134,7 +147,9 @@ def test_store_locked_20_s_by_another_process_delays_but_loses_nothing(tmp_path:
                 locker.kill()
             jobs = [wait_for(client, job_id, ("done", "failed"), timeout=120) for job_id in ids]
             after = client.get("/readyz")
-    assert refused.status_code == 503 and refused.headers["retry-after"] and "store" in refused.json()["error"]["message"]
+    assert (
+        refused.status_code == 503 and refused.headers["retry-after"] and "store" in refused.json()["error"]["message"]
+    )
     assert ready.status_code == 503 and "store busy" in ready.json()["reasons"]
     assert seen.status_code == 200 and seen.json()["status"] == "queued"
     assert [(j["status"], j["attempts"]) for j in jobs] == [("done", 1)] * 3
@@ -146,8 +161,9 @@ def test_second_server_on_one_store_refuses_to_start(tmp_path: Path) -> None:
     """One owner per store file: a second `dnnprov serve --db` on it exits 2 with one error line."""
     db = tmp_path / "jobs.sqlite"
     with server(tmp_path, "--workers", "1", db=db) as (url, proc, _):
-        run = subprocess.run([DNNPROV, "serve", "--port", str(free_port()), "--db", str(db)],
-                             capture_output=True, text=True, timeout=60)
+        run = subprocess.run(
+            [DNNPROV, "serve", "--port", str(free_port()), "--db", str(db)], capture_output=True, text=True, timeout=60
+        )
         assert httpx.get(f"{url}/readyz").status_code == 200
     error = startup_error(run)
     assert error["field"] == "--db"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -40,7 +40,9 @@ def test_idempotency_key_gives_the_same_job_for_the_same_body(tenants) -> None:
         first = alice.post("/v1/jobs", json={"instance": TABLE1}, headers={"Idempotency-Key": "k-1"})
         again = alice.post("/v1/jobs", json={"instance": TABLE1}, headers={"Idempotency-Key": "k-1"})
         other = alice.post("/v1/jobs", json={"instance": TABLE1, "gap": 0.1}, headers={"Idempotency-Key": "k-1"})
-        bobs = bob.post("/v1/jobs", json={"instance": TABLE1}, headers={"Idempotency-Key": "k-1"})  # keys are per tenant
+        bobs = bob.post(
+            "/v1/jobs", json={"instance": TABLE1}, headers={"Idempotency-Key": "k-1"}
+        )  # keys are per tenant
     assert first.status_code == again.status_code == 202 and first.json()["id"] == again.json()["id"]
     assert again.headers["idempotent-replayed"] == "true"
     assert other.status_code == 422 and other.json()["error"]["field"] == "Idempotency-Key"
@@ -51,8 +53,12 @@ def test_jobs_are_seen_only_by_their_tenant_and_pages_follow_cursors(tenants) ->
     """Bob cannot see, list or cancel Alice's jobs; /v1/jobs pages with next_cursor, newest first, no repeats."""
     url, _ = tenants
     with client_of(url, ALICE) as alice, client_of(url, BOB) as bob:
-        ids = [alice.post("/v1/jobs", json={"kind": "predict", "instance": TABLE1,
-                                            "counts": {"g3.8xlarge": n}, "ps": 1}).json()["id"] for n in range(1, 6)]
+        ids = [
+            alice.post(
+                "/v1/jobs", json={"kind": "predict", "instance": TABLE1, "counts": {"g3.8xlarge": n}, "ps": 1}
+            ).json()["id"]
+            for n in range(1, 6)
+        ]
         assert bob.get(f"/v1/jobs/{ids[0]}").status_code == 404
         assert bob.delete(f"/v1/jobs/{ids[0]}").status_code == 404
         assert bob.post(f"/v1/jobs/{ids[0]}/cancel").status_code == 404
@@ -92,8 +98,11 @@ def test_request_ids_and_traceparent_reach_answers_and_logs(tenants) -> None:
     url, log = tenants
     trace = "4bf92f3577b34da6a3ce929d0e0e4736"
     with client_of(url, ALICE) as alice:
-        answer = alice.post("/v1/jobs", json={"instance": TABLE1},
-                            headers={"X-Request-Id": "req-42", "traceparent": f"00-{trace}-00f067aa0ba902b7-01"})
+        answer = alice.post(
+            "/v1/jobs",
+            json={"instance": TABLE1},
+            headers={"X-Request-Id": "req-42", "traceparent": f"00-{trace}-00f067aa0ba902b7-01"},
+        )
         wait_for(alice, answer.json()["id"], ("done",))
         bad = alice.get("/livez", headers={"X-Request-Id": "x" * 500})
     assert answer.headers["x-request-id"] == "req-42" and answer.headers["traceparent"].startswith(f"00-{trace}-")
@@ -110,11 +119,13 @@ def test_failed_auth_is_throttled_and_stderr_is_json(tenants) -> None:
     tries 100 tokens gets 429 whatever it sends. Every log line is JSON."""
     url, log = tenants
     with httpx.Client(base_url=url, timeout=30) as client:
-        codes = [client.get("/v1/jobs", headers={"Authorization": "Bearer wrong-token-xyz"}).status_code
-                 for _ in range(12)]
+        codes = [
+            client.get("/v1/jobs", headers={"Authorization": "Bearer wrong-token-xyz"}).status_code for _ in range(12)
+        ]
         neighbour = client.get("/v1/jobs", headers={"Authorization": f"Bearer {ALICE}"})
-        guesses = [client.get("/v1/jobs", headers={"Authorization": f"Bearer guess-{i:03d}"}).status_code
-                   for i in range(100)]
+        guesses = [
+            client.get("/v1/jobs", headers={"Authorization": f"Bearer guess-{i:03d}"}).status_code for i in range(100)
+        ]
         blocked = client.get("/v1/jobs", headers={"Authorization": f"Bearer {ALICE}"})
         assert client.get("/healthz").status_code == 200  # health checks need no token
     assert codes[:10] == [401] * 10 and codes[10:] == [429, 429]

@@ -47,8 +47,13 @@ def test_a_link_to_a_served_store_cannot_start_a_second_server(tmp_path: Path, l
     other.parent.mkdir()
     with server(tmp_path, "--workers", "1", "--short-workers", "0", db=db) as (url, _proc, _log):
         (os.symlink if link == "symlink" else os.link)(db, other)
-        run = subprocess.run([DNNPROV, "serve", "--port", str(free_port()), "--db", str(other)],
-                             check=False, capture_output=True, text=True, timeout=60)
+        run = subprocess.run(
+            [DNNPROV, "serve", "--port", str(free_port()), "--db", str(other)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert httpx.get(f"{url}/readyz").status_code == 200
     error = startup_error(run)
     assert error["field"] == "--db" and "in use by another dnnprov serve" in error["message"]
@@ -58,8 +63,10 @@ def test_deleted_store_file_refuses_jobs_and_readiness(tmp_path: Path) -> None:
     """The store file deleted under a running server: no 202 that a restart would lose, a 503 naming
     the cause, and /readyz not ready with the reason."""
     db = tmp_path / "jobs.sqlite"
-    with server(tmp_path, "--workers", "1", "--short-workers", "0", db=db) as (url, _proc, log), \
-            httpx.Client(base_url=url, timeout=30) as client:
+    with (
+        server(tmp_path, "--workers", "1", "--short-workers", "0", db=db) as (url, _proc, log),
+        httpx.Client(base_url=url, timeout=30) as client,
+    ):
         assert client.post("/v1/jobs", json={"instance": TABLE1}).status_code == 202
         db.unlink()
         refused = client.post("/v1/jobs", json={"instance": TABLE1})
@@ -76,8 +83,10 @@ def test_disk_that_takes_no_write_is_reported_and_not_retried_forever(tmp_path: 
     (a synchronous solve is answered); with the limit lifted the server is ready and jobs run."""
     db = tmp_path / "jobs.sqlite"
     job = {"instance": slow_instance(6), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 30}
-    with server(tmp_path, "--workers", "1", "--short-workers", "0", db=db) as (url, proc, _log), \
-            httpx.Client(base_url=url, timeout=120) as client:
+    with (
+        server(tmp_path, "--workers", "1", "--short-workers", "0", db=db) as (url, proc, _log),
+        httpx.Client(base_url=url, timeout=120) as client,
+    ):
         running = client.post("/v1/jobs", json=job).json()["id"]
         wait_for(client, running, ("running", "done"))
         before = resource.prlimit(proc.pid, resource.RLIMIT_FSIZE)
@@ -100,12 +109,13 @@ def test_corrupt_store_file_is_a_503_and_a_reason(tmp_path: Path) -> None:
     """Pages of the store overwritten with garbage: requests that touch them get 503 naming the
     store (never a 500), and /readyz is not ready."""
     db = tmp_path / "jobs.sqlite"
-    with server(tmp_path, "--workers", "1", "--short-workers", "0", db=db) as (url, _proc, _log), \
-            httpx.Client(base_url=url, timeout=30) as client:
+    with (
+        server(tmp_path, "--workers", "1", "--short-workers", "0", db=db) as (url, _proc, _log),
+        httpx.Client(base_url=url, timeout=30) as client,
+    ):
         for _ in range(20):
             client.post("/v1/jobs", json={"instance": TABLE1})
-        subprocess.run(["sqlite3", str(db), "PRAGMA wal_checkpoint(TRUNCATE)"], check=False,
-                       capture_output=True)
+        subprocess.run(["sqlite3", str(db), "PRAGMA wal_checkpoint(TRUNCATE)"], check=False, capture_output=True)
         with open(db, "r+b") as f:
             size = f.seek(0, os.SEEK_END)
             f.seek(4096)

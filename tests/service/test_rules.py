@@ -29,7 +29,11 @@ def tenants(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
     """A server with tenants alice, bob and admin, 3 failed tokens allowed per minute."""
     tmp = tmp_path_factory.mktemp("rules")
     (tmp / "tokens").write_text(f"alice {ALICE}\nbob {BOB}\nadmin {ADMIN}\n")
-    with server(tmp, "--workers", "1", "--token-file", str(tmp / "tokens"), "--max-auth-failures", "3") as (url, _, log):
+    with server(tmp, "--workers", "1", "--token-file", str(tmp / "tokens"), "--max-auth-failures", "3") as (
+        url,
+        _,
+        log,
+    ):
         yield url, log
 
 
@@ -52,8 +56,11 @@ def test_schema_states_the_checks_minimum_and_magnitudes(tenants) -> None:
     for where, name in (("SpotInstance_workload", "param_size_mb"), ("ServerlessInstance_workload", "dataset_mb")):
         field = schemas[where]["properties"][name]
         assert field["minimum"] == 1e-9 and "exclusiveMinimum" not in field
-    assert schemas["ReplanRequest"]["properties"]["loss_reached"] == {"type": "number", "minimum": -1e15,
-                                                                      "maximum": 1e15}
+    assert schemas["ReplanRequest"]["properties"]["loss_reached"] == {
+        "type": "number",
+        "minimum": -1e15,
+        "maximum": 1e15,
+    }
     gap = schemas["SolveRequest"]["properties"]["gap"]
     assert gap["exclusiveMaximum"] == 1 and gap["minimum"] == 0
 
@@ -83,11 +90,21 @@ def test_jobs_refuse_what_solve_refuses_and_cursors_are_ascii(tenants) -> None:
     assert sync.json()["error"]["field"] == job.json()["error"]["field"] == "gap"
     assert cursor.status_code == 422 and cursor.json()["error"]["field"] == "cursor"
     with client_of(url, ALICE) as alice:  # schemathesis ST201: a null `counts` was queued (202)
-        null_counts = alice.post("/v1/jobs", json={"kind": "predict", "instance": TABLE1, "counts": None,
-                                                   "functions": 1, "memory_mb": 1, "ps": 1})
-        overridden = alice.post("/v1/jobs", json={"kind": "predict", "instance": TABLE1, "ps": 1, "functions": 1,
-                                                  "memory_mb": 1, "plan": {"functions": 1, "memory_mb": 1,
-                                                                           "local_batch": 1, "ps": 2**53 + 1}})
+        null_counts = alice.post(
+            "/v1/jobs",
+            json={"kind": "predict", "instance": TABLE1, "counts": None, "functions": 1, "memory_mb": 1, "ps": 1},
+        )
+        overridden = alice.post(
+            "/v1/jobs",
+            json={
+                "kind": "predict",
+                "instance": TABLE1,
+                "ps": 1,
+                "functions": 1,
+                "memory_mb": 1,
+                "plan": {"functions": 1, "memory_mb": 1, "local_batch": 1, "ps": 2**53 + 1},
+            },
+        )
     assert null_counts.status_code == 422 and null_counts.json()["error"]["field"] == "counts"
     assert overridden.status_code == 422 and overridden.json()["error"]["field"] == "plan.ps"  # ST201 too
 
@@ -112,8 +129,11 @@ def test_a_wrong_token_throttles_itself_not_other_tenants(tenants) -> None:
     """A misconfigured client (wrong token) behind the same address as the tenants: it gets 429
     after 3 failures; alice and bob from the same address are still served."""
     url, _ = tenants
-    with client_of(url, "wrong-token-0123456789abcdef") as wrong, client_of(url, ALICE) as alice, \
-            client_of(url, BOB) as bob:
+    with (
+        client_of(url, "wrong-token-0123456789abcdef") as wrong,
+        client_of(url, ALICE) as alice,
+        client_of(url, BOB) as bob,
+    ):
         codes = [wrong.get("/v1/jobs").status_code for _ in range(5)]
         assert codes[:3] == [401] * 3 and codes[3:] == [429, 429]
         assert alice.get("/v1/jobs").status_code == 200 and bob.get("/v1/jobs").status_code == 200

@@ -34,12 +34,16 @@ from dnnprov.service.run_jobs import runs_folder
 httpx = pytest.importorskip("httpx", reason="httpx is in the test extra")
 pytest.importorskip("fastapi", reason="the service extra (fastapi, uvicorn) is in the test extra")
 
-from service_helpers import server, wait_for
+from service_helpers import server, wait_for  # noqa: E402 - after the extra's check
 
 pytest_plugins = ["conftest_aws"]
 PLAN = {"counts": {"p3.2xlarge": 2}, "ps": 1}
-FAKE_AWS = {"AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE", "AWS_SECRET_ACCESS_KEY": "twin",
-            "AWS_EC2_METADATA_DISABLED": "true", "NO_PROXY": "127.0.0.1,localhost"}
+FAKE_AWS = {
+    "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
+    "AWS_SECRET_ACCESS_KEY": "twin",
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "NO_PROXY": "127.0.0.1,localhost",
+}
 
 
 @pytest.fixture(scope="module")
@@ -55,15 +59,26 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Cl
 
 
 def body(twin: Twin, policy: str = "failover", **more: Any) -> dict[str, Any]:
-    return {"kind": "run", "instance": PROBLEM.to_dict(), "plan": PLAN, "policy": policy, "endpoint_url": twin.url,
-            "region": REGION, **more}
+    return {
+        "kind": "run",
+        "instance": PROBLEM.to_dict(),
+        "plan": PLAN,
+        "policy": policy,
+        "endpoint_url": twin.url,
+        "region": REGION,
+        **more,
+    }
 
 
 def live_instances(twin: Twin, run_id: str) -> list[str]:
     ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=twin.url)
     found = ec2.describe_instances(Filters=[{"Name": "tag:dnnprov:run", "Values": [run_id]}])["Reservations"]
-    return [i["InstanceId"] for r in found for i in r["Instances"]
-            if i["State"]["Name"] not in ("terminated", "shutting-down")]
+    return [
+        i["InstanceId"]
+        for r in found
+        for i in r["Instances"]
+        if i["State"]["Name"] not in ("terminated", "shutting-down")
+    ]
 
 
 def test_a_run_job_tells_the_replays_story(service: tuple[httpx.Client, Path], moto_url: str) -> None:
@@ -75,8 +90,9 @@ def test_a_run_job_tells_the_replays_story(service: tuple[httpx.Client, Path], m
         bill = twin_bill(twin, job["id"])
         assert live_instances(twin, job["id"]) == []
     reset_moto(moto_url)
-    replay = run_once(PROBLEM, SpotPlan(counts=PLAN["counts"], ps=1), TRACES, make_policy("uniform-progress"), 0,
-                      RunSettings())
+    replay = run_once(
+        PROBLEM, SpotPlan(counts=PLAN["counts"], ps=1), TRACES, make_policy("uniform-progress"), 0, RunSettings()
+    )
     assert job["status"] == "done", job["error"]
     assert replay.outcome.revocations > 0
     assert {k: v for k, v in job["result"].items() if k != "run"} == pytest.approx(replay.outcome.to_dict())
@@ -92,7 +108,7 @@ def test_status_while_it_trains_and_cancel_tears_it_down(service: tuple[httpx.Cl
     with Twin(POOLS, upstream=moto_url, mode="accelerated", speed=10, region=REGION) as twin:
         job_id = client.post("/v1/jobs", json=body(twin)).json()["id"]
         job = wait_for(client, job_id, ("running",))
-        for _ in range(600):                                 # until the workers are held and training
+        for _ in range(600):  # until the workers are held and training
             job = client.get(f"/v1/jobs/{job_id}").json()
             run = job.get("run") or {}
             if run.get("progress") and sum(run["held"].values()) >= 3 and run["cost_so_far"]:
@@ -106,38 +122,50 @@ def test_status_while_it_trains_and_cancel_tears_it_down(service: tuple[httpx.Cl
         answer = cancelled.json()
         assert answer["status"] == "cancelled" and answer["run"]["state"] == "cancelled"
         assert answer["run"]["held"] == {} and live_instances(twin, job_id) == []
-        assert answer["run"]["outcome"]["cost"] >= run["cost_so_far"] > 0   # (accelerated: billed to its own clock)
+        assert answer["run"]["outcome"]["cost"] >= run["cost_so_far"] > 0  # (accelerated: billed to its own clock)
         assert client.post(f"/v1/jobs/{job_id}/cancel").status_code == 409
     reset_moto(moto_url)
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"endpoint_url": None}, "endpoint_url"),
-    ({"policy": "mpc"}, "policy"),
-    ({"plan": "plan.json"}, "plan"),
-    ({"plan": {"counts": {"p3.2xlarge": 9}, "ps": 1}}, "plan.counts.p3.2xlarge"),
-    ({"progress": "/etc/hostname"}, "progress"),
-    ({"instance": "embedded:serverless/paper-table3-resnet50.json"}, "instance"),
-    ({"poll_s": 0}, "poll_s"),
-    ({"state": "/tmp"}, "state"),
-])
-def test_bad_run_bodies_are_one_error_each(service: tuple[httpx.Client, Path], change: dict[str, Any],
-                                           field: str) -> None:
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"endpoint_url": None}, "endpoint_url"),
+        ({"policy": "mpc"}, "policy"),
+        ({"plan": "plan.json"}, "plan"),
+        ({"plan": {"counts": {"p3.2xlarge": 9}, "ps": 1}}, "plan.counts.p3.2xlarge"),
+        ({"progress": "/etc/hostname"}, "progress"),
+        ({"instance": "embedded:serverless/paper-table3-resnet50.json"}, "instance"),
+        ({"poll_s": 0}, "poll_s"),
+        ({"state": "/tmp"}, "state"),
+    ],
+)
+def test_bad_run_bodies_are_one_error_each(
+    service: tuple[httpx.Client, Path], change: dict[str, Any], field: str
+) -> None:
     client, _ = service
-    sent = {"kind": "run", "instance": PROBLEM.to_dict(), "plan": PLAN, "endpoint_url": "http://127.0.0.1:9",
-            "region": REGION, **change}
+    sent = {
+        "kind": "run",
+        "instance": PROBLEM.to_dict(),
+        "plan": PLAN,
+        "endpoint_url": "http://127.0.0.1:9",
+        "region": REGION,
+        **change,
+    }
     answer = client.post("/v1/jobs", json={k: v for k, v in sent.items() if v is not None})
     assert answer.status_code == 422, answer.text
     assert answer.json()["error"]["field"] == field
-    assert client.post("/v1/run", json=sent).status_code == 404          # jobs only: a run lasts its training
+    assert client.post("/v1/run", json=sent).status_code == 404  # jobs only: a run lasts its training
 
 
 def test_a_restarted_server_resumes_its_runs(moto_url: str, tmp_path: Path) -> None:
     """A stopping server leaves its run running; the next server on the store resumes it from
     the record (`resumed` in its events), launching nothing twice, and can tear it down."""
     db = tmp_path / "jobs.sqlite"
-    with pytest.MonkeyPatch.context() as env, \
-            Twin(POOLS, upstream=moto_url, mode="accelerated", speed=4, region=REGION) as twin:
+    with (
+        pytest.MonkeyPatch.context() as env,
+        Twin(POOLS, upstream=moto_url, mode="accelerated", speed=4, region=REGION) as twin,
+    ):
         for name, value in FAKE_AWS.items():
             env.setenv(name, value)
         with server(tmp_path, db=db) as (url, _, _), httpx.Client(base_url=url, timeout=60) as client:
@@ -149,7 +177,7 @@ def test_a_restarted_server_resumes_its_runs(moto_url: str, tmp_path: Path) -> N
                 time.sleep(0.1)
             assert run["state"] == "running", run
         before = len(live_instances(twin, job_id))
-        assert before >= 3                                        # the stopped server left them training
+        assert before >= 3  # the stopped server left them training
         with server(tmp_path, db=db) as (url, _, _), httpx.Client(base_url=url, timeout=60) as client:
             for _ in range(600):
                 job = client.get(f"/v1/jobs/{job_id}").json()

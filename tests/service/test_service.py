@@ -8,8 +8,8 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -27,8 +27,19 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client
     """One server with a token, 2 workers and room for 4 tasks, and a client that sends the token."""
     tmp = tmp_path_factory.mktemp("serve")
     (tmp / "token").write_text(TOKEN + "\n")
-    with server(tmp, "--workers", "2", "--max-pending", "4", "--max-time-limit", "30",
-                "--max-body-bytes", "200000", "--token-file", str(tmp / "token")) as (url, _, log):
+    with server(
+        tmp,
+        "--workers",
+        "2",
+        "--max-pending",
+        "4",
+        "--max-time-limit",
+        "30",
+        "--max-body-bytes",
+        "200000",
+        "--token-file",
+        str(tmp / "token"),
+    ) as (url, _, log):
         with httpx.Client(base_url=url, headers=AUTH, timeout=60) as client:
             yield client, log
 
@@ -39,8 +50,9 @@ def test_solve_answers_what_the_cli_prints(api) -> None:
     instance = json.loads(dnnprov.embedded_instance("spot/paper-table1.json").read_text())
     answer = client.post("/v1/solve", json={"instance": instance, "method": "milp", "time_limit_s": 10})
     assert answer.status_code == 200
-    cli = json.loads(subprocess.run([DNNPROV, "solve", TABLE1, "--json"], capture_output=True, text=True,
-                                    check=True).stdout)
+    cli = json.loads(
+        subprocess.run([DNNPROV, "solve", TABLE1, "--json"], capture_output=True, text=True, check=True).stdout
+    )
     got = answer.json()
     for out in (got, cli):
         out.pop("solve_seconds")
@@ -57,8 +69,9 @@ def test_auth_health_openapi_and_metrics(api) -> None:
     assert httpx.get(f"{url}/metrics", headers={"Authorization": "Bearer wrong"}).status_code == 401
     spec = client.get("/openapi.json").json()
     openapi_spec_validator.validate(spec)  # a valid OpenAPI 3.1 document
-    schema = json.loads(Path(dnnprov.__file__).parent.joinpath("..", "data", "schema", "spot-v1.schema.json")
-                        .resolve().read_text())
+    schema = json.loads(
+        Path(dnnprov.__file__).parent.joinpath("..", "data", "schema", "spot-v1.schema.json").resolve().read_text()
+    )
     assert spec["components"]["schemas"]["SpotInstance"]["properties"].keys() == schema["properties"].keys()
     refs = {v for v in json.dumps(spec).split('"') if v.startswith("#/components/schemas/")}
     assert refs and all(r.removeprefix("#/components/schemas/") in spec["components"]["schemas"] for r in refs)
@@ -74,21 +87,24 @@ def test_auth_health_openapi_and_metrics(api) -> None:
     assert any(line["status"] == 401 and line["path"] == "/v1/solve" for line in lines)
 
 
-@pytest.mark.parametrize("content, code, field", [
-    (b"{not json", 400, "body"),
-    (b"[" * 5000 + b"]" * 5000, 400, "body"),
-    (b'{"instance": ' + b"[" * 40 + b"]" * 40 + b"}", 400, "instance"),  # too deep: 400 at any depth
-    (b'{"instance": "embedded:spot/paper-table1.json", "max_plans": ' + b"9" * 5000 + b"}", 422, "max_plans"),
-    (b'{"instance": "embedded:spot/paper-table1.json", "method": "milp", "method": "heuristic"}', 422, "method"),
-    (b'{"instance": "embedded:spot/paper-table1.json", "methods": "milp"}', 422, "methods"),
-    (b'{"instance": "embedded:../../../../etc/passwd"}', 422, "instance"),
-    (b'{"instance": "/etc/passwd"}', 422, "instance"),
-    (b'{"instance": "embedded:spot/paper-table1.json", "time_limit_s": 31}', 422, "time_limit_s"),
-    (b'{"instance": "embedded:spot/paper-table1.json", "method": "simplex"}', 422, "method"),
-    (b'[1, 2]', 422, "body"),
-    (b'{"instance": {"format": "dnnprov/spot", "version": 1, "name": "x"}}', 422, "instance.instance_types"),
-    (b'{"instance": "' + b"x" * 300000 + b'"}', 413, "body"),
-])
+@pytest.mark.parametrize(
+    "content, code, field",
+    [
+        (b"{not json", 400, "body"),
+        (b"[" * 5000 + b"]" * 5000, 400, "body"),
+        (b'{"instance": ' + b"[" * 40 + b"]" * 40 + b"}", 400, "instance"),  # too deep: 400 at any depth
+        (b'{"instance": "embedded:spot/paper-table1.json", "max_plans": ' + b"9" * 5000 + b"}", 422, "max_plans"),
+        (b'{"instance": "embedded:spot/paper-table1.json", "method": "milp", "method": "heuristic"}', 422, "method"),
+        (b'{"instance": "embedded:spot/paper-table1.json", "methods": "milp"}', 422, "methods"),
+        (b'{"instance": "embedded:../../../../etc/passwd"}', 422, "instance"),
+        (b'{"instance": "/etc/passwd"}', 422, "instance"),
+        (b'{"instance": "embedded:spot/paper-table1.json", "time_limit_s": 31}', 422, "time_limit_s"),
+        (b'{"instance": "embedded:spot/paper-table1.json", "method": "simplex"}', 422, "method"),
+        (b"[1, 2]", 422, "body"),
+        (b'{"instance": {"format": "dnnprov/spot", "version": 1, "name": "x"}}', 422, "instance.instance_types"),
+        (b'{"instance": "' + b"x" * 300000 + b'"}', 413, "body"),
+    ],
+)
 def test_bad_bodies_get_one_error_naming_the_field(api, content: bytes, code: int, field: str) -> None:
     """Bad bodies: 400/413/422 with {"error": {"field", "message"}}, never a 500 or a traceback."""
     client, _ = api
@@ -111,8 +127,9 @@ def test_jobs_queue_run_and_cancel(api) -> None:
     sweep = client.post("/v1/jobs", json={"kind": "sweep", "instance": TABLE1, "deadlines": "2600:3600:3"}).json()["id"]
     rows = wait_for(client, sweep, ("done", "failed"))["result"]["rows"]
     assert [r["deadline_s"] for r in rows] == [2600, 3100, 3600] and rows[0]["cost"] == pytest.approx(5.448374)
-    slow = client.post("/v1/jobs", json={"instance": slow_instance(10), "method": "enumerate",
-                                         "max_plans": 10**9, "time_limit_s": 30}).json()["id"]
+    slow = client.post(
+        "/v1/jobs", json={"instance": slow_instance(10), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 30}
+    ).json()["id"]
     wait_for(client, slow, ("running",))
     cancelled = client.post(f"/v1/jobs/{slow}/cancel")
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
@@ -185,8 +202,10 @@ def test_replan_export_solve_many_and_sweep_mirror_the_cli(api) -> None:
     """The other endpoints answer as their CLI commands do."""
     client, _ = api
     plan = client.post("/v1/solve", json={"instance": TABLE1}).json()
-    takeover = client.post("/v1/replan", json={"instance": TABLE1, "plan": plan, "revoked": {"g3.8xlarge": 5},
-                                               "elapsed_s": 1788, "loss_reached": 0.92})
+    takeover = client.post(
+        "/v1/replan",
+        json={"instance": TABLE1, "plan": plan, "revoked": {"g3.8xlarge": 5}, "elapsed_s": 1788, "loss_reached": 0.92},
+    )
     assert takeover.status_code == 200
     doc = takeover.json()
     assert doc["format"] == "dnnprov/plan" and doc["instance"]["constraints"]["existing"]
@@ -196,7 +215,9 @@ def test_replan_export_solve_many_and_sweep_mirror_the_cli(api) -> None:
     assert kueue.status_code == 200 and "kueue.x-k8s.io/v1beta2" in kueue.json()["files"]["kueue.yaml"]
     refused = client.post("/v1/export", json={"plan": plan, "target": "kueue"})
     assert refused.status_code == 422 and refused.json()["error"]["field"] == "catalog"
-    many = client.post("/v1/solve-many", json={"instances": [TABLE1, TABLE1], "shared": {"quotas": {"g4dn.4xlarge": 3}}})
+    many = client.post(
+        "/v1/solve-many", json={"instances": [TABLE1, TABLE1], "shared": {"quotas": {"g4dn.4xlarge": 3}}}
+    )
     assert many.status_code == 200
     assert sum(j["plan"]["counts"].get("g4dn.4xlarge", 0) for j in many.json()["jobs"]) <= 3
     sweep = client.post("/v1/sweep", json={"instance": TABLE1, "deadlines": [2400, 2600, 3600]})
@@ -211,8 +232,9 @@ def test_killed_server_loses_no_accepted_job(tmp_path: Path) -> None:
     db = tmp_path / "jobs.sqlite"
     with server(tmp_path, "--workers", "1", db=db) as (url, proc, _):
         with httpx.Client(base_url=url, timeout=30) as client:
-            running = client.post("/v1/jobs", json={"instance": slow_instance(7), "method": "enumerate",
-                                                    "max_plans": 10**9}).json()["id"]
+            running = client.post(
+                "/v1/jobs", json={"instance": slow_instance(7), "method": "enumerate", "max_plans": 10**9}
+            ).json()["id"]
             queued = client.post("/v1/jobs", json={"instance": TABLE1}).json()["id"]
             wait_for(client, running, ("running",))
             assert client.get(f"/v1/jobs/{queued}").json()["status"] == "queued"
@@ -244,16 +266,23 @@ def test_bad_serve_options_give_one_error_line(tmp_path: Path) -> None:
     """An unusable job store, token file or port: exit 2 and one JSON line naming the option (all-JSON stderr)."""
     (tmp_path / "not.sqlite").write_text("not a database\n")
     (tmp_path / "short").write_text("abc\n")
-    for options, option in ((["--db", str(tmp_path / "not.sqlite")], "--db"),
-                            (["--db", str(tmp_path / "j.sqlite"), "--token-file", str(tmp_path / "short")], "--token-file"),
-                            (["--db", str(tmp_path / "j.sqlite"), "--workers", "0"], "--workers")):
-        run = subprocess.run([DNNPROV, "serve", "--port", str(free_port()), *options], capture_output=True,
-                             text=True, timeout=60)
+    for options, option in (
+        (["--db", str(tmp_path / "not.sqlite")], "--db"),
+        (["--db", str(tmp_path / "j.sqlite"), "--token-file", str(tmp_path / "short")], "--token-file"),
+        (["--db", str(tmp_path / "j.sqlite"), "--workers", "0"], "--workers"),
+    ):
+        run = subprocess.run(
+            [DNNPROV, "serve", "--port", str(free_port()), *options], capture_output=True, text=True, timeout=60
+        )
         assert startup_error(run)["field"] == option
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        run = subprocess.run([DNNPROV, "serve", "--port", str(taken.getsockname()[1]), "--db", str(tmp_path / "j.sqlite")],
-                             capture_output=True, text=True, timeout=60)
+        run = subprocess.run(
+            [DNNPROV, "serve", "--port", str(taken.getsockname()[1]), "--db", str(tmp_path / "j.sqlite")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     error = startup_error(run)
     assert error["field"] == "--port" and error["message"].startswith("cannot listen on 127.0.0.1:")

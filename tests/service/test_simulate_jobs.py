@@ -7,14 +7,14 @@ from __future__ import annotations
 import glob
 import json
 import subprocess
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterator
 
 import pytest
+from conftest import resnet110_problem
 
 import dnnprov
-from conftest import resnet110_problem
 from dnnprov.io.catalog_import import default_shared_data
 
 httpx = pytest.importorskip("httpx", reason="httpx is in the test extra")
@@ -23,15 +23,19 @@ pytest.importorskip("fastapi", reason="the service extra (fastapi, uvicorn) is i
 from service_helpers import DNNPROV, TABLE1, server, wait_for  # noqa: E402
 
 SHARED = default_shared_data()
-V100_ZONES = sorted(glob.glob(str(SHARED / "spot-traces/availability/16-node/aws-08-27-2023/*_v100_1.json"))) \
-    if SHARED is not None else []
+V100_ZONES = (
+    sorted(glob.glob(str(SHARED / "spot-traces/availability/16-node/aws-08-27-2023/*_v100_1.json")))
+    if SHARED is not None
+    else []
+)
 
 
 def one_type_problem(quota: int, slack: float = 1.5) -> dnnprov.SpotProblem:
     """ResNet-110 (paper model) on p3.2xlarge only (on-demand $3.06/h, PS $0.192/h), T_obj =
     ``slack`` x the nominal time of 4 workers (as tests/revocation/test_pool_replay.py)."""
-    problem = resnet110_problem([quota, 0, 0, 0, 0], model="paper", loss=0.8, time_s=1.0, gamma_4=1.0,
-                                ps_price_per_h=0.192)
+    problem = resnet110_problem(
+        [quota, 0, 0, 0, 0], model="paper", loss=0.8, time_s=1.0, gamma_4=1.0, ps_price_per_h=0.192
+    )
     types = tuple(replace(t, on_demand_price_per_h=3.06) for t in problem.instance_types if t.name == "p3.2xlarge")
     problem = problem.replace(instance_types=types, constraints=dnnprov.SpotConstraints(ps_count=(1, 1)))
     nominal = float(dnnprov.SpotModel(problem).evaluate([[4]], 1).time_s[0])
@@ -43,8 +47,14 @@ def files_of(tmp: Path, problem: dnnprov.SpotProblem) -> tuple[Path, Path]:
     instance = tmp / f"{problem.name}-{problem.instance_types[0].quota}.json"
     dnnprov.write_instance(problem, instance)
     plan = tmp / f"{instance.stem}-plan.json"
-    plan.write_text(subprocess.run([DNNPROV, "solve", str(instance), "--method", "enumerate", "--json"],
-                                   capture_output=True, text=True, check=True).stdout)
+    plan.write_text(
+        subprocess.run(
+            [DNNPROV, "solve", str(instance), "--method", "enumerate", "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     return instance, plan
 
 
@@ -90,14 +100,29 @@ def test_simulate_answers_what_the_cli_prints_on_real_traces(api, policy: str) -
     client, tmp = api
     instance, plan = files_of(tmp, one_type_problem(quota=16))
     options = ["--zones", "--policy", policy, "--runs", "10", "--seed", "3", "--hindsight", "--json"]
-    body = {"instance": json.loads(instance.read_text()), "plan": json.loads(plan.read_text()),
-            "traces": inline(V100_ZONES), "zones": True, "policy": policy, "runs": 10, "seed": 3, "hindsight": True,
-            "time_limit_s": 120}
+    body = {
+        "instance": json.loads(instance.read_text()),
+        "plan": json.loads(plan.read_text()),
+        "traces": inline(V100_ZONES),
+        "zones": True,
+        "policy": policy,
+        "runs": 10,
+        "seed": 3,
+        "hindsight": True,
+        "time_limit_s": 120,
+    }
     if policy == "mpc":  # fit on the first half, replay on the held-out second half
         options += ["--fit-period", "0:0.5", "--period", "0.5:1"]
         body |= {"fit_period": "0:0.5", "period": "0.5:1"}
-    cli = cli_json("simulate", str(instance), "--plan", str(plan),
-                   *[a for p in V100_ZONES for a in ("--trace", f"p3.2xlarge={p}")], *options, paths=V100_ZONES)
+    cli = cli_json(
+        "simulate",
+        str(instance),
+        "--plan",
+        str(plan),
+        *[a for p in V100_ZONES for a in ("--trace", f"p3.2xlarge={p}")],
+        *options,
+        paths=V100_ZONES,
+    )
     sync = client.post("/v1/simulate", json=body)
     job = client.post("/v1/jobs", json={"kind": "simulate", **body})
     assert sync.status_code == 200, sync.text
@@ -114,14 +139,33 @@ def test_choose_plan_answers_what_risk_plan_prints(api) -> None:
     """`choose-plan` as a job gives the object `dnnprov risk plan ... --zones --fit-period 0:0.5 --json` prints,
     a plan whose mean cost is the least of the candidates that meet the deadlines."""
     client, tmp = api
-    problem = one_type_problem(quota=3)              # 3 candidates, each priced by 40 runs of the loop
+    problem = one_type_problem(quota=3)  # 3 candidates, each priced by 40 runs of the loop
     instance = tmp / "choose.json"
     dnnprov.write_instance(problem, instance)
-    cli = cli_json("risk", "plan", str(instance), *[a for p in V100_ZONES for a in ("--trace", f"p3.2xlarge={p}")],
-                   "--zones", "--fit-period", "0:0.5", "--time-limit", "120", "--json", paths=V100_ZONES)
-    job = client.post("/v1/jobs", json={"kind": "choose-plan", "instance": json.loads(instance.read_text()),
-                                        "traces": inline(V100_ZONES), "zones": True, "fit_period": "0:0.5",
-                                        "time_limit_s": 120})
+    cli = cli_json(
+        "risk",
+        "plan",
+        str(instance),
+        *[a for p in V100_ZONES for a in ("--trace", f"p3.2xlarge={p}")],
+        "--zones",
+        "--fit-period",
+        "0:0.5",
+        "--time-limit",
+        "120",
+        "--json",
+        paths=V100_ZONES,
+    )
+    job = client.post(
+        "/v1/jobs",
+        json={
+            "kind": "choose-plan",
+            "instance": json.loads(instance.read_text()),
+            "traces": inline(V100_ZONES),
+            "zones": True,
+            "fit_period": "0:0.5",
+            "time_limit_s": 120,
+        },
+    )
     assert job.status_code == 202, job.text
     done = wait_for(client, job.json()["id"], ("done", "failed", "cancelled"), timeout=240)
     assert done["status"] == "done", done
@@ -140,8 +184,9 @@ def test_simulate_stops_at_its_time_limit_and_a_running_job_cancels(api) -> None
     short = client.post("/v1/simulate", json=small_body(tmp, policy="failover", runs=10**6, time_limit_s=0.3))
     assert short.status_code == 200, short.text
     assert short.json()["settings"]["stopped_by_time_limit"] is True and 1 <= short.json()["runs"] < 10**6
-    job = client.post("/v1/jobs", json={"kind": "simulate", **small_body(tmp, policy="failover", runs=10**7,
-                                                                          time_limit_s=100)}).json()["id"]
+    job = client.post(
+        "/v1/jobs", json={"kind": "simulate", **small_body(tmp, policy="failover", runs=10**7, time_limit_s=100)}
+    ).json()["id"]
     wait_for(client, job, ("running",))
     assert client.post(f"/v1/jobs/{job}/cancel").json()["status"] == "cancelled"
     after = client.post("/v1/simulate", json=small_body(tmp, policy="none", runs=5))
@@ -153,15 +198,27 @@ BAD_SIMULATE = [
     ({"traces": None}, "traces"),
     ({"traces": "/etc/passwd"}, "traces"),
     ({"traces": [{"type": "p3.2xlarge", "trace": "us-east-1a_v100_1.json"}]}, "traces.0.trace.metadata"),
-    ({"traces": [{"type": "p3.2xlarge", "trace": {"metadata": {"gap_seconds": 300}, "data": [1, 2], "x": 0}}]},
-     "traces.0.trace.x"),
-    ({"traces": [{"type": "p3.2xlarge", "trace": {"metadata": {"gap_seconds": 300}, "data": [1]}}]},
-     "traces.0.trace.data"),
-    ({"traces": [{"type": "p3.2xlarge", "trace": {"metadata": {"gap_seconds": 1e-9}, "data": [1, 2]}}]},
-     "traces.0.trace.metadata.gap_seconds"),
+    (
+        {"traces": [{"type": "p3.2xlarge", "trace": {"metadata": {"gap_seconds": 300}, "data": [1, 2], "x": 0}}]},
+        "traces.0.trace.x",
+    ),
+    (
+        {"traces": [{"type": "p3.2xlarge", "trace": {"metadata": {"gap_seconds": 300}, "data": [1]}}]},
+        "traces.0.trace.data",
+    ),
+    (
+        {"traces": [{"type": "p3.2xlarge", "trace": {"metadata": {"gap_seconds": 1e-9}, "data": [1, 2]}}]},
+        "traces.0.trace.metadata.gap_seconds",
+    ),
     ({"traces": [{"type": "g3.8xlarge", "trace": {"metadata": {"gap_seconds": 300}, "data": [1, 2]}}]}, "traces"),
-    ({"traces": [{"type": "p3.2xlarge", "name": "x" * 201, "trace": {"metadata": {"gap_seconds": 300},
-                                                                     "data": [1, 2]}}]}, "traces.0.name"),
+    (
+        {
+            "traces": [
+                {"type": "p3.2xlarge", "name": "x" * 201, "trace": {"metadata": {"gap_seconds": 300}, "data": [1, 2]}}
+            ]
+        },
+        "traces.0.name",
+    ),
     ({"period": "0.7:0.2"}, "period"),
     ({"period": [0, 1]}, "period"),
     ({"policy": "bogus"}, "policy"),
@@ -194,14 +251,19 @@ def test_plans_and_instances_the_replay_refuses(api) -> None:
     over["plan"]["counts"] = {"p3.2xlarge": 50}
     answer = client.post("/v1/simulate", json={**body, "plan": over})
     assert answer.status_code == 422 and answer.json()["error"]["field"] == "plan.result.plan.counts.p3.2xlarge"
-    reference = {**body["instance"], "model": "reference",
-                 "workload": {**body["instance"]["workload"], "loss_variant": "no-cc"}}
+    reference = {
+        **body["instance"],
+        "model": "reference",
+        "workload": {**body["instance"]["workload"], "loss_variant": "no-cc"},
+    }
     for kind, extra in (("simulate", {"plan": body["plan"]}), ("choose-plan", {})):
-        answer = client.post(f"/v1/{kind}", json={"instance": reference, "traces": body["traces"], "zones": True,
-                                                 **extra})
+        answer = client.post(
+            f"/v1/{kind}", json={"instance": reference, "traces": body["traces"], "zones": True, **extra}
+        )
         assert answer.status_code == 422 and answer.json()["error"]["field"] == "instance.model", answer.text
-    bad = client.post("/v1/choose-plan", json={"instance": body["instance"], "traces": body["traces"],
-                                               "fit_period": "x"})
+    bad = client.post(
+        "/v1/choose-plan", json={"instance": body["instance"], "traces": body["traces"], "fit_period": "x"}
+    )
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "fit_period"
 
 
@@ -216,11 +278,31 @@ def test_replan_keeps_the_running_ps_count_like_the_cli(api) -> None:
     plan = client.post("/v1/solve", json={"instance": data}).json()
     plan["plan"]["ps"] = 2
     (tmp / "plan-ps2.json").write_text(json.dumps(plan))
-    cli = json.loads(subprocess.run([DNNPROV, "replan", str(instance), "--plan", str(tmp / "plan-ps2.json"),
-                                     "--revoked", "g3.8xlarge=5", "--elapsed", "1788", "--loss-reached", "0.92",
-                                     "--json"], capture_output=True, text=True, check=True).stdout)
-    answer = client.post("/v1/replan", json={"instance": data, "plan": plan, "revoked": {"g3.8xlarge": 5},
-                                             "elapsed_s": 1788, "loss_reached": 0.92})
+    cli = json.loads(
+        subprocess.run(
+            [
+                DNNPROV,
+                "replan",
+                str(instance),
+                "--plan",
+                str(tmp / "plan-ps2.json"),
+                "--revoked",
+                "g3.8xlarge=5",
+                "--elapsed",
+                "1788",
+                "--loss-reached",
+                "0.92",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    answer = client.post(
+        "/v1/replan",
+        json={"instance": data, "plan": plan, "revoked": {"g3.8xlarge": 5}, "elapsed_s": 1788, "loss_reached": 0.92},
+    )
     assert answer.status_code == 200, answer.text
     got = answer.json()
     assert got["instance"]["constraints"]["ps_count"] == [2, 3]
@@ -229,10 +311,14 @@ def test_replan_keeps_the_running_ps_count_like_the_cli(api) -> None:
         out["result"].pop("solve_seconds")
     assert got == cli
     plan["plan"]["ps"] = 4
-    refused = client.post("/v1/replan", json={"instance": data, "plan": plan, "revoked": {"g3.8xlarge": 5},
-                                              "elapsed_s": 1788, "loss_reached": 0.92})
+    refused = client.post(
+        "/v1/replan",
+        json={"instance": data, "plan": plan, "revoked": {"g3.8xlarge": 5}, "elapsed_s": 1788, "loss_reached": 0.92},
+    )
     assert refused.status_code == 422, refused.text
     plan["plan"]["ps"] = 1
-    one = client.post("/v1/replan", json={"instance": TABLE1, "plan": plan, "revoked": {"g3.8xlarge": 5},
-                                          "elapsed_s": 1788, "loss_reached": 0.92})
+    one = client.post(
+        "/v1/replan",
+        json={"instance": TABLE1, "plan": plan, "revoked": {"g3.8xlarge": 5}, "elapsed_s": 1788, "loss_reached": 0.92},
+    )
     assert one.status_code == 200 and one.json()["instance"]["constraints"]["ps_count"] == [1, 1]

@@ -43,13 +43,20 @@ def _closed_by_server(sock: socket.socket, timeout: float) -> bytes | None:
 def test_slow_bodies_hold_no_place_and_are_cut_off(tmp_path: Path) -> None:
     """32 clients send a body one byte a second: others are still admitted, /readyz stays 200,
     and the server answers each slow client 408 and closes it."""
-    with server(tmp_path, "--workers", "1", "--max-pending", "4", "--body-timeout", "2",
-                "--min-body-rate", "100") as (url, _proc, _log), httpx.Client(base_url=url, timeout=30) as client:
+    with (
+        server(tmp_path, "--workers", "1", "--max-pending", "4", "--body-timeout", "2", "--min-body-rate", "100") as (
+            url,
+            _proc,
+            _log,
+        ),
+        httpx.Client(base_url=url, timeout=30) as client,
+    ):
         slow = []
         for _ in range(32):
             sock = socket.create_connection(_address(url))
-            sock.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: 1000\r\n\r\n{")
+            sock.sendall(
+                b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+            )
             slow.append(sock)
         stop = threading.Event()
 
@@ -91,7 +98,7 @@ def test_trickled_and_silent_heads_are_cut_off(tmp_path: Path) -> None:
                     return
                 for sock in socks[:20]:
                     try:
-                        sock.send(head[i:i + 1])
+                        sock.send(head[i : i + 1])
                     except OSError:
                         pass
 
@@ -114,10 +121,13 @@ def test_tenants_have_their_own_admission_and_rate(tmp_path: Path) -> None:
     /metrics is for the admin tenant only."""
     (tmp_path / "tokens").write_text(f"alice {ALICE}\nbob {BOB}\nadmin {ADMIN}\n")
     long_job = {"instance": slow_instance(10), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 30}
-    with server(tmp_path, "--workers", "1", "--max-pending", "4", "--token-file", str(tmp_path / "tokens"),
-                "--rate-limit", "3") as (url, _proc, _log):
-        alice, bob, admin = (httpx.Client(base_url=url, headers={"Authorization": f"Bearer {t}"}, timeout=30)
-                             for t in (ALICE, BOB, ADMIN))
+    with server(
+        tmp_path, "--workers", "1", "--max-pending", "4", "--token-file", str(tmp_path / "tokens"), "--rate-limit", "3"
+    ) as (url, _proc, _log):
+        alice, bob, admin = (
+            httpx.Client(base_url=url, headers={"Authorization": f"Bearer {t}"}, timeout=30)
+            for t in (ALICE, BOB, ADMIN)
+        )
         with alice, bob, admin:
             codes = [alice.post("/v1/jobs", json=long_job).status_code for _ in range(3)]
             assert codes == [202, 202, 429]
@@ -138,8 +148,10 @@ def test_cheap_work_does_not_wait_behind_long_solves(tmp_path: Path) -> None:
     """With the one long-lane worker busy and its queue full, a heuristic solve and a prediction
     are admitted and answered by the short lane while the long solve still runs."""
     long_job = {"instance": slow_instance(10), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 20}
-    with server(tmp_path, "--workers", "1", "--short-workers", "1", "--max-pending", "2") as (url, _p, _l), \
-            httpx.Client(base_url=url, timeout=60) as client:
+    with (
+        server(tmp_path, "--workers", "1", "--short-workers", "1", "--max-pending", "2") as (url, _p, _l),
+        httpx.Client(base_url=url, timeout=60) as client,
+    ):
         first, second = (client.post("/v1/jobs", json=long_job).json()["id"] for _ in range(2))
         wait_for(client, first, ("running",))
         assert client.post("/v1/jobs", json=long_job).status_code == 429  # the long lane is full

@@ -88,9 +88,10 @@ def test_idempotency_keys_and_tenants_hold_across_replicas(url: str) -> None:
     assert a.delete(job_id, "t2") is False and a.delete(job_id, "t1") is True and b.get(job_id) is None
     # the same key sent at once to two replicas from 8 clients: one job
     answers: list[tuple[str, bool]] = []
-    threads = [threading.Thread(target=lambda s=s: answers.append(s.add("solve", BODY, tenant="t1",
-                                                                         idempotency_key="race")))
-               for s in (a, b) * 4]
+    threads = [
+        threading.Thread(target=lambda s=s: answers.append(s.add("solve", BODY, tenant="t1", idempotency_key="race")))
+        for s in (a, b) * 4
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

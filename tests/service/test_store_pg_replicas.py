@@ -32,9 +32,13 @@ from pg_server import LocalPostgres, missing  # noqa: E402 - needs the importors
 from service_helpers import DNNPROV, TABLE1, TOKEN, log_events, server, slow_instance, startup_error, wait_for  # noqa: E402 - needs the importorskip above
 
 #: Distinct fast jobs (answers compared with the CLI's) and the slow one killed mid-run.
-FAST = [(TABLE1, "milp"), (TABLE1, "heuristic"), ("embedded:spot/paper-table5-resnet110-0.8-2400.json", "milp"),
-        ("embedded:spot/paper-table5-inception-v3-1.0-6700.json", "milp"),
-        ("embedded:serverless/paper-table3-resnet50.json", "milp")]
+FAST = [
+    (TABLE1, "milp"),
+    (TABLE1, "heuristic"),
+    ("embedded:spot/paper-table5-resnet110-0.8-2400.json", "milp"),
+    ("embedded:spot/paper-table5-inception-v3-1.0-6700.json", "milp"),
+    ("embedded:serverless/paper-table3-resnet50.json", "milp"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +59,14 @@ def replica(tmp_path: Path, *options: str, db: str) -> AbstractContextManager[tu
 
 def cli_answer(instance: str | Path, method: str, *extra: str) -> dict:
     """What `dnnprov solve INSTANCE --method M --json` prints, without its timing."""
-    out = json.loads(subprocess.run([DNNPROV, "solve", str(instance), "--method", method, "--json", *extra],
-                                    capture_output=True, text=True, check=True).stdout)
+    out = json.loads(
+        subprocess.run(
+            [DNNPROV, "solve", str(instance), "--method", method, "--json", *extra],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     out.pop("solve_seconds", None)
     return out
 
@@ -80,8 +90,9 @@ def runs_on(job_id: str, logs: list[Path]) -> int:
 
 def finished_per_job(logs: list[Path]) -> Counter:
     """How often each job was recorded as ended (``job_finished`` or ``job_failed``) over all logs."""
-    return Counter(e["job_id"] for log in logs for event in ("job_finished", "job_failed")
-                   for e in log_events(log, event))
+    return Counter(
+        e["job_id"] for log in logs for event in ("job_finished", "job_failed") for e in log_events(log, event)
+    )
 
 
 def test_replicas_kill_9_mid_job_lose_nothing_and_run_nothing_twice(pg: LocalPostgres, tmp_path: Path) -> None:
@@ -91,8 +102,9 @@ def test_replicas_kill_9_mid_job_lose_nothing_and_run_nothing_twice(pg: LocalPos
     slow_file.write_text(json.dumps(slow_instance(7)))
     slow_body = {"instance": slow_instance(7), "method": "enumerate", "max_plans": 100000000, "time_limit_s": 120}
     with ExitStack() as stack:
-        replicas = [stack.enter_context(replica(tmp_path, "--workers", "1", "--max-time-limit", "120",
-                                               db=db)) for _ in range(3)]
+        replicas = [
+            stack.enter_context(replica(tmp_path, "--workers", "1", "--max-time-limit", "120", db=db)) for _ in range(3)
+        ]
         clients = [stack.enter_context(httpx.Client(base_url=url, timeout=60)) for url, _, _ in replicas]
         slow = clients[0].post("/v1/jobs", json=slow_body).json()["id"]
         wait_for(clients[0], slow, ("running",))
@@ -105,8 +117,11 @@ def test_replicas_kill_9_mid_job_lose_nothing_and_run_nothing_twice(pg: LocalPos
                 for attempt in range(3):
                     client = clients[(client_index + n + attempt) % 3]
                     try:
-                        job = client.post("/v1/jobs", json={"instance": instance, "method": method},
-                                          headers={"Idempotency-Key": f"client{client_index}-{n}"}).json()["id"]
+                        job = client.post(
+                            "/v1/jobs",
+                            json={"instance": instance, "method": method},
+                            headers={"Idempotency-Key": f"client{client_index}-{n}"},
+                        ).json()["id"]
                         break
                     except httpx.TransportError:
                         continue
@@ -122,11 +137,15 @@ def test_replicas_kill_9_mid_job_lose_nothing_and_run_nothing_twice(pg: LocalPos
         for sender in senders:
             sender.join()
         killed_at = time.monotonic()
-        jobs = {job_id: wait_for(clients[(victim + 1) % 3], job_id, ("done", "failed", "cancelled"), timeout=300)
-                for job_id in [slow, *ids]}
+        jobs = {
+            job_id: wait_for(clients[(victim + 1) % 3], job_id, ("done", "failed", "cancelled"), timeout=300)
+            for job_id in [slow, *ids]
+        }
         # a new replica on the same database takes work again
-        with replica(tmp_path, "--workers", "1", db=db) as (url, _, restarted_log), \
-                httpx.Client(base_url=url, timeout=60) as client:
+        with (
+            replica(tmp_path, "--workers", "1", db=db) as (url, _, restarted_log),
+            httpx.Client(base_url=url, timeout=60) as client,
+        ):
             again = client.post("/v1/jobs", json={"instance": TABLE1}).json()["id"]
             assert client.get(f"/v1/jobs/{again}?wait=60").json()["status"] == "done"
         logs = [log for _, _, log in replicas] + [restarted_log]
@@ -146,7 +165,8 @@ def test_replicas_kill_9_mid_job_lose_nothing_and_run_nothing_twice(pg: LocalPos
         by_id[job_id] = comparable(jobs[job_id]["result"])
     assert all(any(answer == want for want in expected.values()) for answer in by_id.values())
     assert Counter(json.dumps(a, sort_keys=True) for a in by_id.values()) == Counter(
-        {json.dumps(want, sort_keys=True): 8 for want in expected.values()})
+        {json.dumps(want, sort_keys=True): 8 for want in expected.values()}
+    )
     cli_slow = cli_answer(slow_file, "enumerate", "--max-plans", "100000000", "--time-limit", "120")
     assert comparable(jobs[slow]["result"]) == cli_slow
 
@@ -157,12 +177,16 @@ def test_replicas_share_idempotency_tenants_and_cancels(pg: LocalPostgres, tmp_p
     other_token = "other-tenant-token-0123456789"
     (tmp_path / "tokens").write_text(f"alpha {TOKEN}\nbeta {other_token}\n")
     options = ("--workers", "1", "--token-file", str(tmp_path / "tokens"))
-    with replica(tmp_path, *options, db=db) as (url_a, _, log_a), \
-            replica(tmp_path, *options, db=db) as (url_b, _, log_b):
+    with (
+        replica(tmp_path, *options, db=db) as (url_a, _, log_a),
+        replica(tmp_path, *options, db=db) as (url_b, _, log_b),
+    ):
         auth = {"Authorization": f"Bearer {TOKEN}"}
-        with httpx.Client(base_url=url_a, headers=auth, timeout=60) as a, \
-                httpx.Client(base_url=url_b, headers=auth, timeout=60) as b, \
-                httpx.Client(base_url=url_b, headers={"Authorization": f"Bearer {other_token}"}, timeout=60) as beta:
+        with (
+            httpx.Client(base_url=url_a, headers=auth, timeout=60) as a,
+            httpx.Client(base_url=url_b, headers=auth, timeout=60) as b,
+            httpx.Client(base_url=url_b, headers={"Authorization": f"Bearer {other_token}"}, timeout=60) as beta,
+        ):
             key = {"Idempotency-Key": "nightly-1"}
             first = a.post("/v1/jobs", json={"instance": TABLE1}, headers=key)
             replay = b.post("/v1/jobs", json={"instance": TABLE1}, headers=key)
@@ -174,8 +198,15 @@ def test_replicas_share_idempotency_tenants_and_cancels(pg: LocalPostgres, tmp_p
             assert beta.post(f"/v1/jobs/{first.json()['id']}/cancel").status_code == 404
             assert beta.get("/v1/jobs").json()["jobs"] == []
             # a long job running on a, cancelled through b
-            slow = a.post("/v1/jobs", json={"instance": slow_instance(10), "method": "enumerate",
-                                            "max_plans": 100000000, "time_limit_s": 120}).json()["id"]
+            slow = a.post(
+                "/v1/jobs",
+                json={
+                    "instance": slow_instance(10),
+                    "method": "enumerate",
+                    "max_plans": 100000000,
+                    "time_limit_s": 120,
+                },
+            ).json()["id"]
             wait_for(a, slow, ("running",))
             running, other = (a, b) if runs_on(slow, [log_a, log_b]) == 0 else (b, a)
             cancelled = other.post(f"/v1/jobs/{slow}/cancel")
@@ -194,8 +225,13 @@ def test_replicas_share_idempotency_tenants_and_cancels(pg: LocalPostgres, tmp_p
 
 def test_unreachable_database_is_one_startup_error(tmp_path: Path) -> None:
     """`--db postgresql://...` that cannot be reached: exit 2, one JSON line naming --db."""
-    run = subprocess.run([DNNPROV, "serve", "--port", "0", "--db", "postgresql://postgres@127.0.0.1:1/nope"],
-                         capture_output=True, text=True, timeout=120, check=False)
+    run = subprocess.run(
+        [DNNPROV, "serve", "--port", "0", "--db", "postgresql://postgres@127.0.0.1:1/nope"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     line = startup_error(run)
     assert line["field"] == "--db" and "127.0.0.1" in line["message"]
 
@@ -206,18 +242,24 @@ def test_a_job_its_replica_lost_track_of_is_queued_again(pg: LocalPostgres, tmp_
     import psycopg
 
     db = pg.new_database()
-    with replica(tmp_path, "--workers", "1", db=db + "?lease_s=2") as (url, _, log), \
-            httpx.Client(base_url=url, timeout=60) as client, psycopg.connect(db, autocommit=True) as conn:
-        names = conn.execute("SELECT DISTINCT application_name FROM pg_stat_activity "
-                             "WHERE application_name LIKE 'dnnprov %'").fetchall()
+    with (
+        replica(tmp_path, "--workers", "1", db=db + "?lease_s=2") as (url, _, log),
+        httpx.Client(base_url=url, timeout=60) as client,
+        psycopg.connect(db, autocommit=True) as conn,
+    ):
+        names = conn.execute(
+            "SELECT DISTINCT application_name FROM pg_stat_activity WHERE application_name LIKE 'dnnprov %'"
+        ).fetchall()
         assert len(names) == 1, names
         owner = names[0][0].removeprefix("dnnprov ")
         body = json.dumps({"instance": TABLE1})
         for job_id, status, attempts in (("a" * 32, "queued", 0), ("b" * 32, "running", 1)):
-            conn.execute("INSERT INTO dnnprov_jobs (id, kind, body, status, attempts, created, started, owner, "
-                         "lease_until) VALUES (%s, 'solve', %s, %s, %s, extract(epoch from now()), "
-                         "extract(epoch from now()), %s, extract(epoch from now()) + 2)",
-                         (job_id, body, status, attempts, owner))
+            conn.execute(
+                "INSERT INTO dnnprov_jobs (id, kind, body, status, attempts, created, started, owner, "
+                "lease_until) VALUES (%s, 'solve', %s, %s, %s, extract(epoch from now()), "
+                "extract(epoch from now()), %s, extract(epoch from now()) + 2)",
+                (job_id, body, status, attempts, owner),
+            )
         queued = wait_for(client, "a" * 32, ("done", "failed"), timeout=120)
         running = wait_for(client, "b" * 32, ("done", "failed"), timeout=120)
     assert (queued["status"], queued["attempts"]) == ("done", 1)
@@ -237,13 +279,20 @@ def test_database_restart_delays_but_loses_nothing(tmp_path: Path) -> None:
     pg = LocalPostgres()
     try:
         db = pg.new_database() + "?lease_s=3"
-        with replica(tmp_path, "--workers", "1", db=db) as (url_a, _, log_a), \
-                replica(tmp_path, "--workers", "1", db=db) as (url_b, _, log_b), \
-                httpx.Client(base_url=url_a, timeout=60) as a, httpx.Client(base_url=url_b, timeout=60) as b:
-            ids = [(a if n % 2 else b).post("/v1/jobs", json={"instance": instance, "method": method}).json()["id"]
-                   for n, (instance, method) in enumerate(FAST * 2)]
-            slow = a.post("/v1/jobs", json={"instance": slow_instance(7), "method": "enumerate",
-                                            "max_plans": 100000000, "time_limit_s": 120}).json()["id"]
+        with (
+            replica(tmp_path, "--workers", "1", db=db) as (url_a, _, log_a),
+            replica(tmp_path, "--workers", "1", db=db) as (url_b, _, log_b),
+            httpx.Client(base_url=url_a, timeout=60) as a,
+            httpx.Client(base_url=url_b, timeout=60) as b,
+        ):
+            ids = [
+                (a if n % 2 else b).post("/v1/jobs", json={"instance": instance, "method": method}).json()["id"]
+                for n, (instance, method) in enumerate(FAST * 2)
+            ]
+            slow = a.post(
+                "/v1/jobs",
+                json={"instance": slow_instance(7), "method": "enumerate", "max_plans": 100000000, "time_limit_s": 120},
+            ).json()["id"]
             wait_for(a, slow, ("running",), timeout=120)  # runs across the outage
             ids.append(slow)
             answers: list[Any] = []  # httpx.Response
@@ -256,8 +305,9 @@ def test_database_restart_delays_but_loses_nothing(tmp_path: Path) -> None:
             ids += [answer.json()["id"] for answer in answers if answer.status_code == 202]
             jobs = {job_id: wait_for(a, job_id, ("done", "failed", "cancelled"), timeout=300) for job_id in ids}
             deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and not all(httpx.get(f"{u}/readyz", timeout=10).status_code == 200
-                                                          for u in (url_a, url_b)):
+            while time.monotonic() < deadline and not all(
+                httpx.get(f"{u}/readyz", timeout=10).status_code == 200 for u in (url_a, url_b)
+            ):
                 time.sleep(0.5)
             ready = [httpx.get(f"{u}/readyz", timeout=10).status_code for u in (url_a, url_b)]
     finally:
@@ -274,7 +324,8 @@ def test_database_restart_delays_but_loses_nothing(tmp_path: Path) -> None:
     expected.add(json.dumps(comparable(jobs[slow]["result"]), sort_keys=True))
     slow_file = tmp_path / "slow.json"
     slow_file.write_text(json.dumps(slow_instance(7)))
-    assert comparable(jobs[slow]["result"]) == cli_answer(slow_file, "enumerate", "--max-plans", "100000000",
-                                                          "--time-limit", "120")
+    assert comparable(jobs[slow]["result"]) == cli_answer(
+        slow_file, "enumerate", "--max-plans", "100000000", "--time-limit", "120"
+    )
     assert {json.dumps(comparable(job["result"]), sort_keys=True) for job in jobs.values()} <= expected
     assert ready == [200, 200]

@@ -37,8 +37,10 @@ def test_idle_worker_killed_then_jobs_still_run(tmp_path: Path) -> None:
     The old slot took the replacement's warm-up message as the job's answer and then waited
     for a warm-up message already read: every later job stayed queued.
     """
-    with server(tmp_path, "--workers", "1", "--max-pending", "4") as (url, proc, _log), \
-            httpx.Client(base_url=url, timeout=30) as client:
+    with (
+        server(tmp_path, "--workers", "1", "--max-pending", "4") as (url, proc, _log),
+        httpx.Client(base_url=url, timeout=30) as client,
+    ):
         for _ in range(2):
             for pid in worker_pids(proc.pid):  # the long and the short lane's workers
                 os.kill(pid, signal.SIGKILL)
@@ -54,16 +56,20 @@ def _abandoned_solve(url: str, hang_up_after: float) -> None:
     body = b'{"instance": "embedded:spot/paper-table1.json"}'
     host, port = url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(b"POST /v1/solve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        sock.sendall(
+            b"POST /v1/solve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
         time.sleep(hang_up_after)
 
 
 def test_cancels_abandons_and_deaths_in_any_order_converge(tmp_path: Path) -> None:
     """Cancels right after the start, abandoned synchronous solves, deletes of running jobs and
     kill -9 of workers, interleaved at varied delays: afterwards every slot is back and jobs run."""
-    with server(tmp_path, "--workers", "1", "--max-pending", "4") as (url, proc, _log), \
-            httpx.Client(base_url=url, timeout=30) as client:
+    with (
+        server(tmp_path, "--workers", "1", "--max-pending", "4") as (url, proc, _log),
+        httpx.Client(base_url=url, timeout=30) as client,
+    ):
         for i in range(24):
             delay = (i % 6) * 0.01
             step = i % 4
@@ -83,6 +89,7 @@ def test_cancels_abandons_and_deaths_in_any_order_converge(tmp_path: Path) -> No
                 time.sleep(delay)
         converged(client, 2)
         ids = [client.post("/v1/jobs", json={"instance": TABLE1}).json()["id"] for _ in range(3)]
-        assert [wait_for(client, j, ("done", "failed", "cancelled"), timeout=120)["status"] for j in ids] == \
-            ["done"] * 3
+        assert [wait_for(client, j, ("done", "failed", "cancelled"), timeout=120)["status"] for j in ids] == [
+            "done"
+        ] * 3
         assert client.get("/readyz").status_code == 200

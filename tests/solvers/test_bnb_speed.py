@@ -17,11 +17,16 @@ from fractions import Fraction
 import highspy
 import numpy as np
 import pytest
+from dnnprov.solvers.highs_driver import (
+    DualBounds,
+    SparseRows,
+    implied_box,
+    new_highs,
+    reduced_cost_box,
+    verified_milp_bound,
+)
 
-from dnnprov.solvers.highs_driver import (DualBounds, SparseRows, implied_box, new_highs, reduced_cost_box,
-                                          verified_milp_bound)
-
-N, TOP = 4, 3          # columns, each an integer in [0, TOP]
+N, TOP = 4, 3  # columns, each an integer in [0, TOP]
 
 
 def magnitudes(rng: np.random.Generator, size: int) -> np.ndarray:
@@ -34,8 +39,15 @@ def random_program(rng: np.random.Generator):
     a = rng.normal(size=(3, N)) * np.where(rng.random((3, N)) < 0.5, 1.0, 10.0 ** rng.uniform(-8, 8, (3, N)))
     point = rng.integers(0, TOP + 1, N)
     size = np.abs(a) @ np.full(N, TOP) + 1e-300
-    rows = [(np.arange(N), a[i], float(a[i] @ point - rng.uniform(0, 0.3) * size[i]),
-             float(a[i] @ point + rng.uniform(0, 0.3) * size[i])) for i in range(3)]
+    rows = [
+        (
+            np.arange(N),
+            a[i],
+            float(a[i] @ point - rng.uniform(0, 0.3) * size[i]),
+            float(a[i] @ point + rng.uniform(0, 0.3) * size[i]),
+        )
+        for i in range(3)
+    ]
     cost = magnitudes(rng, N)
     return cost, float(magnitudes(rng, 1)[0]), SparseRows.of(rows), rows
 
@@ -44,8 +56,10 @@ def exact_points(cost: np.ndarray, offset: float, rows) -> list[tuple[tuple[int,
     """Every integer point of the box [0, TOP]^N meeting the rows exactly, with its exact cost."""
     out = []
     for x in itertools.product(range(TOP + 1), repeat=N):
-        if all(Fraction(low) <= sum(Fraction(float(v)) * x[k] for k, v in zip(idx, a)) <= Fraction(high)
-               for idx, a, low, high in rows):
+        if all(
+            Fraction(low) <= sum(Fraction(float(v)) * x[k] for k, v in zip(idx, a)) <= Fraction(high)
+            for idx, a, low, high in rows
+        ):
             out.append((x, Fraction(offset) + sum(Fraction(float(c)) * v for c, v in zip(cost, x))))
     return out
 
@@ -59,8 +73,11 @@ def relaxation(cost: np.ndarray, offset: float, sparse: SparseRows, scale: float
     lp.col_lower_, lp.col_upper_ = np.zeros(N), np.full(N, float(TOP))
     lp.row_lower_, lp.row_upper_ = sparse.low, sparse.high
     lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = sparse.starts(), sparse.col.astype(np.int32), \
-        sparse.value
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = (
+        sparse.starts(),
+        sparse.col.astype(np.int32),
+        sparse.value,
+    )
     h.setOptionValue("presolve", "off")
     h.passModel(lp)
     return h
@@ -101,7 +118,7 @@ def test_tightened_boxes_keep_every_point_below_the_aim():
                         checks += 1
                         if value < Fraction(aim):
                             assert all(new_lo[k] <= x[k] <= new_hi[k] for k in range(N)), (x, value, aim)
-    assert checks > 5000 and cuts > 200       # the cuts happen, and never take a point below the aim
+    assert checks > 5000 and cuts > 200  # the cuts happen, and never take a point below the aim
 
 
 @pytest.mark.parametrize("tighten", [True, False])
@@ -116,11 +133,25 @@ def test_search_proves_only_what_brute_force_confirms(tighten):
         values = sorted(v for _, v in points)
         scale = float(np.abs(cost).max())
         spread = float(np.abs(cost).sum()) * TOP + abs(offset)
-        for aim in (float(values[0]) - 1e-3 * spread, float(values[0]) + 1e-3 * spread,
-                    float(values[len(values) // 2])):
+        for aim in (
+            float(values[0]) - 1e-3 * spread,
+            float(values[0]) + 1e-3 * spread,
+            float(values[len(values) // 2]),
+        ):
             h = relaxation(cost, offset, sparse, scale)
-            got = verified_milp_bound(h, cost, offset, scale, np.zeros(N), np.full(N, float(TOP)), sparse,
-                                      np.ones(N, dtype=bool), aim, time.perf_counter() + 30, tighten=tighten)
+            got = verified_milp_bound(
+                h,
+                cost,
+                offset,
+                scale,
+                np.zeros(N),
+                np.full(N, float(TOP)),
+                sparse,
+                np.ones(N, dtype=bool),
+                aim,
+                time.perf_counter() + 30,
+                tighten=tighten,
+            )
             assert got.bound <= values[0]
             if got.point is not None:
                 found += 1
@@ -157,11 +188,26 @@ def test_tightening_saves_nodes():
         lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost / cost.max(), np.zeros(n), upper
         lp.row_lower_, lp.row_upper_ = rows.low, rows.high
         lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = rows.starts(), rows.col.astype(np.int32), \
-            rows.value
+        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = (
+            rows.starts(),
+            rows.col.astype(np.int32),
+            rows.value,
+        )
         h.passModel(lp)
-        got = verified_milp_bound(h, cost, 0.0, float(cost.max()), np.zeros(n), upper, rows, np.ones(n, dtype=bool),
-                                  best - 1e-6, time.perf_counter() + 60, node_limit=20000, tighten=tighten)
+        got = verified_milp_bound(
+            h,
+            cost,
+            0.0,
+            float(cost.max()),
+            np.zeros(n),
+            upper,
+            rows,
+            np.ones(n, dtype=bool),
+            best - 1e-6,
+            time.perf_counter() + 60,
+            node_limit=20000,
+            tighten=tighten,
+        )
         assert got.point is None and got.bound >= best - 1e-6
         nodes[tighten] = got.nodes
-    assert 3 * nodes[True] < nodes[False], nodes       # seen: 7 and 33
+    assert 3 * nodes[True] < nodes[False], nodes  # seen: 7 and 33

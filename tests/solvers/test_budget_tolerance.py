@@ -38,7 +38,7 @@ def test_budget_within_ulps_of_the_optimum_is_met_and_beyond_is_explained():
     budget_reason = next(r for r in below.infeasibility if r.field == "constraints.budget_usd")
     limit = budget_reason.text.split("no plan costs at most $")[1].split(";")[0]
     cost = budget_reason.text.split("costs $")[1].split(" ")[0]
-    assert float(limit) < float(cost), text         # the printed numbers never read as a plan within budget
+    assert float(limit) < float(cost), text  # the printed numbers never read as a plan within budget
 
 
 def test_serverless_budget_tolerance():
@@ -53,8 +53,9 @@ def test_serverless_memory_domain_edge_is_relative_1e9():
     from dnnprov import fuzz
     from dnnprov.models.serverless import ServerlessModel
 
-    problem = next(p for p in (fuzz.instance("serverless-domain", seed) for seed in range(40))
-                   if p.workload.domain is not None)
+    problem = next(
+        p for p in (fuzz.instance("serverless-domain", seed) for seed in range(40)) if p.workload.domain is not None
+    )
     model = ServerlessModel(problem)
     (m_low, m_high), (n_low, _) = model.domain_bounds()
     n = max(n_low, 1)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-
 from dnnprov.solvers.spot_cells import count_compositions
 
 
@@ -22,4 +21,4 @@ def test_count_compositions_equals_the_brute_force_count_up_to_the_limit():
         assert count_compositions(lo, hi, total, limit) == min(brute, limit + 1), (lo, hi, total, limit)
         saturated += brute > limit
         exact += 0 < brute <= limit
-    assert saturated > 100 and exact > 100          # both branches are exercised
+    assert saturated > 100 and exact > 100  # both branches are exercised

@@ -8,19 +8,18 @@ import time
 
 import numpy as np
 import pytest
+from dnnprov.solvers import enumeration
 from numpy.testing import assert_allclose
 
 import dnnprov
 from dnnprov import ServerlessModel, SpotModel, Status
-from dnnprov.solvers import enumeration
 
 TYPE_NAMES = ("p3.2xlarge", "g4dn.4xlarge", "g3.8xlarge", "g3.16xlarge", "p2.8xlarge")
 N_RANDOM = 60
 BRUTE_FORCE_MAX_SPACE = 1500
 
 # (model, loss variant, gamma_4) cycled over the random spot instances
-SPOT_VARIANTS = [("paper", "cc", 0.1), ("paper", "cc", 1.0), ("paper", "no-cc", 1.0),
-                 ("reference", "no-cc", 0.1)]
+SPOT_VARIANTS = [("paper", "cc", 0.1), ("paper", "cc", 1.0), ("paper", "no-cc", 1.0), ("reference", "no-cc", 0.1)]
 
 
 def plan_counts(result: dnnprov.Result, labels) -> np.ndarray:
@@ -47,8 +46,7 @@ def test_enumerate_is_5_9_percent_cheaper_than_reference_heuristic(resnet110_tab
     assert round(100 * (heuristic - best) / heuristic, 1) == 5.9
 
 
-@pytest.mark.parametrize(("loss", "time_s", "plan"), [(0.9, 1900.0, [2, 0, 2, 0, 0]),
-                                                      (0.8, 2400.0, [2, 0, 4, 0, 0])])
+@pytest.mark.parametrize(("loss", "time_s", "plan"), [(0.9, 1900.0, [2, 0, 2, 0, 0]), (0.8, 2400.0, [2, 0, 4, 0, 0])])
 def test_enumerate_matches_table5_exhaustive_column(make_resnet110, loss, time_s, plan):
     """ResNet-110 rows of Table V: exhaustive search (Srifty+) gives the same plans."""
     result = dnnprov.solve(make_resnet110(loss=loss, time_s=time_s), "enumerate")
@@ -87,15 +85,24 @@ def spot_runs(make_random_spot):
         rng = np.random.default_rng(7000 + i)
         model, variant, gamma_4 = SPOT_VARIANTS[i % len(SPOT_VARIANTS)]
         problem = make_random_spot(
-            rng, model=model, loss_variant=variant, gamma_4=gamma_4, n_types=None,
-            vcpu_quota=True if i % 5 == 0 else None, on_demand=True if i % 6 == 1 else None,
-            budget=True if i % 7 == 2 else None, existing=True if i % 3 == 0 else None)
-        runs.append({
-            "problem": problem,
-            "enumerate": dnnprov.solve(problem, "enumerate"),
-            "heuristic": dnnprov.solve(problem, "heuristic"),
-            "reference-heuristic": dnnprov.solve(problem, "reference-heuristic"),
-        })
+            rng,
+            model=model,
+            loss_variant=variant,
+            gamma_4=gamma_4,
+            n_types=None,
+            vcpu_quota=True if i % 5 == 0 else None,
+            on_demand=True if i % 6 == 1 else None,
+            budget=True if i % 7 == 2 else None,
+            existing=True if i % 3 == 0 else None,
+        )
+        runs.append(
+            {
+                "problem": problem,
+                "enumerate": dnnprov.solve(problem, "enumerate"),
+                "heuristic": dnnprov.solve(problem, "heuristic"),
+                "reference-heuristic": dnnprov.solve(problem, "reference-heuristic"),
+            }
+        )
     return runs
 
 
@@ -198,10 +205,14 @@ def serverless_runs(make_random_serverless):
     """60 seeded random serverless instances with their enumerate and heuristic results."""
     runs = []
     for i in range(N_RANDOM):
-        problem = make_random_serverless(np.random.default_rng(8000 + i),
-                                            budget=True if i % 6 == 0 else None)
-        runs.append({"problem": problem, "enumerate": dnnprov.solve(problem, "enumerate"),
-                     "heuristic": dnnprov.solve(problem, "heuristic")})
+        problem = make_random_serverless(np.random.default_rng(8000 + i), budget=True if i % 6 == 0 else None)
+        runs.append(
+            {
+                "problem": problem,
+                "enumerate": dnnprov.solve(problem, "enumerate"),
+                "heuristic": dnnprov.solve(problem, "heuristic"),
+            }
+        )
     return runs
 
 
@@ -227,7 +238,7 @@ def test_enumerate_never_beaten_by_heuristic_serverless(serverless_runs):
         compared += 1
         strictly += best.cost < found.cost * (1 - 1e-9)
     assert compared >= 25
-    assert strictly >= 1        # the heuristic is not exact under the real tariff
+    assert strictly >= 1  # the heuristic is not exact under the real tariff
 
 
 def test_serverless_plans_are_feasible_when_reevaluated(serverless_runs):
@@ -251,7 +262,11 @@ def test_serverless_brute_force_agrees_with_enumerate(serverless_runs):
     for run in serverless_runs:
         problem, result = run["problem"], run["enumerate"]
         low, high = problem.function_range()
-        size = (high - low + 1) * len(problem.memory_grid()) * (problem.constraints.ps_count[1] - problem.constraints.ps_count[0] + 1)
+        size = (
+            (high - low + 1)
+            * len(problem.memory_grid())
+            * (problem.constraints.ps_count[1] - problem.constraints.ps_count[0] + 1)
+        )
         if size > BRUTE_FORCE_MAX_SPACE:
             continue
         best = brute_force_serverless(problem)
@@ -266,15 +281,31 @@ def test_serverless_brute_force_agrees_with_enumerate(serverless_runs):
 # ---------------------------------------------------------------- refusing large spaces
 def test_enumerate_refuses_huge_spot_space_quickly():
     """A 10^20-plan space is refused at once: status limit, no plan, max_plans in the message."""
-    types = tuple(dnnprov.InstanceType(name=f"g{i}.xlarge", gpus=1, spot_price_per_h=0.5 + i / 10,
-                                       quota=99, batch_per_gpu=256, speed_samples_per_s=300.0 + 50 * i)
-                  for i in range(10))
-    workload = dnnprov.SpotWorkload(name="w", param_size_mb=10.0, bandwidth_req_mb_s=100.0,
-                                    alpha_1=0.5, beta_1=-1.0, gamma_1=100.0, gamma_2=-0.1,
-                                    gamma_3=2000.0, gamma_4=1.0, gamma_5=0.5)
-    problem = dnnprov.SpotProblem(instance_types=types, workload=workload,
-                                  slo=dnnprov.SpotSLO(loss=0.8, time_s=3600.0))
-    started = time.process_time()                 # CPU seconds: refused without enumerating
+    types = tuple(
+        dnnprov.InstanceType(
+            name=f"g{i}.xlarge",
+            gpus=1,
+            spot_price_per_h=0.5 + i / 10,
+            quota=99,
+            batch_per_gpu=256,
+            speed_samples_per_s=300.0 + 50 * i,
+        )
+        for i in range(10)
+    )
+    workload = dnnprov.SpotWorkload(
+        name="w",
+        param_size_mb=10.0,
+        bandwidth_req_mb_s=100.0,
+        alpha_1=0.5,
+        beta_1=-1.0,
+        gamma_1=100.0,
+        gamma_2=-0.1,
+        gamma_3=2000.0,
+        gamma_4=1.0,
+        gamma_5=0.5,
+    )
+    problem = dnnprov.SpotProblem(instance_types=types, workload=workload, slo=dnnprov.SpotSLO(loss=0.8, time_s=3600.0))
+    started = time.process_time()  # CPU seconds: refused without enumerating
     direct = enumeration.enumerate_spot(problem)
     assert time.process_time() - started < 1.0
     assert direct.status is Status.LIMIT
@@ -282,7 +313,7 @@ def test_enumerate_refuses_huge_spot_space_quickly():
     assert result.status is Status.LIMIT
     assert result.plan is None and result.cost is None
     assert "max_plans" in result.message
-    assert result.stats["space"] == 100 ** 10
+    assert result.stats["space"] == 100**10
 
 
 def test_enumerate_limit_is_inclusive(make_resnet110):
@@ -299,7 +330,7 @@ def test_enumerate_limit_is_inclusive(make_resnet110):
 def test_enumerate_refuses_large_serverless_space(make_resnet50):
     """The serverless grid (1000 functions x 10 memory sizes) is refused below its size."""
     problem = make_resnet50()
-    started = time.process_time()                 # CPU seconds: refused without enumerating
+    started = time.process_time()  # CPU seconds: refused without enumerating
     direct = enumeration.enumerate_serverless(problem, max_plans=9999)
     assert time.process_time() - started < 1.0
     assert direct.status is Status.LIMIT

@@ -6,11 +6,11 @@ import math
 
 import numpy as np
 import pytest
+from dnnprov.solvers import heuristics
 from numpy.testing import assert_allclose, assert_array_equal
 
 import dnnprov
 from dnnprov import ServerlessModel, SpotModel, Status
-from dnnprov.solvers import heuristics
 
 TYPE_NAMES = ("p3.2xlarge", "g4dn.4xlarge", "g3.8xlarge", "g3.16xlarge", "p2.8xlarge")
 
@@ -55,10 +55,13 @@ def test_window_counts_edges():
 
 
 # ---------------------------------------------------------------- the authors' reference code
-@pytest.mark.parametrize(("loss", "time_s", "plan"), [
-    (0.9, 1900.0, [2, 0, 2, 0, 0]),
-    (0.8, 2400.0, [2, 0, 4, 0, 0]),
-])
+@pytest.mark.parametrize(
+    ("loss", "time_s", "plan"),
+    [
+        (0.9, 1900.0, [2, 0, 2, 0, 0]),
+        (0.8, 2400.0, [2, 0, 4, 0, 0]),
+    ],
+)
 def test_reference_heuristic_reproduces_section6(make_resnet110, loss, time_s, plan):
     """The reference search returns the plans spec section 6 (and Table V, spotDNN) gives."""
     result = dnnprov.solve(make_resnet110(loss=loss, time_s=time_s), "reference-heuristic")
@@ -95,9 +98,12 @@ def plain_reference_search(problem: dnnprov.SpotProblem):
             per_gpu = problem.batch_per_gpu(t)
             t0.append(t.gpus * per_gpu / t.speed_samples_per_s)
         else:
-            t0.append(t.compute_time_s + 2 * w.param_size_mb / w.bandwidth_req_mb_s
-                      - 2 * t.gpus * w.param_size_mb / pf.pcie_bandwidth_mb_s)
-    order = sorted(range(len(t0)), key=lambda i: t0[i])          # stable
+            t0.append(
+                t.compute_time_s
+                + 2 * w.param_size_mb / w.bandwidth_req_mb_s
+                - 2 * t.gpus * w.param_size_mb / pf.pcie_bandwidth_mb_s
+            )
+    order = sorted(range(len(t0)), key=lambda i: t0[i])  # stable
     items = [i for i in order for _ in range(problem.instance_types[i].quota)]
     best, best_cost, previous = None, math.inf, None
     for size in range(1, len(items)):
@@ -117,8 +123,7 @@ def plain_reference_search(problem: dnnprov.SpotProblem):
 def test_reference_heuristic_matches_plain_search(make_random_spot, seed):
     """On random reference-model problems the vectorized search equals the plain loop."""
     rng = np.random.default_rng(200 + seed)
-    problem = make_random_spot(rng, model="reference", on_demand=False, existing=False,
-                               vcpu_quota=False, budget=False)
+    problem = make_random_spot(rng, model="reference", on_demand=False, existing=False, vcpu_quota=False, budget=False)
     plan, cost = plain_reference_search(problem)
     result = dnnprov.solve(problem, "reference-heuristic")
     if plan is None:
@@ -133,8 +138,9 @@ def test_reference_heuristic_finds_plan_on_some_random_instances(make_random_spo
     found = 0
     for seed in range(8):
         rng = np.random.default_rng(200 + seed)
-        problem = make_random_spot(rng, model="reference", on_demand=False, existing=False,
-                                   vcpu_quota=False, budget=False)
+        problem = make_random_spot(
+            rng, model="reference", on_demand=False, existing=False, vcpu_quota=False, budget=False
+        )
         found += plain_reference_search(problem)[0] is not None
     assert found >= 4
 
@@ -146,12 +152,12 @@ def spec_lower_bound(problem: dnnprov.SpotProblem, *, available_only: bool) -> i
     model = SpotModel(problem)
     cols = model.columns
     w, slo = problem.workload, problem.slo
-    lone = model.iteration_times(np.array([1]), np.array([1]))[0]           # T^i with B_req
+    lone = model.iteration_times(np.array([1]), np.array([1]))[0]  # T^i with B_req
     use = (cols.upper > cols.lower) if available_only else np.ones(len(cols), dtype=bool)
     if not use.any():
         return 1
     b_min = min(cols.batch[use])
-    spread = w.gamma_4 if w.loss_variant == "cc" else 1.0                   # R = 0, |N| = 1
+    spread = w.gamma_4 if w.loss_variant == "cc" else 1.0  # R = 0, |N| = 1
     j_min = (w.gamma_2 * b_min + w.gamma_3) * math.sqrt(spread) / (slo.loss - w.gamma_5) - w.gamma_1
     v_max = max(cols.batch[use] / lone[use])
     return max(math.ceil(b_min * j_min / (v_max * slo.time_s)), 1) if j_min > 0 else 1
@@ -165,15 +171,15 @@ def plain_algorithm1(problem: dnnprov.SpotProblem):
     w = problem.workload
     lone = model.iteration_times(np.array([1]), np.array([1]))[0]
     items = [c for c in range(len(cols)) for _ in range(int(cols.upper[c] - cols.lower[c]))]
-    items.sort(key=lambda c: -lone[c])                                      # slowest first
-    n_upper = math.floor(((1 - w.beta_1) / w.alpha_1) ** 2)                 # eq. (15)
-    n_lower = spec_lower_bound(problem, available_only=True)                # eq. (16)
+    items.sort(key=lambda c: -lone[c])  # slowest first
+    n_upper = math.floor(((1 - w.beta_1) / w.alpha_1) ** 2)  # eq. (15)
+    n_lower = spec_lower_bound(problem, available_only=True)  # eq. (16)
     best, best_cost = None, math.inf
     for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
         for n in range(n_lower, min(n_upper, len(items)) + 1):
             for idx in range(len(items) - n + 1):
                 counts = cols.lower.copy()
-                for c in items[idx: idx + n]:
+                for c in items[idx : idx + n]:
                     counts[c] += 1
                 ev = model.evaluate(counts[None, :], ps)
                 if ev.feasible[0] and ev.cost[0] < best_cost:
@@ -197,8 +203,11 @@ def check_against_plain_algorithm1(problem: dnnprov.SpotProblem) -> None:
 def test_paper_heuristic_matches_plain_algorithm1(make_random_spot, seed):
     """On random problems spot_heuristic finds what plain loops over Algorithm 1 find."""
     rng = np.random.default_rng(300 + seed)
-    check_against_plain_algorithm1(make_random_spot(
-        rng, model="paper", loss_variant=("cc", "no-cc")[seed % 2], gamma_4=(0.1, 1.0)[(seed // 2) % 2]))
+    check_against_plain_algorithm1(
+        make_random_spot(
+            rng, model="paper", loss_variant=("cc", "no-cc")[seed % 2], gamma_4=(0.1, 1.0)[(seed // 2) % 2]
+        )
+    )
 
 
 @pytest.mark.parametrize(("time_s", "loss"), [(3000.0, 0.8), (2400.0, 0.8), (4000.0, 0.7)])
@@ -244,8 +253,9 @@ def test_paper_heuristic_keeps_an_expensive_existing_instance(make_resnet110):
     """A running p2.8xlarge the heuristic would never choose stays in the plan."""
     free = dnnprov.solve(make_resnet110(model="paper", gamma_4=1.0, time_s=4000.0), "heuristic")
     assert free.plan.counts["p2.8xlarge"] == 0
-    kept = make_resnet110(model="paper", gamma_4=1.0, time_s=4000.0,
-                          constraints=dnnprov.SpotConstraints(existing={"p2.8xlarge": 1}))
+    kept = make_resnet110(
+        model="paper", gamma_4=1.0, time_s=4000.0, constraints=dnnprov.SpotConstraints(existing={"p2.8xlarge": 1})
+    )
     result = dnnprov.solve(kept, "heuristic")
     assert result.status is Status.FEASIBLE
     assert result.plan.counts["p2.8xlarge"] >= 1
@@ -299,8 +309,9 @@ def plain_serverless_bounds(problem, m, s):
     if w.local_batch * n_lower > w.max_global_batch:
         if w.max_global_batch * kappa <= mu:
             return None
-        n_lower = max(w.max_global_batch // w.local_batch,
-                      math.ceil(w.max_global_batch * lam / (w.max_global_batch * kappa - mu)))
+        n_lower = max(
+            w.max_global_batch // w.local_batch, math.ceil(w.max_global_batch * lam / (w.max_global_batch * kappa - mu))
+        )
     return n_lower, n_upper
 
 
@@ -367,8 +378,11 @@ def test_serverless_heuristic_matches_plain_algorithm1(make_random_serverless, s
 
 def test_heuristic_results_claim_no_optimality(resnet110_paper, resnet50):
     """Heuristics report feasible (never optimal) and prove no bound."""
-    for problem, method in [(resnet110_paper, "heuristic"), (resnet110_paper, "reference-heuristic"),
-                            (resnet50, "heuristic")]:
+    for problem, method in [
+        (resnet110_paper, "heuristic"),
+        (resnet110_paper, "reference-heuristic"),
+        (resnet50, "heuristic"),
+    ]:
         result = dnnprov.solve(problem, method)
         assert result.status is Status.FEASIBLE, method
         assert result.bound is None and result.gap is None

@@ -17,27 +17,44 @@ from pathlib import Path
 import numpy as np
 import pyomo.environ as pyo
 import pytest
+from dnnprov.formulations.serverless import create_serverless_model
+from dnnprov.formulations.spot import create_spot_model
+from dnnprov.solvers.infeasibility import explain
 from numpy.testing import assert_allclose
 
 import dnnprov
 from dnnprov import ServerlessModel, SpotModel, Status
-from dnnprov.formulations.serverless import create_serverless_model
-from dnnprov.formulations.spot import create_spot_model
 from dnnprov.model_solve import solve_model
 from dnnprov.progress import Clock
-from dnnprov.solvers.infeasibility import explain
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 NO_DEADLINE_S = 1e9
 
 #: docs/instance-format.md's smallest file, with the deadline of its infeasible variant
 DOCS_EXAMPLE = {
-    "format": "dnnprov/spot", "version": 1,
-    "instance_types": {"p3.2xlarge": {"gpus": 1, "spot_price_per_h": 1.25, "quota": 4,
-                                      "batch_per_gpu": 1024, "speed_samples_per_s": 1885}},
-    "workload": {"name": "resnet110", "param_size_mb": 11.54, "bandwidth_req_mb_s": 142,
-                 "alpha_1": 0.8, "beta_1": -1.92, "gamma_1": 876.5, "gamma_2": -0.2,
-                 "gamma_3": 2507.6, "gamma_4": 1.0, "gamma_5": 0.5},
+    "format": "dnnprov/spot",
+    "version": 1,
+    "instance_types": {
+        "p3.2xlarge": {
+            "gpus": 1,
+            "spot_price_per_h": 1.25,
+            "quota": 4,
+            "batch_per_gpu": 1024,
+            "speed_samples_per_s": 1885,
+        }
+    },
+    "workload": {
+        "name": "resnet110",
+        "param_size_mb": 11.54,
+        "bandwidth_req_mb_s": 142,
+        "alpha_1": 0.8,
+        "beta_1": -1.92,
+        "gamma_1": 876.5,
+        "gamma_2": -0.2,
+        "gamma_3": 2507.6,
+        "gamma_4": 1.0,
+        "gamma_5": 0.5,
+    },
     "slo": {"loss": 0.8, "time_s": 2600},
 }
 
@@ -55,16 +72,20 @@ def no_deadline(problem: dnnprov.SpotProblem) -> dnnprov.SpotProblem:
 
 
 def with_quotas(problem: dnnprov.SpotProblem, quota: int) -> dnnprov.SpotProblem:
-    return problem.replace(instance_types=tuple(dataclasses.replace(t, quota=max(t.quota, quota))
-                                                for t in problem.instance_types))
+    return problem.replace(
+        instance_types=tuple(dataclasses.replace(t, quota=max(t.quota, quota)) for t in problem.instance_types)
+    )
 
 
-def spot_brute_force(problem: dnnprov.SpotProblem, what: str, side=None, max_workers: int | None = None) -> tuple[float, np.ndarray]:
+def spot_brute_force(
+    problem: dnnprov.SpotProblem, what: str, side=None, max_workers: int | None = None
+) -> tuple[float, np.ndarray]:
     """Least ``what`` ("time_s", "cost", "workers") over every feasible plan of the quota box, and its counts."""
     cols = problem.columns()
     boxes = [range(int(lo), int(hi) + 1) for lo, hi in zip(cols.lower, cols.upper)]
-    counts = np.array([c for c in itertools.product(*boxes) if max_workers is None or sum(c) <= max_workers],
-                      dtype=np.int64).reshape(-1, len(cols))
+    counts = np.array(
+        [c for c in itertools.product(*boxes) if max_workers is None or sum(c) <= max_workers], dtype=np.int64
+    ).reshape(-1, len(cols))
     model = SpotModel(problem, side)
     best, plan = math.inf, None
     for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
@@ -79,9 +100,14 @@ def spot_brute_force(problem: dnnprov.SpotProblem, what: str, side=None, max_wor
 def serverless_brute_force(problem: dnnprov.ServerlessProblem, what: str, side=None) -> float:
     """Least ``what`` over every feasible plan of the (n, m, s) grid."""
     low, high = problem.function_range()
-    n, m, s = (a.ravel() for a in np.meshgrid(np.arange(low, high + 1), problem.memory_grid(),
-                                              np.arange(problem.constraints.ps_count[0],
-                                                        problem.constraints.ps_count[1] + 1)))
+    n, m, s = (
+        a.ravel()
+        for a in np.meshgrid(
+            np.arange(low, high + 1),
+            problem.memory_grid(),
+            np.arange(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1),
+        )
+    )
     ev = ServerlessModel(problem, side).evaluate(n, m, s)
     return float(np.min(np.where(ev.feasible, getattr(ev, what), np.inf)))
 
@@ -150,35 +176,41 @@ def test_deadline_needed_matches_brute_force(resnet110_table1):
     least, _ = spot_brute_force(no_deadline(problem), "time_s")
     deadline = reason(result, "deadline")
     assert deadline.proven and deadline.needed == least
-    assert dnnprov.predict(problem.replace(slo=dataclasses.replace(problem.slo, time_s=least)),
-                           counts=deadline.plan["counts"])["feasible"]
+    assert dnnprov.predict(
+        problem.replace(slo=dataclasses.replace(problem.slo, time_s=least)), counts=deadline.plan["counts"]
+    )["feasible"]
 
 
 def test_every_quota_zero(resnet110_table1):
     """All quotas 0: said outright, and the least raise is brute-forced over quotas up to 3."""
-    problem = resnet110_table1.replace(instance_types=tuple(dataclasses.replace(t, quota=0)
-                                                            for t in resnet110_table1.instance_types))
+    problem = resnet110_table1.replace(
+        instance_types=tuple(dataclasses.replace(t, quota=0) for t in resnet110_table1.instance_types)
+    )
     result = dnnprov.solve(problem)
     assert result.status is Status.INFEASIBLE
     assert any(r.kind == "quota" and "every quota is 0" in r.text and r.proven for r in result.infeasibility)
     raise_reason = next(r for r in result.infeasibility if r.kind == "quota" and r.plan is not None)
     fewest, _ = spot_brute_force(with_quotas(problem, 3), "workers")
-    assert fewest <= 3                       # so no plan outside that box needs fewer
+    assert fewest <= 3  # so no plan outside that box needs fewer
     assert raise_reason.proven and sum(raise_reason.needed.values()) == fewest
 
 
 def test_domain_miss_needs_the_least_extrapolation(resnet110_table1):
     """A domain of b_w 1024-1100 misses every plan meeting the SLO: the factor is the least that admits one."""
     w = resnet110_table1.workload
-    tight = resnet110_table1.replace(workload=dataclasses.replace(
-        w, domain=dnnprov.SpotDomain(batch_wa=(1024.0, 1100.0), workers=(2, 10))))
+    tight = resnet110_table1.replace(
+        workload=dataclasses.replace(w, domain=dnnprov.SpotDomain(batch_wa=(1024.0, 1100.0), workers=(2, 10)))
+    )
     result = dnnprov.solve(tight)
     domain = reason(result, "domain")
     assert domain.proven and domain.current == 1.0 and domain.needed > 1
 
     def with_factor(f: float) -> dnnprov.SpotProblem:
-        return tight.replace(workload=dataclasses.replace(tight.workload, domain=dataclasses.replace(
-            tight.workload.domain, extrapolation=f)))
+        return tight.replace(
+            workload=dataclasses.replace(
+                tight.workload, domain=dataclasses.replace(tight.workload.domain, extrapolation=f)
+            )
+        )
 
     assert math.isfinite(spot_brute_force(with_factor(domain.needed), "cost")[0])
     assert spot_brute_force(with_factor(domain.needed * (1 - 1e-6)), "cost")[0] == math.inf
@@ -194,7 +226,7 @@ def test_user_pyomo_constraint_is_named(resnet110_table1):
         assert result.status is Status.INFEASIBLE
         cause = reason(result, "constraint")
         assert cause.field == "few" and cause.proven and "'few'" in cause.text
-        assert cause.plan["counts"] == {"g4dn.4xlarge": 3, "g3.8xlarge": 5, "g3.16xlarge": 2}   # $5.448374
+        assert cause.plan["counts"] == {"g4dn.4xlarge": 3, "g3.8xlarge": 5, "g3.16xlarge": 2}  # $5.448374
 
 
 def test_repro_inception_deadline_matches_brute_force():
@@ -239,8 +271,9 @@ def test_large_space_deadline_by_bisection():
 
 def test_large_serverless_grid_deadline_by_bisection(resnet50):
     """30,000 functions x 37 memory sizes (1.1M plans, beyond outright evaluation): bisection equals brute force."""
-    wide = resnet50.replace(platform=dataclasses.replace(resnet50.platform, concurrency_limit=30000, memory_step_mb=16),
-                            time_s=30.0)
+    wide = resnet50.replace(
+        platform=dataclasses.replace(resnet50.platform, concurrency_limit=30000, memory_step_mb=16), time_s=30.0
+    )
     deadline = reason(dnnprov.solve(wide), "deadline")
     assert deadline.proven and "exact solves" in deadline.text
     assert_allclose(deadline.needed, serverless_brute_force(wide.replace(time_s=NO_DEADLINE_S), "time_s"), rtol=1e-6)
@@ -263,8 +296,11 @@ def test_serverless_user_constraint(resnet50):
     result = solve_model(m)
     cause = reason(result, "constraint")
     assert cause.field == "small" and cause.proven
-    assert_allclose(dnnprov.predict(resnet50, functions=cause.plan["functions"], memory_mb=cause.plan["memory_mb"])["cost"],
-                    serverless_brute_force(resnet50, "cost"), rtol=1e-12)
+    assert_allclose(
+        dnnprov.predict(resnet50, functions=cause.plan["functions"], memory_mb=cause.plan["memory_mb"])["cost"],
+        serverless_brute_force(resnet50, "cost"),
+        rtol=1e-12,
+    )
 
 
 # ---------------------------------------------------------------- random instances
@@ -274,7 +310,7 @@ def test_random_infeasible_instances(make_random_spot):
     for seed in range(40):
         problem = make_random_spot(np.random.default_rng(9000 + seed), budget=seed % 2 == 1)
         cons = problem.constraints
-        if seed % 2 and cons.budget_usd is not None:   # odd seeds: a budget cut, even ones: a deadline cut
+        if seed % 2 and cons.budget_usd is not None:  # odd seeds: a budget cut, even ones: a deadline cut
             problem = problem.replace(constraints=dataclasses.replace(cons, budget_usd=cons.budget_usd * 0.5))
         else:
             problem = problem.replace(slo=dataclasses.replace(problem.slo, time_s=problem.slo.time_s * 0.6))
@@ -355,11 +391,13 @@ def test_vcpu_quota_and_worker_range():
     """At 3,000 s the docs example needs 4 workers: a 24-vCPU quota (3 x 8) and workers <= 3 each rule it out."""
     base = {**DOCS_EXAMPLE, "slo": {"loss": 0.8, "time_s": 3000}}
     base["instance_types"] = {"p3.2xlarge": {**DOCS_EXAMPLE["instance_types"]["p3.2xlarge"], "vcpus": 8}}
-    fewest = min(n for n in range(1, 5) if dnnprov.predict(dnnprov.problem_from_dict(base),
-                                                            counts={"p3.2xlarge": n})["feasible"])
+    fewest = min(
+        n for n in range(1, 5) if dnnprov.predict(dnnprov.problem_from_dict(base), counts={"p3.2xlarge": n})["feasible"]
+    )
     assert fewest == 4
-    vcpu = dnnprov.problem_from_dict({**base, "constraints": {"vcpu_quotas": [
-        {"family": "P", "market": "spot", "vcpus": 24}]}})
+    vcpu = dnnprov.problem_from_dict(
+        {**base, "constraints": {"vcpu_quotas": [{"family": "P", "market": "spot", "vcpus": 24}]}}
+    )
     cause = reason(dnnprov.solve(vcpu), "vcpu_quota")
     assert cause.proven and cause.current == {"P/spot": 24} and cause.needed == {"P/spot": 8 * fewest}
     workers = dnnprov.problem_from_dict({**base, "constraints": {"workers": [1, 3]}})
@@ -388,16 +426,23 @@ def test_an_iteration_floor_no_factor_lifts_is_not_blamed_on_the_ranges():
     factor, so no reason may claim a factor that admits a plan (brute force checks each claim)."""
     table1 = dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json"))
     w = table1.workload
-    floor = table1.replace(workload=dataclasses.replace(
-        w, domain=dataclasses.replace(w.domain, min_iterations=10_000_000)))
+    floor = table1.replace(
+        workload=dataclasses.replace(w, domain=dataclasses.replace(w.domain, min_iterations=10_000_000))
+    )
     result = dnnprov.solve(floor)
     assert result.status is Status.INFEASIBLE and result.infeasibility
     for r in result.infeasibility:
         if r.kind == "domain" and isinstance(r.needed, (int, float)) and math.isfinite(r.needed):
-            wider = floor.replace(workload=dataclasses.replace(floor.workload, domain=dataclasses.replace(
-                floor.workload.domain, extrapolation=r.needed)))
+            wider = floor.replace(
+                workload=dataclasses.replace(
+                    floor.workload, domain=dataclasses.replace(floor.workload.domain, extrapolation=r.needed)
+                )
+            )
             assert math.isfinite(spot_brute_force(wider, "cost")[0]), r.text
     (named,) = [r for r in result.infeasibility if r.field == "workload.domain.min_iterations"]
-    no_floor = floor.replace(workload=dataclasses.replace(floor.workload, domain=dataclasses.replace(
-        floor.workload.domain, min_iterations=0)))
+    no_floor = floor.replace(
+        workload=dataclasses.replace(
+            floor.workload, domain=dataclasses.replace(floor.workload.domain, min_iterations=0)
+        )
+    )
     assert named.proven and f"${spot_brute_force(no_floor, 'cost')[0]:.6f}" in named.text

@@ -7,15 +7,23 @@ import math
 
 import numpy as np
 import pytest
+from dnnprov.formulations.joint import chosen_columns, create_joint_model
+from dnnprov.solvers.enumeration import decode_counts
+from dnnprov.solvers.joint import (
+    ColumnModel,
+    SharedLimits,
+    generate_columns,
+    pareto_grid,
+    serverless_columns,
+    solve_columns,
+    solve_many,
+    spot_columns,
+)
+from dnnprov.solvers.serverless_exact import feasible_columns
 
 import dnnprov
 from dnnprov.cli import main
-from dnnprov.formulations.joint import chosen_columns, create_joint_model
 from dnnprov.models.serverless import ServerlessModel
-from dnnprov.solvers.enumeration import decode_counts
-from dnnprov.solvers.joint import (ColumnModel, SharedLimits, generate_columns, pareto_grid, serverless_columns,
-                                   solve_columns, solve_many, spot_columns)
-from dnnprov.solvers.serverless_exact import feasible_columns
 from dnnprov.models.spot import SpotModel
 
 REL = 1e-9
@@ -36,8 +44,15 @@ def row_usage(problem, counts_or_functions, shared: SharedLimits) -> tuple[float
             out.append(float(sum(n for lab, n in zip(cols.labels, counts) if lab == label)))
         elif row.startswith("vcpu:"):
             family, market = row.removeprefix("vcpu:").split("/")
-            out.append(float(sum(n * v for n, v, f, m in zip(counts, cols.vcpus, cols.families, cols.markets)
-                                 if (f, m) == (family, market))))
+            out.append(
+                float(
+                    sum(
+                        n * v
+                        for n, v, f, m in zip(counts, cols.vcpus, cols.families, cols.markets)
+                        if (f, m) == (family, market)
+                    )
+                )
+            )
         else:
             out.append(0.0)
     return tuple(out)
@@ -181,8 +196,9 @@ def test_brute_force_mixed_sets(make_random_spot, make_random_serverless):
     rng = np.random.default_rng(42)
     optimal = 0
     for _ in range(12):
-        problems = ([small_spot(rng, make_random_spot) for _ in range(int(rng.integers(1, 3)))]
-                    + [small_serverless(rng, make_random_serverless) for _ in range(int(rng.integers(2, 4)))])
+        problems = [small_spot(rng, make_random_spot) for _ in range(int(rng.integers(1, 3)))] + [
+            small_serverless(rng, make_random_serverless) for _ in range(int(rng.integers(2, 4)))
+        ]
         shared = random_shared(rng, problems)
         expected = brute_force(problems, shared)
         result = solve_many(problems, shared=shared)
@@ -199,8 +215,10 @@ def test_brute_force_mixed_sets(make_random_spot, make_random_serverless):
 def test_loose_limits_equal_sum_of_single_solves(make_random_spot, make_random_serverless):
     """With limits nobody reaches, the joint cost is the sum of each job's own milp optimum."""
     rng = np.random.default_rng(43)
-    problems = [feasible(make_random_spot, rng, max_quota=4) if i % 2 else feasible(make_random_serverless, rng)
-                for i in range(8)]
+    problems = [
+        feasible(make_random_spot, rng, max_quota=4) if i % 2 else feasible(make_random_serverless, rng)
+        for i in range(8)
+    ]
     labels = {label for p in problems if isinstance(p, dnnprov.SpotProblem) for label in p.columns().labels}
     shared = SharedLimits(quotas={label: 10**6 for label in labels}, concurrency=10**6)
     result = solve_many(problems, shared=shared)
@@ -219,8 +237,10 @@ def test_loose_limits_equal_sum_of_single_solves(make_random_spot, make_random_s
 
 def test_tightening_a_quota_never_lowers_cost(make_resnet110):
     """Lowering a shared quota step by step: the total cost never falls, infeasible stays so."""
-    problems = [make_resnet110(loss=loss, time_s=t) for loss, t in
-                [(0.9, 1900), (0.8, 2400), (0.7, 3700), (0.8, 2600), (0.85, 2200)]]
+    problems = [
+        make_resnet110(loss=loss, time_s=t)
+        for loss, t in [(0.9, 1900), (0.8, 2400), (0.7, 3700), (0.8, 2600), (0.85, 2200)]
+    ]
     previous = 0.0
     seen_infeasible = False
     for quota in range(12, -1, -1):
@@ -260,8 +280,9 @@ def test_fixing_never_removes_the_optimal_column(make_random_spot, make_random_s
     rng = np.random.default_rng(45)
     compared = 0
     for _ in range(10):
-        problems = ([feasible(make_random_spot, rng, max_quota=4) for _ in range(6)]
-                    + [feasible(make_random_serverless, rng) for _ in range(4)])
+        problems = [feasible(make_random_spot, rng, max_quota=4) for _ in range(6)] + [
+            feasible(make_random_serverless, rng) for _ in range(4)
+        ]
         shared = random_shared(rng, problems)
         fixed = solve_many(problems, shared=shared)
         full = solve_many(problems, shared=shared, fixing=False)
@@ -302,12 +323,17 @@ def test_spot_columns_are_the_exact_front(make_random_spot):
         shared = SharedLimits(quotas={label: 100 for label in labels if rng.random() < 0.7})
         if not shared.quotas:
             continue
-        options = every_plan(p, shared)           # cheapest plan of every shared-row use
-        front = {u: c for u, c in options.items()
-                 if not any(v != u and all(a <= b for a, b in zip(v, u)) and d <= c for v, d in options.items())}
+        options = every_plan(p, shared)  # cheapest plan of every shared-row use
+        front = {
+            u: c
+            for u, c in options.items()
+            if not any(v != u and all(a <= b for a, b in zip(v, u)) and d <= c for v, d in options.items())
+        }
         g = spot_columns(p, shared)
-        got = {tuple(float(g.columns.usage[r][k]) for r in shared.rows()): float(g.columns.cost[k])
-               for k in range(len(g.columns))}
+        got = {
+            tuple(float(g.columns.usage[r][k]) for r in shared.rows()): float(g.columns.cost[k])
+            for k in range(len(g.columns))
+        }
         assert got.keys() == front.keys()
         for u, expected in front.items():
             np.testing.assert_allclose(got[u], expected, rtol=1e-12)
@@ -341,12 +367,12 @@ def test_vcpu_and_on_demand_rows(make_random_spot):
     rng = np.random.default_rng(48)
     done = 0
     for _ in range(15):
-        problems = [feasible(make_random_spot, rng, n_types=2, max_quota=2, on_demand=True, max_ps=1)
-                    for _ in range(3)]
+        problems = [feasible(make_random_spot, rng, n_types=2, max_quota=2, on_demand=True, max_ps=1) for _ in range(3)]
         cols = problems[0].columns()
         shared = SharedLimits(
             quotas={cols.labels[-1]: int(rng.integers(0, 4))},
-            vcpu_quotas=(dnnprov.VcpuQuota(family=cols.families[0], market="spot", vcpus=int(rng.integers(4, 60))),))
+            vcpu_quotas=(dnnprov.VcpuQuota(family=cols.families[0], market="spot", vcpus=int(rng.integers(4, 60))),),
+        )
         expected = brute_force(problems, shared)
         result = solve_many(problems, shared=shared)
         if math.isinf(expected):
@@ -362,13 +388,15 @@ def test_pyomo_model_gives_the_same_optimum(make_random_spot, make_random_server
     """The Pyomo column model solved by appsi_highs matches solve_many (binding limits)."""
     pyo = pytest.importorskip("pyomo.environ")
     rng = np.random.default_rng(49)
-    problems = ([feasible(make_random_spot, rng, max_quota=3) for _ in range(4)]
-                + [feasible(make_random_serverless, rng) for _ in range(3)])
+    problems = [feasible(make_random_spot, rng, max_quota=3) for _ in range(4)] + [
+        feasible(make_random_serverless, rng) for _ in range(3)
+    ]
     labels = sorted({label for p in problems[:4] for label in p.columns().labels})
     loose = solve_many(problems, shared=SharedLimits(quotas={label: 10**6 for label in labels}, concurrency=10**6))
     busiest = max(labels, key=lambda label: loose.usage[f"quota:{label}"])
-    shared = SharedLimits(quotas={busiest: int(loose.usage[f"quota:{busiest}"]) - 1},
-                          concurrency=int(loose.usage["concurrency"]) - 2)
+    shared = SharedLimits(
+        quotas={busiest: int(loose.usage[f"quota:{busiest}"]) - 1}, concurrency=int(loose.usage["concurrency"]) - 2
+    )
     result = solve_many(problems, shared=shared)
     assert result.status is dnnprov.Status.OPTIMAL
     assert result.cost > loose.cost
@@ -384,7 +412,7 @@ def test_pyomo_model_gives_the_same_optimum(make_random_spot, make_random_server
 
 def test_infeasible_sets_are_proven():
     """A limit no job can meet, or that all jobs together cannot meet, gives status infeasible."""
-    from conftest import resnet110_problem, resnet50_problem
+    from conftest import resnet50_problem, resnet110_problem
 
     problems = [resnet110_problem(), resnet50_problem()]
     result = solve_many(problems, shared=SharedLimits(concurrency=0))
@@ -469,11 +497,12 @@ def test_cli_solve_many(tmp_path, capsys, make_resnet110, make_resnet50):
 
 def test_full_lp_path_agrees(monkeypatch, make_random_spot, make_random_serverless):
     """Above PRICING_MAX_JOBS the LP is solved in full (interior point): same optimum."""
-    import dnnprov.solvers.joint as joint
+    from dnnprov.solvers import joint
 
     rng = np.random.default_rng(50)
-    problems = ([feasible(make_random_spot, rng, max_quota=4) for _ in range(5)]
-                + [feasible(make_random_serverless, rng) for _ in range(5)])
+    problems = [feasible(make_random_spot, rng, max_quota=4) for _ in range(5)] + [
+        feasible(make_random_serverless, rng) for _ in range(5)
+    ]
     loose = solve_many(problems, shared=SharedLimits(concurrency=10**6))
     shared = SharedLimits(concurrency=int(loose.usage["concurrency"]) - 3)
     by_pricing = solve_many(problems, shared=shared)
@@ -498,22 +527,29 @@ def test_shared_limits_that_cannot_hold_are_named(make_random_spot, make_random_
         if rng.random() < 0.4:
             problems.append(small_serverless(rng, make_random_serverless))
         shared = random_shared(rng, problems)
-        shared = SharedLimits(quotas={k: max(v // 2, 0) for k, v in shared.quotas.items()},
-                              vcpu_quotas=shared.vcpu_quotas,
-                              concurrency=None if shared.concurrency is None else shared.concurrency // 3)
+        shared = SharedLimits(
+            quotas={k: max(v // 2, 0) for k, v in shared.quotas.items()},
+            vcpu_quotas=shared.vcpu_quotas,
+            concurrency=None if shared.concurrency is None else shared.concurrency // 3,
+        )
         if not shared.rows() or math.isfinite(brute_force(problems, shared)):
             continue
         result = solve_many(problems, shared=shared)
         assert result.status is dnnprov.Status.INFEASIBLE and result.infeasibility
-        causes = {row_field(row) for row in shared.rows() if math.isfinite(brute_force(problems, without_row(shared, row)))}
+        causes = {
+            row_field(row) for row in shared.rows() if math.isfinite(brute_force(problems, without_row(shared, row)))
+        }
         named = {r.field for r in result.infeasibility if r.kind in ("quota", "vcpu_quota")}
         assert named == causes
         rows_by_field = {row_field(row): row for row in shared.rows()}
         for r in result.infeasibility:
             if r.kind in ("quota", "vcpu_quota"):
                 row = rows_by_field[r.field]
-                least = next(limit for limit in range(int(r.current) + 1, 10**6)
-                             if math.isfinite(brute_force(problems, with_row_limit(shared, row, limit))))
+                least = next(
+                    limit
+                    for limit in range(int(r.current) + 1, 10**6)
+                    if math.isfinite(brute_force(problems, with_row_limit(shared, row, limit)))
+                )
                 assert r.needed == least and r.proven, (r, least)
         kinds = {r.kind for r in result.infeasibility}
         assert ("combination" in kinds) == (not causes and len(shared.rows()) > 1)
@@ -530,5 +566,7 @@ def test_shared_limit_reasons_reach_the_json():
     result = solve_many(two, shared=limits)
     data = json.loads(result.to_json())
     assert data["status"] == "infeasible" and data["infeasibility"]
-    assert all(set(r) == {"kind", "field", "current", "needed", "proven", "text", "plan"} for r in data["infeasibility"])
+    assert all(
+        set(r) == {"kind", "field", "current", "needed", "proven", "text", "plan"} for r in data["infeasibility"]
+    )
     assert solve_many(two, shared=limits, explain=False).infeasibility == ()

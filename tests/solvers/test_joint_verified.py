@@ -14,25 +14,25 @@ import itertools
 from fractions import Fraction
 
 import numpy as np
-
 from dnnprov.formulations.joint import JobColumns
-from dnnprov.io.instances import problem_from_dict
 from dnnprov.solvers.joint import solve_columns, solve_many
-from dnnprov.result import Status
 from test_joint import brute_force, check_plans, random_shared, small_spot
 
-TOLERANCE = 1e-8     # the documented relative tolerance of joint `optimal` (docs/joint.md)
+from dnnprov.io.instances import problem_from_dict
+from dnnprov.result import Status
+
+TOLERANCE = 1e-8  # the documented relative tolerance of joint `optimal` (docs/joint.md)
 ROWS = ("quota:a", "quota:b")
 
 
 def random_set(rng: np.random.Generator) -> tuple[list[JobColumns], dict[str, float]]:
     """2-4 jobs of 1-6 columns, integer uses of 1-2 shared rows, costs over 12 decades."""
-    jobs, rows = int(rng.integers(2, 5)), ROWS[:int(rng.integers(1, 3))]
+    jobs, rows = int(rng.integers(2, 5)), ROWS[: int(rng.integers(1, 3))]
     columns = []
     for j in range(jobs):
         k = int(rng.integers(1, 7))
         base = 10.0 ** rng.uniform(-6, 6)
-        if rng.random() < 0.5:      # a large common price, differences near 1e-6 relative or below
+        if rng.random() < 0.5:  # a large common price, differences near 1e-6 relative or below
             cost = base * (1 + 10.0 ** rng.uniform(-12, -5, size=k))
         else:
             cost = 10.0 ** rng.uniform(-6, 6, size=k)
@@ -99,8 +99,10 @@ def test_no_wrong_certificate_over_twelve_decades():
 def test_common_large_price_with_tiny_differences():
     """Four columns at 1e5 $ differing by 1e-6 $: the cheapest joint plan is found and proven."""
     cost = 1e5 + np.array([4e-6, 3e-6, 2e-6, 1e-6])
-    columns = [JobColumns("a", cost, {"quota:a": np.array([0.0, 1, 1, 2])}),
-               JobColumns("b", cost[::-1].copy(), {"quota:a": np.array([2.0, 1, 1, 0])})]
+    columns = [
+        JobColumns("a", cost, {"quota:a": np.array([0.0, 1, 1, 2])}),
+        JobColumns("b", cost[::-1].copy(), {"quota:a": np.array([2.0, 1, 1, 0])}),
+    ]
     limits = {"quota:a": 2.0}
     solved = solve_columns(columns, limits)
     optimum = exhaustive_optimum(columns, limits)

@@ -39,8 +39,7 @@ def test_table1_milp_proves_the_exhaustive_optimum(resnet110_table1):
     assert result.cost == pytest.approx(5.448374, abs=1e-9)
     assert result.time_s == pytest.approx(2567.70, abs=1e-9)
     assert result.bound == result.cost and result.gap == 0
-    assert {k: v for k, v in result.plan.counts.items() if v} == {
-        "g4dn.4xlarge": 3, "g3.8xlarge": 5, "g3.16xlarge": 2}
+    assert {k: v for k, v in result.plan.counts.items() if v} == {"g4dn.4xlarge": 3, "g3.8xlarge": 5, "g3.16xlarge": 2}
 
 
 def test_embedded_table1_file_reproduces_the_spec():
@@ -50,10 +49,13 @@ def test_embedded_table1_file_reproduces_the_spec():
     assert dnnprov.solve(problem, "milp").cost == pytest.approx(5.448374, abs=1e-9)
 
 
-@pytest.mark.parametrize(("loss", "time_s", "plan"), [
-    (0.9, 1900.0, [2, 0, 2, 0, 0]),
-    (0.8, 2400.0, [2, 0, 4, 0, 0]),
-])
+@pytest.mark.parametrize(
+    ("loss", "time_s", "plan"),
+    [
+        (0.9, 1900.0, [2, 0, 2, 0, 0]),
+        (0.8, 2400.0, [2, 0, 4, 0, 0]),
+    ],
+)
 def test_table5_exhaustive_plans(make_resnet110, loss, time_s, plan):
     """Table V's Srifty+ (exhaustive) ResNet-110 plans are the proven optima of the reference model."""
     result = dnnprov.solve(make_resnet110(loss=loss, time_s=time_s), "milp")
@@ -81,11 +83,16 @@ def test_milp_equals_enumerate_on_random_spot(make_random_spot, chunk):
     PS ranges, vCPU quotas, budgets, kept instances, on-demand columns, overheads)."""
     for seed in range(chunk * 20, chunk * 20 + 20):
         rng = np.random.default_rng(10_000 + seed)
-        problem = make_random_spot(rng, max_quota=int(rng.integers(2, 7)),
-                                   gamma_4=[0.1, 1.0][seed % 2], model=["paper", "reference"][seed // 2 % 2])
+        problem = make_random_spot(
+            rng,
+            max_quota=int(rng.integers(2, 7)),
+            gamma_4=[0.1, 1.0][seed % 2],
+            model=["paper", "reference"][seed // 2 % 2],
+        )
         if seed % 5 == 0:
-            problem = problem.replace(slo=dnnprov.SpotSLO(
-                loss=problem.slo.loss, time_s=problem.slo.time_s, takeover_overhead_s=30.0))
+            problem = problem.replace(
+                slo=dnnprov.SpotSLO(loss=problem.slo.loss, time_s=problem.slo.time_s, takeover_overhead_s=30.0)
+            )
         result = check_exact(problem)
         if result.plan is not None:
             counts = np.array([list(result.plan.counts.values())])
@@ -107,8 +114,9 @@ def test_serverless_milp_with_large_memory_grid(make_resnet50):
 
 def test_time_limit_reports_limit_and_a_valid_bound(make_random_spot):
     """Stopped by its time limit, milp never says optimal; its bound stays below the optimum."""
-    problem = make_random_spot(np.random.default_rng(7), model="paper", loss_variant="cc",
-                               gamma_4=0.1, n_types=5, max_quota=6, budget=False)
+    problem = make_random_spot(
+        np.random.default_rng(7), model="paper", loss_variant="cc", gamma_4=0.1, n_types=5, max_quota=6, budget=False
+    )
     optimum = dnnprov.solve(problem, "enumerate")
     result = dnnprov.solve(problem, "milp", time_limit_s=1e-6)
     assert result.status in (Status.LIMIT, Status.OPTIMAL)
@@ -151,8 +159,12 @@ def test_cell_milps_alone_equal_enumerate(make_random_spot, chunk):
 
     for seed in range(chunk * 20, chunk * 20 + 20):
         rng = np.random.default_rng(40_000 + seed)
-        problem = make_random_spot(rng, max_quota=int(rng.integers(2, 7)),
-                                   gamma_4=[0.1, 1.0][seed % 2], model=["paper", "reference"][seed // 2 % 2])
+        problem = make_random_spot(
+            rng,
+            max_quota=int(rng.integers(2, 7)),
+            gamma_4=[0.1, 1.0][seed % 2],
+            model=["paper", "reference"][seed // 2 % 2],
+        )
         exact = solve_spot_exact(problem, cell_enumeration=0)
         oracle = dnnprov.solve(problem, "enumerate")
         assert exact.status is oracle.status, (seed, exact.message)

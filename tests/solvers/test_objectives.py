@@ -14,19 +14,32 @@ import zlib
 
 import numpy as np
 import pytest
+from dnnprov.solvers.front import NO_DEADLINE_S, at_deadline, faster_than
 
 import dnnprov
 from dnnprov import Objective, Status, fuzz
-from dnnprov.fuzz.fronts import (CASES, brute_front, check_front, check_instance, check_objective, feasible_plans)
-from dnnprov.solvers.front import NO_DEADLINE_S, at_deadline, faster_than
+from dnnprov.fuzz.fronts import CASES, brute_front, check_front, check_instance, check_objective, feasible_plans
 
 pytestmark = pytest.mark.filterwarnings("ignore::dnnprov.errors.PlausibilityWarning")
 
 #: The nastiest families first: ties in time and cost, deadlines and budgets at a plan,
 #: the reference model's rounded times and costs, zero prices, prices over 24 decades.
-NASTY = ("tied-types", "slo-at-plan", "budget-at-plan", "reference-model", "price-decades", "price-magnitudes",
-         "all-magnitudes", "ps-ranges", "existing", "no-cc-j-nonpositive", "serverless-deadline",
-         "serverless-magnitudes", "mixed", "embedded")
+NASTY = (
+    "tied-types",
+    "slo-at-plan",
+    "budget-at-plan",
+    "reference-model",
+    "price-decades",
+    "price-magnitudes",
+    "all-magnitudes",
+    "ps-ranges",
+    "existing",
+    "no-cc-j-nonpositive",
+    "serverless-deadline",
+    "serverless-magnitudes",
+    "mixed",
+    "embedded",
+)
 SEEDS = 3
 
 
@@ -47,8 +60,8 @@ def test_table1_whole_front_has_37_proven_points(table1):
     assert all(p.proven for p in front.points)
     truth = brute_front(*feasible_plans(at_deadline(table1, NO_DEADLINE_S)))
     assert [(p.time_s, p.cost) for p in front.points] == truth
-    assert front.stats["exact_solves"] == 38                      # one per point and the infeasible end
-    assert (2381.24, 7.233149) in truth                            # the point the issue's sweep grid missed
+    assert front.stats["exact_solves"] == 38  # one per point and the infeasible end
+    assert (2381.24, 7.233149) in truth  # the point the issue's sweep grid missed
 
 
 def test_table1_front_between_deadlines(table1):
@@ -115,14 +128,15 @@ def test_faster_than_admits_exactly_the_faster_times(table1):
         for t in [*rng.uniform(1, 1e6, 200), 2600.0, 1.0000000000000002, 4503599627370496.0 / 4096]:
             d = faster_than(problem, float(t))
             assert d * factor < t <= float(np.nextafter(d, math.inf)) * factor
-            assert float(np.nextafter(t, 0)) <= d * factor                 # the next float down is admitted
+            assert float(np.nextafter(t, 0)) <= d * factor  # the next float down is admitted
 
 
 def test_zero_prices_give_one_point():
     """All plans free: the front is the fastest plan alone (ties in cost keep the faster)."""
     problem = dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json"))
-    free = problem.replace(instance_types=tuple(dataclasses.replace(t, spot_price_per_h=0.0)
-                                                for t in problem.instance_types))
+    free = problem.replace(
+        instance_types=tuple(dataclasses.replace(t, spot_price_per_h=0.0) for t in problem.instance_types)
+    )
     front = dnnprov.pareto(free)
     truth = brute_front(*feasible_plans(at_deadline(free, NO_DEADLINE_S)))
     assert len(truth) == 1 and [(p.time_s, p.cost) for p in front.points] == truth and front.points[0].proven
@@ -131,22 +145,24 @@ def test_zero_prices_give_one_point():
 def stopping_after(calls: int):
     """The exact black box, whose solves after the first ``calls`` meet an expired clock (a
     deterministic stand-in for a time limit reached in the middle of a walk)."""
-    from dnnprov.progress import Clock
     from dnnprov.dispatch import exact_min_cost
+    from dnnprov.progress import Clock
 
     made = []
 
     def exact(problem, clock):
         made.append(problem)
         return exact_min_cost(problem, clock if len(made) <= calls else Clock(1e-9))
+
     return exact
 
 
 @pytest.mark.parametrize("calls", [0, 1, 3, 6])
 def test_a_stopped_front_claims_only_true_points(table1, calls):
     """Stopped after a few solves, the walk is incomplete and every point it marks proven is on the front."""
-    from dnnprov.progress import Clock
     from dnnprov.solvers.front import walk_front
+
+    from dnnprov.progress import Clock
 
     points, complete, solves, message = walk_front(table1, stopping_after(calls), 0.0, NO_DEADLINE_S, Clock(60))
     truth = brute_front(*feasible_plans(at_deadline(table1, NO_DEADLINE_S)))
@@ -159,8 +175,9 @@ def test_a_stopped_front_claims_only_true_points(table1, calls):
 @pytest.mark.parametrize("calls", [0, 1, 2, 4])
 def test_a_stopped_objective_keeps_a_true_bound(table1, calls):
     """Stopped after a few solves, least time and weighted end at limit with bounds no plan beats."""
-    from dnnprov.progress import Clock, SolverLog
     from dnnprov.solvers.objectives import least_time, least_weighted
+
+    from dnnprov.progress import Clock, SolverLog
 
     problem = with_budget(table1, 6.0)
     result = least_time(problem, stopping_after(calls), Clock(60), SolverLog(Clock(60)))
@@ -199,31 +216,34 @@ def test_the_checker_sees_a_wrong_front(monkeypatch):
 
 def test_the_checker_sees_a_wrong_objective(monkeypatch):
     """An answer that skipped the faster plans is a false optimum."""
-    import dnnprov.solvers.objectives as objectives
+    from dnnprov.solvers import objectives
 
     problem = with_budget(dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json")), 6.0)
-    monkeypatch.setattr(objectives, "GALLOP_FIRST", 0.5)                # harmless: still right
+    monkeypatch.setattr(objectives, "GALLOP_FIRST", 0.5)  # harmless: still right
     assert check_objective(problem, Objective("time")) == []
-    monkeypatch.setattr(objectives, "faster_than", lambda problem, t: 0.0)   # "no faster deadline above lo"
+    monkeypatch.setattr(objectives, "faster_than", lambda problem, t: 0.0)  # "no faster deadline above lo"
     assert [f.kind for f in check_objective(problem, Objective("time"))] == ["false-optimal", "bound-above-optimum"]
 
 
 # ------------------------------------------------------------------ bad input
-@pytest.mark.parametrize(("call", "field"), [
-    (lambda p: dnnprov.solve(p, objective="time"), "constraints.budget_usd"),
-    (lambda p: dnnprov.solve(p, objective="fastest"), "objective"),
-    (lambda p: dnnprov.solve(p, objective="weighted:-1"), "objective"),
-    (lambda p: dnnprov.solve(p, objective="weighted:nan"), "objective"),
-    (lambda p: dnnprov.solve(p, "heuristic", objective="weighted:1"), "objective"),
-    (lambda p: dnnprov.solve(p, objective="weighted:1", gap=0.1), "gap"),
-    (lambda p: dnnprov.solve(p, objective="weighted:1", robust=1), "objective"),
-    (lambda p: dnnprov.pareto(p, (3000, 2000)), "deadlines"),
-    (lambda p: dnnprov.pareto(p, (-1, None)), "deadlines"),
-    (lambda p: dnnprov.pareto(p, (None, math.inf)), "deadlines"),
-    (lambda p: dnnprov.pareto(p, (1,)), "deadlines"),
-    (lambda p: dnnprov.pareto(p, method="heuristic"), "method"),
-    (lambda p: dnnprov.pareto(p, time_limit_s=0), "time_limit_s"),
-])
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda p: dnnprov.solve(p, objective="time"), "constraints.budget_usd"),
+        (lambda p: dnnprov.solve(p, objective="fastest"), "objective"),
+        (lambda p: dnnprov.solve(p, objective="weighted:-1"), "objective"),
+        (lambda p: dnnprov.solve(p, objective="weighted:nan"), "objective"),
+        (lambda p: dnnprov.solve(p, "heuristic", objective="weighted:1"), "objective"),
+        (lambda p: dnnprov.solve(p, objective="weighted:1", gap=0.1), "gap"),
+        (lambda p: dnnprov.solve(p, objective="weighted:1", robust=1), "objective"),
+        (lambda p: dnnprov.pareto(p, (3000, 2000)), "deadlines"),
+        (lambda p: dnnprov.pareto(p, (-1, None)), "deadlines"),
+        (lambda p: dnnprov.pareto(p, (None, math.inf)), "deadlines"),
+        (lambda p: dnnprov.pareto(p, (1,)), "deadlines"),
+        (lambda p: dnnprov.pareto(p, method="heuristic"), "method"),
+        (lambda p: dnnprov.pareto(p, time_limit_s=0), "time_limit_s"),
+    ],
+)
 def test_bad_input_is_one_error_naming_the_field(table1, call, field):
     with pytest.raises(dnnprov.InvalidInputError) as caught:
         call(table1)
@@ -235,7 +255,9 @@ def test_serverless_objectives_and_front():
     problem = dnnprov.read_instance(dnnprov.embedded_instance("serverless/paper-table3-resnet50.json"))
     front = dnnprov.pareto(problem)
     assert front.status is Status.OPTIMAL
-    assert [(p.time_s, p.cost) for p in front.points] == brute_front(*feasible_plans(at_deadline(problem, NO_DEADLINE_S)))
+    assert [(p.time_s, p.cost) for p in front.points] == brute_front(
+        *feasible_plans(at_deadline(problem, NO_DEADLINE_S))
+    )
     for objective in (Objective("time"), Objective("weighted", 1e-3)):
         budgeted = with_budget(problem, 0.3) if objective.kind == "time" else problem
         assert check_objective(budgeted, objective) == []

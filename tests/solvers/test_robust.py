@@ -16,15 +16,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-import dnnprov
 from conftest import random_spot_problem
-from dnnprov.errors import InvalidInputError
-from dnnprov.io.instances import read_instance
-from dnnprov.problems.interruption import Interruption
 from dnnprov.solvers.risk import solve_risk
 from dnnprov.solvers.robust import replaced_delay, solve_robust, worst_case_delay
+
+import dnnprov
+from dnnprov.errors import InvalidInputError
+from dnnprov.io.instances import read_instance
 from dnnprov.models.spot import SpotModel
+from dnnprov.problems.interruption import Interruption
 
 OVERHEAD = 126.0
 #: The audit's defect reproductions (outside the repository, like ../shared/data).
@@ -57,7 +57,7 @@ def play(model: SpotModel, counts, ps, revocations, overhead: float = OVERHEAD) 
     ev = model.evaluate(counts[None, :], ps)
     fixed = model.problem.slo.takeover_overhead_s
     full = speed(model, counts, ps)
-    work = (float(ev.time_s[0]) - fixed) * full           # progress needed, u* - u0
+    work = (float(ev.time_s[0]) - fixed) * full  # progress needed, u* - u0
     # joins (-1) sort before revocations (+1) at one moment: a replacement may be revoked on arrival
     changes = sorted([(t, 1, m) for t, m in revocations] + [(t + overhead, -1, m) for t, m in revocations])
     out = np.zeros_like(counts)
@@ -143,12 +143,16 @@ def finish_unreplaced(model: SpotModel, counts, ps, timed_events) -> float:
 
 def unreplaced_oracle(problem: dnnprov.SpotProblem, k: int) -> float | None:
     """Cheapest plan meeting T_obj when up to k workers are lost for good, at 0, T/3 or 2T/3."""
+
     def worst_timing(model, counts, ps, ev) -> float:
         moments = (0.0, float(ev.time_s[0]) / 3, 2 * float(ev.time_s[0]) / 3)
         spot = [i for i, m in enumerate(model.columns.markets) if m == "spot"]
         workers = [i for i in spot for _ in range(counts[i])]
-        return max(finish_unreplaced(model, counts, ps, list(zip(times, s)))
-                   for s in schedules(workers, k) for times in itertools.product(moments, repeat=len(s)))
+        return max(
+            finish_unreplaced(model, counts, ps, list(zip(times, s)))
+            for s in schedules(workers, k)
+            for times in itertools.product(moments, repeat=len(s))
+        )
 
     return cheapest_surviving(problem, worst_timing)
 
@@ -169,8 +173,9 @@ def test_robust_unreplaced_matches_exhaustive_adversary(seed: int) -> None:
 
 def paper_problem(seed: int) -> dnnprov.SpotProblem:
     rng = np.random.default_rng(seed)
-    problem = random_spot_problem(rng, model="paper", n_types=3, max_quota=2, max_ps=2,
-                                  on_demand=bool(seed % 3 == 0), existing=False)
+    problem = random_spot_problem(
+        rng, model="paper", n_types=3, max_quota=2, max_ps=2, on_demand=bool(seed % 3 == 0), existing=False
+    )
     # Leave room for K replacements of OVERHEAD s (the oracle plays events from the start).
     return problem.replace(slo=dnnprov.SpotSLO(problem.slo.loss, max(problem.slo.time_s, 1500.0) * 1.1))
 
@@ -192,7 +197,7 @@ def test_robust_matches_exhaustive_adversary(seed: int) -> None:
                 assert result.details["worst_case_time_s"] <= problem.slo.time_s * (1 + 1e-9)
 
 
-@pytest.mark.parametrize("seed", [1, 4, 6, 10])       # boxes with plans of at most 4 workers
+@pytest.mark.parametrize("seed", [1, 4, 6, 10])  # boxes with plans of at most 4 workers
 @pytest.mark.parametrize("overhead", [10.0, OVERHEAD, 3000.0])
 def test_worst_case_matches_adversary_plan_by_plan(seed: int, overhead: float) -> None:
     """Every plan's worst case (K = 1, 2) is never beaten by the adversary and, where the
@@ -223,7 +228,7 @@ def test_k_counts_revoked_replacements(resnet110_paper) -> None:
     model = SpotModel(resnet110_paper)
     counts = np.array([1, 0, 0, 0, 0])
     delay, exact = replaced_delay(model, counts[None, :], np.array([1]), 2, OVERHEAD)
-    assert exact[0] and delay[0] == pytest.approx(2 * OVERHEAD)      # a lone worker: D = 1, twice
+    assert exact[0] and delay[0] == pytest.approx(2 * OVERHEAD)  # a lone worker: D = 1, twice
     played = play(model, counts, 1, [(0.0, 0), (OVERHEAD, 0)])
     assert played == pytest.approx(float(model.evaluate(counts[None, :], 1).time_s[0]) + 2 * OVERHEAD)
 
@@ -276,13 +281,19 @@ def test_time_limit_gives_limit_with_a_bound(resnet110_paper) -> None:
         assert result.bound is not None and result.bound <= optimum + 1e-12
 
 
-@pytest.mark.parametrize(("call", "field"), [
-    (lambda p: solve_robust(p, -1), "robust"),
-    (lambda p: solve_robust(p, 1, overhead_s=-5), "takeover_overhead_s"),
-    (lambda p: solve_robust(p.replace(model="reference", workload=replace(p.workload, loss_variant="no-cc")), 1), "model"),
-    (lambda p: solve_risk(p), "interruption"),
-    (lambda p: solve_risk(p, deadline_probability=1.5), "deadline_probability"),
-])
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda p: solve_robust(p, -1), "robust"),
+        (lambda p: solve_robust(p, 1, overhead_s=-5), "takeover_overhead_s"),
+        (
+            lambda p: solve_robust(p.replace(model="reference", workload=replace(p.workload, loss_variant="no-cc")), 1),
+            "model",
+        ),
+        (lambda p: solve_risk(p), "interruption"),
+        (lambda p: solve_risk(p, deadline_probability=1.5), "deadline_probability"),
+    ],
+)
 def test_bad_options_name_the_field(resnet110_paper, call, field: str) -> None:
     """Bad options are one InvalidInputError naming the field."""
     with pytest.raises(InvalidInputError) as info:
@@ -343,9 +354,14 @@ def risk_oracle(problem: dnnprov.SpotProblem, q: float | None, lost: float) -> f
 
 
 def with_rates(problem: dnnprov.SpotProblem, rng: np.random.Generator) -> dnnprov.SpotProblem:
-    types = tuple(replace(t, interruption=Interruption(float(rng.uniform(0.05, 1.5)), "test draw"),
-                          on_demand_price_per_h=t.on_demand_price_per_h or 3 * t.spot_price_per_h)
-                  for t in problem.instance_types)
+    types = tuple(
+        replace(
+            t,
+            interruption=Interruption(float(rng.uniform(0.05, 1.5)), "test draw"),
+            on_demand_price_per_h=t.on_demand_price_per_h or 3 * t.spot_price_per_h,
+        )
+        for t in problem.instance_types
+    )
     return problem.replace(instance_types=types)
 
 
@@ -370,8 +386,12 @@ def test_risk_matches_scalar_oracle(seed: int) -> None:
 
 def test_risk_with_no_revocations_is_the_nominal_optimum(resnet110_paper) -> None:
     """With zero interruption rates E[C] = C: the risk plan is the plain optimum."""
-    problem = resnet110_paper.replace(slo=dnnprov.SpotSLO(0.8, 3000.0), instance_types=tuple(
-        replace(t, interruption=Interruption(0.0, "never revoked")) for t in resnet110_paper.instance_types))
+    problem = resnet110_paper.replace(
+        slo=dnnprov.SpotSLO(0.8, 3000.0),
+        instance_types=tuple(
+            replace(t, interruption=Interruption(0.0, "never revoked")) for t in resnet110_paper.instance_types
+        ),
+    )
     result = solve_risk(problem, replacement="spot")
     assert result.cost == pytest.approx(dnnprov.solve(problem, "enumerate").cost, rel=1e-9)
     assert result.details["revocations_expected"] == 0.0
@@ -392,15 +412,19 @@ def test_solve_entry_point_reaches_the_revocation_planners(resnet110_paper) -> N
 
 
 # ----------------------------------------------------------------------------- options and limits
-@pytest.mark.parametrize(("args", "option"), [
-    (["--deadline-probability", "0.9"], "--deadline-probability"),
-    (["--no-replacement"], "--no-replacement"),
-    (["--takeover-overhead", "60"], "--takeover-overhead"),
-    (["--robust", "1", "--deadline-probability", "0.9"], "--deadline-probability"),
-    (["--risk", "--no-replacement"], "--no-replacement"),
-])
-def test_solve_refuses_revocation_options_without_their_planner(tmp_path: Path, capsys: pytest.CaptureFixture,
-                                                                 resnet110_paper, args: list[str], option: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["--deadline-probability", "0.9"], "--deadline-probability"),
+        (["--no-replacement"], "--no-replacement"),
+        (["--takeover-overhead", "60"], "--takeover-overhead"),
+        (["--robust", "1", "--deadline-probability", "0.9"], "--deadline-probability"),
+        (["--risk", "--no-replacement"], "--no-replacement"),
+    ],
+)
+def test_solve_refuses_revocation_options_without_their_planner(
+    tmp_path: Path, capsys: pytest.CaptureFixture, resnet110_paper, args: list[str], option: str
+) -> None:
     """`dnnprov solve` with an option of a planner not asked for: one error line naming it, exit 2."""
     from dnnprov.cli import main
 
@@ -422,8 +446,9 @@ def test_api_refuses_revocation_options_without_their_planner(resnet110_paper) -
 
 
 @pytest.mark.parametrize("planner", [["--robust", "1"], ["--risk"]])
-def test_cli_time_limit_gives_limit_and_bound(tmp_path: Path, capsys: pytest.CaptureFixture, resnet110_paper,
-                                              planner: list[str]) -> None:
+def test_cli_time_limit_gives_limit_and_bound(
+    tmp_path: Path, capsys: pytest.CaptureFixture, resnet110_paper, planner: list[str]
+) -> None:
     """`risk solve --time-limit` and `solve --robust/--risk --time-limit`: status limit with a bound
     no higher than the proven optimum (the solve with the default limit)."""
     from dnnprov.cli import main

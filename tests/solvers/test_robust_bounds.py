@@ -13,26 +13,40 @@ import math
 
 import numpy as np
 import pytest
-
-import dnnprov
 from conftest import random_spot_problem
-from dnnprov.progress import Clock, SolverLog
-from dnnprov.models.spot import SpotModel
 from dnnprov.solvers.robust import JOIN_OVERHEAD_S, robust_check
 from dnnprov.solvers.robust_exact import RevocationDecomposition, decompose, drop_bound, robust_outage
 from dnnprov.solvers.spot_cells import Cell, compositions, down, up
+
+import dnnprov
+from dnnprov.models.spot import SpotModel
+from dnnprov.progress import Clock, SolverLog
 
 
 def uncontended_problem(seed: int, *, max_quota: int = 3, n_types: int = 4) -> dnnprov.SpotProblem:
     """A small paper-model CC problem whose PS link is never contended (the rates do not change
     with the worker count, where the bound applies)."""
     rng = np.random.default_rng(seed)
-    problem = random_spot_problem(rng, model="paper", loss_variant="cc", n_types=n_types, max_quota=max_quota,
-                                  max_ps=1, on_demand=bool(seed % 4 == 0), existing=False, budget=False,
-                                  vcpu_quota=False)
+    problem = random_spot_problem(
+        rng,
+        model="paper",
+        loss_variant="cc",
+        n_types=n_types,
+        max_quota=max_quota,
+        max_ps=1,
+        on_demand=bool(seed % 4 == 0),
+        existing=False,
+        budget=False,
+        vcpu_quota=False,
+    )
     platform = problem.platform
-    return problem.replace(platform=dnnprov.SpotPlatform(ps_bandwidth_mb_s=1e5, pcie_bandwidth_mb_s=platform.pcie_bandwidth_mb_s,
-                                                          ps_price_per_h=platform.ps_price_per_h))
+    return problem.replace(
+        platform=dnnprov.SpotPlatform(
+            ps_bandwidth_mb_s=1e5,
+            pcie_bandwidth_mb_s=platform.pcie_bandwidth_mb_s,
+            ps_price_per_h=platform.ps_price_per_h,
+        )
+    )
 
 
 def search_of(problem: dnnprov.SpotProblem) -> RevocationDecomposition:
@@ -88,10 +102,25 @@ def point_cell(search: RevocationDecomposition, plan: np.ndarray, ps: int, top: 
     else:
         faster = [c for c in np.flatnonzero(allowed) if c not in (top, nxt) and (v[c], c) > (v[nxt], nxt)]
         pinned = ((top, 1, 1), (nxt, 1, int(hi[nxt])), *((int(c), 0, 0) for c in faster))
-    x, speed_sum, q = float(plan @ shape.rate), float(plan @ v), float(plan @ v ** 2)
+    x, speed_sum, q = float(plan @ shape.rate), float(plan @ v), float(plan @ v**2)
     b = speed_sum / x
-    return Cell(0.0, 0, int(plan.sum()), ps, top, down(b), up(b), down(speed_sum), up(speed_sum), allowed,
-                x_lo=down(x), x_hi=up(x), q_lo=down(q), q_hi=up(q), pinned=pinned)
+    return Cell(
+        0.0,
+        0,
+        int(plan.sum()),
+        ps,
+        top,
+        down(b),
+        up(b),
+        down(speed_sum),
+        up(speed_sum),
+        allowed,
+        x_lo=down(x),
+        x_hi=up(x),
+        q_lo=down(q),
+        q_hi=up(q),
+        pinned=pinned,
+    )
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -108,8 +137,10 @@ def test_drop_bound_is_exact_on_one_plan_cells(seed: int) -> None:
     exact = drops(model, plans, 1, top)
     ok = np.isfinite(exact)
     assert ok.sum() >= 3
-    bounds = np.array([drop_bound(search, point_cell(search, p, 1, int(t), int(n))) for p, t, n in zip(plans, top, nxt)])
-    exact = np.maximum(exact, 0.0)            # the criterion uses D+ (no delay when D <= 0)
+    bounds = np.array(
+        [drop_bound(search, point_cell(search, p, 1, int(t), int(n))) for p, t, n in zip(plans, top, nxt)]
+    )
+    exact = np.maximum(exact, 0.0)  # the criterion uses D+ (no delay when D <= 0)
     assert (bounds[ok] <= exact[ok]).all()
     # the cell's ends are widened by 1e-9 relative, which Q' = Q - v_t^2 amplifies by Q / Q'
     # where the top worker dominates: 1e-4 relative and 3e-6 absolute, still 10 x below 0.1 %
@@ -144,9 +175,17 @@ def check_cell(search: RevocationDecomposition, model: SpotModel, cell: Cell) ->
     counts = np.zeros((len(plans), len(lo)), dtype=np.int64)
     counts[:, cell.allowed] = plans
     shape = search.shape(cell.workers, cell.ps)
-    x, v, q = counts @ shape.rate, counts @ shape.speed, counts @ shape.speed ** 2
-    inside = ((x >= cell.x_lo) & (x <= cell.x_hi) & (v >= cell.v_lo) & (v <= cell.v_hi)
-              & (v / x >= cell.b_lo) & (v / x <= cell.b_hi) & (q >= cell.q_lo) & (q <= cell.q_hi))
+    x, v, q = counts @ shape.rate, counts @ shape.speed, counts @ shape.speed**2
+    inside = (
+        (x >= cell.x_lo)
+        & (x <= cell.x_hi)
+        & (v >= cell.v_lo)
+        & (v <= cell.v_hi)
+        & (v / x >= cell.b_lo)
+        & (v / x <= cell.b_hi)
+        & (q >= cell.q_lo)
+        & (q <= cell.q_hi)
+    )
     if not inside.any():
         return False
     exact = drops(model, counts[inside], cell.ps, np.full(int(inside.sum()), cell.top))
@@ -157,8 +196,9 @@ def check_cell(search: RevocationDecomposition, model: SpotModel, cell: Cell) ->
 def test_drop_bound_claims_nothing_where_the_ps_link_is_contended() -> None:
     """Rates that change from K to K - 1 workers get no bound (0 is always valid)."""
     problem = uncontended_problem(3)
-    problem = problem.replace(platform=dnnprov.SpotPlatform(ps_bandwidth_mb_s=1.0, pcie_bandwidth_mb_s=10000.0,
-                                                            ps_price_per_h=0.0))
+    problem = problem.replace(
+        platform=dnnprov.SpotPlatform(ps_bandwidth_mb_s=1.0, pcie_bandwidth_mb_s=10000.0, ps_price_per_h=0.0)
+    )
     search = search_of(problem)
     cells = [c for k in range(2, 6) for c in search.top_cells(k, 1)]
     assert cells and all(drop_bound(search, c) == 0.0 for c in cells)
@@ -200,8 +240,9 @@ def test_decomposition_with_cell_milps_matches_enumeration(seed: int) -> None:
             delay, _ = delays(counts, ps)
             return nominal.time_s + delay <= limit, nominal.cost
 
-        result, _ = decompose(problem, judge, Clock(600.0), robust_outage(problem, k, JOIN_OVERHEAD_S, replaced),
-                              cell_enumeration=0)
+        result, _ = decompose(
+            problem, judge, Clock(600.0), robust_outage(problem, k, JOIN_OVERHEAD_S, replaced), cell_enumeration=0
+        )
         assert result.status is expected.status
         if expected.status is dnnprov.Status.OPTIMAL:
             assert result.cost == pytest.approx(expected.cost, rel=1e-9)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+from dnnprov.solvers.serverless_exact import lower_cost, pair_bounds
 
 from dnnprov.models.serverless import ServerlessModel
-from dnnprov.solvers.serverless_exact import lower_cost, pair_bounds
 
 
 def test_pair_ranges_hold_every_plan_that_meets_the_deadline(make_random_serverless):
@@ -26,4 +26,4 @@ def test_pair_ranges_hold_every_plan_that_meets_the_deadline(make_random_serverl
             else:
                 narrowed += first[i] > last[i]
             narrowed += last[i] < high
-    assert checked >= 200 and narrowed >= 100      # the ranges were tested and do cut
+    assert checked >= 200 and narrowed >= 100  # the ranges were tested and do cut

@@ -13,7 +13,6 @@ import itertools
 
 import numpy as np
 import pytest
-
 from dnnprov.solvers.spot_cells import compositions, greedy, greedy_many, nogood_rows, row_ranges
 from dnnprov.solvers.spot_exact import SpotDecomposition
 
@@ -29,7 +28,7 @@ def all_plans(decomposition: SpotDecomposition, k: int) -> np.ndarray:
 def plan_tops(decomposition: SpotDecomposition, plans: np.ndarray, k: int, s: int) -> np.ndarray:
     """The top column of each plan: its fastest used column, ties to the largest index."""
     v = decomposition.shape(k, s).speed
-    order = np.lexsort((np.arange(len(v)), v))            # by speed, then index
+    order = np.lexsort((np.arange(len(v)), v))  # by speed, then index
     rank = np.empty(len(v), dtype=np.int64)
     rank[order] = np.arange(len(v))
     ranked = np.where(plans > 0, rank[None, :], -1)
@@ -76,9 +75,10 @@ def inside(cell, ev, mask) -> np.ndarray:
 
 def test_vertex_bound_is_below_every_plan_of_the_cell(make_random_spot):
     """(P + c0) j / X >= vertex_bound for every plan in a group's or top cell's ranges."""
-    checked = sum(check_vertex_bound(make_random_spot(np.random.default_rng([11, seed]), max_quota=3))
-                  for seed in SEEDS)
-    assert checked >= 100                       # cells that held plans (the claim was tested)
+    checked = sum(
+        check_vertex_bound(make_random_spot(np.random.default_rng([11, seed]), max_quota=3)) for seed in SEEDS
+    )
+    assert checked >= 100  # cells that held plans (the claim was tested)
 
 
 def check_vertex_bound(problem) -> int:
@@ -91,7 +91,7 @@ def check_vertex_bound(problem) -> int:
         for s in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
             ev = d.model.evaluate(plans, s)
             per_rate = (plans @ d.cols.price + s * c0) * ev.iterations / ev.iteration_rate
-            valid = np.isfinite(per_rate) & (ev.iterations > 0)          # the model needs j > 0
+            valid = np.isfinite(per_rate) & (ev.iterations > 0)  # the model needs j > 0
             cells = d.groups(range(k, k + 1)) + d.top_cells(k, s)
             tops = plan_tops(d, plans, k, s)
             for cell in cells:
@@ -123,8 +123,7 @@ def test_tail_bound_is_below_every_larger_plan(make_random_spot, seed):
 @pytest.mark.parametrize("seed", SEEDS)
 def test_top_cells_keep_every_plan_that_beats_the_threshold(make_random_spot, seed):
     """A feasible plan cheaper than the threshold lies in the kept cell of its top, in its ranges."""
-    problem = make_random_spot(np.random.default_rng([13, seed]), max_quota=3,
-                               loss_variant="cc", model="paper")
+    problem = make_random_spot(np.random.default_rng([13, seed]), max_quota=3, loss_variant="cc", model="paper")
     d = SpotDecomposition(problem)
     k_lo, k_hi = d.worker_range()
     for k in range(max(k_lo, 2), min(k_hi, 7) + 1):
@@ -156,8 +155,7 @@ def test_cc_square_secant_is_below_every_plan_of_the_cell(make_random_spot, seed
     requires the bound to come within 10 % of some plan's exact value (measured: within 2.4 %
     at seed 0), so a vacuous bound does not pass unnoticed.
     """
-    problem = make_random_spot(np.random.default_rng([14, seed]), max_quota=3,
-                               loss_variant="cc", model="paper")
+    problem = make_random_spot(np.random.default_rng([14, seed]), max_quota=3, loss_variant="cc", model="paper")
     d = SpotDecomposition(problem)
     w = problem.workload
     k_lo, k_hi = d.worker_range()
@@ -179,8 +177,13 @@ def test_cc_square_secant_is_below_every_plan_of_the_cell(make_random_spot, seed
                         mid = (curve[1] + curve[2]) / 2
                         q_ranges += [(0.0, mid), (mid, np.inf)]
                     for cell.q_lo, cell.q_hi in q_ranges:
-                        mine = ((tops == cell.top) & (ev.speed >= cell.v_lo) & (ev.speed <= cell.v_hi)
-                                & (q >= cell.q_lo) & (q <= cell.q_hi))
+                        mine = (
+                            (tops == cell.top)
+                            & (ev.speed >= cell.v_lo)
+                            & (ev.speed <= cell.v_hi)
+                            & (q >= cell.q_lo)
+                            & (q <= cell.q_hi)
+                        )
                         secant = d.cc_square_secant(cell)
                         if secant is None or not mine.any():
                             continue
@@ -188,7 +191,7 @@ def test_cc_square_secant_is_below_every_plan_of_the_cell(make_random_spot, seed
                         assert (bound <= exact[mine] * (1 + 1e-12)).all()
                         checked += 1
                         close = max(close, float((bound / exact[mine]).max()))
-    assert checked == 0 or close > 0.9        # not vacuous: near some plan's exact value
+    assert checked == 0 or close > 0.9  # not vacuous: near some plan's exact value
 
 
 def test_j_lower_is_below_every_plan_and_the_exact_minimum_of_its_relaxation(make_random_spot):
@@ -201,10 +204,13 @@ def test_j_lower_is_below_every_plan_and_the_exact_minimum_of_its_relaxation(mak
     """
     checked, knees = 0, set()
     for seed in SEEDS:
-        checked += check_j_lower(make_random_spot(np.random.default_rng([16, seed]), max_quota=3, loss_variant="cc",
-                                                  model="paper"), np.random.default_rng([17, seed]), knees)
+        checked += check_j_lower(
+            make_random_spot(np.random.default_rng([16, seed]), max_quota=3, loss_variant="cc", model="paper"),
+            np.random.default_rng([17, seed]),
+            knees,
+        )
     assert checked >= 500
-    assert knees == {"below", "above", "inside"}          # every branch of the minimum was taken
+    assert knees == {"below", "above", "inside"}  # every branch of the minimum was taken
 
 
 def check_j_lower(problem, rng, knees: set) -> int:
@@ -222,9 +228,11 @@ def check_j_lower(problem, rng, knees: set) -> int:
                 for _ in range(4):
                     part = copy.copy(cell)
                     cut = np.sort(rng.uniform(part.b_lo, part.b_hi, 2))
-                    part.b_lo, part.b_hi = (float(cut[0]), float(cut[1])) if rng.random() < 0.5 else (part.b_lo, part.b_hi)
+                    part.b_lo, part.b_hi = (
+                        (float(cut[0]), float(cut[1])) if rng.random() < 0.5 else (part.b_lo, part.b_hi)
+                    )
                     mine = (tops == part.top) & (ev.batch_wa >= part.b_lo) & (ev.batch_wa <= part.b_hi)
-                    if mine.any():               # X_lo and V_lo raised to some plans' values
+                    if mine.any():  # X_lo and V_lo raised to some plans' values
                         part.x_lo = max(part.x_lo, float(rng.choice(ev.iteration_rate[mine])) * rng.uniform(0.5, 1.0))
                         part.v_lo = max(part.v_lo, float(rng.choice(ev.speed[mine])) * rng.uniform(0.5, 1.0))
                     mine &= (ev.iteration_rate >= part.x_lo) & (ev.speed >= part.v_lo) & (ev.iterations > 0)
@@ -271,7 +279,7 @@ def test_fast_ratio_is_below_every_fast_enough_plan(make_random_spot):
                         assert bound <= ratio[x >= cell.x_lo].min() * (1 + 1e-12)
                         checked += 1
                         gained += bound > ratio.min() * (1 + 1e-6)
-    assert checked >= 100 and gained >= checked // 8          # measured: 300 of 1,284
+    assert checked >= 100 and gained >= checked // 8  # measured: 300 of 1,284
 
 
 def test_nogood_rows_cut_off_exactly_the_plan():
@@ -294,7 +302,7 @@ def test_nogood_rows_cut_off_exactly_the_plan():
             for n in plans:
                 z = np.zeros(binaries)
                 x = np.concatenate([n, z]).astype(float)
-                for idx, a, low, _ in rows[:-1]:            # links: z_c = 1 where the row allows it
+                for idx, a, low, _ in rows[:-1]:  # links: z_c = 1 where the row allows it
                     x[idx[1]] = 1.0 if n[idx[0]] >= low - a[1] else 0.0
                 ok = all(low <= float(a @ x[idx]) <= high for idx, a, low, high in rows)
                 assert ok == (not np.array_equal(n, star)), (lo, hi, star, n)

@@ -14,7 +14,6 @@ import itertools
 
 import numpy as np
 import pytest
-
 from dnnprov.solvers import highs_driver
 from dnnprov.solvers.highs_driver import new_highs, solve_milp
 from dnnprov.solvers.spot_cells import compositions, nogoods_inside
@@ -27,18 +26,21 @@ def small_integer_program(rng: np.random.Generator, n: int = 4):
     """Rows through a known integer point, box [0, 3], costs over 12 decades; every point listed."""
     a = rng.normal(size=(3, n))
     point = rng.integers(0, 4, n)
-    rows = [(np.arange(n), a[i], float(a[i] @ point) - rng.uniform(0, 2), float(a[i] @ point) + rng.uniform(0, 2))
-            for i in range(3)]
+    rows = [
+        (np.arange(n), a[i], float(a[i] @ point) - rng.uniform(0, 2), float(a[i] @ point) + rng.uniform(0, 2))
+        for i in range(3)
+    ]
     cost = rng.normal(size=n) * 10.0 ** rng.uniform(-6, 6, n)
     points = np.array(list(itertools.product(range(4), repeat=n)), dtype=float)
     meets = np.all([(points @ r[1] >= r[2]) & (points @ r[1] <= r[3]) for r in rows], axis=0)
     return cost, rows, points[meets] @ cost
 
 
-@pytest.mark.parametrize(("first_nodes", "search_first"), [(highs_driver.FIRST_NODES, True), (0, True),
-                                                          (highs_driver.FIRST_NODES, False)])
+@pytest.mark.parametrize(
+    ("first_nodes", "search_first"), [(highs_driver.FIRST_NODES, True), (0, True), (highs_driver.FIRST_NODES, False)]
+)
 def test_threshold_milps_answer_like_brute_force(monkeypatch, first_nodes, search_first):
-    """"Is there a point below t?": a point returned is one (integer, within the rows, below t), a
+    """ "Is there a point below t?": a point returned is one (integer, within the rows, below t), a
     verified bound never exceeds the least point's value, and either the point or the proof comes
     (t never equal to a point's value: a tie cannot be proven in floating point).
 
@@ -54,10 +56,18 @@ def test_threshold_milps_answer_like_brute_force(monkeypatch, first_nodes, searc
         best = float(values.min())
         spread = float(np.abs(cost).sum()) * 3
         distinct = np.unique(values)
-        middle = [float(distinct[len(distinct) // 2 - 1:len(distinct) // 2 + 1].mean())] * (len(distinct) > 1)
-        for target in [best - 1e-3 * spread, best + 1e-3 * spread] + middle:       # between two values
-            got = solve_milp(h, cost, np.zeros(4), np.full(4, 3.0), rows, proof_target=target,
-                             first_below_target=True, search_first=search_first)
+        middle = [float(distinct[len(distinct) // 2 - 1 : len(distinct) // 2 + 1].mean())] * (len(distinct) > 1)
+        for target in [best - 1e-3 * spread, best + 1e-3 * spread] + middle:  # between two values
+            got = solve_milp(
+                h,
+                cost,
+                np.zeros(4),
+                np.full(4, 3.0),
+                rows,
+                proof_target=target,
+                first_below_target=True,
+                search_first=search_first,
+            )
             assert got.dual_bound <= best + 1e-12 * spread
             if got.x is not None and got.objective < target:
                 x = got.x
@@ -66,10 +76,10 @@ def test_threshold_milps_answer_like_brute_force(monkeypatch, first_nodes, searc
                 assert float(cost @ np.round(x)) < target + 1e-9 * spread
                 found += 1
             else:
-                assert best >= target - 1e-9 * spread            # no point claimed: none below t
-                assert got.dual_bound >= target                  # ... and proven
+                assert best >= target - 1e-9 * spread  # no point claimed: none below t
+                assert got.dual_bound >= target  # ... and proven
                 proved += 1
-    assert found >= 60 and proved >= 60                          # both answers exercised
+    assert found >= 60 and proved >= 60  # both answers exercised
 
 
 def cells_with_plans(make_random_spot, seed: int, max_quota: int = 3):
@@ -85,10 +95,16 @@ def cells_with_plans(make_random_spot, seed: int, max_quota: int = 3):
                 if not len(plans):
                     continue
                 ev = d.model.evaluate(plans, s)
-                mine = ((ev.batch_wa >= cell.b_lo) & (ev.batch_wa <= cell.b_hi) & (ev.speed >= cell.v_lo)
-                        & (ev.speed <= cell.v_hi) & (ev.iteration_rate >= cell.x_lo) & (ev.iteration_rate <= cell.x_hi))
+                mine = (
+                    (ev.batch_wa >= cell.b_lo)
+                    & (ev.batch_wa <= cell.b_hi)
+                    & (ev.speed >= cell.v_lo)
+                    & (ev.speed <= cell.v_hi)
+                    & (ev.iteration_rate >= cell.x_lo)
+                    & (ev.iteration_rate <= cell.x_hi)
+                )
                 if mine.any():
-                        yield d, cell, plans[mine], ev, mine
+                    yield d, cell, plans[mine], ev, mine
 
 
 def test_charnes_cooper_box_holds_every_plan_and_keeps_the_lp_bounds(make_random_spot):
@@ -98,7 +114,7 @@ def test_charnes_cooper_box_holds_every_plan_and_keeps_the_lp_bounds(make_random
     for seed in SEEDS:
         for d, cell, plans, ev, mine in cells_with_plans(make_random_spot, seed):
             s = cell.ps
-            feasible = ev.feasible[mine]            # the cell's rows hold for every feasible plan of it
+            feasible = ev.feasible[mine]  # the cell's rows hold for every feasible plan of it
             if not feasible.any():
                 continue
             plans, mine = plans[feasible], np.flatnonzero(mine)[feasible]
@@ -151,13 +167,21 @@ def test_children_keep_the_nogoods_of_every_plan_in_their_ranges(make_random_spo
             everything = compositions(box_lo, box_hi, cell.workers)
             cell.nogoods = [tuple(int(v) for v in p) for p in everything]
             v_mid = (cell.v_lo + cell.v_hi) / 2
-            cell.v_lo = v_mid                                  # half of the V range: some plans leave
+            cell.v_lo = v_mid  # half of the V range: some plans leave
             shape = d.shape(cell.workers, cell.ps)
             x, v = everything @ shape.rate, everything @ shape.speed
-            q = everything @ shape.speed ** 2
-            inside = ((v / x >= cell.b_lo) & (v / x <= cell.b_hi) & (x >= cell.x_lo) & (x <= cell.x_hi)
-                      & (v >= cell.v_lo) & (v <= cell.v_hi) & (q >= cell.q_lo) & (q <= cell.q_hi))
-            back = cell.nogoods[int(np.argmin(v))]            # the slowest plan came back once
+            q = everything @ shape.speed**2
+            inside = (
+                (v / x >= cell.b_lo)
+                & (v / x <= cell.b_hi)
+                & (x >= cell.x_lo)
+                & (x <= cell.x_hi)
+                & (v >= cell.v_lo)
+                & (v <= cell.v_hi)
+                & (q >= cell.q_lo)
+                & (q <= cell.q_hi)
+            )
+            back = cell.nogoods[int(np.argmin(v))]  # the slowest plan came back once
             d.returned_again.add(back)
             kept = set(nogoods_inside(cell, d.shape(cell.workers, cell.ps), d.returned_again))
             assert {p for p, i in zip(cell.nogoods, inside) if i} <= kept and back in kept

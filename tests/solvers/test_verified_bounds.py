@@ -12,13 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dnnprov.solvers.highs_driver import MilpStatus, SparseRows, implied_box, new_highs, safe_dual_bound, solve_milp
+from dnnprov.solvers.spot_exact import solve_spot_exact
 from scipy.optimize import linprog
 
 import dnnprov
 from dnnprov import Status, fuzz
-from dnnprov.solvers.highs_driver import (MilpStatus, SparseRows, implied_box, new_highs, safe_dual_bound,
-                                          solve_milp)
-from dnnprov.solvers.spot_exact import solve_spot_exact
 
 REPRO = Path(__file__).resolve().parents[2] / ".." / "shared" / "repro"
 
@@ -36,8 +35,9 @@ def random_lp(rng: np.random.Generator, n: int = 6, m: int = 5, spread: float = 
 def scipy_optimum(cost, lower, upper, rows) -> float:
     a = np.array([r[1] for r in rows])
     low, high = np.array([r[2] for r in rows]), np.array([r[3] for r in rows])
-    res = linprog(cost, A_ub=np.vstack([a, -a]), b_ub=np.concatenate([high, -low]),
-                  bounds=list(zip(lower, upper)), method="highs")
+    res = linprog(
+        cost, A_ub=np.vstack([a, -a]), b_ub=np.concatenate([high, -low]), bounds=list(zip(lower, upper)), method="highs"
+    )
     assert res.status == 0
     return float(res.fun)
 
@@ -73,7 +73,7 @@ def test_unbounded_column_with_negative_reduced_cost_gives_no_bound():
     cost, lower, upper = np.array([-1.0]), np.zeros(1), np.full(1, math.inf)
     assert safe_dual_bound(cost, 0.0, lower, upper, rows, np.zeros(1)) == -math.inf
     assert safe_dual_bound(cost, 0.0, lower, upper, rows, np.array([-1.0])) == pytest.approx(-1.0)
-    _, hi = implied_box(lower, upper, rows)           # the row implies x <= 1 (a hair above)
+    _, hi = implied_box(lower, upper, rows)  # the row implies x <= 1 (a hair above)
     assert 1.0 <= hi[0] <= 1.0 + 1e-12
 
 
@@ -81,10 +81,9 @@ def test_infeasibility_is_proven_by_a_ray_and_never_claimed_for_a_feasible_lp():
     h = new_highs()
     rows = [(np.array([0, 1]), np.array([1.0, 1.0]), 5.0, math.inf)]
     for integer in (False, True):
-        got = solve_milp(h, np.array([1.0, 2.0]), np.zeros(2), np.array([1.0, 2.0]), rows,
-                         integer=np.full(2, integer))
+        got = solve_milp(h, np.array([1.0, 2.0]), np.zeros(2), np.array([1.0, 2.0]), rows, integer=np.full(2, integer))
         assert got.status is MilpStatus.INFEASIBLE and got.dual_bound == math.inf
-    rows = [(np.array([0, 1]), np.array([1.0, 1.0]), 3.0, math.inf)]          # 1 + 2 = 3: feasible
+    rows = [(np.array([0, 1]), np.array([1.0, 1.0]), 3.0, math.inf)]  # 1 + 2 = 3: feasible
     got = solve_milp(h, np.array([1.0, 2.0]), np.zeros(2), np.array([1.0, 2.0]), rows, integer=np.zeros(2, bool))
     assert got.status is MilpStatus.OPTIMAL and got.dual_bound <= 5.0 + 1e-12
 
@@ -98,22 +97,28 @@ def test_milp_bound_is_rederived_and_below_the_brute_force_optimum():
         n = 4
         a = rng.normal(size=(3, n))
         point = rng.integers(0, 4, n)
-        rows = [(np.arange(n), a[i], float(a[i] @ point) - rng.uniform(0, 2), float(a[i] @ point) + rng.uniform(0, 2))
-                for i in range(3)]
+        rows = [
+            (np.arange(n), a[i], float(a[i] @ point) - rng.uniform(0, 2), float(a[i] @ point) + rng.uniform(0, 2))
+            for i in range(3)
+        ]
         cost = rng.normal(size=n) * 10.0 ** rng.uniform(-6, 6, n)
-        best = min(float(cost @ np.array(x)) for x in itertools.product(range(4), repeat=n)
-                   if all(r[2] <= float(r[1] @ np.array(x)) <= r[3] for r in rows))
+        best = min(
+            float(cost @ np.array(x))
+            for x in itertools.product(range(4), repeat=n)
+            if all(r[2] <= float(r[1] @ np.array(x)) <= r[3] for r in rows)
+        )
         got = solve_milp(h, cost, np.zeros(n), np.full(n, 3.0), rows)
         assert got.status is MilpStatus.OPTIMAL
         tolerance = 1e-6 * np.abs(cost).sum() * 3
         assert got.dual_bound <= best + 1e-12 * np.abs(cost).sum() * 3
-        assert got.objective == pytest.approx(best, abs=tolerance)   # HiGHS's point, or a better one the check found
+        assert got.objective == pytest.approx(best, abs=tolerance)  # HiGHS's point, or a better one the check found
         tight += got.dual_bound >= best - tolerance
-    assert tight >= 35                                  # re-derived, not given up (seen: HiGHS missed one optimum)
+    assert tight >= 35  # re-derived, not given up (seen: HiGHS missed one optimum)
 
 
-@pytest.mark.parametrize(("family", "seed"), [("all-magnitudes", 1017), ("price-magnitudes", 1111),
-                                              ("magnitudes-mixed", 1140)])
+@pytest.mark.parametrize(
+    ("family", "seed"), [("all-magnitudes", 1017), ("price-magnitudes", 1111), ("magnitudes-mixed", 1140)]
+)
 def test_magnitude_instances_that_broke_the_unverified_bounds(family, seed):
     """Three fuzz instances (found at 6026aa4 with cell MILPs) where HiGHS's LP values gave false optima."""
     problem = fuzz.instance(family, seed)
@@ -145,9 +150,15 @@ def test_implied_box_contains_every_point_of_the_rows():
     checked = 0
     for _ in range(150):
         n, m = int(rng.integers(2, 6)), int(rng.integers(1, 5))
-        rows = [(rng.choice(n, int(rng.integers(1, n + 1)), replace=False), None,
-                 float(rng.choice([-math.inf, -rng.uniform(0, 5)])), float(rng.choice([math.inf, rng.uniform(0, 5)])))
-                for _ in range(m)]
+        rows = [
+            (
+                rng.choice(n, int(rng.integers(1, n + 1)), replace=False),
+                None,
+                float(rng.choice([-math.inf, -rng.uniform(0, 5)])),
+                float(rng.choice([math.inf, rng.uniform(0, 5)])),
+            )
+            for _ in range(m)
+        ]
         rows = [(idx, rng.normal(size=len(idx)), low, high) for idx, _, low, high in rows]
         lower = np.where(rng.random(n) < 0.5, -np.inf, 0.0)
         upper = np.where(rng.random(n) < 0.5, np.inf, rng.uniform(1, 3, n))
@@ -160,8 +171,13 @@ def test_implied_box_contains_every_point_of_the_rows():
         bounds = [(None if math.isinf(lo) else lo, None if math.isinf(up) else up) for lo, up in zip(lower, upper)]
         for j in range(n):
             for sign in (1.0, -1.0):
-                res = linprog(sign * np.eye(n)[j], A_ub=np.array([s[0] for s in sides]) if sides else None,
-                              b_ub=[s[1] for s in sides] if sides else None, bounds=bounds, method="highs")
+                res = linprog(
+                    sign * np.eye(n)[j],
+                    A_ub=np.array([s[0] for s in sides]) if sides else None,
+                    b_ub=[s[1] for s in sides] if sides else None,
+                    bounds=bounds,
+                    method="highs",
+                )
                 if res.status == 0:
                     checked += 1
                     assert lo[j] - 1e-9 <= res.x[j] <= hi[j] + 1e-9

@@ -43,9 +43,9 @@ def test_callback_bound_never_goes_down(large):
 def test_warm_start_is_checked_and_used(large):
     optimum = dnnprov.solve(large)
     warm = dnnprov.solve(large, warm_start=optimum.plan, work_limit=1)
-    assert warm.cost == optimum.cost                       # the given plan is the incumbent at once
+    assert warm.cost == optimum.cost  # the given plan is the incumbent at once
     table1 = dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json"))
-    bad = dnnprov.SpotPlan(counts={"p3.2xlarge": 99}, ps=1)   # beyond its quota: not taken
+    bad = dnnprov.SpotPlan(counts={"p3.2xlarge": 99}, ps=1)  # beyond its quota: not taken
     assert dnnprov.solve(table1, warm_start=bad).status is dnnprov.Status.OPTIMAL
     with pytest.raises(dnnprov.InvalidInputError, match="warm_start"):
         dnnprov.solve(table1, "enumerate", warm_start=bad)
@@ -55,8 +55,9 @@ def test_warm_start_is_checked_and_used(large):
 
 def test_work_limit_spans_the_solves_of_an_objective():
     table1 = dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json"))
-    budget = table1.replace(constraints=table1.constraints.__class__(**{**table1.constraints.__dict__,
-                                                                        "budget_usd": 6.0}))
+    budget = table1.replace(
+        constraints=table1.constraints.__class__(**{**table1.constraints.__dict__, "budget_usd": 6.0})
+    )
     full = dnnprov.solve(budget, objective="time")
     cut = dnnprov.solve(budget, objective="time", work_limit=5)
     assert full.status is dnnprov.Status.OPTIMAL

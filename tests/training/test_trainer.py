@@ -40,9 +40,16 @@ def launcher() -> Launcher:
 
 
 def instance(target: float = 0.5, deadline: float = 6000.0) -> dict:
-    prof = ref.Profile(loss_fit={"coefficients": {k: {"value": v} for k, v in COEFFS.items()}, "variant": "cc",
-                                 "domain": {"batch_wa": [16.0, 32.0], "workers": [1, 7]}},
-                       compute_s={"p3.2xlarge": 3.5, "p2.xlarge": 5.5}, comm_s=0.5, runs=())
+    prof = ref.Profile(
+        loss_fit={
+            "coefficients": {k: {"value": v} for k, v in COEFFS.items()},
+            "variant": "cc",
+            "domain": {"batch_wa": [16.0, 32.0], "workers": [1, 7]},
+        },
+        compute_s={"p3.2xlarge": 3.5, "p2.xlarge": 5.5},
+        comm_s=0.5,
+        runs=(),
+    )
     return ref.instance_dict(prof, JOB, target_loss=target, deadline_s=deadline, quota=4)
 
 
@@ -58,14 +65,14 @@ def test_a_static_cluster_trains_and_the_profiler_reads_its_logs(tmp_path, launc
     run = run_cluster([FAST, SLOW], JOB, tmp_path / "run", target_loss=0.6, max_steps=400, launcher=launcher)
     assert run.finished_s is not None and run.time_to_target_s is not None and run.time_to_target_s > 0
     assert run.loss <= 0.6 and run.steps > 0
-    assert run.images > run.steps * 16 - 1                      # every update carried a batch of 16 or 32
+    assert run.images > run.steps * 16 - 1  # every update carried a batch of 16 or 32
     logs = sorted(p.name for p in (tmp_path / "run").glob("worker*"))
     assert logs == ["worker0_b32_p3.2xlarge.log", "worker1_b16_p2.xlarge.log"]
     log = read_loss_logs([tmp_path / "run"])
     assert set(log.workers) == {2}
     b_w, cc = float(log.batch_wa[0]), float(log.cc[0])
-    assert 16 < b_w < 32 and 0 < cc < 1                         # eq. (4) between the batches, eq. (5)
-    assert log.loss[np.argmax(log.step)] < log.loss[np.argmin(log.step)]   # real training: the loss fell
+    assert 16 < b_w < 32 and 0 < cc < 1  # eq. (4) between the batches, eq. (5)
+    assert log.loss[np.argmax(log.step)] < log.loss[np.argmin(log.step)]  # real training: the loss fell
     by_type = {t["type"]: t for t in run.timings}
     assert by_type["p3.2xlarge"]["iteration_s"] >= 3.0 and by_type["p2.xlarge"]["iteration_s"] >= 5.0
     assert by_type["p3.2xlarge"]["iteration_s"] < by_type["p2.xlarge"]["iteration_s"]
@@ -82,17 +89,20 @@ def test_the_local_cloud_revokes_by_killing_the_process(tmp_path, launcher):
     process is killed at 1,320 s, while the other keeps training with the PS."""
     trace = Trace("us-west-2a_test_1.json", 300.0, np.array([2] * 4 + [1] * 200))
     book = CapacityBook([PoolSpec("p3.2xlarge", "us-west-2a", trace, 0, 0.9)])
-    with LocalCloud(book, JOB, {"p3.2xlarge": FAST}, tmp_path, run_id="t", join_s=0.0,
-                    target_loss=None, launcher=launcher) as cloud:
+    with LocalCloud(
+        book, JOB, {"p3.2xlarge": FAST}, tmp_path, run_id="t", join_s=0.0, target_loss=None, launcher=launcher
+    ) as cloud:
         ps = cloud.launch(LaunchRequest("t", 0, "ps", "m5.xlarge", None, "on-demand", 1, "t-0")).instances[0]
-        got = cloud.launch(LaunchRequest("t", 1, "worker", "p3.2xlarge", "us-west-2a", "spot", 3, "t-1",
-                                         ps.ps_address))
+        got = cloud.launch(LaunchRequest("t", 1, "worker", "p3.2xlarge", "us-west-2a", "spot", 3, "t-1", ps.ps_address))
         if cloud.now() >= 1200.0:
-            pytest.skip(f"the machine took {cloud.now() / JOB.speed:.0f} wall s to start 3 processes: the capacity "
-                        "drop came before the launches")
-        assert len(got.instances) == 2                          # min(asked, free)
-        refused = cloud.launch(LaunchRequest("t", 2, "worker", "p3.2xlarge", "us-west-2a", "spot", 1, "t-2",
-                                             ps.ps_address))
+            pytest.skip(
+                f"the machine took {cloud.now() / JOB.speed:.0f} wall s to start 3 processes: the capacity "
+                "drop came before the launches"
+            )
+        assert len(got.instances) == 2  # min(asked, free)
+        refused = cloud.launch(
+            LaunchRequest("t", 2, "worker", "p3.2xlarge", "us-west-2a", "spot", 1, "t-2", ps.ps_address)
+        )
         assert refused.error_code == "InsufficientInstanceCapacity"
         cloud.sleep(1400.0 - cloud.now())
         workers = {i.instance_id: i for i in cloud.instances("t") if i.role == "worker"}
@@ -109,13 +119,23 @@ def test_the_loop_trains_the_reference_job_through_a_revocation(tmp_path, launch
     instance at 300 s; under failover the loop replaces it from the second pool and the real
     training reaches the target loss."""
     problem = problem_from_dict(instance(deadline=3000.0))
-    traces = {"p3.2xlarge": [Trace("us-west-2a_t_1.json", 300.0, np.array([2] + [1] * 20)),
-                             Trace("us-west-2c_t_1.json", 300.0, np.array([2] * 21))]}
-    config = LocalConfig(job=JOB, types={"p3.2xlarge": FAST, "p2.xlarge": SLOW}, traces=traces,
-                         workdir=str(tmp_path / "work"))
-    _, outcome, details = run_local(problem, SpotPlan(counts={"p3.2xlarge": 2}, ps=1), make_policy("failover"),
-                                         RunSettings(poll_s=15.0, join_s=30.0, horizon=1.0), config,
-                                         launcher=launcher)
+    traces = {
+        "p3.2xlarge": [
+            Trace("us-west-2a_t_1.json", 300.0, np.array([2] + [1] * 20)),
+            Trace("us-west-2c_t_1.json", 300.0, np.array([2] * 21)),
+        ]
+    }
+    config = LocalConfig(
+        job=JOB, types={"p3.2xlarge": FAST, "p2.xlarge": SLOW}, traces=traces, workdir=str(tmp_path / "work")
+    )
+    _, outcome, details = run_local(
+        problem,
+        SpotPlan(counts={"p3.2xlarge": 2}, ps=1),
+        make_policy("failover"),
+        RunSettings(poll_s=15.0, join_s=30.0, horizon=1.0),
+        config,
+        launcher=launcher,
+    )
     assert outcome.state == "met", outcome
     assert outcome.revocations >= 1 and outcome.finish_s is not None and outcome.finish_s > 300.0
     kinds = [e["kind"] for e in details["events"]]
@@ -123,37 +143,83 @@ def test_the_loop_trains_the_reference_job_through_a_revocation(tmp_path, launch
     # replacement has joined (it no longer adds anything the plan needs)
     assert "notice" in kinds and ("reclaim" in kinds or "terminate" in kinds)
     pools = {e.get("pool") for e in details["events"] if e["kind"] == "launch"}
-    assert "p3.2xlarge@us-west-2c" in pools                     # the replacement came from the other zone
-    assert all(i["ended_s"] is not None for i in details["instances"])   # everything torn down
+    assert "p3.2xlarge@us-west-2c" in pools  # the replacement came from the other zone
+    assert all(i["ended_s"] is not None for i in details["instances"])  # everything torn down
     assert outcome.cost > 0
 
 
 def test_dnnprov_run_cloud_local(tmp_path):
     """The command: `dnnprov run INSTANCE --plan PLAN --policy none --cloud local:CONFIG --json`."""
     (tmp_path / "instance.json").write_text(json.dumps(instance()))
-    (tmp_path / "plan.json").write_text(json.dumps({"status": "feasible", "kind": "spot", "plan": {"counts": {"p3.2xlarge": 1, "p2.xlarge": 1}, "ps": 1}}))
-    (tmp_path / "local.json").write_text(json.dumps({"speed": 100, "workdir": str(tmp_path / "work"),
-                                                     "types": {"p3.2xlarge": {"batch": 32, "compute_s": 3.0},
-                                                               "p2.xlarge": {"batch": 16, "compute_s": 5.0}}}))
-    done = subprocess.run([sys.executable, "-m", "dnnprov", "run", str(tmp_path / "instance.json"), "--plan",
-                           str(tmp_path / "plan.json"), "--policy", "none", "--cloud", f"local:{tmp_path / 'local.json'}",
-                           "--json"], check=False, capture_output=True, text=True, timeout=600)
+    (tmp_path / "plan.json").write_text(
+        json.dumps(
+            {"status": "feasible", "kind": "spot", "plan": {"counts": {"p3.2xlarge": 1, "p2.xlarge": 1}, "ps": 1}}
+        )
+    )
+    (tmp_path / "local.json").write_text(
+        json.dumps(
+            {
+                "speed": 100,
+                "workdir": str(tmp_path / "work"),
+                "types": {"p3.2xlarge": {"batch": 32, "compute_s": 3.0}, "p2.xlarge": {"batch": 16, "compute_s": 5.0}},
+            }
+        )
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dnnprov",
+            "run",
+            str(tmp_path / "instance.json"),
+            "--plan",
+            str(tmp_path / "plan.json"),
+            "--policy",
+            "none",
+            "--cloud",
+            f"local:{tmp_path / 'local.json'}",
+            "--json",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     out = json.loads(done.stdout)
     assert out["state"] == "met" and out["finish_s"] > 0 and out["launches"] == 3
-    assert sorted(p.name for p in (tmp_path / "work").glob("worker*")) == ["worker1_b32_p3.2xlarge.log",
-                                                                            "worker2_b16_p2.xlarge.log"]
+    assert sorted(p.name for p in (tmp_path / "work").glob("worker*")) == [
+        "worker1_b32_p3.2xlarge.log",
+        "worker2_b16_p2.xlarge.log",
+    ]
 
 
-@pytest.mark.parametrize("value,message", [("nowhere", "ec2, local or local:CONFIG.json"),
-                                           ("local:{dir}/bad.json", "unknown field")])
+@pytest.mark.parametrize(
+    "value,message", [("nowhere", "ec2, local or local:CONFIG.json"), ("local:{dir}/bad.json", "unknown field")]
+)
 def test_a_bad_cloud_option_is_one_error(tmp_path, value, message):
     (tmp_path / "instance.json").write_text(json.dumps(instance()))
-    (tmp_path / "plan.json").write_text(json.dumps({"status": "feasible", "kind": "spot", "plan": {"counts": {"p3.2xlarge": 1}, "ps": 1}}))
+    (tmp_path / "plan.json").write_text(
+        json.dumps({"status": "feasible", "kind": "spot", "plan": {"counts": {"p3.2xlarge": 1}, "ps": 1}})
+    )
     (tmp_path / "bad.json").write_text(json.dumps({"speedd": 3}))
-    done = subprocess.run([sys.executable, "-m", "dnnprov", "run", str(tmp_path / "instance.json"), "--plan",
-                           str(tmp_path / "plan.json"), "--cloud", value.format(dir=tmp_path)],
-                          check=False, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dnnprov",
+            "run",
+            str(tmp_path / "instance.json"),
+            "--plan",
+            str(tmp_path / "plan.json"),
+            "--cloud",
+            value.format(dir=tmp_path),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
 
 
@@ -163,15 +229,16 @@ def test_the_profiled_instance_predicts_the_reference_clusters():
     problem = problem_from_dict(instance())
     fast = ref.predicted_time_s(problem, {"p3.2xlarge": 2})
     mixed = ref.predicted_time_s(problem, {"p3.2xlarge": 2, "p2.xlarge": 2})
-    assert 0 < mixed < fast < float("inf")                       # more workers, faster
+    assert 0 < mixed < fast < float("inf")  # more workers, faster
     types = {t.name: t for t in problem.instance_types}
     assert types["p3.2xlarge"].compute_time_s == 3.5 and types["p2.xlarge"].batch_per_gpu == 16
 
 
 def test_a_config_reads_traces_beside_it_and_a_short_trace_is_refused(tmp_path):
     (tmp_path / "us-west-2a_v100_1.json").write_text(json.dumps({"metadata": {"gap_seconds": 300}, "data": [2, 2, 1]}))
-    (tmp_path / "local.json").write_text(json.dumps({"speed": 50, "offset": 1,
-                                                     "traces": {"p3.2xlarge": ["us-west-2a_v100_1.json"]}}))
+    (tmp_path / "local.json").write_text(
+        json.dumps({"speed": 50, "offset": 1, "traces": {"p3.2xlarge": ["us-west-2a_v100_1.json"]}})
+    )
     config = LocalConfig.read(str(tmp_path / "local.json"))
     assert config.job.speed == 50 and config.traces["p3.2xlarge"][0].zone == "us-west-2a"
     problem = problem_from_dict(instance(deadline=3000.0))
@@ -184,6 +251,6 @@ def test_an_emulated_ps_link_is_shared(tmp_path, launcher):
     workers' communication takes at least that, and they queue for it."""
     job = Job(speed=100.0, param_size_mb=10.0, ps_bandwidth_mb_s=20.0)
     run = run_cluster([FAST, FAST], job, tmp_path / "run", target_loss=0.0, max_steps=40, launcher=launcher)
-    assert run.steps >= 40 and run.finished_s is None           # stopped by the step budget, target not reached
+    assert run.steps >= 40 and run.finished_s is None  # stopped by the step budget, target not reached
     comm = [t["comm_s"] for t in run.timings]
     assert len(comm) == 2 and min(comm) >= 1.0

@@ -11,26 +11,77 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from dnnprov.problems import _checks as check
-from dnnprov.errors import InvalidInputError
-from dnnprov.cloud.export.aws_calls import (CALLS_FORMAT, ApiCall, FunctionCode, LaunchOptions, calls_json,
-                                            ec2_fleet_calls, lambda_calls, run_instances_calls)
+from dnnprov.cloud.export.aws_calls import (
+    CALLS_FORMAT,
+    ApiCall,
+    FunctionCode,
+    LaunchOptions,
+    calls_json,
+    ec2_fleet_calls,
+    lambda_calls,
+    run_instances_calls,
+)
 from dnnprov.cloud.export.kueue import KUEUE_API, KUEUE_APIS, kueue_documents, kueue_yaml
-from dnnprov.cloud.export.plan import (FEASIBLE, PLAN_FORMAT, PlanDocument, check_serverless_plan, check_spot_plan,
-                                       dump_yaml, load_plan, plan_document, plan_json, split_label)
+from dnnprov.cloud.export.plan import (
+    FEASIBLE,
+    PLAN_FORMAT,
+    PlanDocument,
+    check_serverless_plan,
+    check_spot_plan,
+    dump_yaml,
+    load_plan,
+    plan_document,
+    plan_json,
+    split_label,
+)
 from dnnprov.cloud.export.skypilot import SkyPilotCatalog, SkyPilotOptions, skypilot_files, skypilot_tasks
+from dnnprov.errors import InvalidInputError
+from dnnprov.problems import _checks as check
 
-__all__ = ["CALLS_FORMAT", "FEASIBLE", "FILE_NAMES", "KUEUE_API", "KUEUE_APIS", "PLAN_FORMAT", "TARGETS", "ApiCall",
-           "ExportOptions", "FunctionCode", "LaunchOptions", "PlanDocument", "SkyPilotCatalog", "SkyPilotOptions",
-           "calls_json", "check_serverless_plan", "check_spot_plan", "dump_yaml", "ec2_fleet_calls", "export",
-           "export_files", "kueue_documents", "kueue_yaml", "lambda_calls", "load_plan", "plan_document",
-           "plan_json", "run_instances_calls", "skypilot_files", "skypilot_tasks", "split_label"]
+__all__ = [
+    "CALLS_FORMAT",
+    "FEASIBLE",
+    "FILE_NAMES",
+    "KUEUE_API",
+    "KUEUE_APIS",
+    "PLAN_FORMAT",
+    "TARGETS",
+    "ApiCall",
+    "ExportOptions",
+    "FunctionCode",
+    "LaunchOptions",
+    "PlanDocument",
+    "SkyPilotCatalog",
+    "SkyPilotOptions",
+    "calls_json",
+    "check_serverless_plan",
+    "check_spot_plan",
+    "dump_yaml",
+    "ec2_fleet_calls",
+    "export",
+    "export_files",
+    "kueue_documents",
+    "kueue_yaml",
+    "lambda_calls",
+    "load_plan",
+    "plan_document",
+    "plan_json",
+    "run_instances_calls",
+    "skypilot_files",
+    "skypilot_tasks",
+    "split_label",
+]
 
 TARGETS = ("ec2-fleet", "ec2-run-instances", "lambda", "skypilot", "kueue", "json")
 
 #: File name of each single-file export.
-FILE_NAMES = {"ec2-fleet": "ec2-fleet.json", "ec2-run-instances": "ec2-run-instances.json",
-              "lambda": "lambda.json", "kueue": "kueue.yaml", "json": "plan.json"}
+FILE_NAMES = {
+    "ec2-fleet": "ec2-fleet.json",
+    "ec2-run-instances": "ec2-run-instances.json",
+    "lambda": "lambda.json",
+    "kueue": "kueue.yaml",
+    "json": "plan.json",
+}
 
 
 @dataclass(frozen=True)
@@ -71,7 +122,8 @@ def export_files(doc: PlanDocument, target: str, options: ExportOptions = Export
 def export(doc: PlanDocument, target: str, options: ExportOptions = ExportOptions()) -> str:
     """The text of ``doc`` exported to a single-file ``target`` (every target but ``skypilot``)."""
     if target == "skypilot":
-        raise InvalidInputError("target", "the skypilot export is one task file per cluster: "
-                                          "use export_files() (CLI: --out DIR)")
+        raise InvalidInputError(
+            "target", "the skypilot export is one task file per cluster: use export_files() (CLI: --out DIR)"
+        )
     (text,) = export_files(doc, target, options).values()
     return text

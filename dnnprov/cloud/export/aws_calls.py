@@ -10,12 +10,19 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dnnprov.errors import InvalidInputError
-from dnnprov.problems.serverless import ServerlessPlatform, ServerlessProblem
-from dnnprov.cloud.export.names import (LAMBDA_FUNCTION_NAME, LAMBDA_NAME_MAX, RUN_ID, RUN_ID_MAX,
-                                        lambda_function_name, require, tag_value)
+from dnnprov.cloud.export.names import (
+    LAMBDA_FUNCTION_NAME,
+    LAMBDA_NAME_MAX,
+    RUN_ID,
+    RUN_ID_MAX,
+    lambda_function_name,
+    require,
+    tag_value,
+)
 from dnnprov.cloud.export.placement import plan_region, region_pools, split
 from dnnprov.cloud.export.plan import PlanDocument, hardware, split_label
+from dnnprov.errors import InvalidInputError
+from dnnprov.problems.serverless import ServerlessPlatform, ServerlessProblem
 
 CALLS_FORMAT = "dnnprov/aws-calls"
 
@@ -61,8 +68,13 @@ class LaunchOptions:
 
     def __post_init__(self) -> None:
         if self.run_id is not None:
-            require("run_id", self.run_id, RUN_ID, RUN_ID_MAX,
-                    "a run id has letters, digits, '-', '_' and '.', alphanumeric at both ends")
+            require(
+                "run_id",
+                self.run_id,
+                RUN_ID,
+                RUN_ID_MAX,
+                "a run id has letters, digits, '-', '_' and '.', alphanumeric at both ends",
+            )
 
 
 def _tags(doc: PlanDocument, role: str, run_id: str | None) -> list[dict[str, Any]]:
@@ -87,29 +99,46 @@ def with_client_tokens(calls: list[ApiCall], run_id: str | None) -> list[ApiCall
     """``calls`` with a ClientToken on every launch call (none without a run id)."""
     if run_id is None:
         return calls
-    return [replace(c, params={**c.params, "ClientToken": client_token(run_id, i, c)})
-            if c.operation in LAUNCH_OPERATIONS else c for i, c in enumerate(calls)]
+    return [
+        replace(c, params={**c.params, "ClientToken": client_token(run_id, i, c)})
+        if c.operation in LAUNCH_OPERATIONS
+        else c
+        for i, c in enumerate(calls)
+    ]
 
 
-def _run_instances(doc: PlanDocument, options: LaunchOptions, type_name: str, count: int,
-                   market: str, role: str, zone: str | None = None) -> ApiCall:
+def _run_instances(
+    doc: PlanDocument,
+    options: LaunchOptions,
+    type_name: str,
+    count: int,
+    market: str,
+    role: str,
+    zone: str | None = None,
+) -> ApiCall:
     params: dict[str, Any] = {"InstanceType": type_name, "MinCount": count, "MaxCount": count}
     if zone is not None and not options.subnet_id:
         params["Placement"] = {"AvailabilityZone": zone}
     if options.launch_template:
-        params["LaunchTemplate"] = {"LaunchTemplateName": options.launch_template,
-                                    "Version": options.launch_template_version}
+        params["LaunchTemplate"] = {
+            "LaunchTemplateName": options.launch_template,
+            "Version": options.launch_template_version,
+        }
     if options.image_id:
         params["ImageId"] = options.image_id
     if not options.image_id and not options.launch_template:
-        raise InvalidInputError("image_id", "EC2 launches need an AMI (--image-id) or a launch template (--launch-template)")
+        raise InvalidInputError(
+            "image_id", "EC2 launches need an AMI (--image-id) or a launch template (--launch-template)"
+        )
     if options.subnet_id:
         params["SubnetId"] = options.subnet_id
     if options.key_name:
         params["KeyName"] = options.key_name
     if market == "spot":
-        params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": {
-            "SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}}
+        params["InstanceMarketOptions"] = {
+            "MarketType": "spot",
+            "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
+        }
     params["TagSpecifications"] = _tags(doc, role, options.run_id)
     return ApiCall("ec2", "RunInstances", params)
 
@@ -141,8 +170,11 @@ def fleet_gpus(doc: PlanDocument, type_name: str) -> int:
     """GPUs of a type (the fleet's weighted capacity); one clear error when neither catalog nor instance has it."""
     gpus = hardware(doc, type_name)[0]
     if not gpus:
-        raise InvalidInputError("catalog", f"the ec2-fleet export weighs each type by its GPUs and needs the GPU "
-                                           f"count of {type_name}: wrap the plan with its instance or catalog")
+        raise InvalidInputError(
+            "catalog",
+            f"the ec2-fleet export weighs each type by its GPUs and needs the GPU "
+            f"count of {type_name}: wrap the plan with its instance or catalog",
+        )
     return gpus
 
 
@@ -178,13 +210,21 @@ def ec2_fleet_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
                 overrides += [{**base, "AvailabilityZone": z} for z in zones] or [base]
         params: dict[str, Any] = {
             "Type": "instant",
-            "LaunchTemplateConfigs": [{"LaunchTemplateSpecification": {
-                "LaunchTemplateName": options.launch_template, "Version": options.launch_template_version},
-                "Overrides": overrides}],
+            "LaunchTemplateConfigs": [
+                {
+                    "LaunchTemplateSpecification": {
+                        "LaunchTemplateName": options.launch_template,
+                        "Version": options.launch_template_version,
+                    },
+                    "Overrides": overrides,
+                }
+            ],
             "TargetCapacitySpecification": {
-                "TotalTargetCapacity": target, "SpotTargetCapacity": target if market == "spot" else 0,
+                "TotalTargetCapacity": target,
+                "SpotTargetCapacity": target if market == "spot" else 0,
                 "OnDemandTargetCapacity": target if market == "on-demand" else 0,
-                "DefaultTargetCapacityType": market},
+                "DefaultTargetCapacityType": market,
+            },
             "TagSpecifications": _tags(doc, "worker", options.run_id),
         }
         if market == "spot":
@@ -214,8 +254,9 @@ class FunctionCode:
         if not self.role:
             raise InvalidInputError("role", "CreateFunction needs the execution role ARN (--role)")
         if bool(self.image_uri) == bool(self.s3_bucket or self.s3_key):
-            raise InvalidInputError("code", "give either a container image (--image-uri) or a .zip "
-                                            "package (--s3-bucket and --s3-key)")
+            raise InvalidInputError(
+                "code", "give either a container image (--image-uri) or a .zip package (--s3-bucket and --s3-key)"
+            )
         if not self.image_uri and not (self.s3_bucket and self.s3_key and self.runtime and self.handler):
             raise InvalidInputError("code", "a .zip package needs --s3-bucket, --s3-key, --runtime and --handler")
 
@@ -223,12 +264,18 @@ class FunctionCode:
         """The CreateFunction parameters for the code."""
         if self.image_uri:
             return {"Role": self.role, "PackageType": "Image", "Code": {"ImageUri": self.image_uri}}
-        return {"Role": self.role, "PackageType": "Zip", "Runtime": self.runtime, "Handler": self.handler,
-                "Code": {"S3Bucket": self.s3_bucket, "S3Key": self.s3_key}}
+        return {
+            "Role": self.role,
+            "PackageType": "Zip",
+            "Runtime": self.runtime,
+            "Handler": self.handler,
+            "Code": {"S3Bucket": self.s3_bucket, "S3Key": self.s3_key},
+        }
 
 
-def lambda_calls(doc: PlanDocument, function_name: str | None = None,
-                 code: FunctionCode | None = None) -> list[ApiCall]:
+def lambda_calls(
+    doc: PlanDocument, function_name: str | None = None, code: FunctionCode | None = None
+) -> list[ApiCall]:
     """Lambda settings of a serverless plan: memory and timeout, reserved concurrency = functions.
 
     Without ``code`` the function exists and gets UpdateFunctionConfiguration; with it,
@@ -242,22 +289,48 @@ def lambda_calls(doc: PlanDocument, function_name: str | None = None,
     if function_name is None:
         name = lambda_function_name(doc.name)
     else:
-        name = require("function_name", function_name, LAMBDA_FUNCTION_NAME, LAMBDA_NAME_MAX,
-                       "a Lambda function name has letters, digits, '-' and '_' only")
-    settings = {"FunctionName": name, "MemorySize": int(plan["memory_mb"]),
-                "Timeout": min(900, math.ceil(platform.timeout_s))}
+        name = require(
+            "function_name",
+            function_name,
+            LAMBDA_FUNCTION_NAME,
+            LAMBDA_NAME_MAX,
+            "a Lambda function name has letters, digits, '-' and '_' only",
+        )
+    settings = {
+        "FunctionName": name,
+        "MemorySize": int(plan["memory_mb"]),
+        "Timeout": min(900, math.ceil(platform.timeout_s)),
+    }
     if code is None:
         configure = ApiCall("lambda", "UpdateFunctionConfiguration", settings)
     else:
-        configure = ApiCall("lambda", "CreateFunction", {
-            **settings, **code.params(),
-            "Tags": {"dnnprov:plan": tag_value(doc.name), "dnnprov:role": "worker"}})
-    return [configure, ApiCall("lambda", "PutFunctionConcurrency", {
-        "FunctionName": name, "ReservedConcurrentExecutions": int(plan["functions"])})]
+        configure = ApiCall(
+            "lambda",
+            "CreateFunction",
+            {**settings, **code.params(), "Tags": {"dnnprov:plan": tag_value(doc.name), "dnnprov:role": "worker"}},
+        )
+    return [
+        configure,
+        ApiCall(
+            "lambda",
+            "PutFunctionConcurrency",
+            {"FunctionName": name, "ReservedConcurrentExecutions": int(plan["functions"])},
+        ),
+    ]
 
 
 def calls_json(doc: PlanDocument, calls: list[ApiCall]) -> str:
     """The ``dnnprov/aws-calls`` v1 JSON text of ``calls``."""
-    return json.dumps({"format": CALLS_FORMAT, "version": 1, "plan": doc.name, "region": doc.region,
-                       "calls": [c.to_dict() for c in calls]}, indent=2) + "\n"
-
+    return (
+        json.dumps(
+            {
+                "format": CALLS_FORMAT,
+                "version": 1,
+                "plan": doc.name,
+                "region": doc.region,
+                "calls": [c.to_dict() for c in calls],
+            },
+            indent=2,
+        )
+        + "\n"
+    )

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from typing import Callable
+from collections.abc import Callable
 
 from dnnprov.errors import InvalidInputError
 
@@ -76,7 +76,7 @@ def label_value(text: str) -> str:
     core = re.sub(r"[^A-Za-z0-9_.-]+", "-", _ascii(text))
     core = re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", core)
     if len(core) > LABEL_VALUE_MAX:
-        core = re.sub(r"[^A-Za-z0-9]+$", "", core[:LABEL_VALUE_MAX - 7]) + "-" + _hash(text)
+        core = re.sub(r"[^A-Za-z0-9]+$", "", core[: LABEL_VALUE_MAX - 7]) + "-" + _hash(text)
     return core
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from dnnprov.cloud.export.plan import PlanDocument, split_label
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.spot import SpotProblem
-from dnnprov.cloud.export.plan import PlanDocument, split_label
 
 #: The region of an AWS zone name: ``us-east-1a`` and the local zone ``us-west-2-lax-1a`` -> ``us-east-1``, ``us-west-2``.
 _AWS_REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-[0-9]+")
@@ -50,8 +50,10 @@ def _pools(doc: PlanDocument, type_name: str) -> list[Pool]:
         return []
     for t in doc.problem.instance_types:
         if t.name == type_name:
-            return [Pool(p.zone, p.capacity, t.spot_price_per_h if p.spot_price_per_h is None else p.spot_price_per_h)
-                    for p in t.zones]
+            return [
+                Pool(p.zone, p.capacity, t.spot_price_per_h if p.spot_price_per_h is None else p.spot_price_per_h)
+                for p in t.zones
+            ]
     return []
 
 
@@ -63,13 +65,19 @@ def plan_region(doc: PlanDocument, given: str | None = None, region_option: str 
     """
     if doc.region or given:
         return doc.region or given
-    regions = {zone_region(p.zone) for label in doc.launch_counts() if split_label(label)[1] == "spot"
-               for p in _pools(doc, split_label(label)[0])}
+    regions = {
+        zone_region(p.zone)
+        for label in doc.launch_counts()
+        if split_label(label)[1] == "spot"
+        for p in _pools(doc, split_label(label)[0])
+    }
     if len(regions) > 1:
-        raise InvalidInputError("region", f"the plan's spot pools lie in {len(regions)} regions "
-                                          f"({', '.join(sorted(regions))}) and the PS and workers belong in one: "
-                                          "wrap the plan with its catalog (--catalog)"
-                                          + (f" or pass {region_option}" if region_option else ""))
+        raise InvalidInputError(
+            "region",
+            f"the plan's spot pools lie in {len(regions)} regions "
+            f"({', '.join(sorted(regions))}) and the PS and workers belong in one: "
+            "wrap the plan with its catalog (--catalog)" + (f" or pass {region_option}" if region_option else ""),
+        )
     return next(iter(regions), None)
 
 
@@ -81,8 +89,10 @@ def region_pools(doc: PlanDocument, label: str, region: str | None) -> list[Pool
         return []
     inside = [p for p in pools if region is None or zone_region(p.zone) == region]
     if not inside:
-        raise InvalidInputError(f"instance_types.{type_name}.zones", f"none of the pools of {type_name} "
-                                f"({', '.join(p.zone for p in pools)}) lies in the plan's region {region}")
+        raise InvalidInputError(
+            f"instance_types.{type_name}.zones",
+            f"none of the pools of {type_name} ({', '.join(p.zone for p in pools)}) lies in the plan's region {region}",
+        )
     return sorted(inside, key=lambda p: (p.price_per_h, p.zone))
 
 
@@ -98,6 +108,8 @@ def split(pools: list[Pool], count: int, label: str) -> list[tuple[str, int]]:
             parts.append((p.zone, take))
             left -= take
     if left:
-        raise InvalidInputError(f"result.plan.counts.{label}", f"{count} instances exceed the capacity "
-                                f"{count - left} of the type's pools in the region")
+        raise InvalidInputError(
+            f"result.plan.counts.{label}",
+            f"{count} instances exceed the capacity {count - left} of the type's pools in the region",
+        )
     return parts

@@ -14,24 +14,26 @@ when it keeps no worker.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
+from dnnprov.errors import InvalidInputError
+from dnnprov.io.catalog import Catalog
+from dnnprov.io.instances import problem_from_dict
+from dnnprov.json_files import read_json_file
 from dnnprov.models.spot import SpotModel
 from dnnprov.problems import _checks as check
-from dnnprov.io.catalog import Catalog
-from dnnprov.errors import InvalidInputError
-from dnnprov.json_files import read_json_file
-from dnnprov.io.instances import problem_from_dict
-from dnnprov.result import Result
 from dnnprov.problems.serverless import ServerlessPlatform, ServerlessProblem
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotPlatform, SpotProblem
+from dnnprov.result import Result
 
 PLAN_FORMAT = "dnnprov/plan"
 FEASIBLE = ("optimal", "feasible", "limit")
+
 
 def split_label(label: str) -> tuple[str, str]:
     """Column label -> ``(type name, market)``: ``"g3.8xlarge:on-demand"`` -> on-demand."""
@@ -57,33 +59,50 @@ def check_spot_plan(problem: SpotProblem, counts: Mapping[str, int], ps: int, wh
         vector[index[label]] = n
     for i, label in enumerate(cols.labels):
         if vector[i] > cols.upper[i]:
-            raise InvalidInputError(f"{where}.counts.{label}", f"{vector[i]} instances exceed the quota {int(cols.upper[i])}")
+            raise InvalidInputError(
+                f"{where}.counts.{label}", f"{vector[i]} instances exceed the quota {int(cols.upper[i])}"
+            )
         if vector[i] < cols.lower[i]:
-            raise InvalidInputError(f"{where}.counts.{label}", f"{vector[i]} instances are fewer than the "
-                                    f"{int(cols.lower[i])} running ones the instance keeps (constraints.existing)")
+            raise InvalidInputError(
+                f"{where}.counts.{label}",
+                f"{vector[i]} instances are fewer than the "
+                f"{int(cols.lower[i])} running ones the instance keeps (constraints.existing)",
+            )
     low, high = problem.constraints.ps_count
     if not low <= ps <= high:
-        raise InvalidInputError(f"{where}.ps", f"{ps} PS lie outside the instance's range {low}-{high} (constraints.ps_count)")
+        raise InvalidInputError(
+            f"{where}.ps", f"{ps} PS lie outside the instance's range {low}-{high} (constraints.ps_count)"
+        )
     model = SpotModel(problem)
     if not bool(model.admissible(vector[None, :], np.array([ps]))[0]):
         workers = int(vector.sum())
-        raise InvalidInputError(f"{where}.counts", f"the plan ({workers} workers) breaks the instance's worker range, "
-                                "validity domain, vCPU quotas or side constraints (dnnprov show INSTANCE lists them)")
+        raise InvalidInputError(
+            f"{where}.counts",
+            f"the plan ({workers} workers) breaks the instance's worker range, "
+            "validity domain, vCPU quotas or side constraints (dnnprov show INSTANCE lists them)",
+        )
 
 
 def check_serverless_plan(problem: ServerlessProblem, plan: Mapping[str, Any], where: str = "plan") -> None:
     """Refuse a serverless plan outside ``problem``'s function range, memory grid or PS range."""
     low, high = problem.function_range()
     if not low <= plan["functions"] <= high:
-        raise InvalidInputError(f"{where}.functions", f"{plan['functions']} functions lie outside the instance's range {low}-{high}")
+        raise InvalidInputError(
+            f"{where}.functions", f"{plan['functions']} functions lie outside the instance's range {low}-{high}"
+        )
     grid = problem.memory_grid()
     if plan["memory_mb"] not in grid:
-        raise InvalidInputError(f"{where}.memory_mb", f"{plan['memory_mb']} MB is not on the instance's memory grid "
-                                f"({grid[0] if grid else '-'}-{grid[-1] if grid else '-'} MB in steps of "
-                                f"{problem.platform.memory_step_mb})")
+        raise InvalidInputError(
+            f"{where}.memory_mb",
+            f"{plan['memory_mb']} MB is not on the instance's memory grid "
+            f"({grid[0] if grid else '-'}-{grid[-1] if grid else '-'} MB in steps of "
+            f"{problem.platform.memory_step_mb})",
+        )
     ps_low, ps_high = problem.constraints.ps_count
     if not ps_low <= plan.get("ps", 1) <= ps_high:
-        raise InvalidInputError(f"{where}.ps", f"{plan.get('ps', 1)} PS lie outside the instance's range {ps_low}-{ps_high}")
+        raise InvalidInputError(
+            f"{where}.ps", f"{plan.get('ps', 1)} PS lie outside the instance's range {ps_low}-{ps_high}"
+        )
 
 
 @dataclass(frozen=True)
@@ -98,11 +117,13 @@ class PlanDocument:
         r = self.result
         kind = check.choice("result.kind", r.get("kind"), ("spot", "serverless"))
         if r.get("status") not in FEASIBLE or not isinstance(r.get("plan"), Mapping):
-            raise InvalidInputError("result.plan", f"the solve ended with status {r.get('status')!r} and no "
-                                                   "plan: there is nothing to deploy")
+            raise InvalidInputError(
+                "result.plan",
+                f"the solve ended with status {r.get('status')!r} and no plan: there is nothing to deploy",
+            )
         for key in ("time_s", "cost", "bound", "gap"):
             if r.get(key) is not None:
-                check.number(f"result.{key}", r[key])             # finite: NaN or inf would reach the exports
+                check.number(f"result.{key}", r[key])  # finite: NaN or inf would reach the exports
         plan = r["plan"]
         if kind == "spot":
             counts = plan.get("counts")
@@ -111,8 +132,10 @@ class PlanDocument:
             for label, n in counts.items():
                 check.integer(f"result.plan.counts.{label}", n, minimum=0, maximum=check.MAX_QUOTA)
             if sum(counts.values()) > check.MAX_WORKERS:
-                raise InvalidInputError("result.plan.counts", f"{sum(counts.values()):,} workers exceed the "
-                                        f"limit of {check.MAX_WORKERS:,} of any spot plan")
+                raise InvalidInputError(
+                    "result.plan.counts",
+                    f"{sum(counts.values()):,} workers exceed the limit of {check.MAX_WORKERS:,} of any spot plan",
+                )
         else:
             check.integer("result.plan.functions", plan.get("functions"), minimum=1, maximum=check.MAX_FUNCTIONS)
             check.integer("result.plan.memory_mb", plan.get("memory_mb"), minimum=1, maximum=check.MAX_MEMORY_MB)
@@ -120,7 +143,7 @@ class PlanDocument:
                 check.number("result.plan.local_batch", plan["local_batch"], exclusive_minimum=0)
         ps = check.integer("result.plan.ps", plan.get("ps", 1), minimum=1, maximum=check.MAX_PS_COUNT)
         details = r.get("details")
-        if isinstance(details, Mapping) and "new_ps" in details:     # a takeover's PS to launch
+        if isinstance(details, Mapping) and "new_ps" in details:  # a takeover's PS to launch
             check.integer("result.details.new_ps", details["new_ps"], minimum=0, maximum=ps)
         if self.problem is not None:
             expected = SpotProblem if kind == "spot" else ServerlessProblem
@@ -214,8 +237,10 @@ class PlanDocument:
         cols = problem.columns()
         for label, n in cluster.items():
             if label in cols.labels and n > cols.upper[cols.labels.index(label)]:
-                raise InvalidInputError(f"delivered.counts.{label}", f"{n} instances exceed the quota "
-                                        f"{int(cols.upper[cols.labels.index(label)])}")
+                raise InvalidInputError(
+                    f"delivered.counts.{label}",
+                    f"{n} instances exceed the quota {int(cols.upper[cols.labels.index(label)])}",
+                )
         if not complete:
             return
         check_spot_plan(problem, cluster, self.ps, "delivered")
@@ -223,29 +248,41 @@ class PlanDocument:
         ev = model.evaluate(np.array([[cluster.get(label, 0) for label in cols.labels]]), self.ps)
         time_s, cost = float(ev.time_s[0]), float(ev.cost[0])
         if not bool(ev.inside_domain[0]):
-            raise InvalidInputError("delivered.counts", "the cluster lies outside the loss model's validity domain: "
-                                                        "no training time can be predicted for it")
+            raise InvalidInputError(
+                "delivered.counts",
+                "the cluster lies outside the loss model's validity domain: no training time can be predicted for it",
+            )
         if not time_s <= problem.slo.time_s * (1 + 1e-12):
-            raise InvalidInputError("delivered.time_s", f"the spot model predicts {time_s:,.0f} s for this cluster, "
-                                                        f"beyond the deadline of {problem.slo.time_s:,.0f} s (slo.time_s)")
+            raise InvalidInputError(
+                "delivered.time_s",
+                f"the spot model predicts {time_s:,.0f} s for this cluster, "
+                f"beyond the deadline of {problem.slo.time_s:,.0f} s (slo.time_s)",
+            )
         budget = problem.constraints.budget_usd
         if budget is not None and cost > budget:
-            raise InvalidInputError("delivered.cost", f"the spot model predicts ${cost:,.2f} for this cluster, over "
-                                                      f"the budget of ${budget:,.2f} (constraints.budget_usd)")
+            raise InvalidInputError(
+                "delivered.cost",
+                f"the spot model predicts ${cost:,.2f} for this cluster, over "
+                f"the budget of ${budget:,.2f} (constraints.budget_usd)",
+            )
 
     def require_spot(self) -> None:
         """Refuse a serverless plan where a spot plan is needed."""
         if self.kind != "spot":
-            raise InvalidInputError("result.kind", "this export needs a spot plan (a serverless plan exports to lambda or json)")
+            raise InvalidInputError(
+                "result.kind", "this export needs a spot plan (a serverless plan exports to lambda or json)"
+            )
 
     @classmethod
-    def from_dict(cls, data: object) -> "PlanDocument":
+    def from_dict(cls, data: object) -> PlanDocument:
         """Read a ``dnnprov/plan`` v1 dict or a bare result dict."""
         if not isinstance(data, Mapping):
             raise InvalidInputError("", f"a plan must be a JSON object, got {type(data).__name__}")
         if data.get("format") == PLAN_FORMAT:
             if data.get("version") != 1:
-                raise InvalidInputError("version", f"this dnnprov reads {PLAN_FORMAT} version 1; got {data.get('version')!r}")
+                raise InvalidInputError(
+                    "version", f"this dnnprov reads {PLAN_FORMAT} version 1; got {data.get('version')!r}"
+                )
             unknown = set(data) - {"format", "version", "result", "instance", "catalog"}
             if unknown:
                 raise InvalidInputError(min(unknown), "unknown field of a plan document")
@@ -268,8 +305,9 @@ class PlanDocument:
         return out
 
 
-def plan_document(result: Result, problem: SpotProblem | ServerlessProblem | None = None,
-                  catalog: Catalog | None = None) -> PlanDocument:
+def plan_document(
+    result: Result, problem: SpotProblem | ServerlessProblem | None = None, catalog: Catalog | None = None
+) -> PlanDocument:
     """Wrap a solve result with its problem and catalog."""
     return PlanDocument(result=result.to_dict(), problem=problem, catalog=catalog)
 
@@ -282,7 +320,6 @@ def load_plan(path: str | Path, problem: SpotProblem | ServerlessProblem | None 
     """
     doc = PlanDocument.from_dict(read_json_file(path))
     return doc if problem is None else PlanDocument(result=doc.result, problem=problem, catalog=doc.catalog)
-
 
 
 def hardware(doc: PlanDocument, type_name: str) -> tuple[int | None, int | None, float | None]:
@@ -307,22 +344,33 @@ def dump_yaml(documents: list[Any], comment: str = "") -> str:
     import yaml
 
     header = "".join(f"# {line}\n" for line in comment.splitlines())
-    return header + yaml.safe_dump_all(documents, sort_keys=False, default_flow_style=False,
-                                       explicit_start=len(documents) > 1, allow_unicode=False)
+    return header + yaml.safe_dump_all(
+        documents, sort_keys=False, default_flow_style=False, explicit_start=len(documents) > 1, allow_unicode=False
+    )
 
 
 def plan_json(doc: PlanDocument) -> dict[str, Any]:
     """The plan with what to launch, stamped with the catalog snapshot it was priced from."""
     r = doc.result
     out: dict[str, Any] = {
-        "format": "dnnprov/deployment", "version": 2, "instance": doc.name, "kind": doc.kind,
-        "status": r.get("status"), "method": r.get("method"), "model": r.get("model"),
-        "plan": r["plan"], "time_s": r.get("time_s"), "cost": r.get("cost"),
-        "catalog": None if doc.catalog is None else {
-            "name": doc.catalog.name, "region": doc.catalog.region, "snapshot": doc.catalog.snapshot},
+        "format": "dnnprov/deployment",
+        "version": 2,
+        "instance": doc.name,
+        "kind": doc.kind,
+        "status": r.get("status"),
+        "method": r.get("method"),
+        "model": r.get("model"),
+        "plan": r["plan"],
+        "time_s": r.get("time_s"),
+        "cost": r.get("cost"),
+        "catalog": None
+        if doc.catalog is None
+        else {"name": doc.catalog.name, "region": doc.catalog.region, "snapshot": doc.catalog.snapshot},
     }
     if doc.kind == "spot":
-        out["launch"] = {"workers": doc.launch_counts(), "kept": doc.kept(),
-                         "ps": {"type": doc.ps_type, "count": doc.ps_to_launch()}}
+        out["launch"] = {
+            "workers": doc.launch_counts(),
+            "kept": doc.kept(),
+            "ps": {"type": doc.ps_type, "count": doc.ps_to_launch()},
+        }
     return out
-
