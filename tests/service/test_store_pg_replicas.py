@@ -329,3 +329,22 @@ def test_database_restart_delays_but_loses_nothing(tmp_path: Path) -> None:
     )
     assert {json.dumps(comparable(job["result"]), sort_keys=True) for job in jobs.values()} <= expected
     assert ready == [200, 200]
+
+
+def test_run_jobs_are_refused_on_postgresql(pg: LocalPostgres, tmp_path: Path) -> None:
+    """A run's record lives beside a SQLite store: a replica on PostgreSQL refuses `run` jobs
+    by the field `kind` (and still takes the other kinds)."""
+    db = pg.new_database() + "?lease_s=5"
+    (tmp_path / "tokens").write_text(f"alpha {TOKEN}\n")
+    with replica(tmp_path, "--workers", "1", "--token-file", str(tmp_path / "tokens"), db=db) as (url, _, _log):
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as client:
+            body = {
+                "kind": "run",
+                "instance": TABLE1,
+                "plan": {"counts": {"p3.2xlarge": 1}, "ps": 1},
+                "endpoint_url": "http://127.0.0.1:1",
+            }
+            refused = client.post("/v1/jobs", json=body)
+            assert refused.status_code == 422, refused.text
+            assert refused.json()["error"]["field"] == "kind" and "PostgreSQL" in refused.json()["error"]["message"]
+            assert client.post("/v1/jobs", json={"instance": TABLE1}).status_code == 202
