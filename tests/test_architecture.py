@@ -108,11 +108,16 @@ def test_the_rule_can_fail():
     assert "revocation" not in ALLOWED["cloud"] and "cloud" not in ALLOWED["revocation"]
 
 
+#: about 600 lines of the style before the formatter; ruff format grew the same code by 10-25 %
+MAX_MODULE_LINES = 750
+
+
 def test_long_modules_say_why():
-    """A module over 600 lines explains at its top why it is not split (docs/architecture.md)."""
+    """A module over 750 lines (as ruff format writes it) explains at its top why it is not split
+    (docs/architecture.md)."""
     silent = []
     for module, path in MODULES.items():
         lines = path.read_text().splitlines()
-        if len(lines) > 600 and "why this module is long" not in "\n".join(lines[:40]).lower():
+        if len(lines) > MAX_MODULE_LINES and "why this module is long" not in "\n".join(lines[:40]).lower():
             silent.append(f"{module} ({len(lines)} lines)")
     assert not silent

@@ -143,7 +143,11 @@ def test_the_loop_trains_the_reference_job_through_a_revocation(tmp_path, launch
     # replacement has joined (it no longer adds anything the plan needs)
     assert "notice" in kinds and ("reclaim" in kinds or "terminate" in kinds)
     pools = {e.get("pool") for e in details["events"] if e["kind"] == "launch"}
-    assert "p3.2xlarge@us-west-2c" in pools  # the replacement came from the other zone
+    notice_s = min(e["time_s"] for e in details["events"] if e["kind"] == "notice")
+    # real training on a loaded machine may reach the target before a replacement is due
+    # (the reclaim, 120 s after the notice); one still training then must have replaced it
+    if outcome.finish_s > notice_s + 120.0 + 2 * 15.0:
+        assert "p3.2xlarge@us-west-2c" in pools, details["events"]  # the replacement came from the other zone
     assert all(i["ended_s"] is not None for i in details["instances"])  # everything torn down
     assert outcome.cost > 0
 
