@@ -58,6 +58,7 @@ import itertools
 import math
 import time
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 from dnnprov.solvers.heuristics import spot_heuristic
@@ -555,8 +556,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         """Package the outcome with its proven bound and say why a bound is weak."""
         best, best_cost = self.best, self.best_cost
         open_bound = min((c.bound for c in heap), default=math.inf)
-        stats = dict(self.stats)
-        started = self.clock.started
+        result = partial(spot_result, self.model, method="milp", started=self.clock.started, stats=dict(self.stats))
         if limited:
             # closed cells hold nothing below the threshold they were closed at (the
             # threshold only falls), open ones nothing below their bounds
@@ -564,65 +564,19 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             # a bound proven earlier in the search stays proven (the log's bound never goes down)
             bound = max(bound, min(self.log.bound, best_cost))
             why = self.failures[0] if self.failures else self.clock.stop_reason()
-            message = f"{why}; {self.weak_bound_reason(heap, bound)}"
+            reason = self.weak_bound_reason(heap, bound)
             if best is None:
-                return spot_result(
-                    self.model,
-                    None,
-                    1,
-                    status=Status.LIMIT,
-                    method="milp",
-                    started=started,
-                    bound=bound,
-                    message=f"{why} before any feasible plan; {self.weak_bound_reason(heap, bound)}",
-                    stats=stats,
-                )
-            return spot_result(
-                self.model,
-                best[0],
-                best[1],
-                status=Status.LIMIT,
-                method="milp",
-                started=started,
-                bound=bound,
-                message=message,
-                stats=stats,
-            )
+                message = f"{why} before any feasible plan; {reason}"
+                return result(None, 1, status=Status.LIMIT, bound=bound, message=message)
+            return result(best[0], best[1], status=Status.LIMIT, bound=bound, message=f"{why}; {reason}")
         if best is None:
-            return spot_result(
-                self.model,
-                None,
-                1,
-                status=Status.INFEASIBLE,
-                method="milp",
-                started=started,
-                bound=math.inf,
-                message="proven: no plan meets every constraint",
-                stats=stats,
-            )
+            message = "proven: no plan meets every constraint"
+            return result(None, 1, status=Status.INFEASIBLE, bound=math.inf, message=message)
         if self.gap > 0:
             bound = max(min(best_cost / (1 + self.gap), open_bound, best_cost), min(self.log.bound, best_cost))
-            return spot_result(
-                self.model,
-                best[0],
-                best[1],
-                status=Status.FEASIBLE,
-                method="milp",
-                started=started,
-                bound=bound,
-                message=f"stopped within relative gap {self.gap:g}",
-                stats=stats,
-            )
-        return spot_result(
-            self.model,
-            best[0],
-            best[1],
-            status=Status.OPTIMAL,
-            method="milp",
-            started=started,
-            bound=best_cost,
-            stats=stats,
-        )
+            message = f"stopped within relative gap {self.gap:g}"
+            return result(best[0], best[1], status=Status.FEASIBLE, bound=bound, message=message)
+        return result(best[0], best[1], status=Status.OPTIMAL, bound=best_cost)
 
     def weak_bound_reason(self, heap: list[Cell], bound: float) -> str:
         """Why the proven bound is where it is (said whenever a solve stops early)."""

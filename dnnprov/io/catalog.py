@@ -30,6 +30,7 @@ from dnnprov.problems.serverless import (
     ServerlessWorkload,
 )
 from dnnprov.problems.spot import (
+    WORKLOAD_KEYS,
     InstanceType,
     SpotConstraints,
     SpotPlatform,
@@ -288,18 +289,7 @@ class SpotWorkloadProfile:
             SpotWorkload,
             "workload",
             data["workload"],
-            [
-                "name",
-                "param_size_mb",
-                "bandwidth_req_mb_s",
-                "alpha_1",
-                "beta_1",
-                "gamma_1",
-                "gamma_2",
-                "gamma_3",
-                "gamma_4",
-                "gamma_5",
-            ],
+            list(WORKLOAD_KEYS),
         )
         per_type = {}
         for name, entry in mapping("per_type", data["per_type"]).items():

@@ -225,6 +225,13 @@ def _check_zones(where: str, zones: object) -> tuple[SpotPool, ...]:
     return tuple(pools)
 
 
+#: the fields every spot workload states (instance and profile files alike)
+WORKLOAD_KEYS = (
+    "name", "param_size_mb", "bandwidth_req_mb_s", "alpha_1", "beta_1",
+    "gamma_1", "gamma_2", "gamma_3", "gamma_4", "gamma_5",
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class SpotWorkload:
     """Workload-specific coefficients: eqs. (3), (7)-(10).
@@ -652,18 +659,7 @@ class SpotProblem:
             SpotWorkload,
             "workload",
             data["workload"],
-            [
-                "name",
-                "param_size_mb",
-                "bandwidth_req_mb_s",
-                "alpha_1",
-                "beta_1",
-                "gamma_1",
-                "gamma_2",
-                "gamma_3",
-                "gamma_4",
-                "gamma_5",
-            ],
+            list(WORKLOAD_KEYS),
         )
         slo = _build(SpotSLO, "slo", data["slo"], ["loss", "time_s"])
         platform = _build(SpotPlatform, "platform", data.get("platform", {}), [])

@@ -57,6 +57,23 @@ _ADDED = {"tenant": "TEXT NOT NULL DEFAULT ''", "idempotency_key": "TEXT", "body
 _COLUMNS = "id, kind, body, status, result, error, attempts, created, started, finished, tenant, seq"
 
 
+def list_query(
+    table: str, mark: str, status: str | None, tenant: str | None, before_seq: int | None, limit: int
+) -> tuple[str, tuple[Any, ...]]:
+    """The newest jobs' query of either store (``mark``: the driver's placeholder) and its arguments."""
+    where, args = [], []
+    for column, value in (("status =", status), ("tenant =", tenant), ("seq <", before_seq)):
+        if value is not None:
+            where.append(f"{column} {mark}")
+            args.append(value)
+    query = (
+        f"SELECT {_COLUMNS} FROM {table}"
+        + (" WHERE " + " AND ".join(where) if where else "")
+        + f" ORDER BY seq DESC LIMIT {mark}"
+    )
+    return query, (*args, limit)
+
+
 class StoreBusy(Exception):
     """The store could not be used within the retry window (locked by another process)."""
 
@@ -514,17 +531,8 @@ class JobStore:
         self, status: str | None = None, limit: int = 100, *, tenant: str | None = None, before_seq: int | None = None
     ) -> list[Job]:
         """The newest jobs (of one state, of one tenant, older than ``before_seq``), newest first."""
-        where, args = [], []
-        for clause, value in (("status = ?", status), ("tenant = ?", tenant), ("seq < ?", before_seq)):
-            if value is not None:
-                where.append(clause)
-                args.append(value)
-        query = (
-            f"SELECT {_COLUMNS} FROM jobs"
-            + (" WHERE " + " AND ".join(where) if where else "")
-            + " ORDER BY seq DESC LIMIT ?"
-        )
-        rows = self._run(lambda db: db.execute(query, (*args, limit)).fetchall(), write=False)
+        query, args = list_query("jobs", "?", status, tenant, before_seq, limit)
+        rows = self._run(lambda db: db.execute(query, args).fetchall(), write=False)
         return [_job(r) for r in rows]
 
 

@@ -43,7 +43,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.service.store import FINAL, STATES, Job, StoreBusy, body_hash
+from dnnprov.service.store import FINAL, STATES, Job, StoreBusy, body_hash, list_query
 
 if TYPE_CHECKING:
     from dnnprov.service.jobs import JobRunner
@@ -565,17 +565,8 @@ class PgJobStore:
         self, status: str | None = None, limit: int = 100, *, tenant: str | None = None, before_seq: int | None = None
     ) -> list[Job]:
         """The newest jobs (of one state, of one tenant, older than ``before_seq``), newest first."""
-        where, args = [], []
-        for clause, value in (("status = %s", status), ("tenant = %s", tenant), ("seq < %s", before_seq)):
-            if value is not None:
-                where.append(clause)
-                args.append(value)
-        query = (
-            f"SELECT {_COLUMNS} FROM {_TABLE}"
-            + (" WHERE " + " AND ".join(where) if where else "")
-            + " ORDER BY seq DESC LIMIT %s"
-        )
-        rows = self._run(lambda db: db.execute(query, (*args, limit)).fetchall(), write=False)
+        query, args = list_query(_TABLE, "%s", status, tenant, before_seq, limit)
+        rows = self._run(lambda db: db.execute(query, args).fetchall(), write=False)
         return [_job(r) for r in rows]
 
 
