@@ -10,7 +10,7 @@ checks every module (the others are needed to resolve imports); paths given as a
 narrow the report to those files or folders.
 
     .venv/bin/python .ci/typecheck.py                          # the gate, as .ci/run runs it
-    .venv/bin/python .ci/typecheck.py solvers/front.py dnnprov/cli/
+    .venv/bin/python .ci/typecheck.py solvers/objectives/front.py dnnprov/cli/
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ RENAMED = {"formulations": "dnnprov.formulations", "solvers": "dnnprov.solvers"}
 
 
 def installed_name(source: BuildSource) -> BuildSource:
-    """The source under its installed module name (``solvers.front`` -> ``dnnprov.solvers.front``)."""
+    """The source under its installed module name (``solvers.front`` -> ``dnnprov.solvers.objectives.front``)."""
     top, _, rest = source.module.partition(".")
     if top not in RENAMED:
         return source

@@ -25,7 +25,7 @@ import time
 import warnings
 from pathlib import Path
 
-from dnnprov.solvers.spot_exact import solve_spot_exact
+from dnnprov.solvers.spot.exact import solve_spot_exact
 
 import dnnprov
 from dnnprov import fuzz

@@ -28,7 +28,7 @@ import warnings
 import zlib
 
 import numpy as np
-from dnnprov.solvers.front import NO_DEADLINE_S, at_deadline
+from dnnprov.solvers.objectives.front import NO_DEADLINE_S, at_deadline
 
 import dnnprov
 from dnnprov import fuzz

@@ -1,4 +1,4 @@
-"""Throughput of joint provisioning (:func:`dnnprov.solvers.joint.solve_many`).
+"""Throughput of joint provisioning (:func:`dnnprov.solvers.joint.provision.solve_many`).
 
 Prints, for sets of spot jobs sharing per-type and vCPU quotas and for large sets of
 serverless jobs sharing one concurrency limit: column generation time, LP time, columns
@@ -21,7 +21,7 @@ Serverless jobs vary the four Table 5 workloads (rates perturbed), memory grids 
 objective times; the concurrency limit is ``tightness`` times their stand-alone functions.
 
 ``--synthetic JOBS...`` also times steps 2-3 alone (LP, fixing, MILP;
-:func:`~dnnprov.solvers.joint.solve_columns`) on random fronts of ``--per-job`` columns
+:func:`~dnnprov.solvers.joint.provision.solve_columns`) on random fronts of ``--per-job`` columns
 that do not come from the models: a stress case where every column is on the front and
 all eight rows are tight (see :func:`synthetic_columns`).
 
@@ -38,7 +38,7 @@ import time
 
 import numpy as np
 from dnnprov.formulations.joint import JobColumns
-from dnnprov.solvers.joint import SharedLimits, generate_columns, solve_columns, solve_many
+from dnnprov.solvers.joint.provision import SharedLimits, generate_columns, solve_columns, solve_many
 
 import dnnprov
 

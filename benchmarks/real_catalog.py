@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from dnnprov.solvers.enumeration import spot_space_size
+from dnnprov.solvers.search.enumeration import spot_space_size
 
 import dnnprov
 from dnnprov.benchsets.generate import PS_PRICE_PER_H, _target_deadline, aws_types, workload_gpu_profiles

@@ -50,8 +50,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from dnnprov.solvers.risk import solve_risk
-from dnnprov.solvers.robust import solve_robust
+from dnnprov.solvers.revocation.risk import solve_risk
+from dnnprov.solvers.revocation.robust import solve_robust
 
 import dnnprov
 from dnnprov.benchsets.generate import resolve_shared_data

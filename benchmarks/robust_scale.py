@@ -38,14 +38,14 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-from dnnprov.solvers.risk import solve_risk
-from dnnprov.solvers.robust import solve_robust
+from dnnprov.solvers.revocation.risk import solve_risk
+from dnnprov.solvers.revocation.robust import solve_robust
 
 import dnnprov
 from dnnprov import fuzz
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import read_instance
-from dnnprov.problems._checks import MAX_MAGNITUDE
+from dnnprov.problems.checks import MAX_MAGNITUDE
 from dnnprov.problems.interruption import from_advisor_bucket
 from dnnprov.result import Result, Status
 

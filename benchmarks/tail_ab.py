@@ -58,7 +58,7 @@ print(f"{result.status.value} {result.cost} cpu {time.process_time() - started:.
 
 def use(variant: str) -> None:
     """Switch the issue 19 bounds on (``new``) or off (``base``) in this process."""
-    from dnnprov.solvers import spot_bounds, spot_exact
+    from dnnprov.solvers.spot import bounds as spot_bounds, exact as spot_exact
 
     if not hasattr(use, "new"):
         use.new = {

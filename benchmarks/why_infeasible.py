@@ -22,9 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-from dnnprov.solvers import infeasibility
-from dnnprov.solvers.enumeration import spot_space_size
-from dnnprov.solvers.infeasibility import ENUMERATION_PLANS
+from dnnprov.solvers.explain import infeasibility
+from dnnprov.solvers.explain.infeasibility import ENUMERATION_PLANS
+from dnnprov.solvers.search.enumeration import spot_space_size
 
 import dnnprov
 from dnnprov import Status, fuzz

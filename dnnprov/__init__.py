@@ -56,7 +56,7 @@ if _typing.TYPE_CHECKING:  # what type checkers see; at run time __getattr__ bel
         SpotPlan as SpotPlan,
         Status as Status,
     )
-    from dnnprov.solvers.front import Front as Front, FrontPoint as FrontPoint
+    from dnnprov.solvers.objectives.front import Front as Front, FrontPoint as FrontPoint
 
 __all__ = [
     "METHODS",
@@ -108,7 +108,7 @@ _EXPORTS = {
     ),
     "ServerlessModel": "dnnprov.models.serverless",
     **dict.fromkeys(("METHODS", "pareto", "solve"), "dnnprov.dispatch"),
-    **dict.fromkeys(("Front", "FrontPoint"), "dnnprov.solvers.front"),
+    **dict.fromkeys(("Front", "FrontPoint"), "dnnprov.solvers.objectives.front"),
     **dict.fromkeys(
         ("InstanceType", "SpotConstraints", "SpotPlatform", "SpotProblem", "SpotSLO", "SpotWorkload", "VcpuQuota"),
         "dnnprov.problems.spot",

@@ -11,14 +11,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import _checks as check, plausibility
+from dnnprov.problems import checks as check, plausibility
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.progress import INTERRUPTED, Clock, Progress, SolverLog, log_to_stderr, stop_on_signals, stop_requested
 from dnnprov.result import Objective, Result, SpotPlan, Status
 
 if TYPE_CHECKING:
-    from dnnprov.solvers.front import Front
+    from dnnprov.solvers.objectives.front import Front
 
 METHODS = ("milp", "heuristic", "reference-heuristic", "enumerate")
 #: The methods that prove their answers, the only ones for objectives other than cost and for fronts.
@@ -159,8 +159,10 @@ def _solve(
     warm_start: SpotPlan | None = None,
 ) -> Result:
     """:func:`solve` without the signal handling."""
-    from dnnprov.solvers import enumeration, heuristics, milp, objectives
-    from dnnprov.solvers.infeasibility import explain
+    from dnnprov.solvers import milp
+    from dnnprov.solvers.explain.infeasibility import explain
+    from dnnprov.solvers.objectives import beyond_cost as objectives
+    from dnnprov.solvers.search import enumeration, heuristics
 
     if method not in METHODS:
         raise InvalidInputError("method", f"must be one of {', '.join(METHODS)}; got {method!r}")
@@ -320,12 +322,12 @@ def pareto(
 
     ``deadlines = (A, B)``: the front of the plans meeting every constraint of ``problem``
     (its budget included) with its deadline replaced by B (``None``: no upper deadline,
-    :data:`dnnprov.solvers.front.NO_DEADLINE_S`), keeping the points of time >= A
+    :data:`dnnprov.solvers.objectives.front.NO_DEADLINE_S`), keeping the points of time >= A
     (``None``: 0). ``method``: ``"milp"`` walks the front by exact solves (epsilon-constraint
     steps, docs/solvers.md, "Pareto fronts"); ``"enumerate"`` evaluates every plan (up to
     ``max_plans``, default 50 million). ``time_limit_s`` bounds the whole front; a front
     stopped by it (or by Ctrl-C) has ``complete == False`` and status ``limit``.
-    Returns a :class:`dnnprov.solvers.front.Front`: points fastest first, each with its plan,
+    Returns a :class:`dnnprov.solvers.objectives.front.Front`: points fastest first, each with its plan,
     time, cost and ``proven`` (the exact method showed no plan dominates it).
     """
     started = time.perf_counter()
@@ -345,8 +347,8 @@ def _pareto(
     max_plans: int | None,
 ) -> Front:
     """:func:`pareto` without the signal handling."""
-    from dnnprov.solvers.enumeration import DEFAULT_MAX_PLANS
-    from dnnprov.solvers.front import NO_DEADLINE_S, Front, deadline_floor, enumerate_front, walk_front
+    from dnnprov.solvers.objectives.front import NO_DEADLINE_S, Front, deadline_floor, enumerate_front, walk_front
+    from dnnprov.solvers.search.enumeration import DEFAULT_MAX_PLANS
 
     if not isinstance(problem, (SpotProblem, ServerlessProblem)):
         raise InvalidInputError("problem", f"expected SpotProblem or ServerlessProblem, got {type(problem).__name__}")
@@ -406,9 +408,10 @@ def _solve_revocation_aware(
     clock: Clock,
 ) -> Result:
     """``solve(..., robust=K)`` or ``solve(..., risk=True)``: checks, then the exact planner."""
-    from dnnprov.solvers.infeasibility import explain_revocation_aware
-    from dnnprov.solvers.risk import solve_risk
-    from dnnprov.solvers.robust import DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S, solve_robust
+    from dnnprov.models.training_progress import JOIN_OVERHEAD_S
+    from dnnprov.solvers.explain.infeasibility import explain_revocation_aware
+    from dnnprov.solvers.revocation.risk import solve_risk
+    from dnnprov.solvers.revocation.robust import DEFAULT_MAX_PLANS, solve_robust
 
     if not isinstance(problem, SpotProblem):
         raise InvalidInputError("robust" if robust is not None else "risk", "exists for spot problems only")

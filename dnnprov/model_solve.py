@@ -94,10 +94,10 @@ def solve_model(
     limit = {} if max_plans is None else {"max_plans": max_plans}
     from dnnprov.dispatch import _checked_objective, marked_interrupted, solve
     from dnnprov.progress import Clock, SolverLog, stop_on_signals, stop_requested
-    from dnnprov.solvers import objectives
-    from dnnprov.solvers.enumeration import enumerate_serverless, enumerate_spot
+    from dnnprov.solvers.objectives import beyond_cost as objectives
+    from dnnprov.solvers.search.enumeration import enumerate_serverless, enumerate_spot
     from dnnprov.solvers.serverless_exact import solve_serverless_exact
-    from dnnprov.solvers.spot_exact import solve_spot_exact
+    from dnnprov.solvers.spot.exact import solve_spot_exact
 
     _checked_objective(objective, problem, method, gap=gap, robust=None, risk=False)
     clock = Clock(time_limit_s)
@@ -142,7 +142,7 @@ def solve_model(
         if stop_requested():
             result = marked_interrupted(result, time_limit_s)
         if method in ("milp", "enumerate"):  # the reasons name the user's constraints
-            from dnnprov.solvers.infeasibility import explain
+            from dnnprov.solvers.explain.infeasibility import explain
 
             result = explain(result, problem, clock=Clock(time_limit_s, started=started), side=user)
     except InvalidInputError:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dnnprov.solvers.serverless_exact import solve_serverless_exact
-from dnnprov.solvers.spot_exact import solve_spot_exact
+from dnnprov.solvers.spot.exact import solve_spot_exact
 
 from dnnprov.models.serverless import ServerlessSideRows
 from dnnprov.models.spot import SideRows

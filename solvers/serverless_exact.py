@@ -30,7 +30,7 @@ until the next pair's LB reaches U: nothing unevaluated can be cheaper.
 
 The evaluated feasible plans, reduced to the Pareto front in (functions, cost), are the
 columns of the choice model: for one job the cheapest column; for many jobs sharing
-quotas, the column MILP that HiGHS solves (joint provisioning, solvers/joint.py).
+quotas, the column MILP that HiGHS solves (joint provisioning, solvers/joint/provision.py).
 """
 
 from __future__ import annotations
@@ -243,7 +243,7 @@ def solve_serverless_exact(
         return result
     front = columns.pareto()
     # One job picks the cheapest column (exact, and checkable at a glance); the column
-    # MILP in HiGHS is for many jobs sharing quotas (solvers/joint.py). Ties: fewest functions.
+    # MILP in HiGHS is for many jobs sharing quotas (solvers/joint/provision.py). Ties: fewest functions.
     pick = int(np.argmin(front.cost))
     stats["columns"] = len(front)
     plan = (front.functions[pick], front.memory_mb[pick], front.ps[pick])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dnnprov.solvers.front import NO_DEADLINE_S, Front
+from dnnprov.solvers.objectives.front import NO_DEADLINE_S, Front
 
 #: The figure formats ``--out`` writes (by the file's suffix).
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")

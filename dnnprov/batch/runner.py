@@ -258,7 +258,8 @@ def child_main(fd: int) -> None:
                 os._exit(0)
 
     threading.Thread(target=watch_parent, daemon=True).start()
-    from dnnprov.solvers import enumeration, heuristics, milp  # noqa: F401  (import before timing)
+    from dnnprov.solvers import milp  # noqa: F401  (import before timing)
+    from dnnprov.solvers.search import enumeration, heuristics  # noqa: F401
 
     conn.send(("ready", os.getpid()))
     while True:

@@ -19,7 +19,7 @@ from typing import Any
 
 from dnnprov.dispatch import solve
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import _checks as check, plausibility
+from dnnprov.problems import checks as check, plausibility
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem, SpotSLO
 from dnnprov.result import Result

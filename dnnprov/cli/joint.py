@@ -35,8 +35,8 @@ def _pair(option: str, text: str) -> tuple[str, int]:
 
 
 def shared_limits(args: argparse.Namespace):
-    """The :class:`~dnnprov.solvers.joint.SharedLimits` the options describe."""
-    from dnnprov.solvers.joint import SharedLimits
+    """The :class:`~dnnprov.solvers.joint.provision.SharedLimits` the options describe."""
+    from dnnprov.solvers.joint.provision import SharedLimits
 
     quotas: dict[str, int] = {}
     for text in args.shared_quota or []:
@@ -59,7 +59,7 @@ def shared_limits(args: argparse.Namespace):
 
 def cmd_solve_many(args: argparse.Namespace) -> int:
     """Read every FILE, solve the jobs jointly under the shared limits, print the plans."""
-    from dnnprov.solvers.joint import solve_many
+    from dnnprov.solvers.joint.provision import solve_many
 
     check_time_limit(args.time_limit)
     paths = [

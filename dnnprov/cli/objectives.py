@@ -17,7 +17,7 @@ from pathlib import Path
 
 from dnnprov.cli import EXIT_INTERRUPTED, EXIT_NO_PLAN, EXIT_OK, _instance_path, check_time_limit
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import _checks as check
+from dnnprov.problems import checks as check
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.progress import stop_on_signals, stop_requested

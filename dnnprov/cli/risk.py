@@ -173,7 +173,7 @@ def cmd_risk_solve(args: argparse.Namespace) -> int:
     if (args.robust is None) == (not args.risk):
         raise InvalidInputError("--robust", "give exactly one of --robust K and --risk")
     if args.robust is not None:
-        from dnnprov.solvers.robust import solve_robust
+        from dnnprov.solvers.revocation.robust import solve_robust
 
         if args.deadline_probability is not None or args.lost_work or args.replacement != "on-demand":
             raise InvalidInputError(
@@ -192,7 +192,7 @@ def cmd_risk_solve(args: argparse.Namespace) -> int:
             args.time_limit,
         )
     else:
-        from dnnprov.solvers.risk import solve_risk
+        from dnnprov.solvers.revocation.risk import solve_risk
 
         if args.no_replacement:
             raise InvalidInputError("--no-replacement", "goes with --robust")
@@ -241,7 +241,7 @@ def _traces(values: list[str]) -> dict[str, list[Trace]]:
 
 def _check_replay_options(args: argparse.Namespace) -> None:
     """``--join`` (finite, >= 0) and, where the command has it, ``--horizon`` (finite, >= 1), named as options."""
-    from dnnprov.problems import _checks as check
+    from dnnprov.problems import checks as check
 
     check.number("--join", args.join, minimum=0)
     if hasattr(args, "horizon"):
@@ -341,8 +341,9 @@ def cmd_risk_plan(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``risk`` and ``simulate`` subcommands."""
+    from dnnprov.models.training_progress import JOIN_OVERHEAD_S
     from dnnprov.revocation.simulate import POLICIES, REPLAN_METHODS
-    from dnnprov.solvers.robust import DEFAULT_MAX_PLANS, JOIN_OVERHEAD_S, METHODS as ROBUST_METHODS
+    from dnnprov.solvers.revocation.robust import DEFAULT_MAX_PLANS, METHODS as ROBUST_METHODS
 
     p = sub.add_parser("risk", help="interruption models and revocation-aware plans")
     risk_sub = p.add_subparsers(dest="risk_command", required=True)

@@ -17,6 +17,7 @@ import numpy as np
 from dnnprov.control.loop import RunSettings
 from dnnprov.control.replay import run_many, summarize
 from dnnprov.errors import InvalidInputError
+from dnnprov.models.training_progress import JOIN_OVERHEAD_S
 from dnnprov.problems.interruption import Trace
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import SpotPlan
@@ -29,7 +30,6 @@ from dnnprov.revocation.plan_choice import (
 )
 from dnnprov.revocation.policies import make_policy
 from dnnprov.revocation.pool_replay import TracePools
-from dnnprov.solvers.robust import JOIN_OVERHEAD_S
 
 
 def choose_plan(

@@ -117,9 +117,9 @@ class ProgressModel:
 
     def __init__(self, problem: SpotProblem, plan: SpotPlan, join_s: float) -> None:
         from dnnprov.models.spot import SpotModel
+        from dnnprov.models.training_progress import progress_target
         from dnnprov.problems.spot import ON_DEMAND_SUFFIX
         from dnnprov.revocation.simulate import ClusterSpeeds
-        from dnnprov.solvers.robust import progress_target
 
         self.problem, self.join_s = problem, join_s
         self.types = [t.name for t in problem.instance_types]

@@ -1,7 +1,7 @@
 """Fronts and objectives checked against brute force (issue 29): :func:`dnnprov.pareto` and
 ``dnnprov.solve(..., objective=...)`` with ``milp`` on instances small enough to evaluate every plan.
 
-The oracle here is independent of :mod:`dnnprov.solvers.front` and of ``enumerate``: every
+The oracle here is independent of :mod:`dnnprov.solvers.objectives.front` and of ``enumerate``: every
 plan of the box (grid) is evaluated at once with the model, the nondominated set is taken
 by a plain sweep, and the objectives by sorting. :func:`check_instance` draws, for one
 fuzz instance, the cases that stress the method where it can go wrong: the front up to the
@@ -27,7 +27,7 @@ from dnnprov.models.serverless import ServerlessModel
 from dnnprov.models.spot import SpotModel
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import Objective, Status
-from dnnprov.solvers.front import NO_DEADLINE_S, at_deadline, deadline_of
+from dnnprov.solvers.objectives.front import NO_DEADLINE_S, at_deadline, deadline_of
 
 #: Finding kinds that are wrong answers (the others are give-ups).
 WRONG = {

@@ -10,7 +10,7 @@ import numpy as np
 PLAN_TRIES = 30
 
 #: The ranges the magnitude features draw from (log-uniform), inside what the instance
-#: format accepts (problems/_checks.py: numbers up to 1e15, positive ones from 1e-9).
+#: format accepts (problems/checks.py: numbers up to 1e15, positive ones from 1e-9).
 PRICE_RANGE = (1e-9, 1e15)  # $/h, 24 decades (zero prices too)
 COMPUTE_TIME_RANGE = (1e-6, 1e6)  # s per iteration of one worker, 12 decades of speeds
 BANDWIDTH_RANGE = (1e-3, 1e9)  # MB/s: PS, PCIe and the workload's B_req, 12 decades

@@ -27,7 +27,7 @@ from dnnprov.models.spot import SpotModel
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import Result, SpotPlan, Status
 from dnnprov.solvers.side_vars import attach
-from dnnprov.solvers.spot_exact import solve_spot_exact
+from dnnprov.solvers.spot.exact import solve_spot_exact
 
 #: Spot families small enough to evaluate every plan, with something for the side rows to bite on.
 FAMILIES = (

@@ -20,8 +20,8 @@ from typing import Any
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.json_files import read_json_file
-from dnnprov.problems import _checks as check
-from dnnprov.problems._fields import build, check_keys, drop_none, mapping, set_field
+from dnnprov.problems import checks as check
+from dnnprov.problems.fields import build, check_keys, drop_none, mapping, set_field
 from dnnprov.problems.interruption import Interruption, from_advisor_bucket
 from dnnprov.problems.serverless import (
     ServerlessConstraints,

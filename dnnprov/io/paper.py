@@ -25,7 +25,7 @@ from dnnprov.io.catalog import (
     load_spot_profile,
 )
 from dnnprov.io.instances import write_instance
-from dnnprov.problems._fields import build, check_keys, mapping
+from dnnprov.problems.fields import build, check_keys, mapping
 from dnnprov.problems.serverless import ServerlessProblem, ServerlessWorkload
 from dnnprov.problems.spot import SpotPlatform, SpotProblem, SpotSLO
 

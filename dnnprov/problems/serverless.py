@@ -7,8 +7,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import _checks as check, plausibility
-from dnnprov.problems._fields import (
+from dnnprov.problems import checks as check, plausibility
+from dnnprov.problems.domain import ServerlessDomain, as_domain
+from dnnprov.problems.fields import (
     build as _build,
     check_format,
     check_keys,
@@ -17,7 +18,6 @@ from dnnprov.problems._fields import (
     mapping,
     set_field as _set,
 )
-from dnnprov.problems.domain import ServerlessDomain, as_domain
 
 
 @dataclass(frozen=True)

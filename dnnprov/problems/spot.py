@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import _checks as check, plausibility
-from dnnprov.problems._fields import (
+from dnnprov.problems import checks as check, plausibility
+from dnnprov.problems.domain import SpotDomain, as_domain
+from dnnprov.problems.fields import (
     build as _build,
     check_format,
     check_keys,
@@ -26,7 +27,6 @@ from dnnprov.problems._fields import (
     mapping,
     set_field as _set,
 )
-from dnnprov.problems.domain import SpotDomain, as_domain
 from dnnprov.problems.interruption import Interruption
 
 MODELS = ("paper", "reference")

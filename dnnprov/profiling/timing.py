@@ -36,7 +36,7 @@ from typing import Any, TypedDict
 import numpy as np
 
 from dnnprov.errors import InvalidInputError, ProfileWarning
-from dnnprov.problems._checks import (
+from dnnprov.problems.checks import (
     MAX_BATCH,
     MAX_FUNCTIONS,
     MAX_GPUS,

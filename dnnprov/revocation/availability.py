@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import _checks as check
+from dnnprov.problems import checks as check
 from dnnprov.problems.interruption import Trace, regain_times
 
 SMOOTHING = 0.5

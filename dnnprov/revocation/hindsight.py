@@ -66,10 +66,10 @@ import numpy as np
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.models.spot import SpotModel
+from dnnprov.models.training_progress import progress_target
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
 from dnnprov.result import SpotPlan
 from dnnprov.revocation.simulate import ClusterSpeeds, domain_speed
-from dnnprov.solvers.robust import progress_target
 
 MAX_CLUSTERS = 200_000
 SEARCH_STEPS = 80

@@ -24,7 +24,8 @@ import numpy as np
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.models.spot import SpotModel
-from dnnprov.problems import _checks as check
+from dnnprov.models.training_progress import JOIN_OVERHEAD_S, progress_target
+from dnnprov.problems import checks as check
 from dnnprov.problems.interruption import Trace
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
 from dnnprov.result import SpotPlan
@@ -37,7 +38,6 @@ from dnnprov.revocation.availability import (
 )
 from dnnprov.revocation.policies import RunningTable, TakeoverTable
 from dnnprov.revocation.simulate import ClusterSpeeds, check_run_ticks
-from dnnprov.solvers.robust import JOIN_OVERHEAD_S, progress_target
 
 
 class TracePools:

@@ -47,8 +47,8 @@ class Replan(Policy):
     def __post_init__(self) -> None:
         if self.method not in SOLVE_METHOD:
             raise InvalidInputError("--replan-method", f"must be one of {', '.join(SOLVE_METHOD)}; got {self.method!r}")
+        from dnnprov.models.training_progress import progress_target
         from dnnprov.revocation.simulate import ClusterSpeeds
-        from dnnprov.solvers.robust import progress_target
 
         self.types = [t.name for t in self.problem.instance_types]
         od_plan = [self.plan.counts.get(n + ON_DEMAND_SUFFIX, 0) for n in self.types]

@@ -21,11 +21,11 @@ import numpy as np
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.models.spot import SpotModel
+from dnnprov.models.training_progress import progress_speed
 from dnnprov.problems.interruption import Trace
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
 from dnnprov.result import SpotPlan
 from dnnprov.revocation.policies import POLICY_NAMES
-from dnnprov.solvers.robust import progress_speed
 
 #: The policies of ``simulate`` and ``run`` (:mod:`dnnprov.revocation.policies`).
 POLICIES = POLICY_NAMES

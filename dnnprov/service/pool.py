@@ -38,7 +38,7 @@ WARM_UP_INSTANCE = "embedded:spot/paper-table1.json"
 #: modules the other kinds load on first use (the joint solver's alone took 6 s of wall time
 #: on a loaded machine, more than a 1 s request's budget).
 WARM_UP_MODULES = (
-    "dnnprov.solvers.joint",
+    "dnnprov.solvers.joint.provision",
     "dnnprov.batch.sweep",
     "dnnprov.models.predict",
     "dnnprov.revocation.pool_replay",

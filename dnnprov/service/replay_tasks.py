@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import _checks as check
+from dnnprov.problems import checks as check
 from dnnprov.problems.interruption import Trace, trace_from_dict
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.service.tasks import Task, _fields, _time_limit, instance, kill_after
@@ -109,11 +109,11 @@ def simulate_task(body: object, cap: float) -> Task:
     """``dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE... [options] --json`` as a task."""
     from dnnprov.cloud.export import PlanDocument
     from dnnprov.control.replay import Simulation
+    from dnnprov.models.training_progress import JOIN_OVERHEAD_S
     from dnnprov.result import SpotPlan
     from dnnprov.revocation.availability import AvailabilityModel
     from dnnprov.revocation.policies import POLICY_NAMES
     from dnnprov.revocation.simulate import POLICIES, REPLAN_METHODS
-    from dnnprov.solvers.robust import JOIN_OVERHEAD_S
 
     b = _fields(
         body,
@@ -188,8 +188,8 @@ def choose_plan_task(body: object, cap: float) -> Task:
     many were left; the task's budget (``time_limit_s`` plus max(5 s, 25 %)) is the backstop (504).
     """
     from dnnprov.control.plan_choice import choose_plan
+    from dnnprov.models.training_progress import JOIN_OVERHEAD_S
     from dnnprov.revocation.pool_replay import TracePools
-    from dnnprov.solvers.robust import JOIN_OVERHEAD_S
 
     b = _fields(body, {"instance", "traces", "zones", "fit_period", "join_s", "time_limit_s"}, ("instance", "traces"))
     problem = _spot(b["instance"])

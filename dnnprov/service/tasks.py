@@ -20,7 +20,7 @@ from typing import Any
 from dnnprov.dispatch import METHODS
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import Problem, problem_from_dict, read_instance
-from dnnprov.problems import _checks as check
+from dnnprov.problems import checks as check
 from dnnprov.problems.spot import MARKETS, SpotProblem, VcpuQuota
 from dnnprov.result import SpotPlan
 
@@ -173,7 +173,7 @@ def _solve(body: object, cap: float) -> Task:
 
 
 def _shared(value: object):
-    from dnnprov.solvers.joint import SharedLimits
+    from dnnprov.solvers.joint.provision import SharedLimits
 
     s = _fields({} if value is None else value, {"quotas", "vcpu_quotas", "concurrency"})
     quotas = s.get("quotas", {})
@@ -198,7 +198,7 @@ def _shared(value: object):
 
 
 def _solve_many(body: object, cap: float) -> Task:
-    from dnnprov.solvers.joint import DEFAULT_MAX_PLANS_PER_JOB, solve_many
+    from dnnprov.solvers.joint.provision import DEFAULT_MAX_PLANS_PER_JOB, solve_many
 
     b = _fields(body, {"instances", "shared", "time_limit_s", "max_plans_per_job"}, ("instances",))
     if not isinstance(b["instances"], list) or not b["instances"]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from dnnprov.solvers.enumeration import DEFAULT_MAX_PLANS, enumerate_spot, spot_space_size
+from dnnprov.solvers.search.enumeration import DEFAULT_MAX_PLANS, enumerate_spot, spot_space_size
 
 import dnnprov
 from dnnprov import InvalidInputError, ServerlessProblem, SpotProblem, read_instance

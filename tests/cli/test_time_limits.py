@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import one_error, resnet110_problem
-from dnnprov.solvers.joint import solve_many
+from dnnprov.solvers.joint.provision import solve_many
 
 import dnnprov
 from dnnprov.cli import main
@@ -291,8 +291,12 @@ def test_sweep_and_solve_many_at_a_tiny_limit_say_limit(capsys):
 @pytest.mark.parametrize(
     "modules",
     [
-        ["dnnprov.cli.joint", "dnnprov.solvers.joint"],  # solve-many
-        ["dnnprov.cli.risk", "dnnprov.solvers.risk", "dnnprov.solvers.robust"],  # risk solve --risk / --robust
+        ["dnnprov.cli.joint", "dnnprov.solvers.joint.provision"],  # solve-many
+        [
+            "dnnprov.cli.risk",
+            "dnnprov.solvers.revocation.risk",
+            "dnnprov.solvers.revocation.robust",
+        ],  # risk solve --risk / --robust
     ],
     ids=["solve-many", "risk solve"],
 )
@@ -302,13 +306,13 @@ def test_commands_start_without_pyomo_and_scipy_stats(modules):
     scipy's import pull in scipy.stats), not even in the solve (the Poisson bound of
     --deadline-probability is scipy.special's)."""
     bound = (
-        "; import numpy as np; from dnnprov.solvers.risk import deadline_probability_bound as b; "
+        "; import numpy as np; from dnnprov.solvers.revocation.risk import deadline_probability_bound as b; "
         "b({'nominal_time': np.array([1.0]), 'd_safe': np.array([1.0]), 'events_per_h': np.array([1.0])}, 10.0)"
     )
     code = (
         "import sys; "
         + "; ".join(f"import {m}" for m in modules)
-        + (bound if "dnnprov.solvers.risk" in modules else "")
+        + (bound if "dnnprov.solvers.revocation.risk" in modules else "")
         + "; print(sorted(m for m in ('pyomo', 'scipy.stats') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -318,7 +322,7 @@ def test_commands_start_without_pyomo_and_scipy_stats(modules):
 @pytest.mark.parametrize("k, mean", [(0, 0.0), (0, 2.5), (3, 2.5), (7, 0.3), (40, 35.0)])
 def test_the_deadline_probability_bound_is_the_poisson_cdf(k, mean):
     """The bound P(Poisson(Lambda T_obj) <= k*) against the CDF summed term by term."""
-    from dnnprov.solvers.risk import deadline_probability_bound
+    from dnnprov.solvers.revocation.risk import deadline_probability_bound
 
     time_obj, d_safe = 3600.0, 100.0
     outcome = {

@@ -154,7 +154,7 @@ def test_forty_percent_cap_milp_equals_enumerate(resnet110_paper):
     rows = side_rows(m, builtin=False)
     assert rows is not None and len(rows) == len(m.C)
     capped = solve_model(m, "milp")
-    oracle = dnnprov.solvers.enumeration.enumerate_spot(resnet110_paper, side=side_rows(m))
+    oracle = dnnprov.solvers.search.enumeration.enumerate_spot(resnet110_paper, side=side_rows(m))
     assert capped.status is Status.OPTIMAL and oracle.status is Status.OPTIMAL
     assert_allclose(capped.cost, oracle.cost, rtol=1e-9)
     counts = counts_of(capped, m)

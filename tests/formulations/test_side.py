@@ -11,7 +11,7 @@ import pytest
 from dnnprov.formulations import side
 from dnnprov.formulations.spot import create_spot_model, side_rows
 from dnnprov.solvers.side_vars import attach
-from dnnprov.solvers.spot_exact import solve_spot_exact
+from dnnprov.solvers.spot.exact import solve_spot_exact
 
 import dnnprov
 from dnnprov.errors import PlausibilityWarning

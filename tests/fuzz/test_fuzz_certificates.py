@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from dnnprov.solvers.enumeration import spot_space_size
+from dnnprov.solvers.search.enumeration import spot_space_size
 
 import dnnprov
 from dnnprov import Status, fuzz
@@ -74,7 +74,7 @@ MAGNITUDE_FAMILIES = [
 def test_magnitude_families_with_cell_milps_give_no_wrong_certificate(family):
     """Issue 19: at every magnitude, with every spot cell decided by its LPs and MILPs (no
     outright evaluation), no claim is wrong (give-ups at the short limit are allowed)."""
-    from dnnprov.solvers.spot_exact import solve_spot_exact
+    from dnnprov.solvers.spot.exact import solve_spot_exact
 
     wrong = []
     for seed in range(12):

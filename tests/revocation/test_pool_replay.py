@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import resnet110_problem
-from dnnprov.solvers.robust import progress_speed, progress_target
 from scipy.optimize import linprog
 
 import dnnprov
@@ -29,6 +28,7 @@ from dnnprov.control.replay import (
 )
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalog_import import default_shared_data
+from dnnprov.models.training_progress import progress_speed, progress_target
 from dnnprov.problems.interruption import Trace, load_trace
 from dnnprov.revocation.availability import AvailabilityModel, fit_availability
 from dnnprov.revocation.hindsight import BoundPool, Hindsight

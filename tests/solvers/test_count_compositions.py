@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from dnnprov.solvers.spot_cells import count_compositions
+from dnnprov.solvers.spot.cells import count_compositions
 
 
 def test_count_compositions_equals_the_brute_force_count_up_to_the_limit():

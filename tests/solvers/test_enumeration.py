@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 import pytest
-from dnnprov.solvers import enumeration
+from dnnprov.solvers.search import enumeration
 from numpy.testing import assert_allclose
 
 import dnnprov

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from dnnprov.solvers import heuristics
+from dnnprov.solvers.search import heuristics
 from numpy.testing import assert_allclose, assert_array_equal
 
 import dnnprov

@@ -19,7 +19,7 @@ import pyomo.environ as pyo
 import pytest
 from dnnprov.formulations.serverless import create_serverless_model
 from dnnprov.formulations.spot import create_spot_model
-from dnnprov.solvers.infeasibility import explain
+from dnnprov.solvers.explain.infeasibility import explain
 from numpy.testing import assert_allclose
 
 import dnnprov
@@ -349,7 +349,7 @@ def test_robust_infeasible_says_it_is_infeasible_without_revocations():
 
 
 def test_solve_many_explains_the_job_that_is_infeasible_alone():
-    from dnnprov.solvers.joint import solve_many
+    from dnnprov.solvers.joint.provision import solve_many
 
     short = dnnprov.problem_from_dict({**DOCS_EXAMPLE, "name": "short"})
     fine = dnnprov.problem_from_dict({**DOCS_EXAMPLE, "name": "fine", "slo": {"loss": 0.8, "time_s": 3000}})

@@ -1,4 +1,4 @@
-"""Tests for joint provisioning of many jobs sharing quotas (solvers/joint.py, formulations/joint.py)."""
+"""Tests for joint provisioning of many jobs sharing quotas (solvers/joint/provision.py, formulations/joint.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import math
 import numpy as np
 import pytest
 from dnnprov.formulations.joint import chosen_columns, create_joint_model
-from dnnprov.solvers.enumeration import decode_counts
-from dnnprov.solvers.joint import (
+from dnnprov.solvers.joint.provision import (
     ColumnModel,
     SharedLimits,
     generate_columns,
@@ -19,6 +18,7 @@ from dnnprov.solvers.joint import (
     solve_many,
     spot_columns,
 )
+from dnnprov.solvers.search.enumeration import decode_counts
 from dnnprov.solvers.serverless_exact import feasible_columns
 
 import dnnprov
@@ -497,7 +497,7 @@ def test_cli_solve_many(tmp_path, capsys, make_resnet110, make_resnet50):
 
 def test_full_lp_path_agrees(monkeypatch, make_random_spot, make_random_serverless):
     """Above PRICING_MAX_JOBS the LP is solved in full (interior point): same optimum."""
-    from dnnprov.solvers import joint
+    from dnnprov.solvers.joint import provision as joint
 
     rng = np.random.default_rng(50)
     problems = [feasible(make_random_spot, rng, max_quota=4) for _ in range(5)] + [
@@ -518,7 +518,7 @@ def test_shared_limits_that_cannot_hold_are_named(make_random_spot, make_random_
     """Jobs feasible alone but not together: a reason per shared row whose removal admits a joint
     plan (the product brute force decides each), its ``needed`` the least limit of that row the
     brute force finds feasible (proven), and "combination" exactly when no single row does."""
-    from dnnprov.solvers.joint_why import row_field, with_row_limit, without_row
+    from dnnprov.solvers.explain.joint import row_field, with_row_limit, without_row
 
     rng = np.random.default_rng(97)
     explained = 0

@@ -15,7 +15,7 @@ from fractions import Fraction
 
 import numpy as np
 from dnnprov.formulations.joint import JobColumns
-from dnnprov.solvers.joint import solve_columns, solve_many
+from dnnprov.solvers.joint.provision import solve_columns, solve_many
 from test_joint import brute_force, check_plans, random_shared, small_spot
 
 from dnnprov.io.instances import problem_from_dict

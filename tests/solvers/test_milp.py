@@ -155,7 +155,7 @@ def test_cell_milps_alone_equal_enumerate(make_random_spot, chunk):
     (By default cells of at most 1,024 count vectors are evaluated outright; this keeps the
     MILP path, its no-goods and its bisections under test on the same instances.)
     """
-    from dnnprov.solvers.spot_exact import solve_spot_exact
+    from dnnprov.solvers.spot.exact import solve_spot_exact
 
     for seed in range(chunk * 20, chunk * 20 + 20):
         rng = np.random.default_rng(40_000 + seed)
@@ -207,7 +207,7 @@ def test_heuristic_seed_joins_searches_that_last(resnet110_table1, caplog, monke
     """A search still going at SEED_AT of the limit takes the heuristic's plan; the answer is the same."""
     import logging
 
-    from dnnprov.solvers import spot_exact
+    from dnnprov.solvers.spot import exact as spot_exact
 
     quick = dnnprov.solve(resnet110_table1, "milp")
     monkeypatch.setattr(spot_exact, "SEED_AT", 0.0)

@@ -14,7 +14,7 @@ import zlib
 
 import numpy as np
 import pytest
-from dnnprov.solvers.front import NO_DEADLINE_S, at_deadline, faster_than
+from dnnprov.solvers.objectives.front import NO_DEADLINE_S, at_deadline, faster_than
 
 import dnnprov
 from dnnprov import Objective, Status, fuzz
@@ -160,7 +160,7 @@ def stopping_after(calls: int):
 @pytest.mark.parametrize("calls", [0, 1, 3, 6])
 def test_a_stopped_front_claims_only_true_points(table1, calls):
     """Stopped after a few solves, the walk is incomplete and every point it marks proven is on the front."""
-    from dnnprov.solvers.front import walk_front
+    from dnnprov.solvers.objectives.front import walk_front
 
     from dnnprov.progress import Clock
 
@@ -175,7 +175,7 @@ def test_a_stopped_front_claims_only_true_points(table1, calls):
 @pytest.mark.parametrize("calls", [0, 1, 2, 4])
 def test_a_stopped_objective_keeps_a_true_bound(table1, calls):
     """Stopped after a few solves, least time and weighted end at limit with bounds no plan beats."""
-    from dnnprov.solvers.objectives import least_time, least_weighted
+    from dnnprov.solvers.objectives.beyond_cost import least_time, least_weighted
 
     from dnnprov.progress import Clock, SolverLog
 
@@ -192,7 +192,7 @@ def test_a_stopped_objective_keeps_a_true_bound(table1, calls):
 # ------------------------------------------------------------------ the checker can fail
 def test_the_checker_sees_a_wrong_front(monkeypatch):
     """A walk that loses a point, or calls a dominated plan proven, is reported."""
-    import dnnprov.solvers.front as front_module
+    import dnnprov.solvers.objectives.front as front_module
 
     problem = dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json"))
     real = front_module.walk_front
@@ -216,7 +216,7 @@ def test_the_checker_sees_a_wrong_front(monkeypatch):
 
 def test_the_checker_sees_a_wrong_objective(monkeypatch):
     """An answer that skipped the faster plans is a false optimum."""
-    from dnnprov.solvers import objectives
+    from dnnprov.solvers.objectives import beyond_cost as objectives
 
     problem = with_budget(dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json")), 6.0)
     monkeypatch.setattr(objectives, "GALLOP_FIRST", 0.5)  # harmless: still right

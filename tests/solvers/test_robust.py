@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import random_spot_problem
-from dnnprov.solvers.risk import solve_risk
-from dnnprov.solvers.robust import replaced_delay, solve_robust, worst_case_delay
+from dnnprov.solvers.revocation.risk import solve_risk
+from dnnprov.solvers.revocation.robust import replaced_delay, solve_robust, worst_case_delay
 
 import dnnprov
 from dnnprov.errors import InvalidInputError
@@ -399,7 +399,7 @@ def test_risk_with_no_revocations_is_the_nominal_optimum(resnet110_paper) -> Non
 
 def test_solve_entry_point_reaches_the_revocation_planners(resnet110_paper) -> None:
     """dnnprov.solve(robust=K / risk=True) gives what the planners give, and refuses misuse."""
-    from dnnprov.solvers.robust import solve_robust
+    from dnnprov.solvers.revocation.robust import solve_robust
 
     via_solve = dnnprov.solve(resnet110_paper, robust=1)
     direct = solve_robust(resnet110_paper, 1)

@@ -1,4 +1,4 @@
-"""The revocation-aware cell bound of ``--robust K`` (:func:`dnnprov.solvers.robust_exact.drop_bound`).
+"""The revocation-aware cell bound of ``--robust K`` (:func:`dnnprov.solvers.revocation.robust_exact.drop_bound`).
 
 The oracle is the model itself, plan by plan: D_t = 1 - sigma(n - e_t) / sigma(n) with
 sigma = x / ((j + g1)(L - g5)) from :meth:`SpotModel.evaluate` (eqs. 2-5), for every plan
@@ -14,12 +14,13 @@ import math
 import numpy as np
 import pytest
 from conftest import random_spot_problem
-from dnnprov.solvers.robust import JOIN_OVERHEAD_S, robust_check
-from dnnprov.solvers.robust_exact import RevocationDecomposition, decompose, drop_bound, robust_outage
-from dnnprov.solvers.spot_cells import Cell, compositions, down, up
+from dnnprov.solvers.revocation.robust import robust_check
+from dnnprov.solvers.revocation.robust_exact import RevocationDecomposition, decompose, drop_bound, robust_outage
+from dnnprov.solvers.spot.cells import Cell, compositions, down, up
 
 import dnnprov
 from dnnprov.models.spot import SpotModel
+from dnnprov.models.training_progress import JOIN_OVERHEAD_S
 from dnnprov.progress import Clock, SolverLog
 
 
@@ -232,7 +233,7 @@ def test_decomposition_with_cell_milps_matches_enumeration(seed: int) -> None:
     problem = tight_problem(seed)
     model = SpotModel(problem)
     for k, replaced in ((1, True), (2, True), (1, False)):
-        expected = dnnprov.solvers.robust.solve_robust(problem, k, replaced=replaced, method="enumerate")
+        expected = dnnprov.solvers.revocation.robust.solve_robust(problem, k, replaced=replaced, method="enumerate")
         delays = robust_check(model, k, JOIN_OVERHEAD_S, replaced)
         limit = problem.slo.time_s * (1 + 1e-12)
 

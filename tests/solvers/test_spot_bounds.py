@@ -13,8 +13,8 @@ import itertools
 
 import numpy as np
 import pytest
-from dnnprov.solvers.spot_cells import compositions, greedy, greedy_many, nogood_rows, row_ranges
-from dnnprov.solvers.spot_exact import SpotDecomposition
+from dnnprov.solvers.spot.cells import compositions, greedy, greedy_many, nogood_rows, row_ranges
+from dnnprov.solvers.spot.exact import SpotDecomposition
 
 SEEDS = range(40)
 

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from dnnprov.solvers import highs_driver
 from dnnprov.solvers.highs_driver import new_highs, solve_milp
-from dnnprov.solvers.spot_cells import compositions, nogoods_inside
-from dnnprov.solvers.spot_exact import SpotDecomposition
+from dnnprov.solvers.spot.cells import compositions, nogoods_inside
+from dnnprov.solvers.spot.exact import SpotDecomposition
 
 SEEDS = range(30)
 

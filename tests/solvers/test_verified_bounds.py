@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from dnnprov.solvers.highs_driver import MilpStatus, SparseRows, implied_box, new_highs, safe_dual_bound, solve_milp
-from dnnprov.solvers.spot_exact import solve_spot_exact
+from dnnprov.solvers.spot.exact import solve_spot_exact
 from scipy.optimize import linprog
 
 import dnnprov

@@ -17,8 +17,8 @@ from typing import TypeVar
 
 import numpy as np
 from dnnprov.solvers.highs_driver import new_highs
-from dnnprov.solvers.spot_cc import CcBounds
-from dnnprov.solvers.spot_cells import (
+from dnnprov.solvers.spot.cc import CcBounds
+from dnnprov.solvers.spot.cells import (
     BoxStats,
     Cell,
     ClusterShape,
@@ -29,8 +29,8 @@ from dnnprov.solvers.spot_cells import (
     row_ranges,
     up,
 )
-from dnnprov.solvers.spot_lp import LpBounds
-from dnnprov.solvers.spot_side import SideColumns
+from dnnprov.solvers.spot.lp import LpBounds
+from dnnprov.solvers.spot.side import SideColumns
 
 from dnnprov.models.spot import SideRows, SpotModel
 from dnnprov.problems.domain import TOLERANCE as DOMAIN_TOLERANCE
@@ -469,7 +469,7 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
             # Rows that use the indicators used[c] or the user's own variables are not rows in
             # the counts alone: they are left out here (the LP bounds then hold over a superset
             # of the cell's plans, so they stay valid) and enter the cell MILP with their
-            # variables (solvers/spot_side.py).
+            # variables (solvers/spot/side.py).
             for i in np.flatnonzero(self.side.count_only()):
                 shift = self.side.a_s[i] * cell.ps
                 rows.append((self.side.a_n[i], self.side.low[i] - shift, self.side.high[i] - shift))

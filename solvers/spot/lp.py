@@ -16,7 +16,7 @@ from collections.abc import Callable
 import highspy
 import numpy as np
 from dnnprov.solvers.highs_driver import MilpStatus, SparseRows, solve_milp
-from dnnprov.solvers.spot_cells import Cell, ClusterShape, greedy, up
+from dnnprov.solvers.spot.cells import Cell, ClusterShape, greedy, up
 
 from dnnprov.problems.spot import SpotColumns, SpotProblem
 from dnnprov.progress import Clock

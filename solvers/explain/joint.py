@@ -1,6 +1,6 @@
 """Why jobs that each have a plan have no joint plan: the shared limit that cannot hold.
 
-:func:`dnnprov.solvers.joint.solve_many` proves a joint instance infeasible (a verified
+:func:`dnnprov.solvers.joint.provision.solve_many` proves a joint instance infeasible (a verified
 Farkas certificate or a verified branch and bound). When every job has a plan on its own,
 the cause is the shared limits; :func:`shared_limit_reasons` drops one shared row at a time
 and solves again. A row whose removal admits a joint plan is a cause: the instance is
@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
-from dnnprov.solvers.joint_columns import CONCURRENCY_ROW, Problem, SharedLimits, spot_usage_rows
+from dnnprov.solvers.joint.columns import CONCURRENCY_ROW, Problem, SharedLimits, spot_usage_rows
 
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
@@ -27,7 +27,7 @@ from dnnprov.result import Reason, Result, ServerlessPlan, SpotPlan, Status
 
 
 class JointOutcome(Protocol):
-    """What this module reads of a :class:`~dnnprov.solvers.joint.JointResult` (joint.py imports this module)."""
+    """What this module reads of a :class:`~dnnprov.solvers.joint.provision.JointResult` (joint.py imports this module)."""
 
     @property
     def status(self) -> Status: ...

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from dnnprov.solvers import why_serverless, why_spot
+from dnnprov.solvers.explain import serverless as why_serverless, spot as why_spot
 
 from dnnprov.models.serverless import ServerlessSideRows
 from dnnprov.models.spot import SideRows
@@ -77,7 +77,7 @@ def explain_revocation_aware(result: Result, problem: SpotProblem, clock: Clock,
     """
     if result.status is not Status.INFEASIBLE:
         return result
-    from dnnprov.solvers.spot_exact import solve_spot_exact
+    from dnnprov.solvers.spot.exact import solve_spot_exact
 
     nominal = solve_spot_exact(problem, clock=Clock(max(clock.remaining(), 0.0) / 2))
     if nominal.status is Status.INFEASIBLE:

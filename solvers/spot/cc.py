@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from dnnprov.solvers.spot_cells import Cell, ClusterShape
+from dnnprov.solvers.spot.cells import Cell, ClusterShape
 
 from dnnprov.models.spot import SpotModel
 from dnnprov.problems.spot import SpotProblem

@@ -1,13 +1,7 @@
 """Plans that still meet T_obj when K instances are revoked (``--robust K``), proven optimal.
 
-**Progress model** (the one :mod:`dnnprov.revocation.replan` uses, see docs/revocation.md). Write
-``u = 1 / (L - g5)`` for the training loss L. On a cluster c, eq. (3) gives
-``L - g5 = N_c / (j + g1)`` with ``N_c = (g2 b_w + g3) sqrt((R + g4) |c|)``, so u grows at the
-constant *progress speed* ``sigma_c = x_c / N_c`` per second (x_c the iterations per second,
-eq. 2), and training ends when u reaches ``u* = 1 / (L_obj - g5)``. A plan starting from
-scratch begins at ``u0 = g1 / N_c``; then ``(u* - u0) / sigma_c = j / x_c`` is eq. (1)'s time.
-A takeover (:func:`dnnprov.revocation.replan.replanned_problem`) continues from the reached u on the
-new cluster's speed: the same model, so plans, replans and the simulator agree.
+The progress model (u = 1 / (L - g5) grows at the speed sigma_c) is
+:mod:`dnnprov.models.training_progress`.
 
 **Revocation model of --robust K: K revocations, replacements included.** An adversary
 makes at most K revocations, each of one running spot instance, at moments of its
@@ -64,8 +58,8 @@ training).
 cost (eq. 11, the objective) is the nominal one. ``method="enumerate"`` scans the
 nominally feasible plans of the quota box in increasing cost and returns the first
 K-robust one (optimal by the ordering; refused beyond ``max_plans``).
-``method="decompose"`` runs the spot decomposition (:mod:`dnnprov.solvers.spot_exact`)
-with K-robustness added to its exact evaluation (:mod:`dnnprov.solvers.robust_exact`):
+``method="decompose"`` runs the spot decomposition (:mod:`dnnprov.solvers.spot.exact`)
+with K-robustness added to its exact evaluation (:mod:`dnnprov.solvers.revocation.robust_exact`):
 its cell bounds bound the nominal cost of every nominally feasible plan of a cell, hence
 of every K-robust one. ``"auto"`` enumerates boxes of at most ``AUTO_ENUMERATION`` plans
 (or ``max_plans``, if smaller) and decomposes the rest. Both stop at the time limit with status ``limit`` and a proven
@@ -82,18 +76,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
-from dnnprov.solvers.enumeration import CHUNK, decode_counts, spot_space_size
 from dnnprov.solvers.outcome import spot_result
+from dnnprov.solvers.search.enumeration import CHUNK, decode_counts, spot_space_size
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.models.spot import SpotModel, row_dot
-from dnnprov.problems import _checks as check
+from dnnprov.models.training_progress import JOIN_OVERHEAD_S, progress_speed, require_paper_model
+from dnnprov.problems import checks as check
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.progress import Clock
 from dnnprov.result import Result, Status
 
-#: The paper's measured join time of takeover instances (2.1 min, spec/spot.md section 5).
-JOIN_OVERHEAD_S = 126.0
 DEFAULT_MAX_PLANS = 5_000_000
 #: ``method="auto"`` enumerates quota boxes up to this many plans and decomposes larger ones.
 AUTO_ENUMERATION = 100_000
@@ -102,40 +95,6 @@ METHODS = ("auto", "enumerate", "decompose")
 
 class TimeLimitReached(Exception):
     """Raised inside an exhaustive scan when its clock runs out (turned into status ``limit``)."""
-
-
-def require_paper_model(problem: SpotProblem) -> None:
-    """The progress model needs eq. (3) without rounding: refuse the reference model."""
-    if not isinstance(problem, SpotProblem):
-        raise InvalidInputError("problem", "revocation-aware planning needs a spot problem")
-    if problem.model != "paper":
-        raise InvalidInputError(
-            "model",
-            "revocation-aware planning needs the paper model (the reference "
-            "model rounds j and T, so progress is not linear in time)",
-        )
-
-
-def progress_target(model: SpotModel) -> float:
-    """``u* = 1 / (L_obj - g5)``: the progress at which training reaches the target loss."""
-    return 1.0 / model.loss_gap
-
-
-def progress_speed(model: SpotModel, counts: np.ndarray, ps: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
-    """``(sigma, u0)`` of clusters ``counts``: progress per second and the start progress.
-
-    A cluster without workers, or one whose loss curve never reaches the target (eq. 3
-    has no root), has speed 0.
-    """
-    counts = np.atleast_2d(np.asarray(counts, dtype=np.int64))
-    ev = model.evaluate(counts, ps)
-    g1 = model.problem.workload.gamma_1
-    with np.errstate(divide="ignore", invalid="ignore"):
-        numerator = (ev.iterations + g1) * model.loss_gap  # N_c
-        sigma = ev.iteration_rate / numerator
-        start = g1 / numerator
-    ok = (ev.workers > 0) & np.isfinite(sigma) & (sigma > 0)
-    return np.where(ok, sigma, 0.0), np.where(ok, start, np.inf)
 
 
 @dataclass(frozen=True)
@@ -355,7 +314,7 @@ def solve_robust(
     delays = robust_check(model, k, overhead_s, replaced)
     size = spot_space_size(problem)
     if method == "decompose" or (method == "auto" and size > min(AUTO_ENUMERATION, max_plans)):
-        from dnnprov.solvers.robust_exact import decompose_robust
+        from dnnprov.solvers.revocation.robust_exact import decompose_robust
 
         return decompose_robust(problem, model, k, overhead_s, replaced, delays, clock)
     if size > max_plans:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from dnnprov.solvers.spot_cells import ClusterShape, greedy_many
+from dnnprov.solvers.spot.cells import ClusterShape, greedy_many
 
 from dnnprov.models.spot import SpotModel
 from dnnprov.problems.spot import SpotColumns, SpotProblem

@@ -61,12 +61,12 @@ from collections.abc import Callable
 from functools import partial
 
 import numpy as np
-from dnnprov.solvers.heuristics import spot_heuristic
 from dnnprov.solvers.highs_driver import MilpStatus, solve_milp
 from dnnprov.solvers.outcome import spot_result
+from dnnprov.solvers.search.heuristics import spot_heuristic
 from dnnprov.solvers.side_vars import attach
-from dnnprov.solvers.spot_bounds import REF_COST_ROUNDING, CellBounds
-from dnnprov.solvers.spot_cells import (
+from dnnprov.solvers.spot.bounds import REF_COST_ROUNDING, CellBounds
+from dnnprov.solvers.spot.cells import (
     BoxStats,
     Cell,
     compositions,
@@ -76,7 +76,7 @@ from dnnprov.solvers.spot_cells import (
     nogoods_inside,
     up,
 )
-from dnnprov.solvers.spot_incumbents import IncumbentSearch
+from dnnprov.solvers.spot.incumbents import IncumbentSearch
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.models.spot import SideRows

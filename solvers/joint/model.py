@@ -3,7 +3,7 @@
 :class:`ColumnModel` holds all columns of all jobs in one sparse matrix and solves the LP
 relaxation (by column generation or in full) and the MILPs over column subsets; the bound and
 reduced costs it computes from any duals, and why they are valid, are step 2 of
-:mod:`dnnprov.solvers.joint`, which drives the fixing (step 3).
+:mod:`dnnprov.solvers.joint.provision`, which drives the fixing (step 3).
 """
 
 from __future__ import annotations
@@ -270,7 +270,7 @@ class ColumnModel:
         """(L, delta): a *verified* Lagrangian bound and lower bounds on the reduced costs.
 
         For pi <= 0 (the shared-row duals, clipped; any such pi is valid, see step 2 of
-        :mod:`dnnprov.solvers.joint`) the exact values are c~_jk = c_jk - sum_r pi_r a_rjk,
+        :mod:`dnnprov.solvers.joint.provision`) the exact values are c~_jk = c_jk - sum_r pi_r a_rjk,
         L* = sum_j min_k c~_jk + pi . b and delta*_jk = c~_jk - min_k' c~_jk'. In floats:
 
         * ``L`` is :func:`~dnnprov.solvers.highs_driver.safe_dual_bound` with multipliers

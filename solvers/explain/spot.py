@@ -1,4 +1,4 @@
-"""Reasons a spot problem is infeasible (the method is in :mod:`dnnprov.solvers.infeasibility`)."""
+"""Reasons a spot problem is infeasible (the method is in :mod:`dnnprov.solvers.explain.infeasibility`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from dnnprov.solvers.enumeration import ChunkSizer, decode_counts, spot_space_size
-from dnnprov.solvers.why_search import (
+from dnnprov.solvers.explain.search import (
     GroupSearch,
     bisect_deadline,
     distinct_dollars,
@@ -17,10 +16,11 @@ from dnnprov.solvers.why_search import (
     outside,
     share,
 )
+from dnnprov.solvers.search.enumeration import ChunkSizer, decode_counts, spot_space_size
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.models.spot import SideRows, SpotModel, within_budget
-from dnnprov.problems import _checks as check
+from dnnprov.problems import checks as check
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.progress import Clock
 from dnnprov.result import Reason, SpotPlan, Status
@@ -526,7 +526,7 @@ def _single(
 # ---------------------------------------------------------------------- large spaces: exact solves
 def by_exact_solves(problem: SpotProblem, side: SideRows | None, clock: Clock) -> list[Reason]:
     """Each group dropped in an exact solve; the deadline bisected; the budget solved to optimality."""
-    from dnnprov.solvers.spot_exact import solve_spot_exact
+    from dnnprov.solvers.spot.exact import solve_spot_exact
 
     c, w = problem.constraints, problem.workload
     names = row_names(side)

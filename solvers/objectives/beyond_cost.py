@@ -28,7 +28,15 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from dnnprov.solvers.front import Exact, Problem, at_deadline, deadline_floor, deadline_of, faster_than, steps
+from dnnprov.solvers.objectives.front import (
+    Exact,
+    Problem,
+    at_deadline,
+    deadline_floor,
+    deadline_of,
+    faster_than,
+    steps,
+)
 
 from dnnprov.progress import Clock, SolverLog
 from dnnprov.result import Objective, Result, Status

@@ -1,6 +1,6 @@
 """The spot decomposition's view of side rows that use ``used[c]`` or the user's own variables.
 
-:class:`SideColumns` is a mixin of :class:`~dnnprov.solvers.spot_bounds.CellBounds` (the host
+:class:`SideColumns` is a mixin of :class:`~dnnprov.solvers.spot.bounds.CellBounds` (the host
 provides ``side``, ``cols``): the count-only rows such side rows imply (for the LP bounds) and
 the extra columns and rows they bring into a cell MILP. The proofs are at each method.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from dnnprov.solvers.spot_cells import Cell
+from dnnprov.solvers.spot.cells import Cell
 
 from dnnprov.models.spot import SideRows
 from dnnprov.problems.spot import SpotColumns

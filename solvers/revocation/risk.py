@@ -7,7 +7,7 @@ never revoked). A revocation of one worker of m costs ``d_m`` seconds of full-pl
     d_m = o * max(0, D(e_m)) + w,   D(e_m) = 1 - sigma_{n - e_m} / sigma_n
 
 where o is the takeover overhead after which the worker is replaced by the same type at
-the same price (the survivors train meanwhile; :mod:`dnnprov.solvers.robust` derives
+the same price (the survivors train meanwhile; :mod:`dnnprov.solvers.revocation.robust` derives
 ``o D``, clamped at 0: a revocation never speeds training up), and ``w`` the work lost
 since the last checkpoint (``lost_work_s``; default 0: under ASP the PS keeps the
 parameters, so a worker's loss loses no finished update). Revocations keep arriving at
@@ -50,7 +50,7 @@ deadline forms imply ``T <= T_obj``, so every admissible plan is nominally feasi
 increasing nominal cost, keeping the least E[C]; the scan stops at the first plan whose
 nominal cost is at least the best E[C] found (it and every later plan have
 ``E[C] >= C >=`` that best). ``method="decompose"``: the spot decomposition with E[C] and
-the deadline form in its exact evaluation (:mod:`dnnprov.solvers.robust_exact`); its
+the deadline form in its exact evaluation (:mod:`dnnprov.solvers.revocation.robust_exact`); its
 bounds on C bound E[C]. ``"auto"`` enumerates small boxes and decomposes the rest.
 
 Proven optimal: the expected cost E[C] of this model among the plans meeting the deadline
@@ -63,24 +63,22 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from dnnprov.solvers.enumeration import spot_space_size
 from dnnprov.solvers.outcome import spot_result
-from dnnprov.solvers.robust import (
+from dnnprov.solvers.revocation.robust import (
     AUTO_ENUMERATION,
     DEFAULT_MAX_PLANS,
-    JOIN_OVERHEAD_S,
     METHODS,
     TimeLimitReached,
     plan_grid,
-    progress_speed,
-    require_paper_model,
     spot_columns,
 )
+from dnnprov.solvers.search.enumeration import spot_space_size
 from scipy.special import pdtr  # P(Poisson(mean) <= k); scipy.stats would add a second of start-up
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.models.spot import SpotModel
-from dnnprov.problems import _checks as check
+from dnnprov.models.training_progress import JOIN_OVERHEAD_S, progress_speed, require_paper_model
+from dnnprov.problems import checks as check
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.progress import Clock
 from dnnprov.result import Result, SpotPlan, Status
@@ -207,7 +205,7 @@ def solve_risk(
     ``deadline_probability`` ``None`` asks ``E[T] <= T_obj``; a value q in (0, 1) asks that
     T_obj is met with probability at least q (through the proven Poisson bound).
     ``replacement`` ``"on-demand"`` or ``"spot"``: the market of replacements. ``method``
-    ``"auto"``, ``"enumerate"`` or ``"decompose"`` as for :func:`~dnnprov.solvers.robust.solve_robust`;
+    ``"auto"``, ``"enumerate"`` or ``"decompose"`` as for :func:`~dnnprov.solvers.revocation.robust.solve_robust`;
     ``clock`` (else one of ``time_limit_s``) bounds the solve (status ``limit`` with the
     proven bound). ``result.cost`` and ``time_s`` are the expected cost and time
     (``bound`` = cost when optimal); ``details`` adds ``nominal_cost``, ``nominal_time_s``,
@@ -242,7 +240,7 @@ def solve_risk(
 
     size = spot_space_size(problem)
     if method == "decompose" or (method == "auto" and size > min(AUTO_ENUMERATION, max_plans)):
-        from dnnprov.solvers.robust_exact import decompose_risk
+        from dnnprov.solvers.revocation.robust_exact import decompose_risk
 
         def admissible_cost(counts: np.ndarray, ps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             out, ok = outcome(counts, ps)

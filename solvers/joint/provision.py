@@ -1,9 +1,9 @@
 """Joint provisioning of many jobs sharing quotas, solved to proven optimality.
 
 The whole argument reads here; the code is split by role: the shared limits and the column
-generation (step 1) in :mod:`dnnprov.solvers.joint_columns`, the column model on highspy with
-its LP and MILPs (:class:`~dnnprov.solvers.joint_model.ColumnModel`) in
-:mod:`dnnprov.solvers.joint_model`, and the solve (steps 2 and 3, the per-job results) here.
+generation (step 1) in :mod:`dnnprov.solvers.joint.columns`, the column model on highspy with
+its LP and MILPs (:class:`~dnnprov.solvers.joint.model.ColumnModel`) in
+:mod:`dnnprov.solvers.joint.model`, and the solve (steps 2 and 3, the per-job results) here.
 The public names of both stay importable from this module.
 
 A scheduler hands over many spot and serverless jobs at once. :func:`solve_many` picks one
@@ -92,9 +92,10 @@ from typing import Any, cast
 import highspy
 import numpy as np
 from dnnprov.formulations.joint import JobColumns
+from dnnprov.solvers.explain.infeasibility import explain
+from dnnprov.solvers.explain.joint import shared_limit_reasons
 from dnnprov.solvers.highs_driver import TINY, UNIT_ROUNDOFF, MilpSolution, MilpStatus
-from dnnprov.solvers.infeasibility import explain
-from dnnprov.solvers.joint_columns import (
+from dnnprov.solvers.joint.columns import (
     DEFAULT_MAX_PLANS_PER_JOB,
     GeneratedColumns,
     Problem,
@@ -105,14 +106,13 @@ from dnnprov.solvers.joint_columns import (
     serverless_columns,
     spot_columns,
 )
-from dnnprov.solvers.joint_model import ColumnModel, h_status
-from dnnprov.solvers.joint_why import shared_limit_reasons
+from dnnprov.solvers.joint.model import ColumnModel, h_status
 from dnnprov.solvers.outcome import serverless_result, spot_result
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.models.serverless import ServerlessModel
 from dnnprov.models.spot import SpotModel
-from dnnprov.problems._checks import number as checked_number
+from dnnprov.problems.checks import number as checked_number
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.progress import Clock, stop_requested
@@ -141,7 +141,7 @@ class JointResult:
     job has no feasible plan, or the shared limits cannot all be met at once).
     ``usage`` and ``limits`` give each shared row's total use and its limit;
     ``infeasibility`` says which shared limits cannot hold when jobs with plans of their own
-    have no joint plan (:mod:`dnnprov.solvers.joint_why`).
+    have no joint plan (:mod:`dnnprov.solvers.explain.joint`).
     """
 
     status: Status

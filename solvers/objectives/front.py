@@ -269,7 +269,12 @@ def enumerate_front(
     Returns what :func:`walk_front` returns (with the plans evaluated in place of the solves).
     Plans faster than ``low`` take part in the dominance test and are left out afterwards.
     """
-    from dnnprov.solvers.enumeration import serverless_chunks, serverless_space_size, spot_chunks, spot_space_size
+    from dnnprov.solvers.search.enumeration import (
+        serverless_chunks,
+        serverless_space_size,
+        spot_chunks,
+        spot_space_size,
+    )
 
     from dnnprov.models.serverless import ServerlessModel
     from dnnprov.models.spot import SpotModel

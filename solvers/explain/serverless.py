@@ -1,4 +1,4 @@
-"""Reasons a serverless problem is infeasible (the method is in :mod:`dnnprov.solvers.infeasibility`)."""
+"""Reasons a serverless problem is infeasible (the method is in :mod:`dnnprov.solvers.explain.infeasibility`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-from dnnprov.solvers.enumeration import ChunkSizer
-from dnnprov.solvers.why_search import (
+from dnnprov.solvers.explain.search import (
     GroupSearch,
     bisect_deadline,
     distinct_dollars,
@@ -18,11 +17,12 @@ from dnnprov.solvers.why_search import (
     outside,
     share,
 )
+from dnnprov.solvers.search.enumeration import ChunkSizer
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.models.serverless import ServerlessModel, ServerlessSideRows
 from dnnprov.models.spot import within_budget
-from dnnprov.problems import _checks as check
+from dnnprov.problems import checks as check
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.progress import Clock
 from dnnprov.result import Reason, ServerlessPlan, Status

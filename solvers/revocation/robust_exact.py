@@ -1,16 +1,16 @@
 """``--robust K`` and ``--risk`` beyond enumeration: the spot decomposition with a revocation-aware evaluation.
 
-Why it is exact. :class:`~dnnprov.solvers.spot_exact.SpotDecomposition` proves the nominal
+Why it is exact. :class:`~dnnprov.solvers.spot.exact.SpotDecomposition` proves the nominal
 optimum by cells whose bounds are lower bounds on the nominal cost C (eq. 11) of every
 nominally feasible plan in them, and by evaluating exactly every plan its MILPs or
 enumerations produce (each then cut off by a no-good). Both planners here keep that
 search and change only the exact evaluation, through :class:`JudgedModel`:
 
 * ``--robust K``: a plan counts as feasible only when it is nominally feasible *and*
-  K-robust (:mod:`dnnprov.solvers.robust`); its cost stays C. K-robust plans are a subset
+  K-robust (:mod:`dnnprov.solvers.revocation.robust`); its cost stays C. K-robust plans are a subset
   of the nominally feasible ones with the same cost, so every cell bound still bounds them.
 * ``--risk``: a plan counts as feasible when it is nominally feasible and meets the
-  deadline form, and its cost is the expected cost E[C] (:mod:`dnnprov.solvers.risk`).
+  deadline form, and its cost is the expected cost E[C] (:mod:`dnnprov.solvers.revocation.risk`).
   ``E[C] >= C`` and both deadline forms imply T <= T_obj, so a bound on C over the
   nominally feasible plans of a cell bounds E[C] over its admissible ones.
 
@@ -31,8 +31,8 @@ from collections.abc import Callable
 from typing import cast
 
 import numpy as np
-from dnnprov.solvers.spot_cells import Cell, down, row_ranges, up
-from dnnprov.solvers.spot_exact import CELL_ENUMERATION, SpotDecomposition
+from dnnprov.solvers.spot.cells import Cell, down, row_ranges, up
+from dnnprov.solvers.spot.exact import CELL_ENUMERATION, SpotDecomposition
 
 from dnnprov.models.spot import SpotEvaluation, SpotModel
 from dnnprov.problems.spot import SpotProblem
@@ -342,7 +342,7 @@ def decompose_robust(
     clock: Clock,
 ) -> Result:
     """``--robust K`` by the decomposition: the cheapest K-robust plan, or the bound at the limit."""
-    from dnnprov.solvers.robust import robust_result
+    from dnnprov.solvers.revocation.robust import robust_result
 
     limit = problem.slo.time_s * (1 + 1e-12)
 
@@ -377,7 +377,7 @@ def decompose_robust(
 def robust_outage(problem: SpotProblem, k: int, overhead_s: float, replaced: bool) -> float:
     """O such that every K-robust plan meets ``T_c <= T_lim - O D_t`` for each revocable used column t.
 
-    T_c = T - h, T_lim = T_obj - h, D_t = D(e_t) (:mod:`dnnprov.solvers.robust`). Proof: the
+    T_c = T - h, T_lim = T_obj - h, D_t = D(e_t) (:mod:`dnnprov.solvers.revocation.robust`). Proof: the
     worst-case delay the planner checks is at least ``min(K o D, T_c D / (1 - D))`` for D > 0:
     with replacement o F_K >= K o D (K events revoking one t-worker each, allowed since a
     column may recur in different events) and T_c (sigma_n / sigma_min - 1) >= T_c D / (1 - D)

@@ -1,8 +1,8 @@
 """Step 1 of joint provisioning: the shared limits and every job's exact columns.
 
 The argument (which plans may be dropped, why what remains is the exact cost Pareto front in
-shared-resource space) is step 1 of :mod:`dnnprov.solvers.joint`, which solves the column model
-these columns make (:mod:`dnnprov.solvers.joint_model`).
+shared-resource space) is step 1 of :mod:`dnnprov.solvers.joint.provision`, which solves the column model
+these columns make (:mod:`dnnprov.solvers.joint.model`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from dnnprov.formulations.joint import JobColumns
-from dnnprov.solvers.enumeration import CHUNK, decode_counts
+from dnnprov.solvers.search.enumeration import CHUNK, decode_counts
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.models.serverless import ServerlessModel

@@ -1,0 +1,1 @@
+"""Joint provisioning of many jobs under shared quotas: the columns, the column model, the method."""

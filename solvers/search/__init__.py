@@ -1,0 +1,1 @@
+"""The published heuristics and exhaustive search (the test oracle)."""
