@@ -4,7 +4,7 @@ For three aligned real trace sets (us-west-2 zones of skypilot-org/spot-traces: 
 V100 traces of 2023-08-27, the 1-node V100 traces of 2023-02-15 and of 2022-10-26), windows
 drawn in the held-out second half of each set (mpc fits its availability model on the first
 half), and every policy, each window is run twice: through boto3 against a stepped EC2 twin
-over moto (:func:`dnnprov.control.twin_replay.run_on_twin`, what ``dnnprov run`` does) and on
+over moto (:func:`dnnprov.control.twin.replay.run_on_twin`, what ``dnnprov run`` does) and on
 the trace cloud (:func:`dnnprov.control.replay.run_once`, what ``simulate``
 does). The contract: the same deadline outcome on every window, cost within 2 %, and the
 same launches, refusals, notices, reclaims and terminations at the same times.
@@ -40,7 +40,7 @@ import numpy as np
 
 from dnnprov.control.loop import RunSettings
 from dnnprov.control.replay import loop_policy_factory, run_once, window_starts
-from dnnprov.control.twin_replay import run_on_twin, story
+from dnnprov.control.twin.replay import run_on_twin, story
 from dnnprov.problems.interruption import Trace, load_trace
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""The ``lambda-twin`` subcommand: the Lambda test double (:mod:`dnnprov.control.lambda_twin`).
+"""The ``lambda-twin`` subcommand: the Lambda test double (:mod:`dnnprov.control.twin.lambda_endpoint`).
 
     dnnprov lambda-twin INSTANCE [--speed X] [--port P] [--region R] [--function NAME]
 
@@ -27,7 +27,7 @@ def cmd_lambda_twin(args: argparse.Namespace) -> int:
     (128 MB, 3 s: `dnnprov run` sets the plan's memory and the instance's timeout).
     """
     from dnnprov.cloud.aws import check_region
-    from dnnprov.control.lambda_twin import LambdaTwin
+    from dnnprov.control.twin.lambda_endpoint import LambdaTwin
     from dnnprov.io.instances import embedded_instance, read_instance
     from dnnprov.problems.serverless import ServerlessProblem
 

@@ -220,7 +220,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--lambda-endpoint-url",
         default=None,
-        help="Lambda endpoint of a serverless run (e.g. the Lambda twin, dnnprov.control.lambda_twin)",
+        help="Lambda endpoint of a serverless run (e.g. the Lambda twin, dnnprov.control.twin.lambda_endpoint)",
     )
     p.add_argument(
         "--function", default=None, help="the deployed worker function of a serverless run (default dnnprov-worker)"

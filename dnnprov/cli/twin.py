@@ -1,4 +1,4 @@
-"""The ``twin`` subcommand: the EC2 twin (:mod:`dnnprov.control.twin`) until SIGTERM or Ctrl-C.
+"""The ``twin`` subcommand: the EC2 twin (:mod:`dnnprov.control.twin.server`) until SIGTERM or Ctrl-C.
 
     dnnprov twin --trace TYPE=FILE [--trace ...] --offset TICKS [--speed X | --stepped]
                  [--port P] [--region R] [--horizon-s S] [--base ISO] [--notice-status CODE]
@@ -20,7 +20,7 @@ from dnnprov.cli import EXIT_OK
 from dnnprov.errors import InvalidInputError
 
 DEFAULT_BASE_TEXT = "2023-08-27T00:00:00Z"
-#: The choices of --notice-status (dnnprov.control.twin.NOTICE_STATUSES; not imported here, so that
+#: The choices of --notice-status (dnnprov.control.twin.server.NOTICE_STATUSES; not imported here, so that
 #: the parser is built without the twin's imports)
 NOTICE_STATUSES = ("marked-for-termination", "instance-terminated-no-capacity")
 
@@ -58,7 +58,7 @@ def cmd_twin(args: argparse.Namespace) -> int:
     by POST /_twin/advance {"seconds": S}.
     """
     from dnnprov.cloud.aws import check_region
-    from dnnprov.control.twin import Twin, trace_pools
+    from dnnprov.control.twin.server import Twin, trace_pools
 
     if args.speed is not None and not (args.speed > 0 and args.speed != float("inf")):
         raise InvalidInputError("--speed", f"must be a finite number > 0, got {args.speed:g}")

@@ -111,7 +111,7 @@ def create_run(
     :class:`InvalidInputError` naming it.
     """
     from dnnprov.cloud.aws import check_region
-    from dnnprov.control.ec2 import PLACEHOLDER_IMAGE, RemoteTwinClock, is_twin
+    from dnnprov.control.clouds.ec2 import PLACEHOLDER_IMAGE, RemoteTwinClock, is_twin
 
     check_policy(policy)
     problem = spot_problem(instance)
@@ -156,7 +156,7 @@ class _LatestReport:
 
 def controller_of(record: RunRecord, run_id: str, spec: Mapping[str, Any]) -> Controller:
     """The controller of a recorded spot run (fresh or to resume), on its cloud."""
-    from dnnprov.control.ec2 import Ec2Cloud, RemoteTwinClock
+    from dnnprov.control.clouds.ec2 import Ec2Cloud, RemoteTwinClock
     from dnnprov.control.loop import PoolInfo
     from dnnprov.control.trainer import ProgressModel, read_report, stand_in
     from dnnprov.revocation.policies import make_policy
@@ -264,7 +264,7 @@ def drive_run(
     """Own the run and drive it to its end (a run created by :func:`create_run` starts, one
     with steps resumes). ``None`` when it is still running after ``max_polls`` polls or an
     ``interrupt`` without a cancel; an ended run's outcome is returned as recorded."""
-    from dnnprov.control.ec2 import Ec2Cloud
+    from dnnprov.control.clouds.ec2 import Ec2Cloud
 
     with closing(RunRecord(state)) as record:
         row = record.get(run_id)

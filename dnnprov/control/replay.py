@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from dnnprov.control.capacity import NOTICE_S, CapacityBook, PoolSpec
+from dnnprov.control.clouds.capacity import NOTICE_S, CapacityBook, PoolSpec
+from dnnprov.control.clouds.trace import TraceCloud
 from dnnprov.control.loop import Controller, Event, Outcome, PoolInfo, RunSettings
-from dnnprov.control.trace_cloud import TraceCloud
 from dnnprov.control.trainer import ProgressModel, stand_in
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import Trace

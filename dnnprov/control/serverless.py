@@ -3,7 +3,7 @@
 A run (docs/control.md, "Serverless runs") is a sequence of recorded steps:
 
 0. ``ps``: launch the plan's PS count of ``platform.ps_type`` on-demand through
-   :class:`~dnnprov.control.ec2.Ec2Cloud` (ClientToken ``RUN-0``, tagged by run);
+   :class:`~dnnprov.control.clouds.ec2.Ec2Cloud` (ClientToken ``RUN-0``, tagged by run);
 1. ``configure``: the function's ``MemorySize`` (the plan's m) and ``Timeout`` (the
    problem's ``timeout_s``), and ``n`` reserved concurrency;
 2. ``invoke`` (one step per segment attempt): the n functions invoked at once with the
@@ -34,7 +34,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from dnnprov.cloud.aws import CloudError, check_region
 from dnnprov.control.cloud import Instance, LaunchRequest
-from dnnprov.control.ec2 import PLACEHOLDER_IMAGE, Ec2Cloud, RemoteTwinClock, is_twin
+from dnnprov.control.clouds.ec2 import PLACEHOLDER_IMAGE, Ec2Cloud, RemoteTwinClock, is_twin
 from dnnprov.control.loop import Event
 from dnnprov.control.record import RunRecord
 from dnnprov.errors import InvalidInputError

@@ -1,6 +1,6 @@
 """A proven lower bound on the cost of any policy that meets T_obj on one replayed trace window.
 
-The world is the control loop's on the trace cloud (:mod:`dnnprov.control.capacity`,
+The world is the control loop's on the trace cloud (:mod:`dnnprov.control.clouds.capacity`,
 :mod:`dnnprov.control.trainer`): pool ``p`` offers ``c_p(k)`` spot instances in tick ``k``
 (``[k gap, (k + 1) gap)``); a spot launch gets at most the free capacity (``c_p`` minus the
 pool's instances neither notified nor gone) and is refused beyond it; at a tick boundary the
@@ -74,7 +74,7 @@ from dnnprov.revocation.simulate import ClusterSpeeds, domain_speed
 MAX_CLUSTERS = 200_000
 SEARCH_STEPS = 80
 MAX_DOUBLINGS = 60
-#: EC2's two-minute warning (the trace cloud's :data:`dnnprov.control.capacity.NOTICE_S`).
+#: EC2's two-minute warning (the trace cloud's :data:`dnnprov.control.clouds.capacity.NOTICE_S`).
 NOTICE_S = 120.0
 #: The loop's tolerances: progress within this share of the target counts as reached, a
 #: finish within it of T_obj as met.

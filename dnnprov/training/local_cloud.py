@@ -7,7 +7,7 @@ job for real under the control loop (docs/training.md):
   the workers); a worker: start a worker process of the type's batch and emulated GPU time,
   connected to the PS address it was handed (a worker launched after the start first
   waits ``join_s``, a launched instance's boot and join). On-demand launches always succeed;
-  spot launches follow :class:`dnnprov.control.capacity.CapacityBook`, the rule of the trace
+  spot launches follow :class:`dnnprov.control.clouds.capacity.CapacityBook`, the rule of the trace
   cloud and the EC2 twin, over the pools of the given traces (or of constant capacity);
 - **revoke**: at a capacity drop the newest instances get the notice, and 120 s later their
   processes are killed with SIGKILL (a thread applies each event at its time); **terminate**
@@ -32,8 +32,8 @@ from typing import Any, Self
 
 import numpy as np
 
-from dnnprov.control.capacity import CapacityBook, PoolSpec
 from dnnprov.control.cloud import Instance, LaunchOutcome, LaunchRequest
+from dnnprov.control.clouds.capacity import CapacityBook, PoolSpec
 from dnnprov.control.loop import Controller, Outcome, PoolInfo, RunSettings
 from dnnprov.control.trainer import read_report
 from dnnprov.errors import InvalidInputError

@@ -24,8 +24,8 @@ from control.test_resume import (
 from dnnprov.control.api import cancel_run, resume_run, run_plan, run_status
 from dnnprov.control.loop import RunSettings
 from dnnprov.control.replay import run_once
-from dnnprov.control.twin import Twin
-from dnnprov.control.twin_replay import story as replay_story
+from dnnprov.control.twin.replay import story as replay_story
+from dnnprov.control.twin.server import Twin
 from dnnprov.errors import InvalidInputError
 from dnnprov.result import SpotPlan
 from dnnprov.revocation.policies import make_policy

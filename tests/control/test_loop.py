@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 import dnnprov
-from dnnprov.control.capacity import CapacityBook, PoolSpec
 from dnnprov.control.cloud import LaunchRequest
+from dnnprov.control.clouds.capacity import CapacityBook, PoolSpec
+from dnnprov.control.clouds.trace import TraceCloud
 from dnnprov.control.loop import Controller, PoolInfo, RunSettings
 from dnnprov.control.record import RunRecord
 from dnnprov.control.replay import run_once, window_starts
-from dnnprov.control.trace_cloud import TraceCloud
 from dnnprov.control.trainer import ModelTrainer, ProgressModel
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import Trace

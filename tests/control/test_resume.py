@@ -23,10 +23,10 @@ from control.test_loop import problem
 import dnnprov
 from dnnprov.cli import main
 from dnnprov.control.cloud import LaunchRequest
-from dnnprov.control.ec2 import Ec2Cloud, RemoteTwinClock
+from dnnprov.control.clouds.ec2 import Ec2Cloud, RemoteTwinClock
 from dnnprov.control.record import RunRecord
 from dnnprov.control.replay import trace_pools
-from dnnprov.control.twin import Twin
+from dnnprov.control.twin.server import Twin
 from dnnprov.io.instances import write_instance
 from dnnprov.problems.interruption import Trace
 

@@ -17,9 +17,9 @@ import pytest
 
 import dnnprov
 from dnnprov.cli import main
-from dnnprov.control.lambda_twin import LambdaTwin
 from dnnprov.control.record import RunRecord, open_record
 from dnnprov.control.serverless import prediction, run_serverless
+from dnnprov.control.twin.lambda_endpoint import LambdaTwin
 from dnnprov.io.instances import write_instance
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.result import ServerlessPlan

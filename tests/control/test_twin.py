@@ -1,4 +1,4 @@
-"""The EC2 twin (dnnprov/control/twin.py) with boto3 on loopback, against the trace cloud.
+"""The EC2 twin (dnnprov/control/twin/server.py) with boto3 on loopback, against the trace cloud.
 
 Each test runs a twin in front of the session's moto server (tests/conftest_aws.py, state
 reset per test), mostly on a stepped clock, with small hand-made traces; the agreement test
@@ -28,10 +28,10 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from dnnprov.cli import twin as cli_twin
-from dnnprov.control.capacity import CapacityBook, PoolSpec
 from dnnprov.control.cloud import LaunchRequest
-from dnnprov.control.trace_cloud import TraceCloud
-from dnnprov.control.twin import DEFAULT_BASE, NOTICE_STATUSES, Twin, trace_pools
+from dnnprov.control.clouds.capacity import CapacityBook, PoolSpec
+from dnnprov.control.clouds.trace import TraceCloud
+from dnnprov.control.twin.server import DEFAULT_BASE, NOTICE_STATUSES, Twin, trace_pools
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import Trace
 

@@ -12,7 +12,7 @@ from control.test_loop import PLAN, problem
 
 from dnnprov.control.loop import RunSettings
 from dnnprov.control.replay import run_once
-from dnnprov.control.twin_replay import run_on_twin, story
+from dnnprov.control.twin.replay import run_on_twin, story
 from dnnprov.problems.interruption import Trace, load_trace
 from dnnprov.revocation.policies import make_policy
 

@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("torch", reason="the reference trainer needs torch: pip install 'dnnprov[train]'")
 
-from dnnprov.control.capacity import CapacityBook, PoolSpec
 from dnnprov.control.cloud import LaunchRequest
+from dnnprov.control.clouds.capacity import CapacityBook, PoolSpec
 from dnnprov.control.loop import RunSettings
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import problem_from_dict

@@ -1,6 +1,6 @@
 """A cloud replayed from aligned spot traces: what ``dnnprov simulate`` runs the loop on.
 
-Spot capacity per pool follows :class:`dnnprov.control.capacity.CapacityBook` (launches
+Spot capacity per pool follows :class:`dnnprov.control.clouds.capacity.CapacityBook` (launches
 refused beyond capacity, a notice when capacity drops, the reclaim two minutes later);
 on-demand and PS launches always succeed. The clock is simulated: :meth:`TraceCloud.sleep`
 moves it and applies the notices and reclaims due on the way, at their exact times.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dnnprov.control.capacity import CapacityBook, CapacityEvent
 from dnnprov.control.cloud import PS_PORT, Instance, LaunchOutcome, LaunchRequest
+from dnnprov.control.clouds.capacity import CapacityBook, CapacityEvent
 from dnnprov.errors import InvalidInputError
 
 

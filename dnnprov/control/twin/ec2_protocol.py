@@ -1,4 +1,4 @@
-"""The EC2 query protocol as the twin (:mod:`dnnprov.control.twin`) speaks it.
+"""The EC2 query protocol as the twin (:mod:`dnnprov.control.twin.server`) speaks it.
 
 Requests are form-encoded ``Action=...&Name.N.Member=...`` bodies; answers are XML in the
 2016-11-15 namespace, errors ``<Response><Errors><Error>`` as EC2 sends them (botocore's

@@ -1,4 +1,4 @@
-"""What an EC2 twin (:mod:`dnnprov.control.twin`) starts from: its pools and its clock.
+"""What an EC2 twin (:mod:`dnnprov.control.twin.server`) starts from: its pools and its clock.
 
 :func:`trace_pools` makes one pool per aligned trace file, read from one tick offset;
 :class:`TwinClock` is twin time, seconds since the twin's start, accelerated or stepped.
@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from dnnprov.control.capacity import PoolSpec
-from dnnprov.control.twin_ec2 import iso
+from dnnprov.control.clouds.capacity import PoolSpec
+from dnnprov.control.twin.ec2_protocol import iso
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import Trace, load_trace
 

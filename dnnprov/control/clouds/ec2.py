@@ -28,7 +28,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dnnprov.cloud.aws import AwsClients, CloudError, RetryPolicy
-from dnnprov.control.capacity import NOTICE_S
 from dnnprov.control.cloud import (
     CAPACITY_ERRORS,
     PS_PORT,
@@ -39,6 +38,7 @@ from dnnprov.control.cloud import (
     LaunchRequest,
     WallClock,
 )
+from dnnprov.control.clouds.capacity import NOTICE_S
 from dnnprov.errors import InvalidInputError
 
 #: Spot request status codes that mean "interrupted, reclaimed two minutes after this update".

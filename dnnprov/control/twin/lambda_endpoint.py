@@ -17,7 +17,7 @@ moto's Lambda ``Invoke`` needs docker; this test double needs nothing. It serves
   ``Task timed out after T seconds``.
 - An invocation whose payload carries a ``token`` seen before runs once: the same answer
   comes back (after the first one ends, if it is still running).
-- ``GET /_twin/clock`` as the EC2 twin's (so :class:`dnnprov.control.ec2.RemoteTwinClock`
+- ``GET /_twin/clock`` as the EC2 twin's (so :class:`dnnprov.control.clouds.ec2.RemoteTwinClock`
   reads it), ``GET /_twin/state`` (functions, in-flight invocations, executions per token).
 """
 

@@ -7,7 +7,7 @@
   answer; other parameters changed: ``IdempotentParameterMismatch``). A spot launch
   (``InstanceMarketOptions.MarketType=spot``) goes to its pool ``type@zone`` (no zone: the
   type's first pool in the request's region) and gets what
-  :meth:`dnnprov.control.capacity.CapacityBook.grant` gives, ``MinCount``/``MaxCount``
+  :meth:`dnnprov.control.clouds.capacity.CapacityBook.grant` gives, ``MinCount``/``MaxCount``
   rewritten to it, or EC2's ``InsufficientInstanceCapacity`` (HTTP 500) when it gives none or
   the twin has no such pool. On-demand launches always succeed, with ``MaxCount`` instances
   (moto would launch ``MinCount``).
@@ -24,9 +24,9 @@ per wall second) or ``stepped`` (moved only by ``POST /_twin/advance``). Wheneve
 every request, and every :data:`TICK_S` of wall time when accelerated) the capacity book
 advances: a notice marks the spot request ``marked-for-termination``, a reclaim terminates the
 instance in moto. Capacity follows the book, so the twin and
-:class:`dnnprov.control.trace_cloud.TraceCloud` over the same pools agree by construction.
+:class:`dnnprov.control.clouds.trace.TraceCloud` over the same pools agree by construction.
 Requests are served one at a time under one lock. The pools and the clock are in
-:mod:`dnnprov.control.twin_setup`, the protocol in :mod:`dnnprov.control.twin_ec2`.
+:mod:`dnnprov.control.twin.setup`, the protocol in :mod:`dnnprov.control.twin.ec2_protocol`.
 docs/control.md ("The EC2 twin").
 """
 
@@ -46,9 +46,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 from urllib.parse import urlsplit
 
-from dnnprov.control import twin_ec2 as ec2
-from dnnprov.control.capacity import NOTICE_S, CapacityBook, CapacityEvent, PoolSpec
-from dnnprov.control.twin_setup import DEFAULT_BASE, MODES, TwinClock, trace_pools
+from dnnprov.control.clouds.capacity import NOTICE_S, CapacityBook, CapacityEvent, PoolSpec
+from dnnprov.control.twin import ec2_protocol as ec2
+from dnnprov.control.twin.setup import DEFAULT_BASE, MODES, TwinClock, trace_pools
 from dnnprov.errors import InvalidInputError
 
 __all__ = ["DEFAULT_BASE", "MODES", "NOTICE_STATUSES", "Twin", "TwinClock", "TwinInstance", "trace_pools"]

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from dnnprov.control.ec2 import Ec2Cloud, RemoteTwinClock
+from dnnprov.control.clouds.ec2 import Ec2Cloud, RemoteTwinClock
 from dnnprov.control.loop import Controller, PoolInfo, RunSettings
 from dnnprov.control.replay import LoopRun, trace_pools
 from dnnprov.control.trainer import ProgressModel, stand_in
-from dnnprov.control.twin import Twin
+from dnnprov.control.twin.server import Twin
 from dnnprov.problems.interruption import Trace
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import SpotPlan
