@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -66,10 +67,25 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def imports(path: Path) -> set[str]:
-    """The dnnprov modules a file imports (at any depth of the file, lazy imports included)."""
+def type_checking_only(tree: ast.Module) -> set[ast.AST]:
+    """The nodes inside ``if TYPE_CHECKING:`` blocks: read by type checkers, never run."""
+    skipped: set[ast.AST] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for child in node.body:
+                skipped.update(ast.walk(child))
+    return skipped
+
+
+def imports(path: Path, *, run_time_only: bool = False) -> set[str]:
+    """The dnnprov modules a file imports (at any depth of the file, lazy imports included;
+    with ``run_time_only``, not those of ``if TYPE_CHECKING:`` blocks)."""
     names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    skipped = type_checking_only(tree) if run_time_only else set()
+    for node in ast.walk(tree):
+        if node in skipped:
+            continue
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "dnnprov":
             names.add(node.module)
             known = modules()
@@ -121,3 +137,73 @@ def test_long_modules_say_why():
         if len(lines) > MAX_MODULE_LINES and "why this module is long" not in "\n".join(lines[:40]).lower():
             silent.append(f"{module} ({len(lines)} lines)")
     assert not silent
+
+
+def import_cycles() -> list[list[str]]:
+    """The strongly connected components (more than one module) of the run-time import graph,
+    function-level imports included: modules that need each other to load."""
+    graph = {
+        m: sorted(n for n in imports(p, run_time_only=True) if n in MODULES and n != m) for m, p in MODULES.items()
+    }
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's algorithm
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for other in graph[module]:
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in on_stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == module:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def test_no_import_cycles():
+    """No two modules need each other to load, lazy imports included (docs/architecture.md)."""
+    assert import_cycles() == []
+
+
+def test_no_private_name_crosses_a_room():
+    """A name starting with ``_`` is private to its room: no module of another room imports it."""
+    crossing = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "dnnprov"):
+                continue
+            private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+            if any(part.startswith("_") and not part.startswith("__") for part in node.module.split(".")):
+                private = [a.name for a in node.names]
+            if private and room(node.module) != room(module):
+                crossing.append(f"{module} imports {node.module}: {private}")
+    assert not crossing
+
+
+def test_every_package_is_installed():
+    """Every folder with an ``__init__.py`` is listed in pyproject.toml's packages (else a wheel
+    misses it while an editable install hides the gap)."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = set()
+    for package, folder in config["package-dir"].items():
+        for init in (REPO / folder).rglob("__init__.py"):
+            found.add(".".join([package, *init.parent.relative_to(REPO / folder).parts]))
+    assert found == set(config["packages"])

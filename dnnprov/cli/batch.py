@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dnnprov.cli import EXIT_INTERRUPTED, EXIT_OK
+from dnnprov.cli.common import EXIT_INTERRUPTED, EXIT_OK
 from dnnprov.dispatch import METHODS
 
 

@@ -13,7 +13,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from dnnprov.cli import EXIT_NO_PLAN, EXIT_OK, check_time_limit, exit_code, solve_interruptibly
+from dnnprov.cli.common import EXIT_NO_PLAN, EXIT_OK, check_time_limit, exit_code, solve_interruptibly
 from dnnprov.cloud.export import (
     KUEUE_APIS,
     TARGETS,

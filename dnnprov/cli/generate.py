@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from dnnprov.benchsets.generate import DEFAULT_COUNTS, DEFAULT_SEED, SETS, generate
-from dnnprov.cli import EXIT_OK
+from dnnprov.cli.common import EXIT_OK
 
 
 def cmd_generate(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dnnprov.cli import EXIT_OK, terminal_safe
+from dnnprov.cli.common import EXIT_OK, terminal_safe
 from dnnprov.errors import InvalidInputError
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ import argparse
 import signal
 import sys
 
-from dnnprov.cli import EXIT_INTERRUPTED, EXIT_NO_PLAN, EXIT_OK, check_time_limit
+from dnnprov.cli.common import EXIT_INTERRUPTED, EXIT_NO_PLAN, EXIT_OK, check_time_limit
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import embedded_instance, read_instance
 from dnnprov.problems.spot import MARKETS, VcpuQuota

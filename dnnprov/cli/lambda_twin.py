@@ -15,7 +15,7 @@ import signal
 import threading
 from typing import Any
 
-from dnnprov.cli import EXIT_OK
+from dnnprov.cli.common import EXIT_OK
 from dnnprov.errors import InvalidInputError
 
 

@@ -15,7 +15,7 @@ import json
 import signal
 from pathlib import Path
 
-from dnnprov.cli import EXIT_INTERRUPTED, EXIT_NO_PLAN, EXIT_OK, _instance_path, check_time_limit
+from dnnprov.cli.common import EXIT_INTERRUPTED, EXIT_NO_PLAN, EXIT_OK, check_time_limit, instance_path
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems import checks as check
 from dnnprov.problems.serverless import ServerlessProblem
@@ -84,7 +84,7 @@ def cmd_pareto(args: argparse.Namespace) -> int:
     from dnnprov.io.instances import read_instance
 
     check_time_limit(args.time_limit)
-    problem = read_instance(_instance_path(args.file))
+    problem = read_instance(instance_path(args.file))
     deadlines = parse_deadlines(args.deadlines)
     if args.out:
         _check_figure(args.out)

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TextIO
 
-from dnnprov.cli import (
+from dnnprov.cli.common import (
     EXIT_NO_PLAN,
     EXIT_OK,
     check_time_limit,

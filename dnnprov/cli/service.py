@@ -22,7 +22,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from dnnprov.cli import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK
+from dnnprov.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK
 from dnnprov.errors import InvalidInputError
 
 # The largest request head (line plus headers) h11 buffers before parsing. Its default, 16 KiB, applied

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dnnprov.cli import EXIT_NO_PLAN, EXIT_OK, check_time_limit
+from dnnprov.cli.common import EXIT_NO_PLAN, EXIT_OK, check_time_limit
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import embedded_instance, read_instance
 

@@ -16,7 +16,7 @@ import threading
 from datetime import datetime
 from typing import Any
 
-from dnnprov.cli import EXIT_OK
+from dnnprov.cli.common import EXIT_OK
 from dnnprov.errors import InvalidInputError
 
 DEFAULT_BASE_TEXT = "2023-08-27T00:00:00Z"

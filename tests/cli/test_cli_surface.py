@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 import dnnprov
-from dnnprov.cli import COMMAND_GROUPS, COMMANDS, EXIT_BAD_INPUT, EXIT_CODES, EXIT_NO_PLAN, EXIT_OK, build_parser, main
+from dnnprov.cli import COMMAND_GROUPS, COMMANDS, build_parser, main
+from dnnprov.cli.common import EXIT_BAD_INPUT, EXIT_CODES, EXIT_NO_PLAN, EXIT_OK
 
 REPO = Path(__file__).resolve().parents[2]
 TABLE1 = REPO / "data/instances/spot/paper-table1.json"

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import dnnprov
-from dnnprov.cli import EXIT_INTERRUPTED
+from dnnprov.cli.common import EXIT_INTERRUPTED
 
 REPO = Path(__file__).resolve().parents[2]
 LARGE = REPO / "data/benchmarks/large/large-024.json"

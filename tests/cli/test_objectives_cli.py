@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from dnnprov.cli import EXIT_BAD_INPUT, EXIT_NO_PLAN, EXIT_OK, main
+from dnnprov.cli import main
+from dnnprov.cli.common import EXIT_BAD_INPUT, EXIT_NO_PLAN, EXIT_OK
 
 TABLE1 = "embedded:spot/paper-table1.json"
 

@@ -1,0 +1,74 @@
+"""What every command shares: exit codes, time-limit and path checks, terminal-safe text, interruptible solves."""
+
+from __future__ import annotations
+
+import math
+import signal
+import unicodedata
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from dnnprov.errors import InvalidInputError
+from dnnprov.progress import INTERRUPTED, stop_on_signals, stop_requested
+
+if TYPE_CHECKING:
+    from dnnprov.result import Result
+
+EXIT_OK, EXIT_NO_PLAN, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
+#: The exit codes of every command, one table: code and meaning.
+EXIT_CODES = (
+    (EXIT_OK, "a plan: optimal, feasible, or the best plan found at the time limit (status limit)"),
+    (EXIT_NO_PLAN, "no plan: proven infeasible, or none found (limit without a plan, unknown, error)"),
+    (EXIT_BAD_INPUT, "bad input: an unreadable or invalid file, a bad option"),
+    (EXIT_INTERNAL, "internal error, a bug in dnnprov: please report it with the input"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C, SIGTERM): solve prints its best plan so far and its bound"),
+    (EXIT_BROKEN_PIPE, "standard output closed early (dnnprov show FILE | head -1)"),
+)
+#: Unicode categories never written raw to a terminal: controls (ESC, CR, ...), format
+#: characters (bidirectional overrides), line and paragraph separators, surrogates.
+UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def check_time_limit(seconds: float | None, option: str = "--time-limit") -> None:
+    """Refuse a time limit that is not a finite number of seconds above 0 (``None``: no limit)."""
+    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+        raise InvalidInputError(option, f"must be a finite number of seconds > 0, got {seconds:g}")
+
+
+def instance_path(value: str) -> str:
+    """A file path, ``embedded:REL`` for a file shipped with dnnprov, or ``-`` for standard input."""
+    from dnnprov.io.instances import resolve_instance_path
+
+    return str(resolve_instance_path(value))
+
+
+def terminal_safe(text: object) -> str:
+    """``text`` with every control, format and separator character escaped (``\x1b``,
+    ``\n``, ``\u202e``), so that data can neither move the cursor, recolour the terminal
+    nor start a new line that looks like dnnprov's own output."""
+    out = []
+    for c in str(text):
+        if unicodedata.category(c) in UNSAFE_CATEGORIES:
+            code = ord(c)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def solve_interruptibly(run: Callable[[], Result], time_limit_s: float) -> Result:
+    """``run()`` (a solve) with Ctrl-C and SIGTERM stopping it like its time limit; the
+    result of a stopped run is marked interrupted (:func:`dnnprov.dispatch.marked_interrupted`)."""
+    from dnnprov.dispatch import marked_interrupted
+
+    with stop_on_signals((signal.SIGINT, signal.SIGTERM)):
+        result = run()
+    return marked_interrupted(result, time_limit_s) if stop_requested() else result
+
+
+def exit_code(result: Result) -> int:
+    """The exit code of a solve's result (:data:`EXIT_CODES`)."""
+    if result.details.get("stopped") == INTERRUPTED:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if result.is_feasible() else EXIT_NO_PLAN
