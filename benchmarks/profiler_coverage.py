@@ -29,8 +29,8 @@ import warnings
 from pathlib import Path
 
 from dnnprov.errors import ProfileWarning
-from dnnprov.profiling.loss import fit_loss, synthetic_log
-from dnnprov.profiling.timing import fit_spot_timing, synthetic_spot_timing
+from dnnprov.profiling.fits.loss import fit_loss, synthetic_log
+from dnnprov.profiling.fits.timing import fit_spot_timing, synthetic_spot_timing
 
 LOSS_TRUE = {"gamma_1": 876.5, "gamma_2": -0.2, "gamma_3": 2507.6, "gamma_4": 1.0, "gamma_5": 0.5}
 #: (b_w, R, |N|) of six profiling clusters of 2, 4 and 7 workers.

@@ -198,7 +198,7 @@ def main() -> int:
             args.profile_json, args.speed, Path(args.out or tempfile.mkdtemp(prefix="dnnprov-real-training-"))
         )
     from dnnprov.io.instances import problem_from_dict
-    from dnnprov.profiling.loss import fit_loss
+    from dnnprov.profiling.fits.loss import fit_loss
     from dnnprov.profiling.profiler import read_loss_logs
     from dnnprov.profiling.readers import cluster_stats
     from dnnprov.training import reference as ref

@@ -45,8 +45,8 @@ import dnnprov
 from dnnprov import fuzz
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import read_instance
-from dnnprov.problems.checks import MAX_MAGNITUDE
 from dnnprov.problems.interruption import from_advisor_bucket
+from dnnprov.problems.validation.checks import MAX_MAGNITUDE
 from dnnprov.result import Result, Status
 
 ROOT = Path(__file__).resolve().parents[1]

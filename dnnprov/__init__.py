@@ -33,7 +33,6 @@ if _typing.TYPE_CHECKING:  # what type checkers see; at run time __getattr__ bel
     from dnnprov.models.predict import predict as predict
     from dnnprov.models.serverless import ServerlessModel as ServerlessModel
     from dnnprov.models.spot import SpotModel as SpotModel
-    from dnnprov.problems.domain import ServerlessDomain as ServerlessDomain, SpotDomain as SpotDomain
     from dnnprov.problems.serverless import (
         ServerlessConstraints as ServerlessConstraints,
         ServerlessPlatform as ServerlessPlatform,
@@ -49,6 +48,7 @@ if _typing.TYPE_CHECKING:  # what type checkers see; at run time __getattr__ bel
         SpotWorkload as SpotWorkload,
         VcpuQuota as VcpuQuota,
     )
+    from dnnprov.problems.validation.domain import ServerlessDomain as ServerlessDomain, SpotDomain as SpotDomain
     from dnnprov.result import (
         Objective as Objective,
         Result as Result,
@@ -95,7 +95,7 @@ __all__ = [
 
 #: public name -> the module it comes from (the imports above, made on first use)
 _EXPORTS = {
-    **dict.fromkeys(("ServerlessDomain", "SpotDomain"), "dnnprov.problems.domain"),
+    **dict.fromkeys(("ServerlessDomain", "SpotDomain"), "dnnprov.problems.validation.domain"),
     "InvalidInputError": "dnnprov.errors",
     **dict.fromkeys(
         ("dumps_instance", "embedded_instance", "problem_from_dict", "read_instance", "write_instance"),

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import checks as check, plausibility
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.problems.validation import checks as check, plausibility
 from dnnprov.progress import INTERRUPTED, Clock, Progress, SolverLog, log_to_stderr, stop_on_signals, stop_requested
 from dnnprov.result import Objective, Result, SpotPlan, Status
 

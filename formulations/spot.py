@@ -47,8 +47,8 @@ from pyomo.util.calc_var_value import calculate_variable_from_constraint
 from dnnprov.errors import InvalidInputError
 from dnnprov.models.side import OwnVariables
 from dnnprov.models.spot import SideRows, SpotModel
-from dnnprov.problems.domain import TOLERANCE
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.problems.validation.domain import TOLERANCE
 
 PROBLEM_ATTR = "_dnnprov_problem"
 

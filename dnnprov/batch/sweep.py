@@ -19,9 +19,9 @@ from typing import Any
 
 from dnnprov.dispatch import solve
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import checks as check, plausibility
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem, SpotSLO
+from dnnprov.problems.validation import checks as check, plausibility
 from dnnprov.result import Result
 
 #: Most points one grid may have.

@@ -5,13 +5,13 @@ Every set is produced bit for bit from its seed (see :mod:`dnnprov.benchsets.com
 
 - ``paper``: the published experiments (:func:`dnnprov.io.paper.paper_instances`), here;
 - ``small``: random spot and serverless instances small enough for exhaustive search
-  (:mod:`dnnprov.benchsets.small`);
+  (:mod:`dnnprov.benchsets.sets.small`);
 - ``large``: spot instances with 15-40 types and quotas up to 64, no enumeration
-  (:mod:`dnnprov.benchsets.large`);
+  (:mod:`dnnprov.benchsets.sets.large`);
 - ``aws-2022``, ``aws-2025``: spot instances from the real AWS data in ``../shared/data``
-  (:mod:`dnnprov.benchsets.aws`);
+  (:mod:`dnnprov.benchsets.sets.aws`);
 - ``trace``: serverless jobs from the Philly GPU-cluster trace, as JSON lines
-  (:mod:`dnnprov.benchsets.trace`; the JSON-lines reader and writer are in
+  (:mod:`dnnprov.benchsets.sets.trace`; the JSON-lines reader and writer are in
   :mod:`dnnprov.benchsets.lines`).
 
 This module writes a set and its index; the names callers use (``generate``, ``build_set``,
@@ -28,7 +28,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dnnprov.benchsets.aws import aws_instance, aws_set, aws_types
 from dnnprov.benchsets.common import (
     DEFAULT_COUNTS,
     DEFAULT_SEED,
@@ -47,10 +46,11 @@ from dnnprov.benchsets.common import (
     resolve_shared_data,
     workload_gpu_profiles,
 )
-from dnnprov.benchsets.large import _target_deadline, large_instance, large_set  # noqa: F401 (_target_deadline: benchmarks/real_catalog.py)
 from dnnprov.benchsets.lines import dumps_line, read_instance_lines, write_instance_lines
-from dnnprov.benchsets.small import small_serverless_instance, small_set, small_spot_instance
-from dnnprov.benchsets.trace import TRACE_MAPPING, TRACE_TIME_RANGE_S, read_philly_runtimes, trace_jobs
+from dnnprov.benchsets.sets.aws import aws_instance, aws_set, aws_types
+from dnnprov.benchsets.sets.large import _target_deadline, large_instance, large_set  # noqa: F401 (_target_deadline: benchmarks/real_catalog.py)
+from dnnprov.benchsets.sets.small import small_serverless_instance, small_set, small_spot_instance
+from dnnprov.benchsets.sets.trace import TRACE_MAPPING, TRACE_TIME_RANGE_S, read_philly_runtimes, trace_jobs
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalog import embedded_path
 from dnnprov.io.catalog_import import ADVISOR_FILE

@@ -223,7 +223,7 @@ def _run(argv: list[str]) -> int:
         except SystemExit as exc:  # --help and --version print and exit 0
             sys.stdout.flush()
             return exc.code if isinstance(exc.code, int) else EXIT_OK
-        from dnnprov.problems.plausibility import reported as reported_warnings
+        from dnnprov.problems.validation.plausibility import reported as reported_warnings
 
         with reported_warnings(lambda text: _error(f"warning: {text}")):  # one line per plausibility warning
             code = args.run(args)

@@ -19,9 +19,9 @@ from typing import Any
 
 from dnnprov.dispatch import solve
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import checks as check
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.problems.validation import checks as check
 from dnnprov.result import Result, Status, finite_or_none
 
 Problem = SpotProblem | ServerlessProblem

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from dnnprov.cli.common import EXIT_INTERRUPTED, EXIT_NO_PLAN, EXIT_OK, check_time_limit, instance_path
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import checks as check
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.problems.validation import checks as check
 from dnnprov.progress import stop_on_signals, stop_requested
 
 

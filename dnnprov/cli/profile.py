@@ -35,7 +35,7 @@ from dnnprov.io.instances import embedded_instance, read_instance
 from dnnprov.io.paper import load_serverless_workload
 from dnnprov.json_files import read_json_file
 from dnnprov.models.predict import predict
-from dnnprov.problems.checks import MAX_QUOTA
+from dnnprov.problems.validation.checks import MAX_QUOTA
 
 EXIT_OK, EXIT_INFEASIBLE = 0, 1
 

@@ -241,7 +241,7 @@ def _traces(values: list[str]) -> dict[str, list[Trace]]:
 
 def _check_replay_options(args: argparse.Namespace) -> None:
     """``--join`` (finite, >= 0) and, where the command has it, ``--horizon`` (finite, >= 1), named as options."""
-    from dnnprov.problems import checks as check
+    from dnnprov.problems.validation import checks as check
 
     check.number("--join", args.join, minimum=0)
     if hasattr(args, "horizon"):

@@ -37,8 +37,8 @@ import numpy as np
 from dnnprov.control.cloud import PS_PORT, Cloud, Instance, LaunchOutcome, LaunchRequest
 from dnnprov.control.trainer import ProgressModel, Report
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import checks as check
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
+from dnnprov.problems.validation import checks as check
 from dnnprov.result import SpotPlan
 from dnnprov.revocation.policies import Holdings, Policy, View
 

@@ -281,7 +281,7 @@ class Simulation:
         replan_method: str = "exact",
         time_limit_s: float | None = None,
     ) -> None:
-        from dnnprov.problems import checks as check
+        from dnnprov.problems.validation import checks as check
         from dnnprov.revocation.pool_replay import TracePools
         from dnnprov.revocation.simulate import (
             POLICIES,

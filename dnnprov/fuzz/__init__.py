@@ -6,7 +6,7 @@ for ``enumerate`` to evaluate every plan, each claim can be checked. :func:`chec
 one instance both ways and returns a :class:`Finding` per broken claim; :func:`shrink`
 minimizes a failing instance greedily; :func:`write_finding` saves it as an instance
 file that ``dnnprov solve FILE`` reloads. The seeded instance families live in
-:mod:`dnnprov.fuzz.families` (:data:`FAMILIES` is re-exported here); :func:`instance`
+:mod:`dnnprov.fuzz.families.spot` (:data:`FAMILIES` is re-exported here); :func:`instance`
 builds one of them from its family name and seed.
 
 Tolerances: a cost counts as above the optimum beyond ``1e-6`` relative plus ``1e-9``
@@ -30,7 +30,7 @@ import numpy as np
 
 import dnnprov
 from dnnprov.errors import InvalidInputError
-from dnnprov.fuzz.families import FAMILIES, MAX_PLANS, Problem, draw, plan_cap
+from dnnprov.fuzz.families.spot import FAMILIES, MAX_PLANS, Problem, draw, plan_cap
 from dnnprov.io.instances import write_instance
 from dnnprov.models.serverless import ServerlessModel
 from dnnprov.models.spot import SpotModel

@@ -22,7 +22,7 @@ import numpy as np
 import dnnprov
 from dnnprov.errors import InvalidInputError
 from dnnprov.fuzz import Finding, evaluate_plan
-from dnnprov.fuzz.families import Problem
+from dnnprov.fuzz.families.spot import Problem
 from dnnprov.models.serverless import ServerlessModel
 from dnnprov.models.spot import SpotModel
 from dnnprov.problems.spot import SpotProblem

@@ -20,8 +20,6 @@ from typing import Any
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.json_files import read_json_file
-from dnnprov.problems import checks as check
-from dnnprov.problems.fields import build, check_keys, drop_none, mapping, set_field
 from dnnprov.problems.interruption import Interruption, from_advisor_bucket
 from dnnprov.problems.serverless import (
     ServerlessConstraints,
@@ -40,6 +38,8 @@ from dnnprov.problems.spot import (
     VcpuQuota,
     default_family,
 )
+from dnnprov.problems.validation import checks as check
+from dnnprov.problems.validation.fields import build, check_keys, drop_none, mapping, set_field
 
 
 @dataclass(frozen=True)

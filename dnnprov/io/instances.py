@@ -22,9 +22,9 @@ import jsonschema
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.json_files import MAX_DEPTH, MAX_FILE_BYTES, MAX_INTEGER_DIGITS, parse_json, read_json_file
-from dnnprov.problems.fields import unknown_field
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.problems.validation.fields import unknown_field
 
 __all__ = [
     "FORMATS",

@@ -25,9 +25,9 @@ from dnnprov.io.catalog import (
     load_spot_profile,
 )
 from dnnprov.io.instances import write_instance
-from dnnprov.problems.fields import build, check_keys, mapping
 from dnnprov.problems.serverless import ServerlessProblem, ServerlessWorkload
 from dnnprov.problems.spot import SpotPlatform, SpotProblem, SpotSLO
+from dnnprov.problems.validation.fields import build, check_keys, mapping
 
 Problem = SpotProblem | ServerlessProblem
 

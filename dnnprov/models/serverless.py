@@ -18,8 +18,8 @@ import numpy.typing as npt
 
 from dnnprov.models.side import OwnVariables
 from dnnprov.models.spot import within_budget
-from dnnprov.problems.domain import EDGE_SHARE, TOLERANCE
 from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.problems.validation.domain import EDGE_SHARE, TOLERANCE
 
 
 @dataclass(frozen=True)

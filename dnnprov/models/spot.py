@@ -16,8 +16,8 @@ import numpy.typing as npt
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.models.side import OwnVariables
-from dnnprov.problems.domain import EDGE_SHARE, NUMERATOR_SHARE, TOLERANCE, widen
 from dnnprov.problems.spot import SpotColumns, SpotProblem
+from dnnprov.problems.validation.domain import EDGE_SHARE, NUMERATOR_SHARE, TOLERANCE, widen
 
 #: The relative tolerance of the deadline T_obj and of the budget: a time or cost within it
 #: counts as meeting the limit (a cost computed to the last bit differently, say 95 ulps
@@ -274,7 +274,7 @@ class SpotModel:
         """The b_w interval and the |N| interval plans may use, after extrapolation.
 
         The b_w interval is capped where eq. (3)'s numerator keeps half its value at the
-        fitted edge (:func:`dnnprov.problems.domain.numerator_range`). Without a domain:
+        fitted edge (:func:`dnnprov.problems.validation.domain.numerator_range`). Without a domain:
         ``((0.0, inf), (1, None))``. The worker interval is also part of
         :meth:`admissible`; the b_w interval is checked by :meth:`evaluate`.
         """

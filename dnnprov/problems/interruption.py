@@ -29,8 +29,8 @@ import numpy as np
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.json_files import read_json_file
-from dnnprov.problems import checks as check
-from dnnprov.problems.fields import drop_none
+from dnnprov.problems.validation import checks as check
+from dnnprov.problems.validation.fields import drop_none
 
 HOURS_PER_MONTH = 730.0
 #: Spot Advisor bucket -> the monthly interruption share we take (the bucket midpoint;

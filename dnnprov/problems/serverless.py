@@ -7,9 +7,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import checks as check, plausibility
-from dnnprov.problems.domain import ServerlessDomain, as_domain
-from dnnprov.problems.fields import (
+from dnnprov.problems.validation import checks as check, plausibility
+from dnnprov.problems.validation.domain import ServerlessDomain, as_domain
+from dnnprov.problems.validation.fields import (
     build as _build,
     check_format,
     check_keys,
@@ -26,7 +26,7 @@ class ServerlessWorkload:
 
     Training rate ``R = rate_alpha * m + rate_beta`` (eq. 6, samples/s at ``m`` MB);
     storage bandwidth ``min(storage_alpha * m + storage_beta, B_s)`` (eq. 8, MB/s).
-    ``domain`` is where the profile holds (:class:`~dnnprov.problems.domain.ServerlessDomain`);
+    ``domain`` is where the profile holds (:class:`~dnnprov.problems.validation.domain.ServerlessDomain`);
     plans outside it are infeasible. ``None``: nothing enforced.
     """
 

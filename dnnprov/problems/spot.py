@@ -16,9 +16,10 @@ from typing import Any
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import checks as check, plausibility
-from dnnprov.problems.domain import SpotDomain, as_domain
-from dnnprov.problems.fields import (
+from dnnprov.problems.interruption import Interruption
+from dnnprov.problems.validation import checks as check, plausibility
+from dnnprov.problems.validation.domain import SpotDomain, as_domain
+from dnnprov.problems.validation.fields import (
     build as _build,
     check_format,
     check_keys,
@@ -27,7 +28,6 @@ from dnnprov.problems.fields import (
     mapping,
     set_field as _set,
 )
-from dnnprov.problems.interruption import Interruption
 
 MODELS = ("paper", "reference")
 LOSS_VARIANTS = ("cc", "no-cc")
@@ -239,7 +239,7 @@ class SpotWorkload:
     ``loss_variant`` ``"cc"`` is eq. (3) with the convergence coefficient R; ``"no-cc"``
     is the authors' code: ``j = (g2 b_w + g3) sqrt(K) / (L - g5) - g1`` (gamma_4 unused).
     ``estimated`` names the fields that were not published and were estimated.
-    ``domain`` is where the fit holds (:class:`~dnnprov.problems.domain.SpotDomain`); plans outside
+    ``domain`` is where the fit holds (:class:`~dnnprov.problems.validation.domain.SpotDomain`); plans outside
     it are infeasible. ``None``: no domain known, nothing is enforced.
     """
 

@@ -2,7 +2,7 @@
 
 λDNN publishes its Table 3 plans with measured times but not the sample count n_t nor the
 storage line B_f^s = alpha_2 m + beta_2 (eq. 8). :func:`calibrate_serverless` fits those
-with the profiler's least squares (:func:`dnnprov.profiling.loss.fit_with_errors`) on the
+with the profiler's least squares (:func:`dnnprov.profiling.fits.loss.fit_with_errors`) on the
 relative time errors of given plans, keeping the storage line inside the band the paper
 measured (one function reads 4-9 MB/s whatever its memory: the line's values at the
 smallest and largest memory are bounded to that band). Plans held out of the fit are
@@ -23,7 +23,7 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.models.predict import predict
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
-from dnnprov.profiling.loss import Estimate, fit_with_errors
+from dnnprov.profiling.fits.loss import Estimate, fit_with_errors
 
 #: One function's storage read rate the paper measured, MB/s (spec/serverless.md section 6).
 STORAGE_BAND_MB_S = (4.0, 9.0)

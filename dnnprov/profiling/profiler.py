@@ -4,8 +4,8 @@ Both papers' systems start by profiling: spotDNN fits its loss model (eq. 3) to 
 on clusters of 2, 4 and 7 workers and measures S_parm, B_req and the contention
 coefficients; λDNN profiles a few iterations per memory size to get its rate and storage
 lines and the minimum memory. This module reads such measurements
-(:mod:`dnnprov.profiling.readers`), fits them (:mod:`dnnprov.profiling.loss`,
-:mod:`dnnprov.profiling.timing`) and writes the results into the existing profile formats,
+(:mod:`dnnprov.profiling.readers`), fits them (:mod:`dnnprov.profiling.fits.loss`,
+:mod:`dnnprov.profiling.fits.timing`) and writes the results into the existing profile formats,
 with the fitted validity domain, every fitted number's standard error in the notes, and
 fitted fields removed from ``estimated``. See docs/profiler.md.
 """
@@ -21,17 +21,17 @@ from typing import Any
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalog import SpotWorkloadProfile
 from dnnprov.io.paper import SERVERLESS_WORKLOAD_FORMAT
-from dnnprov.problems.domain import ServerlessDomain, SpotDomain
 from dnnprov.problems.serverless import ServerlessWorkload
-from dnnprov.profiling.loss import Estimate, LossFit, fit_loss, leave_one_run_out, synthetic_log
-from dnnprov.profiling.readers import LossLog, read_loss_csv, read_tf_worker_logs, read_trainer_state
-from dnnprov.profiling.timing import (
+from dnnprov.problems.validation.domain import ServerlessDomain, SpotDomain
+from dnnprov.profiling.fits.loss import Estimate, LossFit, fit_loss, leave_one_run_out, synthetic_log
+from dnnprov.profiling.fits.timing import (
     ServerlessTimingFit,
     SpotTimingFit,
     fit_serverless_timing,
     fit_spot_timing,
     timing_kind,
 )
+from dnnprov.profiling.readers import LossLog, read_loss_csv, read_tf_worker_logs, read_trainer_state
 
 __all__ = [
     "LossFit",

@@ -26,7 +26,7 @@ import numpy as np
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.json_files import parse_json
-from dnnprov.problems.checks import MAX_BATCH, MAX_MAGNITUDE, MAX_WORKERS
+from dnnprov.problems.validation.checks import MAX_BATCH, MAX_MAGNITUDE, MAX_WORKERS
 
 COLUMNS = ("run", "workers", "batch_wa", "cc", "step", "loss")
 #: Rows skipped at the start and end of a worker log when averaging its s/batch (warm-up

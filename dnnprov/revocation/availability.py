@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import checks as check
 from dnnprov.problems.interruption import Trace, regain_times
+from dnnprov.problems.validation import checks as check
 
 SMOOTHING = 0.5
 MAX_CAP = 64

@@ -25,9 +25,9 @@ import numpy as np
 from dnnprov.errors import InvalidInputError
 from dnnprov.models.spot import SpotModel
 from dnnprov.models.training_progress import JOIN_OVERHEAD_S, progress_target
-from dnnprov.problems import checks as check
 from dnnprov.problems.interruption import Trace
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
+from dnnprov.problems.validation import checks as check
 from dnnprov.result import SpotPlan
 from dnnprov.revocation.availability import (
     AvailabilityModel,

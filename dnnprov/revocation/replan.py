@@ -43,8 +43,8 @@ from dnnprov.dispatch import solve
 from dnnprov.errors import InvalidInputError
 from dnnprov.json_files import read_json_file
 from dnnprov.models.spot import SpotModel
-from dnnprov.problems import checks as check
 from dnnprov.problems.spot import SpotProblem, check_existing
+from dnnprov.problems.validation import checks as check
 from dnnprov.result import Result, SpotPlan
 from dnnprov.revocation.policies import cheapest_first
 

@@ -32,7 +32,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.json_files import parse_json
-from dnnprov.problems.checks import short
+from dnnprov.problems.validation.checks import short
 from dnnprov.service.jobs import JobRunner, log_event
 from dnnprov.service.metrics import Metrics
 from dnnprov.service.middleware import ServiceMiddleware

@@ -19,9 +19,9 @@ from typing import Any
 from dnnprov import __version__
 from dnnprov.cloud.export import TARGETS
 from dnnprov.dispatch import METHODS
-from dnnprov.problems.checks import MAX_INTEGER, MAX_MAGNITUDE, MIN_POSITIVE
 from dnnprov.problems.interruption import MAX_TRACE_TICKS
 from dnnprov.problems.spot import MARKETS
+from dnnprov.problems.validation.checks import MAX_INTEGER, MAX_MAGNITUDE, MIN_POSITIVE
 from dnnprov.result import REASON_KINDS, Status
 from dnnprov.service.replay_tasks import MAX_TRACE_NAME
 from dnnprov.service.store import STATES
@@ -56,7 +56,7 @@ def _rewrite(value: Any, name: str) -> Any:
 
 
 def checked_rules(schema: Any) -> Any:
-    """``schema`` with the rules every field check applies (:mod:`dnnprov.problems.checks`) written in.
+    """``schema`` with the rules every field check applies (:mod:`dnnprov.problems.validation.checks`) written in.
 
     ``check.number`` refuses magnitudes above ``MAX_MAGNITUDE`` and, for a positive quantity
     (``exclusiveMinimum: 0``), values below ``MIN_POSITIVE``; ``check.integer`` refuses

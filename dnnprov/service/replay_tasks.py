@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import checks as check
 from dnnprov.problems.interruption import Trace, trace_from_dict
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.problems.validation import checks as check
 from dnnprov.service.tasks import Task, _fields, _time_limit, instance, kill_after
 
 #: Longest ``name`` of an inline trace.

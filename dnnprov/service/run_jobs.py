@@ -47,8 +47,8 @@ from dnnprov.control.api import (
 from dnnprov.control.loop import RunSettings
 from dnnprov.control.record import RunRecord
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import checks as check
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.problems.validation import checks as check
 from dnnprov.service.jobs import log_event
 from dnnprov.service.store import Store
 from dnnprov.service.tasks import Task, _fields, instance

@@ -20,8 +20,8 @@ from typing import Any
 from dnnprov.dispatch import METHODS
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import Problem, problem_from_dict, read_instance
-from dnnprov.problems import checks as check
 from dnnprov.problems.spot import MARKETS, SpotProblem, VcpuQuota
+from dnnprov.problems.validation import checks as check
 from dnnprov.result import SpotPlan
 
 #: The kinds of work, one per endpoint that solves.

@@ -71,7 +71,7 @@ def profile(
     launcher: Launcher | None = None,
 ) -> Profile:
     """Run each profiling cluster to ``stop_loss`` and fit eq. (3) and the timings."""
-    from dnnprov.profiling.loss import fit_loss
+    from dnnprov.profiling.fits.loss import fit_loss
     from dnnprov.profiling.profiler import read_loss_logs
 
     launcher = launcher or Launcher()

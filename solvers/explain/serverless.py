@@ -22,8 +22,8 @@ from dnnprov.solvers.search.enumeration import ChunkSizer
 from dnnprov.errors import InvalidInputError
 from dnnprov.models.serverless import ServerlessModel, ServerlessSideRows
 from dnnprov.models.spot import within_budget
-from dnnprov.problems import checks as check
 from dnnprov.problems.serverless import ServerlessProblem
+from dnnprov.problems.validation import checks as check
 from dnnprov.progress import Clock
 from dnnprov.result import Reason, ServerlessPlan, Status
 

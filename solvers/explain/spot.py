@@ -20,8 +20,8 @@ from dnnprov.solvers.search.enumeration import ChunkSizer, decode_counts, spot_s
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.models.spot import SideRows, SpotModel, within_budget
-from dnnprov.problems import checks as check
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.problems.validation import checks as check
 from dnnprov.progress import Clock
 from dnnprov.result import Reason, SpotPlan, Status
 

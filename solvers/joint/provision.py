@@ -112,9 +112,9 @@ from dnnprov.solvers.outcome import serverless_result, spot_result
 from dnnprov.errors import InvalidInputError
 from dnnprov.models.serverless import ServerlessModel
 from dnnprov.models.spot import SpotModel
-from dnnprov.problems.checks import number as checked_number
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.problems.validation.checks import number as checked_number
 from dnnprov.progress import Clock, stop_requested
 from dnnprov.result import Reason, Result, Status, finite_or_none
 

@@ -78,8 +78,8 @@ from scipy.special import pdtr  # P(Poisson(mean) <= k); scipy.stats would add a
 from dnnprov.errors import InvalidInputError
 from dnnprov.models.spot import SpotModel
 from dnnprov.models.training_progress import JOIN_OVERHEAD_S, progress_speed, require_paper_model
-from dnnprov.problems import checks as check
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.problems.validation import checks as check
 from dnnprov.progress import Clock
 from dnnprov.result import Result, SpotPlan, Status
 

@@ -82,8 +82,8 @@ from dnnprov.solvers.search.enumeration import CHUNK, decode_counts, spot_space_
 from dnnprov.errors import InvalidInputError
 from dnnprov.models.spot import SpotModel, row_dot
 from dnnprov.models.training_progress import JOIN_OVERHEAD_S, progress_speed, require_paper_model
-from dnnprov.problems import checks as check
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.problems.validation import checks as check
 from dnnprov.progress import Clock
 from dnnprov.result import Result, Status
 

@@ -33,8 +33,8 @@ from dnnprov.solvers.spot.lp import LpBounds
 from dnnprov.solvers.spot.side import SideColumns
 
 from dnnprov.models.spot import SideRows, SpotModel
-from dnnprov.problems.domain import TOLERANCE as DOMAIN_TOLERANCE
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.problems.validation.domain import TOLERANCE as DOMAIN_TOLERANCE
 from dnnprov.progress import Clock
 
 DEADLINE_RELAXATION = 1e-9  # the model accepts T <= T_obj (1 + 1e-12): never cut such plans

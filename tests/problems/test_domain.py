@@ -19,7 +19,7 @@ from conftest import spot_space
 import dnnprov
 from dnnprov.io.catalog import embedded_path
 from dnnprov.io.instances import schema
-from dnnprov.problems.domain import numerator_range
+from dnnprov.problems.validation.domain import numerator_range
 from dnnprov.result import Status
 
 SHIPPED = ["esperberto", "inception-v3", "resnet110-paper", "resnet110-reference", "vgg19"]
@@ -259,7 +259,7 @@ def test_enforced_iteration_cap_keeps_milp_exact(make_random_spot, seed):
 
 def test_the_loss_fit_records_the_logged_losses_and_steps():
     """fit-loss writes the loss/iteration axis: the range of the losses and steps it was given."""
-    from dnnprov.profiling.loss import fit_loss
+    from dnnprov.profiling.fits.loss import fit_loss
     from dnnprov.profiling.readers import LossLog
 
     truth = dict(gamma_1=300.0, gamma_2=-0.2, gamma_3=2500.0, gamma_4=0.1, gamma_5=0.5)

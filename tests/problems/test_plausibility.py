@@ -15,7 +15,7 @@ from dnnprov.batch.sweep import sweep
 from dnnprov.cli import main
 from dnnprov.errors import PlausibilityWarning
 from dnnprov.io.instances import problem_from_dict
-from dnnprov.problems import plausibility
+from dnnprov.problems.validation import plausibility
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "data"

@@ -12,10 +12,10 @@ import pytest
 
 from dnnprov.cli import main
 from dnnprov.errors import InvalidInputError, ProfileWarning
-from dnnprov.profiling.loss import fit_loss, synthetic_log
+from dnnprov.profiling.fits.loss import fit_loss, synthetic_log
+from dnnprov.profiling.fits.timing import fit_spot_timing, synthetic_spot_timing
+from dnnprov.profiling.fits.uncertainty import fit_least_squares, t_interval
 from dnnprov.profiling.readers import read_trainer_state
-from dnnprov.profiling.timing import fit_spot_timing, synthetic_spot_timing
-from dnnprov.profiling.uncertainty import fit_least_squares, t_interval
 
 TRUE = {"gamma_1": 876.5, "gamma_2": -0.2, "gamma_3": 2507.6, "gamma_4": 1.0, "gamma_5": 0.5}
 CLUSTERS = [(1024, 0.71, 2), (2048, 0.80, 4), (3000, 0.90, 7), (1536, 0.55, 2), (4096, 0.85, 7), (1200, 0.87, 4)]

@@ -36,7 +36,7 @@ from dnnprov.cloud.export.plan import (
 )
 from dnnprov.cloud.export.skypilot import SkyPilotCatalog, SkyPilotOptions, skypilot_files, skypilot_tasks
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import checks as check
+from dnnprov.problems.validation import checks as check
 
 __all__ = [
     "CALLS_FORMAT",

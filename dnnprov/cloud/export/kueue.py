@@ -45,7 +45,7 @@ from dnnprov.cloud.export.names import (
 from dnnprov.cloud.export.placement import plan_region, region_pools, split
 from dnnprov.cloud.export.plan import PlanDocument, dump_yaml, hardware, split_label
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import checks as check
+from dnnprov.problems.validation import checks as check
 
 KUEUE_APIS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
 KUEUE_API = KUEUE_APIS[0]  # served from Kueue 0.15, the storage version from 0.16; v1beta1 on request

@@ -26,9 +26,9 @@ from dnnprov.io.catalog import Catalog
 from dnnprov.io.instances import problem_from_dict
 from dnnprov.json_files import read_json_file
 from dnnprov.models.spot import SpotModel
-from dnnprov.problems import checks as check
 from dnnprov.problems.serverless import ServerlessPlatform, ServerlessProblem
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotPlatform, SpotProblem
+from dnnprov.problems.validation import checks as check
 from dnnprov.result import Result
 
 PLAN_FORMAT = "dnnprov/plan"

@@ -23,7 +23,7 @@ from dnnprov.cloud.export.names import UniqueNames, skypilot_name
 from dnnprov.cloud.export.placement import check_region, plan_region, region_pools, split
 from dnnprov.cloud.export.plan import PlanDocument, dump_yaml, hardware, split_label
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import checks as check
+from dnnprov.problems.validation import checks as check
 
 #: Where SkyPilot keeps its AWS catalog (schema v8, SkyPilot 0.10 and later).
 DEFAULT_CATALOG = Path("~/.sky/catalogs/v8/aws/vms.csv")

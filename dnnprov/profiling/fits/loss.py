@@ -8,7 +8,7 @@ of gamma_1 and gamma_4 solving that linear least-squares problem (no starting gu
 needed), then polishes all free coefficients together with
 :func:`scipy.optimize.least_squares`, reweighted by a power of the fitted loss
 (:data:`WEIGHTINGS`). Standard errors come from
-:func:`dnnprov.profiling.uncertainty.fit_least_squares`: the larger of the classical and
+:func:`dnnprov.profiling.fits.uncertainty.fit_least_squares`: the larger of the classical and
 the HC3 sandwich error, NaN where the Jacobian is rank-deficient, inflated for the
 residuals' lag-1 autocorrelation within runs, with 95 % t-intervals.
 
@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 
 from dnnprov.errors import InvalidInputError, ProfileWarning
-from dnnprov.problems.domain import SpotDomain
 from dnnprov.problems.spot import LOSS_VARIANTS
+from dnnprov.problems.validation.domain import SpotDomain
+from dnnprov.profiling.fits.uncertainty import MAX_EVALUATIONS, fit_least_squares
 from dnnprov.profiling.readers import LossLog
-from dnnprov.profiling.uncertainty import MAX_EVALUATIONS, fit_least_squares
 
 PARAMS = ("gamma_1", "gamma_2", "gamma_3", "gamma_4", "gamma_5")
 #: gamma_4 values scanned before polishing (gamma_4 >= 0).
@@ -151,7 +151,7 @@ def fit_with_errors(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The profiler's least squares: (x, standard errors, residuals) of ``min |residual(x)|^2``.
 
-    :func:`dnnprov.profiling.uncertainty.fit_least_squares` with the classical covariance
+    :func:`dnnprov.profiling.fits.uncertainty.fit_least_squares` with the classical covariance
     cov = s^2 (J^T J)^-1, s^2 = SSR / (points - free coefficients). A coefficient at a
     bound, one the data cannot determine (rank-deficient Jacobian), or without spare
     points gets NaN as its standard error.
@@ -339,7 +339,7 @@ def fit_loss(log: LossLog, variant: str = "cc", weighting: str = "auto") -> Loss
 
     ``weighting`` is one of :data:`WEIGHTINGS`. Standard errors: sandwich covariance,
     inflated for the residuals' lag-1 autocorrelation within runs, with 95 % t-intervals
-    (:mod:`dnnprov.profiling.uncertainty`). Every warning is also issued as a
+    (:mod:`dnnprov.profiling.fits.uncertainty`). Every warning is also issued as a
     :class:`dnnprov.errors.ProfileWarning`.
     """
     if variant not in LOSS_VARIANTS:

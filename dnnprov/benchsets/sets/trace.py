@@ -20,7 +20,7 @@ from dnnprov.benchsets.common import (
     _sig,
     resolve_shared_data,
 )
-from dnnprov.benchsets.small import _best_epoch_time, _serverless_workload
+from dnnprov.benchsets.sets.small import _best_epoch_time, _serverless_workload
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.serverless import ServerlessProblem
 

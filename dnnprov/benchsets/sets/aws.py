@@ -31,8 +31,8 @@ from dnnprov.benchsets.common import (
     resolve_shared_data,
     workload_gpu_profiles,
 )
-from dnnprov.benchsets.large import _target_deadline
-from dnnprov.benchsets.small import _space
+from dnnprov.benchsets.sets.large import _target_deadline
+from dnnprov.benchsets.sets.small import _space
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalog_import import ADVISOR_FILE, BUCKETS, import_shared_data
 from dnnprov.problems.spot import (

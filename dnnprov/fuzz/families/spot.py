@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.fuzz.ranges import (
+from dnnprov.fuzz.families.ranges import (
     BANDWIDTH_RANGE,
     COMPUTE_TIME_RANGE,
     PARAM_SIZE_RANGE,
@@ -33,7 +33,7 @@ from dnnprov.fuzz.ranges import (
     PRICE_RANGE,
     log_uniform,
 )
-from dnnprov.fuzz.serverless_families import serverless_family, serverless_mixed
+from dnnprov.fuzz.families.serverless import serverless_family, serverless_mixed
 from dnnprov.io.instances import embedded_instance, read_instance
 from dnnprov.models.spot import SpotModel
 from dnnprov.problems.serverless import ServerlessProblem

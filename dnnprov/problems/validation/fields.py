@@ -8,7 +8,7 @@ from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems.checks import short
+from dnnprov.problems.validation.checks import short
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance

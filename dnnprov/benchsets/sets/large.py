@@ -22,7 +22,7 @@ from dnnprov.benchsets.common import (
     _up,
     greedy_curve,
 )
-from dnnprov.benchsets.small import _loss_coefficients, _space
+from dnnprov.benchsets.sets.small import _loss_coefficients, _space
 from dnnprov.models.spot import SpotModel
 from dnnprov.problems.spot import (
     InstanceType,

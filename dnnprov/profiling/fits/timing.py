@@ -36,7 +36,7 @@ from typing import Any, TypedDict
 import numpy as np
 
 from dnnprov.errors import InvalidInputError, ProfileWarning
-from dnnprov.problems.checks import (
+from dnnprov.problems.validation.checks import (
     MAX_BATCH,
     MAX_FUNCTIONS,
     MAX_GPUS,
@@ -45,9 +45,9 @@ from dnnprov.problems.checks import (
     MAX_PS_COUNT,
     MAX_WORKERS,
 )
-from dnnprov.profiling.loss import Estimate
+from dnnprov.profiling.fits.loss import Estimate
+from dnnprov.profiling.fits.uncertainty import t_interval
 from dnnprov.profiling.readers import csv_rows
-from dnnprov.profiling.uncertainty import t_interval
 
 SPOT_COLUMNS = ("run", "type", "gpus", "workers", "ps", "batch_per_gpu", "iteration_s", "comm_s")
 SERVERLESS_COLUMNS = ("run", "memory_mb", "functions", "samples_per_s", "storage_mb_s", "failed")

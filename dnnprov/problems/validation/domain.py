@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems import checks as check
-from dnnprov.problems.fields import check_keys, drop_none, mapping, set_field
+from dnnprov.problems.validation import checks as check
+from dnnprov.problems.validation.fields import check_keys, drop_none, mapping, set_field
 
 #: Relative tolerance of the b_w and memory bounds (float round-off of eq. 4).
 TOLERANCE = 1e-9

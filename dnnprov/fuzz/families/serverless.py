@@ -1,4 +1,4 @@
-"""Seeded serverless instances for the certificate fuzzer (registered in :mod:`dnnprov.fuzz.families`)."""
+"""Seeded serverless instances for the certificate fuzzer (registered in :mod:`dnnprov.fuzz.families.spot`)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from dnnprov.fuzz.ranges import BANDWIDTH_RANGE, PARAM_SIZE_RANGE, PLAN_TRIES, PRICE_RANGE, log_uniform
+from dnnprov.fuzz.families.ranges import BANDWIDTH_RANGE, PARAM_SIZE_RANGE, PLAN_TRIES, PRICE_RANGE, log_uniform
 from dnnprov.models.serverless import ServerlessModel
-from dnnprov.problems.domain import ServerlessDomain
 from dnnprov.problems.serverless import ServerlessConstraints, ServerlessPlatform, ServerlessProblem, ServerlessWorkload
+from dnnprov.problems.validation.domain import ServerlessDomain
 
 
 def serverless_instance(
