@@ -37,7 +37,7 @@ from dnnprov.solvers.spot.exact import CELL_ENUMERATION, SpotDecomposition
 from dnnprov.models.spot import SpotEvaluation, SpotModel
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.progress import Clock, SolverLog
-from dnnprov.result import Result, SpotPlan, Status
+from dnnprov.result import Result
 
 #: ``judge(counts, ps, nominal) -> (admissible, objective)`` for plans that may become the incumbent.
 Judge = Callable[[np.ndarray, np.ndarray, SpotEvaluation], tuple[np.ndarray, np.ndarray]]
@@ -324,54 +324,6 @@ def decompose(
     search.model = cast(SpotModel, judged)  # JudgedModel stands in for it (attributes forwarded)
     result = search.run(None)
     return result, {**search.stats, "plans_judged": judged.judged, "method": "decompose"}
-
-
-def _plan_counts(model: SpotModel, result: Result) -> np.ndarray | None:
-    if not isinstance(result.plan, SpotPlan):
-        return None
-    return np.array([result.plan.counts.get(label, 0) for label in model.columns.labels], dtype=np.int64)
-
-
-def decompose_robust(
-    problem: SpotProblem,
-    model: SpotModel,
-    k: int,
-    overhead_s: float,
-    replaced: bool,
-    delays: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
-    clock: Clock,
-) -> Result:
-    """``--robust K`` by the decomposition: the cheapest K-robust plan, or the bound at the limit."""
-    from dnnprov.solvers.revocation.robust import robust_result
-
-    limit = problem.slo.time_s * (1 + 1e-12)
-
-    def judge(counts: np.ndarray, ps: np.ndarray, nominal: SpotEvaluation) -> tuple[np.ndarray, np.ndarray]:
-        delay, _ = delays(counts, ps)
-        return nominal.time_s + delay <= limit, nominal.cost
-
-    result, stats = decompose(problem, judge, clock, robust_outage(problem, k, overhead_s, replaced))
-    counts = _plan_counts(model, result)
-    ps = result.plan.ps if result.plan is not None else 1
-    if result.status is Status.OPTIMAL:
-        message = "cheapest robust plan, proven by the spot decomposition"
-    elif result.status is Status.INFEASIBLE:
-        message = f"proven: no plan meets T_obj under {k} revocations"
-    else:
-        message = result.message
-    return robust_result(
-        model,
-        counts,
-        ps,
-        k,
-        overhead_s,
-        replaced,
-        result.status,
-        clock,
-        bound=result.bound if result.bound is not None else 0.0,
-        message=message,
-        stats=stats,
-    )
 
 
 def robust_outage(problem: SpotProblem, k: int, overhead_s: float, replaced: bool) -> float:
