@@ -384,17 +384,14 @@ class SpotDecomposition:
         """
         seed_at = self.clock.started + SEED_AT * self.clock.limit_s
         ceiling = self.cost_ceiling()
-        self.bounds.threshold = min(
-            self.incumbents.best_cost / (1 + self.gap), ceiling
-        )  # the gap only discounts a real incumbent
+        # the gap only discounts a real incumbent
+        self.bounds.threshold = min(self.incumbents.best_cost / (1 + self.gap), ceiling)
         first = self.tail(self.worker_range()[0])
         heap = [first] if first is not None else []
         limited = False
         children: list[Cell] | None
         while heap:
-            self.bounds.threshold = min(
-                self.incumbents.best_cost / (1 + self.gap), ceiling
-            )  # the gap only discounts a real incumbent
+            self.bounds.threshold = min(self.incumbents.best_cost / (1 + self.gap), ceiling)
             cell = heap[0]
             if cell.bound >= self.bounds.threshold:
                 break
@@ -502,12 +499,8 @@ class SpotDecomposition:
             if secant is not None:
                 bound = max(bound, secant[0] + secant[1] * v)
             # the Q chord's share of the looseness (a narrower Q range tightens it), and the rest
-            ideal, curve, square, q_mid = (
-                bound,
-                self.bounds.cc.cc_square_curve(cell),
-                self.bounds.cc.cc_square_secant(cell),
-                None,
-            )
+            curve, square = self.bounds.cc.cc_square_curve(cell), self.bounds.cc.cc_square_secant(cell)
+            ideal, q_mid = bound, None
             if curve is not None and square is not None:
                 ideal = max(bound, curve[0](q))
                 bound = max(bound, square[0] + square[1] * q)
