@@ -4,8 +4,9 @@
     .venv/bin/python benchmarks/bnb_nodes.py FILE[,FILE...] --trees before=DIR,after=. --replay
 
 Without ``--replay``: each tree solves each file (``milp``, fresh interpreter, trees alternating
-as in ``tail_ab.py``); one line per solve: status, cost, CPU s, LPs, MILPs, and the calls, nodes
-(HiGHS LP solves) and CPU s inside ``highs_driver.verified_milp_bound``. The trees' searches
+as in ``tail_ab.py``); one line per solve: status, cost, bound, CPU s, the search's LPs, MILPs,
+cells, nodes (cells popped), evaluations and splits, and the calls, nodes (HiGHS LP solves) and
+CPU s inside ``highs_driver.verified_milp_bound``. The trees' searches
 differ once one finds another plan, so ``--replay`` also compares identical searches: the
 arguments of every ``verified_milp_bound`` call of the files' solves on the first tree are
 recorded, then each tree re-runs exactly those searches (a fresh Highs holding the relaxation,
@@ -74,8 +75,11 @@ total = time.process_time() - started
 if mode == "record":
     with open(record, "ab") as out:
         pickle.dump(calls, out)
-print(f"{result.status.value} {result.cost} cpu {total:.2f} lps {result.stats.get('lps')} "
-      f"milps {result.stats.get('milps')} bnb calls {sum(outcomes.values())} nodes {nodes[0]} bnb-cpu {cpu[0]:.2f}")
+stats = result.stats
+print(f"{result.status.value} {result.cost} bound {result.bound} cpu {total:.2f} lps {stats.get('lps')} "
+      f"milps {stats.get('milps')} cells {stats.get('cells')} search-nodes {stats.get('nodes')} "
+      f"evaluations {stats.get('evaluations')} splits {stats.get('splits')} "
+      f"bnb calls {sum(outcomes.values())} nodes {nodes[0]} bnb-cpu {cpu[0]:.2f}")
 """
 )
 

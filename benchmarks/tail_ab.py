@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/tail_ab.py FILE[,FILE...] [--variants base,new] [--time-limit S] [--repeat N]
     .venv/bin/python benchmarks/tail_ab.py FILE[,FILE...] --trees before=DIR,after=. [--repeat N]
 
-``--variants``: ``new`` is the solver as it is; ``base`` replaces ``CellBounds.cc_square_secant``
+``--variants``: ``new`` is the solver as it is; ``base`` replaces ``CcBounds.cc_square_secant``
 (the deadline row with R's growth in Q) by ``None`` and ``CellBounds.fast_ratio`` by 0 and sets
 the split tolerance back to 1e-3, which is the search before issue 19 but for two changes that
 prove nothing new (``refine`` measuring CC looseness against the best bound, cells dropped at
@@ -58,16 +58,16 @@ print(f"{result.status.value} {result.cost} cpu {time.process_time() - started:.
 
 def use(variant: str) -> None:
     """Switch the issue 19 bounds on (``new``) or off (``base``) in this process."""
-    from dnnprov.solvers.spot import bounds as spot_bounds, exact as spot_exact
+    from dnnprov.solvers.spot import bounds as spot_bounds, cc as spot_cc, exact as spot_exact
 
     if not hasattr(use, "new"):
         use.new = {
-            "cc_square_secant": spot_bounds.CellBounds.cc_square_secant,
+            "cc_square_secant": spot_cc.CcBounds.cc_square_secant,
             "fast_ratio": spot_bounds.CellBounds.fast_ratio,
             "split": spot_exact.SPLIT_TOLERANCE,
         }
     base = variant == "base"
-    spot_bounds.CellBounds.cc_square_secant = (lambda self, cell: None) if base else use.new["cc_square_secant"]
+    spot_cc.CcBounds.cc_square_secant = (lambda self, cell: None) if base else use.new["cc_square_secant"]
     spot_bounds.CellBounds.fast_ratio = (lambda self, cell: 0.0) if base else use.new["fast_ratio"]
     spot_exact.SPLIT_TOLERANCE = 1e-3 if base else use.new["split"]
 

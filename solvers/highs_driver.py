@@ -63,6 +63,17 @@ class MilpSolution:
     x: np.ndarray | None
     objective: float
     dual_bound: float
+    #: an LP's row duals as HiGHS gave them (unverified: a caller derives its own bound from them)
+    row_dual: np.ndarray | None = None
+
+
+def milp_status(status: highspy.HighsModelStatus) -> MilpStatus:
+    """HiGHS's model status in the driver's terms (its word only: nothing here is verified)."""
+    if status == highspy.HighsModelStatus.kOptimal:
+        return MilpStatus.OPTIMAL
+    if status == highspy.HighsModelStatus.kInfeasible:
+        return MilpStatus.INFEASIBLE
+    return MilpStatus.LIMIT if status == highspy.HighsModelStatus.kTimeLimit else MilpStatus.ERROR
 
 
 @contextlib.contextmanager

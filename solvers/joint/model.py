@@ -22,7 +22,9 @@ from dnnprov.solvers.highs_driver import (
     TINY,
     UNIT_ROUNDOFF,
     MilpSolution,
+    MilpStatus,
     SparseRows,
+    milp_status,
     new_highs,
     safe_dual_bound,
     solve_milp,
@@ -73,14 +75,15 @@ class ColumnModel:
 
     def solve(
         self, subset: np.ndarray | None = None, *, integer: bool, time_limit_s: float = math.inf, gap: float = 0.0
-    ) -> dict[str, Any]:
-        """Solve the LP (``integer=False``) or the MILP over the columns ``subset`` (default: all).
+    ) -> MilpSolution:
+        """Solve the LP (``integer=False``) or the MILP over the columns ``subset`` (default: all), unverified.
 
-        Returns a dict with ``status`` (a HiGHS model status), ``x`` (full length, zeros
-        outside ``subset``), ``objective`` (recomputed from ``x``), ``dual_bound`` and, for
-        the LP, ``row_dual``. No start solution is passed: with presolve on, HiGHS 1.16
-        returned the start vector while reporting a better objective (seen on a 15-column
-        instance), so the MILP runs cold and its objective is checked against its vector.
+        The answer's ``status`` is HiGHS's word (:func:`milp_status`), ``x`` is full length
+        (zeros outside ``subset``), ``objective`` is recomputed from ``x``, ``dual_bound`` is
+        ``-inf`` (nothing here is verified: :meth:`verified_solve` and :meth:`lagrangian` are),
+        and an optimal LP carries its ``row_dual``. No start solution is passed: with presolve
+        on, HiGHS 1.16 returned the start vector while reporting a better objective (seen on a
+        15-column instance), so the MILP runs cold.
         """
         idx = np.arange(len(self.cost)) if subset is None else np.asarray(subset, dtype=np.int64)
         a = self.matrix[:, idx]
@@ -111,27 +114,15 @@ class ColumnModel:
         if gap:
             h.setOptionValue("mip_rel_gap", float(gap))  # incumbents only; the final MILP keeps 0
         h.run()
-        status = h.getModelStatus()
-        info = h.getInfo()
-        has_x = info.primal_solution_status == 2  # kSolutionStatusFeasible
-        x = np.zeros(len(self.cost))
-        out: dict[str, Any] = {"status": status, "x": None, "objective": math.inf, "dual_bound": -math.inf}
-        if has_x:
+        status = milp_status(h.getModelStatus())
+        x = None
+        if h.getInfo().primal_solution_status == 2:  # kSolutionStatusFeasible
+            x = np.zeros(len(self.cost))
             x[idx] = np.array(h.getSolution().col_value)
-            out["x"] = x
-            out["objective"] = float(self.cost @ x)
-            reported = float(info.objective_function_value)
-            out["consistent"] = abs(out["objective"] - reported) <= 1e-7 * max(1.0, abs(reported))
-        if integer:
-            infeasible = status == highspy.HighsModelStatus.kInfeasible
-            out["dual_bound"] = math.inf if infeasible else float(info.mip_dual_bound)
-            out["nodes"] = int(info.mip_node_count)
-        elif status == highspy.HighsModelStatus.kOptimal:
-            out["row_dual"] = np.array(h.getSolution().row_dual)
-            out["dual_bound"] = out["objective"]
-        return out
+        row_dual = np.array(h.getSolution().row_dual) if not integer and status is MilpStatus.OPTIMAL else None
+        return MilpSolution(status, x, float(self.cost @ x) if x is not None else math.inf, -math.inf, row_dual)
 
-    def solve_lp(self, *, time_limit_s: float = math.inf) -> dict[str, Any]:
+    def solve_lp(self, stats: dict[str, Any], *, time_limit_s: float = math.inf) -> MilpSolution:
         """The LP relaxation over all columns by column generation (``solve`` with ``integer=False`` on big sets).
 
         A restricted LP holds each job's cheapest column and one artificial column per
@@ -140,7 +131,8 @@ class ColumnModel:
         negative one, until none is negative: then the restricted optimum is the full LP's
         (HiGHS re-solves from the previous basis after ``addCols``). If artificials stay
         positive (the LP may be infeasible, or ``BIG_M`` too small) or the limit strikes,
-        the result has no ``row_dual`` and the caller solves the full LP instead.
+        the result has no ``row_dual`` and the caller solves the full LP instead. ``stats`` gets
+        ``lp_rounds`` and ``lp_columns`` (the columns of the last restricted LP; ``None`` without one).
         One-of-k rows by the thousand made HiGHS's dual simplex slow on the full LP and
         interior point slow on jobs with a thousand columns each; the restricted LPs are
         small either way.
@@ -194,16 +186,17 @@ class ColumnModel:
             order.append(columns)
 
         add(self.initial_columns())
-        rounds = 0
+        stats["lp_rounds"], stats["lp_columns"] = 0, None
         while True:
-            rounds += 1
+            stats["lp_rounds"] += 1
             remaining = time_limit_s - (time.perf_counter() - started)
             if remaining <= 0:
-                return {"status": highspy.HighsModelStatus.kTimeLimit, "x": None, "rounds": rounds}
+                return MilpSolution(MilpStatus.LIMIT, None, math.inf, -math.inf)
             h.setOptionValue("time_limit", max(remaining, 0.01) if math.isfinite(remaining) else highspy.kHighsInf)
             h.run()
-            if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-                return {"status": h.getModelStatus(), "x": None, "rounds": rounds}
+            status = milp_status(h.getModelStatus())
+            if status is not MilpStatus.OPTIMAL:
+                return MilpSolution(status, None, math.inf, -math.inf)
             row_dual = np.array(h.getSolution().row_dual)
             reduced = self.cost - row_dual[:j_count][self.job_of] - shared_t @ row_dual[j_count:]
             reduced[in_lp] = np.inf
@@ -213,20 +206,12 @@ class ColumnModel:
                 break
             add(entering)
         values = np.array(h.getSolution().col_value)
-        if values[:r_count].max(initial=0.0) > 1e-9:
-            return {"status": highspy.HighsModelStatus.kNotset, "x": None, "rounds": rounds}
+        if values[:r_count].max(initial=0.0) > 1e-9:  # artificials in use: no answer for the full LP
+            return MilpSolution(MilpStatus.ERROR, None, math.inf, -math.inf)
         x = np.zeros(n)
         x[np.concatenate(order)] = values[r_count:]
-        objective = float(self.cost @ x)
-        return {
-            "status": highspy.HighsModelStatus.kOptimal,
-            "x": x,
-            "objective": objective,
-            "dual_bound": objective,
-            "row_dual": row_dual,
-            "rounds": rounds,
-            "lp_columns": int(in_lp.sum()),
-        }
+        stats["lp_columns"] = int(in_lp.sum())
+        return MilpSolution(MilpStatus.OPTIMAL, x, float(self.cost @ x), -math.inf, row_dual)
 
     def initial_columns(self) -> np.ndarray:
         """Each job's cheapest column and, per shared row, its cheapest column using the least of it.
@@ -367,8 +352,3 @@ class ColumnModel:
     def usage(self, picked: np.ndarray) -> np.ndarray:
         """Total use of every shared row by the chosen columns."""
         return np.asarray(self.matrix[self.jobs :, picked].sum(axis=1)).ravel()
-
-
-def h_status(status: highspy.HighsModelStatus) -> str:
-    """A HiGHS model status in words."""
-    return str(status).split(".")[-1].removeprefix("k").lower()

@@ -89,7 +89,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import highspy
 import numpy as np
 from dnnprov.formulations.joint import JobColumns
 from dnnprov.solvers.explain.infeasibility import explain
@@ -106,7 +105,7 @@ from dnnprov.solvers.joint.columns import (
     serverless_columns,
     spot_columns,
 )
-from dnnprov.solvers.joint.model import ColumnModel, h_status
+from dnnprov.solvers.joint.model import ColumnModel
 from dnnprov.solvers.outcome import serverless_result, spot_result
 
 from dnnprov.errors import InvalidInputError
@@ -359,16 +358,14 @@ def solve_columns(
     model = ColumnModel.build(columns, shared)
     stats["shared_rows"] = len(model.row_names)
     t0 = time.perf_counter()
-    lp: dict[str, Any] = {}
+    lp = MilpSolution(MilpStatus.LIMIT, None, math.inf, -math.inf)  # no LP solved (yet)
     if model.jobs <= PRICING_MAX_JOBS:
-        lp = model.solve_lp(time_limit_s=deadline - time.perf_counter())
-        stats["lp_rounds"] = lp.get("rounds")
-        stats["lp_columns"] = lp.get("lp_columns")
-    if "row_dual" not in lp and time.perf_counter() < deadline:
+        lp = model.solve_lp(stats, time_limit_s=deadline - time.perf_counter())
+    if lp.row_dual is None and time.perf_counter() < deadline:
         lp = model.solve(integer=False, time_limit_s=deadline - time.perf_counter())  # the full LP
         stats["lp_full"] = True
     stats["lp_seconds"] = time.perf_counter() - t0
-    if lp["status"] == highspy.HighsModelStatus.kInfeasible:
+    if lp.status is MilpStatus.INFEASIBLE:
         # HiGHS's word is no proof: only a verified Farkas certificate of the full LP is.
         check = model.verified_solve(integer=False, time_limit_s=deadline - time.perf_counter())
         if check.status is MilpStatus.INFEASIBLE:
@@ -389,16 +386,15 @@ def solve_columns(
             "HiGHS reported the LP relaxation infeasible but no certificate verified",
             stats=stats,
         )
-    if "row_dual" not in lp:
-        return ColumnSolution(
-            Status.LIMIT, None, None, None, f"the LP relaxation ended {h_status(lp['status'])}", stats=stats
-        )
-    bound, delta = model.lagrangian(lp["row_dual"])  # verified: bound <= L*, delta <= delta*
-    stats["lp_objective"] = lp["objective"]
+    if lp.row_dual is None or lp.x is None:
+        ended = "at the time limit" if lp.status is MilpStatus.LIMIT else "without an answer from HiGHS"
+        return ColumnSolution(Status.LIMIT, None, None, None, f"the LP relaxation ended {ended}", stats=stats)
+    bound, delta = model.lagrangian(lp.row_dual)  # verified: bound <= L*, delta <= delta*
+    stats["lp_objective"] = lp.objective
     stats["lp_bound"] = bound
 
     t0 = time.perf_counter()
-    best, upper = _incumbent(model, lp["x"], delta, deadline) if fixing else (None, math.inf)
+    best, upper = _incumbent(model, lp.x, delta, deadline) if fixing else (None, math.inf)
     stats["incumbent_seconds"] = time.perf_counter() - t0
     stats["incumbent"] = upper if math.isfinite(upper) else None
 
@@ -577,9 +573,9 @@ def _incumbent(
         result = model.solve(
             subset, integer=True, time_limit_s=min(remaining / 10, INCUMBENT_SECONDS), gap=INCUMBENT_GAP
         )
-        if result["x"] is not None:
+        if result.x is not None:
             x = np.zeros(n)
-            x[model.choice(result["x"])] = 1.0
+            x[model.choice(result.x)] = 1.0
             if _feasible(model, x):
                 return x, _total(model, x)
     return None, math.inf

@@ -80,12 +80,12 @@ from dnnprov.solvers.outcome import spot_result
 from dnnprov.solvers.search.enumeration import CHUNK, decode_counts, spot_space_size
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.models.spot import SpotModel, row_dot
+from dnnprov.models.spot import SpotEvaluation, SpotModel, row_dot
 from dnnprov.models.training_progress import JOIN_OVERHEAD_S, progress_speed, require_paper_model
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.problems.validation import checks as check
 from dnnprov.progress import Clock
-from dnnprov.result import Result, Status
+from dnnprov.result import Result, SpotPlan, Status
 
 DEFAULT_MAX_PLANS = 5_000_000
 #: ``method="auto"`` enumerates quota boxes up to this many plans and decomposes larger ones.
@@ -314,8 +314,6 @@ def solve_robust(
     delays = robust_check(model, k, overhead_s, replaced)
     size = spot_space_size(problem)
     if method == "decompose" or (method == "auto" and size > min(AUTO_ENUMERATION, max_plans)):
-        from dnnprov.solvers.revocation.robust_exact import decompose_robust
-
         return decompose_robust(problem, model, k, overhead_s, replaced, delays, clock)
     if size > max_plans:
         raise InvalidInputError(
@@ -402,6 +400,50 @@ def _robust_by_enumeration(
         bound=math.inf,
         message=f"no plan meets T_obj under {k} revocations ({how})",
         stats={"plans_checked": checked},
+    )
+
+
+def decompose_robust(
+    problem: SpotProblem,
+    model: SpotModel,
+    k: int,
+    overhead_s: float,
+    replaced: bool,
+    delays: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+    clock: Clock,
+) -> Result:
+    """``--robust K`` by the decomposition: the cheapest K-robust plan, or the bound at the limit."""
+    from dnnprov.solvers.revocation.robust_exact import decompose, robust_outage
+
+    limit = problem.slo.time_s * (1 + 1e-12)
+
+    def judge(counts: np.ndarray, ps: np.ndarray, nominal: SpotEvaluation) -> tuple[np.ndarray, np.ndarray]:
+        delay, _ = delays(counts, ps)
+        return nominal.time_s + delay <= limit, nominal.cost
+
+    result, stats = decompose(problem, judge, clock, robust_outage(problem, k, overhead_s, replaced))
+    counts = None
+    if isinstance(result.plan, SpotPlan):
+        counts = np.array([result.plan.counts.get(label, 0) for label in model.columns.labels], dtype=np.int64)
+    ps = result.plan.ps if result.plan is not None else 1
+    if result.status is Status.OPTIMAL:
+        message = "cheapest robust plan, proven by the spot decomposition"
+    elif result.status is Status.INFEASIBLE:
+        message = f"proven: no plan meets T_obj under {k} revocations"
+    else:
+        message = result.message
+    return robust_result(
+        model,
+        counts,
+        ps,
+        k,
+        overhead_s,
+        replaced,
+        result.status,
+        clock,
+        bound=result.bound if result.bound is not None else 0.0,
+        message=message,
+        stats=stats,
     )
 
 

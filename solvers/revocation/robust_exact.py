@@ -4,7 +4,8 @@ Why it is exact. :class:`~dnnprov.solvers.spot.exact.SpotDecomposition` proves t
 optimum by cells whose bounds are lower bounds on the nominal cost C (eq. 11) of every
 nominally feasible plan in them, and by evaluating exactly every plan its MILPs or
 enumerations produce (each then cut off by a no-good). Both planners here keep that
-search and change only the exact evaluation, through :class:`JudgedModel`:
+search and change only the exact evaluation, through a judge
+(:class:`~dnnprov.solvers.spot.incumbents.JudgedModel`):
 
 * ``--robust K``: a plan counts as feasible only when it is nominally feasible *and*
   K-robust (:mod:`dnnprov.solvers.revocation.robust`); its cost stays C. K-robust plans are a subset
@@ -28,57 +29,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import cast
 
 import numpy as np
 from dnnprov.solvers.spot.cells import Cell, down, row_ranges, up
 from dnnprov.solvers.spot.exact import CELL_ENUMERATION, SpotDecomposition
+from dnnprov.solvers.spot.incumbents import Judge
 
 from dnnprov.models.spot import SpotEvaluation, SpotModel
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.progress import Clock, SolverLog
-from dnnprov.result import Result, SpotPlan, Status
-
-#: ``judge(counts, ps, nominal) -> (admissible, objective)`` for plans that may become the incumbent.
-Judge = Callable[[np.ndarray, np.ndarray, SpotEvaluation], tuple[np.ndarray, np.ndarray]]
-
-
-class JudgedModel:
-    """A :class:`SpotModel` whose ``evaluate`` applies a revocation criterion (module docstring).
-
-    Every other attribute is the wrapped model's. ``ceiling()`` is the incumbent's
-    objective: plans whose nominal cost reaches it are returned as the nominal model has
-    them (they cannot win, whatever the criterion says).
-    """
-
-    def __init__(self, base: SpotModel, judge: Judge, ceiling: Callable[[], float]) -> None:
-        self.base = base
-        self.judge = judge
-        self.ceiling = ceiling
-        self.judged = 0
-        #: plans (counts, PS) the criterion refused although nominally feasible and cheap enough
-        self.refused: set[tuple[tuple[int, ...], int]] = set()
-
-    def __getattr__(self, name: str):
-        return getattr(self.base, name)
-
-    def evaluate(self, counts: np.ndarray, ps: np.ndarray | int = 1) -> SpotEvaluation:
-        """The nominal evaluation, with ``feasible`` and ``cost`` of the revocation-aware problem."""
-        counts = np.atleast_2d(np.asarray(counts, dtype=np.int64))
-        ps = np.broadcast_to(np.asarray(ps, dtype=np.int64), (len(counts),))
-        ev = self.base.evaluate(counts, ps)
-        live = np.flatnonzero(ev.feasible & (ev.cost < self.ceiling()))
-        if not live.size:
-            return ev
-        self.judged += live.size
-        nominal = SpotEvaluation(**{f.name: getattr(ev, f.name)[live] for f in dataclasses.fields(ev)})
-        admissible, objective = self.judge(counts[live], ps[live], nominal)
-        feasible, cost = ev.feasible.copy(), ev.cost.astype(float).copy()
-        feasible[live] = admissible
-        cost[live] = objective
-        self.refused.update((tuple(int(v) for v in counts[i]), int(ps[i])) for i in live[~admissible])
-        return dataclasses.replace(ev, feasible=feasible, cost=cost)
-
+from dnnprov.result import Result
 
 #: sqrt(1e-14): how far the model's R = sqrt(1 - 2 v_top / V + Q / V^2) may be from the
 #: exact one (three terms of magnitude <= 2, a few roundings of 1.1e-16 each: an error below
@@ -109,9 +69,17 @@ class RevocationDecomposition(SpotDecomposition):
         log: SolverLog,
         outage_s: float = 0.0,
         cell_enumeration: int = CELL_ENUMERATION,
+        judge: Judge | None = None,
     ) -> None:
-        super().__init__(problem, clock=clock, log=log, cell_enumeration=cell_enumeration)
         self.outage_s = outage_s
+        super().__init__(
+            problem,
+            clock=clock,
+            log=log,
+            cell_enumeration=cell_enumeration,
+            deadline=self.deadline if outage_s > 0 else None,
+            judge=judge,
+        )
         self.revocable = np.array([market == "spot" for market in self.cols.markets])
 
     def deadline(self, cell: Cell) -> float:
@@ -153,10 +121,7 @@ class RevocationDecomposition(SpotDecomposition):
         robust as many as the plain decomposition has; the split cell's parts carry its
         no-goods and the new one.
         """
-        refused = (
-            isinstance(self.model, JudgedModel) and (tuple(int(v) for v in counts), int(cell.ps)) in self.model.refused
-        )
-        if refused and self.splits(cell):
+        if self.incumbents.refused(counts, cell.ps) and self.splits(cell):
             cell.nogoods = cell.nogoods + [tuple(int(v) for v in counts)]
             return self.split_by_top_count(cell)
         return super().refine(cell, counts)
@@ -193,7 +158,7 @@ class RevocationDecomposition(SpotDecomposition):
                 continue
             # V and Q over the part's box (exact for the box: row_ranges), within the cell's ranges
             least, most = row_ranges(np.array([shape.speed, shape.speed**2]), lo, hi, cell.workers)
-            child = self.new_cell(
+            child = self.bounds.new_cell(
                 cell.workers,
                 cell.ps,
                 t,
@@ -318,60 +283,12 @@ def decompose(
     ``cell_enumeration``: as for :class:`SpotDecomposition` (0: every cell by MILPs, for tests).
     """
     search = RevocationDecomposition(
-        problem, clock=clock, log=SolverLog(clock), outage_s=outage_s, cell_enumeration=cell_enumeration
+        problem, clock=clock, log=SolverLog(clock), outage_s=outage_s, cell_enumeration=cell_enumeration, judge=judge
     )
-    judged = JudgedModel(search.model, judge, lambda: search.best_cost)
-    search.model = cast(SpotModel, judged)  # JudgedModel stands in for it (attributes forwarded)
     result = search.run(None)
+    judged = search.incumbents.judged
+    assert judged is not None  # a judge was given
     return result, {**search.stats, "plans_judged": judged.judged, "method": "decompose"}
-
-
-def _plan_counts(model: SpotModel, result: Result) -> np.ndarray | None:
-    if not isinstance(result.plan, SpotPlan):
-        return None
-    return np.array([result.plan.counts.get(label, 0) for label in model.columns.labels], dtype=np.int64)
-
-
-def decompose_robust(
-    problem: SpotProblem,
-    model: SpotModel,
-    k: int,
-    overhead_s: float,
-    replaced: bool,
-    delays: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
-    clock: Clock,
-) -> Result:
-    """``--robust K`` by the decomposition: the cheapest K-robust plan, or the bound at the limit."""
-    from dnnprov.solvers.revocation.robust import robust_result
-
-    limit = problem.slo.time_s * (1 + 1e-12)
-
-    def judge(counts: np.ndarray, ps: np.ndarray, nominal: SpotEvaluation) -> tuple[np.ndarray, np.ndarray]:
-        delay, _ = delays(counts, ps)
-        return nominal.time_s + delay <= limit, nominal.cost
-
-    result, stats = decompose(problem, judge, clock, robust_outage(problem, k, overhead_s, replaced))
-    counts = _plan_counts(model, result)
-    ps = result.plan.ps if result.plan is not None else 1
-    if result.status is Status.OPTIMAL:
-        message = "cheapest robust plan, proven by the spot decomposition"
-    elif result.status is Status.INFEASIBLE:
-        message = f"proven: no plan meets T_obj under {k} revocations"
-    else:
-        message = result.message
-    return robust_result(
-        model,
-        counts,
-        ps,
-        k,
-        overhead_s,
-        replaced,
-        result.status,
-        clock,
-        bound=result.bound if result.bound is not None else 0.0,
-        message=message,
-        stats=stats,
-    )
 
 
 def robust_outage(problem: SpotProblem, k: int, overhead_s: float, replaced: bool) -> float:

@@ -1,27 +1,27 @@
 """The bounding half of the spot decomposition: what a cell's plans can cost at least.
 
-:class:`CellBounds` builds cells (:mod:`spot_cells`) with their ranges and lower bounds:
-closed forms (the bounds on R and j of :mod:`spot_cc`, Dinkelbach's min (P + c0) / X over a
-box and over its fast plans, the vertex bound on price per rate and batch together), each
-row's exact range over a box, the LP relaxations of a cell's rows (:mod:`spot_lp`), the rows
-the cell MILPs and LPs share, and the tail bound for worker counts not generated yet. Each
-bound carries its proof next to it; :mod:`spot_exact` holds the search and the argument for
-exactness.
+:class:`CellBounds` builds cells (:mod:`.cells`) with their ranges and lower bounds:
+closed forms (the bounds on R and j of its :class:`~.cc.CcBounds`, Dinkelbach's min (P + c0) / X
+over a box and over its fast plans, the vertex bound on price per rate and batch together), each
+row's exact range over a box, the LP relaxations of a cell's rows (its :class:`~.lp.LpBounds`),
+the rows the cell MILPs and LPs share (with the side rows of its :class:`~.side.SideColumns`),
+and the tail bound for worker counts not generated yet. Each bound carries its proof next to
+it; :mod:`.exact` holds the search and the argument for exactness.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from typing import TypeVar
 
+import highspy
 import numpy as np
-from dnnprov.solvers.highs_driver import new_highs
 from dnnprov.solvers.spot.cc import CcBounds
 from dnnprov.solvers.spot.cells import (
     BoxStats,
     Cell,
-    ClusterShape,
     down,
     greedy,
     greedy_many,
@@ -31,101 +31,64 @@ from dnnprov.solvers.spot.cells import (
 )
 from dnnprov.solvers.spot.lp import LpBounds
 from dnnprov.solvers.spot.side import SideColumns
+from dnnprov.solvers.spot.terms import REF_BATCH_ROUNDING, SpotTerms
 
-from dnnprov.models.spot import SideRows, SpotModel
-from dnnprov.problems.spot import SpotProblem
+from dnnprov.models.spot import SideRows
 from dnnprov.problems.validation.domain import TOLERANCE as DOMAIN_TOLERANCE
 from dnnprov.progress import Clock
 
 DEADLINE_RELAXATION = 1e-9  # the model accepts T <= T_obj (1 + 1e-12): never cut such plans
-REF_BATCH_ROUNDING = 0.05  # reference model: b_w rounded to 1 decimal
-REF_TIME_ROUNDING = 0.005  # reference model: T rounded to 2 decimals
-REF_COST_ROUNDING = 5e-7  # reference model: cost rounded to 6 decimals
-REF_ITER_ROUNDING = 0.5  # reference model: j rounded to an integer
 FAST_RATIO_GRID = np.geomspace(1.0, 4.0, 16)  # theta / rho_min tried by fast_ratio
 Num = TypeVar("Num", float, np.ndarray)  # a scalar or an array of them, kept as given
 
 
-class CellBounds(CcBounds, LpBounds, SideColumns):
+class CellBounds:
     """Cells and their bounds for one spot problem (the search lives in :class:`SpotDecomposition`).
 
-    ``threshold`` is the cost a plan must beat (set by the search); rounded LP points are
-    handed to :meth:`consider`, which the incumbent search defines (:mod:`spot_incumbents`).
+    Built from the problem's ``terms``, its ``side`` rows and the solve's ``clock``; the LPs run
+    on ``highs`` and count in ``stats``, and their rounded points go to ``try_plan`` (the
+    incumbent search's ``consider``). ``deadline(cell)``, when given, is the T_obj of a cell's
+    rows (:mod:`dnnprov.solvers.revocation.robust_exact` lowers it where its criterion proves
+    more); else the problem's. ``threshold`` is the cost a plan must beat (set by the search).
     """
 
-    def __init__(self, problem: SpotProblem, side: SideRows | None, clock: Clock) -> None:
-        self.problem = problem
-        self.model = SpotModel(problem, side)
+    def __init__(
+        self,
+        terms: SpotTerms,
+        side: SideRows | None,
+        clock: Clock,
+        highs: highspy.Highs,
+        stats: dict[str, int],
+        try_plan: Callable[[np.ndarray, int], None],
+        deadline: Callable[[Cell], float] | None = None,
+    ) -> None:
+        self.terms = terms
+        self.problem = terms.problem
+        self.model = terms.model
+        self.cols = terms.cols
+        self.reference = terms.reference
+        self.uses_cc = terms.uses_cc
+        self.c0_per_ps = terms.c0_per_ps
+        self.gamma_1, self.gamma_3 = terms.gamma_1, terms.gamma_3
+        self.a0, self.ac = terms.a0, terms.ac
+        self.shape = terms.shape
+        self.box = terms.box
+        self.a_min = terms.a_min
+        self.time_factor = terms.time_factor
         self.side = side
-        self.cols = self.model.columns
-        self.clock = clock
-        self.reference = problem.model == "reference"
-        self.uses_cc = problem.workload.loss_variant == "cc"
-        w = problem.workload
-        # j >= c * (gamma_2 b + gamma_3') - gamma_1', T >= tau * j / X + a0, cost >= ... + ac
-        overhead = problem.slo.takeover_overhead_s
-        self.c0_per_ps = problem.platform.ps_price_per_h
-        if self.reference:
-            self.gamma_3 = w.gamma_3 - abs(w.gamma_2) * REF_BATCH_ROUNDING
-            self.gamma_1 = w.gamma_1 + REF_ITER_ROUNDING
-            self.a0, self.ac = overhead - REF_TIME_ROUNDING, -REF_COST_ROUNDING
-        else:
-            self.gamma_3, self.gamma_1 = w.gamma_3, w.gamma_1
-            self.a0, self.ac = overhead, 0.0
-        self.highs = new_highs()
-        self.lp_bases: dict = {}  # warm starts of the cell LPs (solve_milp's ``bases``)
+        self.cc = CcBounds(terms)
+        self.lp = LpBounds(terms, highs, clock, stats, try_plan)
+        self.sides = SideColumns(side, terms.cols)
+        self.cell_deadline = deadline
         self.fast_values: dict = {}  # F(theta) of fast_ratio by box and rho_min
         self.seq = itertools.count()
-        self.shapes: dict[tuple[int, int], ClusterShape] = {}
-        self.stats = {"cells": 0, "milps": 0, "evaluations": 0, "splits": 0, "enumerated_cells": 0}
         self.threshold = math.inf
 
-    def consider(self, counts: np.ndarray, ps: int) -> None:
-        """Try a plan as an incumbent (defined by the incumbent search, :mod:`spot_incumbents`)."""
-        raise NotImplementedError
-
-    # ------------------------------------------------------------------ model pieces
-    def shape(self, workers: int, ps: int) -> ClusterShape:
-        """Rates of every column in a cluster of ``workers`` workers and ``ps`` PS nodes."""
-        key = (workers, ps)
-        if key not in self.shapes:
-            self.prefetch_shapes([key])
-        return self.shapes[key]
-
-    def prefetch_shapes(self, pairs: list[tuple[int, int]]) -> None:
-        """Compute the shapes of many (K, s) at once (one vectorized model call)."""
-        missing = sorted({pair for pair in pairs if pair not in self.shapes})
-        if not missing:
-            return
-        workers, ps = np.array(missing).T
-        times = self.model.iteration_times(workers, ps)
-        for pair, row in zip(missing, times):
-            self.shapes[pair] = ClusterShape(1.0 / row, self.cols.batch / row)
-
     def deadline(self, cell: Cell) -> float:
-        """The T_obj of the cell's rows; :mod:`robust_exact` lowers it where its criterion proves more."""
-        return self.problem.slo.time_s
-
-    def a_min(self, b_lo: float, b_hi: float) -> float:
-        """min A(b) = gamma_2 b + gamma_3' over [b_lo, b_hi] (A is linear)."""
-        g2 = self.problem.workload.gamma_2
-        return min(g2 * b_lo, g2 * b_hi) + self.gamma_3
-
-    def time_factor(self, cell: Cell) -> float:
-        """tau in T >= tau j / X + a0: 1, or (1 - 0.05 / b_lo) for the reference rounding."""
-        return 1 - REF_BATCH_ROUNDING / cell.b_lo if self.reference else 1.0
+        """The T_obj of the cell's rows: the constructor's ``deadline(cell)``, else the problem's."""
+        return self.problem.slo.time_s if self.cell_deadline is None else self.cell_deadline(cell)
 
     # ------------------------------------------------------------------ closed-form bounds
-    def box(self, cell: Cell) -> tuple[np.ndarray, np.ndarray]:
-        """Count bounds of the cell's columns (disallowed columns fixed at 0; n_t >= 1)."""
-        lo = np.where(cell.allowed, self.cols.lower, 0)
-        hi = np.where(cell.allowed, self.cols.upper, 0)
-        if cell.top is not None:
-            lo[cell.top] = max(lo[cell.top], 1)
-        for column, low, high in cell.pinned:
-            lo[column], hi[column] = max(lo[column], low), min(hi[column], high)
-        return lo, hi
-
     def rows_infeasible(self, cell: Cell) -> bool:
         """Whether one of the cell's rows alone excludes every count vector of its box.
 
@@ -167,8 +130,8 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
         steps only gets min_c p_c / r_c (a ratio of sums is at least the smallest ratio).
         All boxes are iterated together.
         """
-        self.prefetch_shapes(pairs)
-        r = np.array([self.shapes[pair].rate for pair in pairs])
+        self.terms.prefetch_shapes(pairs)
+        r = np.array([self.terms.shapes[pair].rate for pair in pairs])
         k = np.array([[pair[0]] for pair in pairs])
         c0 = np.array([pair[1] * self.c0_per_ps for pair in pairs])
         p = self.cols.price
@@ -213,7 +176,7 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
                 j_max = min(j_max, (3600 * (self.threshold - self.ac) - self.a0 * price_bound) / (cell.rho_min * tau))
             # an enforced loss axis admits no plan needing more than the domain's iteration cap
             j_max = up(min(j_max, self.model.iteration_cap()))
-            c = self.spread_factor(cell)
+            c = self.cc.spread_factor(cell)
             if g2 < 0 and c > 0:  # A(b) < (j_max + g1) / c  =>  b > b_cut
                 cell.b_lo = max(cell.b_lo, down((self.gamma_3 - (j_max + self.gamma_1) / c) / -g2))
             a_hi = self.a_min(cell.b_lo, cell.b_hi)
@@ -231,7 +194,7 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
                     cell.v_hi = min(cell.v_hi, up(v_t / (1 - share)))
             # eq. (13): X >= tau j_lb / (T - a0)
             slope = (deadline - self.a0) * (1 + DEADLINE_RELAXATION)
-            j_round = self.j_lower(cell) if slope > 0 else None
+            j_round = self.cc.j_lower(cell) if slope > 0 else None
             if j_round is not None:
                 cell.x_lo = max(cell.x_lo, down(tau * j_round / slope))
             propagate_v(cell)
@@ -240,7 +203,7 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
             if before == (cell.b_lo, cell.b_hi, cell.v_lo, cell.v_hi, cell.x_lo, cell.x_hi):
                 j_fixed = j_round  # no range moved this round: j_round saw the final ranges
                 break  # a fixed point: more rounds change nothing
-        cell.j_lb = self.j_lower(cell) if j_fixed is None else j_fixed
+        cell.j_lb = self.cc.j_lower(cell) if j_fixed is None else j_fixed
         tau = self.time_factor(cell)
         deadline = self.deadline(cell)
         return not (cell.j_lb > 0 and cell.x_hi * (deadline - self.a0) * (1 + DEADLINE_RELAXATION) < tau * cell.j_lb)
@@ -298,7 +261,7 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
         """Bound the cell by the LP relaxation of its rows (done once, when first popped)."""
         lo, hi = self.box(cell)
         cell.lp_done = True
-        rho = self.lp_ratio(cell, lo, hi)
+        rho = self.lp.lp_ratio(cell, lo, hi, self.cell_rows(cell))
         if rho is None:
             return None
         cell.rho_min = max(cell.rho_min, rho)
@@ -309,7 +272,8 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
         cell.bound = self.closed_bound(cell, price_bound)
         if cell.bound >= self.threshold:
             return cell  # closed anyway: the product LP would add nothing
-        product = self.lp_product_bound(cell, *self.box(cell))
+        lo, hi = self.box(cell)
+        product = self.lp.lp_product_bound(cell, lo, hi, self.cell_rows(cell), self.cc.spread_factor(cell))
         if product is None:
             return None
         cell.pj_lb = max(cell.pj_lb, product)
@@ -376,7 +340,7 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
         rho = (
             self.cols.price[used] / self.shape(cell.workers, cell.ps).rate[used] + cell.ps * self.c0_per_ps / cell.x_hi
         )
-        c = self.spread_factor(cell)
+        c = self.cc.spread_factor(cell)
         g2 = self.problem.workload.gamma_2
 
         def j(b: Num) -> Num:
@@ -413,7 +377,7 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
         tau = self.time_factor(cell)
         slope = (self.deadline(cell) - self.a0) * (1 + DEADLINE_RELAXATION)
         a_rate = w.gamma_2 * shape.speed + self.gamma_3 * shape.rate  # A(b_w) X
-        c = self.spread_factor(cell)
+        c = self.cc.spread_factor(cell)
         rows = [
             (a_rate, 0.0, math.inf),  # eq. (3) has a root
             # eq. (13) with j >= j_lb:  X >= tau j_lb / (T - a0)
@@ -432,7 +396,7 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
             rows.append((shape.speed, cell.v_lo, cell.v_hi))  # V range
             if cell.q_lo > 0 or math.isfinite(cell.q_hi):
                 rows.append((shape.speed**2, cell.q_lo, cell.q_hi))  # Q range
-        secant = self.cc_secant(cell)
+        secant = self.cc.cc_secant(cell)
         a_min = self.a_min(cell.b_lo, cell.b_hi)
         if secant is not None and a_min > 0:
             # eq. (13) keeping R's growth with V: tau ((k0 + k1 V) A_min - g1) <= (T - a0) X
@@ -440,7 +404,7 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
             rows.append(
                 (tau * k1 * a_min * shape.speed - slope * shape.rate, -math.inf, -tau * (k0 * a_min - self.gamma_1))
             )
-            square = self.cc_square_secant(cell)
+            square = self.cc.cc_square_secant(cell)
             if square is not None:
                 # eq. (13) keeping R's growth with Q = sum n v^2: tau ((q0 + q1 Q) A_min - g1) <= (T - a0) X
                 q0, q1 = square
@@ -473,7 +437,7 @@ class CellBounds(CcBounds, LpBounds, SideColumns):
             for i in np.flatnonzero(self.side.count_only()):
                 shift = self.side.a_s[i] * cell.ps
                 rows.append((self.side.a_n[i], self.side.low[i] - shift, self.side.high[i] - shift))
-            rows += self.implied_rows(cell)
+            rows += self.sides.implied_rows(cell)
         return rows
 
     # ------------------------------------------------------------------ cells

@@ -1,10 +1,10 @@
-"""Bounds on the CC term: how R (eq. 5) and with it the iteration count j grow over a cell (mixed into ``CellBounds``).
+"""Bounds on the CC term: how R (eq. 5) and with it the iteration count j grow over a cell (a part of ``CellBounds``).
 
 R depends on the plan through its shares w_i = v_i / V, so over a cell of fixed (K, s, top
 column t) it is bounded from below by closed forms in V (Cauchy-Schwarz), by a secant in V
 and by a secant in Q = sum n v^2, which the cell rows turn into deadline rows (see
-``CellBounds.cell_rows``); j's bound couples R with b_w through V = b_w X. The host provides
-the shapes, the workload and ``a_min``.
+``CellBounds.cell_rows``); j's bound couples R with b_w through V = b_w X. It reads the
+problem's terms (:class:`~dnnprov.solvers.spot.terms.SpotTerms`: shapes, workload, ``a_min``).
 """
 
 from __future__ import annotations
@@ -12,24 +12,22 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from dnnprov.solvers.spot.cells import Cell, ClusterShape
-
-from dnnprov.models.spot import SpotModel
-from dnnprov.problems.spot import SpotProblem
+from dnnprov.solvers.spot.cells import Cell
+from dnnprov.solvers.spot.terms import SpotTerms
 
 
 class CcBounds:
     """Lower bounds on R, on the CC factor sqrt((R + gamma_4) K) / (L - gamma_5) and on j over a cell."""
 
-    # provided by the host (``CellBounds``)
-    problem: SpotProblem
-    model: SpotModel
-    uses_cc: bool
-    reference: bool
-    gamma_1: float
-    gamma_3: float
-    shape: Callable[[int, int], ClusterShape]
-    a_min: Callable[[float, float], float]
+    def __init__(self, terms: SpotTerms) -> None:
+        self.problem = terms.problem
+        self.model = terms.model
+        self.uses_cc = terms.uses_cc
+        self.reference = terms.reference
+        self.gamma_1 = terms.gamma_1
+        self.gamma_3 = terms.gamma_3
+        self.shape = terms.shape
+        self.a_min = terms.a_min
 
     def spread_factor(self, cell: Cell) -> float:
         """c_lb = sqrt((R_lb + gamma_4) K) / (L - gamma_5), or sqrt(K) / (L - gamma_5) without CC."""

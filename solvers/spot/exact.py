@@ -41,13 +41,13 @@ What each step must guarantee (the proof obligations, checked by the fuzz harnes
 ``dnnprov.fuzz`` against exhaustive search):
 
 * a range of a cell is only narrowed to exclude plans that are outside it or that cannot
-  beat U or meet T_obj; computed ends are widened outward (:mod:`spot_cells`);
+  beat U or meet T_obj; computed ends are widened outward (:mod:`.cells`);
 * a cell is closed only by a lower bound >= U, an infeasible LP/MILP relaxation that
   contains all its plans, a MILP optimum showing f >= 0, or by evaluating all its plans;
 * a HiGHS answer other than optimal / infeasible / time limit proves nothing: the cell is
   then enumerated (or the solve ends at ``limit`` with the bound it has);
 * worker counts are generated lazily: a *tail* entry bounds every count not generated
-  yet (:meth:`SpotDecomposition.tail_bound`), so the bound reported at a limit is valid;
+  yet (:meth:`CellBounds.tail_bound`), so the bound reported at a limit is valid;
 * the clock (:class:`dnnprov.progress.Clock`) covers set-up and the heuristic seed.
 """
 
@@ -61,11 +61,11 @@ from collections.abc import Callable
 from functools import partial
 
 import numpy as np
-from dnnprov.solvers.highs_driver import MilpStatus, solve_milp
+from dnnprov.solvers.highs_driver import MilpStatus, new_highs, solve_milp
 from dnnprov.solvers.outcome import spot_result
 from dnnprov.solvers.search.heuristics import spot_heuristic
 from dnnprov.solvers.side_vars import attach
-from dnnprov.solvers.spot.bounds import REF_COST_ROUNDING, CellBounds
+from dnnprov.solvers.spot.bounds import CellBounds
 from dnnprov.solvers.spot.cells import (
     BoxStats,
     Cell,
@@ -76,10 +76,11 @@ from dnnprov.solvers.spot.cells import (
     nogoods_inside,
     up,
 )
-from dnnprov.solvers.spot.incumbents import IncumbentSearch
+from dnnprov.solvers.spot.incumbents import IncumbentSearch, Judge
+from dnnprov.solvers.spot.terms import REF_COST_ROUNDING, SpotTerms
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.models.spot import SideRows
+from dnnprov.models.spot import SideRows, SpotModel
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.progress import Clock, SolverLog
 from dnnprov.result import Result, SpotPlan, Status
@@ -98,8 +99,15 @@ SEED_SHARE = 0.1  # ... and may use this share of the time limit ...
 SEED_CAP_S = 0.5  # ... and at most this: past it the cells find incumbents faster
 
 
-class SpotDecomposition(IncumbentSearch, CellBounds):
-    """State of one exact solve (the search over the cells of :class:`CellBounds`); :meth:`run` returns a :class:`Result`."""
+class SpotDecomposition:
+    """State of one exact solve: the search over the cells of its :class:`CellBounds`; :meth:`run` returns a :class:`Result`.
+
+    Composed of parts that receive what they use: the problem's :class:`SpotTerms` (model,
+    bound constants, cluster shapes), an :class:`IncumbentSearch` (the incumbent and every
+    exact evaluation, with ``judge`` applied if given) and a :class:`CellBounds` (cells and
+    their bounds, its cell rows using ``deadline(cell)`` as T_obj if given), which hands the
+    plans its LPs round to the incumbent search.
+    """
 
     def __init__(
         self,
@@ -111,14 +119,24 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         clock: Clock | None = None,
         log: SolverLog | None = None,
         cell_enumeration: int = CELL_ENUMERATION,
+        deadline: Callable[[Cell], float] | None = None,
+        judge: Judge | None = None,
     ) -> None:
-        super().__init__(problem, side, clock or Clock(time_limit_s))
+        self.clock = clock or Clock(time_limit_s)
+        self.terms = terms = SpotTerms(SpotModel(problem, side))
+        self.problem, self.model, self.cols, self.side = problem, terms.model, terms.cols, side
+        self.reference, self.uses_cc = terms.reference, terms.uses_cc
+        self.a0, self.c0_per_ps, self.gamma_3 = terms.a0, terms.c0_per_ps, terms.gamma_3
+        self.shape, self.box, self.a_min = terms.shape, terms.box, terms.a_min
+        self.stats = {"cells": 0, "milps": 0, "evaluations": 0, "splits": 0, "enumerated_cells": 0}
+        self.highs = new_highs()
+        self.incumbents = IncumbentSearch(terms, self.stats, judge)
+        self.bounds = CellBounds(
+            terms, side, self.clock, self.highs, self.stats, self.incumbents.consider, deadline=deadline
+        )
         self.log = log or SolverLog(self.clock)
         self.gap = gap
         self.cell_enumeration = cell_enumeration
-        self.evaluated: dict[tuple[tuple[int, ...], int], float] = {}
-        self.best_cost = math.inf
-        self.best: tuple[np.ndarray, int] | None = None
         self.failures: list[str] = []  # HiGHS failures that ended the search
         self.box_sizes: dict[tuple, int] = {}
         #: boxes (lo, hi) whose every count vector was evaluated, per (K, s): a cell whose
@@ -160,7 +178,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         active = [k for k in workers if int(lo.sum()) <= k <= int(hi.sum())]
         pairs: list[tuple[int, int]] = []
         for s in range(cons.ps_count[0], cons.ps_count[1] + 1):
-            self.prefetch_shapes([(k, s) for k in active])
+            self.terms.prefetch_shapes([(k, s) for k in active])
             if s > cons.ps_count[0] and not ps_in_side_rows:
                 active = [k for k in active if not np.array_equal(self.shape(k, s).rate, self.shape(k, s - 1).rate)]
             pairs += [(k, s) for k in active]
@@ -168,9 +186,9 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
                 break
         if not pairs:
             return []
-        stats = self.box_statistics(pairs, lo, hi)
-        self.try_frontier(pairs, lo, hi, np.array([known.rho_min for known in stats]))
-        cells = [self.new_cell(k, s, None, known=known) for (k, s), known in zip(pairs, stats)]
+        stats = self.bounds.box_statistics(pairs, lo, hi)
+        self.incumbents.try_frontier(pairs, lo, hi, np.array([known.rho_min for known in stats]))
+        cells = [self.bounds.new_cell(k, s, None, known=known) for (k, s), known in zip(pairs, stats)]
         return [cell for cell in cells if cell is not None]
 
     def tail(self, k: int) -> Cell | None:
@@ -178,7 +196,9 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         if k > self.worker_range()[1]:
             return None
         allowed = self.cols.upper > 0
-        return Cell(self.tail_bound(k), next(self.seq), k, 0, None, 0.0, 0.0, 0.0, 0.0, allowed, tail=True)
+        return Cell(
+            self.bounds.tail_bound(k), next(self.bounds.seq), k, 0, None, 0.0, 0.0, 0.0, 0.0, allowed, tail=True
+        )
 
     def expand_tail(self, tail: Cell) -> list[Cell]:
         """Generate the groups of the next few worker counts and the tail after them."""
@@ -196,7 +216,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         bound holds for every piece (they hold subsets of its plans), so a top cell whose
         bound reaches the threshold is never cut, and the pieces' bounds are not paid for.
         """
-        cells = self.top_cells(group.workers, group.ps)
+        cells = self.bounds.top_cells(group.workers, group.ps)
         for cell in cells:
             if cell.v_lo > 0 and V_SPLIT_RATIO > 1:
                 pieces = math.ceil(math.log(cell.v_hi / cell.v_lo) / math.log(V_SPLIT_RATIO))
@@ -211,7 +231,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         ends = np.geomspace(cell.v_lo, cell.v_hi, cell.v_pieces + 1)
         children = []
         for v_lo, v_hi in itertools.pairwise(ends):
-            child = self.new_cell(
+            child = self.bounds.new_cell(
                 cell.workers,
                 cell.ps,
                 cell.top,
@@ -245,16 +265,16 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         lo, hi = self.box(cell)
         allowed = np.flatnonzero(cell.allowed)
         m = len(allowed)
-        tau = self.time_factor(cell)
+        tau = self.terms.time_factor(cell)
         x_b = cell.x_lo if self.a0 >= 0 else cell.x_hi
         c0 = cell.ps * self.c0_per_ps
         price, rate, speed = cols.price[allowed], shape.rate[allowed], shape.speed[allowed]
-        gain = 3600 * (threshold - self.ac) * rate
+        gain = 3600 * (threshold - self.terms.ac) * rate
         counts_idx = np.arange(m)
         rows = [(counts_idx, np.ones(m), float(cell.workers), float(cell.workers))]  # sum n = K
-        rows += [(counts_idx, a[allowed], low, high) for a, low, high in self.cell_rows(cell)]
+        rows += [(counts_idx, a[allowed], low, high) for a, low, high in self.bounds.cell_rows(cell)]
         lower, upper = lo[allowed].astype(float), hi[allowed].astype(float)
-        secant = self.cc_secant(cell)
+        secant = self.bounds.cc.cc_secant(cell)
         a_min = self.a_min(cell.b_lo, cell.b_hi)
         if secant is None or a_min <= 0:
             weight = tau * cell.j_lb + self.a0 * x_b
@@ -263,10 +283,10 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             # (P + c0) tau j >= (P + c0) tau (k0 A_min - g1) + tau k1 A_min W with W <= (P + c0) V,
             # W bounded by McCormick's under-estimators of the product (P + c0) V.
             k0, k1 = secant
-            base = tau * (k0 * a_min - self.gamma_1) + self.a0 * x_b
+            base = tau * (k0 * a_min - self.terms.gamma_1) + self.a0 * x_b
             cost = np.append(base * price - gain, tau * k1 * a_min)
             offset = base * c0
-            p_lo, p_hi = self.price_range(cell)
+            p_lo, p_hi = self.bounds.price_range(cell)
             both = np.arange(m + 1)
             rows.append(
                 (both, np.append(-cell.v_lo * price - p_lo * speed, 1.0), cell.v_lo * c0 - p_lo * cell.v_lo, math.inf)
@@ -278,7 +298,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             # driver's verified bound needs (W's reduced cost may have either sign)
             lower, upper = np.append(lower, -math.inf), np.append(upper, p_hi * cell.v_hi * (1 + 1e-9) + 1e-300)
         integer = np.arange(len(cost)) < m
-        extra_side = self.side_columns(cell, allowed, lo, hi, len(cost))
+        extra_side = self.bounds.sides.side_columns(cell, allowed, lo, hi, len(cost))
         if extra_side is not None:
             side_rows, side_lower, side_upper, side_integer = extra_side
             rows += side_rows
@@ -334,12 +354,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             return True
         counts = np.zeros((len(sub), len(self.cols)), dtype=np.int64)
         counts[:, allowed] = sub
-        ev = self.model.evaluate(counts, cell.ps)
-        self.stats["evaluations"] += len(sub)
-        cost = np.where(ev.feasible, ev.cost, np.inf)
-        i = int(np.argmin(cost))
-        if cost[i] < self.best_cost:
-            self.best_cost, self.best = float(cost[i]), (counts[i].copy(), cell.ps)
+        self.incumbents.best_of(counts, cell.ps)
         return True
 
     def box_size(self, cell: Cell, limit: int) -> int:
@@ -357,7 +372,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
 
     def bound_now(self, heap: list[Cell]) -> float:
         """The proven lower bound at this moment: the smallest open bound, or the incumbent."""
-        return min(heap[0].bound if heap else math.inf, self.best_cost)
+        return min(heap[0].bound if heap else math.inf, self.incumbents.best_cost)
 
     def run(self, seed: Callable[[], Result] | None = None) -> Result:
         """Process cells best-bound first until the bound meets the incumbent.
@@ -369,24 +384,27 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         """
         seed_at = self.clock.started + SEED_AT * self.clock.limit_s
         ceiling = self.cost_ceiling()
-        self.threshold = min(self.best_cost / (1 + self.gap), ceiling)  # the gap only discounts a real incumbent
+        # the gap only discounts a real incumbent
+        self.bounds.threshold = min(self.incumbents.best_cost / (1 + self.gap), ceiling)
         first = self.tail(self.worker_range()[0])
         heap = [first] if first is not None else []
         limited = False
         children: list[Cell] | None
         while heap:
-            self.threshold = min(self.best_cost / (1 + self.gap), ceiling)  # the gap only discounts a real incumbent
+            self.bounds.threshold = min(self.incumbents.best_cost / (1 + self.gap), ceiling)
             cell = heap[0]
-            if cell.bound >= self.threshold:
+            if cell.bound >= self.bounds.threshold:
                 break
-            self.log.progress(self.best_cost, self.bound_now(heap), f"{len(heap)} open, {self.stats['milps']} MILPs")
+            self.log.progress(
+                self.incumbents.best_cost, self.bound_now(heap), f"{len(heap)} open, {self.stats['milps']} MILPs"
+            )
             if self.clock.expired():
                 limited = True
                 break
             if seed is not None and time.perf_counter() >= seed_at:
-                self.take(seed())
+                self.incumbents.take(seed())
                 seed = None
-                self.log.progress(self.best_cost, self.bound_now(heap), "heuristic seed", force=True)
+                self.log.progress(self.incumbents.best_cost, self.bound_now(heap), "heuristic seed", force=True)
                 continue  # the threshold may have fallen
             heapq.heappop(heap)
             self.clock.spend()  # one node of work (Clock.work_limit)
@@ -394,7 +412,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             if cell.tail:
                 children = self.expand_tail(cell)
             elif not cell.complete:
-                completed = self.complete(cell)
+                completed = self.bounds.complete(cell)
                 children = [completed] if completed is not None else []
             elif self.small(cell):
                 children = self.process(cell)  # evaluated outright, group or cell
@@ -403,8 +421,8 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             elif cell.v_pieces > 1:
                 children = self.split_v(cell)
             elif not cell.lp_done:
-                strong = self.strengthen(cell)
-                children = [strong] if strong is not None and strong.bound < self.threshold else []
+                strong = self.bounds.strengthen(cell)
+                children = [strong] if strong is not None and strong.bound < self.bounds.threshold else []
             else:
                 children = self.process(cell)
             if children is None:  # HiGHS gave no usable answer
@@ -426,7 +444,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             limit = FALLBACK_ENUMERATION
         if self.enumerate_cell(cell, limit):
             return []
-        solution, counts, scale = self.cell_milp(cell, self.threshold, max(self.clock.remaining(), 1e-3))
+        solution, counts, scale = self.cell_milp(cell, self.bounds.threshold, max(self.clock.remaining(), 1e-3))
         self.stats["milps"] += 1
         if solution.dual_bound >= -CLOSE_TOLERANCE * scale:
             return []  # verified (highs_driver): nothing cheaper than U here, or no plan at all
@@ -443,9 +461,9 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             return None
         # A plan below the threshold, or one HiGHS calls optimal without a verified bound:
         # evaluated and cut off either way (the cell is enumerated once no-goods pile up).
-        if (tuple(int(v) for v in counts), cell.ps) in self.evaluated:
+        if (tuple(int(v) for v in counts), cell.ps) in self.incumbents.evaluated:
             self.returned_again.add(tuple(int(v) for v in counts))
-        self.consider(counts, cell.ps)
+        self.incumbents.consider(counts, cell.ps)
         return self.refine(cell, counts)
 
     def refine(self, cell: Cell, counts: np.ndarray) -> list[Cell]:
@@ -476,12 +494,13 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
             v_top = float(shape.speed[cell.top])
             q = float(counts @ shape.speed**2)
             cc = math.sqrt(max(1 - 2 * v_top / v + q / v**2, 0.0))
-            bound = math.sqrt((self.cc_lower(cell) + w.gamma_4) * cell.workers) / self.model.loss_gap
-            secant = self.cc_secant(cell)
+            bound = math.sqrt((self.bounds.cc.cc_lower(cell) + w.gamma_4) * cell.workers) / self.model.loss_gap
+            secant = self.bounds.cc.cc_secant(cell)
             if secant is not None:
                 bound = max(bound, secant[0] + secant[1] * v)
             # the Q chord's share of the looseness (a narrower Q range tightens it), and the rest
-            ideal, curve, square, q_mid = bound, self.cc_square_curve(cell), self.cc_square_secant(cell), None
+            curve, square = self.bounds.cc.cc_square_curve(cell), self.bounds.cc.cc_square_secant(cell)
+            ideal, q_mid = bound, None
             if curve is not None and square is not None:
                 ideal = max(bound, curve[0](q))
                 bound = max(bound, square[0] + square[1] * q)
@@ -517,7 +536,7 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
         children = []
         for part in halves:
             parts = {**ranges, dim: part}
-            child = self.new_cell(
+            child = self.bounds.new_cell(
                 cell.workers,
                 cell.ps,
                 cell.top,
@@ -554,13 +573,15 @@ class SpotDecomposition(IncumbentSearch, CellBounds):
 
     def finish(self, heap: list[Cell], limited: bool) -> Result:
         """Package the outcome with its proven bound and say why a bound is weak."""
-        best, best_cost = self.best, self.best_cost
+        best, best_cost = self.incumbents.best, self.incumbents.best_cost
         open_bound = min((c.bound for c in heap), default=math.inf)
-        result = partial(spot_result, self.model, method="milp", started=self.clock.started, stats=dict(self.stats))
+        result = partial(
+            spot_result, self.incumbents.model, method="milp", started=self.clock.started, stats=dict(self.stats)
+        )
         if limited:
             # closed cells hold nothing below the threshold they were closed at (the
             # threshold only falls), open ones nothing below their bounds
-            bound = max(min(open_bound, self.threshold), 0.0)
+            bound = max(min(open_bound, self.bounds.threshold), 0.0)
             # a bound proven earlier in the search stays proven (the log's bound never goes down)
             bound = max(bound, min(self.log.bound, best_cost))
             why = self.failures[0] if self.failures else self.clock.stop_reason()
@@ -649,10 +670,10 @@ def solve_spot_exact(
         unknown = sorted(set(start.counts) - set(cols.labels))
         if unknown:
             raise InvalidInputError("start", f"names columns the problem does not have: {', '.join(unknown)}")
-        decomposition.consider(
+        decomposition.incumbents.consider(
             np.array([int(start.counts.get(c, 0)) for c in cols.labels], dtype=np.int64), int(start.ps)
         )
-        log.progress(decomposition.best_cost, 0.0, "warm start", force=True)
+        log.progress(decomposition.incumbents.best_cost, 0.0, "warm start", force=True)
     result = decomposition.run(seed)
     result = Result(**{**result.__dict__, "solve_seconds": clock.elapsed()})
     log.final(result.status.value, result.message)

@@ -1,22 +1,31 @@
-"""Incumbents for the spot decomposition: plans tried because they may be cheap (mixed into ``SpotDecomposition``).
+"""Incumbents for the spot decomposition: plans tried because they may be cheap (a part of ``SpotDecomposition``).
 
 Nothing here proves anything: a plan found here only becomes the incumbent after
 :meth:`IncumbentSearch.consider` evaluates it exactly with the model, and a cheaper
 incumbent only lets the search close cells sooner. The plans come from the price-speed
 frontier of each (K, s) and a local search from its cheapest plan, from another method (the
 heuristic seed), and from a local search around every plan that would beat the incumbent but
-breaks a constraint; rounded LP points arrive through :meth:`consider` too (``spot_lp``).
+breaks a constraint; rounded LP points arrive through :meth:`consider` too (:mod:`.lp`), and
+the search's outright evaluations of whole cells through :meth:`best_of`.
+
+Every plan is evaluated by one model, :attr:`IncumbentSearch.model`: the problem's
+:class:`SpotModel`, or with a *judge* (:mod:`dnnprov.solvers.revocation.robust_exact`) a
+:class:`JudgedModel` that also applies a criterion of the caller's to the plans that may
+become the incumbent.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Callable
+from typing import cast
 
 import numpy as np
-from dnnprov.solvers.spot.cells import ClusterShape, greedy_many
+from dnnprov.solvers.spot.cells import greedy_many
+from dnnprov.solvers.spot.terms import SpotTerms
 
-from dnnprov.models.spot import SpotModel
-from dnnprov.problems.spot import SpotColumns, SpotProblem
+from dnnprov.models.spot import SpotEvaluation, SpotModel
 from dnnprov.result import Result, SpotPlan
 
 FRONTIER_STEPS = np.array([1.0, 1.5, 2.0, 3.0, 5.0, 8.0])  # lambda / rho of the frontier plans tried per (K, s)
@@ -25,18 +34,78 @@ FRONTIER_CLIMB_ROUNDS = 50  # local search from each new worker range's best fro
 FRONTIER_CLIMB_WITHIN = 1.3  # ... when it costs less than this times the incumbent (or there is none)
 
 
-class IncumbentSearch:
-    """The incumbent and how plans become it; the host provides the model, shapes and stats."""
+#: ``judge(counts, ps, nominal) -> (admissible, objective)`` for plans that may become the incumbent.
+Judge = Callable[[np.ndarray, np.ndarray, SpotEvaluation], tuple[np.ndarray, np.ndarray]]
 
-    # provided by the host (``SpotDecomposition`` and its ``CellBounds``)
-    problem: SpotProblem
-    model: SpotModel
-    cols: SpotColumns
-    shapes: dict[tuple[int, int], ClusterShape]
-    stats: dict[str, int]
-    evaluated: dict[tuple[tuple[int, ...], int], float]
-    best_cost: float
-    best: tuple[np.ndarray, int] | None
+
+class JudgedModel:
+    """A :class:`SpotModel` whose ``evaluate`` also applies a criterion, ``judge``.
+
+    Every other attribute is the wrapped model's. ``ceiling()`` is the incumbent's
+    objective: plans whose nominal cost reaches it are returned as the nominal model has
+    them (they cannot win, whatever the criterion says, as long as it never lowers a cost).
+    """
+
+    def __init__(self, base: SpotModel, judge: Judge, ceiling: Callable[[], float]) -> None:
+        self.base = base
+        self.judge = judge
+        self.ceiling = ceiling
+        self.judged = 0
+        #: plans (counts, PS) the criterion refused although nominally feasible and cheap enough
+        self.refused: set[tuple[tuple[int, ...], int]] = set()
+
+    def __getattr__(self, name: str):
+        return getattr(self.base, name)
+
+    def evaluate(self, counts: np.ndarray, ps: np.ndarray | int = 1) -> SpotEvaluation:
+        """The nominal evaluation, with ``feasible`` and ``cost`` of the judged problem."""
+        counts = np.atleast_2d(np.asarray(counts, dtype=np.int64))
+        ps = np.broadcast_to(np.asarray(ps, dtype=np.int64), (len(counts),))
+        ev = self.base.evaluate(counts, ps)
+        live = np.flatnonzero(ev.feasible & (ev.cost < self.ceiling()))
+        if not live.size:
+            return ev
+        self.judged += live.size
+        nominal = SpotEvaluation(**{f.name: getattr(ev, f.name)[live] for f in dataclasses.fields(ev)})
+        admissible, objective = self.judge(counts[live], ps[live], nominal)
+        feasible, cost = ev.feasible.copy(), ev.cost.astype(float).copy()
+        feasible[live] = admissible
+        cost[live] = objective
+        self.refused.update((tuple(int(v) for v in counts[i]), int(ps[i])) for i in live[~admissible])
+        return dataclasses.replace(ev, feasible=feasible, cost=cost)
+
+
+class IncumbentSearch:
+    """The incumbent and how plans become it, for the problem of ``terms``; evaluations count in ``stats``.
+
+    ``judge``: a criterion every plan that may become the incumbent must also meet, with the
+    objective it gives (:class:`JudgedModel`); ``None``: the model's own feasibility and cost.
+    """
+
+    def __init__(self, terms: SpotTerms, stats: dict[str, int], judge: Judge | None = None) -> None:
+        self.problem = terms.problem
+        self.cols = terms.cols
+        self.shape = terms.shape
+        self.stats = stats
+        self.judged = None if judge is None else JudgedModel(terms.model, judge, lambda: self.best_cost)
+        #: the model every plan is evaluated with (the judged one stands in for it: attributes forwarded)
+        self.model: SpotModel = terms.model if self.judged is None else cast(SpotModel, self.judged)
+        self.evaluated: dict[tuple[tuple[int, ...], int], float] = {}
+        self.best_cost = math.inf
+        self.best: tuple[np.ndarray, int] | None = None
+
+    def refused(self, counts: np.ndarray, ps: int) -> bool:
+        """Whether the judge refused this plan although it was nominally feasible and cheap enough."""
+        return self.judged is not None and (tuple(int(v) for v in counts), int(ps)) in self.judged.refused
+
+    def best_of(self, counts: np.ndarray, ps: int) -> None:
+        """Evaluate many plans (rows of ``counts``) with ``ps`` PS; keep the cheapest if it beats the incumbent."""
+        ev = self.model.evaluate(counts, ps)
+        self.stats["evaluations"] += len(counts)
+        cost = np.where(ev.feasible, ev.cost, np.inf)
+        i = int(np.argmin(cost))
+        if cost[i] < self.best_cost:
+            self.best_cost, self.best = float(cost[i]), (counts[i].copy(), ps)
 
     def take(self, incumbent: Result) -> None:
         """Try another method's plan as the incumbent (evaluated and checked here)."""
@@ -123,7 +192,7 @@ class IncumbentSearch:
         from the first worker counts on, and :meth:`climb` starts from it when it costs less
         than FRONTIER_CLIMB_WITHIN times the incumbent.
         """
-        rate = np.array([self.shapes[pair].rate for pair in pairs])  # (pairs, columns)
+        rate = np.array([self.shape(*pair).rate for pair in pairs])  # (pairs, columns)
         lam = rho[:, None] * FRONTIER_STEPS[None, :]  # (pairs, steps)
         weight = np.concatenate(
             [self.cols.price[None, None, :] - lam[:, :, None] * rate[:, None, :], -rate[:, None, :]], axis=1

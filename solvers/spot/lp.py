@@ -1,6 +1,7 @@
-"""The LP relaxations of a spot cell, in Charnes-Cooper variables (mixed into ``CellBounds``).
+"""The LP relaxations of a spot cell, in Charnes-Cooper variables (a part of ``CellBounds``).
 
-A cell's plans satisfy linear rows in the counts n (``CellBounds.cell_rows``); dividing by
+A cell's plans satisfy linear rows in the counts n (``CellBounds.cell_rows``, handed to each
+LP here); dividing by
 X = r n turns min (P + c0) / X into an LP in y = n / X and t = 1 / X. These LPs give the
 min price per rate over a cell's relaxation and the McCormick bound on (P + c0) j / X;
 their points, rounded to plans, are tried as incumbents. No LP value HiGHS reports is used
@@ -16,35 +17,49 @@ from collections.abc import Callable
 import highspy
 import numpy as np
 from dnnprov.solvers.highs_driver import MilpStatus, SparseRows, solve_milp
-from dnnprov.solvers.spot.cells import Cell, ClusterShape, greedy, up
+from dnnprov.solvers.spot.cells import Cell, greedy, up
+from dnnprov.solvers.spot.terms import SpotTerms
 
-from dnnprov.problems.spot import SpotColumns, SpotProblem
 from dnnprov.progress import Clock
+
+#: A cell's linear rows ``low <= a @ n <= high`` (``CellBounds.cell_rows``).
+Rows = list[tuple[np.ndarray, float, float]]
 
 
 class LpBounds:
-    """LP bounds of a cell; the host (``CellBounds``) provides the shapes, rows, box and HiGHS object."""
+    """LP bounds of a cell, solved on ``highs`` within ``clock``; rounded LP points go to ``try_plan``.
 
-    # provided by the host (``CellBounds``; ``consider`` by ``IncumbentSearch``, ``spread_factor`` by ``CcBounds``)
-    problem: SpotProblem
-    cols: SpotColumns
-    clock: Clock
-    highs: highspy.Highs
-    lp_bases: dict
-    stats: dict[str, int]
-    c0_per_ps: float
-    gamma_1: float
-    gamma_3: float
-    shape: Callable[[int, int], ClusterShape]
-    cell_rows: Callable[[Cell], list[tuple[np.ndarray, float, float]]]
-    box: Callable[[Cell], tuple[np.ndarray, np.ndarray]]
-    consider: Callable[[np.ndarray, int], None]
-    spread_factor: Callable[[Cell], float]
+    ``stats["lps"]`` counts the LPs; ``try_plan(counts, ps)`` is the incumbent search's
+    (:meth:`~dnnprov.solvers.spot.incumbents.IncumbentSearch.consider`).
+    """
 
-    def charnes_cooper_rows(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, SparseRows]:
+    def __init__(
+        self,
+        terms: SpotTerms,
+        highs: highspy.Highs,
+        clock: Clock,
+        stats: dict[str, int],
+        try_plan: Callable[[np.ndarray, int], None],
+    ) -> None:
+        self.problem = terms.problem
+        self.cols = terms.cols
+        self.c0_per_ps = terms.c0_per_ps
+        self.gamma_1 = terms.gamma_1
+        self.gamma_3 = terms.gamma_3
+        self.shape = terms.shape
+        self.box = terms.box
+        self.highs = highs
+        self.clock = clock
+        self.stats = stats
+        self.try_plan = try_plan
+        self.lp_bases: dict = {}  # warm starts of the cell LPs (solve_milp's ``bases``)
+
+    def charnes_cooper_rows(
+        self, cell: Cell, lo: np.ndarray, hi: np.ndarray, rows: Rows
+    ) -> tuple[np.ndarray, SparseRows]:
         """The cell's LP relaxation in y = n / X (the allowed columns, first) and t = 1 / X.
 
-        Rows: r y = 1, sum y = K t, lo t <= y <= hi t and every cell row scaled by t;
+        Rows: r y = 1, sum y = K t, lo t <= y <= hi t and every cell row (``rows``) scaled by t;
         callers may add variables after t. A box row is left out where the rest implies it:
         y >= 0 t (every variable is nonnegative) and y <= hi t with hi >= K (y <= sum y = K t).
         Built as arrays (row after row: the two rows of each column, then each cell row's
@@ -62,7 +77,6 @@ class LpBounds:
         pair = np.arange(2 * m)
         box_col, box_lower, box_end = pair[box] // 2, pair[box] % 2 == 0, ends.ravel()[box]
         n_box = len(box_col)
-        rows = self.cell_rows(cell)
         a = np.array([row[0] for row in rows], dtype=float).reshape(len(rows), -1)[:, allowed]
         sides = np.array([row[1:] for row in rows], dtype=float).reshape(len(rows), 2)
         finite = np.isfinite(sides).ravel()
@@ -153,13 +167,13 @@ class LpBounds:
                 counts[c] += 1
                 left -= 1
         if left == 0:
-            self.consider(counts, cell.ps)
+            self.try_plan(counts, cell.ps)
 
-    def lp_ratio(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> float | None:
-        """min (P + c0) / X over the LP relaxation of the cell (Charnes-Cooper); ``None``: empty."""
-        allowed, rows = self.charnes_cooper_rows(cell, lo, hi)
+    def lp_ratio(self, cell: Cell, lo: np.ndarray, hi: np.ndarray, rows: Rows) -> float | None:
+        """min (P + c0) / X over the LP relaxation of the cell's ``rows`` (Charnes-Cooper); ``None``: empty."""
+        allowed, cc_rows = self.charnes_cooper_rows(cell, lo, hi, rows)
         cost = np.concatenate([self.cols.price[allowed], [cell.ps * self.c0_per_ps]])
-        value = self.solve_lp(cost, *self.charnes_cooper_box(cell), rows, cell=cell)
+        value = self.solve_lp(cost, *self.charnes_cooper_box(cell), cc_rows, cell=cell)
         return None if value is None else max(value, 0.0)
 
     def max_ratio(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> float:
@@ -183,10 +197,10 @@ class LpBounds:
             ratio = new
         return safe
 
-    def lp_product_bound(self, cell: Cell, lo: np.ndarray, hi: np.ndarray) -> float | None:
-        """A lower bound on (P + c0) j / X over the cell, keeping how rho and b_w move together.
+    def lp_product_bound(self, cell: Cell, lo: np.ndarray, hi: np.ndarray, rows: Rows, spread: float) -> float | None:
+        """A lower bound on (P + c0) j / X over the cell's ``rows``, keeping how rho and b_w move together.
 
-        With rho = (P + c0) / X and b = b_w, j >= c A(b) - g1 (c the cell's CC factor bound,
+        With rho = (P + c0) / X and b = b_w, j >= c A(b) - g1 (c = ``spread``, the cell's CC factor bound,
         A(b) = g2 b + g3' >= 0 for every plan with a root of eq. 3), so
         rho j >= (c g3' - g1) rho + c g2 rho b. For g2 <= 0 the product rho b is replaced by
         its concave McCormick envelope over [rho_lo, rho_hi] x [b_lo, b_hi] (an upper bound
@@ -200,8 +214,8 @@ class LpBounds:
         shape = self.shape(cell.workers, cell.ps)
         allowed = np.flatnonzero(cell.allowed)
         m = len(allowed)
-        _, rows = self.charnes_cooper_rows(cell, lo, hi)
-        c = self.spread_factor(cell)
+        _, cc_rows = self.charnes_cooper_rows(cell, lo, hi, rows)
+        c = spread
         rho_lo, rho_hi = cell.rho_min, self.max_ratio(cell, lo, hi)
         if not math.isfinite(rho_hi):
             return -math.inf
@@ -212,7 +226,7 @@ class LpBounds:
             (both, np.concatenate([-rho_c * speed - b_c * price, [-b_c * c0, 1.0]]), -math.inf, -rho_c * b_c)
             for rho_c, b_c in ((rho_lo, cell.b_hi), (rho_hi, cell.b_lo))
         ]  # w <= rho_c b + b_c rho - rho_c b_c
-        rows = SparseRows.stack([rows, SparseRows.of(envelope)])
+        stacked = SparseRows.stack([cc_rows, SparseRows.of(envelope)])
         lin = c * self.gamma_3 - self.gamma_1
         cost = np.concatenate([lin * price, [lin * c0, c * w.gamma_2]])
         # 0 <= w <= rho_hi b_hi: every plan's point has w = rho b with rho <= rho_hi and b <= b_hi
@@ -220,4 +234,4 @@ class LpBounds:
         # w's reduced cost may have either sign; y and t as in charnes_cooper_box
         lower, upper = self.charnes_cooper_box(cell)
         lower, upper = np.append(lower, 0.0), np.append(upper, up(rho_hi * max(cell.b_hi, 0.0)) + 1e-300)
-        return self.solve_lp(cost, lower, upper, rows)
+        return self.solve_lp(cost, lower, upper, stacked)

@@ -1,8 +1,8 @@
 """The spot decomposition's view of side rows that use ``used[c]`` or the user's own variables.
 
-:class:`SideColumns` is a mixin of :class:`~dnnprov.solvers.spot.bounds.CellBounds` (the host
-provides ``side``, ``cols``): the count-only rows such side rows imply (for the LP bounds) and
-the extra columns and rows they bring into a cell MILP. The proofs are at each method.
+:class:`SideColumns` is a part of :class:`~dnnprov.solvers.spot.bounds.CellBounds` (built from
+the ``side`` rows and the columns): the count-only rows such side rows imply (for the LP bounds)
+and the extra columns and rows they bring into a cell MILP. The proofs are at each method.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ MilpRow = tuple[np.ndarray, np.ndarray, float, float]
 class SideColumns:
     """Side rows on ``used[c]`` and own variables, for the cell LPs and MILPs."""
 
-    side: SideRows | None
-    cols: SpotColumns
+    def __init__(self, side: SideRows | None, cols: SpotColumns) -> None:
+        self.side = side
+        self.cols = cols
 
     def implied_rows(self, cell: Cell) -> list[tuple[np.ndarray, float, float]]:
         """Rows in the counts alone implied by the side rows on ``used[c]`` (without own variables).

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 from dnnprov.formulations.joint import chosen_columns, create_joint_model
+from dnnprov.solvers.highs_driver import MilpStatus
 from dnnprov.solvers.joint.provision import (
     ColumnModel,
     SharedLimits,
@@ -298,16 +299,21 @@ def test_fixing_never_removes_the_optimal_column(make_random_spot, make_random_s
         solved = solve_columns(columns, shared.rows())
         assert solved.status is dnnprov.Status.OPTIMAL
         model = ColumnModel.build(columns, shared.rows())
-        optimum = model.choice(model.solve(integer=True)["x"])
+        milp = model.solve(integer=True)
+        assert milp.status is MilpStatus.OPTIMAL and milp.x is not None
+        optimum = model.choice(milp.x)
         assert set(optimum.tolist()) <= set(solved.kept.tolist())
         np.testing.assert_allclose(model.cost[optimum].sum(), solved.cost, rtol=REL)
         # the LP by column generation equals the full LP; the Lagrangian bound equals both
         lp = model.solve(integer=False)
-        by_pricing = model.solve_lp()
-        np.testing.assert_allclose(by_pricing["objective"], lp["objective"], rtol=1e-7)
-        for duals in (lp["row_dual"], by_pricing["row_dual"]):
+        stats: dict = {}
+        by_pricing = model.solve_lp(stats)
+        assert stats["lp_rounds"] >= 1 and stats["lp_columns"] >= len(columns)
+        np.testing.assert_allclose(by_pricing.objective, lp.objective, rtol=1e-7)
+        for duals in (lp.row_dual, by_pricing.row_dual):
+            assert duals is not None
             bound, delta = model.lagrangian(duals)
-            np.testing.assert_allclose(bound, lp["objective"], rtol=1e-6)
+            np.testing.assert_allclose(bound, lp.objective, rtol=1e-6)
             # delta is a rigorous lower bound of a nonnegative reduced cost: below 0 by rounding only
             assert (delta >= -1e-12 * np.abs(model.cost).max()).all()
             assert (bound + delta[optimum] <= solved.cost * (1 + REL)).all()

@@ -160,7 +160,7 @@ def test_drop_bound_holds_over_the_cells_the_search_builds() -> None:
         model = SpotModel(problem)
         k_lo, k_hi = search.worker_range()
         for k in range(max(k_lo, 2), k_hi + 1):
-            for cell in search.top_cells(k, 1):
+            for cell in search.bounds.top_cells(k, 1):
                 for part in [cell, *(search.split_by_top_count(cell) if search.splits(cell) else [])]:
                     positive += check_cell(search, model, part)
     assert positive >= 10
@@ -201,7 +201,7 @@ def test_drop_bound_claims_nothing_where_the_ps_link_is_contended() -> None:
         platform=dnnprov.SpotPlatform(ps_bandwidth_mb_s=1.0, pcie_bandwidth_mb_s=10000.0, ps_price_per_h=0.0)
     )
     search = search_of(problem)
-    cells = [c for k in range(2, 6) for c in search.top_cells(k, 1)]
+    cells = [c for k in range(2, 6) for c in search.bounds.top_cells(k, 1)]
     assert cells and all(drop_bound(search, c) == 0.0 for c in cells)
 
 

@@ -92,14 +92,14 @@ def check_vertex_bound(problem) -> int:
             ev = d.model.evaluate(plans, s)
             per_rate = (plans @ d.cols.price + s * c0) * ev.iterations / ev.iteration_rate
             valid = np.isfinite(per_rate) & (ev.iterations > 0)  # the model needs j > 0
-            cells = d.groups(range(k, k + 1)) + d.top_cells(k, s)
+            cells = d.groups(range(k, k + 1)) + d.bounds.top_cells(k, s)
             tops = plan_tops(d, plans, k, s)
             for cell in cells:
                 if cell.ps != s:
                     continue
                 mine = inside(cell, ev, valid & (tops == cell.top if cell.top is not None else valid))
                 if mine.any():
-                    assert d.vertex_bound(cell) <= per_rate[mine].min() * (1 + 1e-9)
+                    assert d.bounds.vertex_bound(cell) <= per_rate[mine].min() * (1 + 1e-9)
                     assert cell.bound <= ev.cost[mine & ev.feasible].min(initial=np.inf) * (1 + 1e-9)
                     checked += 1
     return checked
@@ -111,7 +111,7 @@ def test_tail_bound_is_below_every_larger_plan(make_random_spot, seed):
     d = SpotDecomposition(problem)
     k_lo, k_hi = d.worker_range()
     for k0 in range(k_lo, k_hi + 1):
-        bound = d.tail_bound(k0)
+        bound = d.bounds.tail_bound(k0)
         for k in range(k0, min(k_hi, k0 + 4) + 1):
             plans = all_plans(d, k)
             for s in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
@@ -134,10 +134,10 @@ def test_top_cells_keep_every_plan_that_beats_the_threshold(make_random_spot, se
             if not len(feasible):
                 continue
             # a threshold between the cheapest and the dearest feasible plan of this (K, s)
-            d.threshold = float(np.median(ev.cost[feasible]))
-            cells = {cell.top: cell for cell in d.top_cells(k, s)}
+            d.bounds.threshold = float(np.median(ev.cost[feasible]))
+            cells = {cell.top: cell for cell in d.bounds.top_cells(k, s)}
             tops = plan_tops(d, plans, k, s)
-            for i in feasible[ev.cost[feasible] < d.threshold]:
+            for i in feasible[ev.cost[feasible] < d.bounds.threshold]:
                 cell = cells.get(int(tops[i]))
                 assert cell is not None, f"plan {plans[i]} (cost {ev.cost[i]}) lost with its top {tops[i]}"
                 one = np.zeros(len(plans), dtype=bool)
@@ -167,11 +167,11 @@ def test_cc_square_secant_is_below_every_plan_of_the_cell(make_random_spot, seed
             q = plans @ d.shape(k, s).speed ** 2
             exact = np.sqrt((ev.cc + w.gamma_4) * k) / d.model.loss_gap
             tops = plan_tops(d, plans, k, s)
-            for cell in d.top_cells(k, s):
+            for cell in d.bounds.top_cells(k, s):
                 ends = np.geomspace(cell.v_lo, cell.v_hi, 5)
                 for v_lo, v_hi in [(cell.v_lo, cell.v_hi)] + list(itertools.pairwise(ends)):
                     cell.v_lo, cell.v_hi, cell.q_lo, cell.q_hi = float(v_lo), float(v_hi), 0.0, np.inf
-                    curve = d.cc_square_curve(cell)
+                    curve = d.bounds.cc.cc_square_curve(cell)
                     q_ranges = [(0.0, np.inf)]
                     if curve is not None:
                         mid = (curve[1] + curve[2]) / 2
@@ -184,7 +184,7 @@ def test_cc_square_secant_is_below_every_plan_of_the_cell(make_random_spot, seed
                             & (q >= cell.q_lo)
                             & (q <= cell.q_hi)
                         )
-                        secant = d.cc_square_secant(cell)
+                        secant = d.bounds.cc.cc_square_secant(cell)
                         if secant is None or not mine.any():
                             continue
                         bound = secant[0] + secant[1] * q[mine]
@@ -224,7 +224,7 @@ def check_j_lower(problem, rng, knees: set) -> int:
             ev = d.model.evaluate(plans, s)
             tops = plan_tops(d, plans, k, s)
             v = d.shape(k, s).speed
-            for cell in d.top_cells(k, s):
+            for cell in d.bounds.top_cells(k, s):
                 for _ in range(4):
                     part = copy.copy(cell)
                     cut = np.sort(rng.uniform(part.b_lo, part.b_hi, 2))
@@ -236,7 +236,7 @@ def check_j_lower(problem, rng, knees: set) -> int:
                         part.x_lo = max(part.x_lo, float(rng.choice(ev.iteration_rate[mine])) * rng.uniform(0.5, 1.0))
                         part.v_lo = max(part.v_lo, float(rng.choice(ev.speed[mine])) * rng.uniform(0.5, 1.0))
                     mine &= (ev.iteration_rate >= part.x_lo) & (ev.speed >= part.v_lo) & (ev.iterations > 0)
-                    bound = d.j_lower(part)
+                    bound = d.bounds.cc.j_lower(part)
                     if mine.any():
                         assert (ev.iterations[mine] >= bound - 1e-9 * np.abs(ev.iterations[mine])).all()
                         checked += 1
@@ -247,7 +247,10 @@ def check_j_lower(problem, rng, knees: set) -> int:
                     b = np.sort(np.append(b, knee)) if part.b_lo < knee < part.b_hi else b
                     big_v = np.maximum(part.v_lo, b * part.x_lo)
                     r = np.maximum(0.0, 1 - v[part.top] / big_v) * np.sqrt(k / (k - 1))
-                    grid = np.sqrt((r + w.gamma_4) * k) / d.model.loss_gap * (w.gamma_2 * b + d.gamma_3) - d.gamma_1
+                    grid = (
+                        np.sqrt((r + w.gamma_4) * k) / d.model.loss_gap * (w.gamma_2 * b + d.terms.gamma_3)
+                        - d.terms.gamma_1
+                    )
                     assert grid.min() >= bound - 1e-9 * abs(bound)
                     assert grid.min() <= bound + 1e-6 * abs(bound) + 1e-9
                     knees.add("below" if knee <= part.b_lo else "above" if knee >= part.b_hi else "inside")
@@ -268,14 +271,14 @@ def test_fast_ratio_is_below_every_fast_enough_plan(make_random_spot):
         k_lo, k_hi = d.worker_range()
         for k in range(k_lo, min(k_hi, 7) + 1):
             for s in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
-                for cell in d.top_cells(k, s):
+                for cell in d.bounds.top_cells(k, s):
                     lo, hi = d.box(cell)
                     plans = compositions(lo, hi, k)
                     x = plans @ d.shape(k, s).rate
                     ratio = (plans @ d.cols.price + s * c0) / x
                     for share in (0.3, 0.7, 0.95):
                         cell.x_lo, cell.x_hi = float(np.quantile(x, share)), float(x.max())
-                        bound = d.fast_ratio(cell)
+                        bound = d.bounds.fast_ratio(cell)
                         assert bound <= ratio[x >= cell.x_lo].min() * (1 + 1e-12)
                         checked += 1
                         gained += bound > ratio.min() * (1 + 1e-6)

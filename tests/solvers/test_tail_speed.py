@@ -89,7 +89,7 @@ def cells_with_plans(make_random_spot, seed: int, max_quota: int = 3):
     k_lo, k_hi = d.worker_range()
     for k in range(max(k_lo, 2), min(k_hi, 7) + 1):
         for s in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
-            for cell in d.top_cells(k, s):
+            for cell in d.bounds.top_cells(k, s):
                 lo, hi = d.box(cell)
                 plans = compositions(lo, hi, k)
                 if not len(plans):
@@ -119,16 +119,18 @@ def test_charnes_cooper_box_holds_every_plan_and_keeps_the_lp_bounds(make_random
                 continue
             plans, mine = plans[feasible], np.flatnonzero(mine)[feasible]
             x = ev.iteration_rate[mine]
-            lower, upper = d.charnes_cooper_box(cell)
+            lower, upper = d.bounds.lp.charnes_cooper_box(cell)
             allowed = np.flatnonzero(cell.allowed)
             points = np.column_stack([plans[:, allowed] / x[:, None], 1 / x])
             assert (points >= lower).all() and (points <= upper).all()
             ratio = (plans @ d.cols.price + s * d.c0_per_ps) / x
             lo, hi = d.box(cell)
-            rho = d.lp_ratio(cell, lo, hi)
+            rho = d.bounds.lp.lp_ratio(cell, lo, hi, d.bounds.cell_rows(cell))
             assert rho is not None and rho <= ratio.min() * (1 + 1e-9)
             cell.rho_min = rho
-            product = d.lp_product_bound(cell, lo, hi)
+            product = d.bounds.lp.lp_product_bound(
+                cell, lo, hi, d.bounds.cell_rows(cell), d.bounds.cc.spread_factor(cell)
+            )
             per_rate = ratio * ev.iterations[mine]
             assert product is not None and product <= per_rate.min() * (1 + 1e-9)
             checked += 1
@@ -147,9 +149,9 @@ def test_bounds_added_when_popped_stay_below_every_plan(make_random_spot):
             cheapest = float(ev.cost[mine][feasible].min()) if feasible.any() else np.inf
             before = cell.bound
             assert before <= cheapest * (1 + 1e-9) + 1e-12
-            done = d.complete(cell)
+            done = d.bounds.complete(cell)
             if done is None:
-                assert cheapest >= d.threshold * (1 - 1e-9)
+                assert cheapest >= d.bounds.threshold * (1 - 1e-9)
                 continue
             assert before <= done.bound <= cheapest * (1 + 1e-9) + 1e-12
             checked += 1
