@@ -3,7 +3,7 @@
 A request that does work first has its body read (at the middleware's minimum rate),
 parsed in a thread (never on the event loop) and checked as the CLI checks it
 (:func:`dnnprov.service.tasks.prepare`); only then does it take a place of its lane
-(atomically, before any ``await``: :meth:`~dnnprov.service.pool.WorkerPool.try_reserve`),
+(atomically, before any ``await``: :meth:`~dnnprov.execution.pool.WorkerPool.try_reserve`),
 else it gets 429 with ``Retry-After``, so a slow client holds no place. The work runs in
 the executor. Every error answer is ``{"error": {"field": ..., "message": ...}}``; no answer
 carries a traceback.
@@ -31,13 +31,14 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dnnprov.errors import InvalidInputError
+from dnnprov.execution.pool import Outcome, Work
 from dnnprov.json_files import parse_json
 from dnnprov.problems.checks import short
 from dnnprov.service.jobs import JobRunner, log_event
 from dnnprov.service.metrics import Metrics
 from dnnprov.service.middleware import ServiceMiddleware
 from dnnprov.service.openapi import openapi_document
-from dnnprov.service.pool import Outcome, Work, WorkerPool, lane_of
+from dnnprov.service.pool import lane_of, make_executor
 from dnnprov.service.run_jobs import RunJobs, runs_folder
 from dnnprov.service.store import (
     FINAL,
@@ -159,20 +160,14 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         db_url = is_database_url(config.db_path)  # PostgreSQL: replicas share it, leases instead of the file lock
         held = owner or (None if db_url else StoreOwner(Path(config.db_path)))
         store = open_store(config.db_path)
-        if config.dask_address is not None:
-            from dnnprov.service.dask_executor import DaskExecutor
-
-            pool: Any = DaskExecutor(
-                config.dask_address, max_time_limit_s=config.max_time_limit_s, max_pending=config.max_pending
-            )
-        else:
-            pool = WorkerPool(
-                config.workers,
-                max_time_limit_s=config.max_time_limit_s,
-                max_pending=config.max_pending,
-                short_workers=config.short_workers,
-                tenant_max_pending=config.tenant_cap(),
-            )
+        pool: Any = make_executor(
+            workers=config.workers,
+            max_time_limit_s=config.max_time_limit_s,
+            max_pending=config.max_pending,
+            short_workers=config.short_workers,
+            tenant_max_pending=config.tenant_cap(),
+            dask_address=config.dask_address,
+        )
         metrics = Metrics(pool, store)
         # run jobs keep their records beside a SQLite store; replicas on PostgreSQL do not take them
         runs = None if db_url else RunJobs(store, runs_folder(config.db_path))
@@ -365,7 +360,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
     # ------------------------------------------------------------------ solving
     def _admit(kind: str, method: str, request: Request) -> Work:
         """A place for the checked work of ``request`` in its lane, else 429 (the lane or the tenant is full)."""
-        work = Work(kind, None, 0.0, lane=lane_of(kind, method), tenant=request.state.tenant)
+        work = Work((kind, None), 0.0, lane=lane_of(kind, method), tenant=request.state.tenant)
         refused = state["pool"].try_reserve(work)
         if refused is not None:
             wait = max(1, min(60, math.ceil(state["task_s"] * config.max_pending / max(1, state["pool"].workers))))
@@ -417,7 +412,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
             gone.cancel()
         if not future.done():
             state["pool"].cancel(work)
-            log_event(logging.INFO, "request_abandoned", kind=work.kind, request_id=request.state.request_id)
+            log_event(logging.INFO, "request_abandoned", kind=work.args[0], request_id=request.state.request_id)
             return ("cancelled",)
         return future.result()
 
@@ -427,7 +422,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
             return task.run()
         work = _admit(kind, task.method, request)
         try:
-            work.body, work.budget_s = body, task.budget_s
+            work.args, work.budget_s = (kind, body), task.budget_s
             started = time.monotonic()
             outcome = await _outcome(work, request)
         finally:

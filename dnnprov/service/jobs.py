@@ -19,7 +19,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.service.pool import Outcome, Work, lane_of
+from dnnprov.execution.pool import Outcome, Work
+from dnnprov.service.pool import lane_of
 from dnnprov.service.store import Job, Store, StoreBusy, StoreFailed
 from dnnprov.service.tasks import prepare
 
@@ -44,7 +45,7 @@ def log_event(level: int, event: str, **fields: Any) -> None:
 
 
 class Executor(Protocol):
-    """What runs works: :class:`~dnnprov.service.pool.WorkerPool` or the Dask executor."""
+    """What runs works: :class:`~dnnprov.execution.pool.WorkerPool` or :class:`~dnnprov.execution.dask.DaskPool`."""
 
     closing: bool
     draining: bool
@@ -99,9 +100,9 @@ class JobRunner:
             self.runs.submit(job_id, body, request_id)
             return
         if work is None:
-            work = Work(kind, body, budget_s, lane=lane_of(kind, method), tenant=tenant)
+            work = Work((kind, body), budget_s, lane=lane_of(kind, method), tenant=tenant)
             self.executor.reserve(work)
-        work.kind, work.body, work.budget_s, work.job_id = kind, body, budget_s, job_id
+        work.args, work.budget_s, work.job_id = (kind, body), budget_s, job_id
         work.before_start = lambda: self._start(job_id, request_id)
         with self._lock:
             self._works[job_id] = work
@@ -179,7 +180,7 @@ class JobRunner:
                     self.submit(
                         job_id,
                         kind,
-                        work.body if work else job.body,
+                        work.args[1] if work else job.body,
                         work.budget_s if work else 60.0,
                         method,
                         request_id=request_id,

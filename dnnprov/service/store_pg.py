@@ -46,8 +46,8 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.service.store import FINAL, STATES, Job, StoreBusy, body_hash, list_query
 
 if TYPE_CHECKING:
+    from dnnprov.execution.pool import WorkerPool
     from dnnprov.service.jobs import JobRunner
-    from dnnprov.service.pool import WorkerPool
 
 LOG = logging.getLogger("dnnprov.service")
 T = TypeVar("T")
