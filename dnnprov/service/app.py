@@ -34,7 +34,8 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.execution.pool import Outcome, Work
 from dnnprov.json_files import parse_json
 from dnnprov.problems.checks import short
-from dnnprov.service.jobs import JobRunner, log_event
+from dnnprov.service.events import log_event
+from dnnprov.service.jobs import JobRunner
 from dnnprov.service.metrics import Metrics
 from dnnprov.service.middleware import ServiceMiddleware
 from dnnprov.service.openapi import openapi_document

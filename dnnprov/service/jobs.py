@@ -11,7 +11,6 @@ one JSON log event (``job_started``, ``job_finished``, ``job_failed``, ``job_ret
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -20,6 +19,7 @@ from typing import Any, Protocol
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.execution.pool import Outcome, Work
+from dnnprov.service.events import log_event
 from dnnprov.service.pool import lane_of
 from dnnprov.service.store import Job, Store, StoreBusy, StoreFailed
 from dnnprov.service.tasks import prepare
@@ -32,16 +32,6 @@ STORE_RETRY_S = 10.0
 #: Tries of one step of a job when the store fails (disk full, ...), a pause apart; then the step is skipped.
 STORE_FAILED_TRIES = 3
 STORE_FAILED_PAUSE_S = 1.0
-
-
-def log_event(level: int, event: str, **fields: Any) -> None:
-    """One JSON line on the service log: ``{"ts", "level", "event", ...}``."""
-    LOG.log(
-        level,
-        json.dumps(
-            {"ts": round(time.time(), 3), "level": logging.getLevelName(level).lower(), "event": event, **fields}
-        ),
-    )
 
 
 class Executor(Protocol):

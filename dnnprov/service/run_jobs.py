@@ -49,7 +49,7 @@ from dnnprov.control.record import RunRecord
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems import checks as check
 from dnnprov.problems.spot import SpotProblem
-from dnnprov.service.jobs import log_event
+from dnnprov.service.events import log_event
 from dnnprov.service.requests import CheckedRequest, _fields, instance
 from dnnprov.service.store import Store
 
