@@ -39,10 +39,7 @@ ALLOWED = {
     **{tool: BELOW_ENTRY | {"entry", "package"} for tool in TOOLS},
     "control": BELOW_ENTRY | {"entry", "package", "cloud", "revocation"},
     "training": BELOW_ENTRY | {"entry", "package"} | TOOLS | CONTROL,
-    **{
-        front: BELOW_ENTRY | {"entry", "package"} | EXECUTION | TOOLS | CONTROL | TRAINING | FRONT
-        for front in FRONT
-    },
+    **{front: BELOW_ENTRY | {"entry", "package"} | EXECUTION | TOOLS | CONTROL | TRAINING | FRONT for front in FRONT},
 }
 ALLOWED["batch"] = ALLOWED["batch"] | {"benchsets"} | EXECUTION  # .jsonl sets are read through benchsets
 

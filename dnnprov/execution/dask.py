@@ -42,6 +42,7 @@ from typing import Any
 from dnnprov.execution.pool import Outcome, Slot, Work, WorkerPool
 from dnnprov.execution.process import WorkerProcess, resolve, run_once
 
+#: The service's JSON log (`dnnprov serve` configures it; a batch leaves it to Python's defaults).
 LOG = logging.getLogger("dnnprov.service")
 #: Seconds between two looks of the watch at the client and the running tasks.
 WATCH_S = 1.0

@@ -24,6 +24,7 @@ from typing import Any
 
 from dnnprov.execution.process import WorkerProcess
 
+#: The service's JSON log (`dnnprov serve` configures it; a batch leaves it to Python's defaults).
 LOG = logging.getLogger("dnnprov.service")
 #: Longest warm-up of a new worker process before it is killed and another started (a loaded machine took 30 s).
 WARM_UP_LIMIT_S = 180.0

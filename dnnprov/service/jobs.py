@@ -24,7 +24,6 @@ from dnnprov.service.pool import lane_of
 from dnnprov.service.store import Job, Store, StoreBusy, StoreFailed
 from dnnprov.service.tasks import prepare
 
-LOG = logging.getLogger("dnnprov.service")
 #: A job is failed after this many attempts ended by a crash (a worker or the server killed).
 MAX_ATTEMPTS = 3
 #: How long a worker thread retries one store operation before it logs and tries again.
