@@ -254,7 +254,7 @@ def warm_up() -> None:
     from dnnprov.solvers.search import enumeration, heuristics  # noqa: F401
 
 
-def outcome_row(task: Task, outcome: tuple, seconds: float) -> dict[str, Any]:
+def outcome_row(task: Task, outcome: tuple, seconds: float | None) -> dict[str, Any]:
     """The row of ``task`` from the pool's outcome: its own row, or a crash or timeout row."""
     if outcome[0] == "ok":
         row: dict[str, Any] = outcome[1]
@@ -275,17 +275,18 @@ def outcome_row(task: Task, outcome: tuple, seconds: float) -> dict[str, Any]:
 
 def _run_pool(pool: WorkerPool, tasks: Sequence[Task], emit: Callable[[dict[str, Any]], None]) -> None:
     """Submit every task to ``pool`` and ``emit`` each row as it ends."""
-    started: dict[Future, tuple[Task, float]] = {}
+    works: dict[Future, tuple[Task, Work]] = {}
     for task in tasks:
         work = Work((task,), task.kill_after_s)
         pool.reserve(work)
-        started[pool.submit(work)] = (task, time.perf_counter())
-    pending = set(started)
+        works[pool.submit(work)] = (task, work)
+    pending = set(works)
     while pending:
         done, pending = futures_wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
         for future in done:
-            task, at = started[future]
-            emit(outcome_row(task, future.result(), time.perf_counter() - at))
+            task, work = works[future]
+            seconds = time.perf_counter() - work.started if work.started else None
+            emit(outcome_row(task, future.result(), seconds))
         if pool.start_failures > START_FAILURES:
             raise RuntimeError(
                 f"batch task processes exit at start; try `{sys.executable} -c 'import dnnprov.solvers.milp'`"

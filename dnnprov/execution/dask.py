@@ -139,6 +139,7 @@ class DaskSlot(Slot):
             return
         with self.lock:
             self.current = work
+        work.started = time.perf_counter()
         try:
             outcome = self._submit(work) or self._wait(work)
         finally:

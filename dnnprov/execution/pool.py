@@ -56,6 +56,7 @@ class Work:
     stopping: bool = False  # killed by a drain: the outcome is ("shutdown",)
     reserved: str = ""  # the lane whose place it holds ("": none)
     pid: int | None = None  # of the worker process running it
+    started: float = 0.0  # time.perf_counter() when it was sent to its worker process (0: not yet)
     lane: str = "long"
     tenant: str = ""
 
@@ -188,6 +189,7 @@ class Slot:
         process = self.process
         assert process is not None
         try:
+            work.started = time.perf_counter()
             seq = process.send((*work.args, *self.pool.args))
             answered, answer = process.receive(seq, work.budget_s)
             if answered:
