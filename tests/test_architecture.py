@@ -24,6 +24,8 @@ CONTROL = {"control"}
 #: the reference trainer and its local cloud (dnnprov run --cloud local): on top of the control loop
 TRAINING = {"training"}
 BELOW_ENTRY = {"basics", "problems", "models", "io", "formulations", "solvers"}
+#: supervised execution (worker processes, the pool, Dask): for the batch tool and the service
+EXECUTION = {"execution"}
 #: room -> the rooms it may import (besides itself)
 ALLOWED = {
     "basics": set(),
@@ -34,12 +36,13 @@ ALLOWED = {
     "solvers": {"basics", "problems", "models", "formulations"},
     "entry": BELOW_ENTRY,
     "package": BELOW_ENTRY | {"entry"},
+    "execution": BELOW_ENTRY | {"entry", "package"},
     **{tool: BELOW_ENTRY | {"entry", "package"} for tool in TOOLS},
     "control": BELOW_ENTRY | {"entry", "package", "cloud", "revocation"},
     "training": BELOW_ENTRY | {"entry", "package"} | TOOLS | CONTROL,
-    **{front: BELOW_ENTRY | {"entry", "package"} | TOOLS | CONTROL | TRAINING | FRONT for front in FRONT},
+    **{front: BELOW_ENTRY | {"entry", "package"} | EXECUTION | TOOLS | CONTROL | TRAINING | FRONT for front in FRONT},
 }
-ALLOWED["batch"] = ALLOWED["batch"] | {"benchsets"}  # .jsonl sets are read through it
+ALLOWED["batch"] = ALLOWED["batch"] | {"benchsets"} | EXECUTION  # .jsonl sets are read through benchsets
 
 
 def room(module: str) -> str:

@@ -7,10 +7,9 @@ and flushed per row) or Parquet (rewritten in chunks). A bad file, a solver erro
 crashed or killed child each become that row's ``error``; the batch goes on.
 :func:`summarize` turns the rows into one line per method.
 
-Every task runs in a child started with ``subprocess`` (a fresh interpreter talking
-pickles over a socket pair), not a ``multiprocessing`` worker: Dask worker processes are
-daemonic and may not fork ``multiprocessing`` children, and with the same child on both
-backends a timeout or crash gives the same row locally and on Dask.
+Every task runs in a supervised worker process of :mod:`dnnprov.execution` (a fresh
+interpreter), locally or in a Dask worker, killed past the task's ``kill_after_s``: with the
+same process on both backends a timeout or crash gives the same row locally and on Dask.
 """
 
 from __future__ import annotations
@@ -18,17 +17,11 @@ from __future__ import annotations
 import logging
 import math
 import os
-import queue
-import socket
-import subprocess
 import sys
-import threading
 import time
-import uuid
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait as futures_wait
 from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +49,7 @@ from dnnprov.batch.files import (
 from dnnprov.batch.summary import SUMMARY_COLUMNS, best_known, cost_ratios, format_summary, method_rank, summarize
 from dnnprov.dispatch import METHODS, solve
 from dnnprov.errors import InvalidInputError
+from dnnprov.execution.pool import Work, WorkerPool
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import Status
@@ -242,244 +236,88 @@ def default_kill_after(time_limit_s: float) -> float:
     return 1.1 * time_limit_s + 30.0
 
 
-# ------------------------------------------------------------------ supervised child
-_CHILD_CODE = "import sys; from dnnprov.batch.runner import child_main; child_main(int(sys.argv[1]))"
+# ------------------------------------------------------------------ supervised execution
+#: The job function of the worker processes (``"module:function"``): a task -> ``("ok", row)``.
+RUNNER = "dnnprov.batch.runner:task_outcome"
+#: Longest start of a task process (imports) before the batch gives up on the machine.
+START_FAILURES = 3
 
 
-def child_main(fd: int) -> None:
-    """Entry point of a task child: receive tasks on socket ``fd``, send rows back."""
-    conn = Connection(fd)
-    parent = os.getppid()
+def task_outcome(task: Task) -> tuple[str, dict[str, Any]]:
+    """:func:`run_task` as a worker process answers it: ``("ok", row)``."""
+    return ("ok", run_task(task))
 
-    def watch_parent() -> None:  # an orphaned child (parent killed) ends itself
-        while True:
-            time.sleep(1.0)
-            if os.getppid() != parent:
-                os._exit(0)
 
-    threading.Thread(target=watch_parent, daemon=True).start()
-    from dnnprov.solvers import milp  # noqa: F401  (import before timing)
+def warm_up() -> None:
+    """Import the solvers in a new task process before its first task (not timed)."""
+    from dnnprov.solvers import milp  # noqa: F401
     from dnnprov.solvers.search import enumeration, heuristics  # noqa: F401
 
-    conn.send(("ready", os.getpid()))
-    while True:
-        try:
-            task = conn.recv()
-        except (EOFError, OSError):
-            return
-        if task is None:
-            return
-        conn.send(("done", run_task(task)))
 
-
-class Child:
-    """One task process: a fresh interpreter running :func:`child_main`."""
-
-    def __init__(self) -> None:
-        ours, theirs = socket.socketpair()
-        env = dict(os.environ, PYTHONHASHSEED="0")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _CHILD_CODE, str(theirs.fileno())],
-            pass_fds=[theirs.fileno()],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
-        theirs.close()
-        self.conn = Connection(ours.detach())
-        self.ready = False
-        self.task: Task | None = None
-        self.started = 0.0
-
-    @property
-    def deadline(self) -> float:
-        """When the running task's child is to be killed."""
-        assert self.task is not None
-        return self.started + self.task.kill_after_s
-
-    def send(self, task: Task) -> None:
-        """Start ``task`` in the child."""
-        self.task, self.started = task, time.perf_counter()
-        self.conn.send(task)
-
-    def receive(self) -> dict[str, Any] | None:
-        """Handle one message: ``None`` for ``ready``, the row for ``done``.
-
-        Raises :class:`EOFError` when the child has died.
-        """
-        kind, payload = self.conn.recv()
-        if kind == "ready":
-            self.ready = True
-            return None
-        self.task = None
-        return payload
-
-    def death_row(self) -> dict[str, Any]:
-        """The row of the task running when the child died (waits for its exit code)."""
-        assert self.task is not None
-        try:
-            code = self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # closed its socket but lingers: finish it
-            self.proc.kill()
-            code = self.proc.wait()
-        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-        row = failure_row(self.task, f"crash: task process died ({how})", time.perf_counter() - self.started)
-        self.task = None
+def outcome_row(task: Task, outcome: tuple, seconds: float | None) -> dict[str, Any]:
+    """The row of ``task`` from the pool's outcome: its own row, or a crash or timeout row."""
+    if outcome[0] == "ok":
+        row: dict[str, Any] = outcome[1]
         return row
-
-    def timeout_row(self) -> dict[str, Any]:
-        """Kill the child and return the row of its task."""
-        assert self.task is not None
-        task = self.task
-        self.close(kill=True)
-        row = failure_row(
+    if outcome[0] == "killed":
+        return failure_row(
             task,
             f"timeout: task process killed after {task.kill_after_s:g} s: the solver did not "
             f"return within its time limit of {task.time_limit_s:g} s and the grace after it; "
             "no result",
-            time.perf_counter() - self.started,
+            seconds,
         )
-        self.task = None
-        return row
-
-    def run(self, task: Task, start_timeout_s: float = 120.0) -> dict[str, Any]:
-        """Run ``task`` to its end, its deadline, or the child's death (blocking)."""
-        try:
-            while not self.ready:
-                if not self.conn.poll(start_timeout_s):
-                    self.close(kill=True)
-                    return failure_row(task, f"crash: task process did not start within {start_timeout_s:g} s")
-                self.receive()
-            self.send(task)
-            while True:
-                left = self.deadline - time.perf_counter()
-                if left <= 0 or not self.conn.poll(left):
-                    return self.timeout_row()
-                row = self.receive()
-                if row is not None:
-                    return row
-        except (EOFError, OSError):
-            if self.task is None:
-                self.task, self.started = task, time.perf_counter()
-            return self.death_row()
-
-    def alive(self) -> bool:
-        """Whether the child process still runs."""
-        return self.proc.poll() is None
-
-    def close(self, kill: bool = False) -> None:
-        """Stop the child: politely when idle, by SIGKILL when ``kill``."""
-        if kill:
-            self.proc.kill()
-        else:
-            try:
-                self.conn.send(None)
-            except OSError:
-                pass
-        try:
-            self.proc.wait(timeout=None if kill else 5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.conn.close()
+    if outcome[0] == "crashed" and outcome[1].startswith("the worker process ended unexpectedly ("):
+        how = outcome[1].removeprefix("the worker process ended unexpectedly ")
+        return failure_row(task, f"crash: task process died {how}", seconds)
+    return failure_row(task, f"crash: {' '.join(map(str, outcome[1:])) or outcome[0]}", seconds)
 
 
-# ------------------------------------------------------------------ local pool
+def _run_pool(pool: WorkerPool, tasks: Sequence[Task], emit: Callable[[dict[str, Any]], None]) -> None:
+    """Submit every task to ``pool`` and ``emit`` each row as it ends."""
+    works: dict[Future, tuple[Task, Work]] = {}
+    for task in tasks:
+        work = Work((task,), task.kill_after_s)
+        pool.reserve(work)
+        works[pool.submit(work)] = (task, work)
+    pending = set(works)
+    while pending:
+        done, pending = futures_wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+        for future in done:
+            task, work = works[future]
+            seconds = time.perf_counter() - work.started if work.started else None
+            emit(outcome_row(task, future.result(), seconds))
+        if pool.start_failures > START_FAILURES:
+            raise RuntimeError(
+                f"batch task processes exit at start; try `{sys.executable} -c 'import dnnprov.solvers.milp'`"
+            )
+
+
 def run_local(tasks: Sequence[Task], workers: int, emit: Callable[[dict[str, Any]], None]) -> None:
-    """Run ``tasks`` on ``workers`` supervised children; ``emit`` each row as it ends."""
-    todo = deque(tasks)
-    children = [Child() for _ in range(max(1, min(workers, len(todo))))]
-    startup_failures = 0
+    """Run ``tasks`` on ``workers`` supervised task processes; ``emit`` each row as it ends."""
+    pool = WorkerPool(max(1, min(workers, len(tasks))), runner=RUNNER, warm_up=f"{__name__}:warm_up", quiet=True)
     try:
-        while todo or any(c.task is not None for c in children):
-            for c in children:
-                if c.ready and c.task is None and todo:
-                    c.send(todo.popleft())
-            busy = [c for c in children if c.task is not None]
-            timeout = max(0.0, min(c.deadline for c in busy) - time.perf_counter()) if busy else 1.0
-            ready = wait([c.conn for c in children], timeout)
-            for c in [c for c in children if c.conn in ready]:
-                try:
-                    row = c.receive()
-                except (EOFError, OSError):
-                    if c.task is not None:
-                        emit(c.death_row())
-                    elif not c.ready:
-                        startup_failures += 1
-                        if startup_failures > 3:
-                            raise RuntimeError(
-                                "batch task processes exit at start; try "
-                                f"`{sys.executable} -c 'import dnnprov.solvers.milp'`"
-                            ) from None
-                    c.close(kill=True)
-                    children[children.index(c)] = Child()
-                    continue
-                if row is not None:
-                    emit(row)
-            now = time.perf_counter()
-            for i, c in enumerate(children):
-                if c.task is not None and now >= c.deadline:
-                    emit(c.timeout_row())
-                    children[i] = Child()
+        _run_pool(pool, tasks, emit)
     finally:
-        for c in children:
-            c.close(kill=c.task is not None or not c.ready)
-
-
-# ------------------------------------------------------------------ Dask
-_POOL: queue.SimpleQueue[Child] = queue.SimpleQueue()
-
-
-def dask_warmup() -> int:
-    """Start one task child in this Dask worker (run on every worker before a batch)."""
-    _POOL.put(Child())
-    return os.getpid()
-
-
-def dask_release() -> int:
-    """Stop this Dask worker's idle task children (run on every worker before the cluster
-    closes, so that no worker is still waiting on a child when its nanny stops it)."""
-    stopped = 0
-    while True:
-        try:
-            child = _POOL.get_nowait()
-        except queue.Empty:
-            return stopped
-        child.close()
-        stopped += 1
-
-
-def dask_task(task: Task) -> dict[str, Any]:
-    """Run one task on a Dask worker in a supervised child (reused across tasks)."""
-    try:
-        child = _POOL.get_nowait()
-    except queue.Empty:
-        child = Child()
-    if not child.alive():
-        child.close(kill=True)
-        child = Child()
-    row = child.run(task)
-    if child.alive() and child.task is None:
-        _POOL.put(child)
-    else:
-        child.close(kill=True)
-    return row
+        pool.close()
 
 
 def run_dask(
     tasks: Sequence[Task], address: str, emit: Callable[[dict[str, Any]], None], workers: int | None = None
 ) -> None:
-    """Run ``tasks`` on the Dask cluster at ``address`` (``"local"``: a 2-worker LocalCluster)."""
+    """Run ``tasks`` on the Dask cluster at ``address`` (``"local"``: a 2-worker LocalCluster),
+    each in a supervised task process of a Dask worker."""
     try:
-        from distributed import Client, LocalCluster, as_completed
+        from distributed import LocalCluster
+
+        from dnnprov.execution.dask import DaskPool
     except ImportError:
         raise InvalidInputError("--dask", "needs dask.distributed: pip install 'dnnprov[batch]'") from None
     cluster = None
     if address == "local":
         # silence_logs: the cluster lives as long as the batch, and its teardown chatter
         # (comm closed, nanny timeouts, with tracebacks under load) is no news to the user;
-        # a task that fails is a row (crash: dask task failed ...), a cluster that fails to start raises.
+        # a task that fails is a row (crash: ...), a cluster that fails to start raises.
         cluster = LocalCluster(
             n_workers=workers or 2,
             threads_per_worker=1,
@@ -488,43 +326,26 @@ def run_dask(
             dashboard_address=":0",
             silence_logs=logging.CRITICAL,
         )
-        client = Client(cluster)
-    else:
+        address = cluster.scheduler_address
+    try:
         try:
-            client = Client(address, timeout="20s")
+            pool = DaskPool(address, runner=RUNNER, warm_up=f"{__name__}:warm_up", supervised=True)
         except (OSError, TimeoutError, ValueError) as exc:
             raise InvalidInputError("--dask", f"cannot connect to {address}: {exc}") from None
-    try:
-        client.run(dask_warmup)
-        batch = uuid.uuid4().hex[:8]
-        futures = {
-            client.submit(dask_task, t, key=f"dnnprov-batch-{batch}-{i}", pure=False): t for i, t in enumerate(tasks)
-        }
-        for future in as_completed(futures):
-            try:
-                row = future.result()
-            except Exception as exc:  # noqa: BLE001 (KilledWorker, lost worker, ...)
-                row = failure_row(futures[future], f"crash: dask task failed ({type(exc).__name__}: {exc})")
-            future.release()
-            emit(row)
+        try:
+            _run_pool(pool, tasks, emit)
+        finally:
+            pool.close()
     finally:
-        _close_dask(client, cluster)
-
-
-def _close_dask(client: Any, cluster: Any) -> None:
-    """Release the workers' task children, then close the client and the batch's own cluster.
-
-    The rows are all in by now: a cluster that closes badly (a timeout on a loaded
-    machine) is one warning line, not a failed batch.
-    """
-    try:
-        client.run(dask_release)
-    except Exception:  # noqa: BLE001, S110 (a worker already gone: its children end themselves (watch_parent))
-        pass
-    try:
-        client.close()
         if cluster is not None:
-            cluster.close()
+            _close_cluster(cluster)
+
+
+def _close_cluster(cluster: Any) -> None:
+    """Close the batch's own cluster: the rows are all in by now, so a cluster that closes
+    badly (a timeout on a loaded machine) is one warning line, not a failed batch."""
+    try:
+        cluster.close()
     except Exception as exc:  # noqa: BLE001 (a cluster that closes badly is a warning, not a failed batch)
         print(
             f"dnnprov: warning: the local Dask cluster did not close cleanly ({type(exc).__name__}: {exc})",

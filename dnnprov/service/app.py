@@ -3,7 +3,7 @@
 A request that does work first has its body read (at the middleware's minimum rate),
 parsed in a thread (never on the event loop) and checked as the CLI checks it
 (:func:`dnnprov.service.tasks.prepare`); only then does it take a place of its lane
-(atomically, before any ``await``: :meth:`~dnnprov.service.pool.WorkerPool.try_reserve`),
+(atomically, before any ``await``: :meth:`~dnnprov.execution.pool.WorkerPool.try_reserve`),
 else it gets 429 with ``Retry-After``, so a slow client holds no place. The work runs in
 the executor. Every error answer is ``{"error": {"field": ..., "message": ...}}``; no answer
 carries a traceback.
@@ -17,8 +17,8 @@ import logging
 import math
 import re
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,13 +31,15 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dnnprov.errors import InvalidInputError
+from dnnprov.execution.pool import Outcome, Work
 from dnnprov.json_files import parse_json
 from dnnprov.problems.validation.checks import short
-from dnnprov.service.jobs import JobRunner, log_event
+from dnnprov.service.events import log_event
+from dnnprov.service.jobs import JobRunner
 from dnnprov.service.metrics import Metrics
 from dnnprov.service.middleware import ServiceMiddleware
 from dnnprov.service.openapi import openapi_document
-from dnnprov.service.pool import Outcome, Work, WorkerPool, lane_of
+from dnnprov.service.pool import lane_of, make_executor
 from dnnprov.service.run_jobs import RunJobs, runs_folder
 from dnnprov.service.store import (
     FINAL,
@@ -153,26 +155,56 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
     """
     state: dict[str, Any] = {"draining": False, "task_s": 1.0}
     parsers = anyio.CapacityLimiter(PARSERS)
+    app = FastAPI(
+        title="dnnprov", lifespan=_lifespan(config, owner, state), openapi_url=None, docs_url=None, redoc_url=None
+    )
+    app.router.redirect_slashes = False  # a redirect would name the client's Host header
+    app.add_middleware(
+        ServiceMiddleware,
+        tokens=config.tokens,
+        draining=lambda: state["draining"],
+        max_auth_failures=config.max_auth_failures,
+        body_paths=frozenset({"/v1/jobs", *(f"/v1/{kind}" for kind in KINDS)}),
+        on_response=lambda *a: state["metrics"].http(*a) if "metrics" in state else None,
+        body_grace_s=config.body_grace_s,
+        min_body_rate=config.min_body_rate,
+        rate_limit=config.rate_limit if config.tokens is not None else 0.0,
+    )
+
+    _error_handlers(app)
+    _health_routes(app, config, state)
+    admit, checked = _request_checks(config, state, parsers)
+    _solve_routes(app, state, admit, checked)
+    _job_routes(app, config, state, admit, checked)
+    _job_state_routes(app, config, state)
+    return app
+
+
+#: Admits a checked request's work (``kind``, ``method``) or answers 429.
+Admit = Callable[[str, str, Request], Work]
+#: Reads and checks a request's body for a kind (``"jobs"``: the kind is in the body): ``(body, request)``.
+Checked = Callable[[str, Request], Awaitable[tuple[Any, Any]]]
+
+
+def _lifespan(
+    config: ServiceConfig, owner: StoreOwner | None, state: dict[str, Any]
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """The server's start (store, executor, recovered jobs) and stop, sharing ``state`` with the routes."""
+    drain = _drainer(config, state)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db_url = is_database_url(config.db_path)  # PostgreSQL: replicas share it, leases instead of the file lock
         held = owner or (None if db_url else StoreOwner(Path(config.db_path)))
         store = open_store(config.db_path)
-        if config.dask_address is not None:
-            from dnnprov.service.dask_executor import DaskExecutor
-
-            pool: Any = DaskExecutor(
-                config.dask_address, max_time_limit_s=config.max_time_limit_s, max_pending=config.max_pending
-            )
-        else:
-            pool = WorkerPool(
-                config.workers,
-                max_time_limit_s=config.max_time_limit_s,
-                max_pending=config.max_pending,
-                short_workers=config.short_workers,
-                tenant_max_pending=config.tenant_cap(),
-            )
+        pool: Any = make_executor(
+            workers=config.workers,
+            max_time_limit_s=config.max_time_limit_s,
+            max_pending=config.max_pending,
+            short_workers=config.short_workers,
+            tenant_max_pending=config.tenant_cap(),
+            dask_address=config.dask_address,
+        )
         metrics = Metrics(pool, store)
         # run jobs keep their records beside a SQLite store; replicas on PostgreSQL do not take them
         runs = None if db_url else RunJobs(store, runs_folder(config.db_path))
@@ -182,7 +214,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         requeued = await run_in_threadpool(runner.recover)
         if db_url:
             store.attach(runner, pool, lambda: state["draining"])  # type: ignore[attr-defined]
-        purger = asyncio.create_task(_purge_forever(store))
+        purger = asyncio.create_task(_purge_forever(store, config))
         log_event(
             logging.INFO,
             "started",
@@ -204,17 +236,23 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
                 held.release()
             log_event(logging.INFO, "stopped")
 
-    async def _purge_forever(store: Store) -> None:
-        while True:
-            try:
-                removed = await run_in_threadpool(store.purge, config.job_ttl_s)
-                if removed:
-                    log_event(logging.INFO, "jobs_purged", count=removed, ttl_s=config.job_ttl_s)
-            except (StoreBusy, StoreFailed) as exc:
-                log_event(
-                    logging.WARNING, "store_busy" if isinstance(exc, StoreBusy) else "store_failed", error=str(exc)
-                )
-            await asyncio.sleep(min(60.0, max(1.0, config.job_ttl_s / 10)))
+    return lifespan
+
+
+async def _purge_forever(store: Store, config: ServiceConfig) -> None:
+    """Remove ended jobs older than the jobs' time to live, every while, for the server's life."""
+    while True:
+        try:
+            removed = await run_in_threadpool(store.purge, config.job_ttl_s)
+            if removed:
+                log_event(logging.INFO, "jobs_purged", count=removed, ttl_s=config.job_ttl_s)
+        except (StoreBusy, StoreFailed) as exc:
+            log_event(logging.WARNING, "store_busy" if isinstance(exc, StoreBusy) else "store_failed", error=str(exc))
+        await asyncio.sleep(min(60.0, max(1.0, config.job_ttl_s / 10)))
+
+
+def _drainer(config: ServiceConfig, state: dict[str, Any]) -> Callable[[], None]:
+    """The server's drain (SIGTERM), as ``app.state.drain``."""
 
     def drain() -> None:
         """Stop taking work; let running work end within the drain timeout, then stop and re-queue it.
@@ -235,21 +273,12 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
                 time.sleep(0.05)
         log_event(logging.INFO, "drained")
 
-    app = FastAPI(title="dnnprov", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
-    app.router.redirect_slashes = False  # a redirect would name the client's Host header
-    app.add_middleware(
-        ServiceMiddleware,
-        tokens=config.tokens,
-        draining=lambda: state["draining"],
-        max_auth_failures=config.max_auth_failures,
-        body_paths=frozenset({"/v1/jobs", *(f"/v1/{kind}" for kind in KINDS)}),
-        on_response=lambda *a: state["metrics"].http(*a) if "metrics" in state else None,
-        body_grace_s=config.body_grace_s,
-        min_body_rate=config.min_body_rate,
-        rate_limit=config.rate_limit if config.tokens is not None else 0.0,
-    )
+    return drain
 
-    # ------------------------------------------------------------------ errors
+
+def _error_handlers(app: FastAPI) -> None:
+    """Every error as one JSON answer ``{"error": {"field", "message"}}`` (never a traceback)."""
+
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
         return error_response(exc.status, exc.field, exc.message, exc.headers)
@@ -300,7 +329,10 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         )
         return error_response(500, "", "internal error (logged by the server)")
 
-    # ------------------------------------------------------------------ health
+
+def _health_routes(app: FastAPI, config: ServiceConfig, state: dict[str, Any]) -> None:
+    """``/healthz``, ``/livez``, ``/readyz``, ``/openapi.json`` and ``/metrics``."""
+
     def _health() -> dict[str, Any]:
         pool = state["pool"]
         return {
@@ -362,10 +394,15 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         text = await run_in_threadpool(state["metrics"].text)
         return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    # ------------------------------------------------------------------ solving
+
+def _request_checks(
+    config: ServiceConfig, state: dict[str, Any], parsers: anyio.CapacityLimiter
+) -> tuple[Admit, Checked]:
+    """How a request is read and checked (body size, JSON, the kind's checks) and then admitted."""
+
     def _admit(kind: str, method: str, request: Request) -> Work:
         """A place for the checked work of ``request`` in its lane, else 429 (the lane or the tenant is full)."""
-        work = Work(kind, None, 0.0, lane=lane_of(kind, method), tenant=request.state.tenant)
+        work = Work((kind, None), 0.0, lane=lane_of(kind, method), tenant=request.state.tenant)
         refused = state["pool"].try_reserve(work)
         if refused is not None:
             wait = max(1, min(60, math.ceil(state["task_s"] * config.max_pending / max(1, state["pool"].workers))))
@@ -407,6 +444,12 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
         )
         return body, task
 
+    return _admit, _checked
+
+
+def _solve_routes(app: FastAPI, state: dict[str, Any], admit: Admit, checked: Checked) -> None:
+    """``POST /v1/{kind}``: one synchronous endpoint per kind, run now in a worker."""
+
     async def _outcome(work: Work, request: Request) -> Outcome:
         """The work's outcome; the work is cancelled when the client goes away first."""
         future = asyncio.wrap_future(state["pool"].submit(work))
@@ -417,17 +460,17 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
             gone.cancel()
         if not future.done():
             state["pool"].cancel(work)
-            log_event(logging.INFO, "request_abandoned", kind=work.kind, request_id=request.state.request_id)
+            log_event(logging.INFO, "request_abandoned", kind=work.args[0], request_id=request.state.request_id)
             return ("cancelled",)
         return future.result()
 
     async def run_now(kind: str, request: Request) -> Any:
-        body, task = await _checked(kind, request)  # read before admission: a slow client holds no place
+        body, task = await checked(kind, request)  # read before admission: a slow client holds no place
         if kind == "export":
             return task.run()
-        work = _admit(kind, task.method, request)
+        work = admit(kind, task.method, request)
         try:
-            work.body, work.budget_s = body, task.budget_s
+            work.args, work.budget_s = (kind, body), task.budget_s
             started = time.monotonic()
             outcome = await _outcome(work, request)
         finally:
@@ -457,14 +500,17 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
     for kind in KINDS:
         app.add_api_route(f"/v1/{kind}", endpoint_of(kind), methods=["POST"])
 
-    # ------------------------------------------------------------------ jobs
+
+def _job_routes(app: FastAPI, config: ServiceConfig, state: dict[str, Any], admit: Admit, checked: Checked) -> None:
+    """``POST /v1/jobs`` (a stored job) and ``GET /v1/jobs`` (the newest jobs, by pages)."""
+
     @app.post("/v1/jobs", status_code=202)
     async def submit_job(request: Request) -> JSONResponse:
         key = request.headers.get("idempotency-key")
         if key is not None and not 1 <= len(key) <= 200:
             raise ApiError(422, "Idempotency-Key", "must be 1 to 200 characters")
-        body, task = await _checked("jobs", request)
-        work = _admit(task.kind, task.method, request)
+        body, task = await checked("jobs", request)
+        work = admit(task.kind, task.method, request)
         try:
             job_id, created = await run_in_threadpool(
                 lambda: state["store"].add(
@@ -500,14 +546,6 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
             {"id": job_id, "status": job.status if job else "queued", "url": url}, status_code=202, headers=headers
         )
 
-    def _job_id(job_id: str) -> str:
-        if not _JOB_ID.match(job_id):
-            raise ApiError(404, "job_id", f"no job {short(job_id, 40)}")
-        return job_id
-
-    def _tenant(request: Request) -> str | None:
-        return request.state.tenant if config.tokens is not None else None
-
     @app.get("/v1/jobs")
     async def list_jobs(
         request: Request, status: str | None = None, limit: int = 100, cursor: str | None = None
@@ -522,11 +560,15 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
                 raise ApiError(422, "cursor", "not a cursor this server gave (use next_cursor of an answer)")
             before = int(cursor)
         jobs = await run_in_threadpool(
-            lambda: state["store"].list(status, limit + 1, tenant=_tenant(request), before_seq=before)
+            lambda: state["store"].list(status, limit + 1, tenant=_tenant(config, request), before_seq=before)
         )
         more = len(jobs) > limit
         jobs = jobs[:limit]
         return {"jobs": [job.to_dict() for job in jobs], "next_cursor": str(jobs[-1].seq) if more else None}
+
+
+def _job_state_routes(app: FastAPI, config: ServiceConfig, state: dict[str, Any]) -> None:
+    """``GET``, ``cancel`` and ``DELETE`` of one job."""
 
     @app.get("/v1/jobs/{job_id}")
     async def get_job(request: Request, job_id: str, wait: float = 0.0) -> dict[str, Any]:
@@ -535,7 +577,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
             raise ApiError(422, "wait", f"must be within 0..{MAX_WAIT_S:g} seconds, got {wait:g}")
         deadline = time.monotonic() + wait
         while True:
-            job = await run_in_threadpool(state["store"].get, job_id, _tenant(request))
+            job = await run_in_threadpool(state["store"].get, job_id, _tenant(config, request))
             if job is None:
                 raise ApiError(404, "job_id", f"no job {short(job_id, 40)}")
             if job.status in FINAL or time.monotonic() >= deadline or state["draining"]:
@@ -553,7 +595,7 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
     async def cancel_job(request: Request, job_id: str) -> dict[str, Any]:
         _job_id(job_id)
         store: Store = state["store"]
-        before = await run_in_threadpool(store.cancel, job_id, _tenant(request))
+        before = await run_in_threadpool(store.cancel, job_id, _tenant(config, request))
         if before is None:
             raise ApiError(404, "job_id", f"no job {short(job_id, 40)}")
         if before in FINAL:
@@ -570,17 +612,26 @@ def create_app(config: ServiceConfig, owner: StoreOwner | None = None) -> FastAP
     async def delete_job(request: Request, job_id: str) -> Response:
         _job_id(job_id)
         store: Store = state["store"]
-        before = await run_in_threadpool(store.cancel, job_id, _tenant(request))
+        before = await run_in_threadpool(store.cancel, job_id, _tenant(config, request))
         if before is None:
             raise ApiError(404, "job_id", f"no job {short(job_id, 40)}")
         if before not in FINAL:
             await run_in_threadpool(state["runner"].cancel, job_id)
-        await run_in_threadpool(store.delete, job_id, _tenant(request))
+        await run_in_threadpool(store.delete, job_id, _tenant(config, request))
         audit(request, "delete", job_id, was=before)
         log_event(logging.INFO, "job_deleted", job_id=job_id, was=before, request_id=request.state.request_id)
         return Response(status_code=204)
 
-    return app
+
+def _job_id(job_id: str) -> str:
+    if not _JOB_ID.match(job_id):
+        raise ApiError(404, "job_id", f"no job {short(job_id, 40)}")
+    return job_id
+
+
+def _tenant(config: ServiceConfig, request: Request) -> str | None:
+    """The tenant whose jobs a request sees (``None``: all, on a server without tokens)."""
+    return request.state.tenant if config.tokens is not None else None
 
 
 async def _disconnected(request: Request) -> None:

@@ -11,7 +11,6 @@ one JSON log event (``job_started``, ``job_finished``, ``job_failed``, ``job_ret
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -19,11 +18,12 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.service.pool import Outcome, Work, lane_of
+from dnnprov.execution.pool import Outcome, Work
+from dnnprov.service.events import log_event
+from dnnprov.service.pool import lane_of
 from dnnprov.service.store import Job, Store, StoreBusy, StoreFailed
 from dnnprov.service.tasks import prepare
 
-LOG = logging.getLogger("dnnprov.service")
 #: A job is failed after this many attempts ended by a crash (a worker or the server killed).
 MAX_ATTEMPTS = 3
 #: How long a worker thread retries one store operation before it logs and tries again.
@@ -33,18 +33,8 @@ STORE_FAILED_TRIES = 3
 STORE_FAILED_PAUSE_S = 1.0
 
 
-def log_event(level: int, event: str, **fields: Any) -> None:
-    """One JSON line on the service log: ``{"ts", "level", "event", ...}``."""
-    LOG.log(
-        level,
-        json.dumps(
-            {"ts": round(time.time(), 3), "level": logging.getLevelName(level).lower(), "event": event, **fields}
-        ),
-    )
-
-
 class Executor(Protocol):
-    """What runs works: :class:`~dnnprov.service.pool.WorkerPool` or the Dask executor."""
+    """What runs works: :class:`~dnnprov.execution.pool.WorkerPool` or :class:`~dnnprov.execution.dask.DaskPool`."""
 
     closing: bool
     draining: bool
@@ -99,9 +89,9 @@ class JobRunner:
             self.runs.submit(job_id, body, request_id)
             return
         if work is None:
-            work = Work(kind, body, budget_s, lane=lane_of(kind, method), tenant=tenant)
+            work = Work((kind, body), budget_s, lane=lane_of(kind, method), tenant=tenant)
             self.executor.reserve(work)
-        work.kind, work.body, work.budget_s, work.job_id = kind, body, budget_s, job_id
+        work.args, work.budget_s, work.job_id = (kind, body), budget_s, job_id
         work.before_start = lambda: self._start(job_id, request_id)
         with self._lock:
             self._works[job_id] = work
@@ -179,7 +169,7 @@ class JobRunner:
                     self.submit(
                         job_id,
                         kind,
-                        work.body if work else job.body,
+                        work.args[1] if work else job.body,
                         work.budget_s if work else 60.0,
                         method,
                         request_id=request_id,

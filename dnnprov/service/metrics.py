@@ -6,7 +6,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from dnnprov.service.pool import Outcome
+from dnnprov.execution.pool import Outcome
 from dnnprov.service.store import Store
 
 

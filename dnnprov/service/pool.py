@@ -1,37 +1,25 @@
-"""Worker processes of ``dnnprov serve``: every solve runs in one, bounded by its time budget.
+"""The service's executor: the worker pool of :mod:`dnnprov.execution` running the service's kinds.
 
-Each of the N slots owns one long-lived worker process (started with ``spawn``: the
-server has threads) and a thread that feeds it one :class:`Work` at a time from a shared
-FIFO queue. A worker that overruns its budget, or whose work is cancelled, is killed and
-replaced, so a long solve never blocks the server and never outlives its limit. Workers
-die with the server (``PR_SET_PDEATHSIG`` on Linux).
-
-Admission is counted here, per lane and per tenant: :meth:`WorkerPool.try_reserve` takes
-one of ``max_pending`` places of the work's lane atomically (no ``await`` between the check and the count), and the place is given
-back once when the work ends or is cancelled (:meth:`WorkerPool.release`). While the pool
-drains (:meth:`WorkerPool.drain`) no queued work is started.
+Every solve runs in a worker process (or on a Dask cluster with ``--dask``), bounded by its
+time budget: :func:`make_executor` builds a :class:`~dnnprov.execution.pool.WorkerPool` (or
+:class:`~dnnprov.execution.dask.DaskPool`) whose job function is
+:func:`dnnprov.service.tasks.outcome` with the server's time-limit cap. Each new worker process
+warms up (:func:`warm_up`) before it takes work. :func:`lane_of` sorts work into the pool's lanes.
 """
 
 from __future__ import annotations
 
-import collections
-import ctypes
 import importlib
 import json
-import logging
-import multiprocessing
-import signal
 import sys
-import threading
 import time
 import warnings
-from collections.abc import Callable
-from concurrent.futures import Future
-from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
 from typing import Any
 
-LOG = logging.getLogger("dnnprov.service")
+from dnnprov.execution.pool import WorkerPool
+
+#: The job function of every worker (``"module:function"``): ``(kind, body, cap) -> outcome``.
+RUNNER = "dnnprov.service.tasks:outcome"
 #: Solved once by each new worker process, so that its first request does not pay for the imports.
 WARM_UP_INSTANCE = "embedded:spot/paper-table1.json"
 #: Imported by each new worker process after its warm-up solve, for the same reason: the
@@ -45,29 +33,13 @@ WARM_UP_MODULES = (
     "dnnprov.revocation.plan_choice",
     "dnnprov.revocation.hindsight",
 )
-
-#: Longest warm-up of a new worker process before it is killed and another started (a loaded machine took 30 s).
-WARM_UP_LIMIT_S = 180.0
-#: How often an idle slot checks that its worker process is alive (and replaces it when not).
-HEALTH_CHECK_S = 1.0
-
-#: The lanes of work (:func:`lane_of`), in the order a long-lane slot serves them.
-LANES = ("long", "short")
 #: Solve methods fast enough for the short lane (no proof: a heuristic answers in milliseconds).
 SHORT_METHODS = ("heuristic", "reference-heuristic")
 
-#: What a worker answers: ("ok", answer, seconds) | ("invalid", field, message) | ("error", message)
-#: | ("killed", message) (over budget) | ("crashed", message) (the worker process died)
-#: | ("cancelled",) | ("shutdown",) (the server stopped before or while it ran).
-Outcome = tuple
 
-
-def _die_with_parent() -> None:
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
+def lane_of(kind: str, method: str) -> str:
+    """``"short"`` for the cheap kinds of work (a prediction, a heuristic solve), else ``"long"``."""
+    return "short" if kind == "predict" or (kind == "solve" and method in SHORT_METHODS) else "long"
 
 
 def warning_as_json(
@@ -94,411 +66,37 @@ def warning_as_json(
     )
 
 
-def worker_main(conn: Connection) -> None:
-    """Loop of a worker process: say ``("ready",)`` once warm, then receive ``(seq, kind, body, cap)``
-    and answer ``(seq, outcome)`` (the sequence number ties each answer to its work)."""
+def warm_up() -> None:
+    """Run once by each new worker process before it says it is ready: warnings as JSON lines,
+    one solve and the imports of the other kinds (so that the first request does not pay for them)."""
     warnings.showwarning = warning_as_json
-    _die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C and SIGTERM stop the server, which stops us
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     from dnnprov.service import tasks
 
-    tasks.outcome("solve", {"instance": WARM_UP_INSTANCE}, 10.0)  # loads the solver stack before the first request
+    tasks.outcome("solve", {"instance": WARM_UP_INSTANCE}, 10.0)
     for module in WARM_UP_MODULES:
         importlib.import_module(module)
-    conn.send(("ready",))
-    while True:
-        try:
-            seq, kind, body, cap = conn.recv()
-        except (EOFError, OSError):
-            return
-        conn.send((seq, tasks.outcome(kind, body, cap)))
 
 
-@dataclass(eq=False)
-class Work:
-    """One request for a worker: ``future`` gets its :data:`Outcome`.
+def make_executor(
+    *,
+    workers: int,
+    max_time_limit_s: float,
+    max_pending: int,
+    short_workers: int = 0,
+    tenant_max_pending: int | None = None,
+    dask_address: str | None = None,
+) -> WorkerPool:
+    """The pool of ``dnnprov serve``: local worker processes, or the Dask cluster at ``dask_address``."""
+    if dask_address is not None:
+        from dnnprov.execution.dask import DaskPool
 
-    ``before_start`` (for stored jobs) runs when a slot takes the work; when it returns
-    ``False`` (the job was cancelled) the work is dropped.
-    """
-
-    kind: str
-    body: Any
-    budget_s: float
-    job_id: str | None = None
-    before_start: Callable[[], bool] | None = None
-    future: Future = field(default_factory=Future)
-    cancelled: bool = False
-    stopping: bool = False  # killed by a drain: the outcome is ("shutdown",)
-    reserved: str = ""  # the lane whose place it holds ("": none)
-    pid: int | None = None  # of the worker process running it
-    lane: str = "long"
-    tenant: str = ""
-
-
-class _Slot:
-    """One worker process and the thread that feeds it.
-
-    The thread alone starts, replaces and waits for the process; others only kill it
-    (:meth:`kill`, under ``lock`` while it runs their work). The invariant that makes the
-    slot converge: no work is sent to a process before its ``("ready",)`` has been read, a
-    process that may have been killed while it ran a work is reaped and replaced before
-    the next one, and an answer is taken only with its work's sequence number.
-    """
-
-    #: The lanes the slot serves, in order.
-    lanes: tuple[str, ...] = LANES
-
-    def __init__(self, pool: WorkerPool, index: int) -> None:
-        self.pool, self.index = pool, index
-        self.process: multiprocessing.process.BaseProcess | None = None
-        self.conn: Connection | None = None
-        self.current: Work | None = None
-        self.warm = False  # the worker process has said it is ready
-        self.lock = threading.Lock()
-        self._seq = 0
-        self._started_at = 0.0
-        if index >= pool.long_workers:
-            self.lanes = ("short",)
-        self.restarts = 0  # worker processes started after the first
-        self._start_process()
-        self.thread = threading.Thread(target=self._loop, name=f"dnnprov-slot-{index}", daemon=True)
-        self.thread.start()
-
-    def _start_process(self) -> None:
-        if self.process is not None:
-            self.restarts += 1
-        ctx = multiprocessing.get_context("spawn")
-        parent, child = ctx.Pipe()
-        self.process = ctx.Process(target=worker_main, args=(child,), name=f"dnnprov-worker-{self.index}", daemon=True)
-        self.warm = False
-        self.process.start()
-        child.close()
-        self.conn = parent
-        self._started_at = time.monotonic()
-
-    def _retire(self) -> None:
-        """Kill and reap the worker process (it may be running or dead already); the next is not started yet."""
-        self.warm = False
-        if self.process is not None:
-            if self.process.is_alive():
-                self.process.kill()
-            self.process.join(10)
-        if self.conn is not None:
-            self.conn.close()
-
-    def shutdown(self) -> None:
-        """Close the pipe and reap the worker process (the pool is closing)."""
-        if self.conn is not None:
-            self.conn.close()
-        if self.process is not None:
-            self.process.join(5)
-
-    def _await_ready(self) -> None:
-        """Make the slot's worker alive and warm: replace a dead one, read its ``("ready",)``.
-
-        A warm-up longer than :data:`WARM_UP_LIMIT_S` kills the process and starts another.
-        """
-        while not self.pool.closing:
-            assert self.process is not None and self.conn is not None
-            if not self.process.is_alive():
-                self._retire()
-                self._start_process()
-                continue
-            if self.warm:
-                return
-            try:
-                if self.conn.poll(0.5):
-                    message = self.conn.recv()
-                    if message == ("ready",):
-                        self.warm = True
-                    else:  # an answer nobody waits for (cannot happen with the invariant): skipped
-                        LOG.warning('{"event": "worker_stale_message", "slot": %d}', self.index)
-                elif time.monotonic() - self._started_at > WARM_UP_LIMIT_S:
-                    LOG.error(
-                        '{"event": "worker_warm_up_timeout", "slot": %d, "limit_s": %g}', self.index, WARM_UP_LIMIT_S
-                    )
-                    self._retire()
-                    self._start_process()
-            except (EOFError, OSError):
-                self._retire()
-                if not self.pool.closing:
-                    self._start_process()
-
-    def kill(self) -> None:
-        """Kill the worker process (the slot's thread replaces it before its next work)."""
-        if self.process is not None and self.process.is_alive():
-            self.process.kill()
-
-    def _loop(self) -> None:
-        while True:
-            self._await_ready()
-            work = self.pool._take(HEALTH_CHECK_S, self.lanes)
-            if work is None:
-                if self.pool.closing:
-                    return
-                continue  # no work for a while: check the worker is still alive
-            try:
-                self._serve(work)
-            except Exception as exc:  # noqa: BLE001  never lose the slot's thread: the work ends, the slot goes on
-                LOG.error(
-                    '{"event": "slot_error", "slot": %d, "error": %r}', self.index, f"{type(exc).__name__}: {exc}"
-                )
-                self._end(work, ("error", f"internal error of the worker slot: {type(exc).__name__}"))
-                time.sleep(0.5)
-
-    def _serve(self, work: Work) -> None:
-        if work.cancelled or (work.before_start is not None and not work.before_start()):
-            self._end(work, ("cancelled",))
-            return
-        self._await_ready()  # the worker may have died while the work waited or its job was started
-        with self.lock:
-            given_up = work.cancelled or self.pool.closing
-            if not given_up:
-                assert self.process is not None
-                self.current = work
-                work.pid = self.process.pid
-        if given_up:
-            self._end(work, ("shutdown",) if self.pool.closing or work.stopping else ("cancelled",))
-            return
-        outcome: Outcome = ("crashed", "the worker slot stopped")
-        try:
-            outcome = self._run(work)
-        finally:
-            with self.lock:  # from here no cancel can kill the process: whatever killed it did so before
-                self.current = None
-                stopped = work.cancelled or work.stopping
-            if stopped or outcome[0] not in ("ok", "invalid", "error"):
-                self._retire()  # maybe killed, maybe not yet dead: never send it another work
-        self._end(work, outcome)
-
-    def _end(self, work: Work, outcome: Outcome) -> None:
-        self.pool.release(work)
-        if not work.future.done():
-            work.future.set_result(outcome)
-
-    def _receive(self, seq: int, budget_s: float) -> Outcome | None:
-        """The answer to work ``seq`` within ``budget_s`` seconds (``None``: none in time)."""
-        assert self.conn is not None
-        deadline = time.monotonic() + budget_s
-        while self.conn.poll(max(0.0, deadline - time.monotonic())):
-            message = self.conn.recv()
-            if isinstance(message, tuple) and len(message) == 2 and message[0] == seq:
-                return tuple(message[1])
-            LOG.warning('{"event": "worker_stale_message", "slot": %d}', self.index)
-        return None
-
-    def _run(self, work: Work) -> Outcome:
-        assert self.conn is not None and self.process is not None
-        self._seq += 1
-        try:
-            self.conn.send((self._seq, work.kind, work.body, self.pool.max_time_limit_s))
-            answer = self._receive(self._seq, work.budget_s)
-            if answer is not None:
-                return answer
-            self.kill()
-            self.process.join(5)
-            if work.stopping or self.pool.closing:
-                return ("shutdown",)
-            if work.cancelled:
-                return ("cancelled",)
-            return ("killed", f"the task ran longer than its budget of {work.budget_s:g} s and was stopped")
-        except (EOFError, OSError, BrokenPipeError):
-            self.process.join(5)
-            if work.stopping or self.pool.closing:
-                return ("shutdown",)
-            if work.cancelled:
-                return ("cancelled",)
-            return ("crashed", f"the worker process ended unexpectedly (exit code {self.process.exitcode})")
-
-
-def lane_of(kind: str, method: str) -> str:
-    """``"short"`` for the cheap kinds of work (a prediction, a heuristic solve), else ``"long"``."""
-    return "short" if kind == "predict" or (kind == "solve" and method in SHORT_METHODS) else "long"
-
-
-class WorkerPool:
-    """Worker processes fed from two FIFO lanes, with at most ``max_pending`` works admitted per lane.
-
-    Lane ``long`` (proven solves, sweeps, replays) and lane ``short`` (:func:`lane_of`) are
-    queued apart: ``short_workers`` slots serve only the short lane, the others serve the
-    long lane first and the short one when the long one is empty. So a cheap request never
-    waits behind long solves, and a full long lane refuses nothing short. One tenant holds
-    at most ``tenant_max_pending`` places of a lane.
-    """
-
-    slot_class: type = _Slot
-
-    def __init__(
-        self,
-        workers: int,
-        *,
-        max_time_limit_s: float = 300.0,
-        max_pending: int = 1 << 30,
-        short_workers: int = 0,
-        tenant_max_pending: int | None = None,
-    ) -> None:
-        self.max_time_limit_s = max_time_limit_s
-        self.max_pending = max_pending
-        self.tenant_max_pending = max_pending if tenant_max_pending is None else tenant_max_pending
-        self.closing = False
-        self.draining = False
-        self._queues: dict[str, collections.deque[Work]] = {lane: collections.deque() for lane in LANES}
-        self._ready = threading.Condition()
-        self._reserved = dict.fromkeys(LANES, 0)
-        self._by_tenant: collections.Counter[tuple[str, str]] = collections.Counter()
-        self.peak = 0  # the most works admitted at once
-        self._reserved_lock = threading.Lock()
-        self.long_workers = workers
-        self._slots = [self.slot_class(self, i) for i in range(workers + short_workers)]
-
-    @property
-    def workers(self) -> int:
-        """Number of worker slots (both lanes)."""
-        return len(self._slots)
-
-    def pending(self) -> int:
-        """Works admitted: queued, running, or being checked by a request."""
-        with self._reserved_lock:
-            return sum(self._reserved.values())
-
-    def full(self, lane: str = "long") -> bool:
-        """Whether ``lane`` admits nothing more now."""
-        with self._reserved_lock:
-            return self._reserved[lane] >= self.max_pending
-
-    def running(self) -> int:
-        """Work running now."""
-        return sum(slot.current is not None for slot in self._slots)
-
-    def idle(self) -> int:
-        """Slots whose worker is ready and has no work."""
-        return sum(slot.warm and slot.current is None for slot in self._slots)
-
-    def warm(self) -> bool:
-        """Whether at least one worker has finished its warm-up."""
-        return any(slot.warm for slot in self._slots)
-
-    def dead_slots(self) -> list[int]:
-        """Slots whose feeding thread has died (none should)."""
-        return [slot.index for slot in self._slots if not slot.thread.is_alive()]
-
-    def restarts(self) -> int:
-        """Worker processes started to replace others (killed, crashed, cancelled, over budget)."""
-        return sum(getattr(slot, "restarts", 0) for slot in self._slots)
-
-    def try_reserve(self, work: Work) -> str | None:
-        """Admit ``work`` in its lane (atomic); ``None`` when admitted, else why not (``"full"``, ``"tenant"``)."""
-        key = (work.lane, work.tenant)
-        with self._reserved_lock:
-            if self._reserved[work.lane] >= self.max_pending:
-                return "full"
-            if self._by_tenant[key] >= self.tenant_max_pending:
-                return "tenant"
-            self._count(work)
-            return None
-
-    def reserve(self, work: Work) -> None:
-        """Admit ``work`` whatever the count (jobs recovered at start, retried jobs)."""
-        with self._reserved_lock:
-            self._count(work)
-
-    def _count(self, work: Work) -> None:
-        self._reserved[work.lane] += 1
-        self._by_tenant[(work.lane, work.tenant)] += 1
-        self.peak = max(self.peak, sum(self._reserved.values()))
-        work.reserved = work.lane
-
-    def release(self, work: Work) -> None:
-        """Give ``work``'s place back (once; later calls do nothing)."""
-        with self._reserved_lock:
-            if work.reserved:
-                self._reserved[work.reserved] -= 1
-                key = (work.reserved, work.tenant)
-                self._by_tenant[key] -= 1
-                if self._by_tenant[key] <= 0:
-                    del self._by_tenant[key]
-                work.reserved = ""
-
-    def submit(self, work: Work) -> Future:
-        """Queue admitted ``work`` in its lane; its future gets the outcome."""
-        with self._ready:
-            if self.closing or self.draining:
-                self.release(work)
-                work.future.set_result(("shutdown",))
-            else:
-                self._queues[work.reserved or work.lane].append(work)
-                self._ready.notify_all()
-        return work.future
-
-    def _take(self, timeout_s: float | None = None, lanes: tuple[str, ...] = LANES) -> Work | None:
-        """The next work of ``lanes`` (in that order); ``None`` when the pool closes or nothing came in ``timeout_s``."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        with self._ready:
-            while not self.closing and (self.draining or not any(self._queues[lane] for lane in lanes)):
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return None
-                self._ready.wait(left)
-            if self.closing:
-                return None
-            return next(self._queues[lane] for lane in lanes if self._queues[lane]).popleft()
-
-    def cancel(self, work: Work) -> None:
-        """Cancel ``work``: its place is given back now; queued it never starts, running its worker is killed."""
-        work.cancelled = True
-        self.release(work)
-        with self._ready:
-            queue = next((q for q in self._queues.values() if work in q), None)
-            if queue is not None:
-                queue.remove(work)
-                if not work.future.done():
-                    work.future.set_result(("cancelled",))
-                return
-        for slot in self._slots:
-            with slot.lock:
-                if slot.current is work:
-                    slot.kill()
-
-    def drain(self) -> None:
-        """Start no more work: queued works end now as ``("shutdown",)``; running work goes on."""
-        with self._ready:
-            self.draining = True
-            queued = [work for queue in self._queues.values() for work in queue]
-            for queue in self._queues.values():
-                queue.clear()
-        for work in queued:
-            self.release(work)
-            if not work.future.done():
-                work.future.set_result(("shutdown",))
-
-    def running_works(self) -> list[Work]:
-        """The works running now."""
-        return [w for w in (slot.current for slot in self._slots) if w is not None]
-
-    def stop_running(self) -> None:
-        """Kill the running works; their outcome is ``("shutdown",)``."""
-        for slot in self._slots:
-            with slot.lock:
-                if slot.current is not None:
-                    slot.current.stopping = True
-                    slot.kill()
-
-    def close(self) -> None:
-        """Stop the slots and their workers: running and queued work ends as ``("shutdown",)``."""
-        with self._ready:
-            self.closing = True
-            queued = [work for queue in self._queues.values() for work in queue]
-            for queue in self._queues.values():
-                queue.clear()
-            self._ready.notify_all()
-        for work in queued:
-            self.release(work)
-            if not work.future.done():
-                work.future.set_result(("shutdown",))
-        for slot in self._slots:
-            slot.kill()
-        for slot in self._slots:
-            slot.thread.join(10)
-            slot.shutdown()
+        return DaskPool(dask_address, runner=RUNNER, args=(max_time_limit_s,), max_pending=max_pending)
+    return WorkerPool(
+        workers,
+        runner=RUNNER,
+        warm_up="dnnprov.service.pool:warm_up",
+        args=(max_time_limit_s,),
+        max_pending=max_pending,
+        short_workers=short_workers,
+        tenant_max_pending=tenant_max_pending,
+    )

@@ -17,8 +17,7 @@ from typing import Any
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import Trace, trace_from_dict
 from dnnprov.problems.spot import SpotProblem
-from dnnprov.problems.validation import checks as check
-from dnnprov.service.tasks import Task, _fields, _time_limit, instance, kill_after
+from dnnprov.service.requests import CheckedRequest, _fields, _time_limit, instance, kill_after
 
 #: Longest ``name`` of an inline trace.
 MAX_TRACE_NAME = 200
@@ -105,7 +104,7 @@ def _period(body: Mapping[str, Any], key: str) -> tuple[float, float] | None:
     return parse_period(value, key)
 
 
-def simulate_task(body: object, cap: float) -> Task:
+def simulate_task(body: object, cap: float) -> CheckedRequest:
     """``dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE... [options] --json`` as a task."""
     from dnnprov.cloud.export import PlanDocument
     from dnnprov.control.replay import Simulation
@@ -175,12 +174,12 @@ def simulate_task(body: object, cap: float) -> Task:
             time_limit_s=limit,
         ),
     )
-    return Task(
+    return CheckedRequest(
         "simulate", lambda: _fields_named(names, lambda: sim.to_dict(per_run=per_run)), limit, kill_after(limit), policy
     )
 
 
-def choose_plan_task(body: object, cap: float) -> Task:
+def choose_plan_task(body: object, cap: float) -> CheckedRequest:
     """``dnnprov risk plan INSTANCE --trace TYPE=FILE... [--zones] [--fit-period A:B] --json`` as a task.
 
     ``time_limit_s`` is :func:`dnnprov.revocation.plan_choice.choose_plan`'s (wall-clock
@@ -199,7 +198,7 @@ def choose_plan_task(body: object, cap: float) -> Task:
     join_s = check.number("join_s", b.get("join_s", JOIN_OVERHEAD_S), minimum=0)
     limit = _time_limit(b, "choose-plan", cap)
     _fields_named(names, lambda: TracePools(problem, traces, join_s=join_s, period=fit_period))
-    return Task(
+    return CheckedRequest(
         "choose-plan",
         lambda: _fields_named(
             names,

@@ -48,10 +48,9 @@ from dnnprov.control.loop import RunSettings
 from dnnprov.control.record import RunRecord
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.spot import SpotProblem
-from dnnprov.problems.validation import checks as check
-from dnnprov.service.jobs import log_event
+from dnnprov.service.events import log_event
+from dnnprov.service.requests import CheckedRequest, _fields, instance
 from dnnprov.service.store import Store
-from dnnprov.service.tasks import Task, _fields, instance
 
 #: The fields of a ``run`` job's body (besides ``kind``).
 RUN_FIELDS = {
@@ -124,10 +123,10 @@ def _not_in_a_worker() -> dict[str, Any]:
     raise RuntimeError("run jobs are driven by the server's run threads (RunJobs), not by a worker process")
 
 
-def run_task(body: object, cap: float) -> Task:
+def run_task(body: object, cap: float) -> CheckedRequest:
     """The checked ``run`` job (``prepare("run", ...)``): its run is started by :class:`RunJobs`."""
     inputs = run_inputs(body)
-    return Task("run", _not_in_a_worker, 0.0, 0.0, inputs["policy"])
+    return CheckedRequest("run", _not_in_a_worker, 0.0, 0.0, inputs["policy"])
 
 
 class RunJobs:

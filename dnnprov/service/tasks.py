@@ -1,6 +1,6 @@
 """The work behind each endpoint: read a request body, then run it (in a worker process).
 
-:func:`prepare` checks a body and returns a :class:`Task`: the server calls it to answer
+:func:`prepare` checks a body and returns a :class:`CheckedRequest`: the server calls it to answer
 bad bodies at once (one :class:`InvalidInputError` naming the field) and to learn the time
 limit; a worker process calls it again and runs ``task.run()``. Every field name matches
 the CLI option it mirrors (``time_limit_s`` for ``--time-limit``, ...).
@@ -8,105 +8,24 @@ the CLI option it mirrors (``time_limit_s`` for ``--time-limit``, ...).
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from dnnprov.dispatch import METHODS
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.instances import Problem, problem_from_dict, read_instance
 from dnnprov.problems.spot import MARKETS, SpotProblem, VcpuQuota
 from dnnprov.problems.validation import checks as check
 from dnnprov.result import SpotPlan
+from dnnprov.service.requests import CheckedRequest, _fields, _time_limit, instance, kill_after
 
 #: The kinds of work, one per endpoint that solves.
 KINDS = ("solve", "solve-many", "replan", "predict", "export", "sweep", "simulate", "choose-plan")
 #: Kinds of stored jobs only (no endpoint of their own): a ``run`` lasts as long as its training.
 JOB_ONLY_KINDS = ("run",)
-#: Default ``time_limit_s`` per kind (seconds; at most the server's cap).
-DEFAULT_TIME_LIMIT_S = {
-    "solve": 10.0,
-    "solve-many": 60.0,
-    "replan": 10.0,
-    "sweep": 10.0,
-    "simulate": 60.0,
-    "choose-plan": 60.0,
-}
 #: Most points a sweep request may ask for.
 MAX_SWEEP_POINTS = 200
-
-
-@dataclass(frozen=True)
-class Task:
-    """A checked request: ``run()`` does the work and returns the JSON answer.
-
-    ``time_limit_s`` bounds the solver; ``budget_s`` bounds the whole task (a sweep solves
-    many points), after which the worker process is killed.
-    """
-
-    kind: str
-    run: Callable[[], dict[str, Any]]
-    time_limit_s: float
-    budget_s: float
-    method: str
-
-
-def _fields(body: object, allowed: set[str], required: tuple[str, ...] = ()) -> Mapping[str, Any]:
-    if not isinstance(body, Mapping):
-        raise InvalidInputError("body", f"must be a JSON object, got {type(body).__name__}")
-    for key in body:
-        if key not in allowed:
-            raise InvalidInputError(str(key), f"unknown field (expected one of {', '.join(sorted(allowed))})")
-    for key in required:
-        if key not in body:
-            raise InvalidInputError(key, "missing required field")
-    return body
-
-
-@functools.lru_cache(maxsize=64)
-def _embedded(path: Path) -> Problem:
-    """An instance file shipped with dnnprov, read once per process (problems are frozen; the
-    files do not change while the server runs): a cheap request no longer parses it twice."""
-    return read_instance(path)
-
-
-def instance(value: object, where: str = "instance") -> Problem:
-    """An instance object, or ``"embedded:REL"`` for a file shipped with dnnprov (inside its folder only)."""
-    if isinstance(value, str):
-        if not value.startswith("embedded:"):
-            raise InvalidInputError(
-                where, 'must be an instance object or "embedded:REL" (the server reads no other files)'
-            )
-        if "\x00" in value:
-            raise InvalidInputError(where, "a file name cannot contain a NUL character")
-        root = Path(str(resources.files("dnnprov.data").joinpath("instances"))).resolve()
-        try:
-            path = (root / value.removeprefix("embedded:")).resolve()
-            found = path.is_relative_to(root) and path.is_file()
-        except (OSError, ValueError):  # a name too long for the OS, ...
-            found = False
-        if not found:
-            raise InvalidInputError(where, f"no such embedded instance: {check.short(value)}")
-        return _embedded(path)
-    if not isinstance(value, Mapping):
-        raise InvalidInputError(where, f"must be an instance object, got {type(value).__name__}")
-    try:
-        return problem_from_dict(value)
-    except InvalidInputError as exc:
-        raise InvalidInputError(f"{where}.{exc.field}" if exc.field else where, exc.problem) from None
-
-
-def _time_limit(body: Mapping[str, Any], kind: str, cap_s: float) -> float:
-    default = min(DEFAULT_TIME_LIMIT_S[kind], cap_s)
-    limit = check.number("time_limit_s", body.get("time_limit_s", default), exclusive_minimum=0)
-    if limit > cap_s:
-        raise InvalidInputError("time_limit_s", f"at most {cap_s:g} s on this server, got {limit:g}")
-    return limit
 
 
 #: CLI options the library names in its errors -> the body field they stand for (others: ``--a-b`` is ``a_b``).
@@ -135,25 +54,17 @@ def body_field(field: str) -> str:
     return OPTION_FIELDS.get(option, option[2:].replace("-", "_"))
 
 
-def kill_after(time_limit_s: float) -> float:
-    """Seconds after which a task's process is killed: the limit plus max(5 s, 25 %).
-
-    The solvers stop themselves at their limit; the kill is for one that does not.
-    """
-    return time_limit_s + max(5.0, 0.25 * time_limit_s)
-
-
 def _method(body: Mapping[str, Any]) -> str:
     return check.choice("method", body.get("method", "milp"), METHODS)
 
 
-def prepare(kind: str, body: object, *, max_time_limit_s: float = 300.0) -> Task:
-    """Check ``body`` for endpoint ``kind`` and return the :class:`Task` that answers it."""
+def prepare(kind: str, body: object, *, max_time_limit_s: float = 300.0) -> CheckedRequest:
+    """Check ``body`` for endpoint ``kind`` and return the :class:`CheckedRequest` that answers it."""
     kind = check.choice("kind", kind, KINDS + JOB_ONLY_KINDS)
     return _PREPARE[kind](body, max_time_limit_s)
 
 
-def _solve(body: object, cap: float) -> Task:
+def _solve(body: object, cap: float) -> CheckedRequest:
     from dnnprov.dispatch import solve
 
     b = _fields(body, {"instance", "method", "time_limit_s", "gap", "max_plans"}, ("instance",))
@@ -163,7 +74,7 @@ def _solve(body: object, cap: float) -> Task:
     if gap >= 1:  # as solve() says, so that a job is refused at once like /v1/solve
         raise InvalidInputError("gap", f"must be below 1, got {gap!r}")
     max_plans = check.optional_integer("max_plans", b.get("max_plans"), minimum=1)
-    return Task(
+    return CheckedRequest(
         "solve",
         lambda: solve(problem, method, time_limit_s=limit, gap=gap, max_plans=max_plans).to_dict(),
         limit,
@@ -197,7 +108,7 @@ def _shared(value: object):
     return SharedLimits(quotas=quotas, vcpu_quotas=tuple(vcpus), concurrency=concurrency)
 
 
-def _solve_many(body: object, cap: float) -> Task:
+def _solve_many(body: object, cap: float) -> CheckedRequest:
     from dnnprov.solvers.joint.provision import DEFAULT_MAX_PLANS_PER_JOB, solve_many
 
     b = _fields(body, {"instances", "shared", "time_limit_s", "max_plans_per_job"}, ("instances",))
@@ -208,7 +119,7 @@ def _solve_many(body: object, cap: float) -> Task:
     max_plans = DEFAULT_MAX_PLANS_PER_JOB
     if b.get("max_plans_per_job") is not None:
         max_plans = check.integer("max_plans_per_job", b["max_plans_per_job"], minimum=1)
-    return Task(
+    return CheckedRequest(
         "solve-many",
         lambda: solve_many(problems, shared=shared, time_limit_s=limit, max_plans_per_job=max_plans).to_dict(),
         limit,
@@ -235,7 +146,7 @@ def _zone_counts(value: object) -> dict[str, dict[str, int]]:
     }
 
 
-def _replan(body: object, cap: float) -> Task:
+def _replan(body: object, cap: float) -> CheckedRequest:
     from dataclasses import replace
 
     from dnnprov.cloud.export import PlanDocument, plan_document
@@ -300,7 +211,7 @@ def _replan(body: object, cap: float) -> Task:
             result = replace(result, details={**result.details, "zones": zone_placement(problem, new, free)})
         return plan_document(result, takeover, doc.catalog).to_dict()
 
-    return Task("replan", run, limit, kill_after(limit), method)
+    return CheckedRequest("replan", run, limit, kill_after(limit), method)
 
 
 def _check_plan_fields(fields: Mapping[str, Any], where: str) -> None:
@@ -314,7 +225,7 @@ def _check_plan_fields(fields: Mapping[str, Any], where: str) -> None:
         _counts(fields["counts"], f"{where}counts")
 
 
-def _predict(body: object, cap: float) -> Task:
+def _predict(body: object, cap: float) -> CheckedRequest:
     from dnnprov.models.predict import predict
 
     plan_keys = ("counts", "ps", "functions", "memory_mb", "local_batch")
@@ -328,7 +239,7 @@ def _predict(body: object, cap: float) -> Task:
     _check_plan_fields({k: v for k, v in plan.items() if k in plan_keys}, "plan.")  # also those the body overrides
     given = {k: v for k, v in plan.items() if k in plan_keys} | {k: b[k] for k in plan_keys if k in b}
     _check_plan_fields(given, "")  # checked now, so that a bad job is refused at once
-    return Task("predict", lambda: predict(problem, **given), 0.0, 60.0, "predict")
+    return CheckedRequest("predict", lambda: predict(problem, **given), 0.0, 60.0, "predict")
 
 
 #: ``options`` of an export request that are strings, and the SkyPilot ones of other types (as the CLI's options).
@@ -355,7 +266,7 @@ EXPORT_TEXT_OPTIONS = (
 EXPORT_FLAG_OPTIONS = ("no_catalog_check", "managed_spot")
 
 
-def _export(body: object, cap: float) -> Task:
+def _export(body: object, cap: float) -> CheckedRequest:
     from dnnprov.cloud.export import (
         KUEUE_API,
         TARGETS,
@@ -402,7 +313,7 @@ def _export(body: object, cap: float) -> Task:
         skypilot=_skypilot_options(o),
     )
     files = export_files(doc, target, options)  # cheap: checked (and answered) here already
-    return Task("export", lambda: {"target": target, "files": files}, 0.0, 30.0, "export")
+    return CheckedRequest("export", lambda: {"target": target, "files": files}, 0.0, 30.0, "export")
 
 
 def _skypilot_options(o: Mapping[str, Any]):
@@ -430,7 +341,7 @@ def _skypilot_options(o: Mapping[str, Any]):
         raise InvalidInputError(f"options.{exc.field}", exc.problem) from None
 
 
-def _sweep(body: object, cap: float) -> Task:
+def _sweep(body: object, cap: float) -> CheckedRequest:
     from dnnprov.batch.sweep import deadline_grid, sweep
 
     b = _fields(body, {"instance", "deadlines", "losses", "time_limit_s", "heuristic"}, ("instance", "deadlines"))
@@ -448,7 +359,7 @@ def _sweep(body: object, cap: float) -> Task:
     if not isinstance(heuristic, bool):
         raise InvalidInputError("heuristic", "must be true or false")
     limit = _time_limit(b, "sweep", cap)
-    return Task(
+    return CheckedRequest(
         "sweep",
         lambda: _sweep_answer(sweep(problem, deadlines, losses, time_limit_s=limit, heuristic=heuristic).to_dict()),
         limit,
@@ -465,25 +376,25 @@ def _sweep_answer(table: dict[str, Any]) -> dict[str, Any]:
     return {**table, "rows": rows}
 
 
-def _simulate(body: object, cap: float) -> Task:
+def _simulate(body: object, cap: float) -> CheckedRequest:
     from dnnprov.service.replay_tasks import simulate_task
 
     return simulate_task(body, cap)
 
 
-def _choose_plan(body: object, cap: float) -> Task:
+def _choose_plan(body: object, cap: float) -> CheckedRequest:
     from dnnprov.service.replay_tasks import choose_plan_task
 
     return choose_plan_task(body, cap)
 
 
-def _run(body: object, cap: float) -> Task:
+def _run(body: object, cap: float) -> CheckedRequest:
     from dnnprov.service.run_jobs import run_task
 
     return run_task(body, cap)
 
 
-_PREPARE: dict[str, Callable[[object, float], Task]] = {
+_PREPARE: dict[str, Callable[[object, float], CheckedRequest]] = {
     "solve": _solve,
     "solve-many": _solve_many,
     "replan": _replan,

@@ -94,7 +94,7 @@ def kill_group(pid: int) -> None:
 
 
 def worker_pids(server_pid: int) -> list[int]:
-    """The worker processes (multiprocessing spawn children, not its resource tracker) of a server."""
+    """The worker processes (dnnprov.execution.process interpreters) of a server."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -104,7 +104,7 @@ def worker_pids(server_pid: int) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == server_pid and "multiprocessing" in cmdline and "resource_tracker import main" not in cmdline:
+        if ppid == server_pid and "dnnprov.execution.process" in cmdline:
             found.append(int(entry.name))
     return found
 

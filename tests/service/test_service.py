@@ -162,21 +162,22 @@ def test_long_solve_blocks_nothing(api) -> None:
 
 def test_worker_overrunning_its_budget_is_killed_and_replaced() -> None:
     """The pool kills a worker past its task's budget (a solver that ignored its limit), then goes on."""
-    from dnnprov.service.pool import Work, WorkerPool
+    from dnnprov.execution.pool import Work
+    from dnnprov.service.pool import make_executor
 
-    pool = WorkerPool(1)
+    pool = make_executor(workers=1, max_time_limit_s=300.0, max_pending=1 << 30)
     try:
         body = {"instance": slow_instance(10), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 30}
         warm_by = time.monotonic() + 120  # the worker's warm-up is not the budget's business
         while not pool.idle() and time.monotonic() < warm_by:
             time.sleep(0.1)
         started = time.monotonic()
-        outcome = pool.submit(Work("solve", body, budget_s=1.0)).result(60)
+        outcome = pool.submit(Work(("solve", body), budget_s=1.0)).result(60)
         assert outcome[0] == "killed" and "budget of 1 s" in outcome[1]
         assert time.monotonic() - started < 10
-        status, answer, _ = pool.submit(Work("solve", {"instance": TABLE1}, budget_s=60)).result(60)
+        status, answer, _ = pool.submit(Work(("solve", {"instance": TABLE1}), budget_s=60)).result(60)
         assert status == "ok" and answer["cost"] == pytest.approx(5.448374)
-        invalid = pool.submit(Work("solve", {"instance": TABLE1, "gap": 2}, budget_s=60)).result(60)
+        invalid = pool.submit(Work(("solve", {"instance": TABLE1, "gap": 2}), budget_s=60)).result(60)
         assert invalid[:2] == ("invalid", "gap")
     finally:
         pool.close()

@@ -1,4 +1,4 @@
-"""The PostgreSQL job store (dnnprov.service.store_pg) on a real PostgreSQL server, store by store.
+"""The PostgreSQL job store (dnnprov.service.store.postgres) on a real PostgreSQL server, store by store.
 
 Each :class:`PgJobStore` here is one replica's view of one fresh database; the replicas'
 HTTP servers are tested in test_store_pg_replicas.py. The leases last 1 s and no lease
@@ -20,7 +20,7 @@ from pg_server import LocalPostgres, missing
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.service.store import Job, open_store
-from dnnprov.service.store_pg import PgJobStore
+from dnnprov.service.store.postgres import PgJobStore
 
 BODY = {"instance": "embedded:spot/paper-table1.json"}
 

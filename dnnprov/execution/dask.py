@@ -1,14 +1,16 @@
-"""Solves on a Dask cluster (``dnnprov serve --dask ADDRESS``) with the worker pool's lifecycle.
+"""Jobs on a Dask cluster (``dnnprov serve --dask``, ``dnnprov batch --dask``) with the worker pool's lifecycle.
 
-:class:`DaskExecutor` is a :class:`~dnnprov.service.pool.WorkerPool` whose slots hand each
-work to the cluster (``client.submit(tasks.outcome, ...)``) instead of to a local worker
-process: one slot per worker thread of the cluster at start, so admission, the FIFO queue,
-drain (nothing queued starts; running work is stopped and re-queued), cancellation and the
-time budget behave as with local processes. Dask cannot stop a task already running in a
-worker thread: a cancelled or overrunning solve is given up here at once (its slot is
-free) and ends on the worker at its own time limit.
+:class:`DaskPool` is a :class:`~dnnprov.execution.pool.WorkerPool` whose slots hand each
+work to the cluster (``client.submit``) instead of to a local worker process: one slot per
+worker thread of the cluster at start, so admission, the FIFO queue, drain (nothing queued
+starts; running work is stopped and re-queued), cancellation and the time budget behave as
+with local processes. The job runs in the Dask worker's thread, or with ``supervised`` in a
+:class:`~dnnprov.execution.process.WorkerProcess` of that worker (kept for the next job), which
+is killed at the work's budget and whose crash is the job's ``("crashed", ...)``, as locally.
+Dask cannot stop a job already running in a worker thread: a cancelled or overrunning job is
+given up here at once (its slot is free) and ends on the worker at its own time limit.
 
-The cluster's own faults, watched by one thread (:meth:`DaskExecutor._watch`, every
+The cluster's own faults, watched by one thread (:meth:`DaskPool._watch`, every
 :data:`WATCH_S` seconds):
 
 - **A worker dies while it runs a task.** The scheduler would run the task again on another
@@ -23,12 +25,13 @@ The cluster's own faults, watched by one thread (:meth:`DaskExecutor._watch`, ev
   :data:`RECONNECT_S` seconds, after which the watch makes a new client, every
   :data:`WATCH_S` seconds, until the scheduler answers. A submission that fails because
   the connection is down waits for it and is sent again (no attempt is spent on it).
-- **Readiness.** :meth:`DaskExecutor.problems` names what is wrong (``dask scheduler
+- **Readiness.** :meth:`DaskPool.problems` names what is wrong (``dask scheduler
   unreachable``, ``dask cluster has no worker``) for ``/readyz``.
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import json
 import logging
@@ -36,9 +39,10 @@ import threading
 import time
 from typing import Any
 
-from dnnprov.service.pool import Outcome, Work, WorkerPool, _Slot
-from dnnprov.service.tasks import outcome as task_outcome
+from dnnprov.execution.pool import Outcome, Slot, Work, WorkerPool
+from dnnprov.execution.process import WorkerProcess, resolve, run_once
 
+#: The service's JSON log (`dnnprov serve` configures it; a batch leaves it to Python's defaults).
 LOG = logging.getLogger("dnnprov.service")
 #: Seconds between two looks of the watch at the client and the running tasks.
 WATCH_S = 1.0
@@ -46,6 +50,46 @@ WATCH_S = 1.0
 RECONNECT_S = 10.0
 #: Longest wait of a slot for one answer of a future, between two looks at its work.
 POLL_S = 0.5
+#: Longest start of a supervised worker process on a Dask worker (not counted in the budget).
+START_LIMIT_S = 120.0
+
+#: Idle supervised worker processes of this Dask worker, by (runner, warm-up).
+_IDLE: dict[tuple[str, str], collections.deque[WorkerProcess]] = collections.defaultdict(collections.deque)
+_IDLE_LOCK = threading.Lock()
+
+
+def call(runner: str, args: tuple[Any, ...]) -> Any:
+    """Run on a Dask worker: the job function ``runner`` on ``args``, in the worker's thread."""
+    return resolve(runner)(*args)
+
+
+def call_supervised(runner: str, warm_up: str, args: tuple[Any, ...], budget_s: float) -> Outcome:
+    """Run on a Dask worker: the job in a worker process of this Dask worker, killed past ``budget_s``."""
+    with _IDLE_LOCK:
+        idle = _IDLE[(runner, warm_up)]
+        process = idle.popleft() if idle else None
+    if process is None or not process.alive():
+        if process is not None:
+            process.close()
+        process = WorkerProcess(runner, warm_up, quiet=True)
+    outcome = run_once(process, args, budget_s, START_LIMIT_S)
+    if process.alive() and outcome[0] not in ("killed", "crashed"):
+        with _IDLE_LOCK:
+            _IDLE[(runner, warm_up)].append(process)
+    else:
+        process.close()
+    return outcome
+
+
+def release() -> int:
+    """Run on every Dask worker before the pool closes: stop its idle worker processes (so that
+    no Dask worker still waits on one when its nanny stops it); how many."""
+    with _IDLE_LOCK:
+        processes = [p for idle in _IDLE.values() for p in idle]
+        _IDLE.clear()
+    for process in processes:
+        process.close()
+    return len(processes)
 
 
 def _log(event: str, level: int = logging.INFO, **fields: Any) -> None:
@@ -57,19 +101,23 @@ def _log(event: str, level: int = logging.INFO, **fields: Any) -> None:
     )
 
 
-class _DaskSlot(_Slot):
+class DaskSlot(Slot):
     """One worker thread of the cluster: runs one work at a time there."""
 
-    pool: DaskExecutor
+    pool: DaskPool
 
-    def __init__(self, pool: DaskExecutor, index: int) -> None:
+    def __init__(self, pool: DaskPool, index: int) -> None:
         self.pool, self.index = pool, index
         self.current: Work | None = None
         self.future: Any = None
-        self.warm = True
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._loop, name=f"dnnprov-dask-slot-{index}", daemon=True)
         self.thread.start()
+
+    @property
+    def warm(self) -> bool:
+        """Always: a slot of the cluster has no warm-up of its own."""
+        return True
 
     def kill(self) -> None:
         """Give up the running work (the cluster is asked to cancel it)."""
@@ -91,6 +139,7 @@ class _DaskSlot(_Slot):
             return
         with self.lock:
             self.current = work
+        work.started = time.perf_counter()
         try:
             outcome = self._submit(work) or self._wait(work)
         finally:
@@ -106,9 +155,7 @@ class _DaskSlot(_Slot):
             if work.cancelled:
                 return ("cancelled",)
             try:
-                future = self.pool.client.submit(
-                    task_outcome, work.kind, work.body, self.pool.max_time_limit_s, pure=False
-                )
+                future = self.pool.submit_to_cluster(work)
             except Exception as exc:  # noqa: BLE001 (ClosedClientError, CommClosedError, OSError: the link is down)
                 _log("dask_submit_failed", logging.WARNING, error=f"{type(exc).__name__}: {exc}"[:300])
                 self.pool.connected = False
@@ -122,7 +169,7 @@ class _DaskSlot(_Slot):
         """The task's outcome within the budget of this attempt, or why it ended without one."""
         from distributed import KilledWorker
 
-        deadline = time.monotonic() + work.budget_s
+        deadline = time.monotonic() + work.budget_s + (START_LIMIT_S if self.pool.supervised else 0.0)
         future = self.future
         while True:
             try:
@@ -156,19 +203,33 @@ class _DaskSlot(_Slot):
                 return ("crashed", f"the Dask cluster failed the task: {type(exc).__name__}: {exc}")
 
 
-class DaskExecutor(WorkerPool):
-    """The worker pool's queue and admission, with slots that run on a Dask cluster."""
+class DaskPool(WorkerPool):
+    """The worker pool's queue and admission, with slots that run on the Dask cluster at ``address``.
 
-    slot_class = _DaskSlot
+    ``supervised``: each job runs in a worker process of the Dask worker (:func:`call_supervised`),
+    else in the Dask worker's thread (:func:`call`).
+    """
 
-    def __init__(self, address: str, *, max_time_limit_s: float = 300.0, max_pending: int = 1 << 30) -> None:
+    slot_class = DaskSlot
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        runner: str,
+        warm_up: str = "",
+        args: tuple[Any, ...] = (),
+        max_pending: int = 1 << 30,
+        supervised: bool = False,
+    ) -> None:
         self.address = address
+        self.supervised = supervised
         self.client = self._new_client()
         self.connected = True
         self.cluster_threads = sum(self.client.nthreads().values())
         self._deaths: dict[str, int] = {}
         self._stop = threading.Event()
-        super().__init__(self.cluster_threads or 1, max_time_limit_s=max_time_limit_s, max_pending=max_pending)
+        super().__init__(self.cluster_threads or 1, runner=runner, warm_up=warm_up, args=args, max_pending=max_pending)
         self._watcher = threading.Thread(target=self._watch, name="dnnprov-dask-watch", daemon=True)
         self._watcher.start()
 
@@ -177,6 +238,13 @@ class DaskExecutor(WorkerPool):
         from distributed import Client
 
         return Client(self.address, timeout=RECONNECT_S, set_as_default=False)
+
+    def submit_to_cluster(self, work: Work) -> Any:
+        """Send ``work`` to the cluster; its Dask future."""
+        args = (*work.args, *self.args)
+        if self.supervised:
+            return self.client.submit(call_supervised, self.runner, self.warm_up, args, work.budget_s, pure=False)
+        return self.client.submit(call, self.runner, args, pure=False)
 
     def warm(self) -> bool:
         """Whether the client is connected to the scheduler (else no slot can start work)."""
@@ -232,8 +300,14 @@ class DaskExecutor(WorkerPool):
             self.connected = True
 
     def close(self) -> None:
-        """Stop the slots, give up running works (``("shutdown",)``) and close the client."""
+        """Stop the slots, give up running works (``("shutdown",)``), stop the workers' idle
+        worker processes and close the client."""
         self._stop.set()
         super().close()
         self._watcher.join(5)
+        if self.supervised and self.connected:
+            try:
+                self.client.run(release)
+            except Exception:  # noqa: BLE001, S110 (a worker already gone: its processes end with it)
+                pass
         self.client.close()

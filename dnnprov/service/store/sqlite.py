@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import sqlite3
@@ -25,15 +24,22 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from dnnprov.errors import InvalidInputError
+from dnnprov.service.store.base import (
+    COLUMNS,
+    FAILURE_TRIES,
+    FINAL,
+    STATES,
+    Job,
+    StoreBusy,
+    StoreFailed,
+    body_hash,
+    list_query,
+)
 
-#: Job states; the last three are final.
-STATES = ("queued", "running", "done", "failed", "cancelled")
-FINAL = ("done", "failed", "cancelled")
 T = TypeVar("T")
 
 _SCHEMA = """
@@ -54,44 +60,8 @@ CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, seq);
 """
 #: Columns added after the first release (old files get them on open).
 _ADDED = {"tenant": "TEXT NOT NULL DEFAULT ''", "idempotency_key": "TEXT", "body_hash": "TEXT", "request_id": "TEXT"}
-_COLUMNS = "id, kind, body, status, result, error, attempts, created, started, finished, tenant, seq"
 
 
-def list_query(
-    table: str, mark: str, status: str | None, tenant: str | None, before_seq: int | None, limit: int
-) -> tuple[str, tuple[Any, ...]]:
-    """The newest jobs' query of either store (``mark``: the driver's placeholder) and its arguments."""
-    where, args = [], []
-    for column, value in (("status =", status), ("tenant =", tenant), ("seq <", before_seq)):
-        if value is not None:
-            where.append(f"{column} {mark}")
-            args.append(value)
-    query = (
-        f"SELECT {_COLUMNS} FROM {table}"
-        + (" WHERE " + " AND ".join(where) if where else "")
-        + f" ORDER BY seq DESC LIMIT {mark}"
-    )
-    return query, (*args, limit)
-
-
-class StoreBusy(Exception):
-    """The store could not be used within the retry window (locked by another process)."""
-
-
-class StoreFailed(Exception):
-    """The store failed in a way waiting does not cure soon (disk full, I/O error, corrupt,
-    file deleted or replaced): tried :data:`FAILURE_TRIES` times, then this. ``reason`` is
-    the ``/readyz`` reason (one of :data:`FAILURE_REASONS`)."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-#: Tries of an operation that fails with something other than a busy store.
-FAILURE_TRIES = 3
-#: The ``/readyz`` reasons of a failed store.
-FAILURE_REASONS = ("store not writable", "store corrupt", "store file missing", "store file replaced", "store failed")
 #: SQLite primary result codes -> readiness reason.
 _SQLITE_REASONS = {
     13: "store not writable",
@@ -178,95 +148,6 @@ class StoreOwner:
             if fd >= 0:
                 os.close(fd)
                 setattr(self, name, -1)
-
-
-def body_hash(kind: str, body: Any) -> str:
-    """SHA-256 of a job's kind and canonical JSON body (what an idempotency key is bound to)."""
-    return hashlib.sha256(json.dumps([kind, body], sort_keys=True).encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class Job:
-    """One job as stored (``body`` is ``None`` once the job has ended)."""
-
-    id: str
-    kind: str
-    body: Any
-    status: str
-    result: Any
-    error: Any
-    attempts: int
-    created: float
-    started: float | None
-    finished: float | None
-    tenant: str = ""
-    seq: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """The answer of ``GET /v1/jobs/{id}`` (the body is not repeated)."""
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "status": self.status,
-            "result": self.result,
-            "error": self.error,
-            "attempts": self.attempts,
-            "created": self.created,
-            "started": self.started,
-            "finished": self.finished,
-        }
-
-
-class Store(Protocol):
-    """What the server needs of a job store: :class:`JobStore` (SQLite, one server) or
-    :class:`~dnnprov.service.store_pg.PgJobStore` (PostgreSQL, several replicas)."""
-
-    path: Any
-    healthy: bool
-
-    def close(self) -> None: ...
-    def ping(self) -> bool: ...
-    def add(
-        self,
-        kind: str,
-        body: Any,
-        *,
-        tenant: str = "",
-        idempotency_key: str | None = None,
-        request_id: str | None = None,
-    ) -> tuple[str, bool]: ...
-    def get(self, job_id: str, tenant: str | None = None) -> Job | None: ...
-    def start(self, job_id: str, retry_s: float | None = None) -> bool: ...
-    def finish(
-        self, job_id: str, status: str, *, result: Any = None, error: Any = None, retry_s: float | None = None
-    ) -> bool: ...
-    def requeue(self, job_id: str, *, refund: bool, retry_s: float | None = None) -> bool: ...
-    def cancel(self, job_id: str, tenant: str | None = None) -> str | None: ...
-    def delete(self, job_id: str, tenant: str | None = None) -> bool: ...
-    def purge(self, older_than_s: float) -> int: ...
-    def recover(self) -> list[Job]: ...
-    def counts(self) -> dict[str, int]: ...
-    def list(
-        self, status: str | None = None, limit: int = 100, *, tenant: str | None = None, before_seq: int | None = None
-    ) -> list[Job]: ...
-
-
-def is_database_url(db: str | Path) -> bool:
-    """Whether ``--db`` names a PostgreSQL database (``postgresql://...``) rather than a SQLite file."""
-    return str(db).startswith(("postgresql://", "postgres://"))
-
-
-def open_store(db: str | Path) -> Store:
-    """The job store ``--db`` names: a PostgreSQL URL (several servers) or a SQLite file (one server)."""
-    if is_database_url(db):
-        try:
-            from dnnprov.service.store_pg import PgJobStore
-        except ImportError as exc:
-            raise InvalidInputError(
-                "--db", f"a PostgreSQL store needs the postgres extra: pip install 'dnnprov[postgres]' ({exc})"
-            ) from None
-        return PgJobStore(str(db))
-    return JobStore(db)
 
 
 class JobStore:
@@ -427,7 +308,7 @@ class JobStore:
 
     def get(self, job_id: str, tenant: str | None = None) -> Job | None:
         """The job (of ``tenant``, when given), or ``None``."""
-        query = f"SELECT {_COLUMNS} FROM jobs WHERE id = ?" + (" AND tenant = ?" if tenant is not None else "")
+        query = f"SELECT {COLUMNS} FROM jobs WHERE id = ?" + (" AND tenant = ?" if tenant is not None else "")
         args = (job_id,) if tenant is None else (job_id, tenant)
         row = self._run(lambda db: db.execute(query, args).fetchone(), write=False)
         return None if row is None else _job(row)
@@ -516,7 +397,7 @@ class JobStore:
 
         def recover(db: sqlite3.Connection) -> list[Job]:
             db.execute("UPDATE jobs SET status = 'queued', started = NULL WHERE status = 'running'")
-            return [_job(r) for r in db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE status = 'queued' ORDER BY seq")]
+            return [_job(r) for r in db.execute(f"SELECT {COLUMNS} FROM jobs WHERE status = 'queued' ORDER BY seq")]
 
         return self._run(recover)
 

@@ -1,6 +1,6 @@
 """The PostgreSQL job store of ``dnnprov serve --db postgresql://...``: several servers on one database.
 
-The same interface as the SQLite :class:`~dnnprov.service.store.JobStore`, for replicas that
+The same interface as the SQLite :class:`~dnnprov.service.store.sqlite.JobStore`, for replicas that
 share one database. Each server (a *replica*, named ``host:pid:random``) owns the jobs it
 accepted and holds a **lease** on each of them: ``owner`` and ``lease_until`` (seconds on
 the database's clock, so replicas' clocks do not matter). A thread of the replica renews
@@ -37,17 +37,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.service.store import FINAL, STATES, Job, StoreBusy, body_hash, list_query
-
-if TYPE_CHECKING:
-    from dnnprov.service.jobs import JobRunner
-    from dnnprov.service.pool import WorkerPool
+from dnnprov.service.store.base import FINAL, STATES, Capacity, Job, JobRunner, StoreBusy, body_hash, list_query
 
 LOG = logging.getLogger("dnnprov.service")
 T = TypeVar("T")
@@ -134,7 +130,7 @@ class PgJobStore:
         self._renewed_ok = True
         self._closed = False
         self._runner: JobRunner | None = None
-        self._pool: WorkerPool | None = None
+        self._pool: Capacity | None = None
         self._draining: Callable[[], bool] = lambda: False
         self._stray_since: dict[str, float] = {}
         #: Since when this replica has reached the database without a break (``None``: the last renewal failed).
@@ -499,7 +495,7 @@ class PgJobStore:
         self._stray_since = {job_id: since for job_id, since in seen.items() if job_id not in due}
         return due
 
-    def attach(self, runner: JobRunner, pool: WorkerPool, draining: Callable[[], bool]) -> None:
+    def attach(self, runner: JobRunner, pool: Capacity, draining: Callable[[], bool]) -> None:
         """Start the lease beat: renew this replica's leases, stop lost jobs, adopt orphans through ``runner``."""
         self._runner, self._pool, self._draining = runner, pool, draining
         self._renewer = threading.Thread(target=self._beat, name="dnnprov-leases", daemon=True)
