@@ -89,13 +89,10 @@ class View:
     ps: int
     event: bool  # first tick, a revocation or a capacity change
     time_to_finish: Callable[[np.ndarray], float]  # seconds for workers per type from now
-    running_spot: np.ndarray  # per pool: joined (training) spot instances
-    running_od: np.ndarray  # per type: joined on-demand instances
-    time_after_tick: Callable[[np.ndarray, np.ndarray, np.ndarray], float]
-    """``(kept, launched, cluster)``: seconds for ``cluster`` to finish from the progress that
-    the ``kept`` running workers per type, joined by the ``launched`` ones after
-    :meth:`delay`, are sure to add by the next tick (capacity only changes at ticks, so none
-    of them can be revoked before it)."""
+    time_after: Callable[[Holdings, np.ndarray, float], float]
+    """``(order, cluster, until_s)``: seconds for ``cluster`` to finish from ``until_s``, from the
+    progress that the workers ``order`` keeps (the oldest held, each from when it joins) and
+    those it launches now (after :meth:`delay`) are sure to add until then."""
     first: bool = False
     """The run's first decision (nothing launched yet). A live controller's first poll comes a
     moment after the run's start (EC2's wall clock), so ``t == 0`` cannot say it."""
@@ -156,17 +153,6 @@ def safety_net(view: View, cluster: np.ndarray | None = None) -> bool:
     plan's workers) all on-demand to finish (no progress assumed meanwhile)."""
     need = view.join_s + view.time_to_finish(view.want if cluster is None else cluster)
     return view.t + view.gap_s + need > view.deadline_s
-
-
-def kept_running(view: View, order: Holdings) -> np.ndarray:
-    """Workers per type already training that ``order`` keeps (sure to train until the next tick)."""
-    return per_type(view, np.minimum(view.running_spot, order.spot)) + np.minimum(view.running_od, order.od)
-
-
-def launched_now(view: View, order: Holdings) -> np.ndarray:
-    """Workers per type that ``order`` launches now (they train from :meth:`View.delay` on)."""
-    spot = np.maximum(np.minimum(order.spot, view.caps) - view.spot, 0)
-    return per_type(view, spot) + np.maximum(order.od - view.od, 0)
 
 
 class Policy:
@@ -244,11 +230,27 @@ class UniformProgress(Policy):
 @dataclass
 class ModelPredictive(Policy):
     """``mpc``: reads what to hold from its table (:class:`RunningTable` or
-    :class:`TakeoverTable`); safety net."""
+    :class:`TakeoverTable`), planned for decisions at the model's ticks; safety net.
+
+    The loop asks at every poll. The table's state is the one it was planned for: the tick
+    the poll falls in and the progress at that tick's first poll (``tick``, ``tick_progress``;
+    progress made since then is the tick's own), with the capacity and holdings now, so polls
+    within a tick repeat the tick's decision unless capacity or holdings changed.
+
+    The safety net knows when capacity can drop: only at a tick of the model's grid from the
+    run's start, with a notice. Were every spot instance lost at the next tick, the fastest
+    cluster launched on-demand then (one join) must still finish by ``T_obj``, from the progress
+    the workers the order keeps or launches are sure to make until that tick; otherwise it
+    commits to that cluster on-demand and stays. It is the table's own condition (so it never
+    overrules an action the table took for it) and it leaves out the progress the lost
+    instances make during their notice (which covers a detector poll's delay on EC2).
+    """
 
     table: TakeoverTable | RunningTable
     name = "mpc"
     committed: bool = False
+    tick: int = -1
+    tick_progress: float = 0.0
 
     def decide(self, view: View) -> Holdings:
         kinds = list(self.table.types)
@@ -259,27 +261,28 @@ class ModelPredictive(Policy):
         )
         if self.committed:
             return commit
+        tick = int(view.t // self.table.gap_s)
+        if view.first or tick != self.tick:
+            self.tick, self.tick_progress = tick, view.progress
         available = [int(view.caps[view.pool_type == i].sum()) for i in kinds]
         want_spot = np.zeros_like(view.want)
         if isinstance(self.table, RunningTable):
             held = int(view.spot[view.pool_type == kinds[0]].sum()), int(view.od[kinds[0]])
-            holding = self.table.holding_at(view.t, view.progress, available[0], *held)
+            holding = self.table.holding_at(view.t, self.tick_progress, available[0], *held)
             if holding is None:
                 self.committed = True
                 return commit
             cluster, want_spot[kinds] = np.array([sum(holding)]), holding[0]
         else:
-            cluster = self.table.cluster_at(view.t, view.progress, available)
+            cluster = self.table.cluster_at(view.t, self.tick_progress, available)
             want_spot[kinds] = np.minimum(cluster, available)
         spot = fill_spot(view, want_spot, np.ones(len(view.caps), dtype=bool))
         od = np.zeros_like(view.want)
         od[kinds] = cluster - per_type(view, spot)[kinds]
         order = Holdings(spot, od)
-        # The safety net: were every spot instance lost at the next tick, all on-demand
-        # launched then must still finish. Until then the kept running workers train, and
-        # the ones launched now once they have joined (a run they finish needs no net).
-        after = view.time_after_tick(kept_running(view, order), launched_now(view, order), fastest)
-        if after > 0 and view.t + view.gap_s + view.join_s + after > view.deadline_s:
+        loss_s = min((tick + 1) * self.table.gap_s, view.deadline_s)  # when capacity can next drop
+        after = view.time_after(order, fastest, loss_s)
+        if after > 0 and loss_s + view.join_s + after > view.deadline_s:
             self.committed = True
             return commit
         return order
