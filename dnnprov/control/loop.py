@@ -40,7 +40,7 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.problems import checks as check
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
 from dnnprov.result import SpotPlan
-from dnnprov.revocation.policies import Holdings, Policy, View
+from dnnprov.revocation.policy_view import Holdings, Policy, View
 
 #: spotDNN's detector polls every 15 s.
 POLL_S = 15.0
