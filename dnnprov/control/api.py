@@ -353,6 +353,7 @@ def run_plan(
     run_id: str | None = None,
     settings: RunSettings | None = None,
     max_polls: int | None = None,
+    model: object = None,
 ) -> tuple[str, Outcome | None]:
     """Launch ``plan`` of ``instance`` and keep it training under ``policy`` until it ends:
     ``(run id, outcome)`` (outcome ``None``: still running after ``max_polls`` polls; go on
@@ -368,6 +369,7 @@ def run_plan(
         image_id=image_id,
         run_id=run_id,
         settings=settings,
+        model=model,
     )
     return run_id, drive_run(run_id, state=state, max_polls=max_polls)
 
