@@ -32,7 +32,9 @@ Needs ../shared/data (the traces); exits 2 with a message when it is absent (0 w
 Since issue 28 the runs are the control loop on the trace cloud (``dnnprov simulate``'s one
 engine: the traces of a type are its aligned pools, 120 s notices, refused launches, polls
 every 15 s); the figures in docs/revocation.md were measured with the removed tick and event
-engines. This is issue 12's experiment as it was measured: its target compares unequal things (the
+engines. The pools are read tick by tick from one offset, so every trace goes on the finest
+tick of the set (:func:`on_one_grid`: the 600 s K80 traces' ticks repeated on 300 s; the
+interruption models are fitted on the traces as recorded). This is issue 12's experiment as it was measured: its target compares unequal things (the
 cheaper baselines miss most deadlines, rates are fitted on the replayed traces). The fair
 one, on held-out periods with missed runs charged, is ``benchmarks/spot_pools.py``.
 """
@@ -42,6 +44,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import math
 import platform
 import subprocess
 import sys
@@ -50,6 +53,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from dnnprov.solvers.revocation.risk import solve_risk
 from dnnprov.solvers.revocation.robust import solve_robust
 
@@ -58,7 +62,7 @@ from dnnprov.benchsets.generate import resolve_shared_data
 from dnnprov.control.replay import Simulation
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile
-from dnnprov.problems.interruption import fit_traces, load_trace
+from dnnprov.problems.interruption import Trace, fit_traces, load_trace
 
 POLICIES = ("none", "replan", "fallback")
 V100_16 = "spot-traces/availability/16-node/aws-08-27-2023/"
@@ -91,6 +95,19 @@ def load_traces(shared: Path, patterns: dict[str, str]) -> dict[str, list]:
             raise InvalidInputError("shared_data", f"no trace matches {pattern} in {shared}")
         out[name] = [load_trace(f) for f in files]
     return out
+
+
+def on_one_grid(traces: dict[str, list[Trace]]) -> dict[str, list[Trace]]:
+    """The traces on one tick, the finest (gcd) of their ``gap_seconds``: the loop reads every
+    pool tick by tick from one offset. A coarser trace's ticks are repeated, which keeps its
+    capacity and its changes exactly (they fall on the finer grid); the traced set's 600 s K80
+    traces go to the V100 traces' 300 s."""
+    gaps = {round(t.gap_s) for items in traces.values() for t in items}
+    gap = math.gcd(*gaps)
+    return {
+        name: [Trace(t.path, float(gap), np.repeat(t.alive, round(t.gap_s) // gap)) for t in items]
+        for name, items in traces.items()
+    }
 
 
 def build_problem(
@@ -153,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"revocation_replay: {exc}", file=sys.stderr)
         return 0 if args.allow_skip else 2
     problem = build_problem(traces, chosen["quotas"], loss, time_s, args.set)
+    traces = on_one_grid(traces)
     started = time.process_time()
     results = plans(problem)
     on_demand_cost = results["on-demand"].cost

@@ -96,7 +96,7 @@ def cmd_start(args: argparse.Namespace) -> int:
 
     if args.plan is None:
         raise InvalidInputError("--plan", "required to start a run")
-    check_policy(args.policy)
+    check_policy(args.policy, args.model)
     path = (
         str(embedded_instance(args.target.removeprefix("embedded:")))
         if args.target.startswith("embedded:")
@@ -140,6 +140,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         image_id=args.image_id,
         run_id=args.run_id,
         settings=settings,
+        model=args.model,
     )
     print(json.dumps({"run": run_id, "state": "running"}) if args.json else f"run {run_id} started", file=sys.stderr)
     return _print_outcome(run_id, drive_run(run_id, state=args.state, max_polls=args.max_polls), args.json)
@@ -214,7 +215,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_id", nargs="?", default=None, metavar="RUN", help="the run (with a verb)")
     p.add_argument("--plan", help="plan document or `dnnprov solve --json` output")
     p.add_argument(
-        "--policy", default="failover", help="launch policy: none, replan, fallback, failover, uniform-progress"
+        "--policy", default="failover", help="launch policy: none, replan, fallback, failover, uniform-progress, mpc"
+    )
+    p.add_argument(
+        "--model", default=None, help="with --policy mpc: availability model (JSON) from risk fit --zones --out"
     )
     p.add_argument("--endpoint-url", default=None, help="EC2 endpoint (a local test server or the twin)")
     p.add_argument(

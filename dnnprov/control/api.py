@@ -30,6 +30,8 @@ from dnnprov.control.trainer import Report
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import SpotPlan
+from dnnprov.revocation.availability import AvailabilityModel
+from dnnprov.revocation.policies import RunningTable, TakeoverTable
 
 #: The record folder when none is given (``dnnprov run --state``'s default).
 DEFAULT_STATE = ".dnnprov-runs"
@@ -80,15 +82,33 @@ def spot_plan(value: SpotPlan | Mapping[str, Any] | str | Path, problem: SpotPro
     return SpotPlan(counts=doc.counts(), ps=doc.ps)
 
 
-def check_policy(policy: str) -> str:
-    """A policy a live run can use (every one of ``simulate``'s but ``mpc``, which needs traces)."""
+def check_policy(policy: str, model: object = None) -> str:
+    """A policy a live run can use: any of ``simulate``'s; ``mpc`` with its availability
+    ``model`` (one type's, from ``risk fit --zones --out``), the others without one."""
     from dnnprov.revocation.policies import POLICY_NAMES
 
     if policy not in POLICY_NAMES:
         raise InvalidInputError("--policy", f"must be one of {', '.join(POLICY_NAMES)}; got {policy!r}")
-    if policy == "mpc":
-        raise InvalidInputError("--policy", "mpc needs traces to fit its availability model: a live run cannot use it")
+    if policy == "mpc" and model is None:
+        raise InvalidInputError(
+            "--policy", "mpc needs an availability model: give --model (written by risk fit --zones --out)"
+        )
+    if policy != "mpc" and model is not None:
+        raise InvalidInputError("--model", "goes with --policy mpc")
     return policy
+
+
+def availability_model(value: object) -> AvailabilityModel:
+    """An availability model from itself, its dict or a JSON file (``risk fit --zones --out``)."""
+    from dnnprov.json_files import read_json_file
+
+    if isinstance(value, AvailabilityModel):
+        return value
+    data = value if isinstance(value, Mapping) else read_json_file(str(value))
+    try:
+        return AvailabilityModel.from_dict(data)
+    except InvalidInputError as exc:
+        raise InvalidInputError("--model" + (f".{exc.field}" if exc.field else ""), exc.problem) from None
 
 
 def create_run(
@@ -103,8 +123,12 @@ def create_run(
     image_id: str | None = None,
     run_id: str | None = None,
     settings: RunSettings | None = None,
+    model: object = None,
 ) -> str:
     """Write a new run to the record at ``state`` (nothing launched yet); its id.
+
+    ``model``: ``mpc``'s availability model (an :class:`AvailabilityModel`, its dict or a
+    file); its table is built here, so a plan or model it cannot cover is refused now.
 
     ``progress``: where the trainer reports (a file, an http(s) URL, or ``model``: the
     stand-in trainer, only against a test endpoint). Every input is checked here, one
@@ -113,10 +137,13 @@ def create_run(
     from dnnprov.cloud.aws import check_region
     from dnnprov.control.clouds.ec2 import PLACEHOLDER_IMAGE, RemoteTwinClock, is_twin
 
-    check_policy(policy)
+    check_policy(policy, model)
     problem = spot_problem(instance)
     chosen = spot_plan(plan, problem)
     settings = settings or RunSettings()
+    fitted = None if model is None else availability_model(model)
+    if fitted is not None:
+        mpc_table(problem, chosen, fitted, settings)
     twin = is_twin(endpoint_url)
     if not twin and progress == "model" and not endpoint_url:
         raise InvalidInputError(
@@ -128,6 +155,7 @@ def create_run(
         "instance": problem.to_dict(),
         "plan": {"counts": chosen.counts, "ps": chosen.ps},
         "policy": policy,
+        "model": None if fitted is None else fitted.to_dict(),
         "region": check_region(region),
         "endpoint_url": endpoint_url,
         "twin": twin,
@@ -138,6 +166,15 @@ def create_run(
     }
     with closing(RunRecord(state)) as record:
         return record.create(spec, run_id)
+
+
+def mpc_table(
+    problem: SpotProblem, plan: SpotPlan, model: AvailabilityModel, settings: RunSettings
+) -> TakeoverTable | RunningTable:
+    """``mpc``'s table of a live run: planned on ``model``'s ticks from the run's start."""
+    from dnnprov.revocation.pool_replay import takeover_table
+
+    return takeover_table(problem, plan, model, join_s=settings.join_s)
 
 
 class _LatestReport:
@@ -188,10 +225,12 @@ def controller_of(record: RunRecord, run_id: str, spec: Mapping[str, Any]) -> Co
         def trainer(instances: list[Instance], now: float) -> Report | None:
             return read_report(source)
 
+    model = spec.get("model")
+    table = None if model is None else mpc_table(problem, plan, availability_model(model), settings)
     return Controller(
         problem,
         plan,
-        make_policy(spec["policy"], problem=problem, plan=plan),
+        make_policy(spec["policy"], table, problem=problem, plan=plan),
         cloud,
         run_id=run_id,
         pools=pools,
@@ -314,6 +353,7 @@ def run_plan(
     run_id: str | None = None,
     settings: RunSettings | None = None,
     max_polls: int | None = None,
+    model: object = None,
 ) -> tuple[str, Outcome | None]:
     """Launch ``plan`` of ``instance`` and keep it training under ``policy`` until it ends:
     ``(run id, outcome)`` (outcome ``None``: still running after ``max_polls`` polls; go on
@@ -329,6 +369,7 @@ def run_plan(
         image_id=image_id,
         run_id=run_id,
         settings=settings,
+        model=model,
     )
     return run_id, drive_run(run_id, state=state, max_polls=max_polls)
 

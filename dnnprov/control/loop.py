@@ -40,7 +40,7 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
 from dnnprov.problems.validation import checks as check
 from dnnprov.result import SpotPlan
-from dnnprov.revocation.policies import Holdings, Policy, View
+from dnnprov.revocation.policy_view import Holdings, Policy, View
 
 #: spotDNN's detector polls every 15 s.
 POLL_S = 15.0
@@ -285,20 +285,14 @@ class Controller:
         """What the policy sees: holdings, estimated capacity, progress (module docstring)."""
         n_pools, n_types = len(self.pools), len(self.types)
         spot = np.zeros(n_pools, dtype=np.int64)
-        running_spot = np.zeros(n_pools, dtype=np.int64)
         od = np.zeros(n_types, dtype=np.int64)
-        running_od = np.zeros(n_types, dtype=np.int64)
         index = {p.name: k for k, p in enumerate(self.pools)}
-        for i in instances:
-            if i.role != "worker" or i.ended_s is not None or i.notice_s is not None:
-                continue
-            joined = self.model.joined_s(i) <= now
+        held = [i for i in instances if i.role == "worker" and i.ended_s is None and i.notice_s is None]
+        for i in held:
             if i.market == "spot" and i.pool in index:
                 spot[index[i.pool]] += 1
-                running_spot[index[i.pool]] += joined
             elif i.market == "on-demand":
                 od[self.types.index(i.type_name)] += 1
-                running_od[self.types.index(i.type_name)] += joined
         room = np.array([int(self.want[t]) for t in self.pool_type], dtype=np.int64)
         caps = spot + np.where(self.full_until > now, 0, room)
         u = self._progress()
@@ -310,12 +304,18 @@ class Controller:
             sigma = self.model.speed(np.asarray(workers), ps)
             return (self.model.target - u) / sigma if sigma > 0 else math.inf
 
-        def time_after_tick(kept: np.ndarray, launched: np.ndarray, workers: np.ndarray) -> float:
-            first = min(delay, self.settings.poll_s)
-            sure = self.model.speed(kept, ps) * first + self.model.speed(kept + launched, ps) * (
-                self.settings.poll_s - first
-            )
-            return time_to_finish(workers, u + sure)
+        def time_after(order: Holdings, workers: np.ndarray, until_s: float) -> float:
+            joins = self._joins_kept(order, held, now + delay)
+            sure, t = u, now
+            for cut in sorted({j for j, _ in joins if now < j < until_s} | {until_s}):
+                if cut <= t:
+                    continue
+                members = np.zeros(n_types, dtype=np.int64)
+                for j, kind in joins:
+                    members[kind] += j <= t
+                sure += self.model.speed(np.minimum(members, self.want), ps) * (cut - t)
+                t = cut
+            return time_to_finish(workers, sure)
 
         return View(
             t=now,
@@ -334,11 +334,27 @@ class Controller:
             ps=ps,
             event=event,
             time_to_finish=time_to_finish,
-            running_spot=running_spot,
-            running_od=running_od,
-            time_after_tick=time_after_tick,
+            time_after=time_after,
             first=first,
         )
+
+    def _joins_kept(self, order: Holdings, held: Sequence[Instance], launch_join_s: float) -> list[tuple[float, int]]:
+        """(join time, type index) of each worker ``order`` keeps (the oldest held per pool and
+        type, as :meth:`_apply` terminates the newest) or launches (joining at ``launch_join_s``)."""
+        out: list[tuple[float, int]] = []
+        groups = [
+            (int(order.spot[p]), [i for i in held if i.market == "spot" and i.pool == pool.name], pool.type_name)
+            for p, pool in enumerate(self.pools)
+        ] + [
+            (int(order.od[t]), [i for i in held if i.market == "on-demand" and i.type_name == name], name)
+            for t, name in enumerate(self.types)
+        ]
+        for count, mine, type_name in groups:
+            kind = self.types.index(type_name)
+            kept = sorted(mine, key=lambda i: (i.launched_s, i.instance_id))[: max(count, 0)]
+            out += [(self.model.joined_s(i), kind) for i in kept]
+            out += [(launch_join_s, kind)] * max(0, count - len(kept))
+        return out
 
     def _progress(self) -> float:
         if self._last_report is None:

@@ -32,7 +32,7 @@ from dnnprov.problems.interruption import Trace
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import SpotPlan
 from dnnprov.revocation.availability import AvailabilityModel
-from dnnprov.revocation.policies import Policy
+from dnnprov.revocation.policy_view import Policy
 
 
 @dataclass(frozen=True)

@@ -39,15 +39,22 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.revocation.availability import AvailabilityModel
+from dnnprov.revocation.policy_view import (
+    POLICY_NAMES,
+    Holdings,
+    Policy,
+    View,
+    fill_spot,
+    per_type,
+)
 
-POLICY_NAMES = ("none", "replan", "fallback", "failover", "uniform-progress", "mpc")
 HYSTERESIS_TICKS = 2
 PROGRESS_BUCKETS = 2000
 #: Cost-to-go of a state that cannot finish by the deadline (finite, so that expectations
@@ -64,118 +71,11 @@ MAX_RUNNING_WORK = 150_000_000
 MAX_CLUSTERS = 2_000
 
 
-@dataclass
-class View:
-    """The run at one tick, as a policy sees it.
-
-    Pools are indexed ``p``; ``pool_type[p]`` is the type index, ``pool_group[p]`` the
-    zone's position among its type's zones (0: the first, the home zone). ``want`` is the
-    plan's workers per type (both markets), ``od_floor`` its on-demand workers.
-    """
-
-    t: float
-    gap_s: float
-    join_s: float
-    deadline_s: float
-    progress: float  # fraction of the job done, 0..1
-    caps: np.ndarray
-    pool_type: np.ndarray
-    pool_group: np.ndarray
-    pool_price: np.ndarray
-    spot: np.ndarray  # held per pool (running + joining)
-    od: np.ndarray  # held per type
-    want: np.ndarray
-    od_floor: np.ndarray
-    ps: int
-    event: bool  # first tick, a revocation or a capacity change
-    time_to_finish: Callable[[np.ndarray], float]  # seconds for workers per type from now
-    running_spot: np.ndarray  # per pool: joined (training) spot instances
-    running_od: np.ndarray  # per type: joined on-demand instances
-    time_after_tick: Callable[[np.ndarray, np.ndarray, np.ndarray], float]
-    """``(kept, launched, cluster)``: seconds for ``cluster`` to finish from the progress that
-    the ``kept`` running workers per type, joined by the ``launched`` ones after
-    :meth:`delay`, are sure to add by the next tick (capacity only changes at ticks, so none
-    of them can be revoked before it)."""
-    first: bool = False
-    """The run's first decision (nothing launched yet). A live controller's first poll comes a
-    moment after the run's start (EC2's wall clock), so ``t == 0`` cannot say it."""
-
-    def delay(self) -> float:
-        """Seconds before instances launched now train (the plan's launch is the run's start)."""
-        return 0.0 if self.first else self.join_s
-
-
-@dataclass
-class Holdings:
-    """What a policy wants held: spot per pool, on-demand per type."""
-
-    spot: np.ndarray
-    od: np.ndarray
-
-
-def cheapest_first(count: int, free: Sequence[int], prices: Sequence[float]) -> list[int]:
-    """Up to ``count`` new instances over pools with ``free`` room, the cheapest pools first
-    (ties: the order given); per pool, how many."""
-    out = [0] * len(free)
-    for p in sorted(range(len(free)), key=lambda p: prices[p]):
-        take = max(0, min(int(free[p]), count))
-        out[p] = take
-        count -= take
-    return out
-
-
-def fill_spot(view: View, want_spot: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-    """Spot per pool reaching ``want_spot`` per type: keep what is held, then add in allowed
-    pools with free capacity, cheapest first; trim the dearest pools when above."""
-    target = np.minimum(view.spot, view.caps)
-    for i, want in enumerate(want_spot):
-        mine = np.flatnonzero(view.pool_type == i)
-        order = mine[np.argsort(view.pool_price[mine], kind="stable")]
-        have = int(target[mine].sum())
-        room = [int(view.caps[p] - target[p]) if allowed[p] else 0 for p in mine]
-        target[mine] += np.asarray(
-            cheapest_first(int(want) - have, room, view.pool_price[mine].tolist()), dtype=np.int64
-        )
-        have = int(target[mine].sum())
-        for p in order[::-1]:
-            if have <= want:
-                break
-            cut = min(int(target[p]), have - int(want))
-            target[p] -= cut
-            have -= cut
-    return target
-
-
-def per_type(view: View, spot: np.ndarray) -> np.ndarray:
-    """Spot instances per type from per-pool counts."""
-    return np.bincount(view.pool_type, weights=spot, minlength=len(view.want)).astype(np.int64)
-
-
 def safety_net(view: View, cluster: np.ndarray | None = None) -> bool:
     """Whether waiting one more tick could leave too little time for ``cluster`` (default: the
     plan's workers) all on-demand to finish (no progress assumed meanwhile)."""
     need = view.join_s + view.time_to_finish(view.want if cluster is None else cluster)
     return view.t + view.gap_s + need > view.deadline_s
-
-
-def kept_running(view: View, order: Holdings) -> np.ndarray:
-    """Workers per type already training that ``order`` keeps (sure to train until the next tick)."""
-    return per_type(view, np.minimum(view.running_spot, order.spot)) + np.minimum(view.running_od, order.od)
-
-
-def launched_now(view: View, order: Holdings) -> np.ndarray:
-    """Workers per type that ``order`` launches now (they train from :meth:`View.delay` on)."""
-    spot = np.maximum(np.minimum(order.spot, view.caps) - view.spot, 0)
-    return per_type(view, spot) + np.maximum(order.od - view.od, 0)
-
-
-class Policy:
-    """Base: one instance per run (policies keep per-run state)."""
-
-    name = ""
-
-    def decide(self, view: View) -> Holdings:
-        raise NotImplementedError
 
 
 class NoRelaunch(Policy):
@@ -244,11 +144,27 @@ class UniformProgress(Policy):
 @dataclass
 class ModelPredictive(Policy):
     """``mpc``: reads what to hold from its table (:class:`RunningTable` or
-    :class:`TakeoverTable`); safety net."""
+    :class:`TakeoverTable`), planned for decisions at the model's ticks; safety net.
+
+    The loop asks at every poll. The table's state is the one it was planned for: the tick
+    the poll falls in and the progress at that tick's first poll (``tick``, ``tick_progress``;
+    progress made since then is the tick's own), with the capacity and holdings now, so polls
+    within a tick repeat the tick's decision unless capacity or holdings changed.
+
+    The safety net knows when capacity can drop: only at a tick of the model's grid from the
+    run's start, with a notice. Were every spot instance lost at the next tick, the fastest
+    cluster launched on-demand then (one join) must still finish by ``T_obj``, from the progress
+    the workers the order keeps or launches are sure to make until that tick; otherwise it
+    commits to that cluster on-demand and stays. It is the table's own condition (so it never
+    overrules an action the table took for it) and it leaves out the progress the lost
+    instances make during their notice (which covers a detector poll's delay on EC2).
+    """
 
     table: TakeoverTable | RunningTable
     name = "mpc"
     committed: bool = False
+    tick: int = -1
+    tick_progress: float = 0.0
 
     def decide(self, view: View) -> Holdings:
         kinds = list(self.table.types)
@@ -259,27 +175,28 @@ class ModelPredictive(Policy):
         )
         if self.committed:
             return commit
+        tick = int(view.t // self.table.gap_s)
+        if view.first or tick != self.tick:
+            self.tick, self.tick_progress = tick, view.progress
         available = [int(view.caps[view.pool_type == i].sum()) for i in kinds]
         want_spot = np.zeros_like(view.want)
         if isinstance(self.table, RunningTable):
             held = int(view.spot[view.pool_type == kinds[0]].sum()), int(view.od[kinds[0]])
-            holding = self.table.holding_at(view.t, view.progress, available[0], *held)
+            holding = self.table.holding_at(view.t, self.tick_progress, available[0], *held)
             if holding is None:
                 self.committed = True
                 return commit
             cluster, want_spot[kinds] = np.array([sum(holding)]), holding[0]
         else:
-            cluster = self.table.cluster_at(view.t, view.progress, available)
+            cluster = self.table.cluster_at(view.t, self.tick_progress, available)
             want_spot[kinds] = np.minimum(cluster, available)
         spot = fill_spot(view, want_spot, np.ones(len(view.caps), dtype=bool))
         od = np.zeros_like(view.want)
         od[kinds] = cluster - per_type(view, spot)[kinds]
         order = Holdings(spot, od)
-        # The safety net: were every spot instance lost at the next tick, all on-demand
-        # launched then must still finish. Until then the kept running workers train, and
-        # the ones launched now once they have joined (a run they finish needs no net).
-        after = view.time_after_tick(kept_running(view, order), launched_now(view, order), fastest)
-        if after > 0 and view.t + view.gap_s + view.join_s + after > view.deadline_s:
+        loss_s = min((tick + 1) * self.table.gap_s, view.deadline_s)  # when capacity can next drop
+        after = view.time_after(order, fastest, loss_s)
+        if after > 0 and loss_s + view.join_s + after > view.deadline_s:
             self.committed = True
             return commit
         return order

@@ -73,24 +73,12 @@ class TracePools:
         for items in self.traces.values():
             self.window_starts(min(items, key=lambda t: len(t.alive)), aligned(items)[0])
         self.spot_col = [self.model.columns.labels.index(n) for n in self.types]
-        self.od_price = np.array(
-            [
-                t.on_demand_price_per_h if t.on_demand_price_per_h is not None else math.nan
-                for t in problem.instance_types
-            ]
-        )
-        self.target = progress_target(self.model)
         self._speed = ClusterSpeeds(self.model, self.spot_col)
 
     # ------------------------------------------------------------------ model lookups
     def speed(self, per_type: np.ndarray, ps: int) -> float:
         """Progress per second of a cluster of workers per type (market does not matter)."""
         return self._speed(per_type, ps)
-
-    def start_progress(self, plan: SpotPlan) -> float:
-        """Progress at time 0 of every run of ``plan``, whatever the policy launches first
-        (:meth:`dnnprov.revocation.simulate.ClusterSpeeds.run_start`, as ``simulate``)."""
-        return self._speed.run_start(self.plan_workers(plan)[0], plan.ps)
 
     def plan_workers(self, plan: SpotPlan) -> tuple[np.ndarray, np.ndarray]:
         """The plan's workers per type (both markets) and its on-demand workers per type."""
@@ -131,60 +119,82 @@ class TracePools:
     def takeover_table(
         self, plan: SpotPlan, model: AvailabilityModel | Mapping[str, AvailabilityModel], *, price_joins: bool = True
     ) -> TakeoverTable | RunningTable:
-        """The exact model-predictive table of ``plan`` under ``model`` (one type's, or one per
-        type of the plan by name): clusters of up to the plan's workers of each of its types
-        (the clusters its run's start covers), with the plan's PS. A one-type plan gets a
-        :class:`RunningTable` (it tracks the holdings and prices joins) when that fits its size
-        limit and ``price_joins``; otherwise (several types) a :class:`TakeoverTable`."""
-        want, _ = self.plan_workers(plan)
-        used = [int(i) for i in np.flatnonzero(want)]
-        if not isinstance(model, AvailabilityModel):
-            models = []
-            for i in used:
-                if self.types[i] not in model:
-                    raise InvalidInputError("--model", f"no availability model of {self.types[i]}, a type of the plan")
-                models.append(model[self.types[i]])
-        elif len(used) == 1:
-            models = [model]
-        else:
-            raise InvalidInputError(
-                "--model",
-                f"one availability model covers one type; the plan uses {len(used)}: "
-                "fit each type's on --fit-period instead",
-            )
-        for i, m in zip(used, models):
-            if abs(m.gap_s - self.gap_s) > 1e-9:
-                raise InvalidInputError("--model", f"fitted on {m.gap_s:g} s ticks; the traces have {self.gap_s:g} s")
-            if math.isnan(self.od_price[i]):
-                raise InvalidInputError(
-                    f"instance_types.{self.types[i]}.on_demand_price_per_h",
-                    "missing: the mpc policy launches on-demand instances",
-                )
-        most = tuple(int(want[i]) for i in used)
-        u0 = self.start_progress(plan)
-        clusters = np.array(list(itertools.product(*[range(w + 1) for w in most])), dtype=np.int64)
-        per_cluster = np.zeros(len(clusters))
-        for c, cluster in enumerate(clusters):
-            workers = np.zeros(len(self.types), dtype=np.int64)
-            workers[used] = cluster
-            per_cluster[c] = self.speed(workers, plan.ps) / (self.target - u0) if cluster.any() else 0.0
-        spot_price = []
+        """:func:`takeover_table` on the traces' tick (a model fitted on another tick is refused)."""
+        return takeover_table(self.problem, plan, model, gap_s=self.gap_s, join_s=self.join_s, price_joins=price_joins)
+
+
+def takeover_table(
+    problem: SpotProblem,
+    plan: SpotPlan,
+    model: AvailabilityModel | Mapping[str, AvailabilityModel],
+    *,
+    gap_s: float | None = None,
+    join_s: float = JOIN_OVERHEAD_S,
+    price_joins: bool = True,
+) -> TakeoverTable | RunningTable:
+    """The exact model-predictive table of ``plan`` under ``model`` (one type's, or one per
+    type of the plan by name) on ticks of ``gap_s`` (default: the model's): clusters of up to
+    the plan's workers of each of its types (the clusters its run's start covers), with the
+    plan's PS. A one-type plan gets a :class:`RunningTable` (it tracks the holdings and prices
+    joins) when that fits its size limit and ``price_joins``; otherwise (several types) a
+    :class:`TakeoverTable`. ``dnnprov run --policy mpc`` builds it from a model alone."""
+    speed_model = SpotModel(problem)
+    types = [t.name for t in problem.instance_types]
+    speeds = ClusterSpeeds(speed_model, [speed_model.columns.labels.index(n) for n in types])
+    target = progress_target(speed_model)
+    od_price = np.array(
+        [t.on_demand_price_per_h if t.on_demand_price_per_h is not None else math.nan for t in problem.instance_types]
+    )
+    want = np.array([plan.counts.get(n, 0) + plan.counts.get(n + ON_DEMAND_SUFFIX, 0) for n in types], dtype=np.int64)
+    used = [int(i) for i in np.flatnonzero(want)]
+    if not isinstance(model, AvailabilityModel):
+        models = []
         for i in used:
-            t = self.problem.instance_types[i]
-            prices = [z.spot_price_per_h for z in t.zones if z.spot_price_per_h is not None]
-            spot_price.append(float(np.mean(prices)) if prices else t.spot_price_per_h)
-        args: dict[str, Any] = {
-            "types": tuple(used),
-            "most": most,
-            "gap_s": self.gap_s,
-            "deadline_s": self.problem.slo.time_s,
-            "join_s": self.join_s,
-            "progress_per_s": per_cluster,
-            "spot_price": np.array(spot_price),
-            "od_price": self.od_price[used],
-            "fixed_price": plan.ps * self.problem.platform.ps_price_per_h,
-            "models": tuple(models),
-        }
-        if price_joins and len(used) == 1 and RunningTable.fits(most[0], self.problem.slo.time_s, self.gap_s):
-            return RunningTable(**args)
-        return TakeoverTable(**args)
+            if types[i] not in model:
+                raise InvalidInputError("--model", f"no availability model of {types[i]}, a type of the plan")
+            models.append(model[types[i]])
+    elif len(used) == 1:
+        models = [model]
+    else:
+        raise InvalidInputError(
+            "--model",
+            f"one availability model covers one type; the plan uses {len(used)}: "
+            "fit each type's on --fit-period instead",
+        )
+    gap = models[0].gap_s if gap_s is None else gap_s
+    for i, m in zip(used, models):
+        if abs(m.gap_s - gap) > 1e-9:
+            raise InvalidInputError("--model", f"fitted on {m.gap_s:g} s ticks; the traces have {gap:g} s")
+        if math.isnan(od_price[i]):
+            raise InvalidInputError(
+                f"instance_types.{types[i]}.on_demand_price_per_h",
+                "missing: the mpc policy launches on-demand instances",
+            )
+    most = tuple(int(want[i]) for i in used)
+    u0 = speeds.run_start(want, plan.ps)
+    clusters = np.array(list(itertools.product(*[range(w + 1) for w in most])), dtype=np.int64)
+    per_cluster = np.zeros(len(clusters))
+    for c, cluster in enumerate(clusters):
+        workers = np.zeros(len(types), dtype=np.int64)
+        workers[used] = cluster
+        per_cluster[c] = speeds(workers, plan.ps) / (target - u0) if cluster.any() else 0.0
+    spot_price = []
+    for i in used:
+        t = problem.instance_types[i]
+        prices = [z.spot_price_per_h for z in t.zones if z.spot_price_per_h is not None]
+        spot_price.append(float(np.mean(prices)) if prices else t.spot_price_per_h)
+    args: dict[str, Any] = {
+        "types": tuple(used),
+        "most": most,
+        "gap_s": gap,
+        "deadline_s": problem.slo.time_s,
+        "join_s": join_s,
+        "progress_per_s": per_cluster,
+        "spot_price": np.array(spot_price),
+        "od_price": od_price[used],
+        "fixed_price": plan.ps * problem.platform.ps_price_per_h,
+        "models": tuple(models),
+    }
+    if price_joins and len(used) == 1 and RunningTable.fits(most[0], problem.slo.time_s, gap):
+        return RunningTable(**args)
+    return TakeoverTable(**args)

@@ -46,7 +46,7 @@ from dnnprov.models.spot import SpotModel
 from dnnprov.problems.spot import SpotProblem, check_existing
 from dnnprov.problems.validation import checks as check
 from dnnprov.result import Result, SpotPlan
-from dnnprov.revocation.policies import cheapest_first
+from dnnprov.revocation.policy_view import cheapest_first
 
 #: Seconds added to the predicted time after a takeover. The survivors keep training
 #: while new instances join (~2.1 min in the paper); the measured degradation lasted

@@ -12,7 +12,7 @@ most those). Its spot workers are placed cheapest pool first; its on-demand work
 until the next takeover. When no takeover meets T_obj (or none can be solved any more: too
 little time left), the missing spot workers are relaunched where capacity allows.
 
-It decides only on what a live controller observes (:class:`dnnprov.revocation.policies.View`).
+It decides only on what a live controller observes (:class:`dnnprov.revocation.policy_view.View`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.models.spot import SpotModel
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
 from dnnprov.result import SpotPlan
-from dnnprov.revocation.policies import Holdings, Policy, View, fill_spot, per_type
+from dnnprov.revocation.policy_view import Holdings, Policy, View, fill_spot, per_type
 
 #: ``--replan-method`` -> the method of :func:`dnnprov.solve`.
 SOLVE_METHOD = {"exact": "milp", "heuristic": "heuristic"}

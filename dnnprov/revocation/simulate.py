@@ -25,9 +25,9 @@ from dnnprov.models.training_progress import progress_speed
 from dnnprov.problems.interruption import Trace
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
 from dnnprov.result import SpotPlan
-from dnnprov.revocation.policies import POLICY_NAMES
+from dnnprov.revocation.policy_view import POLICY_NAMES
 
-#: The policies of ``simulate`` and ``run`` (:mod:`dnnprov.revocation.policies`).
+#: The policies of ``simulate`` and ``run`` (:mod:`dnnprov.revocation.policies`; named in :mod:`dnnprov.revocation.policy_view`).
 POLICIES = POLICY_NAMES
 #: How the ``replan`` policy solves a takeover: exactly, or by spotDNN's Algorithm 1.
 REPLAN_METHODS = ("exact", "heuristic")

@@ -24,11 +24,15 @@ import dnnprov
 from dnnprov.cli import main
 from dnnprov.control.cloud import LaunchRequest
 from dnnprov.control.clouds.ec2 import Ec2Cloud, RemoteTwinClock
+from dnnprov.control.loop import RunSettings
 from dnnprov.control.record import RunRecord
-from dnnprov.control.replay import trace_pools
+from dnnprov.control.replay import run_once, trace_pools
 from dnnprov.control.twin.server import Twin
 from dnnprov.io.instances import write_instance
 from dnnprov.problems.interruption import Trace
+from dnnprov.revocation.availability import fit_availability
+from dnnprov.revocation.policies import make_policy
+from dnnprov.revocation.pool_replay import takeover_table
 
 pytest_plugins = ["conftest_aws"]
 REGION = "us-west-2"
@@ -271,3 +275,55 @@ def test_a_launch_sent_but_not_recorded_is_adopted_with_its_launch_time(
     events = [(e["kind"], e["time_s"]) for e in record.events("r") if e.get("step") == step]
     assert [e for e in events if e[0] != "resumed"] == [("resent", 335.0), ("launch", 135.0)]
     record.close()
+
+
+def test_mpc_runs_on_the_twin_from_a_model_and_resumes(
+    files: tuple[Path, Path], twins: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`run --policy mpc --model M` (M as `risk fit --zones --out` writes it) against the twin
+    tells the story `simulate` tells of the same window with the same table, also when the
+    controller stops mid-run and another resumes (mpc's tick and its progress are remembered)."""
+    model = fit_availability(TRACES["p3.2xlarge"], cap=2)
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(model.to_dict()))
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
+    replay = run_once(PROBLEM, plan, TRACES, make_policy("mpc", takeover_table(PROBLEM, plan, model)), 0, RunSettings())
+    assert replay.outcome.revocations > 0  # the window loses capacity
+    twin, state = twins(), tmp_path / "whole"
+    code, out = start(capsys, files, twin, state, "whole", "mpc", "--model", str(path))
+    whole = finished(capsys, twin, state, "whole", code, out)
+    assert whole["state"] == replay.outcome.state and whole["cost"] == pytest.approx(replay.outcome.cost, rel=1e-9)
+    assert (whole["revocations"], whole["launches"], whole["refusals"]) == (
+        replay.outcome.revocations,
+        replay.outcome.launches,
+        replay.outcome.refusals,
+    )
+    twin, state = twins(), tmp_path / "stopped"
+    code, out = start(capsys, files, twin, state, "r", "mpc", "--model", str(path), "--max-polls", "27")
+    assert code == 0 and out["state"] == "running"
+    code, out = cli(capsys, "run", "resume", "r", "--state", str(state), "--json")
+    resumed = finished(capsys, twin, state, "r", code, out)
+    assert story(state, "r") == story(tmp_path / "whole", "whole")
+    assert resumed["cost"] == pytest.approx(whole["cost"], rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "more, field",
+    [
+        ((), "--policy"),
+        (("--model", "MODEL"), "--model: fitted for up to 1"),
+        (("--model", "MODEL", "--policy", "failover"), "--model"),
+    ],
+)
+def test_mpc_model_refusals_are_one_line(
+    more: tuple[str, ...], field: str, files: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """mpc without a model, a model that does not cover the plan (fitted for 1 instance, the
+    plan has 2), a model with another policy: one error line naming the option."""
+    small = tmp_path / "small.json"
+    small.write_text(json.dumps(fit_availability(TRACES["p3.2xlarge"], cap=1).to_dict()))
+    argv = ["run", str(files[0]), "--plan", str(files[1]), "--policy", "mpc", "--state", str(tmp_path / "s")]
+    argv += ["--endpoint-url", "http://127.0.0.1:9", *[str(small) if m == "MODEL" else m for m in more]]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and field in err[0], err

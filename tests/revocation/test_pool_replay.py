@@ -481,20 +481,9 @@ def test_hindsight_finds_the_lp_optimum_when_going_faster_is_dear(seed: int) -> 
         assert hindsight.bound(pools, 300.0) == pytest.approx(lp_optimum(hindsight, pools, 300.0), rel=1e-6)
 
 
-#: Issue 28 item 3, left open: on the loop mpc's table (planned for decisions at trace ticks) shrinks
-#: the cluster late in the run, and its safety net, checked at every 15 s poll as if every spot
-#: instance could be lost at the next poll (not only at a trace tick, with a 120 s notice),
-#: then commits to on-demand on capacity that never changes (docs/revocation.md, `mpc`).
-LOOP_NET = "mpc's safety net on the loop assumes a loss at every poll (issue 28 item 3)"
-
-
 @pytest.mark.parametrize(
     "slack",
-    [
-        pytest.param(1.1, marks=pytest.mark.xfail(strict=True, reason=LOOP_NET)),
-        pytest.param(1.3, marks=pytest.mark.xfail(strict=True, reason=LOOP_NET)),
-        2.0,
-    ],
+    [1.1, 1.3, 2.0],
 )
 def test_mpc_on_certain_capacity_launches_no_on_demand(slack: float) -> None:
     """Capacity always there and known, slack for a join: mpc never needs on-demand, and its safety net does not

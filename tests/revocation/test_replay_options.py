@@ -107,3 +107,18 @@ def test_python_api_refuses_bad_join_and_horizon(options: dict, field: str, tmp_
         with pytest.raises(InvalidInputError) as info:
             call()
         assert info.value.field in (field, field.removeprefix("--").replace("join", "join_s"))
+
+
+def test_zones_changes_nothing_as_its_help_says(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`simulate --zones` is accepted for old scripts and, as its help says, changes nothing (the
+    traces of a type are always its aligned pools): the same JSON, figures, settings and per-run
+    events, with or without it; its help says so."""
+    _, instance, plan, traces, _ = _one_type(tmp_path)
+    base = ["simulate", str(instance), "--plan", str(plan), *traces, "--policy", "failover", "--runs", "4"]
+    outs = []
+    for extra in ([], ["--zones"]):
+        assert main([*base, *extra, "--seed", "3", "--per-run", "--json"]) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    assert outs[0] == outs[1] and len(outs[0]["per_run"]) == 4
+    assert main(["simulate", "--help"]) == 0
+    assert "kept for old scripts" in " ".join(capsys.readouterr().out.split())

@@ -19,7 +19,7 @@ from dnnprov.control.twin.server import Twin
 from dnnprov.problems.interruption import Trace
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import SpotPlan
-from dnnprov.revocation.policies import Policy
+from dnnprov.revocation.policy_view import Policy
 
 
 def run_on_twin(

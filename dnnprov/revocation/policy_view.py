@@ -1,0 +1,112 @@
+"""What a launch policy sees and returns, shared by every policy and by the loop that asks them.
+
+:class:`View` (the run at one poll, as a live controller observes it), :class:`Holdings` (what
+to hold), the :class:`Policy` base, the placement helpers (:func:`cheapest_first`, also used
+by the takeover's zone placement in :mod:`dnnprov.revocation.replan`; :func:`fill_spot`,
+:func:`per_type`) and the policies' names. The policies themselves are in
+:mod:`dnnprov.revocation.policies` (``replan``'s in :mod:`dnnprov.revocation.replan_policy`);
+this module imports none of them, so the revocation room has no import cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: The policies of ``simulate`` and ``run`` (:func:`dnnprov.revocation.policies.make_policy`).
+POLICY_NAMES = ("none", "replan", "fallback", "failover", "uniform-progress", "mpc")
+
+
+@dataclass
+class View:
+    """The run at one tick, as a policy sees it.
+
+    Pools are indexed ``p``; ``pool_type[p]`` is the type index, ``pool_group[p]`` the
+    zone's position among its type's zones (0: the first, the home zone). ``want`` is the
+    plan's workers per type (both markets), ``od_floor`` its on-demand workers.
+    """
+
+    t: float
+    gap_s: float
+    join_s: float
+    deadline_s: float
+    progress: float  # fraction of the job done, 0..1
+    caps: np.ndarray
+    pool_type: np.ndarray
+    pool_group: np.ndarray
+    pool_price: np.ndarray
+    spot: np.ndarray  # held per pool (running + joining)
+    od: np.ndarray  # held per type
+    want: np.ndarray
+    od_floor: np.ndarray
+    ps: int
+    event: bool  # first tick, a revocation or a capacity change
+    time_to_finish: Callable[[np.ndarray], float]  # seconds for workers per type from now
+    time_after: Callable[[Holdings, np.ndarray, float], float]
+    """``(order, cluster, until_s)``: seconds for ``cluster`` to finish from ``until_s``, from the
+    progress that the workers ``order`` keeps (the oldest held, each from when it joins) and
+    those it launches now (after :meth:`delay`) are sure to add until then."""
+    first: bool = False
+    """The run's first decision (nothing launched yet). A live controller's first poll comes a
+    moment after the run's start (EC2's wall clock), so ``t == 0`` cannot say it."""
+
+    def delay(self) -> float:
+        """Seconds before instances launched now train (the plan's launch is the run's start)."""
+        return 0.0 if self.first else self.join_s
+
+
+@dataclass
+class Holdings:
+    """What a policy wants held: spot per pool, on-demand per type."""
+
+    spot: np.ndarray
+    od: np.ndarray
+
+
+def cheapest_first(count: int, free: Sequence[int], prices: Sequence[float]) -> list[int]:
+    """Up to ``count`` new instances over pools with ``free`` room, the cheapest pools first
+    (ties: the order given); per pool, how many."""
+    out = [0] * len(free)
+    for p in sorted(range(len(free)), key=lambda p: prices[p]):
+        take = max(0, min(int(free[p]), count))
+        out[p] = take
+        count -= take
+    return out
+
+
+def fill_spot(view: View, want_spot: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """Spot per pool reaching ``want_spot`` per type: keep what is held, then add in allowed
+    pools with free capacity, cheapest first; trim the dearest pools when above."""
+    target = np.minimum(view.spot, view.caps)
+    for i, want in enumerate(want_spot):
+        mine = np.flatnonzero(view.pool_type == i)
+        order = mine[np.argsort(view.pool_price[mine], kind="stable")]
+        have = int(target[mine].sum())
+        room = [int(view.caps[p] - target[p]) if allowed[p] else 0 for p in mine]
+        target[mine] += np.asarray(
+            cheapest_first(int(want) - have, room, view.pool_price[mine].tolist()), dtype=np.int64
+        )
+        have = int(target[mine].sum())
+        for p in order[::-1]:
+            if have <= want:
+                break
+            cut = min(int(target[p]), have - int(want))
+            target[p] -= cut
+            have -= cut
+    return target
+
+
+def per_type(view: View, spot: np.ndarray) -> np.ndarray:
+    """Spot instances per type from per-pool counts."""
+    return np.bincount(view.pool_type, weights=spot, minlength=len(view.want)).astype(np.int64)
+
+
+class Policy:
+    """Base: one instance per run (policies keep per-run state)."""
+
+    name = ""
+
+    def decide(self, view: View) -> Holdings:
+        raise NotImplementedError
