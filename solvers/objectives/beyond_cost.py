@@ -124,7 +124,8 @@ def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog) -> 
             best, objective, status=best.status, bound=bound, message=best.message, solves=solves, clock=clock
         )
     hi = best.time_s
-    budget = float(problem.constraints.budget_usd)
+    budget = problem.constraints.budget_usd
+    assert budget is not None  # (dispatch refuses objective "time" without a budget)
     points = [(best.time_s, best.cost if best.cost is not None else 0.0)]
     misses = 0  # steps in a row that found no plan
     while True:
