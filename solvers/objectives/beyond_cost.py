@@ -11,9 +11,9 @@ the fastest plan found, and ``lo``, the largest deadline proven to admit no plan
   B (:func:`_guess`): the front's cost is modelled as ``c(T) = a T^-alpha`` through the two
   fastest plans found (alpha = 1.5 while only one is known), aimed 0.2 % above the
   crossing so that the step tends to find a plan just above the answer; the guess is kept
-  at least 5 % of the bracket below ``hi`` once a step found no plan, and replaced by
-  bisection when it falls within 5 % of ``lo`` or after two steps in a row that found no
-  plan; once ``lo`` and ``hi`` are within 0.1 %,
+  at least halfway from the floor to ``hi`` until a step finds no plan, then at least 5 %
+  of the bracket below ``hi``, and replaced by bisection when it falls within 5 % of ``lo``
+  or after two steps in a row that found no plan; once ``lo`` and ``hi`` are within 0.1 %,
   or the guess is within that of ``hi``, the step is just below ``hi``
   (:func:`front.faster_than`), and any step ends the search when ``faster_than(hi) <= lo``.
   The guess only chooses where to look: the proofs below hold for any deadline;
@@ -71,7 +71,9 @@ def _guess(
     if not (c_b > 0 and budget > c_b and alpha > 0):
         return mid
     guess = t_b * (c_b / budget) ** (1 / alpha) * (1 + AIM_ABOVE)
-    margin = KEEP_INSIDE * (hi - lo) if bracketed else 0.0
+    if not bracketed:  # no step found "no plan" yet: at most halve the distance to the floor
+        return max(guess, mid)
+    margin = KEEP_INSIDE * (hi - lo)
     if guess <= lo + margin:  # the model aims below a deadline proven to admit no plan: bisect
         return mid
     return min(guess, hi - margin)
