@@ -182,7 +182,7 @@ def _solve(
         raise InvalidInputError("problem", f"expected SpotProblem or ServerlessProblem, got {type(problem).__name__}")
     if isinstance(problem, ServerlessProblem) and method == "reference-heuristic":
         raise InvalidInputError("method", "reference-heuristic exists for spot problems only")
-    objective = _checked_objective(objective, problem, method, gap=gap, robust=robust, risk=risk)
+    objective = checked_objective(objective, problem, method, gap=gap, robust=robust, risk=risk)
     if robust is None and not risk:
         misplaced = [
             (field, owner)
@@ -272,7 +272,7 @@ def _solve(
         return _with_warnings(problem, result)
 
 
-def _checked_objective(
+def checked_objective(
     objective: str | Objective,
     problem: SpotProblem | ServerlessProblem,
     method: str,

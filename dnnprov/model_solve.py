@@ -92,14 +92,14 @@ def solve_model(
     side = attach(form.side_rows(model)) if user is not None else None
     objective = Objective.parse(spot_form.model_objective(model))
     limit = {} if max_plans is None else {"max_plans": max_plans}
-    from dnnprov.dispatch import _checked_objective, marked_interrupted, solve
+    from dnnprov.dispatch import checked_objective, marked_interrupted, solve
     from dnnprov.progress import Clock, SolverLog, stop_on_signals, stop_requested
     from dnnprov.solvers.objectives import beyond_cost as objectives
     from dnnprov.solvers.search.enumeration import enumerate_serverless, enumerate_spot
     from dnnprov.solvers.serverless_exact import solve_serverless_exact
     from dnnprov.solvers.spot.exact import solve_spot_exact
 
-    _checked_objective(objective, problem, method, gap=gap, robust=None, risk=False)
+    checked_objective(objective, problem, method, gap=gap, robust=None, risk=False)
     clock = Clock(time_limit_s)
 
     def exact(prob: SpotProblem | ServerlessProblem, clock: Clock) -> Result:

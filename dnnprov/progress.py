@@ -78,9 +78,10 @@ class Clock:
     """Budget of one solve: wall-clock seconds (``time.perf_counter``) and, optionally, work.
 
     ``work_limit`` is a deterministic limit beside the wall clock: the exact methods
-    :meth:`spend` one unit per node of their search (a cell of the spot decomposition: at
-    most one LP or threshold MILP each), so a solve stopped by it stops at the same node,
-    with the same plan and bound, on a loaded machine and an idle one.
+    :meth:`spend` one unit per step of their search, named by :attr:`work_unit` (spot
+    ``milp``: a node, a cell of the decomposition with at most one LP or threshold MILP;
+    serverless ``milp`` and ``enumerate``: a plan evaluated), so a solve stopped by it stops
+    at the same step, with the same plan and bound, on a loaded machine and an idle one.
     """
 
     def __init__(
@@ -91,10 +92,15 @@ class Clock:
         self.deadline = self.started + self.limit_s
         self.work_limit = work_limit
         self.work = 0
+        self.work_unit = "nodes"
 
     def spend(self, units: int = 1) -> None:
-        """Count ``units`` of work (nodes) against :attr:`work_limit`."""
+        """Count ``units`` of work (of :attr:`work_unit`) against :attr:`work_limit`."""
         self.work += units
+
+    def work_left(self) -> float:
+        """Units of work left before :attr:`work_limit` (``inf`` without one)."""
+        return math.inf if self.work_limit is None else max(self.work_limit - self.work, 0)
 
     def out_of_work(self) -> bool:
         """Whether the work limit is reached."""
@@ -117,7 +123,7 @@ class Clock:
         if _stop.is_set():
             return INTERRUPTED
         if self.out_of_work():
-            return f"work limit of {self.work_limit:,} nodes reached"
+            return f"work limit of {self.work_limit:,} {self.work_unit} reached"
         return f"time limit of {self.limit_s:g} s reached"
 
 

@@ -421,6 +421,8 @@ def verified_milp_bound(
     implied_lo, implied_hi = implied_box(lower, upper, rows)
     duals, empty = DualBounds(cost, offset, rows), DualBounds(np.zeros(n), 0.0, rows)
     stack: list[tuple[np.ndarray, np.ndarray, float]] = [(lower.copy(), upper.copy(), -math.inf)]
+    # binaries without cost (used[c] and own indicators of side rows): branched on first
+    switch = integer & (cost == 0) & (lower >= 0) & (upper <= 1)
     closed = math.inf
     held: tuple[np.ndarray, np.ndarray] | None = None  # the box HiGHS holds
 
@@ -470,7 +472,10 @@ def verified_milp_bound(
         # split where rounding to the nearest integer moves the cost most: |c_j| dist(x_j, Z)
         # (40 % fewer nodes than the most fractional column, docs/benchmarks.md, issue 19 session 4)
         fractional = free & (fraction > 1e-9)
-        if fractional.any():
+        indicators = fractional & switch
+        if indicators.any():  # indicators first: the side rows on them are what the LP misses
+            j = int(np.argmax(np.where(indicators, fraction, -1.0)))
+        elif fractional.any():
             j = int(np.argmax(np.where(fractional, fraction * np.abs(cost), -1.0)))
         else:  # integral: split the widest free range
             j = int(np.argmax(np.where(free, hi - lo, -1.0)))

@@ -36,7 +36,6 @@ quotas, the column MILP that HiGHS solves (joint provisioning, solvers/joint/pro
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -137,7 +136,7 @@ def pair_bounds(model: ServerlessModel) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 def feasible_columns(
-    model: ServerlessModel, *, upper: float = math.inf, deadline: float = math.inf
+    model: ServerlessModel, *, upper: float = math.inf, clock: Clock | None = None
 ) -> tuple[ServerlessColumns, float]:
     """Every feasible plan that may cost less than ``upper`` (all of them with ``inf``).
 
@@ -146,8 +145,10 @@ def feasible_columns(
     when the next pair's bound reaches it. With ``upper = inf`` every plan is evaluated. Either
     way a pair ends at the last n whose T_train can meet T_o (module doc).
     Returns the columns and the smallest bound of the pairs not evaluated (``inf`` when
-    the search finished before ``deadline``, a ``time.perf_counter()`` value): every plan
-    not among the columns costs at least the best column or that bound.
+    the search finished before ``clock`` expired): every plan not among the columns costs
+    at least the best column or that bound. The clock is read between pairs, and each plan
+    evaluated is one unit of its work limit; as the pairs and their chunks come in a fixed
+    order, a search stopped by the work limit stops at the same pair on any machine.
     """
     problem = model.problem
     low, _ = problem.function_range()
@@ -159,7 +160,7 @@ def feasible_columns(
     parts: list[tuple[np.ndarray, ...]] = []
     best = upper
     for i in order:
-        if time.perf_counter() > deadline or stop_requested():
+        if stop_requested() or (clock is not None and clock.expired()):
             return _concat(parts), float(bound[i])
         if pruning and bound[i] >= best:
             break
@@ -169,6 +170,8 @@ def feasible_columns(
         while n0 <= end[i]:
             n = np.arange(n0, min(int(end[i]), n0 + size - 1) + 1)
             ev = model.evaluate(n, mm[i], ss[i])
+            if clock is not None:
+                clock.spend(len(n))
             ok = ev.feasible & (ev.cost < best) if pruning else ev.feasible
             if ok.any():
                 parts.append((n[ok], np.full(int(ok.sum()), mm[i]), np.full(int(ok.sum()), ss[i]), ev.cost[ok]))
@@ -222,7 +225,8 @@ def solve_serverless_exact(
     upper = budget * (1 + 1e-12) if budget is not None else math.inf
     if not math.isfinite(upper):
         upper = 1e300  # finite: enables bound-ordered pruning from the first plan found
-    columns, unvisited = feasible_columns(model, upper=upper, deadline=clock.deadline)
+    clock.work_unit = "plans"
+    columns, unvisited = feasible_columns(model, upper=upper, clock=clock)
     finished = not math.isfinite(unvisited)
     stats = {"feasible_plans_kept": len(columns)}
     if not len(columns):

@@ -135,6 +135,13 @@ def _requests(max_time_limit_s: float) -> dict[str, Any]:
                 "time_limit_s": time_limit,
                 "gap": {"type": "number", "minimum": 0, "exclusiveMaximum": 1, "default": 0},
                 "max_plans": {"type": ["integer", "null"], "minimum": 1, "description": "null: no limit"},
+                "objective": {
+                    "type": "string",
+                    "pattern": "^(cost|time|weighted:.+)$",
+                    "default": "cost",
+                    "description": "as `dnnprov solve --objective`: cost, time (needs the instance's "
+                    "constraints.budget_usd) or weighted:W (cost + W time, W in $/s)",
+                },
             },
         },
         "SolveManyRequest": {

@@ -48,6 +48,7 @@ from dnnprov.control.loop import RunSettings
 from dnnprov.control.record import RunRecord
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.problems.validation import checks as check
 from dnnprov.service.events import log_event
 from dnnprov.service.requests import CheckedRequest, _fields, instance
 from dnnprov.service.store import Store

@@ -17,7 +17,7 @@ from dnnprov.dispatch import METHODS
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.spot import MARKETS, SpotProblem, VcpuQuota
 from dnnprov.problems.validation import checks as check
-from dnnprov.result import SpotPlan
+from dnnprov.result import Objective, SpotPlan
 from dnnprov.service.requests import CheckedRequest, _fields, _time_limit, instance, kill_after
 
 #: The kinds of work, one per endpoint that solves.
@@ -67,20 +67,35 @@ def prepare(kind: str, body: object, *, max_time_limit_s: float = 300.0) -> Chec
 def _solve(body: object, cap: float) -> CheckedRequest:
     from dnnprov.dispatch import solve
 
-    b = _fields(body, {"instance", "method", "time_limit_s", "gap", "max_plans"}, ("instance",))
+    b = _fields(body, {"instance", "method", "time_limit_s", "gap", "max_plans", "objective"}, ("instance",))
     problem = instance(b["instance"])
     method, limit = _method(b), _time_limit(b, "solve", cap)
     gap = check.number("gap", b.get("gap", 0.0), minimum=0)
     if gap >= 1:  # as solve() says, so that a job is refused at once like /v1/solve
         raise InvalidInputError("gap", f"must be below 1, got {gap!r}")
     max_plans = check.optional_integer("max_plans", b.get("max_plans"), minimum=1)
+    objective = _objective(b, problem, method, gap)
     return CheckedRequest(
         "solve",
-        lambda: solve(problem, method, time_limit_s=limit, gap=gap, max_plans=max_plans).to_dict(),
+        lambda: solve(problem, method, time_limit_s=limit, gap=gap, max_plans=max_plans, objective=objective).to_dict(),
         limit,
         kill_after(limit),
         method,
     )
+
+
+def _objective(body: Mapping[str, Any], problem: Problem, method: str, gap: float) -> Objective:
+    """``objective`` (``cost``, ``time``, ``weighted:W``: ``dnnprov solve --objective``), checked
+    as :func:`dnnprov.solve` checks it, so that a request it refuses is refused at once."""
+    from dnnprov.dispatch import checked_objective
+
+    objective = body.get("objective", "cost")
+    try:
+        parsed = checked_objective(objective, problem, method, gap=gap, robust=None, risk=False)
+    except InvalidInputError as exc:  # the budget is a field of the instance in a body
+        field = f"instance.{exc.field}" if exc.field.startswith("constraints.") else exc.field
+        raise InvalidInputError(field, exc.problem) from None
+    return parsed
 
 
 def _shared(value: object):

@@ -7,10 +7,16 @@ exact solve at deadline d either returns a plan (of time t <= d, the cheapest me
 or proves that no plan meets d within the budget. The search keeps ``hi``, the time of
 the fastest plan found, and ``lo``, the largest deadline proven to admit no plan:
 
-* it first asks for a plan faster than ``hi`` (:func:`front.faster_than`), then gallops
-  down (deadlines 0.1 %, 0.4 %, 1.6 %, ... below ``hi``) while plans are found, then
-  bisects between ``lo`` and ``hi``, and ends with a step just below ``hi`` once the two
-  are within 0.1 % (or after any step, when ``faster_than(hi) <= lo``);
+* each step's deadline is a guess at the time where the least cost reaches the budget
+  B (:func:`_guess`): the front's cost is modelled as ``c(T) = a T^-alpha`` through the two
+  fastest plans found (alpha = 1.5 while only one is known), aimed 0.2 % above the
+  crossing so that the step tends to find a plan just above the answer; the guess is kept
+  at least halfway from the floor to ``hi`` until a step finds no plan, then at least 5 %
+  of the bracket below ``hi``, and replaced by bisection when it falls within 5 % of ``lo``
+  or after two steps in a row that found no plan; once ``lo`` and ``hi`` are within 0.1 %,
+  or the guess is within that of ``hi``, the step is just below ``hi``
+  (:func:`front.faster_than`), and any step ends the search when ``faster_than(hi) <= lo``.
+  The guess only chooses where to look: the proofs below hold for any deadline;
 * the answer is proven when the solve just below ``hi`` is infeasible (no faster plan
   within the budget); its plan came from an ``optimal`` solve at a deadline >= ``hi``,
   so no plan of the same time costs less;
@@ -41,9 +47,36 @@ from dnnprov.solvers.objectives.front import (
 from dnnprov.progress import Clock, SolverLog
 from dnnprov.result import Objective, Result, Status
 
-GALLOP_FIRST = 1e-3  # the first galloping step below hi, relative ...
-GALLOP_GROWTH = 4.0  # ... growing by this factor while plans are found
+FIRST_ALPHA = 1.5  # the cost's elasticity to time assumed while one plan is known
+AIM_ABOVE = 2e-3  # a guess aims this much (relative) above the modelled crossing
+KEEP_INSIDE = 0.05  # a guess stays this share of the bracket away from either end
 WINDOW = 1e-3  # within this relative window, step just below hi
+
+
+def _guess(
+    points: list[tuple[float, float]], budget: float, lo: float, hi: float, misses: int, bracketed: bool
+) -> float:
+    """The next deadline to try between ``lo`` and ``hi`` (module doc); ``points`` are the
+    (time, cost) of the plans found, each the cheapest meeting its step's deadline;
+    ``bracketed``: ``lo`` comes from a step that found no plan (not from the floor)."""
+    mid = (lo + hi) / 2
+    if misses >= 2:
+        return mid
+    (t_b, c_b), *rest = sorted(points)
+    alpha = FIRST_ALPHA
+    if rest:
+        t_a, c_a = rest[0]
+        if c_b > c_a > 0 and t_a > t_b:
+            alpha = math.log(c_b / c_a) / math.log(t_a / t_b)
+    if not (c_b > 0 and budget > c_b and alpha > 0):
+        return mid
+    guess = t_b * (c_b / budget) ** (1 / alpha) * (1 + AIM_ABOVE)
+    if not bracketed:  # no step found "no plan" yet: at most halve the distance to the floor
+        return max(guess, mid)
+    margin = KEEP_INSIDE * (hi - lo)
+    if guess <= lo + margin:  # the model aims below a deadline proven to admit no plan: bisect
+        return mid
+    return min(guess, hi - margin)
 
 
 def _packaged(
@@ -86,14 +119,17 @@ def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog) -> 
     best = exact(problem, clock)
     solves = 1
     # no plan meets a deadline lo: every plan's time exceeds the overhead, and lo * (1 + 1e-12) <= it
-    lo = deadline_floor(problem) * (1 - 1e-9)
+    lo = floor = deadline_floor(problem) * (1 - 1e-9)
     if best.plan is None or best.time_s is None or best.status is not Status.OPTIMAL:
         bound = {Status.INFEASIBLE: math.inf, Status.ERROR: None}.get(best.status, lo)
         return _packaged(
             best, objective, status=best.status, bound=bound, message=best.message, solves=solves, clock=clock
         )
     hi = best.time_s
-    gallop: float | None = 0.0  # 0: the first step is just below hi; None: bisecting
+    budget = problem.constraints.budget_usd
+    assert budget is not None  # (dispatch refuses objective "time" without a budget)
+    points = [(best.time_s, best.cost if best.cost is not None else 0.0)]
+    misses = 0  # steps in a row that found no plan
     while True:
         below = faster_than(problem, hi)
         if below is None:
@@ -117,15 +153,11 @@ def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog) -> 
                 clock=clock,
                 message=f"proven: no plan within the budget is faster (exact solves: {solves})",
             )
-        if gallop == 0.0 or hi - lo <= WINDOW * hi:
-            deadline = below
-        elif gallop is not None and hi * (1 - gallop) > lo:
-            deadline = hi * (1 - gallop)
-        else:
-            gallop, deadline = None, (lo + hi) / 2
-        deadline = min(deadline, below)
-        if deadline <= deadline_floor(problem):
-            deadline = below
+        deadline = below
+        if hi - lo > WINDOW * hi:
+            guess = _guess(points, budget, lo, hi, misses, lo > floor)
+            if guess < hi * (1 - WINDOW) and guess > deadline_floor(problem):
+                deadline = min(guess, below)
         answer = exact(at_deadline(problem, deadline), clock)
         solves += 1
         log.progress(hi, lo, f"step {solves}: deadline {deadline:.6g} s: {answer.status.value}", force=True)
@@ -133,8 +165,8 @@ def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog) -> 
             if answer.status is not Status.OPTIMAL:  # a limit: a faster plan, not the cheapest
                 best, hi = answer, answer.time_s
                 break
-            best, hi = answer, answer.time_s
-            gallop = GALLOP_FIRST if gallop == 0.0 else (None if gallop is None else gallop * GALLOP_GROWTH)
+            best, hi, misses = answer, answer.time_s, 0
+            points.append((answer.time_s, answer.cost if answer.cost is not None else 0.0))
         elif answer.status is Status.INFEASIBLE:
             if deadline == below:
                 return _packaged(
@@ -146,7 +178,7 @@ def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog) -> 
                     clock=clock,
                     message=f"proven: no plan within the budget is faster (exact solves: {solves})",
                 )
-            lo, gallop = deadline, None
+            lo, misses = deadline, misses + 1
         else:
             break
     return _packaged(

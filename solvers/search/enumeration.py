@@ -21,6 +21,9 @@ DEFAULT_MAX_PLANS = 50_000_000
 CHUNK = 1 << 18  # most plans evaluated at once (bounded memory)
 FIRST_CHUNK = 1 << 10  # plans of the first chunk, before the speed is known
 CHUNK_SECONDS = 0.02  # a chunk is sized to take about this long (the clock is read between chunks)
+#: Why a stopped search's bound is 0: costs, times and ``cost + W time`` (W >= 0) are never
+#: negative, and the plans not evaluated are in no order that would bound them better.
+UNORDERED = "bound 0: the plans not evaluated are not bounded by the search"
 
 
 class ChunkSizer:
@@ -30,12 +33,19 @@ class ChunkSizer:
     loaded machine): a fixed chunk of 262,144 plans took 3-5 s on 24 columns (issue 19).
     The first chunk is small; each next one is sized from the measured speed to take
     about :data:`CHUNK_SECONDS`, and never more than a quarter of the time left.
+
+    Under a work limit (:attr:`Clock.work_limit`, one unit per plan evaluated) a chunk
+    never goes past the plans left, so a search it stops has seen exactly the first
+    ``work_limit`` plans of the fixed order, whatever the chunks' sizes: the answer (ties
+    go to the lowest index) is the same on a loaded machine and an idle one.
     """
 
     def __init__(self, clock: Clock | None) -> None:
         self.clock = clock
         self.size = FIRST_CHUNK if clock is not None else CHUNK
         self.started = time.perf_counter()
+        if clock is not None:
+            clock.work_unit = "plans"
 
     def next(self, done: int) -> int:
         """The size of the next chunk, after ``done`` plans of the last one were evaluated."""
@@ -45,6 +55,8 @@ class ChunkSizer:
             budget = min(CHUNK_SECONDS, self.clock.remaining() / 4)
             self.size = int(min(CHUNK, max(64, budget / per_plan)))
         self.started = now
+        if self.clock is not None:
+            return int(min(self.size, max(self.clock.work_left(), 1)))
         return self.size
 
 
@@ -84,6 +96,8 @@ def spot_chunks(
             index = np.arange(start, min(start + chunk, per_ps), dtype=np.int64)
             counts = decode_counts(index, cols.lower, radix)
             yield counts, ps, model.evaluate(counts, ps)
+            if clock is not None:
+                clock.spend(len(index))
             start, done = start + len(index), len(index)
 
 
@@ -106,6 +120,8 @@ def serverless_chunks(
                 return
             n, s = n_all[start : start + chunk], s_all[start : start + chunk]
             yield n, m, s, model.evaluate(n, m, s)
+            if clock is not None:
+                clock.spend(len(n))
             start, done = start + len(n), len(n)
 
 
@@ -149,7 +165,7 @@ def enumerate_spot(
     Refuses (status ``limit``, no plan) when the space exceeds ``max_plans``. Ties are
     broken by the lowest plan index, so the answer is deterministic. ``side`` adds user
     constraints from the Pyomo model. With a ``clock`` the search stops at its limit
-    (status ``limit`` with the best plan so far, no bound).
+    (status ``limit`` with the best plan so far and the bound 0, :data:`UNORDERED`).
     """
     started = time.perf_counter() if clock is None else clock.started
     model = SpotModel(problem, attach(side))
@@ -176,7 +192,7 @@ def enumerate_spot(
             best_key, best = key, (counts[i], ps)
     if evaluated < size:
         assert clock is not None  # only a clock stops a search early
-        note = f"time limit of {clock.limit_s:g} s reached after {evaluated:,} of {size:,} plans"
+        note = f"{clock.stop_reason()} after {evaluated:,} of {size:,} plans; {UNORDERED}"
         return spot_result(
             model,
             None if best is None else best[0],
@@ -184,6 +200,7 @@ def enumerate_spot(
             status=Status.LIMIT,
             method="enumerate",
             started=started,
+            bound=0.0,
             message=note,
             stats={"plans_evaluated": evaluated},
             objective=objective,
@@ -225,7 +242,7 @@ def enumerate_serverless(
     """The best feasible (n, m, s) for ``objective`` (default: the cheapest) over the whole grid
     (local batch by eq. 9).
 
-    With a ``clock`` the search stops at its limit (status ``limit``, best plan so far).
+    With a ``clock`` the search stops at its limit (status ``limit``, best plan so far, bound 0).
     """
     started = time.perf_counter() if clock is None else clock.started
     model = ServerlessModel(problem, attach(side))
@@ -256,8 +273,9 @@ def enumerate_serverless(
             status=Status.LIMIT,
             method="enumerate",
             started=started,
-            message=f"time limit of {clock.limit_s:g} s reached before the grid ended",
-            stats={"space": size},
+            bound=0.0,
+            message=f"{clock.stop_reason()} after {evaluated:,} of {size:,} plans; {UNORDERED}",
+            stats={"space": size, "plans_evaluated": evaluated},
             objective=objective,
         )
     stats = {"plans_evaluated": size}

@@ -62,3 +62,33 @@ def test_work_limit_spans_the_solves_of_an_objective():
     cut = dnnprov.solve(budget, objective="time", work_limit=5)
     assert full.status is dnnprov.Status.OPTIMAL
     assert cut.status is dnnprov.Status.LIMIT and cut.bound <= full.time_s
+
+
+@pytest.fixture(scope="module")
+def resnet50() -> dnnprov.ServerlessProblem:
+    return dnnprov.read_instance(dnnprov.embedded_instance("serverless/paper-table3-resnet50.json"))
+
+
+def test_serverless_milp_work_limit_counts_plans_and_keeps_a_proven_bound(resnet50):
+    optimum = dnnprov.solve(resnet50)
+    first = dnnprov.solve(resnet50, work_limit=50)
+    again = dnnprov.solve(resnet50, work_limit=50, time_limit_s=600)
+    assert optimum.status is dnnprov.Status.OPTIMAL
+    assert first.status is dnnprov.Status.LIMIT and "work limit of 50 plans" in first.message
+    assert (first.plan, first.cost, first.bound) == (again.plan, again.cost, again.bound)
+    assert first.bound <= optimum.cost <= first.cost
+
+
+@pytest.mark.parametrize("instance", ["spot/paper-table1.json", "serverless/paper-table3-resnet50.json"])
+def test_enumerate_work_limit_sees_exactly_the_first_plans(instance):
+    problem = dnnprov.read_instance(dnnprov.embedded_instance(instance))
+    whole = dnnprov.solve(problem, "enumerate")
+    size = whole.stats["plans_evaluated"]
+    first = dnnprov.solve(problem, "enumerate", work_limit=size - 7)
+    again = dnnprov.solve(problem, "enumerate", work_limit=size - 7, time_limit_s=600)
+    assert first.status is dnnprov.Status.LIMIT and f"work limit of {size - 7:,} plans" in first.message
+    assert first.stats["plans_evaluated"] == size - 7
+    assert (first.plan, first.cost, first.bound) == (again.plan, again.cost, again.bound)
+    assert first.bound == 0.0 and (first.cost is None or first.cost >= whole.cost)
+    enough = dnnprov.solve(problem, "enumerate", work_limit=size)
+    assert enough.status is dnnprov.Status.OPTIMAL and enough.plan == whole.plan
