@@ -30,6 +30,9 @@ from dnnprov.problems.spot import VcpuQuota
 #: The ``--region`` value that means every region the data prices.
 ALL_REGIONS = "all"
 _REGION = re.compile(r"[a-z]{2}-[a-z]+-\d+")
+#: What ``--region`` may list (lower-case words, digits, hyphens); whether AWS knows it is
+#: checked where the region is used (botocore's list online, the data offline).
+_REGION_WORDS = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 
 def parse_regions(text: str) -> list[str] | None:
@@ -39,9 +42,9 @@ def parse_regions(text: str) -> list[str] | None:
     names = [r.strip() for r in text.split(",") if r.strip()]
     if not names:
         raise InvalidInputError("--region", "empty: give a region, a comma-separated list, or 'all'")
-    bad = [r for r in names if not _REGION.fullmatch(r)]
+    bad = [r for r in names if not _REGION_WORDS.fullmatch(r)]
     if bad:
-        raise InvalidInputError("--region", f"{bad[0]!r} is not an AWS region name like 'us-east-1'")
+        raise InvalidInputError("--region", f"{bad[0]!r} is not a region name like 'us-east-1'")
     if len(set(names)) != len(names):
         raise InvalidInputError("--region", "lists a region twice")
     return names

@@ -67,6 +67,8 @@ def aws_type(type_name: str) -> str:
 def worker_regions(doc: PlanDocument) -> dict[str, int]:
     """GPUs of the plan's workers per region their types name (empty: no region-qualified type)."""
     gpus: dict[str, int] = {}
+    if doc.kind != "spot":
+        return gpus
     for label, count in doc.counts().items():
         type_name = split_label(label)[0]
         region = type_region(type_name)
