@@ -117,7 +117,9 @@ def test_a_single_region_catalog_plan_is_unchanged(tmp_path: Path) -> None:
     catalog = region_catalog("us-east-1", 3.0, 1.0)
     write_catalog(catalog, tmp_path / "c.json")
     profile = load_spot_profile(embedded_path("workloads", "spot", "resnet110-paper.json"))
-    problem = build_spot_problem(catalog, profile, SpotSLO(loss=0.8, time_s=3600), quotas={"g3.16xlarge": 2})
+    problem = build_spot_problem(
+        catalog, profile, SpotSLO(loss=0.8, time_s=3600), quotas={"p3.2xlarge": 1, "g3.16xlarge": 1}
+    )
     doc = plan_document(dnnprov.solve(problem, "milp"), problem, catalog)
     calls = run_instances_calls(doc, AMI)
     assert calls and all(c.region is None and "region" not in c.to_dict() for c in calls)
