@@ -260,6 +260,10 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ): "calls AWS; tests/test_aws_fetch.py runs it against a moto server on 127.0.0.1",
     (
         "cloud.md",
+        "dnnprov catalog import --region all --out all.json     # 682 spot-priced pools, 55 GPU types, 27 regions",
+    ): "reads ../shared/data and fetches from AWS; tests/io/test_catalog_regions.py runs import, build and solve",
+    (
+        "cloud.md",
         '{"format": "dnnprov/plan", "version": 1, "result": {...}, "instance": {...}, "catalog": {...}}',
     ): "a schematic of the plan document, not a file",
     (
