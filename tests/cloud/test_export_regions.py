@@ -19,7 +19,9 @@ from dnnprov.cloud.export import (
     plan_document,
     run_instances_calls,
 )
+from dnnprov.cloud.export.kueue import kueue_documents
 from dnnprov.cloud.export.skypilot import skypilot_tasks
+from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalog import Catalog, CatalogEntry, build_spot_problem, embedded_path, load_spot_profile
 from dnnprov.io.catalog_import import write_catalog
 from dnnprov.io.catalog_regions import merge_regions
@@ -124,3 +126,26 @@ def test_a_single_region_catalog_plan_is_unchanged(tmp_path: Path) -> None:
     calls = run_instances_calls(doc, AMI)
     assert calls and all(c.region is None and "region" not in c.to_dict() for c in calls)
     assert doc.region == "us-east-1"
+
+
+def test_kueue_refuses_a_split_plan(split_doc: PlanDocument) -> None:
+    with pytest.raises(InvalidInputError) as err:
+        kueue_documents(split_doc)
+    assert err.value.field == "result.plan" and "2 regions (eu-west-1, us-east-1)" in err.value.problem
+
+
+def test_kueue_labels_a_one_region_plan_with_aws_types() -> None:
+    catalog = merge_regions([region_catalog("us-east-1", 3.0, 1.0), region_catalog("eu-west-1", 0.5, 9.0)], "two")
+    profile = load_spot_profile(embedded_path("workloads", "spot", "resnet110-paper.json"))
+    problem = build_spot_problem(
+        catalog,
+        profile,
+        SpotSLO(loss=0.8, time_s=3600),
+        quotas={"p3.2xlarge@eu-west-1": 4, "g3.16xlarge@eu-west-1": 1},
+    )
+    result = dnnprov.solve(problem, "milp")
+    assert result.status == "optimal"
+    docs = kueue_documents(plan_document(result, problem, catalog))
+    labels = [d["spec"]["nodeLabels"] for d in docs if d["kind"] == "ResourceFlavor"]
+    types = {lab["node.kubernetes.io/instance-type"] for lab in labels}
+    assert "p3.2xlarge" in types and not any("@" in t for t in types)
