@@ -138,6 +138,8 @@ def test_import_all_build_and_solve(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["catalog", "import", "--region", "all", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
     assert data["region"] == MULTI_REGION
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(data, json.loads(embedded_path("schema", "catalog-v1.schema.json").read_text()))
     pools = {n: e for n, e in data["instance_types"].items() if "spot_price_per_h" in e}
     # The data's figures: 682 spot-priced (type, region) pools of 55 whole-GPU types in 27 regions
     # (28 list a GPU type; 5 more of the advisor list none).
