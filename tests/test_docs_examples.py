@@ -259,6 +259,10 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "dnnprov catalog fetch --region us-east-1 --types g4dn.4xlarge,g5.xlarge,p3.2xlarge",
     ): "calls AWS; tests/test_aws_fetch.py runs it against a moto server on 127.0.0.1",
     (
+        "benchmarks.md",
+        "$ nice -n 10 .venv/bin/python benchmarks/all_regions.py --ladder",
+    ): "a benchmark run of minutes on ../shared/data; its output is on the page",
+    (
         "cloud.md",
         "dnnprov catalog import --region all --out all.json     # 682 spot-priced pools, 55 GPU types, 27 regions",
     ): "reads ../shared/data and fetches from AWS; tests/io/test_catalog_regions.py runs import, build and solve",

@@ -488,7 +488,7 @@ def test_a_large_cluster_is_inside_the_limits(make_resnet110):
                 instance_types=tuple(dataclasses.replace(p.instance_types[0], name=f"t{i}.x") for i in range(4097))
             ),
             "instance_types",
-            ("4097 types", "4096"),
+            ("4,097 types", "4096"),
         ),
         (
             lambda p: p.replace(instance_types=(dataclasses.replace(p.instance_types[0], quota=10**6),)),
