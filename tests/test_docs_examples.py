@@ -766,7 +766,7 @@ ERROR_CHANGES: dict[str, Callable[[dict], None]] = {
 #: The resource-limit table's errors: the change that gives each (file-level ones apart).
 LIMIT_CHANGES: dict[str, Callable[[dict], None]] = {
     "instance_types.g3.8xlarge.quota: a number": lambda d: _type(d).update(quota=2**63),
-    "instance_types: 300 types": lambda d: d.update(instance_types={f"g{i}.x": dict(_type(d)) for i in range(300)}),
+    "instance_types: 5,000 types": lambda d: d.update(instance_types={f"g{i}.x": dict(_type(d)) for i in range(5000)}),
     "instance_types.g3.8xlarge.quota: 5000": lambda d: _type(d).update(quota=5000),
     "instance_types: plans of up to 20,000": lambda d: d.update(
         instance_types={f"g{i}.x": dict(_type(d), quota=4000) for i in range(5)}
