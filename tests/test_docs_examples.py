@@ -259,6 +259,14 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "dnnprov catalog fetch --region us-east-1 --types g4dn.4xlarge,g5.xlarge,p3.2xlarge",
     ): "calls AWS; tests/test_aws_fetch.py runs it against a moto server on 127.0.0.1",
     (
+        "benchmarks.md",
+        "$ nice -n 10 .venv/bin/python benchmarks/all_regions.py --ladder",
+    ): "a benchmark run of minutes on ../shared/data; its output is on the page",
+    (
+        "cloud.md",
+        "dnnprov catalog import --region all --out all.json     # 682 spot-priced pools, 55 GPU types, 27 regions",
+    ): "reads ../shared/data and fetches from AWS; tests/io/test_catalog_regions.py runs import, build and solve",
+    (
         "cloud.md",
         '{"format": "dnnprov/plan", "version": 1, "result": {...}, "instance": {...}, "catalog": {...}}',
     ): "a schematic of the plan document, not a file",
@@ -758,7 +766,7 @@ ERROR_CHANGES: dict[str, Callable[[dict], None]] = {
 #: The resource-limit table's errors: the change that gives each (file-level ones apart).
 LIMIT_CHANGES: dict[str, Callable[[dict], None]] = {
     "instance_types.g3.8xlarge.quota: a number": lambda d: _type(d).update(quota=2**63),
-    "instance_types: 300 types": lambda d: d.update(instance_types={f"g{i}.x": dict(_type(d)) for i in range(300)}),
+    "instance_types: 5,000 types": lambda d: d.update(instance_types={f"g{i}.x": dict(_type(d)) for i in range(5000)}),
     "instance_types.g3.8xlarge.quota: 5000": lambda d: _type(d).update(quota=5000),
     "instance_types: plans of up to 20,000": lambda d: d.update(
         instance_types={f"g{i}.x": dict(_type(d), quota=4000) for i in range(5)}

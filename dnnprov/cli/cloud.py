@@ -34,6 +34,7 @@ from dnnprov.dispatch import METHODS
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalog import load_catalog
 from dnnprov.io.catalog_import import SNAPSHOTS, dated_catalog_name, import_shared_data, write_catalog
+from dnnprov.io.catalog_regions import import_regions, parse_regions
 from dnnprov.io.instances import read_instance
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import SpotPlan
@@ -52,13 +53,27 @@ def cmd_catalog_fetch(args: argparse.Namespace) -> int:
     from dnnprov.cloud.aws import AwsClients, fetch_catalog_file
 
     types = [t for t in args.types.split(",") if t] if args.types else None
+    regions = parse_regions(args.region)
+    if regions is None:
+        raise InvalidInputError(
+            "--region", "'all' is for catalog import (the shared data's regions); list the regions to fetch: a,b,c"
+        )
+    if len(regions) > 1:
+        from dnnprov.cloud.aws import fetch_regions_file
+
+        print(
+            fetch_regions_file(
+                regions, types, out=args.out, endpoint_url=args.endpoint_url, window_hours=args.window_hours
+            )
+        )
+        return EXIT_OK
     print(
         fetch_catalog_file(
-            args.region,
+            regions[0],
             types,
             out=args.out,
             window_hours=args.window_hours,
-            clients=AwsClients(args.region, endpoint_url=args.endpoint_url),
+            clients=AwsClients(regions[0], endpoint_url=args.endpoint_url),
         )
     )
     return EXIT_OK
@@ -66,13 +81,16 @@ def cmd_catalog_fetch(args: argparse.Namespace) -> int:
 
 def cmd_catalog_import(args: argparse.Namespace) -> int:
     """Build a catalog from the real data in ../shared/data (offline)."""
-    catalog = import_shared_data(
-        args.region,
-        args.shared_data,
-        snapshot=args.snapshot,
-        mix_dates=args.mix_dates,
-        estimate_missing_spot=args.estimate_missing_spot,
-    )
+    regions = parse_regions(args.region)
+    snapshot, mix, estimate = args.snapshot, args.mix_dates, args.estimate_missing_spot
+    if regions is not None and len(regions) == 1:
+        catalog = import_shared_data(
+            regions[0], args.shared_data, snapshot=snapshot, mix_dates=mix, estimate_missing_spot=estimate
+        )
+    else:
+        catalog = import_regions(
+            regions, args.shared_data, snapshot=snapshot, mix_dates=mix, estimate_missing_spot=estimate
+        )
     print(write_catalog(catalog, args.out or Path.cwd() / dated_catalog_name(catalog)))
     return EXIT_OK
 
@@ -169,7 +187,17 @@ def cmd_apply(args: argparse.Namespace) -> int:
     doc = _document(args)
     launch = _launch(args, new_run_id())
     calls = (ec2_fleet_calls if args.via == "fleet" else run_instances_calls)(doc, launch)
-    region = args.region or doc.region or boto3.Session().region_name
+    named = sorted({c.region for c in calls if c.region is not None})
+    if len(named) > 1:
+        raise InvalidInputError(
+            "region",
+            f"the plan launches in {len(named)} regions ({', '.join(named)}) and apply issues calls in one: "
+            "build the instance from one region's pools (dnnprov build --region R) and solve again, or issue "
+            "the calls of dnnprov export --to ec2-run-instances per region (each call names its region)",
+        )
+    if named and args.region and args.region != named[0]:
+        raise InvalidInputError("--region", f"the plan's types are of {named[0]}, not {args.region}")
+    region = (named[0] if named else None) or args.region or doc.region or boto3.Session().region_name
     if region is None:
         raise InvalidInputError("region", "the plan names no region (no catalog) and none is configured: pass --region")
     fleet = args.via == "fleet" and not args.dry_run
@@ -330,14 +358,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("catalog", help="build catalog files from AWS or from the shared real data")
     catalog_sub = p.add_subparsers(dest="catalog_command", required=True)
     f = catalog_sub.add_parser("fetch", help="read prices, quotas and hardware from AWS (boto3)")
-    f.add_argument("--region", required=True)
+    f.add_argument(
+        "--region", required=True, help="a region, or a comma-separated list (one multi-region catalog: TYPE@REGION)"
+    )
     f.add_argument("--types", help="comma-separated instance types (default: every GPU type)")
     f.add_argument("--window-hours", type=float, help="highest spot price per AZ over this window (default: latest)")
     f.add_argument("--endpoint-url", help="send every AWS call here (testing)")
     f.add_argument("--out", help="catalog file (default: ./aws-REGION-SNAPSHOT.json)")
     f.set_defaults(run=cmd_catalog_fetch)
     i = catalog_sub.add_parser("import", help="catalog from ../shared/data (offline, real AWS data)")
-    i.add_argument("--region", default="us-east-1")
+    i.add_argument(
+        "--region",
+        default="us-east-1",
+        help="a region, a comma-separated list, or 'all' (every region the data prices): several regions "
+        "give one multi-region catalog whose entries are TYPE@REGION pools",
+    )
     i.add_argument("--shared-data", help="folder of the shared data (default: <repo>/../shared/data)")
     i.add_argument(
         "--snapshot",

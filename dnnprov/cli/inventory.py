@@ -3,7 +3,7 @@
 dnnprov list [instances|catalogs|workloads] [--json]
 dnnprov build --catalog C --profile P --target-loss L --deadline S [--budget B]
               [--quota TYPE=N ...] [--default-quota N] [--ps-price-per-h P] [--name NAME]
-              [--estimate-unprofiled [--estimate-at point|fast|slow]] --out FILE|-
+              [--estimate-unprofiled [--estimate-at point|fast|slow]] [--region R[,R...]] --out FILE|-
 dnnprov build --catalog C --profile serverless/W --deadline S [--architecture x86_64|arm64]
               [--speed-factor F --speed-factor-source TEXT] --out FILE|-        (a serverless workload)
 """
@@ -163,10 +163,12 @@ def _quota(text: str) -> tuple[str, int]:
 
 def cmd_build(args: argparse.Namespace) -> int:
     """Write a spot instance from a catalog (prices, hardware), a workload profile and an SLO."""
-    from dnnprov.io.catalog import build_spot_problem
+    from dnnprov.io.catalog import MULTI_REGION, build_spot_problem, profile_of, split_region
     from dnnprov.problems.spot import SpotConstraints, SpotPlatform, SpotSLO
 
     catalog = load_catalog_arg(args.catalog)
+    if args.region:
+        catalog = only_regions(catalog, args.region)
     if _is_serverless(args.profile):
         return _build_serverless(args, catalog)
     if args.target_loss is None:
@@ -176,17 +178,20 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.estimate_unprofiled:
         from dnnprov.profiling.estimate import estimate_types, with_estimates
 
+        # A multi-region catalog's pools share their type's hardware: estimate each type once.
+        hardware = catalog.hardware_view() if catalog.region == MULTI_REGION else catalog
+        priced = {e.base_name for e in catalog.instance_types if e.spot_price_per_h is not None}
         wanted = (
-            [n for n in quotas if n not in profile.per_type]
+            [split_region(n)[0] for n in quotas if not _profiled(profile, n)]
             if quotas
-            else [n for n in estimate_types(profile, catalog) if catalog.entry(n).spot_price_per_h is not None]
+            else [n for n in estimate_types(profile, hardware) if n in priced]
         )
-        profile = with_estimates(profile, catalog, end=args.estimate_at, types=wanted)
+        profile = with_estimates(profile, hardware, end=args.estimate_at, types=list(dict.fromkeys(wanted)))
     if not quotas:
         quotas = {
             e.name: args.default_quota
             for e in catalog.instance_types
-            if e.name in profile.per_type and e.spot_price_per_h is not None
+            if _profiled(profile, e.name) and e.spot_price_per_h is not None
         }
         if not quotas:
             raise InvalidInputError(
@@ -201,7 +206,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             )
     if args.out != "-" and Path(args.out).exists() and not args.force:
         raise InvalidInputError("--out", f"{args.out} exists (--force overwrites it)")
-    estimated = [n for n in quotas if (profile.per_type.get(n) or {}).get("estimate") is not None]
+    estimated = [n for n in quotas if _profiled(profile, n) and profile_of(profile, n).get("estimate") is not None]
     price, price_source = ps_price(catalog, args.ps_type, args.ps_price_per_h)
     constraints = SpotConstraints(budget_usd=args.budget) if args.budget is not None else None
     notes = (
@@ -229,6 +234,33 @@ def cmd_build(args: argparse.Namespace) -> int:
         + (f", {len(estimated)} ESTIMATED (instance_types.T.estimate)" if estimated else ""),
     )
     return EXIT_OK
+
+
+def only_regions(catalog: Catalog, text: str) -> Catalog:
+    """The pools of a multi-region catalog in the regions of ``text`` (``a,b``; ``all``: every one)."""
+    from dataclasses import replace
+
+    from dnnprov.io.catalog import MULTI_REGION
+    from dnnprov.io.catalog_regions import parse_regions
+
+    regions = parse_regions(text)
+    if regions is None:
+        return catalog
+    if catalog.region != MULTI_REGION:
+        if regions == [catalog.region]:
+            return catalog
+        raise InvalidInputError("--region", f"catalog {catalog.name!r} is of {catalog.region} only")
+    missing = [r for r in regions if r not in catalog.regions]
+    if missing:
+        raise InvalidInputError("--region", f"catalog {catalog.name!r} has no pool in {', '.join(missing)}")
+    return replace(catalog, instance_types=tuple(e for e in catalog.instance_types if e.region in regions))
+
+
+def _profiled(profile: SpotWorkloadProfile, type_name: str) -> bool:
+    """Whether the profile measures (or estimates) ``type_name``, or its plain type when region-qualified."""
+    from dnnprov.io.catalog import split_region
+
+    return type_name in profile.per_type or split_region(type_name)[0] in profile.per_type
 
 
 def _is_serverless(value: str) -> bool:
@@ -360,6 +392,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "arm64 has none in the data)",
     )
     p.add_argument("--speed-factor-source", default=None, help="serverless: where --speed-factor comes from")
+    p.add_argument(
+        "--region",
+        help="of a multi-region catalog, only the pools of these regions (a region or a comma-separated list; "
+        "one region: a plan in one region)",
+    )
     p.add_argument("--name", help="instance name (default: the workload's)")
     p.add_argument("--out", required=True, help="instance file to write, or - for standard output")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")

@@ -46,6 +46,7 @@ from dnnprov.io.catalog_import import (
     quota_family,
     write_catalog,
 )
+from dnnprov.io.catalog_regions import merge_regions
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, VcpuQuota
 
 #: vCPU quota codes of Service Quotas (service ``ec2``) per (family, market).
@@ -363,6 +364,33 @@ def fetch_catalog_file(
     ``out`` defaults to ``./aws-<region>-<snapshot>.json``.
     """
     catalog = fetch_catalog(region, instance_types, clients=clients, window_hours=window_hours, now=now)
+    return write_catalog(catalog, out if out is not None else Path.cwd() / dated_catalog_name(catalog))
+
+
+def fetch_regions_file(
+    regions: Sequence[str],
+    instance_types: Sequence[str] | None = None,
+    *,
+    out: str | Path | None = None,
+    endpoint_url: str | None = None,
+    window_hours: float | None = None,
+    now: datetime | None = None,
+) -> Path:
+    """Fetch each of ``regions`` (:func:`fetch_catalog`, one client set per region), join them
+    into one multi-region catalog (:func:`dnnprov.io.catalog_regions.merge_regions`) and write it
+    atomically; one region: the single-region catalog. Nothing is written on any failure."""
+    now = (now or datetime.now(UTC)).astimezone(UTC)
+    catalogs = [
+        fetch_catalog(
+            region,
+            instance_types,
+            clients=AwsClients(region, endpoint_url=endpoint_url),
+            window_hours=window_hours,
+            now=now,
+        )
+        for region in regions
+    ]
+    catalog = catalogs[0] if len(catalogs) == 1 else merge_regions(catalogs, f"aws-{len(catalogs)}-regions")
     return write_catalog(catalog, out if out is not None else Path.cwd() / dated_catalog_name(catalog))
 
 

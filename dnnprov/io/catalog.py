@@ -3,7 +3,9 @@
 A *catalog* (``dnnprov/catalog`` v1) is what a cloud offers in one region at one moment:
 instance types with hardware facts and prices, vCPU-family quotas, function offers
 (:class:`FunctionOffer`: AWS Lambda per architecture), the Lambda concurrency limit, and
-where each number came from. A *spot workload profile*
+where each number came from. A *multi-region* catalog (``region`` :data:`MULTI_REGION`)
+holds one entry per (type, region) pool, named ``TYPE@REGION`` (:func:`qualified`) with the
+entry's ``region`` set; every name downstream (instances, plans, exports) keeps that form. A *spot workload profile*
 (``dnnprov/spot-workload`` v1) is one DNN workload's coefficients plus its profiled
 per-type numbers (per-GPU batch, lone-worker speed or compute time).
 :func:`build_spot_problem` joins the two with SLOs into a :class:`SpotProblem`.
@@ -41,6 +43,28 @@ from dnnprov.problems.spot import (
 from dnnprov.problems.validation import checks as check
 from dnnprov.problems.validation.fields import build, check_keys, drop_none, mapping, set_field
 
+#: The ``region`` of a catalog whose entries are pools of several regions.
+MULTI_REGION = "multi-region"
+#: Joins a type and its region in a region-qualified name: ``p3.2xlarge@us-west-2``.
+REGION_SEPARATOR = "@"
+
+
+def qualified(type_name: str, region: str) -> str:
+    """The region-qualified name of ``type_name`` in ``region``: ``p3.2xlarge@us-west-2``."""
+    return f"{type_name}{REGION_SEPARATOR}{region}"
+
+
+def split_region(name: str) -> tuple[str, str | None]:
+    """``(type, region)`` of a region-qualified name; ``(name, None)`` for a plain type name.
+
+    A market suffix (``:on-demand``) stays on the type: ``a@r:on-demand`` -> ``("a:on-demand", "r")``.
+    """
+    base, sep, rest = name.partition(REGION_SEPARATOR)
+    if not sep:
+        return name, None
+    region, colon, market = rest.partition(":")
+    return base + colon + market, region
+
 
 @dataclass(frozen=True)
 class CatalogEntry:
@@ -48,6 +72,7 @@ class CatalogEntry:
 
     ``interruption`` is a revocation model of the spot offer (e.g. fitted from a trace);
     without one, :func:`build_spot_problem` derives it from ``interruption_bucket``.
+    ``region`` is set in a multi-region catalog only, where ``name`` is ``TYPE@REGION``.
     """
 
     name: str
@@ -62,9 +87,16 @@ class CatalogEntry:
     interruption_bucket: int | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
     interruption: Interruption | None = None
+    region: str | None = None
 
     def __post_init__(self) -> None:
         where = f"instance_types.{self.name}"
+        if self.region is not None and (
+            not isinstance(self.region, str) or split_region(self.name) != (self.base_name, self.region)
+        ):
+            raise InvalidInputError(
+                f"{where}.region", f"a pool of region {self.region!r} must be named TYPE{REGION_SEPARATOR}{self.region}"
+            )
         set_field(self, "gpus", check.integer(f"{where}.gpus", self.gpus, minimum=0))
         set_field(self, "vcpus", check.optional_integer(f"{where}.vcpus", self.vcpus, minimum=1))
         set_field(self, "memory_gb", check.optional_number(f"{where}.memory_gb", self.memory_gb, exclusive_minimum=0))
@@ -92,6 +124,11 @@ class CatalogEntry:
             set_field(self, "interruption", Interruption.from_dict(f"{where}.interruption", self.interruption))
         if not isinstance(self.sources, Mapping):
             raise InvalidInputError(f"{where}.sources", "must map field names to where the number came from")
+
+    @property
+    def base_name(self) -> str:
+        """The AWS instance type: ``name`` without its ``@REGION``."""
+        return split_region(self.name)[0]
 
 
 #: Function architectures a catalog can offer.
@@ -155,7 +192,11 @@ class FunctionOffer:
 
 @dataclass(frozen=True)
 class Catalog:
-    """What one region offers at one moment (``snapshot``: ISO 8601 UTC time)."""
+    """What one region offers at one moment (``snapshot``: ISO 8601 UTC time).
+
+    A multi-region catalog has ``region`` :data:`MULTI_REGION` and one entry per (type,
+    region) pool, each with its ``region`` and named ``TYPE@REGION``.
+    """
 
     name: str
     region: str
@@ -165,6 +206,42 @@ class Catalog:
     lambda_concurrency: int | None = None
     notes: str = ""
     functions: tuple[FunctionOffer, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.region == MULTI_REGION:
+            loose = [e.name for e in self.instance_types if e.region is None]
+            if loose:
+                raise InvalidInputError(
+                    f"instance_types.{loose[0]}.region",
+                    f"missing: every entry of a {MULTI_REGION} catalog names its region",
+                )
+        else:
+            other = [e.name for e in self.instance_types if e.region not in (None, self.region)]
+            if other:
+                raise InvalidInputError(
+                    f"instance_types.{other[0]}.region",
+                    f"not the catalog's region {self.region!r} (or {MULTI_REGION!r})",
+                )
+
+    @property
+    def regions(self) -> tuple[str, ...]:
+        """The regions the catalog's pools lie in (sorted; the one ``region`` of a single-region catalog)."""
+        if self.region != MULTI_REGION:
+            return (self.region,)
+        return tuple(sorted({e.region for e in self.instance_types if e.region is not None}))
+
+    def hardware_view(self) -> Catalog:
+        """One entry per AWS type under its plain name (hardware facts of its first pool, no prices):
+        what profile estimates read, since a type's hardware is the same in every region."""
+        seen: dict[str, CatalogEntry] = {}
+        for e in self.instance_types:
+            if e.base_name not in seen:
+                seen[e.base_name] = replace(
+                    e, name=e.base_name, region=None, spot_price_per_h=None, on_demand_price_per_h=None
+                )
+        return replace(
+            self, region=self.regions[0] if self.regions else self.region, instance_types=tuple(seen.values())
+        )
 
     def function(self, architecture: str) -> FunctionOffer:
         """The function offer of ``architecture``."""
@@ -340,22 +417,21 @@ def build_spot_problem(
     """Join catalog prices and hardware with a workload profile into a :class:`SpotProblem`.
 
     ``quotas`` names the offered types (in order) and their per-type spot quota; each must
-    be in the catalog with a spot price and in the profile. Each type's interruption model
+    be in the catalog with a spot price and in the profile (a region-qualified name
+    ``TYPE@REGION`` of a multi-region catalog takes the profile of ``TYPE``: the hardware, so
+    the workload's speed, is the same in every region; its family is ``FAMILY@REGION``, as
+    AWS's vCPU quotas are per region). Each type's interruption model
     is the entry's ``interruption``, else the one its Spot Advisor bucket gives
     (:func:`dnnprov.problems.interruption.from_advisor_bucket`), else none.
     """
     types = []
     for type_name, quota in quotas.items():
         entry = catalog.entry(type_name)
-        if type_name not in profile.per_type:
-            raise InvalidInputError(
-                f"per_type.{type_name}", f"workload {profile.workload.name!r} has no profile on this type"
-            )
+        prof = profile_of(profile, type_name)
         if entry.spot_price_per_h is None:
             raise InvalidInputError(
                 f"instance_types.{type_name}.spot_price_per_h", f"catalog {catalog.name!r} has no spot price"
             )
-        prof = profile.per_type[type_name]
         types.append(
             InstanceType(
                 name=type_name,
@@ -384,6 +460,14 @@ def build_spot_problem(
         name=name,
         notes=notes,
     )
+
+
+def profile_of(profile: SpotWorkloadProfile, type_name: str) -> Mapping[str, Any]:
+    """The profile entry of ``type_name``, else of its plain type when it is region-qualified."""
+    for name in (type_name, split_region(type_name)[0]):
+        if name in profile.per_type:
+            return profile.per_type[name]
+    raise InvalidInputError(f"per_type.{type_name}", f"workload {profile.workload.name!r} has no profile on this type")
 
 
 def _interruption(entry: CatalogEntry, catalog: Catalog) -> Interruption | None:

@@ -485,10 +485,10 @@ def test_a_large_cluster_is_inside_the_limits(make_resnet110):
     [
         (
             lambda p: p.replace(
-                instance_types=tuple(dataclasses.replace(p.instance_types[0], name=f"t{i}.x") for i in range(257))
+                instance_types=tuple(dataclasses.replace(p.instance_types[0], name=f"t{i}.x") for i in range(4097))
             ),
             "instance_types",
-            ("257 types", "256"),
+            ("4,097 types", "4096"),
         ),
         (
             lambda p: p.replace(instance_types=(dataclasses.replace(p.instance_types[0], quota=10**6),)),

@@ -19,7 +19,7 @@ from dnnprov.cloud.export.names import (
     require,
     tag_value,
 )
-from dnnprov.cloud.export.placement import plan_region, region_pools, split
+from dnnprov.cloud.export.placement import aws_type, plan_region, region_pools, split, type_region, worker_regions
 from dnnprov.cloud.export.plan import PlanDocument, hardware, split_label
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.serverless import ServerlessPlatform, ServerlessProblem
@@ -29,15 +29,21 @@ CALLS_FORMAT = "dnnprov/aws-calls"
 
 @dataclass(frozen=True)
 class ApiCall:
-    """One AWS API call: service, operation (API name) and its parameters (boto3 / CLI JSON)."""
+    """One AWS API call: service, operation (API name) and its parameters (boto3 / CLI JSON).
+
+    ``region``: where the call goes, set on every call of a plan whose types name their
+    regions (``TYPE@REGION``); ``None``: the plan's one region (the document's ``region``).
+    """
 
     service: str
     operation: str
     params: dict[str, Any] = field(default_factory=dict)
+    region: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"service": self.service, "operation": self.operation, "params": self.params}
+        """JSON form (``region`` only when the call names one)."""
+        out = {"service": self.service, "operation": self.operation, "params": self.params}
+        return out if self.region is None else {**out, "region": self.region}
 
 
 #: The EC2 calls that launch instances: each carries a ClientToken when the launch has a run id.
@@ -115,8 +121,9 @@ def _run_instances(
     market: str,
     role: str,
     zone: str | None = None,
+    region: str | None = None,
 ) -> ApiCall:
-    params: dict[str, Any] = {"InstanceType": type_name, "MinCount": count, "MaxCount": count}
+    params: dict[str, Any] = {"InstanceType": aws_type(type_name), "MinCount": count, "MaxCount": count}
     if zone is not None and not options.subnet_id:
         params["Placement"] = {"AvailabilityZone": zone}
     if options.launch_template:
@@ -140,13 +147,14 @@ def _run_instances(
             "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
         }
     params["TagSpecifications"] = _tags(doc, role, options.run_id)
-    return ApiCall("ec2", "RunInstances", params)
+    return ApiCall("ec2", "RunInstances", params, region)
 
 
 def _ps_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
     if not doc.launches_ps():
         return []
-    return [_run_instances(doc, options, doc.ps_type, doc.ps_to_launch(), "on-demand", "ps")]
+    region = plan_region(doc) if worker_regions(doc) else None
+    return [_run_instances(doc, options, doc.ps_type, doc.ps_to_launch(), "on-demand", "ps", region=region)]
 
 
 def run_instances_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
@@ -154,7 +162,9 @@ def run_instances_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCa
 
     A spot type with pools (zones) in the plan's region is placed on them (``Placement``):
     all in the cheapest pool that holds them, else split cheapest first, one call per pool.
-    A ``subnet_id`` fixes the zone itself, so no ``Placement`` goes with it.
+    A ``subnet_id`` fixes the zone itself, so no ``Placement`` goes with it. A type of a
+    multi-region plan (``TYPE@REGION``) is launched as ``TYPE`` by a call to ``REGION``
+    (``ApiCall.region``), the PS in :func:`~.placement.plan_region`'s region.
     """
     region = plan_region(doc)
     calls = []
@@ -162,7 +172,7 @@ def run_instances_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCa
         type_name, market = split_label(label)
         pools = region_pools(doc, label, region)
         for zone, n in split(pools, count, label) if pools else [(None, count)]:
-            calls.append(_run_instances(doc, options, type_name, n, market, "worker", zone))
+            calls.append(_run_instances(doc, options, type_name, n, market, "worker", zone, type_region(type_name)))
     return with_client_tokens(calls + _ps_calls(doc, options), options.run_id)
 
 
@@ -179,7 +189,8 @@ def fleet_gpus(doc: PlanDocument, type_name: str) -> int:
 
 
 def ec2_fleet_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
-    """One ``instant`` CreateFleet per market (spot, on-demand) for the workers, then the PS.
+    """One ``instant`` CreateFleet per market (spot, on-demand) for the workers, then the PS
+    (per market and region for a multi-region plan, each call to its region).
 
     Each fleet's overrides are the plan's types of that market, each weighted by its GPUs
     (``WeightedCapacity``), one per pool (``AvailabilityZone``) of a spot type with pools in
@@ -193,16 +204,17 @@ def ec2_fleet_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
     if not launch:
         raise InvalidInputError("result.plan", "no worker to launch: every planned worker is already running")
     region = plan_region(doc)
+    groups: dict[tuple[str, str | None], dict[str, int]] = {}
+    for label, n in launch.items():
+        t, m = split_label(label)
+        groups.setdefault((m, type_region(t)), {})[t] = n
     calls = []
-    for market in ("spot", "on-demand"):
-        types = {t: n for t, m, n in ((*split_label(label), n) for label, n in launch.items()) if m == market}
-        if not types:
-            continue
+    for (market, where), types in sorted(groups.items(), key=lambda g: (g[0][0] != "spot", g[0][1] or "")):
         weights = {t: fleet_gpus(doc, t) for t in types}
         target = sum(weights[t] * n for t, n in types.items())
         overrides = []
         for t in types:
-            base = {"InstanceType": t, "WeightedCapacity": float(weights[t])}
+            base = {"InstanceType": aws_type(t), "WeightedCapacity": float(weights[t])}
             zones = [p.zone for p in region_pools(doc, t, region)] if market == "spot" else []
             if options.subnet_id:
                 overrides.append({**base, "SubnetId": options.subnet_id})
@@ -231,7 +243,7 @@ def ec2_fleet_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
             params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
         else:
             params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
-        calls.append(ApiCall("ec2", "CreateFleet", params))
+        calls.append(ApiCall("ec2", "CreateFleet", params, where))
     return with_client_tokens(calls + _ps_calls(doc, options), options.run_id)
 
 
@@ -327,7 +339,7 @@ def calls_json(doc: PlanDocument, calls: list[ApiCall]) -> str:
                 "format": CALLS_FORMAT,
                 "version": 1,
                 "plan": doc.name,
-                "region": doc.region,
+                "region": doc.region or (plan_region(doc) if worker_regions(doc) else None),
                 "calls": [c.to_dict() for c in calls],
             },
             indent=2,

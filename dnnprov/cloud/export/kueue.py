@@ -42,7 +42,7 @@ from dnnprov.cloud.export.names import (
     label_value,
     require,
 )
-from dnnprov.cloud.export.placement import plan_region, region_pools, split
+from dnnprov.cloud.export.placement import aws_type, plan_region, region_pools, split, worker_regions
 from dnnprov.cloud.export.plan import PlanDocument, dump_yaml, hardware, split_label
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.validation import checks as check
@@ -116,22 +116,30 @@ def _worker_flavors(doc: PlanDocument) -> list[_Flavor]:
     """The workers' flavors, most specific first: most GPUs (then vCPUs, memory) per node, spot before
     on-demand, a type's pools in placement order (the EC2 export's: ``placement.split``)."""
     region = plan_region(doc)
+    regions = sorted(worker_regions(doc))
+    if len(regions) > 1:
+        raise InvalidInputError(
+            "result.plan",
+            f"the plan's workers lie in {len(regions)} regions ({', '.join(regions)}) and a Kueue cluster "
+            "is in one: build the instance from one region's pools (dnnprov build --region R) and solve again",
+        )
     flavors = []
     for label, count in doc.counts().items():
-        type_name, market = split_label(label)
+        name, market = split_label(label)
+        type_name = aws_type(name)  # the plan's region is the cluster's: the node label is the AWS type
         field = f"result.plan.counts.{label}"
-        gpus, vcpus, memory = hardware(doc, type_name)
+        gpus, vcpus, memory = hardware(doc, name)
         if gpus is None:
             raise InvalidInputError(
                 "catalog",
-                f"the kueue export needs the GPU count of {type_name}: "
+                f"the kueue export needs the GPU count of {name}: "
                 "wrap the plan with its instance or catalog (--instance / --catalog)",
             )
         _node_label(field, type_name, TYPE_LABEL, "it is no EC2 instance type")
         pools = region_pools(doc, label, region)
         for zone, pods in split(pools, count, label) if pools else [(None, count)]:
             if zone is not None:
-                _node_label(f"instance_types.{type_name}.zones", zone, ZONE_LABEL, "it is no availability zone")
+                _node_label(f"instance_types.{name}.zones", zone, ZONE_LABEL, "it is no availability zone")
             flavors.append(_Flavor("worker", type_name, market, zone, pods, gpus, vcpus, memory))
     return sorted(flavors, key=lambda f: (-f.gpus, -(f.vcpus or 0), -(f.memory_gib or 0), f.market != "spot"))
 

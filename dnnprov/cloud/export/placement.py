@@ -6,6 +6,13 @@ placing a type's spot workers on its pools is the launch's. Every export uses on
 region all the plan's pools lie in. A type's pools outside that region are not used;
 the rest are tried cheapest first (the pool's spot price, else the type's), each holding
 at most its ``capacity``. On-demand workers and the PS are placed by region only.
+
+A plan of a multi-region instance names each type's region (``TYPE@REGION``, built from a
+multi-region catalog): its workers go to that region (:func:`type_region`) as the plain
+AWS type (:func:`aws_type`), and the region of :func:`plan_region` is the PS's: the one
+given, else the region holding most of the plan's worker GPUs (ties: the first by name).
+The spot model prices no traffic between regions; build from one region's pools
+(``dnnprov build --region``) for a plan in one region.
 """
 
 from __future__ import annotations
@@ -13,8 +20,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from dnnprov.cloud.export.plan import PlanDocument, split_label
+from dnnprov.cloud.export.plan import PlanDocument, hardware, split_label
 from dnnprov.errors import InvalidInputError
+from dnnprov.io.catalog import split_region
 from dnnprov.problems.spot import SpotProblem
 
 #: The region of an AWS zone name: ``us-east-1a`` and the local zone ``us-west-2-lax-1a`` -> ``us-east-1``, ``us-west-2``.
@@ -45,6 +53,30 @@ def zone_region(zone: str) -> str:
     return match.group(0)
 
 
+def type_region(type_name: str) -> str | None:
+    """The region a region-qualified type names (``p3.2xlarge@us-west-2`` -> ``us-west-2``), else ``None``."""
+    region = split_region(type_name)[1]
+    return None if region is None else check_region(f"instance_types.{type_name}", region)
+
+
+def aws_type(type_name: str) -> str:
+    """The AWS instance type of a (possibly region-qualified) type name: ``p3.2xlarge@us-west-2`` -> ``p3.2xlarge``."""
+    return split_region(type_name)[0]
+
+
+def worker_regions(doc: PlanDocument) -> dict[str, int]:
+    """GPUs of the plan's workers per region their types name (empty: no region-qualified type)."""
+    gpus: dict[str, int] = {}
+    if doc.kind != "spot":
+        return gpus
+    for label, count in doc.counts().items():
+        type_name = split_label(label)[0]
+        region = type_region(type_name)
+        if region is not None:
+            gpus[region] = gpus.get(region, 0) + count * (hardware(doc, type_name)[0] or 1)
+    return gpus
+
+
 def _pools(doc: PlanDocument, type_name: str) -> list[Pool]:
     if not isinstance(doc.problem, SpotProblem):
         return []
@@ -58,11 +90,15 @@ def _pools(doc: PlanDocument, type_name: str) -> list[Pool]:
 
 
 def plan_region(doc: PlanDocument, given: str | None = None, region_option: str | None = None) -> str | None:
-    """The one region of the plan's launches (None: no catalog, none given and no pools).
+    """The one region of the plan's launches (None: no catalog, none given and no pools);
+    for a plan of region-qualified types, the PS's region (the module's docstring).
 
     ``region_option``: the option that gives ``given`` (named in the refusal of pools in
     several regions); None for an export that takes its region from the catalog only.
     """
+    regional = worker_regions(doc)
+    if regional:
+        return given or min(regional, key=lambda r: (-regional[r], r))
     if doc.region or given:
         return doc.region or given
     regions = {
@@ -82,8 +118,10 @@ def plan_region(doc: PlanDocument, given: str | None = None, region_option: str 
 
 
 def region_pools(doc: PlanDocument, label: str, region: str | None) -> list[Pool]:
-    """The pools of ``label``'s type in ``region``, cheapest first ([]: placed by region only)."""
+    """The pools of ``label``'s type in ``region`` (its own region if it names one), cheapest
+    first ([]: placed by region only)."""
     type_name, market = split_label(label)
+    region = type_region(type_name) or region
     pools = _pools(doc, type_name) if market == "spot" else []
     if not pools:
         return []

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import Catalog
+from dnnprov.io.catalog import MULTI_REGION, Catalog
 from dnnprov.io.instances import problem_from_dict
 from dnnprov.json_files import read_json_file
 from dnnprov.models.spot import SpotModel
@@ -166,8 +166,9 @@ class PlanDocument:
 
     @property
     def region(self) -> str | None:
-        """The catalog's region, if the document carries a catalog."""
-        return self.catalog.region if self.catalog else None
+        """The catalog's region, if the document carries a single-region catalog (a multi-region
+        catalog's plan names each type's region: ``TYPE@REGION``, :mod:`.placement`)."""
+        return self.catalog.region if self.catalog and self.catalog.region != MULTI_REGION else None
 
     @property
     def ps(self) -> int:

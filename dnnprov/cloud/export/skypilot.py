@@ -4,7 +4,8 @@ SkyPilot has no heterogeneous cluster in one task, so each (type, market) of the
 the PS nodes is its own task, launched as its own cluster: the PS first, then the
 workers, each with the PS address (``DNNPROV_PS_ADDR``, from ``sky status --ip``); the PS
 task opens its port (``resources.ports``, :data:`PS_PORT`) to the workers' clusters. Every
-task is pinned to the plan's region (and zone, when the plan names one), every type is
+task is pinned to the plan's region (and zone, when the plan names one; a multi-region
+plan's workers to the region their type names, ``TYPE@REGION``), every type is
 checked against SkyPilot's own AWS catalog (``catalogs/v8/aws/vms.csv`` of
 skypilot-org/skypilot-catalog, which SkyPilot keeps in ``~/.sky/catalogs/v8/aws``), and
 clusters stop themselves when idle (``autostop``). ``launch.sh`` tears down what it
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnprov.cloud.export.names import UniqueNames, skypilot_name
-from dnnprov.cloud.export.placement import check_region, plan_region, region_pools, split
+from dnnprov.cloud.export.placement import aws_type, check_region, plan_region, region_pools, split, type_region
 from dnnprov.cloud.export.plan import PlanDocument, dump_yaml, hardware, split_label
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.validation import checks as check
@@ -151,8 +152,11 @@ def _region(doc: PlanDocument, options: SkyPilotOptions) -> str:
     return region
 
 
-def _check_types(doc: PlanDocument, options: SkyPilotOptions, region: str, types: list[tuple[str, str]]) -> None:
-    """Refuse the first type SkyPilot's catalog does not offer in ``region``, with the nearest it does."""
+def _check_types(
+    doc: PlanDocument, options: SkyPilotOptions, default_region: str, types: list[tuple[str, str]]
+) -> None:
+    """Refuse the first type SkyPilot's catalog does not offer in its region (the one it names,
+    else ``default_region``), with the nearest types it does offer there."""
     if not options.check_catalog:
         return
     if isinstance(options.catalog, SkyPilotCatalog):
@@ -167,10 +171,11 @@ def _check_types(doc: PlanDocument, options: SkyPilotOptions, region: str, types
                 "pass --skypilot-catalog FILE, or --no-catalog-check to skip the check",
             )
         catalog = SkyPilotCatalog.read(path)
-    for field, type_name in types:
+    for field, name in types:
+        type_name, region = aws_type(name), type_region(name) or default_region
         if catalog.offers(type_name, region):
             continue
-        gpus, vcpus, _ = hardware(doc, type_name)
+        gpus, vcpus, _ = hardware(doc, name)
         near = catalog.nearest(region, gpus, vcpus)
         elsewhere = catalog.regions(type_name)
         hint = (
@@ -226,11 +231,12 @@ def skypilot_tasks(doc: PlanDocument, options: SkyPilotOptions = SkyPilotOptions
     for label, count in launch.items():
         type_name, market = split_label(label)
         managed = options.managed_spot and market == "spot"
-        for zones, n in _clusters(doc, label, count, region):
+        where = type_region(type_name) or region
+        for zones, n in _clusters(doc, label, count, where):
             name = names(f"{base}-{type_name}-{market}" + (f"-{zones[0]}" if len(zones) == 1 and n < count else ""))
             resources = {
-                **_where(region, zones),
-                "instance_type": type_name,
+                **_where(where, zones),
+                "instance_type": aws_type(type_name),
                 "use_spot": market == "spot",
                 **({} if managed else {"autostop": autostop}),
             }

@@ -22,8 +22,9 @@ MAX_INTEGER = 2**53
 MAX_MAGNITUDE = 1e15
 #: Smallest value of a quantity that must be positive (sizes, bandwidths, times, speeds).
 MIN_POSITIVE = 1e-9
-#: Instance types in one spot problem (the benchmark sets have up to 41).
-MAX_INSTANCE_TYPES = 256
+#: Instance types (columns: type, or type@region pools) in one spot problem: a multi-region
+#: catalog of every GPU type the shared data prices has 682 pools; the benchmark sets up to 2,000.
+MAX_INSTANCE_TYPES = 4096
 #: Instances of one column (``quota``, ``on_demand_quota``, ``existing``).
 MAX_QUOTA = 4096
 #: Workers of one spot plan: the column quotas summed, capped by ``constraints.workers``.
