@@ -32,7 +32,7 @@ from dnnprov.cli import main as cli
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalog_import import default_shared_data, write_catalog
 from dnnprov.io.catalog_regions import import_regions
-from dnnprov.problems.checks import MAX_WORKERS
+from dnnprov.problems.validation.checks import MAX_WORKERS
 
 TARGET_CPU_S = 10.0
 LADDER_TARGET_CPU_S = 60.0
