@@ -14,6 +14,7 @@ until it is given one or the other. Conventions the pages follow:
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import copy
 import doctest
@@ -153,42 +154,122 @@ RUN: dict[tuple[str, str], str] = {
         "sweep.md",
         "$ dnnprov sweep embedded:spot/paper-table1.json --deadlines 2300:3600:27 --out sweep --no-progress",
     ): "console",
+    ("benchmarks-sets.md", "dnnprov generate SET [--out DIR] [--seed N] [--count N] [--shared-data DIR]"): "synopsis",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/scale_ladder.py                 # full ladder, ~4 min on a quiet 2-core box",
+    ): "synopsis",
+    ("benchmarks.md", ".venv/bin/python benchmarks/scale_ladder.py --jsonl /tmp/ladder_final.jsonl"): "synopsis",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/scale_ladder.py --time-limit 60 --jsonl /tmp/ladder_issue10.jsonl   # every rung and the targets table, ~5 min",
+    ): "synopsis",
+    ("benchmarks.md", ".venv/bin/python benchmarks/time_limits.py"): "synopsis",
+    ("benchmarks.md", ".venv/bin/python benchmarks/service_load.py --workers 1"): "synopsis",
+    ("benchmarks.md", ".venv/bin/python benchmarks/service_admission.py"): "synopsis",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/fuzz_certificates.py --count 10000 --shrink-per-kind 1 --out /tmp/fuzz-findings",
+    ): "synopsis",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/fuzz_certificates.py --cell-milps --count 3400 --seed 30000 --time-limit 5 --shrink-per-kind 0",
+    ): "synopsis",
+    (
+        "benchmarks.md",
+        "F=price-magnitudes,speed-magnitudes,bandwidth-magnitudes,all-magnitudes,magnitudes-mixed,serverless-magnitudes",
+    ): "synopsis",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/domain_extrapolation.py                      # the target (exit 0: met)",
+    ): "synopsis",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/fuzz_objectives.py                       # 1,230 instances (30 per family), ~27 min wall",
+    ): "synopsis",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/fuzz_side.py --count 1024       # binaries in the side model against brute force",
+    ): "synopsis",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/kill_controller.py --runs 20 --kills 5 --seed 28 --speed 20 --policy failover --json /tmp/kill.json",
+    ): "synopsis",
+    ("cloud.md", "dnnprov catalog fetch --region us-east-1 --types g4dn.4xlarge,g5.xlarge,p3.2xlarge"): "synopsis",
+    (
+        "cloud.md",
+        "dnnprov export PLAN --to ec2-run-instances --image-id ami-... [--subnet-id S] [--key-name K] [--run-id R]",
+    ): "synopsis",
+    ("cloud.md", "dnnprov apply PLAN --dry-run --image-id ami-...            # DryRun=True requests only"): "synopsis",
+    (
+        "cloud.md",
+        "dnnprov replan INSTANCE --plan PLAN --revoked g3.8xlarge=5 --elapsed 1788 --loss-reached 0.92 \\",
+    ): "synopsis",
+    (
+        "control.md",
+        "dnnprov run INSTANCE --plan PLAN --policy P [--endpoint-url URL] [--region R] [--state DIR] [--json]",
+    ): "synopsis",
+    ("control.md", "dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE... --policy P"): "synopsis",
+    (
+        "control.md",
+        "dnnprov twin --trace TYPE=FILE [--trace TYPE=FILE ...] --offset TICKS [--speed X | --stepped]",
+    ): "synopsis",
+    (
+        "control.md",
+        "python benchmarks/twin_agreement.py [--windows 20] [--seed 0] [--policies none,fallback,failover,uniform-progress,mpc]",
+    ): "synopsis",
+    (
+        "control.md",
+        "dnnprov run SERVERLESS-INSTANCE --plan PLAN [--lambda-endpoint-url URL] [--endpoint-url URL] [--region R]",
+    ): "synopsis",
+    ("control.md", "dnnprov lambda-twin INSTANCE [--speed X] [--port P] [--region R] [--function NAME]"): "synopsis",
+    ("profiler.md", "dnnprov profile fit-loss FILE... [--variant cc|no-cc] [--batch-size B] [--workers K]"): "synopsis",
+    ("profiler.md", "dnnprov profile fit-timing FILE [--param-size-mb S] [--ps-bandwidth-mb-s B]"): "synopsis",
+    (
+        "profiler.md",
+        "dnnprov profile estimate --catalog C --profile P --out FILE [--types T,...] [--estimate-at point|fast|slow] [--json]",
+    ): "synopsis",
+    (
+        "profiler.md",
+        "dnnprov predict INSTANCE --counts TYPE=N,... [--ps S] [--json]                          # spot",
+    ): "synopsis",
+    ("reproduction.md", "python benchmarks/trace_experiment.py --count 100000 --workers 2"): "synopsis",
+    (
+        "revocation.md",
+        "dnnprov risk fit TRACE... [--pool] [--json]        # one model per trace, or pooled",
+    ): "synopsis",
+    (
+        "revocation.md",
+        "dnnprov risk solve INSTANCE --robust K [--no-replacement] [--takeover-overhead 126] [--max-plans N] [--json]",
+    ): "synopsis",
+    (
+        "revocation.md",
+        "dnnprov risk solve INSTANCE --risk [--deadline-probability Q] [--takeover-overhead 126]",
+    ): "synopsis",
+    ("revocation.md", "dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE [--trace TYPE=FILE ...]"): "synopsis",
+    (
+        "revocation.md",
+        "python benchmarks/revocation_replay.py --runs 1000                 # set traced, (0.8, 1800 s)",
+    ): "synopsis",
+    ("service.md", ".venv/bin/pip install -e '.[service]'"): "synopsis",
+    (
+        "solvers.md",
+        ".venv/bin/python benchmarks/fuzz_certificates.py --count 10000 --out /tmp/fuzz-findings",
+    ): "synopsis",
+    ("sweep.md", "dnnprov sweep INSTANCE --deadlines START:STOP:N [--losses L1,L2,...] [--time-limit S]"): "synopsis",
+    (
+        "training.md",
+        "dnnprov run INSTANCE --plan PLAN --policy P --cloud local[:CONFIG.json] [--poll S] [--join S] [--horizon H] [--json]",
+    ): "synopsis",
+    ("training.md", "python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--json FILE]"): "synopsis",
 }
 
 #: Blocks no test runs, and why.
 NOT_RUN: dict[tuple[str, str], str] = {
     (
-        "benchmarks-sets.md",
-        "dnnprov generate SET [--out DIR] [--seed N] [--count N] [--shared-data DIR]",
-    ): "synopsis with placeholders; tests/test_generate.py runs the command",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/scale_ladder.py                 # full ladder, ~4 min on a quiet 2-core box",
-    ): "benchmark runs of 20 s to minutes; the page's tables hold what they printed",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/scale_ladder.py --jsonl /tmp/ladder_final.jsonl",
-    ): "the full benchmark (minutes); its numbers are the page's table",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/scale_ladder.py --time-limit 60 --jsonl /tmp/ladder_issue10.jsonl   # every rung and the targets table, ~5 min",
-    ): "the issue 10 benchmark commands (minutes); the page's tables hold what they printed",
-    (
         "architecture.md",
         "                       cli/        service/                      front ends",
     ): "a drawing of the rooms; tests/test_architecture.py checks the rule it draws",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/domain_extrapolation.py                      # the target (exit 0: met)",
-    ): "the issue 23 domain benchmark (120 milp solves and exhaustive checks, minutes); its table follows it",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/fuzz_objectives.py                       # 1,230 instances (30 per family), ~27 min wall",
-    ): "the issue 29 benchmarks (minutes to half an hour); the tables after them hold what they printed",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/fuzz_side.py --count 1024       # binaries in the side model against brute force",
-    ): "the issue 29 side-variable benchmarks (minutes); the text after them holds what they printed",
     (
         "benchmarks.md",
         "1024 instances, 0 wrong or given up, 322.3 CPU s",
@@ -198,26 +279,6 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "Table I whole front: 37 points (37 proven), 38 exact solves, equal to brute force; CPU s over 5 runs: min 0.213, median 0.220, max 0.285 (target: at most 1)",
     ): "the first line the issue 29 benchmark printed; tests/solvers/test_objectives.py checks the front itself",
     (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/kill_controller.py --runs 20 --kills 5 --seed 28 --speed 20 --policy failover --json /tmp/kill.json",
-    ): "the issue 28 kill -9 benchmark (40 twins, 140 controller processes, ~37 min); its table follows it",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/time_limits.py",
-    ): "the time-limit benchmark (minutes of real CLI runs); its table follows it on the page",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/service_load.py --workers 1",
-    ): "a load benchmark (a server and 200 requests); the page's table holds what it measured",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/service_admission.py",
-    ): "the admission benchmark (a server and 200 solves at 50 concurrent, minutes); its table follows it",
-    (
-        "service.md",
-        ".venv/bin/pip install -e '.[service]'",
-    ): "synopsis of the install and the options; tests/test_service.py starts the server",
-    (
         "service.md",
         '$ st --config-file tests/service/schemathesis.toml run http://127.0.0.1:18643/openapi.json --checks all --max-examples 5 --generation-deterministic --request-timeout 30 -H "Authorization: Bearer $(cat token)"',
     ): "a schemathesis run of minutes against a running server; tests/service/test_contract.py runs a bounded one",
@@ -225,10 +286,6 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "instance-format.md",
         "dnnprov: warning: instance_types.p3.2xlarge.spot_price_per_h: 91.8 $/h on 1 GPU is $91.8 per GPU-hour, above the plausible $20 per GPU-hour (real AWS GPU offers: $0.068 spot to $17.80 on demand): a price in cents? (a warning: used as given)",
     ): "a warning line of Table I in cents; tests/problems/test_plausibility.py checks that the CLI prints this line",
-    (
-        "sweep.md",
-        "dnnprov sweep INSTANCE --deadlines START:STOP:N [--losses L1,L2,...] [--time-limit S]",
-    ): "synopsis with placeholders; the Table I transcript below runs",
     (
         "solvers.md",
         "spot [spot, model paper] by milp: infeasible",
@@ -239,41 +296,9 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "dnnprov milp: large-003 (spot, model paper, loss cc)",
     ): "the log of a 3 s solve of large-003, whose timings vary from run to run",
     (
-        "solvers.md",
-        ".venv/bin/python benchmarks/fuzz_certificates.py --count 10000 --out /tmp/fuzz-findings",
-    ): "fuzz runs of a minute or more; tests/test_fuzz_certificates.py runs the harness (CI slice)",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/fuzz_certificates.py --count 10000 --shrink-per-kind 1 --out /tmp/fuzz-findings",
-    ): "the 10,000-instance fuzz run (over a minute); its counts are the page's table",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/fuzz_certificates.py --cell-milps --count 3400 --seed 30000 --time-limit 5 --shrink-per-kind 0",
-    ): "a fuzz run of minutes; its outcome follows it on the page",
-    (
-        "benchmarks.md",
-        "F=price-magnitudes,speed-magnitudes,bandwidth-magnitudes,all-magnitudes,magnitudes-mixed,serverless-magnitudes",
-    ): "the magnitude fuzz runs (minutes each); tests/fuzz runs a bounded slice of the same families",
-    (
-        "cloud.md",
-        "dnnprov catalog fetch --region us-east-1 --types g4dn.4xlarge,g5.xlarge,p3.2xlarge",
-    ): "calls AWS; tests/test_aws_fetch.py runs it against a moto server on 127.0.0.1",
-    (
         "cloud.md",
         '{"format": "dnnprov/plan", "version": 1, "result": {...}, "instance": {...}, "catalog": {...}}',
     ): "a schematic of the plan document, not a file",
-    (
-        "cloud.md",
-        "dnnprov export PLAN --to ec2-run-instances --image-id ami-... [--subnet-id S] [--key-name K] [--run-id R]",
-    ): "synopsis with placeholders; tests/test_export.py runs every target",
-    (
-        "cloud.md",
-        "dnnprov apply PLAN --dry-run --image-id ami-...            # DryRun=True requests only",
-    ): "synopsis; launching needs AWS (tests/test_aws_apply.py runs it against moto on 127.0.0.1)",
-    (
-        "cloud.md",
-        "dnnprov replan INSTANCE --plan PLAN --revoked g3.8xlarge=5 --elapsed 1788 --loss-reached 0.92 \\",
-    ): "synopsis with placeholders; tests/test_replan.py runs the command",
     (
         "cloud.md",
         "from dnnprov.revocation.replan import watch_interruptions, replan",
@@ -284,22 +309,6 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ): "a two-line excerpt of the CSV contract; tests/test_profiler.py round-trips and reads such files",
     (
         "profiler.md",
-        "dnnprov profile fit-loss FILE... [--variant cc|no-cc] [--batch-size B] [--workers K]",
-    ): "synopsis with placeholders; tests/test_profiler.py runs the command",
-    (
-        "profiler.md",
-        "dnnprov profile estimate --catalog C --profile P --out FILE [--types T,...] [--estimate-at point|fast|slow] [--json]",
-    ): "synopsis with placeholders; the worked example after it runs, tests/profiling/test_estimate.py runs each",
-    (
-        "profiler.md",
-        "dnnprov profile fit-timing FILE [--param-size-mb S] [--ps-bandwidth-mb-s B]",
-    ): "synopsis with placeholders; tests/test_profiler.py runs the command",
-    (
-        "profiler.md",
-        "dnnprov predict INSTANCE --counts TYPE=N,... [--ps S] [--json]                          # spot",
-    ): "synopsis with placeholders; tests/test_predict.py runs the command",
-    (
-        "profiler.md",
         "$ dnnprov profile fit-loss synth.csv",
     ): "its input is written by dnnprov.profiling.profiler.synthetic_log; tests/test_profiler.py checks the recovery for 4 seeds",
     (
@@ -307,53 +316,13 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "$ dnnprov profile fit-loss ../shared/data/training-logs/whisper-large-v2-ja-trainer_state.json --batch-size 50",
     ): "reads ../shared/data, outside the examples' folder; tests/test_profiler.py fits the same file",
     (
-        "reproduction.md",
-        "python benchmarks/trace_experiment.py --count 100000 --workers 2",
-    ): "100,000 jobs, minutes of solving; the page holds what it printed",
-    (
         "revocation.md",
         '"instance_types": {',
     ): "a fragment of an instance file showing the interruption field; tests/test_risk.py round-trips it",
     (
-        "revocation.md",
-        "dnnprov risk fit TRACE... [--pool] [--json]        # one model per trace, or pooled",
-    ): "synopsis with placeholders; the traces live in ../shared/data, tests/test_risk.py runs the commands",
-    (
-        "revocation.md",
-        "dnnprov risk solve INSTANCE --robust K [--no-replacement] [--takeover-overhead 126] [--max-plans N] [--json]",
-    ): "synopsis with placeholders; tests/test_risk.py and tests/test_robust.py run it",
-    (
-        "revocation.md",
-        "dnnprov risk solve INSTANCE --risk [--deadline-probability Q] [--takeover-overhead 126]",
-    ): "synopsis with placeholders; tests/test_risk.py and tests/test_robust.py run it",
-    (
-        "revocation.md",
-        "dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE [--trace TYPE=FILE ...]",
-    ): "synopsis with placeholders; tests/revocation/test_simulate.py runs the command",
-    (
-        "control.md",
-        "dnnprov run INSTANCE --plan PLAN --policy P [--endpoint-url URL] [--region R] [--state DIR] [--json]",
-    ): "synopsis with placeholders; tests/control/test_run_cli.py runs run, status and cancel against moto",
-    (
         "control.md",
         '{"run": "RUN", "time_s": 812.4, "loss": 1.93, "step": 1200, "finished_s": null}',
     ): "the protocol's report shape; tests/control/test_loop.py reads reports of the stand-in trainer",
-    (
-        "control.md",
-        "python benchmarks/twin_agreement.py [--windows 20] [--seed 0] [--policies none,fallback,failover,uniform-progress,mpc]",
-    ): "the agreement benchmark (reads ../shared/data, minutes of CPU); docs/benchmarks.md holds what it printed",
-    (
-        "control.md",
-        "dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE... --policy P",
-    ): "synopsis with placeholders; tests/control/test_loop_simulate.py runs it with --per-run --json",
-    (
-        "revocation.md",
-        "python benchmarks/revocation_replay.py --runs 1000                 # set traced, (0.8, 1800 s)",
-    ): "the replay benchmark (reads ../shared/data); the page's table holds what it printed",
-    (
-        "control.md",
-        "dnnprov twin --trace TYPE=FILE [--trace TYPE=FILE ...] --offset TICKS [--speed X | --stepped]",
-    ): "synopsis with placeholders; tests/control/test_twin.py runs the command",
     (
         "control.md",
         "T=../shared/data/spot-traces/availability/16-node/aws-08-27-2023",
@@ -362,14 +331,6 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "control.md",
         '{"url": "http://127.0.0.1:41731", "clock": {"t": 0.0, "now": "2023-08-27T00:00:00.000Z", "mode": "stepped", "speed": 1.0}, "pools": [{"name": "p3.2xlarge@us-west-2a", "type": "p3.2xlarge", "zone": "us-west-2a", "trace": "...", "offset": 100, "price_per_h": 0.0, "capacity": 0, "live": 0, "notified": 0}, ...]}',
     ): "the ready line's shape (its port varies); tests/control/test_twin.py checks its fields",
-    (
-        "control.md",
-        "dnnprov run SERVERLESS-INSTANCE --plan PLAN [--lambda-endpoint-url URL] [--endpoint-url URL] [--region R]",
-    ): "synopsis with placeholders; tests/control/test_serverless_run.py runs run and resume on the twins",
-    (
-        "control.md",
-        "dnnprov lambda-twin INSTANCE [--speed X] [--port P] [--region R] [--function NAME]",
-    ): "synopsis with placeholders; tests/control/test_serverless_run.py starts the command and runs against it",
     (
         "control.md",
         "import dataclasses",
@@ -389,16 +350,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ): "needs the logs of three training runs; tests/training/test_trainer.py reads a run's logs with the profiler",
     (
         "training.md",
-        "dnnprov run INSTANCE --plan PLAN --policy P --cloud local[:CONFIG.json] [--poll S] [--join S] [--horizon H] [--json]",
-    ): "synopsis with placeholders; tests/training/test_trainer.py runs `dnnprov run --cloud local:CONFIG`",
-    (
-        "training.md",
         '{"speed": 100, "offset": 40, "workdir": "runs/local",',
     ): "a local-cloud config naming trace files beside it; tests/training/test_trainer.py runs a config",
-    (
-        "training.md",
-        "python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--json FILE]",
-    ): "the issue 34 benchmark (real training runs, minutes); docs/benchmarks.md has its figures",
     (
         "benchmarks.md",
         "$ python benchmarks/real_training.py --out /tmp/rt1 --json /tmp/rt1.json      # speed 100; 197 s wall, 10.2 CPU s",
@@ -857,3 +810,86 @@ def test_speed_example_of_the_page():
     entry.update(batch_per_gpu=16)
     with pytest.raises(InvalidInputError, match="speed_samples_per_s: implies a non-positive compute time"):
         dnnprov.problem_from_dict(data)
+
+
+# ------------------------------------------------------------------ synopses and benchmark commands
+def _commands_of(block: Block) -> list[str]:
+    """The commands of a synopsis or command block: a line starting with a program begins
+    one, the lines under it (options, comments) continue it."""
+    starts = ("dnnprov ", "python ", ".venv/bin/", "st ")
+    commands: list[str] = []
+    for line in block.body.replace("\\\n", " ").splitlines():
+        text = line.strip()
+        if text.startswith(starts) and not line.startswith(" "):
+            commands.append(text)
+        elif text and commands and not re.match(r"^[A-Z]+=", text):
+            commands[-1] += " " + text
+    return commands
+
+
+def _options_of(command: str) -> tuple[set[str], dict[str, set[str]]]:
+    """The ``--options`` a command line names, and the values it lists as ``--opt a|b|c``."""
+    options = set(re.findall(r"(?<![\w-])(--[a-z][\w-]*)", command))
+    listed = {m[0]: set(m[1].split("|")) for m in re.findall(r"(--[a-z][\w-]*)[ =]([\w.-]+(?:\|[\w.-]+)+)", command)}
+    return options, listed
+
+
+def _dnnprov_parser(words: list[str]) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``words`` name: ``dnnprov risk fit ...`` -> `risk fit`'s."""
+    from dnnprov.cli import build_parser
+
+    parser: argparse.ArgumentParser = build_parser()
+    for word in words:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs or word not in subs[0].choices:
+            break
+        parser = subs[0].choices[word]
+    return parser
+
+
+def _check_dnnprov_synopsis(command: str) -> None:
+    parser = _dnnprov_parser(command.split()[1:])
+    options, listed = _options_of(command)
+    known = parser._option_string_actions
+    assert options <= set(known), f"{command}\n  options {sorted(options - set(known))} not in `{parser.prog}`"
+    for option, values in listed.items():
+        choices = known[option].choices
+        if choices is not None:
+            assert values <= set(choices), f"{command}\n  {option}: {sorted(values - set(choices))} not accepted"
+
+
+def _check_script_command(command: str, helps: dict[str, str]) -> None:
+    """A benchmark's command line: the script exists and its --help names every option used."""
+    argv = shlex.split(command, comments=True)
+    script = next(a for a in argv if a.endswith(".py") or a.startswith("tests/"))
+    assert (REPO / script).exists(), f"{command}: no {script}"
+    if argv[0].endswith("pytest"):
+        assert all((REPO / a.split("::")[0]).exists() for a in argv[1:] if a.startswith("tests/")), command
+        return
+    if script not in helps:
+        run = subprocess.run(
+            [sys.executable, str(REPO / script), "--help"], check=False, capture_output=True, text=True, timeout=60
+        )
+        assert run.returncode == 0, f"{script} --help: {run.stderr[-500:]}"
+        helps[script] = run.stdout
+    options, _ = _options_of(command.split("#")[0])
+    missing = {o for o in options if not re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", helps[script])}
+    assert not missing, f"{command}\n  options {sorted(missing)} not in {script} --help"
+
+
+def test_synopses_name_the_options_the_cli_has():
+    """Every synopsis of a command names only options (and listed values) its parser accepts;
+    every benchmark command names an existing script and only options its --help lists."""
+    helps: dict[str, str] = {}
+    checked = 0
+    for block in _of("synopsis"):
+        for command in _commands_of(block):
+            if command.startswith("dnnprov "):
+                _check_dnnprov_synopsis(command)
+            elif command.startswith(".venv/bin/pip install"):
+                extra = re.search(r"\.\[(\w+)\]", command).group(1)
+                assert f"\n{extra} = [" in (REPO / "pyproject.toml").read_text(), command
+            else:
+                _check_script_command(command, helps)
+            checked += 1
+    assert checked >= 40
