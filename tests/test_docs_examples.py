@@ -262,6 +262,10 @@ RUN: dict[tuple[str, str], str] = {
         "dnnprov run INSTANCE --plan PLAN --policy P --cloud local[:CONFIG.json] [--poll S] [--join S] [--horizon H] [--json]",
     ): "synopsis",
     ("training.md", "python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--json FILE]"): "synopsis",
+    ("control.md", "import numpy as np"): "python",
+    ("control.md", "import dataclasses"): "python",
+    ("control.md", "None running 135.0 11"): "output",
+    ("control.md", "met 2 609.35 0.209214"): "output",
 }
 
 #: Blocks no test runs, and why.
@@ -332,15 +336,6 @@ NOT_RUN: dict[tuple[str, str], str] = {
         '{"url": "http://127.0.0.1:41731", "clock": {"t": 0.0, "now": "2023-08-27T00:00:00.000Z", "mode": "stepped", "speed": 1.0}, "pools": [{"name": "p3.2xlarge@us-west-2a", "type": "p3.2xlarge", "zone": "us-west-2a", "trace": "...", "offset": 100, "price_per_h": 0.0, "capacity": 0, "live": 0, "notified": 0}, ...]}',
     ): "the ready line's shape (its port varies); tests/control/test_twin.py checks its fields",
     (
-        "control.md",
-        "import dataclasses",
-    ): "needs AWS credentials in the environment (any); tests/control/test_serverless_run.py runs it with "
-    "fake ones and checks that it prints the text after it",
-    (
-        "control.md",
-        "met 2 609.35 0.209214",
-    ): "what the serverless example prints; tests/control/test_serverless_run.py checks it",
-    (
         "training.md",
         "from dnnprov.training.cluster import run_cluster",
     ): "a real training run (a minute of wall time); tests/training/test_trainer.py runs run_cluster",
@@ -368,12 +363,6 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "benchmarks.md",
         "$ python benchmarks/real_training.py --revocation --speed 20 --profile-json /tmp/rt20.json --out /tmp/rv20b   # 62 s wall, 4.4 CPU s",
     ): "the issue 34 revocation run's output (real training, a minute, machine-dependent figures)",
-    (
-        "control.md",
-        "import numpy as np",
-    ): "needs AWS credentials in the environment (any); tests/control/test_api.py runs it with fake ones and "
-    "checks that it prints the text after it",
-    ("control.md", "None running 135.0 11"): "what the run API example prints; tests/control/test_api.py checks it",
     (
         "service.md",
         '{"kind": "run", "instance", "plan", "endpoint_url", "policy": "failover", "region": "us-east-1",',
@@ -588,9 +577,12 @@ def _setup(page: str, folder: Path) -> None:
 
 
 @pytest.mark.parametrize("page", sorted({b.page for b in _of("python")}))
-def test_python_examples(page, workdir):
+def test_python_examples(page, workdir, monkeypatch):
     """The Python blocks of a page run in order in one namespace; what they print is what
-    the page shows after them."""
+    the page shows after them. Paths ``/tmp/NAME`` are folders of the scratch folder, and
+    AWS credentials are set as the pages ask (any: the endpoints are twins on 127.0.0.1)."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "docs-example")
     if page == "formulations.md":
         pytest.importorskip("pyomo")
     _setup(page, workdir)
@@ -599,7 +591,7 @@ def test_python_examples(page, workdir):
     for block in _of("python", page):
         if "solve_model_scip" in block.body:
             pytest.importorskip("pyscipopt", reason="the SCIP example needs the scip extra")
-        body = block.body.replace('"/tmp/small"', repr(str(workdir / "small")))
+        body = re.sub(r'"/tmp/([\w-]+)"', lambda m: repr(str(workdir / m.group(1))), block.body)
         out = io.StringIO()
         code = compile(body, f"{page}:{block.line}", "exec")
         if block.key in KNOWN_BROKEN:
