@@ -271,6 +271,11 @@ RUN: dict[tuple[str, str], str] = {
         "profiler.md",
         "$ dnnprov profile fit-loss ../shared/data/training-logs/whisper-large-v2-ja-trainer_state.json --batch-size 50",
     ): "console",
+    ("solvers.md", "spot [spot, model paper] by milp: infeasible"): "cli-text",
+    (
+        "instance-format.md",
+        "dnnprov: warning: instance_types.p3.2xlarge.spot_price_per_h: 91.8 $/h on 1 GPU is $91.8 per GPU-hour, above the plausible $20 per GPU-hour (real AWS GPU offers: $0.068 spot to $17.80 on demand): a price in cents? (a warning: used as given)",
+    ): "warning",
 }
 
 #: Blocks no test runs, and why.
@@ -291,15 +296,6 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "service.md",
         '$ st --config-file tests/service/schemathesis.toml run http://127.0.0.1:18643/openapi.json --checks all --max-examples 5 --generation-deterministic --request-timeout 30 -H "Authorization: Bearer $(cat token)"',
     ): "a schemathesis run of minutes against a running server; tests/service/test_contract.py runs a bounded one",
-    (
-        "instance-format.md",
-        "dnnprov: warning: instance_types.p3.2xlarge.spot_price_per_h: 91.8 $/h on 1 GPU is $91.8 per GPU-hour, above the plausible $20 per GPU-hour (real AWS GPU offers: $0.068 spot to $17.80 on demand): a price in cents? (a warning: used as given)",
-    ): "a warning line of Table I in cents; tests/problems/test_plausibility.py checks that the CLI prints this line",
-    (
-        "solvers.md",
-        "spot [spot, model paper] by milp: infeasible",
-    ): "the text form of the example above (a file it would write first); tests/solvers/test_infeasibility.py "
-    "checks these lines through dnnprov.cli.main",
     (
         "solvers.md",
         "dnnprov milp: large-003 (spot, model paper, loss cc)",
@@ -897,3 +893,35 @@ def test_synopses_name_the_options_the_cli_has():
                 _check_script_command(command, helps)
             checked += 1
     assert checked >= 40
+
+
+# ------------------------------------------------------------------ what the CLI prints of a page's file
+def _cli(args: list[str], folder: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "dnnprov", *args], check=False, capture_output=True, text=True, timeout=120, cwd=folder
+    )
+
+
+def test_infeasible_solve_prints_the_reasons_shown(workdir):
+    """solvers.md: `dnnprov solve` on the infeasible example's file prints the reasons shown."""
+    source = next(b for b in _of("python", "solvers.md") if "short = " in b.body)
+    namespace: dict[str, Any] = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(source.body, f"solvers.md:{source.line}", "exec"), namespace)  # noqa: S102
+    (workdir / "short.json").write_text(json.dumps(namespace["short"]))
+    run = _cli(["solve", "short.json"], workdir)
+    assert run.returncode == 1, run.stderr
+    (want,) = _of("cli-text", "solvers.md")
+    assert _matches(want.body, run.stdout), f"--- page:\n{want.body}--- got:\n{run.stdout}"
+
+
+def test_plausibility_warning_is_what_the_cli_prints(workdir):
+    """instance-format.md: Table I's spot prices typed in cents give the warning line shown."""
+    data = json.loads(TABLE1.read_text())
+    for entry in data["instance_types"].values():
+        entry["spot_price_per_h"] = round(entry["spot_price_per_h"] * 100, 6)
+    (workdir / "cents.json").write_text(json.dumps(data))
+    run = _cli(["solve", "cents.json"], workdir)
+    assert run.returncode == 0, run.stderr
+    (block,) = _of("warning", "instance-format.md")
+    assert block.body.strip() in run.stderr.splitlines(), run.stderr
