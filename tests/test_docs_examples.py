@@ -25,6 +25,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -276,6 +277,17 @@ RUN: dict[tuple[str, str], str] = {
         "instance-format.md",
         "dnnprov: warning: instance_types.p3.2xlarge.spot_price_per_h: 91.8 $/h on 1 GPU is $91.8 per GPU-hour, above the plausible $20 per GPU-hour (real AWS GPU offers: $0.068 spot to $17.80 on demand): a price in cents? (a warning: used as given)",
     ): "warning",
+    (
+        "cloud.md",
+        '{"format": "dnnprov/plan", "version": 1, "result": {...}, "instance": {...}, "catalog": {...}}',
+    ): "shape",
+    (
+        "service.md",
+        '{"kind": "run", "instance", "plan", "endpoint_url", "policy": "failover", "region": "us-east-1",',
+    ): "shape",
+    ("control.md", '{"run": "RUN", "time_s": 812.4, "loss": 1.93, "step": 1200, "finished_s": null}'): "report",
+    ("revocation.md", '"instance_types": {'): "fragment",
+    ("profiler.md", "run,workers,batch_wa,cc,step,loss"): "csv",
 }
 
 #: Blocks no test runs, and why.
@@ -302,24 +314,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ): "the log of a 3 s solve of large-003, whose timings vary from run to run",
     (
         "cloud.md",
-        '{"format": "dnnprov/plan", "version": 1, "result": {...}, "instance": {...}, "catalog": {...}}',
-    ): "a schematic of the plan document, not a file",
-    (
-        "cloud.md",
         "from dnnprov.revocation.replan import watch_interruptions, replan",
     ): "polls the EC2 instance metadata service in an endless loop (needs an EC2 host)",
-    (
-        "profiler.md",
-        "run,workers,batch_wa,cc,step,loss",
-    ): "a two-line excerpt of the CSV contract; tests/test_profiler.py round-trips and reads such files",
-    (
-        "revocation.md",
-        '"instance_types": {',
-    ): "a fragment of an instance file showing the interruption field; tests/test_risk.py round-trips it",
-    (
-        "control.md",
-        '{"run": "RUN", "time_s": 812.4, "loss": 1.93, "step": 1200, "finished_s": null}',
-    ): "the protocol's report shape; tests/control/test_loop.py reads reports of the stand-in trainer",
     (
         "control.md",
         "T=../shared/data/spot-traces/availability/16-node/aws-08-27-2023",
@@ -356,10 +352,6 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "benchmarks.md",
         "$ python benchmarks/real_training.py --revocation --speed 20 --profile-json /tmp/rt20.json --out /tmp/rv20b   # 62 s wall, 4.4 CPU s",
     ): "the issue 34 revocation run's output (real training, a minute, machine-dependent figures)",
-    (
-        "service.md",
-        '{"kind": "run", "instance", "plan", "endpoint_url", "policy": "failover", "region": "us-east-1",',
-    ): "the shape of a run job's body; tests/service/test_run_jobs.py posts run jobs to a server",
 }
 
 #: Examples that fail as the page has them (pages of other parts of the project): each
@@ -925,3 +917,95 @@ def test_plausibility_warning_is_what_the_cli_prints(workdir):
     assert run.returncode == 0, run.stderr
     (block,) = _of("warning", "instance-format.md")
     assert block.body.strip() in run.stderr.splitlines(), run.stderr
+
+
+# ------------------------------------------------------------------ shapes and fragments
+def _shape(text: str) -> dict[str, Any]:
+    """A schematic object of a page (``{...}`` and ``"..."`` for left-out values, bare
+    ``"name"`` for a field without a default) as a dict, ``...`` standing for any value."""
+    text = re.sub(r'(?<!: )("[\w.-]+")(?=\s*[,}\n])', r"\1: null", text.strip())
+    return json.loads(text.replace("{...}", '"..."').replace(", ...]", "]"))
+
+
+def _same_shape(shown: Any, real: Any, where: str = "") -> None:
+    """``real`` has the fields ``shown`` has (recursively); values equal unless shown as ``...``."""
+    if shown == "..." or shown is None:
+        return
+    if isinstance(shown, dict):
+        assert isinstance(real, dict) and set(shown) <= set(real), f"{where}: {sorted(shown)} vs {sorted(real)}"
+        for key, value in shown.items():
+            _same_shape(value, real[key], f"{where}.{key}")
+    elif isinstance(shown, list):
+        assert isinstance(real, list) and len(real) >= len(shown), where
+        for i, value in enumerate(shown):
+            _same_shape(value, real[i], f"{where}[{i}]")
+    elif isinstance(shown, float) or isinstance(real, float):
+        assert real == pytest.approx(shown), f"{where}: page {shown!r}, dnnprov {real!r}"
+    else:
+        assert shown == real, f"{where}: page {shown!r}, dnnprov {real!r}"
+
+
+def test_plan_document_schematic_is_what_export_writes():
+    """cloud.md: a plan document has the fields of the page's schematic, and only those."""
+    from dnnprov.cloud.export.plan import plan_document
+    from dnnprov.io.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile
+
+    catalog = load_catalog(embedded_path("catalogs", "aws-table3-2023-01.json"))
+    profile = load_spot_profile(embedded_path("workloads", "spot", "resnet110-paper.json"))
+    quotas = {"g4dn.4xlarge": 10, "g3.8xlarge": 10}
+    problem = build_spot_problem(catalog, profile, dnnprov.SpotSLO(loss=0.8, time_s=4000), quotas=quotas)
+    real = plan_document(dnnprov.solve(problem), problem, catalog).to_dict()
+    (block,) = _of("shape", "cloud.md")
+    shown = _shape(block.body)
+    _same_shape(shown, real)
+    assert set(real) <= set(shown), sorted(set(real) - set(shown))
+
+
+def test_progress_report_is_the_protocols():
+    """control.md: the report shown is read by the loop's reader and written back as shown."""
+    from dnnprov.control.trainer import read_report, write_report
+
+    (block,) = _of("report", "control.md")
+    path = Path(tempfile.mkdtemp()) / "report.json"
+    path.write_text(block.body)
+    report = read_report(str(path))
+    assert report is not None and report.to_dict() == json.loads(block.body)
+    write_report(path, report)
+    assert json.loads(path.read_text()) == json.loads(block.body)
+
+
+def test_run_job_body_is_the_services():
+    """service.md: a run job's fields and defaults are the service's (its OpenAPI schema)."""
+    from dnnprov.service.openapi import openapi_document
+    from dnnprov.service.run_jobs import RUN_FIELDS
+
+    (block,) = _of("shape", "service.md")
+    shown = _shape(block.body)
+    schema = openapi_document(auth=True)["components"]["schemas"]["RunRequest"]["properties"]
+    assert shown.pop("kind") == "run" and set(shown) == set(schema) == RUN_FIELDS
+    assert {k: v for k, v in shown.items() if v is not None} == {
+        k: s["default"] for k, s in schema.items() if "default" in s
+    }
+
+
+def test_interruption_fragment_loads():
+    """revocation.md: the interruption field, put in Table I's p3.2xlarge, loads and round-trips."""
+    (block,) = _of("fragment", "revocation.md")
+    shown = json.loads("{" + block.body + "}")["instance_types"]["p3.2xlarge"]
+    data = json.loads(TABLE1.read_text())
+    entry = data["instance_types"]["p3.2xlarge"]
+    entry.update({k: v for k, v in shown.items() if k != "..."})
+    problem = dnnprov.problem_from_dict(data)
+    assert problem.to_dict()["instance_types"]["p3.2xlarge"]["interruption"] == shown["interruption"]
+
+
+def test_csv_contract_excerpt_round_trips(tmp_path):
+    """profiler.md: the CSV excerpt is read by the contract's reader and written back as shown."""
+    from dnnprov.profiling.readers import read_loss_csv
+
+    (block,) = _of("csv", "profiler.md")
+    (tmp_path / "in.csv").write_text(block.body)
+    log = read_loss_csv(tmp_path / "in.csv")
+    assert len(log) == 1
+    log.write_csv(tmp_path / "out.csv")
+    assert (tmp_path / "out.csv").read_text() == block.body
