@@ -288,6 +288,11 @@ RUN: dict[tuple[str, str], str] = {
     ("control.md", '{"run": "RUN", "time_s": 812.4, "loss": 1.93, "step": 1200, "finished_s": null}'): "report",
     ("revocation.md", '"instance_types": {'): "fragment",
     ("profiler.md", "run,workers,batch_wa,cc,step,loss"): "csv",
+    ("control.md", "T=../shared/data/spot-traces/availability/16-node/aws-08-27-2023"): "server",
+    (
+        "control.md",
+        '{"url": "http://127.0.0.1:41731", "clock": {"t": 0.04, "now": "2023-08-27T00:00:00.038Z", "mode": "accelerated", "speed": 60.0}, "pools": [{"name": "p3.2xlarge@us-west-2a", "type": "p3.2xlarge", "zone": "us-west-2a", "trace": "...", "offset": 100, "price_per_h": 0.0, "capacity": 0, "live": 0, "notified": 0}, ...]}',
+    ): "ready-line",
 }
 
 #: Blocks no test runs, and why.
@@ -316,14 +321,6 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "cloud.md",
         "from dnnprov.revocation.replan import watch_interruptions, replan",
     ): "polls the EC2 instance metadata service in an endless loop (needs an EC2 host)",
-    (
-        "control.md",
-        "T=../shared/data/spot-traces/availability/16-node/aws-08-27-2023",
-    ): "a server that runs until stopped; tests/control/test_twin.py starts the command and stops it",
-    (
-        "control.md",
-        '{"url": "http://127.0.0.1:41731", "clock": {"t": 0.0, "now": "2023-08-27T00:00:00.000Z", "mode": "stepped", "speed": 1.0}, "pools": [{"name": "p3.2xlarge@us-west-2a", "type": "p3.2xlarge", "zone": "us-west-2a", "trace": "...", "offset": 100, "price_per_h": 0.0, "capacity": 0, "live": 0, "notified": 0}, ...]}',
-    ): "the ready line's shape (its port varies); tests/control/test_twin.py checks its fields",
     (
         "training.md",
         "from dnnprov.training.cluster import run_cluster",
@@ -1009,3 +1006,35 @@ def test_csv_contract_excerpt_round_trips(tmp_path):
     assert len(log) == 1
     log.write_csv(tmp_path / "out.csv")
     assert (tmp_path / "out.csv").read_text() == block.body
+
+
+def test_twin_starts_as_the_page_shows(workdir):
+    """control.md: the twin command of the page, run as shown, prints the ready line shown
+    (its port and its clock's first instants vary), and stops on SIGTERM."""
+    import os
+    import select
+
+    if not (SHARED_DATA / "MANIFEST.md").is_file():
+        pytest.skip(f"real data folder {SHARED_DATA} is absent")
+    (command,) = _of("server", "control.md")
+    (ready,) = _of("ready-line", "control.md")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    script = command.body.replace("\\\n", " ").replace("\ndnnprov twin", "\nexec dnnprov twin")
+    twin = subprocess.Popen(["bash", "-c", script], cwd=workdir, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert select.select([twin.stdout], [], [], 60)[0], "no ready line within 60 s"
+        line = twin.stdout.readline()
+    finally:
+        twin.terminate()
+        code = twin.wait(timeout=30)
+    real, shown = json.loads(line), _shape(ready.body)
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+", real.pop("url")) and shown.pop("url")
+    assert 0 <= real["clock"].pop("t") <= 60 and shown["clock"].pop("t") == pytest.approx(0.04)
+    assert real["clock"].pop("now")[:15] == shown["clock"].pop("now")[:15] == "2023-08-27T00:0"
+    _same_shape(shown, real)
+    assert [p["name"] for p in real["pools"]] == [
+        "p3.2xlarge@us-west-2a",
+        "p3.2xlarge@us-west-2c",
+        "p3.2xlarge@us-east-2b",
+    ]
+    assert code == 0
