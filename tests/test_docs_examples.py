@@ -293,6 +293,11 @@ RUN: dict[tuple[str, str], str] = {
         "control.md",
         '{"url": "http://127.0.0.1:41731", "clock": {"t": 0.04, "now": "2023-08-27T00:00:00.038Z", "mode": "accelerated", "speed": 60.0}, "pools": [{"name": "p3.2xlarge@us-west-2a", "type": "p3.2xlarge", "zone": "us-west-2a", "trace": "...", "offset": 100, "price_per_h": 0.0, "capacity": 0, "live": 0, "notified": 0}, ...]}',
     ): "ready-line",
+    (
+        "benchmarks.md",
+        "Table I whole front: 37 points (37 proven), 38 exact solves, equal to brute force; CPU s over 5 runs: min 0.213, median 0.220, max 0.285 (target: at most 1)",
+    ): "front-line",
+    ("solvers.md", "dnnprov milp: large-003 (spot, model paper, loss cc)"): "log",
 }
 
 #: Blocks no test runs, and why.
@@ -306,17 +311,9 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "1024 instances, 0 wrong or given up, 322.3 CPU s",
     ): "what benchmarks/fuzz_side.py printed (minutes of CPU)",
     (
-        "benchmarks.md",
-        "Table I whole front: 37 points (37 proven), 38 exact solves, equal to brute force; CPU s over 5 runs: min 0.213, median 0.220, max 0.285 (target: at most 1)",
-    ): "the first line the issue 29 benchmark printed; tests/solvers/test_objectives.py checks the front itself",
-    (
         "service.md",
         '$ st --config-file tests/service/schemathesis.toml run http://127.0.0.1:18643/openapi.json --checks all --max-examples 5 --generation-deterministic --request-timeout 30 -H "Authorization: Bearer $(cat token)"',
     ): "a schemathesis run of minutes against a running server; tests/service/test_contract.py runs a bounded one",
-    (
-        "solvers.md",
-        "dnnprov milp: large-003 (spot, model paper, loss cc)",
-    ): "the log of a 3 s solve of large-003, whose timings vary from run to run",
     (
         "cloud.md",
         "from dnnprov.revocation.replan import watch_interruptions, replan",
@@ -1038,3 +1035,49 @@ def test_twin_starts_as_the_page_shows(workdir):
         "p3.2xlarge@us-east-2b",
     ]
     assert code == 0
+
+
+# ------------------------------------------------------------------ outputs of timed runs
+def _benchmark_module(name: str) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _figures(text: str) -> list[float]:
+    return [float(x) for x in re.findall(r"\d+(?:\.\d+)?", text.replace(",", ""))]
+
+
+def test_table1_front_line_is_what_the_benchmark_prints():
+    """benchmarks.md: the first line of benchmarks/fuzz_objectives.py (Table I's whole front,
+    timed 5 times): counts as shown, CPU seconds within 10 x the figures shown."""
+    (block,) = _of("front-line", "benchmarks.md")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert _benchmark_module("fuzz_objectives").table1_front(5)
+    shown, got = block.body.strip(), out.getvalue().strip()
+    timed = r"min [\d.]+, median [\d.]+, max [\d.]+"
+    assert re.sub(timed, "", got) == re.sub(timed, "", shown), got
+    cpu = _figures(re.search(timed, got).group())
+    assert 0 < cpu[0] <= cpu[1] <= cpu[2] <= 10 * _figures(re.search(timed, shown).group())[2], got
+
+
+def test_solver_log_is_what_solve_log_prints(workdir):
+    """solvers.md: the log of `dnnprov solve large-003.json --log --time-limit 2` has the header,
+    columns and end shown; its timed rows vary from run to run, so only their form is checked."""
+    (block,) = _of("log", "solvers.md")
+    command = re.search(r"\(`(dnnprov solve [^`]+)`", block.after).group(1)
+    run = _cli(shlex.split(command)[1:], workdir)
+    shown, got = block.body.splitlines(), run.stderr.splitlines()
+    assert got[:3] == shown[:3], run.stderr
+    assert got[3].split()[1:] == shown[3].split()[1:], run.stderr  # the first row (its time aside): the root bound
+    row = re.compile(
+        r"^[* ] +\d+\.\d\d +(-|\d+\.\d+) +\d+\.\d+ +(-|\d+\.\d\d %)  (\d+ open, \d+ MILPs|heuristic seed)$"
+    )
+    assert all(row.match(line) for line in got[4:-1]), run.stderr
+    end = r"limit after 2\.\d\d s: time limit of 2 s reached; the weakest open cell \(\d+ workers, \d PS\) has bound \$[\d.]+; \d+ cells are open"
+    assert re.fullmatch(end, got[-1]) and re.fullmatch(end, shown[-1]), run.stderr
