@@ -298,18 +298,12 @@ RUN: dict[tuple[str, str], str] = {
         "Table I whole front: 37 points (37 proven), 38 exact solves, equal to brute force; CPU s over 5 runs: min 0.213, median 0.220, max 0.285 (target: at most 1)",
     ): "front-line",
     ("solvers.md", "dnnprov milp: large-003 (spot, model paper, loss cc)"): "log",
+    ("architecture.md", "                       cli/        service/                      front ends"): "drawing",
+    ("benchmarks.md", "1024 instances, 0 wrong or given up, 322.3 CPU s"): "fuzz-side-line",
 }
 
 #: Blocks no test runs, and why.
 NOT_RUN: dict[tuple[str, str], str] = {
-    (
-        "architecture.md",
-        "                       cli/        service/                      front ends",
-    ): "a drawing of the rooms; tests/test_architecture.py checks the rule it draws",
-    (
-        "benchmarks.md",
-        "1024 instances, 0 wrong or given up, 322.3 CPU s",
-    ): "what benchmarks/fuzz_side.py printed (minutes of CPU)",
     (
         "service.md",
         '$ st --config-file tests/service/schemathesis.toml run http://127.0.0.1:18643/openapi.json --checks all --max-examples 5 --generation-deterministic --request-timeout 30 -H "Authorization: Bearer $(cat token)"',
@@ -1081,3 +1075,32 @@ def test_solver_log_is_what_solve_log_prints(workdir):
     assert all(row.match(line) for line in got[4:-1]), run.stderr
     end = r"limit after 2\.\d\d s: time limit of 2 s reached; the weakest open cell \(\d+ workers, \d PS\) has bound \$[\d.]+; \d+ cells are open"
     assert re.fullmatch(end, got[-1]) and re.fullmatch(end, shown[-1]), run.stderr
+
+
+def test_architecture_drawing_names_every_room():
+    """architecture.md: the drawing names each package and top-level module of dnnprov, and
+    nothing else (the import rule it draws is tests/test_architecture.py's)."""
+    (block,) = _of("drawing", "architecture.md")
+    drawn = set(re.findall(r"(\w+)/", block.body)) | set(re.findall(r"\w+\.py", block.body))
+    package = REPO / "dnnprov"
+    rooms = {p.name for p in package.iterdir() if (p / "__init__.py").is_file()} | {"formulations", "solvers"}
+    modules = {p.name for p in package.glob("*.py") if p.name not in ("__init__.py", "__main__.py")}
+    assert drawn == rooms | modules, (sorted(drawn - rooms - modules), sorted(rooms | modules - drawn))
+
+
+def test_side_fuzz_line_is_what_the_benchmark_prints():
+    """benchmarks.md: benchmarks/fuzz_side.py in a short mode (16 instances, one per family, as
+    the 1,024 of the page start) prints the line shown: none wrong, CPU s per instance within
+    10 x the page's."""
+    (block,) = _of("fuzz-side-line", "benchmarks.md")
+    run = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks/fuzz_side.py"), "--count", "16"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    form = r"(\d+) instances, 0 wrong or given up, ([\d.]+) CPU s"
+    shown, got = re.fullmatch(form, block.body.strip()), re.fullmatch(form, run.stdout.strip())
+    assert run.returncode == 0 and shown and got, run.stdout + run.stderr
+    assert float(got[2]) / 16 <= 10 * float(shown[2]) / int(shown[1]), run.stdout
