@@ -302,6 +302,7 @@ RUN: dict[tuple[str, str], str] = {
     ("architecture.md", "                       cli/        service/                      front ends"): "drawing",
     ("benchmarks.md", "1024 instances, 0 wrong or given up, 322.3 CPU s"): "fuzz-side-line",
     ("cloud.md", "import threading"): "watcher",
+    ("training.md", '{"speed": 100, "offset": 40, "workdir": "runs/local",'): "local-config",
 }
 
 #: Blocks no test runs, and why.
@@ -318,10 +319,6 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "training.md",
         "$ dnnprov profile fit-loss runs/2v100+1k80 runs/4v100 runs/3v100+4k80 --json",
     ): "needs the logs of three training runs; tests/training/test_trainer.py reads a run's logs with the profiler",
-    (
-        "training.md",
-        '{"speed": 100, "offset": 40, "workdir": "runs/local",',
-    ): "a local-cloud config naming trace files beside it; tests/training/test_trainer.py runs a config",
     (
         "benchmarks.md",
         "$ python benchmarks/real_training.py --out /tmp/rt1 --json /tmp/rt1.json      # speed 100; 197 s wall, 10.2 CPU s",
@@ -1161,3 +1158,21 @@ def test_interruption_watcher_example_replans_on_a_notice():
     expected = replan(problem, running, {"g3.8xlarge": 1}, 1788.0, 0.92).summary() + "\n"
     untimed = re.compile(r"solve: [\d.]+ s")
     assert untimed.sub("", out.getvalue()) == untimed.sub("", expected), out.getvalue()
+
+
+def test_local_cloud_config_reads_as_the_page_says(tmp_path):
+    """training.md: the local-cloud config, beside the two real traces it names, reads into
+    the job, hardware, traces (zones from the file names), offset and folder it states."""
+    from dnnprov.training.local_cloud import LocalConfig
+
+    traces = SHARED_DATA / "spot-traces/availability/16-node/aws-08-27-2023"
+    if not traces.is_dir():
+        pytest.skip(f"real data folder {SHARED_DATA} is absent")
+    (block,) = _of("local-config", "training.md")
+    for name in json.loads(block.body)["traces"]["p3.2xlarge"]:
+        (tmp_path / name).symlink_to(traces / name)
+    (tmp_path / "local.json").write_text(block.body)
+    config = LocalConfig.read(str(tmp_path / "local.json"))
+    assert (config.job.speed, config.job.seed, config.job.lr, config.offset) == (100, 0, 0.05, 40)
+    assert config.workdir == "runs/local" and config.types["p3.2xlarge"].compute_s == 6.0
+    assert [t.zone for t in config.traces["p3.2xlarge"]] == ["us-west-2a", "us-west-2c"]
