@@ -303,6 +303,8 @@ RUN: dict[tuple[str, str], str] = {
     ("benchmarks.md", "1024 instances, 0 wrong or given up, 322.3 CPU s"): "fuzz-side-line",
     ("cloud.md", "import threading"): "watcher",
     ("training.md", '{"speed": 100, "offset": 40, "workdir": "runs/local",'): "local-config",
+    ("training.md", "from dnnprov.training.cluster import run_cluster"): "training-script",
+    ("training.md", "$ dnnprov profile fit-loss runs/2v100+1k80 runs/4v100 runs/3v100+4k80 --json"): "training-fit",
 }
 
 #: Blocks no test runs, and why.
@@ -311,14 +313,6 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "service.md",
         '$ st --config-file tests/service/schemathesis.toml run http://127.0.0.1:18643/openapi.json --checks all --max-examples 5 --generation-deterministic --request-timeout 30 -H "Authorization: Bearer $(cat token)"',
     ): "a schemathesis run of minutes against a running server; tests/service/test_contract.py runs a bounded one",
-    (
-        "training.md",
-        "from dnnprov.training.cluster import run_cluster",
-    ): "a real training run (a minute of wall time); tests/training/test_trainer.py runs run_cluster",
-    (
-        "training.md",
-        "$ dnnprov profile fit-loss runs/2v100+1k80 runs/4v100 runs/3v100+4k80 --json",
-    ): "needs the logs of three training runs; tests/training/test_trainer.py reads a run's logs with the profiler",
     (
         "benchmarks.md",
         "$ python benchmarks/real_training.py --out /tmp/rt1 --json /tmp/rt1.json      # speed 100; 197 s wall, 10.2 CPU s",
@@ -1176,3 +1170,32 @@ def test_local_cloud_config_reads_as_the_page_says(tmp_path):
     assert (config.job.speed, config.job.seed, config.job.lr, config.offset) == (100, 0, 0.05, 40)
     assert config.workdir == "runs/local" and config.types["p3.2xlarge"].compute_s == 6.0
     assert [t.zone for t in config.traces["p3.2xlarge"]] == ["us-west-2a", "us-west-2c"]
+
+
+# ------------------------------------------------------------------ real training runs
+def test_profiling_runs_train_and_the_profiler_reads_them(workdir):
+    """training.md: the profiling-run example trains its cluster to the target loss (as a
+    script, as the page runs it), beside the two other clusters the profiler command names
+    (the same example with their workers); `dnnprov profile fit-loss` then fits their logs.
+    Three real runs of about a minute of wall time each, side by side (a few CPU s: the
+    workers mostly wait out the emulated GPU)."""
+    (example,) = _of("training-script", "training.md")
+    (fit,) = _of("training-fit", "training.md")
+    clusters = {"2v100+1k80": "[fast, fast, slow]", "4v100": "[fast] * 4", "3v100+4k80": "[fast] * 3 + [slow] * 4"}
+    runs = {}
+    for name, kinds in clusters.items():
+        script = example.body.replace("[fast, fast, slow]", kinds).replace("runs/2v100+1k80", f"runs/{name}")
+        (workdir / f"{name}.py").write_text(script)
+        runs[name] = subprocess.Popen(
+            [sys.executable, f"{name}.py"], cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+    for name, run in runs.items():
+        out, err = run.communicate(timeout=900)
+        assert run.returncode == 0, f"{name}: {err[-2000:]}"
+        time_to_target = float(out.split()[0])
+        assert 0 < time_to_target < float("inf"), out
+    command = shlex.split(fit.body.strip().removeprefix("$ "))
+    answer = _cli(command[1:], workdir)
+    assert answer.returncode == 0, answer.stderr
+    fitted = json.loads(answer.stdout)
+    assert fitted, answer.stdout

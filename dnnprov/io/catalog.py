@@ -340,7 +340,8 @@ def build_spot_problem(
     """Join catalog prices and hardware with a workload profile into a :class:`SpotProblem`.
 
     ``quotas`` names the offered types (in order) and their per-type spot quota; each must
-    be in the catalog with a spot price and in the profile. Each type's interruption model
+    be in the catalog with a spot price and in the profile, and with an on-demand price when
+    ``on_demand_quotas`` gives it a positive quota. Each type's interruption model
     is the entry's ``interruption``, else the one its Spot Advisor bucket gives
     (:func:`dnnprov.problems.interruption.from_advisor_bucket`), else none.
     """
@@ -354,6 +355,12 @@ def build_spot_problem(
         if entry.spot_price_per_h is None:
             raise InvalidInputError(
                 f"instance_types.{type_name}.spot_price_per_h", f"catalog {catalog.name!r} has no spot price"
+            )
+        if (on_demand_quotas or {}).get(type_name) and entry.on_demand_price_per_h is None:
+            raise InvalidInputError(
+                f"instance_types.{type_name}.on_demand_price_per_h",
+                f"catalog {catalog.name!r} has no on-demand price (its notes say why), so its on-demand "
+                f"quota {on_demand_quotas[type_name]} cannot be used",
             )
         prof = profile.per_type[type_name]
         types.append(
