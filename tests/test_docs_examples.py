@@ -1176,8 +1176,8 @@ def test_local_cloud_config_reads_as_the_page_says(tmp_path):
 def test_profiling_runs_train_and_the_profiler_reads_them(workdir):
     """training.md: the profiling-run example trains its cluster to the target loss (as a
     script, as the page runs it), beside the two other clusters the profiler command names
-    (the same example with their workers); `dnnprov profile fit-loss` then fits their logs.
-    Three real runs of about a minute of wall time each, side by side (a few CPU s: the
+    (the same example with their workers, 150 updates each); `dnnprov profile fit-loss` then
+    fits their logs. Real runs of up to a minute of wall time, side by side (a few CPU s: the
     workers mostly wait out the emulated GPU)."""
     (example,) = _of("training-script", "training.md")
     (fit,) = _of("training-fit", "training.md")
@@ -1185,6 +1185,8 @@ def test_profiling_runs_train_and_the_profiler_reads_them(workdir):
     runs = {}
     for name, kinds in clusters.items():
         script = example.body.replace("[fast, fast, slow]", kinds).replace("runs/2v100+1k80", f"runs/{name}")
+        if name != "2v100+1k80":  # the page's run to its target; the others' first 150 updates, for the fit
+            script = script.replace("target_loss=0.42)", "target_loss=0.42, max_steps=150)")
         (workdir / f"{name}.py").write_text(script)
         runs[name] = subprocess.Popen(
             [sys.executable, f"{name}.py"], cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -1192,8 +1194,7 @@ def test_profiling_runs_train_and_the_profiler_reads_them(workdir):
     for name, run in runs.items():
         out, err = run.communicate(timeout=900)
         assert run.returncode == 0, f"{name}: {err[-2000:]}"
-        time_to_target = float(out.split()[0])
-        assert 0 < time_to_target < float("inf"), out
+        assert name != "2v100+1k80" or 0 < float(out.split()[0]) < float("inf"), out  # it reached the target
     command = shlex.split(fit.body.strip().removeprefix("$ "))
     answer = _cli(command[1:], workdir)
     assert answer.returncode == 0, answer.stderr
