@@ -356,11 +356,12 @@ def build_spot_problem(
             raise InvalidInputError(
                 f"instance_types.{type_name}.spot_price_per_h", f"catalog {catalog.name!r} has no spot price"
             )
-        if (on_demand_quotas or {}).get(type_name) and entry.on_demand_price_per_h is None:
+        on_demand_quota = (on_demand_quotas or {}).get(type_name)
+        if on_demand_quota and entry.on_demand_price_per_h is None:
             raise InvalidInputError(
                 f"instance_types.{type_name}.on_demand_price_per_h",
                 f"catalog {catalog.name!r} has no on-demand price (its notes say why), so its on-demand "
-                f"quota {on_demand_quotas[type_name]} cannot be used",
+                f"quota {on_demand_quota} cannot be used",
             )
         prof = profile.per_type[type_name]
         types.append(
@@ -375,7 +376,7 @@ def build_spot_problem(
                 compute_time_s=prof.get("compute_time_s"),
                 vcpus=entry.vcpus,
                 on_demand_price_per_h=entry.on_demand_price_per_h,
-                on_demand_quota=(on_demand_quotas or {}).get(type_name),
+                on_demand_quota=on_demand_quota,
                 estimate=prof.get("estimate"),
                 family=entry.family if entry.family and entry.family != default_family(type_name) else None,
                 interruption=_interruption(entry, catalog),
