@@ -1,9 +1,12 @@
 """Every example in docs/ runs here, and what it prints matches what the page shows.
 
-Each fenced block of every page is either run by one of the tests below (``RUN``) or
-listed in ``NOT_RUN`` with the reason (a synopsis with placeholders, a call to AWS, a
-benchmark of minutes). A new block fails :func:`test_every_block_is_run_or_has_a_reason`
-until it is given one or the other. Conventions the pages follow:
+Each fenced block of every page is either run by one of the tests below (``RUN``, with
+the kind of check) or listed in ``NOT_RUN`` with the reason (what only a run of minutes on
+a given machine prints). A synopsis with placeholders is checked against the parser of
+its command (or the benchmark script's ``--help``); a benchmark's printed figures are
+produced by the benchmark in a short mode where it has one. A new block fails
+:func:`test_every_block_is_run_or_has_a_reason` until it is given one or the other.
+Conventions the pages follow:
 
 - ``console`` blocks are transcripts: ``$ dnnprov ...`` lines and the output after them,
   ``...`` standing for left-out text (as doctest's ELLIPSIS);
