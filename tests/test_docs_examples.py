@@ -1,9 +1,12 @@
 """Every example in docs/ runs here, and what it prints matches what the page shows.
 
-Each fenced block of every page is either run by one of the tests below (``RUN``) or
-listed in ``NOT_RUN`` with the reason (a synopsis with placeholders, a call to AWS, a
-benchmark of minutes). A new block fails :func:`test_every_block_is_run_or_has_a_reason`
-until it is given one or the other. Conventions the pages follow:
+Each fenced block of every page is either run by one of the tests below (``RUN``, with
+the kind of check) or listed in ``NOT_RUN`` with the reason (what only a run of minutes on
+a given machine prints). A synopsis with placeholders is checked against the parser of
+its command (or the benchmark script's ``--help``); a benchmark's printed figures are
+produced by the benchmark in a short mode where it has one. A new block fails
+:func:`test_every_block_is_run_or_has_a_reason` until it is given one or the other.
+Conventions the pages follow:
 
 - ``console`` blocks are transcripts: ``$ dnnprov ...`` lines and the output after them,
   ``...`` standing for left-out text (as doctest's ELLIPSIS);
@@ -14,9 +17,11 @@ until it is given one or the other. Conventions the pages follow:
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import copy
 import doctest
+import http.server
 import io
 import json
 import re
@@ -24,10 +29,11 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -153,260 +159,163 @@ RUN: dict[tuple[str, str], str] = {
         "sweep.md",
         "$ dnnprov sweep embedded:spot/paper-table1.json --deadlines 2300:3600:27 --out sweep --no-progress",
     ): "console",
+    ("benchmarks-sets.md", "dnnprov generate SET [--out DIR] [--seed N] [--count N] [--shared-data DIR]"): "synopsis",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/scale_ladder.py                 # full ladder, ~4 min on a quiet 2-core box",
+    ): "synopsis",
+    ("benchmarks.md", ".venv/bin/python benchmarks/scale_ladder.py --jsonl /tmp/ladder_final.jsonl"): "synopsis",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/scale_ladder.py --time-limit 60 --jsonl /tmp/ladder_issue10.jsonl   # every rung and the targets table, ~5 min",
+    ): "synopsis",
+    ("benchmarks.md", ".venv/bin/python benchmarks/time_limits.py"): "synopsis",
+    ("benchmarks.md", ".venv/bin/python benchmarks/service_load.py --workers 1"): "synopsis",
+    ("benchmarks.md", ".venv/bin/python benchmarks/service_admission.py"): "synopsis",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/fuzz_certificates.py --count 10000 --shrink-per-kind 1 --out /tmp/fuzz-findings",
+    ): "synopsis",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/fuzz_certificates.py --cell-milps --count 3400 --seed 30000 --time-limit 5 --shrink-per-kind 0",
+    ): "synopsis",
+    (
+        "benchmarks.md",
+        "F=price-magnitudes,speed-magnitudes,bandwidth-magnitudes,all-magnitudes,magnitudes-mixed,serverless-magnitudes",
+    ): "synopsis",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/domain_extrapolation.py                      # the target (exit 0: met)",
+    ): "synopsis",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/fuzz_objectives.py                       # 1,230 instances (30 per family), ~27 min wall",
+    ): "synopsis",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/fuzz_side.py --count 1024       # binaries in the side model against brute force",
+    ): "synopsis",
+    (
+        "benchmarks.md",
+        ".venv/bin/python benchmarks/kill_controller.py --runs 20 --kills 5 --seed 28 --speed 20 --policy failover --json /tmp/kill.json",
+    ): "synopsis",
+    ("cloud.md", "dnnprov catalog fetch --region us-east-1 --types g4dn.4xlarge,g5.xlarge,p3.2xlarge"): "synopsis",
+    (
+        "cloud.md",
+        "dnnprov export PLAN --to ec2-run-instances --image-id ami-... [--subnet-id S] [--key-name K] [--run-id R]",
+    ): "synopsis",
+    ("cloud.md", "dnnprov apply PLAN --dry-run --image-id ami-...            # DryRun=True requests only"): "synopsis",
+    (
+        "cloud.md",
+        "dnnprov replan INSTANCE --plan PLAN --revoked g3.8xlarge=5 --elapsed 1788 --loss-reached 0.92 \\",
+    ): "synopsis",
+    (
+        "control.md",
+        "dnnprov run INSTANCE --plan PLAN --policy P [--endpoint-url URL] [--region R] [--state DIR] [--json]",
+    ): "synopsis",
+    ("control.md", "dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE... --policy P"): "synopsis",
+    (
+        "control.md",
+        "dnnprov twin --trace TYPE=FILE [--trace TYPE=FILE ...] --offset TICKS [--speed X | --stepped]",
+    ): "synopsis",
+    (
+        "control.md",
+        "python benchmarks/twin_agreement.py [--windows 20] [--seed 0] [--policies none,fallback,failover,uniform-progress,mpc]",
+    ): "synopsis",
+    (
+        "control.md",
+        "dnnprov run SERVERLESS-INSTANCE --plan PLAN [--lambda-endpoint-url URL] [--endpoint-url URL] [--region R]",
+    ): "synopsis",
+    ("control.md", "dnnprov lambda-twin INSTANCE [--speed X] [--port P] [--region R] [--function NAME]"): "synopsis",
+    ("profiler.md", "dnnprov profile fit-loss FILE... [--variant cc|no-cc] [--batch-size B] [--workers K]"): "synopsis",
+    ("profiler.md", "dnnprov profile fit-timing FILE [--param-size-mb S] [--ps-bandwidth-mb-s B]"): "synopsis",
+    (
+        "profiler.md",
+        "dnnprov profile estimate --catalog C --profile P --out FILE [--types T,...] [--estimate-at point|fast|slow] [--json]",
+    ): "synopsis",
+    (
+        "profiler.md",
+        "dnnprov predict INSTANCE --counts TYPE=N,... [--ps S] [--json]                          # spot",
+    ): "synopsis",
+    ("reproduction.md", "python benchmarks/trace_experiment.py --count 100000 --workers 2"): "synopsis",
+    (
+        "revocation.md",
+        "dnnprov risk fit TRACE... [--pool] [--json]        # one model per trace, or pooled",
+    ): "synopsis",
+    (
+        "revocation.md",
+        "dnnprov risk solve INSTANCE --robust K [--no-replacement] [--takeover-overhead 126] [--max-plans N] [--json]",
+    ): "synopsis",
+    (
+        "revocation.md",
+        "dnnprov risk solve INSTANCE --risk [--deadline-probability Q] [--takeover-overhead 126]",
+    ): "synopsis",
+    ("revocation.md", "dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE [--trace TYPE=FILE ...]"): "synopsis",
+    (
+        "revocation.md",
+        "python benchmarks/revocation_replay.py --runs 1000                 # set traced, (0.8, 1800 s)",
+    ): "synopsis",
+    ("service.md", ".venv/bin/pip install -e '.[service]'"): "synopsis",
+    (
+        "solvers.md",
+        ".venv/bin/python benchmarks/fuzz_certificates.py --count 10000 --out /tmp/fuzz-findings",
+    ): "synopsis",
+    ("sweep.md", "dnnprov sweep INSTANCE --deadlines START:STOP:N [--losses L1,L2,...] [--time-limit S]"): "synopsis",
+    (
+        "training.md",
+        "dnnprov run INSTANCE --plan PLAN --policy P --cloud local[:CONFIG.json] [--poll S] [--join S] [--horizon H] [--json]",
+    ): "synopsis",
+    ("training.md", "python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--json FILE]"): "synopsis",
+    ("control.md", "import numpy as np"): "python",
+    ("control.md", "import dataclasses"): "python",
+    ("control.md", "None running 135.0 11"): "output",
+    ("control.md", "met 2 609.35 0.209214"): "output",
+    ("profiler.md", "$ dnnprov profile fit-loss synth.csv"): "console",
+    (
+        "profiler.md",
+        "$ dnnprov profile fit-loss ../shared/data/training-logs/whisper-large-v2-ja-trainer_state.json --batch-size 50",
+    ): "console",
+    ("solvers.md", "spot [spot, model paper] by milp: infeasible"): "cli-text",
+    (
+        "instance-format.md",
+        "dnnprov: warning: instance_types.p3.2xlarge.spot_price_per_h: 91.8 $/h on 1 GPU is $91.8 per GPU-hour, above the plausible $20 per GPU-hour (real AWS GPU offers: $0.068 spot to $17.80 on demand): a price in cents? (a warning: used as given)",
+    ): "warning",
+    (
+        "cloud.md",
+        '{"format": "dnnprov/plan", "version": 1, "result": {...}, "instance": {...}, "catalog": {...}}',
+    ): "shape",
+    (
+        "service.md",
+        '{"kind": "run", "instance", "plan", "endpoint_url", "policy": "failover", "region": "us-east-1",',
+    ): "shape",
+    ("control.md", '{"run": "RUN", "time_s": 812.4, "loss": 1.93, "step": 1200, "finished_s": null}'): "report",
+    ("revocation.md", '"instance_types": {'): "fragment",
+    ("profiler.md", "run,workers,batch_wa,cc,step,loss"): "csv",
+    ("control.md", "T=../shared/data/spot-traces/availability/16-node/aws-08-27-2023"): "server",
+    (
+        "control.md",
+        '{"url": "http://127.0.0.1:41731", "clock": {"t": 0.04, "now": "2023-08-27T00:00:00.038Z", "mode": "accelerated", "speed": 60.0}, "pools": [{"name": "p3.2xlarge@us-west-2a", "type": "p3.2xlarge", "zone": "us-west-2a", "trace": "...", "offset": 100, "price_per_h": 0.0, "capacity": 0, "live": 0, "notified": 0}, ...]}',
+    ): "ready-line",
+    (
+        "benchmarks.md",
+        "Table I whole front: 37 points (37 proven), 38 exact solves, equal to brute force; CPU s over 5 runs: min 0.213, median 0.220, max 0.285 (target: at most 1)",
+    ): "front-line",
+    ("solvers.md", "dnnprov milp: large-003 (spot, model paper, loss cc)"): "log",
+    ("architecture.md", "                       cli/        service/                      front ends"): "drawing",
+    ("benchmarks.md", "1024 instances, 0 wrong or given up, 322.3 CPU s"): "fuzz-side-line",
+    ("cloud.md", "import threading"): "watcher",
+    ("training.md", '{"speed": 100, "offset": 40, "workdir": "runs/local",'): "local-config",
+    ("training.md", "from dnnprov.training.cluster import run_cluster"): "training-script",
+    ("training.md", "$ dnnprov profile fit-loss runs/2v100+1k80 runs/4v100 runs/3v100+4k80 --json"): "training-fit",
 }
 
 #: Blocks no test runs, and why.
 NOT_RUN: dict[tuple[str, str], str] = {
     (
-        "benchmarks-sets.md",
-        "dnnprov generate SET [--out DIR] [--seed N] [--count N] [--shared-data DIR]",
-    ): "synopsis with placeholders; tests/test_generate.py runs the command",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/scale_ladder.py                 # full ladder, ~4 min on a quiet 2-core box",
-    ): "benchmark runs of 20 s to minutes; the page's tables hold what they printed",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/scale_ladder.py --jsonl /tmp/ladder_final.jsonl",
-    ): "the full benchmark (minutes); its numbers are the page's table",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/scale_ladder.py --time-limit 60 --jsonl /tmp/ladder_issue10.jsonl   # every rung and the targets table, ~5 min",
-    ): "the issue 10 benchmark commands (minutes); the page's tables hold what they printed",
-    (
-        "architecture.md",
-        "                       cli/        service/                      front ends",
-    ): "a drawing of the rooms; tests/test_architecture.py checks the rule it draws",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/domain_extrapolation.py                      # the target (exit 0: met)",
-    ): "the issue 23 domain benchmark (120 milp solves and exhaustive checks, minutes); its table follows it",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/fuzz_objectives.py                       # 1,230 instances (30 per family), ~27 min wall",
-    ): "the issue 29 benchmarks (minutes to half an hour); the tables after them hold what they printed",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/fuzz_side.py --count 1024       # binaries in the side model against brute force",
-    ): "the issue 29 side-variable benchmarks (minutes); the text after them holds what they printed",
-    (
-        "benchmarks.md",
-        "1024 instances, 0 wrong or given up, 322.3 CPU s",
-    ): "what benchmarks/fuzz_side.py printed (minutes of CPU)",
-    (
-        "benchmarks.md",
-        "Table I whole front: 37 points (37 proven), 38 exact solves, equal to brute force; CPU s over 5 runs: min 0.213, median 0.220, max 0.285 (target: at most 1)",
-    ): "the first line the issue 29 benchmark printed; tests/solvers/test_objectives.py checks the front itself",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/kill_controller.py --runs 20 --kills 5 --seed 28 --speed 20 --policy failover --json /tmp/kill.json",
-    ): "the issue 28 kill -9 benchmark (40 twins, 140 controller processes, ~37 min); its table follows it",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/time_limits.py",
-    ): "the time-limit benchmark (minutes of real CLI runs); its table follows it on the page",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/service_load.py --workers 1",
-    ): "a load benchmark (a server and 200 requests); the page's table holds what it measured",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/service_admission.py",
-    ): "the admission benchmark (a server and 200 solves at 50 concurrent, minutes); its table follows it",
-    (
-        "service.md",
-        ".venv/bin/pip install -e '.[service]'",
-    ): "synopsis of the install and the options; tests/test_service.py starts the server",
-    (
         "service.md",
         '$ st --config-file tests/service/schemathesis.toml run http://127.0.0.1:18643/openapi.json --checks all --max-examples 5 --generation-deterministic --request-timeout 30 -H "Authorization: Bearer $(cat token)"',
     ): "a schemathesis run of minutes against a running server; tests/service/test_contract.py runs a bounded one",
-    (
-        "instance-format.md",
-        "dnnprov: warning: instance_types.p3.2xlarge.spot_price_per_h: 91.8 $/h on 1 GPU is $91.8 per GPU-hour, above the plausible $20 per GPU-hour (real AWS GPU offers: $0.068 spot to $17.80 on demand): a price in cents? (a warning: used as given)",
-    ): "a warning line of Table I in cents; tests/problems/test_plausibility.py checks that the CLI prints this line",
-    (
-        "sweep.md",
-        "dnnprov sweep INSTANCE --deadlines START:STOP:N [--losses L1,L2,...] [--time-limit S]",
-    ): "synopsis with placeholders; the Table I transcript below runs",
-    (
-        "solvers.md",
-        "spot [spot, model paper] by milp: infeasible",
-    ): "the text form of the example above (a file it would write first); tests/solvers/test_infeasibility.py "
-    "checks these lines through dnnprov.cli.main",
-    (
-        "solvers.md",
-        "dnnprov milp: large-003 (spot, model paper, loss cc)",
-    ): "the log of a 3 s solve of large-003, whose timings vary from run to run",
-    (
-        "solvers.md",
-        ".venv/bin/python benchmarks/fuzz_certificates.py --count 10000 --out /tmp/fuzz-findings",
-    ): "fuzz runs of a minute or more; tests/test_fuzz_certificates.py runs the harness (CI slice)",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/fuzz_certificates.py --count 10000 --shrink-per-kind 1 --out /tmp/fuzz-findings",
-    ): "the 10,000-instance fuzz run (over a minute); its counts are the page's table",
-    (
-        "benchmarks.md",
-        ".venv/bin/python benchmarks/fuzz_certificates.py --cell-milps --count 3400 --seed 30000 --time-limit 5 --shrink-per-kind 0",
-    ): "a fuzz run of minutes; its outcome follows it on the page",
-    (
-        "benchmarks.md",
-        "F=price-magnitudes,speed-magnitudes,bandwidth-magnitudes,all-magnitudes,magnitudes-mixed,serverless-magnitudes",
-    ): "the magnitude fuzz runs (minutes each); tests/fuzz runs a bounded slice of the same families",
-    (
-        "cloud.md",
-        "dnnprov catalog fetch --region us-east-1 --types g4dn.4xlarge,g5.xlarge,p3.2xlarge",
-    ): "calls AWS; tests/test_aws_fetch.py runs it against a moto server on 127.0.0.1",
-    (
-        "benchmarks.md",
-        "$ nice -n 10 .venv/bin/python benchmarks/all_regions.py --ladder",
-    ): "a benchmark run of minutes on ../shared/data; its output is on the page",
-    (
-        "cloud.md",
-        "dnnprov catalog import --region all --out all.json     # 682 spot-priced pools, 55 GPU types, 27 regions",
-    ): "reads ../shared/data and fetches from AWS; tests/io/test_catalog_regions.py runs import, build and solve",
-    (
-        "cloud.md",
-        '{"format": "dnnprov/plan", "version": 1, "result": {...}, "instance": {...}, "catalog": {...}}',
-    ): "a schematic of the plan document, not a file",
-    (
-        "cloud.md",
-        "dnnprov export PLAN --to ec2-run-instances --image-id ami-... [--subnet-id S] [--key-name K] [--run-id R]",
-    ): "synopsis with placeholders; tests/test_export.py runs every target",
-    (
-        "cloud.md",
-        "dnnprov apply PLAN --dry-run --image-id ami-...            # DryRun=True requests only",
-    ): "synopsis; launching needs AWS (tests/test_aws_apply.py runs it against moto on 127.0.0.1)",
-    (
-        "cloud.md",
-        "dnnprov replan INSTANCE --plan PLAN --revoked g3.8xlarge=5 --elapsed 1788 --loss-reached 0.92 \\",
-    ): "synopsis with placeholders; tests/test_replan.py runs the command",
-    (
-        "cloud.md",
-        "from dnnprov.revocation.replan import watch_interruptions, replan",
-    ): "polls the EC2 instance metadata service in an endless loop (needs an EC2 host)",
-    (
-        "profiler.md",
-        "run,workers,batch_wa,cc,step,loss",
-    ): "a two-line excerpt of the CSV contract; tests/test_profiler.py round-trips and reads such files",
-    (
-        "profiler.md",
-        "dnnprov profile fit-loss FILE... [--variant cc|no-cc] [--batch-size B] [--workers K]",
-    ): "synopsis with placeholders; tests/test_profiler.py runs the command",
-    (
-        "profiler.md",
-        "dnnprov profile estimate --catalog C --profile P --out FILE [--types T,...] [--estimate-at point|fast|slow] [--json]",
-    ): "synopsis with placeholders; the worked example after it runs, tests/profiling/test_estimate.py runs each",
-    (
-        "profiler.md",
-        "dnnprov profile fit-timing FILE [--param-size-mb S] [--ps-bandwidth-mb-s B]",
-    ): "synopsis with placeholders; tests/test_profiler.py runs the command",
-    (
-        "profiler.md",
-        "dnnprov predict INSTANCE --counts TYPE=N,... [--ps S] [--json]                          # spot",
-    ): "synopsis with placeholders; tests/test_predict.py runs the command",
-    (
-        "profiler.md",
-        "$ dnnprov profile fit-loss synth.csv",
-    ): "its input is written by dnnprov.profiling.profiler.synthetic_log; tests/test_profiler.py checks the recovery for 4 seeds",
-    (
-        "profiler.md",
-        "$ dnnprov profile fit-loss ../shared/data/training-logs/whisper-large-v2-ja-trainer_state.json --batch-size 50",
-    ): "reads ../shared/data, outside the examples' folder; tests/test_profiler.py fits the same file",
-    (
-        "reproduction.md",
-        "python benchmarks/trace_experiment.py --count 100000 --workers 2",
-    ): "100,000 jobs, minutes of solving; the page holds what it printed",
-    (
-        "revocation.md",
-        '"instance_types": {',
-    ): "a fragment of an instance file showing the interruption field; tests/test_risk.py round-trips it",
-    (
-        "revocation.md",
-        "dnnprov risk fit TRACE... [--pool] [--json]        # one model per trace, or pooled",
-    ): "synopsis with placeholders; the traces live in ../shared/data, tests/test_risk.py runs the commands",
-    (
-        "revocation.md",
-        "dnnprov risk solve INSTANCE --robust K [--no-replacement] [--takeover-overhead 126] [--max-plans N] [--json]",
-    ): "synopsis with placeholders; tests/test_risk.py and tests/test_robust.py run it",
-    (
-        "revocation.md",
-        "dnnprov risk solve INSTANCE --risk [--deadline-probability Q] [--takeover-overhead 126]",
-    ): "synopsis with placeholders; tests/test_risk.py and tests/test_robust.py run it",
-    (
-        "revocation.md",
-        "dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE [--trace TYPE=FILE ...]",
-    ): "synopsis with placeholders; tests/revocation/test_simulate.py runs the command",
-    (
-        "control.md",
-        "dnnprov run INSTANCE --plan PLAN --policy P [--endpoint-url URL] [--region R] [--state DIR] [--json]",
-    ): "synopsis with placeholders; tests/control/test_run_cli.py runs run, status and cancel against moto",
-    (
-        "control.md",
-        '{"run": "RUN", "time_s": 812.4, "loss": 1.93, "step": 1200, "finished_s": null}',
-    ): "the protocol's report shape; tests/control/test_loop.py reads reports of the stand-in trainer",
-    (
-        "control.md",
-        "python benchmarks/twin_agreement.py [--windows 20] [--seed 0] [--policies none,fallback,failover,uniform-progress,mpc]",
-    ): "the agreement benchmark (reads ../shared/data, minutes of CPU); docs/benchmarks.md holds what it printed",
-    (
-        "control.md",
-        "dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE... --policy P",
-    ): "synopsis with placeholders; tests/control/test_loop_simulate.py runs it with --per-run --json",
-    (
-        "revocation.md",
-        "python benchmarks/revocation_replay.py --runs 1000                 # set traced, (0.8, 1800 s)",
-    ): "the replay benchmark (reads ../shared/data); the page's table holds what it printed",
-    (
-        "control.md",
-        "dnnprov twin --trace TYPE=FILE [--trace TYPE=FILE ...] --offset TICKS [--speed X | --stepped]",
-    ): "synopsis with placeholders; tests/control/test_twin.py runs the command",
-    (
-        "control.md",
-        "T=../shared/data/spot-traces/availability/16-node/aws-08-27-2023",
-    ): "a server that runs until stopped; tests/control/test_twin.py starts the command and stops it",
-    (
-        "control.md",
-        '{"url": "http://127.0.0.1:41731", "clock": {"t": 0.0, "now": "2023-08-27T00:00:00.000Z", "mode": "stepped", "speed": 1.0}, "pools": [{"name": "p3.2xlarge@us-west-2a", "type": "p3.2xlarge", "zone": "us-west-2a", "trace": "...", "offset": 100, "price_per_h": 0.0, "capacity": 0, "live": 0, "notified": 0}, ...]}',
-    ): "the ready line's shape (its port varies); tests/control/test_twin.py checks its fields",
-    (
-        "control.md",
-        "dnnprov run SERVERLESS-INSTANCE --plan PLAN [--lambda-endpoint-url URL] [--endpoint-url URL] [--region R]",
-    ): "synopsis with placeholders; tests/control/test_serverless_run.py runs run and resume on the twins",
-    (
-        "control.md",
-        "dnnprov lambda-twin INSTANCE [--speed X] [--port P] [--region R] [--function NAME]",
-    ): "synopsis with placeholders; tests/control/test_serverless_run.py starts the command and runs against it",
-    (
-        "control.md",
-        "import dataclasses",
-    ): "needs AWS credentials in the environment (any); tests/control/test_serverless_run.py runs it with "
-    "fake ones and checks that it prints the text after it",
-    (
-        "control.md",
-        "met 2 609.35 0.209214",
-    ): "what the serverless example prints; tests/control/test_serverless_run.py checks it",
-    (
-        "training.md",
-        "from dnnprov.training.cluster import run_cluster",
-    ): "a real training run (a minute of wall time); tests/training/test_trainer.py runs run_cluster",
-    (
-        "training.md",
-        "$ dnnprov profile fit-loss runs/2v100+1k80 runs/4v100 runs/3v100+4k80 --json",
-    ): "needs the logs of three training runs; tests/training/test_trainer.py reads a run's logs with the profiler",
-    (
-        "training.md",
-        "dnnprov run INSTANCE --plan PLAN --policy P --cloud local[:CONFIG.json] [--poll S] [--join S] [--horizon H] [--json]",
-    ): "synopsis with placeholders; tests/training/test_trainer.py runs `dnnprov run --cloud local:CONFIG`",
-    (
-        "training.md",
-        '{"speed": 100, "offset": 40, "workdir": "runs/local",',
-    ): "a local-cloud config naming trace files beside it; tests/training/test_trainer.py runs a config",
-    (
-        "training.md",
-        "python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--json FILE]",
-    ): "the issue 34 benchmark (real training runs, minutes); docs/benchmarks.md has its figures",
     (
         "benchmarks.md",
         "$ python benchmarks/real_training.py --out /tmp/rt1 --json /tmp/rt1.json      # speed 100; 197 s wall, 10.2 CPU s",
@@ -423,16 +332,6 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "benchmarks.md",
         "$ python benchmarks/real_training.py --revocation --speed 20 --profile-json /tmp/rt20.json --out /tmp/rv20b   # 62 s wall, 4.4 CPU s",
     ): "the issue 34 revocation run's output (real training, a minute, machine-dependent figures)",
-    (
-        "control.md",
-        "import numpy as np",
-    ): "needs AWS credentials in the environment (any); tests/control/test_api.py runs it with fake ones and "
-    "checks that it prints the text after it",
-    ("control.md", "None running 135.0 11"): "what the run API example prints; tests/control/test_api.py checks it",
-    (
-        "service.md",
-        '{"kind": "run", "instance", "plan", "endpoint_url", "policy": "failover", "region": "us-east-1",',
-    ): "the shape of a run job's body; tests/service/test_run_jobs.py posts run jobs to a server",
 }
 
 #: Examples that fail as the page has them (pages of other parts of the project): each
@@ -507,6 +406,7 @@ def test_console_transcripts(page, workdir):
     """Every `$ dnnprov ...` of a page, run in order in one folder, prints what the page shows
     (a block reading ../shared/data is skipped, with the reason, where that folder is absent)."""
     skipped = []
+    _setup(page, workdir)
     for block in _of("console", page):
         if "../shared/data" in block.body and not (SHARED_DATA / "MANIFEST.md").is_file():
             skipped.append(f"{page}:{block.line}")
@@ -523,7 +423,8 @@ def test_console_transcripts(page, workdir):
                 cwd=workdir,
             )
             got = run.stdout + run.stderr
-            assert _matches(want, got), f"{page}:{block.line}: {command}\n--- page:\n{want}--- got:\n{got}"
+            shown = _matches(want, got) or _matches(want, run.stderr + run.stdout)  # warnings first, as on a terminal
+            assert shown, f"{page}:{block.line}: {command}\n--- page:\n{want}--- got:\n{got}"
     if skipped:
         pytest.skip(f"real data folder {SHARED_DATA} is absent: {', '.join(skipped)} not run")
 
@@ -640,12 +541,28 @@ def _setup(page: str, folder: Path) -> None:
     if page == "instance-format.md":
         smallest = next(b for b in _of("instance-json", page))
         (folder / "my-problem.json").write_text(smallest.body)
+    if page == "profiler.md":  # six model-generated runs: ResNet-110's coefficients, gamma_4 = 1, noise 0.01
+        from dnnprov.profiling.loss import synthetic_log
+
+        true = {"gamma_1": 876.5, "gamma_2": -0.2, "gamma_3": 2507.6, "gamma_4": 1.0, "gamma_5": 0.5}
+        clusters = [
+            (1024, 0.71, 2),
+            (2048, 0.80, 4),
+            (3000, 0.90, 7),
+            (1536, 0.55, 2),
+            (4096, 0.85, 7),
+            (1200, 0.87, 4),
+        ]
+        synthetic_log(true, "cc", clusters, noise=0.01, seed=0).write_csv(folder / "synth.csv")
 
 
 @pytest.mark.parametrize("page", sorted({b.page for b in _of("python")}))
-def test_python_examples(page, workdir):
+def test_python_examples(page, workdir, monkeypatch):
     """The Python blocks of a page run in order in one namespace; what they print is what
-    the page shows after them."""
+    the page shows after them. Paths ``/tmp/NAME`` are folders of the scratch folder, and
+    AWS credentials are set as the pages ask (any: the endpoints are twins on 127.0.0.1)."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "docs-example")
     if page == "formulations.md":
         pytest.importorskip("pyomo")
     _setup(page, workdir)
@@ -654,7 +571,7 @@ def test_python_examples(page, workdir):
     for block in _of("python", page):
         if "solve_model_scip" in block.body:
             pytest.importorskip("pyscipopt", reason="the SCIP example needs the scip extra")
-        body = block.body.replace('"/tmp/small"', repr(str(workdir / "small")))
+        body = re.sub(r'"/tmp/([\w-]+)"', lambda m: repr(str(workdir / m.group(1))), block.body)
         out = io.StringIO()
         code = compile(body, f"{page}:{block.line}", "exec")
         if block.key in KNOWN_BROKEN:
@@ -865,3 +782,424 @@ def test_speed_example_of_the_page():
     entry.update(batch_per_gpu=16)
     with pytest.raises(InvalidInputError, match="speed_samples_per_s: implies a non-positive compute time"):
         dnnprov.problem_from_dict(data)
+
+
+# ------------------------------------------------------------------ synopses and benchmark commands
+def _commands_of(block: Block) -> list[str]:
+    """The commands of a synopsis or command block: a line starting with a program begins
+    one, the lines under it (options, comments) continue it."""
+    starts = ("dnnprov ", "python ", ".venv/bin/", "st ")
+    commands: list[str] = []
+    for line in block.body.replace("\\\n", " ").splitlines():
+        text = line.strip()
+        if text.startswith(starts) and not line.startswith(" "):
+            commands.append(text)
+        elif text and commands and not re.match(r"^[A-Z]+=", text):
+            commands[-1] += " " + text
+    return commands
+
+
+def _options_of(command: str) -> tuple[set[str], dict[str, set[str]]]:
+    """The ``--options`` a command line names, and the values it lists as ``--opt a|b|c``."""
+    options = set(re.findall(r"(?<![\w-])(--[a-z][\w-]*)", command))
+    listed = {m[0]: set(m[1].split("|")) for m in re.findall(r"(--[a-z][\w-]*)[ =]([\w.-]+(?:\|[\w.-]+)+)", command)}
+    return options, listed
+
+
+def _dnnprov_parser(words: list[str]) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``words`` name: ``dnnprov risk fit ...`` -> `risk fit`'s."""
+    from dnnprov.cli import build_parser
+
+    parser: argparse.ArgumentParser = build_parser()
+    for word in words:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs or word not in subs[0].choices:
+            break
+        parser = subs[0].choices[word]
+    return parser
+
+
+def _check_dnnprov_synopsis(command: str) -> None:
+    parser = _dnnprov_parser(command.split()[1:])
+    options, listed = _options_of(command)
+    known = parser._option_string_actions
+    assert options <= set(known), f"{command}\n  options {sorted(options - set(known))} not in `{parser.prog}`"
+    for option, values in listed.items():
+        choices = known[option].choices
+        if choices is not None:
+            assert values <= set(choices), f"{command}\n  {option}: {sorted(values - set(choices))} not accepted"
+
+
+def _check_script_command(command: str, helps: dict[str, str]) -> None:
+    """A benchmark's command line: the script exists and its --help names every option used."""
+    argv = shlex.split(command, comments=True)
+    script = next(a for a in argv if a.endswith(".py") or a.startswith("tests/"))
+    assert (REPO / script).exists(), f"{command}: no {script}"
+    if argv[0].endswith("pytest"):
+        assert all((REPO / a.split("::")[0]).exists() for a in argv[1:] if a.startswith("tests/")), command
+        return
+    if script not in helps:
+        run = subprocess.run(
+            [sys.executable, str(REPO / script), "--help"], check=False, capture_output=True, text=True, timeout=60
+        )
+        assert run.returncode == 0, f"{script} --help: {run.stderr[-500:]}"
+        helps[script] = run.stdout
+    options, _ = _options_of(command.split("#")[0])
+    missing = {o for o in options if not re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", helps[script])}
+    assert not missing, f"{command}\n  options {sorted(missing)} not in {script} --help"
+
+
+def test_synopses_name_the_options_the_cli_has():
+    """Every synopsis of a command names only options (and listed values) its parser accepts;
+    every benchmark command names an existing script and only options its --help lists."""
+    helps: dict[str, str] = {}
+    checked = 0
+    for block in _of("synopsis"):
+        for command in _commands_of(block):
+            if command.startswith("dnnprov "):
+                _check_dnnprov_synopsis(command)
+            elif command.startswith(".venv/bin/pip install"):
+                extra = re.search(r"\.\[(\w+)\]", command).group(1)
+                assert f"\n{extra} = [" in (REPO / "pyproject.toml").read_text(), command
+            else:
+                _check_script_command(command, helps)
+            checked += 1
+    assert checked >= 40
+
+
+# ------------------------------------------------------------------ what the CLI prints of a page's file
+def _cli(args: list[str], folder: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "dnnprov", *args], check=False, capture_output=True, text=True, timeout=120, cwd=folder
+    )
+
+
+def test_infeasible_solve_prints_the_reasons_shown(workdir):
+    """solvers.md: `dnnprov solve` on the infeasible example's file prints the reasons shown."""
+    source = next(b for b in _of("python", "solvers.md") if "short = " in b.body)
+    namespace: dict[str, Any] = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(source.body, f"solvers.md:{source.line}", "exec"), namespace)  # noqa: S102
+    (workdir / "short.json").write_text(json.dumps(namespace["short"]))
+    run = _cli(["solve", "short.json"], workdir)
+    assert run.returncode == 1, run.stderr
+    (want,) = _of("cli-text", "solvers.md")
+    assert _matches(want.body, run.stdout), f"--- page:\n{want.body}--- got:\n{run.stdout}"
+
+
+def test_plausibility_warning_is_what_the_cli_prints(workdir):
+    """instance-format.md: Table I's spot prices typed in cents give the warning line shown."""
+    data = json.loads(TABLE1.read_text())
+    for entry in data["instance_types"].values():
+        entry["spot_price_per_h"] = round(entry["spot_price_per_h"] * 100, 6)
+    (workdir / "cents.json").write_text(json.dumps(data))
+    run = _cli(["solve", "cents.json"], workdir)
+    assert run.returncode == 0, run.stderr
+    (block,) = _of("warning", "instance-format.md")
+    assert block.body.strip() in run.stderr.splitlines(), run.stderr
+
+
+# ------------------------------------------------------------------ shapes and fragments
+def _shape(text: str) -> dict[str, Any]:
+    """A schematic object of a page (``{...}`` and ``"..."`` for left-out values, bare
+    ``"name"`` for a field without a default) as a dict, ``...`` standing for any value."""
+    text = re.sub(r'(?<!: )("[\w.-]+")(?=\s*[,}\n])', r"\1: null", text.strip())
+    return json.loads(text.replace("{...}", '"..."').replace(", ...]", "]"))
+
+
+def _same_shape(shown: Any, real: Any, where: str = "") -> None:
+    """``real`` has the fields ``shown`` has (recursively); values equal unless shown as ``...``."""
+    if shown == "..." or shown is None:
+        return
+    if isinstance(shown, dict):
+        assert isinstance(real, dict) and set(shown) <= set(real), f"{where}: {sorted(shown)} vs {sorted(real)}"
+        for key, value in shown.items():
+            _same_shape(value, real[key], f"{where}.{key}")
+    elif isinstance(shown, list):
+        assert isinstance(real, list) and len(real) >= len(shown), where
+        for i, value in enumerate(shown):
+            _same_shape(value, real[i], f"{where}[{i}]")
+    elif isinstance(shown, float) or isinstance(real, float):
+        assert real == pytest.approx(shown), f"{where}: page {shown!r}, dnnprov {real!r}"
+    else:
+        assert shown == real, f"{where}: page {shown!r}, dnnprov {real!r}"
+
+
+def test_plan_document_schematic_is_what_export_writes():
+    """cloud.md: a plan document has the fields of the page's schematic, and only those."""
+    from dnnprov.cloud.export.plan import plan_document
+    from dnnprov.io.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile
+
+    catalog = load_catalog(embedded_path("catalogs", "aws-table3-2023-01.json"))
+    profile = load_spot_profile(embedded_path("workloads", "spot", "resnet110-paper.json"))
+    quotas = {"g4dn.4xlarge": 10, "g3.8xlarge": 10}
+    problem = build_spot_problem(catalog, profile, dnnprov.SpotSLO(loss=0.8, time_s=4000), quotas=quotas)
+    real = plan_document(dnnprov.solve(problem), problem, catalog).to_dict()
+    (block,) = _of("shape", "cloud.md")
+    shown = _shape(block.body)
+    _same_shape(shown, real)
+    assert set(real) <= set(shown), sorted(set(real) - set(shown))
+
+
+def test_progress_report_is_the_protocols():
+    """control.md: the report shown is read by the loop's reader and written back as shown."""
+    from dnnprov.control.trainer import read_report, write_report
+
+    (block,) = _of("report", "control.md")
+    path = Path(tempfile.mkdtemp()) / "report.json"
+    path.write_text(block.body)
+    report = read_report(str(path))
+    assert report is not None and report.to_dict() == json.loads(block.body)
+    write_report(path, report)
+    assert json.loads(path.read_text()) == json.loads(block.body)
+
+
+def test_run_job_body_is_the_services():
+    """service.md: a run job's fields and defaults are the service's (its OpenAPI schema)."""
+    from dnnprov.service.openapi import openapi_document
+    from dnnprov.service.run_jobs import RUN_FIELDS
+
+    (block,) = _of("shape", "service.md")
+    shown = _shape(block.body)
+    schema = openapi_document(auth=True)["components"]["schemas"]["RunRequest"]["properties"]
+    assert shown.pop("kind") == "run" and set(shown) == set(schema) == RUN_FIELDS
+    assert {k: v for k, v in shown.items() if v is not None} == {
+        k: s["default"] for k, s in schema.items() if "default" in s
+    }
+
+
+def test_interruption_fragment_loads():
+    """revocation.md: the interruption field, put in Table I's p3.2xlarge, loads and round-trips."""
+    (block,) = _of("fragment", "revocation.md")
+    shown = json.loads("{" + block.body + "}")["instance_types"]["p3.2xlarge"]
+    data = json.loads(TABLE1.read_text())
+    entry = data["instance_types"]["p3.2xlarge"]
+    entry.update({k: v for k, v in shown.items() if k != "..."})
+    problem = dnnprov.problem_from_dict(data)
+    assert problem.to_dict()["instance_types"]["p3.2xlarge"]["interruption"] == shown["interruption"]
+
+
+def test_csv_contract_excerpt_round_trips(tmp_path):
+    """profiler.md: the CSV excerpt is read by the contract's reader and written back as shown."""
+    from dnnprov.profiling.readers import read_loss_csv
+
+    (block,) = _of("csv", "profiler.md")
+    (tmp_path / "in.csv").write_text(block.body)
+    log = read_loss_csv(tmp_path / "in.csv")
+    assert len(log) == 1
+    log.write_csv(tmp_path / "out.csv")
+    assert (tmp_path / "out.csv").read_text() == block.body
+
+
+def test_twin_starts_as_the_page_shows(workdir):
+    """control.md: the twin command of the page, run as shown, prints the ready line shown
+    (its port and its clock's first instants vary), and stops on SIGTERM."""
+    import os
+    import select
+
+    if not (SHARED_DATA / "MANIFEST.md").is_file():
+        pytest.skip(f"real data folder {SHARED_DATA} is absent")
+    (command,) = _of("server", "control.md")
+    (ready,) = _of("ready-line", "control.md")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    script = command.body.replace("\\\n", " ").replace("\ndnnprov twin", "\nexec dnnprov twin")
+    twin = subprocess.Popen(["bash", "-c", script], cwd=workdir, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert select.select([twin.stdout], [], [], 60)[0], "no ready line within 60 s"
+        line = twin.stdout.readline()
+    finally:
+        twin.terminate()
+        code = twin.wait(timeout=30)
+    real, shown = json.loads(line), _shape(ready.body)
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+", real.pop("url")) and shown.pop("url")
+    assert 0 <= real["clock"].pop("t") <= 60 and shown["clock"].pop("t") == pytest.approx(0.04)
+    assert real["clock"].pop("now")[:15] == shown["clock"].pop("now")[:15] == "2023-08-27T00:0"
+    _same_shape(shown, real)
+    assert [p["name"] for p in real["pools"]] == [
+        "p3.2xlarge@us-west-2a",
+        "p3.2xlarge@us-west-2c",
+        "p3.2xlarge@us-east-2b",
+    ]
+    assert code == 0
+
+
+# ------------------------------------------------------------------ outputs of timed runs
+def _benchmark_module(name: str) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _figures(text: str) -> list[float]:
+    return [float(x) for x in re.findall(r"\d+(?:\.\d+)?", text.replace(",", ""))]
+
+
+def test_table1_front_line_is_what_the_benchmark_prints():
+    """benchmarks.md: the first line of benchmarks/fuzz_objectives.py (Table I's whole front,
+    timed 5 times): counts as shown, CPU seconds within 10 x the figures shown."""
+    (block,) = _of("front-line", "benchmarks.md")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert _benchmark_module("fuzz_objectives").table1_front(5)
+    shown, got = block.body.strip(), out.getvalue().strip()
+    timed = r"min [\d.]+, median [\d.]+, max [\d.]+"
+    assert re.sub(timed, "", got) == re.sub(timed, "", shown), got
+    cpu = _figures(re.search(timed, got).group())
+    assert 0 < cpu[0] <= cpu[1] <= cpu[2] <= 10 * _figures(re.search(timed, shown).group())[2], got
+
+
+def test_solver_log_is_what_solve_log_prints(workdir):
+    """solvers.md: the log of `dnnprov solve large-003.json --log --time-limit 2` has the header,
+    columns and end shown; its timed rows vary from run to run, so only their form is checked."""
+    (block,) = _of("log", "solvers.md")
+    command = re.search(r"\(`(dnnprov solve [^`]+)`", block.after).group(1)
+    run = _cli(shlex.split(command)[1:], workdir)
+    shown, got = block.body.splitlines(), run.stderr.splitlines()
+    assert got[:3] == shown[:3], run.stderr
+    assert got[3].split()[1:] == shown[3].split()[1:], run.stderr  # the first row (its time aside): the root bound
+    row = re.compile(
+        r"^[* ] +\d+\.\d\d +(-|\d+\.\d+) +\d+\.\d+ +(-|\d+\.\d\d %)  (\d+ open, \d+ MILPs|heuristic seed)$"
+    )
+    assert all(row.match(line) for line in got[4:-1]), run.stderr
+    end = r"limit after 2\.\d\d s: time limit of 2 s reached; the weakest open cell \(\d+ workers, \d PS\) has bound \$[\d.]+; \d+ cells are open"
+    assert re.fullmatch(end, got[-1]) and re.fullmatch(end, shown[-1]), run.stderr
+
+
+def test_architecture_drawing_names_every_room():
+    """architecture.md: the drawing names each package and top-level module of dnnprov, and
+    nothing else (the import rule it draws is tests/test_architecture.py's)."""
+    (block,) = _of("drawing", "architecture.md")
+    drawn = set(re.findall(r"(\w+)/", block.body)) | set(re.findall(r"\w+\.py", block.body))
+    package = REPO / "dnnprov"
+    rooms = {p.name for p in package.iterdir() if (p / "__init__.py").is_file()} | {"formulations", "solvers"}
+    modules = {p.name for p in package.glob("*.py") if p.name not in ("__init__.py", "__main__.py")}
+    assert drawn == rooms | modules, (sorted(drawn - rooms - modules), sorted(rooms | modules - drawn))
+
+
+def test_side_fuzz_line_is_what_the_benchmark_prints():
+    """benchmarks.md: benchmarks/fuzz_side.py in a short mode (16 instances, one per family, as
+    the 1,024 of the page start) prints the line shown: none wrong, CPU s per instance within
+    10 x the page's."""
+    (block,) = _of("fuzz-side-line", "benchmarks.md")
+    run = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks/fuzz_side.py"), "--count", "16"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    form = r"(\d+) instances, 0 wrong or given up, ([\d.]+) CPU s"
+    shown, got = re.fullmatch(form, block.body.strip()), re.fullmatch(form, run.stdout.strip())
+    assert run.returncode == 0 and shown and got, run.stdout + run.stderr
+    assert float(got[2]) / 16 <= 10 * float(shown[2]) / int(shown[1]), run.stdout
+
+
+# ------------------------------------------------------------------ the interruption watcher
+class _Metadata(http.server.BaseHTTPRequestHandler):
+    """An instance metadata service (IMDSv2) of a g3.8xlarge with a spot interruption notice."""
+
+    ANSWERS: ClassVar[dict[str, str]] = {
+        "/latest/meta-data/spot/instance-action": '{"action": "terminate", "time": "2022-05-31T18:20:00Z"}',
+        "/latest/meta-data/instance-id": "i-0123456789abcdef0",
+        "/latest/meta-data/instance-type": "g3.8xlarge",
+    }
+
+    def do_PUT(self) -> None:
+        ok = self.path == "/latest/api/token" and "X-aws-ec2-metadata-token-ttl-seconds" in self.headers
+        self._reply(200 if ok else 400, "token" if ok else "")
+
+    def do_GET(self) -> None:
+        known = self.headers.get("X-aws-ec2-metadata-token") == "token" and self.path in self.ANSWERS
+        self._reply(200 if known else 404, self.ANSWERS.get(self.path, ""))
+
+    def _reply(self, status: int, body: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args: object) -> None:
+        """Quiet."""
+
+
+def test_interruption_watcher_example_replans_on_a_notice():
+    """cloud.md: the watcher example, against an IMDSv2 on 127.0.0.1 serving a notice for a
+    g3.8xlarge of the paper's Table I plan (29.8 min in, loss 0.92), prints the takeover plan."""
+    import threading
+
+    from dnnprov.revocation.replan import replan
+
+    (block,) = _of("watcher", "cloud.md")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Metadata)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    problem = dnnprov.read_instance(TABLE1)
+    running = {"g3.8xlarge": 5, "g3.16xlarge": 3}
+    namespace: dict[str, Any] = {
+        "problem": problem,
+        "running": running,
+        "elapsed": lambda: 1788.0,
+        "current_loss": lambda: 0.92,
+        "metadata_url": f"http://127.0.0.1:{server.server_address[1]}",
+    }
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(compile(block.body, f"cloud.md:{block.line}", "exec"), namespace)  # noqa: S102
+    finally:
+        server.shutdown()
+        server.server_close()
+    expected = replan(problem, running, {"g3.8xlarge": 1}, 1788.0, 0.92).summary() + "\n"
+    untimed = re.compile(r"solve: [\d.]+ s")
+    assert untimed.sub("", out.getvalue()) == untimed.sub("", expected), out.getvalue()
+
+
+def test_local_cloud_config_reads_as_the_page_says(tmp_path):
+    """training.md: the local-cloud config, beside the two real traces it names, reads into
+    the job, hardware, traces (zones from the file names), offset and folder it states."""
+    from dnnprov.training.local_cloud import LocalConfig
+
+    traces = SHARED_DATA / "spot-traces/availability/16-node/aws-08-27-2023"
+    if not traces.is_dir():
+        pytest.skip(f"real data folder {SHARED_DATA} is absent")
+    (block,) = _of("local-config", "training.md")
+    for name in json.loads(block.body)["traces"]["p3.2xlarge"]:
+        (tmp_path / name).symlink_to(traces / name)
+    (tmp_path / "local.json").write_text(block.body)
+    config = LocalConfig.read(str(tmp_path / "local.json"))
+    assert (config.job.speed, config.job.seed, config.job.lr, config.offset) == (100, 0, 0.05, 40)
+    assert config.workdir == "runs/local" and config.types["p3.2xlarge"].compute_s == 6.0
+    assert [t.zone for t in config.traces["p3.2xlarge"]] == ["us-west-2a", "us-west-2c"]
+
+
+# ------------------------------------------------------------------ real training runs
+def test_profiling_runs_train_and_the_profiler_reads_them(workdir):
+    """training.md: the profiling-run example trains its cluster to the target loss (as a
+    script, as the page runs it), beside the two other clusters the profiler command names
+    (the same example with their workers, 150 updates each); `dnnprov profile fit-loss` then
+    fits their logs. Real runs of up to a minute of wall time, side by side (a few CPU s: the
+    workers mostly wait out the emulated GPU)."""
+    (example,) = _of("training-script", "training.md")
+    (fit,) = _of("training-fit", "training.md")
+    clusters = {"2v100+1k80": "[fast, fast, slow]", "4v100": "[fast] * 4", "3v100+4k80": "[fast] * 3 + [slow] * 4"}
+    runs = {}
+    for name, kinds in clusters.items():
+        script = example.body.replace("[fast, fast, slow]", kinds).replace("runs/2v100+1k80", f"runs/{name}")
+        if name != "2v100+1k80":  # the page's run to its target; the others' first 150 updates, for the fit
+            script = script.replace("target_loss=0.42)", "target_loss=0.42, max_steps=150)")
+        (workdir / f"{name}.py").write_text(script)
+        runs[name] = subprocess.Popen(
+            [sys.executable, f"{name}.py"], cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+    for name, run in runs.items():
+        out, err = run.communicate(timeout=900)
+        assert run.returncode == 0, f"{name}: {err[-2000:]}"
+        assert name != "2v100+1k80" or 0 < float(out.split()[0]) < float("inf"), out  # it reached the target
+    command = shlex.split(fit.body.strip().removeprefix("$ "))
+    answer = _cli(command[1:], workdir)
+    assert answer.returncode == 0, answer.stderr
+    fitted = json.loads(answer.stdout)
+    assert fitted, answer.stdout

@@ -420,7 +420,8 @@ def build_spot_problem(
     be in the catalog with a spot price and in the profile (a region-qualified name
     ``TYPE@REGION`` of a multi-region catalog takes the profile of ``TYPE``: the hardware, so
     the workload's speed, is the same in every region; its family is ``FAMILY@REGION``, as
-    AWS's vCPU quotas are per region). Each type's interruption model
+    AWS's vCPU quotas are per region), and with an on-demand price when ``on_demand_quotas``
+    gives it a positive quota. Each type's interruption model
     is the entry's ``interruption``, else the one its Spot Advisor bucket gives
     (:func:`dnnprov.problems.interruption.from_advisor_bucket`), else none.
     """
@@ -431,6 +432,13 @@ def build_spot_problem(
         if entry.spot_price_per_h is None:
             raise InvalidInputError(
                 f"instance_types.{type_name}.spot_price_per_h", f"catalog {catalog.name!r} has no spot price"
+            )
+        on_demand_quota = (on_demand_quotas or {}).get(type_name)
+        if on_demand_quota and entry.on_demand_price_per_h is None:
+            raise InvalidInputError(
+                f"instance_types.{type_name}.on_demand_price_per_h",
+                f"catalog {catalog.name!r} has no on-demand price (its notes say why), so its on-demand "
+                f"quota {on_demand_quota} cannot be used",
             )
         types.append(
             InstanceType(
@@ -444,7 +452,7 @@ def build_spot_problem(
                 compute_time_s=prof.get("compute_time_s"),
                 vcpus=entry.vcpus,
                 on_demand_price_per_h=entry.on_demand_price_per_h,
-                on_demand_quota=(on_demand_quotas or {}).get(type_name),
+                on_demand_quota=on_demand_quota,
                 estimate=prof.get("estimate"),
                 family=entry.family if entry.family and entry.family != default_family(type_name) else None,
                 interruption=_interruption(entry, catalog),
