@@ -542,7 +542,7 @@ def _setup(page: str, folder: Path) -> None:
         smallest = next(b for b in _of("instance-json", page))
         (folder / "my-problem.json").write_text(smallest.body)
     if page == "profiler.md":  # six model-generated runs: ResNet-110's coefficients, gamma_4 = 1, noise 0.01
-        from dnnprov.profiling.loss import synthetic_log
+        from dnnprov.profiling.fits.loss import synthetic_log
 
         true = {"gamma_1": 876.5, "gamma_2": -0.2, "gamma_3": 2507.6, "gamma_4": 1.0, "gamma_5": 0.5}
         clusters = [

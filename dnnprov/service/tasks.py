@@ -15,6 +15,7 @@ from typing import Any
 
 from dnnprov.dispatch import METHODS
 from dnnprov.errors import InvalidInputError
+from dnnprov.io.instances import Problem
 from dnnprov.problems.spot import MARKETS, SpotProblem, VcpuQuota
 from dnnprov.problems.validation import checks as check
 from dnnprov.result import Objective, SpotPlan
