@@ -6,10 +6,18 @@ p3.2xlarge and p2.xlarge types) train to a loss below the target; ``dnnprov prof
 fit (eq. 3, variants cc and no-cc) and the measured timings make a spot instance; then each
 held-out cluster is predicted (``dnnprov predict``'s time to the target loss) and run for
 real. Printed per held-out cluster: b_w and R (eqs. 4-5), |N|, the measured samples/b_w to the
-target, the measured and predicted time and the relative error; then the median and worst
+target, the measured and predicted time and the relative error; then the prediction's two
+factors (T = j T_exp): eq. (3)'s iterations j against the measured samples / b_w, and eq. (2)'s
+T_exp against the measured time per update and against the workers' emulated iteration times
+(GPU and link waits, which the machine's load does not stretch); then the median and worst
 error against the targets (median <= 15 %, worst <= 35 %).
 
-    python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--json FILE]
+The job runs with the emulated PS link of ``reference.LINKED`` (S_parm 10 MB, B_ps 10 MB/s):
+profiling adds a 30-iteration lone worker (B_req) and fits eqs. (7)-(9)'s contention
+(``dnnprov profile fit-timing``), which the prediction uses; ``--no-link`` runs the job without
+links (no contention; B_req from the mean communication time).
+
+    python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--no-link] [--json FILE]
     python benchmarks/real_training.py --revocation --profile-json FILE [--speed X] [--out DIR]
     python benchmarks/real_training.py --plans DEADLINE_S --profile-json FILE [--speed X] [--out DIR]
 

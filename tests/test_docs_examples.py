@@ -397,8 +397,12 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ): "a local-cloud config naming trace files beside it; tests/training/test_trainer.py runs a config",
     (
         "training.md",
-        "python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--json FILE]",
-    ): "the issue 34 benchmark (real training runs, minutes); docs/benchmarks.md has its figures",
+        "python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--no-link] [--json FILE]",
+    ): "the issue 34 benchmark (real training runs, minutes); docs/reproduction.md has its figures",
+    (
+        "reproduction.md",
+        "$ nice -n 10 python benchmarks/real_training.py --out /tmp/ct-full --json /tmp/ct-full.json   # speed 100; 154 s wall, 8.4 CPU s",
+    ): "the issue 34 benchmark's output (real training runs, minutes, machine-dependent figures)",
     (
         "benchmarks.md",
         "$ python benchmarks/real_training.py --out /tmp/rt1 --json /tmp/rt1.json      # speed 100; 197 s wall, 10.2 CPU s",
