@@ -137,6 +137,27 @@ def decomposition(run: Any, prediction: dict[str, Any], b_w: float) -> dict[str,
     }
 
 
+def in_sample_iterations(log: Any, problem: Any) -> list[dict[str, Any]]:
+    """Eq. (3)'s iterations to the target loss on the profiling runs it was fitted to, against
+    the logged ones (the first logged step at or below the target): the fit's own j error."""
+    import numpy as np
+
+    from dnnprov.models.spot import SpotModel
+
+    model, target, rows = SpotModel(problem), problem.slo.loss, []
+    for run in log.runs():
+        mine = log.select(log.run == run)
+        reached = np.flatnonzero(mine.loss <= target)
+        if not len(reached):
+            continue
+        i = int(reached[0])
+        b_w, cc, n = float(mine.batch_wa[i]), float(mine.cc[i]), int(mine.workers[i])
+        j = float(model.iterations_needed(np.array([b_w]), np.array([cc]), np.array([n]))[0])
+        measured = float(mine.step[i])
+        rows.append({"run": run, "workers": n, "batch_wa": b_w, "j_measured": measured, "j_eq3": j})
+    return rows
+
+
 def cpu_s() -> float:
     """CPU seconds of this process and its reaped children (the fork server's processes)."""
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -289,6 +310,13 @@ def main() -> int:
         )
         for v, f in fits.items()
     }
+    in_sample = in_sample_iterations(read_loss_logs([r.log_dir for r in prof.runs]), problems["cc"])
+    print(f"eq. (3) cc on its own profiling runs, iterations j to the target loss {ref.TARGET_LOSS}:")
+    for r in in_sample:
+        print(
+            f"  {r['run']:<26} |N| {r['workers']} b_w {r['batch_wa']:5.1f}: measured {r['j_measured']:5.0f}, "
+            f"eq. (3) {r['j_eq3']:5.0f} ({100 * (r['j_eq3'] / r['j_measured'] - 1):+.1f} %)"
+        )
     rows: list[dict[str, Any]] = []
     print(
         f"{'cluster':<26} {'|N|':>3} {'b_w':>6} {'R':>6} {'j meas':>7} {'T meas':>8} "
@@ -360,6 +388,7 @@ def main() -> int:
                     "comm_s": prof.comm_s,
                     "timing": prof.timing,
                     "job": job.to_dict(),
+                    "in_sample_iterations": in_sample,
                     "held_out": rows,
                     "summary": summary,
                 },
