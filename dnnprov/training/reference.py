@@ -5,7 +5,7 @@ The papers' pipeline on the reference trainer (docs/training.md):
 1. **profile**: static clusters (:func:`dnnprov.training.cluster.run_cluster`) write worker
    logs that ``dnnprov profile fit-loss`` reads (eq. 3's gamma_1..gamma_5, with b_w and R of
    eqs. 4-5 from the workers' logged speeds) and timings (T_comp per type, B_req). With the
-   emulated links of :data:`LINKED` (a job whose PS bandwidth is limited), a short lone-worker
+   emulated PS link of :data:`LINKED` (a job whose PS bandwidth is limited), a short lone-worker
    run measures B_req and ``dnnprov profile fit-timing`` fits eq. (9)'s alpha_1 and beta_1
    from the clusters' communication times, as spotDNN does (:func:`fit_timing`);
 2. **build** a spot instance of the emulated types (:data:`REFERENCE_TYPES`, priced as the
@@ -49,8 +49,9 @@ NOMINAL_PARAM_MB = 1.0
 LINKED = {"param_size_mb": 10.0, "ps_bandwidth_mb_s": 10.0}
 #: Iterations of the lone-worker run that measures B_req (spotDNN profiles 30).
 LONE_STEPS = 30
-#: B_pcie of the instance: the job emulates no PCIe transfer (eq. 7's second term vanishes).
-PCIE_MB_S = 1e6
+#: A bandwidth that never binds: the instance's B_pcie (the job emulates no PCIe transfer, so
+#: eq. 7's second term vanishes) and its PS bandwidth when the job's PS link is not limited.
+UNBOUNDED_MB_S = 1e6
 
 
 def kinds(counts: dict[str, int]) -> list[WorkerType]:
@@ -148,7 +149,7 @@ def fit_timing(runs: Sequence[ClusterRun], job: Job, csv_path: str | Path) -> di
             csv_path,
             param_size_mb=job.param_size_mb,
             ps_bandwidth_mb_s=job.ps_bandwidth_mb_s,
-            pcie_bandwidth_mb_s=PCIE_MB_S,
+            pcie_bandwidth_mb_s=UNBOUNDED_MB_S,
         )
     return fit.to_dict()
 
@@ -171,7 +172,7 @@ def instance_dict(
     s_parm = NOMINAL_PARAM_MB if job.param_size_mb == 0 else job.param_size_mb
     compute_s = dict(prof.compute_s)
     contention = {"bandwidth_req_mb_s": 2 * s_parm / max(prof.comm_s, 1e-9), "alpha_1": 0.0, "beta_1": 0.0}
-    ps_bandwidth = PCIE_MB_S
+    ps_bandwidth = UNBOUNDED_MB_S
     if prof.timing is not None:
         contention = {k: prof.timing[k]["value"] for k in contention}
         compute_s = {k: v["compute_time_s"]["value"] for k, v in prof.timing["per_type"].items()}
@@ -214,7 +215,7 @@ def instance_dict(
         },
         "platform": {
             "ps_bandwidth_mb_s": ps_bandwidth,
-            "pcie_bandwidth_mb_s": PCIE_MB_S,
+            "pcie_bandwidth_mb_s": UNBOUNDED_MB_S,
             "ps_price_per_h": 0.192,
             "ps_type": "m5.xlarge",
         },
