@@ -412,6 +412,10 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "$ nice -n 10 python benchmarks/real_training.py --no-link --out /tmp/ct-nolink --json /tmp/ct-nolink.json   # 139 s wall, 10.0 CPU s",
     ): "the issue 34 benchmark's output without the link (real training runs, minutes)",
     (
+        "reproduction.md",
+        "$ nice -n 10 python benchmarks/real_training.py --revocation --profile-json /tmp/ct-rep2.json --out /tmp/ct-rev   # 59 s wall, 6.7 CPU s",
+    ): "the issue 34 run through revocations (real training on the local cloud, a minute)",
+    (
         "benchmarks.md",
         "$ python benchmarks/real_training.py --out /tmp/rt1 --json /tmp/rt1.json      # speed 100; 197 s wall, 10.2 CPU s",
     ): "the issue 34 benchmark's output (real training runs, minutes, machine-dependent figures)",
