@@ -6,10 +6,18 @@ p3.2xlarge and p2.xlarge types) train to a loss below the target; ``dnnprov prof
 fit (eq. 3, variants cc and no-cc) and the measured timings make a spot instance; then each
 held-out cluster is predicted (``dnnprov predict``'s time to the target loss) and run for
 real. Printed per held-out cluster: b_w and R (eqs. 4-5), |N|, the measured samples/b_w to the
-target, the measured and predicted time and the relative error; then the median and worst
+target, the measured and predicted time and the relative error; then the prediction's two
+factors (T = j T_exp): eq. (3)'s iterations j against the measured samples / b_w, and eq. (2)'s
+T_exp against the measured time per update and against the workers' emulated iteration times
+(GPU and link waits, which the machine's load does not stretch); then the median and worst
 error against the targets (median <= 15 %, worst <= 35 %).
 
-    python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--json FILE]
+The job runs with the emulated PS link of ``reference.LINKED`` (S_parm 10 MB, B_ps 10 MB/s):
+profiling adds a 30-iteration lone worker (B_req) and fits eqs. (7)-(9)'s contention
+(``dnnprov profile fit-timing``), which the prediction uses; ``--no-link`` runs the job without
+links (no contention; B_req from the mean communication time).
+
+    python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--no-link] [--json FILE]
     python benchmarks/real_training.py --revocation --profile-json FILE [--speed X] [--out DIR]
     python benchmarks/real_training.py --plans DEADLINE_S --profile-json FILE [--speed X] [--out DIR]
 
@@ -56,15 +64,12 @@ def revocation_run(profile_json: str, speed: float, out: Path) -> int:
     from dnnprov.result import SpotPlan
     from dnnprov.revocation.policies import make_policy
     from dnnprov.training import reference as ref
-    from dnnprov.training.job import Job
     from dnnprov.training.local_cloud import LocalConfig, run_local
 
     if not TRACES.is_dir():
         print(f"skipped: {TRACES} is absent (the real traces)", file=sys.stderr)
         return 2
-    data = json.loads(Path(profile_json).read_text())
-    job = Job(speed=speed)
-    prof = ref.Profile(data["fits"]["cc"], data["compute_s"], data["comm_s"], ())
+    job, prof = saved_profile(profile_json, speed)
     problem = problem_from_dict(ref.instance_dict(prof, job, extrapolation=2.0))
     assert isinstance(problem, SpotProblem)
     plan = SpotPlan(counts={"p3.2xlarge": 4}, ps=1)
@@ -97,6 +102,62 @@ def revocation_run(profile_json: str, speed: float, out: Path) -> int:
     return 0 if abs(error) <= REVOCATION_TARGET else 1
 
 
+def saved_profile(profile_json: str, speed: float) -> tuple[Any, Any]:
+    """The job (its emulated links; ``speed`` replaced) and the profile a previous ``--json`` wrote."""
+    from dnnprov.training import reference as ref
+    from dnnprov.training.job import Job
+
+    data = json.loads(Path(profile_json).read_text())
+    job = Job(**{**data.get("job", {}), "speed": speed})
+    return job, ref.Profile(data["fits"]["cc"], data["compute_s"], data["comm_s"], (), data.get("timing"))
+
+
+def decomposition(run: Any, prediction: dict[str, Any], b_w: float) -> dict[str, float]:
+    """The time error's two factors (T = j T_exp, eqs. 1-3), measured in ways the load hardly changes.
+
+    j: eq. (3)'s iterations against the run's samples / b_w at the target (the load does not
+    change how many updates a loss takes). T_exp (eq. 2): the model's against the run's
+    measured time / updates, and against 1 / sum(1 / T^i) of the workers' emulated iteration
+    times (GPU wait plus emulated link time: what the iteration takes without the load)."""
+    j_meas = run.images / b_w
+    texp_pred = 1 / prediction["iteration_rate_per_s"]
+    texp_meas = (run.time_to_target_s or math.nan) / run.steps
+    emulated = [t["emulated_iteration_s"] for t in run.timings if t.get("emulated_iteration_s")]
+    texp_emul = 1 / sum(1 / t for t in emulated) if emulated else math.nan
+    return {
+        "j_predicted": prediction["iterations"],
+        "j_measured": j_meas,
+        "j_error": prediction["iterations"] / j_meas - 1,
+        "t_exp_predicted_s": texp_pred,
+        "t_exp_measured_s": texp_meas,
+        "t_exp_error": texp_pred / texp_meas - 1,
+        "t_exp_emulated_s": texp_emul,
+        "t_exp_error_vs_emulated": texp_pred / texp_emul - 1,
+        "load_stretch": texp_meas / texp_emul - 1,
+    }
+
+
+def in_sample_iterations(log: Any, problem: Any) -> list[dict[str, Any]]:
+    """Eq. (3)'s iterations to the target loss on the profiling runs it was fitted to, against
+    the logged ones (the first logged step at or below the target): the fit's own j error."""
+    import numpy as np
+
+    from dnnprov.models.spot import SpotModel
+
+    model, target, rows = SpotModel(problem), problem.slo.loss, []
+    for run in log.runs():
+        mine = log.select(log.run == run)
+        reached = np.flatnonzero(mine.loss <= target)
+        if not len(reached):
+            continue
+        i = int(reached[0])
+        b_w, cc, n = float(mine.batch_wa[i]), float(mine.cc[i]), int(mine.workers[i])
+        j = float(model.iterations_needed(np.array([b_w]), np.array([cc]), np.array([n]))[0])
+        measured = float(mine.step[i])
+        rows.append({"run": run, "workers": n, "batch_wa": b_w, "j_measured": measured, "j_eq3": j})
+    return rows
+
+
 def cpu_s() -> float:
     """CPU seconds of this process and its reaped children (the fork server's processes)."""
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -111,11 +172,8 @@ def plans_run(profile_json: str, speed: float, deadline_s: float, out: Path) -> 
     from dnnprov.result import SpotPlan
     from dnnprov.training import reference as ref
     from dnnprov.training.cluster import Launcher, run_cluster
-    from dnnprov.training.job import Job
 
-    data = json.loads(Path(profile_json).read_text())
-    job, launcher = Job(speed=speed), Launcher()
-    prof = ref.Profile(data["fits"]["cc"], data["compute_s"], data["comm_s"], ())
+    (job, prof), launcher = saved_profile(profile_json, speed), Launcher()
     problem = problem_from_dict(ref.instance_dict(prof, job, deadline_s=deadline_s, extrapolation=2.0))
     assert isinstance(problem, SpotProblem)
     result = solve(problem, "milp")
@@ -167,6 +225,11 @@ def main() -> int:
         help="job seconds per wall second (default 100; lower: the real CPU and loopback time, "
         "multiplied by it, weigh less)",
     )
+    parser.add_argument(
+        "--no-link",
+        action="store_true",
+        help="no emulated links (S_parm 0): no contention, B_req from the mean communication time",
+    )
     parser.add_argument("--revocation", action="store_true", help="the run through a real trace window instead")
     parser.add_argument(
         "--plans",
@@ -198,6 +261,7 @@ def main() -> int:
             args.profile_json, args.speed, Path(args.out or tempfile.mkdtemp(prefix="dnnprov-real-training-"))
         )
     from dnnprov.io.instances import problem_from_dict
+    from dnnprov.models.predict import predict
     from dnnprov.profiling.fits.loss import fit_loss
     from dnnprov.profiling.profiler import read_loss_logs
     from dnnprov.profiling.readers import cluster_stats
@@ -206,7 +270,8 @@ def main() -> int:
     from dnnprov.training.job import Job
 
     out = Path(args.out or tempfile.mkdtemp(prefix="dnnprov-real-training-"))
-    job, launcher = Job(speed=args.speed), Launcher()
+    job = Job(speed=args.speed) if args.no_link else Job(speed=args.speed, **ref.LINKED)
+    launcher = Launcher()
     profile_set = PROFILE[:3] if args.quick else PROFILE
     held_out = HELD_OUT[:2] if args.quick else HELD_OUT
     started = time.time()
@@ -219,12 +284,39 @@ def main() -> int:
     for variant, fit in fits.items():
         coeffs = ", ".join(f"{k} {v['value']:.4g}" for k, v in fit["coefficients"].items())
         print(f"  eq. (3) {variant}: {coeffs}; RMSE {fit['rmse']:.4f}")
+    for r in prof.runs:
+        comm = [t["comm_s"] for t in r.timings if t.get("comm_s")]
+        emul = [t["emulated_comm_s"] for t in r.timings if t.get("emulated_comm_s") is not None]
+        print(
+            f"  {r.name}: communication {statistics.mean(comm):.2f} s measured, "
+            f"{statistics.mean(emul):.2f} s emulated (mean of the workers)"
+        )
+    if prof.timing is not None:
+        t = prof.timing
+        print(
+            f"  eqs. (7)-(9) (S_parm {job.param_size_mb:g} MB, B_ps {job.ps_bandwidth_mb_s:g} MB/s): B_req "
+            f"{t['bandwidth_req_mb_s']['value']:.3f} MB/s, alpha_1 {t['alpha_1']['value']:.4g}, beta_1 "
+            f"{t['beta_1']['value']:.4g}, T_comp "
+            + ", ".join(f"{k} {v['compute_time_s']['value']:.2f} s" for k, v in t["per_type"].items())
+            + f"; contention RMSE {t['contention_rmse']:.3f}"
+        )
+        for w in t["warnings"]:
+            print(f"  fit-timing warning: {w}")
     problems = {
         v: problem_from_dict(
-            ref.instance_dict(ref.Profile(f, prof.compute_s, prof.comm_s, prof.runs), job, extrapolation=2.0)
+            ref.instance_dict(
+                ref.Profile(f, prof.compute_s, prof.comm_s, prof.runs, prof.timing), job, extrapolation=2.0
+            )
         )
         for v, f in fits.items()
     }
+    in_sample = in_sample_iterations(read_loss_logs([r.log_dir for r in prof.runs]), problems["cc"])
+    print(f"eq. (3) cc on its own profiling runs, iterations j to the target loss {ref.TARGET_LOSS}:")
+    for r in in_sample:
+        print(
+            f"  {r['run']:<26} |N| {r['workers']} b_w {r['batch_wa']:5.1f}: measured {r['j_measured']:5.0f}, "
+            f"eq. (3) {r['j_eq3']:5.0f} ({100 * (r['j_eq3'] / r['j_measured'] - 1):+.1f} %)"
+        )
     rows: list[dict[str, Any]] = []
     print(
         f"{'cluster':<26} {'|N|':>3} {'b_w':>6} {'R':>6} {'j meas':>7} {'T meas':>8} "
@@ -246,6 +338,7 @@ def main() -> int:
         predicted = {v: ref.predicted_time_s(p, counts) for v, p in problems.items()}
         errors = {v: (p - measured) / measured for v, p in predicted.items()}
         j = run.images / b_w
+        parts = decomposition(run, predict(problems["cc"], counts=counts), b_w)
         rows.append(
             {
                 "cluster": ref.cluster_name(counts),
@@ -257,11 +350,24 @@ def main() -> int:
                 "measured_s": measured,
                 "predicted_s": predicted,
                 "error": errors,
+                "decomposition_cc": parts,
             }
         )
         print(
             f"{ref.cluster_name(counts):<26} {len(kinds):>3} {b_w:>6.1f} {cc:>6.3f} {j:>7.0f} {measured:>8.0f} "
             + " ".join(f"{predicted[v]:>9.0f} {100 * errors[v]:>6.1f}%" for v in fits)
+        )
+    print("the cc prediction's two factors, T = j T_exp (eqs. 1-3); T_exp emulated: the workers' GPU and link waits")
+    print(
+        f"{'cluster':<26} {'j pred':>7} {'j meas':>7} {'err':>7} {'Texp pred':>9} {'meas':>6} {'err':>7} "
+        f"{'emul':>6} {'err':>7} {'load':>6}"
+    )
+    for r in rows:
+        d = r["decomposition_cc"]
+        print(
+            f"{r['cluster']:<26} {d['j_predicted']:>7.0f} {d['j_measured']:>7.0f} {100 * d['j_error']:>6.1f}% "
+            f"{d['t_exp_predicted_s']:>9.2f} {d['t_exp_measured_s']:>6.2f} {100 * d['t_exp_error']:>6.1f}% "
+            f"{d['t_exp_emulated_s']:>6.2f} {100 * d['t_exp_error_vs_emulated']:>6.1f}% {100 * d['load_stretch']:>5.1f}%"
         )
     summary: dict[str, dict[str, float]] = {}
     for v in fits:
@@ -280,6 +386,9 @@ def main() -> int:
                     "fits": fits,
                     "compute_s": prof.compute_s,
                     "comm_s": prof.comm_s,
+                    "timing": prof.timing,
+                    "job": job.to_dict(),
+                    "in_sample_iterations": in_sample,
                     "held_out": rows,
                     "summary": summary,
                 },

@@ -5,7 +5,8 @@ per-run key, then pickled messages over ``multiprocessing.connection.Connection`
 it pulls the parameters, computes a gradient on its batch, pushes it; the PS applies every
 pushed gradient at once (``params -= lr * grad``, ASP: no barrier, so a gradient may be
 computed on parameters other workers have moved since: real staleness) and answers with the
-new parameters, the global step, the samples trained so far and the loss.
+new parameters, the global step, the samples trained so far, the loss and the time the
+answer spent on the PS's emulated link.
 
 The loss is the training loss of the current parameters on a fixed subset of the training
 set (:attr:`Job.eval_samples`), evaluated every :attr:`Job.eval_every` updates and averaged
@@ -15,7 +16,9 @@ the first time the loss reached the target.
 
 The PS's link can be limited (:attr:`Job.ps_bandwidth_mb_s`): each answer then holds one
 shared link for the emulated transfer time of a push and a pull, so workers queue for it as
-they contend for a real PS's bandwidth (eqs. 8-9).
+they contend for a real PS's bandwidth (eqs. 8-9). Every answer also carries the job seconds
+it spent queueing for and holding that link (0 without a limit): the worker's emulated
+communication time, which the machine's load hardly changes.
 """
 
 from __future__ import annotations
@@ -161,10 +164,13 @@ class ParameterServer:
                 while True:
                     message = conn.recv()
                     answer = self.apply(np.asarray(message[1], dtype=np.float32), int(message[2]))
+                    link_s = 0.0
                     if hold > 0:
+                        queued = time.perf_counter()
                         with self.link:
                             time.sleep(hold)
-                    conn.send(answer)
+                        link_s = (time.perf_counter() - queued) * self.job.speed
+                    conn.send((*answer, link_s))
                     if answer[0] == "stop":
                         return
         except (EOFError, OSError):

@@ -4,7 +4,10 @@ The papers' pipeline on the reference trainer (docs/training.md):
 
 1. **profile**: static clusters (:func:`dnnprov.training.cluster.run_cluster`) write worker
    logs that ``dnnprov profile fit-loss`` reads (eq. 3's gamma_1..gamma_5, with b_w and R of
-   eqs. 4-5 from the workers' logged speeds) and timings (T_comp per type, B_req);
+   eqs. 4-5 from the workers' logged speeds) and timings (T_comp per type, B_req). With the
+   emulated PS link of :data:`LINKED` (a job whose PS bandwidth is limited), a short lone-worker
+   run measures B_req and ``dnnprov profile fit-timing`` fits eq. (9)'s alpha_1 and beta_1
+   from the clusters' communication times, as spotDNN does (:func:`fit_timing`);
 2. **build** a spot instance of the emulated types (:data:`REFERENCE_TYPES`, priced as the
    AWS types they stand for) with the fitted workload (:func:`instance_dict`);
 3. **predict** a cluster's time to the target loss with the model (``dnnprov predict``) and
@@ -39,6 +42,16 @@ PROFILE_LOSS = 0.39
 #: communication time 2 S_parm / B_req (B_req is fitted from it), and the MLP's real 5.5 kB
 #: would give a B_req of a few kB/s, which the instance checks flag as implausible.
 NOMINAL_PARAM_MB = 1.0
+#: The emulated link of the contention experiment (eqs. 7-9): S_parm 10 MB and the PS's shared
+#: link 10 MB/s (each answer holds it for a push and a pull, 2 s). A lone worker gets it all
+#: (B_req ~ B_ps, less the real loopback time); from 2 workers on |N| B_req > B_ps and they
+#: queue for it, the more often the more of them there are (P of eq. 9).
+LINKED = {"param_size_mb": 10.0, "ps_bandwidth_mb_s": 10.0}
+#: Iterations of the lone-worker run that measures B_req (spotDNN profiles 30).
+LONE_STEPS = 30
+#: A bandwidth that never binds: the instance's B_pcie (the job emulates no PCIe transfer, so
+#: eq. 7's second term vanishes) and its PS bandwidth when the job's PS link is not limited.
+UNBOUNDED_MB_S = 1e6
 
 
 def kinds(counts: dict[str, int]) -> list[WorkerType]:
@@ -59,6 +72,9 @@ class Profile:
     compute_s: dict[str, float]  # T_comp per type: mean iteration - communication time
     comm_s: float  # mean communication time per iteration (lone and contended)
     runs: tuple[ClusterRun, ...]
+    #: ``dnnprov profile fit-timing --json``'s object (B_req, alpha_1, beta_1 of eqs. 7-9):
+    #: profiled with an emulated PS link only, else None (no contention in the model).
+    timing: dict[str, Any] | None = None
 
 
 def profile(
@@ -70,7 +86,11 @@ def profile(
     max_steps: int = 3000,
     launcher: Launcher | None = None,
 ) -> Profile:
-    """Run each profiling cluster to ``stop_loss`` and fit eq. (3) and the timings."""
+    """Run each profiling cluster to ``stop_loss`` and fit eq. (3) and the timings.
+
+    With an emulated PS link (``job.ps_bandwidth_mb_s``), a lone worker of the first cluster's
+    first type also runs :data:`LONE_STEPS` iterations (B_req) and eqs. (7)-(9) are fitted
+    (:func:`fit_timing`); its log is not part of the loss fit."""
     from dnnprov.profiling.fits.loss import fit_loss
     from dnnprov.profiling.profiler import read_loss_logs
 
@@ -82,6 +102,18 @@ def profile(
         for c in clusters
     )
     fit = fit_loss(read_loss_logs([r.log_dir for r in runs]), "cc")
+    timing = None
+    if job.ps_bandwidth_mb_s > 0 and job.param_size_mb > 0:
+        first = next(iter(clusters[0]))
+        lone = run_cluster(
+            kinds({first: 1}),
+            job,
+            Path(folder) / f"lone-{first}",
+            target_loss=stop_loss,
+            max_steps=LONE_STEPS,
+            launcher=launcher,
+        )
+        timing = fit_timing([lone, *runs], job, Path(folder) / "timing.csv")
     per_type: dict[str, list[float]] = {}
     comm: list[float] = []
     for r in runs:
@@ -94,7 +126,32 @@ def profile(
         compute_s={k: float(np.mean(v)) for k, v in per_type.items()},
         comm_s=float(np.mean(comm)),
         runs=runs,
+        timing=timing,
     )
+
+
+def fit_timing(runs: Sequence[ClusterRun], job: Job, csv_path: str | Path) -> dict[str, Any]:
+    """Eqs. (6)-(9) fitted to the runs' worker timings: ``dnnprov profile fit-timing --json``'s object.
+
+    Writes the runs' rows (:func:`dnnprov.training.cluster.timing_rows`, one run with a lone
+    worker among them) to ``csv_path`` and fits them with the job's S_parm and PS bandwidth;
+    the fit's doubts are in its ``warnings``."""
+    import warnings
+
+    from dnnprov.profiling.fits.timing import SPOT_COLUMNS, fit_spot_timing
+    from dnnprov.training.cluster import timing_rows
+
+    rows = [row for r in runs for row in timing_rows(r)]
+    Path(csv_path).write_text("\n".join([",".join(SPOT_COLUMNS), *rows]) + "\n")
+    with warnings.catch_warnings():  # they are in the fit's "warnings"
+        warnings.simplefilter("ignore")
+        fit = fit_spot_timing(
+            csv_path,
+            param_size_mb=job.param_size_mb,
+            ps_bandwidth_mb_s=job.ps_bandwidth_mb_s,
+            pcie_bandwidth_mb_s=UNBOUNDED_MB_S,
+        )
+    return fit.to_dict()
 
 
 def instance_dict(
@@ -107,8 +164,19 @@ def instance_dict(
     on_demand: bool = False,
     extrapolation: float = 1.5,
 ) -> dict[str, Any]:
-    """A spot instance (docs/instance-format.md) of the reference types with the profiled workload."""
+    """A spot instance (docs/instance-format.md) of the reference types with the profiled workload.
+
+    With a timing fit (:attr:`Profile.timing`) the instance has its B_req, alpha_1, beta_1 and
+    T_comp and the job's PS bandwidth (eqs. 7-9); without, no contention: B_req from the mean
+    communication time and a PS bandwidth that never binds."""
     s_parm = NOMINAL_PARAM_MB if job.param_size_mb == 0 else job.param_size_mb
+    compute_s = dict(prof.compute_s)
+    contention = {"bandwidth_req_mb_s": 2 * s_parm / max(prof.comm_s, 1e-9), "alpha_1": 0.0, "beta_1": 0.0}
+    ps_bandwidth = UNBOUNDED_MB_S
+    if prof.timing is not None:
+        contention = {k: prof.timing[k]["value"] for k in contention}
+        compute_s = {k: v["compute_time_s"]["value"] for k, v in prof.timing["per_type"].items()}
+        ps_bandwidth = job.ps_bandwidth_mb_s
     fit = prof.loss_fit
     coeffs = {k: v["value"] for k, v in fit["coefficients"].items()}
     domain = {
@@ -119,7 +187,7 @@ def instance_dict(
     }
     types = {}
     for name, kind in REFERENCE_TYPES.items():
-        if name not in prof.compute_s:
+        if name not in compute_s:
             continue
         spot, od = PRICES[name]
         types[name] = {
@@ -128,7 +196,7 @@ def instance_dict(
             "on_demand_price_per_h": od,
             "quota": quota,
             "batch_per_gpu": kind.batch,
-            "compute_time_s": prof.compute_s[name],
+            "compute_time_s": compute_s[name],
         }
     return {
         "format": "dnnprov/spot",
@@ -140,16 +208,14 @@ def instance_dict(
         "workload": {
             "name": "reference-mlp",
             "param_size_mb": s_parm,
-            "bandwidth_req_mb_s": 2 * s_parm / max(prof.comm_s, 1e-9),
-            "alpha_1": 0.0,
-            "beta_1": 0.0,
+            **contention,
             **coeffs,
             "loss_variant": fit["variant"],
             "domain": domain,
         },
         "platform": {
-            "ps_bandwidth_mb_s": 1e6,
-            "pcie_bandwidth_mb_s": 1e6,
+            "ps_bandwidth_mb_s": ps_bandwidth,
+            "pcie_bandwidth_mb_s": UNBOUNDED_MB_S,
             "ps_price_per_h": 0.192,
             "ps_type": "m5.xlarge",
         },

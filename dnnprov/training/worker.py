@@ -11,10 +11,16 @@ Each iteration, in job seconds (:mod:`dnnprov.training.job`):
    at once: asynchronous). With an emulated link (:attr:`Job.bandwidth_req_mb_s`) the worker
    waits until a push and a pull of ``param_size_mb`` would have taken at that bandwidth.
 
+Besides the measured times it keeps each iteration's **emulated** time: ``compute_s`` plus the
+longer of its own link's time and the time the PS's answer spent queueing for and holding the
+PS's link (eqs. 7-9). That is what the iteration takes on a quiet machine: the load of other
+processes stretches the real CPU and loopback parts, not the emulated waits.
+
 It logs one line per iteration in the spotDNN authors' TF format, which ``dnnprov profile``
 reads from a folder: ``datetime, global step, global images, loss, examples/s, s/batch``
 (the datetime in job time from :data:`dnnprov.training.job.LOG_BASE`). When the PS says stop,
-it writes its mean iteration and communication times (``timing_<index>.json``) and exits;
+it writes its mean iteration and communication times, measured and emulated
+(``timing_<index>.json``), and exits;
 when the PS is gone (killed at a run's teardown) it exits too.
 """
 
@@ -74,12 +80,14 @@ def worker_main(job: Job, settings: WorkerSettings) -> None:
     xs, ys = torch.from_numpy(x), torch.from_numpy(y)
     rng = np.random.default_rng([job.seed, settings.index, os.getpid()])
     model = make_model(job)
-    link_s = job.transfer_s(job.bandwidth_req_mb_s) / speed
+    own_link_s = job.transfer_s(job.bandwidth_req_mb_s)
+    link_s = own_link_s / speed
     log = None
     if settings.log_dir is not None:
         log = (Path(settings.log_dir) / log_name(settings.index, kind)).open("a", buffering=1)
     iteration_s: list[float] = []
     comm_s: list[float] = []
+    emulated_comm_s: list[float] = []
     with connect(settings.ps_address, settings.authkey) as conn:
         answer = conn.recv()
         while answer[0] == "go":
@@ -105,6 +113,7 @@ def worker_main(job: Job, settings: WorkerSettings) -> None:
             took = (done - began) * speed
             iteration_s.append(took)
             comm_s.append((done - sent) * speed)
+            emulated_comm_s.append(max(own_link_s, float(answer[5]) if len(answer) > 5 else 0.0))
             if log is not None and answer[0] == "go":
                 now = job_time(settings.epoch, speed)
                 log.write(
@@ -120,5 +129,7 @@ def worker_main(job: Job, settings: WorkerSettings) -> None:
             "iterations": len(iteration_s),
             "iteration_s": float(np.mean(iteration_s[keep])) if iteration_s else None,
             "comm_s": float(np.mean(comm_s[keep])) if comm_s else None,
+            "emulated_iteration_s": kind.compute_s + float(np.mean(emulated_comm_s[keep])) if comm_s else None,
+            "emulated_comm_s": float(np.mean(emulated_comm_s[keep])) if comm_s else None,
         }
         (Path(settings.log_dir or ".") / f"timing_{settings.index}.json").write_text(json.dumps(timing))

@@ -17,6 +17,7 @@ from dnnprov.control.clouds.capacity import CapacityBook, PoolSpec
 from dnnprov.control.loop import RunSettings
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import problem_from_dict
+from dnnprov.models.predict import predict
 from dnnprov.problems.interruption import Trace
 from dnnprov.profiling.profiler import read_loss_logs
 from dnnprov.result import SpotPlan
@@ -258,3 +259,36 @@ def test_an_emulated_ps_link_is_shared(tmp_path, launcher):
     assert run.steps >= 40 and run.finished_s is None  # stopped by the step budget, target not reached
     comm = [t["comm_s"] for t in run.timings]
     assert len(comm) == 2 and min(comm) >= 1.0
+    for t in run.timings:  # the emulated time: the PS's link time (queue + hold) inside the measured one
+        assert 1.0 <= t["emulated_comm_s"] <= t["comm_s"]
+        assert t["emulated_iteration_s"] == pytest.approx(FAST.compute_s + t["emulated_comm_s"])
+
+
+def test_the_contention_of_eq_9_is_fitted_from_profiling_runs(tmp_path, launcher):
+    """A lone worker and clusters of 2, 3 and 4 on a PS link held 2 s per answer: profile
+    fit-timing's B_req, alpha_1 > 0 (the more workers, the more they queue) and beta_1 go into
+    the instance with the job's PS bandwidth, and the model's iteration time grows with |N|."""
+    job = Job(speed=100.0, **ref.LINKED)
+    runs = [
+        run_cluster([FAST] * n, job, tmp_path / f"n{n}", target_loss=0.0, max_steps=12 * n, launcher=launcher)
+        for n in (1, 2, 3, 4)
+    ]
+    fit = ref.fit_timing(runs, job, tmp_path / "timing.csv")
+    assert (tmp_path / "timing.csv").read_text().startswith("run,type,gpus,workers")
+    assert 0 < fit["bandwidth_req_mb_s"]["value"] <= job.ps_bandwidth_mb_s and fit["alpha_1"]["value"] > 0
+    prof = ref.Profile(
+        loss_fit={
+            "coefficients": {k: {"value": v} for k, v in COEFFS.items()},
+            "variant": "cc",
+            "domain": {"batch_wa": [16.0, 32.0], "workers": [1, 7]},
+        },
+        compute_s={},
+        comm_s=0.0,
+        runs=(),
+        timing=fit,
+    )
+    problem = problem_from_dict(ref.instance_dict(prof, job, target_loss=0.5, deadline_s=6000.0, quota=4))
+    assert problem.platform.ps_bandwidth_mb_s == job.ps_bandwidth_mb_s
+    assert problem.workload.alpha_1 == fit["alpha_1"]["value"]
+    one, four = (predict(problem, counts={"p3.2xlarge": n})["iteration_time_s"]["p3.2xlarge"] for n in (1, 4))
+    assert four > one > FAST.compute_s
