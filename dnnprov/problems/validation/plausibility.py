@@ -16,7 +16,7 @@ import contextlib
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from dnnprov.errors import PlausibilityWarning
 
@@ -204,10 +204,11 @@ def serverless_findings(problem: ServerlessProblem) -> list[PlausibilityWarning]
 
 
 def findings(problem: SpotProblem | ServerlessProblem) -> list[PlausibilityWarning]:
-    """Implausible magnitudes of ``problem`` (spot or serverless)."""
-    from dnnprov.problems import spot  # at call time: the problems import this module
-
-    return spot_findings(problem) if isinstance(problem, spot.SpotProblem) else serverless_findings(problem)
+    """Implausible magnitudes of ``problem`` (spot or serverless; a spot problem is the one with
+    instance types: the problems import this module, so it imports neither of them)."""
+    if hasattr(problem, "instance_types"):
+        return spot_findings(cast("SpotProblem", problem))
+    return serverless_findings(problem)
 
 
 def warn(found: list[PlausibilityWarning]) -> None:
