@@ -1092,8 +1092,10 @@ def test_solver_log_is_what_solve_log_prints(workdir):
         r"^[* ] +\d+\.\d\d +(-|\d+\.\d+) +\d+\.\d+ +(-|\d+\.\d\d %)  (\d+ open, \d+ MILPs|heuristic seed)$"
     )
     assert all(row.match(line) for line in got[4:-1]), run.stderr
-    end = r"limit after 2\.\d\d s: time limit of 2 s reached; the weakest open cell \(\d+ workers, \d PS\) has bound \$[\d.]+; \d+ cells are open"
-    assert re.fullmatch(end, got[-1]) and re.fullmatch(end, shown[-1]), run.stderr
+    limit = r"limit after 2\.\d\d s: time limit of 2 s reached; the weakest open cell \(\d+ workers, \d PS\) has bound \$[\d.]+; \d+ cells are open"
+    proven = r"optimal after [01]\.\d\d s"  # a fast machine proves it within the 2 s the page's machine did not
+    assert re.fullmatch(limit, shown[-1]), block.body
+    assert re.fullmatch(limit, got[-1]) or re.fullmatch(proven, got[-1]), run.stderr
 
 
 def test_architecture_drawing_names_every_room():
