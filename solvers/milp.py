@@ -23,7 +23,7 @@ def solve_spot(
     log: SolverLog | None = None,
     start: SpotPlan | None = None,
 ) -> Result:
-    """Proven-optimal spot plan by the cell decomposition (:mod:`spot_exact`).
+    """Proven-optimal spot plan by the cell decomposition (:mod:`dnnprov.solvers.spot.exact`).
 
     ``clock`` (default: ``time_limit_s`` from now) bounds the whole solve; ``start`` is a warm start.
     """

@@ -16,7 +16,7 @@ How it is shown (``Reason.proven``):
   seen): the least values are exact (the box holds every plan of the original quotas; a
   quota relaxation is proven least only when no plan outside the raised box could need
   less);
-* larger spot spaces use exact solves (:mod:`spot_exact`): the needed deadline by
+* larger spot spaces use exact solves (:mod:`dnnprov.solvers.spot.exact`): the needed deadline by
   bisection, each step a proven answer (a plan found lowers the upper end to its time, a
   proof of infeasibility raises the lower end); the budget by one exact solve; the other
   groups by one solve without them, whose plan shows the relaxation suffices (not that it

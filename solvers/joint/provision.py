@@ -246,7 +246,7 @@ def solve_many(
     cache
         Share column generation between jobs equal up to name and notes.
     explain
-        A proven-infeasible answer says why (``infeasibility``, :mod:`joint_why`), in the
+        A proven-infeasible answer says why (``infeasibility``, :mod:`dnnprov.solvers.explain.joint`), in the
         time left; off, it does not (the relaxed solves of the explanation turn it off).
     """
     started = time.perf_counter()
@@ -629,7 +629,7 @@ def _job_result(problem: Problem, generated: GeneratedColumns, k: int, started: 
 def _shared_reasons(
     problems: Sequence[Problem], shared: SharedLimits, deadline: float, wanted: bool
 ) -> tuple[Reason, ...]:
-    """The shared limits that cannot hold (:mod:`joint_why`), when ``wanted``."""
+    """The shared limits that cannot hold (:mod:`dnnprov.solvers.explain.joint`), when ``wanted``."""
     return shared_limit_reasons(problems, shared, deadline, solve_many) if wanted else ()
 
 

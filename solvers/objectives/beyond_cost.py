@@ -130,6 +130,19 @@ def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog) -> 
     assert budget is not None  # (dispatch refuses objective "time" without a budget)
     points = [(best.time_s, best.cost if best.cost is not None else 0.0)]
     misses = 0  # steps in a row that found no plan
+
+    def proven() -> Result:
+        """The current best, proven fastest: no plan within the budget meets a deadline below its time."""
+        return _packaged(
+            best,
+            objective,
+            status=Status.OPTIMAL,
+            bound=hi,
+            solves=solves,
+            clock=clock,
+            message=f"proven: no plan within the budget is faster (exact solves: {solves})",
+        )
+
     while True:
         below = faster_than(problem, hi)
         if below is None:
@@ -144,15 +157,7 @@ def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog) -> 
                 "the takeover overhead): faster plans were not looked for",
             )
         if below <= lo:
-            return _packaged(
-                best,
-                objective,
-                status=Status.OPTIMAL,
-                bound=hi,
-                solves=solves,
-                clock=clock,
-                message=f"proven: no plan within the budget is faster (exact solves: {solves})",
-            )
+            return proven()
         deadline = below
         if hi - lo > WINDOW * hi:
             guess = _guess(points, budget, lo, hi, misses, lo > floor)
@@ -169,15 +174,7 @@ def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog) -> 
             points.append((answer.time_s, answer.cost if answer.cost is not None else 0.0))
         elif answer.status is Status.INFEASIBLE:
             if deadline == below:
-                return _packaged(
-                    best,
-                    objective,
-                    status=Status.OPTIMAL,
-                    bound=hi,
-                    solves=solves,
-                    clock=clock,
-                    message=f"proven: no plan within the budget is faster (exact solves: {solves})",
-                )
+                return proven()
             lo, misses = deadline, misses + 1
         else:
             break
