@@ -30,8 +30,8 @@ import numpy as np
 import dnnprov
 from dnnprov.cli import main as cli
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog_import import default_shared_data, write_catalog
-from dnnprov.io.catalog_regions import import_regions
+from dnnprov.io.catalogs.importing import default_shared_data, write_catalog
+from dnnprov.io.catalogs.regions import import_regions
 from dnnprov.problems.validation.checks import MAX_WORKERS
 
 TARGET_CPU_S = 10.0

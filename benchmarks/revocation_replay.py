@@ -61,7 +61,7 @@ import dnnprov
 from dnnprov.benchsets.generate import resolve_shared_data
 from dnnprov.control.replay import Simulation
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile
+from dnnprov.io.catalogs.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile
 from dnnprov.problems.interruption import Trace, fit_traces, load_trace
 
 POLICIES = ("none", "replan", "fallback")

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import dnnprov
 from dnnprov.cloud.export import ExportOptions, SkyPilotOptions, export_files, plan_document
-from dnnprov.io.catalog import Catalog, CatalogEntry
+from dnnprov.io.catalogs.catalog import Catalog, CatalogEntry
 from dnnprov.io.instances import problem_from_dict, read_instance
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -95,12 +95,12 @@ RUN: dict[tuple[str, str], str] = {
         "$ dnnprov batch data/instances --methods milp,heuristic --out results/paper.csv --no-progress",
     ): "console",
     ("batch.md", "$ dnnprov report results/paper.csv --out results/report"): "console",
-    ("batch.md", "from dnnprov.batch.report import write_report"): "python",
+    ("batch.md", "from dnnprov.batch.reports.report import write_report"): "python",
     ("batch.md", "## Per method and family"): "output",
     ("benchmarks-sets.md", "from dnnprov.benchsets.generate import generate, build_set, read_instance_lines"): "python",
     (
         "catalog-format.md",
-        "from dnnprov.io.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile",
+        "from dnnprov.io.catalogs.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile",
     ): "python",
     ("catalog-format.md", "spot [spot, model paper] by milp: optimal"): "output",
     ("catalog-format.md", "{"): "catalog-json",
@@ -648,7 +648,7 @@ def test_shipped_serverless_example_is_the_embedded_file():
 
 def test_catalog_examples_load(tmp_path):
     """The catalog, spot workload and serverless workload files of catalog-format.md load."""
-    from dnnprov.io.catalog import load_catalog, load_spot_profile
+    from dnnprov.io.catalogs.catalog import load_catalog, load_spot_profile
     from dnnprov.io.paper import load_serverless_workload
 
     loaders = {
@@ -683,7 +683,7 @@ def test_catalog_import_example(workdir):
     assert run.returncode == 0, run.stderr
     written = Path(run.stdout.strip())
     assert written.parent == workdir and written.name.startswith("aws-us-east-1")
-    from dnnprov.io.catalog import load_catalog
+    from dnnprov.io.catalogs.catalog import load_catalog
 
     assert load_catalog(written).region == "us-east-1"
 
@@ -955,7 +955,7 @@ def _same_shape(shown: Any, real: Any, where: str = "") -> None:
 def test_plan_document_schematic_is_what_export_writes():
     """cloud.md: a plan document has the fields of the page's schematic, and only those."""
     from dnnprov.cloud.export.plan import plan_document
-    from dnnprov.io.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile
+    from dnnprov.io.catalogs.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile
 
     catalog = load_catalog(embedded_path("catalogs", "aws-table3-2023-01.json"))
     profile = load_spot_profile(embedded_path("workloads", "spot", "resnet110-paper.json"))

@@ -46,7 +46,14 @@ from dnnprov.batch.files import (
     rows_frame,
     split_path,
 )
-from dnnprov.batch.summary import SUMMARY_COLUMNS, best_known, cost_ratios, format_summary, method_rank, summarize
+from dnnprov.batch.reports.summary import (
+    SUMMARY_COLUMNS,
+    best_known,
+    cost_ratios,
+    format_summary,
+    method_rank,
+    summarize,
+)
 from dnnprov.dispatch import METHODS, solve
 from dnnprov.errors import InvalidInputError
 from dnnprov.execution.pool import Work, WorkerPool

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import Catalog, embedded_path, load_catalog, load_spot_profile
-from dnnprov.io.catalog_import import default_shared_data
+from dnnprov.io.catalogs.catalog import Catalog, embedded_path, load_catalog, load_spot_profile
+from dnnprov.io.catalogs.importing import default_shared_data
 from dnnprov.io.instances import Problem
 from dnnprov.models.spot import SpotModel
 from dnnprov.problems.spot import InstanceType, SpotPlatform, SpotProblem, SpotSLO, SpotWorkload

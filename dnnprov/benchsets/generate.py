@@ -52,8 +52,8 @@ from dnnprov.benchsets.sets.large import _target_deadline, large_instance, large
 from dnnprov.benchsets.sets.small import small_serverless_instance, small_set, small_spot_instance
 from dnnprov.benchsets.sets.trace import TRACE_MAPPING, TRACE_TIME_RANGE_S, read_philly_runtimes, trace_jobs
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import embedded_path
-from dnnprov.io.catalog_import import ADVISOR_FILE
+from dnnprov.io.catalogs.catalog import embedded_path
+from dnnprov.io.catalogs.importing import ADVISOR_FILE
 from dnnprov.io.instances import dumps_instance
 from dnnprov.io.paper import paper_instances
 from dnnprov.problems.spot import SpotProblem

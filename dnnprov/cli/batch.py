@@ -85,7 +85,7 @@ def _number(value: str) -> float:
 def cmd_report(args: argparse.Namespace) -> int:
     """Tables (summary.md, summary.tex, summary.csv), figures (PNG, SVG) and an index.html
     of a results file."""
-    from dnnprov.batch.report import write_report
+    from dnnprov.batch.reports.report import write_report
     from dnnprov.batch.runner import format_summary
 
     out = Path(args.out) if args.out else Path(args.results).with_name(Path(args.results).stem + "-report")

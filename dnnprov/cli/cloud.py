@@ -32,9 +32,9 @@ from dnnprov.cloud.export import (
 from dnnprov.cloud.export.aws_calls import new_run_id
 from dnnprov.dispatch import METHODS
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import load_catalog
-from dnnprov.io.catalog_import import SNAPSHOTS, dated_catalog_name, import_shared_data, write_catalog
-from dnnprov.io.catalog_regions import import_regions, parse_regions
+from dnnprov.io.catalogs.catalog import load_catalog
+from dnnprov.io.catalogs.importing import SNAPSHOTS, dated_catalog_name, import_shared_data, write_catalog
+from dnnprov.io.catalogs.regions import import_regions, parse_regions
 from dnnprov.io.instances import read_instance
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import SpotPlan

@@ -20,7 +20,7 @@ from dnnprov.cli.common import EXIT_OK, terminal_safe
 from dnnprov.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from dnnprov.io.catalog import Catalog, SpotWorkloadProfile
+    from dnnprov.io.catalogs.catalog import Catalog, SpotWorkloadProfile
 
 KINDS = ("instances", "catalogs", "workloads")
 DEFAULT_QUOTA = 10
@@ -30,7 +30,7 @@ PS_TYPE, PS_LIST_PRICE_PER_H = "m5.xlarge", 0.192
 
 
 def _data_root() -> Path:
-    from dnnprov.io.catalog import embedded_path
+    from dnnprov.io.catalogs.catalog import embedded_path
 
     return embedded_path()
 
@@ -122,14 +122,14 @@ def _embedded_or_path(value: str, kind: str) -> Path:
 
 def load_catalog_arg(value: str) -> Catalog:
     """A catalog from a file or an embedded catalog's name."""
-    from dnnprov.io.catalog import load_catalog
+    from dnnprov.io.catalogs.catalog import load_catalog
 
     return load_catalog(_embedded_or_path(value, "catalogs"))
 
 
 def load_profile_arg(value: str) -> SpotWorkloadProfile:
     """A spot workload profile from a file or an embedded profile's name (``spot/resnet110-paper``)."""
-    from dnnprov.io.catalog import load_spot_profile
+    from dnnprov.io.catalogs.catalog import load_spot_profile
 
     return load_spot_profile(_embedded_or_path(value, "workloads"))
 
@@ -163,7 +163,7 @@ def _quota(text: str) -> tuple[str, int]:
 
 def cmd_build(args: argparse.Namespace) -> int:
     """Write a spot instance from a catalog (prices, hardware), a workload profile and an SLO."""
-    from dnnprov.io.catalog import MULTI_REGION, build_spot_problem, profile_of, split_region
+    from dnnprov.io.catalogs.catalog import MULTI_REGION, build_spot_problem, profile_of, split_region
     from dnnprov.problems.spot import SpotConstraints, SpotPlatform, SpotSLO
 
     catalog = load_catalog_arg(args.catalog)
@@ -240,8 +240,8 @@ def only_regions(catalog: Catalog, text: str) -> Catalog:
     """The pools of a multi-region catalog in the regions of ``text`` (``a,b``; ``all``: every one)."""
     from dataclasses import replace
 
-    from dnnprov.io.catalog import MULTI_REGION
-    from dnnprov.io.catalog_regions import parse_regions
+    from dnnprov.io.catalogs.catalog import MULTI_REGION
+    from dnnprov.io.catalogs.regions import parse_regions
 
     regions = parse_regions(text)
     if regions is None:
@@ -258,7 +258,7 @@ def only_regions(catalog: Catalog, text: str) -> Catalog:
 
 def _profiled(profile: SpotWorkloadProfile, type_name: str) -> bool:
     """Whether the profile measures (or estimates) ``type_name``, or its plain type when region-qualified."""
-    from dnnprov.io.catalog import split_region
+    from dnnprov.io.catalogs.catalog import split_region
 
     return type_name in profile.per_type or split_region(type_name)[0] in profile.per_type
 
@@ -276,7 +276,7 @@ def _is_serverless(value: str) -> bool:
 
 def _build_serverless(args: argparse.Namespace, catalog: Catalog) -> int:
     """``build`` for a serverless workload: the catalog's function offer of ``--architecture``."""
-    from dnnprov.io.catalog import build_serverless_problem
+    from dnnprov.io.catalogs.catalog import build_serverless_problem
     from dnnprov.io.paper import load_serverless_workload
     from dnnprov.problems.serverless import ServerlessConstraints
 

@@ -67,7 +67,7 @@ def parse_deadlines(text: str) -> tuple[float | None, float | None]:
 
 def _check_figure(out: str) -> None:
     """Refuse a figure path that cannot be written, and a missing matplotlib, before solving."""
-    from dnnprov.batch.pareto import FIGURE_SUFFIXES
+    from dnnprov.batch.reports.pareto import FIGURE_SUFFIXES
 
     path = Path(out)
     if path.suffix.lower() not in FIGURE_SUFFIXES:
@@ -98,7 +98,7 @@ def cmd_pareto(args: argparse.Namespace) -> int:
     interrupted = stop_requested()
     figure = None
     if args.out:
-        from dnnprov.batch.pareto import write_front_figure
+        from dnnprov.batch.reports.pareto import write_front_figure
 
         figure = write_front_figure(front, args.out)
     if args.json:

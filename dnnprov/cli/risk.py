@@ -342,7 +342,7 @@ def cmd_risk_plan(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``risk`` and ``simulate`` subcommands."""
     from dnnprov.models.training_progress import JOIN_OVERHEAD_S
-    from dnnprov.revocation.simulate import POLICIES, REPLAN_METHODS
+    from dnnprov.revocation.replay.simulate import POLICIES, REPLAN_METHODS
     from dnnprov.solvers.revocation.robust import DEFAULT_MAX_PLANS, METHODS as ROBUST_METHODS
 
     p = sub.add_parser("risk", help="interruption models and revocation-aware plans")

@@ -36,8 +36,8 @@ from botocore.exceptions import (
 from dnnprov.cloud.export import ApiCall
 from dnnprov.cloud.export.aws_calls import LAUNCH_OPERATIONS
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import Catalog, CatalogEntry
-from dnnprov.io.catalog_import import (
+from dnnprov.io.catalogs.catalog import Catalog, CatalogEntry
+from dnnprov.io.catalogs.importing import (
     cheapest_zone,
     dated_catalog_name,
     iso,
@@ -46,7 +46,7 @@ from dnnprov.io.catalog_import import (
     quota_family,
     write_catalog,
 )
-from dnnprov.io.catalog_regions import merge_regions
+from dnnprov.io.catalogs.regions import merge_regions
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, VcpuQuota
 
 #: vCPU quota codes of Service Quotas (service ``ec2``) per (family, market).
@@ -377,7 +377,7 @@ def fetch_regions_file(
     now: datetime | None = None,
 ) -> Path:
     """Fetch each of ``regions`` (:func:`fetch_catalog`, one client set per region), join them
-    into one multi-region catalog (:func:`dnnprov.io.catalog_regions.merge_regions`) and write it
+    into one multi-region catalog (:func:`dnnprov.io.catalogs.regions.merge_regions`) and write it
     atomically; one region: the single-region catalog. Nothing is written on any failure."""
     now = (now or datetime.now(UTC)).astimezone(UTC)
     catalogs = [

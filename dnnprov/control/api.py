@@ -172,7 +172,7 @@ def mpc_table(
     problem: SpotProblem, plan: SpotPlan, model: AvailabilityModel, settings: RunSettings
 ) -> TakeoverTable | RunningTable:
     """``mpc``'s table of a live run: planned on ``model``'s ticks from the run's start."""
-    from dnnprov.revocation.pool_replay import takeover_table
+    from dnnprov.revocation.replay.pool_replay import takeover_table
 
     return takeover_table(problem, plan, model, join_s=settings.join_s)
 

@@ -29,7 +29,7 @@ from dnnprov.revocation.plan_choice import (
     PlanChoice,
 )
 from dnnprov.revocation.policies import make_policy
-from dnnprov.revocation.pool_replay import TracePools
+from dnnprov.revocation.replay.pool_replay import TracePools
 
 
 def choose_plan(

@@ -9,7 +9,7 @@ trace or period shorter than a window is refused), and runs the loop of
 offset and its event timeline, so that any run can be replayed alone or run against the EC2
 twin from the same offset. :class:`Simulation` is what the CLI and the service call: the
 options checked at once, then the runs, their summary and, with ``hindsight``, each window's
-proven lower bound (:mod:`dnnprov.revocation.hindsight`), computed on the same windows after
+proven lower bound (:mod:`dnnprov.revocation.replay.hindsight`), computed on the same windows after
 the runs (it changes nothing else).
 """
 
@@ -177,7 +177,7 @@ def loop_policy_factory(
     (default: all of them, which then overlaps the replay windows); ``replan`` solves its
     takeovers by ``replan_method``."""
     from dnnprov.revocation.policies import make_policy
-    from dnnprov.revocation.pool_replay import TracePools
+    from dnnprov.revocation.replay.pool_replay import TracePools
 
     if policy != "mpc":
         make_policy(policy, problem=problem, plan=plan, replan_method=replan_method)  # refuses a bad name now
@@ -193,7 +193,7 @@ def mpc_table(
     model: Any,
     fit_period: tuple[float, float] | None,
 ) -> Any:
-    """``mpc``'s table on ``pools`` (a :class:`dnnprov.revocation.pool_replay.TracePools`)."""
+    """``mpc``'s table on ``pools`` (a :class:`dnnprov.revocation.replay.pool_replay.TracePools`)."""
     if model is None:
         model = pools.fitted_models(plan, traces, fit_period or (0.0, 1.0))
     return pools.takeover_table(plan, model)
@@ -239,9 +239,9 @@ def summarize(
 def window_bounds(
     problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]], offsets: Sequence[int]
 ) -> list[float]:
-    """The hindsight bound of each window (:class:`dnnprov.revocation.hindsight.Hindsight`: no
+    """The hindsight bound of each window (:class:`dnnprov.revocation.replay.hindsight.Hindsight`: no
     policy running ``plan`` on the trace cloud's rules meets T_obj there for less)."""
-    from dnnprov.revocation.hindsight import BoundPool, Hindsight
+    from dnnprov.revocation.replay.hindsight import BoundPool, Hindsight
 
     bound = Hindsight(problem, plan, NOTICE_S)
     out = []
@@ -282,8 +282,8 @@ class Simulation:
         time_limit_s: float | None = None,
     ) -> None:
         from dnnprov.problems.validation import checks as check
-        from dnnprov.revocation.pool_replay import TracePools
-        from dnnprov.revocation.simulate import (
+        from dnnprov.revocation.replay.pool_replay import TracePools
+        from dnnprov.revocation.replay.simulate import (
             POLICIES,
             REPLAN_METHODS,
             check_plan_traces,
@@ -316,7 +316,7 @@ class Simulation:
         self.span_s = self.settings.horizon * problem.slo.time_s + self.settings.poll_s
         window_starts(traces, self.span_s, self.period)
         if hindsight:
-            from dnnprov.revocation.hindsight import Hindsight
+            from dnnprov.revocation.replay.hindsight import Hindsight
 
             Hindsight(problem, plan)  # refuses a plan too large to bound
 

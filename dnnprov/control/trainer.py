@@ -119,7 +119,7 @@ class ProgressModel:
         from dnnprov.models.spot import SpotModel
         from dnnprov.models.training_progress import progress_target
         from dnnprov.problems.spot import ON_DEMAND_SUFFIX
-        from dnnprov.revocation.simulate import ClusterSpeeds
+        from dnnprov.revocation.replay.simulate import ClusterSpeeds
 
         self.problem, self.join_s = problem, join_s
         self.types = [t.name for t in problem.instance_types]

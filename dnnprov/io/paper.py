@@ -15,7 +15,7 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import (
+from dnnprov.io.catalogs.catalog import (
     Catalog,
     SpotWorkloadProfile,
     _read_json,

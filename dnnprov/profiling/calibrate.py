@@ -245,7 +245,7 @@ ESTIMATED_GAMMA_4 = 1.0
 
 def table1_paper_problem(gamma_4: float | None = None) -> SpotProblem:
     """Table I on the paper model: the code's catalog, quotas [0,5,5,5,5], ResNet-110 paper profile."""
-    from dnnprov.io.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile
+    from dnnprov.io.catalogs.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile
     from dnnprov.io.paper import TABLE5_TYPES, UNPRICED_PS
     from dnnprov.problems.spot import SpotSLO
 

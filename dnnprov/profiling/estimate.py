@@ -4,7 +4,7 @@ A spot workload profile holds per-type numbers measured on a few types (the pape
 M60, T4 and V100). For any other NVIDIA type of a catalog, :func:`estimate_types` derives
 the compute time of one iteration from a *measured* type: the measured time per sample
 (eq. 6's T_comp over the per-GPU batch) times the ratio of the two GPUs' datasheet memory
-bandwidths (:mod:`dnnprov.io.catalog_gpus`; the rule of the ``aws-2025`` benchmark set),
+bandwidths (:mod:`dnnprov.io.catalogs.gpus`; the rule of the ``aws-2025`` benchmark set),
 with the measured per-GPU batch. The FP32-throughput ratio gives a second figure; the two
 bound the estimate's interval. Every estimate carries its source text, which the profile,
 the instance (``instance_types.T.estimate``) and every result that uses it show.
@@ -22,14 +22,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import (
+from dnnprov.io.catalogs.catalog import (
     Catalog,
     CatalogEntry,
     SpotWorkloadProfile,
     embedded_path,
     load_catalog,
 )
-from dnnprov.io.catalog_gpus import GPUS, gpu_key
+from dnnprov.io.catalogs.gpus import GPUS, gpu_key
 from dnnprov.problems.spot import InstanceType, SpotPlatform, SpotProblem, SpotSLO
 
 #: Where the hardware of a measured type comes from when the catalog lacks it (the papers' types).
@@ -168,7 +168,7 @@ def estimate_types(
         if gpu is None:
             raise InvalidInputError(
                 f"instance_types.{name}",
-                f"GPU {entry.gpu_model!r} has no datasheet figures in dnnprov.io.catalog_gpus: no estimate",
+                f"GPU {entry.gpu_model!r} has no datasheet figures in dnnprov.io.catalogs.gpus: no estimate",
             )
         out[name] = _estimate(name, gpu, _reference(gpu, measured))
     return out

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnprov.errors import InvalidInputError, ProfileWarning
-from dnnprov.io.catalog import SpotWorkloadProfile
+from dnnprov.io.catalogs.catalog import SpotWorkloadProfile
 from dnnprov.json_files import read_json_file
 
 #: Workload fields a loss log does not measure and ``--base`` supplies (beside the name,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import SpotWorkloadProfile
+from dnnprov.io.catalogs.catalog import SpotWorkloadProfile
 from dnnprov.io.paper import SERVERLESS_WORKLOAD_FORMAT
 from dnnprov.problems.serverless import ServerlessWorkload
 from dnnprov.problems.validation.domain import ServerlessDomain, SpotDomain

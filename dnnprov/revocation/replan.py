@@ -311,7 +311,7 @@ def solve_takeover(takeover: SpotProblem, method: str = "milp", **solve_options:
 def takeover_document(result: Result, takeover: SpotProblem, catalog: Any = None) -> dict[str, Any]:
     """The ``dnnprov/plan`` v1 dict of a takeover, also when the solve found no plan.
 
-    ``catalog`` is a :class:`~dnnprov.io.catalog.Catalog` or ``None``.
+    ``catalog`` is a :class:`~dnnprov.io.catalogs.catalog.Catalog` or ``None``.
     """
     out: dict[str, Any] = {
         "format": "dnnprov/plan",

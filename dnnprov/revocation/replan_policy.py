@@ -48,7 +48,7 @@ class Replan(Policy):
         if self.method not in SOLVE_METHOD:
             raise InvalidInputError("--replan-method", f"must be one of {', '.join(SOLVE_METHOD)}; got {self.method!r}")
         from dnnprov.models.training_progress import progress_target
-        from dnnprov.revocation.simulate import ClusterSpeeds
+        from dnnprov.revocation.replay.simulate import ClusterSpeeds
 
         self.types = [t.name for t in self.problem.instance_types]
         od_plan = [self.plan.counts.get(n + ON_DEMAND_SUFFIX, 0) for n in self.types]

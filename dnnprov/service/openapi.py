@@ -275,7 +275,7 @@ def _requests(max_time_limit_s: float) -> dict[str, Any]:
 def _replay_requests(instance: dict[str, Any], time_limit: dict[str, Any]) -> dict[str, Any]:
     """The bodies of ``simulate`` and ``choose-plan`` (dnnprov/service/replay_tasks.py)."""
     from dnnprov.revocation.policies import POLICY_NAMES
-    from dnnprov.revocation.simulate import POLICIES, REPLAN_METHODS
+    from dnnprov.revocation.replay.simulate import POLICIES, REPLAN_METHODS
 
     trace = {
         "type": "object",

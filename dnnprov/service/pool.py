@@ -29,9 +29,9 @@ WARM_UP_MODULES = (
     "dnnprov.solvers.joint.provision",
     "dnnprov.batch.sweep",
     "dnnprov.models.predict",
-    "dnnprov.revocation.pool_replay",
+    "dnnprov.revocation.replay.pool_replay",
     "dnnprov.revocation.plan_choice",
-    "dnnprov.revocation.hindsight",
+    "dnnprov.revocation.replay.hindsight",
 )
 #: Solve methods fast enough for the short lane (no proof: a heuristic answers in milliseconds).
 SHORT_METHODS = ("heuristic", "reference-heuristic")

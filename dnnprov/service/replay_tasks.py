@@ -113,7 +113,7 @@ def simulate_task(body: object, cap: float) -> CheckedRequest:
     from dnnprov.result import SpotPlan
     from dnnprov.revocation.availability import AvailabilityModel
     from dnnprov.revocation.policies import POLICY_NAMES
-    from dnnprov.revocation.simulate import POLICIES, REPLAN_METHODS
+    from dnnprov.revocation.replay.simulate import POLICIES, REPLAN_METHODS
 
     b = _fields(
         body,
@@ -189,7 +189,7 @@ def choose_plan_task(body: object, cap: float) -> CheckedRequest:
     """
     from dnnprov.control.plan_choice import choose_plan
     from dnnprov.models.training_progress import JOIN_OVERHEAD_S
-    from dnnprov.revocation.pool_replay import TracePools
+    from dnnprov.revocation.replay.pool_replay import TracePools
 
     b = _fields(body, {"instance", "traces", "zones", "fit_period", "join_s", "time_limit_s"}, ("instance", "traces"))
     problem = _spot(b["instance"])

@@ -292,7 +292,7 @@ def _export(body: object, cap: float) -> CheckedRequest:
         PlanDocument,
         export_files,
     )
-    from dnnprov.io.catalog import Catalog
+    from dnnprov.io.catalogs.catalog import Catalog
 
     b = _fields(body, {"plan", "target", "instance", "catalog", "options"}, ("plan", "target"))
     target = check.choice("target", b["target"], TARGETS)

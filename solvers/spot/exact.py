@@ -65,7 +65,7 @@ from dnnprov.solvers.highs_driver import MilpStatus, new_highs, solve_milp
 from dnnprov.solvers.outcome import spot_result
 from dnnprov.solvers.search.heuristics import spot_heuristic
 from dnnprov.solvers.side_vars import attach
-from dnnprov.solvers.spot.bounds import CellBounds
+from dnnprov.solvers.spot.bounding.bounds import CellBounds
 from dnnprov.solvers.spot.cells import (
     BoxStats,
     Cell,

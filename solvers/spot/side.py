@@ -1,6 +1,6 @@
 """The spot decomposition's view of side rows that use ``used[c]`` or the user's own variables.
 
-:class:`SideColumns` is a part of :class:`~dnnprov.solvers.spot.bounds.CellBounds` (built from
+:class:`SideColumns` is a part of :class:`~dnnprov.solvers.spot.bounding.bounds.CellBounds` (built from
 the ``side`` rows and the columns): the count-only rows such side rows imply (for the LP bounds)
 and the extra columns and rows they bring into a cell MILP. The proofs are at each method.
 """

@@ -345,7 +345,7 @@ def test_report_writes_figures_and_page(local_run, tmp_path, capsys):
 
 def test_report_reads_slo_from_instance_files(local_run, instance_dir, tmp_path, monkeypatch):
     """Relative row paths are found below a given root; SLOs come from the files."""
-    from dnnprov.batch.report import instance_info
+    from dnnprov.batch.reports.report import instance_info
 
     df, _ = local_run
     relative = df["path"].map(lambda p: Path(p).relative_to(instance_dir).as_posix())

@@ -12,7 +12,13 @@ import pytest
 
 import dnnprov
 from dnnprov.batch.files import read_results
-from dnnprov.batch.report import figure_ratios, instance_info, plot_cost_ratios, plot_performance_profile, plot_slo
+from dnnprov.batch.reports.report import (
+    figure_ratios,
+    instance_info,
+    plot_cost_ratios,
+    plot_performance_profile,
+    plot_slo,
+)
 from dnnprov.batch.runner import run_batch
 
 pytest.importorskip("matplotlib", reason="report needs the batch extra")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import dnnprov
-from dnnprov.batch.report import instance_bases, instance_info
+from dnnprov.batch.reports.report import instance_bases, instance_info
 from dnnprov.cli import main
 
 pytest.importorskip("matplotlib", reason="report needs the batch extra")

@@ -13,8 +13,16 @@ import pandas as pd
 import pytest
 
 from dnnprov.batch.files import ROW_COLUMNS, read_results
-from dnnprov.batch.summary import summarize
-from dnnprov.batch.tables import family_of, latex, markdown, paper_tables, proven, shifted_geometric_mean, size_class
+from dnnprov.batch.reports.summary import summarize
+from dnnprov.batch.reports.tables import (
+    family_of,
+    latex,
+    markdown,
+    paper_tables,
+    proven,
+    shifted_geometric_mean,
+    size_class,
+)
 from dnnprov.cli import main
 from dnnprov.errors import InvalidInputError
 
@@ -217,7 +225,7 @@ def test_slo_figure_joins_only_one_instances_series() -> None:
     import dataclasses
 
     import dnnprov
-    from dnnprov.batch.report import plot_slo, series_key
+    from dnnprov.batch.reports.report import plot_slo, series_key
 
     table1 = dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json"))
     later = dataclasses.replace(table1, name="later", slo=dataclasses.replace(table1.slo, time_s=3000.0))

@@ -27,7 +27,7 @@ from dnnprov.benchsets.generate import (
     write_instance_lines,
 )
 from dnnprov.cli import main
-from dnnprov.io.catalog import embedded_path
+from dnnprov.io.catalogs.catalog import embedded_path
 
 BENCHMARKS = embedded_path("benchmarks")
 

@@ -14,8 +14,8 @@ import pytest
 import dnnprov
 from dnnprov.cli import main
 from dnnprov.cloud.export import LaunchOptions, load_plan, plan_document, run_instances_calls
-from dnnprov.io.catalog import SpotWorkloadProfile, build_spot_problem, embedded_path, load_catalog
-from dnnprov.io.catalog_import import import_shared_data
+from dnnprov.io.catalogs.catalog import SpotWorkloadProfile, build_spot_problem, embedded_path, load_catalog
+from dnnprov.io.catalogs.importing import import_shared_data
 
 pytest_plugins = ["conftest_aws"]
 

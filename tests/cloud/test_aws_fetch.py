@@ -14,7 +14,7 @@ from botocore.stub import ANY
 from dnnprov.cli import main
 from dnnprov.cloud.aws import AwsClients, CloudError, RetryPolicy, fetch_catalog, fetch_catalog_file
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import embedded_path, load_catalog
+from dnnprov.io.catalogs.catalog import embedded_path, load_catalog
 from dnnprov.problems.spot import VcpuQuota
 
 pytest_plugins = ["conftest_aws"]

@@ -30,7 +30,7 @@ from dnnprov.cloud.export import (
     run_instances_calls,
 )
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import Catalog, CatalogEntry
+from dnnprov.io.catalogs.catalog import Catalog, CatalogEntry
 from dnnprov.revocation.replan import replanned_problem
 
 pytest_plugins = ["conftest_aws"]

@@ -33,7 +33,7 @@ from dnnprov.cloud.export import (
     run_instances_calls,
 )
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import Catalog, CatalogEntry
+from dnnprov.io.catalogs.catalog import Catalog, CatalogEntry
 from dnnprov.io.instances import problem_from_dict, read_instance
 
 yaml = pytest.importorskip("yaml")

@@ -22,9 +22,9 @@ from dnnprov.cloud.export import (
 from dnnprov.cloud.export.kueue import kueue_documents
 from dnnprov.cloud.export.skypilot import skypilot_tasks
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import Catalog, CatalogEntry, build_spot_problem, embedded_path, load_spot_profile
-from dnnprov.io.catalog_import import write_catalog
-from dnnprov.io.catalog_regions import merge_regions
+from dnnprov.io.catalogs.catalog import Catalog, CatalogEntry, build_spot_problem, embedded_path, load_spot_profile
+from dnnprov.io.catalogs.importing import write_catalog
+from dnnprov.io.catalogs.regions import merge_regions
 from dnnprov.problems.spot import SpotSLO
 
 AMI = LaunchOptions(image_id="ami-0123456789abcdef0")

@@ -27,7 +27,7 @@ import pytest
 import dnnprov
 from dnnprov.cloud.export import KUEUE_APIS, ExportOptions, PlanDocument, export, plan_document
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import Catalog, CatalogEntry
+from dnnprov.io.catalogs.catalog import Catalog, CatalogEntry
 from dnnprov.io.instances import problem_from_dict, read_instance
 
 yaml = pytest.importorskip("yaml")

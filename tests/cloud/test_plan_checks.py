@@ -12,7 +12,7 @@ import dnnprov
 from dnnprov.cli import main
 from dnnprov.cloud.export import PlanDocument, load_plan
 from dnnprov.errors import InvalidInputError
-from dnnprov.revocation.simulate import check_plan_traces
+from dnnprov.revocation.replay.simulate import check_plan_traces
 
 REPRO = Path(__file__).resolve().parents[2].parent / "shared" / "repro" / "turn3"
 

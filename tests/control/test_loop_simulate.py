@@ -19,8 +19,8 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import write_instance
 from dnnprov.problems.interruption import Trace, load_trace
 from dnnprov.result import SpotPlan
-from dnnprov.revocation.hindsight import BoundPool, Hindsight
 from dnnprov.revocation.policies import POLICY_NAMES
+from dnnprov.revocation.replay.hindsight import BoundPool, Hindsight
 
 REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "spot-traces" / "availability"
 V100 = REAL / "16-node" / "aws-08-27-2023"

@@ -32,7 +32,7 @@ from dnnprov.io.instances import write_instance
 from dnnprov.problems.interruption import Trace
 from dnnprov.revocation.availability import fit_availability
 from dnnprov.revocation.policies import make_policy
-from dnnprov.revocation.pool_replay import takeover_table
+from dnnprov.revocation.replay.pool_replay import takeover_table
 
 pytest_plugins = ["conftest_aws"]
 REGION = "us-west-2"

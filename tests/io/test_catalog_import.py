@@ -10,13 +10,13 @@ import pytest
 from dnnprov.cli import main
 from dnnprov.dispatch import solve
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import (
+from dnnprov.io.catalogs.catalog import (
     Catalog,
     build_serverless_problem,
     embedded_path,
     load_catalog,
 )
-from dnnprov.io.catalog_import import import_shared_data
+from dnnprov.io.catalogs.importing import import_shared_data
 from dnnprov.io.paper import load_serverless_workload
 from dnnprov.result import Status
 

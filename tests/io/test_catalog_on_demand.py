@@ -14,7 +14,7 @@ import pytest
 
 from dnnprov import SpotSLO
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile
+from dnnprov.io.catalogs.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile
 from dnnprov.problems.spot import SpotConstraints
 
 PROFILE = load_spot_profile(embedded_path("workloads", "spot", "resnet110-paper.json"))

@@ -10,7 +10,7 @@ import pytest
 import dnnprov
 from dnnprov.cli import main
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import (
+from dnnprov.io.catalogs.catalog import (
     MULTI_REGION,
     Catalog,
     CatalogEntry,
@@ -19,8 +19,8 @@ from dnnprov.io.catalog import (
     load_spot_profile,
     split_region,
 )
-from dnnprov.io.catalog_import import default_shared_data
-from dnnprov.io.catalog_regions import import_regions, merge_regions, parse_regions
+from dnnprov.io.catalogs.importing import default_shared_data
+from dnnprov.io.catalogs.regions import import_regions, merge_regions, parse_regions
 from dnnprov.problems.spot import SpotSLO
 
 SHARED = default_shared_data()

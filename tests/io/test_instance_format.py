@@ -32,7 +32,7 @@ from dnnprov import (
     read_instance,
     write_instance,
 )
-from dnnprov.io.catalog import embedded_path
+from dnnprov.io.catalogs.catalog import embedded_path
 from dnnprov.io.instances import schema
 from dnnprov.problems.spot import LOSS_VARIANTS, MARKETS, MODELS
 

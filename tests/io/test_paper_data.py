@@ -12,7 +12,7 @@ import pytest
 
 import dnnprov
 from dnnprov import InvalidInputError, SpotProblem, dumps_instance, embedded_instance, read_instance
-from dnnprov.io.catalog import Catalog, SpotWorkloadProfile, embedded_path, load_catalog, load_spot_profile
+from dnnprov.io.catalogs.catalog import Catalog, SpotWorkloadProfile, embedded_path, load_catalog, load_spot_profile
 from dnnprov.io.paper import (
     TABLE3_TYPES,
     TABLE5_TYPES,

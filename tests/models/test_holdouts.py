@@ -18,7 +18,7 @@ import re
 import pytest
 
 import dnnprov
-from dnnprov.io.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile
+from dnnprov.io.catalogs.catalog import build_spot_problem, embedded_path, load_catalog, load_spot_profile
 from dnnprov.io.paper import TABLE5_TYPES, UNPRICED_PS
 from dnnprov.models.predict import predict
 from dnnprov.problems.spot import SpotSLO

@@ -17,7 +17,7 @@ import pytest
 from conftest import spot_space
 
 import dnnprov
-from dnnprov.io.catalog import embedded_path
+from dnnprov.io.catalogs.catalog import embedded_path
 from dnnprov.io.instances import schema
 from dnnprov.problems.validation.domain import numerator_range
 from dnnprov.result import Status

@@ -13,7 +13,7 @@ import pytest
 from conftest import one_error
 
 from dnnprov.cli import main
-from dnnprov.io.catalog import embedded_path
+from dnnprov.io.catalogs.catalog import embedded_path
 
 AWS_006 = embedded_path("benchmarks", "aws-2025", "aws-2025-006.json")
 

@@ -11,14 +11,14 @@ from dnnprov.benchsets.common import GPU_MEMORY_BANDWIDTH_GB_S, workload_gpu_pro
 from dnnprov.cli import main
 from dnnprov.dispatch import solve
 from dnnprov.errors import InvalidInputError, PlausibilityWarning, ProfileWarning
-from dnnprov.io.catalog import (
+from dnnprov.io.catalogs.catalog import (
     Catalog,
     CatalogEntry,
     embedded_path,
     load_catalog,
     load_spot_profile,
 )
-from dnnprov.io.catalog_gpus import GPUS, gpu_key
+from dnnprov.io.catalogs.gpus import GPUS, gpu_key
 from dnnprov.io.instances import read_instance
 from dnnprov.profiling.estimate import (
     estimate_types,

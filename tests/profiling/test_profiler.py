@@ -11,7 +11,7 @@ import pytest
 
 from dnnprov.cli import main
 from dnnprov.errors import InvalidInputError, ProfileWarning
-from dnnprov.io.catalog import embedded_path, load_spot_profile
+from dnnprov.io.catalogs.catalog import embedded_path, load_spot_profile
 from dnnprov.io.paper import load_serverless_workload
 from dnnprov.profiling.profiler import (
     fit_loss,

@@ -181,7 +181,7 @@ def test_rank_deficient_fit_reports_nan_and_warns(tmp_path: Path, capsys: pytest
 
 def test_one_run_keeps_the_fit_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """One run: the main fit is written, leave-one-run-out is empty and a warning says why."""
-    from dnnprov.io.catalog import embedded_path, load_spot_profile
+    from dnnprov.io.catalogs.catalog import embedded_path, load_spot_profile
 
     synthetic_log(TRUE, "cc", CLUSTERS[:1], noise=0.01, seed=0).write_csv(tmp_path / "one.csv")
     assert (

@@ -27,18 +27,18 @@ from dnnprov.control.replay import (
     window_starts,
 )
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog_import import default_shared_data
+from dnnprov.io.catalogs.importing import default_shared_data
 from dnnprov.models.training_progress import progress_speed, progress_target
 from dnnprov.problems.interruption import Trace, load_trace
 from dnnprov.revocation.availability import AvailabilityModel, fit_availability
-from dnnprov.revocation.hindsight import BoundPool, Hindsight
 from dnnprov.revocation.policies import (
     PROGRESS_BUCKETS,
     RunningTable,
     TakeoverTable,
     make_policy,
 )
-from dnnprov.revocation.pool_replay import TracePools
+from dnnprov.revocation.replay.hindsight import BoundPool, Hindsight
+from dnnprov.revocation.replay.pool_replay import TracePools
 
 OD_PRICE = 3.06
 POLICIES = ("none", "replan", "fallback", "failover", "uniform-progress", "mpc")

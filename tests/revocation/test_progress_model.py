@@ -17,7 +17,7 @@ import dnnprov
 from dnnprov.control.loop import RunSettings
 from dnnprov.control.plan_choice import choose_plan
 from dnnprov.control.replay import Simulation, draw_offsets, run_once, window_bounds
-from dnnprov.io.catalog_import import default_shared_data
+from dnnprov.io.catalogs.importing import default_shared_data
 from dnnprov.problems.interruption import load_trace
 from dnnprov.revocation.availability import fit_availability
 from dnnprov.revocation.policies import (
@@ -27,7 +27,7 @@ from dnnprov.revocation.policies import (
     View,
     make_policy,
 )
-from dnnprov.revocation.pool_replay import TracePools
+from dnnprov.revocation.replay.pool_replay import TracePools
 
 JOIN = 126.0
 PS_PRICE = 0.192

@@ -15,14 +15,14 @@ import pytest
 import dnnprov
 from dnnprov.cli import main
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import (
+from dnnprov.io.catalogs.catalog import (
     Catalog,
     CatalogEntry,
     build_spot_problem,
     embedded_path,
     load_spot_profile,
 )
-from dnnprov.io.catalog_import import default_shared_data
+from dnnprov.io.catalogs.importing import default_shared_data
 from dnnprov.problems.interruption import (
     BUCKET_SHARE,
     HOURS_PER_MONTH,

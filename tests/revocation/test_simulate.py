@@ -14,7 +14,7 @@ import dnnprov
 from dnnprov.cli import main
 from dnnprov.control.replay import Simulation, draw_offsets
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog_import import default_shared_data
+from dnnprov.io.catalogs.importing import default_shared_data
 from dnnprov.problems.interruption import load_trace
 
 JOIN = 126.0

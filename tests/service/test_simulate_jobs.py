@@ -15,7 +15,7 @@ import pytest
 from conftest import resnet110_problem
 
 import dnnprov
-from dnnprov.io.catalog_import import default_shared_data
+from dnnprov.io.catalogs.importing import default_shared_data
 
 httpx = pytest.importorskip("httpx", reason="httpx is in the test extra")
 pytest.importorskip("fastapi", reason="the service extra (fastapi, uvicorn) is in the test extra")

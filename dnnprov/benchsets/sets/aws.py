@@ -34,7 +34,7 @@ from dnnprov.benchsets.common import (
 from dnnprov.benchsets.sets.large import _target_deadline
 from dnnprov.benchsets.sets.small import _space
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog_import import ADVISOR_FILE, BUCKETS, import_shared_data
+from dnnprov.io.catalogs.importing import ADVISOR_FILE, BUCKETS, import_shared_data
 from dnnprov.problems.spot import (
     InstanceType,
     SpotConstraints,
@@ -67,7 +67,7 @@ def aws_types(year: int, shared_data: str | Path | None = None) -> list[AwsType]
     """The NVIDIA GPU types of us-east-1 with real prices for the ``aws-<year>`` set.
 
     2022: spot price from the 2022-05-31 history (latest per AZ, cheapest AZ, Linux/UNIX)
-    through :func:`dnnprov.io.catalog_import.import_shared_data`. 2025: spot price = on-demand
+    through :func:`dnnprov.io.catalogs.importing.import_shared_data`. 2025: spot price = on-demand
     x (1 - savings %) of the 2025-06-28 Spot Instance Advisor, with its interruption bucket.
     On-demand prices, GPUs and vCPUs come from the on-demand GPU list in both. K80 types
     count GPUs as vCPUs / 4 (the list counts K80 boards: p2.8xlarge 4, AWS says 8).

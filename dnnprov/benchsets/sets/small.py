@@ -29,7 +29,7 @@ from dnnprov.benchsets.common import (
     gpu_model_key,
     workload_gpu_profiles,
 )
-from dnnprov.io.catalog import Catalog, embedded_path
+from dnnprov.io.catalogs.catalog import Catalog, embedded_path
 from dnnprov.io.paper import load_serverless_workload
 from dnnprov.models.serverless import ServerlessModel
 from dnnprov.problems.serverless import ServerlessConstraints, ServerlessPlatform, ServerlessProblem, ServerlessWorkload

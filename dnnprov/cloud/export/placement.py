@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from dnnprov.cloud.export.plan import PlanDocument, hardware, split_label
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import split_region
+from dnnprov.io.catalogs.catalog import split_region
 from dnnprov.problems.spot import SpotProblem
 
 #: The region of an AWS zone name: ``us-east-1a`` and the local zone ``us-west-2-lax-1a`` -> ``us-east-1``, ``us-west-2``.

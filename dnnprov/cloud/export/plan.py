@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import MULTI_REGION, Catalog
+from dnnprov.io.catalogs.catalog import MULTI_REGION, Catalog
 from dnnprov.io.instances import problem_from_dict
 from dnnprov.json_files import read_json_file
 from dnnprov.models.spot import SpotModel

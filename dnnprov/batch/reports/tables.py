@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dnnprov.batch.summary import method_rank
+from dnnprov.batch.reports.summary import method_rank
 from dnnprov.dispatch import METHODS
 from dnnprov.errors import InvalidInputError
 from dnnprov.result import Status

@@ -1,11 +1,11 @@
 """Multi-region catalogs: one catalog whose entries are the (type, region) pools of many regions.
 
-Each region's catalog is built as before (:func:`dnnprov.io.catalog_import.import_shared_data`
+Each region's catalog is built as before (:func:`dnnprov.io.catalogs.importing.import_shared_data`
 offline, :func:`dnnprov.cloud.aws.fetch_catalog` online); :func:`merge_regions` joins them.
-An entry of region ``R`` is named ``TYPE@R`` (:func:`dnnprov.io.catalog.qualified`), carries
+An entry of region ``R`` is named ``TYPE@R`` (:func:`dnnprov.io.catalogs.catalog.qualified`), carries
 ``region: R`` and the quota family ``FAMILY@R`` (AWS's vCPU quotas are per region); prices,
 interruption buckets and sources stay the region's own. The merged catalog's ``region`` is
-:data:`~dnnprov.io.catalog.MULTI_REGION`. Function offers (AWS Lambda) are per region and
+:data:`~dnnprov.io.catalogs.catalog.MULTI_REGION`. Function offers (AWS Lambda) are per region and
 are not merged: a serverless instance is built from a single-region catalog.
 """
 
@@ -17,8 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import MULTI_REGION, Catalog, qualified
-from dnnprov.io.catalog_import import (
+from dnnprov.io.catalogs.catalog import MULTI_REGION, Catalog, qualified
+from dnnprov.io.catalogs.importing import (
     ADVISOR_FILE,
     ON_DEMAND_FILE,
     default_shared_data,

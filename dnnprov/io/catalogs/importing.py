@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalog import Catalog, CatalogEntry, FunctionOffer
+from dnnprov.io.catalogs.catalog import Catalog, CatalogEntry, FunctionOffer
 from dnnprov.json_files import read_json_file
 
 SPOT_HISTORY_FILE = "aws-spot-price-history-2022-05-31.tsv.gz"

@@ -22,8 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dnnprov.batch.runner import cost_ratios, load_instances, read_results, split_path, summarize
-from dnnprov.batch.tables import (
+from dnnprov.batch.reports.tables import (
     DEFAULT_GAP_TOL,
     DEFAULT_SHIFT_S,
     PaperTables,
@@ -38,6 +37,7 @@ from dnnprov.batch.tables import (
     time_label,
     wall_fallbacks,
 )
+from dnnprov.batch.runner import cost_ratios, load_instances, read_results, split_path, summarize
 from dnnprov.dispatch import METHODS
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.serverless import ServerlessProblem
@@ -266,7 +266,7 @@ def solve_success(df: pd.DataFrame, gap_tol: float = DEFAULT_GAP_TOL) -> pd.Seri
 
 def performance_ratios(df: pd.DataFrame, gap_tol: float = DEFAULT_GAP_TOL) -> pd.Series:
     """Dolan-Moré ratios: a row's time (CPU time when the rows have it, else wall time,
-    :func:`~dnnprov.batch.tables.row_times`) over the fastest successful time on its path
+    :func:`~dnnprov.batch.reports.tables.row_times`) over the fastest successful time on its path
     (``inf`` where the row did not succeed, see :func:`solve_success`)."""
     secs = row_times(df).fillna(np.inf).clip(lower=TIME_FLOOR_S)
     times = secs.where(solve_success(df, gap_tol), np.inf)
@@ -399,11 +399,11 @@ def write_report(
     """Write the tables (``summary.md``, ``summary.tex``, ``summary.csv``), the figures (PNG
     and SVG) and ``index.html`` into ``out``.
 
-    The tables are :func:`~dnnprov.batch.tables.paper_tables` with the shifted geometric
+    The tables are :func:`~dnnprov.batch.reports.tables.paper_tables` with the shifted geometric
     mean's shift ``shift_s`` (seconds) and the gap tolerance ``gap_tol`` of a proven
     ``limit`` row. Relative instance paths in the rows are looked up as
     :func:`instance_bases` says, so the report finds them from any folder. Returns the
-    per-method summary (:func:`~dnnprov.batch.summary.summarize`) and the files written.
+    per-method summary (:func:`~dnnprov.batch.reports.summary.summarize`) and the files written.
     """
     try:
         import matplotlib  # noqa: F401

@@ -69,7 +69,7 @@ from dnnprov.models.spot import SpotModel
 from dnnprov.models.training_progress import progress_target
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
 from dnnprov.result import SpotPlan
-from dnnprov.revocation.simulate import ClusterSpeeds, domain_speed
+from dnnprov.revocation.replay.simulate import ClusterSpeeds, domain_speed
 
 MAX_CLUSTERS = 200_000
 SEARCH_STEPS = 80

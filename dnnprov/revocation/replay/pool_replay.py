@@ -37,7 +37,7 @@ from dnnprov.revocation.availability import (
     window_starts,
 )
 from dnnprov.revocation.policies import RunningTable, TakeoverTable
-from dnnprov.revocation.simulate import ClusterSpeeds, check_run_ticks
+from dnnprov.revocation.replay.simulate import ClusterSpeeds, check_run_ticks
 
 
 class TracePools:

@@ -18,7 +18,8 @@ from typing import TypeVar
 
 import highspy
 import numpy as np
-from dnnprov.solvers.spot.cc import CcBounds
+from dnnprov.solvers.spot.bounding.cc import CcBounds
+from dnnprov.solvers.spot.bounding.lp import LpBounds
 from dnnprov.solvers.spot.cells import (
     BoxStats,
     Cell,
@@ -29,7 +30,6 @@ from dnnprov.solvers.spot.cells import (
     row_ranges,
     up,
 )
-from dnnprov.solvers.spot.lp import LpBounds
 from dnnprov.solvers.spot.side import SideColumns
 from dnnprov.solvers.spot.terms import REF_BATCH_ROUNDING, SpotTerms
 

@@ -1,0 +1,1 @@
+"""What batch rows become: summaries, tables an OR paper prints, figures and the front's plot."""
