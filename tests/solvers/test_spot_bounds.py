@@ -1,7 +1,7 @@
 """The spot decomposition's bounds hold for every plan they claim (against brute force).
 
 Each test draws small random problems, enumerates every count vector of a box, evaluates it
-with :class:`SpotModel` and checks one claim of :mod:`dnnprov.solvers.spot.bounds`: the vectorized
+with :class:`SpotModel` and checks one claim of :mod:`dnnprov.solvers.spot.bounding.bounds`: the vectorized
 greedy, the exact row ranges, the vertex bound, the tail bound, the top-cell screen, the
 Q bound, the coupled j bound and the cell MILPs' no-goods.
 """
