@@ -3,17 +3,39 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from dnnprov.models.serverless import ServerlessModel
-from dnnprov.models.spot import SpotModel
+from dnnprov.models.spot import SpotEvaluation
+from dnnprov.problems.spot import SpotColumns, SpotProblem
 from dnnprov.result import Objective, Result, ServerlessPlan, SpotPlan, Status
 
 
+class SpotPlanModel(Protocol):
+    """What packaging a spot plan reads of its model: a :class:`~dnnprov.models.spot.SpotModel`,
+    or one that judges plans by another criterion
+    (:class:`~dnnprov.solvers.spot.incumbents.JudgedModel`)."""
+
+    @property
+    def problem(self) -> SpotProblem: ...
+
+    @property
+    def columns(self) -> SpotColumns: ...
+
+    def evaluate(self, counts: npt.ArrayLike, ps: npt.ArrayLike = 1) -> SpotEvaluation: ...
+
+    def domain_note(
+        self, batch_wa: float, workers: int, cc: float | None = None, iterations: float | None = None
+    ) -> str | None: ...
+
+    def extrapolated_axes(self, batch_wa: float, workers: int, iterations: float | None = None) -> list[str]: ...
+
+
 def spot_result(
-    model: SpotModel,
+    model: SpotPlanModel,
     counts: np.ndarray | None,
     ps: int,
     *,

@@ -19,13 +19,15 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import cast
 
 import numpy as np
+import numpy.typing as npt
+from dnnprov.solvers.outcome import SpotPlanModel
 from dnnprov.solvers.spot.cells import greedy_many
 from dnnprov.solvers.spot.terms import SpotTerms
 
 from dnnprov.models.spot import SpotEvaluation, SpotModel
+from dnnprov.problems.spot import SpotColumns, SpotProblem
 from dnnprov.result import Result, SpotPlan
 
 FRONTIER_STEPS = np.array([1.0, 1.5, 2.0, 3.0, 5.0, 8.0])  # lambda / rho of the frontier plans tried per (K, s)
@@ -41,9 +43,11 @@ Judge = Callable[[np.ndarray, np.ndarray, SpotEvaluation], tuple[np.ndarray, np.
 class JudgedModel:
     """A :class:`SpotModel` whose ``evaluate`` also applies a criterion, ``judge``.
 
-    Every other attribute is the wrapped model's. ``ceiling()`` is the incumbent's
-    objective: plans whose nominal cost reaches it are returned as the nominal model has
-    them (they cannot win, whatever the criterion says, as long as it never lowers a cost).
+    It stands in for the model where plans are evaluated and packaged
+    (:class:`~dnnprov.solvers.outcome.SpotPlanModel`): the problem, the columns and the
+    domain notes are the wrapped model's. ``ceiling()`` is the incumbent's objective: plans
+    whose nominal cost reaches it are returned as the nominal model has them (they cannot
+    win, whatever the criterion says, as long as it never lowers a cost).
     """
 
     def __init__(self, base: SpotModel, judge: Judge, ceiling: Callable[[], float]) -> None:
@@ -54,10 +58,27 @@ class JudgedModel:
         #: plans (counts, PS) the criterion refused although nominally feasible and cheap enough
         self.refused: set[tuple[tuple[int, ...], int]] = set()
 
-    def __getattr__(self, name: str):
-        return getattr(self.base, name)
+    @property
+    def problem(self) -> SpotProblem:
+        """The wrapped model's problem."""
+        return self.base.problem
 
-    def evaluate(self, counts: np.ndarray, ps: np.ndarray | int = 1) -> SpotEvaluation:
+    @property
+    def columns(self) -> SpotColumns:
+        """The wrapped model's columns."""
+        return self.base.columns
+
+    def domain_note(
+        self, batch_wa: float, workers: int, cc: float | None = None, iterations: float | None = None
+    ) -> str | None:
+        """The wrapped model's note on where a plan sits in the validity domain."""
+        return self.base.domain_note(batch_wa, workers, cc, iterations)
+
+    def extrapolated_axes(self, batch_wa: float, workers: int, iterations: float | None = None) -> list[str]:
+        """The wrapped model's axes on which a plan lies beyond the data."""
+        return self.base.extrapolated_axes(batch_wa, workers, iterations)
+
+    def evaluate(self, counts: npt.ArrayLike, ps: npt.ArrayLike = 1) -> SpotEvaluation:
         """The nominal evaluation, with ``feasible`` and ``cost`` of the judged problem."""
         counts = np.atleast_2d(np.asarray(counts, dtype=np.int64))
         ps = np.broadcast_to(np.asarray(ps, dtype=np.int64), (len(counts),))
@@ -88,8 +109,8 @@ class IncumbentSearch:
         self.shape = terms.shape
         self.stats = stats
         self.judged = None if judge is None else JudgedModel(terms.model, judge, lambda: self.best_cost)
-        #: the model every plan is evaluated with (the judged one stands in for it: attributes forwarded)
-        self.model: SpotModel = terms.model if self.judged is None else cast(SpotModel, self.judged)
+        #: the model every plan is evaluated with: the problem's, or the judged one standing in for it
+        self.model: SpotPlanModel = terms.model if self.judged is None else self.judged
         self.evaluated: dict[tuple[tuple[int, ...], int], float] = {}
         self.best_cost = math.inf
         self.best: tuple[np.ndarray, int] | None = None
