@@ -25,7 +25,8 @@ import numpy as np
 from dnnprov.solvers.search.enumeration import spot_space_size
 
 import dnnprov
-from dnnprov.benchsets.generate import PS_PRICE_PER_H, _target_deadline, aws_types, workload_gpu_profiles
+from dnnprov.benchsets.common import target_deadline
+from dnnprov.benchsets.generate import PS_PRICE_PER_H, aws_types, workload_gpu_profiles
 from dnnprov.errors import InvalidInputError
 
 WORKLOADS = {"resnet110-paper": 0.8, "vgg19": 4.0}
@@ -74,7 +75,7 @@ def catalog_instance(profile: str, loss: float, shared_data: str | None) -> dnnp
         name=f"us-east-1-2025-{profile}",
     )
     _, (_, k_cap) = dnnprov.SpotModel(draft).domain_bounds()  # the profile's |N| range
-    found = _target_deadline(np.random.default_rng(2025), draft, 3, k_cap or 24)
+    found = target_deadline(np.random.default_rng(2025), draft, 3, k_cap or 24)
     deadline = found[0].time_s if found is not None else 3600.0
     return draft.replace(slo=dnnprov.SpotSLO(loss=loss, time_s=deadline))
 

@@ -42,13 +42,13 @@ from dnnprov.benchsets.common import (
     TRACE_GENERATED_DIR,
     TRACE_SAMPLE_FILE,
     Entry,
-    _check_seed,
+    check_seed,
     resolve_shared_data,
     workload_gpu_profiles,
 )
 from dnnprov.benchsets.lines import dumps_line, read_instance_lines, write_instance_lines
 from dnnprov.benchsets.sets.aws import aws_instance, aws_set, aws_types
-from dnnprov.benchsets.sets.large import _target_deadline, large_instance, large_set  # noqa: F401 (_target_deadline: benchmarks/real_catalog.py)
+from dnnprov.benchsets.sets.large import large_instance, large_set
 from dnnprov.benchsets.sets.small import small_serverless_instance, small_set, small_spot_instance
 from dnnprov.benchsets.sets.trace import TRACE_MAPPING, TRACE_TIME_RANGE_S, read_philly_runtimes, trace_jobs
 from dnnprov.errors import InvalidInputError
@@ -200,7 +200,7 @@ def build_set(
     set_name: str, *, seed: int = DEFAULT_SEED, count: int | None = None, shared_data: str | Path | None = None
 ) -> tuple[list[Entry], dict[str, Any]]:
     """The entries of an instance set and the ``index.json`` extras (not for ``trace``)."""
-    seed = _check_seed(seed)
+    seed = check_seed(seed)
     if set_name == "paper":
         if count is not None:
             raise InvalidInputError("count", "the paper set is the fixed list of published experiments")
@@ -251,7 +251,7 @@ def generate(
     """
     if set_name not in SETS:
         raise InvalidInputError("set", f"unknown set {set_name!r}; choose from {', '.join(SETS)}")
-    seed = _check_seed(seed)
+    seed = check_seed(seed)
     if set_name == "trace":
         return _generate_trace(out, seed, count, shared_data)
     entries, extra = build_set(set_name, seed=seed, count=count, shared_data=shared_data)

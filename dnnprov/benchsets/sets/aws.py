@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from dnnprov.benchsets.common import (
-    _STREAM,
     AWS_WORKLOADS,
     DEFAULT_SEED,
     GENERATOR_VERSION,
@@ -22,17 +21,18 @@ from dnnprov.benchsets.common import (
     PROFILED_GPUS,
     PS_PRICE_PER_H,
     REGION,
+    STREAMS,
     Entry,
     GpuProfile,
-    _random_deadline,
-    _rng,
-    _sig,
     gpu_model_key,
+    instance_rng,
+    random_deadline,
     resolve_shared_data,
+    round_sig,
+    spot_space,
+    target_deadline,
     workload_gpu_profiles,
 )
-from dnnprov.benchsets.sets.large import _target_deadline
-from dnnprov.benchsets.sets.small import _space
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalogs.importing import ADVISOR_FILE, BUCKETS, import_shared_data
 from dnnprov.problems.spot import (
@@ -119,7 +119,7 @@ def aws_types(year: int, shared_data: str | Path | None = None) -> list[AwsType]
 
 def aws_instance(year: int, seed: int, index: int, offered: Sequence[AwsType]) -> Entry:
     """Instance ``index`` of ``aws-<year>``: real types and prices, derived workload profiles."""
-    rng = _rng(seed, _STREAM[f"aws-{year}"], index)
+    rng = instance_rng(seed, STREAMS[f"aws-{year}"], index)
     profile_name = str(rng.choice(list(AWS_WORKLOADS)))
     base, gpu_profiles = workload_gpu_profiles(profile_name)
     variant = str(rng.choice(["cc", "cc", "no-cc"]))
@@ -154,7 +154,7 @@ def aws_instance(year: int, seed: int, index: int, offered: Sequence[AwsType]) -
                 quota=min(32, family_limits[t.family] // t.vcpus),
                 batch_per_gpu=prof.batch_per_gpu,
                 gpu_memory_gb=t.gpu_memory_gb,
-                compute_time_s=_sig(prof.batch_per_gpu * prof.seconds_per_sample, 5),
+                compute_time_s=round_sig(prof.batch_per_gpu * prof.seconds_per_sample, 5),
                 vcpus=t.vcpus,
                 on_demand_price_per_h=t.on_demand_price_per_h if on_demand else None,
                 on_demand_quota=min(16, od_limits[t.family] // t.vcpus) if on_demand else None,
@@ -180,12 +180,12 @@ def aws_instance(year: int, seed: int, index: int, offered: Sequence[AwsType]) -
         model="paper",
         name=f"aws-{year}-{index:03d}",
     )
-    found = _target_deadline(rng, draft, 3, 40) if rng.random() < 0.5 else None
+    found = target_deadline(rng, draft, 3, 40) if rng.random() < 0.5 else None
     if found is not None:
         deadline, k_star, _ = found
         rule = f"{deadline.rule} (K* = {k_star})"
     else:
-        deadline = _random_deadline(rng, draft, multi_share=0.6)
+        deadline = random_deadline(rng, draft, multi_share=0.6)
         rule = deadline.rule
     problem = draft.replace(
         slo=SpotSLO(loss=loss, time_s=deadline.time_s),
@@ -203,7 +203,7 @@ def aws_instance(year: int, seed: int, index: int, offered: Sequence[AwsType]) -
         "vcpu_quotas": {f"{q.family}/{q.market}": q.vcpus for q in cons["vcpu_quotas"]},
         "max_interruption_bucket": max_bucket,
         "deadline_rule": rule,
-        "space_log10": round(math.log10(_space(problem)), 1),
+        "space_log10": round(math.log10(spot_space(problem)), 1),
     }
     return Entry(f"aws-{year}-{index:03d}.json", problem, labels)
 

@@ -4,42 +4,46 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from functools import cache
 from typing import Any
 
 import numpy as np
 
 from dnnprov.benchsets.common import (
-    _STREAM,
     DEFAULT_COUNTS,
     DEFAULT_SEED,
     GENERATOR_VERSION,
     PS_PRICE_PER_H,
     SERVERLESS_WORKLOADS,
     SMALL_SPACE_LIMIT,
+    STREAMS,
     Deadline,
     Entry,
-    _embedded_catalog,
-    _log_uniform,
-    _random_deadline,
-    _rng,
-    _sig,
-    _speed_from_compute,
-    _up,
+    best_epoch_time,
+    draw_budget,
+    draw_existing,
+    embedded_catalog,
     gpu_model_key,
+    instance_rng,
+    log_uniform,
+    loss_coefficients,
+    random_deadline,
+    round_sig,
+    round_up,
+    serverless_workload,
+    speed_from_compute,
+    spot_space,
+    synthetic_workload,
     workload_gpu_profiles,
 )
-from dnnprov.io.catalogs.catalog import Catalog, embedded_path
-from dnnprov.io.paper import load_serverless_workload
+from dnnprov.io.catalogs.catalog import Catalog
 from dnnprov.models.serverless import ServerlessModel
-from dnnprov.problems.serverless import ServerlessConstraints, ServerlessPlatform, ServerlessProblem, ServerlessWorkload
+from dnnprov.problems.serverless import ServerlessConstraints, ServerlessPlatform, ServerlessProblem
 from dnnprov.problems.spot import (
     InstanceType,
     SpotConstraints,
     SpotPlatform,
     SpotProblem,
     SpotSLO,
-    SpotWorkload,
     VcpuQuota,
 )
 
@@ -52,26 +56,8 @@ def _catalog_types(catalog: Catalog) -> list:
 def _contention(rng: np.random.Generator, regime: str) -> tuple[float, float, float]:
     """(alpha_1, beta_1, B_ps / B_req) of a tight or loose contention regime."""
     if regime == "tight":
-        return _sig(rng.uniform(0.6, 1.0), 4), _sig(rng.uniform(-1.5, -0.5), 4), rng.uniform(2.0, 5.0)
-    return _sig(rng.uniform(0.08, 0.3), 4), _sig(rng.uniform(-2.5, -1.2), 4), rng.uniform(8.0, 20.0)
-
-
-def _loss_coefficients(rng: np.random.Generator, max_batch: float) -> dict[str, Any]:
-    """gamma_1..3, gamma_5 of eq. (3) with gamma_2 b + gamma_3 > 0 for every worker batch
-    (keyword arguments of :class:`SpotWorkload`)."""
-    gamma_3 = rng.uniform(2000, 3000)
-    return {
-        "gamma_1": _sig(rng.uniform(500, 1000), 5),
-        "gamma_3": _sig(gamma_3, 5),
-        "gamma_2": -_sig(rng.uniform(0.2, 0.7) * gamma_3 / max_batch, 4),
-        "gamma_5": _sig(rng.uniform(0.3, 0.6), 3),
-    }
-
-
-def _space(problem: SpotProblem) -> int:
-    cols = problem.columns()
-    low, high = problem.constraints.ps_count
-    return math.prod(int(up - lo + 1) for lo, up in zip(cols.lower, cols.upper)) * (high - low + 1)
+        return round_sig(rng.uniform(0.6, 1.0), 4), round_sig(rng.uniform(-1.5, -0.5), 4), rng.uniform(2.0, 5.0)
+    return round_sig(rng.uniform(0.08, 0.3), 4), round_sig(rng.uniform(-2.5, -1.2), 4), rng.uniform(8.0, 20.0)
 
 
 def _shrink_quotas(quotas: list[int], od_quotas: list[int] | None, factor: int, limit: int) -> None:
@@ -92,25 +78,25 @@ def _shrink_quotas(quotas: list[int], od_quotas: list[int] | None, factor: int, 
 
 def small_spot_instance(seed: int, index: int) -> Entry:
     """Spot instance ``index`` of the ``small`` set (exhaustive search possible)."""
-    rng = _rng(seed, _STREAM["small-spot"], index)
+    rng = instance_rng(seed, STREAMS["small-spot"], index)
     model = str(rng.choice(["paper", "paper", "reference"]))
     variant = "no-cc" if model == "reference" else str(rng.choice(["cc", "cc", "no-cc"]))
     gamma_4 = float(rng.choice([0.1, 1.0]))
     catalog_name = "reference-code-2023" if rng.random() < 0.35 else "aws-table3-2023-01"
-    catalog = _embedded_catalog(catalog_name)
+    catalog = embedded_catalog(catalog_name)
     offered = _catalog_types(catalog)
     n_types = int(rng.integers(3, len(offered) + 1))
     chosen = sorted(rng.choice(len(offered), size=n_types, replace=False).tolist())
     entries = [offered[i] for i in chosen]
     regime = str(rng.choice(["tight", "loose"]))
     alpha_1, beta_1, ps_ratio = _contention(rng, regime)
-    b_req = _sig(rng.uniform(100, 400), 4)
+    b_req = round_sig(rng.uniform(100, 400), 4)
     platform = SpotPlatform(
-        ps_bandwidth_mb_s=_sig(b_req * ps_ratio, 4), ps_price_per_h=float(rng.choice([0.0, PS_PRICE_PER_H]))
+        ps_bandwidth_mb_s=round_sig(b_req * ps_ratio, 4), ps_price_per_h=float(rng.choice([0.0, PS_PRICE_PER_H]))
     )
-    param_mb = _sig(_log_uniform(rng, 4, 40), 4)
+    param_mb = round_sig(log_uniform(rng, 4, 40), 4)
     batch16 = int(rng.choice([256, 512, 1024]))
-    per_sample_v100 = _log_uniform(rng, 1.5e-4, 1.2e-3)
+    per_sample_v100 = log_uniform(rng, 1.5e-4, 1.2e-3)
     _, ratios = workload_gpu_profiles("resnet110-paper")
     on_demand = bool(rng.random() < 0.25)
     ps_low = int(rng.choice([1, 1, 2]))
@@ -125,23 +111,21 @@ def small_spot_instance(seed: int, index: int) -> Entry:
         batch = batch16 // 2 if (e.gpu_memory_gb or 16) < 12 else batch16
         per_sample = per_sample_v100 * ratios[gpu].seconds_per_sample / ratios["V100"].seconds_per_sample
         batches.append(batch)
-        compute.append(_sig(batch * per_sample * math.exp(rng.normal(0, 0.25)), 5))
+        compute.append(round_sig(batch * per_sample * math.exp(rng.normal(0, 0.25)), 5))
     max_batch = max(e.gpus * b for e, b in zip(entries, batches))
-    workload = SpotWorkload(
-        name="synthetic",
+    workload = synthetic_workload(
         param_size_mb=param_mb,
         bandwidth_req_mb_s=b_req,
         alpha_1=alpha_1,
         beta_1=beta_1,
         gamma_4=gamma_4,
         loss_variant=variant,
-        **_loss_coefficients(rng, max_batch),
-        estimated=("alpha_1", "beta_1", "gamma_1", "gamma_2", "gamma_3", "gamma_4", "gamma_5"),
+        coefficients=loss_coefficients(rng, max_batch),
     )
     by_speed = rng.random(len(entries)) < 0.7
     types = []
     for k, e in enumerate(entries):
-        speed = _speed_from_compute(model, workload, platform, e.gpus, batches[k], compute[k]) if by_speed[k] else None
+        speed = speed_from_compute(model, workload, platform, e.gpus, batches[k], compute[k]) if by_speed[k] else None
         types.append(
             InstanceType(
                 name=e.name,
@@ -169,11 +153,9 @@ def small_spot_instance(seed: int, index: int) -> Entry:
         "markets": list(cons["markets"]),
         "ps_count": [ps_low, ps_high],
     }
-    if rng.random() < 0.25:
-        stocked = [t for t in types if t.quota > 0]
-        if stocked:
-            t = stocked[int(rng.integers(0, len(stocked)))]
-            cons["existing"] = {t.name: int(rng.integers(1, min(2, t.quota) + 1))}
+    existing = draw_existing(rng, types, 0.25, 2)
+    if existing is not None:
+        cons["existing"] = existing
     if rng.random() < 0.3:
         t = types[int(rng.integers(0, len(types)))]
         family = t.quota_family
@@ -186,7 +168,7 @@ def small_spot_instance(seed: int, index: int) -> Entry:
         cons["vcpu_quotas"] = (VcpuQuota(family=family, market="spot", vcpus=int(kept + biggest * rng.integers(1, 5))),)
     if rng.random() < 0.1:
         cons["workers"] = (int(rng.integers(1, 3)), None if rng.random() < 0.5 else int(rng.integers(3, 9)))
-    loss = _sig(workload.gamma_5 + rng.uniform(0.15, 0.45), 3)
+    loss = round_sig(workload.gamma_5 + rng.uniform(0.15, 0.45), 3)
     draft = SpotProblem(
         instance_types=tuple(types),
         workload=workload,
@@ -196,10 +178,10 @@ def small_spot_instance(seed: int, index: int) -> Entry:
         model=model,
         name=f"small-spot-{index:03d}",
     )
-    deadline = _random_deadline(rng, draft, multi_share=0.6)
-    budget = rng.random() < 0.25 and deadline.cost is not None
-    if budget and deadline.cost is not None:
-        cons["budget_usd"] = _up(deadline.cost * rng.uniform(1.0, 1.5), 4)
+    deadline = random_deadline(rng, draft, multi_share=0.6)
+    budget = draw_budget(rng, 0.25, deadline.cost, 1.0)
+    if budget is not None:
+        cons["budget_usd"] = budget
     problem = draft.replace(
         slo=SpotSLO(loss=loss, time_s=deadline.time_s),
         constraints=SpotConstraints(**cons),
@@ -210,9 +192,9 @@ def small_spot_instance(seed: int, index: int) -> Entry:
             "existing": bool(cons.get("existing")),
             "vcpu_quota": bool(cons.get("vcpu_quotas")),
             "workers_range": "workers" in cons,
-            "budget": bool(budget),
+            "budget": budget is not None,
             "deadline_rule": deadline.rule,
-            "space": _space(problem),
+            "space": spot_space(problem),
         }
     )
     return Entry(f"spot-{index:03d}.json", problem, labels)
@@ -232,30 +214,11 @@ def _small_spot_notes(catalog_name: str, deadline: Deadline) -> str:
 
 
 # ---------------------------------------------------------------------------- small: serverless
-@cache
-def _serverless_workload(name: str) -> ServerlessWorkload:
-    return load_serverless_workload(embedded_path("workloads", "serverless", f"{name}.json"))
-
-
-def _best_epoch_time(problem: ServerlessProblem) -> float:
-    """Fastest predicted time of one epoch over the (n, m) grid with the most PS.
-
-    Only function counts up to ``max_global_batch`` count (at least one sample per function:
-    eq. (9) would give a local batch below one sample beyond that).
-    """
-    one = problem.replace(workload=replace(problem.workload, epochs=1.0), time_s=1e12)
-    low, high = one.function_range()
-    high = max(low, min(high, one.workload.max_global_batch))
-    n, m = np.meshgrid(np.arange(low, high + 1), np.array(one.memory_grid()))
-    ev = ServerlessModel(one).evaluate(n.ravel(), m.ravel(), one.constraints.ps_count[1])
-    return float(np.where(ev.feasible, ev.time_s, np.inf).min())
-
-
 def small_serverless_instance(seed: int, index: int) -> Entry:
     """Serverless instance ``index`` of the ``small`` set (one of the four Table 5 workloads)."""
-    rng = _rng(seed, _STREAM["small-serverless"], index)
+    rng = instance_rng(seed, STREAMS["small-serverless"], index)
     name = str(rng.choice(SERVERLESS_WORKLOADS))
-    workload = _serverless_workload(name)
+    workload = serverless_workload(name)
     max_memory = int(rng.choice([3008, 10240]))
     concurrency = int(rng.choice([50, 100, 200, 500, 1000]))
     ps_low = int(rng.choice([1, 1, 2]))
@@ -271,9 +234,9 @@ def small_serverless_instance(seed: int, index: int) -> Entry:
         constraints=ServerlessConstraints(**cons),
         name=f"small-serverless-{index:03d}",
     )
-    per_epoch = _best_epoch_time(draft)
+    per_epoch = best_epoch_time(draft)
     max_epochs = max(1, int(2400 // per_epoch))
-    epochs = float(min(max_epochs, max(1, round(_log_uniform(rng, 1, max_epochs + 0.999) - 0.5))))
+    epochs = float(min(max_epochs, max(1, round(log_uniform(rng, 1, max_epochs + 0.999) - 0.5))))
     draft = draft.replace(workload=replace(workload, epochs=epochs))
     model = ServerlessModel(draft)
     grid = draft.memory_grid()
@@ -287,7 +250,7 @@ def small_serverless_instance(seed: int, index: int) -> Entry:
         else math.inf
     )
     samples = 200
-    n = np.array([round(_log_uniform(rng, low, high + 0.999) - 0.5) for _ in range(samples)])
+    n = np.array([round(log_uniform(rng, low, high + 0.999) - 0.5) for _ in range(samples)])
     n = np.clip(n, low, high)
     m = np.array(grid)[rng.integers(0, len(grid), size=samples)]
     s = rng.integers(ps_low, ps_high + 1, size=samples)
@@ -300,17 +263,17 @@ def small_serverless_instance(seed: int, index: int) -> Entry:
         if faster.size:
             i = int(faster[rng.integers(0, faster.size)])
             t = float(ev.time_s[i])
-            time_s, cost, rule = _up(t * rng.uniform(1.0, 1.05), 1), float(ev.cost[i]), "below-lone-function"
+            time_s, cost, rule = round_up(t * rng.uniform(1.0, 1.05), 1), float(ev.cost[i]), "below-lone-function"
     if rule.startswith("fallback"):
         candidates = np.flatnonzero(ok)
         if candidates.size:
             i = int(candidates[rng.integers(0, candidates.size)])
             t = float(ev.time_s[i])
-            time_s = _up(t * rng.uniform(0.8, 1.5), 1)
+            time_s = round_up(t * rng.uniform(0.8, 1.5), 1)
             cost, rule = (float(ev.cost[i]) if time_s >= t else None), "random-plan"
-    budget = rng.random() < 0.2 and cost is not None
-    if budget and cost is not None:
-        cons["budget_usd"] = _up(cost * rng.uniform(1.0, 1.5), 4)
+    budget = draw_budget(rng, 0.2, cost, 1.0)
+    if budget is not None:
+        cons["budget_usd"] = budget
     problem = draft.replace(
         time_s=time_s,
         constraints=ServerlessConstraints(**cons),
@@ -319,7 +282,7 @@ def small_serverless_instance(seed: int, index: int) -> Entry:
             f"(embedded profile) with {epochs:g} epochs drawn log-uniformly up to what the fastest plan "
             f"trains in 2400 s; platform AWS Lambda with m_max {max_memory} MB and a concurrency limit of "
             f"{concurrency}. Deadline rule {rule}"
-            + (f" (fastest lone function {_sig(lone):g} s)" if math.isfinite(lone) else "")
+            + (f" (fastest lone function {round_sig(lone):g} s)" if math.isfinite(lone) else "")
             + "; epochs, T_o and the limits are synthetic."
         ),
     )
@@ -332,7 +295,7 @@ def small_serverless_instance(seed: int, index: int) -> Entry:
         "concurrency_limit": concurrency,
         "ps_count": [ps_low, ps_high],
         "functions_range": "functions" in cons,
-        "budget": bool(budget),
+        "budget": budget is not None,
         "deadline_rule": rule,
         "space": space,
     }

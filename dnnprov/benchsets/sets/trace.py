@@ -11,16 +11,17 @@ from typing import Any
 import numpy as np
 
 from dnnprov.benchsets.common import (
-    _TRACE_STREAMS,
     DEFAULT_COUNTS,
     DEFAULT_SEED,
     PHILLY_FILE,
     SERVERLESS_WORKLOADS,
-    _check_seed,
-    _sig,
+    TRACE_STREAMS,
+    best_epoch_time,
+    check_seed,
     resolve_shared_data,
+    round_sig,
+    serverless_workload,
 )
-from dnnprov.benchsets.sets.small import _best_epoch_time, _serverless_workload
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.serverless import ServerlessProblem
 
@@ -61,9 +62,9 @@ def _trace_templates() -> dict[str, tuple[dict[str, Any], float]]:
     """Per Table 5 workload: its instance dict (1 epoch) and its fastest time per epoch."""
     out = {}
     for name in SERVERLESS_WORKLOADS:
-        w = replace(_serverless_workload(name), epochs=1.0)
+        w = replace(serverless_workload(name), epochs=1.0)
         problem = ServerlessProblem(workload=w, time_s=TRACE_TIME_RANGE_S[0], name="trace")
-        out[name] = (problem.to_dict(), _best_epoch_time(problem))
+        out[name] = (problem.to_dict(), best_epoch_time(problem))
     return out
 
 
@@ -83,7 +84,7 @@ def trace_jobs(
     90 % (the longest) with the runtime's rank ``q`` in the trace:
     ``share = 0.02 ** (1 - q) * 0.9 ** q``. The first ``k`` jobs do not depend on ``count``.
     """
-    seed = _check_seed(seed)
+    seed = check_seed(seed)
     values = read_philly_runtimes(shared_data) if runtimes is None else np.asarray(runtimes, dtype=float)
     size = len(values)
     if size == 0:
@@ -94,11 +95,11 @@ def trace_jobs(
     quantile = middle / (size - 1) if size > 1 else np.full(size, 0.5)
     templates = _trace_templates()
     names = list(SERVERLESS_WORKLOADS)
-    order_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_TRACE_STREAMS["order"],)))
+    order_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(TRACE_STREAMS["order"],)))
     workload_draws = np.random.default_rng(
-        np.random.SeedSequence(seed, spawn_key=(_TRACE_STREAMS["workload"],))
+        np.random.SeedSequence(seed, spawn_key=(TRACE_STREAMS["workload"],))
     ).integers(0, len(names), size=count)
-    times = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_TRACE_STREAMS["time"],))).uniform(
+    times = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(TRACE_STREAMS["time"],))).uniform(
         *TRACE_TIME_RANGE_S, size=count
     )
     rows = np.empty(0, dtype=np.int64)
@@ -112,7 +113,7 @@ def trace_jobs(
         time_s = min(max(time_s, TRACE_TIME_RANGE_S[0]), TRACE_TIME_RANGE_S[1])
         q = float(quantile[row])
         share = TRACE_MIN_SHARE ** (1 - q) * TRACE_MAX_SHARE**q
-        epochs = _sig(share * time_s / per_epoch, 4)
+        epochs = round_sig(share * time_s / per_epoch, 4)
         job = dict(template)
         job["name"] = f"trace-{i:06d}"
         job["notes"] = (
