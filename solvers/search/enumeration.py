@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any
 
 import numpy as np
 from dnnprov.solvers.outcome import serverless_result, spot_result
@@ -170,19 +172,16 @@ def enumerate_spot(
     started = time.perf_counter() if clock is None else clock.started
     model = SpotModel(problem, attach(side))
     size = spot_space_size(problem)
+
+    def package(plan: tuple[np.ndarray, int] | None, **outcome: Any) -> Result:
+        counts, ps = (None, 1) if plan is None else plan
+        return spot_result(model, counts, ps, method="enumerate", started=started, objective=objective, **outcome)
+
     if size > max_plans:
-        return spot_result(
-            model,
-            None,
-            1,
-            status=Status.LIMIT,
-            method="enumerate",
-            started=started,
-            message=f"search space of {size:,} plans exceeds max_plans={max_plans:,}; "
-            "use method 'milp' or raise max_plans",
-            stats={"space": size},
-            objective=objective,
+        message = (
+            f"search space of {size:,} plans exceeds max_plans={max_plans:,}; use method 'milp' or raise max_plans"
         )
+        return package(None, status=Status.LIMIT, message=message, stats={"space": size})
     best_key, best = (math.inf, math.inf), None
     evaluated = 0
     for counts, ps, ev in spot_chunks(problem, model, clock):
@@ -190,45 +189,7 @@ def enumerate_spot(
         i, key = ranked(objective, ev.feasible, ev.time_s, ev.cost)
         if key < best_key:
             best_key, best = key, (counts[i], ps)
-    if evaluated < size:
-        assert clock is not None  # only a clock stops a search early
-        note = f"{clock.stop_reason()} after {evaluated:,} of {size:,} plans; {UNORDERED}"
-        return spot_result(
-            model,
-            None if best is None else best[0],
-            1 if best is None else best[1],
-            status=Status.LIMIT,
-            method="enumerate",
-            started=started,
-            bound=0.0,
-            message=note,
-            stats={"plans_evaluated": evaluated},
-            objective=objective,
-        )
-    stats = {"plans_evaluated": size}
-    if best is None:
-        return spot_result(
-            model,
-            None,
-            1,
-            status=Status.INFEASIBLE,
-            method="enumerate",
-            started=started,
-            bound=math.inf,
-            message="no plan in the search space meets every constraint",
-            stats=stats,
-            objective=objective,
-        )
-    return spot_result(
-        model,
-        best[0],
-        best[1],
-        status=Status.OPTIMAL,
-        method="enumerate",
-        started=started,
-        stats=stats,
-        objective=objective,
-    )
+    return searched(package, best, size, evaluated, clock, nothing="in the search space", stop_stats={})
 
 
 def enumerate_serverless(
@@ -247,17 +208,10 @@ def enumerate_serverless(
     started = time.perf_counter() if clock is None else clock.started
     model = ServerlessModel(problem, attach(side))
     size = serverless_space_size(problem)
+    package = partial(serverless_result, model, method="enumerate", started=started, objective=objective)
     if size > max_plans:
-        return serverless_result(
-            model,
-            None,
-            status=Status.LIMIT,
-            method="enumerate",
-            started=started,
-            message=f"search space of {size:,} plans exceeds max_plans={max_plans:,}",
-            stats={"space": size},
-            objective=objective,
-        )
+        message = f"search space of {size:,} plans exceeds max_plans={max_plans:,}"
+        return package(None, status=Status.LIMIT, message=message, stats={"space": size})
     best_key, best = (math.inf, math.inf), None
     evaluated = 0
     for n, m, s, ev in serverless_chunks(problem, model, clock):
@@ -265,32 +219,38 @@ def enumerate_serverless(
         i, key = ranked(objective, ev.feasible, ev.time_s, ev.cost)
         if key < best_key:
             best_key, best = key, (n[i], m, s[i])
+    return searched(package, best, size, evaluated, clock, nothing="on the grid", stop_stats={"space": size})
+
+
+def searched(
+    package: Callable[..., Result],
+    best: Any,
+    size: int,
+    evaluated: int,
+    clock: Clock | None,
+    *,
+    nothing: str,
+    stop_stats: dict[str, int],
+) -> Result:
+    """The outcome of a search over ``size`` plans that evaluated ``evaluated`` and kept ``best``
+    (a plan as ``package`` takes it, ``None``: none).
+
+    ``package(plan, status=..., ...)`` turns a plan (``None``: none) into the result:
+    stopped by the clock (``limit``, the best plan so far, bound 0), ``infeasible`` (no plan
+    ``nothing`` meets every constraint) or ``optimal``. ``stop_stats`` join a stopped
+    search's stats.
+    """
     if evaluated < size:
         assert clock is not None  # only a clock stops a search early
-        return serverless_result(
-            model,
+        return package(
             best,
             status=Status.LIMIT,
-            method="enumerate",
-            started=started,
             bound=0.0,
             message=f"{clock.stop_reason()} after {evaluated:,} of {size:,} plans; {UNORDERED}",
-            stats={"space": size, "plans_evaluated": evaluated},
-            objective=objective,
+            stats={**stop_stats, "plans_evaluated": evaluated},
         )
     stats = {"plans_evaluated": size}
     if best is None:
-        return serverless_result(
-            model,
-            None,
-            status=Status.INFEASIBLE,
-            method="enumerate",
-            started=started,
-            bound=math.inf,
-            message="no plan on the grid meets every constraint",
-            stats=stats,
-            objective=objective,
-        )
-    return serverless_result(
-        model, best, status=Status.OPTIMAL, method="enumerate", started=started, stats=stats, objective=objective
-    )
+        message = f"no plan {nothing} meets every constraint"
+        return package(None, status=Status.INFEASIBLE, bound=math.inf, message=message, stats=stats)
+    return package(best, status=Status.OPTIMAL, stats=stats)
