@@ -9,10 +9,19 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+from dnnprov.solvers.explain.reasons import (
+    bisected_deadline_reason,
+    budget_reason,
+    constraint_reason,
+    deadline_reason,
+    row_names,
+    solved_budget_reason,
+    unexplained,
+    without_row,
+)
 from dnnprov.solvers.explain.search import (
     GroupSearch,
     bisect_deadline,
-    distinct_dollars,
     extrapolation_needed,
     outside,
     share,
@@ -25,9 +34,10 @@ from dnnprov.models.spot import within_budget
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.validation import checks as check
 from dnnprov.progress import Clock
-from dnnprov.result import Reason, ServerlessPlan, Status
+from dnnprov.result import Reason, ServerlessPlan
 
 BIG_TIME_S = 1e12
+OTHERS = "every other constraint"  # what a relaxation keeps, in words
 
 
 def reasons(problem: ServerlessProblem, side: ServerlessSideRows | None, clock: Clock, max_plans: int) -> list[Reason]:
@@ -58,18 +68,6 @@ def relax(problem: ServerlessProblem, group: str, value: Any = None) -> Serverle
             platform=dataclasses.replace(problem.platform, concurrency_limit=limit),
         )
     raise ValueError(f"unknown constraint group {group!r}")
-
-
-def row_names(side: ServerlessSideRows | None) -> list[str]:
-    """The user constraints' names (``row i`` where a row has none)."""
-    if side is None:
-        return []
-    return [side.names[i] if i < len(side.names) and side.names[i] else f"row {i}" for i in range(len(side.low))]
-
-
-def without_row(side: ServerlessSideRows | None, i: int) -> ServerlessSideRows | None:
-    """``side`` without its row ``i`` (``None`` when none is left)."""
-    return None if side is None else side.without(i)
 
 
 def _plan(model: ServerlessModel, n: int, m: int, s: int) -> tuple[ServerlessPlan, float, float]:
@@ -210,34 +208,16 @@ def compose(
         if group == "deadline":
             ok = _meets(partial(relax, problem, "deadline", time_s), side, n, m, s)
             out.append(
-                Reason(
-                    "deadline",
-                    "slo.time_s",
-                    problem.time_s,
-                    time_s,
-                    covered and ok,
-                    f"slo.time_s: no plan finishes within {problem.time_s:,g} s; the fastest plan meeting "
-                    f"every other constraint, {plan}, needs {at_most}{time_s:,.2f} s ({how})",
-                    plan=plan.to_dict(),
+                deadline_reason(
+                    problem.time_s, time_s, plan, proven=covered and ok, others=OTHERS, at_most=at_most, how=how
                 )
             )
         elif group == "budget":
             budget = problem.constraints.budget_usd
             assert budget is not None  # (a budget group exists only with a budget)
             ok = _meets(partial(relax, problem, "budget", cost), side, n, m, s)
-            limit, value = distinct_dollars(budget, cost)
             out.append(
-                Reason(
-                    "budget",
-                    "constraints.budget_usd",
-                    budget,
-                    cost,
-                    proven and ok,
-                    f"constraints.budget_usd: no plan costs at most ${limit}; "
-                    f"the cheapest plan meeting every other constraint, {plan}, costs {at_most}${value} "
-                    f"({how})",
-                    plan=plan.to_dict(),
-                )
+                budget_reason(budget, cost, plan, proven=covered and ok, others=OTHERS, at_most=at_most, how=how)
             )
         elif group == "domain":
             f = best.measure * (1 + 1e-9)
@@ -278,18 +258,7 @@ def compose(
         else:
             name = group.removeprefix("constraint:")
             ok = _meets(problem, without_row(side, row_names(side).index(name)), n, m, s)
-            out.append(
-                Reason(
-                    "constraint",
-                    name,
-                    None,
-                    None,
-                    covered and ok,
-                    f"user constraint {name!r}: without it the cheapest plan meeting every other "
-                    f"constraint is {plan} (${cost:.6f}, {time_s:,.2f} s) ({how})",
-                    plan=plan.to_dict(),
-                )
-            )
+            out.append(constraint_reason(name, plan, cost, time_s, proven=covered and ok, others=OTHERS, how=how))
     if out:
         return out
     for (g, h), best in search.pairs.items():
@@ -308,17 +277,13 @@ def compose(
                 )
             )
     if not out and not proven_raised:
-        out.append(Reason("unexplained", "", None, None, False, f"no relaxation was found: {raised}"))
+        out.append(unexplained(f"no relaxation was found: {raised}"))
     elif not out:
         out.append(
-            Reason(
-                "unexplained",
-                "",
-                None,
-                None,
-                True,
+            unexplained(
                 f"no plan (up to {cap:,} functions) meets the platform's limits (timeout, memory grid, "
                 f"batch) even without the deadline, budget, domain and user constraints ({raised})",
+                proven=True,
             )
         )
     return out
@@ -336,50 +301,14 @@ def by_exact_solves(problem: ServerlessProblem, side: ServerlessSideRows | None,
             return solve_serverless_exact(relax(problem, "deadline", deadline), side=side, clock=step)
 
         low, high, faster, steps = bisect_deadline(solve_at, problem.time_s, free.time_s, share(clock, 0.7))
-        proven = high - low <= 1e-6 * high
-        plan = faster or free.plan
-        text = (
-            f"{high:,.2f} s ({plan}; proven by {steps} exact solves bisecting the deadline)"
-            if proven
-            else f"at most {high:,.2f} s ({plan}) and at least {low:,.2f} s (the time limit stopped the bisection)"
-        )
-        out.append(
-            Reason(
-                "deadline",
-                "slo.time_s",
-                problem.time_s,
-                high,
-                proven,
-                f"slo.time_s: no plan finishes within {problem.time_s:,g} s; the fastest plan meeting every "
-                f"other constraint needs {text}",
-                plan=plan.to_dict(),
-            )
-        )
+        out.append(bisected_deadline_reason(problem.time_s, low, high, faster or free.plan, steps))
     if problem.constraints.budget_usd is not None:
         answer = solve_serverless_exact(relax(problem, "budget"), side=side, clock=share(clock, 1.0))
-        if answer.plan is not None:
-            proven = answer.status is Status.OPTIMAL
-            out.append(
-                Reason(
-                    "budget",
-                    "constraints.budget_usd",
-                    problem.constraints.budget_usd,
-                    answer.cost,
-                    proven,
-                    f"constraints.budget_usd: the cheapest plan meeting every other constraint, "
-                    f"{answer.plan}, costs {'' if proven else 'at most '}${answer.cost:.6f}",
-                    plan=answer.plan.to_dict(),
-                )
-            )
+        reason = solved_budget_reason(problem.constraints.budget_usd, answer)
+        if reason is not None:
+            out.append(reason)
     if not out:
         out.append(
-            Reason(
-                "unexplained",
-                "",
-                None,
-                None,
-                False,
-                "neither the deadline nor the budget alone was shown to be the cause within the time limit",
-            )
+            unexplained("neither the deadline nor the budget alone was shown to be the cause within the time limit")
         )
     return out

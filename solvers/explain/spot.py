@@ -8,10 +8,19 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from dnnprov.solvers.explain.reasons import (
+    bisected_deadline_reason,
+    budget_reason,
+    constraint_reason,
+    deadline_reason,
+    row_names,
+    solved_budget_reason,
+    unexplained,
+    without_row,
+)
 from dnnprov.solvers.explain.search import (
     GroupSearch,
     bisect_deadline,
-    distinct_dollars,
     extrapolation_needed,
     outside,
     share,
@@ -23,7 +32,7 @@ from dnnprov.models.spot import SideRows, SpotModel, within_budget
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.problems.validation import checks as check
 from dnnprov.progress import Clock
-from dnnprov.result import Reason, SpotPlan, Status
+from dnnprov.result import Reason, SpotPlan
 
 BIG_TIME_S = 1e12  # "no deadline": far above any plan's time
 FEASIBILITY_GAP = 0.5  # exact solves that only need a plan (and a proof when there is none)
@@ -94,18 +103,6 @@ def relax(problem: SpotProblem, group: str, value: Any = None) -> SpotProblem:
 
 def _family(q: Any) -> str:
     return f"{q.family}/{q.market}"
-
-
-def without_row(side: SideRows | None, i: int) -> SideRows | None:
-    """``side`` without its row ``i`` (``None`` when none is left)."""
-    return None if side is None else side.without(i)
-
-
-def row_names(side: SideRows | None) -> list[str]:
-    """The user constraints' names (``row i`` where a row has none)."""
-    if side is None:
-        return []
-    return [side.names[i] if i < len(side.names) and side.names[i] else f"row {i}" for i in range(len(side))]
 
 
 def _plan(problem: SpotProblem, counts: np.ndarray, ps: int) -> SpotPlan:
@@ -333,7 +330,7 @@ def compose(
                 )
             )
     if not any(r.plan is not None for r in out) and not proven_raised:
-        out.append(Reason("unexplained", "", None, None, False, f"no relaxation was found: {raised}"))
+        out.append(unexplained(f"no relaxation was found: {raised}"))
     elif not any(r.plan is not None for r in out):
         w, smallest = problem.workload, float(cols.batch.min())
         if w.gamma_2 <= 0 and w.gamma_2 * smallest + w.gamma_3 <= 0:
@@ -396,30 +393,13 @@ def _single(
     at_most = "" if proven else "at most "
     if group == "deadline":
         ok = _meets(lambda: relax(problem, "deadline", time_s), side, counts, ps)
-        return Reason(
-            "deadline",
-            "slo.time_s",
-            problem.slo.time_s,
-            time_s,
-            proven and ok,
-            f"slo.time_s: no plan finishes within {problem.slo.time_s:,g} s; the fastest plan meeting "
-            f"{others}, {plan}, needs {at_most}{time_s:,.2f} s ({how})",
-            plan=plan.to_dict(),
+        return deadline_reason(
+            problem.slo.time_s, time_s, plan, proven=proven and ok, others=others, at_most=at_most, how=how
         )
     if group == "budget":
         ok = _meets(lambda: relax(problem, "budget", cost), side, counts, ps)
         assert c.budget_usd is not None  # (the group exists only with a budget)
-        limit, value = distinct_dollars(c.budget_usd, cost)
-        return Reason(
-            "budget",
-            "constraints.budget_usd",
-            c.budget_usd,
-            cost,
-            proven and ok,
-            f"constraints.budget_usd: no plan costs at most ${limit}; the cheapest plan meeting "
-            f"{others}, {plan}, costs {at_most}${value} ({how})",
-            plan=plan.to_dict(),
-        )
+        return budget_reason(c.budget_usd, cost, plan, proven=proven and ok, others=others, at_most=at_most, how=how)
     if group == "domain":
         assert w.domain is not None  # the group exists only with a domain
         f = best.measure * (1 + 1e-9)
@@ -511,16 +491,7 @@ def _single(
         )
     name = group.removeprefix("constraint:")
     ok = _meets(problem, without_row(side, row_names(side).index(name)), counts, ps)
-    return Reason(
-        "constraint",
-        name,
-        None,
-        None,
-        proven and ok,
-        f"user constraint {name!r}: without it the cheapest plan meeting {others} is {plan} "
-        f"(${cost:.6f}, {time_s:,.2f} s) ({how})",
-        plan=plan.to_dict(),
-    )
+    return constraint_reason(name, plan, cost, time_s, proven=proven and ok, others=others, how=how)
 
 
 # ---------------------------------------------------------------------- large spaces: exact solves
@@ -571,14 +542,9 @@ def by_exact_solves(problem: SpotProblem, side: SideRows | None, clock: Clock) -
             )
     if not out:
         out.append(
-            Reason(
-                "unexplained",
-                "",
-                None,
-                None,
-                False,
+            unexplained(
                 "no single constraint group was shown to be the cause within the time limit "
-                "(each was dropped in an exact solve)",
+                "(each was dropped in an exact solve)"
             )
         )
     return out
@@ -597,38 +563,10 @@ def _exact_reason(
             return solver(relax(problem, "deadline", deadline), side=side, gap=FEASIBILITY_GAP, clock=step)
 
         low, high, faster, steps = bisect_deadline(solve_at, problem.slo.time_s, time_s, clock)
-        proven = high - low <= 1e-6 * high
-        plan = faster or plan
-        start = (
-            f"slo.time_s: no plan finishes within {problem.slo.time_s:,g} s; the fastest plan meeting "
-            "every other constraint needs "
-        )
-        text = (
-            f"{high:,.2f} s ({plan}; proven by {steps} exact solves bisecting the deadline)"
-            if proven
-            else f"at most {high:,.2f} s ({plan}) and at least {low:,.2f} s (the time limit stopped the "
-            f"bisection of exact solves after {steps} steps)"
-        )
-        return Reason("deadline", "slo.time_s", problem.slo.time_s, high, proven, start + text, plan=plan.to_dict())
+        return bisected_deadline_reason(problem.slo.time_s, low, high, faster or plan, steps)
     if group == "budget":
-        proven = answer.status is Status.OPTIMAL
         assert problem.constraints.budget_usd is not None  # (the group exists only with a budget)
-        limit, value = distinct_dollars(problem.constraints.budget_usd, cost)
-        text = (
-            f"costs ${value} (proven optimal by an exact solve)"
-            if proven
-            else f"costs at most ${value} and at least ${answer.bound or 0:.6f} (the time limit stopped the solve)"
-        )
-        return Reason(
-            "budget",
-            "constraints.budget_usd",
-            problem.constraints.budget_usd,
-            cost,
-            proven,
-            f"constraints.budget_usd: no plan costs at most ${limit}; "
-            f"the cheapest plan meeting every other constraint, {plan}, {text}",
-            plan=plan.to_dict(),
-        )
+        return solved_budget_reason(problem.constraints.budget_usd, answer)
     what = {
         "domain": "dropping the validity domain",
         "quota": "doubling every quota (plus 4)",
