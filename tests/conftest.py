@@ -10,11 +10,13 @@ small valid random instances for cross-checks between solvers.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import pytest
 
 import dnnprov
+from dnnprov.io.catalogs.catalog import Catalog, CatalogEntry, build_spot_problem, embedded_path, load_spot_profile
 
 # spec/spot.md section 6: name, GPUs, quota, spot price $/h, speed samples/s, per-GPU batch
 RESNET110_TYPES = (
@@ -340,3 +342,49 @@ def make_random_spot():
 def make_random_serverless():
     """The random serverless-instance builder ``random_serverless_problem(rng, ...)``."""
     return random_serverless_problem
+
+
+# ---------------------------------------------------------------------------- multi-region catalogs
+#: The types of the region catalogs below (tests/io/test_catalog_regions.py, tests/cloud/test_export_regions.py)
+REGION_TYPES: dict[str, dict] = {
+    "p3.2xlarge": {"gpus": 1, "vcpus": 8, "memory_gb": 61.0, "family": "P"},
+    "g3.16xlarge": {"gpus": 4, "vcpus": 64, "memory_gb": 488.0, "family": "G"},
+    "g4dn.4xlarge": {"gpus": 1, "vcpus": 16, "family": "G"},
+}
+
+
+def region_catalog(region: str, prices: Mapping[str, float], buckets: Mapping[str, int] | None = None) -> Catalog:
+    """A one-region catalog of the :data:`REGION_TYPES` in ``prices`` at those spot prices
+    (``buckets``: Spot Advisor interruption buckets of some of them)."""
+    return Catalog(
+        name=f"aws-{region}",
+        region=region,
+        snapshot="2025-06-28T00:00:00Z",
+        instance_types=tuple(
+            CatalogEntry(
+                name=name,
+                spot_price_per_h=price,
+                interruption_bucket=(buckets or {}).get(name),
+                **REGION_TYPES[name],
+            )
+            for name, price in prices.items()
+        ),
+    )
+
+
+def region_problem(catalog: Catalog, quotas: Mapping[str, int]) -> dnnprov.SpotProblem:
+    """ResNet-110 (paper profile) to loss 0.8 within an hour on ``catalog``'s pools with ``quotas``."""
+    profile = load_spot_profile(embedded_path("workloads", "spot", "resnet110-paper.json"))
+    return build_spot_problem(catalog, profile, dnnprov.SpotSLO(loss=0.8, time_s=3600), quotas=dict(quotas))
+
+
+@pytest.fixture(scope="session")
+def make_region_catalog():
+    """The builder of one-region catalogs of :data:`REGION_TYPES` (merge them for several regions)."""
+    return region_catalog
+
+
+@pytest.fixture(scope="session")
+def make_region_problem():
+    """The builder of the ResNet-110 problem on a (multi-region) catalog with given quotas."""
+    return region_problem

@@ -22,36 +22,30 @@ from dnnprov.cloud.export import (
 from dnnprov.cloud.export.kueue import kueue_documents
 from dnnprov.cloud.export.skypilot import skypilot_tasks
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.catalogs.catalog import Catalog, CatalogEntry, build_spot_problem, embedded_path, load_spot_profile
+from dnnprov.io.catalogs.catalog import Catalog
 from dnnprov.io.catalogs.importing import write_catalog
 from dnnprov.io.catalogs.regions import merge_regions
-from dnnprov.problems.spot import SpotSLO
 
 AMI = LaunchOptions(image_id="ami-0123456789abcdef0")
 
 
-def region_catalog(region: str, p3: float, g3: float) -> Catalog:
-    return Catalog(
-        name=f"aws-{region}",
-        region=region,
-        snapshot="2025-06-28T00:00:00Z",
-        instance_types=(
-            CatalogEntry(name="p3.2xlarge", gpus=1, vcpus=8, memory_gb=61.0, spot_price_per_h=p3, family="P"),
-            CatalogEntry(name="g3.16xlarge", gpus=4, vcpus=64, memory_gb=488.0, spot_price_per_h=g3, family="G"),
-        ),
-    )
+#: spot prices of the two regions: p3.2xlarge cheapest in eu-west-1, g3.16xlarge in us-east-1
+US_EAST = {"p3.2xlarge": 3.0, "g3.16xlarge": 1.0}
+EU_WEST = {"p3.2xlarge": 0.5, "g3.16xlarge": 9.0}
 
 
 @pytest.fixture
-def split_doc() -> PlanDocument:
+def two_regions(make_region_catalog) -> Catalog:
+    """us-east-1 and eu-west-1 merged: TYPE@REGION pools at the prices above."""
+    return merge_regions([make_region_catalog("us-east-1", US_EAST), make_region_catalog("eu-west-1", EU_WEST)], "two")
+
+
+@pytest.fixture
+def split_doc(two_regions: Catalog, make_region_problem) -> PlanDocument:
     """A plan whose p3.2xlarge is cheapest in eu-west-1 and g3.16xlarge in us-east-1 (quotas make it use both)."""
-    catalog = merge_regions([region_catalog("us-east-1", 3.0, 1.0), region_catalog("eu-west-1", 0.5, 9.0)], "two")
-    profile = load_spot_profile(embedded_path("workloads", "spot", "resnet110-paper.json"))
-    problem = build_spot_problem(
-        catalog,
-        profile,
-        SpotSLO(loss=0.8, time_s=3600),
-        quotas={"p3.2xlarge@eu-west-1": 1, "g3.16xlarge@us-east-1": 2, "p3.2xlarge@us-east-1": 0},
+    catalog = two_regions
+    problem = make_region_problem(
+        catalog, {"p3.2xlarge@eu-west-1": 1, "g3.16xlarge@us-east-1": 2, "p3.2xlarge@us-east-1": 0}
     )
     result = dnnprov.solve(problem, "milp")
     assert result.status == "optimal"
@@ -114,14 +108,11 @@ def test_export_cli_and_apply_refusal(
     assert "launches in 2 regions (eu-west-1, us-east-1)" in err and "dnnprov build --region" in err
 
 
-def test_a_single_region_catalog_plan_is_unchanged(tmp_path: Path) -> None:
+def test_a_single_region_catalog_plan_is_unchanged(tmp_path: Path, make_region_catalog, make_region_problem) -> None:
     """Plans of a single-region catalog carry no call regions (the document's region stands)."""
-    catalog = region_catalog("us-east-1", 3.0, 1.0)
+    catalog = make_region_catalog("us-east-1", US_EAST)
     write_catalog(catalog, tmp_path / "c.json")
-    profile = load_spot_profile(embedded_path("workloads", "spot", "resnet110-paper.json"))
-    problem = build_spot_problem(
-        catalog, profile, SpotSLO(loss=0.8, time_s=3600), quotas={"p3.2xlarge": 1, "g3.16xlarge": 1}
-    )
+    problem = make_region_problem(catalog, {"p3.2xlarge": 1, "g3.16xlarge": 1})
     doc = plan_document(dnnprov.solve(problem, "milp"), problem, catalog)
     calls = run_instances_calls(doc, AMI)
     assert calls and all(c.region is None and "region" not in c.to_dict() for c in calls)
@@ -134,15 +125,9 @@ def test_kueue_refuses_a_split_plan(split_doc: PlanDocument) -> None:
     assert err.value.field == "result.plan" and "2 regions (eu-west-1, us-east-1)" in err.value.problem
 
 
-def test_kueue_labels_a_one_region_plan_with_aws_types() -> None:
-    catalog = merge_regions([region_catalog("us-east-1", 3.0, 1.0), region_catalog("eu-west-1", 0.5, 9.0)], "two")
-    profile = load_spot_profile(embedded_path("workloads", "spot", "resnet110-paper.json"))
-    problem = build_spot_problem(
-        catalog,
-        profile,
-        SpotSLO(loss=0.8, time_s=3600),
-        quotas={"p3.2xlarge@eu-west-1": 4, "g3.16xlarge@eu-west-1": 1},
-    )
+def test_kueue_labels_a_one_region_plan_with_aws_types(two_regions: Catalog, make_region_problem) -> None:
+    catalog = two_regions
+    problem = make_region_problem(catalog, {"p3.2xlarge@eu-west-1": 4, "g3.16xlarge@eu-west-1": 1})
     result = dnnprov.solve(problem, "milp")
     assert result.status == "optimal"
     docs = kueue_documents(plan_document(result, problem, catalog))

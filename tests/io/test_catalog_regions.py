@@ -13,15 +13,11 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalogs.catalog import (
     MULTI_REGION,
     Catalog,
-    CatalogEntry,
-    build_spot_problem,
     embedded_path,
-    load_spot_profile,
     split_region,
 )
 from dnnprov.io.catalogs.importing import default_shared_data
 from dnnprov.io.catalogs.regions import import_regions, merge_regions, parse_regions
-from dnnprov.problems.spot import SpotSLO
 
 SHARED = default_shared_data()
 needs_data = pytest.mark.skipif(
@@ -29,17 +25,12 @@ needs_data = pytest.mark.skipif(
 )
 
 
-def region_catalog(region: str, p3: float, g4: float) -> Catalog:
-    """A one-region catalog of two types with the given spot prices."""
-    return Catalog(
-        name=f"aws-{region}",
-        region=region,
-        snapshot="2025-06-28T00:00:00Z",
-        instance_types=(
-            CatalogEntry(name="p3.2xlarge", gpus=1, vcpus=8, spot_price_per_h=p3, family="P", interruption_bucket=1),
-            CatalogEntry(name="g4dn.4xlarge", gpus=1, vcpus=16, spot_price_per_h=g4, family="G"),
-        ),
-    )
+def regions(make_region_catalog, us_east: tuple[float, float], eu_west: tuple[float, float]) -> list[Catalog]:
+    """us-east-1 and eu-west-1 catalogs of p3.2xlarge (interruption bucket 1) and g4dn.4xlarge at these prices."""
+    return [
+        make_region_catalog(region, dict(zip(("p3.2xlarge", "g4dn.4xlarge"), prices)), {"p3.2xlarge": 1})
+        for region, prices in (("us-east-1", us_east), ("eu-west-1", eu_west))
+    ]
 
 
 def test_split_region_keeps_the_market_on_the_type() -> None:
@@ -48,8 +39,8 @@ def test_split_region_keeps_the_market_on_the_type() -> None:
     assert split_region("p3.2xlarge") == ("p3.2xlarge", None)
 
 
-def test_merged_catalog_names_each_pool_by_region_and_round_trips() -> None:
-    merged = merge_regions([region_catalog("us-east-1", 1.0, 0.5), region_catalog("eu-west-1", 0.9, 0.6)], "two")
+def test_merged_catalog_names_each_pool_by_region_and_round_trips(make_region_catalog) -> None:
+    merged = merge_regions(regions(make_region_catalog, (1.0, 0.5), (0.9, 0.6)), "two")
     assert merged.region == MULTI_REGION and merged.regions == ("eu-west-1", "us-east-1")
     entry = merged.entry("p3.2xlarge@eu-west-1")
     assert (entry.region, entry.base_name, entry.family, entry.spot_price_per_h) == (
@@ -83,8 +74,8 @@ def test_single_region_file_reads_as_before() -> None:
         ),
     ],
 )
-def test_a_pool_without_its_region_is_refused(change, field) -> None:
-    data = merge_regions([region_catalog("us-east-1", 1.0, 0.5), region_catalog("eu-west-1", 0.9, 0.6)], "m").to_dict()
+def test_a_pool_without_its_region_is_refused(change, field, make_region_catalog) -> None:
+    data = merge_regions(regions(make_region_catalog, (1.0, 0.5), (0.9, 0.6)), "m").to_dict()
     change(data)
     with pytest.raises(InvalidInputError) as err:
         Catalog.from_dict(data)
@@ -100,16 +91,10 @@ def test_parse_regions() -> None:
         assert err.value.field == "--region"
 
 
-def test_solved_plan_names_the_cheapest_region() -> None:
+def test_solved_plan_names_the_cheapest_region(make_region_catalog, make_region_problem) -> None:
     """The solve compares regions: the same types, cheaper in eu-west-1, are bought there."""
-    merged = merge_regions([region_catalog("us-east-1", 3.06, 1.2), region_catalog("eu-west-1", 0.9, 0.35)], "m")
-    profile = load_spot_profile(embedded_path("workloads", "spot", "resnet110-paper.json"))
-    problem = build_spot_problem(
-        merged,
-        profile,
-        SpotSLO(loss=0.8, time_s=3600),
-        quotas={e.name: 8 for e in merged.instance_types},
-    )
+    merged = merge_regions(regions(make_region_catalog, (3.06, 1.2), (0.9, 0.35)), "m")
+    problem = make_region_problem(merged, {e.name: 8 for e in merged.instance_types})
     result = dnnprov.solve(problem, "milp")
     assert result.status == "optimal"
     assert result.plan is not None and result.plan.counts
