@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 import numpy as np
 from dnnprov.solvers.outcome import serverless_result, spot_result
@@ -128,31 +131,14 @@ def spot_heuristic(problem: SpotProblem, *, clock: Clock | None = None) -> Resul
                 best_cost, best = float(cost[i]), (plans[i], ps)
         if stopped:
             break
+
+    def package(plan: tuple[np.ndarray, int] | None, **outcome: Any) -> Result:
+        counts, ps = (None, 1) if plan is None else plan
+        return spot_result(model, counts, ps, method="heuristic", started=started, **outcome)
+
     stats = {"plans_evaluated": evaluated, "n_lower": n_lower, "n_upper": n_upper}
-    if stopped:
-        assert clock is not None  # only a clock stops a search early
-        note = f"time limit of {clock.limit_s:g} s reached before the sliding window ended"
-        if best is None:
-            return spot_result(
-                model, None, 1, status=Status.LIMIT, method="heuristic", started=started, message=note, stats=stats
-            )
-        return spot_result(
-            model, best[0], best[1], status=Status.LIMIT, method="heuristic", started=started, message=note, stats=stats
-        )
-    if best is None:
-        return spot_result(
-            model,
-            None,
-            1,
-            status=Status.UNKNOWN,
-            method="heuristic",
-            started=started,
-            message="the sliding window found no feasible plan (not a proof of infeasibility)",
-            stats=stats,
-        )
-    return spot_result(
-        model, best[0], best[1], status=Status.FEASIBLE, method="heuristic", started=started, stats=stats
-    )
+    nothing = "the sliding window found no feasible plan (not a proof of infeasibility)"
+    return swept(package, best, stats, clock, stopped=stopped, sweep="the sliding window", nothing=nothing)
 
 
 # ---------------------------------------------------------------- spot, the authors' code
@@ -190,34 +176,13 @@ def reference_heuristic(problem: SpotProblem, *, clock: Clock | None = None) -> 
         i = int(np.argmin(cost))  # first occurrence: "strictly smaller cost" keeps the earliest
         if cost[i] < best_cost:
             best_cost, best = float(cost[i]), plans[i]
+
+    def package(counts: np.ndarray | None, **outcome: Any) -> Result:
+        return spot_result(model, counts, ps, method="reference-heuristic", started=started, **outcome)
+
     stats = {"plans_evaluated": evaluated}
-    if stopped:
-        assert clock is not None  # only a clock stops a search early
-        note = f"time limit of {clock.limit_s:g} s reached before the window sweep ended"
-        return spot_result(
-            model,
-            best,
-            ps,
-            status=Status.LIMIT,
-            method="reference-heuristic",
-            started=started,
-            message=note,
-            stats=stats,
-        )
-    if best is None:
-        return spot_result(
-            model,
-            None,
-            ps,
-            status=Status.UNKNOWN,
-            method="reference-heuristic",
-            started=started,
-            message="no feasible window (the reference code returns all-zero counts)",
-            stats=stats,
-        )
-    return spot_result(
-        model, best, ps, status=Status.FEASIBLE, method="reference-heuristic", started=started, stats=stats
-    )
+    nothing = "no feasible window (the reference code returns all-zero counts)"
+    return swept(package, best, stats, clock, stopped=stopped, sweep="the window sweep", nothing=nothing)
 
 
 # ---------------------------------------------------------------- serverless
@@ -275,26 +240,30 @@ def serverless_heuristic(problem: ServerlessProblem, *, clock: Clock | None = No
                 best_cost, best = float(ev.cost[hits[0]]), (int(n[hits[0]]), m, ps)
         if stopped:
             break
+    package = partial(serverless_result, model, method="heuristic", started=started)
+    nothing = "the memory sweep found no feasible plan (not a proof of infeasibility)"
     stats = {"plans_evaluated": evaluated}
+    return swept(package, best, stats, clock, stopped=stopped, sweep="the memory sweep", nothing=nothing)
+
+
+def swept(
+    package: Callable[..., Result],
+    best: Any,
+    stats: dict[str, int],
+    clock: Clock | None,
+    *,
+    stopped: bool,
+    sweep: str,
+    nothing: str,
+) -> Result:
+    """A heuristic's outcome: ``stopped`` by the clock before ``sweep`` ended (``limit``, the
+    best plan so far), no plan found (``unknown``: ``nothing``, no proof), else its plan
+    (``feasible``). ``package(plan, status=..., ...)`` turns a plan (``None``: none) into the result.
+    """
     if stopped:
         assert clock is not None  # only a clock stops a search early
-        return serverless_result(
-            model,
-            best,
-            status=Status.LIMIT,
-            method="heuristic",
-            started=started,
-            message=f"time limit of {clock.limit_s:g} s reached before the memory sweep ended",
-            stats=stats,
-        )
+        message = f"time limit of {clock.limit_s:g} s reached before {sweep} ended"
+        return package(best, status=Status.LIMIT, message=message, stats=stats)
     if best is None:
-        return serverless_result(
-            model,
-            None,
-            status=Status.UNKNOWN,
-            method="heuristic",
-            started=started,
-            message="the memory sweep found no feasible plan (not a proof of infeasibility)",
-            stats=stats,
-        )
-    return serverless_result(model, best, status=Status.FEASIBLE, method="heuristic", started=started, stats=stats)
+        return package(None, status=Status.UNKNOWN, message=nothing, stats=stats)
+    return package(best, status=Status.FEASIBLE, stats=stats)
