@@ -19,12 +19,15 @@ import pyomo.environ as pyo
 import pytest
 from dnnprov.formulations.serverless import create_serverless_model
 from dnnprov.formulations.spot import create_spot_model
+from dnnprov.solvers.explain import serverless as why_serverless
 from dnnprov.solvers.explain.infeasibility import explain
+from dnnprov.solvers.explain.search import GroupSearch
 from numpy.testing import assert_allclose
 
 import dnnprov
 from dnnprov import ServerlessModel, SpotModel, Status
 from dnnprov.model_solve import solve_model
+from dnnprov.models.spot import within_budget
 from dnnprov.progress import Clock
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
@@ -446,3 +449,26 @@ def test_an_iteration_floor_no_factor_lifts_is_not_blamed_on_the_ranges():
         )
     )
     assert named.proven and f"${spot_brute_force(no_floor, 'cost')[0]:.6f}" in named.text
+
+
+@pytest.mark.parametrize("covered", [True, False])
+def test_serverless_budget_reason_is_proven_only_when_every_plan_was_evaluated(resnet50, covered: bool) -> None:
+    """The enumerated budget reason says proven only when the enumeration covered every plan
+    (it once read the pair of coverage flags, always truthy)."""
+
+    problem = resnet50.replace(constraints=dataclasses.replace(resnet50.constraints, budget_usd=1e-6))
+    relaxed = ServerlessModel(why_serverless.relax(why_serverless.relax(problem, "deadline"), "budget"))
+    low, high = problem.function_range()
+    n = np.arange(low, high + 1)
+    ps = np.full(len(n), problem.constraints.ps_count[0])
+    search = GroupSearch(["deadline", "budget"])
+    for m in problem.memory_grid():
+        ev = relaxed.evaluate(n, m, ps)
+        ok = {"deadline": ev.time_s <= problem.time_s, "budget": within_budget(ev.cost, 1e-6)}
+        measure = {"deadline": ev.time_s, "budget": ev.cost}
+        search.add(ev.feasible, ok, measure, ev.cost, lambda i, m=m: (int(n[i]), int(m), int(ps[i])))
+    how = "all plans evaluated" if covered else "the time limit stopped the evaluation"
+    reasons = why_serverless.compose(problem, None, search, high, how, how, proven=(covered, covered))
+    budget = next(r for r in reasons if r.kind == "budget")
+    assert budget.needed is not None and budget.needed > 1e-6
+    assert budget.proven is covered
