@@ -1,4 +1,4 @@
-"""Every example in docs/ runs here, and what it prints matches what the page shows.
+"""Every example in docs/ and README.md runs here, and what it prints matches what the page shows.
 
 Each fenced block of every page is either run by one of the tests below (``RUN``, with
 the kind of check) or listed in ``NOT_RUN`` with the reason (what only a run of minutes on
@@ -63,10 +63,13 @@ class Block:
         return self.page, next((line for line in self.body.splitlines() if line.strip()), "")
 
 
+README = REPO / "README.md"
+
+
 def blocks() -> list[Block]:
-    """Every fenced block of every page in docs/, in page order."""
+    """Every fenced block of every page in docs/ and of README.md, in page order."""
     found = []
-    for page in sorted(DOCS.glob("*.md")):
+    for page in [*sorted(DOCS.glob("*.md")), README]:
         text = page.read_text()
         matches = list(re.finditer(r"^( *)```(\w*)\n(.*?)^\1```", text, re.DOTALL | re.MULTILINE))
         for i, m in enumerate(matches):
@@ -315,6 +318,23 @@ RUN: dict[tuple[str, str], str] = {
     ("training.md", '{"speed": 100, "offset": 40, "workdir": "runs/local",'): "local-config",
     ("training.md", "from dnnprov.training.cluster import run_cluster"): "training-script",
     ("training.md", "$ dnnprov profile fit-loss runs/2v100+1k80 runs/4v100 runs/3v100+4k80 --json"): "training-fit",
+    (
+        "README.md",
+        "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/dnnprov demo",
+    ): "readme-setup",
+    (
+        "README.md",
+        "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/ruff check && .venv/bin/ruff format --check && .venv/bin/python .ci/typecheck.py && .venv/bin/pytest",
+    ): "ci-command",
+    (
+        "README.md",
+        ".venv/bin/dnnprov list                                              # embedded instances, catalogs, profiles",
+    ): "readme-use",
+    ("README.md", "import dnnprov"): "python",
+    (
+        "README.md",
+        "dnnprov/       -> dnnprov               the core package, in rooms by role (docs/architecture.md):",
+    ): "layout",
 }
 
 #: Blocks no test runs, and why.
@@ -387,7 +407,7 @@ def test_every_block_is_run_or_has_a_reason():
 
 def test_transcripts_are_fenced():
     """No `$ dnnprov` transcript hides in an indented block, where no test would see it."""
-    for page in DOCS.glob("*.md"):
+    for page in [*DOCS.glob("*.md"), README]:
         for n, line in enumerate(page.read_text().splitlines(), 1):
             assert not re.match(r"^ {4,}\$ ", line), f"{page.name}:{n}: put the transcript in a console block"
 
@@ -1232,3 +1252,76 @@ def test_profiling_runs_train_and_the_profiler_reads_them(workdir):
     assert answer.returncode == 0, answer.stderr
     fitted = json.loads(answer.stdout)
     assert fitted, answer.stdout
+
+
+# ------------------------------------------------------------------ README.md
+def _readme(kind: str) -> Block:
+    (block,) = _of(kind, "README.md")
+    return block
+
+
+def test_readme_setup_installs_an_extra_that_exists_and_demo_runs(workdir):
+    """The set-up line installs an extra pyproject.toml defines; `dnnprov demo` then solves Table I."""
+    body = _readme("readme-setup").body
+    extra = re.search(r"\.\[(\w+)\]", body)
+    assert extra and f"\n{extra.group(1)} = [" in (REPO / "pyproject.toml").read_text(), body
+    run = _cli(["demo"], workdir)
+    assert run.returncode == 0, run.stderr
+    assert "paper-table1" in run.stdout and "optimal" in run.stdout
+
+
+def test_readme_check_command_is_what_ci_runs():
+    """ "this is what `.ci/run` does": the README's command is .ci/run's last line, word for word."""
+    ci = [line for line in (REPO / ".ci/run").read_text().splitlines() if line.strip()]
+    assert _readme("ci-command").body.strip() == ci[-1].strip()
+
+
+def test_readme_use_commands_run(workdir):
+    """Each command of README's "Use" block exits 0 in order in one folder; build states the PS
+    price the comment gives, solve --json prints one JSON object."""
+    commands = _commands_of(_readme("readme-use"))
+    assert len(commands) >= 9
+    for command in commands:
+        argv = shlex.split(command, comments=True)
+        assert argv[0] == ".venv/bin/dnnprov", command
+        run = _cli(argv[1:], workdir)
+        assert run.returncode == 0, f"{command}\n{run.stdout[-800:]}{run.stderr[-800:]}"
+        if argv[1] == "build":
+            price = re.search(r"PS (\$[\d.]+/h)", command)
+            assert price and f"PS {price.group(1)}" in run.stdout + run.stderr, run.stdout
+        if "--json" in argv:
+            assert json.loads(run.stdout)["status"] in {"optimal", "feasible"}
+
+
+def test_readme_table1_figures_are_what_the_solvers_return():
+    """The paragraph after README's Python example: the authors' heuristic's plan and cost and
+    milp's proven plan, cost and saving on Table I."""
+    prose = _readme("python").after
+    stated = re.search(
+        r"heuristic returns (.+?) at\s+\$([\d.]+); `milp` proves (.+?) at \$([\d.]+)\s+optimal \(([\d.]+) % cheaper\)",
+        prose,
+    )
+    assert stated, prose[:400]
+    problem = dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json"))
+    heuristic, milp = dnnprov.solve(problem, "reference-heuristic"), dnnprov.solve(problem, "milp")
+
+    def plan(text: str) -> dict[str, int]:
+        return {t: int(n) for n, t in re.findall(r"(\d+) x ([\w.]+)", text)}
+
+    assert heuristic.plan is not None and milp.plan is not None and milp.status.value == "optimal"
+    assert plan(stated.group(1)) == {t: n for t, n in heuristic.plan.counts.items() if n}
+    assert plan(stated.group(3)) == {t: n for t, n in milp.plan.counts.items() if n}
+    assert (stated.group(2), stated.group(4)) == (f"{heuristic.cost:.6f}", f"{milp.cost:.6f}")
+    assert stated.group(5) == f"{100 * (1 - milp.cost / heuristic.cost):.1f}"
+
+
+def test_readme_layout_names_existing_folders_and_every_room():
+    """README's layout names only folders and modules that exist, and every room of dnnprov/."""
+    named: set[str] = set()
+    for line in _readme("layout").body.splitlines():
+        root = REPO / "dnnprov" if line.startswith("  ") else REPO
+        for name in re.findall(r"(?:^|\s)([a-z_]+/|[a-z_]+\.py)(?=\s|$)", line):
+            assert (root / name).exists(), f"README layout: {root.relative_to(REPO) / name} does not exist"
+            named.add(str((root / name).relative_to(REPO)).rstrip("/"))
+    rooms = {f"dnnprov/{p.parent.name}" for p in (REPO / "dnnprov").glob("*/__init__.py")}
+    assert rooms <= named, f"rooms missing from README's layout: {sorted(rooms - named)}"
