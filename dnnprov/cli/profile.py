@@ -207,8 +207,11 @@ def _fit_serverless_timing(args: argparse.Namespace) -> None:
         fit = profiler.fit_serverless_timing(args.file, storage_cap_mb_s=args.storage_cap_mb_s)
     _require_finite(fit.to_dict(), args.file)
     if args.out is not None:
-        workload = profiler.with_serverless_timing_fit(load_serverless_workload(args.base), fit)
-        notes = profiler.serverless_timing_notes(_read_base_notes(args.base), fit, args.file)
+        from dnnprov.cli.inventory import _embedded_or_path  # the same room: --base as build --profile reads it
+
+        base = _embedded_or_path(args.base, "workloads")
+        workload = profiler.with_serverless_timing_fit(load_serverless_workload(base), fit)
+        notes = profiler.serverless_timing_notes(_read_base_notes(str(base)), fit, args.file)
         profiler.write_json(profiler.serverless_workload_dict(workload, notes), args.out)
     if args.json:
         print(json.dumps(fit.to_dict(), indent=2))
