@@ -1,10 +1,12 @@
-"""Every example in docs/ runs here, and what it prints matches what the page shows.
+"""Every example in docs/ and README.md runs here, and what it prints matches what the page shows.
 
 Each fenced block of every page is either run by one of the tests below (``RUN``, with
 the kind of check) or listed in ``NOT_RUN`` with the reason (what only a run of minutes on
 a given machine prints). A synopsis with placeholders is checked against the parser of
 its command (or the benchmark script's ``--help``); a benchmark's printed figures are
-produced by the benchmark in a short mode where it has one. A new block fails
+produced by the benchmark in a short mode where it has one, and the output of a run of
+minutes pasted in a page (real training, the all-regions ladder) is checked line by line
+against what the script's ``print`` calls can write. A new block fails
 :func:`test_every_block_is_run_or_has_a_reason` until it is given one or the other.
 Conventions the pages follow:
 
@@ -18,6 +20,7 @@ Conventions the pages follow:
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import copy
 import doctest
@@ -63,10 +66,13 @@ class Block:
         return self.page, next((line for line in self.body.splitlines() if line.strip()), "")
 
 
+README = REPO / "README.md"
+
+
 def blocks() -> list[Block]:
-    """Every fenced block of every page in docs/, in page order."""
+    """Every fenced block of every page in docs/ and of README.md, in page order."""
     found = []
-    for page in sorted(DOCS.glob("*.md")):
+    for page in [*sorted(DOCS.glob("*.md")), README]:
         text = page.read_text()
         matches = list(re.finditer(r"^( *)```(\w*)\n(.*?)^\1```", text, re.DOTALL | re.MULTILINE))
         for i, m in enumerate(matches):
@@ -315,51 +321,67 @@ RUN: dict[tuple[str, str], str] = {
     ("training.md", '{"speed": 100, "offset": 40, "workdir": "runs/local",'): "local-config",
     ("training.md", "from dnnprov.training.cluster import run_cluster"): "training-script",
     ("training.md", "$ dnnprov profile fit-loss runs/2v100+1k80 runs/4v100 runs/3v100+4k80 --json"): "training-fit",
-}
-
-#: Blocks no test runs, and why.
-NOT_RUN: dict[tuple[str, str], str] = {
+    (
+        "README.md",
+        "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/dnnprov demo",
+    ): "readme-setup",
+    (
+        "README.md",
+        "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/ruff check && .venv/bin/ruff format --check && .venv/bin/python .ci/typecheck.py && .venv/bin/pytest",
+    ): "ci-command",
+    (
+        "README.md",
+        ".venv/bin/dnnprov list                                              # embedded instances, catalogs, profiles",
+    ): "readme-use",
     (
         "benchmarks.md",
         "$ nice -n 10 .venv/bin/python benchmarks/all_regions.py --ladder",
-    ): "the all-regions benchmark's output (minutes on ../shared/data; machine-dependent CPU figures)",
+    ): "benchmark-output",
     (
         "reproduction.md",
         "$ nice -n 10 python benchmarks/real_training.py --out /tmp/ct-rep2 --json /tmp/ct-rep2.json   # 166 s wall, 11.7 CPU s",
-    ): "the issue 34 benchmark's output (real training runs, minutes, machine-dependent figures)",
+    ): "benchmark-output",
     (
         "reproduction.md",
         "$ nice -n 10 python benchmarks/real_training.py --out /tmp/ct-full --json /tmp/ct-full.json   # speed 100; 154 s wall, 8.4 CPU s",
-    ): "the issue 34 benchmark's output (real training runs, minutes, machine-dependent figures)",
+    ): "benchmark-output",
     (
         "reproduction.md",
         "$ nice -n 10 python benchmarks/real_training.py --no-link --out /tmp/ct-nolink --json /tmp/ct-nolink.json   # 139 s wall, 10.0 CPU s",
-    ): "the issue 34 benchmark's output without the PS link (real training, minutes)",
+    ): "benchmark-output",
     (
         "reproduction.md",
         "$ nice -n 10 python benchmarks/real_training.py --revocation --profile-json /tmp/ct-rep2.json --out /tmp/ct-rev   # 59 s wall, 6.7 CPU s",
-    ): "the issue 34 run with revocations (real training through a trace window, a minute)",
+    ): "benchmark-output",
     (
         "service.md",
         '$ st --config-file tests/service/schemathesis.toml run http://127.0.0.1:18643/openapi.json --checks all --max-examples 5 --generation-deterministic --request-timeout 30 -H "Authorization: Bearer $(cat token)"',
-    ): "a schemathesis run of minutes against a running server; tests/service/test_contract.py runs a bounded one",
+    ): "schemathesis-run",
     (
         "benchmarks.md",
         "$ python benchmarks/real_training.py --out /tmp/rt1 --json /tmp/rt1.json      # speed 100; 197 s wall, 10.2 CPU s",
-    ): "the issue 34 benchmark's output (real training runs, minutes, machine-dependent figures)",
+    ): "benchmark-output",
     (
         "benchmarks.md",
         "$ python benchmarks/real_training.py --plans 750 --speed 20 --profile-json /tmp/rt20.json --out /tmp/pl20b   # 67 s wall, 4.0 CPU s",
-    ): "the issue 34 plans comparison's output (real training runs, a minute, machine-dependent figures)",
+    ): "benchmark-output",
     (
         "benchmarks.md",
         "$ python benchmarks/real_training.py --out /tmp/rt20 --speed 20 --json /tmp/rt20.json   # 507 s wall, 9.3 CPU s",
-    ): "the issue 34 benchmark's output at speed 20 (real training runs, minutes, machine-dependent figures)",
+    ): "benchmark-output",
     (
         "benchmarks.md",
         "$ python benchmarks/real_training.py --revocation --speed 20 --profile-json /tmp/rt20.json --out /tmp/rv20b   # 62 s wall, 4.4 CPU s",
-    ): "the issue 34 revocation run's output (real training, a minute, machine-dependent figures)",
+    ): "benchmark-output",
+    ("README.md", "import dnnprov"): "python",
+    (
+        "README.md",
+        "dnnprov/       -> dnnprov               the core package, in rooms by role (docs/architecture.md):",
+    ): "layout",
 }
+
+#: Blocks no test runs, and why (none: every block is run or checked).
+NOT_RUN: dict[tuple[str, str], str] = {}
 
 #: Examples that fail as the page has them (pages of other parts of the project): each
 #: must still raise; when the page is fixed, the test says so and the entry goes.
@@ -387,7 +409,7 @@ def test_every_block_is_run_or_has_a_reason():
 
 def test_transcripts_are_fenced():
     """No `$ dnnprov` transcript hides in an indented block, where no test would see it."""
-    for page in DOCS.glob("*.md"):
+    for page in [*DOCS.glob("*.md"), README]:
         for n, line in enumerate(page.read_text().splitlines(), 1):
             assert not re.match(r"^ {4,}\$ ", line), f"{page.name}:{n}: put the transcript in a console block"
 
@@ -1232,3 +1254,173 @@ def test_profiling_runs_train_and_the_profiler_reads_them(workdir):
     assert answer.returncode == 0, answer.stderr
     fitted = json.loads(answer.stdout)
     assert fitted, answer.stdout
+
+
+# ------------------------------------------------------------------ README.md
+def _readme(kind: str) -> Block:
+    (block,) = _of(kind, "README.md")
+    return block
+
+
+def test_readme_setup_installs_an_extra_that_exists_and_demo_runs(workdir):
+    """The set-up line installs an extra pyproject.toml defines; `dnnprov demo` then solves Table I."""
+    body = _readme("readme-setup").body
+    extra = re.search(r"\.\[(\w+)\]", body)
+    assert extra and f"\n{extra.group(1)} = [" in (REPO / "pyproject.toml").read_text(), body
+    run = _cli(["demo"], workdir)
+    assert run.returncode == 0, run.stderr
+    assert "paper-table1" in run.stdout and "optimal" in run.stdout
+
+
+def test_readme_check_command_is_what_ci_runs():
+    """ "this is what `.ci/run` does": the README's command is .ci/run's last line, word for word."""
+    ci = [line for line in (REPO / ".ci/run").read_text().splitlines() if line.strip()]
+    assert _readme("ci-command").body.strip() == ci[-1].strip()
+
+
+def test_readme_use_block_is_run_by_its_own_test():
+    """README's Use block runs command by command in tests/cli/test_readme.py (right after the
+    set-up, with ``.venv/bin/``): the block that test reads is this one."""
+    sys.path.insert(0, str(REPO / "tests" / "cli"))
+    try:
+        import test_readme
+    finally:
+        sys.path.remove(str(REPO / "tests" / "cli"))
+    assert test_readme._block_after("## Use") == _readme("readme-use").body
+
+
+def test_readme_table1_figures_are_what_the_solvers_return():
+    """The paragraph after README's Python example: the authors' heuristic's plan and cost and
+    milp's proven plan, cost and saving on Table I."""
+    prose = _readme("python").after
+    stated = re.search(
+        r"heuristic returns (.+?) at\s+\$([\d.]+); `milp` proves (.+?) at \$([\d.]+)\s+optimal \(([\d.]+) % cheaper\)",
+        prose,
+    )
+    assert stated, prose[:400]
+    problem = dnnprov.read_instance(dnnprov.embedded_instance("spot/paper-table1.json"))
+    heuristic, milp = dnnprov.solve(problem, "reference-heuristic"), dnnprov.solve(problem, "milp")
+
+    def plan(text: str) -> dict[str, int]:
+        return {t: int(n) for n, t in re.findall(r"(\d+) x ([\w.]+)", text)}
+
+    assert heuristic.plan is not None and milp.plan is not None and milp.status.value == "optimal"
+    assert plan(stated.group(1)) == {t: n for t, n in heuristic.plan.counts.items() if n}
+    assert plan(stated.group(3)) == {t: n for t, n in milp.plan.counts.items() if n}
+    assert (stated.group(2), stated.group(4)) == (f"{heuristic.cost:.6f}", f"{milp.cost:.6f}")
+    assert stated.group(5) == f"{100 * (1 - milp.cost / heuristic.cost):.1f}"
+
+
+def test_readme_layout_names_existing_folders_and_every_room():
+    """README's layout names only folders and modules that exist, and every room of dnnprov/."""
+    named: set[str] = set()
+    for line in _readme("layout").body.splitlines():
+        root = REPO / "dnnprov" if line.startswith("  ") else REPO
+        for name in re.findall(r"(?:^|\s)([a-z_]+/|[a-z_]+\.py)(?=\s|$)", line):
+            assert (root / name).exists(), f"README layout: {root.relative_to(REPO) / name} does not exist"
+            named.add(str((root / name).relative_to(REPO)).rstrip("/"))
+    rooms = {f"dnnprov/{p.parent.name}" for p in (REPO / "dnnprov").glob("*/__init__.py")}
+    assert rooms <= named, f"rooms missing from README's layout: {sorted(rooms - named)}"
+
+
+# ------------------------------------------------------------------ benchmark outputs pasted from long runs
+def _template(node: ast.AST) -> str:
+    """A regex of what a string expression of a script prints: its literal text, a
+    formatted string constant as itself (padded), either branch of ``a if c else b``, any
+    other value as ``.*?``."""
+    if isinstance(node, ast.Constant):
+        return re.escape(node.value) if isinstance(node.value, str) else ".*?"
+    if isinstance(node, ast.FormattedValue):
+        value = node.value
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return r"\s*" + re.escape(value.value) + r"\s*"
+        return ".*?"
+    if isinstance(node, ast.JoinedStr):
+        return "".join(_template(v) for v in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _template(node.left) + _template(node.right)
+    if isinstance(node, ast.IfExp):
+        return f"(?:{_template(node.body)}|{_template(node.orelse)})"
+    return ".*?"
+
+
+def _printed_lines(script: Path) -> tuple[list[re.Pattern[str]], list[re.Pattern[str]]]:
+    """The line patterns of a script's ``print(...)`` calls: those with at least three letters
+    of literal text, and all of them."""
+    found = set()
+    for call in ast.walk(ast.parse(script.read_text())):
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "print" and call.args:
+            text = _template(call.args[0])
+            if text.replace(".*?", "").strip():
+                found.add(text)
+
+    def letters(text: str) -> int:
+        return len(re.findall(r"[A-Za-z]", re.sub(r"\\.", "", text.replace(".*?", ""))))
+
+    every = sorted(found)
+    return (
+        [re.compile(rf"\s*(?:{t})\s*", re.DOTALL) for t in every if letters(t) >= 3],
+        [re.compile(rf"\s*(?:{t})\s*", re.DOTALL) for t in every],
+    )
+
+
+#: Words of a data row rather than of a label: instance clusters (2xp3.2xlarge+3xp2.xlarge) and short words.
+_DATA_WORDS = re.compile(r"\b[\w.+@-]*\d[a-z][\w.+@-]*\b|\b[a-z]{1,4}\b")
+
+
+def test_pasted_benchmark_outputs_are_what_the_scripts_print():
+    """A long run's output pasted in a page (real training for minutes, the all-regions ladder):
+    its command names the script's options (its --help), and every line is one the script's
+    prints can write: a line with a label matches a print of that label's literal text, a
+    data row any print (a renamed label or a line the script no longer writes fails)."""
+    helps: dict[str, str] = {}
+    blocks = _of("benchmark-output")
+    assert len(blocks) >= 9
+    for block in blocks:
+        command, *lines = block.body.splitlines()
+        assert command.startswith("$ "), f"{block.page}:{block.line}"
+        _check_script_command(command[2:], helps)
+        script = REPO / next(a for a in shlex.split(command[2:], comments=True) if a.endswith(".py"))
+        labelled, rows = _printed_lines(script)
+        for line in filter(str.strip, lines):
+            patterns = labelled if len(re.findall(r"[A-Za-z]", _DATA_WORDS.sub("", line))) >= 3 else rows
+            assert any(p.fullmatch(line) for p in patterns), (
+                f"{block.page}:{block.line}: {script.name} prints no line like\n  {line}"
+            )
+
+
+def test_pasted_benchmark_check_fails_on_a_changed_label():
+    """The check above is not vacuous: a pasted line with one word changed is refused."""
+    lines = [x for b in _of("benchmark-output", "reproduction.md") for x in b.body.splitlines()]
+    labelled, _ = _printed_lines(REPO / "benchmarks/real_training.py")
+    line = next(x for x in lines if "communication" in x and "measured" in x)
+    assert any(p.fullmatch(line) for p in labelled)
+    assert not any(p.fullmatch(line.replace("measured", "observed")) for p in labelled)
+
+
+def test_schemathesis_run_is_a_command_the_tool_takes_on_this_api():
+    """service.md's full schemathesis run: its options are `st`'s, its configuration file exists,
+    it selected every operation (the run itself takes minutes of CPU: tests/service/test_contract.py
+    runs a bounded one on every test run)."""
+    st = Path(sys.executable).parent / "st"
+    if not st.exists():
+        pytest.skip("schemathesis (`st`, the test extra) is not installed")
+    pytest.importorskip("fastapi", reason="the service extra")
+    from dnnprov.service.openapi import openapi_document
+
+    (block,) = _of("schemathesis-run", "service.md")
+    command = block.body.splitlines()[0][2:]
+    argv = shlex.split(command.replace("$(cat token)", "TOKEN"))
+    assert argv[:2] == ["st", "--config-file"] and (REPO / argv[2]).is_file(), command
+    helps = {
+        "st": subprocess.run([str(st), "--help"], capture_output=True, text=True, check=True).stdout,
+        "run": subprocess.run([str(st), "run", "--help"], capture_output=True, text=True, check=True).stdout,
+    }
+    for option in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", command):
+        where = "st" if option == "--config-file" else "run"
+        assert re.search(rf"(?<![\w-]){option}(?![\w-])", helps[where]), f"{option} not in `st {where} --help`"
+    selected = re.search(r"Selected: (\d+)/(\d+)", block.body)
+    assert selected and selected.group(1) == selected.group(2), "every operation selected"
+    assert "/v1/simulate" in openapi_document(auth=True)["paths"] and "/v1/simulate" in block.after, (
+        "the page says which operations came after the run"
+    )

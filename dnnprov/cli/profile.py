@@ -7,7 +7,8 @@
                                     [--storage-cap-mb-s B] [--base FILE --out FILE] [--json]
     dnnprov profile to-csv FILE... --out CSV [--batch-size B] [--workers K] [--worker-batch B]
     dnnprov profile estimate --catalog C --profile P --out FILE [--types T,...] [--estimate-at point|fast|slow] [--json]
-    dnnprov profile plan --catalog C --profile P [--types T,...] [--iterations N] [--overhead-s S] [--json]
+    dnnprov profile plan --catalog C --profile P [--types T,...] [--iterations N] [--overhead-s S]
+                         [--epoch-samples N [--loss-type T]] [--ps-type T] [--ps-price-per-h P] [--json]
     dnnprov predict INSTANCE --counts TYPE=N,... [--ps S] [--json]                 (spot)
     dnnprov predict INSTANCE --functions N --memory-mb M [--ps S] [--local-batch B] [--json]  (serverless)
 
@@ -206,8 +207,11 @@ def _fit_serverless_timing(args: argparse.Namespace) -> None:
         fit = profiler.fit_serverless_timing(args.file, storage_cap_mb_s=args.storage_cap_mb_s)
     _require_finite(fit.to_dict(), args.file)
     if args.out is not None:
-        workload = profiler.with_serverless_timing_fit(load_serverless_workload(args.base), fit)
-        notes = profiler.serverless_timing_notes(_read_base_notes(args.base), fit, args.file)
+        from dnnprov.cli.inventory import _embedded_or_path  # the same room: --base as build --profile reads it
+
+        base = _embedded_or_path(args.base, "workloads")
+        workload = profiler.with_serverless_timing_fit(load_serverless_workload(base), fit)
+        notes = profiler.serverless_timing_notes(_read_base_notes(str(base)), fit, args.file)
         profiler.write_json(profiler.serverless_workload_dict(workload, notes), args.out)
     if args.json:
         print(json.dumps(fit.to_dict(), indent=2))
@@ -272,13 +276,22 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    """Which short runs would measure the types the profile only estimates, and what they cost."""
-    from dnnprov.cli.inventory import load_catalog_arg, load_profile_arg
+    """Which short runs would measure the types the profile only estimates (and, given the
+    data set's samples per epoch, its loss model), and what they cost."""
+    from dnnprov.cli.inventory import load_catalog_arg, load_profile_arg, ps_price
     from dnnprov.profiling import estimate
 
     catalog, profile = load_catalog_arg(args.catalog), load_profile_arg(args.profile)
+    ps_per_h, ps_source = ps_price(catalog, args.ps_type, args.ps_price_per_h)
     runs = estimate.profiling_plan(
-        profile, catalog, types=_types(args.types), iterations=args.iterations, overhead_s=args.overhead_s
+        profile,
+        catalog,
+        types=_types(args.types),
+        iterations=args.iterations,
+        overhead_s=args.overhead_s,
+        ps_price_per_h=ps_per_h,
+        epoch_samples=args.epoch_samples,
+        loss_type=args.loss_type,
     )
     minutes, cost = estimate.plan_total(runs)
     if args.json:
@@ -289,6 +302,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                     "catalog": catalog.name,
                     "snapshot": catalog.snapshot,
                     "overhead_s": args.overhead_s,
+                    "ps": {"type": args.ps_type, "price_per_h": ps_per_h, "price": ps_source},
                     "runs": [r.to_dict() for r in runs],
                     "total_minutes": round(minutes, 2),
                     "total_cost": round(cost, 4),
@@ -297,18 +311,33 @@ def cmd_plan(args: argparse.Namespace) -> int:
             )
         )
         return EXIT_OK
+    timing = [r for r in runs if r.purpose == "timing"]
+    loss = [r for r in runs if r.purpose == "loss"]
     print(
-        f"profiling plan of {profile.workload.name} on {len(runs)} types of {catalog.name} ({catalog.snapshot}): "
-        f"one lone worker per type, {args.iterations} iterations at its per-GPU batch, "
-        f"{args.overhead_s:g} s launch overhead each (an assumption), timed at the estimate's slow end"
+        f"profiling plan of {profile.workload.name} on {len(timing)} types of {catalog.name} ({catalog.snapshot}), "
+        f"as spotDNN profiles; {args.overhead_s:g} s launch overhead a run (an assumption), timed at the estimates' "
+        f"slow end, each run with 1 PS at ${ps_per_h:g}/h ({ps_source})"
     )
-    for r in runs:
+    print(f"timing runs: one worker per type, {args.iterations} iterations at its per-GPU batch")
+    for r in timing:
         price = "unpriced" if r.cost is None else f"${r.cost:.4f} at ${r.price_per_h:g}/h"
+        print(f"  {r.type_name:<16} batch {r.gpus} x {r.batch_per_gpu}, {r.expected_s / 60:.1f} min, {price}")
+    if loss:
+        entry = profile.per_type.get(loss[0].type_name)
+        measured = entry is not None and entry.get("estimate") is None
         print(
-            f"  {r.type_name:<16} batch {r.gpus} x {r.batch_per_gpu}, {r.iterations} iterations, "
-            f"{r.expected_s / 60:.1f} min, {price}"
+            f"loss runs: {estimate.LOSS_EPOCHS} epochs of {args.epoch_samples:,} samples on {loss[0].type_name} "
+            f"({'measured' if measured else 'timing ESTIMATED'}; eq. 3's gamma_i, eq. 9's alpha_1 and beta_1)"
         )
-    print(f"total: {minutes:.1f} min, ${cost:.4f}; then dnnprov profile fit-timing on the measured times")
+        for r in loss:
+            price = "unpriced" if r.cost is None else f"${r.cost:.4f} at {r.workers} x ${r.price_per_h:g}/h"
+            print(f"  {r.workers} workers, {r.iterations:,} updates, {r.expected_s / 60:.1f} min, {price}")
+    else:
+        print(
+            f"loss runs: give --epoch-samples (the data set's samples per epoch) for spotDNN's "
+            f"{estimate.LOSS_EPOCHS} epochs on {', '.join(map(str, estimate.LOSS_CLUSTERS))} workers"
+        )
+    print(f"total: {minutes:.1f} min, ${cost:.4f}; then dnnprov profile fit-timing and fit-loss on the measured runs")
     return EXIT_OK
 
 
@@ -538,6 +567,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=float,
         default=300.0,
         help="seconds per run before the first iteration: launch, image, data (default 300, an assumption)",
+    )
+    q.add_argument(
+        "--epoch-samples",
+        type=int,
+        default=None,
+        help="samples in one epoch of the data set: adds spotDNN's loss runs (3 epochs on 2, 4 and 7 workers)",
+    )
+    q.add_argument(
+        "--loss-type",
+        default=None,
+        help="the type of the loss runs' workers (default: the priced type whose samples cost least on one worker)",
+    )
+    q.add_argument("--ps-type", default="m5.xlarge", help="the PS of every run (default m5.xlarge)")
+    q.add_argument(
+        "--ps-price-per-h",
+        type=float,
+        default=None,
+        help="the PS's $/h (default: the catalog's on-demand price of --ps-type, else m5.xlarge's list price)",
     )
     q.add_argument("--json", action="store_true", help="print one JSON object")
     q.set_defaults(run=cmd_plan)

@@ -9,9 +9,11 @@ with the measured per-GPU batch. The FP32-throughput ratio gives a second figure
 bound the estimate's interval. Every estimate carries its source text, which the profile,
 the instance (``instance_types.T.estimate``) and every result that uses it show.
 
-:func:`profiling_plan` lists the runs that would turn the estimates into measurements:
-per type, the papers' 30 profiled iterations at the per-GPU batch, their expected minutes
-(with a stated launch overhead) and cost at the catalog's price.
+:func:`profiling_plan` lists the runs that would turn the estimates into measurements,
+as spotDNN profiles: per type, 30 iterations of one worker at the per-GPU batch (T_comp,
+B_req); given the data set's samples per epoch, 3 epochs on clusters of 2, 4 and 7 workers of
+one type (eq. 3's gamma_i, eq. 9's alpha_1 and beta_1). Each run's expected minutes (with a
+stated launch overhead) and cost at the catalog's prices, the PS included.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
+
+import numpy as np
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalogs.catalog import (
@@ -30,6 +34,7 @@ from dnnprov.io.catalogs.catalog import (
     load_catalog,
 )
 from dnnprov.io.catalogs.gpus import GPUS, gpu_key
+from dnnprov.models.spot import SpotModel
 from dnnprov.problems.spot import InstanceType, SpotPlatform, SpotProblem, SpotSLO
 
 #: Where the hardware of a measured type comes from when the catalog lacks it (the papers' types).
@@ -44,6 +49,9 @@ PROFILE_ITERATIONS = 30
 LAUNCH_OVERHEAD_S = 300.0
 #: AWS bills Linux instances per second with a one-minute minimum.
 MIN_BILLED_S = 60.0
+#: spotDNN's loss-model runs: 3 epochs on clusters of 2, 4 and 7 workers (gamma_i, alpha_1, beta_1).
+LOSS_CLUSTERS = (2, 4, 7)
+LOSS_EPOCHS = 3
 
 
 @dataclass(frozen=True)
@@ -238,30 +246,67 @@ def with_estimates(
 
 @dataclass(frozen=True)
 class ProfilingRun:
-    """One short run that measures a type: what to run, how long and what it costs."""
+    """One short run that measures a type (``timing``: one worker, a few iterations) or the
+    loss model (``loss``: a cluster of one type for a few epochs): what to run, how long, what it costs."""
 
+    purpose: str
     type_name: str
+    workers: int
     gpus: int
     batch_per_gpu: int
     iterations: int
     expected_s: float
     price_per_h: float | None
     price_source: str
+    ps_price_per_h: float
     cost: float | None
+    epochs: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
         return {
+            "purpose": self.purpose,
             "type": self.type_name,
+            "workers": self.workers,
             "gpus": self.gpus,
             "batch_per_gpu": self.batch_per_gpu,
             "batch_size": self.gpus * self.batch_per_gpu,
             "iterations": self.iterations,
+            "epochs": self.epochs,
             "expected_minutes": round(self.expected_s / 60, 2),
             "price_per_h": self.price_per_h,
             "price": self.price_source,
+            "ps_price_per_h": self.ps_price_per_h,
             "cost": None if self.cost is None else round(self.cost, 4),
         }
+
+
+def _price(catalog: Catalog, name: str) -> tuple[float | None, str]:
+    """A type's hourly price for a profiling run: spot, else on-demand, and where it came from."""
+    entry = catalog.entry(name)
+    if entry.spot_price_per_h is not None:
+        return entry.spot_price_per_h, f"spot, catalog {catalog.name} ({catalog.snapshot})"
+    if entry.on_demand_price_per_h is not None:
+        return entry.on_demand_price_per_h, f"on-demand, catalog {catalog.name} ({catalog.snapshot})"
+    return None, f"no price in catalog {catalog.name}"
+
+
+def _billed(price: float | None, workers: int, ps_price: float, seconds: float) -> float | None:
+    """The cost of ``workers`` instances at ``price`` and one PS for ``seconds``, one-minute minimum."""
+    return None if price is None else (workers * price + ps_price) * max(seconds, MIN_BILLED_S) / 3600
+
+
+def _check_plan_options(iterations: int, overhead_s: float, epoch_samples: int | None, ps_price_per_h: float) -> None:
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or not 1 <= iterations <= 100_000:
+        raise InvalidInputError("--iterations", f"must be an integer from 1 to 100,000, got {iterations!r}")
+    if not (isinstance(overhead_s, (int, float)) and 0 <= overhead_s <= 86_400):
+        raise InvalidInputError("--overhead-s", f"must be from 0 to 86,400 s, got {overhead_s!r}")
+    if epoch_samples is not None and not (
+        isinstance(epoch_samples, int) and not isinstance(epoch_samples, bool) and 1 <= epoch_samples <= 10**10
+    ):
+        raise InvalidInputError("--epoch-samples", f"must be an integer from 1 to 10^10, got {epoch_samples!r}")
+    if not (isinstance(ps_price_per_h, (int, float)) and 0 <= ps_price_per_h <= 1_000):
+        raise InvalidInputError("--ps-price-per-h", f"must be from 0 to 1,000 $/h, got {ps_price_per_h!r}")
 
 
 def profiling_plan(
@@ -272,14 +317,17 @@ def profiling_plan(
     iterations: int = PROFILE_ITERATIONS,
     overhead_s: float = LAUNCH_OVERHEAD_S,
     platform: SpotPlatform | None = None,
+    ps_price_per_h: float = 0.0,
+    epoch_samples: int | None = None,
+    loss_type: str | None = None,
 ) -> list[ProfilingRun]:
     """One lone-worker run per estimated type: ``iterations`` at the per-GPU batch, timed at
     the interval's slow end plus eq. (6)'s communication and ``overhead_s``; its cost at the
-    type's spot price (else on-demand), billed per second with a one-minute minimum."""
-    if isinstance(iterations, bool) or not isinstance(iterations, int) or not 1 <= iterations <= 100_000:
-        raise InvalidInputError("--iterations", f"must be an integer from 1 to 100,000, got {iterations!r}")
-    if not (isinstance(overhead_s, (int, float)) and 0 <= overhead_s <= 86_400):
-        raise InvalidInputError("--overhead-s", f"must be from 0 to 86,400 s, got {overhead_s!r}")
+    type's spot price (else on-demand) plus the PS's, billed per second with a one-minute
+    minimum. With ``epoch_samples``: also :data:`LOSS_EPOCHS` epochs on each cluster of
+    :data:`LOSS_CLUSTERS` workers of ``loss_type`` (default: the priced type, measured or
+    planned, whose samples cost least on one worker), timed by eqs. (2), (6)-(9)."""
+    _check_plan_options(iterations, overhead_s, epoch_samples, ps_price_per_h)
     platform = platform or SpotPlatform()
     w = profile.workload
     communication = 2 * w.param_size_mb / w.bandwidth_req_mb_s
@@ -288,14 +336,107 @@ def profiling_plan(
         entry = catalog.entry(name)
         pcie = 2 * entry.gpus * w.param_size_mb / platform.pcie_bandwidth_mb_s
         seconds = overhead_s + iterations * (est.interval[1] + communication + pcie)
-        if entry.spot_price_per_h is not None:
-            price, how = entry.spot_price_per_h, f"spot, catalog {catalog.name} ({catalog.snapshot})"
-        elif entry.on_demand_price_per_h is not None:
-            price, how = entry.on_demand_price_per_h, f"on-demand, catalog {catalog.name} ({catalog.snapshot})"
-        else:
-            price, how = None, f"no price in catalog {catalog.name}"
-        cost = None if price is None else price * max(seconds, MIN_BILLED_S) / 3600
-        runs.append(ProfilingRun(name, entry.gpus, est.batch_per_gpu, iterations, seconds, price, how, cost))
+        price, how = _price(catalog, name)
+        cost = _billed(price, 1, ps_price_per_h, seconds)
+        runs.append(
+            ProfilingRun(
+                "timing", name, 1, entry.gpus, est.batch_per_gpu, iterations, seconds, price, how, ps_price_per_h, cost
+            )
+        )
+    if epoch_samples is not None:
+        runs += _loss_runs(profile, catalog, runs, epoch_samples, loss_type, overhead_s, platform, ps_price_per_h)
+    return runs
+
+
+def _timed_type(profile: SpotWorkloadProfile, catalog: Catalog, name: str) -> InstanceType:
+    """``name`` as an instance type of the profile's timings (an estimate's slow end where it is not measured)."""
+    if not any(e.name == name for e in catalog.instance_types):
+        raise InvalidInputError("--loss-type", f"no type {name!r} in catalog {catalog.name!r}")
+    measured = profile.per_type.get(name)
+    timing = (
+        measured
+        if measured is not None and measured.get("estimate") is None
+        else with_estimates(profile, catalog, end="slow", types=[name]).per_type[name]
+    )
+    entry = catalog.entry(name)
+    return InstanceType(
+        name=name,
+        gpus=entry.gpus,
+        spot_price_per_h=1.0,
+        quota=max(LOSS_CLUSTERS),
+        batch_per_gpu=timing.get("batch_per_gpu"),
+        gpu_memory_gb=entry.gpu_memory_gb,
+        speed_samples_per_s=timing.get("speed_samples_per_s"),
+        compute_time_s=timing.get("compute_time_s"),
+    )
+
+
+def _loss_runs(
+    profile: SpotWorkloadProfile,
+    catalog: Catalog,
+    timing_runs: list[ProfilingRun],
+    epoch_samples: int,
+    loss_type: str | None,
+    overhead_s: float,
+    platform: SpotPlatform,
+    ps_price_per_h: float,
+) -> list[ProfilingRun]:
+    """spotDNN's loss runs: :data:`LOSS_EPOCHS` epochs on each cluster size of :data:`LOSS_CLUSTERS`."""
+    w = profile.workload
+    candidates = [loss_type] if loss_type is not None else []
+    if not candidates:
+        measured = [
+            m.name for m in measured_types(profile, catalog) if any(e.name == m.name for e in catalog.instance_types)
+        ]
+        candidates = [
+            n
+            for n in dict.fromkeys([*measured, *(r.type_name for r in timing_runs)])
+            if _price(catalog, n)[0] is not None
+        ]
+        if not candidates:
+            raise InvalidInputError(
+                "--loss-type", f"no priced type of catalog {catalog.name!r} to run the loss runs on: name one"
+            )
+    best: tuple[float, InstanceType, int, np.ndarray] | None = None
+    for name in candidates:
+        t = _timed_type(profile, catalog, name)
+        problem = SpotProblem(
+            instance_types=(t,),
+            workload=replace(w, domain=None),
+            slo=SpotSLO(loss=w.gamma_5 + 1, time_s=1.0),
+            platform=platform,
+            model=profile.model,
+        )
+        times = SpotModel(problem).iteration_times(np.array(LOSS_CLUSTERS), np.ones(len(LOSS_CLUSTERS)))[:, 0]
+        batch = problem.batch_per_gpu(t)
+        price = _price(catalog, name)[0]
+        per_sample = math.inf if price is None else price * float(times[0]) / (t.gpus * batch)
+        if best is None or per_sample < best[0]:
+            best = (per_sample, t, batch, times)
+    assert best is not None  # candidates is never empty
+    _, t, batch, times = best
+    price, how = _price(catalog, t.name)
+    worker_batch = t.gpus * batch
+    runs = []
+    for workers, iteration_s in zip(LOSS_CLUSTERS, times):
+        samples = LOSS_EPOCHS * epoch_samples
+        seconds = overhead_s + samples * float(iteration_s) / (workers * worker_batch)
+        runs.append(
+            ProfilingRun(
+                "loss",
+                t.name,
+                workers,
+                t.gpus,
+                batch,
+                math.ceil(samples / worker_batch),
+                seconds,
+                price,
+                how,
+                ps_price_per_h,
+                _billed(price, workers, ps_price_per_h, seconds),
+                LOSS_EPOCHS,
+            )
+        )
     return runs
 
 

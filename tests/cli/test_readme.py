@@ -40,9 +40,13 @@ def test_setup_installs_the_command_the_use_section_calls():
 def test_use_section_runs(tmp_path):
     (tmp_path / "data").symlink_to(REPO / "data")
     bin_dir = Path(sys.executable).parent
+    stated = re.search(r"PS (\$[\d.]+/h)", _block_after("## Use"))
+    assert stated, "the Use block states the PS price build charges"
     for command in _commands(_block_after("## Use")):
         argv = shlex.split(command)
         argv[0] = str(bin_dir / Path(argv[0]).name)
         run = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=tmp_path)
         assert run.returncode == 0, f"{command}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
+        if argv[1] == "build":  # the comment's PS price is the one build charges
+            assert f"PS {stated.group(1)}" in run.stdout + run.stderr, run.stdout
     assert (tmp_path / "my-instance.json").is_file() and (tmp_path / "results/report/index.html").is_file()

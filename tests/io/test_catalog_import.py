@@ -16,7 +16,7 @@ from dnnprov.io.catalogs.catalog import (
     embedded_path,
     load_catalog,
 )
-from dnnprov.io.catalogs.importing import import_shared_data
+from dnnprov.io.catalogs.importing import default_shared_data, import_shared_data
 from dnnprov.io.paper import load_serverless_workload
 from dnnprov.result import Status
 
@@ -27,6 +27,15 @@ needs_data = pytest.mark.skipif(
     reason=f"real data folder {SHARED} is absent (it lives beside the repository)",
 )
 RESNET50 = load_serverless_workload(embedded_path("workloads", "serverless", "resnet50.json"))
+
+
+@needs_data
+def test_default_shared_data_is_beside_the_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """<repo>/../shared/data is found from the package's own place, whatever the working folder
+    (a folder of the package's tree moved deeper must not lose it)."""
+    monkeypatch.chdir(tmp_path)
+    found = default_shared_data()
+    assert found is not None and found.resolve() == SHARED.resolve()
 
 
 @needs_data

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from dnnprov.io.catalogs.catalog import (
 )
 from dnnprov.io.catalogs.gpus import GPUS, gpu_key
 from dnnprov.io.instances import read_instance
+from dnnprov.models.spot import SpotModel
+from dnnprov.problems.spot import InstanceType, SpotProblem, SpotSLO
 from dnnprov.profiling.estimate import (
     estimate_types,
     held_out,
@@ -155,6 +158,44 @@ def test_profile_plan_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str
     out = json.loads(capsys.readouterr().out)
     assert [r["type"] for r in out["runs"]] == ["g5.xlarge"] and out["runs"][0]["iterations"] == 30
     assert out["total_cost"] == pytest.approx(out["runs"][0]["cost"]) and out["runs"][0]["batch_size"] == 1024
+
+
+def test_profiling_plan_loss_runs_follow_the_model() -> None:
+    """--epoch-samples adds 3 epochs on 2, 4 and 7 workers of one type, timed by eqs. (2), (6)-(9)
+    and billed with the PS; a cluster's run is its samples over the cluster's speed."""
+    runs = profiling_plan(
+        PROFILE, _catalog(), types=["g5.xlarge"], epoch_samples=50_000, loss_type="p3.2xlarge", ps_price_per_h=0.2
+    )
+    loss = [r for r in runs if r.purpose == "loss"]
+    assert [(r.type_name, r.workers, r.epochs) for r in loss] == [("p3.2xlarge", k, 3) for k in (2, 4, 7)]
+    measured = PROFILE.per_type["p3.2xlarge"]
+    t = InstanceType(
+        "p3.2xlarge",
+        gpus=1,
+        spot_price_per_h=1.25,
+        quota=7,
+        gpu_memory_gb=16.0,
+        batch_per_gpu=measured.get("batch_per_gpu"),
+        compute_time_s=measured.get("compute_time_s"),
+        speed_samples_per_s=measured.get("speed_samples_per_s"),
+    )
+    w = dataclasses.replace(PROFILE.workload, domain=None)
+    problem = SpotProblem(
+        instance_types=(t,), workload=w, slo=SpotSLO(loss=w.gamma_5 + 1, time_s=1.0), model=PROFILE.model
+    )
+    batch = problem.batch_per_gpu(t)
+    for r in loss:
+        iteration_s = SpotModel(problem).iteration_times([r.workers], [1])[0, 0]
+        seconds = 300 + 3 * 50_000 * iteration_s / (r.workers * batch)
+        assert r.expected_s == pytest.approx(seconds) and r.iterations == -(-150_000 // batch)
+        assert r.cost == pytest.approx((r.workers * 1.25 + 0.2) * seconds / 3600)
+    assert runs[0].cost == pytest.approx((0.4 + 0.2) * runs[0].expected_s / 3600)
+    default = profiling_plan(PROFILE, _catalog(), types=["g5.xlarge"], epoch_samples=50_000)
+    assert {r.type_name for r in default if r.purpose == "loss"} == {"g5.xlarge"}  # the cheapest per sample here
+    with pytest.raises(InvalidInputError, match="--epoch-samples"):
+        profiling_plan(PROFILE, _catalog(), epoch_samples=0)
+    with pytest.raises(InvalidInputError, match="--loss-type"):
+        profiling_plan(PROFILE, _catalog(), epoch_samples=10, loss_type="z9.nothing")
 
 
 def test_held_out_types_report_their_error() -> None:

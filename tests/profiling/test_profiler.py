@@ -291,6 +291,9 @@ def test_cli_fit_timing_serverless_writes_a_workload(tmp_path: Path, capsys: pyt
     assert "rate_alpha = 0.003" in capsys.readouterr().out
     w = load_serverless_workload(tmp_path / "w.json")
     assert w.rate_alpha == pytest.approx(0.003) and w.domain.memory_mb == (2432, 3008)
+    by_name = ["profile", "fit-timing", str(tmp_path / "s.csv"), "--base", "serverless/resnet50"]
+    assert main([*by_name, "--out", str(tmp_path / "n.json")]) == 0  # an embedded name, as build --profile takes
+    assert load_serverless_workload(tmp_path / "n.json") == w
 
 
 def test_cli_to_csv_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
