@@ -368,7 +368,7 @@ def _health_routes(app: FastAPI, config: ServiceConfig, state: dict[str, Any]) -
         if problem is not None:
             reasons.append(problem)
         reasons += [f"worker slot {i} died" for i in pool.dead_slots()]
-        reasons += getattr(pool, "problems", list)()  # the Dask executor's: its scheduler, its workers
+        reasons += executor_problems(pool)  # the Dask executor's: its scheduler, its workers
         if not pool.warm():
             reasons.append("no worker ready yet")
         failure = getattr(store, "failure", None)
@@ -451,23 +451,37 @@ def _solve_routes(app: FastAPI, state: dict[str, Any], admit: Admit, checked: Ch
     """``POST /v1/{kind}``: one synchronous endpoint per kind, run now in a worker."""
 
     async def _outcome(work: Work, request: Request) -> Outcome:
-        """The work's outcome; the work is cancelled when the client goes away first."""
-        future = asyncio.wrap_future(state["pool"].submit(work))
+        """The work's outcome; the work is cancelled when the client goes away first, or when
+        the executor cannot run work (its Dask scheduler lost): then ``("unavailable", reason)``."""
+        pool = state["pool"]
+        future = asyncio.wrap_future(pool.submit(work))
         gone = asyncio.ensure_future(_disconnected(request))
+        lost = asyncio.ensure_future(_unavailable(pool))
         try:
-            await asyncio.wait({future, gone}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({future, gone, lost}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             gone.cancel()
-        if not future.done():
-            state["pool"].cancel(work)
-            log_event(logging.INFO, "request_abandoned", kind=work.args[0], request_id=request.state.request_id)
-            return ("cancelled",)
-        return future.result()
+            lost.cancel()
+        if future.done():
+            outcome = future.result()
+            problems = executor_problems(pool)
+            # a work cut off by the lost scheduler ends ("crashed", ...): a job retries it, a request is told to
+            return ("unavailable", problems[0]) if outcome[0] == "crashed" and problems else outcome
+        pool.cancel(work)
+        if lost.done() and not lost.cancelled():
+            return ("unavailable", lost.result())
+        log_event(logging.INFO, "request_abandoned", kind=work.args[0], request_id=request.state.request_id)
+        return ("cancelled",)
 
     async def run_now(kind: str, request: Request) -> Any:
         body, task = await checked(kind, request)  # read before admission: a slow client holds no place
         if kind == "export":
             return task.run()
+        problems = executor_problems(state["pool"])
+        if problems:
+            raise ApiError(
+                503, "", f"this server cannot run work now ({problems[0]}): retry later", {"Retry-After": "10"}
+            )
         work = admit(kind, task.method, request)
         try:
             work.args, work.budget_s = (kind, body), task.budget_s
@@ -488,6 +502,10 @@ def _solve_routes(app: FastAPI, state: dict[str, Any], admit: Admit, checked: Ch
             raise ApiError(500, "", outcome[1])
         if outcome[0] == "cancelled":
             return Response(status_code=499)  # nobody is left to read it
+        if outcome[0] == "unavailable":
+            raise ApiError(
+                503, "", f"this server cannot run work now ({outcome[1]}): retry later", {"Retry-After": "10"}
+            )
         raise ApiError(503, "", "the server is shutting down: retry the request", {"Retry-After": "5"})
 
     def endpoint_of(kind: str) -> Any:
@@ -632,6 +650,21 @@ def _job_id(job_id: str) -> str:
 def _tenant(config: ServiceConfig, request: Request) -> str | None:
     """The tenant whose jobs a request sees (``None``: all, on a server without tokens)."""
     return request.state.tenant if config.tokens is not None else None
+
+
+def executor_problems(pool: Any) -> list[str]:
+    """What keeps the executor from running work now (the Dask executor's scheduler and workers;
+    a local pool has none): ``/readyz`` reasons, and a synchronous request's 503."""
+    return list(getattr(pool, "problems", list)())
+
+
+async def _unavailable(pool: Any) -> str:
+    """Return the first problem of the executor once it has one (looked at every half second)."""
+    while True:
+        problems = executor_problems(pool)
+        if problems:
+            return problems[0]
+        await asyncio.sleep(0.5)
 
 
 async def _disconnected(request: Request) -> None:

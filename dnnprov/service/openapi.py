@@ -124,6 +124,13 @@ def _requests(max_time_limit_s: float) -> dict[str, Any]:
     }
     method = {"enum": list(METHODS), "default": "milp"}
     counts = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}
+    plan_fields = {  # a prediction's plan fields, in its body and in its `plan`
+        "counts": {**counts, "minProperties": 1},
+        "ps": {"type": "integer", "minimum": 1},
+        "functions": {"type": "integer", "minimum": 1},
+        "memory_mb": {"type": "integer", "minimum": 1},
+        "local_batch": {"type": "number", "exclusiveMinimum": 0},
+    }
     return {
         "SolveRequest": {
             "type": "object",
@@ -208,12 +215,13 @@ def _requests(max_time_limit_s: float) -> dict[str, Any]:
             "required": ["instance"],
             "properties": {
                 "instance": instance,
-                "plan": _ref("Plan"),
-                "counts": {**counts, "minProperties": 1},
-                "ps": {"type": "integer", "minimum": 1},
-                "functions": {"type": "integer", "minimum": 1},
-                "memory_mb": {"type": "integer", "minimum": 1},
-                "local_batch": {"type": "number", "exclusiveMinimum": 0},
+                "plan": {
+                    "type": "object",
+                    "description": "a plan (e.g. the `plan` of a solve result); the body's own plan fields override its",
+                    "additionalProperties": False,
+                    "properties": plan_fields,
+                },
+                **plan_fields,
             },
         },
         "ExportRequest": {
@@ -851,7 +859,10 @@ def _errors(*codes: str, auth: bool) -> dict[str, Any]:
         ),
         "429": ("the server is full, or too many failed token checks: retry after Retry-After", _RETRY),
         "500": ("internal error (logged by the server)", None),
-        "503": ("the server is shutting down or its job store is busy: retry after Retry-After", _RETRY),
+        "503": (
+            "the server is shutting down, its job store is busy or its Dask scheduler is unreachable: retry later",
+            _RETRY,
+        ),
         "504": ("the task overran its time budget and was stopped", None),
     }
     return {code: _error(*texts[code]) for code in codes if code != "401" or auth}
