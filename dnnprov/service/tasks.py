@@ -252,6 +252,9 @@ def _predict(body: object, cap: float) -> CheckedRequest:
     plan = b.get("plan", {})
     if not isinstance(plan, Mapping):
         raise InvalidInputError("plan", 'must be a plan object, e.g. the "plan" of a solve result')
+    for key in plan:
+        if key not in plan_keys:
+            raise InvalidInputError(f"plan.{key}", f"unknown field (expected one of {', '.join(sorted(plan_keys))})")
     _check_plan_fields({k: v for k, v in plan.items() if k in plan_keys}, "plan.")  # also those the body overrides
     given = {k: v for k, v in plan.items() if k in plan_keys} | {k: b[k] for k in plan_keys if k in b}
     _check_plan_fields(given, "")  # checked now, so that a bad job is refused at once
