@@ -2,7 +2,7 @@
 
 A request that does work first has its body read (at the middleware's minimum rate),
 parsed in a thread (never on the event loop) and checked as the CLI checks it
-(:func:`dnnprov.service.tasks.prepare`); only then does it take a place of its lane
+(:func:`dnnprov.service.kinds.tasks.prepare`); only then does it take a place of its lane
 (atomically, before any ``await``: :meth:`~dnnprov.execution.pool.WorkerPool.try_reserve`),
 else it gets 429 with ``Retry-After``, so a slow client holds no place. The work runs in
 the executor. Every error answer is ``{"error": {"field": ..., "message": ...}}``; no answer
@@ -35,12 +35,13 @@ from dnnprov.execution.pool import Outcome, Work
 from dnnprov.json_files import parse_json
 from dnnprov.problems.validation.checks import short
 from dnnprov.service.events import log_event
+from dnnprov.service.http.metrics import Metrics
+from dnnprov.service.http.middleware import ServiceMiddleware
+from dnnprov.service.http.openapi import openapi_document
 from dnnprov.service.jobs import JobRunner
-from dnnprov.service.metrics import Metrics
-from dnnprov.service.middleware import ServiceMiddleware
-from dnnprov.service.openapi import openapi_document
+from dnnprov.service.kinds.run_jobs import RunJobs, runs_folder
+from dnnprov.service.kinds.tasks import JOB_ONLY_KINDS, KINDS, body_field, prepare
 from dnnprov.service.pool import lane_of, make_executor
-from dnnprov.service.run_jobs import RunJobs, runs_folder
 from dnnprov.service.store import (
     FINAL,
     STATES,
@@ -51,7 +52,6 @@ from dnnprov.service.store import (
     is_database_url,
     open_store,
 )
-from dnnprov.service.tasks import JOB_ONLY_KINDS, KINDS, body_field, prepare
 
 __all__ = ["ServiceConfig", "create_app", "log_event"]
 AUDIT_LOG = logging.getLogger("dnnprov.audit")

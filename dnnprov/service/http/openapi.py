@@ -23,9 +23,9 @@ from dnnprov.problems.interruption import MAX_TRACE_TICKS
 from dnnprov.problems.spot import MARKETS
 from dnnprov.problems.validation.checks import MAX_INTEGER, MAX_MAGNITUDE, MIN_POSITIVE
 from dnnprov.result import REASON_KINDS, Status
-from dnnprov.service.replay_tasks import MAX_TRACE_NAME
+from dnnprov.service.kinds.replay import MAX_TRACE_NAME
+from dnnprov.service.kinds.tasks import EXPORT_TEXT_OPTIONS, MAX_SWEEP_POINTS
 from dnnprov.service.store import STATES
-from dnnprov.service.tasks import EXPORT_TEXT_OPTIONS, MAX_SWEEP_POINTS
 
 #: Schema files embedded as components: file stem -> component name.
 SCHEMA_FILES = {"spot-v1": "SpotInstance", "serverless-v1": "ServerlessInstance", "catalog-v1": "Catalog"}
@@ -281,7 +281,7 @@ def _requests(max_time_limit_s: float) -> dict[str, Any]:
 
 
 def _replay_requests(instance: dict[str, Any], time_limit: dict[str, Any]) -> dict[str, Any]:
-    """The bodies of ``simulate`` and ``choose-plan`` (dnnprov/service/replay_tasks.py)."""
+    """The bodies of ``simulate`` and ``choose-plan`` (dnnprov/service/kinds/replay.py)."""
     from dnnprov.revocation.policies import POLICY_NAMES
     from dnnprov.revocation.replay.simulate import POLICIES, REPLAN_METHODS
 
