@@ -363,8 +363,8 @@ def _health_routes(app: FastAPI, config: ServiceConfig, state: dict[str, Any]) -
         probe = getattr(store, "probe", None)
         if probe is not None:
             problem = await run_in_threadpool(probe)
-        else:  # a store with only ping()
-            problem = None if await run_in_threadpool(store.ping) else "store busy"
+        else:  # a store with only ping() (PostgreSQL: the database answers, the leases are renewed)
+            problem = None if await run_in_threadpool(store.ping) else "store unavailable"
         if problem is not None:
             reasons.append(problem)
         reasons += [f"worker slot {i} died" for i in pool.dead_slots()]
