@@ -81,22 +81,23 @@ async def normal_client(
     job_id: str,
     interval: float,
     stop: asyncio.Event,
-    latency: list[float],
+    latency: list[tuple[str, float, float]],
     codes: dict[int, int],
 ) -> None:
-    """Cheap requests every ``interval`` s: a prediction, a heuristic solve, a status read."""
+    """Cheap requests every ``interval`` s: a prediction, a heuristic solve, a status read;
+    ``latency`` gets (what, start, seconds) of each."""
     requests = [
-        ("POST", "/v1/predict", {"instance": TABLE1, "counts": {"g3.8xlarge": 5}, "ps": 1}),
-        ("POST", "/v1/solve", {"instance": TABLE1, "method": "heuristic"}),
-        ("GET", f"/v1/jobs/{job_id}", None),
+        ("predict", "POST", "/v1/predict", {"instance": TABLE1, "counts": {"g3.8xlarge": 5}, "ps": 1}),
+        ("heuristic", "POST", "/v1/solve", {"instance": TABLE1, "method": "heuristic"}),
+        ("status", "GET", f"/v1/jobs/{job_id}", None),
     ]
     i = 0
     while not stop.is_set():
-        method, path, body = requests[i % 3]
+        what, method, path, body = requests[i % 3]
         i += 1
         started = time.perf_counter()
         answer = await client.request(method, path, json=body)
-        latency.append(time.perf_counter() - started)
+        latency.append((what, started, time.perf_counter() - started))
         codes[answer.status_code] = codes.get(answer.status_code, 0) + 1
         await asyncio.sleep(max(0.0, interval - (time.perf_counter() - started)))
 
@@ -115,7 +116,7 @@ def ms(values: list[float], q: float) -> float | None:
     return round(float(np.percentile(values, q)) * 1000, 1) if values else None
 
 
-async def run(url: str, slow: int, normal: int, long: int, seconds: float, interval: float) -> dict:
+async def run(url: str, slow: int, normal_clients: int, long: int, seconds: float, interval: float) -> dict:
     """The load; returns the figures."""
     host, port = url.removeprefix("http://").split(":")
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
@@ -125,32 +126,41 @@ async def run(url: str, slow: int, normal: int, long: int, seconds: float, inter
             await client.post("/v1/jobs", json=body)
     stop = asyncio.Event()
     cut: list[int] = []
-    normal_latency: list[float] = []
+    normal: list[tuple[str, float, float]] = []
     health_latency: list[float] = []
     codes: dict[int, int] = {}
     # The clients are made first: each httpx client loads an SSL context (tens of ms of CPU),
     # which would stall this process's event loop, and every latency measured, mid-run.
-    limits = httpx.Limits(max_connections=normal, max_keepalive_connections=normal)
+    limits = httpx.Limits(max_connections=normal_clients, max_keepalive_connections=normal_clients)
     async with (
         httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as pool,
         httpx.AsyncClient(base_url=url, timeout=30) as probe_client,
     ):
         tasks = [asyncio.ensure_future(slow_client(host, int(port), stop, cut)) for _ in range(slow)]
         await asyncio.sleep(2.0)  # the slow clients are connected before the others start
+        begun = time.perf_counter()
         tasks += [
-            asyncio.ensure_future(normal_client(pool, stored, interval, stop, normal_latency, codes))
-            for _ in range(normal)
+            asyncio.ensure_future(normal_client(pool, stored, interval, stop, normal, codes))
+            for _ in range(normal_clients)
         ]
         tasks.append(asyncio.ensure_future(prober(probe_client, stop, health_latency)))
         await asyncio.sleep(seconds)
         stop.set()
         await asyncio.wait(tasks, timeout=60)
+    normal_latency = [seconds for _, _, seconds in normal]
+    slowest = sorted(normal, key=lambda entry: -entry[2])[: max(1, len(normal) // 100)]
     return {
         "normal_requests": len(normal_latency),
         "normal_codes": codes,
         "normal_p50_ms": ms(normal_latency, 50),
         "normal_p99_ms": ms(normal_latency, 99),
         "normal_max_ms": ms(normal_latency, 100),
+        "normal_p99_ms_by_kind": {
+            what: ms([seconds for kind, _, seconds in normal if kind == what], 99)
+            for what in ("predict", "heuristic", "status")
+        },
+        # the slowest 1 %: when they were sent (seconds into the run), to tell a stall from a queue
+        "slowest_sent_at_s": sorted(round(start - begun, 1) for _, start, _ in slowest),
         "healthz_probes": len(health_latency),
         "healthz_p50_ms": ms(health_latency, 50),
         "healthz_p99_ms": ms(health_latency, 99),

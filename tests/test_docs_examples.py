@@ -1005,8 +1005,8 @@ def test_progress_report_is_the_protocols():
 
 def test_run_job_body_is_the_services():
     """service.md: a run job's fields and defaults are the service's (its OpenAPI schema)."""
-    from dnnprov.service.openapi import openapi_document
-    from dnnprov.service.run_jobs import RUN_FIELDS
+    from dnnprov.service.http.openapi import openapi_document
+    from dnnprov.service.kinds.run_jobs import RUN_FIELDS
 
     (block,) = _of("shape", "service.md")
     shown = _shape(block.body)

@@ -176,7 +176,7 @@ def _serve(args: argparse.Namespace) -> int:
         import uvicorn
 
         from dnnprov.service.app import ServiceConfig, create_app, log_event
-        from dnnprov.service.http import TimedH11Protocol
+        from dnnprov.service.http.protocol import TimedH11Protocol
         from dnnprov.service.pool import warning_as_json
         from dnnprov.service.store import StoreOwner, default_db_path, is_database_url, open_store
     except ImportError as exc:

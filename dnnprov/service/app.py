@@ -2,7 +2,7 @@
 
 A request that does work first has its body read (at the middleware's minimum rate),
 parsed in a thread (never on the event loop) and checked as the CLI checks it
-(:func:`dnnprov.service.tasks.prepare`); only then does it take a place of its lane
+(:func:`dnnprov.service.kinds.tasks.prepare`); only then does it take a place of its lane
 (atomically, before any ``await``: :meth:`~dnnprov.execution.pool.WorkerPool.try_reserve`),
 else it gets 429 with ``Retry-After``, so a slow client holds no place. The work runs in
 the executor. Every error answer is ``{"error": {"field": ..., "message": ...}}``; no answer
@@ -35,12 +35,13 @@ from dnnprov.execution.pool import Outcome, Work
 from dnnprov.json_files import parse_json
 from dnnprov.problems.validation.checks import short
 from dnnprov.service.events import log_event
+from dnnprov.service.http.metrics import Metrics
+from dnnprov.service.http.middleware import ServiceMiddleware
+from dnnprov.service.http.openapi import openapi_document
 from dnnprov.service.jobs import JobRunner
-from dnnprov.service.metrics import Metrics
-from dnnprov.service.middleware import ServiceMiddleware
-from dnnprov.service.openapi import openapi_document
+from dnnprov.service.kinds.run_jobs import RunJobs, runs_folder
+from dnnprov.service.kinds.tasks import JOB_ONLY_KINDS, KINDS, body_field, prepare
 from dnnprov.service.pool import lane_of, make_executor
-from dnnprov.service.run_jobs import RunJobs, runs_folder
 from dnnprov.service.store import (
     FINAL,
     STATES,
@@ -51,7 +52,6 @@ from dnnprov.service.store import (
     is_database_url,
     open_store,
 )
-from dnnprov.service.tasks import JOB_ONLY_KINDS, KINDS, body_field, prepare
 
 __all__ = ["ServiceConfig", "create_app", "log_event"]
 AUDIT_LOG = logging.getLogger("dnnprov.audit")
@@ -363,12 +363,12 @@ def _health_routes(app: FastAPI, config: ServiceConfig, state: dict[str, Any]) -
         probe = getattr(store, "probe", None)
         if probe is not None:
             problem = await run_in_threadpool(probe)
-        else:  # a store with only ping()
-            problem = None if await run_in_threadpool(store.ping) else "store busy"
+        else:  # a store with only ping() (PostgreSQL: the database answers, the leases are renewed)
+            problem = None if await run_in_threadpool(store.ping) else "store unavailable"
         if problem is not None:
             reasons.append(problem)
         reasons += [f"worker slot {i} died" for i in pool.dead_slots()]
-        reasons += getattr(pool, "problems", list)()  # the Dask executor's: its scheduler, its workers
+        reasons += executor_problems(pool)  # the Dask executor's: its scheduler, its workers
         if not pool.warm():
             reasons.append("no worker ready yet")
         failure = getattr(store, "failure", None)
@@ -451,23 +451,37 @@ def _solve_routes(app: FastAPI, state: dict[str, Any], admit: Admit, checked: Ch
     """``POST /v1/{kind}``: one synchronous endpoint per kind, run now in a worker."""
 
     async def _outcome(work: Work, request: Request) -> Outcome:
-        """The work's outcome; the work is cancelled when the client goes away first."""
-        future = asyncio.wrap_future(state["pool"].submit(work))
+        """The work's outcome; the work is cancelled when the client goes away first, or when
+        the executor cannot run work (its Dask scheduler lost): then ``("unavailable", reason)``."""
+        pool = state["pool"]
+        future = asyncio.wrap_future(pool.submit(work))
         gone = asyncio.ensure_future(_disconnected(request))
+        lost = asyncio.ensure_future(_unavailable(pool))
         try:
-            await asyncio.wait({future, gone}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({future, gone, lost}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             gone.cancel()
-        if not future.done():
-            state["pool"].cancel(work)
-            log_event(logging.INFO, "request_abandoned", kind=work.args[0], request_id=request.state.request_id)
-            return ("cancelled",)
-        return future.result()
+            lost.cancel()
+        if future.done():
+            outcome = future.result()
+            problems = executor_problems(pool)
+            # a work cut off by the lost scheduler ends ("crashed", ...): a job retries it, a request is told to
+            return ("unavailable", problems[0]) if outcome[0] == "crashed" and problems else outcome
+        pool.cancel(work)
+        if lost.done() and not lost.cancelled():
+            return ("unavailable", lost.result())
+        log_event(logging.INFO, "request_abandoned", kind=work.args[0], request_id=request.state.request_id)
+        return ("cancelled",)
 
     async def run_now(kind: str, request: Request) -> Any:
         body, task = await checked(kind, request)  # read before admission: a slow client holds no place
         if kind == "export":
             return task.run()
+        problems = executor_problems(state["pool"])
+        if problems:
+            raise ApiError(
+                503, "", f"this server cannot run work now ({problems[0]}): retry later", {"Retry-After": "10"}
+            )
         work = admit(kind, task.method, request)
         try:
             work.args, work.budget_s = (kind, body), task.budget_s
@@ -488,6 +502,10 @@ def _solve_routes(app: FastAPI, state: dict[str, Any], admit: Admit, checked: Ch
             raise ApiError(500, "", outcome[1])
         if outcome[0] == "cancelled":
             return Response(status_code=499)  # nobody is left to read it
+        if outcome[0] == "unavailable":
+            raise ApiError(
+                503, "", f"this server cannot run work now ({outcome[1]}): retry later", {"Retry-After": "10"}
+            )
         raise ApiError(503, "", "the server is shutting down: retry the request", {"Retry-After": "5"})
 
     def endpoint_of(kind: str) -> Any:
@@ -632,6 +650,21 @@ def _job_id(job_id: str) -> str:
 def _tenant(config: ServiceConfig, request: Request) -> str | None:
     """The tenant whose jobs a request sees (``None``: all, on a server without tokens)."""
     return request.state.tenant if config.tokens is not None else None
+
+
+def executor_problems(pool: Any) -> list[str]:
+    """What keeps the executor from running work now (the Dask executor's scheduler and workers;
+    a local pool has none): ``/readyz`` reasons, and a synchronous request's 503."""
+    return list(getattr(pool, "problems", list)())
+
+
+async def _unavailable(pool: Any) -> str:
+    """Return the first problem of the executor once it has one (looked at every half second)."""
+    while True:
+        problems = executor_problems(pool)
+        if problems:
+            return problems[0]
+        await asyncio.sleep(0.5)
 
 
 async def _disconnected(request: Request) -> None:

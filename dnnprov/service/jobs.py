@@ -20,9 +20,9 @@ from typing import Any, Protocol
 from dnnprov.errors import InvalidInputError
 from dnnprov.execution.pool import Outcome, Work
 from dnnprov.service.events import log_event
+from dnnprov.service.kinds.tasks import prepare
 from dnnprov.service.pool import lane_of
 from dnnprov.service.store import Job, Store, StoreBusy, StoreFailed
-from dnnprov.service.tasks import prepare
 
 #: A job is failed after this many attempts ended by a crash (a worker or the server killed).
 MAX_ATTEMPTS = 3
@@ -58,7 +58,7 @@ class JobRunner:
         runs: Any = None,
     ) -> None:
         self.store, self.executor = store, executor
-        #: the ``run`` jobs' driver (:class:`dnnprov.service.run_jobs.RunJobs`): they run in its threads
+        #: the ``run`` jobs' driver (:class:`dnnprov.service.kinds.run_jobs.RunJobs`): they run in its threads
         self.runs = runs
         self.max_time_limit_s = max_time_limit_s
         self.record = record

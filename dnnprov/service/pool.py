@@ -3,7 +3,7 @@
 Every solve runs in a worker process (or on a Dask cluster with ``--dask``), bounded by its
 time budget: :func:`make_executor` builds a :class:`~dnnprov.execution.pool.WorkerPool` (or
 :class:`~dnnprov.execution.dask.DaskPool`) whose job function is
-:func:`dnnprov.service.tasks.outcome` with the server's time-limit cap. Each new worker process
+:func:`dnnprov.service.kinds.tasks.outcome` with the server's time-limit cap. Each new worker process
 warms up (:func:`warm_up`) before it takes work. :func:`lane_of` sorts work into the pool's lanes.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 from dnnprov.execution.pool import WorkerPool
 
 #: The job function of every worker (``"module:function"``): ``(kind, body, cap) -> outcome``.
-RUNNER = "dnnprov.service.tasks:outcome"
+RUNNER = "dnnprov.service.kinds.tasks:outcome"
 #: Solved once by each new worker process, so that its first request does not pay for the imports.
 WARM_UP_INSTANCE = "embedded:spot/paper-table1.json"
 #: Imported by each new worker process after its warm-up solve, for the same reason: the
@@ -70,7 +70,7 @@ def warm_up() -> None:
     """Run once by each new worker process before it says it is ready: warnings as JSON lines,
     one solve and the imports of the other kinds (so that the first request does not pay for them)."""
     warnings.showwarning = warning_as_json
-    from dnnprov.service import tasks
+    from dnnprov.service.kinds import tasks
 
     tasks.outcome("solve", {"instance": WARM_UP_INSTANCE}, 10.0)
     for module in WARM_UP_MODULES:

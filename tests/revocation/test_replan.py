@@ -419,7 +419,7 @@ def test_cli_replan_places_the_takeover_in_zones(ref_resnet110, tmp_path: Path, 
         problem, TABLE1_PLAN, {"g3.8xlarge": 5}, REVOKED_AT_S, loss, method="enumerate", capacity={"g3.8xlarge": 3}
     )
     assert doc["cost"] == pytest.approx(oracle.cost, rel=1e-9)
-    from dnnprov.service.tasks import run as service_run
+    from dnnprov.service.kinds.tasks import run as service_run
 
     body = {
         "instance": json.loads(instance.read_text()),

@@ -4,6 +4,9 @@ nanny) in their own processes on loopback, killed with SIGKILL while a job runs 
 - the scheduler killed: the running job is not left `running`; `/readyz` names the lost
   scheduler; once a scheduler is back on the address the job runs again as attempt 2 and
   answers what the CLI prints, and `/readyz` is ready again;
+- synchronous requests while the scheduler is lost: the one running gets 503 naming the lost
+  scheduler (not 500, not a hang), a new one gets 503 at once, and once a scheduler is back
+  they are answered again;
 - a worker process killed under a task, the scheduler allowing failures (Dask's default: it
   would re-run the task silently while the budget clock went on): the job is retried as its
   next attempt (`job_retried`, counted), with a budget of its own, and finishes.
@@ -18,6 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
@@ -154,3 +158,36 @@ def test_killed_worker_counts_an_attempt_with_a_budget_of_its_own(tmp_path: Path
     assert (final["status"], final["attempts"]) == ("done", 2), (final["error"], retried)
     assert [e["attempt"] for e in retried] == [1] and "worker running the task died" in retried[0]["reason"]
     assert final["result"]["status"] == "optimal"
+
+
+def test_sync_requests_get_503_while_the_scheduler_is_lost(tmp_path: Path) -> None:
+    """SIGKILL of the scheduler under a synchronous solve: 503 for it and for new ones; 200 once it is back."""
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    slow = {"instance": slow_instance(7), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 60}
+    with scheduler(tmp_path, port) as first, worker(tmp_path, address) as first_worker:
+        wait_workers(address, 1)
+        with (
+            server(tmp_path, "--dask", address) as (url, _, log),
+            httpx.Client(base_url=url, timeout=120) as client,
+            ThreadPoolExecutor(1) as pool,
+        ):
+            in_flight = pool.submit(client.post, "/v1/solve", json=slow)
+            until(lambda: client.get("/healthz").json()["running"] == 1, 60, "the solve never started")
+            os.kill(first.pid, signal.SIGKILL)
+            cut = in_flight.result(timeout=120)
+            refused = client.post("/v1/solve", json={"instance": TABLE1})
+            status, reasons = readyz(url)
+            kill_group(first_worker.pid)
+            with scheduler(tmp_path, port), worker(tmp_path, address):
+                wait_workers(address, 1)
+                until(lambda: readyz(url)[0] == 200, 60, "/readyz not ready after the scheduler came back")
+                answer = client.post("/v1/solve", json={"instance": TABLE1})
+        internal = [line for line in log.read_text().splitlines() if '"internal_error"' in line]
+    for lost in (cut, refused):
+        assert lost.status_code == 503, lost.text
+        assert "dask scheduler unreachable" in lost.json()["error"]["message"]
+        assert int(lost.headers["Retry-After"]) >= 1
+    assert status == 503 and "dask scheduler unreachable" in reasons
+    assert answer.status_code == 200 and answer.json()["status"] == "optimal"
+    assert not internal

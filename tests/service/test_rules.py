@@ -154,3 +154,21 @@ def test_creates_cancels_and_deletes_are_audited(tenants) -> None:
     assert [e["action"] for e in lines] == ["create", "cancel", "delete"]
     assert all(e["tenant"] == "bob" and e["client"] == "127.0.0.1" and e["request_id"] for e in lines)
     assert lines[0]["kind"] == "solve" and lines[1]["was"] in ("queued", "running")
+
+
+def test_a_predictions_plan_is_what_its_schema_says(tenants) -> None:
+    """schemathesis ST201: a `plan` without `ps` was queued while the schema required a whole plan.
+    The schema states the checks' rule (a partial plan, the body's fields override it, no other
+    field), and a field the plan cannot have is refused by name instead of ignored."""
+    url, _ = tenants
+    with client_of(url, ALICE) as alice:
+        schema = alice.get("/openapi.json").json()["components"]["schemas"]["PredictRequest"]["properties"]["plan"]
+        partial = alice.post("/v1/predict", json={"instance": TABLE1, "plan": {"counts": {"g3.8xlarge": 5}}, "ps": 1})
+        unknown = alice.post(
+            "/v1/jobs",
+            json={"kind": "predict", "instance": TABLE1, "plan": {"counts": {"g3.8xlarge": 5}, "ps": 1, "x": 1}},
+        )
+    assert "required" not in schema and schema["additionalProperties"] is False
+    assert set(schema["properties"]) == {"counts", "ps", "functions", "memory_mb", "local_batch"}
+    assert partial.status_code == 200 and partial.json()["feasible"] in (True, False)
+    assert unknown.status_code == 422 and unknown.json()["error"]["field"] == "plan.x"

@@ -29,7 +29,7 @@ from dnnprov.control.twin.replay import story as replay_story
 from dnnprov.control.twin.server import Twin
 from dnnprov.result import SpotPlan
 from dnnprov.revocation.policies import make_policy
-from dnnprov.service.run_jobs import runs_folder
+from dnnprov.service.kinds.run_jobs import runs_folder
 
 httpx = pytest.importorskip("httpx", reason="httpx is in the test extra")
 pytest.importorskip("fastapi", reason="the service extra (fastapi, uvicorn) is in the test extra")

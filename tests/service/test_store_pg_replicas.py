@@ -296,10 +296,12 @@ def test_database_restart_delays_but_loses_nothing(tmp_path: Path) -> None:
             wait_for(a, slow, ("running",), timeout=120)  # runs across the outage
             ids.append(slow)
             answers: list[Any] = []  # httpx.Response
+            reasons: set[str] = set()  # /readyz reasons of replica b during the outage
             restart = threading.Thread(target=pg.restart, kwargs={"down_s": 5.0})
             restart.start()
             while restart.is_alive():
                 answers.append(a.post("/v1/jobs", json={"instance": TABLE1}))
+                reasons.update(httpx.get(f"{url_b}/readyz", timeout=10).json()["reasons"])
                 time.sleep(0.3)
             restart.join()
             ids += [answer.json()["id"] for answer in answers if answer.status_code == 202]
@@ -313,6 +315,7 @@ def test_database_restart_delays_but_loses_nothing(tmp_path: Path) -> None:
     finally:
         pg.stop()
     assert {answer.status_code for answer in answers} <= {202, 503}
+    assert "store unavailable" in reasons, reasons  # the name docs/service.md gives
     assert all(answer.headers.get("Retry-After") for answer in answers if answer.status_code == 503)
     assert {job["status"] for job in jobs.values()} == {"done"}
     assert {job["attempts"] for job in jobs.values()} == {1}

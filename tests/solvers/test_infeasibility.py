@@ -369,7 +369,7 @@ def test_the_service_schema_describes_the_reasons():
     """An infeasible answer validates against the service's OpenAPI `Result` schema, reasons and all."""
     import jsonschema
 
-    from dnnprov.service.openapi import openapi_document
+    from dnnprov.service.http.openapi import openapi_document
 
     document = openapi_document(auth=False)
     answer = dnnprov.solve(dnnprov.problem_from_dict(DOCS_EXAMPLE)).to_dict()

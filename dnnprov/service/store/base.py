@@ -92,6 +92,36 @@ class Job:
         }
 
 
+def dump_json(value: Any) -> str | None:
+    """A JSON column's text (``None`` stays SQL ``NULL``); NaN and infinities are refused."""
+    return None if value is None else json.dumps(value, allow_nan=False)
+
+
+def load_json(text: str | None) -> Any:
+    """A JSON column's value."""
+    return None if text is None else json.loads(text)
+
+
+def job_of_row(row: Any) -> Job:
+    """The :class:`Job` of a row selected as :data:`COLUMNS`, by either store (the numbers are
+    cast: each driver types them by its own columns)."""
+    started, finished = row[8], row[9]
+    return Job(
+        id=row[0],
+        kind=row[1],
+        body=load_json(row[2]),
+        status=row[3],
+        result=load_json(row[4]),
+        error=load_json(row[5]),
+        attempts=int(row[6]),
+        created=float(row[7]),
+        started=None if started is None else float(started),
+        finished=None if finished is None else float(finished),
+        tenant=row[10],
+        seq=int(row[11]),
+    )
+
+
 class Store(Protocol):
     """What the server needs of a job store: :class:`JobStore` (SQLite, one server) or
     :class:`~dnnprov.service.store.postgres.PgJobStore` (PostgreSQL, several replicas)."""

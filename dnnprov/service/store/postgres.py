@@ -43,7 +43,19 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.service.store.base import FINAL, STATES, Capacity, Job, JobRunner, StoreBusy, body_hash, list_query
+from dnnprov.service.store.base import (
+    COLUMNS,
+    FINAL,
+    STATES,
+    Capacity,
+    Job,
+    JobRunner,
+    StoreBusy,
+    body_hash,
+    dump_json,
+    job_of_row,
+    list_query,
+)
 
 LOG = logging.getLogger("dnnprov.service")
 T = TypeVar("T")
@@ -53,9 +65,8 @@ DEFAULT_LEASE_S = 10.0
 STRAY_S = 5.0
 #: The database's clock, in seconds since the epoch: every lease is measured on it.
 NOW = "extract(epoch from clock_timestamp())::float8"
-_COLUMNS = "id, kind, body, status, result, error, attempts, created, started, finished, tenant, seq"
 _TABLE = "dnnprov_jobs"
-_RETURNED = ", ".join(f"j.{column}" for column in _COLUMNS.split(", "))
+_RETURNED = ", ".join(f"j.{column}" for column in COLUMNS.split(", "))
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {_TABLE} (
     id TEXT PRIMARY KEY,
@@ -275,10 +286,10 @@ class PgJobStore:
 
     def get(self, job_id: str, tenant: str | None = None) -> Job | None:
         """The job (of ``tenant``, when given), or ``None``."""
-        query = f"SELECT {_COLUMNS} FROM {_TABLE} WHERE id = %s" + (" AND tenant = %s" if tenant is not None else "")
+        query = f"SELECT {COLUMNS} FROM {_TABLE} WHERE id = %s" + (" AND tenant = %s" if tenant is not None else "")
         args = (job_id,) if tenant is None else (job_id, tenant)
         row = self._run(lambda db: db.execute(query, args).fetchone(), write=False)
-        return None if row is None else _job(row)
+        return None if row is None else job_of_row(row)
 
     def start(self, job_id: str, retry_s: float | None = None) -> bool:
         """Claim a queued job of this replica (one more attempt); ``False`` when it is no longer ours to start."""
@@ -304,7 +315,7 @@ class PgJobStore:
         attempt = self._claims.get(job_id)
         if attempt is None:
             return False
-        values = (status, _dump(result), _dump(error), time.time(), job_id, self.replica, attempt)
+        values = (status, dump_json(result), dump_json(error), time.time(), job_id, self.replica, attempt)
         with self._held_lock:  # before the write: a renewal must not take the ended job for a lost one
             self._held.discard(job_id)
         done = self._run(
@@ -434,7 +445,9 @@ class PgJobStore:
                 f"RETURNING old.owner, {_RETURNED}",
                 (trusted, self.replica, self.replica, self.lease_s),
             ).fetchall()
-            found = [(_job(row[1:]), was.get(row[1], row[0]), "running" if row[1] in was else "queued") for row in rows]
+            found = [
+                (job_of_row(row[1:]), was.get(row[1], row[0]), "running" if row[1] in was else "queued") for row in rows
+            ]
             return sorted(found + self._strays(db, steal), key=lambda item: item[0].seq)
 
         adopted = self._run(adopt)
@@ -463,7 +476,7 @@ class PgJobStore:
                 f"RETURNING old.owner, {_RETURNED}",
                 (self.replica, steal, self.replica, self.lease_s),
             ).fetchall()
-            found += [(_job(row[1:]), row[0], "queued") for row in rows]
+            found += [(job_of_row(row[1:]), row[0], "queued") for row in rows]
         strays = self._strays_due(db)
         if strays:
             rows = db.execute(
@@ -471,7 +484,7 @@ class PgJobStore:
                 f"AND status IN ('queued', 'running') RETURNING {_RETURNED}",
                 (list(strays), self.replica),
             ).fetchall()
-            found += [(_job(row), self.replica, strays[row[0]]) for row in rows]
+            found += [(job_of_row(row), self.replica, strays[row[0]]) for row in rows]
         return found
 
     def _strays_due(self, db: psycopg.Connection[Any]) -> dict[str, str]:
@@ -563,7 +576,7 @@ class PgJobStore:
         """The newest jobs (of one state, of one tenant, older than ``before_seq``), newest first."""
         query, args = list_query(_TABLE, "%s", status, tenant, before_seq, limit)
         rows = self._run(lambda db: db.execute(query, args).fetchall(), write=False)
-        return [_job(r) for r in rows]
+        return [job_of_row(r) for r in rows]
 
 
 def _log(event: str, level: int = logging.INFO, **fields: Any) -> None:
@@ -573,28 +586,3 @@ def _log(event: str, level: int = logging.INFO, **fields: Any) -> None:
             {"ts": round(time.time(), 3), "level": logging.getLevelName(level).lower(), "event": event, **fields}
         ),
     )
-
-
-def _job(row: Any) -> Job:
-    return Job(
-        row[0],
-        row[1],
-        _load(row[2]),
-        row[3],
-        _load(row[4]),
-        _load(row[5]),
-        int(row[6]),
-        float(row[7]),
-        row[8],
-        row[9],
-        row[10],
-        int(row[11]),
-    )
-
-
-def _dump(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, allow_nan=False)
-
-
-def _load(text: str | None) -> Any:
-    return None if text is None else json.loads(text)

@@ -37,6 +37,8 @@ from dnnprov.service.store.base import (
     StoreBusy,
     StoreFailed,
     body_hash,
+    dump_json,
+    job_of_row,
     list_query,
 )
 
@@ -311,7 +313,7 @@ class JobStore:
         query = f"SELECT {COLUMNS} FROM jobs WHERE id = ?" + (" AND tenant = ?" if tenant is not None else "")
         args = (job_id,) if tenant is None else (job_id, tenant)
         row = self._run(lambda db: db.execute(query, args).fetchone(), write=False)
-        return None if row is None else _job(row)
+        return None if row is None else job_of_row(row)
 
     def start(self, job_id: str, retry_s: float | None = None) -> bool:
         """Mark a queued job running (one more attempt); ``False`` when it is no longer queued."""
@@ -331,7 +333,7 @@ class JobStore:
         self, job_id: str, status: str, *, result: Any = None, error: Any = None, retry_s: float | None = None
     ) -> bool:
         """Record the end of a running job (its body is dropped); ``False`` when it was cancelled meanwhile."""
-        values = (status, _dump(result), _dump(error), time.time(), job_id)
+        values = (status, dump_json(result), dump_json(error), time.time(), job_id)
         return self._run(
             lambda db: (
                 db.execute(
@@ -397,7 +399,9 @@ class JobStore:
 
         def recover(db: sqlite3.Connection) -> list[Job]:
             db.execute("UPDATE jobs SET status = 'queued', started = NULL WHERE status = 'running'")
-            return [_job(r) for r in db.execute(f"SELECT {COLUMNS} FROM jobs WHERE status = 'queued' ORDER BY seq")]
+            return [
+                job_of_row(r) for r in db.execute(f"SELECT {COLUMNS} FROM jobs WHERE status = 'queued' ORDER BY seq")
+            ]
 
         return self._run(recover)
 
@@ -414,16 +418,4 @@ class JobStore:
         """The newest jobs (of one state, of one tenant, older than ``before_seq``), newest first."""
         query, args = list_query("jobs", "?", status, tenant, before_seq, limit)
         rows = self._run(lambda db: db.execute(query, args).fetchall(), write=False)
-        return [_job(r) for r in rows]
-
-
-def _job(row: tuple) -> Job:
-    return Job(row[0], row[1], _load(row[2]), row[3], _load(row[4]), _load(row[5]), *row[6:])
-
-
-def _dump(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, allow_nan=False)
-
-
-def _load(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+        return [job_of_row(r) for r in rows]

@@ -4,7 +4,7 @@ uvicorn waits without end for a request's line and headers, so a client tricklin
 holds a connection (and a file descriptor) as long as it likes. :class:`TimedH11Protocol`
 gives each head :data:`HEAD_TIMEOUT_S` seconds from the connection or from its first byte
 (a kept-alive connection), then answers 408 and closes. The body's pace is checked in the
-ASGI layer (:func:`dnnprov.service.middleware.guarded_receive`).
+ASGI layer (:func:`dnnprov.service.http.middleware.guarded_receive`).
 """
 
 from __future__ import annotations

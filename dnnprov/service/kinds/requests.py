@@ -1,6 +1,6 @@
 """A checked request of the service and the helpers every kind's checks share.
 
-:class:`CheckedRequest` is what :func:`dnnprov.service.tasks.prepare` returns for a body: the
+:class:`CheckedRequest` is what :func:`dnnprov.service.kinds.tasks.prepare` returns for a body: the
 server learns its time limit and budget from it, a worker process runs ``request.run()``.
 This module imports none of the other modules of the service (they import it).
 """

@@ -50,7 +50,7 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.problems.validation import checks as check
 from dnnprov.service.events import log_event
-from dnnprov.service.requests import CheckedRequest, _fields, instance
+from dnnprov.service.kinds.requests import CheckedRequest, _fields, instance
 from dnnprov.service.store import Store
 
 #: The fields of a ``run`` job's body (besides ``kind``).

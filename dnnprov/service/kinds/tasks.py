@@ -19,7 +19,7 @@ from dnnprov.io.instances import Problem
 from dnnprov.problems.spot import MARKETS, SpotProblem, VcpuQuota
 from dnnprov.problems.validation import checks as check
 from dnnprov.result import Objective, SpotPlan
-from dnnprov.service.requests import CheckedRequest, _fields, _time_limit, instance, kill_after
+from dnnprov.service.kinds.requests import CheckedRequest, _fields, _time_limit, instance, kill_after
 
 #: The kinds of work, one per endpoint that solves.
 KINDS = ("solve", "solve-many", "replan", "predict", "export", "sweep", "simulate", "choose-plan")
@@ -252,6 +252,9 @@ def _predict(body: object, cap: float) -> CheckedRequest:
     plan = b.get("plan", {})
     if not isinstance(plan, Mapping):
         raise InvalidInputError("plan", 'must be a plan object, e.g. the "plan" of a solve result')
+    for key in plan:
+        if key not in plan_keys:
+            raise InvalidInputError(f"plan.{key}", f"unknown field (expected one of {', '.join(sorted(plan_keys))})")
     _check_plan_fields({k: v for k, v in plan.items() if k in plan_keys}, "plan.")  # also those the body overrides
     given = {k: v for k, v in plan.items() if k in plan_keys} | {k: b[k] for k in plan_keys if k in b}
     _check_plan_fields(given, "")  # checked now, so that a bad job is refused at once
@@ -393,19 +396,19 @@ def _sweep_answer(table: dict[str, Any]) -> dict[str, Any]:
 
 
 def _simulate(body: object, cap: float) -> CheckedRequest:
-    from dnnprov.service.replay_tasks import simulate_task
+    from dnnprov.service.kinds.replay import simulate_task
 
     return simulate_task(body, cap)
 
 
 def _choose_plan(body: object, cap: float) -> CheckedRequest:
-    from dnnprov.service.replay_tasks import choose_plan_task
+    from dnnprov.service.kinds.replay import choose_plan_task
 
     return choose_plan_task(body, cap)
 
 
 def _run(body: object, cap: float) -> CheckedRequest:
-    from dnnprov.service.run_jobs import run_task
+    from dnnprov.service.kinds.run_jobs import run_task
 
     return run_task(body, cap)
 

@@ -18,7 +18,7 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import Trace, trace_from_dict
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.problems.validation import checks as check
-from dnnprov.service.requests import CheckedRequest, _fields, _time_limit, instance, kill_after
+from dnnprov.service.kinds.requests import CheckedRequest, _fields, _time_limit, instance, kill_after
 
 #: Longest ``name`` of an inline trace.
 MAX_TRACE_NAME = 200

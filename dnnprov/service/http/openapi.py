@@ -23,9 +23,9 @@ from dnnprov.problems.interruption import MAX_TRACE_TICKS
 from dnnprov.problems.spot import MARKETS
 from dnnprov.problems.validation.checks import MAX_INTEGER, MAX_MAGNITUDE, MIN_POSITIVE
 from dnnprov.result import REASON_KINDS, Status
-from dnnprov.service.replay_tasks import MAX_TRACE_NAME
+from dnnprov.service.kinds.replay import MAX_TRACE_NAME
+from dnnprov.service.kinds.tasks import EXPORT_TEXT_OPTIONS, MAX_SWEEP_POINTS
 from dnnprov.service.store import STATES
-from dnnprov.service.tasks import EXPORT_TEXT_OPTIONS, MAX_SWEEP_POINTS
 
 #: Schema files embedded as components: file stem -> component name.
 SCHEMA_FILES = {"spot-v1": "SpotInstance", "serverless-v1": "ServerlessInstance", "catalog-v1": "Catalog"}
@@ -112,6 +112,17 @@ def _embedded_names() -> list[str]:
 
 def _requests(max_time_limit_s: float) -> dict[str, Any]:
     """The request bodies, one schema per endpoint, with this server's cap on ``time_limit_s``."""
+    fields = _request_fields(max_time_limit_s)
+    return {
+        **_solve_requests(fields),
+        **_plan_requests(fields),
+        **_replay_requests(fields["instance"], fields["time_limit"]),
+    }
+
+
+def _request_fields(max_time_limit_s: float) -> dict[str, Any]:
+    """The fields several request bodies share: ``instance``, ``time_limit`` (capped at the server's
+    ``--max-time-limit``), ``method``, ``counts`` and a prediction's ``plan_fields``."""
     instance = {
         "description": 'An instance object (the file\'s JSON), or "embedded:REL" for a file shipped with dnnprov.',
         "oneOf": [_ref("SpotInstance"), _ref("ServerlessInstance"), {"enum": _embedded_names()}],
@@ -124,6 +135,25 @@ def _requests(max_time_limit_s: float) -> dict[str, Any]:
     }
     method = {"enum": list(METHODS), "default": "milp"}
     counts = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}
+    plan_fields = {  # a prediction's plan fields, in its body and in its `plan`
+        "counts": {**counts, "minProperties": 1},
+        "ps": {"type": "integer", "minimum": 1},
+        "functions": {"type": "integer", "minimum": 1},
+        "memory_mb": {"type": "integer", "minimum": 1},
+        "local_batch": {"type": "number", "exclusiveMinimum": 0},
+    }
+    return {
+        "instance": instance,
+        "time_limit": time_limit,
+        "method": method,
+        "counts": counts,
+        "plan_fields": plan_fields,
+    }
+
+
+def _solve_requests(fields: dict[str, Any]) -> dict[str, Any]:
+    """The bodies of ``solve``, ``solve-many`` and ``replan``."""
+    instance, time_limit, method, counts = fields["instance"], fields["time_limit"], fields["method"], fields["counts"]
     return {
         "SolveRequest": {
             "type": "object",
@@ -202,18 +232,26 @@ def _requests(max_time_limit_s: float) -> dict[str, Any]:
                 "time_limit_s": time_limit,
             },
         },
+    }
+
+
+def _plan_requests(fields: dict[str, Any]) -> dict[str, Any]:
+    """The bodies of ``predict``, ``export`` and ``sweep``: one plan or a sweep of deadlines."""
+    instance, time_limit, plan_fields = fields["instance"], fields["time_limit"], fields["plan_fields"]
+    return {
         "PredictRequest": {
             "type": "object",
             "additionalProperties": False,
             "required": ["instance"],
             "properties": {
                 "instance": instance,
-                "plan": _ref("Plan"),
-                "counts": {**counts, "minProperties": 1},
-                "ps": {"type": "integer", "minimum": 1},
-                "functions": {"type": "integer", "minimum": 1},
-                "memory_mb": {"type": "integer", "minimum": 1},
-                "local_batch": {"type": "number", "exclusiveMinimum": 0},
+                "plan": {
+                    "type": "object",
+                    "description": "a plan (e.g. the `plan` of a solve result); the body's own plan fields override its",
+                    "additionalProperties": False,
+                    "properties": plan_fields,
+                },
+                **plan_fields,
             },
         },
         "ExportRequest": {
@@ -268,15 +306,11 @@ def _requests(max_time_limit_s: float) -> dict[str, Any]:
                 "time_limit_s": time_limit,
             },
         },
-        **_replay_requests(instance, time_limit),
     }
 
 
-def _replay_requests(instance: dict[str, Any], time_limit: dict[str, Any]) -> dict[str, Any]:
-    """The bodies of ``simulate`` and ``choose-plan`` (dnnprov/service/replay_tasks.py)."""
-    from dnnprov.revocation.policies import POLICY_NAMES
-    from dnnprov.revocation.replay.simulate import POLICIES, REPLAN_METHODS
-
+def _traces() -> dict[str, Any]:
+    """The ``traces`` of a replay body: one trace file's JSON per ``--trace TYPE=FILE``."""
     trace = {
         "type": "object",
         "description": "A trace file's JSON (docs/revocation.md): alive instances per tick.",
@@ -302,7 +336,7 @@ def _replay_requests(instance: dict[str, Any], time_limit: dict[str, Any]) -> di
             },
         },
     }
-    traces = {
+    return {
         "type": "array",
         "minItems": 1,
         "description": "one per `--trace TYPE=FILE`, in order",
@@ -323,6 +357,14 @@ def _replay_requests(instance: dict[str, Any], time_limit: dict[str, Any]) -> di
             },
         },
     }
+
+
+def _replay_requests(instance: dict[str, Any], time_limit: dict[str, Any]) -> dict[str, Any]:
+    """The bodies of ``simulate`` and ``choose-plan`` (dnnprov/service/kinds/replay.py)."""
+    from dnnprov.revocation.policies import POLICY_NAMES
+    from dnnprov.revocation.replay.simulate import POLICIES, REPLAN_METHODS
+
+    traces = _traces()
     period = {
         "type": "string",
         "pattern": "^[0-9.]+:[0-9.]+$",
@@ -851,7 +893,10 @@ def _errors(*codes: str, auth: bool) -> dict[str, Any]:
         ),
         "429": ("the server is full, or too many failed token checks: retry after Retry-After", _RETRY),
         "500": ("internal error (logged by the server)", None),
-        "503": ("the server is shutting down or its job store is busy: retry after Retry-After", _RETRY),
+        "503": (
+            "the server is shutting down, its job store is busy or its Dask scheduler is unreachable: retry later",
+            _RETRY,
+        ),
         "504": ("the task overran its time budget and was stopped", None),
     }
     return {code: _error(*texts[code]) for code in codes if code != "401" or auth}
@@ -868,15 +913,8 @@ def _body(schema: str) -> dict[str, Any]:
     return {"required": True, "content": {"application/json": {"schema": _ref(schema)}}}
 
 
-def openapi_document(auth: bool, max_time_limit_s: float = 300.0) -> dict[str, Any]:
-    """The OpenAPI 3.1 document (``bearer`` security when the server has tokens)."""
-    job_id = {
-        "name": "job_id",
-        "in": "path",
-        "required": True,
-        "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
-    }
-    solving = ("400", "401", "413", "415", "422", "429", "500", "503")
+def _health_paths(auth: bool) -> dict[str, Any]:
+    """``/healthz``, ``/livez``, ``/readyz`` (no token needed) and ``/metrics``."""
     health = {
         "security": [],
         "responses": {
@@ -888,7 +926,7 @@ def openapi_document(auth: bool, max_time_limit_s: float = 300.0) -> dict[str, A
             },
         },
     }
-    paths: dict[str, Any] = {
+    return {
         "/healthz": {
             "get": {"summary": "liveness and counts (no token needed)", "operationId": "healthz", **health},
             "head": {
@@ -935,6 +973,12 @@ def openapi_document(auth: bool, max_time_limit_s: float = 300.0) -> dict[str, A
             }
         },
     }
+
+
+def _kind_paths(auth: bool) -> dict[str, Any]:
+    """``POST /v1/{kind}``: one synchronous operation per kind."""
+    solving = ("400", "401", "413", "415", "422", "429", "500", "503")
+    paths: dict[str, Any] = {}
     for kind, (summary, request, answer) in {
         "solve": ("solve one instance (as `dnnprov solve --json`)", "SolveRequest", "Result"),
         "solve-many": (
@@ -966,6 +1010,17 @@ def openapi_document(auth: bool, max_time_limit_s: float = 300.0) -> dict[str, A
                 "responses": {**_ok("the answer", answer), **_errors(*codes, auth=auth)},
             }
         }
+    return paths
+
+
+def _job_paths(auth: bool) -> dict[str, Any]:
+    """``/v1/jobs``: queue, list, look up, cancel and delete stored jobs (links from creation to the others)."""
+    job_id = {
+        "name": "job_id",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+    }
     links = {
         "GetJob": {"operationId": "getJob", "parameters": {"job_id": "$response.body#/id"}},
         "CancelJob": {"operationId": "cancelJob", "parameters": {"job_id": "$response.body#/id"}},
@@ -975,6 +1030,7 @@ def openapi_document(auth: bool, max_time_limit_s: float = 300.0) -> dict[str, A
         "Location": {"description": "the job's URL, relative", **_HEADER},
         "Idempotent-Replayed": {"description": "`true` when the Idempotency-Key named an existing job", **_HEADER},
     }
+    paths: dict[str, Any] = {}
     paths["/v1/jobs"] = {
         "post": {
             "summary": "queue a request; answers at once",
@@ -1050,6 +1106,11 @@ def openapi_document(auth: bool, max_time_limit_s: float = 300.0) -> dict[str, A
             },
         }
     }
+    return paths
+
+
+def openapi_document(auth: bool, max_time_limit_s: float = 300.0) -> dict[str, Any]:
+    """The OpenAPI 3.1 document (``bearer`` security when the server has tokens)."""
     requests = _requests(max_time_limit_s)
     doc: dict[str, Any] = {
         "openapi": "3.1.0",
@@ -1060,7 +1121,7 @@ def openapi_document(auth: bool, max_time_limit_s: float = 300.0) -> dict[str, A
             'Errors are {"error": {"field", "message"}}.',
         },
         "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
-        "paths": paths,
+        "paths": {**_health_paths(auth), **_kind_paths(auth), **_job_paths(auth)},
         "components": {
             "schemas": {
                 **checked_rules({**_file_schemas(), **requests, **_job_requests(requests), **_PLANS}),
