@@ -289,6 +289,7 @@ def _error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StoreBusy)
     async def store_busy(request: Request, exc: StoreBusy) -> JSONResponse:
+        log_event(logging.WARNING, "store_busy", error=str(exc), request_id=request.state.request_id)
         return error_response(503, "", "the job store is busy: retry the request", {"Retry-After": "2"})
 
     @app.exception_handler(StoreFailed)

@@ -246,7 +246,8 @@ def test_killed_server_loses_no_accepted_job(tmp_path: Path) -> None:
             first = wait_for(client, running, ("done", "failed"), timeout=90)
             second = wait_for(client, queued, ("done", "failed"))
         assert '"requeued": 2' in log.read_text()
-    assert (first["status"], first["attempts"]) == ("done", 2) and first["result"]["status"] == "optimal"
+    # the enumeration runs under the job's wall-clock limit: a loaded machine may end it at `limit`
+    assert (first["status"], first["attempts"]) == ("done", 2) and first["result"]["status"] in ("optimal", "limit")
     assert second["status"] == "done" and second["result"]["cost"] == pytest.approx(5.448374)
 
 
