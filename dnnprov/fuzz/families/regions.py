@@ -3,8 +3,9 @@
 :func:`f_regions` turns a spot draft (:class:`dnnprov.fuzz.families.spot.SpotDraft`) into the
 shape of a multi-region catalog's instance: every type becomes one column per region,
 named ``TYPE@REGION`` as :func:`dnnprov.io.catalogs.catalog.qualified` names them, with the
-quota family ``FAMILY@REGION`` and a region's price level drawn over many decades (regions
-priced 1e-4 to 1e4 times each other, a column now and then at $0). Each region gets a
+quota family ``FAMILY@REGION`` and a region's price level: half the time over many decades
+(regions priced 1e-4 to 1e4 times each other), else within 30 % of each other as real regions
+are (where plans that split across regions are often cheaper); a column now and then at $0. Each region gets a
 vCPU quota on its family that binds: between its smallest column's vCPUs and about half of
 its box. The families themselves are registered in :data:`dnnprov.fuzz.families.spot.FAMILIES`
 (``multi-region``, ``multi-region-mixed``); this module imports nothing of them, so that
@@ -26,8 +27,8 @@ if TYPE_CHECKING:
 
 #: Region names the features draw from (real AWS names, so that exports accept the plans).
 REGIONS = ("us-east-1", "us-west-2", "eu-west-1", "ap-south-1", "sa-east-1")
-#: A region's price level relative to the others: log-uniform over this range.
-REGION_PRICE_LEVEL = (1e-4, 1e4)
+#: A region's price level relative to the others: log-uniform over one of these ranges.
+REGION_PRICE_LEVELS = ((1e-4, 1e4), (0.7, 1.3))
 
 
 def _scaled(price: float, level: float) -> float:
@@ -38,7 +39,8 @@ def _scaled(price: float, level: float) -> float:
 def f_regions(rng: np.random.Generator, d: SpotDraft) -> None:
     """Every type offered in two to four regions, per-region prices, families and binding vCPU quotas."""
     regions = sorted(rng.choice(REGIONS, size=int(rng.integers(2, 5)), replace=False).tolist())
-    level = {r: log_uniform(rng, *REGION_PRICE_LEVEL) for r in regions}
+    levels = REGION_PRICE_LEVELS[int(rng.integers(0, len(REGION_PRICE_LEVELS)))]
+    level = {r: log_uniform(rng, *levels) for r in regions}
     markets = d.constraints.get("markets", ("spot",))
     columns = []
     for t in d.types:
