@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from functools import partial
 
 import numpy as np
 
@@ -38,9 +39,9 @@ def one_region_oracle(problem: SpotProblem, max_plans: int = MAX_PLANS) -> Resul
     regions = [label_region(label) for label in cols.labels]
     ranges = [range(int(lo), int(hi) + 1) for lo, hi in zip(cols.lower, cols.upper, strict=True)]
     size = math.prod(len(r) for r in ranges)
-    base = dict(method="enumerate", kind="spot", model=problem.model, instance=problem.name)
+    base = partial(Result, method="enumerate", kind="spot", model=problem.model, instance=problem.name)
     if size > max_plans:
-        return Result(status=Status.UNKNOWN, message=f"{size:,} plans > {max_plans:,}", **base)
+        return base(status=Status.UNKNOWN, message=f"{size:,} plans > {max_plans:,}")
     rows = [c for c in itertools.product(*ranges) if len({regions[i] for i, n in enumerate(c) if n}) <= 1]
     best: tuple[float, int, int] | None = None  # cost, PS count, row
     if rows:
@@ -48,17 +49,15 @@ def one_region_oracle(problem: SpotProblem, max_plans: int = MAX_PLANS) -> Resul
         low, high = problem.constraints.ps_count
         for ps in range(low, high + 1):
             ev = model.evaluate(plans, ps)
-            for i in np.flatnonzero(ev.feasible):
-                if best is None or float(ev.cost[i]) < best[0]:
-                    best = (float(ev.cost[i]), ps, int(i))
+            for row in np.flatnonzero(ev.feasible).tolist():
+                if best is None or float(ev.cost[row]) < best[0]:
+                    best = (float(ev.cost[row]), ps, row)
     seconds = time.monotonic() - started
     if best is None:
-        return Result(status=Status.INFEASIBLE, solve_seconds=seconds, **base)
-    cost, ps, i = best
-    counts = {label: int(n) for label, n in zip(cols.labels, rows[i], strict=True)}
-    return Result(
-        status=Status.OPTIMAL, plan=SpotPlan(counts, ps), cost=cost, bound=cost, solve_seconds=seconds, **base
-    )
+        return base(status=Status.INFEASIBLE, solve_seconds=seconds)
+    cost, ps, row = best
+    counts = {label: int(n) for label, n in zip(cols.labels, rows[row], strict=True)}
+    return base(status=Status.OPTIMAL, plan=SpotPlan(counts, ps), cost=cost, bound=cost, solve_seconds=seconds)
 
 
 def check_one_region(
