@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from dnnprov.errors import PlausibilityWarning
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
 from dnnprov.result import Result, Status
 
@@ -75,7 +77,9 @@ def region_problem(problem: SpotProblem, region: str) -> SpotProblem | None:
         existing={k: n for k, n in kept.items() if label_region(k) == region},
         vcpu_quotas=tuple(q for q in problem.constraints.vcpu_quotas if q.family in families),
     )
-    return problem.replace(instance_types=types, constraints=constraints)
+    with warnings.catch_warnings():  # the whole instance warned already; its parts say nothing new
+        warnings.simplefilter("ignore", PlausibilityWarning)
+        return problem.replace(instance_types=types, constraints=constraints)
 
 
 def solve_one_region(
