@@ -114,7 +114,7 @@ def cheapest_zone(rows: Iterable[tuple[str, float, datetime]]) -> SpotQuote | No
 def default_shared_data() -> Path | None:
     """``<repo>/../shared/data``: beside this package's checkout, else beside the checkout
     containing the working directory; ``None`` when neither exists."""
-    beside_package = Path(__file__).resolve().parents[3] / "shared" / "data"
+    beside_package = Path(__file__).resolve().parents[4] / "shared" / "data"  # <checkout>/dnnprov/io/catalogs/
     if beside_package.is_dir():
         return beside_package
     for folder in (Path.cwd(), *Path.cwd().parents):
