@@ -12,6 +12,11 @@ spot cells are decided by their MILPs alone, as the tests' ``cell_enumeration=0`
 written to ``--out`` (one JSON file each, loadable with ``dnnprov solve FILE``), or printed
 to stderr as instance JSON without ``--out``.
 
+Instances with columns in several regions (the ``multi-region`` families) are checked a second
+time under the one-region rule (``dnnprov.solvers.regions``: one ``milp`` per region against
+brute force over the one-region plans, :mod:`dnnprov.fuzz.regions`), counted in the row
+``FAMILY one-region``.
+
 Progress goes to stderr; at the end a Markdown table of counts by family and finding kind,
 with the CPU seconds of generating and checking (shrinking apart), goes to stdout. Exit status 1 if any wrong certificate was found.
 """
@@ -30,6 +35,7 @@ from dnnprov.solvers.spot.exact import solve_spot_exact
 import dnnprov
 from dnnprov import fuzz
 from dnnprov.errors import PlausibilityWarning
+from dnnprov.fuzz import regions
 from dnnprov.result import Status
 
 
@@ -95,13 +101,23 @@ def table(names: list[str], counts: dict[str, collections.Counter], cpu: dict[st
     return "\n".join(rows)
 
 
+def tally(c: collections.Counter, verdict: Status, findings: list[fuzz.Finding]) -> None:
+    """Count one checked instance: the oracle's verdict, whether it was wrong, each finding kind."""
+    c["instances"] += 1
+    c[verdict.value if verdict in (Status.OPTIMAL, Status.INFEASIBLE) else "oracle"] += 1
+    c["wrong"] += any(f.wrong_certificate for f in findings)
+    for kind in {f.kind for f in findings}:
+        c[kind] += 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the fuzzer; returns the exit status."""
     args = parse_args(argv)
     # The families span magnitudes no real offer has on purpose: their warnings are expected.
     warnings.simplefilter("ignore", PlausibilityWarning)
-    counts = {name: collections.Counter() for name in args.names}
-    cpu = dict.fromkeys(args.names, 0.0)
+    rows = args.names + [f"{n} one-region" for n in args.names if n.startswith("multi-region")]
+    counts = {name: collections.Counter() for name in rows}
+    cpu = dict.fromkeys(rows, 0.0)
     shrunk: collections.Counter = collections.Counter()
     written: list[Path] = []
     started, last, cpu_started = time.perf_counter(), 0.0, time.process_time()
@@ -117,12 +133,18 @@ def main(argv: list[str] | None = None) -> int:
             problem, time_limit_s=args.time_limit, gap=args.gap, family=family, seed=seed, milp=milp, oracle=oracle
         )
         cpu[family] += time.process_time() - tick
-        c = counts[family]
-        c["instances"] += 1
-        c[oracle.status.value if oracle.status in (Status.OPTIMAL, Status.INFEASIBLE) else "oracle"] += 1
-        c["wrong"] += any(f.wrong_certificate for f in findings)
-        for kind in {f.kind for f in findings}:
-            c[kind] += 1
+        tally(counts[family], oracle.status, findings)
+        if f"{family} one-region" in counts and regions.applies(problem):
+            assert isinstance(problem, dnnprov.SpotProblem)  # applies() says so
+            tick = time.process_time()
+            truth = regions.one_region_oracle(problem)
+            more = regions.check_one_region(
+                problem, time_limit_s=args.time_limit, family=family, seed=seed, oracle=truth
+            )
+            cpu[f"{family} one-region"] += time.process_time() - tick
+            tally(counts[f"{family} one-region"], truth.status, more)
+            for f in more:
+                print(f, "(one region)", file=sys.stderr)
         for f in findings:
             print(f, file=sys.stderr)
             if shrunk[family, f.kind] < args.shrink_per_kind:
@@ -138,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             last = now
             wrong = sum(c["wrong"] for c in counts.values())
             print(f"{k + 1}/{args.count} instances, {wrong} with wrong certificates, {now:.0f} s", file=sys.stderr)
-    print(table(args.names, counts, cpu))
+    print(table(rows, counts, cpu))
     print(
         f"\n{args.count} instances, seed {args.seed}, gap {args.gap:g}: {sum(cpu.values()):.1f} CPU s generating and "
         f"checking, {time.process_time() - cpu_started:.1f} CPU s in all with shrinking, "

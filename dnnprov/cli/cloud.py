@@ -182,24 +182,22 @@ def cmd_apply(args: argparse.Namespace) -> int:
     """Issue PLAN's EC2 calls: with --dry-run as DryRun requests, else after a confirmation."""
     import boto3
 
-    from dnnprov.cloud.aws import AwsClients, CloudError, issue_calls
+    from dnnprov.cloud.aws import CloudError
+    from dnnprov.cloud.launch import RegionalClients, issue_calls
 
     doc = _document(args)
     launch = _launch(args, new_run_id())
     calls = (ec2_fleet_calls if args.via == "fleet" else run_instances_calls)(doc, launch)
+    # A multi-region plan's calls name their regions (TYPE@REGION): each goes to its region.
     named = sorted({c.region for c in calls if c.region is not None})
-    if len(named) > 1:
+    if named and args.region and named != [args.region]:
         raise InvalidInputError(
-            "region",
-            f"the plan launches in {len(named)} regions ({', '.join(named)}) and apply issues calls in one: "
-            "build the instance from one region's pools (dnnprov build --region R) and solve again, or issue "
-            "the calls of dnnprov export --to ec2-run-instances per region (each call names its region)",
+            "--region", f"the plan's calls name their regions ({', '.join(named)}); --region is for plans without"
         )
-    if named and args.region and args.region != named[0]:
-        raise InvalidInputError("--region", f"the plan's types are of {named[0]}, not {args.region}")
     region = (named[0] if named else None) or args.region or doc.region or boto3.Session().region_name
     if region is None:
         raise InvalidInputError("region", "the plan names no region (no catalog) and none is configured: pass --region")
+    where = ", ".join(named) if len(named) > 1 else region
     fleet = args.via == "fleet" and not args.dry_run
     if fleet and not isinstance(doc.problem, SpotProblem):
         raise InvalidInputError(
@@ -212,7 +210,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     run = launch.run_id
     if not args.dry_run and not args.yes:
         try:
-            answer = input(f"Launch {summary} in {region} as run {run}? This starts billing. [y/N] ")
+            answer = input(f"Launch {summary} in {where} as run {run}? This starts billing. [y/N] ")
         except EOFError:
             answer = ""
         if answer.strip().lower() not in ("y", "yes"):
@@ -221,7 +219,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     try:
         outcomes = issue_calls(
             calls,
-            AwsClients(region, endpoint_url=args.endpoint_url),
+            RegionalClients(region, endpoint_url=args.endpoint_url),
             dry_run=args.dry_run,
             check_delivery=doc.check_delivery if fleet else None,
         )
@@ -232,7 +230,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
             exc.field, f"{exc.problem} (run {run}: its instances are tagged dnnprov:run={run})", exc.code
         ) from None
     for outcome in outcomes:
-        what = _describe(outcome.call)
+        what = _describe(outcome.call) + (f" in {outcome.call.region}" if len(named) > 1 else "")
         if outcome.dry_run:
             print(f"dry run ok: {what} (DryRunOperation)")
         else:
@@ -341,7 +339,10 @@ def _plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("plan", help="plan document, or the JSON of `dnnprov solve --json`")
     p.add_argument("--instance", help="the instance file the plan solved (adds GPU counts, PS type, kept workers)")
     p.add_argument("--catalog", help="the catalog file the plan was priced from (adds region, snapshot)")
-    p.add_argument("--image-id", help="AMI for RunInstances")
+    p.add_argument(
+        "--image-id",
+        help="AMI for RunInstances; a plan launching in several regions: REGION=AMI,REGION=AMI (AMIs are per region)",
+    )
     p.add_argument("--launch-template", help="launch template name (CreateFleet needs one)")
     p.add_argument("--launch-template-version", default="$Default")
     p.add_argument("--subnet-id")

@@ -11,6 +11,7 @@ from dnnprov.errors import InvalidInputError
 if TYPE_CHECKING:
     from dnnprov.problems.serverless import ServerlessProblem
     from dnnprov.problems.spot import SpotProblem, SpotWorkload
+    from dnnprov.result import Result
 
 DEMO_INSTANCE = "spot/paper-table1.json"
 
@@ -23,8 +24,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
     """
     from dnnprov.cli.domain import apply_domain_options, solve_with_domain_cost
     from dnnprov.cli.objectives import apply_budget
+    from dnnprov.cloud.regions import spans_regions
     from dnnprov.dispatch import solve
     from dnnprov.io.instances import read_instance
+    from dnnprov.problems.spot import SpotProblem
+    from dnnprov.solvers.regions import solve_one_region
 
     check_time_limit(args.time_limit)
     problem = apply_budget(apply_domain_options(read_instance(instance_path(args.file)), args), args.budget)
@@ -43,24 +47,34 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.work_limit is not None and args.domain_cost:
         raise InvalidInputError("--work-limit", "is not taken with --domain-cost")
     work = {} if args.work_limit is None else {"work_limit": args.work_limit}
-    result = solve_interruptibly(
-        lambda: (solve_with_domain_cost if args.domain_cost else solve)(
-            problem,
-            args.method,
-            time_limit_s=args.time_limit,
-            gap=args.gap,
-            max_plans=args.max_plans,
-            log=args.log,
-            robust=args.robust,
-            risk=args.risk,
-            deadline_probability=args.deadline_probability,
-            takeover_overhead_s=args.takeover_overhead,
-            replaced=not args.no_replacement,
-            objective=args.objective,
-            **work,
-        ),
-        args.time_limit,
+    chosen = solve_with_domain_cost if args.domain_cost else solve
+    options = dict(
+        gap=args.gap,
+        max_plans=args.max_plans,
+        log=args.log,
+        robust=args.robust,
+        risk=args.risk,
+        deadline_probability=args.deadline_probability,
+        takeover_overhead_s=args.takeover_overhead,
+        replaced=not args.no_replacement,
+        objective=args.objective,
+        **work,
     )
+
+    def run() -> Result:
+        if args.any_region or not spans_regions(problem):
+            return chosen(problem, args.method, time_limit_s=args.time_limit, **options)
+        assert isinstance(problem, SpotProblem)  # spans_regions says so
+        # One region per plan (docs/cloud.md): one solve per region, the bound proven over all.
+        return solve_one_region(
+            problem,
+            lambda sub, seconds: chosen(sub, args.method, time_limit_s=seconds, **options),
+            method=args.method,
+            objective=args.objective,
+            time_limit_s=args.time_limit,
+        )
+
+    result = solve_interruptibly(run, args.time_limit)
     print(result.to_json(indent=2) if args.json else result.summary())
     return exit_code(result)
 
@@ -248,6 +262,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --robust/--risk: seconds until a replacement joins (default 126, the paper's 2.1 min)",
     )
     p.add_argument("--no-replacement", action="store_true", help="with --robust: revoked workers are not replaced")
+    p.add_argument(
+        "--any-region",
+        action="store_true",
+        help="multi-region instances (TYPE@REGION): let a plan's workers span regions (default: one region per "
+        "plan, docs/cloud.md)",
+    )
     from dnnprov.cli.domain import add_domain_options
     from dnnprov.cli.objectives import add_objective_options
 

@@ -1,4 +1,4 @@
-"""AWS through boto3: refresh a catalog from the live APIs, and issue EC2 launch calls.
+"""AWS through boto3: refresh a catalog from the live APIs (launches: :mod:`dnnprov.cloud.launch`).
 
 Credentials come from boto3's standard chain only (environment, shared files, SSO,
 instance or container role); no message, log line or file written here contains them:
@@ -14,7 +14,7 @@ import json
 import random
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -33,8 +33,6 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
-from dnnprov.cloud.export import ApiCall
-from dnnprov.cloud.export.aws_calls import LAUNCH_OPERATIONS
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalogs.catalog import Catalog, CatalogEntry
 from dnnprov.io.catalogs.importing import (
@@ -47,7 +45,7 @@ from dnnprov.io.catalogs.importing import (
     write_catalog,
 )
 from dnnprov.io.catalogs.regions import merge_regions
-from dnnprov.problems.spot import ON_DEMAND_SUFFIX, VcpuQuota
+from dnnprov.problems.spot import VcpuQuota
 
 #: vCPU quota codes of Service Quotas (service ``ec2``) per (family, market).
 QUOTA_CODES: dict[tuple[str, str], tuple[str, str]] = {
@@ -545,161 +543,3 @@ def _quotas(clients: AwsClients, families: Sequence[str]) -> tuple[list[VcpuQuot
         quotas.append(VcpuQuota(family=family, market=market, vcpus=int(value)))
         notes.append(f"{family}/{market} vCPU quota: service-quotas:{how} ec2/{code} ({title})")
     return quotas, notes
-
-
-# --------------------------------------------------------------------- launching
-@dataclass(frozen=True)
-class CallOutcome:
-    """What one issued call did: ``dry_run`` ok, or the instance ids launched and how many of each type."""
-
-    call: ApiCall
-    dry_run: bool
-    instance_ids: tuple[str, ...] = ()
-    errors: tuple[str, ...] = ()
-    types: tuple[tuple[str, int], ...] = ()
-
-    def workers(self) -> dict[str, int]:
-        """Instances launched per column label (``type``, or ``type:on-demand``)."""
-        p = self.call.params
-        on_demand = (
-            p.get("TargetCapacitySpecification", {}).get("DefaultTargetCapacityType") == "on-demand"
-            if self.call.operation == "CreateFleet"
-            else "InstanceMarketOptions" not in p
-        )
-        return {t + (ON_DEMAND_SUFFIX if on_demand else ""): n for t, n in self.types}
-
-
-#: Checks what the fleets delivered so far (workers per column label; True once every fleet answered).
-DeliveryCheck = Callable[[Mapping[str, int], bool], None]
-
-
-def issue_calls(
-    calls: Sequence[ApiCall], clients: AwsClients, *, dry_run: bool, check_delivery: DeliveryCheck | None = None
-) -> list[CallOutcome]:
-    """Issue EC2 calls in order; with ``dry_run`` each carries ``DryRun=True`` (DryRunOperation = success).
-
-    Every launch call (RunInstances, CreateFleet) must carry a ClientToken (the calls of
-    :class:`LaunchOptions` with a ``run_id``), so that a call retried after a lost answer, or
-    sent again by a resumed run, launches nothing twice; one without is refused before any
-    call is sent.
-
-    A real launch stops at the first call that fails, returns errors or launches less than
-    it asked for (a fleet's weighted capacity below its target, fewer instances than
-    ``MinCount``): :class:`CloudError` then names what is short and the instances already
-    launched, so that they can be found and terminated, and no later call (the PS) is sent.
-
-    An instant fleet chooses its own mix among its overrides. After each real CreateFleet,
-    ``check_delivery`` (e.g. :meth:`PlanDocument.check_delivery`) gets the workers the fleets
-    delivered so far, and whether every fleet has answered; when it refuses them, every
-    instance these calls launched is terminated at once (they are not the plan: a cluster
-    over a quota, one that misses the deadline or the budget) and :class:`CloudError` names
-    the field it broke, the delivered mix and the instances terminated (or, when the
-    termination fails, those to terminate by hand). No later call is sent.
-    """
-    outcomes: list[CallOutcome] = []
-
-    def launched() -> list[str]:
-        return [i for o in outcomes for i in o.instance_ids]
-
-    for call in calls:
-        if call.service != "ec2":
-            raise InvalidInputError("calls", f"only EC2 calls can be issued, got {call.service}:{call.operation}")
-        if call.operation in LAUNCH_OPERATIONS and not call.params.get("ClientToken"):
-            raise InvalidInputError(
-                "calls",
-                f"{call.operation} carries no ClientToken: build the calls with a run id "
-                "(LaunchOptions.run_id) so that a retried launch is idempotent",
-            )
-    for call in calls:
-        try:
-            if dry_run:
-                try:
-                    clients.call("ec2", call.operation, **call.params, DryRun=True)
-                except CloudError as exc:
-                    if exc.code != "DryRunOperation":
-                        raise
-                    outcomes.append(CallOutcome(call, dry_run=True))
-                    continue
-                raise CloudError(
-                    f"aws ec2:{call.operation}",
-                    "the endpoint ignored DryRun=True and may have launched instances: check the account",
-                )
-            response = clients.call("ec2", call.operation, **call.params)
-        except CloudError as exc:
-            if launched():
-                raise CloudError(
-                    exc.field, f"{exc.problem}; already launched: {', '.join(launched())}", exc.code
-                ) from None
-            raise
-        ids = tuple(i["InstanceId"] for i in response.get("Instances", []) if "InstanceId" in i)
-        ids += tuple(i for group in response.get("Instances", []) for i in group.get("InstanceIds", []))
-        errors = tuple(f"{e.get('ErrorCode')}: {e.get('ErrorMessage')}" for e in response.get("Errors", []))
-        outcomes.append(CallOutcome(call, dry_run=False, instance_ids=ids, errors=errors, types=_types(response)))
-        short = _shortfall(call, response)
-        if short or errors:
-            what = "; ".join(filter(None, [short, *errors]))
-            raise CloudError(
-                f"aws ec2:{call.operation}",
-                f"{what}; nothing more was launched (no PS); already "
-                f"launched: {', '.join(launched()) or 'none'}: terminate them or launch the rest",
-            )
-        if call.operation == "CreateFleet" and check_delivery is not None:
-            _check_fleets(outcomes, calls, clients, check_delivery)
-    return outcomes
-
-
-def _types(response: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
-    """Instances per type of a RunInstances or CreateFleet answer, in the answer's order."""
-    out: dict[str, int] = {}
-    for item in response.get("Instances", []):
-        count = 1 if "InstanceId" in item else len(item.get("InstanceIds", []))
-        if item.get("InstanceType") and count:
-            out[item["InstanceType"]] = out.get(item["InstanceType"], 0) + count
-    return tuple(out.items())
-
-
-def _check_fleets(
-    outcomes: list[CallOutcome], calls: Sequence[ApiCall], clients: AwsClients, check_delivery: DeliveryCheck
-) -> None:
-    """Run ``check_delivery`` on what the fleets delivered so far; on a refusal terminate every
-    instance launched and raise one :class:`CloudError` naming the field, the mix and the instances."""
-    fleets = [o for o in outcomes if o.call.operation == "CreateFleet"]
-    delivered: dict[str, int] = {}
-    for outcome in fleets:
-        for label, n in outcome.workers().items():
-            delivered[label] = delivered.get(label, 0) + n
-    try:
-        check_delivery(delivered, len(fleets) == sum(c.operation == "CreateFleet" for c in calls))
-    except InvalidInputError as violation:
-        ids = [i for o in outcomes for i in o.instance_ids]
-        mix = ", ".join(f"{n} x {label}" for label, n in delivered.items()) or "nothing"
-        try:
-            if ids:
-                clients.call("ec2", "TerminateInstances", InstanceIds=ids)
-            done = f"terminated the {len(ids)} instances launched ({', '.join(ids) or 'none'})"
-        except CloudError as exc:
-            done = f"could not terminate them ({exc.problem}): terminate {', '.join(ids)} by hand"
-        raise CloudError(
-            violation.field,
-            f"{violation.problem}: EC2 Fleet delivered {mix}, not the plan; {done}; nothing more was launched (no PS)",
-        ) from None
-
-
-def _shortfall(call: ApiCall, response: Mapping[str, Any]) -> str:
-    """What a launch delivered below its request ("" when in full)."""
-    p = call.params
-    if call.operation == "RunInstances":
-        got = len(response.get("Instances", []))
-        return f"{got} of {p['MinCount']} x {p['InstanceType']} launched" if got < p["MinCount"] else ""
-    if call.operation != "CreateFleet":
-        return ""
-    weights = {
-        o["InstanceType"]: o.get("WeightedCapacity", 1.0)
-        for config in p["LaunchTemplateConfigs"]
-        for o in config.get("Overrides", [])
-    }
-    capacity = 0.0
-    for group in response.get("Instances", []):
-        capacity += weights.get(group.get("InstanceType"), 0.0) * len(group.get("InstanceIds", []))
-    target = p["TargetCapacitySpecification"]["TotalTargetCapacity"]
-    return f"the fleet delivered a capacity of {capacity:g} of its target {target} (GPUs)" if capacity < target else ""

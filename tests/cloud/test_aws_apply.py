@@ -401,7 +401,8 @@ def test_each_apply_is_its_own_run(real_plan: Path, moto_url: str, capsys: pytes
 
 def test_launch_calls_without_a_client_token_are_refused(real_plan: Path, moto_url: str) -> None:
     """issue_calls sends no launch without a ClientToken (a retried launch could launch twice)."""
-    from dnnprov.cloud.aws import AwsClients, issue_calls
+    from dnnprov.cloud.aws import AwsClients
+    from dnnprov.cloud.launch import issue_calls
     from dnnprov.errors import InvalidInputError
 
     calls = run_instances_calls(load_plan(real_plan), LaunchOptions(image_id=AMI))

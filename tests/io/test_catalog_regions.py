@@ -145,6 +145,12 @@ def test_import_all_build_and_solve(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert used
     for label in used:
         assert label in names and split_region(label)[1] == data["instance_types"][label]["region"]
+    # One region per plan by default (docs/cloud.md); --any-region lets workers span regions.
+    assert len({split_region(label)[1] for label in used}) == 1
+    assert result["details"]["one_region"] is True
+    assert main(["solve", str(instance), "--json", "--any-region"]) == 0
+    free = json.loads(capsys.readouterr().out)
+    assert free["status"] == "optimal" and free["cost"] <= result["cost"]
     one = tmp_path / "one.json"
     assert main([*argv, "--deadline", "3600", "--region", "eu-west-1", "--out", str(one)]) == 0
     assert {split_region(t.name)[1] for t in dnnprov.read_instance(one).instance_types} == {"eu-west-1"}

@@ -19,7 +19,15 @@ from dnnprov.cloud.export.names import (
     require,
     tag_value,
 )
-from dnnprov.cloud.export.placement import aws_type, plan_region, region_pools, split, type_region, worker_regions
+from dnnprov.cloud.export.placement import (
+    aws_type,
+    check_region,
+    plan_region,
+    region_pools,
+    split,
+    type_region,
+    worker_regions,
+)
 from dnnprov.cloud.export.plan import PlanDocument, hardware, split_label
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.serverless import ServerlessPlatform, ServerlessProblem
@@ -63,6 +71,11 @@ class LaunchOptions:
     launch call carries a ClientToken derived from it and the call, so that the same call of
     the same run, sent again, launches nothing new (EC2's idempotency). ``dnnprov apply`` makes
     a fresh one unless given ``--run-id``; without one an export carries neither.
+
+    ``image_id`` is an AMI (``ami-...``), or, since an AMI belongs to one region, one AMI per
+    region for a plan that launches in several: ``us-east-1=ami-...,eu-west-1=ami-...``
+    (:meth:`image_for`). A ``subnet_id`` is of one zone: a plan launching in several regions
+    cannot take one.
     """
 
     image_id: str | None = None
@@ -73,6 +86,7 @@ class LaunchOptions:
     run_id: str | None = None
 
     def __post_init__(self) -> None:
+        self.images()  # checks the per-region form
         if self.run_id is not None:
             require(
                 "run_id",
@@ -81,6 +95,32 @@ class LaunchOptions:
                 RUN_ID_MAX,
                 "a run id has letters, digits, '-', '_' and '.', alphanumeric at both ends",
             )
+
+    def images(self) -> dict[str | None, str]:
+        """The AMIs by region (``None``: the one AMI of every region) of ``image_id``."""
+        if not self.image_id or "=" not in self.image_id:
+            return {None: self.image_id} if self.image_id else {}
+        images: dict[str | None, str] = {}
+        for part in self.image_id.split(","):
+            region, sep, ami = (x.strip() for x in part.partition("="))
+            if not sep or not region or not ami or region in images:
+                raise InvalidInputError(
+                    "image_id", f"{self.image_id!r}: give an AMI, or REGION=AMI pairs separated by commas (once each)"
+                )
+            images[check_region("image_id", region)] = ami
+        return images
+
+    def image_for(self, region: str | None) -> str | None:
+        """The AMI of a launch in ``region`` (``None``: the plan's one region)."""
+        images = self.images()
+        if None in images:
+            return images[None]
+        if region is None or region not in images:
+            listed = ", ".join(r for r in images if r)
+            raise InvalidInputError(
+                "image_id", f"no AMI for {region or 'the plan region'} (AMIs are per region; given for {listed})"
+            )
+        return images[region]
 
 
 def _tags(doc: PlanDocument, role: str, run_id: str | None) -> list[dict[str, Any]]:
@@ -132,7 +172,7 @@ def _run_instances(
             "Version": options.launch_template_version,
         }
     if options.image_id:
-        params["ImageId"] = options.image_id
+        params["ImageId"] = options.image_for(region or doc.region)
     if not options.image_id and not options.launch_template:
         raise InvalidInputError(
             "image_id", "EC2 launches need an AMI (--image-id) or a launch template (--launch-template)"
@@ -157,6 +197,22 @@ def _ps_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
     return [_run_instances(doc, options, doc.ps_type, doc.ps_to_launch(), "on-demand", "ps", region=region)]
 
 
+def _one_region_options(doc: PlanDocument, options: LaunchOptions) -> None:
+    """Refuse options of one region for a plan that launches in several: one AMI, a subnet."""
+    regions = sorted(worker_regions(doc))
+    if len(regions) < 2:
+        return
+    where = ", ".join(regions)
+    if options.subnet_id:
+        raise InvalidInputError("subnet_id", f"a subnet is in one zone; the plan launches in {where}")
+    if options.image_id and None in options.images():
+        raise InvalidInputError(
+            "image_id",
+            f"an AMI belongs to one region and the plan launches in {where}: give one per region, "
+            f"REGION=AMI,REGION=AMI (copy the image with aws ec2 copy-image)",
+        )
+
+
 def run_instances_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
     """One RunInstances per (type, market) with exactly the planned count (MinCount = MaxCount), plus the PS.
 
@@ -167,6 +223,7 @@ def run_instances_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCa
     (``ApiCall.region``), the PS in :func:`~.placement.plan_region`'s region.
     """
     region = plan_region(doc)
+    _one_region_options(doc, options)
     calls = []
     for label, count in doc.launch_counts().items():
         type_name, market = split_label(label)
@@ -204,6 +261,7 @@ def ec2_fleet_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
     if not launch:
         raise InvalidInputError("result.plan", "no worker to launch: every planned worker is already running")
     region = plan_region(doc)
+    _one_region_options(doc, options)
     groups: dict[tuple[str, str | None], dict[str, int]] = {}
     for label, n in launch.items():
         t, m = split_label(label)

@@ -33,6 +33,7 @@ from dnnprov.fuzz.families.ranges import (
     PRICE_RANGE,
     log_uniform,
 )
+from dnnprov.fuzz.families.regions import f_regions
 from dnnprov.fuzz.families.serverless import serverless_family, serverless_mixed
 from dnnprov.io.instances import embedded_instance, read_instance
 from dnnprov.models.spot import SpotModel
@@ -381,7 +382,10 @@ FEATURES: dict[str, Callable[[np.random.Generator, SpotDraft], None]] = {
     "existing": f_existing,
 }
 #: Features only their own families draw (kept out of FEATURES so that ``mixed`` draws stay as they were).
-DOMAIN_FEATURES: dict[str, Callable[[np.random.Generator, SpotDraft], None]] = {"domain-axes": f_domain_axes}
+DOMAIN_FEATURES: dict[str, Callable[[np.random.Generator, SpotDraft], None]] = {
+    "domain-axes": f_domain_axes,
+    "regions": f_regions,
+}
 #: Features that move numbers across the accepted range (applied before the others).
 MAGNITUDE_FEATURES: dict[str, Callable[[np.random.Generator, SpotDraft], None]] = {
     "price-magnitudes": f_price_magnitudes,
@@ -583,6 +587,13 @@ def magnitudes_mixed(rng: np.random.Generator) -> SpotProblem:
     return _mixed(rng, "magnitudes-mixed", (0, 3), base=d)
 
 
+def multi_region_mixed(rng: np.random.Generator) -> SpotProblem:
+    """Two to four regions' columns (:func:`f_regions`), then zero to two other features."""
+    d = spot_draft(rng, n_types=int(rng.integers(1, 4)), j_nonpositive=bool(rng.random() < 0.2))
+    f_regions(rng, d)
+    return _mixed(rng, "multi-region-mixed", (0, 3), base=d)
+
+
 def mid_size(rng: np.random.Generator) -> SpotProblem:
     """Four to six types with quotas up to 10 (boxes near the plan cap), zero to two features."""
     return _mixed(rng, "mid-size", (0, 3), n_types=int(rng.integers(4, 7)), max_quota=10)
@@ -631,6 +642,9 @@ FAMILIES: dict[str, Family] = {
     "all-magnitudes": _spot_family("all-magnitudes", tuple(MAGNITUDE_FEATURES)),
     "magnitudes-mixed": magnitudes_mixed,
     "serverless-magnitudes": serverless_family("serverless-magnitudes", magnitudes=True),
+    "multi-region": _spot_family("multi-region", ("regions",)),
+    "multi-region-magnitudes": _spot_family("multi-region-magnitudes", ("price-magnitudes", "regions")),
+    "multi-region-mixed": multi_region_mixed,
 }
 
 
