@@ -214,6 +214,7 @@ RUN: dict[tuple[str, str], str] = {
         "benchmarks.md",
         ".venv/bin/python benchmarks/kill_controller.py --runs 20 --kills 5 --seed 28 --speed 20 --policy failover --json /tmp/kill.json",
     ): "synopsis",
+    ("benchmarks.md", "python benchmarks/twin_agreement.py --windows 20 --seed 0 --replay-only"): "synopsis",
     ("cloud.md", "dnnprov catalog fetch --region us-east-1 --types g4dn.4xlarge,g5.xlarge,p3.2xlarge"): "synopsis",
     (
         "cloud.md",
@@ -300,7 +301,7 @@ RUN: dict[tuple[str, str], str] = {
     ): "shape",
     (
         "service.md",
-        '{"kind": "run", "instance", "plan", "endpoint_url", "policy": "failover", "region": "us-east-1",',
+        '{"kind": "run", "instance", "plan", "endpoint_url", "policy": "failover", "model", "region": "us-east-1",',
     ): "shape",
     ("control.md", '{"run": "RUN", "time_s": 812.4, "loss": 1.93, "step": 1200, "finished_s": null}'): "report",
     ("revocation.md", '"instance_types": {'): "fragment",

@@ -126,6 +126,7 @@ def cmd_start(args: argparse.Namespace) -> int:
                 args.cloud,
                 run_id=args.run_id,
                 max_polls=args.max_polls,
+                model=args.model,
             ),
             args.json,
         )

@@ -108,7 +108,7 @@ def availability_model(value: object) -> AvailabilityModel:
     try:
         return AvailabilityModel.from_dict(data)
     except InvalidInputError as exc:
-        raise InvalidInputError("--model" + (f".{exc.field}" if exc.field else ""), exc.problem) from None
+        raise InvalidInputError("--" + exc.field if exc.field.startswith("model") else "--model", exc.problem) from None
 
 
 def create_run(

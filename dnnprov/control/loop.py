@@ -14,7 +14,9 @@ controller:
 3. **acts**: launches (the PS first, then workers handed its address) and terminations, each
    written to the run record before it is sent (:mod:`dnnprov.control.record`), launches
    idempotent by a ClientToken of the run and the step. A refused launch marks its pool full
-   and the policy is asked again at once (up to ``rounds`` times), so failover costs no poll.
+   and the policy is asked again at once (up to ``rounds`` times), so failover costs no poll;
+   the order's terminations are sent only in a round whose launches all succeeded (make
+   before break: nothing is stopped for a replacement that was refused).
    At most the plan's workers of a type train: joined on-demand instances take over from
    spot ones (dearest pools first), as in the replays.
 
@@ -194,6 +196,7 @@ class Controller:
         self.events: list[Event] = []
         self.step = 0
         self.full_until = np.full(len(self.pools), -math.inf)  # pool taken as full until then
+        self.refused_s = np.full(len(self.pools), -math.inf)  # when each pool last refused a launch
         self.backoff = np.full(len(self.pools), self.settings.retry_s)
         self.outcome: Outcome | None = None
         self._seen_notice: set[str] = set()
@@ -224,6 +227,7 @@ class Controller:
             "policy": policy_state(self.policy),
             "full_until": [None if math.isinf(t) else float(t) for t in self.full_until],
             "backoff": [float(b) for b in self.backoff],
+            "refused_s": [None if math.isinf(t) else float(t) for t in self.refused_s],
         }
 
     def _remember(self) -> None:
@@ -242,6 +246,9 @@ class Controller:
         if len(full) == len(self.pools) and len(backoff) == len(self.pools):
             self.full_until = np.array([-math.inf if t is None else float(t) for t in full])
             self.backoff = np.array([float(b) for b in backoff])
+        refused = memory.get("refused_s") or []
+        if len(refused) == len(self.pools):
+            self.refused_s = np.array([-math.inf if t is None else float(t) for t in refused])
         self._memory = self.memory()
 
     def observe(self) -> tuple[list[Instance], float, Report | None]:
@@ -324,6 +331,7 @@ class Controller:
             deadline_s=self.deadline_s,
             progress=(u - self.model.start) / span if span > 0 else 1.0,
             caps=caps,
+            refused_s=self.refused_s.copy(),
             pool_type=self.pool_type,
             pool_group=self.pool_group,
             pool_price=self.pool_price,
@@ -420,9 +428,14 @@ class Controller:
             self.ps_address = live[0].ps_address or f"{live[0].instance_id}:{PS_PORT}"
 
     def _apply(self, order: Holdings, view: View, instances: Sequence[Instance], now: float) -> bool:
-        """Launch and terminate towards ``order``; whether some launch was refused."""
+        """Launch and terminate towards ``order``; whether some launch was refused.
+
+        Launches go first; the order's terminations only when no launch was refused: a refused
+        order was decided on capacity that was not there, so the policy is asked again before
+        anything it meant to replace is stopped (make before break)."""
         refused = False
         live = [i for i in instances if i.role == "worker" and i.ended_s is None and i.notice_s is None]
+        stop: list[list[Instance]] = []  # per pool, then per on-demand type
         for p, pool in enumerate(self.pools):
             change = int(max(order.spot[p], 0) - view.spot[p])
             mine = [i for i in live if i.market == "spot" and i.pool == pool.name]
@@ -430,12 +443,13 @@ class Controller:
                 outcome = self._launch("worker", pool.type_name, pool.zone, "spot", change)
                 if outcome.refused_for_capacity or len(outcome.instances) < change:
                     refused = True
+                    self.refused_s[p] = now
                     self.full_until[p] = now + self.backoff[p]
                     self.backoff[p] = min(self.backoff[p] * 2, self.settings.retry_max_s)
                 elif outcome.instances:
                     self.backoff[p] = self.settings.retry_s
             elif change < 0:
-                self._terminate(self._newest(mine, -change), "policy")
+                stop.append(self._newest(mine, -change))
         for t, name in enumerate(self.types):
             change = int(order.od[t] - view.od[t])
             mine = [i for i in live if i.market == "on-demand" and i.type_name == name]
@@ -447,7 +461,9 @@ class Controller:
                     )
                 self._launch("worker", name, None, "on-demand", change)
             elif change < 0:
-                self._terminate(self._newest(mine, -change), "policy")
+                stop.append(self._newest(mine, -change))
+        for group in stop if not refused else []:
+            self._terminate(group, "policy")
         return refused
 
     @staticmethod

@@ -29,7 +29,10 @@ unless the pool refused a launch lately), never the trace.
   and on-demand instances given those held now, joins priced (:class:`RunningTable`);
   otherwise the cluster, spot as far as the pooled capacity goes, on-demand for the rest
   (:class:`TakeoverTable`); with a safety net that counts the progress the kept running
-  workers are sure to make before the next tick.
+  workers are sure to make before the next tick. It is refusal-aware: a pool that refused (or
+  partly granted) a launch is taken as full until the model's next tick
+  (:data:`REFUSAL_TICKS`, :meth:`ModelPredictive.refusal_aware`), so it is asked at most
+  once a tick, not at every end of the loop's back-off.
 
 ``replan`` places a takeover's new spot instances by the same rule (:func:`cheapest_first`,
 through :func:`dnnprov.revocation.replan.zone_placement`).
@@ -40,7 +43,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -69,6 +72,9 @@ COMMIT = -1
 MAX_RUNNING_WORK = 150_000_000
 #: Most clusters (and joint capacity states) of one takeover table: its transition is their square.
 MAX_CLUSTERS = 2_000
+#: Model ticks an ``mpc`` run takes a pool that refused a launch as full: the tick of the
+#: refusal (:meth:`ModelPredictive.refusal_aware`).
+REFUSAL_TICKS = 1
 
 
 def safety_net(view: View, cluster: np.ndarray | None = None) -> bool:
@@ -165,8 +171,10 @@ class ModelPredictive(Policy):
     committed: bool = False
     tick: int = -1
     tick_progress: float = 0.0
+    refusal_ticks: int = REFUSAL_TICKS
 
     def decide(self, view: View) -> Holdings:
+        view = self.refusal_aware(view)
         kinds = list(self.table.types)
         fastest = np.zeros_like(view.want)
         fastest[kinds] = self.table.fastest
@@ -200,6 +208,17 @@ class ModelPredictive(Policy):
             self.committed = True
             return commit
         return order
+
+    def refusal_aware(self, view: View) -> View:
+        """``view`` with no room in the pools that refused a launch lately: in the model tick of
+        the refusal and the ``refusal_ticks - 1`` after it (capacity moves only at the model's
+        ticks, so a pool that refused stays full until one of them at least)."""
+        gap = self.table.gap_s
+        until = (np.floor(view.refused_s / gap) + self.refusal_ticks) * gap
+        lately = until > view.t
+        if not lately.any():
+            return view
+        return replace(view, caps=np.where(lately, np.minimum(view.caps, view.spot), view.caps))
 
 
 @dataclass

@@ -34,6 +34,7 @@ class View:
     deadline_s: float
     progress: float  # fraction of the job done, 0..1
     caps: np.ndarray
+    refused_s: np.ndarray  # when each pool last refused (or partly granted) a launch; -inf: never
     pool_type: np.ndarray
     pool_group: np.ndarray
     pool_price: np.ndarray

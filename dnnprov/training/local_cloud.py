@@ -394,14 +394,18 @@ def cli_run(
     *,
     run_id: str | None,
     max_polls: int | None,
+    model: object = None,
 ) -> tuple[str, Outcome]:
-    """``dnnprov run ... --cloud local[:CONFIG]``: the run id and the loop's outcome."""
+    """``dnnprov run ... --cloud local[:CONFIG]``: the run id and the loop's outcome. ``model``:
+    ``mpc``'s availability model (as ``--model`` takes it), its table planned as on EC2."""
+    from dnnprov.control.api import availability_model, check_policy, mpc_table
     from dnnprov.revocation.policies import make_policy
 
+    check_policy(policy_name, model)
     config = parse_cloud(cloud)
     if config is None:
         raise InvalidInputError("--cloud", "cli_run is for the local cloud")
-    run_id, outcome, _ = run_local(
-        problem, plan, make_policy(policy_name), settings, config, run_id=run_id, max_polls=max_polls
-    )
+    table = None if model is None else mpc_table(problem, plan, availability_model(model), settings)
+    policy = make_policy(policy_name, table, problem=problem, plan=plan)
+    run_id, outcome, _ = run_local(problem, plan, policy, settings, config, run_id=run_id, max_polls=max_polls)
     return run_id, outcome

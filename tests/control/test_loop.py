@@ -21,7 +21,9 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import Trace
 from dnnprov.problems.spot import SpotPool
 from dnnprov.result import SpotPlan
+from dnnprov.revocation.availability import fit_availability
 from dnnprov.revocation.policies import make_policy
+from dnnprov.revocation.replay.pool_replay import takeover_table
 
 GAP = 300.0
 
@@ -281,3 +283,25 @@ def test_none_policy_launches_the_plan_when_the_first_poll_comes_late() -> None:
     workers = [i for i in cloud.instances("r") if i.role == "worker"]
     assert len(workers) == PLAN.counts["p3.2xlarge"]
     assert outcome.state == "met"
+
+
+def test_mpc_stops_nothing_for_a_refused_launch_and_asks_a_refused_pool_once_a_tick() -> None:
+    """Both zones hold no spot p3.2xlarge in the run's window, but the model (fitted on a period
+    where zone a had room) makes mpc want spot: at every try the launch is refused, and the
+    on-demand workers it would replace are never stopped for it (no `policy` termination); mpc
+    takes a refused pool as full for the rest of the model tick, so it asks each pool at most
+    once a tick, where the loop's back-off alone would have it ask again after 15, 30, 60 s..."""
+    prob = problem(hours=0.5)
+    fit = {"p3.2xlarge": [trace("us-west-2a", [2] * 40), trace("us-west-2c", [0, 2] * 20)]}
+    table = takeover_table(prob, PLAN, fit_availability(fit["p3.2xlarge"], cap=2))
+    traces = {"p3.2xlarge": [trace("us-west-2a", [0] * 20), trace("us-west-2c", [0] * 20)]}
+    run = run_once(prob, PLAN, traces, make_policy("mpc", table), 0, RunSettings(horizon=1.0))
+    assert run.outcome.state == "met"
+    refusals = [e for e in run.events if e.kind == "refused"]
+    assert refusals and not [e for e in run.events if e.kind == "terminate" and e.detail["why"] == "policy"]
+    per_tick = {(e.detail["pool"], int(e.time_s // GAP)) for e in refusals}
+    assert len(per_tick) == len(refusals)  # one refusal per pool and model tick
+    assert run.outcome.on_demand_launched == 2  # the two on-demand workers, launched once
+    blind = make_policy("mpc", table)
+    blind.refusal_ticks = 0  # type: ignore[attr-defined]  # the back-off alone
+    assert run_once(prob, PLAN, traces, blind, 0, RunSettings(horizon=1.0)).outcome.refusals > len(refusals)

@@ -28,7 +28,9 @@ from dnnprov.control.replay import run_once
 from dnnprov.control.twin.replay import story as replay_story
 from dnnprov.control.twin.server import Twin
 from dnnprov.result import SpotPlan
+from dnnprov.revocation.availability import fit_availability
 from dnnprov.revocation.policies import make_policy
+from dnnprov.revocation.replay.pool_replay import takeover_table
 from dnnprov.service.kinds.run_jobs import runs_folder
 
 httpx = pytest.importorskip("httpx", reason="httpx is in the test extra")
@@ -103,6 +105,24 @@ def test_a_run_job_tells_the_replays_story(service: tuple[httpx.Client, Path], m
     assert [e["kind"] for e in run["events"]].count("notice") == replay.outcome.revocations
 
 
+def test_an_mpc_run_job_takes_its_availability_model(service: tuple[httpx.Client, Path], moto_url: str) -> None:
+    """`"policy": "mpc"` with `"model"` (risk fit --zones --out's object): the job runs mpc's
+    table planned on it and tells the story of the replay with the same table."""
+    client, db = service
+    model = fit_availability(TRACES["p3.2xlarge"], cap=2)
+    with Twin(POOLS, upstream=moto_url, mode="stepped", region=REGION) as twin:
+        accepted = client.post("/v1/jobs", json=body(twin, "mpc", model=model.to_dict()))
+        assert accepted.status_code == 202, accepted.text
+        job = wait_for(client, accepted.json()["id"], ("done", "failed"), timeout=300)
+        assert live_instances(twin, job["id"]) == []
+    reset_moto(moto_url)
+    plan = SpotPlan(counts=PLAN["counts"], ps=1)
+    replay = run_once(PROBLEM, plan, TRACES, make_policy("mpc", takeover_table(PROBLEM, plan, model)), 0, RunSettings())
+    assert job["status"] == "done", job["error"]
+    assert {k: v for k, v in job["result"].items() if k != "run"} == pytest.approx(replay.outcome.to_dict())
+    assert story(runs_folder(db), job["id"]) == replay_story(replay)
+
+
 def test_status_while_it_trains_and_cancel_tears_it_down(service: tuple[httpx.Client, Path], moto_url: str) -> None:
     client, _ = service
     with Twin(POOLS, upstream=moto_url, mode="accelerated", speed=10, region=REGION) as twin:
@@ -132,6 +152,9 @@ def test_status_while_it_trains_and_cancel_tears_it_down(service: tuple[httpx.Cl
     [
         ({"endpoint_url": None}, "endpoint_url"),
         ({"policy": "mpc"}, "policy"),
+        ({"policy": "mpc", "model": "model.json"}, "model"),  # the server reads no file
+        ({"policy": "mpc", "model": {"format": "other"}}, "model.format"),
+        ({"policy": "failover", "model": {}}, "model"),
         ({"plan": "plan.json"}, "plan"),
         ({"plan": {"counts": {"p3.2xlarge": 9}, "ps": 1}}, "plan.counts.p3.2xlarge"),
         ({"progress": "/etc/hostname"}, "progress"),

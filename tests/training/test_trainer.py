@@ -21,6 +21,7 @@ from dnnprov.models.predict import predict
 from dnnprov.problems.interruption import Trace
 from dnnprov.profiling.profiler import read_loss_logs
 from dnnprov.result import SpotPlan
+from dnnprov.revocation.availability import fit_availability
 from dnnprov.revocation.policies import make_policy
 from dnnprov.training import reference as ref
 from dnnprov.training.cluster import Launcher, run_cluster
@@ -293,3 +294,29 @@ def test_the_contention_of_eq_9_is_fitted_from_profiling_runs(tmp_path, launcher
     assert problem.workload.alpha_1 == fit["alpha_1"]["value"]
     one, four = (predict(problem, counts={"p3.2xlarge": n})["iteration_time_s"]["p3.2xlarge"] for n in (1, 4))
     assert four > one > FAST.compute_s
+
+
+def test_dnnprov_run_cloud_local_mpc_takes_the_model(tmp_path):
+    """`run --cloud local --policy mpc --model M` plans mpc's table on M and trains to the
+    target (it used to refuse: the local path dropped --model); a model that does not cover
+    the plan is refused in one line, as on EC2."""
+    (tmp_path / "instance.json").write_text(json.dumps(instance()))
+    plan = {"status": "feasible", "kind": "spot", "plan": {"counts": {"p3.2xlarge": 1}, "ps": 1}}
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    (tmp_path / "local.json").write_text(json.dumps({"speed": 100, "workdir": str(tmp_path / "work")}))
+    always = Trace("t/us-east-1a_v100_1.json", 600.0, np.array([1] * 40, dtype=np.int64))
+    (tmp_path / "model.json").write_text(json.dumps(fit_availability([always], cap=1).to_dict()))
+    argv = [sys.executable, "-m", "dnnprov", "run", str(tmp_path / "instance.json"), "--plan"]
+    argv += [str(tmp_path / "plan.json"), "--policy", "mpc", "--cloud", f"local:{tmp_path / 'local.json'}"]
+    done = subprocess.run(
+        [*argv, "--model", str(tmp_path / "model.json"), "--json"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = json.loads(done.stdout)
+    assert out["state"] == "met" and out["launches"] >= 2
+    missing = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=300)
+    assert missing.returncode == 2 and "--model" in missing.stderr and "Traceback" not in missing.stderr

@@ -416,7 +416,12 @@ def _replay_requests(instance: dict[str, Any], time_limit: dict[str, Any]) -> di
                     "pattern": "^https?://",
                     "description": "the EC2 endpoint (a twin, moto)",
                 },
-                "policy": {"enum": ["none", "fallback", "failover", "uniform-progress"], "default": "failover"},
+                "policy": {"enum": list(POLICY_NAMES), "default": "failover"},
+                "model": {
+                    "type": "object",
+                    "description": "with policy mpc (required then): its availability model "
+                    "(`dnnprov risk fit --zones --out`)",
+                },
                 "region": {"type": "string", "default": "us-east-1"},
                 "progress": {
                     "type": "string",

@@ -23,7 +23,8 @@ status|cancel|resume JOB-ID --state DB.runs`` read it too.
 
 The server reads no file for a run: the instance is an object or ``embedded:REL``, the plan
 an object, the trainer's progress ``model`` (the stand-in, with an ``endpoint_url``) or an
-http(s) URL. ``endpoint_url`` is required: a run against AWS itself would spend with the
+http(s) URL, ``mpc``'s availability ``model`` an object (``risk fit --zones --out``'s; its
+table is built when the run is created, so a model that does not cover the plan fails the job). ``endpoint_url`` is required: a run against AWS itself would spend with the
 server's credentials, which no server option allows yet.
 """
 
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnprov.control.api import (
+    availability_model,
     cancel_run,
     check_policy,
     create_run,
@@ -65,6 +67,7 @@ RUN_FIELDS = {
     "poll_s",
     "join_s",
     "horizon",
+    "model",
 }
 #: How long a cancel waits for the run's thread to tear the run down before it answers.
 CANCEL_WAIT_S = 30.0
@@ -91,10 +94,18 @@ def run_inputs(body: object) -> dict[str, Any]:
     if not isinstance(b["plan"], Mapping):
         raise InvalidInputError("plan", "must be a plan object (a plan document or a solve answer)")
     plan = spot_plan(b["plan"], problem)
+    model = b.get("model")
     try:
-        policy = check_policy(b.get("policy", "failover"))
+        policy = check_policy(b.get("policy", "failover"), model)
     except InvalidInputError as exc:
-        raise InvalidInputError("policy", exc.problem) from None
+        raise InvalidInputError(exc.field.removeprefix("--"), exc.problem) from None
+    if model is not None:
+        if not isinstance(model, Mapping):
+            raise InvalidInputError("model", "must be an availability model object (risk fit --zones --out)")
+        try:
+            model = availability_model(model).to_dict()
+        except InvalidInputError as exc:
+            raise InvalidInputError(exc.field.removeprefix("--"), exc.problem) from None
     endpoint_url = _url("endpoint_url", b["endpoint_url"])
     progress = b.get("progress", "model")
     if progress != "model":
@@ -117,6 +128,7 @@ def run_inputs(body: object) -> dict[str, Any]:
         "progress": progress,
         "image_id": image_id,
         "settings": settings,
+        "model": model,
     }
 
 
