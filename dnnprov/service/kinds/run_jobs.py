@@ -22,9 +22,10 @@ status|cancel|resume JOB-ID --state DB.runs`` read it too.
   ``dnnprov run resume`` does after ``kill -9``.
 
 The server reads no file for a run: the instance is an object or ``embedded:REL``, the plan
-an object, the trainer's progress ``model`` (the stand-in, with an ``endpoint_url``) or an
-http(s) URL, ``mpc``'s availability ``model`` an object (``risk fit --zones --out``'s; its
-table is built when the run is created, so a model that does not cover the plan fails the job). ``endpoint_url`` is required: a run against AWS itself would spend with the
+an object, ``progress`` either ``"model"`` (the trainer stand-in at ``endpoint_url``) or an
+http(s) URL, and ``model`` (``mpc``'s availability model) an object as ``risk fit --zones --out``
+writes it (its table is built when the run is created, so a model that does not cover the plan
+fails the job). ``endpoint_url`` is required: a run against AWS itself would spend with the
 server's credentials, which no server option allows yet.
 """
 
