@@ -169,13 +169,22 @@ class SpotPricer:
         if remaining <= 0 or stop_requested():
             return CapSolve(cap, Status.LIMIT, -math.inf)
         started = time.perf_counter()
-        result = solve_spot_exact(self.capped(cap), clock=Clock(remaining))
+        result = solve_spot_exact(self.capped(cap), clock=Clock(remaining), start=self._start(capv))
         self.solves += 1
         self.solve_seconds += time.perf_counter() - started
         found = self._read(cap, result.status, result.bound, result.plan)
         if found.status in (Status.OPTIMAL, Status.INFEASIBLE):
             self.cache[cap] = found  # a limit is not kept: a later call may have more time
         return found
+
+    def _start(self, cap: np.ndarray) -> SpotPlan | None:
+        """The cheapest plan solved so far that lies in R(cap): a warm start (it changes no proof)."""
+        inside = [k for k in self.cache.values() if k.usage is not None and (k.usage <= cap).all()]
+        if not inside:
+            return None
+        best = min(inside, key=lambda k: k.cost)
+        assert best.counts is not None
+        return SpotPlan({label: int(n) for label, n in zip(self.cols.labels, best.counts)}, best.ps)
 
     def _read(self, cap: tuple[int, ...], status: Status, bound: float | None, plan: object) -> CapSolve:
         """A single-job result as a :class:`CapSolve`, its plan re-evaluated with the job's own model."""
