@@ -61,6 +61,8 @@ from dnnprov.problems.spot import ON_DEMAND_SUFFIX, InstanceType, SpotProblem, V
 from dnnprov.progress import Clock, stop_requested
 from dnnprov.result import SpotPlan, Status
 
+BISECT_FROM = 4  # a weighted child spanning this many uses or more is searched by halving
+
 
 def down(value: float, magnitude: float, terms: int) -> float:
     """``value``, a float sum of ``terms`` terms of total absolute ``magnitude``, moved below its exact value."""
@@ -243,14 +245,22 @@ class SpotPricer:
             parts.append(down(value, magnitude, terms))
 
         base_low = float(w @ self.low)
-        stack = [self.u0]
+        # (cap, guard): a guarded region is explored only if its guard, a bound on its plans
+        # outside the region pushed after it (explored first), is still below the limit
+        stack: list[tuple[tuple[int, ...], float | None, float]] = [(self.u0, None, 0.0)]
         seen: set[tuple[int, ...]] = set()
         if (np.array(self.u0) < self.low).any():
             stack = []  # the kept instances alone exceed a shared limit: no plan
         while stack:
-            cap = stack.pop()
+            cap, guard, size = stack.pop()
             if cap in seen:
                 continue
+            if guard is not None:
+                now = out.best if threshold is None else threshold
+                low = down(guard, size, terms)
+                if low > now or (threshold is None and low >= now):
+                    parts.append(low)  # its plans beyond the inner region: g >= guard
+                    continue
             seen.add(cap)
             s = self.solve(cap, deadline)
             if s.status is Status.INFEASIBLE:
@@ -294,6 +304,11 @@ class SpotPricer:
                     continue
                 child = list(cap)
                 child[r] = m
-                stack.append(tuple(child))
+                mid = (int(self.low[r]) + m) // 2
+                if w[r] > 0 and m - self.low[r] >= BISECT_FROM:
+                    # bisect: R(u_r = mid) first; the rest of R(u_r = m) has v_r > mid
+                    stack.append((tuple(child), rest + w[r] * (mid + 1), abs(s.bound) + base_low + w[r] * (mid + 1)))
+                    child[r] = mid
+                stack.append((tuple(child), None, 0.0))
         out.lower_bound = min(parts, default=math.inf)
         return out
