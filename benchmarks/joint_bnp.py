@@ -2,7 +2,7 @@
 
 :func:`dnnprov.solvers.joint.provision.solve_many` prices every spot job whose quota box holds
 more than ``max_plans_per_job`` plans by the exact single-job solver
-(:mod:`dnnprov.solvers.joint.priced`). This script times it, in process CPU seconds, on
+(:mod:`dnnprov.solvers.joint.pricing.priced`). This script times it, in process CPU seconds, on
 
 * ``--large N`` jobs drawn (seeded, ``--draws`` times) from data/benchmarks/large: boxes of
   10^20 plans and more. Shared limits bind: a quota on each of the ``--rows`` labels the jobs'

@@ -338,7 +338,7 @@ def generate_columns(
 
     Jobs identical up to name and notes share one generation when ``cache`` is on.
     Box sizes are checked for every spot job before any is evaluated. Jobs in ``skip`` (priced
-    instead, :mod:`dnnprov.solvers.joint.priced`) get no columns here (an empty placeholder).
+    instead, :mod:`dnnprov.solvers.joint.pricing.priced`) get no columns here (an empty placeholder).
     """
     for i, p in enumerate(problems):
         if isinstance(p, SpotProblem) and i not in skip:

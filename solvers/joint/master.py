@@ -1,7 +1,7 @@
 """Steps 2 and 3 of joint provisioning on given columns: the LP, reduced-cost fixing, verified MILPs.
 
 :func:`solve_columns` is what :mod:`dnnprov.solvers.joint.provision` calls once the columns
-are known (enumerated, or priced by :mod:`dnnprov.solvers.joint.priced`); the argument it
+are known (enumerated, or priced by :mod:`dnnprov.solvers.joint.pricing.priced`); the argument it
 implements (the Lagrangian bound, the fixing sets S(tau), the verified MILPs) is steps 2 and 3
 of the provision module's docstring. Its bound is a verified bound over the columns it is given.
 """

@@ -135,7 +135,7 @@ class ColumnModel:
         positive (the LP may be infeasible, or ``BIG_M`` too small) or the limit strikes,
         the result has no ``row_dual`` and the caller solves the full LP instead (with
         ``keep_duals``, a status ``ERROR`` with the duals of the LP with its artificials: any
-        duals give a Lagrangian bound, :mod:`dnnprov.solvers.joint.priced`). ``stats`` gets
+        duals give a Lagrangian bound, :mod:`dnnprov.solvers.joint.pricing.priced`). ``stats`` gets
         ``lp_rounds`` and ``lp_columns`` (the columns of the last restricted LP; ``None`` without one).
         One-of-k rows by the thousand made HiGHS's dual simplex slow on the full LP and
         interior point slow on jobs with a thousand columns each; the restricted LPs are

@@ -106,7 +106,7 @@ from dnnprov.solvers.joint.columns import (
 )
 from dnnprov.solvers.joint.master import ColumnSolution, solve_columns
 from dnnprov.solvers.joint.model import ColumnModel
-from dnnprov.solvers.joint.priced import PricedJob, solve_priced, start_jobs
+from dnnprov.solvers.joint.pricing.priced import PricedJob, solve_priced, start_jobs
 from dnnprov.solvers.outcome import serverless_result, spot_result
 
 from dnnprov.errors import InvalidInputError
@@ -230,7 +230,7 @@ def solve_many(
     max_plans_per_job
         Largest spot quota box (count vectors x PS counts) whose plans are enumerated; a job
         with a larger box is priced by the exact single-job solver instead
-        (:mod:`dnnprov.solvers.joint.priced`), or refused with :class:`InvalidInputError`
+        (:mod:`dnnprov.solvers.joint.pricing.priced`), or refused with :class:`InvalidInputError`
         when ``pricing`` is ``False``.
     fixing
         Reduced-cost fixing (on by default; off solves the MILP over every column, for

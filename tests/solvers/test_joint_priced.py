@@ -1,4 +1,4 @@
-"""Joint provisioning with priced columns (solvers/joint/priced.py, solvers/joint/pricing.py).
+"""Joint provisioning with priced columns (solvers/joint/pricing/priced.py, solvers/joint/pricing/regions.py).
 
 Every answer is checked against the product brute force of test_joint.py (every feasible plan
 of every job evaluated, the shared limits applied to every combination), with pricing forced on
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from dnnprov.solvers.joint.columns import spot_usage_rows
-from dnnprov.solvers.joint.pricing import SpotPricer
+from dnnprov.solvers.joint.pricing.regions import SpotPricer
 from dnnprov.solvers.joint.provision import SharedLimits, solve_many
 from dnnprov.solvers.search.enumeration import decode_counts
 from dnnprov.solvers.spot.exact import solve_spot_exact

@@ -3,7 +3,7 @@
 The enumerated path (:mod:`dnnprov.solvers.joint.columns`) evaluates every plan of a box; a
 job of the large or 80 x 16 sets has 10^20 and more. Such a job is *priced* instead: its
 columns are plans the exact single-job solver finds in usage-capped regions of its box
-(:class:`~dnnprov.solvers.joint.pricing.SpotPricer`), and other jobs keep enumerated columns.
+(:class:`~dnnprov.solvers.joint.pricing.regions.SpotPricer`), and other jobs keep enumerated columns.
 The method, with what each step proves:
 
 1. Roots. Each priced job is solved alone (its own optimum, ``alone``) and within the shared
@@ -20,7 +20,7 @@ The method, with what each step proves:
        cost(x) >= sum_j (c_j(n_j) - pi . v_j(n_j)) + pi . b >= L + (g_j(n_j) - LB_j)  for each j,
        L = sum_j LB_j + pi . b,   g_j = c_j - pi . v_j,
 
-   so L (summed and rounded down, :func:`~dnnprov.solvers.joint.pricing.down`) is a proven
+   so L (summed and rounded down, :func:`~dnnprov.solvers.joint.pricing.regions.down`) is a proven
    lower bound at every round, not only when pricing finds no negative reduced cost; the
    best round's L and pi are kept. Rounds stop when pricing adds no plan (the LP over all
    plans is then solved, up to the pricing's proof) or after ``MAX_ROUNDS``.
@@ -56,7 +56,7 @@ from dnnprov.solvers.highs_driver import TINY, UNIT_ROUNDOFF
 from dnnprov.solvers.joint.columns import GeneratedColumns, Problem, SharedLimits, cache_key, spot_usage_rows
 from dnnprov.solvers.joint.master import OPTIMAL_TOLERANCE, ColumnSolution, solve_columns
 from dnnprov.solvers.joint.model import ColumnModel
-from dnnprov.solvers.joint.pricing import CapSolve, SpotPricer, down
+from dnnprov.solvers.joint.pricing.regions import CapSolve, SpotPricer, down
 
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.progress import stop_requested
