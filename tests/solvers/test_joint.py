@@ -503,7 +503,7 @@ def test_cli_solve_many(tmp_path, capsys, make_resnet110, make_resnet50):
 
 def test_full_lp_path_agrees(monkeypatch, make_random_spot, make_random_serverless):
     """Above PRICING_MAX_JOBS the LP is solved in full (interior point): same optimum."""
-    from dnnprov.solvers.joint import provision as joint
+    from dnnprov.solvers.joint import master as joint
 
     rng = np.random.default_rng(50)
     problems = [feasible(make_random_spot, rng, max_quota=4) for _ in range(5)] + [
