@@ -118,7 +118,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--max-plans-per-job",
         type=int,
         default=None,
-        help="largest spot quota box (count vectors x PS counts) a job may have (default 5,000,000)",
+        help=(
+            "largest spot quota box (count vectors x PS counts) whose plans are enumerated; larger "
+            "boxes are priced by the exact single-job solver (default 5,000,000)"
+        ),
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(run=cmd_solve_many)

@@ -317,7 +317,7 @@ def serverless_columns(problem: ServerlessProblem, shared: SharedLimits) -> Gene
     return GeneratedColumns(columns, alone, int(np.isfinite(cost).sum()), cost.size, time.perf_counter() - started)
 
 
-def _cache_key(problem: Problem) -> str:
+def cache_key(problem: Problem) -> str:
     """Jobs equal up to their name and notes have the same columns."""
     data = problem.to_dict()
     data.pop("name", None)
@@ -332,14 +332,16 @@ def generate_columns(
     max_plans_per_job: int = DEFAULT_MAX_PLANS_PER_JOB,
     deadline: float = math.inf,
     cache: bool = True,
+    skip: frozenset[int] = frozenset(),
 ) -> list[GeneratedColumns] | None:
     """Columns of every job (``None`` if ``deadline``, a ``perf_counter`` value, passed first).
 
     Jobs identical up to name and notes share one generation when ``cache`` is on.
-    Box sizes are checked for every spot job before any is evaluated.
+    Box sizes are checked for every spot job before any is evaluated. Jobs in ``skip`` (priced
+    instead, :mod:`dnnprov.solvers.joint.pricing.priced`) get no columns here (an empty placeholder).
     """
     for i, p in enumerate(problems):
-        if isinstance(p, SpotProblem):
+        if isinstance(p, SpotProblem) and i not in skip:
             size = spot_box_size(p)
             if size > max_plans_per_job:
                 raise InvalidInputError(
@@ -353,7 +355,10 @@ def generate_columns(
     for i, p in enumerate(problems):
         if time.perf_counter() > deadline or stop_requested():
             return None
-        key = _cache_key(p) if cache else None
+        if i in skip:
+            out.append(GeneratedColumns(JobColumns(p.name, np.zeros(0)), math.inf, 0, 0))
+            continue
+        key = cache_key(p) if cache else None
         if key is not None and key in seen:
             g = seen[key]
             out.append(

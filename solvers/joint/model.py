@@ -122,7 +122,9 @@ class ColumnModel:
         row_dual = np.array(h.getSolution().row_dual) if not integer and status is MilpStatus.OPTIMAL else None
         return MilpSolution(status, x, float(self.cost @ x) if x is not None else math.inf, -math.inf, row_dual)
 
-    def solve_lp(self, stats: dict[str, Any], *, time_limit_s: float = math.inf) -> MilpSolution:
+    def solve_lp(
+        self, stats: dict[str, Any], *, time_limit_s: float = math.inf, keep_duals: bool = False
+    ) -> MilpSolution:
         """The LP relaxation over all columns by column generation (``solve`` with ``integer=False`` on big sets).
 
         A restricted LP holds each job's cheapest column and one artificial column per
@@ -131,7 +133,9 @@ class ColumnModel:
         negative one, until none is negative: then the restricted optimum is the full LP's
         (HiGHS re-solves from the previous basis after ``addCols``). If artificials stay
         positive (the LP may be infeasible, or ``BIG_M`` too small) or the limit strikes,
-        the result has no ``row_dual`` and the caller solves the full LP instead. ``stats`` gets
+        the result has no ``row_dual`` and the caller solves the full LP instead (with
+        ``keep_duals``, a status ``ERROR`` with the duals of the LP with its artificials: any
+        duals give a Lagrangian bound, :mod:`dnnprov.solvers.joint.pricing.priced`). ``stats`` gets
         ``lp_rounds`` and ``lp_columns`` (the columns of the last restricted LP; ``None`` without one).
         One-of-k rows by the thousand made HiGHS's dual simplex slow on the full LP and
         interior point slow on jobs with a thousand columns each; the restricted LPs are
@@ -207,7 +211,7 @@ class ColumnModel:
             add(entering)
         values = np.array(h.getSolution().col_value)
         if values[:r_count].max(initial=0.0) > 1e-9:  # artificials in use: no answer for the full LP
-            return MilpSolution(MilpStatus.ERROR, None, math.inf, -math.inf)
+            return MilpSolution(MilpStatus.ERROR, None, math.inf, -math.inf, row_dual if keep_duals else None)
         x = np.zeros(n)
         x[np.concatenate(order)] = values[r_count:]
         stats["lp_columns"] = int(in_lp.sum())

@@ -433,12 +433,12 @@ def test_infeasible_sets_are_proven():
 
 
 def test_refuses_a_box_too_large(make_resnet110):
-    """A spot job whose quota box exceeds max_plans_per_job is refused before any evaluation."""
+    """Without pricing, a spot job whose quota box exceeds max_plans_per_job is refused before any evaluation."""
     big = make_resnet110(quotas=[30, 30, 30, 30, 30])
     with pytest.raises(dnnprov.InvalidInputError, match="max_plans_per_job"):
-        solve_many([make_resnet110(), big])
+        solve_many([make_resnet110(), big], pricing=False)
     with pytest.raises(dnnprov.InvalidInputError, match="max_plans_per_job"):
-        solve_many([make_resnet110()], max_plans_per_job=100)
+        solve_many([make_resnet110()], max_plans_per_job=100, pricing=False)
 
 
 def test_bad_shared_limits_are_refused(make_resnet110):
@@ -503,7 +503,7 @@ def test_cli_solve_many(tmp_path, capsys, make_resnet110, make_resnet50):
 
 def test_full_lp_path_agrees(monkeypatch, make_random_spot, make_random_serverless):
     """Above PRICING_MAX_JOBS the LP is solved in full (interior point): same optimum."""
-    from dnnprov.solvers.joint import provision as joint
+    from dnnprov.solvers.joint import master as joint
 
     rng = np.random.default_rng(50)
     problems = [feasible(make_random_spot, rng, max_quota=4) for _ in range(5)] + [

@@ -1,0 +1,131 @@
+"""Joint provisioning with priced columns (solvers/joint/pricing/priced.py, solvers/joint/pricing/regions.py).
+
+Every answer is checked against the product brute force of test_joint.py (every feasible plan
+of every job evaluated, the shared limits applied to every combination), with pricing forced on
+so the small boxes go the priced way; one large-set job is solved jointly without a refusal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from dnnprov.solvers.joint.columns import spot_usage_rows
+from dnnprov.solvers.joint.pricing.regions import SpotPricer
+from dnnprov.solvers.joint.provision import SharedLimits, solve_many
+from dnnprov.solvers.search.enumeration import decode_counts
+from dnnprov.solvers.spot.exact import solve_spot_exact
+from test_joint import REL, brute_force, check_plans, random_shared, small_serverless, small_spot
+
+import dnnprov
+from dnnprov.models.spot import SpotModel
+
+LARGE = Path(__file__).resolve().parents[2] / "data" / "benchmarks" / "large"
+
+
+def agrees(problems, shared: SharedLimits) -> dnnprov.Status:
+    """Solve with every spot job priced; assert the answer is the brute force's. Returns the status."""
+    expected = brute_force(problems, shared)
+    result = solve_many(problems, shared=shared, pricing=True)
+    if math.isinf(expected):
+        assert result.status is dnnprov.Status.INFEASIBLE, result.message
+        assert result.cost is None and result.bound == math.inf
+        return result.status
+    assert result.status is dnnprov.Status.OPTIMAL, result.message
+    np.testing.assert_allclose(result.cost, expected, rtol=REL)
+    assert result.bound == result.cost
+    check_plans(problems, result, shared)
+    return result.status
+
+
+def test_priced_spot_sets_equal_brute_force(make_random_spot):
+    """Random sets of 2-4 small spot jobs under often-binding quotas: the brute force's optimum."""
+    rng = np.random.default_rng(3301)
+    statuses = []
+    for _ in range(30):
+        problems = [small_spot(rng, make_random_spot) for _ in range(int(rng.integers(2, 5)))]
+        statuses.append(agrees(problems, random_shared(rng, problems)))
+    assert dnnprov.Status.OPTIMAL in statuses and dnnprov.Status.INFEASIBLE in statuses
+
+
+def test_priced_mixed_sets_equal_brute_force(make_random_spot, make_random_serverless):
+    """Priced spot jobs beside enumerated serverless jobs (quotas, vCPU and concurrency rows)."""
+    rng = np.random.default_rng(3302)
+    for _ in range(8):
+        problems = [small_spot(rng, make_random_spot) for _ in range(int(rng.integers(1, 3)))]
+        problems += [small_serverless(rng, make_random_serverless) for _ in range(int(rng.integers(1, 3)))]
+        agrees(problems, random_shared(rng, problems))
+
+
+def test_priced_ties_and_infeasible_cases(make_random_spot):
+    """Equal jobs (ties, one shared pricer), limits of 0 on every type, a job infeasible on its own."""
+    rng = np.random.default_rng(3303)
+    job = small_spot(rng, make_random_spot)
+    labels = job.columns().labels
+    twins = [job.replace(name=f"twin-{i}") for i in range(3)]
+    for limit in (0, 1, 2, 3):
+        agrees(twins, SharedLimits(quotas={label: limit for label in labels}))
+    shared = SharedLimits(quotas={label: 0 for label in labels})
+    assert agrees([job, small_spot(rng, make_random_spot)], shared) is dnnprov.Status.INFEASIBLE
+    hopeless = job.replace(slo=dataclasses.replace(job.slo, time_s=1e-3), name="hopeless")
+    result = solve_many([job, hopeless], pricing=True)
+    assert result.status is dnnprov.Status.INFEASIBLE
+    assert result.results[1].status is dnnprov.Status.INFEASIBLE
+    assert "hopeless" in result.message
+
+
+def test_pricing_bound_is_below_every_reduced_cost(make_random_spot):
+    """SpotPricer.price: its bound <= min_n c(n) + w . v(n) over the whole box, equal when proven."""
+    rng = np.random.default_rng(3304)
+    for _ in range(12):
+        problem = small_spot(rng, make_random_spot)
+        labels = problem.columns().labels
+        shared = SharedLimits(quotas={label: 100 for label in labels})
+        rows, a = spot_usage_rows(problem, shared, "job")
+        pricer = SpotPricer(problem, rows, a, np.full(len(rows), 100.0))
+        model = SpotModel(problem)
+        cols = model.columns
+        radix = (cols.upper - cols.lower + 1).astype(np.int64)
+        counts = decode_counts(np.arange(int(np.prod(radix)), dtype=np.int64), cols.lower, radix)
+        for _ in range(3):
+            w = rng.uniform(0, 2, len(rows)) * (rng.random(len(rows)) < 0.7)
+            best = math.inf
+            for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
+                ev = model.evaluate(counts, ps)
+                g = np.where(ev.feasible, ev.cost + (counts @ a.T) @ w, np.inf)
+                best = min(best, float(g.min()))
+            found = pricer.price(w, math.inf)
+            assert found.lower_bound <= best * (1 + 1e-12) + 1e-12
+            if math.isfinite(best):
+                np.testing.assert_allclose(found.lower_bound, best, rtol=1e-9)
+                np.testing.assert_allclose(found.best, best, rtol=1e-9)
+
+
+@pytest.mark.skipif(not (LARGE / "large-019.json").exists(), reason="the large benchmark set is not in data/")
+def test_large_job_is_priced_not_refused():
+    """A large-set job (a box of ~10^30 plans) jointly with another under a binding quota: proven optimal.
+
+    Only the large job offers the capped type, so the joint optimum is the other job's own
+    optimum plus the large job's optimum with that type's quota lowered: solved here alone.
+    """
+    large = dnnprov.read_instance(LARGE / "large-019.json")
+    other = dnnprov.read_instance(LARGE / "large-009.json")
+    alone = solve_spot_exact(large, time_limit_s=600)
+    assert alone.status is dnnprov.Status.OPTIMAL and alone.plan is not None
+    own = [(n, label) for label, n in alone.plan.counts.items() if n >= 2 and label not in other.columns().labels]
+    used, label = max(own)
+    shared = SharedLimits(quotas={label: used // 2})
+    result = solve_many([large, other], shared=shared, time_limit_s=3600)
+    assert result.status is dnnprov.Status.OPTIMAL, result.message
+    assert result.stats["priced_jobs"] == 2
+    types = tuple(dataclasses.replace(t, quota=used // 2) if t.name == label else t for t in large.instance_types)
+    capped = solve_spot_exact(large.replace(instance_types=types), time_limit_s=600)
+    rest = solve_spot_exact(other, time_limit_s=600)
+    assert capped.cost is not None and rest.cost is not None
+    np.testing.assert_allclose(result.cost, capped.cost + rest.cost, rtol=1e-9)
+    assert result.results[0].plan.counts[label] <= used // 2
+    assert result.results[0].status is dnnprov.Status.FEASIBLE  # pushed off its own optimum
+    assert result.results[1].status is dnnprov.Status.OPTIMAL
