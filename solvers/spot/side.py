@@ -7,6 +7,7 @@ and the extra columns and rows they bring into a cell MILP. The proofs are at ea
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -17,6 +18,11 @@ from dnnprov.problems.spot import SpotColumns
 
 #: One MILP row: (column indices, coefficients, low, high).
 MilpRow = tuple[np.ndarray, np.ndarray, float, float]
+#: A box of counts: (lo, hi), one entry per column.
+Box = tuple[np.ndarray, np.ndarray]
+
+SUPPORT_BOXES = 256  # a box is cut by support (at most k columns used) into at most this many
+CARDINALITY_SLACK = 1e-6  # a row's integer cap is floor(high - a_s s + this): never below the model's tolerance
 
 
 class SideColumns:
@@ -25,6 +31,65 @@ class SideColumns:
     def __init__(self, side: SideRows | None, cols: SpotColumns) -> None:
         self.side = side
         self.cols = cols
+        self.cardinality = self.cardinality_rows()
+
+    def cardinality_rows(self) -> list[tuple[np.ndarray, float, float]]:
+        """The side rows "at most k of these columns used": (members, high, a_s) each.
+
+        A row qualifies when its count part is zero, it uses no own variable, its ``used``
+        weights are 0 or 1 and its upper end is finite: then it reads
+        ``sum_{c in members} used[c] + a_s s <= high``. (Rows of other shapes are left to the
+        cell MILPs and the implied rows; only ``high`` is used, the lower end is dropped.)
+        """
+        side = self.side
+        if side is None or side.a_u is None:
+            return []
+        found = []
+        for i in range(len(side)):
+            a_u = side.a_u[i]
+            if side.own is not None and side.own.rows[i]:
+                continue
+            if (side.a_n[i] != 0).any() or not ((a_u == 0) | (a_u == 1)).all() or not math.isfinite(side.high[i]):
+                continue
+            found.append((a_u == 1, float(side.high[i]), float(side.a_s[i])))
+        return found
+
+    def support_boxes(self, lo: np.ndarray, hi: np.ndarray, ps: int) -> list[Box]:
+        """Boxes whose union holds every count vector of ``lo <= n <= hi`` meeting the cardinality rows.
+
+        Proof, for one row ``sum_{c in M} used[c] + a_s s <= high`` (the rows are applied one
+        after the other, each to every box so far, so the claim composes): ``used[c]`` is 0
+        or 1, so a plan meets the row only if at most cap = floor(high - a_s s + 1e-6) columns
+        of M have n_c >= 1 (the slack keeps every plan the model's tolerance lets through).
+        In a box, the columns of M with lo_c >= 1 (the set F) are used by every plan; a plan
+        meeting the row uses at most cap - |F| of the others with hi_c >= 1 (the set O), so
+        its support inside O lies in some subset S of O of exactly that size (when O has
+        more columns than that), and the plan lies in the box with hi_c = 0 for c in O but not in S
+        (n_c = 0 there; lo_c = 0 for those columns). So the boxes over all such S hold every
+        plan meeting the row; cap < |F| leaves none (no box); cap - |F| >= |O| keeps the box
+        whole. A box that would be cut into more than SUPPORT_BOXES pieces is kept whole (a
+        superset of its plans, which every bound allows).
+        """
+        boxes: list[Box] = [(lo, hi)]
+        for members, high, a_s in self.cardinality:
+            cap = math.floor(high - a_s * ps + CARDINALITY_SLACK)
+            cut: list[Box] = []
+            for b_lo, b_hi in boxes:
+                open_ = members & (b_hi > 0)
+                spare = cap - int((open_ & (b_lo > 0)).sum())
+                others = np.flatnonzero(open_ & (b_lo <= 0))
+                if spare < 0:
+                    continue
+                if spare >= len(others) or len(cut) + math.comb(len(others), spare) > SUPPORT_BOXES:
+                    cut.append((b_lo, b_hi))
+                    continue
+                for keep in itertools.combinations(others.tolist(), spare):
+                    narrow = b_hi.copy()
+                    narrow[others] = 0
+                    narrow[list(keep)] = b_hi[list(keep)]
+                    cut.append((b_lo, narrow))
+            boxes = cut
+        return boxes
 
     def implied_rows(self, cell: Cell) -> list[tuple[np.ndarray, float, float]]:
         """Rows in the counts alone implied by the side rows on ``used[c]`` (without own variables).
