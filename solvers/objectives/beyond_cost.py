@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
+from dnnprov.solvers.objectives.fastest import FastestTime
 from dnnprov.solvers.objectives.front import (
     Exact,
     Problem,
@@ -46,6 +48,9 @@ from dnnprov.solvers.objectives.front import (
 
 from dnnprov.progress import Clock, SolverLog
 from dnnprov.result import Objective, Result, Status
+
+#: A one-pass search for the least time within the budget (``None``: not for this problem).
+Fastest = Callable[[Problem, Clock], FastestTime | None]
 
 FIRST_ALPHA = 1.5  # the cost's elasticity to time assumed while one plan is known
 AIM_ABOVE = 2e-3  # a guess aims this much (relative) above the modelled crossing
@@ -104,8 +109,14 @@ def _packaged(
     )
 
 
-def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog) -> Result:
-    """The plan of least time within the problem's budget and deadline, ties by least cost (module doc)."""
+def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog, fastest: Fastest | None = None) -> Result:
+    """The plan of least time within the problem's budget and deadline, ties by least cost (module doc).
+
+    ``fastest``: a one-pass search for the least time (:func:`.fastest.searcher`: spot
+    problems only); when
+    it proves a time T*, the answer is the min-cost solve at deadline T* (no plan within the
+    budget is faster, so its plan takes T* exactly), else the steps below run.
+    """
     objective = Objective("time")
     log.header(
         f"dnnprov milp, objective time: {problem.name}",
@@ -116,6 +127,20 @@ def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog) -> 
             )
         ],
     )
+    quick = fastest(problem, clock) if fastest is not None else None
+    if quick is not None and quick.proven and quick.time_s is not None:
+        answer = exact(at_deadline(problem, quick.time_s), clock)
+        log.progress(quick.time_s, quick.time_s, f"least time {quick.time_s:.6g} s: {answer.status.value}", force=True)
+        if answer.status is Status.OPTIMAL and answer.time_s == quick.time_s:
+            return _packaged(
+                answer,
+                objective,
+                status=Status.OPTIMAL,
+                bound=quick.time_s,
+                solves=2,
+                clock=clock,
+                message="proven: no plan within the budget is faster (one search by time, one by cost)",
+            )
     best = exact(problem, clock)
     solves = 1
     # no plan meets a deadline lo: every plan's time exceeds the overhead, and lo * (1 + 1e-12) <= it
