@@ -2,7 +2,10 @@
 
 ``time``: the least training time within the budget (and the deadline), ties broken by
 least cost: the lexicographic (time, cost) objective. It is the front point
-(:mod:`front`) of the largest cost within the budget. With the budget in the problem, an
+(:mod:`front`) of the largest cost within the budget. A spot problem first gets one search
+by time inside the decomposition (:mod:`.fastest`) and one min-cost solve at the time it
+proves; the steps below run when that search stops at a limit (or for serverless
+problems). With the budget in the problem, an
 exact solve at deadline d either returns a plan (of time t <= d, the cheapest meeting d)
 or proves that no plan meets d within the budget. The search keeps ``hi``, the time of
 the fastest plan found, and ``lo``, the largest deadline proven to admit no plan:
@@ -139,7 +142,7 @@ def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog, fas
                 bound=quick.time_s,
                 solves=2,
                 clock=clock,
-                message="proven: no plan within the budget is faster (one search by time, one by cost)",
+                message="proven: no plan within the budget is faster (exact solves: 2, the first a search by time)",
             )
     best = exact(problem, clock)
     solves = 1

@@ -214,6 +214,14 @@ def test_the_checker_sees_a_wrong_front(monkeypatch):
     assert {"false-proven", "wrong-front", "wrong-plan"} <= kinds
 
 
+def test_least_time_is_one_search_by_time_and_one_min_cost_solve(table1):
+    """Table I under $6: 2,514.09 s proven by the search by time, the tie broken by one solve."""
+    result = dnnprov.solve(with_budget(table1, 6.0), objective="time")
+    assert result.status is Status.OPTIMAL and result.time_s == pytest.approx(2514.09, abs=1e-9)
+    assert result.cost == pytest.approx(5.924872, abs=1e-6) and result.stats["exact_solves"] == 2
+    assert result.bound == result.time_s
+
+
 def test_the_checker_sees_a_wrong_objective(monkeypatch):
     """An answer that skipped the faster plans is a false optimum (the steps and the one-pass search)."""
     from dnnprov.solvers.objectives import beyond_cost as objectives, fastest
