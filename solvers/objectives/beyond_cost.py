@@ -117,7 +117,7 @@ def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog, fas
 
     ``fastest``: a one-pass search for the least time (:func:`.fastest.searcher`: spot
     problems only); when
-    it proves a time T*, the answer is the min-cost solve at deadline T* (no plan within the
+    it proves a time T*, the answer is its min-cost solve at deadline T* (no plan within the
     budget is faster, so its plan takes T* exactly), else the steps below run.
     """
     objective = Objective("time")
@@ -131,8 +131,8 @@ def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog, fas
         ],
     )
     quick = fastest(problem, clock) if fastest is not None else None
-    if quick is not None and quick.proven and quick.time_s is not None:
-        answer = exact(at_deadline(problem, quick.time_s), clock)
+    if quick is not None and quick.answer is not None and quick.time_s is not None:
+        answer = quick.answer
         log.progress(quick.time_s, quick.time_s, f"least time {quick.time_s:.6g} s: {answer.status.value}", force=True)
         if answer.status is Status.OPTIMAL and answer.time_s == quick.time_s:
             return _packaged(

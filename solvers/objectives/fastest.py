@@ -17,12 +17,13 @@ the deadline and every side row checked).
 When the search ends with no open cell, every plan within the budget that is faster than
 the recorded one would have been in an open cell or evaluated: none exists, so the recorded
 time T* is the least time within the budget. The plan of least cost among those of time T*
-is then the min-cost optimum at deadline T* (no plan within the budget is faster), one more
-exact solve (:func:`~.beyond_cost.least_time`).
+is then the min-cost optimum at deadline T* (no plan within the budget is faster): one more
+exact solve, warm-started from the fastest plan found (it only sets the first incumbent).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,12 +31,12 @@ from dataclasses import dataclass
 import numpy as np
 from dnnprov.solvers.objectives.front import Problem, faster_than
 from dnnprov.solvers.side_vars import attach
-from dnnprov.solvers.spot.exact import SpotDecomposition
+from dnnprov.solvers.spot.exact import SpotDecomposition, solve_spot_exact
 
 from dnnprov.models.spot import SideRows, SpotEvaluation
 from dnnprov.problems.spot import SpotProblem
-from dnnprov.progress import Clock
-from dnnprov.result import Status
+from dnnprov.progress import Clock, SolverLog
+from dnnprov.result import Result, SpotPlan, Status
 
 
 @dataclass
@@ -46,18 +47,23 @@ class FastestTime:
     proven: bool  # the search closed every cell: no plan within the budget is faster
     infeasible: bool  # proven, and no plan meets the budget and the deadline at all
     message: str
+    #: when proven: the min-cost solve at deadline ``time_s``, warm-started from the fastest plan
+    answer: Result | None = None
 
 
 def fastest_within_budget(problem: SpotProblem, *, side: SideRows | None, clock: Clock) -> FastestTime:
     """The least time of a spot plan within the problem's budget and deadline (module doc)."""
     best = [math.inf]
     deadline = [problem.slo.time_s]
+    plan: list[SpotPlan] = []
 
     def judge(counts: np.ndarray, ps: np.ndarray, nominal: SpotEvaluation) -> tuple[np.ndarray, np.ndarray]:
         """Record the fastest plan (each is nominally feasible); admit none as the incumbent."""
         times = np.asarray(nominal.time_s, dtype=float)
         if len(times) and float(times.min()) < best[0]:
-            best[0] = float(times.min())
+            i = int(np.argmin(times))
+            best[0] = float(times[i])
+            plan[:] = [SpotPlan(dict(zip(problem.columns().labels, map(int, counts[i]))), int(ps[i]))]
             below = faster_than(problem, best[0])
             # None: no deadline below it can be posed (it would not exceed the takeover
             # overhead), and then no plan is faster: every plan's time exceeds the overhead
@@ -68,7 +74,13 @@ def fastest_within_budget(problem: SpotProblem, *, side: SideRows | None, clock:
     result = search.run(None)
     found = best[0] if math.isfinite(best[0]) else None
     if result.status is Status.INFEASIBLE:  # every cell closed (no incumbent was ever admitted)
-        return FastestTime(found, True, found is None, "every cell closed")
+        if found is None:
+            return FastestTime(None, True, True, "every cell closed")
+        quiet = SolverLog(clock)
+        quiet.enabled = False
+        at_found = problem.replace(slo=dataclasses.replace(problem.slo, time_s=found))
+        answer = solve_spot_exact(at_found, side=side, clock=clock, log=quiet, start=plan[0])
+        return FastestTime(found, True, False, "every cell closed", answer)
     return FastestTime(found, False, False, result.message)
 
 
