@@ -3,8 +3,8 @@
 ``time``: the least training time within the budget (and the deadline), ties broken by
 least cost: the lexicographic (time, cost) objective. It is the front point
 (:mod:`front`) of the largest cost within the budget. A spot problem first gets one search
-by time inside the decomposition (:mod:`.fastest`) and one min-cost solve at the time it
-proves; the steps below run when that search stops at a limit (or for serverless
+by time inside the decomposition (:mod:`.fastest`), which proves the answer, ties
+included; the steps below run when that search stops at a limit (or for serverless
 problems). With the budget in the problem, an
 exact solve at deadline d either returns a plan (of time t <= d, the cheapest meeting d)
 or proves that no plan meets d within the budget. The search keeps ``hi``, the time of
@@ -117,8 +117,7 @@ def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog, fas
 
     ``fastest``: a one-pass search for the least time (:func:`.fastest.searcher`: spot
     problems only); when
-    it proves a time T*, the answer is its min-cost solve at deadline T* (no plan within the
-    budget is faster, so its plan takes T* exactly), else the steps below run.
+    it proves its plan (least time, then least cost), that is the answer, else the steps below run.
     """
     objective = Objective("time")
     log.header(
@@ -140,9 +139,9 @@ def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog, fas
                 objective,
                 status=Status.OPTIMAL,
                 bound=quick.time_s,
-                solves=2,
+                solves=1,
                 clock=clock,
-                message="proven: no plan within the budget is faster (exact solves: 2, the first a search by time)",
+                message="proven: no plan within the budget is faster (exact solves: 1, a search by time)",
             )
     best = exact(problem, clock)
     solves = 1
