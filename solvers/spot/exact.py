@@ -471,8 +471,6 @@ class SpotDecomposition:
             elif not cell.complete:
                 completed = self.bounds.complete(cell)
                 children = [completed] if completed is not None else []
-            elif not self.needs_expansion(cell) and (parts := self.split_support(cell)) is not None:
-                children = parts
             elif self.small(cell):
                 children = self.process(cell)  # evaluated outright, group or cell
             elif self.needs_expansion(cell):
@@ -482,6 +480,8 @@ class SpotDecomposition:
             elif not cell.lp_done:
                 strong = self.bounds.strengthen(cell)
                 children = [strong] if strong is not None and strong.bound < self.bounds.threshold else []
+            elif (parts := self.split_support(cell)) is not None:
+                children = parts  # before its MILP: the parts' boxes see the row
             else:
                 children = self.process(cell)
             if children is None:  # HiGHS gave no usable answer

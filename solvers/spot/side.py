@@ -21,7 +21,8 @@ MilpRow = tuple[np.ndarray, np.ndarray, float, float]
 #: A box of counts: (lo, hi), one entry per column.
 Box = tuple[np.ndarray, np.ndarray]
 
-SUPPORT_BOXES = 256  # a box is cut by support (at most k columns used) into at most this many
+SUPPORT_BOXES = 256  # a cell is cut by support (at most k columns used) into at most this many parts
+STATISTICS_PARTS = 24  # ... and its box statistics taken over at most this many (each costs a Dinkelbach run)
 CARDINALITY_SLACK = 1e-6  # a row's integer cap is floor(high - a_s s + this): never below the model's tolerance
 
 
@@ -79,7 +80,7 @@ class SideColumns:
                 found.append((groups, float(side.high[i]), float(side.a_s[i])))
         return found
 
-    def support_boxes(self, lo: np.ndarray, hi: np.ndarray, ps: int) -> list[Box]:
+    def support_boxes(self, lo: np.ndarray, hi: np.ndarray, ps: int, limit: int = SUPPORT_BOXES) -> list[Box]:
         """Boxes whose union holds every count vector of ``lo <= n <= hi`` meeting the cardinality rows.
 
         Proof, for one row "at most cap = floor(high - a_s s + 1e-6) of the groups used" (the
@@ -93,7 +94,7 @@ class SideColumns:
         the groups in O but not in S (n_c = 0 there; lo_c = 0 for those columns, the groups
         being disjoint). So the boxes over all such S hold every plan meeting the row;
         cap < |F| leaves none (no box); cap - |F| >= |O| keeps the box whole. A box that
-        would be cut into more than SUPPORT_BOXES pieces is kept whole (a superset of its
+        would be cut into more than ``limit`` pieces is kept whole (a superset of its
         plans, which every bound allows).
         """
         boxes: list[Box] = [(lo, hi)]
@@ -106,7 +107,7 @@ class SideColumns:
                 spare = cap - (len(open_) - len(others))
                 if spare < 0:
                     continue
-                if spare >= len(others) or len(cut) + math.comb(len(others), spare) > SUPPORT_BOXES:
+                if spare >= len(others) or len(cut) + math.comb(len(others), spare) > limit:
                     cut.append((b_lo, b_hi))
                     continue
                 for keep in itertools.combinations(range(len(others)), spare):

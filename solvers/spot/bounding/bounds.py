@@ -30,7 +30,7 @@ from dnnprov.solvers.spot.cells import (
     row_ranges,
     up,
 )
-from dnnprov.solvers.spot.side import SideColumns
+from dnnprov.solvers.spot.side import STATISTICS_PARTS, SideColumns
 from dnnprov.solvers.spot.terms import REF_BATCH_ROUNDING, SpotTerms
 
 from dnnprov.models.spot import SideRows
@@ -136,7 +136,7 @@ class CellBounds:
         lo2, hi2 = np.broadcast_to(lo, (len(pairs), m)), np.broadcast_to(hi, (len(pairs), m))
         owner, part_pairs, parts = [], [], []
         for i, pair in enumerate(pairs):
-            for box in self.sides.support_boxes(lo2[i], hi2[i], pair[1]):
+            for box in self.sides.support_boxes(lo2[i], hi2[i], pair[1], STATISTICS_PARTS):
                 if not int(box[0].sum()) <= pair[0] <= int(box[1].sum()):
                     continue  # no count vector of K workers in this part
                 owner.append(i)
