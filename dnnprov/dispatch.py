@@ -162,6 +162,7 @@ def _solve(
     from dnnprov.solvers import milp
     from dnnprov.solvers.explain.infeasibility import explain
     from dnnprov.solvers.objectives import beyond_cost as objectives
+    from dnnprov.solvers.objectives.fastest import searcher
     from dnnprov.solvers.search import enumeration, heuristics
 
     if method not in METHODS:
@@ -217,7 +218,7 @@ def _solve(
         if objective.kind != "cost":
             runners = {
                 "milp": lambda: (
-                    objectives.least_time(problem, exact_min_cost, clock, solver_log)
+                    objectives.least_time(problem, exact_min_cost, clock, solver_log, searcher())
                     if objective.kind == "time"
                     else objectives.least_weighted(problem, exact_min_cost, objective, clock, solver_log)
                 ),

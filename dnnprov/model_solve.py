@@ -95,6 +95,7 @@ def solve_model(
     from dnnprov.dispatch import checked_objective, marked_interrupted, solve
     from dnnprov.progress import Clock, SolverLog, stop_on_signals, stop_requested
     from dnnprov.solvers.objectives import beyond_cost as objectives
+    from dnnprov.solvers.objectives.fastest import searcher
     from dnnprov.solvers.search.enumeration import enumerate_serverless, enumerate_spot
     from dnnprov.solvers.serverless_exact import solve_serverless_exact
     from dnnprov.solvers.spot.exact import solve_spot_exact
@@ -112,7 +113,7 @@ def solve_model(
         quiet = SolverLog(clock)
         quiet.enabled = False
         if objective.kind == "time":
-            return objectives.least_time(problem, exact, clock, quiet)
+            return objectives.least_time(problem, exact, clock, quiet, searcher(side))
         return objectives.least_weighted(problem, exact, objective, clock, quiet)
 
     enumerate_ = enumerate_spot if spot else enumerate_serverless

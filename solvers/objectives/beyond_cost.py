@@ -2,7 +2,10 @@
 
 ``time``: the least training time within the budget (and the deadline), ties broken by
 least cost: the lexicographic (time, cost) objective. It is the front point
-(:mod:`front`) of the largest cost within the budget. With the budget in the problem, an
+(:mod:`front`) of the largest cost within the budget. A spot problem first gets one search
+by time inside the decomposition (:mod:`.fastest`), which proves the answer, ties
+included; the steps below run when that search stops at a limit (or for serverless
+problems). With the budget in the problem, an
 exact solve at deadline d either returns a plan (of time t <= d, the cheapest meeting d)
 or proves that no plan meets d within the budget. The search keeps ``hi``, the time of
 the fastest plan found, and ``lo``, the largest deadline proven to admit no plan:
@@ -33,7 +36,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
+from dnnprov.solvers.objectives.fastest import FastestTime
 from dnnprov.solvers.objectives.front import (
     Exact,
     Problem,
@@ -46,6 +51,9 @@ from dnnprov.solvers.objectives.front import (
 
 from dnnprov.progress import Clock, SolverLog
 from dnnprov.result import Objective, Result, Status
+
+#: A one-pass search for the least time within the budget (``None``: not for this problem).
+Fastest = Callable[[Problem, Clock], FastestTime | None]
 
 FIRST_ALPHA = 1.5  # the cost's elasticity to time assumed while one plan is known
 AIM_ABOVE = 2e-3  # a guess aims this much (relative) above the modelled crossing
@@ -104,8 +112,13 @@ def _packaged(
     )
 
 
-def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog) -> Result:
-    """The plan of least time within the problem's budget and deadline, ties by least cost (module doc)."""
+def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog, fastest: Fastest | None = None) -> Result:
+    """The plan of least time within the problem's budget and deadline, ties by least cost (module doc).
+
+    ``fastest``: a one-pass search for the least time (:func:`.fastest.searcher`: spot
+    problems only); when
+    it proves its plan (least time, then least cost), that is the answer, else the steps below run.
+    """
     objective = Objective("time")
     log.header(
         f"dnnprov milp, objective time: {problem.name}",
@@ -116,6 +129,20 @@ def least_time(problem: Problem, exact: Exact, clock: Clock, log: SolverLog) -> 
             )
         ],
     )
+    quick = fastest(problem, clock) if fastest is not None else None
+    if quick is not None and quick.answer is not None and quick.time_s is not None:
+        answer = quick.answer
+        log.progress(quick.time_s, quick.time_s, f"least time {quick.time_s:.6g} s: {answer.status.value}", force=True)
+        if answer.status is Status.OPTIMAL and answer.time_s == quick.time_s:
+            return _packaged(
+                answer,
+                objective,
+                status=Status.OPTIMAL,
+                bound=quick.time_s,
+                solves=1,
+                clock=clock,
+                message="proven: no plan within the budget is faster (exact solves: 1, a search by time)",
+            )
     best = exact(problem, clock)
     solves = 1
     # no plan meets a deadline lo: every plan's time exceeds the overhead, and lo * (1 + 1e-12) <= it

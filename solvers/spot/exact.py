@@ -247,6 +247,58 @@ class SpotDecomposition:
                 children.append(child)
         return children
 
+    def split_support(self, cell: Cell) -> list[Cell] | None:
+        """The cell cut into its support boxes under "at most k columns" side rows; ``None``: no cut.
+
+        Each part pins the columns its support leaves out to 0 (:attr:`Cell.pinned`). Proof
+        that no plan meeting the side rows is lost: the support boxes of the cell's box hold
+        all of them (:meth:`SideColumns.support_boxes`), and a part keeps the cell's ranges,
+        no-goods of plans inside its box (a no-good of a plan outside it is no cut there) and
+        bounds (claims about every plan of the cell, so of a part). A part's box statistics
+        are those of its own box. A part's own support boxes are its box alone, so parts are
+        not cut again.
+        """
+        lo, hi = self.box(cell)
+        boxes = self.bounds.sides.support_boxes(lo, hi, cell.ps)
+        if len(boxes) == 1 and np.array_equal(boxes[0][1], hi):
+            return None
+        boxes = [(b_lo, b_hi) for b_lo, b_hi in boxes if int(b_lo.sum()) <= cell.workers <= int(b_hi.sum())]
+        self.stats["support_splits"] = self.stats.get("support_splits", 0) + 1
+        if not boxes:
+            return []
+        known = self.bounds.greedy_statistics(  # a part is its own support box
+            [(cell.workers, cell.ps)] * len(boxes), np.array([b[0] for b in boxes]), np.array([b[1] for b in boxes])
+        )
+        children, outright = [], []
+        for (b_lo, b_hi), stats in zip(boxes, known):
+            out = np.flatnonzero((b_hi == 0) & (hi > 0))
+            pinned = cell.pinned + tuple((int(c), 0, 0) for c in out)
+            nogoods = [plan for plan in cell.nogoods if all(plan[c] == 0 for c in out)]
+            child = self.bounds.new_cell(
+                cell.workers,
+                cell.ps,
+                cell.top,
+                b_range=(cell.b_lo, cell.b_hi),
+                v_range=(cell.v_lo, cell.v_hi),
+                x_range=(cell.x_lo, cell.x_hi),
+                q_range=(cell.q_lo, cell.q_hi),
+                nogoods=nogoods,
+                known=stats,
+                pinned=pinned,
+            )
+            if child is not None:
+                child.pj_lb = max(child.pj_lb, cell.pj_lb)
+                child.bound = max(child.bound, cell.bound)
+                child.v_pieces, child.returned = cell.v_pieces, cell.returned
+                if self.small(child):
+                    outright.append(self.box_plans(child))
+                    self.stats["enumerated_cells"] += 1
+                else:
+                    children.append(child)
+        if outright:  # the small parts are evaluated outright, together (one model call)
+            self.incumbents.best_of(np.concatenate(outright), cell.ps)
+        return children
+
     def needs_expansion(self, cell: Cell) -> bool:
         """Whether the cell is a (K, s) group still to be split by top column."""
         return self.uses_cc and cell.top is None
@@ -346,16 +398,21 @@ class SpotDecomposition:
             return True  # every plan of this box was evaluated already
         if self.box_size(cell, limit) > limit:
             return False
-        allowed = np.flatnonzero(cell.allowed)
-        sub = compositions(lo[allowed], hi[allowed], cell.workers)
+        counts = self.box_plans(cell)
         done.append((lo, hi))
         self.stats["enumerated_cells"] += 1
-        if not len(sub):
-            return True
-        counts = np.zeros((len(sub), len(self.cols)), dtype=np.int64)
-        counts[:, allowed] = sub
-        self.incumbents.best_of(counts, cell.ps)
+        if len(counts):
+            self.incumbents.best_of(counts, cell.ps)
         return True
+
+    def box_plans(self, cell: Cell) -> np.ndarray:
+        """Every count vector of the cell's box, one per row."""
+        lo, hi = self.box(cell)
+        free = np.flatnonzero(cell.allowed & (hi > lo))  # the other columns are fixed at lo
+        sub = compositions(lo[free], hi[free], cell.workers - int(lo.sum() - lo[free].sum()))
+        counts = np.repeat(lo[None, :].astype(np.int64), len(sub), axis=0)
+        counts[:, free] = sub
+        return counts
 
     def box_size(self, cell: Cell, limit: int) -> int:
         """Count vectors in the cell's box (past ``limit``: ``limit + 1``); cached per box."""
@@ -423,6 +480,8 @@ class SpotDecomposition:
             elif not cell.lp_done:
                 strong = self.bounds.strengthen(cell)
                 children = [strong] if strong is not None and strong.bound < self.bounds.threshold else []
+            elif (parts := self.split_support(cell)) is not None:
+                children = parts  # before its MILP: the parts' boxes see the row
             else:
                 children = self.process(cell)
             if children is None:  # HiGHS gave no usable answer

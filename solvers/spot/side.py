@@ -7,6 +7,7 @@ and the extra columns and rows they bring into a cell MILP. The proofs are at ea
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -17,6 +18,12 @@ from dnnprov.problems.spot import SpotColumns
 
 #: One MILP row: (column indices, coefficients, low, high).
 MilpRow = tuple[np.ndarray, np.ndarray, float, float]
+#: A box of counts: (lo, hi), one entry per column.
+Box = tuple[np.ndarray, np.ndarray]
+
+SUPPORT_BOXES = 256  # a cell is cut by support (at most k columns used) into at most this many parts
+STATISTICS_PARTS = 24  # ... and its box statistics taken over at most this many (each costs a Dinkelbach run)
+CARDINALITY_SLACK = 1e-6  # a row's integer cap is floor(high - a_s s + this): never below the model's tolerance
 
 
 class SideColumns:
@@ -25,6 +32,92 @@ class SideColumns:
     def __init__(self, side: SideRows | None, cols: SpotColumns) -> None:
         self.side = side
         self.cols = cols
+        self.cardinality = self.cardinality_rows()
+
+    def cardinality_rows(self) -> list[tuple[list[np.ndarray], float, float]]:
+        """The side rows "at most k of these groups of columns used": (groups, high, a_s) each.
+
+        Two shapes qualify (their count parts zero, their upper ends finite; only ``high`` is
+        used, the lower end is dropped, which only relaxes):
+
+        * ``sum_{c in M} used[c] + a_s s <= high`` (``used`` weights 0 or 1): groups {c}, c in M;
+        * ``sum_j y_j + a_s s <= high`` over own variables y_j >= 0 (weights 0 or 1, no
+          ``used``), where a row ``used[c] - y_j <= h`` with h <= 0 ties each column c of a
+          group G_j to y_j (``side.at_most_types`` with a spot and an on-demand column per
+          type). A plan that uses a column of G_j needs y_j >= used[c] = 1, the other y_j
+          are >= 0, so the number of groups it uses is at most sum_j y_j. The groups must be
+          disjoint (else the row is left out).
+
+        Other rows are left to the cell MILPs and the implied rows.
+        """
+        side = self.side
+        if side is None or side.a_u is None:
+            return []
+        own = side.own
+        plain = np.flatnonzero((side.a_n == 0).all(axis=1) & np.isfinite(side.high))
+        found: list[tuple[list[np.ndarray], float, float]] = []
+        links: dict[int, list[int]] = {}
+        if own is not None:
+            for i in np.flatnonzero(own.rows & (side.a_n == 0).all(axis=1) & (side.a_s == 0) & (side.high <= 0)):
+                cs, ys = np.flatnonzero(side.a_u[i]), np.flatnonzero(own.a[i])
+                if len(cs) == 1 and len(ys) == 1 and side.a_u[i, cs[0]] == 1 and own.a[i, ys[0]] == -1:
+                    links.setdefault(int(ys[0]), []).append(int(cs[0]))
+        for i in plain:
+            a_u = side.a_u[i]
+            if own is None or not own.rows[i]:
+                if ((a_u == 0) | (a_u == 1)).all() and (a_u == 1).any():
+                    found.append(
+                        ([np.array([c]) for c in np.flatnonzero(a_u == 1)], float(side.high[i]), float(side.a_s[i]))
+                    )
+                continue
+            a_y = own.a[i]
+            ys = np.flatnonzero(a_y == 1)
+            if (a_u != 0).any() or not ((a_y == 0) | (a_y == 1)).all() or (own.low[ys] < 0).any():
+                continue
+            groups = [np.array(links[j]) for j in ys.tolist() if j in links]
+            members = np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
+            if groups and len(np.unique(members)) == len(members):
+                found.append((groups, float(side.high[i]), float(side.a_s[i])))
+        return found
+
+    def support_boxes(self, lo: np.ndarray, hi: np.ndarray, ps: int, limit: int = SUPPORT_BOXES) -> list[Box]:
+        """Boxes whose union holds every count vector of ``lo <= n <= hi`` meeting the cardinality rows.
+
+        Proof, for one row "at most cap = floor(high - a_s s + 1e-6) of the groups used" (the
+        rows are applied one after the other, each to every box so far, so the claim
+        composes; the slack keeps every plan the model's tolerance lets through, and the
+        number of groups used is an integer, :meth:`cardinality_rows`). In a box, the groups
+        with a column of lo_c >= 1 (the set F) are used by every plan; a plan meeting the row
+        uses at most cap - |F| of the other groups with a column of hi_c >= 1 (the set O),
+        so the groups it uses in O lie in some subset S of O of exactly that size (when O has
+        more groups than that), and the plan lies in the box with hi_c = 0 for the columns of
+        the groups in O but not in S (n_c = 0 there; lo_c = 0 for those columns, the groups
+        being disjoint). So the boxes over all such S hold every plan meeting the row;
+        cap < |F| leaves none (no box); cap - |F| >= |O| keeps the box whole. A box that
+        would be cut into more than ``limit`` pieces is kept whole (a superset of its
+        plans, which every bound allows).
+        """
+        boxes: list[Box] = [(lo, hi)]
+        for groups, high, a_s in self.cardinality:
+            cap = math.floor(high - a_s * ps + CARDINALITY_SLACK)
+            cut: list[Box] = []
+            for b_lo, b_hi in boxes:
+                open_ = [g for g in groups if (b_hi[g] > 0).any()]
+                others = [g for g in open_ if not (b_lo[g] > 0).any()]
+                spare = cap - (len(open_) - len(others))
+                if spare < 0:
+                    continue
+                if spare >= len(others) or len(cut) + math.comb(len(others), spare) > limit:
+                    cut.append((b_lo, b_hi))
+                    continue
+                for keep in itertools.combinations(range(len(others)), spare):
+                    narrow = b_hi.copy()
+                    for j, g in enumerate(others):
+                        if j not in keep:
+                            narrow[g] = 0
+                    cut.append((b_lo, narrow))
+            boxes = cut
+        return boxes
 
     def implied_rows(self, cell: Cell) -> list[tuple[np.ndarray, float, float]]:
         """Rows in the counts alone implied by the side rows on ``used[c]`` (without own variables).

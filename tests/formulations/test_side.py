@@ -59,6 +59,8 @@ def test_least_time_objective_in_pyomo(table1):
     side.at_most_types(m, 2)
     both = solve_model(m)
     assert both.time_s == pytest.approx(solve_model(m, "enumerate").time_s) and both.time_s >= result.time_s
+    # proven by the one search by time (with the side rows)
+    assert both.status is dnnprov.Status.OPTIMAL and both.stats["exact_solves"] == 1
 
 
 def test_other_objectives_and_performance_variables_are_refused(table1):

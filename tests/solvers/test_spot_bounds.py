@@ -16,6 +16,8 @@ import pytest
 from dnnprov.solvers.spot.cells import compositions, greedy, greedy_many, nogood_rows, row_ranges
 from dnnprov.solvers.spot.exact import SpotDecomposition
 
+from dnnprov.models.spot import SideRows
+
 SEEDS = range(40)
 
 
@@ -311,3 +313,59 @@ def test_nogood_rows_cut_off_exactly_the_plan():
                 assert ok == (not np.array_equal(n, star)), (lo, hi, star, n)
                 checked += 1
     assert checked > 500
+
+
+def at_most(members: np.ndarray, k: float, a_s: float = 0.0) -> SideRows:
+    """The side row ``sum_{c in members} used[c] + a_s s <= k``."""
+    m = len(members)
+    return SideRows(
+        np.zeros((1, m)), np.array([a_s]), np.array([-np.inf]), np.array([float(k)]), a_u=members[None, :].astype(float)
+    )
+
+
+def test_support_boxes_and_their_statistics_hold_every_plan_meeting_the_row(make_random_spot):
+    """Every count vector of a box that meets an "at most k columns" row lies in a support box,
+    and the merged box statistics bound X, min (P + c0) / X and P + c0 over those vectors.
+
+    Random boxes (some columns forced to >= 1, as a top column or an existing instance is)
+    and rows over random member sets; every count vector of each K is enumerated.
+    """
+    checked, cut = 0, 0
+    for seed in range(60):
+        rng = np.random.default_rng([21, seed])
+        problem = make_random_spot(rng, max_quota=3)
+        m = len(problem.columns())
+        members = rng.random(m) < 0.8
+        k_types = int(rng.integers(0, 3))
+        a_s = float(rng.choice([0.0, 0.0, 1.0]))
+        d = SpotDecomposition(problem, side=at_most(members, k_types + a_s * 1.0, a_s))
+        sides = d.bounds.sides
+        assert len(sides.cardinality) == 1
+        c0 = problem.platform.ps_price_per_h
+        for k in range(1, min(int(d.cols.upper.sum()), 7) + 1):
+            for s in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
+                lo = d.cols.lower.copy()
+                lo[rng.random(m) < 0.2] = 1
+                hi = np.maximum(d.cols.upper, lo)
+                plans = compositions(lo, hi, k)
+                if not len(plans):
+                    continue
+                cap = k_types + a_s * (1 - s)
+                meets = ((plans > 0) & members).sum(axis=1) <= cap + 1e-9
+                boxes = sides.support_boxes(lo, hi, s)
+                cut += len(boxes) != 1
+                for plan in plans[meets]:
+                    assert any(((plan >= b_lo) & (plan <= b_hi)).all() for b_lo, b_hi in boxes), (plan, boxes)
+                stats = d.bounds.box_statistics([(k, s)], lo, hi)[0]
+                if not meets.any():
+                    continue  # (no plan to claim anything about)
+                x = plans[meets] @ d.shape(k, s).rate
+                price = plans[meets] @ d.cols.price + s * c0
+                assert stats.x_lo <= x.min() * (1 + 1e-9) and stats.x_hi >= x.max() * (1 - 1e-9)
+                assert stats.rho_min <= (price / x).min() * (1 + 1e-12)
+                if d.a0 >= 0:
+                    assert stats.price_bound <= price.min() * (1 + 1e-12)
+                else:
+                    assert stats.price_bound >= price.max() * (1 - 1e-12)
+                checked += 1
+    assert checked >= 200 and cut >= 50  # the claims were checked often, and boxes were cut often

@@ -30,7 +30,7 @@ from dnnprov.solvers.spot.cells import (
     row_ranges,
     up,
 )
-from dnnprov.solvers.spot.side import SideColumns
+from dnnprov.solvers.spot.side import STATISTICS_PARTS, SideColumns
 from dnnprov.solvers.spot.terms import REF_BATCH_ROUNDING, SpotTerms
 
 from dnnprov.models.spot import SideRows
@@ -120,6 +120,54 @@ class CellBounds:
 
     def box_statistics(self, pairs: list[tuple[int, int]], lo: np.ndarray, hi: np.ndarray) -> list[BoxStats]:
         """What the greedy steps give for each (K, s) of ``pairs`` over its box (rows of ``lo``, ``hi``, or one for all).
+
+        Without cardinality side rows ("at most k columns used") these are
+        :meth:`greedy_statistics`. With them, each box is first cut into the support boxes of
+        :meth:`SideColumns.support_boxes`, whose union holds every plan of the box that meets
+        the rows (the proof is there; plans breaking a side row are infeasible, so no bound
+        needs them), and each statistic is its extreme over the parts: min X, the rho bound and
+        min P + c0 (max when a0 < 0) are the least of the parts' values (a bound valid on each
+        part of a union is valid on the union), max X the greatest. A box without parts holds
+        no such plan: X_lo = inf > X_hi = -inf, which every caller takes as empty.
+        """
+        if not self.sides.cardinality:
+            return self.greedy_statistics(pairs, lo, hi)
+        m = len(self.cols)
+        lo2, hi2 = np.broadcast_to(lo, (len(pairs), m)), np.broadcast_to(hi, (len(pairs), m))
+        owner, part_pairs, parts = [], [], []
+        for i, pair in enumerate(pairs):
+            for box in self.sides.support_boxes(lo2[i], hi2[i], pair[1], STATISTICS_PARTS):
+                if not int(box[0].sum()) <= pair[0] <= int(box[1].sum()):
+                    continue  # no count vector of K workers in this part
+                owner.append(i)
+                part_pairs.append(pair)
+                parts.append(box)
+        found = (
+            self.greedy_statistics(part_pairs, np.array([b[0] for b in parts]), np.array([b[1] for b in parts]))
+            if parts
+            else []
+        )
+        by_pair: list[list[BoxStats]] = [[] for _ in pairs]
+        for st, i in zip(found, owner):
+            by_pair[i].append(st)
+        merged = []
+        for mine in by_pair:
+            if not mine:
+                merged.append(BoxStats(math.inf, -math.inf, 0.0, 0.0))
+                continue
+            prices = [st.price_bound for st in mine]
+            merged.append(
+                BoxStats(
+                    min(st.x_lo for st in mine),
+                    max(st.x_hi for st in mine),
+                    min(st.rho_min for st in mine),
+                    min(prices) if self.a0 >= 0 else max(prices),
+                )
+            )
+        return merged
+
+    def greedy_statistics(self, pairs: list[tuple[int, int]], lo: np.ndarray, hi: np.ndarray) -> list[BoxStats]:
+        """What the greedy steps give for each (K, s) of ``pairs`` over its box, side rows aside.
 
         X and P + c0 are linear, so their extremes over a box are greedy plans (exact). The
         lower bound on min (P + c0) / X is Dinkelbach's method with a greedy step. Proof:
