@@ -1407,7 +1407,7 @@ def test_schemathesis_run_is_a_command_the_tool_takes_on_this_api():
     if not st.exists():
         pytest.skip("schemathesis (`st`, the test extra) is not installed")
     pytest.importorskip("fastapi", reason="the service extra")
-    from dnnprov.service.openapi import openapi_document
+    from dnnprov.service.http.openapi import openapi_document
 
     (block,) = _of("schemathesis-run", "service.md")
     command = block.body.splitlines()[0][2:]
