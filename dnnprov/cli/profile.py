@@ -30,7 +30,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 
-from dnnprov.cli.domain import add_domain_options, apply_domain_options
+from dnnprov.cli.solving.domain import add_domain_options, apply_domain_options
 from dnnprov.errors import InvalidInputError, ProfileWarning
 from dnnprov.io.instances import embedded_instance, read_instance
 from dnnprov.io.paper import load_serverless_workload
@@ -110,7 +110,7 @@ def cmd_fit_loss(args: argparse.Namespace) -> int:
     fit = dataclasses.replace(fit, warnings=tuple(messages))  # leave-one-run-out's too
     _require_finite({**fit.to_dict(), "leave_one_run_out": loo}, ", ".join(map(str, args.files)))
     if args.out is not None:
-        from dnnprov.cli.inventory import load_profile_arg
+        from dnnprov.cli.solving.inventory import load_profile_arg
         from dnnprov.profiling.identity import logged_workload, with_identity
 
         profile = profiler.with_loss_fit(
@@ -171,7 +171,7 @@ def cmd_fit_timing(args: argparse.Namespace) -> int:
 
 
 def _fit_spot_timing(args: argparse.Namespace) -> None:
-    from dnnprov.cli.inventory import load_profile_arg
+    from dnnprov.cli.solving.inventory import load_profile_arg
     from dnnprov.profiling import profiler
 
     if args.param_size_mb is None:
@@ -207,7 +207,7 @@ def _fit_serverless_timing(args: argparse.Namespace) -> None:
         fit = profiler.fit_serverless_timing(args.file, storage_cap_mb_s=args.storage_cap_mb_s)
     _require_finite(fit.to_dict(), args.file)
     if args.out is not None:
-        from dnnprov.cli.inventory import _embedded_or_path  # the same room: --base as build --profile reads it
+        from dnnprov.cli.solving.inventory import _embedded_or_path  # the same room: --base as build --profile reads it
 
         base = _embedded_or_path(args.base, "workloads")
         workload = profiler.with_serverless_timing_fit(load_serverless_workload(base), fit)
@@ -256,7 +256,7 @@ def _types(text: str | None) -> list[str] | None:
 
 def cmd_estimate(args: argparse.Namespace) -> int:
     """Write the profile with ESTIMATED entries for the catalog's types it does not measure."""
-    from dnnprov.cli.inventory import load_catalog_arg, load_profile_arg
+    from dnnprov.cli.solving.inventory import load_catalog_arg, load_profile_arg
     from dnnprov.profiling import estimate, profiler
 
     catalog, profile = load_catalog_arg(args.catalog), load_profile_arg(args.profile)
@@ -278,7 +278,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     """Which short runs would measure the types the profile only estimates (and, given the
     data set's samples per epoch, its loss model), and what they cost."""
-    from dnnprov.cli.inventory import load_catalog_arg, load_profile_arg, ps_price
+    from dnnprov.cli.solving.inventory import load_catalog_arg, load_profile_arg, ps_price
     from dnnprov.profiling import estimate
 
     catalog, profile = load_catalog_arg(args.catalog), load_profile_arg(args.profile)

@@ -18,7 +18,7 @@ from typing import Any
 
 from dnnprov.cloud.aws import AwsClients, CloudError, RetryPolicy
 from dnnprov.cloud.export import ApiCall
-from dnnprov.cloud.export.aws_calls import LAUNCH_OPERATIONS
+from dnnprov.cloud.export.consumers.aws_calls import LAUNCH_OPERATIONS
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalogs.catalog import qualified
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX

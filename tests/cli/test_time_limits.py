@@ -291,9 +291,9 @@ def test_sweep_and_solve_many_at_a_tiny_limit_say_limit(capsys):
 @pytest.mark.parametrize(
     "modules",
     [
-        ["dnnprov.cli.joint", "dnnprov.solvers.joint.provision"],  # solve-many
+        ["dnnprov.cli.solving.joint", "dnnprov.solvers.joint.provision"],  # solve-many
         [
-            "dnnprov.cli.risk",
+            "dnnprov.cli.revocation.risk",
             "dnnprov.solvers.revocation.risk",
             "dnnprov.solvers.revocation.robust",
         ],  # risk solve --risk / --robust

@@ -20,8 +20,8 @@ from dnnprov.cloud.export import (
     plan_document,
     run_instances_calls,
 )
-from dnnprov.cloud.export.kueue import kueue_documents
-from dnnprov.cloud.export.skypilot import skypilot_tasks
+from dnnprov.cloud.export.consumers.kueue import kueue_documents
+from dnnprov.cloud.export.consumers.skypilot import skypilot_tasks
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalogs.catalog import Catalog
 from dnnprov.io.catalogs.importing import write_catalog

@@ -27,7 +27,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from dnnprov.cli import twin as cli_twin
+from dnnprov.cli.cloud import twin as cli_twin
 from dnnprov.control.cloud import LaunchRequest
 from dnnprov.control.clouds.capacity import CapacityBook, PoolSpec
 from dnnprov.control.clouds.trace import TraceCloud

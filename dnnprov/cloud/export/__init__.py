@@ -1,6 +1,6 @@
 """Deployable forms of a plan: EC2 launch calls, Lambda settings, SkyPilot, Kueue, JSON.
 
-One module per consumer (:mod:`.aws_calls`, :mod:`.skypilot`, :mod:`.kueue`), the plan
+One module per consumer in :mod:`.consumers` (EC2 and Lambda calls, SkyPilot, Kueue), the plan
 document they all read (:mod:`.plan`) and the names each consumer accepts (:mod:`.names`).
 :func:`export_files` builds every file of a target in memory, ``{file name: text}``,
 before anything is written; YAML is written by PyYAML's safe dumper only, so names stay data.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from dnnprov.cloud.export.aws_calls import (
+from dnnprov.cloud.export.consumers.aws_calls import (
     CALLS_FORMAT,
     ApiCall,
     FunctionCode,
@@ -21,7 +21,8 @@ from dnnprov.cloud.export.aws_calls import (
     lambda_calls,
     run_instances_calls,
 )
-from dnnprov.cloud.export.kueue import KUEUE_API, KUEUE_APIS, kueue_documents, kueue_yaml
+from dnnprov.cloud.export.consumers.kueue import KUEUE_API, KUEUE_APIS, kueue_documents, kueue_yaml
+from dnnprov.cloud.export.consumers.skypilot import SkyPilotCatalog, SkyPilotOptions, skypilot_files, skypilot_tasks
 from dnnprov.cloud.export.plan import (
     FEASIBLE,
     PLAN_FORMAT,
@@ -34,7 +35,6 @@ from dnnprov.cloud.export.plan import (
     plan_json,
     split_label,
 )
-from dnnprov.cloud.export.skypilot import SkyPilotCatalog, SkyPilotOptions, skypilot_files, skypilot_tasks
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.validation import checks as check
 

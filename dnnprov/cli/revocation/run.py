@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any
 
-from dnnprov.cli.risk import _spot_instance
+from dnnprov.cli.revocation.risk import _spot_instance
 from dnnprov.errors import InvalidInputError
 
 VERBS = ("status", "cancel", "resume")

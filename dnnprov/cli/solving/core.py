@@ -22,8 +22,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     Ctrl-C or SIGTERM stops the solve: its best plan so far and proven bound are printed
     (status limit, "interrupted") and the exit code is 130.
     """
-    from dnnprov.cli.domain import apply_domain_options, solve_with_domain_cost
-    from dnnprov.cli.objectives import apply_budget
+    from dnnprov.cli.solving.domain import apply_domain_options, solve_with_domain_cost
+    from dnnprov.cli.solving.objectives import apply_budget
     from dnnprov.cloud.regions import spans_regions
     from dnnprov.dispatch import solve
     from dnnprov.io.instances import read_instance
@@ -268,8 +268,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="multi-region instances (TYPE@REGION): let a plan's workers span regions (default: one region per "
         "plan, docs/cloud.md)",
     )
-    from dnnprov.cli.domain import add_domain_options
-    from dnnprov.cli.objectives import add_objective_options
+    from dnnprov.cli.solving.domain import add_domain_options
+    from dnnprov.cli.solving.objectives import add_objective_options
 
     add_domain_options(p, cost=True)
     add_objective_options(p)

@@ -1,5 +1,5 @@
 """The ``sweep`` subcommand: proven minimal cost at a grid of deadlines (and target losses); not a front
-(``dnnprov pareto``, :mod:`dnnprov.cli.objectives`, gives every nondominated plan).
+(``dnnprov pareto``, :mod:`dnnprov.cli.solving.objectives`, gives every nondominated plan).
 
     dnnprov sweep INSTANCE --deadlines 600:3600:24 [--losses 0.7,0.8] [--out DIR] [--time-limit S]
 

@@ -29,7 +29,7 @@ from dnnprov.cloud.export import (
     plan_document,
     run_instances_calls,
 )
-from dnnprov.cloud.export.aws_calls import new_run_id
+from dnnprov.cloud.export.consumers.aws_calls import new_run_id
 from dnnprov.dispatch import METHODS
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalogs.catalog import load_catalog

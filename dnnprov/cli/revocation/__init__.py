@@ -1,0 +1,1 @@
+"""The `revocation` commands of ``dnnprov --help``: risk, simulate, run."""

@@ -1,0 +1,1 @@
+"""The `batch & sets` commands of ``dnnprov --help``: batch, report, generate."""
