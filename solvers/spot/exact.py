@@ -257,21 +257,10 @@ class SpotDecomposition:
         bounds (claims about every plan of the cell, so of a part). A part's box statistics
         are those of its own box. A part's own support boxes are its box alone, so parts are
         not cut again.
-
-        Adaptive: a cut into two or more parts waits until a MILP of the cell (or of an
-        ancestor) has returned a plan (:attr:`Cell.returned`). Where the plain optimum
-        already meets the row, the cell MILP (which holds the side rows, :meth:`cell_milp`)
-        usually closes the cell at once, and the parts would each need their own bounds and
-        evaluations (large-011: 1,957 cells, 38,864 plans). Leaving a cell whole keeps all
-        its plans, so this choice needs no proof; a cut into one narrower box, or into none,
-        is always taken.
         """
         lo, hi = self.box(cell)
         boxes = self.bounds.sides.support_boxes(lo, hi, cell.ps)
         if len(boxes) == 1 and np.array_equal(boxes[0][1], hi):
-            return None
-        if len(boxes) > 1 and cell.returned == 0:
-            self.stats["support_deferred"] = self.stats.get("support_deferred", 0) + 1
             return None
         boxes = [(b_lo, b_hi) for b_lo, b_hi in boxes if int(b_lo.sum()) <= cell.workers <= int(b_hi.sum())]
         self.stats["support_splits"] = self.stats.get("support_splits", 0) + 1
