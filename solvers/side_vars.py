@@ -83,6 +83,28 @@ def _with_one_continuous(
     return y
 
 
+def _least_point(own: OwnVariables, a: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray | None:
+    """The least y the one-variable rows allow, when it meets every row (else ``None``: undecided).
+
+    Each row with one y_j bounds y_j from below; y_j is put at the greatest such bound (rounded
+    up where integer, at least its box's low end, 0 when nothing bounds it and the box allows).
+    Only a point that is checked to meet every row and its box is returned (the
+    ``at_most_types`` form: ``used[c] - y_t <= 0`` and ``sum y_t <= k`` is met by the least
+    y whenever it is met at all), so the answer is as exact as the enumeration's.
+    """
+    single = (a != 0).sum(axis=1) == 1
+    y = np.where(np.isfinite(own.low), own.low, np.minimum(0.0, own.high)).astype(float)
+    for i in np.flatnonzero(single):
+        j = int(np.flatnonzero(a[i])[0])
+        bound = low[i] / a[i, j] if a[i, j] > 0 else high[i] / a[i, j]
+        if math.isfinite(bound):
+            y[j] = max(y[j], bound)
+    y = np.where(own.integer, np.ceil(y - 1e-9), y)
+    if not np.isfinite(y).all() or (y < own.low).any() or (y > own.high).any():
+        return None
+    return y if bool(_meets(a, y[None, :], low, high)[0]) else None
+
+
 def decide(own: OwnVariables, low: np.ndarray, high: np.ndarray) -> bool:
     """Whether some y of ``own``'s box meets ``low <= a y <= high`` on the rows that use y."""
     return witness(own, low, high) is not None
@@ -98,6 +120,9 @@ def witness(own: OwnVariables, low: np.ndarray, high: np.ndarray) -> np.ndarray 
         return points[fits[0]] if len(fits) else None
     if points is not None and int((~own.integer).sum()) == 1:
         return _with_one_continuous(own, a, points, low, high) if len(points) else None
+    least = _least_point(own, a, low, high)
+    if least is not None:
+        return least
     if _highs is None:
         _highs = new_highs()
     rows = []

@@ -33,6 +33,15 @@ class SideColumns:
         self.side = side
         self.cols = cols
         self.cardinality = self.cardinality_rows()
+        # per cardinality row: which columns each group holds (groups x columns)
+        self.members = [self.membership(groups) for groups, _, _ in self.cardinality]
+
+    def membership(self, groups: list[np.ndarray]) -> np.ndarray:
+        """A boolean matrix, one row per group: the columns it holds."""
+        member = np.zeros((len(groups), len(self.cols)), dtype=bool)
+        for j, g in enumerate(groups):
+            member[j, g] = True
+        return member
 
     def cardinality_rows(self) -> list[tuple[list[np.ndarray], float, float]]:
         """The side rows "at most k of these groups of columns used": (groups, high, a_s) each.
@@ -98,23 +107,25 @@ class SideColumns:
         plans, which every bound allows).
         """
         boxes: list[Box] = [(lo, hi)]
-        for groups, high, a_s in self.cardinality:
+        for (_, high, a_s), member in zip(self.cardinality, self.members):
             cap = math.floor(high - a_s * ps + CARDINALITY_SLACK)
             cut: list[Box] = []
             for b_lo, b_hi in boxes:
-                open_ = [g for g in groups if (b_hi[g] > 0).any()]
-                others = [g for g in open_ if not (b_lo[g] > 0).any()]
-                spare = cap - (len(open_) - len(others))
+                open_ = (member & (b_hi > 0)).any(axis=1)  # groups with a column of hi_c >= 1
+                fixed = (member & (b_lo > 0)).any(axis=1)  # F: groups every plan of the box uses
+                other: np.ndarray = np.asarray(open_ & ~fixed)  # O
+                others = np.flatnonzero(other)
+                spare = cap - int(fixed.sum())
                 if spare < 0:
                     continue
                 if spare >= len(others) or len(cut) + math.comb(len(others), spare) > limit:
                     cut.append((b_lo, b_hi))
                     continue
-                for keep in itertools.combinations(range(len(others)), spare):
+                for keep in itertools.combinations(others.tolist(), spare):
+                    drop = other.copy()
+                    drop[list(keep)] = False
                     narrow = b_hi.copy()
-                    for j, g in enumerate(others):
-                        if j not in keep:
-                            narrow[g] = 0
+                    narrow[member[drop].any(axis=0)] = 0
                     cut.append((b_lo, narrow))
             boxes = cut
         return boxes

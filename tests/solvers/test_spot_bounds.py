@@ -16,6 +16,7 @@ import pytest
 from dnnprov.solvers.spot.cells import compositions, greedy, greedy_many, nogood_rows, row_ranges
 from dnnprov.solvers.spot.exact import SpotDecomposition
 
+from dnnprov.models.side import OwnVariables
 from dnnprov.models.spot import SideRows
 
 SEEDS = range(40)
@@ -359,6 +360,80 @@ def test_support_boxes_and_their_statistics_hold_every_plan_meeting_the_row(make
                 stats = d.bounds.box_statistics([(k, s)], lo, hi)[0]
                 if not meets.any():
                     continue  # (no plan to claim anything about)
+                x = plans[meets] @ d.shape(k, s).rate
+                price = plans[meets] @ d.cols.price + s * c0
+                assert stats.x_lo <= x.min() * (1 + 1e-9) and stats.x_hi >= x.max() * (1 - 1e-9)
+                assert stats.rho_min <= (price / x).min() * (1 + 1e-12)
+                if d.a0 >= 0:
+                    assert stats.price_bound <= price.min() * (1 + 1e-12)
+                else:
+                    assert stats.price_bound >= price.max() * (1 - 1e-12)
+                checked += 1
+    assert checked >= 200 and cut >= 50  # the claims were checked often, and boxes were cut often
+
+
+def at_most_groups(groups: list[np.ndarray], m: int, k: float, a_s: float = 0.0) -> SideRows:
+    """The own-binary group form: ``used[c] - y_t <= 0`` for c in group t, ``sum_t y_t + a_s s <= k``."""
+    t = len(groups)
+    links = [c for g in groups for c in g]
+    a_u = np.zeros((len(links) + 1, m))
+    a_y = np.zeros((len(links) + 1, t))
+    row = 0
+    for j, g in enumerate(groups):
+        for c in g:
+            a_u[row, c], a_y[row, j] = 1.0, -1.0
+            row += 1
+    a_y[row] = 1.0
+    rows = len(links) + 1
+    a_s_col = np.zeros(rows)
+    a_s_col[-1] = a_s
+    high = np.zeros(rows)
+    high[-1] = k
+    own = OwnVariables(a_y, np.zeros(t), np.ones(t), np.ones(t, dtype=bool), tuple(f"y{j}" for j in range(t)))
+    return SideRows(np.zeros((rows, m)), a_s_col, np.full(rows, -np.inf), high, a_u=a_u, own=own)
+
+
+def test_support_boxes_hold_every_plan_meeting_the_own_binary_group_row(make_random_spot):
+    """With spot and on-demand columns of one type tied to one binary y_t (``used[c] <= y_t``,
+    ``sum_t y_t + a_s s <= k``), every count vector of a box for which some binary y meets
+    the rows (found by trying every y) lies in a support box, and the box statistics bound
+    X, min (P + c0) / X and P + c0 over those vectors.
+    """
+    checked, cut = 0, 0
+    for seed in range(60):
+        rng = np.random.default_rng([29, seed])
+        problem = make_random_spot(rng, max_quota=3, on_demand=True)
+        cols = problem.columns()
+        m = len(cols)
+        names = sorted(set(cols.type_names))
+        groups = [np.flatnonzero(np.array(cols.type_names) == name) for name in names]
+        k_types = int(rng.integers(0, 3))
+        a_s = float(rng.choice([0.0, 0.0, 1.0]))
+        side = at_most_groups(groups, m, k_types + a_s * 1.0, a_s)
+        d = SpotDecomposition(problem, side=side)
+        sides = d.bounds.sides
+        assert len(sides.cardinality) == 1 and len(sides.cardinality[0][0]) == len(groups)
+        ys = np.array(list(itertools.product((0.0, 1.0), repeat=len(groups))))
+        c0 = problem.platform.ps_price_per_h
+        for k in range(1, min(int(d.cols.upper.sum()), 7) + 1):
+            for s in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
+                lo = d.cols.lower.copy()
+                lo[rng.random(m) < 0.2] = 1
+                hi = np.maximum(d.cols.upper, lo)
+                plans = compositions(lo, hi, k)
+                if not len(plans):
+                    continue
+                used = (plans > 0).astype(float)
+                # rows(plan, y) = a_u used + a_y y + a_s s <= high, for every y at once
+                values = (used @ side.a_u.T)[:, None, :] + (ys @ side.own.a.T)[None, :, :] + side.a_s * s
+                meets = (values <= side.high + 1e-9).all(axis=2).any(axis=1)
+                boxes = sides.support_boxes(lo, hi, s)
+                cut += len(boxes) != 1
+                for plan in plans[meets]:
+                    assert any(((plan >= b_lo) & (plan <= b_hi)).all() for b_lo, b_hi in boxes), (plan, boxes)
+                if not meets.any():
+                    continue
+                stats = d.bounds.box_statistics([(k, s)], lo, hi)[0]
                 x = plans[meets] @ d.shape(k, s).rate
                 price = plans[meets] @ d.cols.price + s * c0
                 assert stats.x_lo <= x.min() * (1 + 1e-9) and stats.x_hi >= x.max() * (1 - 1e-9)
