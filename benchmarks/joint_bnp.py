@@ -80,7 +80,7 @@ def report(label: str, result: JointResult, cpu: float) -> str:
     return (
         f"{label:<22} {result.status.value:<10} cost {result.cost if result.cost is not None else math.nan:>12.6f} "
         f"gap {100 * (result.gap or 0):.2e} %  CPU {cpu:7.2f} s  priced {s.get('priced_jobs', 0):>3}  "
-        f"solves {s.get('pricing_solves', 0):>4}  rounds {s.get('cg_rounds', 0):>2}  "
+        f"solves {s.get('pricing_solves', 0):>4}  skipped {s.get('pricing_skipped', 0):>3}  rounds {s.get('cg_rounds', 0):>2}  "
         f"closing {'yes' if 'fronts_complete' in s else 'no'}"
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,8 @@ import dnnprov
 from dnnprov.models.spot import SpotModel
 
 LARGE = Path(__file__).resolve().parents[2] / "data" / "benchmarks" / "large"
+# issue 33's check is 200 small sets: DNNPROV_BRUTE_SETS=200 runs it (default: a moderate count)
+BRUTE_SETS = int(os.environ.get("DNNPROV_BRUTE_SETS", "40"))
 
 
 def agrees(problems, shared: SharedLimits) -> dnnprov.Status:
@@ -49,6 +52,18 @@ def test_priced_spot_sets_equal_brute_force(make_random_spot):
         problems = [small_spot(rng, make_random_spot) for _ in range(int(rng.integers(2, 5)))]
         statuses.append(agrees(problems, random_shared(rng, problems)))
     assert dnnprov.Status.OPTIMAL in statuses and dnnprov.Status.INFEASIBLE in statuses
+
+
+def test_many_small_sets_equal_brute_force(make_random_spot, make_random_serverless):
+    """Issue 33: small sets (spot jobs priced, some serverless beside) all equal the product brute force."""
+    rng = np.random.default_rng(3305)
+    statuses = []
+    for _ in range(BRUTE_SETS):
+        problems = [small_spot(rng, make_random_spot) for _ in range(int(rng.integers(1, 4)))]
+        if rng.random() < 0.3:
+            problems.append(small_serverless(rng, make_random_serverless))
+        statuses.append(agrees(problems, random_shared(rng, problems)))
+    assert dnnprov.Status.OPTIMAL in statuses
 
 
 def test_priced_mixed_sets_equal_brute_force(make_random_spot, make_random_serverless):

@@ -22,7 +22,9 @@ The method, with what each step proves:
 
    so L (summed and rounded down, :func:`~dnnprov.solvers.joint.pricing.regions.down`) is a proven
    lower bound at every round, not only when pricing finds no negative reduced cost; the
-   best round's L and pi are kept. Rounds stop when pricing adds no plan (the LP over all
+   best round's L and pi are kept. A job whose bound from its last pricing, shifted to the
+   new duals (a proven bound at any weights, :meth:`PricedJob.shifted`), already reaches its
+   convexity dual mu_j is not priced again: no plan of it has a negative reduced cost. Rounds stop when pricing adds no plan (the LP over all
    plans is then solved, up to the pricing's proof) or after ``MAX_ROUNDS``.
 3. Incumbent. :func:`~dnnprov.solvers.joint.provision.solve_columns` on the generated
    columns: a joint plan (every column is a real plan of its job) and a *verified* bound
@@ -63,6 +65,7 @@ from dnnprov.progress import stop_requested
 from dnnprov.result import Status
 
 MAX_ROUNDS = 40  # column generation rounds at most (the Lagrangian bound is valid at each)
+SKIP_TOLERANCE = 1e-9  # a job is not priced again when its shifted bound is within this of mu_j
 
 
 @dataclass
@@ -76,6 +79,30 @@ class PricedJob:
     ps: list[int] = field(default_factory=list)
     cost: list[float] = field(default_factory=list)
     usage: list[np.ndarray] = field(default_factory=list)
+    anchor: tuple[float, np.ndarray] | None = None  # (LB_j, w) of the last pricing that ran
+    skipped: int = 0  # rounds not priced (its shifted bound reached mu_j)
+
+    def shifted(self, w: np.ndarray) -> float:
+        """A proven lower bound on min_n c(n) + w . v(n) from the last pricing (-inf: none yet).
+
+        The last pricing proved LB0 <= c(n) + w0 . v(n) for every plan n within the shared
+        limits, and every such plan has low <= v(n) <= u0 (the kept instances' usage, the cap).
+        With d = w - w0, c(n) + w . v(n) = c(n) + w0 . v(n) + d . v(n) and each term d_r v_r(n)
+        is at least min(d_r low_r, d_r u0_r) (linear in v_r on [low_r, u0_r]), so
+        LB0 + sum_r min(d_r low_r, d_r u0_r) is a lower bound at w. It is rounded down past
+        the float error of its handful of terms (:func:`down`).
+        """
+        if self.anchor is None:
+            return -math.inf
+        lb0, w0 = self.anchor
+        if not math.isfinite(lb0):
+            return lb0  # inf: no plan within the limits, at any weights
+        d = w - w0
+        low = self.pricer.low.astype(float)
+        cap = np.array(self.pricer.u0, dtype=float)
+        terms = np.minimum(d * low, d * cap)
+        magnitude = abs(lb0) + float(np.abs(d) @ np.maximum(np.abs(low), np.abs(cap)))
+        return down(lb0 + math.fsum(terms), magnitude, len(w) + 2)
 
     def add(self, plans: Sequence[CapSolve]) -> int:
         """Add the plans not there yet; returns how many were new."""
@@ -162,8 +189,17 @@ def start_jobs(
 def lagrangian(
     model: ColumnModel, row_dual: np.ndarray, priced: Mapping[int, PricedJob], deadline: float
 ) -> tuple[float, np.ndarray, list[float], int]:
-    """Step 2 for one set of duals: (L, pi, LB_j per job, plans added by pricing)."""
+    """Step 2 for one set of duals: (L, pi, LB_j per job, plans added by pricing).
+
+    A priced job is not priced again when its bound shifted from its last pricing
+    (:meth:`PricedJob.shifted`, proven at any weights) already reaches its convexity dual
+    mu_j: then no plan has a negative reduced cost g_j - mu_j, pricing would add nothing that
+    the LP needs, and the shifted bound serves as LB_j (valid, so L stays a proven bound; and
+    since some column of the job has g_j = mu_j, min g_j <= mu_j <= the shifted bound, which
+    loses at most the skip tolerance against exact pricing).
+    """
     j_count = model.jobs
+    mu = np.asarray(row_dual[:j_count], dtype=float)
     pi = np.minimum(np.asarray(row_dual[j_count:], dtype=float), 0.0)
     pi[~np.isfinite(pi)] = 0.0
     shared = model.matrix[j_count:, :].tocsc()
@@ -181,9 +217,16 @@ def lagrangian(
             bounds.append(float(column_lb[j]))
             continue
         w = np.array([-pi[row_of[r]] if r in row_of else 0.0 for r in job.pricer.rows])
+        shifted = job.shifted(w)
+        if math.isfinite(mu[j]) and shifted >= mu[j] - SKIP_TOLERANCE * max(1.0, abs(mu[j])):
+            bounds.append(shifted)
+            job.skipped += 1
+            continue
         explored = job.pricer.price(w, deadline)
         added += job.add(explored.plans)
         bounds.append(explored.lower_bound)
+        if explored.lower_bound > -math.inf:
+            job.anchor = (explored.lower_bound, w)
     pb = pi * model.limits
     total = math.fsum(bounds) + math.fsum(pb)
     size = math.fsum(abs(b) for b in bounds) + math.fsum(np.abs(pb))
@@ -366,4 +409,5 @@ def _pricing_stats(priced: Mapping[int, PricedJob]) -> dict[str, Any]:
     return {
         "pricing_solves": sum(p.solves for p in pricers),
         "pricing_seconds": sum(p.solve_seconds for p in pricers),
+        "pricing_skipped": sum(job.skipped for job in priced.values()),
     }
