@@ -55,7 +55,7 @@ COMMAND_GROUPS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ),
     ),
     "revocation": (
-        ("replan", "dnnprov.cli.cloud.commands", "takeover plan after spot revocations"),
+        ("replan", "dnnprov.cli.revocation.replan", "takeover plan after spot revocations"),
         ("risk", "dnnprov.cli.revocation.risk", "interruption models and revocation-aware plans"),
         ("simulate", "dnnprov.cli.revocation.risk", "replay real spot traces against a plan"),
         (

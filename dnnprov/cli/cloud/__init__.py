@@ -1,1 +1,1 @@
-"""The `cloud` commands of ``dnnprov --help``: catalog, export, apply, replan, twin, lambda-twin."""
+"""The `cloud` commands of ``dnnprov --help``: catalog, export, apply, twin, lambda-twin."""

@@ -1,1 +1,1 @@
-"""The `revocation` commands of ``dnnprov --help``: risk, simulate, run."""
+"""The `revocation` commands of ``dnnprov --help``: replan, risk, simulate, run."""
