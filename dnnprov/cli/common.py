@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 import signal
+import threading
 import unicodedata
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.progress import INTERRUPTED, stop_on_signals, stop_requested
@@ -72,3 +74,24 @@ def exit_code(result: Result) -> int:
     if result.details.get("stopped") == INTERRUPTED:
         return EXIT_INTERRUPTED
     return EXIT_OK if result.is_feasible() else EXIT_NO_PLAN
+
+
+def serve_until_signal(
+    start: Callable[[], object], ready_line: Callable[[], dict[str, Any]], stop: Callable[[], None]
+) -> int:
+    """Start a local server, print its one JSON ready line and serve until SIGTERM or SIGINT; then
+    stop it (also when it failed to start) and put the signal handlers back."""
+    signalled = threading.Event()
+    previous: dict[signal.Signals, Any] = {}
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous[sig] = signal.signal(sig, lambda signum, frame: signalled.set())
+    try:
+        start()
+        print(json.dumps(ready_line()), flush=True)
+        while not signalled.wait(0.5):  # until a signal; the server's threads do the work
+            pass
+    finally:
+        stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return EXIT_OK

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import json
-import signal
-import threading
 from typing import Any
 
-from dnnprov.cli.common import EXIT_OK
+from dnnprov.cli.common import serve_until_signal
 from dnnprov.errors import InvalidInputError
 
 
@@ -50,23 +47,12 @@ def cmd_lambda_twin(args: argparse.Namespace) -> int:
     twin = LambdaTwin(problem, port=args.port, speed=args.speed, region=args.region)
     if args.function:
         twin.configure(args.function, {}, create=True)
-    stop = threading.Event()
-    previous: dict[signal.Signals, Any] = {}
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        previous[sig] = signal.signal(sig, lambda signum, frame: stop.set())
-    try:
-        twin.start()
+
+    def ready_line() -> dict[str, Any]:
         state = twin.state()
-        print(
-            json.dumps({"url": twin.url, "clock": state["clock"], "functions": sorted(state["functions"])}), flush=True
-        )
-        while not stop.wait(0.5):  # until a signal; the server's thread does the work
-            pass
-    finally:
-        twin.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return EXIT_OK
+        return {"url": twin.url, "clock": state["clock"], "functions": sorted(state["functions"])}
+
+    return serve_until_signal(twin.start, ready_line, twin.stop)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

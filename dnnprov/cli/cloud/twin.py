@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import json
-import signal
-import threading
 from datetime import datetime
-from typing import Any
 
-from dnnprov.cli.common import EXIT_OK
+from dnnprov.cli.common import serve_until_signal
 from dnnprov.errors import InvalidInputError
 
 DEFAULT_BASE_TEXT = "2023-08-27T00:00:00Z"
@@ -82,23 +78,14 @@ def cmd_twin(args: argparse.Namespace) -> int:
         mode="stepped" if args.stepped else "accelerated",
         speed=1.0 if args.speed is None else args.speed,
     )
-    stop = threading.Event()
-    previous: dict[signal.Signals, Any] = {}
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        previous[sig] = signal.signal(sig, lambda signum, frame: stop.set())
-    try:
+
+    def start() -> None:
         try:
             twin.start()
         except InvalidInputError as exc:
             raise InvalidInputError(f"--{exc.field}" if exc.field == "port" else exc.field, exc.problem) from None
-        print(json.dumps(twin.describe()), flush=True)
-        while not stop.wait(0.5):  # until a signal; the twin's threads do the work
-            pass
-    finally:
-        twin.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return EXIT_OK
+
+    return serve_until_signal(start, twin.describe, twin.stop)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
