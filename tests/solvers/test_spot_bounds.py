@@ -38,6 +38,16 @@ def plan_tops(decomposition: SpotDecomposition, plans: np.ndarray, k: int, s: in
     return order[ranked.max(axis=1)]
 
 
+def assert_box_statistics_hold(stats, x: np.ndarray, price: np.ndarray, a0: float) -> None:
+    """A box's statistics hold for every plan in it: its X range, least price per rate and price bound."""
+    assert stats.x_lo <= x.min() * (1 + 1e-9) and stats.x_hi >= x.max() * (1 - 1e-9)
+    assert stats.rho_min <= (price / x).min() * (1 + 1e-12)
+    if a0 >= 0:
+        assert stats.price_bound <= price.min() * (1 + 1e-12)
+    else:
+        assert stats.price_bound >= price.max() * (1 - 1e-12)
+
+
 def test_greedy_many_matches_the_greedy_row_by_row():
     rng = np.random.default_rng(3)
     for _ in range(500):
@@ -360,14 +370,9 @@ def test_support_boxes_and_their_statistics_hold_every_plan_meeting_the_row(make
                 stats = d.bounds.box_statistics([(k, s)], lo, hi)[0]
                 if not meets.any():
                     continue  # (no plan to claim anything about)
-                x = plans[meets] @ d.shape(k, s).rate
-                price = plans[meets] @ d.cols.price + s * c0
-                assert stats.x_lo <= x.min() * (1 + 1e-9) and stats.x_hi >= x.max() * (1 - 1e-9)
-                assert stats.rho_min <= (price / x).min() * (1 + 1e-12)
-                if d.a0 >= 0:
-                    assert stats.price_bound <= price.min() * (1 + 1e-12)
-                else:
-                    assert stats.price_bound >= price.max() * (1 - 1e-12)
+                assert_box_statistics_hold(
+                    stats, plans[meets] @ d.shape(k, s).rate, plans[meets] @ d.cols.price + s * c0, d.a0
+                )
                 checked += 1
     assert checked >= 200 and cut >= 50  # the claims were checked often, and boxes were cut often
 
@@ -434,13 +439,8 @@ def test_support_boxes_hold_every_plan_meeting_the_own_binary_group_row(make_ran
                 if not meets.any():
                     continue
                 stats = d.bounds.box_statistics([(k, s)], lo, hi)[0]
-                x = plans[meets] @ d.shape(k, s).rate
-                price = plans[meets] @ d.cols.price + s * c0
-                assert stats.x_lo <= x.min() * (1 + 1e-9) and stats.x_hi >= x.max() * (1 - 1e-9)
-                assert stats.rho_min <= (price / x).min() * (1 + 1e-12)
-                if d.a0 >= 0:
-                    assert stats.price_bound <= price.min() * (1 + 1e-12)
-                else:
-                    assert stats.price_bound >= price.max() * (1 - 1e-12)
+                assert_box_statistics_hold(
+                    stats, plans[meets] @ d.shape(k, s).rate, plans[meets] @ d.cols.price + s * c0, d.a0
+                )
                 checked += 1
     assert checked >= 200 and cut >= 50  # the claims were checked often, and boxes were cut often
