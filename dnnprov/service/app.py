@@ -12,6 +12,7 @@ carries a traceback.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import math
@@ -214,6 +215,10 @@ def _lifespan(
         state.update(store=store, pool=pool, metrics=metrics, runner=runner, runs=runs)
         app.state.drain = drain
         requeued = await run_in_threadpool(runner.recover)
+        # The start-up heap (FastAPI, pydantic, numpy, the kinds' modules) out of the collector's
+        # reach: a full collection scanned it all and stalled the event loop 150-190 ms, for
+        # about 50 objects collected (measured under the slow-clients benchmark).
+        gc.freeze()
         if db_url:
             store.attach(runner, pool, lambda: state["draining"])  # type: ignore[attr-defined]
         purger = asyncio.create_task(_purge_forever(store, config))
