@@ -204,9 +204,11 @@ def main() -> int:
     parser.add_argument("--long", type=int, default=4, help="long jobs queued at the start")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between a normal client's requests")
+    parser.add_argument("--long-nice", type=int, default=None, help="the server's --long-nice (default: its own)")
     args = parser.parse_args()
+    options = () if args.long_nice is None else ("--long-nice", str(args.long_nice))
     with tempfile.TemporaryDirectory() as folder:
-        proc, url = start_server(Path(folder), workers=1, max_pending=args.normal + args.long + 8)
+        proc, url = start_server(Path(folder), workers=1, max_pending=args.normal + args.long + 8, options=options)
         try:
             cpu_before, server_before = time.process_time(), server_cpu(proc.pid)
             figures = asyncio.run(run(url, args.slow, args.normal, args.long, args.seconds, args.interval))
