@@ -92,7 +92,7 @@ RUN: dict[tuple[str, str], str] = {
     ): "synopsis",
     (
         "training.md",
-        "python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--no-link] [--json FILE]",
+        "python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--no-link] [--lr LR] [--json FILE]",
     ): "synopsis",
     ("batch.md", "from dnnprov.batch.runner import run_batch, summarize, read_results"): "python",
     ("batch.md", "           instances  solved  optimal  failed"): "output",
