@@ -272,9 +272,12 @@ def pilot_updates(job: Any, batches: list[int], seed: int) -> tuple[float, int |
 
 def pilot_run(lrs: list[float]) -> int:
     """Per learning rate: the warm start's loss and the updates to the target of each pilot cluster."""
+    import torch
+
     from dnnprov.training import reference as ref
     from dnnprov.training.job import Job
 
+    torch.set_num_threads(1)  # tiny tensors: two threads only spin against each other on a loaded machine
     print(f"updates to the target loss {ref.TARGET_LOSS}, in-process SGD ({PILOT_SEEDS} seeds; -: not reached)")
     for lr in lrs:
         job, row = Job(lr=lr), []
