@@ -92,7 +92,7 @@ RUN: dict[tuple[str, str], str] = {
     ): "synopsis",
     (
         "training.md",
-        "python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--no-link] [--json FILE]",
+        "python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--no-link] [--lr LR] [--json FILE]",
     ): "synopsis",
     ("batch.md", "from dnnprov.batch.runner import run_batch, summarize, read_results"): "python",
     ("batch.md", "           instances  solved  optimal  failed"): "output",
@@ -321,6 +321,8 @@ RUN: dict[tuple[str, str], str] = {
     ("cloud.md", "import threading"): "watcher",
     ("training.md", '{"speed": 100, "offset": 40, "workdir": "runs/local",'): "local-config",
     ("training.md", "from dnnprov.training.cluster import run_cluster"): "training-script",
+    # run by tests/training/test_real_training_docs.py (the long runs' figures are tables)
+    ("reproduction.md", "$ python benchmarks/real_training.py --quick"): "benchmark-quick",
     ("training.md", "$ dnnprov profile fit-loss runs/2v100+1k80 runs/4v100 runs/3v100+4k80 --json"): "training-fit",
     (
         "README.md",
@@ -339,41 +341,9 @@ RUN: dict[tuple[str, str], str] = {
         "$ nice -n 10 .venv/bin/python benchmarks/all_regions.py --ladder",
     ): "benchmark-output",
     (
-        "reproduction.md",
-        "$ nice -n 10 python benchmarks/real_training.py --out /tmp/ct-rep2 --json /tmp/ct-rep2.json   # 166 s wall, 11.7 CPU s",
-    ): "benchmark-output",
-    (
-        "reproduction.md",
-        "$ nice -n 10 python benchmarks/real_training.py --out /tmp/ct-full --json /tmp/ct-full.json   # speed 100; 154 s wall, 8.4 CPU s",
-    ): "benchmark-output",
-    (
-        "reproduction.md",
-        "$ nice -n 10 python benchmarks/real_training.py --no-link --out /tmp/ct-nolink --json /tmp/ct-nolink.json   # 139 s wall, 10.0 CPU s",
-    ): "benchmark-output",
-    (
-        "reproduction.md",
-        "$ nice -n 10 python benchmarks/real_training.py --revocation --profile-json /tmp/ct-rep2.json --out /tmp/ct-rev   # 59 s wall, 6.7 CPU s",
-    ): "benchmark-output",
-    (
         "service.md",
         '$ st --config-file tests/service/schemathesis.toml run http://127.0.0.1:18643/openapi.json --checks all --max-examples 5 --generation-deterministic --request-timeout 30 -H "Authorization: Bearer $(cat token)"',
     ): "schemathesis-run",
-    (
-        "benchmarks.md",
-        "$ python benchmarks/real_training.py --out /tmp/rt1 --json /tmp/rt1.json      # speed 100; 197 s wall, 10.2 CPU s",
-    ): "benchmark-output",
-    (
-        "benchmarks.md",
-        "$ python benchmarks/real_training.py --plans 750 --speed 20 --profile-json /tmp/rt20.json --out /tmp/pl20b   # 67 s wall, 4.0 CPU s",
-    ): "benchmark-output",
-    (
-        "benchmarks.md",
-        "$ python benchmarks/real_training.py --out /tmp/rt20 --speed 20 --json /tmp/rt20.json   # 507 s wall, 9.3 CPU s",
-    ): "benchmark-output",
-    (
-        "benchmarks.md",
-        "$ python benchmarks/real_training.py --revocation --speed 20 --profile-json /tmp/rt20.json --out /tmp/rv20b   # 62 s wall, 4.4 CPU s",
-    ): "benchmark-output",
     ("README.md", "import dnnprov"): "python",
     (
         "README.md",
