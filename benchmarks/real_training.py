@@ -327,13 +327,30 @@ def main() -> int:
     )
     parser.add_argument("--profile-json", default=None, help="with --revocation/--plans: a previous run's --json file")
     args = parser.parse_args()
+    from dnnprov.errors import InvalidInputError
+
+    def checked(option: str, **fields: float) -> None:
+        try:
+            Job(**fields)
+        except InvalidInputError as exc:
+            parser.error(f"{option}: {exc.problem}")
+
+    checked("--lr", lr=args.lr)
+    checked("--speed", speed=args.speed)
+    pilot_lrs: list[float] = []
+    for entry in args.pilot.split(",") if args.pilot is not None else []:
+        try:
+            pilot_lrs.append(float(entry))
+        except ValueError:
+            parser.error(f"--pilot: {entry!r} is not a number")
+        checked("--pilot", lr=pilot_lrs[-1])
     try:
         import torch  # noqa: F401
     except ImportError:
         print("torch is absent: pip install -e '.[train]'", file=sys.stderr)
         return 2
     if args.pilot is not None:
-        return pilot_run([float(v) for v in args.pilot.split(",")])
+        return pilot_run(pilot_lrs)
     if args.plans is not None:
         if args.profile_json is None:
             parser.error("--plans needs --profile-json (a previous run's --json)")
