@@ -4,9 +4,8 @@ Each fenced block of every page is either run by one of the tests below (``RUN``
 the kind of check) or listed in ``NOT_RUN`` with the reason (what only a run of minutes on
 a given machine prints). A synopsis with placeholders is checked against the parser of
 its command (or the benchmark script's ``--help``); a benchmark's printed figures are
-produced by the benchmark in a short mode where it has one, and the output of a run of
-minutes pasted in a page (real training, the all-regions ladder) is checked line by line
-against what the script's ``print`` calls can write. A new block fails
+produced by the benchmark in a short mode where it has one (a run of minutes is not pasted as
+a block: its figures are tables, with the command that made them). A new block fails
 :func:`test_every_block_is_run_or_has_a_reason` until it is given one or the other.
 Conventions the pages follow:
 
@@ -20,7 +19,6 @@ Conventions the pages follow:
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import copy
 import doctest
@@ -336,10 +334,6 @@ RUN: dict[tuple[str, str], str] = {
         "README.md",
         ".venv/bin/dnnprov list                                              # embedded instances, catalogs, profiles",
     ): "readme-use",
-    (
-        "benchmarks.md",
-        "$ nice -n 10 .venv/bin/python benchmarks/all_regions.py --ladder",
-    ): "benchmark-output",
     (
         "service.md",
         '$ st --config-file tests/service/schemathesis.toml run http://127.0.0.1:18643/openapi.json --checks all --max-examples 5 --generation-deterministic --request-timeout 30 -H "Authorization: Bearer $(cat token)"',
@@ -1294,81 +1288,7 @@ def test_readme_layout_names_existing_folders_and_every_room():
     assert rooms <= named, f"rooms missing from README's layout: {sorted(rooms - named)}"
 
 
-# ------------------------------------------------------------------ benchmark outputs pasted from long runs
-def _template(node: ast.AST) -> str:
-    """A regex of what a string expression of a script prints: its literal text, a
-    formatted string constant as itself (padded), either branch of ``a if c else b``, any
-    other value as ``.*?``."""
-    if isinstance(node, ast.Constant):
-        return re.escape(node.value) if isinstance(node.value, str) else ".*?"
-    if isinstance(node, ast.FormattedValue):
-        value = node.value
-        if isinstance(value, ast.Constant) and isinstance(value.value, str):
-            return r"\s*" + re.escape(value.value) + r"\s*"
-        return ".*?"
-    if isinstance(node, ast.JoinedStr):
-        return "".join(_template(v) for v in node.values)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        return _template(node.left) + _template(node.right)
-    if isinstance(node, ast.IfExp):
-        return f"(?:{_template(node.body)}|{_template(node.orelse)})"
-    return ".*?"
-
-
-def _printed_lines(script: Path) -> tuple[list[re.Pattern[str]], list[re.Pattern[str]]]:
-    """The line patterns of a script's ``print(...)`` calls: those with at least three letters
-    of literal text, and all of them."""
-    found = set()
-    for call in ast.walk(ast.parse(script.read_text())):
-        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "print" and call.args:
-            text = _template(call.args[0])
-            if text.replace(".*?", "").strip():
-                found.add(text)
-
-    def letters(text: str) -> int:
-        return len(re.findall(r"[A-Za-z]", re.sub(r"\\.", "", text.replace(".*?", ""))))
-
-    every = sorted(found)
-    return (
-        [re.compile(rf"\s*(?:{t})\s*", re.DOTALL) for t in every if letters(t) >= 3],
-        [re.compile(rf"\s*(?:{t})\s*", re.DOTALL) for t in every],
-    )
-
-
-#: Words of a data row rather than of a label: instance clusters (2xp3.2xlarge+3xp2.xlarge) and short words.
-_DATA_WORDS = re.compile(r"\b[\w.+@-]*\d[a-z][\w.+@-]*\b|\b[a-z]{1,4}\b")
-
-
-def test_pasted_benchmark_outputs_are_what_the_scripts_print():
-    """A long run's output pasted in a page (real training for minutes, the all-regions ladder):
-    its command names the script's options (its --help), and every line is one the script's
-    prints can write: a line with a label matches a print of that label's literal text, a
-    data row any print (a renamed label or a line the script no longer writes fails)."""
-    helps: dict[str, str] = {}
-    blocks = _of("benchmark-output")
-    assert len(blocks) >= 9
-    for block in blocks:
-        command, *lines = block.body.splitlines()
-        assert command.startswith("$ "), f"{block.page}:{block.line}"
-        _check_script_command(command[2:], helps)
-        script = REPO / next(a for a in shlex.split(command[2:], comments=True) if a.endswith(".py"))
-        labelled, rows = _printed_lines(script)
-        for line in filter(str.strip, lines):
-            patterns = labelled if len(re.findall(r"[A-Za-z]", _DATA_WORDS.sub("", line))) >= 3 else rows
-            assert any(p.fullmatch(line) for p in patterns), (
-                f"{block.page}:{block.line}: {script.name} prints no line like\n  {line}"
-            )
-
-
-def test_pasted_benchmark_check_fails_on_a_changed_label():
-    """The check above is not vacuous: a pasted line with one word changed is refused."""
-    lines = [x for b in _of("benchmark-output", "reproduction.md") for x in b.body.splitlines()]
-    labelled, _ = _printed_lines(REPO / "benchmarks/real_training.py")
-    line = next(x for x in lines if "communication" in x and "measured" in x)
-    assert any(p.fullmatch(line) for p in labelled)
-    assert not any(p.fullmatch(line.replace("measured", "observed")) for p in labelled)
-
-
+# ------------------------------------------------------------------ the full schemathesis run
 def test_schemathesis_run_is_a_command_the_tool_takes_on_this_api():
     """service.md's full schemathesis run: its options are `st`'s, its configuration file exists,
     it selected every operation (the run itself takes minutes of CPU: tests/service/test_contract.py
