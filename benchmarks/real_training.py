@@ -17,11 +17,16 @@ profiling adds a 30-iteration lone worker (B_req) and fits eqs. (7)-(9)'s conten
 (``dnnprov profile fit-timing``), which the prediction uses; ``--no-link`` runs the job without
 links (no contention; B_req from the mean communication time).
 
-    python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--no-link] [--json FILE]
+    python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--no-link] [--lr LR] [--json FILE]
     python benchmarks/real_training.py --revocation --profile-json FILE [--speed X] [--out DIR]
     python benchmarks/real_training.py --plans DEADLINE_S --profile-json FILE [--speed X] [--out DIR]
+    python benchmarks/real_training.py --pilot LR,LR,...
 
 ``--quick`` runs one profiling cluster fewer and two held-out clusters (a smoke test).
+``--lr`` sets the job's SGD step (``Job.lr``, default 0.05; the warm start uses it too).
+``--pilot`` runs no process: per learning rate, in-process SGD from the warm start, the updates
+to the target loss of one worker (sequential SGD, batch 32 and 16) and of round-robin workers
+whose gradients are N - 1 updates stale (the profiling clusters' batches), three seeds each.
 ``--revocation`` runs the plan 4 x p3.2xlarge on the local cloud under ``failover`` through
 the real 2023-08-27 V100 traces (us-west-2a, us-west-2c, us-east-2b from tick 16: the home
 zone's capacity falls to 0 at 300 s) and prints its time and cost beside the loop's replay of
@@ -213,7 +218,80 @@ def plans_run(profile_json: str, speed: float, deadline_s: float, out: Path) -> 
     return 0 if measured["milp"] <= min(measured.values()) * (1 + 1e-9) else 1
 
 
+#: The pilot's clusters (batch per worker, in round-robin order) and seeds per figure.
+PILOT = {
+    "1 x b32": [32],
+    "1 x b16": [16],
+    "2 x b32": [32] * 2,
+    "4 x b16": [16] * 4,
+    "4 x b32": [32] * 4,
+    "3 x b32 + 4 x b16": [32] * 3 + [16] * 4,
+}
+PILOT_SEEDS, PILOT_MAX_UPDATES = 3, 4000
+
+
+def pilot_updates(job: Any, batches: list[int], seed: int) -> tuple[float, int | None]:
+    """In-process SGD from the job's warm start, no processes and no clock: the loss at the
+    start, and the updates to the target loss (the PS's loss: every ``eval_every`` updates, mean
+    of the last ``smooth``; None: not reached or diverged). Workers take turns; each computes its
+    gradient on the parameters of its previous update (one worker: sequential SGD; N: ASP with
+    a staleness of N - 1)."""
+    import numpy as np
+    import torch
+
+    from dnnprov.training import reference as ref
+    from dnnprov.training.job import dataset, grad_flat, initial_params, make_model, set_flat
+
+    x, y = (torch.from_numpy(a) for a in dataset(job))
+    pick = torch.from_numpy(np.random.default_rng(job.seed + 1).choice(len(y), size=job.eval_samples, replace=False))
+    model, params, rng = make_model(job), initial_params(job).copy(), np.random.default_rng(seed)
+    pulled, recent = [params.copy() for _ in batches], []
+
+    def loss() -> float:
+        set_flat(model, params)
+        with torch.no_grad():
+            return float(torch.nn.functional.cross_entropy(model(x[pick]), y[pick]))
+
+    start = loss()
+    for step in range(1, PILOT_MAX_UPDATES + 1):
+        w = (step - 1) % len(batches)
+        set_flat(model, pulled[w])
+        b = torch.from_numpy(rng.integers(0, len(y), size=batches[w]))
+        model.zero_grad()
+        torch.nn.functional.cross_entropy(model(x[b]), y[b]).backward()
+        params -= job.lr * grad_flat(model)
+        pulled[w] = params.copy()
+        if not np.all(np.isfinite(params)):
+            return start, None
+        if step % job.eval_every == 0:
+            recent = [*recent, loss()][-job.smooth :]
+            if statistics.mean(recent) <= ref.TARGET_LOSS:
+                return start, step
+    return start, None
+
+
+def pilot_run(lrs: list[float]) -> int:
+    """Per learning rate: the warm start's loss and the updates to the target of each pilot cluster."""
+    import torch
+
+    from dnnprov.training import reference as ref
+    from dnnprov.training.job import Job
+
+    torch.set_num_threads(1)  # tiny tensors: two threads only spin against each other on a loaded machine
+    print(f"updates to the target loss {ref.TARGET_LOSS}, in-process SGD ({PILOT_SEEDS} seeds; -: not reached)")
+    for lr in lrs:
+        job, row = Job(lr=lr), []
+        for name, batches in PILOT.items():
+            runs = [pilot_updates(job, batches, seed) for seed in range(PILOT_SEEDS)]
+            row.append(f"{name} {'/'.join(str(j) if j else '-' for _, j in runs)}")
+        print(f"lr {lr:g}: warm start at loss {runs[0][0]:.3f}; " + "; ".join(row))
+    print(f"CPU {cpu_s():.1f} s")
+    return 0
+
+
 def main() -> int:
+    from dnnprov.training.job import Job
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="folder of the runs' logs (default: a temporary folder)")
     parser.add_argument("--quick", action="store_true", help="fewer clusters (a smoke test)")
@@ -230,6 +308,15 @@ def main() -> int:
         action="store_true",
         help="no emulated links (S_parm 0): no contention, B_req from the mean communication time",
     )
+    parser.add_argument(
+        "--lr", type=float, default=Job.lr, help=f"the job's SGD step, warm start included (default {Job.lr:g})"
+    )
+    parser.add_argument(
+        "--pilot",
+        default=None,
+        metavar="LR,LR,...",
+        help="in-process SGD at these learning rates: updates to the target, sequential and stale",
+    )
     parser.add_argument("--revocation", action="store_true", help="the run through a real trace window instead")
     parser.add_argument(
         "--plans",
@@ -240,11 +327,30 @@ def main() -> int:
     )
     parser.add_argument("--profile-json", default=None, help="with --revocation/--plans: a previous run's --json file")
     args = parser.parse_args()
+    from dnnprov.errors import InvalidInputError
+
+    def checked(option: str, **fields: float) -> None:
+        try:
+            Job(**fields)
+        except InvalidInputError as exc:
+            parser.error(f"{option}: {exc.problem}")
+
+    checked("--lr", lr=args.lr)
+    checked("--speed", speed=args.speed)
+    pilot_lrs: list[float] = []
+    for entry in args.pilot.split(",") if args.pilot is not None else []:
+        try:
+            pilot_lrs.append(float(entry))
+        except ValueError:
+            parser.error(f"--pilot: {entry!r} is not a number")
+        checked("--pilot", lr=pilot_lrs[-1])
     try:
         import torch  # noqa: F401
     except ImportError:
         print("torch is absent: pip install -e '.[train]'", file=sys.stderr)
         return 2
+    if args.pilot is not None:
+        return pilot_run(pilot_lrs)
     if args.plans is not None:
         if args.profile_json is None:
             parser.error("--plans needs --profile-json (a previous run's --json)")
@@ -267,10 +373,10 @@ def main() -> int:
     from dnnprov.profiling.readers import cluster_stats
     from dnnprov.training import reference as ref
     from dnnprov.training.cluster import Launcher, run_cluster
-    from dnnprov.training.job import Job
 
     out = Path(args.out or tempfile.mkdtemp(prefix="dnnprov-real-training-"))
-    job = Job(speed=args.speed) if args.no_link else Job(speed=args.speed, **ref.LINKED)
+    links = {} if args.no_link else ref.LINKED
+    job = Job(speed=args.speed, lr=args.lr, **links)
     launcher = Launcher()
     profile_set = PROFILE[:3] if args.quick else PROFILE
     held_out = HELD_OUT[:2] if args.quick else HELD_OUT
@@ -278,8 +384,8 @@ def main() -> int:
     prof = ref.profile(profile_set, job, out / "profile", launcher=launcher)
     fits = {"cc": prof.loss_fit, "no-cc": fit_loss(read_loss_logs([r.log_dir for r in prof.runs]), "no-cc").to_dict()}
     print(
-        f"profiled {len(prof.runs)} clusters ({', '.join(r.name for r in prof.runs)}) in {time.time() - started:.0f} s "
-        f"wall; T_comp {', '.join(f'{k} {v:.2f} s' for k, v in prof.compute_s.items())}, comm {prof.comm_s:.2f} s"
+        f"profiled {len(prof.runs)} clusters ({', '.join(r.name for r in prof.runs)}) at lr {job.lr:g} in "
+        f"{time.time() - started:.0f} s wall; T_comp {', '.join(f'{k} {v:.2f} s' for k, v in prof.compute_s.items())}, comm {prof.comm_s:.2f} s"
     )
     for variant, fit in fits.items():
         coeffs = ", ".join(f"{k} {v['value']:.4g}" for k, v in fit["coefficients"].items())

@@ -4,9 +4,8 @@ Each fenced block of every page is either run by one of the tests below (``RUN``
 the kind of check) or listed in ``NOT_RUN`` with the reason (what only a run of minutes on
 a given machine prints). A synopsis with placeholders is checked against the parser of
 its command (or the benchmark script's ``--help``); a benchmark's printed figures are
-produced by the benchmark in a short mode where it has one, and the output of a run of
-minutes pasted in a page (real training, the all-regions ladder) is checked line by line
-against what the script's ``print`` calls can write. A new block fails
+produced by the benchmark in a short mode where it has one (a run of minutes is not pasted as
+a block: its figures are tables, with the command that made them). A new block fails
 :func:`test_every_block_is_run_or_has_a_reason` until it is given one or the other.
 Conventions the pages follow:
 
@@ -20,7 +19,6 @@ Conventions the pages follow:
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import copy
 import doctest
@@ -92,7 +90,7 @@ RUN: dict[tuple[str, str], str] = {
     ): "synopsis",
     (
         "training.md",
-        "python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--no-link] [--json FILE]",
+        "python benchmarks/real_training.py [--out DIR] [--quick] [--speed X] [--no-link] [--lr LR] [--json FILE]",
     ): "synopsis",
     ("batch.md", "from dnnprov.batch.runner import run_batch, summarize, read_results"): "python",
     ("batch.md", "           instances  solved  optimal  failed"): "output",
@@ -321,6 +319,8 @@ RUN: dict[tuple[str, str], str] = {
     ("cloud.md", "import threading"): "watcher",
     ("training.md", '{"speed": 100, "offset": 40, "workdir": "runs/local",'): "local-config",
     ("training.md", "from dnnprov.training.cluster import run_cluster"): "training-script",
+    # run by tests/training/test_real_training_docs.py (the long runs' figures are tables)
+    ("reproduction.md", "$ python benchmarks/real_training.py --quick"): "benchmark-quick",
     ("training.md", "$ dnnprov profile fit-loss runs/2v100+1k80 runs/4v100 runs/3v100+4k80 --json"): "training-fit",
     (
         "README.md",
@@ -334,42 +334,6 @@ RUN: dict[tuple[str, str], str] = {
         "README.md",
         ".venv/bin/dnnprov list                                              # embedded instances, catalogs, profiles",
     ): "readme-use",
-    (
-        "benchmarks.md",
-        "$ nice -n 10 .venv/bin/python benchmarks/all_regions.py --ladder",
-    ): "benchmark-output",
-    (
-        "reproduction.md",
-        "$ nice -n 10 python benchmarks/real_training.py --out /tmp/ct-rep2 --json /tmp/ct-rep2.json   # 166 s wall, 11.7 CPU s",
-    ): "benchmark-output",
-    (
-        "reproduction.md",
-        "$ nice -n 10 python benchmarks/real_training.py --out /tmp/ct-full --json /tmp/ct-full.json   # speed 100; 154 s wall, 8.4 CPU s",
-    ): "benchmark-output",
-    (
-        "reproduction.md",
-        "$ nice -n 10 python benchmarks/real_training.py --no-link --out /tmp/ct-nolink --json /tmp/ct-nolink.json   # 139 s wall, 10.0 CPU s",
-    ): "benchmark-output",
-    (
-        "reproduction.md",
-        "$ nice -n 10 python benchmarks/real_training.py --revocation --profile-json /tmp/ct-rep2.json --out /tmp/ct-rev   # 59 s wall, 6.7 CPU s",
-    ): "benchmark-output",
-    (
-        "benchmarks.md",
-        "$ python benchmarks/real_training.py --out /tmp/rt1 --json /tmp/rt1.json      # speed 100; 197 s wall, 10.2 CPU s",
-    ): "benchmark-output",
-    (
-        "benchmarks.md",
-        "$ python benchmarks/real_training.py --plans 750 --speed 20 --profile-json /tmp/rt20.json --out /tmp/pl20b   # 67 s wall, 4.0 CPU s",
-    ): "benchmark-output",
-    (
-        "benchmarks.md",
-        "$ python benchmarks/real_training.py --out /tmp/rt20 --speed 20 --json /tmp/rt20.json   # 507 s wall, 9.3 CPU s",
-    ): "benchmark-output",
-    (
-        "benchmarks.md",
-        "$ python benchmarks/real_training.py --revocation --speed 20 --profile-json /tmp/rt20.json --out /tmp/rv20b   # 62 s wall, 4.4 CPU s",
-    ): "benchmark-output",
     ("README.md", "import dnnprov"): "python",
     (
         "README.md",
@@ -1320,81 +1284,7 @@ def test_readme_layout_names_existing_folders_and_every_room():
     assert rooms <= named, f"rooms missing from README's layout: {sorted(rooms - named)}"
 
 
-# ------------------------------------------------------------------ benchmark outputs pasted from long runs
-def _template(node: ast.AST) -> str:
-    """A regex of what a string expression of a script prints: its literal text, a
-    formatted string constant as itself (padded), either branch of ``a if c else b``, any
-    other value as ``.*?``."""
-    if isinstance(node, ast.Constant):
-        return re.escape(node.value) if isinstance(node.value, str) else ".*?"
-    if isinstance(node, ast.FormattedValue):
-        value = node.value
-        if isinstance(value, ast.Constant) and isinstance(value.value, str):
-            return r"\s*" + re.escape(value.value) + r"\s*"
-        return ".*?"
-    if isinstance(node, ast.JoinedStr):
-        return "".join(_template(v) for v in node.values)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        return _template(node.left) + _template(node.right)
-    if isinstance(node, ast.IfExp):
-        return f"(?:{_template(node.body)}|{_template(node.orelse)})"
-    return ".*?"
-
-
-def _printed_lines(script: Path) -> tuple[list[re.Pattern[str]], list[re.Pattern[str]]]:
-    """The line patterns of a script's ``print(...)`` calls: those with at least three letters
-    of literal text, and all of them."""
-    found = set()
-    for call in ast.walk(ast.parse(script.read_text())):
-        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "print" and call.args:
-            text = _template(call.args[0])
-            if text.replace(".*?", "").strip():
-                found.add(text)
-
-    def letters(text: str) -> int:
-        return len(re.findall(r"[A-Za-z]", re.sub(r"\\.", "", text.replace(".*?", ""))))
-
-    every = sorted(found)
-    return (
-        [re.compile(rf"\s*(?:{t})\s*", re.DOTALL) for t in every if letters(t) >= 3],
-        [re.compile(rf"\s*(?:{t})\s*", re.DOTALL) for t in every],
-    )
-
-
-#: Words of a data row rather than of a label: instance clusters (2xp3.2xlarge+3xp2.xlarge) and short words.
-_DATA_WORDS = re.compile(r"\b[\w.+@-]*\d[a-z][\w.+@-]*\b|\b[a-z]{1,4}\b")
-
-
-def test_pasted_benchmark_outputs_are_what_the_scripts_print():
-    """A long run's output pasted in a page (real training for minutes, the all-regions ladder):
-    its command names the script's options (its --help), and every line is one the script's
-    prints can write: a line with a label matches a print of that label's literal text, a
-    data row any print (a renamed label or a line the script no longer writes fails)."""
-    helps: dict[str, str] = {}
-    blocks = _of("benchmark-output")
-    assert len(blocks) >= 9
-    for block in blocks:
-        command, *lines = block.body.splitlines()
-        assert command.startswith("$ "), f"{block.page}:{block.line}"
-        _check_script_command(command[2:], helps)
-        script = REPO / next(a for a in shlex.split(command[2:], comments=True) if a.endswith(".py"))
-        labelled, rows = _printed_lines(script)
-        for line in filter(str.strip, lines):
-            patterns = labelled if len(re.findall(r"[A-Za-z]", _DATA_WORDS.sub("", line))) >= 3 else rows
-            assert any(p.fullmatch(line) for p in patterns), (
-                f"{block.page}:{block.line}: {script.name} prints no line like\n  {line}"
-            )
-
-
-def test_pasted_benchmark_check_fails_on_a_changed_label():
-    """The check above is not vacuous: a pasted line with one word changed is refused."""
-    lines = [x for b in _of("benchmark-output", "reproduction.md") for x in b.body.splitlines()]
-    labelled, _ = _printed_lines(REPO / "benchmarks/real_training.py")
-    line = next(x for x in lines if "communication" in x and "measured" in x)
-    assert any(p.fullmatch(line) for p in labelled)
-    assert not any(p.fullmatch(line.replace("measured", "observed")) for p in labelled)
-
-
+# ------------------------------------------------------------------ the full schemathesis run
 def test_schemathesis_run_is_a_command_the_tool_takes_on_this_api():
     """service.md's full schemathesis run (inline; its figures are in benchmarks.md): its options
     are `st`'s and its configuration file exists (the run itself takes minutes of CPU:
