@@ -39,8 +39,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(folder: Path, workers: int, max_pending: int) -> tuple[subprocess.Popen, str]:
-    """``dnnprov serve`` on a free loopback port; returns the process and its base URL once ready."""
+def start_server(
+    folder: Path, workers: int, max_pending: int, options: tuple[str, ...] = ()
+) -> tuple[subprocess.Popen, str]:
+    """``dnnprov serve`` on a free loopback port (with more ``options``); returns the process and its base URL once ready."""
     port = free_port()
     exe = str(Path(sys.executable).with_name("dnnprov"))
     with open(folder / "serve.log", "w") as log:  # the server keeps its own copy of the descriptor
@@ -57,6 +59,7 @@ def start_server(folder: Path, workers: int, max_pending: int) -> tuple[subproce
                 "--max-pending",
                 str(max_pending),
                 "--quiet",
+                *options,
             ],
             stdout=subprocess.DEVNULL,
             stderr=log,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -111,6 +112,15 @@ async def prober(client: httpx.AsyncClient, stop: asyncio.Event, latency: list[f
         await asyncio.sleep(0.05)
 
 
+async def loop_lag(stop: asyncio.Event, lags: list[tuple[float, float]]) -> None:
+    """This process's own event-loop lag: how late a 20 ms sleep wakes, as (when, seconds late),
+    to tell the benchmark's own stalls from the server's."""
+    while not stop.is_set():
+        started = time.perf_counter()
+        await asyncio.sleep(0.02)
+        lags.append((started, time.perf_counter() - started - 0.02))
+
+
 def ms(values: list[float], q: float) -> float | None:
     """The ``q``-th percentile of ``values`` (seconds) in milliseconds."""
     return round(float(np.percentile(values, q)) * 1000, 1) if values else None
@@ -128,22 +138,28 @@ async def run(url: str, slow: int, normal_clients: int, long: int, seconds: floa
     cut: list[int] = []
     normal: list[tuple[str, float, float]] = []
     health_latency: list[float] = []
+    lags: list[tuple[float, float]] = []
     codes: dict[int, int] = {}
-    # The clients are made first: each httpx client loads an SSL context (tens of ms of CPU),
-    # which would stall this process's event loop, and every latency measured, mid-run.
-    limits = httpx.Limits(max_connections=normal_clients, max_keepalive_connections=normal_clients)
-    async with (
-        httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as pool,
-        httpx.AsyncClient(base_url=url, timeout=30) as probe_client,
-    ):
+    # The clients are made first, sharing one SSL context: each httpx client would load its own
+    # (tens of ms of CPU), which would stall this process's event loop, and every latency measured,
+    # mid-run. One client (one connection) per normal client: a single httpx pool shared by 64
+    # concurrent requests spends its own CPU on assigning them to connections, which the run
+    # measured as the server's latency.
+    context = httpx.create_ssl_context()
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [
+            await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=120, verify=context))
+            for _ in range(normal_clients)
+        ]
+        probe_client = await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=30, verify=context))
         tasks = [asyncio.ensure_future(slow_client(host, int(port), stop, cut)) for _ in range(slow)]
         await asyncio.sleep(2.0)  # the slow clients are connected before the others start
         begun = time.perf_counter()
         tasks += [
-            asyncio.ensure_future(normal_client(pool, stored, interval, stop, normal, codes))
-            for _ in range(normal_clients)
+            asyncio.ensure_future(normal_client(client, stored, interval, stop, normal, codes)) for client in clients
         ]
         tasks.append(asyncio.ensure_future(prober(probe_client, stop, health_latency)))
+        tasks.append(asyncio.ensure_future(loop_lag(stop, lags)))
         await asyncio.sleep(seconds)
         stop.set()
         await asyncio.wait(tasks, timeout=60)
@@ -161,6 +177,16 @@ async def run(url: str, slow: int, normal_clients: int, long: int, seconds: floa
         },
         # the slowest 1 %: when they were sent (seconds into the run), to tell a stall from a queue
         "slowest_sent_at_s": sorted(round(start - begun, 1) for _, start, _ in slowest),
+        # the normal requests' p99 by the second they were sent in (the first 10 s): a transient or a steady state
+        "normal_p99_ms_by_second": [
+            ms([seconds for _, start, seconds in normal if second <= start - begun < second + 1], 99)
+            for second in range(10)
+        ],
+        # the worst lag of this process's event loop in each of the first 10 s (ms): a stall of the benchmark
+        "client_lag_max_ms_by_second": [
+            round(1000 * max((lag for at, lag in lags if second <= at - begun < second + 1), default=0.0))
+            for second in range(10)
+        ],
         "healthz_probes": len(health_latency),
         "healthz_p50_ms": ms(health_latency, 50),
         "healthz_p99_ms": ms(health_latency, 99),
@@ -178,9 +204,11 @@ def main() -> int:
     parser.add_argument("--long", type=int, default=4, help="long jobs queued at the start")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between a normal client's requests")
+    parser.add_argument("--long-nice", type=int, default=None, help="the server's --long-nice (default: its own)")
     args = parser.parse_args()
+    options = () if args.long_nice is None else ("--long-nice", str(args.long_nice))
     with tempfile.TemporaryDirectory() as folder:
-        proc, url = start_server(Path(folder), workers=1, max_pending=args.normal + args.long + 8)
+        proc, url = start_server(Path(folder), workers=1, max_pending=args.normal + args.long + 8, options=options)
         try:
             cpu_before, server_before = time.process_time(), server_cpu(proc.pid)
             figures = asyncio.run(run(url, args.slow, args.normal, args.long, args.seconds, args.interval))

@@ -191,6 +191,8 @@ def _serve(args: argparse.Namespace) -> int:
             raise InvalidInputError(option, f"must be at least 1, got {value}")
     if args.short_workers < 0:
         raise InvalidInputError("--short-workers", f"must be at least 0, got {args.short_workers}")
+    if not 0 <= args.long_nice <= 19:
+        raise InvalidInputError("--long-nice", f"must be 0 to 19, got {args.long_nice}")
     if args.tenant_max_pending is not None and args.tenant_max_pending < 1:
         raise InvalidInputError("--tenant-max-pending", f"must be at least 1, got {args.tenant_max_pending}")
     if not args.rate_limit >= 0:
@@ -228,6 +230,7 @@ def _serve(args: argparse.Namespace) -> int:
         dask_address=args.dask,
         max_auth_failures=args.max_auth_failures,
         short_workers=args.short_workers,
+        long_nice=args.long_nice,
         tenant_max_pending=args.tenant_max_pending,
         head_timeout_s=args.head_timeout,
         body_grace_s=args.body_timeout,
@@ -356,6 +359,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=1,
         help="worker processes only for short work (predictions, heuristic solves) (default %(default)d)",
+    )
+    p.add_argument(
+        "--long-nice",
+        type=int,
+        default=10,
+        help="niceness steps added to the worker processes that serve the long lane, so that short work "
+        "and health checks keep the CPU (0 to 19; default %(default)d)",
     )
     p.add_argument(
         "--tenant-max-pending",

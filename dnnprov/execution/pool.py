@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -95,6 +96,12 @@ class Slot:
         if self.process is not None:
             self.restarts += 1
         self.process = WorkerProcess(self.pool.runner, self.pool.warm_up, quiet=self.pool.quiet)
+        if self.pool.long_nice and "long" in self.lanes:  # below the short lane's and the server's priority
+            niceness = min(19, os.getpriority(os.PRIO_PROCESS, 0) + self.pool.long_nice)
+            try:
+                os.setpriority(os.PRIO_PROCESS, self.process.pid, niceness)
+            except ProcessLookupError:  # it died at once: the slot replaces it like any dead worker
+                pass
 
     def _retire(self) -> None:
         """Kill and reap the worker process (it may be running or dead already); the next is not started yet."""
@@ -217,7 +224,9 @@ class WorkerPool:
     Lane ``long`` and lane ``short`` (the caller sets :attr:`Work.lane`) are queued apart: ``short_workers`` slots serve only the short lane, the others serve the
     long lane first and the short one when the long one is empty. So a cheap request never
     waits behind long solves, and a full long lane refuses nothing short. One tenant holds
-    at most ``tenant_max_pending`` places of a lane.
+    at most ``tenant_max_pending`` places of a lane. The processes of the slots that serve the
+    long lane run ``long_nice`` steps nicer than the pool's own process (at most 19), so that on
+    a busy machine long solves yield the CPU to short work and to the caller's threads.
     """
 
     slot_class: type = Slot
@@ -234,8 +243,10 @@ class WorkerPool:
         tenant_max_pending: int | None = None,
         quiet: bool = False,
         warm_up_limit_s: float = WARM_UP_LIMIT_S,
+        long_nice: int = 0,
     ) -> None:
         self.runner, self.warm_up, self.args, self.quiet = runner, warm_up, args, quiet
+        self.long_nice = long_nice
         self.warm_up_limit_s = warm_up_limit_s
         #: worker processes that died before they were ready, in a row (a broken interpreter)
         self.start_failures = 0

@@ -12,6 +12,7 @@ carries a traceback.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import math
@@ -41,7 +42,7 @@ from dnnprov.service.http.openapi import openapi_document
 from dnnprov.service.jobs import JobRunner
 from dnnprov.service.kinds.run_jobs import RunJobs, runs_folder
 from dnnprov.service.kinds.tasks import JOB_ONLY_KINDS, KINDS, body_field, prepare
-from dnnprov.service.pool import lane_of, make_executor
+from dnnprov.service.pool import LONG_NICE, lane_of, make_executor
 from dnnprov.service.store import (
     FINAL,
     STATES,
@@ -83,6 +84,7 @@ class ServiceConfig:
     dask_address: str | None = None
     max_auth_failures: int = 10
     short_workers: int = 1
+    long_nice: int = LONG_NICE
     tenant_max_pending: int | None = None
     head_timeout_s: float = 10.0
     body_grace_s: float = 10.0
@@ -202,6 +204,7 @@ def _lifespan(
             max_time_limit_s=config.max_time_limit_s,
             max_pending=config.max_pending,
             short_workers=config.short_workers,
+            long_nice=config.long_nice,
             tenant_max_pending=config.tenant_cap(),
             dask_address=config.dask_address,
         )
@@ -212,6 +215,10 @@ def _lifespan(
         state.update(store=store, pool=pool, metrics=metrics, runner=runner, runs=runs)
         app.state.drain = drain
         requeued = await run_in_threadpool(runner.recover)
+        # The start-up heap (FastAPI, pydantic, numpy, the kinds' modules) out of the collector's
+        # reach: a full collection scanned it all and stalled the event loop 150-190 ms, for
+        # about 50 objects collected (measured under the slow-clients benchmark).
+        gc.freeze()
         if db_url:
             store.attach(runner, pool, lambda: state["draining"])  # type: ignore[attr-defined]
         purger = asyncio.create_task(_purge_forever(store, config))

@@ -33,6 +33,10 @@ WARM_UP_MODULES = (
     "dnnprov.revocation.plan_choice",
     "dnnprov.revocation.replay.hindsight",
 )
+#: Niceness steps added to the worker processes of the long lane (``--long-nice``): a proven
+#: solve takes a whole core for as long as it runs; below the server's priority it leaves the
+#: CPU to the event loop and the short lane on a busy machine, and loses nothing on an idle one.
+LONG_NICE = 10
 #: Solve methods fast enough for the short lane (no proof: a heuristic answers in milliseconds).
 SHORT_METHODS = ("heuristic", "reference-heuristic")
 
@@ -83,6 +87,7 @@ def make_executor(
     max_time_limit_s: float,
     max_pending: int,
     short_workers: int = 0,
+    long_nice: int = 0,
     tenant_max_pending: int | None = None,
     dask_address: str | None = None,
 ) -> WorkerPool:
@@ -99,4 +104,5 @@ def make_executor(
         max_pending=max_pending,
         short_workers=short_workers,
         tenant_max_pending=tenant_max_pending,
+        long_nice=long_nice,
     )

@@ -93,3 +93,31 @@ def test_cancels_abandons_and_deaths_in_any_order_converge(tmp_path: Path) -> No
             "done"
         ] * 3
         assert client.get("/readyz").status_code == 200
+
+
+def niceness(pid: int) -> int:
+    """The niceness of a process (field 19 of /proc/PID/stat)."""
+    return int((Path(f"/proc/{pid}/stat")).read_text().rsplit(")", 1)[1].split()[16])
+
+
+def test_long_lane_workers_run_nicer_than_the_short_lane(tmp_path: Path) -> None:
+    """The long lane's worker runs ``--long-nice`` steps nicer than the server (at most 19), the
+    short lane's at the server's own, also after the long one is killed and replaced.
+
+    (Under ``nice -n 19`` the server is at 19 already, and so are both workers.)
+    """
+    with (
+        server(tmp_path, "--workers", "1", "--short-workers", "1", "--long-nice", "7") as (url, proc, _log),
+        httpx.Client(base_url=url, timeout=30) as client,
+    ):
+        base, killed = niceness(proc.pid), 0
+        for _ in range(2):
+            deadline = time.monotonic() + 120
+            while (pids := worker_pids(proc.pid)) and (len(pids) != 2 or killed in pids):
+                assert time.monotonic() < deadline, f"no replacement of worker {killed}: {pids}"
+                time.sleep(0.1)
+            converged(client, 2)
+            found = sorted(niceness(pid) for pid in pids)
+            assert found == sorted([base, min(19, base + 7)]), (base, found)
+            killed = max(pids, key=niceness)
+            os.kill(killed, signal.SIGKILL)
