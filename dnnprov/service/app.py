@@ -30,6 +30,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.execution.pool import Outcome, Work
@@ -325,6 +326,13 @@ def _error_handlers(app: FastAPI) -> None:
             headers["Allow"] = ", ".join(sorted(allowed))
             return error_response(405, "", f"{request.method} is not one of {headers['Allow']} on this path", headers)
         return error_response(exc.status_code, "", str(exc.detail), headers)
+
+    @app.exception_handler(ClientDisconnect)
+    async def client_gone(request: Request, exc: ClientDisconnect) -> JSONResponse:
+        """A client that hung up while sending its body: logged as such, not as a server error
+        (the answer reaches no one; handled here, it is not re-raised to the ASGI server)."""
+        log_event(logging.INFO, "client_disconnected", path=request.url.path[:200], request_id=request.state.request_id)
+        return error_response(400, "body", "the client closed the connection before its body ended")
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:

@@ -14,7 +14,7 @@ import pytest
 httpx = pytest.importorskip("httpx", reason="httpx is in the test extra")
 pytest.importorskip("fastapi", reason="the service extra (fastapi, uvicorn) is in the test extra")
 
-from service_helpers import TABLE1, server, slow_instance, wait_for  # noqa: E402 - needs the importorskip above
+from service_helpers import TABLE1, log_events, server, slow_instance, wait_for  # noqa: E402 - needs the importorskip above
 
 ALICE = "alice-token-0123456789abcdef"
 BOB = "bob-token-0123456789abcdefgh"
@@ -163,3 +163,23 @@ def test_cheap_work_does_not_wait_behind_long_solves(tmp_path: Path) -> None:
         assert client.get(f"/v1/jobs/{second}").json()["status"] == "queued"
         for job_id in (first, second):
             client.delete(f"/v1/jobs/{job_id}")
+
+
+def test_a_client_that_hangs_up_mid_body_is_no_server_error(tmp_path: Path) -> None:
+    """A client closing its connection in the middle of its body is logged as a client that
+    went away: no ``internal_error``, no ASGI traceback, and the server goes on answering."""
+    with server(tmp_path, "--workers", "1") as (url, _proc, log), httpx.Client(base_url=url, timeout=30) as client:
+        for _ in range(3):
+            with socket.create_connection(_address(url)) as sock:
+                sock.sendall(
+                    b"POST /v1/solve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    b'Content-Length: 1000\r\n\r\n{"instance": '
+                )
+                time.sleep(0.2)  # the server is reading the body when the client hangs up
+        assert client.get("/healthz").status_code == 200
+        deadline = time.monotonic() + 30  # a guard against a hang, not a timing
+        while len(log_events(log, "client_disconnected")) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(log_events(log, "client_disconnected")) == 3
+        assert log_events(log, "internal_error") == []
+        assert "Exception in ASGI application" not in log.read_text()
