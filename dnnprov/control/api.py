@@ -28,13 +28,15 @@ from dnnprov.control.loop import Controller, Outcome, RunSettings
 from dnnprov.control.record import RunRecord
 from dnnprov.control.trainer import Report
 from dnnprov.errors import InvalidInputError
-from dnnprov.problems.spot import SpotProblem
+from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
 from dnnprov.result import SpotPlan
 from dnnprov.revocation.availability import AvailabilityModel
 from dnnprov.revocation.policies import RunningTable, TakeoverTable
 
 #: The record folder when none is given (``dnnprov run --state``'s default).
 DEFAULT_STATE = ".dnnprov-runs"
+#: The run's region when none is given and the plan names none.
+DEFAULT_REGION = "us-east-1"
 #: Run states in which a controller still has work to do.
 LIVE = ("running", "cancelling")
 
@@ -117,7 +119,7 @@ def create_run(
     policy: str = "failover",
     *,
     endpoint_url: str | None = None,
-    region: str = "us-east-1",
+    region: str | None = None,
     state: str | Path = DEFAULT_STATE,
     progress: str = "model",
     image_id: str | None = None,
@@ -130,6 +132,10 @@ def create_run(
     ``model``: ``mpc``'s availability model (an :class:`AvailabilityModel`, its dict or a
     file); its table is built here, so a plan or model it cannot cover is refused now.
 
+    ``region``: the run's, where the PS goes (:func:`ps_region`: default the region holding
+    most of a multi-region plan's worker GPUs, else us-east-1); each ``TYPE@REGION`` of the
+    plan is launched in its own region.
+
     ``progress``: where the trainer reports (a file, an http(s) URL, or ``model``: the
     stand-in trainer, only against a test endpoint). Every input is checked here, one
     :class:`InvalidInputError` naming it.
@@ -139,6 +145,7 @@ def create_run(
 
     check_policy(policy, model)
     problem = spot_problem(instance)
+    run_regions(problem)
     chosen = spot_plan(plan, problem)
     settings = settings or RunSettings()
     fitted = None if model is None else availability_model(model)
@@ -156,7 +163,7 @@ def create_run(
         "plan": {"counts": chosen.counts, "ps": chosen.ps},
         "policy": policy,
         "model": None if fitted is None else fitted.to_dict(),
-        "region": check_region(region),
+        "region": check_region(ps_region(problem, chosen, region)),
         "endpoint_url": endpoint_url,
         "twin": twin,
         "image_id": image_id or PLACEHOLDER_IMAGE,
@@ -166,6 +173,37 @@ def create_run(
     }
     with closing(RunRecord(state)) as record:
         return record.create(spec, run_id)
+
+
+def run_regions(problem: SpotProblem) -> list[str]:
+    """The regions the types of a multi-region instance name (``TYPE@REGION``), sorted; empty
+    when every type name is plain (a one-region run)."""
+    from dnnprov.cloud.aws import check_region
+    from dnnprov.io.catalogs.catalog import split_region
+
+    named = {split_region(t.name)[1] for t in problem.instance_types}
+    try:
+        return sorted(check_region(r) for r in named if r is not None)
+    except InvalidInputError as exc:
+        raise InvalidInputError("instance.instance_types", f"a TYPE@REGION name: {exc.problem}") from None
+
+
+def ps_region(problem: SpotProblem, plan: SpotPlan, given: str | None) -> str:
+    """The run's region, where its PS goes (and its plain type names): ``given``, else for a
+    multi-region plan the region holding most of its worker GPUs (ties: the first by name,
+    as the exports place the PS: docs/cloud.md), else ``us-east-1``."""
+    from dnnprov.io.catalogs.catalog import split_region
+
+    if given is not None:
+        return given
+    gpus: dict[str, int] = {}
+    by_name = {t.name: t for t in problem.instance_types}
+    for label, count in plan.counts.items():
+        name = label.removesuffix(ON_DEMAND_SUFFIX)
+        region = split_region(name)[1]
+        if region is not None and count:
+            gpus[region] = gpus.get(region, 0) + count * max(1, by_name[name].gpus)
+    return min(gpus, key=lambda r: (-gpus[r], r)) if gpus else DEFAULT_REGION
 
 
 def mpc_table(
@@ -196,12 +234,21 @@ def controller_of(record: RunRecord, run_id: str, spec: Mapping[str, Any]) -> Co
     from dnnprov.control.clouds.ec2 import Ec2Cloud, RemoteTwinClock
     from dnnprov.control.loop import PoolInfo
     from dnnprov.control.trainer import ProgressModel, read_report, stand_in
+    from dnnprov.io.catalogs.catalog import qualified
     from dnnprov.revocation.policies import make_policy
 
     problem = spot_problem(spec["instance"])
     plan = SpotPlan(counts={k: int(v) for k, v in spec["plan"]["counts"].items()}, ps=int(spec["plan"]["ps"]))
     settings = RunSettings(**spec["settings"])
     clock = RemoteTwinClock(spec["endpoint_url"]) if spec.get("twin") else None
+    pools = [
+        PoolInfo(t.name, z.zone, z.spot_price_per_h if z.spot_price_per_h is not None else t.spot_price_per_h)
+        for t in problem.instance_types
+        for z in t.zones
+    ] or [PoolInfo(t.name, None, t.spot_price_per_h) for t in problem.instance_types]
+    ps_type = problem.platform.ps_type
+    if run_regions(problem):  # a multi-region plan's PS is named by its region too
+        ps_type = qualified(ps_type, spec["region"])
     cloud = Ec2Cloud(
         spec["region"],
         start_epoch=spec["start_epoch"],
@@ -209,12 +256,9 @@ def controller_of(record: RunRecord, run_id: str, spec: Mapping[str, Any]) -> Co
         clock=clock,
         image_id=spec["image_id"],
         known=record.instances(run_id),
+        types=[*(t.name for t in problem.instance_types), ps_type],
+        zoneless=[p.type_name for p in pools if p.zone is None],
     )
-    pools = [
-        PoolInfo(t.name, z.zone, z.spot_price_per_h if z.spot_price_per_h is not None else t.spot_price_per_h)
-        for t in problem.instance_types
-        for z in t.zones
-    ] or [PoolInfo(t.name, None, t.spot_price_per_h) for t in problem.instance_types]
     if spec["progress"] == "model":
         trainer: Callable[[list[Instance], float], Report | None] = stand_in(
             ProgressModel(problem, plan, settings.join_s), run_id
@@ -237,6 +281,7 @@ def controller_of(record: RunRecord, run_id: str, spec: Mapping[str, Any]) -> Co
         trainer=_LatestReport(trainer),
         settings=settings,
         record=record,
+        ps_type=ps_type,
     )
 
 
@@ -346,7 +391,7 @@ def run_plan(
     policy: str = "failover",
     *,
     endpoint_url: str | None = None,
-    region: str = "us-east-1",
+    region: str | None = None,
     state: str | Path = DEFAULT_STATE,
     progress: str = "model",
     image_id: str | None = None,

@@ -33,6 +33,15 @@ MARKETS = ("spot", "on-demand")
 PS_PORT = 2222
 
 
+def pool_name(type_name: str, zone: str | None, market: str) -> str:
+    """``type@zone`` of a spot pool (``type`` when the cloud picks the zone), ``type@on-demand``
+    of an on-demand one. ``type`` is the run's type name: ``p3.2xlarge@eu-west-1`` for a type
+    of a multi-region plan (docs/cloud.md, "Where a plan launches")."""
+    if market != "spot":
+        return f"{type_name}@on-demand"
+    return f"{type_name}@{zone}" if zone else type_name
+
+
 @dataclass
 class Instance:
     """One instance of a run as the cloud reports it."""
@@ -50,8 +59,8 @@ class Instance:
 
     @property
     def pool(self) -> str:
-        """``type@zone`` of a spot instance, ``type@on-demand`` otherwise."""
-        return f"{self.type_name}@{self.zone if self.market == 'spot' else 'on-demand'}"
+        """The instance's pool (:func:`pool_name`)."""
+        return pool_name(self.type_name, self.zone, self.market)
 
     def alive_at(self, t: float) -> bool:
         """Launched by ``t`` and not yet gone."""

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from dnnprov.control.cloud import PS_PORT, Cloud, Instance, LaunchOutcome, LaunchRequest
+from dnnprov.control.cloud import PS_PORT, Cloud, Instance, LaunchOutcome, LaunchRequest, pool_name
 from dnnprov.control.trainer import ProgressModel, Report
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
@@ -61,7 +61,7 @@ class PoolInfo:
 
     @property
     def name(self) -> str:
-        return f"{self.type_name}@{self.zone}"
+        return pool_name(self.type_name, self.zone, "spot")
 
 
 @dataclass
@@ -148,7 +148,9 @@ class Controller:
     policy's state, the pools taken as full) there when it changes; a controller built on a
     record that already holds steps resumes (:meth:`resume`): it restores that memory, adopts
     the instances the cloud reports for the run and re-sends unfinished launches with their
-    tokens (the cloud returns the same instances).
+    tokens (the cloud returns the same instances). ``ps_type`` is the type the PS is launched
+    as (default the platform's; ``m5.xlarge@us-east-1`` places it in a region of a
+    multi-region run).
     """
 
     def __init__(
@@ -163,8 +165,10 @@ class Controller:
         trainer: Callable[[list[Instance], float], Report | None],
         settings: RunSettings | None = None,
         record: Any = None,
+        ps_type: str | None = None,
     ) -> None:
         self.problem, self.plan, self.policy, self.cloud = problem, plan, policy, cloud
+        self.ps_type = ps_type or problem.platform.ps_type
         self.run_id, self.trainer, self.record = run_id, trainer, record
         self.settings = settings or RunSettings()
         self.types = [t.name for t in problem.instance_types]
@@ -392,7 +396,7 @@ class Controller:
                 self.step,
                 {"instances": [i.to_dict() for i in outcome.instances], "error_code": outcome.error_code},
             )
-        pool = f"{type_name}@{zone if market == 'spot' else 'on-demand'}"
+        pool = pool_name(type_name, zone, market)
         if outcome.instances:
             self.counters["launches"] += len(outcome.instances)
             if market == "on-demand" and role == "worker":
@@ -422,7 +426,7 @@ class Controller:
     def _ensure_ps(self, instances: Sequence[Instance]) -> None:
         live = [i for i in instances if i.role == "ps" and i.ended_s is None]
         if len(live) < self.plan.ps:
-            out = self._launch("ps", self.problem.platform.ps_type, None, "on-demand", self.plan.ps - len(live))
+            out = self._launch("ps", self.ps_type, None, "on-demand", self.plan.ps - len(live))
             live.extend(out.instances)
         if live and self.ps_address is None:
             self.ps_address = live[0].ps_address or f"{live[0].instance_id}:{PS_PORT}"
@@ -549,7 +553,7 @@ class Controller:
         self, payload: dict[str, Any], got: Sequence[dict[str, Any]], error_code: str | None, step: int
     ) -> None:
         """The launch (or refusal) event of a step whose outcome the journal lacks, at its launch time."""
-        pool = f"{payload['type']}@{payload['zone'] if payload['market'] == 'spot' else 'on-demand'}"
+        pool = pool_name(payload["type"], payload["zone"], payload["market"])
         when = min((float(i["launched_s"]) for i in got), default=self.cloud.now())
         if got:
             self._journal(

@@ -76,7 +76,7 @@ def cmd_start_serverless(args: argparse.Namespace, problem: Any) -> int:
         ),
         lambda_endpoint_url=args.lambda_endpoint_url,
         endpoint_url=args.endpoint_url,
-        region=args.region,
+        region=args.region or "us-east-1",
         state=args.state,
         run_id=args.run_id,
         function=args.function or DEFAULT_FUNCTION,
@@ -230,7 +230,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--function", default=None, help="the deployed worker function of a serverless run (default dnnprov-worker)"
     )
-    p.add_argument("--region", default="us-east-1")
+    p.add_argument(
+        "--region",
+        default=None,
+        help="the run's region, where the PS goes (default: the region holding most of a multi-region "
+        "plan's worker GPUs, else us-east-1); a TYPE@REGION of the plan launches in its own region",
+    )
     p.add_argument("--state", default=".dnnprov-runs", help="folder of the run record (default %(default)s)")
     p.add_argument(
         "--progress",

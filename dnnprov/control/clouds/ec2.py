@@ -1,6 +1,8 @@
 """EC2 through boto3 as the control loop's cloud (AWS, or any endpoint such as the twin).
 
-- **launch**: ``RunInstances`` with ``MaxCount`` the count (``MinCount`` 1 on spot: as many as
+- **launch**: ``RunInstances`` (none when the run's instances already hold some tagged
+  with the request's step: a launch re-sent after a restart, answered as EC2 answers its
+  token, also on endpoints that ignore tokens) with ``MaxCount`` the count (``MinCount`` 1 on spot: as many as
   capacity allows; the count on-demand), the request's
   ClientToken (EC2 answers a repeated token with the instances of the first call), spot
   through ``InstanceMarketOptions``, the zone as placement, and tags ``dnnprov:run``,
@@ -12,6 +14,12 @@
   forgotten are kept from the run record, so the run's history stays whole. An instance that
   ended while no controller watched (a restart) is dated by EC2's ``StateTransitionReason``
   (who ended it and when, to the second); a reclaim's notice came two minutes before it.
+- **regions**: a type of a multi-region plan (``p3.2xlarge@eu-west-1``, docs/cloud.md "Where a
+  plan launches") is launched in its region as its AWS type (``p3.2xlarge``), through that
+  region's clients (:class:`dnnprov.cloud.launch.RegionalClients`, as ``apply``); a plain type
+  name goes to the run's region. The run's instances are listed, their notices read and
+  their terminations sent in every region of the run; an adopted instance is named as the
+  run names its type there (``TYPE@REGION``).
 - **clock**: the machine's (:class:`dnnprov.control.cloud.WallClock`) or the twin's
   (:class:`RemoteTwinClock`, read from the endpoint's ``/_twin/clock``).
 """
@@ -23,11 +31,12 @@ import json
 import re
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from dnnprov.cloud.aws import AwsClients, CloudError, RetryPolicy
+from dnnprov.cloud.aws import CloudError, RetryPolicy
+from dnnprov.cloud.launch import RegionalClients
 from dnnprov.control.cloud import (
     CAPACITY_ERRORS,
     PS_PORT,
@@ -40,6 +49,7 @@ from dnnprov.control.cloud import (
 )
 from dnnprov.control.clouds.capacity import NOTICE_S
 from dnnprov.errors import InvalidInputError
+from dnnprov.io.catalogs.catalog import split_region
 
 #: Spot request status codes that mean "interrupted, reclaimed two minutes after this update".
 INTERRUPTION_CODES = (
@@ -99,7 +109,12 @@ def is_twin(endpoint_url: str | None) -> bool:
 
 
 class Ec2Cloud:
-    """One run's instances on EC2 (module docstring); ``start_epoch`` is the run's start on ``clock``."""
+    """One run's instances on EC2 (module docstring); ``start_epoch`` is the run's start on ``clock``.
+
+    ``region`` is the run's (the PS's, and that of plain type names); ``types`` the run's type
+    names, whose ``TYPE@REGION`` names add their regions to the run's and name the instances
+    adopted there. A spot instance of a type in ``zoneless`` (whose pool names no zone: EC2
+    picks it) is of that pool wherever EC2 placed it."""
 
     def __init__(
         self,
@@ -110,13 +125,30 @@ class Ec2Cloud:
         clock: Clock | None = None,
         image_id: str = PLACEHOLDER_IMAGE,
         known: Sequence[Instance] = (),
+        types: Sequence[str] = (),
+        zoneless: Collection[str] = (),
     ) -> None:
-        self.aws = AwsClients(region, endpoint_url=endpoint_url, retry=RetryPolicy(attempts=1))
-        self.reader = AwsClients(region, endpoint_url=endpoint_url)
+        self.region, self.zoneless = region, frozenset(zoneless)
+        self.aws = RegionalClients(region, endpoint_url=endpoint_url, retry=RetryPolicy(attempts=1))
+        self.reader = RegionalClients(region, endpoint_url=endpoint_url)
         self.clock = clock or WallClock()
         self.start_epoch, self.image_id = start_epoch, image_id
+        self.names: dict[tuple[str, str], str] = {}
+        for name in types:
+            aws, where = split_region(name)
+            self.names.setdefault((aws, where or region), name)
+        self.regions = sorted({region, *(where for _, where in self.names)})
         self.known: dict[str, Instance] = {i.instance_id: i for i in known}
+        self.region_of: dict[str, str] = {i.instance_id: self.region_of_type(i.type_name) for i in known}
         self.ended_by_us: dict[str, float] = {}
+
+    def region_of_type(self, type_name: str) -> str:
+        """The region a run's type name launches in: its own (``TYPE@REGION``), else the run's."""
+        return split_region(type_name)[1] or self.region
+
+    def _name(self, aws_type: str, region: str) -> str:
+        """The run's name of an AWS type found in ``region`` (``TYPE@REGION`` where the run names it so)."""
+        return self.names.get((aws_type, region), aws_type)
 
     def now(self) -> float:
         return self.since_start(self.clock.now())
@@ -138,9 +170,11 @@ class Ec2Cloud:
         ]
         if request.ps_address:
             tags.append({"Key": TAG_PS, "Value": request.ps_address})
+        aws_type, where = split_region(request.type_name)
+        region = where or self.region
         params: dict[str, Any] = {
             "ImageId": self.image_id,
-            "InstanceType": request.type_name,
+            "InstanceType": aws_type,
             "MinCount": 1 if request.market == "spot" else request.count,
             "MaxCount": request.count,
             "ClientToken": request.token,
@@ -156,9 +190,12 @@ class Ec2Cloud:
                 "MarketType": "spot",
                 "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
             }
+        sent = [i for i in self.known.values() if i.step == request.step and i.role == request.role]
+        if sent:  # re-sent by a restarted controller that found the step's instances by tag
+            return LaunchOutcome(instances=sent)
         now = self.now()
         try:
-            answer = self.aws.call("ec2", "RunInstances", **params)
+            answer = self.aws.for_region(region).call("ec2", "RunInstances", **params)
         except CloudError as exc:
             if exc.code in CAPACITY_ERRORS or exc.code in THROTTLE_ERRORS:
                 return LaunchOutcome(error_code=exc.code, message=exc.problem)
@@ -166,6 +203,7 @@ class Ec2Cloud:
         made = []
         for raw in answer.get("Instances", []):
             instance_id = raw["InstanceId"]
+            self.region_of[instance_id] = region
             if instance_id in self.known:
                 made.append(self.known[instance_id])
                 continue
@@ -174,7 +212,9 @@ class Ec2Cloud:
                 Instance(
                     instance_id=instance_id,
                     type_name=request.type_name,
-                    zone=raw.get("Placement", {}).get("AvailabilityZone") or request.zone,
+                    zone=request.zone
+                    if request.market == "spot"
+                    else raw.get("Placement", {}).get("AvailabilityZone") or request.zone,
                     market=request.market,
                     role=request.role,
                     launched_s=now,
@@ -190,21 +230,32 @@ class Ec2Cloud:
         if not ids:
             return
         now = self.now()
-        self.reader.call("ec2", "TerminateInstances", InstanceIds=ids)
+        by_region: dict[str, list[str]] = {}
+        for i in ids:
+            by_region.setdefault(self.region_of.get(i, self.region), []).append(i)
+        for region, some in sorted(by_region.items()):
+            self.reader.for_region(region).call("ec2", "TerminateInstances", InstanceIds=some)
         for i in ids:
             self.ended_by_us.setdefault(i, now)
 
     def instances(self, run_id: str) -> list[Instance]:
         now = self.now()
-        seen = {}
-        for reservation in self.reader.pages(
-            "ec2", "DescribeInstances", "Reservations", Filters=[{"Name": f"tag:{TAG_RUN}", "Values": [run_id]}]
-        ):
-            for raw in reservation.get("Instances", []):
-                seen[raw["InstanceId"]] = raw
-        notices = self._notices([i for i, raw in seen.items() if raw.get("InstanceLifecycle") == "spot"])
+        seen: dict[str, dict[str, Any]] = {}
+        notices: dict[str, float] = {}
+        for region in self.regions:
+            here = {}
+            for reservation in self.reader.for_region(region).pages(
+                "ec2", "DescribeInstances", "Reservations", Filters=[{"Name": f"tag:{TAG_RUN}", "Values": [run_id]}]
+            ):
+                for raw in reservation.get("Instances", []):
+                    here[raw["InstanceId"]] = raw
+                    self.region_of[raw["InstanceId"]] = region
+            notices.update(
+                self._notices(region, [i for i, raw in here.items() if raw.get("InstanceLifecycle") == "spot"])
+            )
+            seen.update(here)
         for instance_id, raw in seen.items():
-            instance = self.known.get(instance_id) or self._adopt(raw)
+            instance = self.known.get(instance_id) or self._adopt(raw, self.region_of[instance_id])
             self.known[instance_id] = instance
             gone = raw.get("State", {}).get("Name") in ("shutting-down", "terminated", "stopped", "stopping")
             by, when = self._transition(raw) if gone and instance.ended_s is None else (None, None)
@@ -238,25 +289,28 @@ class Ec2Cloud:
         moment = datetime.strptime(found.group(2), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
         return found.group(1), self.since_start(moment.timestamp())
 
-    def _adopt(self, raw: dict[str, Any]) -> Instance:
-        """An instance of the run this process did not launch (a restart): from its tags."""
+    def _adopt(self, raw: dict[str, Any], region: str) -> Instance:
+        """An instance of the run this process did not launch (a restart), found in ``region``: from its tags."""
         tags = {t["Key"]: t["Value"] for t in raw.get("Tags", [])}
         role = tags.get(TAG_ROLE, "worker")
         launched = raw.get("LaunchTime")
         launched_s = self.since_start(launched.timestamp()) if isinstance(launched, datetime) else self.now()
         address = f"{raw.get('PrivateIpAddress') or raw['InstanceId']}:{PS_PORT}" if role == "ps" else tags.get(TAG_PS)
+        name = self._name(raw["InstanceType"], region)
+        market = "spot" if raw.get("InstanceLifecycle") == "spot" else "on-demand"
+        zone = raw.get("Placement", {}).get("AvailabilityZone")
         return Instance(
             instance_id=raw["InstanceId"],
-            type_name=raw["InstanceType"],
-            zone=raw.get("Placement", {}).get("AvailabilityZone"),
-            market="spot" if raw.get("InstanceLifecycle") == "spot" else "on-demand",
+            type_name=name,
+            zone=None if market == "spot" and name in self.zoneless else zone,
+            market=market,
             role=role,
             launched_s=max(0.0, launched_s),
             step=int(tags.get(TAG_STEP, "0") or 0),
             ps_address=address,
         )
 
-    def _notices(self, instance_ids: list[str]) -> dict[str, float]:
+    def _notices(self, region: str, instance_ids: list[str]) -> dict[str, float]:
         """Notice times of spot instances: the update time of an interruption status, either
         ``marked-for-termination`` or EC2's documented ``instance-terminated-no-capacity``
         (given at the notice, the instance still running for two minutes). Terminations
@@ -264,7 +318,7 @@ class Ec2Cloud:
         if not instance_ids:
             return {}
         try:
-            answer = self.reader.call(
+            answer = self.reader.for_region(region).call(
                 "ec2", "DescribeSpotInstanceRequests", Filters=[{"Name": "instance-id", "Values": instance_ids}]
             )
         except CloudError:
