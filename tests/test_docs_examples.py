@@ -299,7 +299,7 @@ RUN: dict[tuple[str, str], str] = {
     ): "shape",
     (
         "service.md",
-        '{"kind": "run", "instance", "plan", "endpoint_url", "policy": "failover", "model", "region": "us-east-1",',
+        '{"kind": "run", "instance", "plan", "endpoint_url", "policy": "failover", "model", "region",',
     ): "shape",
     ("control.md", '{"run": "RUN", "time_s": 812.4, "loss": 1.93, "step": 1200, "finished_s": null}'): "report",
     ("revocation.md", '"instance_types": {'): "fragment",

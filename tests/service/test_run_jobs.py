@@ -27,11 +27,12 @@ from dnnprov.control.loop import RunSettings
 from dnnprov.control.replay import run_once
 from dnnprov.control.twin.replay import story as replay_story
 from dnnprov.control.twin.server import Twin
+from dnnprov.errors import InvalidInputError
 from dnnprov.result import SpotPlan
 from dnnprov.revocation.availability import fit_availability
 from dnnprov.revocation.policies import make_policy
 from dnnprov.revocation.replay.pool_replay import takeover_table
-from dnnprov.service.kinds.run_jobs import runs_folder
+from dnnprov.service.kinds.run_jobs import run_inputs, runs_folder
 
 httpx = pytest.importorskip("httpx", reason="httpx is in the test extra")
 pytest.importorskip("fastapi", reason="the service extra (fastapi, uvicorn) is in the test extra")
@@ -213,3 +214,15 @@ def test_a_restarted_server_resumes_its_runs(moto_url: str, tmp_path: Path) -> N
         assert live_instances(twin, job_id) == []
         launched_once(twin, runs_folder(db), job_id)
     reset_moto(moto_url)
+
+
+def test_a_run_jobs_region_is_the_plans_unless_given() -> None:
+    """Without ``region`` the run's region is left to ``create_run`` (the region holding most
+    of a multi-region plan's GPUs, else us-east-1), as `dnnprov run` without --region; a given
+    one is checked and kept, a bad one is refused naming the field."""
+    base = {"instance": PROBLEM.to_dict(), "plan": PLAN, "endpoint_url": "http://127.0.0.1:9"}
+    assert run_inputs(base)["region"] is None
+    assert run_inputs({**base, "region": "eu-west-1"})["region"] == "eu-west-1"
+    with pytest.raises(InvalidInputError) as refused:
+        run_inputs({**base, "region": "mars-1"})
+    assert refused.value.field == "region"

@@ -125,7 +125,8 @@ def run_inputs(body: object) -> dict[str, Any]:
         "plan": plan,
         "policy": policy,
         "endpoint_url": endpoint_url,
-        "region": check_region(b.get("region", "us-east-1")),
+        # None: the region holding most of a multi-region plan's worker GPUs, else us-east-1 (create_run)
+        "region": None if b.get("region") is None else check_region(b["region"]),
         "progress": progress,
         "image_id": image_id,
         "settings": settings,
