@@ -7,8 +7,8 @@ For each instance: the plain solve (``dnnprov.solve``, ``milp``), then the Pyomo
 :func:`dnnprov.formulations.side.at_most_types` ``(m, K)`` solved by ``solve_model``, each
 timed with ``time.process_time``. Prints one row per instance (statuses, costs, CPU seconds,
 the ratio) and the worst ratio; the issue's target is at most 3. Exit status 1 if a side
-solve is not proven while its plain solve was, if its plan uses more than K types, or if
-the worst ratio is above 3.
+solve is not proven (``optimal``, or ``infeasible``: no plan) while its plain solve was, if
+its plan uses more than K types, or if the worst ratio is above 3.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         ratio = cpu / plain_cpu if plain_cpu > 0 else float("inf")
         ratios.append(ratio)
         types = {name for name, n in (few.plan.counts.items() if isinstance(few.plan, SpotPlan) else ()) if n}
-        bad += (plain.status.value == "optimal" and few.status.value != "optimal") or len(
+        proven = few.status.value in ("optimal", "infeasible")  # infeasible: proven, no plan
+        bad += (plain.status.value == "optimal" and not proven) or len(
             {problem.columns().type_names[problem.columns().labels.index(c)] for c in types}
         ) > args.k
         print(

@@ -93,11 +93,13 @@ def constraint_reason(
     )
 
 
-def bisected_deadline_reason(limit: float, low: float, high: float, plan: Plan, steps: int) -> Reason:
-    """The least deadline from exact solves bisecting it: ``high`` (``plan``'s), at least ``low``."""
+def bisected_deadline_reason(
+    limit: float, low: float, high: float, plan: Plan, steps: int, how: str | None = None
+) -> Reason:
+    """The least deadline from exact solves bisecting it (or ``how``): ``high`` (``plan``'s), at least ``low``."""
     proven = high - low <= 1e-6 * high
     text = (
-        f"{high:,.2f} s ({plan}; proven by {steps} exact solves bisecting the deadline)"
+        f"{high:,.2f} s ({plan}; proven by {how or f'{steps} exact solves bisecting the deadline'})"
         if proven
         else f"at most {high:,.2f} s ({plan}) and at least {low:,.2f} s (the time limit stopped the "
         f"bisection of exact solves after {steps} steps)"

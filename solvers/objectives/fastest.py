@@ -37,6 +37,8 @@ from dnnprov.problems.spot import SpotProblem
 from dnnprov.progress import Clock
 from dnnprov.result import Result, Status
 
+SPLIT_TOLERANCE = 2e-6  # a cell is bisected when a relaxation is this much loose at a plan it returned
+
 
 @dataclass
 class FastestTime:
@@ -67,7 +69,14 @@ def fastest_within_budget(problem: SpotProblem, *, side: SideRows | None, clock:
                 deadline[0] = min(deadline[0], best[0][0])
         return np.zeros(len(counts), dtype=bool), costs
 
-    search = SpotDecomposition(problem, side=attach(side), clock=clock, deadline=lambda cell: deadline[0], judge=judge)
+    search = SpotDecomposition(
+        problem,
+        side=attach(side),
+        clock=clock,
+        deadline=lambda cell: deadline[0],
+        judge=judge,
+        split_tolerance=SPLIT_TOLERANCE,
+    )
     result = search.run(None)
     found = best[0][0] if plan else None
     if result.status is not Status.INFEASIBLE:  # stopped early (no incumbent is ever admitted)

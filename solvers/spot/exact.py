@@ -121,8 +121,10 @@ class SpotDecomposition:
         cell_enumeration: int = CELL_ENUMERATION,
         deadline: Callable[[Cell], float] | None = None,
         judge: Judge | None = None,
+        split_tolerance: float = SPLIT_TOLERANCE,
     ) -> None:
         self.clock = clock or Clock(time_limit_s)
+        self.split_tolerance = split_tolerance  # bisect a cell when a relaxation is this much loose at its plan
         self.terms = terms = SpotTerms(SpotModel(problem, side))
         self.problem, self.model, self.cols, self.side = problem, terms.model, terms.cols, side
         self.reference, self.uses_cc = terms.reference, terms.uses_cc
@@ -543,7 +545,7 @@ class SpotDecomposition:
         candidates = []
         a_cell = self.a_min(cell.b_lo, cell.b_hi)
         a_plan = w.gamma_2 * v / x + self.gamma_3
-        if a_cell > 0 and a_plan / a_cell > 1 + SPLIT_TOLERANCE:
+        if a_cell > 0 and a_plan / a_cell > 1 + self.split_tolerance:
             candidates.append((a_plan / a_cell, "b"))
         elif a_cell <= 0 < a_plan:
             # eq. (3)'s numerator reaches 0 inside the b_w range, so j's bound is 0 there and no
@@ -569,10 +571,10 @@ class SpotDecomposition:
                 ("v", exact / ideal if ideal > 0 else math.inf),
                 ("q", ideal / bound if bound > 0 else 1.0),
             ):
-                if looseness > 1 + SPLIT_TOLERANCE:
+                if looseness > 1 + self.split_tolerance:
                     candidates.append((looseness, dim))
         x_secant = (cell.x_lo + cell.x_hi) * x - cell.x_lo * cell.x_hi
-        if x_secant / x**2 > 1 + SPLIT_TOLERANCE:
+        if x_secant / x**2 > 1 + self.split_tolerance:
             candidates.append((x_secant / x**2, "x"))
         if not candidates:
             cell.nogoods = nogoods

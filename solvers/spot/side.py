@@ -24,6 +24,7 @@ Box = tuple[np.ndarray, np.ndarray]
 SUPPORT_BOXES = 256  # a cell is cut by support (at most k columns used) into at most this many parts
 STATISTICS_PARTS = 24  # ... and its box statistics taken over at most this many (each costs a Dinkelbach run)
 CARDINALITY_SLACK = 1e-6  # a row's integer cap is floor(high - a_s s + this): never below the model's tolerance
+SUPPORT_CACHE = 8192  # support boxes kept per solve (the same boxes recur for every K and top; then cleared)
 
 
 class SideColumns:
@@ -35,6 +36,8 @@ class SideColumns:
         self.cardinality = self.cardinality_rows()
         # per cardinality row: which columns each group holds (groups x columns)
         self.members = [self.membership(groups) for groups, _, _ in self.cardinality]
+        #: support boxes by (box, caps, limit): a function of these alone, so a repeat is a lookup
+        self.cached: dict[tuple[str, bytes, tuple[int, ...], int], list[Box]] = {}
 
     def membership(self, groups: list[np.ndarray]) -> np.ndarray:
         """A boolean matrix, one row per group: the columns it holds."""
@@ -105,10 +108,26 @@ class SideColumns:
         cap < |F| leaves none (no box); cap - |F| >= |O| keeps the box whole. A box that
         would be cut into more than ``limit`` pieces is kept whole (a superset of its
         plans, which every bound allows).
+
+        The answer depends on ``lo``, ``hi``, the caps (``ps`` enters only through them) and
+        ``limit``: it is kept under that key (read-only copies) and looked up on a repeat.
         """
+        caps = tuple(math.floor(high - a_s * ps + CARDINALITY_SLACK) for _, high, a_s in self.cardinality)
+        key = (lo.dtype.str + hi.dtype.str, lo.tobytes() + hi.tobytes(), caps, limit)
+        known = self.cached.get(key)
+        if known is None:
+            lo, hi = lo.copy(), hi.copy()
+            lo.flags.writeable = hi.flags.writeable = False
+            known = self.cut_by_support(lo, hi, caps, limit)
+            if len(self.cached) >= SUPPORT_CACHE:
+                self.cached.clear()
+            self.cached[key] = known
+        return list(known)
+
+    def cut_by_support(self, lo: np.ndarray, hi: np.ndarray, caps: tuple[int, ...], limit: int) -> list[Box]:
+        """The support boxes of :meth:`support_boxes`, computed (one cap per cardinality row)."""
         boxes: list[Box] = [(lo, hi)]
-        for (_, high, a_s), member in zip(self.cardinality, self.members):
-            cap = math.floor(high - a_s * ps + CARDINALITY_SLACK)
+        for cap, member in zip(caps, self.members):
             cut: list[Box] = []
             for b_lo, b_hi in boxes:
                 open_ = (member & (b_hi > 0)).any(axis=1)  # groups with a column of hi_c >= 1
@@ -126,6 +145,7 @@ class SideColumns:
                     drop[list(keep)] = False
                     narrow = b_hi.copy()
                     narrow[member[drop].any(axis=0)] = 0
+                    narrow.flags.writeable = False
                     cut.append((b_lo, narrow))
             boxes = cut
         return boxes
