@@ -118,6 +118,11 @@ class Clock:
         """Whether a limit has passed or a stop was requested (:func:`request_stop`)."""
         return _stop.is_set() or self.out_of_work() or time.perf_counter() >= self.deadline
 
+    def limits(self) -> str:
+        """The limits as a solver log's header states them: ``time limit 60 s[, work limit 200 nodes]``."""
+        work = "" if self.work_limit is None else f", work limit {self.work_limit:,} {self.work_unit}"
+        return f"time limit {self.limit_s:g} s{work}"
+
     def stop_reason(self) -> str:
         """Why a method stopped early: ``interrupted``, the work limit or the time limit."""
         if _stop.is_set():

@@ -210,13 +210,14 @@ def solve_serverless_exact(
     log = log or SolverLog(clock)
     started = clock.started
     low, high = problem.function_range()
+    clock.work_unit = "plans"
     log.header(
         f"dnnprov milp: {problem.name} (serverless)",
         [
             (
                 f"{len(problem.memory_grid())} memory sizes x functions {low}..{high} x PS "
                 f"{problem.constraints.ps_count[0]}..{problem.constraints.ps_count[1]}, "
-                f"time limit {clock.limit_s:g} s"
+                f"{clock.limits()}"
             )
         ],
     )
@@ -225,7 +226,6 @@ def solve_serverless_exact(
     upper = budget * (1 + 1e-12) if budget is not None else math.inf
     if not math.isfinite(upper):
         upper = 1e300  # finite: enables bound-ordered pruning from the first plan found
-    clock.work_unit = "plans"
     columns, unvisited = feasible_columns(model, upper=upper, clock=clock)
     finished = not math.isfinite(unvisited)
     stats = {"feasible_plans_kept": len(columns)}

@@ -716,7 +716,7 @@ def solve_spot_exact(
         [
             (
                 f"{len(cols)} columns, quotas sum {int(cols.upper.sum())}, PS {problem.constraints.ps_count[0]}"
-                f"..{problem.constraints.ps_count[1]}, time limit {clock.limit_s:g} s, gap {gap:g}"
+                f"..{problem.constraints.ps_count[1]}, {clock.limits()}, gap {gap:g}"
             )
         ],
     )
