@@ -422,11 +422,7 @@ def _replay_requests(instance: dict[str, Any], time_limit: dict[str, Any]) -> di
                     "description": "with policy mpc (required then): its availability model "
                     "(`dnnprov risk fit --zones --out`)",
                 },
-                "region": {
-                    "type": "string",
-                    "description": "the run's region, where its PS goes; default: the region holding most of a "
-                    "multi-region plan's worker GPUs, else us-east-1",
-                },
+                "region": {"type": "string", "description": "where the PS goes; default: the plan's main region"},
                 "progress": {
                     "type": "string",
                     "default": "model",
