@@ -12,7 +12,7 @@ from typing import Any
 
 import boto3
 import pytest
-from control.test_kill_resume import WAIT_S, kill, rows, wait_for
+from control.test_kill_resume import WAIT_S, controller, kill, rows, wait_for
 
 import dnnprov
 from dnnprov.control.api import cancel_run, resume_run, run_plan, run_status
@@ -116,12 +116,7 @@ def test_killed_controller_resumes_across_regions(problem: dnnprov.SpotProblem, 
     plan.write_text(json.dumps({"kind": "spot", "status": "feasible", "plan": {"counts": PLAN, "ps": 1}}))
     state, log = tmp_path / "runs", tmp_path / "controller.log"
     argv = [str(instance), "--plan", str(plan), "--policy", "failover", "--endpoint-url", moto_url]
-    with log.open("a") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "dnnprov", "run", *argv, "--state", str(state), "--run-id", "mr", "--json"],
-            stdout=out,
-            stderr=out,
-        )
+    proc = controller(*argv, "--state", str(state), "--run-id", "mr", "--json", log=log)
     try:
         # steps: 1 the PS, 2 the eu-west-1 worker, 3 the us-east-1 worker (the pools' order)
         wait_for("the last launch step", lambda: bool(rows(state, "SELECT step FROM steps WHERE step >= 3")), proc)
