@@ -1,7 +1,7 @@
 """The ``profile`` and ``predict`` subcommands.
 
     dnnprov profile fit-loss FILE... [--variant cc|no-cc] [--batch-size B] [--workers K]
-                                     [--worker-batch B] [--weighting auto|relative|absolute]
+                                     [--worker-batch B] [--weighting auto|relative|absolute] [--tail-from LOSS]
                                      [--base PROFILE --out PROFILE] [--extrapolation F] [--json]
     dnnprov profile fit-timing FILE [--param-size-mb S] [--ps-bandwidth-mb-s B] [--pcie-bandwidth-mb-s B]
                                     [--storage-cap-mb-s B] [--base FILE --out FILE] [--json]
@@ -105,8 +105,12 @@ def cmd_fit_loss(args: argparse.Namespace) -> int:
         args.files, batch_size=args.batch_size, workers=args.workers, worker_batch=args.worker_batch
     )
     with _profile_warnings() as messages:
-        fit = profiler.fit_loss(log, args.variant, args.weighting)
-        loo = profiler.leave_one_run_out(log, args.variant, args.weighting) if len(log.runs()) >= 2 else []
+        fit = profiler.fit_loss(log, args.variant, args.weighting, args.tail_from)
+        loo = (
+            profiler.leave_one_run_out(log, args.variant, args.weighting, args.tail_from)
+            if len(log.runs()) >= 2
+            else []
+        )
     fit = dataclasses.replace(fit, warnings=tuple(messages))  # leave-one-run-out's too
     _require_finite({**fit.to_dict(), "leave_one_run_out": loo}, ", ".join(map(str, args.files)))
     if args.out is not None:
@@ -479,6 +483,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=("auto", "relative", "absolute"),
         default="auto",
         help="residual weights: fitted loss^theta, theta estimated (auto), 1 (relative) or 0 (absolute); default auto",
+    )
+    q.add_argument(
+        "--tail-from",
+        type=float,
+        default=None,
+        metavar="LOSS",
+        help="fit each run's tail only: its steps from where its smoothed loss first reaches LOSS "
+        "(a value a little above the target loss the fit is to predict; default: the whole curves)",
     )
     q.add_argument(
         "--base",

@@ -36,6 +36,13 @@ PRICES = {"p3.2xlarge": (0.918, 3.06), "p2.xlarge": (0.27, 0.9)}
 #: (so that the fit's logged losses cover the target).
 TARGET_LOSS = 0.42
 PROFILE_LOSS = 0.39
+#: Eq. (3) is fitted to the profiling runs' tails from this loss (``fit-loss --tail-from``): the
+#: target + 5 %. One hyperbola does not follow this job's whole curves (a fast fall from the
+#: warm start, then a slow tail; the whole-curve fit missed its own 7-worker run's j by
+#: +43-61 %), and the iterations to the target are decided near it. The band was chosen on the
+#: quiet runs Q1-Q3 of docs/reproduction.md as the one whose fit misses its own profiling runs'
+#: j least; the runs after it test it.
+TAIL_FROM = 1.05 * TARGET_LOSS
 
 
 #: S_parm of the instance when the job emulates no transfer size: the model uses only the
@@ -83,10 +90,12 @@ def profile(
     folder: str | Path,
     *,
     stop_loss: float = PROFILE_LOSS,
+    tail_from: float | None = TAIL_FROM,
     max_steps: int = 3000,
     launcher: Launcher | None = None,
 ) -> Profile:
-    """Run each profiling cluster to ``stop_loss`` and fit eq. (3) and the timings.
+    """Run each profiling cluster to ``stop_loss`` and fit eq. (3) (to the runs' tails from
+    ``tail_from``; None: the whole curves) and the timings.
 
     With an emulated PS link (``job.ps_bandwidth_mb_s``), a lone worker of the first cluster's
     first type also runs :data:`LONE_STEPS` iterations (B_req) and eqs. (7)-(9) are fitted
@@ -101,7 +110,7 @@ def profile(
         )
         for c in clusters
     )
-    fit = fit_loss(read_loss_logs([r.log_dir for r in runs]), "cc")
+    fit = fit_loss(read_loss_logs([r.log_dir for r in runs]), "cc", tail_from=tail_from)
     timing = None
     if job.ps_bandwidth_mb_s > 0 and job.param_size_mb > 0:
         first = next(iter(clusters[0]))

@@ -16,6 +16,11 @@ Coefficients the data cannot determine by design are fixed and say why: gamma_2 
 every run has the same b_w, gamma_4 for ``no-cc`` (unused) and when every run has the
 same R. The fit's validity domain is the range of b_w, |N| and R its runs covered, and the
 logged losses and steps (the loss/iteration axis).
+
+``tail_from`` fits each run's *tail* only: its points from the first step where its
+smoothed loss reaches that loss (:func:`tail_of`). A prediction asks when a curve crosses a
+target loss; where one hyperbola cannot follow a whole curve (a fast early fall and a slow
+tail), the tail near the target is what decides the iterations to it (docs/profiler.md).
 Doubtful data and fits are warned of (:func:`data_problems`, :func:`fit_problems`).
 """
 
@@ -122,6 +127,8 @@ class LossFit:
     #: How the standard errors were made: residual weighting, covariance, lag-1
     #: autocorrelation, stderr inflation, degrees of freedom (see :data:`WEIGHTINGS`).
     uncertainty: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: The loss from which each run's tail was fitted (None: the whole curves).
+    tail_from: float | None = None
 
     def coefficients(self) -> dict[str, float]:
         """gamma_1..gamma_5 by name."""
@@ -142,6 +149,7 @@ class LossFit:
             "runs": list(self.runs),
             "domain": self.domain.to_dict(),
             "uncertainty": dict(self.uncertainty),
+            "tail_from": self.tail_from,
             "warnings": list(self.warnings),
         }
 
@@ -334,19 +342,50 @@ def fit_problems(fit: LossFit, log: LossLog) -> list[str]:
     return notes
 
 
-def fit_loss(log: LossLog, variant: str = "cc", weighting: str = "auto") -> LossFit:
+def tail_of(log: LossLog, loss: float) -> tuple[LossLog, list[str]]:
+    """Each run's points from the first step where its 3-point moving-average loss is at or
+    below ``loss``; and the runs that never get there (left out)."""
+    if not math.isfinite(loss):
+        raise InvalidInputError("tail_from", f"must be a finite loss; got {loss!r}")
+    keep = np.zeros(len(log), dtype=bool)
+    missing = []
+    for name in log.runs():
+        mine = log.run == name
+        start = _first_step_at(log.step[mine], log.loss[mine], loss)
+        if start is None:
+            missing.append(name)
+            continue
+        keep |= mine & (log.step >= start)
+    if not keep.any():
+        raise InvalidInputError(
+            "tail_from", f"no run's loss reaches {loss:g} (the lowest logged is {log.loss.min():g})"
+        )
+    return log.select(keep), missing
+
+
+def fit_loss(log: LossLog, variant: str = "cc", weighting: str = "auto", tail_from: float | None = None) -> LossFit:
     """Fit gamma_1..gamma_5 of eq. (3) to ``log`` by (weighted) nonlinear least squares.
 
     ``weighting`` is one of :data:`WEIGHTINGS`. Standard errors: sandwich covariance,
     inflated for the residuals' lag-1 autocorrelation within runs, with 95 % t-intervals
-    (:mod:`dnnprov.profiling.fits.uncertainty`). Every warning is also issued as a
-    :class:`dnnprov.errors.ProfileWarning`.
+    (:mod:`dnnprov.profiling.fits.uncertainty`). ``tail_from``: fit the runs' tails only
+    (:func:`tail_of`; a run that never reaches it is left out, with a warning). Every
+    warning is also issued as a :class:`dnnprov.errors.ProfileWarning`.
     """
     if variant not in LOSS_VARIANTS:
         raise InvalidInputError("variant", f"must be one of {', '.join(LOSS_VARIANTS)}; got {variant!r}")
     if weighting not in WEIGHTINGS:
         raise InvalidInputError("weighting", f"must be one of {', '.join(WEIGHTINGS)}; got {weighting!r}")
-    notes = data_problems(log)
+    tail_notes = []
+    if tail_from is not None:
+        log, missing = tail_of(log, tail_from)
+        if missing:
+            tail_notes.append(
+                f"{len(missing)} run(s) never reach the tail's loss {tail_from:g} and are left out of the fit: "
+                + ", ".join(missing[:5])
+                + (", ..." if len(missing) > 5 else "")
+            )
+    notes = tail_notes + data_problems(log)
     b, cc, k, j, y = log.batch_wa, log.cc, log.workers, log.step, log.loss
     fixed: dict[str, tuple[float, str]] = {}
     if _distinct(b) < 2:
@@ -426,7 +465,9 @@ def fit_loss(log: LossLog, variant: str = "cc", weighting: str = "auto") -> Loss
         loss=(float(y.min()), float(y.max())),
         iterations=(float(j.min()), float(j.max())),
         source=f"dnnprov profile fit-loss: {len(y)} logged steps of {len(runs)} runs "
-        f"({', '.join(runs[:8])}{', ...' if len(runs) > 8 else ''}), loss variant {variant}; "
+        f"({', '.join(runs[:8])}{', ...' if len(runs) > 8 else ''}), loss variant {variant}"
+        + ("" if tail_from is None else f", each run's tail from loss {tail_from:g}")
+        + "; "
         "b_w is the per-worker average batch of eq. (4), not the cluster's global batch",
     )
     res = loss_curve(values, variant, b, cc, k, j) - y
@@ -449,6 +490,7 @@ def fit_loss(log: LossLog, variant: str = "cc", weighting: str = "auto") -> Loss
         domain=domain,
         residuals=res,
         uncertainty=uncertainty,
+        tail_from=tail_from,
     )
     notes += fit_problems(fit, log)
     for note in notes:
@@ -456,17 +498,25 @@ def fit_loss(log: LossLog, variant: str = "cc", weighting: str = "auto") -> Loss
     return dataclasses.replace(fit, warnings=tuple(notes))
 
 
-def _observed_iterations(step: np.ndarray, loss: np.ndarray, target: float) -> float:
-    """First step at which the run's 3-point moving-average loss is at or below ``target``."""
+def _first_step_at(step: np.ndarray, loss: np.ndarray, target: float) -> float | None:
+    """First step at which the run's 3-point moving-average loss is at or below ``target`` (None: never)."""
     order = np.argsort(step)
     s, y = step[order], loss[order]
-    smooth = np.convolve(y, np.ones(3) / 3, mode="same") if len(y) >= 3 else y
+    smooth = np.convolve(y, np.ones(3) / 3, mode="same") if len(y) >= 3 else y.copy()
     smooth[0], smooth[-1] = y[0], y[-1]
     hit = np.flatnonzero(smooth <= target)
-    return float(s[hit[0]]) if hit.size else float(s[-1])
+    return float(s[hit[0]]) if hit.size else None
 
 
-def leave_one_run_out(log: LossLog, variant: str = "cc", weighting: str = "auto") -> list[dict[str, Any]]:
+def _observed_iterations(step: np.ndarray, loss: np.ndarray, target: float) -> float:
+    """First step at which the run's 3-point moving-average loss is at or below ``target`` (else its last)."""
+    first = _first_step_at(step, loss, target)
+    return float(np.max(step)) if first is None else first
+
+
+def leave_one_run_out(
+    log: LossLog, variant: str = "cc", weighting: str = "auto", tail_from: float | None = None
+) -> list[dict[str, Any]]:
     """Fit without each run in turn and predict it, as the papers report prediction error.
 
     Per held-out run: ``loss_error_pct``, the mean |predicted - logged| / logged loss over
@@ -474,7 +524,9 @@ def leave_one_run_out(log: LossLog, variant: str = "cc", weighting: str = "auto"
     reach the run's final loss (mean of its last three logged losses) against the first
     step where its smoothed loss got there (``None`` where undefined, e.g. a logged loss of
     0). A run whose leaving out leaves data eq. (3) cannot fit is skipped, with a
-    :class:`dnnprov.errors.ProfileWarning`. Needs at least two runs.
+    :class:`dnnprov.errors.ProfileWarning`. Needs at least two runs. With ``tail_from``
+    the fits and the losses compared are the runs' tails (:func:`tail_of`); a run that
+    never reaches it is skipped.
     """
     runs = log.runs()
     if len(runs) < 2:
@@ -485,11 +537,17 @@ def leave_one_run_out(log: LossLog, variant: str = "cc", weighting: str = "auto"
         try:
             with warnings.catch_warnings():  # the sub-fits' warnings are not the main fit's
                 warnings.simplefilter("ignore", ProfileWarning)
-                fit = fit_loss(log.select(~held), variant, weighting)
+                fit = fit_loss(log.select(~held), variant, weighting, tail_from)
         except InvalidInputError:
             skipped.append(name)  # the other runs alone cannot be fitted (e.g. none of them falls)
             continue
         test = log.select(held)
+        if tail_from is not None:
+            try:
+                test, _ = tail_of(test, tail_from)
+            except InvalidInputError:
+                skipped.append(name)  # its loss never reaches the tail
+                continue
         predicted = fit.predict(test)
         logged = test.loss
         with np.errstate(divide="ignore", invalid="ignore"):
