@@ -338,3 +338,66 @@ def test_cli_fit_timing_spot_writes_a_profile(tmp_path: Path, capsys: pytest.Cap
     assert w.domain.workers == (2, 7) and "alpha_1" not in w.estimated and "fit-timing" in profile.notes
     assert main(["profile", "fit-timing", str(tmp_path / "t.csv")]) == 2
     assert capsys.readouterr().err.startswith("dnnprov: error: --param-size-mb")
+
+
+def _bumped_log(seed: int) -> LossLog:
+    """Eq. (3)'s curves with a fast early fall added (a decaying exponential): tails that eq. (3) follows."""
+    log = synthetic_log(TRUE, "cc", CLUSTERS, steps=200, noise=0.002, seed=seed)
+    bumped = log.loss + 2.0 * np.exp(-log.step / 800.0)
+    return LossLog.from_rows(zip(log.run, log.workers, log.batch_wa, log.cc, log.step, bumped))
+
+
+def _crossing_error(fit: object, target: float) -> float:
+    """Largest relative error of the fit's iterations to ``target`` against eq. (3)'s own, over the clusters."""
+    from dnnprov.profiling.fits.loss import LossFit, iterations_to
+
+    assert isinstance(fit, LossFit)
+    worst = 0.0
+    for b_w, cc, n in CLUSTERS:
+        truth = iterations_to(TRUE, "cc", b_w, cc, n, target)
+        got = iterations_to(fit.coefficients(), "cc", b_w, cc, n, target)
+        worst = max(worst, abs(got - truth) / truth)
+    return worst
+
+
+def test_tail_fit_finds_the_crossing_a_whole_curve_fit_misses() -> None:
+    """Curves whose early fall eq. (3) cannot follow: the tail fit predicts the iterations to a
+    target near the tail within 3 %, the whole-curve fit misses them by more."""
+    log = _bumped_log(seed=5)
+    target = 0.9  # reached at 6,000-16,000 steps, where the bump has decayed
+    with pytest.warns(ProfileWarning):
+        whole = fit_loss(log, "cc")
+    tail = fit_loss(log, "cc", tail_from=1.05 * target)
+    assert tail.tail_from == pytest.approx(0.945) and tail.to_dict()["tail_from"] == pytest.approx(0.945)
+    assert tail.domain.loss[1] <= 0.945 + 0.01  # the domain is the tail's
+    assert "tail from loss 0.945" in tail.domain.source
+    assert _crossing_error(tail, target) < 0.03
+    assert _crossing_error(whole, target) > 2 * _crossing_error(tail, target)
+
+
+def test_tail_fit_leaves_out_runs_that_never_reach_it_and_says_so() -> None:
+    """A run whose loss stays above the tail's start is left out with a warning naming it; when
+    none reaches it, one error names tail_from."""
+    log = _bumped_log(seed=6)
+    high = log.run == "run0"
+    lifted = np.where(high, log.loss + 1.0, log.loss)
+    log = LossLog.from_rows(zip(log.run, log.workers, log.batch_wa, log.cc, log.step, lifted))
+    with pytest.warns(ProfileWarning, match=r"1 run\(s\) never reach the tail's loss 1 .*run0"):
+        fit = fit_loss(log, "cc", tail_from=1.0)
+    assert "run0" not in fit.runs and len(fit.runs) == len(CLUSTERS) - 1
+    for bad in (0.1, math.nan):
+        with pytest.raises(InvalidInputError) as caught:
+            fit_loss(log, "cc", tail_from=bad)
+        assert caught.value.field == "tail_from"
+
+
+def test_cli_fit_loss_tail_from(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """fit-loss --tail-from: the JSON says where the tails start; leave-one-run-out compares tails."""
+    _bumped_log(seed=7).write_csv(tmp_path / "log.csv")
+    assert main(["profile", "fit-loss", str(tmp_path / "log.csv"), "--tail-from", "0.945", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tail_from"] == 0.945 and out["domain"]["loss"][1] <= 0.955
+    assert len(out["leave_one_run_out"]) == len(CLUSTERS)
+    assert max(r["loss_error_pct"] for r in out["leave_one_run_out"]) < 2
+    assert main(["profile", "fit-loss", str(tmp_path / "log.csv"), "--tail-from", "0.01"]) != 0
+    assert "tail_from" in capsys.readouterr().err
