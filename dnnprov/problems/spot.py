@@ -189,6 +189,12 @@ class InstanceType:
         if self.interruption is not None and not isinstance(self.interruption, Interruption):
             _set(self, "interruption", Interruption.from_dict(f"{where}.interruption", self.interruption))
         _set(self, "zones", _check_zones(f"{where}.zones", self.zones))
+        region = self.name.partition("@")[2].partition(":")[0]  # TYPE@REGION: a pool of that region
+        for i, pool in enumerate(self.zones):
+            if region and not pool.zone.startswith(region):
+                raise InvalidInputError(
+                    f"{where}.zones[{i}].zone", f"{pool.zone} is not a zone of the type's region {region}"
+                )
         if self.estimate is not None:
             check.text(f"{where}.estimate", self.estimate)
             if len(self.estimate) > 2000:

@@ -95,3 +95,14 @@ def test_solver_ignores_pools() -> None:
     assert a.labels == b.labels and (a.price == b.price).all() and (a.upper == b.upper).all()
     ra, rb = dnnprov.solve(plain, "enumerate"), dnnprov.solve(pooled, "enumerate")
     assert ra.plan == rb.plan and ra.cost == pytest.approx(rb.cost) and ra.status == rb.status
+
+
+def test_a_regions_pool_must_be_one_of_its_zones() -> None:
+    """A TYPE@REGION type's pools are zones of that region: another region's zone is one error naming it."""
+    t = read_instance(embedded_instance("spot/paper-table1.json")).instance_types[1]
+    named = replace(t, name=f"{t.name}@us-west-2", zones=(SpotPool("us-west-2a"), SpotPool("us-west-2-lax-1a")))
+    assert named.pool_names == ("us-west-2a", "us-west-2-lax-1a")
+    with pytest.raises(InvalidInputError) as err:
+        replace(named, zones=(SpotPool("us-west-2b"), SpotPool("us-east-1a")))
+    assert err.value.field == f"instance_types.{t.name}@us-west-2.zones[1].zone"
+    assert "us-east-1a is not a zone of the type's region us-west-2" in err.value.problem
