@@ -268,3 +268,19 @@ def test_mpc_of_two_types_on_the_loop_and_its_refusals() -> None:
     assert all(r["cost"] >= r["hindsight_cost"] for r in out["per_run"])
     with pytest.raises(InvalidInputError, match="--model"):
         Simulation(problem, plan, traces, policy="mpc", runs=1, model=flat_model(2, 2, 600.0)).to_dict()
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_a_tail_fit_runs_its_plan_in_eq1s_time(workers: int) -> None:
+    """gamma_1 < 0 (eq. 3 fitted to the curves' tails, its pole at j = -gamma_1): an undisturbed
+    run of the plan takes eq. (1)'s time, as predict says. The earliest start of a sub-cluster
+    (one worker's, furthest back when gamma_1 < 0) used to charge the plan |gamma_1| (N_plan /
+    N_1 - 1) iterations more."""
+    base = one_type_problem(time_s=5000.0, quota=4)
+    iterations = float(dnnprov.SpotModel(base).evaluate([[workers]], 1).iterations[0])
+    problem = base.replace(workload=replace(base.workload, gamma_1=-0.5 * iterations))
+    assert problem.workload.gamma_1 < 0
+    plan = dnnprov.SpotPlan(counts={"p3.2xlarge": workers}, ps=1)
+    run = run_once(problem, plan, full_capacity(4), make_policy("none"), 0, RunSettings(horizon=3.0)).outcome
+    assert run.finish_s is not None
+    assert run.finish_s == pytest.approx(plan_time(problem, workers), rel=1e-9)

@@ -74,10 +74,13 @@ class ClusterSpeeds:
     def run_start(self, per_type: np.ndarray, ps: int) -> float:
         """Progress ``u0`` at time 0 of a run of the plan with ``per_type`` workers.
 
-        One start for the whole run, whatever cluster trains first: the earliest start any
-        sub-cluster of the plan has on its own loss curve, ``min_c g1 / N_c`` (docs/revocation.md,
-        the progress model). For one type that is the plan's own start (``N_c`` grows with
-        the workers); mixes are checked over every sub-cluster up to
+        One start for the whole run, whatever cluster trains first: ``g1 / max_c N_c`` over
+        the plan's sub-clusters c (docs/revocation.md, the progress model). With g1 >= 0 that
+        is the earliest start any of them has on its own loss curve, ``min_c g1 / N_c``; with
+        g1 < 0 (a fit of the curves' tails, whose pole is at j = -g1 > 0) it is the latest,
+        ``max_c g1 / N_c``: the earliest would charge the plan |g1| (N_plan / N_c - 1)
+        iterations it does not take undisturbed. For one type it is the plan's own start
+        (``N_c`` grows with the workers); mixes are checked over every sub-cluster up to
         :data:`MAX_SUBCLUSTERS`, beyond which the plan's own start is used.
         """
         per_type = np.asarray(per_type, dtype=np.int64)
@@ -92,7 +95,8 @@ class ClusterSpeeds:
         counts = np.zeros((len(subs), len(self.model.columns)), dtype=np.int64)
         counts[:, self.spot_col] = subs
         sigma, start = domain_speed(self.model, counts, ps)
-        return float(np.min(start[sigma > 0]))
+        starts = start[sigma > 0]
+        return float(np.min(starts) if self.model.problem.workload.gamma_1 >= 0 else np.max(starts))
 
     def __call__(self, per_type: np.ndarray, ps: int) -> float:
         key = (tuple(int(v) for v in per_type), ps)
