@@ -211,9 +211,9 @@ def _fit_serverless_timing(args: argparse.Namespace) -> None:
         fit = profiler.fit_serverless_timing(args.file, storage_cap_mb_s=args.storage_cap_mb_s)
     _require_finite(fit.to_dict(), args.file)
     if args.out is not None:
-        from dnnprov.cli.solving.inventory import _embedded_or_path  # the same room: --base as build --profile reads it
+        from dnnprov.cli.solving.inventory import embedded_or_path  # --base as build --profile reads it
 
-        base = _embedded_or_path(args.base, "workloads")
+        base = embedded_or_path(args.base, "workloads")
         workload = profiler.with_serverless_timing_fit(load_serverless_workload(base), fit)
         notes = profiler.serverless_timing_notes(_read_base_notes(str(base)), fit, args.file)
         profiler.write_json(profiler.serverless_workload_dict(workload, notes), args.out)

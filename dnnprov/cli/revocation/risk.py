@@ -47,7 +47,7 @@ from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import SpotPlan
 
 
-def _spot_instance(value: str) -> SpotProblem:
+def spot_instance_arg(value: str) -> SpotProblem:
     path = str(embedded_instance(value.removeprefix("embedded:"))) if value.startswith("embedded:") else value
     problem = read_instance(path)
     if not isinstance(problem, SpotProblem):
@@ -146,7 +146,7 @@ def cmd_risk_fit(args: argparse.Namespace) -> int:
 
 def cmd_risk_attach(args: argparse.Namespace) -> int:
     """Write INSTANCE with interruption models on the named types."""
-    problem = _spot_instance(args.instance)
+    problem = spot_instance_arg(args.instance)
     models = {}
     for name, path in _pairs("--fit", args.fit or []):
         models[name] = fit_trace(load_trace(path)).interruption
@@ -169,7 +169,7 @@ def cmd_risk_attach(args: argparse.Namespace) -> int:
 def cmd_risk_solve(args: argparse.Namespace) -> int:
     """Solve with --robust K or --risk (exact; docs/revocation.md says what is proven)."""
     check_time_limit(args.time_limit)
-    problem = _spot_instance(args.instance)
+    problem = spot_instance_arg(args.instance)
     if (args.robust is None) == (not args.risk):
         raise InvalidInputError("--robust", "give exactly one of --robust K and --risk")
     if args.robust is not None:
@@ -264,7 +264,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         )
     check_time_limit(args.time_limit)
     _check_replay_options(args)
-    problem = _spot_instance(args.instance)
+    problem = spot_instance_arg(args.instance)
     doc = load_plan(args.plan, problem=problem)
     traces = _traces(args.trace)
     plan = SpotPlan(counts=doc.counts(), ps=doc.ps)
@@ -326,7 +326,7 @@ def cmd_risk_plan(args: argparse.Namespace) -> int:
 
     check_time_limit(args.time_limit)
     _check_replay_options(args)
-    problem = _spot_instance(args.instance)
+    problem = spot_instance_arg(args.instance)
     choice = choose_plan(
         problem,
         _traces(args.trace),

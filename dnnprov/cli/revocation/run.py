@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any
 
-from dnnprov.cli.revocation.risk import _spot_instance
+from dnnprov.cli.revocation.risk import spot_instance_arg
 from dnnprov.errors import InvalidInputError
 
 VERBS = ("status", "cancel", "resume")
@@ -109,7 +109,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         raise InvalidInputError(
             "--lambda-endpoint-url", "--lambda-endpoint-url and --function are for serverless instances"
         )
-    problem = _spot_instance(args.target)
+    problem = spot_instance_arg(args.target)
     settings = RunSettings(poll_s=args.poll, join_s=args.join, horizon=args.horizon)
     if args.cloud != "ec2":  # the reference trainer on local processes (docs/training.md)
         from dnnprov.cloud.export import load_plan

@@ -103,7 +103,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _embedded_or_path(value: str, kind: str) -> Path:
+def embedded_or_path(value: str, kind: str) -> Path:
     """``value`` as a file (``-``: standard input), or the name of an embedded catalog or
     workload profile (``dnnprov list``)."""
     from dnnprov.json_files import STDIN_PATHS
@@ -124,14 +124,14 @@ def load_catalog_arg(value: str) -> Catalog:
     """A catalog from a file or an embedded catalog's name."""
     from dnnprov.io.catalogs.catalog import load_catalog
 
-    return load_catalog(_embedded_or_path(value, "catalogs"))
+    return load_catalog(embedded_or_path(value, "catalogs"))
 
 
 def load_profile_arg(value: str) -> SpotWorkloadProfile:
     """A spot workload profile from a file or an embedded profile's name (``spot/resnet110-paper``)."""
     from dnnprov.io.catalogs.catalog import load_spot_profile
 
-    return load_spot_profile(_embedded_or_path(value, "workloads"))
+    return load_spot_profile(embedded_or_path(value, "workloads"))
 
 
 def ps_price(catalog: Catalog, ps_type: str, given: float | None) -> tuple[float, str]:
@@ -270,7 +270,7 @@ def _is_serverless(value: str) -> bool:
 
     if value in STDIN_PATHS:
         return False
-    data = read_json_file(_embedded_or_path(value, "workloads"))
+    data = read_json_file(embedded_or_path(value, "workloads"))
     return isinstance(data, dict) and data.get("format") == SERVERLESS_WORKLOAD_FORMAT
 
 
@@ -289,7 +289,7 @@ def _build_serverless(args: argparse.Namespace, catalog: Catalog) -> int:
             raise InvalidInputError(option, "applies to spot workloads; a serverless SLO is the deadline alone")
     if args.out != "-" and Path(args.out).exists() and not args.force:
         raise InvalidInputError("--out", f"{args.out} exists (--force overwrites it)")
-    workload = load_serverless_workload(_embedded_or_path(args.profile, "workloads"))
+    workload = load_serverless_workload(embedded_or_path(args.profile, "workloads"))
     offer = catalog.function(args.architecture)
     constraints = ServerlessConstraints(budget_usd=args.budget) if args.budget is not None else None
     problem = build_serverless_problem(

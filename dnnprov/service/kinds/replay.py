@@ -18,7 +18,7 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.problems.interruption import Trace, trace_from_dict
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.problems.validation import checks as check
-from dnnprov.service.kinds.requests import CheckedRequest, _fields, _time_limit, instance, kill_after
+from dnnprov.service.kinds.requests import CheckedRequest, body_fields, body_time_limit, instance, kill_after
 
 #: Longest ``name`` of an inline trace.
 MAX_TRACE_NAME = 200
@@ -55,7 +55,7 @@ def inline_traces(value: object) -> tuple[dict[str, list[Trace]], list[str]]:
     names = []
     for i, item in enumerate(value):
         where = f"traces.{i}"
-        entry = _fields(item, {"type", "name", "trace"}, ("type", "trace"))
+        entry = body_fields(item, {"type", "name", "trace"}, ("type", "trace"))
         kind = check.text(f"{where}.type", entry["type"])
         name = check.text(f"{where}.name", entry.get("name", where))
         if len(name) > MAX_TRACE_NAME or "\x00" in name:
@@ -115,7 +115,7 @@ def simulate_task(body: object, cap: float) -> CheckedRequest:
     from dnnprov.revocation.policies import POLICY_NAMES
     from dnnprov.revocation.replay.simulate import POLICIES, REPLAN_METHODS
 
-    b = _fields(
+    b = body_fields(
         body,
         {
             "instance",
@@ -154,7 +154,7 @@ def simulate_task(body: object, cap: float) -> CheckedRequest:
     replan_method = check.choice("replan_method", b.get("replan_method", "exact"), REPLAN_METHODS)
     join_s = check.number("join_s", b.get("join_s", JOIN_OVERHEAD_S), minimum=0)
     horizon = check.number("horizon", b.get("horizon", 3.0), minimum=1)
-    limit = _time_limit(b, "simulate", cap)
+    limit = body_time_limit(b, "simulate", cap)
     model = AvailabilityModel.from_dict(b["model"]) if b.get("model") is not None else None
     sim = _fields_named(
         names,
@@ -191,13 +191,15 @@ def choose_plan_task(body: object, cap: float) -> CheckedRequest:
     from dnnprov.models.training_progress import JOIN_OVERHEAD_S
     from dnnprov.revocation.replay.pool_replay import TracePools
 
-    b = _fields(body, {"instance", "traces", "zones", "fit_period", "join_s", "time_limit_s"}, ("instance", "traces"))
+    b = body_fields(
+        body, {"instance", "traces", "zones", "fit_period", "join_s", "time_limit_s"}, ("instance", "traces")
+    )
     problem = _spot(b["instance"])
     traces, names = inline_traces(b["traces"])
     zones = _flag(b, "zones")
     fit_period = _period(b, "fit_period") or (0.0, 1.0)
     join_s = check.number("join_s", b.get("join_s", JOIN_OVERHEAD_S), minimum=0)
-    limit = _time_limit(b, "choose-plan", cap)
+    limit = body_time_limit(b, "choose-plan", cap)
     _fields_named(names, lambda: TracePools(problem, traces, join_s=join_s, period=fit_period))
     return CheckedRequest(
         "choose-plan",

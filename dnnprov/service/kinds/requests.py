@@ -44,7 +44,7 @@ class CheckedRequest:
     method: str
 
 
-def _fields(body: object, allowed: set[str], required: tuple[str, ...] = ()) -> Mapping[str, Any]:
+def body_fields(body: object, allowed: set[str], required: tuple[str, ...] = ()) -> Mapping[str, Any]:
     if not isinstance(body, Mapping):
         raise InvalidInputError("body", f"must be a JSON object, got {type(body).__name__}")
     for key in body:
@@ -89,7 +89,7 @@ def instance(value: object, where: str = "instance") -> Problem:
         raise InvalidInputError(f"{where}.{exc.field}" if exc.field else where, exc.problem) from None
 
 
-def _time_limit(body: Mapping[str, Any], kind: str, cap_s: float) -> float:
+def body_time_limit(body: Mapping[str, Any], kind: str, cap_s: float) -> float:
     default = min(DEFAULT_TIME_LIMIT_S[kind], cap_s)
     limit = check.number("time_limit_s", body.get("time_limit_s", default), exclusive_minimum=0)
     if limit > cap_s:

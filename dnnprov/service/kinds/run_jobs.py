@@ -53,7 +53,7 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.problems.validation import checks as check
 from dnnprov.service.events import log_event
-from dnnprov.service.kinds.requests import CheckedRequest, _fields, instance
+from dnnprov.service.kinds.requests import CheckedRequest, body_fields, instance
 from dnnprov.service.store import Store
 
 #: The fields of a ``run`` job's body (besides ``kind``).
@@ -88,7 +88,7 @@ def _url(field: str, value: object) -> str:
 
 def run_inputs(body: object) -> dict[str, Any]:
     """A ``run`` job's body checked, as :func:`dnnprov.control.api.create_run`'s arguments."""
-    b = _fields(body, RUN_FIELDS, ("instance", "plan", "endpoint_url"))
+    b = body_fields(body, RUN_FIELDS, ("instance", "plan", "endpoint_url"))
     problem = instance(b["instance"])
     if not isinstance(problem, SpotProblem):
         raise InvalidInputError("instance", "a run job needs a spot instance")

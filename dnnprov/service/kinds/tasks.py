@@ -19,7 +19,7 @@ from dnnprov.io.instances import Problem
 from dnnprov.problems.spot import MARKETS, SpotProblem, VcpuQuota
 from dnnprov.problems.validation import checks as check
 from dnnprov.result import Objective, SpotPlan
-from dnnprov.service.kinds.requests import CheckedRequest, _fields, _time_limit, instance, kill_after
+from dnnprov.service.kinds.requests import CheckedRequest, body_fields, body_time_limit, instance, kill_after
 
 #: The kinds of work, one per endpoint that solves.
 KINDS = ("solve", "solve-many", "replan", "predict", "export", "sweep", "simulate", "choose-plan")
@@ -68,9 +68,9 @@ def prepare(kind: str, body: object, *, max_time_limit_s: float = 300.0) -> Chec
 def _solve(body: object, cap: float) -> CheckedRequest:
     from dnnprov.dispatch import solve
 
-    b = _fields(body, {"instance", "method", "time_limit_s", "gap", "max_plans", "objective"}, ("instance",))
+    b = body_fields(body, {"instance", "method", "time_limit_s", "gap", "max_plans", "objective"}, ("instance",))
     problem = instance(b["instance"])
-    method, limit = _method(b), _time_limit(b, "solve", cap)
+    method, limit = _method(b), body_time_limit(b, "solve", cap)
     gap = check.number("gap", b.get("gap", 0.0), minimum=0)
     if gap >= 1:  # as solve() says, so that a job is refused at once like /v1/solve
         raise InvalidInputError("gap", f"must be below 1, got {gap!r}")
@@ -102,7 +102,7 @@ def _objective(body: Mapping[str, Any], problem: Problem, method: str, gap: floa
 def _shared(value: object):
     from dnnprov.solvers.joint.provision import SharedLimits
 
-    s = _fields({} if value is None else value, {"quotas", "vcpu_quotas", "concurrency"})
+    s = body_fields({} if value is None else value, {"quotas", "vcpu_quotas", "concurrency"})
     quotas = s.get("quotas", {})
     if not isinstance(quotas, Mapping):
         raise InvalidInputError("shared.quotas", "must map instance types to counts")
@@ -112,7 +112,7 @@ def _shared(value: object):
         raise InvalidInputError("shared.vcpu_quotas", "must be a list of {family, market, vcpus}")
     vcpus = []
     for i, row in enumerate(rows):
-        r = _fields(row, {"family", "market", "vcpus"}, ("family", "vcpus"))
+        r = body_fields(row, {"family", "market", "vcpus"}, ("family", "vcpus"))
         vcpus.append(
             VcpuQuota(
                 family=check.text(f"shared.vcpu_quotas.{i}.family", r["family"]),
@@ -127,11 +127,11 @@ def _shared(value: object):
 def _solve_many(body: object, cap: float) -> CheckedRequest:
     from dnnprov.solvers.joint.provision import DEFAULT_MAX_PLANS_PER_JOB, solve_many
 
-    b = _fields(body, {"instances", "shared", "time_limit_s", "max_plans_per_job"}, ("instances",))
+    b = body_fields(body, {"instances", "shared", "time_limit_s", "max_plans_per_job"}, ("instances",))
     if not isinstance(b["instances"], list) or not b["instances"]:
         raise InvalidInputError("instances", "must be a non-empty list of instances")
     problems = [instance(v, f"instances.{i}") for i, v in enumerate(b["instances"])]
-    shared, limit = _shared(b.get("shared")), _time_limit(b, "solve-many", cap)
+    shared, limit = _shared(b.get("shared")), body_time_limit(b, "solve-many", cap)
     max_plans = DEFAULT_MAX_PLANS_PER_JOB
     if b.get("max_plans_per_job") is not None:
         max_plans = check.integer("max_plans_per_job", b["max_plans_per_job"], minimum=1)
@@ -175,7 +175,7 @@ def _replan(body: object, cap: float) -> CheckedRequest:
         zone_placement,
     )
 
-    b = _fields(
+    b = body_fields(
         body,
         {
             "instance",
@@ -215,7 +215,7 @@ def _replan(body: object, cap: float) -> CheckedRequest:
         ps=doc.ps,
         capacity=zone_capacity(problem, free, survivors) if free else None,
     )
-    method, limit = _method(b), _time_limit(b, "replan", cap)
+    method, limit = _method(b), body_time_limit(b, "replan", cap)
 
     def run() -> dict[str, Any]:  # as `dnnprov replan --json`
         result = solve_takeover(takeover, method, time_limit_s=limit)
@@ -245,7 +245,7 @@ def _predict(body: object, cap: float) -> CheckedRequest:
     from dnnprov.models.predict import predict
 
     plan_keys = ("counts", "ps", "functions", "memory_mb", "local_batch")
-    b = _fields(body, {"instance", "plan", *plan_keys})
+    b = body_fields(body, {"instance", "plan", *plan_keys})
     if "instance" not in b:
         raise InvalidInputError("instance", "missing required field")
     problem = instance(b["instance"])
@@ -297,7 +297,7 @@ def _export(body: object, cap: float) -> CheckedRequest:
     )
     from dnnprov.io.catalogs.catalog import Catalog
 
-    b = _fields(body, {"plan", "target", "instance", "catalog", "options"}, ("plan", "target"))
+    b = body_fields(body, {"plan", "target", "instance", "catalog", "options"}, ("plan", "target"))
     target = check.choice("target", b["target"], TARGETS)
     doc = PlanDocument.from_dict(b["plan"])
     if b.get("instance") is not None or b.get("catalog") is not None:
@@ -310,7 +310,7 @@ def _export(body: object, cap: float) -> CheckedRequest:
         doc = PlanDocument(result=doc.result, problem=problem, catalog=catalog)
     launch_keys = {"image_id", "launch_template", "launch_template_version", "subnet_id", "key_name", "run_id"}
     code_keys = {"role", "image_uri", "s3_bucket", "s3_key", "runtime", "handler"}
-    o = _fields(b.get("options", {}), {*EXPORT_TEXT_OPTIONS, *EXPORT_FLAG_OPTIONS, "autostop"})
+    o = body_fields(b.get("options", {}), {*EXPORT_TEXT_OPTIONS, *EXPORT_FLAG_OPTIONS, "autostop"})
     for key, value in o.items():
         if key in EXPORT_FLAG_OPTIONS:
             if not isinstance(value, bool):
@@ -363,7 +363,7 @@ def _skypilot_options(o: Mapping[str, Any]):
 def _sweep(body: object, cap: float) -> CheckedRequest:
     from dnnprov.batch.sweep import deadline_grid, sweep
 
-    b = _fields(body, {"instance", "deadlines", "losses", "time_limit_s", "heuristic"}, ("instance", "deadlines"))
+    b = body_fields(body, {"instance", "deadlines", "losses", "time_limit_s", "heuristic"}, ("instance", "deadlines"))
     problem = instance(b["instance"])
     deadlines = deadline_grid(b["deadlines"], field="deadlines")
     losses = None
@@ -377,7 +377,7 @@ def _sweep(body: object, cap: float) -> CheckedRequest:
     heuristic = b.get("heuristic", True)
     if not isinstance(heuristic, bool):
         raise InvalidInputError("heuristic", "must be true or false")
-    limit = _time_limit(b, "sweep", cap)
+    limit = body_time_limit(b, "sweep", cap)
     return CheckedRequest(
         "sweep",
         lambda: _sweep_answer(sweep(problem, deadlines, losses, time_limit_s=limit, heuristic=heuristic).to_dict()),
