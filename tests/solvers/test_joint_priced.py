@@ -144,3 +144,38 @@ def test_large_job_is_priced_not_refused():
     assert result.results[0].plan.counts[label] <= used // 2
     assert result.results[0].status is dnnprov.Status.FEASIBLE  # pushed off its own optimum
     assert result.results[1].status is dnnprov.Status.OPTIMAL
+
+
+PAPER = Path(__file__).resolve().parents[2] / "data" / "benchmarks" / "paper" / "spot-paper-table3-overhead-7x10.json"
+
+
+@pytest.mark.skipif(not PAPER.exists(), reason="the paper benchmark instance is not in data/")
+def test_seeded_columns_hold_a_joint_plan_before_pricing():
+    """Paper-size jobs whose own optima together break every shared quota: the roots hold no
+    joint plan; the job-by-job seed adds one (each plan within what the others left), so the
+    first restricted LP needs no artificial slack. The answer stays the proven optimum."""
+    from dnnprov.solvers.joint.master import solve_columns
+    from dnnprov.solvers.joint.pricing.priced import seed_joint_plan, start_jobs
+
+    base = dnnprov.read_instance(PAPER)
+    problems = [
+        base.replace(slo=dataclasses.replace(base.slo, time_s=base.slo.time_s * f), name=f"paper-{i}")
+        for i, f in enumerate((1.0, 1.2, 1.4, 1.6))
+    ]
+    use: dict[str, int] = {}
+    for p in problems:
+        plan = solve_spot_exact(p).plan
+        assert plan is not None
+        for label, n in plan.counts.items():
+            use[label] = use.get(label, 0) + n
+    shared = SharedLimits(quotas={label: math.floor(0.6 * n) for label, n in use.items() if n >= 2})
+    limits = shared.rows()
+    generated: list = [None] * len(problems)
+    priced = start_jobs(problems, shared, frozenset(range(len(problems))), generated, math.inf, cache=True)
+    assert solve_columns([g.columns for g in generated], limits).picked is None  # the roots: no joint plan
+    assert seed_joint_plan(generated, priced, limits, math.inf) > 0
+    seeded = solve_columns([job.generated(p.name).columns for job, p in zip(priced.values(), problems)], limits)
+    assert seeded.picked is not None and seeded.cost is not None
+    result = solve_many(problems, shared=shared)
+    assert result.status is dnnprov.Status.OPTIMAL and result.stats["seeded_plans"] > 0
+    assert result.cost is not None and result.cost <= seeded.cost * (1 + 1e-12)

@@ -186,6 +186,47 @@ def start_jobs(
     return out
 
 
+def seed_joint_plan(
+    generated: Sequence[GeneratedColumns], priced: Mapping[int, PricedJob], limits: Mapping[str, float], deadline: float
+) -> int:
+    """A joint plan found job by job, each the cheapest within what the jobs before it left;
+    its priced jobs' plans are added as columns. Returns how many were new.
+
+    A heuristic: its plans are real plans of their jobs (columns prove nothing). Without a
+    joint plan among the roots, the first restricted LPs keep artificial slacks whose duals
+    (BIG_M times the largest cost) make every job's first pricing explore its box down to each
+    row's least use. It stops at the first job with no plan in what is left.
+    """
+    left = dict(limits)
+    added = 0
+    for j, g in enumerate(generated):
+        job = priced.get(j)
+        if job is None:  # enumerated: its cheapest column within what is left
+            columns = g.columns
+            fits = np.ones(len(columns), dtype=bool)
+            for row, use in columns.usage.items():
+                if row in left:
+                    fits &= use <= left[row] + 1e-9
+            if not fits.any():
+                return added
+            k = int(np.argmin(np.where(fits, columns.cost, np.inf)))
+            for row, use in columns.usage.items():
+                if row in left:
+                    left[row] -= float(use[k])
+            continue
+        pricer = job.pricer
+        cap = tuple(min(u, math.floor(left[row] + 1e-9)) for row, u in zip(pricer.rows, pricer.u0))
+        if (np.array(cap) < pricer.low).any():
+            return added
+        found = pricer.solve(cap, deadline)
+        if found.counts is None or found.usage is None:
+            return added
+        added += job.add([found])
+        for row, use in zip(pricer.rows, found.usage):
+            left[row] -= float(use)
+    return added
+
+
 def lagrangian(
     model: ColumnModel, row_dual: np.ndarray, priced: Mapping[int, PricedJob], deadline: float
 ) -> tuple[float, np.ndarray, list[float], int]:
@@ -254,7 +295,7 @@ def generate_priced(
     incumbent: float = math.inf,
 ) -> PricedOutcome:
     """Step 2: column generation rounds (``generated`` updated in place for priced jobs)."""
-    stats: dict[str, Any] = {"cg_rounds": 0}
+    stats: dict[str, Any] = {"cg_rounds": 0, "seeded_plans": seed_joint_plan(generated, priced, limits, deadline)}
     best = PricedOutcome(-math.inf, None, [], [], stats)
     for _ in range(MAX_ROUNDS):
         if time.perf_counter() >= deadline or stop_requested():
