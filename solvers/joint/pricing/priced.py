@@ -186,45 +186,81 @@ def start_jobs(
     return out
 
 
-def seed_joint_plan(
-    generated: Sequence[GeneratedColumns], priced: Mapping[int, PricedJob], limits: Mapping[str, float], deadline: float
-) -> int:
-    """A joint plan found job by job, each the cheapest within what the jobs before it left;
-    its priced jobs' plans are added as columns. Returns how many were new.
-
-    A heuristic: its plans are real plans of their jobs (columns prove nothing). Without a
-    joint plan among the roots, the first restricted LPs keep artificial slacks whose duals
-    (BIG_M times the largest cost) make every job's first pricing explore its box down to each
-    row's least use. It stops at the first job with no plan in what is left.
-    """
-    left = dict(limits)
-    added = 0
+def _job_caps(generated: Sequence[GeneratedColumns], priced: Mapping[int, PricedJob]) -> list[dict[str, float]]:
+    """Each job's most use of every shared row it touches: a priced job's cap u0, an enumerated
+    job's largest column use."""
+    caps = []
     for j, g in enumerate(generated):
         job = priced.get(j)
-        if job is None:  # enumerated: its cheapest column within what is left
-            columns = g.columns
-            fits = np.ones(len(columns), dtype=bool)
-            for row, use in columns.usage.items():
-                if row in left:
-                    fits &= use <= left[row] + 1e-9
-            if not fits.any():
-                return added
-            k = int(np.argmin(np.where(fits, columns.cost, np.inf)))
-            for row, use in columns.usage.items():
-                if row in left:
-                    left[row] -= float(use[k])
+        if job is None:
+            caps.append({row: float(use.max()) for row, use in g.columns.usage.items() if len(use)})
+        else:
+            caps.append({row: float(u) for row, u in zip(job.pricer.rows, job.pricer.u0)})
+    return caps
+
+
+def _cheapest_within(
+    g: GeneratedColumns, job: PricedJob | None, room: Mapping[str, float], deadline: float
+) -> dict[str, float] | None:
+    """The use of the job's cheapest plan within ``room`` of each shared row (a priced job's plan
+    added as a column), or ``None`` when it has none there (or none found in time)."""
+    if job is None:
+        columns = g.columns
+        fits = np.ones(len(columns), dtype=bool)
+        for row, use in columns.usage.items():
+            if row in room:
+                fits &= use <= room[row] + 1e-9
+        if not fits.any():
+            return None
+        k = int(np.argmin(np.where(fits, columns.cost, np.inf)))
+        return {row: float(use[k]) for row, use in columns.usage.items()}
+    pricer = job.pricer
+    cap = tuple(min(u, math.floor(room.get(row, u) + 1e-9)) for row, u in zip(pricer.rows, pricer.u0))
+    if (np.array(cap) < pricer.low).any():
+        return None
+    found = pricer.solve(cap, deadline)
+    if found.counts is None or found.usage is None:
+        return None
+    job.add([found])
+    return {row: float(use) for row, use in zip(pricer.rows, found.usage)}
+
+
+def seed_joint_plan(
+    generated: Sequence[GeneratedColumns], priced: Mapping[int, PricedJob], limits: Mapping[str, float], deadline: float
+) -> bool:
+    """Look for a joint plan among cheap single-job solves; their plans become columns. Whether one was found.
+
+    First every job within its share of each shared row (the limit split in proportion to
+    the jobs' caps, when their caps together exceed it), then the jobs with no plan in their
+    share in turn, each within what the others left. A heuristic: its plans are real plans
+    of their jobs (columns prove nothing). Without a joint plan among the roots, the first
+    restricted LPs keep artificial slacks whose duals (BIG_M times the largest cost) make
+    every job's first pricing explore its box down to each row's least use.
+    """
+    caps = _job_caps(generated, priced)
+    total: dict[str, float] = {}
+    for cap in caps:
+        for row, u in cap.items():
+            total[row] = total.get(row, 0.0) + u
+    used: dict[int, dict[str, float]] = {}
+    for j, g in enumerate(generated):
+        share = {
+            row: (u if total[row] <= limits[row] else math.floor(limits[row] * u / total[row]))
+            for row, u in caps[j].items()
+            if row in limits
+        }
+        found = _cheapest_within(g, priced.get(j), share, deadline)
+        if found is not None:
+            used[j] = found
+    for j, g in enumerate(generated):
+        if j in used:
             continue
-        pricer = job.pricer
-        cap = tuple(min(u, math.floor(left[row] + 1e-9)) for row, u in zip(pricer.rows, pricer.u0))
-        if (np.array(cap) < pricer.low).any():
-            return added
-        found = pricer.solve(cap, deadline)
-        if found.counts is None or found.usage is None:
-            return added
-        added += job.add([found])
-        for row, use in zip(pricer.rows, found.usage):
-            left[row] -= float(use)
-    return added
+        left = {row: limit - sum(u.get(row, 0.0) for u in used.values()) for row, limit in limits.items()}
+        found = _cheapest_within(g, priced.get(j), left, deadline)
+        if found is None:
+            return False
+        used[j] = found
+    return True
 
 
 def lagrangian(
@@ -295,7 +331,7 @@ def generate_priced(
     incumbent: float = math.inf,
 ) -> PricedOutcome:
     """Step 2: column generation rounds (``generated`` updated in place for priced jobs)."""
-    stats: dict[str, Any] = {"cg_rounds": 0, "seeded_plans": seed_joint_plan(generated, priced, limits, deadline)}
+    stats: dict[str, Any] = {"cg_rounds": 0, "seeded": seed_joint_plan(generated, priced, limits, deadline)}
     best = PricedOutcome(-math.inf, None, [], [], stats)
     for _ in range(MAX_ROUNDS):
         if time.perf_counter() >= deadline or stop_requested():
