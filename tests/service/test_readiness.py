@@ -115,7 +115,17 @@ def test_corrupt_store_file_is_a_503_and_a_reason(tmp_path: Path) -> None:
     ):
         for _ in range(20):
             client.post("/v1/jobs", json={"instance": TABLE1})
-        subprocess.run(["sqlite3", str(db), "PRAGMA wal_checkpoint(TRUNCATE)"], check=False, capture_output=True)
+        # the WAL into the file, so that what is overwritten below is what the server reads; a
+        # checkpoint while the worker reads is busy (first field 1) and leaves pages in the
+        # WAL, which served them intact: retried until it is complete
+        for _ in range(100):
+            done = subprocess.run(
+                ["sqlite3", str(db), "PRAGMA wal_checkpoint(TRUNCATE)"], check=False, capture_output=True, text=True
+            )
+            if done.stdout.startswith("0|"):
+                break
+            time.sleep(0.05)
+        assert done.stdout.startswith("0|"), done.stdout + done.stderr
         with open(db, "r+b") as f:
             size = f.seek(0, os.SEEK_END)
             f.seek(4096)
