@@ -31,6 +31,17 @@ CLI = [sys.executable, "-m", "dnnprov"]
 WARM_S = 2.0
 
 
+@pytest.fixture(autouse=True)
+def interruptible():
+    """Ctrl-C as a terminal delivers it, however the suite was started: a shell that starts it in
+    the background (``nohup ... &``) leaves SIGINT ignored, which this process and the processes
+    it starts would inherit (Python keeps an ignored SIGINT ignored)."""
+    before = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def _signal_after_incumbent(argv: list[str], sig: int) -> tuple[subprocess.CompletedProcess, float]:
     """Run ``dnnprov argv --log``; after WARM_S, at the next log line, send ``sig`` (an incumbent shown first).
 
