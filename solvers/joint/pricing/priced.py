@@ -65,6 +65,7 @@ from dnnprov.progress import stop_requested
 from dnnprov.result import Status
 
 MAX_ROUNDS = 40  # column generation rounds at most (the Lagrangian bound is valid at each)
+RESERVE_SHARE = 0.1  # of the time left when pricing starts, kept for the MILP over the columns
 SKIP_TOLERANCE = 1e-9  # a job is not priced again when its shifted bound is within this of mu_j
 
 
@@ -419,8 +420,13 @@ def solve_priced(
     deadline: float,
     fixing: bool = True,
 ) -> ColumnSolution:
-    """Steps 2-4 of the module docstring; ``generated`` ends holding every job's final columns."""
-    outcome = generate_priced(generated, priced, names, limits, deadline)
+    """Steps 2-4 of the module docstring; ``generated`` ends holding every job's final columns.
+
+    Column generation stops :data:`RESERVE_SHARE` of the remaining time before ``deadline``,
+    which is left to the MILP over the columns: a run that reaches its limit while pricing
+    still answers with the best joint plan its columns hold."""
+    reserve = RESERVE_SHARE * max(deadline - time.perf_counter(), 0.0) if math.isfinite(deadline) else 0.0
+    outcome = generate_priced(generated, priced, names, limits, deadline - reserve)
     lower = outcome.bound
     solved = solve_columns([g.columns for g in generated], limits, deadline=deadline, fixing=fixing)
     stats = {**solved.stats, **outcome.stats}
