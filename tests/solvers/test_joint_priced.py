@@ -155,7 +155,7 @@ def test_seeded_columns_hold_a_joint_plan_before_pricing():
     joint plan; the job-by-job seed adds one (each plan within what the others left), so the
     first restricted LP needs no artificial slack. The answer stays the proven optimum."""
     from dnnprov.solvers.joint.master import solve_columns
-    from dnnprov.solvers.joint.pricing.priced import seed_joint_plan, start_jobs
+    from dnnprov.solvers.joint.pricing.priced import own_optima_bound, seed_joint_plan, start_jobs
 
     base = dnnprov.read_instance(PAPER)
     problems = [
@@ -163,9 +163,12 @@ def test_seeded_columns_hold_a_joint_plan_before_pricing():
         for i, f in enumerate((1.0, 1.2, 1.4, 1.6))
     ]
     use: dict[str, int] = {}
+    own = []
     for p in problems:
-        plan = solve_spot_exact(p).plan
-        assert plan is not None
+        alone = solve_spot_exact(p)
+        plan = alone.plan
+        assert plan is not None and alone.cost is not None
+        own.append(alone.cost)
         for label, n in plan.counts.items():
             use[label] = use.get(label, 0) + n
     shared = SharedLimits(quotas={label: math.floor(0.6 * n) for label, n in use.items() if n >= 2})
@@ -179,3 +182,7 @@ def test_seeded_columns_hold_a_joint_plan_before_pricing():
     result = solve_many(problems, shared=shared)
     assert result.status is dnnprov.Status.OPTIMAL and result.stats["seeded"] is True
     assert result.cost is not None and result.cost <= seeded.cost * (1 + 1e-12)
+    # the jobs' own optima bound every joint plan from below: proven, below the optimum here
+    bound = own_optima_bound(generated)
+    assert bound == pytest.approx(math.fsum(own), rel=1e-12) and bound <= math.fsum(own)
+    assert bound < result.cost

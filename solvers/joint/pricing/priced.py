@@ -407,6 +407,16 @@ def least_use_infeasible(
     return None
 
 
+def own_optima_bound(generated: Sequence[GeneratedColumns]) -> float:
+    """The sum of the jobs' own optima (each proven, or its proven bound): a lower bound on every
+    joint plan, whose plans each cost at least their job's own optimum (the shared limits only
+    remove plans); rounded down past its float error. -inf when a job has none."""
+    alone = [g.alone for g in generated]
+    if not alone or not all(math.isfinite(a) for a in alone):
+        return -math.inf
+    return down(math.fsum(alone), math.fsum(abs(a) for a in alone), len(alone))
+
+
 def closes(bound: float, cost: float) -> bool:
     """Whether a proven ``bound`` proves ``cost`` optimal within OPTIMAL_TOLERANCE."""
     return math.isfinite(cost) and bound >= cost - OPTIMAL_TOLERANCE * abs(cost)
@@ -473,6 +483,8 @@ def solve_priced(
                 lower = max(lower, min(again.bound, down(lower + gap, abs(lower) + gap, 2)))
     stats.update(_pricing_stats(priced))
     assert solved.cost is not None
+    # after the closing step, whose front threshold needs the Lagrangian bound itself
+    lower = max(lower, own_optima_bound(generated))
     if closes(lower, solved.cost):
         return ColumnSolution(Status.OPTIMAL, solved.picked, solved.cost, solved.cost, "", solved.usage, stats)
     return ColumnSolution(
