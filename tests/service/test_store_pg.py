@@ -168,3 +168,48 @@ def test_a_stopping_replica_hands_its_queue_over(url: str) -> None:
     adopted = b.recover()
     assert sorted(j.id for j in adopted) == sorted([job_id, other]) and all(j.attempts == 0 for j in adopted)
     b.close()
+
+
+def test_an_outage_longer_than_a_lease_does_not_let_a_replica_take_live_jobs(pg: LocalPostgres) -> None:
+    """A replica whose adoption try is retried across a database outage must not trust the leases the
+    outage expired: it judges trust at each try, and the failed tries restart its clock."""
+    url = pg.new_database()
+    owner = PgJobStore(url + "?lease_s=3")  # alive all along; its lease runs out during the outage
+    job_id, _ = owner.add("solve", BODY)
+    assert owner.start(job_id)
+    other = PgJobStore(url + "?lease_s=1", retry_s=60)
+    time.sleep(1.1)  # connected for a whole lease: trusts expired leases from now on
+    restart = threading.Thread(target=pg.restart, kwargs={"down_s": 3.5})
+    restart.start()
+    while pg.process.poll() is None:  # down before the adoption try begins
+        time.sleep(0.05)
+    adopted = other.recover()  # retried until the database is back, after the owner's lease expired
+    restart.join()
+    assert adopted == []
+    running = job(other, job_id)
+    held_by = other._run(lambda db: db.execute("SELECT owner FROM dnnprov_jobs WHERE id = %s", (job_id,)).fetchone())
+    assert (running.status, running.attempts, held_by) == ("running", 1, (owner.replica,))
+    owner.close()
+    other.close()
+
+
+def test_a_start_or_end_whose_answer_was_lost_is_not_counted_twice(url: str) -> None:
+    """The commit of a start (or of an end) happened but its answer was lost with the connection:
+    asking again claims the same attempt (and finds the same end), not a second one."""
+    store = PgJobStore(url)
+    job_id, _ = store.add("solve", BODY)
+    store._run(  # what a start committed just as the connection broke leaves
+        lambda db: db.execute("UPDATE dnnprov_jobs SET status = 'running', attempts = 1 WHERE id = %s", (job_id,))
+    )
+    assert store.start(job_id)
+    assert job(store, job_id).attempts == 1
+    store._run(  # what an end committed just as the connection broke leaves (the attempt still claimed here)
+        lambda db: db.execute("UPDATE dnnprov_jobs SET status = 'done', finished = 0 WHERE id = %s", (job_id,))
+    )
+    assert store.finish(job_id, "done", result={"x": 1})
+    ended = job(store, job_id)
+    assert (ended.status, ended.attempts, ended.result) == ("done", 1, {"x": 1})
+    other, _ = store.add("solve", BODY)
+    assert store.start(other) and not store.start(other)  # a start heard back is not repeated
+    assert job(store, other).attempts == 1
+    store.close()

@@ -18,8 +18,14 @@ its leases every ``lease_s / 5`` seconds and, in the same beat, adopts what nobo
   :data:`STRAY_S` seconds (a start or re-queue committed just as the connection broke, its
   answer lost) is queued again.
 
+Expired leases are trusted only after this replica has reached the database without a
+break for a whole lease (any failed statement or renewal restarts that clock): after an
+outage longer than a lease every lease looks expired, and the live owners renew theirs
+within ``lease_s / 5`` of the database's return, before anyone may take their jobs.
+
 Starting a job (:meth:`PgJobStore.start`) is an atomic claim of a ``queued`` job owned by
-this replica; its end (:meth:`finish`, :meth:`requeue`) is written only while this replica
+this replica (or the running job whose start this replica committed but never heard
+back about: it is not counted twice); its end (:meth:`finish`, :meth:`requeue`) is written only while this replica
 still owns the job *and* the attempt it started is the job's current one, so a job's
 result is written once, by the attempt that ran to the end. Database errors (a lost
 connection, a lock timeout, a server restart) are retried with a new connection for up to
@@ -213,9 +219,12 @@ class PgJobStore:
                     else:
                         value = operation(conn)
                 self.healthy = True
+                if self._connected_since is None:
+                    self._connected_since = time.monotonic()
                 return value
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 self.healthy = False
+                self._connected_since = None  # expired leases are not trusted for a lease from now
                 if time.monotonic() + pause > deadline:
                     raise StoreBusy(f"the job store is unavailable: {str(exc).strip() or type(exc).__name__}") from None
                 time.sleep(pause)
@@ -292,12 +301,21 @@ class PgJobStore:
         return None if row is None else job_of_row(row)
 
     def start(self, job_id: str, retry_s: float | None = None) -> bool:
-        """Claim a queued job of this replica (one more attempt); ``False`` when it is no longer ours to start."""
+        """Claim a queued job of this replica (one more attempt); ``False`` when it is no longer ours to start.
+
+        A job this replica already set running without hearing back (the commit happened, the
+        answer was lost with the connection, and this call or a caller's retry asks again) is
+        claimed as it is: the same attempt, not counted twice.
+        """
+        with self._held_lock:
+            unheard = job_id not in self._claims  # a running job of ours we hold no attempt of
         row = self._run(
             lambda db: db.execute(
-                f"UPDATE {_TABLE} SET status = 'running', started = %s, attempts = attempts + 1, "
-                f"lease_until = {NOW} + %s WHERE id = %s AND status = 'queued' AND owner = %s RETURNING attempts",
-                (time.time(), self.lease_s, job_id, self.replica),
+                f"UPDATE {_TABLE} SET status = 'running', started = %s, "
+                "attempts = attempts + CASE WHEN status = 'queued' THEN 1 ELSE 0 END, "
+                f"lease_until = {NOW} + %s WHERE id = %s AND owner = %s "
+                "AND (status = 'queued' OR (status = 'running' AND %s)) RETURNING attempts",
+                (time.time(), self.lease_s, job_id, self.replica, unheard),
             ).fetchone(),
             retry_s,
         )
@@ -315,14 +333,15 @@ class PgJobStore:
         attempt = self._claims.get(job_id)
         if attempt is None:
             return False
-        values = (status, dump_json(result), dump_json(error), time.time(), job_id, self.replica, attempt)
+        # ``status IN ('running', status)``: a retry after a lost commit of this same end finds it written.
+        values = (status, dump_json(result), dump_json(error), time.time(), job_id, self.replica, attempt, status)
         with self._held_lock:  # before the write: a renewal must not take the ended job for a lost one
             self._held.discard(job_id)
         done = self._run(
             lambda db: (
                 db.execute(
                     f"UPDATE {_TABLE} SET status = %s, result = %s, error = %s, finished = %s, body = NULL, lease_until = NULL "
-                    "WHERE id = %s AND status = 'running' AND owner = %s AND attempts = %s",
+                    "WHERE id = %s AND owner = %s AND attempts = %s AND status IN ('running', %s)",
                     values,
                 ).rowcount
                 == 1
@@ -423,13 +442,12 @@ class PgJobStore:
         :meth:`~dnnprov.service.jobs.JobRunner.recover`, which queues them here.
         """
         steal = self._capacity() if self._runner is not None else 0
-        since = self._connected_since
-        # Expired leases are trusted only from a replica that has reached the database for a whole lease:
-        # after an outage longer than a lease every lease looks expired, and the live owners need one
-        # lease to renew theirs before anyone may take their jobs.
-        trusted = since is not None and time.monotonic() - since >= self.lease_s
 
         def adopt(db: psycopg.Connection[Any]) -> list[tuple[Job, str | None, str]]:
+            # Judged at each try, not once before them: a try retried across an outage must not
+            # trust the leases the outage expired (the live owners have not renewed them yet).
+            since = self._connected_since
+            trusted = since is not None and time.monotonic() - since >= self.lease_s
             expired = db.execute(
                 f"WITH old AS (SELECT id, owner FROM {_TABLE} WHERE %s AND status = 'running' AND owner <> %s "
                 f"AND lease_until < {NOW} FOR UPDATE SKIP LOCKED) "
