@@ -104,7 +104,7 @@ def test_scheduler_killed_job_runs_again_when_it_is_back(tmp_path: Path) -> None
     """SIGKILL of the scheduler while a job runs: not ready meanwhile; the job ends done on attempt 2."""
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
-    slow = {"instance": slow_instance(7), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 60}
+    slow = {"instance": slow_instance(9), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 60}
     with scheduler(tmp_path, port) as first, worker(tmp_path, address) as first_worker:
         wait_workers(address, 1)
         with server(tmp_path, "--dask", address) as (url, _, log), httpx.Client(base_url=url, timeout=60) as client:
@@ -140,7 +140,7 @@ def test_killed_worker_counts_an_attempt_with_a_budget_of_its_own(tmp_path: Path
     """SIGKILL of the worker process under a job (the scheduler allows 3 failures): retried as attempt 2."""
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
-    slow = {"instance": slow_instance(7), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 60}
+    slow = {"instance": slow_instance(9), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 60}
     with scheduler(tmp_path, port), worker(tmp_path, address):
         wait_workers(address, 1)
         with (
@@ -164,7 +164,7 @@ def test_sync_requests_get_503_while_the_scheduler_is_lost(tmp_path: Path) -> No
     """SIGKILL of the scheduler under a synchronous solve: 503 for it and for new ones; 200 once it is back."""
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
-    slow = {"instance": slow_instance(7), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 60}
+    slow = {"instance": slow_instance(9), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 60}
     with scheduler(tmp_path, port) as first, worker(tmp_path, address) as first_worker:
         wait_workers(address, 1)
         with (

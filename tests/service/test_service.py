@@ -142,11 +142,12 @@ def test_jobs_queue_run_and_cancel(api) -> None:
 
 
 def test_long_solve_blocks_nothing(api) -> None:
-    """While an 8 s solve runs in one worker, health checks and another solve are answered
+    """While a solve of 8 s (its limit) runs in one worker, health checks and another solve are answered
     before it ends (an order of events, not a wall time: CI machines are loaded)."""
     client, _ = api
     answers: dict[str, httpx.Response] = {}
-    body = {"instance": slow_instance(10), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 8}
+    # 62.7 million plans, about 25 s of enumeration: the 8 s limit ends it (`limit`) however fast the machine
+    body = {"instance": slow_instance(12), "method": "enumerate", "max_plans": 10**9, "time_limit_s": 8}
     deadline = time.monotonic() + 60  # a worker killed by an earlier test is warming up again
     while (health := client.get("/healthz").json())["idle"] < health["workers"] and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -234,7 +235,7 @@ def test_killed_server_loses_no_accepted_job(tmp_path: Path) -> None:
     with server(tmp_path, "--workers", "1", db=db) as (url, proc, _):
         with httpx.Client(base_url=url, timeout=30) as client:
             running = client.post(
-                "/v1/jobs", json={"instance": slow_instance(7), "method": "enumerate", "max_plans": 10**9}
+                "/v1/jobs", json={"instance": slow_instance(9), "method": "enumerate", "max_plans": 10**9}
             ).json()["id"]
             queued = client.post("/v1/jobs", json={"instance": TABLE1}).json()["id"]
             wait_for(client, running, ("running",))

@@ -99,8 +99,8 @@ def test_replicas_kill_9_mid_job_lose_nothing_and_run_nothing_twice(pg: LocalPos
     """3 replicas, 4 clients, a replica killed (SIGKILL) while it runs a job: the job is adopted and finishes."""
     db = pg.new_database() + "?lease_s=5"
     slow_file = tmp_path / "slow.json"
-    slow_file.write_text(json.dumps(slow_instance(7)))
-    slow_body = {"instance": slow_instance(7), "method": "enumerate", "max_plans": 100000000, "time_limit_s": 120}
+    slow_file.write_text(json.dumps(slow_instance(9)))
+    slow_body = {"instance": slow_instance(9), "method": "enumerate", "max_plans": 100000000, "time_limit_s": 120}
     with ExitStack() as stack:
         replicas = [
             stack.enter_context(replica(tmp_path, "--workers", "1", "--max-time-limit", "120", db=db)) for _ in range(3)
@@ -291,7 +291,7 @@ def test_database_restart_delays_but_loses_nothing(tmp_path: Path) -> None:
             ]
             slow = a.post(
                 "/v1/jobs",
-                json={"instance": slow_instance(7), "method": "enumerate", "max_plans": 100000000, "time_limit_s": 120},
+                json={"instance": slow_instance(9), "method": "enumerate", "max_plans": 100000000, "time_limit_s": 120},
             ).json()["id"]
             wait_for(a, slow, ("running",), timeout=120)  # runs across the outage
             ids.append(slow)
@@ -326,7 +326,7 @@ def test_database_restart_delays_but_loses_nothing(tmp_path: Path) -> None:
     expected = {json.dumps(cli_answer(*spec), sort_keys=True) for spec in FAST}
     expected.add(json.dumps(comparable(jobs[slow]["result"]), sort_keys=True))
     slow_file = tmp_path / "slow.json"
-    slow_file.write_text(json.dumps(slow_instance(7)))
+    slow_file.write_text(json.dumps(slow_instance(9)))
     assert comparable(jobs[slow]["result"]) == cli_answer(
         slow_file, "enumerate", "--max-plans", "100000000", "--time-limit", "120"
     )
