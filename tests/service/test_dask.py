@@ -66,7 +66,8 @@ def test_dask_drain_requeues_without_counting(tmp_path: Path, cluster: str) -> N
     db = tmp_path / "jobs.sqlite"
     with server(tmp_path, "--dask", cluster, "--drain-timeout", "0", db=db) as (url, proc, log):
         with httpx.Client(base_url=url, timeout=60) as client:
-            job = client.post("/v1/jobs", json=SLOW).json()["id"]  # ~8 s: still running at the SIGTERM
+            # ~4 s of CPU: still running at the SIGTERM, and within the 20 s limit on a loaded machine
+            job = client.post("/v1/jobs", json={**SLOW, "instance": slow_instance(9)}).json()["id"]
             wait_for(client, job, ("running",))
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)
@@ -74,7 +75,7 @@ def test_dask_drain_requeues_without_counting(tmp_path: Path, cluster: str) -> N
     with server(tmp_path, "--dask", cluster, db=db) as (url, _, _):
         with httpx.Client(base_url=url, timeout=60) as client:
             final = wait_for(client, job, ("done", "failed"), timeout=120)
-    assert (final["status"], final["attempts"]) == ("done", 1)
+    assert (final["status"], final["attempts"]) == ("done", 1), final["error"]
 
 
 def test_unreachable_dask_scheduler_is_one_error_line(tmp_path: Path) -> None:
