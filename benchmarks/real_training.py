@@ -34,11 +34,12 @@ zone's capacity falls to 0 at 300 s) and prints its time and cost beside the loo
 the same window with the model's stand-in trainer (``simulate --engine loop``; target: within
 20 %), using the profile a previous ``--json`` wrote. ``--plans D`` solves the profiled instance
 with ``milp`` for D / (1 + margin), the margin the largest measured / predicted - 1 of the
-``--json`` file's runs (the profiling runs' j and the held-out clusters' time), and runs its plan and the fewest-worker homogeneous
-plans the model says meet the same (all p3.2xlarge, all p2.xlarge) for real, a plan equal to
-one already run not again: measured time and cost (the price model: hourly prices x the time to
-the target; exit 1 when the milp plan misses D or is not the cheapest). Exits 1 when the targets are missed,
-2 when torch (or, for ``--revocation``, ../shared/data) is absent.
+``--json`` file's runs (the profiling runs' j and the held-out clusters' time), and runs its
+plan and the fewest-worker homogeneous plans the model says meet the same (all p3.2xlarge, all
+p2.xlarge) for real, a plan equal to one already run not again: measured time and cost (the
+price model: hourly prices x the time to the target; exit 1 when the milp plan misses D or is
+not the cheapest). Exits 1 when the targets are missed, 2 when torch (or, for
+``--revocation``, ../shared/data) is absent.
 """
 
 from __future__ import annotations

@@ -23,14 +23,14 @@ break for a whole lease (any failed statement or renewal restarts that clock): a
 outage longer than a lease every lease looks expired, and the live owners renew theirs
 within ``lease_s / 5`` of the database's return, before anyone may take their jobs.
 
-Starting a job (:meth:`PgJobStore.start`) is an atomic claim of a ``queued`` job owned by
-this replica (or the running job whose start this replica committed but never heard
-back about: it is not counted twice); its end (:meth:`finish`, :meth:`requeue`) is written only while this replica
-still owns the job *and* the attempt it started is the job's current one, so a job's
+Starting a job (:meth:`PgJobStore.start`) is an atomic claim of a ``queued`` job owned by this
+replica (or the running job whose start this replica committed but never heard back about: it
+is not counted twice); its end (:meth:`finish`, :meth:`requeue`) is written only while this
+replica still owns the job *and* the attempt it started is the job's current one, so a job's
 result is written once, by the attempt that ran to the end. Database errors (a lost
 connection, a lock timeout, a server restart) are retried with a new connection for up to
-``retry_s`` seconds, then raise :class:`~dnnprov.service.store.StoreBusy`, as SQLite's
-busy errors do.
+``retry_s`` seconds, then raise :class:`~dnnprov.service.store.StoreBusy`, as SQLite's busy
+errors do.
 """
 
 from __future__ import annotations
