@@ -75,6 +75,23 @@ def test_priced_mixed_sets_equal_brute_force(make_random_spot, make_random_serve
         agrees(problems, random_shared(rng, problems))
 
 
+def test_priced_sets_with_prices_over_twelve_decades(make_random_spot):
+    """Priced spot jobs whose type and PS prices are scaled by 1e-6 .. 1e6 each (the budgets of
+    the region solves span the same decades): the brute force's optimum, or its infeasibility."""
+    rng = np.random.default_rng(3307)
+    statuses = []
+    for _ in range(max(10, BRUTE_SETS // 2)):
+        problems = []
+        for _ in range(int(rng.integers(2, 4))):
+            data = small_spot(rng, make_random_spot).to_dict()
+            for spec in data["instance_types"].values():
+                spec["spot_price_per_h"] *= 10.0 ** rng.uniform(-6, 6)
+            data["platform"]["ps_price_per_h"] = 10.0 ** rng.uniform(-6, 6)
+            problems.append(dnnprov.problem_from_dict(data))
+        statuses.append(agrees(problems, random_shared(rng, problems)))
+    assert dnnprov.Status.OPTIMAL in statuses
+
+
 def test_priced_ties_and_infeasible_cases(make_random_spot):
     """Equal jobs (ties, one shared pricer), limits of 0 on every type, a job infeasible on its own."""
     rng = np.random.default_rng(3303)
@@ -117,6 +134,52 @@ def test_pricing_bound_is_below_every_reduced_cost(make_random_spot):
             if math.isfinite(best):
                 np.testing.assert_allclose(found.lower_bound, best, rtol=1e-9)
                 np.testing.assert_allclose(found.best, best, rtol=1e-9)
+
+
+def test_pricing_and_fronts_with_a_cutoff_against_brute_force(make_random_spot):
+    """Budgeted region solves (regions.py, "Cutoffs"): pricing with a cutoff finds the least
+    g(n) = c(n) + w . v(n) when it is below the cutoff and else proves a bound of at least the
+    cutoff, never above the least g; a front finds or dominates every plan with g <= T."""
+    rng = np.random.default_rng(3306)
+    below = above = 0
+    for _ in range(12):
+        problem = small_spot(rng, make_random_spot)
+        labels = problem.columns().labels
+        shared = SharedLimits(quotas={label: 100 for label in labels})
+        rows, a = spot_usage_rows(problem, shared, "job")
+        model = SpotModel(problem)
+        cols = model.columns
+        radix = (cols.upper - cols.lower + 1).astype(np.int64)
+        counts = decode_counts(np.arange(int(np.prod(radix)), dtype=np.int64), cols.lower, radix)
+        for _ in range(3):
+            w = rng.uniform(0, 2, len(rows)) * (rng.random(len(rows)) < 0.7)
+            g = np.full(len(counts), np.inf)
+            for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
+                ev = model.evaluate(counts, ps)
+                g = np.minimum(g, np.where(ev.feasible, ev.cost + (counts @ a.T) @ w, np.inf))
+            best = float(g.min())
+            if not math.isfinite(best):
+                continue
+            finite = np.sort(g[np.isfinite(g)])
+            cutoff = float(finite[min(len(finite) - 1, int(rng.integers(0, 4)))]) * float(rng.uniform(0.9, 1.1))
+            pricer = SpotPricer(problem, rows, a, np.full(len(rows), 100.0))  # a fresh cache each time
+            found = pricer.price(w, math.inf, cutoff)
+            assert found.lower_bound <= best * (1 + 1e-12) + 1e-12
+            if best < cutoff * (1 - 1e-9):
+                below += 1
+                np.testing.assert_allclose(found.best, best, rtol=1e-9)
+            else:
+                above += 1
+                assert found.lower_bound >= cutoff * (1 - 1e-9) - 1e-12
+            threshold = float(finite[min(len(finite) - 1, 3)])
+            front = SpotPricer(problem, rows, a, np.full(len(rows), 100.0)).front(w, threshold, math.inf)
+            assert front.complete
+            plans = [(s.cost, s.usage) for s in front.plans]
+            for k in np.flatnonzero(g <= threshold):
+                use = a @ counts[k]
+                cost = float(g[k] - use @ w)
+                assert any(c <= cost * (1 + 1e-9) and (u <= use).all() for c, u in plans), counts[k]
+    assert below and above
 
 
 @pytest.mark.skipif(not (LARGE / "large-019.json").exists(), reason="the large benchmark set is not in data/")

@@ -300,7 +300,7 @@ def lagrangian(
             bounds.append(shifted)
             job.skipped += 1
             continue
-        explored = job.pricer.price(w, deadline)
+        explored = job.pricer.price(w, deadline, float(mu[j]) if math.isfinite(mu[j]) else math.inf)
         added += job.add(explored.plans)
         bounds.append(explored.lower_bound)
         if explored.lower_bound > -math.inf:

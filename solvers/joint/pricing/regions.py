@@ -40,8 +40,18 @@ lowers one cap, so it ends. Two uses:
   when their bound exceeds a threshold T. Every plan with g(n) <= T is then found or dominated
   by a found plan (``complete``), unless a solve ended at its limit with a top bound <= T.
 
+Cutoffs. Both explorations only need a region's plans with g(n) below a limit (the best g so
+far, the job's convexity dual mu_j when pricing, T for a front), and every plan of R(u) has
+g(n) >= c(n) + w . low. A region is therefore solved with the budget B = limit - w . low
+(rounded up): the single-job solver either returns a plan of cost <= B, which is then R(u)'s
+optimum (every plan it did not consider costs more than B), or proves that no plan costs
+B or less (its ``infeasible`` under that budget): then every plan of R(u) has g(n) > limit and
+the region is a piece with bound B + w . low (``CapSolve.cut``), explored no further. A
+cutoff only decides which plans are found; each bound stays a proven one.
+
 Sums are rounded down past their rounding error (:func:`down`): a handful of float terms each.
-Solves are cached by cap, and a region inside a solved one whose optimum lies in it reuses it.
+Solves are cached by cap, and a region inside a solved one whose optimum lies in it reuses it;
+a region inside one proven to hold nothing at or below a budget reuses that proof.
 """
 
 from __future__ import annotations
@@ -80,6 +90,7 @@ class CapSolve:
     ps: int = 1
     cost: float = math.inf
     usage: np.ndarray | None = None
+    cut: bool = False  # no plan of R(u) costs ``bound`` or less (a budget's proof); its plans were not sought
 
     @property
     def optimal(self) -> bool:
@@ -115,12 +126,13 @@ class SpotPricer:
         self.top = top
         self.u0 = tuple(int(v) for v in np.minimum(top, np.floor(limits + 1e-9).astype(np.int64)))
         self.cache: dict[tuple[int, ...], CapSolve] = {}
+        self.cuts: list[CapSolve] = []  # regions proven to hold no plan at or below a budget
         self.solves = 0
         self.solve_seconds = 0.0
 
     # ------------------------------------------------------------------ regions
-    def capped(self, cap: tuple[int, ...]) -> SpotProblem:
-        """The job restricted to R(cap): smaller quotas, or a smaller vCPU quota."""
+    def capped(self, cap: tuple[int, ...], budget: float | None = None) -> SpotProblem:
+        """The job restricted to R(cap): smaller quotas, or a smaller vCPU quota (and ``budget``)."""
         types = {t.name: t for t in self.problem.instance_types}
         vcpu = {(q.family, q.market): q for q in self.problem.constraints.vcpu_quotas}
         on_demand = "on-demand" in self.problem.constraints.markets
@@ -142,6 +154,8 @@ class SpotPricer:
                 old = vcpu.get((family, market))
                 vcpu[(family, market)] = VcpuQuota(family, market, int(u if old is None else min(u, old.vcpus)))
         constraints = dataclasses.replace(self.problem.constraints, vcpu_quotas=tuple(vcpu.values()))
+        if budget is not None:
+            constraints = dataclasses.replace(constraints, budget_usd=budget)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the plausibility notes were given for the job itself
             return self.problem.replace(
@@ -153,11 +167,20 @@ class SpotPricer:
         """A type's on-demand quota as the problem reads it (its own, or the spot quota)."""
         return t.on_demand_quota if t.on_demand_quota is not None else t.quota
 
-    def solve(self, cap: tuple[int, ...], deadline: float) -> CapSolve:
-        """The exact solve of R(cap) (cached; a region holding a cached optimum below ``cap`` reuses it)."""
+    def solve(self, cap: tuple[int, ...], deadline: float, cutoff: float = math.inf) -> CapSolve:
+        """The exact solve of R(cap) (cached; a region holding a cached optimum below ``cap`` reuses it).
+
+        With a finite ``cutoff``, plans costing more are not sought: the answer is R(cap)'s
+        optimum if it costs at most ``cutoff`` (or a region cached solved), else a ``cut``
+        answer, proving that every plan of R(cap) costs more than ``cutoff``."""
         if cap in self.cache:
             return self.cache[cap]
         capv = np.array(cap)
+        budget = self._budget(cutoff)
+        if budget is not None:
+            for known in self.cuts:
+                if known.bound >= budget and (np.array(known.cap) >= capv).all():
+                    return dataclasses.replace(known, cap=cap)
         for known in self.cache.values():
             wider = (np.array(known.cap) >= capv).all()
             if wider and known.optimal and known.usage is not None and (known.usage <= capv).all():
@@ -171,13 +194,32 @@ class SpotPricer:
         if remaining <= 0 or stop_requested():
             return CapSolve(cap, Status.LIMIT, -math.inf)
         started = time.perf_counter()
-        result = solve_spot_exact(self.capped(cap), clock=Clock(remaining), start=self._start(capv))
+        result = solve_spot_exact(self.capped(cap, budget), clock=Clock(remaining), start=self._start(capv))
         self.solves += 1
         self.solve_seconds += time.perf_counter() - started
+        if budget is not None and result.status is Status.INFEASIBLE:
+            # under the budget: no plan of R(cap) costs budget * (1 + tolerance) or less
+            found = CapSolve(cap, Status.LIMIT, budget, cut=True)
+            self.cuts.append(found)
+            return found
         found = self._read(cap, result.status, result.bound, result.plan)
+        if budget is not None and found.counts is None:
+            # a limit: the solver's bound holds for the plans within the budget, the rest cost more
+            found = dataclasses.replace(found, bound=min(found.bound, budget))
         if found.status in (Status.OPTIMAL, Status.INFEASIBLE):
+            # a plan within the budget is R(cap)'s optimum: every plan not considered costs more
             self.cache[cap] = found  # a limit is not kept: a later call may have more time
         return found
+
+    def _budget(self, cutoff: float) -> float | None:
+        """The budget a solve with ``cutoff`` gets (``None``: none, the solve is the plain one).
+
+        Only a positive finite cutoff below the job's own budget is a budget: plans cost
+        at least 0, and under the job's own budget an ``infeasible`` is a proof of emptiness."""
+        own = self.problem.constraints.budget_usd
+        if not (math.isfinite(cutoff) and cutoff > 0) or (own is not None and cutoff >= own):
+            return None
+        return float(cutoff)
 
     def _start(self, cap: np.ndarray) -> SpotPlan | None:
         """The cheapest plan solved so far that lies in R(cap): a warm start (it changes no proof)."""
@@ -226,16 +268,22 @@ class SpotPricer:
         return least if least is not None else (1 << 62)  # none: no plan within the limits
 
     # ------------------------------------------------------------------ the two explorations
-    def price(self, w: np.ndarray, deadline: float) -> Exploration:
-        """A proven lower bound on min_n c(n) + w . v(n) and the plans met on the way (w >= 0)."""
-        return self._explore(w, None, deadline)
+    def price(self, w: np.ndarray, deadline: float, cutoff: float = math.inf) -> Exploration:
+        """A proven lower bound on min_n c(n) + w . v(n) and the plans met on the way (w >= 0).
+
+        Plans with c(n) + w . v(n) >= ``cutoff`` (the job's convexity dual: no negative reduced
+        cost) are not sought: the bound is then at least min(min_n c(n) + w . v(n), cutoff)."""
+        return self._explore(w, None, deadline, cutoff)
 
     def front(self, w: np.ndarray, threshold: float, deadline: float) -> Exploration:
         """Every plan with c(n) + w . v(n) <= ``threshold``, found or dominated by a found one."""
         return self._explore(w, threshold, deadline)
 
-    def _explore(self, w: np.ndarray, threshold: float | None, deadline: float) -> Exploration:
-        """The recursion of the module docstring; ``threshold`` ``None``: pricing (T = best g so far)."""
+    def _explore(
+        self, w: np.ndarray, threshold: float | None, deadline: float, cutoff: float = math.inf
+    ) -> Exploration:
+        """The recursion of the module docstring; ``threshold`` ``None``: pricing (T = the least of
+        the best g so far and ``cutoff``)."""
         w = np.maximum(np.asarray(w, dtype=float), 0.0)
         terms = len(w) + 2
         out = Exploration(math.inf)
@@ -243,6 +291,18 @@ class SpotPricer:
 
         def part(value: float, magnitude: float) -> None:
             parts.append(down(value, magnitude, terms))
+
+        def now() -> float:
+            """The limit: plans with g at or above it (pricing), or above it (front), are not needed."""
+            return min(out.best, cutoff) if threshold is None else threshold
+
+        def budget() -> float:
+            """The budget B = limit - w . low of the module docstring, rounded up past its float error."""
+            limit = now()
+            if not math.isfinite(limit):
+                return math.inf
+            value = limit - base_low
+            return float(np.nextafter(value + 2.0 * terms * UNIT_ROUNDOFF * (abs(limit) + base_low) + TINY, np.inf))
 
         base_low = float(w @ self.low)
         # (cap, guard): a guarded region is explored only if its guard, a bound on its plans
@@ -256,24 +316,23 @@ class SpotPricer:
             if cap in seen:
                 continue
             if guard is not None:
-                now = out.best if threshold is None else threshold
                 low = down(guard, size, terms)
-                if low > now or (threshold is None and low >= now):
+                if low > now() or (threshold is None and low >= now()):
                     parts.append(low)  # its plans beyond the inner region: g >= guard
                     continue
             seen.add(cap)
-            s = self.solve(cap, deadline)
+            s = self.solve(cap, deadline, budget())
             if s.status is Status.INFEASIBLE:
                 continue
             if s.counts is None or s.usage is None:
                 part(s.bound + base_low, abs(s.bound) + base_low)  # the whole region, unexplored
-                out.complete = False
+                out.complete &= s.cut  # cut: every plan has g above the limit
                 continue
             out.plans.append(s)
             used = float(w @ s.usage)
             g = s.cost + used
             out.best = min(out.best, g)
-            limit = out.best if threshold is None else threshold
+            limit = now()
             top = s.bound + used
             part(top, abs(s.bound) + used)
             if not s.optimal and down(top, abs(s.bound) + used, terms) <= limit:
