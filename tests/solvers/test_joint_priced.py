@@ -19,7 +19,7 @@ from dnnprov.solvers.joint.pricing.regions import SpotPricer
 from dnnprov.solvers.joint.provision import SharedLimits, solve_many
 from dnnprov.solvers.search.enumeration import decode_counts
 from dnnprov.solvers.spot.exact import solve_spot_exact
-from test_joint import REL, brute_force, check_plans, random_shared, small_serverless, small_spot
+from test_joint import REL, brute_force, check_plans, feasible, random_shared, small_serverless, small_spot
 
 import dnnprov
 from dnnprov.models.spot import SpotModel
@@ -27,6 +27,68 @@ from dnnprov.models.spot import SpotModel
 LARGE = Path(__file__).resolve().parents[2] / "data" / "benchmarks" / "large"
 # issue 33's check is 200 small sets: DNNPROV_BRUTE_SETS=200 runs it (default: a moderate count)
 BRUTE_SETS = int(os.environ.get("DNNPROV_BRUTE_SETS", "40"))
+
+
+#: the random families of :func:`priced_fuzz`: (name, spot job options, price decades)
+FUZZ_FAMILIES = (
+    ("priced-small", {"n_types": 3, "max_quota": 2, "max_ps": 2, "on_demand": False}, 0.0),
+    ("priced-wide", {"n_types": 3, "max_quota": 5, "max_ps": 2, "on_demand": False}, 0.0),
+    ("priced-existing", {"n_types": 3, "max_quota": 4, "max_ps": 2, "existing": True}, 0.0),
+    ("priced-magnitudes", {"n_types": 3, "max_quota": 3, "max_ps": 2, "on_demand": False}, 6.0),
+)
+
+
+def priced_verdict(problems, shared: SharedLimits) -> tuple[str, str]:
+    """(status, verdict) of one set solved with every spot job priced: ``ok`` or why the answer is wrong."""
+    expected = brute_force(problems, shared)
+    result = solve_many(problems, shared=shared, pricing=True)
+    status = result.status.value
+    if math.isinf(expected):
+        return status, "ok" if result.status is dnnprov.Status.INFEASIBLE else f"{status} for a set without a plan"
+    if result.status is dnnprov.Status.INFEASIBLE:
+        return status, f"infeasible claimed, optimum {expected!r}"
+    if result.bound is not None and result.bound > expected * (1 + REL):
+        return status, f"bound {result.bound!r} above the optimum {expected!r}"
+    if result.status is dnnprov.Status.OPTIMAL:
+        try:
+            check_plans(problems, result, shared)
+        except AssertionError as e:
+            return status, f"plans: {e}"
+        if abs(result.cost - expected) > REL * abs(expected):
+            return status, f"optimal claimed at {result.cost!r}, optimum {expected!r}"
+    return status, "ok"
+
+
+def priced_fuzz(count: int, seed: int) -> dict[str, dict[str, object]]:
+    """Per family of :data:`FUZZ_FAMILIES`: status counts and wrong answers over ``count`` random sets
+    each (1-3 priced spot jobs, a serverless job beside them in some, random shared limits)."""
+    from conftest import random_serverless_problem, random_spot_problem
+
+    out: dict[str, dict[str, object]] = {}
+    for f, (name, options, decades) in enumerate(FUZZ_FAMILIES):
+        rng = np.random.default_rng([seed, f])
+        counts: dict[str, object] = {"sets": 0, "wrong": 0}
+        for _ in range(count):
+            problems = []
+            for _ in range(int(rng.integers(1, 4))):
+                job = feasible(random_spot_problem, rng, **options)
+                if decades:
+                    data = job.to_dict()
+                    for spec in data["instance_types"].values():
+                        spec["spot_price_per_h"] *= 10.0 ** rng.uniform(-decades, decades)
+                    data["platform"]["ps_price_per_h"] = 10.0 ** rng.uniform(-decades, decades)
+                    job = dnnprov.problem_from_dict(data)
+                problems.append(job)
+            if rng.random() < 0.3:
+                problems.append(small_serverless(rng, random_serverless_problem))
+            status, verdict = priced_verdict(problems, random_shared(rng, problems))
+            counts["sets"] = int(counts["sets"]) + 1  # type: ignore[call-overload]
+            counts[status] = int(counts.get(status, 0)) + 1  # type: ignore[call-overload]
+            if verdict != "ok":
+                counts["wrong"] = int(counts["wrong"]) + 1  # type: ignore[call-overload]
+                counts.setdefault("first_wrong", verdict)
+        out[name] = counts
+    return out
 
 
 def agrees(problems, shared: SharedLimits) -> dnnprov.Status:
@@ -90,6 +152,15 @@ def test_priced_sets_with_prices_over_twelve_decades(make_random_spot):
             problems.append(dnnprov.problem_from_dict(data))
         statuses.append(agrees(problems, random_shared(rng, problems)))
     assert dnnprov.Status.OPTIMAL in statuses
+
+
+def test_priced_fuzz_families_have_no_wrong_answer():
+    """The fuzz harness of benchmarks/joint_magnitudes.py --priced, a short run: every family
+    exercised, no wrong answer (and both certificates met)."""
+    results = priced_fuzz(6, seed=3308)
+    assert set(results) == {name for name, _, _ in FUZZ_FAMILIES}
+    assert all(c["wrong"] == 0 for c in results.values()), results
+    assert sum(int(c.get("optimal", 0)) for c in results.values()) >= 5, results  # type: ignore[call-overload]
 
 
 def test_priced_ties_and_infeasible_cases(make_random_spot):
