@@ -1,0 +1,46 @@
+"""benchmarks/link_queue.py's simulation of the emulated PS link (first come, first served)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "link_queue.py"
+
+
+@pytest.fixture(scope="module")
+def link_queue() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("link_queue", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_lone_worker_never_queues(link_queue: ModuleType) -> None:
+    t_exp, comm = link_queue.simulate([6.0], hold_s=2.0, outside_s=0.25)
+    assert t_exp == pytest.approx(8.25, rel=1e-3) and comm == [pytest.approx(2.25)]
+
+
+def test_equal_workers_that_fill_the_link_take_turns_without_waiting(link_queue: ModuleType) -> None:
+    """4 workers of 6 s with a 2 s hold: the link is busy all the time and nobody waits (a
+    deterministic pipeline), so T_exp is the hold itself."""
+    t_exp, comm = link_queue.simulate([6.0] * 4, hold_s=2.0, outside_s=0.0)
+    assert t_exp == pytest.approx(2.0, rel=1e-3)
+    assert max(comm) == pytest.approx(2.0, abs=0.02)
+
+
+def test_a_lone_slow_worker_breaks_the_pipeline(link_queue: ModuleType) -> None:
+    """3 x 6 s + 1 x 10 s: fewer answers per second than the four 6 s workers, and the fast
+    workers now wait for the link, which eqs. (8)-(9) cannot tell from 4 equal workers (|N| = 4).
+    With one communication time for all (the model), the mix would be 9 % slower; queued, it is
+    more than 15 % slower."""
+    equal, _ = link_queue.simulate([6.0] * 4, hold_s=2.0, outside_s=0.0)
+    mixed, comm = link_queue.simulate([6.0, 6.0, 6.0, 10.0], hold_s=2.0, outside_s=0.0)
+    same_comm = 1 / (3 / 8.0 + 1 / 12.0)  # every worker's iteration with the 4-worker communication time
+    assert same_comm / equal == pytest.approx(1.0909, rel=1e-3)
+    assert mixed / equal > 1.15
+    assert min(comm[:3]) > 2.3  # the fast workers queue
