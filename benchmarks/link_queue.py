@@ -58,8 +58,6 @@ def simulate(compute_s: list[float], hold_s: float, outside_s: float) -> tuple[f
 def read_run(folder: Path) -> tuple[Counter[str], float, dict[str, float]]:
     """A run's cluster, measured T_exp (1 / sum 1 / T^i) and mean communication time per type."""
     timings = [json.loads(p.read_text()) for p in sorted(folder.glob("timing_*.json"))]
-    if not timings:
-        raise SystemExit(f"link_queue: {folder}: no timing_*.json (a run folder of real_training.py)")
     counts = Counter(t["type"] for t in timings)
     t_exp = 1 / sum(1 / t["iteration_s"] for t in timings)
     comm = {k: sum(t["comm_s"] for t in timings if t["type"] == k) / n for k, n in counts.items()}
@@ -76,9 +74,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile-json", required=True, help="a profile real_training.py --json wrote")
     parser.add_argument("runs", nargs="+", type=Path, help="run folders holding the workers' timing_*.json")
     args = parser.parse_args(argv)
-
-    data: dict[str, Any] = json.loads(Path(args.profile_json).read_text())
-    job = Job(**data["job"])
+    try:
+        data: dict[str, Any] = json.loads(Path(args.profile_json).read_text())
+        job = Job(**data["job"])
+        fits, compute = data["fits"]["cc"], data["compute_s"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        parser.error(f"--profile-json: not a profile real_training.py --json wrote ({e})")
+    for folder in args.runs:
+        if not sorted(folder.glob("timing_*.json")):
+            parser.error(f"{folder}: no timing_*.json (a run folder of real_training.py)")
     timing = data.get("timing")
     if not timing or job.ps_bandwidth_mb_s <= 0:
         print("link_queue: the profile has no emulated PS link (profiled with --no-link): nothing to queue")
@@ -86,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     hold = job.transfer_s(job.ps_bandwidth_mb_s)
     lone = 2 * job.param_size_mb / timing["bandwidth_req_mb_s"]["value"]  # a lone worker's communication
     outside = max(lone - hold, 0.0)
-    profile = ref.Profile(data["fits"]["cc"], data["compute_s"], data["comm_s"], (), timing)
+    profile = ref.Profile(fits, compute, data.get("comm_s", 0.0), (), timing)
     problem = problem_from_dict(ref.instance_dict(profile, job, deadline_s=1e9, extrapolation=2.0))
     print(
         f"link held {hold:.2f} s per answer (2 S_parm / B_ps), {outside:.2f} s outside it (a lone worker: "
@@ -104,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         prediction = predict(problem, counts=dict(counts))
         model = 1 / float(prediction["iteration_rate_per_s"])
         times = prediction["iteration_time_s"]  # T^i of eq. (6) per column (the spot columns: the type names)
-        model_comm = {k: float(times[k]) - float(data["compute_s"][k]) for k in counts if k in times}
+        model_comm = {k: float(times[k]) - float(compute[k]) for k in counts if k in times}
         by_type = {k: sum(c for w, c in zip(workers, sim_comm) if w == k) / counts[k] for k in counts}
         worst = max(worst, abs(simulated / measured - 1))
         per_type = ", ".join(

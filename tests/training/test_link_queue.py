@@ -44,3 +44,30 @@ def test_a_lone_slow_worker_breaks_the_pipeline(link_queue: ModuleType) -> None:
     assert same_comm / equal == pytest.approx(1.0909, rel=1e-3)
     assert mixed / equal > 1.15
     assert min(comm[:3]) > 2.3  # the fast workers queue
+
+
+def test_bad_input_is_one_error_naming_it(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    missing = subprocess.run(
+        [sys.executable, str(SCRIPT), "--profile-json", str(tmp_path / "none.json"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert missing.stderr.strip().splitlines()[-1].startswith("link_queue.py: error: --profile-json: not a profile")
+    profile = tmp_path / "profile.json"
+    profile.write_text('{"job": {}, "fits": {"cc": {}}, "compute_s": {}}')
+    empty = subprocess.run(
+        [sys.executable, str(SCRIPT), "--profile-json", str(profile), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert empty.returncode == 2 and "Traceback" not in empty.stderr
+    assert (
+        empty.stderr.strip().splitlines()[-1]
+        == f"link_queue.py: error: {tmp_path}: no timing_*.json (a run folder of real_training.py)"
+    )
