@@ -272,7 +272,8 @@ class SpotPricer:
         """A proven lower bound on min_n c(n) + w . v(n) and the plans met on the way (w >= 0).
 
         Plans with c(n) + w . v(n) >= ``cutoff`` (the job's convexity dual: no negative reduced
-        cost) are not sought: the bound is then at least min(min_n c(n) + w . v(n), cutoff)."""
+        cost) are not sought: the bound is then min(min_n c(n) + w . v(n), cutoff) or more, less
+        its rounding (each piece's bound is rounded down)."""
         return self._explore(w, None, deadline, cutoff)
 
     def front(self, w: np.ndarray, threshold: float, deadline: float) -> Exploration:
