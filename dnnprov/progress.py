@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 LOGGER_NAME = "dnnprov.solver"
+#: the joint solve's log (``solve-many --log``): apart, so its single-job solves stay silent
+JOINT_LOGGER_NAME = "dnnprov.joint"
 PROGRESS_INTERVAL_S = 1.0
 INTERRUPTED = "interrupted"  # the stop reason a result names (``details["stopped"]``)
 

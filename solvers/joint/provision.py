@@ -83,6 +83,7 @@ limits pushed to a dearer plan is ``feasible`` with ``bound`` = its stand-alone 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from collections.abc import Sequence
@@ -106,7 +107,7 @@ from dnnprov.solvers.joint.columns import (
 )
 from dnnprov.solvers.joint.master import ColumnSolution, solve_columns
 from dnnprov.solvers.joint.model import ColumnModel
-from dnnprov.solvers.joint.pricing.priced import PricedJob, solve_priced, start_jobs
+from dnnprov.solvers.joint.pricing.priced import PricedJob, own_optima_bound, solve_priced, start_jobs
 from dnnprov.solvers.outcome import serverless_result, spot_result
 
 from dnnprov.errors import InvalidInputError
@@ -115,7 +116,7 @@ from dnnprov.models.spot import SpotModel
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.problems.validation.checks import number as checked_number
-from dnnprov.progress import Clock
+from dnnprov.progress import JOINT_LOGGER_NAME, Clock, SolverLog
 from dnnprov.result import Reason, Result, Status, finite_or_none
 
 
@@ -243,6 +244,10 @@ def solve_many(
     explain
         A proven-infeasible answer says why (``infeasibility``, :mod:`dnnprov.solvers.explain.joint`), in the
         time left; off, it does not (the relaxed solves of the explanation turn it off).
+
+    Progress goes to the ``dnnprov.joint`` logger at INFO (``solve-many --log`` sends it to
+    stderr; silent otherwise): a header, then the incumbent and the proven bound after the
+    columns, each pricing round, the MILP over the columns and the closing step, and the end.
     """
     started = time.perf_counter()
     shared = shared if shared is not None else SharedLimits()
@@ -260,6 +265,8 @@ def solve_many(
     deadline = started + time_limit_s
     check_shared_names(problems, shared)
     limits = shared.rows()
+    clock = Clock(time_limit_s)
+    journal = SolverLog(clock, logging.getLogger(JOINT_LOGGER_NAME))
     stats: dict[str, Any] = {
         "jobs": len(problems),
         "spot_jobs": sum(isinstance(p, SpotProblem) for p in problems),
@@ -272,6 +279,11 @@ def solve_many(
         for i, p in enumerate(problems)
         if isinstance(p, SpotProblem) and (pricing or (pricing is None and spot_box_size(p) > max_plans_per_job))
     )
+    journal.header(
+        f"dnnprov solve-many: {len(problems)} jobs ({stats['spot_jobs']} spot, {len(skip)} of them priced; "
+        f"{stats['serverless_jobs']} serverless)",
+        [f"{len(limits)} shared rows, time limit {time_limit_s:g} s"],
+    )
     generated = generate_columns(
         problems, shared, max_plans_per_job=max_plans_per_job, deadline=deadline, cache=cache, skip=skip
     )
@@ -280,6 +292,7 @@ def solve_many(
         priced = start_jobs(problems, shared, skip, generated, deadline, cache)
     stats["columns_seconds"] = time.perf_counter() - t0
     if generated is None or len(priced) < len(skip):
+        journal.final(Status.LIMIT.value, "time limit reached during column generation")
         return _without_plans(
             problems, None, Status.LIMIT, started, limits, stats, "time limit reached during column generation"
         )
@@ -287,6 +300,7 @@ def solve_many(
     stats["plans_evaluated"] = sum(g.plans_evaluated for g in generated)
     stats["cached_jobs"] = sum(g.cached for g in generated)
     stats["columns"] = sum(len(g.columns) for g in generated)
+    journal.progress(math.inf, own_optima_bound(generated), f"{stats['columns']} columns", force=True)
     empty = [i for i, g in enumerate(generated) if not len(g.columns)]
     if empty:
         i = empty[0]
@@ -296,6 +310,7 @@ def solve_many(
             else "has no plan within the shared limits"
         )
         shared_cause = all(math.isfinite(generated[j].alone) for j in empty)
+        journal.final(Status.INFEASIBLE.value, f"job {i} ({problems[i].name}) {why}")
         return _without_plans(
             problems,
             generated,
@@ -310,10 +325,17 @@ def solve_many(
         )
 
     if priced:
-        solved = solve_priced(generated, priced, [p.name for p in problems], limits, deadline, fixing)
+        solved = solve_priced(generated, priced, [p.name for p in problems], limits, deadline, fixing, journal)
     else:
         solved = solve_columns([g.columns for g in generated], limits, deadline=deadline, fixing=fixing)
     stats.update(solved.stats)
+    journal.progress(
+        solved.cost if solved.cost is not None else math.inf,
+        solved.bound if solved.bound is not None else -math.inf,
+        "final",
+        force=True,
+    )
+    journal.final(solved.status.value, solved.message)
     if solved.picked is None:
         return _without_plans(
             problems,

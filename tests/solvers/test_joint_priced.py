@@ -320,3 +320,39 @@ def test_seeded_columns_hold_a_joint_plan_before_pricing():
     bound = own_optima_bound(generated)
     assert bound == pytest.approx(math.fsum(own), rel=1e-12) and bound <= math.fsum(own)
     assert bound < result.cost
+
+
+@pytest.mark.skipif(not PAPER.exists(), reason="the paper benchmark instance is not in data/")
+def test_solve_many_log_shows_rounds_and_a_monotone_bound(tmp_path, capsys):
+    """``solve-many --log``: a header, one line per pricing round, a proven bound that never
+    goes down, the final incumbent equal to the answer's total cost; stdout stays JSON."""
+    import json
+    import re
+
+    from dnnprov.cli import main
+
+    base = dnnprov.read_instance(PAPER)
+    files = []
+    for i, f in enumerate((1.0, 1.3, 1.6)):
+        path = tmp_path / f"paper-{i}.json"
+        dnnprov.write_instance(base.replace(slo=dataclasses.replace(base.slo, time_s=base.slo.time_s * f)), path)
+        files.append(str(path))
+    alone = solve_spot_exact(base).plan
+    assert alone is not None
+    label, used = max(alone.counts.items(), key=lambda kv: kv[1])
+    argv = ["solve-many", *files, "--shared-quota", f"{label}={max(used, 1)}", "--max-plans-per-job", "1000"]
+    assert main([*argv, "--json", "--log"]) == 0
+    out, err = capsys.readouterr()
+    answer = json.loads(out)
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("dnnprov solve-many: 3 jobs (3 spot, 3 of them priced")
+    assert lines[-1].startswith(f"{answer['status']} after ")
+    rows = [re.match(r"^[* ]\s*([\d.]+)\s+(\S+)\s+(\S+)\s+(-|[\d.]+ %)\s+(.*)$", line) for line in lines[3:-1]]
+    assert rows and all(rows), lines
+    bounds = [float(m.group(3)) for m in rows if m is not None and m.group(3) != "-"]
+    assert bounds == sorted(bounds)
+    works = [m.group(5) for m in rows if m is not None]
+    assert any(w.startswith("pricing round 1:") for w in works) and works[-1] == "final"
+    final = rows[-1]
+    assert final is not None and float(final.group(2)) == pytest.approx(answer["cost"], rel=1e-5)
+    assert bounds[-1] <= answer["cost"] * (1 + 1e-9)

@@ -1,7 +1,7 @@
 """The ``solve-many`` subcommand: joint provisioning of many jobs sharing quotas.
 
     dnnprov solve-many FILE... [--shared-quota TYPE=N ...] [--shared-vcpu FAMILY[/MARKET]=N ...]
-                               [--concurrency N] [--time-limit S] [--max-plans-per-job N] [--json]
+                               [--concurrency N] [--time-limit S] [--max-plans-per-job N] [--json] [--log]
 
 Registered in :data:`dnnprov.cli.COMMAND_GROUPS`. Exit codes as for ``solve``: 0 with
 plans, 1 without (a proven infeasible set included), 2 for bad input, 130 interrupted.
@@ -10,6 +10,7 @@ plans, 1 without (a proven infeasible set included), 2 for bad input, 130 interr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 
@@ -17,7 +18,7 @@ from dnnprov.cli.common import EXIT_INTERRUPTED, EXIT_NO_PLAN, EXIT_OK, check_ti
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import embedded_instance, read_instance
 from dnnprov.problems.spot import MARKETS, VcpuQuota
-from dnnprov.progress import stop_on_signals, stop_requested
+from dnnprov.progress import JOINT_LOGGER_NAME, log_to_stderr, stop_on_signals, stop_requested
 
 
 def _pair(option: str, text: str) -> tuple[str, int]:
@@ -68,7 +69,10 @@ def cmd_solve_many(args: argparse.Namespace) -> int:
     problems = [read_instance(p) for p in paths]
     limit = {} if args.max_plans_per_job is None else {"max_plans_per_job": args.max_plans_per_job}
     shared = shared_limits(args)
-    with stop_on_signals((signal.SIGINT, signal.SIGTERM)):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(stop_on_signals((signal.SIGINT, signal.SIGTERM)))
+        if args.log:
+            stack.enter_context(log_to_stderr(JOINT_LOGGER_NAME))
         result = solve_many(problems, shared=shared, time_limit_s=args.time_limit, **limit)
     print(result.to_json(indent=2) if args.json else result.summary())
     if stop_requested():
@@ -124,4 +128,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--log", action="store_true", help="print a progress log (incumbent, proven bound, gap over time) to stderr"
+    )
     p.set_defaults(run=cmd_solve_many)

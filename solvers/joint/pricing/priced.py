@@ -61,7 +61,7 @@ from dnnprov.solvers.joint.model import ColumnModel
 from dnnprov.solvers.joint.pricing.regions import CapSolve, SpotPricer, down
 
 from dnnprov.problems.spot import SpotProblem
-from dnnprov.progress import stop_requested
+from dnnprov.progress import SolverLog, stop_requested
 from dnnprov.result import Status
 
 MAX_ROUNDS = 40  # column generation rounds at most (the Lagrangian bound is valid at each)
@@ -265,7 +265,11 @@ def seed_joint_plan(
 
 
 def lagrangian(
-    model: ColumnModel, row_dual: np.ndarray, priced: Mapping[int, PricedJob], deadline: float
+    model: ColumnModel,
+    row_dual: np.ndarray,
+    priced: Mapping[int, PricedJob],
+    deadline: float,
+    log: SolverLog | None = None,
 ) -> tuple[float, np.ndarray, list[float], int]:
     """Step 2 for one set of duals: (L, pi, LB_j per job, plans added by pricing).
 
@@ -302,6 +306,8 @@ def lagrangian(
             continue
         explored = job.pricer.price(w, deadline, float(mu[j]) if math.isfinite(mu[j]) else math.inf)
         added += job.add(explored.plans)
+        if log is not None:  # at most a line a second: a round can take minutes
+            log.progress(math.inf, -math.inf, f"  priced job {j} ({job.pricer.problem.name}): {added} new plans so far")
         bounds.append(explored.lower_bound)
         if explored.lower_bound > -math.inf:
             job.anchor = (explored.lower_bound, w)
@@ -330,8 +336,10 @@ def generate_priced(
     limits: Mapping[str, float],
     deadline: float,
     incumbent: float = math.inf,
+    log: SolverLog | None = None,
 ) -> PricedOutcome:
-    """Step 2: column generation rounds (``generated`` updated in place for priced jobs)."""
+    """Step 2: column generation rounds (``generated`` updated in place for priced jobs); a
+    progress line per round on ``log``."""
     stats: dict[str, Any] = {"cg_rounds": 0, "seeded": seed_joint_plan(generated, priced, limits, deadline)}
     best = PricedOutcome(-math.inf, None, [], [], stats)
     for _ in range(MAX_ROUNDS):
@@ -344,9 +352,14 @@ def generate_priced(
         if lp.row_dual is None:
             break
         stats["cg_rounds"] += 1
-        bound, pi, bounds, added = lagrangian(model, lp.row_dual, priced, deadline)
+        bound, pi, bounds, added = lagrangian(model, lp.row_dual, priced, deadline, log)
         if bound > best.bound:
             best = PricedOutcome(bound, pi, list(model.row_names), bounds, stats)
+        if log is not None:
+            solves = sum(p.solves for p in {id(job.pricer): job.pricer for job in priced.values()}.values())
+            columns = sum(len(g.columns) for g in generated) + added
+            text = f"pricing round {stats['cg_rounds']}: {added} new plans, {columns} columns, {solves} region solves"
+            log.progress(incumbent, bound, text, force=True)
         if not added or closes(bound, incumbent):
             break
     for j, job in priced.items():
@@ -429,16 +442,20 @@ def solve_priced(
     limits: Mapping[str, float],
     deadline: float,
     fixing: bool = True,
+    log: SolverLog | None = None,
 ) -> ColumnSolution:
-    """Steps 2-4 of the module docstring; ``generated`` ends holding every job's final columns.
+    """Steps 2-4 of the module docstring; ``generated`` ends holding every job's final columns
+    (progress lines on ``log``).
 
     Column generation stops :data:`RESERVE_SHARE` of the remaining time before ``deadline``,
     which is left to the MILP over the columns: a run that reaches its limit while pricing
     still answers with the best joint plan its columns hold."""
     reserve = RESERVE_SHARE * max(deadline - time.perf_counter(), 0.0) if math.isfinite(deadline) else 0.0
-    outcome = generate_priced(generated, priced, names, limits, deadline - reserve)
+    outcome = generate_priced(generated, priced, names, limits, deadline - reserve, log=log)
     lower = outcome.bound
     solved = solve_columns([g.columns for g in generated], limits, deadline=deadline, fixing=fixing)
+    if log is not None:
+        log.progress(solved.cost if solved.cost is not None else math.inf, lower, "MILP over the columns", force=True)
     stats = {**solved.stats, **outcome.stats}
     if solved.picked is None or solved.cost is None:
         row = least_use_infeasible(generated, priced, limits, deadline)
@@ -472,6 +489,8 @@ def solve_priced(
             )
     if not closes(lower, solved.cost):
         gap = float(np.nextafter((solved.cost - lower) * (1 + 4 * UNIT_ROUNDOFF) + TINY, np.inf))
+        if log is not None:
+            log.progress(solved.cost, lower, f"closing: every plan within {gap:.6g} of its pricing bound", force=True)
         complete = close_fronts(generated, priced, names, outcome, gap, deadline)
         stats["fronts_complete"] = complete
         again = solve_columns([g.columns for g in generated], limits, deadline=deadline, fixing=fixing)
