@@ -289,7 +289,7 @@ def solve_many(
     )
     priced: dict[int, PricedJob] = {}
     if generated is not None:
-        priced = start_jobs(problems, shared, skip, generated, deadline, cache)
+        priced = start_jobs(problems, shared, skip, generated, deadline, cache, journal)
     stats["columns_seconds"] = time.perf_counter() - t0
     if generated is None or len(priced) < len(skip):
         journal.final(Status.LIMIT.value, "time limit reached during column generation")

@@ -165,6 +165,7 @@ def start_jobs(
     generated: list[GeneratedColumns],
     deadline: float,
     cache: bool,
+    log: SolverLog | None = None,
 ) -> dict[int, PricedJob]:
     """Step 1 for the jobs in ``skip`` (their ``generated`` entries set); fewer when the time ran out.
 
@@ -183,6 +184,8 @@ def start_jobs(
         if job is None:
             break
         out[i] = job
+        if log is not None:  # at most a line a second: a large job's roots take seconds each
+            log.progress(math.inf, -math.inf, f"  roots: job {i} ({problem.name}) alone and within the limits")
         generated[i] = job.generated(problem.name)
     return out
 
@@ -340,7 +343,12 @@ def generate_priced(
 ) -> PricedOutcome:
     """Step 2: column generation rounds (``generated`` updated in place for priced jobs); a
     progress line per round on ``log``."""
-    stats: dict[str, Any] = {"cg_rounds": 0, "seeded": seed_joint_plan(generated, priced, limits, deadline)}
+    seeded = seed_joint_plan(generated, priced, limits, deadline)
+    stats: dict[str, Any] = {"cg_rounds": 0, "seeded": seeded}
+    if log is not None:
+        log.progress(
+            incumbent, -math.inf, "seed: " + ("a joint plan among the columns" if seeded else "none"), force=True
+        )
     best = PricedOutcome(-math.inf, None, [], [], stats)
     for _ in range(MAX_ROUNDS):
         if time.perf_counter() >= deadline or stop_requested():
