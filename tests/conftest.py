@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -282,6 +284,18 @@ def spot_space(problem: dnnprov.SpotProblem) -> int:
     cols = problem.columns()
     low, high = problem.constraints.ps_count
     return math.prod(int(up - lo + 1) for lo, up in zip(cols.lower, cols.upper)) * (high - low + 1)
+
+
+def benchmark_module(name: str) -> ModuleType:
+    """``benchmarks/<name>.py`` imported as a module (the scripts are not a package)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def one_error(capsys: pytest.CaptureFixture[str], argv: list[str], *needles: str) -> None:

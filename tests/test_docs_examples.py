@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from conftest import benchmark_module
 
 import dnnprov
 from dnnprov.errors import InvalidInputError
@@ -1034,16 +1035,6 @@ def test_twin_starts_as_the_page_shows(workdir):
 
 
 # ------------------------------------------------------------------ outputs of timed runs
-def _benchmark_module(name: str) -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _figures(text: str) -> list[float]:
     return [float(x) for x in re.findall(r"\d+(?:\.\d+)?", text.replace(",", ""))]
 
@@ -1054,7 +1045,7 @@ def test_table1_front_line_is_what_the_benchmark_prints():
     (block,) = _of("front-line", "benchmarks.md")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert _benchmark_module("fuzz_objectives").table1_front(5)
+        assert benchmark_module("fuzz_objectives").table1_front(5)
     shown, got = block.body.strip(), out.getvalue().strip()
     timed = r"min [\d.]+, median [\d.]+, max [\d.]+"
     assert re.sub(timed, "", got) == re.sub(timed, "", shown), got

@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from conftest import benchmark_module
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "link_queue.py"
 
 
 @pytest.fixture(scope="module")
 def link_queue() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("link_queue", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("link_queue")
 
 
 def test_a_lone_worker_never_queues(link_queue: ModuleType) -> None:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import benchmark_module
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "real_training.py"
 
@@ -31,13 +32,9 @@ def test_a_bad_option_is_one_error_naming_it(options: list[str], message: str) -
 def test_plans_margin_covers_the_worst_under_prediction_it_saw() -> None:
     """`--plans D` plans for D / (1 + margin): a run under-predicted as badly as the worst run of
     the profile (its j in sample, its time held out) still finishes by D; none reached: no margin."""
-    import importlib.util
     import math
 
-    spec = importlib.util.spec_from_file_location("real_training", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = benchmark_module("real_training")
     profile = {
         "in_sample_iterations": [{"j_measured": 400, "j_eq3": 320}, {"j_measured": 300, "j_eq3": 330}],
         "held_out": [{"measured_s": 1000.0, "predicted_s": {"cc": 900.0}}],
