@@ -166,6 +166,16 @@ def small_spot(rng, make_random_spot):
     return feasible(make_random_spot, rng, n_types=3, max_quota=2, max_ps=2, on_demand=False)
 
 
+def scaled_prices(rng, problem: dnnprov.SpotProblem, decades: float) -> dnnprov.SpotProblem:
+    """``problem`` with each type's spot price scaled by 10^U(-decades, decades) and a PS price
+    of 10^U(-decades, decades): prices over 2 x ``decades`` decades."""
+    data = problem.to_dict()
+    for spec in data["instance_types"].values():
+        spec["spot_price_per_h"] *= 10.0 ** rng.uniform(-decades, decades)
+    data["platform"]["ps_price_per_h"] = 10.0 ** rng.uniform(-decades, decades)
+    return dnnprov.problem_from_dict(data)
+
+
 def small_serverless(rng, make_random_serverless):
     """A feasible random serverless job with at most 10 functions (few distinct uses)."""
     return feasible(make_random_serverless, rng, max_functions=10)

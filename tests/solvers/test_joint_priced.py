@@ -19,7 +19,16 @@ from dnnprov.solvers.joint.pricing.regions import SpotPricer
 from dnnprov.solvers.joint.provision import SharedLimits, solve_many
 from dnnprov.solvers.search.enumeration import decode_counts
 from dnnprov.solvers.spot.exact import solve_spot_exact
-from test_joint import REL, brute_force, check_plans, feasible, random_shared, small_serverless, small_spot
+from test_joint import (
+    REL,
+    brute_force,
+    check_plans,
+    feasible,
+    random_shared,
+    scaled_prices,
+    small_serverless,
+    small_spot,
+)
 
 import dnnprov
 from dnnprov.models.spot import SpotModel
@@ -72,13 +81,7 @@ def priced_fuzz(count: int, seed: int) -> dict[str, dict[str, object]]:
             problems = []
             for _ in range(int(rng.integers(1, 4))):
                 job = feasible(random_spot_problem, rng, **options)
-                if decades:
-                    data = job.to_dict()
-                    for spec in data["instance_types"].values():
-                        spec["spot_price_per_h"] *= 10.0 ** rng.uniform(-decades, decades)
-                    data["platform"]["ps_price_per_h"] = 10.0 ** rng.uniform(-decades, decades)
-                    job = dnnprov.problem_from_dict(data)
-                problems.append(job)
+                problems.append(scaled_prices(rng, job, decades) if decades else job)
             if rng.random() < 0.3:
                 problems.append(small_serverless(rng, random_serverless_problem))
             status, verdict = priced_verdict(problems, random_shared(rng, problems))
@@ -145,11 +148,7 @@ def test_priced_sets_with_prices_over_twelve_decades(make_random_spot):
     for _ in range(max(10, BRUTE_SETS // 2)):
         problems = []
         for _ in range(int(rng.integers(2, 4))):
-            data = small_spot(rng, make_random_spot).to_dict()
-            for spec in data["instance_types"].values():
-                spec["spot_price_per_h"] *= 10.0 ** rng.uniform(-6, 6)
-            data["platform"]["ps_price_per_h"] = 10.0 ** rng.uniform(-6, 6)
-            problems.append(dnnprov.problem_from_dict(data))
+            problems.append(scaled_prices(rng, small_spot(rng, make_random_spot), 6))
         statuses.append(agrees(problems, random_shared(rng, problems)))
     assert dnnprov.Status.OPTIMAL in statuses
 
@@ -180,26 +179,42 @@ def test_priced_ties_and_infeasible_cases(make_random_spot):
     assert "hopeless" in result.message
 
 
+class PricingBox:
+    """A small spot job's whole quota box under quotas of 100 on every label (none binds), for
+    brute force over its reduced costs g(n) = c(n) + w . v(n)."""
+
+    def __init__(self, problem: dnnprov.SpotProblem) -> None:
+        self.problem = problem
+        shared = SharedLimits(quotas={label: 100 for label in problem.columns().labels})
+        self.rows, self.a = spot_usage_rows(problem, shared, "job")
+        self.model = SpotModel(problem)
+        cols = self.model.columns
+        radix = (cols.upper - cols.lower + 1).astype(np.int64)
+        self.counts = decode_counts(np.arange(int(np.prod(radix)), dtype=np.int64), cols.lower, radix)
+
+    def pricer(self) -> SpotPricer:
+        """A new pricer of the job (its own cache of region solves)."""
+        return SpotPricer(self.problem, self.rows, self.a, np.full(len(self.rows), 100.0))
+
+    def reduced_costs(self, w: np.ndarray) -> np.ndarray:
+        """g of every count vector at its best PS count (inf: no PS count makes it feasible)."""
+        g = np.full(len(self.counts), np.inf)
+        low, high = self.problem.constraints.ps_count
+        for ps in range(low, high + 1):
+            ev = self.model.evaluate(self.counts, ps)
+            g = np.minimum(g, np.where(ev.feasible, ev.cost + (self.counts @ self.a.T) @ w, np.inf))
+        return g
+
+
 def test_pricing_bound_is_below_every_reduced_cost(make_random_spot):
     """SpotPricer.price: its bound <= min_n c(n) + w . v(n) over the whole box, equal when proven."""
     rng = np.random.default_rng(3304)
     for _ in range(12):
-        problem = small_spot(rng, make_random_spot)
-        labels = problem.columns().labels
-        shared = SharedLimits(quotas={label: 100 for label in labels})
-        rows, a = spot_usage_rows(problem, shared, "job")
-        pricer = SpotPricer(problem, rows, a, np.full(len(rows), 100.0))
-        model = SpotModel(problem)
-        cols = model.columns
-        radix = (cols.upper - cols.lower + 1).astype(np.int64)
-        counts = decode_counts(np.arange(int(np.prod(radix)), dtype=np.int64), cols.lower, radix)
+        box = PricingBox(small_spot(rng, make_random_spot))
+        pricer = box.pricer()
         for _ in range(3):
-            w = rng.uniform(0, 2, len(rows)) * (rng.random(len(rows)) < 0.7)
-            best = math.inf
-            for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
-                ev = model.evaluate(counts, ps)
-                g = np.where(ev.feasible, ev.cost + (counts @ a.T) @ w, np.inf)
-                best = min(best, float(g.min()))
+            w = rng.uniform(0, 2, len(box.rows)) * (rng.random(len(box.rows)) < 0.7)
+            best = float(box.reduced_costs(w).min())
             found = pricer.price(w, math.inf)
             assert found.lower_bound <= best * (1 + 1e-12) + 1e-12
             if math.isfinite(best):
@@ -214,27 +229,17 @@ def test_pricing_and_fronts_with_a_cutoff_against_brute_force(make_random_spot):
     rng = np.random.default_rng(3306)
     below = above = 0
     for _ in range(12):
-        problem = small_spot(rng, make_random_spot)
-        labels = problem.columns().labels
-        shared = SharedLimits(quotas={label: 100 for label in labels})
-        rows, a = spot_usage_rows(problem, shared, "job")
-        model = SpotModel(problem)
-        cols = model.columns
-        radix = (cols.upper - cols.lower + 1).astype(np.int64)
-        counts = decode_counts(np.arange(int(np.prod(radix)), dtype=np.int64), cols.lower, radix)
+        box = PricingBox(small_spot(rng, make_random_spot))
+        rows, a, counts = box.rows, box.a, box.counts
         for _ in range(3):
             w = rng.uniform(0, 2, len(rows)) * (rng.random(len(rows)) < 0.7)
-            g = np.full(len(counts), np.inf)
-            for ps in range(problem.constraints.ps_count[0], problem.constraints.ps_count[1] + 1):
-                ev = model.evaluate(counts, ps)
-                g = np.minimum(g, np.where(ev.feasible, ev.cost + (counts @ a.T) @ w, np.inf))
+            g = box.reduced_costs(w)
             best = float(g.min())
             if not math.isfinite(best):
                 continue
             finite = np.sort(g[np.isfinite(g)])
             cutoff = float(finite[min(len(finite) - 1, int(rng.integers(0, 4)))]) * float(rng.uniform(0.9, 1.1))
-            pricer = SpotPricer(problem, rows, a, np.full(len(rows), 100.0))  # a fresh cache each time
-            found = pricer.price(w, math.inf, cutoff)
+            found = box.pricer().price(w, math.inf, cutoff)  # a fresh cache each time
             assert found.lower_bound <= best * (1 + 1e-12) + 1e-12
             if best < cutoff * (1 - 1e-9):
                 below += 1
@@ -243,7 +248,7 @@ def test_pricing_and_fronts_with_a_cutoff_against_brute_force(make_random_spot):
                 above += 1
                 assert found.lower_bound >= cutoff * (1 - 1e-9) - 1e-12
             threshold = float(finite[min(len(finite) - 1, 3)])
-            front = SpotPricer(problem, rows, a, np.full(len(rows), 100.0)).front(w, threshold, math.inf)
+            front = box.pricer().front(w, threshold, math.inf)
             assert front.complete
             plans = [(s.cost, s.usage) for s in front.plans]
             for k in np.flatnonzero(g <= threshold):

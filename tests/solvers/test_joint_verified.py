@@ -16,9 +16,8 @@ from fractions import Fraction
 import numpy as np
 from dnnprov.formulations.joint import JobColumns
 from dnnprov.solvers.joint.provision import solve_columns, solve_many
-from test_joint import brute_force, check_plans, random_shared, small_spot
+from test_joint import brute_force, check_plans, random_shared, scaled_prices, small_spot
 
-from dnnprov.io.instances import problem_from_dict
 from dnnprov.result import Status
 
 TOLERANCE = 1e-8  # the documented relative tolerance of joint `optimal` (docs/joint.md)
@@ -120,11 +119,7 @@ def test_spot_jobs_with_prices_over_twelve_decades(make_random_spot):
     for _ in range(10):
         problems = []
         for _ in range(int(rng.integers(2, 4))):
-            data = small_spot(rng, make_random_spot).to_dict()
-            for spec in data["instance_types"].values():
-                spec["spot_price_per_h"] *= 10.0 ** rng.uniform(-6, 6)
-            data["platform"]["ps_price_per_h"] = 10.0 ** rng.uniform(-6, 6)
-            problems.append(problem_from_dict(data))
+            problems.append(scaled_prices(rng, small_spot(rng, make_random_spot), 6))
         shared = random_shared(rng, problems)
         expected = brute_force(problems, shared)
         result = solve_many(problems, shared=shared)
