@@ -364,7 +364,7 @@ def generate_priced(
         if bound > best.bound:
             best = PricedOutcome(bound, pi, list(model.row_names), bounds, stats)
         if log is not None:
-            solves = sum(p.solves for p in {id(job.pricer): job.pricer for job in priced.values()}.values())
+            solves = _pricing_stats(priced)["pricing_solves"]
             columns = sum(len(g.columns) for g in generated) + added
             text = f"pricing round {stats['cg_rounds']}: {added} new plans, {columns} columns, {solves} region solves"
             log.progress(incumbent, bound, text, force=True)
