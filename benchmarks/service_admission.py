@@ -13,7 +13,7 @@ database), then sends ``--requests`` POST /v1/solve of ``data/benchmarks/large/l
 Prints the figures (also as one JSON line) and exits 1 when the contract is missed. A
 refused client waits its ``Retry-After`` (at most ``--max-retry-wait``) and sends again,
 so the run ends with every request answered 200. CPU seconds are measured with
-``time.process_time`` for this process and from ``/proc`` for the server and its workers.
+``time.process_time`` for this process and from ``/proc`` for the server and every process below it.
 
     .venv/bin/python benchmarks/service_admission.py          # 200 requests, 50 concurrent, 2 workers
 
@@ -49,15 +49,23 @@ def cpu_seconds(pid: int) -> float:
 
 
 def server_cpu(pid: int) -> float:
-    """CPU seconds of the server and its live worker processes."""
-    total = cpu_seconds(pid)
+    """CPU seconds of the server and every live process below it (workers and their children)."""
+    children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    total += cpu_seconds(int(entry.name))
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
             except (OSError, ValueError, IndexError):
-                pass
+                continue  # gone meanwhile
+            children.setdefault(parent, []).append(int(entry.name))
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            total += cpu_seconds(current)
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile: its parent counts it once waited for
+        todo.extend(children.get(current, []))
     return total
 
 

@@ -17,7 +17,7 @@ database, ``--workers 1 --short-workers 1``, room for every client: ``--max-pend
 The contract (exit 1 when missed): the normal clients' requests p99 under 1 s and
 ``/healthz`` p99 under 100 ms, every normal answer 200, and slow clients cut off by the
 server (not by us). Prints the figures as one JSON line; CPU seconds from
-``time.process_time`` (this process) and ``/proc`` (the server and its workers).
+``time.process_time`` (this process) and ``/proc`` (the server and every process below it).
 
     .venv/bin/python benchmarks/slow_clients.py              # 64 + 64 clients, 30 s
 

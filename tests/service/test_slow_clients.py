@@ -183,3 +183,38 @@ def test_a_client_that_hangs_up_mid_body_is_no_server_error(tmp_path: Path) -> N
         assert len(log_events(log, "client_disconnected")) == 3
         assert log_events(log, "internal_error") == []
         assert "Exception in ASGI application" not in log.read_text()
+
+
+def test_server_cpu_counts_live_grandchildren(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmarks' server CPU figure sums the whole live process tree below the server,
+    not its direct children only (a Dask worker's own processes are grandchildren)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import benchmark_module
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))  # its sibling imports
+    server_cpu = benchmark_module("service_admission").server_cpu
+    done = tmp_path / "burnt"
+    burn = (
+        "import pathlib, sys, time\n"
+        "while time.process_time() < 0.4: pass\n"
+        "pathlib.Path(sys.argv[1]).write_text('x')\n"
+        "time.sleep(60)\n"
+    )
+    # server -> child (waits) -> grandchild (burns 0.4 CPU s, then sleeps, alive)
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {burn!r}, {str(done)!r}])"
+    server = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}])"
+    parent = subprocess.Popen([sys.executable, "-c", server], start_new_session=True)
+    try:
+        for _ in range(600):
+            if done.exists():
+                break
+            time.sleep(0.1)
+        assert done.exists(), "the grandchild did not start"
+        assert server_cpu(parent.pid) >= 0.4 - 0.02  # 0.4 s burnt by a grandchild (one clock tick of slack)
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)  # the whole tree: its own session
+        parent.wait()
