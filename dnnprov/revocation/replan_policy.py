@@ -1,7 +1,8 @@
 """The ``replan`` launch policy: dnnprov's takeover solved at every event the controller sees.
 
-At every event of the run (the first poll, a notice or reclaim, a refused launch, a back-off
-that ran out) the policy solves the takeover problem of
+At every event of the run (a notice or reclaim, a refused launch, a back-off that ran out, and
+the first poll when the plan's spot workers do not fit the capacity there; a plan that can be
+launched as it is, is launched as it is) the policy solves the takeover problem of
 :func:`dnnprov.revocation.replan.replanned_problem`: the workers held now kept (a notified
 one counts as lost), the remaining time, the loss reached, the join as the takeover
 overhead, the plan's PS count, and each type's spot quota capped at the capacity the
@@ -74,7 +75,7 @@ class Replan(Policy):
         if self.spot_want is None or self.od is None:
             self.od = view.od_floor.copy()
             self.spot_want = view.want - self.od
-        if view.event:
+        if view.event and not (view.first and self._launchable(view)):
             chosen = self._takeover(view)
             if chosen is not None:
                 self.spot_want, self.od = chosen
@@ -82,6 +83,14 @@ class Replan(Policy):
         assert self.spot_want is not None and self.od is not None
         spot = fill_spot(view, self.spot_want, np.ones(len(view.caps), dtype=bool))
         return Holdings(spot, self.od.copy())
+
+    def _launchable(self, view: View) -> bool:
+        """Whether the plan's spot workers of every type fit the capacity its pools have now.
+
+        The plan was chosen by the user (an on-demand or a robust plan included): re-solving it
+        at the start would only trade it for the cheapest plan within its workers."""
+        assert self.spot_want is not None
+        return bool((per_type(view, view.caps) >= self.spot_want).all())
 
     def _takeover(self, view: View) -> tuple[np.ndarray, np.ndarray] | None:
         """Spot and on-demand workers per type of the takeover's optimum, ``None`` when none meets T_obj."""
