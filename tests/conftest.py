@@ -287,14 +287,20 @@ def spot_space(problem: dnnprov.SpotProblem) -> int:
 
 
 def benchmark_module(name: str) -> ModuleType:
-    """``benchmarks/<name>.py`` imported as a module (the scripts are not a package)."""
+    """``benchmarks/<name>.py`` imported as a module (the scripts are not a package); its imports
+    of sibling scripts resolve as when it runs (``python benchmarks/<name>.py``)."""
     import importlib.util
+    import sys
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
+    folder = Path(__file__).resolve().parents[1] / "benchmarks"
+    spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(folder))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(folder))
     return module
 
 

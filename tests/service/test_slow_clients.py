@@ -185,7 +185,7 @@ def test_a_client_that_hangs_up_mid_body_is_no_server_error(tmp_path: Path) -> N
         assert "Exception in ASGI application" not in log.read_text()
 
 
-def test_server_cpu_counts_live_grandchildren(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_server_cpu_counts_live_grandchildren(tmp_path: Path) -> None:
     """The benchmarks' server CPU figure sums the whole live process tree below the server,
     not its direct children only (a Dask worker's own processes are grandchildren)."""
     import os
@@ -195,7 +195,6 @@ def test_server_cpu_counts_live_grandchildren(tmp_path: Path, monkeypatch: pytes
 
     from conftest import benchmark_module
 
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))  # its sibling imports
     server_cpu = benchmark_module("service_admission").server_cpu
     done = tmp_path / "burnt"
     burn = (
