@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError, TypeError) as e:
         parser.error(f"--profile-json: not a profile real_training.py --json wrote ({e})")
     for folder in args.runs:
-        if not sorted(folder.glob("timing_*.json")):
+        if not any(folder.glob("timing_*.json")):
             parser.error(f"{folder}: no timing_*.json (a run folder of real_training.py)")
     timing = data.get("timing")
     if not timing or job.ps_bandwidth_mb_s <= 0:
