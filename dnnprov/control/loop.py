@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from dnnprov.control.cloud import PS_PORT, Cloud, Instance, LaunchOutcome, LaunchRequest, pool_name
+from dnnprov.control.clouds.capacity import NOTICE_S
 from dnnprov.control.trainer import ProgressModel, Report
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
@@ -315,18 +316,35 @@ class Controller:
             sigma = self.model.speed(np.asarray(workers), ps)
             return (self.model.target - u) / sigma if sigma > 0 else math.inf
 
-        def time_after(order: Holdings, workers: np.ndarray, until_s: float) -> float:
-            joins = self._joins_kept(order, held, now + delay)
-            sure, t = u, now
-            for cut in sorted({j for j, _ in joins if now < j < until_s} | {until_s}):
+        notified = [
+            (self.model.joined_s(i), i.notice_s + NOTICE_S, self.types.index(i.type_name))
+            for i in instances
+            if i.role == "worker" and i.ended_s is None and i.notice_s is not None and i.type_name in self.types
+        ]
+
+        def sure(order: Holdings, until_s: float, with_notified: bool) -> float:
+            """Progress u by ``until_s`` from the workers ``order`` keeps and launches (and the
+            notified ones until their reclaim, EC2's two minutes after the notice)."""
+            spans = [(j, math.inf, kind) for j, kind in self._joins_kept(order, held, now + delay)]
+            if with_notified:
+                spans += notified
+            done, t = u, now
+            for cut in sorted({e for j, end, _ in spans for e in (j, end) if now < e < until_s} | {until_s}):
                 if cut <= t:
                     continue
                 members = np.zeros(n_types, dtype=np.int64)
-                for j, kind in joins:
-                    members[kind] += j <= t
-                sure += self.model.speed(np.minimum(members, self.want), ps) * (cut - t)
+                for j, end, kind in spans:
+                    members[kind] += j <= t < end
+                done += self.model.speed(np.minimum(members, self.want), ps) * (cut - t)
                 t = cut
-            return time_to_finish(workers, sure)
+            return done
+
+        def time_after(order: Holdings, workers: np.ndarray, until_s: float) -> float:
+            return time_to_finish(workers, sure(order, until_s, False))
+
+        def progress_by(order: Holdings, until_s: float) -> float:
+            done = min(sure(order, until_s, True), self.model.target)
+            return (done - self.model.start) / span if span > 0 else 1.0
 
         return View(
             t=now,
@@ -347,6 +365,7 @@ class Controller:
             event=event,
             time_to_finish=time_to_finish,
             time_after=time_after,
+            progress_by=progress_by,
             first=first,
         )
 

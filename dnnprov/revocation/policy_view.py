@@ -49,6 +49,10 @@ class View:
     """``(order, cluster, until_s)``: seconds for ``cluster`` to finish from ``until_s``, from the
     progress that the workers ``order`` keeps (the oldest held, each from when it joins) and
     those it launches now (after :meth:`delay`) are sure to add until then."""
+    progress_by: Callable[[Holdings, float], float]
+    """``(order, until_s)``: the fraction of the job done by ``until_s`` (0..1), from the progress
+    now, the workers ``order`` keeps and launches (as :attr:`time_after`) and the notified
+    workers until their reclaim (two minutes after the notice, as EC2 warns)."""
     first: bool = False
     """The run's first decision (nothing launched yet). A live controller's first poll comes a
     moment after the run's start (EC2's wall clock), so ``t == 0`` cannot say it."""

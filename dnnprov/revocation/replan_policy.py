@@ -3,15 +3,20 @@
 At every event of the run (a notice or reclaim, a refused launch, a back-off that ran out, and
 the first poll when the plan's spot workers do not fit the capacity there; a plan that can be
 launched as it is, is launched as it is) the policy solves the takeover problem of
-:func:`dnnprov.revocation.replan.replanned_problem`: the workers held now kept (a notified
-one counts as lost), the remaining time, the loss reached, the join as the takeover
-overhead, the plan's PS count, and each type's spot quota capped at the capacity the
-controller takes its pools to have (held plus room where no launch was refused lately). The
+:func:`dnnprov.revocation.replan.replanned_problem` from the moment its launches would train
+(now plus the join; now at the first poll): the loss the run is sure to reach by then (the
+workers held, and the notified ones until their reclaim two minutes after the notice, train
+meanwhile: no takeover overhead on top), the time left after it, the workers held now kept (a
+notified one counts as lost), the plan's PS count, and each type's spot quota capped at the
+capacity the controller takes its pools to have (held plus room where no launch was refused
+lately). The
 takeover is solved exactly (``method="exact"``: dnnprov's ``milp``) or by spotDNN's
-Algorithm 1 (``"heuristic"``), within the plan's workers of each type (the loop trains at
-most those). Its spot workers are placed cheapest pool first; its on-demand workers are held
-until the next takeover. When no takeover meets T_obj (or none can be solved any more: too
-little time left), the missing spot workers are relaunched where capacity allows.
+Algorithm 1 (``"heuristic"``), within the plan's workers of each type, both markets together
+(the loop trains at most those: for the exact solve a side row n_t + n_t:on-demand <= want_t
+per type; a heuristic takeover beyond them is not taken). Its spot workers are placed cheapest
+pool first; its on-demand workers are held until the next takeover. When no takeover meets
+T_obj (or none can be solved any more: too little time left), the missing spot workers are
+relaunched where capacity allows.
 
 It decides only on what a live controller observes (:class:`dnnprov.revocation.policy_view.View`).
 """
@@ -23,7 +28,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.models.spot import SpotModel
+from dnnprov.models.spot import SideRows, SpotModel
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
 from dnnprov.result import SpotPlan
 from dnnprov.revocation.policy_view import Holdings, Policy, View, fill_spot, per_type
@@ -98,9 +103,11 @@ class Replan(Policy):
         from dnnprov.revocation.replan import replanned_problem
 
         assert self._base is not None
-        if view.progress >= 1 or view.t + view.delay() >= view.deadline_s:
+        joins = view.t + view.delay()  # when the takeover's launches train
+        done = view.progress_by(Holdings(view.spot, view.od), joins)
+        if done >= 1 or joins >= view.deadline_s:
             return None
-        u = self.start + view.progress * (self.target - self.start)
+        u = self.start + done * (self.target - self.start)
         loss = 1.0 / u + self.problem.workload.gamma_5
         spot_held = np.minimum(per_type(view, np.minimum(view.spot, view.caps)), self.want)
         od_held = np.minimum(view.od, self.want - spot_held)
@@ -112,18 +119,49 @@ class Replan(Policy):
                 self._base,
                 running,
                 {},
-                view.t,
+                joins,
                 loss,
-                takeover_overhead_s=view.delay(),
+                takeover_overhead_s=0.0,
                 ps=self.plan.ps,
                 capacity=capacity,
             )
-            result = solve(takeover, SOLVE_METHOD[self.method])
+            rows = within_workers(takeover, self.want)
+            if self.method == "exact" and rows is not None:
+                from dnnprov.solvers.milp import solve_spot
+
+                result = solve_spot(takeover, side=rows)
+            else:
+                result = solve(takeover, SOLVE_METHOD[self.method])
         except InvalidInputError:
             return None
         if not isinstance(result.plan, SpotPlan):
             return None
         counts = result.plan.counts
-        od = np.minimum(np.array([counts.get(n + ON_DEMAND_SUFFIX, 0) for n in self.types], dtype=np.int64), self.want)
-        spot = np.minimum(np.array([counts.get(n, 0) for n in self.types], dtype=np.int64), self.want - od)
+        od = np.array([counts.get(n + ON_DEMAND_SUFFIX, 0) for n in self.types], dtype=np.int64)
+        spot = np.array([counts.get(n, 0) for n in self.types], dtype=np.int64)
+        if (spot + od > self.want).any():
+            return None  # more than the loop trains: not the plan it predicted
         return spot, od
+
+
+def within_workers(problem: SpotProblem, want: np.ndarray) -> SideRows | None:
+    """Side rows n_t + n_t:on-demand <= want_t for each type offered on both markets (``None``:
+    none; one market's quota already caps it). ``want`` is per type, in the problem's order."""
+    cols = problem.columns()
+    index = {label: i for i, label in enumerate(cols.labels)}
+    rows = []
+    for t, w in zip(problem.instance_types, want):
+        both = [index[label] for label in (t.name, t.name + ON_DEMAND_SUFFIX) if label in index]
+        if len(both) == 2:
+            row = np.zeros(len(cols.labels))
+            row[both] = 1.0
+            rows.append((row, float(w), f"workers of {t.name}"))
+    if not rows:
+        return None
+    return SideRows(
+        a_n=np.array([r for r, _, _ in rows]),
+        a_s=np.zeros(len(rows)),
+        low=np.zeros(len(rows)),
+        high=np.array([w for _, w, _ in rows]),
+        names=tuple(n for _, _, n in rows),
+    )
