@@ -4,6 +4,7 @@ same outcome and the same bill."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from dnnprov.control.replay import run_once
 from dnnprov.control.twin.replay import run_on_twin, story
 from dnnprov.problems.interruption import Trace, load_trace
 from dnnprov.revocation.policies import make_policy
+from dnnprov.revocation.policy_view import Policy
 
 pytest_plugins = ["conftest_aws"]
 REAL = Path(__file__).resolve().parents[2].parent / "shared/data/spot-traces/availability/16-node/aws-08-27-2023"
@@ -26,14 +28,19 @@ def hand(zone: str, alive: list[int]) -> Trace:
 
 def both(traces: dict[str, list[Trace]], policy: str, offset: int, moto_url: str) -> tuple:
     settings = RunSettings(horizon=1.0)
-    replay = run_once(problem(), PLAN, traces, make_policy(policy), offset, settings)
-    twin = run_on_twin(
-        problem(), PLAN, traces, lambda: make_policy(policy), offset, settings, upstream=moto_url, region="us-west-2"
-    )
+    p = problem()
+    if policy == "replan":  # its takeovers may buy on-demand workers
+        p = p.replace(constraints=replace(p.constraints, markets=("spot", "on-demand")))
+
+    def make() -> Policy:
+        return make_policy(policy, None, problem=p, plan=PLAN) if policy == "replan" else make_policy(policy)
+
+    replay = run_once(p, PLAN, traces, make(), offset, settings)
+    twin = run_on_twin(p, PLAN, traces, make, offset, settings, upstream=moto_url, region="us-west-2")
     return replay, twin
 
 
-@pytest.mark.parametrize("policy", ["none", "failover", "uniform-progress"])
+@pytest.mark.parametrize("policy", ["none", "failover", "uniform-progress", "replan"])
 def test_twin_and_replay_agree_on_a_hand_made_window(policy: str, moto_url: str) -> None:
     traces = {
         "p3.2xlarge": [
@@ -49,9 +56,10 @@ def test_twin_and_replay_agree_on_a_hand_made_window(policy: str, moto_url: str)
 
 
 @pytest.mark.skipif(not REAL.is_dir(), reason="../shared/data/spot-traces is absent (the real 16-node traces)")
-def test_twin_and_replay_agree_on_a_real_window(moto_url: str) -> None:
+@pytest.mark.parametrize("policy", ["failover", "replan"])
+def test_twin_and_replay_agree_on_a_real_window(policy: str, moto_url: str) -> None:
     traces = {"p3.2xlarge": [load_trace(REAL / f"{zone}_v100_1.json") for zone in ("us-west-2a", "us-west-2c")]}
-    replay, twin = both(traces, "failover", 1073, moto_url)  # a window with notices and refusals
+    replay, twin = both(traces, policy, 1073, moto_url)  # a window with notices and refusals
     assert replay.outcome.revocations == 2 and replay.outcome.refusals == 3
     assert story(twin) == story(replay)
     assert twin.outcome.state == replay.outcome.state == "met"
