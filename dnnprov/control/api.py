@@ -259,9 +259,12 @@ def controller_of(record: RunRecord, run_id: str, spec: Mapping[str, Any]) -> Co
         types=[*(t.name for t in problem.instance_types), ps_type],
         zoneless=[p.type_name for p in pools if p.zone is None],
     )
+    model = spec.get("model")
+    table = None if model is None else mpc_table(problem, plan, availability_model(model), settings)
+    policy = make_policy(spec["policy"], table, problem=problem, plan=plan)
     if spec["progress"] == "model":
         trainer: Callable[[list[Instance], float], Report | None] = stand_in(
-            ProgressModel(problem, plan, settings.join_s), run_id
+            ProgressModel(problem, plan, settings.join_s, policy.up_to_quota), run_id
         )
     else:
         source = str(spec["progress"])
@@ -269,12 +272,10 @@ def controller_of(record: RunRecord, run_id: str, spec: Mapping[str, Any]) -> Co
         def trainer(instances: list[Instance], now: float) -> Report | None:
             return read_report(source)
 
-    model = spec.get("model")
-    table = None if model is None else mpc_table(problem, plan, availability_model(model), settings)
     return Controller(
         problem,
         plan,
-        make_policy(spec["policy"], table, problem=problem, plan=plan),
+        policy,
         cloud,
         run_id=run_id,
         pools=pools,

@@ -17,8 +17,9 @@ controller:
    and the policy is asked again at once (up to ``rounds`` times), so failover costs no poll;
    the order's terminations are sent only in a round whose launches all succeeded (make
    before break: nothing is stopped for a replacement that was refused).
-   At most the plan's workers of a type train: joined on-demand instances take over from
-   spot ones (dearest pools first), as in the replays.
+   At most the plan's workers of a type train (its quotas under a policy that takes over up
+   to them: ``replan``): joined on-demand instances take over from spot ones (dearest pools
+   first), as in the replays.
 
 The run ends when the trainer reports the target loss (``met`` if by the deadline), at the
 horizon (``horizon x T_obj``, missed), when even the plan's whole cluster could no longer
@@ -193,7 +194,7 @@ class Controller:
                 for t in problem.instance_types
             ]
         )
-        self.model = ProgressModel(problem, plan, self.settings.join_s)
+        self.model = ProgressModel(problem, plan, self.settings.join_s, policy.up_to_quota)
         self.want = self.model.want
         self.od_floor = np.array([plan.counts.get(n + ON_DEMAND_SUFFIX, 0) for n in self.types], dtype=np.int64)
         self.deadline_s = problem.slo.time_s
@@ -305,7 +306,7 @@ class Controller:
                 spot[index[i.pool]] += 1
             elif i.market == "on-demand":
                 od[self.types.index(i.type_name)] += 1
-        room = np.array([int(self.want[t]) for t in self.pool_type], dtype=np.int64)
+        room = np.array([int(self.model.most[t]) for t in self.pool_type], dtype=np.int64)
         caps = spot + np.where(self.full_until > now, 0, room)
         u = self._progress()
         ps = self.plan.ps
@@ -335,7 +336,7 @@ class Controller:
                 members = np.zeros(n_types, dtype=np.int64)
                 for j, end, kind in spans:
                     members[kind] += j <= t < end
-                done += self.model.speed(np.minimum(members, self.want), ps) * (cut - t)
+                done += self.model.speed(np.minimum(members, self.model.most), ps) * (cut - t)
                 t = cut
             return done
 
@@ -506,7 +507,7 @@ class Controller:
                 and i.notice_s is None
                 and self.model.joined_s(i) <= now
             ]
-            excess = len(joined) - int(self.want[t])
+            excess = len(joined) - int(self.model.most[t])
             spot = [i for i in joined if i.market == "spot"]
             if excess > 0 and spot:
                 spot.sort(key=lambda i: (-prices.get(i.pool, 0.0), -i.launched_s, i.instance_id))

@@ -105,7 +105,7 @@ def run_once(
         cloud,
         run_id=run_id,
         pools=[PoolInfo(p.type_name, p.zone, p.price_per_h) for p in pools],
-        trainer=stand_in(ProgressModel(problem, plan, settings.join_s), run_id),
+        trainer=stand_in(ProgressModel(problem, plan, settings.join_s, policy.up_to_quota), run_id),
         settings=settings,
     )
     outcome = controller.run()

@@ -35,6 +35,7 @@ from dnnprov.control.cloud import Instance
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import SpotPlan
+from dnnprov.revocation.policy_view import most_workers
 
 
 @dataclass(frozen=True)
@@ -113,9 +114,11 @@ TARGET_TOLERANCE = 1e-12
 
 
 class ProgressModel:
-    """Progress of a plan's run under the spot model (the replays' progress model)."""
+    """Progress of a plan's run under the spot model (the replays' progress model). At most
+    ``most`` workers of a type train (:func:`~dnnprov.revocation.policy_view.most_workers`: the
+    plan's, or its quotas for a policy that takes over up to them)."""
 
-    def __init__(self, problem: SpotProblem, plan: SpotPlan, join_s: float) -> None:
+    def __init__(self, problem: SpotProblem, plan: SpotPlan, join_s: float, up_to_quota: bool = False) -> None:
         from dnnprov.models.spot import SpotModel
         from dnnprov.models.training_progress import progress_target
         from dnnprov.problems.spot import ON_DEMAND_SUFFIX
@@ -131,6 +134,7 @@ class ProgressModel:
             [plan.counts.get(n, 0) + plan.counts.get(n + ON_DEMAND_SUFFIX, 0) for n in self.types], dtype=np.int64
         )
         self.start = self._speeds.run_start(self.want, plan.ps)
+        self.most = most_workers(problem, plan, up_to_quota)  # the most workers of a type that train
 
     def speed(self, per_type: np.ndarray, ps: int) -> float:
         """Progress per second of ``per_type`` workers with ``ps`` parameter servers."""
@@ -150,8 +154,8 @@ class ProgressModel:
         return instance.launched_s + (0.0 if instance.launched_s == 0 else self.join_s)
 
     def members(self, instances: Sequence[Instance], ps_address: str | None, t: float) -> tuple[np.ndarray, int]:
-        """Workers per type training at ``t`` (joined, not gone, handed ``ps_address``; at most the
-        plan's workers of a type: the extra ones the controller stops at its next poll do not
+        """Workers per type training at ``t`` (joined, not gone, handed ``ps_address``; at most
+        ``most`` of a type: the extra ones the controller stops at its next poll do not
         count) and live PS."""
         per_type = np.zeros(len(self.types), dtype=np.int64)
         ps = 0
@@ -160,7 +164,7 @@ class ProgressModel:
                 ps += i.alive_at(t)
             elif i.alive_at(t) and self.joined_s(i) <= t and i.ps_address == ps_address and i.type_name in self.types:
                 per_type[self.types.index(i.type_name)] += 1
-        return np.minimum(per_type, self.want), ps
+        return np.minimum(per_type, self.most), ps
 
     def advance(
         self, instances: Sequence[Instance], ps_address: str | None, t0: float, u0: float, t1: float

@@ -12,8 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from dnnprov.problems.spot import SpotProblem
+    from dnnprov.result import SpotPlan
 
 #: The policies of ``simulate`` and ``run`` (:func:`dnnprov.revocation.policies.make_policy`).
 POLICY_NAMES = ("none", "replan", "fallback", "failover", "uniform-progress", "mpc")
@@ -103,15 +108,34 @@ def fill_spot(view: View, want_spot: np.ndarray, allowed: np.ndarray) -> np.ndar
     return target
 
 
+def most_workers(problem: SpotProblem, plan: SpotPlan, up_to_quota: bool) -> np.ndarray:
+    """The most workers of each type (both markets) a run trains: the plan's, or with
+    ``up_to_quota`` its quotas (spot, plus on-demand where that market is offered), never
+    fewer than the plan's."""
+    names = [t.name for t in problem.instance_types]
+    plan_workers = np.array(
+        [plan.counts.get(n, 0) + plan.counts.get(n + ":on-demand", 0) for n in names], dtype=np.int64
+    )
+    if not up_to_quota:
+        return plan_workers
+    cols = problem.columns()
+    quota = np.zeros(len(names), dtype=np.int64)
+    for name, upper in zip(cols.type_names, cols.upper):
+        quota[names.index(name)] += upper
+    return np.maximum(plan_workers, quota)
+
+
 def per_type(view: View, spot: np.ndarray) -> np.ndarray:
     """Spot instances per type from per-pool counts."""
     return np.bincount(view.pool_type, weights=spot, minlength=len(view.want)).astype(np.int64)
 
 
 class Policy:
-    """Base: one instance per run (policies keep per-run state)."""
+    """Base: one instance per run (policies keep per-run state). ``up_to_quota``: the policy may
+    hold more workers of a type than the plan has, up to its quotas (:func:`most_workers`)."""
 
     name = ""
+    up_to_quota = False
 
     def decide(self, view: View) -> Holdings:
         raise NotImplementedError

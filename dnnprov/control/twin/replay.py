@@ -40,14 +40,15 @@ def run_on_twin(
     with Twin(pools, upstream=upstream, mode="stepped", region=region) as twin:
         clock = RemoteTwinClock(twin.url)
         cloud = Ec2Cloud(region, start_epoch=clock.now(), endpoint_url=twin.url, clock=clock)
+        policy = make_policy()
         controller = Controller(
             problem,
             plan,
-            make_policy(),
+            policy,
             cloud,
             run_id=run_id,
             pools=[PoolInfo(p.type_name, p.zone, p.price_per_h) for p in pools],
-            trainer=stand_in(ProgressModel(problem, plan, settings.join_s), run_id),
+            trainer=stand_in(ProgressModel(problem, plan, settings.join_s, policy.up_to_quota), run_id),
             settings=settings,
             record=record,
         )
