@@ -12,13 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from dnnprov.problems.spot import SpotProblem
-    from dnnprov.result import SpotPlan
+from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
+from dnnprov.result import SpotPlan
 
 #: The policies of ``simulate`` and ``run`` (:func:`dnnprov.revocation.policies.make_policy`).
 POLICY_NAMES = ("none", "replan", "fallback", "failover", "uniform-progress", "mpc")
@@ -114,7 +112,7 @@ def most_workers(problem: SpotProblem, plan: SpotPlan, up_to_quota: bool) -> np.
     fewer than the plan's."""
     names = [t.name for t in problem.instance_types]
     plan_workers = np.array(
-        [plan.counts.get(n, 0) + plan.counts.get(n + ":on-demand", 0) for n in names], dtype=np.int64
+        [plan.counts.get(n, 0) + plan.counts.get(n + ON_DEMAND_SUFFIX, 0) for n in names], dtype=np.int64
     )
     if not up_to_quota:
         return plan_workers
