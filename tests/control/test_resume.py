@@ -186,6 +186,7 @@ def finished(
         ("failover", (22,)),  # on-demand since 300 s (fallback's commitment), a notice pending
         ("uniform-progress", (24, 53)),  # both pools refused and backing off, behind the uniform line; then
         # on-demand held with hysteresis and a spot worker in zone c
+        ("replan", (22, 40)),  # after the 300 s notice's takeover (its workers remembered), and later
     ],
 )
 def test_stopped_and_resumed_at_once_tells_the_same_story(
