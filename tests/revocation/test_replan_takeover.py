@@ -55,8 +55,8 @@ def test_a_takeover_may_hold_more_workers_than_the_plan_up_to_the_quota() -> Non
 def test_notified_workers_train_until_reclaimed_in_the_takeover() -> None:
     """Both workers are warned at 1,500 s and no spot capacity is left anywhere. Counting their
     two minutes of notice, two on-demand workers joining at 1,626 s finish by the deadline; a
-    takeover that counts nothing until its launches join (the join as overhead) finds no plan
-    within the plan's workers, relaunches spot and misses."""
+    takeover that counts nothing until its launches join (the join as overhead) buys four and
+    more (within the plan's two workers it found none, relaunched spot and missed)."""
     p = both_markets(problem(slack=1.03))
     plan = SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
     traces = {
