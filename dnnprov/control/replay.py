@@ -32,7 +32,7 @@ from dnnprov.problems.interruption import Trace
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import SpotPlan
 from dnnprov.revocation.availability import AvailabilityModel
-from dnnprov.revocation.policy_view import Policy
+from dnnprov.revocation.policy_view import Policy, most_workers
 
 
 @dataclass(frozen=True)
@@ -237,13 +237,18 @@ def summarize(
 
 
 def window_bounds(
-    problem: SpotProblem, plan: SpotPlan, traces: Mapping[str, Sequence[Trace]], offsets: Sequence[int]
+    problem: SpotProblem,
+    plan: SpotPlan,
+    traces: Mapping[str, Sequence[Trace]],
+    offsets: Sequence[int],
+    up_to_quota: bool = False,
 ) -> list[float]:
     """The hindsight bound of each window (:class:`dnnprov.revocation.replay.hindsight.Hindsight`: no
-    policy running ``plan`` on the trace cloud's rules meets T_obj there for less)."""
+    policy running ``plan`` on the trace cloud's rules meets T_obj there for less; with
+    ``up_to_quota``, none that holds up to the quotas either)."""
     from dnnprov.revocation.replay.hindsight import BoundPool, Hindsight
 
-    bound = Hindsight(problem, plan, NOTICE_S)
+    bound = Hindsight(problem, plan, NOTICE_S, most_workers(problem, plan, up_to_quota))
     out = []
     for offset in offsets:
         pools = trace_pools(problem, traces, offset)
@@ -282,6 +287,7 @@ class Simulation:
         time_limit_s: float | None = None,
     ) -> None:
         from dnnprov.problems.validation import checks as check
+        from dnnprov.revocation.policies import holds_up_to_quota
         from dnnprov.revocation.replay.pool_replay import TracePools
         from dnnprov.revocation.replay.simulate import (
             POLICIES,
@@ -291,6 +297,7 @@ class Simulation:
         )
 
         self.policy = check.choice("--policy", policy, POLICIES)
+        self.up_to_quota = holds_up_to_quota(self.policy)
         self.runs = check.integer("--runs", runs, minimum=1, maximum=10_000_000)
         self.seed = check.integer("--seed", seed, minimum=0)
         self.replan_method = check.choice("--replan-method", replan_method, REPLAN_METHODS)
@@ -318,7 +325,7 @@ class Simulation:
         if hindsight:
             from dnnprov.revocation.replay.hindsight import Hindsight
 
-            Hindsight(problem, plan)  # refuses a plan too large to bound
+            Hindsight(problem, plan, most=most_workers(problem, plan, self.up_to_quota))  # refuses one too large
 
     def run(
         self, on_run: Callable[[int, int], None] | None = None
@@ -369,8 +376,9 @@ class Simulation:
             }
         bounds = None
         if self.hindsight:
-            bounds = window_bounds(self.problem, self.plan, self.traces, [r.offset for r in runs])
-            settings["hindsight_scope"] = "plan"
+            offsets = [r.offset for r in runs]
+            bounds = window_bounds(self.problem, self.plan, self.traces, offsets, self.up_to_quota)
+            settings["hindsight_scope"] = "quotas" if self.up_to_quota else "plan"
         return runs, settings, bounds
 
     def to_dict(self, per_run: bool = False, on_run: Callable[[int, int], None] | None = None) -> dict[str, Any]:

@@ -465,6 +465,16 @@ def capped_start(model: AvailabilityModel, cap: int) -> np.ndarray:
     return np.bincount(np.minimum(np.arange(model.cap + 1), cap), weights=np.asarray(model.start), minlength=cap + 1)
 
 
+def holds_up_to_quota(name: str) -> bool:
+    """Whether the policy ``name`` may hold more workers of a type than the plan, up to its quotas
+    (:attr:`Policy.up_to_quota`; ``replan`` only), known before the policy is made."""
+    if name == "replan":
+        from dnnprov.revocation.replan_policy import Replan
+
+        return Replan.up_to_quota
+    return Policy.up_to_quota
+
+
 def make_policy(
     name: str,
     table: TakeoverTable | RunningTable | None = None,

@@ -334,7 +334,7 @@ def test_checked_interface(tmp_path: Path, capsys: pytest.CaptureFixture, policy
     out = json.loads(capsys.readouterr().out)
     for key in ("runs", "met_deadline", "cost_mean", "cost_p95", "hindsight_cost_mean"):
         assert key in out, key
-    assert out["runs"] == 30 and out["settings"]["hindsight_scope"] == "plan"
+    assert out["runs"] == 30 and out["settings"]["hindsight_scope"] == ("quotas" if policy == "replan" else "plan")
     if out["met_deadline"] == 1.0:
         assert out["cost_mean"] >= out["hindsight_cost_mean"]
 

@@ -18,6 +18,7 @@ from dnnprov.problems.interruption import Trace, load_trace
 from dnnprov.result import SpotPlan
 from dnnprov.revocation.policies import make_policy
 from dnnprov.revocation.policy_view import most_workers
+from dnnprov.revocation.replay.hindsight import Hindsight
 
 V100 = Path(__file__).resolve().parents[3] / "shared" / "data" / "spot-traces" / "availability" / "16-node"
 
@@ -104,3 +105,26 @@ def test_replan_meets_every_deadline_that_no_revocation_threatens() -> None:
     out = Simulation(p, plan, traces, policy="replan", runs=30, seed=0).to_dict(per_run=True)
     calm = [r for r in out["per_run"] if r["revocations"] == 0]
     assert calm and all(r["met_deadline"] for r in calm)
+
+
+def test_replan_hindsight_ranges_over_the_quotas() -> None:
+    """A bound for ``replan`` must cover clusters up to the quotas (its takeovers hold more than
+    the plan): ``simulate --hindsight`` says so in ``hindsight_scope`` and the bound stays below
+    every run that met T_obj; other policies keep the plan's scope."""
+    p = both_markets(problem(slack=1.0))
+    plan = SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
+    traces = {
+        "p3.2xlarge": [
+            Trace("t/us-west-2a_v100_1.json", 300.0, np.array([2, 2, 0, 1, 0, 2] * 30)),
+            Trace("t/us-west-2c_v100_1.json", 300.0, np.array([1, 0, 0, 2, 2, 1, 0] * 26)),
+        ]
+    }
+    assert Hindsight(p, plan).workers.max() == 2
+    # up to the quotas (16), less the clusters outside the loss model's domain (|N| <= 10 here)
+    assert Hindsight(p, plan, most=most_workers(p, plan, True)).workers.max() == 10
+    out = Simulation(p, plan, traces, policy="replan", runs=6, seed=1, hindsight=True).to_dict(per_run=True)
+    assert out["settings"]["hindsight_scope"] == "quotas"
+    met = [r for r in out["per_run"] if r["met_deadline"]]
+    assert met and all(r["hindsight_cost"] <= r["cost"] for r in met)
+    plain = Simulation(p, plan, traces, policy="failover", runs=1, seed=1, hindsight=True).to_dict()
+    assert plain["settings"]["hindsight_scope"] == "plan"
