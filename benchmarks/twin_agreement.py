@@ -47,6 +47,7 @@ from dnnprov.control.loop import RunSettings
 from dnnprov.control.replay import loop_policy_factory, run_once, window_bounds, window_starts
 from dnnprov.control.twin.replay import run_on_twin, story
 from dnnprov.problems.interruption import Trace, load_trace
+from dnnprov.revocation.policies import holds_up_to_quota
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -263,13 +264,13 @@ def main(argv: list[str] | None = None) -> int:
                     cpu = time.process_time()
                     replay = run_once(prob, PLAN, traces, factory(), offset, settings)
                     if args.replay_only:
-                        bound = window_bounds(prob, PLAN, traces, [offset])[0]
+                        bound = window_bounds(prob, PLAN, traces, [offset], holds_up_to_quota(policy))[0]
                         only.append(
                             {"set": name, "policy": policy, "replay": replay.outcome.to_dict(), "hindsight_cost": bound}
                         )
                         continue
                     twin, attempts = on_twin(prob, traces, factory, offset, settings, upstream, f"w{k}")
-                    bound = window_bounds(prob, PLAN, traces, [offset])[0]
+                    bound = window_bounds(prob, PLAN, traces, [offset], holds_up_to_quota(policy))[0]
                     row = window_row(name, policy, offset, twin, replay, time.process_time() - cpu, bound)
                     row["twin_attempts"] = attempts
                     rows.append(row)
