@@ -108,18 +108,28 @@ def fill_spot(view: View, want_spot: np.ndarray, allowed: np.ndarray) -> np.ndar
 
 def most_workers(problem: SpotProblem, plan: SpotPlan, up_to_quota: bool) -> np.ndarray:
     """The most workers of each type (both markets) a run trains: the plan's, or with
-    ``up_to_quota`` its quotas (spot, plus on-demand where that market is offered), never
-    fewer than the plan's."""
+    ``up_to_quota`` its quotas (spot, plus on-demand where the type has an on-demand price: a
+    takeover may fall back to that market), never fewer than the plan's."""
     names = [t.name for t in problem.instance_types]
     plan_workers = np.array(
         [plan.counts.get(n, 0) + plan.counts.get(n + ON_DEMAND_SUFFIX, 0) for n in names], dtype=np.int64
     )
     if not up_to_quota:
         return plan_workers
-    cols = problem.columns()
-    quota = np.zeros(len(names), dtype=np.int64)
-    for name, upper in zip(cols.type_names, cols.upper):
-        quota[names.index(name)] += upper
+    quota = np.array(
+        [
+            t.quota
+            + (
+                0
+                if t.on_demand_price_per_h is None
+                else t.on_demand_quota
+                if t.on_demand_quota is not None
+                else t.quota
+            )
+            for t in problem.instance_types
+        ],
+        dtype=np.int64,
+    )
     return np.maximum(plan_workers, quota)
 
 

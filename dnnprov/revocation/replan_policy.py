@@ -13,7 +13,10 @@ lately). The
 takeover is solved exactly (``method="exact"``: dnnprov's ``milp``) or by spotDNN's
 Algorithm 1 (``"heuristic"``) under the problem's quotas, as spotDNN re-provisions: it may hold
 more workers of a type than the plan (``up_to_quota``: the loop and its trainer then train up
-to the quotas, :func:`~dnnprov.revocation.policy_view.most_workers`). Its spot workers are
+to the quotas, :func:`~dnnprov.revocation.policy_view.most_workers`). When the exact takeover
+finds no plan on the instance's markets and these leave out on-demand, it is solved again with
+on-demand workers allowed where every type has an on-demand price (to finish by T_obj, as
+``failover`` falls back to on-demand; spotDNN's stays on spot). Its spot workers are
 placed cheapest pool first; its on-demand workers are held until the next takeover. When no
 takeover meets T_obj (or none can be solved any more: too little time left), the missing spot
 workers are relaunched where capacity allows.
@@ -108,9 +111,12 @@ class Replan(Policy):
         running = {n: int(s) for n, s in zip(self.types, spot_held) if s}
         running.update({n + ON_DEMAND_SUFFIX: int(o) for n, o in zip(self.types, od_held) if o})
         capacity = {n: int(c) for n, c in zip(self.types, per_type(view, view.caps))}
+        base = self._base
+        if od_held.any() and self._on_demand_fallback(base):  # held since an earlier fallback
+            base = with_on_demand(base)
         try:
             takeover = replanned_problem(
-                self._base,
+                base,
                 running,
                 {},
                 joins,
@@ -120,6 +126,8 @@ class Replan(Policy):
                 capacity=capacity,
             )
             result = solve(takeover, SOLVE_METHOD[self.method])
+            if not isinstance(result.plan, SpotPlan) and self._on_demand_fallback(takeover):
+                result = solve(with_on_demand(takeover), SOLVE_METHOD[self.method])
         except InvalidInputError:
             return None
         if not isinstance(result.plan, SpotPlan):
@@ -128,3 +136,20 @@ class Replan(Policy):
         od = np.array([counts.get(n + ON_DEMAND_SUFFIX, 0) for n in self.types], dtype=np.int64)
         spot = np.array([counts.get(n, 0) for n in self.types], dtype=np.int64)
         return spot, od  # within the quotas, so within ``most``: the loop trains them all
+
+    def _on_demand_fallback(self, takeover: SpotProblem) -> bool:
+        """Whether a takeover that found no plan on the instance's markets is tried again with
+        on-demand workers: dnnprov's exact takeover, when the instance does not offer that market
+        and every type has an on-demand price (spotDNN's, ``"heuristic"``, stays on spot)."""
+        return (
+            self.method == "exact"
+            and "on-demand" not in takeover.constraints.markets
+            and all(t.on_demand_price_per_h is not None for t in takeover.instance_types)
+        )
+
+
+def with_on_demand(problem: SpotProblem) -> SpotProblem:
+    """``problem`` with the on-demand market offered too."""
+    return problem.replace(
+        constraints=replace(problem.constraints, markets=(*problem.constraints.markets, "on-demand"))
+    )

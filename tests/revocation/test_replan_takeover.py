@@ -128,3 +128,41 @@ def test_replan_hindsight_ranges_over_the_quotas() -> None:
     assert met and all(r["hindsight_cost"] <= r["cost"] for r in met)
     plain = Simulation(p, plan, traces, policy="failover", runs=1, seed=1, hindsight=True).to_dict()
     assert plain["settings"]["hindsight_scope"] == "plan"
+
+
+@pytest.mark.parametrize("method", ["exact", "heuristic"])
+def test_an_exact_takeover_falls_back_to_on_demand_on_a_spot_only_instance(method: str) -> None:
+    """The instance offers spot only, both workers are warned at 1,500 s and no spot capacity is
+    left: no takeover on spot meets T_obj, so dnnprov's exact takeover is solved again with
+    on-demand workers (every type has an on-demand price) and meets it; spotDNN's heuristic
+    stays on spot and misses."""
+    p = problem(slack=1.03)
+    assert p.constraints.markets == ("spot",)
+    plan = SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
+    traces = {
+        "p3.2xlarge": [
+            Trace("t/us-west-2a_v100_1.json", 300.0, np.array([2] * 5 + [0] * 40)),
+            Trace("t/us-west-2c_v100_1.json", 300.0, np.array([0] * 45)),
+        ]
+    }
+    assert list(most_workers(p, plan, True)) == [16]  # the on-demand quota counts: a takeover may fall back to it
+    (run,) = run_many(
+        p,
+        plan,
+        traces,
+        lambda: make_policy("replan", None, problem=p, plan=plan, replan_method=method),
+        runs=1,
+        seed=0,
+        settings=RunSettings(horizon=3.0),
+        offsets=[0],
+    )
+    out = run.to_dict()
+    od = [
+        (e["time_s"], e["got"])
+        for e in out["events"]
+        if e["kind"] == "launch" and e["pool"].endswith("on-demand") and e["role"] == "worker"
+    ]
+    if method == "exact":
+        assert od == [(1500.0, 2)] and out["met_deadline"]
+    else:
+        assert od == [] and not out["met_deadline"]
