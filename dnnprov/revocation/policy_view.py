@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
+from dnnprov.problems.spot import ON_DEMAND_SUFFIX, InstanceType, SpotProblem
 from dnnprov.result import SpotPlan
 
 #: The policies of ``simulate`` and ``run`` (:func:`dnnprov.revocation.policies.make_policy`).
@@ -116,21 +116,16 @@ def most_workers(problem: SpotProblem, plan: SpotPlan, up_to_quota: bool) -> np.
     )
     if not up_to_quota:
         return plan_workers
-    quota = np.array(
-        [
-            t.quota
-            + (
-                0
-                if t.on_demand_price_per_h is None
-                else t.on_demand_quota
-                if t.on_demand_quota is not None
-                else t.quota
-            )
-            for t in problem.instance_types
-        ],
-        dtype=np.int64,
-    )
+    quota = np.array([t.quota + on_demand_room(t) for t in problem.instance_types], dtype=np.int64)
     return np.maximum(plan_workers, quota)
+
+
+def on_demand_room(kind: InstanceType) -> int:
+    """On-demand workers of ``kind`` a takeover may hold: its on-demand quota (the spot quota when
+    unset), none without an on-demand price."""
+    if kind.on_demand_price_per_h is None:
+        return 0
+    return kind.on_demand_quota if kind.on_demand_quota is not None else kind.quota
 
 
 def per_type(view: View, spot: np.ndarray) -> np.ndarray:
