@@ -19,7 +19,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,7 +32,10 @@ from dnnprov.problems.interruption import Trace
 from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import SpotPlan
 from dnnprov.revocation.availability import AvailabilityModel
-from dnnprov.revocation.policy_view import Policy, most_workers
+from dnnprov.revocation.policy_view import Policy
+
+if TYPE_CHECKING:
+    from dnnprov.revocation.replay.hindsight import Hindsight
 
 
 @dataclass(frozen=True)
@@ -246,9 +249,16 @@ def window_bounds(
     """The hindsight bound of each window (:class:`dnnprov.revocation.replay.hindsight.Hindsight`: no
     policy running ``plan`` on the trace cloud's rules meets T_obj there for less; with
     ``up_to_quota``, none that holds up to the quotas either)."""
-    from dnnprov.revocation.replay.hindsight import BoundPool, Hindsight
+    from dnnprov.revocation.replay.hindsight import Hindsight
 
-    bound = Hindsight(problem, plan, NOTICE_S, most_workers(problem, plan, up_to_quota))
+    return bounds_of(Hindsight(problem, plan, NOTICE_S, up_to_quota), traces, offsets)
+
+
+def bounds_of(bound: Hindsight, traces: Mapping[str, Sequence[Trace]], offsets: Sequence[int]) -> list[float]:
+    """:func:`window_bounds` by a :class:`~dnnprov.revocation.replay.hindsight.Hindsight` already made."""
+    from dnnprov.revocation.replay.hindsight import BoundPool
+
+    problem = bound.problem
     out = []
     for offset in offsets:
         pools = trace_pools(problem, traces, offset)
@@ -316,16 +326,17 @@ class Simulation:
             check.number("--time-limit", time_limit_s, exclusive_minimum=0)
         self.problem, self.plan, self.traces = problem, plan, traces
         self.period, self.fit_period, self.model = period or (0.0, 1.0), fit_period, model
-        self.hindsight, self.time_limit_s = hindsight, time_limit_s
+        self.time_limit_s = time_limit_s
         check_plan_traces(problem, plan, traces)
         self.pools = TracePools(problem, traces, join_s=join_s, horizon=horizon, period=self.period)
         check_plan_trains(self.pools.speed(self.pools.plan_workers(plan)[0], plan.ps))
         self.span_s = self.settings.horizon * problem.slo.time_s + self.settings.poll_s
         window_starts(traces, self.span_s, self.period)
+        self._bound: Hindsight | None = None
         if hindsight:
             from dnnprov.revocation.replay.hindsight import Hindsight
 
-            Hindsight(problem, plan, most=most_workers(problem, plan, self.up_to_quota))  # refuses one too large
+            self._bound = Hindsight(problem, plan, NOTICE_S, self.up_to_quota)  # refuses one too large
 
     def run(
         self, on_run: Callable[[int, int], None] | None = None
@@ -375,9 +386,8 @@ class Simulation:
                 "expected_cost": table.expected_cost,
             }
         bounds = None
-        if self.hindsight:
-            offsets = [r.offset for r in runs]
-            bounds = window_bounds(self.problem, self.plan, self.traces, offsets, self.up_to_quota)
+        if self._bound is not None:
+            bounds = bounds_of(self._bound, self.traces, [r.offset for r in runs])
             settings["hindsight_scope"] = "quotas" if self.up_to_quota else "plan"
         return runs, settings, bounds
 

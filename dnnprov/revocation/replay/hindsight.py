@@ -9,8 +9,8 @@ training and billed until then; on-demand launches always succeed; a launched wo
 ``join_s`` after its launch (at once at time 0) until it is gone, with the PS; the stand-in
 trainer counts at most the plan's workers of each type (the progress model's runs hold within
 the plan; under a policy that holds up to its quotas, ``replan``, at most those, and the
-clusters below range up to them); the run meets T_obj when progress reaches ``u*`` (within the trainer's tolerance) by
-``T_obj``; every instance is billed from launch until gone. Controllers poll every 15 s, but
+clusters below range up to them); the run meets T_obj when progress reaches ``u*`` (within the
+trainer's tolerance) by ``T_obj``; every instance is billed from launch until gone. Controllers poll every 15 s, but
 the bound does not use that: it holds for any controller, polling or not, that knows the
 window's whole future.
 
@@ -38,8 +38,8 @@ is no higher than the cost of any policy that meets T_obj on the window.
 
 Proof. Take a run that reaches ``u*`` by ``T'``. Let ``x_n(w, s)`` be the time of slot ``n``
 during which the workers training are ``w`` per type with ``s`` live PS (``w`` is within the
-plan, or the quotas for such a policy: the trainer counts no more). Progress is ``sum x sigma >= du`` (nothing trains after the
-target, nor after ``T'``), and ``sum_{w, s} x_n(w, s) <= len_n``. While ``(w, s)`` trains, the
+plan, or the quotas for such a policy: the trainer counts no more). Progress is
+``sum x sigma >= du`` (nothing trains after the target, nor after ``T'``), and ``sum_{w, s} x_n(w, s) <= len_n``. While ``(w, s)`` trains, the
 run holds at least ``w_i`` workers of each type ``i`` and ``s`` PS, of which at most ``H_p`` in
 pool ``p`` (above), every held instance billed at its price >= 0: it pays at least
 ``r_n(w, s)``. So ``cost >= sum x r / 3600 = sum x (r / 3600 - lambda sigma) + lambda sum x
@@ -68,8 +68,9 @@ import numpy as np
 from dnnprov.errors import InvalidInputError
 from dnnprov.models.spot import SpotModel
 from dnnprov.models.training_progress import progress_target
-from dnnprov.problems.spot import ON_DEMAND_SUFFIX, SpotProblem
+from dnnprov.problems.spot import SpotProblem
 from dnnprov.result import SpotPlan
+from dnnprov.revocation.policy_view import most_workers
 from dnnprov.revocation.replay.simulate import ClusterSpeeds, domain_speed
 
 MAX_CLUSTERS = 200_000
@@ -95,23 +96,23 @@ class BoundPool:
 
 class Hindsight:
     """Lower bounds of one plan's runs (module docstring); clusters are enumerated once, up to
-    the plan's workers of each type or ``most`` (a policy that holds up to its quotas)."""
+    the plan's workers of each type, or its quotas with ``up_to_quota`` (a policy that holds up
+    to them, :func:`~dnnprov.revocation.policy_view.most_workers`)."""
 
     def __init__(
-        self, problem: SpotProblem, plan: SpotPlan, notice_s: float = NOTICE_S, most: np.ndarray | None = None
+        self, problem: SpotProblem, plan: SpotPlan, notice_s: float = NOTICE_S, up_to_quota: bool = False
     ) -> None:
         self.problem, self.plan, self.notice_s = problem, plan, notice_s
         self.types = [t.name for t in problem.instance_types]
-        want = [plan.counts.get(n, 0) + plan.counts.get(n + ON_DEMAND_SUFFIX, 0) for n in self.types]
-        most_ = want if most is None else [int(m) for m in most]  # the most workers of a type that train
-        size = int(np.prod([w + 1 for w in most_])) * plan.ps
+        most = most_workers(problem, plan, up_to_quota)
+        size = int(np.prod(most + 1)) * plan.ps
         if size > MAX_CLUSTERS:
             raise InvalidInputError(
                 "--hindsight", f"the bound enumerates {size:,} clusters, more than {MAX_CLUSTERS:,}"
             )
         model = SpotModel(problem)
         spot_col = [model.columns.labels.index(n) for n in self.types]
-        workers = np.array(list(itertools.product(*[range(w + 1) for w in most_])), dtype=np.int64)
+        workers = np.array(list(itertools.product(*[range(int(w) + 1) for w in most])), dtype=np.int64)
         workers = workers[workers.sum(axis=1) > 0]
         rows, speeds, ps_counts = [], [], []
         for ps in range(1, plan.ps + 1):
@@ -131,7 +132,7 @@ class Hindsight:
                 for t in problem.instance_types
             ]
         )
-        start = ClusterSpeeds(model, spot_col).run_start(np.array(want, dtype=np.int64), plan.ps)
+        start = ClusterSpeeds(model, spot_col).run_start(most_workers(problem, plan, False), plan.ps)
         self.need = progress_target(model) * (1 - TOLERANCE) - start
 
     def slots(self, pools: Sequence[BoundPool], gap_s: float) -> tuple[np.ndarray, np.ndarray]:
