@@ -4,6 +4,7 @@ two minutes included)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,14 +18,33 @@ from dnnprov.control.trainer import ProgressModel
 from dnnprov.problems.interruption import Trace, load_trace
 from dnnprov.result import SpotPlan
 from dnnprov.revocation.policies import make_policy
-from dnnprov.revocation.policy_view import most_workers
+from dnnprov.revocation.policy_view import Policy, most_workers
 from dnnprov.revocation.replay.hindsight import Hindsight
 
 V100 = Path(__file__).resolve().parents[3] / "shared" / "data" / "spot-traces" / "availability" / "16-node"
 
 
+PLAN = SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
+
+
 def both_markets(p: dnnprov.SpotProblem) -> dnnprov.SpotProblem:
     return p.replace(constraints=replace(p.constraints, markets=("spot", "on-demand")))
+
+
+def zone_lost_after(ticks: int) -> dict[str, list[Trace]]:
+    """Zone a holds the plan's 2 workers for ``ticks`` ticks of 300 s, then nothing; zone c never has room."""
+    return {
+        "p3.2xlarge": [
+            Trace("t/us-west-2a_v100_1.json", 300.0, np.array([2] * ticks + [0] * (45 - ticks))),
+            Trace("t/us-west-2c_v100_1.json", 300.0, np.array([0] * 45)),
+        ]
+    }
+
+
+def one_window(p: dnnprov.SpotProblem, traces: dict[str, list[Trace]], make: Callable[[], Policy]) -> dict:
+    """The run of :data:`PLAN` from the traces' start (offset 0), as ``simulate --per-run`` reports it."""
+    (run,) = run_many(p, PLAN, traces, make, runs=1, seed=0, settings=RunSettings(horizon=3.0), offsets=[0])
+    return run.to_dict()
 
 
 def test_a_takeover_may_hold_more_workers_than_the_plan_up_to_the_quota() -> None:
@@ -32,25 +52,17 @@ def test_a_takeover_may_hold_more_workers_than_the_plan_up_to_the_quota() -> Non
     two on-demand workers joining at 726 s finish 6 s late, so the takeover (under the quota of
     8, as spotDNN re-provisions) buys three, and all three train."""
     p = both_markets(problem(slack=1.0))
-    plan = SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
-    traces = {
-        "p3.2xlarge": [
-            Trace("t/us-west-2a_v100_1.json", 300.0, np.array([2] * 2 + [0] * 40)),
-            Trace("t/us-west-2c_v100_1.json", 300.0, np.array([0] * 42)),
-        ]
-    }
-    policy = make_policy("replan", None, problem=p, plan=plan)
-    assert policy.up_to_quota and list(most_workers(p, plan, policy.up_to_quota)) == [16]  # 8 spot + 8 on demand
-    assert list(most_workers(p, plan, False)) == [2]
-    (run,) = run_many(p, plan, traces, lambda: policy, runs=1, seed=0, settings=RunSettings(horizon=3.0), offsets=[0])
-    out = run.to_dict()
+    policy = make_policy("replan", None, problem=p, plan=PLAN)
+    assert policy.up_to_quota and list(most_workers(p, PLAN, policy.up_to_quota)) == [16]  # 8 spot + 8 on demand
+    assert list(most_workers(p, PLAN, False)) == [2]
+    out = one_window(p, zone_lost_after(2), lambda: policy)
     od = [e for e in out["events"] if e["kind"] == "launch" and e["pool"] == "p3.2xlarge@on-demand"]
     assert [(e["time_s"], e["got"]) for e in od] == [(600.0, 3)]
     assert out["met_deadline"] and out["finish_s"] <= p.slo.time_s
     # the same window with the plan's two workers at most (the trainer's cap for other policies)
-    capped = ProgressModel(p, plan, 126.0, up_to_quota=False)
+    capped = ProgressModel(p, PLAN, 126.0, up_to_quota=False)
     three = np.array([3])
-    assert capped.speed(np.minimum(three, capped.most), 1) < ProgressModel(p, plan, 126.0, True).speed(three, 1)
+    assert capped.speed(np.minimum(three, capped.most), 1) < ProgressModel(p, PLAN, 126.0, True).speed(three, 1)
 
 
 def test_notified_workers_train_until_reclaimed_in_the_takeover() -> None:
@@ -59,24 +71,7 @@ def test_notified_workers_train_until_reclaimed_in_the_takeover() -> None:
     takeover that counts nothing until its launches join (the join as overhead) buys four and
     more (within the plan's two workers it found none, relaunched spot and missed)."""
     p = both_markets(problem(slack=1.03))
-    plan = SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
-    traces = {
-        "p3.2xlarge": [
-            Trace("t/us-west-2a_v100_1.json", 300.0, np.array([2] * 5 + [0] * 40)),
-            Trace("t/us-west-2c_v100_1.json", 300.0, np.array([0] * 45)),
-        ]
-    }
-    (run,) = run_many(
-        p,
-        plan,
-        traces,
-        lambda: make_policy("replan", None, problem=p, plan=plan),
-        runs=1,
-        seed=0,
-        settings=RunSettings(horizon=3.0),
-        offsets=[0],
-    )
-    out = run.to_dict()
+    out = one_window(p, zone_lost_after(5), lambda: make_policy("replan", None, problem=p, plan=PLAN))
     notices = [e["time_s"] for e in out["events"] if e["kind"] == "notice"]
     od = [e for e in out["events"] if e["kind"] == "launch" and e["pool"] == "p3.2xlarge@on-demand"]
     assert notices == [1500.0, 1500.0]
@@ -121,7 +116,7 @@ def test_replan_hindsight_ranges_over_the_quotas() -> None:
     }
     assert Hindsight(p, plan).workers.max() == 2
     # up to the quotas (16), less the clusters outside the loss model's domain (|N| <= 10 here)
-    assert Hindsight(p, plan, most=most_workers(p, plan, True)).workers.max() == 10
+    assert Hindsight(p, plan, up_to_quota=True).workers.max() == 10
     out = Simulation(p, plan, traces, policy="replan", runs=6, seed=1, hindsight=True).to_dict(per_run=True)
     assert out["settings"]["hindsight_scope"] == "quotas"
     met = [r for r in out["per_run"] if r["met_deadline"]]
@@ -138,25 +133,10 @@ def test_an_exact_takeover_falls_back_to_on_demand_on_a_spot_only_instance(metho
     stays on spot and misses."""
     p = problem(slack=1.03)
     assert p.constraints.markets == ("spot",)
-    plan = SpotPlan(counts={"p3.2xlarge": 2}, ps=1)
-    traces = {
-        "p3.2xlarge": [
-            Trace("t/us-west-2a_v100_1.json", 300.0, np.array([2] * 5 + [0] * 40)),
-            Trace("t/us-west-2c_v100_1.json", 300.0, np.array([0] * 45)),
-        ]
-    }
-    assert list(most_workers(p, plan, True)) == [16]  # the on-demand quota counts: a takeover may fall back to it
-    (run,) = run_many(
-        p,
-        plan,
-        traces,
-        lambda: make_policy("replan", None, problem=p, plan=plan, replan_method=method),
-        runs=1,
-        seed=0,
-        settings=RunSettings(horizon=3.0),
-        offsets=[0],
+    assert list(most_workers(p, PLAN, True)) == [16]  # the on-demand quota counts: a takeover may fall back to it
+    out = one_window(
+        p, zone_lost_after(5), lambda: make_policy("replan", None, problem=p, plan=PLAN, replan_method=method)
     )
-    out = run.to_dict()
     od = [
         (e["time_s"], e["got"])
         for e in out["events"]
