@@ -253,8 +253,8 @@ def test_replan_is_a_policy_of_the_loop_and_solves_takeovers() -> None:
 def test_replan_launches_a_plan_that_fits_as_it_is() -> None:
     """replan does not re-solve a plan at the start when its spot workers fit the capacity the
     controller knows: an on-demand plan stays on demand (no revocation, no takeover) and a plan
-    with a spare spot worker keeps it, where re-solving would trade each for the cheapest plan
-    within its workers (spot, and one worker fewer). A plan that does not fit is asked for as
+    with a spare spot worker keeps it, where re-solving would trade each for the cheapest
+    takeover (spot, and one worker fewer). A plan that does not fit is asked for as
     it is and re-solved once its launch is partly refused."""
     p = problem()
     p = p.replace(constraints=replace(p.constraints, markets=("spot", "on-demand")))
@@ -274,7 +274,8 @@ def test_replan_launches_a_plan_that_fits_as_it_is() -> None:
         return {"p3.2xlarge": [Trace(f"t/{z}_v100_1.json", 300.0, np.array([free] * 160)) for z in zones]}
 
     spare = Simulation(p, SpotPlan(counts={"p3.2xlarge": 3}, ps=1), steady(4), policy="replan", runs=2, seed=0)
-    assert spare.to_dict()["revocations_mean"] == 0 and spare.to_dict()["replans_mean"] == 0  # nothing lost
+    kept = spare.to_dict()
+    assert kept["revocations_mean"] == 0 and kept["replans_mean"] == 0  # nothing lost
     too_big = Simulation(p, SpotPlan(counts={"p3.2xlarge": 8}, ps=1), steady(1), policy="replan", runs=1, seed=0)
     run = too_big.to_dict(per_run=True)["per_run"][0]
     asked = [e["asked"] for e in run["events"] if e["kind"] == "launch" and e["role"] == "worker"]
