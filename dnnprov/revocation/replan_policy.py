@@ -90,7 +90,7 @@ class Replan(Policy):
         """Whether the plan's spot workers of every type fit the capacity its pools have now.
 
         The plan was chosen by the user (an on-demand or a robust plan included): re-solving it
-        at the start would only trade it for the cheapest plan within its workers."""
+        at the start would only trade it for the cheapest takeover."""
         assert self.spot_want is not None
         return bool((per_type(view, view.caps) >= self.spot_want).all())
 
