@@ -146,6 +146,7 @@ def create_run(
     check_policy(policy, model)
     problem = spot_problem(instance)
     run_regions(problem)
+    check_zones(problem)
     chosen = spot_plan(plan, problem)
     settings = settings or RunSettings()
     fitted = None if model is None else availability_model(model)
@@ -186,6 +187,21 @@ def run_regions(problem: SpotProblem) -> list[str]:
         return sorted(check_region(r) for r in named if r is not None)
     except InvalidInputError as exc:
         raise InvalidInputError("instance.instance_types", f"a TYPE@REGION name: {exc.problem}") from None
+
+
+def check_zones(problem: SpotProblem) -> None:
+    """Refuse a pool whose zone is not an AWS availability zone: a run launches each pool in
+    its zone's region (:class:`dnnprov.control.clouds.ec2.Ec2Cloud`), so the zone must name one."""
+    from dnnprov.cloud.export.placement import zone_region
+
+    for t in problem.instance_types:
+        for i, pool in enumerate(t.zones):
+            try:
+                zone_region(pool.zone)
+            except InvalidInputError as exc:
+                raise InvalidInputError(
+                    f"instance.instance_types.{t.name}.zones[{i}].zone", f"{exc.problem}: a run launches on EC2"
+                ) from None
 
 
 def ps_region(problem: SpotProblem, plan: SpotPlan, given: str | None) -> str:
@@ -257,6 +273,7 @@ def controller_of(record: RunRecord, run_id: str, spec: Mapping[str, Any]) -> Co
         image_id=spec["image_id"],
         known=record.instances(run_id),
         types=[*(t.name for t in problem.instance_types), ps_type],
+        zones=[p.zone for p in pools if p.zone is not None],
         zoneless=[p.type_name for p in pools if p.zone is None],
     )
     model = spec.get("model")

@@ -7,17 +7,21 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 from control.test_kill_resume import WAIT_S, controller, kill, rows, wait_for
+from control.test_loop import PLAN as LOOP_PLAN, problem as loop_problem
 
 import dnnprov
-from dnnprov.control.api import cancel_run, resume_run, run_plan, run_status
+from dnnprov.control.api import cancel_run, create_run, resume_run, run_plan, run_status
+from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalogs.catalog import Catalog
 from dnnprov.io.catalogs.regions import merge_regions
+from dnnprov.problems.spot import SpotPool
 
 pytest_plugins = ["conftest_aws"]
 
@@ -158,3 +162,44 @@ def test_killed_controller_resumes_across_regions(problem: dnnprov.SpotProblem, 
     )
     assert done.returncode == 0 and "cancelled" in done.stdout, done.stderr
     assert held(moto_url, "mr") == {"us-east-1": [], "eu-west-1": []}
+
+
+def test_a_plain_type_with_pools_in_two_regions_launches_in_its_zones_region(moto_url: str, tmp_path: Path) -> None:
+    """A plain type name whose pools lie in two regions (us-east-1a, eu-west-1a): failover puts
+    one worker in each pool, each launched through its zone's region, the PS in the run's; a
+    second controller finds them there (it launches nothing more) and cancel ends both regions'.
+    Before, the eu-west-1a launch went through us-east-1: InvalidParameterValue, the run failed."""
+    base = loop_problem()
+    p3 = next(t for t in base.instance_types if t.name == "p3.2xlarge")
+    pools = (SpotPool("us-east-1a", spot_price_per_h=3.0), SpotPool("eu-west-1a", spot_price_per_h=0.5))
+    problem = base.replace(instance_types=tuple(replace(t, zones=pools) if t is p3 else t for t in base.instance_types))
+    state = tmp_path / "runs"
+    run_id, outcome = run_plan(
+        problem, LOOP_PLAN.to_dict(), "failover", endpoint_url=moto_url, state=state, max_polls=1
+    )
+    assert outcome is None
+    live = {"us-east-1": ["m5.xlarge", "p3.2xlarge"], "eu-west-1": ["p3.2xlarge"]}
+    assert held(moto_url, run_id) == live
+    assert {i["Placement"]["AvailabilityZone"] for i in in_region(moto_url, "eu-west-1", run_id)} == {"eu-west-1a"}
+    assert "us-east-1a" in {i["Placement"]["AvailabilityZone"] for i in in_region(moto_url, "us-east-1", run_id)}
+    assert resume_run(run_id, state=state, max_polls=1) is None
+    assert held(moto_url, run_id) == live
+    assert cancel_run(run_id, state=state)["torn_down"]
+    assert held(moto_url, run_id) == {"us-east-1": [], "eu-west-1": []}
+
+
+def test_a_pool_outside_aws_is_refused_before_the_run_is_recorded(tmp_path: Path) -> None:
+    """A zone that names no AWS region (a GCP zone) cannot be launched: one error naming the
+    pool, and no run written (it used to be recorded, then fail at its first launch)."""
+    base = loop_problem()
+    problem = base.replace(
+        instance_types=tuple(
+            replace(t, zones=(SpotPool("us-west-2a"), SpotPool("us-central1-a"))) if t.name == "p3.2xlarge" else t
+            for t in base.instance_types
+        )
+    )
+    with pytest.raises(InvalidInputError) as err:
+        create_run(problem, LOOP_PLAN.to_dict(), "failover", endpoint_url="http://127.0.0.1:9", state=tmp_path / "runs")
+    assert err.value.field == "instance.instance_types.p3.2xlarge.zones[1].zone"
+    assert "us-central1-a" in err.value.problem
+    assert not (tmp_path / "runs").exists()

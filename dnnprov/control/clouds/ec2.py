@@ -17,9 +17,11 @@
 - **regions**: a type of a multi-region plan (``p3.2xlarge@eu-west-1``, docs/cloud.md "Where a
   plan launches") is launched in its region as its AWS type (``p3.2xlarge``), through that
   region's clients (:class:`dnnprov.cloud.launch.RegionalClients`, as ``apply``); a plain type
-  name goes to the run's region. The run's instances are listed, their notices read and
-  their terminations sent in every region of the run; an adopted instance is named as the
-  run names its type there (``TYPE@REGION``).
+  name goes to the region of its pool's zone (``us-east-2b``: us-east-2; a type's pools may
+  lie in several regions, as the real traces' do), else to the run's. The run's instances are
+  listed, their notices read and their terminations sent in every region of the run (its own,
+  its types' and its pools' zones'); an adopted instance is named as the run names its type
+  there (``TYPE@REGION``).
 - **clock**: the machine's (:class:`dnnprov.control.cloud.WallClock`) or the twin's
   (:class:`RemoteTwinClock`, read from the endpoint's ``/_twin/clock``).
 """
@@ -36,6 +38,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dnnprov.cloud.aws import CloudError, RetryPolicy
+from dnnprov.cloud.export.placement import zone_region
 from dnnprov.cloud.launch import RegionalClients
 from dnnprov.control.cloud import (
     CAPACITY_ERRORS,
@@ -111,10 +114,12 @@ def is_twin(endpoint_url: str | None) -> bool:
 class Ec2Cloud:
     """One run's instances on EC2 (module docstring); ``start_epoch`` is the run's start on ``clock``.
 
-    ``region`` is the run's (the PS's, and that of plain type names); ``types`` the run's type
-    names, whose ``TYPE@REGION`` names add their regions to the run's and name the instances
-    adopted there. A spot instance of a type in ``zoneless`` (whose pool names no zone: EC2
-    picks it) is of that pool wherever EC2 placed it."""
+    ``region`` is the run's (the PS's, and that of plain type names launched without a zone);
+    ``types`` the run's type names, whose ``TYPE@REGION`` names add their regions to the run's
+    and name the instances adopted there; ``zones`` its pools' zones, whose regions are the
+    run's too (a zone that is not an AWS zone name is refused here, before any launch). A spot
+    instance of a type in ``zoneless`` (whose pool names no zone: EC2 picks it) is of that pool
+    wherever EC2 placed it."""
 
     def __init__(
         self,
@@ -126,6 +131,7 @@ class Ec2Cloud:
         image_id: str = PLACEHOLDER_IMAGE,
         known: Sequence[Instance] = (),
         types: Sequence[str] = (),
+        zones: Collection[str] = (),
         zoneless: Collection[str] = (),
     ) -> None:
         self.region, self.zoneless = region, frozenset(zoneless)
@@ -137,14 +143,16 @@ class Ec2Cloud:
         for name in types:
             aws, where = split_region(name)
             self.names.setdefault((aws, where or region), name)
-        self.regions = sorted({region, *(where for _, where in self.names)})
+        zone_regions = {zone_region(zone) for zone in zones}
+        self.regions = sorted({region, *(where for _, where in self.names), *zone_regions})
         self.known: dict[str, Instance] = {i.instance_id: i for i in known}
-        self.region_of: dict[str, str] = {i.instance_id: self.region_of_type(i.type_name) for i in known}
+        self.region_of: dict[str, str] = {i.instance_id: self.launch_region(i.type_name, i.zone) for i in known}
         self.ended_by_us: dict[str, float] = {}
 
-    def region_of_type(self, type_name: str) -> str:
-        """The region a run's type name launches in: its own (``TYPE@REGION``), else the run's."""
-        return split_region(type_name)[1] or self.region
+    def launch_region(self, type_name: str, zone: str | None) -> str:
+        """The region a run's type name launches in: its own (``TYPE@REGION``), else its zone's,
+        else the run's."""
+        return split_region(type_name)[1] or (zone_region(zone) if zone else self.region)
 
     def _name(self, aws_type: str, region: str) -> str:
         """The run's name of an AWS type found in ``region`` (``TYPE@REGION`` where the run names it so)."""
@@ -170,8 +178,8 @@ class Ec2Cloud:
         ]
         if request.ps_address:
             tags.append({"Key": TAG_PS, "Value": request.ps_address})
-        aws_type, where = split_region(request.type_name)
-        region = where or self.region
+        aws_type = split_region(request.type_name)[0]
+        region = self.launch_region(request.type_name, request.zone)
         params: dict[str, Any] = {
             "ImageId": self.image_id,
             "InstanceType": aws_type,

@@ -39,7 +39,9 @@ def run_on_twin(
     pools = trace_pools(problem, traces, offset)
     with Twin(pools, upstream=upstream, mode="stepped", region=region) as twin:
         clock = RemoteTwinClock(twin.url)
-        cloud = Ec2Cloud(region, start_epoch=clock.now(), endpoint_url=twin.url, clock=clock)
+        cloud = Ec2Cloud(
+            region, start_epoch=clock.now(), endpoint_url=twin.url, clock=clock, zones=[p.zone for p in pools if p.zone]
+        )
         policy = make_policy()
         controller = Controller(
             problem,
