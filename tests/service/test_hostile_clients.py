@@ -47,3 +47,33 @@ def test_a_repeated_authorization_is_refused(url: str, tokens: tuple[str, str]) 
     headers = [("Authorization", f"Bearer {token}") for token in tokens]
     answer = httpx.get(f"{url}/v1/jobs", headers=headers)
     assert error_of(answer) == (400, "Authorization")
+
+
+def test_a_repeated_idempotency_key_is_refused(url: str) -> None:
+    """Two Idempotency-Key headers: 422 on it, no job (the first used to count, the second was ignored)."""
+    with client_of(url, ALICE) as alice:
+        body = json.dumps({"kind": "predict", "instance": TABLE1, "counts": {"g3.8xlarge": 5}})
+        headers = [("Content-Type", "application/json"), ("Idempotency-Key", "k1"), ("Idempotency-Key", "k2")]
+        answer = alice.post("/v1/jobs", content=body, headers=headers)
+        assert error_of(answer) == (422, "Idempotency-Key")
+        assert alice.get("/v1/jobs").json()["jobs"] == []
+
+
+def test_a_replay_is_answered_while_the_tenant_is_full(url: str) -> None:
+    """The client of an accepted job whose 202 was lost retries under its key while its job holds
+    the tenant's only place: it gets its job (it used to get 429 until the job ended). A new job
+    is still 429; another body under the key is still 422."""
+    with client_of(url, BOB) as bob:
+        first = bob.post("/v1/jobs", json=SLOW, headers={"Idempotency-Key": "slow"})
+        assert first.status_code == 202
+        job_id = first.json()["id"]
+        try:
+            replay = bob.post("/v1/jobs", json=SLOW, headers={"Idempotency-Key": "slow"})
+            assert replay.status_code == 202 and replay.headers["Idempotent-Replayed"] == "true"
+            assert replay.json()["id"] == job_id and replay.headers["Location"] == f"/v1/jobs/{job_id}"
+            assert bob.post("/v1/jobs", json=SLOW, headers={"Idempotency-Key": "other"}).status_code == 429
+            other_body = bob.post("/v1/jobs", json={**SLOW, "time_limit_s": 29}, headers={"Idempotency-Key": "slow"})
+            assert error_of(other_body) == (422, "Idempotency-Key")
+        finally:
+            bob.post(f"/v1/jobs/{job_id}/cancel")
+        wait_for(bob, job_id, ("cancelled",))
