@@ -77,3 +77,37 @@ def test_a_replay_is_answered_while_the_tenant_is_full(url: str) -> None:
         finally:
             bob.post(f"/v1/jobs/{job_id}/cancel")
         wait_for(bob, job_id, ("cancelled",))
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"instance": TABLE1, "plan": {"counts": {"g3.8xlarge": 0}}}, "plan.counts"),
+        ({"instance": TABLE1, "plan": {"counts": {"zz": 1}}}, "plan.counts.zz"),
+        ({"instance": TABLE1, "counts": {"zz": 1}}, "counts.zz"),
+        ({"instance": TABLE1, "plan": {"functions": 2, "memory_mb": 2048}}, "plan.functions"),
+        ({"instance": TABLE1, "ps": 1}, "counts"),
+        ({"instance": SERVERLESS, "functions": 8}, "memory_mb"),
+        ({"instance": SERVERLESS, "functions": 8, "memory_mb": 2560, "counts": {"x": 1}}, "counts"),
+    ],
+)
+def test_predictions_predict_refuses_are_refused_at_once(url: str, body: dict, field: str) -> None:
+    """A prediction job that predict() refuses is 422 at once, as /v1/predict is, naming the body's
+    field (the plan's own as plan.*); it used to be queued (202) and then failed."""
+    with client_of(url, ALICE) as alice:
+        sync = alice.post("/v1/predict", json=body)
+        job = alice.post("/v1/jobs", json={"kind": "predict", **body})
+    assert error_of(sync) == error_of(job) == (422, field)
+
+
+def test_integral_numbers_of_a_prediction_are_integers(url: str) -> None:
+    """`5.0` workers is 5, as in every other integer field (it passed the check, then predict() refused it)."""
+    with client_of(url, ALICE) as alice:
+        ints = alice.post("/v1/predict", json={"instance": TABLE1, "plan": {"counts": {"g3.8xlarge": 5}, "ps": 1}})
+        floats = alice.post(
+            "/v1/predict", json={"instance": TABLE1, "plan": {"counts": {"g3.8xlarge": 5.0}, "ps": 1.0}}
+        )
+        serverless = alice.post("/v1/predict", json={"instance": SERVERLESS, "functions": 8.0, "memory_mb": 2560.0})
+    assert ints.status_code == floats.status_code == serverless.status_code == 200
+    assert floats.json() == ints.json()
+    assert serverless.json()["kind"] == "serverless" and serverless.json()["cost"] > 0

@@ -230,19 +230,22 @@ def _replan(body: object, cap: float) -> CheckedRequest:
     return CheckedRequest("replan", run, limit, kill_after(limit), method)
 
 
-def _check_plan_fields(fields: Mapping[str, Any], where: str) -> None:
-    """The plan fields of a prediction (``where``: ``plan.`` for those inside its ``plan``)."""
+def _check_plan_fields(fields: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The plan fields of a prediction, checked and converted (``5.0`` is the integer 5, as in every
+    other field); ``where``: ``plan.`` for those inside its ``plan``."""
+    checked: dict[str, Any] = dict(fields)
     for key in ("ps", "functions", "memory_mb"):
         if key in fields:
-            check.integer(f"{where}{key}", fields[key], minimum=1)
+            checked[key] = check.integer(f"{where}{key}", fields[key], minimum=1)
     if "local_batch" in fields:
-        check.number(f"{where}local_batch", fields["local_batch"], exclusive_minimum=0)
+        checked["local_batch"] = check.number(f"{where}local_batch", fields["local_batch"], exclusive_minimum=0)
     if "counts" in fields:  # null or {} too: the schema's counts is a non-empty object
-        _counts(fields["counts"], f"{where}counts")
+        checked["counts"] = _counts(fields["counts"], f"{where}counts")
+    return checked
 
 
 def _predict(body: object, cap: float) -> CheckedRequest:
-    from dnnprov.models.predict import predict
+    from dnnprov.models.predict import check_plan, predict
 
     plan_keys = ("counts", "ps", "functions", "memory_mb", "local_batch")
     b = body_fields(body, {"instance", "plan", *plan_keys})
@@ -255,9 +258,15 @@ def _predict(body: object, cap: float) -> CheckedRequest:
     for key in plan:
         if key not in plan_keys:
             raise InvalidInputError(f"plan.{key}", f"unknown field (expected one of {', '.join(sorted(plan_keys))})")
-    _check_plan_fields({k: v for k, v in plan.items() if k in plan_keys}, "plan.")  # also those the body overrides
-    given = {k: v for k, v in plan.items() if k in plan_keys} | {k: b[k] for k in plan_keys if k in b}
-    _check_plan_fields(given, "")  # checked now, so that a bad job is refused at once
+    in_plan = _check_plan_fields({k: v for k, v in plan.items() if k in plan_keys}, "plan.")  # also those overridden
+    given = in_plan | _check_plan_fields({k: b[k] for k in plan_keys if k in b}, "")
+    try:  # what predict() refuses is refused now, so that a bad job is refused at once
+        check_plan(problem, **given)
+    except InvalidInputError as exc:  # named where the body gave it: the plan's fields are plan.*
+        top = exc.field.split(".", 1)[0]
+        raise InvalidInputError(
+            f"plan.{exc.field}" if top in in_plan and top not in b else exc.field, exc.problem
+        ) from None
     return CheckedRequest("predict", lambda: predict(problem, **given), 0.0, 60.0, "predict")
 
 
