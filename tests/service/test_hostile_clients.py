@@ -111,3 +111,15 @@ def test_integral_numbers_of_a_prediction_are_integers(url: str) -> None:
     assert ints.status_code == floats.status_code == serverless.status_code == 200
     assert floats.json() == ints.json()
     assert serverless.json()["kind"] == "serverless" and serverless.json()["cost"] > 0
+
+
+def test_a_solve_many_job_with_unknown_shared_names_is_refused_at_once(url: str) -> None:
+    """Shared quotas that name no job's type or family: 422 at once (it used to be queued, then failed)."""
+    with client_of(url, ALICE) as alice:
+        for shared, field in (
+            ({"quotas": {"zz": 3}}, "shared.quotas.zz"),
+            ({"vcpu_quotas": [{"family": "zz", "vcpus": 3}]}, "shared.vcpu_quotas.zz"),
+        ):
+            body = {"instances": [TABLE1], "shared": shared, "time_limit_s": 2}
+            assert error_of(alice.post("/v1/jobs", json={"kind": "solve-many", **body})) == (422, field)
+            assert error_of(alice.post("/v1/solve-many", json=body)) == (422, field)

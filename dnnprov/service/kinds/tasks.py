@@ -125,6 +125,7 @@ def _shared(value: object):
 
 
 def _solve_many(body: object, cap: float) -> CheckedRequest:
+    from dnnprov.solvers.joint.columns import check_shared_names
     from dnnprov.solvers.joint.provision import DEFAULT_MAX_PLANS_PER_JOB, solve_many
 
     b = body_fields(body, {"instances", "shared", "time_limit_s", "max_plans_per_job"}, ("instances",))
@@ -132,6 +133,7 @@ def _solve_many(body: object, cap: float) -> CheckedRequest:
         raise InvalidInputError("instances", "must be a non-empty list of instances")
     problems = [instance(v, f"instances.{i}") for i, v in enumerate(b["instances"])]
     shared, limit = _shared(b.get("shared")), body_time_limit(b, "solve-many", cap)
+    check_shared_names(problems, shared)  # as solve_many() does, so that a bad job is refused at once
     max_plans = DEFAULT_MAX_PLANS_PER_JOB
     if b.get("max_plans_per_job") is not None:
         max_plans = check.integer("max_plans_per_job", b["max_plans_per_job"], minimum=1)
