@@ -123,3 +123,19 @@ def test_a_solve_many_job_with_unknown_shared_names_is_refused_at_once(url: str)
             body = {"instances": [TABLE1], "shared": shared, "time_limit_s": 2}
             assert error_of(alice.post("/v1/jobs", json={"kind": "solve-many", **body})) == (422, field)
             assert error_of(alice.post("/v1/solve-many", json=body)) == (422, field)
+
+
+def test_errors_of_a_plan_name_the_plan_field(url: str) -> None:
+    """/v1/replan and /v1/export name the body's `plan` in its errors (`plan.format`, not `format`),
+    as /v1/simulate does."""
+    bare = {"counts": {"g3.8xlarge": 5}, "ps": 1}
+    document = {"format": "dnnprov/plan", "version": 2}
+    result = {"kind": "serverless", "status": "optimal", "plan": {"functions": 8, "memory_mb": 2560, "ps": 1}}
+    serverless = {"format": "dnnprov/plan", "version": 1, "result": result}
+    takeover = {"instance": TABLE1, "revoked": {"g3.8xlarge": 5}, "elapsed_s": 1788, "loss_reached": 0.92}
+    with client_of(url, ALICE) as alice:
+        for plan, field in ((bare, "plan.format"), (document, "plan.version"), ([], "plan")):
+            assert error_of(alice.post("/v1/replan", json={**takeover, "plan": plan})) == (422, field)
+            export = alice.post("/v1/export", json={"plan": plan, "target": "json", "instance": TABLE1})
+            assert error_of(export) == (422, field)
+        assert error_of(alice.post("/v1/replan", json={**takeover, "plan": serverless})) == (422, "plan.result.kind")

@@ -167,7 +167,7 @@ def _zone_counts(value: object) -> dict[str, dict[str, int]]:
 def _replan(body: object, cap: float) -> CheckedRequest:
     from dataclasses import replace
 
-    from dnnprov.cloud.export import PlanDocument, plan_document
+    from dnnprov.cloud.export import plan_document
     from dnnprov.revocation.replan import (
         DEFAULT_TAKEOVER_OVERHEAD_S,
         replanned_problem,
@@ -196,8 +196,7 @@ def _replan(body: object, cap: float) -> CheckedRequest:
     problem = instance(b["instance"])
     if not isinstance(problem, SpotProblem):
         raise InvalidInputError("instance", "re-planning needs a spot instance")
-    doc = PlanDocument.from_dict(b["plan"])
-    doc.require_spot()
+    doc = plan_document_of(b["plan"], spot=True)
     avoid = b.get("avoid_revoked", False)
     if not isinstance(avoid, bool):
         raise InvalidInputError("avoid_revoked", "must be true or false")
@@ -230,6 +229,20 @@ def _replan(body: object, cap: float) -> CheckedRequest:
         return plan_document(result, takeover, doc.catalog).to_dict()
 
     return CheckedRequest("replan", run, limit, kill_after(limit), method)
+
+
+def plan_document_of(value: object, *, spot: bool = False) -> Any:
+    """The body's ``plan`` as a :class:`~dnnprov.cloud.export.PlanDocument` (a plan document or a solve
+    answer; ``spot``: a spot plan), its errors named as body fields (``plan.version``, ...)."""
+    from dnnprov.cloud.export import PlanDocument
+
+    try:
+        doc = PlanDocument.from_dict(value)
+        if spot:
+            doc.require_spot()
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"plan.{exc.field}" if exc.field else "plan", exc.problem) from None
+    return doc
 
 
 def _check_plan_fields(fields: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -310,7 +323,7 @@ def _export(body: object, cap: float) -> CheckedRequest:
 
     b = body_fields(body, {"plan", "target", "instance", "catalog", "options"}, ("plan", "target"))
     target = check.choice("target", b["target"], TARGETS)
-    doc = PlanDocument.from_dict(b["plan"])
+    doc = plan_document_of(b["plan"])
     if b.get("instance") is not None or b.get("catalog") is not None:
         catalog = doc.catalog
         if b.get("catalog") is not None:
