@@ -113,13 +113,9 @@ def _predict_spot(problem: SpotProblem, counts: Mapping[str, int], ps: int) -> d
     model = SpotModel(problem)
     cols = model.columns
     vector = np.zeros(len(cols), dtype=np.int64)
-    for label, n in counts.items():
-        if label not in cols.labels:
-            raise InvalidInputError(f"counts.{label}", f"unknown column (offered: {', '.join(cols.labels)})")
-        vector[cols.labels.index(label)] = _integer(f"counts.{label}", n, 0)
-    ps = _integer("ps", ps, 1)
-    if vector.sum() == 0:
-        raise InvalidInputError("counts", "the plan has no workers")
+    for label, n in counts.items():  # labels and integers checked (check_plan)
+        vector[cols.labels.index(label)] = int(n)
+    ps = int(ps)
     e = model.evaluate(vector[None, :], np.array([ps]))
     w, slo, cons = problem.workload, problem.slo, problem.constraints
     workers = int(e.workers[0])
