@@ -47,10 +47,36 @@ def predict(
     ``cost``, ``feasible``, ``reasons`` (why not feasible; empty when feasible),
     ``inside_domain`` and ``domain``.
     """
+    check_plan(problem, counts=counts, ps=ps, functions=functions, memory_mb=memory_mb, local_batch=local_batch)
+    if isinstance(problem, SpotProblem):
+        return _predict_spot(problem, counts or {}, ps)
+    assert functions is not None and memory_mb is not None  # checked
+    return _predict_serverless(problem, functions, memory_mb, ps, local_batch)
+
+
+def check_plan(
+    problem: SpotProblem | ServerlessProblem,
+    *,
+    counts: Mapping[str, int] | None = None,
+    ps: int = 1,
+    functions: int | None = None,
+    memory_mb: int | None = None,
+    local_batch: float | None = None,
+) -> None:
+    """Refuse, as :func:`predict` would, a plan it cannot predict (one :class:`InvalidInputError`
+    naming the argument), without predicting it: the service refuses such a job at once."""
     if isinstance(problem, SpotProblem):
         if functions is not None or memory_mb is not None or local_batch is not None:
             raise InvalidInputError("functions", "a spot plan is given by counts (and ps), not functions/memory")
-        return _predict_spot(problem, counts or {}, ps)
+        labels = problem.columns().labels
+        for label, n in (counts or {}).items():
+            if label not in labels:
+                raise InvalidInputError(f"counts.{label}", f"unknown column (offered: {', '.join(labels)})")
+            _integer(f"counts.{label}", n, 0)
+        _integer("ps", ps, 1)
+        if not any((counts or {}).values()):
+            raise InvalidInputError("counts", "the plan has no workers")
+        return
     if isinstance(problem, ServerlessProblem):
         if counts:
             raise InvalidInputError("counts", "a serverless plan is given by functions and memory_mb, not counts")
@@ -59,7 +85,17 @@ def predict(
                 "functions" if functions is None else "memory_mb",
                 "missing: a serverless plan needs functions and memory_mb",
             )
-        return _predict_serverless(problem, functions, memory_mb, ps, local_batch)
+        _integer("functions", functions, 1)
+        _integer("memory_mb", memory_mb, 1)
+        _integer("ps", ps, 1)
+        if local_batch is not None and (
+            isinstance(local_batch, bool)
+            or not isinstance(local_batch, (int, float))
+            or not local_batch > 0
+            or not math.isfinite(local_batch)
+        ):
+            raise InvalidInputError("local_batch", f"must be a number > 0, got {local_batch!r}")
+        return
     raise InvalidInputError("problem", f"must be a SpotProblem or ServerlessProblem, got {type(problem).__name__}")
 
 
@@ -77,13 +113,9 @@ def _predict_spot(problem: SpotProblem, counts: Mapping[str, int], ps: int) -> d
     model = SpotModel(problem)
     cols = model.columns
     vector = np.zeros(len(cols), dtype=np.int64)
-    for label, n in counts.items():
-        if label not in cols.labels:
-            raise InvalidInputError(f"counts.{label}", f"unknown column (offered: {', '.join(cols.labels)})")
-        vector[cols.labels.index(label)] = _integer(f"counts.{label}", n, 0)
-    ps = _integer("ps", ps, 1)
-    if vector.sum() == 0:
-        raise InvalidInputError("counts", "the plan has no workers")
+    for label, n in counts.items():  # labels and integers checked (check_plan)
+        vector[cols.labels.index(label)] = int(n)
+    ps = int(ps)
     e = model.evaluate(vector[None, :], np.array([ps]))
     w, slo, cons = problem.workload, problem.slo, problem.constraints
     workers = int(e.workers[0])
@@ -172,16 +204,7 @@ def _predict_spot(problem: SpotProblem, counts: Mapping[str, int], ps: int) -> d
 def _predict_serverless(
     problem: ServerlessProblem, functions: int, memory_mb: int, ps: int, local_batch: float | None
 ) -> dict[str, Any]:
-    n = _integer("functions", functions, 1)
-    m = _integer("memory_mb", memory_mb, 1)
-    s = _integer("ps", ps, 1)
-    if local_batch is not None and (
-        isinstance(local_batch, bool)
-        or not isinstance(local_batch, (int, float))
-        or not local_batch > 0
-        or not math.isfinite(local_batch)
-    ):
-        raise InvalidInputError("local_batch", f"must be a number > 0, got {local_batch!r}")
+    n, m, s = int(functions), int(memory_mb), int(ps)  # checked (check_plan)
     model = ServerlessModel(problem)
     e = model.evaluate(np.array([n]), np.array([m]), np.array([s]), local_batch=local_batch)
     train, k, t_load, per_iteration = model.training_time(np.array([n]), np.array([m]), np.array([s]), local_batch)

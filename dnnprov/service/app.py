@@ -540,11 +540,25 @@ def _job_routes(app: FastAPI, config: ServiceConfig, state: dict[str, Any], admi
 
     @app.post("/v1/jobs", status_code=202)
     async def submit_job(request: Request) -> JSONResponse:
-        key = request.headers.get("idempotency-key")
+        keys = request.headers.getlist("idempotency-key")
+        if len(keys) > 1:  # which one would count? a retry may send the other
+            raise ApiError(422, "Idempotency-Key", f"sent {len(keys)} times; send one")
+        key = keys[0] if keys else None
         if key is not None and not 1 <= len(key) <= 200:
             raise ApiError(422, "Idempotency-Key", "must be 1 to 200 characters")
         body, task = await checked("jobs", request)
-        work = admit(task.kind, task.method, request)
+        try:
+            work = admit(task.kind, task.method, request)
+        except ApiError as exc:  # full: a replay of an accepted job needs no place, its answer is that job
+            if exc.status != 429 or key is None:
+                raise
+            tenant = request.state.tenant
+            found = await run_in_threadpool(
+                lambda: state["store"].replayed(task.kind, body, tenant=tenant, idempotency_key=key)
+            )
+            if found is None:
+                raise
+            return await _accepted(found, created=False)
         try:
             job_id, created = await run_in_threadpool(
                 lambda: state["store"].add(
@@ -573,6 +587,10 @@ def _job_routes(app: FastAPI, config: ServiceConfig, state: dict[str, Any], admi
             )
         else:
             state["pool"].release(work)
+        return await _accepted(job_id, created)
+
+    async def _accepted(job_id: str, created: bool) -> JSONResponse:
+        """The 202 of ``POST /v1/jobs``: a new job, or the replayed one under its key (with its status)."""
         job = None if created else await run_in_threadpool(state["store"].get, job_id)
         url = f"/v1/jobs/{job_id}"
         headers = {"Location": url} | ({} if created else {"Idempotent-Replayed": "true"})

@@ -79,6 +79,11 @@ def test_idempotency_keys_and_tenants_hold_across_replicas(url: str) -> None:
     with pytest.raises(InvalidInputError) as info:
         b.add("solve", {**BODY, "gap": 0.1}, tenant="t1", idempotency_key="k")
     assert info.value.field == "Idempotency-Key"
+    # a replay answered without a place (the server full): the key's job, looked up on any replica
+    assert b.replayed("solve", BODY, tenant="t1", idempotency_key="k") == job_id
+    assert b.replayed("solve", BODY, tenant="t2", idempotency_key="k") is None
+    with pytest.raises(InvalidInputError):
+        b.replayed("solve", {**BODY, "gap": 0.1}, tenant="t1", idempotency_key="k")
     other, created = b.add("solve", BODY, tenant="t2", idempotency_key="k")
     assert created and other != job_id
     assert b.get(job_id, "t2") is None and b.get(job_id, "t1") is not None

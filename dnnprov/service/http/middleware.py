@@ -2,9 +2,10 @@
 
 In order: a request id (``X-Request-Id`` kept when it is a short token, else new) and a
 W3C ``traceparent`` (its trace id kept); 503 while the server drains; the bearer token and
-its tenant, with failed attempts throttled per client; 415 when a body is not JSON; then
-the endpoint, and one JSON access-log line. Being plain ASGI (no ``BaseHTTPMiddleware``)
-it passes ``receive`` through untouched, so an endpoint sees its client disconnect.
+its tenant, with failed attempts throttled per client (a repeated ``Authorization`` is 400);
+415 when a body is not JSON; then the endpoint, and one JSON access-log line. Being plain
+ASGI (no ``BaseHTTPMiddleware``) it passes ``receive`` through untouched, so an endpoint
+sees its client disconnect.
 """
 
 from __future__ import annotations
@@ -253,6 +254,9 @@ class ServiceMiddleware:
                 [(b"retry-after", b"5"), (b"connection", b"close")],
             )
         if self.tokens is not None:
+            given = sum(1 for k, _ in scope.get("headers", []) if k.lower() == b"authorization")
+            if given > 1:  # which one would count? a proxy may have checked the other: refuse both
+                return 400, "Authorization", f"sent {given} times; send one bearer token", []
             authorization = headers.get("authorization", "")
             presented = authorization.partition(" ")[2].strip()
             wait = self.throttle.blocked_for(client, presented)

@@ -125,6 +125,7 @@ def _shared(value: object):
 
 
 def _solve_many(body: object, cap: float) -> CheckedRequest:
+    from dnnprov.solvers.joint.columns import check_shared_names
     from dnnprov.solvers.joint.provision import DEFAULT_MAX_PLANS_PER_JOB, solve_many
 
     b = body_fields(body, {"instances", "shared", "time_limit_s", "max_plans_per_job"}, ("instances",))
@@ -132,6 +133,7 @@ def _solve_many(body: object, cap: float) -> CheckedRequest:
         raise InvalidInputError("instances", "must be a non-empty list of instances")
     problems = [instance(v, f"instances.{i}") for i, v in enumerate(b["instances"])]
     shared, limit = _shared(b.get("shared")), body_time_limit(b, "solve-many", cap)
+    check_shared_names(problems, shared)  # as solve_many() does, so that a bad job is refused at once
     max_plans = DEFAULT_MAX_PLANS_PER_JOB
     if b.get("max_plans_per_job") is not None:
         max_plans = check.integer("max_plans_per_job", b["max_plans_per_job"], minimum=1)
@@ -165,7 +167,7 @@ def _zone_counts(value: object) -> dict[str, dict[str, int]]:
 def _replan(body: object, cap: float) -> CheckedRequest:
     from dataclasses import replace
 
-    from dnnprov.cloud.export import PlanDocument, plan_document
+    from dnnprov.cloud.export import plan_document
     from dnnprov.revocation.replan import (
         DEFAULT_TAKEOVER_OVERHEAD_S,
         replanned_problem,
@@ -194,8 +196,7 @@ def _replan(body: object, cap: float) -> CheckedRequest:
     problem = instance(b["instance"])
     if not isinstance(problem, SpotProblem):
         raise InvalidInputError("instance", "re-planning needs a spot instance")
-    doc = PlanDocument.from_dict(b["plan"])
-    doc.require_spot()
+    doc = plan_document_of(b["plan"], spot=True)
     avoid = b.get("avoid_revoked", False)
     if not isinstance(avoid, bool):
         raise InvalidInputError("avoid_revoked", "must be true or false")
@@ -230,19 +231,36 @@ def _replan(body: object, cap: float) -> CheckedRequest:
     return CheckedRequest("replan", run, limit, kill_after(limit), method)
 
 
-def _check_plan_fields(fields: Mapping[str, Any], where: str) -> None:
-    """The plan fields of a prediction (``where``: ``plan.`` for those inside its ``plan``)."""
+def plan_document_of(value: object, *, spot: bool = False) -> Any:
+    """The body's ``plan`` as a :class:`~dnnprov.cloud.export.PlanDocument` (a plan document or a solve
+    answer; ``spot``: a spot plan), its errors named as body fields (``plan.version``, ...)."""
+    from dnnprov.cloud.export import PlanDocument
+
+    try:
+        doc = PlanDocument.from_dict(value)
+        if spot:
+            doc.require_spot()
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"plan.{exc.field}" if exc.field else "plan", exc.problem) from None
+    return doc
+
+
+def _check_plan_fields(fields: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The plan fields of a prediction, checked and converted (``5.0`` is the integer 5, as in every
+    other field); ``where``: ``plan.`` for those inside its ``plan``."""
+    checked: dict[str, Any] = dict(fields)
     for key in ("ps", "functions", "memory_mb"):
         if key in fields:
-            check.integer(f"{where}{key}", fields[key], minimum=1)
+            checked[key] = check.integer(f"{where}{key}", fields[key], minimum=1)
     if "local_batch" in fields:
-        check.number(f"{where}local_batch", fields["local_batch"], exclusive_minimum=0)
+        checked["local_batch"] = check.number(f"{where}local_batch", fields["local_batch"], exclusive_minimum=0)
     if "counts" in fields:  # null or {} too: the schema's counts is a non-empty object
-        _counts(fields["counts"], f"{where}counts")
+        checked["counts"] = _counts(fields["counts"], f"{where}counts")
+    return checked
 
 
 def _predict(body: object, cap: float) -> CheckedRequest:
-    from dnnprov.models.predict import predict
+    from dnnprov.models.predict import check_plan, predict
 
     plan_keys = ("counts", "ps", "functions", "memory_mb", "local_batch")
     b = body_fields(body, {"instance", "plan", *plan_keys})
@@ -255,9 +273,15 @@ def _predict(body: object, cap: float) -> CheckedRequest:
     for key in plan:
         if key not in plan_keys:
             raise InvalidInputError(f"plan.{key}", f"unknown field (expected one of {', '.join(sorted(plan_keys))})")
-    _check_plan_fields({k: v for k, v in plan.items() if k in plan_keys}, "plan.")  # also those the body overrides
-    given = {k: v for k, v in plan.items() if k in plan_keys} | {k: b[k] for k in plan_keys if k in b}
-    _check_plan_fields(given, "")  # checked now, so that a bad job is refused at once
+    in_plan = _check_plan_fields({k: v for k, v in plan.items() if k in plan_keys}, "plan.")  # also those overridden
+    given = in_plan | _check_plan_fields({k: b[k] for k in plan_keys if k in b}, "")
+    try:  # what predict() refuses is refused now, so that a bad job is refused at once
+        check_plan(problem, **given)
+    except InvalidInputError as exc:  # named where the body gave it: the plan's fields are plan.*
+        top = exc.field.split(".", 1)[0]
+        raise InvalidInputError(
+            f"plan.{exc.field}" if top in in_plan and top not in b else exc.field, exc.problem
+        ) from None
     return CheckedRequest("predict", lambda: predict(problem, **given), 0.0, 60.0, "predict")
 
 
@@ -299,7 +323,7 @@ def _export(body: object, cap: float) -> CheckedRequest:
 
     b = body_fields(body, {"plan", "target", "instance", "catalog", "options"}, ("plan", "target"))
     target = check.choice("target", b["target"], TARGETS)
-    doc = PlanDocument.from_dict(b["plan"])
+    doc = plan_document_of(b["plan"])
     if b.get("instance") is not None or b.get("catalog") is not None:
         catalog = doc.catalog
         if b.get("catalog") is not None:

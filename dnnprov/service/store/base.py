@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from dnnprov.errors import InvalidInputError
+
 #: Job states; the last three are final.
 STATES = ("queued", "running", "done", "failed", "cancelled")
 FINAL = ("done", "failed", "cancelled")
@@ -58,6 +60,14 @@ FAILURE_REASONS = ("store not writable", "store corrupt", "store file missing", 
 def body_hash(kind: str, body: Any) -> str:
     """SHA-256 of a job's kind and canonical JSON body (what an idempotency key is bound to)."""
     return hashlib.sha256(json.dumps([kind, body], sort_keys=True).encode()).hexdigest()
+
+
+def replay_of(row: Any, digest: str) -> str:
+    """The job id of a ``(id, body_hash)`` row found under an idempotency key, when its body hash
+    is ``digest``; another body raises :class:`InvalidInputError`."""
+    if row[1] != digest:
+        raise InvalidInputError("Idempotency-Key", "already used for a job with another body")
+    return str(row[0])
 
 
 @dataclass(frozen=True)
@@ -140,6 +150,7 @@ class Store(Protocol):
         idempotency_key: str | None = None,
         request_id: str | None = None,
     ) -> tuple[str, bool]: ...
+    def replayed(self, kind: str, body: Any, *, tenant: str, idempotency_key: str) -> str | None: ...
     def get(self, job_id: str, tenant: str | None = None) -> Job | None: ...
     def start(self, job_id: str, retry_s: float | None = None) -> bool: ...
     def finish(

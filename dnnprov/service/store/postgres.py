@@ -61,6 +61,7 @@ from dnnprov.service.store.base import (
     dump_json,
     job_of_row,
     list_query,
+    replay_of,
 )
 
 LOG = logging.getLogger("dnnprov.service")
@@ -283,15 +284,25 @@ class PgJobStore:
             ).fetchone()
             if found is None:  # deleted between the two statements: a new job after all
                 return insert(db)
-            if found[1] != digest:
-                raise InvalidInputError("Idempotency-Key", "already used for a job with another body")
-            return found[0], False
+            return replay_of(found, digest), False
 
         job_id, created = self._run(insert)
         if created:
             with self._held_lock:
                 self._held.add(job_id)
         return job_id, created
+
+    def replayed(self, kind: str, body: Any, *, tenant: str, idempotency_key: str) -> str | None:
+        """The id of ``tenant``'s job under ``idempotency_key`` when its body is this one (``None``:
+        the key is unused); another body raises :class:`InvalidInputError` on ``Idempotency-Key``."""
+        row = self._run(
+            lambda db: db.execute(
+                f"SELECT id, body_hash FROM {_TABLE} WHERE tenant = %s AND idempotency_key = %s",
+                (tenant, idempotency_key),
+            ).fetchone(),
+            write=False,
+        )
+        return None if row is None else replay_of(row, body_hash(kind, body))
 
     def get(self, job_id: str, tenant: str | None = None) -> Job | None:
         """The job (of ``tenant``, when given), or ``None``."""

@@ -40,6 +40,7 @@ from dnnprov.service.store.base import (
     dump_json,
     job_of_row,
     list_query,
+    replay_of,
 )
 
 T = TypeVar("T")
@@ -294,9 +295,7 @@ class JobStore:
                     "SELECT id, body_hash FROM jobs WHERE tenant = ? AND idempotency_key = ?", (tenant, idempotency_key)
                 ).fetchone()
                 if row is not None:
-                    if row[1] != digest:
-                        raise InvalidInputError("Idempotency-Key", "already used for a job with another body")
-                    return row[0], False
+                    return replay_of(row, digest), False
             job_id = uuid.uuid4().hex
             seq = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0]
             db.execute(
@@ -307,6 +306,17 @@ class JobStore:
             return job_id, True
 
         return self._run(insert)
+
+    def replayed(self, kind: str, body: Any, *, tenant: str, idempotency_key: str) -> str | None:
+        """The id of ``tenant``'s job under ``idempotency_key`` when its body is this one (``None``:
+        the key is unused); another body raises :class:`InvalidInputError` on ``Idempotency-Key``."""
+        row = self._run(
+            lambda db: db.execute(
+                "SELECT id, body_hash FROM jobs WHERE tenant = ? AND idempotency_key = ?", (tenant, idempotency_key)
+            ).fetchone(),
+            write=False,
+        )
+        return None if row is None else replay_of(row, body_hash(kind, body))
 
     def get(self, job_id: str, tenant: str | None = None) -> Job | None:
         """The job (of ``tenant``, when given), or ``None``."""
