@@ -1,7 +1,9 @@
 """The loop against the EC2 twin and the loop on the trace cloud tell the same story (issue 28).
 
-For three aligned real trace sets (us-west-2 zones of skypilot-org/spot-traces: the 16-node
-V100 traces of 2023-08-27, the 1-node V100 traces of 2023-02-15 and of 2022-10-26), windows
+For five aligned real trace sets of skypilot-org/spot-traces (the us-west-2 zones of the
+16-node V100 traces of 2023-08-27, of the 1-node V100 traces of 2023-02-15 and of 2022-10-26;
+the 16-node set with us-east-2b too, and all nine zones of the 2023-02-15 set in us-east-1,
+us-east-2 and us-west-2: pools in several regions, each launched in its zone's region), windows
 drawn in the held-out second half of each set (mpc fits its availability model on the first
 half), and every policy, each window is run twice: through boto3 against a stepped EC2 twin
 over moto (:func:`dnnprov.control.twin.replay.run_on_twin`, what ``dnnprov run`` does) and on
@@ -59,6 +61,13 @@ SETS = {
     "16-node 2023-08-27": ("16-node/aws-08-27-2023", ("us-west-2a", "us-west-2c")),
     "1-node 2023-02-15": ("1-node/aws-02-15-2023", ("us-west-2a", "us-west-2b", "us-west-2c")),
     "1-node 2022-10-26": ("1-node/aws-10-26-2022", ("us-west-2a", "us-west-2b")),
+    # pools in several regions: each launch goes through its zone's region (appended last, so
+    # the windows of the sets above stay those drawn before these were added)
+    "16-node 2023-08-27 2 regions": ("16-node/aws-08-27-2023", ("us-west-2a", "us-west-2c", "us-east-2b")),
+    "1-node 2023-02-15 3 regions": (
+        "1-node/aws-02-15-2023",
+        tuple(f"us-east-1{z}" for z in "acdf") + ("us-east-2a", "us-east-2b") + tuple(f"us-west-2{z}" for z in "abc"),
+    ),
 }
 POLICIES = ("none", "fallback", "failover", "uniform-progress", "mpc")
 COST_TOLERANCE = 0.02
@@ -269,7 +278,10 @@ def main(argv: list[str] | None = None) -> int:
                             {"set": name, "policy": policy, "replay": replay.outcome.to_dict(), "hindsight_cost": bound}
                         )
                         continue
-                    twin, attempts = on_twin(prob, traces, factory, offset, settings, upstream, f"w{k}")
+                    # one run id per set, policy and window: the one moto server keeps every window's
+                    # instances, and a run adopts whatever carries its id's tag
+                    run_id = f"{set_key(name)}-{policy}-w{k}"
+                    twin, attempts = on_twin(prob, traces, factory, offset, settings, upstream, run_id)
                     bound = window_bounds(prob, PLAN, traces, [offset], holds_up_to_quota(policy))[0]
                     row = window_row(name, policy, offset, twin, replay, time.process_time() - cpu, bound)
                     row["twin_attempts"] = attempts
