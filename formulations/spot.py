@@ -538,8 +538,12 @@ def _collect_rows(model, columns, performance, skip_ids, what, rows) -> None:
                 raise InvalidInputError(
                     con.name, f"uses {var.name}; constraints outside m.performance may only use {what}"
                 )
+            if not math.isfinite(float(coef)):
+                raise InvalidInputError(con.name, f"has the coefficient {float(coef)!r} on {var.name}; {_FINITE}")
             coefs[columns[id(var)]] += float(coef)
         constant = float(pyo.value(repn.constant))
+        if not math.isfinite(constant):
+            raise InvalidInputError(con.name, f"has the constant term {constant!r}; {_FINITE}")
         low = -math.inf if con.lb is None else float(con.lb) - constant
         high = math.inf if con.ub is None else float(con.ub) - constant
         rows.append((coefs, low, high, con.name))
@@ -549,6 +553,8 @@ def bound_rows(variables, defaults, columns: dict, width: int):
     """Rows for user-tightened or fixed bounds of the plan variables."""
     rows = []
     for var, (low, high) in zip(variables, defaults):
+        if var.fixed and (var.value is None or not math.isfinite(float(var.value))):
+            raise InvalidInputError(var.name, f"is fixed to {var.value!r}; fix it to a count (or unfix it)")
         lb = var.value if var.fixed else var.lb
         ub = var.value if var.fixed else var.ub
         lb = -math.inf if lb is None else float(lb)
@@ -561,6 +567,8 @@ def bound_rows(variables, defaults, columns: dict, width: int):
 
 
 _WHAT = "m.n[...], m.s, m.workers and m.performance.used[...]"
+#: Why a NaN or infinite number in a user row is refused (it would read as a row no plan meets, or none).
+_FINITE = "coefficients, constants and fixed values in constraints must be finite numbers (not nan or inf)"
 
 
 def _plan_columns(model: pyo.ConcreteModel) -> dict[int, int]:

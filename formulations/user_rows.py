@@ -60,6 +60,15 @@ def model_objective(model: pyo.ConcreteModel) -> str:
         for first, second in (args, args[::-1]):
             if first is b.cost or first is b.cost.expr:
                 repn = generate_standard_repn(second, compute_values=True, quadratic=False)
+                named = list(identify_variables(second, include_fixed=False))
+                if (  # cost + 0 * T: the weight 0 (the repn drops a zero coefficient and its variable)
+                    repn.is_linear()
+                    and not repn.linear_vars
+                    and not pyo.value(repn.constant)
+                    and len(named) == 1
+                    and named[0] is b.T
+                ):
+                    return "weighted:0.0"
                 if (
                     repn.is_linear()
                     and len(repn.linear_vars) == 1

@@ -24,14 +24,18 @@ import math
 from typing import TypeVar
 
 import numpy as np
-from dnnprov.solvers.highs_driver import MilpStatus, new_highs, solve_milp
+from dnnprov.solvers.highs_driver import MilpStatus, SparseRows, implied_box, new_highs, solve_milp
 
+from dnnprov.errors import InvalidInputError
 from dnnprov.models.serverless import ServerlessSideRows
 from dnnprov.models.side import OwnVariables
 from dnnprov.models.spot import SideRows
 
 Rows = TypeVar("Rows", SideRows, ServerlessSideRows)
 ENUMERATE_AT_MOST = 4096  # integer boxes up to this many points are checked point by point
+#: Seconds HiGHS may search integer own variables without finite bounds: an infeasible lattice
+#: (``2 y + 4 z == 3``) has no end of branches, and no verified "none" can come of it.
+OPEN_INTEGER_SECONDS = 2.0
 _highs = None
 
 
@@ -105,6 +109,68 @@ def _least_point(own: OwnVariables, a: np.ndarray, low: np.ndarray, high: np.nda
     return y if bool(_meets(a, y[None, :], low, high)[0]) else None
 
 
+def _boxed(own: OwnVariables, rows: list) -> OwnVariables:
+    """``own`` with the infinite ends of its box replaced by the bounds its rows imply.
+
+    :func:`~dnnprov.solvers.highs_driver.implied_box` moves every computed end outward by
+    more than its rounding error, so every y meeting the rows lies in the new box: an
+    answer over it is an answer over the old one (``n == 2 y`` with y unbounded becomes a
+    box of one or no integer, then checked point by point).
+    """
+    if np.isfinite(own.low).all() and np.isfinite(own.high).all():
+        return own
+    low, high = implied_box(own.low, own.high, SparseRows.of(rows))
+    return OwnVariables(own.a, low, high, own.integer, own.names)
+
+
+def _separable(own: OwnVariables, a: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray | None | bool:
+    """The answer when every row holds one own variable: y (a witness), ``None`` (proven none), or ``False``.
+
+    Each y_j then only has to meet its own rows, an interval: the candidates at its ends
+    (and next to them: the quotients are rounded) are checked against the rows as
+    :func:`_meets` checks a point. None fitting proves nothing unless the interval is
+    empty beyond rounding (no integer in it, widened by 1e-9; for a continuous y its ends
+    apart by more than 1e-12 relative); otherwise ``False``: undecided. HiGHS is not asked:
+    its absolute tolerances (1e-7) call rows of 1e-7-sized terms met that are not.
+    """
+    if not ((a != 0).sum(axis=1) == 1).all():
+        return False
+    y = np.zeros(len(own))
+    for j in range(len(own)):
+        mine = np.flatnonzero(a[:, j])
+        aj = a[mine, j]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ends = np.stack([low[mine] / aj, high[mine] / aj])
+        lo = float(max(own.low[j], np.where(aj > 0, ends[0], ends[1]).max(initial=-math.inf)))
+        hi = float(min(own.high[j], np.where(aj > 0, ends[1], ends[0]).min(initial=math.inf)))
+        if math.isnan(lo) or math.isnan(hi):
+            return False
+        near = [v for v in (lo, hi) if math.isfinite(v)] or [0.0]
+        if own.integer[j]:
+            candidates = [float(math.ceil(v) + k) for v in near for k in (-1, 0, 1)]
+            candidates += [float(math.floor(v) + k) for v in near for k in (-1, 0, 1)]
+        else:
+            candidates = [float(np.nextafter(v, d)) for v in near for d in (-math.inf, math.inf)] + near
+            if len(near) == 2:
+                candidates.append(0.5 * (lo + hi))
+        fit = [
+            v
+            for v in candidates
+            if own.low[j] <= v <= own.high[j] and bool(((aj * v >= low[mine]) & (aj * v <= high[mine])).all())
+        ]
+        if fit:
+            y[j] = fit[0]
+            continue
+        if own.integer[j]:
+            empty = math.ceil(lo - 1e-9 * max(1.0, abs(lo))) > math.floor(hi + 1e-9 * max(1.0, abs(hi)))
+        else:
+            empty = lo - hi > 1e-12 * max(1.0, abs(lo), abs(hi))
+        if not empty:
+            return False
+        return None
+    return y
+
+
 def decide(own: OwnVariables, low: np.ndarray, high: np.ndarray) -> bool:
     """Whether some y of ``own``'s box meets ``low <= a y <= high`` on the rows that use y."""
     return witness(own, low, high) is not None
@@ -114,6 +180,15 @@ def witness(own: OwnVariables, low: np.ndarray, high: np.ndarray) -> np.ndarray 
     """A y of ``own``'s box meeting ``low <= a y <= high`` on the rows that use y (``None``: proven none)."""
     global _highs
     a = own.a[own.rows]
+    rows = []
+    for i in range(len(a)):
+        idx = np.flatnonzero(a[i])
+        rows.append((idx, a[i, idx], float(low[i]), float(high[i])))
+    separable = _separable(own, a, low, high)
+    if separable is None or isinstance(separable, np.ndarray):
+        return separable
+    declared = own
+    own = _boxed(own, rows)
     points = _points(own)
     if points is not None and own.integer.all():
         fits = np.flatnonzero(_meets(a, points, low, high)) if len(points) else np.zeros(0, dtype=np.int64)
@@ -125,10 +200,7 @@ def witness(own: OwnVariables, low: np.ndarray, high: np.ndarray) -> np.ndarray 
         return least
     if _highs is None:
         _highs = new_highs()
-    rows = []
-    for i in range(len(a)):
-        idx = np.flatnonzero(a[i])
-        rows.append((idx, a[i, idx], float(low[i]), float(high[i])))
+    open_integers = bool((own.integer & ~(np.isfinite(own.low) & np.isfinite(own.high))).any())
     solution = solve_milp(
         _highs,
         np.zeros(len(own)),
@@ -137,6 +209,7 @@ def witness(own: OwnVariables, low: np.ndarray, high: np.ndarray) -> np.ndarray 
         rows,
         integer=own.integer,
         proof_target=1.0,
+        time_limit_s=OPEN_INTEGER_SECONDS if open_integers else math.inf,
     )
     if solution.x is not None:
         y = np.where(own.integer, np.round(solution.x), solution.x)
@@ -152,6 +225,15 @@ def witness(own: OwnVariables, low: np.ndarray, high: np.ndarray) -> np.ndarray 
             return y
     if solution.status is MilpStatus.INFEASIBLE:
         return None
+    open_ended = [
+        name for name, lo, hi in zip(own.names, own.low, own.high) if not (math.isfinite(lo) and math.isfinite(hi))
+    ]
+    if open_ended:  # the verifying branch and bound needs a box: the user can give one
+        raise InvalidInputError(
+            ", ".join(open_ended),
+            "has no finite bounds, and whether some value of the own variables "
+            f"{', '.join(declared.names)} fits a plan could not be proven without them: give them bounds",
+        )
     raise RuntimeError(
         f"could not decide whether the own variables {', '.join(own.names)} fit a plan (HiGHS: {solution.status.value})"
     )

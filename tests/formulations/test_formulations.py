@@ -419,3 +419,44 @@ def test_serverless_monotone_in_deadline_limit_and_constraints(make_random_serve
         m.many = pyo.Constraint(expr=m.n >= 4)
 
     assert not_below(serverless_cost(problem, add), base)
+
+
+@pytest.mark.parametrize(
+    "add, field",
+    [
+        (lambda m: setattr(m, "bad", pyo.Constraint(expr=math.nan * m.n["p3.2xlarge"] <= 3)), "bad"),
+        (lambda m: setattr(m, "bad", pyo.Constraint(expr=math.inf * m.n["p3.2xlarge"] <= 3)), "bad"),
+        (lambda m: setattr(m, "bad", pyo.Constraint(expr=m.n["p3.2xlarge"] + math.inf >= 3)), "bad"),
+        (lambda m: m.n["p3.2xlarge"].fix(math.nan), r"n\['p3.2xlarge'\]"),
+        (lambda m: m.s.fix(math.nan), "s"),
+    ],
+    ids=["nan-coefficient", "inf-coefficient", "inf-constant", "n-fixed-to-nan", "s-fixed-to-nan"],
+)
+def test_non_finite_user_rows_are_refused(resnet110_paper, add, field):
+    """A NaN or infinite coefficient, constant or fixed value is refused by name, not read as a row.
+
+    Before, a NaN coefficient made every plan break the row (``infeasible``, "proven"), an
+    infinite constant made the row vanish, and a plan variable fixed to NaN was no row at all.
+    """
+    m = create_spot_model(resnet110_paper)
+    add(m)
+    with pytest.raises(dnnprov.InvalidInputError, match=field):
+        solve_model(m)
+
+
+def test_non_finite_serverless_rows_and_own_variables_are_refused(resnet50):
+    """The same for the serverless model and for an own variable fixed to NaN."""
+    m = create_serverless_model(resnet50)
+    m.bad = pyo.Constraint(expr=math.nan * m.memory_mb <= 3000)
+    with pytest.raises(dnnprov.InvalidInputError, match="bad"):
+        solve_model(m)
+    m = create_serverless_model(resnet50)
+    m.n.fix(math.nan)
+    with pytest.raises(dnnprov.InvalidInputError, match="n"):
+        solve_model(m)
+    m = create_serverless_model(resnet50)
+    m.y = pyo.Var()
+    m.y.fix(math.nan)
+    m.own = pyo.Constraint(expr=m.n <= m.y)
+    with pytest.raises(dnnprov.InvalidInputError, match="own"):
+        solve_model(m)

@@ -123,3 +123,20 @@ def test_own_variables_in_serverless_rows():
     plan = exact.plan
     assert plan.functions <= 8 or plan.memory_mb <= 3008
     assert np.isfinite(exact.bound)
+
+
+def test_weight_zero_objective_in_pyomo(table1):
+    """cost + 0 * T is the weighted objective with W = 0 (documented W >= 0): the least cost.
+
+    Before, the zero coefficient dropped T from Pyomo's linear form and the objective was refused.
+    """
+    m = create_spot_model(table1)
+    m.objective.deactivate()
+    m.zero = pyo.Objective(expr=m.performance.cost + 0 * m.performance.T)
+    result = solve_model(m)
+    assert result.status is dnnprov.Status.OPTIMAL and result.objective.kind == "weighted"
+    assert result.cost == dnnprov.solve(table1).cost
+    m.zero.deactivate()
+    m.negative = pyo.Objective(expr=m.performance.cost - 0.001 * m.performance.T)
+    with pytest.raises(dnnprov.InvalidInputError, match="negative"):
+        solve_model(m)
