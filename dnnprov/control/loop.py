@@ -14,7 +14,9 @@ controller:
 3. **acts**: launches (the PS first, then workers handed its address) and terminations, each
    written to the run record before it is sent (:mod:`dnnprov.control.record`), launches
    idempotent by a ClientToken of the run and the step. A refused launch marks its pool full
-   and the policy is asked again at once (up to ``rounds`` times), so failover costs no poll;
+   and the policy is asked again at once (up to ``rounds`` times: by default once more than
+   the run has pools, so that a policy placing on one pool at a time can try each of them), so
+   failover costs no poll;
    the order's terminations are sent only in a round whose launches all succeeded (make
    before break: nothing is stopped for a replacement that was refused).
    At most the plan's workers of a type train (its quotas under a policy that takes over up
@@ -50,6 +52,7 @@ from dnnprov.revocation.policy_view import Holdings, Policy, View
 POLL_S = 15.0
 RETRY_S = 15.0
 RETRY_MAX_S = 240.0
+#: Least rounds of a poll (:attr:`RunSettings.rounds`).
 ROUNDS = 4
 
 
@@ -75,7 +78,8 @@ class RunSettings:
     horizon: float = 1.0
     retry_s: float = RETRY_S
     retry_max_s: float = RETRY_MAX_S
-    rounds: int = ROUNDS
+    #: Policy rounds per poll; ``None``: one more than the run's pools, at least :data:`ROUNDS`.
+    rounds: int | None = None
 
     def __post_init__(self) -> None:
         self.poll_s = check.number("poll_s", self.poll_s, exclusive_minimum=0)
@@ -83,7 +87,8 @@ class RunSettings:
         self.horizon = check.number("horizon", self.horizon, minimum=1)
         self.retry_s = check.number("retry_s", self.retry_s, exclusive_minimum=0)
         self.retry_max_s = check.number("retry_max_s", self.retry_max_s, minimum=self.retry_s)
-        self.rounds = check.integer("rounds", self.rounds, minimum=1, maximum=100)
+        if self.rounds is not None:
+            self.rounds = check.integer("rounds", self.rounds, minimum=1, maximum=100)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -623,7 +628,8 @@ class Controller:
         expired = (self.full_until > now - self.settings.poll_s) & (self.full_until <= now)
         event = first or self._resumed or self._new_events_since_last_poll(now) or bool(expired.any())
         self._resumed = False
-        for _ in range(self.settings.rounds):
+        rounds = max(ROUNDS, len(self.pools) + 1) if self.settings.rounds is None else self.settings.rounds
+        for _ in range(rounds):
             view = self.view(instances, now, event, first=first)
             order = self.policy.decide(view)
             steps = self.step

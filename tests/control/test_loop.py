@@ -137,6 +137,20 @@ def test_failover_replaces_workers_during_the_notice() -> None:
     assert outcome.finish_s is not None and outcome.finish_s > 0.5 * 3600
 
 
+def test_failover_tries_every_zone_in_one_poll() -> None:
+    """Nine zones, capacity only in the last: failover places on one pool a round, so a poll
+    needs a round per zone. With four rounds a poll tried the first four zones only, and so did
+    every poll after (their back-offs ran out together): the run never launched a worker."""
+    zones = [f"us-east-1{z}" for z in "abcdefgh"] + ["us-west-2a"]
+    controller, _ = loop(problem(), {z: [0] * 21 for z in zones[:-1]} | {zones[-1]: [4] * 21})
+    outcome = controller.run()
+    refused = [e.detail["pool"] for e in controller.events if e.kind == "refused" and e.time_s == 0]
+    assert refused == [f"p3.2xlarge@{z}" for z in zones[:-1]]
+    launched = [(e.time_s, e.detail["pool"], e.detail["got"]) for e in controller.events if e.kind == "launch"]
+    assert (0.0, "p3.2xlarge@us-west-2a", 2) in launched
+    assert outcome.state == "met"
+
+
 def test_none_policy_misses_when_capacity_is_gone() -> None:
     controller, _ = loop(problem(), {"us-west-2a": [2] + [0] * 20, "us-west-2c": [0] + [4] * 20}, policy="none")
     outcome = controller.run()
