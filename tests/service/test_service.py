@@ -269,15 +269,20 @@ def test_bad_serve_options_give_one_error_line(tmp_path: Path) -> None:
     """An unusable job store, token file or port: exit 2 and one JSON line naming the option (all-JSON stderr)."""
     (tmp_path / "not.sqlite").write_text("not a database\n")
     (tmp_path / "short").write_text("abc\n")
+    (tmp_path / "folder").mkdir()
     for options, option in (
         (["--db", str(tmp_path / "not.sqlite")], "--db"),
         (["--db", str(tmp_path / "j.sqlite"), "--token-file", str(tmp_path / "short")], "--token-file"),
         (["--db", str(tmp_path / "j.sqlite"), "--workers", "0"], "--workers"),
+        (["--db", str(tmp_path / "folder")], "--db"),
+        (["--db", str(tmp_path / "short" / "j.sqlite")], "--db"),
     ):
         run = subprocess.run(
             [DNNPROV, "serve", "--port", str(free_port()), *options], capture_output=True, text=True, timeout=60
         )
         assert startup_error(run)["field"] == option
+    # a folder, or a file where a folder should be: refused before a lock file is made beside it
+    assert not (tmp_path / "folder.lock").exists() and not (tmp_path / "short" / "j.sqlite.lock").exists()
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

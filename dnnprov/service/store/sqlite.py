@@ -103,6 +103,20 @@ def default_db_path() -> Path:
     return Path(base) / "dnnprov" / "jobs.sqlite"
 
 
+def check_store_path(db_path: Path) -> None:
+    """Refuse a ``--db`` that cannot be a store file before anything is made beside it (``/tmp``
+    would leave ``/tmp.lock``, ``/dev/null`` a ``/dev/null.lock``): an existing path must be a
+    regular file, and the nearest existing folder above it a folder."""
+    if db_path.exists() and not db_path.is_file():
+        what = "a directory" if db_path.is_dir() else "not a regular file"
+        raise InvalidInputError("--db", f"{db_path} is {what}; give the path of a job store file")
+    for parent in db_path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InvalidInputError("--db", f"{parent} is a file, not a folder: {db_path} cannot be made there")
+            return
+
+
 class StoreOwner:
     """The exclusive OS locks (``flock``) on ``DB.lock`` and on the store file itself: one server per store.
 
@@ -112,6 +126,7 @@ class StoreOwner:
     """
 
     def __init__(self, db_path: Path) -> None:
+        check_store_path(db_path)
         self.path = Path(f"{db_path}.lock")
         self._file_fd = -1
         try:
