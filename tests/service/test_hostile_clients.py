@@ -5,6 +5,7 @@ fields the body does not have. The real `dnnprov serve` on a loopback port."""
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -139,3 +140,28 @@ def test_errors_of_a_plan_name_the_plan_field(url: str) -> None:
             export = alice.post("/v1/export", json={"plan": plan, "target": "json", "instance": TABLE1})
             assert error_of(export) == (422, field)
         assert error_of(alice.post("/v1/replan", json={**takeover, "plan": serverless})) == (422, "plan.result.kind")
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"GET /livez HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+        b"GET /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+        b"POST /v1/solve HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"GET /livez HTTP/1.1\r\n\r\n",
+    ],
+    ids=["negative-length", "two-lengths", "bad-chunk", "no-host"],
+)
+def test_a_request_http_cannot_parse_gets_a_json_400(url: str, head: bytes) -> None:
+    """What h11 refuses before the app sees it is answered in the service's error shape, not uvicorn's plain text."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(head)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    status, _, rest = answer.partition(b"\r\n")
+    headers, _, body = rest.partition(b"\r\n\r\n")
+    assert status.startswith(b"HTTP/1.1 400")
+    assert b"content-type: application/json" in headers.lower()
+    assert json.loads(body)["error"]["message"].startswith("malformed HTTP request")

@@ -3,8 +3,8 @@
 uvicorn waits without end for a request's line and headers, so a client trickling them
 holds a connection (and a file descriptor) as long as it likes. :class:`TimedH11Protocol`
 gives each head :data:`HEAD_TIMEOUT_S` seconds from the connection or from its first byte
-(a kept-alive connection), then answers 408 and closes. The body's pace is checked in the
-ASGI layer (:func:`dnnprov.service.http.middleware.guarded_receive`).
+(a kept-alive connection), then answers 408 and closes; a request h11 cannot parse gets a
+JSON 400 (uvicorn's is plain text). The body's pace is checked in the ASGI layer (:func:`dnnprov.service.http.middleware.guarded_receive`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,13 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 HEAD_TIMEOUT_S = 10.0
 
 
+def _error_body(message: str) -> bytes:
+    """The service's error shape (docs/service.md, "Errors") for what the HTTP layer refuses itself."""
+    return json.dumps({"error": {"field": "", "message": message}}).encode()
+
+
 def _timeout_answer(seconds: float) -> bytes:
-    body = json.dumps({"error": {"field": "", "message": f"the request head took longer than {seconds:g} s"}}).encode()
+    body = _error_body(f"the request head took longer than {seconds:g} s")
     return (
         b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
         b"content-length: %d\r\n\r\n%s" % (len(body), body)
@@ -54,6 +59,20 @@ class TimedH11Protocol(H11Protocol):
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:
             self._disarm()
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's 400 for a request h11 cannot parse (a bad Content-Length or chunk size, a
+        head over 80 KiB, no Host), as a JSON error like every other answer, then close."""
+        body = _error_body(f"malformed HTTP request: {msg}")
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        for event in (h11.Response(status_code=400, headers=headers, reason=b"Bad Request"), h11.Data(data=body)):
+            self.transport.write(self.conn.send(event) or b"")
+        self.transport.write(self.conn.send(h11.EndOfMessage()) or b"")
+        self.transport.close()
 
     def _arm(self) -> None:
         self._disarm()
