@@ -32,10 +32,15 @@ EXIT_CODES = (
 UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
+#: Largest time limit, seconds: the limit of every number of the instance format (``MAX_MAGNITUDE``).
+MAX_TIME_LIMIT_S = 1e15
+
+
 def check_time_limit(seconds: float | None, option: str = "--time-limit") -> None:
-    """Refuse a time limit that is not a finite number of seconds above 0 (``None``: no limit)."""
-    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
-        raise InvalidInputError(option, f"must be a finite number of seconds > 0, got {seconds:g}")
+    """Refuse a time limit that is not a finite number of seconds above 0 and at most
+    :data:`MAX_TIME_LIMIT_S` (``None``: no limit)."""
+    if seconds is not None and not (math.isfinite(seconds) and 0 < seconds <= MAX_TIME_LIMIT_S):
+        raise InvalidInputError(option, f"must be a finite number of seconds > 0 and at most 1e15, got {seconds:g}")
 
 
 def instance_path(value: str) -> str:

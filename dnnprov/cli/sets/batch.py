@@ -8,13 +8,12 @@ interrupted (the finished rows are in ``--out``).
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dnnprov.cli.common import EXIT_INTERRUPTED, EXIT_OK
+from dnnprov.cli.common import EXIT_INTERRUPTED, EXIT_OK, MAX_TIME_LIMIT_S
 from dnnprov.dispatch import METHODS
 
 
@@ -34,8 +33,8 @@ def _positive(kind: type) -> Callable[[str], Any]:
             number = kind(value)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-        if not number > 0 or not math.isfinite(number):
-            raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {value}")
+        if not 0 < number <= MAX_TIME_LIMIT_S:  # NaN and inf fail too
+            raise argparse.ArgumentTypeError(f"must be a finite number > 0 and at most 1e15, got {value}")
         return number
 
     return parse
