@@ -13,8 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dnnprov.cli.common import EXIT_INTERRUPTED, EXIT_OK, MAX_TIME_LIMIT_S
+from dnnprov.cli.common import EXIT_INTERRUPTED, EXIT_OK, MAX_TIME_LIMIT_S, writing
 from dnnprov.dispatch import METHODS
+from dnnprov.errors import InvalidInputError
 
 
 def _methods(value: str) -> list[str]:
@@ -88,7 +89,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     from dnnprov.batch.runner import format_summary
 
     out = Path(args.out) if args.out else Path(args.results).with_name(Path(args.results).stem + "-report")
-    summary, files = write_report(args.results, out, roots=args.root, shift_s=args.shift, gap_tol=args.gap_tol)
+    if out.exists() and not out.is_dir():
+        raise InvalidInputError("--out", f"{out} is a file: give a folder (it gets summary.md, ..., index.html)")
+    with writing(out):
+        summary, files = write_report(args.results, out, roots=args.root, shift_s=args.shift, gap_tol=args.gap_tol)
     print(format_summary(summary))
     print()
     for f in files:

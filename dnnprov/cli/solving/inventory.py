@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dnnprov.cli.common import EXIT_OK, terminal_safe
+from dnnprov.cli.common import EXIT_OK, output_file, terminal_safe, writing
 from dnnprov.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -204,7 +204,7 @@ def cmd_build(args: argparse.Namespace) -> int:
                     else " (--estimate-unprofiled estimates the types it does not measure)"
                 ),
             )
-    if args.out != "-" and Path(args.out).exists() and not args.force:
+    if args.out != "-" and output_file(args.out).exists() and not args.force:
         raise InvalidInputError("--out", f"{args.out} exists (--force overwrites it)")
     estimated = [n for n in quotas if _profiled(profile, n) and profile_of(profile, n).get("estimate") is not None]
     price, price_source = ps_price(catalog, args.ps_type, args.ps_price_per_h)
@@ -287,7 +287,7 @@ def _build_serverless(args: argparse.Namespace, catalog: Catalog) -> int:
     ):
         if given is not None:
             raise InvalidInputError(option, "applies to spot workloads; a serverless SLO is the deadline alone")
-    if args.out != "-" and Path(args.out).exists() and not args.force:
+    if args.out != "-" and output_file(args.out).exists() and not args.force:
         raise InvalidInputError("--out", f"{args.out} exists (--force overwrites it)")
     workload = load_serverless_workload(embedded_or_path(args.profile, "workloads"))
     offer = catalog.function(args.architecture)
@@ -324,7 +324,8 @@ def _write(args: argparse.Namespace, problem: Any, summary: str) -> None:
     if args.out == "-":
         sys.stdout.write(text)
     else:
-        Path(args.out).write_text(text)
+        with writing(args.out):
+            Path(args.out).write_text(text)
         print(f"{args.out}: {summary}")
 
 
