@@ -157,7 +157,7 @@ def cmd_risk_attach(args: argparse.Namespace) -> int:
     for name, path in _pairs("--fit", args.fit or []):
         models[name] = fit_trace(load_trace(path)).interruption
     for name, bucket in _pairs("--bucket", args.bucket or []):
-        if not bucket.isdigit():
+        if not (bucket.isascii() and bucket.isdigit() and int(bucket) <= 4):  # "²" is a digit to isdigit()
             raise InvalidInputError(f"--bucket {name}", f"expected a Spot Advisor bucket 0-4, got {bucket!r}")
         models[name] = from_advisor_bucket(int(bucket), source="given on the command line")
     if not models:
