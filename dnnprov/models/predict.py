@@ -23,6 +23,7 @@ from dnnprov.models.serverless import ServerlessModel
 from dnnprov.models.spot import SpotModel, within_budget
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.problems.validation import checks as check
 from dnnprov.result import finite_or_none
 
 #: Points of the predicted loss curve (evenly spaced in normalized iterations).
@@ -63,9 +64,13 @@ def predict(
     raise InvalidInputError("problem", f"must be a SpotProblem or ServerlessProblem, got {type(problem).__name__}")
 
 
-def _integer(field: str, value: object, minimum: int) -> int:
+def _integer(field: str, value: object, minimum: int, maximum: int) -> int:
+    """``value`` as an integer from ``minimum`` to ``maximum`` (the format's resource limit of
+    the field: a plan beyond it is no plan the solvers could give, and numpy cannot hold some)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InvalidInputError(field, f"must be an integer >= {minimum}, got {value!r}")
+        raise InvalidInputError(field, f"must be an integer >= {minimum}, got {str(value)[:40]}")
+    if value > maximum:
+        raise InvalidInputError(field, f"must be at most {maximum:,} (resource limit), got {str(value)[:40]}")
     return int(value)
 
 
@@ -80,8 +85,8 @@ def _predict_spot(problem: SpotProblem, counts: Mapping[str, int], ps: int) -> d
     for label, n in counts.items():
         if label not in cols.labels:
             raise InvalidInputError(f"counts.{label}", f"unknown column (offered: {', '.join(cols.labels)})")
-        vector[cols.labels.index(label)] = _integer(f"counts.{label}", n, 0)
-    ps = _integer("ps", ps, 1)
+        vector[cols.labels.index(label)] = _integer(f"counts.{label}", n, 0, check.MAX_QUOTA)
+    ps = _integer("ps", ps, 1, check.MAX_PS_COUNT)
     if vector.sum() == 0:
         raise InvalidInputError("counts", "the plan has no workers")
     e = model.evaluate(vector[None, :], np.array([ps]))
@@ -172,16 +177,11 @@ def _predict_spot(problem: SpotProblem, counts: Mapping[str, int], ps: int) -> d
 def _predict_serverless(
     problem: ServerlessProblem, functions: int, memory_mb: int, ps: int, local_batch: float | None
 ) -> dict[str, Any]:
-    n = _integer("functions", functions, 1)
-    m = _integer("memory_mb", memory_mb, 1)
-    s = _integer("ps", ps, 1)
-    if local_batch is not None and (
-        isinstance(local_batch, bool)
-        or not isinstance(local_batch, (int, float))
-        or not local_batch > 0
-        or not math.isfinite(local_batch)
-    ):
-        raise InvalidInputError("local_batch", f"must be a number > 0, got {local_batch!r}")
+    n = _integer("functions", functions, 1, check.MAX_FUNCTIONS)
+    m = _integer("memory_mb", memory_mb, 1, check.MAX_MEMORY_MB)
+    s = _integer("ps", ps, 1, check.MAX_PS_COUNT)
+    if local_batch is not None:  # finite, at least 1e-9 and at most a batch's limit: 1e-320 overflowed eq. (2)
+        local_batch = check.number("local_batch", local_batch, exclusive_minimum=0, maximum=check.MAX_BATCH)
     model = ServerlessModel(problem)
     e = model.evaluate(np.array([n]), np.array([m]), np.array([s]), local_batch=local_batch)
     train, k, t_load, per_iteration = model.training_time(np.array([n]), np.array([m]), np.array([s]), local_batch)
