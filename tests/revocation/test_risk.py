@@ -245,6 +245,12 @@ def test_real_traces_fit() -> None:
         ({"metadata": {"gap_seconds": 60}, "data": [1, 1], "gap_seconds": 30}, "gap_seconds"),
         ({"metadata": {"gap_seconds": 60, "zone": "us-east-1a"}, "data": [1, 1]}, "metadata.zone"),
         ({"metadata": {"gap_seconds": 60}, "data": [1, 1], "prices": [0.9]}, "prices"),
+        # the prices were checked for their count only: text, null, negative and huge ones passed
+        ({"metadata": {"gap_seconds": 60}, "data": [1, 1], "prices": [0.9, "x"]}, "prices[1]"),
+        ({"metadata": {"gap_seconds": 60}, "data": [1, 1], "prices": [None, 0.9]}, "prices[0]"),
+        ({"metadata": {"gap_seconds": 60}, "data": [1, 1], "prices": [-1, 0.9]}, "prices[0]"),
+        ({"metadata": {"gap_seconds": 60}, "data": [1, 1], "prices": [0.9, 1e300]}, "prices[1]"),
+        ({"metadata": {"gap_seconds": 60}, "data": [1, 1], "prices": [0.9, True]}, "prices[1]"),
     ],
 )
 def test_unknown_or_bad_trace_fields_are_refused(tmp_path: Path, doc: dict, field: str) -> None:
