@@ -103,9 +103,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def embedded_or_path(value: str, kind: str) -> Path:
+def embedded_or_path(value: str, kind: str, option: str | None = None) -> Path:
     """``value`` as a file (``-``: standard input), or the name of an embedded catalog or
-    workload profile (``dnnprov list``)."""
+    workload profile (``dnnprov list``); ``option`` names it in the error (default
+    ``--catalog`` or ``--profile``)."""
     from dnnprov.json_files import STDIN_PATHS
 
     path = Path(value)
@@ -115,7 +116,7 @@ def embedded_or_path(value: str, kind: str) -> Path:
     if embedded.is_file():
         return embedded
     raise InvalidInputError(
-        f"--{'catalog' if kind == 'catalogs' else 'profile'}",
+        option or f"--{'catalog' if kind == 'catalogs' else 'profile'}",
         f"no file {value!r} and no embedded {kind[:-1]} of that name (dnnprov list {kind})",
     )
 
@@ -127,11 +128,11 @@ def load_catalog_arg(value: str) -> Catalog:
     return load_catalog(embedded_or_path(value, "catalogs"))
 
 
-def load_profile_arg(value: str) -> SpotWorkloadProfile:
+def load_profile_arg(value: str, option: str | None = None) -> SpotWorkloadProfile:
     """A spot workload profile from a file or an embedded profile's name (``spot/resnet110-paper``)."""
     from dnnprov.io.catalogs.catalog import load_spot_profile
 
-    return load_spot_profile(embedded_or_path(value, "workloads"))
+    return load_spot_profile(embedded_or_path(value, "workloads", option))
 
 
 def ps_price(catalog: Catalog, ps_type: str, given: float | None) -> tuple[float, str]:
