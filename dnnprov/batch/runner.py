@@ -15,7 +15,6 @@ same process on both backends a timeout or crash gives the same row locally and 
 from __future__ import annotations
 
 import logging
-import math
 import os
 import sys
 import time
@@ -59,6 +58,7 @@ from dnnprov.errors import InvalidInputError
 from dnnprov.execution.pool import Work, WorkerPool
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.problems.validation.checks import MAX_MAGNITUDE
 from dnnprov.result import Status
 
 if TYPE_CHECKING:  # pandas is imported where used: task processes start without it
@@ -429,8 +429,9 @@ def run_batch(
     bad = [m for m in methods if m not in METHODS]
     if not methods or bad:
         raise InvalidInputError("methods", f"must be among {', '.join(METHODS)}; got {', '.join(bad) or 'none'}")
-    if time_limit_s <= 0 or not math.isfinite(time_limit_s):
-        raise InvalidInputError("time_limit_s", f"must be > 0, got {time_limit_s!r}")
+    for name, seconds in (("time_limit_s", time_limit_s), ("kill_after_s", kill_after_s)):
+        if seconds is not None and not 0 < seconds <= MAX_MAGNITUDE:  # NaN and inf fail too
+            raise InvalidInputError(name, f"must be > 0 and at most 1e15 seconds, got {seconds!r}")
     if not 0 <= gap < 1:
         raise InvalidInputError("gap", f"must be in [0, 1), got {gap!r}")
     if workers is not None and workers < 1:

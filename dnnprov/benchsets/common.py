@@ -34,6 +34,8 @@ SETS = ("paper", "small", "large", "aws-2022", "aws-2025", "trace")
 DEFAULT_SEED = 0
 #: Instances per set (``small``: per kind, so 120 spot + 120 serverless; ``trace``: jobs).
 DEFAULT_COUNTS = {"small": 120, "large": 30, "aws-2022": 20, "aws-2025": 20, "trace": 200}
+#: Largest ``--count`` (small: per kind; trace: jobs): 100,000 trace jobs are a 90 MB file.
+MAX_COUNT = 100_000
 #: Largest (counts x PS) space of a ``small`` spot instance: exhaustive search stays < 1 s.
 SMALL_SPACE_LIMIT = 2_000_000
 #: ``large`` instances exceed the default limit of ``enumerate`` (50 million plans) by far.
@@ -102,6 +104,13 @@ def round_up(x: float, decimals: int = 2) -> float:
 
 def log_uniform(rng: np.random.Generator, low: float, high: float) -> float:
     return float(math.exp(rng.uniform(math.log(low), math.log(high))))
+
+
+def check_count(count: object) -> int:
+    """``count`` as an integer from 1 to :data:`MAX_COUNT` (a larger set would run for hours)."""
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COUNT:
+        raise InvalidInputError("count", f"must be an integer from 1 to {MAX_COUNT:,}, got {str(count)[:40]}")
+    return count
 
 
 def check_seed(seed: int) -> int:

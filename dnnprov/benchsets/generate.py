@@ -42,6 +42,7 @@ from dnnprov.benchsets.common import (
     TRACE_GENERATED_DIR,
     TRACE_SAMPLE_FILE,
     Entry,
+    check_count,
     check_seed,
     resolve_shared_data,
     workload_gpu_profiles,
@@ -160,12 +161,16 @@ def _clean_previous(out: Path) -> None:
         return
     try:
         previous = json.loads(index.read_text())
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError):  # unreadable, not JSON, not UTF-8: not an index of ours
         return
-    for item in previous.get("files", []):
+    items = previous.get("files") if isinstance(previous, dict) else None
+    for item in items if isinstance(items, list) else ():
         name = item.get("file") if isinstance(item, dict) else None
-        if isinstance(name, str) and "/" not in name and name not in (INDEX_FILE,):
-            (out / name).unlink(missing_ok=True)
+        # only a file of this folder: never "", ".", "..", a path, or a folder
+        if not isinstance(name, str) or name in ("", ".", "..", INDEX_FILE) or Path(name).name != name:
+            continue
+        if (out / name).is_file() or (out / name).is_symlink():
+            (out / name).unlink()
 
 
 def _index(
@@ -206,8 +211,7 @@ def build_set(
             raise InvalidInputError("count", "the paper set is the fixed list of published experiments")
         return paper_set(), {}
     count = DEFAULT_COUNTS[set_name] if count is None else count
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise InvalidInputError("count", f"must be an integer >= 1, got {count!r}")
+    count = check_count(count)
     if set_name == "small":
         return small_set(seed, count), {}
     if set_name == "large":
@@ -275,8 +279,7 @@ def generate(
 
 def _generate_trace(out: str | Path | None, seed: int, count: int | None, shared_data: str | Path | None) -> list[Path]:
     count = DEFAULT_COUNTS["trace"] if count is None else count
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise InvalidInputError("count", f"must be an integer >= 1, got {count!r}")
+    count = check_count(count)
     runtimes = read_philly_runtimes(shared_data)
     folder = Path(out) if out is not None else _default_out("trace", count)
     folder.mkdir(parents=True, exist_ok=True)

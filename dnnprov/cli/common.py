@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import signal
 import threading
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dnnprov.errors import InvalidInputError
@@ -32,10 +34,43 @@ EXIT_CODES = (
 UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
+#: Largest time limit, seconds: the limit of every number of the instance format (``MAX_MAGNITUDE``).
+MAX_TIME_LIMIT_S = 1e15
+
+
 def check_time_limit(seconds: float | None, option: str = "--time-limit") -> None:
-    """Refuse a time limit that is not a finite number of seconds above 0 (``None``: no limit)."""
-    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
-        raise InvalidInputError(option, f"must be a finite number of seconds > 0, got {seconds:g}")
+    """Refuse a time limit that is not a finite number of seconds above 0 and at most
+    :data:`MAX_TIME_LIMIT_S` (``None``: no limit)."""
+    if seconds is not None and not (math.isfinite(seconds) and 0 < seconds <= MAX_TIME_LIMIT_S):
+        raise InvalidInputError(option, f"must be a finite number of seconds > 0 and at most 1e15, got {seconds:g}")
+
+
+@contextlib.contextmanager
+def writing(path: str | Path, option: str = "--out") -> Iterator[None]:
+    """Turn an :class:`OSError` of writing ``path`` (a folder where a file goes, a file where a
+    folder goes, a read-only folder) into one error naming ``option``."""
+    try:
+        yield
+    except (FileExistsError, NotADirectoryError):  # making or entering its folders met a file
+        raise InvalidInputError(option, f"cannot write {path}: a folder on its path is a file") from None
+    except OSError as exc:
+        raise InvalidInputError(option, f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def output_folder(path: str | Path, option: str = "--out") -> Path:
+    """Make the folder ``path`` (with its parents) before any work; a file in the way is one error naming ``option``."""
+    if Path(path).exists() and not Path(path).is_dir():
+        raise InvalidInputError(option, f"{path} is a file: give a folder")
+    with writing(path, option):
+        Path(path).mkdir(parents=True, exist_ok=True)
+    return Path(path)
+
+
+def output_file(path: str | Path, option: str = "--out") -> Path:
+    """Refuse, before any work, a file to write that is an existing folder."""
+    if Path(path).is_dir():
+        raise InvalidInputError(option, f"{path} is a folder: give the name of a file to write")
+    return Path(path)
 
 
 def instance_path(value: str) -> str:

@@ -36,18 +36,30 @@ from dnnprov.io.instances import embedded_instance, read_instance
 from dnnprov.io.paper import load_serverless_workload
 from dnnprov.json_files import read_json_file
 from dnnprov.models.predict import predict
+from dnnprov.problems.validation import checks as check
 from dnnprov.problems.validation.checks import MAX_QUOTA
 
 EXIT_OK, EXIT_INFEASIBLE = 0, 1
 
 
-def _out_needs_base(args: argparse.Namespace) -> None:
+def _out_needs_base(args: argparse.Namespace, *writing: str) -> None:
+    """``--out`` needs ``--base``, and ``--base`` and the options ``writing`` (which shape only the
+    written profile) need ``--out``: none is dropped unseen. Checked before any fit."""
+    from dnnprov.cli.solving.inventory import embedded_or_path
+
     if args.out is not None and args.base is None:
         raise InvalidInputError(
             "--out",
             "needs --base: a profile that supplies the fields this fit does not produce "
             "(a file or an embedded profile's name, e.g. spot/resnet110-paper)",
         )
+    if args.out is None:
+        for option in ("--base", *writing):
+            value = getattr(args, option.removeprefix("--").replace("-", "_"))
+            if value is not None and value is not False:
+                raise InvalidInputError(option, "goes with --out: it shapes the profile written there")
+    if args.base is not None:
+        embedded_or_path(args.base, "workloads", "--base")
 
 
 def _non_finite(data: object, path: str = "") -> str | None:
@@ -100,7 +112,9 @@ def cmd_fit_loss(args: argparse.Namespace) -> int:
         profiler,  # scipy: imported by the commands that fit, not by every start
     )
 
-    _out_needs_base(args)
+    _out_needs_base(args, "--name", "--param-size-mb", "--keep-base-timings", "--measured-on", "--extrapolation")
+    if args.extrapolation is not None:
+        check.number("--extrapolation", args.extrapolation, minimum=1)
     log = profiler.read_loss_logs(
         args.files, batch_size=args.batch_size, workers=args.workers, worker_batch=args.worker_batch
     )
@@ -118,7 +132,11 @@ def cmd_fit_loss(args: argparse.Namespace) -> int:
         from dnnprov.profiling.identity import logged_workload, with_identity
 
         profile = profiler.with_loss_fit(
-            load_profile_arg(args.base), fit, ", ".join(map(str, args.files)), loo, extrapolation=args.extrapolation
+            load_profile_arg(args.base, "--base"),
+            fit,
+            ", ".join(map(str, args.files)),
+            loo,
+            extrapolation=1.0 if args.extrapolation is None else args.extrapolation,
         )
         with _profile_warnings():
             profile = with_identity(
@@ -189,7 +207,7 @@ def _fit_spot_timing(args: argparse.Namespace) -> None:
         )
     _require_finite(fit.to_dict(), args.file)
     if args.out is not None:
-        profile = profiler.with_spot_timing_fit(load_profile_arg(args.base), fit, args.file)
+        profile = profiler.with_spot_timing_fit(load_profile_arg(args.base, "--base"), fit, args.file)
         profiler.write_json(profile.to_dict(), args.out)
     if args.json:
         print(json.dumps(fit.to_dict(), indent=2))
@@ -213,7 +231,7 @@ def _fit_serverless_timing(args: argparse.Namespace) -> None:
     if args.out is not None:
         from dnnprov.cli.solving.inventory import embedded_or_path  # --base as build --profile reads it
 
-        base = embedded_or_path(args.base, "workloads")
+        base = embedded_or_path(args.base, "workloads", "--base")
         workload = profiler.with_serverless_timing_fit(load_serverless_workload(base), fit)
         notes = profiler.serverless_timing_notes(_read_base_notes(str(base)), fit, args.file)
         profiler.write_json(profiler.serverless_workload_dict(workload, notes), args.out)
@@ -521,7 +539,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument(
         "--extrapolation",
         type=float,
-        default=1.0,
+        default=None,
         help="extrapolation factor f >= 1 the written domain allows (default 1: the fitted ranges)",
     )
     q.add_argument("--json", action="store_true", help="print one JSON object")

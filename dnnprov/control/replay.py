@@ -37,6 +37,10 @@ from dnnprov.revocation.policy_view import Policy
 if TYPE_CHECKING:
     from dnnprov.revocation.replay.hindsight import Hindsight
 
+#: Most controller polls one run may take (--horizon x T_obj / --poll): each is a step of the
+#: loop, about 25 us, so a run at the limit takes about half a minute.
+MAX_RUN_POLLS = 1_000_000
+
 
 @dataclass(frozen=True)
 class LoopRun:
@@ -331,6 +335,13 @@ class Simulation:
         self.pools = TracePools(problem, traces, join_s=join_s, horizon=horizon, period=self.period)
         check_plan_trains(self.pools.speed(self.pools.plan_workers(plan)[0], plan.ps))
         self.span_s = self.settings.horizon * problem.slo.time_s + self.settings.poll_s
+        polls = self.span_s / self.settings.poll_s
+        if polls > MAX_RUN_POLLS:  # each poll is a step of the loop: --poll 0.001 ran for hours
+            raise InvalidInputError(
+                "--poll",
+                f"{self.settings.poll_s:g} s polls: a run of {self.span_s:,.0f} s (--horizon x T_obj) takes "
+                f"{polls:.3g} polls, more than the limit of {MAX_RUN_POLLS:,} (poll less often)",
+            )
         window_starts(traces, self.span_s, self.period)
         self._bound: Hindsight | None = None
         if hindsight:

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+#: Longest single wait for an answer, seconds (longer budgets are waited in slices of it).
+MAX_POLL_S = 3600.0
 #: The command line of a worker process (``ps`` shows it: ``dnnprov.execution.process`` in it).
 _MAIN = "import sys; from dnnprov.execution.process import worker_main; worker_main(*sys.argv[1:])"
 
@@ -133,11 +135,16 @@ class WorkerProcess:
         Raises :class:`EOFError` or :class:`OSError` when the process died.
         """
         deadline = time.monotonic() + timeout_s
-        while self.conn.poll(max(0.0, deadline - time.monotonic())):
+        while True:
+            left = deadline - time.monotonic()
+            # waited in slices: poll() refuses a timeout of more than about 24 days (milliseconds in a C int)
+            if not self.conn.poll(min(max(0.0, left), MAX_POLL_S)):
+                if left <= MAX_POLL_S:
+                    return False, None
+                continue
             message = self.conn.recv()
             if isinstance(message, tuple) and len(message) == 2 and message[0] == seq:
                 return True, message[1]
-        return False, None
 
     def kill(self) -> None:
         """SIGKILL the process (not reaped: see :meth:`close`)."""

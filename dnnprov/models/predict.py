@@ -23,6 +23,7 @@ from dnnprov.models.serverless import ServerlessModel
 from dnnprov.models.spot import SpotModel, within_budget
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.problems.validation import checks as check
 from dnnprov.result import finite_or_none
 
 #: Points of the predicted loss curve (evenly spaced in normalized iterations).
@@ -72,8 +73,8 @@ def check_plan(
         for label, n in (counts or {}).items():
             if label not in labels:
                 raise InvalidInputError(f"counts.{label}", f"unknown column (offered: {', '.join(labels)})")
-            _integer(f"counts.{label}", n, 0)
-        _integer("ps", ps, 1)
+            _integer(f"counts.{label}", n, 0, check.MAX_QUOTA)
+        _integer("ps", ps, 1, check.MAX_PS_COUNT)
         if not any((counts or {}).values()):
             raise InvalidInputError("counts", "the plan has no workers")
         return
@@ -85,23 +86,22 @@ def check_plan(
                 "functions" if functions is None else "memory_mb",
                 "missing: a serverless plan needs functions and memory_mb",
             )
-        _integer("functions", functions, 1)
-        _integer("memory_mb", memory_mb, 1)
-        _integer("ps", ps, 1)
-        if local_batch is not None and (
-            isinstance(local_batch, bool)
-            or not isinstance(local_batch, (int, float))
-            or not local_batch > 0
-            or not math.isfinite(local_batch)
-        ):
-            raise InvalidInputError("local_batch", f"must be a number > 0, got {local_batch!r}")
+        _integer("functions", functions, 1, check.MAX_FUNCTIONS)
+        _integer("memory_mb", memory_mb, 1, check.MAX_MEMORY_MB)
+        _integer("ps", ps, 1, check.MAX_PS_COUNT)
+        if local_batch is not None:  # finite, at least 1e-9 and at most a batch's limit: 1e-320 overflowed eq. (2)
+            check.number("local_batch", local_batch, exclusive_minimum=0, maximum=check.MAX_BATCH)
         return
     raise InvalidInputError("problem", f"must be a SpotProblem or ServerlessProblem, got {type(problem).__name__}")
 
 
-def _integer(field: str, value: object, minimum: int) -> int:
+def _integer(field: str, value: object, minimum: int, maximum: int) -> int:
+    """``value`` as an integer from ``minimum`` to ``maximum`` (the format's resource limit of
+    the field: a plan beyond it is no plan the solvers could give, and numpy cannot hold some)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InvalidInputError(field, f"must be an integer >= {minimum}, got {value!r}")
+        raise InvalidInputError(field, f"must be an integer >= {minimum}, got {str(value)[:40]}")
+    if value > maximum:
+        raise InvalidInputError(field, f"must be at most {maximum:,} (resource limit), got {str(value)[:40]}")
     return int(value)
 
 

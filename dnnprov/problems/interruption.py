@@ -166,7 +166,17 @@ def trace_from_dict(raw: object, path: str, field: str | None = None) -> Trace:
     prices = raw.get("prices")
     if prices is not None and (not isinstance(prices, list) or len(prices) != len(data)):
         raise InvalidInputError(f"{name}prices", "must be a list of one spot price per tick of data")
+    if prices is not None:
+        _prices(f"{name}prices", prices)
     return Trace(path=path, gap_s=gap, alive=alive)
+
+
+def _prices(where: str, prices: list) -> None:
+    """Refuse a spot price that is not a finite number >= 0 (named by its index; linear time)."""
+    if all(type(v) in (int, float) and 0 <= v <= check.MAX_MAGNITUDE for v in prices):  # NaN fails too
+        return
+    for i, v in enumerate(prices):
+        check.number(f"{where}[{i}]", v, minimum=0)
 
 
 def _counts(where: str, data: list) -> np.ndarray:

@@ -25,3 +25,38 @@ def test_time_limit_must_be_finite_and_positive(capsys, command, limit):
 @pytest.mark.parametrize("count", ["99999999999999999999", "-1", "4097"])
 def test_predict_counts_out_of_range(capsys, count):
     one_error(capsys, ["predict", TABLE1, "--counts", f"g3.8xlarge={count}"], "--counts g3.8xlarge")
+
+
+@pytest.mark.parametrize("option", ["--time-limit", "--kill-after"])
+@pytest.mark.parametrize("seconds", ["1e16", "1e308"])
+def test_batch_refuses_a_time_limit_beyond_1e15(tmp_path, capsys, option, seconds):
+    """A huge limit used to reach the worker slot, whose wait overflowed: every row failed
+    with an internal OverflowError and the batch exited 0."""
+    out = tmp_path / "rows.csv"
+    one_error(
+        capsys, ["batch", TABLE1, "--methods", "milp", "--no-progress", "--out", str(out), option, seconds], option
+    )
+    assert not out.exists()
+
+
+def test_a_worker_waits_past_the_longest_poll(monkeypatch):
+    """A budget beyond what one poll() accepts (about 24 days) is waited in slices."""
+    from dnnprov.execution import process
+
+    class Conn:
+        def __init__(self) -> None:
+            self.timeouts: list[float] = []
+
+        def poll(self, timeout: float) -> bool:
+            if timeout > process.MAX_POLL_S:
+                raise OverflowError("timeout is too large")
+            self.timeouts.append(timeout)
+            return len(self.timeouts) == 3
+
+        def recv(self) -> tuple:
+            return (7, "answer")
+
+    worker = object.__new__(process.WorkerProcess)
+    worker.conn = Conn()
+    assert worker.receive(7, 1e12) == (True, "answer")
+    assert worker.conn.timeouts[:2] == [process.MAX_POLL_S] * 2

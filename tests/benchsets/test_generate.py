@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import one_error
 from dnnprov.solvers.search.enumeration import DEFAULT_MAX_PLANS, enumerate_spot, spot_space_size
 
 import dnnprov
@@ -99,6 +100,32 @@ def test_regeneration_replaces_only_listed_files(tmp_path):
     (out / "mine.txt").write_text("keep")
     generate("large", out, count=1)
     assert sorted(p.name for p in out.iterdir()) == ["index.json", "large-000.json", "mine.txt"]
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        b"[1, 2]",
+        b'{"files": "abc"}',
+        json.dumps({"files": [{"file": f} for f in ("..", "", ".", "sub", "/etc/passwd")]}).encode(),
+        b"\xff\xfe not UTF-8",
+    ],
+)
+def test_a_foreign_index_in_the_folder_is_no_error_and_removes_nothing_else(tmp_path, capsys, index):
+    """An index.json that is not one of ours (a list, a wrong "files", names of folders, not
+    UTF-8) was an internal error (exit 3: AttributeError, IsADirectoryError on '..', UnicodeDecodeError)."""
+    out = tmp_path / "set"
+    (out / "sub").mkdir(parents=True)
+    (out / INDEX_FILE).write_bytes(index)
+    assert main(["generate", "large", "--count", "1", "--out", str(out)]) == 0, capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["index.json", "large-000.json", "sub"]
+
+
+@pytest.mark.parametrize("count", ["100001", "100000000000", "1" + "0" * 60])
+def test_a_count_beyond_the_limit_is_refused_at_once(tmp_path, capsys, count):
+    """A huge --count built instances in memory until the machine gave out (no limit)."""
+    one_error(capsys, ["generate", "small", "--count", count, "--out", str(tmp_path)], "count", "100,000")
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("set_name", ["paper", "small", "large"])

@@ -98,10 +98,11 @@ def _commands(files: dict[str, object]) -> dict[str, list[str]]:
 @pytest.mark.parametrize(
     "command", ["solve", "replan", "risk solve", "simulate", "risk fit", "risk plan", "sweep", "solve-many"]
 )
-@pytest.mark.parametrize("limit", ["nan", "inf", "-inf", "-1", "0"])
+@pytest.mark.parametrize("limit", ["nan", "inf", "-inf", "-1", "0", "1e16"])
 def test_a_time_limit_that_is_not_a_finite_positive_number_is_refused(files, capsys, command, limit):
     """One error line naming --time-limit, exit 2, before any work (inf used to mean no limit
-    for replan, risk solve and simulate; risk fit and risk plan had no limit)."""
+    for replan, risk solve and simulate; risk fit and risk plan had no limit; 1e16 was refused
+    naming time_limit_s, the Python parameter, and only after sweep had printed its first line)."""
     one_error(capsys, [*_commands(files)[command], f"--time-limit={limit}"], "--time-limit", "finite")
 
 

@@ -124,3 +124,22 @@ def test_serverless_needs_memory(capsys: pytest.CaptureFixture[str]) -> None:
     """A serverless prediction without --memory-mb names the missing field."""
     assert main(["predict", f"embedded:{TABLE3}", "--functions", "8"]) == 2
     assert capsys.readouterr().err.startswith("dnnprov: error: memory_mb")
+
+
+@pytest.mark.parametrize(
+    "argv, field",
+    [
+        ([f"embedded:{TABLE1}", "--counts", "g3.8xlarge=2", "--ps", "1000000000000000000000000"], "ps"),
+        ([f"embedded:{TABLE1}", "--counts", "g3.8xlarge=2", "--ps", "65"], "ps"),
+        ([f"embedded:{TABLE3}", "--functions", "8", "--memory-mb", "3008", "--local-batch", "1e-320"], "local_batch"),
+        ([f"embedded:{TABLE3}", "--functions", "8", "--memory-mb", "3008", "--local-batch", "1e308"], "local_batch"),
+        ([f"embedded:{TABLE3}", "--functions", "8", "--memory-mb", "10000000000000000000000"], "memory_mb"),
+        ([f"embedded:{TABLE3}", "--functions", "100001", "--memory-mb", "3008"], "functions"),
+    ],
+)
+def test_plans_beyond_the_resource_limits_are_one_clear_error(argv, field, capsys: pytest.CaptureFixture[str]) -> None:
+    """--ps 10**24 overflowed numpy (exit 3); --local-batch 1e-320 overflowed eq. (2) and then
+    crashed the summary (exit 3), 1e308 printed a numpy RuntimeWarning."""
+    from conftest import one_error
+
+    one_error(capsys, ["predict", *argv], f"error: {field}:")

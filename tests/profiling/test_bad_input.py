@@ -143,3 +143,40 @@ def test_doubtful_serverless_timing_fits_with_a_warning(tmp_path, capsys, rows, 
     assert main(["profile", "fit-timing", str(path)]) == 0
     err = capsys.readouterr().err
     assert err.startswith("dnnprov: warning:") and needle in err
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--base", "spot/resnet110-paper"],
+        ["--extrapolation", "2"],
+        ["--extrapolation", "nan"],
+        ["--name", "mine"],
+        ["--param-size-mb", "12"],
+        ["--keep-base-timings"],
+        ["--measured-on", "p3.2xlarge"],
+    ],
+)
+def test_fit_loss_options_of_the_written_profile_need_out(tmp_path, capsys, option):
+    """Without --out these shaped nothing and were dropped unseen (--extrapolation nan too)."""
+    path = tmp_path / "loss.csv"
+    path.write_text(loss_rows())
+    one_error(capsys, ["profile", "fit-loss", str(path), *option], option[0], "goes with --out")
+
+
+def test_fit_loss_checks_extrapolation_and_base_before_fitting(tmp_path, capsys):
+    """--extrapolation 0.5 was refused as workload.domain.extrapolation, and an unknown --base
+    as --profile, each after the fit and its warnings (more than one stderr line)."""
+    path = tmp_path / "loss.csv"
+    path.write_text(loss_rows())
+    base = ["--base", "spot/resnet110-paper", "--out", str(tmp_path / "p.json")]
+    one_error(capsys, ["profile", "fit-loss", str(path), *base, "--extrapolation", "0.5"], "--extrapolation", ">= 1")
+    nosuch = ["--base", "spot/nosuch", "--out", str(tmp_path / "p.json")]
+    one_error(capsys, ["profile", "fit-loss", str(path), *nosuch], "--base", "no embedded workload")
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_fit_timing_base_needs_out(tmp_path, capsys):
+    path = tmp_path / "t.csv"
+    path.write_text(SERVERLESS_TIMING + "\n")
+    one_error(capsys, ["profile", "fit-timing", str(path), "--base", "serverless/resnet50"], "--base", "--out")

@@ -109,6 +109,18 @@ def test_python_api_refuses_bad_join_and_horizon(options: dict, field: str, tmp_
         assert info.value.field in (field, field.removeprefix("--").replace("join", "join_s"))
 
 
+@pytest.mark.parametrize("poll_s", [1e-3, 1e-9])
+def test_a_poll_so_short_that_a_run_takes_millions_of_polls_is_refused(poll_s: float, tmp_path: Path) -> None:
+    """--poll 0.001 was taken: each run stepped the loop 21.6 million times (hours; no error).
+    Refused when the Simulation is made, naming --poll, before any run."""
+    problem, _, _, _, traces = _one_type(tmp_path)
+    plan = dnnprov.solve(problem, "enumerate").plan
+    with pytest.raises(InvalidInputError) as info:
+        Simulation(problem, plan, traces, runs=1, poll_s=poll_s)
+    assert info.value.field == "--poll" and "polls" in info.value.problem
+    Simulation(problem, plan, traces, runs=1, poll_s=0.1)  # 216,000 polls a run: taken
+
+
 def test_zones_changes_nothing_as_its_help_says(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`simulate --zones` is accepted for old scripts and, as its help says, changes nothing (the
     traces of a type are always its aligned pools): the same JSON, figures, settings and per-run

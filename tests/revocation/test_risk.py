@@ -194,7 +194,7 @@ def test_cli_risk_fit_and_attach(tmp_path: Path, capsys: pytest.CaptureFixture, 
     assert types["g3.8xlarge"].interruption.rate_per_h == pytest.approx(from_advisor_bucket(2).rate_per_h)
     capsys.readouterr()
     assert main(["risk", "attach", str(instance), "--bucket", "g3.8xlarge=7", "--out", str(out)]) == 2
-    assert "interruption_bucket" in capsys.readouterr().err
+    assert "--bucket g3.8xlarge" in capsys.readouterr().err
     assert main(["risk", "solve", str(instance), "--robust", "1", "--risk"]) == 2
     assert "exactly one" in capsys.readouterr().err
 
@@ -245,6 +245,12 @@ def test_real_traces_fit() -> None:
         ({"metadata": {"gap_seconds": 60}, "data": [1, 1], "gap_seconds": 30}, "gap_seconds"),
         ({"metadata": {"gap_seconds": 60, "zone": "us-east-1a"}, "data": [1, 1]}, "metadata.zone"),
         ({"metadata": {"gap_seconds": 60}, "data": [1, 1], "prices": [0.9]}, "prices"),
+        # the prices were checked for their count only: text, null, negative and huge ones passed
+        ({"metadata": {"gap_seconds": 60}, "data": [1, 1], "prices": [0.9, "x"]}, "prices[1]"),
+        ({"metadata": {"gap_seconds": 60}, "data": [1, 1], "prices": [None, 0.9]}, "prices[0]"),
+        ({"metadata": {"gap_seconds": 60}, "data": [1, 1], "prices": [-1, 0.9]}, "prices[0]"),
+        ({"metadata": {"gap_seconds": 60}, "data": [1, 1], "prices": [0.9, 1e300]}, "prices[1]"),
+        ({"metadata": {"gap_seconds": 60}, "data": [1, 1], "prices": [0.9, True]}, "prices[1]"),
     ],
 )
 def test_unknown_or_bad_trace_fields_are_refused(tmp_path: Path, doc: dict, field: str) -> None:
@@ -297,3 +303,15 @@ def test_risk_fit_of_a_two_million_tick_trace_is_linear(tmp_path: Path) -> None:
     assert fit.losses == 1_000_000 and fit.regains == 999_999
     assert fit.interruption.mean_regain_s == pytest.approx(64.0)
     assert time.process_time() - started < 60  # quadratic: ~10^12 steps; linear: ~1 s
+
+
+@pytest.mark.parametrize("bucket", ["\u00b2", "\u0663", "5", "x", "00000000000000000000000000000000009"])
+def test_risk_attach_refuses_a_bucket_that_is_not_0_to_4(capsys: pytest.CaptureFixture, tmp_path: Path, bucket) -> None:
+    """'²' passed str.isdigit() and then crashed int() (exit 3); 5 and above were refused naming
+    interruption_bucket, a catalog field, not the option given."""
+    from conftest import one_error
+
+    out = tmp_path / "out.json"
+    argv = ["risk", "attach", "embedded:spot/paper-table1.json", "--bucket", f"p3.2xlarge={bucket}", "--out", str(out)]
+    one_error(capsys, argv, "--bucket p3.2xlarge", "0-4")
+    assert not out.exists()

@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from dnnprov.cli.common import EXIT_NO_PLAN, EXIT_OK
+from dnnprov.cli.common import EXIT_NO_PLAN, EXIT_OK, output_file, writing
 from dnnprov.cloud.export import (
     KUEUE_APIS,
     TARGETS,
@@ -70,6 +70,8 @@ def cmd_catalog_import(args: argparse.Namespace) -> int:
     """Build a catalog from the real data in ../shared/data (offline)."""
     regions = parse_regions(args.region)
     snapshot, mix, estimate = args.snapshot, args.mix_dates, args.estimate_missing_spot
+    if args.out:
+        output_file(args.out)
     if regions is not None and len(regions) == 1:
         catalog = import_shared_data(
             regions[0], args.shared_data, snapshot=snapshot, mix_dates=mix, estimate_missing_spot=estimate
@@ -78,7 +80,9 @@ def cmd_catalog_import(args: argparse.Namespace) -> int:
         catalog = import_regions(
             regions, args.shared_data, snapshot=snapshot, mix_dates=mix, estimate_missing_spot=estimate
         )
-    print(write_catalog(catalog, args.out or Path.cwd() / dated_catalog_name(catalog)))
+    out = args.out or Path.cwd() / dated_catalog_name(catalog)
+    with writing(out):
+        print(write_catalog(catalog, out))
     return EXIT_OK
 
 

@@ -25,6 +25,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import TextIO
 
 from dnnprov.cli.common import (
@@ -32,7 +33,9 @@ from dnnprov.cli.common import (
     EXIT_OK,
     check_time_limit,
     exit_code,
+    output_file,
     solve_interruptibly,
+    writing,
 )
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.instances import embedded_instance, read_instance, write_instance
@@ -89,6 +92,8 @@ def cmd_risk_fit(args: argparse.Namespace) -> int:
         for option in ("out", "cap", "period"):
             if getattr(args, option) is not None:
                 raise InvalidInputError(f"--{option}", "goes with --zones")
+    if args.out is not None:
+        output_file(args.out)
     started = time.perf_counter()
     traces: list[Trace] = []
     fits: list = []
@@ -107,8 +112,8 @@ def cmd_risk_fit(args: argparse.Namespace) -> int:
         model = fit_availability(traces, 16 if args.cap is None else args.cap, parse_period(args.period or "0:1"))
         text = json.dumps(model.to_dict(), indent=2)
         if args.out:
-            with open(args.out, "w") as out:
-                out.write(text + "\n")
+            with writing(args.out):
+                Path(args.out).write_text(text + "\n")
         if args.json:
             print(text)
             return EXIT_OK
@@ -146,12 +151,13 @@ def cmd_risk_fit(args: argparse.Namespace) -> int:
 
 def cmd_risk_attach(args: argparse.Namespace) -> int:
     """Write INSTANCE with interruption models on the named types."""
+    output_file(args.out)
     problem = spot_instance_arg(args.instance)
     models = {}
     for name, path in _pairs("--fit", args.fit or []):
         models[name] = fit_trace(load_trace(path)).interruption
     for name, bucket in _pairs("--bucket", args.bucket or []):
-        if not bucket.isdigit():
+        if not (bucket.isascii() and bucket.isdigit() and int(bucket) <= 4):  # "²" is a digit to isdigit()
             raise InvalidInputError(f"--bucket {name}", f"expected a Spot Advisor bucket 0-4, got {bucket!r}")
         models[name] = from_advisor_bucket(int(bucket), source="given on the command line")
     if not models:
@@ -161,7 +167,8 @@ def cmd_risk_attach(args: argparse.Namespace) -> int:
         if name not in names:
             raise InvalidInputError(f"instance_types.{name}", f"not an instance type of {problem.name!r}")
     types = tuple(replace(t, interruption=models.get(t.name, t.interruption)) for t in problem.instance_types)
-    write_instance(problem.replace(instance_types=types), args.out)
+    with writing(args.out):
+        write_instance(problem.replace(instance_types=types), args.out)
     print(args.out)
     return EXIT_OK
 

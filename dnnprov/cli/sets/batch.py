@@ -8,14 +8,14 @@ interrupted (the finished rows are in ``--out``).
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dnnprov.cli.common import EXIT_INTERRUPTED, EXIT_OK
+from dnnprov.cli.common import EXIT_INTERRUPTED, EXIT_OK, MAX_TIME_LIMIT_S, writing
 from dnnprov.dispatch import METHODS
+from dnnprov.errors import InvalidInputError
 
 
 def _methods(value: str) -> list[str]:
@@ -34,8 +34,8 @@ def _positive(kind: type) -> Callable[[str], Any]:
             number = kind(value)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-        if not number > 0 or not math.isfinite(number):
-            raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {value}")
+        if not 0 < number <= MAX_TIME_LIMIT_S:  # NaN and inf fail too
+            raise argparse.ArgumentTypeError(f"must be a finite number > 0 and at most 1e15, got {value}")
         return number
 
     return parse
@@ -89,7 +89,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     from dnnprov.batch.runner import format_summary
 
     out = Path(args.out) if args.out else Path(args.results).with_name(Path(args.results).stem + "-report")
-    summary, files = write_report(args.results, out, roots=args.root, shift_s=args.shift, gap_tol=args.gap_tol)
+    if out.exists() and not out.is_dir():
+        raise InvalidInputError("--out", f"{out} is a file: give a folder (it gets summary.md, ..., index.html)")
+    with writing(out):
+        summary, files = write_report(args.results, out, roots=args.root, shift_s=args.shift, gap_tol=args.gap_tol)
     print(format_summary(summary))
     print()
     for f in files:

@@ -13,12 +13,14 @@ import time
 from pathlib import Path
 
 from dnnprov.benchsets.generate import DEFAULT_COUNTS, DEFAULT_SEED, SETS, generate
-from dnnprov.cli.common import EXIT_OK
+from dnnprov.cli.common import EXIT_OK, output_folder
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """Write one instance set and its index.json; print what was written."""
     started = time.perf_counter()
+    if args.out is not None:
+        output_folder(args.out)
     paths = generate(args.set, args.out, seed=args.seed, count=args.count, shared_data=args.shared_data)
     elapsed = time.perf_counter() - started
     index = paths[-1]

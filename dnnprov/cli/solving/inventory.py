@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dnnprov.cli.common import EXIT_OK, terminal_safe
+from dnnprov.cli.common import EXIT_OK, output_file, terminal_safe, writing
 from dnnprov.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -103,9 +103,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def embedded_or_path(value: str, kind: str) -> Path:
+def embedded_or_path(value: str, kind: str, option: str | None = None) -> Path:
     """``value`` as a file (``-``: standard input), or the name of an embedded catalog or
-    workload profile (``dnnprov list``)."""
+    workload profile (``dnnprov list``); ``option`` names it in the error (default
+    ``--catalog`` or ``--profile``)."""
     from dnnprov.json_files import STDIN_PATHS
 
     path = Path(value)
@@ -115,7 +116,7 @@ def embedded_or_path(value: str, kind: str) -> Path:
     if embedded.is_file():
         return embedded
     raise InvalidInputError(
-        f"--{'catalog' if kind == 'catalogs' else 'profile'}",
+        option or f"--{'catalog' if kind == 'catalogs' else 'profile'}",
         f"no file {value!r} and no embedded {kind[:-1]} of that name (dnnprov list {kind})",
     )
 
@@ -127,11 +128,11 @@ def load_catalog_arg(value: str) -> Catalog:
     return load_catalog(embedded_or_path(value, "catalogs"))
 
 
-def load_profile_arg(value: str) -> SpotWorkloadProfile:
+def load_profile_arg(value: str, option: str | None = None) -> SpotWorkloadProfile:
     """A spot workload profile from a file or an embedded profile's name (``spot/resnet110-paper``)."""
     from dnnprov.io.catalogs.catalog import load_spot_profile
 
-    return load_spot_profile(embedded_or_path(value, "workloads"))
+    return load_spot_profile(embedded_or_path(value, "workloads", option))
 
 
 def ps_price(catalog: Catalog, ps_type: str, given: float | None) -> tuple[float, str]:
@@ -204,7 +205,7 @@ def cmd_build(args: argparse.Namespace) -> int:
                     else " (--estimate-unprofiled estimates the types it does not measure)"
                 ),
             )
-    if args.out != "-" and Path(args.out).exists() and not args.force:
+    if args.out != "-" and output_file(args.out).exists() and not args.force:
         raise InvalidInputError("--out", f"{args.out} exists (--force overwrites it)")
     estimated = [n for n in quotas if _profiled(profile, n) and profile_of(profile, n).get("estimate") is not None]
     price, price_source = ps_price(catalog, args.ps_type, args.ps_price_per_h)
@@ -287,7 +288,7 @@ def _build_serverless(args: argparse.Namespace, catalog: Catalog) -> int:
     ):
         if given is not None:
             raise InvalidInputError(option, "applies to spot workloads; a serverless SLO is the deadline alone")
-    if args.out != "-" and Path(args.out).exists() and not args.force:
+    if args.out != "-" and output_file(args.out).exists() and not args.force:
         raise InvalidInputError("--out", f"{args.out} exists (--force overwrites it)")
     workload = load_serverless_workload(embedded_or_path(args.profile, "workloads"))
     offer = catalog.function(args.architecture)
@@ -324,7 +325,8 @@ def _write(args: argparse.Namespace, problem: Any, summary: str) -> None:
     if args.out == "-":
         sys.stdout.write(text)
     else:
-        Path(args.out).write_text(text)
+        with writing(args.out):
+            Path(args.out).write_text(text)
         print(f"{args.out}: {summary}")
 
 
