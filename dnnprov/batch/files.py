@@ -14,6 +14,7 @@ import io
 import json
 import math
 import os
+import sys
 import time
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
@@ -25,6 +26,7 @@ from dnnprov.errors import InvalidInputError, PlausibilityWarning
 from dnnprov.io.instances import FORMATS, problem_from_dict, read_instance, read_json_file, resolve_instance_path
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.result import Status
 
 if TYPE_CHECKING:  # pandas is imported where used: task processes start without it
     import pandas as pd
@@ -321,9 +323,12 @@ def rows_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
     return df
 
 
-def read_results(path: str | Path) -> pd.DataFrame:
+def read_results(path: str | Path, *, drop_bad: bool = False) -> pd.DataFrame:
     """Read a results file written by :func:`~dnnprov.batch.runner.run_batch` (``.csv`` or
-    ``.parquet``); columns an older file lacks come back empty."""
+    ``.parquet``); columns an older file lacks come back empty. A row no batch writes
+    (:func:`_check_row`) is one error naming its row and column; with ``drop_bad`` (a batch
+    resumed: a row cut short by a kill, or edited by hand) it is left out with a warning
+    line, so that its task runs again."""
     import pandas as pd
 
     path = Path(path)
@@ -344,7 +349,47 @@ def read_results(path: str | Path) -> pd.DataFrame:
     for c in ROW_COLUMNS:
         if c not in df.columns:
             df[c] = None
-    return rows_frame(df[list(ROW_COLUMNS)].to_dict("records"))
+    records = []
+    for number, row in enumerate(df[list(ROW_COLUMNS)].to_dict("records"), start=2 if path.suffix != ".parquet" else 1):
+        try:
+            _check_row(row, f"{path}: row {number}")
+        except InvalidInputError as exc:
+            if not drop_bad:
+                raise
+            print(f"dnnprov: warning: {exc.field}: {exc.problem}; its task runs again", file=sys.stderr)
+            continue
+        records.append(row)
+    return rows_frame(records)
+
+
+#: Columns whose numbers are whole (counts of a plan).
+WHOLE_COLUMNS = PLAN_COLUMNS
+#: Numeric columns that may be negative (none of a batch's: costs, times, gaps and counts are >= 0).
+SIGNED_COLUMNS = ("bound",)
+STATUS_VALUES = tuple(s.value for s in Status)
+
+
+def _check_row(row: dict[str, Any], where: str) -> None:
+    """Refuse a results row no batch writes: a status dnnprov does not have, a number that is
+    not one (or not finite), a negative cost, time, gap or count, a fractional count. A report
+    computed from such a row would count it as what it is not (a cost of -1 as the cheapest)."""
+    status = row.get("status")
+    if status not in STATUS_VALUES:
+        raise InvalidInputError(f"{where}, column status", f"must be one of {', '.join(STATUS_VALUES)}; got {status!r}")
+    for column in NUMERIC_COLUMNS:
+        value = row.get(column)
+        if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
+            continue  # empty: not given (written for NaN and None)
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"{where}, column {column}", f"not a number: {str(value)[:40]!r}") from None
+        if not math.isfinite(number):
+            raise InvalidInputError(f"{where}, column {column}", f"must be finite, got {str(value)[:40]!r}")
+        if number < 0 and column not in SIGNED_COLUMNS:
+            raise InvalidInputError(f"{where}, column {column}", f"must be >= 0, got {str(value)[:40]!r}")
+        if column in WHOLE_COLUMNS and not number.is_integer():
+            raise InvalidInputError(f"{where}, column {column}", f"must be a whole number, got {str(value)[:40]!r}")
 
 
 def plan_values(plan: Any, gpus_per_column: dict[str, int] | None = None) -> dict[str, Any]:

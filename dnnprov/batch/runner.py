@@ -475,7 +475,7 @@ def _run_tasks(
     """Run the tasks not yet in ``out_path`` (with ``resume``) and write every row."""
     existing: list[dict[str, Any]] = []
     if resume and out_path is not None and out_path.exists():
-        existing = read_results(out_path).to_dict("records")
+        existing = read_results(out_path, drop_bad=True).to_dict("records")
     bases = [Path.cwd()] + ([out_path.parent] if out_path is not None else [])
     done = {(instance_identity(r["path"], bases), r["method"]) for r in existing}
     todo = [t for t in tasks if t.key not in done]

@@ -343,6 +343,47 @@ def test_report_writes_figures_and_page(local_run, tmp_path, capsys):
     assert "sgm time (s, shift 1 s)" in (tmp_path / "rep" / "summary.md").read_text()
 
 
+@pytest.mark.parametrize(
+    ("column", "value", "problem"),
+    [
+        ("cost", "-1", "must be >= 0"),
+        ("cost", "notanumber", "not a number"),
+        ("time_s", "nan", "must be finite"),
+        ("bound", "inf", "must be finite"),
+        ("status", "weird", "must be one of"),
+        ("workers", "2.5", "whole number"),
+    ],
+)
+def test_report_refuses_a_row_no_batch_writes(local_run, tmp_path, capsys, column, value, problem):
+    """A results row edited by hand (a cost of -1 was the cheapest, a status no solver gives was
+    counted as solved): one error naming the row and column, exit 2, no report."""
+    _, out = local_run
+    edited = pd.read_csv(out, dtype=str, keep_default_na=False)
+    edited.loc[1, column] = value
+    bad = tmp_path / "results.csv"
+    edited.to_csv(bad, index=False)
+    assert main(["report", str(bad), "--out", str(tmp_path / "rep")]) == 2
+    err = capsys.readouterr().err
+    assert f"row 3, column {column}" in err and problem in err and "Traceback" not in err
+    assert not (tmp_path / "rep").exists()
+
+
+def test_resume_runs_a_garbled_row_again(tmp_path, make_resnet110, make_resnet50, capsys):
+    """A row cut short by a kill (or garbled by hand) is dropped with a warning line on --resume,
+    and its task runs again: it is neither kept nor an error that stops the resumed batch."""
+    folder = tmp_path / "in"
+    _tiny(make_resnet110, make_resnet50, folder, "a")
+    out = tmp_path / "r.csv"
+    run_batch([folder], ["heuristic"], out=out, workers=1, progress=False)
+    lines = out.read_text().splitlines()
+    assert len(lines) == 3  # the header and two rows
+    out.write_text("\n".join([lines[0], lines[1], lines[2][: lines[2].index(",heuristic,") + 14]]) + "\n")
+    resumed = run_batch([folder], ["heuristic"], out=out, resume=True, workers=1, progress=False)
+    assert "row 3, column status" in capsys.readouterr().err
+    assert resumed.attrs["ran"] == 1 and len(resumed) == 2
+    assert set(read_results(out)["status"]) <= {"optimal", "feasible", "limit"}
+
+
 def test_report_reads_slo_from_instance_files(local_run, instance_dir, tmp_path, monkeypatch):
     """Relative row paths are found below a given root; SLOs come from the files."""
     from dnnprov.batch.reports.report import instance_info
