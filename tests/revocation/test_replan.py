@@ -617,3 +617,17 @@ def test_watcher_gives_up_when_told_and_on_a_refusal(flaky, tmp_path: Path) -> N
     bad.write_text('{"format": "something else"}')
     with pytest.raises(InvalidInputError, match="not a dnnprov/notices v1 file"):
         watch_interruptions(print, metadata_url=url, state_file=bad)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("--elapsed", "-1"), ("--loss-reached", "nan"), ("--takeover-overhead", "-5")]
+)
+def test_cli_replan_errors_name_the_option(tmp_path: Path, capsys: pytest.CaptureFixture, option, value) -> None:
+    """A bad --elapsed, --loss-reached or --takeover-overhead is named by the option, not by the
+    Python argument behind it (elapsed_s, loss_reached, takeover_overhead_s)."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"kind": "spot", "status": "feasible", "plan": {"counts": {"p3.2xlarge": 2}, "ps": 1}}))
+    argv = {"--elapsed": "10", "--loss-reached": "3", option: value}
+    args = ["replan", "embedded:spot/paper-table1.json", "--plan", str(plan), "--revoked", "p3.2xlarge=1"]
+    assert main([*args, *(x for pair in argv.items() for x in pair)]) == 2
+    assert capsys.readouterr().err.startswith(f"dnnprov: error: {option}: ")

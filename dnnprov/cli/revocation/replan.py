@@ -48,6 +48,10 @@ def _zone_capacity(values: list[str]) -> dict[str, dict[str, int]]:
     return free
 
 
+#: The options behind :func:`replanned_problem`'s arguments, for its errors.
+OPTION_OF = {"elapsed_s": "--elapsed", "loss_reached": "--loss-reached", "takeover_overhead_s": "--takeover-overhead"}
+
+
 def cmd_replan(args: argparse.Namespace) -> int:
     """Re-plan INSTANCE after revocations of PLAN's instances (takeover plan)."""
     check_time_limit(args.time_limit)
@@ -59,17 +63,20 @@ def cmd_replan(args: argparse.Namespace) -> int:
     revoked = _revoked(args.revoked)
     free = _zone_capacity(args.capacity or [])
     survivors = {k: n - revoked.get(k, 0) for k, n in doc.counts().items()}
-    takeover = replanned_problem(
-        problem,
-        doc.counts(),
-        revoked,
-        args.elapsed,
-        args.loss_reached,
-        takeover_overhead_s=args.takeover_overhead,
-        avoid_revoked=args.avoid_revoked,
-        ps=doc.ps,
-        capacity=zone_capacity(problem, free, survivors) if free else None,
-    )
+    try:
+        takeover = replanned_problem(
+            problem,
+            doc.counts(),
+            revoked,
+            args.elapsed,
+            args.loss_reached,
+            takeover_overhead_s=args.takeover_overhead,
+            avoid_revoked=args.avoid_revoked,
+            ps=doc.ps,
+            capacity=zone_capacity(problem, free, survivors) if free else None,
+        )
+    except InvalidInputError as exc:  # named by the option that gave the value
+        raise InvalidInputError(OPTION_OF.get(exc.field, exc.field), exc.problem) from None
     result = solve_interruptibly(
         lambda: solve_takeover(takeover, args.method, time_limit_s=args.time_limit), args.time_limit
     )
