@@ -332,6 +332,8 @@ def read_results(path: str | Path, *, drop_bad: bool = False) -> pd.DataFrame:
     import pandas as pd
 
     path = Path(path)
+    if path.is_dir():
+        raise InvalidInputError(str(path), "is a folder: give the results file (.csv or .parquet) a batch wrote")
     if not path.is_file():
         raise InvalidInputError(str(path), "no such results file")
     try:

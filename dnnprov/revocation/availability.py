@@ -210,10 +210,13 @@ def _loss_sizes(alive: np.ndarray) -> dict[str, Any]:
     }
 
 
-def fit_availability(traces: Sequence[Trace], cap: int, period: tuple[float, float] = (0.0, 1.0)) -> AvailabilityModel:
-    """Fit the model of one type's aligned pools on ``period`` (module docstring)."""
+def fit_availability(
+    traces: Sequence[Trace], cap: int, period: tuple[float, float] = (0.0, 1.0), where: str = "--trace"
+) -> AvailabilityModel:
+    """Fit the model of one type's aligned pools on ``period`` (module docstring); ``where``
+    names the traces in errors."""
     cap = check.count("--cap", cap, minimum=1, limit=MAX_CAP)
-    length, gap = aligned(traces)
+    length, gap = aligned(traces, where)
     try:
         first, end = period_ticks(length, period)
     except InvalidInputError as exc:

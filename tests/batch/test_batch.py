@@ -368,6 +368,11 @@ def test_report_refuses_a_row_no_batch_writes(local_run, tmp_path, capsys, colum
     assert not (tmp_path / "rep").exists()
 
 
+def test_report_of_a_folder_says_it_is_a_folder(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    assert "is a folder: give the results file" in capsys.readouterr().err
+
+
 def test_resume_runs_a_garbled_row_again(tmp_path, make_resnet110, make_resnet50, capsys):
     """A row cut short by a kill (or garbled by hand) is dropped with a warning line on --resume,
     and its task runs again: it is neither kept nor an error that stops the resumed batch."""

@@ -315,3 +315,11 @@ def test_risk_attach_refuses_a_bucket_that_is_not_0_to_4(capsys: pytest.CaptureF
     argv = ["risk", "attach", "embedded:spot/paper-table1.json", "--bucket", f"p3.2xlarge={bucket}", "--out", str(out)]
     one_error(capsys, argv, "--bucket p3.2xlarge", "0-4")
     assert not out.exists()
+
+
+def test_risk_fit_zones_names_its_traces_when_their_ticks_differ(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Pools of 60 s and 120 s ticks cannot be aligned: the error names risk fit's TRACE
+    arguments (it has no --trace option)."""
+    files = [str(write_trace(tmp_path, f"z{gap}.json", [1, 0, 1, 1] * 10, gap)) for gap in (60, 120)]
+    assert main(["risk", "fit", "--zones", *files]) == 2
+    assert capsys.readouterr().err.startswith("dnnprov: error: TRACE: pools are aligned tick by tick")

@@ -109,7 +109,9 @@ def cmd_risk_fit(args: argparse.Namespace) -> int:
     if args.zones:
         from dnnprov.revocation.availability import fit_availability, parse_period
 
-        model = fit_availability(traces, 16 if args.cap is None else args.cap, parse_period(args.period or "0:1"))
+        model = fit_availability(
+            traces, 16 if args.cap is None else args.cap, parse_period(args.period or "0:1"), where="TRACE"
+        )
         text = json.dumps(model.to_dict(), indent=2)
         if args.out:
             with writing(args.out):
