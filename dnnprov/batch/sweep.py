@@ -67,13 +67,18 @@ def deadline_grid(spec: object, *, field: str = "--deadlines") -> list[float]:
 
 
 def parse_losses(text: str, *, field: str = "--losses") -> list[float]:
-    """Target losses from ``"0.7,0.8,0.9"``."""
+    """Target losses from ``"0.7,0.8,0.9"``: each once, none empty (a typo would drop or repeat a point)."""
     try:
-        values = [float(v) for v in text.split(",") if v.strip()]
+        values = [float(v) for v in text.split(",")]
     except ValueError:
-        raise InvalidInputError(field, f"expected comma-separated numbers, got {check.short(text)}") from None
-    if not values or not all(math.isfinite(v) for v in values):
+        raise InvalidInputError(
+            field, f"expected comma-separated numbers (none empty), got {check.short(text)}"
+        ) from None
+    if not all(math.isfinite(v) for v in values):
         raise InvalidInputError(field, f"expected comma-separated finite numbers, got {check.short(text)}")
+    repeated = sorted({v for v in values if values.count(v) > 1})
+    if repeated:
+        raise InvalidInputError(field, f"{', '.join(f'{v:g}' for v in repeated)} given twice, got {check.short(text)}")
     return values
 
 
@@ -135,6 +140,22 @@ def point_problem(
     return problem.replace(time_s=deadline_s)
 
 
+def check_losses(
+    problem: SpotProblem | ServerlessProblem, losses: Sequence[float] | None, field: str = "losses"
+) -> None:
+    """Refuse, before any point is solved, target losses no point can have (one error naming
+    ``field`` and the loss): a loss on a serverless problem, or one its model cannot reach."""
+    if not losses:
+        return
+    if isinstance(problem, ServerlessProblem):
+        raise InvalidInputError(field, "a serverless problem has no target loss (its SLO is a time)")
+    for loss in losses:
+        try:
+            point_problem(problem, problem.slo.time_s, loss)
+        except InvalidInputError as exc:
+            raise InvalidInputError(field, exc.problem) from None
+
+
 def sweep(
     problem: SpotProblem | ServerlessProblem,
     deadlines: Sequence[float],
@@ -168,6 +189,7 @@ def sweep(
         kind=kind,
         warnings=[{"field": w.field, "message": w.problem} for w in plausibility.findings(problem)],
     )
+    check_losses(problem, losses)
     targets: Sequence[float | None] = losses or [None]  # None: the problem's own loss
     total = len(deadlines) * len(targets)
     for loss in targets:

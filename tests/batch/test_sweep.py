@@ -28,6 +28,22 @@ def test_deadline_grid_includes_both_ends() -> None:
             deadline_grid(bad)
     with pytest.raises(InvalidInputError, match="^--losses: "):
         parse_losses("0.8,x")
+    for dropped_or_repeated in ("", "0.8,,0.9", "0.8,", "0.8,0.9,0.8"):  # used to drop or repeat a point silently
+        with pytest.raises(InvalidInputError, match="^--losses: "):
+            parse_losses(dropped_or_repeated)
+
+
+def test_unreachable_losses_are_refused_before_any_point(capsys: pytest.CaptureFixture) -> None:
+    """A loss the model cannot reach (or any loss on a serverless instance) is one error naming
+    --losses, before the first point is solved or the progress header printed."""
+    assert main(["sweep", f"embedded:{TABLE1}", "--deadlines", "2000:3000:3", "--losses", "0.8,-1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dnnprov: error: --losses: -1 is not above workload.gamma_5") and err.count("\n") == 1
+    serverless = "embedded:serverless/paper-table3-resnet50.json"
+    assert main(["sweep", serverless, "--deadlines", "2000:3000:3", "--losses", "0.8"]) == 2
+    assert capsys.readouterr().err == (
+        "dnnprov: error: --losses: a serverless problem has no target loss (its SLO is a time)\n"
+    )
 
 
 def test_every_point_is_the_proven_optimum() -> None:

@@ -67,14 +67,15 @@ def _progress_line(number: int, total: int, row: dict[str, Any], started: float)
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Solve INSTANCE at every deadline (and loss) exactly; print the table, write files with --out."""
-    from dnnprov.batch.sweep import deadline_grid, parse_losses, sweep, write_sweep
+    from dnnprov.batch.sweep import check_losses, deadline_grid, parse_losses, sweep, write_sweep
 
     path = (
         str(embedded_instance(args.file.removeprefix("embedded:"))) if args.file.startswith("embedded:") else args.file
     )
     problem = read_instance(path)
     deadlines = deadline_grid(args.deadlines)
-    losses = parse_losses(args.losses) if args.losses else None
+    losses = parse_losses(args.losses) if args.losses is not None else None
+    check_losses(problem, losses, "--losses")
     check_time_limit(args.time_limit)
     if args.out:  # refused before any point is solved
         _check_out(args.out)
