@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import one_error
 
+import dnnprov
+
 TABLE1 = "embedded:spot/paper-table1.json"
 
 
@@ -60,3 +62,12 @@ def test_a_worker_waits_past_the_longest_poll(monkeypatch):
     worker.conn = Conn()
     assert worker.receive(7, 1e12) == (True, "answer")
     assert worker.conn.timeouts[:2] == [process.MAX_POLL_S] * 2
+
+
+def test_solve_many_names_the_file_of_a_bad_job(tmp_path, capsys):
+    """With several FILEs, an error in one names that file (it named only the field inside)."""
+    dup = tmp_path / "dup.json"
+    dup.write_text(
+        dnnprov.embedded_instance("spot/paper-table1.json").read_text().replace('"name":', '"name": "x", "name":', 1)
+    )
+    one_error(capsys, ["solve-many", TABLE1, str(dup)], f"{dup}: name")

@@ -16,7 +16,7 @@ import sys
 
 from dnnprov.cli.common import EXIT_INTERRUPTED, EXIT_NO_PLAN, EXIT_OK, check_time_limit
 from dnnprov.errors import InvalidInputError
-from dnnprov.io.instances import embedded_instance, read_instance
+from dnnprov.io.instances import Problem, embedded_instance, read_instance
 from dnnprov.problems.spot import MARKETS, VcpuQuota
 from dnnprov.progress import JOINT_LOGGER_NAME, log_to_stderr, stop_on_signals, stop_requested
 
@@ -58,6 +58,16 @@ def shared_limits(args: argparse.Namespace):
     return SharedLimits(quotas=quotas, vcpu_quotas=tuple(vcpus), concurrency=args.concurrency)
 
 
+def _read_job(given: str, path: str) -> Problem:
+    """One FILE's instance; its errors name the file as given (several files: which one?)."""
+    try:
+        return read_instance(path)
+    except InvalidInputError as exc:
+        if exc.field in (given, path) or exc.field.startswith((f"{given}:", f"{path}:")):
+            raise  # named by its file already
+        raise InvalidInputError(f"{given}: {exc.field}" if exc.field else given, exc.problem) from None
+
+
 def cmd_solve_many(args: argparse.Namespace) -> int:
     """Read every FILE, solve the jobs jointly under the shared limits, print the plans."""
     from dnnprov.solvers.joint.provision import solve_many
@@ -66,7 +76,7 @@ def cmd_solve_many(args: argparse.Namespace) -> int:
     paths = [
         str(embedded_instance(f.removeprefix("embedded:"))) if f.startswith("embedded:") else f for f in args.files
     ]
-    problems = [read_instance(p) for p in paths]
+    problems = [_read_job(given, path) for given, path in zip(args.files, paths)]
     limit = {} if args.max_plans_per_job is None else {"max_plans_per_job": args.max_plans_per_job}
     shared = shared_limits(args)
     with contextlib.ExitStack() as stack:
