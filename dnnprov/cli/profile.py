@@ -464,7 +464,7 @@ def _loss_inputs(p: argparse.ArgumentParser) -> None:
         help="samples per optimizer step of one worker of a trainer_state.json run: b_w, the per-worker "
         "batch (eq. 4), not the cluster's global batch",
     )
-    p.add_argument("--workers", type=int, default=1, help="identical workers of a trainer_state.json run (default 1)")
+    p.add_argument("--workers", type=int, help="identical workers of a trainer_state.json run (default 1)")
     p.add_argument(
         "--worker-batch",
         type=int,

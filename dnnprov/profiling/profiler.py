@@ -55,16 +55,30 @@ __all__ = [
 
 
 def read_loss_logs(
-    paths: Sequence[str | Path], *, batch_size: float | None = None, workers: int = 1, worker_batch: int | None = None
+    paths: Sequence[str | Path],
+    *,
+    batch_size: float | None = None,
+    workers: int | None = None,
+    worker_batch: int | None = None,
 ) -> LossLog:
     """Read loss logs of any supported kind and join them.
 
     A directory is one run of the spotDNN authors' TF trainer (its ``worker*`` files, or
     every non-hidden file when none is so named, one log per worker); a ``.json`` file a Hugging Face ``trainer_state.json`` (needs
-    ``batch_size``; ``workers`` identical workers); anything else the CSV contract.
+    ``batch_size``; ``workers`` identical workers, default 1); anything else the CSV contract.
+    An option for a kind of log none of ``paths`` is (``batch_size`` or ``workers`` without a
+    trainer_state.json, ``worker_batch`` without a TF folder) is refused: it would be ignored.
     """
     if not paths:
         raise InvalidInputError("files", "give at least one loss log")
+    kinds = {"folder" if Path(p).is_dir() else Path(p).suffix for p in paths}
+    for option, value, kind, what in (
+        ("--batch-size", batch_size, ".json", "a trainer_state.json"),
+        ("--workers", workers, ".json", "a trainer_state.json"),
+        ("--worker-batch", worker_batch, "folder", "a folder of TF worker logs"),
+    ):
+        if value is not None and kind not in kinds:
+            raise InvalidInputError(option, f"applies to {what}, and no FILE is one: it would be ignored")
     logs = []
     for raw in paths:
         path = Path(raw)
@@ -76,7 +90,7 @@ def read_loss_logs(
         elif path.suffix == ".json":
             if batch_size is None:
                 raise InvalidInputError("--batch-size", f"needed for {path}: a trainer_state.json does not record it")
-            logs.append(read_trainer_state(path, batch_size=batch_size, workers=workers))
+            logs.append(read_trainer_state(path, batch_size=batch_size, workers=1 if workers is None else workers))
         else:
             logs.append(read_loss_csv(path))
     return LossLog.concat(logs)

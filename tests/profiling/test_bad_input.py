@@ -164,6 +164,17 @@ def test_fit_loss_options_of_the_written_profile_need_out(tmp_path, capsys, opti
     one_error(capsys, ["profile", "fit-loss", str(path), *option], option[0], "goes with --out")
 
 
+@pytest.mark.parametrize("option", [["--batch-size", "32"], ["--workers", "2"], ["--worker-batch", "64"]])
+def test_fit_loss_options_of_another_log_kind_are_refused(tmp_path, capsys, option):
+    """--batch-size and --workers shape a trainer_state.json, --worker-batch a TF folder: on a
+    CSV log they were ignored without a word."""
+    path = tmp_path / "loss.csv"
+    path.write_text(loss_rows())
+    for command in ("fit-loss", "to-csv"):
+        extra = ["--out", str(tmp_path / "out.csv")] if command == "to-csv" else []
+        one_error(capsys, ["profile", command, str(path), *option, *extra], option[0], "it would be ignored")
+
+
 def test_fit_loss_checks_extrapolation_and_base_before_fitting(tmp_path, capsys):
     """--extrapolation 0.5 was refused as workload.domain.extrapolation, and an unknown --base
     as --profile, each after the fit and its warnings (more than one stderr line)."""
