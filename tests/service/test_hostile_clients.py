@@ -165,3 +165,21 @@ def test_a_request_http_cannot_parse_gets_a_json_400(url: str, head: bytes) -> N
     assert status.startswith(b"HTTP/1.1 400")
     assert b"content-type: application/json" in headers.lower()
     assert json.loads(body)["error"]["message"].startswith("malformed HTTP request")
+
+
+def test_an_encoded_body_is_refused(url: str) -> None:
+    """A gzip body was read as if it were plain JSON (and then refused as not JSON, or worse, a
+    plain body labelled gzip was solved): Content-Encoding other than identity is 415."""
+    import gzip
+
+    body = json.dumps({"instance": TABLE1}).encode()
+    with client_of(url, ALICE) as alice:
+        for encoded, label in ((gzip.compress(body), "gzip"), (body, "gzip"), (body, "br")):
+            answer = alice.post(
+                "/v1/solve", content=encoded, headers={"Content-Type": "application/json", "Content-Encoding": label}
+            )
+            assert error_of(answer) == (415, "Content-Encoding")
+        plain = alice.post(
+            "/v1/solve", content=body, headers={"Content-Type": "application/json", "Content-Encoding": "identity"}
+        )
+        assert plain.status_code == 200, plain.text

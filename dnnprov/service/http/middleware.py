@@ -3,7 +3,7 @@
 In order: a request id (``X-Request-Id`` kept when it is a short token, else new) and a
 W3C ``traceparent`` (its trace id kept); 503 while the server drains; the bearer token and
 its tenant, with failed attempts throttled per client (a repeated ``Authorization`` is 400);
-415 when a body is not JSON; then the endpoint, and one JSON access-log line. Being plain
+415 when a body is not JSON (or is encoded: ``Content-Encoding``); then the endpoint, and one JSON access-log line. Being plain
 ASGI (no ``BaseHTTPMiddleware``) it passes ``receive`` through untouched, so an endpoint
 sees its client disconnect.
 """
@@ -282,6 +282,9 @@ class ServiceMiddleware:
                     [(b"retry-after", str(max(1, math.ceil(wait))).encode())],
                 )
         if scope["method"] == "POST" and path in self.body_paths:
+            encoding = headers.get("content-encoding", "identity").strip().lower()
+            if encoding not in ("", "identity"):  # a gzip body would be read as if it were plain JSON
+                return 415, "Content-Encoding", f"must be identity (bodies are not decoded), got {encoding[:40]}", []
             media = headers.get("content-type", "").split(";")[0].strip().lower()
             if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):
                 shown = media[:40] or "none"
