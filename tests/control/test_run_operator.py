@@ -1,0 +1,116 @@
+"""`dnnprov run` as an operator uses it, against moto's EC2 on loopback: a throttled PS launch,
+run ids, endpoints, options and verbs that must be refused or told plainly
+(the loop's stories: test_resume.py, test_kill_resume.py)."""
+
+from __future__ import annotations
+
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+import boto3
+import pytest
+from control.test_resume import REGION, files  # noqa: F401
+
+from dnnprov.cli import main
+
+pytest_plugins = ["conftest_aws"]
+THROTTLED = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>RequestLimitExceeded</Code>'
+    b"<Message>Request limit exceeded.</Message></Error></Errors><RequestID>t</RequestID></Response>"
+)
+
+
+@pytest.fixture
+def throttling(moto_url: str) -> Iterator[tuple[str, dict[str, int]]]:
+    """A loopback proxy to moto answering ``RequestLimitExceeded`` (HTTP 503, as EC2 does) to
+    the next ``left[ACTION]`` calls of each action; its URL and ``left``."""
+    left: dict[str, int] = {}
+    lock = threading.Lock()
+
+    class Proxy(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            action = parse_qs(body.decode(errors="replace")).get("Action", [""])[0]
+            with lock:
+                throttle = left.get(action, 0) > 0
+                if throttle:
+                    left[action] -= 1
+            if throttle:
+                status, data = 503, THROTTLED
+            else:
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+                request = urllib.request.Request(moto_url + self.path, data=body, method="POST", headers=headers)
+                try:
+                    with urllib.request.urlopen(request, timeout=60) as answer:
+                        status, data = answer.status, answer.read()
+                except urllib.error.HTTPError as exc:
+                    status, data = exc.code, exc.read()
+            self.send_response(status)
+            self.send_header("Content-Type", "text/xml")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", left
+    server.shutdown()
+    server.server_close()
+
+
+def run_argv(given: tuple[Path, Path], url: str, state: Path, *more: str) -> list[str]:
+    return [
+        "run",
+        str(given[0]),
+        "--plan",
+        str(given[1]),
+        "--endpoint-url",
+        url,
+        "--region",
+        REGION,
+        "--state",
+        str(state),
+        "--poll",
+        "0.01",
+        *more,
+    ]
+
+
+def tagged(url: str, run_id: str) -> list[dict[str, Any]]:
+    ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=url)
+    return [
+        i
+        for r in ec2.describe_instances(Filters=[{"Name": "tag:dnnprov:run", "Values": [run_id]}])["Reservations"]
+        for i in r["Instances"]
+    ]
+
+
+def test_a_throttled_ps_launch_is_tried_again_before_any_worker(
+    throttling: tuple[str, dict[str, int]],
+    files: tuple[Path, Path],  # noqa: F811 - test_resume's fixture
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url, left = throttling
+    left["RunInstances"] = 1  # the first launch (the PS) is throttled
+    state = tmp_path / "runs"
+    assert main(run_argv(files, url, state, "--run-id", "thr", "--max-polls", "3")) == 0
+    capsys.readouterr()
+    live = [i for i in tagged(url, "thr") if i["State"]["Name"] == "running"]
+    roles = [{t["Key"]: t["Value"] for t in i["Tags"]} for i in live]
+    ps = [r for r in roles if r["dnnprov:role"] == "ps"]
+    workers = [r for r in roles if r["dnnprov:role"] == "worker"]
+    assert len(ps) == 1 and workers  # the PS was launched again, then the workers
+    assert all("dnnprov:ps" in w for w in workers)  # every worker was handed the PS's address
+    assert main(["run", "cancel", "thr", "--state", str(state)]) == 0
+    assert all(i["State"]["Name"] in ("terminated", "shutting-down") for i in tagged(url, "thr"))
