@@ -114,3 +114,50 @@ def test_a_throttled_ps_launch_is_tried_again_before_any_worker(
     assert all("dnnprov:ps" in w for w in workers)  # every worker was handed the PS's address
     assert main(["run", "cancel", "thr", "--state", str(state)]) == 0
     assert all(i["State"]["Name"] in ("terminated", "shutting-down") for i in tagged(url, "thr"))
+
+
+def one_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    err = [line for line in err if not line.startswith("run ")]  # the "run ID started" line
+    assert len(err) == 1, err
+    return err[0]
+
+
+@pytest.mark.parametrize("run_id", ["../x", "a/b", "L" * 60, "ünïcode", "-x", " "])
+def test_a_run_id_that_cannot_name_a_run_is_refused_before_anything_is_recorded(
+    run_id: str,
+    moto_url: str,
+    files: tuple[Path, Path],  # noqa: F811 - test_resume's fixture
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Its lock file would leave the state folder (``../x``) or not be made (``a/b``, too long), and
+    its launches' ClientTokens (``RUN-STEP``) would break EC2's 64 ASCII characters."""
+    state = tmp_path / "deep" / "runs"
+    assert main(run_argv(files, moto_url, state, f"--run-id={run_id}", "--max-polls", "1")) == 2
+    assert "--run-id" in one_error(capsys)
+    assert not (tmp_path / "deep").exists() and tagged(moto_url, run_id) == []
+
+
+@pytest.mark.parametrize("url", ["junk", "", "http://[::1", "http://127.0.0.1:99999", "ftp://127.0.0.1:9"])
+def test_an_endpoint_that_is_no_url_is_refused_before_anything_is_recorded(
+    url: str,
+    aws_env: None,
+    files: tuple[Path, Path],  # noqa: F811 - test_resume's fixture
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(run_argv(files, url, tmp_path / "runs", "--max-polls", "1")) == 2
+    assert "--endpoint-url" in one_error(capsys)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_endpoint_that_is_not_ec2_is_one_error(
+    moto_url: str,
+    files: tuple[Path, Path],  # noqa: F811 - test_resume's fixture
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A URL with a path answers moto's 404 page, which botocore cannot parse: an error, not a bug."""
+    assert main(run_argv(files, moto_url + "/not/ec2", tmp_path / "runs", "--max-polls", "1")) == 2
+    assert "endpoint" in one_error(capsys)
