@@ -388,6 +388,7 @@ def drive_run(
     ``interrupt`` without a cancel; an ended run's outcome is returned as recorded."""
     from dnnprov.control.clouds.ec2 import Ec2Cloud
 
+    check_max_polls(max_polls)
     with closing(RunRecord(state)) as record:
         row = record.get(run_id)
         if row["state"] not in LIVE:
@@ -407,6 +408,12 @@ def drive_run(
             spec["start_epoch"] = cloud.start_epoch = cloud.clock.now()
             record.set_spec(run_id, spec)
         return drive(record, run_id, controller, max_polls=max_polls, interrupt=interrupt)
+
+
+def check_max_polls(max_polls: int | None) -> None:
+    """Refuse a bound of polls below one (a driver polls at least once before it checks it)."""
+    if max_polls is not None and (isinstance(max_polls, bool) or not isinstance(max_polls, int) or max_polls < 1):
+        raise InvalidInputError("max_polls", f"must be an integer >= 1 or None, got {max_polls!r}")
 
 
 def _outcome(data: Mapping[str, Any]) -> Outcome:
@@ -441,6 +448,7 @@ def run_plan(
     """Launch ``plan`` of ``instance`` and keep it training under ``policy`` until it ends:
     ``(run id, outcome)`` (outcome ``None``: still running after ``max_polls`` polls; go on
     with :func:`resume_run`). Arguments as ``dnnprov run``'s options (:func:`create_run`)."""
+    check_max_polls(max_polls)
     run_id = create_run(
         instance,
         plan,
@@ -466,6 +474,7 @@ def resume_run(
 ) -> Any:
     """Take a run over after its controller stopped (adopt, re-send, go on): its outcome
     (``None`` while still running); an ended run's recorded outcome. Serverless runs too."""
+    check_max_polls(max_polls)
     with closing(RunRecord(state)) as record:
         row = record.get(run_id)
         if row["spec"].get("kind") == "serverless" and row["state"] in LIVE:

@@ -161,3 +161,23 @@ def test_an_endpoint_that_is_not_ec2_is_one_error(
     """A URL with a path answers moto's 404 page, which botocore cannot parse: an error, not a bug."""
     assert main(run_argv(files, moto_url + "/not/ec2", tmp_path / "runs", "--max-polls", "1")) == 2
     assert "endpoint" in one_error(capsys)
+
+
+@pytest.mark.parametrize(
+    "more, option",
+    [(("--max-polls", "0"), "--max-polls"), (("--max-polls", "-3"), "--max-polls"), (("--poll", "0"), "--poll")],
+)
+def test_bad_loop_options_are_named_as_given_and_launch_nothing(
+    more: tuple[str, ...],
+    option: str,
+    moto_url: str,
+    files: tuple[Path, Path],  # noqa: F811 - test_resume's fixture
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = run_argv(files, moto_url, tmp_path / "runs", "--run-id", "opt")
+    argv.remove("--poll")  # run_argv's --poll 0.01 out of the way
+    argv.remove("0.01")
+    assert main([*argv, *more]) == 2
+    assert one_error(capsys).startswith(f"dnnprov: error: {option}:")
+    assert tagged(moto_url, "opt") == []
