@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnprov.control.cloud import Instance
-from dnnprov.control.loop import Controller, Outcome, RunSettings
+from dnnprov.control.loop import Controller, Event, Outcome, RunSettings
 from dnnprov.control.record import RunRecord
 from dnnprov.control.trainer import Report
 from dnnprov.errors import InvalidInputError
@@ -505,6 +505,11 @@ def cancel_run(run_id: str, *, state: str | Path = DEFAULT_STATE) -> dict[str, A
 
             done = ServerlessRun(record, run_id).cancel()
             return {"run": run_id, "state": "cancelled", "torn_down": True, "cost": done.cost}
+        if not record.steps(run_id):  # nothing was ever sent (a step is written before it is): nothing to tear down
+            ended = _never_started(row["spec"])
+            record.set_state(run_id, "cancelled", ended.to_dict())
+            record.event(run_id, Event(0.0, "end", ended.to_dict()))
+            return {"run": run_id, "state": "cancelled", "torn_down": True, "cost": ended.cost}
         controller = controller_of(record, run_id, row["spec"])
         controller.resume(record.steps(run_id), list(record.events(run_id)), record.memory(run_id))
         controller.cancel()
@@ -515,6 +520,17 @@ def cancel_run(run_id: str, *, state: str | Path = DEFAULT_STATE) -> dict[str, A
             "torn_down": True,
             "cost": None if outcome is None else outcome.cost,
         }
+
+
+def _never_started(spec: Mapping[str, Any]) -> Outcome:
+    """The outcome of a run cancelled before its controller sent anything (its endpoint never
+    answered, say): nothing launched, nothing spent, the loss where training starts."""
+    from dnnprov.control.trainer import ProgressModel
+
+    problem = spot_problem(spec["instance"])
+    plan = SpotPlan(counts={k: int(v) for k, v in spec["plan"]["counts"].items()}, ps=int(spec["plan"]["ps"]))
+    model = ProgressModel(problem, plan, RunSettings(**spec["settings"]).join_s)
+    return Outcome("cancelled", None, 0.0, 0.0, model.loss(model.start), 0, 0, 0, 0)
 
 
 def run_status(run_id: str, *, state: str | Path = DEFAULT_STATE, events: bool = True) -> dict[str, Any]:

@@ -4,6 +4,7 @@ run ids, endpoints, options and verbs that must be refused or told plainly
 
 from __future__ import annotations
 
+import json
 import threading
 import urllib.error
 import urllib.request
@@ -181,3 +182,28 @@ def test_bad_loop_options_are_named_as_given_and_launch_nothing(
     assert main([*argv, *more]) == 2
     assert one_error(capsys).startswith(f"dnnprov: error: {option}:")
     assert tagged(moto_url, "opt") == []
+
+
+def test_a_run_whose_endpoint_never_answered_can_be_cancelled(
+    aws_env: None,
+    files: tuple[Path, Path],  # noqa: F811 - test_resume's fixture
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Nothing was sent (a step is written before it is), so there is nothing to tear down: the
+    cancel needs no endpoint; cancelled twice, it says the run ended already."""
+    import socket
+
+    with socket.socket() as sock:  # a port with nothing listening
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    state = tmp_path / "runs"
+    assert main(run_argv(files, closed, state, "--run-id", "never", "--max-polls", "1")) == 2
+    assert "cannot reach the endpoint" in one_error(capsys)
+    assert main(["run", "cancel", "never", "--state", str(state)]) == 0
+    assert "cancelled" in capsys.readouterr().out
+    assert main(["run", "status", "never", "--state", str(state), "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["state"] == "cancelled" and status["outcome"]["cost"] == 0 and status["held"] == {}
+    assert main(["run", "cancel", "never", "--state", str(state)]) == 0
+    assert capsys.readouterr().out.strip() == "never: already ended (cancelled)"

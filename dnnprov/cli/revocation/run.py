@@ -169,7 +169,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     from dnnprov.control.api import cancel_run
 
     done = cancel_run(args.run_id, state=args.state)
-    if done["state"] not in ("cancelled", "cancelling"):
+    if done["state"] != "cancelling" and not done["torn_down"]:  # cancelled before included
         print(f"{args.run_id}: already ended ({done['state']})")
     elif not done["torn_down"]:
         print(f"{args.run_id}: cancel requested; its controller tears it down at its next poll")
