@@ -276,7 +276,7 @@ def controller_of(record: RunRecord, run_id: str, spec: Mapping[str, Any]) -> Co
     problem = spot_problem(spec["instance"])
     plan = SpotPlan(counts={k: int(v) for k, v in spec["plan"]["counts"].items()}, ps=int(spec["plan"]["ps"]))
     settings = RunSettings(**spec["settings"])
-    clock = RemoteTwinClock(spec["endpoint_url"]) if spec.get("twin") else None
+    clock = RemoteTwinClock(spec["endpoint_url"], answered=True) if spec.get("twin") else None
     pools = [
         PoolInfo(t.name, z.zone, z.spot_price_per_h if z.spot_price_per_h is not None else t.spot_price_per_h)
         for t in problem.instance_types

@@ -207,3 +207,30 @@ def test_a_run_whose_endpoint_never_answered_can_be_cancelled(
     assert status["state"] == "cancelled" and status["outcome"]["cost"] == 0 and status["held"] == {}
     assert main(["run", "cancel", "never", "--state", str(state)]) == 0
     assert capsys.readouterr().out.strip() == "never: already ended (cancelled)"
+
+
+def test_a_twin_that_went_away_is_named_so_and_the_run_resumes_when_it_is_back(
+    moto_url: str,
+    files: tuple[Path, Path],  # noqa: F811 - test_resume's fixture
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from control.test_resume import POOLS
+
+    from dnnprov.control.twin.server import Twin
+
+    state = tmp_path / "runs"
+    twin = Twin(POOLS, upstream=moto_url, mode="stepped", region=REGION).start()
+    port = int(twin.url.rsplit(":", 1)[1])
+    try:
+        assert main(run_argv(files, twin.url, state, "--run-id", "away", "--max-polls", "2")) == 0
+    finally:
+        twin.stop()
+    capsys.readouterr()
+    assert main(["run", "resume", "away", "--state", str(state), "--max-polls", "1"]) == 2
+    error = one_error(capsys)
+    assert "stopped answering" in error and "run resume" in error and "not an EC2 twin" not in error
+    with Twin(POOLS, upstream=moto_url, mode="stepped", region=REGION, port=port) as back:
+        assert main(["run", "resume", "away", "--state", str(state), "--max-polls", "1"]) == 0
+        assert main(["run", "cancel", "away", "--state", str(state)]) == 0
+        assert all(i["State"]["Name"] in ("terminated", "shutting-down") for i in tagged(back.url, "away"))
