@@ -32,6 +32,7 @@ from botocore.exceptions import (
     NoCredentialsError,
     PartialCredentialsError,
 )
+from botocore.parsers import ResponseParserError
 
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalogs.catalog import Catalog, CatalogEntry
@@ -272,6 +273,11 @@ class AwsClients:
                 time.sleep(self.retry.delay(attempt))
             except BotoCoreError as exc:
                 raise CloudError(where, str(exc)) from None
+            except ResponseParserError as exc:  # an endpoint that is not the service (a web page, a wrong path)
+                answer = " ".join(str(exc).split())
+                raise CloudError(
+                    where, f"the endpoint's answer is not an AWS API answer ({answer[:160]}...): check the endpoint URL"
+                ) from None
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def pages(self, service: str, operation: str, key: str, **params: Any) -> Iterator[dict[str, Any]]:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnprov.control.cloud import Instance
-from dnnprov.control.loop import Controller, Outcome, RunSettings
+from dnnprov.control.loop import Controller, Event, Outcome, RunSettings
 from dnnprov.control.record import RunRecord
 from dnnprov.control.trainer import Report
 from dnnprov.errors import InvalidInputError
@@ -142,8 +142,12 @@ def create_run(
     """
     from dnnprov.cloud.aws import check_region
     from dnnprov.control.clouds.ec2 import PLACEHOLDER_IMAGE, RemoteTwinClock, is_twin
+    from dnnprov.control.record import check_run_id
 
     check_policy(policy, model)
+    if run_id is not None:
+        check_run_id(run_id)
+    check_endpoint(endpoint_url)
     problem = spot_problem(instance)
     run_regions(problem)
     check_zones(problem)
@@ -174,6 +178,22 @@ def create_run(
     }
     with closing(RunRecord(state)) as record:
         return record.create(spec, run_id)
+
+
+def check_endpoint(url: str | None, field: str = "--endpoint-url") -> str | None:
+    """``url`` if it is an http(s) URL with a host (``None``: AWS's own endpoints)."""
+    from urllib.parse import urlsplit
+
+    if url is None:
+        return None
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError as exc:
+        raise InvalidInputError(field, f"{url!r} is not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidInputError(field, f"must be an http(s) URL such as http://127.0.0.1:5000, got {url!r}")
+    return url
 
 
 def run_regions(problem: SpotProblem) -> list[str]:
@@ -256,7 +276,7 @@ def controller_of(record: RunRecord, run_id: str, spec: Mapping[str, Any]) -> Co
     problem = spot_problem(spec["instance"])
     plan = SpotPlan(counts={k: int(v) for k, v in spec["plan"]["counts"].items()}, ps=int(spec["plan"]["ps"]))
     settings = RunSettings(**spec["settings"])
-    clock = RemoteTwinClock(spec["endpoint_url"]) if spec.get("twin") else None
+    clock = RemoteTwinClock(spec["endpoint_url"], answered=True) if spec.get("twin") else None
     pools = [
         PoolInfo(t.name, z.zone, z.spot_price_per_h if z.spot_price_per_h is not None else t.spot_price_per_h)
         for t in problem.instance_types
@@ -368,6 +388,7 @@ def drive_run(
     ``interrupt`` without a cancel; an ended run's outcome is returned as recorded."""
     from dnnprov.control.clouds.ec2 import Ec2Cloud
 
+    check_max_polls(max_polls)
     with closing(RunRecord(state)) as record:
         row = record.get(run_id)
         if row["state"] not in LIVE:
@@ -387,6 +408,12 @@ def drive_run(
             spec["start_epoch"] = cloud.start_epoch = cloud.clock.now()
             record.set_spec(run_id, spec)
         return drive(record, run_id, controller, max_polls=max_polls, interrupt=interrupt)
+
+
+def check_max_polls(max_polls: int | None) -> None:
+    """Refuse a bound of polls below one (a driver polls at least once before it checks it)."""
+    if max_polls is not None and (isinstance(max_polls, bool) or not isinstance(max_polls, int) or max_polls < 1):
+        raise InvalidInputError("max_polls", f"must be an integer >= 1 or None, got {max_polls!r}")
 
 
 def _outcome(data: Mapping[str, Any]) -> Outcome:
@@ -421,6 +448,7 @@ def run_plan(
     """Launch ``plan`` of ``instance`` and keep it training under ``policy`` until it ends:
     ``(run id, outcome)`` (outcome ``None``: still running after ``max_polls`` polls; go on
     with :func:`resume_run`). Arguments as ``dnnprov run``'s options (:func:`create_run`)."""
+    check_max_polls(max_polls)
     run_id = create_run(
         instance,
         plan,
@@ -446,6 +474,7 @@ def resume_run(
 ) -> Any:
     """Take a run over after its controller stopped (adopt, re-send, go on): its outcome
     (``None`` while still running); an ended run's recorded outcome. Serverless runs too."""
+    check_max_polls(max_polls)
     with closing(RunRecord(state)) as record:
         row = record.get(run_id)
         if row["spec"].get("kind") == "serverless" and row["state"] in LIVE:
@@ -476,6 +505,11 @@ def cancel_run(run_id: str, *, state: str | Path = DEFAULT_STATE) -> dict[str, A
 
             done = ServerlessRun(record, run_id).cancel()
             return {"run": run_id, "state": "cancelled", "torn_down": True, "cost": done.cost}
+        if not record.steps(run_id):  # nothing was ever sent (a step is written before it is): nothing to tear down
+            ended = _never_started(row["spec"])
+            record.set_state(run_id, "cancelled", ended.to_dict())
+            record.event(run_id, Event(0.0, "end", ended.to_dict()))
+            return {"run": run_id, "state": "cancelled", "torn_down": True, "cost": ended.cost}
         controller = controller_of(record, run_id, row["spec"])
         controller.resume(record.steps(run_id), list(record.events(run_id)), record.memory(run_id))
         controller.cancel()
@@ -486,6 +520,17 @@ def cancel_run(run_id: str, *, state: str | Path = DEFAULT_STATE) -> dict[str, A
             "torn_down": True,
             "cost": None if outcome is None else outcome.cost,
         }
+
+
+def _never_started(spec: Mapping[str, Any]) -> Outcome:
+    """The outcome of a run cancelled before its controller sent anything (its endpoint never
+    answered, say): nothing launched, nothing spent, the loss where training starts."""
+    from dnnprov.control.trainer import ProgressModel
+
+    problem = spot_problem(spec["instance"])
+    plan = SpotPlan(counts={k: int(v) for k, v in spec["plan"]["counts"].items()}, ps=int(spec["plan"]["ps"]))
+    model = ProgressModel(problem, plan, RunSettings(**spec["settings"]).join_s)
+    return Outcome("cancelled", None, 0.0, 0.0, model.loss(model.start), 0, 0, 0, 0)
 
 
 def run_status(run_id: str, *, state: str | Path = DEFAULT_STATE, events: bool = True) -> dict[str, Any]:

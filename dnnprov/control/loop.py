@@ -218,6 +218,7 @@ class Controller:
         self.counters = {"revocations": 0, "launches": 0, "refusals": 0, "on_demand_launched": 0}
         self._memory: dict[str, Any] | None = None
         self._resumed = False
+        self._provisioned = False  # the first round of worker launches was decided
 
     # ------------------------------------------------------------------ observing
     def note(self, kind: str, **detail: Any) -> None:
@@ -448,13 +449,17 @@ class Controller:
             self._seen_end.add(i.instance_id)
         self.note("terminate", instances=len(ids), why=why, step=self.step)
 
-    def _ensure_ps(self, instances: Sequence[Instance]) -> None:
+    def _ensure_ps(self, instances: Sequence[Instance]) -> bool:
+        """Launch the plan's PS that are not live (a first launch refused or throttled, a PS
+        gone) and hand workers a live one's address; whether some PS is live."""
         live = [i for i in instances if i.role == "ps" and i.ended_s is None]
         if len(live) < self.plan.ps:
             out = self._launch("ps", self.ps_type, None, "on-demand", self.plan.ps - len(live))
             live.extend(out.instances)
-        if live and self.ps_address is None:
-            self.ps_address = live[0].ps_address or f"{live[0].instance_id}:{PS_PORT}"
+        addresses = [i.ps_address or f"{i.instance_id}:{PS_PORT}" for i in live]
+        if self.ps_address not in addresses:
+            self.ps_address = addresses[0] if addresses else None
+        return bool(live)
 
     def _apply(self, order: Holdings, view: View, instances: Sequence[Instance], now: float) -> bool:
         """Launch and terminate towards ``order``; whether some launch was refused.
@@ -530,6 +535,7 @@ class Controller:
         lacks, and take the next poll as an event (what happened while no controller ran is
         looked at once)."""
         self.step = max((int(s["step"]) for s in steps), default=0)
+        self._provisioned = bool(steps)
         for e in events:
             self.events.append(
                 Event(float(e["time_s"]), str(e["kind"]), {k: v for k, v in e.items() if k not in ("time_s", "kind")})
@@ -610,7 +616,7 @@ class Controller:
     def poll(self) -> Outcome | None:
         """One round of the loop; the outcome once the run has ended."""
         instances, now, report = self.observe()
-        first = self.step == 0
+        first = not self._provisioned
         state = None
         if report is not None and report.finished_s is not None:
             state = "met" if report.finished_s <= self.deadline_s * (1 + 1e-12) else "missed"
@@ -622,9 +628,13 @@ class Controller:
             state = "gave-up"
         if state is not None:
             return self._end(state, instances, now, report)
-        if first:
-            self._ensure_ps(instances)
+        if first or sum(i.role == "ps" and i.ended_s is None for i in instances) < self.plan.ps:
+            has_ps = self._ensure_ps(instances)
             instances = self.cloud.instances(self.run_id)
+            if not has_ps:  # a worker without its PS does not train: launch none before one is up
+                self._remember()
+                return None
+        self._provisioned = True
         expired = (self.full_until > now - self.settings.poll_s) & (self.full_until <= now)
         event = first or self._resumed or self._new_events_since_last_poll(now) or bool(expired.any())
         self._resumed = False

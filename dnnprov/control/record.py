@@ -41,6 +41,8 @@ CREATE TABLE IF NOT EXISTS events (run_id TEXT, seq INTEGER PRIMARY KEY AUTOINCR
 CREATE TABLE IF NOT EXISTS memory (run_id TEXT PRIMARY KEY, state TEXT);
 CREATE TABLE IF NOT EXISTS progress (run_id TEXT PRIMARY KEY, snapshot TEXT);
 """
+#: The longest run id: each launch's ClientToken is ``RUN-STEP``, and EC2 takes at most 64 ASCII characters.
+RUN_ID_MAX = 48
 STATES = ("running", "met", "missed", "gave-up", "cancelled", "cancelling", "failed")
 
 
@@ -69,7 +71,7 @@ class RunRecord:
     # ------------------------------------------------------------------ runs
     def create(self, spec: dict[str, Any], run_id: str | None = None) -> str:
         """A new run with its inputs; its id (``run-`` and 12 hex digits unless given)."""
-        run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
+        run_id = check_run_id(run_id or f"run-{uuid.uuid4().hex[:12]}")
         now = time.time()
         try:
             self._db.execute(
@@ -207,7 +209,7 @@ class RunRecord:
     # ------------------------------------------------------------------ ownership
     def lock(self, run_id: str) -> None:
         """Own the run (one controller at a time); refused while another process owns it."""
-        path = self.folder / f"{run_id}.lock"
+        path = self.folder / f"{check_run_id(run_id, 'RUN')}.lock"
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -218,6 +220,17 @@ class RunRecord:
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()}".encode())
         self._locks[run_id] = fd
+
+
+def check_run_id(run_id: str, field: str = "--run-id") -> str:
+    """``run_id`` if it can name a run: its ``dnnprov:run`` tag, its launches' ClientTokens
+    (``RUN-STEP``, at most 64 ASCII characters on EC2) and its lock file ``RUN.lock`` in the
+    state folder (so no ``/``, no ``..``)."""
+    from dnnprov.cloud.export.names import RUN_ID, require
+
+    return require(
+        field, run_id, RUN_ID, RUN_ID_MAX, "a run id has letters, digits, '-', '_' and '.', alphanumeric at both ends"
+    )
 
 
 def open_record(folder: str | Path) -> closing[RunRecord]:

@@ -110,7 +110,11 @@ def cmd_start(args: argparse.Namespace) -> int:
             "--lambda-endpoint-url", "--lambda-endpoint-url and --function are for serverless instances"
         )
     problem = spot_instance_arg(args.target)
-    settings = RunSettings(poll_s=args.poll, join_s=args.join, horizon=args.horizon)
+    try:
+        settings = RunSettings(poll_s=args.poll, join_s=args.join, horizon=args.horizon)
+    except InvalidInputError as exc:  # named by the options the user gave
+        option = {"poll_s": "--poll", "join_s": "--join", "horizon": "--horizon"}.get(exc.field, exc.field)
+        raise InvalidInputError(option, exc.problem) from None
     if args.cloud != "ec2":  # the reference trainer on local processes (docs/training.md)
         from dnnprov.cloud.export import load_plan
         from dnnprov.result import SpotPlan
@@ -165,7 +169,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     from dnnprov.control.api import cancel_run
 
     done = cancel_run(args.run_id, state=args.state)
-    if done["state"] not in ("cancelled", "cancelling"):
+    if done["state"] != "cancelling" and not done["torn_down"]:  # cancelled before included
         print(f"{args.run_id}: already ended ({done['state']})")
     elif not done["torn_down"]:
         print(f"{args.run_id}: cancel requested; its controller tears it down at its next poll")
@@ -191,6 +195,8 @@ def _status(run_id: str, state: str, as_json: bool) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Dispatch ``run INSTANCE`` / ``run status|cancel|resume RUN``."""
+    if args.max_polls is not None and args.max_polls < 1:
+        raise InvalidInputError("--max-polls", f"must be >= 1 (polls before this command stops), got {args.max_polls}")
     if args.target in VERBS:
         if args.run_id is None:
             raise InvalidInputError("RUN", f"`dnnprov run {args.target}` needs a run id")

@@ -73,18 +73,31 @@ TRANSITION = re.compile(r"\b(User|Service) initiated \((\d{4}-\d\d-\d\d \d\d:\d\
 class RemoteTwinClock:
     """The EC2 twin's clock as a client reads it (docs/control.md): its time, and waits in it."""
 
-    def __init__(self, endpoint_url: str) -> None:
+    def __init__(self, endpoint_url: str, *, answered: bool = False) -> None:
+        """``answered``: the endpoint was a twin before (a run's, resumed): failing now, it went away."""
         self.url = endpoint_url.rstrip("/")
         self.mode, self.speed = "accelerated", 1.0
+        self._answered = answered
         state = self._get()
         self.mode, self.speed = str(state.get("mode")), float(state.get("speed") or 1.0)
+        self._answered = True
+
+    def _gone(self, exc: Exception) -> InvalidInputError:
+        """The error of a call that failed: not a twin at first contact; later, the twin went away."""
+        if not self._answered:
+            return InvalidInputError("--endpoint-url", f"{self.url} is not an EC2 twin ({exc})")
+        return InvalidInputError(
+            "--endpoint-url",
+            f"the EC2 twin at {self.url} stopped answering ({exc}); the run is kept: "
+            "`dnnprov run resume RUN` goes on once it answers again",
+        )
 
     def _get(self) -> dict[str, Any]:
         try:
             with urllib.request.urlopen(f"{self.url}/_twin/clock", timeout=10) as answer:
                 return dict(json.loads(answer.read()))
         except (OSError, ValueError) as exc:
-            raise InvalidInputError("--endpoint-url", f"{self.url} is not an EC2 twin ({exc})") from None
+            raise self._gone(exc) from None
 
     def now(self) -> float:
         return datetime.fromisoformat(str(self._get()["now"])).timestamp()
@@ -95,8 +108,11 @@ class RemoteTwinClock:
             request = urllib.request.Request(
                 f"{self.url}/_twin/advance", data=body, method="POST", headers={"Content-Type": "application/json"}
             )
-            with urllib.request.urlopen(request, timeout=30):
-                return
+            try:
+                with urllib.request.urlopen(request, timeout=30):
+                    return
+            except (OSError, ValueError) as exc:
+                raise self._gone(exc) from None
         time.sleep(max(0.0, seconds) / self.speed)
 
 
