@@ -359,3 +359,37 @@ def test_the_lambda_twin_command_serves_a_cli_run(
         timeout=60,
     )
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "serverless" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--lambda-endpoint-url", "notaurl"),
+        ("--lambda-endpoint-url", "http://"),
+        ("--lambda-endpoint-url", "http://[::1"),
+        ("--lambda-endpoint-url", "http://127.0.0.1:99999"),
+        ("--lambda-endpoint-url", "ftp://127.0.0.1:8080"),
+        ("--endpoint-url", "notaurl"),
+        ("--function", ""),
+        ("--function", "a b"),
+        ("--function", "../../x"),
+        ("--function", "worker?x=1"),
+    ],
+)
+def test_a_bad_endpoint_or_function_name_is_refused_before_anything_runs(
+    moto_server: str, twin: LambdaTwin, tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str
+) -> None:
+    """One error naming the option, exit 2, and no run recorded (so no PS launched)."""
+    instance, plan, state = tmp_path / "resnet50.json", tmp_path / "plan.json", tmp_path / "runs"
+    write_instance(problem(), instance)
+    plan.write_text(json.dumps(dnnprov.solve(problem(), "milp").to_dict()))
+    urls = {"--lambda-endpoint-url": twin.url, "--endpoint-url": moto_server, option: value}
+    args = ["run", str(instance), "--plan", str(plan), "--state", str(state), "--run-id", "sl-bad"]
+    args += [a for pair in urls.items() for a in pair]
+    if option == "--function":
+        args += ["--function", value]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and option in err[0] and "internal error" not in err[0], err
+    with open_record(state) as record:
+        assert record.runs() == []

@@ -79,7 +79,7 @@ def cmd_start_serverless(args: argparse.Namespace, problem: Any) -> int:
         region=args.region or "us-east-1",
         state=args.state,
         run_id=args.run_id,
-        function=args.function or DEFAULT_FUNCTION,
+        function=DEFAULT_FUNCTION if args.function is None else args.function,
         image_id=args.image_id,
         horizon=args.horizon,
         stop_after=args.max_polls,
