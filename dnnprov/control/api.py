@@ -140,10 +140,11 @@ def create_run(
     stand-in trainer, only against a test endpoint). Every input is checked here, one
     :class:`InvalidInputError` naming it.
     """
-    from dnnprov.cloud.aws import check_region
+    from dnnprov.cloud.aws import check_endpoint_url, check_region
     from dnnprov.control.clouds.ec2 import PLACEHOLDER_IMAGE, RemoteTwinClock, is_twin
 
     check_policy(policy, model)
+    check_endpoint_url("--endpoint-url", endpoint_url)
     problem = spot_problem(instance)
     run_regions(problem)
     check_zones(problem)
