@@ -19,6 +19,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import sqlite3
 import time
 import uuid
@@ -42,6 +43,19 @@ CREATE TABLE IF NOT EXISTS memory (run_id TEXT PRIMARY KEY, state TEXT);
 CREATE TABLE IF NOT EXISTS progress (run_id TEXT PRIMARY KEY, snapshot TEXT);
 """
 STATES = ("running", "met", "missed", "gave-up", "cancelled", "cancelling", "failed")
+
+
+#: A run id: it names the run's lock file ``RUN.lock`` in the state folder, so no path.
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_run_id(run_id: object) -> str:
+    """``run_id`` if it can name a file in the state folder (letters, digits, ``.``, ``_``, ``-``)."""
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
+        raise InvalidInputError(
+            "--run-id", f"{run_id!r} is not a run id (1-128 letters, digits, '.', '_' or '-', not starting with '.')"
+        )
+    return run_id
 
 
 class RunRecord:
@@ -69,7 +83,7 @@ class RunRecord:
     # ------------------------------------------------------------------ runs
     def create(self, spec: dict[str, Any], run_id: str | None = None) -> str:
         """A new run with its inputs; its id (``run-`` and 12 hex digits unless given)."""
-        run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
+        run_id = f"run-{uuid.uuid4().hex[:12]}" if run_id is None else check_run_id(run_id)
         now = time.time()
         try:
             self._db.execute(
@@ -207,6 +221,8 @@ class RunRecord:
     # ------------------------------------------------------------------ ownership
     def lock(self, run_id: str) -> None:
         """Own the run (one controller at a time); refused while another process owns it."""
+        if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
+            raise InvalidInputError("RUN", f"no run {run_id!r} in {self.folder}")  # and no lock file outside it
         path = self.folder / f"{run_id}.lock"
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:

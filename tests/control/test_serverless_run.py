@@ -393,3 +393,23 @@ def test_a_bad_endpoint_or_function_name_is_refused_before_anything_runs(
     assert len(err) == 1 and option in err[0] and "internal error" not in err[0], err
     with open_record(state) as record:
         assert record.runs() == []
+
+
+@pytest.mark.parametrize("run_id", ["../escape", "a/b", ".hidden", ""])
+def test_a_run_id_that_is_a_path_is_refused(
+    moto_server: str, twin: LambdaTwin, tmp_path: Path, capsys: pytest.CaptureFixture[str], run_id: str
+) -> None:
+    """The id names the lock file RUN.lock in --state: '../escape' wrote tmp_path/escape.lock and ran."""
+    instance, plan, state = tmp_path / "resnet50.json", tmp_path / "plan.json", tmp_path / "runs"
+    write_instance(problem(), instance)
+    plan.write_text(json.dumps(dnnprov.solve(problem(), "milp").to_dict()))
+    args = ["run", str(instance), "--plan", str(plan), "--lambda-endpoint-url", twin.url, "--endpoint-url", moto_server]
+    assert main([*args, "--state", str(state), "--run-id", run_id]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--run-id" in err[0], err
+    assert not (tmp_path / "escape.lock").exists() and twin.state()["executions"] == {}
+    with open_record(state) as record:
+        assert record.runs() == []
+        with pytest.raises(dnnprov.InvalidInputError, match="no run"):
+            record.lock("../escape")
+    assert not (tmp_path / "escape.lock").exists()
