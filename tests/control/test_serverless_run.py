@@ -413,3 +413,24 @@ def test_a_run_id_that_is_a_path_is_refused(
         with pytest.raises(dnnprov.InvalidInputError, match="no run"):
             record.lock("../escape")
     assert not (tmp_path / "escape.lock").exists()
+
+
+def test_max_polls_stops_with_exit_0_and_refuses_a_negative_count(
+    moto_server: str, twin: LambdaTwin, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/control.md: exit 0 when still running after --max-polls (as a spot run); -1 is bad input."""
+    instance, plan, state = tmp_path / "resnet50.json", tmp_path / "plan.json", tmp_path / "runs"
+    write_instance(problem(), instance)
+    plan.write_text(json.dumps(dnnprov.solve(problem(), "milp").to_dict()))
+    args = ["run", str(instance), "--plan", str(plan), "--lambda-endpoint-url", twin.url, "--endpoint-url", moto_server]
+    args += ["--state", str(state), "--json"]
+    assert main([*args, "--run-id", "neg", "--max-polls", "-1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--max-polls" in err[0]
+    assert main([*args, "--run-id", "one", "--max-polls", "1"]) == 0
+    outcome = json.loads(capsys.readouterr().out)
+    assert outcome["state"] == "running" and outcome["segments"] == 1
+    assert main(["run", "resume", "one", "--state", str(state), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["state"] == "met"
+    with open_record(state) as record:
+        assert record.runs() == ["one"]

@@ -46,7 +46,7 @@ def _serverless_outcome(run_id: str, outcome: Any, as_json: bool) -> int:
             f"{outcome.invocations} invocations, cost ${outcome.cost:.4f}"
             + "".join(f"\n  error: {e}" for e in outcome.errors)
         )
-    return EXIT_OK if outcome.state == "met" else EXIT_MISSED
+    return EXIT_OK if outcome.state in ("met", "running") else EXIT_MISSED  # running: stopped by --max-polls
 
 
 def cmd_start_serverless(args: argparse.Namespace, problem: Any) -> int:
@@ -191,6 +191,8 @@ def _status(run_id: str, state: str, as_json: bool) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Dispatch ``run INSTANCE`` / ``run status|cancel|resume RUN``."""
+    if args.max_polls is not None and args.max_polls < 0:
+        raise InvalidInputError("--max-polls", f"must be >= 0, got {args.max_polls}")
     if args.target in VERBS:
         if args.run_id is None:
             raise InvalidInputError("RUN", f"`dnnprov run {args.target}` needs a run id")
