@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import boto3
 from botocore import xform_name
@@ -172,6 +172,25 @@ def check_region(region: object) -> str:
             "a brand-new region needs a newer botocore)",
         )
     return region
+
+
+def check_endpoint_url(field: str, url: object) -> str | None:
+    """``url`` if boto3 can send calls to it: http(s), a host, a port in 0-65535 (``None`` passes).
+
+    boto3 takes any string as ``endpoint_url`` and fails with a ``ValueError`` only at the
+    first call, after a run has been recorded (and its PS launched); this refuses it first.
+    """
+    if url is None:
+        return None
+    try:
+        parts = urlsplit(url) if isinstance(url, str) else None
+        fine = parts is not None and parts.scheme in ("http", "https") and bool(parts.hostname)
+        fine = fine and parts is not None and (parts.port is None or parts.port > 0)
+    except ValueError:
+        fine = False
+    if not fine:
+        raise InvalidInputError(field, f"{url!r} is not an endpoint URL (http:// or https://, a host, a port 1-65535)")
+    return str(url)
 
 
 class AwsClients:

@@ -140,14 +140,14 @@ def create_run(
     stand-in trainer, only against a test endpoint). Every input is checked here, one
     :class:`InvalidInputError` naming it.
     """
-    from dnnprov.cloud.aws import check_region
+    from dnnprov.cloud.aws import check_endpoint_url, check_region
     from dnnprov.control.clouds.ec2 import PLACEHOLDER_IMAGE, RemoteTwinClock, is_twin
     from dnnprov.control.record import check_run_id
 
     check_policy(policy, model)
     if run_id is not None:
         check_run_id(run_id)
-    check_endpoint(endpoint_url)
+    check_endpoint_url("--endpoint-url", endpoint_url)
     problem = spot_problem(instance)
     run_regions(problem)
     check_zones(problem)
@@ -178,22 +178,6 @@ def create_run(
     }
     with closing(RunRecord(state)) as record:
         return record.create(spec, run_id)
-
-
-def check_endpoint(url: str | None, field: str = "--endpoint-url") -> str | None:
-    """``url`` if it is an http(s) URL with a host (``None``: AWS's own endpoints)."""
-    from urllib.parse import urlsplit
-
-    if url is None:
-        return None
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises on a port that is not a number
-    except ValueError as exc:
-        raise InvalidInputError(field, f"{url!r} is not a URL ({exc})") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidInputError(field, f"must be an http(s) URL such as http://127.0.0.1:5000, got {url!r}")
-    return url
 
 
 def run_regions(problem: SpotProblem) -> list[str]:

@@ -71,7 +71,7 @@ class RunRecord:
     # ------------------------------------------------------------------ runs
     def create(self, spec: dict[str, Any], run_id: str | None = None) -> str:
         """A new run with its inputs; its id (``run-`` and 12 hex digits unless given)."""
-        run_id = check_run_id(run_id or f"run-{uuid.uuid4().hex[:12]}")
+        run_id = f"run-{uuid.uuid4().hex[:12]}" if run_id is None else check_run_id(run_id)
         now = time.time()
         try:
             self._db.execute(

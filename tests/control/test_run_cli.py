@@ -11,6 +11,7 @@ from control.test_loop import problem
 
 import dnnprov
 from dnnprov.cli import main
+from dnnprov.control.record import open_record
 from dnnprov.io.instances import write_instance
 
 pytest_plugins = ["conftest_aws"]
@@ -101,3 +102,18 @@ def test_run_bad_input_is_one_line(
     assert main([*argv, "--state", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and field in err[0]
+
+
+@pytest.mark.parametrize("url", ["notaurl", "http://127.0.0.1:99999", "http://[::1"])
+def test_run_refuses_an_endpoint_url_boto3_cannot_use(
+    url: str, files: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not an internal error after the run was recorded: one line naming --endpoint-url, no run."""
+    instance, plan = files
+    state = tmp_path / "runs"
+    argv = ["run", str(instance), "--plan", str(plan), "--policy", "none", "--endpoint-url", url, "--state", str(state)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--endpoint-url" in err[0] and "internal error" not in err[0], err
+    with open_record(state) as record:
+        assert record.runs() == []

@@ -359,3 +359,78 @@ def test_the_lambda_twin_command_serves_a_cli_run(
         timeout=60,
     )
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "serverless" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--lambda-endpoint-url", "notaurl"),
+        ("--lambda-endpoint-url", "http://"),
+        ("--lambda-endpoint-url", "http://[::1"),
+        ("--lambda-endpoint-url", "http://127.0.0.1:99999"),
+        ("--lambda-endpoint-url", "ftp://127.0.0.1:8080"),
+        ("--endpoint-url", "notaurl"),
+        ("--function", ""),
+        ("--function", "a b"),
+        ("--function", "../../x"),
+        ("--function", "worker?x=1"),
+    ],
+)
+def test_a_bad_endpoint_or_function_name_is_refused_before_anything_runs(
+    moto_server: str, twin: LambdaTwin, tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str
+) -> None:
+    """One error naming the option, exit 2, and no run recorded (so no PS launched)."""
+    instance, plan, state = tmp_path / "resnet50.json", tmp_path / "plan.json", tmp_path / "runs"
+    write_instance(problem(), instance)
+    plan.write_text(json.dumps(dnnprov.solve(problem(), "milp").to_dict()))
+    urls = {"--lambda-endpoint-url": twin.url, "--endpoint-url": moto_server, option: value}
+    args = ["run", str(instance), "--plan", str(plan), "--state", str(state), "--run-id", "sl-bad"]
+    args += [a for pair in urls.items() for a in pair]
+    if option == "--function":
+        args += ["--function", value]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and option in err[0] and "internal error" not in err[0], err
+    with open_record(state) as record:
+        assert record.runs() == []
+
+
+@pytest.mark.parametrize("run_id", ["../escape", "a/b", ".hidden", ""])
+def test_a_run_id_that_is_a_path_is_refused(
+    moto_server: str, twin: LambdaTwin, tmp_path: Path, capsys: pytest.CaptureFixture[str], run_id: str
+) -> None:
+    """The id names the lock file RUN.lock in --state: '../escape' wrote tmp_path/escape.lock and ran."""
+    instance, plan, state = tmp_path / "resnet50.json", tmp_path / "plan.json", tmp_path / "runs"
+    write_instance(problem(), instance)
+    plan.write_text(json.dumps(dnnprov.solve(problem(), "milp").to_dict()))
+    args = ["run", str(instance), "--plan", str(plan), "--lambda-endpoint-url", twin.url, "--endpoint-url", moto_server]
+    assert main([*args, "--state", str(state), "--run-id", run_id]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--run-id" in err[0], err
+    assert not (tmp_path / "escape.lock").exists() and twin.state()["executions"] == {}
+    with open_record(state) as record:
+        assert record.runs() == []
+        with pytest.raises(dnnprov.InvalidInputError, match="is not a valid name here"):
+            record.lock("../escape")
+    assert not (tmp_path / "escape.lock").exists()
+
+
+def test_max_polls_stops_with_exit_0_and_refuses_a_negative_count(
+    moto_server: str, twin: LambdaTwin, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/control.md: exit 0 when still running after --max-polls (as a spot run); -1 is bad input."""
+    instance, plan, state = tmp_path / "resnet50.json", tmp_path / "plan.json", tmp_path / "runs"
+    write_instance(problem(), instance)
+    plan.write_text(json.dumps(dnnprov.solve(problem(), "milp").to_dict()))
+    args = ["run", str(instance), "--plan", str(plan), "--lambda-endpoint-url", twin.url, "--endpoint-url", moto_server]
+    args += ["--state", str(state), "--json"]
+    assert main([*args, "--run-id", "neg", "--max-polls", "-1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--max-polls" in err[0]
+    assert main([*args, "--run-id", "one", "--max-polls", "1"]) == 0
+    outcome = json.loads(capsys.readouterr().out)
+    assert outcome["state"] == "running" and outcome["segments"] == 1
+    assert main(["run", "resume", "one", "--state", str(state), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["state"] == "met"
+    with open_record(state) as record:
+        assert record.runs() == ["one"]

@@ -46,7 +46,7 @@ def _serverless_outcome(run_id: str, outcome: Any, as_json: bool) -> int:
             f"{outcome.invocations} invocations, cost ${outcome.cost:.4f}"
             + "".join(f"\n  error: {e}" for e in outcome.errors)
         )
-    return EXIT_OK if outcome.state == "met" else EXIT_MISSED
+    return EXIT_OK if outcome.state in ("met", "running") else EXIT_MISSED  # running: stopped by --max-polls
 
 
 def cmd_start_serverless(args: argparse.Namespace, problem: Any) -> int:
@@ -79,7 +79,7 @@ def cmd_start_serverless(args: argparse.Namespace, problem: Any) -> int:
         region=args.region or "us-east-1",
         state=args.state,
         run_id=args.run_id,
-        function=args.function or DEFAULT_FUNCTION,
+        function=DEFAULT_FUNCTION if args.function is None else args.function,
         image_id=args.image_id,
         horizon=args.horizon,
         stop_after=args.max_polls,
