@@ -166,6 +166,17 @@ def test_lambda_configuration_of_serverless_plan(make_resnet50) -> None:
         export_files(doc, "skypilot")
 
 
+@pytest.mark.parametrize("memory", [64, 127, 10_241, 20_000])
+def test_lambda_memory_outside_lambdas_limits_is_refused(make_resnet50, memory: int) -> None:
+    """A plan whose memory Lambda does not offer (128-10,240 MB) was exported as is; botocore
+    (and Lambda) would refuse the call: the export names the field instead."""
+    problem = make_resnet50()
+    doc = plan_document(dnnprov.solve(problem, "enumerate"), problem)
+    bad = PlanDocument(result={**doc.result, "plan": {**doc.result["plan"], "memory_mb": memory}})
+    with pytest.raises(InvalidInputError, match="^result.plan.memory_mb: Lambda takes 128-10,240 MB"):
+        lambda_calls(bad, "train-resnet50")
+
+
 def test_lambda_create_function(make_resnet50) -> None:
     """With a role and code the function is created (CreateFunction), valid for AWS's API model."""
     problem = make_resnet50()

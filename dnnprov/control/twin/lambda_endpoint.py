@@ -35,6 +35,7 @@ from urllib.parse import unquote
 
 import numpy as np
 
+from dnnprov.cloud.export.consumers.aws_calls import LAMBDA_MEMORY_MB
 from dnnprov.errors import InvalidInputError
 from dnnprov.models.serverless import ServerlessModel
 from dnnprov.problems.serverless import ServerlessProblem
@@ -283,8 +284,11 @@ class LambdaTwin:
                 raise _ApiError(404, "ResourceNotFoundException", f"Function not found: {name}")
             config = self.functions.get(name) or FunctionConfig(name=name)
             memory, timeout = params.get("MemorySize", config.memory_mb), params.get("Timeout", config.timeout_s)
-            if not (isinstance(memory, int) and 128 <= memory <= 10240):
-                raise _ApiError(400, "InvalidParameterValueException", f"MemorySize {memory!r} is not in 128-10240 MB")
+            low, high = LAMBDA_MEMORY_MB
+            if not (isinstance(memory, int) and low <= memory <= high):
+                raise _ApiError(
+                    400, "InvalidParameterValueException", f"MemorySize {memory!r} is not in {low}-{high} MB"
+                )
             if not (isinstance(timeout, int) and 1 <= timeout <= 900):
                 raise _ApiError(400, "InvalidParameterValueException", f"Timeout {timeout!r} is not in 1-900 s")
             config.memory_mb, config.timeout_s = memory, timeout

@@ -343,6 +343,10 @@ class FunctionCode:
         }
 
 
+#: Memory a Lambda function may have, MB (AWS's documented limits; the EC2/Lambda twin's too).
+LAMBDA_MEMORY_MB = (128, 10_240)
+
+
 def lambda_calls(
     doc: PlanDocument, function_name: str | None = None, code: FunctionCode | None = None
 ) -> list[ApiCall]:
@@ -366,9 +370,13 @@ def lambda_calls(
             LAMBDA_NAME_MAX,
             "a Lambda function name has letters, digits, '-' and '_' only",
         )
+    memory = int(plan["memory_mb"])
+    low, high = LAMBDA_MEMORY_MB
+    if not low <= memory <= high:  # botocore and Lambda refuse it: say so here, not at the call
+        raise InvalidInputError("result.plan.memory_mb", f"Lambda takes {low}-{high:,} MB per function, got {memory:,}")
     settings = {
         "FunctionName": name,
-        "MemorySize": int(plan["memory_mb"]),
+        "MemorySize": memory,
         "Timeout": min(900, math.ceil(platform.timeout_s)),
     }
     if code is None:
