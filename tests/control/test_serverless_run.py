@@ -434,3 +434,19 @@ def test_max_polls_stops_with_exit_0_and_refuses_a_negative_count(
     assert json.loads(capsys.readouterr().out)["state"] == "met"
     with open_record(state) as record:
         assert record.runs() == ["one"]
+
+
+@pytest.mark.parametrize("option", [["--policy", "replan"], ["--policy", "failover"]])
+def test_a_launch_policy_is_refused_on_a_serverless_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: list[str]
+) -> None:
+    """--policy was ignored without a word on a serverless run (its --progress was refused):
+    it has no launch policy, so naming one is one error, nothing recorded."""
+    instance, plan, state = tmp_path / "resnet50.json", tmp_path / "plan.json", tmp_path / "runs"
+    write_instance(problem(), instance)
+    plan.write_text(json.dumps(dnnprov.solve(problem(), "milp").to_dict()))
+    argv = ["run", str(instance), "--plan", str(plan), "--lambda-endpoint-url", "http://127.0.0.1:9", *option]
+    assert main([*argv, "--state", str(state)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dnnprov: error: --policy: a serverless run has no launch policy")
+    assert not (state / "runs.db").exists()

@@ -36,6 +36,10 @@ def _print_outcome(run_id: str, outcome: Any, as_json: bool) -> int:
     return EXIT_OK if outcome.state == "met" else EXIT_MISSED
 
 
+#: The launch policy of a spot run that names none.
+DEFAULT_POLICY = "failover"
+
+
 def _serverless_outcome(run_id: str, outcome: Any, as_json: bool) -> int:
     if as_json:
         print(json.dumps({"run": run_id, **outcome.to_dict()}, indent=2))
@@ -57,6 +61,11 @@ def cmd_start_serverless(args: argparse.Namespace, problem: Any) -> int:
 
     if args.progress != "model":
         raise InvalidInputError("--progress", "a serverless run reads progress from its functions' answers")
+    if args.policy is not None or args.model is not None:
+        raise InvalidInputError(
+            "--policy" if args.policy is not None else "--model",
+            "a serverless run has no launch policy: its functions are invoked segment by segment",
+        )
     doc = load_plan(args.plan, problem=problem)
     plan = doc.result["plan"]
     local_batch = plan.get("local_batch")
@@ -96,7 +105,8 @@ def cmd_start(args: argparse.Namespace) -> int:
 
     if args.plan is None:
         raise InvalidInputError("--plan", "required to start a run")
-    check_policy(args.policy, args.model)
+    policy = args.policy or DEFAULT_POLICY
+    check_policy(policy, args.model)
     path = (
         str(embedded_instance(args.target.removeprefix("embedded:")))
         if args.target.startswith("embedded:")
@@ -125,7 +135,7 @@ def cmd_start(args: argparse.Namespace) -> int:
             *cli_run(
                 problem,
                 SpotPlan(counts=doc.counts(), ps=doc.ps),
-                args.policy,
+                policy,
                 settings,
                 args.cloud,
                 run_id=args.run_id,
@@ -137,7 +147,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     run_id = create_run(
         problem,
         args.plan,
-        args.policy,
+        policy,
         endpoint_url=args.endpoint_url,
         region=args.region,
         state=args.state,
@@ -222,7 +232,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_id", nargs="?", default=None, metavar="RUN", help="the run (with a verb)")
     p.add_argument("--plan", help="plan document or `dnnprov solve --json` output")
     p.add_argument(
-        "--policy", default="failover", help="launch policy: none, replan, fallback, failover, uniform-progress, mpc"
+        "--policy", help="launch policy: none, replan, fallback, failover, uniform-progress, mpc (default failover)"
     )
     p.add_argument(
         "--model", default=None, help="with --policy mpc: availability model (JSON) from risk fit --zones --out"
