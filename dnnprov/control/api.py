@@ -373,7 +373,7 @@ def drive_run(
     from dnnprov.control.clouds.ec2 import Ec2Cloud
 
     check_max_polls(max_polls)
-    with closing(RunRecord(state)) as record:
+    with closing(RunRecord(state, existing=True)) as record:
         row = record.get(run_id)
         if row["state"] not in LIVE:
             return None if row["outcome"] is None else _outcome(row["outcome"])
@@ -459,7 +459,7 @@ def resume_run(
     """Take a run over after its controller stopped (adopt, re-send, go on): its outcome
     (``None`` while still running); an ended run's recorded outcome. Serverless runs too."""
     check_max_polls(max_polls)
-    with closing(RunRecord(state)) as record:
+    with closing(RunRecord(state, existing=True)) as record:
         row = record.get(run_id)
         if row["spec"].get("kind") == "serverless" and row["state"] in LIVE:
             from dnnprov.control.serverless import ServerlessRun
@@ -474,7 +474,7 @@ def cancel_run(run_id: str, *, state: str | Path = DEFAULT_STATE) -> dict[str, A
     alive (its lock held) the cancel is written to the record and that controller tears down
     at its next poll (``torn_down`` false); with none, this call takes the run over as
     :func:`resume_run` does and terminates every instance of the run (``torn_down`` true)."""
-    with closing(RunRecord(state)) as record:
+    with closing(RunRecord(state, existing=True)) as record:
         row = record.get(run_id)
         if row["state"] not in LIVE:
             cost = row["outcome"]["cost"] if row["outcome"] else None
@@ -523,7 +523,7 @@ def run_status(run_id: str, *, state: str | Path = DEFAULT_STATE, events: bool =
     the controller saw it: ``time_s``, ``loss``, ``step``, ``finish_s``; ``None`` before the
     first), ``cost_so_far`` (dollars billed up to the last poll), ``counters`` (revocations,
     launches, refusals, on-demand workers launched), ``outcome`` (once ended) and ``events``."""
-    with closing(RunRecord(state)) as record:
+    with closing(RunRecord(state, existing=True)) as record:
         row = record.get(run_id)
         journal = list(record.events(run_id))
         held: dict[str, int] = {}

@@ -49,8 +49,13 @@ STATES = ("running", "met", "missed", "gave-up", "cancelled", "cancelling", "fai
 class RunRecord:
     """Runs in ``folder/runs.db`` (module docstring)."""
 
-    def __init__(self, folder: str | Path) -> None:
+    def __init__(self, folder: str | Path, *, existing: bool = False) -> None:
+        """``existing``: open a record that must be there already (status, cancel, resume), made nowhere else."""
         self.folder = Path(folder)
+        if existing and not (self.folder / "runs.db").is_file():
+            raise InvalidInputError(
+                "RUN", f"no run in {folder}: it holds no run record (runs.db); is --state the run's?"
+            )
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

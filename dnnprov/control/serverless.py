@@ -506,7 +506,7 @@ def run_serverless(
 
 def resume_serverless(state: str, run_id: str, max_segments: int | None = None) -> ServerlessOutcome:
     """Take a serverless run over after its controller stopped: pending steps re-sent with their tokens."""
-    record = RunRecord(state)
+    record = RunRecord(state, existing=True)
     try:
         record.lock(run_id)
         return ServerlessRun(record, run_id).drive(max_segments)

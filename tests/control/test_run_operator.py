@@ -234,3 +234,16 @@ def test_a_twin_that_went_away_is_named_so_and_the_run_resumes_when_it_is_back(
         assert main(["run", "resume", "away", "--state", str(state), "--max-polls", "1"]) == 0
         assert main(["run", "cancel", "away", "--state", str(state)]) == 0
         assert all(i["State"]["Name"] in ("terminated", "shutting-down") for i in tagged(back.url, "away"))
+
+
+@pytest.mark.parametrize("verb", ["status", "cancel", "resume"])
+def test_a_verb_on_a_state_folder_without_runs_makes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], verb: str
+) -> None:
+    """`run status X --state DIR` of a DIR that holds no run record made DIR and a runs.db
+    (a reading verb left files behind); now one error (no such run), nothing made."""
+    state = tmp_path / "nowhere" / "runs"
+    assert main(["run", verb, "r1", "--state", str(state)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dnnprov: error: RUN: no run in ") and "holds no run record" in err[0]
+    assert not (tmp_path / "nowhere").exists()
