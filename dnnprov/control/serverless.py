@@ -384,6 +384,13 @@ class ServerlessRun:
             self._step("teardown", {"state": state}, self._teardown)
             outcome = self._outcome(state, errors, predicted_time, predicted_launches)
             self._event(outcome.time_s, "end", state=state, finish_s=outcome.finish_s, loss=outcome.loss)
+        for step in self.record.steps(self.run_id):
+            kept = step["kind"] == "teardown" and (step["result"] or {}).get("concurrency_kept")
+            if kept:
+                errors.append(
+                    f"the reserved concurrency of {self.function} was not released ({kept}): release it with "
+                    f"`aws lambda delete-function-concurrency --function-name {self.function}`"
+                )
         outcome = self._outcome(state, errors, predicted_time, predicted_launches)
         self.record.set_state(self.run_id, state, outcome.to_dict())
         return outcome
@@ -419,13 +426,16 @@ class ServerlessRun:
         )
 
     def _teardown(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Terminate the PS (a failure raises: instances would be left, a resume retries) and
+        release the function's reserved concurrency; a release that fails (Lambda's endpoint
+        gone, say) ends the run anyway and is kept in the result, for the outcome to say."""
         ids = [i.instance_id for i in self.ec2.instances(self.run_id) if i.ended_s is None]
         self.ec2.terminate(ids)
         try:
             self._lambda("DeleteFunctionConcurrency", FunctionName=self.function)
         except CloudError as exc:
             if exc.code != "ResourceNotFoundException":
-                raise
+                return {"terminated": ids, "concurrency_kept": str(exc)}
         return {"terminated": ids}
 
 

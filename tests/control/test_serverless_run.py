@@ -450,3 +450,30 @@ def test_a_launch_policy_is_refused_on_a_serverless_run(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("dnnprov: error: --policy: a serverless run has no launch policy")
     assert not (state / "runs.db").exists()
+
+
+def test_a_lambda_endpoint_that_does_not_answer_fails_the_run_and_says_why(
+    moto_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Lambda's endpoint refuses connections: the configure step fails, the teardown still
+    terminates the PS, and the run ends `failed` with the configure error and the concurrency it
+    could not release. It stayed `running`, its teardown pending, and only the release's error
+    was shown (the configure error, the cause, was lost)."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    instance, plan, state = tmp_path / "resnet50.json", tmp_path / "plan.json", tmp_path / "runs"
+    write_instance(problem(), instance)
+    plan.write_text(json.dumps(dnnprov.solve(problem(), "milp").to_dict()))
+    argv = ["run", str(instance), "--plan", str(plan), "--lambda-endpoint-url", dead, "--endpoint-url", moto_url]
+    assert main([*argv, "--state", str(state), "--run-id", "dead-lambda", "--json"]) == 1
+    outcome = json.loads(capsys.readouterr().out)
+    assert outcome["state"] == "failed"
+    assert "UpdateFunctionConfiguration" in outcome["errors"][0]
+    assert "reserved concurrency of dnnprov-worker was not released" in outcome["errors"][1]
+    with open_record(state) as record:
+        assert record.get("dead-lambda")["state"] == "failed"
+        assert [e["kind"] for e in record.events("dead-lambda")] == ["launch", "end"]  # the PS was launched
+    assert left_over(moto_url, "dead-lambda") == []  # and terminated

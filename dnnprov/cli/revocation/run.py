@@ -44,9 +44,9 @@ def _serverless_outcome(run_id: str, outcome: Any, as_json: bool) -> int:
     if as_json:
         print(json.dumps({"run": run_id, **outcome.to_dict()}, indent=2))
     else:
-        finish = "not reached" if outcome.finish_s is None else f"{outcome.finish_s:.0f} s"
+        finish = "target not reached" if outcome.finish_s is None else f"target at {outcome.finish_s:.0f} s"
         print(
-            f"{run_id}: {outcome.state}: target at {finish}, {outcome.restarts} restarts, "
+            f"{run_id}: {outcome.state}: {finish}, {outcome.restarts} restarts, "
             f"{outcome.invocations} invocations, cost ${outcome.cost:.4f}"
             + "".join(f"\n  error: {e}" for e in outcome.errors)
         )
