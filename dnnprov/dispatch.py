@@ -87,7 +87,7 @@ def solve(
         decomposition, each at most one LP or threshold MILP) ``milp`` processes, summed
         over the exact solves of an objective; reached, the result is ``limit`` with the
         plan and proven bound it had, the same on any machine. The serverless method and
-        ``enumerate`` count no work (they stop by time only).
+        ``enumerate`` count plans evaluated instead (one unit each).
     callback
         Called with a :class:`~dnnprov.progress.Progress` on every new incumbent and every
         better proven bound of ``milp`` (cost objective); the bound never goes down.
