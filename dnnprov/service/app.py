@@ -37,12 +37,12 @@ from dnnprov.execution.pool import Outcome, Work
 from dnnprov.json_files import parse_json
 from dnnprov.problems.validation.checks import short
 from dnnprov.service.events import log_event
-from dnnprov.service.http.metrics import Metrics
 from dnnprov.service.http.middleware import ServiceMiddleware
 from dnnprov.service.http.openapi import openapi_document
 from dnnprov.service.jobs import JobRunner
 from dnnprov.service.kinds.run_jobs import RunJobs, runs_folder
 from dnnprov.service.kinds.tasks import JOB_ONLY_KINDS, KINDS, body_field, prepare
+from dnnprov.service.metrics import Metrics
 from dnnprov.service.pool import LONG_NICE, lane_of, make_executor
 from dnnprov.service.store import (
     FINAL,

@@ -3,9 +3,9 @@
 In order: a request id (``X-Request-Id`` kept when it is a short token, else new) and a
 W3C ``traceparent`` (its trace id kept); 503 while the server drains; the bearer token and
 its tenant, with failed attempts throttled per client (a repeated ``Authorization`` is 400);
-415 when a body is not JSON (or is encoded: ``Content-Encoding``); then the endpoint, and one JSON access-log line. Being plain
-ASGI (no ``BaseHTTPMiddleware``) it passes ``receive`` through untouched, so an endpoint
-sees its client disconnect.
+415 when a body is not JSON (or is encoded: ``Content-Encoding``); then the endpoint, and one
+JSON access-log line. Being plain ASGI (no ``BaseHTTPMiddleware``) it passes ``receive``
+through untouched, so an endpoint sees its client disconnect.
 """
 
 from __future__ import annotations
