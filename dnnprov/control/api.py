@@ -475,11 +475,11 @@ def cancel_run(run_id: str, *, state: str | Path = DEFAULT_STATE) -> dict[str, A
     at its next poll (``torn_down`` false); with none, this call takes the run over as
     :func:`resume_run` does and terminates every instance of the run (``torn_down`` true)."""
     with closing(RunRecord(state, existing=True)) as record:
-        row = record.get(run_id)
-        if row["state"] not in LIVE:
+        if not record.request_cancel(run_id):  # not live: ended (by its controller, maybe just now)
+            row = record.get(run_id)
             cost = row["outcome"]["cost"] if row["outcome"] else None
             return {"run": run_id, "state": row["state"], "torn_down": False, "cost": cost}
-        record.set_state(run_id, "cancelling")
+        row = record.get(run_id)
         try:
             record.lock(run_id)
         except InvalidInputError:

@@ -119,6 +119,15 @@ class RunRecord:
             (state, time.time(), None if outcome is None else json.dumps(outcome), run_id),
         )
 
+    def request_cancel(self, run_id: str) -> bool:
+        """Mark a live run (``running`` or ``cancelling``) ``cancelling``, in one statement: a run
+        its controller ended meanwhile keeps its end (``met``, ...). Whether the run was live."""
+        moved = self._db.execute(
+            "UPDATE runs SET state = 'cancelling', updated = ? WHERE id = ? AND state IN ('running', 'cancelling')",
+            (time.time(), run_id),
+        )
+        return moved.rowcount == 1
+
     # ------------------------------------------------------------------ steps and events
     def intend(self, run_id: str, step: int, kind: str, payload: dict[str, Any]) -> None:
         """Write a step before it is sent."""

@@ -247,3 +247,18 @@ def test_a_verb_on_a_state_folder_without_runs_makes_nothing(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("dnnprov: error: RUN: no run in ") and "holds no run record" in err[0]
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_cancel_never_overwrites_an_end(tmp_path: Path) -> None:
+    """cancel_run read the run, then wrote `cancelling` unconditionally: a run its controller
+    ended in between lost its `met`. The move to `cancelling` is now one conditional statement."""
+    from dnnprov.control.record import open_record
+
+    with open_record(tmp_path) as record:
+        for run_id, state in (("live", "running"), ("ended", "met")):
+            record.create({"kind": "test"}, run_id)
+            record.set_state(run_id, state)
+        assert record.request_cancel("live") and record.get("live")["state"] == "cancelling"
+        assert record.request_cancel("live")  # asked again: still live
+        assert not record.request_cancel("ended") and record.get("ended")["state"] == "met"
+        assert not record.request_cancel("nosuch")
