@@ -22,6 +22,7 @@ from dnnprov.models.serverless import ServerlessModel
 from dnnprov.models.spot import SpotModel
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem, VcpuQuota
+from dnnprov.problems.validation import checks as check
 from dnnprov.progress import stop_requested
 
 DEFAULT_MAX_PLANS_PER_JOB = 5_000_000
@@ -55,7 +56,7 @@ class SharedLimits:
                 raise InvalidInputError("shared.quotas", f"keys must be instance type names, got {label!r}")
             if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 0:
                 raise InvalidInputError(f"shared.quotas.{label}", f"must be an integer >= 0, got {limit!r}")
-            quotas[label] = int(limit)
+            quotas[label] = check.integer(f"shared.quotas.{label}", limit, minimum=0)  # at most 2^53
         object.__setattr__(self, "quotas", quotas)
         vcpu = tuple(self.vcpu_quotas)
         seen = set()
@@ -72,6 +73,8 @@ class SharedLimits:
             or self.concurrency < 0
         ):
             raise InvalidInputError("shared.concurrency", f"must be an integer >= 0, got {self.concurrency!r}")
+        if self.concurrency is not None:
+            object.__setattr__(self, "concurrency", check.integer("shared.concurrency", self.concurrency, minimum=0))
 
     def rows(self) -> dict[str, float]:
         """Every shared row's name and limit (the ``shared`` of the Pyomo model)."""

@@ -464,6 +464,22 @@ def test_bad_shared_limits_are_refused(make_resnet110):
         solve_many([])
 
 
+def test_huge_shared_limits_are_refused(tmp_path, capsys, make_resnet110, make_resnet50):
+    """A shared quota or concurrency beyond 2^53 is an input error naming it, as a job's own vCPU
+    quota is (before: an OverflowError from float(), exit 3 'internal error', past 1e308)."""
+    for quotas, concurrency in (({"p3.2xlarge": 10**400}, None), ({}, 10**400), ({"p3.2xlarge": 2**53 + 1}, None)):
+        with pytest.raises(dnnprov.InvalidInputError, match="shared.(quotas.p3.2xlarge|concurrency).*2\\^53"):
+            SharedLimits(quotas=quotas, concurrency=concurrency)
+    assert SharedLimits(quotas={"p3.2xlarge": 2**53}).rows() == {"quota:p3.2xlarge": float(2**53)}
+    files = []
+    for i, p in enumerate([make_resnet110(), make_resnet50()]):
+        dnnprov.write_instance(p, tmp_path / f"job{i}.json")
+        files.append(str(tmp_path / f"job{i}.json"))
+    assert main(["solve-many", *files, "--shared-quota", f"p3.2xlarge={10**400}"]) == 2
+    assert main(["solve-many", *files, "--concurrency", str(10**400)]) == 2
+    assert "2^53" in capsys.readouterr().err
+
+
 def test_identical_jobs_share_columns_and_time_limit(make_resnet110):
     """Jobs equal up to their name reuse one column generation; a tiny time limit reports limit."""
     jobs = [make_resnet110().replace(name=f"job-{i}") for i in range(5)]

@@ -153,6 +153,33 @@ def test_priced_sets_with_prices_over_twelve_decades(make_random_spot):
     assert dnnprov.Status.OPTIMAL in statuses
 
 
+def times_prices(problem: dnnprov.SpotProblem, factor: float) -> dnnprov.SpotProblem:
+    """``problem`` with every type's and the PS's price multiplied by ``factor`` (no budget)."""
+    data = problem.to_dict()
+    for spec in data["instance_types"].values():
+        spec["spot_price_per_h"] *= factor
+    data["platform"]["ps_price_per_h"] *= factor
+    data["constraints"]["budget_usd"] = None
+    return dnnprov.problem_from_dict(data)
+
+
+@pytest.mark.filterwarnings("ignore::dnnprov.errors.PlausibilityWarning")
+@pytest.mark.parametrize("factor", [1e12, 1e-10])
+def test_priced_sets_with_every_price_near_the_range_ends(make_random_spot, factor):
+    """Every price scaled by 1e12 or 1e-10 (valid prices): the region solves' cutoffs then lie above
+    1e15 or below 1e-9, which no problem holds as a budget; they must not be passed as one (an
+    InvalidInputError on ``constraints.budget_usd``, a field the user never gave, before the fix)."""
+    rng = np.random.default_rng(3309)
+    options = {"n_types": 3, "max_quota": 2, "max_ps": 2, "model": "paper"}  # costs unrounded
+    statuses = []
+    for _ in range(12):
+        problems = [
+            times_prices(feasible(make_random_spot, rng, **options), factor) for _ in range(int(rng.integers(2, 4)))
+        ]
+        statuses.append(agrees(problems, random_shared(rng, problems)))
+    assert dnnprov.Status.OPTIMAL in statuses
+
+
 def test_priced_fuzz_families_have_no_wrong_answer():
     """The fuzz harness of benchmarks/joint_magnitudes.py --priced, a short run: every family
     exercised, no wrong answer (and both certificates met)."""

@@ -68,6 +68,7 @@ from dnnprov.solvers.spot.exact import solve_spot_exact
 
 from dnnprov.models.spot import SpotModel
 from dnnprov.problems.spot import ON_DEMAND_SUFFIX, InstanceType, SpotProblem, VcpuQuota
+from dnnprov.problems.validation.checks import MAX_MAGNITUDE, MIN_POSITIVE
 from dnnprov.progress import Clock, stop_requested
 from dnnprov.result import SpotPlan, Status
 
@@ -215,9 +216,12 @@ class SpotPricer:
         """The budget a solve with ``cutoff`` gets (``None``: none, the solve is the plain one).
 
         Only a positive finite cutoff below the job's own budget is a budget: plans cost
-        at least 0, and under the job's own budget an ``infeasible`` is a proof of emptiness."""
+        at least 0, and under the job's own budget an ``infeasible`` is a proof of emptiness.
+        A cutoff a problem cannot hold as ``budget_usd`` (below ``MIN_POSITIVE`` or above
+        ``MAX_MAGNITUDE``: prices near 1e-9 or 1e9 $/h) is no budget either: the plain solve
+        is as exact, only slower."""
         own = self.problem.constraints.budget_usd
-        if not (math.isfinite(cutoff) and cutoff > 0) or (own is not None and cutoff >= own):
+        if not (MIN_POSITIVE <= cutoff <= MAX_MAGNITUDE) or (own is not None and cutoff >= own):
             return None
         return float(cutoff)
 
