@@ -93,6 +93,10 @@ def solve_columns(
         ended = "at the time limit" if lp.status is MilpStatus.LIMIT else "without an answer from HiGHS"
         return ColumnSolution(Status.LIMIT, None, None, None, f"the LP relaxation ended {ended}", stats=stats)
     bound, delta = model.lagrangian(lp.row_dual)  # verified: bound <= L*, delta <= delta*
+    if len(model.cost) and bool((model.cost >= 0).all()):
+        # every column costs >= 0, so does every choice of one a job: 0 is a bound too (the
+        # verified bound of a set of free plans is a hair below 0 and would never close at 0)
+        bound = max(bound, 0.0)
     stats["lp_objective"] = lp.objective
     stats["lp_bound"] = bound
 
@@ -126,7 +130,7 @@ def solve_columns(
     kept, previous = np.arange(n), None
     subset_bound = -math.inf  # B_S of the last MILP, over the set `previous`
     last_tau = -math.inf
-    while time.perf_counter() < deadline and not stop_requested() and not _closes(proven_bound, upper):
+    while time.perf_counter() < deadline and not stop_requested() and not closes(proven_bound, upper):
         kept = np.flatnonzero(delta <= tau) if math.isfinite(tau) else np.arange(n)
         outside = _down(bound + tau) if len(kept) < n else math.inf
         if previous is not None and np.array_equal(kept, previous):
@@ -174,7 +178,7 @@ def solve_columns(
     total = math.fsum(model.cost[picked])  # correctly rounded; _total(best) >= the exact sum
     usage = {r: float(u) for r, u in zip(model.row_names, used)}
     usage.update({r: 0.0 for r in shared if r not in usage})
-    if _closes(proven_bound, _total(model, best)):
+    if closes(proven_bound, _total(model, best)):
         return ColumnSolution(Status.OPTIMAL, picked - model.starts[:-1], total, total, "", usage, stats, kept)
     return ColumnSolution(
         Status.LIMIT,
@@ -197,7 +201,7 @@ def _verified_subset(
     """The verified MILP over ``kept``, aimed at proving the incumbent ``upper`` (new incumbent if found).
 
     The driver proves "no point below the target" with target U (1 - OPTIMAL_TOLERANCE / 2),
-    which :func:`_closes` accepts. When HiGHS or the driver's own branch and bound finds a
+    which :func:`closes` accepts. When HiGHS or the driver's own branch and bound finds a
     point below the target (HiGHS's MILP answer is not always its optimum), the incumbent
     improves and the proof is aimed again at the new one.
     """
@@ -211,20 +215,23 @@ def _verified_subset(
             x[model.choice(milp.x)] = 1.0
             if _feasible(model, x) and _total(model, x) < upper:
                 best, upper, improved = x, _total(model, x), True
-        if not improved or _closes(milp.dual_bound, upper) or time.perf_counter() >= deadline or stop_requested():
+        if not improved or closes(milp.dual_bound, upper) or time.perf_counter() >= deadline or stop_requested():
             break
     assert milp is not None
     return milp, best, upper
 
 
-def _closes(bound: float, cost: float) -> bool:
+def closes(bound: float, cost: float) -> bool:
     """Whether a verified ``bound`` proves ``cost`` optimal within OPTIMAL_TOLERANCE."""
     return math.isfinite(cost) and bound >= cost - OPTIMAL_TOLERANCE * abs(cost)
 
 
 def _total(model: ColumnModel, x: np.ndarray) -> float:
-    """The chosen columns' total cost, rounded up (fsum is correctly rounded)."""
-    return _up(math.fsum(model.cost[model.choice(x)]))
+    """The chosen columns' total cost, rounded up (fsum is correctly rounded). A sum of 0 is
+    exact (a nonzero exact sum of floats is a multiple of the least subnormal, so it rounds to
+    no 0) and stays 0: rounded up it would be a hair above the bound 0 of free plans."""
+    total = math.fsum(model.cost[model.choice(x)])
+    return total if total == 0.0 else _up(total)
 
 
 def _feasible(model: ColumnModel, x: np.ndarray) -> bool:

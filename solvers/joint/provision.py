@@ -115,7 +115,7 @@ from dnnprov.models.serverless import ServerlessModel
 from dnnprov.models.spot import SpotModel
 from dnnprov.problems.serverless import ServerlessProblem
 from dnnprov.problems.spot import SpotProblem
-from dnnprov.problems.validation.checks import number as checked_number
+from dnnprov.problems.validation.checks import integer as checked_integer, number as checked_number
 from dnnprov.progress import JOINT_LOGGER_NAME, Clock, SolverLog
 from dnnprov.result import Reason, Result, Status, finite_or_none
 
@@ -262,6 +262,7 @@ def solve_many(
     if not isinstance(shared, SharedLimits):
         raise InvalidInputError("shared", f"expected SharedLimits, got {type(shared).__name__}")
     time_limit_s = checked_number("time_limit_s", time_limit_s, exclusive_minimum=0)
+    max_plans_per_job = checked_integer("max_plans_per_job", max_plans_per_job, minimum=0)
     deadline = started + time_limit_s
     check_shared_names(problems, shared)
     limits = shared.rows()

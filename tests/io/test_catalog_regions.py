@@ -85,7 +85,8 @@ def test_a_pool_without_its_region_is_refused(change, field, make_region_catalog
 def test_parse_regions() -> None:
     assert parse_regions("all") is None
     assert parse_regions("us-east-1, eu-west-1") == ["us-east-1", "eu-west-1"]
-    for bad in ("", "us-east-1,us-east-1", "US East"):
+    # an empty item dropped a region silently; 'all' in a list read as a region named 'all'
+    for bad in ("", "us-east-1,us-east-1", "US East", "us-east-1,,eu-west-1", "us-east-1,", "all,us-east-1"):
         with pytest.raises(InvalidInputError) as err:
             parse_regions(bad)
         assert err.value.field == "--region"

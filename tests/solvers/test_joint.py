@@ -268,6 +268,26 @@ def test_tightening_a_quota_never_lowers_cost(make_resnet110):
     assert previous > 0
 
 
+@pytest.mark.parametrize("pricing", [False, True])
+def test_a_set_of_free_plans_is_proven_optimal_at_zero(make_random_spot, pricing: bool):
+    """Every price 0, so every plan costs $0: the joint optimum is 0, and 0 bounds it. The
+    verified bound came out a hair below 0 (-6e-300), which no relative tolerance closes at a
+    cost of 0: the set ended `limit` (audit a7)."""
+    rng = np.random.default_rng(7)
+    problems = []
+    for _ in range(2):
+        data = small_spot(rng, make_random_spot).to_dict()
+        for spec in data["instance_types"].values():
+            spec["spot_price_per_h"] = 0.0
+        data["platform"]["ps_price_per_h"] = 0.0
+        problems.append(dnnprov.problem_from_dict(data))
+    labels = sorted({label for p in problems for label in p.columns().labels})
+    shared = SharedLimits(quotas={labels[0]: 1})
+    result = solve_many(problems, shared=shared, pricing=pricing)
+    assert result.status is dnnprov.Status.OPTIMAL and result.cost == 0.0 and result.bound == 0.0
+    assert brute_force(problems, shared) == 0.0
+
+
 def test_tightening_concurrency_never_lowers_cost(make_random_serverless):
     """The same for the shared concurrency limit of serverless jobs."""
     rng = np.random.default_rng(44)
@@ -478,6 +498,15 @@ def test_huge_shared_limits_are_refused(tmp_path, capsys, make_resnet110, make_r
     assert main(["solve-many", *files, "--shared-quota", f"p3.2xlarge={10**400}"]) == 2
     assert main(["solve-many", *files, "--concurrency", str(10**400)]) == 2
     assert "2^53" in capsys.readouterr().err
+
+
+def test_a_negative_max_plans_per_job_is_refused(tmp_path, capsys, make_resnet110):
+    """-1 was taken as 0 (every spot job priced) without a word."""
+    with pytest.raises(dnnprov.InvalidInputError, match="^max_plans_per_job: "):
+        solve_many([make_resnet110()], max_plans_per_job=-1)
+    dnnprov.write_instance(make_resnet110(), tmp_path / "job.json")
+    assert main(["solve-many", str(tmp_path / "job.json"), "--max-plans-per-job", "-1"]) == 2
+    assert capsys.readouterr().err.startswith("dnnprov: error: --max-plans-per-job: must be >= 0")
 
 
 def test_identical_jobs_share_columns_and_time_limit(make_resnet110):

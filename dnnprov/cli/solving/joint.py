@@ -77,6 +77,8 @@ def cmd_solve_many(args: argparse.Namespace) -> int:
         str(embedded_instance(f.removeprefix("embedded:"))) if f.startswith("embedded:") else f for f in args.files
     ]
     problems = [_read_job(given, path) for given, path in zip(args.files, paths)]
+    if args.max_plans_per_job is not None and args.max_plans_per_job < 0:
+        raise InvalidInputError("--max-plans-per-job", f"must be >= 0, got {args.max_plans_per_job}")
     limit = {} if args.max_plans_per_job is None else {"max_plans_per_job": args.max_plans_per_job}
     shared = shared_limits(args)
     with contextlib.ExitStack() as stack:

@@ -39,9 +39,13 @@ def parse_regions(text: str) -> list[str] | None:
     """``--region`` as a list of regions (``a,b,c``; one name: a list of one), ``None`` for ``all``."""
     if text.strip() == ALL_REGIONS:
         return None
-    names = [r.strip() for r in text.split(",") if r.strip()]
-    if not names:
+    names = [r.strip() for r in text.split(",")]
+    if not any(names):
         raise InvalidInputError("--region", "empty: give a region, a comma-separated list, or 'all'")
+    if not all(names):  # a typo would drop a region the user meant
+        raise InvalidInputError("--region", f"an empty item in {text!r}: give a comma-separated list of regions")
+    if ALL_REGIONS in names:
+        raise InvalidInputError("--region", f"'all' goes alone (every region), not in a list: got {text!r}")
     bad = [r for r in names if not _REGION_WORDS.fullmatch(r)]
     if bad:
         raise InvalidInputError("--region", f"{bad[0]!r} is not a region name like 'us-east-1'")

@@ -56,7 +56,7 @@ import numpy as np
 from dnnprov.formulations.joint import JobColumns
 from dnnprov.solvers.highs_driver import TINY, UNIT_ROUNDOFF
 from dnnprov.solvers.joint.columns import GeneratedColumns, Problem, SharedLimits, cache_key, spot_usage_rows
-from dnnprov.solvers.joint.master import OPTIMAL_TOLERANCE, ColumnSolution, solve_columns
+from dnnprov.solvers.joint.master import ColumnSolution, closes, solve_columns
 from dnnprov.solvers.joint.model import ColumnModel
 from dnnprov.solvers.joint.pricing.regions import CapSolve, SpotPricer, down
 
@@ -438,11 +438,6 @@ def own_optima_bound(generated: Sequence[GeneratedColumns]) -> float:
     return down(math.fsum(alone), math.fsum(abs(a) for a in alone), len(alone))
 
 
-def closes(bound: float, cost: float) -> bool:
-    """Whether a proven ``bound`` proves ``cost`` optimal within OPTIMAL_TOLERANCE."""
-    return math.isfinite(cost) and bound >= cost - OPTIMAL_TOLERANCE * abs(cost)
-
-
 def solve_priced(
     generated: list[GeneratedColumns],
     priced: Mapping[int, PricedJob],
@@ -511,7 +506,9 @@ def solve_priced(
     stats.update(_pricing_stats(priced))
     assert solved.cost is not None
     # after the closing step, whose front threshold needs the Lagrangian bound itself
-    lower = max(lower, own_optima_bound(generated))
+    # the jobs' own optima bound the total; so does 0: a plan meeting its deadline trains j > 0
+    # iterations (SpotModel refuses j <= 0) at prices and overheads >= 0, so it costs >= 0
+    lower = max(lower, own_optima_bound(generated), 0.0)
     if closes(lower, solved.cost):
         return ColumnSolution(Status.OPTIMAL, solved.picked, solved.cost, solved.cost, "", solved.usage, stats)
     return ColumnSolution(
