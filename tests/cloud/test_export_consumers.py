@@ -10,6 +10,7 @@ the ``regex`` module for its ``\\p{..}`` classes).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -253,14 +254,19 @@ def test_every_name_of_every_export_is_valid(sky_doc: PlanDocument, instance: st
         instance_types=(*CATALOG.instance_types, CatalogEntry(name=worker_type, gpus=2, vcpus=8, memory_gb=32.0)),
     )
     doc = PlanDocument(result=result, catalog=catalog)
+    if "@" in worker_type and not full(r"[^@]*@[a-z]{2}(-[a-z]+)+-[0-9]+", worker_type, 200):
+        with pytest.raises(InvalidInputError, match=f"^instance_types.{re.escape(worker_type)}: "):
+            _skypilot_names(doc)  # TYPE@REGION of no AWS region: one error naming the type
+        return
     for names in (_skypilot_names(doc), _kueue_names(doc, worker_type)):
         for kind, name, pattern, limit in names:
             assert full(pattern, name, limit), (kind, name)
-    calls = json.loads(
-        export_files(doc, "ec2-run-instances", ExportOptions(launch=LaunchOptions(image_id="ami-1")))[
-            "ec2-run-instances.json"
-        ]
-    )["calls"]
+    ec2 = ExportOptions(launch=LaunchOptions(image_id="ami-1"))
+    if not full(r"[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z0-9]+(-[a-z0-9]+)*", worker_type.split("@")[0], 200):
+        with pytest.raises(InvalidInputError, match=f"^result.plan.counts.{re.escape(worker_type)}: "):
+            export_files(doc, "ec2-run-instances", ec2)  # no EC2 instance type: EC2 would refuse the call
+        return
+    calls = json.loads(export_files(doc, "ec2-run-instances", ec2)["ec2-run-instances.json"])["calls"]
     for call in calls:
         for tag in call["params"]["TagSpecifications"][0]["Tags"]:
             assert len(tag["Value"]) <= 256

@@ -24,7 +24,11 @@ from dnnprov.cloud.export.plan import PlanDocument, hardware, split_label
 from dnnprov.errors import InvalidInputError
 from dnnprov.io.catalogs.catalog import split_region
 from dnnprov.problems.spot import SpotProblem
+from dnnprov.problems.validation import checks as check
 
+#: The form of every EC2 instance type: botocore's InstanceType values (``g4dn.4xlarge``, ``u-6tb1.metal``,
+#: ``c7i-flex.large``) all match it, so a new type does too; a name that does not is no type EC2 launches.
+EC2_TYPE = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z0-9]+(-[a-z0-9]+)*")
 #: The region of an AWS zone name: ``us-east-1a`` and the local zone ``us-west-2-lax-1a`` -> ``us-east-1``, ``us-west-2``.
 _AWS_REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-[0-9]+")
 
@@ -62,6 +66,37 @@ def type_region(type_name: str) -> str | None:
 def aws_type(type_name: str) -> str:
     """The AWS instance type of a (possibly region-qualified) type name: ``p3.2xlarge@us-west-2`` -> ``p3.2xlarge``."""
     return split_region(type_name)[0]
+
+
+def ec2_type(field: str, type_name: str, *, qualified: bool = True) -> str:
+    """The AWS type EC2 is asked to launch for ``type_name`` (its ``@REGION`` dropped when ``qualified``),
+    or one error naming ``field`` when it cannot be an EC2 instance type (EC2 would refuse the call).
+
+    The PS's type is not ``qualified``: it is launched in :func:`plan_region`'s region, so a PS type
+    naming a region of its own is refused (:func:`plain_ps_type`), never silently moved.
+    """
+    if not qualified:
+        plain_ps_type(field, type_name)
+    name = aws_type(type_name)
+    if EC2_TYPE.fullmatch(name) is None:
+        raise InvalidInputError(
+            field,
+            f"{check.short(name)} is no EC2 instance type (FAMILY.SIZE in lower-case letters, digits and '-', "
+            "such as g4dn.4xlarge): EC2 would refuse the launch",
+        )
+    return name
+
+
+def plain_ps_type(field: str, type_name: str) -> str:
+    """``type_name`` if it names no region (``m5.xlarge``, not ``m5.xlarge@eu-west-1``), else one error:
+    the PS goes to the plan's region (:func:`plan_region`), and a launch of ``TYPE@REGION`` fails."""
+    if split_region(type_name)[1] is not None:
+        raise InvalidInputError(
+            field,
+            f"{check.short(type_name)} names a region: the PS is launched in the plan's region "
+            "(SkyPilot: --region), so give its plain AWS type, such as m5.xlarge",
+        )
+    return type_name
 
 
 def worker_regions(doc: PlanDocument) -> dict[str, int]:

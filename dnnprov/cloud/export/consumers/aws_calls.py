@@ -20,8 +20,8 @@ from dnnprov.cloud.export.names import (
     tag_value,
 )
 from dnnprov.cloud.export.placement import (
-    aws_type,
     check_region,
+    ec2_type,
     plan_region,
     region_pools,
     split,
@@ -31,6 +31,7 @@ from dnnprov.cloud.export.placement import (
 from dnnprov.cloud.export.plan import PlanDocument, hardware, split_label
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.serverless import ServerlessPlatform, ServerlessProblem
+from dnnprov.problems.spot import column_label
 
 CALLS_FORMAT = "dnnprov/aws-calls"
 
@@ -163,7 +164,9 @@ def _run_instances(
     zone: str | None = None,
     region: str | None = None,
 ) -> ApiCall:
-    params: dict[str, Any] = {"InstanceType": aws_type(type_name), "MinCount": count, "MaxCount": count}
+    field = "instance.platform.ps_type" if role == "ps" else f"result.plan.counts.{column_label(type_name, market)}"
+    instance_type = ec2_type(field, type_name, qualified=role != "ps")
+    params: dict[str, Any] = {"InstanceType": instance_type, "MinCount": count, "MaxCount": count}
     if zone is not None and not options.subnet_id:
         params["Placement"] = {"AvailabilityZone": zone}
     if options.launch_template:
@@ -272,7 +275,8 @@ def ec2_fleet_calls(doc: PlanDocument, options: LaunchOptions) -> list[ApiCall]:
         target = sum(weights[t] * n for t, n in types.items())
         overrides = []
         for t in types:
-            base = {"InstanceType": aws_type(t), "WeightedCapacity": float(weights[t])}
+            field = f"result.plan.counts.{column_label(t, market)}"
+            base = {"InstanceType": ec2_type(field, t), "WeightedCapacity": float(weights[t])}
             zones = [p.zone for p in region_pools(doc, t, region)] if market == "spot" else []
             if options.subnet_id:
                 overrides.append({**base, "SubnetId": options.subnet_id})

@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from dnnprov.cloud.export.names import UniqueNames, skypilot_name
-from dnnprov.cloud.export.placement import aws_type, check_region, plan_region, region_pools, split, type_region
+from dnnprov.cloud.export.placement import (
+    aws_type,
+    check_region,
+    plain_ps_type,
+    plan_region,
+    region_pools,
+    split,
+    type_region,
+)
 from dnnprov.cloud.export.plan import PlanDocument, dump_yaml, hardware, split_label
 from dnnprov.errors import InvalidInputError
 from dnnprov.problems.validation import checks as check
@@ -201,7 +209,7 @@ def skypilot_tasks(doc: PlanDocument, options: SkyPilotOptions = SkyPilotOptions
     launch = doc.launch_counts()
     checked = [(f"result.plan.counts.{label}", split_label(label)[0]) for label in launch]
     if doc.launches_ps():
-        checked.append(("instance.platform.ps_type", doc.ps_type))
+        checked.append(("instance.platform.ps_type", plain_ps_type("instance.platform.ps_type", doc.ps_type)))
     _check_types(doc, options, region, checked)
     names = UniqueNames()
     base = skypilot_name(doc.name, 30)

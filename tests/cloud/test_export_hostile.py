@@ -1,0 +1,99 @@
+"""Hostile plan, instance and option values: each export is a file its consumer takes, or one clear error.
+
+The consumers' own rules: EC2's InstanceType values (botocore's model, read here) and the launch
+template, Lambda CreateFunction's members (botocore's model), SkyPilot's instance types (a
+region-qualified name is no type), and AWS's reserved ``aws:`` tag prefix.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import botocore.session
+import pytest
+from botocore.validate import validate_parameters
+
+import dnnprov
+from dnnprov.cloud.export import (
+    ExportOptions,
+    LaunchOptions,
+    PlanDocument,
+    SkyPilotOptions,
+    export_files,
+    plan_document,
+)
+from dnnprov.errors import InvalidInputError
+from dnnprov.io.catalogs.catalog import Catalog, CatalogEntry
+from dnnprov.io.instances import problem_from_dict, read_instance
+
+EC2 = botocore.session.get_session().get_service_model("ec2")
+CATALOG = Catalog(
+    name="c",
+    region="us-east-1",
+    snapshot="2022-05-31T23:52:09Z",
+    instance_types=(
+        CatalogEntry(name="g4dn.4xlarge", gpus=1, vcpus=16, memory_gb=64.0),
+        CatalogEntry(name="g3.8xlarge", gpus=2, vcpus=32, memory_gb=244.0),
+        CatalogEntry(name="g3.16xlarge", gpus=4, vcpus=64, memory_gb=488.0),
+    ),
+)
+AMI, TEMPLATE = LaunchOptions(image_id="ami-0123456789abcdef0"), LaunchOptions(launch_template="dnnprov-workers")
+
+
+def table1(rename: str | None = None, ps_type: str | None = None) -> PlanDocument:
+    """spotDNN Table I solved, its g4dn.4xlarge renamed to ``rename`` and its PS type ``ps_type``."""
+    d = read_instance("embedded:spot/paper-table1.json").to_dict()
+    if rename is not None:
+        d["instance_types"] = {(rename if k == "g4dn.4xlarge" else k): v for k, v in d["instance_types"].items()}
+    if ps_type is not None:
+        d["platform"]["ps_type"] = ps_type
+    problem = problem_from_dict(d)
+    return plan_document(dnnprov.solve(problem, "milp"), problem, CATALOG)
+
+
+def test_every_botocore_instance_type_passes_the_ec2_export() -> None:
+    """The EC2 type rule holds every InstanceType value of botocore's model (no real type is refused)."""
+    from dnnprov.cloud.export.placement import EC2_TYPE
+
+    types = EC2.shape_for("InstanceType").enum
+    assert len(types) > 500 and [t for t in types if not EC2_TYPE.fullmatch(t)] == []
+
+
+@pytest.mark.parametrize("name", ["GPU type ü", "g4dn 4xlarge", "G4DN.4XLARGE", "-g4dn.4xlarge", "a/b", "g" * 200])
+@pytest.mark.parametrize("target,options", [("ec2-run-instances", AMI), ("ec2-fleet", TEMPLATE)])
+def test_a_type_ec2_cannot_launch_is_refused(name: str, target: str, options: LaunchOptions) -> None:
+    """An instance type name that is no EC2 type: one error naming the plan's count, no call EC2 refuses."""
+    doc = table1(rename=name)
+    assert doc.counts().get(name)
+    with pytest.raises(InvalidInputError, match=f"^result.plan.counts.{re.escape(name)}: .* is no EC2 instance type"):
+        export_files(doc, target, ExportOptions(launch=options))
+
+
+@pytest.mark.parametrize("ps_type", ["m5 xlarge", "ü", "M5.XLARGE", "m5.xlarge@eu-west-1"])
+def test_a_ps_type_ec2_cannot_launch_is_refused(ps_type: str) -> None:
+    """The PS's RunInstances: a PS type that is no EC2 type, or that names a region, is refused by name."""
+    doc = table1(ps_type=ps_type)
+    for target, options in (("ec2-run-instances", AMI), ("ec2-fleet", TEMPLATE)):
+        with pytest.raises(InvalidInputError, match="^instance.platform.ps_type: "):
+            export_files(doc, target, ExportOptions(launch=options))
+
+
+def test_valid_types_still_export_and_pass_botocore() -> None:
+    """Table I's real types: every call is valid input of its operation, every InstanceType in botocore's list."""
+    doc = table1()
+    types = set(EC2.shape_for("InstanceType").enum)
+    for target, options in (("ec2-run-instances", AMI), ("ec2-fleet", TEMPLATE)):
+        (text,) = export_files(doc, target, ExportOptions(launch=options)).values()
+        for call in json.loads(text)["calls"]:
+            validate_parameters(call["params"], EC2.operation_model(call["operation"]).input_shape)
+            for override in call["params"].get("LaunchTemplateConfigs", [{}])[0].get("Overrides", [call["params"]]):
+                assert override["InstanceType"] in types
+
+
+def test_a_region_qualified_ps_type_is_no_skypilot_type() -> None:
+    """A PS type TYPE@REGION passed the catalog check as TYPE but was written as TYPE@REGION, which
+    SkyPilot cannot launch (sky.catalog.instance_type_exists is False): refused, naming the PS type."""
+    doc = table1(ps_type="m5.xlarge@us-east-1")
+    with pytest.raises(InvalidInputError, match="^instance.platform.ps_type: 'm5.xlarge@us-east-1' names a region"):
+        export_files(doc, "skypilot", ExportOptions(skypilot=SkyPilotOptions(check_catalog=False)))
