@@ -97,3 +97,16 @@ def test_a_region_qualified_ps_type_is_no_skypilot_type() -> None:
     doc = table1(ps_type="m5.xlarge@us-east-1")
     with pytest.raises(InvalidInputError, match="^instance.platform.ps_type: 'm5.xlarge@us-east-1' names a region"):
         export_files(doc, "skypilot", ExportOptions(skypilot=SkyPilotOptions(check_catalog=False)))
+
+
+@pytest.mark.parametrize("name", ["aws:evil", "AWS:lambda", "Aws:x"])
+def test_a_plan_named_with_awss_reserved_prefix_gets_no_aws_tag(name: str) -> None:
+    """AWS reserves the ``aws:`` prefix (any case) in tag keys and values: a plan so named became
+    the ``dnnprov:plan`` tag value as it was (audit a6)."""
+    d = read_instance("embedded:spot/paper-table1.json").to_dict()
+    d["name"] = name
+    problem = problem_from_dict(d)
+    doc = plan_document(dnnprov.solve(problem, "milp"), problem, CATALOG)
+    text = "".join(export_files(doc, "ec2-run-instances", ExportOptions(launch=AMI)).values())
+    values = re.findall(r'"Key": "dnnprov:plan",\s*"Value": "([^"]*)"', text)
+    assert values and all(not v.lower().startswith("aws:") and v[4:] == name[4:] for v in values), values

@@ -87,8 +87,11 @@ def lambda_function_name(text: str) -> str:
 
 
 def tag_value(text: str) -> str:
-    """An AWS tag value from any text: letters, separators, digits and ``_.:/=+-@``, at most 256."""
+    """An AWS tag value from any text: letters, separators, digits and ``_.:/=+-@``, at most 256;
+    a leading ``aws:`` (any case), which AWS reserves for its own tags, becomes ``aws-``."""
     kept = "".join(c if unicodedata.category(c)[0] in "LZN" or c in _TAG_PUNCTUATION else " " for c in text)
+    if kept[:4].lower() == "aws:":
+        kept = f"{kept[:3]}-{kept[4:]}"
     return kept[:TAG_VALUE_MAX]
 
 
