@@ -110,3 +110,15 @@ def test_a_plan_named_with_awss_reserved_prefix_gets_no_aws_tag(name: str) -> No
     text = "".join(export_files(doc, "ec2-run-instances", ExportOptions(launch=AMI)).values())
     values = re.findall(r'"Key": "dnnprov:plan",\s*"Value": "([^"]*)"', text)
     assert values and all(not v.lower().startswith("aws:") and v[4:] == name[4:] for v in values), values
+
+
+@pytest.mark.parametrize("counts", [{}, {"g4dn.4xlarge": 0, "g3.8xlarge": 0}])
+@pytest.mark.parametrize("target", ["ec2-run-instances", "ec2-fleet", "skypilot", "kueue"])
+def test_a_plan_without_workers_is_refused(counts: dict[str, int], target: str) -> None:
+    """A bare result with no worker exported a cluster of the PS alone (ec2-fleet said every
+    worker was already running): one error naming the counts."""
+    doc = table1()
+    bare = PlanDocument(result={**doc.result, "plan": {**doc.result["plan"], "counts": counts}}, catalog=CATALOG)
+    options = ExportOptions(launch=TEMPLATE if target == "ec2-fleet" else AMI)
+    with pytest.raises(InvalidInputError, match="^result.plan.counts: the plan has no workers"):
+        export_files(bare, target, options)

@@ -183,9 +183,12 @@ class PlanDocument:
         return SpotPlatform().ps_type if self.kind == "spot" else ServerlessPlatform().ps_type
 
     def counts(self) -> dict[str, int]:
-        """Workers per column label of the whole plan (zeros dropped)."""
+        """Workers per column label of the whole plan (zeros dropped); a plan without any is refused."""
         self.require_spot()
-        return {k: int(v) for k, v in self.result["plan"]["counts"].items() if v}
+        counts = {k: int(v) for k, v in self.result["plan"]["counts"].items() if v}
+        if not counts:  # no solve gives it: exported, it was a cluster of the PS alone
+            raise InvalidInputError("result.plan.counts", "the plan has no workers: nothing would train")
+        return counts
 
     def kept(self) -> dict[str, int]:
         """Workers already running that the plan keeps (from the instance, else the result)."""
