@@ -189,8 +189,10 @@ def test_malformed_history_row_fails_import(shared_data: Path, tmp_path: Path, c
 
 def test_launch_options_reach_the_request(real_plan: Path) -> None:
     """Subnet and key pair go into every RunInstances call."""
-    calls = run_instances_calls(load_plan(real_plan), LaunchOptions(image_id=AMI, subnet_id="subnet-1", key_name="k"))
-    assert all(c.params["SubnetId"] == "subnet-1" and c.params["KeyName"] == "k" for c in calls)
+    calls = run_instances_calls(
+        load_plan(real_plan), LaunchOptions(image_id=AMI, subnet_id="subnet-11111111", key_name="k")
+    )
+    assert all(c.params["SubnetId"] == "subnet-11111111" and c.params["KeyName"] == "k" for c in calls)
 
 
 def _gpu_catalog() -> dict:

@@ -458,4 +458,4 @@ def test_launch_calls_carry_run_tag_and_client_token(table1: PlanDocument) -> No
         assert not set(other) & set(tokens)
         assert all("ClientToken" not in c.params for c in build(table1, replace(options, run_id=None)))
     with pytest.raises(InvalidInputError, match="^run_id: 'my run' is not a valid name here"):
-        LaunchOptions(image_id="ami-1", run_id="my run")
+        LaunchOptions(image_id="ami-11111111", run_id="my run")

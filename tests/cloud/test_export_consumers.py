@@ -261,7 +261,7 @@ def test_every_name_of_every_export_is_valid(sky_doc: PlanDocument, instance: st
     for names in (_skypilot_names(doc), _kueue_names(doc, worker_type)):
         for kind, name, pattern, limit in names:
             assert full(pattern, name, limit), (kind, name)
-    ec2 = ExportOptions(launch=LaunchOptions(image_id="ami-1"))
+    ec2 = ExportOptions(launch=LaunchOptions(image_id="ami-11111111"))
     if not full(r"[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z0-9]+(-[a-z0-9]+)*", worker_type.split("@")[0], 200):
         with pytest.raises(InvalidInputError, match=f"^result.plan.counts.{re.escape(worker_type)}: "):
             export_files(doc, "ec2-run-instances", ec2)  # no EC2 instance type: EC2 would refuse the call
@@ -469,7 +469,7 @@ def test_pools_pin_skypilot_zones(pools_doc: PlanDocument) -> None:
 def test_pools_place_ec2_calls(pools_doc: PlanDocument) -> None:
     """RunInstances per pool (Placement), cheapest pool that holds the type first; fleet overrides per AZ."""
     model = botocore.session.get_session().get_service_model("ec2")
-    calls = run_instances_calls(pools_doc, LaunchOptions(image_id="ami-1"))
+    calls = run_instances_calls(pools_doc, LaunchOptions(image_id="ami-11111111"))
     fleet = ec2_fleet_calls(pools_doc, LaunchOptions(launch_template="dnnprov-workers"))
     for call in calls + fleet:
         validate_parameters(call.params, model.operation_model(call.operation).input_shape)
@@ -489,7 +489,7 @@ def test_pools_place_ec2_calls(pools_doc: PlanDocument) -> None:
         ("g6e.12xlarge", "us-east-1c"),
         ("g5.48xlarge", None),
     }
-    with_subnet = run_instances_calls(pools_doc, LaunchOptions(image_id="ami-1", subnet_id="subnet-1"))
+    with_subnet = run_instances_calls(pools_doc, LaunchOptions(image_id="ami-11111111", subnet_id="subnet-11111111"))
     assert all("Placement" not in c.params for c in with_subnet)  # a subnet fixes its zone itself
 
 
@@ -500,7 +500,7 @@ def test_pools_across_regions_need_a_region(pools_doc: PlanDocument) -> None:
         export_files(bare, "skypilot", ExportOptions(skypilot=SKY))
     for target in ("kueue", "ec2-run-instances"):  # exports without a region option: the catalog gives it
         with pytest.raises(InvalidInputError, match=r"^region: the plan's spot pools lie in 2 regions.*\(--catalog\)$"):
-            export_files(bare, target, ExportOptions(launch=LaunchOptions(image_id="ami-1")))
+            export_files(bare, target, ExportOptions(launch=LaunchOptions(image_id="ami-11111111")))
     west = PlanDocument(
         result=pools_doc.result,
         problem=pools_doc.problem,
@@ -509,7 +509,7 @@ def test_pools_across_regions_need_a_region(pools_doc: PlanDocument) -> None:
         ),
     )
     with pytest.raises(InvalidInputError, match="none of the pools of g6e.12xlarge"):
-        export_files(west, "ec2-run-instances", ExportOptions(launch=LaunchOptions(image_id="ami-1")))
+        export_files(west, "ec2-run-instances", ExportOptions(launch=LaunchOptions(image_id="ami-11111111")))
 
 
 def test_takeover_launch_script_takes_the_running_ps(sky_doc: PlanDocument) -> None:
@@ -572,7 +572,7 @@ def test_pools_give_kueue_a_flavor_per_zone(pools_doc: PlanDocument) -> None:
     assert sum(j["spec"]["parallelism"] for j in jobs if j["metadata"]["labels"]["dnnprov.io/role"] == "worker") == sum(
         counts.values()
     )
-    *workers, _ = run_instances_calls(pools_doc, LaunchOptions(image_id="ami-1"))  # the PS's call is last
+    *workers, _ = run_instances_calls(pools_doc, LaunchOptions(image_id="ami-11111111"))  # the PS's call is last
     assert placed == {
         (c.params["InstanceType"], c.params.get("Placement", {}).get("AvailabilityZone")): c.params["MinCount"]
         for c in workers

@@ -122,3 +122,38 @@ def test_a_plan_without_workers_is_refused(counts: dict[str, int], target: str) 
     options = ExportOptions(launch=TEMPLATE if target == "ec2-fleet" else AMI)
     with pytest.raises(InvalidInputError, match="^result.plan.counts: the plan has no workers"):
         export_files(bare, target, options)
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        (dict(image_id="not an ami"), "image_id"),
+        (dict(image_id=" "), "image_id"),
+        (dict(image_id="us-east-1=ami-1x"), "image_id"),
+        (dict(launch_template="ab"), "launch_template"),
+        (dict(launch_template="my template"), "launch_template"),
+        (dict(launch_template="t" * 129), "launch_template"),
+        (dict(launch_template="lt", launch_template_version="banana"), "launch_template"),
+        (dict(launch_template="dnnprov-workers", launch_template_version="banana"), "launch_template_version"),
+        (dict(image_id="ami-0123456789abcdef0", subnet_id="subnet 1"), "subnet_id"),
+        (dict(image_id="ami-0123456789abcdef0", key_name="ü key"), "key_name"),
+    ],
+)
+def test_launch_options_ec2_would_refuse_are_refused(options: dict[str, str], field: str) -> None:
+    """Launch options EC2 (or botocore's model: a template name of 3-128 characters) would refuse
+    were passed through into the calls (exports audit): one error naming the option."""
+    with pytest.raises(InvalidInputError, match=f"^{field}: "):
+        LaunchOptions(**options)
+
+
+def test_launch_options_ec2_takes_still_pass() -> None:
+    for options in (
+        dict(image_id="ami-12c6146b"),
+        dict(image_id="resolve:ssm:/aws/service/deeplearning/ami/x86_64/base/latest/ami-id"),
+        dict(image_id="us-east-1=ami-0123456789abcdef0,eu-west-1=ami-12c6146b"),
+        dict(launch_template="lt-0abcd1234ef567890", launch_template_version="$Latest"),
+        dict(launch_template="dnnprov-workers", launch_template_version="12"),
+        dict(image_id="ami-12c6146b", subnet_id="subnet-0bb1c79de30a1b2c3"),
+        dict(image_id="ami-12c6146b", key_name="my key-pair_1"),
+    ):
+        LaunchOptions(**options)

@@ -108,14 +108,14 @@ def test_one_ami_or_subnet_for_several_regions_is_refused(split_doc: PlanDocumen
     """An AMI and a subnet belong to one region (zone): one error naming the option."""
     for options, field in (
         (AMI, "image_id"),
-        (LaunchOptions(image_id=AMIS.image_id, subnet_id="subnet-1"), "subnet_id"),
-        (LaunchOptions(image_id="us-east-1=ami-1"), "image_id"),
+        (LaunchOptions(image_id=AMIS.image_id, subnet_id="subnet-11111111"), "subnet_id"),
+        (LaunchOptions(image_id="us-east-1=ami-11111111"), "image_id"),
     ):
         with pytest.raises(InvalidInputError) as err:
             run_instances_calls(split_doc, options)
         assert err.value.field == field
     with pytest.raises(InvalidInputError) as err:
-        LaunchOptions(image_id="us-east-1=ami-1,nowhere=ami-2")
+        LaunchOptions(image_id="us-east-1=ami-11111111,nowhere=ami-22222222")
     assert err.value.field == "image_id"
 
 

@@ -138,7 +138,7 @@ def test_cli_replan_then_export_launches_takeover_only(
     takeover.write_text(capsys.readouterr().out)
     doc = json.loads(takeover.read_text())
     assert doc["format"] == "dnnprov/plan" and doc["instance"]["constraints"]["existing"] == {"g3.16xlarge": 3}
-    assert main(["export", str(takeover), "--to", "ec2-run-instances", "--image-id", "ami-1"]) == 0
+    assert main(["export", str(takeover), "--to", "ec2-run-instances", "--image-id", "ami-11111111"]) == 0
     calls = json.loads(capsys.readouterr().out)["calls"]
     new = doc["result"]["details"]["new_instances"]
     assert {c["params"]["InstanceType"]: c["params"]["MinCount"] for c in calls} == new
@@ -362,7 +362,7 @@ def test_cli_takeover_launches_the_new_ps(resnet110_paper, tmp_path: Path, capsy
     assert doc["result"]["plan"]["ps"] == 3 and doc["result"]["details"]["new_ps"] == 2
     assert main(["export", str(takeover), "--to", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["launch"]["ps"]["count"] == 2
-    assert main(["export", str(takeover), "--to", "ec2-run-instances", "--image-id", "ami-1"]) == 0
+    assert main(["export", str(takeover), "--to", "ec2-run-instances", "--image-id", "ami-11111111"]) == 0
     calls = json.loads(capsys.readouterr().out)["calls"]
     assert [c["params"]["MinCount"] for c in calls if c["params"]["InstanceType"] == "m5.xlarge"] == [2]
     assert main(args[:-3] + ["--takeover-overhead", "2690", "--method", "enumerate", "--json"]) == 1  # no plan

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import secrets
 import time
 from dataclasses import dataclass, field, replace
@@ -34,6 +35,16 @@ from dnnprov.problems.serverless import ServerlessPlatform, ServerlessProblem
 from dnnprov.problems.spot import column_label
 
 CALLS_FORMAT = "dnnprov/aws-calls"
+
+
+#: EC2's forms of the launch options (RunInstances, CreateFleet; botocore's model and EC2's docs):
+#: an AMI id or an SSM parameter resolving to one, a launch template's name or id, its version,
+#: a subnet id, a key pair's name. A value outside them is refused here, not by EC2.
+AMI = re.compile(r"ami-[0-9a-f]{8,17}|resolve:ssm:\S{1,1011}")
+LAUNCH_TEMPLATE = re.compile(r"[a-zA-Z0-9().\-/_]{3,128}")
+TEMPLATE_VERSION = re.compile(r"\$Latest|\$Default|[1-9][0-9]{0,17}")
+SUBNET = re.compile(r"subnet-[0-9a-f]{8,17}")
+KEY_NAME = re.compile(r"[\x20-\x7e]{1,255}")
 
 
 @dataclass(frozen=True)
@@ -87,7 +98,22 @@ class LaunchOptions:
     run_id: str | None = None
 
     def __post_init__(self) -> None:
-        self.images()  # checks the per-region form
+        for ami in self.images().values():  # checks the per-region form
+            if not AMI.fullmatch(ami):
+                raise InvalidInputError("image_id", f"{ami[:80]!r} is not an AMI id (ami- and hex) or resolve:ssm:NAME")
+        for option, value, pattern, what in (
+            ("launch_template", self.launch_template, LAUNCH_TEMPLATE, "3-128 of A-Z a-z 0-9 ( ) . - / _"),
+            (
+                "launch_template_version",
+                self.launch_template_version,
+                TEMPLATE_VERSION,
+                "a number, $Latest or $Default",
+            ),
+            ("subnet_id", self.subnet_id, SUBNET, "subnet- and hex"),
+            ("key_name", self.key_name, KEY_NAME, "1-255 printable ASCII characters"),
+        ):
+            if value is not None and not pattern.fullmatch(value):  # EC2 would refuse the call
+                raise InvalidInputError(option, f"{value[:80]!r} is not valid: {what}")
         if self.run_id is not None:
             require(
                 "run_id",
