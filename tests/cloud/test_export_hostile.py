@@ -157,3 +157,27 @@ def test_launch_options_ec2_takes_still_pass() -> None:
         dict(image_id="ami-12c6146b", key_name="my key-pair_1"),
     ):
         LaunchOptions(**options)
+
+
+ROLE = "arn:aws:iam::123456789012:role/dnnprov-worker"
+
+
+@pytest.mark.parametrize(
+    ("code", "field"),
+    [
+        (dict(role="not an arn", image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/w:1"), "role"),
+        (dict(role=ROLE, s3_bucket="b", s3_key="w.zip", runtime="python3.11", handler="app.main"), "s3_bucket"),
+        (dict(role=ROLE, s3_bucket="bucket.", s3_key="w.zip", runtime="python3.11", handler="app.main"), "s3_bucket"),
+        (dict(role=ROLE, s3_bucket="bucket", s3_key="w.zip", runtime="python3.11", handler="a b"), "handler"),
+        (dict(role=ROLE, s3_bucket="bucket", s3_key="w.zip", runtime="python3.11", handler="h" * 129), "handler"),
+    ],
+)
+def test_function_code_lambda_would_refuse_is_refused(code: dict[str, str], field: str) -> None:
+    """CreateFunction's members were passed through: a 1-character bucket fails botocore's own
+    validation, a role that is no ARN and a handler with a space fail Lambda's (exports audit)."""
+    from dnnprov.cloud.export.consumers.aws_calls import FunctionCode
+
+    with pytest.raises(InvalidInputError, match=f"^{field}: .* is not one CreateFunction takes"):
+        FunctionCode(**code)
+    good = {**code, field: {"role": ROLE, "s3_bucket": "bucket", "handler": "app.main"}[field]}
+    FunctionCode(**good)
