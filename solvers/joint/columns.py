@@ -86,7 +86,10 @@ class SharedLimits:
 
 
 def check_shared_names(problems: Sequence[Problem], shared: SharedLimits) -> None:
-    """Refuse shared quotas that name no spot job's instance type or vCPU family."""
+    """Refuse shared limits no job uses: quotas naming no spot job's instance type or vCPU
+    family, a concurrency limit without a serverless job (each would be ignored)."""
+    if shared.concurrency is not None and not any(isinstance(p, ServerlessProblem) for p in problems):
+        raise InvalidInputError("shared.concurrency", "no job is serverless: the limit would bound nothing")
     labels: set[str] = set()
     families: set[tuple[str, str]] = set()  # (vCPU family, market)
     for p in problems:

@@ -500,6 +500,12 @@ def test_huge_shared_limits_are_refused(tmp_path, capsys, make_resnet110, make_r
     assert "2^53" in capsys.readouterr().err
 
 
+def test_a_concurrency_limit_without_a_serverless_job_is_refused(make_resnet110):
+    """It bounded nothing and was ignored without a word (audit a7), as a quota naming no offered type would be."""
+    with pytest.raises(dnnprov.InvalidInputError, match="^shared.concurrency: no job is serverless"):
+        solve_many([make_resnet110(), make_resnet110(loss=0.9, time_s=1900)], shared=SharedLimits(concurrency=5))
+
+
 def test_a_negative_max_plans_per_job_is_refused(tmp_path, capsys, make_resnet110):
     """-1 was taken as 0 (every spot job priced) without a word."""
     with pytest.raises(dnnprov.InvalidInputError, match="^max_plans_per_job: "):
