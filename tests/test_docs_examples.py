@@ -226,7 +226,7 @@ RUN: dict[tuple[str, str], str] = {
     ): "synopsis",
     (
         "control.md",
-        "dnnprov run INSTANCE --plan PLAN --policy P [--endpoint-url URL] [--region R] [--state DIR] [--json]",
+        "dnnprov run INSTANCE --plan PLAN [--policy P] [--endpoint-url URL] [--region R] [--state DIR] [--json]",
     ): "synopsis",
     ("control.md", "dnnprov simulate INSTANCE --plan PLAN --trace TYPE=FILE... --policy P"): "synopsis",
     (
