@@ -175,17 +175,16 @@ def check_region(region: object) -> str:
 
 
 def check_endpoint_url(field: str, url: object) -> str | None:
-    """``url`` if boto3 can send calls to it: http(s), a host, a port in 0-65535 (``None`` passes).
+    """``url`` if boto3 can send calls to it: http(s), a host, a port in 1-65535 (``None`` passes).
 
     boto3 takes any string as ``endpoint_url`` and fails with a ``ValueError`` only at the
     first call, after a run has been recorded (and its PS launched); this refuses it first.
     """
     if url is None:
         return None
-    try:
+    try:  # urlsplit's port raises ValueError past 65535 (and on a port that is no number)
         parts = urlsplit(url) if isinstance(url, str) else None
-        fine = parts is not None and parts.scheme in ("http", "https") and bool(parts.hostname)
-        fine = fine and parts is not None and (parts.port is None or parts.port > 0)
+        fine = parts is not None and parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
     except ValueError:
         fine = False
     if not fine:

@@ -249,6 +249,11 @@ class _LatestReport:
         return report
 
 
+def recorded_plan(spec: Mapping[str, Any]) -> SpotPlan:
+    """The plan a run's record holds (its spec's ``plan``)."""
+    return SpotPlan(counts={k: int(v) for k, v in spec["plan"]["counts"].items()}, ps=int(spec["plan"]["ps"]))
+
+
 def controller_of(record: RunRecord, run_id: str, spec: Mapping[str, Any]) -> Controller:
     """The controller of a recorded spot run (fresh or to resume), on its cloud."""
     from dnnprov.control.clouds.ec2 import Ec2Cloud, RemoteTwinClock
@@ -258,7 +263,7 @@ def controller_of(record: RunRecord, run_id: str, spec: Mapping[str, Any]) -> Co
     from dnnprov.revocation.policies import make_policy
 
     problem = spot_problem(spec["instance"])
-    plan = SpotPlan(counts={k: int(v) for k, v in spec["plan"]["counts"].items()}, ps=int(spec["plan"]["ps"]))
+    plan = recorded_plan(spec)
     settings = RunSettings(**spec["settings"])
     clock = RemoteTwinClock(spec["endpoint_url"], answered=True) if spec.get("twin") else None
     pools = [
@@ -512,7 +517,7 @@ def _never_started(spec: Mapping[str, Any]) -> Outcome:
     from dnnprov.control.trainer import ProgressModel
 
     problem = spot_problem(spec["instance"])
-    plan = SpotPlan(counts={k: int(v) for k, v in spec["plan"]["counts"].items()}, ps=int(spec["plan"]["ps"]))
+    plan = recorded_plan(spec)
     model = ProgressModel(problem, plan, RunSettings(**spec["settings"]).join_s)
     return Outcome("cancelled", None, 0.0, 0.0, model.loss(model.start), 0, 0, 0, 0)
 

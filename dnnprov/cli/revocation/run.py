@@ -179,7 +179,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     from dnnprov.control.api import cancel_run
 
     done = cancel_run(args.run_id, state=args.state)
-    if done["state"] != "cancelling" and not done["torn_down"]:  # cancelled before included
+    if done["state"] != "cancelling" and not done["torn_down"]:  # it had ended (a cancel before it too)
         print(f"{args.run_id}: already ended ({done['state']})")
     elif not done["torn_down"]:
         print(f"{args.run_id}: cancel requested; its controller tears it down at its next poll")
