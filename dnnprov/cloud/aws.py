@@ -11,6 +11,7 @@ that one :class:`CloudError` says what failed, and no catalog file is written.
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 import time
@@ -22,6 +23,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 import boto3
+import botocore.session
 from botocore import xform_name
 from botocore.client import BaseClient
 from botocore.config import Config
@@ -190,6 +192,22 @@ def check_endpoint_url(field: str, url: object) -> str | None:
     if not fine:
         raise InvalidInputError(field, f"{url!r} is not an endpoint URL (http:// or https://, a host, a port 1-65535)")
     return str(url)
+
+
+def check_member(field: str, value: str, service: str, operation: str, *path: str) -> str:
+    """``value`` if it fits the length and pattern botocore's service model gives the member
+    ``path`` of ``operation``'s input (``"Code", "S3Bucket"``); else one error naming ``field``:
+    the service would refuse the call. (botocore itself checks lengths only, and no patterns.)"""
+    shape = botocore.session.get_session().get_service_model(service).operation_model(operation).input_shape
+    for name in path:
+        shape = shape.members[name]
+    rule = shape.metadata
+    low, high, pattern = rule.get("min", 0), rule.get("max", math.inf), rule.get("pattern")
+    if not low <= len(value) <= high or (pattern and re.fullmatch(pattern, value) is None):
+        raise InvalidInputError(
+            field, f"{value[:80]!r} is not one {operation} takes: {low}-{high} characters of {pattern or 'any'}"
+        )
+    return value
 
 
 class AwsClients:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dnnprov.cloud.aws import CloudError, check_endpoint_url, check_region
+from dnnprov.cloud.aws import CloudError, check_endpoint_url, check_member, check_region
 from dnnprov.control.cloud import Instance, LaunchRequest
 from dnnprov.control.clouds.ec2 import PLACEHOLDER_IMAGE, Ec2Cloud, RemoteTwinClock, is_twin
 from dnnprov.control.loop import Event
@@ -46,12 +45,6 @@ from dnnprov.result import ServerlessPlan
 #: Attempts of one segment (a failed invocation is retried from the same checkpoint).
 ATTEMPTS = 3
 DEFAULT_FUNCTION = "dnnprov-worker"
-#: Lambda's ``FunctionName`` of UpdateFunctionConfiguration / PutFunctionConcurrency (botocore's
-#: service model): a name of letters, digits, ``-`` and ``_``, or its ARN, up to 140 characters.
-FUNCTION_NAME = re.compile(
-    r"(arn:(aws[a-zA-Z-]*)?:lambda:)?((eusc-)?[a-z]{2}((-gov)|(-iso([a-z]?)))?-[a-z]+-\d{1}:)?(\d{12}:)?"
-    r"(function:)?([a-zA-Z0-9-_]+)(:(\$LATEST|[a-zA-Z0-9-_]+))?"
-)
 
 
 @dataclass
@@ -454,11 +447,10 @@ def start_spec(
     check_plan(problem, plan)
     if not horizon > 0:
         raise InvalidInputError("--horizon", f"must be > 0, got {horizon!r}")
-    if not isinstance(function, str) or not 1 <= len(function) <= 140 or not FUNCTION_NAME.fullmatch(function):
-        raise InvalidInputError(
-            "--function",
-            f"{function!r} is not a Lambda function name (1-140 characters: letters, digits, - and _, or the ARN)",
-        )
+    if not isinstance(function, str):
+        raise InvalidInputError("--function", f"a Lambda function name, got {function!r}")
+    # the run configures (and releases) the function by this name: the name or ARN those calls take
+    check_member("--function", function, "lambda", "UpdateFunctionConfiguration", "FunctionName")
     check_endpoint_url("--lambda-endpoint-url", lambda_endpoint_url)
     check_endpoint_url("--endpoint-url", endpoint_url)
     return {

@@ -365,24 +365,16 @@ class FunctionCode:
         """Role, handler, bucket and key within CreateFunction's lengths and patterns (botocore's
         Lambda model): Lambda would refuse the call. The runtime is not held to the model's list,
         which a botocore older than Lambda's newest runtime lacks."""
-        import botocore.session
+        from dnnprov.cloud.aws import check_member
 
-        shape = botocore.session.get_session().get_service_model("lambda").operation_model("CreateFunction")
-        members, code = shape.input_shape.members, shape.input_shape.members["Code"].members
-        for option, value, member in (
-            ("role", self.role, members["Role"]),
-            ("handler", self.handler, members["Handler"]),
-            ("s3_bucket", self.s3_bucket, code["S3Bucket"]),
-            ("s3_key", self.s3_key, code["S3Key"]),
+        for option, value, path in (
+            ("role", self.role, ("Role",)),
+            ("handler", self.handler, ("Handler",)),
+            ("s3_bucket", self.s3_bucket, ("Code", "S3Bucket")),
+            ("s3_key", self.s3_key, ("Code", "S3Key")),
         ):
-            if value is None:
-                continue
-            rule = member.metadata
-            low, high, pattern = rule.get("min", 0), rule.get("max", math.inf), rule.get("pattern")
-            if not low <= len(value) <= high or (pattern and re.fullmatch(pattern, value) is None):
-                raise InvalidInputError(
-                    option, f"{value[:80]!r} is not one CreateFunction takes: {low}-{high} characters of {pattern}"
-                )
+            if value is not None:
+                check_member(option, value, "lambda", "CreateFunction", *path)
 
     def params(self) -> dict[str, Any]:
         """The CreateFunction parameters for the code."""
